@@ -1,0 +1,61 @@
+/* fakecuda: the fake CUDA driver's own record, for tests.
+ *
+ * The fake libcuda.so.1 built under tests/fake exports these functions next
+ * to the CUDA driver API. Tests (and benchmarks) look them up with
+ * dlsym(RTLD_DEFAULT, "fakecuda_...") or link against the fake directly.
+ * They describe what the *driver* holds, independent of anything the shim
+ * believes, so a test can check a limit against the driver's view.
+ *
+ * Configuration (environment, read at the first call into the fake):
+ *   FAKECUDA_DEVICES        comma list of device capacities, one per device:
+ *                           "16GiB,8GiB" (K/M/G/T, KiB..TiB binary, plain bytes).
+ *                           Default "16GiB" (one device). "none": zero devices
+ *                           (cuInit returns CUDA_ERROR_NO_DEVICE).
+ *   FAKECUDA_UUIDS          comma list of "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx",
+ *                           one per device. Default: GPU-fa4ec0da-0000-4000-8000-00000000000N
+ *                           with N the ordinal in hex.
+ *   FAKECUDA_PCI            comma list of PCI bus ids "0000:3b:00.0", one per
+ *                           device. Default "0000:NN:00.0" with NN = 0x10 + ordinal.
+ *   FAKECUDA_OTHER_USED     comma list of bytes per device held by other
+ *                           processes (lowers free memory). Default 0.
+ *   FAKECUDA_CTX_OVERHEAD   bytes a context costs on its device while it
+ *                           exists (lowers free memory, never allocatable,
+ *                           not counted in fakecuda_reserved). Default 0.
+ *   FAKECUDA_DRIVER_VERSION cuDriverGetVersion value. Default 13000.
+ *   FAKECUDA_STREAM_DELAY_US microseconds every stream operation sleeps before
+ *                           it runs on the stream's worker. Default 0.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bytes of device memory this process holds from the fake on device `dev`
+ * right now: plain, pitched and managed allocations, stream-ordered pool
+ * reservations (what the pools hold, used or not), VMM physical handles
+ * (cuMemCreate) and arrays. Returns 0 for a bad ordinal. */
+uint64_t fakecuda_reserved(int dev);
+
+/* The highest fakecuda_reserved(dev) has been since start or the last reset. */
+uint64_t fakecuda_peak_reserved(int dev);
+void fakecuda_reset_peak(int dev);
+
+/* Number of live allocations on `dev` (plain + pitched + managed + live
+ * stream-ordered allocations + VMM handles + arrays). */
+uint64_t fakecuda_live_allocations(int dev);
+
+/* How many times the entry point with this exported name has been called,
+ * e.g. "cuMemAlloc_v2", "cuMemAllocAsync_ptsz". 0 for unknown names. */
+uint64_t fakecuda_calls(const char *exported_name);
+
+/* How many times the fake waited for every stream of a context to drain
+ * (cuCtxSynchronize and the implicit synchronization of cuMemFree etc). */
+uint64_t fakecuda_device_syncs(void);
+
+#ifdef __cplusplus
+}
+#endif
