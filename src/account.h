@@ -1,0 +1,81 @@
+/* account: the steps every allocating and freeing hook takes.
+ *
+ * A hook that allocates does:  begin (find the device, reserve the bytes
+ * against its limit) -> the real driver call -> finish (keep the record on
+ * success, give the bytes back on failure). A hook that frees does:
+ * take (remove the record) -> the real driver call -> settle (release the
+ * bytes on success, put the record back on failure). The driver's
+ * CUresult always reaches the program unchanged; only a refusal at the
+ * limit is ours, and it is CUDA_ERROR_OUT_OF_MEMORY, as from a full card.
+ *
+ * Stream-ordered pools are accounted by what they really reserve
+ * (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), not by what the program asked:
+ * pools keep freed memory, and round requests up.
+ *
+ * Thread safety: the ledger is atomic, the record map striped; the pool
+ * list has one mutex, held only around a pool's attribute query. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cuda-api.h"
+#include "ledger.h"
+#include "track.h"
+
+struct cumemcap_charge {
+	int dev;           /* -1: not accounted (no context, unknown device) */
+	CUcontext ctx;
+	enum cumemcap_kind kind;
+	uint64_t bytes;
+};
+
+/* Reserve `bytes` of `kind`. dev >= 0 names the device; dev < 0 means the
+ * device of the current context. Returns CUDA_SUCCESS (go on and call the
+ * driver) or CUDA_ERROR_OUT_OF_MEMORY (refused at the limit). */
+CUresult cumemcap_charge_begin(struct cumemcap_charge *c, int dev, enum cumemcap_kind kind,
+			       uint64_t bytes);
+
+/* After the driver call: on success record (handle, key) and keep the
+ * bytes; on failure give them back. Returns r. */
+CUresult cumemcap_charge_finish(struct cumemcap_charge *c, CUresult r,
+				enum cumemcap_handle_kind handle, uint64_t key);
+
+/* The driver took `actual` bytes where `c` reserved an estimate: take the
+ * difference. False (nothing changed) if the limit does not allow it; the
+ * caller then frees what it got and reports out of memory. */
+bool cumemcap_charge_adjust(struct cumemcap_charge *c, uint64_t actual);
+
+/* Freeing: remove the record before the driver frees. */
+bool cumemcap_release_take(enum cumemcap_handle_kind handle, uint64_t key,
+			   struct cumemcap_block *b);
+/* After the driver's answer: release the bytes, or restore the record. */
+CUresult cumemcap_release_settle(bool found, const struct cumemcap_block *b, CUresult r);
+
+/* A context is gone (destroyed, or a primary context reset): everything
+ * allocated in it was freed by the driver. */
+void cumemcap_forget_ctx(CUcontext ctx);
+
+/* ---- stream-ordered pools ---- */
+
+/* The device a pool allocates on (recorded at cuMemPoolCreate, or learnt
+ * the first time the pool is used); `fallback` when unknown. */
+int cumemcap_pool_device(CUmemoryPool pool, int fallback);
+void cumemcap_pool_created(CUmemoryPool pool, int dev);
+/* Bring the ledger in line with what the pool reserves now. Returns the
+ * growth in bytes since the last look (0 if it shrank). */
+uint64_t cumemcap_pool_settle(CUmemoryPool pool, int dev);
+void cumemcap_pool_destroyed(CUmemoryPool pool);
+/* Re-read every pool of `dev` (they shrink at synchronization points the
+ * shim does not see). */
+void cumemcap_pool_refresh(int dev);
+
+/* Estimate of the bytes a pool takes for one request (its granularity). */
+uint64_t cumemcap_pool_estimate(uint64_t bytes);
+
+/* Fork child: drop all pool records. */
+void cumemcap_pool_reset(void);
+
+/* Fork: hold the pool list across fork(). */
+void cumemcap_account_lock(void);
+void cumemcap_account_unlock(void);

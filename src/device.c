@@ -1,0 +1,106 @@
+/* device: see device.h. */
+#include "device.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "driver.h"
+#include "ledger.h"
+#include "msg.h"
+#include "policy.h"
+
+static struct cumemcap_device_info infos[CUMEMCAP_MAX_DEVICES];
+static _Atomic int state[CUMEMCAP_MAX_DEVICES]; /* 0 unknown, 1 ready, -1 unusable */
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool rules_checked;
+
+static bool describe(int dev, struct cumemcap_device_info *info)
+{
+	size_t total = 0;
+	CUuuid uuid;
+	memset(info, 0, sizeof(*info));
+	if (!real_cuDeviceTotalMem_v2 || real_cuDeviceTotalMem_v2(&total, dev) != CUDA_SUCCESS)
+		return false;
+	info->total = total;
+	if (real_cuDeviceGetUuid && real_cuDeviceGetUuid(&uuid, dev) == CUDA_SUCCESS)
+		memcpy(info->uuid, uuid.bytes, sizeof(info->uuid));
+	if (!real_cuDeviceGetPCIBusId ||
+	    real_cuDeviceGetPCIBusId(info->pci_bus_id, (int)sizeof(info->pci_bus_id), dev) != CUDA_SUCCESS)
+		info->pci_bus_id[0] = '\0';
+	const struct cumemcap_policy *p = cumemcap_policy();
+	info->limit = cumemcap_resolve_limit(&p->limit, &p->devices, dev, info->uuid,
+					     info->pci_bus_id, info->total, &info->rule);
+	return true;
+}
+
+/* Each device rule should name a GPU of this machine; say once which do
+ * not (the same settings may serve machines with other cards). */
+static void check_rules(void)
+{
+	const struct cumemcap_policy *p = cumemcap_policy();
+	int count = 0;
+	if (p->devices.count == 0 || !real_cuDeviceGetCount || real_cuDeviceGetCount(&count) != CUDA_SUCCESS)
+		return;
+	for (size_t r = 0; r < p->devices.count; r++) {
+		bool matched = false;
+		for (int d = 0; d < count && d < CUMEMCAP_MAX_DEVICES && !matched; d++) {
+			struct cumemcap_device_info info;
+			if (describe(d, &info))
+				matched = cumemcap_selector_matches(&p->devices.rule[r].selector, d,
+								    info.uuid, info.pci_bus_id);
+		}
+		if (!matched) {
+			char sel[64];
+			cumemcap_selector_format(&p->devices.rule[r].selector, sel, sizeof(sel));
+			cumemcap_msg("CUMEMCAP_DEVICE_LIMITS: \"%s\" matches none of the %d GPU(s) this "
+				     "process sees; that rule is not applied", sel, count);
+		}
+	}
+}
+
+bool cumemcap_device_ensure(int dev)
+{
+	if (dev < 0 || dev >= CUMEMCAP_MAX_DEVICES)
+		return false;
+	int s = atomic_load_explicit(&state[dev], memory_order_acquire);
+	if (s != 0)
+		return s == 1;
+	pthread_mutex_lock(&init_lock);
+	if (atomic_load(&state[dev]) == 0) {
+		if (!rules_checked) {
+			rules_checked = true;
+			check_rules();
+		}
+		bool ok = describe(dev, &infos[dev]);
+		if (ok)
+			cumemcap_ledger_set_limit(dev, infos[dev].limit);
+		atomic_store_explicit(&state[dev], ok ? 1 : -1, memory_order_release);
+	}
+	pthread_mutex_unlock(&init_lock);
+	return atomic_load(&state[dev]) == 1;
+}
+
+const struct cumemcap_device_info *cumemcap_device_info(int dev)
+{
+	if (dev < 0 || dev >= CUMEMCAP_MAX_DEVICES || atomic_load(&state[dev]) != 1)
+		return NULL;
+	return &infos[dev];
+}
+
+CUresult cumemcap_device_current(CUcontext *ctx, int *dev)
+{
+	CUdevice d;
+	CUresult r = real_cuCtxGetCurrent(ctx);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!*ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	r = real_cuCtxGetDevice(&d);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!cumemcap_device_ensure(d))
+		return CUDA_ERROR_INVALID_DEVICE;
+	*dev = d;
+	return CUDA_SUCCESS;
+}

@@ -1,0 +1,34 @@
+/* device: what the shim knows about each GPU the process uses.
+ *
+ * Owns, per CUdevice ordinal, the facts the rules need (total memory,
+ * UUID, PCI bus id) and the resolved limit, filled in once from the real
+ * driver the first time a hook touches the device (double-checked under a
+ * mutex; afterwards read without locks). Also finds the device of the
+ * calling thread's current context. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cuda-api.h"
+
+struct cumemcap_device_info {
+	uint64_t total;  /* cuDeviceTotalMem_v2 of the real driver */
+	uint64_t limit;  /* CUMEMCAP_NO_LIMIT when none applies */
+	int rule;        /* index into the device rules, -1 global/none */
+	unsigned char uuid[16];
+	char pci_bus_id[32];
+};
+
+/* Make sure device `dev` is known; false if the driver cannot describe it
+ * (then the shim does not account on it). */
+bool cumemcap_device_ensure(int dev);
+
+/* The facts about an ensured device, or NULL. */
+const struct cumemcap_device_info *cumemcap_device_info(int dev);
+
+/* The calling thread's current context and its device (ensured). Returns
+ * the driver's error when there is none; the caller then lets the driver
+ * answer the program's call itself. */
+CUresult cumemcap_device_current(CUcontext *ctx, int *dev);
+

@@ -1,0 +1,104 @@
+/* dltramp: the exported dlsym and dlvsym.
+ *
+ * Each asks its C router (doors.c) which function should answer, then
+ * restores the arguments and jumps there. Jumping, not calling, keeps the
+ * program's return address in place: glibc's dlsym resolves RTLD_NEXT and
+ * RTLD_DEFAULT relative to the object that called it. */
+
+#if defined(__x86_64__)
+
+	.text
+
+	.globl	dlsym
+	.type	dlsym, @function
+dlsym:
+	.cfi_startproc
+	endbr64
+	pushq	%rdi
+	.cfi_adjust_cfa_offset 8
+	pushq	%rsi
+	.cfi_adjust_cfa_offset 8
+	subq	$8, %rsp
+	.cfi_adjust_cfa_offset 8
+	call	cumemcap_dlsym_route
+	addq	$8, %rsp
+	.cfi_adjust_cfa_offset -8
+	popq	%rsi
+	.cfi_adjust_cfa_offset -8
+	popq	%rdi
+	.cfi_adjust_cfa_offset -8
+	jmp	*%rax
+	.cfi_endproc
+	.size	dlsym, .-dlsym
+
+	.globl	dlvsym
+	.type	dlvsym, @function
+dlvsym:
+	.cfi_startproc
+	endbr64
+	pushq	%rdi
+	.cfi_adjust_cfa_offset 8
+	pushq	%rsi
+	.cfi_adjust_cfa_offset 8
+	pushq	%rdx
+	.cfi_adjust_cfa_offset 8
+	call	cumemcap_dlvsym_route
+	popq	%rdx
+	.cfi_adjust_cfa_offset -8
+	popq	%rsi
+	.cfi_adjust_cfa_offset -8
+	popq	%rdi
+	.cfi_adjust_cfa_offset -8
+	jmp	*%rax
+	.cfi_endproc
+	.size	dlvsym, .-dlvsym
+
+#elif defined(__aarch64__)
+
+	.text
+
+	.globl	dlsym
+	.type	dlsym, %function
+dlsym:
+	.cfi_startproc
+	stp	x29, x30, [sp, #-32]!
+	.cfi_def_cfa_offset 32
+	.cfi_offset 29, -32
+	.cfi_offset 30, -24
+	mov	x29, sp
+	stp	x0, x1, [sp, #16]
+	bl	cumemcap_dlsym_route
+	mov	x16, x0
+	ldp	x0, x1, [sp, #16]
+	ldp	x29, x30, [sp], #32
+	.cfi_def_cfa_offset 0
+	br	x16
+	.cfi_endproc
+	.size	dlsym, .-dlsym
+
+	.globl	dlvsym
+	.type	dlvsym, %function
+dlvsym:
+	.cfi_startproc
+	stp	x29, x30, [sp, #-48]!
+	.cfi_def_cfa_offset 48
+	.cfi_offset 29, -48
+	.cfi_offset 30, -40
+	mov	x29, sp
+	stp	x0, x1, [sp, #16]
+	str	x2, [sp, #32]
+	bl	cumemcap_dlvsym_route
+	mov	x16, x0
+	ldp	x0, x1, [sp, #16]
+	ldr	x2, [sp, #32]
+	ldp	x29, x30, [sp], #48
+	.cfi_def_cfa_offset 0
+	br	x16
+	.cfi_endproc
+	.size	dlvsym, .-dlvsym
+
+#else
+#error "dltramp.S: add a trampoline for this architecture"
+#endif
+
+	.section .note.GNU-stack, "", %progbits

@@ -1,0 +1,145 @@
+/* doors: the two run-time doors into the driver — dlsym/dlvsym and
+ * cuGetProcAddress — answered from the hook table.
+ *
+ * dlsym and dlvsym are entered through dltramp.S, which asks
+ * cumemcap_dlsym_route() where to go and then *jumps* there with the
+ * caller's arguments and return address intact: glibc's dlsym looks at its
+ * return address to resolve RTLD_NEXT and RTLD_DEFAULT for the right
+ * object, so a plain C wrapper would break every other interposer in the
+ * process. Only names in the hook table take the C path below; those are
+ * looked up for real, and swapped for the hook when the real answer lies in
+ * the CUDA driver (cudnn and cublas names are never in the table and are
+ * never touched).
+ *
+ * cuGetProcAddress asks the real driver first, so the driver decides
+ * versions, flags, errors and symbolStatus; when it hands back a function,
+ * the table's selection for (name, version, flags) replaces it with the
+ * matching hook.
+ *
+ * Thread safety: the table is immutable; driver state is set up once. */
+#include "config.h"
+
+#include <stdint.h>
+
+#include "driver.h"
+#include "export.h"
+#include "msg.h"
+#include "policy.h"
+#include "table.h"
+
+/* Called from dltramp.S; hidden so the assembly can call them directly. */
+__attribute__((visibility("hidden"))) void *cumemcap_dlsym_route(void *handle, const char *name);
+__attribute__((visibility("hidden"))) void *cumemcap_dlvsym_route(void *handle, const char *name,
+								 const char *version);
+
+static void *hooked_dlsym(void *handle, const char *name);
+static void *hooked_dlvsym(void *handle, const char *name, const char *version);
+
+static bool trace(void)
+{
+	return cumemcap_policy()->debug_doors;
+}
+
+/* When libc's own functions cannot be found there is nothing to forward
+ * to; never reached on glibc. */
+static void *no_dlsym(void *handle, const char *name)
+{
+	return NULL;
+}
+
+static void *no_dlvsym(void *handle, const char *name, const char *version)
+{
+	return NULL;
+}
+
+void *cumemcap_dlsym_route(void *handle, const char *name)
+{
+	if (!cumemcap_driver_libc_ready())
+		return (void *)no_dlsym;
+	if (cumemcap_table_by_symbol(name))
+		return (void *)hooked_dlsym;
+	return (void *)cumemcap_real_dlsym;
+}
+
+void *cumemcap_dlvsym_route(void *handle, const char *name, const char *version)
+{
+	if (!cumemcap_driver_libc_ready())
+		return (void *)no_dlvsym;
+	if (cumemcap_table_by_symbol(name))
+		return (void *)hooked_dlvsym;
+	return (void *)cumemcap_real_dlvsym;
+}
+
+static void *substitute(const char *door, const char *name, void *found)
+{
+	const struct cumemcap_hook *h = cumemcap_table_by_symbol(name);
+	void *answer = found;
+	if (found && h && found != h->hook && cumemcap_driver_owns(found))
+		answer = h->hook;
+	if (trace())
+		cumemcap_msg("door=%s symbol=%s answer=%s ptr=%p", door, name,
+			     answer == NULL ? "null" : (h && answer == h->hook) ? "hook" : "driver",
+			     answer);
+	return answer;
+}
+
+static void *hooked_dlsym(void *handle, const char *name)
+{
+	return substitute("dlsym", name, cumemcap_real_dlsym(handle, name));
+}
+
+static void *hooked_dlvsym(void *handle, const char *name, const char *version)
+{
+	return substitute("dlvsym", name, cumemcap_real_dlvsym(handle, name, version));
+}
+
+/* The driver found `symbol`; hand out the hook the table selects. */
+static void answer_lookup(const char *door, const char *symbol, void **pfn, int version,
+			  cuuint64_t flags)
+{
+	const struct cumemcap_hook *h = cumemcap_table_select(symbol, version, flags, NULL);
+	if (h)
+		*pfn = h->hook;
+	if (trace())
+		cumemcap_msg("door=%s symbol=%s version=%d flags=%llu answer=%s%s ptr=%p", door,
+			     symbol, version, (unsigned long long)flags, h ? "hook:" : "driver",
+			     h ? h->symbol : "", *pfn);
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+						    cuuint64_t flags,
+						    CUdriverProcAddressQueryResult *symbolStatus)
+{
+	if (!cumemcap_driver_ready())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	CUresult r;
+	if (real_cuGetProcAddress_v2) {
+		r = real_cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus);
+	} else {
+		/* A driver older than 12.0 has only the four-argument call. */
+		r = real_cuGetProcAddress(symbol, pfn, cudaVersion, flags);
+		if (symbolStatus && r == CUDA_SUCCESS)
+			*symbolStatus = *pfn ? CU_GET_PROC_ADDRESS_SUCCESS
+					     : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+	}
+	if (r == CUDA_SUCCESS && pfn && *pfn && symbol)
+		answer_lookup("cuGetProcAddress_v2", symbol, pfn, cudaVersion, flags);
+	else if (trace())
+		cumemcap_msg("door=cuGetProcAddress_v2 symbol=%s version=%d flags=%llu answer=%s ptr=%p",
+			     symbol ? symbol : "(null)", cudaVersion, (unsigned long long)flags,
+			     r == CUDA_SUCCESS ? "null" : "error", pfn ? *pfn : NULL);
+	return r;
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+						 cuuint64_t flags)
+{
+	if (!cumemcap_driver_ready())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	CUresult r = real_cuGetProcAddress
+			     ? real_cuGetProcAddress(symbol, pfn, cudaVersion, flags)
+			     : real_cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
+	if (r == CUDA_SUCCESS && pfn && *pfn && symbol)
+		answer_lookup("cuGetProcAddress", symbol, pfn, cudaVersion, flags);
+	return r;
+}

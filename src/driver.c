@@ -1,0 +1,216 @@
+/* driver: resolve the real CUDA driver and libc's dlsym/dlvsym.
+ *
+ * Thread safety: both resolutions run under pthread_once; afterwards the
+ * pointers are only read. The ELF walk below reads libc's dynamic symbol
+ * table in place and allocates nothing, so it is safe at any point,
+ * including inside a dlsym call made before the shim's constructor. */
+#include "config.h"
+#include "driver.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#define HOOK(symbol, base, version, variant) symbol##_fn real_##symbol;
+#define DRIVER(symbol, pfn) symbol##_fn real_##symbol;
+#include "hooks.def"
+
+cumemcap_dlsym_fn cumemcap_real_dlsym;
+cumemcap_dlvsym_fn cumemcap_real_dlvsym;
+
+/* ---- libc's own dlsym, found without calling dlsym ---------------------- */
+
+static uint32_t gnu_hash(const char *name)
+{
+	uint32_t h = 5381;
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		h = h * 33 + *p;
+	return h;
+}
+
+static uint32_t sysv_hash(const char *name)
+{
+	uint32_t h = 0;
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+		h = (h << 4) + *p;
+		uint32_t g = h & 0xf0000000u;
+		if (g)
+			h ^= g >> 24;
+		h &= ~g;
+	}
+	return h;
+}
+
+/* Dynamic-section pointers are relocated in place by ld.so on most
+ * targets, but not on all; accept both. */
+static uintptr_t dyn_ptr(uintptr_t base, ElfW(Addr) value)
+{
+	return value < base ? base + value : value;
+}
+
+static bool sym_ok(const ElfW(Sym) *s, const char *strtab, const char *name)
+{
+	return s->st_shndx != SHN_UNDEF && s->st_value != 0 &&
+	       ELF64_ST_TYPE(s->st_info) == STT_FUNC && strcmp(strtab + s->st_name, name) == 0;
+}
+
+/* Find a defined function `name` in the loaded object `soname`. */
+static void *elf_find(const char *soname, const char *name)
+{
+	void *handle = dlopen(soname, RTLD_LAZY | RTLD_NOLOAD);
+	if (!handle)
+		return NULL;
+	struct link_map *lm = NULL;
+	int rc = dlinfo(handle, RTLD_DI_LINKMAP, &lm);
+	dlclose(handle);
+	if (rc != 0 || !lm)
+		return NULL;
+
+	uintptr_t base = lm->l_addr;
+	const ElfW(Sym) *symtab = NULL;
+	const char *strtab = NULL;
+	const uint32_t *gnu = NULL, *sysv = NULL;
+	for (const ElfW(Dyn) *d = lm->l_ld; d->d_tag != DT_NULL; d++) {
+		switch (d->d_tag) {
+		case DT_SYMTAB: symtab = (const ElfW(Sym) *)dyn_ptr(base, d->d_un.d_ptr); break;
+		case DT_STRTAB: strtab = (const char *)dyn_ptr(base, d->d_un.d_ptr); break;
+		case DT_GNU_HASH: gnu = (const uint32_t *)dyn_ptr(base, d->d_un.d_ptr); break;
+		case DT_HASH: sysv = (const uint32_t *)dyn_ptr(base, d->d_un.d_ptr); break;
+		default: break;
+		}
+	}
+	if (!symtab || !strtab)
+		return NULL;
+
+	if (gnu) {
+		uint32_t nbuckets = gnu[0], symoffset = gnu[1], bloom_size = gnu[2];
+		const ElfW(Addr) *bloom = (const ElfW(Addr) *)(gnu + 4);
+		const uint32_t *buckets = (const uint32_t *)(bloom + bloom_size);
+		const uint32_t *chain = buckets + nbuckets;
+		uint32_t h = gnu_hash(name);
+		if (nbuckets == 0)
+			return NULL;
+		uint32_t i = buckets[h % nbuckets];
+		if (i < symoffset)
+			return NULL;
+		for (;; i++) {
+			uint32_t ch = chain[i - symoffset];
+			if ((ch | 1) == (h | 1) && sym_ok(&symtab[i], strtab, name))
+				return (void *)(base + symtab[i].st_value);
+			if (ch & 1)
+				return NULL;
+		}
+	}
+	if (sysv) {
+		uint32_t nbucket = sysv[0];
+		const uint32_t *bucket = sysv + 2, *chain = bucket + nbucket;
+		for (uint32_t i = bucket[sysv_hash(name) % nbucket]; i != STN_UNDEF; i = chain[i])
+			if (sym_ok(&symtab[i], strtab, name))
+				return (void *)(base + symtab[i].st_value);
+	}
+	return NULL;
+}
+
+static pthread_once_t libc_once = PTHREAD_ONCE_INIT;
+
+static void libc_resolve(void)
+{
+	/* glibc >= 2.34 has them in libc.so.6; older ones in libdl.so.2. */
+	static const char *const libs[] = { "libc.so.6", "libdl.so.2" };
+	for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++) {
+		if (!cumemcap_real_dlsym)
+			cumemcap_real_dlsym = (cumemcap_dlsym_fn)elf_find(libs[i], "dlsym");
+		if (!cumemcap_real_dlvsym)
+			cumemcap_real_dlvsym = (cumemcap_dlvsym_fn)elf_find(libs[i], "dlvsym");
+	}
+}
+
+bool cumemcap_driver_libc_ready(void)
+{
+	pthread_once(&libc_once, libc_resolve);
+	return cumemcap_real_dlsym != NULL && cumemcap_real_dlvsym != NULL;
+}
+
+/* ---- the real driver ---------------------------------------------------- */
+
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int loaded; /* 0 not tried, 1 loaded, -1 absent */
+static void *driver_handle;
+static const void *driver_base;
+static int driver_version;
+
+static void resolve_all(void *handle)
+{
+#define HOOK(symbol, base, version, variant) \
+	real_##symbol = (symbol##_fn)cumemcap_real_dlsym(handle, #symbol);
+#define DRIVER(symbol, pfn) real_##symbol = (symbol##_fn)cumemcap_real_dlsym(handle, #symbol);
+#include "hooks.def"
+}
+
+/* Load from `path`; caller holds load_lock. */
+static void load_locked(const char *path, int extra_flags)
+{
+	if (atomic_load(&loaded) == 1 || !cumemcap_driver_libc_ready())
+		return;
+	void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | extra_flags);
+	if (!handle)
+		return;
+	void *probe = cumemcap_real_dlsym(handle, "cuInit");
+	Dl_info info;
+	if (!probe || !dladdr(probe, &info)) {
+		dlclose(handle);
+		return;
+	}
+	driver_handle = handle;
+	driver_base = info.dli_fbase;
+	resolve_all(handle);
+	if (!real_cuGetProcAddress_v2 && !real_cuGetProcAddress) {
+		/* Not a driver we can serve (pre-11.3): stay out of the way. */
+		dlclose(handle);
+		driver_handle = NULL;
+		return;
+	}
+	if (!real_cuDriverGetVersion || real_cuDriverGetVersion(&driver_version) != CUDA_SUCCESS)
+		driver_version = 0;
+	atomic_store(&loaded, 1);
+}
+
+bool cumemcap_driver_ready(void)
+{
+	int state = atomic_load_explicit(&loaded, memory_order_acquire);
+	if (state != 0)
+		return state == 1;
+	pthread_mutex_lock(&load_lock);
+	if (atomic_load(&loaded) == 0) {
+		load_locked("libcuda.so.1", 0);
+		if (atomic_load(&loaded) != 1)
+			atomic_store(&loaded, -1);
+	}
+	pthread_mutex_unlock(&load_lock);
+	return atomic_load(&loaded) == 1;
+}
+
+bool cumemcap_driver_owns(const void *sym)
+{
+	Dl_info info;
+	if (!sym || !dladdr(sym, &info) || !info.dli_fname)
+		return false;
+	if (atomic_load_explicit(&loaded, memory_order_acquire) != 1) {
+		/* The program found a driver symbol before the shim needed the
+		 * driver: adopt the library it came from, already loaded. */
+		pthread_mutex_lock(&load_lock);
+		load_locked(info.dli_fname, RTLD_NOLOAD);
+		pthread_mutex_unlock(&load_lock);
+		if (atomic_load(&loaded) != 1)
+			return false;
+	}
+	return info.dli_fbase == driver_base;
+}
+
+int cumemcap_driver_version(void)
+{
+	return cumemcap_driver_ready() ? driver_version : 0;
+}

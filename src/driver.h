@@ -1,0 +1,53 @@
+/* driver: the only layer that talks to the real CUDA driver.
+ *
+ * Owns the handle on the real libcuda.so.1 and one real_<symbol> pointer
+ * per entry of hooks.def. Resolved once (pthread_once) on the first hook
+ * call, or adopted from the library a program's own dlsym() found, so a
+ * process that never uses CUDA never touches the driver.
+ *
+ * Contract: every real_<symbol> has the driver's exact prototype and
+ * returns the driver's CUresult unchanged; out-parameters and units are the
+ * driver's (bytes, CUdevice ordinals). A real_ pointer is NULL when the
+ * driver is absent or does not export that symbol; callers check
+ * cumemcap_driver_ready() (or the pointer) before calling.
+ *
+ * The real dlsym/dlvsym are found by reading libc's dynamic symbol table
+ * (elf lookup), because the shim's own dlsym is what every call to dlsym
+ * in the process reaches, including the shim's. */
+#pragma once
+
+#include <stdbool.h>
+#include "cuda-api.h"
+
+#define HOOK(symbol, base, version, variant) \
+	typedef CUMEMCAP_PFN_##variant(base, version) symbol##_fn; \
+	extern symbol##_fn real_##symbol;
+#define DRIVER(symbol, pfn) \
+	typedef pfn symbol##_fn; \
+	extern symbol##_fn real_##symbol;
+#define CUMEMCAP_PFN_LEGACY(base, version) PFN_##base##_v##version
+#define CUMEMCAP_PFN_PTSZ(base, version) PFN_##base##_v##version##_ptsz
+#define CUMEMCAP_PFN_PTDS(base, version) PFN_##base##_v##version##_ptds
+#include "hooks.def"
+
+typedef void *(*cumemcap_dlsym_fn)(void *handle, const char *name);
+typedef void *(*cumemcap_dlvsym_fn)(void *handle, const char *name, const char *version);
+
+/* libc's dlsym / dlvsym. Never NULL after cumemcap_driver_libc_ready(). */
+extern cumemcap_dlsym_fn cumemcap_real_dlsym;
+extern cumemcap_dlvsym_fn cumemcap_real_dlvsym;
+bool cumemcap_driver_libc_ready(void);
+
+/* Load the real driver once ("libcuda.so.1" from the library search path).
+ * Returns true when it is loaded and real_cuGetProcAddress_v2 or
+ * real_cuGetProcAddress is available. Cheap after the first call. */
+bool cumemcap_driver_ready(void);
+
+/* The program's dlsym found `sym` in some library. If the driver is not
+ * loaded yet, load it from that same file (so a driver dlopened by full
+ * path is the one the shim forwards to). Returns true when `sym` lies in
+ * the real driver. */
+bool cumemcap_driver_owns(const void *sym);
+
+/* The driver's version (cuDriverGetVersion), 0 when unknown. */
+int cumemcap_driver_version(void);

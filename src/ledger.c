@@ -1,0 +1,102 @@
+/* ledger: see ledger.h. Lock-free: every field is an atomic. */
+#include "ledger.h"
+
+#include <stddef.h>
+
+struct cumemcap_ledger_device cumemcap_ledger[CUMEMCAP_MAX_DEVICES];
+
+static bool valid(int dev)
+{
+	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
+}
+
+void cumemcap_ledger_set_limit(int dev, uint64_t limit)
+{
+	if (valid(dev))
+		atomic_store(&cumemcap_ledger[dev].limit, limit);
+}
+
+uint64_t cumemcap_ledger_limit(int dev)
+{
+	return valid(dev) ? atomic_load(&cumemcap_ledger[dev].limit) : CUMEMCAP_NO_LIMIT;
+}
+
+static void raise_peak(struct cumemcap_ledger_device *d, uint64_t now)
+{
+	uint64_t peak = atomic_load_explicit(&d->peak, memory_order_relaxed);
+	while (now > peak &&
+	       !atomic_compare_exchange_weak_explicit(&d->peak, &peak, now, memory_order_relaxed,
+						      memory_order_relaxed))
+		;
+}
+
+bool cumemcap_ledger_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes)
+{
+	if (!valid(dev))
+		return true;
+	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+	uint64_t limit = atomic_load_explicit(&d->limit, memory_order_relaxed);
+	uint64_t cur = atomic_load_explicit(&d->reserved, memory_order_relaxed);
+	uint64_t largest = atomic_load_explicit(&d->largest_request, memory_order_relaxed);
+	while (bytes > largest &&
+	       !atomic_compare_exchange_weak_explicit(&d->largest_request, &largest, bytes,
+						      memory_order_relaxed, memory_order_relaxed))
+		;
+	for (;;) {
+		if (bytes > limit || cur > limit - bytes) {
+			atomic_fetch_add_explicit(&d->refusals, 1, memory_order_relaxed);
+			return false;
+		}
+		if (atomic_compare_exchange_weak_explicit(&d->reserved, &cur, cur + bytes,
+							  memory_order_acq_rel, memory_order_relaxed))
+			break;
+	}
+	atomic_fetch_add_explicit(&d->kind[kind], bytes, memory_order_relaxed);
+	raise_peak(d, cur + bytes);
+	return true;
+}
+
+void cumemcap_ledger_add(int dev, enum cumemcap_kind kind, uint64_t bytes)
+{
+	if (!valid(dev) || bytes == 0)
+		return;
+	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+	uint64_t now = atomic_fetch_add_explicit(&d->reserved, bytes, memory_order_acq_rel) + bytes;
+	atomic_fetch_add_explicit(&d->kind[kind], bytes, memory_order_relaxed);
+	raise_peak(d, now);
+}
+
+void cumemcap_ledger_sub(int dev, enum cumemcap_kind kind, uint64_t bytes)
+{
+	if (!valid(dev) || bytes == 0)
+		return;
+	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+	atomic_fetch_sub_explicit(&d->reserved, bytes, memory_order_acq_rel);
+	atomic_fetch_sub_explicit(&d->kind[kind], bytes, memory_order_relaxed);
+}
+
+uint64_t cumemcap_ledger_headroom(int dev)
+{
+	if (!valid(dev))
+		return UINT64_MAX;
+	uint64_t limit = atomic_load(&cumemcap_ledger[dev].limit);
+	if (limit == CUMEMCAP_NO_LIMIT)
+		return UINT64_MAX;
+	uint64_t cur = atomic_load(&cumemcap_ledger[dev].reserved);
+	return cur >= limit ? 0 : limit - cur;
+}
+
+void cumemcap_ledger_reset(void)
+{
+	for (int i = 0; i < CUMEMCAP_MAX_DEVICES; i++) {
+		struct cumemcap_ledger_device *d = &cumemcap_ledger[i];
+		atomic_store(&d->reserved, 0);
+		atomic_store(&d->peak, 0);
+		atomic_store(&d->largest_request, 0);
+		for (int k = 0; k < CUMEMCAP_KIND_COUNT; k++)
+			atomic_store(&d->kind[k], 0);
+#define X(name) atomic_store(&d->name, 0);
+		CUMEMCAP_COUNTERS(X)
+#undef X
+	}
+}

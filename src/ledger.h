@@ -1,0 +1,73 @@
+/* ledger: per-device counters and the limit check.
+ *
+ * Owns, for each GPU ordinal, the bytes this process holds from the driver
+ * (in total and per memory kind), their peak, the limit, and event counts.
+ * Every figure is an atomic; the limit check is one compare-and-swap loop on
+ * the device total, so concurrent reservations can never overshoot the
+ * limit together. A reservation is made *before* the driver is asked and
+ * given back if the driver fails. Never calls the driver. */
+#pragma once
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define CUMEMCAP_MAX_DEVICES 64
+#define CUMEMCAP_NO_LIMIT UINT64_MAX
+
+/* Memory kinds, each reserved from the driver on a device. */
+#define CUMEMCAP_KINDS(X) \
+	X(linear)   /* cuMemAlloc, cuMemAllocPitch */ \
+	X(managed)  /* cuMemAllocManaged */ \
+	X(pool)     /* stream-ordered pools: their RESERVED_MEM_CURRENT */ \
+	X(vmm)      /* cuMemCreate physical handles */ \
+	X(array)    /* cuArray*Create, cuMipmappedArrayCreate (estimated) */
+
+enum cumemcap_kind {
+#define X(name) CUMEMCAP_KIND_##name,
+	CUMEMCAP_KINDS(X)
+#undef X
+	CUMEMCAP_KIND_COUNT
+};
+
+/* Event counters, {total} only. */
+#define CUMEMCAP_COUNTERS(X) \
+	X(allocs)    /* successful allocations of any kind */ \
+	X(frees)     /* successful frees of tracked allocations */ \
+	X(refusals)  /* requests refused at the limit */ \
+	X(driver_oom) /* CUDA_ERROR_OUT_OF_MEMORY from the driver itself */
+
+struct cumemcap_ledger_device {
+	_Atomic uint64_t limit; /* CUMEMCAP_NO_LIMIT until set */
+	_Atomic uint64_t reserved;
+	_Atomic uint64_t peak;
+	_Atomic uint64_t largest_request;
+	_Atomic uint64_t kind[CUMEMCAP_KIND_COUNT];
+#define X(name) _Atomic uint64_t name;
+	CUMEMCAP_COUNTERS(X)
+#undef X
+};
+
+extern struct cumemcap_ledger_device cumemcap_ledger[CUMEMCAP_MAX_DEVICES];
+
+void cumemcap_ledger_set_limit(int dev, uint64_t limit);
+uint64_t cumemcap_ledger_limit(int dev);
+
+/* Reserve `bytes` of `kind` on `dev` if the total stays within the limit.
+ * False (and nothing changed but the refusal count) when it would not. */
+bool cumemcap_ledger_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes);
+
+/* Add or remove bytes without a limit check (give back a reservation,
+ * record what a pool really took). */
+void cumemcap_ledger_add(int dev, enum cumemcap_kind kind, uint64_t bytes);
+void cumemcap_ledger_sub(int dev, enum cumemcap_kind kind, uint64_t bytes);
+
+/* Bytes the limit still allows (0 when at or past it; UINT64_MAX without
+ * a limit). */
+uint64_t cumemcap_ledger_headroom(int dev);
+
+#define cumemcap_ledger_bump(dev, field) \
+	atomic_fetch_add_explicit(&cumemcap_ledger[(dev)].field, 1, memory_order_relaxed)
+
+/* Zero everything (a forked child holds none of its parent's memory). */
+void cumemcap_ledger_reset(void);

@@ -1,0 +1,26 @@
+/* msg: one-line messages on stderr.
+ *
+ * Each line is formatted into a stack buffer and written with a single
+ * write(2), so lines from different threads never interleave; write errors
+ * are swallowed (they must never reach the program). No locks, no
+ * allocation: callable from any hook, a constructor or a forked child. */
+#pragma once
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stddef.h>
+
+#define CUMEMCAP_PRINTF(a, b) __attribute__((format(printf, a, b)))
+
+/* "cumemcap: <text>\n" on stderr. */
+void cumemcap_msg(const char *fmt, ...) CUMEMCAP_PRINTF(1, 2);
+
+/* The exit status of a process the shim refuses to start. */
+#define CUMEMCAP_EXIT_CONFIG 125
+
+/* A configuration error the user must fix: print one line and end the
+ * process with CUMEMCAP_EXIT_CONFIG before the program's main runs. */
+_Noreturn void cumemcap_fatal(const char *fmt, ...) CUMEMCAP_PRINTF(1, 2);
+
+/* Human-readable size ("1.50 GiB", "512 MiB", "4096 B") into buf. */
+const char *cumemcap_fmt_size(uint64_t bytes, char *buf, size_t len);

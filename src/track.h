@@ -1,0 +1,50 @@
+/* track: what the shim handed out, by key.
+ *
+ * Owns the map from a device pointer / array / VMM handle to the block
+ * record (device, bytes charged, kind, context), so a free knows what to
+ * give back. 64 stripes, each an open-addressing table under its own
+ * mutex, so threads that allocate at once rarely meet. The STYLE rule
+ * holds: a record is removed *before* the driver frees the memory (the
+ * driver may hand the same address to another thread at once) and put
+ * back if the driver refuses the free. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cuda-api.h"
+#include "ledger.h"
+
+enum cumemcap_handle_kind {
+	CUMEMCAP_HANDLE_PTR = 1, /* CUdeviceptr from cuMemAlloc*, cuMemAllocManaged */
+	CUMEMCAP_HANDLE_ASYNC,   /* CUdeviceptr from cuMemAlloc*Async (bytes live in the pool) */
+	CUMEMCAP_HANDLE_ARRAY,   /* CUarray */
+	CUMEMCAP_HANDLE_MIPMAP,  /* CUmipmappedArray */
+	CUMEMCAP_HANDLE_VMM,     /* CUmemGenericAllocationHandle */
+};
+
+struct cumemcap_block {
+	uint64_t key;
+	uint64_t bytes;   /* charged to the ledger (0 for ASYNC) */
+	CUcontext ctx;    /* where it was made; NULL for VMM handles */
+	int16_t dev;
+	uint8_t handle;   /* enum cumemcap_handle_kind */
+	uint8_t kind;     /* enum cumemcap_kind */
+};
+
+void cumemcap_track_insert(const struct cumemcap_block *b);
+
+/* Remove and return the record for (handle kind, key). */
+bool cumemcap_track_remove(enum cumemcap_handle_kind handle, uint64_t key,
+			   struct cumemcap_block *out);
+
+/* Remove every record of context `ctx`, calling fn for each. */
+void cumemcap_track_purge_ctx(CUcontext ctx, void (*fn)(const struct cumemcap_block *b));
+
+/* Number of records (all stripes). */
+uint64_t cumemcap_track_count(void);
+
+/* Fork: hold every stripe across fork(); the child empties the map. */
+void cumemcap_track_lock_all(void);
+void cumemcap_track_unlock_all(void);
+void cumemcap_track_reset_locked(void);
