@@ -1,0 +1,82 @@
+/* Unit tests for src/track.c: the map of what was handed out. */
+#include "config.h"
+
+#include "track.h"
+#include "test-common.h"
+
+static uint64_t purged;
+
+static void count_purged(const struct cumemcap_block *b)
+{
+	purged += b->bytes;
+}
+
+START_TEST(track_insert_remove_many)
+{
+	enum { N = 50000 };
+	uint64_t before = cumemcap_track_count();
+	for (uint64_t i = 1; i <= N; i++) {
+		struct cumemcap_block b = { .key = i * 512, .bytes = i, .dev = 0,
+					    .handle = CUMEMCAP_HANDLE_PTR };
+		cumemcap_track_insert(&b);
+	}
+	ck_assert_uint_eq(cumemcap_track_count(), before + N);
+	/* Remove every other one, then check the rest are all still found. */
+	for (uint64_t i = 1; i <= N; i += 2) {
+		struct cumemcap_block out;
+		ck_assert(cumemcap_track_remove(CUMEMCAP_HANDLE_PTR, i * 512, &out));
+		ck_assert_uint_eq(out.bytes, i);
+		ck_assert_uint_eq(out.key, i * 512);
+		ck_assert(!cumemcap_track_remove(CUMEMCAP_HANDLE_PTR, i * 512, &out));
+	}
+	for (uint64_t i = 2; i <= N; i += 2) {
+		struct cumemcap_block out;
+		ck_assert_msg(cumemcap_track_remove(CUMEMCAP_HANDLE_PTR, i * 512, &out), "key %llu lost",
+			      (unsigned long long)i);
+		ck_assert_uint_eq(out.bytes, i);
+	}
+	ck_assert_uint_eq(cumemcap_track_count(), before);
+}
+END_TEST
+
+/* The same bits as a pointer and as an array handle are different things. */
+START_TEST(track_kinds_do_not_collide)
+{
+	struct cumemcap_block p = { .key = 0x7000, .bytes = 1, .handle = CUMEMCAP_HANDLE_PTR };
+	struct cumemcap_block a = { .key = 0x7000, .bytes = 2, .handle = CUMEMCAP_HANDLE_ARRAY };
+	struct cumemcap_block out;
+	cumemcap_track_insert(&p);
+	cumemcap_track_insert(&a);
+	ck_assert(!cumemcap_track_remove(CUMEMCAP_HANDLE_VMM, 0x7000, &out));
+	ck_assert(cumemcap_track_remove(CUMEMCAP_HANDLE_ARRAY, 0x7000, &out));
+	ck_assert_uint_eq(out.bytes, 2);
+	ck_assert(cumemcap_track_remove(CUMEMCAP_HANDLE_PTR, 0x7000, &out));
+	ck_assert_uint_eq(out.bytes, 1);
+}
+END_TEST
+
+START_TEST(track_purge_context)
+{
+	CUcontext c1 = (CUcontext)(uintptr_t)0x1000, c2 = (CUcontext)(uintptr_t)0x2000;
+	for (uint64_t i = 1; i <= 1000; i++) {
+		struct cumemcap_block b = { .key = i << 12, .bytes = 1, .ctx = (i % 4) ? c1 : c2,
+					    .handle = CUMEMCAP_HANDLE_PTR };
+		cumemcap_track_insert(&b);
+	}
+	purged = 0;
+	cumemcap_track_purge_ctx(c1, count_purged);
+	ck_assert_uint_eq(purged, 750);
+	struct cumemcap_block out;
+	for (uint64_t i = 1; i <= 1000; i++)
+		ck_assert(cumemcap_track_remove(CUMEMCAP_HANDLE_PTR, i << 12, &out) == ((i % 4) == 0));
+}
+END_TEST
+
+TEST_SUITE(track)
+{
+	Suite *s = suite_create("track");
+	ADD_TEST(s, track_insert_remove_many);
+	ADD_TEST(s, track_kinds_do_not_collide);
+	ADD_TEST(s, track_purge_context);
+	return s;
+}
