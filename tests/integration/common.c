@@ -1,0 +1,209 @@
+/* common: the three doors into the driver for test programs (common.h).
+ * Built twice: with DOOR_LINKED for programs linked with -lcuda, and
+ * without for programs that must not be. */
+#include "common.h"
+
+const char *door = "?";
+
+#ifdef DOOR_LINKED
+/* Not declared by cuda.h without CUDA_API_PER_THREAD_DEFAULT_STREAM. */
+CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
+CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
+
+static void load_linked(struct api *a)
+{
+	a->cuInit = cuInit;
+	a->cuDeviceGet = cuDeviceGet;
+	a->cuDeviceGetCount = cuDeviceGetCount;
+	a->cuDeviceTotalMem = cuDeviceTotalMem;
+	a->cuDeviceGetUuid = cuDeviceGetUuid;
+	a->cuDevicePrimaryCtxRetain = cuDevicePrimaryCtxRetain;
+	a->cuDevicePrimaryCtxRelease = cuDevicePrimaryCtxRelease;
+	a->cuCtxSetCurrent = cuCtxSetCurrent;
+	a->cuCtxCreate = NULL; /* cuda.h maps cuCtxCreate to the CUDA 13 form */
+	a->cuCtxDestroy = cuCtxDestroy;
+	a->cuCtxSynchronize = cuCtxSynchronize;
+	a->cuMemGetInfo = cuMemGetInfo;
+	a->cuMemAlloc = cuMemAlloc;
+	a->cuMemAlloc_legacy = NULL; /* cuda.h offers no name for it */
+	a->cuMemFree_legacy = NULL;
+	a->cuMemAllocPitch = cuMemAllocPitch;
+	a->cuMemAllocManaged = cuMemAllocManaged;
+	a->cuMemFree = cuMemFree;
+	a->cuMemsetD8 = cuMemsetD8;
+	a->cuMemcpyHtoD = cuMemcpyHtoD;
+	a->cuMemcpyDtoH = cuMemcpyDtoH;
+	a->cuStreamCreate = cuStreamCreate;
+	a->cuStreamSynchronize = cuStreamSynchronize;
+	a->cuStreamDestroy = cuStreamDestroy;
+	a->cuMemAllocAsync = cuMemAllocAsync;
+	a->cuMemFreeAsync = cuMemFreeAsync;
+	a->cuMemAllocAsync_ptsz = cuMemAllocAsync_ptsz;
+	a->cuMemFreeAsync_ptsz = cuMemFreeAsync_ptsz;
+	a->cuMemAllocFromPoolAsync = cuMemAllocFromPoolAsync;
+	a->cuMemPoolCreate = cuMemPoolCreate;
+	a->cuMemPoolDestroy = cuMemPoolDestroy;
+	a->cuMemPoolTrimTo = cuMemPoolTrimTo;
+	a->cuMemPoolGetAttribute = cuMemPoolGetAttribute;
+	a->cuDeviceGetDefaultMemPool = cuDeviceGetDefaultMemPool;
+	a->cuMemGetAllocationGranularity = cuMemGetAllocationGranularity;
+	a->cuMemCreate = cuMemCreate;
+	a->cuMemRelease = cuMemRelease;
+	a->cuArrayCreate = cuArrayCreate;
+	a->cuArray3DCreate = cuArray3DCreate;
+	a->cuArrayDestroy = cuArrayDestroy;
+	a->cuGetProcAddress = cuGetProcAddress;
+}
+#endif
+
+static void *must_dlsym(void *h, const char *name)
+{
+	void *p = dlsym(h, name);
+	if (!p) {
+		fprintf(stderr, "dlsym(libcuda.so.1, %s) failed: %s\n", name, dlerror());
+		exit(1);
+	}
+	return p;
+}
+
+/* (field, exported name, base name, version, flags) for the two run-time
+ * doors. */
+#define API_ENTRIES(X)                                                                    \
+	X(cuInit, "cuInit", "cuInit", 2000, 0)                                            \
+	X(cuDeviceGet, "cuDeviceGet", "cuDeviceGet", 2000, 0)                             \
+	X(cuDeviceGetCount, "cuDeviceGetCount", "cuDeviceGetCount", 2000, 0)              \
+	X(cuDeviceTotalMem, "cuDeviceTotalMem_v2", "cuDeviceTotalMem", 3020, 0)           \
+	X(cuDeviceGetUuid, "cuDeviceGetUuid", "cuDeviceGetUuid", 9020, 0)                 \
+	X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", 7000, 0) \
+	X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease", 11000, 0) \
+	X(cuCtxSetCurrent, "cuCtxSetCurrent", "cuCtxSetCurrent", 4000, 0)                 \
+	X(cuCtxCreate, "cuCtxCreate_v2", "cuCtxCreate", 3020, 0)                          \
+	X(cuCtxDestroy, "cuCtxDestroy_v2", "cuCtxDestroy", 4000, 0)                       \
+	X(cuCtxSynchronize, "cuCtxSynchronize", "cuCtxSynchronize", 2000, 0)              \
+	X(cuMemGetInfo, "cuMemGetInfo_v2", "cuMemGetInfo", 3020, 0)                       \
+	X(cuMemAlloc, "cuMemAlloc_v2", "cuMemAlloc", 3020, 0)                             \
+	X(cuMemAlloc_legacy, "cuMemAlloc", "cuMemAlloc", 2000, 0)                         \
+	X(cuMemFree_legacy, "cuMemFree", "cuMemFree", 2000, 0)                            \
+	X(cuMemAllocPitch, "cuMemAllocPitch_v2", "cuMemAllocPitch", 3020, 0)              \
+	X(cuMemAllocManaged, "cuMemAllocManaged", "cuMemAllocManaged", 6000, 0)           \
+	X(cuMemFree, "cuMemFree_v2", "cuMemFree", 3020, 0)                                \
+	X(cuMemsetD8, "cuMemsetD8_v2", "cuMemsetD8", 3020, 0)                             \
+	X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", "cuMemcpyHtoD", 3020, 0)                       \
+	X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", "cuMemcpyDtoH", 3020, 0)                       \
+	X(cuStreamCreate, "cuStreamCreate", "cuStreamCreate", 2000, 0)                    \
+	X(cuStreamSynchronize, "cuStreamSynchronize", "cuStreamSynchronize", 2000, 0)     \
+	X(cuStreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy", 4000, 0)              \
+	X(cuMemAllocAsync, "cuMemAllocAsync", "cuMemAllocAsync", 11020, 0)                \
+	X(cuMemFreeAsync, "cuMemFreeAsync", "cuMemFreeAsync", 11020, 0)                   \
+	X(cuMemAllocAsync_ptsz, "cuMemAllocAsync_ptsz", "cuMemAllocAsync", 11020,         \
+	  CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)                                  \
+	X(cuMemFreeAsync_ptsz, "cuMemFreeAsync_ptsz", "cuMemFreeAsync", 11020,            \
+	  CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)                                  \
+	X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync", 11020, 0) \
+	X(cuMemPoolCreate, "cuMemPoolCreate", "cuMemPoolCreate", 11020, 0)                \
+	X(cuMemPoolDestroy, "cuMemPoolDestroy", "cuMemPoolDestroy", 11020, 0)             \
+	X(cuMemPoolTrimTo, "cuMemPoolTrimTo", "cuMemPoolTrimTo", 11020, 0)                \
+	X(cuMemPoolGetAttribute, "cuMemPoolGetAttribute", "cuMemPoolGetAttribute", 11020, 0) \
+	X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", "cuDeviceGetDefaultMemPool", 11020, 0) \
+	X(cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity",                 \
+	  "cuMemGetAllocationGranularity", 10020, 0)                                      \
+	X(cuMemCreate, "cuMemCreate", "cuMemCreate", 10020, 0)                            \
+	X(cuMemRelease, "cuMemRelease", "cuMemRelease", 10020, 0)                         \
+	X(cuArrayCreate, "cuArrayCreate_v2", "cuArrayCreate", 3020, 0)                    \
+	X(cuArray3DCreate, "cuArray3DCreate_v2", "cuArray3DCreate", 3020, 0)              \
+	X(cuArrayDestroy, "cuArrayDestroy", "cuArrayDestroy", 2000, 0)
+
+static void load_dlsym(void *h, struct api *a)
+{
+#define X(field, exported, base, version, flags) a->field = must_dlsym(h, exported);
+	API_ENTRIES(X)
+#undef X
+	a->cuGetProcAddress = must_dlsym(h, "cuGetProcAddress_v2");
+}
+
+static void load_procaddr(void *h, struct api *a)
+{
+	/* As libcudart: one dlsym, then ask the driver for cuGetProcAddress
+	 * itself and use what it hands back for everything else. */
+	PFN_cuGetProcAddress_v12000 first = must_dlsym(h, "cuGetProcAddress_v2");
+	CUdriverProcAddressQueryResult st;
+	void *p = NULL;
+	OK(first("cuGetProcAddress", &p, 12000, 0, &st));
+	CHECK(p != NULL && st == CU_GET_PROC_ADDRESS_SUCCESS);
+	a->cuGetProcAddress = (PFN_cuGetProcAddress_v12000)p;
+#define X(field, exported, base, version, flags)                                       \
+	p = NULL;                                                                      \
+	OK(a->cuGetProcAddress(base, &p, version, flags, &st));                       \
+	if (!p || st != CU_GET_PROC_ADDRESS_SUCCESS) {                                 \
+		fprintf(stderr, "cuGetProcAddress(%s, %d, %d) found nothing\n", base,  \
+			version, (int)(flags));                                        \
+		exit(1);                                                               \
+	}                                                                              \
+	a->field = p;
+	API_ENTRIES(X)
+#undef X
+}
+
+void load_api(int argc, char **argv, struct api *a, struct fake *f)
+{
+	memset(a, 0, sizeof(*a));
+	door = argc > 1 ? argv[1] : "";
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		fprintf(stderr, "cannot open libcuda.so.1: %s\n", dlerror());
+		exit(1);
+	}
+	if (strcmp(door, "linked") == 0) {
+#ifdef DOOR_LINKED
+		load_linked(a);
+#else
+		fprintf(stderr, "this program is not linked with -lcuda\n");
+		exit(1);
+#endif
+	} else if (strcmp(door, "dlsym") == 0) {
+		load_dlsym(h, a);
+	} else if (strcmp(door, "procaddr") == 0) {
+		load_procaddr(h, a);
+	} else {
+		fprintf(stderr, "usage: %s linked|dlsym|procaddr\n", argv[0]);
+		exit(2);
+	}
+	f->reserved = must_dlsym(h, "fakecuda_reserved");
+	f->peak_reserved = must_dlsym(h, "fakecuda_peak_reserved");
+	f->live_allocations = must_dlsym(h, "fakecuda_live_allocations");
+	f->calls = must_dlsym(h, "fakecuda_calls");
+}
+
+void *shim_symbol(const char *name)
+{
+	Dl_info info;
+	void *probe = dlsym(RTLD_DEFAULT, "cumemcap_get_stats");
+	CHECK(probe != NULL && dladdr(probe, &info) && info.dli_fname);
+	void *shim = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+	CHECK(shim != NULL);
+	void *p = dlsym(shim, name);
+	dlclose(shim);
+	return p;
+}
+
+struct cumemcap_stats shim_stats(int dev)
+{
+	int (*get)(int, struct cumemcap_stats *, size_t) =
+		(int (*)(int, struct cumemcap_stats *, size_t))dlsym(RTLD_DEFAULT, "cumemcap_get_stats");
+	struct cumemcap_stats st;
+	memset(&st, 0, sizeof(st));
+	CHECK(get != NULL);
+	CHECK(get(dev, &st, sizeof(st)) == 0);
+	return st;
+}
+
+CUcontext use_primary(const struct api *a, int dev)
+{
+	CUdevice d;
+	CUcontext ctx;
+	OK(a->cuInit(0));
+	OK(a->cuDeviceGet(&d, dev));
+	OK(a->cuDevicePrimaryCtxRetain(&ctx, d));
+	OK(a->cuCtxSetCurrent(ctx));
+	return ctx;
+}

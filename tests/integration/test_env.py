@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Process-level checks of the shim: bad configuration stops a program
+before main with one line; no driver or no CUDA use leaves a program
+untouched; only the intended symbols are exported; dlsym(RTLD_NEXT) keeps
+working for other interposers.
+
+Usage: test_env.py SHIM FAKE_DIR HOOKS_DEF NOCUDA NODRIVER RTLD_NEXT
+(meson passes the built paths). LD_PRELOAD_EXTRA, when set, is put in
+front of the shim in LD_PRELOAD (the sanitizer runtime in ASan builds).
+"""
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+SHIM, FAKE_DIR, HOOKS_DEF, NOCUDA, NODRIVER, RTLD_NEXT = sys.argv[1:7]
+del sys.argv[1:7]
+EXTRA = os.environ.get("LD_PRELOAD_EXTRA", "")
+CONFIG_EXIT = 125
+
+
+def run(argv, env_add=None, with_fake=True):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_"))}
+    env["LD_PRELOAD"] = (EXTRA + ":" if EXTRA else "") + SHIM
+    if with_fake:
+        env["LD_LIBRARY_PATH"] = FAKE_DIR
+    env.update(env_add or {})
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+
+
+class BadConfiguration(unittest.TestCase):
+    """A wrong value stops the process before main, with one line naming
+    the variable, the value and the accepted forms."""
+
+    CASES = [
+        ("CUMEMCAP_LIMIT", "banana"),
+        ("CUMEMCAP_LIMIT", "-1G"),
+        ("CUMEMCAP_LIMIT", "12XB"),
+        ("CUMEMCAP_LIMIT", "150%"),
+        ("CUMEMCAP_LIMIT", "0"),
+        ("CUMEMCAP_LIMIT", ""),
+        ("CUMEMCAP_LIMIT", "8 GiB"),
+        ("CUMEMCAP_DEVICE_LIMITS", "foo=4GiB"),
+        ("CUMEMCAP_DEVICE_LIMITS", "0=banana"),
+        ("CUMEMCAP_DEVICE_LIMITS", "0"),
+        ("CUMEMCAP_DEVICE_LIMITS", "GPU-123=1G"),
+        ("CUMEMCAP_DEVICE_LIMITS", "0=1G,0=2G"),
+        ("CUMEMCAP_DEVICE_LIMITS", "0000:3b:00=1G"),
+        ("CUMEMCAP_GROWTH", "preallocate"),
+        ("CUMEMCAP_LOG", "/tmp/cumemcap-%p.log"),
+        ("CUMEMCAP_CONFIG", "/etc/cumemcap.conf"),
+        ("CUMEMCAP_DEBUG", "everything"),
+    ]
+
+    def test_refused_before_main(self):
+        for var, value in self.CASES:
+            with self.subTest(var=var, value=value):
+                p = run(["/bin/echo", "main ran"], {var: value})
+                self.assertEqual(p.returncode, CONFIG_EXIT, p.stderr)
+                self.assertEqual(p.stdout, "", "main must not run")
+                lines = p.stderr.splitlines()
+                self.assertEqual(len(lines), 1, p.stderr)
+                self.assertIn(var, lines[0])
+                self.assertIn('"%s"' % value, lines[0])
+                self.assertTrue("accepted" in lines[0] or "not built yet" in lines[0], lines[0])
+
+    def test_refused_for_python_too(self):
+        p = run([sys.executable, "-c", "print('main ran')"], {"CUMEMCAP_LIMIT": "12XB"})
+        self.assertEqual(p.returncode, CONFIG_EXIT)
+        self.assertEqual(p.stdout, "")
+
+    def test_good_values_run(self):
+        for env in ({"CUMEMCAP_LIMIT": "8GiB"}, {"CUMEMCAP_LIMIT": "1.5G"},
+                    {"CUMEMCAP_LIMIT": "75%"}, {"CUMEMCAP_LIMIT": "536870912"},
+                    {"CUMEMCAP_DEVICE_LIMITS": "0=4GiB,GPU-8e6bd7c8-95e4-2e0f-c1d9-6e2a0b1c4d5f=12GiB,0000:3b:00.0=50%"},
+                    {"CUMEMCAP_GROWTH": "ondemand", "CUMEMCAP_LOG": "off"}):
+            with self.subTest(env=env):
+                p = run(["/bin/echo", "main ran"], env)
+                self.assertEqual((p.returncode, p.stdout, p.stderr), (0, "main ran\n", ""))
+
+
+class HostileEnvironments(unittest.TestCase):
+    def test_no_driver_program_untouched(self):
+        p = run(["/bin/true"], with_fake=False)
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+        p = run([sys.executable, "-c", "print(1)"], {"CUMEMCAP_LIMIT": "4GiB"}, with_fake=False)
+        self.assertEqual((p.returncode, p.stdout, p.stderr), (0, "1\n", ""))
+
+    def test_no_driver_cuda_client(self):
+        p = run([NODRIVER], {"CUMEMCAP_LIMIT": "4GiB"}, with_fake=False)
+        if p.returncode == 77:
+            self.skipTest("this machine has a libcuda.so.1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stderr, "")
+
+    def test_driver_untouched_without_cuda_use(self):
+        p = run([NOCUDA], {"CUMEMCAP_LIMIT": "4GiB", "CUMEMCAP_DEVICE_LIMITS": "0=1GiB"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_rtld_next_relative_to_caller(self):
+        p = run([RTLD_NEXT])
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+
+class ShippedConfiguration(unittest.TestCase):
+    def test_every_conf_env_file_is_accepted(self):
+        conf = os.path.join(os.path.dirname(HOOKS_DEF), "..", "conf")
+        files = [f for f in os.listdir(conf) if f.endswith(".env")]
+        self.assertTrue(files)
+        for name in files:
+            env = {}
+            for n, line in enumerate(open(os.path.join(conf, name)), 1):
+                line = line.strip()
+                if not line or line.startswith("#"):
+                    continue
+                key, sep, value = line.partition("=")
+                self.assertTrue(sep and key.startswith("CUMEMCAP_"), "%s:%d: %s" % (name, n, line))
+                env[key] = value
+            with self.subTest(file=name):
+                p = run(["/bin/echo", "main ran"], env)
+                self.assertEqual((p.returncode, p.stdout, p.stderr), (0, "main ran\n", ""))
+
+
+class Exports(unittest.TestCase):
+    def test_only_hooks_doors_and_api(self):
+        hooks = re.findall(r"^HOOK\((\w+),", open(HOOKS_DEF).read(), re.M)
+        self.assertGreater(len(hooks), 30)
+        expected = set(hooks) | {"dlsym", "dlvsym", "cumemcap_get_stats", "cumemcap_version"}
+        out = subprocess.run(["nm", "-D", "--defined-only", SHIM], capture_output=True,
+                             text=True, check=True).stdout
+        exported = {line.split()[-1] for line in out.splitlines() if line.strip()}
+        self.assertEqual(exported - expected, set(), "exported but not intended")
+        self.assertEqual(expected - exported, set(), "intended but not exported")
+
+    def test_links_only_libc(self):
+        out = subprocess.run(["readelf", "-d", SHIM], capture_output=True, text=True,
+                             check=True).stdout
+        needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out))
+        allowed = {"libc.so.6", "libdl.so.2", "libpthread.so.0", "ld-linux-x86-64.so.2",
+                   "ld-linux-aarch64.so.1", "libasan.so.8", "libubsan.so.1"}
+        self.assertEqual(needed - allowed, set(), "the shim must not link the driver")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
