@@ -167,7 +167,8 @@ static void load_locked(const char *path, int extra_flags)
 	driver_handle = handle;
 	driver_base = info.dli_fbase;
 	resolve_all(handle);
-	if (!real_cuGetProcAddress_v2 && !real_cuGetProcAddress) {
+	if ((!real_cuGetProcAddress_v2 && !real_cuGetProcAddress) || !real_cuCtxGetCurrent ||
+	    !real_cuCtxGetDevice) {
 		/* Not a driver we can serve (pre-11.3): stay out of the way. */
 		dlclose(handle);
 		driver_handle = NULL;
