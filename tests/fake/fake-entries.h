@@ -1,0 +1,175 @@
+/* fake-entries: the one list of every CUDA entry point the fake exports.
+ *
+ * FAKE_ENTRY_POINTS(X) calls X(base, version, suffix, exported) once per
+ * exported function:
+ *   base      the name cuGetProcAddress is asked for ("cuMemAlloc")
+ *   version   the CUDA version at which this ABI appears, as in the
+ *             PFN_<base>_v<version>[_ptds|_ptsz] typedefs of cudaTypedefs.h
+ *   suffix    empty, or _ptds / _ptsz for the per-thread-default-stream variant
+ *   exported  the symbol the fake exports for it
+ * The same list gives the call counters (fakecuda_calls) and the
+ * cuGetProcAddress table; test-fake.c checks every row against its PFN typedef
+ * at compile time (a wrong version or signature does not compile). Each
+ * exported name appears exactly once. No state, no locking: a pure list.
+ */
+#pragma once
+
+#define FAKE_ENTRY_POINTS(X) \
+	/* errors, init, version, lookup */ \
+	X(cuGetErrorString, 6000, , cuGetErrorString) \
+	X(cuGetErrorName, 6000, , cuGetErrorName) \
+	X(cuInit, 2000, , cuInit) \
+	X(cuDriverGetVersion, 2020, , cuDriverGetVersion) \
+	X(cuGetExportTable, 3000, , cuGetExportTable) \
+	X(cuGetProcAddress, 11030, , cuGetProcAddress) \
+	X(cuGetProcAddress, 12000, , cuGetProcAddress_v2) \
+	/* devices */ \
+	X(cuDeviceGet, 2000, , cuDeviceGet) \
+	X(cuDeviceGetCount, 2000, , cuDeviceGetCount) \
+	X(cuDeviceGetName, 2000, , cuDeviceGetName) \
+	X(cuDeviceGetUuid, 9020, , cuDeviceGetUuid) \
+	X(cuDeviceGetUuid, 11040, , cuDeviceGetUuid_v2) \
+	X(cuDeviceTotalMem, 2000, , cuDeviceTotalMem) \
+	X(cuDeviceTotalMem, 3020, , cuDeviceTotalMem_v2) \
+	X(cuDeviceGetAttribute, 2000, , cuDeviceGetAttribute) \
+	X(cuDeviceGetPCIBusId, 4010, , cuDeviceGetPCIBusId) \
+	X(cuDeviceGetByPCIBusId, 4010, , cuDeviceGetByPCIBusId) \
+	/* primary contexts */ \
+	X(cuDevicePrimaryCtxRetain, 7000, , cuDevicePrimaryCtxRetain) \
+	X(cuDevicePrimaryCtxRelease, 7000, , cuDevicePrimaryCtxRelease) \
+	X(cuDevicePrimaryCtxRelease, 11000, , cuDevicePrimaryCtxRelease_v2) \
+	X(cuDevicePrimaryCtxReset, 7000, , cuDevicePrimaryCtxReset) \
+	X(cuDevicePrimaryCtxReset, 11000, , cuDevicePrimaryCtxReset_v2) \
+	X(cuDevicePrimaryCtxSetFlags, 7000, , cuDevicePrimaryCtxSetFlags) \
+	X(cuDevicePrimaryCtxSetFlags, 11000, , cuDevicePrimaryCtxSetFlags_v2) \
+	X(cuDevicePrimaryCtxGetState, 7000, , cuDevicePrimaryCtxGetState) \
+	/* contexts */ \
+	X(cuCtxCreate, 2000, , cuCtxCreate) \
+	X(cuCtxCreate, 3020, , cuCtxCreate_v2) \
+	X(cuCtxCreate, 11040, , cuCtxCreate_v3) \
+	X(cuCtxCreate, 12050, , cuCtxCreate_v4) \
+	X(cuCtxDestroy, 2000, , cuCtxDestroy) \
+	X(cuCtxDestroy, 4000, , cuCtxDestroy_v2) \
+	X(cuCtxPushCurrent, 2000, , cuCtxPushCurrent) \
+	X(cuCtxPushCurrent, 4000, , cuCtxPushCurrent_v2) \
+	X(cuCtxPopCurrent, 2000, , cuCtxPopCurrent) \
+	X(cuCtxPopCurrent, 4000, , cuCtxPopCurrent_v2) \
+	X(cuCtxSetCurrent, 4000, , cuCtxSetCurrent) \
+	X(cuCtxGetCurrent, 4000, , cuCtxGetCurrent) \
+	X(cuCtxGetDevice, 2000, , cuCtxGetDevice) \
+	X(cuCtxGetDevice, 13000, , cuCtxGetDevice_v2) \
+	X(cuCtxSynchronize, 2000, , cuCtxSynchronize) \
+	X(cuCtxSynchronize, 13000, , cuCtxSynchronize_v2) \
+	/* device memory */ \
+	X(cuMemGetInfo, 2000, , cuMemGetInfo) \
+	X(cuMemGetInfo, 3020, , cuMemGetInfo_v2) \
+	X(cuMemAlloc, 2000, , cuMemAlloc) \
+	X(cuMemAlloc, 3020, , cuMemAlloc_v2) \
+	X(cuMemAllocPitch, 2000, , cuMemAllocPitch) \
+	X(cuMemAllocPitch, 3020, , cuMemAllocPitch_v2) \
+	X(cuMemAllocManaged, 6000, , cuMemAllocManaged) \
+	X(cuMemFree, 2000, , cuMemFree) \
+	X(cuMemFree, 3020, , cuMemFree_v2) \
+	X(cuMemGetAddressRange, 2000, , cuMemGetAddressRange) \
+	X(cuMemGetAddressRange, 3020, , cuMemGetAddressRange_v2) \
+	X(cuPointerGetAttribute, 4000, , cuPointerGetAttribute) \
+	X(cuPointerGetAttributes, 7000, , cuPointerGetAttributes) \
+	/* host memory */ \
+	X(cuMemAllocHost, 2000, , cuMemAllocHost) \
+	X(cuMemAllocHost, 3020, , cuMemAllocHost_v2) \
+	X(cuMemHostAlloc, 2020, , cuMemHostAlloc) \
+	X(cuMemFreeHost, 2000, , cuMemFreeHost) \
+	/* copies and sets */ \
+	X(cuMemcpy, 4000, , cuMemcpy) \
+	X(cuMemcpy, 7000, _ptds, cuMemcpy_ptds) \
+	X(cuMemcpyAsync, 4000, , cuMemcpyAsync) \
+	X(cuMemcpyAsync, 7000, _ptsz, cuMemcpyAsync_ptsz) \
+	X(cuMemcpyHtoD, 2000, , cuMemcpyHtoD) \
+	X(cuMemcpyHtoD, 3020, , cuMemcpyHtoD_v2) \
+	X(cuMemcpyHtoD, 7000, _ptds, cuMemcpyHtoD_v2_ptds) \
+	X(cuMemcpyDtoH, 2000, , cuMemcpyDtoH) \
+	X(cuMemcpyDtoH, 3020, , cuMemcpyDtoH_v2) \
+	X(cuMemcpyDtoH, 7000, _ptds, cuMemcpyDtoH_v2_ptds) \
+	X(cuMemcpyDtoD, 2000, , cuMemcpyDtoD) \
+	X(cuMemcpyDtoD, 3020, , cuMemcpyDtoD_v2) \
+	X(cuMemcpyDtoD, 7000, _ptds, cuMemcpyDtoD_v2_ptds) \
+	X(cuMemcpyHtoDAsync, 2000, , cuMemcpyHtoDAsync) \
+	X(cuMemcpyHtoDAsync, 3020, , cuMemcpyHtoDAsync_v2) \
+	X(cuMemcpyHtoDAsync, 7000, _ptsz, cuMemcpyHtoDAsync_v2_ptsz) \
+	X(cuMemcpyDtoHAsync, 2000, , cuMemcpyDtoHAsync) \
+	X(cuMemcpyDtoHAsync, 3020, , cuMemcpyDtoHAsync_v2) \
+	X(cuMemcpyDtoHAsync, 7000, _ptsz, cuMemcpyDtoHAsync_v2_ptsz) \
+	X(cuMemcpyDtoDAsync, 3000, , cuMemcpyDtoDAsync) \
+	X(cuMemcpyDtoDAsync, 3020, , cuMemcpyDtoDAsync_v2) \
+	X(cuMemcpyDtoDAsync, 7000, _ptsz, cuMemcpyDtoDAsync_v2_ptsz) \
+	X(cuMemsetD8, 2000, , cuMemsetD8) \
+	X(cuMemsetD8, 3020, , cuMemsetD8_v2) \
+	X(cuMemsetD8, 7000, _ptds, cuMemsetD8_v2_ptds) \
+	X(cuMemsetD32, 2000, , cuMemsetD32) \
+	X(cuMemsetD32, 3020, , cuMemsetD32_v2) \
+	X(cuMemsetD32, 7000, _ptds, cuMemsetD32_v2_ptds) \
+	X(cuMemsetD8Async, 3020, , cuMemsetD8Async) \
+	X(cuMemsetD8Async, 7000, _ptsz, cuMemsetD8Async_ptsz) \
+	X(cuMemsetD32Async, 3020, , cuMemsetD32Async) \
+	X(cuMemsetD32Async, 7000, _ptsz, cuMemsetD32Async_ptsz) \
+	/* streams and events */ \
+	X(cuStreamCreate, 2000, , cuStreamCreate) \
+	X(cuStreamDestroy, 2000, , cuStreamDestroy) \
+	X(cuStreamDestroy, 4000, , cuStreamDestroy_v2) \
+	X(cuStreamSynchronize, 2000, , cuStreamSynchronize) \
+	X(cuStreamSynchronize, 7000, _ptsz, cuStreamSynchronize_ptsz) \
+	X(cuStreamQuery, 2000, , cuStreamQuery) \
+	X(cuStreamQuery, 7000, _ptsz, cuStreamQuery_ptsz) \
+	X(cuStreamWaitEvent, 3020, , cuStreamWaitEvent) \
+	X(cuStreamWaitEvent, 7000, _ptsz, cuStreamWaitEvent_ptsz) \
+	X(cuLaunchHostFunc, 10000, , cuLaunchHostFunc) \
+	X(cuLaunchHostFunc, 10000, _ptsz, cuLaunchHostFunc_ptsz) \
+	X(cuEventCreate, 2000, , cuEventCreate) \
+	X(cuEventRecord, 2000, , cuEventRecord) \
+	X(cuEventRecord, 7000, _ptsz, cuEventRecord_ptsz) \
+	X(cuEventQuery, 2000, , cuEventQuery) \
+	X(cuEventSynchronize, 2000, , cuEventSynchronize) \
+	X(cuEventDestroy, 2000, , cuEventDestroy) \
+	X(cuEventDestroy, 4000, , cuEventDestroy_v2) \
+	/* stream-ordered pools */ \
+	X(cuDeviceGetDefaultMemPool, 11020, , cuDeviceGetDefaultMemPool) \
+	X(cuDeviceGetMemPool, 11020, , cuDeviceGetMemPool) \
+	X(cuDeviceSetMemPool, 11020, , cuDeviceSetMemPool) \
+	X(cuMemGetDefaultMemPool, 13000, , cuMemGetDefaultMemPool) \
+	X(cuMemGetMemPool, 13000, , cuMemGetMemPool) \
+	X(cuMemSetMemPool, 13000, , cuMemSetMemPool) \
+	X(cuMemPoolCreate, 11020, , cuMemPoolCreate) \
+	X(cuMemPoolDestroy, 11020, , cuMemPoolDestroy) \
+	X(cuMemPoolTrimTo, 11020, , cuMemPoolTrimTo) \
+	X(cuMemPoolSetAttribute, 11020, , cuMemPoolSetAttribute) \
+	X(cuMemPoolGetAttribute, 11020, , cuMemPoolGetAttribute) \
+	X(cuMemAllocAsync, 11020, , cuMemAllocAsync) \
+	X(cuMemAllocAsync, 11020, _ptsz, cuMemAllocAsync_ptsz) \
+	X(cuMemAllocFromPoolAsync, 11020, , cuMemAllocFromPoolAsync) \
+	X(cuMemAllocFromPoolAsync, 11020, _ptsz, cuMemAllocFromPoolAsync_ptsz) \
+	X(cuMemFreeAsync, 11020, , cuMemFreeAsync) \
+	X(cuMemFreeAsync, 11020, _ptsz, cuMemFreeAsync_ptsz) \
+	/* virtual memory management */ \
+	X(cuMemGetAllocationGranularity, 10020, , cuMemGetAllocationGranularity) \
+	X(cuMemCreate, 10020, , cuMemCreate) \
+	X(cuMemRelease, 10020, , cuMemRelease) \
+	X(cuMemAddressReserve, 10020, , cuMemAddressReserve) \
+	X(cuMemAddressFree, 10020, , cuMemAddressFree) \
+	X(cuMemMap, 10020, , cuMemMap) \
+	X(cuMemUnmap, 10020, , cuMemUnmap) \
+	X(cuMemSetAccess, 10020, , cuMemSetAccess) \
+	X(cuMemGetAllocationPropertiesFromHandle, 10020, , cuMemGetAllocationPropertiesFromHandle) \
+	X(cuMemRetainAllocationHandle, 11000, , cuMemRetainAllocationHandle) \
+	/* arrays */ \
+	X(cuArrayCreate, 2000, , cuArrayCreate) \
+	X(cuArrayCreate, 3020, , cuArrayCreate_v2) \
+	X(cuArray3DCreate, 2000, , cuArray3DCreate) \
+	X(cuArray3DCreate, 3020, , cuArray3DCreate_v2) \
+	X(cuArrayDestroy, 2000, , cuArrayDestroy) \
+	X(cuMipmappedArrayCreate, 5000, , cuMipmappedArrayCreate) \
+	X(cuMipmappedArrayDestroy, 5000, , cuMipmappedArrayDestroy) \
+	/* IPC */ \
+	X(cuIpcGetMemHandle, 4010, , cuIpcGetMemHandle) \
+	X(cuIpcOpenMemHandle, 4010, , cuIpcOpenMemHandle) \
+	X(cuIpcOpenMemHandle, 11000, , cuIpcOpenMemHandle_v2) \
+	X(cuIpcCloseMemHandle, 4010, , cuIpcCloseMemHandle)

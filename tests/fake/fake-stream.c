@@ -1,0 +1,633 @@
+/* fake-stream: streams and events.
+ *
+ * Every created stream (and every per-thread default stream, made lazily
+ * per thread and context) has a detached worker thread and a FIFO of
+ * operations. Enqueueing returns at once; the worker sleeps
+ * FAKECUDA_STREAM_DELAY_US and then really runs the operation, so work is
+ * observably late. The legacy default stream has no worker: an operation on
+ * it first waits until every blocking stream of the context is drained, then
+ * runs in the caller; blocking streams' workers do not start an operation
+ * while a legacy operation runs. NON_BLOCKING streams are only waited for by
+ * cuMemFree, context synchronize and context teardown (fake_ctx_drain).
+ * cuStreamSynchronize/cuStreamQuery on the legacy stream cover the blocking
+ * streams (what a marker on the legacy stream would wait for).
+ * Stream, event and context synchronize trim the device's pools down to
+ * their release thresholds afterwards (fake-pool.c).
+ *
+ * Thread safety: everything under fake_lock; workers drop it while an
+ * operation runs. Streams and events are found in global lists, so a stale
+ * or made-up handle is CUDA_ERROR_INVALID_HANDLE, never a dereference. A
+ * stream struct is freed by its exiting worker, or by the last thread still
+ * waiting on it.
+ */
+#include "fake-internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+struct CUstream_st {
+	struct CUctx_st *ctx;
+	unsigned flags;
+	bool nonblocking;
+	bool per_thread;
+	pthread_t owner; /* per_thread: the thread it belongs to */
+	struct fake_op *head, *tail;
+	uint64_t submitted, completed;
+	bool dying;
+	bool exited;  /* worker gone; freed by the last waiter */
+	int waiters;  /* threads waiting on this stream's progress */
+	pthread_cond_t cv;
+	struct CUstream_st *next;
+};
+
+struct CUevent_st {
+	struct CUctx_st *ctx;
+	unsigned flags;
+	uint64_t recorded, completed;
+	int refs; /* the handle + pending operations */
+	bool destroyed;
+	struct CUevent_st *next;
+};
+
+static struct CUstream_st *all_streams;
+static struct CUevent_st *all_events;
+
+/* ---- events (helpers) --------------------------------------------------------- */
+
+static void event_unref(struct CUevent_st *e)
+{
+	if (--e->refs > 0)
+		return;
+	for (struct CUevent_st **pp = &all_events; *pp; pp = &(*pp)->next)
+		if (*pp == e) {
+			*pp = e->next;
+			break;
+		}
+	free(e);
+}
+
+static bool event_valid(struct CUevent_st *e)
+{
+	for (struct CUevent_st *p = all_events; p; p = p->next)
+		if (p == e)
+			return !p->destroyed && p->ctx->alive;
+	return false;
+}
+
+/* ---- operations -------------------------------------------------------------- */
+
+static void op_run_unlocked(struct fake_op *op)
+{
+	switch (op->kind) {
+	case FAKE_OP_COPY:
+		memmove(op->dst, op->src, op->n);
+		break;
+	case FAKE_OP_SET8:
+		memset(op->dst, (int)(op->value & 0xff), op->n);
+		break;
+	case FAKE_OP_SET32: {
+		uint32_t *d = op->dst;
+		for (size_t i = 0; i < op->n; i++)
+			d[i] = op->value;
+		break;
+	}
+	case FAKE_OP_HOSTFN:
+		op->fn(op->user);
+		break;
+	case FAKE_OP_WAIT_EVENT:
+		pthread_mutex_lock(&fake_lock);
+		while (op->event->completed < op->seq)
+			fake_wait();
+		pthread_mutex_unlock(&fake_lock);
+		break;
+	case FAKE_OP_EVENT_RECORD:
+	case FAKE_OP_POOL_FREE:
+		break;
+	}
+}
+
+static void op_finish_locked(struct fake_op *op)
+{
+	switch (op->kind) {
+	case FAKE_OP_EVENT_RECORD:
+		if (op->event->completed < op->seq)
+			op->event->completed = op->seq;
+		event_unref(op->event);
+		break;
+	case FAKE_OP_WAIT_EVENT:
+		event_unref(op->event);
+		break;
+	case FAKE_OP_POOL_FREE:
+		fake_chunk_return(op->chunk_pool, op->chunk);
+		break;
+	default:
+		break;
+	}
+	free(op->owned);
+	free(op);
+}
+
+static void *stream_worker(void *arg)
+{
+	struct CUstream_st *s = arg;
+	pthread_mutex_lock(&fake_lock);
+	for (;;) {
+		while (!s->head && !s->dying)
+			pthread_cond_wait(&s->cv, &fake_lock);
+		if (!s->head)
+			break;
+		struct fake_op *op = s->head;
+		s->head = op->next;
+		if (!s->head)
+			s->tail = NULL;
+		while (!s->nonblocking && s->ctx->legacy_running)
+			fake_wait();
+		pthread_mutex_unlock(&fake_lock);
+		if (fake_cfg.delay_us)
+			usleep(fake_cfg.delay_us);
+		op_run_unlocked(op);
+		pthread_mutex_lock(&fake_lock);
+		op_finish_locked(op);
+		s->completed++;
+		fake_broadcast();
+	}
+	for (struct CUstream_st **pp = &all_streams; *pp; pp = &(*pp)->next)
+		if (*pp == s) {
+			*pp = s->next;
+			break;
+		}
+	fake_broadcast();
+	s->exited = true;
+	bool free_now = s->waiters == 0;
+	pthread_mutex_unlock(&fake_lock);
+	if (free_now) {
+		pthread_cond_destroy(&s->cv);
+		free(s);
+	}
+	return NULL;
+}
+
+/* Wait until s completed target operations (lock held); s may exit (and is
+ * then freed here) meanwhile. */
+static void stream_wait_for(struct CUstream_st *s, uint64_t target)
+{
+	s->waiters++;
+	while (s->completed < target && !s->exited)
+		fake_wait();
+	if (--s->waiters == 0 && s->exited) {
+		pthread_cond_destroy(&s->cv);
+		free(s);
+	}
+}
+
+static bool stream_busy(const struct CUstream_st *s)
+{
+	return s->completed != s->submitted;
+}
+
+static void drain_blocking(struct CUctx_st *ctx)
+{
+	for (;;) {
+		bool busy = false;
+		for (struct CUstream_st *s = all_streams; s && !busy; s = s->next)
+			busy = s->ctx == ctx && !s->nonblocking && stream_busy(s);
+		if (!busy)
+			return;
+		fake_wait();
+	}
+}
+
+void fake_ctx_drain(struct CUctx_st *ctx)
+{
+	for (;;) {
+		bool busy = ctx->legacy_running > 0;
+		for (struct CUstream_st *s = all_streams; s && !busy; s = s->next)
+			busy = s->ctx == ctx && stream_busy(s);
+		if (!busy)
+			return;
+		fake_wait();
+	}
+}
+
+void fake_stream_submit(struct CUctx_st *ctx, struct CUstream_st *s, struct fake_op *op, bool wait)
+{
+	if (!s) {
+		drain_blocking(ctx);
+		ctx->legacy_running++;
+		pthread_mutex_unlock(&fake_lock);
+		op_run_unlocked(op);
+		pthread_mutex_lock(&fake_lock);
+		op_finish_locked(op);
+		ctx->legacy_running--;
+		fake_broadcast();
+		return;
+	}
+	op->next = NULL;
+	if (s->tail)
+		s->tail->next = op;
+	else
+		s->head = op;
+	s->tail = op;
+	uint64_t mine = ++s->submitted;
+	pthread_cond_signal(&s->cv);
+	if (wait)
+		stream_wait_for(s, mine);
+}
+
+/* ---- streams ------------------------------------------------------------------- */
+
+static CUresult stream_new(struct CUctx_st *ctx, unsigned flags, bool per_thread, struct CUstream_st **out)
+{
+	struct CUstream_st *s = calloc(1, sizeof *s);
+	if (!s)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	s->ctx = ctx;
+	s->flags = flags;
+	s->nonblocking = flags & CU_STREAM_NON_BLOCKING;
+	s->per_thread = per_thread;
+	s->owner = pthread_self();
+	pthread_cond_init(&s->cv, NULL);
+	pthread_t t;
+	if (pthread_create(&t, NULL, stream_worker, s) != 0) {
+		pthread_cond_destroy(&s->cv);
+		free(s);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	pthread_detach(t);
+	s->next = all_streams;
+	all_streams = s;
+	*out = s;
+	return CUDA_SUCCESS;
+}
+
+CUresult fake_stream_resolve(CUstream h, bool per_thread, struct CUctx_st *ctx, struct CUstream_st **out)
+{
+	if (h == CU_STREAM_LEGACY || (!h && !per_thread)) {
+		*out = NULL;
+		return CUDA_SUCCESS;
+	}
+	if (!h || h == CU_STREAM_PER_THREAD) {
+		pthread_t self = pthread_self();
+		for (struct CUstream_st *s = all_streams; s; s = s->next)
+			if (s->per_thread && !s->dying && s->ctx == ctx && pthread_equal(s->owner, self)) {
+				*out = s;
+				return CUDA_SUCCESS;
+			}
+		return stream_new(ctx, CU_STREAM_DEFAULT, true, out);
+	}
+	for (struct CUstream_st *s = all_streams; s; s = s->next)
+		if (s == h) {
+			if (s->dying || !s->ctx->alive)
+				break;
+			*out = s;
+			return CUDA_SUCCESS;
+		}
+	return CUDA_ERROR_INVALID_HANDLE;
+}
+
+void fake_ctx_release_streams(struct CUctx_st *ctx)
+{
+	for (struct CUstream_st *s = all_streams; s; s = s->next)
+		if (s->ctx == ctx && !s->dying) {
+			s->dying = true;
+			pthread_cond_signal(&s->cv);
+		}
+	for (;;) {
+		bool left = false;
+		for (struct CUstream_st *s = all_streams; s && !left; s = s->next)
+			left = s->ctx == ctx;
+		if (!left)
+			break;
+		fake_wait();
+	}
+	struct CUevent_st *e = all_events;
+	while (e) {
+		struct CUevent_st *next = e->next;
+		if (e->ctx == ctx && !e->destroyed) {
+			e->destroyed = true;
+			event_unref(e);
+		}
+		e = next;
+	}
+}
+
+FAKE_API CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+	COUNT(cuStreamCreate);
+	REQUIRE_INIT();
+	if (!phStream || (Flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&fake_lock);
+	struct CUctx_st *ctx;
+	struct CUstream_st *s = NULL;
+	CUresult r = fake_ctx_require(&ctx);
+	if (!r)
+		r = stream_new(ctx, Flags, false, &s);
+	pthread_mutex_unlock(&fake_lock);
+	if (!r)
+		*phStream = s;
+	return r;
+}
+
+/* Returns at once; the worker finishes the queued work, then exits. */
+static CUresult stream_destroy(CUstream h)
+{
+	REQUIRE_INIT();
+	if (!h || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD)
+		return CUDA_ERROR_INVALID_HANDLE;
+	pthread_mutex_lock(&fake_lock);
+	CUresult r = CUDA_ERROR_INVALID_HANDLE;
+	for (struct CUstream_st *s = all_streams; s; s = s->next)
+		if (s == h && !s->dying && !s->per_thread) {
+			s->dying = true;
+			pthread_cond_signal(&s->cv);
+			r = CUDA_SUCCESS;
+			break;
+		}
+	pthread_mutex_unlock(&fake_lock);
+	return r;
+}
+
+FAKE_API CUresult cuStreamDestroy(CUstream hStream)
+{
+	COUNT(cuStreamDestroy);
+	return stream_destroy(hStream);
+}
+
+FAKE_API CUresult cuStreamDestroy_v2(CUstream hStream)
+{
+	COUNT(cuStreamDestroy_v2);
+	return stream_destroy(hStream);
+}
+
+/* Resolve a stream with the context it belongs to (lock held). */
+CUresult fake_stream_lookup(CUstream h, bool pt, struct CUctx_st **ctx, struct CUstream_st **s)
+{
+	CUresult r = CUDA_SUCCESS;
+	if (!h || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
+		r = fake_ctx_require(ctx);
+		if (r)
+			return r;
+	}
+	r = fake_stream_resolve(h, pt, *ctx, s);
+	if (!r && *s)
+		*ctx = (*s)->ctx;
+	return r;
+}
+
+static CUresult stream_sync(CUstream h, bool pt)
+{
+	REQUIRE_INIT();
+	pthread_mutex_lock(&fake_lock);
+	struct CUctx_st *ctx = NULL;
+	struct CUstream_st *s;
+	CUresult r = fake_stream_lookup(h, pt, &ctx, &s);
+	if (!r) {
+		if (s) {
+			stream_wait_for(s, s->submitted);
+		} else {
+			drain_blocking(ctx);
+		}
+		fake_pools_trim_at_sync(ctx->dev);
+	}
+	pthread_mutex_unlock(&fake_lock);
+	return r;
+}
+
+FAKE_API CUresult cuStreamSynchronize(CUstream hStream)
+{
+	COUNT(cuStreamSynchronize);
+	return stream_sync(hStream, false);
+}
+
+FAKE_API CUresult cuStreamSynchronize_ptsz(CUstream hStream)
+{
+	COUNT(cuStreamSynchronize_ptsz);
+	return stream_sync(hStream, true);
+}
+
+static CUresult stream_query(CUstream h, bool pt)
+{
+	REQUIRE_INIT();
+	pthread_mutex_lock(&fake_lock);
+	struct CUctx_st *ctx = NULL;
+	struct CUstream_st *s;
+	CUresult r = fake_stream_lookup(h, pt, &ctx, &s);
+	if (!r) {
+		bool busy = false;
+		if (s)
+			busy = stream_busy(s);
+		else
+			for (struct CUstream_st *p = all_streams; p && !busy; p = p->next)
+				busy = p->ctx == ctx && !p->nonblocking && stream_busy(p);
+		r = busy ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+	}
+	pthread_mutex_unlock(&fake_lock);
+	return r;
+}
+
+FAKE_API CUresult cuStreamQuery(CUstream hStream)
+{
+	COUNT(cuStreamQuery);
+	return stream_query(hStream, false);
+}
+
+FAKE_API CUresult cuStreamQuery_ptsz(CUstream hStream)
+{
+	COUNT(cuStreamQuery_ptsz);
+	return stream_query(hStream, true);
+}
+
+static CUresult stream_wait_event(CUstream h, CUevent ev, unsigned flags, bool pt)
+{
+	REQUIRE_INIT();
+	if (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&fake_lock);
+	struct CUctx_st *ctx = NULL;
+	struct CUstream_st *s;
+	CUresult r = fake_stream_lookup(h, pt, &ctx, &s);
+	if (!r && !event_valid(ev))
+		r = CUDA_ERROR_INVALID_HANDLE;
+	if (!r && ev->recorded > ev->completed) {
+		struct fake_op *op = calloc(1, sizeof *op);
+		if (!op) {
+			r = CUDA_ERROR_OUT_OF_MEMORY;
+		} else {
+			op->kind = FAKE_OP_WAIT_EVENT;
+			op->event = ev;
+			op->seq = ev->recorded;
+			ev->refs++;
+			fake_stream_submit(ctx, s, op, false);
+		}
+	}
+	pthread_mutex_unlock(&fake_lock);
+	return r;
+}
+
+FAKE_API CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+	COUNT(cuStreamWaitEvent);
+	return stream_wait_event(hStream, hEvent, Flags, false);
+}
+
+FAKE_API CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+	COUNT(cuStreamWaitEvent_ptsz);
+	return stream_wait_event(hStream, hEvent, Flags, true);
+}
+
+static CUresult launch_host_func(CUstream h, CUhostFn fn, void *user, bool pt)
+{
+	REQUIRE_INIT();
+	if (!fn)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&fake_lock);
+	struct CUctx_st *ctx = NULL;
+	struct CUstream_st *s;
+	CUresult r = fake_stream_lookup(h, pt, &ctx, &s);
+	struct fake_op *op = NULL;
+	if (!r && !(op = calloc(1, sizeof *op)))
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	if (!r) {
+		op->kind = FAKE_OP_HOSTFN;
+		op->fn = fn;
+		op->user = user;
+		fake_stream_submit(ctx, s, op, false);
+	}
+	pthread_mutex_unlock(&fake_lock);
+	return r;
+}
+
+FAKE_API CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
+{
+	COUNT(cuLaunchHostFunc);
+	return launch_host_func(hStream, fn, userData, false);
+}
+
+FAKE_API CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
+{
+	COUNT(cuLaunchHostFunc_ptsz);
+	return launch_host_func(hStream, fn, userData, true);
+}
+
+/* ---- events ------------------------------------------------------------------------ */
+
+FAKE_API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
+{
+	COUNT(cuEventCreate);
+	REQUIRE_INIT();
+	unsigned known = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+	if (!phEvent || (Flags & ~known) ||
+	    ((Flags & CU_EVENT_INTERPROCESS) && !(Flags & CU_EVENT_DISABLE_TIMING)))
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&fake_lock);
+	struct CUctx_st *ctx;
+	CUresult r = fake_ctx_require(&ctx);
+	struct CUevent_st *e = NULL;
+	if (!r && !(e = calloc(1, sizeof *e)))
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	if (!r) {
+		e->ctx = ctx;
+		e->flags = Flags;
+		e->refs = 1;
+		e->next = all_events;
+		all_events = e;
+		*phEvent = e;
+	}
+	pthread_mutex_unlock(&fake_lock);
+	return r;
+}
+
+static CUresult event_record(CUevent ev, CUstream h, bool pt)
+{
+	REQUIRE_INIT();
+	pthread_mutex_lock(&fake_lock);
+	struct CUctx_st *ctx = NULL;
+	struct CUstream_st *s = NULL;
+	CUresult r = event_valid(ev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+	if (!r)
+		r = fake_stream_lookup(h, pt, &ctx, &s);
+	struct fake_op *op = NULL;
+	if (!r && !(op = calloc(1, sizeof *op)))
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	if (!r) {
+		op->kind = FAKE_OP_EVENT_RECORD;
+		op->event = ev;
+		op->seq = ++ev->recorded;
+		ev->refs++;
+		fake_stream_submit(ctx, s, op, false);
+	}
+	pthread_mutex_unlock(&fake_lock);
+	return r;
+}
+
+FAKE_API CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
+{
+	COUNT(cuEventRecord);
+	return event_record(hEvent, hStream, false);
+}
+
+FAKE_API CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
+{
+	COUNT(cuEventRecord_ptsz);
+	return event_record(hEvent, hStream, true);
+}
+
+FAKE_API CUresult cuEventQuery(CUevent hEvent)
+{
+	COUNT(cuEventQuery);
+	REQUIRE_INIT();
+	pthread_mutex_lock(&fake_lock);
+	CUresult r = !event_valid(hEvent) ? CUDA_ERROR_INVALID_HANDLE
+		     : hEvent->completed < hEvent->recorded ? CUDA_ERROR_NOT_READY
+							     : CUDA_SUCCESS;
+	pthread_mutex_unlock(&fake_lock);
+	return r;
+}
+
+FAKE_API CUresult cuEventSynchronize(CUevent hEvent)
+{
+	COUNT(cuEventSynchronize);
+	REQUIRE_INIT();
+	pthread_mutex_lock(&fake_lock);
+	CUresult r = event_valid(hEvent) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+	if (!r) {
+		struct CUevent_st *e = hEvent;
+		uint64_t target = e->recorded;
+		e->refs++; /* keep it while waiting, even if destroyed meanwhile */
+		while (e->completed < target)
+			fake_wait();
+		fake_pools_trim_at_sync(e->ctx->dev);
+		event_unref(e);
+	}
+	pthread_mutex_unlock(&fake_lock);
+	return r;
+}
+
+static CUresult event_destroy(CUevent ev)
+{
+	REQUIRE_INIT();
+	pthread_mutex_lock(&fake_lock);
+	CUresult r = event_valid(ev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+	if (!r) {
+		ev->destroyed = true;
+		event_unref(ev);
+	}
+	pthread_mutex_unlock(&fake_lock);
+	return r;
+}
+
+FAKE_API CUresult cuEventDestroy(CUevent hEvent)
+{
+	COUNT(cuEventDestroy);
+	return event_destroy(hEvent);
+}
+
+FAKE_API CUresult cuEventDestroy_v2(CUevent hEvent)
+{
+	COUNT(cuEventDestroy_v2);
+	return event_destroy(hEvent);
+}

@@ -1,0 +1,487 @@
+/* fakecuda: core of the fake CUDA driver (libcuda.so.1 for tests).
+ *
+ * Owns: FAKECUDA_* configuration (read once, lazily, abort() on a malformed
+ * value), cuInit and fork behaviour, device memory accounting, error
+ * strings, the call counters and the fakecuda_* record functions.
+ *
+ * Thread safety: all state is under fake_lock (see fake-internal.h);
+ * counters are relaxed atomics. Fork: the
+ * lock is taken around fork() (pthread_atfork) so the child gets it in a
+ * usable state; a child forked after cuInit succeeded gets
+ * CUDA_ERROR_NOT_INITIALIZED from every call, as from the real driver, since
+ * the parent's stream workers do not exist there.
+ */
+#include "fake-internal.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t fake_cond = PTHREAD_COND_INITIALIZER;
+_Atomic uint64_t fake_call_counts[FAKE_N_IDS];
+struct fake_config fake_cfg;
+
+static pthread_once_t config_once = PTHREAD_ONCE_INIT;
+/* 0: cuInit not called (or failed), 1: initialized, 2: child forked after init */
+static _Atomic int init_state;
+static _Atomic uint64_t device_syncs;
+
+void fake_wait(void) { pthread_cond_wait(&fake_cond, &fake_lock); }
+void fake_broadcast(void) { pthread_cond_broadcast(&fake_cond); }
+
+/* ---- configuration ---------------------------------------------------- */
+
+static _Noreturn void bad_config(const char *var, const char *value, const char *accepted)
+{
+	fprintf(stderr, "fakecuda: bad %s=\"%s\": %s\n", var, value, accepted);
+	abort();
+}
+
+static const char size_forms[] =
+	"expected sizes like 16GiB, 512MiB, 1.5G, 8GB or plain bytes, comma separated, one per device";
+
+/* Parse one size ("16GiB", "1.5G", "1000000"); allow_zero for OTHER_USED. */
+static bool parse_size(const char *s, size_t len, bool allow_zero, uint64_t *out)
+{
+	char buf[64];
+	if (len == 0 || len >= sizeof buf)
+		return false;
+	memcpy(buf, s, len);
+	buf[len] = 0;
+	const char *p = buf;
+	uint64_t ip = 0;
+	if (!isdigit((unsigned char)*p))
+		return false;
+	while (isdigit((unsigned char)*p)) {
+		if (ip > (UINT64_MAX - 9) / 10)
+			return false;
+		ip = ip * 10 + (uint64_t)(*p++ - '0');
+	}
+	double frac = 0, scale = 0.1;
+	bool has_frac = false;
+	if (*p == '.') {
+		has_frac = true;
+		p++;
+		if (!isdigit((unsigned char)*p))
+			return false;
+		while (isdigit((unsigned char)*p)) {
+			frac += (*p++ - '0') * scale;
+			scale /= 10;
+		}
+	}
+	static const struct { const char *u; uint64_t m; } units[] = {
+		{"", 1}, {"b", 1},
+		{"k", 1ull << 10}, {"kib", 1ull << 10}, {"kb", 1000ull},
+		{"m", 1ull << 20}, {"mib", 1ull << 20}, {"mb", 1000000ull},
+		{"g", 1ull << 30}, {"gib", 1ull << 30}, {"gb", 1000000000ull},
+		{"t", 1ull << 40}, {"tib", 1ull << 40}, {"tb", 1000000000000ull},
+	};
+	char unit[8];
+	size_t ul = strlen(p);
+	if (ul >= sizeof unit)
+		return false;
+	for (size_t i = 0; i <= ul; i++)
+		unit[i] = (char)tolower((unsigned char)p[i]);
+	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+		if (strcmp(unit, units[i].u) != 0)
+			continue;
+		if (has_frac && units[i].m == 1)
+			return false; /* plain numbers are whole bytes */
+		if (ip > UINT64_MAX / units[i].m)
+			return false;
+		uint64_t v = ip * units[i].m + (uint64_t)(frac * (double)units[i].m);
+		if (v == 0 && !allow_zero)
+			return false;
+		*out = v;
+		return true;
+	}
+	return false;
+}
+
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9') return c - '0';
+	c = tolower(c);
+	if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+	return -1;
+}
+
+static bool parse_uuid(const char *s, size_t len, unsigned char out[16])
+{
+	/* GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx */
+	if (len != 40 || strncmp(s, "GPU-", 4) != 0)
+		return false;
+	const char *p = s + 4;
+	int n = 0;
+	for (int i = 0; i < 36; i++) {
+		bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+		if (dash) {
+			if (p[i] != '-')
+				return false;
+			continue;
+		}
+		int hi = hexval((unsigned char)p[i]), lo = hexval((unsigned char)p[i + 1]);
+		if (hi < 0 || lo < 0)
+			return false;
+		out[n++] = (unsigned char)(hi * 16 + lo);
+		i++;
+	}
+	return n == 16;
+}
+
+static bool parse_hex(const char **p, const char *end, int maxdigits, unsigned *out)
+{
+	unsigned v = 0;
+	int n = 0;
+	while (*p < end && hexval((unsigned char)**p) >= 0 && n < maxdigits) {
+		v = v * 16 + (unsigned)hexval((unsigned char)**p);
+		(*p)++;
+		n++;
+	}
+	if (n == 0)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* [domain:]bus:device.function, hex; function must be 0 for the fake. */
+bool fake_parse_pci(const char *s, size_t len, unsigned *dom, unsigned *bus, unsigned *devn)
+{
+	const char *p = s, *end = s + len;
+	unsigned a, b, c, f;
+	if (!parse_hex(&p, end, 8, &a) || p >= end || *p++ != ':')
+		return false;
+	if (!parse_hex(&p, end, 2, &b) || p >= end)
+		return false;
+	if (*p == ':') {
+		p++;
+		if (!parse_hex(&p, end, 2, &c) || p >= end || *p++ != '.')
+			return false;
+	} else if (*p == '.') {
+		p++;
+		c = b;
+		b = a;
+		a = 0;
+	} else {
+		return false;
+	}
+	if (!parse_hex(&p, end, 1, &f) || p != end || f != 0 || b > 0xff || c > 0x1f)
+		return false;
+	*dom = a;
+	*bus = b;
+	*devn = c;
+	return true;
+}
+
+/* Split a comma list; returns item count, or -1 if more than max. */
+static int split(const char *s, const char **items, size_t *lens, int max)
+{
+	int n = 0;
+	for (;;) {
+		const char *c = strchr(s, ',');
+		size_t l = c ? (size_t)(c - s) : strlen(s);
+		if (n == max)
+			return -1;
+		items[n] = s;
+		lens[n++] = l;
+		if (!c)
+			return n;
+		s = c + 1;
+	}
+}
+
+static bool parse_uint(const char *s, unsigned long long max, unsigned long long *out)
+{
+	if (!isdigit((unsigned char)*s))
+		return false;
+	errno = 0;
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end || v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
+static void config_load_once(void)
+{
+	const char *items[FAKE_MAX_DEVICES];
+	size_t lens[FAKE_MAX_DEVICES];
+	const char *v = getenv("FAKECUDA_DEVICES");
+	struct fake_config *c = &fake_cfg;
+
+	if (!v) {
+		c->ndev = 1;
+		c->dev[0].total = 16ull << 30;
+	} else if (strcmp(v, "none") == 0) {
+		c->ndev = 0;
+	} else {
+		int n = split(v, items, lens, FAKE_MAX_DEVICES);
+		if (n < 1)
+			bad_config("FAKECUDA_DEVICES", v, "at most 16 devices; \"none\" for zero");
+		for (int i = 0; i < n; i++)
+			if (!parse_size(items[i], lens[i], false, &c->dev[i].total))
+				bad_config("FAKECUDA_DEVICES", v, size_forms);
+		c->ndev = n;
+	}
+	for (int i = 0; i < c->ndev; i++) {
+		static const unsigned char def[16] = {0xfa, 0x4e, 0xc0, 0xda, 0, 0, 0x40, 0, 0x80, 0};
+		memcpy(c->dev[i].uuid, def, 16);
+		c->dev[i].uuid[15] = (unsigned char)i;
+		c->dev[i].pci_bus = 0x10u + (unsigned)i;
+	}
+	if ((v = getenv("FAKECUDA_UUIDS"))) {
+		int n = split(v, items, lens, FAKE_MAX_DEVICES);
+		if (n != c->ndev)
+			bad_config("FAKECUDA_UUIDS", v, "expected one GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx per device");
+		for (int i = 0; i < n; i++)
+			if (!parse_uuid(items[i], lens[i], c->dev[i].uuid))
+				bad_config("FAKECUDA_UUIDS", v, "expected GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx (hex)");
+	}
+	if ((v = getenv("FAKECUDA_PCI"))) {
+		int n = split(v, items, lens, FAKE_MAX_DEVICES);
+		if (n != c->ndev)
+			bad_config("FAKECUDA_PCI", v, "expected one PCI bus id (0000:3b:00.0) per device");
+		for (int i = 0; i < n; i++)
+			if (!fake_parse_pci(items[i], lens[i], &c->dev[i].pci_domain, &c->dev[i].pci_bus,
+				       &c->dev[i].pci_device))
+				bad_config("FAKECUDA_PCI", v, "expected [domain:]bus:device.0 in hex, e.g. 0000:3b:00.0");
+	}
+	if ((v = getenv("FAKECUDA_OTHER_USED"))) {
+		int n = split(v, items, lens, FAKE_MAX_DEVICES);
+		if (n != c->ndev)
+			bad_config("FAKECUDA_OTHER_USED", v, "expected one size per device");
+		for (int i = 0; i < n; i++)
+			if (!parse_size(items[i], lens[i], true, &c->dev[i].other_used) ||
+			    c->dev[i].other_used > c->dev[i].total)
+				bad_config("FAKECUDA_OTHER_USED", v, "expected sizes (0 allowed), each at most the device's capacity");
+	}
+	c->ctx_overhead = 0;
+	if ((v = getenv("FAKECUDA_CTX_OVERHEAD")) &&
+	    !parse_size(v, strlen(v), true, &c->ctx_overhead))
+		bad_config("FAKECUDA_CTX_OVERHEAD", v, "expected one size (0 allowed), e.g. 300MiB");
+	c->driver_version = 13000;
+	unsigned long long u;
+	if ((v = getenv("FAKECUDA_DRIVER_VERSION"))) {
+		if (!parse_uint(v, INT_MAX, &u) || u < 2000)
+			bad_config("FAKECUDA_DRIVER_VERSION", v, "expected an integer CUDA version >= 2000, e.g. 12040");
+		c->driver_version = (int)u;
+	}
+	c->delay_us = 0;
+	if ((v = getenv("FAKECUDA_STREAM_DELAY_US"))) {
+		if (!parse_uint(v, 60000000, &u))
+			bad_config("FAKECUDA_STREAM_DELAY_US", v, "expected microseconds, 0..60000000");
+		c->delay_us = (unsigned)u;
+	}
+}
+
+static void atfork_prepare(void) { pthread_mutex_lock(&fake_lock); }
+static void atfork_parent(void) { pthread_mutex_unlock(&fake_lock); }
+static void atfork_child(void)
+{
+	pthread_mutex_init(&fake_lock, NULL);
+	pthread_cond_init(&fake_cond, NULL);
+	if (atomic_load(&init_state) == 1)
+		atomic_store(&init_state, 2);
+}
+
+void fake_config_load(void)
+{
+	pthread_once(&config_once, config_load_once);
+}
+
+__attribute__((constructor)) static void fake_ctor(void)
+{
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+CUresult fake_initialized(void)
+{
+	return atomic_load_explicit(&init_state, memory_order_acquire) == 1 ? CUDA_SUCCESS
+									     : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+CUresult fake_check_dev(CUdevice dev)
+{
+	return dev >= 0 && dev < fake_cfg.ndev ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+void *fake_map(size_t len, bool low32)
+{
+	int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (low32 ? MAP_32BIT : 0);
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, flags, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* ---- accounting --------------------------------------------------------- */
+
+uint64_t fake_dev_free(int dev)
+{
+	struct fake_dev *d = &fake_cfg.dev[dev];
+	uint64_t used = d->other_used + (uint64_t)d->nctx * fake_cfg.ctx_overhead + d->reserved;
+	return used >= d->total ? 0 : d->total - used;
+}
+
+CUresult fake_dev_charge(int dev, uint64_t bytes)
+{
+	struct fake_dev *d = &fake_cfg.dev[dev];
+	if (bytes > fake_dev_free(dev))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	d->reserved += bytes;
+	if (d->reserved > d->peak)
+		d->peak = d->reserved;
+	return CUDA_SUCCESS;
+}
+
+void fake_dev_uncharge(int dev, uint64_t bytes)
+{
+	fake_cfg.dev[dev].reserved -= bytes;
+}
+
+void fake_count_device_sync(void)
+{
+	atomic_fetch_add(&device_syncs, 1);
+}
+
+/* ---- init, version, errors ------------------------------------------------ */
+
+FAKE_API CUresult cuInit(unsigned int Flags)
+{
+	COUNT(cuInit);
+	fake_config_load();
+	if (atomic_load(&init_state) == 2)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (Flags != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (fake_cfg.ndev == 0)
+		return CUDA_ERROR_NO_DEVICE;
+	int expected = 0;
+	atomic_compare_exchange_strong(&init_state, &expected, 1);
+	return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuDriverGetVersion(int *driverVersion)
+{
+	COUNT(cuDriverGetVersion);
+	fake_config_load();
+	if (!driverVersion)
+		return CUDA_ERROR_INVALID_VALUE;
+	*driverVersion = fake_cfg.driver_version;
+	return CUDA_SUCCESS;
+}
+
+static const struct { CUresult code; const char *name, *text; } errors[] = {
+	{CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+	{CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+	{CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+	{CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+	{CUDA_ERROR_DEINITIALIZED, "CUDA_ERROR_DEINITIALIZED", "driver shutting down"},
+	{CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+	{CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+	{CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+	{CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+	{CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+	{CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+	{CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+	{CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
+	{CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+FAKE_API CUresult cuGetErrorString(CUresult error, const char **pStr)
+{
+	COUNT(cuGetErrorString);
+	if (!pStr)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+		if (errors[i].code == error) {
+			*pStr = errors[i].text;
+			return CUDA_SUCCESS;
+		}
+	*pStr = NULL;
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+FAKE_API CUresult cuGetErrorName(CUresult error, const char **pStr)
+{
+	COUNT(cuGetErrorName);
+	if (!pStr)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+		if (errors[i].code == error) {
+			*pStr = errors[i].name;
+			return CUDA_SUCCESS;
+		}
+	*pStr = NULL;
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- the record (fakecuda.h) --------------------------------------------------------- */
+
+FAKE_API uint64_t fakecuda_reserved(int dev)
+{
+	fake_config_load();
+	if (fake_check_dev(dev))
+		return 0;
+	pthread_mutex_lock(&fake_lock);
+	uint64_t v = fake_cfg.dev[dev].reserved;
+	pthread_mutex_unlock(&fake_lock);
+	return v;
+}
+
+FAKE_API uint64_t fakecuda_peak_reserved(int dev)
+{
+	fake_config_load();
+	if (fake_check_dev(dev))
+		return 0;
+	pthread_mutex_lock(&fake_lock);
+	uint64_t v = fake_cfg.dev[dev].peak;
+	pthread_mutex_unlock(&fake_lock);
+	return v;
+}
+
+FAKE_API void fakecuda_reset_peak(int dev)
+{
+	fake_config_load();
+	if (fake_check_dev(dev))
+		return;
+	pthread_mutex_lock(&fake_lock);
+	fake_cfg.dev[dev].peak = fake_cfg.dev[dev].reserved;
+	pthread_mutex_unlock(&fake_lock);
+}
+
+FAKE_API uint64_t fakecuda_live_allocations(int dev)
+{
+	fake_config_load();
+	if (fake_check_dev(dev))
+		return 0;
+	pthread_mutex_lock(&fake_lock);
+	uint64_t v = fake_cfg.dev[dev].live;
+	pthread_mutex_unlock(&fake_lock);
+	return v;
+}
+
+static const char *const entry_names[FAKE_N_IDS] = {
+#define FAKE_NAME_ROW(base, ver, sfx, fn) #fn,
+	FAKE_ENTRY_POINTS(FAKE_NAME_ROW)
+#undef FAKE_NAME_ROW
+};
+
+FAKE_API uint64_t fakecuda_calls(const char *exported_name)
+{
+	if (!exported_name)
+		return 0;
+	for (int i = 0; i < FAKE_N_IDS; i++)
+		if (strcmp(entry_names[i], exported_name) == 0)
+			return atomic_load(&fake_call_counts[i]);
+	return 0;
+}
+
+FAKE_API uint64_t fakecuda_device_syncs(void)
+{
+	return atomic_load(&device_syncs);
+}

@@ -1,0 +1,1024 @@
+/* test-fake: the fake driver's own test, with Check.
+ *
+ * The fake reads FAKECUDA_* once per process, so every test runs in its own
+ * forked child (fork mode is forced in main) and sets its configuration with
+ * setenv before its first call into the fake; the parent never calls it.
+ * Every assertion checks behaviour that a wrong fake would get wrong.
+ */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <check.h>
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fake-entries.h"
+#include "fakecuda.h"
+
+#define MiB (1024ull * 1024)
+#define GiB (1024ull * MiB)
+#define CK(call) ck_assert_int_eq((call), CUDA_SUCCESS)
+
+/* Compile-time: every row's function has the type of its PFN typedef in
+ * cudaTypedefs.h (a wrong version names a missing typedef; a wrong
+ * signature fails the assertion). */
+#define CHECK_ROW(b, v, s, f) \
+	_Static_assert(__builtin_types_compatible_p(PFN_##b##_v##v##s, __typeof__(&f)), #f " is PFN_" #b "_v" #v #s);
+FAKE_ENTRY_POINTS(CHECK_ROW)
+
+struct row { const char *base; int version; bool pt; const char *name; };
+#define ROW(b, v, s, f) {#b, v, sizeof(#s) > 1, #f},
+static const struct row rows[] = {FAKE_ENTRY_POINTS(ROW)};
+
+static void init_ctx(CUcontext *ctx)
+{
+	CK(cuInit(0));
+	CK(cuCtxCreate_v2(ctx, 0, 0));
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+static atomic_int flag_a, flag_b;
+static void sleep_then_set_a(void *arg) { sleep_ms((int)(intptr_t)arg); atomic_store(&flag_a, 1); }
+static void sleep_then_set_b(void *arg) { sleep_ms((int)(intptr_t)arg); atomic_store(&flag_b, 1); }
+static void copy_a_to_b(void *arg) { (void)arg; atomic_store(&flag_b, atomic_load(&flag_a) + 10); }
+
+/* ---- init and configuration --------------------------------------------------- */
+
+START_TEST(fake_init_required)
+{
+	int n = -1, v = 0;
+	CUdeviceptr p;
+	void *fn = NULL;
+	ck_assert_int_eq(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
+	ck_assert_int_eq(cuMemAlloc_v2(&p, 16), CUDA_ERROR_NOT_INITIALIZED);
+	ck_assert_int_eq(cuCtxSynchronize(), CUDA_ERROR_NOT_INITIALIZED);
+	CK(cuDriverGetVersion(&v));
+	ck_assert_int_eq(v, 13000);
+	CK(cuGetProcAddress_v2("cuInit", &fn, 2000, 0, NULL));
+	ck_assert_ptr_nonnull(fn);
+	ck_assert_int_eq(cuInit(1), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
+	CK(((PFN_cuInit_v2000)fn)(0));
+	CK(cuDeviceGetCount(&n));
+	ck_assert_int_eq(n, 1);
+	ck_assert_int_eq(cuMemAlloc_v2(&p, 16), CUDA_ERROR_INVALID_CONTEXT); /* no context yet */
+}
+END_TEST
+
+START_TEST(fake_no_devices)
+{
+	int n;
+	setenv("FAKECUDA_DEVICES", "none", 1);
+	ck_assert_int_eq(cuInit(0), CUDA_ERROR_NO_DEVICE);
+	ck_assert_int_eq(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
+}
+END_TEST
+
+START_TEST(fake_devices_from_env)
+{
+	setenv("FAKECUDA_DEVICES", "8GiB,1.5G,1000000", 1);
+	setenv("FAKECUDA_UUIDS", "GPU-8e6bd7c8-95e4-2e0f-c1d9-6e2a0b1c4d5f,GPU-00000000-0000-0000-0000-000000000001,"
+				 "GPU-FFFFFFFF-ffff-ffff-ffff-fffffffffffe", 1);
+	setenv("FAKECUDA_PCI", "0000:3b:00.0,0001:AF:1f.0,5e:00.0", 1);
+	setenv("FAKECUDA_DRIVER_VERSION", "12040", 1);
+	int n, v, pi;
+	size_t total;
+	unsigned int total32;
+	CUuuid u;
+	char buf[64];
+	CUdevice d;
+	CK(cuInit(0));
+	CK(cuDeviceGetCount(&n));
+	ck_assert_int_eq(n, 3);
+	CK(cuDriverGetVersion(&v));
+	ck_assert_int_eq(v, 12040);
+	CK(cuDeviceTotalMem_v2(&total, 0));
+	ck_assert_uint_eq(total, 8 * GiB);
+	CK(cuDeviceTotalMem_v2(&total, 1));
+	ck_assert_uint_eq(total, 3 * GiB / 2);
+	CK(cuDeviceTotalMem_v2(&total, 2));
+	ck_assert_uint_eq(total, 1000000);
+	CK(cuDeviceTotalMem(&total32, 0));
+	ck_assert_uint_eq(total32, UINT_MAX); /* saturated */
+	CK(cuDeviceTotalMem(&total32, 2));
+	ck_assert_uint_eq(total32, 1000000);
+	ck_assert_int_eq(cuDeviceTotalMem_v2(&total, 3), CUDA_ERROR_INVALID_DEVICE);
+	ck_assert_int_eq(cuDeviceGet(&d, 3), CUDA_ERROR_INVALID_DEVICE);
+	ck_assert_int_eq(cuDeviceGet(&d, -1), CUDA_ERROR_INVALID_DEVICE);
+	CK(cuDeviceGetUuid_v2(&u, 0));
+	static const unsigned char want0[16] = {0x8e, 0x6b, 0xd7, 0xc8, 0x95, 0xe4, 0x2e, 0x0f,
+						0xc1, 0xd9, 0x6e, 0x2a, 0x0b, 0x1c, 0x4d, 0x5f};
+	ck_assert_mem_eq(u.bytes, want0, 16);
+	CK(cuDeviceGetUuid(&u, 2));
+	ck_assert_uint_eq((unsigned char)u.bytes[0], 0xff);
+	ck_assert_uint_eq((unsigned char)u.bytes[15], 0xfe);
+	CK(cuDeviceGetPCIBusId(buf, sizeof buf, 0));
+	ck_assert_str_eq(buf, "0000:3b:00.0");
+	CK(cuDeviceGetPCIBusId(buf, sizeof buf, 1));
+	ck_assert_str_eq(buf, "0001:af:1f.0");
+	CK(cuDeviceGetPCIBusId(buf, sizeof buf, 2));
+	ck_assert_str_eq(buf, "0000:5e:00.0");
+	CK(cuDeviceGetByPCIBusId(&d, "0001:AF:1F.0"));
+	ck_assert_int_eq(d, 1);
+	CK(cuDeviceGetByPCIBusId(&d, "5e:00.0"));
+	ck_assert_int_eq(d, 2);
+	ck_assert_int_eq(cuDeviceGetByPCIBusId(&d, "0000:3c:00.0"), CUDA_ERROR_INVALID_DEVICE);
+	CK(cuDeviceGetAttribute(&pi, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, 0));
+	ck_assert_int_eq(pi, 0x3b);
+	CK(cuDeviceGetAttribute(&pi, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, 1));
+	ck_assert_int_eq(pi, 0x1f);
+	CK(cuDeviceGetAttribute(&pi, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, 1));
+	ck_assert_int_eq(pi, 1);
+	CK(cuDeviceGetAttribute(&pi, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0));
+	ck_assert_int_eq(pi, 9);
+	CK(cuDeviceGetAttribute(&pi, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0));
+	ck_assert_int_eq(pi, 1);
+	CK(cuDeviceGetAttribute(&pi, CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, 0));
+	ck_assert_int_eq(pi, 32);
+	ck_assert_int_eq(cuDeviceGetAttribute(&pi, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 0), CUDA_ERROR_INVALID_VALUE);
+	CK(cuDeviceGetName(buf, sizeof buf, 2));
+	ck_assert_str_eq(buf, "Fake GPU 2");
+}
+END_TEST
+
+START_TEST(fake_default_config)
+{
+	CUuuid u;
+	char buf[32];
+	size_t total;
+	CK(cuInit(0));
+	CK(cuDeviceTotalMem_v2(&total, 0));
+	ck_assert_uint_eq(total, 16 * GiB);
+	CK(cuDeviceGetUuid_v2(&u, 0));
+	static const unsigned char want[16] = {0xfa, 0x4e, 0xc0, 0xda, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 0};
+	ck_assert_mem_eq(u.bytes, want, 16);
+	CK(cuDeviceGetPCIBusId(buf, sizeof buf, 0));
+	ck_assert_str_eq(buf, "0000:10:00.0");
+}
+END_TEST
+
+START_TEST(fake_malformed_env_aborts)
+{
+	static const char *const bad[][2] = {
+		{"FAKECUDA_DEVICES", "12QB"}, {"FAKECUDA_DEVICES", "0"}, {"FAKECUDA_UUIDS", "GPU-1234"},
+		{"FAKECUDA_PCI", "3b:00"}, {"FAKECUDA_OTHER_USED", "1GiB,2GiB"}, {"FAKECUDA_DRIVER_VERSION", "13.0"},
+		{"FAKECUDA_STREAM_DELAY_US", "-1"}, {"FAKECUDA_CTX_OVERHEAD", "lots"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		pid_t pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			setenv(bad[i][0], bad[i][1], 1);
+			int v;
+			cuDriverGetVersion(&v);
+			_exit(0);
+		}
+		int st;
+		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+		ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "%s=%s did not abort", bad[i][0], bad[i][1]);
+	}
+}
+END_TEST
+
+/* ---- memory ----------------------------------------------------------------------- */
+
+START_TEST(fake_memory_roundtrip)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	size_t sizes[] = {4096, 3 * MiB};
+	for (int k = 0; k < 2; k++) {
+		size_t n = sizes[k];
+		CUdeviceptr a, b;
+		CK(cuMemAlloc_v2(&a, n));
+		CK(cuMemAlloc_v2(&b, n));
+		unsigned char *src = malloc(n), *dst = malloc(n);
+		for (size_t i = 0; i < n; i++)
+			src[i] = (unsigned char)(i * 7 + k);
+		CK(cuMemcpyHtoD_v2(a, src, n));
+		ck_assert_mem_eq((void *)a, src, n); /* host-backed: visible at the address */
+		CK(cuMemcpyDtoD_v2(b, a, n));
+		memset(dst, 0, n);
+		CK(cuMemcpyDtoH_v2(dst, b, n));
+		ck_assert_mem_eq(dst, src, n);
+		CK(cuMemsetD8_v2(a + 1, 0xab, 3));
+		ck_assert_uint_eq(((unsigned char *)a)[0], src[0]);
+		ck_assert_uint_eq(((unsigned char *)a)[3], 0xab);
+		ck_assert_uint_eq(((unsigned char *)a)[4], src[4]);
+		CK(cuMemsetD32_v2(b + 8, 0xdeadbeef, 2));
+		ck_assert_uint_eq(((uint32_t *)b)[2], 0xdeadbeef);
+		ck_assert_uint_eq(((uint32_t *)b)[3], 0xdeadbeef);
+		ck_assert_uint_ne(((uint32_t *)b)[4], 0xdeadbeef);
+		CK(cuMemFree_v2(a));
+		CK(cuMemFree_v2(b));
+		free(src);
+		free(dst);
+	}
+	/* legacy 32-bit allocation: the address fits and works */
+	CUdeviceptr_v1 p32;
+	CK(cuMemAlloc(&p32, 1000));
+	ck_assert_uint_eq(p32 % 512, 0);
+	CK(cuMemcpyHtoD(p32, "hello", 6));
+	ck_assert_str_eq((char *)(uintptr_t)p32, "hello");
+	CK(cuMemFree(p32));
+}
+END_TEST
+
+START_TEST(fake_alignment)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUdeviceptr p[300];
+	for (int i = 0; i < 300; i++) {
+		CK(cuMemAlloc_v2(&p[i], (size_t)(i * 37 + 1)));
+		ck_assert_uint_eq(p[i] % 512, 0);
+	}
+	for (int i = 0; i < 300; i++)
+		CK(cuMemFree_v2(p[i]));
+	CUdeviceptr q;
+	size_t pitch;
+	CK(cuMemAllocPitch_v2(&q, &pitch, 100, 10, 4));
+	ck_assert_uint_eq(pitch, 512);
+	ck_assert_uint_eq(q % 512, 0);
+	ck_assert_uint_eq(fakecuda_reserved(0), 5120);
+	ck_assert_int_eq(cuMemAllocPitch_v2(&q, &pitch, 100, 10, 3), CUDA_ERROR_INVALID_VALUE);
+	CUdeviceptr m;
+	CK(cuMemAllocManaged(&m, 1000, CU_MEM_ATTACH_GLOBAL));
+	ck_assert_uint_eq(m % 512, 0);
+	ck_assert_uint_eq(fakecuda_reserved(0), 5120 + 1000);
+	ck_assert_int_eq(cuMemAllocManaged(&m, 1000, 0), CUDA_ERROR_INVALID_VALUE);
+}
+END_TEST
+
+START_TEST(fake_copy_range_checked)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUdeviceptr p;
+	char buf[8192];
+	CK(cuMemAlloc_v2(&p, 4096));
+	ck_assert_int_eq(cuMemcpyDtoH_v2(buf, p, 4097), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuMemcpyHtoD_v2(p + 4000, buf, 97), CUDA_ERROR_INVALID_VALUE);
+	CK(cuMemcpyHtoD_v2(p + 4000, buf, 96));
+	ck_assert_int_eq(cuMemcpyHtoD_v2((CUdeviceptr)buf, buf, 16), CUDA_ERROR_INVALID_VALUE); /* not device memory */
+	ck_assert_int_eq(cuMemsetD8_v2(p + 1, 0, 4096), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuMemsetD32_v2(p + 2, 0, 4), CUDA_ERROR_INVALID_VALUE); /* misaligned */
+	ck_assert_int_eq(cuMemsetD32_v2(p, 0, 1025), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuMemcpyDtoD_v2(p, p + 2048, 2049), CUDA_ERROR_INVALID_VALUE);
+}
+END_TEST
+
+START_TEST(fake_oom_at_capacity)
+{
+	setenv("FAKECUDA_DEVICES", "64MiB", 1);
+	setenv("FAKECUDA_OTHER_USED", "8MiB", 1);
+	setenv("FAKECUDA_CTX_OVERHEAD", "16MiB", 1);
+	CK(cuInit(0));
+	size_t fr, tot;
+	unsigned int fr32, tot32;
+	CUcontext ctx;
+	CK(cuCtxCreate_v2(&ctx, 0, 0));
+	CK(cuMemGetInfo_v2(&fr, &tot));
+	ck_assert_uint_eq(tot, 64 * MiB);
+	ck_assert_uint_eq(fr, 40 * MiB);
+	ck_assert_uint_eq(fakecuda_reserved(0), 0); /* overhead is not reserved */
+	CUdeviceptr a, b;
+	ck_assert_int_eq(cuMemAlloc_v2(&a, 40 * MiB + 1), CUDA_ERROR_OUT_OF_MEMORY);
+	CK(cuMemAlloc_v2(&a, 30 * MiB));
+	CK(cuMemAlloc_v2(&b, 10 * MiB));
+	CUdeviceptr c;
+	ck_assert_int_eq(cuMemAlloc_v2(&c, 1), CUDA_ERROR_OUT_OF_MEMORY);
+	CK(cuMemGetInfo(&fr32, &tot32));
+	ck_assert_uint_eq(fr32, 0);
+	ck_assert_uint_eq(tot32, 64 * MiB);
+	ck_assert_uint_eq(fakecuda_reserved(0), 40 * MiB);
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 2);
+	CK(cuMemFree_v2(a));
+	CK(cuMemGetInfo_v2(&fr, &tot));
+	ck_assert_uint_eq(fr, 30 * MiB);
+	ck_assert_uint_eq(fakecuda_peak_reserved(0), 40 * MiB);
+	fakecuda_reset_peak(0);
+	ck_assert_uint_eq(fakecuda_peak_reserved(0), 10 * MiB);
+	/* a second context costs its overhead too */
+	CUcontext ctx2;
+	CK(cuCtxCreate_v2(&ctx2, 0, 0));
+	CK(cuMemGetInfo_v2(&fr, &tot));
+	ck_assert_uint_eq(fr, 14 * MiB);
+	CK(cuCtxDestroy_v2(ctx2));
+	CK(cuMemGetInfo_v2(&fr, &tot));
+	ck_assert_uint_eq(fr, 30 * MiB);
+	CUarray arr;
+	CUDA_ARRAY_DESCRIPTOR ad = {.Width = 31 * MiB, .Height = 1, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1};
+	ck_assert_int_eq(cuArrayCreate_v2(&arr, &ad), CUDA_ERROR_OUT_OF_MEMORY);
+}
+END_TEST
+
+START_TEST(fake_free_errors)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUdeviceptr p;
+	int local;
+	CK(cuMemAlloc_v2(&p, 4096));
+	ck_assert_int_eq(cuMemFree_v2((CUdeviceptr)&local), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuMemFree_v2(p + 512), CUDA_ERROR_INVALID_VALUE);
+	CK(cuMemFree_v2(0));
+	CK(cuMemFree_v2(p));
+	ck_assert_int_eq(cuMemFree_v2(p), CUDA_ERROR_INVALID_VALUE); /* double free */
+	ck_assert_uint_eq(fakecuda_reserved(0), 0);
+	void *h;
+	CK(cuMemHostAlloc(&h, 4096, CU_MEMHOSTALLOC_PORTABLE));
+	ck_assert_uint_eq(fakecuda_reserved(0), 0); /* host memory is not device memory */
+	ck_assert_int_eq(cuMemFree_v2((CUdeviceptr)h), CUDA_ERROR_INVALID_VALUE);
+	CK(cuMemFreeHost(h));
+	ck_assert_int_eq(cuMemFreeHost(h), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuMemAlloc_v2(&p, 0), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuMemAlloc_v2(NULL, 16), CUDA_ERROR_INVALID_VALUE);
+	CK(cuCtxPopCurrent_v2(NULL));
+	ck_assert_int_eq(cuMemAlloc_v2(&p, 16), CUDA_ERROR_INVALID_CONTEXT);
+	size_t f, t;
+	ck_assert_int_eq(cuMemGetInfo_v2(&f, &t), CUDA_ERROR_INVALID_CONTEXT);
+}
+END_TEST
+
+START_TEST(fake_free_waits_for_streams)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUstream s;
+	CUdeviceptr p;
+	CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CK(cuMemAlloc_v2(&p, 64));
+	uint64_t syncs = fakecuda_device_syncs();
+	CK(cuLaunchHostFunc(s, sleep_then_set_a, (void *)(intptr_t)300));
+	ck_assert_int_eq(atomic_load(&flag_a), 0);
+	CK(cuMemFree_v2(p));
+	ck_assert_int_eq(atomic_load(&flag_a), 1); /* the free waited for the stream */
+	ck_assert_uint_eq(fakecuda_device_syncs(), syncs + 1);
+}
+END_TEST
+
+/* ---- streams and events ------------------------------------------------------------ */
+
+START_TEST(fake_stream_runs_later)
+{
+	setenv("FAKECUDA_STREAM_DELAY_US", "200000", 1);
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUstream s;
+	CUdeviceptr p;
+	CK(cuStreamCreate(&s, CU_STREAM_DEFAULT));
+	CK(cuMemAlloc_v2(&p, 256));
+	memset((void *)p, 0, 256);
+	CK(cuMemsetD8Async(p, 0x5a, 256, s));
+	ck_assert_int_eq(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+	ck_assert_uint_eq(((unsigned char *)p)[0], 0); /* not yet */
+	CK(cuLaunchHostFunc(s, sleep_then_set_a, (void *)(intptr_t)0));
+	CK(cuStreamSynchronize(s));
+	ck_assert_uint_eq(((unsigned char *)p)[255], 0x5a);
+	ck_assert_int_eq(atomic_load(&flag_a), 1);
+	CK(cuStreamQuery(s));
+	/* an async copy from pageable memory reads the source at the call */
+	char src[16] = "staged";
+	CK(cuMemcpyHtoDAsync_v2(p, src, sizeof src, s));
+	strcpy(src, "changed");
+	CK(cuStreamSynchronize(s));
+	ck_assert_str_eq((char *)p, "staged");
+	CK(cuStreamDestroy_v2(s));
+	ck_assert_int_eq(cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
+}
+END_TEST
+
+START_TEST(fake_legacy_stream_semantics)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUstream blocking, nonblocking;
+	CUdeviceptr p;
+	CK(cuStreamCreate(&blocking, CU_STREAM_DEFAULT));
+	CK(cuStreamCreate(&nonblocking, CU_STREAM_NON_BLOCKING));
+	CK(cuMemAlloc_v2(&p, 64));
+	CK(cuLaunchHostFunc(blocking, sleep_then_set_a, (void *)(intptr_t)300));
+	CK(cuLaunchHostFunc(nonblocking, sleep_then_set_b, (void *)(intptr_t)600));
+	CK(cuMemsetD8_v2(p, 1, 64)); /* legacy stream: waits for the blocking stream only */
+	ck_assert_int_eq(atomic_load(&flag_a), 1);
+	ck_assert_int_eq(atomic_load(&flag_b), 0);
+	CK(cuStreamQuery(blocking));
+	ck_assert_int_eq(cuStreamQuery(nonblocking), CUDA_ERROR_NOT_READY);
+	CK(cuStreamSynchronize(nonblocking));
+	ck_assert_int_eq(atomic_load(&flag_b), 1);
+	/* the per-thread default stream is a stream of its own, and blocking */
+	atomic_store(&flag_a, 0);
+	CK(cuLaunchHostFunc_ptsz(NULL, sleep_then_set_a, (void *)(intptr_t)300));
+	ck_assert_int_eq(cuStreamQuery_ptsz(NULL), CUDA_ERROR_NOT_READY);
+	ck_assert_int_eq(cuStreamQuery(CU_STREAM_PER_THREAD), CUDA_ERROR_NOT_READY);
+	CK(cuStreamQuery(nonblocking));
+	CK(cuMemsetD8_v2(p, 2, 64));
+	ck_assert_int_eq(atomic_load(&flag_a), 1);
+}
+END_TEST
+
+START_TEST(fake_events)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUstream s1, s2;
+	CUevent e;
+	CK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+	CK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+	CK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+	CK(cuEventQuery(e)); /* never recorded: complete */
+	CK(cuLaunchHostFunc(s1, sleep_then_set_a, (void *)(intptr_t)300));
+	CK(cuEventRecord(e, s1));
+	ck_assert_int_eq(cuEventQuery(e), CUDA_ERROR_NOT_READY);
+	CK(cuStreamWaitEvent(s2, e, 0));
+	CK(cuLaunchHostFunc(s2, copy_a_to_b, NULL));
+	CK(cuStreamSynchronize(s2));
+	ck_assert_int_eq(atomic_load(&flag_b), 11); /* s2 ran after s1's work */
+	CK(cuEventSynchronize(e));
+	CK(cuEventQuery(e));
+	CK(cuEventDestroy_v2(e));
+	ck_assert_int_eq(cuEventQuery(e), CUDA_ERROR_INVALID_HANDLE);
+	ck_assert_int_eq(cuEventCreate(&e, CU_EVENT_INTERPROCESS), CUDA_ERROR_INVALID_VALUE);
+}
+END_TEST
+
+/* ---- pools ---------------------------------------------------------------------------- */
+
+static uint64_t pool_attr(CUmemoryPool pool, CUmemPool_attribute a)
+{
+	cuuint64_t v = 0;
+	CK(cuMemPoolGetAttribute(pool, a, &v));
+	return v;
+}
+
+START_TEST(fake_pool_chunks_and_trim)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUmemoryPool pool, cur;
+	CUstream s;
+	CK(cuStreamCreate(&s, CU_STREAM_DEFAULT));
+	CK(cuDeviceGetDefaultMemPool(&pool, 0));
+	CK(cuDeviceGetMemPool(&cur, 0));
+	ck_assert_ptr_eq(pool, cur);
+	CUdeviceptr a, b;
+	CK(cuMemAllocAsync(&a, 1 * MiB, s));
+	ck_assert_uint_eq(fakecuda_reserved(0), 2 * MiB); /* reserved at the call */
+	CK(cuMemAllocAsync(&b, 3 * MiB, s));
+	ck_assert_uint_eq(fakecuda_reserved(0), 6 * MiB);
+	ck_assert_uint_eq(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 6 * MiB);
+	ck_assert_uint_eq(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 6 * MiB);
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 2);
+	memset((void *)b, 1, 3 * MiB);
+	CUdeviceptr base;
+	size_t size;
+	CK(cuMemGetAddressRange_v2(&base, &size, b + 100));
+	ck_assert_uint_eq(base, b);
+	ck_assert_uint_eq(size, 3 * MiB);
+	CK(cuMemFreeAsync(a, s));
+	CK(cuMemFreeAsync(b, s));
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 0);
+	ck_assert_uint_eq(fakecuda_reserved(0), 6 * MiB); /* freed chunks stay reserved */
+	cuuint64_t thr = 4 * MiB;
+	CK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &thr));
+	CUdeviceptr c;
+	CK(cuStreamSynchronize(s)); /* trims to the threshold */
+	ck_assert_uint_le(fakecuda_reserved(0), 4 * MiB);
+	ck_assert_uint_eq(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), fakecuda_reserved(0));
+	ck_assert_uint_eq(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 0);
+	ck_assert_uint_eq(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH), 6 * MiB);
+	cuuint64_t zero = 0;
+	CK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero));
+	ck_assert_uint_eq(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH), 0);
+	/* reuse of a free chunk: no new reservation */
+	uint64_t before = fakecuda_reserved(0);
+	ck_assert_uint_gt(before, 0);
+	CK(cuMemAllocAsync(&c, 1000, s));
+	ck_assert_uint_eq(fakecuda_reserved(0), before);
+	CK(cuMemFreeAsync(c, s));
+	CK(cuStreamSynchronize(s));
+	ck_assert_uint_eq(fakecuda_reserved(0), before); /* below the threshold: kept */
+	CK(cuMemPoolTrimTo(pool, 0));
+	ck_assert_uint_eq(fakecuda_reserved(0), 0);
+}
+END_TEST
+
+START_TEST(fake_pool_threshold_zero_and_oom)
+{
+	setenv("FAKECUDA_DEVICES", "8MiB", 1);
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUmemoryPool pool;
+	CK(cuDeviceGetDefaultMemPool(&pool, 0));
+	CUdeviceptr a, b, p;
+	CK(cuMemAllocAsync(&a, 5 * MiB, NULL)); /* 6 MiB chunk */
+	ck_assert_uint_eq(fakecuda_reserved(0), 6 * MiB);
+	ck_assert_int_eq(cuMemAllocAsync(&b, 3 * MiB, NULL), CUDA_ERROR_OUT_OF_MEMORY);
+	CK(cuMemFreeAsync(a, NULL)); /* legacy stream: done at return */
+	ck_assert_uint_eq(fakecuda_reserved(0), 6 * MiB);
+	ck_assert_int_eq(cuMemAlloc_v2(&p, 4 * MiB), CUDA_ERROR_OUT_OF_MEMORY); /* the pool holds it */
+	CK(cuMemAllocAsync(&b, 7 * MiB, NULL)); /* trims the free 6 MiB chunk, then fits */
+	ck_assert_uint_eq(fakecuda_reserved(0), 8 * MiB);
+	CK(cuMemFreeAsync(b, NULL));
+	CK(cuCtxSynchronize()); /* threshold 0: everything free goes back */
+	ck_assert_uint_eq(fakecuda_reserved(0), 0);
+	ck_assert_int_eq(cuMemFreeAsync(b, NULL), CUDA_ERROR_INVALID_VALUE);
+	CK(cuMemAlloc_v2(&p, 4 * MiB));
+	ck_assert_int_eq(cuMemFreeAsync(p, NULL), CUDA_ERROR_INVALID_VALUE); /* not stream-ordered memory */
+	/* a created pool, and the CUDA 13 location forms */
+	CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+				.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+	CUmemoryPool mine, got;
+	CK(cuMemPoolCreate(&mine, &props));
+	CUmemLocation loc = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+	CK(cuMemSetMemPool(&loc, CU_MEM_ALLOCATION_TYPE_PINNED, mine));
+	CK(cuMemGetMemPool(&got, &loc, CU_MEM_ALLOCATION_TYPE_PINNED));
+	ck_assert_ptr_eq(got, mine);
+	CK(cuMemGetDefaultMemPool(&got, &loc, CU_MEM_ALLOCATION_TYPE_PINNED));
+	ck_assert_ptr_eq(got, pool);
+	CK(cuMemAllocAsync(&a, 1, NULL));
+	ck_assert_uint_eq(pool_attr(mine, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 2 * MiB);
+	ck_assert_uint_eq(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0);
+	CK(cuMemFreeAsync(a, NULL));
+	CK(cuMemPoolDestroy(mine));
+	ck_assert_uint_eq(fakecuda_reserved(0), 4 * MiB);
+	ck_assert_int_eq(cuMemPoolDestroy(pool), CUDA_ERROR_INVALID_VALUE); /* the default pool */
+	loc.id = 1;
+	ck_assert_int_eq(cuMemGetMemPool(&got, &loc, CU_MEM_ALLOCATION_TYPE_PINNED), CUDA_ERROR_INVALID_DEVICE);
+}
+END_TEST
+
+/* ---- VMM and arrays ---------------------------------------------------------------------- */
+
+START_TEST(fake_vmm)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+				    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+	size_t g;
+	CK(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+	ck_assert_uint_eq(g, 2 * MiB);
+	CK(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+	ck_assert_uint_eq(g, 2 * MiB);
+	CUmemGenericAllocationHandle h, h2;
+	ck_assert_int_eq(cuMemCreate(&h, 3 * MiB, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+	CK(cuMemCreate(&h, 4 * MiB, &prop, 0));
+	ck_assert_uint_eq(fakecuda_reserved(0), 4 * MiB);
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 1);
+	CUdeviceptr va;
+	CK(cuMemAddressReserve(&va, 8 * MiB, 0, 0, 0));
+	ck_assert_uint_eq(fakecuda_reserved(0), 4 * MiB); /* address space is free */
+	ck_assert_uint_eq(va % (2 * MiB), 0);
+	CK(cuMemMap(va + 2 * MiB, 4 * MiB, 0, h, 0));
+	ck_assert_int_eq(cuMemMap(va, 4 * MiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* overlaps */
+	ck_assert_int_eq(cuMemsetD8_v2(va + 2 * MiB, 1, 16), CUDA_ERROR_INVALID_VALUE); /* no access yet */
+	CUmemAccessDesc acc = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+	CK(cuMemSetAccess(va + 2 * MiB, 4 * MiB, &acc, 1));
+	CK(cuMemsetD8_v2(va + 2 * MiB, 0x77, 4 * MiB));
+	ck_assert_uint_eq(((unsigned char *)(va + 6 * MiB))[-1], 0x77);
+	CUdeviceptr base;
+	size_t size;
+	CK(cuMemGetAddressRange_v2(&base, &size, va + 3 * MiB));
+	ck_assert_uint_eq(base, va + 2 * MiB);
+	ck_assert_uint_eq(size, 4 * MiB);
+	CK(cuMemRetainAllocationHandle(&h2, (void *)(va + 5 * MiB)));
+	ck_assert_uint_eq(h2, h);
+	CK(cuMemRelease(h2));
+	CK(cuMemRelease(h));
+	ck_assert_uint_eq(fakecuda_reserved(0), 4 * MiB); /* still mapped */
+	ck_assert_int_eq(cuMemRelease(h), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuMemAddressFree(va, 8 * MiB), CUDA_ERROR_INVALID_VALUE); /* still mapped */
+	CK(cuMemUnmap(va + 2 * MiB, 4 * MiB));
+	ck_assert_uint_eq(fakecuda_reserved(0), 0);
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 0);
+	CK(cuMemAddressFree(va, 8 * MiB));
+}
+END_TEST
+
+START_TEST(fake_arrays_counted)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUarray a, b;
+	CUmipmappedArray m;
+	CUDA_ARRAY_DESCRIPTOR d2 = {.Width = 100, .Height = 50, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4};
+	CK(cuArrayCreate_v2(&a, &d2));
+	ck_assert_uint_eq(fakecuda_reserved(0), 80384); /* 100*50*4*4 = 80000 -> 512-rounded */
+	CUDA_ARRAY3D_DESCRIPTOR d3 = {.Width = 10, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1};
+	CK(cuArray3DCreate_v2(&b, &d3));
+	ck_assert_uint_eq(fakecuda_reserved(0), 80384 + 512);
+	CUDA_ARRAY3D_DESCRIPTOR dm = {.Width = 64, .Height = 64, .Format = CU_AD_FORMAT_HALF, .NumChannels = 2};
+	CK(cuMipmappedArrayCreate(&m, &dm, 3)); /* 16384 + 4096 + 1024 */
+	ck_assert_uint_eq(fakecuda_reserved(0), 80384 + 512 + 21504);
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 3);
+	CUDA_ARRAY_DESCRIPTOR_v1 legacy = {.Width = 7, .Height = 3, .Format = CU_AD_FORMAT_SIGNED_INT16, .NumChannels = 2};
+	CUarray c;
+	CK(cuArrayCreate(&c, &legacy));
+	ck_assert_uint_eq(fakecuda_reserved(0), 80384 + 512 + 21504 + 512);
+	d2.NumChannels = 3;
+	ck_assert_int_eq(cuArrayCreate_v2(&a, &d2), CUDA_ERROR_INVALID_VALUE);
+	CK(cuArrayDestroy(c));
+	CK(cuArrayDestroy(b));
+	ck_assert_int_eq(cuArrayDestroy(b), CUDA_ERROR_INVALID_HANDLE);
+	ck_assert_int_eq(cuArrayDestroy((CUarray)m), CUDA_ERROR_INVALID_HANDLE);
+	CK(cuMipmappedArrayDestroy(m));
+	ck_assert_uint_eq(fakecuda_reserved(0), 80384);
+}
+END_TEST
+
+/* ---- pointer queries and IPC -------------------------------------------------------------- */
+
+START_TEST(fake_pointer_queries)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUdeviceptr p, m, base, dp;
+	size_t size;
+	CK(cuMemAlloc_v2(&p, 10000));
+	CK(cuMemAllocManaged(&m, 100, CU_MEM_ATTACH_HOST));
+	CK(cuMemGetAddressRange_v2(&base, &size, p + 9999));
+	ck_assert_uint_eq(base, p);
+	ck_assert_uint_eq(size, 10000);
+	ck_assert_int_eq(cuMemGetAddressRange_v2(&base, &size, p + 10000 + 4096 * 1024), CUDA_ERROR_NOT_FOUND);
+	CUcontext c;
+	unsigned int type, managed;
+	int ord;
+	unsigned long long id1, id2;
+	CK(cuPointerGetAttribute(&c, CU_POINTER_ATTRIBUTE_CONTEXT, p + 5));
+	ck_assert_ptr_eq(c, ctx);
+	CK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p + 5));
+	ck_assert_uint_eq(type, CU_MEMORYTYPE_DEVICE);
+	CK(cuPointerGetAttribute(&dp, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, p + 5));
+	ck_assert_uint_eq(dp, p);
+	CK(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, p + 5));
+	ck_assert_uint_eq(size, 10000);
+	CK(cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p));
+	ck_assert_int_eq(ord, 0);
+	CK(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p));
+	ck_assert_uint_eq(managed, 0);
+	CK(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, m));
+	ck_assert_uint_eq(managed, 1);
+	CK(cuPointerGetAttribute(&id1, CU_POINTER_ATTRIBUTE_BUFFER_ID, p));
+	CK(cuPointerGetAttribute(&id2, CU_POINTER_ATTRIBUTE_BUFFER_ID, m));
+	ck_assert_uint_ne(id1, id2);
+	CK(cuPointerGetAttribute(&dp, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, p + 7));
+	ck_assert_uint_eq(dp, p + 7);
+	int local;
+	ck_assert_int_eq(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)&local),
+			 CUDA_ERROR_INVALID_VALUE);
+	CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_CONTEXT};
+	type = 99;
+	c = ctx;
+	void *data[2] = {&type, &c};
+	CK(cuPointerGetAttributes(2, attrs, data, (CUdeviceptr)&local));
+	ck_assert_uint_eq(type, 0);
+	ck_assert_ptr_null(c);
+	void *h;
+	CK(cuMemAllocHost_v2(&h, 100));
+	CK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)h));
+	ck_assert_uint_eq(type, CU_MEMORYTYPE_HOST);
+}
+END_TEST
+
+START_TEST(fake_ipc_names_base)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUdeviceptr p, q;
+	CUipcMemHandle h;
+	CK(cuMemAlloc_v2(&p, 2 * MiB));
+	CK(cuIpcGetMemHandle(&h, p + 4096));
+	CK(cuIpcOpenMemHandle_v2(&q, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+	ck_assert_uint_eq(q, p); /* the whole allocation, not the pointer */
+	CK(cuIpcCloseMemHandle(q));
+	ck_assert_int_eq(cuIpcCloseMemHandle(q), CUDA_ERROR_INVALID_VALUE);
+	CK(cuIpcOpenMemHandle(&q, h, 0));
+	CK(cuIpcCloseMemHandle(q));
+	CK(cuMemFree_v2(p));
+	ck_assert_int_eq(cuIpcOpenMemHandle_v2(&q, h, 0), CUDA_ERROR_INVALID_VALUE);
+	void *hp;
+	CK(cuMemHostAlloc(&hp, 64, 0));
+	ck_assert_int_eq(cuIpcGetMemHandle(&h, (CUdeviceptr)hp), CUDA_ERROR_INVALID_VALUE);
+	const void *tbl = (void *)1;
+	CUuuid id = {{0}};
+	ck_assert_int_eq(cuGetExportTable(&tbl, &id), CUDA_ERROR_NOT_SUPPORTED);
+}
+END_TEST
+
+/* ---- contexts --------------------------------------------------------------------------------- */
+
+START_TEST(fake_ctx_destroy_frees)
+{
+	setenv("FAKECUDA_CTX_OVERHEAD", "100MiB", 1);
+	CUcontext ctx, cur;
+	init_ctx(&ctx);
+	CK(cuCtxGetCurrent(&cur));
+	ck_assert_ptr_eq(cur, ctx);
+	CUdeviceptr a, b, m, pa;
+	size_t pitch;
+	CUstream s;
+	CUevent e;
+	CUarray arr;
+	CUDA_ARRAY_DESCRIPTOR d = {.Width = 1000, .Height = 1, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1};
+	CK(cuMemAlloc_v2(&a, 1000));
+	CK(cuMemAlloc_v2(&b, 5 * MiB));
+	CK(cuMemAllocPitch_v2(&pa, &pitch, 1000, 2, 8));
+	CK(cuMemAllocManaged(&m, 10, CU_MEM_ATTACH_GLOBAL));
+	CK(cuArrayCreate_v2(&arr, &d));
+	CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CK(cuEventCreate(&e, 0));
+	CK(cuLaunchHostFunc(s, sleep_then_set_a, (void *)(intptr_t)200));
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 5);
+	ck_assert_uint_eq(fakecuda_reserved(0), 1000 + 5 * MiB + 2048 + 10 + 1024);
+	CK(cuCtxDestroy_v2(ctx));
+	ck_assert_int_eq(atomic_load(&flag_a), 1); /* drained first */
+	ck_assert_uint_eq(fakecuda_reserved(0), 0);
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 0);
+	CK(cuCtxGetCurrent(&cur));
+	ck_assert_ptr_null(cur); /* popped */
+	ck_assert_int_eq(cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
+	ck_assert_int_eq(cuEventQuery(e), CUDA_ERROR_INVALID_HANDLE);
+	ck_assert_int_eq(cuCtxDestroy_v2(ctx), CUDA_ERROR_INVALID_CONTEXT);
+	ck_assert_int_eq(cuCtxSetCurrent(ctx), CUDA_ERROR_INVALID_CONTEXT);
+	/* primary context: retain costs the overhead, reset frees */
+	CUcontext pc, pc2;
+	unsigned int flags;
+	int active;
+	size_t fr, tot;
+	CK(cuDevicePrimaryCtxGetState(0, &flags, &active));
+	ck_assert_int_eq(active, 0);
+	CK(cuDevicePrimaryCtxRetain(&pc, 0));
+	CK(cuDevicePrimaryCtxRetain(&pc2, 0));
+	ck_assert_ptr_eq(pc, pc2);
+	CK(cuCtxSetCurrent(pc));
+	CK(cuMemGetInfo_v2(&fr, &tot));
+	ck_assert_uint_eq(fr, tot - 100 * MiB);
+	CK(cuMemAlloc_v2(&a, 4096));
+	CK(cuDevicePrimaryCtxRelease_v2(0));
+	ck_assert_uint_eq(fakecuda_reserved(0), 4096); /* still retained once */
+	CK(cuDevicePrimaryCtxReset_v2(0));
+	ck_assert_uint_eq(fakecuda_reserved(0), 0);
+	CK(cuDevicePrimaryCtxGetState(0, &flags, &active));
+	ck_assert_int_eq(active, 0);
+	ck_assert_int_eq(cuMemAlloc_v2(&a, 16), CUDA_ERROR_INVALID_CONTEXT);
+	ck_assert_int_eq(cuDevicePrimaryCtxRelease_v2(0), CUDA_ERROR_INVALID_CONTEXT);
+	/* context stack */
+	CUcontext c1, c2;
+	CUdevice dev;
+	CK(cuCtxCreate_v4(&c1, NULL, 0, 0));
+	CK(cuCtxCreate_v2(&c2, 0, 0));
+	CK(cuCtxPopCurrent_v2(&cur));
+	ck_assert_ptr_eq(cur, c2);
+	CK(cuCtxGetCurrent(&cur));
+	ck_assert_ptr_eq(cur, c1);
+	CK(cuCtxPushCurrent_v2(c2));
+	CK(cuCtxGetDevice(&dev));
+	ck_assert_int_eq(dev, 0);
+	CK(cuCtxSynchronize());
+}
+END_TEST
+
+/* ---- cuGetProcAddress ------------------------------------------------------------------------- */
+
+START_TEST(fake_procaddr_every_row)
+{
+	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	ck_assert_ptr_nonnull(lib);
+	for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+		void *want = dlsym(lib, rows[i].name), *got = NULL;
+		CUdriverProcAddressQueryResult st = 99;
+		ck_assert_msg(want != NULL, "%s not exported", rows[i].name);
+		CK(cuGetProcAddress_v2(rows[i].base, &got, rows[i].version,
+				       rows[i].pt ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : 0, &st));
+		ck_assert_msg(got == want, "%s@%d gave the wrong function (want %s)", rows[i].base, rows[i].version,
+			      rows[i].name);
+		ck_assert_int_eq(st, CU_GET_PROC_ADDRESS_SUCCESS);
+	}
+	dlclose(lib);
+}
+END_TEST
+
+START_TEST(fake_procaddr_rules)
+{
+	void *fn;
+	CUdriverProcAddressQueryResult st;
+#define LOOK(sym, ver, fl) (fn = NULL, st = 99, cuGetProcAddress_v2(sym, &fn, ver, fl, &st))
+	CK(LOOK("cuMemAlloc", 2000, 0));
+	ck_assert_ptr_eq(fn, (void *)cuMemAlloc);
+	CK(LOOK("cuMemAlloc", 3020, 0));
+	ck_assert_ptr_eq(fn, (void *)cuMemAlloc_v2);
+	CK(LOOK("cuMemAlloc", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM));
+	ck_assert_ptr_eq(fn, (void *)cuMemAlloc_v2); /* no per-thread variant */
+	CK(LOOK("cuMemcpyHtoD", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM));
+	ck_assert_ptr_eq(fn, (void *)cuMemcpyHtoD_v2_ptds);
+	CK(LOOK("cuMemcpyHtoD", 13000, CU_GET_PROC_ADDRESS_LEGACY_STREAM));
+	ck_assert_ptr_eq(fn, (void *)cuMemcpyHtoD_v2);
+	CK(LOOK("cuMemcpyHtoD", 6000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM));
+	ck_assert_ptr_eq(fn, (void *)cuMemcpyHtoD_v2); /* ptds only from 7000 */
+	CK(LOOK("cuMemAllocAsync", 11020, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM));
+	ck_assert_ptr_eq(fn, (void *)cuMemAllocAsync_ptsz);
+	CK(LOOK("cuMemAllocAsync", 12000, 0));
+	ck_assert_ptr_eq(fn, (void *)cuMemAllocAsync);
+	CK(LOOK("cuMemAllocAsync", 11010, 0));
+	ck_assert_ptr_null(fn);
+	ck_assert_int_eq(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+	CK(LOOK("cuNoSuchFunction", 13000, 0));
+	ck_assert_ptr_null(fn);
+	ck_assert_int_eq(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+	CK(LOOK("", 0, 0));
+	ck_assert_int_eq(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+	ck_assert_int_eq(LOOK("cuMemAlloc", 13010, 0), CUDA_ERROR_INVALID_VALUE); /* newer than the driver */
+	ck_assert_int_eq(cuGetProcAddress_v2(NULL, &fn, 13000, 0, &st), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuGetProcAddress_v2("cuInit", NULL, 13000, 0, &st), CUDA_ERROR_INVALID_VALUE);
+	CK(cuGetProcAddress_v2("cuInit", &fn, 13000, 0, NULL));
+	ck_assert_ptr_eq(fn, (void *)cuInit);
+	CK(LOOK("cuGetProcAddress", 11030, 0));
+	ck_assert_ptr_eq(fn, (void *)cuGetProcAddress);
+	CK(LOOK("cuGetProcAddress", 12000, 0));
+	ck_assert_ptr_eq(fn, (void *)cuGetProcAddress_v2);
+	CK(LOOK("cuGetProcAddress", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM));
+	ck_assert_ptr_eq(fn, (void *)cuGetProcAddress_v2);
+	CK(LOOK("cuDeviceGetUuid", 11040, 0));
+	ck_assert_ptr_eq(fn, (void *)cuDeviceGetUuid_v2);
+	CK(LOOK("cuCtxCreate", 12050, 0));
+	ck_assert_ptr_eq(fn, (void *)cuCtxCreate_v4);
+	/* the 4-argument ABI reports misses as CUDA_ERROR_NOT_FOUND */
+	CK(cuGetProcAddress("cuMemFree", &fn, 3020, 0));
+	ck_assert_ptr_eq(fn, (void *)cuMemFree_v2);
+	ck_assert_int_eq(cuGetProcAddress("cuNoSuchFunction", &fn, 13000, 0), CUDA_ERROR_NOT_FOUND);
+	ck_assert_ptr_null(fn);
+#undef LOOK
+}
+END_TEST
+
+START_TEST(fake_procaddr_driver_version)
+{
+	setenv("FAKECUDA_DRIVER_VERSION", "12020", 1);
+	void *fn;
+	CUdriverProcAddressQueryResult st;
+	ck_assert_int_eq(cuGetProcAddress_v2("cuMemGetMemPool", &fn, 13000, 0, &st), CUDA_ERROR_INVALID_VALUE);
+	CK(cuGetProcAddress_v2("cuMemGetMemPool", &fn, 12020, 0, &st));
+	ck_assert_int_eq(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+}
+END_TEST
+
+/* ---- record, threads, fork ---------------------------------------------------------------------- */
+
+START_TEST(fake_calls_counted)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUdeviceptr p;
+	uint64_t before = fakecuda_calls("cuMemAlloc_v2");
+	for (int i = 0; i < 5; i++) {
+		CK(cuMemAlloc_v2(&p, 64));
+		CK(cuMemFree_v2(p));
+	}
+	ck_assert_uint_eq(fakecuda_calls("cuMemAlloc_v2"), before + 5);
+	ck_assert_uint_eq(fakecuda_calls("cuMemFree_v2"), 5);
+	ck_assert_uint_eq(fakecuda_calls("cuMemAlloc"), 0);
+	void *fn;
+	CK(cuGetProcAddress_v2("cuMemAllocAsync", &fn, 11020, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, NULL));
+	CK(((PFN_cuMemAllocAsync_v11020_ptsz)fn)(&p, 10, NULL));
+	ck_assert_uint_eq(fakecuda_calls("cuMemAllocAsync_ptsz"), 1);
+	ck_assert_uint_eq(fakecuda_calls("cuMemAllocAsync"), 0);
+	ck_assert_uint_eq(fakecuda_calls("cuGetProcAddress_v2"), 1);
+	ck_assert_uint_eq(fakecuda_calls("cuInit"), 1);
+	ck_assert_uint_eq(fakecuda_calls("no_such_function"), 0);
+	ck_assert_uint_eq(fakecuda_calls(NULL), 0);
+	ck_assert_uint_eq(fakecuda_reserved(7), 0);
+}
+END_TEST
+
+static CUcontext shared_ctx;
+static void *hammer(void *arg)
+{
+	unsigned seed = (unsigned)(uintptr_t)arg;
+	if (cuCtxSetCurrent(shared_ctx) != CUDA_SUCCESS)
+		return (void *)1;
+	CUdeviceptr p[8] = {0};
+	for (int i = 0; i < 3000; i++) {
+		int k = (int)(rand_r(&seed) % 8);
+		if (p[k]) {
+			if (cuMemFree_v2(p[k]) != CUDA_SUCCESS)
+				return (void *)2;
+			p[k] = 0;
+		} else if (cuMemAlloc_v2(&p[k], 1 + rand_r(&seed) % 100000) != CUDA_SUCCESS) {
+			return (void *)3;
+		}
+	}
+	for (int k = 0; k < 8; k++)
+		if (p[k] && cuMemFree_v2(p[k]) != CUDA_SUCCESS)
+			return (void *)4;
+	return NULL;
+}
+
+START_TEST(fake_thread_safety)
+{
+	init_ctx(&shared_ctx);
+	pthread_t t[8];
+	for (int i = 0; i < 8; i++)
+		ck_assert_int_eq(pthread_create(&t[i], NULL, hammer, (void *)(uintptr_t)(i + 1)), 0);
+	for (int i = 0; i < 8; i++) {
+		void *ret;
+		pthread_join(t[i], &ret);
+		ck_assert_ptr_null(ret);
+	}
+	ck_assert_uint_eq(fakecuda_reserved(0), 0);
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 0);
+	ck_assert_uint_gt(fakecuda_peak_reserved(0), 0);
+	ck_assert_uint_eq(fakecuda_calls("cuMemAlloc_v2"), fakecuda_calls("cuMemFree_v2"));
+}
+END_TEST
+
+START_TEST(fake_fork_child_not_initialized)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int n;
+		CUdeviceptr p;
+		int ok = cuDeviceGetCount(&n) == CUDA_ERROR_NOT_INITIALIZED &&
+			 cuMemAlloc_v2(&p, 16) == CUDA_ERROR_NOT_INITIALIZED && cuInit(0) == CUDA_ERROR_NOT_INITIALIZED &&
+			 fakecuda_reserved(0) == 0;
+		_exit(ok ? 0 : 1);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CUdeviceptr p; /* the parent is unaffected */
+	CK(cuMemAlloc_v2(&p, 16));
+}
+END_TEST
+
+static Suite *fake_suite(void)
+{
+	Suite *s = suite_create("fake");
+	TCase *tc = tcase_create("driver");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, fake_init_required);
+	tcase_add_test(tc, fake_no_devices);
+	tcase_add_test(tc, fake_devices_from_env);
+	tcase_add_test(tc, fake_default_config);
+	tcase_add_test(tc, fake_malformed_env_aborts);
+	tcase_add_test(tc, fake_memory_roundtrip);
+	tcase_add_test(tc, fake_alignment);
+	tcase_add_test(tc, fake_copy_range_checked);
+	tcase_add_test(tc, fake_oom_at_capacity);
+	tcase_add_test(tc, fake_free_errors);
+	tcase_add_test(tc, fake_free_waits_for_streams);
+	tcase_add_test(tc, fake_stream_runs_later);
+	tcase_add_test(tc, fake_legacy_stream_semantics);
+	tcase_add_test(tc, fake_events);
+	tcase_add_test(tc, fake_pool_chunks_and_trim);
+	tcase_add_test(tc, fake_pool_threshold_zero_and_oom);
+	tcase_add_test(tc, fake_vmm);
+	tcase_add_test(tc, fake_arrays_counted);
+	tcase_add_test(tc, fake_pointer_queries);
+	tcase_add_test(tc, fake_ipc_names_base);
+	tcase_add_test(tc, fake_ctx_destroy_frees);
+	tcase_add_test(tc, fake_procaddr_every_row);
+	tcase_add_test(tc, fake_procaddr_rules);
+	tcase_add_test(tc, fake_procaddr_driver_version);
+	tcase_add_test(tc, fake_calls_counted);
+	tcase_add_test(tc, fake_thread_safety);
+	tcase_add_test(tc, fake_fork_child_not_initialized);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	/* Each test configures the fake through its environment before its
+	 * first call: that needs a fresh process per test. */
+	static const char *const vars[] = {"FAKECUDA_DEVICES", "FAKECUDA_UUIDS", "FAKECUDA_PCI", "FAKECUDA_OTHER_USED",
+					   "FAKECUDA_CTX_OVERHEAD", "FAKECUDA_DRIVER_VERSION", "FAKECUDA_STREAM_DELAY_US"};
+	for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+		unsetenv(vars[i]);
+	SRunner *sr = srunner_create(fake_suite());
+	srunner_set_fork_status(sr, CK_FORK);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
