@@ -386,11 +386,17 @@ START_TEST(fake_stream_runs_later)
 	CK(cuStreamCreate(&s, CU_STREAM_DEFAULT));
 	CK(cuMemAlloc_v2(&p, 256));
 	memset((void *)p, 0, 256);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	CK(cuMemsetD8Async(p, 0x5a, 256, s));
+	sleep_ms(50); /* well inside the 200 ms every operation waits */
 	ck_assert_int_eq(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
 	ck_assert_uint_eq(((unsigned char *)p)[0], 0); /* not yet */
 	CK(cuLaunchHostFunc(s, sleep_then_set_a, (void *)(intptr_t)0));
 	CK(cuStreamSynchronize(s));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	ck_assert_int_ge(ms, 400); /* two operations, 200 ms each */
 	ck_assert_uint_eq(((unsigned char *)p)[255], 0x5a);
 	ck_assert_int_eq(atomic_load(&flag_a), 1);
 	CK(cuStreamQuery(s));
@@ -456,6 +462,39 @@ START_TEST(fake_events)
 	CK(cuEventDestroy_v2(e));
 	ck_assert_int_eq(cuEventQuery(e), CUDA_ERROR_INVALID_HANDLE);
 	ck_assert_int_eq(cuEventCreate(&e, CU_EVENT_INTERPROCESS), CUDA_ERROR_INVALID_VALUE);
+}
+END_TEST
+
+START_TEST(fake_sync_forms_complete)
+{
+	setenv("FAKECUDA_STREAM_DELAY_US", "100000", 1);
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUstream s;
+	CUdeviceptr p;
+	char buf[64] = {0};
+	CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CK(cuMemAlloc_v2(&p, 64));
+	/* per-thread synchronous forms run on the per-thread stream (delayed)
+	 * and still return only when done */
+	CK(cuMemsetD8_v2_ptds(p, 7, 64));
+	ck_assert_uint_eq(((unsigned char *)p)[63], 7);
+	CK(cuMemcpyHtoD_v2_ptds(p, "ptds", 5));
+	ck_assert_str_eq((char *)p, "ptds");
+	CK(cuMemcpyDtoH_v2_ptds(buf, p, 5));
+	ck_assert_str_eq(buf, "ptds");
+	/* an async copy into pageable host memory returns when it is done */
+	memset(buf, 0, sizeof buf);
+	CK(cuMemcpyDtoHAsync_v2(buf, p, 5, s));
+	ck_assert_str_eq(buf, "ptds");
+	/* into pinned host memory it is truly asynchronous */
+	char *pinned;
+	CK(cuMemAllocHost_v2((void **)&pinned, 64));
+	memset(pinned, 0, 64);
+	CK(cuMemcpyDtoHAsync_v2(pinned, p, 5, s));
+	ck_assert_uint_eq(pinned[0], 0);
+	CK(cuStreamSynchronize(s));
+	ck_assert_str_eq(pinned, "ptds");
 }
 END_TEST
 
@@ -990,6 +1029,7 @@ static Suite *fake_suite(void)
 	tcase_add_test(tc, fake_stream_runs_later);
 	tcase_add_test(tc, fake_legacy_stream_semantics);
 	tcase_add_test(tc, fake_events);
+	tcase_add_test(tc, fake_sync_forms_complete);
 	tcase_add_test(tc, fake_pool_chunks_and_trim);
 	tcase_add_test(tc, fake_pool_threshold_zero_and_oom);
 	tcase_add_test(tc, fake_vmm);
