@@ -9,8 +9,9 @@
 #include "msg.h"
 #include "policy.h"
 
-static void note_refusal(int dev, enum cumemcap_kind kind, uint64_t bytes)
+void cumemcap_note_refusal(int dev, enum cumemcap_kind kind, uint64_t bytes)
 {
+	cumemcap_ledger_bump(dev, refusals);
 	if (cumemcap_policy()->log != CUMEMCAP_LOG_STDERR)
 		return;
 	char want[32], lim[32], held[32];
@@ -42,11 +43,9 @@ CUresult cumemcap_charge_begin(struct cumemcap_charge *c, int dev, enum cumemcap
 		/* Pools may have shrunk at a synchronization we did not see. */
 		cumemcap_pool_refresh(dev);
 		if (!cumemcap_ledger_reserve(dev, kind, bytes)) {
-			note_refusal(dev, kind, bytes);
+			cumemcap_note_refusal(dev, kind, bytes);
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		}
-		/* The second try succeeded: it was not a refusal after all. */
-		atomic_fetch_sub_explicit(&cumemcap_ledger[dev].refusals, 1, memory_order_relaxed);
 	}
 	c->dev = dev;
 	return CUDA_SUCCESS;
@@ -83,7 +82,7 @@ bool cumemcap_charge_adjust(struct cumemcap_charge *c, uint64_t actual)
 	if (actual < c->bytes) {
 		cumemcap_ledger_sub(c->dev, c->kind, c->bytes - actual);
 	} else if (!cumemcap_ledger_reserve(c->dev, c->kind, actual - c->bytes)) {
-		note_refusal(c->dev, c->kind, actual);
+		cumemcap_note_refusal(c->dev, c->kind, actual);
 		return false;
 	}
 	c->bytes = actual;

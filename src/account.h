@@ -46,6 +46,9 @@ CUresult cumemcap_charge_finish(struct cumemcap_charge *c, CUresult r,
  * caller then frees what it got and reports out of memory. */
 bool cumemcap_charge_adjust(struct cumemcap_charge *c, uint64_t actual);
 
+/* Count a request refused at the limit (and say so with CUMEMCAP_LOG=stderr). */
+void cumemcap_note_refusal(int dev, enum cumemcap_kind kind, uint64_t bytes);
+
 /* Freeing: remove the record before the driver frees. */
 bool cumemcap_release_take(enum cumemcap_handle_kind handle, uint64_t key,
 			   struct cumemcap_block *b);

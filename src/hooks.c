@@ -264,7 +264,7 @@ static CUresult async_alloc(const struct async_call *call, CUdeviceptr *dptr, si
 	uint64_t limit = cumemcap_ledger_limit(dev);
 	if (grew > estimate && atomic_load(&cumemcap_ledger[dev].reserved) > limit) {
 		call->free(*dptr, stream);
-		atomic_fetch_add(&cumemcap_ledger[dev].refusals, 1);
+		cumemcap_note_refusal(dev, CUMEMCAP_KIND_pool, bytesize);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	c.bytes = 0; /* the bytes live in the pool's figure */

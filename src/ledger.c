@@ -43,10 +43,8 @@ bool cumemcap_ledger_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes)
 						      memory_order_relaxed, memory_order_relaxed))
 		;
 	for (;;) {
-		if (bytes > limit || cur > limit - bytes) {
-			atomic_fetch_add_explicit(&d->refusals, 1, memory_order_relaxed);
+		if (bytes > limit || cur > limit - bytes)
 			return false;
-		}
 		if (atomic_compare_exchange_weak_explicit(&d->reserved, &cur, cur + bytes,
 							  memory_order_acq_rel, memory_order_relaxed))
 			break;

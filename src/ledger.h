@@ -54,7 +54,8 @@ void cumemcap_ledger_set_limit(int dev, uint64_t limit);
 uint64_t cumemcap_ledger_limit(int dev);
 
 /* Reserve `bytes` of `kind` on `dev` if the total stays within the limit.
- * False (and nothing changed but the refusal count) when it would not. */
+ * False (and nothing changed) when it would not; the caller that gives up
+ * counts the refusal. */
 bool cumemcap_ledger_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes);
 
 /* Add or remove bytes without a limit check (give back a reservation,

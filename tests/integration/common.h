@@ -54,6 +54,12 @@
 #define MiB (1024ull * 1024ull)
 #define GiB (1024ull * MiB)
 
+/* The legacy 32-bit ABI (cuda.h declares it only for the driver's own
+ * build): what cuGetProcAddress("cuMemAlloc", 2000) hands out. */
+typedef unsigned int CUdeviceptr_v1;
+typedef CUresult(CUDAAPI *legacy_alloc_fn)(CUdeviceptr_v1 *dptr, unsigned int bytesize);
+typedef CUresult(CUDAAPI *legacy_free_fn)(CUdeviceptr_v1 dptr);
+
 /* The driver entry points the tests use, whichever door filled them. */
 struct api {
 	PFN_cuInit_v2000 cuInit;
@@ -69,8 +75,8 @@ struct api {
 	PFN_cuCtxSynchronize_v2000 cuCtxSynchronize;
 	PFN_cuMemGetInfo_v3020 cuMemGetInfo;
 	PFN_cuMemAlloc_v3020 cuMemAlloc;
-	PFN_cuMemAlloc_v2000 cuMemAlloc_legacy;
-	PFN_cuMemFree_v2000 cuMemFree_legacy;
+	legacy_alloc_fn cuMemAlloc_legacy;
+	legacy_free_fn cuMemFree_legacy;
 	PFN_cuMemAllocPitch_v3020 cuMemAllocPitch;
 	PFN_cuMemAllocManaged_v6000 cuMemAllocManaged;
 	PFN_cuMemFree_v3020 cuMemFree;

@@ -286,7 +286,7 @@ int main(int argc, char **argv)
 	context_destroy();
 	wrong_use();
 	check_driver_within_limit();
-	printf("limit (%s door): all checks passed; driver peak %" PRIu64 " MiB of %llu MiB\n", door,
-	       F.peak_reserved(0) / MiB, LIMIT / MiB);
+	printf("limit (%s door): all checks passed; driver peak %" PRIu64 " MiB of %" PRIu64 " MiB\n", door,
+	       (uint64_t)(F.peak_reserved(0) / MiB), (uint64_t)(LIMIT / MiB));
 	return 0;
 }

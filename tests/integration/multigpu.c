@@ -33,7 +33,7 @@ static void check_device(int dev, uint64_t expected_limit)
 	CHECK(st.limit == expected_limit);
 	CHECK(st.peak_reserved == expected_limit);
 	CHECK(st.reserved == 0);
-	printf("device %d: limit %" PRIu64 " MiB held\n", dev, expected_limit / MiB);
+	printf("device %d: limit %" PRIu64 " MiB held\n", dev, (uint64_t)(expected_limit / MiB));
 }
 
 int main(int argc, char **argv)
