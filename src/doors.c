@@ -42,17 +42,17 @@ static bool trace(void)
 
 /* When libc's own functions cannot be found there is nothing to forward
  * to; never reached on glibc. */
-static void *no_dlsym(void *handle, const char *name)
+CUMEMCAP_DLSYM_SAFE static void *no_dlsym(void *handle, const char *name)
 {
 	return NULL;
 }
 
-static void *no_dlvsym(void *handle, const char *name, const char *version)
+CUMEMCAP_DLSYM_SAFE static void *no_dlvsym(void *handle, const char *name, const char *version)
 {
 	return NULL;
 }
 
-void *cumemcap_dlsym_route(void *handle, const char *name)
+CUMEMCAP_DLSYM_SAFE void *cumemcap_dlsym_route(void *handle, const char *name)
 {
 	if (!cumemcap_driver_libc_ready())
 		return (void *)no_dlsym;
@@ -61,7 +61,8 @@ void *cumemcap_dlsym_route(void *handle, const char *name)
 	return (void *)cumemcap_real_dlsym;
 }
 
-void *cumemcap_dlvsym_route(void *handle, const char *name, const char *version)
+CUMEMCAP_DLSYM_SAFE void *cumemcap_dlvsym_route(void *handle, const char *name,
+						 const char *version)
 {
 	if (!cumemcap_driver_libc_ready())
 		return (void *)no_dlvsym;

@@ -22,8 +22,11 @@ cumemcap_dlsym_fn cumemcap_real_dlsym;
 cumemcap_dlvsym_fn cumemcap_real_dlvsym;
 
 /* ---- libc's own dlsym, found without calling dlsym ---------------------- */
+/* Everything down to cumemcap_driver_libc_ready() may run before a
+ * sanitizer runtime is ready: CUMEMCAP_DLSYM_SAFE, no libc calls. libc is
+ * found through ld.so's _r_debug list, not dlopen. */
 
-static uint32_t gnu_hash(const char *name)
+CUMEMCAP_DLSYM_SAFE static uint32_t gnu_hash(const char *name)
 {
 	uint32_t h = 5381;
 	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
@@ -31,7 +34,7 @@ static uint32_t gnu_hash(const char *name)
 	return h;
 }
 
-static uint32_t sysv_hash(const char *name)
+CUMEMCAP_DLSYM_SAFE static uint32_t sysv_hash(const char *name)
 {
 	uint32_t h = 0;
 	for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
@@ -46,27 +49,34 @@ static uint32_t sysv_hash(const char *name)
 
 /* Dynamic-section pointers are relocated in place by ld.so on most
  * targets, but not on all; accept both. */
-static uintptr_t dyn_ptr(uintptr_t base, ElfW(Addr) value)
+CUMEMCAP_DLSYM_SAFE static uintptr_t dyn_ptr(uintptr_t base, ElfW(Addr) value)
 {
 	return value < base ? base + value : value;
 }
 
-static bool sym_ok(const ElfW(Sym) *s, const char *strtab, const char *name)
+CUMEMCAP_DLSYM_SAFE static bool sym_ok(const ElfW(Sym) *s, const char *strtab, const char *name)
 {
 	return s->st_shndx != SHN_UNDEF && s->st_value != 0 &&
-	       ELF64_ST_TYPE(s->st_info) == STT_FUNC && strcmp(strtab + s->st_name, name) == 0;
+	       ELF64_ST_TYPE(s->st_info) == STT_FUNC && cumemcap_str_eq(strtab + s->st_name, name);
+}
+
+/* Does the path `path` name the file `soname` ("/lib/x86_64-linux-gnu/libc.so.6")? */
+CUMEMCAP_DLSYM_SAFE static bool is_file(const char *path, const char *soname)
+{
+	const char *base = path;
+	for (const char *p = path; *p; p++)
+		if (*p == '/')
+			base = p + 1;
+	return cumemcap_str_eq(base, soname);
 }
 
 /* Find a defined function `name` in the loaded object `soname`. */
-static void *elf_find(const char *soname, const char *name)
+CUMEMCAP_DLSYM_SAFE static void *elf_find(const char *soname, const char *name)
 {
-	void *handle = dlopen(soname, RTLD_LAZY | RTLD_NOLOAD);
-	if (!handle)
-		return NULL;
-	struct link_map *lm = NULL;
-	int rc = dlinfo(handle, RTLD_DI_LINKMAP, &lm);
-	dlclose(handle);
-	if (rc != 0 || !lm)
+	struct link_map *lm = _r_debug.r_map;
+	while (lm && !(lm->l_name && is_file(lm->l_name, soname)))
+		lm = lm->l_next;
+	if (!lm || !lm->l_ld)
 		return NULL;
 
 	uintptr_t base = lm->l_addr;
@@ -116,7 +126,7 @@ static void *elf_find(const char *soname, const char *name)
 
 static pthread_once_t libc_once = PTHREAD_ONCE_INIT;
 
-static void libc_resolve(void)
+CUMEMCAP_DLSYM_SAFE static void libc_resolve(void)
 {
 	/* glibc >= 2.34 has them in libc.so.6; older ones in libdl.so.2. */
 	static const char *const libs[] = { "libc.so.6", "libdl.so.2" };
@@ -128,7 +138,7 @@ static void libc_resolve(void)
 	}
 }
 
-bool cumemcap_driver_libc_ready(void)
+CUMEMCAP_DLSYM_SAFE bool cumemcap_driver_libc_ready(void)
 {
 	pthread_once(&libc_once, libc_resolve);
 	return cumemcap_real_dlsym != NULL && cumemcap_real_dlvsym != NULL;

@@ -30,6 +30,22 @@
 #define CUMEMCAP_PFN_PTDS(base, version) PFN_##base##_v##version##_ptds
 #include "hooks.def"
 
+/* For the code every dlsym call in the process runs through: it may run
+ * inside a sanitizer runtime's own start-up (ASan resolves its interceptors
+ * with dlsym), before instrumented code or intercepted libc functions can
+ * work. Such code is not instrumented and calls no libc function. */
+#define CUMEMCAP_DLSYM_SAFE __attribute__((no_sanitize("address", "undefined", "thread")))
+
+/* strcmp(a, b) == 0, without calling libc. */
+CUMEMCAP_DLSYM_SAFE static inline bool cumemcap_str_eq(const char *a, const char *b)
+{
+	while (*a && *a == *b) {
+		a++;
+		b++;
+	}
+	return *a == *b;
+}
+
 typedef void *(*cumemcap_dlsym_fn)(void *handle, const char *name);
 typedef void *(*cumemcap_dlvsym_fn)(void *handle, const char *name, const char *version);
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static void emit(const char *fmt, va_list ap)
+CUMEMCAP_PRINTF(1, 0) static void emit(const char *fmt, va_list ap)
 {
 	char line[1024];
 	int n = snprintf(line, sizeof(line), "cumemcap: ");

@@ -18,14 +18,14 @@ const struct cumemcap_hook cumemcap_hooks[] = {
 
 const size_t cumemcap_hook_count = sizeof(cumemcap_hooks) / sizeof(cumemcap_hooks[0]);
 
-const struct cumemcap_hook *cumemcap_table_by_symbol(const char *symbol)
+CUMEMCAP_DLSYM_SAFE const struct cumemcap_hook *cumemcap_table_by_symbol(const char *symbol)
 {
 	/* Every hooked name starts with "cu"; most dlsym calls in a process
 	 * are for other names and leave here. */
 	if (!symbol || symbol[0] != 'c' || symbol[1] != 'u')
 		return NULL;
 	for (size_t i = 0; i < cumemcap_hook_count; i++)
-		if (strcmp(cumemcap_hooks[i].symbol, symbol) == 0)
+		if (cumemcap_str_eq(cumemcap_hooks[i].symbol, symbol))
 			return &cumemcap_hooks[i];
 	return NULL;
 }
