@@ -22,6 +22,7 @@
 
 int main(void)
 {
+	setvbuf(stdout, NULL, _IOLBF, 0); /* keep our lines in order with the shim's */
 	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		fprintf(stderr, "demo: no CUDA driver (libcuda.so.1) found\n");

@@ -116,6 +116,7 @@ static void forget_block(const struct cumemcap_block *b)
 
 void cumemcap_forget_ctx(CUcontext ctx)
 {
+	cumemcap_device_forget_contexts();
 	if (ctx)
 		cumemcap_track_purge_ctx(ctx, forget_block);
 }

@@ -88,6 +88,23 @@ const struct cumemcap_device_info *cumemcap_device_info(int dev)
 	return &infos[dev];
 }
 
+/* A context's device never changes, so each thread remembers the device of
+ * the last context it asked about and skips cuCtxGetDevice while its
+ * current context stays the same. A destroyed or reset context may come
+ * back at the same address on another device: the generation count makes
+ * every thread ask again after one. */
+static _Atomic uint64_t generation = 1;
+static _Thread_local struct {
+	CUcontext ctx;
+	uint64_t generation;
+	int dev;
+} last;
+
+void cumemcap_device_forget_contexts(void)
+{
+	atomic_fetch_add_explicit(&generation, 1, memory_order_release);
+}
+
 CUresult cumemcap_device_current(CUcontext *ctx, int *dev)
 {
 	CUdevice d;
@@ -96,11 +113,19 @@ CUresult cumemcap_device_current(CUcontext *ctx, int *dev)
 		return r;
 	if (!*ctx)
 		return CUDA_ERROR_INVALID_CONTEXT;
+	uint64_t gen = atomic_load_explicit(&generation, memory_order_acquire);
+	if (last.ctx == *ctx && last.generation == gen) {
+		*dev = last.dev;
+		return CUDA_SUCCESS;
+	}
 	r = real_cuCtxGetDevice(&d);
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (!cumemcap_device_ensure(d))
 		return CUDA_ERROR_INVALID_DEVICE;
+	last.ctx = *ctx;
+	last.generation = gen;
+	last.dev = d;
 	*dev = d;
 	return CUDA_SUCCESS;
 }

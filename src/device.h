@@ -27,6 +27,9 @@ bool cumemcap_device_ensure(int dev);
 /* The facts about an ensured device, or NULL. */
 const struct cumemcap_device_info *cumemcap_device_info(int dev);
 
+/* A context was destroyed or reset: its handle may be reused. */
+void cumemcap_device_forget_contexts(void);
+
 /* The calling thread's current context and its device (ensured). Returns
  * the driver's error when there is none; the caller then lets the driver
  * answer the program's call itself. */
