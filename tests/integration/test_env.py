@@ -4,7 +4,7 @@ before main with one line; no driver or no CUDA use leaves a program
 untouched; only the intended symbols are exported; dlsym(RTLD_NEXT) keeps
 working for other interposers.
 
-Usage: test_env.py SHIM FAKE_DIR HOOKS_DEF NOCUDA NODRIVER RTLD_NEXT
+Usage: test_env.py SHIM FAKE_DIR HOOKS_DEF NOCUDA NODRIVER RTLD_NEXT LAUNCHER
 (meson passes the built paths). LD_PRELOAD_EXTRA, when set, is put in
 front of the shim in LD_PRELOAD (the sanitizer runtime in ASan builds).
 """
@@ -14,8 +14,8 @@ import subprocess
 import sys
 import unittest
 
-SHIM, FAKE_DIR, HOOKS_DEF, NOCUDA, NODRIVER, RTLD_NEXT = sys.argv[1:7]
-del sys.argv[1:7]
+SHIM, FAKE_DIR, HOOKS_DEF, NOCUDA, NODRIVER, RTLD_NEXT, LAUNCHER = sys.argv[1:8]
+del sys.argv[1:8]
 EXTRA = os.environ.get("LD_PRELOAD_EXTRA", "")
 CONFIG_EXIT = 125
 
@@ -102,6 +102,49 @@ class HostileEnvironments(unittest.TestCase):
     def test_rtld_next_relative_to_caller(self):
         p = run([RTLD_NEXT])
         self.assertEqual(p.returncode, 0, p.stderr)
+
+
+@unittest.skipIf(EXTRA, "the launcher preloads the shim alone; sanitizer builds need their runtime first")
+class Launcher(unittest.TestCase):
+    def launch(self, args, env_add=None):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CUMEMCAP_", "LD_PRELOAD"))}
+        env.update(env_add or {})
+        return subprocess.run([LAUNCHER] + args, env=env, capture_output=True, text=True, timeout=60)
+
+    def test_sets_variables_and_prepends_preload(self):
+        p = self.launch(["--limit", "1GiB", "--device-limits", "0=512MiB", "--log", "stderr", "--",
+                         "/usr/bin/env"], {"LD_PRELOAD": "/lib/x86_64-linux-gnu/libc.so.6"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        env = dict(line.split("=", 1) for line in p.stdout.splitlines() if "=" in line)
+        self.assertEqual(env["CUMEMCAP_LIMIT"], "1GiB")
+        self.assertEqual(env["CUMEMCAP_DEVICE_LIMITS"], "0=512MiB")
+        self.assertEqual(env["CUMEMCAP_LOG"], "stderr")
+        self.assertEqual(env["LD_PRELOAD"], SHIM + ":/lib/x86_64-linux-gnu/libc.so.6")
+
+    def test_bad_limit_stops_before_the_program(self):
+        p = self.launch(["--limit", "banana", "--", "/bin/echo", "main ran"])
+        self.assertEqual(p.returncode, CONFIG_EXIT)
+        self.assertEqual(p.stdout, "")
+        self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)
+        self.assertIn('CUMEMCAP_LIMIT="banana"', p.stderr)
+
+    def test_usage_errors(self):
+        for args in (["--limit"], ["--bogus", "--", "/bin/true"], ["--limit", "1G"]):
+            with self.subTest(args=args):
+                p = self.launch(args)
+                self.assertEqual(p.returncode, CONFIG_EXIT)
+                self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)
+
+    def test_help_documents_every_variable(self):
+        p = self.launch(["--help"])
+        self.assertEqual(p.returncode, 0)
+        with open(os.path.join(os.path.dirname(HOOKS_DEF), "policy.c")) as f:
+            variables = set(re.findall(r'"(CUMEMCAP_[A-Z_]+)"', f.read()))
+        self.assertGreaterEqual(len(variables), 6)
+        for var in variables:
+            self.assertIn(var, p.stdout)
+        for opt in ("--limit", "--device-limits", "--config", "--log", "--help"):
+            self.assertIn(opt, p.stdout)
 
 
 class ShippedConfiguration(unittest.TestCase):
