@@ -4,7 +4,7 @@ before main with one line; no driver or no CUDA use leaves a program
 untouched; only the intended symbols are exported; dlsym(RTLD_NEXT) keeps
 working for other interposers.
 
-Usage: test_env.py SHIM FAKE_DIR HOOKS_DEF NOCUDA NODRIVER RTLD_NEXT LAUNCHER
+Usage: test_env.py SHIM FAKE_DIR HOOKS_DEF NOCUDA NODRIVER RTLD_NEXT LAUNCHER LIMIT_PROG
 (meson passes the built paths). LD_PRELOAD_EXTRA, when set, is put in
 front of the shim in LD_PRELOAD (the sanitizer runtime in ASan builds).
 """
@@ -14,8 +14,8 @@ import subprocess
 import sys
 import unittest
 
-SHIM, FAKE_DIR, HOOKS_DEF, NOCUDA, NODRIVER, RTLD_NEXT, LAUNCHER = sys.argv[1:8]
-del sys.argv[1:8]
+SHIM, FAKE_DIR, HOOKS_DEF, NOCUDA, NODRIVER, RTLD_NEXT, LAUNCHER, LIMIT_PROG = sys.argv[1:9]
+del sys.argv[1:9]
 EXTRA = os.environ.get("LD_PRELOAD_EXTRA", "")
 CONFIG_EXIT = 125
 
@@ -98,6 +98,20 @@ class HostileEnvironments(unittest.TestCase):
     def test_driver_untouched_without_cuda_use(self):
         p = run([NOCUDA], {"CUMEMCAP_LIMIT": "4GiB", "CUMEMCAP_DEVICE_LIMITS": "0=1GiB"})
         self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_rule_for_an_absent_gpu_is_reported_once(self):
+        # The same settings may serve machines with other cards: not fatal,
+        # one line when CUDA is first used, and the other rules still hold.
+        p = run([LIMIT_PROG, "dlsym"], {
+            "FAKECUDA_DEVICES": "4GiB", "CUMEMCAP_LIMIT": "1GiB",
+            "CUMEMCAP_DEVICE_LIMITS": "GPU-00000000-1111-2222-3333-444444444444=2GiB,5=3GiB"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        lines = p.stderr.splitlines()
+        self.assertEqual(len(lines), 2, p.stderr)
+        self.assertIn("GPU-00000000-1111-2222-3333-444444444444", lines[0])
+        self.assertIn('"5"', lines[1])
+        for line in lines:
+            self.assertIn("matches none of the 1 GPU", line)
 
     def test_rtld_next_relative_to_caller(self):
         p = run([RTLD_NEXT])
