@@ -28,35 +28,43 @@ static bool describe(int dev, struct cumemcap_device_info *info)
 	if (!real_cuDeviceGetPCIBusId ||
 	    real_cuDeviceGetPCIBusId(info->pci_bus_id, (int)sizeof(info->pci_bus_id), dev) != CUDA_SUCCESS)
 		info->pci_bus_id[0] = '\0';
-	const struct cumemcap_policy *p = cumemcap_policy();
-	info->limit = cumemcap_resolve_limit(&p->limit, &p->devices, dev, info->uuid,
-					     info->pci_bus_id, info->total, &info->rule);
+	info->limit = cumemcap_policy_limit(cumemcap_policy(), dev, info->uuid, info->pci_bus_id,
+					    info->total, &info->limit_src);
 	return true;
 }
 
-/* Each device rule should name a GPU of this machine; say once which do
- * not (the same settings may serve machines with other cards). */
+/* Each GPU a rule names should be one of this machine's; say once which
+ * are not (the same settings may serve machines with other cards). */
+struct rule_check {
+	int count;
+	struct cumemcap_device_info info[CUMEMCAP_MAX_DEVICES];
+};
+
+static void check_selector(void *ctx, const struct cumemcap_selector *sel,
+			   const struct cumemcap_source *src)
+{
+	struct rule_check *rc = ctx;
+	for (int d = 0; d < rc->count; d++)
+		if (cumemcap_selector_matches(sel, d, rc->info[d].uuid, rc->info[d].pci_bus_id))
+			return;
+	char name[64], where[CUMEMCAP_PATH_MAX + 16];
+	cumemcap_selector_format(sel, name, sizeof(name));
+	cumemcap_source_format(cumemcap_policy(), src, where, sizeof(where));
+	cumemcap_msg("%s: \"%s\" matches none of the %d GPU(s) this process sees; that rule is not "
+		     "applied", where, name, rc->count);
+}
+
 static void check_rules(void)
 {
-	const struct cumemcap_policy *p = cumemcap_policy();
+	static struct rule_check rc; /* under init_lock */
 	int count = 0;
-	if (p->devices.count == 0 || !real_cuDeviceGetCount || real_cuDeviceGetCount(&count) != CUDA_SUCCESS)
+	if (!real_cuDeviceGetCount || real_cuDeviceGetCount(&count) != CUDA_SUCCESS)
 		return;
-	for (size_t r = 0; r < p->devices.count; r++) {
-		bool matched = false;
-		for (int d = 0; d < count && d < CUMEMCAP_MAX_DEVICES && !matched; d++) {
-			struct cumemcap_device_info info;
-			if (describe(d, &info))
-				matched = cumemcap_selector_matches(&p->devices.rule[r].selector, d,
-								    info.uuid, info.pci_bus_id);
-		}
-		if (!matched) {
-			char sel[64];
-			cumemcap_selector_format(&p->devices.rule[r].selector, sel, sizeof(sel));
-			cumemcap_msg("CUMEMCAP_DEVICE_LIMITS: \"%s\" matches none of the %d GPU(s) this "
-				     "process sees; that rule is not applied", sel, count);
-		}
-	}
+	rc.count = 0;
+	for (int d = 0; d < count && d < CUMEMCAP_MAX_DEVICES; d++)
+		if (describe(d, &rc.info[rc.count]))
+			rc.count++;
+	cumemcap_policy_selectors(cumemcap_policy(), check_selector, &rc);
 }
 
 bool cumemcap_device_ensure(int dev)

@@ -11,11 +11,12 @@
 #include <stdint.h>
 
 #include "cuda-api.h"
+#include "policy.h"
 
 struct cumemcap_device_info {
 	uint64_t total;  /* cuDeviceTotalMem_v2 of the real driver */
 	uint64_t limit;  /* CUMEMCAP_NO_LIMIT when none applies */
-	int rule;        /* index into the device rules, -1 global/none */
+	struct cumemcap_source limit_src; /* where the limit came from */
 	unsigned char uuid[16];
 	char pci_bus_id[32];
 };

@@ -42,8 +42,12 @@ static void fork_child(void)
 	cumemcap_account_unlock();
 }
 
-__attribute__((constructor)) static void cumemcap_start(void)
+/* glibc passes a shared library's constructors the program's arguments;
+ * [program] sections match on them. */
+__attribute__((constructor)) static void cumemcap_start(int argc, char **argv, char **envp)
 {
+	(void)envp;
+	cumemcap_policy_set_args(argc, argv);
 	cumemcap_policy();
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }

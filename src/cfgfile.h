@@ -1,0 +1,46 @@
+/* cfgfile: the configuration file format, line by line.
+ *
+ * Owns the syntax only: `key = value` lines, `#` comments (a whole line, or
+ * after whitespace), `[kind argument]` section headers, blank lines. What
+ * the keys mean, which sections they may stand in and whether their values
+ * are right is the policy layer's business: the parser hands each header
+ * and each entry to a handler and stops at the first error, which it
+ * reports as one line "path:line: message".
+ *
+ * Bounded by construction: the file is read whole but never past
+ * CUMEMCAP_CONFIG_MAX_BYTES, a line may not exceed CUMEMCAP_CONFIG_MAX_LINE
+ * bytes, there is no include directive, and nothing is allocated per line.
+ * Reentrant; no globals. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define CUMEMCAP_CONFIG_MAX_BYTES (1u << 20)
+#define CUMEMCAP_CONFIG_MAX_LINE 4096
+
+struct cumemcap_config_handler {
+	/* `[kind arg]`: kind is the first word, arg the rest (trimmed, may be
+	 * empty). Return false and write a message (without path:line) to err
+	 * to stop. */
+	bool (*section)(void *ctx, const char *kind, const char *arg, unsigned line, char *err,
+			size_t errlen);
+	/* `key = value`, both trimmed; value may be empty. */
+	bool (*entry)(void *ctx, const char *key, const char *value, unsigned line, char *err,
+		      size_t errlen);
+};
+
+/* Parse `len` bytes of `text` (need not be NUL-terminated), calling h for
+ * each header and entry. On error returns false with "path:line: message"
+ * in err. */
+bool cumemcap_config_parse(const char *path, const char *text, size_t len,
+			   const struct cumemcap_config_handler *h, void *ctx, char *err,
+			   size_t errlen);
+
+/* Read a whole file (a regular file of at most CUMEMCAP_CONFIG_MAX_BYTES)
+ * into a malloc'd buffer. On error returns false with "path: reason" in err. */
+bool cumemcap_config_read(const char *path, char **text, size_t *len, char *err, size_t errlen);
+
+/* The closest of `candidates` (NULL-terminated) to `word` within edit
+ * distance 2, or NULL: for "did you mean" hints. */
+const char *cumemcap_config_suggest(const char *word, const char *const *candidates);
