@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Configuration files end to end: a real `python3 train.py` (ctypes on
+libcuda.so.1, as frameworks load the driver) runs under the shim with a
+configuration file on two fake GPUs, and must get the rules the file gives
+it; bad files stop it before main; the launcher checks and prints rules.
+
+Usage: test_config.py SHIM FAKE_DIR LAUNCHER CONF_DIR
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SHIM, FAKE_DIR, LAUNCHER, CONF_DIR = sys.argv[1:5]
+del sys.argv[1:5]
+EXTRA = os.environ.get("LD_PRELOAD_EXTRA", "")
+GiB = 1 << 30
+UUID1 = "GPU-fa4ec0da-0000-4000-8000-000000000001"
+
+PROBE = r'''
+import ctypes, sys
+cu = ctypes.CDLL("libcuda.so.1")
+assert cu.cuInit(0) == 0
+n = ctypes.c_int()
+assert cu.cuDeviceGetCount(ctypes.byref(n)) == 0
+for i in range(n.value):
+    t = ctypes.c_size_t()
+    assert cu.cuDeviceTotalMem_v2(ctypes.byref(t), i) == 0
+    print("gpu", i, t.value)
+if len(sys.argv) > 1:          # try to take that many bytes on GPU 0
+    ctx = ctypes.c_void_p()
+    assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0
+    assert cu.cuCtxSetCurrent(ctx) == 0
+    p = ctypes.c_uint64()
+    print("alloc", cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(int(sys.argv[1]))))
+'''
+
+
+class Config(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        for name in ("train.py", "other.py"):
+            with open(os.path.join(self.dir.name, name), "w") as f:
+                f.write(PROBE)
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def write_conf(self, text):
+        path = os.path.join(self.dir.name, "cumemcap.conf")
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def env(self, add):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_"))}
+        env.update({"LD_LIBRARY_PATH": FAKE_DIR, "FAKECUDA_DEVICES": "16GiB,8GiB"})
+        env.update(add)
+        return env
+
+    def run_probe(self, script, conf, env_add=None, args=()):
+        env = self.env(dict(env_add or {}, CUMEMCAP_CONFIG=conf))
+        env["LD_PRELOAD"] = (EXTRA + ":" if EXTRA else "") + SHIM
+        return subprocess.run([sys.executable, os.path.join(self.dir.name, script), *args],
+                              env=env, capture_output=True, text=True, timeout=60)
+
+    def totals(self, p):
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return [int(line.split()[2]) for line in p.stdout.splitlines() if line.startswith("gpu")]
+
+    RULES = ("limit = 4GiB\n"
+             "[device %s]\nlimit = 25%%\n"
+             "[program train*.py]\nlimit = 6GiB\n" % UUID1)
+
+    def test_global_and_device_section(self):
+        conf = self.write_conf(self.RULES)
+        self.assertEqual(self.totals(self.run_probe("other.py", conf)), [4 * GiB, 2 * GiB])
+
+    def test_program_section_for_the_script(self):
+        conf = self.write_conf(self.RULES)
+        self.assertEqual(self.totals(self.run_probe("train.py", conf)), [6 * GiB, 6 * GiB])
+
+    def test_the_file_limit_is_enforced(self):
+        conf = self.write_conf(self.RULES)
+        p = self.run_probe("train.py", conf, args=[str(6 * GiB + 1)])
+        self.assertIn("alloc 2\n", p.stdout)  # CUDA_ERROR_OUT_OF_MEMORY
+        p = self.run_probe("train.py", conf, args=[str(6 * GiB)])
+        self.assertIn("alloc 0\n", p.stdout)
+
+    def test_environment_beats_the_file(self):
+        conf = self.write_conf(self.RULES)
+        p = self.run_probe("train.py", conf, {"CUMEMCAP_LIMIT": "1GiB"})
+        self.assertEqual(self.totals(p), [1 * GiB, 1 * GiB])
+        p = self.run_probe("other.py", conf, {"CUMEMCAP_DEVICE_LIMITS": "1=3GiB"})
+        self.assertEqual(self.totals(p), [4 * GiB, 3 * GiB])
+
+    def test_bad_file_stops_before_main(self):
+        conf = self.write_conf("limit = 4GiB\n\nlimt = 2GiB\n")
+        p = self.run_probe("train.py", conf)
+        self.assertEqual(p.returncode, 125)
+        self.assertEqual(p.stdout, "")
+        self.assertEqual(p.stderr, 'cumemcap: %s:3: unknown key "limt" (did you mean "limit"?)\n' % conf)
+
+    def test_missing_file_named_by_variable(self):
+        p = self.run_probe("train.py", "/nonexistent/cumemcap.conf")
+        self.assertEqual(p.returncode, 125)
+        self.assertEqual(p.stdout, "")
+        self.assertIn('CUMEMCAP_CONFIG="/nonexistent/cumemcap.conf"', p.stderr)
+
+    def test_selector_for_an_absent_gpu_reported_once(self):
+        conf = self.write_conf("limit = 4GiB\n[device 7]\nlimit = 1GiB\n")
+        p = self.run_probe("other.py", conf)
+        self.assertEqual(self.totals(p), [4 * GiB, 4 * GiB])
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        self.assertIn("%s:2: \"7\" matches none of the 2 GPU(s)" % conf, p.stderr)  # the [device 7] header
+
+    # ---- the launcher ----
+
+    def launch(self, args, env_add=None):
+        return subprocess.run([LAUNCHER, *args], env=self.env(env_add or {}), capture_output=True,
+                              text=True, timeout=60)
+
+    def test_check_config_every_shipped_file(self):
+        files = [f for f in os.listdir(CONF_DIR) if f.endswith(".conf")]
+        self.assertTrue(files)
+        for name in files:
+            with self.subTest(file=name):
+                p = self.launch(["--check-config", os.path.join(CONF_DIR, name)])
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertIn("valid", p.stdout)
+
+    def test_check_config_reports_the_line(self):
+        conf = self.write_conf("[device 0]\nlimit = 1GiB\n[gpu 1]\n")
+        p = self.launch(["--check-config", conf])
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.stderr.strip(), 'cumemcap: %s:3: unknown section kind "gpu"; accepted: '
+                         '[device SELECTOR], [program GLOB]' % conf)
+        p = self.launch(["--check-config"], {"CUMEMCAP_CONFIG": conf})
+        self.assertEqual(p.returncode, 1)
+        p = self.launch(["--check-config", "/nonexistent.conf"])
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("cannot open", p.stderr)
+
+    def test_print_config_says_where_values_come_from(self):
+        conf = self.write_conf(self.RULES + "log = stderr\n")
+        p = self.launch(["--print-config", "--", "python3", "train.py"], {"CUMEMCAP_CONFIG": conf})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("program:        train.py", p.stdout)
+        self.assertIn("[program] section at line 4 applies", p.stdout)
+        self.assertIn("log:            stderr     (%s:6)" % conf, p.stdout)
+        self.assertIn("GPU 0:", p.stdout)
+        self.assertIn("limit 6 GiB (%s:5)" % conf, p.stdout)
+        p = self.launch(["--limit", "1GiB", "--print-config", "--", "python3", "other.py"],
+                        {"CUMEMCAP_CONFIG": conf})
+        self.assertIn("limit 1 GiB (CUMEMCAP_LIMIT)", p.stdout)
+        p = self.launch(["--print-config", "--", "python3", "other.py"], {"CUMEMCAP_CONFIG": conf})
+        self.assertIn("limit 4 GiB (%s:1)" % conf, p.stdout)
+        self.assertIn("limit 2 GiB (%s:3)" % conf, p.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
