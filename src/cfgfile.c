@@ -52,13 +52,22 @@ static void printable(char *dst, size_t cap, const char *b, const char *e)
 	size_t o = 0;
 	for (const char *p = b; p < e && o + 5 < cap; p++) {
 		unsigned char c = (unsigned char)*p;
-		if (c < 0x20 || c == 0x7f || c == '"' || c == '\\')
+		if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
 			o += (size_t)snprintf(dst + o, cap - o, "\\x%02x", c);
 		else
 			dst[o++] = (char)c;
 	}
 	if (o < cap)
 		dst[o] = '\0';
+}
+
+const char *cumemcap_config_quote(char *dst, size_t cap, const char *s)
+{
+	if (cap == 0)
+		return dst;
+	dst[0] = '\0';
+	printable(dst, cap, s, s + strlen(s));
+	return dst;
 }
 
 bool cumemcap_config_parse(const char *path, const char *text, size_t len,

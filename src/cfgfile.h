@@ -41,6 +41,10 @@ bool cumemcap_config_parse(const char *path, const char *text, size_t len,
  * into a malloc'd buffer. On error returns false with "path: reason" in err. */
 bool cumemcap_config_read(const char *path, char **text, size_t *len, char *err, size_t errlen);
 
+/* `s` as it may appear inside "..." in a one-line message: control bytes,
+ * bytes >= 0x80, '"' and '\\' as \xNN, cut to fit `cap`. Returns dst. */
+const char *cumemcap_config_quote(char *dst, size_t cap, const char *s);
+
 /* The closest of `candidates` (NULL-terminated) to `word` within edit
  * distance 2, or NULL: for "did you mean" hints. */
 const char *cumemcap_config_suggest(const char *word, const char *const *candidates);

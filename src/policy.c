@@ -125,16 +125,19 @@ static const struct setting *setting_by_key(const char *key)
 
 /* ---- the environment ------------------------------------------------------- */
 
+/* User text quoted for a one-line message. */
+#define Q(buf, s) cumemcap_config_quote(buf, sizeof(buf), s)
+
 static bool read_env(struct cumemcap_layer *l, cumemcap_getenv_fn get, char *err, size_t errlen)
 {
-	char why[768];
+	char why[768], q[256];
 	for (size_t i = 0; i < SETTING_COUNT; i++) {
 		const struct setting *s = &settings[i];
 		const char *value = get(s->variable);
 		if (!value)
 			continue;
 		if (!s->parse(l, value, why, sizeof(why))) {
-			snprintf(err, errlen, "%s=\"%s\"%s", s->variable, value, why);
+			snprintf(err, errlen, "%s=\"%s\"%s", s->variable, Q(q, value), why);
 			return false;
 		}
 		*set_flag(l, s) = true;
@@ -161,11 +164,12 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 {
 	struct file_state *st = ctx;
 	struct cumemcap_policy *p = st->p;
+	char q[256], qk[128];
 	if (strcmp(kind, "device") == 0) {
 		struct cumemcap_selector sel;
 		if (!cumemcap_parse_selector(arg, strlen(arg), &sel)) {
 			snprintf(err, errlen, "[device %s]: \"%s\" is not a GPU selector; accepted: %s",
-				 arg, arg, cumemcap_selector_forms);
+				 Q(q, arg), q, cumemcap_selector_forms);
 			return false;
 		}
 		for (size_t i = 0; i < p->device_section_count; i++) {
@@ -173,7 +177,7 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 			cumemcap_selector_format(&p->device_sections[i].selector, a, sizeof(a));
 			cumemcap_selector_format(&sel, b, sizeof(b));
 			if (p->device_sections[i].selector.kind == sel.kind && strcmp(a, b) == 0) {
-				snprintf(err, errlen, "[device %s] repeats the section at line %u", arg,
+				snprintf(err, errlen, "[device %s] repeats the section at line %u", Q(q, arg),
 					 p->device_sections[i].line);
 				return false;
 			}
@@ -191,7 +195,7 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 		if (arg[0] == '\0' || strlen(arg) >= CUMEMCAP_PROGRAM_MAX || strchr(arg, '/')) {
 			snprintf(err, errlen,
 				 "[program %s]: expected a glob of at most %d characters matched against the program's name (no '/'), such as [program train*.py]",
-				 arg, CUMEMCAP_PROGRAM_MAX - 1);
+				 Q(q, arg), CUMEMCAP_PROGRAM_MAX - 1);
 			return false;
 		}
 		st->kind = SECTION_PROGRAM;
@@ -209,10 +213,10 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 	static const char *const kinds[] = { "device", "program", NULL };
 	const char *hint = cumemcap_config_suggest(kind, kinds);
 	if (hint)
-		snprintf(err, errlen, "unknown section kind \"%s\" (did you mean \"%s\"?)", kind, hint);
+		snprintf(err, errlen, "unknown section kind \"%s\" (did you mean \"%s\"?)", Q(qk, kind), hint);
 	else
 		snprintf(err, errlen,
-			 "unknown section kind \"%s\"; accepted: [device SELECTOR], [program GLOB]", kind);
+			 "unknown section kind \"%s\"; accepted: [device SELECTOR], [program GLOB]", Q(qk, kind));
 	return false;
 }
 
@@ -221,6 +225,7 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 {
 	struct file_state *st = ctx;
 	const struct setting *s = setting_by_key(key);
+	char q[256], qk[128];
 	if (!s) {
 		const char *keys[SETTING_COUNT + 1];
 		for (size_t i = 0; i < SETTING_COUNT; i++)
@@ -228,10 +233,10 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 		keys[SETTING_COUNT] = NULL;
 		const char *hint = cumemcap_config_suggest(key, keys);
 		if (hint)
-			snprintf(err, errlen, "unknown key \"%s\" (did you mean \"%s\"?)", key, hint);
+			snprintf(err, errlen, "unknown key \"%s\" (did you mean \"%s\"?)", Q(qk, key), hint);
 		else
 			snprintf(err, errlen,
-				 "unknown key \"%s\"; accepted: limit, device_limits, growth, log, debug", key);
+				 "unknown key \"%s\"; accepted: limit, device_limits, growth, log, debug", Q(qk, key));
 		return false;
 	}
 	unsigned where = st->kind == SECTION_GLOBAL ? IN_GLOBAL
@@ -252,7 +257,7 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 		struct cumemcap_layer tmp;
 		memset(&tmp, 0, sizeof(tmp));
 		if (!s->parse(&tmp, value, why, sizeof(why))) {
-			snprintf(err, errlen, "%s = \"%s\"%s", key, value, why);
+			snprintf(err, errlen, "%s = \"%s\"%s", key, Q(q, value), why);
 			return false;
 		}
 		d->limit = tmp.limit;
@@ -267,7 +272,7 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 		return false;
 	}
 	if (!s->parse(l, value, why, sizeof(why))) {
-		snprintf(err, errlen, "%s = \"%s\"%s", key, value, why);
+		snprintf(err, errlen, "%s = \"%s\"%s", key, Q(q, value), why);
 		return false;
 	}
 	*set_flag(l, s) = true;

@@ -285,6 +285,9 @@ static const struct bad_file bad_files[] = {
 	{ "just words\n", "test.conf:1: ", "is not a setting; expected key = value" },
 	{ "= 4G\n", "test.conf:1: ", "missing key" },
 	{ "limit = 1G\0\n", "test.conf:1: ", "NUL byte" },
+	/* User text is quoted: control bytes cannot hide the file:line. */
+	{ "limit = 1\r2G\n", "test.conf:1: ", "limit = \"1\\x0d2G\" is not a valid limit" },
+	{ "lim\033[2Jit = 1G\n", "test.conf:1: ", "unknown key \"lim\\x1b[2Jit\"" },
 	/* A [program] section that does not match is still checked. */
 	{ "[program nothing-matches-this]\nlimit = banana\n", "test.conf:2: ", "not a valid limit" },
 	{ NULL, NULL, NULL },
