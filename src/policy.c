@@ -92,19 +92,6 @@ static const struct setting {
 };
 #define SETTING_COUNT (sizeof(settings) / sizeof(settings[0]))
 
-const struct cumemcap_setting_doc cumemcap_setting_docs[] = {
-	{ "CUMEMCAP_LIMIT", "limit", "global, [program], [device]",
-	  "the limit on every GPU (in a [device] section: on that GPU): bytes, 8GiB, 512MiB, 1.5G, or 75% of the GPU; default none" },
-	{ "CUMEMCAP_DEVICE_LIMITS", "device_limits", "global, [program]",
-	  "per-GPU limits SEL=SIZE[,SEL=SIZE...], SEL an ordinal, GPU-<uuid> or PCI bus id; default none" },
-	{ "CUMEMCAP_GROWTH", "growth", "global, [program]", "ondemand (default; the only value built so far)" },
-	{ "CUMEMCAP_LOG", "log", "global, [program]", "off (default) or stderr: a summary per GPU at exit, a line per refusal" },
-	{ "CUMEMCAP_DEBUG", "debug", "global, [program]", "off (default) or doors: a line per dlsym/cuGetProcAddress answer" },
-	{ "CUMEMCAP_CONFIG", NULL, "environment only",
-	  "the configuration file; default /etc/cumemcap.conf when it exists; empty: none" },
-	{ NULL, NULL, NULL, NULL },
-};
-
 static bool *set_flag(struct cumemcap_layer *l, const struct setting *s)
 {
 	return (bool *)((char *)l + s->set_off);

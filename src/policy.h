@@ -137,15 +137,6 @@ void cumemcap_source_format(const struct cumemcap_policy *p, const struct cumemc
  * the base name of the script it runs, or "-m MODULE"'s module name. */
 void cumemcap_program_name(int argc, char *const *argv, char *out, size_t len);
 
-/* Every setting, for --help style listings: NULL-terminated. */
-struct cumemcap_setting_doc {
-	const char *variable; /* CUMEMCAP_LIMIT */
-	const char *key;      /* limit */
-	const char *where;    /* "global, [program], [device]" */
-	const char *meaning;
-};
-extern const struct cumemcap_setting_doc cumemcap_setting_docs[];
-
 /* The process's policy; built on first use. Bad settings end the process
  * with the message (see msg.h). */
 const struct cumemcap_policy *cumemcap_policy(void);
