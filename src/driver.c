@@ -150,7 +150,6 @@ static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int loaded; /* 0 not tried, 1 loaded, -1 absent */
 static void *driver_handle;
 static const void *driver_base;
-static int driver_version;
 
 static void resolve_all(void *handle)
 {
@@ -184,8 +183,6 @@ static void load_locked(const char *path, int extra_flags)
 		driver_handle = NULL;
 		return;
 	}
-	if (!real_cuDriverGetVersion || real_cuDriverGetVersion(&driver_version) != CUDA_SUCCESS)
-		driver_version = 0;
 	atomic_store(&loaded, 1);
 }
 
@@ -219,9 +216,4 @@ bool cumemcap_driver_owns(const void *sym)
 			return false;
 	}
 	return info.dli_fbase == driver_base;
-}
-
-int cumemcap_driver_version(void)
-{
-	return cumemcap_driver_ready() ? driver_version : 0;
 }

@@ -64,6 +64,3 @@ bool cumemcap_driver_ready(void);
  * path is the one the shim forwards to). Returns true when `sym` lies in
  * the real driver. */
 bool cumemcap_driver_owns(const void *sym);
-
-/* The driver's version (cuDriverGetVersion), 0 when unknown. */
-int cumemcap_driver_version(void);
