@@ -201,7 +201,8 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t byt
 }
 
 /* A device pointer from any allocation call: linear, managed, or
- * stream-ordered (cuMemFree may free those too). */
+ * stream-ordered (cuMemFree and cuMemFreeAsync each may free either; a
+ * pointer is recorded under one kind only). */
 static bool take_pointer(uint64_t ptr, struct cumemcap_block *b)
 {
 	return cumemcap_release_take(CUMEMCAP_HANDLE_PTR, ptr, b) ||
@@ -275,8 +276,7 @@ static CUresult async_alloc(const struct async_call *call, CUdeviceptr *dptr, si
 static CUresult async_free(PFN_cuMemFreeAsync_v11020 fn, CUdeviceptr dptr, CUstream stream)
 {
 	struct cumemcap_block b;
-	bool found = cumemcap_release_take(CUMEMCAP_HANDLE_ASYNC, dptr, &b) ||
-		     cumemcap_release_take(CUMEMCAP_HANDLE_PTR, dptr, &b);
+	bool found = take_pointer(dptr, &b);
 	return cumemcap_release_settle(found, &b, fn(dptr, stream));
 }
 
