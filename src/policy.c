@@ -102,6 +102,17 @@ static struct cumemcap_source *source_of(struct cumemcap_layer *l, const struct 
 	return (struct cumemcap_source *)((char *)l + s->src_off);
 }
 
+/* "limit, device_limits, ..." for the keys allowed where `scope` says. */
+static const char *key_list(char *buf, size_t len, unsigned scope)
+{
+	size_t o = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < SETTING_COUNT && o < len; i++)
+		if (settings[i].scope & scope)
+			o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? ", " : "", settings[i].key);
+	return buf;
+}
+
 static const struct setting *setting_by_key(const char *key)
 {
 	for (size_t i = 0; i < SETTING_COUNT; i++)
@@ -212,7 +223,7 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 {
 	struct file_state *st = ctx;
 	const struct setting *s = setting_by_key(key);
-	char q[256], qk[128];
+	char q[256], qk[128], keys_there[256];
 	if (!s) {
 		const char *keys[SETTING_COUNT + 1];
 		for (size_t i = 0; i < SETTING_COUNT; i++)
@@ -222,15 +233,17 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 		if (hint)
 			snprintf(err, errlen, "unknown key \"%s\" (did you mean \"%s\"?)", Q(qk, key), hint);
 		else
-			snprintf(err, errlen,
-				 "unknown key \"%s\"; accepted: limit, device_limits, growth, log, debug", Q(qk, key));
+			snprintf(err, errlen, "unknown key \"%s\"; accepted: %s", Q(qk, key),
+				 key_list(keys_there, sizeof(keys_there), IN_GLOBAL | IN_PROGRAM | IN_DEVICE));
 		return false;
 	}
 	unsigned where = st->kind == SECTION_GLOBAL ? IN_GLOBAL
 			 : st->kind == SECTION_PROGRAM ? IN_PROGRAM : IN_DEVICE;
 	if (!(s->scope & where)) {
-		snprintf(err, errlen, "\"%s\" cannot stand in a [%s] section; accepted there: limit", key,
-			 st->kind == SECTION_DEVICE ? "device" : "program");
+		snprintf(err, errlen, "\"%s\" cannot stand in %s; accepted there: %s", key,
+			 st->kind == SECTION_DEVICE ? "a [device] section"
+			 : st->kind == SECTION_PROGRAM ? "a [program] section" : "the global part",
+			 key_list(keys_there, sizeof(keys_there), where));
 		return false;
 	}
 	char why[768];

@@ -262,7 +262,7 @@ struct bad_file {
 static const struct bad_file bad_files[] = {
 	{ "limt = 4GiB\n", "test.conf:1: ", "unknown key \"limt\" (did you mean \"limit\"?)" },
 	{ "# c\nlogg = off\n", "test.conf:2: ", "did you mean \"log\"" },
-	{ "banana = 1\n", "test.conf:1: ", "unknown key \"banana\"; accepted: limit" },
+	{ "banana = 1\n", "test.conf:1: ", "unknown key \"banana\"; accepted: limit, device_limits, growth, log, debug" },
 	{ "limit = banana\n", "test.conf:1: ", "limit = \"banana\" is not a valid limit; accepted:" },
 	{ "limit = \n", "test.conf:1: ", "is not a valid limit" },
 	{ "limit = 150%\n", "test.conf:1: ", "accepted" },
@@ -273,7 +273,7 @@ static const struct bad_file bad_files[] = {
 	{ "[program a]\nlog = off\nlog = off\n", "test.conf:3: ", "duplicate key \"log\"" },
 	{ "[device 0]\nlimit = 1G\nlimit = 2G\n", "test.conf:3: ", "duplicate key \"limit\"" },
 	{ "[device 0]\nlimit = 1G\n[device 0]\nlimit = 2G\n", "test.conf:3: ", "repeats the section at line 1" },
-	{ "[device 0]\ngrowth = ondemand\n", "test.conf:2: ", "cannot stand in a [device] section" },
+	{ "[device 0]\ngrowth = ondemand\n", "test.conf:2: ", "\"growth\" cannot stand in a [device] section; accepted there: limit" },
 	{ "[device 0]\ndevice_limits = 1=1G\n", "test.conf:2: ", "cannot stand in a [device] section" },
 	{ "[gpu 0]\n", "test.conf:1: ", "unknown section kind \"gpu\"; accepted: [device SELECTOR], [program GLOB]" },
 	{ "[devices 0]\n", "test.conf:1: ", "did you mean \"device\"" },
@@ -310,6 +310,16 @@ START_TEST(policy_file_errors_point_at_the_line)
 		ck_assert_msg(strchr(err, '\n') == NULL, "more than one line: %s", err);
 		ck_assert_int_eq(((unsigned char *)&policy)[0], 0x5a);
 	}
+}
+END_TEST
+
+/* The lists in the messages are exactly the keys allowed there. */
+START_TEST(policy_file_error_key_lists_are_exact)
+{
+	ck_assert(!build(no_env, "[device 0]\ngrowth = ondemand\n", NULL));
+	ck_assert_str_eq(err, "test.conf:2: \"growth\" cannot stand in a [device] section; accepted there: limit");
+	ck_assert(!build(no_env, "banana = 1\n", NULL));
+	ck_assert_str_eq(err, "test.conf:1: unknown key \"banana\"; accepted: limit, device_limits, growth, log, debug");
 }
 END_TEST
 
@@ -436,6 +446,7 @@ TEST_SUITE(policy)
 	ADD_TEST(s, policy_precedence_file_layers);
 	ADD_TEST(s, policy_precedence_environment_wins);
 	ADD_TEST(s, policy_file_errors_point_at_the_line);
+	ADD_TEST(s, policy_file_error_key_lists_are_exact);
 	ADD_TEST(s, policy_file_line_too_long);
 	ADD_TEST(s, policy_file_syntax_details);
 	ADD_TEST(s, policy_config_path_choice);
