@@ -32,12 +32,8 @@ CUresult cumemcap_charge_begin(struct cumemcap_charge *c, int dev, enum cumemcap
 	if (dev < 0) {
 		if (cumemcap_device_current(&c->ctx, &dev) != CUDA_SUCCESS)
 			return CUDA_SUCCESS; /* the driver will answer */
-	} else {
-		CUcontext ctx = NULL;
-		if (real_cuCtxGetCurrent(&ctx) == CUDA_SUCCESS)
-			c->ctx = ctx;
-		if (!cumemcap_device_ensure(dev))
-			return CUDA_SUCCESS;
+	} else if (!cumemcap_device_ensure(dev)) {
+		return CUDA_SUCCESS;
 	}
 	if (!cumemcap_ledger_reserve(dev, kind, bytes)) {
 		/* Pools may have shrunk at a synchronization we did not see. */

@@ -30,9 +30,11 @@ struct cumemcap_charge {
 	uint64_t bytes;
 };
 
-/* Reserve `bytes` of `kind`. dev >= 0 names the device; dev < 0 means the
- * device of the current context. Returns CUDA_SUCCESS (go on and call the
- * driver) or CUDA_ERROR_OUT_OF_MEMORY (refused at the limit). */
+/* Reserve `bytes` of `kind`. dev < 0 means the device of the current
+ * context (c->ctx is then that context); dev >= 0 names the device and
+ * leaves c->ctx NULL for the caller to set if the block belongs to a
+ * context. Returns CUDA_SUCCESS (go on and call the driver) or
+ * CUDA_ERROR_OUT_OF_MEMORY (refused at the limit). */
 CUresult cumemcap_charge_begin(struct cumemcap_charge *c, int dev, enum cumemcap_kind kind,
 			       uint64_t bytes);
 

@@ -254,6 +254,7 @@ static CUresult async_alloc(const struct async_call *call, CUdeviceptr *dptr, si
 	CUresult r = cumemcap_charge_begin(&c, dev, CUMEMCAP_KIND_pool, estimate);
 	if (r != CUDA_SUCCESS)
 		return r;
+	c.ctx = ctx;
 	r = CALL();
 	if (r != CUDA_SUCCESS || c.dev < 0 || !pool)
 		return cumemcap_charge_finish(&c, r, CUMEMCAP_HANDLE_ASYNC, r == CUDA_SUCCESS ? *dptr : 0);
