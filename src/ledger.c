@@ -21,13 +21,47 @@ uint64_t cumemcap_ledger_limit(int dev)
 	return valid(dev) ? atomic_load(&cumemcap_ledger[dev].limit) : CUMEMCAP_NO_LIMIT;
 }
 
-static void raise_peak(struct cumemcap_ledger_device *d, uint64_t now)
+static void raise_to(_Atomic uint64_t *peak_field, uint64_t now)
 {
-	uint64_t peak = atomic_load_explicit(&d->peak, memory_order_relaxed);
+	uint64_t peak = atomic_load_explicit(peak_field, memory_order_relaxed);
 	while (now > peak &&
-	       !atomic_compare_exchange_weak_explicit(&d->peak, &peak, now, memory_order_relaxed,
+	       !atomic_compare_exchange_weak_explicit(peak_field, &peak, now, memory_order_relaxed,
 						      memory_order_relaxed))
 		;
+}
+
+static void raise_peak(struct cumemcap_ledger_device *d, uint64_t now)
+{
+	raise_to(&d->peak, now);
+}
+
+void cumemcap_ledger_live_add(int dev, uint64_t bytes)
+{
+	if (!valid(dev) || bytes == 0)
+		return;
+	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+	raise_to(&d->peak_live, atomic_fetch_add_explicit(&d->live, bytes, memory_order_relaxed) + bytes);
+}
+
+void cumemcap_ledger_live_sub(int dev, uint64_t bytes)
+{
+	if (valid(dev) && bytes)
+		atomic_fetch_sub_explicit(&cumemcap_ledger[dev].live, bytes, memory_order_relaxed);
+}
+
+void cumemcap_ledger_pooled_add(int dev, uint64_t bytes)
+{
+	if (!valid(dev) || bytes == 0)
+		return;
+	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+	raise_to(&d->peak_pooled,
+		 atomic_fetch_add_explicit(&d->pooled, bytes, memory_order_relaxed) + bytes);
+}
+
+void cumemcap_ledger_pooled_sub(int dev, uint64_t bytes)
+{
+	if (valid(dev) && bytes)
+		atomic_fetch_sub_explicit(&cumemcap_ledger[dev].pooled, bytes, memory_order_relaxed);
 }
 
 bool cumemcap_ledger_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes)
@@ -91,6 +125,10 @@ void cumemcap_ledger_reset(void)
 		atomic_store(&d->reserved, 0);
 		atomic_store(&d->peak, 0);
 		atomic_store(&d->largest_request, 0);
+		atomic_store(&d->live, 0);
+		atomic_store(&d->peak_live, 0);
+		atomic_store(&d->pooled, 0);
+		atomic_store(&d->peak_pooled, 0);
 		for (int k = 0; k < CUMEMCAP_KIND_COUNT; k++)
 			atomic_store(&d->kind[k], 0);
 #define X(name) atomic_store(&d->name, 0);

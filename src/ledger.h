@@ -35,13 +35,25 @@ enum cumemcap_kind {
 	X(allocs)    /* successful allocations of any kind */ \
 	X(frees)     /* successful frees of tracked allocations */ \
 	X(refusals)  /* requests refused at the limit */ \
-	X(driver_oom) /* CUDA_ERROR_OUT_OF_MEMORY from the driver itself */
+	X(driver_oom) /* CUDA_ERROR_OUT_OF_MEMORY from the driver itself */ \
+	X(segments_taken)    /* arena segments obtained from the driver */ \
+	X(segments_released) /* arena segments given back to the driver */ \
+	X(avoided)   /* driver alloc/free calls the arenas answered themselves */
 
 struct cumemcap_ledger_device {
 	_Atomic uint64_t limit; /* CUMEMCAP_NO_LIMIT until set */
 	_Atomic uint64_t reserved;
 	_Atomic uint64_t peak;
 	_Atomic uint64_t largest_request;
+	/* What the program holds: pooled blocks (their 512-byte-rounded size),
+	 * stream-ordered allocations (their requested size) and everything
+	 * else by the bytes charged. */
+	_Atomic uint64_t live;
+	_Atomic uint64_t peak_live;
+	/* Bytes of arena segments not handed out (free, or freed and waiting
+	 * until the streams are past them). */
+	_Atomic uint64_t pooled;
+	_Atomic uint64_t peak_pooled;
 	_Atomic uint64_t kind[CUMEMCAP_KIND_COUNT];
 #define X(name) _Atomic uint64_t name;
 	CUMEMCAP_COUNTERS(X)
@@ -62,6 +74,12 @@ bool cumemcap_ledger_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes);
  * record what a pool really took). */
 void cumemcap_ledger_add(int dev, enum cumemcap_kind kind, uint64_t bytes);
 void cumemcap_ledger_sub(int dev, enum cumemcap_kind kind, uint64_t bytes);
+
+/* The program's live bytes and the arenas' free bytes (peaks follow). */
+void cumemcap_ledger_live_add(int dev, uint64_t bytes);
+void cumemcap_ledger_live_sub(int dev, uint64_t bytes);
+void cumemcap_ledger_pooled_add(int dev, uint64_t bytes);
+void cumemcap_ledger_pooled_sub(int dev, uint64_t bytes);
 
 /* Bytes the limit still allows (0 when at or past it; UINT64_MAX without
  * a limit). */

@@ -606,3 +606,57 @@ uint64_t cumemcap_resolve_limit(const struct cumemcap_amount *global,
 		return UINT64_MAX;
 	return amount_bytes(global, total);
 }
+
+bool cumemcap_parse_seconds(const char *text, uint32_t min_ms, uint32_t max_ms, uint32_t *out_ms)
+{
+	uint64_t ms = 0;
+	const char *s = text;
+	if (*s < '0' || *s > '9')
+		return false;
+	for (; *s >= '0' && *s <= '9'; s++) {
+		ms = ms * 10 + (uint64_t)(*s - '0');
+		if (ms > UINT32_MAX)
+			return false;
+	}
+	ms *= 1000;
+	if (*s == '.') {
+		s++;
+		uint64_t scale = 100;
+		if (*s < '0' || *s > '9')
+			return false;
+		for (; *s >= '0' && *s <= '9'; s++) {
+			if (scale == 0)
+				return false; /* more than three fraction digits */
+			ms += (uint64_t)(*s - '0') * scale;
+			scale /= 10;
+		}
+	}
+	if (*s || ms < min_ms || ms > max_ms)
+		return false;
+	*out_ms = (uint32_t)ms;
+	return true;
+}
+
+bool cumemcap_parse_template(const char *text, size_t max, char *err, size_t errlen)
+{
+	size_t n = strlen(text);
+	if (n == 0 || n >= max) {
+		snprintf(err, errlen, " is not a path; expected 1 to %zu characters", max - 1);
+		return false;
+	}
+	for (const char *s = text; *s; s++) {
+		if ((unsigned char)*s < 0x20 || *s == 0x7f) {
+			snprintf(err, errlen, " contains a control character");
+			return false;
+		}
+		if (*s != '%')
+			continue;
+		s++;
+		if (!*s || !strchr("phnu%", *s)) {
+			snprintf(err, errlen,
+				 " has an unknown %%-escape; accepted: %%p (pid), %%h (host), %%n (program), %%u (uid), %%%%");
+			return false;
+		}
+	}
+	return true;
+}

@@ -104,3 +104,13 @@ uint64_t cumemcap_resolve_limit(const struct cumemcap_amount *global,
 				const struct cumemcap_device_rules *rules, int ordinal,
 				const unsigned char uuid[16], const char *pci_bus_id,
 				uint64_t total, int *matched);
+
+/* Parse a duration in seconds: an integer or a decimal with at most three
+ * fraction digits ("30", "0.5", "2.125"), into milliseconds, accepted when
+ * min_ms <= value <= max_ms. */
+bool cumemcap_parse_seconds(const char *text, uint32_t min_ms, uint32_t max_ms, uint32_t *out_ms);
+
+/* A path template: not empty, shorter than `max`, no control characters,
+ * and '%' only as %p (pid), %h (host), %n (program), %u (uid) or %%.
+ * On failure writes why (a phrase to follow the value) into err. */
+bool cumemcap_parse_template(const char *text, size_t max, char *err, size_t errlen);

@@ -48,7 +48,70 @@ static bool parse_growth(struct cumemcap_layer *l, const char *value, char *why,
 		l->growth = CUMEMCAP_GROWTH_ONDEMAND;
 		return true;
 	}
-	snprintf(why, len, " is not supported; accepted: ondemand (preallocate is not built yet)");
+	if (strcmp(value, "preallocate") == 0) {
+		l->growth = CUMEMCAP_GROWTH_PREALLOCATE;
+		l->prealloc = (struct cumemcap_amount){ .kind = CUMEMCAP_AMOUNT_NONE };
+		return true;
+	}
+	if (strncmp(value, "preallocate:", 12) == 0) {
+		if (!cumemcap_parse_amount(value + 12, &l->prealloc)) {
+			snprintf(why, len, ": the size after \"preallocate:\" is not valid; accepted: %s",
+				 cumemcap_amount_forms);
+			return false;
+		}
+		l->growth = CUMEMCAP_GROWTH_PREALLOCATE;
+		return true;
+	}
+	snprintf(why, len,
+		 " is not supported; accepted: ondemand, preallocate (the whole limit), preallocate:SIZE");
+	return false;
+}
+
+static bool parse_pool(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	static const char *const names[] = { "on", "nopack", "off" };
+	for (int i = 0; i < 3; i++) {
+		if (strcmp(value, names[i]) == 0) {
+			l->pool = (enum cumemcap_pool_mode)i;
+			return true;
+		}
+	}
+	snprintf(why, len, " is not supported; accepted: on, nopack (no shared segments), off");
+	return false;
+}
+
+const char *cumemcap_policy_pool_name(enum cumemcap_pool_mode m)
+{
+	return m == CUMEMCAP_POOL_OFF ? "off" : m == CUMEMCAP_POOL_NOPACK ? "nopack" : "on";
+}
+
+static bool parse_release(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	if (strcmp(value, "never") == 0) {
+		l->release = CUMEMCAP_RELEASE_NEVER;
+		return true;
+	}
+	if (strcmp(value, "immediate") == 0) {
+		l->release = CUMEMCAP_RELEASE_IMMEDIATE;
+		return true;
+	}
+	if (strncmp(value, "idle:", 5) == 0 &&
+	    cumemcap_parse_seconds(value + 5, 1, 86400000u, &l->release_idle_ms)) {
+		l->release = CUMEMCAP_RELEASE_IDLE;
+		return true;
+	}
+	snprintf(why, len,
+		 " is not supported; accepted: never, immediate, idle:SECONDS (0.001 to 86400, e.g. idle:30)");
+	return false;
+}
+
+static bool parse_hints(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	if (strcmp(value, "on") == 0 || strcmp(value, "off") == 0) {
+		l->hints_off = value[1] == 'f';
+		return true;
+	}
+	snprintf(why, len, " is not supported; accepted: on, off");
 	return false;
 }
 
@@ -58,8 +121,37 @@ static bool parse_log(struct cumemcap_layer *l, const char *value, char *why, si
 		l->log = value[0] == 's' ? CUMEMCAP_LOG_STDERR : CUMEMCAP_LOG_OFF;
 		return true;
 	}
-	snprintf(why, len, " is not supported; accepted: stderr, off (log files are not built yet)");
+	if (!cumemcap_parse_template(value, sizeof(l->log_path), why, len)) {
+		size_t n = strlen(why);
+		snprintf(why + n, len - n, "; accepted: stderr, off, or a path template");
+		return false;
+	}
+	l->log = CUMEMCAP_LOG_FILE;
+	snprintf(l->log_path, sizeof(l->log_path), "%s", value);
+	return true;
+}
+
+static bool parse_interval(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	if (cumemcap_parse_seconds(value, 100, 86400000u, &l->log_interval_ms))
+		return true;
+	snprintf(why, len, " is not supported; accepted: seconds from 0.1 to 86400 (e.g. 5, 0.5)");
 	return false;
+}
+
+static bool parse_metrics(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	if (strcmp(value, "off") == 0) {
+		l->metrics_path[0] = '\0';
+		return true;
+	}
+	if (!cumemcap_parse_template(value, sizeof(l->metrics_path), why, len)) {
+		size_t n = strlen(why);
+		snprintf(why + n, len - n, "; accepted: off, or a path template");
+		return false;
+	}
+	snprintf(l->metrics_path, sizeof(l->metrics_path), "%s", value);
+	return true;
 }
 
 static bool parse_debug(struct cumemcap_layer *l, const char *value, char *why, size_t len)
@@ -87,7 +179,12 @@ static const struct setting {
 	{ "CUMEMCAP_LIMIT", "limit", IN_ENV | IN_GLOBAL | IN_PROGRAM | IN_DEVICE, parse_limit, FIELD(limit) },
 	{ "CUMEMCAP_DEVICE_LIMITS", "device_limits", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_devices, FIELD(devices) },
 	{ "CUMEMCAP_GROWTH", "growth", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_growth, FIELD(growth) },
+	{ "CUMEMCAP_POOL", "pool", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_pool, FIELD(pool) },
+	{ "CUMEMCAP_RELEASE", "release", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_release, FIELD(release) },
+	{ "CUMEMCAP_FRAMEWORK_HINTS", "framework_hints", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_hints, FIELD(hints) },
 	{ "CUMEMCAP_LOG", "log", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_log, FIELD(log) },
+	{ "CUMEMCAP_LOG_INTERVAL", "log_interval", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_interval, FIELD(interval) },
+	{ "CUMEMCAP_METRICS", "metrics", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_metrics, FIELD(metrics) },
 	{ "CUMEMCAP_DEBUG", "debug", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_debug, FIELD(debug) },
 };
 #define SETTING_COUNT (sizeof(settings) / sizeof(settings[0]))
@@ -223,7 +320,7 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 {
 	struct file_state *st = ctx;
 	const struct setting *s = setting_by_key(key);
-	char q[256], qk[128], keys_there[256];
+	char q[256], qk[128], keys_there[512];
 	if (!s) {
 		const char *keys[SETTING_COUNT + 1];
 		for (size_t i = 0; i < SETTING_COUNT; i++)
@@ -298,10 +395,63 @@ static void resolve_process_wide(struct cumemcap_policy *p)
 			}                                                   \
 		}                                                           \
 	} while (0)
+	/* Defaults first; PICK leaves them where no layer sets a value. */
+	p->release = CUMEMCAP_RELEASE_IDLE;
+	p->release_idle_ms = CUMEMCAP_DEFAULT_RELEASE_IDLE_MS;
+	p->log = CUMEMCAP_LOG_FILE;
+	snprintf(p->log_path, sizeof(p->log_path), "%s", CUMEMCAP_DEFAULT_LOG);
+	p->log_interval_ms = CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
 	PICK(growth, growth, growth_src);
+	PICK(prealloc, growth, growth_src);
+	PICK(pool, pool, pool_src);
+	PICK(release, release, release_src);
+	PICK(release_idle_ms, release, release_src);
+	p->framework_hints = true;
+	p->hints_src = (struct cumemcap_source){ 0 };
+	for (size_t i = 0; i < 3; i++)
+		if (order[i]->set.hints) {
+			p->framework_hints = !order[i]->hints_off;
+			p->hints_src = order[i]->src.hints;
+			break;
+		}
 	PICK(log, log, log_src);
+	for (size_t i = 0; i < 3; i++)
+		if (order[i]->set.log) {
+			memcpy(p->log_path, order[i]->log_path, sizeof(p->log_path));
+			break;
+		}
+	PICK(log_interval_ms, interval, interval_src);
+	for (size_t i = 0; i < 3; i++)
+		if (order[i]->set.metrics) {
+			memcpy(p->metrics_path, order[i]->metrics_path, sizeof(p->metrics_path));
+			p->metrics_src = order[i]->src.metrics;
+			break;
+		}
 	PICK(debug_doors, debug, debug_src);
 #undef PICK
+}
+
+void cumemcap_policy_format_growth(const struct cumemcap_policy *p, char *buf, size_t len)
+{
+	if (p->growth == CUMEMCAP_GROWTH_ONDEMAND)
+		snprintf(buf, len, "ondemand");
+	else if (p->prealloc.kind == CUMEMCAP_AMOUNT_BYTES)
+		snprintf(buf, len, "preallocate:%llu", (unsigned long long)p->prealloc.bytes);
+	else if (p->prealloc.kind == CUMEMCAP_AMOUNT_PERCENT)
+		snprintf(buf, len, "preallocate:%u.%03u%%", p->prealloc.permille / 1000,
+			 p->prealloc.permille % 1000);
+	else
+		snprintf(buf, len, "preallocate");
+}
+
+void cumemcap_policy_format_release(const struct cumemcap_policy *p, char *buf, size_t len)
+{
+	if (p->release == CUMEMCAP_RELEASE_NEVER)
+		snprintf(buf, len, "never");
+	else if (p->release == CUMEMCAP_RELEASE_IMMEDIATE)
+		snprintf(buf, len, "immediate");
+	else
+		snprintf(buf, len, "idle:%u.%03u", p->release_idle_ms / 1000, p->release_idle_ms % 1000);
 }
 
 static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *path,
@@ -327,6 +477,15 @@ static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char
 			return false;
 	}
 	resolve_process_wide(p);
+	if (p->growth == CUMEMCAP_GROWTH_PREALLOCATE && p->pool == CUMEMCAP_POOL_OFF) {
+		char g[CUMEMCAP_PATH_MAX + 16], o[CUMEMCAP_PATH_MAX + 16];
+		cumemcap_source_format(p, &p->growth_src, g, sizeof(g));
+		cumemcap_source_format(p, &p->pool_src, o, sizeof(o));
+		snprintf(err, errlen,
+			 "%s: growth \"preallocate\" serves from the arenas, but %s turns them off; "
+			 "accepted: pool on or nopack with preallocate, or growth ondemand", g, o);
+		return false;
+	}
 	return true;
 }
 

@@ -30,13 +30,33 @@
 #define CUMEMCAP_PROGRAM_MAX 256
 
 enum cumemcap_log_target {
-	CUMEMCAP_LOG_OFF = 0,
-	CUMEMCAP_LOG_STDERR,
+	CUMEMCAP_LOG_FILE = 0, /* JSON Lines into log_path (a template); the default */
+	CUMEMCAP_LOG_STDERR,   /* human-readable lines on stderr */
+	CUMEMCAP_LOG_OFF,
 };
+
+/* The default log file: a per-user directory, one file per process. */
+#define CUMEMCAP_DEFAULT_LOG "/tmp/cumemcap-%u/%n.%h.%p.jsonl"
 
 enum cumemcap_growth {
 	CUMEMCAP_GROWTH_ONDEMAND = 0,
+	CUMEMCAP_GROWTH_PREALLOCATE, /* prealloc: how much; NONE = the whole limit */
 };
+
+enum cumemcap_pool_mode {
+	CUMEMCAP_POOL_ON = 0, /* arenas; small requests packed into shared segments */
+	CUMEMCAP_POOL_NOPACK, /* arenas, but every block is a segment of its own */
+	CUMEMCAP_POOL_OFF,    /* accounting only: every call goes to the driver */
+};
+
+enum cumemcap_release {
+	CUMEMCAP_RELEASE_IDLE = 0, /* release_idle_ms after a segment fell free */
+	CUMEMCAP_RELEASE_NEVER,
+	CUMEMCAP_RELEASE_IMMEDIATE,
+};
+
+#define CUMEMCAP_DEFAULT_RELEASE_IDLE_MS 30000u
+#define CUMEMCAP_DEFAULT_LOG_INTERVAL_MS 5000u
 
 /* Where a value came from. */
 enum cumemcap_origin {
@@ -57,13 +77,22 @@ struct cumemcap_layer {
 	struct cumemcap_amount limit;
 	struct cumemcap_device_rules devices;
 	enum cumemcap_growth growth;
+	struct cumemcap_amount prealloc;
+	enum cumemcap_pool_mode pool;
+	enum cumemcap_release release;
+	uint32_t release_idle_ms;
+	bool hints_off;
 	enum cumemcap_log_target log;
+	char log_path[CUMEMCAP_PATH_MAX];
+	uint32_t log_interval_ms;
+	char metrics_path[CUMEMCAP_PATH_MAX]; /* "" = off */
 	bool debug_doors;
 	struct {
-		struct cumemcap_source limit, devices, growth, log, debug;
+		struct cumemcap_source limit, devices, growth, pool, release, hints, log, interval,
+			metrics, debug;
 	} src;
 	struct {
-		bool limit, devices, growth, log, debug;
+		bool limit, devices, growth, pool, release, hints, log, interval, metrics, debug;
 	} set;
 };
 
@@ -88,10 +117,24 @@ struct cumemcap_policy {
 
 	/* Process-wide values after precedence, and where each came from. */
 	enum cumemcap_growth growth;
+	struct cumemcap_amount prealloc;
+	enum cumemcap_pool_mode pool;
+	enum cumemcap_release release;
+	uint32_t release_idle_ms;
+	bool framework_hints;
 	enum cumemcap_log_target log;
+	char log_path[CUMEMCAP_PATH_MAX]; /* the template, CUMEMCAP_LOG_FILE only */
+	uint32_t log_interval_ms;
+	char metrics_path[CUMEMCAP_PATH_MAX]; /* the template; "" = off */
 	bool debug_doors;
-	struct cumemcap_source growth_src, log_src, debug_src;
+	struct cumemcap_source growth_src, pool_src, release_src, hints_src, log_src, interval_src,
+		metrics_src, debug_src;
 };
+
+/* "ondemand", "preallocate", "preallocate:4GiB" ... for messages. */
+void cumemcap_policy_format_growth(const struct cumemcap_policy *p, char *buf, size_t len);
+void cumemcap_policy_format_release(const struct cumemcap_policy *p, char *buf, size_t len);
+const char *cumemcap_policy_pool_name(enum cumemcap_pool_mode m);
 
 /* Where a variable's value comes from: getenv in the library, a table in
  * the unit tests. */

@@ -108,9 +108,9 @@ static int list_gpus(struct gpu *g, int max, char *why, size_t len)
 	return n;
 }
 
-static const char *log_name(enum cumemcap_log_target t)
+static const char *log_name(const struct cumemcap_policy *p)
 {
-	return t == CUMEMCAP_LOG_STDERR ? "stderr" : "off";
+	return p->log == CUMEMCAP_LOG_STDERR ? "stderr" : p->log == CUMEMCAP_LOG_OFF ? "off" : p->log_path;
 }
 
 static int print_config(int argc, char **argv)
@@ -128,10 +128,24 @@ static int print_config(int argc, char **argv)
 	if (p.program_section_line)
 		printf(" ([program] section at line %u applies)", p.program_section_line);
 	printf("\n");
+	char value[64];
+	cumemcap_policy_format_growth(&p, value, sizeof(value));
 	cumemcap_source_format(&p, &p.growth_src, where, sizeof(where));
-	printf("growth:         %-10s (%s)\n", "ondemand", where);
+	printf("growth:         %-10s (%s)\n", value, where);
+	cumemcap_source_format(&p, &p.pool_src, where, sizeof(where));
+	printf("pool:           %-10s (%s)\n", cumemcap_policy_pool_name(p.pool), where);
+	cumemcap_policy_format_release(&p, value, sizeof(value));
+	cumemcap_source_format(&p, &p.release_src, where, sizeof(where));
+	printf("release:        %-10s (%s)\n", value, where);
+	cumemcap_source_format(&p, &p.hints_src, where, sizeof(where));
+	printf("framework hints: %-9s (%s)\n", p.framework_hints ? "on" : "off", where);
 	cumemcap_source_format(&p, &p.log_src, where, sizeof(where));
-	printf("log:            %-10s (%s)\n", log_name(p.log), where);
+	printf("log:            %-10s (%s)\n", log_name(&p), where);
+	cumemcap_source_format(&p, &p.interval_src, where, sizeof(where));
+	snprintf(value, sizeof(value), "%u.%03u s", p.log_interval_ms / 1000, p.log_interval_ms % 1000);
+	printf("log interval:   %-10s (%s)\n", value, where);
+	cumemcap_source_format(&p, &p.metrics_src, where, sizeof(where));
+	printf("metrics:        %-10s (%s)\n", p.metrics_path[0] ? p.metrics_path : "off", where);
 	cumemcap_source_format(&p, &p.debug_src, where, sizeof(where));
 	printf("debug:          %-10s (%s)\n", p.debug_doors ? "doors" : "off", where);
 

@@ -64,9 +64,16 @@ START_TEST(policy_defaults_without_anything)
 	char where[256];
 	ck_assert_uint_eq(limit_of(0, where, sizeof(where)), UINT64_MAX);
 	ck_assert_str_eq(where, "default");
-	ck_assert_int_eq(policy.log, CUMEMCAP_LOG_OFF);
+	ck_assert_int_eq(policy.log, CUMEMCAP_LOG_FILE);
+	ck_assert_str_eq(policy.log_path, CUMEMCAP_DEFAULT_LOG);
 	ck_assert(!policy.debug_doors);
 	ck_assert_int_eq(policy.growth, CUMEMCAP_GROWTH_ONDEMAND);
+	ck_assert_int_eq(policy.pool, CUMEMCAP_POOL_ON);
+	ck_assert_int_eq(policy.release, CUMEMCAP_RELEASE_IDLE);
+	ck_assert_uint_eq(policy.release_idle_ms, CUMEMCAP_DEFAULT_RELEASE_IDLE_MS);
+	ck_assert(policy.framework_hints);
+	ck_assert_uint_eq(policy.log_interval_ms, CUMEMCAP_DEFAULT_LOG_INTERVAL_MS);
+	ck_assert_str_eq(policy.metrics_path, "");
 	ck_assert_int_eq(policy.log_src.origin, CUMEMCAP_FROM_DEFAULT);
 }
 END_TEST
@@ -93,6 +100,56 @@ START_TEST(policy_reads_every_variable)
 }
 END_TEST
 
+/* The arena and log settings: values, their sources, and the file. */
+START_TEST(policy_reads_pool_release_growth_log)
+{
+	static const char *const env[] = {
+		"CUMEMCAP_GROWTH", "preallocate:6GiB",
+		"CUMEMCAP_POOL", "nopack",
+		"CUMEMCAP_RELEASE", "idle:2.5",
+		"CUMEMCAP_FRAMEWORK_HINTS", "off",
+		"CUMEMCAP_LOG", "/var/tmp/job-%n-%p.jsonl",
+		"CUMEMCAP_LOG_INTERVAL", "0.25",
+		"CUMEMCAP_METRICS", "/run/cumemcap/%p.prom",
+		NULL,
+	};
+	ck_assert_msg(build(env, NULL, NULL), "%s", err);
+	ck_assert_int_eq(policy.growth, CUMEMCAP_GROWTH_PREALLOCATE);
+	ck_assert_int_eq(policy.prealloc.kind, CUMEMCAP_AMOUNT_BYTES);
+	ck_assert_uint_eq(policy.prealloc.bytes, 6 * GiB);
+	ck_assert_int_eq(policy.pool, CUMEMCAP_POOL_NOPACK);
+	ck_assert_int_eq(policy.release, CUMEMCAP_RELEASE_IDLE);
+	ck_assert_uint_eq(policy.release_idle_ms, 2500);
+	ck_assert(!policy.framework_hints);
+	ck_assert_int_eq(policy.log, CUMEMCAP_LOG_FILE);
+	ck_assert_str_eq(policy.log_path, "/var/tmp/job-%n-%p.jsonl");
+	ck_assert_uint_eq(policy.log_interval_ms, 250);
+	ck_assert_str_eq(policy.metrics_path, "/run/cumemcap/%p.prom");
+	ck_assert_str_eq(policy.release_src.variable, "CUMEMCAP_RELEASE");
+	char buf[64];
+	cumemcap_policy_format_growth(&policy, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "preallocate:6442450944");
+	cumemcap_policy_format_release(&policy, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "idle:2.500");
+
+	const char *text = "growth = preallocate\npool = off\n";
+	ck_assert(!build(no_env, text, NULL));
+	ck_assert_msg(strstr(err, "test.conf:1: growth \"preallocate\"") == err, "%s", err);
+	ck_assert_msg(strstr(err, "test.conf:2 turns them off") != NULL, "%s", err);
+
+	text = "release = never\n[program job]\nrelease = immediate\nframework_hints = off\nlog = off\n";
+	ck_assert_msg(build(no_env, text, "job"), "%s", err);
+	ck_assert_int_eq(policy.release, CUMEMCAP_RELEASE_IMMEDIATE);
+	ck_assert_uint_eq(policy.release_src.line, 3);
+	ck_assert(!policy.framework_hints);
+	ck_assert_int_eq(policy.log, CUMEMCAP_LOG_OFF);
+	ck_assert_msg(build(no_env, text, "other"), "%s", err);
+	ck_assert_int_eq(policy.release, CUMEMCAP_RELEASE_NEVER);
+	ck_assert(policy.framework_hints);
+	ck_assert_int_eq(policy.log, CUMEMCAP_LOG_FILE);
+}
+END_TEST
+
 struct bad_env {
 	const char *var, *value, *why;
 };
@@ -105,8 +162,18 @@ static const struct bad_env bad_envs[] = {
 	{ "CUMEMCAP_LIMIT", "", "accepted" },
 	{ "CUMEMCAP_DEVICE_LIMITS", "foo=4GiB", "selector" },
 	{ "CUMEMCAP_DEVICE_LIMITS", "0=4GiB,0=1GiB", "same GPU" },
-	{ "CUMEMCAP_GROWTH", "preallocate:4GiB", "ondemand" },
-	{ "CUMEMCAP_LOG", "/var/log/x", "stderr" },
+	{ "CUMEMCAP_GROWTH", "preallocate:4GB!", "accepted" },
+	{ "CUMEMCAP_GROWTH", "grow", "ondemand, preallocate" },
+	{ "CUMEMCAP_LOG", "/var/log/%x", "%p (pid)" },
+	{ "CUMEMCAP_LOG", "", "stderr, off" },
+	{ "CUMEMCAP_POOL", "yes", "nopack" },
+	{ "CUMEMCAP_RELEASE", "idle", "idle:SECONDS" },
+	{ "CUMEMCAP_RELEASE", "idle:0", "idle:SECONDS" },
+	{ "CUMEMCAP_RELEASE", "idle:1.0001", "idle:SECONDS" },
+	{ "CUMEMCAP_FRAMEWORK_HINTS", "true", "on, off" },
+	{ "CUMEMCAP_LOG_INTERVAL", "0.05", "0.1 to 86400" },
+	{ "CUMEMCAP_LOG_INTERVAL", "5s", "0.1 to 86400" },
+	{ "CUMEMCAP_METRICS", "/m/%q", "off, or a path" },
 	{ "CUMEMCAP_DEBUG", "all", "doors" },
 	{ NULL, NULL, NULL },
 };
@@ -182,7 +249,7 @@ START_TEST(policy_file_program_sections_first_match_wins)
 	ck_assert_int_eq(policy.log, CUMEMCAP_LOG_STDERR);
 	ck_assert_msg(build(no_env, text, "eval.py"), "%s", err);
 	ck_assert_uint_eq(limit_of(0, NULL, 0), 2 * GiB);
-	ck_assert_int_eq(policy.log, CUMEMCAP_LOG_OFF);
+	ck_assert_int_eq(policy.log, CUMEMCAP_LOG_FILE);
 	ck_assert_msg(build(no_env, text, "serve"), "%s", err);
 	ck_assert_uint_eq(limit_of(0, NULL, 0), 1 * GiB);
 	ck_assert_msg(build(no_env, text, "other"), "%s", err);
@@ -262,13 +329,14 @@ struct bad_file {
 static const struct bad_file bad_files[] = {
 	{ "limt = 4GiB\n", "test.conf:1: ", "unknown key \"limt\" (did you mean \"limit\"?)" },
 	{ "# c\nlogg = off\n", "test.conf:2: ", "did you mean \"log\"" },
-	{ "banana = 1\n", "test.conf:1: ", "unknown key \"banana\"; accepted: limit, device_limits, growth, log, debug" },
+	{ "banana = 1\n", "test.conf:1: ", "unknown key \"banana\"; accepted: limit, device_limits, growth, pool, release, framework_hints, log, log_interval, metrics, debug" },
 	{ "limit = banana\n", "test.conf:1: ", "limit = \"banana\" is not a valid limit; accepted:" },
 	{ "limit = \n", "test.conf:1: ", "is not a valid limit" },
 	{ "limit = 150%\n", "test.conf:1: ", "accepted" },
 	{ "device_limits = foo=1G\n", "test.conf:1: ", "is not a GPU selector" },
-	{ "growth = preallocate\n", "test.conf:1: ", "accepted: ondemand" },
-	{ "log = /tmp/x\n", "test.conf:1: ", "accepted: stderr, off" },
+	{ "growth = preallocate:0\n", "test.conf:1: ", "accepted:" },
+	{ "log = /tmp/x%d\n", "test.conf:1: ", "accepted: stderr, off" },
+	{ "release = soon\n", "test.conf:1: ", "accepted: never, immediate, idle:SECONDS" },
 	{ "limit = 1G\nlimit = 2G\n", "test.conf:2: ", "duplicate key \"limit\" in this section (first at line 1)" },
 	{ "[program a]\nlog = off\nlog = off\n", "test.conf:3: ", "duplicate key \"log\"" },
 	{ "[device 0]\nlimit = 1G\nlimit = 2G\n", "test.conf:3: ", "duplicate key \"limit\"" },
@@ -319,7 +387,7 @@ START_TEST(policy_file_error_key_lists_are_exact)
 	ck_assert(!build(no_env, "[device 0]\ngrowth = ondemand\n", NULL));
 	ck_assert_str_eq(err, "test.conf:2: \"growth\" cannot stand in a [device] section; accepted there: limit");
 	ck_assert(!build(no_env, "banana = 1\n", NULL));
-	ck_assert_str_eq(err, "test.conf:1: unknown key \"banana\"; accepted: limit, device_limits, growth, log, debug");
+	ck_assert_str_eq(err, "test.conf:1: unknown key \"banana\"; accepted: limit, device_limits, growth, pool, release, framework_hints, log, log_interval, metrics, debug");
 }
 END_TEST
 
@@ -439,6 +507,7 @@ TEST_SUITE(policy)
 	Suite *s = suite_create("policy");
 	ADD_TEST(s, policy_defaults_without_anything);
 	ADD_TEST(s, policy_reads_every_variable);
+	ADD_TEST(s, policy_reads_pool_release_growth_log);
 	ADD_TEST(s, policy_bad_variables_are_errors);
 	ADD_TEST(s, policy_file_every_key);
 	ADD_TEST(s, policy_file_device_sections_by_each_selector);

@@ -1,0 +1,42 @@
+/* log: the per-process footprint log (CUMEMCAP_LOG, CUMEMCAP_METRICS).
+ *
+ * Owns the log file (or stderr lines), its JSON Lines records (schema in
+ * README "Footprint logs"), the periodic samples, the optional
+ * Prometheus text file and the exit summary. The other layers only call
+ * the functions below; each is cheap, never calls CUDA, never blocks a
+ * hook for longer than a copy, and never lets an I/O error reach the
+ * program (a failed write turns logging off with one stderr line).
+ *
+ * `door` is the driver entry point the request came through
+ * ("cuMemAlloc_v2", "cuMemAllocAsync", ...). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The library constructor: policy is built, nothing else is done yet. */
+void cumemcap_log_init(void);
+
+/* A GPU became known (its facts are in cumemcap_device_info(dev)). The
+ * first call writes the start record. Called from any hook thread. */
+void cumemcap_log_device(int dev);
+
+/* The arenas took (taken=true) or gave back a segment of `bytes`. */
+void cumemcap_log_segment(int dev, bool taken, uint64_t bytes);
+
+/* A request refused at the limit (after releasing cached segments). */
+void cumemcap_log_refusal(int dev, const char *door, uint64_t requested);
+
+/* The driver itself answered CUDA_ERROR_OUT_OF_MEMORY. */
+void cumemcap_log_driver_oom(int dev, const char *door, uint64_t requested);
+
+/* From the worker thread: write a sample if one is due. Returns the
+ * milliseconds until the next is due (UINT32_MAX: none). */
+uint32_t cumemcap_log_tick(uint64_t now_ms);
+
+/* The process is ending (normal exit, exit() from any thread, or a fatal
+ * signal with `signo` != 0): write the exit summary once. */
+void cumemcap_log_exit(int signo);
+
+/* Fork: the child writes its own log (or none) and starts over. */
+void cumemcap_log_fork_child(void);
