@@ -4,31 +4,26 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "arena.h"
 #include "device.h"
+#include "log.h"
 #include "driver.h"
-#include "msg.h"
-#include "policy.h"
 
-void cumemcap_note_refusal(int dev, enum cumemcap_kind kind, uint64_t bytes)
+void cumemcap_note_refusal(int dev, const char *door, uint64_t bytes)
 {
 	cumemcap_ledger_bump(dev, refusals);
-	if (cumemcap_policy()->log != CUMEMCAP_LOG_STDERR)
-		return;
-	char want[32], lim[32], held[32];
-	cumemcap_msg("device %d: refused %s (%s) at the limit: %s held of %s", dev,
-		     cumemcap_fmt_size(bytes, want, sizeof(want)),
-		     kind == CUMEMCAP_KIND_pool ? "stream-ordered" : "allocation",
-		     cumemcap_fmt_size(atomic_load(&cumemcap_ledger[dev].reserved), held, sizeof(held)),
-		     cumemcap_fmt_size(cumemcap_ledger_limit(dev), lim, sizeof(lim)));
+	cumemcap_log_refusal(dev, door, bytes);
 }
 
-CUresult cumemcap_charge_begin(struct cumemcap_charge *c, int dev, enum cumemcap_kind kind,
-			       uint64_t bytes)
+CUresult cumemcap_charge_begin(struct cumemcap_charge *c, const char *door, int dev,
+			       enum cumemcap_kind kind, uint64_t bytes)
 {
 	c->dev = -1;
 	c->ctx = NULL;
 	c->kind = kind;
 	c->bytes = bytes;
+	c->live = bytes;
+	c->door = door;
 	if (dev < 0) {
 		if (cumemcap_device_current(&c->ctx, &dev) != CUDA_SUCCESS)
 			return CUDA_SUCCESS; /* the driver will answer */
@@ -39,7 +34,7 @@ CUresult cumemcap_charge_begin(struct cumemcap_charge *c, int dev, enum cumemcap
 		/* Pools may have shrunk at a synchronization we did not see. */
 		cumemcap_pool_refresh(dev);
 		if (!cumemcap_ledger_reserve(dev, kind, bytes)) {
-			cumemcap_note_refusal(dev, kind, bytes);
+			cumemcap_note_refusal(dev, door, bytes);
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		}
 	}
@@ -54,19 +49,25 @@ CUresult cumemcap_charge_finish(struct cumemcap_charge *c, CUresult r,
 		return r;
 	if (r != CUDA_SUCCESS) {
 		cumemcap_ledger_sub(c->dev, c->kind, c->bytes);
-		if (r == CUDA_ERROR_OUT_OF_MEMORY)
+		if (r == CUDA_ERROR_OUT_OF_MEMORY) {
 			cumemcap_ledger_bump(c->dev, driver_oom);
+			cumemcap_log_driver_oom(c->dev, c->door, c->live);
+		}
 		return r;
 	}
+	/* A block served from a pool is charged through the pool's figure
+	 * (bytes 0); the record keeps what the program holds. */
 	struct cumemcap_block b = {
 		.key = key,
-		.bytes = c->bytes,
+		.bytes = c->bytes ? c->bytes : c->live,
+		.charged = c->bytes != 0,
 		.ctx = handle == CUMEMCAP_HANDLE_VMM ? NULL : c->ctx,
 		.dev = (int16_t)c->dev,
 		.handle = (uint8_t)handle,
 		.kind = (uint8_t)c->kind,
 	};
 	cumemcap_track_insert(&b);
+	cumemcap_ledger_live_add(c->dev, b.bytes);
 	cumemcap_ledger_bump(c->dev, allocs);
 	return r;
 }
@@ -75,14 +76,23 @@ bool cumemcap_charge_adjust(struct cumemcap_charge *c, uint64_t actual)
 {
 	if (c->dev < 0 || actual == c->bytes)
 		return true;
+	c->live = actual;
 	if (actual < c->bytes) {
 		cumemcap_ledger_sub(c->dev, c->kind, c->bytes - actual);
 	} else if (!cumemcap_ledger_reserve(c->dev, c->kind, actual - c->bytes)) {
-		cumemcap_note_refusal(c->dev, c->kind, actual);
+		cumemcap_note_refusal(c->dev, c->door, actual);
 		return false;
 	}
 	c->bytes = actual;
 	return true;
+}
+
+static void forget_block(const struct cumemcap_block *b)
+{
+	if (b->charged)
+		cumemcap_ledger_sub(b->dev, (enum cumemcap_kind)b->kind, b->bytes);
+	cumemcap_ledger_live_sub(b->dev, b->bytes);
+	cumemcap_ledger_bump(b->dev, frees);
 }
 
 bool cumemcap_release_take(enum cumemcap_handle_kind handle, uint64_t key,
@@ -99,22 +109,17 @@ CUresult cumemcap_release_settle(bool found, const struct cumemcap_block *b, CUr
 		cumemcap_track_insert(b);
 		return r;
 	}
-	cumemcap_ledger_sub(b->dev, (enum cumemcap_kind)b->kind, b->bytes);
-	cumemcap_ledger_bump(b->dev, frees);
+	forget_block(b);
 	return r;
-}
-
-static void forget_block(const struct cumemcap_block *b)
-{
-	cumemcap_ledger_sub(b->dev, (enum cumemcap_kind)b->kind, b->bytes);
-	cumemcap_ledger_bump(b->dev, frees);
 }
 
 void cumemcap_forget_ctx(CUcontext ctx)
 {
 	cumemcap_device_forget_contexts();
-	if (ctx)
+	if (ctx) {
 		cumemcap_track_purge_ctx(ctx, forget_block);
+		cumemcap_arena_forget_ctx(ctx);
+	}
 }
 
 /* ---- stream-ordered pools ------------------------------------------------ */

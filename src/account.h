@@ -27,7 +27,9 @@ struct cumemcap_charge {
 	int dev;           /* -1: not accounted (no context, unknown device) */
 	CUcontext ctx;
 	enum cumemcap_kind kind;
-	uint64_t bytes;
+	uint64_t bytes;    /* charged to the ledger */
+	uint64_t live;     /* what the program holds: `bytes` unless set after begin */
+	const char *door;  /* the entry point, for the log */
 };
 
 /* Reserve `bytes` of `kind`. dev < 0 means the device of the current
@@ -35,8 +37,8 @@ struct cumemcap_charge {
  * leaves c->ctx NULL for the caller to set if the block belongs to a
  * context. Returns CUDA_SUCCESS (go on and call the driver) or
  * CUDA_ERROR_OUT_OF_MEMORY (refused at the limit). */
-CUresult cumemcap_charge_begin(struct cumemcap_charge *c, int dev, enum cumemcap_kind kind,
-			       uint64_t bytes);
+CUresult cumemcap_charge_begin(struct cumemcap_charge *c, const char *door, int dev,
+			       enum cumemcap_kind kind, uint64_t bytes);
 
 /* After the driver call: on success record (handle, key) and keep the
  * bytes; on failure give them back. Returns r. */
@@ -48,8 +50,8 @@ CUresult cumemcap_charge_finish(struct cumemcap_charge *c, CUresult r,
  * caller then frees what it got and reports out of memory. */
 bool cumemcap_charge_adjust(struct cumemcap_charge *c, uint64_t actual);
 
-/* Count a request refused at the limit (and say so with CUMEMCAP_LOG=stderr). */
-void cumemcap_note_refusal(int dev, enum cumemcap_kind kind, uint64_t bytes);
+/* Count a request refused at the limit and log it. */
+void cumemcap_note_refusal(int dev, const char *door, uint64_t bytes);
 
 /* Freeing: remove the record before the driver frees. */
 bool cumemcap_release_take(enum cumemcap_handle_kind handle, uint64_t key,

@@ -7,8 +7,10 @@
 
 #include "driver.h"
 #include "ledger.h"
+#include "log.h"
 #include "msg.h"
 #include "policy.h"
+#include "worker.h"
 
 static struct cumemcap_device_info infos[CUMEMCAP_MAX_DEVICES];
 static _Atomic int state[CUMEMCAP_MAX_DEVICES]; /* 0 unknown, 1 ready, -1 unusable */
@@ -74,8 +76,10 @@ bool cumemcap_device_ensure(int dev)
 	int s = atomic_load_explicit(&state[dev], memory_order_acquire);
 	if (s != 0)
 		return s == 1;
+	bool made = false;
 	pthread_mutex_lock(&init_lock);
 	if (atomic_load(&state[dev]) == 0) {
+		made = true;
 		if (!rules_checked) {
 			rules_checked = true;
 			check_rules();
@@ -86,7 +90,12 @@ bool cumemcap_device_ensure(int dev)
 		atomic_store_explicit(&state[dev], ok ? 1 : -1, memory_order_release);
 	}
 	pthread_mutex_unlock(&init_lock);
-	return atomic_load(&state[dev]) == 1;
+	bool ok = atomic_load(&state[dev]) == 1;
+	if (made && ok) {
+		cumemcap_log_device(dev);
+		cumemcap_worker_start();
+	}
+	return ok;
 }
 
 const struct cumemcap_device_info *cumemcap_device_info(int dev)

@@ -113,7 +113,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesiz
 	if (!dptr)
 		return real_cuMemAlloc_v2(dptr, bytesize);
 	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, -1, CUMEMCAP_KIND_linear, bytesize);
+	CUresult r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_linear, bytesize);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = real_cuMemAlloc_v2(dptr, bytesize);
@@ -126,7 +126,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int b
 	if (!dptr)
 		return real_cuMemAlloc(dptr, bytesize);
 	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, -1, CUMEMCAP_KIND_linear, bytesize);
+	CUresult r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_linear, bytesize);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = real_cuMemAlloc(dptr, bytesize);
@@ -151,7 +151,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *p
 	if (!dptr || !pPitch)
 		return real_cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
 	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, -1, CUMEMCAP_KIND_linear,
+	CUresult r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_linear,
 					   pitch_estimate(WidthInBytes, Height));
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -172,7 +172,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned 
 	if (!dptr || !pPitch)
 		return real_cuMemAllocPitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
 	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, -1, CUMEMCAP_KIND_linear,
+	CUresult r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_linear,
 					   pitch_estimate(WidthInBytes, Height));
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -193,7 +193,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t byt
 	if (!dptr)
 		return real_cuMemAllocManaged(dptr, bytesize, flags);
 	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, -1, CUMEMCAP_KIND_managed, bytesize);
+	CUresult r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_managed, bytesize);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = real_cuMemAllocManaged(dptr, bytesize, flags);
@@ -233,8 +233,8 @@ struct async_call {
 	PFN_cuMemFreeAsync_v11020 free;               /* the matching free, to undo */
 };
 
-static CUresult async_alloc(const struct async_call *call, CUdeviceptr *dptr, size_t bytesize,
-			    CUmemoryPool pool, CUstream stream)
+static CUresult async_alloc(const char *door, const struct async_call *call, CUdeviceptr *dptr,
+			    size_t bytesize, CUmemoryPool pool, CUstream stream)
 {
 #define CALL() (call->alloc ? call->alloc(dptr, bytesize, stream) \
 			    : call->from_pool(dptr, bytesize, pool, stream))
@@ -251,7 +251,7 @@ static CUresult async_alloc(const struct async_call *call, CUdeviceptr *dptr, si
 
 	uint64_t estimate = cumemcap_pool_estimate(bytesize);
 	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, dev, CUMEMCAP_KIND_pool, estimate);
+	CUresult r = cumemcap_charge_begin(&c, door, dev, CUMEMCAP_KIND_pool, estimate);
 	if (r != CUDA_SUCCESS)
 		return r;
 	c.ctx = ctx;
@@ -266,10 +266,11 @@ static CUresult async_alloc(const struct async_call *call, CUdeviceptr *dptr, si
 	uint64_t limit = cumemcap_ledger_limit(dev);
 	if (grew > estimate && atomic_load(&cumemcap_ledger[dev].reserved) > limit) {
 		call->free(*dptr, stream);
-		cumemcap_note_refusal(dev, CUMEMCAP_KIND_pool, bytesize);
+		cumemcap_note_refusal(dev, door, bytesize);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	c.bytes = 0; /* the bytes live in the pool's figure */
+	c.live = bytesize;
 	return cumemcap_charge_finish(&c, r, CUMEMCAP_HANDLE_ASYNC, *dptr);
 #undef CALL
 }
@@ -285,7 +286,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes
 {
 	NEED(cuMemAllocAsync);
 	const struct async_call call = { .alloc = real_cuMemAllocAsync, .free = real_cuMemFreeAsync };
-	return async_alloc(&call, dptr, bytesize, NULL, hStream);
+	return async_alloc(__func__, &call, dptr, bytesize, NULL, hStream);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
@@ -294,7 +295,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t 
 	NEED(cuMemAllocAsync_ptsz);
 	const struct async_call call = { .alloc = real_cuMemAllocAsync_ptsz,
 					 .free = real_cuMemFreeAsync_ptsz };
-	return async_alloc(&call, dptr, bytesize, NULL, hStream);
+	return async_alloc(__func__, &call, dptr, bytesize, NULL, hStream);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize,
@@ -303,7 +304,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size
 	NEED(cuMemAllocFromPoolAsync);
 	const struct async_call call = { .from_pool = real_cuMemAllocFromPoolAsync,
 					 .free = real_cuMemFreeAsync };
-	return async_alloc(&call, dptr, bytesize, pool, hStream);
+	return async_alloc(__func__, &call, dptr, bytesize, pool, hStream);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
@@ -312,7 +313,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr,
 	NEED(cuMemAllocFromPoolAsync_ptsz);
 	const struct async_call call = { .from_pool = real_cuMemAllocFromPoolAsync_ptsz,
 					 .free = real_cuMemFreeAsync_ptsz };
-	return async_alloc(&call, dptr, bytesize, pool, hStream);
+	return async_alloc(__func__, &call, dptr, bytesize, pool, hStream);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
@@ -364,7 +365,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handl
 	if (!handle || !prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
 		return real_cuMemCreate(handle, size, prop, flags);
 	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, prop->location.id, CUMEMCAP_KIND_vmm, size);
+	CUresult r = cumemcap_charge_begin(&c, __func__, prop->location.id, CUMEMCAP_KIND_vmm, size);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = real_cuMemCreate(handle, size, prop, flags);
@@ -422,7 +423,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayCreate_v2(CUarray *pHandle,
 	if (!pHandle || !d)
 		return real_cuArrayCreate_v2(pHandle, d);
 	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, -1, CUMEMCAP_KIND_array,
+	CUresult r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_array,
 					   array_bytes(d->Width, d->Height, 1, d->NumChannels, d->Format));
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -436,7 +437,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayCreate(CUarray *pHandle, const CUDA_ARRA
 	if (!pHandle || !d)
 		return real_cuArrayCreate(pHandle, d);
 	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, -1, CUMEMCAP_KIND_array,
+	CUresult r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_array,
 					   array_bytes(d->Width, d->Height, 1, d->NumChannels, d->Format));
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -452,7 +453,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuArray3DCreate_v2(CUarray *pHandle,
 	if (!pHandle || !d || (d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING))
 		return real_cuArray3DCreate_v2(pHandle, d);
 	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, -1, CUMEMCAP_KIND_array,
+	CUresult r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_array,
 					   array_bytes(d->Width, d->Height, d->Depth, d->NumChannels, d->Format));
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -467,7 +468,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuArray3DCreate(CUarray *pHandle,
 	if (!pHandle || !d)
 		return real_cuArray3DCreate(pHandle, d);
 	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, -1, CUMEMCAP_KIND_array,
+	CUresult r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_array,
 					   array_bytes(d->Width, d->Height, d->Depth, d->NumChannels, d->Format));
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -499,7 +500,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandl
 		dep = dep > 1 ? dep / 2 : dep;
 	}
 	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, -1, CUMEMCAP_KIND_array, bytes);
+	CUresult r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_array, bytes);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = real_cuMipmappedArrayCreate(pHandle, d, numMipmapLevels);

@@ -5,24 +5,29 @@
  * else: the driver is opened lazily by the first hook, so a process that
  * never uses CUDA makes no driver call. Fork handlers keep every lock
  * usable in the child and empty the child's books (a child holds none of
- * its parent's GPU memory). The destructor prints the exit summary when
- * CUMEMCAP_LOG=stderr. */
+ * its parent's GPU memory). The destructor has the log write its exit
+ * summary. */
 #include "config.h"
 
 #include <pthread.h>
 #include <string.h>
 
 #include "account.h"
+#include "arena.h"
 #include "cumemcap.h"
 #include "device.h"
 #include "export.h"
 #include "ledger.h"
+#include "log.h"
 #include "msg.h"
 #include "policy.h"
 #include "track.h"
+#include "worker.h"
 
 static void fork_prepare(void)
 {
+	cumemcap_worker_lock();
+	cumemcap_arena_lock_all();
 	cumemcap_account_lock();
 	cumemcap_track_lock_all();
 }
@@ -31,6 +36,8 @@ static void fork_parent(void)
 {
 	cumemcap_track_unlock_all();
 	cumemcap_account_unlock();
+	cumemcap_arena_unlock_all();
+	cumemcap_worker_unlock();
 }
 
 static void fork_child(void)
@@ -40,6 +47,9 @@ static void fork_child(void)
 	cumemcap_ledger_reset();
 	cumemcap_track_unlock_all();
 	cumemcap_account_unlock();
+	cumemcap_arena_fork_child();
+	cumemcap_worker_fork_child();
+	cumemcap_log_fork_child();
 }
 
 /* glibc passes a shared library's constructors the program's arguments;
@@ -49,35 +59,14 @@ __attribute__((constructor)) static void cumemcap_start(int argc, char **argv, c
 	(void)envp;
 	cumemcap_policy_set_args(argc, argv);
 	cumemcap_policy();
+	cumemcap_log_init();
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
-}
-
-static void summary(void)
-{
-	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
-		const struct cumemcap_device_info *info = cumemcap_device_info(dev);
-		struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-		if (!info || atomic_load(&d->allocs) + atomic_load(&d->refusals) == 0)
-			continue;
-		char lim[32], tot[32], peak[32], now[32];
-		uint64_t limit = cumemcap_ledger_limit(dev);
-		cumemcap_msg("device %d (%s): limit %s of %s; peak held %s, held at exit %s; "
-			     "%llu allocations, %llu frees, %llu refused at the limit",
-			     dev, info->pci_bus_id,
-			     limit == CUMEMCAP_NO_LIMIT ? "none" : cumemcap_fmt_size(limit, lim, sizeof(lim)),
-			     cumemcap_fmt_size(info->total, tot, sizeof(tot)),
-			     cumemcap_fmt_size(atomic_load(&d->peak), peak, sizeof(peak)),
-			     cumemcap_fmt_size(atomic_load(&d->reserved), now, sizeof(now)),
-			     (unsigned long long)atomic_load(&d->allocs),
-			     (unsigned long long)atomic_load(&d->frees),
-			     (unsigned long long)atomic_load(&d->refusals));
-	}
 }
 
 __attribute__((destructor)) static void cumemcap_stop(void)
 {
-	if (cumemcap_policy()->log == CUMEMCAP_LOG_STDERR)
-		summary();
+	cumemcap_worker_stop();
+	cumemcap_log_exit(0);
 }
 
 CUMEMCAP_EXPORT int cumemcap_get_stats(int device, struct cumemcap_stats *out, size_t size)

@@ -25,11 +25,13 @@ enum cumemcap_handle_kind {
 
 struct cumemcap_block {
 	uint64_t key;
-	uint64_t bytes;   /* charged to the ledger (0 for ASYNC) */
+	uint64_t bytes;   /* what the program holds (live) */
 	CUcontext ctx;    /* where it was made; NULL for VMM handles */
 	int16_t dev;
 	uint8_t handle;   /* enum cumemcap_handle_kind */
 	uint8_t kind;     /* enum cumemcap_kind */
+	uint8_t charged;  /* `bytes` are also in the ledger under `kind` (not for
+			   * a stream-ordered block, whose pool is accounted) */
 };
 
 void cumemcap_track_insert(const struct cumemcap_block *b);
