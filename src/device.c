@@ -56,9 +56,11 @@ static void check_selector(void *ctx, const struct cumemcap_selector *sel,
 		     "applied", where, name, rc->count);
 }
 
+static struct rule_check rc; /* written once under init_lock, then read-only */
+static _Atomic int all_known = -1;
+
 static void check_rules(void)
 {
-	static struct rule_check rc; /* under init_lock */
 	int count = 0;
 	if (!real_cuDeviceGetCount || real_cuDeviceGetCount(&count) != CUDA_SUCCESS)
 		return;
@@ -67,6 +69,14 @@ static void check_rules(void)
 		if (describe(d, &rc.info[rc.count]))
 			rc.count++;
 	cumemcap_policy_selectors(cumemcap_policy(), check_selector, &rc);
+	atomic_store_explicit(&all_known, rc.count, memory_order_release);
+}
+
+int cumemcap_device_all(const struct cumemcap_device_info **out)
+{
+	int n = atomic_load_explicit(&all_known, memory_order_acquire);
+	*out = n > 0 ? rc.info : NULL;
+	return n < 0 ? 0 : n;
 }
 
 bool cumemcap_device_ensure(int dev)

@@ -28,6 +28,11 @@ bool cumemcap_device_ensure(int dev);
 /* The facts about an ensured device, or NULL. */
 const struct cumemcap_device_info *cumemcap_device_info(int dev);
 
+/* Every GPU the driver reported when the first one was used, described
+ * (limits resolved) before any hook ran on it; never changes afterwards.
+ * Returns how many (0 before the first GPU use). Calls no driver. */
+int cumemcap_device_all(const struct cumemcap_device_info **out);
+
 /* A context was destroyed or reset: its handle may be reused. */
 void cumemcap_device_forget_contexts(void);
 
