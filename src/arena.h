@@ -42,6 +42,10 @@ enum cumemcap_arena_where {
 /* Which live block holds ptr: its base and the size the program asked for. */
 enum cumemcap_arena_where cumemcap_arena_lookup(CUdeviceptr ptr, CUdeviceptr *base, uint64_t *size);
 
+/* True the first time it is called in the process (one log line about
+ * IPC on packed blocks is enough). */
+bool cumemcap_arena_warn_ipc(void);
+
 /* Bytes of segments this device's arenas hold but have not handed out. */
 uint64_t cumemcap_arena_cached(int dev);
 

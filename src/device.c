@@ -132,6 +132,11 @@ void cumemcap_device_forget_contexts(void)
 	atomic_fetch_add_explicit(&generation, 1, memory_order_release);
 }
 
+uint64_t cumemcap_device_generation(void)
+{
+	return atomic_load_explicit(&generation, memory_order_acquire);
+}
+
 CUresult cumemcap_device_current(CUcontext *ctx, int *dev)
 {
 	CUdevice d;

@@ -36,6 +36,10 @@ int cumemcap_device_all(const struct cumemcap_device_info **out);
 /* A context was destroyed or reset: its handle may be reused. */
 void cumemcap_device_forget_contexts(void);
 
+/* Changes whenever a context is forgotten: a per-thread cache keyed by
+ * context is valid while this stays the same. */
+uint64_t cumemcap_device_generation(void);
+
 /* The calling thread's current context and its device (ensured). Returns
  * the driver's error when there is none; the caller then lets the driver
  * answer the program's call itself. */

@@ -9,9 +9,11 @@
  *
  * Thread safety: no state here; see account.h. */
 #include "account.h"
+#include "arena.h"
 #include "device.h"
 #include "driver.h"
 #include "export.h"
+#include "msg.h"
 
 #include <limits.h>
 
@@ -29,7 +31,9 @@ static void cancel(struct cumemcap_charge *c)
 
 /* ---- capacity ------------------------------------------------------------ */
 
-/* Clamp the driver's figures for the current device to its limit. */
+/* Clamp the driver's figures for the current device to its limit. What
+ * the arenas cache is free for the program: it counts as free whether or
+ * not there is a limit. */
 static void virtualize_info(uint64_t *free_bytes, uint64_t *total_bytes)
 {
 	CUcontext ctx;
@@ -37,12 +41,16 @@ static void virtualize_info(uint64_t *free_bytes, uint64_t *total_bytes)
 	if (cumemcap_device_current(&ctx, &dev) != CUDA_SUCCESS)
 		return;
 	uint64_t limit = cumemcap_ledger_limit(dev);
-	if (limit == CUMEMCAP_NO_LIMIT)
-		return;
-	uint64_t headroom = cumemcap_ledger_headroom(dev);
-	*total_bytes = limit;
-	if (*free_bytes > headroom)
-		*free_bytes = headroom;
+	uint64_t cached = cumemcap_arena_cached(dev);
+	if (limit != CUMEMCAP_NO_LIMIT) {
+		uint64_t headroom = cumemcap_ledger_headroom(dev);
+		*total_bytes = limit;
+		if (*free_bytes > headroom)
+			*free_bytes = headroom;
+	}
+	*free_bytes = *free_bytes > UINT64_MAX - cached ? UINT64_MAX : *free_bytes + cached;
+	if (*free_bytes > *total_bytes)
+		*free_bytes = *total_bytes;
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
@@ -112,8 +120,11 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesiz
 	NEED(cuMemAlloc_v2);
 	if (!dptr)
 		return real_cuMemAlloc_v2(dptr, bytesize);
+	CUresult r;
+	if (cumemcap_arena_alloc(dptr, bytesize, __func__, &r))
+		return r;
 	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_linear, bytesize);
+	r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_linear, bytesize);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = real_cuMemAlloc_v2(dptr, bytesize);
@@ -212,6 +223,9 @@ static bool take_pointer(uint64_t ptr, struct cumemcap_block *b)
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 {
 	NEED(cuMemFree_v2);
+	CUresult r;
+	if (cumemcap_arena_free(dptr, &r))
+		return r;
 	struct cumemcap_block b;
 	bool found = take_pointer(dptr, &b);
 	return cumemcap_release_settle(found, &b, real_cuMemFree_v2(dptr));
@@ -220,6 +234,9 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr_v1 dptr)
 {
 	NEED(cuMemFree);
+	CUresult r;
+	if (cumemcap_arena_free(dptr, &r))
+		return r;
 	struct cumemcap_block b;
 	bool found = take_pointer(dptr, &b);
 	return cumemcap_release_settle(found, &b, real_cuMemFree(dptr));
@@ -277,6 +294,11 @@ static CUresult async_alloc(const char *door, const struct async_call *call, CUd
 
 static CUresult async_free(PFN_cuMemFreeAsync_v11020 fn, CUdeviceptr dptr, CUstream stream)
 {
+	/* A pooled block freed in stream order waits like any other freed
+	 * block until a synchronization proves the streams past it. */
+	CUresult r;
+	if (cumemcap_arena_free(dptr, &r))
+		return r;
 	struct cumemcap_block b;
 	bool found = take_pointer(dptr, &b);
 	return cumemcap_release_settle(found, &b, fn(dptr, stream));
@@ -514,6 +536,126 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipma
 	bool found = cumemcap_release_take(CUMEMCAP_HANDLE_MIPMAP,
 					   (uint64_t)(uintptr_t)hMipmappedArray, &b);
 	return cumemcap_release_settle(found, &b, real_cuMipmappedArrayDestroy(hMipmappedArray));
+}
+
+/* ---- what a pooled block looks like -------------------------------------------- */
+
+/* A pooled block is described as the allocation the program got; an
+ * address in a segment outside any live block is memory the program does
+ * not hold (the driver says CUDA_ERROR_NOT_FOUND for freed memory). */
+static CUresult block_range(CUdeviceptr dptr, CUdeviceptr *base, uint64_t *size, bool *ours)
+{
+	enum cumemcap_arena_where w = cumemcap_arena_lookup(dptr, base, size);
+	*ours = w != CUMEMCAP_ARENA_NOT_OURS;
+	return w == CUMEMCAP_ARENA_NOT_LIVE ? CUDA_ERROR_NOT_FOUND : CUDA_SUCCESS;
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,
+							CUdeviceptr dptr)
+{
+	NEED(cuMemGetAddressRange_v2);
+	CUdeviceptr base;
+	uint64_t size;
+	bool ours;
+	CUresult r = block_range(dptr, &base, &size, &ours);
+	if (!ours)
+		return real_cuMemGetAddressRange_v2(pbase, psize, dptr);
+	if (r == CUDA_SUCCESS) {
+		if (pbase)
+			*pbase = base;
+		if (psize)
+			*psize = (size_t)size;
+	}
+	return r;
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetAddressRange(CUdeviceptr_v1 *pbase, unsigned int *psize,
+						     CUdeviceptr_v1 dptr)
+{
+	NEED(cuMemGetAddressRange);
+	CUdeviceptr base;
+	uint64_t size;
+	bool ours;
+	CUresult r = block_range(dptr, &base, &size, &ours);
+	if (!ours)
+		return real_cuMemGetAddressRange(pbase, psize, dptr);
+	if (r == CUDA_SUCCESS && (base > UINT_MAX || size > UINT_MAX))
+		r = CUDA_ERROR_INVALID_VALUE;
+	if (r == CUDA_SUCCESS) {
+		if (pbase)
+			*pbase = (CUdeviceptr_v1)base;
+		if (psize)
+			*psize = (unsigned int)size;
+	}
+	return r;
+}
+
+/* Put a block's range into the range attributes the driver wrote. */
+static CUresult fix_range_attr(CUpointer_attribute attr, void *data, CUdeviceptr dptr)
+{
+	if (!data || (attr != CU_POINTER_ATTRIBUTE_RANGE_START_ADDR && attr != CU_POINTER_ATTRIBUTE_RANGE_SIZE))
+		return CUDA_SUCCESS;
+	CUdeviceptr base;
+	uint64_t size;
+	bool ours;
+	CUresult r = block_range(dptr, &base, &size, &ours);
+	if (!ours)
+		return CUDA_SUCCESS;
+	if (r != CUDA_SUCCESS)
+		base = size = 0;
+	if (attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
+		*(CUdeviceptr *)data = base;
+	else
+		*(size_t *)data = (size_t)size;
+	return r;
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute,
+						      CUdeviceptr ptr)
+{
+	NEED(cuPointerGetAttribute);
+	CUresult r = real_cuPointerGetAttribute(data, attribute, ptr);
+	if (r != CUDA_SUCCESS)
+		return r;
+	/* Freed memory inside a segment: the driver's answer for freed
+	 * memory, not the segment's range. */
+	return fix_range_attr(attribute, data, ptr) == CUDA_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes,
+						       CUpointer_attribute *attributes, void **data,
+						       CUdeviceptr ptr)
+{
+	NEED(cuPointerGetAttributes);
+	CUresult r = real_cuPointerGetAttributes(numAttributes, attributes, data, ptr);
+	if (r != CUDA_SUCCESS || !attributes || !data)
+		return r;
+	for (unsigned int i = 0; i < numAttributes; i++)
+		fix_range_attr(attributes[i], data[i], ptr); /* freed: range 0, 0 */
+	return r;
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+	NEED(cuIpcGetMemHandle);
+	CUdeviceptr base;
+	uint64_t size;
+	switch (cumemcap_arena_lookup(dptr, &base, &size)) {
+	case CUMEMCAP_ARENA_NOT_LIVE:
+		return CUDA_ERROR_INVALID_VALUE;
+	case CUMEMCAP_ARENA_PACKED:
+		/* A handle names a whole driver allocation: for a packed block
+		 * it would open the segment, not the block. */
+		if (cumemcap_arena_warn_ipc())
+			cumemcap_msg("cuIpcGetMemHandle on a block that shares its segment with others "
+				     "is not supported (CUDA_ERROR_NOT_SUPPORTED); set CUMEMCAP_POOL=nopack "
+				     "(every allocation its own segment) or CUMEMCAP_POOL=off");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	case CUMEMCAP_ARENA_WHOLE: /* the block is its segment: the driver's handle is right */
+	case CUMEMCAP_ARENA_NOT_OURS:
+		break;
+	}
+	return real_cuIpcGetMemHandle(pHandle, dptr);
 }
 
 /* ---- contexts ---------------------------------------------------------------- */

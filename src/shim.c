@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "account.h"
@@ -58,7 +59,13 @@ __attribute__((constructor)) static void cumemcap_start(int argc, char **argv, c
 {
 	(void)envp;
 	cumemcap_policy_set_args(argc, argv);
-	cumemcap_policy();
+	const struct cumemcap_policy *p = cumemcap_policy();
+	/* Let TensorFlow and JAX grow instead of taking the whole limit at
+	 * start, unless the user said otherwise (setenv never overwrites). */
+	if (p->growth == CUMEMCAP_GROWTH_ONDEMAND && p->framework_hints) {
+		setenv("TF_FORCE_GPU_ALLOW_GROWTH", "true", 0);
+		setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "false", 0);
+	}
 	cumemcap_log_init();
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }

@@ -108,7 +108,7 @@ class HostileEnvironments(unittest.TestCase):
         # The same settings may serve machines with other cards: not fatal,
         # one line when CUDA is first used, and the other rules still hold.
         p = run([LIMIT_PROG, "dlsym"], {
-            "FAKECUDA_DEVICES": "4GiB", "CUMEMCAP_LIMIT": "1GiB",
+            "FAKECUDA_DEVICES": "4GiB", "CUMEMCAP_LIMIT": "1GiB", "CUMEMCAP_RELEASE": "immediate",
             "CUMEMCAP_DEVICE_LIMITS": "GPU-00000000-1111-2222-3333-444444444444=2GiB,5=3GiB"})
         self.assertEqual(p.returncode, 0, p.stderr)
         lines = p.stderr.splitlines()
