@@ -39,6 +39,13 @@ struct cumemcap_stats {
 	uint64_t refusals;        /* requests refused at the limit */
 	uint64_t driver_oom;      /* CUDA_ERROR_OUT_OF_MEMORY returned by the driver itself */
 	uint64_t largest_request; /* the largest single request, in bytes */
+	/* Since 0.2: */
+	uint64_t live;              /* held by the program (pooled blocks, allocations) */
+	uint64_t peak_live;
+	uint64_t pooled;            /* arena segment bytes not handed out (reusable) */
+	uint64_t segments_taken;    /* arena segments taken from the driver */
+	uint64_t segments_released; /* ... and given back */
+	uint64_t avoided;           /* alloc/free calls the arenas answered without the driver */
 };
 
 /* Fill *out (of `size` bytes: pass sizeof(struct cumemcap_stats); a

@@ -97,6 +97,12 @@ CUMEMCAP_EXPORT int cumemcap_get_stats(int device, struct cumemcap_stats *out, s
 		.refusals = atomic_load(&d->refusals),
 		.driver_oom = atomic_load(&d->driver_oom),
 		.largest_request = atomic_load(&d->largest_request),
+		.live = atomic_load(&d->live),
+		.peak_live = atomic_load(&d->peak_live),
+		.pooled = atomic_load(&d->pooled),
+		.segments_taken = atomic_load(&d->segments_taken),
+		.segments_released = atomic_load(&d->segments_released),
+		.avoided = atomic_load(&d->avoided),
 	};
 	memcpy(out, &s, size < sizeof(s) ? size : sizeof(s));
 	return 0;

@@ -53,6 +53,13 @@ static void load_linked(struct api *a)
 	a->cuArray3DCreate = cuArray3DCreate;
 	a->cuArrayDestroy = cuArrayDestroy;
 	a->cuGetProcAddress = cuGetProcAddress;
+	a->cuMemsetD32Async = cuMemsetD32Async;
+	a->cuMemGetAddressRange = cuMemGetAddressRange;
+	a->cuPointerGetAttribute = cuPointerGetAttribute;
+	a->cuPointerGetAttributes = cuPointerGetAttributes;
+	a->cuIpcGetMemHandle = cuIpcGetMemHandle;
+	a->cuIpcOpenMemHandle = cuIpcOpenMemHandle;
+	a->cuIpcCloseMemHandle = cuIpcCloseMemHandle;
 }
 #endif
 
@@ -111,7 +118,14 @@ static void *must_dlsym(void *h, const char *name)
 	X(cuMemRelease, "cuMemRelease", "cuMemRelease", 10020, 0)                         \
 	X(cuArrayCreate, "cuArrayCreate_v2", "cuArrayCreate", 3020, 0)                    \
 	X(cuArray3DCreate, "cuArray3DCreate_v2", "cuArray3DCreate", 3020, 0)              \
-	X(cuArrayDestroy, "cuArrayDestroy", "cuArrayDestroy", 2000, 0)
+	X(cuArrayDestroy, "cuArrayDestroy", "cuArrayDestroy", 2000, 0)                    \
+	X(cuMemsetD32Async, "cuMemsetD32Async", "cuMemsetD32Async", 3020, 0)              \
+	X(cuMemGetAddressRange, "cuMemGetAddressRange_v2", "cuMemGetAddressRange", 3020, 0) \
+	X(cuPointerGetAttribute, "cuPointerGetAttribute", "cuPointerGetAttribute", 4000, 0) \
+	X(cuPointerGetAttributes, "cuPointerGetAttributes", "cuPointerGetAttributes", 7000, 0) \
+	X(cuIpcGetMemHandle, "cuIpcGetMemHandle", "cuIpcGetMemHandle", 4010, 0)           \
+	X(cuIpcOpenMemHandle, "cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle", 11000, 0)    \
+	X(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", "cuIpcCloseMemHandle", 4010, 0)
 
 static void load_dlsym(void *h, struct api *a)
 {
@@ -172,6 +186,7 @@ void load_api(int argc, char **argv, struct api *a, struct fake *f)
 	f->peak_reserved = must_dlsym(h, "fakecuda_peak_reserved");
 	f->live_allocations = must_dlsym(h, "fakecuda_live_allocations");
 	f->calls = must_dlsym(h, "fakecuda_calls");
+	f->device_syncs = must_dlsym(h, "fakecuda_device_syncs");
 }
 
 void *shim_symbol(const char *name)

@@ -103,6 +103,13 @@ struct api {
 	PFN_cuArray3DCreate_v3020 cuArray3DCreate;
 	PFN_cuArrayDestroy_v2000 cuArrayDestroy;
 	PFN_cuGetProcAddress_v12000 cuGetProcAddress;
+	PFN_cuMemsetD32Async_v3020 cuMemsetD32Async;
+	PFN_cuMemGetAddressRange_v3020 cuMemGetAddressRange;
+	PFN_cuPointerGetAttribute_v4000 cuPointerGetAttribute;
+	PFN_cuPointerGetAttributes_v7000 cuPointerGetAttributes;
+	PFN_cuIpcGetMemHandle_v4010 cuIpcGetMemHandle;
+	PFN_cuIpcOpenMemHandle_v11000 cuIpcOpenMemHandle;
+	PFN_cuIpcCloseMemHandle_v4010 cuIpcCloseMemHandle;
 };
 
 /* The fake driver's record (tests/fake/fakecuda.h), looked up in the
@@ -112,6 +119,7 @@ struct fake {
 	uint64_t (*peak_reserved)(int dev);
 	uint64_t (*live_allocations)(int dev);
 	uint64_t (*calls)(const char *name);
+	uint64_t (*device_syncs)(void);
 };
 
 /* Which door this run uses ("linked", "dlsym", "procaddr"). */

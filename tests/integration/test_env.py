@@ -22,7 +22,7 @@ CONFIG_EXIT = 125
 
 def run(argv, env_add=None, with_fake=True):
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_"))}
+           if not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_", "TF_FORCE_GPU", "XLA_PYTHON_CLIENT"))}
     env["LD_PRELOAD"] = (EXTRA + ":" if EXTRA else "") + SHIM
     if with_fake:
         env["LD_LIBRARY_PATH"] = FAKE_DIR
@@ -124,6 +124,33 @@ class HostileEnvironments(unittest.TestCase):
 
 
 @unittest.skipIf(EXTRA, "the launcher preloads the shim alone; sanitizer builds need their runtime first")
+class FrameworkHints(unittest.TestCase):
+    """With ondemand growth the shim asks TensorFlow and JAX to grow, in
+    the process environment, before main; never over the user's value."""
+
+    def env_of(self, env_add):
+        p = run(["/usr/bin/env"], env_add)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return dict(line.split("=", 1) for line in p.stdout.splitlines() if "=" in line)
+
+    def test_set_by_default(self):
+        e = self.env_of({})
+        self.assertEqual(e.get("TF_FORCE_GPU_ALLOW_GROWTH"), "true")
+        self.assertEqual(e.get("XLA_PYTHON_CLIENT_PREALLOCATE"), "false")
+
+    def test_user_value_kept(self):
+        e = self.env_of({"XLA_PYTHON_CLIENT_PREALLOCATE": "true"})
+        self.assertEqual(e.get("XLA_PYTHON_CLIENT_PREALLOCATE"), "true")
+        self.assertEqual(e.get("TF_FORCE_GPU_ALLOW_GROWTH"), "true")
+
+    def test_not_set_when_off_or_preallocating(self):
+        for env_add in ({"CUMEMCAP_FRAMEWORK_HINTS": "off"}, {"CUMEMCAP_GROWTH": "preallocate"}):
+            with self.subTest(**env_add):
+                e = self.env_of(env_add)
+                self.assertNotIn("TF_FORCE_GPU_ALLOW_GROWTH", e)
+                self.assertNotIn("XLA_PYTHON_CLIENT_PREALLOCATE", e)
+
+
 class Launcher(unittest.TestCase):
     def launch(self, args, env_add=None):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CUMEMCAP_", "LD_PRELOAD"))}

@@ -1,0 +1,438 @@
+/* arena: what pooling must never break, one case per run.
+ *
+ *   arena DOOR CASE
+ *
+ * Each case states the environment it needs (set by meson). Every check
+ * is against what the program sees or what the fake driver really holds
+ * (its reserved bytes, its call counts, its synchronizations, the bytes
+ * in memory), never only against the shim's own figures. */
+#include "common.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+static struct api A;
+static struct fake F;
+
+static uint64_t calls(const char *name)
+{
+	return F.calls(name);
+}
+
+static void fill(CUdeviceptr p, unsigned char v, size_t n)
+{
+	OK(A.cuMemsetD8(p, v, n));
+}
+
+/* Every byte of [p, p+n) is v. */
+static bool holds(CUdeviceptr p, unsigned char v, size_t n)
+{
+	static unsigned char buf[1 << 20];
+	for (size_t done = 0; done < n;) {
+		size_t k = n - done < sizeof(buf) ? n - done : sizeof(buf);
+		OK(A.cuMemcpyDtoH(buf, p + done, k));
+		for (size_t i = 0; i < k; i++)
+			if (buf[i] != v)
+				return false;
+		done += k;
+	}
+	return true;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+/* ---- stream safety (FAKECUDA_STREAM_DELAY_US=100000) ----------------------------- */
+
+/* A slow stream op still writes a freed block while the program makes a
+ * new allocation: the new owner's data must survive. */
+static void reuse_waits_for(CUdeviceptr first, size_t n, CUstream s, CUdeviceptr *again)
+{
+	/* Queued now, runs 100 ms later on the stream's worker. */
+	OK(A.cuMemsetD32Async(first, 0xdeadbeefu, n / 4, s));
+	OK(A.cuMemFree(first));
+	uint64_t syncs = F.device_syncs();
+	OK(A.cuMemAlloc(again, n));
+	fill(*again, 0x11, n);
+	OK(A.cuStreamSynchronize(s));
+	CHECK(holds(*again, 0x11, n));
+	/* The pool waited once for the streams instead of handing out memory
+	 * a stream still writes. */
+	CHECK(*again != first || F.device_syncs() == syncs + 1);
+}
+
+static void stream_safety(void)
+{
+	CUstream s;
+	OK(A.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+
+	/* Whole segments at the limit (64 MiB): the only memory for the
+	 * second request is the first one's segment. */
+	CUdeviceptr a, b;
+	OK(A.cuMemAlloc(&a, 40 * MiB));
+	reuse_waits_for(a, 40 * MiB, s, &b);
+	CHECK(b == a); /* reused, not grown past the limit */
+	OK(A.cuMemFree(b));
+
+	/* Packed blocks: one full segment, its first block freed while a
+	 * stream writes it. */
+	CUdeviceptr p, q, r;
+	OK(A.cuMemAlloc(&p, 1 * MiB));
+	OK(A.cuMemAlloc(&q, 1 * MiB));
+	reuse_waits_for(p, 1 * MiB, s, &r);
+	CHECK(r == p);
+	OK(A.cuMemFree(q));
+	OK(A.cuMemFree(r));
+	OK(A.cuStreamDestroy(s));
+	CHECK(calls("cuMemFree_v2") == 0 || shim_stats(0).segments_released > 0);
+	printf("arena: a block a slow stream still wrote was reused only after one synchronization\n");
+}
+
+/* ---- frees in bursts cost one synchronization ------------------------------------ */
+
+static void burst(void)
+{
+	enum { N = 64 };
+	static const size_t sizes[] = { 64 << 10, 4 * MiB };
+	for (size_t k = 0; k < 2; k++) {
+		CUdeviceptr p[N];
+		for (int i = 0; i < N; i++)
+			OK(A.cuMemAlloc(&p[i], sizes[k]));
+		uint64_t driver_frees = calls("cuMemFree_v2"), before = F.device_syncs();
+		for (int i = 0; i < N; i++)
+			OK(A.cuMemFree(p[i]));
+		CHECK(calls("cuMemFree_v2") == driver_frees); /* no free reached the driver */
+		CHECK(F.device_syncs() == before);            /* and none synchronized */
+		uint64_t syncs = F.device_syncs(), allocs = calls("cuMemAlloc_v2");
+		for (int i = 0; i < N; i++)
+			OK(A.cuMemAlloc(&p[i], sizes[k]));
+		CHECK(F.device_syncs() - syncs == 1);        /* one for the whole burst */
+		CHECK(calls("cuMemAlloc_v2") == allocs);     /* all served from the pool */
+		for (int i = 0; i < N; i++)
+			OK(A.cuMemFree(p[i]));
+	}
+	CHECK(shim_stats(0).avoided >= 3 * N);
+	printf("arena: 2 x %d frees in bursts, 1 synchronization per burst, no driver free\n", N);
+}
+
+/* ---- alignment and no overlap --------------------------------------------------------- */
+
+static void alignment(void)
+{
+	enum { N = 600 };
+	static CUdeviceptr p[N];
+	static size_t n[N];
+	unsigned seed = 12345;
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < N; i++) {
+			seed = seed * 1103515245u + 12345u;
+			n[i] = 1 + (seed >> 8) % (i % 10 == 0 ? 3 * MiB : 70000);
+			OK(A.cuMemAlloc(&p[i], n[i]));
+			CHECK(p[i] % 512 == 0);
+			fill(p[i], (unsigned char)(i + round), n[i]);
+		}
+		for (int i = 0; i < N; i++)
+			CHECK(holds(p[i], (unsigned char)(i + round), n[i])); /* nobody overlapped */
+		for (int i = 0; i < N; i += 2)
+			OK(A.cuMemFree(p[i]));
+		for (int i = 1; i < N; i += 2)
+			OK(A.cuMemFree(p[i]));
+	}
+	printf("arena: %d blocks x 3 rounds aligned to 512 bytes, none overlapping\n", N);
+}
+
+/* ---- a pooled block looks like an allocation of its own -------------------------- */
+
+static void ranges(void)
+{
+	CUdeviceptr p, q, w, base = 0;
+	size_t size = 0;
+	OK(A.cuMemAlloc(&p, 1000));
+	OK(A.cuMemAlloc(&q, 3000));
+	OK(A.cuMemAlloc(&w, 5 * MiB + 3));
+	CHECK(q != p);
+
+	OK(A.cuMemGetAddressRange(&base, &size, p + 100));
+	CHECK(base == p && size == 1000);
+	OK(A.cuMemGetAddressRange(&base, &size, q + 2999));
+	CHECK(base == q && size == 3000);
+	OK(A.cuMemGetAddressRange(&base, &size, w + 5 * MiB));
+	CHECK(base == w && size == 5 * MiB + 3);
+	/* Past the block's end but inside its segment: not the program's. */
+	CHECK_CU(CUDA_ERROR_NOT_FOUND, A.cuMemGetAddressRange(&base, &size, w + 5 * MiB + 512));
+
+	CUdeviceptr start = 0;
+	size_t len = 0;
+	OK(A.cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, q + 10));
+	OK(A.cuPointerGetAttribute(&len, CU_POINTER_ATTRIBUTE_RANGE_SIZE, q + 10));
+	CHECK(start == q && len == 3000);
+	CUpointer_attribute attrs[3] = { CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+					 CU_POINTER_ATTRIBUTE_MEMORY_TYPE };
+	unsigned int type = 0;
+	void *data[3] = { &start, &len, &type };
+	OK(A.cuPointerGetAttributes(3, attrs, data, p + 1));
+	CHECK(start == p && len == 1000 && type == CU_MEMORYTYPE_DEVICE);
+
+	/* Freed: the driver's answers for memory the program does not hold. */
+	OK(A.cuMemFree(p));
+	CHECK_CU(CUDA_ERROR_NOT_FOUND, A.cuMemGetAddressRange(&base, &size, p));
+	CHECK_CU(CUDA_ERROR_INVALID_VALUE, A.cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, p));
+	CHECK_CU(CUDA_ERROR_INVALID_VALUE, A.cuMemFree(p));      /* double free */
+	CHECK_CU(CUDA_ERROR_INVALID_VALUE, A.cuMemFree(w + 512)); /* not a block's base */
+	CHECK(calls("cuMemFree_v2") == 0); /* the driver never saw our segments freed */
+	OK(A.cuMemFree(q));
+	OK(A.cuMemFree(w));
+
+	/* A pointer the arenas never made is the driver's business. */
+	CUdeviceptr m;
+	OK(A.cuMemAllocManaged(&m, 4096, CU_MEM_ATTACH_GLOBAL));
+	OK(A.cuMemGetAddressRange(&base, &size, m + 5));
+	CHECK(base == m && size == 4096);
+	OK(A.cuMemFree(m));
+	CHECK_CU(CUDA_ERROR_NOT_FOUND, A.cuMemGetAddressRange(&base, &size, 0x1000));
+	printf("arena: address ranges and range attributes describe the block, not the segment\n");
+}
+
+/* ---- IPC ------------------------------------------------------------------------------ */
+
+/* Run fn with stderr captured; returns the text. */
+static char captured[4096];
+static void capture(void (*fn)(void *), void *arg)
+{
+	int fds[2];
+	CHECK(pipe(fds) == 0);
+	fflush(stderr);
+	int saved = dup(2);
+	dup2(fds[1], 2);
+	fn(arg);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	close(fds[1]);
+	ssize_t n = read(fds[0], captured, sizeof(captured) - 1);
+	captured[n > 0 ? n : 0] = '\0';
+	close(fds[0]);
+}
+
+static CUresult ipc_result;
+static void export_it(void *arg)
+{
+	CUipcMemHandle h;
+	ipc_result = A.cuIpcGetMemHandle(&h, *(CUdeviceptr *)arg);
+}
+
+static void ipc_opens(CUdeviceptr p)
+{
+	CUipcMemHandle h;
+	CUdeviceptr opened = 0;
+	OK(A.cuIpcGetMemHandle(&h, p));
+	OK(A.cuIpcOpenMemHandle(&opened, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+	CHECK(opened == p); /* the handle names the block's own bytes */
+	OK(A.cuIpcCloseMemHandle(opened));
+}
+
+static void ipc(void)
+{
+	CUdeviceptr w, p, q;
+	OK(A.cuMemAlloc(&w, 8 * MiB));
+	ipc_opens(w);
+	OK(A.cuMemAlloc(&p, 4096));
+	OK(A.cuMemAlloc(&q, 4096));
+	capture(export_it, &q);
+	CHECK(ipc_result == CUDA_ERROR_NOT_SUPPORTED);
+	CHECK(strstr(captured, "CUMEMCAP_POOL=nopack") != NULL);
+	CHECK(strchr(captured, '\n') == strrchr(captured, '\n')); /* one line */
+	capture(export_it, &p);
+	CHECK(ipc_result == CUDA_ERROR_NOT_SUPPORTED);
+	CHECK(captured[0] == '\0'); /* said once */
+	CHECK(calls("cuIpcGetMemHandle") == 1); /* the driver never named a segment */
+	OK(A.cuMemFree(q));
+	capture(export_it, &q);
+	CHECK(ipc_result == CUDA_ERROR_INVALID_VALUE); /* freed */
+	OK(A.cuMemFree(p));
+	OK(A.cuMemFree(w));
+	printf("arena: IPC works for a whole-segment block and is refused, once said, for packed ones\n");
+}
+
+static void ipc_nopack(void)
+{
+	CUdeviceptr p, q;
+	OK(A.cuMemAlloc(&p, 4096));
+	OK(A.cuMemAlloc(&q, 4096));
+	ipc_opens(p);
+	ipc_opens(q);
+	OK(A.cuMemFree(p));
+	OK(A.cuMemFree(q));
+	printf("arena: with CUMEMCAP_POOL=nopack every block exports\n");
+}
+
+/* ---- capacity, limit, release --------------------------------------------------------- */
+
+static void meminfo(void) /* CUMEMCAP_LIMIT=64MiB */
+{
+	size_t free_b, total_b;
+	CUdeviceptr p;
+	OK(A.cuMemAlloc(&p, 8 * MiB));
+	OK(A.cuMemGetInfo(&free_b, &total_b));
+	CHECK(total_b == 64 * MiB && free_b == 56 * MiB);
+	OK(A.cuMemFree(p));
+	CHECK(F.reserved(0) == 8 * MiB); /* cached ... */
+	OK(A.cuMemGetInfo(&free_b, &total_b));
+	CHECK(free_b == 64 * MiB);       /* ... and free for the program */
+	printf("arena: cached memory counts as free in cuMemGetInfo\n");
+}
+
+static void limit_release(void) /* CUMEMCAP_LIMIT=64MiB, CUMEMCAP_RELEASE=never */
+{
+	CUdeviceptr a, b, c;
+	OK(A.cuMemAlloc(&a, 48 * MiB));
+	OK(A.cuMemFree(a));
+	CHECK(F.reserved(0) == 48 * MiB);
+	/* Does not fit the cached segment and the limit leaves no room:
+	 * the cache goes back, then the request is served. */
+	OK(A.cuMemAlloc(&b, 32 * MiB));
+	CHECK(F.reserved(0) == 32 * MiB);
+	CHECK(F.peak_reserved(0) <= 64 * MiB);
+	CHECK(shim_stats(0).refusals == 0);
+	CHECK_CU(CUDA_ERROR_OUT_OF_MEMORY, A.cuMemAlloc(&c, 40 * MiB));
+	CHECK(shim_stats(0).refusals == 1);
+	CHECK(F.peak_reserved(0) <= 64 * MiB);
+	OK(A.cuMemFree(b));
+	printf("arena: cached segments go back before a refusal; the limit counts them\n");
+}
+
+static void release_rule(const char *rule)
+{
+	CUdeviceptr p[8], w;
+	for (int i = 0; i < 8; i++)
+		OK(A.cuMemAlloc(&p[i], 100000));
+	OK(A.cuMemAlloc(&w, 16 * MiB));
+	for (int i = 0; i < 8; i++)
+		OK(A.cuMemFree(p[i]));
+	OK(A.cuMemFree(w));
+	uint64_t right_after = F.reserved(0);
+	if (strcmp(rule, "immediate") == 0) {
+		CHECK(right_after == 0);
+	} else if (strcmp(rule, "never") == 0) {
+		sleep_ms(1500);
+		CHECK(F.reserved(0) == right_after && right_after >= 18 * MiB);
+	} else { /* idle:0.3 */
+		CHECK(right_after >= 18 * MiB);
+		int waited = 0;
+		while (F.reserved(0) != 0 && waited < 5000) {
+			sleep_ms(50);
+			waited += 50;
+		}
+		CHECK(F.reserved(0) == 0);
+		CHECK(waited >= 250); /* not before it was idle */
+		CHECK(shim_stats(0).pooled == 0);
+	}
+	printf("arena: release=%s: %.1f MiB held right after the frees, %.1f MiB now\n", rule,
+	       right_after / (double)MiB, F.reserved(0) / (double)MiB);
+}
+
+static void preallocate(void) /* CUMEMCAP_GROWTH=preallocate, CUMEMCAP_LIMIT=256MiB */
+{
+	CUdeviceptr p, q, r;
+	OK(A.cuMemAlloc(&p, 1 * MiB));
+	CHECK(F.reserved(0) == 256 * MiB);
+	CHECK(calls("cuMemAlloc_v2") == 1);
+	OK(A.cuMemAlloc(&q, 200 * MiB));
+	CHECK(calls("cuMemAlloc_v2") == 1);
+	CHECK_CU(CUDA_ERROR_OUT_OF_MEMORY, A.cuMemAlloc(&r, 100 * MiB));
+	size_t free_b, total_b;
+	OK(A.cuMemGetInfo(&free_b, &total_b));
+	CHECK(total_b == 256 * MiB && free_b == 256 * MiB - 201 * MiB);
+	OK(A.cuMemFree(q));
+	OK(A.cuMemAlloc(&r, 100 * MiB));
+	CHECK(F.reserved(0) == 256 * MiB);
+	OK(A.cuMemFree(r));
+	OK(A.cuMemFree(p));
+	CHECK(F.reserved(0) == 256 * MiB); /* kept for the job */
+	printf("arena: preallocate took the limit once and served everything from it\n");
+}
+
+static void preallocate_fails_it(void *arg)
+{
+	(void)arg;
+	CUdeviceptr p;
+	ipc_result = A.cuMemAlloc(&p, 4096);
+}
+
+static void preallocate_fails(void) /* CUMEMCAP_GROWTH=preallocate:32GiB on a 16 GiB GPU */
+{
+	capture(preallocate_fails_it, NULL);
+	CHECK(ipc_result == CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK(strstr(captured, "could not preallocate 32 GiB") != NULL);
+	CHECK(strchr(captured, '\n') == strrchr(captured, '\n'));
+	CHECK(F.reserved(0) == 0);
+	capture(preallocate_fails_it, NULL);
+	CHECK(ipc_result == CUDA_ERROR_OUT_OF_MEMORY);
+	printf("arena: a preallocation that cannot be had fails at once, with a message\n");
+}
+
+static void context_destroy(void)
+{
+	if (!A.cuCtxCreate)
+		return;
+	CUdevice d;
+	CUcontext c;
+	OK(A.cuDeviceGet(&d, 0));
+	OK(A.cuCtxCreate(&c, 0, d));
+	CUdeviceptr p, q;
+	OK(A.cuMemAlloc(&p, 4096));
+	OK(A.cuMemAlloc(&q, 4 * MiB));
+	OK(A.cuMemFree(q));
+	CHECK(shim_stats(0).reserved >= 6 * MiB);
+	OK(A.cuCtxDestroy(c));
+	struct cumemcap_stats st = shim_stats(0);
+	CHECK(st.reserved == 0 && st.live == 0 && st.pooled == 0);
+	CHECK(F.reserved(0) == 0);
+	printf("arena: destroying a context empties its arena\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: arena DOOR CASE\n");
+		return 2;
+	}
+	load_api(argc, argv, &A, &F);
+	use_primary(&A, 0);
+	const char *c = argv[2];
+	if (strcmp(c, "stream-safety") == 0)
+		stream_safety();
+	else if (strcmp(c, "burst") == 0)
+		burst();
+	else if (strcmp(c, "alignment") == 0)
+		alignment();
+	else if (strcmp(c, "ranges") == 0)
+		ranges();
+	else if (strcmp(c, "ipc") == 0)
+		ipc();
+	else if (strcmp(c, "ipc-nopack") == 0)
+		ipc_nopack();
+	else if (strcmp(c, "meminfo") == 0)
+		meminfo();
+	else if (strcmp(c, "limit-release") == 0)
+		limit_release();
+	else if (strncmp(c, "release-", 8) == 0)
+		release_rule(c + 8);
+	else if (strcmp(c, "preallocate") == 0)
+		preallocate();
+	else if (strcmp(c, "preallocate-fails") == 0)
+		preallocate_fails();
+	else if (strcmp(c, "context-destroy") == 0)
+		context_destroy();
+	else {
+		fprintf(stderr, "arena: unknown case %s\n", c);
+		return 2;
+	}
+	CHECK(shim_stats(0).live == 0 || strcmp(c, "context-destroy") == 0);
+	return 0;
+}
