@@ -142,6 +142,7 @@ int main(int argc, char **argv)
 	CHECK(total_refused > 0); /* the limit was really in play */
 	CHECK(st.refusals == total_refused);
 	CHECK(st.reserved == 0);
+	CHECK(st.live == 0 && st.pooled == 0);
 	CHECK(st.allocs == st.frees);
 	CHECK(F.reserved(0) == 0);
 	CHECK(F.live_allocations(0) == 0);

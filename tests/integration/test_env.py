@@ -123,7 +123,6 @@ class HostileEnvironments(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
 
 
-@unittest.skipIf(EXTRA, "the launcher preloads the shim alone; sanitizer builds need their runtime first")
 class FrameworkHints(unittest.TestCase):
     """With ondemand growth the shim asks TensorFlow and JAX to grow, in
     the process environment, before main; never over the user's value."""
@@ -151,6 +150,7 @@ class FrameworkHints(unittest.TestCase):
                 self.assertNotIn("XLA_PYTHON_CLIENT_PREALLOCATE", e)
 
 
+@unittest.skipIf(EXTRA, "the launcher preloads the shim alone; sanitizer builds need their runtime first")
 class Launcher(unittest.TestCase):
     def launch(self, args, env_add=None):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CUMEMCAP_", "LD_PRELOAD"))}
