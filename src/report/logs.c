@@ -1,0 +1,635 @@
+/* logs: footprint logs (schema v1) read into the report's model (see
+ * logs.h). A bounded line reader, the envelope every record shares and one
+ * function per record type; what is done once every file is in lives in
+ * model.c. Single-threaded. */
+#include "config.h"
+
+#include "logs.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "json.h"
+#include "text.h"
+
+/* ---- lines ------------------------------------------------------------------- */
+
+enum line_result { LINE_OK, LINE_EOF, LINE_TOO_LONG, LINE_ERROR };
+
+struct line_reader {
+	FILE *f;
+	char *buf;
+	size_t len, cap;
+};
+
+/* The next line, without its newline, into lr->buf[0..len). A line over
+ * REPORT_MAX_LINE bytes is read to its end and dropped, never stored. */
+static enum line_result read_line(struct line_reader *lr)
+{
+	bool any = false, too_long = false;
+	int c;
+
+	lr->len = 0;
+	while ((c = getc_unlocked(lr->f)) != EOF) {
+		any = true;
+		if (c == '\n')
+			break;
+		if (too_long)
+			continue;
+		if (lr->len == REPORT_MAX_LINE) {
+			too_long = true;
+			continue;
+		}
+		if (lr->len + 1 >= lr->cap) {
+			size_t cap = lr->cap ? lr->cap * 2 : 4096;
+			if (cap > REPORT_MAX_LINE + 1)
+				cap = REPORT_MAX_LINE + 1;
+			lr->buf = report_xrealloc(lr->buf, cap);
+			lr->cap = cap;
+		}
+		lr->buf[lr->len++] = (char)c;
+	}
+	if (ferror(lr->f))
+		return LINE_ERROR;
+	if (!any)
+		return LINE_EOF;
+	return too_long ? LINE_TOO_LONG : LINE_OK;
+}
+
+/* ---- one file's reading state -------------------------------------------------- */
+
+struct current {
+	long long pid;
+	struct report_process *proc;
+};
+
+struct reader {
+	struct report_set *set;
+	const char *path;
+	unsigned long line;
+	unsigned warnings;
+	unsigned long suppressed;
+	size_t records;
+
+	const char *type; /* the record being read, for messages */
+	bool bad;         /* it has a field of the wrong type */
+
+	/* The process each pid's records belong to in this file. */
+	struct current *cur;
+	size_t ncur;
+};
+
+REPORT_PRINTF(2, 3)
+static void warn(struct reader *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (r->warnings >= REPORT_MAX_WARNINGS) {
+		r->suppressed++;
+		return;
+	}
+	r->warnings++;
+	struct report_buf b = { 0 };
+	report_buf_printf(&b, "%s:%lu: ", r->path, r->line);
+	char msg[512];
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	report_buf_puts(&b, msg);
+	report_buf_puts(&b, "\n");
+	fputs(b.s, stderr);
+	free(b.s);
+}
+
+#define WANT_BYTES "a byte count (an integer from 0 to 18446744073709551615, or null)"
+#define WANT_ORDINAL "a GPU ordinal (an integer from 0)"
+#define WANT_STRING "a string"
+#define WANT_COUNT "a count (an integer from 0 to 18446744073709551615, or null)"
+
+static void bad_field(struct reader *r, const char *field, const char *want)
+{
+	if (!r->bad)
+		warn(r, "\"%s\" record: \"%s\" is not %s; skipped", r->type, field, want);
+	r->bad = true;
+}
+
+static bool is_null(const struct report_json *v)
+{
+	return !v || v->kind == REPORT_JSON_NULL;
+}
+
+/* A byte count or counter: absent or null is unknown. `where` prefixes the
+ * field name in a message ("gpus[1]."). */
+static struct report_figure get_figure(struct reader *r, const struct report_json *obj,
+				       const char *where, const char *key, const char *want)
+{
+	struct report_figure f = { 0, false };
+	const struct report_json *v = report_json_get(obj, key);
+
+	if (is_null(v))
+		return f;
+	if (v->kind != REPORT_JSON_NUMBER || !v->is_u64) {
+		char field[96];
+		snprintf(field, sizeof(field), "%s%s", where, key);
+		bad_field(r, field, want);
+		return f;
+	}
+	f.v = v->u64;
+	f.known = true;
+	return f;
+}
+
+static struct report_figure get_bytes(struct reader *r, const struct report_json *obj,
+				      const char *where, const char *key)
+{
+	return get_figure(r, obj, where, key, WANT_BYTES);
+}
+
+/* A string, or NULL when absent or null. Points into the parse arena. */
+static const char *get_string(struct reader *r, const struct report_json *obj, const char *where,
+			      const char *key)
+{
+	const struct report_json *v = report_json_get(obj, key);
+
+	if (is_null(v))
+		return NULL;
+	if (v->kind != REPORT_JSON_STRING) {
+		char field[96];
+		snprintf(field, sizeof(field), "%s%s", where, key);
+		bad_field(r, field, WANT_STRING);
+		return NULL;
+	}
+	return v->str;
+}
+
+/* The "gpu" ordinal every per-GPU record and entry must have. */
+static long long get_ordinal(struct reader *r, const struct report_json *obj, const char *where)
+{
+	const struct report_json *v = report_json_get(obj, "gpu");
+
+	if (!v || v->kind != REPORT_JSON_NUMBER || !v->is_u64 || v->u64 > INT32_MAX) {
+		char field[96];
+		snprintf(field, sizeof(field), "%sgpu", where);
+		bad_field(r, field, WANT_ORDINAL);
+		return -1;
+	}
+	return (long long)v->u64;
+}
+
+/* The "gpus" array; each element must be an object. NULL when absent. */
+static const struct report_json *get_gpu_list(struct reader *r, const struct report_json *rec)
+{
+	const struct report_json *v = report_json_get(rec, "gpus");
+
+	if (is_null(v))
+		return NULL;
+	if (v->kind != REPORT_JSON_ARRAY) {
+		bad_field(r, "gpus", "an array of objects");
+		return NULL;
+	}
+	for (const struct report_json *e = v->child; e; e = e->next) {
+		if (e->kind != REPORT_JSON_OBJECT) {
+			bad_field(r, "gpus", "an array of objects");
+			return NULL;
+		}
+	}
+	return v;
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s ? report_xstrdup(s) : NULL;
+}
+
+/* ---- the model ---------------------------------------------------------------- */
+
+static void figure_max(struct report_figure *f, struct report_figure v)
+{
+	if (v.known && (!f->known || v.v > f->v)) {
+		f->v = v.v;
+		f->known = true;
+	}
+}
+
+static void series_add(struct report_series *s, double t, struct report_figure v)
+{
+	if (!v.known)
+		return;
+	if (s->n == s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 16;
+		s->p = report_xrealloc(s->p, s->cap * sizeof(*s->p));
+	}
+	s->p[s->n].t = t;
+	s->p[s->n].v = v.v;
+	s->n++;
+}
+
+static void mark_add(struct report_gpu *g, double t, struct report_figure requested, bool oom)
+{
+	if (g->nmarks == g->cap_marks) {
+		g->cap_marks = g->cap_marks ? g->cap_marks * 2 : 8;
+		g->marks = report_xrealloc(g->marks, g->cap_marks * sizeof(*g->marks));
+	}
+	g->marks[g->nmarks].t = t;
+	g->marks[g->nmarks].requested = requested.known ? requested.v : 0;
+	g->marks[g->nmarks].driver_oom = oom;
+	g->nmarks++;
+}
+
+static struct report_gpu *gpu_of(struct report_process *p, long long ordinal)
+{
+	for (size_t i = 0; i < p->ngpus; i++) {
+		if (p->gpus[i].ordinal == ordinal)
+			return &p->gpus[i];
+	}
+	if (p->ngpus == p->cap_gpus) {
+		p->cap_gpus = p->cap_gpus ? p->cap_gpus * 2 : 4;
+		p->gpus = report_xrealloc(p->gpus, p->cap_gpus * sizeof(*p->gpus));
+	}
+	struct report_gpu *g = &p->gpus[p->ngpus++];
+	memset(g, 0, sizeof(*g));
+	g->ordinal = ordinal;
+	g->limit_state = REPORT_LIMIT_UNKNOWN;
+	return g;
+}
+
+/* A limit from a record: null means none, absent means the record did not
+ * say. The start record's word is final; the others fill a gap. */
+static void set_limit(struct report_gpu *g, const struct report_json *rec, struct report_figure f,
+		      bool authoritative)
+{
+	if (!authoritative && g->limit_state != REPORT_LIMIT_UNKNOWN)
+		return;
+	if (f.known) {
+		g->limit_state = REPORT_LIMIT_SET;
+		g->limit = f.v;
+	} else if (report_json_get(rec, "limit")) {
+		g->limit_state = REPORT_LIMIT_NONE;
+	}
+}
+
+static struct report_process *new_process(struct reader *r, long long pid, double t)
+{
+	struct report_set *set = r->set;
+	struct report_process *p = report_xmalloc(sizeof(*p));
+
+	memset(p, 0, sizeof(*p));
+	p->file = r->path;
+	p->seq = set->seq++;
+	p->pid = pid;
+	p->t_first = p->t_last = t;
+	if (set->n == set->cap) {
+		set->cap = set->cap ? set->cap * 2 : 8;
+		set->procs = report_xrealloc(set->procs, set->cap * sizeof(*set->procs));
+	}
+	set->procs[set->n++] = p;
+
+	for (size_t i = 0; i < r->ncur; i++) {
+		if (r->cur[i].pid == pid) {
+			r->cur[i].proc = p;
+			return p;
+		}
+	}
+	r->cur = report_xrealloc(r->cur, (r->ncur + 1) * sizeof(*r->cur));
+	r->cur[r->ncur].pid = pid;
+	r->cur[r->ncur].proc = p;
+	r->ncur++;
+	return p;
+}
+
+static struct report_process *process_of(struct reader *r, long long pid, double t)
+{
+	for (size_t i = 0; i < r->ncur; i++) {
+		if (r->cur[i].pid == pid)
+			return r->cur[i].proc;
+	}
+	return new_process(r, pid, t);
+}
+
+/* ---- records ---------------------------------------------------------------- */
+
+static bool read_start(struct reader *r, const struct report_json *rec, long long pid, double t)
+{
+	const char *program = get_string(r, rec, "", "program");
+	const char *host = get_string(r, rec, "", "host");
+	const char *version = get_string(r, rec, "", "cumemcap");
+	const struct report_json *argv = report_json_get(rec, "argv");
+	const struct report_json *gpus = get_gpu_list(r, rec);
+
+	if (!is_null(argv)) {
+		bool ok = argv->kind == REPORT_JSON_ARRAY;
+		for (const struct report_json *a = ok ? argv->child : NULL; a; a = a->next)
+			ok = ok && a->kind == REPORT_JSON_STRING;
+		if (!ok)
+			bad_field(r, "argv", "an array of strings");
+	}
+	size_t i = 0;
+	for (const struct report_json *e = gpus ? gpus->child : NULL; e; e = e->next, i++) {
+		char where[32];
+		snprintf(where, sizeof(where), "gpus[%zu].", i);
+		get_ordinal(r, e, where);
+		get_string(r, e, where, "uuid");
+		get_string(r, e, where, "pci");
+		get_bytes(r, e, where, "capacity");
+		get_bytes(r, e, where, "limit");
+	}
+	if (r->bad)
+		return false;
+
+	struct report_process *p = new_process(r, pid, t);
+	p->has_start = true;
+	p->t_start = t;
+	p->program = dup_or_null(program);
+	p->host = dup_or_null(host);
+	p->version = dup_or_null(version);
+	if (!is_null(argv)) {
+		p->argv = report_xmalloc((argv->len ? argv->len : 1) * sizeof(*p->argv));
+		for (const struct report_json *a = argv->child; a; a = a->next)
+			p->argv[p->argc++] = report_xstrdup(a->str);
+	}
+	for (const struct report_json *e = gpus ? gpus->child : NULL; e; e = e->next) {
+		struct report_gpu *g = gpu_of(p, get_ordinal(r, e, ""));
+		const char *uuid = get_string(r, e, "", "uuid");
+		const char *pci = get_string(r, e, "", "pci");
+		if (uuid && !g->uuid)
+			g->uuid = report_xstrdup(uuid);
+		if (pci && !g->pci)
+			g->pci = report_xstrdup(pci);
+		g->capacity = get_bytes(r, e, "", "capacity");
+		set_limit(g, e, get_bytes(r, e, "", "limit"), true);
+	}
+	p->records++;
+	return true;
+}
+
+/* segment, refusal, driver_oom: an event on one GPU, with the figures
+ * after it (schema v1 promises "reserved"; "live", "pooled" and "limit"
+ * are taken wherever a writer adds them). */
+enum event { EVENT_SEGMENT, EVENT_REFUSAL, EVENT_DRIVER_OOM };
+
+static bool read_event(struct reader *r, const struct report_json *rec, long long pid, double t,
+		       enum event kind)
+{
+	long long ordinal = get_ordinal(r, rec, "");
+	struct report_figure live = get_bytes(r, rec, "", "live");
+	struct report_figure pooled = get_bytes(r, rec, "", "pooled");
+	struct report_figure reserved = get_bytes(r, rec, "", "reserved");
+	struct report_figure limit = get_bytes(r, rec, "", "limit");
+	struct report_figure requested = { 0, false };
+	if (kind == EVENT_SEGMENT) {
+		get_bytes(r, rec, "", "bytes");
+		get_string(r, rec, "", "op");
+	} else {
+		requested = get_bytes(r, rec, "", "requested");
+		get_string(r, rec, "", "door");
+	}
+	if (r->bad)
+		return false;
+
+	struct report_gpu *g = gpu_of(process_of(r, pid, t), ordinal);
+	series_add(&g->series[REPORT_LIVE], t, live);
+	series_add(&g->series[REPORT_POOLED], t, pooled);
+	series_add(&g->series[REPORT_RESERVED], t, reserved);
+	figure_max(&g->peak_live, live);
+	figure_max(&g->peak_pooled, pooled);
+	figure_max(&g->peak_reserved, reserved);
+	set_limit(g, rec, limit, false);
+	if (kind != EVENT_SEGMENT)
+		mark_add(g, t, requested, kind == EVENT_DRIVER_OOM);
+	g->refusal_events += kind == EVENT_REFUSAL;
+	g->oom_events += kind == EVENT_DRIVER_OOM;
+	g->used = true;
+	return true;
+}
+
+static bool read_segment(struct reader *r, const struct report_json *rec, long long pid,
+			 double t)
+{
+	return read_event(r, rec, pid, t, EVENT_SEGMENT);
+}
+
+static bool read_refusal(struct reader *r, const struct report_json *rec, long long pid,
+			 double t)
+{
+	return read_event(r, rec, pid, t, EVENT_REFUSAL);
+}
+
+static bool read_driver_oom(struct reader *r, const struct report_json *rec, long long pid,
+			    double t)
+{
+	return read_event(r, rec, pid, t, EVENT_DRIVER_OOM);
+}
+
+static const char *const sample_fields[REPORT_SERIES] = {
+	[REPORT_LIVE] = "live",
+	[REPORT_POOLED] = "pooled",
+	[REPORT_RESERVED] = "reserved",
+	[REPORT_DRIVER] = "driver_used",
+};
+
+static bool read_sample(struct reader *r, const struct report_json *rec, long long pid,
+			 double t)
+{
+	const struct report_json *gpus = get_gpu_list(r, rec);
+	size_t i = 0;
+
+	/* Check every entry before taking any. */
+	for (const struct report_json *e = gpus ? gpus->child : NULL; e; e = e->next, i++) {
+		char where[32];
+		snprintf(where, sizeof(where), "gpus[%zu].", i);
+		get_ordinal(r, e, where);
+		for (int k = 0; k < REPORT_SERIES; k++)
+			get_bytes(r, e, where, sample_fields[k]);
+		get_bytes(r, e, where, "context_overhead");
+	}
+	if (r->bad)
+		return false;
+	struct report_process *p = process_of(r, pid, t);
+	for (const struct report_json *e = gpus ? gpus->child : NULL; e; e = e->next) {
+		struct report_gpu *g = gpu_of(p, get_ordinal(r, e, ""));
+		struct report_figure *peaks[REPORT_SERIES] = {
+			&g->peak_live, &g->peak_pooled, &g->peak_reserved, &g->peak_driver,
+		};
+		for (int k = 0; k < REPORT_SERIES; k++) {
+			struct report_figure v = get_bytes(r, e, "", sample_fields[k]);
+			series_add(&g->series[k], t, v);
+			figure_max(peaks[k], v);
+		}
+		figure_max(&g->context_max, get_bytes(r, e, "", "context_overhead"));
+	}
+	return true;
+}
+
+static bool read_exit(struct reader *r, const struct report_json *rec, long long pid, double t)
+{
+	const char *reason = get_string(r, rec, "", "reason");
+	struct report_figure signo =
+	    get_figure(r, rec, "", "signal", "a signal number (an integer)");
+	const struct report_json *gpus = get_gpu_list(r, rec);
+	static const char *const counts[] = { "allocs", "frees", "refusals", "driver_oom",
+					      "avoided", "segments_taken", "segments_released" };
+	static const char *const bytes[] = { "limit", "peak_live", "peak_pooled", "peak_reserved",
+					     "peak_driver_used", "largest_request" };
+	size_t i = 0;
+
+	if (signo.known && signo.v > INT32_MAX)
+		bad_field(r, "signal", "a signal number (an integer)");
+	for (const struct report_json *e = gpus ? gpus->child : NULL; e; e = e->next, i++) {
+		char where[32];
+		snprintf(where, sizeof(where), "gpus[%zu].", i);
+		get_ordinal(r, e, where);
+		for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
+			get_figure(r, e, where, counts[k], WANT_COUNT);
+		for (size_t k = 0; k < sizeof(bytes) / sizeof(bytes[0]); k++)
+			get_bytes(r, e, where, bytes[k]);
+	}
+	if (r->bad)
+		return false;
+
+	struct report_process *p = process_of(r, pid, t);
+	p->has_exit = true;
+	p->t_exit = t;
+	free(p->exit_reason);
+	p->exit_reason = dup_or_null(reason);
+	p->has_signal = signo.known;
+	p->exit_signal = (long long)signo.v;
+	for (const struct report_json *e = gpus ? gpus->child : NULL; e; e = e->next) {
+		struct report_gpu *g = gpu_of(p, get_ordinal(r, e, ""));
+		struct report_figure reserved = get_bytes(r, e, "", "peak_reserved");
+		struct report_figure driver = get_bytes(r, e, "", "peak_driver_used");
+		set_limit(g, e, get_bytes(r, e, "", "limit"), false);
+		figure_max(&g->peak_live, get_bytes(r, e, "", "peak_live"));
+		figure_max(&g->peak_pooled, get_bytes(r, e, "", "peak_pooled"));
+		figure_max(&g->peak_reserved, reserved);
+		figure_max(&g->peak_driver, driver);
+		figure_max(&g->exit_reserved, reserved);
+		figure_max(&g->exit_driver, driver);
+		figure_max(&g->exit_refusals, get_figure(r, e, "", "refusals", WANT_COUNT));
+		figure_max(&g->exit_ooms, get_figure(r, e, "", "driver_oom", WANT_COUNT));
+		figure_max(&g->avoided, get_figure(r, e, "", "avoided", WANT_COUNT));
+		figure_max(&g->allocs, get_figure(r, e, "", "allocs", WANT_COUNT));
+	}
+	return true;
+}
+
+/* One line: the envelope, then the record's own fields. */
+static void read_record(struct reader *r, const char *text, size_t len,
+			struct report_json_arena *arena)
+{
+	const struct report_json *rec = report_json_parse(arena, text, len);
+
+	if (!rec || rec->kind != REPORT_JSON_OBJECT) {
+		warn(r, "not a JSON object; skipped");
+		return;
+	}
+	const struct report_json *v = report_json_get(rec, "v");
+	const struct report_json *type = report_json_get(rec, "type");
+	const struct report_json *t = report_json_get(rec, "t");
+	const struct report_json *pid = report_json_get(rec, "pid");
+	if (!v || v->kind != REPORT_JSON_NUMBER || !type || type->kind != REPORT_JSON_STRING ||
+	    !t || t->kind != REPORT_JSON_NUMBER || !isfinite(t->num) || !pid ||
+	    pid->kind != REPORT_JSON_NUMBER || !pid->is_u64 || pid->u64 > INT32_MAX) {
+		warn(r, "not a cumemcap record (one needs \"v\", \"type\", \"t\" and \"pid\"); "
+			"skipped");
+		return;
+	}
+	if (!v->is_u64 || v->u64 != 1) {
+		warn(r, "schema version %g (this reader knows \"v\":1); skipped", v->num);
+		return;
+	}
+
+	static const struct {
+		const char *name;
+		bool (*read)(struct reader *, const struct report_json *, long long, double);
+	} types[] = {
+		{ "segment", read_segment }, { "refusal", read_refusal },
+		{ "driver_oom", read_driver_oom }, { "sample", read_sample },
+		{ "exit", read_exit },
+	};
+	long long id = (long long)pid->u64;
+	r->type = type->str;
+	r->bad = false;
+	if (strcmp(type->str, "start") == 0) {
+		if (read_start(r, rec, id, t->num))
+			r->records++;
+		return;
+	}
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		if (strcmp(type->str, types[i].name) != 0)
+			continue;
+		if (types[i].read(r, rec, id, t->num)) {
+			struct report_process *p = process_of(r, id, t->num);
+			if (t->num < p->t_first)
+				p->t_first = t->num;
+			if (t->num > p->t_last)
+				p->t_last = t->num;
+			p->records++;
+			r->records++;
+		}
+		return;
+	}
+	/* An unknown type: a later writer's; ignored. */
+}
+
+/* ---- files ---------------------------------------------------------------------- */
+
+bool report_logs_read(struct report_set *set, const char *path, size_t *records_out)
+{
+	struct reader r = { .set = set, .path = path };
+	struct line_reader lr = { 0 };
+	struct report_json_arena arena = { 0 };
+	struct stat st;
+	bool ok = true;
+
+	*records_out = 0;
+	lr.f = fopen(path, "r");
+	if (!lr.f) {
+		fprintf(stderr, "cumemcap report: %s: cannot open: %s\n", path, strerror(errno));
+		return false;
+	}
+	if (fstat(fileno(lr.f), &st) == 0 && S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "cumemcap report: %s: is a directory; expected a log file "
+				"(JSON Lines written by CUMEMCAP_LOG)\n", path);
+		fclose(lr.f);
+		return false;
+	}
+	for (;;) {
+		enum line_result got = read_line(&lr);
+		if (got == LINE_EOF)
+			break;
+		if (got == LINE_ERROR) {
+			fprintf(stderr, "cumemcap report: %s: read error after line %lu: %s\n",
+				path, r.line, strerror(errno));
+			ok = false;
+			break;
+		}
+		r.line++;
+		if (got == LINE_TOO_LONG) {
+			warn(&r,
+			     "longer than %d bytes (1 MiB, the most a record may take); skipped",
+			     REPORT_MAX_LINE);
+			continue;
+		}
+		size_t blank = 0;
+		while (blank < lr.len && (lr.buf[blank] == ' ' || lr.buf[blank] == '\t' ||
+					  lr.buf[blank] == '\r'))
+			blank++;
+		if (blank < lr.len)
+			read_record(&r, lr.buf, lr.len, &arena);
+		report_json_reset(&arena);
+	}
+	if (r.suppressed)
+		fprintf(stderr, "%s: %lu more line%s skipped (warnings stop at %d per file)\n",
+			path, r.suppressed, r.suppressed == 1 ? "" : "s", REPORT_MAX_WARNINGS);
+	fclose(lr.f);
+	free(lr.buf);
+	free(r.cur);
+	report_json_free(&arena);
+	*records_out = r.records;
+	return ok;
+}

@@ -1,0 +1,938 @@
+#!/usr/bin/env python3
+"""End-to-end tests of cumemcap report (src/report).
+
+Runs cumemcap-report, and the launcher's `cumemcap report` form, on the
+hand-written logs in tests/report/fixtures and on logs made here, and
+checks what it prints against figures this script works out itself from
+the same logs (an independent reading of schema v1 below, not pasted
+output): every table cell, every process line, every warning with its line
+number; the SVG's structure, each series' points, the limit line and the
+refusal marks, mapped back through the axis ticks; and every error path's
+message and exit status.
+
+Usage: test_report.py REPORT_BIN LAUNCHER FIXTURE_DIR
+"""
+import datetime
+import json
+import math
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import unittest
+import xml.etree.ElementTree as ET
+
+REPORT, LAUNCHER, FIXTURES = sys.argv[1:4]
+del sys.argv[1:4]
+
+U64 = 2**64 - 1
+MAX_LINE = 1024 * 1024
+MAX_WARNINGS = 10
+SVG = "{http://www.w3.org/2000/svg}"
+UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
+COLUMNS = ["PID", "PROGRAM", "GPU", "LIMIT", "PEAK LIVE", "PEAK RESERVED", "PEAK DRIVER",
+           "CONTEXT", "REFUSALS", "DRIVER OOMS", "AVOIDED"]
+SERIES = {"live": "live", "pooled": "pooled", "reserved": "reserved", "driver": "driver_used"}
+
+
+def fixture(name):
+    return os.path.join(FIXTURES, name)
+
+
+def run(args, launcher=False, env_add=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUMEMCAP_")}
+    env.update(env_add or {})
+    argv = [LAUNCHER, "report"] + args if launcher else [REPORT] + args
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+
+
+# ---- the schema, read independently ------------------------------------------------
+
+class Gpu:
+    def __init__(self, ordinal):
+        self.ordinal = ordinal
+        self.uuid = None
+        self.limit = ("unknown", None)
+        self.peak = {k: None for k in SERIES}
+        self.ctx = None
+        self.exit_reserved = self.exit_driver = None
+        self.refusal_events = self.oom_events = 0
+        self.exit_refusals = self.exit_ooms = self.avoided = self.allocs = None
+        self.events = False
+        self.series = {k: [] for k in SERIES}
+        self.marks = []  # (t, is_driver_oom)
+
+    def used(self):
+        figures = list(self.peak.values()) + [self.allocs, self.exit_refusals, self.exit_ooms]
+        return self.events or any(f for f in figures)
+
+
+class Proc:
+    def __init__(self, path, seq, pid, t):
+        self.file, self.seq, self.pid = path, seq, pid
+        self.has_start, self.t_start = False, None
+        self.t_first = self.t_last = t
+        self.records = 0
+        self.program = self.host = None
+        self.argv = None
+        self.has_exit, self.reason, self.signal = False, None, None
+        self.gpus = {}
+
+    def gpu(self, ordinal):
+        return self.gpus.setdefault(ordinal, Gpu(ordinal))
+
+    def shown(self):
+        gpus = [self.gpus[k] for k in sorted(self.gpus)]
+        used = [g for g in gpus if g.used()]
+        return used if used else gpus
+
+
+def is_u64(v):
+    return type(v) is int and 0 <= v <= U64
+
+
+def is_num(v):
+    return type(v) in (int, float)
+
+
+def fmax(a, b):
+    return b if a is None or (b is not None and b > a) else a
+
+
+class Record:
+    """Why a line is skipped (or None), and which fields were wrong."""
+
+    def __init__(self, why=None, fields=()):
+        self.why, self.fields = why, list(fields)
+
+
+def check_fields(rec):
+    """The fields of a known record type that have the wrong type."""
+    bad = []
+
+    def byte(obj, key, where=""):
+        if obj.get(key) is not None and not is_u64(obj[key]):
+            bad.append(where + key)
+
+    def string(obj, key, where=""):
+        if obj.get(key) is not None and type(obj[key]) is not str:
+            bad.append(where + key)
+
+    def ordinal(obj, where=""):
+        if not (is_u64(obj.get("gpu")) and obj["gpu"] <= 2**31 - 1):
+            bad.append(where + "gpu")
+
+    def gpu_list():
+        g = rec.get("gpus")
+        if g is None:
+            return []
+        if type(g) is not list or any(type(e) is not dict for e in g):
+            bad.append("gpus")
+            return []
+        return g
+
+    kind = rec["type"]
+    if kind == "start":
+        for k in ("program", "host", "cumemcap"):
+            string(rec, k)
+        a = rec.get("argv")
+        if a is not None and (type(a) is not list or any(type(x) is not str for x in a)):
+            bad.append("argv")
+        for i, e in enumerate(gpu_list()):
+            w = "gpus[%d]." % i
+            ordinal(e, w)
+            string(e, "uuid", w)
+            string(e, "pci", w)
+            byte(e, "capacity", w)
+            byte(e, "limit", w)
+    elif kind in ("segment", "refusal", "driver_oom"):
+        ordinal(rec)
+        for k in ("live", "pooled", "reserved", "limit"):
+            byte(rec, k)
+        byte(rec, "bytes" if kind == "segment" else "requested")
+        string(rec, "op" if kind == "segment" else "door")
+    elif kind == "sample":
+        for i, e in enumerate(gpu_list()):
+            w = "gpus[%d]." % i
+            ordinal(e, w)
+            for k in ("live", "pooled", "reserved", "driver_used", "context_overhead"):
+                byte(e, k, w)
+    elif kind == "exit":
+        string(rec, "reason")
+        s = rec.get("signal")
+        if s is not None and not (is_u64(s) and s <= 2**31 - 1):
+            bad.append("signal")
+        for i, e in enumerate(gpu_list()):
+            w = "gpus[%d]." % i
+            ordinal(e, w)
+            for k in ("allocs", "frees", "refusals", "driver_oom", "avoided",
+                      "segments_taken", "segments_released", "limit", "peak_live",
+                      "peak_pooled", "peak_reserved", "peak_driver_used", "largest_request"):
+                byte(e, k, w)
+    return bad
+
+
+def no_constants(name):
+    raise ValueError(name)
+
+
+def classify(raw):
+    """Record for one line (bytes, without its newline)."""
+    if len(raw) > MAX_LINE:
+        return Record("toolong"), None
+    if raw.strip(b" \t\r") == b"":
+        return Record("blank"), None
+    try:
+        rec = json.loads(raw.decode("utf-8", "replace"), parse_constant=no_constants)
+    except ValueError:
+        return Record("notjson"), None
+    if type(rec) is not dict:
+        return Record("notjson"), None
+    v, kind, t, pid = rec.get("v"), rec.get("type"), rec.get("t"), rec.get("pid")
+    if not (is_num(v) and type(kind) is str and is_num(t) and math.isfinite(t)
+            and is_u64(pid) and pid <= 2**31 - 1):
+        return Record("notrecord"), None
+    if not (type(v) is int and v == 1):
+        return Record("version"), None
+    if kind not in ("start", "segment", "refusal", "driver_oom", "sample", "exit"):
+        return Record("unknown"), None
+    bad = check_fields(rec)
+    if bad:
+        return Record("badfield", bad), None
+    return Record(), rec
+
+
+def lines_of(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    parts = data.split(b"\n")
+    if parts and parts[-1] == b"":
+        parts.pop()
+    return parts
+
+
+class Model:
+    """What a correct reader makes of a list of LOG files."""
+
+    def __init__(self, paths):
+        self.procs = []
+        self.warnings = {}  # path -> [(line, Record)]
+        self.records = {}
+        seq = 0
+        for path in paths:
+            current = {}
+            self.warnings[path] = []
+            self.records[path] = 0
+            for n, raw in enumerate(lines_of(path), 1):
+                r, rec = classify(raw)
+                if r.why in ("toolong", "notjson", "notrecord", "version", "badfield"):
+                    self.warnings[path].append((n, r))
+                if rec is None:
+                    continue
+                pid, t = rec["pid"], rec["t"]
+                if rec["type"] == "start" or pid not in current:
+                    p = Proc(path, seq, pid, t)
+                    seq += 1
+                    current[pid] = p
+                    self.procs.append(p)
+                p = current[pid]
+                p.t_first, p.t_last = min(p.t_first, t), max(p.t_last, t)
+                p.records += 1
+                self.records[path] += 1
+                getattr(self, "read_" + rec["type"])(p, rec, t)
+        kept = []
+        for p in self.procs:
+            key = lambda q: (q.pid, q.has_start, q.t_start if q.has_start else q.t_first)
+            twin = [q for q in kept if key(q) == key(p)]
+            if not twin:
+                kept.append(p)
+            elif p.records > twin[0].records:
+                kept[kept.index(twin[0])] = p
+        self.procs = sorted(kept, key=lambda q: (q.t_first, q.pid, q.seq))
+
+    @staticmethod
+    def set_limit(g, obj, final):
+        if not final and g.limit[0] != "unknown":
+            return
+        if obj.get("limit") is not None:
+            g.limit = ("set", obj["limit"])
+        elif "limit" in obj:
+            g.limit = ("none", None)
+
+    def read_start(self, p, rec, t):
+        p.has_start, p.t_start = True, t
+        p.program, p.host, p.argv = rec.get("program"), rec.get("host"), rec.get("argv")
+        for e in rec.get("gpus") or []:
+            g = p.gpu(e["gpu"])
+            g.uuid = g.uuid or e.get("uuid")
+            self.set_limit(g, e, True)
+
+    def read_event(self, p, rec, t, kind):
+        """segment, refusal, driver_oom: the figures after the event, when given."""
+        g = p.gpu(rec["gpu"])
+        g.events = True
+        for k in ("live", "pooled", "reserved"):
+            if rec.get(k) is not None:
+                g.series[k].append((t, rec[k]))
+                g.peak[k] = fmax(g.peak[k], rec[k])
+        self.set_limit(g, rec, False)
+        if kind != "segment":
+            g.marks.append((t, kind == "driver_oom"))
+        g.refusal_events += kind == "refusal"
+        g.oom_events += kind == "driver_oom"
+
+    def read_segment(self, p, rec, t):
+        self.read_event(p, rec, t, "segment")
+
+    def read_refusal(self, p, rec, t):
+        self.read_event(p, rec, t, "refusal")
+
+    def read_driver_oom(self, p, rec, t):
+        self.read_event(p, rec, t, "driver_oom")
+
+    def read_sample(self, p, rec, t):
+        for e in rec.get("gpus") or []:
+            g = p.gpu(e["gpu"])
+            for k, field in SERIES.items():
+                if e.get(field) is not None:
+                    g.series[k].append((t, e[field]))
+                    g.peak[k] = fmax(g.peak[k], e[field])
+            g.ctx = fmax(g.ctx, e.get("context_overhead"))
+
+    def read_exit(self, p, rec, t):
+        p.has_exit, p.reason, p.signal = True, rec.get("reason"), rec.get("signal")
+        for e in rec.get("gpus") or []:
+            g = p.gpu(e["gpu"])
+            self.set_limit(g, e, False)
+            for k in ("live", "pooled", "reserved"):
+                g.peak[k] = fmax(g.peak[k], e.get("peak_" + k))
+            g.peak["driver"] = fmax(g.peak["driver"], e.get("peak_driver_used"))
+            g.exit_reserved = fmax(g.exit_reserved, e.get("peak_reserved"))
+            g.exit_driver = fmax(g.exit_driver, e.get("peak_driver_used"))
+            g.exit_refusals = fmax(g.exit_refusals, e.get("refusals"))
+            g.exit_ooms = fmax(g.exit_ooms, e.get("driver_oom"))
+            g.avoided = fmax(g.avoided, e.get("avoided"))
+            g.allocs = fmax(g.allocs, e.get("allocs"))
+
+    # ---- what the report should print ----
+
+    @staticmethod
+    def size(v, exact=False):
+        if v is None:
+            return "-"
+        if exact:
+            return str(v)
+        if v < 1024:
+            return "%d B" % v
+        u = 0
+        while u < 6 and v >> (10 * (u + 1)):
+            u += 1
+        rem = v & ((1 << 10 * u) - 1)
+        return "%d.%02d %s" % (v >> 10 * u, rem * 100 >> 10 * u, UNITS[u])
+
+    def rows(self, exact=False):
+        rows = []
+        for p in self.procs:
+            program = safe(p.program) if p.program else "-"
+            if not p.gpus:
+                rows.append([str(p.pid), program] + ["-"] * 9)
+            for g in p.shown():
+                gpu = str(g.ordinal)
+                if g.uuid:
+                    u = g.uuid[4:] if g.uuid.startswith("GPU-") else g.uuid
+                    gpu += " (%s)" % safe(u.split("-")[0][:8])
+                state, value = g.limit
+                limit = self.size(value, exact) if state == "set" else \
+                    ("none" if state == "none" else "-")
+                ctx = g.ctx
+                if ctx is None and g.exit_driver is not None and g.exit_reserved is not None:
+                    ctx = max(0, g.exit_driver - g.exit_reserved)
+                rows.append([str(p.pid), program, gpu, limit,
+                             self.size(g.peak["live"], exact),
+                             self.size(g.peak["reserved"], exact),
+                             self.size(g.peak["driver"], exact),
+                             self.size(ctx, exact),
+                             str(max(g.refusal_events, g.exit_refusals or 0)),
+                             str(max(g.oom_events, g.exit_ooms or 0)),
+                             "-" if g.avoided is None else str(g.avoided)])
+        return rows
+
+    def process_lines(self):
+        out = []
+        for p in self.procs:
+            s = "pid %d" % p.pid
+            if p.program:
+                s += " (%s)" % safe(p.program)
+            s += ": "
+            if not p.has_exit:
+                s += "no exit record (killed?); ran at least "
+            elif p.reason == "exit":
+                s += "exited; ran "
+            elif p.reason == "signal":
+                if p.signal is None:
+                    s += "ended by a signal; ran "
+                else:
+                    try:
+                        name = signal.Signals(p.signal).name
+                        s += "ended by signal %d (%s); ran " % (p.signal, name)
+                    except ValueError:
+                        s += "ended by signal %d; ran " % p.signal
+            else:
+                s += "ended (%s); ran " % safe(p.reason or "no reason given")
+            s += duration(p.t_last - (p.t_start if p.has_start else p.t_first))
+            if p.has_start:
+                s += "; started " + utc(p.t_start)
+                if p.host is not None:
+                    s += " on " + safe(p.host)
+            else:
+                s += "; no start record (first record %s)" % utc(p.t_first)
+            hidden = [g.ordinal for g in sorted(p.gpus.values(), key=lambda g: g.ordinal)
+                      if g not in p.shown()]
+            if hidden:
+                s += "; unused GPUs: " + ", ".join(str(o) for o in hidden)
+            s += "; command:"
+            s += "".join(" " + safe(shlex.quote(a)) for a in p.argv) if p.argv else " -"
+            out.append(s)
+        return out
+
+
+def safe(s):
+    return "".join("\\x%02x" % ord(c) if ord(c) < 0x20 or ord(c) == 0x7f else c for c in s)
+
+
+def duration(d):
+    if not d >= 0:
+        return "?"
+    if d < 59.95:
+        return "%.1f s" % d
+    s = int(d + 0.5)
+    if s < 3600:
+        return "%dm%02ds" % (s // 60, s % 60)
+    return "%dh%02dm%02ds" % (s // 3600, s // 60 % 60, s % 60)
+
+
+def utc(t):
+    return datetime.datetime.fromtimestamp(math.floor(t), datetime.timezone.utc).strftime(
+        "%Y-%m-%d %H:%M:%S UTC")
+
+
+# ---- reading what the report printed ------------------------------------------------
+
+def parse_output(stdout):
+    lines = stdout.split("\n")
+    blank = lines.index("")
+    table = [re.split(r" {2,}", line.strip()) for line in lines[:blank]]
+    rest = [line for line in lines[blank + 1:] if line]
+    plot = [line for line in rest if line.startswith("plot: ")]
+    return table, [line for line in rest if not line.startswith("plot: ")], plot
+
+
+def path_points(d):
+    tokens = re.findall(r"([ML])(-?[0-9.]+),(-?[0-9.]+)", d)
+    assert tokens and tokens[0][0] == "M" and all(t[0] == "L" for t in tokens[1:]), d
+    assert re.fullmatch(r"M-?[0-9.]+,-?[0-9.]+( L-?[0-9.]+,-?[0-9.]+)*", d), d
+    return [(float(x), float(y)) for _, x, y in tokens]
+
+
+def label_bytes(text):
+    if text == "0":
+        return 0
+    number, unit = text.split(" ")
+    return float(number) * 1024 ** UNITS.index(unit)
+
+
+def fit(pairs):
+    """(a, b) with pixel = a + b * value through the first and last tick."""
+    (p0, v0), (p1, v1) = pairs[0], pairs[-1]
+    b = (p1 - p0) / (v1 - v0)
+    return p0 - b * v0, b
+
+
+class Panel:
+    def __init__(self, g):
+        self.g = g
+        self.pid, self.gpu = int(g.get("data-pid")), int(g.get("data-gpu"))
+        area = g.find(SVG + "rect[@class='plot-area']")
+        self.x0, self.y0 = float(area.get("x")), float(area.get("y"))
+        self.x1 = self.x0 + float(area.get("width"))
+        self.y1 = self.y0 + float(area.get("height"))
+        grid = lambda axis: zip(g.findall(SVG + "line[@class='grid-%s']" % axis),
+                                g.findall(SVG + "text[@class='%slabel']" % axis))
+        xs = [(float(line.get("x1")), float(text.text)) for line, text in grid("x")]
+        ys = [(float(line.get("y1")), label_bytes(text.text)) for line, text in grid("y")]
+        self.xticks, self.yticks = xs, ys
+        self.ax, self.bx = fit(xs)
+        self.ay, self.by = fit(ys)
+        self.title = g.find(SVG + "text[@class='title']").text
+        self.series = {}
+        for path in g.findall(SVG + "path"):
+            cls = path.get("class").split()
+            if cls[0] == "series":
+                self.series[cls[1]] = path_points(path.get("d"))
+            elif cls == ["limit"]:
+                self.series["limit"] = path_points(path.get("d"))
+        self.marks = {k: [(float(m.get("x1")), float(m.get("x2")), float(m.get("y1")),
+                           float(m.get("y2"))) for m in g.findall(SVG + "line[@class='%s']" % k)]
+                      for k in ("refusal", "driver-oom")}
+
+    def px(self, seconds):
+        return self.ax + self.bx * seconds
+
+    def py(self, value):
+        return self.ay + self.by * value
+
+
+TOL = 0.02  # pixels: coordinates are written with two decimals
+
+
+class Checks(unittest.TestCase):
+    def check_table(self, paths, exact=False, launcher=False, extra=()):
+        args = (["--bytes"] if exact else []) + list(extra) + list(paths)
+        p = run(args, launcher=launcher)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        model = Model(paths)
+        table, procs, _ = parse_output(p.stdout)
+        self.assertEqual(table[0], COLUMNS)
+        self.assertEqual(table[1:], model.rows(exact))
+        self.assertEqual(procs, model.process_lines())
+        return p, model
+
+    def check_warnings(self, stderr, model, path):
+        expected = model.warnings[path]
+        got = [line for line in stderr.splitlines() if line.startswith(path + ":")]
+        shown = expected[:MAX_WARNINGS]
+        self.assertEqual(len(got), len(shown) + (1 if len(expected) > MAX_WARNINGS else 0), stderr)
+        texts = {
+            "toolong": r"longer than 1048576 bytes \(1 MiB, the most a record may take\); skipped",
+            "notjson": r"not a JSON object; skipped",
+            "notrecord": r'not a cumemcap record \(one needs "v", "type", "t" and "pid"\); skipped',
+            "version": r'schema version \S+ \(this reader knows "v":1\); skipped',
+        }
+        for line, (n, r) in zip(got, shown):
+            prefix = "%s:%d: " % (path, n)
+            self.assertTrue(line.startswith(prefix), (line, prefix))
+            rest = line[len(prefix):]
+            if r.why == "badfield":
+                self.assertEqual(len(r.fields), 1, "a fixture line has one wrong field")
+                self.assertRegex(rest, r'^"\w+" record: "%s" is not .+; skipped$'
+                                 % re.escape(r.fields[0]))
+            else:
+                self.assertRegex(rest, "^" + texts[r.why] + "$")
+        if len(expected) > MAX_WARNINGS:
+            self.assertEqual(got[-1], "%s: %d more line%s skipped (warnings stop at %d per file)"
+                             % (path, len(expected) - MAX_WARNINGS,
+                                "" if len(expected) - MAX_WARNINGS == 1 else "s", MAX_WARNINGS))
+
+    def check_svg(self, svg_path, model):
+        tree = ET.parse(svg_path)  # well-formed XML, or this raises
+        root = tree.getroot()
+        self.assertEqual(root.tag, SVG + "svg")
+        # Self-contained: nothing to run, nothing to fetch.
+        for el in root.iter():
+            tag = el.tag.replace(SVG, "")
+            self.assertNotIn(tag, ("script", "image", "foreignObject", "a", "use", "style"))
+            for name, value in el.attrib.items():
+                self.assertFalse(name.endswith("href") or name.lower().startswith("on"), name)
+                self.assertNotIn("url(", value)
+        panels = [Panel(g) for g in root.iter(SVG + "g") if g.get("class") == "panel"]
+        expected = [(p, g) for p in model.procs for g in p.shown()]
+        self.assertEqual([(pn.pid, pn.gpu) for pn in panels],
+                         [(p.pid, g.ordinal) for p, g in expected])
+        for pn, (p, g) in zip(panels, expected):
+            with self.subTest(pid=p.pid, gpu=g.ordinal):
+                self.check_panel(pn, p, g)
+        return panels
+
+    def check_panel(self, pn, p, g):
+        t0 = p.t_first
+        # Axes: ticks from the corners of the plot area, covering the data.
+        self.assertAlmostEqual(pn.xticks[0][0], pn.x0, delta=TOL)
+        self.assertEqual(pn.xticks[0][1], 0)
+        self.assertAlmostEqual(pn.xticks[-1][0], pn.x1, delta=TOL)
+        self.assertGreaterEqual(pn.xticks[-1][1], p.t_last - t0)
+        self.assertAlmostEqual(pn.yticks[0][0], pn.y1, delta=TOL)
+        self.assertEqual(pn.yticks[0][1], 0)
+        self.assertAlmostEqual(pn.yticks[-1][0], pn.y0, delta=TOL)
+        for x, s in pn.xticks:
+            self.assertAlmostEqual(x, pn.px(s), delta=TOL)
+        for y, v in pn.yticks:
+            self.assertAlmostEqual(y, pn.py(v), delta=TOL)
+        values = [v for s in g.series.values() for _, v in s]
+        if g.limit[0] == "set":
+            values.append(g.limit[1])
+        self.assertGreaterEqual(pn.yticks[-1][1], max(values) if values else 0)
+        # The title names program, pid and GPU.
+        title = f"pid {p.pid}, GPU {g.ordinal}"
+        if p.program:
+            title = xml_safe(p.program) + ", " + title
+        self.assertTrue(pn.title.startswith(title), (pn.title, title))
+        # Each series: its points, in time order, inside the plot area.
+        for kind in SERIES:
+            pts = sorted(g.series[kind], key=lambda tv: tv[0])
+            if not pts:
+                self.assertNotIn(kind, pn.series)
+                continue
+            got = pn.series[kind]
+            xs = [x for x, _ in got]
+            self.assertEqual(xs, sorted(xs), kind + " goes back in time")
+            for x, y in got:
+                self.assertTrue(pn.x0 - TOL <= x <= pn.x1 + TOL and pn.y0 - TOL <= y <= pn.y1 + TOL,
+                                (kind, x, y))
+            if kind == "reserved":
+                want = [pts[0]]
+                for (_, before), (t, v) in zip(pts, pts[1:]):
+                    want += [(t, before), (t, v)]
+                want.append((p.t_last, pts[-1][1]))
+            else:
+                want = pts if len(pts) > 1 else pts * 2
+            self.assertEqual(len(got), len(want), kind)
+            for (x, y), (t, v) in zip(got, want):
+                self.assertAlmostEqual(x, pn.px(t - t0), delta=TOL, msg=kind)
+                self.assertAlmostEqual(y, pn.py(v), delta=TOL, msg=kind)
+        # The limit: dashed across the whole plot area, at its value.
+        if g.limit[0] == "set":
+            (xa, ya), (xb, yb) = pn.series["limit"]
+            self.assertAlmostEqual(ya, pn.py(g.limit[1]), delta=TOL)
+            self.assertAlmostEqual(yb, ya, delta=TOL)
+            self.assertAlmostEqual(xa, pn.x0, delta=TOL)
+            self.assertAlmostEqual(xb, pn.x1, delta=TOL)
+        else:
+            self.assertNotIn("limit", pn.series)
+        # Refusals and driver OOMs: a tick at each one's time.
+        for cls, oom in (("refusal", False), ("driver-oom", True)):
+            want = sorted(t for t, o in g.marks if o == oom)
+            got = pn.marks[cls]
+            self.assertEqual(len(got), len(want), cls)
+            for (x1, x2, y1, y2), t in zip(sorted(got), want):
+                self.assertAlmostEqual(x1, pn.px(t - t0), delta=TOL)
+                self.assertEqual(x1, x2)
+                self.assertTrue(pn.y0 - TOL <= min(y1, y2) and max(y1, y2) <= pn.y1 + TOL)
+
+
+def xml_safe(s):
+    return "".join("\ufffd" if ord(c) < 0x20 or ord(c) == 0x7f or c in "\ufffe\uffff" else c
+                   for c in s)
+
+
+# ---- the fixtures -------------------------------------------------------------------
+
+class Fixtures(Checks):
+    """Each hand-written log alone, then all of them together."""
+
+    def test_normal_run(self):
+        path = fixture("normal.jsonl")
+        p, model = self.check_table([path])
+        self.assertEqual(p.stderr, "")
+        # The figures the fixture was written to show.
+        row = model.rows()[0]
+        self.assertEqual(row[3:], ["4.00 GiB", "3.81 GiB", "4.00 GiB", "4.47 GiB", "481.63 MiB",
+                                   "2", "0", "3480"])
+        self.check_table([path], exact=True)
+
+    def test_killed_without_exit_record(self):
+        p, model = self.check_table([fixture("killed.jsonl")])
+        self.assertIn("no exit record (killed?)", p.stdout)
+        g = model.procs[0].shown()[0]
+        self.assertIsNone(g.avoided)
+        self.assertEqual(model.rows()[0][6:8], ["-", "-"])  # no driver figures at all
+
+    def test_two_processes_two_gpus(self):
+        paths = [fixture("multi-b.jsonl"), fixture("multi-a.jsonl")]
+        p, model = self.check_table(paths)
+        self.assertEqual(len(model.rows()), 3)  # 7001 on 0 and 1, 7002 on 1 only
+        self.assertIn("unused GPUs: 0", p.stdout)
+        self.assertIn("ended by signal 15 (SIGTERM)", p.stdout)
+
+    def test_torn_and_garbage_lines(self):
+        path = fixture("torn.jsonl")
+        with open(path, "rb") as f:
+            self.assertFalse(f.read().endswith(b"\n"), "the fixture's last line is torn")
+        p, model = self.check_table([path])
+        self.check_warnings(p.stderr, model, path)
+        n = len(lines_of(path))
+        self.assertIn("%s:%d: not a JSON object; skipped" % (path, n), p.stderr.splitlines())
+
+    def test_wrong_fields(self):
+        path = fixture("bad-fields.jsonl")
+        p, model = self.check_table([path])
+        self.check_warnings(p.stderr, model, path)
+        self.assertEqual(len(model.warnings[path]), 10)
+
+    def test_unknown_fields_and_types(self):
+        path = fixture("unknown.jsonl")
+        p, model = self.check_table([path])
+        self.assertEqual(p.stderr, "")
+        self.assertEqual([q.pid for q in model.procs], [9090])  # not 9999's unknown record
+        self.assertIn("'print('\"'\"'hi there'\"'\"')' 'a\\x0ab'", p.stdout)
+
+    def test_values_above_2_53(self):
+        path = fixture("big.jsonl")
+        p, model = self.check_table([path], exact=True)
+        row = model.rows(exact=True)[0]
+        self.assertEqual(row[3:], [str(U64), "9007199254740993", "9007199254740993", str(U64),
+                                   "9007199254740995", "9007199254740993", "9007199254740993",
+                                   str(U64 - 1)])
+        self.check_table([path])
+
+    def test_no_start_record(self):
+        p, _ = self.check_table([fixture("nostart.jsonl")])
+        self.assertIn("pid 6060: exited; ran 6.0 s; no start record", p.stdout)
+
+    def test_all_together_with_plot(self):
+        paths = sorted(fixture(n) for n in os.listdir(FIXTURES) if n.endswith(".jsonl"))
+        with tempfile.TemporaryDirectory() as tmp:
+            svg = os.path.join(tmp, "all.svg")
+            p, model = self.check_table(paths, extra=["--plot", svg])
+            panels = self.check_svg(svg, model)
+            self.assertIn("plot: %s (%d panels)" % (svg, len(panels)), p.stdout)
+            self.assertGreaterEqual(len(panels), 10)
+            for path in paths:
+                self.check_warnings(p.stderr, model, path)
+
+    def test_plot_of_each(self):
+        for name in sorted(os.listdir(FIXTURES)):
+            with self.subTest(name=name), tempfile.TemporaryDirectory() as tmp:
+                svg = os.path.join(tmp, "x.SVG")
+                p, model = self.check_table([fixture(name)], extra=["--plot=" + svg])
+                self.check_svg(svg, model)
+
+    def test_same_process_twice(self):
+        path = fixture("normal.jsonl")
+        p, model = self.check_table([path, path])
+        self.assertEqual(len(model.rows()), 1)
+        self.assertRegex(p.stderr, r"^cumemcap report: %s: pid 4242 \(started 2023-11-14 "
+                         r"22:13:20 UTC\) is also in %s; reported once, from the copy with "
+                         r"more records\n$" % (re.escape(path), re.escape(path)))
+        # A copy cut short (the process still running when it was taken):
+        # the longer one counts, whichever comes first.
+        with tempfile.TemporaryDirectory() as tmp:
+            short = os.path.join(tmp, "short.jsonl")
+            with open(short, "wb") as f:
+                f.write(b"\n".join(lines_of(path)[:6]) + b"\n")
+            for order in ([short, path], [path, short]):
+                p, model = self.check_table(order)
+                self.assertIn("exited", p.stdout)
+                self.assertEqual(model.rows()[0][-1], "3480")
+
+    def test_launcher(self):
+        path = fixture("normal.jsonl")
+        direct = run([path])
+        p, _ = self.check_table([path], launcher=True)
+        self.assertEqual(p.stdout, direct.stdout)
+        p = run(["--help"], launcher=True)
+        self.assertEqual(p.returncode, 0)
+        self.assertIn("usage: cumemcap report", p.stdout)
+        p = run([], launcher=True)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("no LOG given", p.stderr)
+        p = run(["a", "b c"], launcher=True, env_add={"CUMEMCAP_REPORT": "/bin/echo"})
+        self.assertEqual((p.returncode, p.stdout), (0, "a b c\n"))
+        p = subprocess.run([LAUNCHER, "--help"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0)
+        self.assertIn("cumemcap report [--plot FILE.svg]", p.stdout)
+        self.assertIn("CUMEMCAP_REPORT", p.stdout)
+
+
+# ---- logs made here -------------------------------------------------------------------
+
+START = ('{"v":1,"type":"start","t":1700001000.0,"pid":77,"program":"gen","argv":["gen"],'
+         '"gpus":[{"gpu":0,"uuid":"GPU-12345678-0000","capacity":1073741824,'
+         '"limit":536870912}]}')
+
+
+def sample(t, live, reserved):
+    return ('{"v":1,"type":"sample","t":%r,"pid":77,"gpus":[{"gpu":0,"live":%d,"pooled":0,'
+            '"reserved":%d,"driver_used":null,"context_overhead":null}]}' % (t, live, reserved))
+
+
+class Generated(Checks):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+
+    def write(self, name, data):
+        path = os.path.join(self.tmp.name, name)
+        with open(path, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+        return path
+
+    def test_long_lines(self):
+        pad = lambda n: '{"v":1,"type":"padding","t":1,"pid":77,"x":"%s"}' % ("a" * n)
+        base = len(pad(0))
+        exact, over = pad(MAX_LINE - base), pad(MAX_LINE - base + 1)
+        self.assertEqual((len(exact), len(over)), (MAX_LINE, MAX_LINE + 1))
+        path = self.write("long.jsonl", "\n".join(
+            [START, exact, over, sample(1700001001.0, 100, 2097152)]) + "\n")
+        p, model = self.check_table([path])
+        self.assertEqual(p.stderr, "%s:3: longer than 1048576 bytes (1 MiB, the most a record "
+                         "may take); skipped\n" % path)
+        self.assertEqual(model.rows()[0][4], "100 B")  # the line after it still counts
+
+    def test_warnings_are_capped(self):
+        path = self.write("noisy.jsonl", START + "\n" + "garbage\n" * 15)
+        p, model = self.check_table([path])
+        self.check_warnings(p.stderr, model, path)
+        self.assertIn("%s: 5 more lines skipped (warnings stop at 10 per file)" % path, p.stderr)
+
+    def test_long_series_are_thinned(self):
+        n = 20000
+        lines = [START]
+        for i in range(n):
+            live = 300000000 + (i * 7919 % 1000) * 100000
+            if i == 12345:
+                live = 536870000  # one peak between thousands of points
+            lines.append(sample(1700001000.0 + i * 0.05, live, 536870912))
+        path = self.write("long-series.jsonl", "\n".join(lines) + "\n")
+        svg = os.path.join(self.tmp.name, "long.svg")
+        p = run(["--plot", svg, path])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        root = ET.parse(svg).getroot()
+        pn = Panel(next(g for g in root.iter(SVG + "g") if g.get("class") == "panel"))
+        live = pn.series["live"]
+        width = pn.x1 - pn.x0
+        self.assertLess(len(live), 4 * (width + 2))
+        xs = [x for x, _ in live]
+        self.assertEqual(xs, sorted(xs))
+        self.assertAlmostEqual(min(y for _, y in live), pn.py(536870000), delta=TOL)
+        self.assertAlmostEqual(xs[0], pn.x0, delta=TOL)
+
+    def test_gpu_seen_only_in_an_event(self):
+        # The first request on GPU 1 is refused: every figure is zero, but the
+        # process did use that GPU, and GPU 0 it did not.
+        start = START.replace(
+            '"limit":536870912}]',
+            '"limit":536870912},{"gpu":1,"uuid":"GPU-87654321-0000","capacity":1073741824,'
+            '"limit":536870912}]')
+        refusal = ('{"v":1,"type":"refusal","t":1700001002.5,"pid":77,"gpu":1,'
+                   '"requested":1073741824,"door":"cuMemAlloc_v2","live":0,"pooled":0,'
+                   '"reserved":0,"limit":536870912}')
+        path = self.write("first-refused.jsonl", start + "\n" + refusal + "\n")
+        svg = os.path.join(self.tmp.name, "first.svg")
+        p, model = self.check_table([path], extra=["--plot", svg])
+        self.assertEqual([row[2] for row in model.rows()], ["1 (87654321)"])
+        self.assertIn("unused GPUs: 0;", p.stdout)
+        self.check_svg(svg, model)
+
+    def test_process_without_gpus(self):
+        path = self.write("nogpu.jsonl", START.replace(
+            '[{"gpu":0,"uuid":"GPU-12345678-0000","capacity":1073741824,"limit":536870912}]',
+            "[]") + "\n")
+        svg = os.path.join(self.tmp.name, "nogpu.svg")
+        p, model = self.check_table([path], extra=["--plot", svg])
+        self.assertEqual(model.rows(), [["77", "gen"] + ["-"] * 9])
+        self.assertIn("plot: %s (0 panels)" % svg, p.stdout)
+        self.check_svg(svg, model)
+
+
+# ---- errors ---------------------------------------------------------------------------
+
+class Errors(unittest.TestCase):
+    def one_line(self, p, status, pattern):
+        self.assertEqual(p.returncode, status, p.stderr)
+        lines = p.stderr.splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertRegex(lines[0], pattern)
+        return lines[0]
+
+    def test_usage(self):
+        log = fixture("normal.jsonl")
+        usage = r"; usage: cumemcap report \[--plot FILE\.svg\] \[--bytes\] LOG\.\.\.$"
+        cases = [
+            ([], "^cumemcap report: no LOG given" + usage),
+            (["--plot"], "^cumemcap report: --plot needs a FILE" + usage),
+            (["--bogus", log], '^cumemcap report: unknown option "--bogus"' + usage),
+            (["-x", log], '^cumemcap report: unknown option "-x"' + usage),
+            (["--plot", "a.svg", "--plot", "b.svg", log],
+             "^cumemcap report: --plot given twice" + usage),
+            (["--plot", "a.svg"], "^cumemcap report: no LOG given" + usage),
+        ]
+        for args, pattern in cases:
+            with self.subTest(args=args):
+                p = run(args)
+                self.one_line(p, 2, pattern)
+                self.assertEqual(p.stdout, "")
+        p = run(["--help"])
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+        self.assertTrue(p.stdout.startswith("usage: cumemcap report"))
+        # Options after the LOGs, as in `cumemcap report LOG --plot FILE`;
+        # after "--", a LOG may start with "-".
+        with tempfile.TemporaryDirectory() as tmp:
+            svg = os.path.join(tmp, "after.svg")
+            p = run([log, "--plot", svg, "--bytes"])
+            self.assertEqual((p.returncode, p.stderr), (0, ""))
+            self.assertTrue(os.path.exists(svg))
+            self.assertIn(" 4294967296 ", p.stdout)
+            self.one_line(run(["--", "-odd.jsonl"]), 1,
+                          r"^cumemcap report: -odd\.jsonl: cannot open: No such file or directory$")
+
+    def test_plot_must_be_svg(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for name in ("out.png", "out.PNG", "plot.pdf", "x.svg.jpg"):
+                target = os.path.join(tmp, name)
+                with self.subTest(name=name):
+                    p = run(["--plot", target, fixture("normal.jsonl")])
+                    ext = os.path.splitext(name)[1]
+                    self.one_line(p, 2, r'^cumemcap report: --plot "%s": only SVG is supported '
+                                  r'\(no %s\); give a FILE ending in \.svg$'
+                                  % (re.escape(target), re.escape(ext)))
+                    self.assertFalse(os.path.exists(target))
+                    self.assertEqual(p.stdout, "")
+            self.one_line(run(["--plot=", fixture("normal.jsonl")]), 2,
+                          r'^cumemcap report: --plot "": not a file name')
+            p = run(["--plot", "/nonexistent/dir/x.svg", fixture("normal.jsonl")])
+            self.one_line(p, 1, r"^cumemcap report: --plot /nonexistent/dir/x\.svg: cannot "
+                          r"create: No such file or directory$")
+            self.assertIn("PEAK LIVE", p.stdout)  # the table still printed
+
+    def test_files_that_cannot_be_read(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            missing = os.path.join(tmp, "missing.jsonl")
+            self.one_line(run([missing]), 1, r"^cumemcap report: %s: cannot open: No such file "
+                          r"or directory$" % re.escape(missing))
+            self.one_line(run([tmp]), 1, r"^cumemcap report: %s: is a directory; expected a log "
+                          r"file \(JSON Lines written by CUMEMCAP_LOG\)$" % re.escape(tmp))
+            # One good file and one missing: the good one is reported, status 1.
+            p = run([fixture("normal.jsonl"), missing])
+            self.one_line(p, 1, "cannot open")
+            self.assertIn("train.py", p.stdout)
+
+    def test_no_record_anywhere(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            empty = os.path.join(tmp, "empty.jsonl")
+            open(empty, "w").close()
+            junk = os.path.join(tmp, "junk.jsonl")
+            with open(junk, "w") as f:
+                f.write('{"level":"info","msg":"not ours"}\n\n')
+            accepted = (r"expected the JSON Lines log CUMEMCAP_LOG writes, one "
+                        r'\{"v":1,"type":\.\.\.\} object a line$')
+            p = run([empty])
+            self.one_line(p, 1, r"^cumemcap report: no cumemcap record in %s; %s"
+                          % (re.escape(empty), accepted))
+            self.assertEqual(p.stdout, "")
+            p = run([empty, junk])
+            self.assertEqual(p.returncode, 1)
+            self.assertEqual(p.stderr.splitlines(), [
+                '%s:1: not a cumemcap record (one needs "v", "type", "t" and "pid"); '
+                'skipped' % junk,
+                "cumemcap report: no cumemcap record in %s, %s; expected the JSON Lines log "
+                'CUMEMCAP_LOG writes, one {"v":1,"type":...} object a line' % (empty, junk)])
+            # Beside a good log, an empty one is noted and the rest reported.
+            p = run([empty, fixture("normal.jsonl")])
+            self.assertEqual(p.returncode, 0)
+            self.assertIn("no cumemcap record in %s;" % empty, p.stderr)
+
+    def test_standard_output_full(self):
+        if not os.path.exists("/dev/full"):
+            self.skipTest("no /dev/full")
+        with open("/dev/full", "w") as full:
+            p = subprocess.run([REPORT, fixture("normal.jsonl")], stdout=full,
+                               stderr=subprocess.PIPE, text=True)
+        self.assertEqual(p.returncode, 1)
+        self.assertRegex(p.stderr, r"^cumemcap report: standard output: No space left on device\n$")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
