@@ -1,62 +1,1237 @@
-/* log: see log.h.
+/* log: see log.h. The record schema is README "Footprint logs".
  *
- * Not built yet: the JSON Lines file, samples, NVML and metrics (issue 5).
- * What exists is CUMEMCAP_LOG=stderr: one line per refusal and an exit
- * summary per GPU. */
+ * One JSON Lines file per process, opened at the first GPU use (so a
+ * process that never uses CUDA writes nothing), in a directory checked
+ * with the file created O_EXCL|O_NOFOLLOW, mode 0600. Every record is
+ * formatted whole into a buffer and written with one write(2) to an
+ * O_APPEND descriptor: lines from different threads (and from a signal
+ * handler) never interleave or tear, and no lock is needed to write.
+ *
+ * Events from hooks (segment, refusal, driver_oom) are written at once
+ * rather than queued for the worker: they are rare (a segment is a driver
+ * allocation, a refusal the end of a request), the write is one syscall
+ * into the page cache, and a queue would lose the last events exactly
+ * when they matter, on a crash. The hook holds no lock while it writes.
+ *
+ * Samples, NVML and the Prometheus file belong to the worker thread
+ * (cumemcap_log_tick), under tick_lock, which no hook ever takes.
+ *
+ * The exit summary is written once, by whoever claims it first: the
+ * library destructor (normal exit, exit() from any thread) or the handler
+ * of a fatal signal. That path is async-signal-safe: no malloc, no stdio,
+ * no locks; numbers are formatted here; the record goes through a static
+ * buffer only its one claimant uses.
+ *
+ * A failed write turns logging off with one stderr line; errno is kept
+ * and nothing of the failure reaches the program. Never calls CUDA. */
 #include "log.h"
 
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "device.h"
 #include "ledger.h"
 #include "msg.h"
+#include "nvml.h"
 #include "policy.h"
 
-void cumemcap_log_init(void) {}
-void cumemcap_log_device(int dev) { (void)dev; }
-void cumemcap_log_segment(int dev, bool taken, uint64_t bytes) { (void)dev; (void)taken; (void)bytes; }
+/* ---- text: async-signal-safe formatting ------------------------------------------------ */
+
+struct out {
+	char *p;
+	size_t cap, len;
+	int flush_fd; /* >= 0: write out when full instead of cutting */
+	bool lost;    /* something did not fit or could not be written */
+};
+
+#define OUT(buf) { .p = (buf), .cap = sizeof(buf), .len = 0, .flush_fd = -1, .lost = false }
+
+static bool write_all(int fd, const char *b, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, b, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return false;
+		b += w;
+		n -= (size_t)w;
+	}
+	return true;
+}
+
+static void put(struct out *o, const char *s, size_t n)
+{
+	if (o->len + n > o->cap && o->flush_fd >= 0) {
+		if (!write_all(o->flush_fd, o->p, o->len))
+			o->lost = true;
+		o->len = 0;
+	}
+	if (o->len + n > o->cap) {
+		n = o->cap - o->len;
+		o->lost = true;
+	}
+	memcpy(o->p + o->len, s, n);
+	o->len += n;
+}
+
+static void put_s(struct out *o, const char *s)
+{
+	put(o, s, strlen(s));
+}
+
+/* The text so far as a C string (its last byte gives way when full). */
+static const char *cstr(struct out *o)
+{
+	o->p[o->len < o->cap ? o->len : o->cap - 1] = '\0';
+	return o->p;
+}
+
+static void put_u(struct out *o, uint64_t v)
+{
+	char d[24];
+	size_t i = sizeof(d);
+	do {
+		d[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	put(o, d + i, sizeof(d) - i);
+}
+
+/* Milliseconds as seconds with three decimals: 5000 -> 5.000. */
+static void put_ms(struct out *o, uint64_t ms)
+{
+	char frac[4] = { '.', (char)('0' + ms % 1000 / 100), (char)('0' + ms % 100 / 10),
+			 (char)('0' + ms % 10) };
+	put_u(o, ms / 1000);
+	put(o, frac, 4);
+}
+
+static void put_u_or_null(struct out *o, bool known, uint64_t v)
+{
+	if (known)
+		put_u(o, v);
+	else
+		put_s(o, "null");
+}
+
+/* What cumemcap_fmt_size writes: "512 MiB", "1.50 GiB", "4096 B"... */
+static void put_size(struct out *o, uint64_t bytes)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	unsigned u = 0;
+	uint64_t scale = 1;
+	while (bytes >= 1024 && u + 1 < sizeof(units) / sizeof(units[0]) && bytes / scale >= 1024) {
+		scale *= 1024;
+		u++;
+	}
+	put_u(o, bytes / scale);
+	uint64_t hundredths = (bytes % scale) * 100 / scale;
+	if (hundredths) {
+		char h[3] = { '.', (char)('0' + hundredths / 10), (char)('0' + hundredths % 10) };
+		put(o, h, 3);
+	}
+	put_s(o, " ");
+	put_s(o, units[u]);
+}
+
+/* Bytes of a valid UTF-8 sequence at s (0: not one). */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+	size_t len = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 && s[0] < 0xe0 ? 2 : 0;
+	if (!len || len > n)
+		return 0;
+	for (size_t i = 1; i < len; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0) ||
+	    (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))
+		return 0; /* overlong, surrogate, past U+10FFFF */
+	return len;
+}
+
+/* A JSON string; bytes that are not UTF-8 become U+FFFD. */
+static void put_json_n(struct out *o, const char *str, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *s = (const unsigned char *)str;
+	put_s(o, "\"");
+	for (size_t i = 0; i < n;) {
+		unsigned char c = s[i];
+		size_t len = 1;
+		if (c == '"' || c == '\\') {
+			char e[2] = { '\\', (char)c };
+			put(o, e, 2);
+		} else if (c < 0x20 || c == 0x7f) {
+			char e[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
+			put(o, e, 6);
+		} else if (c < 0x80) {
+			put(o, (const char *)s + i, 1);
+		} else if ((len = utf8_len(s + i, n - i))) {
+			put(o, (const char *)s + i, len);
+		} else {
+			put_s(o, "\\ufffd");
+			len = 1;
+		}
+		i += len;
+	}
+	put_s(o, "\"");
+}
+
+static void put_json(struct out *o, const char *s)
+{
+	put_json_n(o, s, strlen(s));
+}
+
+/* ,"key": */
+static void key(struct out *o, const char *k)
+{
+	put_s(o, ",\"");
+	put_s(o, k);
+	put_s(o, "\":");
+}
+
+static void put_errno(struct out *o, int e)
+{
+	static const struct { int e; const char *text; } known[] = {
+		{ ENOSPC, "no space left on device" }, { EFBIG, "file too large" },
+		{ EDQUOT, "disk quota exceeded" },     { EIO, "input/output error" },
+		{ EROFS, "read-only file system" },    { EACCES, "permission denied" },
+		{ EPERM, "operation not permitted" },  { ENOENT, "no such file or directory" },
+		{ ENOTDIR, "not a directory" },        { ELOOP, "a symbolic link is in the way" },
+		{ EEXIST, "file exists" },             { ENAMETOOLONG, "file name too long" },
+		{ EMFILE, "too many open files" },     { ENFILE, "too many open files in the system" },
+		{ EISDIR, "is a directory" },
+	};
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (known[i].e == e) {
+			put_s(o, known[i].text);
+			return;
+		}
+	put_s(o, "error ");
+	put_u(o, (uint64_t)e);
+}
+
+/* "cumemcap: <o>\n" on stderr, one write. */
+static void say(struct out *o)
+{
+	char line[CUMEMCAP_PATH_MAX + 256];
+	struct out l = OUT(line);
+	put_s(&l, "cumemcap: ");
+	put(&l, o->p, o->len);
+	if (l.len == l.cap)
+		l.len--;
+	line[l.len++] = '\n';
+	int saved = errno;
+	write_all(STDERR_FILENO, line, l.len);
+	errno = saved;
+}
+
+/* ---- state ---------------------------------------------------------------------------- */
+
+enum { CLOSED = 0, OPEN, OFF };
+
+/* The policy's answers, copied once (a signal handler reads these). */
+static pthread_once_t snapshot_once = PTHREAD_ONCE_INIT;
+static enum cumemcap_log_target target = CUMEMCAP_LOG_OFF;
+static uint32_t interval_ms = CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
+static bool metrics_wanted;
+
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int file_state;
+static int file_fd = -1;
+static dev_t file_dev;
+static ino_t file_ino;
+static char file_path[CUMEMCAP_PATH_MAX + 16];
+
+static _Atomic bool exit_claimed;
+static _Atomic uint64_t samples_written;
+/* Highest NVML figure seen per GPU, plus one (0: never known). */
+static _Atomic uint64_t peak_driver[CUMEMCAP_MAX_DEVICES];
+
+static void snapshot(void)
+{
+	const struct cumemcap_policy *p = cumemcap_policy();
+	interval_ms = p->log_interval_ms ? p->log_interval_ms : CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
+	metrics_wanted = p->metrics_path[0] != '\0';
+	target = p->log;
+}
+
+static void ensure_snapshot(void)
+{
+	pthread_once(&snapshot_once, snapshot);
+}
+
+/* "/tmp/cumemcap-%u/%n.%h.%p.jsonl" -> a path; false if too long. */
+static bool expand(const char *tmpl, char *dst, size_t len)
+{
+	struct out o = { .p = dst, .cap = len - 1, .flush_fd = -1 };
+	char host[256] = "unknown";
+	if (gethostname(host, sizeof(host) - 1) != 0 || !host[0])
+		memcpy(host, "unknown", 8);
+	host[sizeof(host) - 1] = '\0';
+	const char *prog = cumemcap_policy()->program[0] ? cumemcap_policy()->program : "unknown";
+	for (const char *s = tmpl; *s; s++) {
+		if (*s != '%' || !s[1]) {
+			put(&o, s, 1);
+			continue;
+		}
+		const char *text = NULL;
+		switch (*++s) {
+		case 'p': put_u(&o, (uint64_t)getpid()); break;
+		case 'u': put_u(&o, (uint64_t)geteuid()); break;
+		case 'h': text = host; break;
+		case 'n': text = prog; break;
+		default: put(&o, s, 1); break; /* %% (the parser allows no other) */
+		}
+		/* A name never adds a directory level. */
+		for (; text && *text; text++)
+			put(&o, *text == '/' ? "_" : text, 1);
+	}
+	dst[o.len] = '\0';
+	return !o.lost;
+}
+
+/* ---- the file ------------------------------------------------------------------------- */
+
+/* Say why logging is off; `what` and `err` (an errno, 0: none) name it. */
+static void say_off(const char *what, int err)
+{
+	char buf[CUMEMCAP_PATH_MAX + 128];
+	struct out o = OUT(buf);
+	put_s(&o, "log ");
+	put_s(&o, file_path);
+	put_s(&o, ": ");
+	put_s(&o, what);
+	if (err) {
+		put_s(&o, what[0] ? ": " : "");
+		put_errno(&o, err);
+	}
+	put_s(&o, "; logging is off");
+	say(&o);
+}
+
+static void turn_off(const char *what, int err)
+{
+	int open_state = OPEN;
+	if (atomic_compare_exchange_strong(&file_state, &open_state, OFF))
+		say_off(what, err);
+}
+
+/* Whether RLIMIT_FSIZE was finite when the file was opened. */
+static bool size_limited;
+
+/* One record, one write(2). Async-signal-safe. Under a file size limit,
+ * SIGXFSZ (a write past it) is held off so that only the log notices; a
+ * pending one of the program's own is left alone. */
+static bool write_record(const char *b, size_t n, const char **what, int *err)
+{
+	struct stat st;
+	if (fstat(file_fd, &st) != 0 || st.st_dev != file_dev || st.st_ino != file_ino) {
+		*what = "the program closed or reused its descriptor";
+		*err = 0;
+		return false;
+	}
+	sigset_t xfsz, old, pending;
+	bool was_pending = false;
+	if (size_limited) {
+		sigemptyset(&xfsz);
+		sigaddset(&xfsz, SIGXFSZ);
+		pthread_sigmask(SIG_BLOCK, &xfsz, &old);
+		was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1;
+	}
+	ssize_t w;
+	do
+		w = write(file_fd, b, n);
+	while (w < 0 && errno == EINTR);
+	int e = errno;
+	if (size_limited) {
+		if (!was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1) {
+			struct timespec now = { 0, 0 };
+			sigtimedwait(&xfsz, NULL, &now);
+		}
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	if (w == (ssize_t)n)
+		return true;
+	*what = w < 0 ? "" : "short write (the disk is full or the file at its size limit)";
+	*err = w < 0 ? e : 0;
+	return false;
+}
+
+static void emit(struct out *o)
+{
+	if (o->lost || atomic_load_explicit(&file_state, memory_order_acquire) != OPEN)
+		return;
+	int saved = errno;
+	const char *what;
+	int err;
+	if (!write_record(o->p, o->len, &what, &err))
+		turn_off(what, err);
+	errno = saved;
+}
+
+/* The directory of the file. In a shared sticky directory such as /tmp
+ * (or when we made it), it must be ours: a real directory, not a link,
+ * owned by us, writable by nobody else. Its last component is created
+ * (0700) when missing. Returns an O_DIRECTORY descriptor or -1 (said). */
+static int open_dir(const char *dir)
+{
+	bool made = mkdir(dir, 0700) == 0;
+	if (!made && errno != EEXIST) {
+		char what[CUMEMCAP_PATH_MAX + 32];
+		struct out o = OUT(what);
+		put_s(&o, "cannot create ");
+		put_s(&o, dir);
+		say_off(cstr(&o), errno);
+		return -1;
+	}
+	char parent[CUMEMCAP_PATH_MAX];
+	snprintf(parent, sizeof(parent), "%s", dir);
+	char *slash = strrchr(parent, '/');
+	if (slash)
+		slash[slash == parent] = '\0';
+	else
+		snprintf(parent, sizeof(parent), ".");
+	struct stat ps, st;
+	bool shared = made || (stat(parent, &ps) == 0 && (ps.st_mode & S_ISVTX) && (ps.st_mode & S_IWOTH));
+	char why[CUMEMCAP_PATH_MAX + 64];
+	struct out o = OUT(why);
+	put_s(&o, dir);
+	if (shared && lstat(dir, &st) == 0 && S_ISLNK(st.st_mode)) {
+		put_s(&o, " is a symbolic link");
+		goto refuse;
+	}
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (shared ? O_NOFOLLOW : 0));
+	if (fd < 0) {
+		int e = errno;
+		say_off(cstr(&o), e);
+		return -1;
+	}
+	if (shared && fstat(fd, &st) == 0 && (st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)))) {
+		if (st.st_uid != geteuid()) {
+			put_s(&o, " is owned by uid ");
+			put_u(&o, st.st_uid);
+			put_s(&o, ", not ");
+			put_u(&o, geteuid());
+		} else {
+			put_s(&o, " is writable by other users");
+		}
+		close(fd);
+		goto refuse;
+	}
+	return fd;
+refuse:
+	put_s(&o, " (a shared directory must hold a private one)");
+	say_off(cstr(&o), 0);
+	return -1;
+}
+
+static void start_record(struct out *o);
+
+/* Open the file and write the start record (open_lock held). */
+static bool open_file(void)
+{
+	if (!expand(cumemcap_policy()->log_path, file_path, CUMEMCAP_PATH_MAX)) {
+		say_off("the expanded path is too long", 0);
+		return false;
+	}
+	char dir[CUMEMCAP_PATH_MAX];
+	const char *name = strrchr(file_path, '/');
+	if (name) {
+		size_t n = (size_t)(name - file_path);
+		memcpy(dir, file_path, n ? n : 1);
+		dir[n ? n : 1] = '\0';
+		name++;
+	} else {
+		memcpy(dir, ".", 2);
+		name = file_path;
+	}
+	int dfd = open_dir(dir);
+	if (dfd < 0)
+		return false;
+	/* An existing file (pid reuse, a planted link) is never followed
+	 * nor appended to: NAME.1, NAME.2, ... */
+	char base[sizeof(file_path)];
+	snprintf(base, sizeof(base), "%s", name);
+	int fd = -1, e = 0;
+	for (unsigned i = 0; i < 100 && fd < 0; i++) {
+		char cand[CUMEMCAP_PATH_MAX + 8];
+		struct out o = OUT(cand);
+		put_s(&o, base);
+		if (i) {
+			put_s(&o, ".");
+			put_u(&o, i);
+		}
+		fd = openat(dfd, cstr(&o), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC, 0600);
+		e = errno;
+		if (fd >= 0 && i)
+			snprintf(file_path + (name - file_path), sizeof(file_path) - (size_t)(name - file_path),
+				 "%s", cand);
+		if (fd < 0 && e != EEXIST)
+			break;
+	}
+	close(dfd);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		say_off("", e ? e : EEXIST);
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	struct rlimit fsize;
+	size_limited = getrlimit(RLIMIT_FSIZE, &fsize) != 0 || fsize.rlim_cur != RLIM_INFINITY;
+	file_fd = fd;
+	file_dev = st.st_dev;
+	file_ino = st.st_ino;
+	static char buf[96 * 1024];
+	struct out o = OUT(buf);
+	start_record(&o);
+	const char *what = "the start record does not fit";
+	int err = 0;
+	if (!o.lost && write_record(o.p, o.len, &what, &err))
+		return true;
+	say_off(what, err);
+	close(fd);
+	file_fd = -1;
+	return false;
+}
+
+/* ---- fatal signals -------------------------------------------------------------------- */
+
+static const int fatal[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, SIGINT, SIGHUP, SIGQUIT };
+static const char *const fatal_names[] = { "SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT",
+					   "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT" };
+#define N_FATAL (sizeof(fatal) / sizeof(fatal[0]))
+static struct sigaction previous[N_FATAL];
+static atomic_flag armed = ATOMIC_FLAG_INIT;
+
+/* A signal whose previous disposition was the default ends the process:
+ * write the summary, put the default back and raise it again, so the
+ * process ends as it would have (status, core dump). A handler the
+ * program had installed is called instead: the program decides, and if
+ * it exits, the destructor writes the summary. */
+static void on_fatal(int sig, siginfo_t *info, void *uc)
+{
+	int saved = errno;
+	size_t i = 0;
+	while (i < N_FATAL && fatal[i] != sig)
+		i++;
+	if (i == N_FATAL)
+		return;
+	const struct sigaction *old = &previous[i];
+	if (old->sa_handler == SIG_DFL) {
+		cumemcap_log_exit(sig);
+		sigaction(sig, old, NULL);
+		raise(sig); /* blocked until we return */
+	} else if (old->sa_flags & SA_SIGINFO) {
+		old->sa_sigaction(sig, info, uc);
+	} else if (old->sa_handler != SIG_IGN) {
+		old->sa_handler(sig);
+	}
+	errno = saved;
+}
+
+/* Installed at the first GPU use, not in the constructor: a process that
+ * never uses CUDA is left as it was, and an interpreter that installs its
+ * own handlers only over the default (CPython's SIGINT ->
+ * KeyboardInterrupt) has done so by then. An ignored signal stays
+ * ignored. */
+static void arm_signals(void)
+{
+	if (atomic_flag_test_and_set(&armed))
+		return;
+	for (size_t i = 0; i < N_FATAL; i++) {
+		struct sigaction cur, act;
+		if (sigaction(fatal[i], NULL, &cur) != 0 || cur.sa_handler == SIG_IGN)
+			continue;
+		memset(&act, 0, sizeof(act));
+		act.sa_sigaction = on_fatal;
+		act.sa_flags = SA_SIGINFO | SA_ONSTACK;
+		if (cur.sa_handler == SIG_DFL) {
+			sigfillset(&act.sa_mask);
+		} else {
+			act.sa_mask = cur.sa_mask;
+			act.sa_flags |= cur.sa_flags & (SA_RESTART | SA_NODEFER);
+		}
+		previous[i] = cur;
+		sigaction(fatal[i], &act, &previous[i]);
+	}
+}
+
+/* ---- records -------------------------------------------------------------------------- */
+
+static void begin(struct out *o, const char *type)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	put_s(o, "{\"v\":1,\"type\":\"");
+	put_s(o, type);
+	put_s(o, "\",\"t\":");
+	put_ms(o, (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u);
+	key(o, "pid");
+	put_u(o, (uint64_t)getpid());
+}
+
+static void end(struct out *o)
+{
+	put_s(o, "}\n");
+}
+
+/* "name":{"value":...,"source":...}; the first without a comma. */
+static void rule(struct out *o, bool first, const char *name, const char *value,
+		 const struct cumemcap_source *src)
+{
+	const struct cumemcap_policy *p = cumemcap_policy();
+	char where[CUMEMCAP_PATH_MAX + 16];
+	cumemcap_source_format(p, src, where, sizeof(where));
+	put_s(o, first ? "\"" : ",\"");
+	put_s(o, name);
+	put_s(o, "\":{\"value\":");
+	if (value)
+		put_json(o, value);
+	else
+		put_ms(o, p->log_interval_ms);
+	put_s(o, ",\"source\":");
+	put_json(o, where);
+	put_s(o, "}");
+}
+
+static void start_record(struct out *o)
+{
+	const struct cumemcap_policy *p = cumemcap_policy();
+	begin(o, "start");
+	key(o, "ppid");
+	put_u(o, (uint64_t)getppid());
+	key(o, "uid");
+	put_u(o, (uint64_t)getuid());
+	key(o, "program");
+	put_json(o, p->program);
+
+	static char cmdline[32 * 1024];
+	size_t n = 0;
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t r;
+		while (n < sizeof(cmdline) && (r = read(fd, cmdline + n, sizeof(cmdline) - n)) > 0)
+			n += (size_t)r;
+		close(fd);
+	}
+	/* Escaping can grow an argument sixfold: stop while a third of the
+	 * buffer is left for the rest of the record. */
+	bool cut = n == sizeof(cmdline);
+	key(o, "argv");
+	put_s(o, "[");
+	for (size_t i = 0, first = 1; i < n; first = 0) {
+		size_t len = strnlen(cmdline + i, n - i);
+		if (o->len + 6 * len + 8 > o->cap / 3 * 2) {
+			cut = true;
+			break;
+		}
+		put_s(o, first ? "" : ",");
+		put_json_n(o, cmdline + i, len);
+		i += len + 1;
+	}
+	put_s(o, "]");
+	if (cut) {
+		key(o, "argv_truncated");
+		put_s(o, "true");
+	}
+	char host[256] = "";
+	gethostname(host, sizeof(host) - 1);
+	key(o, "host");
+	put_json(o, host);
+	key(o, "driver_version");
+	put_s(o, "null"); /* logging asks the driver nothing */
+	key(o, "cumemcap");
+	put_json(o, CUMEMCAP_VERSION_STRING);
+	key(o, "interval");
+	put_ms(o, interval_ms);
+	key(o, "log");
+	put_json(o, file_path);
+	key(o, "metrics");
+	char mpath[CUMEMCAP_PATH_MAX];
+	if (metrics_wanted && expand(p->metrics_path, mpath, sizeof(mpath)))
+		put_json(o, mpath);
+	else
+		put_s(o, "null");
+	key(o, "config");
+	if (p->config_path[0])
+		put_json(o, p->config_path);
+	else
+		put_s(o, "null");
+
+	const struct cumemcap_device_info *all;
+	int count = cumemcap_device_all(&all);
+	key(o, "gpus");
+	put_s(o, "[");
+	for (int d = 0; d < count; d++) {
+		char uuid[48], src[CUMEMCAP_PATH_MAX + 16];
+		cumemcap_nvml_format_uuid(all[d].uuid, "GPU-", uuid);
+		cumemcap_source_format(p, &all[d].limit_src, src, sizeof(src));
+		put_s(o, d ? ",{\"gpu\":" : "{\"gpu\":");
+		put_u(o, (uint64_t)d);
+		key(o, "uuid");
+		put_json(o, uuid);
+		key(o, "pci");
+		put_json(o, all[d].pci_bus_id);
+		key(o, "capacity");
+		put_u(o, all[d].total);
+		key(o, "limit");
+		put_u_or_null(o, all[d].limit != CUMEMCAP_NO_LIMIT, all[d].limit);
+		key(o, "limit_source");
+		put_json(o, src);
+		put_s(o, "}");
+	}
+	put_s(o, "]");
+
+	char growth[64], release[64];
+	cumemcap_policy_format_growth(p, growth, sizeof(growth));
+	cumemcap_policy_format_release(p, release, sizeof(release));
+	key(o, "rules");
+	put_s(o, "{");
+	rule(o, true, "growth", growth, &p->growth_src);
+	rule(o, false, "pool", cumemcap_policy_pool_name(p->pool), &p->pool_src);
+	rule(o, false, "release", release, &p->release_src);
+	rule(o, false, "framework_hints", p->framework_hints ? "on" : "off", &p->hints_src);
+	rule(o, false, "log_interval", NULL, &p->interval_src);
+	put_s(o, "}");
+	end(o);
+}
+
+/* ---- the public events ---------------------------------------------------------------- */
+
+void cumemcap_log_init(void)
+{
+	ensure_snapshot();
+}
+
+static void ensure_open(void)
+{
+	if (atomic_load_explicit(&file_state, memory_order_acquire) != CLOSED)
+		return;
+	int saved = errno;
+	pthread_mutex_lock(&open_lock);
+	if (atomic_load(&file_state) == CLOSED)
+		atomic_store_explicit(&file_state, open_file() ? OPEN : OFF, memory_order_release);
+	pthread_mutex_unlock(&open_lock);
+	errno = saved;
+}
+
+/* At most this many event records a second: a program spinning on
+ * refusals must not fill the disk. The rest are counted (samples and the
+ * exit record say how many); the ledger's counters still have them all. */
+#define EVENTS_PER_SECOND 1000u
+static _Atomic uint64_t window_second;
+static _Atomic uint32_t window_events;
+static _Atomic uint64_t events_dropped;
+
+static bool event_allowed(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec + 1, was = atomic_load(&window_second);
+	if (was != now && atomic_compare_exchange_strong(&window_second, &was, now))
+		atomic_store(&window_events, 0); /* approximate at the edge; fine */
+	if (atomic_fetch_add(&window_events, 1) < EVENTS_PER_SECOND)
+		return true;
+	atomic_fetch_add(&events_dropped, 1);
+	return false;
+}
+
+/* An event record should be written: file logging is on, the summary
+ * not yet written, and the rate allows it. */
+static bool file_logging(void)
+{
+	ensure_snapshot();
+	if (target != CUMEMCAP_LOG_FILE || atomic_load(&exit_claimed))
+		return false;
+	ensure_open();
+	return atomic_load_explicit(&file_state, memory_order_acquire) == OPEN && event_allowed();
+}
+
+void cumemcap_log_device(int dev)
+{
+	(void)dev;
+	ensure_snapshot();
+	if (target == CUMEMCAP_LOG_OFF)
+		return;
+	if (target == CUMEMCAP_LOG_FILE)
+		ensure_open();
+	arm_signals();
+}
+
+static void put_figures(struct out *o, int dev)
+{
+	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+	key(o, "live");
+	put_u(o, atomic_load(&d->live));
+	key(o, "pooled");
+	put_u(o, atomic_load(&d->pooled));
+	key(o, "reserved");
+	put_u(o, atomic_load(&d->reserved));
+}
+
+void cumemcap_log_segment(int dev, bool taken, uint64_t bytes)
+{
+	if (!file_logging())
+		return;
+	char buf[512];
+	struct out o = OUT(buf);
+	begin(&o, "segment");
+	key(&o, "gpu");
+	put_u(&o, (uint64_t)dev);
+	key(&o, "op");
+	put_s(&o, taken ? "\"take\"" : "\"release\"");
+	key(&o, "bytes");
+	put_u(&o, bytes);
+	put_figures(&o, dev);
+	end(&o);
+	emit(&o);
+}
+
+static void refusal_or_oom(const char *type, int dev, const char *door, uint64_t requested)
+{
+	char buf[768];
+	struct out o = OUT(buf);
+	uint64_t limit = cumemcap_ledger_limit(dev);
+	begin(&o, type);
+	key(&o, "gpu");
+	put_u(&o, (uint64_t)dev);
+	key(&o, "requested");
+	put_u(&o, requested);
+	key(&o, "door");
+	put_json_n(&o, door ? door : "", door ? strnlen(door, 96) : 0);
+	put_figures(&o, dev);
+	key(&o, "limit");
+	put_u_or_null(&o, limit != CUMEMCAP_NO_LIMIT, limit);
+	end(&o);
+	emit(&o);
+}
 
 void cumemcap_log_refusal(int dev, const char *door, uint64_t requested)
 {
-	if (cumemcap_policy()->log != CUMEMCAP_LOG_STDERR)
+	ensure_snapshot();
+	if (target == CUMEMCAP_LOG_STDERR) {
+		char want[32], lim[32], held[32];
+		cumemcap_msg("device %d: refused %s (%s) at the limit: %s held of %s", dev,
+			     cumemcap_fmt_size(requested, want, sizeof(want)), door,
+			     cumemcap_fmt_size(atomic_load(&cumemcap_ledger[dev].reserved), held, sizeof(held)),
+			     cumemcap_fmt_size(cumemcap_ledger_limit(dev), lim, sizeof(lim)));
 		return;
-	char want[32], lim[32], held[32];
-	cumemcap_msg("device %d: refused %s (%s) at the limit: %s held of %s", dev,
-		     cumemcap_fmt_size(requested, want, sizeof(want)), door,
-		     cumemcap_fmt_size(atomic_load(&cumemcap_ledger[dev].reserved), held, sizeof(held)),
-		     cumemcap_fmt_size(cumemcap_ledger_limit(dev), lim, sizeof(lim)));
+	}
+	if (file_logging())
+		refusal_or_oom("refusal", dev, door, requested);
 }
 
-void cumemcap_log_driver_oom(int dev, const char *door, uint64_t requested) { (void)dev; (void)door; (void)requested; }
-uint32_t cumemcap_log_tick(uint64_t now_ms) { (void)now_ms; return UINT32_MAX; }
+void cumemcap_log_driver_oom(int dev, const char *door, uint64_t requested)
+{
+	if (file_logging())
+		refusal_or_oom("driver_oom", dev, door, requested);
+}
 
-static void summary(void)
+/* ---- samples and metrics (the worker thread) ------------------------------------------ */
+
+struct figure {
+	int dev;
+	uint64_t live, pooled, reserved, async, driver, limit, capacity, peak, allocs, frees,
+		refusals, driver_oom;
+	bool driver_known;
+	char uuid[48];
+};
+
+static pthread_mutex_t tick_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t next_due; /* CLOCK_MONOTONIC ms; 0: not scheduled */
+static _Atomic int metrics_state;
+static char metrics_path[CUMEMCAP_PATH_MAX], metrics_tmp[CUMEMCAP_PATH_MAX + 8];
+
+static int gather(struct figure *f)
+{
+	int n = 0;
+	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
+		const struct cumemcap_device_info *info = cumemcap_device_info(dev);
+		if (!info)
+			continue;
+		struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+		struct figure *g = &f[n++];
+		g->dev = dev;
+		g->live = atomic_load(&d->live);
+		g->pooled = atomic_load(&d->pooled);
+		g->reserved = atomic_load(&d->reserved);
+		g->async = atomic_load(&d->kind[CUMEMCAP_KIND_pool]);
+		g->limit = cumemcap_ledger_limit(dev);
+		g->capacity = info->total;
+		g->peak = atomic_load(&d->peak);
+		g->allocs = atomic_load(&d->allocs);
+		g->frees = atomic_load(&d->frees);
+		g->refusals = atomic_load(&d->refusals);
+		g->driver_oom = atomic_load(&d->driver_oom);
+		cumemcap_nvml_format_uuid(info->uuid, "GPU-", g->uuid);
+		g->driver_known = cumemcap_nvml_process_used(info->uuid, (unsigned)getpid(), &g->driver);
+		if (g->driver_known) {
+			uint64_t seen = atomic_load(&peak_driver[dev]);
+			while (g->driver + 1 > seen &&
+			       !atomic_compare_exchange_weak(&peak_driver[dev], &seen, g->driver + 1))
+				;
+		}
+	}
+	return n;
+}
+
+static void sample_record(const struct figure *f, int n)
+{
+	static char buf[48 * 1024];
+	struct out o = OUT(buf);
+	begin(&o, "sample");
+	key(&o, "gpus");
+	put_s(&o, "[");
+	for (int i = 0; i < n; i++) {
+		const struct figure *g = &f[i];
+		put_s(&o, i ? ",{\"gpu\":" : "{\"gpu\":");
+		put_u(&o, (uint64_t)g->dev);
+		key(&o, "live");
+		put_u(&o, g->live);
+		key(&o, "pooled");
+		put_u(&o, g->pooled);
+		key(&o, "reserved");
+		put_u(&o, g->reserved);
+		key(&o, "async_reserved");
+		put_u(&o, g->async);
+		key(&o, "driver_used");
+		put_u_or_null(&o, g->driver_known, g->driver);
+		key(&o, "context_overhead");
+		put_u_or_null(&o, g->driver_known && g->driver >= g->reserved, g->driver - g->reserved);
+		put_s(&o, "}");
+	}
+	put_s(&o, "]");
+	key(&o, "events_dropped");
+	put_u(&o, atomic_load(&events_dropped));
+	end(&o);
+	if (!atomic_load(&exit_claimed)) {
+		emit(&o);
+		atomic_fetch_add(&samples_written, 1);
+	}
+}
+
+static void metrics_off(const char *what, int err)
+{
+	atomic_store(&metrics_state, OFF);
+	char buf[CUMEMCAP_PATH_MAX + 128];
+	struct out o = OUT(buf);
+	put_s(&o, "metrics ");
+	put_s(&o, metrics_path);
+	put_s(&o, ": ");
+	put_s(&o, what);
+	if (err)
+		put_errno(&o, err);
+	put_s(&o, "; metrics are off");
+	say(&o);
+}
+
+/* A Prometheus label value: backslash, quote and newline escaped. */
+static void label_value(struct out *o, const char *s)
+{
+	put_s(o, "\"");
+	for (; *s; s++) {
+		if (*s == '\\')
+			put_s(o, "\\\\");
+		else if (*s == '"')
+			put_s(o, "\\\"");
+		else if (*s == '\n')
+			put_s(o, "\\n");
+		else
+			put(o, s, 1);
+	}
+	put_s(o, "\"");
+}
+
+static const struct family {
+	const char *name, *type, *help;
+} families[] = {
+	{ "cumemcap_live_bytes", "gauge", "Device memory the program holds (its allocations)." },
+	{ "cumemcap_pooled_bytes", "gauge", "Arena segment bytes cached for reuse, not handed out." },
+	{ "cumemcap_reserved_bytes", "gauge", "Device memory this process holds from the driver; what the limit counts." },
+	{ "cumemcap_async_reserved_bytes", "gauge", "Of which stream-ordered pools reserve." },
+	{ "cumemcap_driver_used_bytes", "gauge", "What NVML (nvidia-smi) says the process uses, contexts included." },
+	{ "cumemcap_context_overhead_bytes", "gauge", "driver_used - reserved: contexts and driver memory outside the calls counted." },
+	{ "cumemcap_limit_bytes", "gauge", "The limit on this GPU (absent when none)." },
+	{ "cumemcap_capacity_bytes", "gauge", "The GPU's memory." },
+	{ "cumemcap_peak_reserved_bytes", "gauge", "Highest reserved so far." },
+	{ "cumemcap_allocations_total", "counter", "Successful allocations." },
+	{ "cumemcap_frees_total", "counter", "Successful frees." },
+	{ "cumemcap_refusals_total", "counter", "Requests refused at the limit." },
+	{ "cumemcap_driver_oom_total", "counter", "CUDA_ERROR_OUT_OF_MEMORY answered by the driver itself." },
+};
+
+static bool family_value(size_t fam, const struct figure *g, uint64_t *v)
+{
+	const uint64_t vals[] = { g->live, g->pooled, g->reserved, g->async, g->driver,
+				  g->driver - g->reserved, g->limit, g->capacity, g->peak,
+				  g->allocs, g->frees, g->refusals, g->driver_oom };
+	*v = vals[fam];
+	if (fam == 4)
+		return g->driver_known;
+	if (fam == 5)
+		return g->driver_known && g->driver >= g->reserved;
+	return fam != 6 || g->limit != CUMEMCAP_NO_LIMIT;
+}
+
+/* The Prometheus text file, replaced whole (temp file + rename). */
+static void write_metrics(const struct figure *f, int n)
+{
+	if (atomic_load(&metrics_state) == CLOSED) {
+		if (!expand(cumemcap_policy()->metrics_path, metrics_path, sizeof(metrics_path))) {
+			metrics_off("the expanded path is too long", 0);
+			return;
+		}
+		snprintf(metrics_tmp, sizeof(metrics_tmp), "%s.tmp", metrics_path);
+		atomic_store(&metrics_state, OPEN);
+	}
+	if (atomic_load(&metrics_state) != OPEN)
+		return;
+	unlink(metrics_tmp);
+	int fd = open(metrics_tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		metrics_off("", errno);
+		return;
+	}
+	static char buf[16 * 1024];
+	struct out o = { .p = buf, .cap = sizeof(buf), .flush_fd = fd };
+	char pid_buf[24];
+	struct out po = OUT(pid_buf);
+	put_u(&po, (uint64_t)getpid());
+	const char *pid = cstr(&po);
+	for (size_t fam = 0; fam < sizeof(families) / sizeof(families[0]); fam++) {
+		put_s(&o, "# HELP ");
+		put_s(&o, families[fam].name);
+		put_s(&o, " ");
+		put_s(&o, families[fam].help);
+		put_s(&o, "\n# TYPE ");
+		put_s(&o, families[fam].name);
+		put_s(&o, " ");
+		put_s(&o, families[fam].type);
+		put_s(&o, "\n");
+		for (int i = 0; i < n; i++) {
+			uint64_t v;
+			if (!family_value(fam, &f[i], &v))
+				continue;
+			put_s(&o, families[fam].name);
+			put_s(&o, "{pid=\"");
+			put_s(&o, pid);
+			put_s(&o, "\",program=");
+			label_value(&o, cumemcap_policy()->program);
+			put_s(&o, ",gpu=\"");
+			put_u(&o, (uint64_t)f[i].dev);
+			put_s(&o, "\",uuid=\"");
+			put_s(&o, f[i].uuid);
+			put_s(&o, "\"} ");
+			put_u(&o, v);
+			put_s(&o, "\n");
+		}
+	}
+	int err = o.lost || !write_all(fd, o.p, o.len) ? (errno ? errno : EIO) : 0;
+	if (close(fd) != 0 && !err)
+		err = errno;
+	if (!err && rename(metrics_tmp, metrics_path) != 0)
+		err = errno;
+	if (err) {
+		unlink(metrics_tmp);
+		metrics_off("", err);
+	} else if (atomic_load(&metrics_state) != OPEN) {
+		unlink(metrics_path); /* the process ended meanwhile */
+	}
+}
+
+uint32_t cumemcap_log_tick(uint64_t now_ms)
+{
+	ensure_snapshot();
+	bool log_on = target == CUMEMCAP_LOG_FILE && atomic_load(&file_state) == OPEN;
+	bool metrics_on = metrics_wanted && atomic_load(&metrics_state) != OFF;
+	if ((!log_on && !metrics_on) || atomic_load(&exit_claimed))
+		return UINT32_MAX;
+	uint32_t wait;
+	pthread_mutex_lock(&tick_lock);
+	if (!next_due)
+		next_due = now_ms + interval_ms;
+	if (now_ms >= next_due) {
+		next_due += interval_ms;
+		if (next_due <= now_ms)
+			next_due = now_ms + interval_ms;
+		static struct figure f[CUMEMCAP_MAX_DEVICES];
+		int n = gather(f);
+		if (log_on)
+			sample_record(f, n);
+		if (metrics_on)
+			write_metrics(f, n);
+	}
+	wait = (uint32_t)(next_due - now_ms);
+	pthread_mutex_unlock(&tick_lock);
+	return wait;
+}
+
+/* ---- the end -------------------------------------------------------------------------- */
+
+static bool used_gpu(void)
+{
+	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
+		struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+		if (cumemcap_device_info(dev) && atomic_load(&d->allocs) + atomic_load(&d->frees) +
+							 atomic_load(&d->refusals) + atomic_load(&d->driver_oom))
+			return true;
+	}
+	return false;
+}
+
+/* Today's human lines: one per GPU that saw an allocation or refusal. */
+static void stderr_summary(void)
 {
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
 		const struct cumemcap_device_info *info = cumemcap_device_info(dev);
 		struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 		if (!info || atomic_load(&d->allocs) + atomic_load(&d->refusals) == 0)
 			continue;
-		char lim[32], tot[32], peak[32], now[32];
+		char buf[512];
+		struct out o = OUT(buf);
 		uint64_t limit = cumemcap_ledger_limit(dev);
-		cumemcap_msg("device %d (%s): limit %s of %s; peak held %s, held at exit %s; "
-			     "%llu allocations, %llu frees, %llu refused at the limit",
-			     dev, info->pci_bus_id,
-			     limit == CUMEMCAP_NO_LIMIT ? "none" : cumemcap_fmt_size(limit, lim, sizeof(lim)),
-			     cumemcap_fmt_size(info->total, tot, sizeof(tot)),
-			     cumemcap_fmt_size(atomic_load(&d->peak), peak, sizeof(peak)),
-			     cumemcap_fmt_size(atomic_load(&d->reserved), now, sizeof(now)),
-			     (unsigned long long)atomic_load(&d->allocs),
-			     (unsigned long long)atomic_load(&d->frees),
-			     (unsigned long long)atomic_load(&d->refusals));
+		put_s(&o, "device ");
+		put_u(&o, (uint64_t)dev);
+		put_s(&o, " (");
+		put_s(&o, info->pci_bus_id);
+		put_s(&o, "): limit ");
+		if (limit == CUMEMCAP_NO_LIMIT)
+			put_s(&o, "none");
+		else
+			put_size(&o, limit);
+		put_s(&o, " of ");
+		put_size(&o, info->total);
+		put_s(&o, "; peak held ");
+		put_size(&o, atomic_load(&d->peak));
+		put_s(&o, ", held at exit ");
+		put_size(&o, atomic_load(&d->reserved));
+		put_s(&o, "; ");
+		put_u(&o, atomic_load(&d->allocs));
+		put_s(&o, " allocations, ");
+		put_u(&o, atomic_load(&d->frees));
+		put_s(&o, " frees, ");
+		put_u(&o, atomic_load(&d->refusals));
+		put_s(&o, " refused at the limit");
+		say(&o);
 	}
+}
+
+static void exit_record(int signo)
+{
+	static char buf[64 * 1024]; /* only the one claimant of exit_claimed writes it */
+	struct out o = OUT(buf);
+	begin(&o, "exit");
+	key(&o, "reason");
+	put_s(&o, signo ? "\"signal\"" : "\"exit\"");
+	if (signo) {
+		key(&o, "signal");
+		put_u(&o, (uint64_t)signo);
+		for (size_t i = 0; i < N_FATAL; i++)
+			if (fatal[i] == signo) {
+				key(&o, "signal_name");
+				put_json(&o, fatal_names[i]);
+			}
+	}
+	key(&o, "samples");
+	put_u(&o, atomic_load(&samples_written));
+	key(&o, "events_dropped");
+	put_u(&o, atomic_load(&events_dropped));
+	key(&o, "gpus");
+	put_s(&o, "[");
+	bool first = true;
+	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
+		if (!cumemcap_device_info(dev))
+			continue;
+		struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+		uint64_t limit = cumemcap_ledger_limit(dev), pd = atomic_load(&peak_driver[dev]);
+		put_s(&o, first ? "{\"gpu\":" : ",{\"gpu\":");
+		first = false;
+		put_u(&o, (uint64_t)dev);
+		key(&o, "limit");
+		put_u_or_null(&o, limit != CUMEMCAP_NO_LIMIT, limit);
+		key(&o, "peak_live");
+		put_u(&o, atomic_load(&d->peak_live));
+		key(&o, "peak_pooled");
+		put_u(&o, atomic_load(&d->peak_pooled));
+		key(&o, "peak_reserved");
+		put_u(&o, atomic_load(&d->peak));
+		key(&o, "peak_driver_used");
+		put_u_or_null(&o, pd != 0, pd - 1);
+#define X(name)                          \
+	key(&o, #name);                  \
+	put_u(&o, atomic_load(&d->name));
+		X(allocs) X(frees) X(refusals) X(driver_oom) X(avoided) X(segments_taken)
+		X(segments_released) X(largest_request) X(live) X(reserved)
+#undef X
+		put_s(&o, "}");
+	}
+	put_s(&o, "]");
+	end(&o);
+	emit(&o);
 }
 
 void cumemcap_log_exit(int signo)
 {
-	(void)signo;
-	if (cumemcap_policy()->log == CUMEMCAP_LOG_STDERR)
-		summary();
+	int saved = errno;
+	if (!signo) {
+		ensure_snapshot();
+		/* A forked child opens its file only if it used the GPU. */
+		if (target == CUMEMCAP_LOG_FILE && atomic_load(&file_state) == CLOSED && used_gpu())
+			ensure_open();
+	}
+	if (!atomic_exchange(&exit_claimed, true)) {
+		if (target == CUMEMCAP_LOG_STDERR)
+			stderr_summary();
+		else if (target == CUMEMCAP_LOG_FILE && atomic_load(&file_state) == OPEN)
+			exit_record(signo);
+		/* A finished process leaves no stale series behind. */
+		if (atomic_exchange(&metrics_state, OFF) == OPEN)
+			unlink(metrics_path);
+	}
+	errno = saved;
 }
 
-void cumemcap_log_fork_child(void) {}
+/* Taken before the shim's other locks: no holder of those waits for
+ * these. A tick in progress (an NVML query) delays fork() until it ends. */
+void cumemcap_log_fork_prepare(void)
+{
+	pthread_mutex_lock(&open_lock);
+	pthread_mutex_lock(&tick_lock);
+}
+
+void cumemcap_log_fork_parent(void)
+{
+	pthread_mutex_unlock(&tick_lock);
+	pthread_mutex_unlock(&open_lock);
+}
+
+void cumemcap_log_fork_child(void)
+{
+	pthread_mutex_unlock(&tick_lock);
+	pthread_mutex_unlock(&open_lock);
+	if (atomic_load(&file_state) == OPEN)
+		close(file_fd); /* the parent's file: not ours to write */
+	file_fd = -1;
+	atomic_store(&file_state, CLOSED);
+	atomic_store(&metrics_state, CLOSED);
+	atomic_store(&exit_claimed, false);
+	atomic_store(&samples_written, 0);
+	atomic_store(&events_dropped, 0);
+	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
+		atomic_store(&peak_driver[dev], 0);
+	next_due = 0;
+}

@@ -38,5 +38,8 @@ uint32_t cumemcap_log_tick(uint64_t now_ms);
  * signal with `signo` != 0): write the exit summary once. */
 void cumemcap_log_exit(int signo);
 
-/* Fork: the child writes its own log (or none) and starts over. */
+/* Fork: the log's locks are held across fork() (prepare, then parent or
+ * child); the child writes its own log (or none) and starts over. */
+void cumemcap_log_fork_prepare(void);
+void cumemcap_log_fork_parent(void);
 void cumemcap_log_fork_child(void);

@@ -27,6 +27,7 @@
 
 static void fork_prepare(void)
 {
+	cumemcap_log_fork_prepare();
 	cumemcap_worker_lock();
 	cumemcap_arena_lock_all();
 	cumemcap_account_lock();
@@ -39,6 +40,7 @@ static void fork_parent(void)
 	cumemcap_account_unlock();
 	cumemcap_arena_unlock_all();
 	cumemcap_worker_unlock();
+	cumemcap_log_fork_parent();
 }
 
 static void fork_child(void)

@@ -177,6 +177,18 @@ FAKE_API CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
 	return CUDA_ERROR_INVALID_DEVICE;
 }
 
+/* The record (fakecuda.h): what this process's contexts cost on dev. */
+FAKE_API uint64_t fakecuda_context_bytes(int dev)
+{
+	fake_config_load();
+	if (fake_check_dev(dev))
+		return 0;
+	pthread_mutex_lock(&fake_lock);
+	uint64_t v = (uint64_t)fake_cfg.dev[dev].nctx * fake_cfg.ctx_overhead;
+	pthread_mutex_unlock(&fake_lock);
+	return v;
+}
+
 /* ---- contexts ------------------------------------------------------------------ */
 
 struct CUctx_st *fake_ctx_current(void)

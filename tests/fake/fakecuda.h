@@ -44,6 +44,12 @@ uint64_t fakecuda_reserved(int dev);
 uint64_t fakecuda_peak_reserved(int dev);
 void fakecuda_reset_peak(int dev);
 
+/* Bytes the live contexts of this process cost on `dev` right now:
+ * FAKECUDA_CTX_OVERHEAD per context (created and not destroyed; primary:
+ * retained). Not part of fakecuda_reserved; the fake NVML adds both.
+ * Returns 0 for a bad ordinal. */
+uint64_t fakecuda_context_bytes(int dev);
+
 /* Number of live allocations on `dev` (plain + pitched + managed + live
  * stream-ordered allocations + VMM handles + arrays). */
 uint64_t fakecuda_live_allocations(int dev);
