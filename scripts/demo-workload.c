@@ -7,6 +7,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 
 #define MiB (1024.0 * 1024.0)
@@ -70,7 +71,14 @@ int main(void)
 	       n * (double)STEP / MiB, n + 1, name);
 	get_info(&free_b, &total_b);
 	printf("demo: now %.0f MiB free of %.0f MiB\n", free_b / MiB, total_b / MiB);
-	for (size_t i = 0; i < n; i++)
+	/* Hold it for a moment, give half back, hold again: the footprint log
+	 * samples each phase (CUMEMCAP_LOG_INTERVAL). */
+	struct timespec hold = { 0, 400 * 1000 * 1000 };
+	nanosleep(&hold, NULL);
+	for (size_t i = 0; i < n / 2; i++)
+		release(blocks[i]);
+	nanosleep(&hold, NULL);
+	for (size_t i = n / 2; i < n; i++)
 		release(blocks[i]);
 	return 0;
 }
