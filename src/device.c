@@ -58,6 +58,7 @@ static void check_selector(void *ctx, const struct cumemcap_selector *sel,
 
 static struct rule_check rc; /* written once under init_lock, then read-only */
 static _Atomic int all_known = -1;
+static _Atomic int driver_version; /* 0: unknown */
 
 static void check_rules(void)
 {
@@ -69,7 +70,15 @@ static void check_rules(void)
 		if (describe(d, &rc.info[rc.count]))
 			rc.count++;
 	cumemcap_policy_selectors(cumemcap_policy(), check_selector, &rc);
+	int v = 0;
+	if (real_cuDriverGetVersion && real_cuDriverGetVersion(&v) == CUDA_SUCCESS)
+		atomic_store(&driver_version, v);
 	atomic_store_explicit(&all_known, rc.count, memory_order_release);
+}
+
+int cumemcap_device_driver_version(void)
+{
+	return atomic_load(&driver_version);
 }
 
 int cumemcap_device_all(const struct cumemcap_device_info **out)

@@ -33,6 +33,9 @@ const struct cumemcap_device_info *cumemcap_device_info(int dev);
  * Returns how many (0 before the first GPU use). Calls no driver. */
 int cumemcap_device_all(const struct cumemcap_device_info **out);
 
+/* cuDriverGetVersion, asked when the first GPU was used; 0 if unknown. */
+int cumemcap_device_driver_version(void);
+
 /* A context was destroyed or reset: its handle may be reused. */
 void cumemcap_device_forget_contexts(void);
 

@@ -653,7 +653,10 @@ static void start_record(struct out *o)
 	key(o, "host");
 	put_json(o, host);
 	key(o, "driver_version");
-	put_s(o, "null"); /* logging asks the driver nothing */
+	/* Asked by the device layer at the first GPU use; logging asks the
+	 * driver nothing. */
+	int dv = cumemcap_device_driver_version();
+	put_u_or_null(o, dv > 0, (uint64_t)(dv > 0 ? dv : 0));
 	key(o, "cumemcap");
 	put_json(o, CUMEMCAP_VERSION_STRING);
 	key(o, "interval");

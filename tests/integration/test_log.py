@@ -147,6 +147,7 @@ class Log(unittest.TestCase):
     def env(self, add, lib_dir=FAKE_DIR):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_"))}
         env.update({"LD_LIBRARY_PATH": lib_dir, "FAKECUDA_DEVICES": "4GiB,2GiB",
+                    "FAKECUDA_DRIVER_VERSION": "12080",
                     "FAKECUDA_CTX_OVERHEAD": "300MiB", "CUMEMCAP_LOG_INTERVAL": "0.1",
                     "CUMEMCAP_LOG": os.path.join(self.dir, "%n.%p.jsonl"),
                     "LD_PRELOAD": (EXTRA + ":" if EXTRA else "") + SHIM,
@@ -206,7 +207,7 @@ class Log(unittest.TestCase):
         self.assertEqual(start["program"], "logprobe.py")
         self.assertEqual(start["argv"], [sys.executable, self.script] + steps)
         self.assertEqual(start["host"], socket.gethostname())
-        self.assertIsNone(start["driver_version"])
+        self.assertEqual(start["driver_version"], 12080)  # the fake's cuDriverGetVersion
         self.assertRegex(start["cumemcap"], r"^\d+\.\d+\.\d+")
         self.assertEqual(start["interval"], 0.1)
         self.assertEqual(start["gpus"], [
