@@ -839,7 +839,11 @@ static void preallocate(struct arena *a)
 		cumemcap_ledger_sub(a->dev, CUMEMCAP_KIND_linear, size);
 		r = CUDA_ERROR_OUT_OF_MEMORY;
 	}
+	/* Under the lock: a thread may already have found this arena
+	 * (arena_of publishes it before preallocating) and read the flag. */
+	lock(a);
 	a->failed = true;
+	unlock(a);
 	cumemcap_msg("GPU %d: could not preallocate %s (CUMEMCAP_GROWTH=preallocate, CUDA error %d); "
 		     "every allocation on this GPU is refused", a->dev,
 		     cumemcap_fmt_size(size, want, sizeof(want)), (int)r);
@@ -853,9 +857,17 @@ static struct arena *arena_of(CUcontext ctx, int dev)
 		return last.arena;
 	struct arena *found = NULL;
 	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
-	for (uint32_t i = 0; i < n && !found; i++)
+	/* A slot's ctx and dev change under its lock (and create_lock), so
+	 * this scan without create_lock reads them under the slot's lock: it
+	 * runs only when the thread's cached arena does not match, and a
+	 * plain read raced with another thread setting up or emptying a slot
+	 * (ThreadSanitizer, tests/integration/stress). */
+	for (uint32_t i = 0; i < n && !found; i++) {
+		lock(&arenas[i]);
 		if (arenas[i].ctx == ctx && arenas[i].dev == dev)
 			found = &arenas[i];
+		unlock(&arenas[i]);
+	}
 	if (!found) {
 		pthread_mutex_lock(&create_lock);
 		n = atomic_load(&arena_count);

@@ -1,9 +1,11 @@
 /* driver: resolve the real CUDA driver and libc's dlsym/dlvsym.
  *
- * Thread safety: both resolutions run under pthread_once; afterwards the
- * pointers are only read. The ELF walk below reads libc's dynamic symbol
- * table in place and allocates nothing, so it is safe at any point,
- * including inside a dlsym call made before the shim's constructor. */
+ * Thread safety: libc's functions are resolved once under an atomic flag
+ * (no pthread call: see cumemcap_driver_libc_ready), the driver once under
+ * load_lock; afterwards the pointers are only read. The ELF walk below
+ * reads libc's dynamic symbol table in place and allocates nothing, so it
+ * is safe at any point, including inside a dlsym call made before the
+ * shim's constructor. */
 #include "config.h"
 #include "driver.h"
 
@@ -124,7 +126,14 @@ CUMEMCAP_DLSYM_SAFE static void *elf_find(const char *soname, const char *name)
 	return NULL;
 }
 
-static pthread_once_t libc_once = PTHREAD_ONCE_INIT;
+/* Run-once for libc_resolve(), built on compiler atomics rather than
+ * pthread_once: a sanitizer runtime intercepts pthread_once, and TSan's
+ * interceptors dereference shadow memory that does not exist yet when its
+ * own start-up resolves them through dlsym(RTLD_NEXT, ...), which lands
+ * here (a TSan build crashed at start with every program). The walk takes
+ * microseconds and runs once per process, so a waiter simply spins. */
+static unsigned char libc_busy; /* __atomic_test_and_set flag */
+static int libc_done;		/* set (release) after both pointers are written */
 
 CUMEMCAP_DLSYM_SAFE static void libc_resolve(void)
 {
@@ -140,7 +149,15 @@ CUMEMCAP_DLSYM_SAFE static void libc_resolve(void)
 
 CUMEMCAP_DLSYM_SAFE bool cumemcap_driver_libc_ready(void)
 {
-	pthread_once(&libc_once, libc_resolve);
+	if (!__atomic_load_n(&libc_done, __ATOMIC_ACQUIRE)) {
+		while (__atomic_test_and_set(&libc_busy, __ATOMIC_ACQUIRE))
+			;
+		if (!__atomic_load_n(&libc_done, __ATOMIC_RELAXED)) {
+			libc_resolve();
+			__atomic_store_n(&libc_done, 1, __ATOMIC_RELEASE);
+		}
+		__atomic_clear(&libc_busy, __ATOMIC_RELEASE);
+	}
 	return cumemcap_real_dlsym != NULL && cumemcap_real_dlvsym != NULL;
 }
 

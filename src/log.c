@@ -14,7 +14,8 @@
  * when they matter, on a crash. The hook holds no lock while it writes.
  *
  * Samples, NVML and the Prometheus file belong to the worker thread
- * (cumemcap_log_tick), under tick_lock, which no hook ever takes.
+ * (cumemcap_log_tick); writing them holds tick_lock, which no hook ever
+ * takes, and NVML is asked with no lock held.
  *
  * The exit summary is written once, by whoever claims it first: the
  * library destructor (normal exit, exit() from any thread) or the handler
@@ -1064,21 +1065,32 @@ uint32_t cumemcap_log_tick(uint64_t now_ms)
 	if ((!log_on && !metrics_on) || atomic_load(&exit_claimed))
 		return UINT32_MAX;
 	uint32_t wait;
+	bool due = false;
 	pthread_mutex_lock(&tick_lock);
 	if (!next_due)
 		next_due = now_ms + interval_ms;
 	if (now_ms >= next_due) {
+		due = true;
 		next_due += interval_ms;
 		if (next_due <= now_ms)
 			next_due = now_ms + interval_ms;
-		static struct figure f[CUMEMCAP_MAX_DEVICES];
-		int n = gather(f);
-		if (log_on)
-			sample_record(f, n);
-		if (metrics_on)
-			write_metrics(f, n);
 	}
 	wait = (uint32_t)(next_due - now_ms);
+	pthread_mutex_unlock(&tick_lock);
+	if (!due)
+		return wait;
+	/* NVML is asked with no lock of ours held: fork() takes tick_lock
+	 * after other libraries' fork handlers took theirs (the fake driver's
+	 * lock, which the fake NVML takes too), so holding it across the query
+	 * could deadlock a fork (ThreadSanitizer: lock-order inversion). The
+	 * figures are the worker's own (only it ticks). */
+	static struct figure f[CUMEMCAP_MAX_DEVICES];
+	int n = gather(f);
+	pthread_mutex_lock(&tick_lock);
+	if (log_on)
+		sample_record(f, n);
+	if (metrics_on)
+		write_metrics(f, n);
 	pthread_mutex_unlock(&tick_lock);
 	return wait;
 }

@@ -284,7 +284,15 @@ static void atfork_prepare(void) { pthread_mutex_lock(&fake_lock); }
 static void atfork_parent(void) { pthread_mutex_unlock(&fake_lock); }
 static void atfork_child(void)
 {
-	pthread_mutex_init(&fake_lock, NULL);
+	/* The forking thread took fake_lock in atfork_prepare and is the
+	 * child's only thread: it unlocks it. Re-initializing a locked mutex
+	 * is undefined, and ThreadSanitizer (which does not treat
+	 * pthread_mutex_init as an unlock) then saw the lock as still held by
+	 * the parent's thread: "double lock of a mutex" and, with that mutex's
+	 * happens-before lost, false data races under it. The condition
+	 * variable is re-made: waiters of the parent's other threads may be
+	 * recorded in it and would swallow wake-ups. */
+	pthread_mutex_unlock(&fake_lock);
 	pthread_cond_init(&fake_cond, NULL);
 	if (atomic_load(&init_state) == 1)
 		atomic_store(&init_state, 2);

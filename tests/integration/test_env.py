@@ -231,7 +231,7 @@ class Exports(unittest.TestCase):
                              check=True).stdout
         needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out))
         allowed = {"libc.so.6", "libdl.so.2", "libpthread.so.0", "ld-linux-x86-64.so.2",
-                   "ld-linux-aarch64.so.1", "libasan.so.8", "libubsan.so.1"}
+                   "ld-linux-aarch64.so.1", "libasan.so.8", "libubsan.so.1", "libtsan.so.2"}
         self.assertEqual(needed - allowed, set(), "the shim must not link the driver")
 
 
