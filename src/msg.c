@@ -48,25 +48,32 @@ _Noreturn void cumemcap_fatal(const char *fmt, ...)
 	_exit(CUMEMCAP_EXIT_CONFIG);
 }
 
-const char *cumemcap_fmt_size(uint64_t bytes, char *buf, size_t len)
+const char *cumemcap_size_split(uint64_t bytes, uint64_t *whole, unsigned *hundredths)
 {
 	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
-	if (bytes < 1024) {
-		snprintf(buf, len, "%llu B", (unsigned long long)bytes);
-		return buf;
-	}
 	unsigned u = 0;
-	uint64_t scale = 1;
-	while (u + 1 < sizeof(units) / sizeof(units[0]) && bytes / scale >= 1024) {
-		scale *= 1024;
+	while (u < 6 && (bytes >> (10 * (u + 1))) != 0)
 		u++;
-	}
-	uint64_t whole = bytes / scale;
-	uint64_t hundredths = (bytes % scale) * 100 / scale;
+	unsigned shift = 10 * u;
+	uint64_t mask = (UINT64_C(1) << shift) - 1;
+	uint64_t rem = bytes & mask;
+	/* Long division a digit at a time: rem * 10 < 2^64 for shift <= 60
+	 * (rem * 100 would wrap for EiB). */
+	uint64_t tenths = (rem * 10) >> shift;
+	rem = (rem * 10) & mask;
+	*whole = bytes >> shift;
+	*hundredths = (unsigned)(tenths * 10 + ((rem * 10) >> shift));
+	return units[u];
+}
+
+const char *cumemcap_fmt_size(uint64_t bytes, char *buf, size_t len)
+{
+	uint64_t whole;
+	unsigned hundredths;
+	const char *unit = cumemcap_size_split(bytes, &whole, &hundredths);
 	if (hundredths == 0)
-		snprintf(buf, len, "%llu %s", (unsigned long long)whole, units[u]);
+		snprintf(buf, len, "%llu %s", (unsigned long long)whole, unit);
 	else
-		snprintf(buf, len, "%llu.%02llu %s", (unsigned long long)whole,
-			 (unsigned long long)hundredths, units[u]);
+		snprintf(buf, len, "%llu.%02u %s", (unsigned long long)whole, hundredths, unit);
 	return buf;
 }

@@ -22,5 +22,10 @@ void cumemcap_msg(const char *fmt, ...) CUMEMCAP_PRINTF(1, 2);
  * process with CUMEMCAP_EXIT_CONFIG before the program's main runs. */
 _Noreturn void cumemcap_fatal(const char *fmt, ...) CUMEMCAP_PRINTF(1, 2);
 
+/* A size in binary units: returns the unit ("B", "KiB", ... "EiB") and
+ * sets the whole units and the hundredths, cut (never rounded up). Exact
+ * for every uint64_t. */
+const char *cumemcap_size_split(uint64_t bytes, uint64_t *whole, unsigned *hundredths);
+
 /* Human-readable size ("1.50 GiB", "512 MiB", "4096 B") into buf. */
 const char *cumemcap_fmt_size(uint64_t bytes, char *buf, size_t len);

@@ -4,6 +4,8 @@
 
 #include "text.h"
 
+#include "msg.h"
+
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -95,24 +97,14 @@ char *report_buf_take(struct report_buf *b)
 
 const char *report_fmt_size(uint64_t bytes, char *buf, size_t len)
 {
-	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
-	unsigned u = 0;
-
 	if (bytes < 1024) {
 		snprintf(buf, len, "%llu B", (unsigned long long)bytes);
 		return buf;
 	}
-	while (u < 6 && (bytes >> (10 * (u + 1))) != 0)
-		u++;
-	unsigned shift = 10 * u;
-	uint64_t mask = (UINT64_C(1) << shift) - 1;
-	uint64_t whole = bytes >> shift, rem = bytes & mask;
-	/* Long division, a digit at a time: rem * 10 < 2^64 for shift <= 60. */
-	uint64_t tenths = (rem * 10) >> shift;
-	rem = (rem * 10) & mask;
-	uint64_t hundredths = (rem * 10) >> shift;
-	snprintf(buf, len, "%llu.%llu%llu %s", (unsigned long long)whole,
-		 (unsigned long long)tenths, (unsigned long long)hundredths, units[u]);
+	uint64_t whole;
+	unsigned hundredths;
+	const char *unit = cumemcap_size_split(bytes, &whole, &hundredths);
+	snprintf(buf, len, "%llu.%02u %s", (unsigned long long)whole, hundredths, unit);
 	return buf;
 }
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "msg.h"
 #include "parse.h"
 #include "test-common.h"
 
@@ -60,6 +61,31 @@ static void check_amounts_accepted(const struct amount_case *cases)
 
 #define BYTES(t, n) { t, CUMEMCAP_AMOUNT_BYTES, n, 0 }
 #define PERCENT(t, n) { t, CUMEMCAP_AMOUNT_PERCENT, 0, n }
+
+/* Sizes in messages: cut, never rounded up, exact up to UINT64_MAX. */
+START_TEST(msg_fmt_size)
+{
+	static const struct {
+		uint64_t bytes;
+		const char *text;
+	} cases[] = {
+		{ 0, "0 B" },
+		{ 1023, "1023 B" },
+		{ 1024, "1 KiB" },
+		{ 1536, "1.50 KiB" },
+		{ 1024 * 1024 - 1, "1023.99 KiB" },
+		{ 4ull << 30, "4 GiB" },
+		{ (4ull << 30) + (300ull << 20), "4.29 GiB" },
+		{ 1ull << 60, "1 EiB" },
+		{ (1ull << 60) + (1ull << 59), "1.50 EiB" },
+		{ UINT64_MAX, "15.99 EiB" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char buf[32];
+		ck_assert_str_eq(cumemcap_fmt_size(cases[i].bytes, buf, sizeof(buf)), cases[i].text);
+	}
+}
+END_TEST
 
 START_TEST(parse_amount_plain)
 {
@@ -807,6 +833,7 @@ TEST_SUITE(parse)
 {
 	Suite *s = suite_create("parse");
 
+	ADD_TEST(s, msg_fmt_size);
 	ADD_TEST(s, parse_amount_plain);
 	ADD_TEST(s, parse_amount_units);
 	ADD_TEST(s, parse_amount_fractions);
