@@ -1067,8 +1067,6 @@ bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r)
 
 enum cumemcap_arena_where cumemcap_arena_lookup(CUdeviceptr ptr, CUdeviceptr *base, uint64_t *size)
 {
-	if (!atomic_load_explicit(&arena_count, memory_order_acquire))
-		return CUMEMCAP_ARENA_NOT_OURS;
 	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
 	for (uint32_t i = 0; i < n; i++) {
 		struct arena *a = &arenas[i];

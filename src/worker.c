@@ -15,7 +15,6 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static _Atomic bool started;
 static bool stopping;
-static bool poked;
 
 uint64_t cumemcap_now_ms(void)
 {
@@ -47,10 +46,8 @@ static void *run(void *arg)
 			until.tv_nsec -= 1000000000L;
 		}
 		pthread_mutex_lock(&lock);
-		while (!stopping && !poked &&
-		       pthread_cond_timedwait(&wake, &lock, &until) == 0)
+		while (!stopping && pthread_cond_timedwait(&wake, &lock, &until) == 0)
 			;
-		poked = false;
 	}
 	pthread_mutex_unlock(&lock);
 	return NULL;
@@ -85,16 +82,6 @@ void cumemcap_worker_start(void)
 	pthread_mutex_unlock(&lock);
 }
 
-void cumemcap_worker_poke(void)
-{
-	if (!atomic_load_explicit(&started, memory_order_acquire))
-		return;
-	pthread_mutex_lock(&lock);
-	poked = true;
-	pthread_cond_signal(&wake);
-	pthread_mutex_unlock(&lock);
-}
-
 void cumemcap_worker_stop(void)
 {
 	pthread_mutex_lock(&lock);
@@ -117,6 +104,5 @@ void cumemcap_worker_fork_child(void)
 {
 	/* The thread did not come along; the next GPU use starts one. */
 	atomic_store(&started, false);
-	poked = false;
 	pthread_mutex_unlock(&lock);
 }

@@ -12,9 +12,6 @@
 /* Make sure the thread runs (cheap after the first call). */
 void cumemcap_worker_start(void);
 
-/* Wake the thread now (something new became due). */
-void cumemcap_worker_poke(void);
-
 /* Milliseconds on CLOCK_MONOTONIC. */
 uint64_t cumemcap_now_ms(void);
 
