@@ -384,16 +384,18 @@ static const struct cumemcap_config_handler file_handler = { on_section, on_entr
 static void resolve_process_wide(struct cumemcap_policy *p)
 {
 	const struct cumemcap_layer *order[] = { &p->env, &p->program_layer, &p->file };
-#define PICK(field, name, dst_src)                                          \
-	do {                                                                \
-		p->dst_src = (struct cumemcap_source){ 0 };                 \
-		for (size_t i = 0; i < 3; i++) {                            \
-			if (order[i]->set.name) {                           \
-				p->field = order[i]->field;                 \
-				p->dst_src = order[i]->src.name;            \
-				break;                                      \
-			}                                                   \
-		}                                                           \
+	/* The first layer that set `name` gives `field` (a value or an
+	 * array, hence memcpy) and its source. */
+#define PICK(field, name, dst_src)                                                    \
+	do {                                                                          \
+		p->dst_src = (struct cumemcap_source){ 0 };                           \
+		for (size_t i = 0; i < 3; i++) {                                      \
+			if (order[i]->set.name) {                                     \
+				memcpy(&p->field, &order[i]->field, sizeof(p->field)); \
+				p->dst_src = order[i]->src.name;                      \
+				break;                                                \
+			}                                                             \
+		}                                                                     \
 	} while (0)
 	/* Defaults first; PICK leaves them where no layer sets a value. */
 	p->release = CUMEMCAP_RELEASE_IDLE;
@@ -406,6 +408,7 @@ static void resolve_process_wide(struct cumemcap_policy *p)
 	PICK(pool, pool, pool_src);
 	PICK(release, release, release_src);
 	PICK(release_idle_ms, release, release_src);
+	/* A layer holds hints_off (its zero value means on): not PICKed. */
 	p->framework_hints = true;
 	p->hints_src = (struct cumemcap_source){ 0 };
 	for (size_t i = 0; i < 3; i++)
@@ -415,18 +418,9 @@ static void resolve_process_wide(struct cumemcap_policy *p)
 			break;
 		}
 	PICK(log, log, log_src);
-	for (size_t i = 0; i < 3; i++)
-		if (order[i]->set.log) {
-			memcpy(p->log_path, order[i]->log_path, sizeof(p->log_path));
-			break;
-		}
+	PICK(log_path, log, log_src);
 	PICK(log_interval_ms, interval, interval_src);
-	for (size_t i = 0; i < 3; i++)
-		if (order[i]->set.metrics) {
-			memcpy(p->metrics_path, order[i]->metrics_path, sizeof(p->metrics_path));
-			p->metrics_src = order[i]->src.metrics;
-			break;
-		}
+	PICK(metrics_path, metrics, metrics_src);
 	PICK(debug_doors, debug, debug_src);
 #undef PICK
 }
