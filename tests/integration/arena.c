@@ -287,23 +287,32 @@ static void meminfo(void) /* CUMEMCAP_LIMIT=64MiB */
 	printf("arena: cached memory counts as free in cuMemGetInfo\n");
 }
 
-static void limit_release(void) /* CUMEMCAP_LIMIT=64MiB, CUMEMCAP_RELEASE=never */
+/* CUMEMCAP_RELEASE=never, and either CUMEMCAP_LIMIT=64MiB or a 64 MiB GPU
+ * without a limit (then the driver says out of memory). */
+static void limit_release(void)
 {
-	CUdeviceptr a, b, c;
-	OK(A.cuMemAlloc(&a, 48 * MiB));
+	bool limited = getenv("CUMEMCAP_LIMIT") != NULL;
+	CUdeviceptr held, a, b, c;
+	OK(A.cuMemAlloc(&held, 40 * MiB));
+	OK(A.cuMemAlloc(&a, 2 * MiB));
 	OK(A.cuMemFree(a));
-	CHECK(F.reserved(0) == 48 * MiB);
-	/* Does not fit the cached segment and the limit leaves no room:
-	 * the cache goes back, then the request is served. */
-	OK(A.cuMemAlloc(&b, 32 * MiB));
-	CHECK(F.reserved(0) == 32 * MiB);
+	CHECK(F.reserved(0) == 42 * MiB); /* a's segment is cached */
+	/* 24 MiB does not fit a's segment, the growth rule keeps a small
+	 * cached segment (under 1/16 of what is live), and 40 + 2 + 24 MiB do
+	 * not fit in 64: only giving a's segment back lets it through. */
+	OK(A.cuMemAlloc(&b, 24 * MiB));
+	CHECK(F.reserved(0) == 64 * MiB);
 	CHECK(F.peak_reserved(0) <= 64 * MiB);
-	CHECK(shim_stats(0).refusals == 0);
-	CHECK_CU(CUDA_ERROR_OUT_OF_MEMORY, A.cuMemAlloc(&c, 40 * MiB));
-	CHECK(shim_stats(0).refusals == 1);
+	struct cumemcap_stats st = shim_stats(0);
+	CHECK(st.refusals == 0 && st.driver_oom == 0 && st.segments_released == 1);
+	CHECK_CU(CUDA_ERROR_OUT_OF_MEMORY, A.cuMemAlloc(&c, 8 * MiB));
+	st = shim_stats(0);
+	CHECK(limited ? st.refusals == 1 && st.driver_oom == 0 : st.refusals == 0 && st.driver_oom == 1);
 	CHECK(F.peak_reserved(0) <= 64 * MiB);
 	OK(A.cuMemFree(b));
-	printf("arena: cached segments go back before a refusal; the limit counts them\n");
+	OK(A.cuMemFree(held));
+	printf("arena: cached segments go back before %s; the limit counts them\n",
+	       limited ? "a refusal at the limit" : "the driver's out-of-memory answer");
 }
 
 static void release_rule(const char *rule)
@@ -419,7 +428,7 @@ int main(int argc, char **argv)
 		ipc_nopack();
 	else if (strcmp(c, "meminfo") == 0)
 		meminfo();
-	else if (strcmp(c, "limit-release") == 0)
+	else if (strcmp(c, "limit-release") == 0 || strcmp(c, "driver-oom-release") == 0)
 		limit_release();
 	else if (strncmp(c, "release-", 8) == 0)
 		release_rule(c + 8);
