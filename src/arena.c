@@ -10,7 +10,7 @@
  *     address order);
  *   - larger requests get a segment of their own, rounded to 1/16 of their
  *     power of two (64 KiB .. 2 MiB steps, at most 6.25% over); a freed
- *     one is reused for a later request it fits within 1/8 (or 2 MiB);
+ *     one is reused for a later request it fits within 1/4 (or 2 MiB);
  *   - CUMEMCAP_POOL=nopack makes every block a segment of its own;
  *   - CUMEMCAP_GROWTH=preallocate takes one packed segment of the whole
  *     size at the first use and serves every request from it first.
@@ -28,10 +28,13 @@
  * CUMEMCAP_RELEASE (never / idle:SECONDS via the worker / immediate), and
  * whatever the rule, before a request is refused at the limit or the
  * driver reports out of memory. Growth also returns cached segments that
- * do not fit while they exceed 1/16 of what is live, so a program whose
- * sizes drift does not pile up segments it never reuses (1/8 kept 96% of
- * the naive trace's driver calls away but took 1.22x its live bytes; 1/16
- * gives 94.7% and 1.14x: tests/bench, README "Benchmarks").
+ * do not fit, largest first, while the arena would hold more than 17/16
+ * of the most it ever had live, so a program whose sizes drift does not
+ * pile up segments it never reuses, yet keeps what it will reuse when its
+ * live bytes swing below their peak. The fit slack (1/4) and the budget
+ * (1/16) were chosen on the benchmark traces: a narrower slack or a
+ * tighter budget sends more calls to the driver, a wider one raises the
+ * footprint (README "Benchmarks", the sweep table).
  *
  * Bookkeeping per live block: one 32-byte chunk record and one 8-byte
  * hash slot (at most half full), found by address: the slot packs the
@@ -123,6 +126,7 @@ struct arena {
 	uint64_t last_reclaim; /* ms */
 	uint64_t held;       /* segment bytes */
 	uint64_t live_bytes; /* handed out */
+	uint64_t peak_live;  /* the most handed out at once */
 	uint64_t whole_free; /* bytes of wholly free segments (not preallocated) */
 };
 
@@ -638,6 +642,8 @@ static CUdeviceptr hand_out(struct arena *a, uint32_t ci, uint64_t bytes, uint32
 	s->live++;
 	uint64_t got = (uint64_t)c->units << UNIT_SHIFT;
 	a->live_bytes += got;
+	if (a->live_bytes > a->peak_live)
+		a->peak_live = a->live_bytes;
 	cumemcap_ledger_pooled_sub(a->dev, got);
 	cumemcap_ledger_live_add(a->dev, got);
 	return chunk_addr(a, c);
@@ -673,7 +679,7 @@ static uint32_t find_ready(struct arena *a, uint32_t units, bool packed)
 	}
 	/* Whole segments: the smallest cached one within the slack. */
 	uint64_t want = (uint64_t)units;
-	uint64_t slack = want / 8 > (BIG_SLACK_MIN >> UNIT_SHIFT) ? want / 8 : (BIG_SLACK_MIN >> UNIT_SHIFT);
+	uint64_t slack = want / 4 > (BIG_SLACK_MIN >> UNIT_SHIFT) ? want / 4 : (BIG_SLACK_MIN >> UNIT_SHIFT);
 	uint64_t most = want + slack;
 	uint32_t best = NONE;
 	for (unsigned c = class_of(units); c < BINS; c++) {
@@ -909,6 +915,45 @@ static bool worth_waiting(const struct arena *a, uint64_t need, uint64_t grow)
 	return a->pending_bytes * 16 >= a->held || cumemcap_ledger_headroom(a->dev) < grow;
 }
 
+/* The most the arena should hold after growing by `grow`: 17/16 of the
+ * most it ever had live (this request counted). Bounding by the peak, not
+ * by what is live now, lets a program whose live bytes swing (a training
+ * step, PyTorch's empty_cache()) keep the segments it will want again,
+ * while what it holds stays within the footprint it has already shown. */
+static uint64_t budget_of(const struct arena *a, uint64_t grow)
+{
+	uint64_t live = a->live_bytes + grow;
+	uint64_t peak = a->peak_live > live ? a->peak_live : live;
+	return peak + peak / 16;
+}
+
+/* How many bytes of wholly free segments may stay cached when the arena
+ * grows by `grow`, by the release rule: none (immediate), all (never), or
+ * what keeps it within its budget (idle, the default). */
+static uint64_t cache_keep(const struct arena *a, uint64_t grow, enum cumemcap_release rule)
+{
+	if (rule == CUMEMCAP_RELEASE_IMMEDIATE)
+		return 0;
+	if (rule == CUMEMCAP_RELEASE_NEVER)
+		return UINT64_MAX;
+	uint64_t budget = budget_of(a, grow);
+	uint64_t in_use = a->held - a->whole_free + grow;
+	return budget > in_use ? budget - in_use : 0;
+}
+
+/* Should a request that found nothing ready wait for the pending frees?
+ * When they could serve it and are worth a wait, or when growing would
+ * take the arena over its budget while pending frees hold segments that
+ * could go back instead (giving them back synchronizes anyway). */
+static bool should_wait(const struct arena *a, uint64_t need, uint64_t grow, enum cumemcap_release rule)
+{
+	if (a->pend_head == NONE)
+		return false;
+	if (worth_waiting(a, need, grow))
+		return true;
+	return rule == CUMEMCAP_RELEASE_IDLE && a->held + grow > budget_of(a, grow);
+}
+
 bool cumemcap_arena_alloc(CUdeviceptr *dptr, uint64_t bytes, const char *door, CUresult *r)
 {
 	const struct cumemcap_policy *p = cumemcap_policy();
@@ -946,15 +991,14 @@ bool cumemcap_arena_alloc(CUdeviceptr *dptr, uint64_t bytes, const char *door, C
 			*r = CUDA_SUCCESS;
 			return true;
 		}
-		if (waited || !worth_waiting(a, rounded, seg_bytes))
+		if (waited || !should_wait(a, rounded, seg_bytes, p->release))
 			break;
 		reclaim(a);
 	}
-	/* Grow. First give back cached segments that do not fit while they
-	 * are more than 1/16 of what is live (all of them with
-	 * CUMEMCAP_RELEASE=immediate). */
+	/* Grow. First give back cached segments that do not fit, as the
+	 * release rule says (cache_keep). */
 	struct give_back g = { .n = 0 };
-	collect(a, &g, p->release == CUMEMCAP_RELEASE_IMMEDIATE ? 0 : (a->live_bytes + seg_bytes) / 16, 0);
+	collect(a, &g, cache_keep(a, seg_bytes, p->release), 0);
 	unlock(a);
 	release_now(a, ctx, &g);
 

@@ -71,16 +71,9 @@ static void stream_safety(void)
 	CUstream s;
 	OK(A.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 
-	/* Whole segments at the limit (64 MiB): the only memory for the
-	 * second request is the first one's segment. */
-	CUdeviceptr a, b;
-	OK(A.cuMemAlloc(&a, 40 * MiB));
-	reuse_waits_for(a, 40 * MiB, s, &b);
-	CHECK(b == a); /* reused, not grown past the limit */
-	OK(A.cuMemFree(b));
-
-	/* Packed blocks: one full segment, its first block freed while a
-	 * stream writes it. */
+	/* Packed blocks: one full segment (the arena's only one, so the
+	 * pending block is worth waiting for), its first block freed while
+	 * a stream writes it. */
 	CUdeviceptr p, q, r;
 	OK(A.cuMemAlloc(&p, 1 * MiB));
 	OK(A.cuMemAlloc(&q, 1 * MiB));
@@ -88,6 +81,14 @@ static void stream_safety(void)
 	CHECK(r == p);
 	OK(A.cuMemFree(q));
 	OK(A.cuMemFree(r));
+
+	/* Whole segments at the limit (64 MiB): the only memory for the
+	 * second request is the first one's segment. */
+	CUdeviceptr a, b;
+	OK(A.cuMemAlloc(&a, 40 * MiB));
+	reuse_waits_for(a, 40 * MiB, s, &b);
+	CHECK(b == a); /* reused, not grown past the limit */
+	OK(A.cuMemFree(b));
 	OK(A.cuStreamDestroy(s));
 	CHECK(calls("cuMemFree_v2") == 0 || shim_stats(0).segments_released > 0);
 	printf("arena: a block a slow stream still wrote was reused only after one synchronization\n");
@@ -297,9 +298,9 @@ static void limit_release(void)
 	OK(A.cuMemAlloc(&a, 2 * MiB));
 	OK(A.cuMemFree(a));
 	CHECK(F.reserved(0) == 42 * MiB); /* a's segment is cached */
-	/* 24 MiB does not fit a's segment, the growth rule keeps a small
-	 * cached segment (under 1/16 of what is live), and 40 + 2 + 24 MiB do
-	 * not fit in 64: only giving a's segment back lets it through. */
+	/* 24 MiB does not fit a's segment, the growth rule (never, here)
+	 * keeps it cached, and 40 + 2 + 24 MiB do not fit in 64: only giving
+	 * a's segment back lets it through. */
 	OK(A.cuMemAlloc(&b, 24 * MiB));
 	CHECK(F.reserved(0) == 64 * MiB);
 	CHECK(F.peak_reserved(0) <= 64 * MiB);
@@ -313,6 +314,51 @@ static void limit_release(void)
 	OK(A.cuMemFree(held));
 	printf("arena: cached segments go back before %s; the limit counts them\n",
 	       limited ? "a refusal at the limit" : "the driver's out-of-memory answer");
+}
+
+/* The growth budget (default release rule): what the arena holds stays
+ * within 17/16 of the most it ever had live, yet cached segments stay
+ * while the program's live bytes are below that peak. */
+static void budget(void)
+{
+	/* Sizes that drift upward: each fits none of the segments before it.
+	 * The pending one goes back (after one wait) before the next is
+	 * taken, so the driver never holds more than the budget. */
+	static const size_t drift[] = { 16, 21, 27, 35, 46, 60 };
+	for (size_t i = 0; i < sizeof(drift) / sizeof(drift[0]); i++) {
+		CUdeviceptr p;
+		OK(A.cuMemAlloc(&p, drift[i] * MiB));
+		OK(A.cuMemFree(p));
+	}
+	CHECK(F.peak_reserved(0) <= 60 * MiB * 17 / 16);
+
+	/* Live bytes that swing under their peak: a persistent 64 MiB, then
+	 * steps of 4 x 8 MiB (peak 96 MiB live) and 1 x 12 MiB in turn. The
+	 * 12 MiB step keeps three of the four 8 MiB segments cached (64 + 12
+	 * + 24 <= 102 MiB), so the next 4 x 8 MiB step takes one segment from
+	 * the driver, not four. */
+	CUdeviceptr w, q[4], big;
+	OK(A.cuMemAlloc(&w, 64 * MiB));
+	uint64_t peak_before = F.peak_reserved(0);
+	for (int i = 0; i < 4; i++)
+		OK(A.cuMemAlloc(&q[i], 8 * MiB));
+	for (int i = 0; i < 4; i++)
+		OK(A.cuMemFree(q[i]));
+	OK(A.cuMemAlloc(&big, 12 * MiB));
+	OK(A.cuMemFree(big));
+	uint64_t allocs = calls("cuMemAlloc_v2");
+	for (int i = 0; i < 4; i++)
+		OK(A.cuMemAlloc(&q[i], 8 * MiB));
+	CHECK(calls("cuMemAlloc_v2") - allocs == 1);
+	for (int i = 0; i < 4; i++)
+		for (int j = 0; j < i; j++)
+			CHECK(q[i] != q[j]);
+	for (int i = 0; i < 4; i++)
+		OK(A.cuMemFree(q[i]));
+	CHECK(F.peak_reserved(0) <= (peak_before > 96 * MiB * 17 / 16 ? peak_before : 96 * MiB * 17 / 16));
+	OK(A.cuMemFree(w));
+	printf("arena: drifting sizes held at most %.1f MiB for 60 MiB live; a swing below the peak "
+	       "kept 3 of 4 segments\n", F.peak_reserved(0) / (double)MiB);
 }
 
 static void release_rule(const char *rule)
@@ -330,6 +376,12 @@ static void release_rule(const char *rule)
 	} else if (strcmp(rule, "never") == 0) {
 		sleep_ms(1500);
 		CHECK(F.reserved(0) == right_after && right_after >= 18 * MiB);
+		/* Nor when the arena grows with a size that fits nothing cached
+		 * (8 MiB: the pending frees are waited for, the 16 MiB segment
+		 * is more than 8 + 1/4 and stays cached). */
+		OK(A.cuMemAlloc(&w, 8 * MiB));
+		CHECK(F.reserved(0) == right_after + 8 * MiB);
+		OK(A.cuMemFree(w));
 	} else { /* idle:0.3 */
 		CHECK(right_after >= 18 * MiB);
 		int waited = 0;
@@ -432,6 +484,8 @@ int main(int argc, char **argv)
 		limit_release();
 	else if (strncmp(c, "release-", 8) == 0)
 		release_rule(c + 8);
+	else if (strcmp(c, "budget") == 0)
+		budget();
 	else if (strcmp(c, "preallocate") == 0)
 		preallocate();
 	else if (strcmp(c, "preallocate-fails") == 0)
