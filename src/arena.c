@@ -56,6 +56,7 @@
 #include "account.h"
 #include "device.h"
 #include "driver.h"
+#include "export.h"
 #include "ledger.h"
 #include "log.h"
 #include "msg.h"
@@ -135,7 +136,7 @@ static _Atomic uint32_t arena_count; /* slots ever used */
 static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic bool ipc_warned;
 
-static _Thread_local struct {
+static CUMEMCAP_TLS struct {
 	CUcontext ctx;
 	uint64_t generation;
 	struct arena *arena;

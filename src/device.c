@@ -1,5 +1,6 @@
 /* device: see device.h. */
 #include "device.h"
+#include "export.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -130,7 +131,7 @@ const struct cumemcap_device_info *cumemcap_device_info(int dev)
  * back at the same address on another device: the generation count makes
  * every thread ask again after one. */
 static _Atomic uint64_t generation = 1;
-static _Thread_local struct {
+static CUMEMCAP_TLS struct {
 	CUcontext ctx;
 	uint64_t generation;
 	int dev;
