@@ -30,6 +30,8 @@ that the program or its framework does on its own:
                    1-10 MiB, larger tensors rounded up to 2 MiB; blocks are
                    best-fit, split and merged inside segments (simulated),
                    segments cached and freed only by empty_cache().
+  torch-nocache    the same PyTorch workload with PYTORCH_NO_CUDA_MEMORY_CACHING=1:
+                   every tensor is its own cudaMalloc/cudaFree.
   workspaces       cuDNN/cuBLAS-like workspace buffers of 4 KiB .. 1 MiB,
                    2000-4000 live at once, freed and reallocated in bursts.
   naive-steps      a program with no allocator of its own: persistent
@@ -258,17 +260,27 @@ class TorchCaching:
             self.t.free(sid)
 
 
-def torch_caching():
-    t = Trace("torch-caching", 2002, [
-        "PyTorch CUDACachingAllocator as cudaMalloc/cudaFree see it (simulated):",
-        "tensors <= 1 MiB from 2 MiB segments, 1-10 MiB from 20 MiB segments,",
-        "larger ones from segments of their size rounded up to 2 MiB; cached",
-        "segments go back to the driver only in empty_cache(), called every 40",
-        "steps and at the end. Workload: a 12-layer transformer, fp16, batch 8,",
-        "sequence length changing every few steps (256..1024), Adam state,",
-        "grads freed by zero_grad(set_to_none=True).",
-    ])
-    pt = TorchCaching(t)
+class TorchDirect:
+    """PyTorch with PYTORCH_NO_CUDA_MEMORY_CACHING=1: every tensor is its
+    own cudaMalloc (of the caching allocator's rounded size) and cudaFree."""
+
+    def __init__(self, trace):
+        self.t = trace
+
+    round_size = staticmethod(TorchCaching.round_size)
+
+    def alloc(self, nbytes):
+        return self.t.alloc(self.round_size(nbytes))
+
+    def free(self, key):
+        self.t.free(key)
+
+    def empty_cache(self):
+        pass
+
+
+def transformer_steps(t, pt, steps):
+    """A 12-layer transformer, fp16, batch 8, through allocator pt."""
     hidden, heads, layers, batch, vocab = 1024, 16, 12, 8, 32000
     params = []
     for _ in range(layers):
@@ -281,7 +293,6 @@ def torch_caching():
     adam = []
     grads = []
     seq = 512
-    steps = 400
     for step in range(steps):
         if step % 5 == 0:
             seq = 256 * t.between(1, 4) + 64 * t.below(4)
@@ -322,13 +333,39 @@ def torch_caching():
         for k in tmp:
             pt.free(k)
         pt.free(loss)
-        if step % 40 == 39:
+        if step % 40 == 39 and isinstance(pt, TorchCaching):
             pt.empty_cache()
             t.comment("step %d: empty_cache()" % step)
     for k in grads + adam + weights:
         pt.free(k)
     pt.empty_cache()
-    t.comment("end: every tensor freed, empty_cache()")
+    t.comment("end: every tensor freed" + (", empty_cache()" if isinstance(pt, TorchCaching) else ""))
+
+
+def torch_caching():
+    t = Trace("torch-caching", 2002, [
+        "PyTorch CUDACachingAllocator as cudaMalloc/cudaFree see it (simulated):",
+        "tensors <= 1 MiB from 2 MiB segments, 1-10 MiB from 20 MiB segments,",
+        "larger ones from segments of their size rounded up to 2 MiB; cached",
+        "segments go back to the driver only in empty_cache(), called every 40",
+        "steps and at the end. Workload: a 12-layer transformer, fp16, batch 8,",
+        "sequence length changing every few steps (256..1024), Adam state,",
+        "grads freed by zero_grad(set_to_none=True).",
+    ])
+    transformer_steps(t, TorchCaching(t), 400)
+    return t
+
+
+def torch_nocache():
+    t = Trace("torch-nocache", 2112, [
+        "PyTorch with PYTORCH_NO_CUDA_MEMORY_CACHING=1: every tensor is a",
+        "cudaMalloc of its size rounded to 512 B and a cudaFree, so the",
+        "driver sees the tensor churn itself. Same workload as torch-caching",
+        "(12-layer transformer, fp16, batch 8, sequence length changing every",
+        "few steps, Adam state, grads freed by zero_grad(set_to_none=True)),",
+        "60 steps.",
+    ])
+    transformer_steps(t, TorchDirect(t), 60)
     return t
 
 
@@ -398,7 +435,7 @@ def naive_steps():
 
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
-    for make in (tf_bfc_growth, torch_caching, workspaces, naive_steps):
+    for make in (tf_bfc_growth, torch_caching, torch_nocache, workspaces, naive_steps):
         t = make()
         path = t.write(out)
         print("%s: %d allocs, %d frees, peak live %.1f MiB, %d bytes on disk"
