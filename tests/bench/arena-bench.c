@@ -364,7 +364,31 @@ static int load_trace(const char *path, struct op **ops_out, size_t *nops_out, u
 struct replay {
 	uint64_t allocs, frees, live, peak_live, nlive;
 	double call_ns; /* time inside the driver API calls */
+	/* Under the shim: its `live` figure is checked after every call
+	 * (untimed) against what the trace holds, each block rounded to
+	 * `unit` bytes (512 pooled, 1 passthrough). */
+	get_stats_fn get;
+	uint64_t unit, live_rounded;
 };
+
+/* Pooled blocks are live for their size rounded to the 512-byte unit. */
+static uint64_t live_unit(enum mode m)
+{
+	const char *pool = getenv("CUMEMCAP_POOL");
+	return m == M_POOLED && !(pool && strcmp(pool, "off") == 0) ? 512 : 1;
+}
+
+static void check_live(struct replay *r, uint32_t id, const char *after)
+{
+	struct cumemcap_stats st;
+	if (!r->get)
+		return;
+	if (r->get(0, &st, sizeof(st)) != 0)
+		check_failed("cumemcap_get_stats failed");
+	if (st.live != r->live_rounded)
+		check_failed("after %s of block %" PRIu32 " the shim counts %" PRIu64 " bytes live, the trace %" PRIu64,
+			     after, id, st.live, r->live_rounded);
+}
 
 /* Replay ops (checked as it goes); blocks has max_id + 1 entries. */
 static void replay(const struct op *ops, size_t nops, struct block *blocks, struct replay *r)
@@ -400,6 +424,8 @@ static void replay(const struct op *ops, size_t nops, struct block *blocks, stru
 			r->live += b->size;
 			if (r->live > r->peak_live)
 				r->peak_live = r->live;
+			r->live_rounded += (b->size + r->unit - 1) / r->unit * r->unit;
+			check_live(r, ops[i].id, "the allocation");
 		} else {
 			if (!b->live)
 				check_failed("the trace frees block %" PRIu32 ", which is not live", ops[i].id);
@@ -414,6 +440,8 @@ static void replay(const struct op *ops, size_t nops, struct block *blocks, stru
 			r->frees++;
 			r->nlive--;
 			r->live -= b->size;
+			r->live_rounded -= (b->size + r->unit - 1) / r->unit * r->unit;
+			check_live(r, ops[i].id, "the free");
 		}
 	}
 	/* tdestroy is a GNU extension; the remaining nodes go with the process. */
@@ -453,7 +481,7 @@ static int task_trace(enum mode m, int argc, char **argv)
 	setup_ctx();
 	get_stats_fn get = check_shim(m);
 	fakecuda_reset_peak(0);
-	struct replay r = { 0 };
+	struct replay r = { .get = get, .unit = live_unit(m) };
 	struct counters c0 = driver_counters();
 	replay(ops, nops, blocks, &r);
 	struct counters c1 = driver_counters();
@@ -482,7 +510,7 @@ static int task_loop(enum mode m, int argc, char **argv)
 	setup_ctx();
 	get_stats_fn get = check_shim(m);
 	fakecuda_reset_peak(0);
-	struct replay r = { 0 };
+	struct replay r = { .get = get, .unit = live_unit(m) };
 	struct counters c0 = driver_counters();
 	replay(ops, 2 * count, blocks, &r);
 	struct counters c1 = driver_counters();
