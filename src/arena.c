@@ -27,14 +27,19 @@
  * Release. A wholly free segment goes back to the driver by the rule in
  * CUMEMCAP_RELEASE (never / idle:SECONDS via the worker / immediate), and
  * whatever the rule, before a request is refused at the limit or the
- * driver reports out of memory. Growth also returns cached segments that
- * do not fit, largest first, while the arena would hold more than 17/16
- * of the most it ever had live, so a program whose sizes drift does not
- * pile up segments it never reuses, yet keeps what it will reuse when its
- * live bytes swing below their peak. The fit slack (1/4) and the budget
- * (1/16) were chosen on the benchmark traces: a narrower slack or a
- * tighter budget sends more calls to the driver, a wider one raises the
- * footprint (README "Benchmarks", the sweep table).
+ * driver reports out of memory. Growth follows a budget: the arena holds
+ * at most 9/8 of the most it ever had live. Over it, growth first waits
+ * for pending frees, then serves the request from a cached segment of up
+ * to twice its size while the bytes such blocks leave unused stay within
+ * 1/16 of the peak, and only then gives back cached segments that do not
+ * fit, largest first, and takes a new one. Following the peak rather than
+ * what is live now lets a program whose live bytes swing keep what it
+ * will reuse; the budget stops one whose sizes drift from piling up
+ * segments. The fit slack (1/4) and the budget (1/8) were chosen on the
+ * benchmark traces (README "Benchmarks", the sweep table).
+ *
+ * A whole segment's block counts as live for its requested size (rounded
+ * to 512 bytes); the rest of its segment is neither live nor cached.
  *
  * Bookkeeping per live block: one 32-byte chunk record and one 8-byte
  * hash slot (at most half full), found by address: the slot packs the
@@ -128,6 +133,7 @@ struct arena {
 	uint64_t held;       /* segment bytes */
 	uint64_t live_bytes; /* handed out */
 	uint64_t peak_live;  /* the most handed out at once */
+	uint64_t waste;      /* bytes of whole segments beyond their live block */
 	uint64_t whole_free; /* bytes of wholly free segments (not preallocated) */
 };
 
@@ -641,17 +647,21 @@ static CUdeviceptr hand_out(struct arena *a, uint32_t ci, uint64_t bytes, uint32
 		s->requested = bytes;
 	mark_in_use(a, s);
 	s->live++;
-	uint64_t got = (uint64_t)c->units << UNIT_SHIFT;
+	/* A whole segment's block is live for its requested size (rounded to
+	 * the unit); the rest of the segment is neither live nor cached. */
+	uint64_t part = (uint64_t)c->units << UNIT_SHIFT;
+	uint64_t got = s->packed ? part : (bytes + UNIT - 1) & ~(uint64_t)(UNIT - 1);
+	a->waste += part - got;
 	a->live_bytes += got;
 	if (a->live_bytes > a->peak_live)
 		a->peak_live = a->live_bytes;
-	cumemcap_ledger_pooled_sub(a->dev, got);
+	cumemcap_ledger_pooled_sub(a->dev, part);
 	cumemcap_ledger_live_add(a->dev, got);
 	return chunk_addr(a, c);
 }
 
 /* A ready block for the request, or NONE. Lock held. */
-static uint32_t find_ready(struct arena *a, uint32_t units, bool packed)
+static uint32_t find_ready(struct arena *a, uint32_t units, bool packed, bool wide)
 {
 	if (packed || a->bin_bits[0] | a->bin_bits[1]) {
 		/* Packed bins: best of a few in the request's own class, else
@@ -681,6 +691,8 @@ static uint32_t find_ready(struct arena *a, uint32_t units, bool packed)
 	/* Whole segments: the smallest cached one within the slack. */
 	uint64_t want = (uint64_t)units;
 	uint64_t slack = want / 4 > (BIG_SLACK_MIN >> UNIT_SHIFT) ? want / 4 : (BIG_SLACK_MIN >> UNIT_SHIFT);
+	if (wide)
+		slack = want;
 	uint64_t most = want + slack;
 	uint32_t best = NONE;
 	for (unsigned c = class_of(units); c < BINS; c++) {
@@ -916,7 +928,7 @@ static bool worth_waiting(const struct arena *a, uint64_t need, uint64_t grow)
 	return a->pending_bytes * 16 >= a->held || cumemcap_ledger_headroom(a->dev) < grow;
 }
 
-/* The most the arena should hold after growing by `grow`: 17/16 of the
+/* The most the arena should hold after growing by `grow`: 9/8 of the
  * most it ever had live (this request counted). Bounding by the peak, not
  * by what is live now, lets a program whose live bytes swing (a training
  * step, PyTorch's empty_cache()) keep the segments it will want again,
@@ -925,7 +937,7 @@ static uint64_t budget_of(const struct arena *a, uint64_t grow)
 {
 	uint64_t live = a->live_bytes + grow;
 	uint64_t peak = a->peak_live > live ? a->peak_live : live;
-	return peak + peak / 16;
+	return peak + peak / 8;
 }
 
 /* How many bytes of wholly free segments may stay cached when the arena
@@ -979,22 +991,32 @@ bool cumemcap_arena_alloc(CUdeviceptr *dptr, uint64_t bytes, const char *door, C
 		*r = CUDA_ERROR_OUT_OF_MEMORY;
 		return true;
 	}
+	uint32_t ci = NONE;
 	for (int waited = 0;; waited++) {
-		uint32_t ci = find_ready(a, units, packed);
-		if (ci != NONE) {
-			CUdeviceptr got = hand_out(a, ci, bytes, units);
-			unlock(a);
-			if (!got)
-				return false;
-			*dptr = got;
-			cumemcap_ledger_bump(dev, allocs);
-			cumemcap_ledger_bump(dev, avoided);
-			*r = CUDA_SUCCESS;
-			return true;
-		}
-		if (waited || !should_wait(a, rounded, seg_bytes, p->release))
+		ci = find_ready(a, units, packed, false);
+		if (ci != NONE || waited || !should_wait(a, rounded, seg_bytes, p->release))
 			break;
 		reclaim(a);
+	}
+	/* Growing would pass the budget: a cached whole segment of up to
+	 * twice the request serves it instead, while the bytes that such
+	 * blocks leave unused stay within 1/16 of the peak. */
+	if (ci == NONE && !packed && p->release == CUMEMCAP_RELEASE_IDLE &&
+	    a->held + seg_bytes > budget_of(a, seg_bytes)) {
+		ci = find_ready(a, units, false, true);
+		if (ci != NONE && a->waste + a->segs[a->chunks[ci].seg].bytes - rounded > a->peak_live / 16)
+			ci = NONE;
+	}
+	if (ci != NONE) {
+		CUdeviceptr got = hand_out(a, ci, bytes, units);
+		unlock(a);
+		if (!got)
+			return false;
+		*dptr = got;
+		cumemcap_ledger_bump(dev, allocs);
+		cumemcap_ledger_bump(dev, avoided);
+		*r = CUDA_SUCCESS;
+		return true;
 	}
 	/* Grow. First give back cached segments that do not fit, as the
 	 * release rule says (cache_keep). */
@@ -1010,7 +1032,7 @@ bool cumemcap_arena_alloc(CUdeviceptr *dptr, uint64_t bytes, const char *door, C
 	if (*r != CUDA_SUCCESS)
 		return true;
 	lock(a);
-	uint32_t ci = seg_add(a, base, seg_bytes, packed, false);
+	ci = seg_add(a, base, seg_bytes, packed, false);
 	CUdeviceptr got = ci != NONE ? hand_out(a, ci, bytes, units) : 0;
 	if (ci != NONE && !got)
 		seg_detach(a, a->chunks[ci].seg);
@@ -1065,12 +1087,14 @@ bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r)
 	hash_remove_slot(a, slot);
 	struct chunk *c = &a->chunks[ci];
 	struct segment *s = &a->segs[c->seg];
-	uint64_t got = (uint64_t)c->units << UNIT_SHIFT;
+	uint64_t part = (uint64_t)c->units << UNIT_SHIFT;
+	uint64_t got = s->packed ? part : (s->requested + UNIT - 1) & ~(uint64_t)(UNIT - 1);
 	int dev = a->dev;
 	s->live--;
+	a->waste -= part - got;
 	a->live_bytes -= got;
 	cumemcap_ledger_live_sub(dev, got);
-	cumemcap_ledger_pooled_add(dev, got);
+	cumemcap_ledger_pooled_add(dev, part);
 	pending_push(a, ci);
 
 	/* CUMEMCAP_RELEASE=immediate: the driver's cuMemFree synchronizes, so
@@ -1169,7 +1193,7 @@ void cumemcap_arena_forget_ctx(CUcontext ctx)
 			/* The driver freed every segment with the context. */
 			cumemcap_ledger_sub(a->dev, CUMEMCAP_KIND_linear, a->held);
 			cumemcap_ledger_live_sub(a->dev, a->live_bytes);
-			cumemcap_ledger_pooled_sub(a->dev, a->held - a->live_bytes);
+			cumemcap_ledger_pooled_sub(a->dev, a->held - a->live_bytes - a->waste);
 			arena_clear(a);
 		}
 		unlock(a);
