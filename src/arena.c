@@ -141,6 +141,13 @@ static struct arena arenas[MAX_ARENAS];
 static _Atomic uint32_t arena_count; /* slots ever used */
 static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic bool ipc_warned;
+_Static_assert(MAX_ARENAS <= CUMEMCAP_LEDGER_SHARDS, "each arena counts into a shard of its own");
+
+/* The arena's counters (allocs, frees, avoided): written under its lock. */
+static struct cumemcap_ledger_shard *shard_of(const struct arena *a)
+{
+	return &cumemcap_ledger_shards[a - arenas];
+}
 
 static CUMEMCAP_TLS struct {
 	CUcontext ctx;
@@ -906,6 +913,7 @@ static struct arena *arena_of(CUcontext ctx, int dev)
 			arena_clear(found);
 			found->dev = dev;
 			found->ctx = ctx;
+			cumemcap_ledger_shard_open(shard_of(found), dev);
 			unlock(found);
 			if (cumemcap_policy()->growth == CUMEMCAP_GROWTH_PREALLOCATE)
 				preallocate(found);
@@ -1009,12 +1017,14 @@ bool cumemcap_arena_alloc(CUdeviceptr *dptr, uint64_t bytes, const char *door, C
 	}
 	if (ci != NONE) {
 		CUdeviceptr got = hand_out(a, ci, bytes, units);
+		if (got) {
+			cumemcap_shard_bump(shard_of(a), allocs);
+			cumemcap_shard_bump(shard_of(a), avoided);
+		}
 		unlock(a);
 		if (!got)
 			return false;
 		*dptr = got;
-		cumemcap_ledger_bump(dev, allocs);
-		cumemcap_ledger_bump(dev, avoided);
 		*r = CUDA_SUCCESS;
 		return true;
 	}
@@ -1036,6 +1046,8 @@ bool cumemcap_arena_alloc(CUdeviceptr *dptr, uint64_t bytes, const char *door, C
 	CUdeviceptr got = ci != NONE ? hand_out(a, ci, bytes, units) : 0;
 	if (ci != NONE && !got)
 		seg_detach(a, a->chunks[ci].seg);
+	if (got)
+		cumemcap_shard_bump(shard_of(a), allocs);
 	unlock(a);
 	if (!got) {
 		/* Out of host memory for the books: let the driver serve it. */
@@ -1044,7 +1056,6 @@ bool cumemcap_arena_alloc(CUdeviceptr *dptr, uint64_t bytes, const char *door, C
 		return false;
 	}
 	*dptr = got;
-	cumemcap_ledger_bump(dev, allocs);
 	return true;
 }
 
@@ -1124,12 +1135,12 @@ bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r)
 		}
 	}
 	CUcontext ctx = a->ctx;
+	cumemcap_shard_bump(shard_of(a), frees);
+	if (!g.n)
+		cumemcap_shard_bump(shard_of(a), avoided);
 	unlock(a);
-	cumemcap_ledger_bump(dev, frees);
 	if (g.n)
 		release_now(a, ctx, &g);
-	else
-		cumemcap_ledger_bump(dev, avoided);
 	*r = CUDA_SUCCESS;
 	return true;
 }
@@ -1194,6 +1205,7 @@ void cumemcap_arena_forget_ctx(CUcontext ctx)
 			cumemcap_ledger_sub(a->dev, CUMEMCAP_KIND_linear, a->held);
 			cumemcap_ledger_live_sub(a->dev, a->live_bytes);
 			cumemcap_ledger_pooled_sub(a->dev, a->held - a->live_bytes - a->waste);
+			cumemcap_ledger_shard_close(shard_of(a));
 			arena_clear(a);
 		}
 		unlock(a);

@@ -877,8 +877,8 @@ static int gather(struct figure *f)
 		g->limit = cumemcap_ledger_limit(dev);
 		g->capacity = info->total;
 		g->peak = atomic_load(&d->peak);
-		g->allocs = atomic_load(&d->allocs);
-		g->frees = atomic_load(&d->frees);
+		g->allocs = cumemcap_ledger_allocs(dev);
+		g->frees = cumemcap_ledger_frees(dev);
 		g->refusals = atomic_load(&d->refusals);
 		g->driver_oom = atomic_load(&d->driver_oom);
 		cumemcap_nvml_format_uuid(info->uuid, "GPU-", g->uuid);
@@ -1101,7 +1101,7 @@ static bool used_gpu(void)
 {
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
 		struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-		if (cumemcap_device_info(dev) && atomic_load(&d->allocs) + atomic_load(&d->frees) +
+		if (cumemcap_device_info(dev) && cumemcap_ledger_allocs(dev) + cumemcap_ledger_frees(dev) +
 							 atomic_load(&d->refusals) + atomic_load(&d->driver_oom))
 			return true;
 	}
@@ -1114,7 +1114,7 @@ static void stderr_summary(void)
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
 		const struct cumemcap_device_info *info = cumemcap_device_info(dev);
 		struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-		if (!info || atomic_load(&d->allocs) + atomic_load(&d->refusals) == 0)
+		if (!info || cumemcap_ledger_allocs(dev) + atomic_load(&d->refusals) == 0)
 			continue;
 		char buf[512];
 		struct out o = OUT(buf);
@@ -1135,9 +1135,9 @@ static void stderr_summary(void)
 		put_s(&o, ", held at exit ");
 		put_size(&o, atomic_load(&d->reserved));
 		put_s(&o, "; ");
-		put_u(&o, atomic_load(&d->allocs));
+		put_u(&o, cumemcap_ledger_allocs(dev));
 		put_s(&o, " allocations, ");
-		put_u(&o, atomic_load(&d->frees));
+		put_u(&o, cumemcap_ledger_frees(dev));
 		put_s(&o, " frees, ");
 		put_u(&o, atomic_load(&d->refusals));
 		put_s(&o, " refused at the limit");
@@ -1186,11 +1186,15 @@ static void exit_record(int signo)
 		put_u(&o, atomic_load(&d->peak));
 		key(&o, "peak_driver_used");
 		put_u_or_null(&o, pd != 0, pd - 1);
-#define X(name)                          \
+#define X(name, value)                   \
 	key(&o, #name);                  \
-	put_u(&o, atomic_load(&d->name));
-		X(allocs) X(frees) X(refusals) X(driver_oom) X(avoided) X(segments_taken)
-		X(segments_released) X(largest_request) X(live) X(reserved)
+	put_u(&o, value);
+#define A(name) X(name, atomic_load(&d->name))
+#define S(name) X(name, cumemcap_ledger_##name(dev))
+		S(allocs) S(frees) A(refusals) A(driver_oom) S(avoided) A(segments_taken)
+		A(segments_released) A(largest_request) A(live) A(reserved)
+#undef S
+#undef A
 #undef X
 		put_s(&o, "}");
 	}

@@ -94,8 +94,8 @@ CUMEMCAP_EXPORT int cumemcap_get_stats(int device, struct cumemcap_stats *out, s
 		.pool = atomic_load(&d->kind[CUMEMCAP_KIND_pool]),
 		.vmm = atomic_load(&d->kind[CUMEMCAP_KIND_vmm]),
 		.array = atomic_load(&d->kind[CUMEMCAP_KIND_array]),
-		.allocs = atomic_load(&d->allocs),
-		.frees = atomic_load(&d->frees),
+		.allocs = cumemcap_ledger_allocs(device),
+		.frees = cumemcap_ledger_frees(device),
 		.refusals = atomic_load(&d->refusals),
 		.driver_oom = atomic_load(&d->driver_oom),
 		.largest_request = atomic_load(&d->largest_request),
@@ -104,7 +104,7 @@ CUMEMCAP_EXPORT int cumemcap_get_stats(int device, struct cumemcap_stats *out, s
 		.pooled = atomic_load(&d->pooled),
 		.segments_taken = atomic_load(&d->segments_taken),
 		.segments_released = atomic_load(&d->segments_released),
-		.avoided = atomic_load(&d->avoided),
+		.avoided = cumemcap_ledger_avoided(device),
 	};
 	memcpy(out, &s, size < sizeof(s) ? size : sizeof(s));
 	return 0;

@@ -474,10 +474,14 @@ static void context_destroy(void)
 	OK(A.cuMemAlloc(&p, 4096));
 	OK(A.cuMemAlloc(&q, 4 * MiB));
 	OK(A.cuMemFree(q));
-	CHECK(shim_stats(0).reserved >= 6 * MiB);
+	struct cumemcap_stats before = shim_stats(0);
+	CHECK(before.reserved >= 6 * MiB);
+	CHECK(before.allocs >= 2 && before.frees >= 1 && before.avoided >= 1);
 	OK(A.cuCtxDestroy(c));
 	struct cumemcap_stats st = shim_stats(0);
 	CHECK(st.reserved == 0 && st.live == 0 && st.pooled == 0);
+	/* The arena is gone, its counts are not. */
+	CHECK(st.allocs == before.allocs && st.frees == before.frees && st.avoided == before.avoided);
 	CHECK(F.reserved(0) == 0);
 	printf("arena: destroying a context empties its arena\n");
 }
