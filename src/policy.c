@@ -4,6 +4,7 @@
 
 #include <fnmatch.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -672,6 +673,7 @@ void cumemcap_program_name(int argc, char *const *argv, char *out, size_t len)
 
 static struct cumemcap_policy the_policy;
 static pthread_once_t policy_once = PTHREAD_ONCE_INIT;
+static _Atomic bool policy_ready; /* the fast path once built */
 static int saved_argc;
 static char *const *saved_argv;
 
@@ -717,10 +719,14 @@ static void policy_init(void)
 		program_from_proc(program, sizeof(program));
 	if (!cumemcap_policy_build(&the_policy, env_get, path, program, err, sizeof(err)))
 		cumemcap_fatal("%s", err);
+	atomic_store_explicit(&policy_ready, true, memory_order_release);
 }
 
 const struct cumemcap_policy *cumemcap_policy(void)
 {
-	pthread_once(&policy_once, policy_init);
+	/* Asked on every pooled alloc and free: one load, not a call into
+	 * libc, once the policy is built. */
+	if (!atomic_load_explicit(&policy_ready, memory_order_acquire))
+		pthread_once(&policy_once, policy_init);
 	return &the_policy;
 }
