@@ -196,6 +196,12 @@ static unsigned bits_next(const uint64_t *bits, unsigned c)
 	return BINS;
 }
 
+/* A request's size in whole units. */
+static uint64_t unit_round(uint64_t bytes)
+{
+	return (bytes + UNIT - 1) & ~(uint64_t)(UNIT - 1);
+}
+
 /* ---- chunk records ----------------------------------------------------------------- */
 
 static uint32_t chunk_new(struct arena *a)
@@ -657,7 +663,7 @@ static CUdeviceptr hand_out(struct arena *a, uint32_t ci, uint64_t bytes, uint32
 	/* A whole segment's block is live for its requested size (rounded to
 	 * the unit); the rest of the segment is neither live nor cached. */
 	uint64_t part = (uint64_t)c->units << UNIT_SHIFT;
-	uint64_t got = s->packed ? part : (bytes + UNIT - 1) & ~(uint64_t)(UNIT - 1);
+	uint64_t got = s->packed ? part : (uint64_t)units << UNIT_SHIFT;
 	a->waste += part - got;
 	a->live_bytes += got;
 	if (a->live_bytes > a->peak_live)
@@ -948,6 +954,13 @@ static uint64_t budget_of(const struct arena *a, uint64_t grow)
 	return peak + peak / 8;
 }
 
+/* Would growing by `grow` take the arena over its budget? Only the
+ * default rule (idle) has one. */
+static bool over_budget(const struct arena *a, uint64_t grow, enum cumemcap_release rule)
+{
+	return rule == CUMEMCAP_RELEASE_IDLE && a->held + grow > budget_of(a, grow);
+}
+
 /* How many bytes of wholly free segments may stay cached when the arena
  * grows by `grow`, by the release rule: none (immediate), all (never), or
  * what keeps it within its budget (idle, the default). */
@@ -972,7 +985,7 @@ static bool should_wait(const struct arena *a, uint64_t need, uint64_t grow, enu
 		return false;
 	if (worth_waiting(a, need, grow))
 		return true;
-	return rule == CUMEMCAP_RELEASE_IDLE && a->held + grow > budget_of(a, grow);
+	return over_budget(a, grow, rule);
 }
 
 bool cumemcap_arena_alloc(CUdeviceptr *dptr, uint64_t bytes, const char *door, CUresult *r)
@@ -987,7 +1000,7 @@ bool cumemcap_arena_alloc(CUdeviceptr *dptr, uint64_t bytes, const char *door, C
 	struct arena *a = arena_of(ctx, dev);
 	if (!a)
 		return false;
-	uint64_t rounded = (bytes + UNIT - 1) & ~(uint64_t)(UNIT - 1);
+	uint64_t rounded = unit_round(bytes);
 	uint32_t units = (uint32_t)(rounded >> UNIT_SHIFT);
 	bool packed = p->pool == CUMEMCAP_POOL_ON && rounded <= SMALL_MAX;
 	uint64_t seg_bytes = packed ? SMALL_SEGMENT : whole_size(rounded);
@@ -1009,8 +1022,7 @@ bool cumemcap_arena_alloc(CUdeviceptr *dptr, uint64_t bytes, const char *door, C
 	/* Growing would pass the budget: a cached whole segment of up to
 	 * twice the request serves it instead, while the bytes that such
 	 * blocks leave unused stay within 1/16 of the peak. */
-	if (ci == NONE && !packed && p->release == CUMEMCAP_RELEASE_IDLE &&
-	    a->held + seg_bytes > budget_of(a, seg_bytes)) {
+	if (ci == NONE && !packed && over_budget(a, seg_bytes, p->release)) {
 		ci = find_ready(a, units, false, true);
 		if (ci != NONE && a->waste + a->segs[a->chunks[ci].seg].bytes - rounded > a->peak_live / 16)
 			ci = NONE;
@@ -1099,7 +1111,7 @@ bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r)
 	struct chunk *c = &a->chunks[ci];
 	struct segment *s = &a->segs[c->seg];
 	uint64_t part = (uint64_t)c->units << UNIT_SHIFT;
-	uint64_t got = s->packed ? part : (s->requested + UNIT - 1) & ~(uint64_t)(UNIT - 1);
+	uint64_t got = s->packed ? part : unit_round(s->requested);
 	int dev = a->dev;
 	s->live--;
 	a->waste -= part - got;

@@ -137,33 +137,19 @@ void cumemcap_ledger_reset(void)
 #undef X
 	}
 	for (int i = 0; i < CUMEMCAP_LEDGER_SHARDS; i++) {
-		struct cumemcap_ledger_shard *s = &cumemcap_ledger_shards[i];
-		atomic_store(&s->allocs, 0);
-		atomic_store(&s->frees, 0);
-		atomic_store(&s->avoided, 0);
+#define X(name) atomic_store(&cumemcap_ledger_shards[i].name, 0);
+		CUMEMCAP_SHARDED(X)
+#undef X
 	}
 }
 
 static _Atomic int shards_used; /* shards ever opened: 0 .. shards_used-1 */
 
-/* The sum of one figure over the open shards of dev. */
-static uint64_t shards_sum(int dev, size_t offset)
-{
-	uint64_t n = 0;
-	int used = atomic_load_explicit(&shards_used, memory_order_acquire);
-	for (int i = 0; i < used; i++) {
-		struct cumemcap_ledger_shard *s = &cumemcap_ledger_shards[i];
-		if (atomic_load_explicit(&s->dev, memory_order_relaxed) == dev)
-			n += atomic_load_explicit((_Atomic uint64_t *)((char *)s + offset), memory_order_relaxed);
-	}
-	return n;
-}
-
 void cumemcap_ledger_shard_open(struct cumemcap_ledger_shard *s, int dev)
 {
-	atomic_store(&s->allocs, 0);
-	atomic_store(&s->frees, 0);
-	atomic_store(&s->avoided, 0);
+#define X(name) atomic_store(&s->name, 0);
+	CUMEMCAP_SHARDED(X)
+#undef X
 	atomic_store(&s->dev, valid(dev) ? dev : -1);
 	int idx = (int)(s - cumemcap_ledger_shards), used = atomic_load(&shards_used);
 	while (idx + 1 > used && !atomic_compare_exchange_weak(&shards_used, &used, idx + 1))
@@ -176,20 +162,25 @@ void cumemcap_ledger_shard_close(struct cumemcap_ledger_shard *s)
 	if (!valid(dev))
 		return;
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-	atomic_fetch_add(&d->allocs, atomic_exchange(&s->allocs, 0));
-	atomic_fetch_add(&d->frees, atomic_exchange(&s->frees, 0));
-	atomic_fetch_add(&d->avoided, atomic_exchange(&s->avoided, 0));
+#define X(name) atomic_fetch_add(&d->name, atomic_exchange(&s->name, 0));
+	CUMEMCAP_SHARDED(X)
+#undef X
 }
 
-#define SHARDED(name)                                                                      \
-	uint64_t cumemcap_ledger_##name(int dev)                                           \
-	{                                                                                  \
-		if (!valid(dev))                                                           \
-			return 0;                                                          \
-		return atomic_load(&cumemcap_ledger[dev].name) +                           \
-		       shards_sum(dev, offsetof(struct cumemcap_ledger_shard, name));     \
+/* A sharded counter of dev: the device's own plus its open shards'. */
+#define X(name)                                                                                    \
+	uint64_t cumemcap_ledger_##name(int dev)                                                   \
+	{                                                                                          \
+		if (!valid(dev))                                                                   \
+			return 0;                                                                  \
+		uint64_t n = atomic_load(&cumemcap_ledger[dev].name);                              \
+		int used = atomic_load_explicit(&shards_used, memory_order_acquire);               \
+		for (int i = 0; i < used; i++) {                                                   \
+			const struct cumemcap_ledger_shard *s = &cumemcap_ledger_shards[i];        \
+			if (atomic_load_explicit(&s->dev, memory_order_relaxed) == dev)            \
+				n += atomic_load_explicit(&s->name, memory_order_relaxed);         \
+		}                                                                                  \
+		return n;                                                                          \
 	}
-SHARDED(allocs)
-SHARDED(frees)
-SHARDED(avoided)
-#undef SHARDED
+CUMEMCAP_SHARDED(X)
+#undef X

@@ -97,9 +97,12 @@ uint64_t cumemcap_ledger_headroom(int dev);
  * same way made the pair slower: the peaks then need the device's total
  * summed on every change.) */
 #define CUMEMCAP_LEDGER_SHARDS 64
+#define CUMEMCAP_SHARDED(X) X(allocs) X(frees) X(avoided)
 struct cumemcap_ledger_shard {
 	_Atomic int dev; /* -1: closed */
-	_Atomic uint64_t allocs, frees, avoided;
+#define X(name) _Atomic uint64_t name;
+	CUMEMCAP_SHARDED(X)
+#undef X
 };
 
 extern struct cumemcap_ledger_shard cumemcap_ledger_shards[CUMEMCAP_LEDGER_SHARDS];
@@ -114,9 +117,9 @@ void cumemcap_ledger_shard_open(struct cumemcap_ledger_shard *s, int dev);
 void cumemcap_ledger_shard_close(struct cumemcap_ledger_shard *s);
 
 /* The sharded figures of a device: its own plus its open shards'. */
-uint64_t cumemcap_ledger_allocs(int dev);
-uint64_t cumemcap_ledger_frees(int dev);
-uint64_t cumemcap_ledger_avoided(int dev);
+#define X(name) uint64_t cumemcap_ledger_##name(int dev);
+CUMEMCAP_SHARDED(X)
+#undef X
 
 /* Zero everything (a forked child holds none of its parent's memory). */
 void cumemcap_ledger_reset(void);
