@@ -531,8 +531,16 @@ FAKE_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 	return primary_release(dev);
 }
 
-/* Reset: frees everything the primary context holds and makes it inactive
- * (as cudaDeviceReset does); it must be retained again before use. */
+/* Reset: "Destroy all allocations and reset all state on the primary
+ * context ... Resetting the primary context does not release it, an
+ * application that has retained the primary context should explicitly
+ * release its usage", and "it is safe for other modules to call
+ * cuDevicePrimaryCtxRelease() even after resetting the device" (driver API,
+ * cuDevicePrimaryCtxReset_v2). So everything the context holds is freed,
+ * and the references stay: a context still retained comes back at once
+ * under the same handle with fresh state (its overhead charged again), and
+ * its last release later tears it down as usual. Resetting an inactive
+ * primary context is legal and changes nothing. */
 static CUresult primary_reset(CUdevice dev)
 {
 	REQUIRE_INIT();
@@ -540,10 +548,11 @@ static CUresult primary_reset(CUdevice dev)
 		return CUDA_ERROR_INVALID_DEVICE;
 	pthread_mutex_lock(&fake_lock);
 	struct CUctx_st *c = fake_cfg.dev[dev].primary;
-	if (c) {
+	if (c && c->alive) {
 		ctx_teardown(c);
-		c->refcount = 0;
 		c->flags = 0;
+		if (c->refcount > 0)
+			ctx_activate(c);
 	}
 	pthread_mutex_unlock(&fake_lock);
 	return CUDA_SUCCESS;

@@ -826,10 +826,29 @@ START_TEST(fake_ctx_destroy_frees)
 	ck_assert_uint_eq(fakecuda_reserved(0), 4096); /* still retained once */
 	CK(cuDevicePrimaryCtxReset_v2(0));
 	ck_assert_uint_eq(fakecuda_reserved(0), 0);
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 0);
+	/* a reset does not release: still retained once, fresh and usable */
+	CK(cuDevicePrimaryCtxGetState(0, &flags, &active));
+	ck_assert_int_eq(active, 1);
+	ck_assert_uint_eq(fakecuda_context_bytes(0), 100 * MiB);
+	CK(cuMemAlloc_v2(&a, 16));
+	ck_assert_uint_eq(fakecuda_reserved(0), 16);
+	/* the last release resets it: its memory goes with it */
+	CK(cuDevicePrimaryCtxRelease_v2(0));
+	ck_assert_uint_eq(fakecuda_reserved(0), 0);
+	ck_assert_uint_eq(fakecuda_context_bytes(0), 0);
 	CK(cuDevicePrimaryCtxGetState(0, &flags, &active));
 	ck_assert_int_eq(active, 0);
 	ck_assert_int_eq(cuMemAlloc_v2(&a, 16), CUDA_ERROR_INVALID_CONTEXT);
 	ck_assert_int_eq(cuDevicePrimaryCtxRelease_v2(0), CUDA_ERROR_INVALID_CONTEXT);
+	CK(cuDevicePrimaryCtxReset_v2(0)); /* an inactive one: legal, nothing changes */
+	CK(cuDevicePrimaryCtxGetState(0, &flags, &active));
+	ck_assert_int_eq(active, 0);
+	/* re-retained: the same handle, clean */
+	CK(cuDevicePrimaryCtxRetain(&pc2, 0));
+	ck_assert_ptr_eq(pc, pc2);
+	ck_assert_uint_eq(fakecuda_reserved(0), 0);
+	CK(cuDevicePrimaryCtxRelease_v2(0));
 	/* context stack */
 	CUcontext c1, c2;
 	CUdevice dev;
