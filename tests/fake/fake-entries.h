@@ -120,6 +120,8 @@
 	X(cuStreamSynchronize, 7000, _ptsz, cuStreamSynchronize_ptsz) \
 	X(cuStreamQuery, 2000, , cuStreamQuery) \
 	X(cuStreamQuery, 7000, _ptsz, cuStreamQuery_ptsz) \
+	X(cuStreamGetCtx, 9020, , cuStreamGetCtx) \
+	X(cuStreamGetCtx, 9020, _ptsz, cuStreamGetCtx_ptsz) \
 	X(cuStreamWaitEvent, 3020, , cuStreamWaitEvent) \
 	X(cuStreamWaitEvent, 7000, _ptsz, cuStreamWaitEvent_ptsz) \
 	X(cuLaunchHostFunc, 10000, , cuLaunchHostFunc) \

@@ -440,6 +440,35 @@ FAKE_API CUresult cuStreamQuery_ptsz(CUstream hStream)
 	return stream_query(hStream, true);
 }
 
+/* "Returns the context that the stream is associated with": the current
+ * context for the default streams (per-thread: the thread's). */
+static CUresult stream_get_ctx(CUstream h, CUcontext *pctx, bool pt)
+{
+	REQUIRE_INIT();
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&fake_lock);
+	struct CUctx_st *ctx = NULL;
+	struct CUstream_st *s;
+	CUresult r = fake_stream_lookup(h, pt, &ctx, &s);
+	if (!r)
+		*pctx = ctx;
+	pthread_mutex_unlock(&fake_lock);
+	return r;
+}
+
+FAKE_API CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
+{
+	COUNT(cuStreamGetCtx);
+	return stream_get_ctx(hStream, pctx, false);
+}
+
+FAKE_API CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
+{
+	COUNT(cuStreamGetCtx_ptsz);
+	return stream_get_ctx(hStream, pctx, true);
+}
+
 static CUresult stream_wait_event(CUstream h, CUevent ev, unsigned flags, bool pt)
 {
 	REQUIRE_INIT();
