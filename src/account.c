@@ -2,6 +2,7 @@
 #include "account.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "arena.h"
@@ -13,6 +14,14 @@ void cumemcap_note_refusal(int dev, const char *door, uint64_t bytes)
 {
 	cumemcap_ledger_bump(dev, refusals);
 	cumemcap_log_refusal(dev, door, bytes);
+}
+
+static void forget_block(const struct cumemcap_block *b)
+{
+	if (b->charged)
+		cumemcap_ledger_sub(b->dev, (enum cumemcap_kind)b->kind, b->bytes);
+	cumemcap_ledger_live_sub(b->dev, b->bytes);
+	cumemcap_ledger_bump(b->dev, frees);
 }
 
 CUresult cumemcap_charge_begin(struct cumemcap_charge *c, const char *door, int dev,
@@ -31,8 +40,11 @@ CUresult cumemcap_charge_begin(struct cumemcap_charge *c, const char *door, int 
 		return CUDA_SUCCESS;
 	}
 	if (!cumemcap_ledger_reserve(dev, kind, bytes)) {
-		/* Pools may have shrunk at a synchronization we did not see. */
+		/* Before refusing: pools may have shrunk at a synchronization
+		 * the shim did not see, and the arenas of every context on the
+		 * GPU give back what they cache. One limit per GPU. */
 		cumemcap_pool_refresh(dev);
+		cumemcap_arena_release_device(dev);
 		if (!cumemcap_ledger_reserve(dev, kind, bytes)) {
 			cumemcap_note_refusal(dev, door, bytes);
 			return CUDA_ERROR_OUT_OF_MEMORY;
@@ -66,7 +78,9 @@ CUresult cumemcap_charge_finish(struct cumemcap_charge *c, CUresult r,
 		.handle = (uint8_t)handle,
 		.kind = (uint8_t)c->kind,
 	};
-	cumemcap_track_insert(&b);
+	struct cumemcap_block stale;
+	if (cumemcap_track_insert(&b, &stale))
+		forget_block(&stale);
 	cumemcap_ledger_live_add(c->dev, b.bytes);
 	cumemcap_ledger_bump(c->dev, allocs);
 	return r;
@@ -87,13 +101,6 @@ bool cumemcap_charge_adjust(struct cumemcap_charge *c, uint64_t actual)
 	return true;
 }
 
-static void forget_block(const struct cumemcap_block *b)
-{
-	if (b->charged)
-		cumemcap_ledger_sub(b->dev, (enum cumemcap_kind)b->kind, b->bytes);
-	cumemcap_ledger_live_sub(b->dev, b->bytes);
-	cumemcap_ledger_bump(b->dev, frees);
-}
 
 bool cumemcap_release_take(enum cumemcap_handle_kind handle, uint64_t key,
 			   struct cumemcap_block *b)
@@ -106,33 +113,67 @@ CUresult cumemcap_release_settle(bool found, const struct cumemcap_block *b, CUr
 	if (!found)
 		return r;
 	if (r != CUDA_SUCCESS) {
-		cumemcap_track_insert(b);
+		struct cumemcap_block stale;
+		if (cumemcap_track_insert(b, &stale))
+			forget_block(&stale);
 		return r;
 	}
 	forget_block(b);
 	return r;
 }
 
-void cumemcap_forget_ctx(CUcontext ctx)
+/* What a death took, per device (the life writer is alone: no lock). */
+static struct {
+	uint64_t live, records;
+} tally[CUMEMCAP_MAX_DEVICES];
+
+static void forget_dead_block(const struct cumemcap_block *b)
 {
-	cumemcap_device_forget_contexts();
-	if (ctx) {
-		cumemcap_track_purge_ctx(ctx, forget_block);
-		cumemcap_arena_forget_ctx(ctx);
+	forget_block(b);
+	if (b->dev >= 0 && b->dev < CUMEMCAP_MAX_DEVICES) {
+		tally[b->dev].live += b->bytes;
+		tally[b->dev].records++;
 	}
+}
+
+void cumemcap_context_died(CUcontext ctx, int dev, enum cumemcap_death why)
+{
+	static const char *const names[] = { "destroyed", "reset", "released" };
+	/* Thread caches keyed by context handle: the handle may come back. */
+	cumemcap_device_forget_contexts();
+	memset(tally, 0, sizeof(tally));
+	struct cumemcap_arena_gone gone = { .dev = -1 };
+	if (ctx) {
+		cumemcap_track_purge_ctx(ctx, forget_dead_block);
+		cumemcap_arena_forget_ctx(ctx, &gone);
+	}
+	if (gone.dev >= 0)
+		tally[gone.dev].live += gone.live;
+	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
+		if (tally[d].records || d == gone.dev || d == dev)
+			cumemcap_log_context(d, names[why], tally[d].live, d == gone.dev ? gone.held : 0,
+					     tally[d].records + (d == gone.dev ? gone.blocks : 0));
 }
 
 /* ---- stream-ordered pools ------------------------------------------------ */
 
-#define MAX_POOLS 256
+/* Every pool the process allocates from, by handle: an open-addressing
+ * table (power-of-two capacity, at most half full, backward-shift
+ * deletion), so any number of pools is counted. A pool's bytes are charged
+ * to its own device, whatever context allocates from it. `in_flight` sums
+ * the estimates that allocations under way hold in the ledger: growth of
+ * the pool belongs to them first, so it is never counted twice, not even
+ * for a moment. */
 #define POOL_GRANULARITY (2ull << 20)
 
-static struct pool_record {
-	CUmemoryPool pool;
+struct pool_record {
+	CUmemoryPool pool; /* NULL: empty slot */
 	int dev;
 	uint64_t accounted; /* bytes of the pool in the ledger */
-} pools[MAX_POOLS];
-static size_t pool_count;
+	uint64_t in_flight; /* estimates of allocations under way */
+};
+static struct pool_record *pools;
+static size_t pool_mask, pool_used; /* capacity - 1 (0: none yet) */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 
 uint64_t cumemcap_pool_estimate(uint64_t bytes)
@@ -142,23 +183,105 @@ uint64_t cumemcap_pool_estimate(uint64_t bytes)
 	return (bytes + POOL_GRANULARITY - 1) / POOL_GRANULARITY * POOL_GRANULARITY;
 }
 
-/* Lock held. */
-static struct pool_record *find_pool(CUmemoryPool pool, int dev_if_new)
+static size_t pool_home(CUmemoryPool pool, size_t mask)
 {
-	for (size_t i = 0; i < pool_count; i++)
+	uint64_t x = (uint64_t)(uintptr_t)pool;
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	return (size_t)x & mask;
+}
+
+/* Lock held. */
+static struct pool_record *find_pool(CUmemoryPool pool)
+{
+	if (!pool_mask || !pool)
+		return NULL;
+	for (size_t i = pool_home(pool, pool_mask);; i = (i + 1) & pool_mask) {
 		if (pools[i].pool == pool)
 			return &pools[i];
-	if (dev_if_new < 0 || pool_count == MAX_POOLS)
-		return NULL;
-	pools[pool_count] = (struct pool_record){ .pool = pool, .dev = dev_if_new };
-	return &pools[pool_count++];
+		if (!pools[i].pool)
+			return NULL;
+	}
+}
+
+/* Lock held. NULL only when out of host memory. */
+static struct pool_record *add_pool(CUmemoryPool pool, int dev)
+{
+	struct pool_record *p = find_pool(pool);
+	if (p)
+		return p;
+	if ((pool_used + 1) * 2 > (pool_mask ? pool_mask + 1 : 0)) {
+		size_t cap = pool_mask ? (pool_mask + 1) * 2 : 64;
+		struct pool_record *t = calloc(cap, sizeof(*t));
+		if (!t)
+			return NULL;
+		for (size_t i = 0; pool_mask && i <= pool_mask; i++) {
+			if (!pools[i].pool)
+				continue;
+			size_t j = pool_home(pools[i].pool, cap - 1);
+			while (t[j].pool)
+				j = (j + 1) & (cap - 1);
+			t[j] = pools[i];
+		}
+		free(pools);
+		pools = t;
+		pool_mask = cap - 1;
+	}
+	size_t i = pool_home(pool, pool_mask);
+	while (pools[i].pool)
+		i = (i + 1) & pool_mask;
+	pools[i] = (struct pool_record){ .pool = pool, .dev = dev };
+	pool_used++;
+	return &pools[i];
+}
+
+/* Lock held. */
+static void remove_pool(struct pool_record *p)
+{
+	size_t i = (size_t)(p - pools);
+	for (size_t k = (i + 1) & pool_mask; pools[k].pool; k = (k + 1) & pool_mask) {
+		size_t home = pool_home(pools[k].pool, pool_mask);
+		if (((k - home) & pool_mask) >= ((k - i) & pool_mask)) {
+			pools[i] = pools[k];
+			i = k;
+		}
+	}
+	pools[i] = (struct pool_record){ .pool = NULL };
+	pool_used--;
+}
+
+/* A pool the shim did not see created is some device's default or
+ * current pool: ask each device. -1 when none claims it. */
+static int discover_device(CUmemoryPool pool)
+{
+	int count = 0;
+	if (!real_cuDeviceGetCount || real_cuDeviceGetCount(&count) != CUDA_SUCCESS)
+		return -1;
+	for (int d = 0; d < count && d < CUMEMCAP_MAX_DEVICES; d++) {
+		CUmemoryPool p;
+		if ((real_cuDeviceGetDefaultMemPool && real_cuDeviceGetDefaultMemPool(&p, d) == CUDA_SUCCESS &&
+		     p == pool) ||
+		    (real_cuDeviceGetMemPool && real_cuDeviceGetMemPool(&p, d) == CUDA_SUCCESS && p == pool))
+			return d;
+	}
+	return -1;
 }
 
 int cumemcap_pool_device(CUmemoryPool pool, int fallback)
 {
 	pthread_mutex_lock(&pool_lock);
-	struct pool_record *p = find_pool(pool, -1);
-	int dev = p ? p->dev : fallback;
+	struct pool_record *p = find_pool(pool);
+	int dev = p ? p->dev : -1;
+	pthread_mutex_unlock(&pool_lock);
+	if (dev >= 0 || !pool)
+		return dev >= 0 ? dev : fallback;
+	dev = discover_device(pool);
+	if (dev < 0 || !cumemcap_device_ensure(dev))
+		return fallback;
+	pthread_mutex_lock(&pool_lock);
+	p = add_pool(pool, dev);
+	dev = p ? p->dev : dev;
 	pthread_mutex_unlock(&pool_lock);
 	return dev;
 }
@@ -166,64 +289,120 @@ int cumemcap_pool_device(CUmemoryPool pool, int fallback)
 void cumemcap_pool_created(CUmemoryPool pool, int dev)
 {
 	pthread_mutex_lock(&pool_lock);
-	find_pool(pool, dev);
+	add_pool(pool, dev);
 	pthread_mutex_unlock(&pool_lock);
 }
 
-/* Lock held. */
-static uint64_t settle_locked(struct pool_record *p)
+static bool pool_reserved(CUmemoryPool pool, uint64_t *reserved)
 {
-	cuuint64_t reserved = 0;
+	cuuint64_t v = 0;
 	if (!real_cuMemPoolGetAttribute ||
-	    real_cuMemPoolGetAttribute(p->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) !=
-		    CUDA_SUCCESS)
-		return 0;
-	uint64_t grew = 0;
-	if (reserved > p->accounted) {
-		grew = reserved - p->accounted;
-		cumemcap_ledger_add(p->dev, CUMEMCAP_KIND_pool, grew);
-	} else {
-		cumemcap_ledger_sub(p->dev, CUMEMCAP_KIND_pool, p->accounted - reserved);
-	}
-	p->accounted = reserved;
-	return grew;
+	    real_cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) != CUDA_SUCCESS)
+		return false;
+	*reserved = v;
+	return true;
 }
 
-uint64_t cumemcap_pool_settle(CUmemoryPool pool, int dev)
+/* Follow what the pool reserves now (lock held). A shrink leaves the
+ * ledger at once; growth is left to the allocations under way, whose
+ * estimates hold it, and taken here only when there are none. */
+static void settle_locked(struct pool_record *p)
 {
-	uint64_t grew = 0;
+	uint64_t reserved;
+	if (!pool_reserved(p->pool, &reserved))
+		return;
+	if (reserved < p->accounted) {
+		cumemcap_ledger_sub(p->dev, CUMEMCAP_KIND_pool, p->accounted - reserved);
+		p->accounted = reserved;
+	} else if (reserved > p->accounted && p->in_flight == 0) {
+		cumemcap_ledger_add(p->dev, CUMEMCAP_KIND_pool, reserved - p->accounted);
+		p->accounted = reserved;
+	}
+}
+
+void cumemcap_pool_begin(CUmemoryPool pool, int dev, uint64_t estimate)
+{
 	pthread_mutex_lock(&pool_lock);
-	struct pool_record *p = find_pool(pool, dev);
+	struct pool_record *p = add_pool(pool, dev);
 	if (p)
-		grew = settle_locked(p);
+		p->in_flight += estimate;
 	pthread_mutex_unlock(&pool_lock);
-	return grew;
+}
+
+uint64_t cumemcap_pool_finish(CUmemoryPool pool, uint64_t estimate, uint64_t *excess)
+{
+	uint64_t claim = 0, reserved;
+	*excess = 0;
+	pthread_mutex_lock(&pool_lock);
+	struct pool_record *p = find_pool(pool);
+	if (p) {
+		p->in_flight -= p->in_flight < estimate ? p->in_flight : estimate;
+		if (pool_reserved(pool, &reserved)) {
+			if (reserved < p->accounted) {
+				cumemcap_ledger_sub(p->dev, CUMEMCAP_KIND_pool, p->accounted - reserved);
+				p->accounted = reserved;
+			}
+			uint64_t grew = reserved - p->accounted;
+			claim = grew < estimate ? grew : estimate;
+			/* Growth past every estimate under way: the pool took
+			 * more than its granularity for this request. */
+			if (p->in_flight == 0)
+				*excess = grew - claim;
+			p->accounted += claim + *excess;
+		}
+	}
+	pthread_mutex_unlock(&pool_lock);
+	return claim;
+}
+
+bool cumemcap_pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, uint64_t estimate)
+{
+	uint64_t excess, claim = cumemcap_pool_finish(pool, estimate, &excess);
+	cumemcap_ledger_sub(c->dev, CUMEMCAP_KIND_pool, estimate - claim);
+	c->bytes = 0; /* the bytes live in the pool's figure */
+	if (excess && !cumemcap_ledger_reserve(c->dev, CUMEMCAP_KIND_pool, excess)) {
+		cumemcap_ledger_add(c->dev, CUMEMCAP_KIND_pool, excess); /* the pool holds them */
+		return false;
+	}
+	return true;
 }
 
 void cumemcap_pool_destroyed(CUmemoryPool pool)
 {
 	pthread_mutex_lock(&pool_lock);
-	struct pool_record *p = find_pool(pool, -1);
+	struct pool_record *p = find_pool(pool);
 	if (p) {
 		cumemcap_ledger_sub(p->dev, CUMEMCAP_KIND_pool, p->accounted);
-		*p = pools[--pool_count];
+		remove_pool(p);
 	}
+	pthread_mutex_unlock(&pool_lock);
+}
+
+void cumemcap_pool_trimmed(CUmemoryPool pool)
+{
+	pthread_mutex_lock(&pool_lock);
+	struct pool_record *p = find_pool(pool);
+	if (p)
+		settle_locked(p);
 	pthread_mutex_unlock(&pool_lock);
 }
 
 void cumemcap_pool_refresh(int dev)
 {
+	if (atomic_load_explicit(&cumemcap_ledger[dev].kind[CUMEMCAP_KIND_pool], memory_order_relaxed) == 0)
+		return; /* nothing of a pool counted on dev: nothing to give back */
 	pthread_mutex_lock(&pool_lock);
-	for (size_t i = 0; i < pool_count; i++)
-		if (pools[i].dev == dev)
+	for (size_t i = 0; pool_mask && i <= pool_mask; i++)
+		if (pools[i].pool && pools[i].dev == dev)
 			settle_locked(&pools[i]);
 	pthread_mutex_unlock(&pool_lock);
 }
 
 void cumemcap_pool_reset(void)
 {
-	pool_count = 0;
-	memset(pools, 0, sizeof(pools));
+	free(pools);
+	pools = NULL;
+	pool_mask = pool_used = 0;
 }
 
 void cumemcap_account_lock(void)

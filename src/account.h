@@ -59,22 +59,51 @@ bool cumemcap_release_take(enum cumemcap_handle_kind handle, uint64_t key,
 /* After the driver's answer: release the bytes, or restore the record. */
 CUresult cumemcap_release_settle(bool found, const struct cumemcap_block *b, CUresult r);
 
-/* A context is gone (destroyed, or a primary context reset): everything
- * allocated in it was freed by the driver. */
-void cumemcap_forget_ctx(CUcontext ctx);
+/* How a context died. */
+enum cumemcap_death {
+	CUMEMCAP_DEATH_DESTROYED, /* cuCtxDestroy */
+	CUMEMCAP_DEATH_RESET,     /* cuDevicePrimaryCtxReset of an active primary context */
+	CUMEMCAP_DEATH_RELEASED,  /* the last cuDevicePrimaryCtxRelease */
+};
+
+/* Context `ctx` (on `dev`, or -1 when the caller does not know) died: the
+ * driver freed everything allocated in it. Forget every book of it (blocks,
+ * segments, pending frees, cached bytes, records) and log what went. Must
+ * run as the writer of the life lock (life.h), right after the driver
+ * call, so that no hook has seen the context die. ctx may be NULL (the
+ * handle is unknown: nothing of it can be in the books). */
+void cumemcap_context_died(CUcontext ctx, int dev, enum cumemcap_death why);
 
 /* ---- stream-ordered pools ---- */
 
-/* The device a pool allocates on (recorded at cuMemPoolCreate, or learnt
- * the first time the pool is used); `fallback` when unknown. */
+/* The device a pool allocates on: recorded at cuMemPoolCreate, or found
+ * among the devices' default and current pools the first time the pool is
+ * used; `fallback` when no device claims it. */
 int cumemcap_pool_device(CUmemoryPool pool, int fallback);
 void cumemcap_pool_created(CUmemoryPool pool, int dev);
-/* Bring the ledger in line with what the pool reserves now. Returns the
- * growth in bytes since the last look (0 if it shrank). */
-uint64_t cumemcap_pool_settle(CUmemoryPool pool, int dev);
 void cumemcap_pool_destroyed(CUmemoryPool pool);
+/* cuMemPoolTrimTo returned: follow the pool down. */
+void cumemcap_pool_trimmed(CUmemoryPool pool);
+
+/* An allocation from `pool` (on `dev`) holds `estimate` bytes of the
+ * ledger while the driver serves it: begin before the driver call; after
+ * it, finish returns how much of the estimate the pool's growth used (the
+ * caller gives back the rest) and, in *excess, growth beyond every
+ * estimate under way, which the caller must charge. */
+void cumemcap_pool_begin(CUmemoryPool pool, int dev, uint64_t estimate);
+uint64_t cumemcap_pool_finish(CUmemoryPool pool, uint64_t estimate, uint64_t *excess);
+
+/* The allocation charged in c (c->dev >= 0) with `estimate` held for it
+ * came back from `pool` (pool_begin was called): charge what the pool
+ * really took instead of the estimate (the block's bytes then live in the
+ * pool's figure: c->bytes becomes 0). False when the pool grew past every
+ * estimate and past the limit: the caller frees what it got and the
+ * program is refused. */
+bool cumemcap_pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, uint64_t estimate);
+
 /* Re-read every pool of `dev` (they shrink at synchronization points the
- * shim does not see). */
+ * shim does not see); nothing to do, and no driver call, when no pool
+ * bytes are counted on dev. */
 void cumemcap_pool_refresh(int dev);
 
 /* Estimate of the bytes a pool takes for one request (its granularity). */

@@ -63,6 +63,7 @@
 #include "driver.h"
 #include "export.h"
 #include "ledger.h"
+#include "life.h"
 #include "log.h"
 #include "msg.h"
 #include "policy.h"
@@ -109,6 +110,7 @@ struct arena {
 	CUcontext ctx;  /* NULL: slot empty */
 	int dev;
 	bool failed;   /* preallocation failed: refuse everything */
+	bool prealloc_held; /* holds its GPU's preallocation (create_lock) */
 
 	struct chunk *chunks;
 	uint32_t chunk_count, chunk_cap, unused_chunks;
@@ -549,26 +551,40 @@ struct give_back {
 	unsigned n;
 };
 
+/* Make ctx current on this thread for a driver call about it. Returns
+ * whether it was pushed (and must be popped with ctx_pop); false when it
+ * is current already or cannot be pushed (the driver then answers the call
+ * for whatever context is current, and fails it for a foreign pointer). */
+static bool ctx_push(CUcontext ctx)
+{
+	CUcontext cur = NULL;
+	return real_cuCtxGetCurrent && real_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != ctx &&
+	       real_cuCtxPushCurrent_v2 && real_cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS;
+}
+
+static void ctx_pop(bool pushed)
+{
+	CUcontext popped;
+	if (pushed)
+		real_cuCtxPopCurrent_v2(&popped);
+}
+
 /* Give segments back, with the arena's context current. No lock held. */
-static void release_now(struct arena *a, CUcontext ctx, const struct give_back *g)
+static uint64_t release_now(struct arena *a, CUcontext ctx, const struct give_back *g)
 {
 	if (!g->n)
-		return;
-	CUcontext cur = NULL;
-	bool pushed = false;
-	if (real_cuCtxGetCurrent && real_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != ctx &&
-	    real_cuCtxPushCurrent_v2 && real_cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS)
-		pushed = true;
+		return 0;
+	uint64_t bytes = 0;
+	bool pushed = ctx_push(ctx);
 	for (unsigned i = 0; i < g->n; i++) {
 		real_cuMemFree_v2(g->base[i]);
 		cumemcap_ledger_sub(a->dev, CUMEMCAP_KIND_linear, g->bytes[i]);
 		cumemcap_ledger_bump(a->dev, segments_released);
 		cumemcap_log_segment(a->dev, false, g->bytes[i]);
+		bytes += g->bytes[i];
 	}
-	if (pushed) {
-		CUcontext popped;
-		real_cuCtxPopCurrent_v2(&popped);
-	}
+	ctx_pop(pushed);
+	return bytes;
 }
 
 /* Detach wholly free segments into g (lock held): those idle since
@@ -794,23 +810,15 @@ static CUresult take_segment(struct arena *a, uint64_t bytes, const char *door, 
 		}
 		if (r != CUDA_ERROR_OUT_OF_MEMORY)
 			return r;
-		/* Release what the arena caches (after the streams are past
-		 * the pending frees) and try once more. */
-		lock(a);
-		if (attempt == 0 && (a->pend_head != NONE || a->whole_free > 0)) {
-			reclaim(a);
-			bool more;
-			do {
-				struct give_back g = { .n = 0 };
-				more = collect(a, &g, 0, 0);
-				unlock(a);
-				release_now(a, a->ctx, &g);
-				lock(a);
-			} while (more);
-			unlock(a);
+		/* Before refusing: what stream-ordered pools trimmed at a
+		 * synchronization the shim did not see, and everything the
+		 * arenas of this GPU cache, in every context on it (after the
+		 * streams are past their pending frees); then once more. */
+		if (attempt == 0) {
+			cumemcap_pool_refresh(a->dev);
+			cumemcap_arena_release_device(a->dev);
 			continue;
 		}
-		unlock(a);
 		if (at_limit) {
 			cumemcap_note_refusal(a->dev, door, requested);
 		} else {
@@ -864,6 +872,7 @@ static void preallocate(struct arena *a)
 	if (r == CUDA_SUCCESS) {
 		lock(a);
 		uint32_t ci = seg_add(a, base, size, true, true);
+		a->prealloc_held = ci != NONE;
 		unlock(a);
 		if (ci != NONE)
 			return;
@@ -877,8 +886,30 @@ static void preallocate(struct arena *a)
 	a->failed = true;
 	unlock(a);
 	cumemcap_msg("GPU %d: could not preallocate %s (CUMEMCAP_GROWTH=preallocate, CUDA error %d); "
-		     "every allocation on this GPU is refused", a->dev,
+		     "every allocation in this context on the GPU is refused", a->dev,
 		     cumemcap_fmt_size(size, want, sizeof(want)), (int)r);
+}
+
+/* One preallocation per GPU: the first context that uses the GPU takes
+ * it, and keeps it until that context dies. Memory of one context cannot
+ * serve another, so a second context on the GPU allocates on demand within
+ * what the limit leaves (said once). create_lock held. */
+static bool prealloc_elsewhere(const struct arena *self)
+{
+	static _Atomic bool said;
+	uint32_t n = atomic_load(&arena_count);
+	for (uint32_t i = 0; i < n; i++) {
+		const struct arena *a = &arenas[i];
+		if (a == self || !a->prealloc_held || a->dev != self->dev)
+			continue;
+		bool expected = false;
+		if (atomic_compare_exchange_strong(&said, &expected, true))
+			cumemcap_msg("GPU %d: its preallocation (CUMEMCAP_GROWTH=preallocate) belongs to the "
+				     "first context on it; another context there allocates on demand, "
+				     "within what the limit leaves", self->dev);
+		return true;
+	}
+	return false;
 }
 
 /* The arena of (ctx, dev), made on first use. */
@@ -921,7 +952,7 @@ static struct arena *arena_of(CUcontext ctx, int dev)
 			found->ctx = ctx;
 			cumemcap_ledger_shard_open(shard_of(found), dev);
 			unlock(found);
-			if (cumemcap_policy()->growth == CUMEMCAP_GROWTH_PREALLOCATE)
+			if (cumemcap_policy()->growth == CUMEMCAP_GROWTH_PREALLOCATE && !prealloc_elsewhere(found))
 				preallocate(found);
 		}
 		pthread_mutex_unlock(&create_lock);
@@ -1205,15 +1236,21 @@ uint64_t cumemcap_arena_cached(int dev)
 	return atomic_load_explicit(&cumemcap_ledger[dev].pooled, memory_order_relaxed);
 }
 
-void cumemcap_arena_forget_ctx(CUcontext ctx)
+void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone)
 {
 	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
+	gone->dev = -1;
+	gone->live = gone->held = gone->blocks = 0;
 	pthread_mutex_lock(&create_lock);
 	for (uint32_t i = 0; i < n; i++) {
 		struct arena *a = &arenas[i];
 		lock(a);
 		if (a->ctx == ctx) {
 			/* The driver freed every segment with the context. */
+			gone->dev = a->dev;
+			gone->live += a->live_bytes;
+			gone->held += a->held;
+			gone->blocks += a->slot_used;
 			cumemcap_ledger_sub(a->dev, CUMEMCAP_KIND_linear, a->held);
 			cumemcap_ledger_live_sub(a->dev, a->live_bytes);
 			cumemcap_ledger_pooled_sub(a->dev, a->held - a->live_bytes - a->waste);
@@ -1223,6 +1260,38 @@ void cumemcap_arena_forget_ctx(CUcontext ctx)
 		unlock(a);
 	}
 	pthread_mutex_unlock(&create_lock);
+}
+
+uint64_t cumemcap_arena_release_device(int dev)
+{
+	uint64_t released = 0;
+	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
+	for (uint32_t i = 0; i < n; i++) {
+		struct arena *a = &arenas[i];
+		lock(a);
+		CUcontext ctx = a->ctx;
+		bool some = ctx && a->dev == dev && (a->pend_head != NONE || a->whole_free > 0);
+		unlock(a);
+		if (!some)
+			continue;
+		/* The wait is for this arena's context: make it current. */
+		bool pushed = ctx_push(ctx);
+		lock(a);
+		if (a->ctx == ctx) {
+			reclaim(a);
+			bool more;
+			do {
+				struct give_back g = { .n = 0 };
+				more = collect(a, &g, 0, 0);
+				unlock(a);
+				released += release_now(a, ctx, &g);
+				lock(a);
+			} while (more && a->ctx == ctx);
+		}
+		unlock(a);
+		ctx_pop(pushed);
+	}
+	return released;
 }
 
 /* Blocks freed and never reused wait on the pending list until a request
@@ -1235,14 +1304,14 @@ static void reclaim_quiet(struct arena *a, uint64_t now_ms, uint32_t idle_ms)
 	bool due = a->ctx && a->pend_head != NONE && now_ms - a->last_reclaim >= idle_ms / 2;
 	CUcontext ctx = a->ctx;
 	unlock(a);
-	if (!due || !real_cuCtxPushCurrent_v2 || real_cuCtxPushCurrent_v2(ctx) != CUDA_SUCCESS)
+	if (!due)
 		return;
+	bool pushed = ctx_push(ctx);
 	lock(a);
 	if (a->ctx == ctx)
 		reclaim(a);
 	unlock(a);
-	CUcontext popped;
-	real_cuCtxPopCurrent_v2(&popped);
+	ctx_pop(pushed);
 }
 
 uint32_t cumemcap_arena_tick(uint64_t now_ms)
@@ -1254,6 +1323,8 @@ uint32_t cumemcap_arena_tick(uint64_t now_ms)
 	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
 	for (uint32_t i = 0; i < n; i++) {
 		struct arena *a = &arenas[i];
+		/* No context dies while this arena's driver calls are made. */
+		cumemcap_life_enter();
 		reclaim_quiet(a, now_ms, p->release_idle_ms);
 		bool more = true;
 		while (more) {
@@ -1273,6 +1344,7 @@ uint32_t cumemcap_arena_tick(uint64_t now_ms)
 			unlock(a);
 			release_now(a, ctx, &g);
 		}
+		cumemcap_life_exit();
 	}
 	if (next == UINT64_MAX)
 		return UINT32_MAX;

@@ -49,8 +49,23 @@ bool cumemcap_arena_warn_ipc(void);
 /* Bytes of segments this device's arenas hold but have not handed out. */
 uint64_t cumemcap_arena_cached(int dev);
 
-/* A context is gone with everything allocated in it. */
-void cumemcap_arena_forget_ctx(CUcontext ctx);
+/* What an arena held when its context died. */
+struct cumemcap_arena_gone {
+	int dev;        /* -1: the context had no arena */
+	uint64_t live;  /* bytes the program held in blocks */
+	uint64_t held;  /* bytes of segments the driver freed with the context */
+	uint64_t blocks; /* live blocks */
+};
+
+/* A context is gone with everything allocated in it (life writer held):
+ * its arena is emptied and its figures leave the ledger. */
+void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone);
+
+/* Give back everything the arenas of `dev` cache, in every context on it:
+ * wait for their pending frees, then release wholly free segments to the
+ * driver. Before a refusal at the limit or a driver out-of-memory answer,
+ * whatever context asked. Returns the bytes released. */
+uint64_t cumemcap_arena_release_device(int dev);
 
 /* From the worker thread: release idle segments that are due. Returns the
  * milliseconds until the next may be due (UINT32_MAX: none). */

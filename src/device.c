@@ -171,3 +171,21 @@ CUresult cumemcap_device_current(CUcontext *ctx, int *dev)
 	*dev = d;
 	return CUDA_SUCCESS;
 }
+
+void cumemcap_device_of_stream(CUstream s, CUcontext *ctx, int *dev)
+{
+	CUcontext owner;
+	CUdevice d;
+	if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD || !real_cuStreamGetCtx ||
+	    real_cuStreamGetCtx(s, &owner) != CUDA_SUCCESS || !owner || owner == *ctx)
+		return;
+	if (!real_cuCtxPushCurrent_v2 || real_cuCtxPushCurrent_v2(owner) != CUDA_SUCCESS)
+		return;
+	CUresult r = real_cuCtxGetDevice(&d);
+	CUcontext popped;
+	real_cuCtxPopCurrent_v2(&popped);
+	if (r != CUDA_SUCCESS || !cumemcap_device_ensure(d))
+		return;
+	*ctx = owner;
+	*dev = d;
+}

@@ -48,3 +48,8 @@ uint64_t cumemcap_device_generation(void);
  * answer the program's call itself. */
 CUresult cumemcap_device_current(CUcontext *ctx, int *dev);
 
+/* The context and device stream `s` belongs to. *ctx and *dev hold the
+ * calling thread's current ones on entry and are left alone for the
+ * default streams (legacy, per-thread: they are the current context's) or
+ * when the driver cannot say. */
+void cumemcap_device_of_stream(CUstream s, CUcontext *ctx, int *dev);

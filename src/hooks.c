@@ -13,16 +13,11 @@
 #include "device.h"
 #include "driver.h"
 #include "export.h"
+#include "hooks.h"
 #include "msg.h"
 
 #include <limits.h>
 
-/* Without a driver there is nothing to forward to. */
-#define NEED(sym)                                               \
-	do {                                                    \
-		if (!cumemcap_driver_ready() || !real_##sym)    \
-			return CUDA_ERROR_NOT_INITIALIZED;      \
-	} while (0)
 
 static void cancel(struct cumemcap_charge *c)
 {
@@ -31,15 +26,13 @@ static void cancel(struct cumemcap_charge *c)
 
 /* ---- capacity ------------------------------------------------------------ */
 
-/* Clamp the driver's figures for the current device to its limit. What
- * the arenas cache is free for the program: it counts as free whether or
- * not there is a limit. */
-static void virtualize_info(uint64_t *free_bytes, uint64_t *total_bytes)
+/* Clamp the driver's figures for `dev` to its limit. What the arenas
+ * cache is free for the program: it counts as free whether or not there
+ * is a limit. Pools that trimmed at a synchronization the shim did not see
+ * are read again first, so their memory is free here too. */
+static void virtualize_info(int dev, uint64_t *free_bytes, uint64_t *total_bytes)
 {
-	CUcontext ctx;
-	int dev;
-	if (cumemcap_device_current(&ctx, &dev) != CUDA_SUCCESS)
-		return;
+	cumemcap_pool_refresh(dev);
 	uint64_t limit = cumemcap_ledger_limit(dev);
 	uint64_t cached = cumemcap_arena_cached(dev);
 	if (limit != CUMEMCAP_NO_LIMIT) {
@@ -53,16 +46,39 @@ static void virtualize_info(uint64_t *free_bytes, uint64_t *total_bytes)
 		*free_bytes = *total_bytes;
 }
 
+/* cuMemGetInfo for the current context: the driver's figures, capped. The
+ * device is found first; when it cannot be (no current context, or it
+ * died under another thread), the answer is the error the driver gives
+ * for a missing context, never the driver's uncapped figures. */
+static CUresult mem_info(uint64_t *f, uint64_t *t)
+{
+	CUcontext ctx;
+	int dev;
+	size_t f64, t64;
+	CUresult found = cumemcap_device_current(&ctx, &dev);
+	CUresult r = real_cuMemGetInfo_v2 ? real_cuMemGetInfo_v2(&f64, &t64) : CUDA_ERROR_NOT_SUPPORTED;
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (found != CUDA_SUCCESS)
+		return found == CUDA_ERROR_INVALID_DEVICE ? found : CUDA_ERROR_INVALID_CONTEXT;
+	*f = f64;
+	*t = t64;
+	virtualize_info(dev, f, t);
+	return CUDA_SUCCESS;
+}
+
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
 {
 	NEED(cuMemGetInfo_v2);
-	CUresult r = real_cuMemGetInfo_v2(free, total);
-	if (r != CUDA_SUCCESS)
-		return r;
-	uint64_t f = *free, t = *total;
-	virtualize_info(&f, &t);
-	*free = (size_t)f;
-	*total = (size_t)t;
+	SECTION();
+	if (!free || !total)
+		return real_cuMemGetInfo_v2(free, total);
+	uint64_t f, t;
+	CUresult r = mem_info(&f, &t);
+	if (r == CUDA_SUCCESS) {
+		*free = (size_t)f;
+		*total = (size_t)t;
+	}
 	return r;
 }
 
@@ -74,42 +90,54 @@ static unsigned int saturate_uint(uint64_t v)
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetInfo(unsigned int *free, unsigned int *total)
 {
 	NEED(cuMemGetInfo);
-	CUresult r = real_cuMemGetInfo(free, total);
-	size_t f64, t64;
-	if (r != CUDA_SUCCESS || !real_cuMemGetInfo_v2 || real_cuMemGetInfo_v2(&f64, &t64) != CUDA_SUCCESS)
-		return r;
-	uint64_t f = f64, t = t64;
-	virtualize_info(&f, &t);
-	*free = saturate_uint(f);
-	*total = saturate_uint(t);
+	SECTION();
+	if (!free || !total || !real_cuMemGetInfo_v2)
+		return real_cuMemGetInfo(free, total);
+	uint64_t f, t;
+	CUresult r = mem_info(&f, &t);
+	if (r == CUDA_SUCCESS) {
+		*free = saturate_uint(f);
+		*total = saturate_uint(t);
+	}
 	return r;
 }
 
-static uint64_t device_total(CUdevice dev, uint64_t real_total)
+/* A device's capacity: its limit. A device the shim cannot describe gets
+ * the driver's answer for a device that is not there, never its real
+ * capacity uncapped. */
+static CUresult device_total(CUdevice dev, uint64_t *total)
 {
 	if (!cumemcap_device_ensure(dev))
-		return real_total;
+		return CUDA_ERROR_INVALID_DEVICE;
 	uint64_t limit = cumemcap_ledger_limit(dev);
-	return limit == CUMEMCAP_NO_LIMIT ? real_total : limit;
+	if (limit != CUMEMCAP_NO_LIMIT)
+		*total = limit;
+	return CUDA_SUCCESS;
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
 	NEED(cuDeviceTotalMem_v2);
-	CUresult r = real_cuDeviceTotalMem_v2(bytes, dev);
-	if (r == CUDA_SUCCESS)
-		*bytes = (size_t)device_total(dev, *bytes);
+	size_t t64 = 0;
+	if (!bytes)
+		return real_cuDeviceTotalMem_v2(bytes, dev);
+	CUresult r = real_cuDeviceTotalMem_v2(&t64, dev);
+	uint64_t t = t64;
+	if (r == CUDA_SUCCESS && (r = device_total(dev, &t)) == CUDA_SUCCESS)
+		*bytes = (size_t)t;
 	return r;
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 {
 	NEED(cuDeviceTotalMem);
-	CUresult r = real_cuDeviceTotalMem(bytes, dev);
-	size_t t64;
-	if (r == CUDA_SUCCESS && real_cuDeviceTotalMem_v2 &&
-	    real_cuDeviceTotalMem_v2(&t64, dev) == CUDA_SUCCESS)
-		*bytes = saturate_uint(device_total(dev, t64));
+	size_t t64 = 0;
+	if (!bytes || !real_cuDeviceTotalMem_v2)
+		return real_cuDeviceTotalMem(bytes, dev);
+	CUresult r = real_cuDeviceTotalMem_v2(&t64, dev);
+	uint64_t t = t64;
+	if (r == CUDA_SUCCESS && (r = device_total(dev, &t)) == CUDA_SUCCESS)
+		*bytes = saturate_uint(t);
 	return r;
 }
 
@@ -118,6 +146,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuDeviceTotalMem(unsigned int *bytes, CUdevice 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
 	NEED(cuMemAlloc_v2);
+	SECTION();
 	if (!dptr)
 		return real_cuMemAlloc_v2(dptr, bytesize);
 	CUresult r;
@@ -134,6 +163,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesiz
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
 	NEED(cuMemAlloc);
+	SECTION();
 	if (!dptr)
 		return real_cuMemAlloc(dptr, bytesize);
 	struct cumemcap_charge c;
@@ -159,6 +189,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *p
 						   unsigned int ElementSizeBytes)
 {
 	NEED(cuMemAllocPitch_v2);
+	SECTION();
 	if (!dptr || !pPitch)
 		return real_cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
 	struct cumemcap_charge c;
@@ -180,6 +211,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned 
 						unsigned int ElementSizeBytes)
 {
 	NEED(cuMemAllocPitch);
+	SECTION();
 	if (!dptr || !pPitch)
 		return real_cuMemAllocPitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
 	struct cumemcap_charge c;
@@ -201,6 +233,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t byt
 						  unsigned int flags)
 {
 	NEED(cuMemAllocManaged);
+	SECTION();
 	if (!dptr)
 		return real_cuMemAllocManaged(dptr, bytesize, flags);
 	struct cumemcap_charge c;
@@ -223,6 +256,7 @@ static bool take_pointer(uint64_t ptr, struct cumemcap_block *b)
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 {
 	NEED(cuMemFree_v2);
+	SECTION();
 	CUresult r;
 	if (cumemcap_arena_free(dptr, &r))
 		return r;
@@ -234,6 +268,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr_v1 dptr)
 {
 	NEED(cuMemFree);
+	SECTION();
 	CUresult r;
 	if (cumemcap_arena_free(dptr, &r))
 		return r;
@@ -259,11 +294,17 @@ static CUresult async_alloc(const char *door, const struct async_call *call, CUd
 	int dev;
 	if (!dptr || cumemcap_device_current(&ctx, &dev) != CUDA_SUCCESS)
 		return CALL();
+	/* The allocation belongs to the stream's context; cuMemAllocAsync
+	 * takes it from the current pool of the stream's device, a given
+	 * pool is charged to its own device. */
+	int stream_dev = dev;
+	cumemcap_device_of_stream(stream, &ctx, &stream_dev);
 	if (call->alloc) {
+		dev = stream_dev;
 		if (!real_cuDeviceGetMemPool || real_cuDeviceGetMemPool(&pool, dev) != CUDA_SUCCESS)
 			pool = NULL;
 	} else {
-		dev = cumemcap_pool_device(pool, dev);
+		dev = cumemcap_pool_device(pool, stream_dev);
 	}
 
 	uint64_t estimate = cumemcap_pool_estimate(bytesize);
@@ -272,23 +313,17 @@ static CUresult async_alloc(const char *door, const struct async_call *call, CUd
 	if (r != CUDA_SUCCESS)
 		return r;
 	c.ctx = ctx;
+	c.live = bytesize;
+	bool pooled = pool && c.dev >= 0;
+	if (pooled)
+		cumemcap_pool_begin(pool, dev, estimate);
 	r = CALL();
-	if (r != CUDA_SUCCESS || c.dev < 0 || !pool)
-		return cumemcap_charge_finish(&c, r, CUMEMCAP_HANDLE_ASYNC, r == CUDA_SUCCESS ? *dptr : 0);
-
-	/* Account what the pool really took instead of the estimate: it may
-	 * have served the request from memory it already held. */
-	uint64_t grew = cumemcap_pool_settle(pool, dev);
-	cumemcap_ledger_sub(dev, CUMEMCAP_KIND_pool, estimate);
-	uint64_t limit = cumemcap_ledger_limit(dev);
-	if (grew > estimate && atomic_load(&cumemcap_ledger[dev].reserved) > limit) {
+	if (pooled && !cumemcap_pool_charge(&c, pool, estimate) && r == CUDA_SUCCESS) {
 		call->free(*dptr, stream);
 		cumemcap_note_refusal(dev, door, bytesize);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	c.bytes = 0; /* the bytes live in the pool's figure */
-	c.live = bytesize;
-	return cumemcap_charge_finish(&c, r, CUMEMCAP_HANDLE_ASYNC, *dptr);
+	return cumemcap_charge_finish(&c, r, CUMEMCAP_HANDLE_ASYNC, r == CUDA_SUCCESS ? *dptr : 0);
 #undef CALL
 }
 
@@ -307,6 +342,7 @@ static CUresult async_free(PFN_cuMemFreeAsync_v11020 fn, CUdeviceptr dptr, CUstr
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
 	NEED(cuMemAllocAsync);
+	SECTION();
 	const struct async_call call = { .alloc = real_cuMemAllocAsync, .free = real_cuMemFreeAsync };
 	return async_alloc(__func__, &call, dptr, bytesize, NULL, hStream);
 }
@@ -315,6 +351,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t 
 						     CUstream hStream)
 {
 	NEED(cuMemAllocAsync_ptsz);
+	SECTION();
 	const struct async_call call = { .alloc = real_cuMemAllocAsync_ptsz,
 					 .free = real_cuMemFreeAsync_ptsz };
 	return async_alloc(__func__, &call, dptr, bytesize, NULL, hStream);
@@ -324,6 +361,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size
 							CUmemoryPool pool, CUstream hStream)
 {
 	NEED(cuMemAllocFromPoolAsync);
+	SECTION();
 	const struct async_call call = { .from_pool = real_cuMemAllocFromPoolAsync,
 					 .free = real_cuMemFreeAsync };
 	return async_alloc(__func__, &call, dptr, bytesize, pool, hStream);
@@ -333,6 +371,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr,
 							     CUmemoryPool pool, CUstream hStream)
 {
 	NEED(cuMemAllocFromPoolAsync_ptsz);
+	SECTION();
 	const struct async_call call = { .from_pool = real_cuMemAllocFromPoolAsync_ptsz,
 					 .free = real_cuMemFreeAsync_ptsz };
 	return async_alloc(__func__, &call, dptr, bytesize, pool, hStream);
@@ -341,18 +380,21 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr,
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
 	NEED(cuMemFreeAsync);
+	SECTION();
 	return async_free(real_cuMemFreeAsync, dptr, hStream);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
 	NEED(cuMemFreeAsync_ptsz);
+	SECTION();
 	return async_free(real_cuMemFreeAsync_ptsz, dptr, hStream);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
 {
 	NEED(cuMemPoolCreate);
+	SECTION();
 	CUresult r = real_cuMemPoolCreate(pool, poolProps);
 	if (r == CUDA_SUCCESS && poolProps && poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
 		cumemcap_pool_created(*pool, poolProps->location.id);
@@ -362,6 +404,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmem
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 {
 	NEED(cuMemPoolDestroy);
+	SECTION();
 	CUresult r = real_cuMemPoolDestroy(pool);
 	if (r == CUDA_SUCCESS)
 		cumemcap_pool_destroyed(pool);
@@ -371,10 +414,10 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
 	NEED(cuMemPoolTrimTo);
+	SECTION();
 	CUresult r = real_cuMemPoolTrimTo(pool, minBytesToKeep);
-	int dev = cumemcap_pool_device(pool, -1);
-	if (r == CUDA_SUCCESS && dev >= 0)
-		cumemcap_pool_settle(pool, dev);
+	if (r == CUDA_SUCCESS)
+		cumemcap_pool_trimmed(pool);
 	return r;
 }
 
@@ -384,6 +427,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handl
 					    const CUmemAllocationProp *prop, unsigned long long flags)
 {
 	NEED(cuMemCreate);
+	SECTION();
 	if (!handle || !prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
 		return real_cuMemCreate(handle, size, prop, flags);
 	struct cumemcap_charge c;
@@ -397,6 +441,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handl
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
 {
 	NEED(cuMemRelease);
+	SECTION();
 	struct cumemcap_block b;
 	bool found = cumemcap_release_take(CUMEMCAP_HANDLE_VMM, handle, &b);
 	return cumemcap_release_settle(found, &b, real_cuMemRelease(handle));
@@ -442,6 +487,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayCreate_v2(CUarray *pHandle,
 						 const CUDA_ARRAY_DESCRIPTOR *d)
 {
 	NEED(cuArrayCreate_v2);
+	SECTION();
 	if (!pHandle || !d)
 		return real_cuArrayCreate_v2(pHandle, d);
 	struct cumemcap_charge c;
@@ -456,6 +502,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayCreate_v2(CUarray *pHandle,
 CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *d)
 {
 	NEED(cuArrayCreate);
+	SECTION();
 	if (!pHandle || !d)
 		return real_cuArrayCreate(pHandle, d);
 	struct cumemcap_charge c;
@@ -471,6 +518,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuArray3DCreate_v2(CUarray *pHandle,
 						   const CUDA_ARRAY3D_DESCRIPTOR *d)
 {
 	NEED(cuArray3DCreate_v2);
+	SECTION();
 	/* Deferred-mapping arrays hold no memory until mapped. */
 	if (!pHandle || !d || (d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING))
 		return real_cuArray3DCreate_v2(pHandle, d);
@@ -487,6 +535,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuArray3DCreate(CUarray *pHandle,
 						const CUDA_ARRAY3D_DESCRIPTOR_v1 *d)
 {
 	NEED(cuArray3DCreate);
+	SECTION();
 	if (!pHandle || !d)
 		return real_cuArray3DCreate(pHandle, d);
 	struct cumemcap_charge c;
@@ -501,6 +550,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuArray3DCreate(CUarray *pHandle,
 CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayDestroy(CUarray hArray)
 {
 	NEED(cuArrayDestroy);
+	SECTION();
 	struct cumemcap_block b;
 	bool found = cumemcap_release_take(CUMEMCAP_HANDLE_ARRAY, (uint64_t)(uintptr_t)hArray, &b);
 	return cumemcap_release_settle(found, &b, real_cuArrayDestroy(hArray));
@@ -511,6 +561,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandl
 						       unsigned int numMipmapLevels)
 {
 	NEED(cuMipmappedArrayCreate);
+	SECTION();
 	if (!pHandle || !d || (d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING))
 		return real_cuMipmappedArrayCreate(pHandle, d, numMipmapLevels);
 	uint64_t bytes = 0, w = d->Width, h = d->Height, dep = d->Depth;
@@ -532,6 +583,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandl
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
 {
 	NEED(cuMipmappedArrayDestroy);
+	SECTION();
 	struct cumemcap_block b;
 	bool found = cumemcap_release_take(CUMEMCAP_HANDLE_MIPMAP,
 					   (uint64_t)(uintptr_t)hMipmappedArray, &b);
@@ -554,6 +606,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, siz
 							CUdeviceptr dptr)
 {
 	NEED(cuMemGetAddressRange_v2);
+	SECTION();
 	CUdeviceptr base;
 	uint64_t size;
 	bool ours;
@@ -573,6 +626,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetAddressRange(CUdeviceptr_v1 *pbase, uns
 						     CUdeviceptr_v1 dptr)
 {
 	NEED(cuMemGetAddressRange);
+	SECTION();
 	CUdeviceptr base;
 	uint64_t size;
 	bool ours;
@@ -614,6 +668,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_att
 						      CUdeviceptr ptr)
 {
 	NEED(cuPointerGetAttribute);
+	SECTION();
 	CUresult r = real_cuPointerGetAttribute(data, attribute, ptr);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -627,6 +682,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttribut
 						       CUdeviceptr ptr)
 {
 	NEED(cuPointerGetAttributes);
+	SECTION();
 	CUresult r = real_cuPointerGetAttributes(numAttributes, attributes, data, ptr);
 	if (r != CUDA_SUCCESS || !attributes || !data)
 		return r;
@@ -638,6 +694,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttribut
 CUMEMCAP_EXPORT CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
 	NEED(cuIpcGetMemHandle);
+	SECTION();
 	CUdeviceptr base;
 	uint64_t size;
 	switch (cumemcap_arena_lookup(dptr, &base, &size)) {
@@ -656,60 +713,4 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUde
 		break;
 	}
 	return real_cuIpcGetMemHandle(pHandle, dptr);
-}
-
-/* ---- contexts ---------------------------------------------------------------- */
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
-{
-	NEED(cuCtxDestroy_v2);
-	CUresult r = real_cuCtxDestroy_v2(ctx);
-	if (r == CUDA_SUCCESS)
-		cumemcap_forget_ctx(ctx);
-	return r;
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuCtxDestroy(CUcontext ctx)
-{
-	NEED(cuCtxDestroy);
-	CUresult r = real_cuCtxDestroy(ctx);
-	if (r == CUDA_SUCCESS)
-		cumemcap_forget_ctx(ctx);
-	return r;
-}
-
-/* The primary context of `dev` if it is active (a reset frees its memory). */
-static CUcontext active_primary(CUdevice dev)
-{
-	unsigned int flags;
-	int active = 0;
-	CUcontext ctx = NULL;
-	if (!real_cuDevicePrimaryCtxGetState || !real_cuDevicePrimaryCtxRetain ||
-	    !real_cuDevicePrimaryCtxRelease_v2 ||
-	    real_cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active)
-		return NULL;
-	if (real_cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS)
-		return NULL;
-	real_cuDevicePrimaryCtxRelease_v2(dev);
-	return ctx;
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
-{
-	NEED(cuDevicePrimaryCtxReset_v2);
-	CUcontext ctx = active_primary(dev);
-	CUresult r = real_cuDevicePrimaryCtxReset_v2(dev);
-	if (r == CUDA_SUCCESS)
-		cumemcap_forget_ctx(ctx);
-	return r;
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev)
-{
-	NEED(cuDevicePrimaryCtxReset);
-	CUcontext ctx = active_primary(dev);
-	CUresult r = real_cuDevicePrimaryCtxReset(dev);
-	if (r == CUDA_SUCCESS)
-		cumemcap_forget_ctx(ctx);
-	return r;
 }

@@ -1254,3 +1254,25 @@ void cumemcap_log_fork_child(void)
 		atomic_store(&peak_driver[dev], 0);
 	next_due = 0;
 }
+
+void cumemcap_log_context(int dev, const char *event, uint64_t live, uint64_t held, uint64_t blocks)
+{
+	if (!file_logging())
+		return;
+	char buf[512];
+	struct out o = OUT(buf);
+	begin(&o, "context");
+	key(&o, "gpu");
+	put_u(&o, (uint64_t)dev);
+	key(&o, "event");
+	put_json(&o, event);
+	key(&o, "freed_live");
+	put_u(&o, live);
+	key(&o, "freed_segments");
+	put_u(&o, held);
+	key(&o, "blocks");
+	put_u(&o, blocks);
+	put_figures(&o, dev);
+	end(&o);
+	emit(&o);
+}

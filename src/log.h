@@ -30,6 +30,11 @@ void cumemcap_log_refusal(int dev, const char *door, uint64_t requested);
 /* The driver itself answered CUDA_ERROR_OUT_OF_MEMORY. */
 void cumemcap_log_driver_oom(int dev, const char *door, uint64_t requested);
 
+/* A context on `dev` died (`event`: "destroyed", "reset", "released"):
+ * the driver freed `live` bytes the program still held in `blocks`
+ * allocations, and `held` bytes of the shim's segments. */
+void cumemcap_log_context(int dev, const char *event, uint64_t live, uint64_t held, uint64_t blocks);
+
 /* From the worker thread: write a sample if one is due. Returns the
  * milliseconds until the next is due (UINT32_MAX: none). */
 uint32_t cumemcap_log_tick(uint64_t now_ms);

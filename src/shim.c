@@ -18,6 +18,7 @@
 #include "cumemcap.h"
 #include "device.h"
 #include "export.h"
+#include "hooks.h"
 #include "ledger.h"
 #include "log.h"
 #include "msg.h"
@@ -27,6 +28,8 @@
 
 static void fork_prepare(void)
 {
+	cumemcap_hooks_ctx_lock();
+	cumemcap_life_fork_prepare();
 	cumemcap_log_fork_prepare();
 	cumemcap_worker_lock();
 	cumemcap_arena_lock_all();
@@ -41,6 +44,8 @@ static void fork_parent(void)
 	cumemcap_arena_unlock_all();
 	cumemcap_worker_unlock();
 	cumemcap_log_fork_parent();
+	cumemcap_life_fork_parent();
+	cumemcap_hooks_ctx_unlock();
 }
 
 static void fork_child(void)
@@ -53,6 +58,8 @@ static void fork_child(void)
 	cumemcap_arena_fork_child();
 	cumemcap_worker_fork_child();
 	cumemcap_log_fork_child();
+	cumemcap_life_fork_child();
+	cumemcap_hooks_ctx_unlock();
 }
 
 /* glibc passes a shared library's constructors the program's arguments;

@@ -90,25 +90,32 @@ static bool grow(struct stripe *s)
 	return true;
 }
 
-void cumemcap_track_insert(const struct cumemcap_block *b)
+bool cumemcap_track_insert(const struct cumemcap_block *b, struct cumemcap_block *displaced)
 {
 	uint64_t hash, skey = stored_key(b->handle, b->key);
 	struct stripe *s = stripe_of(skey, &hash);
+	bool found = false;
 	stripe_lock(s);
 	if ((s->used + 1) * 2 > s->mask + 1 && !grow(s)) {
 		/* Out of host memory: the block stays untracked; its free
 		 * will pass through and its bytes stay charged (safe side). */
 		stripe_unlock(s);
-		return;
+		return false;
 	}
 	uint32_t i = (uint32_t)(hash / STRIPES) & s->mask;
 	while (s->slot[i].key && s->slot[i].key != skey)
 		i = (i + 1) & s->mask;
-	if (!s->slot[i].key)
+	if (!s->slot[i].key) {
 		s->used++;
+	} else {
+		*displaced = s->slot[i];
+		displaced->key = b->key;
+		found = true;
+	}
 	s->slot[i] = *b;
 	s->slot[i].key = skey;
 	stripe_unlock(s);
+	return found;
 }
 
 /* Remove slot i from stripe s, shifting the cluster back. Lock held. */

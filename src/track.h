@@ -34,7 +34,10 @@ struct cumemcap_block {
 			   * a stream-ordered block, whose pool is accounted) */
 };
 
-void cumemcap_track_insert(const struct cumemcap_block *b);
+/* Record b. A record already under the same (handle kind, key) is stale:
+ * the driver handed the key out again, so what it named is gone. It is
+ * replaced and returned in *displaced (true), for the caller to settle. */
+bool cumemcap_track_insert(const struct cumemcap_block *b, struct cumemcap_block *displaced);
 
 /* Remove and return the record for (handle kind, key). */
 bool cumemcap_track_remove(enum cumemcap_handle_kind handle, uint64_t key,

@@ -1,0 +1,156 @@
+/* hooks-ctx: the entry points by which a context dies.
+ *
+ * A context's memory dies inside the driver in three ways: cuCtxDestroy, a
+ * primary context's reset (cuDevicePrimaryCtxReset), and its last release
+ * (cuDevicePrimaryCtxRelease: "the context is automatically reset once the
+ * last reference to it is released"). Each runs as the writer of the life
+ * lock (life.h): no other hook is inside the books while the driver frees
+ * and the shim forgets, so nothing can be handed out of a freed segment,
+ * and no record of the same handle revived by another thread can exist yet
+ * to be purged by mistake.
+ *
+ * Whether a release was the last is asked of the driver right after it
+ * (cuDevicePrimaryCtxGetState: inactive). Retain is hooked only to take
+ * the same mutex as release and reset, so no retain slips in between and
+ * revives the context before the shim has looked; it also tells the shim
+ * each device's primary context handle.
+ *
+ * Thread safety: primary_lock (taken before the life writer, never inside
+ * it) orders retain, release and reset; the handles are atomics. */
+#include "account.h"
+#include "device.h"
+#include "export.h"
+#include "hooks.h"
+#include "ledger.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic(CUcontext) primary[CUMEMCAP_MAX_DEVICES];
+
+void cumemcap_hooks_ctx_lock(void)
+{
+	pthread_mutex_lock(&primary_lock);
+}
+
+void cumemcap_hooks_ctx_unlock(void)
+{
+	pthread_mutex_unlock(&primary_lock);
+}
+
+static bool valid(CUdevice dev)
+{
+	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
+}
+
+/* Is dev's primary context active? (false if the driver cannot say) */
+static bool primary_active(CUdevice dev)
+{
+	unsigned int flags;
+	int active = 0;
+	return real_cuDevicePrimaryCtxGetState &&
+	       real_cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active;
+}
+
+/* The handle of dev's primary context, active or not: the one a retain
+ * returned, or (no retain seen) the driver's answer while it is active.
+ * Caller holds primary_lock, so the retain and release below cannot make
+ * this the last release. */
+static CUcontext primary_handle(CUdevice dev)
+{
+	CUcontext ctx = valid(dev) ? atomic_load(&primary[dev]) : NULL;
+	if (ctx || !primary_active(dev) || !real_cuDevicePrimaryCtxRetain ||
+	    !real_cuDevicePrimaryCtxRelease_v2)
+		return ctx;
+	if (real_cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS)
+		return NULL;
+	real_cuDevicePrimaryCtxRelease_v2(dev);
+	return ctx;
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+	NEED(cuDevicePrimaryCtxRetain);
+	pthread_mutex_lock(&primary_lock);
+	CUresult r = real_cuDevicePrimaryCtxRetain(pctx, dev);
+	if (r == CUDA_SUCCESS && pctx && valid(dev))
+		atomic_store(&primary[dev], *pctx);
+	pthread_mutex_unlock(&primary_lock);
+	return r;
+}
+
+static CUresult release(CUresult(CUDAAPI *fn)(CUdevice), CUdevice dev)
+{
+	pthread_mutex_lock(&primary_lock);
+	cumemcap_life_lock();
+	CUresult r = fn(dev);
+	if (r == CUDA_SUCCESS && valid(dev) && !primary_active(dev))
+		cumemcap_context_died(primary_handle(dev), dev, CUMEMCAP_DEATH_RELEASED);
+	cumemcap_life_unlock();
+	pthread_mutex_unlock(&primary_lock);
+	return r;
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+	NEED(cuDevicePrimaryCtxRelease_v2);
+	return release(real_cuDevicePrimaryCtxRelease_v2, dev);
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+	NEED(cuDevicePrimaryCtxRelease);
+	return release(real_cuDevicePrimaryCtxRelease, dev);
+}
+
+/* A reset frees what the primary context holds if it is active; resetting
+ * an inactive one is legal and frees nothing (its memory went with its
+ * last release). */
+static CUresult reset(CUresult(CUDAAPI *fn)(CUdevice), CUdevice dev)
+{
+	pthread_mutex_lock(&primary_lock);
+	cumemcap_life_lock();
+	bool was_active = valid(dev) && primary_active(dev);
+	CUcontext ctx = was_active ? primary_handle(dev) : NULL;
+	CUresult r = fn(dev);
+	if (r == CUDA_SUCCESS && was_active)
+		cumemcap_context_died(ctx, dev, CUMEMCAP_DEATH_RESET);
+	cumemcap_life_unlock();
+	pthread_mutex_unlock(&primary_lock);
+	return r;
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+	NEED(cuDevicePrimaryCtxReset_v2);
+	return reset(real_cuDevicePrimaryCtxReset_v2, dev);
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev)
+{
+	NEED(cuDevicePrimaryCtxReset);
+	return reset(real_cuDevicePrimaryCtxReset, dev);
+}
+
+static CUresult destroy(CUresult(CUDAAPI *fn)(CUcontext), CUcontext ctx)
+{
+	cumemcap_life_lock();
+	CUresult r = fn(ctx);
+	if (r == CUDA_SUCCESS && ctx)
+		cumemcap_context_died(ctx, -1, CUMEMCAP_DEATH_DESTROYED);
+	cumemcap_life_unlock();
+	return r;
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
+{
+	NEED(cuCtxDestroy_v2);
+	return destroy(real_cuCtxDestroy_v2, ctx);
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuCtxDestroy(CUcontext ctx)
+{
+	NEED(cuCtxDestroy);
+	return destroy(real_cuCtxDestroy, ctx);
+}

@@ -1,0 +1,30 @@
+/* hooks: what the files of exported entry points share. */
+#pragma once
+
+#include "driver.h"
+#include "life.h"
+
+/* Without a driver there is nothing to forward to. */
+#define NEED(sym)                                               \
+	do {                                                    \
+		if (!cumemcap_driver_ready() || !real_##sym)    \
+			return CUDA_ERROR_NOT_INITIALIZED;      \
+	} while (0)
+
+static inline void cumemcap_section_end(int *unused)
+{
+	(void)unused;
+	cumemcap_life_exit();
+}
+
+/* The rest of the enclosing block is a reader section of the life lock
+ * (life.h): no context dies while the hook reads or changes the books,
+ * including across its driver call. It ends when the block is left, by
+ * any return. */
+#define SECTION()                                                                 \
+	int cumemcap_section_ __attribute__((cleanup(cumemcap_section_end), unused)) = \
+		(cumemcap_life_enter(), 0)
+
+/* Fork: hold the primary-context mutex of hooks-ctx.c across fork(). */
+void cumemcap_hooks_ctx_lock(void);
+void cumemcap_hooks_ctx_unlock(void);

@@ -1,0 +1,162 @@
+/* life: see life.h.
+ *
+ * A big-reader lock. Each thread that enters a section gets a slot of its
+ * own (one cache line, from a list that only grows; a thread's slot goes
+ * back to the list when it exits). A reader publishes `depth` with a
+ * sequentially consistent exchange and then reads `writing`; the writer
+ * sets `writing` the same way and then reads every slot's depth. Either
+ * the reader sees the writer and steps back to wait on the writer's mutex,
+ * or the writer sees the reader and waits for its depth to drop to zero
+ * (a release store). Plain seq_cst atomics, no standalone fences, so the
+ * sanitizers see every edge. */
+#include "life.h"
+#include "export.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+struct slot {
+	_Alignas(64) _Atomic unsigned depth;
+	_Atomic bool taken;
+	struct slot *next; /* written once before the slot is published */
+};
+
+static _Atomic(struct slot *) slots;
+static _Atomic int writing;
+static pthread_mutex_t writer = PTHREAD_MUTEX_INITIALIZER;
+static CUMEMCAP_TLS struct slot *mine;
+/* A thread without a slot (out of memory) takes the writer's role for its
+ * section instead: correct, only slower. */
+static CUMEMCAP_TLS unsigned alone;
+
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t key;
+static bool key_ok;
+
+/* Thread exit (runs in the exiting thread). */
+static void slot_return(void *p)
+{
+	struct slot *s = p;
+	if (mine == s)
+		mine = NULL;
+	atomic_store_explicit(&s->depth, 0, memory_order_release);
+	atomic_store_explicit(&s->taken, false, memory_order_release);
+}
+
+static void key_make(void)
+{
+	key_ok = pthread_key_create(&key, slot_return) == 0;
+}
+
+static struct slot *slot_get(void)
+{
+	struct slot *s;
+	for (s = atomic_load_explicit(&slots, memory_order_acquire); s; s = s->next) {
+		bool expected = false;
+		if (!atomic_load_explicit(&s->taken, memory_order_relaxed) &&
+		    atomic_compare_exchange_strong(&s->taken, &expected, true))
+			break;
+	}
+	if (!s) {
+		s = aligned_alloc(64, sizeof(*s));
+		if (!s)
+			return NULL;
+		atomic_init(&s->depth, 0);
+		atomic_init(&s->taken, true);
+		s->next = atomic_load_explicit(&slots, memory_order_relaxed);
+		while (!atomic_compare_exchange_weak_explicit(&slots, &s->next, s, memory_order_release,
+							      memory_order_relaxed))
+			;
+	}
+	pthread_once(&key_once, key_make);
+	if (key_ok)
+		pthread_setspecific(key, s);
+	mine = s;
+	return s;
+}
+
+void cumemcap_life_enter(void)
+{
+	if (alone) {
+		alone++;
+		return;
+	}
+	struct slot *s = mine ? mine : slot_get();
+	if (!s) {
+		cumemcap_life_lock();
+		alone = 1;
+		return;
+	}
+	unsigned d = atomic_load_explicit(&s->depth, memory_order_relaxed);
+	if (d) {
+		atomic_store_explicit(&s->depth, d + 1, memory_order_relaxed);
+		return;
+	}
+	for (;;) {
+		atomic_exchange(&s->depth, 1);
+		if (!atomic_load(&writing))
+			return;
+		atomic_store_explicit(&s->depth, 0, memory_order_release);
+		/* A death is in progress: wait for it. */
+		pthread_mutex_lock(&writer);
+		pthread_mutex_unlock(&writer);
+	}
+}
+
+void cumemcap_life_exit(void)
+{
+	if (alone) {
+		if (--alone == 0)
+			cumemcap_life_unlock();
+		return;
+	}
+	struct slot *s = mine;
+	if (!s)
+		return;
+	unsigned d = atomic_load_explicit(&s->depth, memory_order_relaxed);
+	atomic_store_explicit(&s->depth, d ? d - 1 : 0, memory_order_release);
+}
+
+void cumemcap_life_lock(void)
+{
+	pthread_mutex_lock(&writer);
+	atomic_exchange(&writing, 1);
+	for (struct slot *s = atomic_load(&slots); s; s = s->next) {
+		if (s == mine)
+			continue;
+		for (unsigned spins = 0; atomic_load(&s->depth); spins++)
+			if (spins >= 64)
+				sched_yield();
+	}
+}
+
+void cumemcap_life_unlock(void)
+{
+	atomic_store_explicit(&writing, 0, memory_order_release);
+	pthread_mutex_unlock(&writer);
+}
+
+void cumemcap_life_fork_prepare(void)
+{
+	pthread_mutex_lock(&writer);
+}
+
+void cumemcap_life_fork_parent(void)
+{
+	pthread_mutex_unlock(&writer);
+}
+
+void cumemcap_life_fork_child(void)
+{
+	/* Only this thread came along: no other section is open. */
+	for (struct slot *s = atomic_load(&slots); s; s = s->next) {
+		if (s == mine)
+			continue;
+		atomic_store(&s->depth, 0);
+		atomic_store(&s->taken, false);
+	}
+	pthread_mutex_unlock(&writer);
+}

@@ -1,0 +1,32 @@
+/* life: context deaths against everything else the shim does.
+ *
+ * A context dies (cuCtxDestroy, a primary context's reset or last release)
+ * inside the driver, which frees all its memory at once; the shim's books
+ * of that context (arena segments and blocks, records, pending frees,
+ * cached bytes) must go at the same moment, before any hook can hand out a
+ * block of a freed segment, record a pointer the driver is about to reuse,
+ * or purge a record of the context revived under the same handle.
+ *
+ * So every hook that touches the books runs inside a *reader* section
+ * (cumemcap_life_enter/exit, around the whole begin -> driver call ->
+ * finish), and a death runs as the *writer* (cumemcap_life_lock/unlock):
+ * it waits until no hook is inside a section, keeps new ones out, calls
+ * the driver, settles the books, and lets them in again. Deaths are rare;
+ * a reader costs one exchange on a cache line of its own thread and a load,
+ * so threads that allocate at once never contend on it.
+ *
+ * Sections nest (a thread already inside one never waits). The writer must
+ * not be taken from inside a reader section. */
+#pragma once
+
+void cumemcap_life_enter(void);
+void cumemcap_life_exit(void);
+
+void cumemcap_life_lock(void);
+void cumemcap_life_unlock(void);
+
+/* Fork: prepare holds the writer's mutex (no death is half done across
+ * fork); the child forgets the parent's other threads' sections. */
+void cumemcap_life_fork_prepare(void);
+void cumemcap_life_fork_parent(void);
+void cumemcap_life_fork_child(void);
