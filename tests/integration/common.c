@@ -19,6 +19,12 @@ static void load_linked(struct api *a)
 	a->cuDeviceGetUuid = cuDeviceGetUuid;
 	a->cuDevicePrimaryCtxRetain = cuDevicePrimaryCtxRetain;
 	a->cuDevicePrimaryCtxRelease = cuDevicePrimaryCtxRelease;
+	a->cuDevicePrimaryCtxRelease_legacy = NULL; /* cuda.h maps the name to _v2 */
+	a->cuDevicePrimaryCtxReset = cuDevicePrimaryCtxReset;
+	a->cuDevicePrimaryCtxReset_legacy = NULL;
+	a->cuDevicePrimaryCtxGetState = cuDevicePrimaryCtxGetState;
+	a->cuCtxPushCurrent = cuCtxPushCurrent;
+	a->cuCtxPopCurrent = cuCtxPopCurrent;
 	a->cuCtxSetCurrent = cuCtxSetCurrent;
 	a->cuCtxCreate = NULL; /* cuda.h maps cuCtxCreate to the CUDA 13 form */
 	a->cuCtxDestroy = cuCtxDestroy;
@@ -83,6 +89,12 @@ static void *must_dlsym(void *h, const char *name)
 	X(cuDeviceGetUuid, "cuDeviceGetUuid", "cuDeviceGetUuid", 9020, 0)                 \
 	X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", 7000, 0) \
 	X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease", 11000, 0) \
+	X(cuDevicePrimaryCtxRelease_legacy, "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease", 7000, 0) \
+	X(cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset_v2", "cuDevicePrimaryCtxReset", 11000, 0) \
+	X(cuDevicePrimaryCtxReset_legacy, "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset", 7000, 0) \
+	X(cuDevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState", "cuDevicePrimaryCtxGetState", 7000, 0) \
+	X(cuCtxPushCurrent, "cuCtxPushCurrent_v2", "cuCtxPushCurrent", 4000, 0)           \
+	X(cuCtxPopCurrent, "cuCtxPopCurrent_v2", "cuCtxPopCurrent", 4000, 0)              \
 	X(cuCtxSetCurrent, "cuCtxSetCurrent", "cuCtxSetCurrent", 4000, 0)                 \
 	X(cuCtxCreate, "cuCtxCreate_v2", "cuCtxCreate", 3020, 0)                          \
 	X(cuCtxDestroy, "cuCtxDestroy_v2", "cuCtxDestroy", 4000, 0)                       \

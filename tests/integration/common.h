@@ -59,6 +59,8 @@
 typedef unsigned int CUdeviceptr_v1;
 typedef CUresult(CUDAAPI *legacy_alloc_fn)(CUdeviceptr_v1 *dptr, unsigned int bytesize);
 typedef CUresult(CUDAAPI *legacy_free_fn)(CUdeviceptr_v1 dptr);
+/* cuDevicePrimaryCtxRelease and _Reset before CUDA 11 (same prototype as _v2). */
+typedef CUresult(CUDAAPI *legacy_primary_fn)(CUdevice dev);
 
 /* The driver entry points the tests use, whichever door filled them. */
 struct api {
@@ -69,6 +71,12 @@ struct api {
 	PFN_cuDeviceGetUuid_v9020 cuDeviceGetUuid;
 	PFN_cuDevicePrimaryCtxRetain_v7000 cuDevicePrimaryCtxRetain;
 	PFN_cuDevicePrimaryCtxRelease_v11000 cuDevicePrimaryCtxRelease;
+	legacy_primary_fn cuDevicePrimaryCtxRelease_legacy; /* NULL when linked */
+	PFN_cuDevicePrimaryCtxReset_v11000 cuDevicePrimaryCtxReset;
+	legacy_primary_fn cuDevicePrimaryCtxReset_legacy; /* NULL when linked */
+	PFN_cuDevicePrimaryCtxGetState_v7000 cuDevicePrimaryCtxGetState;
+	PFN_cuCtxPushCurrent_v4000 cuCtxPushCurrent;
+	PFN_cuCtxPopCurrent_v4000 cuCtxPopCurrent;
 	PFN_cuCtxSetCurrent_v4000 cuCtxSetCurrent;
 	PFN_cuCtxCreate_v3020 cuCtxCreate;
 	PFN_cuCtxDestroy_v4000 cuCtxDestroy;
