@@ -118,6 +118,12 @@ while args:
                 pass
             time.sleep(0.01)
         out(op="metrics", seen=seen)
+    elif op == "release":                # cuDevicePrimaryCtxRelease_v2(DEV)
+        out(op="release", r=cu.cuDevicePrimaryCtxRelease_v2(int(args.pop(0))))
+        ptrs.clear()                     # what it held died with the context
+    elif op == "reset":                  # cuDevicePrimaryCtxReset_v2(DEV)
+        out(op="reset", r=cu.cuDevicePrimaryCtxReset_v2(int(args.pop(0))))
+        ptrs.clear()
     elif op == "print":
         print(args.pop(0), flush=True)
     else:
@@ -264,6 +270,28 @@ class Log(unittest.TestCase):
                 "segments_released": 1, "largest_request": 768 * MiB, "reserved": 0}
         self.assertEqual({k: ex["gpus"][0][k] for k in want}, want)
         self.assertEqual(steps_out[-1]["peak"], 512 * MiB)
+
+    def test_context_records_say_what_went(self):
+        steps = ["init", "ctx", "0", "alloc", str(256 * MiB), "alloc", str(MiB), "alloc", str(MiB), "free",
+                 "release", "0",
+                 "ctx", "0", "alloc", str(64 * MiB), "reset", "0", "alloc", str(MiB), "release", "0"]
+        p = self.run_probe(steps, {"CUMEMCAP_LIMIT": "1GiB", "CUMEMCAP_RELEASE": "never"})
+        self.assertEqual(p.returncode, 0, p.err)
+        self.assertEqual([s.get("r") for s in p.stdout_lines], [0, 0, 0, 0, 0, 0, 0, 0, 0])
+        self.assertEqual([s["res"] for s in p.stdout_lines if s["op"] in ("release", "reset")], [0, 0, 0])
+        recs = self.the_log(p)
+        ctx = [{k: r[k] for k in ("gpu", "event", "freed_live", "freed_segments", "blocks", "live", "pooled",
+                                  "reserved")} for r in recs if r["type"] == "context"]
+        self.assertEqual(ctx, [
+            # 256 MiB and 1 MiB still held; a whole 256 MiB segment and a packed 2 MiB one
+            {"gpu": 0, "event": "released", "freed_live": 257 * MiB, "freed_segments": 258 * MiB,
+             "blocks": 2, "live": 0, "pooled": 0, "reserved": 0},
+            {"gpu": 0, "event": "reset", "freed_live": 64 * MiB, "freed_segments": 64 * MiB,
+             "blocks": 1, "live": 0, "pooled": 0, "reserved": 0},
+            {"gpu": 0, "event": "released", "freed_live": MiB, "freed_segments": 2 * MiB,
+             "blocks": 1, "live": 0, "pooled": 0, "reserved": 0}])
+        gpus = recs[-1]["gpus"]
+        self.assertEqual((gpus[0]["live"], gpus[0]["reserved"]), (0, 0))
 
     def test_driver_oom_record(self):
         p = self.run_probe(["init", "ctx", "1", "alloc", str(3 * GiB)], {})
