@@ -175,16 +175,24 @@ static void pool_trim(void)
 	CUdeviceptr a, p;
 	size_t fr, tot;
 	use_primary(&A, 0);
-	OK(A.cuMemAllocAsync(&a, 48 * MiB, NULL));
-	OK(A.cuMemFreeAsync(a, NULL));
-	OK(A.cuCtxSynchronize()); /* the default pool trims to its threshold, 0 */
-	CHECK(F.reserved(0) == 0);
-	OK(A.cuMemGetInfo(&fr, &tot));
-	CHECK(tot == 64 * MiB);
-	CHECK(fr == 64 * MiB);
-	OK(A.cuMemAlloc(&p, 32 * MiB));
-	books_match(0);
-	OK(A.cuMemFree(p));
+	for (int i = 0; i < 2; i++) {
+		OK(A.cuMemAllocAsync(&a, 48 * MiB, NULL));
+		OK(A.cuMemFreeAsync(a, NULL));
+		OK(A.cuCtxSynchronize()); /* the default pool trims to its threshold, 0 */
+		CHECK(F.reserved(0) == 0);
+		if (i == 0) { /* the allocation sees it first */
+			OK(A.cuMemAlloc(&p, 32 * MiB));
+			OK(A.cuMemGetInfo(&fr, &tot));
+			CHECK(tot == 64 * MiB && fr == 32 * MiB);
+		} else { /* cuMemGetInfo sees it first */
+			OK(A.cuMemGetInfo(&fr, &tot));
+			CHECK(tot == 64 * MiB && fr == 64 * MiB);
+			OK(A.cuMemAlloc(&p, 32 * MiB));
+		}
+		books_match(0);
+		OK(A.cuMemFree(p));
+		OK(A.cuCtxSynchronize());
+	}
 }
 
 /* At the limit, async allocations never push the figures past it, not
@@ -283,27 +291,31 @@ static void many_pools(void)
 /* ---- 4. several contexts on one GPU ----------------------------------------------- */
 
 /* One limit per GPU: what one context caches is given back before another
- * is refused (limit 1 GiB, CUMEMCAP_RELEASE=never). */
+ * is refused, for pooled requests and for every other kind (limit 1 GiB,
+ * CUMEMCAP_RELEASE=never). */
 static void two_contexts(void)
 {
 	CUcontext a = use_primary(&A, 0);
 	CUdeviceptr p[3], m, q;
+	size_t fr, tot;
 	for (int i = 0; i < 3; i++)
 		OK(A.cuMemAlloc(&p[i], 256 * MiB));
 	for (int i = 0; i < 3; i++)
-		OK(A.cuMemFree(p[i]));
+		OK(A.cuMemFree(p[i])); /* pooled: A caches 768 MiB */
 	CUcontext b = create_ctx(0);
-	OK(A.cuMemAllocManaged(&m, 512 * MiB, CU_MEM_ATTACH_GLOBAL));
-	OK(A.cuMemAlloc(&q, 512 * MiB));
-	size_t fr, tot;
+	OK(A.cuMemAlloc(&q, 512 * MiB)); /* a segment for B: A's cache goes */
+	books_match(0);
 	OK(A.cuMemGetInfo(&fr, &tot));
-	CHECK(tot == GiB && fr == 0);
+	CHECK(tot == GiB && fr == 512 * MiB);
+	OK(A.cuMemFree(q)); /* pooled: B caches 512 MiB */
+	OK(A.cuCtxSetCurrent(a));
+	OK(A.cuMemAllocManaged(&m, 768 * MiB, CU_MEM_ATTACH_GLOBAL)); /* B's cache goes */
+	OK(A.cuMemGetInfo(&fr, &tot));
+	CHECK(tot == GiB && fr == 256 * MiB);
 	CHECK(F.peak_reserved(0) <= GiB);
 	books_match(0);
-	OK(A.cuMemFree(q));
 	OK(A.cuMemFree(m));
 	OK(A.cuCtxDestroy(b));
-	OK(A.cuCtxSetCurrent(a));
 	books_match(0);
 }
 
