@@ -9,6 +9,7 @@
 #include "device.h"
 #include "log.h"
 #include "driver.h"
+#include "xmutex.h"
 
 void cumemcap_note_refusal(int dev, const char *door, uint64_t bytes)
 {
@@ -174,7 +175,11 @@ struct pool_record {
 };
 static struct pool_record *pools;
 static size_t pool_mask, pool_used; /* capacity - 1 (0: none yet) */
+/* pool_lock guards the table and is never held across a driver call (fork
+ * takes it); query_lock is held across the attribute query and the update
+ * that follows, so updates apply in the order the driver answered. */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cumemcap_xmutex query_lock = CUMEMCAP_XMUTEX_INIT(query_lock);
 
 uint64_t cumemcap_pool_estimate(uint64_t bytes)
 {
@@ -303,14 +308,12 @@ static bool pool_reserved(CUmemoryPool pool, uint64_t *reserved)
 	return true;
 }
 
-/* Follow what the pool reserves now (lock held). A shrink leaves the
- * ledger at once; growth is left to the allocations under way, whose
- * estimates hold it, and taken here only when there are none. */
-static void settle_locked(struct pool_record *p)
+/* Follow what the pool reserves now (`reserved`; pool_lock held). A
+ * shrink leaves the ledger at once; growth is left to the allocations
+ * under way, whose estimates hold it, and taken here only when there are
+ * none. */
+static void settle_locked(struct pool_record *p, uint64_t reserved)
 {
-	uint64_t reserved;
-	if (!pool_reserved(p->pool, &reserved))
-		return;
 	if (reserved < p->accounted) {
 		cumemcap_ledger_sub(p->dev, CUMEMCAP_KIND_pool, p->accounted - reserved);
 		p->accounted = reserved;
@@ -318,6 +321,19 @@ static void settle_locked(struct pool_record *p)
 		cumemcap_ledger_add(p->dev, CUMEMCAP_KIND_pool, reserved - p->accounted);
 		p->accounted = reserved;
 	}
+}
+
+/* Ask the driver about `pool` and settle it (query_lock held). */
+static void settle(CUmemoryPool pool)
+{
+	uint64_t reserved;
+	if (!pool_reserved(pool, &reserved))
+		return;
+	pthread_mutex_lock(&pool_lock);
+	struct pool_record *p = find_pool(pool);
+	if (p)
+		settle_locked(p, reserved);
+	pthread_mutex_unlock(&pool_lock);
 }
 
 void cumemcap_pool_begin(CUmemoryPool pool, int dev, uint64_t estimate)
@@ -333,11 +349,13 @@ uint64_t cumemcap_pool_finish(CUmemoryPool pool, uint64_t estimate, uint64_t *ex
 {
 	uint64_t claim = 0, reserved;
 	*excess = 0;
+	cumemcap_xmutex_lock(&query_lock);
+	bool known = pool_reserved(pool, &reserved);
 	pthread_mutex_lock(&pool_lock);
 	struct pool_record *p = find_pool(pool);
 	if (p) {
 		p->in_flight -= p->in_flight < estimate ? p->in_flight : estimate;
-		if (pool_reserved(pool, &reserved)) {
+		if (known) {
 			if (reserved < p->accounted) {
 				cumemcap_ledger_sub(p->dev, CUMEMCAP_KIND_pool, p->accounted - reserved);
 				p->accounted = reserved;
@@ -352,6 +370,7 @@ uint64_t cumemcap_pool_finish(CUmemoryPool pool, uint64_t estimate, uint64_t *ex
 		}
 	}
 	pthread_mutex_unlock(&pool_lock);
+	cumemcap_xmutex_unlock(&query_lock);
 	return claim;
 }
 
@@ -380,26 +399,34 @@ void cumemcap_pool_destroyed(CUmemoryPool pool)
 
 void cumemcap_pool_trimmed(CUmemoryPool pool)
 {
-	pthread_mutex_lock(&pool_lock);
-	struct pool_record *p = find_pool(pool);
-	if (p)
-		settle_locked(p);
-	pthread_mutex_unlock(&pool_lock);
+	cumemcap_xmutex_lock(&query_lock);
+	settle(pool);
+	cumemcap_xmutex_unlock(&query_lock);
 }
 
 void cumemcap_pool_refresh(int dev)
 {
 	if (atomic_load_explicit(&cumemcap_ledger[dev].kind[CUMEMCAP_KIND_pool], memory_order_relaxed) == 0)
 		return; /* nothing of a pool counted on dev: nothing to give back */
+	cumemcap_xmutex_lock(&query_lock);
+	/* The pools of dev, listed under the table's lock and asked about
+	 * without it. */
 	pthread_mutex_lock(&pool_lock);
-	for (size_t i = 0; pool_mask && i <= pool_mask; i++)
+	size_t n = 0, cap = pool_used;
+	CUmemoryPool *list = cap ? malloc(cap * sizeof(*list)) : NULL;
+	for (size_t i = 0; list && pool_mask && i <= pool_mask; i++)
 		if (pools[i].pool && pools[i].dev == dev)
-			settle_locked(&pools[i]);
+			list[n++] = pools[i].pool;
 	pthread_mutex_unlock(&pool_lock);
+	for (size_t i = 0; i < n; i++)
+		settle(list[i]);
+	free(list);
+	cumemcap_xmutex_unlock(&query_lock);
 }
 
 void cumemcap_pool_reset(void)
 {
+	cumemcap_xmutex_fork_child(&query_lock);
 	free(pools);
 	pools = NULL;
 	pool_mask = pool_used = 0;

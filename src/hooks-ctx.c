@@ -16,27 +16,24 @@
  * each device's primary context handle.
  *
  * Thread safety: primary_lock (taken before the life writer, never inside
- * it) orders retain, release and reset; the handles are atomics. */
+ * it; an xmutex, as it is held across driver calls) orders retain, release
+ * and reset; the handles are atomics. */
 #include "account.h"
 #include "device.h"
 #include "export.h"
 #include "hooks.h"
 #include "ledger.h"
+#include "xmutex.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 
-static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cumemcap_xmutex primary_lock = CUMEMCAP_XMUTEX_INIT(primary_lock);
 static _Atomic(CUcontext) primary[CUMEMCAP_MAX_DEVICES];
 
-void cumemcap_hooks_ctx_lock(void)
+void cumemcap_hooks_ctx_fork_child(void)
 {
-	pthread_mutex_lock(&primary_lock);
-}
-
-void cumemcap_hooks_ctx_unlock(void)
-{
-	pthread_mutex_unlock(&primary_lock);
+	cumemcap_xmutex_fork_child(&primary_lock);
 }
 
 static bool valid(CUdevice dev)
@@ -72,23 +69,23 @@ static CUcontext primary_handle(CUdevice dev)
 CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
 	NEED(cuDevicePrimaryCtxRetain);
-	pthread_mutex_lock(&primary_lock);
+	cumemcap_xmutex_lock(&primary_lock);
 	CUresult r = real_cuDevicePrimaryCtxRetain(pctx, dev);
 	if (r == CUDA_SUCCESS && pctx && valid(dev))
 		atomic_store(&primary[dev], *pctx);
-	pthread_mutex_unlock(&primary_lock);
+	cumemcap_xmutex_unlock(&primary_lock);
 	return r;
 }
 
 static CUresult release(CUresult(CUDAAPI *fn)(CUdevice), CUdevice dev)
 {
-	pthread_mutex_lock(&primary_lock);
+	cumemcap_xmutex_lock(&primary_lock);
 	cumemcap_life_lock();
 	CUresult r = fn(dev);
 	if (r == CUDA_SUCCESS && valid(dev) && !primary_active(dev))
 		cumemcap_context_died(primary_handle(dev), dev, CUMEMCAP_DEATH_RELEASED);
 	cumemcap_life_unlock();
-	pthread_mutex_unlock(&primary_lock);
+	cumemcap_xmutex_unlock(&primary_lock);
 	return r;
 }
 
@@ -109,7 +106,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
  * last release). */
 static CUresult reset(CUresult(CUDAAPI *fn)(CUdevice), CUdevice dev)
 {
-	pthread_mutex_lock(&primary_lock);
+	cumemcap_xmutex_lock(&primary_lock);
 	cumemcap_life_lock();
 	bool was_active = valid(dev) && primary_active(dev);
 	CUcontext ctx = was_active ? primary_handle(dev) : NULL;
@@ -117,7 +114,7 @@ static CUresult reset(CUresult(CUDAAPI *fn)(CUdevice), CUdevice dev)
 	if (r == CUDA_SUCCESS && was_active)
 		cumemcap_context_died(ctx, dev, CUMEMCAP_DEATH_RESET);
 	cumemcap_life_unlock();
-	pthread_mutex_unlock(&primary_lock);
+	cumemcap_xmutex_unlock(&primary_lock);
 	return r;
 }
 

@@ -25,6 +25,5 @@ static inline void cumemcap_section_end(int *unused)
 	int cumemcap_section_ __attribute__((cleanup(cumemcap_section_end), unused)) = \
 		(cumemcap_life_enter(), 0)
 
-/* Fork: hold the primary-context mutex of hooks-ctx.c across fork(). */
-void cumemcap_hooks_ctx_lock(void);
-void cumemcap_hooks_ctx_unlock(void);
+/* Fork child: a fresh primary-context mutex for hooks-ctx.c. */
+void cumemcap_hooks_ctx_fork_child(void);

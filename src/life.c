@@ -11,6 +11,7 @@
  * sanitizers see every edge. */
 #include "life.h"
 #include "export.h"
+#include "xmutex.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -26,7 +27,7 @@ struct slot {
 
 static _Atomic(struct slot *) slots;
 static _Atomic int writing;
-static pthread_mutex_t writer = PTHREAD_MUTEX_INITIALIZER;
+static struct cumemcap_xmutex writer = CUMEMCAP_XMUTEX_INIT(writer);
 static CUMEMCAP_TLS struct slot *mine;
 /* A thread without a slot (out of memory) takes the writer's role for its
  * section instead: correct, only slower. */
@@ -101,8 +102,8 @@ void cumemcap_life_enter(void)
 			return;
 		atomic_store_explicit(&s->depth, 0, memory_order_release);
 		/* A death is in progress: wait for it. */
-		pthread_mutex_lock(&writer);
-		pthread_mutex_unlock(&writer);
+		cumemcap_xmutex_lock(&writer);
+		cumemcap_xmutex_unlock(&writer);
 	}
 }
 
@@ -122,7 +123,7 @@ void cumemcap_life_exit(void)
 
 void cumemcap_life_lock(void)
 {
-	pthread_mutex_lock(&writer);
+	cumemcap_xmutex_lock(&writer);
 	atomic_exchange(&writing, 1);
 	for (struct slot *s = atomic_load(&slots); s; s = s->next) {
 		if (s == mine)
@@ -136,27 +137,21 @@ void cumemcap_life_lock(void)
 void cumemcap_life_unlock(void)
 {
 	atomic_store_explicit(&writing, 0, memory_order_release);
-	pthread_mutex_unlock(&writer);
-}
-
-void cumemcap_life_fork_prepare(void)
-{
-	pthread_mutex_lock(&writer);
-}
-
-void cumemcap_life_fork_parent(void)
-{
-	pthread_mutex_unlock(&writer);
+	cumemcap_xmutex_unlock(&writer);
 }
 
 void cumemcap_life_fork_child(void)
 {
-	/* Only this thread came along: no other section is open. */
+	/* Only this thread came along: no other section is open, and a
+	 * death another thread had under way is not the child's (its books
+	 * are emptied). The writer's mutex is an xmutex (xmutex.h). */
 	for (struct slot *s = atomic_load(&slots); s; s = s->next) {
 		if (s == mine)
 			continue;
 		atomic_store(&s->depth, 0);
 		atomic_store(&s->taken, false);
 	}
-	pthread_mutex_unlock(&writer);
+	atomic_store(&writing, 0);
+	alone = 0;
+	cumemcap_xmutex_fork_child(&writer);
 }

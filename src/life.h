@@ -25,8 +25,7 @@ void cumemcap_life_exit(void);
 void cumemcap_life_lock(void);
 void cumemcap_life_unlock(void);
 
-/* Fork: prepare holds the writer's mutex (no death is half done across
- * fork); the child forgets the parent's other threads' sections. */
-void cumemcap_life_fork_prepare(void);
-void cumemcap_life_fork_parent(void);
+/* Fork child: forget the parent's other threads' sections and any death
+ * under way there (the writer's mutex may be held across a driver call,
+ * so fork() does not take it: see xmutex.h). */
 void cumemcap_life_fork_child(void);

@@ -28,8 +28,6 @@
 
 static void fork_prepare(void)
 {
-	cumemcap_hooks_ctx_lock();
-	cumemcap_life_fork_prepare();
 	cumemcap_log_fork_prepare();
 	cumemcap_worker_lock();
 	cumemcap_arena_lock_all();
@@ -44,8 +42,6 @@ static void fork_parent(void)
 	cumemcap_arena_unlock_all();
 	cumemcap_worker_unlock();
 	cumemcap_log_fork_parent();
-	cumemcap_life_fork_parent();
-	cumemcap_hooks_ctx_unlock();
 }
 
 static void fork_child(void)
@@ -59,7 +55,7 @@ static void fork_child(void)
 	cumemcap_worker_fork_child();
 	cumemcap_log_fork_child();
 	cumemcap_life_fork_child();
-	cumemcap_hooks_ctx_unlock();
+	cumemcap_hooks_ctx_fork_child();
 }
 
 /* glibc passes a shared library's constructors the program's arguments;
