@@ -404,10 +404,8 @@ void cumemcap_pool_trimmed(CUmemoryPool pool)
 	cumemcap_xmutex_unlock(&query_lock);
 }
 
-void cumemcap_pool_refresh(int dev)
+void cumemcap_pool_refresh_now(int dev)
 {
-	if (atomic_load_explicit(&cumemcap_ledger[dev].kind[CUMEMCAP_KIND_pool], memory_order_relaxed) == 0)
-		return; /* nothing of a pool counted on dev: nothing to give back */
 	cumemcap_xmutex_lock(&query_lock);
 	/* The pools of dev, listed under the table's lock and asked about
 	 * without it. */

@@ -102,9 +102,14 @@ uint64_t cumemcap_pool_finish(CUmemoryPool pool, uint64_t estimate, uint64_t *ex
 bool cumemcap_pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, uint64_t estimate);
 
 /* Re-read every pool of `dev` (they shrink at synchronization points the
- * shim does not see); nothing to do, and no driver call, when no pool
- * bytes are counted on dev. */
-void cumemcap_pool_refresh(int dev);
+ * shim does not see); nothing to do, and no call, when no pool bytes are
+ * counted on dev (0 <= dev < CUMEMCAP_MAX_DEVICES). */
+void cumemcap_pool_refresh_now(int dev);
+static inline void cumemcap_pool_refresh(int dev)
+{
+	if (atomic_load_explicit(&cumemcap_ledger[dev].kind[CUMEMCAP_KIND_pool], memory_order_relaxed))
+		cumemcap_pool_refresh_now(dev);
+}
 
 /* Estimate of the bytes a pool takes for one request (its granularity). */
 uint64_t cumemcap_pool_estimate(uint64_t bytes);

@@ -49,7 +49,8 @@ static void virtualize_info(int dev, uint64_t *free_bytes, uint64_t *total_bytes
 /* cuMemGetInfo for the current context: the driver's figures, capped. The
  * device is found first; when it cannot be (no current context, or it
  * died under another thread), the answer is the error the driver gives
- * for a missing context, never the driver's uncapped figures. */
+ * for a missing context, never the driver's uncapped figures. It reads
+ * device-level figures only, so it needs no life section (life.h). */
 static CUresult mem_info(uint64_t *f, uint64_t *t)
 {
 	CUcontext ctx;
@@ -70,7 +71,6 @@ static CUresult mem_info(uint64_t *f, uint64_t *t)
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
 {
 	NEED(cuMemGetInfo_v2);
-	SECTION();
 	if (!free || !total)
 		return real_cuMemGetInfo_v2(free, total);
 	uint64_t f, t;
@@ -90,7 +90,6 @@ static unsigned int saturate_uint(uint64_t v)
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetInfo(unsigned int *free, unsigned int *total)
 {
 	NEED(cuMemGetInfo);
-	SECTION();
 	if (!free || !total || !real_cuMemGetInfo_v2)
 		return real_cuMemGetInfo(free, total);
 	uint64_t f, t;

@@ -79,44 +79,54 @@ static struct slot *slot_get(void)
 	return s;
 }
 
-void cumemcap_life_enter(void)
+/* A writer is at work: step back, wait for it, and come in again. */
+static __attribute__((noinline)) void wait_writer(struct slot *s)
+{
+	do {
+		atomic_store_explicit(&s->depth, 0, memory_order_release);
+		cumemcap_xmutex_lock(&writer);
+		cumemcap_xmutex_unlock(&writer);
+		atomic_exchange(&s->depth, 1);
+	} while (atomic_load(&writing));
+}
+
+static __attribute__((noinline)) struct slot *enter_slow(void)
 {
 	if (alone) {
 		alone++;
-		return;
+		return NULL;
 	}
-	struct slot *s = mine ? mine : slot_get();
+	struct slot *s = slot_get();
 	if (!s) {
 		cumemcap_life_lock();
 		alone = 1;
-		return;
 	}
+	return s;
+}
+
+void cumemcap_life_enter(void)
+{
+	struct slot *s = mine;
+	if (__builtin_expect(!s, 0) && !(s = enter_slow()))
+		return;
 	unsigned d = atomic_load_explicit(&s->depth, memory_order_relaxed);
 	if (d) {
 		atomic_store_explicit(&s->depth, d + 1, memory_order_relaxed);
 		return;
 	}
-	for (;;) {
-		atomic_exchange(&s->depth, 1);
-		if (!atomic_load(&writing))
-			return;
-		atomic_store_explicit(&s->depth, 0, memory_order_release);
-		/* A death is in progress: wait for it. */
-		cumemcap_xmutex_lock(&writer);
-		cumemcap_xmutex_unlock(&writer);
-	}
+	atomic_exchange(&s->depth, 1);
+	if (__builtin_expect(atomic_load(&writing), 0))
+		wait_writer(s);
 }
 
 void cumemcap_life_exit(void)
 {
-	if (alone) {
-		if (--alone == 0)
+	struct slot *s = mine;
+	if (__builtin_expect(!s, 0)) {
+		if (alone && --alone == 0)
 			cumemcap_life_unlock();
 		return;
 	}
-	struct slot *s = mine;
-	if (!s)
-		return;
 	unsigned d = atomic_load_explicit(&s->depth, memory_order_relaxed);
 	atomic_store_explicit(&s->depth, d ? d - 1 : 0, memory_order_release);
 }
