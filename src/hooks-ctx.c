@@ -50,10 +50,10 @@ static bool primary_active(CUdevice dev)
 	       real_cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active;
 }
 
-/* The handle of dev's primary context, active or not: the one a retain
- * returned, or (no retain seen) the driver's answer while it is active.
- * Caller holds primary_lock, so the retain and release below cannot make
- * this the last release. */
+/* The handle of dev's primary context, which is active: the one a retain
+ * returned, or (no retain seen) the driver's answer. Caller holds
+ * primary_lock, so the retain and release below cannot make this the last
+ * release. */
 static CUcontext primary_handle(CUdevice dev)
 {
 	CUcontext ctx = valid(dev) ? atomic_load(&primary[dev]) : NULL;
@@ -77,13 +77,20 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdev
 	return r;
 }
 
-static CUresult release(CUresult(CUDAAPI *fn)(CUdevice), CUdevice dev)
+/* A release or a reset of dev's primary context. A reset frees what an
+ * active context holds (resetting an inactive one is legal and frees
+ * nothing: its memory went with its last release); a release frees it when
+ * it was the last reference, which the driver tells by the context being
+ * inactive afterwards. The handle is asked for while it is still active. */
+static CUresult primary_change(CUresult(CUDAAPI *fn)(CUdevice), CUdevice dev, enum cumemcap_death why)
 {
 	cumemcap_xmutex_lock(&primary_lock);
 	cumemcap_life_lock();
+	bool was_active = valid(dev) && primary_active(dev);
+	CUcontext ctx = was_active ? primary_handle(dev) : NULL;
 	CUresult r = fn(dev);
-	if (r == CUDA_SUCCESS && valid(dev) && !primary_active(dev))
-		cumemcap_context_died(primary_handle(dev), dev, CUMEMCAP_DEATH_RELEASED);
+	if (r == CUDA_SUCCESS && was_active && (why == CUMEMCAP_DEATH_RESET || !primary_active(dev)))
+		cumemcap_context_died(ctx, dev, why);
 	cumemcap_life_unlock();
 	cumemcap_xmutex_unlock(&primary_lock);
 	return r;
@@ -92,42 +99,25 @@ static CUresult release(CUresult(CUDAAPI *fn)(CUdevice), CUdevice dev)
 CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
 	NEED(cuDevicePrimaryCtxRelease_v2);
-	return release(real_cuDevicePrimaryCtxRelease_v2, dev);
+	return primary_change(real_cuDevicePrimaryCtxRelease_v2, dev, CUMEMCAP_DEATH_RELEASED);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
 {
 	NEED(cuDevicePrimaryCtxRelease);
-	return release(real_cuDevicePrimaryCtxRelease, dev);
-}
-
-/* A reset frees what the primary context holds if it is active; resetting
- * an inactive one is legal and frees nothing (its memory went with its
- * last release). */
-static CUresult reset(CUresult(CUDAAPI *fn)(CUdevice), CUdevice dev)
-{
-	cumemcap_xmutex_lock(&primary_lock);
-	cumemcap_life_lock();
-	bool was_active = valid(dev) && primary_active(dev);
-	CUcontext ctx = was_active ? primary_handle(dev) : NULL;
-	CUresult r = fn(dev);
-	if (r == CUDA_SUCCESS && was_active)
-		cumemcap_context_died(ctx, dev, CUMEMCAP_DEATH_RESET);
-	cumemcap_life_unlock();
-	cumemcap_xmutex_unlock(&primary_lock);
-	return r;
+	return primary_change(real_cuDevicePrimaryCtxRelease, dev, CUMEMCAP_DEATH_RELEASED);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
 	NEED(cuDevicePrimaryCtxReset_v2);
-	return reset(real_cuDevicePrimaryCtxReset_v2, dev);
+	return primary_change(real_cuDevicePrimaryCtxReset_v2, dev, CUMEMCAP_DEATH_RESET);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev)
 {
 	NEED(cuDevicePrimaryCtxReset);
-	return reset(real_cuDevicePrimaryCtxReset, dev);
+	return primary_change(real_cuDevicePrimaryCtxReset, dev, CUMEMCAP_DEATH_RESET);
 }
 
 static CUresult destroy(CUresult(CUDAAPI *fn)(CUcontext), CUcontext ctx)
