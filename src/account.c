@@ -40,6 +40,9 @@ CUresult cumemcap_charge_begin(struct cumemcap_charge *c, const char *door, int 
 	} else if (!cumemcap_device_ensure(dev)) {
 		return CUDA_SUCCESS;
 	}
+	/* A pool's charge is an estimate: the caller notes the request. */
+	if (kind != CUMEMCAP_KIND_pool)
+		cumemcap_ledger_note_request(dev, bytes);
 	if (!cumemcap_ledger_reserve(dev, kind, bytes)) {
 		/* Before refusing: pools may have shrunk at a synchronization
 		 * the shim did not see, and the arenas of every context on the

@@ -1031,6 +1031,7 @@ bool cumemcap_arena_alloc(CUdeviceptr *dptr, uint64_t bytes, const char *door, C
 	struct arena *a = arena_of(ctx, dev);
 	if (!a)
 		return false;
+	cumemcap_ledger_note_request(dev, bytes);
 	uint64_t rounded = unit_round(bytes);
 	uint32_t units = (uint32_t)(rounded >> UNIT_SHIFT);
 	bool packed = p->pool == CUMEMCAP_POOL_ON && rounded <= SMALL_MAX;

@@ -307,6 +307,7 @@ static CUresult async_alloc(const char *door, const struct async_call *call, CUd
 	}
 
 	uint64_t estimate = cumemcap_pool_estimate(bytesize);
+	cumemcap_ledger_note_request(dev, bytesize);
 	struct cumemcap_charge c;
 	CUresult r = cumemcap_charge_begin(&c, door, dev, CUMEMCAP_KIND_pool, estimate);
 	if (r != CUDA_SUCCESS)

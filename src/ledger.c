@@ -31,6 +31,12 @@ static void raise_to(_Atomic uint64_t *peak_field, uint64_t now)
 		;
 }
 
+void cumemcap_ledger_note_request(int dev, uint64_t bytes)
+{
+	if (valid(dev))
+		raise_to(&cumemcap_ledger[dev].largest_request, bytes);
+}
+
 static void raise_peak(struct cumemcap_ledger_device *d, uint64_t now)
 {
 	raise_to(&d->peak, now);
@@ -72,11 +78,6 @@ bool cumemcap_ledger_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes)
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	uint64_t limit = atomic_load_explicit(&d->limit, memory_order_relaxed);
 	uint64_t cur = atomic_load_explicit(&d->reserved, memory_order_relaxed);
-	uint64_t largest = atomic_load_explicit(&d->largest_request, memory_order_relaxed);
-	while (bytes > largest &&
-	       !atomic_compare_exchange_weak_explicit(&d->largest_request, &largest, bytes,
-						      memory_order_relaxed, memory_order_relaxed))
-		;
 	for (;;) {
 		if (bytes > limit || cur > limit - bytes)
 			return false;

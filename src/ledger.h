@@ -70,6 +70,11 @@ uint64_t cumemcap_ledger_limit(int dev);
  * counts the refusal. */
 bool cumemcap_ledger_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes);
 
+/* A program's request of `bytes` (granted or not): the largest is kept.
+ * What is reserved for it may be more (an arena's segment, a pool's
+ * granularity). */
+void cumemcap_ledger_note_request(int dev, uint64_t bytes);
+
 /* Add or remove bytes without a limit check (give back a reservation,
  * record what a pool really took). */
 void cumemcap_ledger_add(int dev, enum cumemcap_kind kind, uint64_t bytes);

@@ -293,6 +293,17 @@ class Log(unittest.TestCase):
         gpus = recs[-1]["gpus"]
         self.assertEqual((gpus[0]["live"], gpus[0]["reserved"]), (0, 0))
 
+    def test_largest_request_is_the_request(self):
+        # Pooled, 1 MiB + 1 byte gets a segment of 1 MiB + 64 KiB; the exit
+        # record names what the program asked for (issue 11).
+        for pool in ("on", "off"):
+            p = self.run_probe(["init", "ctx", "0", "alloc", str(MiB + 1), "alloc", str(4096)],
+                               {"CUMEMCAP_POOL": pool})
+            self.assertEqual(p.returncode, 0, p.err)
+            gpus = self.the_log(p)[-1]["gpus"]
+            self.assertEqual(gpus[0]["largest_request"], MiB + 1, pool)
+            os.unlink(os.path.join(self.dir, "logprobe.py.%d.jsonl" % p.pid))
+
     def test_driver_oom_record(self):
         p = self.run_probe(["init", "ctx", "1", "alloc", str(3 * GiB)], {})
         self.assertEqual(p.returncode, 0, p.err)
