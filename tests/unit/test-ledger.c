@@ -21,6 +21,10 @@ START_TEST(ledger_reserve_up_to_the_limit)
 	ck_assert(!cumemcap_ledger_reserve(1, CUMEMCAP_KIND_linear, 601));
 	ck_assert(cumemcap_ledger_reserve(1, CUMEMCAP_KIND_linear, 600));
 	ck_assert_uint_eq(atomic_load(&cumemcap_ledger[1].peak), 1000);
+	/* Requests are noted by the caller, reservations are not requests. */
+	ck_assert_uint_eq(atomic_load(&cumemcap_ledger[1].largest_request), 0);
+	cumemcap_ledger_note_request(1, 601);
+	cumemcap_ledger_note_request(1, 7);
 	ck_assert_uint_eq(atomic_load(&cumemcap_ledger[1].largest_request), 601);
 }
 END_TEST
