@@ -380,6 +380,34 @@ class Log(unittest.TestCase):
                 if "link" not in says:
                     self.assertEqual(os.listdir(mine), [])
 
+    def test_no_spelling_of_a_path_escapes_the_shared_directory_check(self):
+        # Another user's link where our private directory should be: no
+        # spelling of the template ("//", "/./", a link to the shared
+        # directory) may reach through it, for the log or the metrics.
+        shared = os.path.join(self.dir, "shared")
+        os.mkdir(shared)
+        os.chmod(shared, 0o1777)
+        elsewhere = os.path.join(self.dir, "elsewhere")
+        os.mkdir(elsewhere)
+        os.symlink(elsewhere, os.path.join(shared, "cm-%d" % os.geteuid()))
+        via = os.path.join(self.dir, "via")
+        os.symlink(shared, via)              # a link in a private directory is followed, then checked
+        steps = ["init", "ctx", "0", "alloc", str(2 * MiB), "sleep", "0.3", "print", "done"]
+        base = self.run_probe(steps, {"CUMEMCAP_LOG": "off"})
+        for tmpl in (shared + "/cm-%u//%p.jsonl", shared + "/cm-%u/./%p.jsonl",
+                     shared + "//cm-%u/%p.jsonl", shared + "/./cm-%u/.//%p.jsonl",
+                     via + "/cm-%u/%p.jsonl", via + "/../shared/cm-%u/%p.jsonl"):
+            for var in ("CUMEMCAP_LOG", "CUMEMCAP_METRICS"):
+                with self.subTest(tmpl=tmpl, var=var):
+                    env = {var: tmpl}
+                    if var == "CUMEMCAP_METRICS":
+                        env.update({"CUMEMCAP_LOG": "off", "CUMEMCAP_LOG_INTERVAL": "0.1"})
+                    p = self.run_probe(steps, env)
+                    self.assertEqual(p.seen, base.seen)
+                    self.assertEqual(p.err.count("\n"), 1, p.err)
+                    self.assertIn("is a symbolic link (a shared directory must hold a private one)", p.err)
+                    self.assertEqual(os.listdir(elsewhere), [])
+
     def test_unwritable_path_one_line_program_unchanged(self):
         afile = os.path.join(self.dir, "afile")
         open(afile, "w").close()
