@@ -199,13 +199,21 @@ static bool read_fd(int fd, const char *path, char **text, size_t *len, char *er
 	return true;
 }
 
-#define CONFIG_OPEN_FLAGS (O_RDONLY | O_CLOEXEC | O_NOCTTY)
+/* O_NONBLOCK: opening a FIFO (or a device waiting for a carrier) must not
+ * hang the process before main; the descriptor is checked to be a regular
+ * file before anything is read, and O_NONBLOCK does nothing to those. */
+#define CONFIG_OPEN_FLAGS (O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
 
 bool cumemcap_config_read(const char *path, char **text, size_t *len, char *err, size_t errlen)
 {
 	int fd = open(path, CONFIG_OPEN_FLAGS);
 	if (fd < 0) {
-		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		int e = errno;
+		struct stat ls;
+		if (e == ENOENT && lstat(path, &ls) == 0 && S_ISLNK(ls.st_mode))
+			snprintf(err, errlen, "%s: cannot open: a symbolic link to a file that does not exist", path);
+		else
+			snprintf(err, errlen, "%s: cannot open: %s", path, strerror(e));
 		return false;
 	}
 	return read_fd(fd, path, text, len, err, errlen);
@@ -230,7 +238,7 @@ int cumemcap_config_read_trusted(const char *path, uid_t owner, char **text, siz
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return 0; /* no directory, no file */
-	int fd = openat(dfd, base, CONFIG_OPEN_FLAGS | O_NOFOLLOW | O_NONBLOCK);
+	int fd = openat(dfd, base, CONFIG_OPEN_FLAGS | O_NOFOLLOW);
 	int e = errno;
 	struct stat ds, fs;
 	bool dir_ok = fstat(dfd, &ds) == 0 && ds.st_uid == owner && !(ds.st_mode & (S_IWGRP | S_IWOTH));

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cfgfile.h"
@@ -523,15 +524,32 @@ bool cumemcap_policy_build(struct cumemcap_policy *out, cumemcap_getenv_fn get,
 	return ok;
 }
 
-void cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, char *out, size_t len)
+bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, char *out, size_t len,
+				 char *err, size_t errlen)
 {
 	const char *named = get("CUMEMCAP_CONFIG");
-	if (named)
-		snprintf(out, len, "%s", named);
-	else if (fallback && access(fallback, F_OK) == 0)
-		snprintf(out, len, "%s", fallback);
-	else if (len)
-		out[0] = '\0';
+	const char *path = named;
+	struct stat st;
+	/* The default counts as there when anything is at its path, a
+	 * dangling link included: reading it then fails with a reason, and
+	 * the process must not silently run without the limits it holds. */
+	if (!path && fallback && lstat(fallback, &st) == 0)
+		path = fallback;
+	if (!path)
+		path = "";
+	if (strlen(path) >= len) {
+		char q[256];
+		if (named)
+			snprintf(err, errlen, "CUMEMCAP_CONFIG=\"%s...\": the path is longer than %zu bytes; "
+				 "accepted: a path of at most %zu bytes", Q(q, path), len - 1, len - 1);
+		else
+			snprintf(err, errlen, "%s: the path is longer than %zu bytes", Q(q, path), len - 1);
+		if (len)
+			out[0] = '\0';
+		return false;
+	}
+	memcpy(out, path, strlen(path) + 1);
+	return true;
 }
 
 static const char *no_env(const char *name)
@@ -560,7 +578,8 @@ bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_
 		note[0] = '\0';
 	if (!secure) {
 		char path[CUMEMCAP_PATH_MAX];
-		cumemcap_policy_config_path(get, default_path, path, sizeof(path));
+		if (!cumemcap_policy_config_path(get, default_path, path, sizeof(path), err, errlen))
+			return false;
 		return cumemcap_policy_build(out, get, path, program, err, errlen);
 	}
 	/* Secure execution: the caller chose the environment, so nothing of

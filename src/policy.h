@@ -143,10 +143,11 @@ const char *cumemcap_policy_pool_name(enum cumemcap_pool_mode m);
 typedef const char *(*cumemcap_getenv_fn)(const char *name);
 
 /* The configuration file to read: CUMEMCAP_CONFIG when set (empty: none),
- * else `fallback` (normally /etc/cumemcap.conf) when it exists, else none
- * (""). */
-void cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, char *out,
-				 size_t len);
+ * else `fallback` (normally /etc/cumemcap.conf) when anything is at that
+ * path (a dangling link too: reading it is then an error), else none ("").
+ * A path that does not fit in `len` is an error naming it, never cut. */
+bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, char *out, size_t len,
+				 char *err, size_t errlen);
 
 /* Build a policy for `program` (see cumemcap_program_name) from the
  * environment and, when `config_path` is not empty, that file. On error
