@@ -1412,8 +1412,13 @@ void cumemcap_log_fork_child(void)
 {
 	pthread_mutex_unlock(&tick_lock);
 	pthread_mutex_unlock(&open_lock);
-	if (atomic_load(&file_state) == OPEN)
-		close(file_fd); /* the parent's file: not ours to write */
+	/* The parent's file is not ours to write: close it, but only if the
+	 * descriptor still is that file (the program may have closed the
+	 * number and reused it, as write_record checks). */
+	struct stat st;
+	if (atomic_load(&file_state) == OPEN && file_fd >= 0 && fstat(file_fd, &st) == 0 &&
+	    st.st_dev == file_dev && st.st_ino == file_ino)
+		close(file_fd);
 	file_fd = -1;
 	atomic_store(&file_state, CLOSED);
 	atomic_store(&metrics_state, CLOSED);

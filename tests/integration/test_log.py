@@ -106,6 +106,26 @@ while args:
             r = cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(1 << 20))
             sys.exit(0 if r != 0 else 1)   # the fake is unusable after fork, like the real driver
         out(op="fork", status=os.waitpid(pid, 0)[1])
+    elif op == "reusefd":               # close the log's descriptor, reuse its number, fork
+        links = {}
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                links[int(fd)] = os.readlink("/proc/self/fd/" + fd)
+            except OSError:
+                pass                     # listdir's own descriptor
+        logfd = next(fd for fd, target in links.items() if target.endswith(".jsonl"))
+        os.close(logfd)
+        tmp = os.open(args.pop(0), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        mine = os.dup2(tmp, logfd)
+        os.close(tmp)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.write(mine, b"child\n")
+                os._exit(0)
+            except OSError:
+                os._exit(3)
+        out(op="reusefd", status=os.waitpid(pid, 0)[1])
     elif op == "readmetrics":           # read the metrics file for S seconds
         path, secs = args.pop(0), float(args.pop(0))
         seen, end = [], time.time() + secs
@@ -552,6 +572,18 @@ class Log(unittest.TestCase):
         recs = self.the_log(p)             # only the parent's file, only the parent's records
         self.check_common(recs, p.pid)
         self.assertEqual(sum(r["type"] == "exit" for r in recs), 1)
+
+    def test_fork_child_keeps_a_reused_descriptor(self):
+        # The program closed the log's descriptor and opened its own file
+        # under the same number: the child's copy is the program's.
+        log = os.path.join(self.dir, "%p.jsonl")
+        mine = os.path.join(self.dir, "mine.txt")
+        p = self.run_probe(["init", "ctx", "0", "alloc", str(2 * MiB), "reusefd", mine],
+                           {"CUMEMCAP_LOG": log})
+        self.assertEqual(p.returncode, 0, p.err)
+        self.assertEqual(p.stdout_lines[-1]["status"], 0, "the child's write failed")
+        with open(mine) as f:
+            self.assertEqual(f.read(), "child\n")
 
     def test_metrics_file_well_formed_and_replaced_whole(self):
         steps = ["init", "ctx", "0", "alloc", str(512 * MiB), "readmetrics", "@", "0.7"]
