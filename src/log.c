@@ -234,9 +234,7 @@ static void say(struct out *o)
 	if (l.len == l.cap)
 		l.len--;
 	line[l.len++] = '\n';
-	int saved = errno;
-	write_all(STDERR_FILENO, line, l.len);
-	errno = saved;
+	cumemcap_write_stderr(line, l.len);
 }
 
 /* ---- state ---------------------------------------------------------------------------- */
