@@ -36,6 +36,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -678,6 +679,75 @@ static void on_fatal(int sig, siginfo_t *info, void *uc)
 	errno = saved;
 }
 
+/* Alternate signal stacks: a stack overflow raises SIGSEGV with no stack
+ * left to run a handler on, so without one the exit record is lost. Each
+ * thread the shim sees once the handlers are armed (the one that arms
+ * them, and every thread that enters a hook) gets one, unless it has one
+ * already (the program's, a runtime's or a sanitizer's stays). Freed when
+ * the thread ends; the main thread's lives as long as the process. */
+#define ALTSTACK_BYTES (64u * 1024)
+static _Atomic bool signals_armed;
+static __thread __attribute__((tls_model("initial-exec"))) bool altstack_seen;
+static pthread_key_t altstack_key;
+static pthread_once_t altstack_once = PTHREAD_ONCE_INIT;
+static bool altstack_key_ok;
+
+static size_t altstack_size(void)
+{
+	long min = sysconf(_SC_SIGSTKSZ), page = sysconf(_SC_PAGESIZE);
+	size_t size = ALTSTACK_BYTES;
+	if (min > 0 && (size_t)min * 4 > size)
+		size = (size_t)min * 4;
+	return page > 0 ? (size + (size_t)page - 1) / (size_t)page * (size_t)page : size;
+}
+
+/* Thread exit: the stack is ours to drop only if it is still in place
+ * and not in use; the guard page goes with it. */
+static void altstack_free(void *mem)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	stack_t cur;
+	if (sigaltstack(NULL, &cur) == 0 && (char *)cur.ss_sp == (char *)mem + page) {
+		if (cur.ss_flags & SS_ONSTACK)
+			return;
+		stack_t off = { .ss_flags = SS_DISABLE };
+		sigaltstack(&off, NULL);
+	}
+	munmap(mem, altstack_size() + (size_t)page);
+}
+
+static void altstack_make_key(void)
+{
+	altstack_key_ok = pthread_key_create(&altstack_key, altstack_free) == 0;
+}
+
+void cumemcap_log_thread(void)
+{
+	if (altstack_seen || !atomic_load_explicit(&signals_armed, memory_order_relaxed))
+		return;
+	altstack_seen = true;
+	int saved = errno;
+	stack_t cur;
+	if (sigaltstack(NULL, &cur) != 0 || !(cur.ss_flags & SS_DISABLE))
+		goto out;
+	pthread_once(&altstack_once, altstack_make_key);
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), size = altstack_size();
+	char *mem = mmap(NULL, size + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK,
+			 -1, 0);
+	if (mem == MAP_FAILED)
+		goto out;
+	mprotect(mem, page, PROT_NONE); /* an overflow of the handler faults, not corrupts */
+	stack_t ss = { .ss_sp = mem + page, .ss_size = size, .ss_flags = 0 };
+	if (sigaltstack(&ss, NULL) != 0) {
+		munmap(mem, size + page);
+		goto out;
+	}
+	if (altstack_key_ok)
+		pthread_setspecific(altstack_key, mem);
+out:
+	errno = saved;
+}
+
 /* Installed at the first GPU use, not in the constructor: a process that
  * never uses CUDA is left as it was, and an interpreter that installs its
  * own handlers only over the default (CPython's SIGINT ->
@@ -703,6 +773,8 @@ static void arm_signals(void)
 		previous[i] = cur;
 		sigaction(fatal[i], &act, &previous[i]);
 	}
+	atomic_store(&signals_armed, true);
+	cumemcap_log_thread();
 }
 
 /* ---- records -------------------------------------------------------------------------- */

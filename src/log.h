@@ -21,6 +21,12 @@ void cumemcap_log_init(void);
  * first call writes the start record. Called from any hook thread. */
 void cumemcap_log_device(int dev);
 
+/* The calling thread entered the shim (every hook calls this): once the
+ * fatal-signal handlers are armed, give it an alternate signal stack if it
+ * has none, so a stack overflow still writes the exit record. One
+ * thread-local load when done. */
+void cumemcap_log_thread(void);
+
 /* The arenas took (taken=true) or gave back a segment of `bytes`. */
 void cumemcap_log_segment(int dev, bool taken, uint64_t bytes);
 
