@@ -17,7 +17,9 @@
  * caller (the trampoline passes its return address), so a wrapper asking
  * for its next function never gets itself; and a versioned lookup of libc's
  * own dlsym/dlvsym (how a program that defines dlsym finds the real one)
- * answers the shim's, so that program still goes through the door.
+ * answers the shim's, so that program still goes through the door. With no
+ * driver, RTLD_DEFAULT and RTLD_NEXT find no driver function, as without
+ * the shim.
  *
  * cuGetProcAddress asks the real driver first, so the driver decides
  * versions, flags, errors and symbolStatus; when it hands back a function,
@@ -111,7 +113,8 @@ static void *hook_of(const struct cumemcap_hook *h)
 }
 
 /* What the lookup of a hooked name answers, given what was found. `global`:
- * RTLD_DEFAULT or RTLD_NEXT. */
+ * RTLD_DEFAULT or RTLD_NEXT, where the shim's own preloaded symbol may be
+ * the answer only because the shim is there. */
 static void *substitute(const char *door, const char *name, void *found, bool global)
 {
 	const struct cumemcap_hook *h = cumemcap_table_by_symbol(name);
@@ -119,6 +122,9 @@ static void *substitute(const char *door, const char *name, void *found, bool gl
 	void *answer = found;
 	if (found && h && found != own && cumemcap_driver_owns(found))
 		answer = own;
+	else if (found && h && global && cumemcap_driver_self(found) &&
+		 !cumemcap_driver_next(own, name) && !cumemcap_driver_ready())
+		answer = NULL; /* no driver: nothing the program could call */
 	if (trace())
 		cumemcap_msg("door=%s symbol=%s answer=%s ptr=%p", door, name,
 			     answer == NULL ? "null" : (h && answer == own) ? "hook" : "driver",
