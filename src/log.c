@@ -303,6 +303,11 @@ static bool expand(const char *tmpl, char *dst, size_t len)
 	return !o.lost;
 }
 
+bool cumemcap_log_expand(const char *tmpl, char *dst, size_t len)
+{
+	return len > 0 && expand(tmpl, dst, len);
+}
+
 /* ---- the file ------------------------------------------------------------------------- */
 
 /* Say why logging is off; `what` and `err` (an errno, 0: none) name it. */

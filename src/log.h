@@ -12,6 +12,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* The library constructor: policy is built, nothing else is done yet. */
@@ -49,3 +50,10 @@ void cumemcap_log_exit(int signo);
 void cumemcap_log_fork_prepare(void);
 void cumemcap_log_fork_parent(void);
 void cumemcap_log_fork_child(void);
+
+/* A path template (checked by cumemcap_parse_template) with %p, %u, %h, %n
+ * and %% expanded into dst, as the log and metrics files are named; a host
+ * or program name never adds a directory level ('/' becomes '_'). False
+ * when it does not fit in `len` bytes (dst is then cut, still terminated).
+ * For the fuzz target; the log uses it internally. */
+bool cumemcap_log_expand(const char *tmpl, char *dst, size_t len);
