@@ -180,7 +180,8 @@ END_TEST
 static void add(Suite *s, const TTest *t)
 {
 	TCase *tc = tcase_create(t->name);
-	tcase_add_checked_fixture(tc, setup, teardown);
+	/* In the parent, around the forked test: a failed test is cleaned up too. */
+	tcase_add_unchecked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, t);
 	suite_add_tcase(s, tc);
 }
