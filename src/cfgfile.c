@@ -140,13 +140,9 @@ bool cumemcap_config_parse(const char *path, const char *text, size_t len,
 	return true;
 }
 
-bool cumemcap_config_read(const char *path, char **text, size_t *len, char *err, size_t errlen)
+/* Read the open regular file `fd` (closed here) with a bound. */
+static bool read_fd(int fd, const char *path, char **text, size_t *len, char *err, size_t errlen)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-		return false;
-	}
 	struct stat st;
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
 		snprintf(err, errlen, "%s: not a regular file", path);
@@ -201,6 +197,76 @@ bool cumemcap_config_read(const char *path, char **text, size_t *len, char *err,
 	*text = buf;
 	*len = n;
 	return true;
+}
+
+/* O_NONBLOCK: opening a FIFO (or a device waiting for a carrier) must not
+ * hang the process before main; the descriptor is checked to be a regular
+ * file before anything is read, and O_NONBLOCK does nothing to those. */
+#define CONFIG_OPEN_FLAGS (O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+
+bool cumemcap_config_read(const char *path, char **text, size_t *len, char *err, size_t errlen)
+{
+	int fd = open(path, CONFIG_OPEN_FLAGS);
+	if (fd < 0) {
+		int e = errno;
+		struct stat ls;
+		if (e == ENOENT && lstat(path, &ls) == 0 && S_ISLNK(ls.st_mode))
+			snprintf(err, errlen, "%s: cannot open: a symbolic link to a file that does not exist", path);
+		else
+			snprintf(err, errlen, "%s: cannot open: %s", path, strerror(e));
+		return false;
+	}
+	return read_fd(fd, path, text, len, err, errlen);
+}
+
+int cumemcap_config_read_trusted(const char *path, uid_t owner, char **text, size_t *len,
+				 char *why, size_t whylen)
+{
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+	if (!slash) {
+		snprintf(dir, sizeof(dir), ".");
+	} else if ((size_t)(slash - path) >= sizeof(dir) || !*base) {
+		snprintf(why, whylen, "%s: not a usable file name", path);
+		return -1;
+	} else {
+		size_t n = slash == path ? 1 : (size_t)(slash - path);
+		memcpy(dir, path, n);
+		dir[n] = '\0';
+	}
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return 0; /* no directory, no file */
+	int fd = openat(dfd, base, CONFIG_OPEN_FLAGS | O_NOFOLLOW);
+	int e = errno;
+	struct stat ds, fs;
+	bool dir_ok = fstat(dfd, &ds) == 0 && ds.st_uid == owner && !(ds.st_mode & (S_IWGRP | S_IWOTH));
+	close(dfd);
+	if (fd < 0) {
+		if (e == ENOENT)
+			return 0;
+		snprintf(why, whylen, "%s: %s", path,
+			 e == ELOOP ? "is a symbolic link" : strerror(e));
+		return -1;
+	}
+	if (!dir_ok) {
+		snprintf(why, whylen, "%s: its directory %s is not owned by uid %u or is writable by others",
+			 path, dir, (unsigned)owner);
+		close(fd);
+		return -1;
+	}
+	if (fstat(fd, &fs) != 0 || !S_ISREG(fs.st_mode)) {
+		snprintf(why, whylen, "%s: not a regular file", path);
+		close(fd);
+		return -1;
+	}
+	if (fs.st_uid != owner || (fs.st_mode & (S_IWGRP | S_IWOTH))) {
+		snprintf(why, whylen, "%s: not owned by uid %u or writable by others", path, (unsigned)owner);
+		close(fd);
+		return -1;
+	}
+	return read_fd(fd, path, text, len, why, whylen) ? 1 : -1;
 }
 
 /* Levenshtein distance, capped: words here are short. */

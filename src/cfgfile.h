@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #define CUMEMCAP_CONFIG_MAX_BYTES (1u << 20)
 #define CUMEMCAP_CONFIG_MAX_LINE 4096
@@ -40,6 +41,15 @@ bool cumemcap_config_parse(const char *path, const char *text, size_t len,
 /* Read a whole file (a regular file of at most CUMEMCAP_CONFIG_MAX_BYTES)
  * into a malloc'd buffer. On error returns false with "path: reason" in err. */
 bool cumemcap_config_read(const char *path, char **text, size_t *len, char *err, size_t errlen);
+
+/* For secure execution: read `path` only if it is a regular file (not a
+ * symbolic link) owned by `owner` (root) and writable by nobody else, in a
+ * directory owned by `owner` and writable by nobody else. Returns 1 with the
+ * text as cumemcap_config_read does; 0 when there is no such file (why
+ * untouched); -1 when a file is there but not trusted or not readable, with
+ * "path: reason" in why (never a byte of the file's contents). */
+int cumemcap_config_read_trusted(const char *path, uid_t owner, char **text, size_t *len,
+				 char *why, size_t whylen);
 
 /* `s` as it may appear inside "..." in a one-line message: control bytes,
  * bytes >= 0x80, '"' and '\\' as \xNN, cut to fit `cap`. Returns dst. */

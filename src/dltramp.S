@@ -3,7 +3,14 @@
  * Each asks its C router (doors.c) which function should answer, then
  * restores the arguments and jumps there. Jumping, not calling, keeps the
  * program's return address in place: glibc's dlsym resolves RTLD_NEXT and
- * RTLD_DEFAULT relative to the object that called it. */
+ * RTLD_DEFAULT relative to the object that called it. The caller's return
+ * address also goes along as one more argument (dlsym: the third, dlvsym:
+ * the fourth; libc's functions ignore it), so that the C path for hooked
+ * names can resolve RTLD_NEXT relative to the caller too.
+ *
+ * cumemcap_dlsym_entry and cumemcap_dlvsym_entry are hidden names of the
+ * same two entry points: the shim's own, whatever the process binds the
+ * names dlsym and dlvsym to (a program may define its own). */
 
 #if defined(__x86_64__)
 
@@ -11,7 +18,11 @@
 
 	.globl	dlsym
 	.type	dlsym, @function
+	.globl	cumemcap_dlsym_entry
+	.hidden	cumemcap_dlsym_entry
+	.type	cumemcap_dlsym_entry, @function
 dlsym:
+cumemcap_dlsym_entry:
 	.cfi_startproc
 	endbr64
 	pushq	%rdi
@@ -27,13 +38,19 @@ dlsym:
 	.cfi_adjust_cfa_offset -8
 	popq	%rdi
 	.cfi_adjust_cfa_offset -8
+	movq	(%rsp), %rdx
 	jmp	*%rax
 	.cfi_endproc
 	.size	dlsym, .-dlsym
+	.size	cumemcap_dlsym_entry, .-cumemcap_dlsym_entry
 
 	.globl	dlvsym
 	.type	dlvsym, @function
+	.globl	cumemcap_dlvsym_entry
+	.hidden	cumemcap_dlvsym_entry
+	.type	cumemcap_dlvsym_entry, @function
 dlvsym:
+cumemcap_dlvsym_entry:
 	.cfi_startproc
 	endbr64
 	pushq	%rdi
@@ -49,9 +66,11 @@ dlvsym:
 	.cfi_adjust_cfa_offset -8
 	popq	%rdi
 	.cfi_adjust_cfa_offset -8
+	movq	(%rsp), %rcx
 	jmp	*%rax
 	.cfi_endproc
 	.size	dlvsym, .-dlvsym
+	.size	cumemcap_dlvsym_entry, .-cumemcap_dlvsym_entry
 
 #elif defined(__aarch64__)
 
@@ -59,7 +78,11 @@ dlvsym:
 
 	.globl	dlsym
 	.type	dlsym, %function
+	.globl	cumemcap_dlsym_entry
+	.hidden	cumemcap_dlsym_entry
+	.type	cumemcap_dlsym_entry, %function
 dlsym:
+cumemcap_dlsym_entry:
 	.cfi_startproc
 	stp	x29, x30, [sp, #-32]!
 	.cfi_def_cfa_offset 32
@@ -72,13 +95,19 @@ dlsym:
 	ldp	x0, x1, [sp, #16]
 	ldp	x29, x30, [sp], #32
 	.cfi_def_cfa_offset 0
+	mov	x2, x30
 	br	x16
 	.cfi_endproc
 	.size	dlsym, .-dlsym
+	.size	cumemcap_dlsym_entry, .-cumemcap_dlsym_entry
 
 	.globl	dlvsym
 	.type	dlvsym, %function
+	.globl	cumemcap_dlvsym_entry
+	.hidden	cumemcap_dlvsym_entry
+	.type	cumemcap_dlvsym_entry, %function
 dlvsym:
+cumemcap_dlvsym_entry:
 	.cfi_startproc
 	stp	x29, x30, [sp, #-48]!
 	.cfi_def_cfa_offset 48
@@ -93,6 +122,7 @@ dlvsym:
 	ldr	x2, [sp, #32]
 	ldp	x29, x30, [sp], #48
 	.cfi_def_cfa_offset 0
+	mov	x3, x30
 	br	x16
 	.cfi_endproc
 	.size	dlvsym, .-dlvsym

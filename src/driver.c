@@ -8,6 +8,7 @@
  * shim's constructor. */
 #include "config.h"
 #include "driver.h"
+#include "log.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -59,7 +60,8 @@ CUMEMCAP_DLSYM_SAFE static uintptr_t dyn_ptr(uintptr_t base, ElfW(Addr) value)
 CUMEMCAP_DLSYM_SAFE static bool sym_ok(const ElfW(Sym) *s, const char *strtab, const char *name)
 {
 	return s->st_shndx != SHN_UNDEF && s->st_value != 0 &&
-	       ELF64_ST_TYPE(s->st_info) == STT_FUNC && cumemcap_str_eq(strtab + s->st_name, name);
+	       ELF64_ST_TYPE(s->st_info) == STT_FUNC && ELF64_ST_BIND(s->st_info) != STB_LOCAL &&
+	       ELF64_ST_VISIBILITY(s->st_other) != STV_HIDDEN && cumemcap_str_eq(strtab + s->st_name, name);
 }
 
 /* Does the path `path` name the file `soname` ("/lib/x86_64-linux-gnu/libc.so.6")? */
@@ -72,12 +74,10 @@ CUMEMCAP_DLSYM_SAFE static bool is_file(const char *path, const char *soname)
 	return cumemcap_str_eq(base, soname);
 }
 
-/* Find a defined function `name` in the loaded object `soname`. */
-CUMEMCAP_DLSYM_SAFE static void *elf_find(const char *soname, const char *name)
+/* Find a function `name` defined (and exported) by the loaded object `lm`
+ * itself, not by its dependencies. */
+CUMEMCAP_DLSYM_SAFE static void *elf_lookup(const struct link_map *lm, const char *name)
 {
-	struct link_map *lm = _r_debug.r_map;
-	while (lm && !(lm->l_name && is_file(lm->l_name, soname)))
-		lm = lm->l_next;
 	if (!lm || !lm->l_ld)
 		return NULL;
 
@@ -124,6 +124,15 @@ CUMEMCAP_DLSYM_SAFE static void *elf_find(const char *soname, const char *name)
 				return (void *)(base + symtab[i].st_value);
 	}
 	return NULL;
+}
+
+/* Find a defined function `name` in the loaded object `soname`. */
+CUMEMCAP_DLSYM_SAFE static void *elf_find(const char *soname, const char *name)
+{
+	struct link_map *lm = _r_debug.r_map;
+	while (lm && !(lm->l_name && is_file(lm->l_name, soname)))
+		lm = lm->l_next;
+	return elf_lookup(lm, name);
 }
 
 /* Run-once for libc_resolve(), built on compiler atomics rather than
@@ -205,6 +214,9 @@ static void load_locked(const char *path, int extra_flags)
 
 bool cumemcap_driver_ready(void)
 {
+	/* Every hook passes here: the place to see each thread that uses
+	 * CUDA through the shim. */
+	cumemcap_log_thread();
 	int state = atomic_load_explicit(&loaded, memory_order_acquire);
 	if (state != 0)
 		return state == 1;
@@ -233,4 +245,40 @@ bool cumemcap_driver_owns(const void *sym)
 			return false;
 	}
 	return info.dli_fbase == driver_base;
+}
+
+/* ---- the shim's own functions, and what comes after an object ----------- */
+
+bool cumemcap_driver_self(const void *addr)
+{
+	Dl_info mine, theirs;
+	return addr && dladdr((const void *)cumemcap_driver_self, &mine) && dladdr(addr, &theirs) &&
+	       mine.dli_fbase == theirs.dli_fbase;
+}
+
+void *cumemcap_driver_own(const char *name)
+{
+	static _Atomic(struct link_map *) self;
+	struct link_map *lm = atomic_load_explicit(&self, memory_order_acquire);
+	if (!lm) {
+		Dl_info info;
+		if (!dladdr1((const void *)cumemcap_driver_own, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
+			return NULL;
+		atomic_store_explicit(&self, lm, memory_order_release);
+	}
+	return elf_lookup(lm, name);
+}
+
+void *cumemcap_driver_next(const void *caller, const char *name)
+{
+	Dl_info info;
+	struct link_map *lm = NULL;
+	if (!caller || !dladdr1(caller, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
+		return NULL;
+	for (lm = lm->l_next; lm; lm = lm->l_next) {
+		void *f = elf_lookup(lm, name);
+		if (f)
+			return f;
+	}
+	return NULL;
 }

@@ -64,3 +64,18 @@ bool cumemcap_driver_ready(void);
  * path is the one the shim forwards to). Returns true when `sym` lies in
  * the real driver. */
 bool cumemcap_driver_owns(const void *sym);
+
+/* Whether `addr` lies in the shim itself. */
+bool cumemcap_driver_self(const void *addr);
+
+/* The shim's own exported function `name`. The hook table's pointers are
+ * the symbols as the process binds them, which another library preloaded
+ * before the shim may have taken over; this is the shim's own definition,
+ * found in its own symbol table. NULL when it exports no such function. */
+void *cumemcap_driver_own(const char *name);
+
+/* What dlsym(RTLD_NEXT, name) called from `caller` finds: the first
+ * definition of the function `name` in an object loaded after the
+ * caller's, in load order (the order ld.so searches preloads and their
+ * dependencies). Objects dlopen'ed later are searched too, as if global. */
+void *cumemcap_driver_next(const void *caller, const char *name);

@@ -36,6 +36,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -234,9 +235,7 @@ static void say(struct out *o)
 	if (l.len == l.cap)
 		l.len--;
 	line[l.len++] = '\n';
-	int saved = errno;
-	write_all(STDERR_FILENO, line, l.len);
-	errno = saved;
+	cumemcap_write_stderr(line, l.len);
 }
 
 /* ---- state ---------------------------------------------------------------------------- */
@@ -302,6 +301,11 @@ static bool expand(const char *tmpl, char *dst, size_t len)
 	}
 	dst[o.len] = '\0';
 	return !o.lost;
+}
+
+bool cumemcap_log_expand(const char *tmpl, char *dst, size_t len)
+{
+	return len > 0 && expand(tmpl, dst, len);
 }
 
 /* ---- the file ------------------------------------------------------------------------- */
@@ -383,59 +387,195 @@ static void emit(struct out *o)
 	errno = saved;
 }
 
-/* The directory of the file. In a shared sticky directory such as /tmp
- * (or when we made it), it must be ours: a real directory, not a link,
- * owned by us, writable by nobody else. Its last component is created
- * (0700) when missing. Returns an O_DIRECTORY descriptor or -1 (said). */
+/* The next component of the path at *p ("" and "." are skipped) into
+ * comp; false at the end or when one is longer than a name can be. */
+static bool next_component(const char **p, char *comp, size_t cap, bool *too_long)
+{
+	for (;;) {
+		while (**p == '/')
+			(*p)++;
+		if (!**p)
+			return false;
+		const char *e = *p;
+		while (*e && *e != '/')
+			e++;
+		size_t n = (size_t)(e - *p);
+		if (n >= cap) {
+			*too_long = true;
+			return false;
+		}
+		memcpy(comp, *p, n);
+		comp[n] = '\0';
+		*p = e;
+		if (strcmp(comp, ".") != 0)
+			return true;
+	}
+}
+
+static bool more_components(const char *p)
+{
+	char comp[256];
+	bool too_long = false;
+	return next_component(&p, comp, sizeof(comp), &too_long) || too_long;
+}
+
+/* Why resolve_dir failed: a sentence about `dir` and an errno (0: none). */
+struct dir_failure {
+	const char *what; /* "cannot create", "is a symbolic link", ... */
+	int err;
+	uid_t owner;      /* "is owned by uid" */
+};
+
+/* Open the directory `dir` component by component from "/" (or the
+ * working directory), so that no spelling of the path ("//", "/./", "..",
+ * a link) escapes the check: every directory reached inside a shared one
+ * (writable by others, such as /tmp) is opened O_NOFOLLOW and must be
+ * owned by us or root, and the last one, when it lies in a shared
+ * directory, must be ours and writable by nobody else. A link in a
+ * directory only we (or root) can write is followed, its target walked
+ * the same way. With `create`, a missing last component is made 0700.
+ * Returns an O_DIRECTORY descriptor, or -1 with *fail set and the path up
+ * to the failing component in `at`. Async-signal-safe. */
+static int resolve_dir(const char *dir, bool create, char *at, size_t atcap, struct dir_failure *fail)
+{
+	/* The part not walked yet; a followed link's target goes in front. */
+	char rest[2 * CUMEMCAP_PATH_MAX], comp[256], link[CUMEMCAP_PATH_MAX];
+	size_t dn = strlen(dir);
+	uid_t me = geteuid();
+	unsigned links = 0;
+	if (dn >= sizeof(rest) || dn >= atcap) {
+		*fail = (struct dir_failure){ "", ENAMETOOLONG, 0 };
+		return -1;
+	}
+	memcpy(rest, dir, dn + 1);
+	memcpy(at, dir, dn + 1);
+	int cur = open(rest[0] == '/' ? "/" : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct stat cs, ns;
+	if (cur < 0 || fstat(cur, &cs) != 0) {
+		*fail = (struct dir_failure){ "", errno, 0 };
+		if (cur >= 0)
+			close(cur);
+		return -1;
+	}
+	const char *p = rest;
+	bool too_long = false;
+	while (next_component(&p, comp, sizeof(comp), &too_long)) {
+		/* `at`: the path as written, up to this component, for messages
+		 * (the whole path once a link was followed). */
+		if (links == 0) {
+			size_t n = (size_t)(p - rest);
+			memcpy(at, rest, n);
+			at[n] = '\0';
+		}
+		bool last = !more_components(p);
+		bool shared = (cs.st_mode & S_IWOTH) != 0;
+		int next = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		int e = errno;
+		if (next < 0 && e == ENOENT && last && create) {
+			if (mkdirat(cur, comp, 0700) != 0 && errno != EEXIST) {
+				*fail = (struct dir_failure){ "cannot create", errno, 0 };
+				goto fail;
+			}
+			next = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			e = errno;
+		}
+		if (next < 0) {
+			struct stat ls;
+			if (fstatat(cur, comp, &ls, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISLNK(ls.st_mode)) {
+				*fail = (struct dir_failure){ e == ENOENT || e == ENOTDIR ? "cannot create" : "", e, 0 };
+				goto fail;
+			}
+			if (shared) {
+				*fail = (struct dir_failure){ "is a symbolic link", 0, 0 };
+				goto fail;
+			}
+			/* A link in a private directory: walk its target instead. */
+			ssize_t ln = readlinkat(cur, comp, link, sizeof(link));
+			size_t tail = strlen(p);
+			if (++links > 40 || ln <= 0 || (size_t)ln >= sizeof(link) ||
+			    (size_t)ln + 1 + tail >= sizeof(rest)) {
+				*fail = (struct dir_failure){ "", ln <= 0 ? errno : ELOOP, 0 };
+				goto fail;
+			}
+			memmove(rest + ln + 1, p, tail + 1);
+			memcpy(rest, link, (size_t)ln);
+			rest[ln] = '/';
+			p = rest;
+			if (link[0] == '/') {
+				close(cur);
+				cur = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+				if (cur < 0 || fstat(cur, &cs) != 0) {
+					*fail = (struct dir_failure){ "", errno, 0 };
+					goto fail;
+				}
+			}
+			continue;
+		}
+		if (fstat(next, &ns) != 0) {
+			*fail = (struct dir_failure){ "", errno, 0 };
+			close(next);
+			goto fail;
+		}
+		if (shared && (last ? ns.st_uid != me : ns.st_uid != me && ns.st_uid != 0)) {
+			*fail = (struct dir_failure){ "is owned by uid", 0, ns.st_uid };
+			close(next);
+			goto fail;
+		}
+		if (shared && last && (ns.st_mode & (S_IWGRP | S_IWOTH))) {
+			*fail = (struct dir_failure){ "is writable by other users", 0, 0 };
+			close(next);
+			goto fail;
+		}
+		close(cur);
+		cur = next;
+		cs = ns;
+	}
+	if (too_long) {
+		*fail = (struct dir_failure){ "", ENAMETOOLONG, 0 };
+		goto fail;
+	}
+	return cur;
+fail:
+	if (cur >= 0)
+		close(cur);
+	return -1;
+}
+
+/* Put why resolve_dir failed on `dir`: "<at> is a symbolic link (...)". */
+static void put_failure(struct out *o, const char *dir, const char *at, const struct dir_failure *f)
+{
+	bool refusal = f->what[0] && strcmp(f->what, "cannot create") != 0;
+	if (strcmp(f->what, "cannot create") == 0) {
+		put_s(o, "cannot create ");
+		put_s(o, dir);
+	} else {
+		put_s(o, refusal ? at : dir);
+	}
+	if (refusal) {
+		put_s(o, " ");
+		put_s(o, f->what);
+		if (strcmp(f->what, "is owned by uid") == 0) {
+			put_s(o, " ");
+			put_u(o, f->owner);
+			put_s(o, ", not ");
+			put_u(o, geteuid());
+		}
+		put_s(o, " (a shared directory must hold a private one)");
+	}
+}
+
+/* The log's directory, made when missing; -1 when refused (said). */
 static int open_dir(const char *dir)
 {
-	bool made = mkdir(dir, 0700) == 0;
-	if (!made && errno != EEXIST) {
-		char what[CUMEMCAP_PATH_MAX + 32];
-		struct out o = OUT(what);
-		put_s(&o, "cannot create ");
-		put_s(&o, dir);
-		say_off(cstr(&o), errno);
-		return -1;
-	}
-	char parent[CUMEMCAP_PATH_MAX];
-	snprintf(parent, sizeof(parent), "%s", dir);
-	char *slash = strrchr(parent, '/');
-	if (slash)
-		slash[slash == parent] = '\0';
-	else
-		snprintf(parent, sizeof(parent), ".");
-	struct stat ps, st;
-	bool shared = made || (stat(parent, &ps) == 0 && (ps.st_mode & S_ISVTX) && (ps.st_mode & S_IWOTH));
-	char why[CUMEMCAP_PATH_MAX + 64];
+	char at[CUMEMCAP_PATH_MAX];
+	struct dir_failure f;
+	int fd = resolve_dir(dir, true, at, sizeof(at), &f);
+	if (fd >= 0)
+		return fd;
+	char why[2 * CUMEMCAP_PATH_MAX + 64];
 	struct out o = OUT(why);
-	put_s(&o, dir);
-	if (shared && lstat(dir, &st) == 0 && S_ISLNK(st.st_mode)) {
-		put_s(&o, " is a symbolic link");
-		goto refuse;
-	}
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (shared ? O_NOFOLLOW : 0));
-	if (fd < 0) {
-		int e = errno;
-		say_off(cstr(&o), e);
-		return -1;
-	}
-	if (shared && fstat(fd, &st) == 0 && (st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)))) {
-		if (st.st_uid != geteuid()) {
-			put_s(&o, " is owned by uid ");
-			put_u(&o, st.st_uid);
-			put_s(&o, ", not ");
-			put_u(&o, geteuid());
-		} else {
-			put_s(&o, " is writable by other users");
-		}
-		close(fd);
-		goto refuse;
-	}
-	return fd;
-refuse:
-	put_s(&o, " (a shared directory must hold a private one)");
-	say_off(cstr(&o), 0);
+	put_failure(&o, dir, at, &f);
+	say_off(cstr(&o), f.err);
 	return -1;
 }
 
@@ -544,6 +684,75 @@ static void on_fatal(int sig, siginfo_t *info, void *uc)
 	errno = saved;
 }
 
+/* Alternate signal stacks: a stack overflow raises SIGSEGV with no stack
+ * left to run a handler on, so without one the exit record is lost. Each
+ * thread the shim sees once the handlers are armed (the one that arms
+ * them, and every thread that enters a hook) gets one, unless it has one
+ * already (the program's, a runtime's or a sanitizer's stays). Freed when
+ * the thread ends; the main thread's lives as long as the process. */
+#define ALTSTACK_BYTES (64u * 1024)
+static _Atomic bool signals_armed;
+static __thread __attribute__((tls_model("initial-exec"))) bool altstack_seen;
+static pthread_key_t altstack_key;
+static pthread_once_t altstack_once = PTHREAD_ONCE_INIT;
+static bool altstack_key_ok;
+
+static size_t altstack_size(void)
+{
+	long min = sysconf(_SC_SIGSTKSZ), page = sysconf(_SC_PAGESIZE);
+	size_t size = ALTSTACK_BYTES;
+	if (min > 0 && (size_t)min * 4 > size)
+		size = (size_t)min * 4;
+	return page > 0 ? (size + (size_t)page - 1) / (size_t)page * (size_t)page : size;
+}
+
+/* Thread exit: the stack is ours to drop only if it is still in place
+ * and not in use; the guard page goes with it. */
+static void altstack_free(void *mem)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	stack_t cur;
+	if (sigaltstack(NULL, &cur) == 0 && (char *)cur.ss_sp == (char *)mem + page) {
+		if (cur.ss_flags & SS_ONSTACK)
+			return;
+		stack_t off = { .ss_flags = SS_DISABLE };
+		sigaltstack(&off, NULL);
+	}
+	munmap(mem, altstack_size() + (size_t)page);
+}
+
+static void altstack_make_key(void)
+{
+	altstack_key_ok = pthread_key_create(&altstack_key, altstack_free) == 0;
+}
+
+void cumemcap_log_thread(void)
+{
+	if (altstack_seen || !atomic_load_explicit(&signals_armed, memory_order_relaxed))
+		return;
+	altstack_seen = true;
+	int saved = errno;
+	stack_t cur;
+	if (sigaltstack(NULL, &cur) != 0 || !(cur.ss_flags & SS_DISABLE))
+		goto out;
+	pthread_once(&altstack_once, altstack_make_key);
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), size = altstack_size();
+	char *mem = mmap(NULL, size + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK,
+			 -1, 0);
+	if (mem == MAP_FAILED)
+		goto out;
+	mprotect(mem, page, PROT_NONE); /* an overflow of the handler faults, not corrupts */
+	stack_t ss = { .ss_sp = mem + page, .ss_size = size, .ss_flags = 0 };
+	if (sigaltstack(&ss, NULL) != 0) {
+		munmap(mem, size + page);
+		goto out;
+	}
+	if (altstack_key_ok)
+		pthread_setspecific(altstack_key, mem);
+out:
+	errno = saved;
+}
+
 /* Installed at the first GPU use, not in the constructor: a process that
  * never uses CUDA is left as it was, and an interpreter that installs its
  * own handlers only over the default (CPython's SIGINT ->
@@ -569,6 +778,8 @@ static void arm_signals(void)
 		previous[i] = cur;
 		sigaction(fatal[i], &act, &previous[i]);
 	}
+	atomic_store(&signals_armed, true);
+	cumemcap_log_thread();
 }
 
 /* ---- records -------------------------------------------------------------------------- */
@@ -858,7 +1069,21 @@ struct figure {
 static pthread_mutex_t tick_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t next_due; /* CLOCK_MONOTONIC ms; 0: not scheduled */
 static _Atomic int metrics_state;
-static char metrics_path[CUMEMCAP_PATH_MAX], metrics_tmp[CUMEMCAP_PATH_MAX + 8];
+static char metrics_path[CUMEMCAP_PATH_MAX], metrics_dir[CUMEMCAP_PATH_MAX];
+static char metrics_name[CUMEMCAP_PATH_MAX], metrics_tmp[CUMEMCAP_PATH_MAX + 8];
+
+/* The metrics file goes away with the process: through its checked
+ * directory, quietly (this may run in a signal handler). */
+static void metrics_unlink(void)
+{
+	char at[CUMEMCAP_PATH_MAX];
+	struct dir_failure df;
+	int dfd = resolve_dir(metrics_dir, false, at, sizeof(at), &df);
+	if (dfd >= 0) {
+		unlinkat(dfd, metrics_name, 0);
+		close(dfd);
+	}
+}
 
 static int gather(struct figure *f)
 {
@@ -999,15 +1224,34 @@ static void write_metrics(const struct figure *f, int n)
 			metrics_off("the expanded path is too long", 0);
 			return;
 		}
-		snprintf(metrics_tmp, sizeof(metrics_tmp), "%s.tmp", metrics_path);
+		const char *slash = strrchr(metrics_path, '/');
+		size_t dn = slash ? (size_t)(slash - metrics_path) : 0;
+		memcpy(metrics_dir, slash ? metrics_path : ".", slash ? (dn ? dn : 1) : 1);
+		metrics_dir[slash ? (dn ? dn : 1) : 1] = '\0';
+		snprintf(metrics_name, sizeof(metrics_name), "%s", slash ? slash + 1 : metrics_path);
+		snprintf(metrics_tmp, sizeof(metrics_tmp), "%s.tmp", metrics_name);
 		atomic_store(&metrics_state, OPEN);
 	}
 	if (atomic_load(&metrics_state) != OPEN)
 		return;
-	unlink(metrics_tmp);
-	int fd = open(metrics_tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	/* The directory is checked again for every write: it is a path. */
+	char at[CUMEMCAP_PATH_MAX];
+	struct dir_failure df;
+	int dfd = resolve_dir(metrics_dir, false, at, sizeof(at), &df);
+	if (dfd < 0) {
+		char why[2 * CUMEMCAP_PATH_MAX + 64];
+		struct out wo = OUT(why);
+		put_failure(&wo, metrics_dir, at, &df);
+		if (df.err)
+			put_s(&wo, ": ");
+		metrics_off(cstr(&wo), df.err);
+		return;
+	}
+	unlinkat(dfd, metrics_tmp, 0);
+	int fd = openat(dfd, metrics_tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		metrics_off("", errno);
+		close(dfd);
 		return;
 	}
 	static char buf[16 * 1024];
@@ -1047,14 +1291,15 @@ static void write_metrics(const struct figure *f, int n)
 	int err = o.lost || !write_all(fd, o.p, o.len) ? (errno ? errno : EIO) : 0;
 	if (close(fd) != 0 && !err)
 		err = errno;
-	if (!err && rename(metrics_tmp, metrics_path) != 0)
+	if (!err && renameat(dfd, metrics_tmp, dfd, metrics_name) != 0)
 		err = errno;
 	if (err) {
-		unlink(metrics_tmp);
+		unlinkat(dfd, metrics_tmp, 0);
 		metrics_off("", err);
 	} else if (atomic_load(&metrics_state) != OPEN) {
-		unlink(metrics_path); /* the process ended meanwhile */
+		unlinkat(dfd, metrics_name, 0); /* the process ended meanwhile */
 	}
+	close(dfd);
 }
 
 uint32_t cumemcap_log_tick(uint64_t now_ms)
@@ -1219,7 +1464,7 @@ void cumemcap_log_exit(int signo)
 			exit_record(signo);
 		/* A finished process leaves no stale series behind. */
 		if (atomic_exchange(&metrics_state, OFF) == OPEN)
-			unlink(metrics_path);
+			metrics_unlink();
 	}
 	errno = saved;
 }
@@ -1242,8 +1487,13 @@ void cumemcap_log_fork_child(void)
 {
 	pthread_mutex_unlock(&tick_lock);
 	pthread_mutex_unlock(&open_lock);
-	if (atomic_load(&file_state) == OPEN)
-		close(file_fd); /* the parent's file: not ours to write */
+	/* The parent's file is not ours to write: close it, but only if the
+	 * descriptor still is that file (the program may have closed the
+	 * number and reused it, as write_record checks). */
+	struct stat st;
+	if (atomic_load(&file_state) == OPEN && file_fd >= 0 && fstat(file_fd, &st) == 0 &&
+	    st.st_dev == file_dev && st.st_ino == file_ino)
+		close(file_fd);
 	file_fd = -1;
 	atomic_store(&file_state, CLOSED);
 	atomic_store(&metrics_state, CLOSED);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* The library constructor: policy is built, nothing else is done yet. */
@@ -20,6 +21,12 @@ void cumemcap_log_init(void);
 /* A GPU became known (its facts are in cumemcap_device_info(dev)). The
  * first call writes the start record. Called from any hook thread. */
 void cumemcap_log_device(int dev);
+
+/* The calling thread entered the shim (every hook calls this): once the
+ * fatal-signal handlers are armed, give it an alternate signal stack if it
+ * has none, so a stack overflow still writes the exit record. One
+ * thread-local load when done. */
+void cumemcap_log_thread(void);
 
 /* The arenas took (taken=true) or gave back a segment of `bytes`. */
 void cumemcap_log_segment(int dev, bool taken, uint64_t bytes);
@@ -48,3 +55,10 @@ void cumemcap_log_exit(int signo);
 void cumemcap_log_fork_prepare(void);
 void cumemcap_log_fork_parent(void);
 void cumemcap_log_fork_child(void);
+
+/* A path template (checked by cumemcap_parse_template) with %p, %u, %h, %n
+ * and %% expanded into dst, as the log and metrics files are named; a host
+ * or program name never adds a directory level ('/' becomes '_'). False
+ * when it does not fit in `len` bytes (dst is then cut, still terminated).
+ * For the fuzz target; the log uses it internally. */
+bool cumemcap_log_expand(const char *tmpl, char *dst, size_t len);

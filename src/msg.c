@@ -2,9 +2,40 @@
 #include "msg.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
+
+void cumemcap_write_stderr(const char *b, size_t n)
+{
+	int saved = errno;
+	sigset_t pipe_set, old, pending;
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+	bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+	while (n) {
+		ssize_t w = write(STDERR_FILENO, b, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		b += w;
+		n -= (size_t)w;
+	}
+	/* Our write raised it (EPIPE): take it back before unblocking. One
+	 * the program had pending already is left for the program. */
+	if (!was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
+		struct timespec now = { 0, 0 };
+		sigtimedwait(&pipe_set, NULL, &now);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = saved;
+}
 
 CUMEMCAP_PRINTF(1, 0) static void emit(const char *fmt, va_list ap)
 {
@@ -15,16 +46,7 @@ CUMEMCAP_PRINTF(1, 0) static void emit(const char *fmt, va_list ap)
 	if (len > sizeof(line) - 2)
 		len = sizeof(line) - 2;
 	line[len++] = '\n';
-	int saved = errno;
-	for (size_t off = 0; off < len;) {
-		ssize_t w = write(STDERR_FILENO, line + off, len - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			break;
-		off += (size_t)w;
-	}
-	errno = saved;
+	cumemcap_write_stderr(line, len);
 }
 
 void cumemcap_msg(const char *fmt, ...)

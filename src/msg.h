@@ -12,6 +12,11 @@
 
 #define CUMEMCAP_PRINTF(a, b) __attribute__((format(printf, a, b)))
 
+/* Write to stderr until done or an error, errno kept, and without raising
+ * SIGPIPE in the program when nobody reads it (SIGPIPE blocked around the
+ * write, one it raised consumed, the mask restored). Async-signal-safe. */
+void cumemcap_write_stderr(const char *b, size_t n);
+
 /* "cumemcap: <text>\n" on stderr. */
 void cumemcap_msg(const char *fmt, ...) CUMEMCAP_PRINTF(1, 2);
 

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cfgfile.h"
@@ -522,15 +524,93 @@ bool cumemcap_policy_build(struct cumemcap_policy *out, cumemcap_getenv_fn get,
 	return ok;
 }
 
-void cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, char *out, size_t len)
+bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, char *out, size_t len,
+				 char *err, size_t errlen)
 {
 	const char *named = get("CUMEMCAP_CONFIG");
-	if (named)
-		snprintf(out, len, "%s", named);
-	else if (fallback && access(fallback, F_OK) == 0)
-		snprintf(out, len, "%s", fallback);
-	else if (len)
-		out[0] = '\0';
+	const char *path = named;
+	struct stat st;
+	/* The default counts as there when anything is at its path, a
+	 * dangling link included: reading it then fails with a reason, and
+	 * the process must not silently run without the limits it holds. */
+	if (!path && fallback && lstat(fallback, &st) == 0)
+		path = fallback;
+	if (!path)
+		path = "";
+	if (strlen(path) >= len) {
+		char q[256];
+		if (named)
+			snprintf(err, errlen, "CUMEMCAP_CONFIG=\"%s...\": the path is longer than %zu bytes; "
+				 "accepted: a path of at most %zu bytes", Q(q, path), len - 1, len - 1);
+		else
+			snprintf(err, errlen, "%s: the path is longer than %zu bytes", Q(q, path), len - 1);
+		if (len)
+			out[0] = '\0';
+		return false;
+	}
+	memcpy(out, path, strlen(path) + 1);
+	return true;
+}
+
+static const char *no_env(const char *name)
+{
+	(void)name;
+	return NULL;
+}
+
+/* A parse error of a trusted file, without its text: "path:line: ...". */
+static void withhold(const char *path, char *err, size_t errlen)
+{
+	size_t n = strlen(path);
+	unsigned line = 0;
+	if (strncmp(err, path, n) == 0 && err[n] == ':')
+		line = (unsigned)strtoul(err + n + 1, NULL, 10);
+	snprintf(err, errlen,
+		 "%s:%u: not a valid setting (under secure execution the line is not shown; "
+		 "check the file with cumemcap --check-config)", path, line);
+}
+
+bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_fn get, bool secure,
+				   const char *default_path, uid_t owner, const char *program,
+				   char *err, size_t errlen, char *note, size_t notelen)
+{
+	if (notelen)
+		note[0] = '\0';
+	if (!secure) {
+		char path[CUMEMCAP_PATH_MAX];
+		if (!cumemcap_policy_config_path(get, default_path, path, sizeof(path), err, errlen))
+			return false;
+		return cumemcap_policy_build(out, get, path, program, err, errlen);
+	}
+	/* Secure execution: the caller chose the environment, so nothing of
+	 * it counts; only a file root alone can change does. */
+	char *text = NULL;
+	size_t len = 0;
+	int r = default_path && default_path[0]
+			? cumemcap_config_read_trusted(default_path, owner, &text, &len, note, notelen)
+			: 0;
+	bool ok;
+	if (r == 1) {
+		ok = cumemcap_policy_build_from_text(out, no_env, default_path, text, len, program, err,
+						     errlen);
+		if (!ok)
+			withhold(default_path, err, errlen);
+	} else {
+		if (r < 0) {
+			size_t n = strlen(note);
+			snprintf(note + n, notelen - n, "; under secure execution no limits apply");
+		}
+		ok = cumemcap_policy_build_from_text(out, no_env, "", "", 0, program, err, errlen);
+	}
+	free(text);
+	if (ok) {
+		out->secure = true;
+		/* No file the caller could pick the name or the place of
+		 * (argv is in the name): only a log the file asks for. */
+		if (out->log_src.origin == CUMEMCAP_FROM_DEFAULT)
+			out->log = CUMEMCAP_LOG_OFF;
+	}
+	return ok;
 }
 
 /* A rule list's match for this GPU, with the rule's source. */
@@ -709,16 +789,20 @@ static void program_from_proc(char *out, size_t len)
 
 static void policy_init(void)
 {
-	static char err[2048];
-	static char path[CUMEMCAP_PATH_MAX];
+	static char err[2048], note[CUMEMCAP_PATH_MAX + 256];
 	static char program[CUMEMCAP_PROGRAM_MAX];
-	cumemcap_policy_config_path(env_get, CUMEMCAP_DEFAULT_CONFIG, path, sizeof(path));
+	/* AT_SECURE: setuid, setgid or file capabilities; the kernel's and
+	 * ld.so's own notion, the one that makes ld.so ignore LD_LIBRARY_PATH. */
+	bool secure = getauxval(AT_SECURE) != 0;
 	if (saved_argv)
 		cumemcap_program_name(saved_argc, saved_argv, program, sizeof(program));
 	else
 		program_from_proc(program, sizeof(program));
-	if (!cumemcap_policy_build(&the_policy, env_get, path, program, err, sizeof(err)))
+	if (!cumemcap_policy_build_process(&the_policy, env_get, secure, CUMEMCAP_DEFAULT_CONFIG, 0,
+					   program, err, sizeof(err), note, sizeof(note)))
 		cumemcap_fatal("%s", err);
+	if (note[0])
+		cumemcap_msg("%s", note);
 	atomic_store_explicit(&policy_ready, true, memory_order_release);
 }
 

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "parse.h"
 
@@ -127,6 +128,7 @@ struct cumemcap_policy {
 	uint32_t log_interval_ms;
 	char metrics_path[CUMEMCAP_PATH_MAX]; /* the template; "" = off */
 	bool debug_doors;
+	bool secure; /* built for secure execution (AT_SECURE) */
 	struct cumemcap_source growth_src, pool_src, release_src, hints_src, log_src, interval_src,
 		metrics_src, debug_src;
 };
@@ -141,10 +143,11 @@ const char *cumemcap_policy_pool_name(enum cumemcap_pool_mode m);
 typedef const char *(*cumemcap_getenv_fn)(const char *name);
 
 /* The configuration file to read: CUMEMCAP_CONFIG when set (empty: none),
- * else `fallback` (normally /etc/cumemcap.conf) when it exists, else none
- * (""). */
-void cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, char *out,
-				 size_t len);
+ * else `fallback` (normally /etc/cumemcap.conf) when anything is at that
+ * path (a dangling link too: reading it is then an error), else none ("").
+ * A path that does not fit in `len` is an error naming it, never cut. */
+bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, char *out, size_t len,
+				 char *err, size_t errlen);
 
 /* Build a policy for `program` (see cumemcap_program_name) from the
  * environment and, when `config_path` is not empty, that file. On error
@@ -152,6 +155,20 @@ void cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, c
  * "path:line", the value, and what is accepted. */
 bool cumemcap_policy_build(struct cumemcap_policy *out, cumemcap_getenv_fn get,
 			   const char *config_path, const char *program, char *err, size_t errlen);
+
+/* The process's policy as the library builds it. Not secure: as
+ * cumemcap_policy_build with CUMEMCAP_CONFIG or else `default_path`.
+ * Secure (AT_SECURE: setuid, setgid, capabilities): the environment is
+ * not read at all; `default_path` applies only when it and its directory
+ * are owned by `owner` (root) and writable by nobody else, and a log is
+ * written only where that file asks. A file that is there but not trusted
+ * means no limits, with a line in `note` naming the file and why (never
+ * its contents); a trusted file with a bad line is an error naming
+ * path:line without the line's text. The library passes getauxval(AT_SECURE)
+ * and uid 0; the unit tests pass their own. */
+bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_fn get, bool secure,
+				   const char *default_path, uid_t owner, const char *program,
+				   char *err, size_t errlen, char *note, size_t notelen);
 
 /* Parse configuration text as if read from `path` (for tests and fuzzing). */
 bool cumemcap_policy_build_from_text(struct cumemcap_policy *out, cumemcap_getenv_fn get,

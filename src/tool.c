@@ -40,9 +40,19 @@ static int check_config(const char *file)
 {
 	char path[CUMEMCAP_PATH_MAX];
 	if (file) {
+		if (strlen(file) >= sizeof(path)) {
+			fprintf(stderr, "cumemcap: %.200s...: the path is longer than %zu bytes\n", file,
+				sizeof(path) - 1);
+			return 1;
+		}
 		snprintf(path, sizeof(path), "%s", file);
 	} else {
-		cumemcap_policy_config_path(env_get, CUMEMCAP_DEFAULT_CONFIG, path, sizeof(path));
+		char err[2048];
+		if (!cumemcap_policy_config_path(env_get, CUMEMCAP_DEFAULT_CONFIG, path, sizeof(path), err,
+						 sizeof(err))) {
+			fprintf(stderr, "cumemcap: %s\n", err);
+			return 1;
+		}
 		if (!path[0]) {
 			fprintf(stderr, "cumemcap: no configuration file to check (CUMEMCAP_CONFIG is "
 					"not set and %s does not exist)\n", CUMEMCAP_DEFAULT_CONFIG);
@@ -117,9 +127,10 @@ static int print_config(int argc, char **argv)
 {
 	static struct cumemcap_policy p;
 	char path[CUMEMCAP_PATH_MAX], program[CUMEMCAP_PROGRAM_MAX], err[2048], where[CUMEMCAP_PATH_MAX + 16];
-	cumemcap_policy_config_path(env_get, CUMEMCAP_DEFAULT_CONFIG, path, sizeof(path));
 	cumemcap_program_name(argc, argv, program, sizeof(program));
-	if (!cumemcap_policy_build(&p, env_get, path, program, err, sizeof(err))) {
+	if (!cumemcap_policy_config_path(env_get, CUMEMCAP_DEFAULT_CONFIG, path, sizeof(path), err,
+					 sizeof(err)) ||
+	    !cumemcap_policy_build(&p, env_get, path, program, err, sizeof(err))) {
 		fprintf(stderr, "cumemcap: %s\n", err);
 		return 1;
 	}

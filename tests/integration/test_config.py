@@ -108,6 +108,36 @@ class Config(unittest.TestCase):
         self.assertEqual(p.stdout, "")
         self.assertIn('CUMEMCAP_CONFIG="/nonexistent/cumemcap.conf"', p.stderr)
 
+    def test_fifo_or_directory_refused_without_hanging(self):
+        fifo = os.path.join(self.dir.name, "rules.fifo")
+        os.mkfifo(fifo)
+        for path in (fifo, self.dir.name):
+            with self.subTest(path=path):
+                p = self.run_probe("train.py", path)     # timeout=60: a hang fails
+                self.assertEqual((p.returncode, p.stdout), (125, ""))
+                self.assertEqual(p.stderr, 'cumemcap: CUMEMCAP_CONFIG="%s": %s: not a regular file\n'
+                                 % (path, path))
+                c = subprocess.run([LAUNCHER, "--check-config", path], env=self.env({}),
+                                   capture_output=True, text=True, timeout=60)
+                self.assertEqual(c.returncode, 1)
+                self.assertEqual(c.stderr, "cumemcap: %s: not a regular file\n" % path)
+
+    def test_long_path_refused_not_cut(self):
+        # The first 1023 bytes of the path name a file with another limit.
+        d = self.dir.name
+        while len(d) < 1023 - 250:
+            d = os.path.join(d, "d" * 200)
+            os.mkdir(d)
+        cut = os.path.join(d, "x" * (1023 - len(d) - 1))
+        self.assertEqual(len(cut), 1023)
+        with open(cut, "w") as f:
+            f.write("limit = 7GiB\n")
+        p = self.run_probe("train.py", cut + ".real.conf", args=[str(2 * GiB)])
+        self.assertEqual((p.returncode, p.stdout), (125, ""), p.stderr)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        self.assertIn("CUMEMCAP_CONFIG=", p.stderr)
+        self.assertIn("longer than 1023 bytes", p.stderr)
+
     def test_selector_for_an_absent_gpu_reported_once(self):
         conf = self.write_conf("limit = 4GiB\n[device 7]\nlimit = 1GiB\n")
         p = self.run_probe("other.py", conf)

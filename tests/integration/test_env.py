@@ -20,14 +20,19 @@ EXTRA = os.environ.get("LD_PRELOAD_EXTRA", "")
 CONFIG_EXIT = 125
 
 
-def run(argv, env_add=None, with_fake=True):
+def shim_env(env_add=None, with_fake=True):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_", "TF_FORCE_GPU", "XLA_PYTHON_CLIENT"))}
     env["LD_PRELOAD"] = (EXTRA + ":" if EXTRA else "") + SHIM
     if with_fake:
         env["LD_LIBRARY_PATH"] = FAKE_DIR
     env.update(env_add or {})
-    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    return env
+
+
+def run(argv, env_add=None, with_fake=True):
+    return subprocess.run(argv, env=shim_env(env_add, with_fake), capture_output=True, text=True,
+                          timeout=60)
 
 
 class BadConfiguration(unittest.TestCase):
@@ -103,6 +108,20 @@ class HostileEnvironments(unittest.TestCase):
     def test_driver_untouched_without_cuda_use(self):
         p = run([NOCUDA], {"CUMEMCAP_LIMIT": "4GiB", "CUMEMCAP_DEVICE_LIMITS": "0=1GiB"})
         self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_stderr_nobody_reads_raises_no_sigpipe(self):
+        # CUMEMCAP_LOG=stderr, a refusal line and the exit summary, into a
+        # pipe whose reader is gone: the program's exit status is its own.
+        r, w = os.pipe()
+        os.close(r)
+        env = {"FAKECUDA_DEVICES": "4GiB", "CUMEMCAP_LIMIT": "1GiB", "CUMEMCAP_LOG": "stderr",
+               "CUMEMCAP_RELEASE": "immediate"}
+        try:
+            p = subprocess.run([LIMIT_PROG, "dlsym"], env=shim_env(env), stdout=subprocess.PIPE,
+                               stderr=w, timeout=60)
+        finally:
+            os.close(w)
+        self.assertEqual(p.returncode, 0, "killed by signal %d" % -p.returncode if p.returncode < 0 else "")
 
     def test_rule_for_an_absent_gpu_is_reported_once(self):
         # The same settings may serve machines with other cards: not fatal,

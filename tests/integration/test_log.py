@@ -106,6 +106,26 @@ while args:
             r = cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(1 << 20))
             sys.exit(0 if r != 0 else 1)   # the fake is unusable after fork, like the real driver
         out(op="fork", status=os.waitpid(pid, 0)[1])
+    elif op == "reusefd":               # close the log's descriptor, reuse its number, fork
+        links = {}
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                links[int(fd)] = os.readlink("/proc/self/fd/" + fd)
+            except OSError:
+                pass                     # listdir's own descriptor
+        logfd = next(fd for fd, target in links.items() if target.endswith(".jsonl"))
+        os.close(logfd)
+        tmp = os.open(args.pop(0), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        mine = os.dup2(tmp, logfd)
+        os.close(tmp)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.write(mine, b"child\n")
+                os._exit(0)
+            except OSError:
+                os._exit(3)
+        out(op="reusefd", status=os.waitpid(pid, 0)[1])
     elif op == "readmetrics":           # read the metrics file for S seconds
         path, secs = args.pop(0), float(args.pop(0))
         seen, end = [], time.time() + secs
@@ -419,6 +439,34 @@ class Log(unittest.TestCase):
                 if "link" not in says:
                     self.assertEqual(os.listdir(mine), [])
 
+    def test_no_spelling_of_a_path_escapes_the_shared_directory_check(self):
+        # Another user's link where our private directory should be: no
+        # spelling of the template ("//", "/./", a link to the shared
+        # directory) may reach through it, for the log or the metrics.
+        shared = os.path.join(self.dir, "shared")
+        os.mkdir(shared)
+        os.chmod(shared, 0o1777)
+        elsewhere = os.path.join(self.dir, "elsewhere")
+        os.mkdir(elsewhere)
+        os.symlink(elsewhere, os.path.join(shared, "cm-%d" % os.geteuid()))
+        via = os.path.join(self.dir, "via")
+        os.symlink(shared, via)              # a link in a private directory is followed, then checked
+        steps = ["init", "ctx", "0", "alloc", str(2 * MiB), "sleep", "0.3", "print", "done"]
+        base = self.run_probe(steps, {"CUMEMCAP_LOG": "off"})
+        for tmpl in (shared + "/cm-%u//%p.jsonl", shared + "/cm-%u/./%p.jsonl",
+                     shared + "//cm-%u/%p.jsonl", shared + "/./cm-%u/.//%p.jsonl",
+                     via + "/cm-%u/%p.jsonl", via + "/../shared/cm-%u/%p.jsonl"):
+            for var in ("CUMEMCAP_LOG", "CUMEMCAP_METRICS"):
+                with self.subTest(tmpl=tmpl, var=var):
+                    env = {var: tmpl}
+                    if var == "CUMEMCAP_METRICS":
+                        env.update({"CUMEMCAP_LOG": "off", "CUMEMCAP_LOG_INTERVAL": "0.1"})
+                    p = self.run_probe(steps, env)
+                    self.assertEqual(p.seen, base.seen)
+                    self.assertEqual(p.err.count("\n"), 1, p.err)
+                    self.assertIn("is a symbolic link (a shared directory must hold a private one)", p.err)
+                    self.assertEqual(os.listdir(elsewhere), [])
+
     def test_unwritable_path_one_line_program_unchanged(self):
         afile = os.path.join(self.dir, "afile")
         open(afile, "w").close()
@@ -563,6 +611,18 @@ class Log(unittest.TestCase):
         recs = self.the_log(p)             # only the parent's file, only the parent's records
         self.check_common(recs, p.pid)
         self.assertEqual(sum(r["type"] == "exit" for r in recs), 1)
+
+    def test_fork_child_keeps_a_reused_descriptor(self):
+        # The program closed the log's descriptor and opened its own file
+        # under the same number: the child's copy is the program's.
+        log = os.path.join(self.dir, "%p.jsonl")
+        mine = os.path.join(self.dir, "mine.txt")
+        p = self.run_probe(["init", "ctx", "0", "alloc", str(2 * MiB), "reusefd", mine],
+                           {"CUMEMCAP_LOG": log})
+        self.assertEqual(p.returncode, 0, p.err)
+        self.assertEqual(p.stdout_lines[-1]["status"], 0, "the child's write failed")
+        with open(mine) as f:
+            self.assertEqual(f.read(), "child\n")
 
     def test_metrics_file_well_formed_and_replaced_whole(self):
         steps = ["init", "ctx", "0", "alloc", str(512 * MiB), "readmetrics", "@", "0.7"]

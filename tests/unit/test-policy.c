@@ -428,17 +428,17 @@ START_TEST(policy_config_path_choice)
 	close(fd);
 	static const char *const named[] = { "CUMEMCAP_CONFIG", "/srv/rules.conf", NULL };
 	fake_env = named;
-	cumemcap_policy_config_path(get, fallback, path, sizeof(path));
+	ck_assert(cumemcap_policy_config_path(get, fallback, path, sizeof(path), err, sizeof(err)));
 	ck_assert_str_eq(path, "/srv/rules.conf");
 	static const char *const empty[] = { "CUMEMCAP_CONFIG", "", NULL };
 	fake_env = empty;
-	cumemcap_policy_config_path(get, fallback, path, sizeof(path));
+	ck_assert(cumemcap_policy_config_path(get, fallback, path, sizeof(path), err, sizeof(err)));
 	ck_assert_str_eq(path, "");
 	fake_env = no_env;
-	cumemcap_policy_config_path(get, fallback, path, sizeof(path));
+	ck_assert(cumemcap_policy_config_path(get, fallback, path, sizeof(path), err, sizeof(err)));
 	ck_assert_str_eq(path, fallback);
 	unlink(fallback);
-	cumemcap_policy_config_path(get, fallback, path, sizeof(path));
+	ck_assert(cumemcap_policy_config_path(get, fallback, path, sizeof(path), err, sizeof(err)));
 	ck_assert_str_eq(path, "");
 }
 END_TEST
