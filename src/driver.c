@@ -8,7 +8,6 @@
  * shim's constructor. */
 #include "config.h"
 #include "driver.h"
-#include "log.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -214,9 +213,6 @@ static void load_locked(const char *path, int extra_flags)
 
 bool cumemcap_driver_ready(void)
 {
-	/* Every hook passes here: the place to see each thread that uses
-	 * CUDA through the shim. */
-	cumemcap_log_thread();
 	int state = atomic_load_explicit(&loaded, memory_order_acquire);
 	if (state != 0)
 		return state == 1;

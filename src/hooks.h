@@ -3,10 +3,14 @@
 
 #include "driver.h"
 #include "life.h"
+#include "log.h"
 
-/* Without a driver there is nothing to forward to. */
+/* Without a driver there is nothing to forward to. Every hook starts
+ * here: the place where the log sees each thread that uses CUDA through
+ * the shim (cumemcap_log_thread: an alternate signal stack). */
 #define NEED(sym)                                               \
 	do {                                                    \
+		cumemcap_log_thread();                          \
 		if (!cumemcap_driver_ready() || !real_##sym)    \
 			return CUDA_ERROR_NOT_INITIALIZED;      \
 	} while (0)

@@ -691,8 +691,8 @@ static void on_fatal(int sig, siginfo_t *info, void *uc)
  * already (the program's, a runtime's or a sanitizer's stays). Freed when
  * the thread ends; the main thread's lives as long as the process. */
 #define ALTSTACK_BYTES (64u * 1024)
-static _Atomic bool signals_armed;
-static __thread __attribute__((tls_model("initial-exec"))) bool altstack_seen;
+_Atomic bool cumemcap_log_signals_armed;
+CUMEMCAP_TLS bool cumemcap_log_thread_seen;
 static pthread_key_t altstack_key;
 static pthread_once_t altstack_once = PTHREAD_ONCE_INIT;
 static bool altstack_key_ok;
@@ -726,11 +726,11 @@ static void altstack_make_key(void)
 	altstack_key_ok = pthread_key_create(&altstack_key, altstack_free) == 0;
 }
 
-void cumemcap_log_thread(void)
+void cumemcap_log_thread_slow(void)
 {
-	if (altstack_seen || !atomic_load_explicit(&signals_armed, memory_order_relaxed))
+	if (cumemcap_log_thread_seen || !atomic_load_explicit(&cumemcap_log_signals_armed, memory_order_relaxed))
 		return;
-	altstack_seen = true;
+	cumemcap_log_thread_seen = true;
 	int saved = errno;
 	stack_t cur;
 	if (sigaltstack(NULL, &cur) != 0 || !(cur.ss_flags & SS_DISABLE))
@@ -778,8 +778,8 @@ static void arm_signals(void)
 		previous[i] = cur;
 		sigaction(fatal[i], &act, &previous[i]);
 	}
-	atomic_store(&signals_armed, true);
-	cumemcap_log_thread();
+	atomic_store(&cumemcap_log_signals_armed, true);
+	cumemcap_log_thread_slow();
 }
 
 /* ---- records -------------------------------------------------------------------------- */

@@ -13,7 +13,10 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
+
+#include "export.h"
 
 /* The library constructor: policy is built, nothing else is done yet. */
 void cumemcap_log_init(void);
@@ -26,7 +29,15 @@ void cumemcap_log_device(int dev);
  * fatal-signal handlers are armed, give it an alternate signal stack if it
  * has none, so a stack overflow still writes the exit record. One
  * thread-local load when done. */
-void cumemcap_log_thread(void);
+extern _Atomic bool cumemcap_log_signals_armed;
+extern CUMEMCAP_TLS bool cumemcap_log_thread_seen;
+void cumemcap_log_thread_slow(void);
+static inline void cumemcap_log_thread(void)
+{
+	if (__builtin_expect(!cumemcap_log_thread_seen, 0) &&
+	    atomic_load_explicit(&cumemcap_log_signals_armed, memory_order_relaxed))
+		cumemcap_log_thread_slow();
+}
 
 /* The arenas took (taken=true) or gave back a segment of `bytes`. */
 void cumemcap_log_segment(int dev, bool taken, uint64_t bytes);
