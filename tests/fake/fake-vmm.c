@@ -6,7 +6,9 @@
  * extra references) and unmapped. cuMemAddressReserve reserves address space
  * only (mmap PROT_NONE, never counted). cuMemMap maps the memfd MAP_FIXED
  * over the reserved range with no access; cuMemSetAccess makes it readable /
- * writable through the host-backed address. Granularity is 2 MiB.
+ * writable through the host-backed address. Granularity is 2 MiB. A handle
+ * with a host location is host memory: never charged; the fake does not
+ * map it (CUDA_ERROR_NOT_SUPPORTED).
  *
  * Arrays: not backed by memory, only counted. The bytes an array costs are
  *     round_up(Width * max(Height,1) * max(Depth,1) * NumChannels
@@ -33,6 +35,7 @@ struct fake_vmm_handle {
 	int fd;
 	size_t size;
 	CUmemAllocationProp prop;
+	bool host; /* a host location: host memory, not charged to a device */
 	int refs; /* create + retains - releases */
 	int maps; /* live cuMemMap mappings */
 	struct fake_vmm_handle *next;
@@ -66,8 +69,10 @@ static void handle_maybe_free(struct fake_vmm_handle *h)
 			*pp = h->next;
 			break;
 		}
-	fake_dev_uncharge(h->prop.location.id, h->size);
-	fake_cfg.dev[h->prop.location.id].live--;
+	if (!h->host) {
+		fake_dev_uncharge(h->prop.location.id, h->size);
+		fake_cfg.dev[h->prop.location.id].live--;
+	}
 	close(h->fd);
 	free(h);
 }
@@ -83,10 +88,24 @@ bool fake_vmm_reservation(uintptr_t addr, uintptr_t *base, size_t *size)
 	return false;
 }
 
+/* Host locations (CUDA 12.2+: CU_MEM_LOCATION_TYPE_HOST, _HOST_NUMA with a
+ * node id, _HOST_NUMA_CURRENT) make host memory: NCCL and ggml use them,
+ * and no device is charged. The fake has one NUMA node, 0. */
+static bool host_location(const CUmemLocation *loc)
+{
+	return loc->type == CU_MEM_LOCATION_TYPE_HOST || loc->type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+	       loc->type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
+}
+
 static CUresult check_prop(const CUmemAllocationProp *prop)
 {
-	if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
-	    prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+	if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (host_location(&prop->location))
+		return prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA && prop->location.id != 0
+			       ? CUDA_ERROR_INVALID_VALUE
+			       : CUDA_SUCCESS;
+	if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
 		return CUDA_ERROR_INVALID_VALUE;
 	return fake_check_dev(prop->location.id) ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
 }
@@ -128,11 +147,13 @@ FAKE_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 	h->size = size;
 	h->prop = *prop;
 	h->refs = 1;
+	h->host = host_location(&prop->location);
 	int dev = prop->location.id;
 	pthread_mutex_lock(&fake_lock);
-	r = fake_dev_charge(dev, size);
+	r = h->host ? CUDA_SUCCESS : fake_dev_charge(dev, size);
 	if (!r) {
-		fake_cfg.dev[dev].live++;
+		if (!h->host)
+			fake_cfg.dev[dev].live++;
 		h->next = handles;
 		handles = h;
 	}
@@ -240,6 +261,8 @@ FAKE_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGen
 	struct fake_alloc *a = NULL;
 	if (!h || offset > h->size || size > h->size - offset)
 		r = CUDA_ERROR_INVALID_VALUE;
+	else if (h->host)
+		r = CUDA_ERROR_NOT_SUPPORTED; /* the fake maps device memory only */
 	else if (!fake_vmm_reservation(ptr, &rb, &rs) || size > rs - (ptr - rb))
 		r = CUDA_ERROR_INVALID_VALUE; /* not inside one reserved range */
 	else if (range_mapped(ptr, size))

@@ -334,6 +334,39 @@ static void prealloc_two_contexts(void)
 	OK(A.cuCtxDestroy(b));
 }
 
+/* ---- physical memory on the host ---------------------------------------------------- */
+
+/* cuMemCreate with a host location makes host memory (NCCL, ggml): never
+ * charged to a GPU, whatever its size (limit 64 MiB). */
+static void vmm_host(void)
+{
+	size_t fr, tot;
+	use_primary(&A, 0);
+	OK(A.cuMemGetInfo(&fr, &tot)); /* the shim knows the GPU from here on */
+	CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+				     .location = { .type = CU_MEM_LOCATION_TYPE_HOST } };
+	CUmemGenericAllocationHandle h[3];
+	OK(A.cuMemCreate(&h[0], 256 * MiB, &prop, 0));
+	prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+	prop.location.id = 0;
+	OK(A.cuMemCreate(&h[1], 256 * MiB, &prop, 0));
+	prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
+	OK(A.cuMemCreate(&h[2], 256 * MiB, &prop, 0));
+	struct cumemcap_stats s = shim_stats(0);
+	CHECK(s.vmm == 0 && s.reserved == 0 && s.refusals == 0);
+	CHECK(F.reserved(0) == 0);
+	/* device memory is still counted */
+	CUmemGenericAllocationHandle d;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	CHECK_CU(CUDA_ERROR_OUT_OF_MEMORY, A.cuMemCreate(&d, 128 * MiB, &prop, 0));
+	OK(A.cuMemCreate(&d, 64 * MiB, &prop, 0));
+	CHECK(shim_stats(0).vmm == 64 * MiB);
+	OK(A.cuMemRelease(d));
+	for (int i = 0; i < 3; i++)
+		OK(A.cuMemRelease(h[i]));
+	books_match(0);
+}
+
 /* ---- 5. capacity never fails open ------------------------------------------------- */
 
 static void meminfo_no_context(void)
@@ -593,6 +626,8 @@ int main(int argc, char **argv)
 		two_contexts();
 	else if (strcmp(c, "prealloc-two-contexts") == 0)
 		prealloc_two_contexts();
+	else if (strcmp(c, "vmm-host") == 0)
+		vmm_host();
 	else if (strcmp(c, "meminfo-no-context") == 0)
 		meminfo_no_context();
 	else if (strcmp(c, "stress") == 0)
