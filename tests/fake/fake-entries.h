@@ -172,4 +172,7 @@
 	X(cuIpcGetMemHandle, 4010, , cuIpcGetMemHandle) \
 	X(cuIpcOpenMemHandle, 4010, , cuIpcOpenMemHandle) \
 	X(cuIpcOpenMemHandle, 11000, , cuIpcOpenMemHandle_v2) \
-	X(cuIpcCloseMemHandle, 4010, , cuIpcCloseMemHandle)
+	X(cuIpcCloseMemHandle, 4010, , cuIpcCloseMemHandle) \
+	/* device queries programs make at start (fake-attr.c) */ \
+	X(cuDeviceComputeCapability, 2000, , cuDeviceComputeCapability) \
+	X(cuDeviceGetProperties, 2000, , cuDeviceGetProperties)

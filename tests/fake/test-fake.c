@@ -162,7 +162,7 @@ START_TEST(fake_devices_from_env)
 	ck_assert_int_eq(pi, 1);
 	CK(cuDeviceGetAttribute(&pi, CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, 0));
 	ck_assert_int_eq(pi, 32);
-	ck_assert_int_eq(cuDeviceGetAttribute(&pi, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 0), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuDeviceGetAttribute(&pi, CU_DEVICE_ATTRIBUTE_MAX, 0), CUDA_ERROR_INVALID_VALUE);
 	CK(cuDeviceGetName(buf, sizeof buf, 2));
 	ck_assert_str_eq(buf, "Fake GPU 2");
 }
@@ -204,6 +204,77 @@ START_TEST(fake_malformed_env_aborts)
 		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 		ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "%s=%s did not abort", bad[i][0], bad[i][1]);
 	}
+}
+END_TEST
+
+/* ---- device queries real programs make at start --------------------------------------- */
+
+static int attr(CUdevice_attribute a)
+{
+	int v = -12345;
+	CK(cuDeviceGetAttribute(&v, a, 0));
+	return v;
+}
+
+START_TEST(fake_every_attribute_answered)
+{
+	CK(cuInit(0));
+	int v;
+	/* every attribute of the header's enum has an answer ... */
+	for (int a = 1; a < CU_DEVICE_ATTRIBUTE_MAX; a++)
+		ck_assert_msg(cuDeviceGetAttribute(&v, (CUdevice_attribute)a, 0) == CUDA_SUCCESS,
+			      "attribute %d refused", a);
+	/* ... and nothing outside it */
+	static const int invalid[] = {0, -1, CU_DEVICE_ATTRIBUTE_MAX, CU_DEVICE_ATTRIBUTE_MAX + 1, 100000};
+	for (size_t i = 0; i < sizeof invalid / sizeof invalid[0]; i++)
+		ck_assert_int_eq(cuDeviceGetAttribute(&v, (CUdevice_attribute)invalid[i], 0), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 1), CUDA_ERROR_INVALID_DEVICE);
+	ck_assert_int_eq(cuDeviceGetAttribute(NULL, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 0), CUDA_ERROR_INVALID_VALUE);
+	/* an H100-like device: plausible and consistent answers */
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT), 0);
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR), 9);
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR), 0);
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT), 132);
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_WARP_SIZE), 32);
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_COMPUTE_MODE), CU_COMPUTEMODE_DEFAULT);
+	ck_assert_int_gt(attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE), 1000000);
+	ck_assert_int_gt(attr(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE), 1000000);
+	ck_assert_int_gt(attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH), 0);
+	ck_assert_int_gt(attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE), 0);
+	ck_assert_int_gt(attr(CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT), 0);
+	ck_assert_int_ge(attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+			 attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK));
+	ck_assert_int_ge(attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR),
+			 attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN));
+	ck_assert_int_ge(attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR),
+			 attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK));
+	ck_assert_int_le(attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X), attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK));
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_INTEGRATED), 0);
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING), 1);
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY), 1);
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED), 1);
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED), 1);
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED), 1);
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT), 512);
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID) & 0xffff, 0x10de); /* NVIDIA's vendor id */
+	/* the legacy forms agree with the attributes */
+	int major = 0, minor = -1;
+	CK(cuDeviceComputeCapability(&major, &minor, 0));
+	ck_assert_int_eq(major, 9);
+	ck_assert_int_eq(minor, 0);
+	ck_assert_int_eq(cuDeviceComputeCapability(&major, &minor, 3), CUDA_ERROR_INVALID_DEVICE);
+	ck_assert_int_eq(cuDeviceComputeCapability(NULL, &minor, 0), CUDA_ERROR_INVALID_VALUE);
+	CUdevprop prop;
+	memset(&prop, 0, sizeof prop);
+	CK(cuDeviceGetProperties(&prop, 0));
+	ck_assert_int_eq(prop.maxThreadsPerBlock, attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK));
+	ck_assert_int_eq(prop.maxThreadsDim[2], attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z));
+	ck_assert_int_eq(prop.maxGridSize[0], attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X));
+	ck_assert_int_eq(prop.sharedMemPerBlock, attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK));
+	ck_assert_int_eq(prop.SIMDWidth, 32);
+	ck_assert_int_eq(prop.clockRate, attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE));
+	ck_assert_int_eq(prop.textureAlign, 512);
+	ck_assert_int_eq(cuDeviceGetProperties(NULL, 0), CUDA_ERROR_INVALID_VALUE);
 }
 END_TEST
 
@@ -1031,6 +1102,7 @@ static Suite *fake_suite(void)
 	tcase_add_test(tc, fake_devices_from_env);
 	tcase_add_test(tc, fake_default_config);
 	tcase_add_test(tc, fake_malformed_env_aborts);
+	tcase_add_test(tc, fake_every_attribute_answered);
 	tcase_add_test(tc, fake_memory_roundtrip);
 	tcase_add_test(tc, fake_alignment);
 	tcase_add_test(tc, fake_copy_range_checked);
