@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 struct CUstream_st {
@@ -46,6 +47,7 @@ struct CUevent_st {
 	struct CUctx_st *ctx;
 	unsigned flags;
 	uint64_t recorded, completed;
+	struct timespec completed_at; /* when the last completed record ran */
 	int refs; /* the handle + pending operations */
 	bool destroyed;
 	struct CUevent_st *next;
@@ -112,8 +114,10 @@ static void op_finish_locked(struct fake_op *op)
 {
 	switch (op->kind) {
 	case FAKE_OP_EVENT_RECORD:
-		if (op->event->completed < op->seq)
+		if (op->event->completed < op->seq) {
 			op->event->completed = op->seq;
+			clock_gettime(CLOCK_MONOTONIC, &op->event->completed_at);
+		}
 		event_unref(op->event);
 		break;
 	case FAKE_OP_WAIT_EVENT:
@@ -513,6 +517,61 @@ FAKE_API CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *use
 	return launch_host_func(hStream, fn, userData, true);
 }
 
+/* cuStreamAddCallback: a host function that also gets the stream and the
+ * stream's status (always CUDA_SUCCESS: nothing on a fake stream fails).
+ * Flags must be 0. */
+struct callback {
+	CUstream stream;
+	CUstreamCallback fn;
+	void *user;
+};
+
+static void run_callback(void *arg)
+{
+	struct callback *cb = arg;
+	cb->fn(cb->stream, CUDA_SUCCESS, cb->user);
+}
+
+static CUresult stream_add_callback(CUstream h, CUstreamCallback fn, void *user, unsigned flags, bool pt)
+{
+	REQUIRE_INIT();
+	if (!fn || flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&fake_lock);
+	struct CUctx_st *ctx = NULL;
+	struct CUstream_st *s;
+	CUresult r = fake_stream_lookup(h, pt, &ctx, &s);
+	struct fake_op *op = NULL;
+	struct callback *cb = NULL;
+	if (!r && (!(op = calloc(1, sizeof *op)) || !(cb = malloc(sizeof *cb)))) {
+		free(op);
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	if (!r) {
+		*cb = (struct callback){h, fn, user};
+		op->kind = FAKE_OP_HOSTFN;
+		op->fn = run_callback;
+		op->user = cb;
+		op->owned = cb;
+		fake_stream_submit(ctx, s, op, false);
+	}
+	pthread_mutex_unlock(&fake_lock);
+	return r;
+}
+
+FAKE_API CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags)
+{
+	COUNT(cuStreamAddCallback);
+	return stream_add_callback(hStream, callback, userData, flags, false);
+}
+
+FAKE_API CUresult cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback, void *userData,
+					   unsigned int flags)
+{
+	COUNT(cuStreamAddCallback_ptsz);
+	return stream_add_callback(hStream, callback, userData, flags, true);
+}
+
 /* ---- events ------------------------------------------------------------------------ */
 
 FAKE_API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
@@ -630,4 +689,39 @@ FAKE_API CUresult cuEventDestroy_v2(CUevent hEvent)
 {
 	COUNT(cuEventDestroy_v2);
 	return event_destroy(hEvent);
+}
+
+/* Documented: an event never recorded or created with
+ * CU_EVENT_DISABLE_TIMING is CUDA_ERROR_INVALID_HANDLE; one recorded but not
+ * yet completed is CUDA_ERROR_NOT_READY. The time is the host clock at which
+ * each event's last record ran on its stream. */
+static CUresult elapsed_time(float *ms, CUevent start, CUevent end)
+{
+	REQUIRE_INIT();
+	if (!ms)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&fake_lock);
+	CUresult r = CUDA_SUCCESS;
+	if (!event_valid(start) || !event_valid(end) || !start->recorded || !end->recorded ||
+	    ((start->flags | end->flags) & CU_EVENT_DISABLE_TIMING))
+		r = CUDA_ERROR_INVALID_HANDLE;
+	else if (start->completed < start->recorded || end->completed < end->recorded)
+		r = CUDA_ERROR_NOT_READY;
+	else
+		*ms = (float)((double)(end->completed_at.tv_sec - start->completed_at.tv_sec) * 1e3 +
+			      (double)(end->completed_at.tv_nsec - start->completed_at.tv_nsec) / 1e6);
+	pthread_mutex_unlock(&fake_lock);
+	return r;
+}
+
+FAKE_API CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+	COUNT(cuEventElapsedTime);
+	return elapsed_time(pMilliseconds, hStart, hEnd);
+}
+
+FAKE_API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+	COUNT(cuEventElapsedTime_v2);
+	return elapsed_time(pMilliseconds, hStart, hEnd);
 }

@@ -7,6 +7,8 @@
  */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
+#include <cudaGLTypedefs.h> /* GL/gl.h: gl-stub/ on the include path */
+#include <cudaProfilerTypedefs.h>
 #include <cudaTypedefs.h>
 
 #include <check.h>
@@ -275,6 +277,348 @@ START_TEST(fake_every_attribute_answered)
 	ck_assert_int_eq(prop.clockRate, attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE));
 	ck_assert_int_eq(prop.textureAlign, 512);
 	ck_assert_int_eq(cuDeviceGetProperties(NULL, 0), CUDA_ERROR_INVALID_VALUE);
+}
+END_TEST
+
+/* ---- entry points real programs resolve at start ------------------------------------------- */
+
+START_TEST(fake_ctx_settings)
+{
+	size_t v = 0;
+	CUfunc_cache cc;
+	CUsharedconfig sc;
+	CK(cuInit(0));
+	ck_assert_int_eq(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 4096), CUDA_ERROR_INVALID_CONTEXT);
+	ck_assert_int_eq(cuCtxGetLimit(&v, CU_LIMIT_STACK_SIZE), CUDA_ERROR_INVALID_CONTEXT);
+	ck_assert_int_eq(cuCtxGetCacheConfig(&cc), CUDA_ERROR_INVALID_CONTEXT);
+	ck_assert_int_eq(cuProfilerStart(), CUDA_ERROR_INVALID_CONTEXT);
+	CUcontext c1, c2;
+	CK(cuCtxCreate_v2(&c1, 0, 0));
+	CK(cuCtxGetLimit(&v, CU_LIMIT_MALLOC_HEAP_SIZE));
+	ck_assert_uint_eq(v, 8 * MiB); /* the documented default */
+	CK(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 64 * MiB));
+	CK(cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, 12345));
+	CK(cuCtxGetLimit(&v, CU_LIMIT_MALLOC_HEAP_SIZE));
+	ck_assert_uint_eq(v, 64 * MiB);
+	CK(cuCtxGetLimit(&v, CU_LIMIT_PRINTF_FIFO_SIZE));
+	ck_assert_uint_eq(v, 12345);
+	ck_assert_int_eq(cuCtxSetLimit(CU_LIMIT_MAX, 1), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuCtxSetLimit(CU_LIMIT_SHMEM_SIZE, 1), CUDA_ERROR_UNSUPPORTED_LIMIT);
+	ck_assert_int_eq(cuCtxGetLimit(NULL, CU_LIMIT_STACK_SIZE), CUDA_ERROR_INVALID_VALUE);
+	CK(cuCtxGetCacheConfig(&cc));
+	ck_assert_int_eq(cc, CU_FUNC_CACHE_PREFER_NONE);
+	CK(cuCtxSetCacheConfig(CU_FUNC_CACHE_PREFER_SHARED));
+	CK(cuCtxGetCacheConfig(&cc));
+	ck_assert_int_eq(cc, CU_FUNC_CACHE_PREFER_SHARED);
+	ck_assert_int_eq(cuCtxSetCacheConfig((CUfunc_cache)7), CUDA_ERROR_INVALID_VALUE);
+	CK(cuCtxSetSharedMemConfig(CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE));
+	CK(cuCtxGetSharedMemConfig(&sc));
+	ck_assert_int_eq(sc, CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE); /* no bank modes on Hopper */
+	ck_assert_int_eq(cuCtxSetSharedMemConfig((CUsharedconfig)9), CUDA_ERROR_INVALID_VALUE);
+	/* settings belong to their context */
+	CK(cuCtxCreate_v2(&c2, 0, 0));
+	CK(cuCtxGetLimit(&v, CU_LIMIT_MALLOC_HEAP_SIZE));
+	ck_assert_uint_eq(v, 8 * MiB);
+	CK(cuCtxGetCacheConfig(&cc));
+	ck_assert_int_eq(cc, CU_FUNC_CACHE_PREFER_NONE);
+	CK(cuCtxSetCurrent(c1));
+	CK(cuCtxGetLimit(&v, CU_LIMIT_MALLOC_HEAP_SIZE));
+	ck_assert_uint_eq(v, 64 * MiB);
+	/* the profiler calls need a context and do nothing else */
+	CK(cuProfilerStart());
+	CK(cuProfilerStop());
+}
+END_TEST
+
+START_TEST(fake_peer_access)
+{
+	setenv("FAKECUDA_DEVICES", "1GiB,1GiB", 1);
+	int can = -1, v = -1;
+	CK(cuInit(0));
+	CK(cuDeviceCanAccessPeer(&can, 0, 1));
+	ck_assert_int_eq(can, 1);
+	CK(cuDeviceCanAccessPeer(&can, 0, 0));
+	ck_assert_int_eq(can, 0);
+	ck_assert_int_eq(cuDeviceCanAccessPeer(&can, 0, 2), CUDA_ERROR_INVALID_DEVICE);
+	CK(cuDeviceGetP2PAttribute(&v, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, 1, 0));
+	ck_assert_int_eq(v, 1);
+	ck_assert_int_eq(cuDeviceGetP2PAttribute(&v, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, 1, 1),
+			 CUDA_ERROR_INVALID_DEVICE);
+	ck_assert_int_eq(cuDeviceGetP2PAttribute(&v, (CUdevice_P2PAttribute)99, 0, 1), CUDA_ERROR_INVALID_VALUE);
+	CUcontext a, b, a2;
+	CK(cuCtxCreate_v2(&b, 0, 1));
+	CK(cuCtxCreate_v2(&a2, 0, 0));
+	CK(cuCtxCreate_v2(&a, 0, 0)); /* current */
+	ck_assert_int_eq(cuCtxEnablePeerAccess(b, 1), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuCtxDisablePeerAccess(b), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+	CK(cuCtxEnablePeerAccess(b, 0));
+	ck_assert_int_eq(cuCtxEnablePeerAccess(b, 0), CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+	ck_assert_int_eq(cuCtxEnablePeerAccess(a, 0), CUDA_ERROR_INVALID_CONTEXT);       /* itself */
+	ck_assert_int_eq(cuCtxEnablePeerAccess(a2, 0), CUDA_ERROR_PEER_ACCESS_UNSUPPORTED); /* same device */
+	ck_assert_int_eq(cuCtxEnablePeerAccess((CUcontext)&v, 0), CUDA_ERROR_INVALID_CONTEXT);
+	CK(cuCtxDisablePeerAccess(b));
+	ck_assert_int_eq(cuCtxDisablePeerAccess(b), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+	CK(cuCtxEnablePeerAccess(b, 0)); /* again after a disable */
+}
+END_TEST
+
+START_TEST(fake_host_register)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	size_t n = 64 * 1024;
+	unsigned char *buf = malloc(n);
+	CUdeviceptr d = 0;
+	ck_assert_int_eq(cuMemHostGetDevicePointer_v2(&d, buf, 0), CUDA_ERROR_INVALID_VALUE); /* pageable */
+	CK(cuMemHostRegister_v2(buf, n, CU_MEMHOSTREGISTER_DEVICEMAP));
+	ck_assert_int_eq(cuMemHostRegister_v2(buf + 100, 10, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+	ck_assert_int_eq(cuMemHostRegister(buf, n, 0x100), CUDA_ERROR_INVALID_VALUE);
+	CK(cuMemHostGetDevicePointer_v2(&d, buf + 10, 0));
+	ck_assert_uint_eq(d, (uintptr_t)(buf + 10)); /* unified addressing */
+	ck_assert_int_eq(cuMemHostGetDevicePointer_v2(&d, buf, 1), CUDA_ERROR_INVALID_VALUE);
+	/* registered memory is pinned: an async copy from it reads it when it runs */
+	CUstream s;
+	CUdeviceptr p;
+	CK(cuStreamCreate(&s, 0));
+	CK(cuMemAlloc_v2(&p, 64));
+	memcpy(buf, "pinned", 7);
+	CK(cuLaunchHostFunc(s, sleep_then_set_a, (void *)(intptr_t)200));
+	CK(cuMemcpyHtoDAsync_v2(p, buf, 7, s));
+	ck_assert_uint_eq(fakecuda_reserved(0), 64); /* not device memory */
+	ck_assert_int_eq(cuMemHostUnregister(buf + 1), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+	CK(cuStreamSynchronize(s));
+	ck_assert_str_eq((char *)p, "pinned");
+	CK(cuMemHostUnregister(buf));
+	ck_assert_int_eq(cuMemHostUnregister(buf), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+	ck_assert_int_eq(cuMemHostGetDevicePointer_v2(&d, buf, 0), CUDA_ERROR_INVALID_VALUE);
+	/* cuMemHostAlloc memory is mapped too */
+	void *h;
+	CK(cuMemHostAlloc(&h, 4096, CU_MEMHOSTALLOC_DEVICEMAP));
+	CK(cuMemHostGetDevicePointer_v2(&d, h, 0));
+	ck_assert_uint_eq(d, (uintptr_t)h);
+	ck_assert_int_eq(cuMemHostRegister_v2(h, 4096, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+	free(buf);
+}
+END_TEST
+
+static void fill_image(unsigned char *img, size_t pitch, size_t w, size_t h, unsigned seed)
+{
+	for (size_t y = 0; y < h; y++)
+		for (size_t x = 0; x < pitch; x++)
+			img[y * pitch + x] = x < w ? (unsigned char)(seed + y * 31 + x) : 0xee;
+}
+
+START_TEST(fake_copy_2d_3d)
+{
+	setenv("FAKECUDA_STREAM_DELAY_US", "100000", 1);
+	CUcontext ctx;
+	init_ctx(&ctx);
+	const size_t w = 100, h = 7, hp = 128; /* host pitch */
+	CUdeviceptr d;
+	size_t dp;
+	CK(cuMemAllocPitch_v2(&d, &dp, w, h, 4));
+	memset((void *)d, 0, dp * h);
+	unsigned char *img = malloc(hp * h), *back = calloc(1, hp * h);
+	fill_image(img, hp, w, h, 3);
+	CUDA_MEMCPY2D c = {
+		.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = img, .srcPitch = hp,
+		.dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = d, .dstPitch = dp,
+		.WidthInBytes = w, .Height = h,
+	};
+	CK(cuMemcpy2D_v2(&c));
+	for (size_t y = 0; y < h; y++) {
+		ck_assert_mem_eq((unsigned char *)d + y * dp, img + y * hp, w);
+		ck_assert_uint_eq(((unsigned char *)d)[y * dp + w], 0); /* nothing past the width */
+	}
+	/* back to the host with an offset window and another pitch */
+	CUDA_MEMCPY2D b = {
+		.srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = d, .srcPitch = dp, .srcXInBytes = 10, .srcY = 2,
+		.dstMemoryType = CU_MEMORYTYPE_UNIFIED, .dstDevice = (CUdeviceptr)back, .dstPitch = hp,
+		.WidthInBytes = 50, .Height = 4,
+	};
+	CK(cuMemcpy2DUnaligned_v2(&b));
+	for (size_t y = 0; y < 4; y++)
+		ck_assert_mem_eq(back + y * hp, img + (y + 2) * hp + 10, 50);
+	/* async: runs later on the stream; a pageable source is read at the call */
+	CUstream s;
+	CK(cuStreamCreate(&s, 0));
+	fill_image(img, hp, w, h, 77);
+	CK(cuMemcpy2DAsync_v2(&c, s));
+	unsigned char want[100];
+	memcpy(want, img + hp, w);
+	memset(img, 0, hp * h);
+	ck_assert_uint_ne(peek_byte((unsigned char *)d + dp), want[0]); /* not yet */
+	CK(cuStreamSynchronize(s));
+	ck_assert_mem_eq((unsigned char *)d + dp, want, w);
+	/* per-thread forms */
+	fill_image(img, hp, w, h, 9);
+	CK(cuMemcpy2D_v2_ptds(&c));
+	ck_assert_mem_eq((unsigned char *)d + 6 * dp, img + 6 * hp, w);
+	fill_image(img, hp, w, h, 10);
+	CK(cuMemcpy2DAsync_v2_ptsz(&c, NULL));
+	CK(cuStreamSynchronize_ptsz(NULL));
+	ck_assert_mem_eq((unsigned char *)d + 6 * dp, img + 6 * hp, w);
+	/* checked like the driver: ranges, pitches, kinds */
+	CUDA_MEMCPY2D bad = c;
+	bad.Height = h + 1; /* one row past the allocation */
+	ck_assert_int_eq(cuMemcpy2D_v2(&bad), CUDA_ERROR_INVALID_VALUE);
+	bad = c;
+	bad.dstPitch = w - 1;
+	ck_assert_int_eq(cuMemcpy2D_v2(&bad), CUDA_ERROR_INVALID_VALUE);
+	bad = c;
+	bad.dstDevice = (CUdeviceptr)back; /* not device memory */
+	ck_assert_int_eq(cuMemcpy2D_v2(&bad), CUDA_ERROR_INVALID_VALUE);
+	bad = c;
+	bad.srcHost = NULL;
+	ck_assert_int_eq(cuMemcpy2D_v2(&bad), CUDA_ERROR_INVALID_VALUE);
+	bad = c;
+	bad.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+	bad.dstArray = (CUarray)&bad;
+	ck_assert_int_eq(cuMemcpy2D_v2(&bad), CUDA_ERROR_NOT_SUPPORTED); /* arrays hold no bytes in the fake */
+	ck_assert_int_eq(cuMemcpy2D_v2(NULL), CUDA_ERROR_INVALID_VALUE);
+	/* 3D: two slices of a 16x4 volume into device memory and back */
+	unsigned char vol[2][4][16], out[2][4][16];
+	for (int z = 0; z < 2; z++)
+		for (int y = 0; y < 4; y++)
+			for (int x = 0; x < 16; x++)
+				vol[z][y][x] = (unsigned char)(z * 100 + y * 16 + x);
+	CUdeviceptr v;
+	CK(cuMemAlloc_v2(&v, 2 * 4 * 32));
+	CUDA_MEMCPY3D c3 = {
+		.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = vol, .srcPitch = 16, .srcHeight = 4,
+		.dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = v, .dstPitch = 32, .dstHeight = 4,
+		.WidthInBytes = 16, .Height = 4, .Depth = 2,
+	};
+	CK(cuMemcpy3D_v2(&c3));
+	ck_assert_mem_eq((unsigned char *)v + 4 * 32 + 3 * 32, vol[1][3], 16);
+	CUDA_MEMCPY3D r3 = {
+		.srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = v, .srcPitch = 32, .srcHeight = 4,
+		.dstMemoryType = CU_MEMORYTYPE_HOST, .dstHost = out, .dstPitch = 16, .dstHeight = 4,
+		.WidthInBytes = 16, .Height = 4, .Depth = 2,
+	};
+	memset(out, 0, sizeof out);
+	CK(cuMemcpy3DAsync_v2(&r3, s)); /* pageable destination: returns when done */
+	ck_assert_mem_eq(out, vol, sizeof vol);
+	memset(out, 0, sizeof out);
+	CK(cuMemcpy3D_v2_ptds(&r3));
+	CK(cuMemcpy3DAsync_v2_ptsz(&r3, NULL));
+	ck_assert_mem_eq(out, vol, sizeof vol);
+	r3.Depth = 3;
+	ck_assert_int_eq(cuMemcpy3D_v2(&r3), CUDA_ERROR_INVALID_VALUE);
+	free(img);
+	free(back);
+}
+END_TEST
+
+static atomic_int cb_calls;
+static CUstream cb_stream;
+static CUresult cb_status = (CUresult)-1;
+static void stream_cb(CUstream hStream, CUresult status, void *user)
+{
+	cb_stream = hStream;
+	cb_status = status;
+	atomic_fetch_add(&cb_calls, (int)(intptr_t)user);
+}
+
+START_TEST(fake_stream_callback_and_event_timing)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUstream s;
+	CK(cuStreamCreate(&s, 0));
+	CK(cuLaunchHostFunc(s, sleep_then_set_a, (void *)(intptr_t)200));
+	CK(cuStreamAddCallback(s, stream_cb, (void *)(intptr_t)5, 0));
+	ck_assert_int_eq(atomic_load(&cb_calls), 0); /* queued behind the host function */
+	CK(cuStreamSynchronize(s));
+	ck_assert_int_eq(atomic_load(&cb_calls), 5);
+	ck_assert_ptr_eq(cb_stream, s);
+	ck_assert_int_eq(cb_status, CUDA_SUCCESS);
+	CK(cuStreamAddCallback_ptsz(NULL, stream_cb, (void *)(intptr_t)1, 0));
+	CK(cuStreamSynchronize_ptsz(NULL));
+	ck_assert_int_eq(atomic_load(&cb_calls), 6);
+	ck_assert_int_eq(cuStreamAddCallback(s, stream_cb, NULL, 1), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuStreamAddCallback(s, NULL, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+	/* elapsed time between two records around 150 ms of stream work */
+	CUevent e0, e1, notime;
+	float ms = -1;
+	CK(cuEventCreate(&e0, 0));
+	CK(cuEventCreate(&e1, 0));
+	CK(cuEventCreate(&notime, CU_EVENT_DISABLE_TIMING));
+	ck_assert_int_eq(cuEventElapsedTime(&ms, e0, e1), CUDA_ERROR_INVALID_HANDLE); /* never recorded */
+	CK(cuEventRecord(e0, s));
+	CK(cuLaunchHostFunc(s, sleep_then_set_b, (void *)(intptr_t)150));
+	CK(cuEventRecord(e1, s));
+	ck_assert_int_eq(cuEventElapsedTime_v2(&ms, e0, e1), CUDA_ERROR_NOT_READY);
+	CK(cuEventSynchronize(e1));
+	CK(cuEventElapsedTime(&ms, e0, e1));
+	ck_assert_float_ge(ms, 140.0f);
+	ck_assert_float_lt(ms, 5000.0f);
+	CK(cuEventElapsedTime_v2(&ms, e1, e0));
+	ck_assert_float_le(ms, -140.0f);
+	CK(cuEventRecord(notime, s));
+	CK(cuEventSynchronize(notime));
+	ck_assert_int_eq(cuEventElapsedTime(&ms, e0, notime), CUDA_ERROR_INVALID_HANDLE);
+	ck_assert_int_eq(cuEventElapsedTime(NULL, e0, e1), CUDA_ERROR_INVALID_VALUE);
+}
+END_TEST
+
+START_TEST(fake_no_device_code)
+{
+	static const char ptx[] = "//\n.version 8.0\n.target sm_90\n.address_size 64\n";
+	static const unsigned char elf[] = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0};
+	static const unsigned char fatbin[] = {0x50, 0xed, 0x55, 0xba, 1, 0, 0x10, 0};
+	CUmodule m = NULL;
+	CUfunction f = NULL;
+	CK(cuInit(0));
+	ck_assert_int_eq(cuModuleLoadData(&m, ptx), CUDA_ERROR_INVALID_CONTEXT);
+	CUcontext ctx;
+	CK(cuCtxCreate_v2(&ctx, 0, 0));
+	ck_assert_int_eq(cuModuleLoadData(&m, ptx), CUDA_ERROR_JIT_COMPILER_NOT_FOUND);
+	ck_assert_int_eq(cuModuleLoadData(&m, elf), CUDA_ERROR_NO_BINARY_FOR_GPU);
+	ck_assert_int_eq(cuModuleLoadFatBinary(&m, fatbin), CUDA_ERROR_NO_BINARY_FOR_GPU);
+	ck_assert_int_eq(cuModuleLoadDataEx(&m, "not an image", 0, NULL, NULL), CUDA_ERROR_INVALID_IMAGE);
+	ck_assert_int_eq(cuModuleLoadData(NULL, ptx), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuModuleLoad(&m, "/nonexistent/kernels.cubin"), CUDA_ERROR_FILE_NOT_FOUND);
+	ck_assert_ptr_null(m);
+	ck_assert_int_eq(cuModuleGetFunction(&f, (CUmodule)&m, "k"), CUDA_ERROR_INVALID_HANDLE);
+	ck_assert_int_eq(cuModuleUnload((CUmodule)&m), CUDA_ERROR_INVALID_HANDLE);
+	ck_assert_int_eq(cuModuleUnload(NULL), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuLaunchKernel(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuLaunchKernel_ptsz((CUfunction)&f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL),
+			 CUDA_ERROR_INVALID_HANDLE);
+	/* a link can be made and destroyed; nothing links */
+	CUlinkState l;
+	void *cubin;
+	size_t size;
+	CK(cuLinkCreate_v2(0, NULL, NULL, &l));
+	ck_assert_int_eq(cuLinkAddData_v2(l, CU_JIT_INPUT_PTX, (void *)ptx, sizeof ptx, "k.ptx", 0, NULL, NULL),
+			 CUDA_ERROR_JIT_COMPILER_NOT_FOUND);
+	ck_assert_int_eq(cuLinkAddData(l, CU_JIT_INPUT_CUBIN, (void *)elf, sizeof elf, "k.cubin", 0, NULL, NULL),
+			 CUDA_ERROR_NO_BINARY_FOR_GPU);
+	ck_assert_int_eq(cuLinkAddFile_v2(l, CU_JIT_INPUT_PTX, "/nonexistent.ptx", 0, NULL, NULL),
+			 CUDA_ERROR_FILE_NOT_FOUND);
+	ck_assert_int_eq(cuLinkComplete(l, &cubin, &size), CUDA_ERROR_INVALID_IMAGE);
+	CK(cuLinkDestroy(l));
+	ck_assert_int_eq(cuLinkDestroy(l), CUDA_ERROR_INVALID_HANDLE);
+	ck_assert_int_eq(cuLinkComplete(l, &cubin, &size), CUDA_ERROR_INVALID_HANDLE);
+	/* texture objects are handles; graphics interop finds no graphics API */
+	CUDA_RESOURCE_DESC rd = {.resType = CU_RESOURCE_TYPE_LINEAR};
+	CUDA_TEXTURE_DESC td = {0};
+	CUtexObject t;
+	CK(cuTexObjectCreate(&t, &rd, &td, NULL));
+	CK(cuTexObjectDestroy(t));
+	ck_assert_int_eq(cuTexObjectDestroy(t), CUDA_ERROR_INVALID_VALUE);
+	CUgraphicsResource res = NULL;
+	unsigned int n = 7;
+	CUdevice devs[2];
+	ck_assert_int_eq(cuGraphicsGLRegisterImage(&res, 1, 0x0de1, 0), CUDA_ERROR_INVALID_GRAPHICS_CONTEXT);
+	ck_assert_int_eq(cuGraphicsGLRegisterBuffer(&res, 1, 0), CUDA_ERROR_INVALID_GRAPHICS_CONTEXT);
+	ck_assert_int_eq(cuGLGetDevices_v2(&n, devs, 2, CU_GL_DEVICE_LIST_ALL), CUDA_ERROR_INVALID_GRAPHICS_CONTEXT);
+	ck_assert_ptr_null(res);
+	ck_assert_int_eq(cuGraphicsMapResources(1, &res, NULL), CUDA_ERROR_INVALID_VALUE);
+	res = (CUgraphicsResource)&n;
+	ck_assert_int_eq(cuGraphicsMapResources_ptsz(1, &res, NULL), CUDA_ERROR_INVALID_HANDLE);
+	ck_assert_int_eq(cuGraphicsUnregisterResource(res), CUDA_ERROR_INVALID_HANDLE);
 }
 END_TEST
 
@@ -1103,6 +1447,12 @@ static Suite *fake_suite(void)
 	tcase_add_test(tc, fake_default_config);
 	tcase_add_test(tc, fake_malformed_env_aborts);
 	tcase_add_test(tc, fake_every_attribute_answered);
+	tcase_add_test(tc, fake_ctx_settings);
+	tcase_add_test(tc, fake_peer_access);
+	tcase_add_test(tc, fake_host_register);
+	tcase_add_test(tc, fake_copy_2d_3d);
+	tcase_add_test(tc, fake_stream_callback_and_event_timing);
+	tcase_add_test(tc, fake_no_device_code);
 	tcase_add_test(tc, fake_memory_roundtrip);
 	tcase_add_test(tc, fake_alignment);
 	tcase_add_test(tc, fake_copy_range_checked);
