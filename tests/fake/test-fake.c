@@ -622,6 +622,132 @@ START_TEST(fake_no_device_code)
 }
 END_TEST
 
+/* ---- the fake NVML, as monitoring tools use it ------------------------------------------- */
+
+START_TEST(fake_nvml_monitoring_queries)
+{
+	setenv("FAKECUDA_DEVICES", "4GiB,2GiB", 1);
+	setenv("FAKECUDA_PCI", "0000:3b:00.0,0001:af:1f.0", 1);
+	setenv("FAKECUDA_DRIVER_VERSION", "12040", 1);
+	void *nv = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	ck_assert_ptr_nonnull(nv);
+	/* every query a monitoring tool or probe resolves exists (a NULL one
+	 * is what crashed a client) */
+	static const char *const names[] = {
+		"nvmlInit", "nvmlInit_v2", "nvmlInitWithFlags", "nvmlShutdown", "nvmlErrorString",
+		"nvmlSystemGetDriverVersion", "nvmlSystemGetNVMLVersion", "nvmlSystemGetCudaDriverVersion",
+		"nvmlSystemGetCudaDriverVersion_v2", "nvmlDeviceGetCount", "nvmlDeviceGetCount_v2",
+		"nvmlDeviceGetHandleByIndex", "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByUUID",
+		"nvmlDeviceGetHandleByPciBusId", "nvmlDeviceGetHandleByPciBusId_v2", "nvmlDeviceGetName",
+		"nvmlDeviceGetUUID", "nvmlDeviceGetIndex", "nvmlDeviceGetMinorNumber", "nvmlDeviceGetSerial",
+		"nvmlDeviceGetVbiosVersion", "nvmlDeviceGetPciInfo", "nvmlDeviceGetPciInfo_v2", "nvmlDeviceGetPciInfo_v3",
+		"nvmlDeviceGetMemoryInfo", "nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetBAR1MemoryInfo",
+		"nvmlDeviceGetUtilizationRates", "nvmlDeviceGetEncoderUtilization", "nvmlDeviceGetDecoderUtilization",
+		"nvmlDeviceGetTemperature", "nvmlDeviceGetTemperatureThreshold", "nvmlDeviceGetFanSpeed",
+		"nvmlDeviceGetClockInfo", "nvmlDeviceGetMaxClockInfo", "nvmlDeviceGetCurrPcieLinkGeneration",
+		"nvmlDeviceGetCurrPcieLinkWidth", "nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkWidth",
+		"nvmlDeviceGetCurrentClocksThrottleReasons", "nvmlDeviceGetSupportedClocksThrottleReasons",
+		"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetSupportedClocksEventReasons",
+		"nvmlDeviceGetPowerUsage", "nvmlDeviceGetPowerManagementLimit", "nvmlDeviceGetPowerManagementDefaultLimit",
+		"nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPowerManagementLimitConstraints",
+		"nvmlDeviceGetPerformanceState", "nvmlDeviceGetComputeMode", "nvmlDeviceGetPersistenceMode",
+		"nvmlDeviceGetDisplayMode", "nvmlDeviceGetDisplayActive", "nvmlDeviceGetEccMode", "nvmlDeviceGetMigMode",
+		"nvmlDeviceGetCudaComputeCapability", "nvmlDeviceGetArchitecture", "nvmlDeviceGetMultiGpuBoard",
+		"nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2",
+		"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetGraphicsRunningProcesses",
+		"nvmlDeviceGetGraphicsRunningProcesses_v2", "nvmlDeviceGetGraphicsRunningProcesses_v3",
+		"nvmlDeviceGetMPSComputeRunningProcesses", "nvmlDeviceGetMPSComputeRunningProcesses_v2",
+		"nvmlDeviceGetMPSComputeRunningProcesses_v3",
+	};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		ck_assert_msg(dlsym(nv, names[i]) != NULL, "%s missing", names[i]);
+#define NV(name, ...) ((int (*)(__VA_ARGS__))dlsym(nv, name))
+	typedef void *dev_t_;
+	dev_t_ d0 = NULL, d1 = NULL, d = NULL;
+	char buf[96], cubuf[96];
+	unsigned u = 0, u2 = 0;
+	int i1 = 0, i2 = 0;
+	ck_assert_int_eq(NV("nvmlDeviceGetHandleByIndex_v2", unsigned, dev_t_ *)(0, &d0), 1); /* uninitialized */
+	ck_assert_int_eq(NV("nvmlSystemGetCudaDriverVersion_v2", int *)(&i1), 0); /* works before init */
+	ck_assert_int_eq(i1, 12040);
+	ck_assert_int_eq(NV("nvmlInit_v2", void)(), 0);
+	ck_assert_int_eq(NV("nvmlDeviceGetHandleByIndex_v2", unsigned, dev_t_ *)(0, &d0), 0);
+	ck_assert_int_eq(NV("nvmlDeviceGetHandleByIndex_v2", unsigned, dev_t_ *)(1, &d1), 0);
+	/* the names and PCI locations the driver gives */
+	CK(cuInit(0));
+	ck_assert_int_eq(NV("nvmlDeviceGetName", dev_t_, char *, unsigned)(d1, buf, sizeof buf), 0);
+	CK(cuDeviceGetName(cubuf, sizeof cubuf, 1));
+	ck_assert_str_eq(buf, cubuf);
+	ck_assert_int_eq(NV("nvmlDeviceGetName", dev_t_, char *, unsigned)(d1, buf, 3), 7); /* insufficient size */
+	struct { char legacy[16]; unsigned domain, bus, device, id, subsys; char busId[32]; } pci;
+	ck_assert_int_eq(NV("nvmlDeviceGetPciInfo_v3", dev_t_, void *)(d1, &pci), 0);
+	ck_assert_str_eq(pci.busId, "00000001:af:1f.0");
+	ck_assert_uint_eq(pci.bus, 0xaf);
+	ck_assert_uint_eq(pci.id & 0xffff, 0x10de);
+	CK(cuDeviceGetPCIBusId(cubuf, sizeof cubuf, 1));
+	ck_assert_str_eq(pci.legacy, cubuf);
+	ck_assert_int_eq(NV("nvmlDeviceGetHandleByPciBusId_v2", const char *, dev_t_ *)("0000:3b:00.0", &d), 0);
+	ck_assert_ptr_eq(d, d0);
+	ck_assert_int_eq(NV("nvmlDeviceGetHandleByPciBusId_v2", const char *, dev_t_ *)("0000:3c:00.0", &d), 6);
+	/* memory v1 and v2 agree with each other and with this process's use */
+	CUcontext ctx;
+	CUdeviceptr p;
+	CK(cuCtxCreate_v2(&ctx, 0, 0));
+	CK(cuMemAlloc_v2(&p, 64 * MiB));
+	struct { unsigned long long total, free, used; } m1;
+	struct { unsigned version; unsigned long long total, reserved, free, used; } m2 = {0};
+	ck_assert_int_eq(NV("nvmlDeviceGetMemoryInfo_v2", dev_t_, void *)(d0, &m2), 25); /* version mismatch */
+	m2.version = (unsigned)sizeof m2 | (2u << 24);
+	ck_assert_int_eq(NV("nvmlDeviceGetMemoryInfo_v2", dev_t_, void *)(d0, &m2), 0);
+	ck_assert_int_eq(NV("nvmlDeviceGetMemoryInfo", dev_t_, void *)(d0, &m1), 0);
+	ck_assert_uint_eq(m2.total, 4 * GiB);
+	ck_assert_uint_eq(m1.total, m2.total);
+	ck_assert_uint_eq(m2.used, 64 * MiB);
+	ck_assert_uint_eq(m1.used, m2.used);
+	ck_assert_uint_eq(m2.free, m2.total - m2.used);
+	/* the process lists of every version */
+	struct { unsigned pid; unsigned long long used; unsigned gi, ci; } p3[4];
+	struct { unsigned pid; unsigned long long used; } p1[4];
+	u = 4;
+	ck_assert_int_eq(NV("nvmlDeviceGetComputeRunningProcesses_v3", dev_t_, unsigned *, void *)(d0, &u, p3), 0);
+	ck_assert_uint_eq(u, 1);
+	ck_assert_uint_eq(p3[0].pid, (unsigned)getpid());
+	ck_assert_uint_eq(p3[0].used, 64 * MiB);
+	u = 4;
+	ck_assert_int_eq(NV("nvmlDeviceGetComputeRunningProcesses", dev_t_, unsigned *, void *)(d0, &u, p1), 0);
+	ck_assert_uint_eq(u, 1);
+	ck_assert_uint_eq(p1[0].used, 64 * MiB);
+	u = 4;
+	ck_assert_int_eq(NV("nvmlDeviceGetGraphicsRunningProcesses_v3", dev_t_, unsigned *, void *)(d0, &u, p3), 0);
+	ck_assert_uint_eq(u, 0);
+	u = 4;
+	ck_assert_int_eq(NV("nvmlDeviceGetMPSComputeRunningProcesses_v2", dev_t_, unsigned *, void *)(d0, &u, p3), 0);
+	ck_assert_uint_eq(u, 0);
+	/* an idle H100-like GPU */
+	struct { unsigned gpu, memory; } util = {99, 99};
+	ck_assert_int_eq(NV("nvmlDeviceGetUtilizationRates", dev_t_, void *)(d0, &util), 0);
+	ck_assert_uint_eq(util.gpu, 0);
+	ck_assert_int_eq(NV("nvmlDeviceGetCudaComputeCapability", dev_t_, int *, int *)(d0, &i1, &i2), 0);
+	ck_assert_int_eq(i1, 9);
+	ck_assert_int_eq(i2, 0);
+	ck_assert_int_eq(NV("nvmlDeviceGetTemperature", dev_t_, int, unsigned *)(d0, 0, &u), 0);
+	ck_assert_uint_gt(u, 0);
+	ck_assert_uint_lt(u, 100);
+	ck_assert_int_eq(NV("nvmlDeviceGetFanSpeed", dev_t_, unsigned *)(d0, &u), 3); /* not supported */
+	ck_assert_int_eq(NV("nvmlDeviceGetMaxClockInfo", dev_t_, int, unsigned *)(d0, 1, &u), 0);
+	ck_assert_int_eq(NV("nvmlDeviceGetClockInfo", dev_t_, int, unsigned *)(d0, 1, &u2), 0);
+	ck_assert_uint_le(u2, u);
+	ck_assert_int_eq(NV("nvmlDeviceGetPowerUsage", dev_t_, unsigned *)(d0, &u2), 0);
+	ck_assert_int_eq(NV("nvmlDeviceGetEnforcedPowerLimit", dev_t_, unsigned *)(d0, &u), 0);
+	ck_assert_uint_lt(u2, u);
+	ck_assert_int_eq(NV("nvmlSystemGetDriverVersion", char *, unsigned)(buf, sizeof buf), 0);
+	ck_assert_int_gt((int)strlen(buf), 0);
+	ck_assert_int_eq(NV("nvmlDeviceGetName", dev_t_, char *, unsigned)((dev_t_)&u, buf, sizeof buf), 2);
+#undef NV
+	dlclose(nv);
+}
+END_TEST
+
 /* ---- memory ----------------------------------------------------------------------- */
 
 START_TEST(fake_memory_roundtrip)
@@ -1453,6 +1579,7 @@ static Suite *fake_suite(void)
 	tcase_add_test(tc, fake_copy_2d_3d);
 	tcase_add_test(tc, fake_stream_callback_and_event_timing);
 	tcase_add_test(tc, fake_no_device_code);
+	tcase_add_test(tc, fake_nvml_monitoring_queries);
 	tcase_add_test(tc, fake_memory_roundtrip);
 	tcase_add_test(tc, fake_alignment);
 	tcase_add_test(tc, fake_copy_range_checked);
