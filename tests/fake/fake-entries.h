@@ -245,4 +245,24 @@
 	X(cuGraphicsGLRegisterBuffer, 3000, , cuGraphicsGLRegisterBuffer) \
 	X(cuGraphicsGLRegisterImage, 3000, , cuGraphicsGLRegisterImage) \
 	X(cuGLGetDevices, 4010, , cuGLGetDevices) \
-	X(cuGLGetDevices, 6050, , cuGLGetDevices_v2)
+	X(cuGLGetDevices, 6050, , cuGLGetDevices_v2) \
+	/* stream capture and the graphs it makes (fake-capture.c) */ \
+	X(cuStreamBeginCapture, 10000, , cuStreamBeginCapture) \
+	X(cuStreamBeginCapture, 10000, _ptsz, cuStreamBeginCapture_ptsz) \
+	X(cuStreamBeginCapture, 10010, , cuStreamBeginCapture_v2) \
+	X(cuStreamBeginCapture, 10010, _ptsz, cuStreamBeginCapture_v2_ptsz) \
+	X(cuStreamBeginCaptureToGraph, 12030, , cuStreamBeginCaptureToGraph) \
+	X(cuStreamBeginCaptureToGraph, 12030, _ptsz, cuStreamBeginCaptureToGraph_ptsz) \
+	X(cuStreamEndCapture, 10000, , cuStreamEndCapture) \
+	X(cuStreamEndCapture, 10000, _ptsz, cuStreamEndCapture_ptsz) \
+	X(cuStreamIsCapturing, 10000, , cuStreamIsCapturing) \
+	X(cuStreamIsCapturing, 10000, _ptsz, cuStreamIsCapturing_ptsz) \
+	X(cuStreamGetCaptureInfo, 10010, , cuStreamGetCaptureInfo) \
+	X(cuStreamGetCaptureInfo, 10010, _ptsz, cuStreamGetCaptureInfo_ptsz) \
+	X(cuStreamGetCaptureInfo, 11030, , cuStreamGetCaptureInfo_v2) \
+	X(cuStreamGetCaptureInfo, 11030, _ptsz, cuStreamGetCaptureInfo_v2_ptsz) \
+	X(cuStreamGetCaptureInfo, 12030, , cuStreamGetCaptureInfo_v3) \
+	X(cuStreamGetCaptureInfo, 12030, _ptsz, cuStreamGetCaptureInfo_v3_ptsz) \
+	X(cuThreadExchangeStreamCaptureMode, 10010, , cuThreadExchangeStreamCaptureMode) \
+	X(cuGraphCreate, 10000, , cuGraphCreate) \
+	X(cuGraphDestroy, 10000, , cuGraphDestroy)

@@ -21,6 +21,7 @@
  * waiting on it.
  */
 #include "fake-internal.h"
+#include "fake-extra.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,7 @@ struct CUstream_st {
 	struct fake_op *head, *tail;
 	uint64_t submitted, completed;
 	bool dying;
+	struct fake_capture *capture; /* the capture sequence it is in (fake-capture.c) */
 	bool exited;  /* worker gone; freed by the last waiter */
 	int waiters;  /* threads waiting on this stream's progress */
 	pthread_cond_t cv;
@@ -205,6 +207,7 @@ static void drain_blocking(struct CUctx_st *ctx)
 
 void fake_ctx_drain(struct CUctx_st *ctx)
 {
+	fake_capture_ctx_synchronized(ctx);
 	for (;;) {
 		bool busy = ctx->legacy_running > 0;
 		for (struct CUstream_st *s = all_streams; s && !busy; s = s->next)
@@ -215,8 +218,22 @@ void fake_ctx_drain(struct CUctx_st *ctx)
 	}
 }
 
+void fake_op_discard(struct fake_op *op)
+{
+	op_finish_locked(op);
+}
+
+struct fake_capture *fake_stream_capture(struct CUstream_st *s) { return s->capture; }
+void fake_stream_set_capture(struct CUstream_st *s, struct fake_capture *c) { s->capture = c; }
+struct CUctx_st *fake_stream_ctx(struct CUstream_st *s) { return s->ctx; }
+bool fake_stream_blocking(struct CUstream_st *s) { return !s->nonblocking; }
+
 void fake_stream_submit(struct CUctx_st *ctx, struct CUstream_st *s, struct fake_op *op, bool wait)
 {
+	if (s && s->capture) { /* captured into a graph, not run */
+		fake_capture_add_op(s->capture, op);
+		return;
+	}
 	if (!s) {
 		drain_blocking(ctx);
 		ctx->legacy_running++;
@@ -295,6 +312,8 @@ void fake_ctx_release_streams(struct CUctx_st *ctx)
 {
 	for (struct CUstream_st *s = all_streams; s; s = s->next)
 		if (s->ctx == ctx && !s->dying) {
+			if (s->capture)
+				fake_capture_stream_gone(s);
 			s->dying = true;
 			pthread_cond_signal(&s->cv);
 		}
@@ -345,6 +364,8 @@ static CUresult stream_destroy(CUstream h)
 	CUresult r = CUDA_ERROR_INVALID_HANDLE;
 	for (struct CUstream_st *s = all_streams; s; s = s->next)
 		if (s == h && !s->dying && !s->per_thread) {
+			if (s->capture)
+				fake_capture_stream_gone(s);
 			s->dying = true;
 			pthread_cond_signal(&s->cv);
 			r = CUDA_SUCCESS;
@@ -388,7 +409,11 @@ static CUresult stream_sync(CUstream h, bool pt)
 	struct CUctx_st *ctx = NULL;
 	struct CUstream_st *s;
 	CUresult r = fake_stream_lookup(h, pt, &ctx, &s);
-	if (!r) {
+	if (!r && s && s->capture) {
+		/* synchronizing a capturing stream breaks its capture */
+		fake_capture_invalidate(s->capture);
+		r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	} else if (!r) {
 		if (s) {
 			stream_wait_for(s, s->submitted);
 		} else {
@@ -419,7 +444,11 @@ static CUresult stream_query(CUstream h, bool pt)
 	struct CUctx_st *ctx = NULL;
 	struct CUstream_st *s;
 	CUresult r = fake_stream_lookup(h, pt, &ctx, &s);
-	if (!r) {
+	if (!r && s && s->capture) {
+		/* so does querying it */
+		fake_capture_invalidate(s->capture);
+		r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	} else if (!r) {
 		bool busy = false;
 		if (s)
 			busy = stream_busy(s);
@@ -615,7 +644,8 @@ static CUresult event_record(CUevent ev, CUstream h, bool pt)
 	if (!r) {
 		op->kind = FAKE_OP_EVENT_RECORD;
 		op->event = ev;
-		op->seq = ++ev->recorded;
+		/* captured: a node of the graph, the event itself is not recorded now */
+		op->seq = s && s->capture ? 0 : ++ev->recorded;
 		ev->refs++;
 		fake_stream_submit(ctx, s, op, false);
 	}

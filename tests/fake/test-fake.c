@@ -748,6 +748,225 @@ START_TEST(fake_nvml_monitoring_queries)
 }
 END_TEST
 
+/* ---- stream capture ----------------------------------------------------------------------- */
+
+static CUstreamCaptureStatus capture_status(CUstream s)
+{
+	CUstreamCaptureStatus st = (CUstreamCaptureStatus)99;
+	CK(cuStreamIsCapturing(s, &st));
+	return st;
+}
+
+START_TEST(fake_capture_records_instead_of_running)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUstream s;
+	CUdeviceptr p;
+	CUevent e;
+	CUgraph g = NULL, g2 = NULL;
+	CK(cuStreamCreate(&s, CU_STREAM_DEFAULT));
+	CK(cuMemAlloc_v2(&p, 4096));
+	CK(cuMemsetD8_v2(p, 0, 4096));
+	CK(cuEventCreate(&e, 0));
+	ck_assert_int_eq(cuStreamBeginCapture_v2(NULL, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	ck_assert_int_eq(cuStreamBeginCapture_v2(CU_STREAM_LEGACY, CU_STREAM_CAPTURE_MODE_GLOBAL),
+			 CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	ck_assert_int_eq(cuStreamBeginCapture_v2(s, (CUstreamCaptureMode)7), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(capture_status(s), CU_STREAM_CAPTURE_STATUS_NONE);
+	ck_assert_int_eq(cuStreamEndCapture(s, &g), CUDA_ERROR_ILLEGAL_STATE);
+	CK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	ck_assert_int_eq(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_ILLEGAL_STATE);
+	ck_assert_int_eq(capture_status(s), CU_STREAM_CAPTURE_STATUS_ACTIVE);
+	CUstreamCaptureStatus st;
+	ck_assert_int_eq(cuStreamIsCapturing(NULL, &st), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT); /* blocking stream */
+	cuuint64_t id = 0;
+	CUgraph cg = NULL;
+	const CUgraphNode *deps = (const CUgraphNode *)&id;
+	const CUgraphEdgeData *edges = (const CUgraphEdgeData *)&id;
+	size_t ndeps = 9;
+	CK(cuStreamGetCaptureInfo_v3(s, &st, &id, &cg, &deps, &edges, &ndeps));
+	ck_assert_int_eq(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+	ck_assert_uint_ne(id, 0);
+	ck_assert_ptr_nonnull(cg);
+	ck_assert_uint_eq(ndeps, 0);
+	/* work pushed into the stream is captured, not run */
+	CK(cuMemsetD8Async(p, 0x77, 4096, s));
+	CK(cuLaunchHostFunc(s, sleep_then_set_a, (void *)(intptr_t)0));
+	CK(cuEventRecord(e, s));
+	CK(cuEventQuery(e)); /* not recorded now: a graph node */
+	CK(cuStreamEndCapture(s, &g));
+	ck_assert_ptr_eq(g, cg);
+	ck_assert_int_eq(capture_status(s), CU_STREAM_CAPTURE_STATUS_NONE);
+	CK(cuStreamIsCapturing(NULL, &st));
+	ck_assert_int_eq(st, CU_STREAM_CAPTURE_STATUS_NONE);
+	sleep_ms(50);
+	ck_assert_int_eq(atomic_load(&flag_a), 0);
+	ck_assert_uint_eq(((unsigned char *)p)[100], 0);
+	CK(cuStreamSynchronize(s));
+	CK(cuGraphDestroy(g));
+	ck_assert_int_eq(cuGraphDestroy(g), CUDA_ERROR_INVALID_VALUE);
+	/* the stream works as before afterwards */
+	CK(cuMemsetD8Async(p, 0x55, 4096, s));
+	CK(cuStreamSynchronize(s));
+	ck_assert_uint_eq(((unsigned char *)p)[100], 0x55);
+	/* into a graph of the program's own; per-thread stream forms */
+	CK(cuGraphCreate(&g2, 0));
+	CK(cuStreamBeginCaptureToGraph(s, g2, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	ck_assert_int_eq(cuGraphDestroy(g2), CUDA_ERROR_ILLEGAL_STATE);
+	CK(cuStreamEndCapture(s, &g));
+	ck_assert_ptr_eq(g, g2);
+	CK(cuGraphDestroy(g2));
+	CK(cuStreamBeginCapture_v2_ptsz(NULL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+	CK(cuStreamIsCapturing_ptsz(NULL, &st));
+	ck_assert_int_eq(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+	CK(cuStreamEndCapture_ptsz(NULL, &g));
+	ck_assert_ptr_nonnull(g);
+	CK(cuGraphDestroy(g));
+}
+END_TEST
+
+/* Begin a capture in mode m, make call, and return what EndCapture said. */
+#define CAPTURE_AROUND(s, m, call, want_call)                                         \
+	do {                                                                          \
+		CUgraph g_ = (CUgraph)1;                                              \
+		CK(cuStreamBeginCapture_v2(s, m));                                    \
+		ck_assert_int_eq((call), (want_call));                                \
+		ck_assert_int_eq(capture_status(s), CU_STREAM_CAPTURE_STATUS_INVALIDATED); \
+		ck_assert_int_eq(cuStreamEndCapture(s, &g_), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED); \
+		ck_assert_ptr_null(g_);                                               \
+		ck_assert_int_eq(capture_status(s), CU_STREAM_CAPTURE_STATUS_NONE);   \
+	} while (0)
+
+START_TEST(fake_capture_prohibits_unsafe_calls)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUstream s;
+	CUdeviceptr p, q = 0;
+	size_t pitch;
+	CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CK(cuMemAlloc_v2(&p, 4096));
+	uint64_t held = fakecuda_reserved(0);
+	/* global and thread-local captures: allocation and synchronization fail and invalidate */
+	CAPTURE_AROUND(s, CU_STREAM_CAPTURE_MODE_GLOBAL, cuMemAlloc_v2(&q, 4096), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	CAPTURE_AROUND(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, cuMemAllocPitch_v2(&q, &pitch, 64, 64, 4),
+		       CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	CAPTURE_AROUND(s, CU_STREAM_CAPTURE_MODE_GLOBAL, cuMemAllocManaged(&q, 64, CU_MEM_ATTACH_GLOBAL),
+		       CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	ck_assert_uint_eq(fakecuda_reserved(0), held); /* nothing was allocated */
+	CAPTURE_AROUND(s, CU_STREAM_CAPTURE_MODE_GLOBAL, cuMemFree_v2(p), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	ck_assert_uint_eq(fakecuda_reserved(0), held); /* nor freed */
+	CAPTURE_AROUND(s, CU_STREAM_CAPTURE_MODE_GLOBAL, cuStreamSynchronize(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	CAPTURE_AROUND(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, cuStreamQuery(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	/* context synchronization invalidates the capture (cuCtxSynchronize's own
+	 * return value is fake-ctx.c's, not yet capture-aware) */
+	CUgraph g = (CUgraph)1;
+	CK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	cuCtxSynchronize();
+	ck_assert_int_eq(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+	ck_assert_ptr_null(g);
+	/* relaxed: this thread may allocate during the capture, but never synchronize */
+	CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+	CK(cuThreadExchangeStreamCaptureMode(&m));
+	ck_assert_int_eq(m, CU_STREAM_CAPTURE_MODE_GLOBAL); /* the default */
+	CK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	CK(cuMemAlloc_v2(&q, 4096));
+	ck_assert_int_eq(capture_status(s), CU_STREAM_CAPTURE_STATUS_ACTIVE);
+	CK(cuStreamEndCapture(s, &g));
+	ck_assert_ptr_nonnull(g);
+	CK(cuGraphDestroy(g));
+	CAPTURE_AROUND(s, CU_STREAM_CAPTURE_MODE_GLOBAL, cuMemFree_v2(q), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	CK(cuThreadExchangeStreamCaptureMode(&m)); /* back to global */
+	ck_assert_int_eq(m, CU_STREAM_CAPTURE_MODE_RELAXED);
+	/* a capture begun relaxed does not prohibit this thread's allocations */
+	CK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+	CUdeviceptr r;
+	CK(cuMemAlloc_v2(&r, 512));
+	CK(cuStreamEndCapture(s, &g));
+	ck_assert_ptr_nonnull(g);
+	CK(cuGraphDestroy(g));
+	/* after the capture everything is allowed again */
+	CK(cuMemFree_v2(q));
+	CK(cuMemFree_v2(r));
+	CK(cuMemFree_v2(p));
+	CK(cuCtxSynchronize());
+	m = (CUstreamCaptureMode)5;
+	ck_assert_int_eq(cuThreadExchangeStreamCaptureMode(&m), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuThreadExchangeStreamCaptureMode(NULL), CUDA_ERROR_INVALID_VALUE);
+}
+END_TEST
+
+static CUcontext cap_ctx;
+static CUstream cap_stream;
+static CUstreamCaptureMode cap_thread_mode;
+static CUresult cap_result;
+static CUgraph cap_graph;
+
+static void *alloc_in_thread(void *arg)
+{
+	(void)arg;
+	CUstreamCaptureMode m = cap_thread_mode;
+	CUdeviceptr p = 0;
+	if (cuCtxSetCurrent(cap_ctx) || cuThreadExchangeStreamCaptureMode(&m))
+		return (void *)1;
+	cap_result = cuMemAlloc_v2(&p, 256); /* freed with the context: a free would synchronize */
+	return NULL;
+}
+
+static void *end_in_thread(void *arg)
+{
+	(void)arg;
+	cap_result = cuStreamEndCapture(cap_stream, &cap_graph);
+	return NULL;
+}
+
+static CUresult in_thread(void *(*fn)(void *))
+{
+	pthread_t t;
+	void *ret = (void *)1;
+	ck_assert_int_eq(pthread_create(&t, NULL, fn, NULL), 0);
+	pthread_join(t, &ret);
+	ck_assert_ptr_null(ret);
+	return cap_result;
+}
+
+START_TEST(fake_capture_modes_across_threads)
+{
+	init_ctx(&cap_ctx);
+	CK(cuStreamCreate(&cap_stream, CU_STREAM_NON_BLOCKING));
+	CUgraph g;
+	/* a global capture here prohibits another thread in global mode ... */
+	CK(cuStreamBeginCapture_v2(cap_stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	cap_thread_mode = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+	CK(in_thread(alloc_in_thread)); /* ... not one in thread-local mode ... */
+	cap_thread_mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+	CK(in_thread(alloc_in_thread)); /* ... nor a relaxed one ... */
+	ck_assert_int_eq(capture_status(cap_stream), CU_STREAM_CAPTURE_STATUS_ACTIVE);
+	cap_thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+	ck_assert_int_eq(in_thread(alloc_in_thread), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	ck_assert_int_eq(capture_status(cap_stream), CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+	ck_assert_int_eq(cuStreamEndCapture(cap_stream, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+	/* a thread-local capture does not reach other threads */
+	CK(cuStreamBeginCapture_v2(cap_stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+	CK(in_thread(alloc_in_thread));
+	/* only the beginning thread may end a capture not begun relaxed */
+	ck_assert_int_eq(in_thread(end_in_thread), CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+	CK(cuStreamEndCapture(cap_stream, &g));
+	CK(cuGraphDestroy(g));
+	CK(cuStreamBeginCapture_v2(cap_stream, CU_STREAM_CAPTURE_MODE_RELAXED));
+	CK(in_thread(end_in_thread));
+	ck_assert_ptr_nonnull(cap_graph);
+	CK(cuGraphDestroy(cap_graph));
+	/* destroying a capturing stream ends its capture */
+	CK(cuStreamBeginCapture_v2(cap_stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	CK(cuStreamDestroy_v2(cap_stream));
+	CUdeviceptr p;
+	CK(cuMemAlloc_v2(&p, 256));
+	CK(cuMemFree_v2(p));
+}
+END_TEST
+
 /* ---- memory ----------------------------------------------------------------------- */
 
 START_TEST(fake_memory_roundtrip)
@@ -1580,6 +1799,9 @@ static Suite *fake_suite(void)
 	tcase_add_test(tc, fake_stream_callback_and_event_timing);
 	tcase_add_test(tc, fake_no_device_code);
 	tcase_add_test(tc, fake_nvml_monitoring_queries);
+	tcase_add_test(tc, fake_capture_records_instead_of_running);
+	tcase_add_test(tc, fake_capture_prohibits_unsafe_calls);
+	tcase_add_test(tc, fake_capture_modes_across_threads);
 	tcase_add_test(tc, fake_memory_roundtrip);
 	tcase_add_test(tc, fake_alignment);
 	tcase_add_test(tc, fake_copy_range_checked);
