@@ -227,6 +227,10 @@
 	X(cuLinkAddFile, 6050, , cuLinkAddFile_v2) \
 	X(cuLinkComplete, 5050, , cuLinkComplete) \
 	X(cuLinkDestroy, 5050, , cuLinkDestroy) \
+	X(cuFuncGetAttribute, 2020, , cuFuncGetAttribute) \
+	X(cuFuncSetAttribute, 9000, , cuFuncSetAttribute) \
+	X(cuFuncSetCacheConfig, 3000, , cuFuncSetCacheConfig) \
+	X(cuFuncSetSharedMemConfig, 4020, , cuFuncSetSharedMemConfig) \
 	X(cuLaunchKernel, 4000, , cuLaunchKernel) \
 	X(cuLaunchKernel, 7000, _ptsz, cuLaunchKernel_ptsz) \
 	X(cuTexObjectCreate, 5000, , cuTexObjectCreate) \

@@ -148,6 +148,43 @@ FAKE_API CUresult cuModuleGetGlobal(CUdeviceptr_v1 *dptr, unsigned int *bytes, C
 	return no_module(hmod);
 }
 
+/* No function exists either (there is no module to get one from). */
+static CUresult no_function(CUfunction f)
+{
+	REQUIRE_INIT();
+	return f ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
+}
+
+FAKE_API CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc)
+{
+	COUNT(cuFuncGetAttribute);
+	(void)attrib;
+	if (!pi)
+		return fake_init_or(CUDA_ERROR_INVALID_VALUE);
+	return no_function(hfunc);
+}
+
+FAKE_API CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
+{
+	COUNT(cuFuncSetAttribute);
+	(void)attrib, (void)value;
+	return no_function(hfunc);
+}
+
+FAKE_API CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
+{
+	COUNT(cuFuncSetCacheConfig);
+	(void)config;
+	return no_function(hfunc);
+}
+
+FAKE_API CUresult cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config)
+{
+	COUNT(cuFuncSetSharedMemConfig);
+	(void)config;
+	return no_function(hfunc);
+}
+
 static CUresult launch(CUfunction f, CUstream h, bool pt)
 {
 	REQUIRE_INIT();

@@ -583,6 +583,11 @@ START_TEST(fake_no_device_code)
 	ck_assert_int_eq(cuModuleGetFunction(&f, (CUmodule)&m, "k"), CUDA_ERROR_INVALID_HANDLE);
 	ck_assert_int_eq(cuModuleUnload((CUmodule)&m), CUDA_ERROR_INVALID_HANDLE);
 	ck_assert_int_eq(cuModuleUnload(NULL), CUDA_ERROR_INVALID_VALUE);
+	int fa = -1;
+	ck_assert_int_eq(cuFuncGetAttribute(&fa, CU_FUNC_ATTRIBUTE_NUM_REGS, (CUfunction)&f), CUDA_ERROR_INVALID_HANDLE);
+	ck_assert_int_eq(cuFuncSetAttribute((CUfunction)&f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024),
+			 CUDA_ERROR_INVALID_HANDLE);
+	ck_assert_int_eq(cuFuncSetCacheConfig(NULL, CU_FUNC_CACHE_PREFER_L1), CUDA_ERROR_INVALID_VALUE);
 	ck_assert_int_eq(cuLaunchKernel(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
 	ck_assert_int_eq(cuLaunchKernel_ptsz((CUfunction)&f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL),
 			 CUDA_ERROR_INVALID_HANDLE);
