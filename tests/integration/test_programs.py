@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Real third-party programs from Debian as clients of the driver API:
 ffmpeg's CUDA hwcontext (hwupload_cuda / hwdownload) and GStreamer's
-nvcodec cudaupload / cudadownload. Each runs
+nvcodec cudaupload / cudadownload, and hashcat's device probe (hashcat -I:
+it lists the fake GPU, and under a cap the cap as its memory). The first
+two each run
 
   - over the fake driver alone, and its frames come back byte-identical
     to the CPU path's;
@@ -247,6 +249,42 @@ class Gstreamer(Program):
         self.assertIn("CUDA call failed: CUDA_ERROR_OUT_OF_MEMORY", p.stderr)
         self.assertIn("ERROR: from element", p.stderr + p.stdout)
         self.assert_refused("cuMemAllocPitch_v2", 8 * MiB)
+
+
+class Hashcat(Program):
+    """hashcat -I: a password cracker's device probe (dlopen libcuda.so.1,
+    resolve its driver entry points, list the CUDA devices). Over the fake
+    it lists the fake GPU; under the shim the memory it reports is the cap,
+    as cuDeviceTotalMem and cuMemGetInfo tell it."""
+
+    def setUp(self):
+        super().setUp()
+        self.hashcat = shutil.which("hashcat")
+        if not self.hashcat:
+            missing(self, "hashcat")
+
+    def probe(self, env):
+        p = self.run_prog([self.hashcat, "-I"], env, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        self.assertNotIn("is missing from CUDA shared library", p.stdout + p.stderr)
+        cuda = p.stdout.split("OpenCL Info:")[0]
+        self.assertIn("CUDA Info:", cuda)
+        self.assertIn("Name...........: Fake GPU 0", cuda)
+        self.assertIn("Processor(s)...: 132", cuda)
+        return cuda
+
+    def test_fake_alone(self):
+        cuda = self.probe(self.env(devices="16GiB"))
+        self.assertIn("Memory.Total...: 16384 MB", cuda)
+        self.assertIn("Memory.Free....: 16384 MB", cuda)
+
+    def test_under_a_cap_sees_the_cap(self):
+        cuda = self.probe(self.env(shim=True, limit="2GiB", devices="16GiB"))
+        self.assertIn("Memory.Total...: 2048 MB", cuda)
+        self.assertIn("Memory.Free....: 2048 MB", cuda)
+        recs = self.records()
+        self.assertEqual([r["type"] for r in recs if r["type"] in ("start", "exit")], ["start", "exit"])
+        self.assertEqual(recs[0]["gpus"][0]["limit"], 2 << 30)
 
 
 if __name__ == "__main__":
