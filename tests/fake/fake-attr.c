@@ -10,7 +10,7 @@
  * Thread safety: the table is constant; the device part reads the
  * configuration, fixed after the first call.
  */
-#include "fake-extra.h"
+#include "fake-internal.h"
 
 #include <string.h>
 

@@ -12,7 +12,6 @@
  * stack is thread-local.
  */
 #include "fake-internal.h"
-#include "fake-extra.h"
 
 #include <limits.h>
 #include <stdio.h>
