@@ -410,7 +410,7 @@ static void fill_image(unsigned char *img, size_t pitch, size_t w, size_t h, uns
 
 START_TEST(fake_copy_2d_3d)
 {
-	setenv("FAKECUDA_STREAM_DELAY_US", "100000", 1);
+	setenv("FAKECUDA_STREAM_DELAY_US", "300000", 1); /* the async copy waits; the test looks first */
 	CUcontext ctx;
 	init_ctx(&ctx);
 	const size_t w = 100, h = 7, hp = 128; /* host pitch */
