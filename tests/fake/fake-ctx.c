@@ -110,6 +110,7 @@ FAKE_API CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 	return CUDA_SUCCESS;
 }
 
+/* Every attribute of the CUDA 13 enum is answered (fake-attr.c). */
 FAKE_API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
 	COUNT(cuDeviceGetAttribute);
@@ -118,31 +119,7 @@ FAKE_API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdev
 		return CUDA_ERROR_INVALID_VALUE;
 	if (fake_check_dev(dev))
 		return CUDA_ERROR_INVALID_DEVICE;
-	const struct fake_dev *d = &fake_cfg.dev[dev];
-	int v;
-	switch (attrib) {
-	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: v = 9; break;
-	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: v = 0; break;
-	case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: v = (int)d->pci_domain; break;
-	case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: v = (int)d->pci_bus; break;
-	case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: v = (int)d->pci_device; break;
-	case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: v = 1; break;
-	case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: v = 1; break;
-	case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: v = 1; break;
-	case CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT: v = 32; break;
-	case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT: v = 512; break;
-	case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = 132; break;
-	case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: v = 1; break;
-	case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: v = 1; break;
-	case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: v = 1; break;
-	case CU_DEVICE_ATTRIBUTE_WARP_SIZE: v = 32; break;
-	case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: v = 1024; break;
-	case CU_DEVICE_ATTRIBUTE_INTEGRATED: v = 0; break;
-	case CU_DEVICE_ATTRIBUTE_TCC_DRIVER: v = 0; break;
-	default: return CUDA_ERROR_INVALID_VALUE;
-	}
-	*pi = v;
-	return CUDA_SUCCESS;
+	return fake_device_attribute(dev, attrib, pi);
 }
 
 FAKE_API CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)

@@ -174,4 +174,101 @@
 	X(cuIpcGetMemHandle, 4010, , cuIpcGetMemHandle) \
 	X(cuIpcOpenMemHandle, 4010, , cuIpcOpenMemHandle) \
 	X(cuIpcOpenMemHandle, 11000, , cuIpcOpenMemHandle_v2) \
-	X(cuIpcCloseMemHandle, 4010, , cuIpcCloseMemHandle)
+	X(cuIpcCloseMemHandle, 4010, , cuIpcCloseMemHandle) \
+	/* device queries programs make at start (fake-attr.c) */ \
+	X(cuDeviceComputeCapability, 2000, , cuDeviceComputeCapability) \
+	X(cuDeviceGetProperties, 2000, , cuDeviceGetProperties) \
+	/* context settings, peer access, profiler, registered host memory (fake-misc.c) */ \
+	X(cuCtxSetLimit, 3010, , cuCtxSetLimit) \
+	X(cuCtxGetLimit, 3010, , cuCtxGetLimit) \
+	X(cuCtxGetCacheConfig, 3020, , cuCtxGetCacheConfig) \
+	X(cuCtxSetCacheConfig, 3020, , cuCtxSetCacheConfig) \
+	X(cuCtxGetSharedMemConfig, 4020, , cuCtxGetSharedMemConfig) \
+	X(cuCtxSetSharedMemConfig, 4020, , cuCtxSetSharedMemConfig) \
+	X(cuDeviceCanAccessPeer, 4000, , cuDeviceCanAccessPeer) \
+	X(cuCtxEnablePeerAccess, 4000, , cuCtxEnablePeerAccess) \
+	X(cuCtxDisablePeerAccess, 4000, , cuCtxDisablePeerAccess) \
+	X(cuDeviceGetP2PAttribute, 8000, , cuDeviceGetP2PAttribute) \
+	X(cuProfilerStart, 4000, , cuProfilerStart) \
+	X(cuProfilerStop, 4000, , cuProfilerStop) \
+	X(cuMemHostRegister, 4000, , cuMemHostRegister) \
+	X(cuMemHostRegister, 6050, , cuMemHostRegister_v2) \
+	X(cuMemHostUnregister, 4000, , cuMemHostUnregister) \
+	X(cuMemHostGetDevicePointer, 2020, , cuMemHostGetDevicePointer) \
+	X(cuMemHostGetDevicePointer, 3020, , cuMemHostGetDevicePointer_v2) \
+	/* stream callbacks and event timing (fake-stream.c) */ \
+	X(cuStreamAddCallback, 5000, , cuStreamAddCallback) \
+	X(cuStreamAddCallback, 7000, _ptsz, cuStreamAddCallback_ptsz) \
+	X(cuEventElapsedTime, 2000, , cuEventElapsedTime) \
+	X(cuEventElapsedTime, 12080, , cuEventElapsedTime_v2) \
+	/* 2D and 3D copies (fake-copy.c) */ \
+	X(cuMemcpy2D, 3020, , cuMemcpy2D_v2) \
+	X(cuMemcpy2D, 7000, _ptds, cuMemcpy2D_v2_ptds) \
+	X(cuMemcpy2DUnaligned, 3020, , cuMemcpy2DUnaligned_v2) \
+	X(cuMemcpy2DUnaligned, 7000, _ptds, cuMemcpy2DUnaligned_v2_ptds) \
+	X(cuMemcpy2DAsync, 3020, , cuMemcpy2DAsync_v2) \
+	X(cuMemcpy2DAsync, 7000, _ptsz, cuMemcpy2DAsync_v2_ptsz) \
+	X(cuMemcpy3D, 3020, , cuMemcpy3D_v2) \
+	X(cuMemcpy3D, 7000, _ptds, cuMemcpy3D_v2_ptds) \
+	X(cuMemcpy3DAsync, 3020, , cuMemcpy3DAsync_v2) \
+	X(cuMemcpy3DAsync, 7000, _ptsz, cuMemcpy3DAsync_v2_ptsz) \
+	/* modules, linking, launches, texture objects: no device code runs here (fake-module.c) */ \
+	X(cuModuleLoad, 2000, , cuModuleLoad) \
+	X(cuModuleLoadData, 2000, , cuModuleLoadData) \
+	X(cuModuleLoadDataEx, 2010, , cuModuleLoadDataEx) \
+	X(cuModuleLoadFatBinary, 2000, , cuModuleLoadFatBinary) \
+	X(cuModuleUnload, 2000, , cuModuleUnload) \
+	X(cuModuleGetFunction, 2000, , cuModuleGetFunction) \
+	X(cuModuleGetGlobal, 2000, , cuModuleGetGlobal) \
+	X(cuModuleGetGlobal, 3020, , cuModuleGetGlobal_v2) \
+	X(cuLinkCreate, 5050, , cuLinkCreate) \
+	X(cuLinkCreate, 6050, , cuLinkCreate_v2) \
+	X(cuLinkAddData, 5050, , cuLinkAddData) \
+	X(cuLinkAddData, 6050, , cuLinkAddData_v2) \
+	X(cuLinkAddFile, 5050, , cuLinkAddFile) \
+	X(cuLinkAddFile, 6050, , cuLinkAddFile_v2) \
+	X(cuLinkComplete, 5050, , cuLinkComplete) \
+	X(cuLinkDestroy, 5050, , cuLinkDestroy) \
+	X(cuFuncGetAttribute, 2020, , cuFuncGetAttribute) \
+	X(cuFuncSetAttribute, 9000, , cuFuncSetAttribute) \
+	X(cuFuncSetCacheConfig, 3000, , cuFuncSetCacheConfig) \
+	X(cuFuncSetSharedMemConfig, 4020, , cuFuncSetSharedMemConfig) \
+	X(cuLaunchKernel, 4000, , cuLaunchKernel) \
+	X(cuLaunchKernel, 7000, _ptsz, cuLaunchKernel_ptsz) \
+	X(cuTexObjectCreate, 5000, , cuTexObjectCreate) \
+	X(cuTexObjectDestroy, 5000, , cuTexObjectDestroy) \
+	/* graphics interop: no graphics API here (fake-module.c) */ \
+	X(cuGraphicsUnregisterResource, 3000, , cuGraphicsUnregisterResource) \
+	X(cuGraphicsSubResourceGetMappedArray, 3000, , cuGraphicsSubResourceGetMappedArray) \
+	X(cuGraphicsResourceGetMappedPointer, 3000, , cuGraphicsResourceGetMappedPointer) \
+	X(cuGraphicsResourceGetMappedPointer, 3020, , cuGraphicsResourceGetMappedPointer_v2) \
+	X(cuGraphicsResourceSetMapFlags, 3000, , cuGraphicsResourceSetMapFlags) \
+	X(cuGraphicsResourceSetMapFlags, 6050, , cuGraphicsResourceSetMapFlags_v2) \
+	X(cuGraphicsMapResources, 3000, , cuGraphicsMapResources) \
+	X(cuGraphicsMapResources, 7000, _ptsz, cuGraphicsMapResources_ptsz) \
+	X(cuGraphicsUnmapResources, 3000, , cuGraphicsUnmapResources) \
+	X(cuGraphicsUnmapResources, 7000, _ptsz, cuGraphicsUnmapResources_ptsz) \
+	X(cuGraphicsGLRegisterBuffer, 3000, , cuGraphicsGLRegisterBuffer) \
+	X(cuGraphicsGLRegisterImage, 3000, , cuGraphicsGLRegisterImage) \
+	X(cuGLGetDevices, 4010, , cuGLGetDevices) \
+	X(cuGLGetDevices, 6050, , cuGLGetDevices_v2) \
+	/* stream capture and the graphs it makes (fake-capture.c) */ \
+	X(cuStreamBeginCapture, 10000, , cuStreamBeginCapture) \
+	X(cuStreamBeginCapture, 10000, _ptsz, cuStreamBeginCapture_ptsz) \
+	X(cuStreamBeginCapture, 10010, , cuStreamBeginCapture_v2) \
+	X(cuStreamBeginCapture, 10010, _ptsz, cuStreamBeginCapture_v2_ptsz) \
+	X(cuStreamBeginCaptureToGraph, 12030, , cuStreamBeginCaptureToGraph) \
+	X(cuStreamBeginCaptureToGraph, 12030, _ptsz, cuStreamBeginCaptureToGraph_ptsz) \
+	X(cuStreamEndCapture, 10000, , cuStreamEndCapture) \
+	X(cuStreamEndCapture, 10000, _ptsz, cuStreamEndCapture_ptsz) \
+	X(cuStreamIsCapturing, 10000, , cuStreamIsCapturing) \
+	X(cuStreamIsCapturing, 10000, _ptsz, cuStreamIsCapturing_ptsz) \
+	X(cuStreamGetCaptureInfo, 10010, , cuStreamGetCaptureInfo) \
+	X(cuStreamGetCaptureInfo, 10010, _ptsz, cuStreamGetCaptureInfo_ptsz) \
+	X(cuStreamGetCaptureInfo, 11030, , cuStreamGetCaptureInfo_v2) \
+	X(cuStreamGetCaptureInfo, 11030, _ptsz, cuStreamGetCaptureInfo_v2_ptsz) \
+	X(cuStreamGetCaptureInfo, 12030, , cuStreamGetCaptureInfo_v3) \
+	X(cuStreamGetCaptureInfo, 12030, _ptsz, cuStreamGetCaptureInfo_v3_ptsz) \
+	X(cuThreadExchangeStreamCaptureMode, 10010, , cuThreadExchangeStreamCaptureMode) \
+	X(cuGraphCreate, 10000, , cuGraphCreate) \
+	X(cuGraphDestroy, 10000, , cuGraphDestroy)

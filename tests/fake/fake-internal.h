@@ -195,3 +195,9 @@ bool fake_vmm_reservation(uintptr_t addr, uintptr_t *base, size_t *size);
 /* ---- misc ------------------------------------------------------------ */
 void *fake_map(size_t len, bool low32); /* mmap anonymous NORESERVE; NULL on failure */
 static inline uint64_t fake_round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+/* ---- device attributes (fake-attr.c) ---------------------------------- */
+/* The value of attribute a of device dev (no lock needed: the answers
+ * depend only on the configuration). CUDA_ERROR_INVALID_VALUE for an
+ * attribute outside 1 .. CU_DEVICE_ATTRIBUTE_MAX-1. dev must be valid. */
+CUresult fake_device_attribute(int dev, CUdevice_attribute a, int *out);

@@ -20,6 +20,7 @@
  * and released outside it.
  */
 #include "fake-internal.h"
+#include "fake-extra.h"
 
 #include <limits.h>
 #include <search.h>
@@ -147,6 +148,13 @@ static CUresult alloc_common(uintptr_t *out, size_t size, enum fake_kind kind)
 	if (!ctx)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	bool counted = kind != FAKE_K_HOST;
+	if (counted) { /* device memory: a call stream capture may prohibit (fake-capture.c) */
+		pthread_mutex_lock(&fake_lock);
+		CUresult rc = fake_capture_check_unsafe();
+		pthread_mutex_unlock(&fake_lock);
+		if (rc)
+			return rc;
+	}
 	if (counted && size > fake_cfg.dev[ctx->dev].total)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	size_t map_len;
@@ -284,6 +292,12 @@ static CUresult mem_free(CUdeviceptr dptr)
 			return CUDA_ERROR_INVALID_VALUE;
 		}
 		if (pass == 0) {
+			/* the free synchronizes the context: never during a capture */
+			CUresult rc = fake_capture_check_sync(a->ctx);
+			if (rc) {
+				pthread_mutex_unlock(&fake_lock);
+				return rc;
+			}
 			fake_ctx_drain(a->ctx);
 			fake_count_device_sync();
 			a = fake_reg_find(dptr); /* the lock was dropped while draining */

@@ -17,6 +17,7 @@
  * Thread safety: the table is constant; only the call counters change.
  */
 #include "fake-internal.h"
+#include "fake-extra.h" /* declarations of the GL and profiler entry points */
 
 #include <string.h>
 

@@ -21,10 +21,12 @@
  * waiting on it.
  */
 #include "fake-internal.h"
+#include "fake-extra.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 struct CUstream_st {
@@ -36,6 +38,7 @@ struct CUstream_st {
 	struct fake_op *head, *tail;
 	uint64_t submitted, completed;
 	bool dying;
+	struct fake_capture *capture; /* the capture sequence it is in (fake-capture.c) */
 	bool exited;  /* worker gone; freed by the last waiter */
 	int waiters;  /* threads waiting on this stream's progress */
 	pthread_cond_t cv;
@@ -46,6 +49,7 @@ struct CUevent_st {
 	struct CUctx_st *ctx;
 	unsigned flags;
 	uint64_t recorded, completed;
+	struct timespec completed_at; /* when the last completed record ran */
 	int refs; /* the handle + pending operations */
 	bool destroyed;
 	struct CUevent_st *next;
@@ -112,8 +116,10 @@ static void op_finish_locked(struct fake_op *op)
 {
 	switch (op->kind) {
 	case FAKE_OP_EVENT_RECORD:
-		if (op->event->completed < op->seq)
+		if (op->event->completed < op->seq) {
 			op->event->completed = op->seq;
+			clock_gettime(CLOCK_MONOTONIC, &op->event->completed_at);
+		}
 		event_unref(op->event);
 		break;
 	case FAKE_OP_WAIT_EVENT:
@@ -201,6 +207,7 @@ static void drain_blocking(struct CUctx_st *ctx)
 
 void fake_ctx_drain(struct CUctx_st *ctx)
 {
+	fake_capture_ctx_synchronized(ctx);
 	for (;;) {
 		bool busy = ctx->legacy_running > 0;
 		for (struct CUstream_st *s = all_streams; s && !busy; s = s->next)
@@ -211,8 +218,22 @@ void fake_ctx_drain(struct CUctx_st *ctx)
 	}
 }
 
+void fake_op_discard(struct fake_op *op)
+{
+	op_finish_locked(op);
+}
+
+struct fake_capture *fake_stream_capture(struct CUstream_st *s) { return s->capture; }
+void fake_stream_set_capture(struct CUstream_st *s, struct fake_capture *c) { s->capture = c; }
+struct CUctx_st *fake_stream_ctx(struct CUstream_st *s) { return s->ctx; }
+bool fake_stream_blocking(struct CUstream_st *s) { return !s->nonblocking; }
+
 void fake_stream_submit(struct CUctx_st *ctx, struct CUstream_st *s, struct fake_op *op, bool wait)
 {
+	if (s && s->capture) { /* captured into a graph, not run */
+		fake_capture_add_op(s->capture, op);
+		return;
+	}
 	if (!s) {
 		drain_blocking(ctx);
 		ctx->legacy_running++;
@@ -291,6 +312,8 @@ void fake_ctx_release_streams(struct CUctx_st *ctx)
 {
 	for (struct CUstream_st *s = all_streams; s; s = s->next)
 		if (s->ctx == ctx && !s->dying) {
+			if (s->capture)
+				fake_capture_stream_gone(s);
 			s->dying = true;
 			pthread_cond_signal(&s->cv);
 		}
@@ -341,6 +364,8 @@ static CUresult stream_destroy(CUstream h)
 	CUresult r = CUDA_ERROR_INVALID_HANDLE;
 	for (struct CUstream_st *s = all_streams; s; s = s->next)
 		if (s == h && !s->dying && !s->per_thread) {
+			if (s->capture)
+				fake_capture_stream_gone(s);
 			s->dying = true;
 			pthread_cond_signal(&s->cv);
 			r = CUDA_SUCCESS;
@@ -384,7 +409,11 @@ static CUresult stream_sync(CUstream h, bool pt)
 	struct CUctx_st *ctx = NULL;
 	struct CUstream_st *s;
 	CUresult r = fake_stream_lookup(h, pt, &ctx, &s);
-	if (!r) {
+	if (!r && s && s->capture) {
+		/* synchronizing a capturing stream breaks its capture */
+		fake_capture_invalidate(s->capture);
+		r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	} else if (!r) {
 		if (s) {
 			stream_wait_for(s, s->submitted);
 		} else {
@@ -415,7 +444,11 @@ static CUresult stream_query(CUstream h, bool pt)
 	struct CUctx_st *ctx = NULL;
 	struct CUstream_st *s;
 	CUresult r = fake_stream_lookup(h, pt, &ctx, &s);
-	if (!r) {
+	if (!r && s && s->capture) {
+		/* so does querying it */
+		fake_capture_invalidate(s->capture);
+		r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	} else if (!r) {
 		bool busy = false;
 		if (s)
 			busy = stream_busy(s);
@@ -542,6 +575,61 @@ FAKE_API CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *use
 	return launch_host_func(hStream, fn, userData, true);
 }
 
+/* cuStreamAddCallback: a host function that also gets the stream and the
+ * stream's status (always CUDA_SUCCESS: nothing on a fake stream fails).
+ * Flags must be 0. */
+struct callback {
+	CUstream stream;
+	CUstreamCallback fn;
+	void *user;
+};
+
+static void run_callback(void *arg)
+{
+	struct callback *cb = arg;
+	cb->fn(cb->stream, CUDA_SUCCESS, cb->user);
+}
+
+static CUresult stream_add_callback(CUstream h, CUstreamCallback fn, void *user, unsigned flags, bool pt)
+{
+	REQUIRE_INIT();
+	if (!fn || flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&fake_lock);
+	struct CUctx_st *ctx = NULL;
+	struct CUstream_st *s;
+	CUresult r = fake_stream_lookup(h, pt, &ctx, &s);
+	struct fake_op *op = NULL;
+	struct callback *cb = NULL;
+	if (!r && (!(op = calloc(1, sizeof *op)) || !(cb = malloc(sizeof *cb)))) {
+		free(op);
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	if (!r) {
+		*cb = (struct callback){h, fn, user};
+		op->kind = FAKE_OP_HOSTFN;
+		op->fn = run_callback;
+		op->user = cb;
+		op->owned = cb;
+		fake_stream_submit(ctx, s, op, false);
+	}
+	pthread_mutex_unlock(&fake_lock);
+	return r;
+}
+
+FAKE_API CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags)
+{
+	COUNT(cuStreamAddCallback);
+	return stream_add_callback(hStream, callback, userData, flags, false);
+}
+
+FAKE_API CUresult cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback, void *userData,
+					   unsigned int flags)
+{
+	COUNT(cuStreamAddCallback_ptsz);
+	return stream_add_callback(hStream, callback, userData, flags, true);
+}
+
 /* ---- events ------------------------------------------------------------------------ */
 
 FAKE_API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
@@ -585,7 +673,8 @@ static CUresult event_record(CUevent ev, CUstream h, bool pt)
 	if (!r) {
 		op->kind = FAKE_OP_EVENT_RECORD;
 		op->event = ev;
-		op->seq = ++ev->recorded;
+		/* captured: a node of the graph, the event itself is not recorded now */
+		op->seq = s && s->capture ? 0 : ++ev->recorded;
 		ev->refs++;
 		fake_stream_submit(ctx, s, op, false);
 	}
@@ -659,4 +748,39 @@ FAKE_API CUresult cuEventDestroy_v2(CUevent hEvent)
 {
 	COUNT(cuEventDestroy_v2);
 	return event_destroy(hEvent);
+}
+
+/* Documented: an event never recorded or created with
+ * CU_EVENT_DISABLE_TIMING is CUDA_ERROR_INVALID_HANDLE; one recorded but not
+ * yet completed is CUDA_ERROR_NOT_READY. The time is the host clock at which
+ * each event's last record ran on its stream. */
+static CUresult elapsed_time(float *ms, CUevent start, CUevent end)
+{
+	REQUIRE_INIT();
+	if (!ms)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&fake_lock);
+	CUresult r = CUDA_SUCCESS;
+	if (!event_valid(start) || !event_valid(end) || !start->recorded || !end->recorded ||
+	    ((start->flags | end->flags) & CU_EVENT_DISABLE_TIMING))
+		r = CUDA_ERROR_INVALID_HANDLE;
+	else if (start->completed < start->recorded || end->completed < end->recorded)
+		r = CUDA_ERROR_NOT_READY;
+	else
+		*ms = (float)((double)(end->completed_at.tv_sec - start->completed_at.tv_sec) * 1e3 +
+			      (double)(end->completed_at.tv_nsec - start->completed_at.tv_nsec) / 1e6);
+	pthread_mutex_unlock(&fake_lock);
+	return r;
+}
+
+FAKE_API CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+	COUNT(cuEventElapsedTime);
+	return elapsed_time(pMilliseconds, hStart, hEnd);
+}
+
+FAKE_API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+	COUNT(cuEventElapsedTime_v2);
+	return elapsed_time(pMilliseconds, hStart, hEnd);
 }

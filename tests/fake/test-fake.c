@@ -7,6 +7,8 @@
  */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
+#include <cudaGLTypedefs.h> /* GL/gl.h: gl-stub/ on the include path */
+#include <cudaProfilerTypedefs.h>
 #include <cudaTypedefs.h>
 
 #include <check.h>
@@ -162,7 +164,7 @@ START_TEST(fake_devices_from_env)
 	ck_assert_int_eq(pi, 1);
 	CK(cuDeviceGetAttribute(&pi, CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, 0));
 	ck_assert_int_eq(pi, 32);
-	ck_assert_int_eq(cuDeviceGetAttribute(&pi, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 0), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuDeviceGetAttribute(&pi, CU_DEVICE_ATTRIBUTE_MAX, 0), CUDA_ERROR_INVALID_VALUE);
 	CK(cuDeviceGetName(buf, sizeof buf, 2));
 	ck_assert_str_eq(buf, "Fake GPU 2");
 }
@@ -204,6 +206,769 @@ START_TEST(fake_malformed_env_aborts)
 		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 		ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "%s=%s did not abort", bad[i][0], bad[i][1]);
 	}
+}
+END_TEST
+
+/* ---- device queries real programs make at start --------------------------------------- */
+
+static int attr(CUdevice_attribute a)
+{
+	int v = -12345;
+	CK(cuDeviceGetAttribute(&v, a, 0));
+	return v;
+}
+
+START_TEST(fake_every_attribute_answered)
+{
+	CK(cuInit(0));
+	int v;
+	/* every attribute of the header's enum has an answer ... */
+	for (int a = 1; a < CU_DEVICE_ATTRIBUTE_MAX; a++)
+		ck_assert_msg(cuDeviceGetAttribute(&v, (CUdevice_attribute)a, 0) == CUDA_SUCCESS,
+			      "attribute %d refused", a);
+	/* ... and nothing outside it */
+	static const int invalid[] = {0, -1, CU_DEVICE_ATTRIBUTE_MAX, CU_DEVICE_ATTRIBUTE_MAX + 1, 100000};
+	for (size_t i = 0; i < sizeof invalid / sizeof invalid[0]; i++)
+		ck_assert_int_eq(cuDeviceGetAttribute(&v, (CUdevice_attribute)invalid[i], 0), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 1), CUDA_ERROR_INVALID_DEVICE);
+	ck_assert_int_eq(cuDeviceGetAttribute(NULL, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 0), CUDA_ERROR_INVALID_VALUE);
+	/* an H100-like device: plausible and consistent answers */
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT), 0);
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR), 9);
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR), 0);
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT), 132);
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_WARP_SIZE), 32);
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_COMPUTE_MODE), CU_COMPUTEMODE_DEFAULT);
+	ck_assert_int_gt(attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE), 1000000);
+	ck_assert_int_gt(attr(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE), 1000000);
+	ck_assert_int_gt(attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH), 0);
+	ck_assert_int_gt(attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE), 0);
+	ck_assert_int_gt(attr(CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT), 0);
+	ck_assert_int_ge(attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+			 attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK));
+	ck_assert_int_ge(attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR),
+			 attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN));
+	ck_assert_int_ge(attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR),
+			 attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK));
+	ck_assert_int_le(attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X), attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK));
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_INTEGRATED), 0);
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING), 1);
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY), 1);
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED), 1);
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED), 1);
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED), 1);
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT), 512);
+	ck_assert_int_eq(attr(CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID) & 0xffff, 0x10de); /* NVIDIA's vendor id */
+	/* the legacy forms agree with the attributes */
+	int major = 0, minor = -1;
+	CK(cuDeviceComputeCapability(&major, &minor, 0));
+	ck_assert_int_eq(major, 9);
+	ck_assert_int_eq(minor, 0);
+	ck_assert_int_eq(cuDeviceComputeCapability(&major, &minor, 3), CUDA_ERROR_INVALID_DEVICE);
+	ck_assert_int_eq(cuDeviceComputeCapability(NULL, &minor, 0), CUDA_ERROR_INVALID_VALUE);
+	CUdevprop prop;
+	memset(&prop, 0, sizeof prop);
+	CK(cuDeviceGetProperties(&prop, 0));
+	ck_assert_int_eq(prop.maxThreadsPerBlock, attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK));
+	ck_assert_int_eq(prop.maxThreadsDim[2], attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z));
+	ck_assert_int_eq(prop.maxGridSize[0], attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X));
+	ck_assert_int_eq(prop.sharedMemPerBlock, attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK));
+	ck_assert_int_eq(prop.SIMDWidth, 32);
+	ck_assert_int_eq(prop.clockRate, attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE));
+	ck_assert_int_eq(prop.textureAlign, 512);
+	ck_assert_int_eq(cuDeviceGetProperties(NULL, 0), CUDA_ERROR_INVALID_VALUE);
+}
+END_TEST
+
+/* ---- entry points real programs resolve at start ------------------------------------------- */
+
+START_TEST(fake_ctx_settings)
+{
+	size_t v = 0;
+	CUfunc_cache cc;
+	CUsharedconfig sc;
+	CK(cuInit(0));
+	ck_assert_int_eq(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 4096), CUDA_ERROR_INVALID_CONTEXT);
+	ck_assert_int_eq(cuCtxGetLimit(&v, CU_LIMIT_STACK_SIZE), CUDA_ERROR_INVALID_CONTEXT);
+	ck_assert_int_eq(cuCtxGetCacheConfig(&cc), CUDA_ERROR_INVALID_CONTEXT);
+	ck_assert_int_eq(cuProfilerStart(), CUDA_ERROR_INVALID_CONTEXT);
+	CUcontext c1, c2;
+	CK(cuCtxCreate_v2(&c1, 0, 0));
+	CK(cuCtxGetLimit(&v, CU_LIMIT_MALLOC_HEAP_SIZE));
+	ck_assert_uint_eq(v, 8 * MiB); /* the documented default */
+	CK(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 64 * MiB));
+	CK(cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, 12345));
+	CK(cuCtxGetLimit(&v, CU_LIMIT_MALLOC_HEAP_SIZE));
+	ck_assert_uint_eq(v, 64 * MiB);
+	CK(cuCtxGetLimit(&v, CU_LIMIT_PRINTF_FIFO_SIZE));
+	ck_assert_uint_eq(v, 12345);
+	ck_assert_int_eq(cuCtxSetLimit(CU_LIMIT_MAX, 1), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuCtxSetLimit(CU_LIMIT_SHMEM_SIZE, 1), CUDA_ERROR_UNSUPPORTED_LIMIT);
+	ck_assert_int_eq(cuCtxGetLimit(NULL, CU_LIMIT_STACK_SIZE), CUDA_ERROR_INVALID_VALUE);
+	CK(cuCtxGetCacheConfig(&cc));
+	ck_assert_int_eq(cc, CU_FUNC_CACHE_PREFER_NONE);
+	CK(cuCtxSetCacheConfig(CU_FUNC_CACHE_PREFER_SHARED));
+	CK(cuCtxGetCacheConfig(&cc));
+	ck_assert_int_eq(cc, CU_FUNC_CACHE_PREFER_SHARED);
+	ck_assert_int_eq(cuCtxSetCacheConfig((CUfunc_cache)7), CUDA_ERROR_INVALID_VALUE);
+	CK(cuCtxSetSharedMemConfig(CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE));
+	CK(cuCtxGetSharedMemConfig(&sc));
+	ck_assert_int_eq(sc, CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE); /* no bank modes on Hopper */
+	ck_assert_int_eq(cuCtxSetSharedMemConfig((CUsharedconfig)9), CUDA_ERROR_INVALID_VALUE);
+	/* settings belong to their context */
+	CK(cuCtxCreate_v2(&c2, 0, 0));
+	CK(cuCtxGetLimit(&v, CU_LIMIT_MALLOC_HEAP_SIZE));
+	ck_assert_uint_eq(v, 8 * MiB);
+	CK(cuCtxGetCacheConfig(&cc));
+	ck_assert_int_eq(cc, CU_FUNC_CACHE_PREFER_NONE);
+	CK(cuCtxSetCurrent(c1));
+	CK(cuCtxGetLimit(&v, CU_LIMIT_MALLOC_HEAP_SIZE));
+	ck_assert_uint_eq(v, 64 * MiB);
+	/* the profiler calls need a context and do nothing else */
+	CK(cuProfilerStart());
+	CK(cuProfilerStop());
+}
+END_TEST
+
+START_TEST(fake_peer_access)
+{
+	setenv("FAKECUDA_DEVICES", "1GiB,1GiB", 1);
+	int can = -1, v = -1;
+	CK(cuInit(0));
+	CK(cuDeviceCanAccessPeer(&can, 0, 1));
+	ck_assert_int_eq(can, 1);
+	CK(cuDeviceCanAccessPeer(&can, 0, 0));
+	ck_assert_int_eq(can, 0);
+	ck_assert_int_eq(cuDeviceCanAccessPeer(&can, 0, 2), CUDA_ERROR_INVALID_DEVICE);
+	CK(cuDeviceGetP2PAttribute(&v, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, 1, 0));
+	ck_assert_int_eq(v, 1);
+	ck_assert_int_eq(cuDeviceGetP2PAttribute(&v, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, 1, 1),
+			 CUDA_ERROR_INVALID_DEVICE);
+	ck_assert_int_eq(cuDeviceGetP2PAttribute(&v, (CUdevice_P2PAttribute)99, 0, 1), CUDA_ERROR_INVALID_VALUE);
+	CUcontext a, b, a2;
+	CK(cuCtxCreate_v2(&b, 0, 1));
+	CK(cuCtxCreate_v2(&a2, 0, 0));
+	CK(cuCtxCreate_v2(&a, 0, 0)); /* current */
+	ck_assert_int_eq(cuCtxEnablePeerAccess(b, 1), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuCtxDisablePeerAccess(b), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+	CK(cuCtxEnablePeerAccess(b, 0));
+	ck_assert_int_eq(cuCtxEnablePeerAccess(b, 0), CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+	ck_assert_int_eq(cuCtxEnablePeerAccess(a, 0), CUDA_ERROR_INVALID_CONTEXT);       /* itself */
+	ck_assert_int_eq(cuCtxEnablePeerAccess(a2, 0), CUDA_ERROR_PEER_ACCESS_UNSUPPORTED); /* same device */
+	ck_assert_int_eq(cuCtxEnablePeerAccess((CUcontext)&v, 0), CUDA_ERROR_INVALID_CONTEXT);
+	CK(cuCtxDisablePeerAccess(b));
+	ck_assert_int_eq(cuCtxDisablePeerAccess(b), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+	CK(cuCtxEnablePeerAccess(b, 0)); /* again after a disable */
+}
+END_TEST
+
+START_TEST(fake_host_register)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	size_t n = 64 * 1024;
+	unsigned char *buf = malloc(n);
+	CUdeviceptr d = 0;
+	ck_assert_int_eq(cuMemHostGetDevicePointer_v2(&d, buf, 0), CUDA_ERROR_INVALID_VALUE); /* pageable */
+	CK(cuMemHostRegister_v2(buf, n, CU_MEMHOSTREGISTER_DEVICEMAP));
+	ck_assert_int_eq(cuMemHostRegister_v2(buf + 100, 10, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+	ck_assert_int_eq(cuMemHostRegister(buf, n, 0x100), CUDA_ERROR_INVALID_VALUE);
+	CK(cuMemHostGetDevicePointer_v2(&d, buf + 10, 0));
+	ck_assert_uint_eq(d, (uintptr_t)(buf + 10)); /* unified addressing */
+	ck_assert_int_eq(cuMemHostGetDevicePointer_v2(&d, buf, 1), CUDA_ERROR_INVALID_VALUE);
+	/* registered memory is pinned: an async copy from it reads it when it runs */
+	CUstream s;
+	CUdeviceptr p;
+	CK(cuStreamCreate(&s, 0));
+	CK(cuMemAlloc_v2(&p, 64));
+	memcpy(buf, "pinned", 7);
+	CK(cuLaunchHostFunc(s, sleep_then_set_a, (void *)(intptr_t)200));
+	CK(cuMemcpyHtoDAsync_v2(p, buf, 7, s));
+	ck_assert_uint_eq(fakecuda_reserved(0), 64); /* not device memory */
+	ck_assert_int_eq(cuMemHostUnregister(buf + 1), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+	CK(cuStreamSynchronize(s));
+	ck_assert_str_eq((char *)p, "pinned");
+	CK(cuMemHostUnregister(buf));
+	ck_assert_int_eq(cuMemHostUnregister(buf), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+	ck_assert_int_eq(cuMemHostGetDevicePointer_v2(&d, buf, 0), CUDA_ERROR_INVALID_VALUE);
+	/* cuMemHostAlloc memory is mapped too */
+	void *h;
+	CK(cuMemHostAlloc(&h, 4096, CU_MEMHOSTALLOC_DEVICEMAP));
+	CK(cuMemHostGetDevicePointer_v2(&d, h, 0));
+	ck_assert_uint_eq(d, (uintptr_t)h);
+	ck_assert_int_eq(cuMemHostRegister_v2(h, 4096, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+	free(buf);
+}
+END_TEST
+
+static void fill_image(unsigned char *img, size_t pitch, size_t w, size_t h, unsigned seed)
+{
+	for (size_t y = 0; y < h; y++)
+		for (size_t x = 0; x < pitch; x++)
+			img[y * pitch + x] = x < w ? (unsigned char)(seed + y * 31 + x) : 0xee;
+}
+
+START_TEST(fake_copy_2d_3d)
+{
+	setenv("FAKECUDA_STREAM_DELAY_US", "300000", 1); /* the async copy waits; the test looks first */
+	CUcontext ctx;
+	init_ctx(&ctx);
+	const size_t w = 100, h = 7, hp = 128; /* host pitch */
+	CUdeviceptr d;
+	size_t dp;
+	CK(cuMemAllocPitch_v2(&d, &dp, w, h, 4));
+	memset((void *)d, 0, dp * h);
+	unsigned char *img = malloc(hp * h), *back = calloc(1, hp * h);
+	fill_image(img, hp, w, h, 3);
+	CUDA_MEMCPY2D c = {
+		.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = img, .srcPitch = hp,
+		.dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = d, .dstPitch = dp,
+		.WidthInBytes = w, .Height = h,
+	};
+	CK(cuMemcpy2D_v2(&c));
+	for (size_t y = 0; y < h; y++) {
+		ck_assert_mem_eq((unsigned char *)d + y * dp, img + y * hp, w);
+		ck_assert_uint_eq(((unsigned char *)d)[y * dp + w], 0); /* nothing past the width */
+	}
+	/* back to the host with an offset window and another pitch */
+	CUDA_MEMCPY2D b = {
+		.srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = d, .srcPitch = dp, .srcXInBytes = 10, .srcY = 2,
+		.dstMemoryType = CU_MEMORYTYPE_UNIFIED, .dstDevice = (CUdeviceptr)back, .dstPitch = hp,
+		.WidthInBytes = 50, .Height = 4,
+	};
+	CK(cuMemcpy2DUnaligned_v2(&b));
+	for (size_t y = 0; y < 4; y++)
+		ck_assert_mem_eq(back + y * hp, img + (y + 2) * hp + 10, 50);
+	/* async: runs later on the stream; a pageable source is read at the call */
+	CUstream s;
+	CK(cuStreamCreate(&s, 0));
+	fill_image(img, hp, w, h, 77);
+	CK(cuMemcpy2DAsync_v2(&c, s));
+	unsigned char want[100];
+	memcpy(want, img + hp, w);
+	memset(img, 0, hp * h);
+	ck_assert_uint_ne(peek_byte((unsigned char *)d + dp), want[0]); /* not yet */
+	CK(cuStreamSynchronize(s));
+	ck_assert_mem_eq((unsigned char *)d + dp, want, w);
+	/* per-thread forms */
+	fill_image(img, hp, w, h, 9);
+	CK(cuMemcpy2D_v2_ptds(&c));
+	ck_assert_mem_eq((unsigned char *)d + 6 * dp, img + 6 * hp, w);
+	fill_image(img, hp, w, h, 10);
+	CK(cuMemcpy2DAsync_v2_ptsz(&c, NULL));
+	CK(cuStreamSynchronize_ptsz(NULL));
+	ck_assert_mem_eq((unsigned char *)d + 6 * dp, img + 6 * hp, w);
+	/* checked like the driver: ranges, pitches, kinds */
+	CUDA_MEMCPY2D bad = c;
+	bad.Height = h + 1; /* one row past the allocation */
+	ck_assert_int_eq(cuMemcpy2D_v2(&bad), CUDA_ERROR_INVALID_VALUE);
+	bad = c;
+	bad.dstPitch = w - 1;
+	ck_assert_int_eq(cuMemcpy2D_v2(&bad), CUDA_ERROR_INVALID_VALUE);
+	bad = c;
+	bad.dstDevice = (CUdeviceptr)back; /* not device memory */
+	ck_assert_int_eq(cuMemcpy2D_v2(&bad), CUDA_ERROR_INVALID_VALUE);
+	bad = c;
+	bad.srcHost = NULL;
+	ck_assert_int_eq(cuMemcpy2D_v2(&bad), CUDA_ERROR_INVALID_VALUE);
+	bad = c;
+	bad.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+	bad.dstArray = (CUarray)&bad;
+	ck_assert_int_eq(cuMemcpy2D_v2(&bad), CUDA_ERROR_NOT_SUPPORTED); /* arrays hold no bytes in the fake */
+	ck_assert_int_eq(cuMemcpy2D_v2(NULL), CUDA_ERROR_INVALID_VALUE);
+	/* 3D: two slices of a 16x4 volume into device memory and back */
+	unsigned char vol[2][4][16], out[2][4][16];
+	for (int z = 0; z < 2; z++)
+		for (int y = 0; y < 4; y++)
+			for (int x = 0; x < 16; x++)
+				vol[z][y][x] = (unsigned char)(z * 100 + y * 16 + x);
+	CUdeviceptr v;
+	CK(cuMemAlloc_v2(&v, 2 * 4 * 32));
+	CUDA_MEMCPY3D c3 = {
+		.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = vol, .srcPitch = 16, .srcHeight = 4,
+		.dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = v, .dstPitch = 32, .dstHeight = 4,
+		.WidthInBytes = 16, .Height = 4, .Depth = 2,
+	};
+	CK(cuMemcpy3D_v2(&c3));
+	ck_assert_mem_eq((unsigned char *)v + 4 * 32 + 3 * 32, vol[1][3], 16);
+	CUDA_MEMCPY3D r3 = {
+		.srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = v, .srcPitch = 32, .srcHeight = 4,
+		.dstMemoryType = CU_MEMORYTYPE_HOST, .dstHost = out, .dstPitch = 16, .dstHeight = 4,
+		.WidthInBytes = 16, .Height = 4, .Depth = 2,
+	};
+	memset(out, 0, sizeof out);
+	CK(cuMemcpy3DAsync_v2(&r3, s)); /* pageable destination: returns when done */
+	ck_assert_mem_eq(out, vol, sizeof vol);
+	memset(out, 0, sizeof out);
+	CK(cuMemcpy3D_v2_ptds(&r3));
+	CK(cuMemcpy3DAsync_v2_ptsz(&r3, NULL));
+	ck_assert_mem_eq(out, vol, sizeof vol);
+	r3.Depth = 3;
+	ck_assert_int_eq(cuMemcpy3D_v2(&r3), CUDA_ERROR_INVALID_VALUE);
+	free(img);
+	free(back);
+}
+END_TEST
+
+static atomic_int cb_calls;
+static CUstream cb_stream;
+static CUresult cb_status = (CUresult)-1;
+static void stream_cb(CUstream hStream, CUresult status, void *user)
+{
+	cb_stream = hStream;
+	cb_status = status;
+	atomic_fetch_add(&cb_calls, (int)(intptr_t)user);
+}
+
+START_TEST(fake_stream_callback_and_event_timing)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUstream s;
+	CK(cuStreamCreate(&s, 0));
+	CK(cuLaunchHostFunc(s, sleep_then_set_a, (void *)(intptr_t)200));
+	CK(cuStreamAddCallback(s, stream_cb, (void *)(intptr_t)5, 0));
+	ck_assert_int_eq(atomic_load(&cb_calls), 0); /* queued behind the host function */
+	CK(cuStreamSynchronize(s));
+	ck_assert_int_eq(atomic_load(&cb_calls), 5);
+	ck_assert_ptr_eq(cb_stream, s);
+	ck_assert_int_eq(cb_status, CUDA_SUCCESS);
+	CK(cuStreamAddCallback_ptsz(NULL, stream_cb, (void *)(intptr_t)1, 0));
+	CK(cuStreamSynchronize_ptsz(NULL));
+	ck_assert_int_eq(atomic_load(&cb_calls), 6);
+	ck_assert_int_eq(cuStreamAddCallback(s, stream_cb, NULL, 1), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuStreamAddCallback(s, NULL, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+	/* elapsed time between two records around 150 ms of stream work */
+	CUevent e0, e1, notime;
+	float ms = -1;
+	CK(cuEventCreate(&e0, 0));
+	CK(cuEventCreate(&e1, 0));
+	CK(cuEventCreate(&notime, CU_EVENT_DISABLE_TIMING));
+	ck_assert_int_eq(cuEventElapsedTime(&ms, e0, e1), CUDA_ERROR_INVALID_HANDLE); /* never recorded */
+	CK(cuEventRecord(e0, s));
+	CK(cuLaunchHostFunc(s, sleep_then_set_b, (void *)(intptr_t)150));
+	CK(cuEventRecord(e1, s));
+	ck_assert_int_eq(cuEventElapsedTime_v2(&ms, e0, e1), CUDA_ERROR_NOT_READY);
+	CK(cuEventSynchronize(e1));
+	CK(cuEventElapsedTime(&ms, e0, e1));
+	ck_assert_float_ge(ms, 140.0f);
+	ck_assert_float_lt(ms, 5000.0f);
+	CK(cuEventElapsedTime_v2(&ms, e1, e0));
+	ck_assert_float_le(ms, -140.0f);
+	CK(cuEventRecord(notime, s));
+	CK(cuEventSynchronize(notime));
+	ck_assert_int_eq(cuEventElapsedTime(&ms, e0, notime), CUDA_ERROR_INVALID_HANDLE);
+	ck_assert_int_eq(cuEventElapsedTime(NULL, e0, e1), CUDA_ERROR_INVALID_VALUE);
+}
+END_TEST
+
+START_TEST(fake_no_device_code)
+{
+	static const char ptx[] = "//\n.version 8.0\n.target sm_90\n.address_size 64\n";
+	static const unsigned char elf[] = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0};
+	static const unsigned char fatbin[] = {0x50, 0xed, 0x55, 0xba, 1, 0, 0x10, 0};
+	CUmodule m = NULL;
+	CUfunction f = NULL;
+	CK(cuInit(0));
+	ck_assert_int_eq(cuModuleLoadData(&m, ptx), CUDA_ERROR_INVALID_CONTEXT);
+	CUcontext ctx;
+	CK(cuCtxCreate_v2(&ctx, 0, 0));
+	ck_assert_int_eq(cuModuleLoadData(&m, ptx), CUDA_ERROR_JIT_COMPILER_NOT_FOUND);
+	ck_assert_int_eq(cuModuleLoadData(&m, elf), CUDA_ERROR_NO_BINARY_FOR_GPU);
+	ck_assert_int_eq(cuModuleLoadFatBinary(&m, fatbin), CUDA_ERROR_NO_BINARY_FOR_GPU);
+	ck_assert_int_eq(cuModuleLoadDataEx(&m, "not an image", 0, NULL, NULL), CUDA_ERROR_INVALID_IMAGE);
+	ck_assert_int_eq(cuModuleLoadData(NULL, ptx), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuModuleLoad(&m, "/nonexistent/kernels.cubin"), CUDA_ERROR_FILE_NOT_FOUND);
+	ck_assert_ptr_null(m);
+	ck_assert_int_eq(cuModuleGetFunction(&f, (CUmodule)&m, "k"), CUDA_ERROR_INVALID_HANDLE);
+	ck_assert_int_eq(cuModuleUnload((CUmodule)&m), CUDA_ERROR_INVALID_HANDLE);
+	ck_assert_int_eq(cuModuleUnload(NULL), CUDA_ERROR_INVALID_VALUE);
+	int fa = -1;
+	ck_assert_int_eq(cuFuncGetAttribute(&fa, CU_FUNC_ATTRIBUTE_NUM_REGS, (CUfunction)&f), CUDA_ERROR_INVALID_HANDLE);
+	ck_assert_int_eq(cuFuncSetAttribute((CUfunction)&f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024),
+			 CUDA_ERROR_INVALID_HANDLE);
+	ck_assert_int_eq(cuFuncSetCacheConfig(NULL, CU_FUNC_CACHE_PREFER_L1), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuLaunchKernel(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuLaunchKernel_ptsz((CUfunction)&f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL),
+			 CUDA_ERROR_INVALID_HANDLE);
+	/* a link can be made and destroyed; nothing links */
+	CUlinkState l;
+	void *cubin;
+	size_t size;
+	CK(cuLinkCreate_v2(0, NULL, NULL, &l));
+	ck_assert_int_eq(cuLinkAddData_v2(l, CU_JIT_INPUT_PTX, (void *)ptx, sizeof ptx, "k.ptx", 0, NULL, NULL),
+			 CUDA_ERROR_JIT_COMPILER_NOT_FOUND);
+	ck_assert_int_eq(cuLinkAddData(l, CU_JIT_INPUT_CUBIN, (void *)elf, sizeof elf, "k.cubin", 0, NULL, NULL),
+			 CUDA_ERROR_NO_BINARY_FOR_GPU);
+	ck_assert_int_eq(cuLinkAddFile_v2(l, CU_JIT_INPUT_PTX, "/nonexistent.ptx", 0, NULL, NULL),
+			 CUDA_ERROR_FILE_NOT_FOUND);
+	ck_assert_int_eq(cuLinkComplete(l, &cubin, &size), CUDA_ERROR_INVALID_IMAGE);
+	CK(cuLinkDestroy(l));
+	ck_assert_int_eq(cuLinkDestroy(l), CUDA_ERROR_INVALID_HANDLE);
+	ck_assert_int_eq(cuLinkComplete(l, &cubin, &size), CUDA_ERROR_INVALID_HANDLE);
+	/* texture objects are handles; graphics interop finds no graphics API */
+	CUDA_RESOURCE_DESC rd = {.resType = CU_RESOURCE_TYPE_LINEAR};
+	CUDA_TEXTURE_DESC td = {0};
+	CUtexObject t;
+	CK(cuTexObjectCreate(&t, &rd, &td, NULL));
+	CK(cuTexObjectDestroy(t));
+	ck_assert_int_eq(cuTexObjectDestroy(t), CUDA_ERROR_INVALID_VALUE);
+	CUgraphicsResource res = NULL;
+	unsigned int n = 7;
+	CUdevice devs[2];
+	ck_assert_int_eq(cuGraphicsGLRegisterImage(&res, 1, 0x0de1, 0), CUDA_ERROR_INVALID_GRAPHICS_CONTEXT);
+	ck_assert_int_eq(cuGraphicsGLRegisterBuffer(&res, 1, 0), CUDA_ERROR_INVALID_GRAPHICS_CONTEXT);
+	ck_assert_int_eq(cuGLGetDevices_v2(&n, devs, 2, CU_GL_DEVICE_LIST_ALL), CUDA_ERROR_INVALID_GRAPHICS_CONTEXT);
+	ck_assert_ptr_null(res);
+	ck_assert_int_eq(cuGraphicsMapResources(1, &res, NULL), CUDA_ERROR_INVALID_VALUE);
+	res = (CUgraphicsResource)&n;
+	ck_assert_int_eq(cuGraphicsMapResources_ptsz(1, &res, NULL), CUDA_ERROR_INVALID_HANDLE);
+	ck_assert_int_eq(cuGraphicsUnregisterResource(res), CUDA_ERROR_INVALID_HANDLE);
+}
+END_TEST
+
+/* ---- the fake NVML, as monitoring tools use it ------------------------------------------- */
+
+START_TEST(fake_nvml_monitoring_queries)
+{
+	setenv("FAKECUDA_DEVICES", "4GiB,2GiB", 1);
+	setenv("FAKECUDA_PCI", "0000:3b:00.0,0001:af:1f.0", 1);
+	setenv("FAKECUDA_DRIVER_VERSION", "12040", 1);
+	void *nv = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	ck_assert_ptr_nonnull(nv);
+	/* every query a monitoring tool or probe resolves exists (a NULL one
+	 * is what crashed a client) */
+	static const char *const names[] = {
+		"nvmlInit", "nvmlInit_v2", "nvmlInitWithFlags", "nvmlShutdown", "nvmlErrorString",
+		"nvmlSystemGetDriverVersion", "nvmlSystemGetNVMLVersion", "nvmlSystemGetCudaDriverVersion",
+		"nvmlSystemGetCudaDriverVersion_v2", "nvmlDeviceGetCount", "nvmlDeviceGetCount_v2",
+		"nvmlDeviceGetHandleByIndex", "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByUUID",
+		"nvmlDeviceGetHandleByPciBusId", "nvmlDeviceGetHandleByPciBusId_v2", "nvmlDeviceGetName",
+		"nvmlDeviceGetUUID", "nvmlDeviceGetIndex", "nvmlDeviceGetMinorNumber", "nvmlDeviceGetSerial",
+		"nvmlDeviceGetVbiosVersion", "nvmlDeviceGetPciInfo", "nvmlDeviceGetPciInfo_v2", "nvmlDeviceGetPciInfo_v3",
+		"nvmlDeviceGetMemoryInfo", "nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetBAR1MemoryInfo",
+		"nvmlDeviceGetUtilizationRates", "nvmlDeviceGetEncoderUtilization", "nvmlDeviceGetDecoderUtilization",
+		"nvmlDeviceGetTemperature", "nvmlDeviceGetTemperatureThreshold", "nvmlDeviceGetFanSpeed",
+		"nvmlDeviceGetClockInfo", "nvmlDeviceGetMaxClockInfo", "nvmlDeviceGetCurrPcieLinkGeneration",
+		"nvmlDeviceGetCurrPcieLinkWidth", "nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkWidth",
+		"nvmlDeviceGetCurrentClocksThrottleReasons", "nvmlDeviceGetSupportedClocksThrottleReasons",
+		"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetSupportedClocksEventReasons",
+		"nvmlDeviceGetPowerUsage", "nvmlDeviceGetPowerManagementLimit", "nvmlDeviceGetPowerManagementDefaultLimit",
+		"nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPowerManagementLimitConstraints",
+		"nvmlDeviceGetPerformanceState", "nvmlDeviceGetComputeMode", "nvmlDeviceGetPersistenceMode",
+		"nvmlDeviceGetDisplayMode", "nvmlDeviceGetDisplayActive", "nvmlDeviceGetEccMode", "nvmlDeviceGetMigMode",
+		"nvmlDeviceGetCudaComputeCapability", "nvmlDeviceGetArchitecture", "nvmlDeviceGetMultiGpuBoard",
+		"nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2",
+		"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetGraphicsRunningProcesses",
+		"nvmlDeviceGetGraphicsRunningProcesses_v2", "nvmlDeviceGetGraphicsRunningProcesses_v3",
+		"nvmlDeviceGetMPSComputeRunningProcesses", "nvmlDeviceGetMPSComputeRunningProcesses_v2",
+		"nvmlDeviceGetMPSComputeRunningProcesses_v3",
+	};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		ck_assert_msg(dlsym(nv, names[i]) != NULL, "%s missing", names[i]);
+#define NV(name, ...) ((int (*)(__VA_ARGS__))dlsym(nv, name))
+	typedef void *dev_t_;
+	dev_t_ d0 = NULL, d1 = NULL, d = NULL;
+	char buf[96], cubuf[96];
+	unsigned u = 0, u2 = 0;
+	int i1 = 0, i2 = 0;
+	ck_assert_int_eq(NV("nvmlDeviceGetHandleByIndex_v2", unsigned, dev_t_ *)(0, &d0), 1); /* uninitialized */
+	ck_assert_int_eq(NV("nvmlSystemGetCudaDriverVersion_v2", int *)(&i1), 0); /* works before init */
+	ck_assert_int_eq(i1, 12040);
+	ck_assert_int_eq(NV("nvmlInit_v2", void)(), 0);
+	ck_assert_int_eq(NV("nvmlDeviceGetHandleByIndex_v2", unsigned, dev_t_ *)(0, &d0), 0);
+	ck_assert_int_eq(NV("nvmlDeviceGetHandleByIndex_v2", unsigned, dev_t_ *)(1, &d1), 0);
+	/* the names and PCI locations the driver gives */
+	CK(cuInit(0));
+	ck_assert_int_eq(NV("nvmlDeviceGetName", dev_t_, char *, unsigned)(d1, buf, sizeof buf), 0);
+	CK(cuDeviceGetName(cubuf, sizeof cubuf, 1));
+	ck_assert_str_eq(buf, cubuf);
+	ck_assert_int_eq(NV("nvmlDeviceGetName", dev_t_, char *, unsigned)(d1, buf, 3), 7); /* insufficient size */
+	struct { char legacy[16]; unsigned domain, bus, device, id, subsys; char busId[32]; } pci;
+	ck_assert_int_eq(NV("nvmlDeviceGetPciInfo_v3", dev_t_, void *)(d1, &pci), 0);
+	ck_assert_str_eq(pci.busId, "00000001:af:1f.0");
+	ck_assert_uint_eq(pci.bus, 0xaf);
+	ck_assert_uint_eq(pci.id & 0xffff, 0x10de);
+	CK(cuDeviceGetPCIBusId(cubuf, sizeof cubuf, 1));
+	ck_assert_str_eq(pci.legacy, cubuf);
+	ck_assert_int_eq(NV("nvmlDeviceGetHandleByPciBusId_v2", const char *, dev_t_ *)("0000:3b:00.0", &d), 0);
+	ck_assert_ptr_eq(d, d0);
+	ck_assert_int_eq(NV("nvmlDeviceGetHandleByPciBusId_v2", const char *, dev_t_ *)("0000:3c:00.0", &d), 6);
+	/* memory v1 and v2 agree with each other and with this process's use */
+	CUcontext ctx;
+	CUdeviceptr p;
+	CK(cuCtxCreate_v2(&ctx, 0, 0));
+	CK(cuMemAlloc_v2(&p, 64 * MiB));
+	struct { unsigned long long total, free, used; } m1;
+	struct { unsigned version; unsigned long long total, reserved, free, used; } m2 = {0};
+	ck_assert_int_eq(NV("nvmlDeviceGetMemoryInfo_v2", dev_t_, void *)(d0, &m2), 25); /* version mismatch */
+	m2.version = (unsigned)sizeof m2 | (2u << 24);
+	ck_assert_int_eq(NV("nvmlDeviceGetMemoryInfo_v2", dev_t_, void *)(d0, &m2), 0);
+	ck_assert_int_eq(NV("nvmlDeviceGetMemoryInfo", dev_t_, void *)(d0, &m1), 0);
+	ck_assert_uint_eq(m2.total, 4 * GiB);
+	ck_assert_uint_eq(m1.total, m2.total);
+	ck_assert_uint_eq(m2.used, 64 * MiB);
+	ck_assert_uint_eq(m1.used, m2.used);
+	ck_assert_uint_eq(m2.free, m2.total - m2.used);
+	/* the process lists of every version */
+	struct { unsigned pid; unsigned long long used; unsigned gi, ci; } p3[4];
+	struct { unsigned pid; unsigned long long used; } p1[4];
+	u = 4;
+	ck_assert_int_eq(NV("nvmlDeviceGetComputeRunningProcesses_v3", dev_t_, unsigned *, void *)(d0, &u, p3), 0);
+	ck_assert_uint_eq(u, 1);
+	ck_assert_uint_eq(p3[0].pid, (unsigned)getpid());
+	ck_assert_uint_eq(p3[0].used, 64 * MiB);
+	u = 4;
+	ck_assert_int_eq(NV("nvmlDeviceGetComputeRunningProcesses", dev_t_, unsigned *, void *)(d0, &u, p1), 0);
+	ck_assert_uint_eq(u, 1);
+	ck_assert_uint_eq(p1[0].used, 64 * MiB);
+	u = 4;
+	ck_assert_int_eq(NV("nvmlDeviceGetGraphicsRunningProcesses_v3", dev_t_, unsigned *, void *)(d0, &u, p3), 0);
+	ck_assert_uint_eq(u, 0);
+	u = 4;
+	ck_assert_int_eq(NV("nvmlDeviceGetMPSComputeRunningProcesses_v2", dev_t_, unsigned *, void *)(d0, &u, p3), 0);
+	ck_assert_uint_eq(u, 0);
+	/* an idle H100-like GPU */
+	struct { unsigned gpu, memory; } util = {99, 99};
+	ck_assert_int_eq(NV("nvmlDeviceGetUtilizationRates", dev_t_, void *)(d0, &util), 0);
+	ck_assert_uint_eq(util.gpu, 0);
+	ck_assert_int_eq(NV("nvmlDeviceGetCudaComputeCapability", dev_t_, int *, int *)(d0, &i1, &i2), 0);
+	ck_assert_int_eq(i1, 9);
+	ck_assert_int_eq(i2, 0);
+	ck_assert_int_eq(NV("nvmlDeviceGetTemperature", dev_t_, int, unsigned *)(d0, 0, &u), 0);
+	ck_assert_uint_gt(u, 0);
+	ck_assert_uint_lt(u, 100);
+	ck_assert_int_eq(NV("nvmlDeviceGetFanSpeed", dev_t_, unsigned *)(d0, &u), 3); /* not supported */
+	ck_assert_int_eq(NV("nvmlDeviceGetMaxClockInfo", dev_t_, int, unsigned *)(d0, 1, &u), 0);
+	ck_assert_int_eq(NV("nvmlDeviceGetClockInfo", dev_t_, int, unsigned *)(d0, 1, &u2), 0);
+	ck_assert_uint_le(u2, u);
+	ck_assert_int_eq(NV("nvmlDeviceGetPowerUsage", dev_t_, unsigned *)(d0, &u2), 0);
+	ck_assert_int_eq(NV("nvmlDeviceGetEnforcedPowerLimit", dev_t_, unsigned *)(d0, &u), 0);
+	ck_assert_uint_lt(u2, u);
+	ck_assert_int_eq(NV("nvmlSystemGetDriverVersion", char *, unsigned)(buf, sizeof buf), 0);
+	ck_assert_int_gt((int)strlen(buf), 0);
+	ck_assert_int_eq(NV("nvmlDeviceGetName", dev_t_, char *, unsigned)((dev_t_)&u, buf, sizeof buf), 2);
+#undef NV
+	dlclose(nv);
+}
+END_TEST
+
+/* ---- stream capture ----------------------------------------------------------------------- */
+
+static CUstreamCaptureStatus capture_status(CUstream s)
+{
+	CUstreamCaptureStatus st = (CUstreamCaptureStatus)99;
+	CK(cuStreamIsCapturing(s, &st));
+	return st;
+}
+
+START_TEST(fake_capture_records_instead_of_running)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUstream s;
+	CUdeviceptr p;
+	CUevent e;
+	CUgraph g = NULL, g2 = NULL;
+	CK(cuStreamCreate(&s, CU_STREAM_DEFAULT));
+	CK(cuMemAlloc_v2(&p, 4096));
+	CK(cuMemsetD8_v2(p, 0, 4096));
+	CK(cuEventCreate(&e, 0));
+	ck_assert_int_eq(cuStreamBeginCapture_v2(NULL, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	ck_assert_int_eq(cuStreamBeginCapture_v2(CU_STREAM_LEGACY, CU_STREAM_CAPTURE_MODE_GLOBAL),
+			 CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	ck_assert_int_eq(cuStreamBeginCapture_v2(s, (CUstreamCaptureMode)7), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(capture_status(s), CU_STREAM_CAPTURE_STATUS_NONE);
+	ck_assert_int_eq(cuStreamEndCapture(s, &g), CUDA_ERROR_ILLEGAL_STATE);
+	CK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	ck_assert_int_eq(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_ILLEGAL_STATE);
+	ck_assert_int_eq(capture_status(s), CU_STREAM_CAPTURE_STATUS_ACTIVE);
+	CUstreamCaptureStatus st;
+	ck_assert_int_eq(cuStreamIsCapturing(NULL, &st), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT); /* blocking stream */
+	cuuint64_t id = 0;
+	CUgraph cg = NULL;
+	const CUgraphNode *deps = (const CUgraphNode *)&id;
+	const CUgraphEdgeData *edges = (const CUgraphEdgeData *)&id;
+	size_t ndeps = 9;
+	CK(cuStreamGetCaptureInfo_v3(s, &st, &id, &cg, &deps, &edges, &ndeps));
+	ck_assert_int_eq(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+	ck_assert_uint_ne(id, 0);
+	ck_assert_ptr_nonnull(cg);
+	ck_assert_uint_eq(ndeps, 0);
+	/* work pushed into the stream is captured, not run */
+	CK(cuMemsetD8Async(p, 0x77, 4096, s));
+	CK(cuLaunchHostFunc(s, sleep_then_set_a, (void *)(intptr_t)0));
+	CK(cuEventRecord(e, s));
+	CK(cuEventQuery(e)); /* not recorded now: a graph node */
+	CK(cuStreamEndCapture(s, &g));
+	ck_assert_ptr_eq(g, cg);
+	ck_assert_int_eq(capture_status(s), CU_STREAM_CAPTURE_STATUS_NONE);
+	CK(cuStreamIsCapturing(NULL, &st));
+	ck_assert_int_eq(st, CU_STREAM_CAPTURE_STATUS_NONE);
+	sleep_ms(50);
+	ck_assert_int_eq(atomic_load(&flag_a), 0);
+	ck_assert_uint_eq(((unsigned char *)p)[100], 0);
+	CK(cuStreamSynchronize(s));
+	CK(cuGraphDestroy(g));
+	ck_assert_int_eq(cuGraphDestroy(g), CUDA_ERROR_INVALID_VALUE);
+	/* the stream works as before afterwards */
+	CK(cuMemsetD8Async(p, 0x55, 4096, s));
+	CK(cuStreamSynchronize(s));
+	ck_assert_uint_eq(((unsigned char *)p)[100], 0x55);
+	/* into a graph of the program's own; per-thread stream forms */
+	CK(cuGraphCreate(&g2, 0));
+	CK(cuStreamBeginCaptureToGraph(s, g2, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	ck_assert_int_eq(cuGraphDestroy(g2), CUDA_ERROR_ILLEGAL_STATE);
+	CK(cuStreamEndCapture(s, &g));
+	ck_assert_ptr_eq(g, g2);
+	CK(cuGraphDestroy(g2));
+	CK(cuStreamBeginCapture_v2_ptsz(NULL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+	CK(cuStreamIsCapturing_ptsz(NULL, &st));
+	ck_assert_int_eq(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+	CK(cuStreamEndCapture_ptsz(NULL, &g));
+	ck_assert_ptr_nonnull(g);
+	CK(cuGraphDestroy(g));
+}
+END_TEST
+
+/* Begin a capture in mode m, make call, and return what EndCapture said. */
+#define CAPTURE_AROUND(s, m, call, want_call)                                         \
+	do {                                                                          \
+		CUgraph g_ = (CUgraph)1;                                              \
+		CK(cuStreamBeginCapture_v2(s, m));                                    \
+		ck_assert_int_eq((call), (want_call));                                \
+		ck_assert_int_eq(capture_status(s), CU_STREAM_CAPTURE_STATUS_INVALIDATED); \
+		ck_assert_int_eq(cuStreamEndCapture(s, &g_), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED); \
+		ck_assert_ptr_null(g_);                                               \
+		ck_assert_int_eq(capture_status(s), CU_STREAM_CAPTURE_STATUS_NONE);   \
+	} while (0)
+
+START_TEST(fake_capture_prohibits_unsafe_calls)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUstream s;
+	CUdeviceptr p, q = 0;
+	size_t pitch;
+	CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CK(cuMemAlloc_v2(&p, 4096));
+	uint64_t held = fakecuda_reserved(0);
+	/* global and thread-local captures: allocation and synchronization fail and invalidate */
+	CAPTURE_AROUND(s, CU_STREAM_CAPTURE_MODE_GLOBAL, cuMemAlloc_v2(&q, 4096), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	CAPTURE_AROUND(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, cuMemAllocPitch_v2(&q, &pitch, 64, 64, 4),
+		       CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	CAPTURE_AROUND(s, CU_STREAM_CAPTURE_MODE_GLOBAL, cuMemAllocManaged(&q, 64, CU_MEM_ATTACH_GLOBAL),
+		       CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	ck_assert_uint_eq(fakecuda_reserved(0), held); /* nothing was allocated */
+	CAPTURE_AROUND(s, CU_STREAM_CAPTURE_MODE_GLOBAL, cuMemFree_v2(p), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	ck_assert_uint_eq(fakecuda_reserved(0), held); /* nor freed */
+	CAPTURE_AROUND(s, CU_STREAM_CAPTURE_MODE_GLOBAL, cuStreamSynchronize(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	CAPTURE_AROUND(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, cuStreamQuery(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	/* context synchronization invalidates the capture (cuCtxSynchronize's own
+	 * return value is fake-ctx.c's, not yet capture-aware) */
+	CUgraph g = (CUgraph)1;
+	CK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	cuCtxSynchronize();
+	ck_assert_int_eq(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+	ck_assert_ptr_null(g);
+	/* relaxed: this thread may allocate during the capture, but never synchronize */
+	CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+	CK(cuThreadExchangeStreamCaptureMode(&m));
+	ck_assert_int_eq(m, CU_STREAM_CAPTURE_MODE_GLOBAL); /* the default */
+	CK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	CK(cuMemAlloc_v2(&q, 4096));
+	ck_assert_int_eq(capture_status(s), CU_STREAM_CAPTURE_STATUS_ACTIVE);
+	CK(cuStreamEndCapture(s, &g));
+	ck_assert_ptr_nonnull(g);
+	CK(cuGraphDestroy(g));
+	CAPTURE_AROUND(s, CU_STREAM_CAPTURE_MODE_GLOBAL, cuMemFree_v2(q), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	CK(cuThreadExchangeStreamCaptureMode(&m)); /* back to global */
+	ck_assert_int_eq(m, CU_STREAM_CAPTURE_MODE_RELAXED);
+	/* a capture begun relaxed does not prohibit this thread's allocations */
+	CK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+	CUdeviceptr r;
+	CK(cuMemAlloc_v2(&r, 512));
+	CK(cuStreamEndCapture(s, &g));
+	ck_assert_ptr_nonnull(g);
+	CK(cuGraphDestroy(g));
+	/* after the capture everything is allowed again */
+	CK(cuMemFree_v2(q));
+	CK(cuMemFree_v2(r));
+	CK(cuMemFree_v2(p));
+	CK(cuCtxSynchronize());
+	m = (CUstreamCaptureMode)5;
+	ck_assert_int_eq(cuThreadExchangeStreamCaptureMode(&m), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuThreadExchangeStreamCaptureMode(NULL), CUDA_ERROR_INVALID_VALUE);
+}
+END_TEST
+
+static CUcontext cap_ctx;
+static CUstream cap_stream;
+static CUstreamCaptureMode cap_thread_mode;
+static CUresult cap_result;
+static CUgraph cap_graph;
+
+static void *alloc_in_thread(void *arg)
+{
+	(void)arg;
+	CUstreamCaptureMode m = cap_thread_mode;
+	CUdeviceptr p = 0;
+	if (cuCtxSetCurrent(cap_ctx) || cuThreadExchangeStreamCaptureMode(&m))
+		return (void *)1;
+	cap_result = cuMemAlloc_v2(&p, 256); /* freed with the context: a free would synchronize */
+	return NULL;
+}
+
+static void *end_in_thread(void *arg)
+{
+	(void)arg;
+	cap_result = cuStreamEndCapture(cap_stream, &cap_graph);
+	return NULL;
+}
+
+static CUresult in_thread(void *(*fn)(void *))
+{
+	pthread_t t;
+	void *ret = (void *)1;
+	ck_assert_int_eq(pthread_create(&t, NULL, fn, NULL), 0);
+	pthread_join(t, &ret);
+	ck_assert_ptr_null(ret);
+	return cap_result;
+}
+
+START_TEST(fake_capture_modes_across_threads)
+{
+	init_ctx(&cap_ctx);
+	CK(cuStreamCreate(&cap_stream, CU_STREAM_NON_BLOCKING));
+	CUgraph g;
+	/* a global capture here prohibits another thread in global mode ... */
+	CK(cuStreamBeginCapture_v2(cap_stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	cap_thread_mode = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+	CK(in_thread(alloc_in_thread)); /* ... not one in thread-local mode ... */
+	cap_thread_mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+	CK(in_thread(alloc_in_thread)); /* ... nor a relaxed one ... */
+	ck_assert_int_eq(capture_status(cap_stream), CU_STREAM_CAPTURE_STATUS_ACTIVE);
+	cap_thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+	ck_assert_int_eq(in_thread(alloc_in_thread), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	ck_assert_int_eq(capture_status(cap_stream), CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+	ck_assert_int_eq(cuStreamEndCapture(cap_stream, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+	/* a thread-local capture does not reach other threads */
+	CK(cuStreamBeginCapture_v2(cap_stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+	CK(in_thread(alloc_in_thread));
+	/* only the beginning thread may end a capture not begun relaxed */
+	ck_assert_int_eq(in_thread(end_in_thread), CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+	CK(cuStreamEndCapture(cap_stream, &g));
+	CK(cuGraphDestroy(g));
+	CK(cuStreamBeginCapture_v2(cap_stream, CU_STREAM_CAPTURE_MODE_RELAXED));
+	CK(in_thread(end_in_thread));
+	ck_assert_ptr_nonnull(cap_graph);
+	CK(cuGraphDestroy(cap_graph));
+	/* destroying a capturing stream ends its capture */
+	CK(cuStreamBeginCapture_v2(cap_stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	CK(cuStreamDestroy_v2(cap_stream));
+	CUdeviceptr p;
+	CK(cuMemAlloc_v2(&p, 256));
+	CK(cuMemFree_v2(p));
 }
 END_TEST
 
@@ -1050,6 +1815,17 @@ static Suite *fake_suite(void)
 	tcase_add_test(tc, fake_devices_from_env);
 	tcase_add_test(tc, fake_default_config);
 	tcase_add_test(tc, fake_malformed_env_aborts);
+	tcase_add_test(tc, fake_every_attribute_answered);
+	tcase_add_test(tc, fake_ctx_settings);
+	tcase_add_test(tc, fake_peer_access);
+	tcase_add_test(tc, fake_host_register);
+	tcase_add_test(tc, fake_copy_2d_3d);
+	tcase_add_test(tc, fake_stream_callback_and_event_timing);
+	tcase_add_test(tc, fake_no_device_code);
+	tcase_add_test(tc, fake_nvml_monitoring_queries);
+	tcase_add_test(tc, fake_capture_records_instead_of_running);
+	tcase_add_test(tc, fake_capture_prohibits_unsafe_calls);
+	tcase_add_test(tc, fake_capture_modes_across_threads);
 	tcase_add_test(tc, fake_memory_roundtrip);
 	tcase_add_test(tc, fake_alignment);
 	tcase_add_test(tc, fake_copy_range_checked);
