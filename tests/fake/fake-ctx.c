@@ -11,7 +11,7 @@
  * Thread safety: contexts and device counters under fake_lock; the context
  * stack is thread-local.
  */
-#include "fake-internal.h"
+#include "fake-extra.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -430,6 +430,10 @@ static CUresult ctx_synchronize(CUcontext ctx)
 		r = fake_ctx_require(&ctx);
 	else if (!fake_ctx_valid(ctx) || !ctx->alive)
 		r = CUDA_ERROR_INVALID_CONTEXT;
+	/* Illegal while a stream of the context captures: fails, and
+	 * invalidates the capture (fake-capture.c). */
+	if (!r)
+		r = fake_capture_check_sync(ctx);
 	if (!r) {
 		fake_ctx_drain(ctx);
 		fake_count_device_sync();
