@@ -46,6 +46,12 @@
  * block address / 512 (40 bits: addresses below 2^49) and the chunk index
  * (24 bits).
  *
+ * While any stream of the process captures a CUDA graph, the arenas make no
+ * synchronization and give no segment back (both are illegal then and
+ * would invalidate the capture): requests are served from ready blocks or
+ * new segments, and refused at the limit; pending frees become ready after
+ * the capture (capture.h).
+ *
  * Thread safety: each arena has its own spinlock; no driver call is made
  * with it held (the driver calls are: take a segment, give one back,
  * synchronize). The arena table is created under one mutex and read
@@ -59,6 +65,7 @@
 #include <string.h>
 
 #include "account.h"
+#include "capture.h"
 #include "device.h"
 #include "driver.h"
 #include "export.h"
@@ -592,6 +599,10 @@ static uint64_t release_now(struct arena *a, CUcontext ctx, const struct give_ba
  * stay. Returns whether more remain to collect. */
 static bool collect(struct arena *a, struct give_back *g, uint64_t keep, uint64_t before)
 {
+	/* cuMemFree synchronizes: nothing goes back while a stream
+	 * captures (capture.h); the segments stay cached for after. */
+	if (cumemcap_capture_active())
+		return false;
 	while (a->whole_free > keep && g->n < 16) {
 		uint32_t pick = NONE;
 		for (uint32_t i = 0; i < a->addr_count; i++) {
@@ -619,7 +630,9 @@ static bool collect(struct arena *a, struct give_back *g, uint64_t keep, uint64_
 static void reclaim(struct arena *a)
 {
 	uint32_t head = a->pend_head;
-	if (head == NONE)
+	/* No synchronization while a stream captures (capture.h): pending
+	 * frees wait until the capture is over. */
+	if (head == NONE || cumemcap_capture_active())
 		return;
 	for (uint32_t ci = head; ci != NONE; ci = a->chunks[ci].lnext)
 		a->chunks[ci].state = C_LIMBO;
@@ -1157,7 +1170,8 @@ bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r)
 	 * only its count is initialised on this hot path.) */
 	struct give_back g;
 	g.n = 0;
-	if (cumemcap_policy()->release == CUMEMCAP_RELEASE_IMMEDIATE && s->live == 0 && !s->prealloc) {
+	if (cumemcap_policy()->release == CUMEMCAP_RELEASE_IMMEDIATE && s->live == 0 && !s->prealloc &&
+	    !cumemcap_capture_active()) {
 		bool limbo = false;
 		for (uint32_t k = s->first; k != NONE && !limbo; k = a->chunks[k].next)
 			limbo = a->chunks[k].state == C_LIMBO;

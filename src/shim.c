@@ -15,6 +15,7 @@
 
 #include "account.h"
 #include "arena.h"
+#include "capture.h"
 #include "cumemcap.h"
 #include "device.h"
 #include "export.h"
@@ -29,6 +30,7 @@
 static void fork_prepare(void)
 {
 	cumemcap_log_fork_prepare();
+	cumemcap_capture_lock();
 	cumemcap_worker_lock();
 	cumemcap_arena_lock_all();
 	cumemcap_account_lock();
@@ -41,6 +43,7 @@ static void fork_parent(void)
 	cumemcap_account_unlock();
 	cumemcap_arena_unlock_all();
 	cumemcap_worker_unlock();
+	cumemcap_capture_unlock();
 	cumemcap_log_fork_parent();
 }
 
@@ -54,6 +57,7 @@ static void fork_child(void)
 	cumemcap_arena_fork_child();
 	cumemcap_worker_fork_child();
 	cumemcap_log_fork_child();
+	cumemcap_capture_fork_child();
 	cumemcap_life_fork_child();
 	cumemcap_hooks_ctx_fork_child();
 }

@@ -23,6 +23,10 @@ static void load_linked(struct api *a)
 	a->cuDevicePrimaryCtxReset = cuDevicePrimaryCtxReset;
 	a->cuDevicePrimaryCtxReset_legacy = NULL;
 	a->cuDevicePrimaryCtxGetState = cuDevicePrimaryCtxGetState;
+	a->cuStreamBeginCapture = cuStreamBeginCapture;
+	a->cuStreamEndCapture = cuStreamEndCapture;
+	a->cuThreadExchangeStreamCaptureMode = cuThreadExchangeStreamCaptureMode;
+	a->cuGraphDestroy = cuGraphDestroy;
 	a->cuCtxPushCurrent = cuCtxPushCurrent;
 	a->cuCtxPopCurrent = cuCtxPopCurrent;
 	a->cuCtxSetCurrent = cuCtxSetCurrent;
@@ -93,6 +97,11 @@ static void *must_dlsym(void *h, const char *name)
 	X(cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset_v2", "cuDevicePrimaryCtxReset", 11000, 0) \
 	X(cuDevicePrimaryCtxReset_legacy, "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset", 7000, 0) \
 	X(cuDevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState", "cuDevicePrimaryCtxGetState", 7000, 0) \
+	X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", "cuStreamBeginCapture", 10010, 0) \
+	X(cuStreamEndCapture, "cuStreamEndCapture", "cuStreamEndCapture", 10000, 0)       \
+	X(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode",         \
+	  "cuThreadExchangeStreamCaptureMode", 10010, 0)                                  \
+	X(cuGraphDestroy, "cuGraphDestroy", "cuGraphDestroy", 10000, 0)                   \
 	X(cuCtxPushCurrent, "cuCtxPushCurrent_v2", "cuCtxPushCurrent", 4000, 0)           \
 	X(cuCtxPopCurrent, "cuCtxPopCurrent_v2", "cuCtxPopCurrent", 4000, 0)              \
 	X(cuCtxSetCurrent, "cuCtxSetCurrent", "cuCtxSetCurrent", 4000, 0)                 \

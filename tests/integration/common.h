@@ -75,6 +75,10 @@ struct api {
 	PFN_cuDevicePrimaryCtxReset_v11000 cuDevicePrimaryCtxReset;
 	legacy_primary_fn cuDevicePrimaryCtxReset_legacy; /* NULL when linked */
 	PFN_cuDevicePrimaryCtxGetState_v7000 cuDevicePrimaryCtxGetState;
+	PFN_cuStreamBeginCapture_v10010 cuStreamBeginCapture;
+	PFN_cuStreamEndCapture_v10000 cuStreamEndCapture;
+	PFN_cuThreadExchangeStreamCaptureMode_v10010 cuThreadExchangeStreamCaptureMode;
+	PFN_cuGraphDestroy_v10000 cuGraphDestroy;
 	PFN_cuCtxPushCurrent_v4000 cuCtxPushCurrent;
 	PFN_cuCtxPopCurrent_v4000 cuCtxPopCurrent;
 	PFN_cuCtxSetCurrent_v4000 cuCtxSetCurrent;

@@ -1,0 +1,80 @@
+/* capture: see capture.h. The set is small (captures are few and short):
+ * a fixed array, with a count of those past it. */
+#include "capture.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+#define MAX_TRACKED 256
+
+_Atomic int cumemcap_captures;
+
+static struct entry {
+	CUstream stream;
+	pthread_t thread; /* for a per-thread default stream: whose */
+	bool per_thread;
+} set[MAX_TRACKED];
+static int used;
+static int untracked; /* began past the array's end: counted, never matched */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A per-thread default stream is one handle for every thread. */
+static bool is_per_thread(CUstream s, bool ptsz)
+{
+	return s == CU_STREAM_PER_THREAD || (ptsz && s == NULL);
+}
+
+static int find(CUstream s, bool pt)
+{
+	for (int i = 0; i < used; i++)
+		if (set[i].stream == s && set[i].per_thread == pt &&
+		    (!pt || pthread_equal(set[i].thread, pthread_self())))
+			return i;
+	return -1;
+}
+
+void cumemcap_capture_began(CUstream stream, bool ptsz)
+{
+	bool pt = is_per_thread(stream, ptsz);
+	pthread_mutex_lock(&lock);
+	if (find(stream, pt) < 0) {
+		if (used < MAX_TRACKED)
+			set[used++] = (struct entry){ .stream = stream, .thread = pthread_self(), .per_thread = pt };
+		else
+			untracked++;
+		atomic_fetch_add_explicit(&cumemcap_captures, 1, memory_order_release);
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+void cumemcap_capture_ended(CUstream stream, bool ptsz)
+{
+	bool pt = is_per_thread(stream, ptsz);
+	pthread_mutex_lock(&lock);
+	int i = find(stream, pt);
+	if (i >= 0) {
+		set[i] = set[--used];
+		atomic_fetch_sub_explicit(&cumemcap_captures, 1, memory_order_release);
+	} else if (untracked > 0) {
+		untracked--;
+		atomic_fetch_sub_explicit(&cumemcap_captures, 1, memory_order_release);
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+void cumemcap_capture_lock(void)
+{
+	pthread_mutex_lock(&lock);
+}
+
+void cumemcap_capture_unlock(void)
+{
+	pthread_mutex_unlock(&lock);
+}
+
+void cumemcap_capture_fork_child(void)
+{
+	used = untracked = 0;
+	atomic_store(&cumemcap_captures, 0);
+	pthread_mutex_unlock(&lock);
+}

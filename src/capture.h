@@ -1,0 +1,41 @@
+/* capture: which streams of the process are capturing a CUDA graph now.
+ *
+ * While any stream captures, the driver forbids synchronizing (a context
+ * synchronize, cuMemFree's implicit one) in every capture mode, and in the
+ * default global mode any thread's "potentially unsafe" call: the call fails
+ * with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and the capture is invalidated.
+ * PyTorch grows its pool with cudaMalloc inside captures (relaxed mode), so
+ * the shim must not add such calls there: the arenas make no synchronization
+ * and give no segment back while cumemcap_capture_active() (hooks-capture.c
+ * keeps the set). Process-wide on purpose: a global-mode capture forbids
+ * the worker thread's calls as well as the capturing thread's.
+ *
+ * Thread safety: a mutex around the set (never held across a driver call),
+ * an atomic count read without it. */
+#pragma once
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "cuda-api.h"
+
+extern _Atomic int cumemcap_captures;
+
+/* Is any stream of the process capturing? One relaxed load. */
+static inline bool cumemcap_capture_active(void)
+{
+	return atomic_load_explicit(&cumemcap_captures, memory_order_acquire) > 0;
+}
+
+/* A capture began on `stream` (per_thread: the calling thread's per-thread
+ * default stream when stream is CU_STREAM_PER_THREAD or 0 with a _ptsz
+ * entry point). */
+void cumemcap_capture_began(CUstream stream, bool per_thread);
+/* The stream no longer captures (its capture ended, or was found over). */
+void cumemcap_capture_ended(CUstream stream, bool per_thread);
+
+/* Fork: the set's lock is held across fork() (prepare, then parent's
+ * unlock or the child's, which also forgets the parent's captures). */
+void cumemcap_capture_lock(void);
+void cumemcap_capture_unlock(void);
+void cumemcap_capture_fork_child(void);
