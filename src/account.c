@@ -8,6 +8,7 @@
 #include "arena.h"
 #include "device.h"
 #include "log.h"
+#include "mix.h"
 #include "driver.h"
 #include "xmutex.h"
 
@@ -23,6 +24,12 @@ static void forget_block(const struct cumemcap_block *b)
 		cumemcap_ledger_sub(b->dev, (enum cumemcap_kind)b->kind, b->bytes);
 	cumemcap_ledger_live_sub(b->dev, b->bytes);
 	cumemcap_ledger_bump(b->dev, frees);
+}
+
+void cumemcap_make_room(int dev)
+{
+	cumemcap_pool_refresh(dev);
+	cumemcap_arena_release_device(dev);
 }
 
 CUresult cumemcap_charge_begin(struct cumemcap_charge *c, const char *door, int dev,
@@ -44,11 +51,7 @@ CUresult cumemcap_charge_begin(struct cumemcap_charge *c, const char *door, int 
 	if (kind != CUMEMCAP_KIND_pool)
 		cumemcap_ledger_note_request(dev, bytes);
 	if (!cumemcap_ledger_reserve(dev, kind, bytes)) {
-		/* Before refusing: pools may have shrunk at a synchronization
-		 * the shim did not see, and the arenas of every context on the
-		 * GPU give back what they cache. One limit per GPU. */
-		cumemcap_pool_refresh(dev);
-		cumemcap_arena_release_device(dev);
+		cumemcap_make_room(dev);
 		if (!cumemcap_ledger_reserve(dev, kind, bytes)) {
 			cumemcap_note_refusal(dev, door, bytes);
 			return CUDA_ERROR_OUT_OF_MEMORY;
@@ -193,11 +196,7 @@ uint64_t cumemcap_pool_estimate(uint64_t bytes)
 
 static size_t pool_home(CUmemoryPool pool, size_t mask)
 {
-	uint64_t x = (uint64_t)(uintptr_t)pool;
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	return (size_t)x & mask;
+	return (size_t)cumemcap_mix_short((uint64_t)(uintptr_t)pool) & mask;
 }
 
 /* Lock held. */
@@ -311,16 +310,24 @@ static bool pool_reserved(CUmemoryPool pool, uint64_t *reserved)
 	return true;
 }
 
+/* The pool reserves `reserved` now, less than counted: the rest leaves the
+ * ledger at once (pool_lock held). */
+static void shrink_locked(struct pool_record *p, uint64_t reserved)
+{
+	if (reserved < p->accounted) {
+		cumemcap_ledger_sub(p->dev, CUMEMCAP_KIND_pool, p->accounted - reserved);
+		p->accounted = reserved;
+	}
+}
+
 /* Follow what the pool reserves now (`reserved`; pool_lock held). A
  * shrink leaves the ledger at once; growth is left to the allocations
  * under way, whose estimates hold it, and taken here only when there are
  * none. */
 static void settle_locked(struct pool_record *p, uint64_t reserved)
 {
-	if (reserved < p->accounted) {
-		cumemcap_ledger_sub(p->dev, CUMEMCAP_KIND_pool, p->accounted - reserved);
-		p->accounted = reserved;
-	} else if (reserved > p->accounted && p->in_flight == 0) {
+	shrink_locked(p, reserved);
+	if (reserved > p->accounted && p->in_flight == 0) {
 		cumemcap_ledger_add(p->dev, CUMEMCAP_KIND_pool, reserved - p->accounted);
 		p->accounted = reserved;
 	}
@@ -359,10 +366,7 @@ uint64_t cumemcap_pool_finish(CUmemoryPool pool, uint64_t estimate, uint64_t *ex
 	if (p) {
 		p->in_flight -= p->in_flight < estimate ? p->in_flight : estimate;
 		if (known) {
-			if (reserved < p->accounted) {
-				cumemcap_ledger_sub(p->dev, CUMEMCAP_KIND_pool, p->accounted - reserved);
-				p->accounted = reserved;
-			}
+			shrink_locked(p, reserved);
 			uint64_t grew = reserved - p->accounted;
 			claim = grew < estimate ? grew : estimate;
 			/* Growth past every estimate under way: the pool took

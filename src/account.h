@@ -50,6 +50,12 @@ CUresult cumemcap_charge_finish(struct cumemcap_charge *c, CUresult r,
  * caller then frees what it got and reports out of memory. */
 bool cumemcap_charge_adjust(struct cumemcap_charge *c, uint64_t actual);
 
+/* Before a request on `dev` is refused (at the limit, or by the driver):
+ * read back what stream-ordered pools trimmed at a synchronization the
+ * shim did not see, and have the arenas of every context on the GPU give
+ * back what they cache. One limit per GPU. */
+void cumemcap_make_room(int dev);
+
 /* Count a request refused at the limit and log it. */
 void cumemcap_note_refusal(int dev, const char *door, uint64_t bytes);
 

@@ -72,6 +72,7 @@
 #include "ledger.h"
 #include "life.h"
 #include "log.h"
+#include "mix.h"
 #include "msg.h"
 #include "policy.h"
 #include "worker.h"
@@ -249,14 +250,6 @@ static CUdeviceptr chunk_addr(const struct arena *a, const struct chunk *c)
 
 /* ---- the address hash: block base -> chunk ------------------------------------------ */
 
-static uint64_t mix(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	return x;
-}
-
 static bool slots_grow(struct arena *a)
 {
 	uint32_t cap = a->slot_mask ? (a->slot_mask + 1) * 2 : 1024;
@@ -267,7 +260,7 @@ static bool slots_grow(struct arena *a)
 		uint64_t e = a->slots[i];
 		if (!e)
 			continue;
-		uint32_t j = (uint32_t)mix(e >> 24) & (cap - 1);
+		uint32_t j = (uint32_t)cumemcap_mix_short(e >> 24) & (cap - 1);
 		while (s[j])
 			j = (j + 1) & (cap - 1);
 		s[j] = e;
@@ -283,7 +276,7 @@ static bool hash_insert(struct arena *a, CUdeviceptr ptr, uint32_t ci)
 	if ((a->slot_used + 1) * 2 > (a->slot_mask ? a->slot_mask + 1 : 0) && !slots_grow(a))
 		return false;
 	uint64_t key = ptr >> UNIT_SHIFT;
-	uint32_t j = (uint32_t)mix(key) & a->slot_mask;
+	uint32_t j = (uint32_t)cumemcap_mix_short(key) & a->slot_mask;
 	while (a->slots[j])
 		j = (j + 1) & a->slot_mask;
 	a->slots[j] = key << 24 | ci;
@@ -297,7 +290,7 @@ static uint32_t hash_find(const struct arena *a, CUdeviceptr ptr)
 	if (!a->slot_mask || (ptr & (UNIT - 1)))
 		return NONE;
 	uint64_t key = ptr >> UNIT_SHIFT;
-	for (uint32_t j = (uint32_t)mix(key) & a->slot_mask;; j = (j + 1) & a->slot_mask) {
+	for (uint32_t j = (uint32_t)cumemcap_mix_short(key) & a->slot_mask;; j = (j + 1) & a->slot_mask) {
 		uint64_t e = a->slots[j];
 		if (!e)
 			return NONE;
@@ -313,7 +306,7 @@ static void hash_remove_slot(struct arena *a, uint32_t j)
 		uint64_t e = a->slots[k];
 		if (!e)
 			break;
-		uint32_t home = (uint32_t)mix(e >> 24) & a->slot_mask;
+		uint32_t home = (uint32_t)cumemcap_mix_short(e >> 24) & a->slot_mask;
 		if (((k - home) & a->slot_mask) >= ((k - j) & a->slot_mask)) {
 			a->slots[j] = e;
 			j = k;
@@ -558,40 +551,19 @@ struct give_back {
 	unsigned n;
 };
 
-/* Make ctx current on this thread for a driver call about it. Returns
- * whether it was pushed (and must be popped with ctx_pop); false when it
- * is current already or cannot be pushed (the driver then answers the call
- * for whatever context is current, and fails it for a foreign pointer). */
-static bool ctx_push(CUcontext ctx)
-{
-	CUcontext cur = NULL;
-	return real_cuCtxGetCurrent && real_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != ctx &&
-	       real_cuCtxPushCurrent_v2 && real_cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS;
-}
-
-static void ctx_pop(bool pushed)
-{
-	CUcontext popped;
-	if (pushed)
-		real_cuCtxPopCurrent_v2(&popped);
-}
-
 /* Give segments back, with the arena's context current. No lock held. */
-static uint64_t release_now(struct arena *a, CUcontext ctx, const struct give_back *g)
+static void release_now(struct arena *a, CUcontext ctx, const struct give_back *g)
 {
 	if (!g->n)
-		return 0;
-	uint64_t bytes = 0;
-	bool pushed = ctx_push(ctx);
+		return;
+	bool pushed = cumemcap_driver_push_ctx(ctx);
 	for (unsigned i = 0; i < g->n; i++) {
 		real_cuMemFree_v2(g->base[i]);
 		cumemcap_ledger_sub(a->dev, CUMEMCAP_KIND_linear, g->bytes[i]);
 		cumemcap_ledger_bump(a->dev, segments_released);
 		cumemcap_log_segment(a->dev, false, g->bytes[i]);
-		bytes += g->bytes[i];
 	}
-	ctx_pop(pushed);
-	return bytes;
+	cumemcap_driver_pop_ctx(pushed);
 }
 
 /* Detach wholly free segments into g (lock held): those idle since
@@ -823,13 +795,9 @@ static CUresult take_segment(struct arena *a, uint64_t bytes, const char *door, 
 		}
 		if (r != CUDA_ERROR_OUT_OF_MEMORY)
 			return r;
-		/* Before refusing: what stream-ordered pools trimmed at a
-		 * synchronization the shim did not see, and everything the
-		 * arenas of this GPU cache, in every context on it (after the
-		 * streams are past their pending frees); then once more. */
+		/* Make room on the GPU, then once more. */
 		if (attempt == 0) {
-			cumemcap_pool_refresh(a->dev);
-			cumemcap_arena_release_device(a->dev);
+			cumemcap_make_room(a->dev);
 			continue;
 		}
 		if (at_limit) {
@@ -1277,9 +1245,8 @@ void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone)
 	pthread_mutex_unlock(&create_lock);
 }
 
-uint64_t cumemcap_arena_release_device(int dev)
+void cumemcap_arena_release_device(int dev)
 {
-	uint64_t released = 0;
 	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
 	for (uint32_t i = 0; i < n; i++) {
 		struct arena *a = &arenas[i];
@@ -1290,7 +1257,7 @@ uint64_t cumemcap_arena_release_device(int dev)
 		if (!some)
 			continue;
 		/* The wait is for this arena's context: make it current. */
-		bool pushed = ctx_push(ctx);
+		bool pushed = cumemcap_driver_push_ctx(ctx);
 		lock(a);
 		if (a->ctx == ctx) {
 			reclaim(a);
@@ -1299,14 +1266,13 @@ uint64_t cumemcap_arena_release_device(int dev)
 				struct give_back g = { .n = 0 };
 				more = collect(a, &g, 0, 0);
 				unlock(a);
-				released += release_now(a, ctx, &g);
+				release_now(a, ctx, &g);
 				lock(a);
 			} while (more && a->ctx == ctx);
 		}
 		unlock(a);
-		ctx_pop(pushed);
+		cumemcap_driver_pop_ctx(pushed);
 	}
-	return released;
 }
 
 /* Blocks freed and never reused wait on the pending list until a request
@@ -1321,12 +1287,12 @@ static void reclaim_quiet(struct arena *a, uint64_t now_ms, uint32_t idle_ms)
 	unlock(a);
 	if (!due)
 		return;
-	bool pushed = ctx_push(ctx);
+	bool pushed = cumemcap_driver_push_ctx(ctx);
 	lock(a);
 	if (a->ctx == ctx)
 		reclaim(a);
 	unlock(a);
-	ctx_pop(pushed);
+	cumemcap_driver_pop_ctx(pushed);
 }
 
 uint32_t cumemcap_arena_tick(uint64_t now_ms)

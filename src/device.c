@@ -179,11 +179,9 @@ void cumemcap_device_of_stream(CUstream s, CUcontext *ctx, int *dev)
 	if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD || !real_cuStreamGetCtx ||
 	    real_cuStreamGetCtx(s, &owner) != CUDA_SUCCESS || !owner || owner == *ctx)
 		return;
-	if (!real_cuCtxPushCurrent_v2 || real_cuCtxPushCurrent_v2(owner) != CUDA_SUCCESS)
-		return;
-	CUresult r = real_cuCtxGetDevice(&d);
-	CUcontext popped;
-	real_cuCtxPopCurrent_v2(&popped);
+	bool pushed = cumemcap_driver_push_ctx(owner);
+	CUresult r = pushed ? real_cuCtxGetDevice(&d) : CUDA_ERROR_INVALID_CONTEXT;
+	cumemcap_driver_pop_ctx(pushed);
 	if (r != CUDA_SUCCESS || !cumemcap_device_ensure(d))
 		return;
 	*ctx = owner;

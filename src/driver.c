@@ -226,6 +226,20 @@ bool cumemcap_driver_ready(void)
 	return atomic_load(&loaded) == 1;
 }
 
+bool cumemcap_driver_push_ctx(CUcontext ctx)
+{
+	CUcontext cur = NULL;
+	return real_cuCtxGetCurrent && real_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != ctx &&
+	       real_cuCtxPushCurrent_v2 && real_cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS;
+}
+
+void cumemcap_driver_pop_ctx(bool pushed)
+{
+	CUcontext popped;
+	if (pushed && real_cuCtxPopCurrent_v2)
+		real_cuCtxPopCurrent_v2(&popped);
+}
+
 bool cumemcap_driver_owns(const void *sym)
 {
 	Dl_info info;

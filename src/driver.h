@@ -54,6 +54,14 @@ extern cumemcap_dlsym_fn cumemcap_real_dlsym;
 extern cumemcap_dlvsym_fn cumemcap_real_dlvsym;
 bool cumemcap_driver_libc_ready(void);
 
+/* Make ctx current on this thread for a driver call about it (a wait, a
+ * free, a question about that context). Returns whether it was pushed and
+ * must be popped with cumemcap_driver_pop_ctx; false when it is current
+ * already or cannot be pushed (the driver then answers the call for
+ * whatever context is current, and fails it for a foreign pointer). */
+bool cumemcap_driver_push_ctx(CUcontext ctx);
+void cumemcap_driver_pop_ctx(bool pushed);
+
 /* Load the real driver once ("libcuda.so.1" from the library search path).
  * Returns true when it is loaded and real_cuGetProcAddress_v2 or
  * real_cuGetProcAddress is available. Cheap after the first call. */

@@ -101,28 +101,30 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetInfo(unsigned int *free, unsigned int *
 	return r;
 }
 
-/* A device's capacity: its limit. A device the shim cannot describe gets
- * the driver's answer for a device that is not there, never its real
- * capacity uncapped. */
+/* A device's capacity: the driver's (cuDeviceTotalMem_v2), capped at its
+ * limit. A device the shim cannot describe gets the driver's answer for a
+ * device that is not there, never its real capacity uncapped. */
 static CUresult device_total(CUdevice dev, uint64_t *total)
 {
+	size_t t64;
+	CUresult r = real_cuDeviceTotalMem_v2(&t64, dev);
+	if (r != CUDA_SUCCESS)
+		return r;
 	if (!cumemcap_device_ensure(dev))
 		return CUDA_ERROR_INVALID_DEVICE;
 	uint64_t limit = cumemcap_ledger_limit(dev);
-	if (limit != CUMEMCAP_NO_LIMIT)
-		*total = limit;
+	*total = limit != CUMEMCAP_NO_LIMIT ? limit : t64;
 	return CUDA_SUCCESS;
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
 	NEED(cuDeviceTotalMem_v2);
-	size_t t64 = 0;
 	if (!bytes)
 		return real_cuDeviceTotalMem_v2(bytes, dev);
-	CUresult r = real_cuDeviceTotalMem_v2(&t64, dev);
-	uint64_t t = t64;
-	if (r == CUDA_SUCCESS && (r = device_total(dev, &t)) == CUDA_SUCCESS)
+	uint64_t t;
+	CUresult r = device_total(dev, &t);
+	if (r == CUDA_SUCCESS)
 		*bytes = (size_t)t;
 	return r;
 }
@@ -130,12 +132,11 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev
 CUMEMCAP_EXPORT CUresult CUDAAPI cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 {
 	NEED(cuDeviceTotalMem);
-	size_t t64 = 0;
 	if (!bytes || !real_cuDeviceTotalMem_v2)
 		return real_cuDeviceTotalMem(bytes, dev);
-	CUresult r = real_cuDeviceTotalMem_v2(&t64, dev);
-	uint64_t t = t64;
-	if (r == CUDA_SUCCESS && (r = device_total(dev, &t)) == CUDA_SUCCESS)
+	uint64_t t;
+	CUresult r = device_total(dev, &t);
+	if (r == CUDA_SUCCESS)
 		*bytes = saturate_uint(t);
 	return r;
 }

@@ -12,6 +12,7 @@
  * they cut the shim's added time per alloc/free call from about 33 to 25 ns
  * (tests/bench/overhead). */
 #include "track.h"
+#include "mix.h"
 
 #include <sched.h>
 #include <stdatomic.h>
@@ -47,16 +48,6 @@ static void stripe_unlock(struct stripe *s)
 	atomic_flag_clear_explicit(&s->lock, memory_order_release);
 }
 
-static uint64_t mix(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	x ^= x >> 33;
-	return x;
-}
-
 static uint64_t stored_key(enum cumemcap_handle_kind handle, uint64_t key)
 {
 	/* Device addresses and handles fit in 56 bits on every platform
@@ -66,7 +57,7 @@ static uint64_t stored_key(enum cumemcap_handle_kind handle, uint64_t key)
 
 static struct stripe *stripe_of(uint64_t skey, uint64_t *hash)
 {
-	*hash = mix(skey);
+	*hash = cumemcap_mix(skey);
 	return &stripes[*hash % STRIPES];
 }
 
@@ -79,7 +70,7 @@ static bool grow(struct stripe *s)
 	for (uint32_t i = 0; s->mask && i <= s->mask; i++) {
 		if (!s->slot[i].key)
 			continue;
-		uint32_t j = (uint32_t)(mix(s->slot[i].key) / STRIPES) & (cap - 1);
+		uint32_t j = (uint32_t)(cumemcap_mix(s->slot[i].key) / STRIPES) & (cap - 1);
 		while (slot[j].key)
 			j = (j + 1) & (cap - 1);
 		slot[j] = s->slot[i];
@@ -126,7 +117,7 @@ static void delete_at(struct stripe *s, uint32_t i)
 		j = (j + 1) & s->mask;
 		if (!s->slot[j].key)
 			break;
-		uint32_t home = (uint32_t)(mix(s->slot[j].key) / STRIPES) & s->mask;
+		uint32_t home = (uint32_t)(cumemcap_mix(s->slot[j].key) / STRIPES) & s->mask;
 		/* Move j into the hole at i if its home is not in (i, j]. */
 		if (((j - home) & s->mask) >= ((j - i) & s->mask)) {
 			s->slot[i] = s->slot[j];
