@@ -144,7 +144,25 @@ class Program(unittest.TestCase):
         self.assertLessEqual(gpu["peak_reserved"], limit_bytes)
 
 
-class Ffmpeg(Program):
+class Pipeline:
+    """What ffmpeg's and GStreamer's cases share: a pipeline through CUDA
+    memory (argv(out, w, h, frames, cuda)) whose output must be the CPU
+    path's. A mixin, not a TestCase: its test runs in each program's class."""
+
+    def cpu_reference(self, w, h, frames):
+        ref = os.path.join(self.dir, "cpu.nv12")
+        self.run_prog(self.argv(ref, w, h, frames, cuda=False), self.env())
+        return ref
+
+    def test_under_a_cap_it_fits_in(self):
+        ref = self.cpu_reference(BIG_W, BIG_H, 3)
+        out = os.path.join(self.dir, "cuda.nv12")
+        p = self.run_prog(self.argv(out, BIG_W, BIG_H, 3), self.env(shim=True, limit=ROOMY_CAP))
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        self.assert_same_file(out, ref)
+        self.assert_served(256 * MiB)
+
+class Ffmpeg(Pipeline, Program):
     """ffmpeg -init_hw_device cuda ... hwupload_cuda,hwdownload: every
     frame goes to device memory (cuMemAlloc_v2, cuMemcpy2DAsync_v2) and
     back."""
@@ -165,11 +183,6 @@ class Ffmpeg(Program):
                 "-f", "lavfi", "-i", f"testsrc=size={w}x{h}:rate=10", "-frames:v", str(frames),
                 "-vf", vf, "-f", "rawvideo", out]
 
-    def cpu_reference(self, w, h, frames):
-        ref = os.path.join(self.dir, "cpu.nv12")
-        self.run_prog(self.argv(ref, w, h, frames, cuda=False), self.env())
-        return ref
-
     def test_fake_alone_matches_cpu_path(self):
         ref = self.cpu_reference(640, 360, 8)
         out = os.path.join(self.dir, "cuda.nv12")
@@ -185,14 +198,6 @@ class Ffmpeg(Program):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("CUDA_ERROR_OUT_OF_MEMORY", p.stderr)
 
-    def test_under_a_cap_it_fits_in(self):
-        ref = self.cpu_reference(BIG_W, BIG_H, 3)
-        out = os.path.join(self.dir, "cuda.nv12")
-        p = self.run_prog(self.argv(out, BIG_W, BIG_H, 3), self.env(shim=True, limit=ROOMY_CAP))
-        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
-        self.assert_same_file(out, ref)
-        self.assert_served(256 * MiB)
-
     def test_under_a_small_cap_fails_cleanly(self):
         out = os.path.join(self.dir, "cuda.nv12")
         p = self.run_prog(self.argv(out, BIG_W, BIG_H, 3), self.env(shim=True, limit=SMALL_CAP))
@@ -203,7 +208,7 @@ class Ffmpeg(Program):
         self.assert_refused("cuMemAlloc_v2", 8 * MiB)
 
 
-class Gstreamer(Program):
+class Gstreamer(Pipeline, Program):
     """GStreamer's nvcodec cudaupload ! cudadownload with CUDA memory
     between them (cuMemAllocPitch_v2, cuMemcpy2DAsync_v2). nvcodec
     registers its elements only when a video codec library loads: the
@@ -229,11 +234,6 @@ class Gstreamer(Program):
         return [self.launch, "-q", "videotestsrc", f"num-buffers={frames}", "!", caps, "!", *mid,
                 "filesink", f"location={out}"]
 
-    def cpu_reference(self, w, h, frames):
-        ref = os.path.join(self.dir, "cpu.nv12")
-        self.run_prog(self.argv(ref, w, h, frames, cuda=False), self.env())
-        return ref
-
     def test_elements_registered_over_the_fake(self):
         p = self.run_prog([self.inspect, "nvcodec"], self.env())
         self.assertIn("cudaupload", p.stdout)
@@ -245,14 +245,6 @@ class Gstreamer(Program):
         p = self.run_prog(self.argv(out, 640, 360, 8), self.env())
         self.assertEqual(p.returncode, 0, p.stderr[-3000:])
         self.assert_same_file(out, ref)
-
-    def test_under_a_cap_it_fits_in(self):
-        ref = self.cpu_reference(BIG_W, BIG_H, 3)
-        out = os.path.join(self.dir, "cuda.nv12")
-        p = self.run_prog(self.argv(out, BIG_W, BIG_H, 3), self.env(shim=True, limit=ROOMY_CAP))
-        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
-        self.assert_same_file(out, ref)
-        self.assert_served(256 * MiB)
 
     def test_under_a_small_cap_fails_cleanly(self):
         out = os.path.join(self.dir, "cuda.nv12")
