@@ -28,6 +28,9 @@ SHIM, FAKE_DIR = sys.argv[1:3]
 del sys.argv[1:3]
 EXTRA = os.environ.get("LD_PRELOAD_EXTRA", "")
 MiB = 1 << 20
+# The signals the shim's exit record handles (src/log.c, fatal[]).
+FATAL_SIGNALS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT,
+                 signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 GiB = 1 << 30
 UUID0 = "GPU-fa4ec0da-0000-4000-8000-000000000000"
 
@@ -146,6 +149,8 @@ while args:
         ptrs.clear()
     elif op == "print":
         print(args.pop(0), flush=True)
+    elif op == "hup":                    # SIGHUP to itself
+        os.kill(os.getpid(), signal.SIGHUP)
     else:
         raise SystemExit("unknown step " + op)
 '''
@@ -182,10 +187,18 @@ class Log(unittest.TestCase):
         env.update(add)
         return env
 
+    @staticmethod
+    def default_signals():
+        # What a program started from a terminal gets. The runner may hand
+        # down ignored ones (nohup ignores SIGHUP; some CI runners do), and
+        # the shim rightly leaves an ignored signal ignored.
+        for sig in FATAL_SIGNALS:
+            signal.signal(sig, signal.SIG_DFL)
+
     def start(self, steps, env_add=None, lib_dir=FAKE_DIR, preexec_fn=None):
         return subprocess.Popen([sys.executable, self.script, *steps], env=self.env(env_add or {}, lib_dir),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=preexec_fn)
+                                preexec_fn=preexec_fn or self.default_signals)
 
     def run_probe(self, steps, env_add=None, timeout=30, **kw):
         p = self.start(steps, env_add, **kw)
@@ -566,6 +579,19 @@ class Log(unittest.TestCase):
                 self.assertEqual((g["peak_reserved"], g["reserved"], g["live"], g["allocs"]),
                                  (256 * MiB, 256 * MiB, 256 * MiB, 1))
                 self.assertEqual(g["peak_driver_used"], 256 * MiB + 300 * MiB)
+
+    def test_ignored_signal_stays_ignored(self):
+        # Under nohup, SIGHUP is ignored: the shim's handlers must not make
+        # it fatal. The program lives on and exits normally.
+        def ignore_hup():
+            self.default_signals()
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        p = self.start(["init", "ctx", "0", "alloc", str(2 * MiB), "sleep", "0.3", "hup", "sleep", "0.3",
+                        "print", "alive"], preexec_fn=ignore_hup)
+        out, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 0, err)
+        self.assertEqual(out.splitlines()[-1], "alive")
+        self.assertEqual(self.exit_record(p)["reason"], "exit")
 
     def test_python_keeps_keyboardinterrupt(self):
         # Handlers go in at the first GPU use, over Python's own: Ctrl-C
