@@ -185,10 +185,8 @@ static void resolve_all(void *handle)
 }
 
 /* Load from `path`; caller holds load_lock. */
-static void load_locked(const char *path, int extra_flags)
+static void try_load(const char *path, int extra_flags)
 {
-	if (atomic_load(&loaded) == 1 || !cumemcap_driver_libc_ready())
-		return;
 	void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | extra_flags);
 	if (!handle)
 		return;
@@ -209,6 +207,19 @@ static void load_locked(const char *path, int extra_flags)
 		return;
 	}
 	atomic_store(&loaded, 1);
+}
+
+static void load_locked(const char *path, int extra_flags)
+{
+	if (atomic_load(&loaded) == 1 || !cumemcap_driver_libc_ready())
+		return;
+	try_load(path, extra_flags);
+	/* The lookups of symbols an older driver lacks leave their error in
+	 * this thread's dlerror(), where the program, whose own dlsym call
+	 * brought the shim here and succeeded, would read it as its own
+	 * failure (GLib's g_module_symbol does: GStreamer's CUDA plugin then
+	 * fails to load). The shim's loading is its own business. */
+	(void)dlerror();
 }
 
 bool cumemcap_driver_ready(void)
