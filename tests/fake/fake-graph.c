@@ -1146,7 +1146,7 @@ static CUresult launch(CUgraphExec e, CUstream h, bool pt)
 		struct fake_op *op = e->nodes[i]->op;
 		if (!op || op->kind == FAKE_OP_POOL_FREE)
 			continue;
-		if (!(*tail = fake_op_clone(op, true)))
+		if (!(*tail = fake_op_clone(op, !captured))) /* captured: a node, not a record now */
 			r = CUDA_ERROR_OUT_OF_MEMORY; /* the memory nodes took effect: as a failed launch may */
 		else
 			tail = &(*tail)->next;
