@@ -29,10 +29,14 @@
  * - cuStreamIsCapturing/cuStreamGetCaptureInfo on the legacy stream while a
  *   blocking stream of the context captures: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT.
  *
- * Graphs are containers of captured operations only (cuGraphCreate,
- * cuGraphDestroy); nothing instantiates or launches them here. Operations
- * of a discarded capture or a destroyed graph are finished without running
- * (their events and pool blocks released).
+ * - cuMemAllocAsync/cuMemAllocFromPoolAsync on a capturing stream add an
+ *   allocation node (no memory from the pool), cuMemFreeAsync of an
+ *   allocation node's address a free node (fake-graph.c); on an invalidated
+ *   capture they fail with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.
+ *
+ * Graphs, their nodes, instantiation and launch live in fake-graph.c.
+ * Operations of a discarded capture or a destroyed graph are finished
+ * without running (their events and pool blocks released).
  *
  * Thread safety: captures and graphs in lists under fake_lock; the capture
  * mode is per thread.
@@ -40,12 +44,6 @@
 #include "fake-extra.h"
 
 #include <stdlib.h>
-
-struct CUgraph_st {
-	size_t nodes;
-	struct fake_op *ops, *tail;
-	struct CUgraph_st *next;
-};
 
 struct fake_capture {
 	struct CUstream_st *stream;
@@ -56,83 +54,13 @@ struct fake_capture {
 	bool invalidated;
 	struct CUgraph_st *graph; /* the graph it captures into */
 	bool own_graph;           /* made by BeginCapture, not ToGraph */
+	bool started;             /* a node was captured (later ones are not roots) */
 	struct fake_capture *next;
 };
 
 static struct fake_capture *captures;
-static struct CUgraph_st *graphs;
 static cuuint64_t capture_ids;
 static _Thread_local CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
-
-/* ---- graphs ------------------------------------------------------------------- */
-
-static bool graph_valid(struct CUgraph_st *g)
-{
-	for (struct CUgraph_st *p = graphs; p; p = p->next)
-		if (p == g)
-			return true;
-	return false;
-}
-
-static struct CUgraph_st *graph_new(void)
-{
-	struct CUgraph_st *g = calloc(1, sizeof *g);
-	if (g) {
-		g->next = graphs;
-		graphs = g;
-	}
-	return g;
-}
-
-static void discard_ops(struct fake_op *op)
-{
-	while (op) {
-		struct fake_op *next = op->next;
-		fake_op_discard(op);
-		op = next;
-	}
-}
-
-static void graph_free(struct CUgraph_st *g)
-{
-	for (struct CUgraph_st **pp = &graphs; *pp; pp = &(*pp)->next)
-		if (*pp == g) {
-			*pp = g->next;
-			break;
-		}
-	discard_ops(g->ops);
-	free(g);
-}
-
-FAKE_API CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
-{
-	COUNT(cuGraphCreate);
-	REQUIRE_INIT();
-	if (!phGraph || flags)
-		return CUDA_ERROR_INVALID_VALUE;
-	pthread_mutex_lock(&fake_lock);
-	struct CUgraph_st *g = graph_new();
-	pthread_mutex_unlock(&fake_lock);
-	if (!g)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	*phGraph = g;
-	return CUDA_SUCCESS;
-}
-
-FAKE_API CUresult cuGraphDestroy(CUgraph hGraph)
-{
-	COUNT(cuGraphDestroy);
-	REQUIRE_INIT();
-	pthread_mutex_lock(&fake_lock);
-	CUresult r = graph_valid(hGraph) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-	for (struct fake_capture *c = captures; !r && c; c = c->next)
-		if (c->graph == hGraph)
-			r = CUDA_ERROR_ILLEGAL_STATE; /* still being captured into */
-	if (!r)
-		graph_free(hGraph);
-	pthread_mutex_unlock(&fake_lock);
-	return r;
-}
 
 /* ---- the capture sequences ------------------------------------------------------------ */
 
@@ -142,13 +70,36 @@ void fake_capture_add_op(struct fake_capture *c, struct fake_op *op)
 		fake_op_discard(op);
 		return;
 	}
-	op->next = NULL;
-	if (c->graph->tail)
-		c->graph->tail->next = op;
-	else
-		c->graph->ops = op;
-	c->graph->tail = op;
-	c->graph->nodes++;
+	fake_graph_add_op(c->graph, op, !c->started);
+	c->started = true;
+}
+
+CUresult fake_capture_alloc(struct fake_capture *c, int dev, size_t size, CUdeviceptr *dptr)
+{
+	if (c->invalidated)
+		return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+	CUresult r = fake_graph_add_alloc(c->graph, dev, size, !c->started, dptr);
+	if (!r)
+		c->started = true;
+	return r;
+}
+
+CUresult fake_capture_free(struct fake_capture *c, CUdeviceptr dptr)
+{
+	if (c->invalidated)
+		return fake_graph_alloc_address(dptr) ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_ERROR_NOT_FOUND;
+	CUresult r = fake_graph_add_free(c->graph, dptr, !c->started);
+	if (!r)
+		c->started = true;
+	return r;
+}
+
+bool fake_capture_uses_graph(struct CUgraph_st *g)
+{
+	for (struct fake_capture *c = captures; c; c = c->next)
+		if (c->graph == g)
+			return true;
+	return false;
 }
 
 void fake_capture_invalidate(struct fake_capture *c)
@@ -172,7 +123,7 @@ void fake_capture_stream_gone(struct CUstream_st *s)
 {
 	struct fake_capture *c = fake_stream_capture(s);
 	if (c->own_graph)
-		graph_free(c->graph);
+		fake_graph_destroy(c->graph);
 	capture_end(c);
 }
 
@@ -231,7 +182,7 @@ static CUresult begin(CUstream h, bool pt, CUstreamCaptureMode mode, CUgraph int
 	struct CUctx_st *ctx;
 	struct CUstream_st *s = NULL;
 	CUresult r = capture_stream(h, pt, &ctx, &s);
-	if (!r && into && !graph_valid(into))
+	if (!r && into && !fake_graph_valid(into))
 		r = CUDA_ERROR_INVALID_VALUE;
 	if (!r && ndeps)
 		r = CUDA_ERROR_INVALID_VALUE; /* no graph node can exist to depend on */
@@ -243,7 +194,7 @@ static CUresult begin(CUstream h, bool pt, CUstreamCaptureMode mode, CUgraph int
 	struct fake_capture *c = NULL;
 	if (!r && !(c = calloc(1, sizeof *c)))
 		r = CUDA_ERROR_OUT_OF_MEMORY;
-	if (!r && !(c->graph = into ? into : graph_new())) {
+	if (!r && !(c->graph = into ? into : fake_graph_new())) {
 		free(c);
 		r = CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -329,7 +280,7 @@ static CUresult end(CUstream h, bool pt, CUgraph *out)
 			/* nothing of it is kept: the operations captured since the
 			 * capture began (all of them, for a graph of its own) go */
 			if (c->own_graph)
-				graph_free(c->graph);
+				fake_graph_destroy(c->graph);
 			*out = NULL;
 			r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
 		} else {

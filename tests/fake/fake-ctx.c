@@ -219,6 +219,7 @@ static void ctx_teardown(struct CUctx_st *c)
 		return;
 	fake_ctx_drain(c);
 	fake_ctx_release_streams(c);
+	fake_graph_release_ctx(c); /* before the registry: its live graph allocations */
 	fake_mem_release_ctx(c);
 	fake_arrays_release_ctx(c);
 	c->alive = false;

@@ -271,4 +271,31 @@
 	X(cuStreamGetCaptureInfo, 12030, _ptsz, cuStreamGetCaptureInfo_v3_ptsz) \
 	X(cuThreadExchangeStreamCaptureMode, 10010, , cuThreadExchangeStreamCaptureMode) \
 	X(cuGraphCreate, 10000, , cuGraphCreate) \
-	X(cuGraphDestroy, 10000, , cuGraphDestroy)
+	X(cuGraphDestroy, 10000, , cuGraphDestroy) \
+	/* graph nodes, executable graphs, graph memory (fake-graph.c) */ \
+	X(cuGraphAddEmptyNode, 10000, , cuGraphAddEmptyNode) \
+	X(cuGraphAddChildGraphNode, 10000, , cuGraphAddChildGraphNode) \
+	X(cuGraphChildGraphNodeGetGraph, 10000, , cuGraphChildGraphNodeGetGraph) \
+	X(cuGraphAddMemAllocNode, 11040, , cuGraphAddMemAllocNode) \
+	X(cuGraphMemAllocNodeGetParams, 11040, , cuGraphMemAllocNodeGetParams) \
+	X(cuGraphAddMemFreeNode, 11040, , cuGraphAddMemFreeNode) \
+	X(cuGraphMemFreeNodeGetParams, 11040, , cuGraphMemFreeNodeGetParams) \
+	X(cuGraphAddNode, 12020, , cuGraphAddNode) \
+	X(cuGraphAddNode, 12030, , cuGraphAddNode_v2) \
+	X(cuGraphNodeGetType, 10000, , cuGraphNodeGetType) \
+	X(cuGraphGetNodes, 10000, , cuGraphGetNodes) \
+	X(cuGraphGetRootNodes, 10000, , cuGraphGetRootNodes) \
+	X(cuGraphClone, 10000, , cuGraphClone) \
+	X(cuGraphInstantiate, 10000, , cuGraphInstantiate) \
+	X(cuGraphInstantiate, 11000, , cuGraphInstantiate_v2) \
+	X(cuGraphInstantiateWithFlags, 11040, , cuGraphInstantiateWithFlags) \
+	X(cuGraphInstantiateWithParams, 12000, , cuGraphInstantiateWithParams) \
+	X(cuGraphInstantiateWithParams, 12000, _ptsz, cuGraphInstantiateWithParams_ptsz) \
+	X(cuGraphUpload, 11010, , cuGraphUpload) \
+	X(cuGraphUpload, 11010, _ptsz, cuGraphUpload_ptsz) \
+	X(cuGraphLaunch, 10000, , cuGraphLaunch) \
+	X(cuGraphLaunch, 10000, _ptsz, cuGraphLaunch_ptsz) \
+	X(cuGraphExecDestroy, 10000, , cuGraphExecDestroy) \
+	X(cuDeviceGraphMemTrim, 11040, , cuDeviceGraphMemTrim) \
+	X(cuDeviceGetGraphMemAttribute, 11040, , cuDeviceGetGraphMemAttribute) \
+	X(cuDeviceSetGraphMemAttribute, 11040, , cuDeviceSetGraphMemAttribute)

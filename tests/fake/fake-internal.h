@@ -162,6 +162,7 @@ enum fake_kind {
 	FAKE_K_HOST,    /* cuMemHostAlloc / cuMemAllocHost: not device memory */
 	FAKE_K_POOL,    /* cuMemAllocAsync / cuMemAllocFromPoolAsync */
 	FAKE_K_VMM,     /* a cuMemMap mapping */
+	FAKE_K_GRAPH,   /* a live graph allocation (fake-graph.c): counted by the graph pool */
 };
 struct fake_alloc {
 	uintptr_t base;
@@ -177,6 +178,7 @@ struct fake_alloc {
 	struct fake_chunk *chunk;          /* FAKE_K_POOL */
 	struct CUmemPoolHandle_st *pool;   /* FAKE_K_POOL */
 	struct fake_vmm_handle *handle;    /* FAKE_K_VMM */
+	struct fake_gmem *gmem;            /* FAKE_K_GRAPH: the allocation node's range */
 };
 uint64_t fake_next_buffer_id(void);
 void fake_reg_insert(struct fake_alloc *a);           /* lock held */

@@ -88,7 +88,9 @@ static void collect_ctx(const void *node, VISIT which, void *closure)
 {
 	struct collect *c = closure;
 	struct fake_alloc *a = *(struct fake_alloc *const *)node;
-	if ((which != postorder && which != leaf) || a->ctx != c->ctx || a->kind == FAKE_K_VMM)
+	/* VMM mappings outlive contexts; graph allocations went first (fake-graph.c) */
+	if ((which != postorder && which != leaf) || a->ctx != c->ctx || a->kind == FAKE_K_VMM ||
+	    a->kind == FAKE_K_GRAPH)
 		return;
 	if (c->n == c->cap) {
 		size_t cap = c->cap ? c->cap * 2 : 64;
@@ -275,7 +277,7 @@ FAKE_API CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, un
 }
 
 /* cuMemFree: waits for every stream of the allocation's context (the real
- * cuMemFree synchronizes), then frees. Also frees stream-ordered
+ * cuMemFree synchronizes), then frees. Also frees stream-ordered and graph
  * allocations (after the same synchronization). */
 static CUresult mem_free(CUdeviceptr dptr)
 {
@@ -287,7 +289,7 @@ static CUresult mem_free(CUdeviceptr dptr)
 	for (int pass = 0; pass < 2; pass++) {
 		if (!a || a->base != dptr ||
 		    (a->kind != FAKE_K_DEVICE && a->kind != FAKE_K_LEGACY && a->kind != FAKE_K_MANAGED &&
-		     a->kind != FAKE_K_POOL)) {
+		     a->kind != FAKE_K_POOL && a->kind != FAKE_K_GRAPH)) {
 			pthread_mutex_unlock(&fake_lock);
 			return CUDA_ERROR_INVALID_VALUE;
 		}
@@ -302,6 +304,11 @@ static CUresult mem_free(CUdeviceptr dptr)
 			fake_count_device_sync();
 			a = fake_reg_find(dptr); /* the lock was dropped while draining */
 		}
+	}
+	if (a->kind == FAKE_K_GRAPH) { /* "passing the allocation to cuMemFreeAsync or cuMemFree" */
+		fake_graph_free_alloc(a);
+		pthread_mutex_unlock(&fake_lock);
+		return CUDA_SUCCESS;
 	}
 	fake_reg_remove(a);
 	fake_cfg.dev[a->dev].live--;
@@ -428,9 +435,13 @@ FAKE_API CUresult cuMemFreeHost(void *p)
 /* ---- copies and sets ------------------------------------------------------------ */
 
 /* [p, p+n) must lie in memory the fake handed out (lock held); a range may
- * run across adjacent VMM mappings, which must grant the access. */
-static CUresult check_range(uintptr_t p, size_t n, bool write)
+ * run across adjacent VMM mappings, which must grant the access. Work
+ * captured into a graph may also use a graph allocation that is not live
+ * now (an allocation node's address, fake-graph.c). */
+static CUresult check_range(uintptr_t p, size_t n, bool write, bool captured)
 {
+	if (captured && fake_graph_range(p, n))
+		return CUDA_SUCCESS;
 	while (n > 0) {
 		struct fake_alloc *a = fake_reg_find(p);
 		if (!a)
@@ -475,20 +486,22 @@ static CUresult do_copy(enum side ds, uintptr_t dst, enum side ss, uintptr_t src
 	CUresult r = fake_ctx_require(&ctx);
 	if (r || n == 0)
 		goto out;
+	struct CUstream_st *s = NULL;
+	if (m != SYNC && (r = fake_stream_resolve(m == SYNC_PT ? NULL : h, m == SYNC_PT || m == ASYNC_PT, ctx, &s)))
+		goto out;
+	bool captured = s && fake_stream_capture(s);
 	if (ds == ANY)
-		ds = fake_reg_find(dst) ? DEV : HOST;
+		ds = fake_reg_find(dst) || (captured && fake_graph_range(dst, 1)) ? DEV : HOST;
 	if (ss == ANY)
-		ss = fake_reg_find(src) ? DEV : HOST;
+		ss = fake_reg_find(src) || (captured && fake_graph_range(src, 1)) ? DEV : HOST;
 	if ((ds == HOST && !dst) || (ss == HOST && !src)) {
 		r = CUDA_ERROR_INVALID_VALUE;
 		goto out;
 	}
-	if ((ds == DEV && (r = check_range(dst, n, true))) || (ss == DEV && (r = check_range(src, n, false))))
+	if ((ds == DEV && (r = check_range(dst, n, true, captured))) ||
+	    (ss == DEV && (r = check_range(src, n, false, captured))))
 		goto out;
-	struct CUstream_st *s = NULL;
-	if (m != SYNC)
-		r = fake_stream_resolve(m == SYNC_PT ? NULL : h, m == SYNC_PT || m == ASYNC_PT, ctx, &s);
-	struct fake_op *op = r ? NULL : calloc(1, sizeof *op);
+	struct fake_op *op = calloc(1, sizeof *op);
 	if (!r && !op)
 		r = CUDA_ERROR_OUT_OF_MEMORY;
 	if (r)
@@ -526,11 +539,11 @@ static CUresult do_set(uintptr_t dst, uint32_t value, size_t n, unsigned width, 
 	CUresult r = fake_ctx_require(&ctx);
 	if (!r && n > 0 && dst % width)
 		r = CUDA_ERROR_INVALID_VALUE;
-	if (!r && n > 0)
-		r = check_range(dst, bytes, true);
 	struct CUstream_st *s = NULL;
 	if (!r && n > 0 && m != SYNC)
 		r = fake_stream_resolve(m == SYNC_PT ? NULL : h, m == SYNC_PT || m == ASYNC_PT, ctx, &s);
+	if (!r && n > 0)
+		r = check_range(dst, bytes, true, s && fake_stream_capture(s));
 	struct fake_op *op = NULL;
 	if (!r && n > 0 && !(op = calloc(1, sizeof *op)))
 		r = CUDA_ERROR_OUT_OF_MEMORY;

@@ -19,6 +19,7 @@
  * error, never a dereference.
  */
 #include "fake-internal.h"
+#include "fake-extra.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -399,7 +400,11 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, C
 		r = CUDA_ERROR_INVALID_VALUE;
 	if (!r && !pool && !(pool = pool_current(ctx->dev)))
 		r = CUDA_ERROR_OUT_OF_MEMORY;
-	if (!r)
+	/* captured: an allocation node of the capture's graph, nothing from the
+	 * pool (cuGraphAddMemAllocNode: "allocations captured from cuMemAllocAsync") */
+	if (!r && s && fake_stream_capture(s))
+		r = fake_capture_alloc(fake_stream_capture(s), pool->dev, size, dptr);
+	else if (!r)
 		r = pool_alloc(pool, size, ctx, dptr);
 	pthread_mutex_unlock(&fake_lock);
 	return r;
@@ -437,8 +442,10 @@ FAKE_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesiz
 	return alloc_from_pool(dptr, bytesize, pool, hStream, true);
 }
 
-/* Only stream-ordered allocations may be freed here (CUDA_ERROR_INVALID_VALUE
- * for anything else, including cuMemAlloc memory). */
+/* Only stream-ordered and graph allocations may be freed here
+ * (CUDA_ERROR_INVALID_VALUE for anything else, including cuMemAlloc memory).
+ * On a capturing stream, an allocation node's address becomes a free node
+ * (fake-graph.c). */
 static CUresult free_async(CUdeviceptr dptr, CUstream h, bool pt)
 {
 	REQUIRE_INIT();
@@ -448,8 +455,21 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool pt)
 	CUresult r = fake_ctx_require(&ctx);
 	if (!r)
 		r = fake_stream_lookup(h, pt, &ctx, &s);
+	if (!r && s && fake_stream_capture(s)) {
+		/* a graph allocation's free becomes a free node of the capture */
+		CUresult rc = fake_capture_free(fake_stream_capture(s), dptr);
+		if (rc != CUDA_ERROR_NOT_FOUND) {
+			pthread_mutex_unlock(&fake_lock);
+			return rc;
+		}
+	}
 	struct fake_alloc *a = r ? NULL : fake_reg_find(dptr);
 	struct fake_op *op = NULL;
+	if (!r && a && a->base == dptr && a->kind == FAKE_K_GRAPH) {
+		fake_graph_free_alloc(a); /* at the call, as the fake reserves at the call */
+		pthread_mutex_unlock(&fake_lock);
+		return CUDA_SUCCESS;
+	}
 	if (!r && (!a || a->base != dptr || a->kind != FAKE_K_POOL))
 		r = CUDA_ERROR_INVALID_VALUE;
 	if (!r && !(op = calloc(1, sizeof *op)))
@@ -458,6 +478,7 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool pt)
 		fake_reg_remove(a);
 		fake_cfg.dev[a->dev].live--;
 		op->kind = FAKE_OP_POOL_FREE;
+		op->dst = (void *)dptr; /* what a free node of a capture reports */
 		op->chunk = a->chunk;
 		op->chunk_pool = a->pool;
 		free(a);

@@ -223,6 +223,28 @@ void fake_op_discard(struct fake_op *op)
 	op_finish_locked(op);
 }
 
+struct fake_op *fake_op_clone(const struct fake_op *op, bool launch)
+{
+	struct fake_op *c = malloc(sizeof *c);
+	if (!c)
+		return NULL;
+	*c = *op;
+	c->next = NULL;
+	if (op->owned) { /* a staged host source: the graph keeps its own */
+		if (!(c->owned = malloc(op->n))) {
+			free(c);
+			return NULL;
+		}
+		memcpy(c->owned, op->owned, op->n);
+		c->src = c->owned;
+	}
+	if (c->kind == FAKE_OP_EVENT_RECORD || c->kind == FAKE_OP_WAIT_EVENT)
+		c->event->refs++;
+	if (launch && c->kind == FAKE_OP_EVENT_RECORD) /* each launch records the event anew */
+		c->seq = ++c->event->recorded;
+	return c;
+}
+
 struct fake_capture *fake_stream_capture(struct CUstream_st *s) { return s->capture; }
 void fake_stream_set_capture(struct CUstream_st *s, struct fake_capture *c) { s->capture = c; }
 struct CUctx_st *fake_stream_ctx(struct CUstream_st *s) { return s->ctx; }

@@ -36,7 +36,8 @@ extern "C" {
 
 /* Bytes of device memory this process holds from the fake on device `dev`
  * right now: plain, pitched and managed allocations, stream-ordered pool
- * reservations (what the pools hold, used or not), VMM physical handles
+ * reservations (what the pools hold, used or not), the graph memory pool's
+ * reservation (CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT), VMM physical handles
  * (cuMemCreate) and arrays. Returns 0 for a bad ordinal. */
 uint64_t fakecuda_reserved(int dev);
 
@@ -51,7 +52,8 @@ void fakecuda_reset_peak(int dev);
 uint64_t fakecuda_context_bytes(int dev);
 
 /* Number of live allocations on `dev` (plain + pitched + managed + live
- * stream-ordered allocations + VMM handles + arrays). */
+ * stream-ordered allocations + live graph allocations + VMM handles +
+ * arrays). */
 uint64_t fakecuda_live_allocations(int dev);
 
 /* How many times the entry point with this exported name has been called,

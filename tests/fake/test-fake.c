@@ -1630,6 +1630,534 @@ START_TEST(fake_ctx_destroy_frees)
 }
 END_TEST
 
+/* ---- graphs and graph memory (fake-graph.c) --------------------------------------------- */
+
+static cuuint64_t gmem_attr(CUgraphMem_attribute a)
+{
+	cuuint64_t v = 12345;
+	CK(cuDeviceGetGraphMemAttribute(0, a, &v));
+	return v;
+}
+#define G_USED() gmem_attr(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT)
+#define G_RESERVED() gmem_attr(CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT)
+
+static CUDA_MEM_ALLOC_NODE_PARAMS alloc_params(int dev, size_t size)
+{
+	CUDA_MEM_ALLOC_NODE_PARAMS p;
+	memset(&p, 0, sizeof p);
+	p.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	p.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	p.poolProps.location.id = dev;
+	p.bytesize = size;
+	return p;
+}
+
+/* Add an allocation node of size bytes on device 0; its address. */
+static CUdeviceptr add_alloc_node(CUgraph g, size_t size, CUgraphNode *node)
+{
+	CUDA_MEM_ALLOC_NODE_PARAMS p = alloc_params(0, size);
+	CUgraphNode n;
+	CK(cuGraphAddMemAllocNode(node ? node : &n, g, NULL, 0, &p));
+	ck_assert_uint_ne(p.dptr, 0);
+	return p.dptr;
+}
+
+static uint64_t mem_free_now(void)
+{
+	size_t f, t;
+	CK(cuMemGetInfo_v2(&f, &t));
+	return f;
+}
+
+START_TEST(fake_graph_memory_nodes)
+{
+	setenv("FAKECUDA_DEVICES", "16GiB,8GiB", 1);
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUgraph g, g2, c;
+	CUgraphNode na, nb, nf, ne, nodes[8], roots[8];
+	CK(cuGraphCreate(&g, 0));
+	CK(cuGraphCreate(&g2, 0));
+	/* parameters (cuGraphAddMemAllocNode, CUDA_MEM_ALLOC_NODE_PARAMS) */
+	CUDA_MEM_ALLOC_NODE_PARAMS p = alloc_params(0, 0);
+	ck_assert_int_eq(cuGraphAddMemAllocNode(&na, g, NULL, 0, &p), CUDA_ERROR_INVALID_VALUE); /* 0 bytes */
+	p = alloc_params(2, MiB);
+	ck_assert_int_eq(cuGraphAddMemAllocNode(&na, g, NULL, 0, &p), CUDA_ERROR_INVALID_VALUE); /* no device 2 */
+	p = alloc_params(0, MiB);
+	p.poolProps.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR; /* "IPC is not supported" */
+	ck_assert_int_eq(cuGraphAddMemAllocNode(&na, g, NULL, 0, &p), CUDA_ERROR_INVALID_VALUE);
+	p = alloc_params(0, MiB);
+	p.poolProps.location.type = CU_MEM_LOCATION_TYPE_HOST;
+	ck_assert_int_eq(cuGraphAddMemAllocNode(&na, g, NULL, 0, &p), CUDA_ERROR_INVALID_VALUE);
+	p = alloc_params(0, MiB);
+	p.accessDescCount = 3; /* more than the 2 devices */
+	CUmemAccessDesc acc[3] = {{{CU_MEM_LOCATION_TYPE_DEVICE, 1}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE}};
+	p.accessDescs = acc;
+	ck_assert_int_eq(cuGraphAddMemAllocNode(&na, g, NULL, 0, &p), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuGraphAddMemAllocNode(&na, g, NULL, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuGraphAddMemAllocNode(&na, (CUgraph)&p, NULL, 0, &p), CUDA_ERROR_INVALID_VALUE);
+	size_t n = 8;
+	CK(cuGraphGetNodes(g, NULL, &n));
+	ck_assert_uint_eq(n, 0); /* the failures added nothing */
+	/* fixed, distinct addresses; no device memory taken */
+	p.accessDescCount = 1;
+	CK(cuGraphAddMemAllocNode(&na, g, NULL, 0, &p));
+	CUdeviceptr a = p.dptr;
+	CUdeviceptr b = add_alloc_node(g, 3 * MiB, &nb);
+	CUdeviceptr other;
+	CK(cuMemAlloc_v2(&other, MiB));
+	ck_assert_uint_ne(a, b);
+	ck_assert(a + MiB <= b || b + 3 * MiB <= a);
+	ck_assert(other + MiB <= a || a + MiB <= other);
+	ck_assert(other + MiB <= b || b + 3 * MiB <= other);
+	ck_assert_uint_eq(fakecuda_reserved(0), MiB); /* the cuMemAlloc only */
+	ck_assert_uint_eq(G_RESERVED(), 0);
+	CUDA_MEM_ALLOC_NODE_PARAMS got;
+	CK(cuGraphMemAllocNodeGetParams(na, &got));
+	ck_assert_uint_eq(got.dptr, a);
+	ck_assert_uint_eq(got.bytesize, MiB);
+	ck_assert_int_eq(got.poolProps.location.id, 0);
+	ck_assert_uint_eq(got.accessDescCount, 1);
+	ck_assert_int_eq(got.accessDescs[0].location.id, 1);
+	/* not an allocation: the memory is not there before a launch */
+	ck_assert_int_eq(cuMemsetD8_v2(a, 1, 16), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuMemFree_v2(a), CUDA_ERROR_INVALID_VALUE);
+	/* free nodes (cuGraphAddMemFreeNode) */
+	ck_assert_int_eq(cuGraphAddMemFreeNode(&nf, g, &nb, 1, other), CUDA_ERROR_INVALID_VALUE); /* not from a node */
+	ck_assert_int_eq(cuGraphAddMemFreeNode(&nf, g, &nb, 1, b + 512), CUDA_ERROR_INVALID_VALUE); /* inside */
+	ck_assert_int_eq(cuGraphAddMemFreeNode(&nf, g, &nf, 1, b), CUDA_ERROR_INVALID_VALUE); /* a made-up dependency */
+	CUgraphNode twice[2] = {nb, nb};
+	ck_assert_int_eq(cuGraphAddMemFreeNode(&nf, g, twice, 2, b), CUDA_ERROR_INVALID_VALUE); /* duplicate */
+	CK(cuGraphAddMemFreeNode(&nf, g, &nb, 1, b));
+	ck_assert_int_eq(cuGraphAddMemFreeNode(&ne, g, &nf, 1, b), CUDA_ERROR_INVALID_VALUE); /* twice */
+	ck_assert_int_eq(cuGraphAddMemFreeNode(&ne, g2, NULL, 0, b), CUDA_ERROR_INVALID_VALUE); /* freed in its graph */
+	CK(cuGraphAddMemFreeNode(&ne, g2, NULL, 0, a)); /* freed in another graph ... */
+	ck_assert_int_eq(cuGraphAddMemFreeNode(&nf, g, NULL, 0, a), CUDA_ERROR_INVALID_VALUE); /* ... not in its own */
+	CUdeviceptr fd = 0;
+	CK(cuGraphMemFreeNodeGetParams(ne, &fd));
+	ck_assert_uint_eq(fd, a);
+	ck_assert_int_eq(cuGraphMemFreeNodeGetParams(na, &fd), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuGraphMemAllocNodeGetParams(ne, &got), CUDA_ERROR_INVALID_VALUE);
+	/* nodes, roots, types */
+	CK(cuGraphAddEmptyNode(&ne, g, &nf, 1));
+	n = 8;
+	CK(cuGraphGetNodes(g, nodes, &n));
+	ck_assert_uint_eq(n, 4);
+	ck_assert_ptr_eq(nodes[0], na);
+	ck_assert_ptr_eq(nodes[1], nb);
+	ck_assert_ptr_null(nodes[4]);
+	n = 1;
+	CK(cuGraphGetNodes(g, nodes, &n));
+	ck_assert_uint_eq(n, 1);
+	n = 8;
+	CK(cuGraphGetRootNodes(g, roots, &n));
+	ck_assert_uint_eq(n, 2); /* the two allocation nodes */
+	CUgraphNodeType t;
+	CK(cuGraphNodeGetType(na, &t));
+	ck_assert_int_eq(t, CU_GRAPH_NODE_TYPE_MEM_ALLOC);
+	CK(cuGraphNodeGetType(nodes[2], &t));
+	ck_assert_int_eq(t, CU_GRAPH_NODE_TYPE_MEM_FREE);
+	CK(cuGraphNodeGetType(ne, &t));
+	ck_assert_int_eq(t, CU_GRAPH_NODE_TYPE_EMPTY);
+	ck_assert_int_eq(cuGraphNodeGetType((CUgraphNode)&t, &t), CUDA_ERROR_INVALID_VALUE);
+	/* cuGraphAddNode: the same node kinds through CUgraphNodeParams */
+	CUgraphNodeParams np;
+	memset(&np, 0, sizeof np);
+	np.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+	np.alloc.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	np.alloc.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	np.alloc.poolProps.location.id = 1;
+	np.alloc.bytesize = 5 * MiB;
+	CUgraphNode nc;
+	CK(cuGraphAddNode_v2(&nc, g2, NULL, NULL, 0, &np));
+	ck_assert_uint_ne(np.alloc.dptr, 0);
+	CK(cuGraphMemAllocNodeGetParams(nc, &got));
+	ck_assert_uint_eq(got.dptr, np.alloc.dptr);
+	ck_assert_int_eq(got.poolProps.location.id, 1);
+	CUdeviceptr on1 = np.alloc.dptr;
+	memset(&np, 0, sizeof np);
+	np.type = CU_GRAPH_NODE_TYPE_MEM_FREE;
+	np.free.dptr = on1;
+	CK(cuGraphAddNode(&nc, g2, &nc, 1, &np));
+	ck_assert_int_eq(cuGraphAddNode(&nc, g2, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE); /* twice */
+	memset(&np, 0, sizeof np);
+	np.type = CU_GRAPH_NODE_TYPE_EMPTY;
+	np.reserved0[1] = 1; /* "must be zero" */
+	ck_assert_int_eq(cuGraphAddNode_v2(&nc, g2, NULL, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE);
+	memset(&np, 0, sizeof np);
+	np.type = CU_GRAPH_NODE_TYPE_KERNEL; /* no function */
+	ck_assert_int_eq(cuGraphAddNode_v2(&nc, g2, NULL, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE);
+	np.kernel.func = (CUfunction)&np; /* none the fake made */
+	ck_assert_int_eq(cuGraphAddNode_v2(&nc, g2, NULL, NULL, 0, &np), CUDA_ERROR_INVALID_HANDLE);
+	/* restrictions on graphs with memory nodes */
+	ck_assert_int_eq(cuGraphClone(&c, g), CUDA_ERROR_NOT_SUPPORTED);
+	ck_assert_int_eq(cuGraphAddChildGraphNode(&nc, g2, NULL, 0, g), CUDA_ERROR_INVALID_VALUE);
+	CUgraph plain, clone, inner;
+	CK(cuGraphCreate(&plain, 0));
+	CK(cuGraphAddEmptyNode(&nc, plain, NULL, 0));
+	CK(cuGraphClone(&clone, plain));
+	CK(cuGraphAddChildGraphNode(&nc, g2, NULL, 0, plain));
+	CK(cuGraphNodeGetType(nc, &t));
+	ck_assert_int_eq(t, CU_GRAPH_NODE_TYPE_GRAPH);
+	CK(cuGraphChildGraphNodeGetGraph(nc, &inner));
+	ck_assert_ptr_ne(inner, plain); /* cloned */
+	p = alloc_params(0, MiB);
+	ck_assert_int_eq(cuGraphAddMemAllocNode(&nb, inner, NULL, 0, &p), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuGraphDestroy(inner), CUDA_ERROR_INVALID_VALUE); /* the node owns it */
+	/* moved ownership takes a graph with memory nodes */
+	CUgraph moved;
+	CK(cuGraphCreate(&moved, 0));
+	add_alloc_node(moved, MiB, NULL);
+	memset(&np, 0, sizeof np);
+	np.type = CU_GRAPH_NODE_TYPE_GRAPH;
+	np.graph.graph = moved;
+	ck_assert_int_eq(cuGraphAddNode_v2(&nc, plain, NULL, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE); /* clone */
+	np.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE;
+	CK(cuGraphAddNode_v2(&nc, plain, NULL, NULL, 0, &np));
+	CUgraphExec e;
+	ck_assert_int_eq(cuGraphInstantiateWithFlags(&e, moved, 0), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuGraphDestroy(moved), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuGraphClone(&c, plain), CUDA_ERROR_NOT_SUPPORTED);
+	CK(cuGraphDestroy(plain));
+	CK(cuGraphDestroy(clone));
+	CK(cuGraphDestroy(g));
+	CK(cuGraphDestroy(g2));
+	ck_assert_int_eq(cuGraphNodeGetType(na, &t), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_uint_eq(fakecuda_reserved(0), MiB);
+	ck_assert_uint_eq(fakecuda_reserved(1), 0);
+}
+END_TEST
+
+START_TEST(fake_graph_launch_maps_pool)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUstream s;
+	CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CUgraph g;
+	CUgraphNode nb;
+	CK(cuGraphCreate(&g, 0));
+	CUdeviceptr a = add_alloc_node(g, 3 * MiB, NULL);   /* 4 MiB mapped */
+	CUdeviceptr b = add_alloc_node(g, 100, &nb);        /* 2 MiB mapped, freed in the graph */
+	CUgraphNode nf;
+	CK(cuGraphAddMemFreeNode(&nf, g, &nb, 1, b));
+	uint64_t free0 = mem_free_now();
+	CUgraphExec e, e2;
+	CUgraphNode errnode = (CUgraphNode)&e;
+	char log[64] = "x";
+	CK(cuGraphInstantiate_v2(&e, g, &errnode, log, sizeof log));
+	ck_assert_ptr_null(errnode);
+	/* instantiation maps nothing */
+	ck_assert_uint_eq(G_RESERVED(), 0);
+	ck_assert_uint_eq(fakecuda_reserved(0), 0);
+	/* "at most one executable graph in existence for that graph" */
+	ck_assert_int_eq(cuGraphInstantiateWithFlags(&e2, g, 0), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuGraphInstantiate(&e2, g, &errnode, log, sizeof log), CUDA_ERROR_INVALID_VALUE);
+	CK(cuGraphLaunch(e, s));
+	ck_assert_uint_eq(G_RESERVED(), 6 * MiB);
+	ck_assert_uint_eq(G_USED(), 6 * MiB);
+	ck_assert_uint_eq(fakecuda_reserved(0), 6 * MiB);
+	ck_assert_uint_eq(mem_free_now(), free0 - 6 * MiB);
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 1); /* a; b was freed by the graph */
+	/* the live allocation is device memory at its fixed address */
+	unsigned char buf[64];
+	CK(cuMemsetD8_v2(a + 3 * MiB - 64, 0x5a, 64));
+	CK(cuMemcpyDtoH_v2(buf, a + 3 * MiB - 64, 64));
+	ck_assert_uint_eq(buf[63], 0x5a);
+	ck_assert_int_eq(cuMemsetD8_v2(a + 3 * MiB - 64, 0, 65), CUDA_ERROR_INVALID_VALUE); /* past its end */
+	ck_assert_int_eq(cuMemsetD8_v2(b, 0, 16), CUDA_ERROR_INVALID_VALUE); /* freed in the graph */
+	CUdeviceptr base;
+	size_t size;
+	CK(cuMemGetAddressRange_v2(&base, &size, a + 5));
+	ck_assert_uint_eq(base, a);
+	ck_assert_uint_eq(size, 3 * MiB);
+	/* relaunch while a is unfreed, no AUTO_FREE_ON_LAUNCH: cuGraphLaunch's rule */
+	ck_assert_int_eq(cuGraphLaunch(e, s), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_uint_eq(G_USED(), 6 * MiB);
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 1);
+	/* freed: the memory stays with the executable graph */
+	CK(cuMemFree_v2(a));
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 0);
+	ck_assert_uint_eq(G_USED(), 6 * MiB);
+	ck_assert_int_eq(cuMemFree_v2(a), CUDA_ERROR_INVALID_VALUE);
+	CK(cuGraphLaunch_ptsz(e, NULL));
+	ck_assert_uint_eq(G_RESERVED(), 6 * MiB); /* mapped already: no growth */
+	CK(cuMemFreeAsync(a, s));
+	ck_assert_int_eq(cuMemFreeAsync(a, s), CUDA_ERROR_INVALID_VALUE);
+	/* exec destroy: back to the unused reserve */
+	CK(cuGraphExecDestroy(e));
+	ck_assert_int_eq(cuGraphExecDestroy(e), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_uint_eq(G_USED(), 0);
+	ck_assert_uint_eq(G_RESERVED(), 6 * MiB);
+	ck_assert_uint_eq(fakecuda_reserved(0), 6 * MiB);
+	/* a new instantiation reuses the reserve; upload maps */
+	CUDA_GRAPH_INSTANTIATE_PARAMS ip = {.flags = 0, .hErrNode_out = nf, .result_out = CUDA_GRAPH_INSTANTIATE_ERROR};
+	CK(cuGraphInstantiateWithParams(&e2, g, &ip));
+	ck_assert_int_eq(ip.result_out, CUDA_GRAPH_INSTANTIATE_SUCCESS);
+	ck_assert_ptr_null(ip.hErrNode_out);
+	ck_assert_uint_eq(G_USED(), 0);
+	CK(cuGraphUpload(e2, s));
+	ck_assert_uint_eq(G_USED(), 6 * MiB);
+	ck_assert_uint_eq(G_RESERVED(), 6 * MiB);
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 0); /* upload allocates nothing */
+	/* trim: an idle executable graph is unmapped, the reserve goes */
+	CK(cuDeviceGraphMemTrim(0));
+	ck_assert_uint_eq(G_USED(), 0);
+	ck_assert_uint_eq(G_RESERVED(), 0);
+	ck_assert_uint_eq(fakecuda_reserved(0), 0);
+	ck_assert_uint_eq(mem_free_now(), free0);
+	ck_assert_int_eq(cuDeviceGraphMemTrim(1), CUDA_ERROR_INVALID_DEVICE);
+	/* the first launch after the trim maps again */
+	CK(cuGraphLaunch(e2, s));
+	ck_assert_uint_eq(G_RESERVED(), 6 * MiB);
+	ck_assert_uint_eq(G_USED(), 6 * MiB);
+	/* high watermarks: reset to zero only */
+	ck_assert_uint_eq(gmem_attr(CU_GRAPH_MEM_ATTR_USED_MEM_HIGH), 6 * MiB);
+	ck_assert_uint_eq(gmem_attr(CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH), 6 * MiB);
+	cuuint64_t v = 1;
+	ck_assert_int_eq(cuDeviceSetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &v), CUDA_ERROR_INVALID_VALUE);
+	v = 0;
+	ck_assert_int_eq(cuDeviceSetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &v),
+			 CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuDeviceSetGraphMemAttribute(1, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &v), CUDA_ERROR_INVALID_DEVICE);
+	CK(cuDeviceSetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &v));
+	CK(cuDeviceSetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH, &v));
+	ck_assert_uint_eq(gmem_attr(CU_GRAPH_MEM_ATTR_USED_MEM_HIGH), 0);
+	ck_assert_uint_eq(gmem_attr(CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH), 0);
+	ck_assert_int_eq(cuDeviceGetGraphMemAttribute(0, (CUgraphMem_attribute)99, &v), CUDA_ERROR_INVALID_VALUE);
+	/* cuGraphDestroy frees no live allocation */
+	CK(cuGraphDestroy(g));
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 1);
+	CK(cuMemsetD8_v2(a, 1, 16));
+	CK(cuGraphExecDestroy(e2)); /* a is still live: its 4 MiB stay used */
+	ck_assert_uint_eq(G_USED(), 4 * MiB);
+	CK(cuDeviceGraphMemTrim(0));
+	ck_assert_uint_eq(G_RESERVED(), 4 * MiB);
+	ck_assert_uint_eq(fakecuda_reserved(0), 4 * MiB);
+	CK(cuMemFree_v2(a));
+	ck_assert_uint_eq(G_USED(), 0);
+	ck_assert_uint_eq(G_RESERVED(), 4 * MiB);
+	CK(cuDeviceGraphMemTrim(0));
+	ck_assert_uint_eq(fakecuda_reserved(0), 0);
+}
+END_TEST
+
+START_TEST(fake_graph_launch_out_of_memory)
+{
+	setenv("FAKECUDA_DEVICES", "64MiB", 1);
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUdeviceptr big;
+	CK(cuMemAlloc_v2(&big, 40 * MiB));
+	CUgraph g;
+	CK(cuGraphCreate(&g, 0));
+	CUdeviceptr a = add_alloc_node(g, 30 * MiB - 5, NULL); /* 30 MiB mapped */
+	CUgraphExec e;
+	CK(cuGraphInstantiateWithFlags(&e, g, CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH));
+	ck_assert_int_eq(cuGraphLaunch(e, NULL), CUDA_ERROR_OUT_OF_MEMORY);
+	ck_assert_int_eq(cuGraphUpload(e, NULL), CUDA_ERROR_OUT_OF_MEMORY);
+	/* nothing changed */
+	ck_assert_uint_eq(G_RESERVED(), 0);
+	ck_assert_uint_eq(G_USED(), 0);
+	ck_assert_uint_eq(fakecuda_reserved(0), 40 * MiB);
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 1);
+	ck_assert_int_eq(cuMemsetD8_v2(a, 0, 1), CUDA_ERROR_INVALID_VALUE);
+	CK(cuGraphExecDestroy(e));
+	/* instantiate-with-upload fails the same way and leaves no executable graph */
+	CUDA_GRAPH_INSTANTIATE_PARAMS ip = {.flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, .hUploadStream = NULL};
+	ck_assert_int_eq(cuGraphInstantiateWithParams(&e, g, &ip), CUDA_ERROR_OUT_OF_MEMORY);
+	ck_assert_int_eq(ip.result_out, CUDA_GRAPH_INSTANTIATE_ERROR);
+	ck_assert_int_eq(cuGraphInstantiateWithFlags(&e, g, CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD), CUDA_ERROR_INVALID_VALUE);
+	CK(cuMemFree_v2(big));
+	ip.flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD | CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
+	CK(cuGraphInstantiateWithParams_ptsz(&e, g, &ip)); /* so the first one went */
+	ck_assert_int_eq(ip.result_out, CUDA_GRAPH_INSTANTIATE_SUCCESS);
+	ck_assert_uint_eq(G_RESERVED(), 30 * MiB);
+	ck_assert_uint_eq(fakecuda_reserved(0), 30 * MiB);
+	/* the device cannot give a plain allocation what the pool holds */
+	ck_assert_int_eq(cuMemAlloc_v2(&big, 40 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+	/* AUTO_FREE_ON_LAUNCH: each launch frees the previous one's allocation */
+	CK(cuGraphLaunch(e, NULL));
+	CK(cuMemsetD8_v2(a, 7, 30 * MiB - 5));
+	CK(cuGraphLaunch(e, NULL));
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 1);
+	ck_assert_uint_eq(G_USED(), 30 * MiB);
+	ck_assert_uint_eq(G_RESERVED(), 30 * MiB);
+	/* the growth is max(0, need - (reserved - used)) */
+	CUgraph g2;
+	CK(cuGraphCreate(&g2, 0));
+	add_alloc_node(g2, 40 * MiB, NULL);
+	CUgraphExec e2;
+	CK(cuGraphInstantiateWithFlags(&e2, g2, 0));
+	CK(cuGraphExecDestroy(e)); /* a stays live: 30 MiB used, none unused */
+	ck_assert_int_eq(cuGraphLaunch(e2, NULL), CUDA_ERROR_OUT_OF_MEMORY); /* 30 + 40 > 64 */
+	ck_assert_uint_eq(G_RESERVED(), 30 * MiB);
+	CK(cuMemFree_v2(a)); /* its 30 MiB back to the unused reserve */
+	ck_assert_uint_eq(G_USED(), 0);
+	CK(cuGraphLaunch(e2, NULL)); /* 30 from the reserve, 10 from the device */
+	ck_assert_uint_eq(G_RESERVED(), 40 * MiB);
+	ck_assert_uint_eq(G_USED(), 40 * MiB);
+	ck_assert_uint_eq(fakecuda_reserved(0), 40 * MiB);
+}
+END_TEST
+
+START_TEST(fake_graph_captured_alloc)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUstream s, s2;
+	CUmemoryPool pool;
+	CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+	CK(cuDeviceGetDefaultMemPool(&pool, 0));
+	CUdeviceptr p, q, r;
+	CK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	CK(cuMemAllocAsync(&p, 5 * MiB, s));
+	CK(cuMemAllocFromPoolAsync(&q, MiB, pool, s));
+	/* nothing from the stream-ordered pool */
+	ck_assert_uint_eq(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0);
+	ck_assert_uint_eq(fakecuda_reserved(0), 0);
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 0);
+	CK(cuMemsetD8Async(p, 0x42, 5 * MiB, s)); /* captured work may use it */
+	CK(cuMemcpyAsync(q, p, 16, s));
+	CK(cuMemFreeAsync(p, s));
+	ck_assert_int_eq(cuMemFreeAsync(p, s), CUDA_ERROR_INVALID_VALUE); /* twice in the same graph */
+	CUgraph g;
+	CK(cuStreamEndCapture(s, &g));
+	CUgraphNode nodes[8];
+	size_t n = 8;
+	CK(cuGraphGetNodes(g, nodes, &n));
+	ck_assert_uint_eq(n, 5);
+	static const CUgraphNodeType want[5] = {CU_GRAPH_NODE_TYPE_MEM_ALLOC, CU_GRAPH_NODE_TYPE_MEM_ALLOC,
+						CU_GRAPH_NODE_TYPE_MEMSET, CU_GRAPH_NODE_TYPE_MEMCPY,
+						CU_GRAPH_NODE_TYPE_MEM_FREE};
+	for (size_t i = 0; i < n; i++) {
+		CUgraphNodeType t;
+		CK(cuGraphNodeGetType(nodes[i], &t));
+		ck_assert_int_eq(t, want[i]);
+	}
+	n = 8;
+	CK(cuGraphGetRootNodes(g, NULL, &n));
+	ck_assert_uint_eq(n, 1); /* a stream's captured work is a chain */
+	CUDA_MEM_ALLOC_NODE_PARAMS ap;
+	CK(cuGraphMemAllocNodeGetParams(nodes[0], &ap));
+	ck_assert_uint_eq(ap.dptr, p);
+	ck_assert_uint_eq(ap.bytesize, 5 * MiB);
+	ck_assert_int_eq(ap.poolProps.location.type, CU_MEM_LOCATION_TYPE_DEVICE);
+	ck_assert_int_eq(ap.poolProps.location.id, 0);
+	CUdeviceptr fd;
+	CK(cuGraphMemFreeNodeGetParams(nodes[4], &fd));
+	ck_assert_uint_eq(fd, p);
+	/* what an executable graph of it will need: the nodes' sizes, 2 MiB rounded */
+	uint64_t need = 0;
+	for (size_t i = 0; i < 5; i++)
+		if (cuGraphMemAllocNodeGetParams(nodes[i], &ap) == CUDA_SUCCESS)
+			need += (ap.bytesize + 2 * MiB - 1) / (2 * MiB) * (2 * MiB);
+	ck_assert_uint_eq(need, 8 * MiB);
+	CUgraphExec e;
+	CK(cuGraphInstantiateWithFlags(&e, g, 0));
+	CK(cuGraphLaunch(e, s2));
+	ck_assert_uint_eq(G_RESERVED() - 0, need);
+	ck_assert_uint_eq(fakecuda_reserved(0), need);
+	/* the graph ran: q holds the copy of p's bytes; p was freed in it */
+	unsigned char buf[16];
+	CK(cuMemcpyDtoH_v2(buf, q, 16));
+	ck_assert_uint_eq(buf[0], 0x42);
+	ck_assert_uint_eq(buf[15], 0x42);
+	ck_assert_int_eq(cuMemsetD8_v2(p, 0, 1), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 1);
+	ck_assert_uint_eq(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0);
+	/* a later capture frees q: a free node of another graph */
+	CK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	CK(cuMemFreeAsync(q, s));
+	/* launching a graph with memory nodes into a capture: not capturable */
+	ck_assert_int_eq(cuGraphLaunch(e, s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	ck_assert_int_eq(capture_status(s), CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+	ck_assert_int_eq(cuMemAllocAsync(&r, MiB, s), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+	CUgraph g2 = (CUgraph)1;
+	ck_assert_int_eq(cuStreamEndCapture(s, &g2), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+	CK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	CK(cuMemFreeAsync(q, s));
+	CK(cuStreamEndCapture(s, &g2));
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 1); /* captured, not run */
+	CUgraphExec e2;
+	CK(cuGraphInstantiateWithFlags(&e2, g2, 0));
+	CK(cuGraphLaunch(e2, s));
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 0);
+	ck_assert_int_eq(cuGraphLaunch(e2, s), CUDA_ERROR_INVALID_VALUE); /* q is not live now */
+	ck_assert_uint_eq(G_USED(), need); /* still e's mapping */
+	/* a graph without memory nodes launched into a capture is captured */
+	CUgraph g3, g4;
+	CK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	CK(cuLaunchHostFunc(s, sleep_then_set_a, (void *)(intptr_t)0));
+	CK(cuStreamEndCapture(s, &g3));
+	CUgraphExec e3;
+	CK(cuGraphInstantiateWithFlags(&e3, g3, 0));
+	CK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	CK(cuGraphLaunch(e3, s));
+	CK(cuStreamEndCapture(s, &g4));
+	ck_assert_int_eq(atomic_load(&flag_a), 0);
+	n = 0;
+	CK(cuGraphGetNodes(g4, NULL, &n));
+	ck_assert_uint_eq(n, 1);
+	CK(cuGraphLaunch(e3, s)); /* runs, and returns when done */
+	ck_assert_int_eq(atomic_load(&flag_a), 1);
+	CK(cuGraphExecDestroy(e3));
+	CK(cuGraphExecDestroy(e2));
+	CK(cuGraphExecDestroy(e));
+	CK(cuGraphDestroy(g));
+	CK(cuGraphDestroy(g2));
+	CK(cuGraphDestroy(g3));
+	CK(cuGraphDestroy(g4));
+	ck_assert_uint_eq(G_USED(), 0);
+}
+END_TEST
+
+START_TEST(fake_graph_context_death)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUgraph g, g2;
+	CK(cuGraphCreate(&g, 0));
+	CK(cuGraphCreate(&g2, 0));
+	CUdeviceptr a = add_alloc_node(g, 2 * MiB, NULL);
+	add_alloc_node(g2, 4 * MiB, NULL);
+	CUgraphExec e, e2;
+	CK(cuGraphInstantiateWithFlags(&e, g, 0));
+	CK(cuGraphInstantiateWithFlags(&e2, g2, 0));
+	CK(cuGraphLaunch(e, NULL));
+	CK(cuGraphUpload(e2, NULL));
+	ck_assert_uint_eq(G_RESERVED(), 6 * MiB);
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 1);
+	/* another context's reserve stays */
+	CUcontext other;
+	CK(cuCtxCreate_v2(&other, 0, 0));
+	CUgraph g3;
+	CK(cuGraphCreate(&g3, 0));
+	add_alloc_node(g3, MiB, NULL);
+	CUgraphExec e3;
+	CK(cuGraphInstantiateWithFlags(&e3, g3, 0));
+	CK(cuGraphUpload(e3, NULL));
+	ck_assert_uint_eq(G_RESERVED(), 8 * MiB);
+	CK(cuCtxDestroy_v2(ctx));
+	ck_assert_uint_eq(G_RESERVED(), 2 * MiB);
+	ck_assert_uint_eq(G_USED(), 2 * MiB);
+	ck_assert_uint_eq(fakecuda_reserved(0), 2 * MiB);
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 0);
+	ck_assert_int_eq(cuGraphExecDestroy(e), CUDA_ERROR_INVALID_VALUE);
+	ck_assert_int_eq(cuMemFree_v2(a), CUDA_ERROR_INVALID_VALUE);
+	/* the graph itself is no context's: a new executable graph of it works */
+	CK(cuGraphInstantiateWithFlags(&e, g, 0));
+	CK(cuGraphLaunch(e, NULL));
+	CK(cuMemsetD8_v2(a, 1, 2 * MiB));
+	CK(cuGraphExecDestroy(e));
+	CK(cuGraphExecDestroy(e3));
+	CK(cuMemFree_v2(a));
+	CK(cuDeviceGraphMemTrim(0));
+	ck_assert_uint_eq(fakecuda_reserved(0), 0);
+}
+END_TEST
+
 /* ---- cuGetProcAddress ------------------------------------------------------------------------- */
 
 START_TEST(fake_procaddr_every_row)
@@ -1826,6 +2354,11 @@ static Suite *fake_suite(void)
 	tcase_add_test(tc, fake_capture_records_instead_of_running);
 	tcase_add_test(tc, fake_capture_prohibits_unsafe_calls);
 	tcase_add_test(tc, fake_capture_modes_across_threads);
+	tcase_add_test(tc, fake_graph_memory_nodes);
+	tcase_add_test(tc, fake_graph_launch_maps_pool);
+	tcase_add_test(tc, fake_graph_launch_out_of_memory);
+	tcase_add_test(tc, fake_graph_captured_alloc);
+	tcase_add_test(tc, fake_graph_context_death);
 	tcase_add_test(tc, fake_memory_roundtrip);
 	tcase_add_test(tc, fake_alignment);
 	tcase_add_test(tc, fake_copy_range_checked);
