@@ -46,6 +46,8 @@ struct cumemcap_stats {
 	uint64_t segments_taken;    /* arena segments taken from the driver */
 	uint64_t segments_released; /* ... and given back */
 	uint64_t avoided;           /* alloc/free calls the arenas answered without the driver */
+	/* Since 0.3: */
+	uint64_t graph;             /* of `reserved`: graph memory pools (CUDA graphs' memory nodes) */
 };
 
 /* Fill *out (of `size` bytes: pass sizeof(struct cumemcap_stats); a

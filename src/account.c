@@ -7,6 +7,7 @@
 
 #include "arena.h"
 #include "device.h"
+#include "graph.h"
 #include "log.h"
 #include "mix.h"
 #include "driver.h"
@@ -153,6 +154,7 @@ void cumemcap_context_died(CUcontext ctx, int dev, enum cumemcap_death why)
 	if (ctx) {
 		cumemcap_track_purge_ctx(ctx, forget_dead_block);
 		cumemcap_arena_forget_ctx(ctx, &gone);
+		cumemcap_graph_context_died(ctx);
 	}
 	if (gone.dev >= 0)
 		tally[gone.dev].live += gone.live;

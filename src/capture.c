@@ -2,6 +2,8 @@
  * a fixed array, with a count of those past it. */
 #include "capture.h"
 
+#include "driver.h"
+
 #include <pthread.h>
 #include <stdint.h>
 
@@ -77,4 +79,13 @@ void cumemcap_capture_fork_child(void)
 	used = untracked = 0;
 	atomic_store(&cumemcap_captures, 0);
 	pthread_mutex_unlock(&lock);
+}
+
+bool cumemcap_capture_stream(CUstream stream, bool ptsz)
+{
+	if (!cumemcap_capture_active())
+		return false;
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+	PFN_cuStreamIsCapturing_v10000 is = ptsz ? real_cuStreamIsCapturing_ptsz : real_cuStreamIsCapturing;
+	return is && is(stream, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
 }

@@ -27,6 +27,11 @@ static inline bool cumemcap_capture_active(void)
 	return atomic_load_explicit(&cumemcap_captures, memory_order_acquire) > 0;
 }
 
+/* Is `stream` capturing now (ptsz: asked through a per-thread-stream
+ * entry point)? Asks the driver, only while any capture is active: work
+ * pushed into it becomes graph nodes and runs later, or never. */
+bool cumemcap_capture_stream(CUstream stream, bool ptsz);
+
 /* A capture began on `stream` (per_thread: the calling thread's per-thread
  * default stream when stream is CU_STREAM_PER_THREAD or 0 with a _ptsz
  * entry point). */

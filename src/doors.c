@@ -153,6 +153,15 @@ static void answer_lookup(const char *door, const char *symbol, void **pfn, int 
 			  cuuint64_t flags)
 {
 	const struct cumemcap_hook *h = cumemcap_table_select(symbol, version, flags, NULL);
+	/* The driver may map a name at a version past the header's typedefs
+	 * to another function (CUDA 12's cuda.h makes cuGraphInstantiate mean
+	 * cuGraphInstantiateWithFlags): when it handed out the real function
+	 * of another hooked entry, that entry's hook has the right prototype. */
+	if (h && *h->real && *pfn != *h->real) {
+		const struct cumemcap_hook *same = cumemcap_table_by_real(*pfn);
+		if (same)
+			h = same;
+	}
 	if (h)
 		*pfn = hook_of(h);
 	if (trace())

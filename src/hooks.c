@@ -10,6 +10,7 @@
  * Thread safety: no state here; see account.h. */
 #include "account.h"
 #include "arena.h"
+#include "capture.h"
 #include "device.h"
 #include "driver.h"
 #include "export.h"
@@ -283,6 +284,7 @@ struct async_call {
 	PFN_cuMemAllocAsync_v11020 alloc;             /* one of alloc / from_pool */
 	PFN_cuMemAllocFromPoolAsync_v11020 from_pool;
 	PFN_cuMemFreeAsync_v11020 free;               /* the matching free, to undo */
+	bool ptsz;                                    /* the per-thread-stream entry point */
 };
 
 static CUresult async_alloc(const char *door, const struct async_call *call, CUdeviceptr *dptr,
@@ -293,6 +295,11 @@ static CUresult async_alloc(const char *door, const struct async_call *call, CUd
 	CUcontext ctx;
 	int dev;
 	if (!dptr || cumemcap_device_current(&ctx, &dev) != CUDA_SUCCESS)
+		return CALL();
+	/* Into a capturing stream, the call adds an allocation node to the
+	 * graph and takes nothing now: graph memory is charged when the
+	 * graph is uploaded or launched (graph.h). */
+	if (cumemcap_capture_stream(stream, call->ptsz))
 		return CALL();
 	/* The allocation belongs to the stream's context; cuMemAllocAsync
 	 * takes it from the current pool of the stream's device, a given
@@ -354,7 +361,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t 
 	NEED(cuMemAllocAsync_ptsz);
 	SECTION();
 	const struct async_call call = { .alloc = real_cuMemAllocAsync_ptsz,
-					 .free = real_cuMemFreeAsync_ptsz };
+					 .free = real_cuMemFreeAsync_ptsz, .ptsz = true };
 	return async_alloc(__func__, &call, dptr, bytesize, NULL, hStream);
 }
 
@@ -374,7 +381,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr,
 	NEED(cuMemAllocFromPoolAsync_ptsz);
 	SECTION();
 	const struct async_call call = { .from_pool = real_cuMemAllocFromPoolAsync_ptsz,
-					 .free = real_cuMemFreeAsync_ptsz };
+					 .free = real_cuMemFreeAsync_ptsz, .ptsz = true };
 	return async_alloc(__func__, &call, dptr, bytesize, pool, hStream);
 }
 

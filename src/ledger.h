@@ -21,7 +21,8 @@
 	X(managed)  /* cuMemAllocManaged */ \
 	X(pool)     /* stream-ordered pools: their RESERVED_MEM_CURRENT */ \
 	X(vmm)      /* cuMemCreate physical handles */ \
-	X(array)    /* cuArray*Create, cuMipmappedArrayCreate (estimated) */
+	X(array)    /* cuArray*Create, cuMipmappedArrayCreate (estimated) */ \
+	X(graph)    /* graph memory pools: their RESERVED_MEM_CURRENT (graph.h) */
 
 enum cumemcap_kind {
 #define X(name) CUMEMCAP_KIND_##name,

@@ -1060,7 +1060,7 @@ void cumemcap_log_driver_oom(int dev, const char *door, uint64_t requested)
 
 struct figure {
 	int dev;
-	uint64_t live, pooled, reserved, async, driver, limit, capacity, peak, allocs, frees,
+	uint64_t live, pooled, reserved, async, graph, driver, limit, capacity, peak, allocs, frees,
 		refusals, driver_oom;
 	bool driver_known;
 	char uuid[48];
@@ -1099,6 +1099,7 @@ static int gather(struct figure *f)
 		g->pooled = atomic_load(&d->pooled);
 		g->reserved = atomic_load(&d->reserved);
 		g->async = atomic_load(&d->kind[CUMEMCAP_KIND_pool]);
+		g->graph = atomic_load(&d->kind[CUMEMCAP_KIND_graph]);
 		g->limit = cumemcap_ledger_limit(dev);
 		g->capacity = info->total;
 		g->peak = atomic_load(&d->peak);
@@ -1137,6 +1138,8 @@ static void sample_record(const struct figure *f, int n)
 		put_u(&o, g->reserved);
 		key(&o, "async_reserved");
 		put_u(&o, g->async);
+		key(&o, "graph_reserved");
+		put_u(&o, g->graph);
 		key(&o, "driver_used");
 		put_u_or_null(&o, g->driver_known, g->driver);
 		key(&o, "context_overhead");
@@ -1192,6 +1195,7 @@ static const struct family {
 	{ "cumemcap_pooled_bytes", "gauge", "Arena segment bytes cached for reuse, not handed out." },
 	{ "cumemcap_reserved_bytes", "gauge", "Device memory this process holds from the driver; what the limit counts." },
 	{ "cumemcap_async_reserved_bytes", "gauge", "Of which stream-ordered pools reserve." },
+	{ "cumemcap_graph_reserved_bytes", "gauge", "Of which graph memory pools reserve (CUDA graphs' memory nodes)." },
 	{ "cumemcap_driver_used_bytes", "gauge", "What NVML (nvidia-smi) says the process uses, contexts included." },
 	{ "cumemcap_context_overhead_bytes", "gauge", "driver_used - reserved: contexts and driver memory outside the calls counted." },
 	{ "cumemcap_limit_bytes", "gauge", "The limit on this GPU (absent when none)." },
@@ -1205,15 +1209,15 @@ static const struct family {
 
 static bool family_value(size_t fam, const struct figure *g, uint64_t *v)
 {
-	const uint64_t vals[] = { g->live, g->pooled, g->reserved, g->async, g->driver,
+	const uint64_t vals[] = { g->live, g->pooled, g->reserved, g->async, g->graph, g->driver,
 				  g->driver - g->reserved, g->limit, g->capacity, g->peak,
 				  g->allocs, g->frees, g->refusals, g->driver_oom };
 	*v = vals[fam];
-	if (fam == 4)
-		return g->driver_known;
 	if (fam == 5)
+		return g->driver_known;
+	if (fam == 6)
 		return g->driver_known && g->driver >= g->reserved;
-	return fam != 6 || g->limit != CUMEMCAP_NO_LIMIT;
+	return fam != 7 || g->limit != CUMEMCAP_NO_LIMIT;
 }
 
 /* The Prometheus text file, replaced whole (temp file + rename). */
@@ -1437,7 +1441,7 @@ static void exit_record(int signo)
 #define A(name) X(name, atomic_load(&d->name))
 #define S(name) X(name, cumemcap_ledger_##name(dev))
 		S(allocs) S(frees) A(refusals) A(driver_oom) S(avoided) A(segments_taken)
-		A(segments_released) A(largest_request) A(live) A(reserved)
+		A(segments_released) A(largest_request) A(live) A(reserved) X(graph_reserved, atomic_load(&d->kind[CUMEMCAP_KIND_graph]))
 #undef S
 #undef A
 #undef X

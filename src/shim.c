@@ -19,6 +19,7 @@
 #include "cumemcap.h"
 #include "device.h"
 #include "export.h"
+#include "graph.h"
 #include "hooks.h"
 #include "ledger.h"
 #include "log.h"
@@ -34,12 +35,14 @@ static void fork_prepare(void)
 	cumemcap_worker_lock();
 	cumemcap_arena_lock_all();
 	cumemcap_account_lock();
+	cumemcap_graph_lock();
 	cumemcap_track_lock_all();
 }
 
 static void fork_parent(void)
 {
 	cumemcap_track_unlock_all();
+	cumemcap_graph_unlock();
 	cumemcap_account_unlock();
 	cumemcap_arena_unlock_all();
 	cumemcap_worker_unlock();
@@ -53,6 +56,7 @@ static void fork_child(void)
 	cumemcap_pool_reset();
 	cumemcap_ledger_reset();
 	cumemcap_track_unlock_all();
+	cumemcap_graph_fork_child();
 	cumemcap_account_unlock();
 	cumemcap_arena_fork_child();
 	cumemcap_worker_fork_child();
@@ -101,6 +105,7 @@ CUMEMCAP_EXPORT int cumemcap_get_stats(int device, struct cumemcap_stats *out, s
 		.pool = atomic_load(&d->kind[CUMEMCAP_KIND_pool]),
 		.vmm = atomic_load(&d->kind[CUMEMCAP_KIND_vmm]),
 		.array = atomic_load(&d->kind[CUMEMCAP_KIND_array]),
+		.graph = atomic_load(&d->kind[CUMEMCAP_KIND_graph]),
 		.allocs = cumemcap_ledger_allocs(device),
 		.frees = cumemcap_ledger_frees(device),
 		.refusals = atomic_load(&d->refusals),

@@ -55,3 +55,11 @@ const struct cumemcap_hook *cumemcap_table_select(const char *base, int cuda_ver
 		*base_known = known;
 	return best;
 }
+
+const struct cumemcap_hook *cumemcap_table_by_real(const void *fn)
+{
+	for (size_t i = 0; fn && i < cumemcap_hook_count; i++)
+		if (*cumemcap_hooks[i].real == fn)
+			return &cumemcap_hooks[i];
+	return NULL;
+}

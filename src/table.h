@@ -28,6 +28,9 @@ extern const size_t cumemcap_hook_count;
 /* The entry whose exported name is `symbol`, or NULL. */
 const struct cumemcap_hook *cumemcap_table_by_symbol(const char *symbol);
 
+/* The entry whose real driver function is `fn`, or NULL. */
+const struct cumemcap_hook *cumemcap_table_by_real(const void *fn);
+
 /* What cuGetProcAddress(base, cudaVersion, flags) selects among the hooked
  * entries, by the driver's rules: the highest version <= cudaVersion; with
  * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM a per-thread variant is

@@ -27,6 +27,18 @@ static void load_linked(struct api *a)
 	a->cuStreamEndCapture = cuStreamEndCapture;
 	a->cuThreadExchangeStreamCaptureMode = cuThreadExchangeStreamCaptureMode;
 	a->cuGraphDestroy = cuGraphDestroy;
+	a->cuGraphCreate = cuGraphCreate;
+	a->cuGraphAddMemAllocNode = cuGraphAddMemAllocNode;
+	a->cuGraphAddMemFreeNode = cuGraphAddMemFreeNode;
+	a->cuGraphAddNode = cuGraphAddNode;
+	a->cuGraphInstantiate_legacy = NULL; /* cuda.h maps the name to WithFlags */
+	a->cuGraphInstantiateWithFlags = cuGraphInstantiateWithFlags;
+	a->cuGraphInstantiateWithParams = cuGraphInstantiateWithParams;
+	a->cuGraphUpload = cuGraphUpload;
+	a->cuGraphLaunch = cuGraphLaunch;
+	a->cuGraphExecDestroy = cuGraphExecDestroy;
+	a->cuDeviceGraphMemTrim = cuDeviceGraphMemTrim;
+	a->cuDeviceGetGraphMemAttribute = cuDeviceGetGraphMemAttribute;
 	a->cuCtxPushCurrent = cuCtxPushCurrent;
 	a->cuCtxPopCurrent = cuCtxPopCurrent;
 	a->cuCtxSetCurrent = cuCtxSetCurrent;
@@ -102,6 +114,18 @@ static void *must_dlsym(void *h, const char *name)
 	X(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode",         \
 	  "cuThreadExchangeStreamCaptureMode", 10010, 0)                                  \
 	X(cuGraphDestroy, "cuGraphDestroy", "cuGraphDestroy", 10000, 0)                   \
+	X(cuGraphCreate, "cuGraphCreate", "cuGraphCreate", 10000, 0)                      \
+	X(cuGraphAddMemAllocNode, "cuGraphAddMemAllocNode", "cuGraphAddMemAllocNode", 11040, 0) \
+	X(cuGraphAddMemFreeNode, "cuGraphAddMemFreeNode", "cuGraphAddMemFreeNode", 11040, 0) \
+	X(cuGraphAddNode, "cuGraphAddNode_v2", "cuGraphAddNode", 12030, 0)                \
+	X(cuGraphInstantiate_legacy, "cuGraphInstantiate_v2", "cuGraphInstantiate", 11000, 0) \
+	X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", "cuGraphInstantiateWithFlags", 11040, 0) \
+	X(cuGraphInstantiateWithParams, "cuGraphInstantiateWithParams", "cuGraphInstantiateWithParams", 12000, 0) \
+	X(cuGraphUpload, "cuGraphUpload", "cuGraphUpload", 11010, 0)                      \
+	X(cuGraphLaunch, "cuGraphLaunch", "cuGraphLaunch", 10000, 0)                      \
+	X(cuGraphExecDestroy, "cuGraphExecDestroy", "cuGraphExecDestroy", 10000, 0)       \
+	X(cuDeviceGraphMemTrim, "cuDeviceGraphMemTrim", "cuDeviceGraphMemTrim", 11040, 0) \
+	X(cuDeviceGetGraphMemAttribute, "cuDeviceGetGraphMemAttribute", "cuDeviceGetGraphMemAttribute", 11040, 0) \
 	X(cuCtxPushCurrent, "cuCtxPushCurrent_v2", "cuCtxPushCurrent", 4000, 0)           \
 	X(cuCtxPopCurrent, "cuCtxPopCurrent_v2", "cuCtxPopCurrent", 4000, 0)              \
 	X(cuCtxSetCurrent, "cuCtxSetCurrent", "cuCtxSetCurrent", 4000, 0)                 \

@@ -61,6 +61,10 @@ typedef CUresult(CUDAAPI *legacy_alloc_fn)(CUdeviceptr_v1 *dptr, unsigned int by
 typedef CUresult(CUDAAPI *legacy_free_fn)(CUdeviceptr_v1 dptr);
 /* cuDevicePrimaryCtxRelease and _Reset before CUDA 11 (same prototype as _v2). */
 typedef CUresult(CUDAAPI *legacy_primary_fn)(CUdevice dev);
+/* cuGraphInstantiate of CUDA 10.0 and 11.0 (cuGraphInstantiate_v2): with an
+ * error node and a log buffer. */
+typedef CUresult(CUDAAPI *legacy_instantiate_fn)(CUgraphExec *exec, CUgraph graph, CUgraphNode *error_node,
+						 char *log, size_t size);
 
 /* The driver entry points the tests use, whichever door filled them. */
 struct api {
@@ -79,6 +83,18 @@ struct api {
 	PFN_cuStreamEndCapture_v10000 cuStreamEndCapture;
 	PFN_cuThreadExchangeStreamCaptureMode_v10010 cuThreadExchangeStreamCaptureMode;
 	PFN_cuGraphDestroy_v10000 cuGraphDestroy;
+	PFN_cuGraphCreate_v10000 cuGraphCreate;
+	PFN_cuGraphAddMemAllocNode_v11040 cuGraphAddMemAllocNode;
+	PFN_cuGraphAddMemFreeNode_v11040 cuGraphAddMemFreeNode;
+	PFN_cuGraphAddNode_v12030 cuGraphAddNode;
+	legacy_instantiate_fn cuGraphInstantiate_legacy; /* NULL when linked */
+	PFN_cuGraphInstantiateWithFlags_v11040 cuGraphInstantiateWithFlags;
+	PFN_cuGraphInstantiateWithParams_v12000 cuGraphInstantiateWithParams;
+	PFN_cuGraphUpload_v11010 cuGraphUpload;
+	PFN_cuGraphLaunch_v10000 cuGraphLaunch;
+	PFN_cuGraphExecDestroy_v10000 cuGraphExecDestroy;
+	PFN_cuDeviceGraphMemTrim_v11040 cuDeviceGraphMemTrim;
+	PFN_cuDeviceGetGraphMemAttribute_v11040 cuDeviceGetGraphMemAttribute;
 	PFN_cuCtxPushCurrent_v4000 cuCtxPushCurrent;
 	PFN_cuCtxPopCurrent_v4000 cuCtxPopCurrent;
 	PFN_cuCtxSetCurrent_v4000 cuCtxSetCurrent;

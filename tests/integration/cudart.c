@@ -44,6 +44,17 @@ static struct expect expected[] = {
 	{ "cuArrayDestroy", 2000, 0, "cuArrayDestroy", false },
 	{ "cuMipmappedArrayCreate", 5000, 0, "cuMipmappedArrayCreate", false },
 	{ "cuMipmappedArrayDestroy", 5000, 0, "cuMipmappedArrayDestroy", false },
+	{ "cuGraphInstantiate", 10000, 0, "cuGraphInstantiate", false },
+	{ "cuGraphInstantiate", 11000, 0, "cuGraphInstantiate_v2", false },
+	{ "cuGraphInstantiateWithFlags", 11040, 0, "cuGraphInstantiateWithFlags", false },
+	{ "cuGraphInstantiateWithParams", 12000, 0, "cuGraphInstantiateWithParams", false },
+	{ "cuGraphInstantiateWithParams", 12000, 2, "cuGraphInstantiateWithParams_ptsz", false },
+	{ "cuGraphUpload", 11010, 0, "cuGraphUpload", false },
+	{ "cuGraphUpload", 11010, 2, "cuGraphUpload_ptsz", false },
+	{ "cuGraphLaunch", 10000, 0, "cuGraphLaunch", false },
+	{ "cuGraphLaunch", 10000, 2, "cuGraphLaunch_ptsz", false },
+	{ "cuGraphExecDestroy", 10000, 0, "cuGraphExecDestroy", false },
+	{ "cuDeviceGraphMemTrim", 11040, 0, "cuDeviceGraphMemTrim", false },
 	{ NULL, 0, 0, NULL, false },
 };
 

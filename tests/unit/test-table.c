@@ -131,6 +131,26 @@ START_TEST(table_real_pointers_are_per_symbol)
 }
 END_TEST
 
+/* by_real: the row whose driver function was handed out, so the door can
+ * follow a driver that maps a name past the header's versions to another
+ * function (cuGraphInstantiate@12000 is cuGraphInstantiateWithFlags). */
+START_TEST(table_by_real_finds_the_row)
+{
+	static char a, b;
+	ck_assert_ptr_null(cumemcap_table_by_real(NULL));
+	ck_assert_ptr_null(cumemcap_table_by_real(&a));
+	real_cuGraphInstantiateWithFlags = (cuGraphInstantiateWithFlags_fn)(void *)&a;
+	real_cuGraphInstantiate_v2 = (cuGraphInstantiate_v2_fn)(void *)&b;
+	const struct cumemcap_hook *h = cumemcap_table_by_real(&a);
+	ck_assert_ptr_nonnull(h);
+	ck_assert_str_eq(h->symbol, "cuGraphInstantiateWithFlags");
+	ck_assert_str_eq(cumemcap_table_by_real(&b)->symbol, "cuGraphInstantiate_v2");
+	real_cuGraphInstantiateWithFlags = NULL;
+	real_cuGraphInstantiate_v2 = NULL;
+	ck_assert_ptr_null(cumemcap_table_by_real(&a));
+}
+END_TEST
+
 TEST_SUITE(table)
 {
 	Suite *s = suite_create("table");
@@ -138,5 +158,6 @@ TEST_SUITE(table)
 	ADD_TEST(s, table_select_versions_and_flags);
 	ADD_TEST(s, table_by_symbol_only_hooked_names);
 	ADD_TEST(s, table_real_pointers_are_per_symbol);
+	ADD_TEST(s, table_by_real_finds_the_row);
 	return s;
 }
