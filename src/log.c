@@ -651,9 +651,13 @@ static bool open_file(void)
 
 /* ---- fatal signals -------------------------------------------------------------------- */
 
-static const int fatal[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, SIGINT, SIGHUP, SIGQUIT };
-static const char *const fatal_names[] = { "SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT",
-					   "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT" };
+#define FATAL(sig) { sig, #sig }
+static const struct {
+	int signo;
+	const char *name; /* in the exit record */
+} fatal[] = { FATAL(SIGSEGV), FATAL(SIGBUS),  FATAL(SIGFPE), FATAL(SIGILL),  FATAL(SIGABRT),
+	      FATAL(SIGTERM), FATAL(SIGINT), FATAL(SIGHUP), FATAL(SIGQUIT) };
+#undef FATAL
 #define N_FATAL (sizeof(fatal) / sizeof(fatal[0]))
 static struct sigaction previous[N_FATAL];
 static atomic_flag armed = ATOMIC_FLAG_INIT;
@@ -667,7 +671,7 @@ static void on_fatal(int sig, siginfo_t *info, void *uc)
 {
 	int saved = errno;
 	size_t i = 0;
-	while (i < N_FATAL && fatal[i] != sig)
+	while (i < N_FATAL && fatal[i].signo != sig)
 		i++;
 	if (i == N_FATAL)
 		return;
@@ -764,7 +768,7 @@ static void arm_signals(void)
 		return;
 	for (size_t i = 0; i < N_FATAL; i++) {
 		struct sigaction cur, act;
-		if (sigaction(fatal[i], NULL, &cur) != 0 || cur.sa_handler == SIG_IGN)
+		if (sigaction(fatal[i].signo, NULL, &cur) != 0 || cur.sa_handler == SIG_IGN)
 			continue;
 		memset(&act, 0, sizeof(act));
 		act.sa_sigaction = on_fatal;
@@ -776,7 +780,7 @@ static void arm_signals(void)
 			act.sa_flags |= cur.sa_flags & (SA_RESTART | SA_NODEFER);
 		}
 		previous[i] = cur;
-		sigaction(fatal[i], &act, &previous[i]);
+		sigaction(fatal[i].signo, &act, &previous[i]);
 	}
 	atomic_store(&cumemcap_log_signals_armed, true);
 	cumemcap_log_thread_slow();
@@ -1371,9 +1375,9 @@ static void exit_record(int signo)
 		key(&o, "signal");
 		put_u(&o, (uint64_t)signo);
 		for (size_t i = 0; i < N_FATAL; i++)
-			if (fatal[i] == signo) {
+			if (fatal[i].signo == signo) {
 				key(&o, "signal_name");
-				put_json(&o, fatal_names[i]);
+				put_json(&o, fatal[i].name);
 			}
 	}
 	key(&o, "samples");
