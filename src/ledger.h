@@ -77,7 +77,11 @@ void cumemcap_ledger_note_request(int dev, uint64_t bytes);
 void cumemcap_ledger_add(int dev, enum cumemcap_kind kind, uint64_t bytes);
 void cumemcap_ledger_sub(int dev, enum cumemcap_kind kind, uint64_t bytes);
 
-/* The program's live bytes and the arenas' free bytes (peaks follow). */
+/* The program's live bytes and the arenas' free bytes (peaks follow).
+ * Live: pooled blocks by their 512-byte-rounded size, stream-ordered
+ * allocations by their requested size, everything else by the bytes
+ * charged. Pooled: arena segment bytes not handed out (free, or freed and
+ * waiting until the streams are past them). */
 void cumemcap_ledger_live_add(int dev, uint64_t bytes);
 void cumemcap_ledger_live_sub(int dev, uint64_t bytes);
 void cumemcap_ledger_pooled_add(int dev, uint64_t bytes);

@@ -23,6 +23,11 @@
  * no locks; numbers are formatted here; the record goes through a static
  * buffer only its one claimant uses.
  *
+ * Which figures a record, the summary and the metrics carry, under which
+ * names and in which order, is the figure list's (figures.h); they are
+ * read through the ledger's snapshot (cumemcap_ledger_read), never from
+ * its storage. This file only walks the list and formats.
+ *
  * A failed write turns logging off with one stderr line; errno is kept
  * and nothing of the failure reaches the program. Never calls CUDA. */
 #include "log.h"
@@ -1012,7 +1017,11 @@ static void put_part(struct out *o, const struct cumemcap_figures *f, size_t col
 	}
 }
 
-#define PUT_PART(o, f, column, part) put_part(o, f, offsetof(struct cumemcap_figure_info, column), part)
+#define PUT_PART(o, f, column, part)                                                             \
+	do {                                                                                     \
+		_Static_assert(sizeof(cumemcap_figure_info[0].column) == 1, "a one-byte column"); \
+		put_part(o, f, offsetof(struct cumemcap_figure_info, column), part);               \
+	} while (0)
 
 /* An event record's figures (`event` in figures.h). */
 static void put_figures(struct out *o, int dev)
