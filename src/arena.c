@@ -1214,9 +1214,7 @@ bool cumemcap_arena_warn_ipc(void)
 
 uint64_t cumemcap_arena_cached(int dev)
 {
-	if (dev < 0 || dev >= CUMEMCAP_MAX_DEVICES)
-		return 0;
-	return atomic_load_explicit(&cumemcap_ledger[dev].pooled, memory_order_relaxed);
+	return cumemcap_ledger_get(dev, CUMEMCAP_FIG_pooled);
 }
 
 void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone)

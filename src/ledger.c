@@ -1,7 +1,29 @@
-/* ledger: see ledger.h. Lock-free: every field is an atomic. */
+/* ledger: see ledger.h. Lock-free: every field is an atomic. Also owns
+ * the figure list's columns as data (cumemcap_figure_info, figures.h),
+ * which are constant. */
 #include "ledger.h"
 
 #include <stddef.h>
+
+const struct cumemcap_figure_info cumemcap_figure_info[CUMEMCAP_FIG_COUNT] = {
+#define X(name, src, kind_, unit_, null_, stats_, event_, sample_, exit_, summary_, pre_, post_, key_, \
+	  prom_, help_)                                                                              \
+	[CUMEMCAP_FIG_##name] = { .key = key_,                                                     \
+				  .prom = prom_,                                                   \
+				  .help = help_,                                                   \
+				  .pre = pre_,                                                     \
+				  .post = post_,                                                   \
+				  .kind = CUMEMCAP_FK_##kind_,                                     \
+				  .unit = CUMEMCAP_FU_##unit_,                                     \
+				  .null = null_,                                                   \
+				  .stats = stats_,                                                 \
+				  .event = event_,                                                 \
+				  .sample = sample_,                                               \
+				  .exit = exit_,                                                   \
+				  .summary = summary_ },
+	CUMEMCAP_FIGURES(X)
+#undef X
+};
 
 struct cumemcap_ledger_device cumemcap_ledger[CUMEMCAP_MAX_DEVICES];
 struct cumemcap_ledger_shard cumemcap_ledger_shards[CUMEMCAP_LEDGER_SHARDS];
@@ -39,7 +61,7 @@ void cumemcap_ledger_note_request(int dev, uint64_t bytes)
 
 static void raise_peak(struct cumemcap_ledger_device *d, uint64_t now)
 {
-	raise_to(&d->peak, now);
+	raise_to(&d->peak_reserved, now);
 }
 
 void cumemcap_ledger_live_add(int dev, uint64_t bytes)
@@ -120,26 +142,32 @@ uint64_t cumemcap_ledger_headroom(int dev)
 	return cur >= limit ? 0 : limit - cur;
 }
 
+/* A fork's child starts from zero; the limit (src `setting`) stays. */
+#define RESET_field(d, name) atomic_store(&(d)->name, 0);
+#define RESET_sharded(d, name) atomic_store(&(d)->name, 0);
+#define RESET_setting(d, name)
+#define RESET_kind(d, name) atomic_store(&(d)->kind[CUMEMCAP_KIND_##name], 0);
+#define RESET_device(d, name)
+#define RESET_log(d, name)
+#define SHARD_RESET_field(s, name)
+#define SHARD_RESET_sharded(s, name) atomic_store(&(s)->name, 0);
+#define SHARD_RESET_setting(s, name)
+#define SHARD_RESET_kind(s, name)
+#define SHARD_RESET_device(s, name)
+#define SHARD_RESET_log(s, name)
+
 void cumemcap_ledger_reset(void)
 {
 	for (int i = 0; i < CUMEMCAP_MAX_DEVICES; i++) {
 		struct cumemcap_ledger_device *d = &cumemcap_ledger[i];
-		atomic_store(&d->reserved, 0);
-		atomic_store(&d->peak, 0);
-		atomic_store(&d->largest_request, 0);
-		atomic_store(&d->live, 0);
-		atomic_store(&d->peak_live, 0);
-		atomic_store(&d->pooled, 0);
-		atomic_store(&d->peak_pooled, 0);
-		for (int k = 0; k < CUMEMCAP_KIND_COUNT; k++)
-			atomic_store(&d->kind[k], 0);
-#define X(name) atomic_store(&d->name, 0);
-		CUMEMCAP_COUNTERS(X)
+#define X(name, src, ...) RESET_##src(d, name)
+		CUMEMCAP_FIGURES(X)
 #undef X
 	}
 	for (int i = 0; i < CUMEMCAP_LEDGER_SHARDS; i++) {
-#define X(name) atomic_store(&cumemcap_ledger_shards[i].name, 0);
-		CUMEMCAP_SHARDED(X)
+		struct cumemcap_ledger_shard *s = &cumemcap_ledger_shards[i];
+#define X(name, src, ...) SHARD_RESET_##src(s, name)
+		CUMEMCAP_FIGURES(X)
 #undef X
 	}
 }
@@ -148,8 +176,8 @@ static _Atomic int shards_used; /* shards ever opened: 0 .. shards_used-1 */
 
 void cumemcap_ledger_shard_open(struct cumemcap_ledger_shard *s, int dev)
 {
-#define X(name) atomic_store(&s->name, 0);
-	CUMEMCAP_SHARDED(X)
+#define X(name, src, ...) SHARD_RESET_##src(s, name)
+	CUMEMCAP_FIGURES(X)
 #undef X
 	atomic_store(&s->dev, valid(dev) ? dev : -1);
 	int idx = (int)(s - cumemcap_ledger_shards), used = atomic_load(&shards_used);
@@ -163,25 +191,61 @@ void cumemcap_ledger_shard_close(struct cumemcap_ledger_shard *s)
 	if (!valid(dev))
 		return;
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-#define X(name) atomic_fetch_add(&d->name, atomic_exchange(&s->name, 0));
-	CUMEMCAP_SHARDED(X)
+#define SHARD_FOLD_field(name)
+#define SHARD_FOLD_sharded(name) atomic_fetch_add(&d->name, atomic_exchange(&s->name, 0));
+#define SHARD_FOLD_setting(name)
+#define SHARD_FOLD_kind(name)
+#define SHARD_FOLD_device(name)
+#define SHARD_FOLD_log(name)
+#define X(name, src, ...) SHARD_FOLD_##src(name)
+	CUMEMCAP_FIGURES(X)
 #undef X
 }
 
-/* A sharded counter of dev: the device's own plus its open shards'. */
-#define X(name)                                                                                    \
-	uint64_t cumemcap_ledger_##name(int dev)                                                   \
-	{                                                                                          \
-		if (!valid(dev))                                                                   \
-			return 0;                                                                  \
-		uint64_t n = atomic_load(&cumemcap_ledger[dev].name);                              \
-		int used = atomic_load_explicit(&shards_used, memory_order_acquire);               \
-		for (int i = 0; i < used; i++) {                                                   \
-			const struct cumemcap_ledger_shard *s = &cumemcap_ledger_shards[i];        \
-			if (atomic_load_explicit(&s->dev, memory_order_relaxed) == dev)            \
-				n += atomic_load_explicit(&s->name, memory_order_relaxed);         \
-		}                                                                                  \
-		return n;                                                                          \
+/* A sharded figure of dev (`own` in the device, at `off` in a shard): the
+ * device's own count plus its open shards'. */
+static uint64_t sharded_sum(int dev, _Atomic uint64_t *own, size_t off)
+{
+	uint64_t n = atomic_load(own);
+	if (!valid(dev))
+		return n;
+	int used = atomic_load_explicit(&shards_used, memory_order_acquire);
+	for (int i = 0; i < used; i++) {
+		const struct cumemcap_ledger_shard *s = &cumemcap_ledger_shards[i];
+		if (atomic_load_explicit(&s->dev, memory_order_relaxed) == dev)
+			n += atomic_load_explicit((_Atomic uint64_t *)((char *)s + off), memory_order_relaxed);
 	}
-CUMEMCAP_SHARDED(X)
+	return n;
+}
+
+#define GET_field(dev, d, name) atomic_load(&(d)->name)
+#define GET_sharded(dev, d, name) \
+	sharded_sum(dev, &(d)->name, offsetof(struct cumemcap_ledger_shard, name))
+#define GET_setting(dev, d, name) atomic_load(&(d)->name)
+#define GET_kind(dev, d, name) atomic_load(&(d)->kind[CUMEMCAP_KIND_##name])
+#define GET_device(dev, d, name) CUMEMCAP_FIGURE_NONE
+#define GET_log(dev, d, name) CUMEMCAP_FIGURE_NONE
+
+/* What a device out of range reads as: nothing held, no limit. */
+static struct cumemcap_ledger_device nowhere = { .limit = CUMEMCAP_NO_LIMIT };
+
+uint64_t cumemcap_ledger_get(int dev, enum cumemcap_figure fig)
+{
+	struct cumemcap_ledger_device *d = valid(dev) ? &cumemcap_ledger[dev] : &nowhere;
+	switch (fig) {
+#define X(name, src, ...)            \
+	case CUMEMCAP_FIG_##name:    \
+		return GET_##src(dev, d, name);
+		CUMEMCAP_FIGURES(X)
 #undef X
+	case CUMEMCAP_FIG_COUNT:
+		break;
+	}
+	return CUMEMCAP_FIGURE_NONE;
+}
+
+void cumemcap_ledger_read(int dev, struct cumemcap_figures *out)
+{
+	for (int i = 0; i < CUMEMCAP_FIG_COUNT; i++)
+		out->v[i] = cumemcap_ledger_get(dev, (enum cumemcap_figure)i);
+}

@@ -5,12 +5,19 @@
  * Every figure is an atomic; the limit check is one compare-and-swap loop on
  * the device total, so concurrent reservations can never overshoot the
  * limit together. A reservation is made *before* the driver is asked and
- * given back if the driver fails. Never calls the driver. */
+ * given back if the driver fails. Never calls the driver.
+ *
+ * Which figures there are is declared once, in figures.h; the ledger
+ * stores them as that list says and hands them out whole
+ * (cumemcap_ledger_read) or one by one (cumemcap_ledger_get). Nothing
+ * outside ledger.c reads the storage. */
 #pragma once
 
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+#include "figures.h"
 
 #define CUMEMCAP_MAX_DEVICES 64
 #define CUMEMCAP_NO_LIMIT UINT64_MAX
@@ -31,34 +38,23 @@ enum cumemcap_kind {
 	CUMEMCAP_KIND_COUNT
 };
 
-/* Event counters, {total} only. */
-#define CUMEMCAP_COUNTERS(X) \
-	X(allocs)    /* successful allocations of any kind */ \
-	X(frees)     /* successful frees of tracked allocations */ \
-	X(refusals)  /* requests refused at the limit */ \
-	X(driver_oom) /* CUDA_ERROR_OUT_OF_MEMORY from the driver itself */ \
-	X(segments_taken)    /* arena segments obtained from the driver */ \
-	X(segments_released) /* arena segments given back to the driver */ \
-	X(avoided)   /* driver alloc/free calls the arenas answered themselves */
+/* The storage of a device's figures, made from their declaration
+ * (figures.h): an atomic for each `field`, `sharded` and `setting` figure,
+ * the `kind` figures in kind[]. Only ledger.c reads these (account.h's
+ * one read of kind[pool] is to become cumemcap_ledger_get); writers
+ * outside it use the functions and cumemcap_ledger_bump below. */
+#define CUMEMCAP_LEDGER_STORE_field(name) _Atomic uint64_t name;
+#define CUMEMCAP_LEDGER_STORE_sharded(name) _Atomic uint64_t name;
+#define CUMEMCAP_LEDGER_STORE_setting(name) _Atomic uint64_t name;
+#define CUMEMCAP_LEDGER_STORE_kind(name)
+#define CUMEMCAP_LEDGER_STORE_device(name)
+#define CUMEMCAP_LEDGER_STORE_log(name)
 
 struct cumemcap_ledger_device {
-	_Atomic uint64_t limit; /* CUMEMCAP_NO_LIMIT until set */
-	_Atomic uint64_t reserved;
-	_Atomic uint64_t peak;
-	_Atomic uint64_t largest_request;
-	/* What the program holds: pooled blocks (their 512-byte-rounded size),
-	 * stream-ordered allocations (their requested size) and everything
-	 * else by the bytes charged. */
-	_Atomic uint64_t live;
-	_Atomic uint64_t peak_live;
-	/* Bytes of arena segments not handed out (free, or freed and waiting
-	 * until the streams are past them). */
-	_Atomic uint64_t pooled;
-	_Atomic uint64_t peak_pooled;
-	_Atomic uint64_t kind[CUMEMCAP_KIND_COUNT];
-#define X(name) _Atomic uint64_t name;
-	CUMEMCAP_COUNTERS(X)
+#define X(name, src, ...) CUMEMCAP_LEDGER_STORE_##src(name)
+	CUMEMCAP_FIGURES(X)
 #undef X
+	_Atomic uint64_t kind[CUMEMCAP_KIND_COUNT];
 };
 
 extern struct cumemcap_ledger_device cumemcap_ledger[CUMEMCAP_MAX_DEVICES];
@@ -81,7 +77,11 @@ void cumemcap_ledger_note_request(int dev, uint64_t bytes);
 void cumemcap_ledger_add(int dev, enum cumemcap_kind kind, uint64_t bytes);
 void cumemcap_ledger_sub(int dev, enum cumemcap_kind kind, uint64_t bytes);
 
-/* The program's live bytes and the arenas' free bytes (peaks follow). */
+/* The program's live bytes and the arenas' free bytes (peaks follow).
+ * Live: pooled blocks by their 512-byte-rounded size, stream-ordered
+ * allocations by their requested size, everything else by the bytes
+ * charged. Pooled: arena segment bytes not handed out (free, or freed and
+ * waiting until the streams are past them). */
 void cumemcap_ledger_live_add(int dev, uint64_t bytes);
 void cumemcap_ledger_live_sub(int dev, uint64_t bytes);
 void cumemcap_ledger_pooled_add(int dev, uint64_t bytes);
@@ -90,6 +90,16 @@ void cumemcap_ledger_pooled_sub(int dev, uint64_t bytes);
 /* Bytes the limit still allows (0 when at or past it; UINT64_MAX without
  * a limit). */
 uint64_t cumemcap_ledger_headroom(int dev);
+
+/* Every figure of `dev` now: sharded counts summed, the figures the
+ * ledger does not own (src `device`, `log`) CUMEMCAP_FIGURE_NONE for
+ * their owners to fill; a dev out of range holds nothing, has no limit. Each
+ * figure is read atomically (the set is not one instant). Lock-free and
+ * async-signal-safe: the exit record is made from it in a signal handler. */
+void cumemcap_ledger_read(int dev, struct cumemcap_figures *out);
+
+/* One figure of `dev` (as cumemcap_ledger_read has it). */
+uint64_t cumemcap_ledger_get(int dev, enum cumemcap_figure fig);
 
 #define cumemcap_ledger_bump(dev, field) \
 	atomic_fetch_add_explicit(&cumemcap_ledger[(dev)].field, 1, memory_order_relaxed)
@@ -103,11 +113,16 @@ uint64_t cumemcap_ledger_headroom(int dev);
  * same way made the pair slower: the peaks then need the device's total
  * summed on every change.) */
 #define CUMEMCAP_LEDGER_SHARDS 64
-#define CUMEMCAP_SHARDED(X) X(allocs) X(frees) X(avoided)
+#define CUMEMCAP_LEDGER_SHARD_field(name)
+#define CUMEMCAP_LEDGER_SHARD_sharded(name) _Atomic uint64_t name;
+#define CUMEMCAP_LEDGER_SHARD_setting(name)
+#define CUMEMCAP_LEDGER_SHARD_kind(name)
+#define CUMEMCAP_LEDGER_SHARD_device(name)
+#define CUMEMCAP_LEDGER_SHARD_log(name)
 struct cumemcap_ledger_shard {
 	_Atomic int dev; /* -1: closed */
-#define X(name) _Atomic uint64_t name;
-	CUMEMCAP_SHARDED(X)
+#define X(name, src, ...) CUMEMCAP_LEDGER_SHARD_##src(name)
+	CUMEMCAP_FIGURES(X)
 #undef X
 };
 
@@ -121,11 +136,6 @@ extern struct cumemcap_ledger_shard cumemcap_ledger_shards[CUMEMCAP_LEDGER_SHARD
 
 void cumemcap_ledger_shard_open(struct cumemcap_ledger_shard *s, int dev);
 void cumemcap_ledger_shard_close(struct cumemcap_ledger_shard *s);
-
-/* The sharded figures of a device: its own plus its open shards'. */
-#define X(name) uint64_t cumemcap_ledger_##name(int dev);
-CUMEMCAP_SHARDED(X)
-#undef X
 
 /* Zero everything (a forked child holds none of its parent's memory). */
 void cumemcap_ledger_reset(void);

@@ -23,6 +23,11 @@
  * no locks; numbers are formatted here; the record goes through a static
  * buffer only its one claimant uses.
  *
+ * Which figures a record, the summary and the metrics carry, under which
+ * names and in which order, is the figure list's (figures.h); they are
+ * read through the ledger's snapshot (cumemcap_ledger_read), never from
+ * its storage. This file only walks the list and formats.
+ *
  * A failed write turns logging off with one stderr line; errno is kept
  * and nothing of the failure reaches the program. Never calls CUDA. */
 #include "log.h"
@@ -651,9 +656,13 @@ static bool open_file(void)
 
 /* ---- fatal signals -------------------------------------------------------------------- */
 
-static const int fatal[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, SIGINT, SIGHUP, SIGQUIT };
-static const char *const fatal_names[] = { "SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT",
-					   "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT" };
+#define FATAL(sig) { sig, #sig }
+static const struct {
+	int signo;
+	const char *name; /* in the exit record */
+} fatal[] = { FATAL(SIGSEGV), FATAL(SIGBUS),  FATAL(SIGFPE), FATAL(SIGILL),  FATAL(SIGABRT),
+	      FATAL(SIGTERM), FATAL(SIGINT), FATAL(SIGHUP), FATAL(SIGQUIT) };
+#undef FATAL
 #define N_FATAL (sizeof(fatal) / sizeof(fatal[0]))
 static struct sigaction previous[N_FATAL];
 static atomic_flag armed = ATOMIC_FLAG_INIT;
@@ -667,7 +676,7 @@ static void on_fatal(int sig, siginfo_t *info, void *uc)
 {
 	int saved = errno;
 	size_t i = 0;
-	while (i < N_FATAL && fatal[i] != sig)
+	while (i < N_FATAL && fatal[i].signo != sig)
 		i++;
 	if (i == N_FATAL)
 		return;
@@ -764,7 +773,7 @@ static void arm_signals(void)
 		return;
 	for (size_t i = 0; i < N_FATAL; i++) {
 		struct sigaction cur, act;
-		if (sigaction(fatal[i], NULL, &cur) != 0 || cur.sa_handler == SIG_IGN)
+		if (sigaction(fatal[i].signo, NULL, &cur) != 0 || cur.sa_handler == SIG_IGN)
 			continue;
 		memset(&act, 0, sizeof(act));
 		act.sa_sigaction = on_fatal;
@@ -776,7 +785,7 @@ static void arm_signals(void)
 			act.sa_flags |= cur.sa_flags & (SA_RESTART | SA_NODEFER);
 		}
 		previous[i] = cur;
-		sigaction(fatal[i], &act, &previous[i]);
+		sigaction(fatal[i].signo, &act, &previous[i]);
 	}
 	atomic_store(&cumemcap_log_signals_armed, true);
 	cumemcap_log_thread_slow();
@@ -987,15 +996,39 @@ void cumemcap_log_device(int dev)
 	arm_signals();
 }
 
+/* The figures of a device as the ledger and the device layer have them
+ * (NVML's are the worker's: gather). Async-signal-safe. */
+static void read_figures(int dev, const struct cumemcap_device_info *info, struct cumemcap_figures *f)
+{
+	cumemcap_ledger_read(dev, f);
+	f->v[CUMEMCAP_FIG_total] = info ? info->total : CUMEMCAP_FIGURE_NONE;
+}
+
+/* ,"key":value for each figure whose column `col` (an offset in struct
+ * cumemcap_figure_info) is `part`, in the figure list's order. */
+static void put_part(struct out *o, const struct cumemcap_figures *f, size_t col, unsigned part)
+{
+	for (size_t i = 0; i < CUMEMCAP_FIG_COUNT; i++) {
+		const struct cumemcap_figure_info *fi = &cumemcap_figure_info[i];
+		if (((const unsigned char *)fi)[col] != part)
+			continue;
+		key(o, fi->key);
+		put_u_or_null(o, !fi->null || f->v[i] != CUMEMCAP_FIGURE_NONE, f->v[i]);
+	}
+}
+
+#define PUT_PART(o, f, column, part)                                                             \
+	do {                                                                                     \
+		_Static_assert(sizeof(cumemcap_figure_info[0].column) == 1, "a one-byte column"); \
+		put_part(o, f, offsetof(struct cumemcap_figure_info, column), part);               \
+	} while (0)
+
+/* An event record's figures (`event` in figures.h). */
 static void put_figures(struct out *o, int dev)
 {
-	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-	key(o, "live");
-	put_u(o, atomic_load(&d->live));
-	key(o, "pooled");
-	put_u(o, atomic_load(&d->pooled));
-	key(o, "reserved");
-	put_u(o, atomic_load(&d->reserved));
+	struct cumemcap_figures f;
+	read_figures(dev, cumemcap_device_info(dev), &f);
+	PUT_PART(o, &f, event, 1);
 }
 
 void cumemcap_log_segment(int dev, bool taken, uint64_t bytes)
@@ -1042,7 +1075,7 @@ void cumemcap_log_refusal(int dev, const char *door, uint64_t requested)
 		char want[32], lim[32], held[32];
 		cumemcap_msg("device %d: refused %s (%s) at the limit: %s held of %s", dev,
 			     cumemcap_fmt_size(requested, want, sizeof(want)), door,
-			     cumemcap_fmt_size(atomic_load(&cumemcap_ledger[dev].reserved), held, sizeof(held)),
+			     cumemcap_fmt_size(cumemcap_ledger_get(dev, CUMEMCAP_FIG_reserved), held, sizeof(held)),
 			     cumemcap_fmt_size(cumemcap_ledger_limit(dev), lim, sizeof(lim)));
 		return;
 	}
@@ -1058,11 +1091,10 @@ void cumemcap_log_driver_oom(int dev, const char *door, uint64_t requested)
 
 /* ---- samples and metrics (the worker thread) ------------------------------------------ */
 
-struct figure {
+/* A GPU's figures for a sample and the metrics. */
+struct gpu_figures {
 	int dev;
-	uint64_t live, pooled, reserved, async, graph, driver, limit, capacity, peak, allocs, frees,
-		refusals, driver_oom;
-	bool driver_known;
+	struct cumemcap_figures f;
 	char uuid[48];
 };
 
@@ -1085,41 +1117,33 @@ static void metrics_unlink(void)
 	}
 }
 
-static int gather(struct figure *f)
+static int gather(struct gpu_figures *all)
 {
 	int n = 0;
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
 		const struct cumemcap_device_info *info = cumemcap_device_info(dev);
 		if (!info)
 			continue;
-		struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-		struct figure *g = &f[n++];
+		struct gpu_figures *g = &all[n++];
+		uint64_t *v = g->f.v, driver = 0;
 		g->dev = dev;
-		g->live = atomic_load(&d->live);
-		g->pooled = atomic_load(&d->pooled);
-		g->reserved = atomic_load(&d->reserved);
-		g->async = atomic_load(&d->kind[CUMEMCAP_KIND_pool]);
-		g->graph = atomic_load(&d->kind[CUMEMCAP_KIND_graph]);
-		g->limit = cumemcap_ledger_limit(dev);
-		g->capacity = info->total;
-		g->peak = atomic_load(&d->peak);
-		g->allocs = cumemcap_ledger_allocs(dev);
-		g->frees = cumemcap_ledger_frees(dev);
-		g->refusals = atomic_load(&d->refusals);
-		g->driver_oom = atomic_load(&d->driver_oom);
+		read_figures(dev, info, &g->f);
 		cumemcap_nvml_format_uuid(info->uuid, "GPU-", g->uuid);
-		g->driver_known = cumemcap_nvml_process_used(info->uuid, (unsigned)getpid(), &g->driver);
-		if (g->driver_known) {
+		bool known = cumemcap_nvml_process_used(info->uuid, (unsigned)getpid(), &driver);
+		uint64_t reserved = v[CUMEMCAP_FIG_reserved];
+		v[CUMEMCAP_FIG_driver_used] = known ? driver : CUMEMCAP_FIGURE_NONE;
+		v[CUMEMCAP_FIG_context_overhead] =
+			known && driver >= reserved ? driver - reserved : CUMEMCAP_FIGURE_NONE;
+		if (known) {
 			uint64_t seen = atomic_load(&peak_driver[dev]);
-			while (g->driver + 1 > seen &&
-			       !atomic_compare_exchange_weak(&peak_driver[dev], &seen, g->driver + 1))
+			while (driver + 1 > seen && !atomic_compare_exchange_weak(&peak_driver[dev], &seen, driver + 1))
 				;
 		}
 	}
 	return n;
 }
 
-static void sample_record(const struct figure *f, int n)
+static void sample_record(const struct gpu_figures *all, int n)
 {
 	static char buf[48 * 1024];
 	struct out o = OUT(buf);
@@ -1127,23 +1151,9 @@ static void sample_record(const struct figure *f, int n)
 	key(&o, "gpus");
 	put_s(&o, "[");
 	for (int i = 0; i < n; i++) {
-		const struct figure *g = &f[i];
 		put_s(&o, i ? ",{\"gpu\":" : "{\"gpu\":");
-		put_u(&o, (uint64_t)g->dev);
-		key(&o, "live");
-		put_u(&o, g->live);
-		key(&o, "pooled");
-		put_u(&o, g->pooled);
-		key(&o, "reserved");
-		put_u(&o, g->reserved);
-		key(&o, "async_reserved");
-		put_u(&o, g->async);
-		key(&o, "graph_reserved");
-		put_u(&o, g->graph);
-		key(&o, "driver_used");
-		put_u_or_null(&o, g->driver_known, g->driver);
-		key(&o, "context_overhead");
-		put_u_or_null(&o, g->driver_known && g->driver >= g->reserved, g->driver - g->reserved);
+		put_u(&o, (uint64_t)all[i].dev);
+		PUT_PART(&o, &all[i].f, sample, 1);
 		put_s(&o, "}");
 	}
 	put_s(&o, "]");
@@ -1188,40 +1198,8 @@ static void label_value(struct out *o, const char *s)
 	put_s(o, "\"");
 }
 
-static const struct family {
-	const char *name, *type, *help;
-} families[] = {
-	{ "cumemcap_live_bytes", "gauge", "Device memory the program holds (its allocations)." },
-	{ "cumemcap_pooled_bytes", "gauge", "Arena segment bytes cached for reuse, not handed out." },
-	{ "cumemcap_reserved_bytes", "gauge", "Device memory this process holds from the driver; what the limit counts." },
-	{ "cumemcap_async_reserved_bytes", "gauge", "Of which stream-ordered pools reserve." },
-	{ "cumemcap_graph_reserved_bytes", "gauge", "Of which graph memory pools reserve (CUDA graphs' memory nodes)." },
-	{ "cumemcap_driver_used_bytes", "gauge", "What NVML (nvidia-smi) says the process uses, contexts included." },
-	{ "cumemcap_context_overhead_bytes", "gauge", "driver_used - reserved: contexts and driver memory outside the calls counted." },
-	{ "cumemcap_limit_bytes", "gauge", "The limit on this GPU (absent when none)." },
-	{ "cumemcap_capacity_bytes", "gauge", "The GPU's memory." },
-	{ "cumemcap_peak_reserved_bytes", "gauge", "Highest reserved so far." },
-	{ "cumemcap_allocations_total", "counter", "Successful allocations." },
-	{ "cumemcap_frees_total", "counter", "Successful frees." },
-	{ "cumemcap_refusals_total", "counter", "Requests refused at the limit." },
-	{ "cumemcap_driver_oom_total", "counter", "CUDA_ERROR_OUT_OF_MEMORY answered by the driver itself." },
-};
-
-static bool family_value(size_t fam, const struct figure *g, uint64_t *v)
-{
-	const uint64_t vals[] = { g->live, g->pooled, g->reserved, g->async, g->graph, g->driver,
-				  g->driver - g->reserved, g->limit, g->capacity, g->peak,
-				  g->allocs, g->frees, g->refusals, g->driver_oom };
-	*v = vals[fam];
-	if (fam == 5)
-		return g->driver_known;
-	if (fam == 6)
-		return g->driver_known && g->driver >= g->reserved;
-	return fam != 7 || g->limit != CUMEMCAP_NO_LIMIT;
-}
-
 /* The Prometheus text file, replaced whole (temp file + rename). */
-static void write_metrics(const struct figure *f, int n)
+static void write_metrics(const struct gpu_figures *all, int n)
 {
 	if (atomic_load(&metrics_state) == CLOSED) {
 		if (!expand(cumemcap_policy()->metrics_path, metrics_path, sizeof(metrics_path))) {
@@ -1264,29 +1242,31 @@ static void write_metrics(const struct figure *f, int n)
 	struct out po = OUT(pid_buf);
 	put_u(&po, (uint64_t)getpid());
 	const char *pid = cstr(&po);
-	for (size_t fam = 0; fam < sizeof(families) / sizeof(families[0]); fam++) {
+	/* A family for each figure with a `prom` name, in the list's order. */
+	for (size_t fig = 0; fig < CUMEMCAP_FIG_COUNT; fig++) {
+		const struct cumemcap_figure_info *fi = &cumemcap_figure_info[fig];
+		if (!fi->prom)
+			continue;
 		put_s(&o, "# HELP ");
-		put_s(&o, families[fam].name);
+		put_s(&o, fi->prom);
 		put_s(&o, " ");
-		put_s(&o, families[fam].help);
+		put_s(&o, fi->help);
 		put_s(&o, "\n# TYPE ");
-		put_s(&o, families[fam].name);
-		put_s(&o, " ");
-		put_s(&o, families[fam].type);
-		put_s(&o, "\n");
+		put_s(&o, fi->prom);
+		put_s(&o, fi->kind == CUMEMCAP_FK_counter ? " counter\n" : " gauge\n");
 		for (int i = 0; i < n; i++) {
-			uint64_t v;
-			if (!family_value(fam, &f[i], &v))
-				continue;
-			put_s(&o, families[fam].name);
+			uint64_t v = all[i].f.v[fig];
+			if (fi->null && v == CUMEMCAP_FIGURE_NONE)
+				continue; /* no series: no limit, NVML does not know */
+			put_s(&o, fi->prom);
 			put_s(&o, "{pid=\"");
 			put_s(&o, pid);
 			put_s(&o, "\",program=");
 			label_value(&o, cumemcap_policy()->program);
 			put_s(&o, ",gpu=\"");
-			put_u(&o, (uint64_t)f[i].dev);
+			put_u(&o, (uint64_t)all[i].dev);
 			put_s(&o, "\",uuid=\"");
-			put_s(&o, f[i].uuid);
+			put_s(&o, all[i].uuid);
 			put_s(&o, "\"} ");
 			put_u(&o, v);
 			put_s(&o, "\n");
@@ -1333,7 +1313,7 @@ uint32_t cumemcap_log_tick(uint64_t now_ms)
 	 * lock, which the fake NVML takes too), so holding it across the query
 	 * could deadlock a fork (ThreadSanitizer: lock-order inversion). The
 	 * figures are the worker's own (only it ticks). */
-	static struct figure f[CUMEMCAP_MAX_DEVICES];
+	static struct gpu_figures f[CUMEMCAP_MAX_DEVICES];
 	int n = gather(f);
 	pthread_mutex_lock(&tick_lock);
 	if (log_on)
@@ -1349,47 +1329,46 @@ uint32_t cumemcap_log_tick(uint64_t now_ms)
 static bool used_gpu(void)
 {
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
-		struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-		if (cumemcap_device_info(dev) && cumemcap_ledger_allocs(dev) + cumemcap_ledger_frees(dev) +
-							 atomic_load(&d->refusals) + atomic_load(&d->driver_oom))
+		struct cumemcap_figures f;
+		read_figures(dev, cumemcap_device_info(dev), &f);
+		if (cumemcap_device_info(dev) && f.v[CUMEMCAP_FIG_allocs] + f.v[CUMEMCAP_FIG_frees] +
+							 f.v[CUMEMCAP_FIG_refusals] + f.v[CUMEMCAP_FIG_driver_oom])
 			return true;
 	}
 	return false;
 }
 
-/* Today's human lines: one per GPU that saw an allocation or refusal. */
+/* Today's human lines: one per GPU that saw an allocation or refusal,
+ * its `summary` figures written `pre` value `post`. */
 static void stderr_summary(void)
 {
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
 		const struct cumemcap_device_info *info = cumemcap_device_info(dev);
-		struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-		if (!info || cumemcap_ledger_allocs(dev) + atomic_load(&d->refusals) == 0)
+		struct cumemcap_figures f;
+		read_figures(dev, info, &f);
+		if (!info || f.v[CUMEMCAP_FIG_allocs] + f.v[CUMEMCAP_FIG_refusals] == 0)
 			continue;
 		char buf[512];
 		struct out o = OUT(buf);
-		uint64_t limit = cumemcap_ledger_limit(dev);
 		put_s(&o, "device ");
 		put_u(&o, (uint64_t)dev);
 		put_s(&o, " (");
 		put_s(&o, info->pci_bus_id);
-		put_s(&o, "): limit ");
-		if (limit == CUMEMCAP_NO_LIMIT)
-			put_s(&o, "none");
-		else
-			put_size(&o, limit);
-		put_s(&o, " of ");
-		put_size(&o, info->total);
-		put_s(&o, "; peak held ");
-		put_size(&o, atomic_load(&d->peak));
-		put_s(&o, ", held at exit ");
-		put_size(&o, atomic_load(&d->reserved));
-		put_s(&o, "; ");
-		put_u(&o, cumemcap_ledger_allocs(dev));
-		put_s(&o, " allocations, ");
-		put_u(&o, cumemcap_ledger_frees(dev));
-		put_s(&o, " frees, ");
-		put_u(&o, atomic_load(&d->refusals));
-		put_s(&o, " refused at the limit");
+		put_s(&o, "): ");
+		for (unsigned part = 1; part <= 2; part++)
+			for (size_t i = 0; i < CUMEMCAP_FIG_COUNT; i++) {
+				const struct cumemcap_figure_info *fi = &cumemcap_figure_info[i];
+				if (fi->summary != part)
+					continue;
+				put_s(&o, fi->pre);
+				if (fi->null && f.v[i] == CUMEMCAP_FIGURE_NONE)
+					put_s(&o, "none");
+				else if (fi->unit == CUMEMCAP_FU_bytes)
+					put_size(&o, f.v[i]);
+				else
+					put_u(&o, f.v[i]);
+				put_s(&o, fi->post);
+			}
 		say(&o);
 	}
 }
@@ -1405,9 +1384,9 @@ static void exit_record(int signo)
 		key(&o, "signal");
 		put_u(&o, (uint64_t)signo);
 		for (size_t i = 0; i < N_FATAL; i++)
-			if (fatal[i] == signo) {
+			if (fatal[i].signo == signo) {
 				key(&o, "signal_name");
-				put_json(&o, fatal_names[i]);
+				put_json(&o, fatal[i].name);
 			}
 	}
 	key(&o, "samples");
@@ -1420,31 +1399,16 @@ static void exit_record(int signo)
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
 		if (!cumemcap_device_info(dev))
 			continue;
-		struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-		uint64_t limit = cumemcap_ledger_limit(dev), pd = atomic_load(&peak_driver[dev]);
+		struct cumemcap_figures f;
+		uint64_t pd = atomic_load(&peak_driver[dev]);
+		read_figures(dev, cumemcap_device_info(dev), &f);
+		f.v[CUMEMCAP_FIG_peak_driver_used] = pd ? pd - 1 : CUMEMCAP_FIGURE_NONE;
 		put_s(&o, first ? "{\"gpu\":" : ",{\"gpu\":");
 		first = false;
 		put_u(&o, (uint64_t)dev);
-		key(&o, "limit");
-		put_u_or_null(&o, limit != CUMEMCAP_NO_LIMIT, limit);
-		key(&o, "peak_live");
-		put_u(&o, atomic_load(&d->peak_live));
-		key(&o, "peak_pooled");
-		put_u(&o, atomic_load(&d->peak_pooled));
-		key(&o, "peak_reserved");
-		put_u(&o, atomic_load(&d->peak));
-		key(&o, "peak_driver_used");
-		put_u_or_null(&o, pd != 0, pd - 1);
-#define X(name, value)                   \
-	key(&o, #name);                  \
-	put_u(&o, value);
-#define A(name) X(name, atomic_load(&d->name))
-#define S(name) X(name, cumemcap_ledger_##name(dev))
-		S(allocs) S(frees) A(refusals) A(driver_oom) S(avoided) A(segments_taken)
-		A(segments_released) A(largest_request) A(live) A(reserved) X(graph_reserved, atomic_load(&d->kind[CUMEMCAP_KIND_graph]))
-#undef S
-#undef A
-#undef X
+		/* The run's limit, peaks and counts, then what was held at exit. */
+		PUT_PART(&o, &f, exit, 1);
+		PUT_PART(&o, &f, exit, 2);
 		put_s(&o, "}");
 	}
 	put_s(&o, "]");

@@ -6,7 +6,8 @@
  * never uses CUDA makes no driver call. Fork handlers keep every lock
  * usable in the child and empty the child's books (a child holds none of
  * its parent's GPU memory). The destructor has the log write its exit
- * summary. */
+ * summary. cumemcap_get_stats is filled from the ledger's snapshot as the
+ * figure list (figures.h) says; it takes no lock. */
 #include "config.h"
 
 #include <pthread.h>
@@ -89,35 +90,24 @@ __attribute__((destructor)) static void cumemcap_stop(void)
 	cumemcap_log_exit(0);
 }
 
+#define X(name, src, kind, unit, null, stats, ...) +stats
+_Static_assert(sizeof(struct cumemcap_stats) == sizeof(uint64_t) * (0 CUMEMCAP_FIGURES(X)),
+	       "every field of struct cumemcap_stats is a figure marked stats");
+#undef X
+
 CUMEMCAP_EXPORT int cumemcap_get_stats(int device, struct cumemcap_stats *out, size_t size)
 {
 	const struct cumemcap_device_info *info = cumemcap_device_info(device);
 	if (!info || !out)
 		return -1;
-	struct cumemcap_ledger_device *d = &cumemcap_ledger[device];
-	struct cumemcap_stats s = {
-		.limit = cumemcap_ledger_limit(device),
-		.total = info->total,
-		.reserved = atomic_load(&d->reserved),
-		.peak_reserved = atomic_load(&d->peak),
-		.linear = atomic_load(&d->kind[CUMEMCAP_KIND_linear]),
-		.managed = atomic_load(&d->kind[CUMEMCAP_KIND_managed]),
-		.pool = atomic_load(&d->kind[CUMEMCAP_KIND_pool]),
-		.vmm = atomic_load(&d->kind[CUMEMCAP_KIND_vmm]),
-		.array = atomic_load(&d->kind[CUMEMCAP_KIND_array]),
-		.graph = atomic_load(&d->kind[CUMEMCAP_KIND_graph]),
-		.allocs = cumemcap_ledger_allocs(device),
-		.frees = cumemcap_ledger_frees(device),
-		.refusals = atomic_load(&d->refusals),
-		.driver_oom = atomic_load(&d->driver_oom),
-		.largest_request = atomic_load(&d->largest_request),
-		.live = atomic_load(&d->live),
-		.peak_live = atomic_load(&d->peak_live),
-		.pooled = atomic_load(&d->pooled),
-		.segments_taken = atomic_load(&d->segments_taken),
-		.segments_released = atomic_load(&d->segments_released),
-		.avoided = cumemcap_ledger_avoided(device),
-	};
+	struct cumemcap_figures f;
+	cumemcap_ledger_read(device, &f);
+	f.v[CUMEMCAP_FIG_total] = info->total;
+	struct cumemcap_stats s;
+	/* Every field is a figure marked `stats` in figures.h. */
+#define X(name, src, kind, unit, null, stats, ...) CUMEMCAP_FIG_IF(stats)(s.name = f.v[CUMEMCAP_FIG_##name];)
+	CUMEMCAP_FIGURES(X)
+#undef X
 	memcpy(out, &s, size < sizeof(s) ? size : sizeof(s));
 	return 0;
 }

@@ -1,0 +1,123 @@
+/* figures: the one declaration of a device's figures.
+ *
+ * Owns the list below and nothing else: no state, no code, so nothing to
+ * lock. Every figure the shim reports is one X() line; from it are made
+ * the ledger's storage and its snapshot (ledger.h), cumemcap_get_stats
+ * (shim.c), and in log.c the event records' figures, the samples, the exit
+ * record, the stderr summary and the Prometheus families. An output lists
+ * no figure itself: add a line here and every output that is marked for
+ * it has it.
+ *
+ * X(name, src, kind, unit, null, stats, event, sample, exit, summary,
+ *   pre, post, key, prom, help)
+ *
+ *   name    the figure's C name: CUMEMCAP_FIG_<name>, the snapshot's index,
+ *           and the field of struct cumemcap_stats when `stats` is 1.
+ *   src     where the value lives. In the ledger: `field` (an atomic of
+ *           its own), `sharded` (an atomic plus the open shards' counts,
+ *           see ledger.h), `kind` (the bytes of memory kind <name>),
+ *           `setting` (an atomic that a fork does not zero: the limit).
+ *           Elsewhere: `device` (the device layer's facts) and `log` (NVML,
+ *           asked by the log); the ledger's snapshot leaves these
+ *           CUMEMCAP_FIGURE_NONE for their owner to fill.
+ *   kind    gauge (a value now), peak (the highest so far), counter (a
+ *           count of events) or setting; Prometheus types counters as
+ *           counter and the rest as gauge.
+ *   unit    bytes or count: the stderr summary writes bytes as sizes.
+ *   null    1: CUMEMCAP_FIGURE_NONE means "none" (JSON null, no
+ *           Prometheus series, "none" in the summary); 0: always a number.
+ *
+ * Where it is written (0: not there). The records write the figures of a
+ * part in this list's order, part 1 before part 2; the Prometheus families
+ * come in this list's order.
+ *
+ *   stats   1: a field of struct cumemcap_stats (include/cumemcap.h).
+ *   event   1: in the segment, refusal, driver_oom and context records.
+ *   sample  1: in a sample's per-GPU object.
+ *   exit    1: in the exit record's per-GPU object among the run's limit,
+ *           peaks and counts; 2: after them, among what was held at exit.
+ *   summary 1: in the stderr summary's first clause (limit, capacity,
+ *           peak); 2: in its second (held at exit, counts). Written as
+ *           `pre` value `post`.
+ *   key     the JSON key in the records.
+ *   prom    the Prometheus family (NULL: none) and its `help` text. */
+#pragma once
+
+#include <stdint.h>
+
+/* clang-format off */
+#define CUMEMCAP_FIGURES(X) \
+	/* name               src      kind     unit  null stats event sample exit summary pre  post  key */ \
+	X(live,              field,   gauge,   bytes, 0, 1, 1, 1, 2, 0, "", "", "live", \
+	  "cumemcap_live_bytes", "Device memory the program holds (its allocations).") \
+	X(pooled,            field,   gauge,   bytes, 0, 1, 1, 1, 0, 0, "", "", "pooled", \
+	  "cumemcap_pooled_bytes", "Arena segment bytes cached for reuse, not handed out.") \
+	X(reserved,          field,   gauge,   bytes, 0, 1, 1, 1, 2, 2, ", held at exit ", "", "reserved", \
+	  "cumemcap_reserved_bytes", "Device memory this process holds from the driver; what the limit counts.") \
+	X(pool,              kind,    gauge,   bytes, 0, 1, 0, 1, 0, 0, "", "", "async_reserved", \
+	  "cumemcap_async_reserved_bytes", "Of which stream-ordered pools reserve.") \
+	X(graph,             kind,    gauge,   bytes, 0, 1, 0, 1, 2, 0, "", "", "graph_reserved", \
+	  "cumemcap_graph_reserved_bytes", "Of which graph memory pools reserve (CUDA graphs' memory nodes).") \
+	X(driver_used,       log,     gauge,   bytes, 1, 0, 0, 1, 0, 0, "", "", "driver_used", \
+	  "cumemcap_driver_used_bytes", "What NVML (nvidia-smi) says the process uses, contexts included.") \
+	X(context_overhead,  log,     gauge,   bytes, 1, 0, 0, 1, 0, 0, "", "", "context_overhead", \
+	  "cumemcap_context_overhead_bytes", "driver_used - reserved: contexts and driver memory outside the calls counted.") \
+	X(limit,             setting, setting, bytes, 1, 1, 0, 0, 1, 1, "limit ", "", "limit", \
+	  "cumemcap_limit_bytes", "The limit on this GPU (absent when none).") \
+	X(peak_live,         field,   peak,    bytes, 0, 1, 0, 0, 1, 0, "", "", "peak_live", NULL, NULL) \
+	X(peak_pooled,       field,   peak,    bytes, 0, 0, 0, 0, 1, 0, "", "", "peak_pooled", NULL, NULL) \
+	X(total,             device,  setting, bytes, 0, 1, 0, 0, 0, 1, " of ", "", "capacity", \
+	  "cumemcap_capacity_bytes", "The GPU's memory.") \
+	X(peak_reserved,     field,   peak,    bytes, 0, 1, 0, 0, 1, 1, "; peak held ", "", "peak_reserved", \
+	  "cumemcap_peak_reserved_bytes", "Highest reserved so far.") \
+	X(peak_driver_used,  log,     peak,    bytes, 1, 0, 0, 0, 1, 0, "", "", "peak_driver_used", NULL, NULL) \
+	X(allocs,            sharded, counter, count, 0, 1, 0, 0, 1, 2, "; ", " allocations", "allocs", \
+	  "cumemcap_allocations_total", "Successful allocations.") \
+	X(frees,             sharded, counter, count, 0, 1, 0, 0, 1, 2, ", ", " frees", "frees", \
+	  "cumemcap_frees_total", "Successful frees.") \
+	X(refusals,          field,   counter, count, 0, 1, 0, 0, 1, 2, ", ", " refused at the limit", "refusals", \
+	  "cumemcap_refusals_total", "Requests refused at the limit.") \
+	X(driver_oom,        field,   counter, count, 0, 1, 0, 0, 1, 0, "", "", "driver_oom", \
+	  "cumemcap_driver_oom_total", "CUDA_ERROR_OUT_OF_MEMORY answered by the driver itself.") \
+	X(avoided,           sharded, counter, count, 0, 1, 0, 0, 1, 0, "", "", "avoided", NULL, NULL) \
+	X(segments_taken,    field,   counter, count, 0, 1, 0, 0, 1, 0, "", "", "segments_taken", NULL, NULL) \
+	X(segments_released, field,   counter, count, 0, 1, 0, 0, 1, 0, "", "", "segments_released", NULL, NULL) \
+	X(largest_request,   field,   peak,    bytes, 0, 1, 0, 0, 1, 0, "", "", "largest_request", NULL, NULL) \
+	X(linear,            kind,    gauge,   bytes, 0, 1, 0, 0, 0, 0, "", "", "linear", NULL, NULL) \
+	X(managed,           kind,    gauge,   bytes, 0, 1, 0, 0, 0, 0, "", "", "managed", NULL, NULL) \
+	X(vmm,               kind,    gauge,   bytes, 0, 1, 0, 0, 0, 0, "", "", "vmm", NULL, NULL) \
+	X(array,             kind,    gauge,   bytes, 0, 1, 0, 0, 0, 0, "", "", "array", NULL, NULL)
+/* clang-format on */
+
+enum cumemcap_figure {
+#define X(name, ...) CUMEMCAP_FIG_##name,
+	CUMEMCAP_FIGURES(X)
+#undef X
+	CUMEMCAP_FIG_COUNT
+};
+
+/* For X() bodies that write something only for a column that is 1:
+ * CUMEMCAP_FIG_IF(stats)(code). */
+#define CUMEMCAP_FIG_IF(flag) CUMEMCAP_FIG_IF_##flag
+#define CUMEMCAP_FIG_IF_0(...)
+#define CUMEMCAP_FIG_IF_1(...) __VA_ARGS__
+
+/* A figure that is not known, or (`null` 1) not there: no limit, no NVML. */
+#define CUMEMCAP_FIGURE_NONE UINT64_MAX
+
+/* Every figure of one device at one moment, indexed by CUMEMCAP_FIG_*. */
+struct cumemcap_figures {
+	uint64_t v[CUMEMCAP_FIG_COUNT];
+};
+
+/* The list's columns as data, for writers that walk it (log.c). */
+enum cumemcap_figure_kind { CUMEMCAP_FK_gauge, CUMEMCAP_FK_peak, CUMEMCAP_FK_counter, CUMEMCAP_FK_setting };
+enum cumemcap_figure_unit { CUMEMCAP_FU_bytes, CUMEMCAP_FU_count };
+
+struct cumemcap_figure_info {
+	const char *key, *prom, *help, *pre, *post;
+	unsigned char kind, unit, null, stats, event, sample, exit, summary;
+};
+
+/* The columns, indexed by CUMEMCAP_FIG_* (defined in ledger.c). */
+extern const struct cumemcap_figure_info cumemcap_figure_info[CUMEMCAP_FIG_COUNT];
