@@ -549,6 +549,7 @@ struct give_back {
 	CUdeviceptr base[16];
 	uint64_t bytes[16];
 	unsigned n;
+	bool quiet; /* in a quiet section (capture.h) until given back */
 };
 
 /* Give segments back, with the arena's context current. No lock held. */
@@ -564,17 +565,37 @@ static void release_now(struct arena *a, CUcontext ctx, const struct give_back *
 		cumemcap_log_segment(a->dev, false, g->bytes[i]);
 	}
 	cumemcap_driver_pop_ctx(pushed);
+	if (g->quiet)
+		cumemcap_capture_quiet_exit();
 }
 
 /* Detach wholly free segments into g (lock held): those idle since
  * `before` (0: any), the largest first until at most `keep` bytes of them
  * stay. Returns whether more remain to collect. */
+static bool collect_locked(struct arena *a, struct give_back *g, uint64_t keep, uint64_t before);
+
 static bool collect(struct arena *a, struct give_back *g, uint64_t keep, uint64_t before)
 {
 	/* cuMemFree synchronizes: nothing goes back while a stream
-	 * captures (capture.h); the segments stay cached for after. */
-	if (cumemcap_capture_active())
+	 * captures (capture.h); the segments stay cached for after. The
+	 * quiet section lasts until release_now() has given them back. */
+	if (a->whole_free <= keep)
 		return false;
+	if (!g->quiet) {
+		if (!cumemcap_capture_quiet_enter())
+			return false;
+		g->quiet = true;
+	}
+	bool more = collect_locked(a, g, keep, before);
+	if (!g->n) {
+		cumemcap_capture_quiet_exit();
+		g->quiet = false;
+	}
+	return more;
+}
+
+static bool collect_locked(struct arena *a, struct give_back *g, uint64_t keep, uint64_t before)
+{
 	while (a->whole_free > keep && g->n < 16) {
 		uint32_t pick = NONE;
 		for (uint32_t i = 0; i < a->addr_count; i++) {
@@ -604,7 +625,7 @@ static void reclaim(struct arena *a)
 	uint32_t head = a->pend_head;
 	/* No synchronization while a stream captures (capture.h): pending
 	 * frees wait until the capture is over. */
-	if (head == NONE || cumemcap_capture_active())
+	if (head == NONE || !cumemcap_capture_quiet_enter())
 		return;
 	for (uint32_t ci = head; ci != NONE; ci = a->chunks[ci].lnext)
 		a->chunks[ci].state = C_LIMBO;
@@ -613,6 +634,7 @@ static void reclaim(struct arena *a)
 	uint32_t epoch = a->epoch;
 	unlock(a);
 	CUresult r = real_cuCtxSynchronize ? real_cuCtxSynchronize() : CUDA_ERROR_NOT_SUPPORTED;
+	cumemcap_capture_quiet_exit();
 	uint64_t now = cumemcap_now_ms();
 	lock(a);
 	if (a->epoch != epoch)
@@ -1138,12 +1160,16 @@ bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r)
 	 * only its count is initialised on this hot path.) */
 	struct give_back g;
 	g.n = 0;
+	g.quiet = false;
 	if (cumemcap_policy()->release == CUMEMCAP_RELEASE_IMMEDIATE && s->live == 0 && !s->prealloc &&
-	    !cumemcap_capture_active()) {
+	    cumemcap_capture_quiet_enter()) {
 		bool limbo = false;
 		for (uint32_t k = s->first; k != NONE && !limbo; k = a->chunks[k].next)
 			limbo = a->chunks[k].state == C_LIMBO;
-		if (!limbo) {
+		if (limbo) {
+			cumemcap_capture_quiet_exit();
+		} else {
+			g.quiet = true;
 			uint32_t si = c->seg;
 			for (uint32_t k = s->first, nx; k != NONE; k = nx) {
 				nx = a->chunks[k].next;

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #define MAX_TRACKED 256
 
@@ -19,6 +20,11 @@ static struct entry {
 static int used;
 static int untracked; /* began past the array's end: counted, never matched */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/* The quiet gate: shared by the shim's synchronizing calls, exclusive
+ * around a capture's beginning. Held across driver calls, so fork leaves
+ * it alone and a child gets a fresh one (as xmutex.h). */
+static pthread_rwlock_t first_gate = PTHREAD_RWLOCK_INITIALIZER;
+static pthread_rwlock_t *gate = &first_gate;
 
 /* A per-thread default stream is one handle for every thread. */
 static bool is_per_thread(CUstream s, bool ptsz)
@@ -79,6 +85,37 @@ void cumemcap_capture_fork_child(void)
 	used = untracked = 0;
 	atomic_store(&cumemcap_captures, 0);
 	pthread_mutex_unlock(&lock);
+	pthread_rwlock_t *g = malloc(sizeof(*g));
+	if (g && pthread_rwlock_init(g, NULL) == 0)
+		gate = g;
+	else
+		free(g);
+}
+
+bool cumemcap_capture_quiet_enter(void)
+{
+	if (cumemcap_capture_active() || pthread_rwlock_tryrdlock(gate) != 0)
+		return false;
+	if (cumemcap_capture_active()) {
+		pthread_rwlock_unlock(gate);
+		return false;
+	}
+	return true;
+}
+
+void cumemcap_capture_quiet_exit(void)
+{
+	pthread_rwlock_unlock(gate);
+}
+
+void cumemcap_capture_begin_lock(void)
+{
+	pthread_rwlock_wrlock(gate);
+}
+
+void cumemcap_capture_begin_unlock(void)
+{
+	pthread_rwlock_unlock(gate);
 }
 
 bool cumemcap_capture_stream(CUstream stream, bool ptsz)

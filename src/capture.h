@@ -11,7 +11,8 @@
  * the worker thread's calls as well as the capturing thread's.
  *
  * Thread safety: a mutex around the set (never held across a driver call),
- * an atomic count read without it. */
+ * an atomic count read without it; a reader-writer lock (the quiet gate)
+ * held across driver calls, replaced in a fork child as an xmutex is. */
 #pragma once
 
 #include <stdatomic.h>
@@ -31,6 +32,22 @@ static inline bool cumemcap_capture_active(void)
  * entry point)? Asks the driver, only while any capture is active: work
  * pushed into it becomes graph nodes and runs later, or never. */
 bool cumemcap_capture_stream(CUstream stream, bool ptsz);
+
+/* The shim's own synchronizing calls (a segment's cuMemFree, a context
+ * synchronize) must not race a capture's beginning on another thread: a
+ * check that no stream captures, then the call, leaves a window in which
+ * the capture begins and the call invalidates it (the idle worker hit it
+ * on a loaded machine). So such a call is made inside a quiet section:
+ * cumemcap_capture_quiet_enter() succeeds only when no stream captures and
+ * none is beginning, and until cumemcap_capture_quiet_exit() no capture
+ * can begin (the begin hooks wait for the sections to end; a section never
+ * waits, so it never deadlocks with the locks its caller holds). */
+bool cumemcap_capture_quiet_enter(void);
+void cumemcap_capture_quiet_exit(void);
+/* The begin hooks: around the driver's begin call and
+ * cumemcap_capture_began(). */
+void cumemcap_capture_begin_lock(void);
+void cumemcap_capture_begin_unlock(void);
 
 /* A capture began on `stream` (per_thread: the calling thread's per-thread
  * default stream when stream is CU_STREAM_PER_THREAD or 0 with a _ptsz

@@ -8,10 +8,14 @@
 #include "export.h"
 #include "hooks.h"
 
+/* A begin call returned r. The quiet gate (capture.h) was taken before
+ * the call: no synchronizing call of the shim's runs while the capture
+ * begins; it is let go once the capture is known. */
 static CUresult began(CUresult r, CUstream stream, bool ptsz)
 {
 	if (r == CUDA_SUCCESS)
 		cumemcap_capture_began(stream, ptsz);
+	cumemcap_capture_begin_unlock();
 	return r;
 }
 
@@ -34,24 +38,28 @@ static CUresult ended(CUresult r, CUstream stream, bool ptsz)
 CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamBeginCapture(CUstream hStream)
 {
 	NEED(cuStreamBeginCapture);
+	cumemcap_capture_begin_lock();
 	return began(real_cuStreamBeginCapture(hStream), hStream, false);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream hStream)
 {
 	NEED(cuStreamBeginCapture_ptsz);
+	cumemcap_capture_begin_lock();
 	return began(real_cuStreamBeginCapture_ptsz(hStream), hStream, true);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
 {
 	NEED(cuStreamBeginCapture_v2);
+	cumemcap_capture_begin_lock();
 	return began(real_cuStreamBeginCapture_v2(hStream, mode), hStream, false);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
 {
 	NEED(cuStreamBeginCapture_v2_ptsz);
+	cumemcap_capture_begin_lock();
 	return began(real_cuStreamBeginCapture_v2_ptsz(hStream, mode), hStream, true);
 }
 
@@ -61,6 +69,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream hStream, C
 							    size_t numDependencies, CUstreamCaptureMode mode)
 {
 	NEED(cuStreamBeginCaptureToGraph);
+	cumemcap_capture_begin_lock();
 	return began(real_cuStreamBeginCaptureToGraph(hStream, hGraph, dependencies, dependencyData,
 						      numDependencies, mode),
 		     hStream, false);
@@ -72,6 +81,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamBeginCaptureToGraph_ptsz(CUstream hStre
 								 size_t numDependencies, CUstreamCaptureMode mode)
 {
 	NEED(cuStreamBeginCaptureToGraph_ptsz);
+	cumemcap_capture_begin_lock();
 	return began(real_cuStreamBeginCaptureToGraph_ptsz(hStream, hGraph, dependencies, dependencyData,
 							   numDependencies, mode),
 		     hStream, true);

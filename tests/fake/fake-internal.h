@@ -62,6 +62,7 @@ struct fake_config {
 	uint64_t ctx_overhead;
 	int driver_version;
 	unsigned delay_us;
+	unsigned free_delay_us; /* FAKECUDA_FREE_DELAY_US */
 };
 extern struct fake_config fake_cfg;
 void fake_config_load(void); /* once; aborts on a malformed FAKECUDA_* value */

@@ -282,6 +282,8 @@ FAKE_API CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, un
 static CUresult mem_free(CUdeviceptr dptr)
 {
 	REQUIRE_INIT();
+	if (fake_cfg.free_delay_us)
+		usleep(fake_cfg.free_delay_us);
 	if (dptr == 0)
 		return CUDA_SUCCESS;
 	pthread_mutex_lock(&fake_lock);

@@ -278,6 +278,12 @@ static void config_load_once(void)
 			bad_config("FAKECUDA_STREAM_DELAY_US", v, "expected microseconds, 0..60000000");
 		c->delay_us = (unsigned)u;
 	}
+	c->free_delay_us = 0;
+	if ((v = getenv("FAKECUDA_FREE_DELAY_US"))) {
+		if (!parse_uint(v, 60000000, &u))
+			bad_config("FAKECUDA_FREE_DELAY_US", v, "expected microseconds, 0..60000000");
+		c->free_delay_us = (unsigned)u;
+	}
 }
 
 static void atfork_prepare(void) { pthread_mutex_lock(&fake_lock); }

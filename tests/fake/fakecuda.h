@@ -24,6 +24,9 @@
  *   FAKECUDA_DRIVER_VERSION cuDriverGetVersion value. Default 13000.
  *   FAKECUDA_STREAM_DELAY_US microseconds every stream operation sleeps before
  *                           it runs on the stream's worker. Default 0.
+ *   FAKECUDA_FREE_DELAY_US  microseconds cuMemFree sleeps before it looks at
+ *                           anything (a thread preempted just before the
+ *                           call, made repeatable). Default 0.
  */
 #pragma once
 

@@ -191,7 +191,7 @@ START_TEST(fake_malformed_env_aborts)
 	static const char *const bad[][2] = {
 		{"FAKECUDA_DEVICES", "12QB"}, {"FAKECUDA_DEVICES", "0"}, {"FAKECUDA_UUIDS", "GPU-1234"},
 		{"FAKECUDA_PCI", "3b:00"}, {"FAKECUDA_OTHER_USED", "1GiB,2GiB"}, {"FAKECUDA_DRIVER_VERSION", "13.0"},
-		{"FAKECUDA_STREAM_DELAY_US", "-1"}, {"FAKECUDA_CTX_OVERHEAD", "lots"},
+		{"FAKECUDA_STREAM_DELAY_US", "-1"}, {"FAKECUDA_FREE_DELAY_US", "soon"}, {"FAKECUDA_CTX_OVERHEAD", "lots"},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		pid_t pid = fork();
@@ -2391,7 +2391,8 @@ int main(void)
 	/* Each test configures the fake through its environment before its
 	 * first call: that needs a fresh process per test. */
 	static const char *const vars[] = {"FAKECUDA_DEVICES", "FAKECUDA_UUIDS", "FAKECUDA_PCI", "FAKECUDA_OTHER_USED",
-					   "FAKECUDA_CTX_OVERHEAD", "FAKECUDA_DRIVER_VERSION", "FAKECUDA_STREAM_DELAY_US"};
+					   "FAKECUDA_CTX_OVERHEAD", "FAKECUDA_DRIVER_VERSION", "FAKECUDA_STREAM_DELAY_US",
+					   "FAKECUDA_FREE_DELAY_US"};
 	for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
 		unsetenv(vars[i]);
 	SRunner *sr = srunner_create(fake_suite());

@@ -115,6 +115,27 @@ static void worker(void)
 	CHECK(F.reserved(0) == 0); /* released after it */
 }
 
+/* The worker decided to give a segment back before the capture began, and
+ * is slow to get there (FAKECUDA_FREE_DELAY_US=300000: the driver looks
+ * at the cuMemFree 0.3 s after the call, a preemption made repeatable).
+ * It must not land inside the capture: the capture's beginning waits for
+ * it (CUMEMCAP_RELEASE=idle:0.05). */
+static void worker_race(void)
+{
+	CUdeviceptr a;
+	use_primary(&A, 0);
+	OK(A.cuMemAlloc(&a, 16 * MiB));
+	OK(A.cuMemFree(a));
+	/* Past the idle time the worker is inside its cuMemFree (pooled). */
+	usleep(150 * 1000);
+	CUstream s = begin();
+	usleep(400 * 1000);
+	end(s); /* not CUDA_ERROR_STREAM_CAPTURE_INVALIDATED */
+	for (int i = 0; i < 250 && F.reserved(0); i++)
+		usleep(20 * 1000);
+	CHECK(F.reserved(0) == 0);
+}
+
 int main(int argc, char **argv)
 {
 	load_api(argc, argv, &A, &F);
@@ -125,6 +146,8 @@ int main(int argc, char **argv)
 		at_limit();
 	else if (strcmp(c, "worker") == 0)
 		worker();
+	else if (strcmp(c, "worker-race") == 0)
+		worker_race();
 	else {
 		fprintf(stderr, "capture: unknown case %s\n", c);
 		return 2;
