@@ -485,10 +485,82 @@ static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, uint64_t channel
 	return n > UINT64_MAX ? UINT64_MAX : (uint64_t)n;
 }
 
-static CUresult array_finish(struct cumemcap_charge *c, CUresult r, enum cumemcap_handle_kind kind,
-			     uint64_t key)
+/* Charge an array of `bytes` (kind: array or mipmapped array), call
+ * `create` with its arguments, settle on its handle. A deferred-mapping
+ * array holds no memory until it is mapped: `deferred` skips the charge. */
+#define ARRAY_CREATE(door, handle_kind, bytes, deferred, phandle, create)                  \
+	do {                                                                                  \
+		if (deferred)                                                                 \
+			return (create);                                                      \
+		struct cumemcap_charge c_;                                                    \
+		CUresult r_ = cumemcap_charge_begin(&c_, door, -1, CUMEMCAP_KIND_array, bytes); \
+		if (r_ != CUDA_SUCCESS)                                                       \
+			return r_;                                                            \
+		r_ = (create);                                                                \
+		uint64_t key_ = r_ == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*(phandle) : 0;     \
+		return cumemcap_charge_finish(&c_, r_, handle_kind, key_);                    \
+	} while (0)
+
+/* The legacy descriptors in the _v2 layouts, and the legacy entry points
+ * in the _v2 prototypes (every legacy field fits back). A NULL descriptor
+ * stays NULL. */
+static const CUDA_ARRAY_DESCRIPTOR *widen_2d(const CUDA_ARRAY_DESCRIPTOR_v1 *d, CUDA_ARRAY_DESCRIPTOR *w)
 {
-	return cumemcap_charge_finish(c, r, kind, r == CUDA_SUCCESS ? key : 0);
+	if (!d)
+		return NULL;
+	*w = (CUDA_ARRAY_DESCRIPTOR){ .Width = d->Width, .Height = d->Height, .Format = d->Format,
+				      .NumChannels = d->NumChannels };
+	return w;
+}
+
+static const CUDA_ARRAY3D_DESCRIPTOR *widen_3d(const CUDA_ARRAY3D_DESCRIPTOR_v1 *d,
+					       CUDA_ARRAY3D_DESCRIPTOR *w)
+{
+	if (!d)
+		return NULL;
+	*w = (CUDA_ARRAY3D_DESCRIPTOR){ .Width = d->Width, .Height = d->Height, .Depth = d->Depth,
+					.Format = d->Format, .NumChannels = d->NumChannels,
+					.Flags = d->Flags };
+	return w;
+}
+
+static CUresult CUDAAPI array_create_v1(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *d)
+{
+	CUDA_ARRAY_DESCRIPTOR_v1 n;
+	if (d)
+		n = (CUDA_ARRAY_DESCRIPTOR_v1){ .Width = (unsigned int)d->Width,
+						.Height = (unsigned int)d->Height, .Format = d->Format,
+						.NumChannels = d->NumChannels };
+	return real_cuArrayCreate(pHandle, d ? &n : NULL);
+}
+
+static CUresult CUDAAPI array3d_create_v1(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+	CUDA_ARRAY3D_DESCRIPTOR_v1 n;
+	if (d)
+		n = (CUDA_ARRAY3D_DESCRIPTOR_v1){ .Width = (unsigned int)d->Width,
+						  .Height = (unsigned int)d->Height,
+						  .Depth = (unsigned int)d->Depth, .Format = d->Format,
+						  .NumChannels = d->NumChannels, .Flags = d->Flags };
+	return real_cuArray3DCreate(pHandle, d ? &n : NULL);
+}
+
+/* cuArrayCreate, either descriptor. */
+static CUresult array_2d(const char *door, PFN_cuArrayCreate_v3020 fn, CUarray *pHandle,
+			 const CUDA_ARRAY_DESCRIPTOR *d)
+{
+	ARRAY_CREATE(door, CUMEMCAP_HANDLE_ARRAY,
+		     array_bytes(d->Width, d->Height, 1, d->NumChannels, d->Format),
+		     !pHandle || !d, pHandle, fn(pHandle, d));
+}
+
+/* cuArray3DCreate, either descriptor. */
+static CUresult array_3d(const char *door, PFN_cuArray3DCreate_v3020 fn, CUarray *pHandle,
+			 const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+	ARRAY_CREATE(door, CUMEMCAP_HANDLE_ARRAY,
+		     array_bytes(d->Width, d->Height, d->Depth, d->NumChannels, d->Format),
+		     !pHandle || !d || (d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING), pHandle, fn(pHandle, d));
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayCreate_v2(CUarray *pHandle,
@@ -496,30 +568,14 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayCreate_v2(CUarray *pHandle,
 {
 	NEED(cuArrayCreate_v2);
 	SECTION();
-	if (!pHandle || !d)
-		return real_cuArrayCreate_v2(pHandle, d);
-	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_array,
-					   array_bytes(d->Width, d->Height, 1, d->NumChannels, d->Format));
-	if (r != CUDA_SUCCESS)
-		return r;
-	r = real_cuArrayCreate_v2(pHandle, d);
-	return array_finish(&c, r, CUMEMCAP_HANDLE_ARRAY, (uint64_t)(uintptr_t)*pHandle);
+	return array_2d(__func__, real_cuArrayCreate_v2, pHandle, d);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *d)
 {
 	NEED(cuArrayCreate);
 	SECTION();
-	if (!pHandle || !d)
-		return real_cuArrayCreate(pHandle, d);
-	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_array,
-					   array_bytes(d->Width, d->Height, 1, d->NumChannels, d->Format));
-	if (r != CUDA_SUCCESS)
-		return r;
-	r = real_cuArrayCreate(pHandle, d);
-	return array_finish(&c, r, CUMEMCAP_HANDLE_ARRAY, (uint64_t)(uintptr_t)*pHandle);
+	return array_2d(__func__, array_create_v1, pHandle, widen_2d(d, &(CUDA_ARRAY_DESCRIPTOR){ 0 }));
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuArray3DCreate_v2(CUarray *pHandle,
@@ -527,16 +583,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuArray3DCreate_v2(CUarray *pHandle,
 {
 	NEED(cuArray3DCreate_v2);
 	SECTION();
-	/* Deferred-mapping arrays hold no memory until mapped. */
-	if (!pHandle || !d || (d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING))
-		return real_cuArray3DCreate_v2(pHandle, d);
-	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_array,
-					   array_bytes(d->Width, d->Height, d->Depth, d->NumChannels, d->Format));
-	if (r != CUDA_SUCCESS)
-		return r;
-	r = real_cuArray3DCreate_v2(pHandle, d);
-	return array_finish(&c, r, CUMEMCAP_HANDLE_ARRAY, (uint64_t)(uintptr_t)*pHandle);
+	return array_3d(__func__, real_cuArray3DCreate_v2, pHandle, d);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuArray3DCreate(CUarray *pHandle,
@@ -544,15 +591,8 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuArray3DCreate(CUarray *pHandle,
 {
 	NEED(cuArray3DCreate);
 	SECTION();
-	if (!pHandle || !d)
-		return real_cuArray3DCreate(pHandle, d);
-	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_array,
-					   array_bytes(d->Width, d->Height, d->Depth, d->NumChannels, d->Format));
-	if (r != CUDA_SUCCESS)
-		return r;
-	r = real_cuArray3DCreate(pHandle, d);
-	return array_finish(&c, r, CUMEMCAP_HANDLE_ARRAY, (uint64_t)(uintptr_t)*pHandle);
+	return array_3d(__func__, array3d_create_v1, pHandle,
+			widen_3d(d, &(CUDA_ARRAY3D_DESCRIPTOR){ 0 }));
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayDestroy(CUarray hArray)
@@ -564,28 +604,29 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayDestroy(CUarray hArray)
 	return cumemcap_release_settle(found, &b, real_cuArrayDestroy(hArray));
 }
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
-						       const CUDA_ARRAY3D_DESCRIPTOR *d,
-						       unsigned int numMipmapLevels)
+/* Every level of a mipmapped array, each halved from the one above. */
+static uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned int levels)
 {
-	NEED(cuMipmappedArrayCreate);
-	SECTION();
-	if (!pHandle || !d || (d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING))
-		return real_cuMipmappedArrayCreate(pHandle, d, numMipmapLevels);
 	uint64_t bytes = 0, w = d->Width, h = d->Height, dep = d->Depth;
-	for (unsigned int l = 0; l < numMipmapLevels && bytes != UINT64_MAX; l++) {
+	for (unsigned int l = 0; l < levels && bytes != UINT64_MAX; l++) {
 		uint64_t level = array_bytes(w, h, dep, d->NumChannels, d->Format);
 		bytes = level > UINT64_MAX - bytes ? UINT64_MAX : bytes + level;
 		w = w > 1 ? w / 2 : 1;
 		h = h > 1 ? h / 2 : h;
 		dep = dep > 1 ? dep / 2 : dep;
 	}
-	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_array, bytes);
-	if (r != CUDA_SUCCESS)
-		return r;
-	r = real_cuMipmappedArrayCreate(pHandle, d, numMipmapLevels);
-	return array_finish(&c, r, CUMEMCAP_HANDLE_MIPMAP, (uint64_t)(uintptr_t)*pHandle);
+	return bytes;
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
+						       const CUDA_ARRAY3D_DESCRIPTOR *d,
+						       unsigned int numMipmapLevels)
+{
+	NEED(cuMipmappedArrayCreate);
+	SECTION();
+	ARRAY_CREATE(__func__, CUMEMCAP_HANDLE_MIPMAP, mipmap_bytes(d, numMipmapLevels),
+		     !pHandle || !d || (d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING), pHandle,
+		     real_cuMipmappedArrayCreate(pHandle, d, numMipmapLevels));
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
