@@ -8,6 +8,13 @@
  *                     limit is created through both (the legacy twin used
  *                     to charge it and refuse it at the limit).
  *                     Run with CUMEMCAP_LIMIT=64MiB, FAKECUDA_DEVICES=4GiB.
+ *   pitch-nofree      over pitchdriver (wide pitches, no cuMemFree_v2 or
+ *                     cuMemFree): a pitched allocation whose real pitch
+ *                     passes the limit is refused by both twins, neither
+ *                     calling a free the driver lacks (_v2 used to call
+ *                     through the NULL real_cuMemFree_v2 and crash).
+ *                     Run with CUMEMCAP_LIMIT=64MiB, CUMEMCAP_POOL=off,
+ *                     LD_LIBRARY_PATH=<pitchdriver dir>.
  *
  * Usage: drift dlsym|procaddr CASE */
 #include "common.h"
@@ -21,6 +28,8 @@ typedef struct {
 	unsigned int Flags;
 } array3d_desc_v1;
 typedef CUresult(CUDAAPI *legacy_array3d_fn)(CUarray *, const array3d_desc_v1 *);
+typedef CUresult(CUDAAPI *legacy_pitch_fn)(CUdeviceptr_v1 *, unsigned int *, unsigned int, unsigned int,
+					   unsigned int);
 
 #define LIMIT (64 * MiB)
 
@@ -89,6 +98,46 @@ static void array3d_deferred(int argc, char **argv)
 	CHECK(F.reserved(0) == 0);
 }
 
+static void pitch_nofree(int argc, char **argv)
+{
+	door = argv[1];
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	CHECK(h != NULL);
+	/* The driver has no free call at all: the shim finds none either. */
+	CHECK(dlsym(h, "cuMemFree_v2") == NULL || dlsym(h, "cuMemFree_v2") == shim_symbol("cuMemFree_v2"));
+	PFN_cuInit_v2000 init = (PFN_cuInit_v2000)dlsym(h, "cuInit");
+	PFN_cuDevicePrimaryCtxRetain_v7000 retain =
+		(PFN_cuDevicePrimaryCtxRetain_v7000)dlsym(h, "cuDevicePrimaryCtxRetain");
+	PFN_cuCtxSetCurrent_v4000 set = (PFN_cuCtxSetCurrent_v4000)dlsym(h, "cuCtxSetCurrent");
+	CHECK(init && retain && set);
+	PFN_cuMemAllocPitch_v3020 v2 = (PFN_cuMemAllocPitch_v3020)entry(h, "cuMemAllocPitch_v2",
+									 "cuMemAllocPitch", 3020);
+	legacy_pitch_fn legacy = (legacy_pitch_fn)entry(h, "cuMemAllocPitch", "cuMemAllocPitch", 2000);
+	CUcontext ctx;
+	OK(init(0));
+	OK(retain(&ctx, 0));
+	OK(set(ctx));
+
+	/* 4 MiB rows x 4: 16 MiB reserved, the driver's pitch takes 64 MiB
+	 * and more: past the limit. */
+	CUdeviceptr p = 0;
+	size_t pitch = 0;
+	CHECK_CU(CUDA_ERROR_OUT_OF_MEMORY, v2(&p, &pitch, 4 * MiB, 5, 4));
+	CHECK(shim_stats(0).reserved == 0);
+	CUdeviceptr_v1 p1 = 0;
+	unsigned int pitch1 = 0;
+	CHECK_CU(CUDA_ERROR_OUT_OF_MEMORY, legacy(&p1, &pitch1, 4 * MiB, 5, 4));
+	CHECK(shim_stats(0).reserved == 0);
+
+	/* Within the limit, both settle on the driver's pitch. */
+	OK(v2(&p, &pitch, 1 * MiB, 4, 4));
+	CHECK(pitch == 4 * MiB);
+	CHECK(shim_stats(0).reserved == 16 * MiB);
+	OK(legacy(&p1, &pitch1, 1 * MiB, 4, 4));
+	CHECK(pitch1 == 4 * MiB);
+	CHECK(shim_stats(0).reserved == 32 * MiB);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
@@ -97,6 +146,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[2], "array3d-deferred") == 0)
 		array3d_deferred(argc, argv);
+	else if (strcmp(argv[2], "pitch-nofree") == 0)
+		pitch_nofree(argc, argv);
 	else {
 		fprintf(stderr, "unknown case %s\n", argv[2]);
 		return 2;
