@@ -1,8 +1,11 @@
-/* driver: resolve the real CUDA driver and libc's dlsym/dlvsym.
+/* driver: resolve the real CUDA driver and libc's dlsym/dlvsym, and the
+ * verbs over the driver calls the shim makes without hooking them
+ * (driver.h).
  *
  * Thread safety: libc's functions are resolved once under an atomic flag
  * (no pthread call: see cumemcap_driver_libc_ready), the driver once under
- * load_lock; afterwards the pointers are only read. The ELF walk below
+ * load_lock; afterwards the pointers are only read (the verbs only read
+ * them, and keep no state). The ELF walk below
  * reads libc's dynamic symbol table in place and allocates nothing, so it
  * is safe at any point, including inside a dlsym call made before the
  * shim's constructor. */
@@ -249,6 +252,12 @@ void cumemcap_driver_pop_ctx(bool pushed)
 	CUcontext popped;
 	if (pushed && real_cuCtxPopCurrent_v2)
 		real_cuCtxPopCurrent_v2(&popped);
+}
+
+CUmemoryPool cumemcap_driver_current_pool(int dev)
+{
+	CUmemoryPool pool;
+	return real_cuDeviceGetMemPool && real_cuDeviceGetMemPool(&pool, dev) == CUDA_SUCCESS ? pool : NULL;
 }
 
 bool cumemcap_driver_owns(const void *sym)

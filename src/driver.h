@@ -62,6 +62,15 @@ bool cumemcap_driver_libc_ready(void);
 bool cumemcap_driver_push_ctx(CUcontext ctx);
 void cumemcap_driver_pop_ctx(bool pushed);
 
+/* Verbs over driver calls the shim makes without hooking them (DRIVER in
+ * hooks.def), so that no other layer calls those real_ pointers itself.
+ * Each answers "no" when the driver cannot say (pointer NULL, or an
+ * error), as documented; none changes the driver's state. */
+
+/* Device `dev`'s current memory pool (cuDeviceGetMemPool), the pool
+ * cuMemAllocAsync takes from; NULL when the driver cannot say. */
+CUmemoryPool cumemcap_driver_current_pool(int dev);
+
 /* Load the real driver once ("libcuda.so.1" from the library search path).
  * Returns true when it is loaded and real_cuGetProcAddress_v2 or
  * real_cuGetProcAddress is available. Cheap after the first call. */

@@ -424,18 +424,15 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr_v1 dptr)
 
 /* ---- stream-ordered allocation --------------------------------------------- */
 
-struct async_call {
-	PFN_cuMemAllocAsync_v11020 alloc;             /* one of alloc / from_pool */
-	PFN_cuMemAllocFromPoolAsync_v11020 from_pool;
-	PFN_cuMemFreeAsync_v11020 free;               /* the matching free, to undo */
-	bool ptsz;                                    /* the per-thread-stream entry point */
-};
-
-static CUresult async_alloc(const char *door, const struct async_call *call, CUdeviceptr *dptr,
-			    size_t bytesize, CUmemoryPool pool, CUstream stream)
+/* cuMemAllocAsync and cuMemAllocFromPoolAsync, either stream variant:
+ * `alloc` or `from_pool` is the twin's real entry point, `undo` its
+ * matching free, ptsz whether it is the per-thread-stream one. The
+ * accounting is account.h's (cumemcap_pool_alloc_*). */
+static CUresult async_alloc(const char *door, PFN_cuMemAllocAsync_v11020 alloc,
+			    PFN_cuMemAllocFromPoolAsync_v11020 from_pool, PFN_cuMemFreeAsync_v11020 undo,
+			    bool ptsz, CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream stream)
 {
-#define CALL() (call->alloc ? call->alloc(dptr, bytesize, stream) \
-			    : call->from_pool(dptr, bytesize, pool, stream))
+#define CALL() (alloc ? alloc(dptr, bytesize, stream) : from_pool(dptr, bytesize, pool, stream))
 	CUcontext ctx;
 	int dev;
 	if (!dptr || cumemcap_device_current(&ctx, &dev) != CUDA_SUCCESS)
@@ -443,39 +440,19 @@ static CUresult async_alloc(const char *door, const struct async_call *call, CUd
 	/* Into a capturing stream, the call adds an allocation node to the
 	 * graph and takes nothing now: graph memory is charged when the
 	 * graph is uploaded or launched (graph.h). */
-	if (cumemcap_capture_stream(stream, call->ptsz))
+	if (cumemcap_capture_stream(stream, ptsz))
 		return CALL();
-	/* The allocation belongs to the stream's context; cuMemAllocAsync
-	 * takes it from the current pool of the stream's device, a given
-	 * pool is charged to its own device. */
-	int stream_dev = dev;
-	cumemcap_device_of_stream(stream, &ctx, &stream_dev);
-	if (call->alloc) {
-		dev = stream_dev;
-		if (!real_cuDeviceGetMemPool || real_cuDeviceGetMemPool(&pool, dev) != CUDA_SUCCESS)
-			pool = NULL;
-	} else {
-		dev = cumemcap_pool_device(pool, stream_dev);
-	}
-
-	uint64_t estimate = cumemcap_pool_estimate(bytesize);
-	cumemcap_ledger_note_request(dev, bytesize);
-	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, door, dev, CUMEMCAP_KIND_pool, estimate);
+	/* The allocation belongs to the stream's context. */
+	cumemcap_device_of_stream(stream, &ctx, &dev);
+	struct cumemcap_pool_alloc a;
+	CUresult r = cumemcap_pool_alloc_begin(&a, door, ctx, dev, alloc != NULL, pool, bytesize);
 	if (r != CUDA_SUCCESS)
 		return r;
-	c.ctx = ctx;
-	c.live = bytesize;
-	bool pooled = pool && c.dev >= 0;
-	if (pooled)
-		cumemcap_pool_begin(pool, dev, estimate);
 	r = CALL();
-	if (pooled && !cumemcap_pool_charge(&c, pool, estimate) && r == CUDA_SUCCESS) {
-		call->free(*dptr, stream);
-		cumemcap_note_refusal(dev, door, bytesize);
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	}
-	return cumemcap_charge_finish(&c, r, CUMEMCAP_HANDLE_ASYNC, r == CUDA_SUCCESS ? *dptr : 0);
+	CUresult settled = cumemcap_pool_alloc_finish(&a, r, r == CUDA_SUCCESS ? *dptr : 0);
+	if (settled != r && undo)
+		undo(*dptr, stream); /* past the limit: the program is refused */
+	return settled;
 #undef CALL
 }
 
@@ -495,8 +472,8 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes
 {
 	NEED(cuMemAllocAsync);
 	SECTION();
-	const struct async_call call = { .alloc = real_cuMemAllocAsync, .free = real_cuMemFreeAsync };
-	return async_alloc(__func__, &call, dptr, bytesize, NULL, hStream);
+	return async_alloc(__func__, real_cuMemAllocAsync, NULL, real_cuMemFreeAsync, false, dptr, bytesize,
+			   NULL, hStream);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
@@ -504,9 +481,8 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t 
 {
 	NEED(cuMemAllocAsync_ptsz);
 	SECTION();
-	const struct async_call call = { .alloc = real_cuMemAllocAsync_ptsz,
-					 .free = real_cuMemFreeAsync_ptsz, .ptsz = true };
-	return async_alloc(__func__, &call, dptr, bytesize, NULL, hStream);
+	return async_alloc(__func__, real_cuMemAllocAsync_ptsz, NULL, real_cuMemFreeAsync_ptsz, true, dptr,
+			   bytesize, NULL, hStream);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize,
@@ -514,9 +490,8 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size
 {
 	NEED(cuMemAllocFromPoolAsync);
 	SECTION();
-	const struct async_call call = { .from_pool = real_cuMemAllocFromPoolAsync,
-					 .free = real_cuMemFreeAsync };
-	return async_alloc(__func__, &call, dptr, bytesize, pool, hStream);
+	return async_alloc(__func__, NULL, real_cuMemAllocFromPoolAsync, real_cuMemFreeAsync, false, dptr,
+			   bytesize, pool, hStream);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
@@ -524,9 +499,8 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr,
 {
 	NEED(cuMemAllocFromPoolAsync_ptsz);
 	SECTION();
-	const struct async_call call = { .from_pool = real_cuMemAllocFromPoolAsync_ptsz,
-					 .free = real_cuMemFreeAsync_ptsz, .ptsz = true };
-	return async_alloc(__func__, &call, dptr, bytesize, pool, hStream);
+	return async_alloc(__func__, NULL, real_cuMemAllocFromPoolAsync_ptsz, real_cuMemFreeAsync_ptsz, true,
+			   dptr, bytesize, pool, hStream);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
