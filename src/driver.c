@@ -260,6 +260,24 @@ CUmemoryPool cumemcap_driver_current_pool(int dev)
 	return real_cuDeviceGetMemPool && real_cuDeviceGetMemPool(&pool, dev) == CUDA_SUCCESS ? pool : NULL;
 }
 
+bool cumemcap_driver_primary_active(CUdevice dev)
+{
+	unsigned int flags;
+	int active = 0;
+	return real_cuDevicePrimaryCtxGetState &&
+	       real_cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active;
+}
+
+bool cumemcap_driver_stream_capturing(CUstream stream, bool ptsz, CUstreamCaptureStatus *status)
+{
+	PFN_cuStreamIsCapturing_v10000 is = ptsz ? real_cuStreamIsCapturing_ptsz : real_cuStreamIsCapturing;
+	CUstreamCaptureStatus st;
+	if (!is || is(stream, &st) != CUDA_SUCCESS)
+		return false;
+	*status = st;
+	return true;
+}
+
 bool cumemcap_driver_owns(const void *sym)
 {
 	Dl_info info;

@@ -71,6 +71,15 @@ void cumemcap_driver_pop_ctx(bool pushed);
  * cuMemAllocAsync takes from; NULL when the driver cannot say. */
 CUmemoryPool cumemcap_driver_current_pool(int dev);
 
+/* Whether `dev`'s primary context is active (cuDevicePrimaryCtxGetState);
+ * false when the driver cannot say. */
+bool cumemcap_driver_primary_active(CUdevice dev);
+
+/* Ask the driver whether `stream` captures (cuStreamIsCapturing, or its
+ * per-thread-default-stream variant when ptsz): true and *status when it
+ * answered, false (status untouched) when it cannot say. */
+bool cumemcap_driver_stream_capturing(CUstream stream, bool ptsz, CUstreamCaptureStatus *status);
+
 /* Load the real driver once ("libcuda.so.1" from the library search path).
  * Returns true when it is loaded and real_cuGetProcAddress_v2 or
  * real_cuGetProcAddress is available. Cheap after the first call. */
