@@ -269,16 +269,10 @@ static void remove_pool(struct pool_record *p)
  * current pool: ask each device. -1 when none claims it. */
 static int discover_device(CUmemoryPool pool)
 {
-	int count = 0;
-	if (!real_cuDeviceGetCount || real_cuDeviceGetCount(&count) != CUDA_SUCCESS)
-		return -1;
-	for (int d = 0; d < count && d < CUMEMCAP_MAX_DEVICES; d++) {
-		CUmemoryPool p;
-		if ((real_cuDeviceGetDefaultMemPool && real_cuDeviceGetDefaultMemPool(&p, d) == CUDA_SUCCESS &&
-		     p == pool) ||
-		    cumemcap_driver_current_pool(d) == pool)
+	int count = cumemcap_driver_device_count();
+	for (int d = 0; d < count && d < CUMEMCAP_MAX_DEVICES; d++)
+		if (cumemcap_driver_default_pool(d) == pool || cumemcap_driver_current_pool(d) == pool)
 			return d;
-	}
 	return -1;
 }
 
@@ -312,12 +306,7 @@ void cumemcap_pool_created(CUmemoryPool pool, int dev)
 
 static bool pool_reserved(CUmemoryPool pool, uint64_t *reserved)
 {
-	cuuint64_t v = 0;
-	if (!real_cuMemPoolGetAttribute ||
-	    real_cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) != CUDA_SUCCESS)
-		return false;
-	*reserved = v;
-	return true;
+	return cumemcap_driver_pool_reserved(pool, reserved);
 }
 
 /* The pool reserves `reserved` now, less than counted: the rest leaves the

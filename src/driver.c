@@ -260,6 +260,30 @@ CUmemoryPool cumemcap_driver_current_pool(int dev)
 	return real_cuDeviceGetMemPool && real_cuDeviceGetMemPool(&pool, dev) == CUDA_SUCCESS ? pool : NULL;
 }
 
+CUmemoryPool cumemcap_driver_default_pool(int dev)
+{
+	CUmemoryPool pool;
+	return real_cuDeviceGetDefaultMemPool && real_cuDeviceGetDefaultMemPool(&pool, dev) == CUDA_SUCCESS
+		       ? pool
+		       : NULL;
+}
+
+int cumemcap_driver_device_count(void)
+{
+	int count = 0;
+	return real_cuDeviceGetCount && real_cuDeviceGetCount(&count) == CUDA_SUCCESS ? count : 0;
+}
+
+bool cumemcap_driver_pool_reserved(CUmemoryPool pool, uint64_t *bytes)
+{
+	cuuint64_t v = 0;
+	if (!real_cuMemPoolGetAttribute ||
+	    real_cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) != CUDA_SUCCESS)
+		return false;
+	*bytes = v;
+	return true;
+}
+
 bool cumemcap_driver_primary_active(CUdevice dev)
 {
 	unsigned int flags;

@@ -16,6 +16,8 @@
  *                     Run with CUMEMCAP_LIMIT=64MiB, CUMEMCAP_POOL=off,
  *                     LD_LIBRARY_PATH=<pitchdriver dir>.
  *
+ * One thread; the shim's books are read through cumemcap_get_stats.
+ *
  * Usage: drift dlsym|procaddr CASE */
 #include "common.h"
 

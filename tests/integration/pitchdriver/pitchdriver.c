@@ -11,7 +11,11 @@
  * padding for a pitched allocation and settles on the pitch the driver
  * chose; when that pitch passes the limit it must undo the allocation with
  * the matching free, and do without one when the driver has none (both
- * twins alike), never call through a NULL pointer. */
+ * twins alike), never call through a NULL pointer.
+ *
+ * Thread safety: the fake's pointers are written once, at the first
+ * cuInit, before any other entry point can be called; the test is one
+ * thread. */
 #include <dlfcn.h>
 #include <stddef.h>
 #include <stdio.h>
