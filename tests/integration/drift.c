@@ -14,7 +14,7 @@
  *                     calling a free the driver lacks (_v2 used to call
  *                     through the NULL real_cuMemFree_v2 and crash).
  *                     Run with CUMEMCAP_LIMIT=64MiB, CUMEMCAP_POOL=off,
- *                     LD_LIBRARY_PATH=<pitchdriver dir>.
+ *                     PITCHDRIVER_LIB=<pitchdriver's libcuda.so.1>.
  *
  * One thread; the shim's books are read through cumemcap_get_stats.
  *
@@ -103,15 +103,22 @@ static void array3d_deferred(int argc, char **argv)
 static void pitch_nofree(int argc, char **argv)
 {
 	door = argv[1];
-	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-	CHECK(h != NULL);
-	/* The driver has no free call at all: the shim finds none either. */
-	CHECK(dlsym(h, "cuMemFree_v2") == NULL || dlsym(h, "cuMemFree_v2") == shim_symbol("cuMemFree_v2"));
+	/* pitchdriver by full path, whatever else is on the library path:
+	 * its first symbol looked up makes the shim take it for the driver. */
+	const char *lib = getenv("PITCHDRIVER_LIB");
+	void *h = lib ? dlopen(lib, RTLD_NOW | RTLD_LOCAL) : NULL;
+	if (!h) {
+		fprintf(stderr, "cannot open pitchdriver (PITCHDRIVER_LIB=%s): %s\n", lib ? lib : "(unset)",
+			dlerror());
+		exit(1);
+	}
 	PFN_cuInit_v2000 init = (PFN_cuInit_v2000)dlsym(h, "cuInit");
 	PFN_cuDevicePrimaryCtxRetain_v7000 retain =
 		(PFN_cuDevicePrimaryCtxRetain_v7000)dlsym(h, "cuDevicePrimaryCtxRetain");
 	PFN_cuCtxSetCurrent_v4000 set = (PFN_cuCtxSetCurrent_v4000)dlsym(h, "cuCtxSetCurrent");
 	CHECK(init && retain && set);
+	/* The driver has no free call at all: the shim hands out none. */
+	CHECK(dlsym(h, "cuMemFree_v2") == NULL && dlsym(h, "cuMemFree") == NULL);
 	PFN_cuMemAllocPitch_v3020 v2 = (PFN_cuMemAllocPitch_v3020)entry(h, "cuMemAllocPitch_v2",
 									 "cuMemAllocPitch", 3020);
 	legacy_pitch_fn legacy = (legacy_pitch_fn)entry(h, "cuMemAllocPitch", "cuMemAllocPitch", 2000);

@@ -3,9 +3,9 @@
  * or cuMemFree_v2. Every other entry point below jumps straight to the
  * fake's, loaded by full path (PITCHDRIVER_FAKE) and kept local, so the
  * shim finds the free calls missing. Use it through the dlsym door only
- * (cuGetProcAddress is the fake's, which knows its own free calls), and
- * call nothing but cuInit before the program's first dlsym of a driver
- * name.
+ * (cuGetProcAddress is the fake's, which knows its own free calls): open
+ * it by full path and look up a name in it before any other CUDA call, so
+ * the shim takes it for the driver.
  *
  * What it is for (drift.c, case pitch-nofree): the shim reserves the usual
  * padding for a pitched allocation and settles on the pitch the driver
