@@ -333,8 +333,14 @@ static CUresult alloc_pitch(const char *door, PFN_cuMemAllocPitch_v3020 fn, PFN_
 {
 	CUdeviceptr p = 0;
 	size_t pitch = 0;
-	if (!dptr.p || !pPitch.p)
-		return fn(dptr.p ? &p : NULL, pPitch.p ? &pitch : NULL, width, height, elem);
+	if (!dptr.p || !pPitch.p) {
+		CUresult r = fn(dptr.p ? &p : NULL, pPitch.p ? &pitch : NULL, width, height, elem);
+		if (r == CUDA_SUCCESS) {
+			put_exact(dptr, p);
+			put_exact(pPitch, pitch);
+		}
+		return r;
+	}
 	struct cumemcap_charge c;
 	CUresult r = cumemcap_charge_begin(&c, door, -1, CUMEMCAP_KIND_linear, pitch_estimate(width, height));
 	if (r != CUDA_SUCCESS)
