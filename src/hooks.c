@@ -82,8 +82,10 @@ _Static_assert(sizeof(CUdeviceptr_v1) == sizeof(unsigned int), "a narrow out-par
 
 /* The legacy entry points in the _v2 prototypes. Arguments come from the
  * legacy hook, so narrowing them back loses nothing; an out-parameter is
- * NULL where the program's was, and is written back only on success. A
- * legacy entry point the driver lacks answers CUDA_ERROR_NOT_SUPPORTED. */
+ * NULL where the program's was, and is written back only on success.
+ * Each runs behind its hook's NEED, which found the legacy entry point,
+ * except mem_free_v1 (also the legacy pitch twin's undo), which answers
+ * CUDA_ERROR_NOT_SUPPORTED when the driver lacks cuMemFree. */
 static CUresult CUDAAPI mem_get_info_v1(size_t *free, size_t *total)
 {
 	unsigned int f = 0, t = 0;
