@@ -1,4 +1,9 @@
-/* account: see account.h. */
+/* account: the books' side of every allocating and freeing hook, and the
+ * stream-ordered pools' figures (account.h).
+ *
+ * Thread safety: see account.h; the ledger and the record map are safe
+ * by themselves, the pool table is guarded by pool_lock and its queries
+ * ordered by query_lock. */
 #include "account.h"
 
 #include <pthread.h>
@@ -264,20 +269,17 @@ static void remove_pool(struct pool_record *p)
  * current pool: ask each device. -1 when none claims it. */
 static int discover_device(CUmemoryPool pool)
 {
-	int count = 0;
-	if (!real_cuDeviceGetCount || real_cuDeviceGetCount(&count) != CUDA_SUCCESS)
-		return -1;
-	for (int d = 0; d < count && d < CUMEMCAP_MAX_DEVICES; d++) {
-		CUmemoryPool p;
-		if ((real_cuDeviceGetDefaultMemPool && real_cuDeviceGetDefaultMemPool(&p, d) == CUDA_SUCCESS &&
-		     p == pool) ||
-		    (real_cuDeviceGetMemPool && real_cuDeviceGetMemPool(&p, d) == CUDA_SUCCESS && p == pool))
+	int count = cumemcap_driver_device_count();
+	for (int d = 0; d < count && d < CUMEMCAP_MAX_DEVICES; d++)
+		if (cumemcap_driver_default_pool(d) == pool || cumemcap_driver_current_pool(d) == pool)
 			return d;
-	}
 	return -1;
 }
 
-int cumemcap_pool_device(CUmemoryPool pool, int fallback)
+/* The device a pool allocates on: recorded at cuMemPoolCreate, or found
+ * among the devices' default and current pools the first time the pool is
+ * used; `fallback` when no device claims it. */
+static int pool_device(CUmemoryPool pool, int fallback)
 {
 	pthread_mutex_lock(&pool_lock);
 	struct pool_record *p = find_pool(pool);
@@ -304,12 +306,7 @@ void cumemcap_pool_created(CUmemoryPool pool, int dev)
 
 static bool pool_reserved(CUmemoryPool pool, uint64_t *reserved)
 {
-	cuuint64_t v = 0;
-	if (!real_cuMemPoolGetAttribute ||
-	    real_cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) != CUDA_SUCCESS)
-		return false;
-	*reserved = v;
-	return true;
+	return cumemcap_driver_pool_reserved(pool, reserved);
 }
 
 /* The pool reserves `reserved` now, less than counted: the rest leaves the
@@ -348,7 +345,12 @@ static void settle(CUmemoryPool pool)
 	pthread_mutex_unlock(&pool_lock);
 }
 
-void cumemcap_pool_begin(CUmemoryPool pool, int dev, uint64_t estimate)
+/* An allocation from `pool` (on `dev`) holds `estimate` bytes of the
+ * ledger while the driver serves it: begin before the driver call; after
+ * it, finish returns how much of the estimate the pool's growth used (the
+ * caller gives back the rest) and, in *excess, growth beyond every
+ * estimate under way, which the caller must charge. */
+static void pool_begin(CUmemoryPool pool, int dev, uint64_t estimate)
 {
 	pthread_mutex_lock(&pool_lock);
 	struct pool_record *p = add_pool(pool, dev);
@@ -357,7 +359,7 @@ void cumemcap_pool_begin(CUmemoryPool pool, int dev, uint64_t estimate)
 	pthread_mutex_unlock(&pool_lock);
 }
 
-uint64_t cumemcap_pool_finish(CUmemoryPool pool, uint64_t estimate, uint64_t *excess)
+static uint64_t pool_finish(CUmemoryPool pool, uint64_t estimate, uint64_t *excess)
 {
 	uint64_t claim = 0, reserved;
 	*excess = 0;
@@ -383,9 +385,14 @@ uint64_t cumemcap_pool_finish(CUmemoryPool pool, uint64_t estimate, uint64_t *ex
 	return claim;
 }
 
-bool cumemcap_pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, uint64_t estimate)
+/* The allocation charged in c (c->dev >= 0) with `estimate` held for it
+ * came back from `pool` (pool_begin was called): charge what the pool
+ * really took instead of the estimate (the block's bytes then live in the
+ * pool's figure: c->bytes becomes 0). False when the pool grew past every
+ * estimate and past the limit. */
+static bool pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, uint64_t estimate)
 {
-	uint64_t excess, claim = cumemcap_pool_finish(pool, estimate, &excess);
+	uint64_t excess, claim = pool_finish(pool, estimate, &excess);
 	cumemcap_ledger_sub(c->dev, CUMEMCAP_KIND_pool, estimate - claim);
 	c->bytes = 0; /* the bytes live in the pool's figure */
 	if (excess && !cumemcap_ledger_reserve(c->dev, CUMEMCAP_KIND_pool, excess)) {
@@ -393,6 +400,39 @@ bool cumemcap_pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, uint64_t
 		return false;
 	}
 	return true;
+}
+
+CUresult cumemcap_pool_alloc_begin(struct cumemcap_pool_alloc *a, const char *door, CUcontext ctx,
+				   int stream_dev, bool current, CUmemoryPool pool, uint64_t bytes)
+{
+	/* cuMemAllocAsync takes from the current pool of the stream's device;
+	 * a given pool is charged to its own device. */
+	int dev = current ? stream_dev : pool_device(pool, stream_dev);
+	if (current)
+		pool = cumemcap_driver_current_pool(dev);
+	a->estimate = cumemcap_pool_estimate(bytes);
+	a->bytes = bytes;
+	a->pool = NULL;
+	cumemcap_ledger_note_request(dev, bytes);
+	CUresult r = cumemcap_charge_begin(&a->c, door, dev, CUMEMCAP_KIND_pool, a->estimate);
+	if (r != CUDA_SUCCESS)
+		return r;
+	a->c.ctx = ctx;
+	a->c.live = bytes;
+	if (pool && a->c.dev >= 0) {
+		a->pool = pool;
+		pool_begin(pool, dev, a->estimate);
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult cumemcap_pool_alloc_finish(struct cumemcap_pool_alloc *a, CUresult r, uint64_t ptr)
+{
+	if (a->pool && !pool_charge(&a->c, a->pool, a->estimate) && r == CUDA_SUCCESS) {
+		cumemcap_note_refusal(a->c.dev, a->c.door, a->bytes);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	return cumemcap_charge_finish(&a->c, r, CUMEMCAP_HANDLE_ASYNC, r == CUDA_SUCCESS ? ptr : 0);
 }
 
 void cumemcap_pool_destroyed(CUmemoryPool pool)

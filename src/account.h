@@ -13,7 +13,9 @@
  * pools keep freed memory, and round requests up.
  *
  * Thread safety: the ledger is atomic, the record map striped; the pool
- * list has one mutex, held only around a pool's attribute query. */
+ * list has one mutex, never held across a driver call, and the pools'
+ * attribute queries are ordered by a second one held across each query.
+ * No state is kept per call: a charge lives in the caller's frame. */
 #pragma once
 
 #include <stdbool.h>
@@ -82,30 +84,38 @@ void cumemcap_context_died(CUcontext ctx, int dev, enum cumemcap_death why);
 
 /* ---- stream-ordered pools ---- */
 
-/* The device a pool allocates on: recorded at cuMemPoolCreate, or found
- * among the devices' default and current pools the first time the pool is
- * used; `fallback` when no device claims it. */
-int cumemcap_pool_device(CUmemoryPool pool, int fallback);
 void cumemcap_pool_created(CUmemoryPool pool, int dev);
 void cumemcap_pool_destroyed(CUmemoryPool pool);
 /* cuMemPoolTrimTo returned: follow the pool down. */
 void cumemcap_pool_trimmed(CUmemoryPool pool);
 
-/* An allocation from `pool` (on `dev`) holds `estimate` bytes of the
- * ledger while the driver serves it: begin before the driver call; after
- * it, finish returns how much of the estimate the pool's growth used (the
- * caller gives back the rest) and, in *excess, growth beyond every
- * estimate under way, which the caller must charge. */
-void cumemcap_pool_begin(CUmemoryPool pool, int dev, uint64_t estimate);
-uint64_t cumemcap_pool_finish(CUmemoryPool pool, uint64_t estimate, uint64_t *excess);
+/* A stream-ordered allocation (cuMemAllocAsync, cuMemAllocFromPoolAsync,
+ * either stream variant), from begin to finish. */
+struct cumemcap_pool_alloc {
+	struct cumemcap_charge c;
+	CUmemoryPool pool;  /* followed by its reserved figure; NULL: charged as asked */
+	uint64_t estimate;  /* held for it while the driver serves it */
+	uint64_t bytes;     /* what the program asked */
+};
 
-/* The allocation charged in c (c->dev >= 0) with `estimate` held for it
- * came back from `pool` (pool_begin was called): charge what the pool
- * really took instead of the estimate (the block's bytes then live in the
- * pool's figure: c->bytes becomes 0). False when the pool grew past every
- * estimate and past the limit: the caller frees what it got and the
- * program is refused. */
-bool cumemcap_pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, uint64_t estimate);
+/* Before the driver call: charge `bytes` from `pool` on behalf of context
+ * ctx, whose stream is on device stream_dev. current: the call takes from
+ * the current pool of stream_dev (cuMemAllocAsync; `pool` is ignored);
+ * otherwise `pool` is the program's, charged to the device it allocates on
+ * (stream_dev when no device claims it). Holds the pool's granularity
+ * (cumemcap_pool_estimate) while the driver serves it. Returns
+ * CUDA_SUCCESS (call the driver, then finish) or CUDA_ERROR_OUT_OF_MEMORY
+ * (refused at the limit; no finish). */
+CUresult cumemcap_pool_alloc_begin(struct cumemcap_pool_alloc *a, const char *door, CUcontext ctx,
+				   int stream_dev, bool current, CUmemoryPool pool, uint64_t bytes);
+
+/* After the driver call returned r (ptr: the allocation, when r is
+ * success): charge what the pool really took instead of the estimate and
+ * record the block. Returns r, or CUDA_ERROR_OUT_OF_MEMORY when r was
+ * success but the pool grew past every estimate and past the limit: the
+ * refusal is counted and logged, and the caller frees ptr (in stream
+ * order, by the free matching its allocation call). */
+CUresult cumemcap_pool_alloc_finish(struct cumemcap_pool_alloc *a, CUresult r, uint64_t ptr);
 
 /* Re-read every pool of `dev` (they shrink at synchronization points the
  * shim does not see); nothing to do, and no call, when no pool bytes are

@@ -1,8 +1,11 @@
-/* driver: resolve the real CUDA driver and libc's dlsym/dlvsym.
+/* driver: resolve the real CUDA driver and libc's dlsym/dlvsym, and the
+ * verbs over the driver calls the shim makes without hooking them
+ * (driver.h).
  *
  * Thread safety: libc's functions are resolved once under an atomic flag
  * (no pthread call: see cumemcap_driver_libc_ready), the driver once under
- * load_lock; afterwards the pointers are only read. The ELF walk below
+ * load_lock; afterwards the pointers are only read (the verbs only read
+ * them, and keep no state). The ELF walk below
  * reads libc's dynamic symbol table in place and allocates nothing, so it
  * is safe at any point, including inside a dlsym call made before the
  * shim's constructor. */
@@ -249,6 +252,54 @@ void cumemcap_driver_pop_ctx(bool pushed)
 	CUcontext popped;
 	if (pushed && real_cuCtxPopCurrent_v2)
 		real_cuCtxPopCurrent_v2(&popped);
+}
+
+CUmemoryPool cumemcap_driver_current_pool(int dev)
+{
+	CUmemoryPool pool;
+	return real_cuDeviceGetMemPool && real_cuDeviceGetMemPool(&pool, dev) == CUDA_SUCCESS ? pool : NULL;
+}
+
+CUmemoryPool cumemcap_driver_default_pool(int dev)
+{
+	CUmemoryPool pool;
+	return real_cuDeviceGetDefaultMemPool && real_cuDeviceGetDefaultMemPool(&pool, dev) == CUDA_SUCCESS
+		       ? pool
+		       : NULL;
+}
+
+int cumemcap_driver_device_count(void)
+{
+	int count = 0;
+	return real_cuDeviceGetCount && real_cuDeviceGetCount(&count) == CUDA_SUCCESS ? count : 0;
+}
+
+bool cumemcap_driver_pool_reserved(CUmemoryPool pool, uint64_t *bytes)
+{
+	cuuint64_t v = 0;
+	if (!real_cuMemPoolGetAttribute ||
+	    real_cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) != CUDA_SUCCESS)
+		return false;
+	*bytes = v;
+	return true;
+}
+
+bool cumemcap_driver_primary_active(CUdevice dev)
+{
+	unsigned int flags;
+	int active = 0;
+	return real_cuDevicePrimaryCtxGetState &&
+	       real_cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active;
+}
+
+bool cumemcap_driver_stream_capturing(CUstream stream, bool ptsz, CUstreamCaptureStatus *status)
+{
+	PFN_cuStreamIsCapturing_v10000 is = ptsz ? real_cuStreamIsCapturing_ptsz : real_cuStreamIsCapturing;
+	CUstreamCaptureStatus st;
+	if (!is || is(stream, &st) != CUDA_SUCCESS)
+		return false;
+	*status = st;
+	return true;
 }
 
 bool cumemcap_driver_owns(const void *sym)

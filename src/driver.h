@@ -9,7 +9,14 @@
  * returns the driver's CUresult unchanged; out-parameters and units are the
  * driver's (bytes, CUdevice ordinals). A real_ pointer is NULL when the
  * driver is absent or does not export that symbol; callers check
- * cumemcap_driver_ready() (or the pointer) before calling.
+ * cumemcap_driver_ready() (or the pointer) before calling. The hooks call
+ * the real_ pointer of the entry point they hook; a driver call the shim
+ * makes without hooking it (DRIVER in hooks.def) is one of the verbs
+ * below, which the other layers call instead of its pointer.
+ *
+ * Thread safety: the pointers are written once, under the load lock,
+ * before the driver counts as loaded, and only read afterwards; the verbs
+ * keep no state.
  *
  * The real dlsym/dlvsym are found by reading libc's dynamic symbol table
  * (elf lookup), because the shim's own dlsym is what every call to dlsym
@@ -17,6 +24,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 #include "cuda-api.h"
 
 #define HOOK(symbol, base, version, variant) \
@@ -61,6 +69,36 @@ bool cumemcap_driver_libc_ready(void);
  * whatever context is current, and fails it for a foreign pointer). */
 bool cumemcap_driver_push_ctx(CUcontext ctx);
 void cumemcap_driver_pop_ctx(bool pushed);
+
+/* Verbs over driver calls the shim makes without hooking them (DRIVER in
+ * hooks.def), so that no other layer calls those real_ pointers itself.
+ * Each answers "no" when the driver cannot say (pointer NULL, or an
+ * error), as documented; none changes the driver's state. */
+
+/* Device `dev`'s current memory pool (cuDeviceGetMemPool), the pool
+ * cuMemAllocAsync takes from; NULL when the driver cannot say. */
+CUmemoryPool cumemcap_driver_current_pool(int dev);
+
+/* Device `dev`'s default memory pool (cuDeviceGetDefaultMemPool); NULL
+ * when the driver cannot say. */
+CUmemoryPool cumemcap_driver_default_pool(int dev);
+
+/* How many devices the driver sees (cuDeviceGetCount); 0 when it cannot
+ * say. */
+int cumemcap_driver_device_count(void);
+
+/* What `pool` reserves now, in bytes (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
+ * by cuMemPoolGetAttribute): true and *bytes when the driver answered. */
+bool cumemcap_driver_pool_reserved(CUmemoryPool pool, uint64_t *bytes);
+
+/* Whether `dev`'s primary context is active (cuDevicePrimaryCtxGetState);
+ * false when the driver cannot say. */
+bool cumemcap_driver_primary_active(CUdevice dev);
+
+/* Ask the driver whether `stream` captures (cuStreamIsCapturing, or its
+ * per-thread-default-stream variant when ptsz): true and *status when it
+ * answered, false (status untouched) when it cannot say. */
+bool cumemcap_driver_stream_capturing(CUstream stream, bool ptsz, CUstreamCaptureStatus *status);
 
 /* Load the real driver once ("libcuda.so.1" from the library search path).
  * Returns true when it is loaded and real_cuGetProcAddress_v2 or

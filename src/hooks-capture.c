@@ -26,8 +26,7 @@ static CUresult began(CUresult r, CUstream stream, bool ptsz)
 static CUresult ended(CUresult r, CUstream stream, bool ptsz)
 {
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_ACTIVE;
-	PFN_cuStreamIsCapturing_v10000 is = ptsz ? real_cuStreamIsCapturing_ptsz : real_cuStreamIsCapturing;
-	bool asked = is && is(stream, &st) == CUDA_SUCCESS;
+	bool asked = cumemcap_driver_stream_capturing(stream, ptsz, &st);
 	bool over = asked ? st == CU_STREAM_CAPTURE_STATUS_NONE
 			  : r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
 	if (over)

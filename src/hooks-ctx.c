@@ -10,7 +10,7 @@
  * to be purged by mistake.
  *
  * Whether a release was the last is asked of the driver right after it
- * (cuDevicePrimaryCtxGetState: inactive). Retain is hooked only to take
+ * (cumemcap_driver_primary_active: inactive). Retain is hooked only to take
  * the same mutex as release and reset, so no retain slips in between and
  * revives the context before the shim has looked; it also tells the shim
  * each device's primary context handle.
@@ -41,15 +41,6 @@ static bool valid(CUdevice dev)
 	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
 }
 
-/* Is dev's primary context active? (false if the driver cannot say) */
-static bool primary_active(CUdevice dev)
-{
-	unsigned int flags;
-	int active = 0;
-	return real_cuDevicePrimaryCtxGetState &&
-	       real_cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active;
-}
-
 /* The handle of dev's primary context, which is active: the one a retain
  * returned, or (no retain seen) the driver's answer. Caller holds
  * primary_lock, so the retain and release below cannot make this the last
@@ -57,7 +48,7 @@ static bool primary_active(CUdevice dev)
 static CUcontext primary_handle(CUdevice dev)
 {
 	CUcontext ctx = valid(dev) ? atomic_load(&primary[dev]) : NULL;
-	if (ctx || !primary_active(dev) || !real_cuDevicePrimaryCtxRetain ||
+	if (ctx || !cumemcap_driver_primary_active(dev) || !real_cuDevicePrimaryCtxRetain ||
 	    !real_cuDevicePrimaryCtxRelease_v2)
 		return ctx;
 	if (real_cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS)
@@ -86,10 +77,11 @@ static CUresult primary_change(CUresult(CUDAAPI *fn)(CUdevice), CUdevice dev, en
 {
 	cumemcap_xmutex_lock(&primary_lock);
 	cumemcap_life_lock();
-	bool was_active = valid(dev) && primary_active(dev);
+	bool was_active = valid(dev) && cumemcap_driver_primary_active(dev);
 	CUcontext ctx = was_active ? primary_handle(dev) : NULL;
 	CUresult r = fn(dev);
-	if (r == CUDA_SUCCESS && was_active && (why == CUMEMCAP_DEATH_RESET || !primary_active(dev)))
+	if (r == CUDA_SUCCESS && was_active &&
+	    (why == CUMEMCAP_DEATH_RESET || !cumemcap_driver_primary_active(dev)))
 		cumemcap_context_died(ctx, dev, why);
 	cumemcap_life_unlock();
 	cumemcap_xmutex_unlock(&primary_lock);

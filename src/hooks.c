@@ -1,11 +1,16 @@
-/* hooks: the driver entry points cumemcap defines (link-time door).
+/* hooks: the memory entry points cumemcap defines (link-time door).
  *
- * Every function here has the driver's exact name and prototype (checked
- * against cudaTypedefs.h in table.c) and is a thin forwarder: it asks the
- * account layer for a charge, calls the real driver, and settles. The
- * driver's return code reaches the program unchanged, except a refusal at
- * the limit, which is CUDA_ERROR_OUT_OF_MEMORY. A NULL out-parameter is
- * passed straight to the driver, whose answer the program gets.
+ * Every exported function here has the driver's exact name and prototype
+ * (checked against cudaTypedefs.h in table.c) and is thin: past NEED and
+ * SECTION (hooks.h), one line that calls its family's static helper with
+ * the twin's real entry point (legacy, _v2, _ptsz twins share the helper,
+ * so what one twin checks, all do). The helper asks the account layer
+ * for a charge, calls the real driver, and settles. A legacy twin's
+ * 32-bit types are handled by a *_v1 adapter that calls the legacy entry
+ * point in the _v2 prototype. The driver's return code reaches the
+ * program unchanged, except a refusal at the limit, which is
+ * CUDA_ERROR_OUT_OF_MEMORY. A NULL out-parameter is passed on to the
+ * driver as NULL, whose answer the program gets.
  *
  * Thread safety: no state here; see account.h. */
 #include "account.h"
@@ -23,6 +28,128 @@
 static void cancel(struct cumemcap_charge *c)
 {
 	cumemcap_charge_finish(c, CUDA_ERROR_UNKNOWN, 0, 0);
+}
+
+/* ---- widths ---------------------------------------------------------------- */
+
+/* A byte count or device pointer the program gets back, in the width its
+ * entry point has: size_t / CUdeviceptr for the _v2 twins, the legacy
+ * 32-bit unsigned int / CUdeviceptr_v1 for the others. Each hook family
+ * below works in 64 bits and calls the real entry point in the _v2
+ * prototype; a legacy twin passes a small adapter (a *_v1 function) that
+ * calls the legacy entry point in that prototype. */
+struct out {
+	void *p; /* NULL: the program passed NULL */
+	bool narrow;
+};
+#define WIDE(ptr) ((struct out){ (ptr), false })
+#define NARROW(ptr) ((struct out){ (ptr), true })
+
+static unsigned int saturate_uint(uint64_t v)
+{
+	return v > UINT_MAX ? UINT_MAX : (unsigned int)v;
+}
+
+/* A capacity figure: a legacy one saturates. */
+static void put_saturated(struct out o, uint64_t v)
+{
+	if (o.narrow)
+		*(unsigned int *)o.p = saturate_uint(v);
+	else
+		*(uint64_t *)o.p = v; /* size_t and CUdeviceptr are 64-bit */
+}
+
+/* An address or a size that must be exact: false when a legacy one cannot
+ * hold it. */
+static bool fits(struct out o, uint64_t v)
+{
+	return !o.narrow || v <= UINT_MAX;
+}
+
+static void put_exact(struct out o, uint64_t v)
+{
+	if (!o.p)
+		return;
+	if (o.narrow)
+		*(unsigned int *)o.p = (unsigned int)v;
+	else
+		*(uint64_t *)o.p = v;
+}
+
+_Static_assert(sizeof(size_t) == sizeof(uint64_t) && sizeof(CUdeviceptr) == sizeof(uint64_t),
+	       "a wide out-parameter is 64-bit");
+_Static_assert(sizeof(CUdeviceptr_v1) == sizeof(unsigned int), "a narrow out-parameter is 32-bit");
+
+/* The legacy entry points in the _v2 prototypes. Arguments come from the
+ * legacy hook, so narrowing them back loses nothing; an out-parameter is
+ * NULL where the program's was, and is written back only on success.
+ * Each runs behind its hook's NEED, which found the legacy entry point,
+ * except mem_free_v1 (also the legacy pitch twin's undo), which answers
+ * CUDA_ERROR_NOT_SUPPORTED when the driver lacks cuMemFree. */
+static CUresult CUDAAPI mem_get_info_v1(size_t *free, size_t *total)
+{
+	unsigned int f = 0, t = 0;
+	CUresult r = real_cuMemGetInfo(free ? &f : NULL, total ? &t : NULL);
+	if (r == CUDA_SUCCESS) {
+		if (free)
+			*free = f;
+		if (total)
+			*total = t;
+	}
+	return r;
+}
+
+static CUresult CUDAAPI device_total_mem_v1(size_t *bytes, CUdevice dev)
+{
+	unsigned int b = 0;
+	CUresult r = real_cuDeviceTotalMem(bytes ? &b : NULL, dev);
+	if (r == CUDA_SUCCESS && bytes)
+		*bytes = b;
+	return r;
+}
+
+static CUresult CUDAAPI mem_alloc_v1(CUdeviceptr *dptr, size_t bytesize)
+{
+	CUdeviceptr_v1 p = 0;
+	CUresult r = real_cuMemAlloc(dptr ? &p : NULL, (unsigned int)bytesize);
+	if (r == CUDA_SUCCESS && dptr)
+		*dptr = p;
+	return r;
+}
+
+static CUresult CUDAAPI mem_alloc_pitch_v1(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+					   size_t Height, unsigned int ElementSizeBytes)
+{
+	CUdeviceptr_v1 p = 0;
+	unsigned int pitch = 0;
+	CUresult r = real_cuMemAllocPitch(dptr ? &p : NULL, pPitch ? &pitch : NULL,
+					  (unsigned int)WidthInBytes, (unsigned int)Height, ElementSizeBytes);
+	if (r == CUDA_SUCCESS) {
+		if (dptr)
+			*dptr = p;
+		if (pPitch)
+			*pPitch = pitch;
+	}
+	return r;
+}
+
+static CUresult CUDAAPI mem_free_v1(CUdeviceptr dptr)
+{
+	return real_cuMemFree ? real_cuMemFree((CUdeviceptr_v1)dptr) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static CUresult CUDAAPI mem_get_address_range_v1(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+	CUdeviceptr_v1 b = 0;
+	unsigned int n = 0;
+	CUresult r = real_cuMemGetAddressRange(pbase ? &b : NULL, psize ? &n : NULL, (CUdeviceptr_v1)dptr);
+	if (r == CUDA_SUCCESS) {
+		if (pbase)
+			*pbase = b;
+		if (psize)
+			*psize = n;
+	}
+	return r;
 }
 
 /* ---- capacity ------------------------------------------------------------ */
@@ -69,37 +196,40 @@ static CUresult mem_info(uint64_t *f, uint64_t *t)
 	return CUDA_SUCCESS;
 }
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
+/* cuMemGetInfo, either width: the driver's figures for the current
+ * context's device, capped (mem_info). `fn` answers a call with a NULL
+ * out-parameter, and every call when the shim cannot read the figures in
+ * 64 bits (no cuMemGetInfo_v2). */
+static CUresult get_info(PFN_cuMemGetInfo_v3020 fn, struct out free, struct out total)
 {
-	NEED(cuMemGetInfo_v2);
-	if (!free || !total)
-		return real_cuMemGetInfo_v2(free, total);
+	size_t f64 = 0, t64 = 0;
+	if (!free.p || !total.p || !real_cuMemGetInfo_v2) {
+		CUresult r = fn(free.p ? &f64 : NULL, total.p ? &t64 : NULL);
+		if (r == CUDA_SUCCESS) {
+			put_exact(free, f64);
+			put_exact(total, t64);
+		}
+		return r;
+	}
 	uint64_t f, t;
 	CUresult r = mem_info(&f, &t);
 	if (r == CUDA_SUCCESS) {
-		*free = (size_t)f;
-		*total = (size_t)t;
+		put_saturated(free, f);
+		put_saturated(total, t);
 	}
 	return r;
 }
 
-static unsigned int saturate_uint(uint64_t v)
+CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
 {
-	return v > UINT_MAX ? UINT_MAX : (unsigned int)v;
+	NEED(cuMemGetInfo_v2);
+	return get_info(real_cuMemGetInfo_v2, WIDE(free), WIDE(total));
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetInfo(unsigned int *free, unsigned int *total)
 {
 	NEED(cuMemGetInfo);
-	if (!free || !total || !real_cuMemGetInfo_v2)
-		return real_cuMemGetInfo(free, total);
-	uint64_t f, t;
-	CUresult r = mem_info(&f, &t);
-	if (r == CUDA_SUCCESS) {
-		*free = saturate_uint(f);
-		*total = saturate_uint(t);
-	}
-	return r;
+	return get_info(mem_get_info_v1, NARROW(free), NARROW(total));
 }
 
 /* A device's capacity: the driver's (cuDeviceTotalMem_v2), capped at its
@@ -118,61 +248,71 @@ static CUresult device_total(CUdevice dev, uint64_t *total)
 	return CUDA_SUCCESS;
 }
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+/* cuDeviceTotalMem, either width: the device's capacity, capped
+ * (device_total). `fn` answers a NULL out-parameter, and every call when
+ * there is no cuDeviceTotalMem_v2. */
+static CUresult total_mem(PFN_cuDeviceTotalMem_v3020 fn, struct out bytes, CUdevice dev)
 {
-	NEED(cuDeviceTotalMem_v2);
-	if (!bytes)
-		return real_cuDeviceTotalMem_v2(bytes, dev);
+	if (!bytes.p || !real_cuDeviceTotalMem_v2) {
+		size_t b64 = 0;
+		CUresult r = fn(bytes.p ? &b64 : NULL, dev);
+		if (r == CUDA_SUCCESS)
+			put_exact(bytes, b64);
+		return r;
+	}
 	uint64_t t;
 	CUresult r = device_total(dev, &t);
 	if (r == CUDA_SUCCESS)
-		*bytes = (size_t)t;
+		put_saturated(bytes, t);
 	return r;
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+	NEED(cuDeviceTotalMem_v2);
+	return total_mem(real_cuDeviceTotalMem_v2, WIDE(bytes), dev);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 {
 	NEED(cuDeviceTotalMem);
-	if (!bytes || !real_cuDeviceTotalMem_v2)
-		return real_cuDeviceTotalMem(bytes, dev);
-	uint64_t t;
-	CUresult r = device_total(dev, &t);
-	if (r == CUDA_SUCCESS)
-		*bytes = saturate_uint(t);
-	return r;
+	return total_mem(device_total_mem_v1, NARROW(bytes), dev);
 }
 
 /* ---- linear memory ------------------------------------------------------- */
+
+/* cuMemAlloc, either width. Only the 64-bit twin is served from the
+ * arenas: their segments do not lie in the legacy 32-bit address space. */
+static CUresult alloc_linear(const char *door, PFN_cuMemAlloc_v3020 fn, struct out dptr, size_t bytesize)
+{
+	CUdeviceptr p = 0;
+	if (!dptr.p)
+		return fn(NULL, bytesize);
+	CUresult r;
+	if (!dptr.narrow && cumemcap_arena_alloc(dptr.p, bytesize, door, &r))
+		return r;
+	struct cumemcap_charge c;
+	r = cumemcap_charge_begin(&c, door, -1, CUMEMCAP_KIND_linear, bytesize);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = fn(&p, bytesize);
+	if (r == CUDA_SUCCESS)
+		put_exact(dptr, p);
+	return cumemcap_charge_finish(&c, r, CUMEMCAP_HANDLE_PTR, r == CUDA_SUCCESS ? p : 0);
+}
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
 	NEED(cuMemAlloc_v2);
 	SECTION();
-	if (!dptr)
-		return real_cuMemAlloc_v2(dptr, bytesize);
-	CUresult r;
-	if (cumemcap_arena_alloc(dptr, bytesize, __func__, &r))
-		return r;
-	struct cumemcap_charge c;
-	r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_linear, bytesize);
-	if (r != CUDA_SUCCESS)
-		return r;
-	r = real_cuMemAlloc_v2(dptr, bytesize);
-	return cumemcap_charge_finish(&c, r, CUMEMCAP_HANDLE_PTR, r == CUDA_SUCCESS ? *dptr : 0);
+	return alloc_linear(__func__, real_cuMemAlloc_v2, WIDE(dptr), bytesize);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
 	NEED(cuMemAlloc);
 	SECTION();
-	if (!dptr)
-		return real_cuMemAlloc(dptr, bytesize);
-	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_linear, bytesize);
-	if (r != CUDA_SUCCESS)
-		return r;
-	r = real_cuMemAlloc(dptr, bytesize);
-	return cumemcap_charge_finish(&c, r, CUMEMCAP_HANDLE_PTR, r == CUDA_SUCCESS ? *dptr : 0);
+	return alloc_linear(__func__, mem_alloc_v1, NARROW(dptr), bytesize);
 }
 
 /* Pitched rows are padded by the driver; reserve the usual padding (512
@@ -185,26 +325,50 @@ static uint64_t pitch_estimate(uint64_t width, uint64_t height)
 	return pitch * height;
 }
 
+/* cuMemAllocPitch, either width. When the pitch the driver chose takes
+ * the allocation past the limit, it is undone by `undo`, the twin's own
+ * free (none when the driver lacks it: the block then stays with the
+ * driver, unrecorded), and the program is refused. */
+static CUresult alloc_pitch(const char *door, PFN_cuMemAllocPitch_v3020 fn, PFN_cuMemFree_v3020 undo,
+			    struct out dptr, struct out pPitch, size_t width, size_t height,
+			    unsigned int elem)
+{
+	CUdeviceptr p = 0;
+	size_t pitch = 0;
+	if (!dptr.p || !pPitch.p) {
+		CUresult r = fn(dptr.p ? &p : NULL, pPitch.p ? &pitch : NULL, width, height, elem);
+		if (r == CUDA_SUCCESS) {
+			put_exact(dptr, p);
+			put_exact(pPitch, pitch);
+		}
+		return r;
+	}
+	struct cumemcap_charge c;
+	CUresult r = cumemcap_charge_begin(&c, door, -1, CUMEMCAP_KIND_linear, pitch_estimate(width, height));
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = fn(&p, &pitch, width, height, elem);
+	if (r == CUDA_SUCCESS && !cumemcap_charge_adjust(&c, (uint64_t)pitch * height)) {
+		if (undo)
+			undo(p);
+		cancel(&c);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	if (r == CUDA_SUCCESS) {
+		put_exact(dptr, p);
+		put_exact(pPitch, pitch);
+	}
+	return cumemcap_charge_finish(&c, r, CUMEMCAP_HANDLE_PTR, r == CUDA_SUCCESS ? p : 0);
+}
+
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
 						   size_t WidthInBytes, size_t Height,
 						   unsigned int ElementSizeBytes)
 {
 	NEED(cuMemAllocPitch_v2);
 	SECTION();
-	if (!dptr || !pPitch)
-		return real_cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_linear,
-					   pitch_estimate(WidthInBytes, Height));
-	if (r != CUDA_SUCCESS)
-		return r;
-	r = real_cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-	if (r == CUDA_SUCCESS && !cumemcap_charge_adjust(&c, (uint64_t)*pPitch * Height)) {
-		real_cuMemFree_v2(*dptr);
-		cancel(&c);
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	}
-	return cumemcap_charge_finish(&c, r, CUMEMCAP_HANDLE_PTR, r == CUDA_SUCCESS ? *dptr : 0);
+	return alloc_pitch(__func__, real_cuMemAllocPitch_v2, real_cuMemFree_v2, WIDE(dptr), WIDE(pPitch),
+			   WidthInBytes, Height, ElementSizeBytes);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
@@ -213,21 +377,8 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned 
 {
 	NEED(cuMemAllocPitch);
 	SECTION();
-	if (!dptr || !pPitch)
-		return real_cuMemAllocPitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_linear,
-					   pitch_estimate(WidthInBytes, Height));
-	if (r != CUDA_SUCCESS)
-		return r;
-	r = real_cuMemAllocPitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-	if (r == CUDA_SUCCESS && !cumemcap_charge_adjust(&c, (uint64_t)*pPitch * Height)) {
-		if (real_cuMemFree)
-			real_cuMemFree(*dptr);
-		cancel(&c);
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	}
-	return cumemcap_charge_finish(&c, r, CUMEMCAP_HANDLE_PTR, r == CUDA_SUCCESS ? *dptr : 0);
+	return alloc_pitch(__func__, mem_alloc_pitch_v1, real_cuMemFree ? mem_free_v1 : NULL, NARROW(dptr),
+			   NARROW(pPitch), WidthInBytes, Height, ElementSizeBytes);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
@@ -254,44 +405,42 @@ static bool take_pointer(uint64_t ptr, struct cumemcap_block *b)
 	       cumemcap_release_take(CUMEMCAP_HANDLE_ASYNC, ptr, b);
 }
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
+/* cuMemFree, either width. */
+static CUresult free_pointer(PFN_cuMemFree_v3020 fn, CUdeviceptr dptr)
 {
-	NEED(cuMemFree_v2);
-	SECTION();
 	CUresult r;
 	if (cumemcap_arena_free(dptr, &r))
 		return r;
 	struct cumemcap_block b;
 	bool found = take_pointer(dptr, &b);
-	return cumemcap_release_settle(found, &b, real_cuMemFree_v2(dptr));
+	return cumemcap_release_settle(found, &b, fn(dptr));
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
+{
+	NEED(cuMemFree_v2);
+	SECTION();
+	return free_pointer(real_cuMemFree_v2, dptr);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr_v1 dptr)
 {
 	NEED(cuMemFree);
 	SECTION();
-	CUresult r;
-	if (cumemcap_arena_free(dptr, &r))
-		return r;
-	struct cumemcap_block b;
-	bool found = take_pointer(dptr, &b);
-	return cumemcap_release_settle(found, &b, real_cuMemFree(dptr));
+	return free_pointer(mem_free_v1, dptr);
 }
 
 /* ---- stream-ordered allocation --------------------------------------------- */
 
-struct async_call {
-	PFN_cuMemAllocAsync_v11020 alloc;             /* one of alloc / from_pool */
-	PFN_cuMemAllocFromPoolAsync_v11020 from_pool;
-	PFN_cuMemFreeAsync_v11020 free;               /* the matching free, to undo */
-	bool ptsz;                                    /* the per-thread-stream entry point */
-};
-
-static CUresult async_alloc(const char *door, const struct async_call *call, CUdeviceptr *dptr,
-			    size_t bytesize, CUmemoryPool pool, CUstream stream)
+/* cuMemAllocAsync and cuMemAllocFromPoolAsync, either stream variant:
+ * `alloc` or `from_pool` is the twin's real entry point, `undo` its
+ * matching free, ptsz whether it is the per-thread-stream one. The
+ * accounting is account.h's (cumemcap_pool_alloc_*). */
+static CUresult async_alloc(const char *door, PFN_cuMemAllocAsync_v11020 alloc,
+			    PFN_cuMemAllocFromPoolAsync_v11020 from_pool, PFN_cuMemFreeAsync_v11020 undo,
+			    bool ptsz, CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream stream)
 {
-#define CALL() (call->alloc ? call->alloc(dptr, bytesize, stream) \
-			    : call->from_pool(dptr, bytesize, pool, stream))
+#define CALL() (alloc ? alloc(dptr, bytesize, stream) : from_pool(dptr, bytesize, pool, stream))
 	CUcontext ctx;
 	int dev;
 	if (!dptr || cumemcap_device_current(&ctx, &dev) != CUDA_SUCCESS)
@@ -299,39 +448,19 @@ static CUresult async_alloc(const char *door, const struct async_call *call, CUd
 	/* Into a capturing stream, the call adds an allocation node to the
 	 * graph and takes nothing now: graph memory is charged when the
 	 * graph is uploaded or launched (graph.h). */
-	if (cumemcap_capture_stream(stream, call->ptsz))
+	if (cumemcap_capture_stream(stream, ptsz))
 		return CALL();
-	/* The allocation belongs to the stream's context; cuMemAllocAsync
-	 * takes it from the current pool of the stream's device, a given
-	 * pool is charged to its own device. */
-	int stream_dev = dev;
-	cumemcap_device_of_stream(stream, &ctx, &stream_dev);
-	if (call->alloc) {
-		dev = stream_dev;
-		if (!real_cuDeviceGetMemPool || real_cuDeviceGetMemPool(&pool, dev) != CUDA_SUCCESS)
-			pool = NULL;
-	} else {
-		dev = cumemcap_pool_device(pool, stream_dev);
-	}
-
-	uint64_t estimate = cumemcap_pool_estimate(bytesize);
-	cumemcap_ledger_note_request(dev, bytesize);
-	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, door, dev, CUMEMCAP_KIND_pool, estimate);
+	/* The allocation belongs to the stream's context. */
+	cumemcap_device_of_stream(stream, &ctx, &dev);
+	struct cumemcap_pool_alloc a;
+	CUresult r = cumemcap_pool_alloc_begin(&a, door, ctx, dev, alloc != NULL, pool, bytesize);
 	if (r != CUDA_SUCCESS)
 		return r;
-	c.ctx = ctx;
-	c.live = bytesize;
-	bool pooled = pool && c.dev >= 0;
-	if (pooled)
-		cumemcap_pool_begin(pool, dev, estimate);
 	r = CALL();
-	if (pooled && !cumemcap_pool_charge(&c, pool, estimate) && r == CUDA_SUCCESS) {
-		call->free(*dptr, stream);
-		cumemcap_note_refusal(dev, door, bytesize);
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	}
-	return cumemcap_charge_finish(&c, r, CUMEMCAP_HANDLE_ASYNC, r == CUDA_SUCCESS ? *dptr : 0);
+	CUresult settled = cumemcap_pool_alloc_finish(&a, r, r == CUDA_SUCCESS ? *dptr : 0);
+	if (settled != r && undo)
+		undo(*dptr, stream); /* past the limit: the program is refused */
+	return settled;
 #undef CALL
 }
 
@@ -351,8 +480,8 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes
 {
 	NEED(cuMemAllocAsync);
 	SECTION();
-	const struct async_call call = { .alloc = real_cuMemAllocAsync, .free = real_cuMemFreeAsync };
-	return async_alloc(__func__, &call, dptr, bytesize, NULL, hStream);
+	return async_alloc(__func__, real_cuMemAllocAsync, NULL, real_cuMemFreeAsync, false, dptr, bytesize,
+			   NULL, hStream);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
@@ -360,9 +489,8 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t 
 {
 	NEED(cuMemAllocAsync_ptsz);
 	SECTION();
-	const struct async_call call = { .alloc = real_cuMemAllocAsync_ptsz,
-					 .free = real_cuMemFreeAsync_ptsz, .ptsz = true };
-	return async_alloc(__func__, &call, dptr, bytesize, NULL, hStream);
+	return async_alloc(__func__, real_cuMemAllocAsync_ptsz, NULL, real_cuMemFreeAsync_ptsz, true, dptr,
+			   bytesize, NULL, hStream);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize,
@@ -370,9 +498,8 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size
 {
 	NEED(cuMemAllocFromPoolAsync);
 	SECTION();
-	const struct async_call call = { .from_pool = real_cuMemAllocFromPoolAsync,
-					 .free = real_cuMemFreeAsync };
-	return async_alloc(__func__, &call, dptr, bytesize, pool, hStream);
+	return async_alloc(__func__, NULL, real_cuMemAllocFromPoolAsync, real_cuMemFreeAsync, false, dptr,
+			   bytesize, pool, hStream);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
@@ -380,9 +507,8 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr,
 {
 	NEED(cuMemAllocFromPoolAsync_ptsz);
 	SECTION();
-	const struct async_call call = { .from_pool = real_cuMemAllocFromPoolAsync_ptsz,
-					 .free = real_cuMemFreeAsync_ptsz, .ptsz = true };
-	return async_alloc(__func__, &call, dptr, bytesize, pool, hStream);
+	return async_alloc(__func__, NULL, real_cuMemAllocFromPoolAsync_ptsz, real_cuMemFreeAsync_ptsz, true,
+			   dptr, bytesize, pool, hStream);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
@@ -485,10 +611,82 @@ static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, uint64_t channel
 	return n > UINT64_MAX ? UINT64_MAX : (uint64_t)n;
 }
 
-static CUresult array_finish(struct cumemcap_charge *c, CUresult r, enum cumemcap_handle_kind kind,
-			     uint64_t key)
+/* Charge an array of `bytes` (kind: array or mipmapped array), call
+ * `create` with its arguments, settle on its handle. A deferred-mapping
+ * array holds no memory until it is mapped: `deferred` skips the charge. */
+#define ARRAY_CREATE(door, handle_kind, bytes, deferred, phandle, create)                  \
+	do {                                                                                  \
+		if (deferred)                                                                 \
+			return (create);                                                      \
+		struct cumemcap_charge c_;                                                    \
+		CUresult r_ = cumemcap_charge_begin(&c_, door, -1, CUMEMCAP_KIND_array, bytes); \
+		if (r_ != CUDA_SUCCESS)                                                       \
+			return r_;                                                            \
+		r_ = (create);                                                                \
+		uint64_t key_ = r_ == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*(phandle) : 0;     \
+		return cumemcap_charge_finish(&c_, r_, handle_kind, key_);                    \
+	} while (0)
+
+/* The legacy descriptors in the _v2 layouts, and the legacy entry points
+ * in the _v2 prototypes (every legacy field fits back). A NULL descriptor
+ * stays NULL. */
+static const CUDA_ARRAY_DESCRIPTOR *widen_2d(const CUDA_ARRAY_DESCRIPTOR_v1 *d, CUDA_ARRAY_DESCRIPTOR *w)
 {
-	return cumemcap_charge_finish(c, r, kind, r == CUDA_SUCCESS ? key : 0);
+	if (!d)
+		return NULL;
+	*w = (CUDA_ARRAY_DESCRIPTOR){ .Width = d->Width, .Height = d->Height, .Format = d->Format,
+				      .NumChannels = d->NumChannels };
+	return w;
+}
+
+static const CUDA_ARRAY3D_DESCRIPTOR *widen_3d(const CUDA_ARRAY3D_DESCRIPTOR_v1 *d,
+					       CUDA_ARRAY3D_DESCRIPTOR *w)
+{
+	if (!d)
+		return NULL;
+	*w = (CUDA_ARRAY3D_DESCRIPTOR){ .Width = d->Width, .Height = d->Height, .Depth = d->Depth,
+					.Format = d->Format, .NumChannels = d->NumChannels,
+					.Flags = d->Flags };
+	return w;
+}
+
+static CUresult CUDAAPI array_create_v1(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *d)
+{
+	CUDA_ARRAY_DESCRIPTOR_v1 n;
+	if (d)
+		n = (CUDA_ARRAY_DESCRIPTOR_v1){ .Width = (unsigned int)d->Width,
+						.Height = (unsigned int)d->Height, .Format = d->Format,
+						.NumChannels = d->NumChannels };
+	return real_cuArrayCreate(pHandle, d ? &n : NULL);
+}
+
+static CUresult CUDAAPI array3d_create_v1(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+	CUDA_ARRAY3D_DESCRIPTOR_v1 n;
+	if (d)
+		n = (CUDA_ARRAY3D_DESCRIPTOR_v1){ .Width = (unsigned int)d->Width,
+						  .Height = (unsigned int)d->Height,
+						  .Depth = (unsigned int)d->Depth, .Format = d->Format,
+						  .NumChannels = d->NumChannels, .Flags = d->Flags };
+	return real_cuArray3DCreate(pHandle, d ? &n : NULL);
+}
+
+/* cuArrayCreate, either descriptor. */
+static CUresult array_2d(const char *door, PFN_cuArrayCreate_v3020 fn, CUarray *pHandle,
+			 const CUDA_ARRAY_DESCRIPTOR *d)
+{
+	ARRAY_CREATE(door, CUMEMCAP_HANDLE_ARRAY,
+		     array_bytes(d->Width, d->Height, 1, d->NumChannels, d->Format),
+		     !pHandle || !d, pHandle, fn(pHandle, d));
+}
+
+/* cuArray3DCreate, either descriptor. */
+static CUresult array_3d(const char *door, PFN_cuArray3DCreate_v3020 fn, CUarray *pHandle,
+			 const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+	ARRAY_CREATE(door, CUMEMCAP_HANDLE_ARRAY,
+		     array_bytes(d->Width, d->Height, d->Depth, d->NumChannels, d->Format),
+		     !pHandle || !d || (d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING), pHandle, fn(pHandle, d));
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayCreate_v2(CUarray *pHandle,
@@ -496,30 +694,14 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayCreate_v2(CUarray *pHandle,
 {
 	NEED(cuArrayCreate_v2);
 	SECTION();
-	if (!pHandle || !d)
-		return real_cuArrayCreate_v2(pHandle, d);
-	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_array,
-					   array_bytes(d->Width, d->Height, 1, d->NumChannels, d->Format));
-	if (r != CUDA_SUCCESS)
-		return r;
-	r = real_cuArrayCreate_v2(pHandle, d);
-	return array_finish(&c, r, CUMEMCAP_HANDLE_ARRAY, (uint64_t)(uintptr_t)*pHandle);
+	return array_2d(__func__, real_cuArrayCreate_v2, pHandle, d);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *d)
 {
 	NEED(cuArrayCreate);
 	SECTION();
-	if (!pHandle || !d)
-		return real_cuArrayCreate(pHandle, d);
-	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_array,
-					   array_bytes(d->Width, d->Height, 1, d->NumChannels, d->Format));
-	if (r != CUDA_SUCCESS)
-		return r;
-	r = real_cuArrayCreate(pHandle, d);
-	return array_finish(&c, r, CUMEMCAP_HANDLE_ARRAY, (uint64_t)(uintptr_t)*pHandle);
+	return array_2d(__func__, array_create_v1, pHandle, widen_2d(d, &(CUDA_ARRAY_DESCRIPTOR){ 0 }));
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuArray3DCreate_v2(CUarray *pHandle,
@@ -527,16 +709,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuArray3DCreate_v2(CUarray *pHandle,
 {
 	NEED(cuArray3DCreate_v2);
 	SECTION();
-	/* Deferred-mapping arrays hold no memory until mapped. */
-	if (!pHandle || !d || (d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING))
-		return real_cuArray3DCreate_v2(pHandle, d);
-	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_array,
-					   array_bytes(d->Width, d->Height, d->Depth, d->NumChannels, d->Format));
-	if (r != CUDA_SUCCESS)
-		return r;
-	r = real_cuArray3DCreate_v2(pHandle, d);
-	return array_finish(&c, r, CUMEMCAP_HANDLE_ARRAY, (uint64_t)(uintptr_t)*pHandle);
+	return array_3d(__func__, real_cuArray3DCreate_v2, pHandle, d);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuArray3DCreate(CUarray *pHandle,
@@ -544,15 +717,8 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuArray3DCreate(CUarray *pHandle,
 {
 	NEED(cuArray3DCreate);
 	SECTION();
-	if (!pHandle || !d)
-		return real_cuArray3DCreate(pHandle, d);
-	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_array,
-					   array_bytes(d->Width, d->Height, d->Depth, d->NumChannels, d->Format));
-	if (r != CUDA_SUCCESS)
-		return r;
-	r = real_cuArray3DCreate(pHandle, d);
-	return array_finish(&c, r, CUMEMCAP_HANDLE_ARRAY, (uint64_t)(uintptr_t)*pHandle);
+	return array_3d(__func__, array3d_create_v1, pHandle,
+			widen_3d(d, &(CUDA_ARRAY3D_DESCRIPTOR){ 0 }));
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayDestroy(CUarray hArray)
@@ -564,28 +730,29 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayDestroy(CUarray hArray)
 	return cumemcap_release_settle(found, &b, real_cuArrayDestroy(hArray));
 }
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
-						       const CUDA_ARRAY3D_DESCRIPTOR *d,
-						       unsigned int numMipmapLevels)
+/* Every level of a mipmapped array, each halved from the one above. */
+static uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned int levels)
 {
-	NEED(cuMipmappedArrayCreate);
-	SECTION();
-	if (!pHandle || !d || (d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING))
-		return real_cuMipmappedArrayCreate(pHandle, d, numMipmapLevels);
 	uint64_t bytes = 0, w = d->Width, h = d->Height, dep = d->Depth;
-	for (unsigned int l = 0; l < numMipmapLevels && bytes != UINT64_MAX; l++) {
+	for (unsigned int l = 0; l < levels && bytes != UINT64_MAX; l++) {
 		uint64_t level = array_bytes(w, h, dep, d->NumChannels, d->Format);
 		bytes = level > UINT64_MAX - bytes ? UINT64_MAX : bytes + level;
 		w = w > 1 ? w / 2 : 1;
 		h = h > 1 ? h / 2 : h;
 		dep = dep > 1 ? dep / 2 : dep;
 	}
-	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_array, bytes);
-	if (r != CUDA_SUCCESS)
-		return r;
-	r = real_cuMipmappedArrayCreate(pHandle, d, numMipmapLevels);
-	return array_finish(&c, r, CUMEMCAP_HANDLE_MIPMAP, (uint64_t)(uintptr_t)*pHandle);
+	return bytes;
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
+						       const CUDA_ARRAY3D_DESCRIPTOR *d,
+						       unsigned int numMipmapLevels)
+{
+	NEED(cuMipmappedArrayCreate);
+	SECTION();
+	ARRAY_CREATE(__func__, CUMEMCAP_HANDLE_MIPMAP, mipmap_bytes(d, numMipmapLevels),
+		     !pHandle || !d || (d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING), pHandle,
+		     real_cuMipmappedArrayCreate(pHandle, d, numMipmapLevels));
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
@@ -610,24 +777,38 @@ static CUresult block_range(CUdeviceptr dptr, CUdeviceptr *base, uint64_t *size,
 	return w == CUMEMCAP_ARENA_NOT_LIVE ? CUDA_ERROR_NOT_FOUND : CUDA_SUCCESS;
 }
 
+/* cuMemGetAddressRange, either width: a pooled block's own range, the
+ * driver's answer for anything else. A legacy twin that cannot hold the
+ * range gets CUDA_ERROR_INVALID_VALUE. */
+static CUresult address_range(PFN_cuMemGetAddressRange_v3020 fn, struct out pbase, struct out psize,
+			      CUdeviceptr dptr)
+{
+	CUdeviceptr base;
+	uint64_t size;
+	bool ours;
+	CUresult r = block_range(dptr, &base, &size, &ours);
+	if (!ours) {
+		CUdeviceptr b = 0;
+		size_t n = 0;
+		r = fn(pbase.p ? &b : NULL, psize.p ? &n : NULL, dptr);
+		base = b;
+		size = n;
+	} else if (r == CUDA_SUCCESS && (!fits(pbase, base) || !fits(psize, size))) {
+		r = CUDA_ERROR_INVALID_VALUE;
+	}
+	if (r == CUDA_SUCCESS) {
+		put_exact(pbase, base);
+		put_exact(psize, size);
+	}
+	return r;
+}
+
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,
 							CUdeviceptr dptr)
 {
 	NEED(cuMemGetAddressRange_v2);
 	SECTION();
-	CUdeviceptr base;
-	uint64_t size;
-	bool ours;
-	CUresult r = block_range(dptr, &base, &size, &ours);
-	if (!ours)
-		return real_cuMemGetAddressRange_v2(pbase, psize, dptr);
-	if (r == CUDA_SUCCESS) {
-		if (pbase)
-			*pbase = base;
-		if (psize)
-			*psize = (size_t)size;
-	}
-	return r;
+	return address_range(real_cuMemGetAddressRange_v2, WIDE(pbase), WIDE(psize), dptr);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetAddressRange(CUdeviceptr_v1 *pbase, unsigned int *psize,
@@ -635,21 +816,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetAddressRange(CUdeviceptr_v1 *pbase, uns
 {
 	NEED(cuMemGetAddressRange);
 	SECTION();
-	CUdeviceptr base;
-	uint64_t size;
-	bool ours;
-	CUresult r = block_range(dptr, &base, &size, &ours);
-	if (!ours)
-		return real_cuMemGetAddressRange(pbase, psize, dptr);
-	if (r == CUDA_SUCCESS && (base > UINT_MAX || size > UINT_MAX))
-		r = CUDA_ERROR_INVALID_VALUE;
-	if (r == CUDA_SUCCESS) {
-		if (pbase)
-			*pbase = (CUdeviceptr_v1)base;
-		if (psize)
-			*psize = (unsigned int)size;
-	}
-	return r;
+	return address_range(mem_get_address_range_v1, NARROW(pbase), NARROW(psize), dptr);
 }
 
 /* Put a block's range into the range attributes the driver wrote. */
