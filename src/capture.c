@@ -123,6 +123,5 @@ bool cumemcap_capture_stream(CUstream stream, bool ptsz)
 	if (!cumemcap_capture_active())
 		return false;
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-	PFN_cuStreamIsCapturing_v10000 is = ptsz ? real_cuStreamIsCapturing_ptsz : real_cuStreamIsCapturing;
-	return is && is(stream, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+	return cumemcap_driver_stream_capturing(stream, ptsz, &st) && st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
