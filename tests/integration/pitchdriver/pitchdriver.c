@@ -41,10 +41,13 @@ typedef unsigned int CUdeviceptr_v1;
 FORWARDED(POINTER)
 
 /* Each forwarded name is a jump through the fake's pointer: the arguments
- * reach the fake untouched whatever the prototype. */
+ * reach the fake untouched whatever the prototype. In .text explicitly:
+ * top-level asm lands in whatever section the compiler left current (a
+ * data section in the ASan build, where the jump then faulted). */
 #define TRAMPOLINE(name)                                                             \
-	__asm__(".globl " #name "\n.type " #name ", @function\n" #name ":\n"        \
-		"\tjmp *fake_" #name "(%rip)\n.size " #name ", .-" #name "\n");
+	__asm__(".pushsection .text\n.globl " #name "\n.type " #name ", @function\n" \
+		#name ":\n\tjmp *fake_" #name "(%rip)\n.size " #name ", .-" #name   \
+		"\n.popsection\n");
 FORWARDED(TRAMPOLINE)
 
 API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
