@@ -284,6 +284,16 @@ bool cumemcap_driver_pool_reserved(CUmemoryPool pool, uint64_t *bytes)
 	return true;
 }
 
+bool cumemcap_driver_graph_mem(int dev, CUgraphMem_attribute attr, uint64_t *bytes)
+{
+	cuuint64_t v = 0;
+	if (!real_cuDeviceGetGraphMemAttribute ||
+	    real_cuDeviceGetGraphMemAttribute((CUdevice)dev, attr, &v) != CUDA_SUCCESS)
+		return false;
+	*bytes = v;
+	return true;
+}
+
 bool cumemcap_driver_primary_active(CUdevice dev)
 {
 	unsigned int flags;

@@ -91,6 +91,11 @@ int cumemcap_driver_device_count(void);
  * by cuMemPoolGetAttribute): true and *bytes when the driver answered. */
 bool cumemcap_driver_pool_reserved(CUmemoryPool pool, uint64_t *bytes);
 
+/* A figure of GPU `dev`'s graph memory pool, in bytes
+ * (cuDeviceGetGraphMemAttribute: RESERVED_MEM_CURRENT, USED_MEM_CURRENT,
+ * ...): true and *bytes when the driver answered. */
+bool cumemcap_driver_graph_mem(int dev, CUgraphMem_attribute attr, uint64_t *bytes);
+
 /* Whether `dev`'s primary context is active (cuDevicePrimaryCtxGetState);
  * false when the driver cannot say. */
 bool cumemcap_driver_primary_active(CUdevice dev);

@@ -109,18 +109,10 @@ static bool walk(struct cumemcap_graph_op *op, CUgraph graph, int depth)
 
 static bool pool_figures(int dev, uint64_t *reserved, uint64_t *used)
 {
-	cuuint64_t r = 0, u = 0;
-	if (!real_cuDeviceGetGraphMemAttribute ||
-	    real_cuDeviceGetGraphMemAttribute((CUdevice)dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &r) !=
-		    CUDA_SUCCESS)
+	if (!cumemcap_driver_graph_mem(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, reserved))
 		return false;
-	if (used &&
-	    real_cuDeviceGetGraphMemAttribute((CUdevice)dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &u) !=
-		    CUDA_SUCCESS)
-		u = r; /* nothing known to be unmapped */
-	*reserved = r;
-	if (used)
-		*used = u;
+	if (used && !cumemcap_driver_graph_mem(dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, used))
+		*used = *reserved; /* nothing known to be unmapped */
 	return true;
 }
 
@@ -329,7 +321,7 @@ void cumemcap_graph_trimmed(int dev)
 
 void cumemcap_graph_context_died(CUcontext ctx)
 {
-	bool any = false;
+	bool held[CUMEMCAP_MAX_DEVICES];
 	pthread_mutex_lock(&lock);
 	for (size_t b = 0; b < BUCKETS; b++) {
 		struct exec_record **pp = &buckets[b];
@@ -344,17 +336,11 @@ void cumemcap_graph_context_died(CUcontext ctx)
 		}
 	}
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
-		any |= accounted[dev] != 0;
+		held[dev] = accounted[dev] != 0;
 	pthread_mutex_unlock(&lock);
-	if (!any)
-		return;
-	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
-		pthread_mutex_lock(&lock);
-		bool held = accounted[dev] != 0;
-		pthread_mutex_unlock(&lock);
-		if (held)
+	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
+		if (held[dev])
 			settle(dev, 0, true);
-	}
 }
 
 /* ---- fork ------------------------------------------------------------------------ */
