@@ -38,6 +38,14 @@ void cumemcap_make_room(int dev)
 	cumemcap_arena_release_device(dev);
 }
 
+bool cumemcap_reserve_room(int dev, enum cumemcap_kind kind, uint64_t bytes)
+{
+	if (cumemcap_ledger_reserve(dev, kind, bytes))
+		return true;
+	cumemcap_make_room(dev);
+	return cumemcap_ledger_reserve(dev, kind, bytes);
+}
+
 CUresult cumemcap_charge_begin(struct cumemcap_charge *c, const char *door, int dev,
 			       enum cumemcap_kind kind, uint64_t bytes)
 {
@@ -56,12 +64,9 @@ CUresult cumemcap_charge_begin(struct cumemcap_charge *c, const char *door, int 
 	/* A pool's charge is an estimate: the caller notes the request. */
 	if (kind != CUMEMCAP_KIND_pool)
 		cumemcap_ledger_note_request(dev, bytes);
-	if (!cumemcap_ledger_reserve(dev, kind, bytes)) {
-		cumemcap_make_room(dev);
-		if (!cumemcap_ledger_reserve(dev, kind, bytes)) {
-			cumemcap_note_refusal(dev, door, bytes);
-			return CUDA_ERROR_OUT_OF_MEMORY;
-		}
+	if (!cumemcap_reserve_room(dev, kind, bytes)) {
+		cumemcap_note_refusal(dev, door, bytes);
+		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	c->dev = dev;
 	return CUDA_SUCCESS;

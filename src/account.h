@@ -58,6 +58,11 @@ bool cumemcap_charge_adjust(struct cumemcap_charge *c, uint64_t actual);
  * back what they cache. One limit per GPU. */
 void cumemcap_make_room(int dev);
 
+/* Reserve `bytes` of `kind` on `dev` within its limit; when they do not
+ * fit, make room (above) and try once more. False: refused (nothing
+ * reserved; the caller counts and logs the refusal). */
+bool cumemcap_reserve_room(int dev, enum cumemcap_kind kind, uint64_t bytes);
+
 /* Count a request refused at the limit and log it. */
 void cumemcap_note_refusal(int dev, const char *door, uint64_t bytes);
 

@@ -153,16 +153,11 @@ static CUresult hold(struct cumemcap_graph_op *op)
 			reserved = used = 0;
 		uint64_t spare = reserved > used ? reserved - used : 0;
 		uint64_t growth = nd->bytes > spare ? nd->bytes - spare : 0;
-		if (growth && !cumemcap_ledger_reserve(nd->dev, CUMEMCAP_KIND_graph, growth)) {
-			cumemcap_make_room(nd->dev);
-			if (!cumemcap_ledger_reserve(nd->dev, CUMEMCAP_KIND_graph, growth)) {
-				nd->held = 0;
-				for (int j = 0; j < i; j++)
-					cumemcap_ledger_sub(op->need[j].dev, CUMEMCAP_KIND_graph,
-							    op->need[j].held);
-				cumemcap_note_refusal(nd->dev, op->door, nd->bytes);
-				return CUDA_ERROR_OUT_OF_MEMORY;
-			}
+		if (growth && !cumemcap_reserve_room(nd->dev, CUMEMCAP_KIND_graph, growth)) {
+			for (int j = 0; j < i; j++)
+				cumemcap_ledger_sub(op->need[j].dev, CUMEMCAP_KIND_graph, op->need[j].held);
+			cumemcap_note_refusal(nd->dev, op->door, nd->bytes);
+			return CUDA_ERROR_OUT_OF_MEMORY;
 		}
 		nd->held = growth;
 	}
