@@ -1,5 +1,5 @@
-/* fuzz-config: the configuration file parser (src/cfgfile.c) and the policy
- * built on it (src/policy.c, src/parse.c) under libFuzzer, or under
+/* fuzz-config: the configuration file parser (src/config/cfgfile.c) and the policy
+ * built on it (src/config/policy.c, src/config/parse.c) under libFuzzer, or under
  * fuzz-replay for the seed corpus and the regression cases.
  *
  * Each input is a whole configuration file "fuzz.conf", read with an empty
@@ -24,8 +24,8 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "parse.h"
-#include "policy.h"
+#include "config/parse.h"
+#include "config/policy.h"
 
 #define PATH "fuzz.conf"
 #define PROGRAM "train.py"

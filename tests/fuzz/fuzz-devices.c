@@ -1,6 +1,6 @@
 /* fuzz-devices: the device-limit list (CUMEMCAP_DEVICE_LIMITS, the file's
- * device_limits) parser (src/parse.c) and the setting built on it
- * (src/policy.c), under libFuzzer or fuzz-replay.
+ * device_limits) parser (src/config/parse.c) and the setting built on it
+ * (src/config/policy.c), under libFuzzer or fuzz-replay.
  *
  * The input up to its first NUL byte is the list. What must hold, whatever
  * the bytes (a violation is __builtin_trap()):
@@ -21,8 +21,8 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "parse.h"
-#include "policy.h"
+#include "config/parse.h"
+#include "config/policy.h"
 
 #define CHECK(cond)                       \
 	do {                              \

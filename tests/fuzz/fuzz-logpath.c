@@ -1,6 +1,6 @@
 /* fuzz-logpath: the log and metrics path templates (CUMEMCAP_LOG,
- * CUMEMCAP_METRICS): their check (src/parse.c), the settings built on it
- * (src/policy.c) and their expansion (src/log.c), under libFuzzer or
+ * CUMEMCAP_METRICS): their check (src/config/parse.c), the settings built on it
+ * (src/config/policy.c) and their expansion (src/log/log.c), under libFuzzer or
  * fuzz-replay.
  *
  * The input up to its first NUL byte is the template. What must hold,
@@ -22,9 +22,9 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "log.h"
-#include "parse.h"
-#include "policy.h"
+#include "log/log.h"
+#include "config/parse.h"
+#include "config/policy.h"
 
 #define CHECK(cond)                       \
 	do {                              \

@@ -15,6 +15,8 @@ import sys
 import unittest
 
 SHIM, FAKE_DIR, HOOKS_DEF, NOCUDA, NODRIVER, RTLD_NEXT, LAUNCHER, LIMIT_PROG = sys.argv[1:9]
+# src/, two levels above src/driver/hooks.def
+SRC = os.path.dirname(os.path.dirname(os.path.abspath(HOOKS_DEF)))
 del sys.argv[1:9]
 EXTRA = os.environ.get("LD_PRELOAD_EXTRA", "")
 CONFIG_EXIT = 125
@@ -203,7 +205,7 @@ class Launcher(unittest.TestCase):
     def test_help_documents_every_variable(self):
         p = self.launch(["--help"])
         self.assertEqual(p.returncode, 0)
-        with open(os.path.join(os.path.dirname(HOOKS_DEF), "policy.c")) as f:
+        with open(os.path.join(SRC, "config", "policy.c")) as f:
             variables = set(re.findall(r'"(CUMEMCAP_[A-Z_]+)"', f.read()))
         self.assertGreaterEqual(len(variables), 6)
         for var in variables:
@@ -214,7 +216,7 @@ class Launcher(unittest.TestCase):
 
 class ShippedConfiguration(unittest.TestCase):
     def test_every_conf_env_file_is_accepted(self):
-        conf = os.path.join(os.path.dirname(HOOKS_DEF), "..", "conf")
+        conf = os.path.join(SRC, "..", "conf")
         files = [f for f in os.listdir(conf) if f.endswith(".env")]
         self.assertTrue(files)
         for name in files:

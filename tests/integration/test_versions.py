@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Every version and per-thread-default-stream variant that the CUDA
 Toolkit's cudaTypedefs.h defines for a base name the shim hooks is in
-src/hooks.def (so a new toolkit's version of a hooked entry point cannot
+src/driver/hooks.def (so a new toolkit's version of a hooked entry point cannot
 slip past the shim), and the shim's cuGetProcAddress_v2 answers each with
 its own hook of exactly that symbol, over the fake driver.
 

@@ -1,7 +1,7 @@
 /* Unit tests for cumemcap report's own layers: the strict JSON reader
- * (src/report/json.c: every accepted and rejected form, exact 64-bit
+ * (src/tools/report/json.c: every accepted and rejected form, exact 64-bit
  * integers, string decoding, depth, the arena) and the text helpers
- * (src/report/text.c: sizes, durations, quoting). Tables end in a sentinel
+ * (src/tools/report/text.c: sizes, durations, quoting). Tables end in a sentinel
  * row (text == NULL). A seeded mutation run feeds the parser damaged
  * records (ASan/UBSan builds check every byte it touches). */
 #include "config.h"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""End-to-end tests of cumemcap report (src/report).
+"""End-to-end tests of cumemcap report (src/tools/report).
 
 Runs cumemcap-report, and the launcher's `cumemcap report` form, on the
 hand-written logs in tests/report/fixtures and on logs made here, and

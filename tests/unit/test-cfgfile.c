@@ -1,5 +1,5 @@
-/* Unit tests for opening the configuration file (src/cfgfile.c and
- * cumemcap_policy_build_process in src/policy.c, not under secure
+/* Unit tests for opening the configuration file (src/config/cfgfile.c and
+ * cumemcap_policy_build_process in src/config/policy.c, not under secure
  * execution): a FIFO never blocks, only regular files are read, a path is
  * never cut, and a default that is there but unusable is an error naming
  * it, never a silent run without limits. Every file lives in a private
@@ -14,8 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cfgfile.h"
-#include "policy.h"
+#include "config/cfgfile.h"
+#include "config/policy.h"
 #include "test-common.h"
 
 #define GiB (1024ull * 1024 * 1024)

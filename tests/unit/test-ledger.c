@@ -1,10 +1,10 @@
-/* Unit tests for src/ledger.c: the limit check, the figures read back,
+/* Unit tests for src/state/ledger.c: the limit check, the figures read back,
  * and the figure list (figures.h) that every output is made from. */
 #include "config.h"
 
 #include <pthread.h>
 
-#include "ledger.h"
+#include "state/ledger.h"
 #include "test-common.h"
 
 START_TEST(ledger_reserve_up_to_the_limit)

@@ -1,4 +1,4 @@
-/* Unit tests for src/parse.c: amounts, selectors, device rule lists and
+/* Unit tests for src/config/parse.c: amounts, selectors, device rule lists and
  * limit resolution. Tables end in a sentinel row (text == NULL). */
 #include "config.h"
 
@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "msg.h"
-#include "parse.h"
+#include "platform/msg.h"
+#include "config/parse.h"
 #include "test-common.h"
 
 #define KiB UINT64_C(1024)

@@ -1,4 +1,4 @@
-/* Unit tests for src/policy.c and src/cfgfile.c: the environment, the
+/* Unit tests for src/config/policy.c and src/config/cfgfile.c: the environment, the
  * configuration file, their precedence, and every error. */
 #include "config.h"
 
@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cfgfile.h"
-#include "policy.h"
+#include "config/cfgfile.h"
+#include "config/policy.h"
 #include "test-common.h"
 
 #define GiB (1024ull * 1024 * 1024)

@@ -1,5 +1,5 @@
-/* Unit tests for secure execution (AT_SECURE) in src/policy.c and
- * src/cfgfile.c: cumemcap_policy_build_process with secure = true, which is
+/* Unit tests for secure execution (AT_SECURE) in src/config/policy.c and
+ * src/config/cfgfile.c: cumemcap_policy_build_process with secure = true, which is
  * what the library calls when getauxval(AT_SECURE) says the process is
  * setuid, setgid or has file capabilities. The owner a trusted file must
  * have is a parameter (root in the library), so these tests run as any
@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "policy.h"
+#include "config/policy.h"
 #include "test-common.h"
 
 #define GiB (1024ull * 1024 * 1024)

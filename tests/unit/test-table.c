@@ -1,10 +1,10 @@
-/* Unit tests for src/table.c: the hook table every door answers from. */
+/* Unit tests for src/entry/table.c: the hook table every door answers from. */
 #include "config.h"
 
 #include <string.h>
 
-#include "table.h"
-#include "driver.h"
+#include "entry/table.h"
+#include "driver/driver.h"
 #include "test-common.h"
 
 static unsigned flags_for(const struct cumemcap_hook *h)

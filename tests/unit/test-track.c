@@ -1,7 +1,7 @@
-/* Unit tests for src/track.c: the map of what was handed out. */
+/* Unit tests for src/state/track.c: the map of what was handed out. */
 #include "config.h"
 
-#include "track.h"
+#include "state/track.h"
 #include "test-common.h"
 
 static uint64_t purged;

@@ -1,0 +1,495 @@
+/* account: the books' side of every allocating and freeing hook, and the
+ * stream-ordered pools' figures (account.h).
+ *
+ * Thread safety: see account.h; the ledger and the record map are safe
+ * by themselves, the pool table is guarded by pool_lock and its queries
+ * ordered by query_lock. */
+#include "account/account.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arena/arena.h"
+#include "state/device.h"
+#include "account/graph.h"
+#include "log/log.h"
+#include "platform/mix.h"
+#include "driver/driver.h"
+#include "platform/xmutex.h"
+
+void cumemcap_note_refusal(int dev, const char *door, uint64_t bytes)
+{
+	cumemcap_ledger_bump(dev, refusals);
+	cumemcap_log_refusal(dev, door, bytes);
+}
+
+static void forget_block(const struct cumemcap_block *b)
+{
+	if (b->charged)
+		cumemcap_ledger_sub(b->dev, (enum cumemcap_kind)b->kind, b->bytes);
+	cumemcap_ledger_live_sub(b->dev, b->bytes);
+	cumemcap_ledger_bump(b->dev, frees);
+}
+
+void cumemcap_make_room(int dev)
+{
+	cumemcap_pool_refresh(dev);
+	cumemcap_arena_release_device(dev);
+}
+
+bool cumemcap_reserve_room(int dev, enum cumemcap_kind kind, uint64_t bytes)
+{
+	if (cumemcap_ledger_reserve(dev, kind, bytes))
+		return true;
+	cumemcap_make_room(dev);
+	return cumemcap_ledger_reserve(dev, kind, bytes);
+}
+
+CUresult cumemcap_charge_begin(struct cumemcap_charge *c, const char *door, int dev,
+			       enum cumemcap_kind kind, uint64_t bytes)
+{
+	c->dev = -1;
+	c->ctx = NULL;
+	c->kind = kind;
+	c->bytes = bytes;
+	c->live = bytes;
+	c->door = door;
+	if (dev < 0) {
+		if (cumemcap_device_current(&c->ctx, &dev) != CUDA_SUCCESS)
+			return CUDA_SUCCESS; /* the driver will answer */
+	} else if (!cumemcap_device_ensure(dev)) {
+		return CUDA_SUCCESS;
+	}
+	/* A pool's charge is an estimate: the caller notes the request. */
+	if (kind != CUMEMCAP_KIND_pool)
+		cumemcap_ledger_note_request(dev, bytes);
+	if (!cumemcap_reserve_room(dev, kind, bytes)) {
+		cumemcap_note_refusal(dev, door, bytes);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	c->dev = dev;
+	return CUDA_SUCCESS;
+}
+
+CUresult cumemcap_charge_finish(struct cumemcap_charge *c, CUresult r,
+				enum cumemcap_handle_kind handle, uint64_t key)
+{
+	if (c->dev < 0)
+		return r;
+	if (r != CUDA_SUCCESS) {
+		cumemcap_ledger_sub(c->dev, c->kind, c->bytes);
+		if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+			cumemcap_ledger_bump(c->dev, driver_oom);
+			cumemcap_log_driver_oom(c->dev, c->door, c->live);
+		}
+		return r;
+	}
+	/* A block served from a pool is charged through the pool's figure
+	 * (bytes 0); the record keeps what the program holds. */
+	struct cumemcap_block b = {
+		.key = key,
+		.bytes = c->bytes ? c->bytes : c->live,
+		.charged = c->bytes != 0,
+		.ctx = handle == CUMEMCAP_HANDLE_VMM ? NULL : c->ctx,
+		.dev = (int16_t)c->dev,
+		.handle = (uint8_t)handle,
+		.kind = (uint8_t)c->kind,
+	};
+	struct cumemcap_block stale;
+	if (cumemcap_track_insert(&b, &stale))
+		forget_block(&stale);
+	cumemcap_ledger_live_add(c->dev, b.bytes);
+	cumemcap_ledger_bump(c->dev, allocs);
+	return r;
+}
+
+bool cumemcap_charge_adjust(struct cumemcap_charge *c, uint64_t actual)
+{
+	if (c->dev < 0 || actual == c->bytes)
+		return true;
+	c->live = actual;
+	if (actual < c->bytes) {
+		cumemcap_ledger_sub(c->dev, c->kind, c->bytes - actual);
+	} else if (!cumemcap_ledger_reserve(c->dev, c->kind, actual - c->bytes)) {
+		cumemcap_note_refusal(c->dev, c->door, actual);
+		return false;
+	}
+	c->bytes = actual;
+	return true;
+}
+
+
+bool cumemcap_release_take(enum cumemcap_handle_kind handle, uint64_t key,
+			   struct cumemcap_block *b)
+{
+	return key != 0 && cumemcap_track_remove(handle, key, b);
+}
+
+CUresult cumemcap_release_settle(bool found, const struct cumemcap_block *b, CUresult r)
+{
+	if (!found)
+		return r;
+	if (r != CUDA_SUCCESS) {
+		struct cumemcap_block stale;
+		if (cumemcap_track_insert(b, &stale))
+			forget_block(&stale);
+		return r;
+	}
+	forget_block(b);
+	return r;
+}
+
+/* What a death took, per device (the life writer is alone: no lock). */
+static struct {
+	uint64_t live, records;
+} tally[CUMEMCAP_MAX_DEVICES];
+
+static void forget_dead_block(const struct cumemcap_block *b)
+{
+	forget_block(b);
+	if (b->dev >= 0 && b->dev < CUMEMCAP_MAX_DEVICES) {
+		tally[b->dev].live += b->bytes;
+		tally[b->dev].records++;
+	}
+}
+
+void cumemcap_context_died(CUcontext ctx, int dev, enum cumemcap_death why)
+{
+	static const char *const names[] = { "destroyed", "reset", "released" };
+	/* Thread caches keyed by context handle: the handle may come back. */
+	cumemcap_device_forget_contexts();
+	memset(tally, 0, sizeof(tally));
+	struct cumemcap_arena_gone gone = { .dev = -1 };
+	if (ctx) {
+		cumemcap_track_purge_ctx(ctx, forget_dead_block);
+		cumemcap_arena_forget_ctx(ctx, &gone);
+		cumemcap_graph_context_died(ctx);
+	}
+	if (gone.dev >= 0)
+		tally[gone.dev].live += gone.live;
+	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
+		if (tally[d].records || d == gone.dev || d == dev)
+			cumemcap_log_context(d, names[why], tally[d].live, d == gone.dev ? gone.held : 0,
+					     tally[d].records + (d == gone.dev ? gone.blocks : 0));
+}
+
+/* ---- stream-ordered pools ------------------------------------------------ */
+
+/* Every pool the process allocates from, by handle: an open-addressing
+ * table (power-of-two capacity, at most half full, backward-shift
+ * deletion), so any number of pools is counted. A pool's bytes are charged
+ * to its own device, whatever context allocates from it. `in_flight` sums
+ * the estimates that allocations under way hold in the ledger: growth of
+ * the pool belongs to them first, so it is never counted twice, not even
+ * for a moment. */
+#define POOL_GRANULARITY (2ull << 20)
+
+struct pool_record {
+	CUmemoryPool pool; /* NULL: empty slot */
+	int dev;
+	uint64_t accounted; /* bytes of the pool in the ledger */
+	uint64_t in_flight; /* estimates of allocations under way */
+};
+static struct pool_record *pools;
+static size_t pool_mask, pool_used; /* capacity - 1 (0: none yet) */
+/* pool_lock guards the table and is never held across a driver call (fork
+ * takes it); query_lock is held across the attribute query and the update
+ * that follows, so updates apply in the order the driver answered. */
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cumemcap_xmutex query_lock = CUMEMCAP_XMUTEX_INIT(query_lock);
+
+uint64_t cumemcap_pool_estimate(uint64_t bytes)
+{
+	if (bytes > UINT64_MAX - POOL_GRANULARITY)
+		return UINT64_MAX;
+	return (bytes + POOL_GRANULARITY - 1) / POOL_GRANULARITY * POOL_GRANULARITY;
+}
+
+static size_t pool_home(CUmemoryPool pool, size_t mask)
+{
+	return (size_t)cumemcap_mix_short((uint64_t)(uintptr_t)pool) & mask;
+}
+
+/* Lock held. */
+static struct pool_record *find_pool(CUmemoryPool pool)
+{
+	if (!pool_mask || !pool)
+		return NULL;
+	for (size_t i = pool_home(pool, pool_mask);; i = (i + 1) & pool_mask) {
+		if (pools[i].pool == pool)
+			return &pools[i];
+		if (!pools[i].pool)
+			return NULL;
+	}
+}
+
+/* Lock held. NULL only when out of host memory. */
+static struct pool_record *add_pool(CUmemoryPool pool, int dev)
+{
+	struct pool_record *p = find_pool(pool);
+	if (p)
+		return p;
+	if ((pool_used + 1) * 2 > (pool_mask ? pool_mask + 1 : 0)) {
+		size_t cap = pool_mask ? (pool_mask + 1) * 2 : 64;
+		struct pool_record *t = calloc(cap, sizeof(*t));
+		if (!t)
+			return NULL;
+		for (size_t i = 0; pool_mask && i <= pool_mask; i++) {
+			if (!pools[i].pool)
+				continue;
+			size_t j = pool_home(pools[i].pool, cap - 1);
+			while (t[j].pool)
+				j = (j + 1) & (cap - 1);
+			t[j] = pools[i];
+		}
+		free(pools);
+		pools = t;
+		pool_mask = cap - 1;
+	}
+	size_t i = pool_home(pool, pool_mask);
+	while (pools[i].pool)
+		i = (i + 1) & pool_mask;
+	pools[i] = (struct pool_record){ .pool = pool, .dev = dev };
+	pool_used++;
+	return &pools[i];
+}
+
+/* Lock held. */
+static void remove_pool(struct pool_record *p)
+{
+	size_t i = (size_t)(p - pools);
+	for (size_t k = (i + 1) & pool_mask; pools[k].pool; k = (k + 1) & pool_mask) {
+		size_t home = pool_home(pools[k].pool, pool_mask);
+		if (((k - home) & pool_mask) >= ((k - i) & pool_mask)) {
+			pools[i] = pools[k];
+			i = k;
+		}
+	}
+	pools[i] = (struct pool_record){ .pool = NULL };
+	pool_used--;
+}
+
+/* A pool the shim did not see created is some device's default or
+ * current pool: ask each device. -1 when none claims it. */
+static int discover_device(CUmemoryPool pool)
+{
+	int count = cumemcap_driver_device_count();
+	for (int d = 0; d < count && d < CUMEMCAP_MAX_DEVICES; d++)
+		if (cumemcap_driver_default_pool(d) == pool || cumemcap_driver_current_pool(d) == pool)
+			return d;
+	return -1;
+}
+
+/* The device a pool allocates on: recorded at cuMemPoolCreate, or found
+ * among the devices' default and current pools the first time the pool is
+ * used; `fallback` when no device claims it. */
+static int pool_device(CUmemoryPool pool, int fallback)
+{
+	pthread_mutex_lock(&pool_lock);
+	struct pool_record *p = find_pool(pool);
+	int dev = p ? p->dev : -1;
+	pthread_mutex_unlock(&pool_lock);
+	if (dev >= 0 || !pool)
+		return dev >= 0 ? dev : fallback;
+	dev = discover_device(pool);
+	if (dev < 0 || !cumemcap_device_ensure(dev))
+		return fallback;
+	pthread_mutex_lock(&pool_lock);
+	p = add_pool(pool, dev);
+	dev = p ? p->dev : dev;
+	pthread_mutex_unlock(&pool_lock);
+	return dev;
+}
+
+void cumemcap_pool_created(CUmemoryPool pool, int dev)
+{
+	pthread_mutex_lock(&pool_lock);
+	add_pool(pool, dev);
+	pthread_mutex_unlock(&pool_lock);
+}
+
+static bool pool_reserved(CUmemoryPool pool, uint64_t *reserved)
+{
+	return cumemcap_driver_pool_reserved(pool, reserved);
+}
+
+/* The pool reserves `reserved` now, less than counted: the rest leaves the
+ * ledger at once (pool_lock held). */
+static void shrink_locked(struct pool_record *p, uint64_t reserved)
+{
+	if (reserved < p->accounted) {
+		cumemcap_ledger_sub(p->dev, CUMEMCAP_KIND_pool, p->accounted - reserved);
+		p->accounted = reserved;
+	}
+}
+
+/* Follow what the pool reserves now (`reserved`; pool_lock held). A
+ * shrink leaves the ledger at once; growth is left to the allocations
+ * under way, whose estimates hold it, and taken here only when there are
+ * none. */
+static void settle_locked(struct pool_record *p, uint64_t reserved)
+{
+	shrink_locked(p, reserved);
+	if (reserved > p->accounted && p->in_flight == 0) {
+		cumemcap_ledger_add(p->dev, CUMEMCAP_KIND_pool, reserved - p->accounted);
+		p->accounted = reserved;
+	}
+}
+
+/* Ask the driver about `pool` and settle it (query_lock held). */
+static void settle(CUmemoryPool pool)
+{
+	uint64_t reserved;
+	if (!pool_reserved(pool, &reserved))
+		return;
+	pthread_mutex_lock(&pool_lock);
+	struct pool_record *p = find_pool(pool);
+	if (p)
+		settle_locked(p, reserved);
+	pthread_mutex_unlock(&pool_lock);
+}
+
+/* An allocation from `pool` (on `dev`) holds `estimate` bytes of the
+ * ledger while the driver serves it: begin before the driver call; after
+ * it, finish returns how much of the estimate the pool's growth used (the
+ * caller gives back the rest) and, in *excess, growth beyond every
+ * estimate under way, which the caller must charge. */
+static void pool_begin(CUmemoryPool pool, int dev, uint64_t estimate)
+{
+	pthread_mutex_lock(&pool_lock);
+	struct pool_record *p = add_pool(pool, dev);
+	if (p)
+		p->in_flight += estimate;
+	pthread_mutex_unlock(&pool_lock);
+}
+
+static uint64_t pool_finish(CUmemoryPool pool, uint64_t estimate, uint64_t *excess)
+{
+	uint64_t claim = 0, reserved;
+	*excess = 0;
+	cumemcap_xmutex_lock(&query_lock);
+	bool known = pool_reserved(pool, &reserved);
+	pthread_mutex_lock(&pool_lock);
+	struct pool_record *p = find_pool(pool);
+	if (p) {
+		p->in_flight -= p->in_flight < estimate ? p->in_flight : estimate;
+		if (known) {
+			shrink_locked(p, reserved);
+			uint64_t grew = reserved - p->accounted;
+			claim = grew < estimate ? grew : estimate;
+			/* Growth past every estimate under way: the pool took
+			 * more than its granularity for this request. */
+			if (p->in_flight == 0)
+				*excess = grew - claim;
+			p->accounted += claim + *excess;
+		}
+	}
+	pthread_mutex_unlock(&pool_lock);
+	cumemcap_xmutex_unlock(&query_lock);
+	return claim;
+}
+
+/* The allocation charged in c (c->dev >= 0) with `estimate` held for it
+ * came back from `pool` (pool_begin was called): charge what the pool
+ * really took instead of the estimate (the block's bytes then live in the
+ * pool's figure: c->bytes becomes 0). False when the pool grew past every
+ * estimate and past the limit. */
+static bool pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, uint64_t estimate)
+{
+	uint64_t excess, claim = pool_finish(pool, estimate, &excess);
+	cumemcap_ledger_sub(c->dev, CUMEMCAP_KIND_pool, estimate - claim);
+	c->bytes = 0; /* the bytes live in the pool's figure */
+	if (excess && !cumemcap_ledger_reserve(c->dev, CUMEMCAP_KIND_pool, excess)) {
+		cumemcap_ledger_add(c->dev, CUMEMCAP_KIND_pool, excess); /* the pool holds them */
+		return false;
+	}
+	return true;
+}
+
+CUresult cumemcap_pool_alloc_begin(struct cumemcap_pool_alloc *a, const char *door, CUcontext ctx,
+				   int stream_dev, bool current, CUmemoryPool pool, uint64_t bytes)
+{
+	/* cuMemAllocAsync takes from the current pool of the stream's device;
+	 * a given pool is charged to its own device. */
+	int dev = current ? stream_dev : pool_device(pool, stream_dev);
+	if (current)
+		pool = cumemcap_driver_current_pool(dev);
+	a->estimate = cumemcap_pool_estimate(bytes);
+	a->bytes = bytes;
+	a->pool = NULL;
+	cumemcap_ledger_note_request(dev, bytes);
+	CUresult r = cumemcap_charge_begin(&a->c, door, dev, CUMEMCAP_KIND_pool, a->estimate);
+	if (r != CUDA_SUCCESS)
+		return r;
+	a->c.ctx = ctx;
+	a->c.live = bytes;
+	if (pool && a->c.dev >= 0) {
+		a->pool = pool;
+		pool_begin(pool, dev, a->estimate);
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult cumemcap_pool_alloc_finish(struct cumemcap_pool_alloc *a, CUresult r, uint64_t ptr)
+{
+	if (a->pool && !pool_charge(&a->c, a->pool, a->estimate) && r == CUDA_SUCCESS) {
+		cumemcap_note_refusal(a->c.dev, a->c.door, a->bytes);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	return cumemcap_charge_finish(&a->c, r, CUMEMCAP_HANDLE_ASYNC, r == CUDA_SUCCESS ? ptr : 0);
+}
+
+void cumemcap_pool_destroyed(CUmemoryPool pool)
+{
+	pthread_mutex_lock(&pool_lock);
+	struct pool_record *p = find_pool(pool);
+	if (p) {
+		cumemcap_ledger_sub(p->dev, CUMEMCAP_KIND_pool, p->accounted);
+		remove_pool(p);
+	}
+	pthread_mutex_unlock(&pool_lock);
+}
+
+void cumemcap_pool_trimmed(CUmemoryPool pool)
+{
+	cumemcap_xmutex_lock(&query_lock);
+	settle(pool);
+	cumemcap_xmutex_unlock(&query_lock);
+}
+
+void cumemcap_pool_refresh_now(int dev)
+{
+	cumemcap_xmutex_lock(&query_lock);
+	/* The pools of dev, listed under the table's lock and asked about
+	 * without it. */
+	pthread_mutex_lock(&pool_lock);
+	size_t n = 0, cap = pool_used;
+	CUmemoryPool *list = cap ? malloc(cap * sizeof(*list)) : NULL;
+	for (size_t i = 0; list && pool_mask && i <= pool_mask; i++)
+		if (pools[i].pool && pools[i].dev == dev)
+			list[n++] = pools[i].pool;
+	pthread_mutex_unlock(&pool_lock);
+	for (size_t i = 0; i < n; i++)
+		settle(list[i]);
+	free(list);
+	cumemcap_xmutex_unlock(&query_lock);
+}
+
+void cumemcap_pool_reset(void)
+{
+	cumemcap_xmutex_fork_child(&query_lock);
+	free(pools);
+	pools = NULL;
+	pool_mask = pool_used = 0;
+}
+
+void cumemcap_account_lock(void)
+{
+	pthread_mutex_lock(&pool_lock);
+}
+
+void cumemcap_account_unlock(void)
+{
+	pthread_mutex_unlock(&pool_lock);
+}

@@ -1,0 +1,143 @@
+/* account: the steps every allocating and freeing hook takes.
+ *
+ * A hook that allocates does:  begin (find the device, reserve the bytes
+ * against its limit) -> the real driver call -> finish (keep the record on
+ * success, give the bytes back on failure). A hook that frees does:
+ * take (remove the record) -> the real driver call -> settle (release the
+ * bytes on success, put the record back on failure). The driver's
+ * CUresult always reaches the program unchanged; only a refusal at the
+ * limit is ours, and it is CUDA_ERROR_OUT_OF_MEMORY, as from a full card.
+ *
+ * Stream-ordered pools are accounted by what they really reserve
+ * (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), not by what the program asked:
+ * pools keep freed memory, and round requests up.
+ *
+ * Thread safety: the ledger is atomic, the record map striped; the pool
+ * list has one mutex, never held across a driver call, and the pools'
+ * attribute queries are ordered by a second one held across each query.
+ * No state is kept per call: a charge lives in the caller's frame. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "platform/cuda-api.h"
+#include "state/ledger.h"
+#include "state/track.h"
+
+struct cumemcap_charge {
+	int dev;           /* -1: not accounted (no context, unknown device) */
+	CUcontext ctx;
+	enum cumemcap_kind kind;
+	uint64_t bytes;    /* charged to the ledger */
+	uint64_t live;     /* what the program holds: `bytes` unless set after begin */
+	const char *door;  /* the entry point, for the log */
+};
+
+/* Reserve `bytes` of `kind`. dev < 0 means the device of the current
+ * context (c->ctx is then that context); dev >= 0 names the device and
+ * leaves c->ctx NULL for the caller to set if the block belongs to a
+ * context. Returns CUDA_SUCCESS (go on and call the driver) or
+ * CUDA_ERROR_OUT_OF_MEMORY (refused at the limit). */
+CUresult cumemcap_charge_begin(struct cumemcap_charge *c, const char *door, int dev,
+			       enum cumemcap_kind kind, uint64_t bytes);
+
+/* After the driver call: on success record (handle, key) and keep the
+ * bytes; on failure give them back. Returns r. */
+CUresult cumemcap_charge_finish(struct cumemcap_charge *c, CUresult r,
+				enum cumemcap_handle_kind handle, uint64_t key);
+
+/* The driver took `actual` bytes where `c` reserved an estimate: take the
+ * difference. False (nothing changed) if the limit does not allow it; the
+ * caller then frees what it got and reports out of memory. */
+bool cumemcap_charge_adjust(struct cumemcap_charge *c, uint64_t actual);
+
+/* Before a request on `dev` is refused (at the limit, or by the driver):
+ * read back what stream-ordered pools trimmed at a synchronization the
+ * shim did not see, and have the arenas of every context on the GPU give
+ * back what they cache. One limit per GPU. */
+void cumemcap_make_room(int dev);
+
+/* Reserve `bytes` of `kind` on `dev` within its limit; when they do not
+ * fit, make room (above) and try once more. False: refused (nothing
+ * reserved; the caller counts and logs the refusal). */
+bool cumemcap_reserve_room(int dev, enum cumemcap_kind kind, uint64_t bytes);
+
+/* Count a request refused at the limit and log it. */
+void cumemcap_note_refusal(int dev, const char *door, uint64_t bytes);
+
+/* Freeing: remove the record before the driver frees. */
+bool cumemcap_release_take(enum cumemcap_handle_kind handle, uint64_t key,
+			   struct cumemcap_block *b);
+/* After the driver's answer: release the bytes, or restore the record. */
+CUresult cumemcap_release_settle(bool found, const struct cumemcap_block *b, CUresult r);
+
+/* How a context died. */
+enum cumemcap_death {
+	CUMEMCAP_DEATH_DESTROYED, /* cuCtxDestroy */
+	CUMEMCAP_DEATH_RESET,     /* cuDevicePrimaryCtxReset of an active primary context */
+	CUMEMCAP_DEATH_RELEASED,  /* the last cuDevicePrimaryCtxRelease */
+};
+
+/* Context `ctx` (on `dev`, or -1 when the caller does not know) died: the
+ * driver freed everything allocated in it. Forget every book of it (blocks,
+ * segments, pending frees, cached bytes, records) and log what went. Must
+ * run as the writer of the life lock (life.h), right after the driver
+ * call, so that no hook has seen the context die. ctx may be NULL (the
+ * handle is unknown: nothing of it can be in the books). */
+void cumemcap_context_died(CUcontext ctx, int dev, enum cumemcap_death why);
+
+/* ---- stream-ordered pools ---- */
+
+void cumemcap_pool_created(CUmemoryPool pool, int dev);
+void cumemcap_pool_destroyed(CUmemoryPool pool);
+/* cuMemPoolTrimTo returned: follow the pool down. */
+void cumemcap_pool_trimmed(CUmemoryPool pool);
+
+/* A stream-ordered allocation (cuMemAllocAsync, cuMemAllocFromPoolAsync,
+ * either stream variant), from begin to finish. */
+struct cumemcap_pool_alloc {
+	struct cumemcap_charge c;
+	CUmemoryPool pool;  /* followed by its reserved figure; NULL: charged as asked */
+	uint64_t estimate;  /* held for it while the driver serves it */
+	uint64_t bytes;     /* what the program asked */
+};
+
+/* Before the driver call: charge `bytes` from `pool` on behalf of context
+ * ctx, whose stream is on device stream_dev. current: the call takes from
+ * the current pool of stream_dev (cuMemAllocAsync; `pool` is ignored);
+ * otherwise `pool` is the program's, charged to the device it allocates on
+ * (stream_dev when no device claims it). Holds the pool's granularity
+ * (cumemcap_pool_estimate) while the driver serves it. Returns
+ * CUDA_SUCCESS (call the driver, then finish) or CUDA_ERROR_OUT_OF_MEMORY
+ * (refused at the limit; no finish). */
+CUresult cumemcap_pool_alloc_begin(struct cumemcap_pool_alloc *a, const char *door, CUcontext ctx,
+				   int stream_dev, bool current, CUmemoryPool pool, uint64_t bytes);
+
+/* After the driver call returned r (ptr: the allocation, when r is
+ * success): charge what the pool really took instead of the estimate and
+ * record the block. Returns r, or CUDA_ERROR_OUT_OF_MEMORY when r was
+ * success but the pool grew past every estimate and past the limit: the
+ * refusal is counted and logged, and the caller frees ptr (in stream
+ * order, by the free matching its allocation call). */
+CUresult cumemcap_pool_alloc_finish(struct cumemcap_pool_alloc *a, CUresult r, uint64_t ptr);
+
+/* Re-read every pool of `dev` (they shrink at synchronization points the
+ * shim does not see); nothing to do, and no call, when no pool bytes are
+ * counted on dev (0 <= dev < CUMEMCAP_MAX_DEVICES). */
+void cumemcap_pool_refresh_now(int dev);
+static inline void cumemcap_pool_refresh(int dev)
+{
+	if (atomic_load_explicit(&cumemcap_ledger[dev].kind[CUMEMCAP_KIND_pool], memory_order_relaxed))
+		cumemcap_pool_refresh_now(dev);
+}
+
+/* Estimate of the bytes a pool takes for one request (its granularity). */
+uint64_t cumemcap_pool_estimate(uint64_t bytes);
+
+/* Fork child: drop all pool records. */
+void cumemcap_pool_reset(void);
+
+/* Fork: hold the pool list across fork(). */
+void cumemcap_account_lock(void);
+void cumemcap_account_unlock(void);

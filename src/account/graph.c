@@ -1,0 +1,365 @@
+/* graph: see graph.h. */
+#include "account/graph.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "account/account.h"
+#include "state/capture.h"
+#include "state/device.h"
+#include "driver/driver.h"
+#include "state/ledger.h"
+#include "log/log.h"
+#include "platform/mix.h"
+#include "platform/xmutex.h"
+
+/* How deep child graphs are followed. */
+#define MAX_DEPTH 8
+#define BUCKETS 256
+
+/* An executable graph the shim saw instantiated. */
+struct exec_record {
+	CUgraphExec exec;
+	CUcontext ctx;
+	bool mapped; /* uploaded or launched since instantiation or the last trim */
+	int n;
+	struct cumemcap_graph_need need[CUMEMCAP_GRAPH_DEVICES];
+	struct exec_record *next;
+};
+
+static struct exec_record *buckets[BUCKETS];
+/* What the ledger holds for each device's graph pool (its reserved bytes
+ * when last read), and the growth reserved for calls under way. */
+static uint64_t accounted[CUMEMCAP_MAX_DEVICES];
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cumemcap_xmutex query_lock = CUMEMCAP_XMUTEX_INIT(query_lock);
+
+static size_t bucket_of(CUgraphExec exec)
+{
+	return (size_t)cumemcap_mix_short((uint64_t)(uintptr_t)exec) & (BUCKETS - 1);
+}
+
+/* Lock held. */
+static struct exec_record **find(CUgraphExec exec)
+{
+	struct exec_record **pp = &buckets[bucket_of(exec)];
+	while (*pp && (*pp)->exec != exec)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+static bool valid_dev(int dev)
+{
+	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
+}
+
+/* ---- what a graph needs -------------------------------------------------------- */
+
+static void add_need(struct cumemcap_graph_op *op, int dev, uint64_t bytes)
+{
+	for (int i = 0; i < op->n; i++)
+		if (op->need[i].dev == dev) {
+			uint64_t sum = op->need[i].bytes + bytes;
+			op->need[i].bytes = sum < bytes ? UINT64_MAX : sum;
+			return;
+		}
+	if (op->n < CUMEMCAP_GRAPH_DEVICES)
+		op->need[op->n++] = (struct cumemcap_graph_need){ .dev = dev, .bytes = bytes };
+}
+
+/* Add up the allocation nodes of `graph` and its child graphs. False when
+ * the driver cannot say (the graph is then not checked). */
+static bool walk(struct cumemcap_graph_op *op, CUgraph graph, int depth)
+{
+	if (!real_cuGraphGetNodes || !real_cuGraphNodeGetType || !real_cuGraphMemAllocNodeGetParams)
+		return false;
+	size_t n = 0;
+	if (real_cuGraphGetNodes(graph, NULL, &n) != CUDA_SUCCESS)
+		return false;
+	if (n == 0)
+		return true;
+	CUgraphNode *nodes = malloc(n * sizeof(*nodes));
+	if (!nodes)
+		return false;
+	bool ok = real_cuGraphGetNodes(graph, nodes, &n) == CUDA_SUCCESS;
+	for (size_t i = 0; ok && i < n; i++) {
+		CUgraphNodeType type;
+		if (real_cuGraphNodeGetType(nodes[i], &type) != CUDA_SUCCESS)
+			continue;
+		if (type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+			CUDA_MEM_ALLOC_NODE_PARAMS p;
+			memset(&p, 0, sizeof(p));
+			if (real_cuGraphMemAllocNodeGetParams(nodes[i], &p) == CUDA_SUCCESS &&
+			    p.poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
+			    valid_dev(p.poolProps.location.id))
+				add_need(op, p.poolProps.location.id, cumemcap_pool_estimate(p.bytesize));
+		} else if (type == CU_GRAPH_NODE_TYPE_GRAPH && depth < MAX_DEPTH &&
+			   real_cuGraphChildGraphNodeGetGraph) {
+			CUgraph child;
+			if (real_cuGraphChildGraphNodeGetGraph(nodes[i], &child) == CUDA_SUCCESS)
+				ok = walk(op, child, depth + 1);
+		}
+	}
+	free(nodes);
+	return ok;
+}
+
+/* ---- the pool's figures ---------------------------------------------------------- */
+
+static bool pool_figures(int dev, uint64_t *reserved, uint64_t *used)
+{
+	if (!cumemcap_driver_graph_mem(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, reserved))
+		return false;
+	if (used && !cumemcap_driver_graph_mem(dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, used))
+		*used = *reserved; /* nothing known to be unmapped */
+	return true;
+}
+
+/* Read dev's pool and make the ledger hold what it reserves, giving back
+ * `held` (growth reserved for a call now over). When the driver cannot
+ * say: keep the figure, or drop it when `gone` (its context died). */
+static void settle(int dev, uint64_t held, bool gone)
+{
+	cumemcap_xmutex_lock(&query_lock);
+	uint64_t reserved = 0;
+	bool known = pool_figures(dev, &reserved, NULL);
+	pthread_mutex_lock(&lock);
+	uint64_t was = accounted[dev];
+	uint64_t now = known ? reserved : gone ? 0 : was;
+	/* Growth first, then the hold goes: the total never dips below what
+	 * is held, so no other request slips into a moment's gap. */
+	if (now > was)
+		cumemcap_ledger_add(dev, CUMEMCAP_KIND_graph, now - was);
+	cumemcap_ledger_sub(dev, CUMEMCAP_KIND_graph, held);
+	if (now < was)
+		cumemcap_ledger_sub(dev, CUMEMCAP_KIND_graph, was - now);
+	accounted[dev] = now;
+	pthread_mutex_unlock(&lock);
+	cumemcap_xmutex_unlock(&query_lock);
+}
+
+/* Reserve in the ledger the growth mapping op's needs may cause. On
+ * refusal nothing stays held. */
+static CUresult hold(struct cumemcap_graph_op *op)
+{
+	for (int i = 0; i < op->n; i++) {
+		struct cumemcap_graph_need *nd = &op->need[i];
+		nd->held = 0;
+		if (!cumemcap_device_ensure(nd->dev))
+			continue;
+		uint64_t reserved, used;
+		if (!pool_figures(nd->dev, &reserved, &used))
+			reserved = used = 0;
+		uint64_t spare = reserved > used ? reserved - used : 0;
+		uint64_t growth = nd->bytes > spare ? nd->bytes - spare : 0;
+		if (growth && !cumemcap_reserve_room(nd->dev, CUMEMCAP_KIND_graph, growth)) {
+			for (int j = 0; j < i; j++)
+				cumemcap_ledger_sub(op->need[j].dev, CUMEMCAP_KIND_graph, op->need[j].held);
+			cumemcap_note_refusal(nd->dev, op->door, nd->bytes);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		nd->held = growth;
+	}
+	return CUDA_SUCCESS;
+}
+
+/* The call op reserved for returned r. */
+static void settle_op(struct cumemcap_graph_op *op, CUresult r)
+{
+	for (int i = 0; i < op->n; i++) {
+		struct cumemcap_graph_need *nd = &op->need[i];
+		if (r == CUDA_ERROR_OUT_OF_MEMORY && valid_dev(nd->dev)) {
+			cumemcap_ledger_bump(nd->dev, driver_oom);
+			cumemcap_log_driver_oom(nd->dev, op->door, nd->bytes);
+		}
+		if (cumemcap_device_info(nd->dev))
+			settle(nd->dev, nd->held, false);
+	}
+}
+
+/* ---- instantiation -------------------------------------------------------------- */
+
+CUresult cumemcap_graph_instantiate_begin(struct cumemcap_graph_op *op, const char *door,
+					  CUgraph graph, bool upload)
+{
+	memset(op, 0, sizeof(*op));
+	op->door = door;
+	int dev;
+	if (cumemcap_device_current(&op->ctx, &dev) != CUDA_SUCCESS)
+		op->ctx = NULL;
+	if (!graph || !walk(op, graph, 0)) {
+		op->n = -1;
+		return CUDA_SUCCESS; /* the driver will answer */
+	}
+	CUresult r = hold(op);
+	if (r != CUDA_SUCCESS)
+		return r;
+	op->map = upload;
+	if (!upload) {
+		/* Only a check: instantiation maps nothing. */
+		for (int i = 0; i < op->n; i++)
+			cumemcap_ledger_sub(op->need[i].dev, CUMEMCAP_KIND_graph, op->need[i].held);
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult cumemcap_graph_instantiate_end(struct cumemcap_graph_op *op, CUresult r,
+					const CUgraphExec *exec)
+{
+	if (op->n < 0)
+		return r;
+	if (op->map)
+		settle_op(op, r);
+	if (r != CUDA_SUCCESS || !exec || !*exec)
+		return r;
+	struct exec_record *rec = malloc(sizeof(*rec));
+	if (!rec)
+		return r; /* unknown to the shim: its launches are read back after */
+	*rec = (struct exec_record){ .exec = *exec, .ctx = op->ctx, .mapped = op->map, .n = op->n };
+	memcpy(rec->need, op->need, sizeof(rec->need));
+	pthread_mutex_lock(&lock);
+	struct exec_record **pp = find(*exec);
+	if (*pp) { /* a handle the shim missed the destruction of */
+		struct exec_record *old = *pp;
+		*pp = old->next;
+		free(old);
+	}
+	rec->next = buckets[bucket_of(*exec)];
+	buckets[bucket_of(*exec)] = rec;
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+/* ---- upload and launch ----------------------------------------------------------- */
+
+CUresult cumemcap_graph_launch_begin(struct cumemcap_graph_op *op, const char *door,
+				     CUgraphExec exec, CUstream stream, bool ptsz)
+{
+	op->door = door;
+	op->map = false;
+	op->n = 0;
+	pthread_mutex_lock(&lock);
+	struct exec_record *rec = *find(exec);
+	bool known = rec != NULL, mapped = rec && rec->mapped;
+	if (rec) {
+		op->n = rec->n;
+		memcpy(op->need, rec->need, sizeof(op->need));
+	}
+	pthread_mutex_unlock(&lock);
+	if (mapped || (known && op->n == 0) || cumemcap_capture_stream(stream, ptsz))
+		return CUDA_SUCCESS; /* nothing to map */
+	op->map = true;
+	if (!known) {
+		/* Instantiated where the shim did not see it: read the pool of
+		 * the current device back afterwards. */
+		CUcontext ctx;
+		int dev;
+		if (cumemcap_device_current(&ctx, &dev) != CUDA_SUCCESS)
+			op->map = false;
+		else
+			op->need[op->n++] = (struct cumemcap_graph_need){ .dev = dev };
+		return CUDA_SUCCESS;
+	}
+	CUresult r = hold(op);
+	if (r != CUDA_SUCCESS)
+		op->map = false;
+	return r;
+}
+
+CUresult cumemcap_graph_launch_end(struct cumemcap_graph_op *op, CUresult r, CUgraphExec exec)
+{
+	if (!op->map)
+		return r;
+	settle_op(op, r);
+	if (r == CUDA_SUCCESS) {
+		pthread_mutex_lock(&lock);
+		struct exec_record *rec = *find(exec);
+		if (rec)
+			rec->mapped = true;
+		pthread_mutex_unlock(&lock);
+	}
+	return r;
+}
+
+/* ---- the end of graphs and their memory ------------------------------------------ */
+
+void cumemcap_graph_exec_destroyed(CUgraphExec exec)
+{
+	pthread_mutex_lock(&lock);
+	struct exec_record **pp = find(exec), *rec = *pp;
+	if (rec)
+		*pp = rec->next;
+	pthread_mutex_unlock(&lock);
+	if (!rec)
+		return;
+	for (int i = 0; i < rec->n; i++)
+		if (cumemcap_device_info(rec->need[i].dev))
+			settle(rec->need[i].dev, 0, false);
+	free(rec);
+}
+
+void cumemcap_graph_trimmed(int dev)
+{
+	if (!valid_dev(dev))
+		return;
+	pthread_mutex_lock(&lock);
+	for (size_t b = 0; b < BUCKETS; b++)
+		for (struct exec_record *rec = buckets[b]; rec; rec = rec->next)
+			for (int i = 0; i < rec->n; i++)
+				if (rec->need[i].dev == dev)
+					rec->mapped = false;
+	pthread_mutex_unlock(&lock);
+	if (cumemcap_device_info(dev))
+		settle(dev, 0, false);
+}
+
+void cumemcap_graph_context_died(CUcontext ctx)
+{
+	bool held[CUMEMCAP_MAX_DEVICES];
+	pthread_mutex_lock(&lock);
+	for (size_t b = 0; b < BUCKETS; b++) {
+		struct exec_record **pp = &buckets[b];
+		while (*pp) {
+			struct exec_record *rec = *pp;
+			if (rec->ctx == ctx) {
+				*pp = rec->next;
+				free(rec);
+			} else {
+				pp = &rec->next;
+			}
+		}
+	}
+	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
+		held[dev] = accounted[dev] != 0;
+	pthread_mutex_unlock(&lock);
+	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
+		if (held[dev])
+			settle(dev, 0, true);
+}
+
+/* ---- fork ------------------------------------------------------------------------ */
+
+void cumemcap_graph_lock(void)
+{
+	pthread_mutex_lock(&lock);
+}
+
+void cumemcap_graph_unlock(void)
+{
+	pthread_mutex_unlock(&lock);
+}
+
+void cumemcap_graph_fork_child(void)
+{
+	for (size_t b = 0; b < BUCKETS; b++) {
+		while (buckets[b]) {
+			struct exec_record *rec = buckets[b];
+			buckets[b] = rec->next;
+			free(rec);
+		}
+	}
+	memset(accounted, 0, sizeof(accounted));
+	pthread_mutex_unlock(&lock);
+	cumemcap_xmutex_fork_child(&query_lock);
+}

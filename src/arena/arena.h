@@ -1,0 +1,77 @@
+/* arena: per-GPU, per-context pools serving cuMemAlloc from segments taken
+ * from the driver.
+ *
+ * Small requests (<= 1 MiB) are packed into shared 2 MiB segments; larger
+ * ones get a segment of their own whose base is the pointer handed out,
+ * and a freed large segment is kept for a later request of a fitting size.
+ * A freed block is not reused until a context synchronization proves the
+ * streams are past its free (see arena.c). The limit counts every segment
+ * byte (live and cached); the ledger's `live` and `pooled` figures follow
+ * what is handed out and what is cached.
+ *
+ * Thread safety: each arena has one lock, never held across a driver
+ * call. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "platform/cuda-api.h"
+
+/* Serve cuMemAlloc(bytes) from the current context's arena. Returns false
+ * when pooling does not apply (CUMEMCAP_POOL=off, no current context, a
+ * device the shim cannot account on): the caller goes to the driver.
+ * Otherwise *r is the answer for the program (CUDA_SUCCESS and *dptr, or
+ * CUDA_ERROR_OUT_OF_MEMORY after cached segments were released and the
+ * request tried once more). */
+bool cumemcap_arena_alloc(CUdeviceptr *dptr, uint64_t bytes, const char *door, CUresult *r);
+
+/* cuMemFree(ptr): false when ptr is not in any arena segment (the caller
+ * goes on to the driver). Otherwise *r is the answer: CUDA_SUCCESS for a
+ * live block's base, CUDA_ERROR_INVALID_VALUE for any other address in a
+ * segment (a double free or an interior pointer, as from the driver). */
+bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r);
+
+enum cumemcap_arena_where {
+	CUMEMCAP_ARENA_NOT_OURS = 0, /* not in a segment: ask the driver */
+	CUMEMCAP_ARENA_WHOLE,        /* a live block that is its segment's base */
+	CUMEMCAP_ARENA_PACKED,       /* a live block sharing its segment */
+	CUMEMCAP_ARENA_NOT_LIVE,     /* in a segment, but in no live block */
+};
+
+/* Which live block holds ptr: its base and the size the program asked for. */
+enum cumemcap_arena_where cumemcap_arena_lookup(CUdeviceptr ptr, CUdeviceptr *base, uint64_t *size);
+
+/* True the first time it is called in the process (one log line about
+ * IPC on packed blocks is enough). */
+bool cumemcap_arena_warn_ipc(void);
+
+/* Bytes of segments this device's arenas hold but have not handed out. */
+uint64_t cumemcap_arena_cached(int dev);
+
+/* What an arena held when its context died. */
+struct cumemcap_arena_gone {
+	int dev;        /* -1: the context had no arena */
+	uint64_t live;  /* bytes the program held in blocks */
+	uint64_t held;  /* bytes of segments the driver freed with the context */
+	uint64_t blocks; /* live blocks */
+};
+
+/* A context is gone with everything allocated in it (life writer held):
+ * its arena is emptied and its figures leave the ledger. */
+void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone);
+
+/* Give back everything the arenas of `dev` cache, in every context on it:
+ * wait for their pending frees, then release wholly free segments to the
+ * driver. Before a refusal at the limit or a driver out-of-memory answer,
+ * whatever context asked (cumemcap_make_room). */
+void cumemcap_arena_release_device(int dev);
+
+/* From the worker thread: release idle segments that are due. Returns the
+ * milliseconds until the next may be due (UINT32_MAX: none). */
+uint32_t cumemcap_arena_tick(uint64_t now_ms);
+
+/* Fork: hold every arena across fork(); the child empties them. */
+void cumemcap_arena_lock_all(void);
+void cumemcap_arena_unlock_all(void);
+void cumemcap_arena_fork_child(void);

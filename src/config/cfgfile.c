@@ -1,0 +1,310 @@
+/* cfgfile: see cfgfile.h. */
+#include "config/cfgfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static bool is_blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r';
+}
+
+/* Trim [*b, *e) in place. */
+static void trim(const char **b, const char **e)
+{
+	while (*b < *e && is_blank(**b))
+		(*b)++;
+	while (*e > *b && is_blank((*e)[-1]))
+		(*e)--;
+}
+
+/* A comment starts at '#' at the start of the line or after a blank. */
+static const char *comment_start(const char *b, const char *e)
+{
+	for (const char *p = b; p < e; p++)
+		if (*p == '#' && (p == b || is_blank(p[-1])))
+			return p;
+	return e;
+}
+
+static bool fail(char *err, size_t errlen, const char *path, unsigned line, const char *msg)
+{
+	snprintf(err, errlen, "%s:%u: %s", path, line, msg);
+	return false;
+}
+
+/* Copy [b, e) into a NUL-terminated buffer of CUMEMCAP_CONFIG_MAX_LINE + 1. */
+static void copy(char *dst, const char *b, const char *e)
+{
+	size_t n = (size_t)(e - b);
+	memcpy(dst, b, n);
+	dst[n] = '\0';
+}
+
+/* Printable form of a line fragment for messages: control bytes escaped. */
+static void printable(char *dst, size_t cap, const char *b, const char *e)
+{
+	size_t o = 0;
+	for (const char *p = b; p < e && o + 5 < cap; p++) {
+		unsigned char c = (unsigned char)*p;
+		if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
+			o += (size_t)snprintf(dst + o, cap - o, "\\x%02x", c);
+		else
+			dst[o++] = (char)c;
+	}
+	if (o < cap)
+		dst[o] = '\0';
+}
+
+const char *cumemcap_config_quote(char *dst, size_t cap, const char *s)
+{
+	if (cap == 0)
+		return dst;
+	dst[0] = '\0';
+	printable(dst, cap, s, s + strlen(s));
+	return dst;
+}
+
+bool cumemcap_config_parse(const char *path, const char *text, size_t len,
+			   const struct cumemcap_config_handler *h, void *ctx, char *err,
+			   size_t errlen)
+{
+	/* Two line-sized buffers, static size: nothing grows with the input. */
+	char a[CUMEMCAP_CONFIG_MAX_LINE + 1], b[CUMEMCAP_CONFIG_MAX_LINE + 1];
+	char msg[512], shown[160];
+	const char *p = text, *end = text + len;
+	unsigned line = 0;
+
+	while (p < end) {
+		const char *eol = memchr(p, '\n', (size_t)(end - p));
+		const char *le = eol ? eol : end;
+		line++;
+		if ((size_t)(le - p) > CUMEMCAP_CONFIG_MAX_LINE) {
+			snprintf(msg, sizeof(msg), "line longer than %u bytes", CUMEMCAP_CONFIG_MAX_LINE);
+			return fail(err, errlen, path, line, msg);
+		}
+		if (memchr(p, '\0', (size_t)(le - p)))
+			return fail(err, errlen, path, line, "NUL byte in line; is this a text file?");
+		const char *lb = p;
+		le = comment_start(lb, le);
+		trim(&lb, &le);
+		p = eol ? eol + 1 : end;
+		if (lb == le)
+			continue;
+
+		if (*lb == '[') {
+			if (le[-1] != ']') {
+				printable(shown, sizeof(shown), lb, le);
+				snprintf(msg, sizeof(msg),
+					 "section header \"%s\" does not end with ']'; expected [device SELECTOR] or [program GLOB]",
+					 shown);
+				return fail(err, errlen, path, line, msg);
+			}
+			const char *kb = lb + 1, *ke = le - 1;
+			trim(&kb, &ke);
+			const char *sp = kb;
+			while (sp < ke && !is_blank(*sp))
+				sp++;
+			const char *ab = sp, *ae = ke;
+			trim(&ab, &ae);
+			copy(a, kb, sp);
+			copy(b, ab, ae);
+			msg[0] = '\0';
+			if (!h->section(ctx, a, b, line, msg, sizeof(msg)))
+				return fail(err, errlen, path, line, msg);
+			continue;
+		}
+
+		const char *eq = memchr(lb, '=', (size_t)(le - lb));
+		if (!eq) {
+			printable(shown, sizeof(shown), lb, le);
+			snprintf(msg, sizeof(msg), "\"%s\" is not a setting; expected key = value", shown);
+			return fail(err, errlen, path, line, msg);
+		}
+		const char *kb = lb, *ke = eq, *vb = eq + 1, *ve = le;
+		trim(&kb, &ke);
+		trim(&vb, &ve);
+		if (kb == ke)
+			return fail(err, errlen, path, line, "missing key before '='");
+		copy(a, kb, ke);
+		copy(b, vb, ve);
+		msg[0] = '\0';
+		if (!h->entry(ctx, a, b, line, msg, sizeof(msg)))
+			return fail(err, errlen, path, line, msg);
+	}
+	return true;
+}
+
+/* Read the open regular file `fd` (closed here) with a bound. */
+static bool read_fd(int fd, const char *path, char **text, size_t *len, char *err, size_t errlen)
+{
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s: not a regular file", path);
+		close(fd);
+		return false;
+	}
+	if (st.st_size > (off_t)CUMEMCAP_CONFIG_MAX_BYTES) {
+		snprintf(err, errlen, "%s: larger than %u bytes", path, CUMEMCAP_CONFIG_MAX_BYTES);
+		close(fd);
+		return false;
+	}
+	/* Read at most the limit plus one byte, whatever fstat said: the
+	 * file may grow while we read. */
+	size_t cap = (size_t)st.st_size + 1, n = 0;
+	char *buf = malloc(cap + 1);
+	if (!buf) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		close(fd);
+		return false;
+	}
+	for (;;) {
+		if (n == cap) {
+			if (cap > CUMEMCAP_CONFIG_MAX_BYTES)
+				break;
+			size_t ncap = cap * 2 > CUMEMCAP_CONFIG_MAX_BYTES + 1 ? CUMEMCAP_CONFIG_MAX_BYTES + 1 : cap * 2;
+			char *nbuf = realloc(buf, ncap + 1);
+			if (!nbuf)
+				break;
+			buf = nbuf;
+			cap = ncap;
+		}
+		ssize_t r = read(fd, buf + n, cap - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+			free(buf);
+			close(fd);
+			return false;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	if (n > CUMEMCAP_CONFIG_MAX_BYTES) {
+		snprintf(err, errlen, "%s: larger than %u bytes", path, CUMEMCAP_CONFIG_MAX_BYTES);
+		free(buf);
+		return false;
+	}
+	buf[n] = '\0';
+	*text = buf;
+	*len = n;
+	return true;
+}
+
+/* O_NONBLOCK: opening a FIFO (or a device waiting for a carrier) must not
+ * hang the process before main; the descriptor is checked to be a regular
+ * file before anything is read, and O_NONBLOCK does nothing to those. */
+#define CONFIG_OPEN_FLAGS (O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+
+bool cumemcap_config_read(const char *path, char **text, size_t *len, char *err, size_t errlen)
+{
+	int fd = open(path, CONFIG_OPEN_FLAGS);
+	if (fd < 0) {
+		int e = errno;
+		struct stat ls;
+		if (e == ENOENT && lstat(path, &ls) == 0 && S_ISLNK(ls.st_mode))
+			snprintf(err, errlen, "%s: cannot open: a symbolic link to a file that does not exist", path);
+		else
+			snprintf(err, errlen, "%s: cannot open: %s", path, strerror(e));
+		return false;
+	}
+	return read_fd(fd, path, text, len, err, errlen);
+}
+
+int cumemcap_config_read_trusted(const char *path, uid_t owner, char **text, size_t *len,
+				 char *why, size_t whylen)
+{
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+	if (!slash) {
+		snprintf(dir, sizeof(dir), ".");
+	} else if ((size_t)(slash - path) >= sizeof(dir) || !*base) {
+		snprintf(why, whylen, "%s: not a usable file name", path);
+		return -1;
+	} else {
+		size_t n = slash == path ? 1 : (size_t)(slash - path);
+		memcpy(dir, path, n);
+		dir[n] = '\0';
+	}
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return 0; /* no directory, no file */
+	int fd = openat(dfd, base, CONFIG_OPEN_FLAGS | O_NOFOLLOW);
+	int e = errno;
+	struct stat ds, fs;
+	bool dir_ok = fstat(dfd, &ds) == 0 && ds.st_uid == owner && !(ds.st_mode & (S_IWGRP | S_IWOTH));
+	close(dfd);
+	if (fd < 0) {
+		if (e == ENOENT)
+			return 0;
+		snprintf(why, whylen, "%s: %s", path,
+			 e == ELOOP ? "is a symbolic link" : strerror(e));
+		return -1;
+	}
+	if (!dir_ok) {
+		snprintf(why, whylen, "%s: its directory %s is not owned by uid %u or is writable by others",
+			 path, dir, (unsigned)owner);
+		close(fd);
+		return -1;
+	}
+	if (fstat(fd, &fs) != 0 || !S_ISREG(fs.st_mode)) {
+		snprintf(why, whylen, "%s: not a regular file", path);
+		close(fd);
+		return -1;
+	}
+	if (fs.st_uid != owner || (fs.st_mode & (S_IWGRP | S_IWOTH))) {
+		snprintf(why, whylen, "%s: not owned by uid %u or writable by others", path, (unsigned)owner);
+		close(fd);
+		return -1;
+	}
+	return read_fd(fd, path, text, len, why, whylen) ? 1 : -1;
+}
+
+/* Levenshtein distance, capped: words here are short. */
+static unsigned distance(const char *s, const char *t)
+{
+	size_t n = strlen(s), m = strlen(t);
+	if (n > 32 || m > 32)
+		return 99;
+	unsigned row[33];
+	for (size_t j = 0; j <= m; j++)
+		row[j] = (unsigned)j;
+	for (size_t i = 1; i <= n; i++) {
+		unsigned diag = row[0];
+		row[0] = (unsigned)i;
+		for (size_t j = 1; j <= m; j++) {
+			unsigned up = row[j];
+			unsigned best = diag + (s[i - 1] != t[j - 1]);
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	return row[m];
+}
+
+const char *cumemcap_config_suggest(const char *word, const char *const *candidates)
+{
+	const char *best = NULL;
+	unsigned best_d = 3;
+	for (const char *const *c = candidates; *c; c++) {
+		unsigned d = distance(word, *c);
+		if (d < best_d) {
+			best_d = d;
+			best = *c;
+		}
+	}
+	return best;
+}

@@ -1,0 +1,662 @@
+/* parse: pure value parsers for the configuration surface.
+ *
+ * Owns the text -> value step for CUMEMCAP_LIMIT, CUMEMCAP_DEVICE_LIMITS and
+ * the GPU selectors inside them, plus the one-line messages that explain a
+ * rejected value. Nothing here reads the environment, logs, allocates or
+ * touches a global that is written: every function is reentrant and safe to
+ * call from a library constructor or from several threads at once.
+ *
+ * Numbers are parsed by hand, digit by digit, so the result never depends on
+ * the locale (no strtod) and fractions are exact: "1.5GiB" is 1610612736, not
+ * whatever a double rounds to. Every multiply and add is checked; a value
+ * that would pass UINT64_MAX is rejected, never wrapped.
+ */
+#include "config.h"
+
+#include "config/parse.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+const char cumemcap_amount_forms[] =
+	"bytes (1073741824), a number with a unit K/M/G/T/P or KiB/MiB/GiB/TiB/PiB "
+	"(powers of 1024) or KB/MB/GB/TB/PB (powers of 1000) or B, such as 8GiB, "
+	"512M or 1.5G, or a share of the GPU such as 75% or 12.5% in (0,100]";
+
+const char cumemcap_selector_forms[] =
+	"a device ordinal 0-1023 such as 0 or 3, a GPU UUID such as "
+	"GPU-8e6bd7c8-95e4-2e0f-c1d9-6e2a0b1c4d5f, or a PCI bus id "
+	"[domain:]bus:device.function in hex such as 0000:3b:00.0 or 3b:00.0";
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static bool is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static int hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+static char lower(char c)
+{
+	return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+}
+
+/* Case-insensitive compare of text[0..len) with a lower-case literal. */
+static bool equals_nocase(const char *text, size_t len, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	if (len != n)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		if (lower(text[i]) != lit[i])
+			return false;
+	}
+	return true;
+}
+
+static bool mul_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+	if (a != 0 && b > UINT64_MAX / a)
+		return false;
+	*out = a * b;
+	return true;
+}
+
+static bool add_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+	if (b > UINT64_MAX - a)
+		return false;
+	*out = a + b;
+	return true;
+}
+
+/* ---- amounts ------------------------------------------------------------ */
+
+struct unit {
+	const char *name; /* lower case */
+	uint64_t multiplier;
+};
+
+#define KI UINT64_C(1024)
+#define KD UINT64_C(1000)
+
+static const struct unit units[] = {
+	{ "b", 1 },
+	{ "k", KI },
+	{ "m", KI * KI },
+	{ "g", KI * KI * KI },
+	{ "t", KI * KI * KI * KI },
+	{ "p", KI * KI * KI * KI * KI },
+	{ "kib", KI },
+	{ "mib", KI * KI },
+	{ "gib", KI * KI * KI },
+	{ "tib", KI * KI * KI * KI },
+	{ "pib", KI * KI * KI * KI * KI },
+	{ "kb", KD },
+	{ "mb", KD * KD },
+	{ "gb", KD * KD * KD },
+	{ "tb", KD * KD * KD * KD },
+	{ "pb", KD * KD * KD * KD * KD },
+	{ NULL, 0 },
+};
+
+/* The 3 decimals of a percentage are exactly the permille field's steps. */
+#define PERCENT_DECIMALS 3
+#define PERMILLE_MAX UINT32_C(100000)
+
+/* floor(0.<digits> * mult), exact for any number of digits and any
+ * mult <= UINT64_MAX / 10. Horner from the last digit: the carry into digit
+ * i is floor(value of the digits after i, times mult), and flooring early is
+ * exact because d * mult is an integer. */
+static uint64_t fraction_times(const char *digits, size_t n, uint64_t mult)
+{
+	uint64_t carry = 0;
+
+	while (n-- > 0)
+		carry = ((uint64_t)(digits[n] - '0') * mult + carry) / 10;
+	return carry;
+}
+
+static bool parse_amount_n(const char *text, size_t len, struct cumemcap_amount *out)
+{
+	size_t i = 0;
+	uint64_t whole = 0;
+	const char *frac = NULL;
+	size_t frac_len = 0;
+
+	if (text == NULL || len == 0 || !is_digit(text[0]))
+		return false; /* empty, sign, blank, ".5" */
+
+	while (i < len && is_digit(text[i])) {
+		if (!mul_u64(whole, 10, &whole) || !add_u64(whole, (uint64_t)(text[i] - '0'), &whole))
+			return false;
+		i++;
+	}
+	if (i < len && text[i] == '.') {
+		i++;
+		frac = &text[i];
+		while (i < len && is_digit(text[i]))
+			i++;
+		frac_len = (size_t)(&text[i] - frac);
+		if (frac_len == 0)
+			return false; /* "1.G", "1..5G" */
+	}
+
+	const char *suffix = &text[i];
+	size_t suffix_len = len - i;
+
+	if (suffix_len == 1 && suffix[0] == '%') {
+		uint64_t permille;
+
+		if (frac_len > PERCENT_DECIMALS)
+			return false; /* finer than 0.001%: not representable */
+		if (whole > PERMILLE_MAX / 1000)
+			return false;
+		permille = whole * 1000;
+		for (size_t d = 0; d < PERCENT_DECIMALS; d++) {
+			uint64_t digit = d < frac_len ? (uint64_t)(frac[d] - '0') : 0;
+			uint64_t scale = d == 0 ? 100 : d == 1 ? 10 : 1;
+
+			permille += digit * scale;
+		}
+		if (permille == 0 || permille > PERMILLE_MAX)
+			return false;
+		*out = (struct cumemcap_amount){
+			.kind = CUMEMCAP_AMOUNT_PERCENT,
+			.permille = (uint32_t)permille,
+		};
+		return true;
+	}
+
+	uint64_t mult = 0;
+
+	if (suffix_len == 0) {
+		if (frac != NULL)
+			return false; /* a plain number counts bytes: no fractions */
+		mult = 1;
+	} else {
+		for (const struct unit *u = units; u->name != NULL; u++) {
+			if (equals_nocase(suffix, suffix_len, u->name)) {
+				mult = u->multiplier;
+				break;
+			}
+		}
+		if (mult == 0)
+			return false;
+	}
+
+	uint64_t bytes;
+
+	if (!mul_u64(whole, mult, &bytes))
+		return false;
+	if (frac != NULL && !add_u64(bytes, fraction_times(frac, frac_len, mult), &bytes))
+		return false;
+	if (bytes == 0)
+		return false;
+
+	*out = (struct cumemcap_amount){
+		.kind = CUMEMCAP_AMOUNT_BYTES,
+		.bytes = bytes,
+	};
+	return true;
+}
+
+bool cumemcap_parse_amount(const char *text, struct cumemcap_amount *out)
+{
+	if (text == NULL)
+		return false;
+	return parse_amount_n(text, strlen(text), out);
+}
+
+/* ---- selectors ---------------------------------------------------------- */
+
+#define ORDINAL_MAX 1023u
+
+static bool parse_ordinal(const char *text, size_t len, uint32_t *out)
+{
+	uint32_t v = 0;
+
+	/* One spelling per ordinal: "0", "7", "1023"; no "007". */
+	if (len == 0 || len > 4 || (text[0] == '0' && len > 1))
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		if (!is_digit(text[i]))
+			return false;
+		v = v * 10 + (uint32_t)(text[i] - '0');
+	}
+	if (v > ORDINAL_MAX)
+		return false;
+	*out = v;
+	return true;
+}
+
+static bool parse_uuid(const char *text, size_t len, unsigned char out[16])
+{
+	static const size_t groups[] = { 8, 4, 4, 4, 12 };
+	unsigned char bytes[16];
+	size_t pos = 4, nbyte = 0;
+
+	if (len != 4 + 32 + 4 || !equals_nocase(text, 4, "gpu-"))
+		return false;
+	for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++) {
+		if (g > 0) {
+			if (text[pos] != '-')
+				return false;
+			pos++;
+		}
+		for (size_t k = 0; k < groups[g]; k += 2) {
+			int hi = hex_value(text[pos]);
+			int lo = hex_value(text[pos + 1]);
+
+			if (hi < 0 || lo < 0)
+				return false;
+			bytes[nbyte++] = (unsigned char)(hi << 4 | lo);
+			pos += 2;
+		}
+	}
+	memcpy(out, bytes, sizeof(bytes));
+	return true;
+}
+
+/* 1..max_digits hex digits, value <= max. */
+static bool parse_hex_field(const char *text, size_t len, size_t max_digits, uint32_t max,
+			    uint32_t *out)
+{
+	uint32_t v = 0;
+
+	if (len == 0 || len > max_digits)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		int h = hex_value(text[i]);
+
+		if (h < 0)
+			return false;
+		v = v << 4 | (uint32_t)h;
+	}
+	if (v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
+struct pci_id {
+	uint32_t domain, bus, device, function;
+};
+
+/* [DOMAIN:]BUS:DEVICE.FUNCTION, all hex. */
+static bool parse_pci(const char *text, size_t len, struct pci_id *out)
+{
+	const char *colon[2] = { NULL, NULL };
+	size_t ncolon = 0;
+	const char *dot = NULL;
+	struct pci_id id = { 0, 0, 0, 0 };
+
+	for (size_t i = 0; i < len; i++) {
+		if (text[i] == ':') {
+			if (ncolon == 2 || dot != NULL)
+				return false;
+			colon[ncolon++] = &text[i];
+		} else if (text[i] == '.') {
+			if (dot != NULL)
+				return false;
+			dot = &text[i];
+		}
+	}
+	if (ncolon == 0 || dot == NULL)
+		return false;
+
+	const char *end = text + len;
+	const char *bus = text;
+
+	if (ncolon == 2) {
+		if (!parse_hex_field(text, (size_t)(colon[0] - text), 8, UINT32_MAX, &id.domain))
+			return false;
+		bus = colon[0] + 1;
+	}
+	const char *last_colon = colon[ncolon - 1];
+
+	if (!parse_hex_field(bus, (size_t)(last_colon - bus), 2, 0xff, &id.bus) ||
+	    !parse_hex_field(last_colon + 1, (size_t)(dot - last_colon - 1), 2, 0x1f, &id.device) ||
+	    !parse_hex_field(dot + 1, (size_t)(end - dot - 1), 1, 7, &id.function))
+		return false;
+	*out = id;
+	return true;
+}
+
+bool cumemcap_parse_selector(const char *text, size_t len, struct cumemcap_selector *out)
+{
+	struct cumemcap_selector sel;
+	struct pci_id pci;
+
+	if (text == NULL || len == 0)
+		return false;
+	memset(&sel, 0, sizeof(sel));
+
+	if (parse_ordinal(text, len, &sel.ordinal)) {
+		sel.kind = CUMEMCAP_SEL_ORDINAL;
+	} else if (parse_uuid(text, len, sel.uuid)) {
+		sel.kind = CUMEMCAP_SEL_UUID;
+	} else if (parse_pci(text, len, &pci)) {
+		sel.kind = CUMEMCAP_SEL_PCI;
+		sel.pci_domain = pci.domain;
+		sel.pci_bus = pci.bus;
+		sel.pci_device = pci.device;
+		sel.pci_function = pci.function;
+	} else {
+		return false;
+	}
+	*out = sel;
+	return true;
+}
+
+bool cumemcap_selector_matches(const struct cumemcap_selector *sel, int ordinal,
+			       const unsigned char uuid[16], const char *pci_bus_id)
+{
+	struct pci_id pci;
+
+	if (sel == NULL)
+		return false;
+	switch (sel->kind) {
+	case CUMEMCAP_SEL_ORDINAL:
+		return ordinal >= 0 && (uint32_t)ordinal == sel->ordinal;
+	case CUMEMCAP_SEL_UUID:
+		return uuid != NULL && memcmp(uuid, sel->uuid, sizeof(sel->uuid)) == 0;
+	case CUMEMCAP_SEL_PCI:
+		if (pci_bus_id == NULL || !parse_pci(pci_bus_id, strlen(pci_bus_id), &pci))
+			return false;
+		return pci.domain == sel->pci_domain && pci.bus == sel->pci_bus &&
+		       pci.device == sel->pci_device && pci.function == sel->pci_function;
+	}
+	return false;
+}
+
+void cumemcap_selector_format(const struct cumemcap_selector *sel, char *buf, size_t len)
+{
+	const unsigned char *u = sel->uuid;
+
+	if (buf == NULL || len == 0)
+		return;
+	switch (sel->kind) {
+	case CUMEMCAP_SEL_ORDINAL:
+		snprintf(buf, len, "%u", (unsigned)sel->ordinal);
+		return;
+	case CUMEMCAP_SEL_UUID:
+		snprintf(buf, len,
+			 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+			 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
+			 u[12], u[13], u[14], u[15]);
+		return;
+	case CUMEMCAP_SEL_PCI:
+		snprintf(buf, len, "%04x:%02x:%02x.%x", (unsigned)sel->pci_domain,
+			 (unsigned)sel->pci_bus, (unsigned)sel->pci_device,
+			 (unsigned)sel->pci_function);
+		return;
+	}
+	snprintf(buf, len, "?");
+}
+
+/* Same kind and same value: the same GPU named twice. */
+static bool selector_equal(const struct cumemcap_selector *a, const struct cumemcap_selector *b)
+{
+	if (a->kind != b->kind)
+		return false;
+	switch (a->kind) {
+	case CUMEMCAP_SEL_ORDINAL:
+		return a->ordinal == b->ordinal;
+	case CUMEMCAP_SEL_UUID:
+		return memcmp(a->uuid, b->uuid, sizeof(a->uuid)) == 0;
+	case CUMEMCAP_SEL_PCI:
+		return a->pci_domain == b->pci_domain && a->pci_bus == b->pci_bus &&
+		       a->pci_device == b->pci_device && a->pci_function == b->pci_function;
+	}
+	return false;
+}
+
+/* ---- device rule lists -------------------------------------------------- */
+
+/* A bounded line being built in the caller's buffer; truncates, never
+ * overflows, always NUL-terminated. */
+struct line {
+	char *buf;
+	size_t len;
+	size_t pos;
+};
+
+__attribute__((format(printf, 2, 3)))
+static void line_printf(struct line *l, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (l->buf == NULL || l->pos + 1 >= l->len)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(l->buf + l->pos, l->len - l->pos, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	l->pos += (size_t)n;
+	if (l->pos >= l->len)
+		l->pos = l->len - 1;
+}
+
+#define QUOTE_MAX 80
+
+/* Append text[0..len) in double quotes, control and non-ASCII bytes as \xNN
+ * so the message stays one printable line; long text is cut with "...". */
+static void line_quote(struct line *l, const char *text, size_t len)
+{
+	line_printf(l, "\"");
+	for (size_t i = 0; i < len && i < QUOTE_MAX; i++) {
+		unsigned char c = (unsigned char)text[i];
+
+		if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
+			line_printf(l, "\\x%02x", c);
+		else
+			line_printf(l, "%c", c);
+	}
+	line_printf(l, "%s\"", len > QUOTE_MAX ? "..." : "");
+}
+
+/* Start the message for a bad entry: `entry 2 "foo=4GiB": `; the caller
+ * appends why. */
+static struct line entry_error(char *err, size_t errlen, size_t index, const char *entry,
+			       size_t entry_len)
+{
+	struct line l = { err, errlen, 0 };
+
+	line_printf(&l, "entry %zu ", index);
+	line_quote(&l, entry, entry_len);
+	line_printf(&l, ": ");
+	return l;
+}
+
+bool cumemcap_parse_device_rules(const char *text, struct cumemcap_device_rules *out,
+				 char *err, size_t errlen)
+{
+	/* Built aside and copied at the end so *out is untouched on failure. */
+	struct cumemcap_device_rules rules;
+	const char *p = text;
+	struct line l;
+
+	if (err != NULL && errlen > 0)
+		err[0] = '\0';
+	if (text == NULL) {
+		l = (struct line){ err, errlen, 0 };
+		line_printf(&l, "no value");
+		return false;
+	}
+	rules.count = 0;
+
+	for (size_t index = 1;; index++) {
+		const char *end = strchr(p, ',');
+		size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+		const char *eq = memchr(p, '=', len);
+
+		if (rules.count == CUMEMCAP_MAX_DEVICE_RULES) {
+			l = entry_error(err, errlen, index, p, len);
+			line_printf(&l, "too many entries, at most %d", CUMEMCAP_MAX_DEVICE_RULES);
+			return false;
+		}
+		if (len == 0) {
+			l = entry_error(err, errlen, index, p, len);
+			line_printf(&l, "empty entry; expected SELECTOR=SIZE such as 0=4GiB");
+			return false;
+		}
+		if (eq == NULL) {
+			l = entry_error(err, errlen, index, p, len);
+			line_printf(&l, "no '='; expected SELECTOR=SIZE such as 0=4GiB");
+			return false;
+		}
+
+		struct cumemcap_device_rule *rule = &rules.rule[rules.count];
+		size_t sel_len = (size_t)(eq - p);
+		const char *amount = eq + 1;
+		size_t amount_len = len - sel_len - 1;
+
+		if (!cumemcap_parse_selector(p, sel_len, &rule->selector)) {
+			l = entry_error(err, errlen, index, p, len);
+			line_quote(&l, p, sel_len);
+			line_printf(&l, " is not a GPU selector; accepted: %s",
+				    cumemcap_selector_forms);
+			return false;
+		}
+		if (!parse_amount_n(amount, amount_len, &rule->amount)) {
+			l = entry_error(err, errlen, index, p, len);
+			line_quote(&l, amount, amount_len);
+			line_printf(&l, " is not a size; accepted: %s", cumemcap_amount_forms);
+			return false;
+		}
+		for (size_t k = 0; k < rules.count; k++) {
+			if (selector_equal(&rules.rule[k].selector, &rule->selector)) {
+				l = entry_error(err, errlen, index, p, len);
+				line_quote(&l, p, sel_len);
+				line_printf(&l, " names the same GPU as entry %zu", k + 1);
+				return false;
+			}
+		}
+		rules.count++;
+
+		if (end == NULL)
+			break;
+		p = end + 1;
+	}
+
+	out->count = rules.count;
+	memcpy(out->rule, rules.rule, rules.count * sizeof(rules.rule[0]));
+	return true;
+}
+
+/* ---- resolution --------------------------------------------------------- */
+
+static uint64_t amount_bytes(const struct cumemcap_amount *a, uint64_t total)
+{
+	uint64_t limit;
+
+	switch (a->kind) {
+	case CUMEMCAP_AMOUNT_BYTES:
+		limit = a->bytes;
+		break;
+	case CUMEMCAP_AMOUNT_PERCENT:
+		/* floor(total * permille / 100000) without overflow: split total
+		 * into q * 100000 + r. permille <= 100000, so q * permille <= total. */
+		limit = total / PERMILLE_MAX * a->permille +
+			total % PERMILLE_MAX * a->permille / PERMILLE_MAX;
+		/* A tiny share of a tiny GPU still means "some", not "nothing". */
+		if (limit == 0 && total > 0)
+			limit = 1;
+		break;
+	default:
+		return UINT64_MAX;
+	}
+	return limit < total ? limit : total;
+}
+
+uint64_t cumemcap_resolve_limit(const struct cumemcap_amount *global,
+				const struct cumemcap_device_rules *rules, int ordinal,
+				const unsigned char uuid[16], const char *pci_bus_id,
+				uint64_t total, int *matched)
+{
+	if (matched != NULL)
+		*matched = -1;
+	if (rules != NULL) {
+		for (size_t i = 0; i < rules->count && i < CUMEMCAP_MAX_DEVICE_RULES; i++) {
+			const struct cumemcap_device_rule *r = &rules->rule[i];
+
+			if (cumemcap_selector_matches(&r->selector, ordinal, uuid, pci_bus_id)) {
+				if (matched != NULL)
+					*matched = (int)i;
+				return amount_bytes(&r->amount, total);
+			}
+		}
+	}
+	if (global == NULL)
+		return UINT64_MAX;
+	return amount_bytes(global, total);
+}
+
+bool cumemcap_parse_seconds(const char *text, uint32_t min_ms, uint32_t max_ms, uint32_t *out_ms)
+{
+	uint64_t ms = 0;
+	const char *s = text;
+	if (*s < '0' || *s > '9')
+		return false;
+	for (; *s >= '0' && *s <= '9'; s++) {
+		ms = ms * 10 + (uint64_t)(*s - '0');
+		if (ms > UINT32_MAX)
+			return false;
+	}
+	ms *= 1000;
+	if (*s == '.') {
+		s++;
+		uint64_t scale = 100;
+		if (*s < '0' || *s > '9')
+			return false;
+		for (; *s >= '0' && *s <= '9'; s++) {
+			if (scale == 0)
+				return false; /* more than three fraction digits */
+			ms += (uint64_t)(*s - '0') * scale;
+			scale /= 10;
+		}
+	}
+	if (*s || ms < min_ms || ms > max_ms)
+		return false;
+	*out_ms = (uint32_t)ms;
+	return true;
+}
+
+bool cumemcap_parse_template(const char *text, size_t max, char *err, size_t errlen)
+{
+	size_t n = strlen(text);
+	if (n == 0 || n >= max) {
+		snprintf(err, errlen, " is not a path; expected 1 to %zu characters", max - 1);
+		return false;
+	}
+	for (const char *s = text; *s; s++) {
+		if ((unsigned char)*s < 0x20 || *s == 0x7f) {
+			snprintf(err, errlen, " contains a control character");
+			return false;
+		}
+		if (*s != '%')
+			continue;
+		s++;
+		if (!*s || !strchr("phnu%", *s)) {
+			snprintf(err, errlen,
+				 " has an unknown %%-escape; accepted: %%p (pid), %%h (host), %%n (program), %%u (uid), %%%%");
+			return false;
+		}
+	}
+	return true;
+}

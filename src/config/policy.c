@@ -1,0 +1,816 @@
+/* policy: see policy.h. */
+#include "config.h"
+#include "config/policy.h"
+
+#include <fnmatch.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config/cfgfile.h"
+#include "platform/msg.h"
+
+/* ---- the settings ---------------------------------------------------------- */
+
+enum scope {
+	IN_ENV = 1,     /* as an environment variable */
+	IN_GLOBAL = 2,  /* before the first section of the file */
+	IN_PROGRAM = 4, /* in a [program GLOB] section */
+	IN_DEVICE = 8,  /* in a [device SELECTOR] section */
+};
+
+/* A parser sets its field in the layer and returns true, or writes why the
+ * value is wrong (a sentence to put after `NAME="VALUE"`) and returns false. */
+typedef bool (*setting_parser)(struct cumemcap_layer *l, const char *value, char *why, size_t len);
+
+static bool parse_limit(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	if (cumemcap_parse_amount(value, &l->limit))
+		return true;
+	snprintf(why, len, " is not a valid limit; accepted: %s", cumemcap_amount_forms);
+	return false;
+}
+
+static bool parse_devices(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	char reason[512];
+	if (cumemcap_parse_device_rules(value, &l->devices, reason, sizeof(reason)))
+		return true;
+	snprintf(why, len, ": %s", reason);
+	return false;
+}
+
+static bool parse_growth(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	if (strcmp(value, "ondemand") == 0) {
+		l->growth = CUMEMCAP_GROWTH_ONDEMAND;
+		return true;
+	}
+	if (strcmp(value, "preallocate") == 0) {
+		l->growth = CUMEMCAP_GROWTH_PREALLOCATE;
+		l->prealloc = (struct cumemcap_amount){ .kind = CUMEMCAP_AMOUNT_NONE };
+		return true;
+	}
+	if (strncmp(value, "preallocate:", 12) == 0) {
+		if (!cumemcap_parse_amount(value + 12, &l->prealloc)) {
+			snprintf(why, len, ": the size after \"preallocate:\" is not valid; accepted: %s",
+				 cumemcap_amount_forms);
+			return false;
+		}
+		l->growth = CUMEMCAP_GROWTH_PREALLOCATE;
+		return true;
+	}
+	snprintf(why, len,
+		 " is not supported; accepted: ondemand, preallocate (the whole limit), preallocate:SIZE");
+	return false;
+}
+
+static bool parse_pool(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	static const char *const names[] = { "on", "nopack", "off" };
+	for (int i = 0; i < 3; i++) {
+		if (strcmp(value, names[i]) == 0) {
+			l->pool = (enum cumemcap_pool_mode)i;
+			return true;
+		}
+	}
+	snprintf(why, len, " is not supported; accepted: on, nopack (no shared segments), off");
+	return false;
+}
+
+const char *cumemcap_policy_pool_name(enum cumemcap_pool_mode m)
+{
+	return m == CUMEMCAP_POOL_OFF ? "off" : m == CUMEMCAP_POOL_NOPACK ? "nopack" : "on";
+}
+
+static bool parse_release(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	if (strcmp(value, "never") == 0) {
+		l->release = CUMEMCAP_RELEASE_NEVER;
+		return true;
+	}
+	if (strcmp(value, "immediate") == 0) {
+		l->release = CUMEMCAP_RELEASE_IMMEDIATE;
+		return true;
+	}
+	if (strncmp(value, "idle:", 5) == 0 &&
+	    cumemcap_parse_seconds(value + 5, 1, 86400000u, &l->release_idle_ms)) {
+		l->release = CUMEMCAP_RELEASE_IDLE;
+		return true;
+	}
+	snprintf(why, len,
+		 " is not supported; accepted: never, immediate, idle:SECONDS (0.001 to 86400, e.g. idle:30)");
+	return false;
+}
+
+static bool parse_hints(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	if (strcmp(value, "on") == 0 || strcmp(value, "off") == 0) {
+		l->hints_off = value[1] == 'f';
+		return true;
+	}
+	snprintf(why, len, " is not supported; accepted: on, off");
+	return false;
+}
+
+static bool parse_log(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	if (strcmp(value, "stderr") == 0 || strcmp(value, "off") == 0) {
+		l->log = value[0] == 's' ? CUMEMCAP_LOG_STDERR : CUMEMCAP_LOG_OFF;
+		return true;
+	}
+	if (!cumemcap_parse_template(value, sizeof(l->log_path), why, len)) {
+		size_t n = strlen(why);
+		snprintf(why + n, len - n, "; accepted: stderr, off, or a path template");
+		return false;
+	}
+	l->log = CUMEMCAP_LOG_FILE;
+	snprintf(l->log_path, sizeof(l->log_path), "%s", value);
+	return true;
+}
+
+static bool parse_interval(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	if (cumemcap_parse_seconds(value, 100, 86400000u, &l->log_interval_ms))
+		return true;
+	snprintf(why, len, " is not supported; accepted: seconds from 0.1 to 86400 (e.g. 5, 0.5)");
+	return false;
+}
+
+static bool parse_metrics(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	if (strcmp(value, "off") == 0) {
+		l->metrics_path[0] = '\0';
+		return true;
+	}
+	if (!cumemcap_parse_template(value, sizeof(l->metrics_path), why, len)) {
+		size_t n = strlen(why);
+		snprintf(why + n, len - n, "; accepted: off, or a path template");
+		return false;
+	}
+	snprintf(l->metrics_path, sizeof(l->metrics_path), "%s", value);
+	return true;
+}
+
+static bool parse_debug(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	if (strcmp(value, "doors") == 0 || strcmp(value, "off") == 0) {
+		l->debug_doors = value[0] == 'd';
+		return true;
+	}
+	snprintf(why, len, " is not supported; accepted: doors, off");
+	return false;
+}
+
+/* Each setting's value and source live in a layer; these find them. */
+#define FIELD(name) offsetof(struct cumemcap_layer, set.name), offsetof(struct cumemcap_layer, src.name)
+
+/* The one table of settings: the environment, the file, the launcher's
+ * --help and --print-config all read it. */
+static const struct setting {
+	const char *variable;
+	const char *key;
+	unsigned scope;
+	setting_parser parse;
+	size_t set_off, src_off;
+} settings[] = {
+	{ "CUMEMCAP_LIMIT", "limit", IN_ENV | IN_GLOBAL | IN_PROGRAM | IN_DEVICE, parse_limit, FIELD(limit) },
+	{ "CUMEMCAP_DEVICE_LIMITS", "device_limits", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_devices, FIELD(devices) },
+	{ "CUMEMCAP_GROWTH", "growth", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_growth, FIELD(growth) },
+	{ "CUMEMCAP_POOL", "pool", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_pool, FIELD(pool) },
+	{ "CUMEMCAP_RELEASE", "release", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_release, FIELD(release) },
+	{ "CUMEMCAP_FRAMEWORK_HINTS", "framework_hints", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_hints, FIELD(hints) },
+	{ "CUMEMCAP_LOG", "log", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_log, FIELD(log) },
+	{ "CUMEMCAP_LOG_INTERVAL", "log_interval", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_interval, FIELD(interval) },
+	{ "CUMEMCAP_METRICS", "metrics", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_metrics, FIELD(metrics) },
+	{ "CUMEMCAP_DEBUG", "debug", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_debug, FIELD(debug) },
+};
+#define SETTING_COUNT (sizeof(settings) / sizeof(settings[0]))
+
+static bool *set_flag(struct cumemcap_layer *l, const struct setting *s)
+{
+	return (bool *)((char *)l + s->set_off);
+}
+
+static struct cumemcap_source *source_of(struct cumemcap_layer *l, const struct setting *s)
+{
+	return (struct cumemcap_source *)((char *)l + s->src_off);
+}
+
+/* "limit, device_limits, ..." for the keys allowed where `scope` says. */
+static const char *key_list(char *buf, size_t len, unsigned scope)
+{
+	size_t o = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < SETTING_COUNT && o < len; i++)
+		if (settings[i].scope & scope)
+			o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? ", " : "", settings[i].key);
+	return buf;
+}
+
+static const struct setting *setting_by_key(const char *key)
+{
+	for (size_t i = 0; i < SETTING_COUNT; i++)
+		if (strcmp(settings[i].key, key) == 0)
+			return &settings[i];
+	return NULL;
+}
+
+/* ---- the environment ------------------------------------------------------- */
+
+/* User text quoted for a one-line message. */
+#define Q(buf, s) cumemcap_config_quote(buf, sizeof(buf), s)
+
+static bool read_env(struct cumemcap_layer *l, cumemcap_getenv_fn get, char *err, size_t errlen)
+{
+	char why[768], q[256];
+	for (size_t i = 0; i < SETTING_COUNT; i++) {
+		const struct setting *s = &settings[i];
+		const char *value = get(s->variable);
+		if (!value)
+			continue;
+		if (!s->parse(l, value, why, sizeof(why))) {
+			snprintf(err, errlen, "%s=\"%s\"%s", s->variable, Q(q, value), why);
+			return false;
+		}
+		*set_flag(l, s) = true;
+		*source_of(l, s) = (struct cumemcap_source){ .origin = CUMEMCAP_FROM_ENV, .variable = s->variable };
+	}
+	return true;
+}
+
+/* ---- the file --------------------------------------------------------------- */
+
+enum section_kind { SECTION_GLOBAL, SECTION_PROGRAM, SECTION_DEVICE };
+
+struct file_state {
+	struct cumemcap_policy *p;
+	enum section_kind kind;
+	struct cumemcap_layer *layer;   /* where entries of this section go */
+	struct cumemcap_layer scratch;  /* a [program] section that does not match */
+	struct cumemcap_device_section *device;
+	struct cumemcap_device_section device_scratch;
+};
+
+static bool on_section(void *ctx, const char *kind, const char *arg, unsigned line, char *err,
+		       size_t errlen)
+{
+	struct file_state *st = ctx;
+	struct cumemcap_policy *p = st->p;
+	char q[256], qk[128];
+	if (strcmp(kind, "device") == 0) {
+		struct cumemcap_selector sel;
+		if (!cumemcap_parse_selector(arg, strlen(arg), &sel)) {
+			snprintf(err, errlen, "[device %s]: \"%s\" is not a GPU selector; accepted: %s",
+				 Q(q, arg), q, cumemcap_selector_forms);
+			return false;
+		}
+		for (size_t i = 0; i < p->device_section_count; i++) {
+			char a[64], b[64];
+			cumemcap_selector_format(&p->device_sections[i].selector, a, sizeof(a));
+			cumemcap_selector_format(&sel, b, sizeof(b));
+			if (p->device_sections[i].selector.kind == sel.kind && strcmp(a, b) == 0) {
+				snprintf(err, errlen, "[device %s] repeats the section at line %u", Q(q, arg),
+					 p->device_sections[i].line);
+				return false;
+			}
+		}
+		if (p->device_section_count == CUMEMCAP_MAX_DEVICE_SECTIONS) {
+			snprintf(err, errlen, "more than %d [device] sections", CUMEMCAP_MAX_DEVICE_SECTIONS);
+			return false;
+		}
+		st->kind = SECTION_DEVICE;
+		st->device = &p->device_sections[p->device_section_count++];
+		*st->device = (struct cumemcap_device_section){ .selector = sel, .line = line };
+		return true;
+	}
+	if (strcmp(kind, "program") == 0) {
+		if (arg[0] == '\0' || strlen(arg) >= CUMEMCAP_PROGRAM_MAX || strchr(arg, '/')) {
+			snprintf(err, errlen,
+				 "[program %s]: expected a glob of at most %d characters matched against the program's name (no '/'), such as [program train*.py]",
+				 Q(q, arg), CUMEMCAP_PROGRAM_MAX - 1);
+			return false;
+		}
+		st->kind = SECTION_PROGRAM;
+		/* The first section that matches applies; later ones are still
+		 * checked, into scratch. */
+		if (p->program_section_line == 0 && fnmatch(arg, p->program, 0) == 0) {
+			p->program_section_line = line;
+			st->layer = &p->program_layer;
+		} else {
+			memset(&st->scratch, 0, sizeof(st->scratch));
+			st->layer = &st->scratch;
+		}
+		return true;
+	}
+	static const char *const kinds[] = { "device", "program", NULL };
+	const char *hint = cumemcap_config_suggest(kind, kinds);
+	if (hint)
+		snprintf(err, errlen, "unknown section kind \"%s\" (did you mean \"%s\"?)", Q(qk, kind), hint);
+	else
+		snprintf(err, errlen,
+			 "unknown section kind \"%s\"; accepted: [device SELECTOR], [program GLOB]", Q(qk, kind));
+	return false;
+}
+
+static bool on_entry(void *ctx, const char *key, const char *value, unsigned line, char *err,
+		     size_t errlen)
+{
+	struct file_state *st = ctx;
+	const struct setting *s = setting_by_key(key);
+	char q[256], qk[128], keys_there[512];
+	if (!s) {
+		const char *keys[SETTING_COUNT + 1];
+		for (size_t i = 0; i < SETTING_COUNT; i++)
+			keys[i] = settings[i].key;
+		keys[SETTING_COUNT] = NULL;
+		const char *hint = cumemcap_config_suggest(key, keys);
+		if (hint)
+			snprintf(err, errlen, "unknown key \"%s\" (did you mean \"%s\"?)", Q(qk, key), hint);
+		else
+			snprintf(err, errlen, "unknown key \"%s\"; accepted: %s", Q(qk, key),
+				 key_list(keys_there, sizeof(keys_there), IN_GLOBAL | IN_PROGRAM | IN_DEVICE));
+		return false;
+	}
+	unsigned where = st->kind == SECTION_GLOBAL ? IN_GLOBAL
+			 : st->kind == SECTION_PROGRAM ? IN_PROGRAM : IN_DEVICE;
+	if (!(s->scope & where)) {
+		snprintf(err, errlen, "\"%s\" cannot stand in %s; accepted there: %s", key,
+			 st->kind == SECTION_DEVICE ? "a [device] section"
+			 : st->kind == SECTION_PROGRAM ? "a [program] section" : "the global part",
+			 key_list(keys_there, sizeof(keys_there), where));
+		return false;
+	}
+	char why[768];
+	if (st->kind == SECTION_DEVICE) {
+		struct cumemcap_device_section *d = st->device;
+		if (d->has_limit) {
+			snprintf(err, errlen, "duplicate key \"%s\" in this section (first at line %u)", key,
+				 d->limit_line);
+			return false;
+		}
+		struct cumemcap_layer tmp;
+		memset(&tmp, 0, sizeof(tmp));
+		if (!s->parse(&tmp, value, why, sizeof(why))) {
+			snprintf(err, errlen, "%s = \"%s\"%s", key, Q(q, value), why);
+			return false;
+		}
+		d->limit = tmp.limit;
+		d->has_limit = true;
+		d->limit_line = line;
+		return true;
+	}
+	struct cumemcap_layer *l = st->layer;
+	if (*set_flag(l, s)) {
+		snprintf(err, errlen, "duplicate key \"%s\" in this section (first at line %u)", key,
+			 source_of(l, s)->line);
+		return false;
+	}
+	if (!s->parse(l, value, why, sizeof(why))) {
+		snprintf(err, errlen, "%s = \"%s\"%s", key, Q(q, value), why);
+		return false;
+	}
+	*set_flag(l, s) = true;
+	*source_of(l, s) = (struct cumemcap_source){ .origin = CUMEMCAP_FROM_FILE, .line = line };
+	return true;
+}
+
+static const struct cumemcap_config_handler file_handler = { on_section, on_entry };
+
+/* ---- precedence ------------------------------------------------------------- */
+
+static void resolve_process_wide(struct cumemcap_policy *p)
+{
+	const struct cumemcap_layer *order[] = { &p->env, &p->program_layer, &p->file };
+	/* The first layer that set `name` gives `field` (a value or an
+	 * array, hence memcpy) and its source. */
+#define PICK(field, name, dst_src)                                                    \
+	do {                                                                          \
+		p->dst_src = (struct cumemcap_source){ 0 };                           \
+		for (size_t i = 0; i < 3; i++) {                                      \
+			if (order[i]->set.name) {                                     \
+				memcpy(&p->field, &order[i]->field, sizeof(p->field)); \
+				p->dst_src = order[i]->src.name;                      \
+				break;                                                \
+			}                                                             \
+		}                                                                     \
+	} while (0)
+	/* Defaults first; PICK leaves them where no layer sets a value. */
+	p->release = CUMEMCAP_RELEASE_IDLE;
+	p->release_idle_ms = CUMEMCAP_DEFAULT_RELEASE_IDLE_MS;
+	p->log = CUMEMCAP_LOG_FILE;
+	snprintf(p->log_path, sizeof(p->log_path), "%s", CUMEMCAP_DEFAULT_LOG);
+	p->log_interval_ms = CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
+	PICK(growth, growth, growth_src);
+	PICK(prealloc, growth, growth_src);
+	PICK(pool, pool, pool_src);
+	PICK(release, release, release_src);
+	PICK(release_idle_ms, release, release_src);
+	/* A layer holds hints_off (its zero value means on): not PICKed. */
+	p->framework_hints = true;
+	p->hints_src = (struct cumemcap_source){ 0 };
+	for (size_t i = 0; i < 3; i++)
+		if (order[i]->set.hints) {
+			p->framework_hints = !order[i]->hints_off;
+			p->hints_src = order[i]->src.hints;
+			break;
+		}
+	PICK(log, log, log_src);
+	PICK(log_path, log, log_src);
+	PICK(log_interval_ms, interval, interval_src);
+	PICK(metrics_path, metrics, metrics_src);
+	PICK(debug_doors, debug, debug_src);
+#undef PICK
+}
+
+void cumemcap_policy_format_growth(const struct cumemcap_policy *p, char *buf, size_t len)
+{
+	if (p->growth == CUMEMCAP_GROWTH_ONDEMAND)
+		snprintf(buf, len, "ondemand");
+	else if (p->prealloc.kind == CUMEMCAP_AMOUNT_BYTES)
+		snprintf(buf, len, "preallocate:%llu", (unsigned long long)p->prealloc.bytes);
+	else if (p->prealloc.kind == CUMEMCAP_AMOUNT_PERCENT)
+		snprintf(buf, len, "preallocate:%u.%03u%%", p->prealloc.permille / 1000,
+			 p->prealloc.permille % 1000);
+	else
+		snprintf(buf, len, "preallocate");
+}
+
+void cumemcap_policy_format_release(const struct cumemcap_policy *p, char *buf, size_t len)
+{
+	if (p->release == CUMEMCAP_RELEASE_NEVER)
+		snprintf(buf, len, "never");
+	else if (p->release == CUMEMCAP_RELEASE_IMMEDIATE)
+		snprintf(buf, len, "immediate");
+	else
+		snprintf(buf, len, "idle:%u.%03u", p->release_idle_ms / 1000, p->release_idle_ms % 1000);
+}
+
+static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *path,
+		   const char *text, size_t len, const char *program, char *err, size_t errlen)
+{
+	memset(p, 0, sizeof(*p));
+	snprintf(p->program, sizeof(p->program), "%s", program ? program : "");
+	if (!read_env(&p->env, get, err, errlen))
+		return false;
+	if (path && path[0]) {
+		snprintf(p->config_path, sizeof(p->config_path), "%s", path);
+		struct file_state *st = calloc(1, sizeof(*st));
+		if (!st) {
+			snprintf(err, errlen, "%s: out of memory", path);
+			return false;
+		}
+		st->p = p;
+		st->kind = SECTION_GLOBAL;
+		st->layer = &p->file;
+		bool ok = cumemcap_config_parse(path, text, len, &file_handler, st, err, errlen);
+		free(st);
+		if (!ok)
+			return false;
+	}
+	resolve_process_wide(p);
+	if (p->growth == CUMEMCAP_GROWTH_PREALLOCATE && p->pool == CUMEMCAP_POOL_OFF) {
+		char g[CUMEMCAP_PATH_MAX + 16], o[CUMEMCAP_PATH_MAX + 16];
+		cumemcap_source_format(p, &p->growth_src, g, sizeof(g));
+		cumemcap_source_format(p, &p->pool_src, o, sizeof(o));
+		snprintf(err, errlen,
+			 "%s: growth \"preallocate\" serves from the arenas, but %s turns them off; "
+			 "accepted: pool on or nopack with preallocate, or growth ondemand", g, o);
+		return false;
+	}
+	return true;
+}
+
+bool cumemcap_policy_build_from_text(struct cumemcap_policy *out, cumemcap_getenv_fn get,
+				     const char *path, const char *text, size_t len,
+				     const char *program, char *err, size_t errlen)
+{
+	struct cumemcap_policy *p = calloc(1, sizeof(*p));
+	if (!p) {
+		snprintf(err, errlen, "out of memory");
+		return false;
+	}
+	bool ok = finish(p, get, path, text, len, program, err, errlen);
+	if (ok)
+		*out = *p;
+	free(p);
+	return ok;
+}
+
+bool cumemcap_policy_build(struct cumemcap_policy *out, cumemcap_getenv_fn get,
+			   const char *config_path, const char *program, char *err, size_t errlen)
+{
+	char *text = NULL;
+	size_t len = 0;
+	if (config_path && config_path[0] &&
+	    !cumemcap_config_read(config_path, &text, &len, err, errlen)) {
+		/* Say which variable named the file when one did. */
+		const char *named = get("CUMEMCAP_CONFIG");
+		if (named && strcmp(named, config_path) == 0) {
+			char reason[1024];
+			snprintf(reason, sizeof(reason), "%s", err);
+			snprintf(err, errlen, "CUMEMCAP_CONFIG=\"%s\": %s", named, reason);
+		}
+		return false;
+	}
+	bool ok = cumemcap_policy_build_from_text(out, get, config_path, text ? text : "", len, program,
+						  err, errlen);
+	free(text);
+	return ok;
+}
+
+bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, char *out, size_t len,
+				 char *err, size_t errlen)
+{
+	const char *named = get("CUMEMCAP_CONFIG");
+	const char *path = named;
+	struct stat st;
+	/* The default counts as there when anything is at its path, a
+	 * dangling link included: reading it then fails with a reason, and
+	 * the process must not silently run without the limits it holds. */
+	if (!path && fallback && lstat(fallback, &st) == 0)
+		path = fallback;
+	if (!path)
+		path = "";
+	if (strlen(path) >= len) {
+		char q[256];
+		if (named)
+			snprintf(err, errlen, "CUMEMCAP_CONFIG=\"%s...\": the path is longer than %zu bytes; "
+				 "accepted: a path of at most %zu bytes", Q(q, path), len - 1, len - 1);
+		else
+			snprintf(err, errlen, "%s: the path is longer than %zu bytes", Q(q, path), len - 1);
+		if (len)
+			out[0] = '\0';
+		return false;
+	}
+	memcpy(out, path, strlen(path) + 1);
+	return true;
+}
+
+static const char *no_env(const char *name)
+{
+	(void)name;
+	return NULL;
+}
+
+/* A parse error of a trusted file, without its text: "path:line: ...". */
+static void withhold(const char *path, char *err, size_t errlen)
+{
+	size_t n = strlen(path);
+	unsigned line = 0;
+	if (strncmp(err, path, n) == 0 && err[n] == ':')
+		line = (unsigned)strtoul(err + n + 1, NULL, 10);
+	snprintf(err, errlen,
+		 "%s:%u: not a valid setting (under secure execution the line is not shown; "
+		 "check the file with cumemcap --check-config)", path, line);
+}
+
+bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_fn get, bool secure,
+				   const char *default_path, uid_t owner, const char *program,
+				   char *err, size_t errlen, char *note, size_t notelen)
+{
+	if (notelen)
+		note[0] = '\0';
+	if (!secure) {
+		char path[CUMEMCAP_PATH_MAX];
+		if (!cumemcap_policy_config_path(get, default_path, path, sizeof(path), err, errlen))
+			return false;
+		return cumemcap_policy_build(out, get, path, program, err, errlen);
+	}
+	/* Secure execution: the caller chose the environment, so nothing of
+	 * it counts; only a file root alone can change does. */
+	char *text = NULL;
+	size_t len = 0;
+	int r = default_path && default_path[0]
+			? cumemcap_config_read_trusted(default_path, owner, &text, &len, note, notelen)
+			: 0;
+	bool ok;
+	if (r == 1) {
+		ok = cumemcap_policy_build_from_text(out, no_env, default_path, text, len, program, err,
+						     errlen);
+		if (!ok)
+			withhold(default_path, err, errlen);
+	} else {
+		if (r < 0) {
+			size_t n = strlen(note);
+			snprintf(note + n, notelen - n, "; under secure execution no limits apply");
+		}
+		ok = cumemcap_policy_build_from_text(out, no_env, "", "", 0, program, err, errlen);
+	}
+	free(text);
+	if (ok) {
+		out->secure = true;
+		/* No file the caller could pick the name or the place of
+		 * (argv is in the name): only a log the file asks for. */
+		if (out->log_src.origin == CUMEMCAP_FROM_DEFAULT)
+			out->log = CUMEMCAP_LOG_OFF;
+	}
+	return ok;
+}
+
+/* A rule list's match for this GPU, with the rule's source. */
+static bool layer_rule(const struct cumemcap_layer *l, int ordinal, const unsigned char uuid[16],
+		       const char *pci, const struct cumemcap_amount **amount)
+{
+	if (!l->set.devices)
+		return false;
+	for (size_t i = 0; i < l->devices.count; i++) {
+		if (cumemcap_selector_matches(&l->devices.rule[i].selector, ordinal, uuid, pci)) {
+			*amount = &l->devices.rule[i].amount;
+			return true;
+		}
+	}
+	return false;
+}
+
+uint64_t cumemcap_policy_limit(const struct cumemcap_policy *p, int ordinal,
+			       const unsigned char uuid[16], const char *pci_bus_id, uint64_t total,
+			       struct cumemcap_source *src)
+{
+	const struct cumemcap_amount *amount = NULL;
+	struct cumemcap_source from = { 0 };
+	const struct cumemcap_layer *before_devices[] = { &p->env, &p->program_layer };
+
+	for (size_t i = 0; i < 2 && !amount; i++) {
+		const struct cumemcap_layer *l = before_devices[i];
+		if (layer_rule(l, ordinal, uuid, pci_bus_id, &amount))
+			from = l->src.devices;
+		else if (l->set.limit) {
+			amount = &l->limit;
+			from = l->src.limit;
+		}
+	}
+	for (size_t i = 0; i < p->device_section_count && !amount; i++) {
+		const struct cumemcap_device_section *d = &p->device_sections[i];
+		if (d->has_limit && cumemcap_selector_matches(&d->selector, ordinal, uuid, pci_bus_id)) {
+			amount = &d->limit;
+			from = (struct cumemcap_source){ .origin = CUMEMCAP_FROM_FILE, .line = d->limit_line };
+		}
+	}
+	if (!amount) {
+		if (layer_rule(&p->file, ordinal, uuid, pci_bus_id, &amount))
+			from = p->file.src.devices;
+		else if (p->file.set.limit) {
+			amount = &p->file.limit;
+			from = p->file.src.limit;
+		}
+	}
+	if (src)
+		*src = from;
+	if (!amount)
+		return UINT64_MAX;
+	return cumemcap_resolve_limit(amount, NULL, ordinal, uuid, pci_bus_id, total, NULL);
+}
+
+void cumemcap_policy_selectors(const struct cumemcap_policy *p,
+			       void (*fn)(void *ctx, const struct cumemcap_selector *sel,
+					  const struct cumemcap_source *src),
+			       void *ctx)
+{
+	const struct cumemcap_layer *layers[] = { &p->env, &p->program_layer, &p->file };
+	for (size_t i = 0; i < 3; i++)
+		if (layers[i]->set.devices)
+			for (size_t r = 0; r < layers[i]->devices.count; r++)
+				fn(ctx, &layers[i]->devices.rule[r].selector, &layers[i]->src.devices);
+	for (size_t i = 0; i < p->device_section_count; i++) {
+		struct cumemcap_source s = { .origin = CUMEMCAP_FROM_FILE, .line = p->device_sections[i].line };
+		fn(ctx, &p->device_sections[i].selector, &s);
+	}
+}
+
+void cumemcap_source_format(const struct cumemcap_policy *p, const struct cumemcap_source *src,
+			    char *buf, size_t len)
+{
+	switch (src->origin) {
+	case CUMEMCAP_FROM_ENV:
+		snprintf(buf, len, "%s", src->variable);
+		break;
+	case CUMEMCAP_FROM_FILE:
+		snprintf(buf, len, "%s:%u", p->config_path, src->line);
+		break;
+	default:
+		snprintf(buf, len, "default");
+		break;
+	}
+}
+
+/* ---- the program's name ------------------------------------------------------ */
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	return slash ? slash + 1 : path;
+}
+
+static bool is_interpreter(const char *name)
+{
+	static const char *const globs[] = { "python", "python[0-9]*", "pypy*", "perl", "perl5*", "ruby*",
+					     "node", "nodejs", "bash", "sh", "dash", "zsh", "Rscript",
+					     "julia", "lua*", "php*", NULL };
+	for (const char *const *g = globs; *g; g++)
+		if (fnmatch(*g, name, 0) == 0)
+			return true;
+	return false;
+}
+
+void cumemcap_program_name(int argc, char *const *argv, char *out, size_t len)
+{
+	if (len == 0)
+		return;
+	out[0] = '\0';
+	if (argc < 1 || !argv || !argv[0])
+		return;
+	const char *name = base_name(argv[0]);
+	if (is_interpreter(name)) {
+		for (int i = 1; i < argc && argv[i]; i++) {
+			const char *a = argv[i];
+			if (strcmp(a, "-m") == 0 && i + 1 < argc && argv[i + 1]) {
+				name = argv[i + 1];
+				break;
+			}
+			if (strcmp(a, "-c") == 0 || strcmp(a, "-e") == 0 || strcmp(a, "-") == 0 ||
+			    strcmp(a, "--") == 0)
+				break; /* inline code or stdin: the interpreter's own name */
+			if (a[0] == '-') {
+				/* Options that take a separate value (python -W/-X). */
+				if ((strcmp(a, "-W") == 0 || strcmp(a, "-X") == 0) && i + 1 < argc)
+					i++;
+				continue;
+			}
+			name = base_name(a);
+			break;
+		}
+	}
+	snprintf(out, len, "%s", name);
+}
+
+/* ---- the process's policy ---------------------------------------------------- */
+
+static struct cumemcap_policy the_policy;
+static pthread_once_t policy_once = PTHREAD_ONCE_INIT;
+static _Atomic bool policy_ready; /* the fast path once built */
+static int saved_argc;
+static char *const *saved_argv;
+
+void cumemcap_policy_set_args(int argc, char *const *argv)
+{
+	saved_argc = argc;
+	saved_argv = argv;
+}
+
+static const char *env_get(const char *name)
+{
+	return getenv(name);
+}
+
+/* argv when the constructor did not get it: /proc/self/cmdline. */
+static void program_from_proc(char *out, size_t len)
+{
+	char buf[4096];
+	char *argv[64];
+	int argc = 0;
+	out[0] = '\0';
+	FILE *f = fopen("/proc/self/cmdline", "re");
+	if (!f)
+		return;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	for (size_t i = 0; i < n && argc < 63; i += strlen(buf + i) + 1)
+		argv[argc++] = buf + i;
+	argv[argc] = NULL;
+	cumemcap_program_name(argc, argv, out, len);
+}
+
+static void policy_init(void)
+{
+	static char err[2048], note[CUMEMCAP_PATH_MAX + 256];
+	static char program[CUMEMCAP_PROGRAM_MAX];
+	/* AT_SECURE: setuid, setgid or file capabilities; the kernel's and
+	 * ld.so's own notion, the one that makes ld.so ignore LD_LIBRARY_PATH. */
+	bool secure = getauxval(AT_SECURE) != 0;
+	if (saved_argv)
+		cumemcap_program_name(saved_argc, saved_argv, program, sizeof(program));
+	else
+		program_from_proc(program, sizeof(program));
+	if (!cumemcap_policy_build_process(&the_policy, env_get, secure, CUMEMCAP_DEFAULT_CONFIG, 0,
+					   program, err, sizeof(err), note, sizeof(note)))
+		cumemcap_fatal("%s", err);
+	if (note[0])
+		cumemcap_msg("%s", note);
+	atomic_store_explicit(&policy_ready, true, memory_order_release);
+}
+
+const struct cumemcap_policy *cumemcap_policy(void)
+{
+	/* Asked on every pooled alloc and free: one load, not a call into
+	 * libc, once the policy is built. */
+	if (!atomic_load_explicit(&policy_ready, memory_order_acquire))
+		pthread_once(&policy_once, policy_init);
+	return &the_policy;
+}

@@ -1,0 +1,205 @@
+/* policy: the rules of this process, built once from the environment and
+ * the configuration file.
+ *
+ * Owns the one table of settings (environment variable, file key, where in
+ * a file it may stand, parser), the immutable struct cumemcap_policy the
+ * other layers read, and the precedence between sources. Built in the
+ * library constructor (or by the first hook, whichever comes first) and
+ * never changed afterwards, so readers need no lock. A value that cannot
+ * be honoured exactly is an error, never a warning: the process must not
+ * run with a limit other than the one its user meant.
+ *
+ * Precedence, highest first (see README "Configuration"):
+ *   1. the environment: CUMEMCAP_DEVICE_LIMITS (per GPU), then CUMEMCAP_LIMIT;
+ *   2. the first [program GLOB] section matching the program:
+ *      its device_limits, then its limit;
+ *   3. the first [device SELECTOR] section matching the GPU: its limit;
+ *   4. the file's global keys: device_limits, then limit;
+ *   5. built-in defaults (no limit).
+ * Process-wide keys (growth, log, debug) follow 1, 2, 4, 5. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config/parse.h"
+
+#define CUMEMCAP_MAX_DEVICE_SECTIONS 64
+#define CUMEMCAP_PATH_MAX 1024
+#define CUMEMCAP_PROGRAM_MAX 256
+
+enum cumemcap_log_target {
+	CUMEMCAP_LOG_FILE = 0, /* JSON Lines into log_path (a template); the default */
+	CUMEMCAP_LOG_STDERR,   /* human-readable lines on stderr */
+	CUMEMCAP_LOG_OFF,
+};
+
+/* The default log file: a per-user directory, one file per process. */
+#define CUMEMCAP_DEFAULT_LOG "/tmp/cumemcap-%u/%n.%h.%p.jsonl"
+
+enum cumemcap_growth {
+	CUMEMCAP_GROWTH_ONDEMAND = 0,
+	CUMEMCAP_GROWTH_PREALLOCATE, /* prealloc: how much; NONE = the whole limit */
+};
+
+enum cumemcap_pool_mode {
+	CUMEMCAP_POOL_ON = 0, /* arenas; small requests packed into shared segments */
+	CUMEMCAP_POOL_NOPACK, /* arenas, but every block is a segment of its own */
+	CUMEMCAP_POOL_OFF,    /* accounting only: every call goes to the driver */
+};
+
+enum cumemcap_release {
+	CUMEMCAP_RELEASE_IDLE = 0, /* release_idle_ms after a segment fell free */
+	CUMEMCAP_RELEASE_NEVER,
+	CUMEMCAP_RELEASE_IMMEDIATE,
+};
+
+#define CUMEMCAP_DEFAULT_RELEASE_IDLE_MS 30000u
+#define CUMEMCAP_DEFAULT_LOG_INTERVAL_MS 5000u
+
+/* Where a value came from. */
+enum cumemcap_origin {
+	CUMEMCAP_FROM_DEFAULT = 0,
+	CUMEMCAP_FROM_ENV,
+	CUMEMCAP_FROM_FILE,
+};
+
+struct cumemcap_source {
+	enum cumemcap_origin origin;
+	unsigned line;        /* FROM_FILE */
+	const char *variable; /* FROM_ENV: the variable's name */
+};
+
+/* The settings one source (the environment, a program section, the file's
+ * global part) can give; `set` says which it gave. */
+struct cumemcap_layer {
+	struct cumemcap_amount limit;
+	struct cumemcap_device_rules devices;
+	enum cumemcap_growth growth;
+	struct cumemcap_amount prealloc;
+	enum cumemcap_pool_mode pool;
+	enum cumemcap_release release;
+	uint32_t release_idle_ms;
+	bool hints_off;
+	enum cumemcap_log_target log;
+	char log_path[CUMEMCAP_PATH_MAX];
+	uint32_t log_interval_ms;
+	char metrics_path[CUMEMCAP_PATH_MAX]; /* "" = off */
+	bool debug_doors;
+	struct {
+		struct cumemcap_source limit, devices, growth, pool, release, hints, log, interval,
+			metrics, debug;
+	} src;
+	struct {
+		bool limit, devices, growth, pool, release, hints, log, interval, metrics, debug;
+	} set;
+};
+
+struct cumemcap_device_section {
+	struct cumemcap_selector selector;
+	struct cumemcap_amount limit;
+	bool has_limit;
+	unsigned line;       /* of the [device ...] header */
+	unsigned limit_line; /* of its limit */
+};
+
+struct cumemcap_policy {
+	/* The file's path ("" for none) and the program name sections were
+	 * matched against. */
+	char config_path[CUMEMCAP_PATH_MAX];
+	char program[CUMEMCAP_PROGRAM_MAX];
+	unsigned program_section_line; /* 0: no [program] section matched */
+
+	struct cumemcap_layer env, program_layer, file;
+	size_t device_section_count;
+	struct cumemcap_device_section device_sections[CUMEMCAP_MAX_DEVICE_SECTIONS];
+
+	/* Process-wide values after precedence, and where each came from. */
+	enum cumemcap_growth growth;
+	struct cumemcap_amount prealloc;
+	enum cumemcap_pool_mode pool;
+	enum cumemcap_release release;
+	uint32_t release_idle_ms;
+	bool framework_hints;
+	enum cumemcap_log_target log;
+	char log_path[CUMEMCAP_PATH_MAX]; /* the template, CUMEMCAP_LOG_FILE only */
+	uint32_t log_interval_ms;
+	char metrics_path[CUMEMCAP_PATH_MAX]; /* the template; "" = off */
+	bool debug_doors;
+	bool secure; /* built for secure execution (AT_SECURE) */
+	struct cumemcap_source growth_src, pool_src, release_src, hints_src, log_src, interval_src,
+		metrics_src, debug_src;
+};
+
+/* "ondemand", "preallocate", "preallocate:4GiB" ... for messages. */
+void cumemcap_policy_format_growth(const struct cumemcap_policy *p, char *buf, size_t len);
+void cumemcap_policy_format_release(const struct cumemcap_policy *p, char *buf, size_t len);
+const char *cumemcap_policy_pool_name(enum cumemcap_pool_mode m);
+
+/* Where a variable's value comes from: getenv in the library, a table in
+ * the unit tests. */
+typedef const char *(*cumemcap_getenv_fn)(const char *name);
+
+/* The configuration file to read: CUMEMCAP_CONFIG when set (empty: none),
+ * else `fallback` (normally /etc/cumemcap.conf) when anything is at that
+ * path (a dangling link too: reading it is then an error), else none ("").
+ * A path that does not fit in `len` is an error naming it, never cut. */
+bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, char *out, size_t len,
+				 char *err, size_t errlen);
+
+/* Build a policy for `program` (see cumemcap_program_name) from the
+ * environment and, when `config_path` is not empty, that file. On error
+ * returns false and writes one line into err: the variable or
+ * "path:line", the value, and what is accepted. */
+bool cumemcap_policy_build(struct cumemcap_policy *out, cumemcap_getenv_fn get,
+			   const char *config_path, const char *program, char *err, size_t errlen);
+
+/* The process's policy as the library builds it. Not secure: as
+ * cumemcap_policy_build with CUMEMCAP_CONFIG or else `default_path`.
+ * Secure (AT_SECURE: setuid, setgid, capabilities): the environment is
+ * not read at all; `default_path` applies only when it and its directory
+ * are owned by `owner` (root) and writable by nobody else, and a log is
+ * written only where that file asks. A file that is there but not trusted
+ * means no limits, with a line in `note` naming the file and why (never
+ * its contents); a trusted file with a bad line is an error naming
+ * path:line without the line's text. The library passes getauxval(AT_SECURE)
+ * and uid 0; the unit tests pass their own. */
+bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_fn get, bool secure,
+				   const char *default_path, uid_t owner, const char *program,
+				   char *err, size_t errlen, char *note, size_t notelen);
+
+/* Parse configuration text as if read from `path` (for tests and fuzzing). */
+bool cumemcap_policy_build_from_text(struct cumemcap_policy *out, cumemcap_getenv_fn get,
+				     const char *path, const char *text, size_t len,
+				     const char *program, char *err, size_t errlen);
+
+/* The limit for one GPU, by the precedence above, and where it came from.
+ * UINT64_MAX when none applies. */
+uint64_t cumemcap_policy_limit(const struct cumemcap_policy *p, int ordinal,
+			       const unsigned char uuid[16], const char *pci_bus_id, uint64_t total,
+			       struct cumemcap_source *src);
+
+/* Call fn for every GPU selector the rules name (environment and file),
+ * with its source, to report those that match no GPU. */
+void cumemcap_policy_selectors(const struct cumemcap_policy *p,
+			       void (*fn)(void *ctx, const struct cumemcap_selector *sel,
+					  const struct cumemcap_source *src),
+			       void *ctx);
+
+/* "CUMEMCAP_LIMIT", "/etc/cumemcap.conf:12", "default". */
+void cumemcap_source_format(const struct cumemcap_policy *p, const struct cumemcap_source *src,
+			    char *buf, size_t len);
+
+/* The program name sections match: the base name of argv[0]; for an
+ * interpreter (python*, perl, ruby, node, bash, sh, Rscript, julia, ...)
+ * the base name of the script it runs, or "-m MODULE"'s module name. */
+void cumemcap_program_name(int argc, char *const *argv, char *out, size_t len);
+
+/* The process's policy; built on first use. Bad settings end the process
+ * with the message (see msg.h). */
+const struct cumemcap_policy *cumemcap_policy(void);
+
+/* Give the library constructor's argv to the policy (before first use). */
+void cumemcap_policy_set_args(int argc, char *const *argv);

@@ -1,0 +1,132 @@
+/* driver: the only layer that talks to the real CUDA driver.
+ *
+ * Owns the handle on the real libcuda.so.1 and one real_<symbol> pointer
+ * per entry of hooks.def. Resolved once (pthread_once) on the first hook
+ * call, or adopted from the library a program's own dlsym() found, so a
+ * process that never uses CUDA never touches the driver.
+ *
+ * Contract: every real_<symbol> has the driver's exact prototype and
+ * returns the driver's CUresult unchanged; out-parameters and units are the
+ * driver's (bytes, CUdevice ordinals). A real_ pointer is NULL when the
+ * driver is absent or does not export that symbol; callers check
+ * cumemcap_driver_ready() (or the pointer) before calling. The hooks call
+ * the real_ pointer of the entry point they hook; a driver call the shim
+ * makes without hooking it (DRIVER in hooks.def) is one of the verbs
+ * below, which the other layers call instead of its pointer.
+ *
+ * Thread safety: the pointers are written once, under the load lock,
+ * before the driver counts as loaded, and only read afterwards; the verbs
+ * keep no state.
+ *
+ * The real dlsym/dlvsym are found by reading libc's dynamic symbol table
+ * (elf lookup), because the shim's own dlsym is what every call to dlsym
+ * in the process reaches, including the shim's. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "platform/cuda-api.h"
+
+#define HOOK(symbol, base, version, variant) \
+	typedef CUMEMCAP_PFN_##variant(base, version) symbol##_fn; \
+	extern symbol##_fn real_##symbol;
+#define DRIVER(symbol, pfn) \
+	typedef pfn symbol##_fn; \
+	extern symbol##_fn real_##symbol;
+#define CUMEMCAP_PFN_LEGACY(base, version) PFN_##base##_v##version
+#define CUMEMCAP_PFN_PTSZ(base, version) PFN_##base##_v##version##_ptsz
+#define CUMEMCAP_PFN_PTDS(base, version) PFN_##base##_v##version##_ptds
+#include "driver/hooks.def"
+
+/* For the code every dlsym call in the process runs through: it may run
+ * inside a sanitizer runtime's own start-up (ASan resolves its interceptors
+ * with dlsym), before instrumented code or intercepted libc functions can
+ * work. Such code is not instrumented and calls no libc function. */
+#define CUMEMCAP_DLSYM_SAFE __attribute__((no_sanitize("address", "undefined", "thread")))
+
+/* strcmp(a, b) == 0, without calling libc. */
+CUMEMCAP_DLSYM_SAFE static inline bool cumemcap_str_eq(const char *a, const char *b)
+{
+	while (*a && *a == *b) {
+		a++;
+		b++;
+	}
+	return *a == *b;
+}
+
+typedef void *(*cumemcap_dlsym_fn)(void *handle, const char *name);
+typedef void *(*cumemcap_dlvsym_fn)(void *handle, const char *name, const char *version);
+
+/* libc's dlsym / dlvsym. Never NULL after cumemcap_driver_libc_ready(). */
+extern cumemcap_dlsym_fn cumemcap_real_dlsym;
+extern cumemcap_dlvsym_fn cumemcap_real_dlvsym;
+bool cumemcap_driver_libc_ready(void);
+
+/* Make ctx current on this thread for a driver call about it (a wait, a
+ * free, a question about that context). Returns whether it was pushed and
+ * must be popped with cumemcap_driver_pop_ctx; false when it is current
+ * already or cannot be pushed (the driver then answers the call for
+ * whatever context is current, and fails it for a foreign pointer). */
+bool cumemcap_driver_push_ctx(CUcontext ctx);
+void cumemcap_driver_pop_ctx(bool pushed);
+
+/* Verbs over driver calls the shim makes without hooking them (DRIVER in
+ * hooks.def), so that no other layer calls those real_ pointers itself.
+ * Each answers "no" when the driver cannot say (pointer NULL, or an
+ * error), as documented; none changes the driver's state. */
+
+/* Device `dev`'s current memory pool (cuDeviceGetMemPool), the pool
+ * cuMemAllocAsync takes from; NULL when the driver cannot say. */
+CUmemoryPool cumemcap_driver_current_pool(int dev);
+
+/* Device `dev`'s default memory pool (cuDeviceGetDefaultMemPool); NULL
+ * when the driver cannot say. */
+CUmemoryPool cumemcap_driver_default_pool(int dev);
+
+/* How many devices the driver sees (cuDeviceGetCount); 0 when it cannot
+ * say. */
+int cumemcap_driver_device_count(void);
+
+/* What `pool` reserves now, in bytes (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
+ * by cuMemPoolGetAttribute): true and *bytes when the driver answered. */
+bool cumemcap_driver_pool_reserved(CUmemoryPool pool, uint64_t *bytes);
+
+/* A figure of GPU `dev`'s graph memory pool, in bytes
+ * (cuDeviceGetGraphMemAttribute: RESERVED_MEM_CURRENT, USED_MEM_CURRENT,
+ * ...): true and *bytes when the driver answered. */
+bool cumemcap_driver_graph_mem(int dev, CUgraphMem_attribute attr, uint64_t *bytes);
+
+/* Whether `dev`'s primary context is active (cuDevicePrimaryCtxGetState);
+ * false when the driver cannot say. */
+bool cumemcap_driver_primary_active(CUdevice dev);
+
+/* Ask the driver whether `stream` captures (cuStreamIsCapturing, or its
+ * per-thread-default-stream variant when ptsz): true and *status when it
+ * answered, false (status untouched) when it cannot say. */
+bool cumemcap_driver_stream_capturing(CUstream stream, bool ptsz, CUstreamCaptureStatus *status);
+
+/* Load the real driver once ("libcuda.so.1" from the library search path).
+ * Returns true when it is loaded and real_cuGetProcAddress_v2 or
+ * real_cuGetProcAddress is available. Cheap after the first call. */
+bool cumemcap_driver_ready(void);
+
+/* The program's dlsym found `sym` in some library. If the driver is not
+ * loaded yet, load it from that same file (so a driver dlopened by full
+ * path is the one the shim forwards to). Returns true when `sym` lies in
+ * the real driver. */
+bool cumemcap_driver_owns(const void *sym);
+
+/* Whether `addr` lies in the shim itself. */
+bool cumemcap_driver_self(const void *addr);
+
+/* The shim's own exported function `name`. The hook table's pointers are
+ * the symbols as the process binds them, which another library preloaded
+ * before the shim may have taken over; this is the shim's own definition,
+ * found in its own symbol table. NULL when it exports no such function. */
+void *cumemcap_driver_own(const char *name);
+
+/* What dlsym(RTLD_NEXT, name) called from `caller` finds: the first
+ * definition of the function `name` in an object loaded after the
+ * caller's, in load order (the order ld.so searches preloads and their
+ * dependencies). Objects dlopen'ed later are searched too, as if global. */
+void *cumemcap_driver_next(const void *caller, const char *name);

@@ -1,0 +1,209 @@
+/* doors: the two run-time doors into the driver — dlsym/dlvsym and
+ * cuGetProcAddress — answered from the hook table.
+ *
+ * dlsym and dlvsym are entered through dltramp.S, which asks
+ * cumemcap_dlsym_route() where to go and then *jumps* there with the
+ * caller's arguments and return address intact: glibc's dlsym looks at its
+ * return address to resolve RTLD_NEXT and RTLD_DEFAULT for the right
+ * object, so a plain C wrapper would break every other interposer in the
+ * process. Only names in the hook table take the C path below; those are
+ * looked up for real, and swapped for the hook when the real answer lies in
+ * the CUDA driver (cudnn and cublas names are never in the table and are
+ * never touched).
+ *
+ * Other interposers: the hook handed out is always the shim's own function
+ * (cumemcap_driver_own), never whatever a wrapper preloaded before the shim
+ * made the name mean; RTLD_NEXT on the C path is resolved relative to the
+ * caller (the trampoline passes its return address), so a wrapper asking
+ * for its next function never gets itself; and a versioned lookup of libc's
+ * own dlsym/dlvsym (how a program that defines dlsym finds the real one)
+ * answers the shim's, so that program still goes through the door. With no
+ * driver, RTLD_DEFAULT and RTLD_NEXT find no driver function, as without
+ * the shim.
+ *
+ * cuGetProcAddress asks the real driver first, so the driver decides
+ * versions, flags, errors and symbolStatus; when it hands back a function,
+ * the table's selection for (name, version, flags) replaces it with the
+ * matching hook.
+ *
+ * Thread safety: the table is immutable; driver state is set up once. */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <stdint.h>
+
+#include "driver/driver.h"
+#include "platform/export.h"
+#include "platform/msg.h"
+#include "config/policy.h"
+#include "entry/table.h"
+
+/* Called from dltramp.S; hidden so the assembly can call them directly. */
+__attribute__((visibility("hidden"))) void *cumemcap_dlsym_route(void *handle, const char *name);
+__attribute__((visibility("hidden"))) void *cumemcap_dlvsym_route(void *handle, const char *name,
+								 const char *version);
+
+/* dltramp.S: the shim's own dlsym and dlvsym entry points (weak: the
+ * unit tests link this file without the trampoline, and never call them). */
+__attribute__((weak, visibility("hidden"))) extern char cumemcap_dlsym_entry[];
+__attribute__((weak, visibility("hidden"))) extern char cumemcap_dlvsym_entry[];
+
+static void *hooked_dlsym(void *handle, const char *name, const void *caller);
+static void *hooked_dlvsym(void *handle, const char *name, const char *version, const void *caller);
+
+static bool trace(void)
+{
+	return cumemcap_policy()->debug_doors;
+}
+
+/* When libc's own functions cannot be found there is nothing to forward
+ * to; never reached on glibc. */
+CUMEMCAP_DLSYM_SAFE static void *no_dlsym(void *handle, const char *name)
+{
+	return NULL;
+}
+
+CUMEMCAP_DLSYM_SAFE static void *no_dlvsym(void *handle, const char *name, const char *version)
+{
+	return NULL;
+}
+
+CUMEMCAP_DLSYM_SAFE void *cumemcap_dlsym_route(void *handle, const char *name)
+{
+	if (!cumemcap_driver_libc_ready())
+		return (void *)no_dlsym;
+	if (cumemcap_table_by_symbol(name))
+		return (void *)hooked_dlsym;
+	return (void *)cumemcap_real_dlsym;
+}
+
+/* dlvsym(handle, "dlsym" or "dlvsym", "GLIBC_..."): the shim's own. */
+CUMEMCAP_DLSYM_SAFE static void *self_dlvsym(void *handle, const char *name, const char *version)
+{
+	return name[2] == 's' ? (void *)cumemcap_dlsym_entry : (void *)cumemcap_dlvsym_entry;
+}
+
+CUMEMCAP_DLSYM_SAFE static bool is_glibc_version(const char *v)
+{
+	static const char glibc[] = "GLIBC_";
+	for (size_t i = 0; i < sizeof(glibc) - 1; i++)
+		if (!v || v[i] != glibc[i])
+			return false;
+	return true;
+}
+
+CUMEMCAP_DLSYM_SAFE void *cumemcap_dlvsym_route(void *handle, const char *name,
+						 const char *version)
+{
+	if (!cumemcap_driver_libc_ready())
+		return (void *)no_dlvsym;
+	if (name && (cumemcap_str_eq(name, "dlsym") || cumemcap_str_eq(name, "dlvsym")) &&
+	    is_glibc_version(version))
+		return (void *)self_dlvsym;
+	if (cumemcap_table_by_symbol(name))
+		return (void *)hooked_dlvsym;
+	return (void *)cumemcap_real_dlvsym;
+}
+
+/* The shim's own function for a table entry. */
+static void *hook_of(const struct cumemcap_hook *h)
+{
+	void *own = cumemcap_driver_own(h->symbol);
+	return own ? own : h->hook;
+}
+
+/* What the lookup of a hooked name answers, given what was found. `global`:
+ * RTLD_DEFAULT or RTLD_NEXT, where the shim's own preloaded symbol may be
+ * the answer only because the shim is there. */
+static void *substitute(const char *door, const char *name, void *found, bool global)
+{
+	const struct cumemcap_hook *h = cumemcap_table_by_symbol(name);
+	void *own = h ? hook_of(h) : NULL;
+	void *answer = found;
+	if (found && h && found != own && cumemcap_driver_owns(found))
+		answer = own;
+	else if (found && h && global && cumemcap_driver_self(found) &&
+		 !cumemcap_driver_next(own, name) && !cumemcap_driver_ready())
+		answer = NULL; /* no driver: nothing the program could call */
+	if (trace())
+		cumemcap_msg("door=%s symbol=%s answer=%s ptr=%p", door, name,
+			     answer == NULL ? "null" : (h && answer == own) ? "hook" : "driver",
+			     answer);
+	return answer;
+}
+
+static void *hooked_dlsym(void *handle, const char *name, const void *caller)
+{
+	bool global = handle == RTLD_DEFAULT || handle == RTLD_NEXT;
+	void *found = handle == RTLD_NEXT ? cumemcap_driver_next(caller, name)
+					  : cumemcap_real_dlsym(handle, name);
+	return substitute("dlsym", name, found, global);
+}
+
+static void *hooked_dlvsym(void *handle, const char *name, const char *version, const void *caller)
+{
+	bool global = handle == RTLD_DEFAULT || handle == RTLD_NEXT;
+	void *found = handle == RTLD_NEXT ? cumemcap_driver_next(caller, name)
+					  : cumemcap_real_dlvsym(handle, name, version);
+	return substitute("dlvsym", name, found, global);
+}
+
+/* The driver found `symbol`; hand out the hook the table selects. */
+static void answer_lookup(const char *door, const char *symbol, void **pfn, int version,
+			  cuuint64_t flags)
+{
+	const struct cumemcap_hook *h = cumemcap_table_select(symbol, version, flags, NULL);
+	/* The driver may map a name at a version past the header's typedefs
+	 * to another function (CUDA 12's cuda.h makes cuGraphInstantiate mean
+	 * cuGraphInstantiateWithFlags): when it handed out the real function
+	 * of another hooked entry, that entry's hook has the right prototype. */
+	if (h && *h->real && *pfn != *h->real) {
+		const struct cumemcap_hook *same = cumemcap_table_by_real(*pfn);
+		if (same)
+			h = same;
+	}
+	if (h)
+		*pfn = hook_of(h);
+	if (trace())
+		cumemcap_msg("door=%s symbol=%s version=%d flags=%llu answer=%s%s ptr=%p", door,
+			     symbol, version, (unsigned long long)flags, h ? "hook:" : "driver",
+			     h ? h->symbol : "", *pfn);
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+						    cuuint64_t flags,
+						    CUdriverProcAddressQueryResult *symbolStatus)
+{
+	if (!cumemcap_driver_ready())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	CUresult r;
+	if (real_cuGetProcAddress_v2) {
+		r = real_cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus);
+	} else {
+		/* A driver older than 12.0 has only the four-argument call. */
+		r = real_cuGetProcAddress(symbol, pfn, cudaVersion, flags);
+		if (symbolStatus && r == CUDA_SUCCESS)
+			*symbolStatus = *pfn ? CU_GET_PROC_ADDRESS_SUCCESS
+					     : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+	}
+	if (r == CUDA_SUCCESS && pfn && *pfn && symbol)
+		answer_lookup("cuGetProcAddress_v2", symbol, pfn, cudaVersion, flags);
+	else if (trace())
+		cumemcap_msg("door=cuGetProcAddress_v2 symbol=%s version=%d flags=%llu answer=%s ptr=%p",
+			     symbol ? symbol : "(null)", cudaVersion, (unsigned long long)flags,
+			     r == CUDA_SUCCESS ? "null" : "error", pfn ? *pfn : NULL);
+	return r;
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+						 cuuint64_t flags)
+{
+	if (!cumemcap_driver_ready())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	CUresult r = real_cuGetProcAddress
+			     ? real_cuGetProcAddress(symbol, pfn, cudaVersion, flags)
+			     : real_cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
+	if (r == CUDA_SUCCESS && pfn && *pfn && symbol)
+		answer_lookup("cuGetProcAddress", symbol, pfn, cudaVersion, flags);
+	return r;
+}

@@ -1,0 +1,135 @@
+/* hooks-ctx: the entry points by which a context dies.
+ *
+ * A context's memory dies inside the driver in three ways: cuCtxDestroy, a
+ * primary context's reset (cuDevicePrimaryCtxReset), and its last release
+ * (cuDevicePrimaryCtxRelease: "the context is automatically reset once the
+ * last reference to it is released"). Each runs as the writer of the life
+ * lock (life.h): no other hook is inside the books while the driver frees
+ * and the shim forgets, so nothing can be handed out of a freed segment,
+ * and no record of the same handle revived by another thread can exist yet
+ * to be purged by mistake.
+ *
+ * Whether a release was the last is asked of the driver right after it
+ * (cumemcap_driver_primary_active: inactive). Retain is hooked only to take
+ * the same mutex as release and reset, so no retain slips in between and
+ * revives the context before the shim has looked; it also tells the shim
+ * each device's primary context handle.
+ *
+ * Thread safety: primary_lock (taken before the life writer, never inside
+ * it; an xmutex, as it is held across driver calls) orders retain, release
+ * and reset; the handles are atomics. */
+#include "account/account.h"
+#include "state/device.h"
+#include "platform/export.h"
+#include "entry/hooks.h"
+#include "state/ledger.h"
+#include "platform/xmutex.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+static struct cumemcap_xmutex primary_lock = CUMEMCAP_XMUTEX_INIT(primary_lock);
+static _Atomic(CUcontext) primary[CUMEMCAP_MAX_DEVICES];
+
+void cumemcap_hooks_ctx_fork_child(void)
+{
+	cumemcap_xmutex_fork_child(&primary_lock);
+}
+
+static bool valid(CUdevice dev)
+{
+	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
+}
+
+/* The handle of dev's primary context, which is active: the one a retain
+ * returned, or (no retain seen) the driver's answer. Caller holds
+ * primary_lock, so the retain and release below cannot make this the last
+ * release. */
+static CUcontext primary_handle(CUdevice dev)
+{
+	CUcontext ctx = valid(dev) ? atomic_load(&primary[dev]) : NULL;
+	if (ctx || !cumemcap_driver_primary_active(dev) || !real_cuDevicePrimaryCtxRetain ||
+	    !real_cuDevicePrimaryCtxRelease_v2)
+		return ctx;
+	if (real_cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS)
+		return NULL;
+	real_cuDevicePrimaryCtxRelease_v2(dev);
+	return ctx;
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+	NEED(cuDevicePrimaryCtxRetain);
+	cumemcap_xmutex_lock(&primary_lock);
+	CUresult r = real_cuDevicePrimaryCtxRetain(pctx, dev);
+	if (r == CUDA_SUCCESS && pctx && valid(dev))
+		atomic_store(&primary[dev], *pctx);
+	cumemcap_xmutex_unlock(&primary_lock);
+	return r;
+}
+
+/* A release or a reset of dev's primary context. A reset frees what an
+ * active context holds (resetting an inactive one is legal and frees
+ * nothing: its memory went with its last release); a release frees it when
+ * it was the last reference, which the driver tells by the context being
+ * inactive afterwards. The handle is asked for while it is still active. */
+static CUresult primary_change(CUresult(CUDAAPI *fn)(CUdevice), CUdevice dev, enum cumemcap_death why)
+{
+	cumemcap_xmutex_lock(&primary_lock);
+	cumemcap_life_lock();
+	bool was_active = valid(dev) && cumemcap_driver_primary_active(dev);
+	CUcontext ctx = was_active ? primary_handle(dev) : NULL;
+	CUresult r = fn(dev);
+	if (r == CUDA_SUCCESS && was_active &&
+	    (why == CUMEMCAP_DEATH_RESET || !cumemcap_driver_primary_active(dev)))
+		cumemcap_context_died(ctx, dev, why);
+	cumemcap_life_unlock();
+	cumemcap_xmutex_unlock(&primary_lock);
+	return r;
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+	NEED(cuDevicePrimaryCtxRelease_v2);
+	return primary_change(real_cuDevicePrimaryCtxRelease_v2, dev, CUMEMCAP_DEATH_RELEASED);
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+	NEED(cuDevicePrimaryCtxRelease);
+	return primary_change(real_cuDevicePrimaryCtxRelease, dev, CUMEMCAP_DEATH_RELEASED);
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+	NEED(cuDevicePrimaryCtxReset_v2);
+	return primary_change(real_cuDevicePrimaryCtxReset_v2, dev, CUMEMCAP_DEATH_RESET);
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev)
+{
+	NEED(cuDevicePrimaryCtxReset);
+	return primary_change(real_cuDevicePrimaryCtxReset, dev, CUMEMCAP_DEATH_RESET);
+}
+
+static CUresult destroy(CUresult(CUDAAPI *fn)(CUcontext), CUcontext ctx)
+{
+	cumemcap_life_lock();
+	CUresult r = fn(ctx);
+	if (r == CUDA_SUCCESS && ctx)
+		cumemcap_context_died(ctx, -1, CUMEMCAP_DEATH_DESTROYED);
+	cumemcap_life_unlock();
+	return r;
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
+{
+	NEED(cuCtxDestroy_v2);
+	return destroy(real_cuCtxDestroy_v2, ctx);
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuCtxDestroy(CUcontext ctx)
+{
+	NEED(cuCtxDestroy);
+	return destroy(real_cuCtxDestroy, ctx);
+}

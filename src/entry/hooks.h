@@ -1,0 +1,33 @@
+/* hooks: what the files of exported entry points share. */
+#pragma once
+
+#include "driver/driver.h"
+#include "state/life.h"
+#include "log/log.h"
+
+/* Without a driver there is nothing to forward to. Every hook starts
+ * here: the place where the log sees each thread that uses CUDA through
+ * the shim (cumemcap_log_thread: an alternate signal stack). */
+#define NEED(sym)                                               \
+	do {                                                    \
+		cumemcap_log_thread();                          \
+		if (!cumemcap_driver_ready() || !real_##sym)    \
+			return CUDA_ERROR_NOT_INITIALIZED;      \
+	} while (0)
+
+static inline void cumemcap_section_end(int *unused)
+{
+	(void)unused;
+	cumemcap_life_exit();
+}
+
+/* The rest of the enclosing block is a reader section of the life lock
+ * (life.h): no context dies while the hook reads or changes the books,
+ * including across its driver call. It ends when the block is left, by
+ * any return. */
+#define SECTION()                                                                 \
+	int cumemcap_section_ __attribute__((cleanup(cumemcap_section_end), unused)) = \
+		(cumemcap_life_enter(), 0)
+
+/* Fork child: a fresh primary-context mutex for hooks-ctx.c. */
+void cumemcap_hooks_ctx_fork_child(void);

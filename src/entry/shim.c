@@ -1,0 +1,118 @@
+/* shim: the library's life cycle and public API.
+ *
+ * The constructor validates the configuration before the program's main
+ * runs (a wrong limit stops the process with one line) and touches nothing
+ * else: the driver is opened lazily by the first hook, so a process that
+ * never uses CUDA makes no driver call. Fork handlers keep every lock
+ * usable in the child and empty the child's books (a child holds none of
+ * its parent's GPU memory). The destructor has the log write its exit
+ * summary. cumemcap_get_stats is filled from the ledger's snapshot as the
+ * figure list (figures.h) says; it takes no lock. */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "account/account.h"
+#include "arena/arena.h"
+#include "state/capture.h"
+#include "cumemcap.h"
+#include "state/device.h"
+#include "platform/export.h"
+#include "account/graph.h"
+#include "entry/hooks.h"
+#include "state/ledger.h"
+#include "log/log.h"
+#include "platform/msg.h"
+#include "config/policy.h"
+#include "state/track.h"
+#include "platform/worker.h"
+
+static void fork_prepare(void)
+{
+	cumemcap_log_fork_prepare();
+	cumemcap_capture_lock();
+	cumemcap_worker_lock();
+	cumemcap_arena_lock_all();
+	cumemcap_account_lock();
+	cumemcap_graph_lock();
+	cumemcap_track_lock_all();
+}
+
+static void fork_parent(void)
+{
+	cumemcap_track_unlock_all();
+	cumemcap_graph_unlock();
+	cumemcap_account_unlock();
+	cumemcap_arena_unlock_all();
+	cumemcap_worker_unlock();
+	cumemcap_capture_unlock();
+	cumemcap_log_fork_parent();
+}
+
+static void fork_child(void)
+{
+	cumemcap_track_reset_locked();
+	cumemcap_pool_reset();
+	cumemcap_ledger_reset();
+	cumemcap_track_unlock_all();
+	cumemcap_graph_fork_child();
+	cumemcap_account_unlock();
+	cumemcap_arena_fork_child();
+	cumemcap_worker_fork_child();
+	cumemcap_log_fork_child();
+	cumemcap_capture_fork_child();
+	cumemcap_life_fork_child();
+	cumemcap_hooks_ctx_fork_child();
+}
+
+/* glibc passes a shared library's constructors the program's arguments;
+ * [program] sections match on them. */
+__attribute__((constructor)) static void cumemcap_start(int argc, char **argv, char **envp)
+{
+	(void)envp;
+	cumemcap_policy_set_args(argc, argv);
+	const struct cumemcap_policy *p = cumemcap_policy();
+	/* Let TensorFlow and JAX grow instead of taking the whole limit at
+	 * start, unless the user said otherwise (setenv never overwrites). */
+	if (p->growth == CUMEMCAP_GROWTH_ONDEMAND && p->framework_hints) {
+		setenv("TF_FORCE_GPU_ALLOW_GROWTH", "true", 0);
+		setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "false", 0);
+	}
+	cumemcap_log_init();
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+__attribute__((destructor)) static void cumemcap_stop(void)
+{
+	cumemcap_worker_stop();
+	cumemcap_log_exit(0);
+}
+
+#define X(name, src, kind, unit, null, stats, ...) +stats
+_Static_assert(sizeof(struct cumemcap_stats) == sizeof(uint64_t) * (0 CUMEMCAP_FIGURES(X)),
+	       "every field of struct cumemcap_stats is a figure marked stats");
+#undef X
+
+CUMEMCAP_EXPORT int cumemcap_get_stats(int device, struct cumemcap_stats *out, size_t size)
+{
+	const struct cumemcap_device_info *info = cumemcap_device_info(device);
+	if (!info || !out)
+		return -1;
+	struct cumemcap_figures f;
+	cumemcap_ledger_read(device, &f);
+	f.v[CUMEMCAP_FIG_total] = info->total;
+	struct cumemcap_stats s;
+	/* Every field is a figure marked `stats` in figures.h. */
+#define X(name, src, kind, unit, null, stats, ...) CUMEMCAP_FIG_IF(stats)(s.name = f.v[CUMEMCAP_FIG_##name];)
+	CUMEMCAP_FIGURES(X)
+#undef X
+	memcpy(out, &s, size < sizeof(s) ? size : sizeof(s));
+	return 0;
+}
+
+CUMEMCAP_EXPORT const char *cumemcap_version(void)
+{
+	return CUMEMCAP_VERSION_STRING;
+}

@@ -1,0 +1,65 @@
+/* table: one row per hooks.def entry; see table.h. */
+#include "entry/table.h"
+
+#include <string.h>
+
+#include "driver/driver.h"
+
+/* Each hook must have exactly its PFN type: a mismatch is a compile error. */
+#define HOOK(symbol, base, version, variant) \
+	static const symbol##_fn typecheck_##symbol __attribute__((unused)) = symbol;
+#include "driver/hooks.def"
+
+const struct cumemcap_hook cumemcap_hooks[] = {
+#define HOOK(symbol, base, version, variant) \
+	{ #symbol, #base, version, CUMEMCAP_VARIANT_##variant, (void *)symbol, (void **)&real_##symbol },
+#include "driver/hooks.def"
+};
+
+const size_t cumemcap_hook_count = sizeof(cumemcap_hooks) / sizeof(cumemcap_hooks[0]);
+
+CUMEMCAP_DLSYM_SAFE const struct cumemcap_hook *cumemcap_table_by_symbol(const char *symbol)
+{
+	/* Every hooked name starts with "cu"; most dlsym calls in a process
+	 * are for other names and leave here. */
+	if (!symbol || symbol[0] != 'c' || symbol[1] != 'u')
+		return NULL;
+	for (size_t i = 0; i < cumemcap_hook_count; i++)
+		if (cumemcap_str_eq(cumemcap_hooks[i].symbol, symbol))
+			return &cumemcap_hooks[i];
+	return NULL;
+}
+
+const struct cumemcap_hook *cumemcap_table_select(const char *base, int cuda_version,
+						  uint64_t flags, bool *base_known)
+{
+	bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+	const struct cumemcap_hook *best = NULL;
+	bool known = false;
+
+	if (base && base[0] == 'c' && base[1] == 'u') {
+		for (size_t i = 0; i < cumemcap_hook_count; i++) {
+			const struct cumemcap_hook *h = &cumemcap_hooks[i];
+			if (strcmp(h->base, base) != 0)
+				continue;
+			known = true;
+			bool threaded = h->variant != CUMEMCAP_VARIANT_LEGACY;
+			if (h->version > cuda_version || (threaded && !per_thread))
+				continue;
+			if (!best || h->version > best->version ||
+			    (h->version == best->version && threaded))
+				best = h;
+		}
+	}
+	if (base_known)
+		*base_known = known;
+	return best;
+}
+
+const struct cumemcap_hook *cumemcap_table_by_real(const void *fn)
+{
+	for (size_t i = 0; fn && i < cumemcap_hook_count; i++)
+		if (*cumemcap_hooks[i].real == fn)
+			return &cumemcap_hooks[i];
+	return NULL;
+}

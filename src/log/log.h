@@ -1,0 +1,75 @@
+/* log: the per-process footprint log (CUMEMCAP_LOG, CUMEMCAP_METRICS).
+ *
+ * Owns the log file (or stderr lines), its JSON Lines records (schema in
+ * README "Footprint logs"), the periodic samples, the optional
+ * Prometheus text file and the exit summary. The other layers only call
+ * the functions below; each is cheap, never calls CUDA, never blocks a
+ * hook for longer than a copy, and never lets an I/O error reach the
+ * program (a failed write turns logging off with one stderr line).
+ *
+ * `door` is the driver entry point the request came through
+ * ("cuMemAlloc_v2", "cuMemAllocAsync", ...). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "platform/export.h"
+
+/* The library constructor: policy is built, nothing else is done yet. */
+void cumemcap_log_init(void);
+
+/* A GPU became known (its facts are in cumemcap_device_info(dev)). The
+ * first call writes the start record. Called from any hook thread. */
+void cumemcap_log_device(int dev);
+
+/* The calling thread entered the shim (every hook calls this): once the
+ * fatal-signal handlers are armed, give it an alternate signal stack if it
+ * has none, so a stack overflow still writes the exit record. One
+ * thread-local load when done. */
+extern _Atomic bool cumemcap_log_signals_armed;
+extern CUMEMCAP_TLS bool cumemcap_log_thread_seen;
+void cumemcap_log_thread_slow(void);
+static inline void cumemcap_log_thread(void)
+{
+	if (__builtin_expect(!cumemcap_log_thread_seen, 0) &&
+	    atomic_load_explicit(&cumemcap_log_signals_armed, memory_order_relaxed))
+		cumemcap_log_thread_slow();
+}
+
+/* The arenas took (taken=true) or gave back a segment of `bytes`. */
+void cumemcap_log_segment(int dev, bool taken, uint64_t bytes);
+
+/* A request refused at the limit (after releasing cached segments). */
+void cumemcap_log_refusal(int dev, const char *door, uint64_t requested);
+
+/* The driver itself answered CUDA_ERROR_OUT_OF_MEMORY. */
+void cumemcap_log_driver_oom(int dev, const char *door, uint64_t requested);
+
+/* A context on `dev` died (`event`: "destroyed", "reset", "released"):
+ * the driver freed `live` bytes the program still held in `blocks`
+ * allocations, and `held` bytes of the shim's segments. */
+void cumemcap_log_context(int dev, const char *event, uint64_t live, uint64_t held, uint64_t blocks);
+
+/* From the worker thread: write a sample if one is due. Returns the
+ * milliseconds until the next is due (UINT32_MAX: none). */
+uint32_t cumemcap_log_tick(uint64_t now_ms);
+
+/* The process is ending (normal exit, exit() from any thread, or a fatal
+ * signal with `signo` != 0): write the exit summary once. */
+void cumemcap_log_exit(int signo);
+
+/* Fork: the log's locks are held across fork() (prepare, then parent or
+ * child); the child writes its own log (or none) and starts over. */
+void cumemcap_log_fork_prepare(void);
+void cumemcap_log_fork_parent(void);
+void cumemcap_log_fork_child(void);
+
+/* A path template (checked by cumemcap_parse_template) with %p, %u, %h, %n
+ * and %% expanded into dst, as the log and metrics files are named; a host
+ * or program name never adds a directory level ('/' becomes '_'). False
+ * when it does not fit in `len` bytes (dst is then cut, still terminated).
+ * For the fuzz target; the log uses it internally. */
+bool cumemcap_log_expand(const char *tmpl, char *dst, size_t len);

@@ -1,0 +1,17 @@
+/* cuda-api: the CUDA driver API declarations the shim is written against.
+ *
+ * __CUDA_API_VERSION_INTERNAL makes cuda.h declare every exported driver
+ * symbol under its real name (legacy cuMemAlloc with 32-bit types,
+ * cuMemAlloc_v2, cuMemAllocAsync_ptsz, ...) instead of mapping names with
+ * macros, so each hook definition is type-checked against the driver's own
+ * prototype. cudaTypedefs.h gives the PFN_<base>_v<version> pointer types. */
+#pragma once
+
+#ifndef __CUDA_API_VERSION_INTERNAL
+#define __CUDA_API_VERSION_INTERNAL 1
+#endif
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+/* The most GPUs (CUdevice ordinals 0 .. 63) the shim keeps books for. */
+#define CUMEMCAP_MAX_DEVICES 64

@@ -1,0 +1,101 @@
+/* msg: see msg.h. */
+#include "platform/msg.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+void cumemcap_write_stderr(const char *b, size_t n)
+{
+	int saved = errno;
+	sigset_t pipe_set, old, pending;
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+	bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+	while (n) {
+		ssize_t w = write(STDERR_FILENO, b, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		b += w;
+		n -= (size_t)w;
+	}
+	/* Our write raised it (EPIPE): take it back before unblocking. One
+	 * the program had pending already is left for the program. */
+	if (!was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
+		struct timespec now = { 0, 0 };
+		sigtimedwait(&pipe_set, NULL, &now);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = saved;
+}
+
+CUMEMCAP_PRINTF(1, 0) static void emit(const char *fmt, va_list ap)
+{
+	char line[1024];
+	int n = snprintf(line, sizeof(line), "cumemcap: ");
+	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+	if (len > sizeof(line) - 2)
+		len = sizeof(line) - 2;
+	line[len++] = '\n';
+	cumemcap_write_stderr(line, len);
+}
+
+void cumemcap_msg(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	emit(fmt, ap);
+	va_end(ap);
+}
+
+_Noreturn void cumemcap_fatal(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	emit(fmt, ap);
+	va_end(ap);
+	/* Whatever other libraries' constructors buffered is kept; the
+	 * program's main has not run. _exit: atexit handlers of libraries
+	 * whose constructors have not run yet must not run either. */
+	fflush(NULL);
+	_exit(CUMEMCAP_EXIT_CONFIG);
+}
+
+const char *cumemcap_size_split(uint64_t bytes, uint64_t *whole, unsigned *hundredths)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	unsigned u = 0;
+	while (u < 6 && (bytes >> (10 * (u + 1))) != 0)
+		u++;
+	unsigned shift = 10 * u;
+	uint64_t mask = (UINT64_C(1) << shift) - 1;
+	uint64_t rem = bytes & mask;
+	/* Long division a digit at a time: rem * 10 < 2^64 for shift <= 60
+	 * (rem * 100 would wrap for EiB). */
+	uint64_t tenths = (rem * 10) >> shift;
+	rem = (rem * 10) & mask;
+	*whole = bytes >> shift;
+	*hundredths = (unsigned)(tenths * 10 + ((rem * 10) >> shift));
+	return units[u];
+}
+
+const char *cumemcap_fmt_size(uint64_t bytes, char *buf, size_t len)
+{
+	uint64_t whole;
+	unsigned hundredths;
+	const char *unit = cumemcap_size_split(bytes, &whole, &hundredths);
+	if (hundredths == 0)
+		snprintf(buf, len, "%llu %s", (unsigned long long)whole, unit);
+	else
+		snprintf(buf, len, "%llu.%02u %s", (unsigned long long)whole, hundredths, unit);
+	return buf;
+}

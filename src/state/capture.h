@@ -1,0 +1,63 @@
+/* capture: which streams of the process are capturing a CUDA graph now.
+ *
+ * While any stream captures, the driver forbids synchronizing (a context
+ * synchronize, cuMemFree's implicit one) in every capture mode, and in the
+ * default global mode any thread's "potentially unsafe" call: the call fails
+ * with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and the capture is invalidated.
+ * PyTorch grows its pool with cudaMalloc inside captures (relaxed mode), so
+ * the shim must not add such calls there: the arenas make no synchronization
+ * and give no segment back while cumemcap_capture_active() (hooks-capture.c
+ * keeps the set). Process-wide on purpose: a global-mode capture forbids
+ * the worker thread's calls as well as the capturing thread's.
+ *
+ * Thread safety: a mutex around the set (never held across a driver call),
+ * an atomic count read without it; a reader-writer lock (the quiet gate)
+ * held across driver calls, replaced in a fork child as an xmutex is. */
+#pragma once
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "platform/cuda-api.h"
+
+extern _Atomic int cumemcap_captures;
+
+/* Is any stream of the process capturing? One relaxed load. */
+static inline bool cumemcap_capture_active(void)
+{
+	return atomic_load_explicit(&cumemcap_captures, memory_order_acquire) > 0;
+}
+
+/* Is `stream` capturing now (ptsz: asked through a per-thread-stream
+ * entry point)? Asks the driver, only while any capture is active: work
+ * pushed into it becomes graph nodes and runs later, or never. */
+bool cumemcap_capture_stream(CUstream stream, bool ptsz);
+
+/* The shim's own synchronizing calls (a segment's cuMemFree, a context
+ * synchronize) must not race a capture's beginning on another thread: a
+ * check that no stream captures, then the call, leaves a window in which
+ * the capture begins and the call invalidates it (the idle worker hit it
+ * on a loaded machine). So such a call is made inside a quiet section:
+ * cumemcap_capture_quiet_enter() succeeds only when no stream captures and
+ * none is beginning, and until cumemcap_capture_quiet_exit() no capture
+ * can begin (the begin hooks wait for the sections to end; a section never
+ * waits, so it never deadlocks with the locks its caller holds). */
+bool cumemcap_capture_quiet_enter(void);
+void cumemcap_capture_quiet_exit(void);
+/* The begin hooks: around the driver's begin call and
+ * cumemcap_capture_began(). */
+void cumemcap_capture_begin_lock(void);
+void cumemcap_capture_begin_unlock(void);
+
+/* A capture began on `stream` (per_thread: the calling thread's per-thread
+ * default stream when stream is CU_STREAM_PER_THREAD or 0 with a _ptsz
+ * entry point). */
+void cumemcap_capture_began(CUstream stream, bool per_thread);
+/* The stream no longer captures (its capture ended, or was found over). */
+void cumemcap_capture_ended(CUstream stream, bool per_thread);
+
+/* Fork: the set's lock is held across fork() (prepare, then parent's
+ * unlock or the child's, which also forgets the parent's captures). */
+void cumemcap_capture_lock(void);
+void cumemcap_capture_unlock(void);
+void cumemcap_capture_fork_child(void);

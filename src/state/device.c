@@ -1,0 +1,189 @@
+/* device: see device.h. */
+#include "state/device.h"
+#include "platform/export.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "driver/driver.h"
+#include "state/ledger.h"
+#include "log/log.h"
+#include "platform/msg.h"
+#include "config/policy.h"
+#include "platform/worker.h"
+
+static struct cumemcap_device_info infos[CUMEMCAP_MAX_DEVICES];
+static _Atomic int state[CUMEMCAP_MAX_DEVICES]; /* 0 unknown, 1 ready, -1 unusable */
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool rules_checked;
+
+static bool describe(int dev, struct cumemcap_device_info *info)
+{
+	size_t total = 0;
+	CUuuid uuid;
+	memset(info, 0, sizeof(*info));
+	if (!real_cuDeviceTotalMem_v2 || real_cuDeviceTotalMem_v2(&total, dev) != CUDA_SUCCESS)
+		return false;
+	info->total = total;
+	if (real_cuDeviceGetUuid && real_cuDeviceGetUuid(&uuid, dev) == CUDA_SUCCESS)
+		memcpy(info->uuid, uuid.bytes, sizeof(info->uuid));
+	if (!real_cuDeviceGetPCIBusId ||
+	    real_cuDeviceGetPCIBusId(info->pci_bus_id, (int)sizeof(info->pci_bus_id), dev) != CUDA_SUCCESS)
+		info->pci_bus_id[0] = '\0';
+	info->limit = cumemcap_policy_limit(cumemcap_policy(), dev, info->uuid, info->pci_bus_id,
+					    info->total, &info->limit_src);
+	return true;
+}
+
+/* Each GPU a rule names should be one of this machine's; say once which
+ * are not (the same settings may serve machines with other cards). */
+struct rule_check {
+	int count;
+	struct cumemcap_device_info info[CUMEMCAP_MAX_DEVICES];
+};
+
+static void check_selector(void *ctx, const struct cumemcap_selector *sel,
+			   const struct cumemcap_source *src)
+{
+	struct rule_check *rc = ctx;
+	for (int d = 0; d < rc->count; d++)
+		if (cumemcap_selector_matches(sel, d, rc->info[d].uuid, rc->info[d].pci_bus_id))
+			return;
+	char name[64], where[CUMEMCAP_PATH_MAX + 16];
+	cumemcap_selector_format(sel, name, sizeof(name));
+	cumemcap_source_format(cumemcap_policy(), src, where, sizeof(where));
+	cumemcap_msg("%s: \"%s\" matches none of the %d GPU(s) this process sees; that rule is not "
+		     "applied", where, name, rc->count);
+}
+
+static struct rule_check rc; /* written once under init_lock, then read-only */
+static _Atomic int all_known = -1;
+static _Atomic int driver_version; /* 0: unknown */
+
+static void check_rules(void)
+{
+	int count = 0;
+	if (!real_cuDeviceGetCount || real_cuDeviceGetCount(&count) != CUDA_SUCCESS)
+		return;
+	rc.count = 0;
+	for (int d = 0; d < count && d < CUMEMCAP_MAX_DEVICES; d++)
+		if (describe(d, &rc.info[rc.count]))
+			rc.count++;
+	cumemcap_policy_selectors(cumemcap_policy(), check_selector, &rc);
+	int v = 0;
+	if (real_cuDriverGetVersion && real_cuDriverGetVersion(&v) == CUDA_SUCCESS)
+		atomic_store(&driver_version, v);
+	atomic_store_explicit(&all_known, rc.count, memory_order_release);
+}
+
+int cumemcap_device_driver_version(void)
+{
+	return atomic_load(&driver_version);
+}
+
+int cumemcap_device_all(const struct cumemcap_device_info **out)
+{
+	int n = atomic_load_explicit(&all_known, memory_order_acquire);
+	*out = n > 0 ? rc.info : NULL;
+	return n < 0 ? 0 : n;
+}
+
+bool cumemcap_device_ensure(int dev)
+{
+	if (dev < 0 || dev >= CUMEMCAP_MAX_DEVICES)
+		return false;
+	int s = atomic_load_explicit(&state[dev], memory_order_acquire);
+	if (s != 0)
+		return s == 1;
+	bool made = false;
+	pthread_mutex_lock(&init_lock);
+	if (atomic_load(&state[dev]) == 0) {
+		made = true;
+		if (!rules_checked) {
+			rules_checked = true;
+			check_rules();
+		}
+		bool ok = describe(dev, &infos[dev]);
+		if (ok)
+			cumemcap_ledger_set_limit(dev, infos[dev].limit);
+		atomic_store_explicit(&state[dev], ok ? 1 : -1, memory_order_release);
+	}
+	pthread_mutex_unlock(&init_lock);
+	bool ok = atomic_load(&state[dev]) == 1;
+	if (made && ok) {
+		cumemcap_log_device(dev);
+		cumemcap_worker_start();
+	}
+	return ok;
+}
+
+const struct cumemcap_device_info *cumemcap_device_info(int dev)
+{
+	if (dev < 0 || dev >= CUMEMCAP_MAX_DEVICES || atomic_load(&state[dev]) != 1)
+		return NULL;
+	return &infos[dev];
+}
+
+/* A context's device never changes, so each thread remembers the device of
+ * the last context it asked about and skips cuCtxGetDevice while its
+ * current context stays the same. A destroyed or reset context may come
+ * back at the same address on another device: the generation count makes
+ * every thread ask again after one. */
+static _Atomic uint64_t generation = 1;
+static CUMEMCAP_TLS struct {
+	CUcontext ctx;
+	uint64_t generation;
+	int dev;
+} last;
+
+void cumemcap_device_forget_contexts(void)
+{
+	atomic_fetch_add_explicit(&generation, 1, memory_order_release);
+}
+
+uint64_t cumemcap_device_generation(void)
+{
+	return atomic_load_explicit(&generation, memory_order_acquire);
+}
+
+CUresult cumemcap_device_current(CUcontext *ctx, int *dev)
+{
+	CUdevice d;
+	CUresult r = real_cuCtxGetCurrent(ctx);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!*ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	uint64_t gen = atomic_load_explicit(&generation, memory_order_acquire);
+	if (last.ctx == *ctx && last.generation == gen) {
+		*dev = last.dev;
+		return CUDA_SUCCESS;
+	}
+	r = real_cuCtxGetDevice(&d);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!cumemcap_device_ensure(d))
+		return CUDA_ERROR_INVALID_DEVICE;
+	last.ctx = *ctx;
+	last.generation = gen;
+	last.dev = d;
+	*dev = d;
+	return CUDA_SUCCESS;
+}
+
+void cumemcap_device_of_stream(CUstream s, CUcontext *ctx, int *dev)
+{
+	CUcontext owner;
+	CUdevice d;
+	if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD || !real_cuStreamGetCtx ||
+	    real_cuStreamGetCtx(s, &owner) != CUDA_SUCCESS || !owner || owner == *ctx)
+		return;
+	bool pushed = cumemcap_driver_push_ctx(owner);
+	CUresult r = pushed ? real_cuCtxGetDevice(&d) : CUDA_ERROR_INVALID_CONTEXT;
+	cumemcap_driver_pop_ctx(pushed);
+	if (r != CUDA_SUCCESS || !cumemcap_device_ensure(d))
+		return;
+	*ctx = owner;
+	*dev = d;
+}

@@ -1,0 +1,55 @@
+/* device: what the shim knows about each GPU the process uses.
+ *
+ * Owns, per CUdevice ordinal, the facts the rules need (total memory,
+ * UUID, PCI bus id) and the resolved limit, filled in once from the real
+ * driver the first time a hook touches the device (double-checked under a
+ * mutex; afterwards read without locks). Also finds the device of the
+ * calling thread's current context. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "platform/cuda-api.h"
+#include "config/policy.h"
+
+struct cumemcap_device_info {
+	uint64_t total;  /* cuDeviceTotalMem_v2 of the real driver */
+	uint64_t limit;  /* CUMEMCAP_NO_LIMIT when none applies */
+	struct cumemcap_source limit_src; /* where the limit came from */
+	unsigned char uuid[16];
+	char pci_bus_id[32];
+};
+
+/* Make sure device `dev` is known; false if the driver cannot describe it
+ * (then the shim does not account on it). */
+bool cumemcap_device_ensure(int dev);
+
+/* The facts about an ensured device, or NULL. */
+const struct cumemcap_device_info *cumemcap_device_info(int dev);
+
+/* Every GPU the driver reported when the first one was used, described
+ * (limits resolved) before any hook ran on it; never changes afterwards.
+ * Returns how many (0 before the first GPU use). Calls no driver. */
+int cumemcap_device_all(const struct cumemcap_device_info **out);
+
+/* cuDriverGetVersion, asked when the first GPU was used; 0 if unknown. */
+int cumemcap_device_driver_version(void);
+
+/* A context was destroyed or reset: its handle may be reused. */
+void cumemcap_device_forget_contexts(void);
+
+/* Changes whenever a context is forgotten: a per-thread cache keyed by
+ * context is valid while this stays the same. */
+uint64_t cumemcap_device_generation(void);
+
+/* The calling thread's current context and its device (ensured). Returns
+ * the driver's error when there is none; the caller then lets the driver
+ * answer the program's call itself. */
+CUresult cumemcap_device_current(CUcontext *ctx, int *dev);
+
+/* The context and device stream `s` belongs to. *ctx and *dev hold the
+ * calling thread's current ones on entry and are left alone for the
+ * default streams (legacy, per-thread: they are the current context's) or
+ * when the driver cannot say. */
+void cumemcap_device_of_stream(CUstream s, CUcontext *ctx, int *dev);

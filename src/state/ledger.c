@@ -1,0 +1,251 @@
+/* ledger: see ledger.h. Lock-free: every field is an atomic. Also owns
+ * the figure list's columns as data (cumemcap_figure_info, figures.h),
+ * which are constant. */
+#include "state/ledger.h"
+
+#include <stddef.h>
+
+const struct cumemcap_figure_info cumemcap_figure_info[CUMEMCAP_FIG_COUNT] = {
+#define X(name, src, kind_, unit_, null_, stats_, event_, sample_, exit_, summary_, pre_, post_, key_, \
+	  prom_, help_)                                                                              \
+	[CUMEMCAP_FIG_##name] = { .key = key_,                                                     \
+				  .prom = prom_,                                                   \
+				  .help = help_,                                                   \
+				  .pre = pre_,                                                     \
+				  .post = post_,                                                   \
+				  .kind = CUMEMCAP_FK_##kind_,                                     \
+				  .unit = CUMEMCAP_FU_##unit_,                                     \
+				  .null = null_,                                                   \
+				  .stats = stats_,                                                 \
+				  .event = event_,                                                 \
+				  .sample = sample_,                                               \
+				  .exit = exit_,                                                   \
+				  .summary = summary_ },
+	CUMEMCAP_FIGURES(X)
+#undef X
+};
+
+struct cumemcap_ledger_device cumemcap_ledger[CUMEMCAP_MAX_DEVICES];
+struct cumemcap_ledger_shard cumemcap_ledger_shards[CUMEMCAP_LEDGER_SHARDS];
+
+static bool valid(int dev)
+{
+	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
+}
+
+void cumemcap_ledger_set_limit(int dev, uint64_t limit)
+{
+	if (valid(dev))
+		atomic_store(&cumemcap_ledger[dev].limit, limit);
+}
+
+uint64_t cumemcap_ledger_limit(int dev)
+{
+	return valid(dev) ? atomic_load(&cumemcap_ledger[dev].limit) : CUMEMCAP_NO_LIMIT;
+}
+
+static void raise_to(_Atomic uint64_t *peak_field, uint64_t now)
+{
+	uint64_t peak = atomic_load_explicit(peak_field, memory_order_relaxed);
+	while (now > peak &&
+	       !atomic_compare_exchange_weak_explicit(peak_field, &peak, now, memory_order_relaxed,
+						      memory_order_relaxed))
+		;
+}
+
+void cumemcap_ledger_note_request(int dev, uint64_t bytes)
+{
+	if (valid(dev))
+		raise_to(&cumemcap_ledger[dev].largest_request, bytes);
+}
+
+static void raise_peak(struct cumemcap_ledger_device *d, uint64_t now)
+{
+	raise_to(&d->peak_reserved, now);
+}
+
+void cumemcap_ledger_live_add(int dev, uint64_t bytes)
+{
+	if (!valid(dev) || bytes == 0)
+		return;
+	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+	raise_to(&d->peak_live, atomic_fetch_add_explicit(&d->live, bytes, memory_order_relaxed) + bytes);
+}
+
+void cumemcap_ledger_live_sub(int dev, uint64_t bytes)
+{
+	if (valid(dev) && bytes)
+		atomic_fetch_sub_explicit(&cumemcap_ledger[dev].live, bytes, memory_order_relaxed);
+}
+
+void cumemcap_ledger_pooled_add(int dev, uint64_t bytes)
+{
+	if (!valid(dev) || bytes == 0)
+		return;
+	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+	raise_to(&d->peak_pooled,
+		 atomic_fetch_add_explicit(&d->pooled, bytes, memory_order_relaxed) + bytes);
+}
+
+void cumemcap_ledger_pooled_sub(int dev, uint64_t bytes)
+{
+	if (valid(dev) && bytes)
+		atomic_fetch_sub_explicit(&cumemcap_ledger[dev].pooled, bytes, memory_order_relaxed);
+}
+
+bool cumemcap_ledger_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes)
+{
+	if (!valid(dev))
+		return true;
+	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+	uint64_t limit = atomic_load_explicit(&d->limit, memory_order_relaxed);
+	uint64_t cur = atomic_load_explicit(&d->reserved, memory_order_relaxed);
+	for (;;) {
+		if (bytes > limit || cur > limit - bytes)
+			return false;
+		if (atomic_compare_exchange_weak_explicit(&d->reserved, &cur, cur + bytes,
+							  memory_order_acq_rel, memory_order_relaxed))
+			break;
+	}
+	atomic_fetch_add_explicit(&d->kind[kind], bytes, memory_order_relaxed);
+	raise_peak(d, cur + bytes);
+	return true;
+}
+
+void cumemcap_ledger_add(int dev, enum cumemcap_kind kind, uint64_t bytes)
+{
+	if (!valid(dev) || bytes == 0)
+		return;
+	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+	uint64_t now = atomic_fetch_add_explicit(&d->reserved, bytes, memory_order_acq_rel) + bytes;
+	atomic_fetch_add_explicit(&d->kind[kind], bytes, memory_order_relaxed);
+	raise_peak(d, now);
+}
+
+void cumemcap_ledger_sub(int dev, enum cumemcap_kind kind, uint64_t bytes)
+{
+	if (!valid(dev) || bytes == 0)
+		return;
+	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+	atomic_fetch_sub_explicit(&d->reserved, bytes, memory_order_acq_rel);
+	atomic_fetch_sub_explicit(&d->kind[kind], bytes, memory_order_relaxed);
+}
+
+uint64_t cumemcap_ledger_headroom(int dev)
+{
+	if (!valid(dev))
+		return UINT64_MAX;
+	uint64_t limit = atomic_load(&cumemcap_ledger[dev].limit);
+	if (limit == CUMEMCAP_NO_LIMIT)
+		return UINT64_MAX;
+	uint64_t cur = atomic_load(&cumemcap_ledger[dev].reserved);
+	return cur >= limit ? 0 : limit - cur;
+}
+
+/* A fork's child starts from zero; the limit (src `setting`) stays. */
+#define RESET_field(d, name) atomic_store(&(d)->name, 0);
+#define RESET_sharded(d, name) atomic_store(&(d)->name, 0);
+#define RESET_setting(d, name)
+#define RESET_kind(d, name) atomic_store(&(d)->kind[CUMEMCAP_KIND_##name], 0);
+#define RESET_device(d, name)
+#define RESET_log(d, name)
+#define SHARD_RESET_field(s, name)
+#define SHARD_RESET_sharded(s, name) atomic_store(&(s)->name, 0);
+#define SHARD_RESET_setting(s, name)
+#define SHARD_RESET_kind(s, name)
+#define SHARD_RESET_device(s, name)
+#define SHARD_RESET_log(s, name)
+
+void cumemcap_ledger_reset(void)
+{
+	for (int i = 0; i < CUMEMCAP_MAX_DEVICES; i++) {
+		struct cumemcap_ledger_device *d = &cumemcap_ledger[i];
+#define X(name, src, ...) RESET_##src(d, name)
+		CUMEMCAP_FIGURES(X)
+#undef X
+	}
+	for (int i = 0; i < CUMEMCAP_LEDGER_SHARDS; i++) {
+		struct cumemcap_ledger_shard *s = &cumemcap_ledger_shards[i];
+#define X(name, src, ...) SHARD_RESET_##src(s, name)
+		CUMEMCAP_FIGURES(X)
+#undef X
+	}
+}
+
+static _Atomic int shards_used; /* shards ever opened: 0 .. shards_used-1 */
+
+void cumemcap_ledger_shard_open(struct cumemcap_ledger_shard *s, int dev)
+{
+#define X(name, src, ...) SHARD_RESET_##src(s, name)
+	CUMEMCAP_FIGURES(X)
+#undef X
+	atomic_store(&s->dev, valid(dev) ? dev : -1);
+	int idx = (int)(s - cumemcap_ledger_shards), used = atomic_load(&shards_used);
+	while (idx + 1 > used && !atomic_compare_exchange_weak(&shards_used, &used, idx + 1))
+		;
+}
+
+void cumemcap_ledger_shard_close(struct cumemcap_ledger_shard *s)
+{
+	int dev = atomic_exchange(&s->dev, -1);
+	if (!valid(dev))
+		return;
+	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+#define SHARD_FOLD_field(name)
+#define SHARD_FOLD_sharded(name) atomic_fetch_add(&d->name, atomic_exchange(&s->name, 0));
+#define SHARD_FOLD_setting(name)
+#define SHARD_FOLD_kind(name)
+#define SHARD_FOLD_device(name)
+#define SHARD_FOLD_log(name)
+#define X(name, src, ...) SHARD_FOLD_##src(name)
+	CUMEMCAP_FIGURES(X)
+#undef X
+}
+
+/* A sharded figure of dev (`own` in the device, at `off` in a shard): the
+ * device's own count plus its open shards'. */
+static uint64_t sharded_sum(int dev, _Atomic uint64_t *own, size_t off)
+{
+	uint64_t n = atomic_load(own);
+	if (!valid(dev))
+		return n;
+	int used = atomic_load_explicit(&shards_used, memory_order_acquire);
+	for (int i = 0; i < used; i++) {
+		const struct cumemcap_ledger_shard *s = &cumemcap_ledger_shards[i];
+		if (atomic_load_explicit(&s->dev, memory_order_relaxed) == dev)
+			n += atomic_load_explicit((_Atomic uint64_t *)((char *)s + off), memory_order_relaxed);
+	}
+	return n;
+}
+
+#define GET_field(dev, d, name) atomic_load(&(d)->name)
+#define GET_sharded(dev, d, name) \
+	sharded_sum(dev, &(d)->name, offsetof(struct cumemcap_ledger_shard, name))
+#define GET_setting(dev, d, name) atomic_load(&(d)->name)
+#define GET_kind(dev, d, name) atomic_load(&(d)->kind[CUMEMCAP_KIND_##name])
+#define GET_device(dev, d, name) CUMEMCAP_FIGURE_NONE
+#define GET_log(dev, d, name) CUMEMCAP_FIGURE_NONE
+
+/* What a device out of range reads as: nothing held, no limit. */
+static struct cumemcap_ledger_device nowhere = { .limit = CUMEMCAP_NO_LIMIT };
+
+uint64_t cumemcap_ledger_get(int dev, enum cumemcap_figure fig)
+{
+	struct cumemcap_ledger_device *d = valid(dev) ? &cumemcap_ledger[dev] : &nowhere;
+	switch (fig) {
+#define X(name, src, ...)            \
+	case CUMEMCAP_FIG_##name:    \
+		return GET_##src(dev, d, name);
+		CUMEMCAP_FIGURES(X)
+#undef X
+	case CUMEMCAP_FIG_COUNT:
+		break;
+	}
+	return CUMEMCAP_FIGURE_NONE;
+}
+
+void cumemcap_ledger_read(int dev, struct cumemcap_figures *out)
+{
+	for (int i = 0; i < CUMEMCAP_FIG_COUNT; i++)
+		out->v[i] = cumemcap_ledger_get(dev, (enum cumemcap_figure)i);
+}

@@ -1,0 +1,141 @@
+/* ledger: per-device counters and the limit check.
+ *
+ * Owns, for each GPU ordinal, the bytes this process holds from the driver
+ * (in total and per memory kind), their peak, the limit, and event counts.
+ * Every figure is an atomic; the limit check is one compare-and-swap loop on
+ * the device total, so concurrent reservations can never overshoot the
+ * limit together. A reservation is made *before* the driver is asked and
+ * given back if the driver fails. Never calls the driver.
+ *
+ * Which figures there are is declared once, in figures.h; the ledger
+ * stores them as that list says and hands them out whole
+ * (cumemcap_ledger_read) or one by one (cumemcap_ledger_get). Nothing
+ * outside ledger.c reads the storage. */
+#pragma once
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "platform/cuda-api.h"
+#include "state/figures.h"
+
+#define CUMEMCAP_NO_LIMIT UINT64_MAX
+
+/* Memory kinds, each reserved from the driver on a device. */
+#define CUMEMCAP_KINDS(X) \
+	X(linear)   /* cuMemAlloc, cuMemAllocPitch */ \
+	X(managed)  /* cuMemAllocManaged */ \
+	X(pool)     /* stream-ordered pools: their RESERVED_MEM_CURRENT */ \
+	X(vmm)      /* cuMemCreate physical handles */ \
+	X(array)    /* cuArray*Create, cuMipmappedArrayCreate (estimated) */ \
+	X(graph)    /* graph memory pools: their RESERVED_MEM_CURRENT (graph.h) */
+
+enum cumemcap_kind {
+#define X(name) CUMEMCAP_KIND_##name,
+	CUMEMCAP_KINDS(X)
+#undef X
+	CUMEMCAP_KIND_COUNT
+};
+
+/* The storage of a device's figures, made from their declaration
+ * (figures.h): an atomic for each `field`, `sharded` and `setting` figure,
+ * the `kind` figures in kind[]. Only ledger.c reads these (account.h's
+ * one read of kind[pool] is to become cumemcap_ledger_get); writers
+ * outside it use the functions and cumemcap_ledger_bump below. */
+#define CUMEMCAP_LEDGER_STORE_field(name) _Atomic uint64_t name;
+#define CUMEMCAP_LEDGER_STORE_sharded(name) _Atomic uint64_t name;
+#define CUMEMCAP_LEDGER_STORE_setting(name) _Atomic uint64_t name;
+#define CUMEMCAP_LEDGER_STORE_kind(name)
+#define CUMEMCAP_LEDGER_STORE_device(name)
+#define CUMEMCAP_LEDGER_STORE_log(name)
+
+struct cumemcap_ledger_device {
+#define X(name, src, ...) CUMEMCAP_LEDGER_STORE_##src(name)
+	CUMEMCAP_FIGURES(X)
+#undef X
+	_Atomic uint64_t kind[CUMEMCAP_KIND_COUNT];
+};
+
+extern struct cumemcap_ledger_device cumemcap_ledger[CUMEMCAP_MAX_DEVICES];
+
+void cumemcap_ledger_set_limit(int dev, uint64_t limit);
+uint64_t cumemcap_ledger_limit(int dev);
+
+/* Reserve `bytes` of `kind` on `dev` if the total stays within the limit.
+ * False (and nothing changed) when it would not; the caller that gives up
+ * counts the refusal. */
+bool cumemcap_ledger_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes);
+
+/* A program's request of `bytes` (granted or not): the largest is kept.
+ * What is reserved for it may be more (an arena's segment, a pool's
+ * granularity). */
+void cumemcap_ledger_note_request(int dev, uint64_t bytes);
+
+/* Add or remove bytes without a limit check (give back a reservation,
+ * record what a pool really took). */
+void cumemcap_ledger_add(int dev, enum cumemcap_kind kind, uint64_t bytes);
+void cumemcap_ledger_sub(int dev, enum cumemcap_kind kind, uint64_t bytes);
+
+/* The program's live bytes and the arenas' free bytes (peaks follow).
+ * Live: pooled blocks by their 512-byte-rounded size, stream-ordered
+ * allocations by their requested size, everything else by the bytes
+ * charged. Pooled: arena segment bytes not handed out (free, or freed and
+ * waiting until the streams are past them). */
+void cumemcap_ledger_live_add(int dev, uint64_t bytes);
+void cumemcap_ledger_live_sub(int dev, uint64_t bytes);
+void cumemcap_ledger_pooled_add(int dev, uint64_t bytes);
+void cumemcap_ledger_pooled_sub(int dev, uint64_t bytes);
+
+/* Bytes the limit still allows (0 when at or past it; UINT64_MAX without
+ * a limit). */
+uint64_t cumemcap_ledger_headroom(int dev);
+
+/* Every figure of `dev` now: sharded counts summed, the figures the
+ * ledger does not own (src `device`, `log`) CUMEMCAP_FIGURE_NONE for
+ * their owners to fill; a dev out of range holds nothing, has no limit. Each
+ * figure is read atomically (the set is not one instant). Lock-free and
+ * async-signal-safe: the exit record is made from it in a signal handler. */
+void cumemcap_ledger_read(int dev, struct cumemcap_figures *out);
+
+/* One figure of `dev` (as cumemcap_ledger_read has it). */
+uint64_t cumemcap_ledger_get(int dev, enum cumemcap_figure fig);
+
+#define cumemcap_ledger_bump(dev, field) \
+	atomic_fetch_add_explicit(&cumemcap_ledger[(dev)].field, 1, memory_order_relaxed)
+
+/* Shards of the allocs, frees and avoided counters for writers that hold
+ * a lock of their own (each arena owns one): a count is a plain add, not
+ * an atomic read-modify-write on the device's shared line (about 5 ns of
+ * a pooled 8 MiB alloc+free pair). Readers add every open shard of the
+ * device. A shard is opened for a device and closed (its counts folded
+ * into the device's) by its one writer. (Sharding live and pooled the
+ * same way made the pair slower: the peaks then need the device's total
+ * summed on every change.) */
+#define CUMEMCAP_LEDGER_SHARDS 64
+#define CUMEMCAP_LEDGER_SHARD_field(name)
+#define CUMEMCAP_LEDGER_SHARD_sharded(name) _Atomic uint64_t name;
+#define CUMEMCAP_LEDGER_SHARD_setting(name)
+#define CUMEMCAP_LEDGER_SHARD_kind(name)
+#define CUMEMCAP_LEDGER_SHARD_device(name)
+#define CUMEMCAP_LEDGER_SHARD_log(name)
+struct cumemcap_ledger_shard {
+	_Atomic int dev; /* -1: closed */
+#define X(name, src, ...) CUMEMCAP_LEDGER_SHARD_##src(name)
+	CUMEMCAP_FIGURES(X)
+#undef X
+};
+
+extern struct cumemcap_ledger_shard cumemcap_ledger_shards[CUMEMCAP_LEDGER_SHARDS];
+
+#define cumemcap_shard_add(shard, field, n)                                                        \
+	atomic_store_explicit(&(shard)->field,                                                     \
+			      atomic_load_explicit(&(shard)->field, memory_order_relaxed) + (n),   \
+			      memory_order_relaxed)
+#define cumemcap_shard_bump(shard, field) cumemcap_shard_add(shard, field, 1)
+
+void cumemcap_ledger_shard_open(struct cumemcap_ledger_shard *s, int dev);
+void cumemcap_ledger_shard_close(struct cumemcap_ledger_shard *s);
+
+/* Zero everything (a forked child holds none of its parent's memory). */
+void cumemcap_ledger_reset(void);

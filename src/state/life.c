@@ -1,0 +1,167 @@
+/* life: see life.h.
+ *
+ * A big-reader lock. Each thread that enters a section gets a slot of its
+ * own (one cache line, from a list that only grows; a thread's slot goes
+ * back to the list when it exits). A reader publishes `depth` with a
+ * sequentially consistent exchange and then reads `writing`; the writer
+ * sets `writing` the same way and then reads every slot's depth. Either
+ * the reader sees the writer and steps back to wait on the writer's mutex,
+ * or the writer sees the reader and waits for its depth to drop to zero
+ * (a release store). Plain seq_cst atomics, no standalone fences, so the
+ * sanitizers see every edge. */
+#include "state/life.h"
+#include "platform/export.h"
+#include "platform/xmutex.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+struct slot {
+	_Alignas(64) _Atomic unsigned depth;
+	_Atomic bool taken;
+	struct slot *next; /* written once before the slot is published */
+};
+
+static _Atomic(struct slot *) slots;
+static _Atomic int writing;
+static struct cumemcap_xmutex writer = CUMEMCAP_XMUTEX_INIT(writer);
+static CUMEMCAP_TLS struct slot *mine;
+/* A thread without a slot (out of memory) takes the writer's role for its
+ * section instead: correct, only slower. */
+static CUMEMCAP_TLS unsigned alone;
+
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t key;
+static bool key_ok;
+
+/* Thread exit (runs in the exiting thread). */
+static void slot_return(void *p)
+{
+	struct slot *s = p;
+	if (mine == s)
+		mine = NULL;
+	atomic_store_explicit(&s->depth, 0, memory_order_release);
+	atomic_store_explicit(&s->taken, false, memory_order_release);
+}
+
+static void key_make(void)
+{
+	key_ok = pthread_key_create(&key, slot_return) == 0;
+}
+
+static struct slot *slot_get(void)
+{
+	struct slot *s;
+	for (s = atomic_load_explicit(&slots, memory_order_acquire); s; s = s->next) {
+		bool expected = false;
+		if (!atomic_load_explicit(&s->taken, memory_order_relaxed) &&
+		    atomic_compare_exchange_strong(&s->taken, &expected, true))
+			break;
+	}
+	if (!s) {
+		s = aligned_alloc(64, sizeof(*s));
+		if (!s)
+			return NULL;
+		atomic_init(&s->depth, 0);
+		atomic_init(&s->taken, true);
+		s->next = atomic_load_explicit(&slots, memory_order_relaxed);
+		while (!atomic_compare_exchange_weak_explicit(&slots, &s->next, s, memory_order_release,
+							      memory_order_relaxed))
+			;
+	}
+	pthread_once(&key_once, key_make);
+	if (key_ok)
+		pthread_setspecific(key, s);
+	mine = s;
+	return s;
+}
+
+/* A writer is at work: step back, wait for it, and come in again. */
+static __attribute__((noinline)) void wait_writer(struct slot *s)
+{
+	do {
+		atomic_store_explicit(&s->depth, 0, memory_order_release);
+		cumemcap_xmutex_lock(&writer);
+		cumemcap_xmutex_unlock(&writer);
+		atomic_exchange(&s->depth, 1);
+	} while (atomic_load(&writing));
+}
+
+static __attribute__((noinline)) struct slot *enter_slow(void)
+{
+	if (alone) {
+		alone++;
+		return NULL;
+	}
+	struct slot *s = slot_get();
+	if (!s) {
+		cumemcap_life_lock();
+		alone = 1;
+	}
+	return s;
+}
+
+void cumemcap_life_enter(void)
+{
+	struct slot *s = mine;
+	if (__builtin_expect(!s, 0) && !(s = enter_slow()))
+		return;
+	unsigned d = atomic_load_explicit(&s->depth, memory_order_relaxed);
+	if (d) {
+		atomic_store_explicit(&s->depth, d + 1, memory_order_relaxed);
+		return;
+	}
+	atomic_exchange(&s->depth, 1);
+	if (__builtin_expect(atomic_load(&writing), 0))
+		wait_writer(s);
+}
+
+void cumemcap_life_exit(void)
+{
+	struct slot *s = mine;
+	if (__builtin_expect(!s, 0)) {
+		if (alone && --alone == 0)
+			cumemcap_life_unlock();
+		return;
+	}
+	unsigned d = atomic_load_explicit(&s->depth, memory_order_relaxed);
+	atomic_store_explicit(&s->depth, d ? d - 1 : 0, memory_order_release);
+}
+
+void cumemcap_life_lock(void)
+{
+	cumemcap_xmutex_lock(&writer);
+	atomic_exchange(&writing, 1);
+	for (struct slot *s = atomic_load(&slots); s; s = s->next) {
+		if (s == mine)
+			continue;
+		for (unsigned spins = 0; atomic_load(&s->depth); spins++)
+			if (spins >= 64)
+				sched_yield();
+	}
+}
+
+void cumemcap_life_unlock(void)
+{
+	atomic_store_explicit(&writing, 0, memory_order_release);
+	cumemcap_xmutex_unlock(&writer);
+}
+
+void cumemcap_life_fork_child(void)
+{
+	/* Only this thread came along: no other section is open, and a
+	 * death another thread had under way is not the child's (its books
+	 * are emptied). The writer's mutex is an xmutex (xmutex.h). */
+	for (struct slot *s = atomic_load(&slots); s; s = s->next) {
+		if (s == mine)
+			continue;
+		atomic_store(&s->depth, 0);
+		atomic_store(&s->taken, false);
+	}
+	atomic_store(&writing, 0);
+	alone = 0;
+	cumemcap_xmutex_fork_child(&writer);
+}

@@ -1,0 +1,55 @@
+/* track: what the shim handed out, by key.
+ *
+ * Owns the map from a device pointer / array / VMM handle to the block
+ * record (device, bytes charged, kind, context), so a free knows what to
+ * give back. 64 stripes, each an open-addressing table under its own
+ * lock, so threads that allocate at once rarely meet. The STYLE rule
+ * holds: a record is removed *before* the driver frees the memory (the
+ * driver may hand the same address to another thread at once) and put
+ * back if the driver refuses the free. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "platform/cuda-api.h"
+#include "state/ledger.h"
+
+enum cumemcap_handle_kind {
+	CUMEMCAP_HANDLE_PTR = 1, /* CUdeviceptr from cuMemAlloc*, cuMemAllocManaged */
+	CUMEMCAP_HANDLE_ASYNC,   /* CUdeviceptr from cuMemAlloc*Async (bytes live in the pool) */
+	CUMEMCAP_HANDLE_ARRAY,   /* CUarray */
+	CUMEMCAP_HANDLE_MIPMAP,  /* CUmipmappedArray */
+	CUMEMCAP_HANDLE_VMM,     /* CUmemGenericAllocationHandle */
+};
+
+struct cumemcap_block {
+	uint64_t key;
+	uint64_t bytes;   /* what the program holds (live) */
+	CUcontext ctx;    /* where it was made; NULL for VMM handles */
+	int16_t dev;
+	uint8_t handle;   /* enum cumemcap_handle_kind */
+	uint8_t kind;     /* enum cumemcap_kind */
+	uint8_t charged;  /* `bytes` are also in the ledger under `kind` (not for
+			   * a stream-ordered block, whose pool is accounted) */
+};
+
+/* Record b. A record already under the same (handle kind, key) is stale:
+ * the driver handed the key out again, so what it named is gone. It is
+ * replaced and returned in *displaced (true), for the caller to settle. */
+bool cumemcap_track_insert(const struct cumemcap_block *b, struct cumemcap_block *displaced);
+
+/* Remove and return the record for (handle kind, key). */
+bool cumemcap_track_remove(enum cumemcap_handle_kind handle, uint64_t key,
+			   struct cumemcap_block *out);
+
+/* Remove every record of context `ctx`, calling fn for each. */
+void cumemcap_track_purge_ctx(CUcontext ctx, void (*fn)(const struct cumemcap_block *b));
+
+/* Number of records (all stripes). */
+uint64_t cumemcap_track_count(void);
+
+/* Fork: hold every stripe across fork(); the child empties the map. */
+void cumemcap_track_lock_all(void);
+void cumemcap_track_unlock_all(void);
+void cumemcap_track_reset_locked(void);

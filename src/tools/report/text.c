@@ -1,0 +1,211 @@
+/* text: sizes, durations, times, quoting and the string builder of
+ * cumemcap report (see text.h). Single-threaded, no global state. */
+#include "config.h"
+
+#include "text.h"
+
+#include "platform/msg.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+_Noreturn void report_oom(void)
+{
+	fputs("cumemcap report: out of memory\n", stderr);
+	exit(1);
+}
+
+void *report_xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		report_oom();
+	return p;
+}
+
+void *report_xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n ? n : 1);
+	if (!p)
+		report_oom();
+	return p;
+}
+
+char *report_xstrdup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	return memcpy(report_xmalloc(n), s, n);
+}
+
+/* ---- the string builder ---------------------------------------------------- */
+
+void report_buf_add(struct report_buf *b, const char *s, size_t n)
+{
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 64;
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		b->s = report_xrealloc(b->s, cap);
+		b->cap = cap;
+	}
+	memcpy(b->s + b->len, s, n);
+	b->len += n;
+	b->s[b->len] = '\0';
+}
+
+void report_buf_puts(struct report_buf *b, const char *s)
+{
+	report_buf_add(b, s, strlen(s));
+}
+
+void report_buf_printf(struct report_buf *b, const char *fmt, ...)
+{
+	char small[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	int n = vsnprintf(small, sizeof(small), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n < sizeof(small)) {
+		report_buf_add(b, small, (size_t)n);
+		return;
+	}
+	char *big = report_xmalloc((size_t)n + 1);
+	va_start(ap, fmt);
+	vsnprintf(big, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	report_buf_add(b, big, (size_t)n);
+	free(big);
+}
+
+char *report_buf_take(struct report_buf *b)
+{
+	char *s = b->s ? b->s : report_xstrdup("");
+	b->s = NULL;
+	b->len = b->cap = 0;
+	return s;
+}
+
+/* ---- values ----------------------------------------------------------------- */
+
+const char *report_fmt_size(uint64_t bytes, char *buf, size_t len)
+{
+	if (bytes < 1024) {
+		snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+		return buf;
+	}
+	uint64_t whole;
+	unsigned hundredths;
+	const char *unit = cumemcap_size_split(bytes, &whole, &hundredths);
+	snprintf(buf, len, "%llu.%02u %s", (unsigned long long)whole, hundredths, unit);
+	return buf;
+}
+
+const char *report_fmt_duration(double seconds, char *buf, size_t len)
+{
+	if (!(seconds >= 0) || seconds > 1e12) {
+		snprintf(buf, len, "?");
+	} else if (seconds < 59.95) {
+		snprintf(buf, len, "%.1f s", seconds);
+	} else {
+		unsigned long long s = (unsigned long long)(seconds + 0.5);
+		if (s < 3600)
+			snprintf(buf, len, "%llum%02llus", s / 60, s % 60);
+		else
+			snprintf(buf, len, "%lluh%02llum%02llus", s / 3600, s / 60 % 60, s % 60);
+	}
+	return buf;
+}
+
+const char *report_fmt_time(double unix_seconds, char *buf, size_t len)
+{
+	struct tm tm;
+	time_t t = (time_t)floor(unix_seconds);
+
+	if (!(unix_seconds >= 0 && unix_seconds < 253402300800.0) || !gmtime_r(&t, &tm) ||
+	    strftime(buf, len, "%Y-%m-%d %H:%M:%S UTC", &tm) == 0)
+		snprintf(buf, len, "?");
+	return buf;
+}
+
+const char *report_signal_name(long long signo)
+{
+	static const struct {
+		int no;
+		const char *name;
+	} names[] = {
+		{ SIGHUP, "SIGHUP" },   { SIGINT, "SIGINT" },   { SIGQUIT, "SIGQUIT" },
+		{ SIGILL, "SIGILL" },   { SIGTRAP, "SIGTRAP" }, { SIGABRT, "SIGABRT" },
+		{ SIGBUS, "SIGBUS" },   { SIGFPE, "SIGFPE" },   { SIGKILL, "SIGKILL" },
+		{ SIGUSR1, "SIGUSR1" }, { SIGSEGV, "SIGSEGV" }, { SIGUSR2, "SIGUSR2" },
+		{ SIGPIPE, "SIGPIPE" }, { SIGALRM, "SIGALRM" }, { SIGTERM, "SIGTERM" },
+		{ SIGXCPU, "SIGXCPU" }, { SIGXFSZ, "SIGXFSZ" }, { SIGSYS, "SIGSYS" },
+	};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (names[i].no == signo)
+			return names[i].name;
+	}
+	return NULL;
+}
+
+/* ---- strings from a log ------------------------------------------------------ */
+
+static bool is_control(unsigned char c)
+{
+	return c < 0x20 || c == 0x7f;
+}
+
+static void add_char_safe(struct report_buf *b, unsigned char c)
+{
+	if (is_control(c))
+		report_buf_printf(b, "\\x%02x", c);
+	else
+		report_buf_add(b, (const char *)&c, 1);
+}
+
+void report_buf_safe(struct report_buf *b, const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		add_char_safe(b, *p);
+}
+
+static bool shell_safe(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       (c != '\0' && strchr("_@%+=:,./-", c) != NULL);
+}
+
+void report_buf_shell_arg(struct report_buf *b, const char *s)
+{
+	bool bare = *s != '\0';
+
+	for (const unsigned char *p = (const unsigned char *)s; *p && bare; p++)
+		bare = shell_safe(*p);
+	if (bare) {
+		report_buf_puts(b, s);
+		return;
+	}
+	report_buf_puts(b, "'");
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '\'')
+			report_buf_puts(b, "'\"'\"'");
+		else
+			add_char_safe(b, *p);
+	}
+	report_buf_puts(b, "'");
+}
+
+size_t report_text_width(const char *s)
+{
+	size_t n = 0;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		n += (*p & 0xc0) != 0x80;
+	return n;
+}
