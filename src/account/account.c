@@ -12,7 +12,6 @@
 
 #include "arena/arena.h"
 #include "state/device.h"
-#include "account/graph.h"
 #include "log/log.h"
 #include "platform/mix.h"
 #include "driver/driver.h"
@@ -164,7 +163,6 @@ void cumemcap_context_died(CUcontext ctx, int dev, enum cumemcap_death why)
 	if (ctx) {
 		cumemcap_track_purge_ctx(ctx, forget_dead_block);
 		cumemcap_arena_forget_ctx(ctx, &gone);
-		cumemcap_graph_context_died(ctx);
 	}
 	if (gone.dev >= 0)
 		tally[gone.dev].live += gone.live;

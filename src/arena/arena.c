@@ -64,7 +64,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "account/account.h"
 #include "state/capture.h"
 #include "state/device.h"
 #include "driver/driver.h"
@@ -76,6 +75,34 @@
 #include "platform/msg.h"
 #include "config/policy.h"
 #include "platform/worker.h"
+
+/* The accounting layer's calls (arena.h); until they are registered,
+ * which happens before the first hook runs, the arenas make room among
+ * themselves and only count refusals. */
+static void own_room(int dev)
+{
+	cumemcap_arena_release_device(dev);
+}
+
+static void count_refusal(int dev, const char *door, uint64_t bytes)
+{
+	(void)door;
+	(void)bytes;
+	cumemcap_ledger_bump(dev, refusals);
+}
+
+static const struct cumemcap_arena_up fallback = { .make_room = own_room, .refused = count_refusal };
+static const struct cumemcap_arena_up *_Atomic up = &fallback;
+
+void cumemcap_arena_register(const struct cumemcap_arena_up *calls)
+{
+	atomic_store_explicit(&up, calls, memory_order_release);
+}
+
+static const struct cumemcap_arena_up *above(void)
+{
+	return atomic_load_explicit(&up, memory_order_acquire);
+}
 
 #define UNIT 512u
 #define UNIT_SHIFT 9
@@ -819,11 +846,11 @@ static CUresult take_segment(struct arena *a, uint64_t bytes, const char *door, 
 			return r;
 		/* Make room on the GPU, then once more. */
 		if (attempt == 0) {
-			cumemcap_make_room(a->dev);
+			above()->make_room(a->dev);
 			continue;
 		}
 		if (at_limit) {
-			cumemcap_note_refusal(a->dev, door, requested);
+			above()->refused(a->dev, door, requested);
 		} else {
 			cumemcap_ledger_bump(a->dev, driver_oom);
 			cumemcap_log_driver_oom(a->dev, door, requested);
@@ -1043,7 +1070,7 @@ bool cumemcap_arena_alloc(CUdeviceptr *dptr, uint64_t bytes, const char *door, C
 	lock(a);
 	if (a->failed) {
 		unlock(a);
-		cumemcap_note_refusal(dev, door, bytes);
+		above()->refused(dev, door, bytes);
 		*r = CUDA_ERROR_OUT_OF_MEMORY;
 		return true;
 	}

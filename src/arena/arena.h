@@ -18,6 +18,20 @@
 
 #include "platform/cuda-api.h"
 
+/* What the arenas need from the accounting layer above them, which they
+ * cannot include: registered once, before the first hook runs
+ * (entry/wire.c). */
+struct cumemcap_arena_up {
+	/* The limit or the driver said no to a segment: make room on `dev`
+	 * (the stream-ordered pools' figures refreshed, cached segments of
+	 * every arena released) before the arena tries once more. */
+	void (*make_room)(int dev);
+	/* A request (`door`, `bytes`) was refused at the limit: count it and
+	 * log it. */
+	void (*refused)(int dev, const char *door, uint64_t bytes);
+};
+void cumemcap_arena_register(const struct cumemcap_arena_up *up);
+
 /* Serve cuMemAlloc(bytes) from the current context's arena. Returns false
  * when pooling does not apply (CUMEMCAP_POOL=off, no current context, a
  * device the shim cannot account on): the caller goes to the driver.

@@ -21,6 +21,7 @@
 #include "account/account.h"
 #include "state/device.h"
 #include "platform/export.h"
+#include "account/graph.h"
 #include "entry/hooks.h"
 #include "state/ledger.h"
 #include "platform/xmutex.h"
@@ -68,6 +69,16 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdev
 	return r;
 }
 
+/* A context died: the graphs instantiated in it go first (their pool
+ * figures settle before the death's log record reads the ledger), then
+ * the rest of its books. */
+static void died(CUcontext ctx, int dev, enum cumemcap_death why)
+{
+	if (ctx)
+		cumemcap_graph_context_died(ctx);
+	cumemcap_context_died(ctx, dev, why);
+}
+
 /* A release or a reset of dev's primary context. A reset frees what an
  * active context holds (resetting an inactive one is legal and frees
  * nothing: its memory went with its last release); a release frees it when
@@ -82,7 +93,7 @@ static CUresult primary_change(CUresult(CUDAAPI *fn)(CUdevice), CUdevice dev, en
 	CUresult r = fn(dev);
 	if (r == CUDA_SUCCESS && was_active &&
 	    (why == CUMEMCAP_DEATH_RESET || !cumemcap_driver_primary_active(dev)))
-		cumemcap_context_died(ctx, dev, why);
+		died(ctx, dev, why);
 	cumemcap_life_unlock();
 	cumemcap_xmutex_unlock(&primary_lock);
 	return r;
@@ -117,7 +128,7 @@ static CUresult destroy(CUresult(CUDAAPI *fn)(CUcontext), CUcontext ctx)
 	cumemcap_life_lock();
 	CUresult r = fn(ctx);
 	if (r == CUDA_SUCCESS && ctx)
-		cumemcap_context_died(ctx, -1, CUMEMCAP_DEATH_DESTROYED);
+		died(ctx, -1, CUMEMCAP_DEATH_DESTROYED);
 	cumemcap_life_unlock();
 	return r;
 }

@@ -1,9 +1,21 @@
 /* hooks: what the files of exported entry points share. */
 #pragma once
 
+#include <stdatomic.h>
+#include <stdbool.h>
+
 #include "driver/driver.h"
 #include "state/life.h"
 #include "log/log.h"
+
+/* The driver is loaded and the layers are wired (entry/wire.c). */
+extern _Atomic bool cumemcap_wired;
+bool cumemcap_ready_slow(void);
+static inline bool cumemcap_ready(void)
+{
+	return __builtin_expect(atomic_load_explicit(&cumemcap_wired, memory_order_acquire), 1) ||
+	       cumemcap_ready_slow();
+}
 
 /* Without a driver there is nothing to forward to. Every hook starts
  * here: the place where the log sees each thread that uses CUDA through
@@ -11,7 +23,7 @@
 #define NEED(sym)                                               \
 	do {                                                    \
 		cumemcap_log_thread();                          \
-		if (!cumemcap_driver_ready() || !real_##sym)    \
+		if (!cumemcap_ready() || !real_##sym)           \
 			return CUDA_ERROR_NOT_INITIALIZED;      \
 	} while (0)
 

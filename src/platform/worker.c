@@ -1,5 +1,6 @@
 /* worker: see worker.h. One mutex and one condition variable guard the
- * thread's state; the tick functions take their own locks. */
+ * thread's state; the tick table is append-only, published atomically;
+ * the tick functions take their own locks. */
 #include "platform/worker.h"
 
 #include <pthread.h>
@@ -8,13 +9,27 @@
 #include <stdbool.h>
 #include <time.h>
 
-#include "arena/arena.h"
-#include "log/log.h"
-
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static _Atomic bool started;
 static bool stopping;
+static _Atomic cumemcap_tick_fn ticks[CUMEMCAP_WORKER_TICKS];
+
+bool cumemcap_worker_register(cumemcap_tick_fn tick)
+{
+	bool ok = false;
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < CUMEMCAP_WORKER_TICKS; i++) {
+		cumemcap_tick_fn t = atomic_load_explicit(&ticks[i], memory_order_relaxed);
+		if (t == tick || !t) {
+			atomic_store_explicit(&ticks[i], tick, memory_order_release);
+			ok = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	return ok;
+}
 
 uint64_t cumemcap_now_ms(void)
 {
@@ -35,9 +50,15 @@ static void *run(void *arg)
 	while (!stopping) {
 		pthread_mutex_unlock(&lock);
 		uint64_t now = cumemcap_now_ms();
-		uint32_t a = cumemcap_arena_tick(now);
-		uint32_t l = cumemcap_log_tick(now);
-		uint32_t wait = a < l ? a : l;
+		uint32_t wait = UINT32_MAX;
+		for (int i = 0; i < CUMEMCAP_WORKER_TICKS; i++) {
+			cumemcap_tick_fn t = atomic_load_explicit(&ticks[i], memory_order_acquire);
+			if (!t)
+				break;
+			uint32_t w = t(now);
+			if (w < wait)
+				wait = w;
+		}
 		if (wait > 1000)
 			wait = 1000;
 		if (wait < 10)

@@ -2,12 +2,29 @@
  *
  * Started lazily the first time a GPU is used (a process that never uses
  * CUDA gets no thread), with every signal blocked so the program's signals
- * never land on it. It wakes when the arenas (idle release) or the log
- * (samples) next need it, at most every second, and calls their tick
- * functions. A forked child starts its own on its first GPU use. */
+ * never land on it. It knows nothing of the layers above it: they register
+ * tick functions (the arenas' idle release, the log's samples; the library
+ * constructor does it), and it calls them in the order registered, waking
+ * when the earliest says it next needs to, at most every second. A forked
+ * child starts its own thread on its first GPU use.
+ *
+ * Thread safety: registration may race with a running thread (a hook can
+ * start it before the constructor runs); ticks are published with release
+ * stores and read with acquire loads. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
+
+/* A tick: do what is due at `now_ms` (CLOCK_MONOTONIC milliseconds, as
+ * cumemcap_now_ms) and return the milliseconds until it next needs a call
+ * (UINT32_MAX: none). Runs on the worker thread; takes its own locks. */
+typedef uint32_t (*cumemcap_tick_fn)(uint64_t now_ms);
+
+/* Add a tick (at most CUMEMCAP_WORKER_TICKS; registering one twice is a
+ * no-op). Returns false when there is no room. */
+#define CUMEMCAP_WORKER_TICKS 4
+bool cumemcap_worker_register(cumemcap_tick_fn tick);
 
 /* Make sure the thread runs (cheap after the first call). */
 void cumemcap_worker_start(void);

@@ -8,7 +8,6 @@
 
 #include "driver/driver.h"
 #include "state/ledger.h"
-#include "log/log.h"
 #include "platform/msg.h"
 #include "config/policy.h"
 #include "platform/worker.h"
@@ -17,6 +16,20 @@ static struct cumemcap_device_info infos[CUMEMCAP_MAX_DEVICES];
 static _Atomic int state[CUMEMCAP_MAX_DEVICES]; /* 0 unknown, 1 ready, -1 unusable */
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool rules_checked;
+static cumemcap_device_known_fn listener; /* under init_lock */
+
+void cumemcap_device_listen(cumemcap_device_known_fn known)
+{
+	bool ready[CUMEMCAP_MAX_DEVICES];
+	pthread_mutex_lock(&init_lock);
+	listener = known;
+	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
+		ready[d] = atomic_load(&state[d]) == 1;
+	pthread_mutex_unlock(&init_lock);
+	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
+		if (ready[d])
+			known(d);
+}
 
 static bool describe(int dev, struct cumemcap_device_info *info)
 {
@@ -97,9 +110,11 @@ bool cumemcap_device_ensure(int dev)
 	if (s != 0)
 		return s == 1;
 	bool made = false;
+	cumemcap_device_known_fn tell = NULL;
 	pthread_mutex_lock(&init_lock);
 	if (atomic_load(&state[dev]) == 0) {
 		made = true;
+		tell = listener;
 		if (!rules_checked) {
 			rules_checked = true;
 			check_rules();
@@ -112,7 +127,8 @@ bool cumemcap_device_ensure(int dev)
 	pthread_mutex_unlock(&init_lock);
 	bool ok = atomic_load(&state[dev]) == 1;
 	if (made && ok) {
-		cumemcap_log_device(dev);
+		if (tell)
+			tell(dev);
 		cumemcap_worker_start();
 	}
 	return ok;

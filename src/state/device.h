@@ -21,6 +21,13 @@ struct cumemcap_device_info {
 	char pci_bus_id[32];
 };
 
+/* Who is told, once per GPU, that it became known (the log: it writes its
+ * start record). A layer below the log cannot call it, so the library
+ * constructor registers it; the GPUs known by then (a hook that ran before
+ * the constructor) are told at once. Called outside the device lock. */
+typedef void (*cumemcap_device_known_fn)(int dev);
+void cumemcap_device_listen(cumemcap_device_known_fn known);
+
 /* Make sure device `dev` is known; false if the driver cannot describe it
  * (then the shim does not account on it). */
 bool cumemcap_device_ensure(int dev);

@@ -1,0 +1,47 @@
+/* wire: the registrations through which lower layers call higher ones.
+ *
+ * Calls go down the layers (docs/design.md#layers); where a lower layer
+ * must reach a higher one, the higher one registers a function here, and
+ * nowhere else, so this file is the list of every such call:
+ *
+ *   worker -> arena, log   the idle release and the samples (ticks)
+ *   device -> log          a GPU became known (the start record)
+ *   arena  -> account      make room, and count and log a refusal
+ *
+ * It runs once, from the first hook that finds a driver (cumemcap_ready,
+ * through NEED): before any GPU is known, any arena exists or the worker
+ * starts, whichever library constructor runs first. Thread safety: a
+ * pthread_once, then one acquire load per hook. */
+#include "entry/hooks.h"
+
+#include <pthread.h>
+
+#include "account/account.h"
+#include "arena/arena.h"
+#include "state/device.h"
+#include "platform/worker.h"
+
+_Atomic bool cumemcap_wired;
+
+static const struct cumemcap_arena_up arena_up = {
+	.make_room = cumemcap_make_room,
+	.refused = cumemcap_note_refusal,
+};
+
+static void wire(void)
+{
+	cumemcap_worker_register(cumemcap_arena_tick);
+	cumemcap_worker_register(cumemcap_log_tick);
+	cumemcap_device_listen(cumemcap_log_device);
+	cumemcap_arena_register(&arena_up);
+}
+
+bool cumemcap_ready_slow(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	if (!cumemcap_driver_ready())
+		return false;
+	pthread_once(&once, wire);
+	atomic_store_explicit(&cumemcap_wired, true, memory_order_release);
+	return true;
+}
