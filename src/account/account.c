@@ -17,7 +17,7 @@
 #include "driver/driver.h"
 #include "platform/xmutex.h"
 
-void cumemcap_note_refusal(int dev, const char *door, uint64_t bytes)
+void cumemcap_account_refused(int dev, const char *door, uint64_t bytes)
 {
 	cumemcap_ledger_bump(dev, refusals);
 	cumemcap_log_refusal(dev, door, bytes);
@@ -31,21 +31,21 @@ static void forget_block(const struct cumemcap_block *b)
 	cumemcap_ledger_bump(b->dev, frees);
 }
 
-void cumemcap_make_room(int dev)
+void cumemcap_account_make_room(int dev)
 {
-	cumemcap_pool_refresh(dev);
+	cumemcap_account_pool_refresh(dev);
 	cumemcap_arena_release_device(dev);
 }
 
-bool cumemcap_reserve_room(int dev, enum cumemcap_kind kind, uint64_t bytes)
+bool cumemcap_account_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes)
 {
 	if (cumemcap_ledger_reserve(dev, kind, bytes))
 		return true;
-	cumemcap_make_room(dev);
+	cumemcap_account_make_room(dev);
 	return cumemcap_ledger_reserve(dev, kind, bytes);
 }
 
-CUresult cumemcap_charge_begin(struct cumemcap_charge *c, const char *door, int dev,
+CUresult cumemcap_account_charge_begin(struct cumemcap_charge *c, const char *door, int dev,
 			       enum cumemcap_kind kind, uint64_t bytes)
 {
 	c->dev = -1;
@@ -63,15 +63,15 @@ CUresult cumemcap_charge_begin(struct cumemcap_charge *c, const char *door, int 
 	/* A pool's charge is an estimate: the caller notes the request. */
 	if (kind != CUMEMCAP_KIND_pool)
 		cumemcap_ledger_note_request(dev, bytes);
-	if (!cumemcap_reserve_room(dev, kind, bytes)) {
-		cumemcap_note_refusal(dev, door, bytes);
+	if (!cumemcap_account_reserve(dev, kind, bytes)) {
+		cumemcap_account_refused(dev, door, bytes);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	c->dev = dev;
 	return CUDA_SUCCESS;
 }
 
-CUresult cumemcap_charge_finish(struct cumemcap_charge *c, CUresult r,
+CUresult cumemcap_account_charge_finish(struct cumemcap_charge *c, CUresult r,
 				enum cumemcap_handle_kind handle, uint64_t key)
 {
 	if (c->dev < 0)
@@ -103,7 +103,7 @@ CUresult cumemcap_charge_finish(struct cumemcap_charge *c, CUresult r,
 	return r;
 }
 
-bool cumemcap_charge_adjust(struct cumemcap_charge *c, uint64_t actual)
+bool cumemcap_account_charge_adjust(struct cumemcap_charge *c, uint64_t actual)
 {
 	if (c->dev < 0 || actual == c->bytes)
 		return true;
@@ -111,7 +111,7 @@ bool cumemcap_charge_adjust(struct cumemcap_charge *c, uint64_t actual)
 	if (actual < c->bytes) {
 		cumemcap_ledger_sub(c->dev, c->kind, c->bytes - actual);
 	} else if (!cumemcap_ledger_reserve(c->dev, c->kind, actual - c->bytes)) {
-		cumemcap_note_refusal(c->dev, c->door, actual);
+		cumemcap_account_refused(c->dev, c->door, actual);
 		return false;
 	}
 	c->bytes = actual;
@@ -119,13 +119,13 @@ bool cumemcap_charge_adjust(struct cumemcap_charge *c, uint64_t actual)
 }
 
 
-bool cumemcap_release_take(enum cumemcap_handle_kind handle, uint64_t key,
+bool cumemcap_account_release_take(enum cumemcap_handle_kind handle, uint64_t key,
 			   struct cumemcap_block *b)
 {
 	return key != 0 && cumemcap_track_remove(handle, key, b);
 }
 
-CUresult cumemcap_release_settle(bool found, const struct cumemcap_block *b, CUresult r)
+CUresult cumemcap_account_release_settle(bool found, const struct cumemcap_block *b, CUresult r)
 {
 	if (!found)
 		return r;
@@ -153,7 +153,7 @@ static void forget_dead_block(const struct cumemcap_block *b)
 	}
 }
 
-void cumemcap_context_died(CUcontext ctx, int dev, enum cumemcap_death why)
+void cumemcap_account_context_died(CUcontext ctx, int dev, enum cumemcap_death why)
 {
 	static const char *const names[] = { "destroyed", "reset", "released" };
 	/* Thread caches keyed by context handle: the handle may come back. */
@@ -197,7 +197,7 @@ static size_t pool_mask, pool_used; /* capacity - 1 (0: none yet) */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cumemcap_xmutex query_lock = CUMEMCAP_XMUTEX_INIT(query_lock);
 
-uint64_t cumemcap_pool_estimate(uint64_t bytes)
+uint64_t cumemcap_account_pool_estimate(uint64_t bytes)
 {
 	if (bytes > UINT64_MAX - POOL_GRANULARITY)
 		return UINT64_MAX;
@@ -300,7 +300,7 @@ static int pool_device(CUmemoryPool pool, int fallback)
 	return dev;
 }
 
-void cumemcap_pool_created(CUmemoryPool pool, int dev)
+void cumemcap_account_pool_created(CUmemoryPool pool, int dev)
 {
 	pthread_mutex_lock(&pool_lock);
 	add_pool(pool, dev);
@@ -405,7 +405,7 @@ static bool pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, uint64_t e
 	return true;
 }
 
-CUresult cumemcap_pool_alloc_begin(struct cumemcap_pool_alloc *a, const char *door, CUcontext ctx,
+CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const char *door, CUcontext ctx,
 				   int stream_dev, bool current, CUmemoryPool pool, uint64_t bytes)
 {
 	/* cuMemAllocAsync takes from the current pool of the stream's device;
@@ -413,11 +413,11 @@ CUresult cumemcap_pool_alloc_begin(struct cumemcap_pool_alloc *a, const char *do
 	int dev = current ? stream_dev : pool_device(pool, stream_dev);
 	if (current)
 		pool = cumemcap_driver_current_pool(dev);
-	a->estimate = cumemcap_pool_estimate(bytes);
+	a->estimate = cumemcap_account_pool_estimate(bytes);
 	a->bytes = bytes;
 	a->pool = NULL;
 	cumemcap_ledger_note_request(dev, bytes);
-	CUresult r = cumemcap_charge_begin(&a->c, door, dev, CUMEMCAP_KIND_pool, a->estimate);
+	CUresult r = cumemcap_account_charge_begin(&a->c, door, dev, CUMEMCAP_KIND_pool, a->estimate);
 	if (r != CUDA_SUCCESS)
 		return r;
 	a->c.ctx = ctx;
@@ -429,16 +429,16 @@ CUresult cumemcap_pool_alloc_begin(struct cumemcap_pool_alloc *a, const char *do
 	return CUDA_SUCCESS;
 }
 
-CUresult cumemcap_pool_alloc_finish(struct cumemcap_pool_alloc *a, CUresult r, uint64_t ptr)
+CUresult cumemcap_account_pool_alloc_finish(struct cumemcap_pool_alloc *a, CUresult r, uint64_t ptr)
 {
 	if (a->pool && !pool_charge(&a->c, a->pool, a->estimate) && r == CUDA_SUCCESS) {
-		cumemcap_note_refusal(a->c.dev, a->c.door, a->bytes);
+		cumemcap_account_refused(a->c.dev, a->c.door, a->bytes);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	return cumemcap_charge_finish(&a->c, r, CUMEMCAP_HANDLE_ASYNC, r == CUDA_SUCCESS ? ptr : 0);
+	return cumemcap_account_charge_finish(&a->c, r, CUMEMCAP_HANDLE_ASYNC, r == CUDA_SUCCESS ? ptr : 0);
 }
 
-void cumemcap_pool_destroyed(CUmemoryPool pool)
+void cumemcap_account_pool_destroyed(CUmemoryPool pool)
 {
 	pthread_mutex_lock(&pool_lock);
 	struct pool_record *p = find_pool(pool);
@@ -449,14 +449,14 @@ void cumemcap_pool_destroyed(CUmemoryPool pool)
 	pthread_mutex_unlock(&pool_lock);
 }
 
-void cumemcap_pool_trimmed(CUmemoryPool pool)
+void cumemcap_account_pool_trimmed(CUmemoryPool pool)
 {
 	cumemcap_xmutex_lock(&query_lock);
 	settle(pool);
 	cumemcap_xmutex_unlock(&query_lock);
 }
 
-void cumemcap_pool_refresh_now(int dev)
+void cumemcap_account_pool_refresh_now(int dev)
 {
 	cumemcap_xmutex_lock(&query_lock);
 	/* The pools of dev, listed under the table's lock and asked about
@@ -474,7 +474,7 @@ void cumemcap_pool_refresh_now(int dev)
 	cumemcap_xmutex_unlock(&query_lock);
 }
 
-void cumemcap_pool_reset(void)
+void cumemcap_account_pool_reset(void)
 {
 	cumemcap_xmutex_fork_child(&query_lock);
 	free(pools);

@@ -39,38 +39,38 @@ struct cumemcap_charge {
  * leaves c->ctx NULL for the caller to set if the block belongs to a
  * context. Returns CUDA_SUCCESS (go on and call the driver) or
  * CUDA_ERROR_OUT_OF_MEMORY (refused at the limit). */
-CUresult cumemcap_charge_begin(struct cumemcap_charge *c, const char *door, int dev,
+CUresult cumemcap_account_charge_begin(struct cumemcap_charge *c, const char *door, int dev,
 			       enum cumemcap_kind kind, uint64_t bytes);
 
 /* After the driver call: on success record (handle, key) and keep the
  * bytes; on failure give them back. Returns r. */
-CUresult cumemcap_charge_finish(struct cumemcap_charge *c, CUresult r,
+CUresult cumemcap_account_charge_finish(struct cumemcap_charge *c, CUresult r,
 				enum cumemcap_handle_kind handle, uint64_t key);
 
 /* The driver took `actual` bytes where `c` reserved an estimate: take the
  * difference. False (nothing changed) if the limit does not allow it; the
  * caller then frees what it got and reports out of memory. */
-bool cumemcap_charge_adjust(struct cumemcap_charge *c, uint64_t actual);
+bool cumemcap_account_charge_adjust(struct cumemcap_charge *c, uint64_t actual);
 
 /* Before a request on `dev` is refused (at the limit, or by the driver):
  * read back what stream-ordered pools trimmed at a synchronization the
  * shim did not see, and have the arenas of every context on the GPU give
  * back what they cache. One limit per GPU. */
-void cumemcap_make_room(int dev);
+void cumemcap_account_make_room(int dev);
 
 /* Reserve `bytes` of `kind` on `dev` within its limit; when they do not
  * fit, make room (above) and try once more. False: refused (nothing
  * reserved; the caller counts and logs the refusal). */
-bool cumemcap_reserve_room(int dev, enum cumemcap_kind kind, uint64_t bytes);
+bool cumemcap_account_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes);
 
 /* Count a request refused at the limit and log it. */
-void cumemcap_note_refusal(int dev, const char *door, uint64_t bytes);
+void cumemcap_account_refused(int dev, const char *door, uint64_t bytes);
 
 /* Freeing: remove the record before the driver frees. */
-bool cumemcap_release_take(enum cumemcap_handle_kind handle, uint64_t key,
+bool cumemcap_account_release_take(enum cumemcap_handle_kind handle, uint64_t key,
 			   struct cumemcap_block *b);
 /* After the driver's answer: release the bytes, or restore the record. */
-CUresult cumemcap_release_settle(bool found, const struct cumemcap_block *b, CUresult r);
+CUresult cumemcap_account_release_settle(bool found, const struct cumemcap_block *b, CUresult r);
 
 /* How a context died. */
 enum cumemcap_death {
@@ -85,14 +85,14 @@ enum cumemcap_death {
  * run as the writer of the life lock (life.h), right after the driver
  * call, so that no hook has seen the context die. ctx may be NULL (the
  * handle is unknown: nothing of it can be in the books). */
-void cumemcap_context_died(CUcontext ctx, int dev, enum cumemcap_death why);
+void cumemcap_account_context_died(CUcontext ctx, int dev, enum cumemcap_death why);
 
 /* ---- stream-ordered pools ---- */
 
-void cumemcap_pool_created(CUmemoryPool pool, int dev);
-void cumemcap_pool_destroyed(CUmemoryPool pool);
+void cumemcap_account_pool_created(CUmemoryPool pool, int dev);
+void cumemcap_account_pool_destroyed(CUmemoryPool pool);
 /* cuMemPoolTrimTo returned: follow the pool down. */
-void cumemcap_pool_trimmed(CUmemoryPool pool);
+void cumemcap_account_pool_trimmed(CUmemoryPool pool);
 
 /* A stream-ordered allocation (cuMemAllocAsync, cuMemAllocFromPoolAsync,
  * either stream variant), from begin to finish. */
@@ -108,10 +108,10 @@ struct cumemcap_pool_alloc {
  * the current pool of stream_dev (cuMemAllocAsync; `pool` is ignored);
  * otherwise `pool` is the program's, charged to the device it allocates on
  * (stream_dev when no device claims it). Holds the pool's granularity
- * (cumemcap_pool_estimate) while the driver serves it. Returns
+ * (cumemcap_account_pool_estimate) while the driver serves it. Returns
  * CUDA_SUCCESS (call the driver, then finish) or CUDA_ERROR_OUT_OF_MEMORY
  * (refused at the limit; no finish). */
-CUresult cumemcap_pool_alloc_begin(struct cumemcap_pool_alloc *a, const char *door, CUcontext ctx,
+CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const char *door, CUcontext ctx,
 				   int stream_dev, bool current, CUmemoryPool pool, uint64_t bytes);
 
 /* After the driver call returned r (ptr: the allocation, when r is
@@ -120,23 +120,23 @@ CUresult cumemcap_pool_alloc_begin(struct cumemcap_pool_alloc *a, const char *do
  * success but the pool grew past every estimate and past the limit: the
  * refusal is counted and logged, and the caller frees ptr (in stream
  * order, by the free matching its allocation call). */
-CUresult cumemcap_pool_alloc_finish(struct cumemcap_pool_alloc *a, CUresult r, uint64_t ptr);
+CUresult cumemcap_account_pool_alloc_finish(struct cumemcap_pool_alloc *a, CUresult r, uint64_t ptr);
 
 /* Re-read every pool of `dev` (they shrink at synchronization points the
  * shim does not see); nothing to do, and no call, when no pool bytes are
  * counted on dev (0 <= dev < CUMEMCAP_MAX_DEVICES). */
-void cumemcap_pool_refresh_now(int dev);
-static inline void cumemcap_pool_refresh(int dev)
+void cumemcap_account_pool_refresh_now(int dev);
+static inline void cumemcap_account_pool_refresh(int dev)
 {
 	if (atomic_load_explicit(&cumemcap_ledger[dev].kind[CUMEMCAP_KIND_pool], memory_order_relaxed))
-		cumemcap_pool_refresh_now(dev);
+		cumemcap_account_pool_refresh_now(dev);
 }
 
 /* Estimate of the bytes a pool takes for one request (its granularity). */
-uint64_t cumemcap_pool_estimate(uint64_t bytes);
+uint64_t cumemcap_account_pool_estimate(uint64_t bytes);
 
 /* Fork child: drop all pool records. */
-void cumemcap_pool_reset(void);
+void cumemcap_account_pool_reset(void);
 
 /* Fork: hold the pool list across fork(). */
 void cumemcap_account_lock(void);

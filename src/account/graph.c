@@ -93,7 +93,7 @@ static bool walk(struct cumemcap_graph_op *op, CUgraph graph, int depth)
 			if (real_cuGraphMemAllocNodeGetParams(nodes[i], &p) == CUDA_SUCCESS &&
 			    p.poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
 			    valid_dev(p.poolProps.location.id))
-				add_need(op, p.poolProps.location.id, cumemcap_pool_estimate(p.bytesize));
+				add_need(op, p.poolProps.location.id, cumemcap_account_pool_estimate(p.bytesize));
 		} else if (type == CU_GRAPH_NODE_TYPE_GRAPH && depth < MAX_DEPTH &&
 			   real_cuGraphChildGraphNodeGetGraph) {
 			CUgraph child;
@@ -153,10 +153,10 @@ static CUresult hold(struct cumemcap_graph_op *op)
 			reserved = used = 0;
 		uint64_t spare = reserved > used ? reserved - used : 0;
 		uint64_t growth = nd->bytes > spare ? nd->bytes - spare : 0;
-		if (growth && !cumemcap_reserve_room(nd->dev, CUMEMCAP_KIND_graph, growth)) {
+		if (growth && !cumemcap_account_reserve(nd->dev, CUMEMCAP_KIND_graph, growth)) {
 			for (int j = 0; j < i; j++)
 				cumemcap_ledger_sub(op->need[j].dev, CUMEMCAP_KIND_graph, op->need[j].held);
-			cumemcap_note_refusal(nd->dev, op->door, nd->bytes);
+			cumemcap_account_refused(nd->dev, op->door, nd->bytes);
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		}
 		nd->held = growth;

@@ -78,7 +78,7 @@ void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone);
 /* Give back everything the arenas of `dev` cache, in every context on it:
  * wait for their pending frees, then release wholly free segments to the
  * driver. Before a refusal at the limit or a driver out-of-memory answer,
- * whatever context asked (cumemcap_make_room). */
+ * whatever context asked (cumemcap_account_make_room). */
 void cumemcap_arena_release_device(int dev);
 
 /* From the worker thread: release idle segments that are due. Returns the

@@ -76,7 +76,7 @@ static void died(CUcontext ctx, int dev, enum cumemcap_death why)
 {
 	if (ctx)
 		cumemcap_graph_context_died(ctx);
-	cumemcap_context_died(ctx, dev, why);
+	cumemcap_account_context_died(ctx, dev, why);
 }
 
 /* A release or a reset of dev's primary context. A reset frees what an

@@ -27,7 +27,7 @@
 
 static void cancel(struct cumemcap_charge *c)
 {
-	cumemcap_charge_finish(c, CUDA_ERROR_UNKNOWN, 0, 0);
+	cumemcap_account_charge_finish(c, CUDA_ERROR_UNKNOWN, 0, 0);
 }
 
 /* ---- widths ---------------------------------------------------------------- */
@@ -160,7 +160,7 @@ static CUresult CUDAAPI mem_get_address_range_v1(CUdeviceptr *pbase, size_t *psi
  * are read again first, so their memory is free here too. */
 static void virtualize_info(int dev, uint64_t *free_bytes, uint64_t *total_bytes)
 {
-	cumemcap_pool_refresh(dev);
+	cumemcap_account_pool_refresh(dev);
 	uint64_t limit = cumemcap_ledger_limit(dev);
 	uint64_t cached = cumemcap_arena_cached(dev);
 	if (limit != CUMEMCAP_NO_LIMIT) {
@@ -292,13 +292,13 @@ static CUresult alloc_linear(const char *door, PFN_cuMemAlloc_v3020 fn, struct o
 	if (!dptr.narrow && cumemcap_arena_alloc(dptr.p, bytesize, door, &r))
 		return r;
 	struct cumemcap_charge c;
-	r = cumemcap_charge_begin(&c, door, -1, CUMEMCAP_KIND_linear, bytesize);
+	r = cumemcap_account_charge_begin(&c, door, -1, CUMEMCAP_KIND_linear, bytesize);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = fn(&p, bytesize);
 	if (r == CUDA_SUCCESS)
 		put_exact(dptr, p);
-	return cumemcap_charge_finish(&c, r, CUMEMCAP_HANDLE_PTR, r == CUDA_SUCCESS ? p : 0);
+	return cumemcap_account_charge_finish(&c, r, CUMEMCAP_HANDLE_PTR, r == CUDA_SUCCESS ? p : 0);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
@@ -344,11 +344,11 @@ static CUresult alloc_pitch(const char *door, PFN_cuMemAllocPitch_v3020 fn, PFN_
 		return r;
 	}
 	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, door, -1, CUMEMCAP_KIND_linear, pitch_estimate(width, height));
+	CUresult r = cumemcap_account_charge_begin(&c, door, -1, CUMEMCAP_KIND_linear, pitch_estimate(width, height));
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = fn(&p, &pitch, width, height, elem);
-	if (r == CUDA_SUCCESS && !cumemcap_charge_adjust(&c, (uint64_t)pitch * height)) {
+	if (r == CUDA_SUCCESS && !cumemcap_account_charge_adjust(&c, (uint64_t)pitch * height)) {
 		if (undo)
 			undo(p);
 		cancel(&c);
@@ -358,7 +358,7 @@ static CUresult alloc_pitch(const char *door, PFN_cuMemAllocPitch_v3020 fn, PFN_
 		put_exact(dptr, p);
 		put_exact(pPitch, pitch);
 	}
-	return cumemcap_charge_finish(&c, r, CUMEMCAP_HANDLE_PTR, r == CUDA_SUCCESS ? p : 0);
+	return cumemcap_account_charge_finish(&c, r, CUMEMCAP_HANDLE_PTR, r == CUDA_SUCCESS ? p : 0);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
@@ -389,11 +389,11 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t byt
 	if (!dptr)
 		return real_cuMemAllocManaged(dptr, bytesize, flags);
 	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_managed, bytesize);
+	CUresult r = cumemcap_account_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_managed, bytesize);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = real_cuMemAllocManaged(dptr, bytesize, flags);
-	return cumemcap_charge_finish(&c, r, CUMEMCAP_HANDLE_PTR, r == CUDA_SUCCESS ? *dptr : 0);
+	return cumemcap_account_charge_finish(&c, r, CUMEMCAP_HANDLE_PTR, r == CUDA_SUCCESS ? *dptr : 0);
 }
 
 /* A device pointer from any allocation call: linear, managed, or
@@ -401,8 +401,8 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t byt
  * pointer is recorded under one kind only). */
 static bool take_pointer(uint64_t ptr, struct cumemcap_block *b)
 {
-	return cumemcap_release_take(CUMEMCAP_HANDLE_PTR, ptr, b) ||
-	       cumemcap_release_take(CUMEMCAP_HANDLE_ASYNC, ptr, b);
+	return cumemcap_account_release_take(CUMEMCAP_HANDLE_PTR, ptr, b) ||
+	       cumemcap_account_release_take(CUMEMCAP_HANDLE_ASYNC, ptr, b);
 }
 
 /* cuMemFree, either width. */
@@ -413,7 +413,7 @@ static CUresult free_pointer(PFN_cuMemFree_v3020 fn, CUdeviceptr dptr)
 		return r;
 	struct cumemcap_block b;
 	bool found = take_pointer(dptr, &b);
-	return cumemcap_release_settle(found, &b, fn(dptr));
+	return cumemcap_account_release_settle(found, &b, fn(dptr));
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
@@ -453,11 +453,11 @@ static CUresult async_alloc(const char *door, PFN_cuMemAllocAsync_v11020 alloc,
 	/* The allocation belongs to the stream's context. */
 	cumemcap_device_of_stream(stream, &ctx, &dev);
 	struct cumemcap_pool_alloc a;
-	CUresult r = cumemcap_pool_alloc_begin(&a, door, ctx, dev, alloc != NULL, pool, bytesize);
+	CUresult r = cumemcap_account_pool_alloc_begin(&a, door, ctx, dev, alloc != NULL, pool, bytesize);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = CALL();
-	CUresult settled = cumemcap_pool_alloc_finish(&a, r, r == CUDA_SUCCESS ? *dptr : 0);
+	CUresult settled = cumemcap_account_pool_alloc_finish(&a, r, r == CUDA_SUCCESS ? *dptr : 0);
 	if (settled != r && undo)
 		undo(*dptr, stream); /* past the limit: the program is refused */
 	return settled;
@@ -473,7 +473,7 @@ static CUresult async_free(PFN_cuMemFreeAsync_v11020 fn, CUdeviceptr dptr, CUstr
 		return r;
 	struct cumemcap_block b;
 	bool found = take_pointer(dptr, &b);
-	return cumemcap_release_settle(found, &b, fn(dptr, stream));
+	return cumemcap_account_release_settle(found, &b, fn(dptr, stream));
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
@@ -531,7 +531,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmem
 	SECTION();
 	CUresult r = real_cuMemPoolCreate(pool, poolProps);
 	if (r == CUDA_SUCCESS && poolProps && poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
-		cumemcap_pool_created(*pool, poolProps->location.id);
+		cumemcap_account_pool_created(*pool, poolProps->location.id);
 	return r;
 }
 
@@ -541,7 +541,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 	SECTION();
 	CUresult r = real_cuMemPoolDestroy(pool);
 	if (r == CUDA_SUCCESS)
-		cumemcap_pool_destroyed(pool);
+		cumemcap_account_pool_destroyed(pool);
 	return r;
 }
 
@@ -551,7 +551,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBy
 	SECTION();
 	CUresult r = real_cuMemPoolTrimTo(pool, minBytesToKeep);
 	if (r == CUDA_SUCCESS)
-		cumemcap_pool_trimmed(pool);
+		cumemcap_account_pool_trimmed(pool);
 	return r;
 }
 
@@ -565,11 +565,11 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handl
 	if (!handle || !prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
 		return real_cuMemCreate(handle, size, prop, flags);
 	struct cumemcap_charge c;
-	CUresult r = cumemcap_charge_begin(&c, __func__, prop->location.id, CUMEMCAP_KIND_vmm, size);
+	CUresult r = cumemcap_account_charge_begin(&c, __func__, prop->location.id, CUMEMCAP_KIND_vmm, size);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = real_cuMemCreate(handle, size, prop, flags);
-	return cumemcap_charge_finish(&c, r, CUMEMCAP_HANDLE_VMM, r == CUDA_SUCCESS ? *handle : 0);
+	return cumemcap_account_charge_finish(&c, r, CUMEMCAP_HANDLE_VMM, r == CUDA_SUCCESS ? *handle : 0);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
@@ -577,8 +577,8 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handl
 	NEED(cuMemRelease);
 	SECTION();
 	struct cumemcap_block b;
-	bool found = cumemcap_release_take(CUMEMCAP_HANDLE_VMM, handle, &b);
-	return cumemcap_release_settle(found, &b, real_cuMemRelease(handle));
+	bool found = cumemcap_account_release_take(CUMEMCAP_HANDLE_VMM, handle, &b);
+	return cumemcap_account_release_settle(found, &b, real_cuMemRelease(handle));
 }
 
 /* ---- arrays ---------------------------------------------------------------- */
@@ -619,12 +619,12 @@ static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, uint64_t channel
 		if (deferred)                                                                 \
 			return (create);                                                      \
 		struct cumemcap_charge c_;                                                    \
-		CUresult r_ = cumemcap_charge_begin(&c_, door, -1, CUMEMCAP_KIND_array, bytes); \
+		CUresult r_ = cumemcap_account_charge_begin(&c_, door, -1, CUMEMCAP_KIND_array, bytes); \
 		if (r_ != CUDA_SUCCESS)                                                       \
 			return r_;                                                            \
 		r_ = (create);                                                                \
 		uint64_t key_ = r_ == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*(phandle) : 0;     \
-		return cumemcap_charge_finish(&c_, r_, handle_kind, key_);                    \
+		return cumemcap_account_charge_finish(&c_, r_, handle_kind, key_);                    \
 	} while (0)
 
 /* The legacy descriptors in the _v2 layouts, and the legacy entry points
@@ -726,8 +726,8 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayDestroy(CUarray hArray)
 	NEED(cuArrayDestroy);
 	SECTION();
 	struct cumemcap_block b;
-	bool found = cumemcap_release_take(CUMEMCAP_HANDLE_ARRAY, (uint64_t)(uintptr_t)hArray, &b);
-	return cumemcap_release_settle(found, &b, real_cuArrayDestroy(hArray));
+	bool found = cumemcap_account_release_take(CUMEMCAP_HANDLE_ARRAY, (uint64_t)(uintptr_t)hArray, &b);
+	return cumemcap_account_release_settle(found, &b, real_cuArrayDestroy(hArray));
 }
 
 /* Every level of a mipmapped array, each halved from the one above. */
@@ -760,9 +760,9 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipma
 	NEED(cuMipmappedArrayDestroy);
 	SECTION();
 	struct cumemcap_block b;
-	bool found = cumemcap_release_take(CUMEMCAP_HANDLE_MIPMAP,
+	bool found = cumemcap_account_release_take(CUMEMCAP_HANDLE_MIPMAP,
 					   (uint64_t)(uintptr_t)hMipmappedArray, &b);
-	return cumemcap_release_settle(found, &b, real_cuMipmappedArrayDestroy(hMipmappedArray));
+	return cumemcap_account_release_settle(found, &b, real_cuMipmappedArrayDestroy(hMipmappedArray));
 }
 
 /* ---- what a pooled block looks like -------------------------------------------- */

@@ -54,7 +54,7 @@ static void fork_parent(void)
 static void fork_child(void)
 {
 	cumemcap_track_reset_locked();
-	cumemcap_pool_reset();
+	cumemcap_account_pool_reset();
 	cumemcap_ledger_reset();
 	cumemcap_track_unlock_all();
 	cumemcap_graph_fork_child();

@@ -24,8 +24,8 @@
 _Atomic bool cumemcap_wired;
 
 static const struct cumemcap_arena_up arena_up = {
-	.make_room = cumemcap_make_room,
-	.refused = cumemcap_note_refusal,
+	.make_room = cumemcap_account_make_room,
+	.refused = cumemcap_account_refused,
 };
 
 static void wire(void)
