@@ -14,8 +14,6 @@
 #include "platform/mix.h"
 #include "platform/xmutex.h"
 
-/* How deep child graphs are followed. */
-#define MAX_DEPTH 8
 #define BUCKETS 256
 
 /* An executable graph the shim saw instantiated. */
@@ -68,41 +66,11 @@ static void add_need(struct cumemcap_graph_op *op, int dev, uint64_t bytes)
 		op->need[op->n++] = (struct cumemcap_graph_need){ .dev = dev, .bytes = bytes };
 }
 
-/* Add up the allocation nodes of `graph` and its child graphs. False when
- * the driver cannot say (the graph is then not checked). */
-static bool walk(struct cumemcap_graph_op *op, CUgraph graph, int depth)
+/* One allocation node the driver found (cumemcap_driver_graph_allocs). */
+static void add_node(void *arg, int dev, uint64_t bytes)
 {
-	if (!real_cuGraphGetNodes || !real_cuGraphNodeGetType || !real_cuGraphMemAllocNodeGetParams)
-		return false;
-	size_t n = 0;
-	if (real_cuGraphGetNodes(graph, NULL, &n) != CUDA_SUCCESS)
-		return false;
-	if (n == 0)
-		return true;
-	CUgraphNode *nodes = malloc(n * sizeof(*nodes));
-	if (!nodes)
-		return false;
-	bool ok = real_cuGraphGetNodes(graph, nodes, &n) == CUDA_SUCCESS;
-	for (size_t i = 0; ok && i < n; i++) {
-		CUgraphNodeType type;
-		if (real_cuGraphNodeGetType(nodes[i], &type) != CUDA_SUCCESS)
-			continue;
-		if (type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
-			CUDA_MEM_ALLOC_NODE_PARAMS p;
-			memset(&p, 0, sizeof(p));
-			if (real_cuGraphMemAllocNodeGetParams(nodes[i], &p) == CUDA_SUCCESS &&
-			    p.poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
-			    valid_dev(p.poolProps.location.id))
-				add_need(op, p.poolProps.location.id, cumemcap_account_pool_estimate(p.bytesize));
-		} else if (type == CU_GRAPH_NODE_TYPE_GRAPH && depth < MAX_DEPTH &&
-			   real_cuGraphChildGraphNodeGetGraph) {
-			CUgraph child;
-			if (real_cuGraphChildGraphNodeGetGraph(nodes[i], &child) == CUDA_SUCCESS)
-				ok = walk(op, child, depth + 1);
-		}
-	}
-	free(nodes);
-	return ok;
+	if (valid_dev(dev))
+		add_need(arg, dev, cumemcap_account_pool_estimate(bytes));
 }
 
 /* ---- the pool's figures ---------------------------------------------------------- */
@@ -188,7 +156,7 @@ CUresult cumemcap_graph_instantiate_begin(struct cumemcap_graph_op *op, const ch
 	int dev;
 	if (cumemcap_device_current(&op->ctx, &dev) != CUDA_SUCCESS)
 		op->ctx = NULL;
-	if (!graph || !walk(op, graph, 0)) {
+	if (!graph || !cumemcap_driver_graph_allocs(graph, add_node, op)) {
 		op->n = -1;
 		return CUDA_SUCCESS; /* the driver will answer */
 	}

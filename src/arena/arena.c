@@ -586,7 +586,7 @@ static void release_now(struct arena *a, CUcontext ctx, const struct give_back *
 		return;
 	bool pushed = cumemcap_driver_push_ctx(ctx);
 	for (unsigned i = 0; i < g->n; i++) {
-		real_cuMemFree_v2(g->base[i]);
+		cumemcap_driver_mem_free(g->base[i]);
 		cumemcap_ledger_sub(a->dev, CUMEMCAP_KIND_linear, g->bytes[i]);
 		cumemcap_ledger_bump(a->dev, segments_released);
 		cumemcap_log_segment(a->dev, false, g->bytes[i]);
@@ -660,7 +660,7 @@ static void reclaim(struct arena *a)
 	a->pending_bytes = 0;
 	uint32_t epoch = a->epoch;
 	unlock(a);
-	CUresult r = real_cuCtxSynchronize ? real_cuCtxSynchronize() : CUDA_ERROR_NOT_SUPPORTED;
+	CUresult r = cumemcap_driver_ctx_synchronize();
 	cumemcap_capture_quiet_exit();
 	uint64_t now = cumemcap_now_ms();
 	lock(a);
@@ -827,12 +827,12 @@ static CUresult take_segment(struct arena *a, uint64_t bytes, const char *door, 
 		bool at_limit = !cumemcap_ledger_reserve(a->dev, CUMEMCAP_KIND_linear, bytes);
 		CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
 		if (!at_limit) {
-			r = real_cuMemAlloc_v2(base, bytes);
+			r = cumemcap_driver_mem_alloc(base, bytes);
 			if (r != CUDA_SUCCESS)
 				cumemcap_ledger_sub(a->dev, CUMEMCAP_KIND_linear, bytes);
 			if (r == CUDA_SUCCESS && (*base >= ADDR_LIMIT || *base == 0)) {
 				/* Cannot be hashed: not poolable. Never seen. */
-				real_cuMemFree_v2(*base);
+				cumemcap_driver_mem_free(*base);
 				cumemcap_ledger_sub(a->dev, CUMEMCAP_KIND_linear, bytes);
 				return CUDA_ERROR_NOT_SUPPORTED;
 			}
@@ -906,7 +906,7 @@ static void preallocate(struct arena *a)
 		unlock(a);
 		if (ci != NONE)
 			return;
-		real_cuMemFree_v2(base);
+		cumemcap_driver_mem_free(base);
 		cumemcap_ledger_sub(a->dev, CUMEMCAP_KIND_linear, size);
 		r = CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -1125,7 +1125,7 @@ bool cumemcap_arena_alloc(CUdeviceptr *dptr, uint64_t bytes, const char *door, C
 	unlock(a);
 	if (!got) {
 		/* Out of host memory for the books: let the driver serve it. */
-		real_cuMemFree_v2(base);
+		cumemcap_driver_mem_free(base);
 		cumemcap_ledger_sub(dev, CUMEMCAP_KIND_linear, seg_bytes);
 		return false;
 	}

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "platform/cuda-api.h"
 
@@ -104,6 +105,65 @@ bool cumemcap_driver_primary_active(CUdevice dev);
  * per-thread-default-stream variant when ptsz): true and *status when it
  * answered, false (status untouched) when it cannot say. */
 bool cumemcap_driver_stream_capturing(CUstream stream, bool ptsz, CUstreamCaptureStatus *status);
+
+/* GPU `dev` as the driver describes it: true with *total
+ * (cuDeviceTotalMem_v2), uuid (cuDeviceGetUuid; zeros when it cannot say)
+ * and pci (cuDeviceGetPCIBusId; "" when it cannot say); false when the
+ * driver cannot give its memory (the shim does not account on it). */
+bool cumemcap_driver_describe(int dev, uint64_t *total, unsigned char uuid[16], char *pci, size_t pci_len);
+
+/* cuDriverGetVersion; 0 when the driver cannot say. */
+int cumemcap_driver_version(void);
+
+/* The calling thread's current context (cuCtxGetCurrent): the driver's
+ * answer, *ctx NULL when there is none. Every accounted call asks it. */
+static inline CUresult cumemcap_driver_current_ctx(CUcontext *ctx)
+{
+	return real_cuCtxGetCurrent(ctx);
+}
+
+/* The current context's device (cuCtxGetDevice): the driver's answer. */
+static inline CUresult cumemcap_driver_current_device(CUdevice *dev)
+{
+	return real_cuCtxGetDevice(dev);
+}
+
+/* The context `stream` belongs to (cuStreamGetCtx): true and *ctx when
+ * the driver answered with one. */
+bool cumemcap_driver_stream_ctx(CUstream stream, CUcontext *ctx);
+
+/* Context `ctx`'s device, asked with it pushed current for the call (and
+ * popped after): true and *dev when the driver answered. */
+bool cumemcap_driver_ctx_device(CUcontext ctx, CUdevice *dev);
+
+/* The allocation nodes of `graph` and of its child graphs (to a depth of
+ * 8): `each` is called with the device and the bytes of every node whose
+ * memory lies on a GPU. False when the driver cannot say (then the graph
+ * is not known, whatever `each` was told). */
+typedef void (*cumemcap_graph_alloc_fn)(void *arg, int dev, uint64_t bytes);
+bool cumemcap_driver_graph_allocs(CUgraph graph, cumemcap_graph_alloc_fn each, void *arg);
+
+/* The arenas' segments: a cuMemAlloc_v2 of `bytes` for the shim itself
+ * (not the program's: no hook, no charge), the driver's answer. */
+static inline CUresult cumemcap_driver_mem_alloc(CUdeviceptr *base, uint64_t bytes)
+{
+	return real_cuMemAlloc_v2(base, bytes);
+}
+
+/* Give a segment back (cuMemFree_v2): the driver's answer. It
+ * synchronizes the device, so it is never called while a stream captures
+ * (state/capture.h: the quiet section). */
+static inline CUresult cumemcap_driver_mem_free(CUdeviceptr base)
+{
+	return real_cuMemFree_v2(base);
+}
+
+/* Wait for the current context's work (cuCtxSynchronize); NOT_SUPPORTED
+ * when the driver lacks it. */
+static inline CUresult cumemcap_driver_ctx_synchronize(void)
+{
+	return real_cuCtxSynchronize ? real_cuCtxSynchronize() : CUDA_ERROR_NOT_SUPPORTED;
+}
 
 /* Load the real driver once ("libcuda.so.1" from the library search path).
  * Returns true when it is loaded and real_cuGetProcAddress_v2 or

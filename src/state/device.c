@@ -33,17 +33,9 @@ void cumemcap_device_listen(cumemcap_device_known_fn known)
 
 static bool describe(int dev, struct cumemcap_device_info *info)
 {
-	size_t total = 0;
-	CUuuid uuid;
 	memset(info, 0, sizeof(*info));
-	if (!real_cuDeviceTotalMem_v2 || real_cuDeviceTotalMem_v2(&total, dev) != CUDA_SUCCESS)
+	if (!cumemcap_driver_describe(dev, &info->total, info->uuid, info->pci_bus_id, sizeof(info->pci_bus_id)))
 		return false;
-	info->total = total;
-	if (real_cuDeviceGetUuid && real_cuDeviceGetUuid(&uuid, dev) == CUDA_SUCCESS)
-		memcpy(info->uuid, uuid.bytes, sizeof(info->uuid));
-	if (!real_cuDeviceGetPCIBusId ||
-	    real_cuDeviceGetPCIBusId(info->pci_bus_id, (int)sizeof(info->pci_bus_id), dev) != CUDA_SUCCESS)
-		info->pci_bus_id[0] = '\0';
 	info->limit = cumemcap_policy_limit(cumemcap_policy(), dev, info->uuid, info->pci_bus_id,
 					    info->total, &info->limit_src);
 	return true;
@@ -76,17 +68,15 @@ static _Atomic int driver_version; /* 0: unknown */
 
 static void check_rules(void)
 {
-	int count = 0;
-	if (!real_cuDeviceGetCount || real_cuDeviceGetCount(&count) != CUDA_SUCCESS)
+	int count = cumemcap_driver_device_count();
+	if (count <= 0)
 		return;
 	rc.count = 0;
 	for (int d = 0; d < count && d < CUMEMCAP_MAX_DEVICES; d++)
 		if (describe(d, &rc.info[rc.count]))
 			rc.count++;
 	cumemcap_policy_selectors(cumemcap_policy(), check_selector, &rc);
-	int v = 0;
-	if (real_cuDriverGetVersion && real_cuDriverGetVersion(&v) == CUDA_SUCCESS)
-		atomic_store(&driver_version, v);
+	atomic_store(&driver_version, cumemcap_driver_version());
 	atomic_store_explicit(&all_known, rc.count, memory_order_release);
 }
 
@@ -166,7 +156,7 @@ uint64_t cumemcap_device_generation(void)
 CUresult cumemcap_device_current(CUcontext *ctx, int *dev)
 {
 	CUdevice d;
-	CUresult r = real_cuCtxGetCurrent(ctx);
+	CUresult r = cumemcap_driver_current_ctx(ctx);
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (!*ctx)
@@ -176,7 +166,7 @@ CUresult cumemcap_device_current(CUcontext *ctx, int *dev)
 		*dev = last.dev;
 		return CUDA_SUCCESS;
 	}
-	r = real_cuCtxGetDevice(&d);
+	r = cumemcap_driver_current_device(&d);
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (!cumemcap_device_ensure(d))
@@ -192,13 +182,10 @@ void cumemcap_device_of_stream(CUstream s, CUcontext *ctx, int *dev)
 {
 	CUcontext owner;
 	CUdevice d;
-	if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD || !real_cuStreamGetCtx ||
-	    real_cuStreamGetCtx(s, &owner) != CUDA_SUCCESS || !owner || owner == *ctx)
+	if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD || !cumemcap_driver_stream_ctx(s, &owner) ||
+	    owner == *ctx)
 		return;
-	bool pushed = cumemcap_driver_push_ctx(owner);
-	CUresult r = pushed ? real_cuCtxGetDevice(&d) : CUDA_ERROR_INVALID_CONTEXT;
-	cumemcap_driver_pop_ctx(pushed);
-	if (r != CUDA_SUCCESS || !cumemcap_device_ensure(d))
+	if (!cumemcap_driver_ctx_device(owner, &d) || !cumemcap_device_ensure(d))
 		return;
 	*ctx = owner;
 	*dev = d;

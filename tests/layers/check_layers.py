@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""check_layers.py SRC: the rules of docs/design.md#layers, on src/.
+
+Each folder of src/ is a layer; LAYERS lists them from the bottom up. The
+check fails, naming the file and line, when
+  - a file includes a header of a higher layer ("a call back up": a lower
+    layer reaches a higher one only through a registration, entry/wire.c);
+  - the modules' #include graph has a cycle (a module is a file name
+    without its extension: arena.c and arena.h are one);
+  - a file outside driver/ names a real driver entry point (real_*), except
+    that entry/ may call the real entry points the shim hooks (HOOK lines of
+    driver/hooks.def: a hook forwards its own call, or undoes it with its
+    twin's cuMemFree); every other call to the driver, and every call of an
+    entry point the shim does not hook (DRIVER lines), is a verb of
+    driver/driver.h;
+  - a .c file has more than MAX_LINES lines, or a file does not open with
+    a comment that says what it owns and how it is thread-safe (the words
+    "thread", "lock" or "signal" somewhere in it, or "see X.h" pointing to
+    a header that says so);
+  - a folder of src/ is not in LAYERS.
+With --self-test it plants each kind of violation in a copy of a small
+tree and checks that each is found.
+"""
+import os
+import re
+import sys
+import tempfile
+
+LAYERS = ["platform", "config", "driver", "state", "log", "arena", "account", "entry", "tools"]
+MAX_LINES = 800
+SOURCE = re.compile(r"\.(c|h|S|def)$")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+REAL = re.compile(r"\breal_(cu\w+)")
+# A hook's definition: the exported function a real_ call may forward.
+HOOKED = re.compile(r"^HOOK\((\w+),", re.M)
+SAFETY = re.compile(r"thread|lock|signal", re.I)
+SEE = re.compile(r"\bsee\s+([\w./-]+\.h)\b")
+
+
+def layer_of(rel):
+    return rel.split("/", 1)[0] if "/" in rel else None
+
+
+def module_of(rel):
+    base = rel.rsplit(".", 1)[0]
+    return base
+
+
+def opening_comment(text):
+    m = re.match(r"\s*/\*(.*?)\*/", text, re.S)
+    return m.group(1) if m else None
+
+
+def check(src):
+    problems = []
+    files = {}
+    for root, dirs, names in os.walk(src):
+        dirs.sort()
+        for n in sorted(names):
+            if SOURCE.search(n):
+                rel = os.path.relpath(os.path.join(root, n), src)
+                with open(os.path.join(root, n), encoding="utf-8") as f:
+                    files[rel] = f.read()
+    for d in sorted(os.listdir(src)):
+        if os.path.isdir(os.path.join(src, d)) and d not in LAYERS:
+            problems.append(f"src/{d}/: a folder that is not a layer (LAYERS in {sys.argv[0]})")
+    hooked = set(HOOKED.findall(files.get("driver/hooks.def", "")))
+    graph = {}
+    for rel, text in files.items():
+        layer = layer_of(rel)
+        if layer is None:
+            problems.append(f"src/{rel}: outside every layer folder")
+            continue
+        rank = LAYERS.index(layer) if layer in LAYERS else -1
+        mod = module_of(rel)
+        graph.setdefault(mod, set())
+        for no, line in enumerate(text.splitlines(), 1):
+            m = INCLUDE.match(line)
+            if m:
+                target = m.group(1)
+                if target in files or os.path.normpath(os.path.join(os.path.dirname(rel), target)) in files:
+                    if target not in files:
+                        target = os.path.normpath(os.path.join(os.path.dirname(rel), target))
+                    tl = layer_of(target)
+                    if tl in LAYERS and rank >= 0 and LAYERS.index(tl) > rank:
+                        problems.append(f"src/{rel}:{no}: {layer} includes {target}, of the higher layer {tl} (a call back up)")
+                    if module_of(target) != mod:
+                        graph[mod].add((module_of(target), f"src/{rel}:{no}"))
+            if layer == "driver":
+                continue
+            for r in REAL.finditer(line):
+                if line.lstrip().startswith(("*", "/*", "//")):
+                    continue
+                if layer == "entry" and r.group(1) in hooked:
+                    continue
+                why = "a hooked entry point outside entry/" if r.group(1) in hooked else "not hooked"
+                problems.append(f"src/{rel}:{no}: real_{r.group(1)} called outside driver/ "
+                                f"({why}: call a verb of driver/driver.h)")
+        if rel.endswith(".c") and text.count("\n") > MAX_LINES:
+            problems.append(f"src/{rel}: {text.count(chr(10))} lines, more than {MAX_LINES}")
+        c = opening_comment(text)
+        if c is None:
+            problems.append(f"src/{rel}:1: does not open with a comment saying what it owns")
+        elif not SAFETY.search(c):
+            see = SEE.search(c)
+            other = None
+            if see:
+                for cand in (see.group(1), os.path.join(os.path.dirname(rel), see.group(1))):
+                    if cand in files:
+                        other = opening_comment(files[cand])
+            if not other or not SAFETY.search(other):
+                problems.append(f"src/{rel}:1: its opening comment does not say how it is thread-safe")
+    # cycles: depth-first search over modules
+    state = {}
+    stack = []
+
+    def visit(m):
+        state[m] = 1
+        stack.append(m)
+        for t, where in sorted(graph.get(m, ())):
+            if state.get(t) == 1:
+                cyc = stack[stack.index(t):] + [t]
+                problems.append(f"{where}: include cycle: {' -> '.join(cyc)}")
+            elif t in graph and not state.get(t):
+                visit(t)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if not state.get(m):
+            visit(m)
+    return problems
+
+
+def self_test():
+    good = {
+        "platform/a.h": "/* a: nothing shared, so thread-safe. */\n#pragma once\n",
+        "state/b.h": "/* b: the books, under one lock. */\n#include \"platform/a.h\"\n",
+        "state/b.c": "/* b: see b.h. */\n#include \"state/b.h\"\n",
+        "entry/h.c": ("/* h: hooks; thread-safe as b is. */\n#include \"state/b.h\"\n"
+                      "CUMEMCAP_EXPORT CUresult CUDAAPI cuFoo(int x)\n{\n\treturn real_cuFoo(x);\n}\n"),
+        "driver/hooks.def": "/* the list; no state, so thread-safe. */\nHOOK(cuFoo, cuFoo, 2000, LEGACY)\n"
+                            "DRIVER(cuBar, PFN_cuBar_v2000)\n",
+        "driver/d.c": "/* d: the driver; its table is written once under a lock. */\nint f(void) { return real_cuBar(); }\n",
+    }
+    bad = {
+        "a call back up": {"platform/a.h": "/* a: lock-free. */\n#include \"state/b.h\"\n"},
+        "include cycle": {"state/c.h": "/* c: locked. */\n#include \"state/b.h\"\n",
+                          "state/b.h": "/* b: locked. */\n#include \"state/c.h\"\n"},
+        "called outside driver": {"state/b.c": "/* b: see b.h. */\nint g(void) { return real_cuBar(); }\n"},
+        "(not hooked": {
+            "entry/h.c": "/* h: threads. */\nCUMEMCAP_EXPORT CUresult CUDAAPI cuBaz(int x)\n{\n\treturn real_cuBar(x);\n}\n"},
+        "(a hooked entry point outside entry/": {
+            "state/b.c": "/* b: see b.h. */\nint g(void) { return real_cuFoo(1); }\n"},
+        "more than": {"state/b.c": "/* b: see b.h. */\n" + "\n" * (MAX_LINES + 1)},
+        "does not open with a comment": {"state/b.c": "#include \"state/b.h\"\n"},
+        "does not say how it is thread-safe": {"state/b.h": "/* b: the books. */\n"},
+        "not a layer": {"extra/x.h": "/* x: locked. */\n"},
+    }
+    failed = 0
+    for what, change in [("", {})] + list(bad.items()):
+        with tempfile.TemporaryDirectory() as tmp:
+            for rel, text in {**good, **change}.items():
+                os.makedirs(os.path.join(tmp, os.path.dirname(rel)), exist_ok=True)
+                with open(os.path.join(tmp, rel), "w") as f:
+                    f.write(text)
+            problems = check(tmp)
+            if not what and problems:
+                print("self-test: the clean tree fails:", *problems, sep="\n  ")
+                failed += 1
+            elif what and not any(what in p for p in problems):
+                print(f"self-test: '{what}' not found; found:", *problems, sep="\n  ")
+                failed += 1
+    print("self-test:", "failed" if failed else f"each of {len(bad)} planted violations found")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--self-test"]:
+        sys.exit(self_test())
+    problems = check(sys.argv[1])
+    for p in problems:
+        print(p)
+    print(f"layers: {len(problems)} problem(s)" if problems else "layers: the include graph follows docs/design.md#layers")
+    sys.exit(1 if problems else 0)
