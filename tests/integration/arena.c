@@ -386,8 +386,9 @@ static void budget(void)
 	       "kept its segments; at the budget 2 of 3 requests took larger cached segments\n", drift_peak);
 }
 
-static void release_rule(const char *rule)
+static void release_rule(void)
 {
+	const char *rule = getenv("CUMEMCAP_RELEASE");
 	CUdeviceptr p[8], w;
 	for (int i = 0; i < 8; i++)
 		OK(A.cuMemAlloc(&p[i], 100000));
@@ -486,45 +487,76 @@ static void context_destroy(void)
 	printf("arena: destroying a context empties its arena\n");
 }
 
+/* The cases, each with the settings it runs under. This table is the only
+ * list: tests/integration/meson.build reads its CASE lines (the text
+ * between the first two pairs of quotes: name and settings) to define one
+ * test per case, and the program checks that it runs under the settings
+ * its line names. Every case runs with FAKECUDA_DEVICES=16GiB and
+ * CUMEMCAP_LOG=off unless its settings say otherwise. */
+struct arena_case {
+	const char *name;
+	const char *settings; /* space-separated NAME=VALUE */
+	void (*run)(void);
+};
+#define CASE(name, settings, fn) { name, settings, fn },
+static const struct arena_case cases[] = {
+	CASE("stream-safety", "CUMEMCAP_LIMIT=64MiB FAKECUDA_STREAM_DELAY_US=100000", stream_safety)
+	CASE("burst", "CUMEMCAP_RELEASE=never", burst)
+	CASE("alignment", "CUMEMCAP_RELEASE=immediate", alignment)
+	CASE("ranges", "CUMEMCAP_RELEASE=never", ranges)
+	CASE("ipc", "", ipc)
+	CASE("ipc-nopack", "CUMEMCAP_POOL=nopack", ipc_nopack)
+	CASE("meminfo", "CUMEMCAP_LIMIT=64MiB CUMEMCAP_RELEASE=never", meminfo)
+	CASE("limit-release", "CUMEMCAP_LIMIT=64MiB CUMEMCAP_RELEASE=never", limit_release)
+	CASE("driver-oom-release", "FAKECUDA_DEVICES=64MiB CUMEMCAP_RELEASE=never", limit_release)
+	CASE("release-immediate", "CUMEMCAP_RELEASE=immediate", release_rule)
+	CASE("release-never", "CUMEMCAP_RELEASE=never", release_rule)
+	CASE("release-idle", "CUMEMCAP_RELEASE=idle:0.3", release_rule)
+	CASE("budget", "", budget)
+	CASE("preallocate", "CUMEMCAP_GROWTH=preallocate CUMEMCAP_LIMIT=256MiB", preallocate)
+	CASE("preallocate-fails", "CUMEMCAP_GROWTH=preallocate:32GiB", preallocate_fails)
+	CASE("context-destroy", "", context_destroy)
+};
+#undef CASE
+
+/* Whether the environment has every NAME=VALUE of `settings`. */
+static bool settings_applied(const char *settings)
+{
+	char buf[256];
+	snprintf(buf, sizeof(buf), "%s", settings);
+	for (char *save = NULL, *kv = strtok_r(buf, " ", &save); kv; kv = strtok_r(NULL, " ", &save)) {
+		char *eq = strchr(kv, '=');
+		if (!eq)
+			return false;
+		*eq = '\0';
+		const char *v = getenv(kv);
+		if (!v || strcmp(v, eq + 1) != 0) {
+			fprintf(stderr, "arena: %s is %s, the case wants %s\n", kv, v ? v : "unset", eq + 1);
+			return false;
+		}
+	}
+	return true;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
 		fprintf(stderr, "usage: arena DOOR CASE\n");
 		return 2;
 	}
-	load_api(argc, argv, &A, &F);
-	use_primary(&A, 0);
-	const char *c = argv[2];
-	if (strcmp(c, "stream-safety") == 0)
-		stream_safety();
-	else if (strcmp(c, "burst") == 0)
-		burst();
-	else if (strcmp(c, "alignment") == 0)
-		alignment();
-	else if (strcmp(c, "ranges") == 0)
-		ranges();
-	else if (strcmp(c, "ipc") == 0)
-		ipc();
-	else if (strcmp(c, "ipc-nopack") == 0)
-		ipc_nopack();
-	else if (strcmp(c, "meminfo") == 0)
-		meminfo();
-	else if (strcmp(c, "limit-release") == 0 || strcmp(c, "driver-oom-release") == 0)
-		limit_release();
-	else if (strncmp(c, "release-", 8) == 0)
-		release_rule(c + 8);
-	else if (strcmp(c, "budget") == 0)
-		budget();
-	else if (strcmp(c, "preallocate") == 0)
-		preallocate();
-	else if (strcmp(c, "preallocate-fails") == 0)
-		preallocate_fails();
-	else if (strcmp(c, "context-destroy") == 0)
-		context_destroy();
-	else {
-		fprintf(stderr, "arena: unknown case %s\n", c);
+	const struct arena_case *c = NULL;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		if (strcmp(argv[2], cases[i].name) == 0)
+			c = &cases[i];
+	if (!c) {
+		fprintf(stderr, "arena: unknown case %s\n", argv[2]);
 		return 2;
 	}
-	CHECK(shim_stats(0).live == 0 || strcmp(c, "context-destroy") == 0);
+	if (!settings_applied(c->settings))
+		return 2;
+	load_api(argc, argv, &A, &F);
+	use_primary(&A, 0);
+	c->run();
+	CHECK(shim_stats(0).live == 0 || c->run == context_destroy);
 	return 0;
 }
