@@ -128,7 +128,7 @@ CUresult cumemcap_account_pool_alloc_finish(struct cumemcap_pool_alloc *a, CUres
 void cumemcap_account_pool_refresh_now(int dev);
 static inline void cumemcap_account_pool_refresh(int dev)
 {
-	if (atomic_load_explicit(&cumemcap_ledger[dev].kind[CUMEMCAP_KIND_pool], memory_order_relaxed))
+	if (cumemcap_ledger_holds(dev, CUMEMCAP_KIND_pool))
 		cumemcap_account_pool_refresh_now(dev);
 }
 

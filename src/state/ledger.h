@@ -101,6 +101,13 @@ void cumemcap_ledger_read(int dev, struct cumemcap_figures *out);
 /* One figure of `dev` (as cumemcap_ledger_read has it). */
 uint64_t cumemcap_ledger_get(int dev, enum cumemcap_figure fig);
 
+/* Whether `dev` (in range) has bytes of `kind` charged: one relaxed load,
+ * for a hot path that skips work when there are none. */
+static inline bool cumemcap_ledger_holds(int dev, enum cumemcap_kind kind)
+{
+	return atomic_load_explicit(&cumemcap_ledger[dev].kind[kind], memory_order_relaxed) != 0;
+}
+
 #define cumemcap_ledger_bump(dev, field) \
 	atomic_fetch_add_explicit(&cumemcap_ledger[(dev)].field, 1, memory_order_relaxed)
 
