@@ -202,9 +202,7 @@ void cumemcap_ledger_shard_close(struct cumemcap_ledger_shard *s)
 #undef X
 }
 
-/* A sharded figure of dev (`own` in the device, at `off` in a shard): the
- * device's own count plus its open shards'. */
-static uint64_t sharded_sum(int dev, _Atomic uint64_t *own, size_t off)
+uint64_t cumemcap_ledger_sharded_sum(int dev, _Atomic uint64_t *own, size_t off)
 {
 	uint64_t n = atomic_load(own);
 	if (!valid(dev))
@@ -218,31 +216,7 @@ static uint64_t sharded_sum(int dev, _Atomic uint64_t *own, size_t off)
 	return n;
 }
 
-#define GET_field(dev, d, name) atomic_load(&(d)->name)
-#define GET_sharded(dev, d, name) \
-	sharded_sum(dev, &(d)->name, offsetof(struct cumemcap_ledger_shard, name))
-#define GET_setting(dev, d, name) atomic_load(&(d)->name)
-#define GET_kind(dev, d, name) atomic_load(&(d)->kind[CUMEMCAP_KIND_##name])
-#define GET_device(dev, d, name) CUMEMCAP_FIGURE_NONE
-#define GET_log(dev, d, name) CUMEMCAP_FIGURE_NONE
-
-/* What a device out of range reads as: nothing held, no limit. */
-static struct cumemcap_ledger_device nowhere = { .limit = CUMEMCAP_NO_LIMIT };
-
-uint64_t cumemcap_ledger_get(int dev, enum cumemcap_figure fig)
-{
-	struct cumemcap_ledger_device *d = valid(dev) ? &cumemcap_ledger[dev] : &nowhere;
-	switch (fig) {
-#define X(name, src, ...)            \
-	case CUMEMCAP_FIG_##name:    \
-		return GET_##src(dev, d, name);
-		CUMEMCAP_FIGURES(X)
-#undef X
-	case CUMEMCAP_FIG_COUNT:
-		break;
-	}
-	return CUMEMCAP_FIGURE_NONE;
-}
+struct cumemcap_ledger_device cumemcap_ledger_nowhere = { .limit = CUMEMCAP_NO_LIMIT };
 
 void cumemcap_ledger_read(int dev, struct cumemcap_figures *out)
 {

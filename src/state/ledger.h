@@ -15,6 +15,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "platform/cuda-api.h"
@@ -98,8 +99,6 @@ uint64_t cumemcap_ledger_headroom(int dev);
  * async-signal-safe: the exit record is made from it in a signal handler. */
 void cumemcap_ledger_read(int dev, struct cumemcap_figures *out);
 
-/* One figure of `dev` (as cumemcap_ledger_read has it). */
-uint64_t cumemcap_ledger_get(int dev, enum cumemcap_figure fig);
 
 /* Whether `dev` (in range) has bytes of `kind` charged: one relaxed load,
  * for a hot path that skips work when there are none. */
@@ -134,6 +133,39 @@ struct cumemcap_ledger_shard {
 };
 
 extern struct cumemcap_ledger_shard cumemcap_ledger_shards[CUMEMCAP_LEDGER_SHARDS];
+
+/* A sharded figure of dev (`own` in the device, at `off` in a shard): the
+ * device's own count plus its open shards'. For cumemcap_ledger_get. */
+uint64_t cumemcap_ledger_sharded_sum(int dev, _Atomic uint64_t *own, size_t off);
+/* What a device out of range reads as: nothing held, no limit. */
+extern struct cumemcap_ledger_device cumemcap_ledger_nowhere;
+
+#define CUMEMCAP_LEDGER_GET_field(dev, d, name) atomic_load(&(d)->name)
+#define CUMEMCAP_LEDGER_GET_sharded(dev, d, name) \
+	cumemcap_ledger_sharded_sum(dev, &(d)->name, offsetof(struct cumemcap_ledger_shard, name))
+#define CUMEMCAP_LEDGER_GET_setting(dev, d, name) atomic_load(&(d)->name)
+#define CUMEMCAP_LEDGER_GET_kind(dev, d, name) atomic_load(&(d)->kind[CUMEMCAP_KIND_##name])
+#define CUMEMCAP_LEDGER_GET_device(dev, d, name) CUMEMCAP_FIGURE_NONE
+#define CUMEMCAP_LEDGER_GET_log(dev, d, name) CUMEMCAP_FIGURE_NONE
+
+/* One figure of `dev` (as cumemcap_ledger_read has it). Inline, so that a
+ * call with a constant figure (a hook's cuMemGetInfo reads `pooled`) is
+ * the figure's own load, not a switch. */
+static inline uint64_t cumemcap_ledger_get(int dev, enum cumemcap_figure fig)
+{
+	struct cumemcap_ledger_device *d =
+		dev >= 0 && dev < CUMEMCAP_MAX_DEVICES ? &cumemcap_ledger[dev] : &cumemcap_ledger_nowhere;
+	switch (fig) {
+#define X(name, src, ...)         \
+	case CUMEMCAP_FIG_##name: \
+		return CUMEMCAP_LEDGER_GET_##src(dev, d, name);
+		CUMEMCAP_FIGURES(X)
+#undef X
+	case CUMEMCAP_FIG_COUNT:
+		break;
+	}
+	return CUMEMCAP_FIGURE_NONE;
+}
 
 #define cumemcap_shard_add(shard, field, n)                                                        \
 	atomic_store_explicit(&(shard)->field,                                                     \
