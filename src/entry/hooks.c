@@ -541,20 +541,14 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 {
 	NEED(cuMemPoolDestroy);
 	SECTION();
-	CUresult r = real_cuMemPoolDestroy(pool);
-	if (r == CUDA_SUCCESS)
-		cumemcap_account_pool_destroyed(pool);
-	return r;
+	FORWARD_NOTING(real_cuMemPoolDestroy(pool), cumemcap_account_pool_destroyed(pool));
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
 	NEED(cuMemPoolTrimTo);
 	SECTION();
-	CUresult r = real_cuMemPoolTrimTo(pool, minBytesToKeep);
-	if (r == CUDA_SUCCESS)
-		cumemcap_account_pool_trimmed(pool);
-	return r;
+	FORWARD_NOTING(real_cuMemPoolTrimTo(pool, minBytesToKeep), cumemcap_account_pool_trimmed(pool));
 }
 
 /* ---- virtual memory management ------------------------------------------------ */

@@ -41,5 +41,16 @@ static inline void cumemcap_section_end(int *unused)
 	int cumemcap_section_ __attribute__((cleanup(cumemcap_section_end), unused)) = \
 		(cumemcap_life_enter(), 0)
 
+/* Return what `call` (a real entry point) answers; when that is success,
+ * run `note` first: the shim learns what the driver did (a pool or a
+ * graph that is gone, memory trimmed). */
+#define FORWARD_NOTING(call, note)                      \
+	do {                                            \
+		CUresult r_ = (call);                   \
+		if (r_ == CUDA_SUCCESS)                 \
+			note;                           \
+		return r_;                              \
+	} while (0)
+
 /* Fork child: a fresh primary-context mutex for hooks-ctx.c. */
 void cumemcap_hooks_ctx_fork_child(void);
