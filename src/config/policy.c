@@ -1,4 +1,5 @@
-/* policy: see policy.h. */
+/* policy: see policy.h. Building the policy is here; what a built one says
+ * about one GPU is policy-limit.c's. */
 #include "config.h"
 #include "config/policy.h"
 
@@ -611,76 +612,6 @@ bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_
 			out->log = CUMEMCAP_LOG_OFF;
 	}
 	return ok;
-}
-
-/* A rule list's match for this GPU, with the rule's source. */
-static bool layer_rule(const struct cumemcap_layer *l, int ordinal, const unsigned char uuid[16],
-		       const char *pci, const struct cumemcap_amount **amount)
-{
-	if (!l->set.devices)
-		return false;
-	for (size_t i = 0; i < l->devices.count; i++) {
-		if (cumemcap_selector_matches(&l->devices.rule[i].selector, ordinal, uuid, pci)) {
-			*amount = &l->devices.rule[i].amount;
-			return true;
-		}
-	}
-	return false;
-}
-
-uint64_t cumemcap_policy_limit(const struct cumemcap_policy *p, int ordinal,
-			       const unsigned char uuid[16], const char *pci_bus_id, uint64_t total,
-			       struct cumemcap_source *src)
-{
-	const struct cumemcap_amount *amount = NULL;
-	struct cumemcap_source from = { 0 };
-	const struct cumemcap_layer *before_devices[] = { &p->env, &p->program_layer };
-
-	for (size_t i = 0; i < 2 && !amount; i++) {
-		const struct cumemcap_layer *l = before_devices[i];
-		if (layer_rule(l, ordinal, uuid, pci_bus_id, &amount))
-			from = l->src.devices;
-		else if (l->set.limit) {
-			amount = &l->limit;
-			from = l->src.limit;
-		}
-	}
-	for (size_t i = 0; i < p->device_section_count && !amount; i++) {
-		const struct cumemcap_device_section *d = &p->device_sections[i];
-		if (d->has_limit && cumemcap_selector_matches(&d->selector, ordinal, uuid, pci_bus_id)) {
-			amount = &d->limit;
-			from = (struct cumemcap_source){ .origin = CUMEMCAP_FROM_FILE, .line = d->limit_line };
-		}
-	}
-	if (!amount) {
-		if (layer_rule(&p->file, ordinal, uuid, pci_bus_id, &amount))
-			from = p->file.src.devices;
-		else if (p->file.set.limit) {
-			amount = &p->file.limit;
-			from = p->file.src.limit;
-		}
-	}
-	if (src)
-		*src = from;
-	if (!amount)
-		return UINT64_MAX;
-	return cumemcap_resolve_limit(amount, NULL, ordinal, uuid, pci_bus_id, total, NULL);
-}
-
-void cumemcap_policy_selectors(const struct cumemcap_policy *p,
-			       void (*fn)(void *ctx, const struct cumemcap_selector *sel,
-					  const struct cumemcap_source *src),
-			       void *ctx)
-{
-	const struct cumemcap_layer *layers[] = { &p->env, &p->program_layer, &p->file };
-	for (size_t i = 0; i < 3; i++)
-		if (layers[i]->set.devices)
-			for (size_t r = 0; r < layers[i]->devices.count; r++)
-				fn(ctx, &layers[i]->devices.rule[r].selector, &layers[i]->src.devices);
-	for (size_t i = 0; i < p->device_section_count; i++) {
-		struct cumemcap_source s = { .origin = CUMEMCAP_FROM_FILE, .line = p->device_sections[i].line };
-		fn(ctx, &p->device_sections[i].selector, &s);
-	}
 }
 
 void cumemcap_source_format(const struct cumemcap_policy *p, const struct cumemcap_source *src,
