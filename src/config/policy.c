@@ -109,14 +109,38 @@ static bool parse_release(struct cumemcap_layer *l, const char *value, char *why
 	return false;
 }
 
-static bool parse_hints(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+/* A switch: `word` or "off", which *on says; nothing is written otherwise. */
+static bool parse_switch(const char *value, const char *word, bool *on, char *why, size_t len)
 {
-	if (strcmp(value, "on") == 0 || strcmp(value, "off") == 0) {
-		l->hints_off = value[1] == 'f';
+	if (strcmp(value, word) == 0 || strcmp(value, "off") == 0) {
+		*on = strcmp(value, word) == 0;
 		return true;
 	}
-	snprintf(why, len, " is not supported; accepted: on, off");
+	snprintf(why, len, " is not supported; accepted: %s, off", word);
 	return false;
+}
+
+/* A path template into dst (size bytes); nothing is written when it is not
+ * one, and why ends with what else `accepted` names. */
+static bool parse_path(const char *value, char *dst, size_t size, const char *accepted, char *why,
+		       size_t len)
+{
+	if (!cumemcap_parse_template(value, size, why, len)) {
+		size_t n = strlen(why);
+		snprintf(why + n, len - n, "; accepted: %s", accepted);
+		return false;
+	}
+	snprintf(dst, size, "%s", value);
+	return true;
+}
+
+static bool parse_hints(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	bool on;
+	if (!parse_switch(value, "on", &on, why, len))
+		return false;
+	l->hints_off = !on;
+	return true;
 }
 
 static bool parse_log(struct cumemcap_layer *l, const char *value, char *why, size_t len)
@@ -125,13 +149,9 @@ static bool parse_log(struct cumemcap_layer *l, const char *value, char *why, si
 		l->log = value[0] == 's' ? CUMEMCAP_LOG_STDERR : CUMEMCAP_LOG_OFF;
 		return true;
 	}
-	if (!cumemcap_parse_template(value, sizeof(l->log_path), why, len)) {
-		size_t n = strlen(why);
-		snprintf(why + n, len - n, "; accepted: stderr, off, or a path template");
+	if (!parse_path(value, l->log_path, sizeof(l->log_path), "stderr, off, or a path template", why, len))
 		return false;
-	}
 	l->log = CUMEMCAP_LOG_FILE;
-	snprintf(l->log_path, sizeof(l->log_path), "%s", value);
 	return true;
 }
 
@@ -149,23 +169,12 @@ static bool parse_metrics(struct cumemcap_layer *l, const char *value, char *why
 		l->metrics_path[0] = '\0';
 		return true;
 	}
-	if (!cumemcap_parse_template(value, sizeof(l->metrics_path), why, len)) {
-		size_t n = strlen(why);
-		snprintf(why + n, len - n, "; accepted: off, or a path template");
-		return false;
-	}
-	snprintf(l->metrics_path, sizeof(l->metrics_path), "%s", value);
-	return true;
+	return parse_path(value, l->metrics_path, sizeof(l->metrics_path), "off, or a path template", why, len);
 }
 
 static bool parse_debug(struct cumemcap_layer *l, const char *value, char *why, size_t len)
 {
-	if (strcmp(value, "doors") == 0 || strcmp(value, "off") == 0) {
-		l->debug_doors = value[0] == 'd';
-		return true;
-	}
-	snprintf(why, len, " is not supported; accepted: doors, off");
-	return false;
+	return parse_switch(value, "doors", &l->debug_doors, why, len);
 }
 
 /* Each setting's value and source live in a layer; these find them. */
