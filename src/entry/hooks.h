@@ -1,4 +1,9 @@
-/* hooks: what the files of exported entry points share. */
+/* hooks: what the files of exported entry points share: the readiness
+ * check, NEED and SECTION that open every hook, and FORWARD_NOTING.
+ *
+ * Thread safety: cumemcap_wired is written once, with release order, after
+ * wire.c's pthread_once, and read with one acquire load per hook; SECTION
+ * makes the rest of a hook a reader section of the life lock (life.h). */
 #pragma once
 
 #include <stdatomic.h>
