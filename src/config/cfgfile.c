@@ -1,4 +1,5 @@
-/* cfgfile: see cfgfile.h. */
+/* cfgfile: the configuration file's reading and syntax; see cfgfile.h,
+ * which also says how it is thread-safe. */
 #include "config/cfgfile.h"
 
 #include <errno.h>

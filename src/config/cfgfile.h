@@ -10,7 +10,8 @@
  * Bounded by construction: the file is read whole but never past
  * CUMEMCAP_CONFIG_MAX_BYTES, a line may not exceed CUMEMCAP_CONFIG_MAX_LINE
  * bytes, there is no include directive, and nothing is allocated per line.
- * Reentrant; no globals. */
+ * Thread safety: reentrant, no globals: each call works only on the
+ * caller's path, buffers and handler, so threads may parse at once. */
 #pragma once
 
 #include <stdbool.h>

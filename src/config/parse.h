@@ -3,7 +3,8 @@
  * Owns: turning the text of CUMEMCAP_LIMIT, CUMEMCAP_DEVICE_LIMITS and the
  * device selectors inside them into values, and the one-line messages that
  * explain a rejected value. No I/O, no globals, no allocation: every function
- * is reentrant and safe to call from a library constructor.
+ * is a pure function on memory the caller owns, so it is reentrant,
+ * thread-safe and safe to call from a library constructor.
  *
  * Convention (libinput safe_atoi): a parser returns true on success and
  * writes its output; on failure it returns false and leaves *out untouched.

@@ -1,4 +1,5 @@
-/* policy: see policy.h. */
+/* policy: see policy.h. Building the policy is here; what a built one says
+ * about one GPU is policy-limit.c's. */
 #include "config.h"
 #include "config/policy.h"
 
@@ -108,14 +109,38 @@ static bool parse_release(struct cumemcap_layer *l, const char *value, char *why
 	return false;
 }
 
-static bool parse_hints(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+/* A switch: `word` or "off", which *on says; nothing is written otherwise. */
+static bool parse_switch(const char *value, const char *word, bool *on, char *why, size_t len)
 {
-	if (strcmp(value, "on") == 0 || strcmp(value, "off") == 0) {
-		l->hints_off = value[1] == 'f';
+	if (strcmp(value, word) == 0 || strcmp(value, "off") == 0) {
+		*on = strcmp(value, word) == 0;
 		return true;
 	}
-	snprintf(why, len, " is not supported; accepted: on, off");
+	snprintf(why, len, " is not supported; accepted: %s, off", word);
 	return false;
+}
+
+/* A path template into dst (size bytes); nothing is written when it is not
+ * one, and why ends with what else `accepted` names. */
+static bool parse_path(const char *value, char *dst, size_t size, const char *accepted, char *why,
+		       size_t len)
+{
+	if (!cumemcap_parse_template(value, size, why, len)) {
+		size_t n = strlen(why);
+		snprintf(why + n, len - n, "; accepted: %s", accepted);
+		return false;
+	}
+	snprintf(dst, size, "%s", value);
+	return true;
+}
+
+static bool parse_hints(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	bool on;
+	if (!parse_switch(value, "on", &on, why, len))
+		return false;
+	l->hints_off = !on;
+	return true;
 }
 
 static bool parse_log(struct cumemcap_layer *l, const char *value, char *why, size_t len)
@@ -124,13 +149,9 @@ static bool parse_log(struct cumemcap_layer *l, const char *value, char *why, si
 		l->log = value[0] == 's' ? CUMEMCAP_LOG_STDERR : CUMEMCAP_LOG_OFF;
 		return true;
 	}
-	if (!cumemcap_parse_template(value, sizeof(l->log_path), why, len)) {
-		size_t n = strlen(why);
-		snprintf(why + n, len - n, "; accepted: stderr, off, or a path template");
+	if (!parse_path(value, l->log_path, sizeof(l->log_path), "stderr, off, or a path template", why, len))
 		return false;
-	}
 	l->log = CUMEMCAP_LOG_FILE;
-	snprintf(l->log_path, sizeof(l->log_path), "%s", value);
 	return true;
 }
 
@@ -148,23 +169,12 @@ static bool parse_metrics(struct cumemcap_layer *l, const char *value, char *why
 		l->metrics_path[0] = '\0';
 		return true;
 	}
-	if (!cumemcap_parse_template(value, sizeof(l->metrics_path), why, len)) {
-		size_t n = strlen(why);
-		snprintf(why + n, len - n, "; accepted: off, or a path template");
-		return false;
-	}
-	snprintf(l->metrics_path, sizeof(l->metrics_path), "%s", value);
-	return true;
+	return parse_path(value, l->metrics_path, sizeof(l->metrics_path), "off, or a path template", why, len);
 }
 
 static bool parse_debug(struct cumemcap_layer *l, const char *value, char *why, size_t len)
 {
-	if (strcmp(value, "doors") == 0 || strcmp(value, "off") == 0) {
-		l->debug_doors = value[0] == 'd';
-		return true;
-	}
-	snprintf(why, len, " is not supported; accepted: doors, off");
-	return false;
+	return parse_switch(value, "doors", &l->debug_doors, why, len);
 }
 
 /* Each setting's value and source live in a layer; these find them. */
@@ -611,76 +621,6 @@ bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_
 			out->log = CUMEMCAP_LOG_OFF;
 	}
 	return ok;
-}
-
-/* A rule list's match for this GPU, with the rule's source. */
-static bool layer_rule(const struct cumemcap_layer *l, int ordinal, const unsigned char uuid[16],
-		       const char *pci, const struct cumemcap_amount **amount)
-{
-	if (!l->set.devices)
-		return false;
-	for (size_t i = 0; i < l->devices.count; i++) {
-		if (cumemcap_selector_matches(&l->devices.rule[i].selector, ordinal, uuid, pci)) {
-			*amount = &l->devices.rule[i].amount;
-			return true;
-		}
-	}
-	return false;
-}
-
-uint64_t cumemcap_policy_limit(const struct cumemcap_policy *p, int ordinal,
-			       const unsigned char uuid[16], const char *pci_bus_id, uint64_t total,
-			       struct cumemcap_source *src)
-{
-	const struct cumemcap_amount *amount = NULL;
-	struct cumemcap_source from = { 0 };
-	const struct cumemcap_layer *before_devices[] = { &p->env, &p->program_layer };
-
-	for (size_t i = 0; i < 2 && !amount; i++) {
-		const struct cumemcap_layer *l = before_devices[i];
-		if (layer_rule(l, ordinal, uuid, pci_bus_id, &amount))
-			from = l->src.devices;
-		else if (l->set.limit) {
-			amount = &l->limit;
-			from = l->src.limit;
-		}
-	}
-	for (size_t i = 0; i < p->device_section_count && !amount; i++) {
-		const struct cumemcap_device_section *d = &p->device_sections[i];
-		if (d->has_limit && cumemcap_selector_matches(&d->selector, ordinal, uuid, pci_bus_id)) {
-			amount = &d->limit;
-			from = (struct cumemcap_source){ .origin = CUMEMCAP_FROM_FILE, .line = d->limit_line };
-		}
-	}
-	if (!amount) {
-		if (layer_rule(&p->file, ordinal, uuid, pci_bus_id, &amount))
-			from = p->file.src.devices;
-		else if (p->file.set.limit) {
-			amount = &p->file.limit;
-			from = p->file.src.limit;
-		}
-	}
-	if (src)
-		*src = from;
-	if (!amount)
-		return UINT64_MAX;
-	return cumemcap_resolve_limit(amount, NULL, ordinal, uuid, pci_bus_id, total, NULL);
-}
-
-void cumemcap_policy_selectors(const struct cumemcap_policy *p,
-			       void (*fn)(void *ctx, const struct cumemcap_selector *sel,
-					  const struct cumemcap_source *src),
-			       void *ctx)
-{
-	const struct cumemcap_layer *layers[] = { &p->env, &p->program_layer, &p->file };
-	for (size_t i = 0; i < 3; i++)
-		if (layers[i]->set.devices)
-			for (size_t r = 0; r < layers[i]->devices.count; r++)
-				fn(ctx, &layers[i]->devices.rule[r].selector, &layers[i]->src.devices);
-	for (size_t i = 0; i < p->device_section_count; i++) {
-		struct cumemcap_source s = { .origin = CUMEMCAP_FROM_FILE, .line = p->device_sections[i].line };
-		fn(ctx, &p->device_sections[i].selector, &s);
-	}
 }
 
 void cumemcap_source_format(const struct cumemcap_policy *p, const struct cumemcap_source *src,

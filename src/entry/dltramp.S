@@ -10,7 +10,11 @@
  *
  * cumemcap_dlsym_entry and cumemcap_dlvsym_entry are hidden names of the
  * same two entry points: the shim's own, whatever the process binds the
- * names dlsym and dlvsym to (a program may define its own). */
+ * names dlsym and dlvsym to (a program may define its own).
+ *
+ * Thread safety: no data of its own; the arguments are kept on the
+ * calling thread's stack (or in its registers) across the router call,
+ * and the routers say how they are thread-safe (doors.c). */
 
 #if defined(__x86_64__)
 

@@ -149,18 +149,12 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
 	NEED(cuGraphExecDestroy);
 	SECTION();
-	CUresult r = real_cuGraphExecDestroy(hGraphExec);
-	if (r == CUDA_SUCCESS)
-		cumemcap_graph_exec_destroyed(hGraphExec);
-	return r;
+	FORWARD_NOTING(real_cuGraphExecDestroy(hGraphExec), cumemcap_graph_exec_destroyed(hGraphExec));
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuDeviceGraphMemTrim(CUdevice device)
 {
 	NEED(cuDeviceGraphMemTrim);
 	SECTION();
-	CUresult r = real_cuDeviceGraphMemTrim(device);
-	if (r == CUDA_SUCCESS)
-		cumemcap_graph_trimmed((int)device);
-	return r;
+	FORWARD_NOTING(real_cuDeviceGraphMemTrim(device), cumemcap_graph_trimmed((int)device));
 }

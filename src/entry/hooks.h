@@ -1,4 +1,9 @@
-/* hooks: what the files of exported entry points share. */
+/* hooks: what the files of exported entry points share: the readiness
+ * check, NEED and SECTION that open every hook, and FORWARD_NOTING.
+ *
+ * Thread safety: cumemcap_wired is written once, with release order, after
+ * wire.c's pthread_once, and read with one acquire load per hook; SECTION
+ * makes the rest of a hook a reader section of the life lock (life.h). */
 #pragma once
 
 #include <stdatomic.h>
@@ -40,6 +45,17 @@ static inline void cumemcap_section_end(int *unused)
 #define SECTION()                                                                 \
 	int cumemcap_section_ __attribute__((cleanup(cumemcap_section_end), unused)) = \
 		(cumemcap_life_enter(), 0)
+
+/* Return what `call` (a real entry point) answers; when that is success,
+ * run `note` first: the shim learns what the driver did (a pool or a
+ * graph that is gone, memory trimmed). */
+#define FORWARD_NOTING(call, note)                      \
+	do {                                            \
+		CUresult r_ = (call);                   \
+		if (r_ == CUDA_SUCCESS)                 \
+			note;                           \
+		return r_;                              \
+	} while (0)
 
 /* Fork child: a fresh primary-context mutex for hooks-ctx.c. */
 void cumemcap_hooks_ctx_fork_child(void);

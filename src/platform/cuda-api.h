@@ -4,7 +4,9 @@
  * symbol under its real name (legacy cuMemAlloc with 32-bit types,
  * cuMemAlloc_v2, cuMemAllocAsync_ptsz, ...) instead of mapping names with
  * macros, so each hook definition is type-checked against the driver's own
- * prototype. cudaTypedefs.h gives the PFN_<base>_v<version> pointer types. */
+ * prototype. cudaTypedefs.h gives the PFN_<base>_v<version> pointer types.
+ * Declarations and one constant only: no state, so nothing to lock and
+ * thread-safe by construction. */
 #pragma once
 
 #ifndef __CUDA_API_VERSION_INTERNAL

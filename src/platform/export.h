@@ -1,6 +1,7 @@
 /* export: the one attribute that makes a symbol public. The library is
  * built with -fvisibility=hidden; only driver hooks, dlsym/dlvsym and the
- * API of include/cumemcap.h carry this. */
+ * API of include/cumemcap.h carry this. Attributes only, no state: a
+ * CUMEMCAP_TLS variable is per thread, so needs no lock. */
 #pragma once
 
 #define CUMEMCAP_EXPORT __attribute__((visibility("default")))

@@ -1,5 +1,6 @@
 /* mix: the hash mixers of the shim's open-addressing tables, one home for
- * each (MurmurHash3's 64-bit finalizer and its first half). Pure. */
+ * each (MurmurHash3's 64-bit finalizer and its first half). Pure functions
+ * of their argument, so thread-safe. */
 #pragma once
 
 #include <stdint.h>

@@ -7,6 +7,10 @@
  * limit together. A reservation is made *before* the driver is asked and
  * given back if the driver fails. Never calls the driver.
  *
+ * Thread safety: no lock; every figure is an atomic, so any thread may
+ * reserve, give back or read at any time (a reading is per figure, not a
+ * snapshot of all of them together).
+ *
  * Which figures there are is declared once, in figures.h; the ledger
  * stores them as that list says and hands them out whole
  * (cumemcap_ledger_read) or one by one (cumemcap_ledger_get). Nothing

@@ -13,7 +13,10 @@
  *       machine without one gets the process-wide rules only.
  *
  * Not part of the shim: a plain program linked with the policy layer, so
- * it applies exactly the rules the shim would. */
+ * it applies exactly the rules the shim would.
+ *
+ * Thread safety: single-threaded; it starts no thread, and its policy and
+ * GPU list are its own statics, built and read by main's thread only. */
 #include "config.h"
 
 #include <cuda.h>
