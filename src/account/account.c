@@ -37,12 +37,22 @@ void cumemcap_account_make_room(int dev)
 	cumemcap_arena_release_device(dev);
 }
 
-bool cumemcap_account_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes)
+/* cumemcap_account_reserve, with the second try out of line: the first
+ * is on every accounted allocation's path. */
+__attribute__((noinline)) static bool reserve_after_room(int dev, enum cumemcap_kind kind, uint64_t bytes)
 {
-	if (cumemcap_ledger_reserve(dev, kind, bytes))
-		return true;
 	cumemcap_account_make_room(dev);
 	return cumemcap_ledger_reserve(dev, kind, bytes);
+}
+
+static inline bool reserve(int dev, enum cumemcap_kind kind, uint64_t bytes)
+{
+	return cumemcap_ledger_reserve(dev, kind, bytes) || reserve_after_room(dev, kind, bytes);
+}
+
+bool cumemcap_account_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes)
+{
+	return reserve(dev, kind, bytes);
 }
 
 CUresult cumemcap_account_charge_begin(struct cumemcap_charge *c, const char *door, int dev,
@@ -63,7 +73,7 @@ CUresult cumemcap_account_charge_begin(struct cumemcap_charge *c, const char *do
 	/* A pool's charge is an estimate: the caller notes the request. */
 	if (kind != CUMEMCAP_KIND_pool)
 		cumemcap_ledger_note_request(dev, bytes);
-	if (!cumemcap_account_reserve(dev, kind, bytes)) {
+	if (!reserve(dev, kind, bytes)) {
 		cumemcap_account_refused(dev, door, bytes);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
