@@ -1,12 +1,12 @@
 /* log/signals: the fatal-signal handlers and the alternate signal stacks.
  *
- * Owns the table of fatal signals (each with its name for the exit record)
- * and the dispositions they had before ours, the handler that writes the
+ * Owns the table of fatal signals (each with its name for the exit record
+ * and the disposition it had before ours), the handler that writes the
  * exit summary and ends the process as the signal would have, and one
  * alternate stack per thread the shim sees once the handlers are armed.
  *
  * Thread and signal safety: the handlers are installed once (the first
- * GPU use, claimed with an atomic flag); each `previous` slot is written
+ * GPU use, claimed with an atomic flag); each slot's `previous` is written
  * before its handler goes in and only read after. The handler is
  * async-signal-safe (cumemcap_log_exit's path: no malloc, no stdio, no
  * locks). Alternate stacks are per thread (a thread-local flag, a
@@ -26,15 +26,16 @@
 
 /* ---- fatal signals -------------------------------------------------------------------- */
 
-#define FATAL(sig) { sig, #sig }
-static const struct {
+/* One row per signal: its number, its name and what it did before. */
+#define FATAL(sig) { .signo = sig, .name = #sig }
+static struct {
 	int signo;
-	const char *name; /* in the exit record */
+	const char *name;          /* in the exit record */
+	struct sigaction previous; /* the disposition before ours (set when armed) */
 } fatal[] = { FATAL(SIGSEGV), FATAL(SIGBUS),  FATAL(SIGFPE), FATAL(SIGILL),  FATAL(SIGABRT),
 	      FATAL(SIGTERM), FATAL(SIGINT), FATAL(SIGHUP), FATAL(SIGQUIT) };
 #undef FATAL
 #define N_FATAL (sizeof(fatal) / sizeof(fatal[0]))
-static struct sigaction previous[N_FATAL];
 static atomic_flag armed = ATOMIC_FLAG_INIT;
 
 const char *log_signal_name(int signo)
@@ -58,7 +59,7 @@ static void on_fatal(int sig, siginfo_t *info, void *uc)
 		i++;
 	if (i == N_FATAL)
 		return;
-	const struct sigaction *old = &previous[i];
+	const struct sigaction *old = &fatal[i].previous;
 	if (old->sa_handler == SIG_DFL) {
 		cumemcap_log_exit(sig);
 		sigaction(sig, old, NULL);
@@ -162,8 +163,8 @@ void log_arm_signals(void)
 			act.sa_mask = cur.sa_mask;
 			act.sa_flags |= cur.sa_flags & (SA_RESTART | SA_NODEFER);
 		}
-		previous[i] = cur;
-		sigaction(fatal[i].signo, &act, &previous[i]);
+		fatal[i].previous = cur;
+		sigaction(fatal[i].signo, &act, &fatal[i].previous);
 	}
 	atomic_store(&cumemcap_log_signals_armed, true);
 	cumemcap_log_thread_slow();
