@@ -1,6 +1,6 @@
 /* fuzz-logpath: the log and metrics path templates (CUMEMCAP_LOG,
  * CUMEMCAP_METRICS): their check (src/config/parse.c), the settings built on it
- * (src/config/policy.c) and their expansion (src/log/log.c), under libFuzzer or
+ * (src/config/policy.c) and their expansion (src/log/file.c), under libFuzzer or
  * fuzz-replay.
  *
  * The input up to its first NUL byte is the template. What must hold,

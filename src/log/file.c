@@ -1,0 +1,435 @@
+/* log/file: the log file: its path, its directory, its records' writes.
+ *
+ * Owns the path templates (%p %u %h %n, expanded with no directory level
+ * added by a name), the walk that opens a directory component by
+ * component (O_NOFOLLOW inside shared directories, owner and mode
+ * checked; the metrics file's directory too), the file itself (created
+ * O_EXCL|O_NOFOLLOW|O_APPEND, mode 0600, never an existing one), and the
+ * one write(2) per record.
+ *
+ * Thread safety: the file is opened once, under log_open_lock, by the
+ * first thread to need it (log_file_state goes CLOSED -> OPEN or OFF,
+ * released after the descriptor is set). Writing takes no lock: each
+ * record is one write(2) to an O_APPEND descriptor, so lines never
+ * interleave. write_record, log_emit and log_resolve_dir are
+ * async-signal-safe (the exit record is written from a fatal-signal
+ * handler): no malloc, no stdio, no locks. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log/log.h"
+#include "log/log-internal.h"
+#include "config/policy.h"
+
+pthread_mutex_t log_open_lock = PTHREAD_MUTEX_INITIALIZER;
+_Atomic int log_file_state;
+static int file_fd = -1;
+static dev_t file_dev;
+static ino_t file_ino;
+char log_file_path[CUMEMCAP_PATH_MAX + 16];
+
+/* "/tmp/cumemcap-%u/%n.%h.%p.jsonl" -> a path; false if too long. */
+bool log_expand(const char *tmpl, char *dst, size_t len)
+{
+	struct out o = { .p = dst, .cap = len - 1, .flush_fd = -1 };
+	char host[256] = "unknown";
+	if (gethostname(host, sizeof(host) - 1) != 0 || !host[0])
+		memcpy(host, "unknown", 8);
+	host[sizeof(host) - 1] = '\0';
+	const char *prog = cumemcap_policy()->program[0] ? cumemcap_policy()->program : "unknown";
+	for (const char *s = tmpl; *s; s++) {
+		if (*s != '%' || !s[1]) {
+			out_put(&o, s, 1);
+			continue;
+		}
+		const char *text = NULL;
+		switch (*++s) {
+		case 'p': out_u(&o, (uint64_t)getpid()); break;
+		case 'u': out_u(&o, (uint64_t)geteuid()); break;
+		case 'h': text = host; break;
+		case 'n': text = prog; break;
+		default: out_put(&o, s, 1); break; /* %% (the parser allows no other) */
+		}
+		/* A name never adds a directory level. */
+		for (; text && *text; text++)
+			out_put(&o, *text == '/' ? "_" : text, 1);
+	}
+	dst[o.len] = '\0';
+	return !o.lost;
+}
+
+bool cumemcap_log_expand(const char *tmpl, char *dst, size_t len)
+{
+	return len > 0 && log_expand(tmpl, dst, len);
+}
+
+/* ---- the file ------------------------------------------------------------------------- */
+
+/* Say why logging is off; `what` and `err` (an errno, 0: none) name it. */
+static void say_off(const char *what, int err)
+{
+	char buf[CUMEMCAP_PATH_MAX + 128];
+	struct out o = OUT(buf);
+	out_str(&o, "log ");
+	out_str(&o, log_file_path);
+	out_str(&o, ": ");
+	out_str(&o, what);
+	if (err) {
+		out_str(&o, what[0] ? ": " : "");
+		out_errno(&o, err);
+	}
+	out_str(&o, "; logging is off");
+	out_say(&o);
+}
+
+static void turn_off(const char *what, int err)
+{
+	int open_state = OPEN;
+	if (atomic_compare_exchange_strong(&log_file_state, &open_state, OFF))
+		say_off(what, err);
+}
+
+/* Whether RLIMIT_FSIZE was finite when the file was opened. */
+static bool size_limited;
+
+/* One record, one write(2). Async-signal-safe. Under a file size limit,
+ * SIGXFSZ (a write past it) is held off so that only the log notices; a
+ * pending one of the program's own is left alone. */
+static bool write_record(const char *b, size_t n, const char **what, int *err)
+{
+	struct stat st;
+	if (fstat(file_fd, &st) != 0 || st.st_dev != file_dev || st.st_ino != file_ino) {
+		*what = "the program closed or reused its descriptor";
+		*err = 0;
+		return false;
+	}
+	sigset_t xfsz, old, pending;
+	bool was_pending = false;
+	if (size_limited) {
+		sigemptyset(&xfsz);
+		sigaddset(&xfsz, SIGXFSZ);
+		pthread_sigmask(SIG_BLOCK, &xfsz, &old);
+		was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1;
+	}
+	ssize_t w;
+	do
+		w = write(file_fd, b, n);
+	while (w < 0 && errno == EINTR);
+	int e = errno;
+	if (size_limited) {
+		if (!was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1) {
+			struct timespec now = { 0, 0 };
+			sigtimedwait(&xfsz, NULL, &now);
+		}
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	if (w == (ssize_t)n)
+		return true;
+	*what = w < 0 ? "" : "short write (the disk is full or the file at its size limit)";
+	*err = w < 0 ? e : 0;
+	return false;
+}
+
+void log_emit(struct out *o)
+{
+	if (o->lost || atomic_load_explicit(&log_file_state, memory_order_acquire) != OPEN)
+		return;
+	int saved = errno;
+	const char *what;
+	int err;
+	if (!write_record(o->p, o->len, &what, &err))
+		turn_off(what, err);
+	errno = saved;
+}
+
+/* The next component of the path at *p ("" and "." are skipped) into
+ * comp; false at the end or when one is longer than a name can be. */
+static bool next_component(const char **p, char *comp, size_t cap, bool *too_long)
+{
+	for (;;) {
+		while (**p == '/')
+			(*p)++;
+		if (!**p)
+			return false;
+		const char *e = *p;
+		while (*e && *e != '/')
+			e++;
+		size_t n = (size_t)(e - *p);
+		if (n >= cap) {
+			*too_long = true;
+			return false;
+		}
+		memcpy(comp, *p, n);
+		comp[n] = '\0';
+		*p = e;
+		if (strcmp(comp, ".") != 0)
+			return true;
+	}
+}
+
+static bool more_components(const char *p)
+{
+	char comp[256];
+	bool too_long = false;
+	return next_component(&p, comp, sizeof(comp), &too_long) || too_long;
+}
+
+/* Open the directory `dir` component by component from "/" (or the
+ * working directory), so that no spelling of the path ("//", "/./", "..",
+ * a link) escapes the check: every directory reached inside a shared one
+ * (writable by others, such as /tmp) is opened O_NOFOLLOW and must be
+ * owned by us or root, and the last one, when it lies in a shared
+ * directory, must be ours and writable by nobody else. A link in a
+ * directory only we (or root) can write is followed, its target walked
+ * the same way. With `create`, a missing last component is made 0700.
+ * Returns an O_DIRECTORY descriptor, or -1 with *fail set and the path up
+ * to the failing component in `at`. Async-signal-safe. */
+int log_resolve_dir(const char *dir, bool create, char *at, size_t atcap, struct dir_failure *fail)
+{
+	/* The part not walked yet; a followed link's target goes in front. */
+	char rest[2 * CUMEMCAP_PATH_MAX], comp[256], link[CUMEMCAP_PATH_MAX];
+	size_t dn = strlen(dir);
+	uid_t me = geteuid();
+	unsigned links = 0;
+	if (dn >= sizeof(rest) || dn >= atcap) {
+		*fail = (struct dir_failure){ "", ENAMETOOLONG, 0 };
+		return -1;
+	}
+	memcpy(rest, dir, dn + 1);
+	memcpy(at, dir, dn + 1);
+	int cur = open(rest[0] == '/' ? "/" : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct stat cs, ns;
+	if (cur < 0 || fstat(cur, &cs) != 0) {
+		*fail = (struct dir_failure){ "", errno, 0 };
+		if (cur >= 0)
+			close(cur);
+		return -1;
+	}
+	const char *p = rest;
+	bool too_long = false;
+	while (next_component(&p, comp, sizeof(comp), &too_long)) {
+		/* `at`: the path as written, up to this component, for messages
+		 * (the whole path once a link was followed). */
+		if (links == 0) {
+			size_t n = (size_t)(p - rest);
+			memcpy(at, rest, n);
+			at[n] = '\0';
+		}
+		bool last = !more_components(p);
+		bool shared = (cs.st_mode & S_IWOTH) != 0;
+		int next = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		int e = errno;
+		if (next < 0 && e == ENOENT && last && create) {
+			if (mkdirat(cur, comp, 0700) != 0 && errno != EEXIST) {
+				*fail = (struct dir_failure){ "cannot create", errno, 0 };
+				goto fail;
+			}
+			next = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			e = errno;
+		}
+		if (next < 0) {
+			struct stat ls;
+			if (fstatat(cur, comp, &ls, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISLNK(ls.st_mode)) {
+				*fail = (struct dir_failure){ e == ENOENT || e == ENOTDIR ? "cannot create" : "", e, 0 };
+				goto fail;
+			}
+			if (shared) {
+				*fail = (struct dir_failure){ "is a symbolic link", 0, 0 };
+				goto fail;
+			}
+			/* A link in a private directory: walk its target instead. */
+			ssize_t ln = readlinkat(cur, comp, link, sizeof(link));
+			size_t tail = strlen(p);
+			if (++links > 40 || ln <= 0 || (size_t)ln >= sizeof(link) ||
+			    (size_t)ln + 1 + tail >= sizeof(rest)) {
+				*fail = (struct dir_failure){ "", ln <= 0 ? errno : ELOOP, 0 };
+				goto fail;
+			}
+			memmove(rest + ln + 1, p, tail + 1);
+			memcpy(rest, link, (size_t)ln);
+			rest[ln] = '/';
+			p = rest;
+			if (link[0] == '/') {
+				close(cur);
+				cur = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+				if (cur < 0 || fstat(cur, &cs) != 0) {
+					*fail = (struct dir_failure){ "", errno, 0 };
+					goto fail;
+				}
+			}
+			continue;
+		}
+		if (fstat(next, &ns) != 0) {
+			*fail = (struct dir_failure){ "", errno, 0 };
+			close(next);
+			goto fail;
+		}
+		if (shared && (last ? ns.st_uid != me : ns.st_uid != me && ns.st_uid != 0)) {
+			*fail = (struct dir_failure){ "is owned by uid", 0, ns.st_uid };
+			close(next);
+			goto fail;
+		}
+		if (shared && last && (ns.st_mode & (S_IWGRP | S_IWOTH))) {
+			*fail = (struct dir_failure){ "is writable by other users", 0, 0 };
+			close(next);
+			goto fail;
+		}
+		close(cur);
+		cur = next;
+		cs = ns;
+	}
+	if (too_long) {
+		*fail = (struct dir_failure){ "", ENAMETOOLONG, 0 };
+		goto fail;
+	}
+	return cur;
+fail:
+	if (cur >= 0)
+		close(cur);
+	return -1;
+}
+
+/* Put why resolve_dir failed on `dir`: "<at> is a symbolic link (...)". */
+void log_put_failure(struct out *o, const char *dir, const char *at, const struct dir_failure *f)
+{
+	bool refusal = f->what[0] && strcmp(f->what, "cannot create") != 0;
+	if (strcmp(f->what, "cannot create") == 0) {
+		out_str(o, "cannot create ");
+		out_str(o, dir);
+	} else {
+		out_str(o, refusal ? at : dir);
+	}
+	if (refusal) {
+		out_str(o, " ");
+		out_str(o, f->what);
+		if (strcmp(f->what, "is owned by uid") == 0) {
+			out_str(o, " ");
+			out_u(o, f->owner);
+			out_str(o, ", not ");
+			out_u(o, geteuid());
+		}
+		out_str(o, " (a shared directory must hold a private one)");
+	}
+}
+
+/* The log's directory, made when missing; -1 when refused (said). */
+static int open_dir(const char *dir)
+{
+	char at[CUMEMCAP_PATH_MAX];
+	struct dir_failure f;
+	int fd = log_resolve_dir(dir, true, at, sizeof(at), &f);
+	if (fd >= 0)
+		return fd;
+	char why[2 * CUMEMCAP_PATH_MAX + 64];
+	struct out o = OUT(why);
+	log_put_failure(&o, dir, at, &f);
+	say_off(out_cstr(&o), f.err);
+	return -1;
+}
+
+
+/* Open the file and write the start record (log_open_lock held). */
+static bool open_file(void)
+{
+	if (!log_expand(cumemcap_policy()->log_path, log_file_path, CUMEMCAP_PATH_MAX)) {
+		say_off("the expanded path is too long", 0);
+		return false;
+	}
+	char dir[CUMEMCAP_PATH_MAX];
+	const char *name = strrchr(log_file_path, '/');
+	if (name) {
+		size_t n = (size_t)(name - log_file_path);
+		memcpy(dir, log_file_path, n ? n : 1);
+		dir[n ? n : 1] = '\0';
+		name++;
+	} else {
+		memcpy(dir, ".", 2);
+		name = log_file_path;
+	}
+	int dfd = open_dir(dir);
+	if (dfd < 0)
+		return false;
+	/* An existing file (pid reuse, a planted link) is never followed
+	 * nor appended to: NAME.1, NAME.2, ... */
+	char base[sizeof(log_file_path)];
+	snprintf(base, sizeof(base), "%s", name);
+	int fd = -1, e = 0;
+	for (unsigned i = 0; i < 100 && fd < 0; i++) {
+		char cand[CUMEMCAP_PATH_MAX + 8];
+		struct out o = OUT(cand);
+		out_str(&o, base);
+		if (i) {
+			out_str(&o, ".");
+			out_u(&o, i);
+		}
+		fd = openat(dfd, out_cstr(&o), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC, 0600);
+		e = errno;
+		if (fd >= 0 && i)
+			snprintf(log_file_path + (name - log_file_path), sizeof(log_file_path) - (size_t)(name - log_file_path),
+				 "%s", cand);
+		if (fd < 0 && e != EEXIST)
+			break;
+	}
+	close(dfd);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		say_off("", e ? e : EEXIST);
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	struct rlimit fsize;
+	size_limited = getrlimit(RLIMIT_FSIZE, &fsize) != 0 || fsize.rlim_cur != RLIM_INFINITY;
+	file_fd = fd;
+	file_dev = st.st_dev;
+	file_ino = st.st_ino;
+	static char buf[96 * 1024];
+	struct out o = OUT(buf);
+	log_start_record(&o);
+	const char *what = "the start record does not fit";
+	int err = 0;
+	if (!o.lost && write_record(o.p, o.len, &what, &err))
+		return true;
+	say_off(what, err);
+	close(fd);
+	file_fd = -1;
+	return false;
+}
+
+/* Open the file at the first need (the start record with it); any
+ * thread, once. */
+void log_ensure_open(void)
+{
+	if (atomic_load_explicit(&log_file_state, memory_order_acquire) != CLOSED)
+		return;
+	int saved = errno;
+	pthread_mutex_lock(&log_open_lock);
+	if (atomic_load(&log_file_state) == CLOSED)
+		atomic_store_explicit(&log_file_state, open_file() ? OPEN : OFF, memory_order_release);
+	pthread_mutex_unlock(&log_open_lock);
+	errno = saved;
+}
+
+/* The parent's file is not ours to write: close it, but only if the
+ * descriptor still is that file (the program may have closed the number
+ * and reused it, as write_record checks). */
+void log_file_fork_child(void)
+{
+	struct stat st;
+	if (atomic_load(&log_file_state) == OPEN && file_fd >= 0 && fstat(file_fd, &st) == 0 &&
+	    st.st_dev == file_dev && st.st_ino == file_ino)
+		close(file_fd);
+	file_fd = -1;
+	atomic_store(&log_file_state, CLOSED);
+}

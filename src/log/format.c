@@ -1,0 +1,199 @@
+/* log/format: the text of records and messages, formatted by hand.
+ *
+ * Owns struct out (log-internal.h), a bounded writer into a caller's
+ * buffer (cut, and marked lost, when full; or written out to a descriptor
+ * as it fills), and what goes into it: numbers, milliseconds as seconds,
+ * sizes as cumemcap_fmt_size writes them, JSON strings (bytes that are not
+ * UTF-8 become U+FFFD), errno texts, and one-write stderr lines.
+ *
+ * Async-signal-safe and thread-safe: no malloc, no stdio, no locks, no
+ * state of its own; every function works on the caller's struct out only,
+ * so the exit record can be formatted in a fatal-signal handler. */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log/log-internal.h"
+#include "platform/msg.h"
+#include "config/policy.h"
+
+bool out_write_all(int fd, const char *b, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, b, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return false;
+		b += w;
+		n -= (size_t)w;
+	}
+	return true;
+}
+
+void out_put(struct out *o, const char *s, size_t n)
+{
+	if (o->len + n > o->cap && o->flush_fd >= 0) {
+		if (!out_write_all(o->flush_fd, o->p, o->len))
+			o->lost = true;
+		o->len = 0;
+	}
+	if (o->len + n > o->cap) {
+		n = o->cap - o->len;
+		o->lost = true;
+	}
+	memcpy(o->p + o->len, s, n);
+	o->len += n;
+}
+
+void out_str(struct out *o, const char *s)
+{
+	out_put(o, s, strlen(s));
+}
+
+/* The text so far as a C string (its last byte gives way when full). */
+const char *out_cstr(struct out *o)
+{
+	o->p[o->len < o->cap ? o->len : o->cap - 1] = '\0';
+	return o->p;
+}
+
+void out_u(struct out *o, uint64_t v)
+{
+	char d[24];
+	size_t i = sizeof(d);
+	do {
+		d[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	out_put(o, d + i, sizeof(d) - i);
+}
+
+/* Milliseconds as seconds with three decimals: 5000 -> 5.000. */
+void out_ms(struct out *o, uint64_t ms)
+{
+	char frac[4] = { '.', (char)('0' + ms % 1000 / 100), (char)('0' + ms % 100 / 10),
+			 (char)('0' + ms % 10) };
+	out_u(o, ms / 1000);
+	out_put(o, frac, 4);
+}
+
+void out_u_or_null(struct out *o, bool known, uint64_t v)
+{
+	if (known)
+		out_u(o, v);
+	else
+		out_str(o, "null");
+}
+
+/* What cumemcap_fmt_size writes: "512 MiB", "1.50 GiB", "4096 B"... */
+void out_size(struct out *o, uint64_t bytes)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	unsigned u = 0;
+	uint64_t scale = 1;
+	while (bytes >= 1024 && u + 1 < sizeof(units) / sizeof(units[0]) && bytes / scale >= 1024) {
+		scale *= 1024;
+		u++;
+	}
+	out_u(o, bytes / scale);
+	uint64_t hundredths = (bytes % scale) * 100 / scale;
+	if (hundredths) {
+		char h[3] = { '.', (char)('0' + hundredths / 10), (char)('0' + hundredths % 10) };
+		out_put(o, h, 3);
+	}
+	out_str(o, " ");
+	out_str(o, units[u]);
+}
+
+/* Bytes of a valid UTF-8 sequence at s (0: not one). */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+	size_t len = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 && s[0] < 0xe0 ? 2 : 0;
+	if (!len || len > n)
+		return 0;
+	for (size_t i = 1; i < len; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0) ||
+	    (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))
+		return 0; /* overlong, surrogate, past U+10FFFF */
+	return len;
+}
+
+/* A JSON string; bytes that are not UTF-8 become U+FFFD. */
+void out_json_n(struct out *o, const char *str, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *s = (const unsigned char *)str;
+	out_str(o, "\"");
+	for (size_t i = 0; i < n;) {
+		unsigned char c = s[i];
+		size_t len = 1;
+		if (c == '"' || c == '\\') {
+			char e[2] = { '\\', (char)c };
+			out_put(o, e, 2);
+		} else if (c < 0x20 || c == 0x7f) {
+			char e[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
+			out_put(o, e, 6);
+		} else if (c < 0x80) {
+			out_put(o, (const char *)s + i, 1);
+		} else if ((len = utf8_len(s + i, n - i))) {
+			out_put(o, (const char *)s + i, len);
+		} else {
+			out_str(o, "\\ufffd");
+			len = 1;
+		}
+		i += len;
+	}
+	out_str(o, "\"");
+}
+
+void out_json(struct out *o, const char *s)
+{
+	out_json_n(o, s, strlen(s));
+}
+
+/* ,"key": */
+void out_key(struct out *o, const char *k)
+{
+	out_str(o, ",\"");
+	out_str(o, k);
+	out_str(o, "\":");
+}
+
+void out_errno(struct out *o, int e)
+{
+	static const struct { int e; const char *text; } known[] = {
+		{ ENOSPC, "no space left on device" }, { EFBIG, "file too large" },
+		{ EDQUOT, "disk quota exceeded" },     { EIO, "input/output error" },
+		{ EROFS, "read-only file system" },    { EACCES, "permission denied" },
+		{ EPERM, "operation not permitted" },  { ENOENT, "no such file or directory" },
+		{ ENOTDIR, "not a directory" },        { ELOOP, "a symbolic link is in the way" },
+		{ EEXIST, "file exists" },             { ENAMETOOLONG, "file name too long" },
+		{ EMFILE, "too many open files" },     { ENFILE, "too many open files in the system" },
+		{ EISDIR, "is a directory" },
+	};
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (known[i].e == e) {
+			out_str(o, known[i].text);
+			return;
+		}
+	out_str(o, "error ");
+	out_u(o, (uint64_t)e);
+}
+
+/* "cumemcap: <o>\n" on stderr, one write. */
+void out_say(struct out *o)
+{
+	char line[CUMEMCAP_PATH_MAX + 256];
+	struct out l = OUT(line);
+	out_str(&l, "cumemcap: ");
+	out_put(&l, o->p, o->len);
+	if (l.len == l.cap)
+		l.len--;
+	line[l.len++] = '\n';
+	cumemcap_write_stderr(line, l.len);
+}
+

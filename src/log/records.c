@@ -1,0 +1,352 @@
+/* log/records: what each record says.
+ *
+ * Owns the text of the start record (the process, its GPUs, the rules and
+ * where each came from), of the sample and exit records, the human
+ * summary on stderr, and the figures every record carries: read through
+ * the ledger's snapshot (cumemcap_ledger_read, state/ledger.h) and walked
+ * in the figure list's order (state/figures.h), never from the ledger's
+ * storage.
+ *
+ * Thread and signal safety: nothing here holds a lock. The start record
+ * is built under log_open_lock (file.c), samples by the worker thread
+ * under tick_lock (log.c), the exit record by the one claimant of
+ * log_exit_claimed, possibly in a fatal-signal handler: that path
+ * (log_exit_record, log_stderr_summary, log_used_gpu) is async-signal-safe
+ * (static buffers, no malloc, no stdio). */
+#include "config.h"
+
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log/log.h"
+#include "log/log-internal.h"
+#include "state/device.h"
+#include "state/ledger.h"
+#include "driver/nvml.h"
+#include "config/policy.h"
+
+/* ---- records -------------------------------------------------------------------------- */
+
+void log_begin(struct out *o, const char *type)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	out_str(o, "{\"v\":1,\"type\":\"");
+	out_str(o, type);
+	out_str(o, "\",\"t\":");
+	out_ms(o, (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u);
+	out_key(o, "pid");
+	out_u(o, (uint64_t)getpid());
+}
+
+void log_end(struct out *o)
+{
+	out_str(o, "}\n");
+}
+
+/* "name":{"value":...,"source":...}; the first without a comma. */
+static void rule(struct out *o, bool first, const char *name, const char *value,
+		 const struct cumemcap_source *src)
+{
+	const struct cumemcap_policy *p = cumemcap_policy();
+	char where[CUMEMCAP_PATH_MAX + 16];
+	cumemcap_source_format(p, src, where, sizeof(where));
+	out_str(o, first ? "\"" : ",\"");
+	out_str(o, name);
+	out_str(o, "\":{\"value\":");
+	if (value)
+		out_json(o, value);
+	else
+		out_ms(o, p->log_interval_ms);
+	out_str(o, ",\"source\":");
+	out_json(o, where);
+	out_str(o, "}");
+}
+
+void log_start_record(struct out *o)
+{
+	const struct cumemcap_policy *p = cumemcap_policy();
+	log_begin(o, "start");
+	out_key(o, "ppid");
+	out_u(o, (uint64_t)getppid());
+	out_key(o, "uid");
+	out_u(o, (uint64_t)getuid());
+	out_key(o, "program");
+	out_json(o, p->program);
+
+	static char cmdline[32 * 1024];
+	size_t n = 0;
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t r;
+		while (n < sizeof(cmdline) && (r = read(fd, cmdline + n, sizeof(cmdline) - n)) > 0)
+			n += (size_t)r;
+		close(fd);
+	}
+	/* Escaping can grow an argument sixfold: stop while a third of the
+	 * buffer is left for the rest of the record. */
+	bool cut = n == sizeof(cmdline);
+	out_key(o, "argv");
+	out_str(o, "[");
+	for (size_t i = 0, first = 1; i < n; first = 0) {
+		size_t len = strnlen(cmdline + i, n - i);
+		if (o->len + 6 * len + 8 > o->cap / 3 * 2) {
+			cut = true;
+			break;
+		}
+		out_str(o, first ? "" : ",");
+		out_json_n(o, cmdline + i, len);
+		i += len + 1;
+	}
+	out_str(o, "]");
+	if (cut) {
+		out_key(o, "argv_truncated");
+		out_str(o, "true");
+	}
+	char host[256] = "";
+	gethostname(host, sizeof(host) - 1);
+	out_key(o, "host");
+	out_json(o, host);
+	out_key(o, "driver_version");
+	/* Asked by the device layer at the first GPU use; logging asks the
+	 * driver nothing. */
+	int dv = cumemcap_device_driver_version();
+	out_u_or_null(o, dv > 0, (uint64_t)(dv > 0 ? dv : 0));
+	out_key(o, "cumemcap");
+	out_json(o, CUMEMCAP_VERSION_STRING);
+	out_key(o, "interval");
+	out_ms(o, log_interval_ms);
+	out_key(o, "log");
+	out_json(o, log_file_path);
+	out_key(o, "metrics");
+	char mpath[CUMEMCAP_PATH_MAX];
+	if (log_metrics_wanted && log_expand(p->metrics_path, mpath, sizeof(mpath)))
+		out_json(o, mpath);
+	else
+		out_str(o, "null");
+	out_key(o, "config");
+	if (p->config_path[0])
+		out_json(o, p->config_path);
+	else
+		out_str(o, "null");
+
+	const struct cumemcap_device_info *all;
+	int count = cumemcap_device_all(&all);
+	out_key(o, "gpus");
+	out_str(o, "[");
+	for (int d = 0; d < count; d++) {
+		char uuid[48], src[CUMEMCAP_PATH_MAX + 16];
+		cumemcap_nvml_format_uuid(all[d].uuid, "GPU-", uuid);
+		cumemcap_source_format(p, &all[d].limit_src, src, sizeof(src));
+		out_str(o, d ? ",{\"gpu\":" : "{\"gpu\":");
+		out_u(o, (uint64_t)d);
+		out_key(o, "uuid");
+		out_json(o, uuid);
+		out_key(o, "pci");
+		out_json(o, all[d].pci_bus_id);
+		out_key(o, "capacity");
+		out_u(o, all[d].total);
+		out_key(o, "limit");
+		out_u_or_null(o, all[d].limit != CUMEMCAP_NO_LIMIT, all[d].limit);
+		out_key(o, "limit_source");
+		out_json(o, src);
+		out_str(o, "}");
+	}
+	out_str(o, "]");
+
+	char growth[64], release[64];
+	cumemcap_policy_format_growth(p, growth, sizeof(growth));
+	cumemcap_policy_format_release(p, release, sizeof(release));
+	out_key(o, "rules");
+	out_str(o, "{");
+	rule(o, true, "growth", growth, &p->growth_src);
+	rule(o, false, "pool", cumemcap_policy_pool_name(p->pool), &p->pool_src);
+	rule(o, false, "release", release, &p->release_src);
+	rule(o, false, "framework_hints", p->framework_hints ? "on" : "off", &p->hints_src);
+	rule(o, false, "log_interval", NULL, &p->interval_src);
+	out_str(o, "}");
+	log_end(o);
+}
+
+/* The figures of a device as the ledger and the device layer have them
+ * (NVML's are the worker's: gather). Async-signal-safe. */
+static void read_figures(int dev, const struct cumemcap_device_info *info, struct cumemcap_figures *f)
+{
+	cumemcap_ledger_read(dev, f);
+	f->v[CUMEMCAP_FIG_total] = info ? info->total : CUMEMCAP_FIGURE_NONE;
+}
+
+/* ,"key":value for each figure whose column `col` (an offset in struct
+ * cumemcap_figure_info) is `part`, in the figure list's order. */
+static void put_part(struct out *o, const struct cumemcap_figures *f, size_t col, unsigned part)
+{
+	for (size_t i = 0; i < CUMEMCAP_FIG_COUNT; i++) {
+		const struct cumemcap_figure_info *fi = &cumemcap_figure_info[i];
+		if (((const unsigned char *)fi)[col] != part)
+			continue;
+		out_key(o, fi->key);
+		out_u_or_null(o, !fi->null || f->v[i] != CUMEMCAP_FIGURE_NONE, f->v[i]);
+	}
+}
+
+#define PUT_PART(o, f, column, part)                                                             \
+	do {                                                                                     \
+		_Static_assert(sizeof(cumemcap_figure_info[0].column) == 1, "a one-byte column"); \
+		put_part(o, f, offsetof(struct cumemcap_figure_info, column), part);               \
+	} while (0)
+
+/* An event record's figures (`event` in figures.h). */
+void log_put_figures(struct out *o, int dev)
+{
+	struct cumemcap_figures f;
+	read_figures(dev, cumemcap_device_info(dev), &f);
+	PUT_PART(o, &f, event, 1);
+}
+
+/* ---- samples (the worker thread) ------------------------------------------------------ */
+
+int log_gather(struct gpu_figures *all)
+{
+	int n = 0;
+	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
+		const struct cumemcap_device_info *info = cumemcap_device_info(dev);
+		if (!info)
+			continue;
+		struct gpu_figures *g = &all[n++];
+		uint64_t *v = g->f.v, driver = 0;
+		g->dev = dev;
+		read_figures(dev, info, &g->f);
+		cumemcap_nvml_format_uuid(info->uuid, "GPU-", g->uuid);
+		bool known = cumemcap_nvml_process_used(info->uuid, (unsigned)getpid(), &driver);
+		uint64_t reserved = v[CUMEMCAP_FIG_reserved];
+		v[CUMEMCAP_FIG_driver_used] = known ? driver : CUMEMCAP_FIGURE_NONE;
+		v[CUMEMCAP_FIG_context_overhead] =
+			known && driver >= reserved ? driver - reserved : CUMEMCAP_FIGURE_NONE;
+		if (known) {
+			uint64_t seen = atomic_load(&log_peak_driver[dev]);
+			while (driver + 1 > seen && !atomic_compare_exchange_weak(&log_peak_driver[dev], &seen, driver + 1))
+				;
+		}
+	}
+	return n;
+}
+
+void log_sample_record(const struct gpu_figures *all, int n)
+{
+	static char buf[48 * 1024];
+	struct out o = OUT(buf);
+	log_begin(&o, "sample");
+	out_key(&o, "gpus");
+	out_str(&o, "[");
+	for (int i = 0; i < n; i++) {
+		out_str(&o, i ? ",{\"gpu\":" : "{\"gpu\":");
+		out_u(&o, (uint64_t)all[i].dev);
+		PUT_PART(&o, &all[i].f, sample, 1);
+		out_str(&o, "}");
+	}
+	out_str(&o, "]");
+	out_key(&o, "events_dropped");
+	out_u(&o, atomic_load(&log_events_dropped));
+	log_end(&o);
+	if (!atomic_load(&log_exit_claimed)) {
+		log_emit(&o);
+		atomic_fetch_add(&log_samples_written, 1);
+	}
+}
+
+/* ---- the exit summary ----------------------------------------------------------------- */
+
+bool log_used_gpu(void)
+{
+	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
+		struct cumemcap_figures f;
+		read_figures(dev, cumemcap_device_info(dev), &f);
+		if (cumemcap_device_info(dev) && f.v[CUMEMCAP_FIG_allocs] + f.v[CUMEMCAP_FIG_frees] +
+							 f.v[CUMEMCAP_FIG_refusals] + f.v[CUMEMCAP_FIG_driver_oom])
+			return true;
+	}
+	return false;
+}
+
+/* Today's human lines: one per GPU that saw an allocation or refusal,
+ * its `summary` figures written `pre` value `post`. */
+void log_stderr_summary(void)
+{
+	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
+		const struct cumemcap_device_info *info = cumemcap_device_info(dev);
+		struct cumemcap_figures f;
+		read_figures(dev, info, &f);
+		if (!info || f.v[CUMEMCAP_FIG_allocs] + f.v[CUMEMCAP_FIG_refusals] == 0)
+			continue;
+		char buf[512];
+		struct out o = OUT(buf);
+		out_str(&o, "device ");
+		out_u(&o, (uint64_t)dev);
+		out_str(&o, " (");
+		out_str(&o, info->pci_bus_id);
+		out_str(&o, "): ");
+		for (unsigned part = 1; part <= 2; part++)
+			for (size_t i = 0; i < CUMEMCAP_FIG_COUNT; i++) {
+				const struct cumemcap_figure_info *fi = &cumemcap_figure_info[i];
+				if (fi->summary != part)
+					continue;
+				out_str(&o, fi->pre);
+				if (fi->null && f.v[i] == CUMEMCAP_FIGURE_NONE)
+					out_str(&o, "none");
+				else if (fi->unit == CUMEMCAP_FU_bytes)
+					out_size(&o, f.v[i]);
+				else
+					out_u(&o, f.v[i]);
+				out_str(&o, fi->post);
+			}
+		out_say(&o);
+	}
+}
+
+void log_exit_record(int signo)
+{
+	static char buf[64 * 1024]; /* only the one claimant of log_exit_claimed writes it */
+	struct out o = OUT(buf);
+	log_begin(&o, "exit");
+	out_key(&o, "reason");
+	out_str(&o, signo ? "\"signal\"" : "\"exit\"");
+	if (signo) {
+		out_key(&o, "signal");
+		out_u(&o, (uint64_t)signo);
+		const char *name = log_signal_name(signo);
+		if (name) {
+			out_key(&o, "signal_name");
+			out_json(&o, name);
+		}
+	}
+	out_key(&o, "samples");
+	out_u(&o, atomic_load(&log_samples_written));
+	out_key(&o, "events_dropped");
+	out_u(&o, atomic_load(&log_events_dropped));
+	out_key(&o, "gpus");
+	out_str(&o, "[");
+	bool first = true;
+	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
+		if (!cumemcap_device_info(dev))
+			continue;
+		struct cumemcap_figures f;
+		uint64_t pd = atomic_load(&log_peak_driver[dev]);
+		read_figures(dev, cumemcap_device_info(dev), &f);
+		f.v[CUMEMCAP_FIG_peak_driver_used] = pd ? pd - 1 : CUMEMCAP_FIGURE_NONE;
+		out_str(&o, first ? "{\"gpu\":" : ",{\"gpu\":");
+		first = false;
+		out_u(&o, (uint64_t)dev);
+		/* The run's limit, peaks and counts, then what was held at exit. */
+		PUT_PART(&o, &f, exit, 1);
+		PUT_PART(&o, &f, exit, 2);
+		out_str(&o, "}");
+	}
+	out_str(&o, "]");
+	log_end(&o);
+	log_emit(&o);
+}
+

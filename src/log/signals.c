@@ -1,0 +1,172 @@
+/* log/signals: the fatal-signal handlers and the alternate signal stacks.
+ *
+ * Owns the table of fatal signals (each with its name for the exit record
+ * and the disposition it had before ours), the handler that writes the
+ * exit summary and ends the process as the signal would have, and one
+ * alternate stack per thread the shim sees once the handlers are armed.
+ *
+ * Thread and signal safety: the handlers are installed once (the first
+ * GPU use, claimed with an atomic flag); each slot's `previous` is written
+ * before its handler goes in and only read after. The handler is
+ * async-signal-safe (cumemcap_log_exit's path: no malloc, no stdio, no
+ * locks). Alternate stacks are per thread (a thread-local flag, a
+ * pthread key that frees the stack when the thread ends). */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "log/log.h"
+#include "log/log-internal.h"
+
+/* ---- fatal signals -------------------------------------------------------------------- */
+
+/* One row per signal: its number, its name and what it did before. */
+#define FATAL(sig) { .signo = sig, .name = #sig }
+static struct {
+	int signo;
+	const char *name;          /* in the exit record */
+	struct sigaction previous; /* the disposition before ours (set when armed) */
+} fatal[] = { FATAL(SIGSEGV), FATAL(SIGBUS),  FATAL(SIGFPE), FATAL(SIGILL),  FATAL(SIGABRT),
+	      FATAL(SIGTERM), FATAL(SIGINT), FATAL(SIGHUP), FATAL(SIGQUIT) };
+#undef FATAL
+#define N_FATAL (sizeof(fatal) / sizeof(fatal[0]))
+static atomic_flag armed = ATOMIC_FLAG_INIT;
+
+const char *log_signal_name(int signo)
+{
+	for (size_t i = 0; i < N_FATAL; i++)
+		if (fatal[i].signo == signo)
+			return fatal[i].name;
+	return NULL;
+}
+
+/* A signal whose previous disposition was the default ends the process:
+ * write the summary, put the default back and raise it again, so the
+ * process ends as it would have (status, core dump). A handler the
+ * program had installed is called instead: the program decides, and if
+ * it exits, the destructor writes the summary. */
+static void on_fatal(int sig, siginfo_t *info, void *uc)
+{
+	int saved = errno;
+	size_t i = 0;
+	while (i < N_FATAL && fatal[i].signo != sig)
+		i++;
+	if (i == N_FATAL)
+		return;
+	const struct sigaction *old = &fatal[i].previous;
+	if (old->sa_handler == SIG_DFL) {
+		cumemcap_log_exit(sig);
+		sigaction(sig, old, NULL);
+		raise(sig); /* blocked until we return */
+	} else if (old->sa_flags & SA_SIGINFO) {
+		old->sa_sigaction(sig, info, uc);
+	} else if (old->sa_handler != SIG_IGN) {
+		old->sa_handler(sig);
+	}
+	errno = saved;
+}
+
+/* Alternate signal stacks: a stack overflow raises SIGSEGV with no stack
+ * left to run a handler on, so without one the exit record is lost. Each
+ * thread the shim sees once the handlers are armed (the one that arms
+ * them, and every thread that enters a hook) gets one, unless it has one
+ * already (the program's, a runtime's or a sanitizer's stays). Freed when
+ * the thread ends; the main thread's lives as long as the process. */
+#define ALTSTACK_BYTES (64u * 1024)
+_Atomic bool cumemcap_log_signals_armed;
+CUMEMCAP_TLS bool cumemcap_log_thread_seen;
+static pthread_key_t altstack_key;
+static pthread_once_t altstack_once = PTHREAD_ONCE_INIT;
+static bool altstack_key_ok;
+
+static size_t altstack_size(void)
+{
+	long min = sysconf(_SC_SIGSTKSZ), page = sysconf(_SC_PAGESIZE);
+	size_t size = ALTSTACK_BYTES;
+	if (min > 0 && (size_t)min * 4 > size)
+		size = (size_t)min * 4;
+	return page > 0 ? (size + (size_t)page - 1) / (size_t)page * (size_t)page : size;
+}
+
+/* Thread exit: the stack is ours to drop only if it is still in place
+ * and not in use; the guard page goes with it. */
+static void altstack_free(void *mem)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	stack_t cur;
+	if (sigaltstack(NULL, &cur) == 0 && (char *)cur.ss_sp == (char *)mem + page) {
+		if (cur.ss_flags & SS_ONSTACK)
+			return;
+		stack_t off = { .ss_flags = SS_DISABLE };
+		sigaltstack(&off, NULL);
+	}
+	munmap(mem, altstack_size() + (size_t)page);
+}
+
+static void altstack_make_key(void)
+{
+	altstack_key_ok = pthread_key_create(&altstack_key, altstack_free) == 0;
+}
+
+void cumemcap_log_thread_slow(void)
+{
+	if (cumemcap_log_thread_seen || !atomic_load_explicit(&cumemcap_log_signals_armed, memory_order_relaxed))
+		return;
+	cumemcap_log_thread_seen = true;
+	int saved = errno;
+	stack_t cur;
+	if (sigaltstack(NULL, &cur) != 0 || !(cur.ss_flags & SS_DISABLE))
+		goto out;
+	pthread_once(&altstack_once, altstack_make_key);
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), size = altstack_size();
+	char *mem = mmap(NULL, size + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK,
+			 -1, 0);
+	if (mem == MAP_FAILED)
+		goto out;
+	mprotect(mem, page, PROT_NONE); /* an overflow of the handler faults, not corrupts */
+	stack_t ss = { .ss_sp = mem + page, .ss_size = size, .ss_flags = 0 };
+	if (sigaltstack(&ss, NULL) != 0) {
+		munmap(mem, size + page);
+		goto out;
+	}
+	if (altstack_key_ok)
+		pthread_setspecific(altstack_key, mem);
+out:
+	errno = saved;
+}
+
+/* Installed at the first GPU use, not in the constructor: a process that
+ * never uses CUDA is left as it was, and an interpreter that installs its
+ * own handlers only over the default (CPython's SIGINT ->
+ * KeyboardInterrupt) has done so by then. An ignored signal stays
+ * ignored. */
+void log_arm_signals(void)
+{
+	if (atomic_flag_test_and_set(&armed))
+		return;
+	for (size_t i = 0; i < N_FATAL; i++) {
+		struct sigaction cur, act;
+		if (sigaction(fatal[i].signo, NULL, &cur) != 0 || cur.sa_handler == SIG_IGN)
+			continue;
+		memset(&act, 0, sizeof(act));
+		act.sa_sigaction = on_fatal;
+		act.sa_flags = SA_SIGINFO | SA_ONSTACK;
+		if (cur.sa_handler == SIG_DFL) {
+			sigfillset(&act.sa_mask);
+		} else {
+			act.sa_mask = cur.sa_mask;
+			act.sa_flags |= cur.sa_flags & (SA_RESTART | SA_NODEFER);
+		}
+		fatal[i].previous = cur;
+		sigaction(fatal[i].signo, &act, &fatal[i].previous);
+	}
+	atomic_store(&cumemcap_log_signals_armed, true);
+	cumemcap_log_thread_slow();
+}
+
