@@ -3,7 +3,7 @@
  * Owns the list below and nothing else: no state, no code, so nothing to
  * lock. Every figure the shim reports is one X() line; from it are made
  * the ledger's storage and its snapshot (ledger.h), cumemcap_get_stats
- * (shim.c), and in log.c the event records' figures, the samples, the exit
+ * (shim.c), and in the log (log/records.c, log/metrics.c) the event records' figures, the samples, the exit
  * record, the stderr summary and the Prometheus families. An output lists
  * no figure itself: add a line here and every output that is marked for
  * it has it.
@@ -110,7 +110,7 @@ struct cumemcap_figures {
 	uint64_t v[CUMEMCAP_FIG_COUNT];
 };
 
-/* The list's columns as data, for writers that walk it (log.c). */
+/* The list's columns as data, for writers that walk it (log/records.c, log/metrics.c). */
 enum cumemcap_figure_kind { CUMEMCAP_FK_gauge, CUMEMCAP_FK_peak, CUMEMCAP_FK_counter, CUMEMCAP_FK_setting };
 enum cumemcap_figure_unit { CUMEMCAP_FU_bytes, CUMEMCAP_FU_count };
 
