@@ -3,8 +3,9 @@
  * Owns the list below and nothing else: no state, no code, so nothing to
  * lock. Every figure the shim reports is one X() line; from it are made
  * the ledger's storage and its snapshot (ledger.h), cumemcap_get_stats
- * (shim.c), and in the log (log/records.c, log/metrics.c) the event records' figures, the samples, the exit
- * record, the stderr summary and the Prometheus families. An output lists
+ * (shim.c), and in the log (log/records.c, log/metrics.c) the event
+ * records' figures, the samples, the exit record, the stderr summary and
+ * the Prometheus families. An output lists
  * no figure itself: add a line here and every output that is marked for
  * it has it.
  *
