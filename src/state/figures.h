@@ -5,9 +5,8 @@
  * the ledger's storage and its snapshot (ledger.h), cumemcap_get_stats
  * (shim.c), and in the log (log/records.c, log/metrics.c) the event
  * records' figures, the samples, the exit record, the stderr summary and
- * the Prometheus families. An output lists
- * no figure itself: add a line here and every output that is marked for
- * it has it.
+ * the Prometheus families. An output lists no figure itself: add a line
+ * here and every output that is marked for it has it.
  *
  * X(name, src, kind, unit, null, stats, event, sample, exit, summary,
  *   pre, post, key, prom, help)
