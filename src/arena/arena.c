@@ -59,7 +59,6 @@
 #include "arena/arena.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +72,7 @@
 #include "log/log.h"
 #include "platform/mix.h"
 #include "platform/msg.h"
+#include "platform/spin.h"
 #include "config/policy.h"
 #include "platform/worker.h"
 
@@ -196,14 +196,12 @@ static CUMEMCAP_TLS struct {
 
 static void lock(struct arena *a)
 {
-	for (unsigned spins = 0; atomic_flag_test_and_set_explicit(&a->lock, memory_order_acquire); spins++)
-		if (spins >= 64)
-			sched_yield();
+	cumemcap_spin_lock(&a->lock);
 }
 
 static void unlock(struct arena *a)
 {
-	atomic_flag_clear_explicit(&a->lock, memory_order_release);
+	cumemcap_spin_unlock(&a->lock);
 }
 
 /* ---- size classes ---------------------------------------------------------------- */
