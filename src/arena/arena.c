@@ -136,7 +136,7 @@ struct segment {
 	uint32_t first;      /* chunk at offset 0 */
 	uint32_t live;       /* live chunks */
 	uint32_t waiting;    /* pending or limbo chunks */
-	uint8_t packed, prealloc, used;
+	uint8_t packed, prealloc;
 };
 
 struct arena {
@@ -563,7 +563,6 @@ static void seg_detach(struct arena *a, uint32_t si)
 	seg_index_remove(a, si);
 	a->held -= s->bytes;
 	cumemcap_ledger_pooled_sub(a->dev, s->bytes);
-	s->used = 0;
 	s->first = a->unused_segs;
 	a->unused_segs = si;
 }
@@ -800,7 +799,7 @@ static uint32_t seg_add(struct arena *a, CUdeviceptr base, uint64_t bytes, bool 
 		return NONE;
 	}
 	a->segs[si] = (struct segment){ .base = base, .bytes = bytes, .first = ci, .packed = packed,
-					.prealloc = prealloc, .used = 1 };
+					.prealloc = prealloc };
 	if (!seg_index_add(a, si)) {
 		chunk_drop(a, ci);
 		a->segs[si].first = a->unused_segs;
