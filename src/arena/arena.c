@@ -1293,6 +1293,30 @@ void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone)
 	pthread_mutex_unlock(&create_lock);
 }
 
+/* With ctx (the arena's context when the caller looked, no lock held)
+ * made current on this thread, since the wait is for its streams: reclaim
+ * the arena's pending frees and, with `drain`, give back every wholly free
+ * segment. Nothing is done if the arena was emptied meanwhile. */
+static void reclaim_in(struct arena *a, CUcontext ctx, bool drain)
+{
+	bool pushed = cumemcap_driver_push_ctx(ctx);
+	lock(a);
+	if (a->ctx == ctx) {
+		reclaim(a);
+		bool more = drain;
+		while (more) {
+			struct give_back g = { .n = 0 };
+			more = collect(a, &g, 0, 0);
+			unlock(a);
+			release_now(a, ctx, &g);
+			lock(a);
+			more = more && a->ctx == ctx;
+		}
+	}
+	unlock(a);
+	cumemcap_driver_pop_ctx(pushed);
+}
+
 void cumemcap_arena_release_device(int dev)
 {
 	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
@@ -1304,22 +1328,7 @@ void cumemcap_arena_release_device(int dev)
 		unlock(a);
 		if (!some)
 			continue;
-		/* The wait is for this arena's context: make it current. */
-		bool pushed = cumemcap_driver_push_ctx(ctx);
-		lock(a);
-		if (a->ctx == ctx) {
-			reclaim(a);
-			bool more;
-			do {
-				struct give_back g = { .n = 0 };
-				more = collect(a, &g, 0, 0);
-				unlock(a);
-				release_now(a, ctx, &g);
-				lock(a);
-			} while (more && a->ctx == ctx);
-		}
-		unlock(a);
-		cumemcap_driver_pop_ctx(pushed);
+		reclaim_in(a, ctx, true);
 	}
 }
 
@@ -1333,14 +1342,8 @@ static void reclaim_quiet(struct arena *a, uint64_t now_ms, uint32_t idle_ms)
 	bool due = a->ctx && a->pend_head != NONE && now_ms - a->last_reclaim >= idle_ms / 2;
 	CUcontext ctx = a->ctx;
 	unlock(a);
-	if (!due)
-		return;
-	bool pushed = cumemcap_driver_push_ctx(ctx);
-	lock(a);
-	if (a->ctx == ctx)
-		reclaim(a);
-	unlock(a);
-	cumemcap_driver_pop_ctx(pushed);
+	if (due)
+		reclaim_in(a, ctx, false);
 }
 
 uint32_t cumemcap_arena_tick(uint64_t now_ms)
