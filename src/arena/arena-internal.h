@@ -156,14 +156,10 @@ extern struct arena arenas[MAX_ARENAS];
 extern _Atomic uint32_t arena_count;
 extern pthread_mutex_t arena_create_lock;
 
-/* The calling thread's last arena (grow.c): the arena of `ctx` while the
- * device generation is `generation`; find_block tries it first. */
-struct arena_cache {
-	CUcontext ctx;
-	uint64_t generation;
-	struct arena *arena;
-};
-extern CUMEMCAP_TLS struct arena_cache arena_last;
+/* The arena the calling thread last found by its context (grow.c):
+ * find_block tries it first. The cache that skips the search is the
+ * device layer's note (cumemcap_device_current_noted). */
+extern CUMEMCAP_TLS struct arena *arena_last;
 
 /* The arena's counters (allocs, frees, avoided): written under its lock. */
 static inline struct cumemcap_ledger_shard *shard_of(const struct arena *a)

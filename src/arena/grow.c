@@ -47,7 +47,7 @@ static const struct cumemcap_arena_up *above(void)
 	return atomic_load_explicit(&up, memory_order_acquire);
 }
 
-CUMEMCAP_TLS struct arena_cache arena_last;
+CUMEMCAP_TLS struct arena *arena_last;
 
 /* ---- blocks -------------------------------------------------------------------------------- */
 
@@ -270,12 +270,12 @@ static bool prealloc_elsewhere(const struct arena *self)
 	return false;
 }
 
-/* The arena of (ctx, dev), made on first use. */
-static struct arena *arena_of(CUcontext ctx, int dev)
+/* The arena of (ctx, dev), made on first use; `noted` is the one the
+ * device layer kept for ctx on this thread (NULL: find it). */
+static struct arena *arena_of(CUcontext ctx, int dev, struct arena *noted)
 {
-	uint64_t gen = cumemcap_device_generation();
-	if (arena_last.ctx == ctx && arena_last.generation == gen && arena_last.arena)
-		return arena_last.arena;
+	if (noted)
+		return noted;
 	struct arena *found = NULL;
 	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
 	/* A slot's ctx and dev change under its lock (and arena_create_lock), so
@@ -316,9 +316,8 @@ static struct arena *arena_of(CUcontext ctx, int dev)
 		pthread_mutex_unlock(&arena_create_lock);
 	}
 	if (found) {
-		arena_last.ctx = ctx;
-		arena_last.generation = gen;
-		arena_last.arena = found;
+		cumemcap_device_set_note(ctx, found);
+		arena_last = found;
 	}
 	return found;
 }
@@ -384,9 +383,10 @@ bool cumemcap_arena_alloc(CUdeviceptr *dptr, uint64_t bytes, const char *door, C
 		return false;
 	CUcontext ctx;
 	int dev;
-	if (cumemcap_device_current(&ctx, &dev) != CUDA_SUCCESS)
+	void *noted;
+	if (cumemcap_device_current_noted(&ctx, &dev, &noted) != CUDA_SUCCESS)
 		return false;
-	struct arena *a = arena_of(ctx, dev);
+	struct arena *a = arena_of(ctx, dev, noted);
 	if (!a)
 		return false;
 	cumemcap_ledger_note_request(dev, bytes);

@@ -18,6 +18,7 @@
 #include "log/log.h"
 #include "platform/worker.h"
 #include "state/capture.h"
+#include "state/device.h"
 #include "state/ledger.h"
 #include "state/life.h"
 
@@ -193,7 +194,7 @@ void arena_reclaim(struct arena *a)
 static struct arena *find_block(CUdeviceptr ptr, uint32_t *slot)
 {
 	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
-	struct arena *first = arena_last.arena;
+	struct arena *first = arena_last;
 	for (uint32_t i = 0; i <= n; i++) {
 		struct arena *a = i == 0 ? first : &arenas[i - 1];
 		if (!a || (i > 0 && a == first))
@@ -420,7 +421,7 @@ void cumemcap_arena_fork_child(void)
 		arena_clear(&arenas[i]);
 		unlock(&arenas[i]);
 	}
-	arena_last.ctx = NULL;
-	arena_last.arena = NULL;
+	arena_last = NULL;
+	cumemcap_device_set_note(NULL, NULL);
 	pthread_mutex_unlock(&arena_create_lock);
 }
