@@ -5,7 +5,7 @@
  * ones get a segment of their own whose base is the pointer handed out,
  * and a freed large segment is kept for a later request of a fitting size.
  * A freed block is not reused until a context synchronization proves the
- * streams are past its free (see arena.c). The limit counts every segment
+ * streams are past its free (see arena-internal.h). The limit counts every segment
  * byte (live and cached); the ledger's `live` and `pooled` figures follow
  * what is handed out and what is cached.
  *

@@ -135,12 +135,15 @@ const struct cumemcap_device_info *cumemcap_device_info(int dev)
  * the last context it asked about and skips cuCtxGetDevice while its
  * current context stays the same. A destroyed or reset context may come
  * back at the same address on another device: the generation count makes
- * every thread ask again after one. */
+ * every thread ask again after one. The note rides on the same key: a
+ * higher layer's per-context word (the arena's arena), cleared whenever
+ * the entry changes, so it needs no check of its own. */
 static _Atomic uint64_t generation = 1;
 static CUMEMCAP_TLS struct {
 	CUcontext ctx;
 	uint64_t generation;
 	int dev;
+	void *note; /* a higher layer's word about ctx (device.h); NULL on a change */
 } last;
 
 void cumemcap_device_forget_contexts(void)
@@ -148,12 +151,7 @@ void cumemcap_device_forget_contexts(void)
 	atomic_fetch_add_explicit(&generation, 1, memory_order_release);
 }
 
-uint64_t cumemcap_device_generation(void)
-{
-	return atomic_load_explicit(&generation, memory_order_acquire);
-}
-
-CUresult cumemcap_device_current(CUcontext *ctx, int *dev)
+static inline CUresult current(CUcontext *ctx, int *dev)
 {
 	CUdevice d;
 	CUresult r = cumemcap_driver_current_ctx(ctx);
@@ -174,8 +172,29 @@ CUresult cumemcap_device_current(CUcontext *ctx, int *dev)
 	last.ctx = *ctx;
 	last.generation = gen;
 	last.dev = d;
+	last.note = NULL;
 	*dev = d;
 	return CUDA_SUCCESS;
+}
+
+CUresult cumemcap_device_current(CUcontext *ctx, int *dev)
+{
+	return current(ctx, dev);
+}
+
+CUresult cumemcap_device_current_noted(CUcontext *ctx, int *dev, void **note)
+{
+	CUresult r = current(ctx, dev);
+	*note = last.note;
+	return r;
+}
+
+void cumemcap_device_set_note(CUcontext ctx, void *note)
+{
+	/* The thread's entry may have moved to another context meanwhile
+	 * (the caller's own driver calls): the note is ctx's or nobody's. */
+	if (last.ctx == ctx || !note)
+		last.note = note;
 }
 
 void cumemcap_device_of_stream(CUstream s, CUcontext *ctx, int *dev)

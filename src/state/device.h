@@ -46,14 +46,22 @@ int cumemcap_device_driver_version(void);
 /* A context was destroyed or reset: its handle may be reused. */
 void cumemcap_device_forget_contexts(void);
 
-/* Changes whenever a context is forgotten: a per-thread cache keyed by
- * context is valid while this stays the same. */
-uint64_t cumemcap_device_generation(void);
-
 /* The calling thread's current context and its device (ensured). Returns
  * the driver's error when there is none; the caller then lets the driver
  * answer the program's call itself. */
 CUresult cumemcap_device_current(CUcontext *ctx, int *dev);
+
+/* cumemcap_device_current, and *note the word a higher layer set for
+ * that context on this thread (cumemcap_device_set_note; the arena's: its
+ * arena), or NULL: it is cleared whenever the thread's current context or
+ * the generation changed since it was set, so it needs no key of its own.
+ * Meaningful only when CUDA_SUCCESS is returned. */
+CUresult cumemcap_device_current_noted(CUcontext *ctx, int *dev, void **note);
+
+/* Set the calling thread's note for ctx, its current context as the last
+ * cumemcap_device_current saw it (else nothing is set). A NULL note
+ * clears it whatever ctx is (the arenas emptied in a fork child). */
+void cumemcap_device_set_note(CUcontext ctx, void *note);
 
 /* The context and device stream `s` belongs to. *ctx and *dev hold the
  * calling thread's current ones on entry and are left alone for the

@@ -7,14 +7,13 @@
  * in the handle kind so a CUarray and a device pointer with equal bits do
  * not collide.
  *
- * The stripe locks are test-and-set spinlocks that yield when contended:
- * a critical section is a few dozen instructions. Against pthread mutexes
- * they cut the shim's added time per alloc/free call from about 33 to 25 ns
- * (tests/bench/overhead). */
+ * The stripe locks are the spinlocks of platform/spin.h (test-and-set,
+ * yielding when contended): a critical section is a few dozen
+ * instructions. */
 #include "state/track.h"
 #include "platform/mix.h"
+#include "platform/spin.h"
 
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,14 +37,12 @@ static struct stripe stripes[STRIPES] = {
 
 static void stripe_lock(struct stripe *s)
 {
-	for (unsigned spins = 0; atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire); spins++)
-		if (spins >= 64)
-			sched_yield();
+	cumemcap_spin_lock(&s->lock);
 }
 
 static void stripe_unlock(struct stripe *s)
 {
-	atomic_flag_clear_explicit(&s->lock, memory_order_release);
+	cumemcap_spin_unlock(&s->lock);
 }
 
 static uint64_t stored_key(enum cumemcap_handle_kind handle, uint64_t key)

@@ -1001,7 +1001,7 @@ int main(int argc, char **argv)
 	}
 	if (pooling_known && !pooling_seen)
 		printf("note: the pooled mode sent every call to the driver: this build's arena does not pool yet\n"
-		       "      (src/arena/arena.c), so \"pooled\" measures the passthrough path.\n");
+		       "      (src/arena/), so \"pooled\" measures the passthrough path.\n");
 	printf("\n");
 
 	printf("3. footprint = peak reserved (fakecuda_peak_reserved: what the driver gave the process) / peak live\n"

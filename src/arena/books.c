@@ -1,0 +1,204 @@
+/* arena/books: the arenas' records, see arena-internal.h.
+ *
+ * Owns the arena table (the slots, their count, the mutex that sets a
+ * slot up or empties it), the growth of the address hash, the segment
+ * records and their index by address, emptying an arena, and the
+ * lookups by address the other layers make (cumemcap_arena_lookup).
+ *
+ * Thread safety: every function but the table's definitions runs with
+ * the arena's spinlock held (lookup takes each arena's lock in turn);
+ * the table is grown under arena_create_lock and read without it. No
+ * driver call is made here. */
+#include "arena/arena-internal.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#include "state/ledger.h"
+
+struct arena arenas[MAX_ARENAS];
+_Atomic uint32_t arena_count; /* slots ever used */
+pthread_mutex_t arena_create_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic bool ipc_warned;
+_Static_assert(MAX_ARENAS <= CUMEMCAP_LEDGER_SHARDS, "each arena counts into a shard of its own");
+
+/* ---- the address hash ------------------------------------------------------------------ */
+
+bool arena_slots_grow(struct arena *a)
+{
+	uint32_t cap = a->slot_mask ? (a->slot_mask + 1) * 2 : 1024;
+	uint64_t *s = calloc(cap, sizeof(*s));
+	if (!s)
+		return false;
+	for (uint32_t i = 0; a->slot_mask && i <= a->slot_mask; i++) {
+		uint64_t e = a->slots[i];
+		if (!e)
+			continue;
+		uint32_t j = (uint32_t)cumemcap_mix_short(e >> 24) & (cap - 1);
+		while (s[j])
+			j = (j + 1) & (cap - 1);
+		s[j] = e;
+	}
+	free(a->slots);
+	a->slots = s;
+	a->slot_mask = cap - 1;
+	return true;
+}
+
+/* ---- segments by address -------------------------------------------------------------- */
+
+static bool seg_index_add(struct arena *a, uint32_t si)
+{
+	if (a->addr_count == a->seg_cap)
+		return false; /* by_addr has seg_cap entries */
+	CUdeviceptr base = a->segs[si].base;
+	uint32_t lo = 0, hi = a->addr_count;
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+		if (a->segs[a->by_addr[mid]].base < base)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	memmove(&a->by_addr[lo + 1], &a->by_addr[lo], (a->addr_count - lo) * sizeof(uint32_t));
+	a->by_addr[lo] = si;
+	a->addr_count++;
+	return true;
+}
+
+static void seg_index_remove(struct arena *a, uint32_t si)
+{
+	for (uint32_t i = 0; i < a->addr_count; i++) {
+		if (a->by_addr[i] == si) {
+			memmove(&a->by_addr[i], &a->by_addr[i + 1], (a->addr_count - i - 1) * sizeof(uint32_t));
+			a->addr_count--;
+			return;
+		}
+	}
+}
+
+static uint32_t seg_new(struct arena *a)
+{
+	if (a->unused_segs != NONE) {
+		uint32_t i = a->unused_segs;
+		a->unused_segs = a->segs[i].first;
+		return i;
+	}
+	if (a->seg_count == a->seg_cap) {
+		uint32_t cap = a->seg_cap ? a->seg_cap * 2 : 64;
+		struct segment *s = realloc(a->segs, (size_t)cap * sizeof(*s));
+		if (!s)
+			return NONE;
+		a->segs = s;
+		uint32_t *b = realloc(a->by_addr, (size_t)cap * sizeof(*b));
+		if (!b)
+			return NONE;
+		a->by_addr = b;
+		a->seg_cap = cap;
+	}
+	return a->seg_count++;
+}
+
+uint32_t arena_seg_add(struct arena *a, CUdeviceptr base, uint64_t bytes, bool packed, bool prealloc)
+{
+	uint32_t si = seg_new(a);
+	if (si == NONE)
+		return NONE;
+	uint32_t ci = chunk_new(a);
+	if (ci == NONE) {
+		a->segs[si].first = a->unused_segs;
+		a->unused_segs = si;
+		return NONE;
+	}
+	a->segs[si] = (struct segment){ .base = base, .bytes = bytes, .first = ci, .packed = packed,
+					.prealloc = prealloc };
+	if (!seg_index_add(a, si)) {
+		chunk_drop(a, ci);
+		a->segs[si].first = a->unused_segs;
+		a->unused_segs = si;
+		return NONE;
+	}
+	a->chunks[ci] = (struct chunk){ .seg = si, .off = 0, .units = (uint32_t)(bytes >> UNIT_SHIFT),
+					.prev = NONE, .next = NONE };
+	a->held += bytes;
+	cumemcap_ledger_pooled_add(a->dev, bytes);
+	bin_insert(a, ci);
+	return ci;
+}
+
+void arena_seg_detach(struct arena *a, uint32_t si)
+{
+	struct segment *s = &a->segs[si];
+	uint32_t ci = s->first;
+	bin_remove(a, ci);
+	chunk_drop(a, ci);
+	if (s->free_since && !s->prealloc)
+		a->whole_free -= s->bytes;
+	seg_index_remove(a, si);
+	a->held -= s->bytes;
+	cumemcap_ledger_pooled_sub(a->dev, s->bytes);
+	s->first = a->unused_segs;
+	a->unused_segs = si;
+}
+
+/* ---- arenas ------------------------------------------------------------------------------ */
+
+void arena_clear(struct arena *a)
+{
+	free(a->chunks);
+	free(a->segs);
+	free(a->by_addr);
+	free(a->slots);
+	a->epoch++;
+	memset((char *)a + offsetof(struct arena, ctx), 0, sizeof(*a) - offsetof(struct arena, ctx));
+	a->unused_chunks = a->unused_segs = NONE;
+	a->pend_head = a->pend_tail = NONE;
+	for (unsigned b = 0; b < BINS; b++)
+		a->bin[b] = a->big[b] = NONE;
+}
+
+enum cumemcap_arena_where cumemcap_arena_lookup(CUdeviceptr ptr, CUdeviceptr *base, uint64_t *size)
+{
+	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
+	for (uint32_t i = 0; i < n; i++) {
+		struct arena *a = &arenas[i];
+		lock(a);
+		uint32_t si = a->ctx ? seg_find(a, ptr) : NONE;
+		if (si == NONE) {
+			unlock(a);
+			continue;
+		}
+		const struct segment *s = &a->segs[si];
+		enum cumemcap_arena_where w = CUMEMCAP_ARENA_NOT_LIVE;
+		uint32_t off = (uint32_t)((ptr - s->base) >> UNIT_SHIFT);
+		for (uint32_t k = s->first; k != NONE; k = a->chunks[k].next) {
+			const struct chunk *c = &a->chunks[k];
+			if (off < c->off || off >= c->off + c->units)
+				continue;
+			if (c->state == C_LIVE) {
+				CUdeviceptr b = chunk_addr(a, c);
+				uint64_t len = s->packed ? ((uint64_t)c->units << UNIT_SHIFT) - c->pad : s->requested;
+				if (ptr < b + len) {
+					*base = b;
+					*size = len;
+					w = s->packed || s->prealloc ? CUMEMCAP_ARENA_PACKED : CUMEMCAP_ARENA_WHOLE;
+				}
+			}
+			break;
+		}
+		unlock(a);
+		return w;
+	}
+	return CUMEMCAP_ARENA_NOT_OURS;
+}
+
+bool cumemcap_arena_warn_ipc(void)
+{
+	bool expected = false;
+	return atomic_compare_exchange_strong(&ipc_warned, &expected, true);
+}
+
+uint64_t cumemcap_arena_cached(int dev)
+{
+	return cumemcap_ledger_get(dev, CUMEMCAP_FIG_pooled);
+}

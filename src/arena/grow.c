@@ -1,0 +1,462 @@
+/* arena/grow: serving cuMemAlloc from the arenas, see arena-internal.h.
+ *
+ * Owns the registered calls of the accounting layer, the calling thread's
+ * arena cache, finding or making the arena of a context (preallocating
+ * for CUMEMCAP_GROWTH=preallocate), picking a ready block, the growth
+ * budget, and taking segments from the driver.
+ *
+ * Thread safety: a request holds its arena's spinlock while it picks and
+ * hands out a block and drops it around every driver call (a
+ * synchronization, giving segments back, taking one); a new arena is set
+ * up under arena_create_lock. The cache is thread-local. */
+#include "arena/arena-internal.h"
+
+#include "config/policy.h"
+#include "driver/driver.h"
+#include "log/log.h"
+#include "platform/msg.h"
+#include "state/device.h"
+#include "state/ledger.h"
+
+
+/* The accounting layer's calls (arena.h); until they are registered,
+ * which happens before the first hook runs, the arenas make room among
+ * themselves and only count refusals. */
+static void own_room(int dev)
+{
+	cumemcap_arena_release_device(dev);
+}
+
+static void count_refusal(int dev, const char *door, uint64_t bytes)
+{
+	(void)door;
+	(void)bytes;
+	cumemcap_ledger_bump(dev, refusals);
+}
+
+static const struct cumemcap_arena_up fallback = { .make_room = own_room, .refused = count_refusal };
+static const struct cumemcap_arena_up *_Atomic up = &fallback;
+
+void cumemcap_arena_register(const struct cumemcap_arena_up *calls)
+{
+	atomic_store_explicit(&up, calls, memory_order_release);
+}
+
+static const struct cumemcap_arena_up *above(void)
+{
+	return atomic_load_explicit(&up, memory_order_acquire);
+}
+
+CUMEMCAP_TLS struct arena *arena_last;
+
+/* ---- blocks -------------------------------------------------------------------------------- */
+
+/* Hand out chunk ci (free) for `bytes`, splitting off the rest of a packed
+ * chunk. Lock held. Returns the address, or 0 when bookkeeping memory ran
+ * out (the chunk stays free). */
+static CUdeviceptr hand_out(struct arena *a, uint32_t ci, uint64_t bytes, uint32_t units)
+{
+	struct chunk *c = &a->chunks[ci];
+	struct segment *s = &a->segs[c->seg];
+	if (!hash_insert(a, chunk_addr(a, c), ci))
+		return 0;
+	bin_remove(a, ci);
+	if (s->packed && c->units > units) {
+		uint32_t ri = chunk_new(a);
+		c = &a->chunks[ci]; /* the array may have moved */
+		if (ri != NONE) {
+			struct chunk *rest = &a->chunks[ri];
+			*rest = (struct chunk){ .seg = c->seg, .off = c->off + units, .units = c->units - units,
+						.prev = ci, .next = c->next };
+			if (c->next != NONE)
+				a->chunks[c->next].prev = ri;
+			c->next = ri;
+			c->units = units;
+			bin_insert(a, ri);
+		}
+	}
+	c->state = C_LIVE;
+	c->pad = s->packed ? (uint16_t)(((uint64_t)c->units << UNIT_SHIFT) - bytes) : 0;
+	if (!s->packed)
+		s->requested = bytes;
+	mark_in_use(a, s);
+	s->live++;
+	/* A whole segment's block is live for its requested size (rounded to
+	 * the unit); the rest of the segment is neither live nor cached. */
+	uint64_t part = (uint64_t)c->units << UNIT_SHIFT;
+	uint64_t got = s->packed ? part : (uint64_t)units << UNIT_SHIFT;
+	a->waste += part - got;
+	a->live_bytes += got;
+	if (a->live_bytes > a->peak_live)
+		a->peak_live = a->live_bytes;
+	cumemcap_ledger_pooled_sub(a->dev, part);
+	cumemcap_ledger_live_add(a->dev, got);
+	return chunk_addr(a, c);
+}
+
+/* A ready block for the request, or NONE. Lock held. */
+static uint32_t find_ready(struct arena *a, uint32_t units, bool packed, bool wide)
+{
+	if (packed || a->bin_bits[0] | a->bin_bits[1]) {
+		/* Packed bins: best of a few in the request's own class, else
+		 * the head of the next class up (all of them fit). Whole
+		 * requests look here only for a preallocated segment. */
+		unsigned c = class_of(units);
+		uint32_t best = NONE;
+		unsigned looked = 0;
+		for (uint32_t ci = a->bin[c]; ci != NONE && looked < SCAN_LIMIT; ci = a->chunks[ci].lnext, looked++) {
+			uint32_t u = a->chunks[ci].units;
+			if (u >= units && (best == NONE || u < a->chunks[best].units)) {
+				best = ci;
+				if (u == units)
+					break;
+			}
+		}
+		if (best == NONE) {
+			unsigned n = c + 1 < BINS ? bits_next(a->bin_bits, c + 1) : BINS;
+			if (n < BINS)
+				best = a->bin[n];
+		}
+		if (best != NONE && (packed || a->segs[a->chunks[best].seg].prealloc))
+			return best;
+		if (packed)
+			return NONE;
+	}
+	/* Whole segments: the smallest cached one within the slack. */
+	uint64_t want = (uint64_t)units;
+	uint64_t slack = want / 4 > (BIG_SLACK_MIN >> UNIT_SHIFT) ? want / 4 : (BIG_SLACK_MIN >> UNIT_SHIFT);
+	if (wide)
+		slack = want;
+	uint64_t most = want + slack;
+	uint32_t best = NONE;
+	for (unsigned c = class_of(units); c < BINS; c++) {
+		c = bits_next(a->big_bits, c);
+		if (c >= BINS)
+			break;
+		unsigned looked = 0;
+		for (uint32_t ci = a->big[c]; ci != NONE && looked < SCAN_LIMIT; ci = a->chunks[ci].lnext, looked++) {
+			uint64_t u = a->chunks[ci].units;
+			if (u >= want && u <= most && (best == NONE || u < a->chunks[best].units))
+				best = ci;
+		}
+		if (best != NONE || ((uint64_t)1 << (c / 4)) > most)
+			break;
+	}
+	return best;
+}
+
+/* The segment size for a request that needs a segment of its own. */
+static uint64_t whole_size(uint64_t rounded)
+{
+	unsigned lg = 63u - (unsigned)__builtin_clzll(rounded);
+	uint64_t step = (1ull << lg) / 16;
+	if (step < (64u << 10))
+		step = 64u << 10;
+	if (step > (2u << 20))
+		step = 2u << 20;
+	if (rounded > UINT64_MAX - step)
+		return rounded;
+	return (rounded + step - 1) / step * step;
+}
+
+/* Take `bytes` from the driver for the arena, within the limit, releasing
+ * cached segments and retrying once when the limit or the driver says
+ * no. No lock held; the arena's context is current. */
+static CUresult take_segment(struct arena *a, uint64_t bytes, const char *door, uint64_t requested,
+			     CUdeviceptr *base)
+{
+	for (int attempt = 0;; attempt++) {
+		bool at_limit = !cumemcap_ledger_reserve(a->dev, CUMEMCAP_KIND_linear, bytes);
+		CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+		if (!at_limit) {
+			r = cumemcap_driver_mem_alloc(base, bytes);
+			if (r != CUDA_SUCCESS)
+				cumemcap_ledger_sub(a->dev, CUMEMCAP_KIND_linear, bytes);
+			if (r == CUDA_SUCCESS && (*base >= ADDR_LIMIT || *base == 0)) {
+				/* Cannot be hashed: not poolable. Never seen. */
+				cumemcap_driver_mem_free(*base);
+				cumemcap_ledger_sub(a->dev, CUMEMCAP_KIND_linear, bytes);
+				return CUDA_ERROR_NOT_SUPPORTED;
+			}
+		}
+		if (r == CUDA_SUCCESS) {
+			cumemcap_ledger_bump(a->dev, segments_taken);
+			cumemcap_log_segment(a->dev, true, bytes);
+			return r;
+		}
+		if (r != CUDA_ERROR_OUT_OF_MEMORY)
+			return r;
+		/* Make room on the GPU, then once more. */
+		if (attempt == 0) {
+			above()->make_room(a->dev);
+			continue;
+		}
+		if (at_limit) {
+			above()->refused(a->dev, door, requested);
+		} else {
+			cumemcap_ledger_bump(a->dev, driver_oom);
+			cumemcap_log_driver_oom(a->dev, door, requested);
+		}
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+}
+
+/* ---- arenas ------------------------------------------------------------------------------ */
+
+static void preallocate(struct arena *a)
+{
+	const struct cumemcap_policy *p = cumemcap_policy();
+	const struct cumemcap_device_info *info = cumemcap_device_info(a->dev);
+	uint64_t limit = cumemcap_ledger_limit(a->dev), size;
+	char want[32];
+	if (p->prealloc.kind == CUMEMCAP_AMOUNT_BYTES)
+		size = p->prealloc.bytes;
+	else if (p->prealloc.kind == CUMEMCAP_AMOUNT_PERCENT)
+		size = (uint64_t)((unsigned __int128)info->total * p->prealloc.permille / 100000u);
+	else if (limit != CUMEMCAP_NO_LIMIT)
+		size = limit;
+	else {
+		cumemcap_msg("GPU %d has no limit: CUMEMCAP_GROWTH=preallocate takes nothing there "
+			     "(give it a limit, or preallocate:SIZE)", a->dev);
+		return;
+	}
+	size = size / SMALL_SEGMENT * SMALL_SEGMENT;
+	if (size < SMALL_SEGMENT)
+		size = SMALL_SEGMENT;
+	if (size > (uint64_t)MAX_UNITS << UNIT_SHIFT)
+		size = (uint64_t)MAX_UNITS << UNIT_SHIFT & ~(SMALL_SEGMENT - 1);
+	CUdeviceptr base;
+	CUresult r = take_segment(a, size, "preallocate", size, &base);
+	if (r == CUDA_SUCCESS) {
+		lock(a);
+		uint32_t ci = arena_seg_add(a, base, size, true, true);
+		a->prealloc_held = ci != NONE;
+		unlock(a);
+		if (ci != NONE)
+			return;
+		cumemcap_driver_mem_free(base);
+		cumemcap_ledger_sub(a->dev, CUMEMCAP_KIND_linear, size);
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	/* Under the lock: a thread may already have found this arena
+	 * (arena_of publishes it before preallocating) and read the flag. */
+	lock(a);
+	a->failed = true;
+	unlock(a);
+	cumemcap_msg("GPU %d: could not preallocate %s (CUMEMCAP_GROWTH=preallocate, CUDA error %d); "
+		     "every allocation in this context on the GPU is refused", a->dev,
+		     cumemcap_fmt_size(size, want, sizeof(want)), (int)r);
+}
+
+/* One preallocation per GPU: the first context that uses the GPU takes
+ * it, and keeps it until that context dies. Memory of one context cannot
+ * serve another, so a second context on the GPU allocates on demand within
+ * what the limit leaves (said once). arena_create_lock held. */
+static bool prealloc_elsewhere(const struct arena *self)
+{
+	static _Atomic bool said;
+	uint32_t n = atomic_load(&arena_count);
+	for (uint32_t i = 0; i < n; i++) {
+		const struct arena *a = &arenas[i];
+		if (a == self || !a->prealloc_held || a->dev != self->dev)
+			continue;
+		bool expected = false;
+		if (atomic_compare_exchange_strong(&said, &expected, true))
+			cumemcap_msg("GPU %d: its preallocation (CUMEMCAP_GROWTH=preallocate) belongs to the "
+				     "first context on it; another context there allocates on demand, "
+				     "within what the limit leaves", self->dev);
+		return true;
+	}
+	return false;
+}
+
+/* The arena of (ctx, dev), made on first use; `noted` is the one the
+ * device layer kept for ctx on this thread (NULL: find it). */
+static struct arena *arena_of(CUcontext ctx, int dev, struct arena *noted)
+{
+	if (noted)
+		return noted;
+	struct arena *found = NULL;
+	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
+	/* A slot's ctx and dev change under its lock (and arena_create_lock), so
+	 * this scan without arena_create_lock reads them under the slot's lock: it
+	 * runs only when the thread's cached arena does not match, and a
+	 * plain read raced with another thread setting up or emptying a slot
+	 * (ThreadSanitizer, tests/integration/stress). */
+	for (uint32_t i = 0; i < n && !found; i++) {
+		lock(&arenas[i]);
+		if (arenas[i].ctx == ctx && arenas[i].dev == dev)
+			found = &arenas[i];
+		unlock(&arenas[i]);
+	}
+	if (!found) {
+		pthread_mutex_lock(&arena_create_lock);
+		n = atomic_load(&arena_count);
+		for (uint32_t i = 0; i < n && !found; i++)
+			if (arenas[i].ctx == ctx && arenas[i].dev == dev)
+				found = &arenas[i];
+		for (uint32_t i = 0; i < n && !found; i++)
+			if (!arenas[i].ctx)
+				found = &arenas[i];
+		if (!found && n < MAX_ARENAS) {
+			found = &arenas[n];
+			arena_clear(found);
+			atomic_store_explicit(&arena_count, n + 1, memory_order_release);
+		}
+		if (found && !found->ctx) {
+			lock(found);
+			arena_clear(found);
+			found->dev = dev;
+			found->ctx = ctx;
+			cumemcap_ledger_shard_open(shard_of(found), dev);
+			unlock(found);
+			if (cumemcap_policy()->growth == CUMEMCAP_GROWTH_PREALLOCATE && !prealloc_elsewhere(found))
+				preallocate(found);
+		}
+		pthread_mutex_unlock(&arena_create_lock);
+	}
+	if (found) {
+		cumemcap_device_set_note(ctx, found);
+		arena_last = found;
+	}
+	return found;
+}
+
+/* Should a request that found nothing ready wait for the pending frees? */
+static bool worth_waiting(const struct arena *a, uint64_t need, uint64_t grow)
+{
+	if (a->pending_bytes < need)
+		return false;
+	return a->pending_bytes * 16 >= a->held || cumemcap_ledger_headroom(a->dev) < grow;
+}
+
+/* The most the arena should hold after growing by `grow`: 9/8 of the
+ * most it ever had live (this request counted). Bounding by the peak, not
+ * by what is live now, lets a program whose live bytes swing (a training
+ * step, PyTorch's empty_cache()) keep the segments it will want again,
+ * while what it holds stays within the footprint it has already shown. */
+static uint64_t budget_of(const struct arena *a, uint64_t grow)
+{
+	uint64_t live = a->live_bytes + grow;
+	uint64_t peak = a->peak_live > live ? a->peak_live : live;
+	return peak + peak / 8;
+}
+
+/* Would growing by `grow` take the arena over its budget? Only the
+ * default rule (idle) has one. */
+static bool over_budget(const struct arena *a, uint64_t grow, enum cumemcap_release rule)
+{
+	return rule == CUMEMCAP_RELEASE_IDLE && a->held + grow > budget_of(a, grow);
+}
+
+/* How many bytes of wholly free segments may stay cached when the arena
+ * grows by `grow`, by the release rule: none (immediate), all (never), or
+ * what keeps it within its budget (idle, the default). */
+static uint64_t cache_keep(const struct arena *a, uint64_t grow, enum cumemcap_release rule)
+{
+	if (rule == CUMEMCAP_RELEASE_IMMEDIATE)
+		return 0;
+	if (rule == CUMEMCAP_RELEASE_NEVER)
+		return UINT64_MAX;
+	uint64_t budget = budget_of(a, grow);
+	uint64_t in_use = a->held - a->whole_free + grow;
+	return budget > in_use ? budget - in_use : 0;
+}
+
+/* Should a request that found nothing ready wait for the pending frees?
+ * When they could serve it and are worth a wait, or when growing would
+ * take the arena over its budget while pending frees hold segments that
+ * could go back instead (giving them back synchronizes anyway). */
+static bool should_wait(const struct arena *a, uint64_t need, uint64_t grow, enum cumemcap_release rule)
+{
+	if (a->pend_head == NONE)
+		return false;
+	if (worth_waiting(a, need, grow))
+		return true;
+	return over_budget(a, grow, rule);
+}
+
+bool cumemcap_arena_alloc(CUdeviceptr *dptr, uint64_t bytes, const char *door, CUresult *r)
+{
+	const struct cumemcap_policy *p = cumemcap_policy();
+	if (p->pool == CUMEMCAP_POOL_OFF || bytes == 0 || bytes > ((uint64_t)MAX_UNITS << UNIT_SHIFT) / 2)
+		return false;
+	CUcontext ctx;
+	int dev;
+	void *noted;
+	if (cumemcap_device_current_noted(&ctx, &dev, &noted) != CUDA_SUCCESS)
+		return false;
+	struct arena *a = arena_of(ctx, dev, noted);
+	if (!a)
+		return false;
+	cumemcap_ledger_note_request(dev, bytes);
+	uint64_t rounded = unit_round(bytes);
+	uint32_t units = (uint32_t)(rounded >> UNIT_SHIFT);
+	bool packed = p->pool == CUMEMCAP_POOL_ON && rounded <= SMALL_MAX;
+	uint64_t seg_bytes = packed ? SMALL_SEGMENT : whole_size(rounded);
+
+	lock(a);
+	if (a->failed) {
+		unlock(a);
+		above()->refused(dev, door, bytes);
+		*r = CUDA_ERROR_OUT_OF_MEMORY;
+		return true;
+	}
+	uint32_t ci = NONE;
+	for (int waited = 0;; waited++) {
+		ci = find_ready(a, units, packed, false);
+		if (ci != NONE || waited || !should_wait(a, rounded, seg_bytes, p->release))
+			break;
+		arena_reclaim(a);
+	}
+	/* Growing would pass the budget: a cached whole segment of up to
+	 * twice the request serves it instead, while the bytes that such
+	 * blocks leave unused stay within 1/16 of the peak. */
+	if (ci == NONE && !packed && over_budget(a, seg_bytes, p->release)) {
+		ci = find_ready(a, units, false, true);
+		if (ci != NONE && a->waste + a->segs[a->chunks[ci].seg].bytes - rounded > a->peak_live / 16)
+			ci = NONE;
+	}
+	if (ci != NONE) {
+		CUdeviceptr got = hand_out(a, ci, bytes, units);
+		if (got) {
+			cumemcap_shard_bump(shard_of(a), allocs);
+			cumemcap_shard_bump(shard_of(a), avoided);
+		}
+		unlock(a);
+		if (!got)
+			return false;
+		*dptr = got;
+		*r = CUDA_SUCCESS;
+		return true;
+	}
+	/* Grow. First give back cached segments that do not fit, as the
+	 * release rule says (cache_keep). */
+	struct give_back g = { .n = 0 };
+	arena_collect(a, &g, cache_keep(a, seg_bytes, p->release), 0);
+	unlock(a);
+	arena_release_now(a, ctx, &g);
+
+	CUdeviceptr base;
+	*r = take_segment(a, seg_bytes, door, bytes, &base);
+	if (*r == CUDA_ERROR_NOT_SUPPORTED)
+		return false;
+	if (*r != CUDA_SUCCESS)
+		return true;
+	lock(a);
+	ci = arena_seg_add(a, base, seg_bytes, packed, false);
+	CUdeviceptr got = ci != NONE ? hand_out(a, ci, bytes, units) : 0;
+	if (ci != NONE && !got)
+		arena_seg_detach(a, a->chunks[ci].seg);
+	if (got)
+		cumemcap_shard_bump(shard_of(a), allocs);
+	unlock(a);
+	if (!got) {
+		/* Out of host memory for the books: let the driver serve it. */
+		cumemcap_driver_mem_free(base);
+		cumemcap_ledger_sub(dev, CUMEMCAP_KIND_linear, seg_bytes);
+		return false;
+	}
+	*dptr = got;
+	return true;
+}
