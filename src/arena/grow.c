@@ -376,11 +376,11 @@ static bool should_wait(const struct arena *a, uint64_t need, uint64_t grow, enu
 	return over_budget(a, grow, rule);
 }
 
-bool cumemcap_arena_alloc(CUdeviceptr *dptr, uint64_t bytes, const char *door, CUresult *r)
+/* cumemcap_arena_alloc past its first checks: out of line, so that a
+ * request pooling does not serve (CUMEMCAP_POOL=off) pays for no frame. */
+__attribute__((noinline)) static bool alloc_pooled(const struct cumemcap_policy *p, CUdeviceptr *dptr,
+						   uint64_t bytes, const char *door, CUresult *r)
 {
-	const struct cumemcap_policy *p = cumemcap_policy();
-	if (p->pool == CUMEMCAP_POOL_OFF || bytes == 0 || bytes > ((uint64_t)MAX_UNITS << UNIT_SHIFT) / 2)
-		return false;
 	CUcontext ctx;
 	int dev;
 	void *noted;
@@ -459,4 +459,12 @@ bool cumemcap_arena_alloc(CUdeviceptr *dptr, uint64_t bytes, const char *door, C
 	}
 	*dptr = got;
 	return true;
+}
+
+bool cumemcap_arena_alloc(CUdeviceptr *dptr, uint64_t bytes, const char *door, CUresult *r)
+{
+	const struct cumemcap_policy *p = cumemcap_policy();
+	if (p->pool == CUMEMCAP_POOL_OFF || bytes == 0 || bytes > ((uint64_t)MAX_UNITS << UNIT_SHIFT) / 2)
+		return false;
+	return alloc_pooled(p, dptr, bytes, door, r);
 }

@@ -210,10 +210,10 @@ static struct arena *find_block(CUdeviceptr ptr, uint32_t *slot)
 	return NULL;
 }
 
-bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r)
+/* cumemcap_arena_free past its first check: out of line, so that a free
+ * in a process with no arena (CUMEMCAP_POOL=off) pays for no frame. */
+__attribute__((noinline)) static bool free_pooled(CUdeviceptr ptr, CUresult *r)
 {
-	if (!atomic_load_explicit(&arena_count, memory_order_acquire) || !ptr)
-		return false;
 	uint32_t slot;
 	struct arena *a = find_block(ptr, &slot);
 	if (!a)
@@ -277,6 +277,13 @@ bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r)
 		arena_release_now(a, ctx, &g);
 	*r = CUDA_SUCCESS;
 	return true;
+}
+
+bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r)
+{
+	if (!atomic_load_explicit(&arena_count, memory_order_acquire) || !ptr)
+		return false;
+	return free_pooled(ptr, r);
 }
 
 /* ---- arenas ------------------------------------------------------------------------------ */
