@@ -164,7 +164,61 @@ extern CUMEMCAP_TLS struct arena *arena_last;
 /* The arena's counters (allocs, frees, avoided): written under its lock. */
 static inline struct cumemcap_ledger_shard *shard_of(const struct arena *a)
 {
-	return &cumemcap_ledger_shards[a - arenas];
+	return cumemcap_ledger_shard((unsigned)(a - arenas));
+}
+
+/* ---- the arena's bytes, and the GPU's figures that follow them -------------- */
+
+/* held = live_bytes + waste + cached, and the ledger's `pooled` of a GPU is
+ * the sum of its arenas' cached bytes (`live` the sum of their live_bytes).
+ * held, live_bytes and waste change only through these, which move the
+ * ledger's figures with them, so the two cannot drift. Lock held. */
+static inline uint64_t bytes_cached(const struct arena *a)
+{
+	return a->held - a->live_bytes - a->waste;
+}
+
+/* A segment of `n` bytes joined the arena, all of it cached. */
+static inline void bytes_joined(struct arena *a, uint64_t n)
+{
+	a->held += n;
+	cumemcap_ledger_pooled_add(a->dev, n);
+}
+
+/* A wholly free segment of `n` bytes left the arena. */
+static inline void bytes_left(struct arena *a, uint64_t n)
+{
+	a->held -= n;
+	cumemcap_ledger_pooled_sub(a->dev, n);
+}
+
+/* A block of `part` bytes was handed out for `got` live bytes (a whole
+ * segment's block: the rest is waste, neither live nor cached). */
+static inline void bytes_handed_out(struct arena *a, uint64_t part, uint64_t got)
+{
+	a->waste += part - got;
+	a->live_bytes += got;
+	if (a->live_bytes > a->peak_live)
+		a->peak_live = a->live_bytes;
+	cumemcap_ledger_pooled_sub(a->dev, part);
+	cumemcap_ledger_live_add(a->dev, got);
+}
+
+/* The block of handed_out(part, got) was freed: all of it cached again. */
+static inline void bytes_given_back(struct arena *a, uint64_t part, uint64_t got)
+{
+	a->waste -= part - got;
+	a->live_bytes -= got;
+	cumemcap_ledger_live_sub(a->dev, got);
+	cumemcap_ledger_pooled_add(a->dev, part);
+}
+
+/* The driver freed every segment with the arena's context: none of its
+ * bytes count any more (the caller then empties the arena). */
+static inline void bytes_all_gone(struct arena *a)
+{
+	cumemcap_ledger_live_sub(a->dev, a->live_bytes);
+	cumemcap_ledger_pooled_sub(a->dev, bytes_cached(a));
 }
 
 /* ---- locks ------------------------------------------------------------------- */

@@ -120,8 +120,7 @@ uint32_t arena_seg_add(struct arena *a, CUdeviceptr base, uint64_t bytes, bool p
 	}
 	a->chunks[ci] = (struct chunk){ .seg = si, .off = 0, .units = (uint32_t)(bytes >> UNIT_SHIFT),
 					.prev = NONE, .next = NONE };
-	a->held += bytes;
-	cumemcap_ledger_pooled_add(a->dev, bytes);
+	bytes_joined(a, bytes);
 	bin_insert(a, ci);
 	return ci;
 }
@@ -135,8 +134,7 @@ void arena_seg_detach(struct arena *a, uint32_t si)
 	if (s->free_since && !s->prealloc)
 		a->whole_free -= s->bytes;
 	seg_index_remove(a, si);
-	a->held -= s->bytes;
-	cumemcap_ledger_pooled_sub(a->dev, s->bytes);
+	bytes_left(a, s->bytes);
 	s->first = a->unused_segs;
 	a->unused_segs = si;
 }

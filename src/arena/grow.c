@@ -85,12 +85,7 @@ static CUdeviceptr hand_out(struct arena *a, uint32_t ci, uint64_t bytes, uint32
 	 * the unit); the rest of the segment is neither live nor cached. */
 	uint64_t part = (uint64_t)c->units << UNIT_SHIFT;
 	uint64_t got = s->packed ? part : (uint64_t)units << UNIT_SHIFT;
-	a->waste += part - got;
-	a->live_bytes += got;
-	if (a->live_bytes > a->peak_live)
-		a->peak_live = a->live_bytes;
-	cumemcap_ledger_pooled_sub(a->dev, part);
-	cumemcap_ledger_live_add(a->dev, got);
+	bytes_handed_out(a, part, got);
 	return chunk_addr(a, c);
 }
 

@@ -229,12 +229,8 @@ __attribute__((noinline)) static bool free_pooled(CUdeviceptr ptr, CUresult *r)
 	struct segment *s = &a->segs[c->seg];
 	uint64_t part = (uint64_t)c->units << UNIT_SHIFT;
 	uint64_t got = s->packed ? part : unit_round(s->requested);
-	int dev = a->dev;
 	s->live--;
-	a->waste -= part - got;
-	a->live_bytes -= got;
-	cumemcap_ledger_live_sub(dev, got);
-	cumemcap_ledger_pooled_add(dev, part);
+	bytes_given_back(a, part, got);
 	pending_push(a, ci);
 
 	/* CUMEMCAP_RELEASE=immediate: the driver's cuMemFree synchronizes, so
@@ -304,8 +300,7 @@ void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone)
 			gone->held += a->held;
 			gone->blocks += a->slot_used;
 			cumemcap_ledger_sub(a->dev, CUMEMCAP_KIND_linear, a->held);
-			cumemcap_ledger_live_sub(a->dev, a->live_bytes);
-			cumemcap_ledger_pooled_sub(a->dev, a->held - a->live_bytes - a->waste);
+			bytes_all_gone(a);
 			cumemcap_ledger_shard_close(shard_of(a));
 			arena_clear(a);
 		}

@@ -138,6 +138,13 @@ struct cumemcap_ledger_shard {
 
 extern struct cumemcap_ledger_shard cumemcap_ledger_shards[CUMEMCAP_LEDGER_SHARDS];
 
+/* Shard `i` (0 <= i < CUMEMCAP_LEDGER_SHARDS): a writer keeps one by its
+ * own index (the arenas: their slot in the arena table). */
+static inline struct cumemcap_ledger_shard *cumemcap_ledger_shard(unsigned i)
+{
+	return &cumemcap_ledger_shards[i];
+}
+
 /* A sharded figure of dev (`own` in the device, at `off` in a shard): the
  * device's own count plus its open shards'. For cumemcap_ledger_get. */
 uint64_t cumemcap_ledger_sharded_sum(int dev, _Atomic uint64_t *own, size_t off);
