@@ -85,8 +85,9 @@ static bool parse_size(const char *s, size_t len, bool allow_zero, uint64_t *out
 	size_t ul = strlen(p);
 	if (ul >= sizeof unit)
 		return false;
-	for (size_t i = 0; i <= ul; i++)
-		unit[i] = (char)tolower((unsigned char)p[i]);
+	for (size_t i = 0; i < sizeof unit; i++) /* the NUL too (ul < sizeof unit) */
+		if ((unit[i] = (char)tolower((unsigned char)p[i])) == '\0')
+			break;
 	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
 		if (strcmp(unit, units[i].u) != 0)
 			continue;
