@@ -76,21 +76,28 @@ bool cumemcap_log_expand(const char *tmpl, char *dst, size_t len)
 
 /* ---- the file ------------------------------------------------------------------------- */
 
-/* Say why logging is off; `what` and `err` (an errno, 0: none) name it. */
-static void say_off(const char *what, int err)
+void log_say_off(const char *subject, const char *path, const char *what, int err, const char *off)
 {
 	char buf[CUMEMCAP_PATH_MAX + 128];
 	struct out o = OUT(buf);
-	out_str(&o, "log ");
-	out_str(&o, log_file_path);
+	out_str(&o, subject);
+	out_str(&o, " ");
+	out_str(&o, path);
 	out_str(&o, ": ");
 	out_str(&o, what);
 	if (err) {
 		out_str(&o, what[0] ? ": " : "");
 		out_errno(&o, err);
 	}
-	out_str(&o, "; logging is off");
+	out_str(&o, "; ");
+	out_str(&o, off);
 	out_say(&o);
+}
+
+/* Say why logging is off; `what` and `err` (an errno, 0: none) name it. */
+static void say_off(const char *what, int err)
+{
+	log_say_off("log", log_file_path, what, err, "logging is off");
 }
 
 static void turn_off(const char *what, int err)

@@ -86,6 +86,9 @@ struct dir_failure {
 int log_resolve_dir(const char *dir, bool create, char *at, size_t atcap, struct dir_failure *fail);
 /* Put why log_resolve_dir failed on `dir`. */
 void log_put_failure(struct out *o, const char *dir, const char *at, const struct dir_failure *f);
+/* One stderr line: "SUBJECT PATH: WHAT[: errno text]; OFF", where the
+ * errno text is left out for `err` 0 (and ": " for an empty `what`). */
+void log_say_off(const char *subject, const char *path, const char *what, int err, const char *off);
 
 /* Open the file (and write the start record) if nobody has yet. */
 void log_ensure_open(void);

@@ -44,16 +44,7 @@ void log_metrics_unlink(void)
 static void metrics_off(const char *what, int err)
 {
 	atomic_store(&log_metrics_state, OFF);
-	char buf[CUMEMCAP_PATH_MAX + 128];
-	struct out o = OUT(buf);
-	out_str(&o, "metrics ");
-	out_str(&o, metrics_path);
-	out_str(&o, ": ");
-	out_str(&o, what);
-	if (err)
-		out_errno(&o, err);
-	out_str(&o, "; metrics are off");
-	out_say(&o);
+	log_say_off("metrics", metrics_path, what, err, "metrics are off");
 }
 
 /* A Prometheus label value: backslash, quote and newline escaped. */
@@ -99,8 +90,6 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 		char why[2 * CUMEMCAP_PATH_MAX + 64];
 		struct out wo = OUT(why);
 		log_put_failure(&wo, metrics_dir, at, &df);
-		if (df.err)
-			out_str(&wo, ": ");
 		metrics_off(out_cstr(&wo), df.err);
 		return;
 	}

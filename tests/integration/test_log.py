@@ -491,6 +491,27 @@ class Log(unittest.TestCase):
         self.assertEqual(p.err, "cumemcap: log %s/sub/%d.jsonl: cannot create %s/sub: not a directory; "
                          "logging is off\n" % (afile, p.pid, afile))
 
+    def test_unwritable_metrics_path_one_line_program_unchanged(self):
+        # As the log's: one line naming the path, why, and the errno text
+        # when there is one (the same sentence as the log's, made by one
+        # function since the log was split).
+        afile = os.path.join(self.dir, "afile")
+        open(afile, "w").close()
+        os.mkdir(os.path.join(self.dir, "m.prom.tmp"))
+        steps = ["init", "ctx", "0", "alloc", str(2 * MiB), "sleep", "0.5", "print", "done"]
+        base = self.run_probe(steps, {"CUMEMCAP_LOG": "off"})
+        for path, why in [(os.path.join(afile, "sub", "m.prom"),
+                           "cannot create %s/sub: not a directory" % afile),
+                          (os.path.join(afile, "m.prom"), "cannot create %s: not a directory" % afile),
+                          # The temporary file's name is taken by a directory: no sentence,
+                          # only the errno text.
+                          (os.path.join(self.dir, "m.prom"), "file exists")]:
+            with self.subTest(path=path):
+                p = self.run_probe(steps, {"CUMEMCAP_LOG": "off", "CUMEMCAP_METRICS": path,
+                                           "CUMEMCAP_LOG_INTERVAL": "0.1"})
+                self.assertEqual(p.seen, base.seen)
+                self.assertEqual(p.err, "cumemcap: metrics %s: %s; metrics are off\n" % (path, why))
+
     def test_full_disk_turns_logging_off_once(self):
         # The file may grow to 3000 bytes (RLIMIT_FSIZE): the start record
         # fits, then the events do not. SIGXFSZ keeps its default (it
