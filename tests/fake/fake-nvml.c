@@ -4,9 +4,11 @@
  * FAKECUDA_UUIDS, FAKECUDA_OTHER_USED, read here with the same defaults)
  * and answers, per GPU, what the real NVML answers for a process:
  * usedGpuMemory = what the fake driver holds for this process there
- * (fakecuda_reserved) + the cost of its live contexts there
- * (fakecuda_context_bytes: FAKECUDA_CTX_OVERHEAD per context). A process
- * with neither is not listed. Both record functions are found with
+ * (fakecuda_reserved) + what the driver holds for it outside allocations
+ * (fakecuda_driver_held: FAKECUDA_CTX_OVERHEAD per live context, and what
+ * fakecuda_driver_grow / FAKECUDA_DRIVER_GROW added). The device's used
+ * memory is that + FAKECUDA_OTHER_USED. A process with nothing there is
+ * not listed. Both record functions are found with
  * dlsym(RTLD_DEFAULT, ...), or in libcuda.so.1 by name when it was loaded
  * RTLD_LOCAL (ctypes, the shim): the fake driver lives in the same
  * process, or the process has no GPU memory at all.
@@ -315,20 +317,20 @@ static bool valid(nvmlDevice_t d)
 static bool this_process(nvmlDevice_t d, uint64_t *bytes)
 {
 	uint64_t (*reserved)(int) = (uint64_t (*)(int))dlsym(RTLD_DEFAULT, "fakecuda_reserved");
-	uint64_t (*ctx)(int) = (uint64_t (*)(int))dlsym(RTLD_DEFAULT, "fakecuda_context_bytes");
-	if (!reserved || !ctx) {
+	uint64_t (*held)(int) = (uint64_t (*)(int))dlsym(RTLD_DEFAULT, "fakecuda_driver_held");
+	if (!reserved || !held) {
 		/* Loaded RTLD_LOCAL (ctypes, the shim): ask it by name, if it
 		 * is loaded at all. */
 		void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
 		if (!lib)
 			return false;
 		reserved = (uint64_t (*)(int))dlsym(lib, "fakecuda_reserved");
-		ctx = (uint64_t (*)(int))dlsym(lib, "fakecuda_context_bytes");
+		held = (uint64_t (*)(int))dlsym(lib, "fakecuda_driver_held");
 		dlclose(lib); /* only the reference NOLOAD took; it stays loaded */
 	}
-	if (!reserved || !ctx)
+	if (!reserved || !held)
 		return false;
-	uint64_t r = reserved(d->index), c = ctx(d->index);
+	uint64_t r = reserved(d->index), c = held(d->index);
 	*bytes = r + c;
 	return r || c;
 }

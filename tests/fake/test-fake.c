@@ -192,6 +192,9 @@ START_TEST(fake_malformed_env_aborts)
 		{"FAKECUDA_DEVICES", "12QB"}, {"FAKECUDA_DEVICES", "0"}, {"FAKECUDA_UUIDS", "GPU-1234"},
 		{"FAKECUDA_PCI", "3b:00"}, {"FAKECUDA_OTHER_USED", "1GiB,2GiB"}, {"FAKECUDA_DRIVER_VERSION", "13.0"},
 		{"FAKECUDA_STREAM_DELAY_US", "-1"}, {"FAKECUDA_FREE_DELAY_US", "soon"}, {"FAKECUDA_CTX_OVERHEAD", "lots"},
+		{"FAKECUDA_DRIVER_GROW", "256MiB"}, {"FAKECUDA_DRIVER_GROW", "0@1"}, {"FAKECUDA_DRIVER_GROW", "1MiB@-1"},
+		{"FAKECUDA_DRIVER_GROW", "1MiB@1s"}, {"FAKECUDA_DRIVER_GROW", "@1"}, {"FAKECUDA_DRIVER_GROW", "1MiB@"},
+		{"FAKECUDA_DRIVER_GROW", "1MiB@86401"},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		pid_t pid = fork();
@@ -846,6 +849,7 @@ START_TEST(fake_ctx_overhead_everywhere)
 	CUcontext ctx, ctx2, pc;
 	CK(cuCtxCreate_v2(&ctx, 0, 0));
 	ck_assert_uint_eq(fakecuda_context_bytes(0), 300 * MiB);
+	ck_assert_uint_eq(fakecuda_driver_held(0), 300 * MiB);
 	ck_assert_uint_eq(fakecuda_reserved(0), 0);
 	ck_assert_uint_eq(cu_free(), 624 * MiB);
 	ck_assert_uint_eq(nvml_mine(nv, 0), 300 * MiB); /* listed for its context alone */
@@ -888,6 +892,122 @@ START_TEST(fake_ctx_overhead_everywhere)
 	ck_assert_uint_eq(nvml_mine(nv, 1), 0);
 	ck_assert_uint_eq(nvml_mem(nv, 1).used, 0);
 	ck_assert_uint_eq(nvml_mine(nv, 0), 500 * MiB);
+}
+END_TEST
+
+START_TEST(fake_driver_grow_counts)
+{
+	setenv("FAKECUDA_DEVICES", "1GiB,1GiB", 1);
+	setenv("FAKECUDA_OTHER_USED", "100MiB,0", 1);
+	setenv("FAKECUDA_CTX_OVERHEAD", "100MiB", 1);
+	void *nv = nvml_open();
+	CK(cuInit(0));
+	/* nothing of this process lives there yet; no such GPU */
+	ck_assert_int_eq(fakecuda_driver_grow(0, (int64_t)MiB), CUDA_ERROR_INVALID_CONTEXT);
+	ck_assert_int_eq(fakecuda_driver_grow(2, (int64_t)MiB), CUDA_ERROR_INVALID_DEVICE);
+	ck_assert_int_eq(fakecuda_driver_grow(-1, (int64_t)MiB), CUDA_ERROR_INVALID_DEVICE);
+	ck_assert_uint_eq(fakecuda_driver_held(0), 0);
+	ck_assert_uint_eq(fakecuda_driver_held(2), 0);
+	CUcontext ctx;
+	CK(cuCtxCreate_v2(&ctx, 0, 0));
+	ck_assert_uint_eq(fakecuda_driver_held(0), 100 * MiB);
+	/* grown after the context: counts like the context, is no allocation */
+	CK(fakecuda_driver_grow(0, 200 * (int64_t)MiB));
+	ck_assert_uint_eq(fakecuda_driver_held(0), 300 * MiB);
+	ck_assert_uint_eq(fakecuda_context_bytes(0), 100 * MiB);
+	ck_assert_uint_eq(fakecuda_reserved(0), 0);
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 0);
+	ck_assert_uint_eq(cu_free(), 624 * MiB);
+	ck_assert_uint_eq(nvml_mine(nv, 0), 300 * MiB);
+	struct nv_mem m = nvml_mem(nv, 0);
+	ck_assert_uint_eq(m.used, 400 * MiB);
+	ck_assert_uint_eq(m.free, 624 * MiB);
+	ck_assert_uint_eq(nvml_mine(nv, 1), 0); /* on that GPU only */
+	ck_assert_uint_eq(fakecuda_driver_held(1), 0);
+	/* allocations that would pass the card with it are refused */
+	CUdeviceptr a, b;
+	ck_assert_int_eq(cuMemAlloc_v2(&a, 624 * MiB + 512), CUDA_ERROR_OUT_OF_MEMORY);
+	CK(cuMemAlloc_v2(&a, 600 * MiB));
+	ck_assert_uint_eq(cu_free(), 24 * MiB);
+	/* and the driver cannot take more than the card has */
+	ck_assert_int_eq(fakecuda_driver_grow(0, 24 * (int64_t)MiB + 1), CUDA_ERROR_OUT_OF_MEMORY);
+	ck_assert_uint_eq(fakecuda_driver_held(0), 300 * MiB);
+	CK(fakecuda_driver_grow(0, 24 * (int64_t)MiB));
+	ck_assert_uint_eq(cu_free(), 0);
+	ck_assert_int_eq(cuMemAlloc_v2(&b, 1), CUDA_ERROR_OUT_OF_MEMORY);
+	ck_assert_uint_eq(nvml_mine(nv, 0), 924 * MiB);
+	ck_assert_uint_eq(nvml_mem(nv, 0).used, 1 * GiB);
+	/* it shrinks, never below nothing: the context's own cost stays */
+	CK(fakecuda_driver_grow(0, -50 * (int64_t)MiB));
+	ck_assert_uint_eq(fakecuda_driver_held(0), 274 * MiB);
+	ck_assert_uint_eq(cu_free(), 50 * MiB);
+	ck_assert_uint_eq(nvml_mine(nv, 0), 874 * MiB);
+	CK(fakecuda_driver_grow(0, INT64_MIN));
+	ck_assert_uint_eq(fakecuda_driver_held(0), 100 * MiB);
+	ck_assert_uint_eq(cu_free(), 224 * MiB);
+	CK(fakecuda_driver_grow(0, 0));
+	ck_assert_uint_eq(fakecuda_driver_held(0), 100 * MiB);
+	/* it goes with the device's last context */
+	CUcontext ctx2;
+	CK(fakecuda_driver_grow(0, 10 * (int64_t)MiB));
+	CK(cuCtxCreate_v2(&ctx2, 0, 0));
+	ck_assert_uint_eq(fakecuda_driver_held(0), 210 * MiB);
+	CK(cuCtxDestroy_v2(ctx2));
+	ck_assert_uint_eq(fakecuda_driver_held(0), 110 * MiB); /* one context left */
+	CK(cuCtxDestroy_v2(ctx));
+	ck_assert_uint_eq(fakecuda_driver_held(0), 0);
+	ck_assert_uint_eq(nvml_mine(nv, 0), 0);
+	ck_assert_uint_eq(nvml_mem(nv, 0).used, 100 * MiB);
+	ck_assert_int_eq(fakecuda_driver_grow(0, (int64_t)MiB), CUDA_ERROR_INVALID_CONTEXT);
+	CK(cuCtxCreate_v2(&ctx, 0, 0));
+	ck_assert_uint_eq(fakecuda_driver_held(0), 100 * MiB);
+	ck_assert_uint_eq(cu_free(), 824 * MiB);
+}
+END_TEST
+
+START_TEST(fake_driver_grow_timed)
+{
+	setenv("FAKECUDA_DEVICES", "1GiB,1GiB", 1);
+	setenv("FAKECUDA_CTX_OVERHEAD", "100MiB", 1);
+	setenv("FAKECUDA_DRIVER_GROW", "256MiB@0.5", 1);
+	void *nv = nvml_open();
+	CK(cuInit(0));
+	CUcontext ctx, pc;
+	CK(cuCtxCreate_v2(&ctx, 0, 0));
+	ck_assert_uint_eq(fakecuda_driver_held(0), 100 * MiB); /* not yet */
+	ck_assert_uint_eq(cu_free(), 924 * MiB);
+	ck_assert_uint_eq(nvml_mine(nv, 0), 100 * MiB);
+	sleep_ms(300);
+	CK(cuDevicePrimaryCtxRetain(&pc, 1)); /* the other GPU's clock starts here */
+	sleep_ms(300);
+	/* 0.6 s after GPU 0's first context, 0.3 s after GPU 1's */
+	ck_assert_uint_eq(fakecuda_driver_held(1), 100 * MiB);
+	ck_assert_uint_eq(cu_free(), 668 * MiB);
+	ck_assert_uint_eq(fakecuda_driver_held(0), 356 * MiB);
+	ck_assert_uint_eq(fakecuda_context_bytes(0), 100 * MiB);
+	ck_assert_uint_eq(nvml_mine(nv, 0), 356 * MiB);
+	ck_assert_uint_eq(nvml_mem(nv, 0).used, 356 * MiB);
+	sleep_ms(300);
+	ck_assert_uint_eq(nvml_mine(nv, 1), 356 * MiB);
+	ck_assert_uint_eq(fakecuda_driver_held(1), 356 * MiB);
+	CUdeviceptr a;
+	ck_assert_int_eq(cuMemAlloc_v2(&a, 668 * MiB + 512), CUDA_ERROR_OUT_OF_MEMORY);
+	/* once: it does not grow again */
+	sleep_ms(600);
+	ck_assert_uint_eq(fakecuda_driver_held(0), 356 * MiB);
+	/* it goes with the last context; the next one starts the clock again */
+	CK(cuCtxDestroy_v2(ctx));
+	ck_assert_uint_eq(fakecuda_driver_held(0), 0);
+	CK(cuCtxCreate_v2(&ctx, 0, 0));
+	ck_assert_uint_eq(fakecuda_driver_held(0), 100 * MiB);
+	/* due while the card has no room: taken once it fits */
+	CK(cuMemAlloc_v2(&a, 800 * MiB));
+	sleep_ms(600);
+	ck_assert_uint_eq(fakecuda_driver_held(0), 100 * MiB);
+	ck_assert_uint_eq(cu_free(), 124 * MiB);
+	CK(cuMemFree_v2(a));
+	ck_assert_uint_eq(cu_free(), 668 * MiB);
+	ck_assert_uint_eq(fakecuda_driver_held(0), 356 * MiB);
 }
 END_TEST
 
@@ -2490,6 +2610,8 @@ static Suite *fake_suite(void)
 	tcase_add_test(tc, fake_no_device_code);
 	tcase_add_test(tc, fake_nvml_monitoring_queries);
 	tcase_add_test(tc, fake_ctx_overhead_everywhere);
+	tcase_add_test(tc, fake_driver_grow_counts);
+	tcase_add_test(tc, fake_driver_grow_timed);
 	tcase_add_test(tc, fake_capture_records_instead_of_running);
 	tcase_add_test(tc, fake_capture_prohibits_unsafe_calls);
 	tcase_add_test(tc, fake_capture_modes_across_threads);
@@ -2531,7 +2653,7 @@ int main(void)
 	 * first call: that needs a fresh process per test. */
 	static const char *const vars[] = {"FAKECUDA_DEVICES", "FAKECUDA_UUIDS", "FAKECUDA_PCI", "FAKECUDA_OTHER_USED",
 					   "FAKECUDA_CTX_OVERHEAD", "FAKECUDA_DRIVER_VERSION", "FAKECUDA_STREAM_DELAY_US",
-					   "FAKECUDA_FREE_DELAY_US"};
+					   "FAKECUDA_FREE_DELAY_US", "FAKECUDA_DRIVER_GROW", "FAKECUDA_NVML"};
 	for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
 		unsetenv(vars[i]);
 	SRunner *sr = srunner_create(fake_suite());
