@@ -18,6 +18,10 @@
  *   off           nvmlInit fails with NVML_ERROR_DRIVER_NOT_LOADED
  *   na            processes are listed with usedGpuMemory =
  *                 NVML_VALUE_NOT_AVAILABLE (as in some containers)
+ *   nopid         as on, but this process is listed under another pid,
+ *                 getpid() + 4194304 (above any pid_max, so no pid here):
+ *                 NVML in a container without the host PID namespace lists
+ *                 host pids, so a lookup by getpid() finds nothing
  *
  * The calls cumemcap uses (nvmlInit, device handles by index and UUID,
  * nvmlDeviceGetMemoryInfo, nvmlDeviceGetComputeRunningProcesses in all
@@ -197,7 +201,8 @@ struct fake_nvml_dev {
 
 static struct fake_nvml_dev devs[MAX_DEVICES];
 static int ndev;
-static enum { NVML_ON, NVML_OFF, NVML_NA } mode;
+static enum { NVML_ON, NVML_OFF, NVML_NA, NVML_NOPID } mode;
+#define NOPID_OFFSET 4194304u /* PID_MAX_LIMIT on 64-bit Linux */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static _Atomic int inits;
 
@@ -269,7 +274,13 @@ static void parse_pci(const char *s, size_t len, struct fake_nvml_dev *d)
 static void configure(void)
 {
 	const char *v = getenv("FAKECUDA_NVML");
-	mode = v && strcmp(v, "off") == 0 ? NVML_OFF : v && strcmp(v, "na") == 0 ? NVML_NA : NVML_ON;
+	mode = NVML_ON;
+	if (v && strcmp(v, "off") == 0)
+		mode = NVML_OFF;
+	else if (v && strcmp(v, "na") == 0)
+		mode = NVML_NA;
+	else if (v && strcmp(v, "nopid") == 0)
+		mode = NVML_NOPID;
 	const char *sizes = getenv("FAKECUDA_DEVICES");
 	const char *uuids = getenv("FAKECUDA_UUIDS");
 	const char *other = getenv("FAKECUDA_OTHER_USED");
@@ -447,7 +458,8 @@ API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memo
 	return NVML_SUCCESS;
 }
 
-/* The process list: this process, or nobody. */
+/* The process list: this process (under another pid in nopid mode), or
+ * nobody. */
 static nvmlReturn_t processes(nvmlDevice_t device, unsigned int *count, void *infos, size_t stride)
 {
 	nvmlReturn_t r = ready();
@@ -465,7 +477,7 @@ static nvmlReturn_t processes(nvmlDevice_t device, unsigned int *count, void *in
 		return NVML_ERROR_INSUFFICIENT_SIZE;
 	}
 	nvmlProcessInfo_t p = {
-		.pid = (unsigned)getpid(),
+		.pid = (unsigned)getpid() + (mode == NVML_NOPID ? NOPID_OFFSET : 0),
 		.usedGpuMemory = mode == NVML_NA ? NVML_VALUE_NOT_AVAILABLE : mine,
 		.gpuInstanceId = 0xffffffffu,
 		.computeInstanceId = 0xffffffffu,

@@ -1011,6 +1011,39 @@ START_TEST(fake_driver_grow_timed)
 }
 END_TEST
 
+START_TEST(fake_nvml_nopid)
+{
+	setenv("FAKECUDA_NVML", "nopid", 1);
+	setenv("FAKECUDA_DEVICES", "1GiB,1GiB", 1);
+	setenv("FAKECUDA_OTHER_USED", "100MiB,0", 1);
+	setenv("FAKECUDA_CTX_OVERHEAD", "100MiB", 1);
+	void *nv = nvml_open();
+	CK(cuInit(0));
+	CUcontext ctx;
+	CUdeviceptr a;
+	CK(cuCtxCreate_v2(&ctx, 0, 0));
+	CK(cuMemAlloc_v2(&a, 20 * MiB));
+	CK(fakecuda_driver_grow(0, 30 * (int64_t)MiB));
+	/* the device figures are right */
+	struct nv_mem m = nvml_mem(nv, 0);
+	ck_assert_uint_eq(m.used, 250 * MiB);
+	ck_assert_uint_eq(m.free, 774 * MiB);
+	ck_assert_uint_eq(cu_free(), 774 * MiB);
+	/* the memory is listed, under a pid that is not getpid() */
+	unsigned long long used;
+	unsigned first;
+	ck_assert_uint_eq(nvml_procs(nv, 0, (unsigned)getpid(), &used, &first), 1);
+	ck_assert_uint_eq(used, 0);
+	ck_assert_uint_ne(first, (unsigned)getpid());
+	ck_assert_uint_eq(first, (unsigned)getpid() + 4194304u);
+	ck_assert_uint_eq(nvml_procs(nv, 0, first, &used, &first), 1);
+	ck_assert_uint_eq(used, 150 * MiB);
+	/* nothing on the other GPU: not listed there */
+	ck_assert_uint_eq(nvml_procs(nv, 1, (unsigned)getpid(), &used, &first), 0);
+	ck_assert_uint_eq(nvml_mem(nv, 1).used, 0);
+}
+END_TEST
+
 /* ---- stream capture ----------------------------------------------------------------------- */
 
 static CUstreamCaptureStatus capture_status(CUstream s)
@@ -2612,6 +2645,7 @@ static Suite *fake_suite(void)
 	tcase_add_test(tc, fake_ctx_overhead_everywhere);
 	tcase_add_test(tc, fake_driver_grow_counts);
 	tcase_add_test(tc, fake_driver_grow_timed);
+	tcase_add_test(tc, fake_nvml_nopid);
 	tcase_add_test(tc, fake_capture_records_instead_of_running);
 	tcase_add_test(tc, fake_capture_prohibits_unsafe_calls);
 	tcase_add_test(tc, fake_capture_modes_across_threads);
