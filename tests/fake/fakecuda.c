@@ -1,8 +1,11 @@
 /* fakecuda: core of the fake CUDA driver (libcuda.so.1 for tests).
  *
  * Owns: FAKECUDA_* configuration (read once, lazily, abort() on a malformed
- * value), cuInit and fork behaviour, device memory accounting, error
- * strings, the call counters and the fakecuda_* record functions.
+ * value), cuInit and fork behaviour, device memory accounting (other
+ * tenants, allocations, and what the driver holds outside allocations:
+ * contexts and driver-side growth, fakecuda_driver_grow and
+ * FAKECUDA_DRIVER_GROW), error strings, the call counters and the
+ * fakecuda_* record functions.
  *
  * Thread safety: all state is under fake_lock (see fake-internal.h);
  * counters are relaxed atomics. Fork: the
