@@ -207,7 +207,7 @@ static struct CUctx_st *ctx_new(int dev, bool primary, unsigned flags)
 static void ctx_activate(struct CUctx_st *c)
 {
 	c->alive = true;
-	fake_cfg.dev[c->dev].nctx++;
+	fake_dev_ctx_up(c->dev);
 }
 
 /* Tear down everything a context holds (lock held). The struct itself stays
@@ -223,7 +223,7 @@ static void ctx_teardown(struct CUctx_st *c)
 	fake_mem_release_ctx(c);
 	fake_arrays_release_ctx(c);
 	c->alive = false;
-	fake_cfg.dev[c->dev].nctx--;
+	fake_dev_ctx_down(c->dev);
 	fake_broadcast();
 }
 

@@ -53,6 +53,13 @@ struct fake_dev {
 	/* counters, under fake_lock */
 	uint64_t reserved, peak, live;
 	int nctx; /* contexts alive on this device (each costs ctx_overhead) */
+	/* Driver-side memory held for this process beyond its contexts
+	 * (module images, library workspaces): fakecuda_driver_grow and
+	 * FAKECUDA_DRIVER_GROW. It lives with the device's contexts: the last
+	 * one's death releases it. ctx_since_ns: CLOCK_MONOTONIC when nctx
+	 * last went from 0 to 1; timed_done: FAKECUDA_DRIVER_GROW applied. */
+	uint64_t grown, ctx_since_ns;
+	bool timed_done;
 	struct CUctx_st *primary;
 	struct CUmemPoolHandle_st *default_pool, *cur_pool;
 };
@@ -60,6 +67,7 @@ struct fake_config {
 	int ndev;
 	struct fake_dev dev[FAKE_MAX_DEVICES];
 	uint64_t ctx_overhead;
+	uint64_t grow_bytes, grow_after_ns; /* FAKECUDA_DRIVER_GROW (0 bytes: off) */
 	int driver_version;
 	unsigned delay_us;
 	unsigned free_delay_us; /* FAKECUDA_FREE_DELAY_US */
@@ -83,8 +91,17 @@ bool fake_parse_pci(const char *s, size_t len, unsigned *dom, unsigned *bus, uns
 CUresult fake_check_dev(CUdevice dev);
 
 /* Charge / uncharge device memory (lock held). Charge fails with
- * CUDA_ERROR_OUT_OF_MEMORY when bytes exceed what is free. */
+ * CUDA_ERROR_OUT_OF_MEMORY when bytes exceed what is free. Free is the
+ * capacity less other tenants, allocations and fake_dev_driver_held. */
 uint64_t fake_dev_free(int dev);
+/* What the driver holds for this process on dev outside allocations: its
+ * contexts (ctx_overhead each) and the grown bytes (lock held). Applies a
+ * FAKECUDA_DRIVER_GROW that is due and fits first. */
+uint64_t fake_dev_driver_held(int dev);
+/* A context came to life on / left dev: nctx, and the driver-side memory
+ * that lives with the device's contexts (lock held). */
+void fake_dev_ctx_up(int dev);
+void fake_dev_ctx_down(int dev);
 CUresult fake_dev_charge(int dev, uint64_t bytes);
 void fake_dev_uncharge(int dev, uint64_t bytes);
 

@@ -4,9 +4,11 @@
  * FAKECUDA_UUIDS, FAKECUDA_OTHER_USED, read here with the same defaults)
  * and answers, per GPU, what the real NVML answers for a process:
  * usedGpuMemory = what the fake driver holds for this process there
- * (fakecuda_reserved) + the cost of its live contexts there
- * (fakecuda_context_bytes: FAKECUDA_CTX_OVERHEAD per context). A process
- * with neither is not listed. Both record functions are found with
+ * (fakecuda_reserved) + what the driver holds for it outside allocations
+ * (fakecuda_driver_held: FAKECUDA_CTX_OVERHEAD per live context, and what
+ * fakecuda_driver_grow / FAKECUDA_DRIVER_GROW added). The device's used
+ * memory is that + FAKECUDA_OTHER_USED. A process with nothing there is
+ * not listed. Both record functions are found with
  * dlsym(RTLD_DEFAULT, ...), or in libcuda.so.1 by name when it was loaded
  * RTLD_LOCAL (ctypes, the shim): the fake driver lives in the same
  * process, or the process has no GPU memory at all.
@@ -16,6 +18,10 @@
  *   off           nvmlInit fails with NVML_ERROR_DRIVER_NOT_LOADED
  *   na            processes are listed with usedGpuMemory =
  *                 NVML_VALUE_NOT_AVAILABLE (as in some containers)
+ *   nopid         as on, but this process is listed under another pid,
+ *                 getpid() + 4194304 (above any pid_max, so no pid here):
+ *                 NVML in a container without the host PID namespace lists
+ *                 host pids, so a lookup by getpid() finds nothing
  *
  * The calls cumemcap uses (nvmlInit, device handles by index and UUID,
  * nvmlDeviceGetMemoryInfo, nvmlDeviceGetComputeRunningProcesses in all
@@ -195,7 +201,8 @@ struct fake_nvml_dev {
 
 static struct fake_nvml_dev devs[MAX_DEVICES];
 static int ndev;
-static enum { NVML_ON, NVML_OFF, NVML_NA } mode;
+static enum { NVML_ON, NVML_OFF, NVML_NA, NVML_NOPID } mode;
+#define NOPID_OFFSET 4194304u /* PID_MAX_LIMIT on 64-bit Linux */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static _Atomic int inits;
 
@@ -267,7 +274,13 @@ static void parse_pci(const char *s, size_t len, struct fake_nvml_dev *d)
 static void configure(void)
 {
 	const char *v = getenv("FAKECUDA_NVML");
-	mode = v && strcmp(v, "off") == 0 ? NVML_OFF : v && strcmp(v, "na") == 0 ? NVML_NA : NVML_ON;
+	mode = NVML_ON;
+	if (v && strcmp(v, "off") == 0)
+		mode = NVML_OFF;
+	else if (v && strcmp(v, "na") == 0)
+		mode = NVML_NA;
+	else if (v && strcmp(v, "nopid") == 0)
+		mode = NVML_NOPID;
 	const char *sizes = getenv("FAKECUDA_DEVICES");
 	const char *uuids = getenv("FAKECUDA_UUIDS");
 	const char *other = getenv("FAKECUDA_OTHER_USED");
@@ -315,20 +328,20 @@ static bool valid(nvmlDevice_t d)
 static bool this_process(nvmlDevice_t d, uint64_t *bytes)
 {
 	uint64_t (*reserved)(int) = (uint64_t (*)(int))dlsym(RTLD_DEFAULT, "fakecuda_reserved");
-	uint64_t (*ctx)(int) = (uint64_t (*)(int))dlsym(RTLD_DEFAULT, "fakecuda_context_bytes");
-	if (!reserved || !ctx) {
+	uint64_t (*held)(int) = (uint64_t (*)(int))dlsym(RTLD_DEFAULT, "fakecuda_driver_held");
+	if (!reserved || !held) {
 		/* Loaded RTLD_LOCAL (ctypes, the shim): ask it by name, if it
 		 * is loaded at all. */
 		void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
 		if (!lib)
 			return false;
 		reserved = (uint64_t (*)(int))dlsym(lib, "fakecuda_reserved");
-		ctx = (uint64_t (*)(int))dlsym(lib, "fakecuda_context_bytes");
+		held = (uint64_t (*)(int))dlsym(lib, "fakecuda_driver_held");
 		dlclose(lib); /* only the reference NOLOAD took; it stays loaded */
 	}
-	if (!reserved || !ctx)
+	if (!reserved || !held)
 		return false;
-	uint64_t r = reserved(d->index), c = ctx(d->index);
+	uint64_t r = reserved(d->index), c = held(d->index);
 	*bytes = r + c;
 	return r || c;
 }
@@ -445,7 +458,8 @@ API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memo
 	return NVML_SUCCESS;
 }
 
-/* The process list: this process, or nobody. */
+/* The process list: this process (under another pid in nopid mode), or
+ * nobody. */
 static nvmlReturn_t processes(nvmlDevice_t device, unsigned int *count, void *infos, size_t stride)
 {
 	nvmlReturn_t r = ready();
@@ -463,7 +477,7 @@ static nvmlReturn_t processes(nvmlDevice_t device, unsigned int *count, void *in
 		return NVML_ERROR_INSUFFICIENT_SIZE;
 	}
 	nvmlProcessInfo_t p = {
-		.pid = (unsigned)getpid(),
+		.pid = (unsigned)getpid() + (mode == NVML_NOPID ? NOPID_OFFSET : 0),
 		.usedGpuMemory = mode == NVML_NA ? NVML_VALUE_NOT_AVAILABLE : mine,
 		.gpuInstanceId = 0xffffffffu,
 		.computeInstanceId = 0xffffffffu,

@@ -1,8 +1,11 @@
 /* fakecuda: core of the fake CUDA driver (libcuda.so.1 for tests).
  *
  * Owns: FAKECUDA_* configuration (read once, lazily, abort() on a malformed
- * value), cuInit and fork behaviour, device memory accounting, error
- * strings, the call counters and the fakecuda_* record functions.
+ * value), cuInit and fork behaviour, device memory accounting (other
+ * tenants, allocations, and what the driver holds outside allocations:
+ * contexts and driver-side growth, fakecuda_driver_grow and
+ * FAKECUDA_DRIVER_GROW), error strings, the call counters and the
+ * fakecuda_* record functions.
  *
  * Thread safety: all state is under fake_lock (see fake-internal.h);
  * counters are relaxed atomics. Fork: the
@@ -20,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t fake_cond = PTHREAD_COND_INITIALIZER;
@@ -209,6 +213,22 @@ static bool parse_uint(const char *s, unsigned long long max, unsigned long long
 	return true;
 }
 
+/* FAKECUDA_DRIVER_GROW: "SIZE@SECONDS", a size (not 0) and a delay of
+ * 0..86400 seconds in decimal ("256MiB@0.5"). */
+static void parse_grow(const char *v, struct fake_config *c)
+{
+	static const char forms[] = "expected SIZE@SECONDS, e.g. 256MiB@0.5 (size above 0, 0..86400 seconds)";
+	const char *at = strchr(v, '@');
+	if (!at || !parse_size(v, (size_t)(at - v), false, &c->grow_bytes))
+		bad_config("FAKECUDA_DRIVER_GROW", v, forms);
+	const char *t = at + 1;
+	char *end;
+	double sec = isdigit((unsigned char)*t) ? strtod(t, &end) : -1;
+	if (sec < 0 || sec > 86400 || *end)
+		bad_config("FAKECUDA_DRIVER_GROW", v, forms);
+	c->grow_after_ns = (uint64_t)(sec * 1e9 + 0.5);
+}
+
 static void config_load_once(void)
 {
 	const char *items[FAKE_MAX_DEVICES];
@@ -266,6 +286,9 @@ static void config_load_once(void)
 	if ((v = getenv("FAKECUDA_CTX_OVERHEAD")) &&
 	    !parse_size(v, strlen(v), true, &c->ctx_overhead))
 		bad_config("FAKECUDA_CTX_OVERHEAD", v, "expected one size (0 allowed), e.g. 300MiB");
+	c->grow_bytes = c->grow_after_ns = 0;
+	if ((v = getenv("FAKECUDA_DRIVER_GROW")))
+		parse_grow(v, c);
 	c->driver_version = 13000;
 	unsigned long long u;
 	if ((v = getenv("FAKECUDA_DRIVER_VERSION"))) {
@@ -335,11 +358,54 @@ void *fake_map(size_t len, bool low32)
 
 /* ---- accounting --------------------------------------------------------- */
 
-uint64_t fake_dev_free(int dev)
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Capacity less everything held on dev, driver-side memory as it is now. */
+static uint64_t free_as_is(const struct fake_dev *d)
+{
+	uint64_t used = d->other_used + (uint64_t)d->nctx * fake_cfg.ctx_overhead + d->grown + d->reserved;
+	return used >= d->total ? 0 : d->total - used;
+}
+
+uint64_t fake_dev_driver_held(int dev)
 {
 	struct fake_dev *d = &fake_cfg.dev[dev];
-	uint64_t used = d->other_used + (uint64_t)d->nctx * fake_cfg.ctx_overhead + d->reserved;
-	return used >= d->total ? 0 : d->total - used;
+	/* FAKECUDA_DRIVER_GROW comes due: the driver takes it when the card
+	 * has room (as a module load would succeed then), else at a later
+	 * look. */
+	if (d->nctx > 0 && fake_cfg.grow_bytes && !d->timed_done &&
+	    now_ns() - d->ctx_since_ns >= fake_cfg.grow_after_ns && fake_cfg.grow_bytes <= free_as_is(d)) {
+		d->grown += fake_cfg.grow_bytes;
+		d->timed_done = true;
+	}
+	return (uint64_t)d->nctx * fake_cfg.ctx_overhead + d->grown;
+}
+
+void fake_dev_ctx_up(int dev)
+{
+	struct fake_dev *d = &fake_cfg.dev[dev];
+	if (d->nctx++ == 0) {
+		d->ctx_since_ns = now_ns();
+		d->timed_done = false;
+	}
+}
+
+void fake_dev_ctx_down(int dev)
+{
+	struct fake_dev *d = &fake_cfg.dev[dev];
+	if (--d->nctx == 0)
+		d->grown = 0; /* what the driver held there goes with the last context */
+}
+
+uint64_t fake_dev_free(int dev)
+{
+	fake_dev_driver_held(dev);
+	return free_as_is(&fake_cfg.dev[dev]);
 }
 
 CUresult fake_dev_charge(int dev, uint64_t bytes)
@@ -467,6 +533,40 @@ FAKE_API void fakecuda_reset_peak(int dev)
 	pthread_mutex_lock(&fake_lock);
 	fake_cfg.dev[dev].peak = fake_cfg.dev[dev].reserved;
 	pthread_mutex_unlock(&fake_lock);
+}
+
+FAKE_API int fakecuda_driver_grow(int dev, int64_t bytes)
+{
+	fake_config_load();
+	if (fake_check_dev(dev))
+		return CUDA_ERROR_INVALID_DEVICE;
+	pthread_mutex_lock(&fake_lock);
+	struct fake_dev *d = &fake_cfg.dev[dev];
+	CUresult r = CUDA_SUCCESS;
+	if (d->nctx == 0) {
+		r = CUDA_ERROR_INVALID_CONTEXT; /* nothing of this process lives there */
+	} else if (bytes >= 0) {
+		if ((uint64_t)bytes > fake_dev_free(dev))
+			r = CUDA_ERROR_OUT_OF_MEMORY;
+		else
+			d->grown += (uint64_t)bytes;
+	} else {
+		uint64_t less = (uint64_t)(-(bytes + 1)) + 1; /* INT64_MIN too */
+		d->grown = less >= d->grown ? 0 : d->grown - less;
+	}
+	pthread_mutex_unlock(&fake_lock);
+	return (int)r;
+}
+
+FAKE_API uint64_t fakecuda_driver_held(int dev)
+{
+	fake_config_load();
+	if (fake_check_dev(dev))
+		return 0;
+	pthread_mutex_lock(&fake_lock);
+	uint64_t v = fake_dev_driver_held(dev);
+	pthread_mutex_unlock(&fake_lock);
+	return v;
 }
 
 FAKE_API uint64_t fakecuda_live_allocations(int dev)

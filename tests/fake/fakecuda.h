@@ -21,6 +21,14 @@
  *   FAKECUDA_CTX_OVERHEAD   bytes a context costs on its device while it
  *                           exists (lowers free memory, never allocatable,
  *                           not counted in fakecuda_reserved). Default 0.
+ *   FAKECUDA_DRIVER_GROW    "SIZE@SECONDS" ("256MiB@0.5"): SECONDS after a
+ *                           context comes to life on a device that had none,
+ *                           the driver holds SIZE more there for this process
+ *                           (module images, library workspaces), as
+ *                           fakecuda_driver_grow would add it: taken at the
+ *                           first look (cuMemGetInfo, an allocation, NVML, the
+ *                           record) once due and once it fits what is free.
+ *                           Default: none.
  *   FAKECUDA_DRIVER_VERSION cuDriverGetVersion value. Default 13000.
  *   FAKECUDA_STREAM_DELAY_US microseconds every stream operation sleeps before
  *                           it runs on the stream's worker. Default 0.
@@ -50,9 +58,27 @@ void fakecuda_reset_peak(int dev);
 
 /* Bytes the live contexts of this process cost on `dev` right now:
  * FAKECUDA_CTX_OVERHEAD per context (created and not destroyed; primary:
- * retained). Not part of fakecuda_reserved; the fake NVML adds both.
- * Returns 0 for a bad ordinal. */
+ * retained). Not part of fakecuda_reserved. Returns 0 for a bad ordinal. */
 uint64_t fakecuda_context_bytes(int dev);
+
+/* Driver-side memory that grows after the context exists, outside any
+ * allocation call, as a real driver's does (module images loaded, library
+ * handles, communication buffers): `bytes` more (negative: less, clamped at
+ * 0) held for this process on `dev`. It counts like the contexts' cost: it
+ * lowers cuMemGetInfo's free, allocations that would pass the card with it
+ * are refused, the fake NVML shows it in the process's usedGpuMemory and
+ * the device's used. It lives with the device's contexts: when the last one
+ * there dies, it is gone. Returns 0 (CUDA_SUCCESS), or with nothing changed
+ * CUDA_ERROR_OUT_OF_MEMORY (2) when `bytes` exceeds what is free on the
+ * card, CUDA_ERROR_INVALID_DEVICE (101) for a bad ordinal,
+ * CUDA_ERROR_INVALID_CONTEXT (201) when no context lives on `dev`. */
+int fakecuda_driver_grow(int dev, int64_t bytes);
+
+/* What the driver holds for this process on `dev` outside allocations:
+ * fakecuda_context_bytes + what has grown (fakecuda_driver_grow,
+ * FAKECUDA_DRIVER_GROW). The fake NVML reports fakecuda_reserved + this.
+ * Returns 0 for a bad ordinal. */
+uint64_t fakecuda_driver_held(int dev);
 
 /* Number of live allocations on `dev` (plain + pitched + managed + live
  * stream-ordered allocations + live graph allocations + VMM handles +

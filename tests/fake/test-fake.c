@@ -192,6 +192,9 @@ START_TEST(fake_malformed_env_aborts)
 		{"FAKECUDA_DEVICES", "12QB"}, {"FAKECUDA_DEVICES", "0"}, {"FAKECUDA_UUIDS", "GPU-1234"},
 		{"FAKECUDA_PCI", "3b:00"}, {"FAKECUDA_OTHER_USED", "1GiB,2GiB"}, {"FAKECUDA_DRIVER_VERSION", "13.0"},
 		{"FAKECUDA_STREAM_DELAY_US", "-1"}, {"FAKECUDA_FREE_DELAY_US", "soon"}, {"FAKECUDA_CTX_OVERHEAD", "lots"},
+		{"FAKECUDA_DRIVER_GROW", "256MiB"}, {"FAKECUDA_DRIVER_GROW", "0@1"}, {"FAKECUDA_DRIVER_GROW", "1MiB@-1"},
+		{"FAKECUDA_DRIVER_GROW", "1MiB@1s"}, {"FAKECUDA_DRIVER_GROW", "@1"}, {"FAKECUDA_DRIVER_GROW", "1MiB@"},
+		{"FAKECUDA_DRIVER_GROW", "1MiB@86401"},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		pid_t pid = fork();
@@ -750,6 +753,294 @@ START_TEST(fake_nvml_monitoring_queries)
 	ck_assert_int_eq(NV("nvmlDeviceGetName", dev_t_, char *, unsigned)((dev_t_)&u, buf, sizeof buf), 2);
 #undef NV
 	dlclose(nv);
+}
+END_TEST
+
+/* ---- what the process holds beyond its allocations, everywhere it shows -------------------- */
+
+/* The fake NVML, initialized. */
+static void *nvml_open(void)
+{
+	void *nv = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	ck_assert_ptr_nonnull(nv);
+	ck_assert_int_eq(((int (*)(void))dlsym(nv, "nvmlInit_v2"))(), 0);
+	return nv;
+}
+
+static void *nvml_dev(void *nv, unsigned idx)
+{
+	void *d = NULL;
+	ck_assert_int_eq(((int (*)(unsigned, void **))dlsym(nv, "nvmlDeviceGetHandleByIndex_v2"))(idx, &d), 0);
+	return d;
+}
+
+struct nv_mem { unsigned long long total, free, used; };
+
+/* nvmlDeviceGetMemoryInfo of GPU idx, checked against _v2 (the same). */
+static struct nv_mem nvml_mem(void *nv, unsigned idx)
+{
+	void *d = nvml_dev(nv, idx);
+	struct nv_mem m1;
+	struct { unsigned version; unsigned long long total, reserved, free, used; } m2 = {0};
+	m2.version = (unsigned)sizeof m2 | (2u << 24);
+	ck_assert_int_eq(((int (*)(void *, void *))dlsym(nv, "nvmlDeviceGetMemoryInfo"))(d, &m1), 0);
+	ck_assert_int_eq(((int (*)(void *, void *))dlsym(nv, "nvmlDeviceGetMemoryInfo_v2"))(d, &m2), 0);
+	ck_assert_uint_eq(m2.total, m1.total);
+	ck_assert_uint_eq(m2.used, m1.used);
+	ck_assert_uint_eq(m2.free, m1.free);
+	ck_assert_uint_eq(m1.free + m1.used, m1.total);
+	return m1;
+}
+
+/* The compute process list of GPU idx in every version (they must agree):
+ * how many are listed; *used: the entry of pid's usedGpuMemory, 0 if pid
+ * is not listed; *first_pid: the first entry's pid (0 if none). */
+static unsigned nvml_procs(void *nv, unsigned idx, unsigned pid, unsigned long long *used, unsigned *first_pid)
+{
+	void *d = nvml_dev(nv, idx);
+	struct { unsigned pid; unsigned long long used; unsigned gi, ci; } p3[4], p2[4];
+	struct { unsigned pid; unsigned long long used; } p1[4];
+	unsigned n3 = 4, n2 = 4, n1 = 4;
+	typedef int (*list_fn)(void *, unsigned *, void *);
+	ck_assert_int_eq(((list_fn)dlsym(nv, "nvmlDeviceGetComputeRunningProcesses_v3"))(d, &n3, p3), 0);
+	ck_assert_int_eq(((list_fn)dlsym(nv, "nvmlDeviceGetComputeRunningProcesses_v2"))(d, &n2, p2), 0);
+	ck_assert_int_eq(((list_fn)dlsym(nv, "nvmlDeviceGetComputeRunningProcesses"))(d, &n1, p1), 0);
+	ck_assert_uint_eq(n2, n3);
+	ck_assert_uint_eq(n1, n3);
+	*used = 0;
+	*first_pid = n3 ? p3[0].pid : 0;
+	for (unsigned i = 0; i < n3; i++) {
+		ck_assert_uint_eq(p2[i].pid, p3[i].pid);
+		ck_assert_uint_eq(p1[i].pid, p3[i].pid);
+		ck_assert_uint_eq(p2[i].used, p3[i].used);
+		ck_assert_uint_eq(p1[i].used, p3[i].used);
+		if (p3[i].pid == pid)
+			*used = p3[i].used;
+	}
+	return n3;
+}
+
+/* This process's usedGpuMemory on GPU idx (0: not listed). */
+static unsigned long long nvml_mine(void *nv, unsigned idx)
+{
+	unsigned long long used;
+	unsigned first;
+	nvml_procs(nv, idx, (unsigned)getpid(), &used, &first);
+	return used;
+}
+
+static uint64_t cu_free(void)
+{
+	size_t f, t;
+	CK(cuMemGetInfo_v2(&f, &t));
+	return f;
+}
+
+START_TEST(fake_ctx_overhead_everywhere)
+{
+	setenv("FAKECUDA_DEVICES", "1GiB,512MiB", 1);
+	setenv("FAKECUDA_OTHER_USED", "100MiB,0", 1);
+	setenv("FAKECUDA_CTX_OVERHEAD", "300MiB", 1);
+	void *nv = nvml_open();
+	CK(cuInit(0));
+	/* no context: other tenants only, this process not listed */
+	ck_assert_uint_eq(nvml_mem(nv, 0).used, 100 * MiB);
+	ck_assert_uint_eq(nvml_mine(nv, 0), 0);
+	CUcontext ctx, ctx2, pc;
+	CK(cuCtxCreate_v2(&ctx, 0, 0));
+	ck_assert_uint_eq(fakecuda_context_bytes(0), 300 * MiB);
+	ck_assert_uint_eq(fakecuda_driver_held(0), 300 * MiB);
+	ck_assert_uint_eq(fakecuda_reserved(0), 0);
+	ck_assert_uint_eq(cu_free(), 624 * MiB);
+	ck_assert_uint_eq(nvml_mine(nv, 0), 300 * MiB); /* listed for its context alone */
+	struct nv_mem m = nvml_mem(nv, 0);
+	ck_assert_uint_eq(m.total, 1 * GiB);
+	ck_assert_uint_eq(m.used, 400 * MiB);
+	ck_assert_uint_eq(m.free, 624 * MiB);
+	ck_assert_uint_eq(nvml_mine(nv, 1), 0); /* nothing on the other GPU */
+	ck_assert_uint_eq(nvml_mem(nv, 1).used, 0);
+	/* allocations + contexts + other tenants may not pass the card */
+	CUdeviceptr a, b;
+	CK(cuMemAlloc_v2(&a, 200 * MiB));
+	ck_assert_uint_eq(cu_free(), 424 * MiB);
+	ck_assert_uint_eq(nvml_mine(nv, 0), 500 * MiB);
+	ck_assert_uint_eq(nvml_mem(nv, 0).used, 600 * MiB);
+	ck_assert_int_eq(cuMemAlloc_v2(&b, 424 * MiB + 512), CUDA_ERROR_OUT_OF_MEMORY);
+	CK(cuMemAlloc_v2(&b, 424 * MiB));
+	ck_assert_uint_eq(cu_free(), 0);
+	m = nvml_mem(nv, 0);
+	ck_assert_uint_eq(m.used, 1 * GiB);
+	ck_assert_uint_eq(m.free, 0);
+	ck_assert_int_eq(cuMemAlloc_v2(&a, 1), CUDA_ERROR_OUT_OF_MEMORY);
+	CK(cuMemFree_v2(b));
+	/* every live context costs it: a second one on the same GPU */
+	CK(cuCtxCreate_v2(&ctx2, 0, 0));
+	ck_assert_uint_eq(cu_free(), 124 * MiB);
+	ck_assert_uint_eq(nvml_mine(nv, 0), 800 * MiB);
+	ck_assert_uint_eq(nvml_mem(nv, 0).used, 900 * MiB);
+	ck_assert_int_eq(cuMemAlloc_v2(&b, 124 * MiB + 512), CUDA_ERROR_OUT_OF_MEMORY);
+	CK(cuCtxDestroy_v2(ctx2));
+	ck_assert_uint_eq(cu_free(), 424 * MiB);
+	ck_assert_uint_eq(nvml_mine(nv, 0), 500 * MiB);
+	/* a retained primary context on the other GPU */
+	CK(cuDevicePrimaryCtxRetain(&pc, 1));
+	CK(cuCtxPushCurrent_v2(pc));
+	ck_assert_uint_eq(cu_free(), 212 * MiB);
+	ck_assert_uint_eq(nvml_mine(nv, 1), 300 * MiB);
+	ck_assert_uint_eq(nvml_mem(nv, 1).used, 300 * MiB);
+	CK(cuDevicePrimaryCtxRelease_v2(1));
+	ck_assert_uint_eq(nvml_mine(nv, 1), 0);
+	ck_assert_uint_eq(nvml_mem(nv, 1).used, 0);
+	ck_assert_uint_eq(nvml_mine(nv, 0), 500 * MiB);
+}
+END_TEST
+
+START_TEST(fake_driver_grow_counts)
+{
+	setenv("FAKECUDA_DEVICES", "1GiB,1GiB", 1);
+	setenv("FAKECUDA_OTHER_USED", "100MiB,0", 1);
+	setenv("FAKECUDA_CTX_OVERHEAD", "100MiB", 1);
+	void *nv = nvml_open();
+	CK(cuInit(0));
+	/* nothing of this process lives there yet; no such GPU */
+	ck_assert_int_eq(fakecuda_driver_grow(0, (int64_t)MiB), CUDA_ERROR_INVALID_CONTEXT);
+	ck_assert_int_eq(fakecuda_driver_grow(2, (int64_t)MiB), CUDA_ERROR_INVALID_DEVICE);
+	ck_assert_int_eq(fakecuda_driver_grow(-1, (int64_t)MiB), CUDA_ERROR_INVALID_DEVICE);
+	ck_assert_uint_eq(fakecuda_driver_held(0), 0);
+	ck_assert_uint_eq(fakecuda_driver_held(2), 0);
+	CUcontext ctx;
+	CK(cuCtxCreate_v2(&ctx, 0, 0));
+	ck_assert_uint_eq(fakecuda_driver_held(0), 100 * MiB);
+	/* grown after the context: counts like the context, is no allocation */
+	CK(fakecuda_driver_grow(0, 200 * (int64_t)MiB));
+	ck_assert_uint_eq(fakecuda_driver_held(0), 300 * MiB);
+	ck_assert_uint_eq(fakecuda_context_bytes(0), 100 * MiB);
+	ck_assert_uint_eq(fakecuda_reserved(0), 0);
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 0);
+	ck_assert_uint_eq(cu_free(), 624 * MiB);
+	ck_assert_uint_eq(nvml_mine(nv, 0), 300 * MiB);
+	struct nv_mem m = nvml_mem(nv, 0);
+	ck_assert_uint_eq(m.used, 400 * MiB);
+	ck_assert_uint_eq(m.free, 624 * MiB);
+	ck_assert_uint_eq(nvml_mine(nv, 1), 0); /* on that GPU only */
+	ck_assert_uint_eq(fakecuda_driver_held(1), 0);
+	/* allocations that would pass the card with it are refused */
+	CUdeviceptr a, b;
+	ck_assert_int_eq(cuMemAlloc_v2(&a, 624 * MiB + 512), CUDA_ERROR_OUT_OF_MEMORY);
+	CK(cuMemAlloc_v2(&a, 600 * MiB));
+	ck_assert_uint_eq(cu_free(), 24 * MiB);
+	/* and the driver cannot take more than the card has */
+	ck_assert_int_eq(fakecuda_driver_grow(0, 24 * (int64_t)MiB + 1), CUDA_ERROR_OUT_OF_MEMORY);
+	ck_assert_uint_eq(fakecuda_driver_held(0), 300 * MiB);
+	CK(fakecuda_driver_grow(0, 24 * (int64_t)MiB));
+	ck_assert_uint_eq(cu_free(), 0);
+	ck_assert_int_eq(cuMemAlloc_v2(&b, 1), CUDA_ERROR_OUT_OF_MEMORY);
+	ck_assert_uint_eq(nvml_mine(nv, 0), 924 * MiB);
+	ck_assert_uint_eq(nvml_mem(nv, 0).used, 1 * GiB);
+	/* it shrinks, never below nothing: the context's own cost stays */
+	CK(fakecuda_driver_grow(0, -50 * (int64_t)MiB));
+	ck_assert_uint_eq(fakecuda_driver_held(0), 274 * MiB);
+	ck_assert_uint_eq(cu_free(), 50 * MiB);
+	ck_assert_uint_eq(nvml_mine(nv, 0), 874 * MiB);
+	CK(fakecuda_driver_grow(0, INT64_MIN));
+	ck_assert_uint_eq(fakecuda_driver_held(0), 100 * MiB);
+	ck_assert_uint_eq(cu_free(), 224 * MiB);
+	CK(fakecuda_driver_grow(0, 0));
+	ck_assert_uint_eq(fakecuda_driver_held(0), 100 * MiB);
+	/* it goes with the device's last context */
+	CUcontext ctx2;
+	CK(fakecuda_driver_grow(0, 10 * (int64_t)MiB));
+	CK(cuCtxCreate_v2(&ctx2, 0, 0));
+	ck_assert_uint_eq(fakecuda_driver_held(0), 210 * MiB);
+	CK(cuCtxDestroy_v2(ctx2));
+	ck_assert_uint_eq(fakecuda_driver_held(0), 110 * MiB); /* one context left */
+	CK(cuCtxDestroy_v2(ctx));
+	ck_assert_uint_eq(fakecuda_driver_held(0), 0);
+	ck_assert_uint_eq(nvml_mine(nv, 0), 0);
+	ck_assert_uint_eq(nvml_mem(nv, 0).used, 100 * MiB);
+	ck_assert_int_eq(fakecuda_driver_grow(0, (int64_t)MiB), CUDA_ERROR_INVALID_CONTEXT);
+	CK(cuCtxCreate_v2(&ctx, 0, 0));
+	ck_assert_uint_eq(fakecuda_driver_held(0), 100 * MiB);
+	ck_assert_uint_eq(cu_free(), 824 * MiB);
+}
+END_TEST
+
+START_TEST(fake_driver_grow_timed)
+{
+	setenv("FAKECUDA_DEVICES", "1GiB,1GiB", 1);
+	setenv("FAKECUDA_CTX_OVERHEAD", "100MiB", 1);
+	setenv("FAKECUDA_DRIVER_GROW", "256MiB@0.5", 1);
+	void *nv = nvml_open();
+	CK(cuInit(0));
+	CUcontext ctx, pc;
+	CK(cuCtxCreate_v2(&ctx, 0, 0));
+	ck_assert_uint_eq(fakecuda_driver_held(0), 100 * MiB); /* not yet */
+	ck_assert_uint_eq(cu_free(), 924 * MiB);
+	ck_assert_uint_eq(nvml_mine(nv, 0), 100 * MiB);
+	sleep_ms(300);
+	CK(cuDevicePrimaryCtxRetain(&pc, 1)); /* the other GPU's clock starts here */
+	sleep_ms(300);
+	/* 0.6 s after GPU 0's first context, 0.3 s after GPU 1's */
+	ck_assert_uint_eq(fakecuda_driver_held(1), 100 * MiB);
+	ck_assert_uint_eq(cu_free(), 668 * MiB);
+	ck_assert_uint_eq(fakecuda_driver_held(0), 356 * MiB);
+	ck_assert_uint_eq(fakecuda_context_bytes(0), 100 * MiB);
+	ck_assert_uint_eq(nvml_mine(nv, 0), 356 * MiB);
+	ck_assert_uint_eq(nvml_mem(nv, 0).used, 356 * MiB);
+	sleep_ms(300);
+	ck_assert_uint_eq(nvml_mine(nv, 1), 356 * MiB);
+	ck_assert_uint_eq(fakecuda_driver_held(1), 356 * MiB);
+	CUdeviceptr a;
+	ck_assert_int_eq(cuMemAlloc_v2(&a, 668 * MiB + 512), CUDA_ERROR_OUT_OF_MEMORY);
+	/* once: it does not grow again */
+	sleep_ms(600);
+	ck_assert_uint_eq(fakecuda_driver_held(0), 356 * MiB);
+	/* it goes with the last context; the next one starts the clock again */
+	CK(cuCtxDestroy_v2(ctx));
+	ck_assert_uint_eq(fakecuda_driver_held(0), 0);
+	CK(cuCtxCreate_v2(&ctx, 0, 0));
+	ck_assert_uint_eq(fakecuda_driver_held(0), 100 * MiB);
+	/* due while the card has no room: taken once it fits */
+	CK(cuMemAlloc_v2(&a, 800 * MiB));
+	sleep_ms(600);
+	ck_assert_uint_eq(fakecuda_driver_held(0), 100 * MiB);
+	ck_assert_uint_eq(cu_free(), 124 * MiB);
+	CK(cuMemFree_v2(a));
+	ck_assert_uint_eq(cu_free(), 668 * MiB);
+	ck_assert_uint_eq(fakecuda_driver_held(0), 356 * MiB);
+}
+END_TEST
+
+START_TEST(fake_nvml_nopid)
+{
+	setenv("FAKECUDA_NVML", "nopid", 1);
+	setenv("FAKECUDA_DEVICES", "1GiB,1GiB", 1);
+	setenv("FAKECUDA_OTHER_USED", "100MiB,0", 1);
+	setenv("FAKECUDA_CTX_OVERHEAD", "100MiB", 1);
+	void *nv = nvml_open();
+	CK(cuInit(0));
+	CUcontext ctx;
+	CUdeviceptr a;
+	CK(cuCtxCreate_v2(&ctx, 0, 0));
+	CK(cuMemAlloc_v2(&a, 20 * MiB));
+	CK(fakecuda_driver_grow(0, 30 * (int64_t)MiB));
+	/* the device figures are right */
+	struct nv_mem m = nvml_mem(nv, 0);
+	ck_assert_uint_eq(m.used, 250 * MiB);
+	ck_assert_uint_eq(m.free, 774 * MiB);
+	ck_assert_uint_eq(cu_free(), 774 * MiB);
+	/* the memory is listed, under a pid that is not getpid() */
+	unsigned long long used;
+	unsigned first;
+	ck_assert_uint_eq(nvml_procs(nv, 0, (unsigned)getpid(), &used, &first), 1);
+	ck_assert_uint_eq(used, 0);
+	ck_assert_uint_ne(first, (unsigned)getpid());
+	ck_assert_uint_eq(first, (unsigned)getpid() + 4194304u);
+	ck_assert_uint_eq(nvml_procs(nv, 0, first, &used, &first), 1);
+	ck_assert_uint_eq(used, 150 * MiB);
+	/* nothing on the other GPU: not listed there */
+	ck_assert_uint_eq(nvml_procs(nv, 1, (unsigned)getpid(), &used, &first), 0);
+	ck_assert_uint_eq(nvml_mem(nv, 1).used, 0);
 }
 END_TEST
 
@@ -2351,6 +2642,10 @@ static Suite *fake_suite(void)
 	tcase_add_test(tc, fake_stream_callback_and_event_timing);
 	tcase_add_test(tc, fake_no_device_code);
 	tcase_add_test(tc, fake_nvml_monitoring_queries);
+	tcase_add_test(tc, fake_ctx_overhead_everywhere);
+	tcase_add_test(tc, fake_driver_grow_counts);
+	tcase_add_test(tc, fake_driver_grow_timed);
+	tcase_add_test(tc, fake_nvml_nopid);
 	tcase_add_test(tc, fake_capture_records_instead_of_running);
 	tcase_add_test(tc, fake_capture_prohibits_unsafe_calls);
 	tcase_add_test(tc, fake_capture_modes_across_threads);
@@ -2392,7 +2687,7 @@ int main(void)
 	 * first call: that needs a fresh process per test. */
 	static const char *const vars[] = {"FAKECUDA_DEVICES", "FAKECUDA_UUIDS", "FAKECUDA_PCI", "FAKECUDA_OTHER_USED",
 					   "FAKECUDA_CTX_OVERHEAD", "FAKECUDA_DRIVER_VERSION", "FAKECUDA_STREAM_DELAY_US",
-					   "FAKECUDA_FREE_DELAY_US"};
+					   "FAKECUDA_FREE_DELAY_US", "FAKECUDA_DRIVER_GROW", "FAKECUDA_NVML"};
 	for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
 		unsetenv(vars[i]);
 	SRunner *sr = srunner_create(fake_suite());
