@@ -13,7 +13,7 @@
  * RTLD_LOCAL (ctypes, the shim): the fake driver lives in the same
  * process, or the process has no GPU memory at all.
  *
- * FAKECUDA_NVML (this library only):
+ * FAKECUDA_NVML (this library only; any other value aborts with one line):
  *   on (default)  as above
  *   off           nvmlInit fails with NVML_ERROR_DRIVER_NOT_LOADED
  *   na            processes are listed with usedGpuMemory =
@@ -281,6 +281,11 @@ static void configure(void)
 		mode = NVML_NA;
 	else if (v && strcmp(v, "nopid") == 0)
 		mode = NVML_NOPID;
+	else if (v && strcmp(v, "on") != 0) {
+		/* As the fake driver's knobs: a typo must not test "on" silently. */
+		fprintf(stderr, "fakecuda: bad FAKECUDA_NVML=\"%s\": expected on, off, na or nopid\n", v);
+		abort();
+	}
 	const char *sizes = getenv("FAKECUDA_DEVICES");
 	const char *uuids = getenv("FAKECUDA_UUIDS");
 	const char *other = getenv("FAKECUDA_OTHER_USED");

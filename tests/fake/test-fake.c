@@ -1011,6 +1011,23 @@ START_TEST(fake_driver_grow_timed)
 }
 END_TEST
 
+START_TEST(fake_nvml_bad_mode_aborts)
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		setenv("FAKECUDA_NVML", "nopids", 1);
+		void *nv = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+		if (nv)
+			((int (*)(void))dlsym(nv, "nvmlInit_v2"))();
+		_exit(0);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "FAKECUDA_NVML=nopids did not abort");
+}
+END_TEST
+
 START_TEST(fake_nvml_nopid)
 {
 	setenv("FAKECUDA_NVML", "nopid", 1);
@@ -2646,6 +2663,7 @@ static Suite *fake_suite(void)
 	tcase_add_test(tc, fake_driver_grow_counts);
 	tcase_add_test(tc, fake_driver_grow_timed);
 	tcase_add_test(tc, fake_nvml_nopid);
+	tcase_add_test(tc, fake_nvml_bad_mode_aborts);
 	tcase_add_test(tc, fake_capture_records_instead_of_running);
 	tcase_add_test(tc, fake_capture_prohibits_unsafe_calls);
 	tcase_add_test(tc, fake_capture_modes_across_threads);
