@@ -829,6 +829,7 @@ static unsigned long long nvml_mine(void *nv, unsigned idx)
 	return used;
 }
 
+/* The current context's free bytes (cuMemGetInfo_v2). */
 static uint64_t cu_free(void)
 {
 	size_t f, t;
@@ -1970,13 +1971,6 @@ static CUdeviceptr add_alloc_node(CUgraph g, size_t size, CUgraphNode *node)
 	return p.dptr;
 }
 
-static uint64_t mem_free_now(void)
-{
-	size_t f, t;
-	CK(cuMemGetInfo_v2(&f, &t));
-	return f;
-}
-
 START_TEST(fake_graph_memory_nodes)
 {
 	setenv("FAKECUDA_DEVICES", "16GiB,8GiB", 1);
@@ -2149,7 +2143,7 @@ START_TEST(fake_graph_launch_maps_pool)
 	CUdeviceptr b = add_alloc_node(g, 100, &nb);        /* 2 MiB mapped, freed in the graph */
 	CUgraphNode nf;
 	CK(cuGraphAddMemFreeNode(&nf, g, &nb, 1, b));
-	uint64_t free0 = mem_free_now();
+	uint64_t free0 = cu_free();
 	CUgraphExec e, e2;
 	CUgraphNode errnode = (CUgraphNode)&e;
 	char log[64] = "x";
@@ -2165,7 +2159,7 @@ START_TEST(fake_graph_launch_maps_pool)
 	ck_assert_uint_eq(G_RESERVED(), 6 * MiB);
 	ck_assert_uint_eq(G_USED(), 6 * MiB);
 	ck_assert_uint_eq(fakecuda_reserved(0), 6 * MiB);
-	ck_assert_uint_eq(mem_free_now(), free0 - 6 * MiB);
+	ck_assert_uint_eq(cu_free(), free0 - 6 * MiB);
 	ck_assert_uint_eq(fakecuda_live_allocations(0), 1); /* a; b was freed by the graph */
 	/* the live allocation is device memory at its fixed address */
 	unsigned char buf[64];
@@ -2213,7 +2207,7 @@ START_TEST(fake_graph_launch_maps_pool)
 	ck_assert_uint_eq(G_USED(), 0);
 	ck_assert_uint_eq(G_RESERVED(), 0);
 	ck_assert_uint_eq(fakecuda_reserved(0), 0);
-	ck_assert_uint_eq(mem_free_now(), free0);
+	ck_assert_uint_eq(cu_free(), free0);
 	ck_assert_int_eq(cuDeviceGraphMemTrim(1), CUDA_ERROR_INVALID_DEVICE);
 	/* the first launch after the trim maps again */
 	CK(cuGraphLaunch(e2, s));
