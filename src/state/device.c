@@ -20,15 +20,9 @@ static cumemcap_device_known_fn listener; /* under init_lock */
 
 void cumemcap_device_listen(cumemcap_device_known_fn known)
 {
-	bool ready[CUMEMCAP_MAX_DEVICES];
 	pthread_mutex_lock(&init_lock);
 	listener = known;
-	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
-		ready[d] = atomic_load(&state[d]) == 1;
 	pthread_mutex_unlock(&init_lock);
-	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
-		if (ready[d])
-			known(d);
 }
 
 static bool describe(int dev, struct cumemcap_device_info *info)

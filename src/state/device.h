@@ -22,9 +22,9 @@ struct cumemcap_device_info {
 };
 
 /* Who is told, once per GPU, that it became known (the log: it writes its
- * start record). A layer below the log cannot call it, so the library
- * constructor registers it; the GPUs known by then (a hook that ran before
- * the constructor) are told at once. Called outside the device lock. */
+ * start record). A layer below the log cannot call it, so entry/wire.c
+ * registers it, before any hook can make a GPU known. Called outside the
+ * device lock. */
 typedef void (*cumemcap_device_known_fn)(int dev);
 void cumemcap_device_listen(cumemcap_device_known_fn known);
 
