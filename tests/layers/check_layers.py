@@ -46,6 +46,16 @@ def module_of(rel):
     return base
 
 
+def resolve(files, rel, name):
+    """The file (relative to src/) that `name`, as written in src/`rel`, names:
+    from src/ ("state/ledger.h") or from rel's folder ("ledger.h"); None
+    for a header outside src/ (config.h, cuda.h)."""
+    for cand in (name, os.path.normpath(os.path.join(os.path.dirname(rel), name))):
+        if cand in files:
+            return cand
+    return None
+
+
 def opening_comment(text):
     m = re.match(r"\s*/\*(.*?)\*/", text, re.S)
     return m.group(1) if m else None
@@ -77,10 +87,8 @@ def check(src):
         for no, line in enumerate(text.splitlines(), 1):
             m = INCLUDE.match(line)
             if m:
-                target = m.group(1)
-                if target in files or os.path.normpath(os.path.join(os.path.dirname(rel), target)) in files:
-                    if target not in files:
-                        target = os.path.normpath(os.path.join(os.path.dirname(rel), target))
+                target = resolve(files, rel, m.group(1))
+                if target:
                     tl = layer_of(target)
                     if tl in LAYERS and rank >= 0 and LAYERS.index(tl) > rank:
                         problems.append(f"src/{rel}:{no}: {layer} includes {target}, of the higher layer {tl} (a call back up)")
@@ -103,11 +111,8 @@ def check(src):
             problems.append(f"src/{rel}:1: does not open with a comment saying what it owns")
         elif not SAFETY.search(c):
             see = SEE.search(c)
-            other = None
-            if see:
-                for cand in (see.group(1), os.path.join(os.path.dirname(rel), see.group(1))):
-                    if cand in files:
-                        other = opening_comment(files[cand])
+            header = see and resolve(files, rel, see.group(1))
+            other = opening_comment(files[header]) if header else None
             if not other or not SAFETY.search(other):
                 problems.append(f"src/{rel}:1: its opening comment does not say how it is thread-safe")
     # cycles: depth-first search over modules
