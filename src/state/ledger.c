@@ -28,20 +28,15 @@ const struct cumemcap_figure_info cumemcap_figure_info[CUMEMCAP_FIG_COUNT] = {
 struct cumemcap_ledger_device cumemcap_ledger[CUMEMCAP_MAX_DEVICES];
 struct cumemcap_ledger_shard cumemcap_ledger_shards[CUMEMCAP_LEDGER_SHARDS];
 
-static bool valid(int dev)
-{
-	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
-}
-
 void cumemcap_ledger_set_limit(int dev, uint64_t limit)
 {
-	if (valid(dev))
+	if (cumemcap_ledger_valid(dev))
 		atomic_store(&cumemcap_ledger[dev].limit, limit);
 }
 
 uint64_t cumemcap_ledger_limit(int dev)
 {
-	return valid(dev) ? atomic_load(&cumemcap_ledger[dev].limit) : CUMEMCAP_NO_LIMIT;
+	return cumemcap_ledger_valid(dev) ? atomic_load(&cumemcap_ledger[dev].limit) : CUMEMCAP_NO_LIMIT;
 }
 
 static void raise_to(_Atomic uint64_t *peak_field, uint64_t now)
@@ -55,7 +50,7 @@ static void raise_to(_Atomic uint64_t *peak_field, uint64_t now)
 
 void cumemcap_ledger_note_request(int dev, uint64_t bytes)
 {
-	if (valid(dev))
+	if (cumemcap_ledger_valid(dev))
 		raise_to(&cumemcap_ledger[dev].largest_request, bytes);
 }
 
@@ -66,7 +61,7 @@ static void raise_peak(struct cumemcap_ledger_device *d, uint64_t now)
 
 void cumemcap_ledger_live_add(int dev, uint64_t bytes)
 {
-	if (!valid(dev) || bytes == 0)
+	if (!cumemcap_ledger_valid(dev) || bytes == 0)
 		return;
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	raise_to(&d->peak_live, atomic_fetch_add_explicit(&d->live, bytes, memory_order_relaxed) + bytes);
@@ -74,13 +69,13 @@ void cumemcap_ledger_live_add(int dev, uint64_t bytes)
 
 void cumemcap_ledger_live_sub(int dev, uint64_t bytes)
 {
-	if (valid(dev) && bytes)
+	if (cumemcap_ledger_valid(dev) && bytes)
 		atomic_fetch_sub_explicit(&cumemcap_ledger[dev].live, bytes, memory_order_relaxed);
 }
 
 void cumemcap_ledger_pooled_add(int dev, uint64_t bytes)
 {
-	if (!valid(dev) || bytes == 0)
+	if (!cumemcap_ledger_valid(dev) || bytes == 0)
 		return;
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	raise_to(&d->peak_pooled,
@@ -89,13 +84,13 @@ void cumemcap_ledger_pooled_add(int dev, uint64_t bytes)
 
 void cumemcap_ledger_pooled_sub(int dev, uint64_t bytes)
 {
-	if (valid(dev) && bytes)
+	if (cumemcap_ledger_valid(dev) && bytes)
 		atomic_fetch_sub_explicit(&cumemcap_ledger[dev].pooled, bytes, memory_order_relaxed);
 }
 
 bool cumemcap_ledger_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes)
 {
-	if (!valid(dev))
+	if (!cumemcap_ledger_valid(dev))
 		return true;
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	uint64_t limit = atomic_load_explicit(&d->limit, memory_order_relaxed);
@@ -114,7 +109,7 @@ bool cumemcap_ledger_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes)
 
 void cumemcap_ledger_add(int dev, enum cumemcap_kind kind, uint64_t bytes)
 {
-	if (!valid(dev) || bytes == 0)
+	if (!cumemcap_ledger_valid(dev) || bytes == 0)
 		return;
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	uint64_t now = atomic_fetch_add_explicit(&d->reserved, bytes, memory_order_acq_rel) + bytes;
@@ -124,7 +119,7 @@ void cumemcap_ledger_add(int dev, enum cumemcap_kind kind, uint64_t bytes)
 
 void cumemcap_ledger_sub(int dev, enum cumemcap_kind kind, uint64_t bytes)
 {
-	if (!valid(dev) || bytes == 0)
+	if (!cumemcap_ledger_valid(dev) || bytes == 0)
 		return;
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	atomic_fetch_sub_explicit(&d->reserved, bytes, memory_order_acq_rel);
@@ -133,7 +128,7 @@ void cumemcap_ledger_sub(int dev, enum cumemcap_kind kind, uint64_t bytes)
 
 uint64_t cumemcap_ledger_headroom(int dev)
 {
-	if (!valid(dev))
+	if (!cumemcap_ledger_valid(dev))
 		return UINT64_MAX;
 	uint64_t limit = atomic_load(&cumemcap_ledger[dev].limit);
 	if (limit == CUMEMCAP_NO_LIMIT)
@@ -179,7 +174,7 @@ void cumemcap_ledger_shard_open(struct cumemcap_ledger_shard *s, int dev)
 #define X(name, src, ...) SHARD_RESET_##src(s, name)
 	CUMEMCAP_FIGURES(X)
 #undef X
-	atomic_store(&s->dev, valid(dev) ? dev : -1);
+	atomic_store(&s->dev, cumemcap_ledger_valid(dev) ? dev : -1);
 	int idx = (int)(s - cumemcap_ledger_shards), used = atomic_load(&shards_used);
 	while (idx + 1 > used && !atomic_compare_exchange_weak(&shards_used, &used, idx + 1))
 		;
@@ -188,7 +183,7 @@ void cumemcap_ledger_shard_open(struct cumemcap_ledger_shard *s, int dev)
 void cumemcap_ledger_shard_close(struct cumemcap_ledger_shard *s)
 {
 	int dev = atomic_exchange(&s->dev, -1);
-	if (!valid(dev))
+	if (!cumemcap_ledger_valid(dev))
 		return;
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 #define SHARD_FOLD_field(name)
@@ -205,7 +200,7 @@ void cumemcap_ledger_shard_close(struct cumemcap_ledger_shard *s)
 uint64_t cumemcap_ledger_sharded_sum(int dev, _Atomic uint64_t *own, size_t off)
 {
 	uint64_t n = atomic_load(own);
-	if (!valid(dev))
+	if (!cumemcap_ledger_valid(dev))
 		return n;
 	int used = atomic_load_explicit(&shards_used, memory_order_acquire);
 	for (int i = 0; i < used; i++) {

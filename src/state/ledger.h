@@ -159,13 +159,18 @@ extern struct cumemcap_ledger_device cumemcap_ledger_nowhere;
 #define CUMEMCAP_LEDGER_GET_device(dev, d, name) CUMEMCAP_FIGURE_NONE
 #define CUMEMCAP_LEDGER_GET_log(dev, d, name) CUMEMCAP_FIGURE_NONE
 
+/* Whether `dev` is a GPU the ledger keeps books for. */
+static inline bool cumemcap_ledger_valid(int dev)
+{
+	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
+}
+
 /* One figure of `dev` (as cumemcap_ledger_read has it). Inline, so that a
  * call with a constant figure (a hook's cuMemGetInfo reads `pooled`) is
  * the figure's own load, not a switch. */
 static inline uint64_t cumemcap_ledger_get(int dev, enum cumemcap_figure fig)
 {
-	struct cumemcap_ledger_device *d =
-		dev >= 0 && dev < CUMEMCAP_MAX_DEVICES ? &cumemcap_ledger[dev] : &cumemcap_ledger_nowhere;
+	struct cumemcap_ledger_device *d = cumemcap_ledger_valid(dev) ? &cumemcap_ledger[dev] : &cumemcap_ledger_nowhere;
 	switch (fig) {
 #define X(name, src, ...)         \
 	case CUMEMCAP_FIG_##name: \
