@@ -48,6 +48,10 @@ struct cumemcap_stats {
 	uint64_t avoided;           /* alloc/free calls the arenas answered without the driver */
 	/* Since 0.3: */
 	uint64_t graph;             /* of `reserved`: graph memory pools (CUDA graphs' memory nodes) */
+	/* Since 0.4: */
+	uint64_t footprint;      /* what the driver holds for the process: reserved + overhead */
+	uint64_t overhead;       /* driver-side memory outside the counted calls (contexts, modules) */
+	uint64_t peak_footprint; /* highest `footprint` so far */
 };
 
 /* Fill *out (of `size` bytes: pass sizeof(struct cumemcap_stats); a

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "account/footprint.h"
 #include "arena/arena.h"
 #include "state/device.h"
 #include "log/log.h"
@@ -35,6 +36,7 @@ void cumemcap_account_make_room(int dev)
 {
 	cumemcap_account_pool_refresh(dev);
 	cumemcap_arena_release_device(dev);
+	cumemcap_account_footprint_refresh(dev); /* it may have shrunk, or grown */
 }
 
 /* cumemcap_account_reserve, with the second try out of line: the first

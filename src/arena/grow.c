@@ -209,7 +209,7 @@ static void preallocate(struct arena *a)
 	else if (p->prealloc.kind == CUMEMCAP_AMOUNT_PERCENT)
 		size = (uint64_t)((unsigned __int128)info->total * p->prealloc.permille / 100000u);
 	else if (limit != CUMEMCAP_NO_LIMIT)
-		size = limit;
+		size = cumemcap_ledger_headroom(a->dev); /* the limit, less the footprint so far */
 	else {
 		cumemcap_msg("GPU %d has no limit: CUMEMCAP_GROWTH=preallocate takes nothing there "
 			     "(give it a limit, or preallocate:SIZE)", a->dev);

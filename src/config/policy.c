@@ -71,6 +71,37 @@ static bool parse_growth(struct cumemcap_layer *l, const char *value, char *why,
 	return false;
 }
 
+static bool parse_count(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	if (strcmp(value, "footprint") == 0 || strcmp(value, "allocations") == 0) {
+		l->count = value[0] == 'f' ? CUMEMCAP_COUNT_FOOTPRINT : CUMEMCAP_COUNT_ALLOCATIONS;
+		return true;
+	}
+	snprintf(why, len,
+		 " is not supported; accepted: footprint (allocations and the driver's overhead), allocations");
+	return false;
+}
+
+const char *cumemcap_policy_count_name(enum cumemcap_count c)
+{
+	return c == CUMEMCAP_COUNT_ALLOCATIONS ? "allocations" : "footprint";
+}
+
+static bool parse_estimate(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	struct cumemcap_amount a;
+	if (strcmp(value, "0") == 0) {
+		l->overhead_estimate = 0;
+		return true;
+	}
+	if (cumemcap_parse_amount(value, &a) && a.kind == CUMEMCAP_AMOUNT_BYTES) {
+		l->overhead_estimate = a.bytes;
+		return true;
+	}
+	snprintf(why, len, " is not a valid size; accepted: 0, or a size per context such as 512MiB (no %%)");
+	return false;
+}
+
 static bool parse_pool(struct cumemcap_layer *l, const char *value, char *why, size_t len)
 {
 	static const char *const names[] = { "on", "nopack", "off" };
@@ -191,6 +222,8 @@ static const struct setting {
 } settings[] = {
 	{ "CUMEMCAP_LIMIT", "limit", IN_ENV | IN_GLOBAL | IN_PROGRAM | IN_DEVICE, parse_limit, FIELD(limit) },
 	{ "CUMEMCAP_DEVICE_LIMITS", "device_limits", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_devices, FIELD(devices) },
+	{ "CUMEMCAP_COUNT", "count", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_count, FIELD(count) },
+	{ "CUMEMCAP_OVERHEAD_ESTIMATE", "overhead_estimate", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_estimate, FIELD(estimate) },
 	{ "CUMEMCAP_GROWTH", "growth", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_growth, FIELD(growth) },
 	{ "CUMEMCAP_POOL", "pool", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_pool, FIELD(pool) },
 	{ "CUMEMCAP_RELEASE", "release", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_release, FIELD(release) },
@@ -416,6 +449,9 @@ static void resolve_process_wide(struct cumemcap_policy *p)
 	p->log = CUMEMCAP_LOG_FILE;
 	snprintf(p->log_path, sizeof(p->log_path), "%s", CUMEMCAP_DEFAULT_LOG);
 	p->log_interval_ms = CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
+	p->overhead_estimate = CUMEMCAP_DEFAULT_OVERHEAD_ESTIMATE;
+	PICK(count, count, count_src);
+	PICK(overhead_estimate, estimate, estimate_src);
 	PICK(growth, growth, growth_src);
 	PICK(prealloc, growth, growth_src);
 	PICK(pool, pool, pool_src);

@@ -56,6 +56,17 @@ enum cumemcap_release {
 	CUMEMCAP_RELEASE_IMMEDIATE,
 };
 
+/* What the limit counts: the footprint (what the driver holds for the
+ * process, its calls and its overhead) or only the calls. */
+enum cumemcap_count {
+	CUMEMCAP_COUNT_FOOTPRINT = 0,
+	CUMEMCAP_COUNT_ALLOCATIONS,
+};
+
+/* The overhead per context when neither NVML nor the device's memory can
+ * tell it: an estimate (docs/footprint.md), not a measurement. */
+#define CUMEMCAP_DEFAULT_OVERHEAD_ESTIMATE (512ull << 20)
+
 #define CUMEMCAP_DEFAULT_RELEASE_IDLE_MS 30000u
 #define CUMEMCAP_DEFAULT_LOG_INTERVAL_MS 5000u
 
@@ -77,6 +88,8 @@ struct cumemcap_source {
 struct cumemcap_layer {
 	struct cumemcap_amount limit;
 	struct cumemcap_device_rules devices;
+	enum cumemcap_count count;
+	uint64_t overhead_estimate;
 	enum cumemcap_growth growth;
 	struct cumemcap_amount prealloc;
 	enum cumemcap_pool_mode pool;
@@ -89,11 +102,12 @@ struct cumemcap_layer {
 	char metrics_path[CUMEMCAP_PATH_MAX]; /* "" = off */
 	bool debug_doors;
 	struct {
-		struct cumemcap_source limit, devices, growth, pool, release, hints, log, interval,
-			metrics, debug;
+		struct cumemcap_source limit, devices, count, estimate, growth, pool, release, hints, log,
+			interval, metrics, debug;
 	} src;
 	struct {
-		bool limit, devices, growth, pool, release, hints, log, interval, metrics, debug;
+		bool limit, devices, count, estimate, growth, pool, release, hints, log, interval, metrics,
+			debug;
 	} set;
 };
 
@@ -117,6 +131,8 @@ struct cumemcap_policy {
 	struct cumemcap_device_section device_sections[CUMEMCAP_MAX_DEVICE_SECTIONS];
 
 	/* Process-wide values after precedence, and where each came from. */
+	enum cumemcap_count count;
+	uint64_t overhead_estimate;
 	enum cumemcap_growth growth;
 	struct cumemcap_amount prealloc;
 	enum cumemcap_pool_mode pool;
@@ -129,7 +145,7 @@ struct cumemcap_policy {
 	char metrics_path[CUMEMCAP_PATH_MAX]; /* the template; "" = off */
 	bool debug_doors;
 	bool secure; /* built for secure execution (AT_SECURE) */
-	struct cumemcap_source growth_src, pool_src, release_src, hints_src, log_src, interval_src,
+	struct cumemcap_source count_src, estimate_src, growth_src, pool_src, release_src, hints_src, log_src, interval_src,
 		metrics_src, debug_src;
 };
 
@@ -137,6 +153,7 @@ struct cumemcap_policy {
 void cumemcap_policy_format_growth(const struct cumemcap_policy *p, char *buf, size_t len);
 void cumemcap_policy_format_release(const struct cumemcap_policy *p, char *buf, size_t len);
 const char *cumemcap_policy_pool_name(enum cumemcap_pool_mode m);
+const char *cumemcap_policy_count_name(enum cumemcap_count c);
 
 /* Where a variable's value comes from: getenv in the library, a table in
  * the unit tests. */

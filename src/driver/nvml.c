@@ -4,16 +4,18 @@
  * calls used are stable parts of its ABI, nvmlInit_v2, nvmlShutdown,
  * nvmlDeviceGetHandleByUUID and nvmlDeviceGetComputeRunningProcesses_v3
  * (falling back to _v2, same record, and the original two-field form).
- * Thread safety: one mutex around every call (the worker thread is the
- * only caller; the lock keeps that true if it ever changes). */
+ * Thread safety: one xmutex around every call (the worker, and hooks that
+ * learn a context's overhead, call in; a forked child gets a fresh one). */
 #include "driver/nvml.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "platform/cuda-api.h"
+#include "platform/xmutex.h"
 
 typedef int nvmlReturn_t;
 typedef struct nvml_device_st *nvmlDevice_t;
@@ -32,15 +34,21 @@ typedef struct {
 	unsigned long long usedGpuMemory;
 } nvml_process_info_v1;
 
+/* nvmlMemory_t (v1). */
+typedef struct {
+	unsigned long long total, free, used;
+} nvml_memory;
+
 #define NVML_SUCCESS 0
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
 #define NVML_VALUE_NOT_AVAILABLE (~0ULL)
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cumemcap_xmutex lock = CUMEMCAP_XMUTEX_INIT(lock);
 static enum { UNTRIED, READY, MISSING } state;
 static nvmlReturn_t (*p_init)(void);
 static nvmlReturn_t (*p_handle_by_uuid)(const char *uuid, nvmlDevice_t *device);
 static nvmlReturn_t (*p_procs)(nvmlDevice_t device, unsigned int *count, void *infos);
+static nvmlReturn_t (*p_memory)(nvmlDevice_t device, nvml_memory *memory);
 static size_t proc_stride; /* sizeof the record p_procs fills */
 
 /* Device handles by CUDA UUID; a GPU NVML does not know is remembered too. */
@@ -72,6 +80,7 @@ static bool load(void)
 		return false;
 	*(void **)&p_init = dlsym(lib, "nvmlInit_v2");
 	*(void **)&p_handle_by_uuid = dlsym(lib, "nvmlDeviceGetHandleByUUID");
+	*(void **)&p_memory = dlsym(lib, "nvmlDeviceGetMemoryInfo"); /* optional */
 	proc_stride = sizeof(nvml_process_info);
 	*(void **)&p_procs = dlsym(lib, "nvmlDeviceGetComputeRunningProcesses_v3");
 	if (!p_procs)
@@ -125,7 +134,7 @@ static bool handle_for(const unsigned char uuid[16], nvmlDevice_t *out)
 /* Sum this pid's usedGpuMemory over the device's compute processes. A
  * listed process whose figure NVML cannot give (NVML_VALUE_NOT_AVAILABLE:
  * some containers, Windows WDDM) is unknown, not zero. */
-static bool process_used(nvmlDevice_t h, unsigned pid, uint64_t *bytes)
+static enum cumemcap_nvml_answer process_used(nvmlDevice_t h, unsigned pid, uint64_t *bytes)
 {
 	unsigned char stack_buf[64 * sizeof(nvml_process_info)];
 	unsigned char *buf = stack_buf;
@@ -167,21 +176,69 @@ static bool process_used(nvmlDevice_t h, unsigned pid, uint64_t *bytes)
 	}
 	if (buf != stack_buf)
 		free(buf);
-	if (!answered || !found || unknown)
-		return false;
+	if (!answered || unknown)
+		return CUMEMCAP_NVML_UNKNOWN;
+	if (!found)
+		return CUMEMCAP_NVML_UNLISTED;
 	*bytes = sum;
-	return true;
+	return CUMEMCAP_NVML_LISTED;
+}
+
+/* Caller holds the lock: whether NVML is ready, loading it the first time. */
+static bool ready(void)
+{
+	if (state == UNTRIED)
+		state = load() ? READY : MISSING;
+	return state == READY;
+}
+
+enum cumemcap_nvml_answer cumemcap_nvml_process(const unsigned char uuid[16], unsigned pid, uint64_t *bytes)
+{
+	enum cumemcap_nvml_answer a = CUMEMCAP_NVML_UNKNOWN;
+	cumemcap_xmutex_lock(&lock);
+	nvmlDevice_t h;
+	if (ready() && handle_for(uuid, &h))
+		a = process_used(h, pid, bytes);
+	cumemcap_xmutex_unlock(&lock);
+	return a;
 }
 
 bool cumemcap_nvml_process_used(const unsigned char uuid[16], unsigned pid, uint64_t *bytes)
 {
+	return cumemcap_nvml_process(uuid, pid, bytes) == CUMEMCAP_NVML_LISTED;
+}
+
+bool cumemcap_nvml_device_used(const unsigned char uuid[16], uint64_t *used)
+{
 	bool ok = false;
-	pthread_mutex_lock(&lock);
-	if (state == UNTRIED)
-		state = load() ? READY : MISSING;
+	cumemcap_xmutex_lock(&lock);
 	nvmlDevice_t h;
-	if (state == READY && handle_for(uuid, &h))
-		ok = process_used(h, pid, bytes);
-	pthread_mutex_unlock(&lock);
+	nvml_memory m;
+	if (ready() && p_memory && handle_for(uuid, &h) && p_memory(h, &m) == NVML_SUCCESS) {
+		*used = m.used;
+		ok = true;
+	}
+	cumemcap_xmutex_unlock(&lock);
 	return ok;
+}
+
+bool cumemcap_nvml_available(void)
+{
+	cumemcap_xmutex_lock(&lock);
+	bool ok = ready();
+	cumemcap_xmutex_unlock(&lock);
+	return ok;
+}
+
+void cumemcap_nvml_fork_child(void)
+{
+	cumemcap_xmutex_fork_child(&lock);
+}
+
+bool cumemcap_nvml_host_pids(void)
+{
+	/* The initial PID namespace's inode (PROC_PID_INIT_INO, fixed by the
+	 * kernel); NVML lists processes by their pids there. */
+	struct stat st;
+	return stat("/proc/self/ns/pid", &st) == 0 && st.st_ino == 0xEFFFFFFCu;
 }

@@ -1,4 +1,8 @@
-/* hooks-ctx: the entry points by which a context dies.
+/* hooks-ctx: the entry points by which a context is made and dies.
+ *
+ * Making one (cuCtxCreate, the primary context's first retain) tells the
+ * footprint (account/footprint.h) before and after, so that it can learn
+ * what the context itself costs on the GPU.
  *
  * A context's memory dies inside the driver in three ways: cuCtxDestroy, a
  * primary context's reset (cuDevicePrimaryCtxReset), and its last release
@@ -19,6 +23,7 @@
  * it; an xmutex, as it is held across driver calls) orders retain, release
  * and reset; the handles are atomics. */
 #include "account/account.h"
+#include "account/footprint.h"
 #include "state/device.h"
 #include "platform/export.h"
 #include "account/graph.h"
@@ -62,11 +67,55 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdev
 {
 	NEED(cuDevicePrimaryCtxRetain);
 	cumemcap_xmutex_lock(&primary_lock);
+	bool first = valid(dev) && !cumemcap_driver_primary_active(dev);
+	if (first)
+		cumemcap_account_context_coming(dev);
 	CUresult r = real_cuDevicePrimaryCtxRetain(pctx, dev);
-	if (r == CUDA_SUCCESS && pctx && valid(dev))
+	if (r == CUDA_SUCCESS && pctx && valid(dev)) {
 		atomic_store(&primary[dev], *pctx);
+		if (first)
+			cumemcap_account_context_made(dev, *pctx, true);
+	}
 	cumemcap_xmutex_unlock(&primary_lock);
 	return r;
+}
+
+/* cuCtxCreate, every version: the footprint is told before and after. */
+static CUresult created(CUresult r, CUcontext *pctx, CUdevice dev)
+{
+	if (r == CUDA_SUCCESS && pctx)
+		cumemcap_account_context_made(dev, *pctx, false);
+	return r;
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+	NEED(cuCtxCreate);
+	cumemcap_account_context_coming(dev);
+	return created(real_cuCtxCreate(pctx, flags, dev), pctx, dev);
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+	NEED(cuCtxCreate_v2);
+	cumemcap_account_context_coming(dev);
+	return created(real_cuCtxCreate_v2(pctx, flags, dev), pctx, dev);
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, int count,
+					       unsigned int flags, CUdevice dev)
+{
+	NEED(cuCtxCreate_v3);
+	cumemcap_account_context_coming(dev);
+	return created(real_cuCtxCreate_v3(pctx, params, count, flags, dev), pctx, dev);
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags,
+					       CUdevice dev)
+{
+	NEED(cuCtxCreate_v4);
+	cumemcap_account_context_coming(dev);
+	return created(real_cuCtxCreate_v4(pctx, params, flags, dev), pctx, dev);
 }
 
 /* A context died: the graphs instantiated in it go first (their pool
@@ -77,6 +126,7 @@ static void died(CUcontext ctx, int dev, enum cumemcap_death why)
 	if (ctx)
 		cumemcap_graph_context_died(ctx);
 	cumemcap_account_context_died(ctx, dev, why);
+	cumemcap_account_context_gone(ctx, dev);
 }
 
 /* A release or a reset of dev's primary context. A reset frees what an

@@ -15,6 +15,8 @@
 #include <string.h>
 
 #include "account/account.h"
+#include "account/footprint.h"
+#include "driver/nvml.h"
 #include "arena/arena.h"
 #include "state/capture.h"
 #include "cumemcap.h"
@@ -65,6 +67,8 @@ static void fork_child(void)
 	cumemcap_capture_fork_child();
 	cumemcap_life_fork_child();
 	cumemcap_hooks_ctx_fork_child();
+	cumemcap_nvml_fork_child();
+	cumemcap_account_footprint_fork_child();
 }
 
 /* glibc passes a shared library's constructors the program's arguments;

@@ -17,6 +17,7 @@
 #include <pthread.h>
 
 #include "account/account.h"
+#include "account/footprint.h"
 #include "arena/arena.h"
 #include "state/device.h"
 #include "platform/worker.h"
@@ -32,6 +33,7 @@ static void wire(void)
 {
 	cumemcap_worker_register(cumemcap_arena_tick);
 	cumemcap_worker_register(cumemcap_log_tick);
+	cumemcap_worker_register(cumemcap_account_footprint_tick);
 	cumemcap_device_listen(cumemcap_log_device);
 	cumemcap_arena_register(&arena_up);
 }

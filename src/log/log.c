@@ -44,6 +44,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -171,10 +172,18 @@ void cumemcap_log_refusal(int dev, const char *door, uint64_t requested)
 {
 	ensure_snapshot();
 	if (target == CUMEMCAP_LOG_STDERR) {
-		char want[32], lim[32], held[32];
-		cumemcap_msg("device %d: refused %s (%s) at the limit: %s held of %s", dev,
+		char want[32], lim[32], held[32], over[64] = "";
+		uint64_t overhead = cumemcap_ledger_get(dev, CUMEMCAP_FIG_overhead);
+		if (overhead) {
+			char o[32];
+			snprintf(over, sizeof(over), " (%s of it the driver's overhead)",
+				 cumemcap_fmt_size(overhead, o, sizeof(o)));
+		}
+		/* The footprint is what the limit counts, unless
+		 * CUMEMCAP_COUNT=allocations (then reserved). */
+		cumemcap_msg("device %d: refused %s (%s) at the limit: %s held%s of %s", dev,
 			     cumemcap_fmt_size(requested, want, sizeof(want)), door,
-			     cumemcap_fmt_size(cumemcap_ledger_get(dev, CUMEMCAP_FIG_reserved), held, sizeof(held)),
+			     cumemcap_fmt_size(cumemcap_ledger_footprint(dev), held, sizeof(held)), over,
 			     cumemcap_fmt_size(cumemcap_ledger_limit(dev), lim, sizeof(lim)));
 		return;
 	}
@@ -299,6 +308,24 @@ void cumemcap_log_context(int dev, const char *event, uint64_t live, uint64_t he
 	out_u(&o, held);
 	out_key(&o, "blocks");
 	out_u(&o, blocks);
+	log_put_figures(&o, dev);
+	log_end(&o);
+	log_emit(&o);
+}
+
+void cumemcap_log_overhead(int dev, const char *source, uint64_t per_context)
+{
+	if (!file_logging())
+		return;
+	char buf[1024];
+	struct out o = OUT(buf);
+	log_begin(&o, "overhead");
+	out_key(&o, "gpu");
+	out_u(&o, (uint64_t)dev);
+	out_key(&o, "source");
+	out_json(&o, source);
+	out_key(&o, "per_context");
+	out_u_or_null(&o, strcmp(source, "nvml") != 0, per_context);
 	log_put_figures(&o, dev);
 	log_end(&o);
 	log_emit(&o);

@@ -163,11 +163,30 @@ void log_start_record(struct out *o)
 	cumemcap_policy_format_release(p, release, sizeof(release));
 	out_key(o, "rules");
 	out_str(o, "{");
-	rule(o, true, "growth", growth, &p->growth_src);
+	rule(o, true, "count", cumemcap_policy_count_name(p->count), &p->count_src);
+	rule(o, false, "growth", growth, &p->growth_src);
 	rule(o, false, "pool", cumemcap_policy_pool_name(p->pool), &p->pool_src);
 	rule(o, false, "release", release, &p->release_src);
 	rule(o, false, "framework_hints", p->framework_hints ? "on" : "off", &p->hints_src);
 	rule(o, false, "log_interval", NULL, &p->interval_src);
+	out_str(o, "}");
+	/* Where each GPU's overhead is expected to come from: NVML's figure
+	 * needs NVML, and this process's pid among the host's; each GPU's
+	 * `overhead` record says where it did. */
+	bool nvml = cumemcap_nvml_available(), host_pids = cumemcap_nvml_host_pids();
+	out_key(o, "overhead");
+	out_str(o, "{\"expected_source\":");
+	out_json(o, nvml ? (host_pids ? "nvml" : "delta") : "estimate");
+	out_key(o, "nvml");
+	out_str(o, nvml ? "true" : "false");
+	out_key(o, "host_pid_namespace");
+	out_str(o, host_pids ? "true" : "false");
+	out_key(o, "estimate");
+	out_u(o, p->overhead_estimate);
+	out_key(o, "estimate_source");
+	char where[CUMEMCAP_PATH_MAX + 16];
+	cumemcap_source_format(p, &p->estimate_src, where, sizeof(where));
+	out_json(o, where);
 	out_str(o, "}");
 	log_end(o);
 }
@@ -246,6 +265,8 @@ void log_sample_record(const struct gpu_figures *all, int n)
 		out_str(&o, i ? ",{\"gpu\":" : "{\"gpu\":");
 		out_u(&o, (uint64_t)all[i].dev);
 		PUT_PART(&o, &all[i].f, sample, 1);
+		out_key(&o, "overhead_source");
+		out_json(&o, cumemcap_overhead_source_name(cumemcap_ledger_source(all[i].dev)));
 		out_str(&o, "}");
 	}
 	out_str(&o, "]");
@@ -343,6 +364,8 @@ void log_exit_record(int signo)
 		/* The run's limit, peaks and counts, then what was held at exit. */
 		PUT_PART(&o, &f, exit, 1);
 		PUT_PART(&o, &f, exit, 2);
+		out_key(&o, "overhead_source");
+		out_json(&o, cumemcap_overhead_source_name(cumemcap_ledger_source(dev)));
 		out_str(&o, "}");
 	}
 	out_str(&o, "]");

@@ -99,14 +99,22 @@ bool cumemcap_device_ensure(int dev)
 	if (atomic_load(&state[dev]) == 0) {
 		made = true;
 		tell = listener;
-		if (!rules_checked) {
+		bool ok = describe(dev, &infos[dev]);
+		if (ok && !rules_checked) {
 			rules_checked = true;
 			check_rules();
 		}
-		bool ok = describe(dev, &infos[dev]);
-		if (ok)
+		if (ok) {
+			cumemcap_ledger_count_footprint(cumemcap_policy()->count == CUMEMCAP_COUNT_FOOTPRINT);
 			cumemcap_ledger_set_limit(dev, infos[dev].limit);
-		atomic_store_explicit(&state[dev], ok ? 1 : -1, memory_order_release);
+		}
+		/* A GPU the driver cannot describe now (not initialized yet,
+		 * no such ordinal) is asked again next time: a hook may look
+		 * before the program's cuInit (footprint.h). */
+		if (ok)
+			atomic_store_explicit(&state[dev], 1, memory_order_release);
+		else
+			made = false;
 	}
 	pthread_mutex_unlock(&init_lock);
 	bool ok = atomic_load(&state[dev]) == 1;

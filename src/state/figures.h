@@ -16,7 +16,9 @@
  *   src     where the value lives. In the ledger: `field` (an atomic of
  *           its own), `sharded` (an atomic plus the open shards' counts,
  *           see ledger.h), `kind` (the bytes of memory kind <name>),
- *           `setting` (an atomic that a fork does not zero: the limit).
+ *           `setting` (an atomic that a fork does not zero: the limit),
+ *           `sum` (computed from other ledger figures on read: the
+ *           footprint, reserved + overhead).
  *           Elsewhere: `device` (the device layer's facts) and `log` (NVML,
  *           asked by the log); the ledger's snapshot leaves these
  *           CUMEMCAP_FIGURE_NONE for their owner to fill.
@@ -53,7 +55,11 @@
 	X(pooled,            field,   gauge,   bytes, 0, 1, 1, 1, 0, 0, "", "", "pooled", \
 	  "cumemcap_pooled_bytes", "Arena segment bytes cached for reuse, not handed out.") \
 	X(reserved,          field,   gauge,   bytes, 0, 1, 1, 1, 2, 2, ", held at exit ", "", "reserved", \
-	  "cumemcap_reserved_bytes", "Device memory this process holds from the driver; what the limit counts.") \
+	  "cumemcap_reserved_bytes", "Device memory this process holds from the driver through the calls it counts.") \
+	X(footprint,         sum,     gauge,   bytes, 0, 1, 1, 1, 2, 0, "", "", "footprint", \
+	  "cumemcap_footprint_bytes", "What the driver holds for this process: reserved + overhead; what the limit counts by default.") \
+	X(overhead,          field,   gauge,   bytes, 0, 1, 0, 1, 2, 0, "", "", "overhead", \
+	  "cumemcap_overhead_bytes", "Driver-side memory outside the counted calls (contexts, modules), as last learned.") \
 	X(pool,              kind,    gauge,   bytes, 0, 1, 0, 1, 0, 0, "", "", "async_reserved", \
 	  "cumemcap_async_reserved_bytes", "Of which stream-ordered pools reserve.") \
 	X(graph,             kind,    gauge,   bytes, 0, 1, 0, 1, 2, 0, "", "", "graph_reserved", \
@@ -70,6 +76,8 @@
 	  "cumemcap_capacity_bytes", "The GPU's memory.") \
 	X(peak_reserved,     field,   peak,    bytes, 0, 1, 0, 0, 1, 1, "; peak held ", "", "peak_reserved", \
 	  "cumemcap_peak_reserved_bytes", "Highest reserved so far.") \
+	X(peak_footprint,    field,   peak,    bytes, 0, 1, 0, 0, 1, 1, "; peak footprint ", "", "peak_footprint", \
+	  "cumemcap_peak_footprint_bytes", "Highest footprint so far.") \
 	X(peak_driver_used,  log,     peak,    bytes, 1, 0, 0, 0, 1, 0, "", "", "peak_driver_used", NULL, NULL) \
 	X(allocs,            sharded, counter, count, 0, 1, 0, 0, 1, 2, "; ", " allocations", "allocs", \
 	  "cumemcap_allocations_total", "Successful allocations.") \

@@ -5,6 +5,8 @@
 
 #include <stddef.h>
 
+#include "platform/spin.h"
+
 const struct cumemcap_figure_info cumemcap_figure_info[CUMEMCAP_FIG_COUNT] = {
 #define X(name, src, kind_, unit_, null_, stats_, event_, sample_, exit_, summary_, pre_, post_, key_, \
 	  prom_, help_)                                                                              \
@@ -28,10 +30,67 @@ const struct cumemcap_figure_info cumemcap_figure_info[CUMEMCAP_FIG_COUNT] = {
 struct cumemcap_ledger_device cumemcap_ledger[CUMEMCAP_MAX_DEVICES];
 struct cumemcap_ledger_shard cumemcap_ledger_shards[CUMEMCAP_LEDGER_SHARDS];
 
+/* The limit, the overhead and the cap are written together under this
+ * lock (never on an allocation's path: they change when a GPU becomes
+ * known and when the overhead is learned again); readers load each alone. */
+static atomic_flag settings_lock = ATOMIC_FLAG_INIT;
+static _Atomic bool count_footprint = true;
+
+void cumemcap_ledger_count_footprint(bool footprint)
+{
+	atomic_store(&count_footprint, footprint);
+}
+
+static void raise_to(_Atomic uint64_t *peak_field, uint64_t now);
+
+/* Caller holds settings_lock. */
+static void set_cap(struct cumemcap_ledger_device *d)
+{
+	uint64_t limit = atomic_load(&d->limit), over = atomic_load(&d->overhead);
+	uint64_t cap = limit;
+	if (limit != CUMEMCAP_NO_LIMIT && atomic_load(&count_footprint))
+		cap = over >= limit ? 0 : limit - over;
+	atomic_store(&d->cap, cap);
+}
+
 void cumemcap_ledger_set_limit(int dev, uint64_t limit)
 {
-	if (cumemcap_ledger_valid(dev))
-		atomic_store(&cumemcap_ledger[dev].limit, limit);
+	if (!cumemcap_ledger_valid(dev))
+		return;
+	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+	cumemcap_spin_lock(&settings_lock);
+	atomic_store(&d->limit, limit);
+	set_cap(d);
+	cumemcap_spin_unlock(&settings_lock);
+}
+
+void cumemcap_ledger_set_overhead(int dev, uint64_t bytes, enum cumemcap_overhead_source source)
+{
+	if (!cumemcap_ledger_valid(dev))
+		return;
+	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+	cumemcap_spin_lock(&settings_lock);
+	atomic_store(&d->overhead, bytes);
+	atomic_store(&d->source, (int)source);
+	set_cap(d);
+	cumemcap_spin_unlock(&settings_lock);
+	raise_to(&d->peak_footprint, cumemcap_ledger_sum_footprint(d));
+}
+
+enum cumemcap_overhead_source cumemcap_ledger_source(int dev)
+{
+	return cumemcap_ledger_valid(dev) ? (enum cumemcap_overhead_source)atomic_load(&cumemcap_ledger[dev].source)
+					  : CUMEMCAP_OVERHEAD_none;
+}
+
+const char *cumemcap_overhead_source_name(enum cumemcap_overhead_source source)
+{
+	static const char *const names[] = {
+#define X(name) #name,
+		CUMEMCAP_OVERHEAD_SOURCES(X)
+#undef X
+	};
+	return (unsigned)source < sizeof(names) / sizeof(names[0]) ? names[source] : "none";
 }
 
 uint64_t cumemcap_ledger_limit(int dev)
@@ -54,9 +113,11 @@ void cumemcap_ledger_note_request(int dev, uint64_t bytes)
 		raise_to(&cumemcap_ledger[dev].largest_request, bytes);
 }
 
+/* `reserved` rose to `now`: its peak and the footprint's follow. */
 static void raise_peak(struct cumemcap_ledger_device *d, uint64_t now)
 {
 	raise_to(&d->peak_reserved, now);
+	raise_to(&d->peak_footprint, now + atomic_load_explicit(&d->overhead, memory_order_relaxed));
 }
 
 void cumemcap_ledger_live_add(int dev, uint64_t bytes)
@@ -93,10 +154,10 @@ bool cumemcap_ledger_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes)
 	if (!cumemcap_ledger_valid(dev))
 		return true;
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-	uint64_t limit = atomic_load_explicit(&d->limit, memory_order_relaxed);
+	uint64_t cap = atomic_load_explicit(&d->cap, memory_order_relaxed);
 	uint64_t cur = atomic_load_explicit(&d->reserved, memory_order_relaxed);
 	for (;;) {
-		if (bytes > limit || cur > limit - bytes)
+		if (bytes > cap || cur > cap - bytes)
 			return false;
 		if (atomic_compare_exchange_weak_explicit(&d->reserved, &cur, cur + bytes,
 							  memory_order_acq_rel, memory_order_relaxed))
@@ -130,11 +191,11 @@ uint64_t cumemcap_ledger_headroom(int dev)
 {
 	if (!cumemcap_ledger_valid(dev))
 		return UINT64_MAX;
-	uint64_t limit = atomic_load(&cumemcap_ledger[dev].limit);
-	if (limit == CUMEMCAP_NO_LIMIT)
+	uint64_t cap = atomic_load(&cumemcap_ledger[dev].cap);
+	if (cap == CUMEMCAP_NO_LIMIT)
 		return UINT64_MAX;
 	uint64_t cur = atomic_load(&cumemcap_ledger[dev].reserved);
-	return cur >= limit ? 0 : limit - cur;
+	return cur >= cap ? 0 : cap - cur;
 }
 
 /* A fork's child starts from zero; the limit (src `setting`) stays. */
@@ -144,12 +205,14 @@ uint64_t cumemcap_ledger_headroom(int dev)
 #define RESET_kind(d, name) atomic_store(&(d)->kind[CUMEMCAP_KIND_##name], 0);
 #define RESET_device(d, name)
 #define RESET_log(d, name)
+#define RESET_sum(d, name)
 #define SHARD_RESET_field(s, name)
 #define SHARD_RESET_sharded(s, name) atomic_store(&(s)->name, 0);
 #define SHARD_RESET_setting(s, name)
 #define SHARD_RESET_kind(s, name)
 #define SHARD_RESET_device(s, name)
 #define SHARD_RESET_log(s, name)
+#define SHARD_RESET_sum(s, name)
 
 void cumemcap_ledger_reset(void)
 {
@@ -158,6 +221,10 @@ void cumemcap_ledger_reset(void)
 #define X(name, src, ...) RESET_##src(d, name)
 		CUMEMCAP_FIGURES(X)
 #undef X
+		/* No context survives a fork: nothing is learned, the cap is
+		 * the limit. */
+		atomic_store(&d->source, CUMEMCAP_OVERHEAD_none);
+		atomic_store(&d->cap, atomic_load(&d->limit));
 	}
 	for (int i = 0; i < CUMEMCAP_LEDGER_SHARDS; i++) {
 		struct cumemcap_ledger_shard *s = &cumemcap_ledger_shards[i];
@@ -192,6 +259,7 @@ void cumemcap_ledger_shard_close(struct cumemcap_ledger_shard *s)
 #define SHARD_FOLD_kind(name)
 #define SHARD_FOLD_device(name)
 #define SHARD_FOLD_log(name)
+#define SHARD_FOLD_sum(name)
 #define X(name, src, ...) SHARD_FOLD_##src(name)
 	CUMEMCAP_FIGURES(X)
 #undef X
@@ -211,7 +279,7 @@ uint64_t cumemcap_ledger_sharded_sum(int dev, _Atomic uint64_t *own, size_t off)
 	return n;
 }
 
-struct cumemcap_ledger_device cumemcap_ledger_nowhere = { .limit = CUMEMCAP_NO_LIMIT };
+struct cumemcap_ledger_device cumemcap_ledger_nowhere = { .limit = CUMEMCAP_NO_LIMIT, .cap = CUMEMCAP_NO_LIMIT };
 
 void cumemcap_ledger_read(int dev, struct cumemcap_figures *out)
 {

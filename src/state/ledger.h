@@ -54,12 +54,33 @@ enum cumemcap_kind {
 #define CUMEMCAP_LEDGER_STORE_kind(name)
 #define CUMEMCAP_LEDGER_STORE_device(name)
 #define CUMEMCAP_LEDGER_STORE_log(name)
+#define CUMEMCAP_LEDGER_STORE_sum(name)
+
+/* Where a device's overhead (driver-side memory outside the counted
+ * calls) was learned, best first (see account/footprint.h). */
+#define CUMEMCAP_OVERHEAD_SOURCES(X) \
+	X(none)     /* nothing learned: no context of the process on the GPU yet */ \
+	X(nvml)     /* NVML's per-process figure, less what the calls reserved */ \
+	X(delta)    /* the device's used memory before and after the first context */ \
+	X(estimate) /* the configured estimate per context */
+
+enum cumemcap_overhead_source {
+#define X(name) CUMEMCAP_OVERHEAD_##name,
+	CUMEMCAP_OVERHEAD_SOURCES(X)
+#undef X
+};
 
 struct cumemcap_ledger_device {
 #define X(name, src, ...) CUMEMCAP_LEDGER_STORE_##src(name)
 	CUMEMCAP_FIGURES(X)
 #undef X
 	_Atomic uint64_t kind[CUMEMCAP_KIND_COUNT];
+	/* What a reservation may bring `reserved` up to: the limit, less the
+	 * overhead when the footprint is counted (never below 0). Kept
+	 * apart so that the check stays one load; rewritten with the limit
+	 * and the overhead. */
+	_Atomic uint64_t cap;
+	_Atomic int source; /* enum cumemcap_overhead_source of `overhead` */
 };
 
 extern struct cumemcap_ledger_device cumemcap_ledger[CUMEMCAP_MAX_DEVICES];
@@ -67,8 +88,21 @@ extern struct cumemcap_ledger_device cumemcap_ledger[CUMEMCAP_MAX_DEVICES];
 void cumemcap_ledger_set_limit(int dev, uint64_t limit);
 uint64_t cumemcap_ledger_limit(int dev);
 
-/* Reserve `bytes` of `kind` on `dev` if the total stays within the limit.
- * False (and nothing changed) when it would not; the caller that gives up
+/* Whether the limit counts the footprint (reserved + overhead, the
+ * default) or only what the calls reserve. Process-wide; set once from the
+ * policy before any limit. */
+void cumemcap_ledger_count_footprint(bool footprint);
+
+/* The overhead of `dev` as learned now (and from where): the cap follows,
+ * and the peak footprint. Lowering it never frees anything; raising it past
+ * the room left only refuses what comes next. */
+void cumemcap_ledger_set_overhead(int dev, uint64_t bytes, enum cumemcap_overhead_source source);
+enum cumemcap_overhead_source cumemcap_ledger_source(int dev);
+const char *cumemcap_overhead_source_name(enum cumemcap_overhead_source source);
+
+/* Reserve `bytes` of `kind` on `dev` if `reserved` stays within the cap
+ * (the limit, less the overhead when the footprint is counted). False
+ * (and nothing changed) when it would not; the caller that gives up
  * counts the refusal. */
 bool cumemcap_ledger_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes);
 
@@ -93,7 +127,7 @@ void cumemcap_ledger_pooled_add(int dev, uint64_t bytes);
 void cumemcap_ledger_pooled_sub(int dev, uint64_t bytes);
 
 /* Bytes the limit still allows (0 when at or past it; UINT64_MAX without
- * a limit). */
+ * a limit): the cap less what is reserved. */
 uint64_t cumemcap_ledger_headroom(int dev);
 
 /* Every figure of `dev` now: sharded counts summed, the figures the
@@ -129,6 +163,7 @@ static inline bool cumemcap_ledger_holds(int dev, enum cumemcap_kind kind)
 #define CUMEMCAP_LEDGER_SHARD_kind(name)
 #define CUMEMCAP_LEDGER_SHARD_device(name)
 #define CUMEMCAP_LEDGER_SHARD_log(name)
+#define CUMEMCAP_LEDGER_SHARD_sum(name)
 struct cumemcap_ledger_shard {
 	_Atomic int dev; /* -1: closed */
 #define X(name, src, ...) CUMEMCAP_LEDGER_SHARD_##src(name)
@@ -158,6 +193,15 @@ extern struct cumemcap_ledger_device cumemcap_ledger_nowhere;
 #define CUMEMCAP_LEDGER_GET_kind(dev, d, name) atomic_load(&(d)->kind[CUMEMCAP_KIND_##name])
 #define CUMEMCAP_LEDGER_GET_device(dev, d, name) CUMEMCAP_FIGURE_NONE
 #define CUMEMCAP_LEDGER_GET_log(dev, d, name) CUMEMCAP_FIGURE_NONE
+#define CUMEMCAP_LEDGER_GET_sum(dev, d, name) cumemcap_ledger_sum_##name(d)
+
+/* The `sum` figures. The footprint: what the driver holds for the
+ * process, as far as the shim knows it. */
+static inline uint64_t cumemcap_ledger_sum_footprint(struct cumemcap_ledger_device *d)
+{
+	return atomic_load_explicit(&d->reserved, memory_order_relaxed) +
+	       atomic_load_explicit(&d->overhead, memory_order_relaxed);
+}
 
 /* Whether `dev` is a GPU the ledger keeps books for. */
 static inline bool cumemcap_ledger_valid(int dev)
@@ -181,6 +225,12 @@ static inline uint64_t cumemcap_ledger_get(int dev, enum cumemcap_figure fig)
 		break;
 	}
 	return CUMEMCAP_FIGURE_NONE;
+}
+
+/* The footprint of `dev` now (reserved + overhead). */
+static inline uint64_t cumemcap_ledger_footprint(int dev)
+{
+	return cumemcap_ledger_get(dev, CUMEMCAP_FIG_footprint);
 }
 
 #define cumemcap_shard_add(shard, field, n)                                                        \

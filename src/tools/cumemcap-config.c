@@ -27,6 +27,7 @@
 
 #include "platform/msg.h"
 #include "config/policy.h"
+#include "driver/nvml.h"
 
 static const char *env_get(const char *name)
 {
@@ -143,6 +144,19 @@ static int print_config(int argc, char **argv)
 		printf(" ([program] section at line %u applies)", p.program_section_line);
 	printf("\n");
 	char value[64];
+	cumemcap_source_format(&p, &p.count_src, where, sizeof(where));
+	printf("count:          %-10s (%s)\n", cumemcap_policy_count_name(p.count), where);
+	bool nvml = cumemcap_nvml_available(), host = cumemcap_nvml_host_pids();
+	cumemcap_source_format(&p, &p.estimate_src, where, sizeof(where));
+	cumemcap_fmt_size(p.overhead_estimate, value, sizeof(value));
+	if (nvml && host)
+		printf("overhead:       nvml       (NVML lists this process's pids; the estimate, %s (%s), "
+		       "only if it does not)\n", value, where);
+	else if (nvml)
+		printf("overhead:       delta      (NVML is here but this PID namespace is not the host's: the GPU's "
+		       "used memory before and after the first context)\n");
+	else
+		printf("overhead:       estimate   (no NVML: %s per context (%s))\n", value, where);
 	cumemcap_policy_format_growth(&p, value, sizeof(value));
 	cumemcap_source_format(&p, &p.growth_src, where, sizeof(where));
 	printf("growth:         %-10s (%s)\n", value, where);

@@ -1,0 +1,200 @@
+/* footprint: see footprint.h. Thread safety: fp_lock (an xmutex) guards
+ * everything below and is held across NVML calls, never across CUDA. */
+#include "account/footprint.h"
+
+#include <stdbool.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config/policy.h"
+#include "driver/nvml.h"
+#include "log/log.h"
+#include "platform/worker.h"
+#include "platform/xmutex.h"
+#include "state/device.h"
+#include "state/ledger.h"
+
+static struct cumemcap_xmutex fp_lock = CUMEMCAP_XMUTEX_INIT(fp_lock);
+
+static struct gpu {
+	unsigned contexts;    /* alive, as the shim saw them made */
+	bool primary;         /* the primary context is one of them */
+	bool baseline_ok;     /* `baseline` read before the first context */
+	uint64_t baseline;    /* the GPU's used memory then */
+	uint64_t per_context; /* delta, estimate: the overhead of one context */
+	enum cumemcap_overhead_source source;
+} gpus[CUMEMCAP_MAX_DEVICES];
+
+/* Contexts made by cuCtxCreate, to find their GPU when they are destroyed.
+ * A process past this many at once has the extra ones counted as made
+ * and never as gone: its overhead can only be over-, never under-counted. */
+#define MADE_MAX 256
+static struct {
+	CUcontext ctx;
+	int dev;
+} made[MADE_MAX];
+
+static uint64_t next_tick_ms;
+
+static bool valid(int dev)
+{
+	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
+}
+
+void cumemcap_account_context_coming(int dev)
+{
+	if (!valid(dev) || !cumemcap_device_ensure(dev))
+		return;
+	const struct cumemcap_device_info *info = cumemcap_device_info(dev);
+	cumemcap_xmutex_lock(&fp_lock);
+	struct gpu *g = &gpus[dev];
+	if (g->source == CUMEMCAP_OVERHEAD_none && g->contexts == 0 && !g->baseline_ok)
+		g->baseline_ok = cumemcap_nvml_device_used(info->uuid, &g->baseline);
+	cumemcap_xmutex_unlock(&fp_lock);
+}
+
+/* fp_lock held: the overhead of dev now, by its source. */
+static void refresh_locked(int dev)
+{
+	struct gpu *g = &gpus[dev];
+	const struct cumemcap_device_info *info = cumemcap_device_info(dev);
+	if (!info)
+		return;
+	uint64_t reserved = cumemcap_ledger_get(dev, CUMEMCAP_FIG_reserved);
+	uint64_t overhead = cumemcap_ledger_get(dev, CUMEMCAP_FIG_overhead), used;
+	/* A context the shim did not see made still has its overhead. */
+	unsigned contexts = g->contexts ? g->contexts : reserved ? 1 : 0;
+	switch (g->source) {
+	case CUMEMCAP_OVERHEAD_nvml:
+		switch (cumemcap_nvml_process(info->uuid, (unsigned)getpid(), &used)) {
+		case CUMEMCAP_NVML_LISTED:
+			/* Read after NVML: what is reserved for a call still in
+			 * the driver is not yet in NVML's figure, so the
+			 * overhead is low by it for a moment, never high. */
+			reserved = cumemcap_ledger_get(dev, CUMEMCAP_FIG_reserved);
+			overhead = used > reserved ? used - reserved : 0;
+			break;
+		case CUMEMCAP_NVML_UNLISTED:
+			if (contexts == 0)
+				overhead = 0;
+			break;
+		case CUMEMCAP_NVML_UNKNOWN:
+			break; /* keep the last figure */
+		}
+		break;
+	case CUMEMCAP_OVERHEAD_delta:
+	case CUMEMCAP_OVERHEAD_estimate:
+		overhead = contexts * g->per_context;
+		break;
+	case CUMEMCAP_OVERHEAD_none:
+		overhead = 0;
+		break;
+	}
+	cumemcap_ledger_set_overhead(dev, overhead, g->source);
+}
+
+/* fp_lock held: the first context on dev is made; learn where its
+ * overhead can come from (footprint.h). */
+static void learn_locked(int dev)
+{
+	struct gpu *g = &gpus[dev];
+	const struct cumemcap_device_info *info = cumemcap_device_info(dev);
+	uint64_t used;
+	if (cumemcap_nvml_process(info->uuid, (unsigned)getpid(), &used) == CUMEMCAP_NVML_LISTED) {
+		g->source = CUMEMCAP_OVERHEAD_nvml;
+	} else if (g->baseline_ok && cumemcap_nvml_device_used(info->uuid, &used)) {
+		uint64_t before = g->baseline + cumemcap_ledger_get(dev, CUMEMCAP_FIG_reserved);
+		g->per_context = used > before ? used - before : 0;
+		g->source = CUMEMCAP_OVERHEAD_delta;
+	} else {
+		g->per_context = cumemcap_policy()->overhead_estimate;
+		g->source = CUMEMCAP_OVERHEAD_estimate;
+	}
+	g->baseline_ok = false;
+	refresh_locked(dev);
+	cumemcap_log_overhead(dev, cumemcap_overhead_source_name(g->source), g->per_context);
+}
+
+void cumemcap_account_context_made(int dev, CUcontext ctx, bool primary)
+{
+	if (!valid(dev) || !cumemcap_device_ensure(dev))
+		return;
+	cumemcap_xmutex_lock(&fp_lock);
+	struct gpu *g = &gpus[dev];
+	if (primary) {
+		if (!g->primary)
+			g->contexts++;
+		g->primary = true;
+	} else {
+		g->contexts++;
+		for (int i = 0; i < MADE_MAX; i++)
+			if (!made[i].ctx) {
+				made[i].ctx = ctx;
+				made[i].dev = dev;
+				break;
+			}
+	}
+	if (g->source == CUMEMCAP_OVERHEAD_none)
+		learn_locked(dev);
+	else
+		refresh_locked(dev);
+	cumemcap_xmutex_unlock(&fp_lock);
+}
+
+void cumemcap_account_context_gone(CUcontext ctx, int dev)
+{
+	cumemcap_xmutex_lock(&fp_lock);
+	if (valid(dev)) {
+		if (gpus[dev].primary && gpus[dev].contexts)
+			gpus[dev].contexts--;
+		gpus[dev].primary = false;
+	} else if (ctx) {
+		for (int i = 0; i < MADE_MAX; i++)
+			if (made[i].ctx == ctx) {
+				dev = made[i].dev;
+				made[i].ctx = NULL;
+				if (gpus[dev].contexts)
+					gpus[dev].contexts--;
+				break;
+			}
+	}
+	if (valid(dev))
+		refresh_locked(dev);
+	cumemcap_xmutex_unlock(&fp_lock);
+}
+
+void cumemcap_account_footprint_refresh(int dev)
+{
+	if (!valid(dev))
+		return;
+	cumemcap_xmutex_lock(&fp_lock);
+	if (gpus[dev].source == CUMEMCAP_OVERHEAD_none && cumemcap_ledger_get(dev, CUMEMCAP_FIG_reserved) &&
+	    cumemcap_device_info(dev))
+		learn_locked(dev); /* memory in a context the shim did not see made */
+	else
+		refresh_locked(dev);
+	cumemcap_xmutex_unlock(&fp_lock);
+}
+
+uint32_t cumemcap_account_footprint_tick(uint64_t now_ms)
+{
+	uint32_t interval = cumemcap_policy()->log_interval_ms;
+	cumemcap_xmutex_lock(&fp_lock);
+	if (now_ms >= next_tick_ms) {
+		next_tick_ms = now_ms + interval;
+		for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
+			if (gpus[dev].source != CUMEMCAP_OVERHEAD_none)
+				refresh_locked(dev);
+	}
+	uint64_t wait = next_tick_ms - now_ms;
+	cumemcap_xmutex_unlock(&fp_lock);
+	return wait > UINT32_MAX ? UINT32_MAX : (uint32_t)wait;
+}
+
+void cumemcap_account_footprint_fork_child(void)
+{
+	cumemcap_xmutex_fork_child(&fp_lock);
+	memset(gpus, 0, sizeof(gpus));
+	memset(made, 0, sizeof(made));
+	next_tick_ms = 0;
+}

@@ -1,0 +1,49 @@
+/* footprint: what the driver holds for the process outside the calls the
+ * shim counts (its contexts, module images, library workspaces), learned
+ * per GPU and handed to the ledger as the overhead, so that the limit caps
+ * the footprint (reserved + overhead) that nvidia-smi shows.
+ *
+ * Where the overhead comes from, best first, decided once per GPU when the
+ * process's first context there is made:
+ *   nvml      NVML lists the process: its usedGpuMemory less what the
+ *             calls reserved. Refreshed, so it follows what the driver
+ *             takes later (module loads, library handles).
+ *   delta     NVML answers but does not list the process (a container
+ *             without the host PID namespace): the GPU's used memory
+ *             just before and just after that first context, per context
+ *             alive. Other tenants that allocate in that moment make it
+ *             wrong; it does not follow later growth.
+ *   estimate  no NVML: CUMEMCAP_OVERHEAD_ESTIMATE per context alive.
+ * The overhead is refreshed by the worker (at the log interval) and before
+ * a request is refused; when it grows, what comes next is refused, and
+ * nothing the program holds is ever freed for it.
+ *
+ * Thread safety: one xmutex guards the per-GPU state and is held across
+ * the NVML calls (never across a CUDA call); a forked child gets a fresh
+ * one and forgets everything (no context survives a fork). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "platform/cuda-api.h"
+
+/* A context is about to be made on dev (cuCtxCreate, the primary
+ * context's first retain): the GPU's used memory is read now if this is
+ * the process's first context there. */
+void cumemcap_account_context_coming(int dev);
+
+/* It was made (ctx, on dev; `primary`: the primary context became active). */
+void cumemcap_account_context_made(int dev, CUcontext ctx, bool primary);
+
+/* A context died: dev >= 0 names a primary context's device; otherwise
+ * ctx is one made by cuCtxCreate (unknown ones are ignored). */
+void cumemcap_account_context_gone(CUcontext ctx, int dev);
+
+/* Learn dev's overhead again now (before a refusal). */
+void cumemcap_account_footprint_refresh(int dev);
+
+/* The worker's tick: every GPU with a context, at the log interval. */
+uint32_t cumemcap_account_footprint_tick(uint64_t now_ms);
+
+void cumemcap_account_footprint_fork_child(void);
