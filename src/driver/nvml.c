@@ -1,54 +1,134 @@
 /* nvml: see nvml.h.
  *
- * The NVML types are declared here (no nvml.h is needed to build): the
- * calls used are stable parts of its ABI, nvmlInit_v2, nvmlShutdown,
- * nvmlDeviceGetHandleByUUID and nvmlDeviceGetComputeRunningProcesses_v3
- * (falling back to _v2, same record, and the original two-field form).
- * Thread safety: one xmutex around every call (the worker, and hooks that
- * learn a context's overhead, call in; a forked child gets a fresh one). */
+ * The NVML types are declared in nvml.h (no nvml.h of NVIDIA's is needed
+ * to build): the calls used are stable parts of its ABI, nvmlInit_v2,
+ * nvmlDeviceGetHandleByUUID, nvmlDeviceGetUUID, nvmlDeviceGetMemoryInfo
+ * (and _v2) and nvmlDeviceGetComputeRunningProcesses_v3 (falling back to
+ * _v2, same record, and the original two-field form). Every function is
+ * found with libc's dlsym (cumemcap_real_dlsym): the process's dlsym is the
+ * shim's, which answers the NVML names the shim hooks with its hooks.
+ * Thread safety: the real entry points are published once (an atomic
+ * state, no lock: nvml.h); the shim's own questions take one xmutex
+ * around every call (the worker, and hooks that learn a context's
+ * overhead, call in; a forked child gets a fresh one). */
 #include "driver/nvml.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "driver/driver.h"
 #include "platform/cuda-api.h"
 #include "platform/xmutex.h"
 
-typedef int nvmlReturn_t;
-typedef struct nvml_device_st *nvmlDevice_t;
-
-/* nvmlProcessInfo_t of _v2/_v3 (NVML 11+). */
-typedef struct {
-	unsigned int pid;
-	unsigned long long usedGpuMemory;
-	unsigned int gpuInstanceId;
-	unsigned int computeInstanceId;
-} nvml_process_info;
-
-/* nvmlProcessInfo_v1_t of the unversioned call. */
-typedef struct {
-	unsigned int pid;
-	unsigned long long usedGpuMemory;
-} nvml_process_info_v1;
-
-/* nvmlMemory_t (v1). */
-typedef struct {
-	unsigned long long total, free, used;
-} nvml_memory;
-
-#define NVML_SUCCESS 0
+#define NVML_SUCCESS CUMEMCAP_NVML_SUCCESS
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
-#define NVML_VALUE_NOT_AVAILABLE (~0ULL)
+#define NVML_VALUE_NOT_AVAILABLE CUMEMCAP_NVML_VALUE_NOT_AVAILABLE
+
+typedef cumemcap_nvml_return nvmlReturn_t;
+typedef cumemcap_nvml_device nvmlDevice_t;
+typedef struct cumemcap_nvml_process nvml_process_info;
+typedef struct cumemcap_nvml_process_v1 nvml_process_info_v1;
+
+/* ---- the real entry points ----------------------------------------------- */
+
+static struct cumemcap_nvml_real real_fns; /* written before real_state = 1 */
+static const void *real_base;		   /* the library's load address, likewise */
+static _Atomic int real_state;		   /* 0 untried, 1 ready, -1 missing, 2 resolving */
+
+/* dlopen libnvidia-ml.so.1 (RTLD_NOW | RTLD_LOCAL | extra) and resolve its
+ * entry points into *out and its load address into *base. The library stays
+ * loaded, also when it is not usable: unloading what a program's own
+ * nvmlInit may have started is riskier than a mapping. */
+static bool resolve(int extra, struct cumemcap_nvml_real *out, const void **base)
+{
+	memset(out, 0, sizeof(*out));
+	if (!cumemcap_driver_libc_ready())
+		return false;
+	void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL | extra);
+	bool ok = false;
+	if (lib) {
+#define RESOLVE(field, name) *(void **)&out->field = cumemcap_real_dlsym(lib, name)
+		RESOLVE(init_v2, "nvmlInit_v2");
+		RESOLVE(handle_by_uuid, "nvmlDeviceGetHandleByUUID");
+		RESOLVE(get_uuid, "nvmlDeviceGetUUID");
+		RESOLVE(memory_info, "nvmlDeviceGetMemoryInfo");
+		RESOLVE(memory_info_v2, "nvmlDeviceGetMemoryInfo_v2");
+		RESOLVE(procs, "nvmlDeviceGetComputeRunningProcesses");
+		RESOLVE(procs_v2, "nvmlDeviceGetComputeRunningProcesses_v2");
+		RESOLVE(procs_v3, "nvmlDeviceGetComputeRunningProcesses_v3");
+#undef RESOLVE
+		Dl_info info;
+		void *probe = out->init_v2 ? (void *)out->init_v2 : (void *)out->get_uuid;
+		if (probe && dladdr(probe, &info)) {
+			*base = info.dli_fbase;
+			ok = true;
+		}
+	}
+	if (!ok)
+		memset(out, 0, sizeof(*out));
+	/* A failed dlopen or a symbol an older NVML lacks leaves its error in
+	 * this thread's dlerror(), where the program (whose dlsym call may
+	 * have brought the shim here, and succeeded) would read it as its own. */
+	(void)dlerror();
+	return ok;
+}
+
+/* The real entry points, resolved once. `extra` RTLD_NOLOAD: only if
+ * NVML is loaded already (a failure is then not remembered). A thread
+ * that finds another one resolving resolves its own copy. */
+static bool real_load(int extra, struct cumemcap_nvml_real *out, const void **base)
+{
+	int s = atomic_load_explicit(&real_state, memory_order_acquire);
+	if (s == 1) {
+		*out = real_fns;
+		*base = real_base;
+		return true;
+	}
+	if (s == -1 && !(extra & RTLD_NOLOAD)) {
+		memset(out, 0, sizeof(*out));
+		return false;
+	}
+	int expect = s;
+	bool mine = s != 2 && atomic_compare_exchange_strong(&real_state, &expect, 2);
+	bool ok = resolve(extra, out, base);
+	if (mine) {
+		if (ok) {
+			real_fns = *out;
+			real_base = *base;
+		}
+		atomic_store_explicit(&real_state, ok ? 1 : (extra & RTLD_NOLOAD) ? s : -1,
+				      memory_order_release);
+	}
+	return ok;
+}
+
+bool cumemcap_nvml_real(struct cumemcap_nvml_real *out)
+{
+	const void *base;
+	return real_load(0, out, &base);
+}
+
+bool cumemcap_nvml_owns(const void *sym)
+{
+	struct cumemcap_nvml_real r;
+	const void *base;
+	Dl_info info;
+	return sym && real_load(RTLD_NOLOAD, &r, &base) && dladdr(sym, &info) &&
+	       info.dli_fbase == base;
+}
+
+/* ---- what the log asks: this process's figure per GPU --------------------- */
 
 static struct cumemcap_xmutex lock = CUMEMCAP_XMUTEX_INIT(lock);
 static enum { UNTRIED, READY, MISSING } state;
 static nvmlReturn_t (*p_init)(void);
 static nvmlReturn_t (*p_handle_by_uuid)(const char *uuid, nvmlDevice_t *device);
 static nvmlReturn_t (*p_procs)(nvmlDevice_t device, unsigned int *count, void *infos);
-static nvmlReturn_t (*p_memory)(nvmlDevice_t device, nvml_memory *memory);
+static nvmlReturn_t (*p_memory)(nvmlDevice_t device, struct cumemcap_nvml_memory *memory);
 static size_t proc_stride; /* sizeof the record p_procs fills */
 
 /* Device handles by CUDA UUID; a GPU NVML does not know is remembered too. */
@@ -75,26 +155,19 @@ void cumemcap_nvml_format_uuid(const unsigned char uuid[16], const char *prefix,
 
 static bool load(void)
 {
-	void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (!lib)
+	struct cumemcap_nvml_real r;
+	if (!cumemcap_nvml_real(&r))
 		return false;
-	*(void **)&p_init = dlsym(lib, "nvmlInit_v2");
-	*(void **)&p_handle_by_uuid = dlsym(lib, "nvmlDeviceGetHandleByUUID");
-	*(void **)&p_memory = dlsym(lib, "nvmlDeviceGetMemoryInfo"); /* optional */
+	p_init = r.init_v2;
+	p_handle_by_uuid = r.handle_by_uuid;
+	p_memory = r.memory_info; /* optional */
 	proc_stride = sizeof(nvml_process_info);
-	*(void **)&p_procs = dlsym(lib, "nvmlDeviceGetComputeRunningProcesses_v3");
-	if (!p_procs)
-		*(void **)&p_procs = dlsym(lib, "nvmlDeviceGetComputeRunningProcesses_v2");
+	p_procs = r.procs_v3 ? r.procs_v3 : r.procs_v2;
 	if (!p_procs) {
-		*(void **)&p_procs = dlsym(lib, "nvmlDeviceGetComputeRunningProcesses");
+		p_procs = r.procs;
 		proc_stride = sizeof(nvml_process_info_v1);
 	}
-	if (!p_init || !p_handle_by_uuid || !p_procs || p_init() != NVML_SUCCESS) {
-		/* Keep the library loaded: unloading what an init may have
-		 * started is riskier than a mapping. */
-		return false;
-	}
-	return true;
+	return p_init && p_handle_by_uuid && p_procs && p_init() == NVML_SUCCESS;
 }
 
 static bool handle_for(const unsigned char uuid[16], nvmlDevice_t *out)
@@ -213,7 +286,7 @@ bool cumemcap_nvml_device_used(const unsigned char uuid[16], uint64_t *used)
 	bool ok = false;
 	cumemcap_xmutex_lock(&lock);
 	nvmlDevice_t h;
-	nvml_memory m;
+	struct cumemcap_nvml_memory m;
 	if (ready() && p_memory && handle_for(uuid, &h) && p_memory(h, &m) == NVML_SUCCESS) {
 		*used = m.used;
 		ok = true;

@@ -7,12 +7,24 @@
  * includes the CUDA context and everything the driver holds for the
  * process, which the shim cannot see through the allocation calls.
  *
- * Called from the worker thread (the log's samples, the overhead's
- * refresh) and from the hooks that make a context or refuse a request
- * (loading and initializing NVML can take long; so can making a context).
- * One xmutex guards the state; a forked child gets a fresh one
+ * Also owns the real NVML entry points the shim's own NVML hooks
+ * (entry/hooks-nvml.c) forward to: found with libc's dlsym
+ * (cumemcap_real_dlsym) on the shim's own handle of libnvidia-ml.so.1, so
+ * never the shim's hooks, and never initialized by the shim for them (the
+ * program's nvmlInit is what they answer under).
+ *
+ * The shim's own questions (cumemcap_nvml_process and the rest) come from
+ * the worker thread (the log's samples, the overhead's refresh) and from
+ * the hooks that make a context or refuse a request (loading and
+ * initializing NVML can take long; so can making a context). One xmutex
+ * guards their state; a forked child gets a fresh one
  * (cumemcap_nvml_fork_child). A missing or failing NVML is silent: the
- * answer is just "unknown". Never calls CUDA. */
+ * answer is just "unknown". Never calls CUDA.
+ *
+ * Thread safety of the real entry points: resolved without a lock (a
+ * thread that finds another resolving resolves its own copy, so a fork
+ * child of a resolving parent never waits), published once with release
+ * order, then only read. */
 #pragma once
 
 #include <stdbool.h>
@@ -48,3 +60,58 @@ void cumemcap_nvml_fork_child(void);
 
 /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (41 bytes with the NUL). */
 void cumemcap_nvml_format_uuid(const unsigned char uuid[16], const char *prefix, char out[48]);
+
+/* NVML's ABI, declared here (no nvml.h is needed to build). */
+typedef int cumemcap_nvml_return;	      /* nvmlReturn_t */
+typedef struct cumemcap_nvml_dev *cumemcap_nvml_device; /* nvmlDevice_t */
+#define CUMEMCAP_NVML_SUCCESS 0
+#define CUMEMCAP_NVML_ERROR_UNINITIALIZED 1
+#define CUMEMCAP_NVML_ERROR_FUNCTION_NOT_FOUND 13
+#define CUMEMCAP_NVML_VALUE_NOT_AVAILABLE (~0ULL)
+
+struct cumemcap_nvml_memory { /* nvmlMemory_t */
+	unsigned long long total, free, used;
+};
+
+struct cumemcap_nvml_memory_v2 { /* nvmlMemory_v2_t */
+	unsigned int version;
+	unsigned long long total, reserved, free, used;
+};
+
+struct cumemcap_nvml_process { /* nvmlProcessInfo_t of _v2/_v3 (NVML 11+) */
+	unsigned int pid;
+	unsigned long long usedGpuMemory;
+	unsigned int gpuInstanceId;
+	unsigned int computeInstanceId;
+};
+
+struct cumemcap_nvml_process_v1 { /* nvmlProcessInfo_v1_t */
+	unsigned int pid;
+	unsigned long long usedGpuMemory;
+};
+
+typedef cumemcap_nvml_return (*cumemcap_nvml_procs_fn)(cumemcap_nvml_device device,
+						       unsigned int *count, void *infos);
+
+/* The real library's entry points; each NULL when it does not export it. */
+struct cumemcap_nvml_real {
+	cumemcap_nvml_return (*init_v2)(void);
+	cumemcap_nvml_return (*handle_by_uuid)(const char *uuid, cumemcap_nvml_device *device);
+	cumemcap_nvml_return (*get_uuid)(cumemcap_nvml_device device, char *uuid, unsigned int length);
+	cumemcap_nvml_return (*memory_info)(cumemcap_nvml_device device, struct cumemcap_nvml_memory *m);
+	cumemcap_nvml_return (*memory_info_v2)(cumemcap_nvml_device device,
+					       struct cumemcap_nvml_memory_v2 *m);
+	cumemcap_nvml_procs_fn procs;	 /* nvmlDeviceGetComputeRunningProcesses (v1 records) */
+	cumemcap_nvml_procs_fn procs_v2; /* _v2 */
+	cumemcap_nvml_procs_fn procs_v3; /* _v3 */
+};
+
+/* Fill *out with the real NVML's entry points, loading libnvidia-ml.so.1
+ * (dlopen, RTLD_LOCAL; never initialized here) the first time. False when
+ * it cannot be loaded; then *out is all NULL. Never calls CUDA. */
+bool cumemcap_nvml_real(struct cumemcap_nvml_real *out);
+
+/* Whether `sym` lies in the libnvidia-ml.so.1 the shim's own dlopen finds
+ * (the real NVML, whatever path it was loaded from). Never loads NVML: a
+ * process where it is not loaded owns none of its functions. */
+bool cumemcap_nvml_owns(const void *sym);

@@ -21,6 +21,11 @@
  * driver, RTLD_DEFAULT and RTLD_NEXT find no driver function, as without
  * the shim.
  *
+ * NVML's names that the shim hooks (hooks-nvml.c) take the same C path:
+ * looked up for real, and swapped for the shim's own function when the
+ * real answer lies in libnvidia-ml (nvml.h: the library the shim's own
+ * dlopen finds), so pynvml's dlopen + dlsym gets the capped figures.
+ *
  * cuGetProcAddress asks the real driver first, so the driver decides
  * versions, flags, errors and symbolStatus; when it hands back a function,
  * the table's selection for (name, version, flags) replaces it with the
@@ -33,9 +38,11 @@
 #include <stdint.h>
 
 #include "driver/driver.h"
+#include "driver/nvml.h"
 #include "platform/export.h"
 #include "platform/msg.h"
 #include "config/policy.h"
+#include "entry/hooks-nvml.h"
 #include "entry/table.h"
 
 /* Called from dltramp.S; hidden so the assembly can call them directly. */
@@ -72,7 +79,7 @@ CUMEMCAP_DLSYM_SAFE void *cumemcap_dlsym_route(void *handle, const char *name)
 {
 	if (!cumemcap_driver_libc_ready())
 		return (void *)no_dlsym;
-	if (cumemcap_table_by_symbol(name))
+	if (cumemcap_table_by_symbol(name) || cumemcap_nvml_hook(name))
 		return (void *)hooked_dlsym;
 	return (void *)cumemcap_real_dlsym;
 }
@@ -100,7 +107,7 @@ CUMEMCAP_DLSYM_SAFE void *cumemcap_dlvsym_route(void *handle, const char *name,
 	if (name && (cumemcap_str_eq(name, "dlsym") || cumemcap_str_eq(name, "dlvsym")) &&
 	    is_glibc_version(version))
 		return (void *)self_dlvsym;
-	if (cumemcap_table_by_symbol(name))
+	if (cumemcap_table_by_symbol(name) || cumemcap_nvml_hook(name))
 		return (void *)hooked_dlvsym;
 	return (void *)cumemcap_real_dlvsym;
 }
@@ -132,11 +139,35 @@ static void *substitute(const char *door, const char *name, void *found, bool gl
 	return answer;
 }
 
+/* The same for an NVML name the shim hooks: its own function when what
+ * was found lies in libnvidia-ml. A global lookup that found the shim's own
+ * export answers what comes after the shim: the hook when that is NVML's,
+ * nothing when there is nothing (as without the shim). */
+static void *substitute_nvml(const char *door, const char *name, void *found, bool global)
+{
+	void *own = cumemcap_driver_own(name);
+	if (!own)
+		own = cumemcap_nvml_hook(name);
+	void *answer = found;
+	if (found && found != own && cumemcap_nvml_owns(found)) {
+		answer = own;
+	} else if (found && global && cumemcap_driver_self(found)) {
+		void *next = cumemcap_driver_next(own, name);
+		answer = next && cumemcap_nvml_owns(next) ? own : next;
+	}
+	if (trace())
+		cumemcap_msg("door=%s symbol=%s answer=%s ptr=%p", door, name,
+			     answer == NULL ? "null" : answer == own ? "hook" : "nvml", answer);
+	return answer;
+}
+
 static void *hooked_dlsym(void *handle, const char *name, const void *caller)
 {
 	bool global = handle == RTLD_DEFAULT || handle == RTLD_NEXT;
 	void *found = handle == RTLD_NEXT ? cumemcap_driver_next(caller, name)
 					  : cumemcap_real_dlsym(handle, name);
+	if (cumemcap_nvml_hook(name))
+		return substitute_nvml("dlsym", name, found, global);
 	return substitute("dlsym", name, found, global);
 }
 
@@ -145,6 +176,8 @@ static void *hooked_dlvsym(void *handle, const char *name, const char *version, 
 	bool global = handle == RTLD_DEFAULT || handle == RTLD_NEXT;
 	void *found = handle == RTLD_NEXT ? cumemcap_driver_next(caller, name)
 					  : cumemcap_real_dlvsym(handle, name, version);
+	if (cumemcap_nvml_hook(name))
+		return substitute_nvml("dlvsym", name, found, global);
 	return substitute("dlvsym", name, found, global);
 }
 

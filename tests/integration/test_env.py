@@ -240,7 +240,11 @@ class Exports(unittest.TestCase):
         with open(HOOKS_DEF) as f:
             hooks = re.findall(r"^HOOK\((\w+),", f.read(), re.M)
         self.assertGreater(len(hooks), 30)
-        expected = set(hooks) | {"dlsym", "dlvsym", "cumemcap_get_stats", "cumemcap_version"}
+        # The NVML hooks: src/entry/hooks-nvml.c.
+        nvml = {"nvmlDeviceGetMemoryInfo", "nvmlDeviceGetMemoryInfo_v2",
+                "nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2",
+                "nvmlDeviceGetComputeRunningProcesses_v3"}
+        expected = set(hooks) | nvml | {"dlsym", "dlvsym", "cumemcap_get_stats", "cumemcap_version"}
         out = subprocess.run(["nm", "-D", "--defined-only", SHIM], capture_output=True,
                              text=True, check=True).stdout
         exported = {line.split()[-1] for line in out.splitlines() if line.strip()}
