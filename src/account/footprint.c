@@ -22,6 +22,7 @@ static struct gpu {
 	bool baseline_ok;     /* `baseline` read before the first context */
 	uint64_t baseline;    /* the GPU's used memory then */
 	uint64_t per_context; /* delta, estimate: the overhead of one context */
+	bool fresh;           /* nvml: the next reading replaces the overhead */
 	enum cumemcap_overhead_source source;
 } gpus[CUMEMCAP_MAX_DEVICES];
 
@@ -67,13 +68,23 @@ static void refresh_locked(int dev)
 	switch (g->source) {
 	case CUMEMCAP_OVERHEAD_nvml:
 		switch (cumemcap_nvml_process(info->uuid, (unsigned)getpid(), &used)) {
-		case CUMEMCAP_NVML_LISTED:
-			/* Read after NVML: what is reserved for a call still in
-			 * the driver is not yet in NVML's figure, so the
-			 * overhead is low by it for a moment, never high. */
-			reserved = cumemcap_ledger_get(dev, CUMEMCAP_FIG_reserved);
-			overhead = used > reserved ? used - reserved : 0;
+		case CUMEMCAP_NVML_LISTED: {
+			/* The shim counts a request before the driver has it
+			 * and a free after the driver is done, so with the
+			 * larger of `reserved` before and after NVML's answer
+			 * the reading can only be low (by what other threads
+			 * have in the driver at that moment), never high. So a
+			 * reading raises the overhead and never lowers it;
+			 * only a context made or gone starts afresh. */
+			uint64_t after = cumemcap_ledger_get(dev, CUMEMCAP_FIG_reserved);
+			if (after > reserved)
+				reserved = after;
+			uint64_t reading = used > reserved ? used - reserved : 0;
+			if (g->fresh || reading > overhead)
+				overhead = reading;
+			g->fresh = false;
 			break;
+		}
 		case CUMEMCAP_NVML_UNLISTED:
 			if (contexts == 0)
 				overhead = 0;
@@ -134,6 +145,7 @@ void cumemcap_account_context_made(int dev, CUcontext ctx, bool primary)
 				break;
 			}
 	}
+	g->fresh = true;
 	if (g->source == CUMEMCAP_OVERHEAD_none)
 		learn_locked(dev);
 	else
@@ -158,8 +170,10 @@ void cumemcap_account_context_gone(CUcontext ctx, int dev)
 				break;
 			}
 	}
-	if (valid(dev))
+	if (valid(dev)) {
+		gpus[dev].fresh = true;
 		refresh_locked(dev);
+	}
 	cumemcap_xmutex_unlock(&fp_lock);
 }
 

@@ -7,7 +7,10 @@
  * process's first context there is made:
  *   nvml      NVML lists the process: its usedGpuMemory less what the
  *             calls reserved. Refreshed, so it follows what the driver
- *             takes later (module loads, library handles).
+ *             takes later (module loads, library handles); a reading can
+ *             be low (a request of another thread still in the driver)
+ *             but never high, so it only raises the overhead, which starts
+ *             afresh when a context is made or dies.
  *   delta     NVML answers but does not list the process (a container
  *             without the host PID namespace): the GPU's used memory
  *             just before and just after that first context, per context
