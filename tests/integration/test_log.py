@@ -696,7 +696,8 @@ class Log(unittest.TestCase):
         families = ["live_bytes", "pooled_bytes", "reserved_bytes", "async_reserved_bytes",
                     "driver_used_bytes", "context_overhead_bytes", "limit_bytes", "capacity_bytes",
                     "peak_reserved_bytes", "allocations_total", "frees_total", "refusals_total",
-                    "driver_oom_total"]
+                    "driver_oom_total", "footprint_bytes", "overhead_bytes",
+                    "peak_footprint_bytes"]
         for ino, text, res in seen:
             self.assertTrue(text.endswith("\n"), text)         # never a partial file
             values = {}
@@ -715,6 +716,10 @@ class Log(unittest.TestCase):
             self.assertEqual(values["reserved_bytes"], res)
             self.assertEqual(values["driver_used_bytes"], res + 300 * MiB)
             self.assertEqual(values["context_overhead_bytes"], 300 * MiB)
+            # The footprint cap: what the limit counts, the fake's 300 MiB context included.
+            self.assertEqual(values["overhead_bytes"], 300 * MiB)
+            self.assertEqual(values["footprint_bytes"], res + values["overhead_bytes"])
+            self.assertGreaterEqual(values["peak_footprint_bytes"], values["footprint_bytes"])
             self.assertEqual((values["limit_bytes"], values["capacity_bytes"], values["allocations_total"]),
                              (GiB, 4 * GiB, 1))
         self.assertEqual([f for f in os.listdir(self.dir) if f.startswith("m-")], [])  # removed at exit

@@ -33,9 +33,11 @@ MAX_LINE = 1024 * 1024
 MAX_WARNINGS = 10
 SVG = "{http://www.w3.org/2000/svg}"
 UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
-COLUMNS = ["PID", "PROGRAM", "GPU", "LIMIT", "PEAK LIVE", "PEAK RESERVED", "PEAK DRIVER",
-           "CONTEXT", "REFUSALS", "DRIVER OOMS", "AVOIDED"]
-SERIES = {"live": "live", "pooled": "pooled", "reserved": "reserved", "driver": "driver_used"}
+COLUMNS = ["PID", "PROGRAM", "GPU", "LIMIT", "PEAK LIVE", "PEAK RESERVED", "PEAK FOOTPRINT",
+           "PEAK DRIVER", "CONTEXT", "REFUSALS", "DRIVER OOMS", "AVOIDED"]
+SERIES = {"live": "live", "pooled": "pooled", "reserved": "reserved", "footprint": "footprint",
+          "driver": "driver_used"}
+EVENTS = ("segment", "refusal", "driver_oom", "context", "overhead")
 
 
 def fixture(name):
@@ -58,6 +60,7 @@ class Gpu:
         self.limit = ("unknown", None)
         self.peak = {k: None for k in SERIES}
         self.ctx = None
+        self.overhead = self.source = None  # the learned overhead and its last source
         self.exit_reserved = self.exit_driver = None
         self.refusal_events = self.oom_events = 0
         self.exit_refusals = self.exit_ooms = self.avoided = self.allocs = None
@@ -148,18 +151,23 @@ def check_fields(rec):
             string(e, "pci", w)
             byte(e, "capacity", w)
             byte(e, "limit", w)
-    elif kind in ("segment", "refusal", "driver_oom"):
+    elif kind in EVENTS:
         ordinal(rec)
-        for k in ("live", "pooled", "reserved", "limit"):
+        for k in ("live", "pooled", "reserved", "footprint", "limit"):
             byte(rec, k)
-        byte(rec, "bytes" if kind == "segment" else "requested")
-        string(rec, "op" if kind == "segment" else "door")
+        if kind == "overhead":
+            string(rec, "source")
+        elif kind != "context":
+            byte(rec, "bytes" if kind == "segment" else "requested")
+            string(rec, "op" if kind == "segment" else "door")
     elif kind == "sample":
         for i, e in enumerate(gpu_list()):
             w = "gpus[%d]." % i
             ordinal(e, w)
-            for k in ("live", "pooled", "reserved", "driver_used", "context_overhead"):
+            for k in ("live", "pooled", "reserved", "footprint", "driver_used",
+                      "context_overhead", "overhead"):
                 byte(e, k, w)
+            string(e, "overhead_source", w)
     elif kind == "exit":
         string(rec, "reason")
         s = rec.get("signal")
@@ -170,8 +178,10 @@ def check_fields(rec):
             ordinal(e, w)
             for k in ("allocs", "frees", "refusals", "driver_oom", "avoided",
                       "segments_taken", "segments_released", "limit", "peak_live",
-                      "peak_pooled", "peak_reserved", "peak_driver_used", "largest_request"):
+                      "peak_pooled", "peak_reserved", "peak_footprint", "peak_driver_used",
+                      "largest_request", "overhead"):
                 byte(e, k, w)
+            string(e, "overhead_source", w)
     return bad
 
 
@@ -197,7 +207,7 @@ def classify(raw):
         return Record("notrecord"), None
     if not (type(v) is int and v == 1):
         return Record("version"), None
-    if kind not in ("start", "segment", "refusal", "driver_oom", "sample", "exit"):
+    if kind not in ("start", "sample", "exit") + EVENTS:
         return Record("unknown"), None
     bad = check_fields(rec)
     if bad:
@@ -270,16 +280,24 @@ class Model:
             g.uuid = g.uuid or e.get("uuid")
             self.set_limit(g, e, True)
 
+    @staticmethod
+    def set_source(g, source):
+        if source not in (None, "", "none"):
+            g.source = source
+
     def read_event(self, p, rec, t, kind):
-        """segment, refusal, driver_oom: the figures after the event, when given."""
+        """segment, refusal, driver_oom, context, overhead: the figures after the
+        event, when given; only the first three make a GPU used by themselves."""
         g = p.gpu(rec["gpu"])
-        g.events = True
-        for k in ("live", "pooled", "reserved"):
+        g.events = g.events or kind in ("segment", "refusal", "driver_oom")
+        if kind == "overhead":
+            self.set_source(g, rec.get("source"))
+        for k in ("live", "pooled", "reserved", "footprint"):
             if rec.get(k) is not None:
                 g.series[k].append((t, rec[k]))
                 g.peak[k] = fmax(g.peak[k], rec[k])
         self.set_limit(g, rec, False)
-        if kind != "segment":
+        if kind in ("refusal", "driver_oom"):
             g.marks.append((t, kind == "driver_oom"))
         g.refusal_events += kind == "refusal"
         g.oom_events += kind == "driver_oom"
@@ -293,6 +311,12 @@ class Model:
     def read_driver_oom(self, p, rec, t):
         self.read_event(p, rec, t, "driver_oom")
 
+    def read_context(self, p, rec, t):
+        self.read_event(p, rec, t, "context")
+
+    def read_overhead(self, p, rec, t):
+        self.read_event(p, rec, t, "overhead")
+
     def read_sample(self, p, rec, t):
         for e in rec.get("gpus") or []:
             g = p.gpu(e["gpu"])
@@ -301,14 +325,18 @@ class Model:
                     g.series[k].append((t, e[field]))
                     g.peak[k] = fmax(g.peak[k], e[field])
             g.ctx = fmax(g.ctx, e.get("context_overhead"))
+            g.overhead = fmax(g.overhead, e.get("overhead"))
+            self.set_source(g, e.get("overhead_source"))
 
     def read_exit(self, p, rec, t):
         p.has_exit, p.reason, p.signal = True, rec.get("reason"), rec.get("signal")
         for e in rec.get("gpus") or []:
             g = p.gpu(e["gpu"])
             self.set_limit(g, e, False)
-            for k in ("live", "pooled", "reserved"):
+            for k in ("live", "pooled", "reserved", "footprint"):
                 g.peak[k] = fmax(g.peak[k], e.get("peak_" + k))
+            g.overhead = fmax(g.overhead, e.get("overhead"))
+            self.set_source(g, e.get("overhead_source"))
             g.peak["driver"] = fmax(g.peak["driver"], e.get("peak_driver_used"))
             g.exit_reserved = fmax(g.exit_reserved, e.get("peak_reserved"))
             g.exit_driver = fmax(g.exit_driver, e.get("peak_driver_used"))
@@ -338,7 +366,7 @@ class Model:
         for p in self.procs:
             program = safe(p.program) if p.program else "-"
             if not p.gpus:
-                rows.append([str(p.pid), program] + ["-"] * 9)
+                rows.append([str(p.pid), program] + ["-"] * 10)
             for g in p.shown():
                 gpu = str(g.ordinal)
                 if g.uuid:
@@ -350,11 +378,15 @@ class Model:
                 ctx = g.ctx
                 if ctx is None and g.exit_driver is not None and g.exit_reserved is not None:
                     ctx = max(0, g.exit_driver - g.exit_reserved)
+                ctx = self.size(ctx, exact)
+                if g.source is not None and g.overhead is not None:
+                    ctx = "%s (%s)" % (self.size(g.overhead, exact), safe(g.source))
                 rows.append([str(p.pid), program, gpu, limit,
                              self.size(g.peak["live"], exact),
                              self.size(g.peak["reserved"], exact),
+                             self.size(g.peak["footprint"], exact),
                              self.size(g.peak["driver"], exact),
-                             self.size(ctx, exact),
+                             ctx,
                              str(max(g.refusal_events, g.exit_refusals or 0)),
                              str(max(g.oom_events, g.exit_ooms or 0)),
                              "-" if g.avoided is None else str(g.avoided)])
@@ -467,6 +499,8 @@ class Panel:
         self.ax, self.bx = fit(xs)
         self.ay, self.by = fit(ys)
         self.title = g.find(SVG + "text[@class='title']").text
+        label = g.find(SVG + "text[@class='limit-label']")
+        self.limit_label = label.text if label is not None else None
         self.series = {}
         for path in g.findall(SVG + "path"):
             cls = path.get("class").split()
@@ -581,7 +615,7 @@ class Checks(unittest.TestCase):
             for x, y in got:
                 self.assertTrue(pn.x0 - TOL <= x <= pn.x1 + TOL and pn.y0 - TOL <= y <= pn.y1 + TOL,
                                 (kind, x, y))
-            if kind == "reserved":
+            if kind in ("reserved", "footprint"):
                 want = [pts[0]]
                 for (_, before), (t, v) in zip(pts, pts[1:]):
                     want += [(t, before), (t, v)]
@@ -599,6 +633,14 @@ class Checks(unittest.TestCase):
             self.assertAlmostEqual(yb, ya, delta=TOL)
             self.assertAlmostEqual(xa, pn.x0, delta=TOL)
             self.assertAlmostEqual(xb, pn.x1, delta=TOL)
+            # Labelled with the peak footprint against it.
+            label = "limit " + Model.size(g.limit[1])
+            peak = g.peak["footprint"]
+            if peak is not None:
+                label += "; peak footprint " + Model.size(peak)
+                if g.limit[1] > 0:
+                    label += " (%.0f%%)" % (100.0 * peak / g.limit[1])
+            self.assertEqual(pn.limit_label, label)
         else:
             self.assertNotIn("limit", pn.series)
         # Refusals and driver OOMs: a tick at each one's time.
@@ -628,16 +670,58 @@ class Fixtures(Checks):
         self.assertEqual(p.stderr, "")
         # The figures the fixture was written to show.
         row = model.rows()[0]
-        self.assertEqual(row[3:], ["4.00 GiB", "3.81 GiB", "4.00 GiB", "4.47 GiB", "481.63 MiB",
+        self.assertEqual(row[3:], ["4.00 GiB", "3.81 GiB", "4.00 GiB", "-", "4.47 GiB", "481.63 MiB",
                                    "2", "0", "3480"])
         self.check_table([path], exact=True)
+
+    def test_footprint(self):
+        """A log with footprint figures: the peak footprint of events, samples
+        and the exit record; the overhead with the source it was learned from."""
+        path = fixture("footprint.jsonl")
+        p, model = self.check_table([path])
+        self.assertEqual(p.stderr, "")
+        rows = model.rows()
+        self.assertEqual([r[6] for r in rows], ["1.79 GiB", "768.00 MiB"])
+        self.assertEqual([r[8] for r in rows], ["300.00 MiB (nvml)", "256.00 MiB (delta)"])
+        self.check_table([path], exact=True)
+        # The peak of the events alone, with the samples' and exit's taken out.
+        with tempfile.TemporaryDirectory() as tmp:
+            events = os.path.join(tmp, "events.jsonl")
+            with open(path) as src, open(events, "w") as out:
+                for line in src:
+                    if json.loads(line)["type"] not in ("sample", "exit"):
+                        out.write(line)
+            p, model = self.check_table([events])
+            self.assertEqual(model.rows()[0][6], "1.79 GiB")
+            self.assertEqual(model.rows()[1][6], "256.00 MiB")  # the context record's
+            self.assertEqual(model.rows()[0][8], "-")  # no overhead figure in events
+            # ... and of the exit record alone.
+            exits = os.path.join(tmp, "exit.jsonl")
+            with open(path) as src, open(exits, "w") as out:
+                for line in src:
+                    if json.loads(line)["type"] in ("start", "exit"):
+                        out.write(line)
+            p, model = self.check_table([exits])
+            self.assertEqual([r[6] for r in model.rows()], ["1.79 GiB", "768.00 MiB"])
+            svg = os.path.join(tmp, "f.svg")
+            p, model = self.check_table([path], extra=["--plot", svg])
+            panels = self.check_svg(svg, model)
+            self.assertEqual(panels[0].limit_label,
+                             "limit 2.00 GiB; peak footprint 1.79 GiB (90%)")
+            self.assertIn("footprint", panels[0].series)
+
+    def test_old_log_without_footprint(self):
+        """A log from before the footprint cap: no footprint, the context as before."""
+        p, model = self.check_table([fixture("normal.jsonl")])
+        row = model.rows()[0]
+        self.assertEqual((row[6], row[8]), ("-", "481.63 MiB"))
 
     def test_killed_without_exit_record(self):
         p, model = self.check_table([fixture("killed.jsonl")])
         self.assertIn("no exit record (killed?)", p.stdout)
         g = model.procs[0].shown()[0]
         self.assertIsNone(g.avoided)
-        self.assertEqual(model.rows()[0][6:8], ["-", "-"])  # no driver figures at all
+        self.assertEqual(model.rows()[0][6:9], ["-", "-", "-"])  # no footprint, no driver
 
     def test_two_processes_two_gpus(self):
         paths = [fixture("multi-b.jsonl"), fixture("multi-a.jsonl")]
@@ -672,7 +756,7 @@ class Fixtures(Checks):
         path = fixture("big.jsonl")
         p, model = self.check_table([path], exact=True)
         row = model.rows(exact=True)[0]
-        self.assertEqual(row[3:], [str(U64), "9007199254740993", "9007199254740993", str(U64),
+        self.assertEqual(row[3:], [str(U64), "9007199254740993", "9007199254740993", "-", str(U64),
                                    "9007199254740995", "9007199254740993", "9007199254740993",
                                    str(U64 - 1)])
         self.check_table([path])
@@ -822,7 +906,7 @@ class Generated(Checks):
             "[]") + "\n")
         svg = os.path.join(self.tmp.name, "nogpu.svg")
         p, model = self.check_table([path], extra=["--plot", svg])
-        self.assertEqual(model.rows(), [["77", "gen"] + ["-"] * 9])
+        self.assertEqual(model.rows(), [["77", "gen"] + ["-"] * 10])
         self.assertIn("plot: %s (0 panels)" % svg, p.stdout)
         self.check_svg(svg, model)
 

@@ -258,6 +258,15 @@ static struct report_gpu *gpu_of(struct report_process *p, long long ordinal)
 	return g;
 }
 
+/* The overhead's source from a record: the last one other than "none". */
+static void set_source(struct report_gpu *g, const char *source)
+{
+	if (!source || !source[0] || strcmp(source, "none") == 0)
+		return;
+	free(g->overhead_source);
+	g->overhead_source = report_xstrdup(source);
+}
+
 /* A limit from a record: null means none, absent means the record did not
  * say. The start record's word is final; the others fill a gap. */
 static void set_limit(struct report_gpu *g, const struct report_json *rec, struct report_figure f,
@@ -367,10 +376,12 @@ static bool read_start(struct reader *r, const struct report_json *rec, long lon
 	return true;
 }
 
-/* segment, refusal, driver_oom: an event on one GPU, with the figures
- * after it (schema v1 promises "reserved"; "live", "pooled" and "limit"
- * are taken wherever a writer adds them). */
-enum event { EVENT_SEGMENT, EVENT_REFUSAL, EVENT_DRIVER_OOM };
+/* segment, refusal, driver_oom, context, overhead: an event on one GPU,
+ * with the figures after it (schema v1 promises "reserved"; "live",
+ * "pooled", "footprint" and "limit" are taken wherever a writer adds
+ * them). Only refusals and driver OOMs are marks; context and overhead
+ * records leave "used" to the figures. */
+enum event { EVENT_SEGMENT, EVENT_REFUSAL, EVENT_DRIVER_OOM, EVENT_CONTEXT, EVENT_OVERHEAD };
 
 static bool read_event(struct reader *r, const struct report_json *rec, long long pid, double t,
 		       enum event kind)
@@ -379,12 +390,16 @@ static bool read_event(struct reader *r, const struct report_json *rec, long lon
 	struct report_figure live = get_bytes(r, rec, "", "live");
 	struct report_figure pooled = get_bytes(r, rec, "", "pooled");
 	struct report_figure reserved = get_bytes(r, rec, "", "reserved");
+	struct report_figure footprint = get_bytes(r, rec, "", "footprint");
 	struct report_figure limit = get_bytes(r, rec, "", "limit");
 	struct report_figure requested = { 0, false };
+	const char *source = NULL;
 	if (kind == EVENT_SEGMENT) {
 		get_bytes(r, rec, "", "bytes");
 		get_string(r, rec, "", "op");
-	} else {
+	} else if (kind == EVENT_OVERHEAD) {
+		source = get_string(r, rec, "", "source");
+	} else if (kind != EVENT_CONTEXT) {
 		requested = get_bytes(r, rec, "", "requested");
 		get_string(r, rec, "", "door");
 	}
@@ -395,10 +410,15 @@ static bool read_event(struct reader *r, const struct report_json *rec, long lon
 	series_add(&g->series[REPORT_LIVE], t, live);
 	series_add(&g->series[REPORT_POOLED], t, pooled);
 	series_add(&g->series[REPORT_RESERVED], t, reserved);
+	series_add(&g->series[REPORT_FOOTPRINT], t, footprint);
 	figure_max(&g->peak_live, live);
 	figure_max(&g->peak_pooled, pooled);
 	figure_max(&g->peak_reserved, reserved);
+	figure_max(&g->peak_footprint, footprint);
 	set_limit(g, rec, limit, false);
+	set_source(g, source);
+	if (kind == EVENT_CONTEXT || kind == EVENT_OVERHEAD)
+		return true;
 	if (kind != EVENT_SEGMENT)
 		mark_add(g, t, requested, kind == EVENT_DRIVER_OOM);
 	g->refusal_events += kind == EVENT_REFUSAL;
@@ -425,10 +445,23 @@ static bool read_driver_oom(struct reader *r, const struct report_json *rec, lon
 	return read_event(r, rec, pid, t, EVENT_DRIVER_OOM);
 }
 
+static bool read_context(struct reader *r, const struct report_json *rec, long long pid,
+			 double t)
+{
+	return read_event(r, rec, pid, t, EVENT_CONTEXT);
+}
+
+static bool read_overhead(struct reader *r, const struct report_json *rec, long long pid,
+			  double t)
+{
+	return read_event(r, rec, pid, t, EVENT_OVERHEAD);
+}
+
 static const char *const sample_fields[REPORT_SERIES] = {
 	[REPORT_LIVE] = "live",
 	[REPORT_POOLED] = "pooled",
 	[REPORT_RESERVED] = "reserved",
+	[REPORT_FOOTPRINT] = "footprint",
 	[REPORT_DRIVER] = "driver_used",
 };
 
@@ -446,6 +479,8 @@ static bool read_sample(struct reader *r, const struct report_json *rec, long lo
 		for (int k = 0; k < REPORT_SERIES; k++)
 			get_bytes(r, e, where, sample_fields[k]);
 		get_bytes(r, e, where, "context_overhead");
+		get_bytes(r, e, where, "overhead");
+		get_string(r, e, where, "overhead_source");
 	}
 	if (r->bad)
 		return false;
@@ -453,7 +488,11 @@ static bool read_sample(struct reader *r, const struct report_json *rec, long lo
 	for (const struct report_json *e = gpus ? gpus->child : NULL; e; e = e->next) {
 		struct report_gpu *g = gpu_of(p, get_ordinal(r, e, ""));
 		struct report_figure *peaks[REPORT_SERIES] = {
-			&g->peak_live, &g->peak_pooled, &g->peak_reserved, &g->peak_driver,
+			[REPORT_LIVE] = &g->peak_live,
+			[REPORT_POOLED] = &g->peak_pooled,
+			[REPORT_RESERVED] = &g->peak_reserved,
+			[REPORT_FOOTPRINT] = &g->peak_footprint,
+			[REPORT_DRIVER] = &g->peak_driver,
 		};
 		for (int k = 0; k < REPORT_SERIES; k++) {
 			struct report_figure v = get_bytes(r, e, "", sample_fields[k]);
@@ -461,6 +500,8 @@ static bool read_sample(struct reader *r, const struct report_json *rec, long lo
 			figure_max(peaks[k], v);
 		}
 		figure_max(&g->context_max, get_bytes(r, e, "", "context_overhead"));
+		figure_max(&g->overhead, get_bytes(r, e, "", "overhead"));
+		set_source(g, get_string(r, e, "", "overhead_source"));
 	}
 	return true;
 }
@@ -473,8 +514,10 @@ static bool read_exit(struct reader *r, const struct report_json *rec, long long
 	const struct report_json *gpus = get_gpu_list(r, rec);
 	static const char *const counts[] = { "allocs", "frees", "refusals", "driver_oom",
 					      "avoided", "segments_taken", "segments_released" };
-	static const char *const bytes[] = { "limit", "peak_live", "peak_pooled", "peak_reserved",
-					     "peak_driver_used", "largest_request" };
+	static const char *const bytes[] = { "limit",           "peak_live",
+					     "peak_pooled",     "peak_reserved",
+					     "peak_footprint",  "peak_driver_used",
+					     "largest_request", "overhead" };
 	size_t i = 0;
 
 	if (signo.known && signo.v > INT32_MAX)
@@ -487,6 +530,7 @@ static bool read_exit(struct reader *r, const struct report_json *rec, long long
 			get_figure(r, e, where, counts[k], WANT_COUNT);
 		for (size_t k = 0; k < sizeof(bytes) / sizeof(bytes[0]); k++)
 			get_bytes(r, e, where, bytes[k]);
+		get_string(r, e, where, "overhead_source");
 	}
 	if (r->bad)
 		return false;
@@ -506,7 +550,10 @@ static bool read_exit(struct reader *r, const struct report_json *rec, long long
 		figure_max(&g->peak_live, get_bytes(r, e, "", "peak_live"));
 		figure_max(&g->peak_pooled, get_bytes(r, e, "", "peak_pooled"));
 		figure_max(&g->peak_reserved, reserved);
+		figure_max(&g->peak_footprint, get_bytes(r, e, "", "peak_footprint"));
 		figure_max(&g->peak_driver, driver);
+		figure_max(&g->overhead, get_bytes(r, e, "", "overhead"));
+		set_source(g, get_string(r, e, "", "overhead_source"));
 		figure_max(&g->exit_reserved, reserved);
 		figure_max(&g->exit_driver, driver);
 		figure_max(&g->exit_refusals, get_figure(r, e, "", "refusals", WANT_COUNT));
@@ -548,7 +595,8 @@ static void read_record(struct reader *r, const char *text, size_t len,
 		bool (*read)(struct reader *, const struct report_json *, long long, double);
 	} types[] = {
 		{ "segment", read_segment }, { "refusal", read_refusal },
-		{ "driver_oom", read_driver_oom }, { "sample", read_sample },
+		{ "driver_oom", read_driver_oom }, { "context", read_context },
+		{ "overhead", read_overhead }, { "sample", read_sample },
 		{ "exit", read_exit },
 	};
 	long long id = (long long)pid->u64;

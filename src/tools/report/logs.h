@@ -8,8 +8,10 @@
  * used, their peaks and counters and the time series a plot draws.
  *
  * Schema v1, one JSON object per line, each with "v":1, "type", "t" (unix
- * seconds) and "pid"; types start, segment, refusal, driver_oom, sample,
- * exit (see README "Footprint logs"). Unknown fields and unknown types are
+ * seconds) and "pid"; types start, segment, refusal, driver_oom, context,
+ * overhead, sample, exit (see docs/footprint-log.md); logs written before
+ * the footprint cap have no footprint or overhead figures, which are then
+ * unknown. Unknown fields and unknown types are
  * ignored; a known field of the wrong type skips its record with a warning;
  * a missing or null figure is unknown. Byte counts are read exactly
  * (uint64), never through a double.
@@ -31,6 +33,7 @@ enum report_series_kind {
 	REPORT_LIVE,     /* bytes the program holds */
 	REPORT_POOLED,   /* freed by the program, kept in the shim's pools */
 	REPORT_RESERVED, /* reserved from the driver */
+	REPORT_FOOTPRINT, /* reserved + overhead: what the limit counts */
 	REPORT_DRIVER,   /* what the driver (NVML) says the process uses */
 	REPORT_SERIES,
 };
@@ -72,7 +75,9 @@ struct report_gpu {
 	uint64_t limit;
 
 	/* The max of the exit record's peaks and what samples and events show. */
-	struct report_figure peak_live, peak_pooled, peak_reserved, peak_driver;
+	struct report_figure peak_live, peak_pooled, peak_reserved, peak_footprint, peak_driver;
+	struct report_figure overhead;     /* max of the samples' and exit's overhead */
+	char *overhead_source;             /* the last source other than "none"; NULL */
 	struct report_figure context_max;  /* max of the samples' context_overhead */
 	struct report_figure exit_reserved; /* the exit record's own peaks */
 	struct report_figure exit_driver;
@@ -132,9 +137,11 @@ void report_logs_free(struct report_set *set);
 /* The time a process's plot starts at and the time its last record has. */
 double report_process_t0(const struct report_process *p);
 
-/* Context overhead: the samples' maximum, else the exit record's
- * peak_driver_used - peak_reserved (0 when below), else unknown. */
-struct report_figure report_gpu_context(const struct report_gpu *g);
+/* Context overhead: the overhead the limit counted when the log says where
+ * it was learned (`*source` gets that source, else NULL), else the samples'
+ * context_overhead maximum, else the exit record's peak_driver_used -
+ * peak_reserved (0 when below), else unknown. */
+struct report_figure report_gpu_context(const struct report_gpu *g, const char **source);
 
 /* Whether the table and the plot show GPU i of p: one the process used,
  * or every GPU it has when it used none. */

@@ -18,10 +18,15 @@ double report_process_t0(const struct report_process *p)
 	return p->t_first;
 }
 
-struct report_figure report_gpu_context(const struct report_gpu *g)
+struct report_figure report_gpu_context(const struct report_gpu *g, const char **source)
 {
 	struct report_figure f = { 0, false };
 
+	*source = NULL;
+	if (g->overhead_source && g->overhead.known) {
+		*source = g->overhead_source;
+		return g->overhead;
+	}
 	if (g->context_max.known)
 		return g->context_max;
 	if (g->exit_driver.known && g->exit_reserved.known) {
@@ -85,6 +90,7 @@ static void free_process(struct report_process *p)
 		free(p->gpus[i].marks);
 		free(p->gpus[i].uuid);
 		free(p->gpus[i].pci);
+		free(p->gpus[i].overhead_source);
 	}
 	for (size_t i = 0; i < p->argc; i++)
 		free(p->argv[i]);
@@ -155,8 +161,8 @@ void report_logs_finish(struct report_set *set)
 			if (g->nmarks > 1)
 				qsort(g->marks, g->nmarks, sizeof(*g->marks), cmp_mark);
 			const struct report_figure *seen[] = {
-				&g->peak_live, &g->peak_pooled, &g->peak_reserved, &g->peak_driver,
-				&g->allocs, &g->exit_refusals, &g->exit_ooms,
+				&g->peak_live, &g->peak_pooled, &g->peak_reserved, &g->peak_footprint,
+				&g->peak_driver, &g->allocs, &g->exit_refusals, &g->exit_ooms,
 			};
 			for (size_t f = 0; f < sizeof(seen) / sizeof(seen[0]); f++)
 				g->used = g->used || (seen[f]->known && seen[f]->v > 0);

@@ -3,7 +3,8 @@
  *   cumemcap-report [--plot FILE.svg] [--bytes] LOG...   (options anywhere)
  *
  * Reads the footprint logs that CUMEMCAP_LOG wrote (logs.c), prints a
- * table with a row per process and GPU (peaks, limit, context overhead,
+ * table with a row per process and GPU (peaks, footprint included, limit,
+ * context overhead and its source,
  * refusals, driver OOMs, driver calls avoided) and a line per process
  * (how it ended, how long it ran, its command line), and with --plot draws
  * the same processes as an SVG (svg.c).
@@ -31,16 +32,21 @@ static void usage(FILE *f)
 	      "\n"
 	      "Read the JSON Lines footprint logs that CUMEMCAP_LOG writes (one per process)\n"
 	      "and print a row per process and GPU: the limit; the peaks of live memory (what\n"
-	      "the program holds), of memory reserved from the driver and of what the driver\n"
-	      "reports for the process; the context overhead (driver-reported minus reserved);\n"
-	      "requests refused at the limit, CUDA_ERROR_OUT_OF_MEMORY answers from the driver,\n"
-	      "and driver calls the pools avoided. Then a line per process: how it ended, how\n"
-	      "long it ran, its command line. Sizes are in binary units (1.50 GiB); - is\n"
-	      "unknown, a LIMIT of none is no limit. A GPU the process never touched is\n"
-	      "left out. A process given twice (the same log twice) is reported once.\n"
+	      "the program holds), of memory reserved from the driver, of the footprint (what\n"
+	      "the limit counts: reserved plus the driver's overhead for the process, its\n"
+	      "context and modules) and of what the driver reports for the process; the\n"
+	      "context overhead, with where the shim learned it (nvml, delta or estimate)\n"
+	      "when the log says, else driver-reported minus reserved; requests refused at\n"
+	      "the limit, CUDA_ERROR_OUT_OF_MEMORY answers from the driver, and driver calls\n"
+	      "the pools avoided. Then a line per process: how it ended, how long it ran,\n"
+	      "its command line. Sizes are in binary units (1.50 GiB); - is unknown (logs\n"
+	      "from before the footprint cap have no footprint), a LIMIT of none is no\n"
+	      "limit. A GPU the process never touched is left out. A process given twice\n"
+	      "(the same log twice) is reported once.\n"
 	      "\n"
 	      "  --plot FILE.svg   also draw every process and GPU over time: live, pooled,\n"
-	      "                    reserved and driver-reported bytes, the limit, refusals.\n"
+	      "                    reserved, footprint and driver-reported bytes, the limit\n"
+	      "                    (labelled with the peak footprint against it), refusals.\n"
 	      "                    SVG only (open it in a browser).\n"
 	      "  --bytes           sizes as exact byte counts.\n"
 	      "  -h, --help        this text.\n"
@@ -91,6 +97,7 @@ enum column {
 	COL_LIMIT,
 	COL_LIVE,
 	COL_RESERVED,
+	COL_FOOTPRINT,
 	COL_DRIVER,
 	COL_CONTEXT,
 	COL_REFUSALS,
@@ -109,6 +116,7 @@ static const struct {
 	[COL_LIMIT] = { "LIMIT", true },
 	[COL_LIVE] = { "PEAK LIVE", true },
 	[COL_RESERVED] = { "PEAK RESERVED", true },
+	[COL_FOOTPRINT] = { "PEAK FOOTPRINT", true },
 	[COL_DRIVER] = { "PEAK DRIVER", true },
 	[COL_CONTEXT] = { "CONTEXT", true },
 	[COL_REFUSALS] = { "REFUSALS", true },
@@ -200,8 +208,20 @@ static void fill_row(char **row, const struct report_process *p, const struct re
 		row[COL_LIMIT] = report_xstrdup(g->limit_state == REPORT_LIMIT_NONE ? "none" : "-");
 	row[COL_LIVE] = size_cell(g->peak_live);
 	row[COL_RESERVED] = size_cell(g->peak_reserved);
+	row[COL_FOOTPRINT] = size_cell(g->peak_footprint);
 	row[COL_DRIVER] = size_cell(g->peak_driver);
-	row[COL_CONTEXT] = size_cell(report_gpu_context(g));
+	const char *source;
+	row[COL_CONTEXT] = size_cell(report_gpu_context(g, &source));
+	if (source) {
+		/* "300.00 MiB (nvml)": where the overhead the limit counts was learned. */
+		struct report_buf b = { 0 };
+		report_buf_puts(&b, row[COL_CONTEXT]);
+		report_buf_puts(&b, " (");
+		report_buf_safe(&b, source);
+		report_buf_puts(&b, ")");
+		free(row[COL_CONTEXT]);
+		row[COL_CONTEXT] = report_buf_take(&b);
+	}
 	row[COL_REFUSALS] = count_cell(count_of(g->refusal_events, g->exit_refusals));
 	row[COL_OOMS] = count_cell(count_of(g->oom_events, g->exit_ooms));
 	row[COL_AVOIDED] = count_cell(g->avoided);

@@ -33,6 +33,7 @@ static const struct {
 	[REPORT_LIVE] = { "live", "live", "#1f77b4" },
 	[REPORT_POOLED] = { "pooled", "pooled", "#2ca02c" },
 	[REPORT_RESERVED] = { "reserved", "reserved", "#ff7f0e" },
+	[REPORT_FOOTPRINT] = { "footprint", "footprint", "#8c564b" },
 	[REPORT_DRIVER] = { "driver", "driver-reported", "#9467bd" },
 };
 
@@ -211,7 +212,7 @@ static void put_series(FILE *f, const struct panel *pn, const struct report_seri
 		return;
 	struct report_point *pts = report_xmalloc(s->n * sizeof(*pts));
 	size_t n = thin(pn, s, pts);
-	bool step = kind == REPORT_RESERVED;
+	bool step = kind == REPORT_RESERVED || kind == REPORT_FOOTPRINT;
 
 	fprintf(f, "<path class=\"series %s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" "
 		   "stroke-linejoin=\"round\" stroke-linecap=\"round\" d=\"M%.2f,%.2f",
@@ -222,7 +223,7 @@ static void put_series(FILE *f, const struct panel *pn, const struct report_seri
 			fprintf(f, " L%.2f,%.2f", px(pn, pts[i].t), py(pn, pts[i - 1].v));
 		fprintf(f, " L%.2f,%.2f", px(pn, pts[i].t), py(pn, pts[i].v));
 	}
-	/* What was reserved stays reserved until the next event; a lone point
+	/* What was reserved (and the footprint) stays until the next event; a lone point
 	 * of another series is drawn as a dot (a round cap on no length). */
 	if (step || n == 1)
 		fprintf(f, " L%.2f,%.2f", px(pn, step ? t_end : pts[0].t), py(pn, pts[n - 1].v));
@@ -328,6 +329,27 @@ static void put_marks(FILE *f, const struct panel *pn, const struct report_gpu *
 	}
 }
 
+/* The headline over the limit line: the limit, and the peak footprint (what
+ * the limit counts) against it. */
+static void put_limit_label(FILE *f, const struct panel *pn, const struct report_gpu *g,
+			    double y)
+{
+	char limit[32], peak[32];
+
+	fprintf(f, "<text class=\"limit-label\" x=\"%.2f\" y=\"%.2f\" text-anchor=\"end\" "
+		   "fill=\"%s\">limit %s",
+		pn->x0 + PLOT_W - 6, y - 5, LIMIT_COLOR,
+		report_fmt_size(g->limit, limit, sizeof(limit)));
+	if (g->peak_footprint.known) {
+		fprintf(f, "; peak footprint %s",
+			report_fmt_size(g->peak_footprint.v, peak, sizeof(peak)));
+		if (g->limit > 0)
+			fprintf(f, " (%.0f%%)", 100.0 * (double)g->peak_footprint.v /
+							(double)g->limit);
+	}
+	fputs("</text>\n", f);
+}
+
 static void put_panel(FILE *f, const struct report_process *p, const struct report_gpu *g,
 		      double top)
 {
@@ -356,6 +378,7 @@ static void put_panel(FILE *f, const struct report_process *p, const struct repo
 		fprintf(f, "<path class=\"limit\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" "
 			   "stroke-dasharray=\"6 4\" d=\"M%.2f,%.2f L%.2f,%.2f\"/>\n",
 			LIMIT_COLOR, pn.x0, y, pn.x0 + PLOT_W, y);
+		put_limit_label(f, &pn, g, y);
 	}
 	for (int k = 0; k < REPORT_SERIES; k++)
 		put_series(f, &pn, &g->series[k], k, p->t_last);
