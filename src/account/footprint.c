@@ -23,6 +23,7 @@ static struct gpu {
 	uint64_t baseline;    /* the GPU's used memory then */
 	uint64_t per_context; /* delta, estimate: the overhead of one context */
 	bool fresh;           /* nvml: the next reading replaces the overhead */
+	uint64_t read_ms;     /* when it was last refreshed (cumemcap_now_ms) */
 	enum cumemcap_overhead_source source;
 } gpus[CUMEMCAP_MAX_DEVICES];
 
@@ -36,6 +37,11 @@ static struct {
 } made[MADE_MAX];
 
 static uint64_t next_tick_ms;
+
+/* Before a refusal the overhead is read again unless it was read this
+ * recently: a program that retries a refused request in a loop must not
+ * turn every retry into an NVML query (about 0.1-1 ms on a real GPU). */
+#define REFUSAL_READ_MS 10
 
 static bool valid(int dev)
 {
@@ -63,6 +69,7 @@ static void refresh_locked(int dev)
 		return;
 	uint64_t reserved = cumemcap_ledger_get(dev, CUMEMCAP_FIG_reserved);
 	uint64_t overhead = cumemcap_ledger_get(dev, CUMEMCAP_FIG_overhead), used;
+	g->read_ms = cumemcap_now_ms();
 	/* A context the shim did not see made still has its overhead. */
 	unsigned contexts = g->contexts ? g->contexts : reserved ? 1 : 0;
 	switch (g->source) {
@@ -185,7 +192,7 @@ void cumemcap_account_footprint_refresh(int dev)
 	if (gpus[dev].source == CUMEMCAP_OVERHEAD_none && cumemcap_ledger_get(dev, CUMEMCAP_FIG_reserved) &&
 	    cumemcap_device_info(dev))
 		learn_locked(dev); /* memory in a context the shim did not see made */
-	else
+	else if (cumemcap_now_ms() - gpus[dev].read_ms >= REFUSAL_READ_MS)
 		refresh_locked(dev);
 	cumemcap_xmutex_unlock(&fp_lock);
 }

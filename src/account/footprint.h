@@ -18,8 +18,8 @@
  *             wrong; it does not follow later growth.
  *   estimate  no NVML: CUMEMCAP_OVERHEAD_ESTIMATE per context alive.
  * The overhead is refreshed by the worker (at the log interval) and before
- * a request is refused; when it grows, what comes next is refused, and
- * nothing the program holds is ever freed for it.
+ * a request is refused (at most every 10 ms); when it grows, what comes
+ * next is refused, and nothing the program holds is ever freed for it.
  *
  * Thread safety: one xmutex guards the per-GPU state and is held across
  * the NVML calls (never across a CUDA call); a forked child gets a fresh
@@ -43,7 +43,8 @@ void cumemcap_account_context_made(int dev, CUcontext ctx, bool primary);
  * ctx is one made by cuCtxCreate (unknown ones are ignored). */
 void cumemcap_account_context_gone(CUcontext ctx, int dev);
 
-/* Learn dev's overhead again now (before a refusal). */
+/* Learn dev's overhead again now (before a refusal), unless it was read
+ * in the last 10 ms. */
 void cumemcap_account_footprint_refresh(int dev);
 
 /* The worker's tick: every GPU with a context, at the log interval. */

@@ -111,6 +111,11 @@ struct gpu_figures {
 void log_begin(struct out *o, const char *type);
 void log_end(struct out *o);
 void log_start_record(struct out *o);
+/* Whether NVML loads, for the start record: asked by log_probe_nvml with
+ * no lock held (NVML may call into the driver, whose lock fork() takes
+ * before the log's); -1 until then (the record then says null). */
+extern _Atomic int log_nvml_loads;
+void log_probe_nvml(void);
 /* An event record's figures (`event` in figures.h). */
 void log_put_figures(struct out *o, int dev);
 /* Every known GPU's figures, NVML's included (the worker); the count. */

@@ -126,8 +126,10 @@ void cumemcap_log_device(int dev)
 	ensure_snapshot();
 	if (target == CUMEMCAP_LOG_OFF)
 		return;
-	if (target == CUMEMCAP_LOG_FILE)
+	if (target == CUMEMCAP_LOG_FILE) {
+		log_probe_nvml(); /* before the file's lock, which the start record holds */
 		log_ensure_open();
+	}
 	log_arm_signals();
 }
 

@@ -67,6 +67,14 @@ static void rule(struct out *o, bool first, const char *name, const char *value,
 	out_str(o, "}");
 }
 
+_Atomic int log_nvml_loads = -1;
+
+void log_probe_nvml(void)
+{
+	if (atomic_load(&log_nvml_loads) < 0)
+		atomic_store(&log_nvml_loads, cumemcap_nvml_available() ? 1 : 0);
+}
+
 void log_start_record(struct out *o)
 {
 	const struct cumemcap_policy *p = cumemcap_policy();
@@ -173,12 +181,16 @@ void log_start_record(struct out *o)
 	/* Where each GPU's overhead is expected to come from: NVML's figure
 	 * needs NVML, and this process's pid among the host's; each GPU's
 	 * `overhead` record says where it did. */
-	bool nvml = cumemcap_nvml_available(), host_pids = cumemcap_nvml_host_pids();
+	int nvml = atomic_load(&log_nvml_loads);
+	bool host_pids = cumemcap_nvml_host_pids();
 	out_key(o, "overhead");
 	out_str(o, "{\"expected_source\":");
-	out_json(o, nvml ? (host_pids ? "nvml" : "delta") : "estimate");
+	if (nvml < 0)
+		out_str(o, "null");
+	else
+		out_json(o, nvml ? (host_pids ? "nvml" : "delta") : "estimate");
 	out_key(o, "nvml");
-	out_str(o, nvml ? "true" : "false");
+	out_str(o, nvml < 0 ? "null" : nvml ? "true" : "false");
 	out_key(o, "host_pid_namespace");
 	out_str(o, host_pids ? "true" : "false");
 	out_key(o, "estimate");
