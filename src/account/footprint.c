@@ -43,14 +43,9 @@ static uint64_t next_tick_ms;
  * turn every retry into an NVML query (about 0.1-1 ms on a real GPU). */
 #define REFUSAL_READ_MS 10
 
-static bool valid(int dev)
-{
-	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
-}
-
 void cumemcap_account_context_coming(int dev)
 {
-	if (!valid(dev) || !cumemcap_device_ensure(dev))
+	if (!cumemcap_ledger_valid(dev) || !cumemcap_device_ensure(dev))
 		return;
 	const struct cumemcap_device_info *info = cumemcap_device_info(dev);
 	cumemcap_xmutex_lock(&fp_lock);
@@ -135,7 +130,7 @@ static void learn_locked(int dev)
 
 void cumemcap_account_context_made(int dev, CUcontext ctx, bool primary)
 {
-	if (!valid(dev) || !cumemcap_device_ensure(dev))
+	if (!cumemcap_ledger_valid(dev) || !cumemcap_device_ensure(dev))
 		return;
 	cumemcap_xmutex_lock(&fp_lock);
 	struct gpu *g = &gpus[dev];
@@ -163,7 +158,7 @@ void cumemcap_account_context_made(int dev, CUcontext ctx, bool primary)
 void cumemcap_account_context_gone(CUcontext ctx, int dev)
 {
 	cumemcap_xmutex_lock(&fp_lock);
-	if (valid(dev)) {
+	if (cumemcap_ledger_valid(dev)) {
 		if (gpus[dev].primary && gpus[dev].contexts)
 			gpus[dev].contexts--;
 		gpus[dev].primary = false;
@@ -177,7 +172,7 @@ void cumemcap_account_context_gone(CUcontext ctx, int dev)
 				break;
 			}
 	}
-	if (valid(dev)) {
+	if (cumemcap_ledger_valid(dev)) {
 		gpus[dev].fresh = true;
 		refresh_locked(dev);
 	}
@@ -186,7 +181,7 @@ void cumemcap_account_context_gone(CUcontext ctx, int dev)
 
 void cumemcap_account_footprint_refresh(int dev)
 {
-	if (!valid(dev))
+	if (!cumemcap_ledger_valid(dev))
 		return;
 	cumemcap_xmutex_lock(&fp_lock);
 	if (gpus[dev].source == CUMEMCAP_OVERHEAD_none && cumemcap_ledger_get(dev, CUMEMCAP_FIG_reserved) &&

@@ -276,11 +276,6 @@ enum cumemcap_nvml_answer cumemcap_nvml_process(const unsigned char uuid[16], un
 	return a;
 }
 
-bool cumemcap_nvml_process_used(const unsigned char uuid[16], unsigned pid, uint64_t *bytes)
-{
-	return cumemcap_nvml_process(uuid, pid, bytes) == CUMEMCAP_NVML_LISTED;
-}
-
 bool cumemcap_nvml_device_used(const unsigned char uuid[16], uint64_t *used)
 {
 	bool ok = false;

@@ -30,14 +30,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Bytes NVML reports process `pid` uses on the GPU whose CUDA UUID is
- * `uuid` (16 bytes, as cuDeviceGetUuid gives them). False when NVML is
- * missing or fails, does not know the GPU, does not list the process (as
- * in a container whose PID namespace is not the host's), or cannot say.
- * The first call loads and initializes NVML. */
-bool cumemcap_nvml_process_used(const unsigned char uuid[16], unsigned pid, uint64_t *bytes);
-
-/* What NVML says of a process on a GPU. */
+/* What NVML says of process `pid` on the GPU whose CUDA UUID is `uuid`
+ * (16 bytes, as cuDeviceGetUuid gives them): its bytes (*bytes, LISTED
+ * only), not listed (as in a container whose PID namespace is not the
+ * host's), or unknown (NVML missing or failing, the GPU unknown to it, no
+ * figure). The first call loads and initializes NVML. */
 enum cumemcap_nvml_answer {
 	CUMEMCAP_NVML_LISTED,   /* listed, with its figure */
 	CUMEMCAP_NVML_UNLISTED, /* NVML answered, without the process */

@@ -57,13 +57,6 @@ CUMEMCAP_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_
 CUMEMCAP_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *count,
 								     struct cumemcap_nvml_process *infos);
 
-/* What the process holds on `dev`: its footprint (reserved + the driver's
- * overhead), what nvidia-smi shows and the limit counts by default. */
-static uint64_t footprint_of(int dev)
-{
-	return cumemcap_ledger_footprint(dev);
-}
-
 static bool same_gpu(const unsigned char uuid[16], const char *name)
 {
 	char mine[48];
@@ -90,7 +83,7 @@ static bool capped(const struct cumemcap_nvml_real *real, nvmlDevice_t device, u
 		if (!info || !same_gpu(info->uuid, name))
 			continue;
 		*limit = cumemcap_ledger_limit(dev);
-		*footprint = footprint_of(dev);
+		*footprint = cumemcap_ledger_footprint(dev); /* reserved + the driver's overhead */
 		return *limit != CUMEMCAP_NO_LIMIT;
 	}
 	/* A GPU CUDA reported but the process has not used: nothing held. */

@@ -48,13 +48,13 @@ void cumemcap_log_refusal(int dev, const char *door, uint64_t requested);
 /* The driver itself answered CUDA_ERROR_OUT_OF_MEMORY. */
 void cumemcap_log_driver_oom(int dev, const char *door, uint64_t requested);
 
-/* A context on `dev` died (`event`: "destroyed", "reset", "released"):
- * the driver freed `live` bytes the program still held in `blocks`
- * allocations, and `held` bytes of the shim's segments. */
 /* Where dev's overhead is learned from (footprint.h), and one context's
  * (delta, estimate; nvml: null). */
 void cumemcap_log_overhead(int dev, const char *source, uint64_t per_context);
 
+/* A context on `dev` died (`event`: "destroyed", "reset", "released"):
+ * the driver freed `live` bytes the program still held in `blocks`
+ * allocations, and `held` bytes of the shim's segments. */
 void cumemcap_log_context(int dev, const char *event, uint64_t live, uint64_t held, uint64_t blocks);
 
 /* From the worker thread: write a sample if one is due. Returns the

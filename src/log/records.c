@@ -178,8 +178,7 @@ void log_start_record(struct out *o)
 	rule(o, false, "framework_hints", p->framework_hints ? "on" : "off", &p->hints_src);
 	rule(o, false, "log_interval", NULL, &p->interval_src);
 	out_str(o, "}");
-	/* Where each GPU's overhead is expected to come from: NVML's figure
-	 * needs NVML, and this process's pid among the host's; each GPU's
+	/* Where each GPU's overhead is expected to come from; each GPU's
 	 * `overhead` record says where it did. */
 	int nvml = atomic_load(&log_nvml_loads);
 	bool host_pids = cumemcap_nvml_host_pids();
@@ -188,7 +187,7 @@ void log_start_record(struct out *o)
 	if (nvml < 0)
 		out_str(o, "null");
 	else
-		out_json(o, nvml ? (host_pids ? "nvml" : "delta") : "estimate");
+		out_json(o, cumemcap_overhead_source_name(cumemcap_overhead_expected(nvml, host_pids)));
 	out_key(o, "nvml");
 	out_str(o, nvml < 0 ? "null" : nvml ? "true" : "false");
 	out_key(o, "host_pid_namespace");
@@ -252,7 +251,7 @@ int log_gather(struct gpu_figures *all)
 		g->dev = dev;
 		read_figures(dev, info, &g->f);
 		cumemcap_nvml_format_uuid(info->uuid, "GPU-", g->uuid);
-		bool known = cumemcap_nvml_process_used(info->uuid, (unsigned)getpid(), &driver);
+		bool known = cumemcap_nvml_process(info->uuid, (unsigned)getpid(), &driver) == CUMEMCAP_NVML_LISTED;
 		uint64_t reserved = v[CUMEMCAP_FIG_reserved];
 		v[CUMEMCAP_FIG_driver_used] = known ? driver : CUMEMCAP_FIGURE_NONE;
 		v[CUMEMCAP_FIG_context_overhead] =

@@ -107,14 +107,14 @@ bool cumemcap_device_ensure(int dev)
 		if (ok) {
 			cumemcap_ledger_count_footprint(cumemcap_policy()->count == CUMEMCAP_COUNT_FOOTPRINT);
 			cumemcap_ledger_set_limit(dev, infos[dev].limit);
-		}
-		/* A GPU the driver cannot describe now (not initialized yet,
-		 * no such ordinal) is asked again next time: a hook may look
-		 * before the program's cuInit (footprint.h). */
-		if (ok)
 			atomic_store_explicit(&state[dev], 1, memory_order_release);
-		else
+		} else {
+			/* A GPU the driver cannot describe now (not
+			 * initialized yet, no such ordinal) is asked again next
+			 * time: a hook may look before the program's cuInit
+			 * (footprint.h). */
 			made = false;
+		}
 	}
 	pthread_mutex_unlock(&init_lock);
 	bool ok = atomic_load(&state[dev]) == 1;

@@ -41,7 +41,14 @@ void cumemcap_ledger_count_footprint(bool footprint)
 	atomic_store(&count_footprint, footprint);
 }
 
-static void raise_to(_Atomic uint64_t *peak_field, uint64_t now);
+static void raise_to(_Atomic uint64_t *peak_field, uint64_t now)
+{
+	uint64_t peak = atomic_load_explicit(peak_field, memory_order_relaxed);
+	while (now > peak &&
+	       !atomic_compare_exchange_weak_explicit(peak_field, &peak, now, memory_order_relaxed,
+						      memory_order_relaxed))
+		;
+}
 
 /* Caller holds settings_lock. */
 static void set_cap(struct cumemcap_ledger_device *d)
@@ -96,15 +103,6 @@ const char *cumemcap_overhead_source_name(enum cumemcap_overhead_source source)
 uint64_t cumemcap_ledger_limit(int dev)
 {
 	return cumemcap_ledger_valid(dev) ? atomic_load(&cumemcap_ledger[dev].limit) : CUMEMCAP_NO_LIMIT;
-}
-
-static void raise_to(_Atomic uint64_t *peak_field, uint64_t now)
-{
-	uint64_t peak = atomic_load_explicit(peak_field, memory_order_relaxed);
-	while (now > peak &&
-	       !atomic_compare_exchange_weak_explicit(peak_field, &peak, now, memory_order_relaxed,
-						      memory_order_relaxed))
-		;
 }
 
 void cumemcap_ledger_note_request(int dev, uint64_t bytes)

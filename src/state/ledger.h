@@ -100,6 +100,15 @@ void cumemcap_ledger_set_overhead(int dev, uint64_t bytes, enum cumemcap_overhea
 enum cumemcap_overhead_source cumemcap_ledger_source(int dev);
 const char *cumemcap_overhead_source_name(enum cumemcap_overhead_source source);
 
+/* The source a GPU's overhead is expected to come from, before any context
+ * (the start record, --print-config): NVML's figure needs NVML and this
+ * process's pid among the host's; without the pid, the GPU's used memory;
+ * without NVML, the estimate. */
+static inline enum cumemcap_overhead_source cumemcap_overhead_expected(bool nvml_loads, bool host_pids)
+{
+	return !nvml_loads ? CUMEMCAP_OVERHEAD_estimate : host_pids ? CUMEMCAP_OVERHEAD_nvml : CUMEMCAP_OVERHEAD_delta;
+}
+
 /* Reserve `bytes` of `kind` on `dev` if `reserved` stays within the cap
  * (the limit, less the overhead when the footprint is counted). False
  * (and nothing changed) when it would not; the caller that gives up

@@ -19,15 +19,16 @@
  * GPU list are its own statics, built and read by main's thread only. */
 #include "config.h"
 
-#include <cuda.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "platform/cuda-api.h" /* cuda.h as the shim declares it, for state/ledger.h */
 #include "platform/msg.h"
 #include "config/policy.h"
 #include "driver/nvml.h"
+#include "state/ledger.h"
 
 static const char *env_get(const char *name)
 {
@@ -146,17 +147,18 @@ static int print_config(int argc, char **argv)
 	char value[64];
 	cumemcap_source_format(&p, &p.count_src, where, sizeof(where));
 	printf("count:          %-10s (%s)\n", cumemcap_policy_count_name(p.count), where);
-	bool nvml = cumemcap_nvml_available(), host = cumemcap_nvml_host_pids();
+	enum cumemcap_overhead_source expected =
+		cumemcap_overhead_expected(cumemcap_nvml_available(), cumemcap_nvml_host_pids());
 	cumemcap_source_format(&p, &p.estimate_src, where, sizeof(where));
 	cumemcap_fmt_size(p.overhead_estimate, value, sizeof(value));
-	if (nvml && host)
-		printf("overhead:       nvml       (NVML lists this process's pids; the estimate, %s (%s), "
-		       "only if it does not)\n", value, where);
-	else if (nvml)
-		printf("overhead:       delta      (NVML is here but this PID namespace is not the host's: the GPU's "
-		       "used memory before and after the first context)\n");
+	printf("overhead:       %-10s (", cumemcap_overhead_source_name(expected));
+	if (expected == CUMEMCAP_OVERHEAD_nvml)
+		printf("NVML lists this process's pids; the estimate, %s (%s), only if it does not)\n", value, where);
+	else if (expected == CUMEMCAP_OVERHEAD_delta)
+		printf("NVML is here but this PID namespace is not the host's: the GPU's used memory before and "
+		       "after the first context)\n");
 	else
-		printf("overhead:       estimate   (no NVML: %s per context (%s))\n", value, where);
+		printf("no NVML: %s per context (%s))\n", value, where);
 	cumemcap_policy_format_growth(&p, value, sizeof(value));
 	cumemcap_source_format(&p, &p.growth_src, where, sizeof(where));
 	printf("growth:         %-10s (%s)\n", value, where);
