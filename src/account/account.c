@@ -16,7 +16,9 @@
 #include "log/log.h"
 #include "platform/mix.h"
 #include "driver/driver.h"
+#include "platform/worker.h"
 #include "platform/xmutex.h"
+#include "state/group.h"
 
 void cumemcap_account_refused(int dev, const char *door, uint64_t bytes)
 {
@@ -37,24 +39,96 @@ void cumemcap_account_make_room(int dev)
 	cumemcap_account_pool_refresh(dev);
 	cumemcap_arena_release_device(dev);
 	cumemcap_account_footprint_refresh(dev); /* it may have shrunk, or grown */
+	cumemcap_group_reap(false);              /* a dead member's share comes back */
+}
+
+/* CUMEMCAP_ON_LIMIT=wait: try again whenever room may have appeared (a
+ * free in this process, a member freeing or dying, a larger budget), and
+ * at least every WAIT_SLICE_MS (cached segments of this process's arenas
+ * are released at each try: a pooled free makes no wake), until the
+ * deadline. Only the calling thread waits, holding no lock. */
+#define WAIT_SLICE_MS 100u
+
+bool cumemcap_account_wait(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *door)
+{
+	uint32_t wait_ms = cumemcap_policy()->wait_ms;
+	if (wait_ms == 0 || !cumemcap_ledger_valid(dev))
+		return false;
+	uint64_t start = cumemcap_now_ms(), deadline = start + wait_ms;
+	cumemcap_ledger_bump(dev, waits);
+	cumemcap_ledger_bump(dev, waiting);
+	cumemcap_group_waiting(dev, 1);
+	bool granted = false;
+	for (;;) {
+		uint32_t seq = cumemcap_group_wake_seq();
+		if (cumemcap_ledger_reserve(dev, kind, bytes)) {
+			granted = true;
+			break;
+		}
+		uint64_t now = cumemcap_now_ms();
+		if (now >= deadline)
+			break;
+		uint64_t slice = deadline - now;
+		cumemcap_group_sleep(seq, slice < WAIT_SLICE_MS ? (uint32_t)slice : WAIT_SLICE_MS);
+		cumemcap_account_make_room(dev);
+	}
+	cumemcap_group_waiting(dev, -1);
+	atomic_fetch_sub(&cumemcap_ledger[dev].waiting, 1);
+	if (!granted)
+		cumemcap_ledger_bump(dev, wait_timeouts);
+	cumemcap_log_wait(dev, door, bytes, cumemcap_now_ms() - start, granted);
+	return granted;
+}
+
+uint32_t cumemcap_account_group_tick(uint64_t now_ms)
+{
+	(void)now_ms;
+	cumemcap_group_tick();
+	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++) {
+		if (!cumemcap_group_publishes(d))
+			continue;
+		struct cumemcap_figures f;
+		cumemcap_ledger_read(d, &f);
+		cumemcap_group_publish(d, &f);
+	}
+	struct cumemcap_book_change c;
+	unsigned char uuid[16];
+	while (cumemcap_group_next_change(&c, uuid)) {
+		int dev = -1;
+		for (int d = 0; d < CUMEMCAP_MAX_DEVICES && dev < 0; d++) {
+			const struct cumemcap_device_info *info = cumemcap_device_info(d);
+			if (info && memcmp(info->uuid, uuid, 16) == 0)
+				dev = d;
+		}
+		cumemcap_log_group_change(dev, uuid, c.time_ns, c.uid, c.old_limit, c.new_limit);
+	}
+	/* A budget shrunk below what the members hold: cached memory goes
+	 * first (live memory is never freed; new growth is refused). */
+	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++) {
+		uint64_t limit = cumemcap_group_limit(d);
+		if (limit != UINT64_MAX && cumemcap_group_used(d) > limit)
+			cumemcap_arena_release_device(d);
+	}
+	return 1000;
 }
 
 /* cumemcap_account_reserve, with the second try out of line: the first
  * is on every accounted allocation's path. */
-__attribute__((noinline)) static bool reserve_after_room(int dev, enum cumemcap_kind kind, uint64_t bytes)
+__attribute__((noinline)) static bool reserve_after_room(int dev, enum cumemcap_kind kind, uint64_t bytes,
+							 const char *door)
 {
 	cumemcap_account_make_room(dev);
-	return cumemcap_ledger_reserve(dev, kind, bytes);
+	return cumemcap_ledger_reserve(dev, kind, bytes) || cumemcap_account_wait(dev, kind, bytes, door);
 }
 
-static inline bool reserve(int dev, enum cumemcap_kind kind, uint64_t bytes)
+static inline bool reserve(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *door)
 {
-	return cumemcap_ledger_reserve(dev, kind, bytes) || reserve_after_room(dev, kind, bytes);
+	return cumemcap_ledger_reserve(dev, kind, bytes) || reserve_after_room(dev, kind, bytes, door);
 }
 
-bool cumemcap_account_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes)
+bool cumemcap_account_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *door)
 {
-	return reserve(dev, kind, bytes);
+	return reserve(dev, kind, bytes, door);
 }
 
 CUresult cumemcap_account_charge_begin(struct cumemcap_charge *c, const char *door, int dev,
@@ -75,7 +149,7 @@ CUresult cumemcap_account_charge_begin(struct cumemcap_charge *c, const char *do
 	/* A pool's charge is an estimate: the caller notes the request. */
 	if (kind != CUMEMCAP_KIND_pool)
 		cumemcap_ledger_note_request(dev, bytes);
-	if (!reserve(dev, kind, bytes)) {
+	if (!reserve(dev, kind, bytes, door)) {
 		cumemcap_account_refused(dev, door, bytes);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}

@@ -61,7 +61,19 @@ void cumemcap_account_make_room(int dev);
 /* Reserve `bytes` of `kind` on `dev` within its limit; when they do not
  * fit, make room (above) and try once more. False: refused (nothing
  * reserved; the caller counts and logs the refusal). */
-bool cumemcap_account_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes);
+bool cumemcap_account_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *door);
+
+/* After a refusal of `bytes` of `kind` on `dev` (room already made once):
+ * with CUMEMCAP_ON_LIMIT=wait, wait for room up to the deadline, trying
+ * again whenever room may have appeared. True: the bytes are reserved.
+ * False (at once with on_limit=fail): refused; the caller counts it. The
+ * wait is counted and logged. No lock may be held by the caller. */
+bool cumemcap_account_wait(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *door);
+
+/* The worker's tick for the group (every second): publish figures, reap
+ * dead members, log limit changes, and when a GPU's group is over its
+ * budget (it was shrunk), release cached memory first. */
+uint32_t cumemcap_account_group_tick(uint64_t now_ms);
 
 /* Count a request refused at the limit and log it. */
 void cumemcap_account_refused(int dev, const char *door, uint64_t bytes);

@@ -121,7 +121,7 @@ static CUresult hold(struct cumemcap_graph_op *op)
 			reserved = used = 0;
 		uint64_t spare = reserved > used ? reserved - used : 0;
 		uint64_t growth = nd->bytes > spare ? nd->bytes - spare : 0;
-		if (growth && !cumemcap_account_reserve(nd->dev, CUMEMCAP_KIND_graph, growth)) {
+		if (growth && !cumemcap_account_reserve(nd->dev, CUMEMCAP_KIND_graph, growth, op->door)) {
 			for (int j = 0; j < i; j++)
 				cumemcap_ledger_sub(op->need[j].dev, CUMEMCAP_KIND_graph, op->need[j].held);
 			cumemcap_account_refused(nd->dev, op->door, nd->bytes);

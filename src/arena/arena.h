@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "platform/cuda-api.h"
+#include "state/ledger.h"
 
 /* What the arenas need from the accounting layer above them, which they
  * cannot include: registered once, before the first hook runs
@@ -29,6 +30,11 @@ struct cumemcap_arena_up {
 	/* A request (`door`, `bytes`) was refused at the limit: count it and
 	 * log it. */
 	void (*refused)(int dev, const char *door, uint64_t bytes);
+	/* Room was made and the limit still says no: wait for room
+	 * (CUMEMCAP_ON_LIMIT=wait) and reserve `bytes` of `kind`. True: they
+	 * are reserved; false: refused (at once when not waiting). Called
+	 * with no arena lock held. */
+	bool (*wait)(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *door);
 };
 void cumemcap_arena_register(const struct cumemcap_arena_up *up);
 

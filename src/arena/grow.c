@@ -34,7 +34,16 @@ static void count_refusal(int dev, const char *door, uint64_t bytes)
 	cumemcap_ledger_bump(dev, refusals);
 }
 
-static const struct cumemcap_arena_up fallback = { .make_room = own_room, .refused = count_refusal };
+static bool no_wait(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *door)
+{
+	(void)dev;
+	(void)kind;
+	(void)bytes;
+	(void)door;
+	return false;
+}
+
+static const struct cumemcap_arena_up fallback = { .make_room = own_room, .refused = count_refusal, .wait = no_wait };
 static const struct cumemcap_arena_up *_Atomic up = &fallback;
 
 void cumemcap_arena_register(const struct cumemcap_arena_up *calls)
@@ -162,6 +171,9 @@ static CUresult take_segment(struct arena *a, uint64_t bytes, const char *door, 
 {
 	for (int attempt = 0;; attempt++) {
 		bool at_limit = !cumemcap_ledger_reserve(a->dev, CUMEMCAP_KIND_linear, bytes);
+		/* Room made and still at the limit: wait when told to. */
+		if (at_limit && attempt > 0 && above()->wait(a->dev, CUMEMCAP_KIND_linear, bytes, door))
+			at_limit = false;
 		CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
 		if (!at_limit) {
 			r = cumemcap_driver_mem_alloc(base, bytes);

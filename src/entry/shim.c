@@ -21,6 +21,7 @@
 #include "state/capture.h"
 #include "cumemcap.h"
 #include "state/device.h"
+#include "state/group.h"
 #include "platform/export.h"
 #include "account/graph.h"
 #include "entry/hooks.h"
@@ -69,6 +70,7 @@ static void fork_child(void)
 	cumemcap_hooks_ctx_fork_child();
 	cumemcap_nvml_fork_child();
 	cumemcap_account_footprint_fork_child();
+	cumemcap_group_fork_child();
 }
 
 /* glibc passes a shared library's constructors the program's arguments;
@@ -78,6 +80,11 @@ __attribute__((constructor)) static void cumemcap_start(int argc, char **argv, c
 	(void)envp;
 	cumemcap_policy_set_args(argc, argv);
 	const struct cumemcap_policy *p = cumemcap_policy();
+	/* A group that cannot be joined stops the program here: never
+	 * uncapped. */
+	char err[1024 + 256];
+	if (!cumemcap_group_start(p, err, sizeof(err)))
+		cumemcap_fatal("%s", err);
 	/* Let TensorFlow and JAX grow instead of taking the whole limit at
 	 * start, unless the user said otherwise (setenv never overwrites). */
 	if (p->growth == CUMEMCAP_GROWTH_ONDEMAND && p->framework_hints) {
@@ -92,6 +99,7 @@ __attribute__((destructor)) static void cumemcap_stop(void)
 {
 	cumemcap_worker_stop();
 	cumemcap_log_exit(0);
+	cumemcap_group_leave();
 }
 
 #define X(name, src, kind, unit, null, stats, ...) +stats

@@ -4,9 +4,11 @@
  * must reach a higher one, the higher one registers a function here, and
  * nowhere else, so this file is the list of every such call:
  *
- *   worker -> arena, log   the idle release and the samples (ticks)
+ *   worker -> arena, log, account   the idle release, the samples, the
+ *                          footprint and the group's books (ticks)
  *   device -> log          a GPU became known (the start record)
- *   arena  -> account      make room, and count and log a refusal
+ *   arena  -> account      make room, wait for room, and count and log a
+ *                          refusal
  *
  * It runs once, from the first hook that finds a driver (cumemcap_ready,
  * through NEED): before any GPU is known, any arena exists or the worker
@@ -27,6 +29,7 @@ _Atomic bool cumemcap_wired;
 static const struct cumemcap_arena_up arena_up = {
 	.make_room = cumemcap_account_make_room,
 	.refused = cumemcap_account_refused,
+	.wait = cumemcap_account_wait,
 };
 
 static void wire(void)
@@ -34,6 +37,7 @@ static void wire(void)
 	cumemcap_worker_register(cumemcap_arena_tick);
 	cumemcap_worker_register(cumemcap_log_tick);
 	cumemcap_worker_register(cumemcap_account_footprint_tick);
+	cumemcap_worker_register(cumemcap_account_group_tick);
 	cumemcap_device_listen(cumemcap_log_device);
 	cumemcap_arena_register(&arena_up);
 }

@@ -51,6 +51,8 @@
 #include <time.h>
 
 #include "log/log-internal.h"
+#include "driver/nvml.h"
+#include "state/group.h"
 #include "state/ledger.h"
 #include "platform/msg.h"
 #include "config/policy.h"
@@ -191,6 +193,80 @@ void cumemcap_log_refusal(int dev, const char *door, uint64_t requested)
 	}
 	if (file_logging())
 		refusal_or_oom("refusal", dev, door, requested);
+}
+
+void cumemcap_log_wait(int dev, const char *door, uint64_t requested, uint64_t waited_ms, bool granted)
+{
+	ensure_snapshot();
+	if (target == CUMEMCAP_LOG_STDERR) {
+		char want[32];
+		cumemcap_msg("device %d: %s (%s) waited %llu ms for room at the limit: %s", dev,
+			     cumemcap_fmt_size(requested, want, sizeof(want)), door, (unsigned long long)waited_ms,
+			     granted ? "granted" : "refused at its deadline");
+		return;
+	}
+	if (!file_logging())
+		return;
+	char buf[768];
+	struct out o = OUT(buf);
+	log_begin(&o, "wait");
+	out_key(&o, "gpu");
+	out_u(&o, (uint64_t)dev);
+	out_key(&o, "requested");
+	out_u(&o, requested);
+	out_key(&o, "door");
+	out_json_n(&o, door ? door : "", door ? strnlen(door, 96) : 0);
+	out_key(&o, "waited");
+	out_ms(&o, waited_ms);
+	out_key(&o, "outcome");
+	out_json(&o, granted ? "granted" : "timeout");
+	log_put_figures(&o, dev);
+	log_end(&o);
+	log_emit(&o);
+}
+
+void cumemcap_log_group_change(int dev, const unsigned char uuid[16], uint64_t time_ns, unsigned uid,
+			       uint64_t old_limit, uint64_t new_limit)
+{
+	ensure_snapshot();
+	char id[48];
+	cumemcap_nvml_format_uuid(uuid, "GPU-", id);
+	if (target == CUMEMCAP_LOG_STDERR) {
+		char was[32] = "none", now[32] = "none";
+		if (old_limit != UINT64_MAX)
+			cumemcap_fmt_size(old_limit, was, sizeof(was));
+		if (new_limit != UINT64_MAX)
+			cumemcap_fmt_size(new_limit, now, sizeof(now));
+		cumemcap_msg("group %s: limit on %s changed from %s to %s by uid %u", cumemcap_group_name(), id,
+			     was, now, uid);
+		return;
+	}
+	if (!file_logging())
+		return;
+	char buf[768];
+	struct out o = OUT(buf);
+	log_begin(&o, "group_change");
+	out_key(&o, "group");
+	out_json(&o, cumemcap_group_name());
+	out_key(&o, "gpu");
+	out_u_or_null(&o, dev >= 0, (uint64_t)dev);
+	out_key(&o, "uuid");
+	out_json(&o, id);
+	out_key(&o, "changed_at");
+	char t[32];
+	snprintf(t, sizeof(t), "%llu.%03llu", (unsigned long long)(time_ns / 1000000000u),
+		 (unsigned long long)(time_ns % 1000000000u / 1000000u));
+	out_str(&o, t);
+	out_key(&o, "by_uid");
+	out_u(&o, uid);
+	out_key(&o, "old_limit");
+	out_u_or_null(&o, old_limit != UINT64_MAX, old_limit);
+	out_key(&o, "new_limit");
+	out_u_or_null(&o, new_limit != UINT64_MAX, new_limit);
+	if (dev >= 0)
+		log_put_figures(&o, dev);
+	log_end(&o);
+	log_emit(&o);
 }
 
 void cumemcap_log_driver_oom(int dev, const char *door, uint64_t requested)

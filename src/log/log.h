@@ -45,6 +45,16 @@ void cumemcap_log_segment(int dev, bool taken, uint64_t bytes);
 /* A request refused at the limit (after releasing cached segments). */
 void cumemcap_log_refusal(int dev, const char *door, uint64_t requested);
 
+/* A request waited for room at a limit (CUMEMCAP_ON_LIMIT=wait) for
+ * `waited_ms`, and was granted or, at its deadline, refused. */
+void cumemcap_log_wait(int dev, const char *door, uint64_t requested, uint64_t waited_ms, bool granted);
+
+/* The group's limit on the GPU with `uuid` (dev: this process's ordinal
+ * of it, or -1) was changed at time_ns by uid from old to new
+ * (CUMEMCAP_BOOK_NONE: none). */
+void cumemcap_log_group_change(int dev, const unsigned char uuid[16], uint64_t time_ns, unsigned uid,
+			       uint64_t old_limit, uint64_t new_limit);
+
 /* The driver itself answered CUDA_ERROR_OUT_OF_MEMORY. */
 void cumemcap_log_driver_oom(int dev, const char *door, uint64_t requested);
 

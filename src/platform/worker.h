@@ -23,7 +23,7 @@ typedef uint32_t (*cumemcap_tick_fn)(uint64_t now_ms);
 
 /* Add a tick (at most CUMEMCAP_WORKER_TICKS; registering one twice is a
  * no-op). Returns false when there is no room. */
-#define CUMEMCAP_WORKER_TICKS 4
+#define CUMEMCAP_WORKER_TICKS 8
 bool cumemcap_worker_register(cumemcap_tick_fn tick);
 
 /* Make sure the thread runs (cheap after the first call). */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "driver/driver.h"
+#include "state/group.h"
 #include "state/ledger.h"
 #include "platform/msg.h"
 #include "config/policy.h"
@@ -107,6 +108,8 @@ bool cumemcap_device_ensure(int dev)
 		if (ok) {
 			cumemcap_ledger_count_footprint(cumemcap_policy()->count == CUMEMCAP_COUNT_FOOTPRINT);
 			cumemcap_ledger_set_limit(dev, infos[dev].limit);
+			cumemcap_group_attach(dev, infos[dev].uuid, infos[dev].pci_bus_id, infos[dev].total,
+					      infos[dev].limit);
 			atomic_store_explicit(&state[dev], 1, memory_order_release);
 		} else {
 			/* A GPU the driver cannot describe now (not

@@ -18,7 +18,8 @@
  *           see ledger.h), `kind` (the bytes of memory kind <name>),
  *           `setting` (an atomic that a fork does not zero: the limit),
  *           `sum` (computed from other ledger figures on read: the
- *           footprint, reserved + overhead).
+ *           footprint, reserved + overhead), `group` (the group's
+ *           books, read from the shared book on read: group.h).
  *           Elsewhere: `device` (the device layer's facts) and `log` (NVML,
  *           asked by the log); the ledger's snapshot leaves these
  *           CUMEMCAP_FIGURE_NONE for their owner to fill.
@@ -85,6 +86,18 @@
 	  "cumemcap_frees_total", "Successful frees.") \
 	X(refusals,          field,   counter, count, 0, 1, 0, 0, 1, 2, ", ", " refused at the limit", "refusals", \
 	  "cumemcap_refusals_total", "Requests refused at the limit.") \
+	X(waits,             field,   counter, count, 0, 0, 0, 1, 1, 0, "", "", "waits", \
+	  "cumemcap_waits_total", "Requests that waited for room at a limit (CUMEMCAP_ON_LIMIT=wait).") \
+	X(wait_timeouts,     field,   counter, count, 0, 0, 0, 0, 1, 0, "", "", "wait_timeouts", \
+	  "cumemcap_wait_timeouts_total", "Waits that ended at their deadline, refused.") \
+	X(waiting,           field,   gauge,   count, 0, 0, 0, 1, 0, 0, "", "", "waiting", \
+	  "cumemcap_waiting_threads", "Threads waiting for room now.") \
+	X(group_limit,       group,   setting, bytes, 1, 0, 0, 1, 1, 0, "", "", "group_limit", \
+	  "cumemcap_group_limit_bytes", "The budget of this process's group on this GPU (absent when none).") \
+	X(group_used,        group,   gauge,   bytes, 1, 0, 0, 1, 0, 0, "", "", "group_used", \
+	  "cumemcap_group_used_bytes", "What all members of the group hold of its budget on this GPU.") \
+	X(group_held,        group,   gauge,   bytes, 1, 0, 1, 1, 2, 0, "", "", "group_held", \
+	  "cumemcap_group_held_bytes", "What this process holds of its group's budget here: what it counts, and spare.") \
 	X(driver_oom,        field,   counter, count, 0, 1, 0, 0, 1, 0, "", "", "driver_oom", \
 	  "cumemcap_driver_oom_total", "CUDA_ERROR_OUT_OF_MEMORY answered by the driver itself.") \
 	X(avoided,           sharded, counter, count, 0, 1, 0, 0, 1, 0, "", "", "avoided", NULL, NULL) \

@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "platform/spin.h"
+#include "state/group.h"
 
 const struct cumemcap_figure_info cumemcap_figure_info[CUMEMCAP_FIG_COUNT] = {
 #define X(name, src, kind_, unit_, null_, stats_, event_, sample_, exit_, summary_, pre_, post_, key_, \
@@ -77,10 +78,15 @@ void cumemcap_ledger_set_overhead(int dev, uint64_t bytes, enum cumemcap_overhea
 		return;
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	cumemcap_spin_lock(&settings_lock);
-	atomic_store(&d->overhead, bytes);
+	uint64_t old = atomic_exchange(&d->overhead, bytes);
 	atomic_store(&d->source, (int)source);
 	set_cap(d);
 	cumemcap_spin_unlock(&settings_lock);
+	/* A group counts what the limit counts: the overhead too. */
+	if (atomic_load(&count_footprint) && bytes > old)
+		cumemcap_group_force(dev, bytes - old);
+	else if (atomic_load(&count_footprint) && bytes < old)
+		cumemcap_group_give(dev, old - bytes);
 	raise_to(&d->peak_footprint, cumemcap_ledger_sum_footprint(d));
 }
 
@@ -161,6 +167,11 @@ bool cumemcap_ledger_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes)
 							  memory_order_acq_rel, memory_order_relaxed))
 			break;
 	}
+	/* Then the group's budget, when the process is in one. */
+	if (!cumemcap_group_take(dev, bytes)) {
+		atomic_fetch_sub_explicit(&d->reserved, bytes, memory_order_acq_rel);
+		return false;
+	}
 	atomic_fetch_add_explicit(&d->kind[kind], bytes, memory_order_relaxed);
 	raise_peak(d, cur + bytes);
 	return true;
@@ -173,6 +184,7 @@ void cumemcap_ledger_add(int dev, enum cumemcap_kind kind, uint64_t bytes)
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	uint64_t now = atomic_fetch_add_explicit(&d->reserved, bytes, memory_order_acq_rel) + bytes;
 	atomic_fetch_add_explicit(&d->kind[kind], bytes, memory_order_relaxed);
+	cumemcap_group_force(dev, bytes);
 	raise_peak(d, now);
 }
 
@@ -183,6 +195,7 @@ void cumemcap_ledger_sub(int dev, enum cumemcap_kind kind, uint64_t bytes)
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	atomic_fetch_sub_explicit(&d->reserved, bytes, memory_order_acq_rel);
 	atomic_fetch_sub_explicit(&d->kind[kind], bytes, memory_order_relaxed);
+	cumemcap_group_give(dev, bytes);
 }
 
 uint64_t cumemcap_ledger_headroom(int dev)
@@ -204,6 +217,7 @@ uint64_t cumemcap_ledger_headroom(int dev)
 #define RESET_device(d, name)
 #define RESET_log(d, name)
 #define RESET_sum(d, name)
+#define RESET_group(d, name)
 #define SHARD_RESET_field(s, name)
 #define SHARD_RESET_sharded(s, name) atomic_store(&(s)->name, 0);
 #define SHARD_RESET_setting(s, name)
@@ -211,6 +225,7 @@ uint64_t cumemcap_ledger_headroom(int dev)
 #define SHARD_RESET_device(s, name)
 #define SHARD_RESET_log(s, name)
 #define SHARD_RESET_sum(s, name)
+#define SHARD_RESET_group(s, name)
 
 void cumemcap_ledger_reset(void)
 {
@@ -258,6 +273,7 @@ void cumemcap_ledger_shard_close(struct cumemcap_ledger_shard *s)
 #define SHARD_FOLD_device(name)
 #define SHARD_FOLD_log(name)
 #define SHARD_FOLD_sum(name)
+#define SHARD_FOLD_group(name)
 #define X(name, src, ...) SHARD_FOLD_##src(name)
 	CUMEMCAP_FIGURES(X)
 #undef X

@@ -25,6 +25,11 @@
 #include "platform/cuda-api.h"
 #include "state/figures.h"
 
+/* The `group` figures (group.c): the group's books of dev. */
+uint64_t cumemcap_group_limit(int dev);
+uint64_t cumemcap_group_used(int dev);
+uint64_t cumemcap_group_held(int dev);
+
 #define CUMEMCAP_NO_LIMIT UINT64_MAX
 
 /* Memory kinds, each reserved from the driver on a device. */
@@ -55,6 +60,7 @@ enum cumemcap_kind {
 #define CUMEMCAP_LEDGER_STORE_device(name)
 #define CUMEMCAP_LEDGER_STORE_log(name)
 #define CUMEMCAP_LEDGER_STORE_sum(name)
+#define CUMEMCAP_LEDGER_STORE_group(name)
 
 /* Where a device's overhead (driver-side memory outside the counted
  * calls) was learned, best first (see account/footprint.h). */
@@ -173,6 +179,7 @@ static inline bool cumemcap_ledger_holds(int dev, enum cumemcap_kind kind)
 #define CUMEMCAP_LEDGER_SHARD_device(name)
 #define CUMEMCAP_LEDGER_SHARD_log(name)
 #define CUMEMCAP_LEDGER_SHARD_sum(name)
+#define CUMEMCAP_LEDGER_SHARD_group(name)
 struct cumemcap_ledger_shard {
 	_Atomic int dev; /* -1: closed */
 #define X(name, src, ...) CUMEMCAP_LEDGER_SHARD_##src(name)
@@ -203,6 +210,7 @@ extern struct cumemcap_ledger_device cumemcap_ledger_nowhere;
 #define CUMEMCAP_LEDGER_GET_device(dev, d, name) CUMEMCAP_FIGURE_NONE
 #define CUMEMCAP_LEDGER_GET_log(dev, d, name) CUMEMCAP_FIGURE_NONE
 #define CUMEMCAP_LEDGER_GET_sum(dev, d, name) cumemcap_ledger_sum_##name(d)
+#define CUMEMCAP_LEDGER_GET_group(dev, d, name) cumemcap_##name(dev)
 
 /* The `sum` figures. The footprint: what the driver holds for the
  * process, as far as the shim knows it. */

@@ -1,0 +1,556 @@
+/* book: see book.h. Thread safety: as book.h says; this file keeps no
+ * state of its own. */
+#include "state/book.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+_Static_assert(sizeof(struct cumemcap_book_header) <= CUMEMCAP_BOOK_HEADER_BYTES, "header fits its page");
+_Static_assert(sizeof(struct cumemcap_book_gpu) % 8 == 0, "GPU entries stay aligned");
+_Static_assert(sizeof(struct cumemcap_book_slot) % 8 == 0, "slots stay aligned");
+_Static_assert(CUMEMCAP_BOOK_SLOT_OFF % 4096 == 0, "slots start on a page");
+
+bool cumemcap_book_name_ok(const char *name)
+{
+	size_t n = strlen(name);
+	if (n == 0 || n > CUMEMCAP_BOOK_NAME_MAX || name[0] == '.' || name[0] == '-')
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+		      c == '_' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+bool cumemcap_book_path(char *out, size_t len, const char *dir, enum cumemcap_book_kind kind, const char *name)
+{
+	int n = snprintf(out, len, "%s%s%s.%s", dir, dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/",
+			 kind == CUMEMCAP_BOOK_GROUP ? "cumemcap-group" : "cumemcap-node", name);
+	return n > 0 && (size_t)n < len;
+}
+
+void cumemcap_book_uuid_format(const unsigned char u[16], char *out, size_t len)
+{
+	snprintf(out, len,
+		 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2],
+		 u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+}
+
+/* ---- the loader --------------------------------------------------------------------------- */
+
+static bool terminated(const char *s, size_t n)
+{
+	return memchr(s, '\0', n) != NULL;
+}
+
+#define WHY(...) (snprintf(why, whylen, __VA_ARGS__), false)
+
+bool cumemcap_book_check(const void *data, size_t len, enum cumemcap_book_kind kind, const char *name,
+			 char *why, size_t whylen)
+{
+	if (len < sizeof(struct cumemcap_book_header))
+		return WHY("%zu bytes: too short for a cumemcap book", len);
+	/* Copy what is checked: another process may write the live book
+	 * while it is read, and a value must not change between its check
+	 * and its use. */
+	struct cumemcap_book_header h;
+	memcpy(&h, data, sizeof(h));
+	if (h.magic != CUMEMCAP_BOOK_MAGIC)
+		return WHY("not a cumemcap book (wrong magic number)");
+	if (h.version != CUMEMCAP_BOOK_VERSION)
+		return WHY("book version %u; this cumemcap reads version %u (members of one group must run "
+			   "the same cumemcap)", h.version, CUMEMCAP_BOOK_VERSION);
+	if (h.header_size != CUMEMCAP_BOOK_HEADER_BYTES || h.gpu_size != sizeof(struct cumemcap_book_gpu) ||
+	    h.change_size != sizeof(struct cumemcap_book_change) || h.slot_size != sizeof(struct cumemcap_book_slot) ||
+	    h.gpus != CUMEMCAP_BOOK_GPUS || h.changes != CUMEMCAP_BOOK_CHANGES || h.slots != CUMEMCAP_BOOK_SLOTS)
+		return WHY("its layout is not this cumemcap's (made by another build of version %u)", h.version);
+	if (h.size != CUMEMCAP_BOOK_SIZE || len != CUMEMCAP_BOOK_SIZE)
+		return WHY("%zu bytes, the header says %llu, a book has %zu", len, (unsigned long long)h.size,
+			   (size_t)CUMEMCAP_BOOK_SIZE);
+	if (h.kind != (uint32_t)kind)
+		return WHY("a %s book, not a %s", h.kind == CUMEMCAP_BOOK_GROUP ? "group" : h.kind == CUMEMCAP_BOOK_REGISTRY ? "registry" : "corrupt",
+			   kind == CUMEMCAP_BOOK_GROUP ? "group" : "registry");
+	if (!terminated(h.name, sizeof(h.name)) || (kind == CUMEMCAP_BOOK_GROUP && !cumemcap_book_name_ok(h.name)))
+		return WHY("corrupt: the name in its header is not a group name");
+	if (name && strcmp(h.name, name) != 0)
+		return WHY("it is the book of \"%s\", not \"%s\"", h.name, name);
+	uint32_t used = atomic_load_explicit(&((const struct cumemcap_book_header *)data)->slots_used, memory_order_relaxed);
+	if (used > CUMEMCAP_BOOK_SLOTS)
+		return WHY("corrupt: %u slots in use of %u", used, CUMEMCAP_BOOK_SLOTS);
+	if (h.tight > 1)
+		return WHY("corrupt: its tight flag is %u", (unsigned)h.tight);
+	const char *base = data;
+	for (unsigned i = 0; i < CUMEMCAP_BOOK_GPUS; i++) {
+		struct cumemcap_book_gpu g;
+		memcpy(&g, base + CUMEMCAP_BOOK_GPU_OFF + i * sizeof(g), sizeof(g));
+		if (g.state > 2)
+			return WHY("corrupt: GPU entry %u has state %u", i, (unsigned)g.state);
+		if (g.state == 2 && !terminated(g.pci, sizeof(g.pci)))
+			return WHY("corrupt: GPU entry %u has no PCI id", i);
+	}
+	for (unsigned i = 0; i < CUMEMCAP_BOOK_CHANGES; i++) {
+		struct cumemcap_book_change c;
+		memcpy(&c, base + CUMEMCAP_BOOK_CHANGE_OFF + i * sizeof(c), sizeof(c));
+		if (c.seq && (c.seq % CUMEMCAP_BOOK_CHANGES != i || c.seq > h.change_seq))
+			return WHY("corrupt: change entry %u has seq %llu", i, (unsigned long long)c.seq);
+		if (c.seq && (c.gpu < -1 || c.gpu >= CUMEMCAP_BOOK_GPUS))
+			return WHY("corrupt: change entry %u names GPU %d", i, (int)c.gpu);
+	}
+	for (unsigned i = 0; i < CUMEMCAP_BOOK_SLOTS; i++) {
+		const char *s = base + CUMEMCAP_BOOK_SLOT_OFF + (size_t)i * sizeof(struct cumemcap_book_slot);
+		uint32_t state;
+		memcpy(&state, s + offsetof(struct cumemcap_book_slot, state), sizeof(state));
+		if (state > 1)
+			return WHY("corrupt: slot %u has state %u", i, state);
+		if (state == 1 && i >= used)
+			return WHY("corrupt: slot %u is live past the %u in use", i, used);
+	}
+	return true;
+}
+
+/* ---- creating and opening ------------------------------------------------------------------ */
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void read_boot_id(unsigned char out[16])
+{
+	memset(out, 0, 16);
+	int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	char buf[64];
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	unsigned k = 0;
+	for (ssize_t i = 0; i + 1 < n && k < 16; i++) {
+		unsigned v;
+		if (buf[i] == '-')
+			continue;
+		if (sscanf(buf + i, "%2x", &v) != 1)
+			break;
+		out[k++] = (unsigned char)v;
+		i++;
+	}
+}
+
+static void init_header(void *map, enum cumemcap_book_kind kind, const char *name)
+{
+	struct cumemcap_book_header *h = map;
+	h->magic = CUMEMCAP_BOOK_MAGIC;
+	h->version = CUMEMCAP_BOOK_VERSION;
+	h->kind = kind;
+	h->size = CUMEMCAP_BOOK_SIZE;
+	h->header_size = CUMEMCAP_BOOK_HEADER_BYTES;
+	h->gpu_size = sizeof(struct cumemcap_book_gpu);
+	h->change_size = sizeof(struct cumemcap_book_change);
+	h->slot_size = sizeof(struct cumemcap_book_slot);
+	h->gpus = CUMEMCAP_BOOK_GPUS;
+	h->changes = CUMEMCAP_BOOK_CHANGES;
+	h->slots = CUMEMCAP_BOOK_SLOTS;
+	h->creator_uid = (uint32_t)geteuid();
+	h->created_ns = realtime_ns();
+	read_boot_id(h->boot_id);
+	snprintf(h->name, sizeof(h->name), "%s", name);
+}
+
+static bool in_groups(gid_t gid)
+{
+	if (gid == getegid())
+		return true;
+	gid_t list[256];
+	int n = getgroups(256, list);
+	for (int i = 0; i < n; i++)
+		if (list[i] == gid)
+			return true;
+	return false;
+}
+
+/* The checks on the file itself; `mine`: it must be shareable as
+ * `access` says (a member's open); otherwise any readable one. */
+static bool check_file(int fd, enum cumemcap_book_access access, bool mine, char *why, size_t whylen)
+{
+	struct stat st;
+	if (fstat(fd, &st) != 0)
+		return WHY("cannot stat it: %s", strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return WHY("not a regular file");
+	if (mine && access == CUMEMCAP_BOOK_USER) {
+		if (st.st_uid != geteuid())
+			return WHY("owned by uid %u, not by this process's uid %u (CUMEMCAP_GROUP_ACCESS=gid shares "
+				   "a book by group)", (unsigned)st.st_uid, (unsigned)geteuid());
+		if (st.st_mode & 077)
+			return WHY("mode %04o; a user's book must be 0600", (unsigned)(st.st_mode & 07777));
+	} else if (mine) {
+		if (!in_groups(st.st_gid) && st.st_uid != geteuid())
+			return WHY("its group %u is none of this process's groups", (unsigned)st.st_gid);
+		if (st.st_mode & 007)
+			return WHY("mode %04o; a group's shared book must be 0660", (unsigned)(st.st_mode & 07777));
+	}
+	if ((uint64_t)st.st_size != CUMEMCAP_BOOK_SIZE)
+		return WHY("%llu bytes, a book has %zu (corrupt, or made by another cumemcap)",
+			   (unsigned long long)st.st_size, (size_t)CUMEMCAP_BOOK_SIZE);
+	return true;
+}
+
+static bool map_checked(struct cumemcap_book *b, int fd, bool writable, enum cumemcap_book_kind kind,
+			const char *name, char *why, size_t whylen)
+{
+	void *map = mmap(NULL, CUMEMCAP_BOOK_SIZE, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		return WHY("cannot map it: %s", strerror(errno));
+	if (!cumemcap_book_check(map, CUMEMCAP_BOOK_SIZE, kind, name, why, whylen)) {
+		munmap(map, CUMEMCAP_BOOK_SIZE);
+		return false;
+	}
+	b->fd = fd;
+	b->map = map;
+	return true;
+}
+
+/* Build a new book in a temporary file and link it to path. 1: made
+ * (fd is the new book's), 0: someone else made it first, -1: error. */
+static int create_book(const char *path, enum cumemcap_book_kind kind, const char *name,
+		       enum cumemcap_book_access access, int *fdp, char *why, size_t whylen)
+{
+	static _Atomic unsigned counter;
+	char tmp[1100];
+	const char *slash = strrchr(path, '/');
+	int dirlen = slash ? (int)(slash - path) : 1;
+	snprintf(tmp, sizeof(tmp), "%.*s/.cumemcap-new.%d.%u", dirlen, slash ? path : ".", (int)getpid(),
+		 atomic_fetch_add(&counter, 1));
+	mode_t mode = access == CUMEMCAP_BOOK_GID ? 0660 : 0600;
+	int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd < 0) {
+		snprintf(why, whylen, "cannot create it in its directory: %s", strerror(errno));
+		return -1;
+	}
+	int err = 0;
+	if (fchmod(fd, mode) != 0 || ftruncate(fd, (off_t)CUMEMCAP_BOOK_SIZE) != 0)
+		err = errno;
+	void *map = err ? MAP_FAILED : mmap(NULL, CUMEMCAP_BOOK_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (!err && map == MAP_FAILED)
+		err = errno;
+	if (!err) {
+		init_header(map, kind, name);
+		munmap(map, CUMEMCAP_BOOK_HEADER_BYTES);
+		if (link(tmp, path) != 0)
+			err = errno;
+	}
+	unlink(tmp);
+	if (err == EEXIST) {
+		close(fd);
+		return 0;
+	}
+	if (err) {
+		close(fd);
+		snprintf(why, whylen, "cannot create it: %s", strerror(err));
+		return -1;
+	}
+	*fdp = fd;
+	return 1;
+}
+
+bool cumemcap_book_open(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
+			const char *name, enum cumemcap_book_access access, bool create, char *why,
+			size_t whylen)
+{
+	b->fd = -1;
+	b->map = NULL;
+	snprintf(b->path, sizeof(b->path), "%s", path);
+	for (int attempt = 0; attempt < 4; attempt++) {
+		int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT && create) {
+			int made = create_book(path, kind, name, access, &fd, why, whylen);
+			if (made < 0)
+				return false;
+			if (made == 0)
+				continue; /* made by another member meanwhile: open theirs */
+		} else if (fd < 0) {
+			if (errno == ELOOP)
+				return WHY("a symbolic link; a book must be a regular file");
+			return WHY("cannot open it: %s", strerror(errno));
+		}
+		if (!check_file(fd, access, true, why, whylen) || !map_checked(b, fd, true, kind, name, why, whylen)) {
+			close(fd);
+			return false;
+		}
+		return true;
+	}
+	return WHY("it kept appearing and vanishing while it was opened");
+}
+
+bool cumemcap_book_open_existing(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
+				 bool writable, char *why, size_t whylen)
+{
+	b->fd = -1;
+	b->map = NULL;
+	snprintf(b->path, sizeof(b->path), "%s", path);
+	int fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return WHY("cannot open it: %s", strerror(errno));
+	if (!check_file(fd, CUMEMCAP_BOOK_USER, false, why, whylen) ||
+	    !map_checked(b, fd, writable, kind, NULL, why, whylen)) {
+		close(fd);
+		return false;
+	}
+	return true;
+}
+
+void cumemcap_book_close(struct cumemcap_book *b)
+{
+	if (b->map)
+		munmap(b->map, CUMEMCAP_BOOK_SIZE);
+	if (b->fd >= 0)
+		close(b->fd);
+	b->map = NULL;
+	b->fd = -1;
+}
+
+/* ---- slots ------------------------------------------------------------------------------- */
+
+static int lock_byte(int fd, off_t at, short type, bool wait)
+{
+	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = at, .l_len = 1, .l_pid = 0 };
+	int r;
+	do
+		r = fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl);
+	while (r != 0 && errno == EINTR);
+	return r;
+}
+
+static void futex_wake_all(_Atomic uint32_t *word)
+{
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+void cumemcap_book_wake(struct cumemcap_book *b)
+{
+	struct cumemcap_book_header *h = cumemcap_book_header(b);
+	if (atomic_load(&h->waiters) == 0)
+		return;
+	atomic_fetch_add(&h->wake, 1);
+	futex_wake_all(&h->wake);
+}
+
+/* Zero a dead member's slot; true when it held any budget. The caller
+ * holds the slot's lock. */
+static bool empty_slot(struct cumemcap_book_slot *s)
+{
+	bool held = false;
+	for (unsigned g = 0; g < CUMEMCAP_BOOK_GPUS; g++) {
+		if (atomic_exchange(&s->gpu[g].held, 0))
+			held = true;
+		atomic_store(&s->gpu[g].waiting, 0);
+		atomic_store(&s->gpu[g].ordinal, -1);
+	}
+	atomic_store(&s->state, 0);
+	return held;
+}
+
+static uint64_t self_start(void)
+{
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	char buf[1024];
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	/* Fields after the name: state is field 3, starttime field 22. */
+	unsigned long long v = 0;
+	int field = 2;
+	for (p++; *p && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	if (field == 22)
+		sscanf(p, "%llu", &v);
+	return v;
+}
+
+static uint64_t self_pidns(void)
+{
+	struct stat st;
+	return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+int cumemcap_book_claim(struct cumemcap_book *b, const char *program)
+{
+	struct cumemcap_book_header *h = cumemcap_book_header(b);
+	for (unsigned i = 0; i < CUMEMCAP_BOOK_SLOTS; i++) {
+		if (lock_byte(b->fd, CUMEMCAP_BOOK_LOCK_BYTE(i), F_WRLCK, false) != 0)
+			continue; /* a live member's, or being claimed */
+		struct cumemcap_book_slot *s = cumemcap_book_slot(b, i);
+		if (atomic_load(&s->state) == 1 && empty_slot(s))
+			cumemcap_book_wake(b); /* its owner died */
+		s->pid = (uint32_t)getpid();
+		s->pidns = self_pidns();
+		s->start = self_start();
+		s->uid = (uint32_t)geteuid();
+		s->joined_ns = realtime_ns();
+		atomic_store(&s->published_ns, 0);
+		snprintf(s->program, sizeof(s->program), "%s", program ? program : "");
+		for (unsigned g = 0; g < CUMEMCAP_BOOK_GPUS; g++) {
+			struct cumemcap_book_figs *f = &s->gpu[g];
+			atomic_store(&f->limit, CUMEMCAP_BOOK_NONE);
+			atomic_store(&f->live, 0);
+			atomic_store(&f->pooled, 0);
+			atomic_store(&f->reserved, 0);
+			atomic_store(&f->footprint, 0);
+			atomic_store(&f->refusals, 0);
+			atomic_store(&f->waits, 0);
+		}
+		uint32_t used = atomic_load(&h->slots_used);
+		while (used < i + 1 && !atomic_compare_exchange_weak(&h->slots_used, &used, i + 1))
+			;
+		atomic_store(&s->state, 1);
+		return (int)i;
+	}
+	return -1;
+}
+
+void cumemcap_book_release(struct cumemcap_book *b, int i)
+{
+	if (i < 0 || i >= CUMEMCAP_BOOK_SLOTS)
+		return;
+	if (empty_slot(cumemcap_book_slot(b, (unsigned)i)))
+		cumemcap_book_wake(b);
+	lock_byte(b->fd, CUMEMCAP_BOOK_LOCK_BYTE(i), F_UNLCK, false);
+}
+
+bool cumemcap_book_alive(const struct cumemcap_book *b, unsigned i)
+{
+	if (i >= CUMEMCAP_BOOK_SLOTS || atomic_load(&cumemcap_book_slot(b, i)->state) != 1)
+		return false;
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = CUMEMCAP_BOOK_LOCK_BYTE(i), .l_len = 1 };
+	if (fcntl(b->fd, F_OFD_GETLK, &fl) != 0)
+		return true; /* cannot tell: count it as alive */
+	return fl.l_type != F_UNLCK;
+}
+
+unsigned cumemcap_book_reap(struct cumemcap_book *b, int self)
+{
+	struct cumemcap_book_header *h = cumemcap_book_header(b);
+	uint32_t used = atomic_load(&h->slots_used);
+	unsigned reaped = 0;
+	bool returned = false;
+	for (unsigned i = 0; i < used && i < CUMEMCAP_BOOK_SLOTS; i++) {
+		if ((int)i == self || atomic_load(&cumemcap_book_slot(b, i)->state) != 1)
+			continue;
+		if (lock_byte(b->fd, CUMEMCAP_BOOK_LOCK_BYTE(i), F_WRLCK, false) != 0)
+			continue; /* alive */
+		struct cumemcap_book_slot *s = cumemcap_book_slot(b, i);
+		if (atomic_load(&s->state) == 1) {
+			returned |= empty_slot(s);
+			reaped++;
+		}
+		lock_byte(b->fd, CUMEMCAP_BOOK_LOCK_BYTE(i), F_UNLCK, false);
+	}
+	if (returned)
+		cumemcap_book_wake(b);
+	return reaped;
+}
+
+/* ---- GPUs and limits ---------------------------------------------------------------------- */
+
+int cumemcap_book_gpu_lookup(const struct cumemcap_book *b, const unsigned char uuid[16])
+{
+	for (unsigned i = 0; i < CUMEMCAP_BOOK_GPUS; i++) {
+		struct cumemcap_book_gpu *g = cumemcap_book_gpu(b, i);
+		if (atomic_load(&g->state) == 2 && memcmp(g->uuid, uuid, 16) == 0)
+			return (int)i;
+	}
+	return -1;
+}
+
+int cumemcap_book_gpu_find(struct cumemcap_book *b, const unsigned char uuid[16], const char *pci,
+			   uint64_t total, uint64_t limit)
+{
+	int found = cumemcap_book_gpu_lookup(b, uuid);
+	if (found >= 0)
+		return found;
+	/* Adding is serialized by the table's lock byte (the kernel drops it
+	 * if its holder dies), so one UUID gets one entry. */
+	off_t table = CUMEMCAP_BOOK_LOCK_BYTE(CUMEMCAP_BOOK_SLOTS);
+	if (lock_byte(b->fd, table, F_WRLCK, true) != 0)
+		return -1;
+	found = cumemcap_book_gpu_lookup(b, uuid);
+	for (unsigned i = 0; found < 0 && i < CUMEMCAP_BOOK_GPUS; i++) {
+		struct cumemcap_book_gpu *g = cumemcap_book_gpu(b, i);
+		if (atomic_load(&g->state) == 2)
+			continue;
+		/* 0, or 1 left by an adder that died holding the lock. */
+		atomic_store(&g->state, 1);
+		memcpy(g->uuid, uuid, 16);
+		memset(g->pci, 0, sizeof(g->pci));
+		snprintf(g->pci, sizeof(g->pci), "%s", pci ? pci : "");
+		g->total = total;
+		atomic_store(&g->limit, limit);
+		atomic_store(&g->state, 2);
+		found = (int)i;
+	}
+	lock_byte(b->fd, table, F_UNLCK, false);
+	return found;
+}
+
+uint64_t cumemcap_book_used(const struct cumemcap_book *b, unsigned g)
+{
+	uint32_t used = atomic_load(&cumemcap_book_header(b)->slots_used);
+	uint64_t sum = 0;
+	for (unsigned i = 0; i < used && i < CUMEMCAP_BOOK_SLOTS; i++) {
+		uint64_t v = atomic_load(&cumemcap_book_slot(b, i)->gpu[g].held);
+		sum = sum + v < sum ? UINT64_MAX : sum + v;
+	}
+	return sum;
+}
+
+unsigned cumemcap_book_set_limit(struct cumemcap_book *b, int g, uint64_t limit, uid_t uid)
+{
+	struct cumemcap_book_header *h = cumemcap_book_header(b);
+	unsigned changed = 0;
+	for (unsigned i = 0; i < CUMEMCAP_BOOK_GPUS; i++) {
+		struct cumemcap_book_gpu *e = cumemcap_book_gpu(b, i);
+		if ((g >= 0 && (unsigned)g != i) || atomic_load(&e->state) != 2)
+			continue;
+		uint64_t old = atomic_exchange(&e->limit, limit);
+		uint64_t seq = atomic_fetch_add(&h->change_seq, 1) + 1;
+		struct cumemcap_book_change *c = cumemcap_book_change(b, seq);
+		atomic_store(&c->seq, 0);
+		c->time_ns = realtime_ns();
+		c->uid = (uint32_t)uid;
+		c->gpu = (int32_t)i;
+		c->old_limit = old;
+		c->new_limit = limit;
+		atomic_store(&c->seq, seq);
+		changed++;
+	}
+	if (changed) {
+		/* Waiters recheck against the new limit. */
+		atomic_fetch_add(&h->wake, 1);
+		futex_wake_all(&h->wake);
+	}
+	return changed;
+}

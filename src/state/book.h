@@ -1,0 +1,252 @@
+/* book: the shared books of a group, and the node registry, in a file.
+ *
+ * A book is one file in a directory (CUMEMCAP_GROUP_DIR, default
+ * /dev/shm), mapped MAP_SHARED by every process that uses it:
+ *
+ *   cumemcap-group.NAME   a group: one budget per physical GPU, shared by
+ *                         its members (CUMEMCAP_GROUP=NAME);
+ *   cumemcap-node.UID     the registry of one user's capped processes that
+ *                         are in no group, for `cumemcap top`.
+ *
+ * Layout (all little-endian, fixed by CUMEMCAP_BOOK_VERSION): a header, a
+ * table of GPUs (by UUID: members may see different ordinals), a ring of
+ * the last limit changes, and the member slots. A member's slot holds what
+ * it holds of the budget on each GPU (`held`, kept exact at every change)
+ * and the figures it publishes for `top` (once a second).
+ *
+ * No lock a dead process can leave held. Updates are lock-free: a member
+ * writes its own slot's atomics only; the group's use of a GPU is the sum
+ * of its members' `held` (never a separate counter that a death between
+ * two updates could leave wrong). Ownership of a slot is a Linux OFD lock
+ * (F_OFD_SETLK) on the slot's byte of the file: the kernel drops it when
+ * its owner dies, by any signal, so a slot whose lock can be taken while
+ * it says "live" belongs to a dead process, and whoever takes the lock may
+ * return its share (reap). The lock follows the open file, not the pid, so
+ * a reused pid can neither keep nor free another process's slot, and it
+ * works across PID namespaces (containers sharing an emptyDir).
+ *
+ * A new book is built whole in a temporary file and then link()ed to its
+ * name, so no process ever maps a half-built one. Opening checks the
+ * owner and mode (see cumemcap_book_open), the size, and the header
+ * (cumemcap_book_check, the loader the fuzzer drives).
+ *
+ * Thread safety: a struct cumemcap_book is its owner's; the mapped atomics
+ * may be used by any thread of any process. Reaping, claiming and
+ * releasing slots use fcntl locks on the book's descriptor: callers in one
+ * process serialize them (the group module holds one mutex for them). */
+#pragma once
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CUMEMCAP_BOOK_MAGIC 0x4b4f4f4250414d43ull /* "CMAPBOOK" */
+#define CUMEMCAP_BOOK_VERSION 1u
+#define CUMEMCAP_BOOK_GPUS 32     /* physical GPUs a book can know */
+#define CUMEMCAP_BOOK_SLOTS 1024  /* members at once */
+#define CUMEMCAP_BOOK_CHANGES 32  /* limit changes remembered */
+#define CUMEMCAP_BOOK_NAME_MAX 64
+#define CUMEMCAP_BOOK_PROGRAM_MAX 48
+#define CUMEMCAP_BOOK_NONE UINT64_MAX /* no limit */
+
+enum cumemcap_book_kind {
+	CUMEMCAP_BOOK_GROUP = 1,
+	CUMEMCAP_BOOK_REGISTRY = 2,
+};
+
+/* A GPU of the book. state: 0 free, 1 being filled, 2 ready (uuid, pci
+ * and total are written before 2 is stored, and never change after). */
+struct cumemcap_book_gpu {
+	_Atomic uint32_t state;
+	uint32_t reserved0;
+	unsigned char uuid[16];
+	char pci[16];            /* "0000:3b:00.0", NUL-padded */
+	uint64_t total;          /* the GPU's memory */
+	_Atomic uint64_t limit;  /* the group's budget here; CUMEMCAP_BOOK_NONE: none */
+	uint64_t reserved1[3];
+};
+
+/* One change of a limit, made by `cumemcap group set`. A writer takes the
+ * next seq (header.change_seq), writes the entry at seq % CHANGES and
+ * stores seq into `seq` last; a reader that finds another seq there has
+ * lost that entry. */
+struct cumemcap_book_change {
+	_Atomic uint64_t seq;     /* 1, 2, ... (0: empty) */
+	uint64_t time_ns;         /* CLOCK_REALTIME */
+	uint32_t uid;             /* who */
+	int32_t gpu;              /* index in the GPU table; -1: every GPU */
+	uint64_t old_limit, new_limit;
+};
+
+/* What a member publishes for one GPU of the book. `held` is exact at
+ * every moment (the group's books are its sum); the rest are copied from
+ * the member's own figures once a second, for `cumemcap top`. */
+struct cumemcap_book_figs {
+	_Atomic uint64_t held;      /* of the group's budget: >= what it counts here */
+	_Atomic uint64_t limit;     /* the member's own limit (CUMEMCAP_BOOK_NONE: none) */
+	_Atomic uint64_t live, pooled, reserved, footprint, refusals, waits;
+	_Atomic uint32_t waiting;   /* threads waiting for room now */
+	_Atomic int32_t ordinal;    /* the GPU's ordinal in the member; -1: not used */
+};
+
+/* A member. state: 0 free, 1 live. Only the holder of the slot's lock
+ * changes state, pid and the identity fields; `held` is changed by the
+ * member's threads, and zeroed by whoever reaps a dead member. */
+struct cumemcap_book_slot {
+	_Atomic uint32_t state;
+	uint32_t pid;               /* as the member sees itself */
+	uint64_t pidns;             /* inode of its /proc/self/ns/pid */
+	uint64_t start;             /* its start time (clock ticks after boot, /proc/PID/stat) */
+	uint32_t uid;
+	uint32_t reserved0;
+	uint64_t joined_ns;         /* CLOCK_REALTIME */
+	_Atomic uint64_t published_ns;
+	char program[CUMEMCAP_BOOK_PROGRAM_MAX];
+	struct cumemcap_book_figs gpu[CUMEMCAP_BOOK_GPUS];
+};
+
+struct cumemcap_book_header {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t kind;              /* enum cumemcap_book_kind */
+	uint64_t size;              /* of the file */
+	uint32_t header_size, gpu_size, change_size, slot_size;
+	uint32_t gpus, changes, slots;
+	uint32_t creator_uid;
+	uint64_t created_ns;
+	unsigned char boot_id[16];  /* /proc/sys/kernel/random/boot_id at creation */
+	char name[CUMEMCAP_BOOK_NAME_MAX + 1];
+	char reserved0[7];
+	_Atomic uint32_t slots_used;  /* 1 + the highest slot ever claimed */
+	_Atomic uint32_t wake;        /* futex word: bumped when room may have appeared */
+	_Atomic uint32_t waiters;     /* threads (of all members) waiting on `wake` */
+	_Atomic uint32_t squeeze;     /* bumped when a grant failed: members hand back spare budget */
+	_Atomic uint32_t tight;       /* 1: a GPU is near its budget: members keep no spare */
+	uint32_t reserved1;
+	_Atomic uint64_t change_seq;  /* the last change's seq */
+};
+
+/* Where each part starts (each a multiple of 64) and the file's size. */
+#define CUMEMCAP_BOOK_HEADER_BYTES 4096u
+#define CUMEMCAP_BOOK_GPU_OFF CUMEMCAP_BOOK_HEADER_BYTES
+#define CUMEMCAP_BOOK_CHANGE_OFF \
+	(CUMEMCAP_BOOK_GPU_OFF + CUMEMCAP_BOOK_GPUS * sizeof(struct cumemcap_book_gpu))
+#define CUMEMCAP_BOOK_SLOT_OFF \
+	((CUMEMCAP_BOOK_CHANGE_OFF + CUMEMCAP_BOOK_CHANGES * sizeof(struct cumemcap_book_change) + 4095) / 4096 * 4096)
+#define CUMEMCAP_BOOK_SIZE (CUMEMCAP_BOOK_SLOT_OFF + CUMEMCAP_BOOK_SLOTS * sizeof(struct cumemcap_book_slot))
+/* The byte of the file whose OFD lock owns slot i (past the end of the
+ * data: locks need no data under them). */
+#define CUMEMCAP_BOOK_LOCK_BYTE(i) ((off_t)CUMEMCAP_BOOK_SIZE + (off_t)(i))
+
+/* An open book. */
+struct cumemcap_book {
+	int fd;
+	void *map;
+	char path[1024];
+};
+
+static inline struct cumemcap_book_header *cumemcap_book_header(const struct cumemcap_book *b)
+{
+	return (struct cumemcap_book_header *)b->map;
+}
+
+static inline struct cumemcap_book_gpu *cumemcap_book_gpu(const struct cumemcap_book *b, unsigned i)
+{
+	return (struct cumemcap_book_gpu *)((char *)b->map + CUMEMCAP_BOOK_GPU_OFF) + i;
+}
+
+static inline struct cumemcap_book_change *cumemcap_book_change(const struct cumemcap_book *b, uint64_t seq)
+{
+	return (struct cumemcap_book_change *)((char *)b->map + CUMEMCAP_BOOK_CHANGE_OFF) +
+	       seq % CUMEMCAP_BOOK_CHANGES;
+}
+
+static inline struct cumemcap_book_slot *cumemcap_book_slot(const struct cumemcap_book *b, unsigned i)
+{
+	return (struct cumemcap_book_slot *)((char *)b->map + CUMEMCAP_BOOK_SLOT_OFF) + i;
+}
+
+/* The file name of a group's book ("cumemcap-group.NAME") or of a user's
+ * registry ("cumemcap-node.UID") under dir; false when it does not fit. */
+bool cumemcap_book_path(char *out, size_t len, const char *dir, enum cumemcap_book_kind kind,
+			const char *name);
+
+/* Whether `name` may name a group: 1..64 of [A-Za-z0-9._-], not starting
+ * with '.' or '-'. */
+bool cumemcap_book_name_ok(const char *name);
+
+/* Check a book's bytes as read from a file of `len` bytes: magic, version,
+ * the layout's sizes, the kind, the name (when `name` is not NULL), and
+ * every field a reader indexes or trusts (GPU and slot states, slots_used,
+ * change seqs). False with the reason in `why` ("not a cumemcap book",
+ * "version 2, this cumemcap reads version 1", ...). Reads only the bytes
+ * given; pure (the fuzz target). */
+bool cumemcap_book_check(const void *data, size_t len, enum cumemcap_book_kind kind, const char *name,
+			 char *why, size_t whylen);
+
+/* How a book may be shared. */
+enum cumemcap_book_access {
+	CUMEMCAP_BOOK_USER = 0, /* 0600, owned by the caller's uid */
+	CUMEMCAP_BOOK_GID,      /* 0660, its group one of the caller's */
+};
+
+/* Open the book at `path`, creating it (whole, with `kind` and `name`)
+ * when there is none and `create` is set. The file must be a regular file
+ * (no symbolic link is followed) with the access's mode and owner and the
+ * right size, and pass cumemcap_book_check. False with one line in `why`
+ * naming the reason (the caller names the file). */
+bool cumemcap_book_open(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
+			const char *name, enum cumemcap_book_access access, bool create, char *why,
+			size_t whylen);
+
+/* Open an existing book only to read it (`cumemcap top`, `group show`):
+ * any owner the caller may read; the same checks. writable: also for
+ * writing (`group set`, reaping). */
+bool cumemcap_book_open_existing(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
+				 bool writable, char *why, size_t whylen);
+
+void cumemcap_book_close(struct cumemcap_book *b);
+
+/* Take a free slot (or one whose owner died: its share is returned first)
+ * and fill its identity; -1 when every slot is live. The slot's lock is
+ * held by b's open file until released or the process dies. */
+int cumemcap_book_claim(struct cumemcap_book *b, const char *program);
+
+/* Give up slot i (its held figures must be 0 or are returned). */
+void cumemcap_book_release(struct cumemcap_book *b, int i);
+
+/* Whether slot i's owner is alive: its lock is held by someone other
+ * than b's open file. A free slot is not alive. */
+bool cumemcap_book_alive(const struct cumemcap_book *b, unsigned i);
+
+/* Return the share of every member that died (skipping slot `self`, b's
+ * own): each dead live slot is zeroed and freed. Returns how many were
+ * reaped; when any held something, wakes the waiters. */
+unsigned cumemcap_book_reap(struct cumemcap_book *b, int self);
+
+/* The GPU with this UUID in the table, adding it (pci, total, limit)
+ * when it is not there; -1 when the table is full. An existing entry
+ * keeps its limit. */
+int cumemcap_book_gpu_find(struct cumemcap_book *b, const unsigned char uuid[16], const char *pci,
+			   uint64_t total, uint64_t limit);
+
+/* The GPU with this UUID, or -1 (no change to the table). */
+int cumemcap_book_gpu_lookup(const struct cumemcap_book *b, const unsigned char uuid[16]);
+
+/* What the members hold of GPU g's budget: the sum of `held` over the
+ * slots (sequentially consistent loads, see group.c). */
+uint64_t cumemcap_book_used(const struct cumemcap_book *b, unsigned g);
+
+/* Set GPU g's limit (g < 0: every GPU in the table) and append a change
+ * per GPU changed, by `uid`; wakes the waiters. Returns how many GPUs
+ * changed. */
+unsigned cumemcap_book_set_limit(struct cumemcap_book *b, int g, uint64_t limit, uid_t uid);
+
+/* Wake every thread waiting on the book (FUTEX_WAKE on the shared word),
+ * only when there are any. */
+void cumemcap_book_wake(struct cumemcap_book *b);
+
+/* Format a UUID as "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx". */
+void cumemcap_book_uuid_format(const unsigned char uuid[16], char *out, size_t len);

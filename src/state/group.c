@@ -1,0 +1,483 @@
+/* group: see group.h. Thread safety: the per-GPU room and the counters
+ * are atomics; `join_lock` guards joining, claiming, reaping and the
+ * book's handle (an xmutex: a child gets a fresh one). */
+#include "state/group.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "platform/msg.h"
+#include "platform/xmutex.h"
+#include "state/figures.h"
+
+struct cumemcap_group_dev cumemcap_group_devs[CUMEMCAP_MAX_DEVICES];
+_Atomic uint32_t cumemcap_group_local_waiters;
+static _Atomic uint32_t no_squeeze;
+_Atomic uint32_t *cumemcap_group_squeeze_word = &no_squeeze;
+uint32_t cumemcap_group_squeeze_seen;
+
+static struct cumemcap_xmutex join_lock = CUMEMCAP_XMUTEX_INIT(join_lock);
+static struct cumemcap_book book = { .fd = -1 };
+static _Atomic bool booked;       /* book is open (a group's or the registry's) */
+static bool in_group;             /* it is a group's */
+static int self = -1;             /* our slot */
+static _Atomic bool rejoin;       /* a fork child: take a slot of our own first */
+static char group_name[CUMEMCAP_BOOK_NAME_MAX + 1];
+static char program[CUMEMCAP_BOOK_PROGRAM_MAX];
+static enum cumemcap_book_access access_mode;
+static _Atomic uint32_t local_wake; /* the word waiters sleep on without a group */
+static _Atomic uint64_t last_reap_ms;
+static int dev_ordinal[CUMEMCAP_MAX_DEVICES];
+static uint64_t changes_seen; /* the book's change_seq when joined, then as logged (the worker's) */
+
+static bool dev_ok(int dev)
+{
+	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static struct cumemcap_book_figs *figs(int dev)
+{
+	return &cumemcap_book_slot(&book, (unsigned)self)->gpu[cumemcap_group_devs[dev].gpu];
+}
+
+/* ---- joining ------------------------------------------------------------------------------ */
+
+static bool any_limit(const struct cumemcap_policy *p)
+{
+	const struct cumemcap_layer *layers[] = { &p->env, &p->program_layer, &p->file };
+	for (unsigned i = 0; i < 3; i++)
+		if (layers[i]->set.limit || layers[i]->set.devices)
+			return true;
+	for (size_t i = 0; i < p->device_section_count; i++)
+		if (p->device_sections[i].has_limit)
+			return true;
+	return false;
+}
+
+/* Open the book and take a slot; join_lock held. */
+static bool join_locked(const char *path, enum cumemcap_book_kind kind, const char *name, char *why, size_t len)
+{
+	if (!cumemcap_book_open(&book, path, kind, name, access_mode, true, why, len))
+		return false;
+	self = cumemcap_book_claim(&book, program);
+	if (self < 0) {
+		snprintf(why, len, "all %u member slots are taken by live processes", CUMEMCAP_BOOK_SLOTS);
+		cumemcap_book_close(&book);
+		return false;
+	}
+	if (kind == CUMEMCAP_BOOK_GROUP)
+		cumemcap_group_squeeze_word = &cumemcap_book_header(&book)->squeeze;
+	cumemcap_group_squeeze_seen = atomic_load(cumemcap_group_squeeze_word);
+	changes_seen = atomic_load(&cumemcap_book_header(&book)->change_seq);
+	atomic_store(&booked, true);
+	return true;
+}
+
+bool cumemcap_group_start(const struct cumemcap_policy *p, char *err, size_t errlen)
+{
+	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
+		dev_ordinal[d] = -1;
+	snprintf(program, sizeof(program), "%.*s", (int)sizeof(program) - 1, p->program);
+	access_mode = p->group_gid ? CUMEMCAP_BOOK_GID : CUMEMCAP_BOOK_USER;
+	char path[CUMEMCAP_PATH_MAX + 64], why[256];
+	bool ok = true;
+	cumemcap_xmutex_lock(&join_lock);
+	if (p->group[0]) {
+		in_group = true;
+		snprintf(group_name, sizeof(group_name), "%s", p->group);
+		if (!cumemcap_book_path(path, sizeof(path), p->group_dir, CUMEMCAP_BOOK_GROUP, p->group)) {
+			snprintf(err, errlen, "CUMEMCAP_GROUP=%s: the path of its book under %s is too long", p->group,
+				 p->group_dir);
+			ok = false;
+		} else if (!join_locked(path, CUMEMCAP_BOOK_GROUP, p->group, why, sizeof(why))) {
+			snprintf(err, errlen, "CUMEMCAP_GROUP=%s: %s: %s", p->group, path, why);
+			ok = false;
+		}
+	} else if (!p->secure && any_limit(p)) {
+		/* Best effort: the registry only feeds `cumemcap top`. */
+		char uid[16];
+		snprintf(uid, sizeof(uid), "%u", (unsigned)geteuid());
+		access_mode = CUMEMCAP_BOOK_USER;
+		if (cumemcap_book_path(path, sizeof(path), p->group_dir, CUMEMCAP_BOOK_REGISTRY, uid))
+			join_locked(path, CUMEMCAP_BOOK_REGISTRY, uid, why, sizeof(why));
+	}
+	cumemcap_xmutex_unlock(&join_lock);
+	return ok;
+}
+
+bool cumemcap_group_member(void)
+{
+	return in_group && atomic_load(&booked);
+}
+
+const char *cumemcap_group_name(void)
+{
+	return in_group ? group_name : "";
+}
+
+const char *cumemcap_group_path(void)
+{
+	return in_group ? book.path : "";
+}
+
+/* A fork child takes a slot of its own before its first use of the
+ * books; join_lock held. */
+static void rejoin_locked(void)
+{
+	if (!atomic_load(&rejoin))
+		return;
+	atomic_store(&rejoin, false);
+	char why[256], path[sizeof(book.path)];
+	snprintf(path, sizeof(path), "%s", book.path);
+	const struct cumemcap_book_header *h;
+	if (!cumemcap_book_open(&book, path, in_group ? CUMEMCAP_BOOK_GROUP : CUMEMCAP_BOOK_REGISTRY, NULL,
+				access_mode, false, why, sizeof(why)) ||
+	    (self = cumemcap_book_claim(&book, program)) < 0) {
+		if (in_group)
+			cumemcap_msg("CUMEMCAP_GROUP=%s: a forked child cannot join %s (%s): it gets no memory on "
+				     "the group's GPUs", group_name, path, book.map ? "no free slot" : why);
+		if (book.map)
+			cumemcap_book_close(&book);
+		return; /* in a group, `on` stays set with no room: every grant is refused */
+	}
+	h = cumemcap_book_header(&book);
+	if (in_group)
+		cumemcap_group_squeeze_word = (_Atomic uint32_t *)&h->squeeze;
+	atomic_store(&booked, true);
+}
+
+/* ---- GPUs ---------------------------------------------------------------------------------- */
+
+static uint64_t chunk_of(uint64_t limit)
+{
+	uint64_t c = limit == CUMEMCAP_BOOK_NONE ? (64ull << 20) : limit / 256;
+	if (c < (2ull << 20))
+		c = 2ull << 20;
+	if (c > (64ull << 20))
+		c = 64ull << 20;
+	return c;
+}
+
+void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pci, uint64_t total,
+			   uint64_t own_limit)
+{
+	if (!dev_ok(dev) || !atomic_load(&booked))
+		return;
+	struct cumemcap_source src;
+	uint64_t limit = cumemcap_policy_group_limit(cumemcap_policy(), dev, uuid, pci, total, &src);
+	if (!in_group || limit == UINT64_MAX)
+		limit = CUMEMCAP_BOOK_NONE;
+	cumemcap_xmutex_lock(&join_lock);
+	rejoin_locked();
+	int g = atomic_load(&booked) ? cumemcap_book_gpu_find(&book, uuid, pci, total, limit) : -1;
+	struct cumemcap_group_dev *gd = &cumemcap_group_devs[dev];
+	if (g < 0 && in_group) {
+		cumemcap_msg("CUMEMCAP_GROUP=%s: %s knows %u GPUs already; GPU %d gets no memory in the group",
+			     group_name, book.path, CUMEMCAP_BOOK_GPUS, dev);
+		gd->gpu = -1;
+		gd->chunk = 0;
+		atomic_store(&gd->room, 0);
+		atomic_store(&gd->on, true); /* nothing can be granted: refused, never uncapped */
+	} else if (g >= 0) {
+		gd->gpu = g;
+		dev_ordinal[dev] = dev;
+		struct cumemcap_book_figs *f = figs(dev);
+		atomic_store(&f->ordinal, dev);
+		atomic_store(&f->limit, own_limit == UINT64_MAX ? CUMEMCAP_BOOK_NONE : own_limit);
+		gd->chunk = chunk_of(atomic_load(&cumemcap_book_gpu(&book, (unsigned)g)->limit));
+		if (in_group)
+			atomic_store(&gd->on, true);
+	}
+	cumemcap_xmutex_unlock(&join_lock);
+}
+
+static bool ready(int dev)
+{
+	if (atomic_load(&rejoin)) {
+		cumemcap_xmutex_lock(&join_lock);
+		rejoin_locked();
+		cumemcap_xmutex_unlock(&join_lock);
+	}
+	return atomic_load(&booked) && self >= 0 && cumemcap_group_devs[dev].gpu >= 0;
+}
+
+/* ---- the budget ---------------------------------------------------------------------------- */
+
+static void squeeze(void)
+{
+	atomic_fetch_add(cumemcap_group_squeeze_word, 1);
+}
+
+bool cumemcap_group_grow(int dev, uint64_t bytes)
+{
+	struct cumemcap_group_dev *gd = &cumemcap_group_devs[dev];
+	if (bytes > INT64_MAX / 2 || !ready(dev))
+		return false;
+	struct cumemcap_book_header *h = cumemcap_book_header(&book);
+	struct cumemcap_book_gpu *gpu = cumemcap_book_gpu(&book, (unsigned)gd->gpu);
+	_Atomic uint64_t *held = &figs(dev)->held;
+	for (int attempt = 0; attempt < 16; attempt++) {
+		int64_t r = atomic_load(&gd->room);
+		if (r >= (int64_t)bytes) {
+			if (atomic_compare_exchange_weak(&gd->room, &r, r - (int64_t)bytes))
+				return true;
+			continue;
+		}
+		uint64_t need = bytes - (uint64_t)(r > 0 ? r : 0) + (uint64_t)(r < 0 ? -r : 0);
+		uint64_t limit = atomic_load(&gpu->limit);
+		uint64_t extra = atomic_load(&h->tight) ? 0 : gd->chunk;
+		for (;;) {
+			uint64_t want = need + extra;
+			atomic_fetch_add(held, want); /* seq_cst: see group.h */
+			uint64_t used = limit == CUMEMCAP_BOOK_NONE ? 0 : cumemcap_book_used(&book, (unsigned)gd->gpu);
+			if (limit == CUMEMCAP_BOOK_NONE || used <= limit) {
+				if (limit != CUMEMCAP_BOOK_NONE) {
+					uint32_t tight = used > limit / 4 * 3;
+					if (atomic_load(&h->tight) != tight && (tight || used < limit / 2))
+						atomic_store(&h->tight, tight);
+				}
+				atomic_fetch_add(&gd->room, (int64_t)want);
+				break;
+			}
+			atomic_fetch_sub(held, want);
+			if (extra == 0) {
+				if (!atomic_load(&h->tight))
+					atomic_store(&h->tight, 1);
+				squeeze();
+				return false;
+			}
+			extra = 0;
+		}
+	}
+	return false;
+}
+
+void cumemcap_group_give_back(int dev)
+{
+	struct cumemcap_group_dev *gd = &cumemcap_group_devs[dev];
+	if (!ready(dev))
+		return;
+	uint32_t sq = atomic_load(cumemcap_group_squeeze_word);
+	bool squeezed = sq != cumemcap_group_squeeze_seen;
+	if (squeezed)
+		cumemcap_group_squeeze_seen = sq; /* a racy hint: a lost update only gives back twice */
+	int64_t keep = squeezed || atomic_load(&cumemcap_book_header(&book)->tight) ? 0 : (int64_t)gd->chunk;
+	int64_t r = atomic_load(&gd->room);
+	while (r > keep) {
+		if (atomic_compare_exchange_weak(&gd->room, &r, keep)) {
+			atomic_fetch_sub(&figs(dev)->held, (uint64_t)(r - keep));
+			cumemcap_book_wake(&book);
+			break;
+		}
+	}
+}
+
+void cumemcap_group_force(int dev, uint64_t bytes)
+{
+	struct cumemcap_group_dev *gd = &cumemcap_group_devs[dev];
+	if (!atomic_load_explicit(&gd->on, memory_order_relaxed) || bytes > INT64_MAX / 2)
+		return;
+	int64_t r = atomic_fetch_sub(&gd->room, (int64_t)bytes) - (int64_t)bytes;
+	if (r >= 0 || !ready(dev))
+		return;
+	/* Held follows what is counted, whatever the limit. */
+	atomic_fetch_add(&figs(dev)->held, (uint64_t)-r);
+	atomic_fetch_add(&gd->room, -r);
+}
+
+/* ---- waiting ------------------------------------------------------------------------------- */
+
+static _Atomic uint32_t *wake_word(bool *shared)
+{
+	*shared = in_group && atomic_load(&booked);
+	return *shared ? &cumemcap_book_header(&book)->wake : &local_wake;
+}
+
+uint32_t cumemcap_group_wake_seq(void)
+{
+	bool shared;
+	return atomic_load(wake_word(&shared));
+}
+
+void cumemcap_group_wake_local(void)
+{
+	bool shared;
+	_Atomic uint32_t *w = wake_word(&shared);
+	atomic_fetch_add(w, 1);
+	syscall(SYS_futex, (uint32_t *)w, shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+void cumemcap_group_waiting(int dev, int delta)
+{
+	atomic_fetch_add(&cumemcap_group_local_waiters, (uint32_t)delta);
+	if (in_group && atomic_load(&booked))
+		atomic_fetch_add(&cumemcap_book_header(&book)->waiters, (uint32_t)delta);
+	if (dev_ok(dev) && atomic_load(&booked) && self >= 0 && cumemcap_group_devs[dev].gpu >= 0)
+		atomic_fetch_add(&figs(dev)->waiting, (uint32_t)delta);
+}
+
+void cumemcap_group_sleep(uint32_t seq, uint32_t ms)
+{
+	bool shared;
+	_Atomic uint32_t *w = wake_word(&shared);
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+	syscall(SYS_futex, (uint32_t *)w, shared ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE, seq, &ts, NULL, 0);
+}
+
+void cumemcap_group_reap(bool now)
+{
+	if (!in_group || !atomic_load(&booked))
+		return;
+	uint64_t t = mono_ms(), last = atomic_load(&last_reap_ms);
+	if (!now && t < last + 10)
+		return;
+	atomic_store(&last_reap_ms, t);
+	cumemcap_xmutex_lock(&join_lock);
+	if (atomic_load(&booked))
+		cumemcap_book_reap(&book, self);
+	cumemcap_xmutex_unlock(&join_lock);
+}
+
+/* ---- the worker, top, the log ------------------------------------------------------------- */
+
+void cumemcap_group_tick(void)
+{
+	if (!atomic_load(&booked) && !atomic_load(&rejoin))
+		return;
+	cumemcap_group_reap(true);
+	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
+		if (dev_ordinal[dev] >= 0 && atomic_load_explicit(&cumemcap_group_devs[dev].on, memory_order_relaxed) &&
+		    atomic_load(cumemcap_group_squeeze_word) != cumemcap_group_squeeze_seen)
+			cumemcap_group_give_back(dev);
+}
+
+bool cumemcap_group_publishes(int dev)
+{
+	return dev_ok(dev) && dev_ordinal[dev] >= 0 && ready(dev);
+}
+
+void cumemcap_group_publish(int dev, const struct cumemcap_figures *f)
+{
+	if (!cumemcap_group_publishes(dev))
+		return;
+	struct cumemcap_book_figs *b = figs(dev);
+	atomic_store(&b->live, f->v[CUMEMCAP_FIG_live]);
+	atomic_store(&b->pooled, f->v[CUMEMCAP_FIG_pooled]);
+	atomic_store(&b->reserved, f->v[CUMEMCAP_FIG_reserved]);
+	atomic_store(&b->footprint, f->v[CUMEMCAP_FIG_footprint]);
+	atomic_store(&b->refusals, f->v[CUMEMCAP_FIG_refusals]);
+	atomic_store(&b->waits, f->v[CUMEMCAP_FIG_waits]);
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	atomic_store(&cumemcap_book_slot(&book, (unsigned)self)->published_ns,
+		     (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+}
+
+bool cumemcap_group_next_change(struct cumemcap_book_change *out, unsigned char uuid[16])
+{
+	if (!in_group || !atomic_load(&booked))
+		return false;
+	uint64_t last = atomic_load(&cumemcap_book_header(&book)->change_seq), *seen = &changes_seen;
+	while (*seen < last) {
+		uint64_t seq = ++*seen;
+		struct cumemcap_book_change *c = cumemcap_book_change(&book, seq);
+		if (atomic_load(&c->seq) != seq)
+			continue; /* overwritten (more than the ring's changes since), or being written */
+		out->seq = seq;
+		out->time_ns = c->time_ns;
+		out->uid = c->uid;
+		out->gpu = c->gpu;
+		out->old_limit = c->old_limit;
+		out->new_limit = c->new_limit;
+		if (atomic_load(&c->seq) != seq)
+			continue;
+		memcpy(uuid, cumemcap_book_gpu(&book, (unsigned)c->gpu)->uuid, 16);
+		return true;
+	}
+	return false;
+}
+
+uint64_t cumemcap_group_limit(int dev)
+{
+	if (!dev_ok(dev) || !cumemcap_group_member() || cumemcap_group_devs[dev].gpu < 0 ||
+	    dev_ordinal[dev] < 0)
+		return UINT64_MAX;
+	return atomic_load(&cumemcap_book_gpu(&book, (unsigned)cumemcap_group_devs[dev].gpu)->limit);
+}
+
+uint64_t cumemcap_group_used(int dev)
+{
+	if (!dev_ok(dev) || !cumemcap_group_member() || cumemcap_group_devs[dev].gpu < 0 ||
+	    dev_ordinal[dev] < 0)
+		return UINT64_MAX;
+	return cumemcap_book_used(&book, (unsigned)cumemcap_group_devs[dev].gpu);
+}
+
+uint64_t cumemcap_group_held(int dev)
+{
+	if (!dev_ok(dev) || !cumemcap_group_member() || self < 0 || cumemcap_group_devs[dev].gpu < 0 ||
+	    dev_ordinal[dev] < 0)
+		return UINT64_MAX;
+	return atomic_load(&figs(dev)->held);
+}
+
+uint64_t cumemcap_group_members(void)
+{
+	if (!cumemcap_group_member())
+		return UINT64_MAX;
+	uint64_t n = 0;
+	uint32_t used = atomic_load(&cumemcap_book_header(&book)->slots_used);
+	for (unsigned i = 0; i < used && i < CUMEMCAP_BOOK_SLOTS; i++)
+		n += atomic_load(&cumemcap_book_slot(&book, i)->state) == 1;
+	return n;
+}
+
+void cumemcap_group_leave(void)
+{
+	cumemcap_xmutex_lock(&join_lock);
+	if (atomic_load(&booked) && self >= 0) {
+		for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
+			atomic_store(&cumemcap_group_devs[d].room, 0);
+		cumemcap_book_release(&book, self);
+		self = -1;
+	}
+	cumemcap_xmutex_unlock(&join_lock);
+}
+
+void cumemcap_group_fork_child(void)
+{
+	cumemcap_xmutex_fork_child(&join_lock);
+	atomic_store(&cumemcap_group_local_waiters, 0);
+	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
+		atomic_store(&cumemcap_group_devs[d].room, 0);
+	if (!atomic_load(&booked))
+		return;
+	/* The parent's slot is the parent's: drop our reference to its lock
+	 * (the parent keeps it) and its mapping, and take our own slot at the
+	 * next use (open and fcntl are system calls a child may make, but a
+	 * child that only execs should not pay for them). */
+	munmap(book.map, CUMEMCAP_BOOK_SIZE);
+	close(book.fd);
+	book.map = NULL;
+	book.fd = -1;
+	self = -1;
+	atomic_store(&booked, false);
+	cumemcap_group_squeeze_word = &no_squeeze;
+	cumemcap_group_squeeze_seen = 0;
+	atomic_store(&rejoin, true);
+}

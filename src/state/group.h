@@ -1,0 +1,156 @@
+/* group: this process's place in a group's books (CUMEMCAP_GROUP) or in
+ * the node registry, and the words its waiting threads sleep on
+ * (CUMEMCAP_ON_LIMIT=wait).
+ *
+ * A member holds part of each GPU's budget in its slot of the group's
+ * book (`held`, see book.h). What it holds covers what it counts there
+ * (reserved, plus the overhead when the footprint is counted) and a little
+ * spare (`room`, in this process), so that most reservations are one
+ * compare-and-swap on a word of this process and nothing shared is
+ * touched: no system call, no lock. When the room does not suffice the
+ * member asks for more (cumemcap_group_grow): it adds to its `held` and
+ * then sums every member's; if the sum passes the limit it takes its
+ * addition back. Both steps are sequentially consistent, so of two
+ * members growing at once at least one sees the other's addition: the
+ * sum of what the members hold never passes the limit through a grant
+ * (the overhead, a fact the driver reports, is added without asking and
+ * may pass it; then nothing more is granted until it is back under).
+ *
+ * Spare is kept only while the GPU is far from its budget: a member keeps
+ * at most two chunks (a 256th of the limit, 2 to 64 MiB) and none once the
+ * group is near the limit (the book's `tight`); a member refused asks all
+ * to hand back their spare (`squeeze`), which they do at their next free
+ * and within a second. See docs/groups.md.
+ *
+ * A process in no group but with a limit registers in the node registry
+ * (the same slots, no budget) so that `cumemcap top` sees it.
+ *
+ * Thread safety: the room and the counters are atomics; joining, claiming
+ * and reaping take one mutex (never held across a driver call or a wait).
+ * Fork: the child leaves its parent's slot (it holds none of its memory)
+ * and takes its own at its next use. */
+#pragma once
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config/policy.h"
+#include "platform/cuda-api.h"
+#include "state/book.h"
+#include "state/figures.h"
+
+struct cumemcap_group_dev {
+	_Atomic int64_t room; /* held here and not counted; may go below 0 (the overhead grew) */
+	_Atomic bool on;      /* a group's books are kept for this GPU */
+	int gpu;              /* its index in the book's GPU table */
+	uint64_t chunk;       /* spare taken with a grant; twice it kept after a free */
+};
+
+extern struct cumemcap_group_dev cumemcap_group_devs[CUMEMCAP_MAX_DEVICES];
+/* This process's threads waiting for room now (any GPU). */
+extern _Atomic uint32_t cumemcap_group_local_waiters;
+
+/* Join the group the policy names, creating its book when it is the first
+ * member, or else register in the node registry when the policy has any
+ * limit. False with one line in err (naming the variable, the file and the
+ * reason) when a group cannot be joined: the process must not run. The
+ * registry is best effort (a note under CUMEMCAP_DEBUG, never an error). */
+bool cumemcap_group_start(const struct cumemcap_policy *p, char *err, size_t errlen);
+
+/* Whether this process is in a group. */
+bool cumemcap_group_member(void);
+
+/* GPU `dev` became known (device.c): find or add it in the book and give
+ * it the group's limit from the policy when it has none yet. */
+void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pci, uint64_t total,
+			   uint64_t own_limit);
+
+/* Reserve `bytes` of the group's budget on `dev` for what this process
+ * counts there: from its room, else by growing what it holds. False:
+ * the group's budget does not allow it (nothing taken). */
+bool cumemcap_group_grow(int dev, uint64_t bytes);
+static inline bool cumemcap_group_take(int dev, uint64_t bytes)
+{
+	struct cumemcap_group_dev *g = &cumemcap_group_devs[dev];
+	if (!atomic_load_explicit(&g->on, memory_order_relaxed))
+		return true;
+	int64_t r = atomic_load_explicit(&g->room, memory_order_relaxed);
+	while (bytes <= INT64_MAX && r >= (int64_t)bytes)
+		if (atomic_compare_exchange_weak_explicit(&g->room, &r, r - (int64_t)bytes, memory_order_relaxed,
+							  memory_order_relaxed))
+			return true;
+	return cumemcap_group_grow(dev, bytes);
+}
+
+/* What this process counts on `dev` went down by `bytes` (a free, a
+ * smaller overhead): the room grows; spare past the chunk goes back to the
+ * group, and waiting threads are woken. */
+void cumemcap_group_give_back(int dev);
+void cumemcap_group_wake_local(void);
+extern _Atomic uint32_t *cumemcap_group_squeeze_word; /* the book's squeeze, or a local zero */
+extern uint32_t cumemcap_group_squeeze_seen;
+static inline void cumemcap_group_give(int dev, uint64_t bytes)
+{
+	struct cumemcap_group_dev *g = &cumemcap_group_devs[dev];
+	if (atomic_load_explicit(&g->on, memory_order_relaxed)) {
+		int64_t r = atomic_fetch_add_explicit(&g->room, (int64_t)bytes, memory_order_relaxed) + (int64_t)bytes;
+		if (r > (int64_t)(2 * g->chunk) ||
+		    atomic_load_explicit(cumemcap_group_squeeze_word, memory_order_relaxed) != cumemcap_group_squeeze_seen)
+			cumemcap_group_give_back(dev);
+	}
+	if (atomic_load_explicit(&cumemcap_group_local_waiters, memory_order_relaxed))
+		cumemcap_group_wake_local();
+}
+
+/* What this process counts on `dev` went up by `bytes` without asking (a
+ * pool's real figure, a larger overhead): the group's books follow,
+ * past the limit if need be. */
+void cumemcap_group_force(int dev, uint64_t bytes);
+
+/* ---- waiting -------------------------------------------------------------------------------- */
+
+/* The word waiting threads sleep on and its value now: read it before the
+ * last try, so that room made between that try and the sleep wakes it. */
+uint32_t cumemcap_group_wake_seq(void);
+/* A thread begins (+1) or ends (-1) waiting for room on dev. */
+void cumemcap_group_waiting(int dev, int delta);
+/* Sleep until the word moves from `seq` or `ms` pass. */
+void cumemcap_group_sleep(uint32_t seq, uint32_t ms);
+/* Return the share of members that died; at most every 10 ms unless
+ * `now`. */
+void cumemcap_group_reap(bool now);
+
+/* ---- the worker, `top`, the log ----------------------------------------------------------- */
+
+/* Reap dead members, hand back spare when squeezed. The worker calls it
+ * every second. */
+void cumemcap_group_tick(void);
+
+/* Whether dev has a slot entry to publish to, and publish its figures
+ * there (for `cumemcap top`; the worker, every second). */
+bool cumemcap_group_publishes(int dev);
+void cumemcap_group_publish(int dev, const struct cumemcap_figures *f);
+
+/* The next limit change of the group's book since this process joined
+ * (or since the last call), for the log; false when there is none. `uuid`
+ * is the changed GPU's. The worker's only. */
+bool cumemcap_group_next_change(struct cumemcap_book_change *out, unsigned char uuid[16]);
+
+/* The group's name and book path ("" when in none). */
+const char *cumemcap_group_name(void);
+const char *cumemcap_group_path(void);
+
+/* Figures of `dev` for the log and metrics: the group's limit there
+ * (CUMEMCAP_BOOK_NONE: none), what all members hold, what this one holds,
+ * and how many members are live. UINT64_MAX when not in a group. */
+uint64_t cumemcap_group_limit(int dev);
+uint64_t cumemcap_group_used(int dev);
+uint64_t cumemcap_group_held(int dev);
+uint64_t cumemcap_group_members(void);
+
+/* The process is ending: hand back the slot at once. */
+void cumemcap_group_leave(void);
+
+/* Fork child: leave the parent's slot; take one at the next use. */
+void cumemcap_group_fork_child(void);
