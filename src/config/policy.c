@@ -232,6 +232,11 @@ static const struct setting {
 	{ "CUMEMCAP_LOG_INTERVAL", "log_interval", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_interval, FIELD(interval) },
 	{ "CUMEMCAP_METRICS", "metrics", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_metrics, FIELD(metrics) },
 	{ "CUMEMCAP_DEBUG", "debug", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_debug, FIELD(debug) },
+	{ "CUMEMCAP_GROUP", "group", IN_ENV | IN_GLOBAL | IN_PROGRAM, cumemcap_policy_parse_group, FIELD(group) },
+	{ "CUMEMCAP_GROUP_LIMIT", "group_limit", IN_ENV | IN_GLOBAL | IN_PROGRAM, cumemcap_policy_parse_group_limit, FIELD(group_limit) },
+	{ "CUMEMCAP_GROUP_DIR", "group_dir", IN_ENV | IN_GLOBAL | IN_PROGRAM, cumemcap_policy_parse_group_dir, FIELD(group_dir) },
+	{ "CUMEMCAP_GROUP_ACCESS", "group_access", IN_ENV | IN_GLOBAL | IN_PROGRAM, cumemcap_policy_parse_group_access, FIELD(group_access) },
+	{ "CUMEMCAP_ON_LIMIT", "on_limit", IN_ENV | IN_GLOBAL | IN_PROGRAM, cumemcap_policy_parse_on_limit, FIELD(on_limit) },
 };
 #define SETTING_COUNT (sizeof(settings) / sizeof(settings[0]))
 
@@ -520,6 +525,8 @@ static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char
 			return false;
 	}
 	resolve_process_wide(p);
+	if (!cumemcap_policy_resolve_group(p, err, errlen))
+		return false;
 	if (p->growth == CUMEMCAP_GROWTH_PREALLOCATE && p->pool == CUMEMCAP_POOL_OFF) {
 		char g[CUMEMCAP_PATH_MAX + 16], o[CUMEMCAP_PATH_MAX + 16];
 		cumemcap_source_format(p, &p->growth_src, g, sizeof(g));

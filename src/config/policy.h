@@ -16,7 +16,8 @@
  *   3. the first [device SELECTOR] section matching the GPU: its limit;
  *   4. the file's global keys: device_limits, then limit;
  *   5. built-in defaults (no limit).
- * Process-wide keys (growth, log, debug) follow 1, 2, 4, 5. */
+ * Process-wide keys (growth, log, debug, the group's keys) follow 1, 2, 4, 5;
+ * so does the group's limit (cumemcap_policy_group_limit). */
 #pragma once
 
 #include <stdbool.h>
@@ -29,6 +30,14 @@
 #define CUMEMCAP_MAX_DEVICE_SECTIONS 64
 #define CUMEMCAP_PATH_MAX 1024
 #define CUMEMCAP_PROGRAM_MAX 256
+
+/* A group's name: 1..CUMEMCAP_GROUP_NAME_MAX of [A-Za-z0-9._-], not
+ * starting with '.' or '-'. */
+#define CUMEMCAP_GROUP_NAME_MAX 64
+/* Where a group's shared state lives unless group_dir says otherwise. */
+#define CUMEMCAP_DEFAULT_GROUP_DIR "/dev/shm"
+/* The longest wait on_limit=wait:SECONDS accepts: a day. */
+#define CUMEMCAP_MAX_WAIT_MS 86400000u
 
 enum cumemcap_log_target {
 	CUMEMCAP_LOG_FILE = 0, /* JSON Lines into log_path (a template); the default */
@@ -101,13 +110,24 @@ struct cumemcap_layer {
 	uint32_t log_interval_ms;
 	char metrics_path[CUMEMCAP_PATH_MAX]; /* "" = off */
 	bool debug_doors;
+	/* The group (policy-group.c): its name ("" = none), its limit as one
+	 * amount for every GPU or as a list (group_rules.count > 0), the text
+	 * of that limit as given (quoted, shortened, for messages), its
+	 * directory and access, and what a request over a limit does. */
+	char group[CUMEMCAP_GROUP_NAME_MAX + 1];
+	struct cumemcap_amount group_limit;
+	struct cumemcap_device_rules group_rules;
+	char group_limit_text[96];
+	char group_dir[CUMEMCAP_PATH_MAX];
+	bool group_gid;
+	uint32_t wait_ms;
 	struct {
 		struct cumemcap_source limit, devices, count, estimate, growth, pool, release, hints, log,
-			interval, metrics, debug;
+			interval, metrics, debug, group, group_limit, group_dir, group_access, on_limit;
 	} src;
 	struct {
 		bool limit, devices, count, estimate, growth, pool, release, hints, log, interval, metrics,
-			debug;
+			debug, group, group_limit, group_dir, group_access, on_limit;
 	} set;
 };
 
@@ -147,6 +167,15 @@ struct cumemcap_policy {
 	bool secure; /* built for secure execution (AT_SECURE) */
 	struct cumemcap_source count_src, estimate_src, growth_src, pool_src, release_src, hints_src, log_src, interval_src,
 		metrics_src, debug_src;
+
+	/* The group after precedence. The group's limit is per GPU:
+	 * cumemcap_policy_group_limit; group_limit_src is the layer that gave
+	 * the highest one (default: none given). */
+	char group[CUMEMCAP_GROUP_NAME_MAX + 1];  /* "" = no group */
+	char group_dir[CUMEMCAP_PATH_MAX];        /* default CUMEMCAP_DEFAULT_GROUP_DIR */
+	bool group_gid;                           /* group_access=gid: 0660, members share the file's group */
+	uint32_t wait_ms;                         /* 0: on_limit=fail; else wait up to this many ms */
+	struct cumemcap_source group_src, group_limit_src, group_dir_src, group_access_src, on_limit_src;
 };
 
 /* "ondemand", "preallocate", "preallocate:4GiB" ... for messages. */
@@ -154,6 +183,25 @@ void cumemcap_policy_format_growth(const struct cumemcap_policy *p, char *buf, s
 void cumemcap_policy_format_release(const struct cumemcap_policy *p, char *buf, size_t len);
 const char *cumemcap_policy_pool_name(enum cumemcap_pool_mode m);
 const char *cumemcap_policy_count_name(enum cumemcap_count c);
+/* on_limit as it is written: "fail", "wait:30", "wait:0.5", "wait:1.25". */
+void cumemcap_policy_format_on_limit(const struct cumemcap_policy *p, char *buf, size_t len);
+const char *cumemcap_policy_group_access_name(bool gid); /* "user" or "gid" */
+
+/* The group's settings (policy-group.c), for policy.c's table of settings:
+ * each sets its field in the layer and returns true, or writes why the
+ * value is wrong (a sentence to put after `NAME="VALUE"`) and returns false. */
+bool cumemcap_policy_parse_group(struct cumemcap_layer *l, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_group_limit(struct cumemcap_layer *l, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_group_dir(struct cumemcap_layer *l, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_group_access(struct cumemcap_layer *l, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_on_limit(struct cumemcap_layer *l, const char *value, char *why, size_t len);
+
+/* The group's keys after precedence (environment, program section, file
+ * global, defaults) into p. False, with one line in err, when a group
+ * limit is given and no group: a limit is never given to no one. A group
+ * limit below a layer that set the group empty (CUMEMCAP_GROUP= over a
+ * file's group) is not an error: that group is turned off, limit and all. */
+bool cumemcap_policy_resolve_group(struct cumemcap_policy *p, char *err, size_t errlen);
 
 /* Where a variable's value comes from: getenv in the library, a table in
  * the unit tests. */
@@ -198,8 +246,19 @@ uint64_t cumemcap_policy_limit(const struct cumemcap_policy *p, int ordinal,
 			       const unsigned char uuid[16], const char *pci_bus_id, uint64_t total,
 			       struct cumemcap_source *src);
 
-/* Call fn for every GPU selector the rules name (environment and file),
- * with its source, to report those that match no GPU. */
+/* The group's limit for one GPU, and where it came from: the first of the
+ * environment, the program section and the file's global part that gives
+ * one for this GPU (a list whose selector matches, or a single amount;
+ * a list that names other GPUs only lets the next layer decide). A
+ * percentage is of `total`. UINT64_MAX when none applies: no group, or no
+ * group_limit for this GPU. */
+uint64_t cumemcap_policy_group_limit(const struct cumemcap_policy *p, int ordinal,
+				     const unsigned char uuid[16], const char *pci_bus_id,
+				     uint64_t total, struct cumemcap_source *src);
+
+/* Call fn for every GPU selector the rules name (environment and file,
+ * group_limit lists when there is a group), with its source, to report
+ * those that match no GPU. */
 void cumemcap_policy_selectors(const struct cumemcap_policy *p,
 			       void (*fn)(void *ctx, const struct cumemcap_selector *sel,
 					  const struct cumemcap_source *src),

@@ -178,6 +178,18 @@ static int print_config(int argc, char **argv)
 	printf("metrics:        %-10s (%s)\n", p.metrics_path[0] ? p.metrics_path : "off", where);
 	cumemcap_source_format(&p, &p.debug_src, where, sizeof(where));
 	printf("debug:          %-10s (%s)\n", p.debug_doors ? "doors" : "off", where);
+	cumemcap_source_format(&p, &p.group_src, where, sizeof(where));
+	printf("group:          %-10s (%s)", p.group[0] ? p.group : "none", where);
+	if (p.group[0]) {
+		cumemcap_source_format(&p, &p.group_dir_src, where, sizeof(where));
+		printf(", dir %s (%s)", p.group_dir, where);
+		cumemcap_source_format(&p, &p.group_access_src, where, sizeof(where));
+		printf(", access %s (%s)", cumemcap_policy_group_access_name(p.group_gid), where);
+	}
+	printf("\n");
+	cumemcap_policy_format_on_limit(&p, value, sizeof(value));
+	cumemcap_source_format(&p, &p.on_limit_src, where, sizeof(where));
+	printf("on_limit:       %-10s (%s)\n", value, where);
 
 	static struct gpu gpus[MAX_GPUS];
 	char why[256];
@@ -194,9 +206,16 @@ static int print_config(int argc, char **argv)
 		cumemcap_selector_format(&s, uuid, sizeof(uuid));
 		uint64_t l = cumemcap_policy_limit(&p, i, gpus[i].uuid, gpus[i].pci, gpus[i].total, &src);
 		cumemcap_source_format(&p, &src, where, sizeof(where));
-		printf("GPU %d:          %s %s %s, %s: limit %s (%s)\n", i, gpus[i].name, uuid, gpus[i].pci,
+		printf("GPU %d:          %s %s %s, %s: limit %s (%s)", i, gpus[i].name, uuid, gpus[i].pci,
 		       cumemcap_fmt_size(gpus[i].total, total, sizeof(total)),
 		       l == UINT64_MAX ? "none" : cumemcap_fmt_size(l, limit, sizeof(limit)), where);
+		if (p.group[0]) {
+			l = cumemcap_policy_group_limit(&p, i, gpus[i].uuid, gpus[i].pci, gpus[i].total, &src);
+			cumemcap_source_format(&p, &src, where, sizeof(where));
+			printf(", group limit %s (%s)",
+			       l == UINT64_MAX ? "none" : cumemcap_fmt_size(l, limit, sizeof(limit)), where);
+		}
+		printf("\n");
 	}
 	return 0;
 }

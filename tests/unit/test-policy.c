@@ -175,6 +175,34 @@ static const struct bad_env bad_envs[] = {
 	{ "CUMEMCAP_LOG_INTERVAL", "5s", "0.1 to 86400" },
 	{ "CUMEMCAP_METRICS", "/m/%q", "off, or a path" },
 	{ "CUMEMCAP_DEBUG", "all", "doors" },
+	{ "CUMEMCAP_GROUP", ".hidden", "not starting with '.' or '-'" },
+	{ "CUMEMCAP_GROUP", "-x", "not starting with '.' or '-'" },
+	{ "CUMEMCAP_GROUP", "a b", "is not a group name; accepted: 1 to 64 letters, digits, '.', '_' or '-'" },
+	{ "CUMEMCAP_GROUP", "team/a", "is not a group name; accepted:" },
+	{ "CUMEMCAP_GROUP", "team:a", "is not a group name; accepted:" },
+	{ "CUMEMCAP_GROUP", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "1 to 64" },
+	{ "CUMEMCAP_GROUP_LIMIT", "banana", "is not a valid group limit; accepted: one amount for every GPU, bytes" },
+	{ "CUMEMCAP_GROUP_LIMIT", "0", "SEL=AMOUNT[,SEL=AMOUNT...]" },
+	{ "CUMEMCAP_GROUP_LIMIT", "150%", "is not a valid group limit" },
+	{ "CUMEMCAP_GROUP_LIMIT", "", "is not a valid group limit" },
+	{ "CUMEMCAP_GROUP_LIMIT", "foo=4GiB", "\"foo\" is not a GPU selector; accepted:" },
+	{ "CUMEMCAP_GROUP_LIMIT", "0=4GiB,0=1GiB", "same GPU" },
+	{ "CUMEMCAP_GROUP_LIMIT", "0=4XB", "entry 1" },
+	{ "CUMEMCAP_GROUP_DIR", "shm", "is not an absolute path; accepted: an absolute directory path" },
+	{ "CUMEMCAP_GROUP_DIR", "", "is not an absolute path; accepted:" },
+	{ "CUMEMCAP_GROUP_ACCESS", "group", "accepted: user (the state file is 0600" },
+	{ "CUMEMCAP_GROUP_ACCESS", "USER", "gid (0660" },
+	{ "CUMEMCAP_ON_LIMIT", "wait", "accepted: fail, wait:SECONDS (0.001 to 86400" },
+	{ "CUMEMCAP_ON_LIMIT", "wait:", "accepted: fail, wait:SECONDS" },
+	{ "CUMEMCAP_ON_LIMIT", "wait:0", "accepted: fail, wait:SECONDS" },
+	{ "CUMEMCAP_ON_LIMIT", "wait:0.0001", "accepted: fail, wait:SECONDS" },
+	{ "CUMEMCAP_ON_LIMIT", "wait:86400.001", "accepted: fail, wait:SECONDS" },
+	{ "CUMEMCAP_ON_LIMIT", "wait:86401", "accepted: fail, wait:SECONDS" },
+	{ "CUMEMCAP_ON_LIMIT", "wait:-1", "accepted: fail, wait:SECONDS" },
+	{ "CUMEMCAP_ON_LIMIT", "wait:1s", "accepted: fail, wait:SECONDS" },
+	{ "CUMEMCAP_ON_LIMIT", "wait 30", "accepted: fail, wait:SECONDS" },
+	{ "CUMEMCAP_ON_LIMIT", "fail:1", "accepted: fail, wait:SECONDS" },
+	{ "CUMEMCAP_ON_LIMIT", "", "accepted: fail, wait:SECONDS" },
 	{ NULL, NULL, NULL },
 };
 
@@ -329,7 +357,7 @@ struct bad_file {
 static const struct bad_file bad_files[] = {
 	{ "limt = 4GiB\n", "test.conf:1: ", "unknown key \"limt\" (did you mean \"limit\"?)" },
 	{ "# c\nlogg = off\n", "test.conf:2: ", "did you mean \"log\"" },
-	{ "banana = 1\n", "test.conf:1: ", "unknown key \"banana\"; accepted: limit, device_limits, count, overhead_estimate, growth, pool, release, framework_hints, log, log_interval, metrics, debug" },
+	{ "banana = 1\n", "test.conf:1: ", "unknown key \"banana\"; accepted: limit, device_limits, count, overhead_estimate, growth, pool, release, framework_hints, log, log_interval, metrics, debug, group, group_limit, group_dir, group_access, on_limit" },
 	{ "limit = banana\n", "test.conf:1: ", "limit = \"banana\" is not a valid limit; accepted:" },
 	{ "limit = \n", "test.conf:1: ", "is not a valid limit" },
 	{ "limit = 150%\n", "test.conf:1: ", "accepted" },
@@ -358,6 +386,22 @@ static const struct bad_file bad_files[] = {
 	{ "lim\033[2Jit = 1G\n", "test.conf:1: ", "unknown key \"lim\\x1b[2Jit\"" },
 	/* A [program] section that does not match is still checked. */
 	{ "[program nothing-matches-this]\nlimit = banana\n", "test.conf:2: ", "not a valid limit" },
+	/* The group's keys. */
+	{ "group = -a\n", "test.conf:1: ", "group = \"-a\" is not a group name; accepted:" },
+	{ "# c\ngroup_limit = 8XB\n", "test.conf:2: ", "group_limit = \"8XB\" is not a valid group limit; accepted:" },
+	{ "group_limit = x=1G\n", "test.conf:1: ", "group_limit = \"x=1G\": entry 1" },
+	{ "group_dir = tmp/x\n", "test.conf:1: ", "group_dir = \"tmp/x\" is not an absolute path; accepted:" },
+	{ "group_access = all\n", "test.conf:1: ", "group_access = \"all\" is not supported; accepted: user" },
+	{ "on_limit = wait:0\n", "test.conf:1: ", "on_limit = \"wait:0\" is not supported; accepted: fail, wait:SECONDS" },
+	{ "group = a\ngroup = b\n", "test.conf:2: ", "duplicate key \"group\" in this section (first at line 1)" },
+	{ "[device 0]\ngroup_limit = 1G\n", "test.conf:2: ", "\"group_limit\" cannot stand in a [device] section" },
+	{ "[device 0]\non_limit = fail\n", "test.conf:2: ", "\"on_limit\" cannot stand in a [device] section" },
+	{ "grup = a\n", "test.conf:1: ", "did you mean \"group\"" },
+	{ "[program x]\non_limit = later\n", "test.conf:2: ", "accepted: fail, wait:SECONDS" },
+	/* A limit for no group: after precedence, naming the limit's line. */
+	{ "log = off\ngroup_limit = 8GiB\n", "test.conf:2: ", "group_limit = \"8GiB\": needs a group; accepted: with a group key" },
+	{ "[program prog]\ngroup_limit = 0=50%\n", "test.conf:2: ", "group_limit = \"0=50%\": needs a group" },
+	{ "group = \ngroup_limit = 1G\n", "test.conf:2: ", "needs a group" },
 	{ NULL, NULL, NULL },
 };
 
@@ -387,7 +431,7 @@ START_TEST(policy_file_error_key_lists_are_exact)
 	ck_assert(!build(no_env, "[device 0]\ngrowth = ondemand\n", NULL));
 	ck_assert_str_eq(err, "test.conf:2: \"growth\" cannot stand in a [device] section; accepted there: limit");
 	ck_assert(!build(no_env, "banana = 1\n", NULL));
-	ck_assert_str_eq(err, "test.conf:1: unknown key \"banana\"; accepted: limit, device_limits, count, overhead_estimate, growth, pool, release, framework_hints, log, log_interval, metrics, debug");
+	ck_assert_str_eq(err, "test.conf:1: unknown key \"banana\"; accepted: limit, device_limits, count, overhead_estimate, growth, pool, release, framework_hints, log, log_interval, metrics, debug, group, group_limit, group_dir, group_access, on_limit");
 }
 END_TEST
 
@@ -414,6 +458,338 @@ START_TEST(policy_file_syntax_details)
 	ck_assert_uint_eq(limit_of(0, NULL, 0), 2 * GiB);
 	ck_assert_int_eq(policy.log, CUMEMCAP_LOG_STDERR);
 	ck_assert_uint_eq(policy.program_section_line, 5);
+}
+END_TEST
+
+/* ---- the group and on_limit -------------------------------------------------------- */
+
+/* The group's limit on GPU `dev` (as limit_of) of `total` bytes, and its source. */
+static uint64_t group_limit_of(int dev, uint64_t total, char *where, size_t len)
+{
+	char pci[32];
+	unsigned char uuid[16] = { 0xfa, 0x4e, 0xc0, 0xda, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 0 };
+	struct cumemcap_source src;
+	uuid[15] = (unsigned char)dev;
+	snprintf(pci, sizeof(pci), "0000:%02x:00.0", 0x10 + dev);
+	memset(&src, 0x5a, sizeof(src));
+	uint64_t l = cumemcap_policy_group_limit(&policy, dev, uuid, pci, total, &src);
+	if (where)
+		cumemcap_source_format(&policy, &src, where, len);
+	return l;
+}
+
+START_TEST(policy_group_defaults)
+{
+	ck_assert_msg(build(no_env, "limit = 1GiB\n", NULL), "%s", err);
+	char where[256], buf[32];
+	ck_assert_str_eq(policy.group, "");
+	ck_assert_str_eq(policy.group_dir, "/dev/shm");
+	ck_assert_str_eq(policy.group_dir, CUMEMCAP_DEFAULT_GROUP_DIR);
+	ck_assert(!policy.group_gid);
+	ck_assert_uint_eq(policy.wait_ms, 0);
+	ck_assert_uint_eq(group_limit_of(0, 16 * GiB, where, sizeof(where)), UINT64_MAX);
+	ck_assert_str_eq(where, "default");
+	const struct cumemcap_source *srcs[] = { &policy.group_src, &policy.group_limit_src, &policy.group_dir_src,
+						 &policy.group_access_src, &policy.on_limit_src };
+	for (size_t i = 0; i < 5; i++)
+		ck_assert_int_eq(srcs[i]->origin, CUMEMCAP_FROM_DEFAULT);
+	cumemcap_policy_format_on_limit(&policy, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "fail");
+	ck_assert_str_eq(cumemcap_policy_group_access_name(policy.group_gid), "user");
+}
+END_TEST
+
+START_TEST(policy_group_reads_every_variable)
+{
+	static const char *const env[] = {
+		"CUMEMCAP_GROUP", "team-a_2.train",
+		"CUMEMCAP_GROUP_LIMIT", "8GiB",
+		"CUMEMCAP_GROUP_DIR", "/run/cumemcap groups",
+		"CUMEMCAP_GROUP_ACCESS", "gid",
+		"CUMEMCAP_ON_LIMIT", "wait:0.5",
+		NULL,
+	};
+	ck_assert_msg(build(env, NULL, NULL), "%s", err);
+	char where[256], buf[32];
+	ck_assert_str_eq(policy.group, "team-a_2.train");
+	ck_assert_str_eq(policy.group_dir, "/run/cumemcap groups");
+	ck_assert(policy.group_gid);
+	ck_assert_str_eq(cumemcap_policy_group_access_name(policy.group_gid), "gid");
+	ck_assert_uint_eq(policy.wait_ms, 500);
+	ck_assert_uint_eq(group_limit_of(0, 16 * GiB, where, sizeof(where)), 8 * GiB);
+	ck_assert_str_eq(where, "CUMEMCAP_GROUP_LIMIT");
+	ck_assert_uint_eq(group_limit_of(3, 16 * GiB, NULL, 0), 8 * GiB);
+	/* Never above the GPU. */
+	ck_assert_uint_eq(group_limit_of(0, 4 * GiB, NULL, 0), 4 * GiB);
+	const struct cumemcap_source *srcs[] = { &policy.group_src, &policy.group_limit_src, &policy.group_dir_src,
+						 &policy.group_access_src, &policy.on_limit_src };
+	static const char *const names[] = { "CUMEMCAP_GROUP", "CUMEMCAP_GROUP_LIMIT", "CUMEMCAP_GROUP_DIR",
+					     "CUMEMCAP_GROUP_ACCESS", "CUMEMCAP_ON_LIMIT" };
+	for (size_t i = 0; i < 5; i++) {
+		cumemcap_source_format(&policy, srcs[i], where, sizeof(where));
+		ck_assert_str_eq(where, names[i]);
+	}
+	cumemcap_policy_format_on_limit(&policy, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "wait:0.5");
+	/* The shortest and longest names; an empty one is no group. */
+	static const char *const edge[] = { "CUMEMCAP_GROUP", "a", NULL };
+	ck_assert_msg(build(edge, NULL, NULL), "%s", err);
+	ck_assert_str_eq(policy.group, "a");
+	char name[CUMEMCAP_GROUP_NAME_MAX + 1];
+	memset(name, 'z', CUMEMCAP_GROUP_NAME_MAX);
+	name[0] = '_';
+	name[CUMEMCAP_GROUP_NAME_MAX] = '\0';
+	const char *longest[] = { "CUMEMCAP_GROUP", name, NULL };
+	ck_assert_msg(build(longest, NULL, NULL), "%s", err);
+	ck_assert_str_eq(policy.group, name);
+	static const char *const none[] = { "CUMEMCAP_GROUP", "", NULL };
+	ck_assert_msg(build(none, NULL, NULL), "%s", err);
+	ck_assert_str_eq(policy.group, "");
+	ck_assert_int_eq(policy.group_src.origin, CUMEMCAP_FROM_ENV);
+	ck_assert_uint_eq(group_limit_of(0, 16 * GiB, NULL, 0), UINT64_MAX);
+}
+END_TEST
+
+/* Every form: one amount, a share, a list by ordinal, UUID and PCI id. */
+START_TEST(policy_group_limit_forms)
+{
+	static const char *const share[] = { "CUMEMCAP_GROUP", "g", "CUMEMCAP_GROUP_LIMIT", "25%", NULL };
+	ck_assert_msg(build(share, NULL, NULL), "%s", err);
+	ck_assert_uint_eq(group_limit_of(0, 16 * GiB, NULL, 0), 4 * GiB);
+	ck_assert_uint_eq(group_limit_of(1, 80 * GiB, NULL, 0), 20 * GiB);
+	static const char *const bytes[] = { "CUMEMCAP_GROUP", "g", "CUMEMCAP_GROUP_LIMIT", "1073741824", NULL };
+	ck_assert_msg(build(bytes, NULL, NULL), "%s", err);
+	ck_assert_uint_eq(group_limit_of(2, 16 * GiB, NULL, 0), 1 * GiB);
+	static const char *const list[] = {
+		"CUMEMCAP_GROUP", "g",
+		"CUMEMCAP_GROUP_LIMIT", "0=1GiB," UUID1 "=50%,0000:12:00.0=3GiB",
+		NULL,
+	};
+	ck_assert_msg(build(list, NULL, NULL), "%s", err);
+	char where[256];
+	ck_assert_uint_eq(group_limit_of(0, 16 * GiB, where, sizeof(where)), 1 * GiB);
+	ck_assert_str_eq(where, "CUMEMCAP_GROUP_LIMIT");
+	ck_assert_uint_eq(group_limit_of(1, 16 * GiB, NULL, 0), 8 * GiB);
+	ck_assert_uint_eq(group_limit_of(2, 16 * GiB, NULL, 0), 3 * GiB);
+	/* A GPU the list does not name: no group limit. */
+	ck_assert_uint_eq(group_limit_of(3, 16 * GiB, where, sizeof(where)), UINT64_MAX);
+	ck_assert_str_eq(where, "default");
+	/* The process's limit is not the group's, nor the other way round. */
+	ck_assert_uint_eq(limit_of(0, NULL, 0), UINT64_MAX);
+}
+END_TEST
+
+START_TEST(policy_on_limit_forms)
+{
+	static const struct {
+		const char *value, *shown;
+		uint32_t ms;
+	} cases[] = {
+		{ "fail", "fail", 0 },
+		{ "wait:0.5", "wait:0.5", 500 },
+		{ "wait:30", "wait:30", 30000 },
+		{ "wait:1.25", "wait:1.25", 1250 },
+		{ "wait:0.001", "wait:0.001", 1 },
+		{ "wait:2.100", "wait:2.1", 2100 },
+		{ "wait:86400", "wait:86400", 86400000 },
+		{ NULL, NULL, 0 },
+	};
+	for (size_t i = 0; cases[i].value; i++) {
+		const char *env[] = { "CUMEMCAP_ON_LIMIT", cases[i].value, NULL };
+		char buf[32];
+		ck_assert_msg(build(env, NULL, NULL), "%s: %s", cases[i].value, err);
+		ck_assert_uint_eq(policy.wait_ms, cases[i].ms);
+		cumemcap_policy_format_on_limit(&policy, buf, sizeof(buf));
+		ck_assert_str_eq(buf, cases[i].shown);
+		ck_assert_str_eq(policy.on_limit_src.variable, "CUMEMCAP_ON_LIMIT");
+	}
+}
+END_TEST
+
+/* Every group key: environment > [program] > global part > default. */
+static const char *const group_text =
+	"group = node\n"                 /* 1 */
+	"group_limit = 0=2GiB\n"         /* 2 */
+	"group_dir = /srv/groups\n"      /* 3 */
+	"group_access = gid\n"           /* 4 */
+	"on_limit = wait:5\n"            /* 5 */
+	"[program job]\n"                /* 6 */
+	"group = jobs\n"                 /* 7 */
+	"group_limit = 6GiB\n"           /* 8 */
+	"group_dir = /srv/jobs\n"        /* 9 */
+	"group_access = user\n"          /* 10 */
+	"on_limit = wait:60\n";          /* 11 */
+
+START_TEST(policy_group_precedence)
+{
+	char where[256];
+	ck_assert_msg(build(no_env, group_text, "other"), "%s", err);
+	ck_assert_str_eq(policy.group, "node");
+	ck_assert_uint_eq(policy.group_src.line, 1);
+	ck_assert_uint_eq(group_limit_of(0, 16 * GiB, where, sizeof(where)), 2 * GiB);
+	ck_assert_str_eq(where, "test.conf:2");
+	ck_assert_uint_eq(group_limit_of(1, 16 * GiB, NULL, 0), UINT64_MAX);
+	ck_assert_str_eq(policy.group_dir, "/srv/groups");
+	ck_assert_uint_eq(policy.group_dir_src.line, 3);
+	ck_assert(policy.group_gid);
+	ck_assert_uint_eq(policy.group_access_src.line, 4);
+	ck_assert_uint_eq(policy.wait_ms, 5000);
+	ck_assert_uint_eq(policy.on_limit_src.line, 5);
+
+	ck_assert_msg(build(no_env, group_text, "job"), "%s", err);
+	ck_assert_str_eq(policy.group, "jobs");
+	ck_assert_uint_eq(policy.group_src.line, 7);
+	ck_assert_uint_eq(group_limit_of(0, 16 * GiB, where, sizeof(where)), 6 * GiB);
+	ck_assert_str_eq(where, "test.conf:8");
+	ck_assert_uint_eq(policy.group_limit_src.line, 8);
+	ck_assert_str_eq(policy.group_dir, "/srv/jobs");
+	ck_assert(!policy.group_gid);
+	ck_assert_uint_eq(policy.group_access_src.line, 10);
+	ck_assert_uint_eq(policy.wait_ms, 60000);
+
+	static const char *const env[] = {
+		"CUMEMCAP_GROUP", "mine",
+		"CUMEMCAP_GROUP_LIMIT", "1=3GiB",
+		"CUMEMCAP_GROUP_DIR", "/tmp/g",
+		"CUMEMCAP_GROUP_ACCESS", "gid",
+		"CUMEMCAP_ON_LIMIT", "fail",
+		NULL,
+	};
+	ck_assert_msg(build(env, group_text, "job"), "%s", err);
+	ck_assert_str_eq(policy.group, "mine");
+	ck_assert_int_eq(policy.group_src.origin, CUMEMCAP_FROM_ENV);
+	/* The environment's list names GPU 1; GPU 0 is left to the
+	 * [program] section's single amount, as CUMEMCAP_DEVICE_LIMITS
+	 * leaves a GPU it does not name to the lower rules. */
+	ck_assert_uint_eq(group_limit_of(1, 16 * GiB, where, sizeof(where)), 3 * GiB);
+	ck_assert_str_eq(where, "CUMEMCAP_GROUP_LIMIT");
+	ck_assert_uint_eq(group_limit_of(0, 16 * GiB, where, sizeof(where)), 6 * GiB);
+	ck_assert_str_eq(where, "test.conf:8");
+	ck_assert_str_eq(policy.group_dir, "/tmp/g");
+	ck_assert(policy.group_gid);
+	ck_assert_uint_eq(policy.wait_ms, 0);
+	ck_assert_int_eq(policy.on_limit_src.origin, CUMEMCAP_FROM_ENV);
+	/* Not the program: GPU 0 from the environment's list missing it
+	 * falls to the global part's list. */
+	ck_assert_msg(build(env, group_text, "other"), "%s", err);
+	ck_assert_uint_eq(group_limit_of(0, 16 * GiB, where, sizeof(where)), 2 * GiB);
+	ck_assert_str_eq(where, "test.conf:2");
+	ck_assert_uint_eq(group_limit_of(2, 16 * GiB, NULL, 0), UINT64_MAX);
+}
+END_TEST
+
+/* A group limit needs a group; CUMEMCAP_GROUP= turns a file's group off,
+ * its limit with it. */
+START_TEST(policy_group_limit_needs_a_group)
+{
+	static const char *const alone[] = { "CUMEMCAP_GROUP_LIMIT", "8GiB", NULL };
+	ck_assert(!build(alone, NULL, NULL));
+	ck_assert_str_eq(err, "CUMEMCAP_GROUP_LIMIT=\"8GiB\": needs a group; accepted: with CUMEMCAP_GROUP "
+			      "(the group's name) set, here or in the configuration file");
+	static const char *const empty[] = { "CUMEMCAP_GROUP", "", "CUMEMCAP_GROUP_LIMIT", "0=1GiB", NULL };
+	ck_assert(!build(empty, "group = node\n", NULL));
+	ck_assert_msg(strstr(err, "CUMEMCAP_GROUP_LIMIT=\"0=1GiB\": needs a group") == err, "%s", err);
+	/* The environment's empty group over the file's group and limit. */
+	static const char *const off[] = { "CUMEMCAP_GROUP", "", NULL };
+	ck_assert_msg(build(off, "group = node\ngroup_limit = 4GiB\n", NULL), "%s", err);
+	ck_assert_str_eq(policy.group, "");
+	ck_assert_uint_eq(group_limit_of(0, 16 * GiB, NULL, 0), UINT64_MAX);
+	/* A group from the environment, a limit from the file: both apply. */
+	static const char *const named[] = { "CUMEMCAP_GROUP", "x", NULL };
+	ck_assert_msg(build(named, "group_limit = 4GiB\n", NULL), "%s", err);
+	ck_assert_uint_eq(group_limit_of(0, 16 * GiB, NULL, 0), 4 * GiB);
+	/* A group without a limit is allowed. */
+	ck_assert_msg(build(named, NULL, NULL), "%s", err);
+	ck_assert_str_eq(policy.group, "x");
+	ck_assert_uint_eq(group_limit_of(0, 16 * GiB, NULL, 0), UINT64_MAX);
+	/* A [program] section's limit with no group anywhere, only for that program. */
+	ck_assert_msg(build(no_env, "[program job]\ngroup_limit = 1GiB\n", "other"), "%s", err);
+	ck_assert(!build(no_env, "[program job]\ngroup_limit = 1GiB\n", "job"));
+	ck_assert_msg(strstr(err, "test.conf:2: group_limit = \"1GiB\": needs a group") == err, "%s", err);
+}
+END_TEST
+
+struct seen_selector {
+	char text[64];
+	char where[64];
+};
+
+static void collect_selector(void *ctx, const struct cumemcap_selector *sel, const struct cumemcap_source *src)
+{
+	struct seen_selector *seen = ctx;
+	size_t i = 0;
+	while (seen[i].text[0])
+		i++;
+	cumemcap_selector_format(sel, seen[i].text, sizeof(seen[i].text));
+	cumemcap_source_format(&policy, src, seen[i].where, sizeof(seen[i].where));
+}
+
+/* A group's list is checked against the GPUs like the other selectors. */
+START_TEST(policy_group_selectors_are_reported)
+{
+	static struct seen_selector seen[8];
+	static const char *const env[] = { "CUMEMCAP_GROUP_LIMIT", "7=1GiB,0000:3b:00.0=2GiB", NULL };
+	const char *text = "group = g\ndevice_limits = 1=1GiB\n";
+	ck_assert_msg(build(env, text, NULL), "%s", err);
+	memset(seen, 0, sizeof(seen));
+	cumemcap_policy_selectors(&policy, collect_selector, seen);
+	ck_assert_str_eq(seen[0].text, "1");
+	ck_assert_str_eq(seen[0].where, "test.conf:2");
+	ck_assert_str_eq(seen[1].text, "7");
+	ck_assert_str_eq(seen[1].where, "CUMEMCAP_GROUP_LIMIT");
+	ck_assert_str_eq(seen[2].text, "0000:3b:00.0");
+	ck_assert_str_eq(seen[3].text, "");
+	/* No group (turned off): its list is not applied, so not reported. */
+	static const char *const off[] = { "CUMEMCAP_GROUP", "", NULL };
+	ck_assert_msg(build(off, "group = g\ngroup_limit = 5=1GiB\n", NULL), "%s", err);
+	memset(seen, 0, sizeof(seen));
+	cumemcap_policy_selectors(&policy, collect_selector, seen);
+	ck_assert_str_eq(seen[0].text, "");
+}
+END_TEST
+
+/* Values that the bad_envs table cannot hold: quoted text, a path too long. */
+START_TEST(policy_group_dir_limits)
+{
+	static char long_dir[CUMEMCAP_PATH_MAX + 1];
+	memset(long_dir, 'd', CUMEMCAP_PATH_MAX);
+	long_dir[0] = '/';
+	long_dir[CUMEMCAP_PATH_MAX] = '\0';
+	const char *too_long[] = { "CUMEMCAP_GROUP_DIR", long_dir, NULL };
+	ck_assert(!build(too_long, NULL, NULL));
+	ck_assert_msg(strstr(err, "CUMEMCAP_GROUP_DIR=\"/ddd") == err, "%s", err);
+	ck_assert_msg(strstr(err, "is too long; accepted: an absolute directory path (starting with '/') of at most 1023 bytes") != NULL, "%s", err);
+	long_dir[CUMEMCAP_PATH_MAX - 1] = '\0';
+	ck_assert_msg(build(too_long, NULL, NULL), "%s", err);
+	ck_assert_uint_eq(strlen(policy.group_dir), CUMEMCAP_PATH_MAX - 1);
+	static const char *const ctl[] = { "CUMEMCAP_GROUP_DIR", "/dev/\x1bshm", NULL };
+	ck_assert(!build(ctl, NULL, NULL));
+	ck_assert_str_eq(err, "CUMEMCAP_GROUP_DIR=\"/dev/\\x1bshm\" contains a control character; accepted: an absolute "
+			      "directory path (starting with '/') of at most 1023 bytes without control characters, such as /dev/shm");
+	/* Letters are ASCII letters: a UTF-8 name is not one. */
+	static const char *const utf8[] = { "CUMEMCAP_GROUP", "\xc3\xa9quipe", NULL };
+	ck_assert(!build(utf8, NULL, NULL));
+	ck_assert_msg(strstr(err, "CUMEMCAP_GROUP=\"\\xc3\\xa9quipe\" is not a group name") == err, "%s", err);
+}
+END_TEST
+
+/* Under secure execution the environment names no group; a trusted
+ * file's keys are read as any file's (test-secure.c has the trust). */
+START_TEST(policy_group_secure_ignores_environment)
+{
+	static const char *const env[] = { "CUMEMCAP_GROUP", "mine", "CUMEMCAP_GROUP_DIR", "/tmp/evil",
+					   "CUMEMCAP_ON_LIMIT", "wait:10", NULL };
+	char note[256];
+	fake_env = env;
+	ck_assert_msg(cumemcap_policy_build_process(&policy, get, true, "", 0, "prog", err, sizeof(err), note,
+						     sizeof(note)), "%s", err);
+	ck_assert_str_eq(policy.group, "");
+	ck_assert_str_eq(policy.group_dir, "/dev/shm");
+	ck_assert_uint_eq(policy.wait_ms, 0);
+	ck_assert_msg(cumemcap_policy_build_process(&policy, get, false, "", 0, "prog", err, sizeof(err), note,
+						     sizeof(note)), "%s", err);
+	ck_assert_str_eq(policy.group, "mine");
+	ck_assert_str_eq(policy.group_dir, "/tmp/evil");
 }
 END_TEST
 
@@ -522,5 +898,14 @@ TEST_SUITE(policy)
 	ADD_TEST(s, policy_missing_file_named_by_variable);
 	ADD_TEST(s, policy_program_name);
 	ADD_TEST(s, policy_suggestions);
+	ADD_TEST(s, policy_group_defaults);
+	ADD_TEST(s, policy_group_reads_every_variable);
+	ADD_TEST(s, policy_group_limit_forms);
+	ADD_TEST(s, policy_on_limit_forms);
+	ADD_TEST(s, policy_group_precedence);
+	ADD_TEST(s, policy_group_limit_needs_a_group);
+	ADD_TEST(s, policy_group_selectors_are_reported);
+	ADD_TEST(s, policy_group_dir_limits);
+	ADD_TEST(s, policy_group_secure_ignores_environment);
 	return s;
 }

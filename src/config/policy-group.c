@@ -1,0 +1,184 @@
+/* policy-group: the settings of a group of processes that share one budget
+ * per GPU (group, group_limit, group_dir, group_access) and what a request
+ * over a limit does (on_limit): their parsers, which policy.c's one table
+ * of settings names, and their precedence once every layer is read. What
+ * the group's limit is on one GPU is policy-limit.c's.
+ *
+ * Thread safety: pure functions on a layer or a policy the caller owns
+ * while it is being built (see policy.h); no state of their own. */
+#include "config/policy.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "config/cfgfile.h"
+
+bool cumemcap_policy_parse_group(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	size_t n = strlen(value);
+	bool ok = n <= CUMEMCAP_GROUP_NAME_MAX && value[0] != '.' && value[0] != '-';
+	for (size_t i = 0; ok && i < n; i++) {
+		char c = value[i];
+		ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+		     c == '_' || c == '-';
+	}
+	if (!ok) {
+		snprintf(why, len,
+			 " is not a group name; accepted: 1 to %d letters, digits, '.', '_' or '-', "
+			 "not starting with '.' or '-' (empty: no group)", CUMEMCAP_GROUP_NAME_MAX);
+		return false;
+	}
+	memcpy(l->group, value, n + 1);
+	return true;
+}
+
+bool cumemcap_policy_parse_group_limit(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	/* A list names GPUs (SEL=AMOUNT); one amount has no '='. */
+	if (strchr(value, '=')) {
+		char reason[512];
+		if (!cumemcap_parse_device_rules(value, &l->group_rules, reason, sizeof(reason))) {
+			snprintf(why, len, ": %s", reason);
+			return false;
+		}
+		l->group_limit = (struct cumemcap_amount){ .kind = CUMEMCAP_AMOUNT_NONE };
+	} else {
+		struct cumemcap_amount a;
+		if (!cumemcap_parse_amount(value, &a)) {
+			snprintf(why, len,
+				 " is not a valid group limit; accepted: one amount for every GPU, %s; "
+				 "or per GPU SEL=AMOUNT[,SEL=AMOUNT...] with SEL an ordinal, GPU-<uuid> or PCI bus id",
+				 cumemcap_amount_forms);
+			return false;
+		}
+		l->group_limit = a;
+		l->group_rules.count = 0;
+	}
+	cumemcap_config_quote(l->group_limit_text, sizeof(l->group_limit_text), value);
+	return true;
+}
+
+bool cumemcap_policy_parse_group_dir(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	size_t n = strlen(value);
+	const char *wrong = NULL;
+	if (value[0] != '/')
+		wrong = "is not an absolute path";
+	else if (n >= CUMEMCAP_PATH_MAX)
+		wrong = "is too long";
+	for (size_t i = 0; !wrong && i < n; i++)
+		if ((unsigned char)value[i] < 0x20 || value[i] == 0x7f)
+			wrong = "contains a control character";
+	if (wrong) {
+		snprintf(why, len,
+			 " %s; accepted: an absolute directory path (starting with '/') of at most %d bytes "
+			 "without control characters, such as %s", wrong, CUMEMCAP_PATH_MAX - 1,
+			 CUMEMCAP_DEFAULT_GROUP_DIR);
+		return false;
+	}
+	memcpy(l->group_dir, value, n + 1);
+	return true;
+}
+
+bool cumemcap_policy_parse_group_access(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	if (strcmp(value, "user") == 0 || strcmp(value, "gid") == 0) {
+		l->group_gid = value[0] == 'g';
+		return true;
+	}
+	snprintf(why, len,
+		 " is not supported; accepted: user (the state file is 0600, owned by the caller's uid), "
+		 "gid (0660; members share the file's group)");
+	return false;
+}
+
+const char *cumemcap_policy_group_access_name(bool gid)
+{
+	return gid ? "gid" : "user";
+}
+
+bool cumemcap_policy_parse_on_limit(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	uint32_t ms;
+	if (strcmp(value, "fail") == 0) {
+		l->wait_ms = 0;
+		return true;
+	}
+	if (strncmp(value, "wait:", 5) == 0 && cumemcap_parse_seconds(value + 5, 1, CUMEMCAP_MAX_WAIT_MS, &ms)) {
+		l->wait_ms = ms;
+		return true;
+	}
+	snprintf(why, len,
+		 " is not supported; accepted: fail, wait:SECONDS (0.001 to 86400, e.g. wait:30 or wait:0.5)");
+	return false;
+}
+
+void cumemcap_policy_format_on_limit(const struct cumemcap_policy *p, char *buf, size_t len)
+{
+	if (p->wait_ms == 0) {
+		snprintf(buf, len, "fail");
+		return;
+	}
+	char frac[8] = "";
+	unsigned ms = p->wait_ms % 1000;
+	if (ms) {
+		snprintf(frac, sizeof(frac), ".%03u", ms);
+		for (size_t n = strlen(frac); frac[n - 1] == '0'; n--)
+			frac[n - 1] = '\0';
+	}
+	snprintf(buf, len, "wait:%u%s", p->wait_ms / 1000, frac);
+}
+
+bool cumemcap_policy_resolve_group(struct cumemcap_policy *p, char *err, size_t errlen)
+{
+	const struct cumemcap_layer *order[] = { &p->env, &p->program_layer, &p->file };
+	size_t group_at = 3, limit_at = 3;
+	/* Defaults, then the first layer that set each key. */
+	p->group[0] = '\0';
+	snprintf(p->group_dir, sizeof(p->group_dir), "%s", CUMEMCAP_DEFAULT_GROUP_DIR);
+	p->group_gid = false;
+	p->wait_ms = 0;
+	p->group_src = p->group_limit_src = p->group_dir_src = p->group_access_src = p->on_limit_src =
+		(struct cumemcap_source){ 0 };
+	for (size_t i = 3; i-- > 0;) {
+		const struct cumemcap_layer *l = order[i];
+		if (l->set.group) {
+			memcpy(p->group, l->group, sizeof(p->group));
+			p->group_src = l->src.group;
+			group_at = i;
+		}
+		if (l->set.group_limit) {
+			p->group_limit_src = l->src.group_limit;
+			limit_at = i;
+		}
+		if (l->set.group_dir) {
+			memcpy(p->group_dir, l->group_dir, sizeof(p->group_dir));
+			p->group_dir_src = l->src.group_dir;
+		}
+		if (l->set.group_access) {
+			p->group_gid = l->group_gid;
+			p->group_access_src = l->src.group_access;
+		}
+		if (l->set.on_limit) {
+			p->wait_ms = l->wait_ms;
+			p->on_limit_src = l->src.on_limit;
+		}
+	}
+	/* A group limit needs a group: none named anywhere, or named empty
+	 * in the same layer or a lower one than the limit. */
+	if (!p->group[0] && limit_at < 3 && limit_at <= group_at) {
+		const struct cumemcap_source *s = &order[limit_at]->src.group_limit;
+		const char *text = order[limit_at]->group_limit_text;
+		if (s->origin == CUMEMCAP_FROM_ENV)
+			snprintf(err, errlen,
+				 "CUMEMCAP_GROUP_LIMIT=\"%s\": needs a group; accepted: with CUMEMCAP_GROUP "
+				 "(the group's name) set, here or in the configuration file", text);
+		else
+			snprintf(err, errlen,
+				 "%s:%u: group_limit = \"%s\": needs a group; accepted: with a group key "
+				 "(the group's name) in this section or the global part, or CUMEMCAP_GROUP",
+				 p->config_path, s->line, text);
+		return false;
+	}
+	return true;
+}
