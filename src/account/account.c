@@ -39,15 +39,15 @@ void cumemcap_account_make_room(int dev)
 	cumemcap_account_pool_refresh(dev);
 	cumemcap_arena_release_device(dev);
 	cumemcap_account_footprint_refresh(dev); /* it may have shrunk, or grown */
-	cumemcap_group_reap(false);              /* a dead member's share comes back */
+	cumemcap_group_reap(true);               /* a dead member's share comes back */
 }
 
 /* CUMEMCAP_ON_LIMIT=wait: try again whenever room may have appeared (a
- * free in this process, a member freeing or dying, a larger budget), and
- * at least every WAIT_SLICE_MS (cached segments of this process's arenas
- * are released at each try: a pooled free makes no wake), until the
- * deadline. Only the calling thread waits, holding no lock. */
-#define WAIT_SLICE_MS 100u
+ * free in this process, pooled or not; a member freeing, or found dead by
+ * a member's worker; a larger budget), and at least every WAIT_SLICE_MS
+ * (each try makes room: cached segments released, dead members reaped),
+ * until the deadline. Only the calling thread waits, holding no lock. */
+#define WAIT_SLICE_MS 1000u
 
 bool cumemcap_account_wait(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *door)
 {

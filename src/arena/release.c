@@ -12,6 +12,7 @@
  * one, the arena's epoch or context tells whether it was emptied
  * meanwhile. Context death and fork also hold arena_create_lock. */
 #include "arena/arena-internal.h"
+#include "state/group.h"
 
 #include "config/policy.h"
 #include "driver/driver.h"
@@ -271,6 +272,10 @@ __attribute__((noinline)) static bool free_pooled(CUdeviceptr ptr, CUresult *r)
 	unlock(a);
 	if (g.n)
 		arena_release_now(a, ctx, &g);
+	/* A thread waiting for room (CUMEMCAP_ON_LIMIT=wait) tries again:
+	 * what was freed may let a segment go. */
+	if (atomic_load_explicit(&cumemcap_group_local_waiters, memory_order_relaxed))
+		cumemcap_group_wake_local();
 	*r = CUDA_SUCCESS;
 	return true;
 }

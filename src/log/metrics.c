@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "log/log-internal.h"
+#include "state/group.h"
 #include "state/figures.h"
 #include "config/policy.h"
 
@@ -131,6 +132,10 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 			out_u(&o, (uint64_t)all[i].dev);
 			out_str(&o, "\",uuid=\"");
 			out_str(&o, all[i].uuid);
+			if (cumemcap_group_member()) {
+				out_str(&o, "\",group=\"");
+				out_str(&o, cumemcap_group_name()); /* [A-Za-z0-9._-]: nothing to escape */
+			}
 			out_str(&o, "\"} ");
 			out_u(&o, v);
 			out_str(&o, "\n");

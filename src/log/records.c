@@ -25,6 +25,7 @@
 #include "log/log.h"
 #include "log/log-internal.h"
 #include "state/device.h"
+#include "state/group.h"
 #include "state/ledger.h"
 #include "driver/nvml.h"
 #include "config/policy.h"
@@ -177,7 +178,23 @@ void log_start_record(struct out *o)
 	rule(o, false, "release", release, &p->release_src);
 	rule(o, false, "framework_hints", p->framework_hints ? "on" : "off", &p->hints_src);
 	rule(o, false, "log_interval", NULL, &p->interval_src);
+	char on_limit[32];
+	cumemcap_policy_format_on_limit(p, on_limit, sizeof(on_limit));
+	rule(o, false, "on_limit", on_limit, &p->on_limit_src);
 	out_str(o, "}");
+	/* The group this process is a member of (its books: group.h). */
+	out_key(o, "group");
+	if (cumemcap_group_member()) {
+		out_str(o, "{\"name\":");
+		out_json(o, cumemcap_group_name());
+		out_key(o, "book");
+		out_json(o, cumemcap_group_path());
+		out_key(o, "access");
+		out_json(o, cumemcap_policy_group_access_name(p->group_gid));
+		out_str(o, "}");
+	} else {
+		out_str(o, "null");
+	}
 	/* Where each GPU's overhead is expected to come from; each GPU's
 	 * `overhead` record says where it did. */
 	int nvml = atomic_load(&log_nvml_loads);

@@ -107,15 +107,21 @@ bool cumemcap_book_check(const void *data, size_t len, enum cumemcap_book_kind k
 		if (c.seq && (c.gpu < -1 || c.gpu >= CUMEMCAP_BOOK_GPUS))
 			return WHY("corrupt: change entry %u names GPU %d", i, (int)c.gpu);
 	}
+	unsigned last_live = 0;
 	for (unsigned i = 0; i < CUMEMCAP_BOOK_SLOTS; i++) {
 		const char *s = base + CUMEMCAP_BOOK_SLOT_OFF + (size_t)i * sizeof(struct cumemcap_book_slot);
-		uint32_t state;
-		memcpy(&state, s + offsetof(struct cumemcap_book_slot, state), sizeof(state));
+		uint32_t state = atomic_load((_Atomic uint32_t *)(uintptr_t)(s + offsetof(struct cumemcap_book_slot, state)));
 		if (state > 1)
 			return WHY("corrupt: slot %u has state %u", i, state);
-		if (state == 1 && i >= used)
-			return WHY("corrupt: slot %u is live past the %u in use", i, used);
+		if (state == 1 && i + 1 > last_live)
+			last_live = i + 1;
 	}
+	/* slots_used is raised before a slot is marked live (book_claim):
+	 * read after the slots, it covers every live one seen, even one
+	 * claimed while this ran. */
+	used = atomic_load_explicit(&((const struct cumemcap_book_header *)data)->slots_used, memory_order_seq_cst);
+	if (last_live > used)
+		return WHY("corrupt: slot %u is live past the %u in use", last_live - 1, used);
 	return true;
 }
 

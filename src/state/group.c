@@ -176,7 +176,7 @@ static uint64_t chunk_of(uint64_t limit)
 void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pci, uint64_t total,
 			   uint64_t own_limit)
 {
-	if (!dev_ok(dev) || !atomic_load(&booked))
+	if (!dev_ok(dev) || (!atomic_load(&booked) && !atomic_load(&rejoin)))
 		return;
 	struct cumemcap_source src;
 	uint64_t limit = cumemcap_policy_group_limit(cumemcap_policy(), dev, uuid, pci, total, &src);

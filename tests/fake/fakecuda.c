@@ -229,6 +229,68 @@ static void parse_grow(const char *v, struct fake_config *c)
 	c->grow_after_ns = (uint64_t)(sec * 1e9 + 0.5);
 }
 
+/* CUDA_VISIBLE_DEVICES, as the driver reads it: a comma-separated list of
+ * device indices or UUIDs ("GPU-" and enough of the UUID to name one
+ * device); the visible devices are those listed, in the list's order, up
+ * to the first entry that names none (an index out of range, -1, a
+ * prefix matching no device or several). NVML is not affected (the fake
+ * NVML reads the physical list). */
+static int visible_entry(const struct fake_config *c, const char *s, size_t len)
+{
+	if (len > 4 && strncmp(s, "GPU-", 4) == 0) {
+		int found = -1;
+		for (int d = 0; d < c->ndev; d++) {
+			char id[48];
+			const unsigned char *u = c->dev[d].uuid;
+			snprintf(id, sizeof id, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+				 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+				 u[14], u[15]);
+			if (len <= strlen(id) && strncasecmp(id, s, len) == 0) {
+				if (found >= 0)
+					return -1;
+				found = d;
+			}
+		}
+		return found;
+	}
+	unsigned long long u;
+	char buf[24];
+	if (len == 0 || len >= sizeof buf)
+		return -1;
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	if (!parse_uint(buf, FAKE_MAX_DEVICES, &u) || (int)u >= c->ndev)
+		return -1;
+	return (int)u;
+}
+
+static void apply_visible_devices(struct fake_config *c)
+{
+	const char *v = getenv("CUDA_VISIBLE_DEVICES");
+	if (!v)
+		return;
+	static struct fake_config orig; /* once, before any thread of the fake */
+	orig = *c;
+	const struct fake_config *pc = &orig;
+	int n = 0;
+	for (const char *s = v; n < FAKE_MAX_DEVICES;) {
+		while (*s == ' ')
+			s++;
+		size_t len = strcspn(s, ",");
+		size_t trim = len;
+		while (trim && s[trim - 1] == ' ')
+			trim--;
+		int d = visible_entry(pc, s, trim);
+		if (d < 0)
+			break;
+		c->dev[n++] = orig.dev[d];
+		if (!s[len])
+			break;
+		s += len + 1;
+	}
+	c->ndev = n;
+}
+
 static void config_load_once(void)
 {
 	const char *items[FAKE_MAX_DEVICES];
@@ -282,6 +344,7 @@ static void config_load_once(void)
 			    c->dev[i].other_used > c->dev[i].total)
 				bad_config("FAKECUDA_OTHER_USED", v, "expected sizes (0 allowed), each at most the device's capacity");
 	}
+	apply_visible_devices(c);
 	c->ctx_overhead = 0;
 	if ((v = getenv("FAKECUDA_CTX_OVERHEAD")) &&
 	    !parse_size(v, strlen(v), true, &c->ctx_overhead))
