@@ -123,8 +123,9 @@ void cumemcap_policy_format_on_limit(const struct cumemcap_policy *p, char *buf,
 	unsigned ms = p->wait_ms % 1000;
 	if (ms) {
 		snprintf(frac, sizeof(frac), ".%03u", ms);
-		for (size_t n = strlen(frac); frac[n - 1] == '0'; n--)
-			frac[n - 1] = '\0';
+		size_t n = strlen(frac);
+		while (n > 1 && frac[n - 1] == '0')
+			frac[--n] = '\0';
 	}
 	snprintf(buf, len, "wait:%u%s", p->wait_ms / 1000, frac);
 }

@@ -128,7 +128,8 @@ static int child(void)
 	return 0;
 }
 
-static int run_child(const char *self, const char *preload, const char *limit, double out[3])
+static int run_child(const char *self, const char *preload, const char *limit, const char *group_dir,
+		     double out[3])
 {
 	int fds[2];
 	if (pipe(fds))
@@ -149,6 +150,15 @@ static int run_child(const char *self, const char *preload, const char *limit, d
 		 * pooled figures are tests/bench/arena-bench's). */
 		setenv("CUMEMCAP_POOL", "off", 1);
 		setenv("CUMEMCAP_LOG", "off", 1);
+		if (group_dir) {
+			/* A group of one whose budget is the limit: what the
+			 * group's books add when a request fits. */
+			setenv("CUMEMCAP_GROUP", "bench", 1);
+			setenv("CUMEMCAP_GROUP_LIMIT", limit, 1);
+			setenv("CUMEMCAP_GROUP_DIR", group_dir, 1);
+		} else {
+			unsetenv("CUMEMCAP_GROUP");
+		}
 		execl(self, self, "--child", (char *)NULL);
 		_exit(127);
 	}
@@ -173,30 +183,47 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: overhead PATH/libcumemcap.so\n");
 		return 2;
 	}
-	static const char *const names[] = { "driver alone", "shim, no limit", "shim, 8GiB limit" };
-	double fig[3][3][ROUNDS];
-	for (int r = 0; r < ROUNDS; r++) {
-		for (int c = 0; c < 3; c++) {
+	static const char *const names[] = { "driver alone", "shim, no limit", "shim, 8GiB limit",
+					     "shim, 8GiB group" };
+	enum { CONFIGS = 4 };
+	char dir[] = "/tmp/cumemcap-bench-XXXXXX";
+	if (!mkdtemp(dir)) {
+		perror("overhead: mkdtemp");
+		return 1;
+	}
+	double fig[CONFIGS][3][ROUNDS];
+	int failed = 0;
+	for (int r = 0; r < ROUNDS && !failed; r++) {
+		for (int c = 0; c < CONFIGS && !failed; c++) {
 			double out[3];
-			if (run_child(argv[0], c ? shim : NULL, c == 2 ? "8GiB" : NULL, out)) {
+			if (run_child(argv[0], c ? shim : NULL, c >= 2 ? "8GiB" : NULL, c == 3 ? dir : NULL, out)) {
 				fprintf(stderr, "overhead: a measurement failed (%s)\n", names[c]);
-				return 1;
+				failed = 1;
+				break;
 			}
 			for (int k = 0; k < 3; k++)
 				fig[c][k][r] = out[k];
 		}
 	}
-	double med[3][3];
-	for (int c = 0; c < 3; c++)
+	char book[sizeof(dir) + 32];
+	snprintf(book, sizeof(book), "%s/cumemcap-group.bench", dir);
+	unlink(book);
+	rmdir(dir);
+	if (failed)
+		return 1;
+	double med[CONFIGS][3];
+	for (int c = 0; c < CONFIGS; c++)
 		for (int k = 0; k < 3; k++)
 			med[c][k] = median(fig[c][k], ROUNDS);
 	printf("median ns per call, %d rounds x %d batches x %d calls, fake driver\n", ROUNDS, BATCHES, OPS);
 	printf("%-20s %16s %16s %20s\n", "", "alloc+free pair", "cuMemGetInfo", "cuMemAllocAsync");
-	for (int c = 0; c < 3; c++)
+	for (int c = 0; c < CONFIGS; c++)
 		printf("%-20s %16.1f %16.1f %20.1f\n", names[c], med[c][0], med[c][1], med[c][2]);
-	for (int c = 1; c < 3; c++)
+	for (int c = 1; c < CONFIGS; c++)
 		printf("added (%s) %7.1f per pair (%.1f per call) %8.1f %20.1f\n",
 		       names[c] + 6, med[c][0] - med[0][0], (med[c][0] - med[0][0]) / 2,
 		       med[c][1] - med[0][1], med[c][2] - med[0][2]);
+	printf("the group over the limit alone: %+.1f per pair (target: <= 20, no system call)\n",
+	       med[3][0] - med[2][0]);
 	return 0;
 }
