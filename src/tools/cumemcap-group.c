@@ -11,8 +11,8 @@
  * Exit status: 0, 1 on a runtime failure, 2 on a wrong argument; every
  * error is one line "cumemcap group: ..." (or "cumemcap top: ...").
  *
- * This file: the arguments and `group list`, `show` and `set`; top.c:
- * `top`; gtool.c: what they share.
+ * This file: the arguments and `group list`, `show` and `set`; group/top.c:
+ * `top`; group/gtool.c: what they share.
  *
  * Thread safety: single-threaded; it starts no thread, and its state is
  * main's locals (gtool.h says what a signal handler touches). */
