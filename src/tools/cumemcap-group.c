@@ -122,6 +122,9 @@ static int cmd_list(int argc, char **argv)
 	struct gtool_table t;
 	static const char *const spec[] = { "GROUP", ">MEMBERS", ">DEAD", "GPU", "PCI", ">LIMIT", ">USED" };
 	gtool_table_init(&t, 7, spec);
+	static const char *const bad_spec[] = { "UNREADABLE" };
+	struct gtool_table bad;
+	gtool_table_init(&bad, 1, bad_spec);
 	if (a.json)
 		printf("{\"dir\":"), gtool_json_str(stdout, a.dir), printf(",\"groups\":[");
 	for (int i = 0; i < n; i++) {
@@ -162,10 +165,11 @@ static int cmd_list(int argc, char **argv)
 			}
 			printf("]}");
 		} else if (!ok) {
-			char line[300];
-			snprintf(line, sizeof(line), "(unreadable: %s)", why);
-			const char *row[] = { names[i], "-", "-", line, "", "", "" };
-			gtool_table_row(&t, row);
+			/* After the table, so that a long reason does not widen it. */
+			char line[1400];
+			snprintf(line, sizeof(line), "%s: cannot read %s: %s", names[i], path, why);
+			const char *row[] = { line };
+			gtool_table_row(&bad, row);
 		} else {
 			char live[16], dead[16], lim[32], used[32], pci[16];
 			snprintf(live, sizeof(live), "%u", s.live);
@@ -193,9 +197,14 @@ static int cmd_list(int argc, char **argv)
 		printf("]}\n");
 	else if (n == 0)
 		printf("no groups in %s\n", a.dir);
-	else
+	else if (t.rows)
 		gtool_table_print(&t, stdout);
+	if (!a.json && bad.rows) {
+		printf("%s", t.rows ? "\n" : "");
+		gtool_table_print(&bad, stdout);
+	}
 	gtool_table_free(&t);
+	gtool_table_free(&bad);
 	return 0;
 }
 
