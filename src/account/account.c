@@ -91,6 +91,19 @@ uint32_t cumemcap_account_group_tick(uint64_t now_ms)
 		cumemcap_ledger_read(d, &f);
 		cumemcap_group_publish(d, &f);
 	}
+	cumemcap_account_group_changes();
+	/* A budget shrunk below what the members hold: cached memory goes
+	 * first (live memory is never freed; new growth is refused). */
+	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++) {
+		uint64_t limit = cumemcap_group_limit(d);
+		if (limit != UINT64_MAX && cumemcap_group_used(d) > limit)
+			cumemcap_arena_release_device(d);
+	}
+	return 1000;
+}
+
+void cumemcap_account_group_changes(void)
+{
 	struct cumemcap_book_change c;
 	unsigned char uuid[16];
 	while (cumemcap_group_next_change(&c, uuid)) {
@@ -102,14 +115,6 @@ uint32_t cumemcap_account_group_tick(uint64_t now_ms)
 		}
 		cumemcap_log_group_change(dev, uuid, c.time_ns, c.uid, c.old_limit, c.new_limit);
 	}
-	/* A budget shrunk below what the members hold: cached memory goes
-	 * first (live memory is never freed; new growth is refused). */
-	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++) {
-		uint64_t limit = cumemcap_group_limit(d);
-		if (limit != UINT64_MAX && cumemcap_group_used(d) > limit)
-			cumemcap_arena_release_device(d);
-	}
-	return 1000;
 }
 
 /* cumemcap_account_reserve, with the second try out of line: the first

@@ -75,6 +75,10 @@ bool cumemcap_account_wait(int dev, enum cumemcap_kind kind, uint64_t bytes, con
  * budget (it was shrunk), release cached memory first. */
 uint32_t cumemcap_account_group_tick(uint64_t now_ms);
 
+/* Log the group's limit changes not logged yet (the worker's tick, and at
+ * exit once the worker stopped). */
+void cumemcap_account_group_changes(void);
+
 /* Count a request refused at the limit and log it. */
 void cumemcap_account_refused(int dev, const char *door, uint64_t bytes);
 

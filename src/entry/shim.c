@@ -98,6 +98,7 @@ __attribute__((constructor)) static void cumemcap_start(int argc, char **argv, c
 __attribute__((destructor)) static void cumemcap_stop(void)
 {
 	cumemcap_worker_stop();
+	cumemcap_account_group_changes(); /* made since the worker's last look */
 	cumemcap_log_exit(0);
 	cumemcap_group_leave();
 }

@@ -36,7 +36,7 @@ static enum cumemcap_book_access access_mode;
 static _Atomic uint32_t local_wake; /* the word waiters sleep on without a group */
 static _Atomic uint64_t last_reap_ms;
 static int dev_ordinal[CUMEMCAP_MAX_DEVICES];
-static uint64_t changes_seen; /* the book's change_seq when joined, then as logged (the worker's) */
+static uint64_t changes_seen; /* the book's change_seq when joined, then as logged; join_lock */
 
 static bool dev_ok(int dev)
 {
@@ -388,13 +388,15 @@ void cumemcap_group_publish(int dev, const struct cumemcap_figures *f)
 		     (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
 }
 
-bool cumemcap_group_next_change(struct cumemcap_book_change *out, unsigned char uuid[16])
+/* join_lock held: changes_seen is the worker's and, once it stopped
+ * looking, the destructor's (which does not wait for the worker). */
+static bool next_change_locked(struct cumemcap_book_change *out, unsigned char uuid[16])
 {
 	if (!in_group || !atomic_load(&booked))
 		return false;
-	uint64_t last = atomic_load(&cumemcap_book_header(&book)->change_seq), *seen = &changes_seen;
-	while (*seen < last) {
-		uint64_t seq = ++*seen;
+	uint64_t last = atomic_load(&cumemcap_book_header(&book)->change_seq);
+	while (changes_seen < last) {
+		uint64_t seq = ++changes_seen;
 		struct cumemcap_book_change *c = cumemcap_book_change(&book, seq);
 		if (atomic_load(&c->seq) != seq)
 			continue; /* overwritten (more than the ring's changes since), or being written */
@@ -404,12 +406,20 @@ bool cumemcap_group_next_change(struct cumemcap_book_change *out, unsigned char 
 		out->gpu = c->gpu;
 		out->old_limit = c->old_limit;
 		out->new_limit = c->new_limit;
-		if (atomic_load(&c->seq) != seq)
+		if (atomic_load(&c->seq) != seq || out->gpu < 0 || out->gpu >= CUMEMCAP_BOOK_GPUS)
 			continue;
-		memcpy(uuid, cumemcap_book_gpu(&book, (unsigned)c->gpu)->uuid, 16);
+		memcpy(uuid, cumemcap_book_gpu(&book, (unsigned)out->gpu)->uuid, 16);
 		return true;
 	}
 	return false;
+}
+
+bool cumemcap_group_next_change(struct cumemcap_book_change *out, unsigned char uuid[16])
+{
+	cumemcap_xmutex_lock(&join_lock);
+	bool got = next_change_locked(out, uuid);
+	cumemcap_xmutex_unlock(&join_lock);
+	return got;
 }
 
 uint64_t cumemcap_group_limit(int dev)

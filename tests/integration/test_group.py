@@ -15,7 +15,7 @@ out); a book that may not be used (another owner, a group-readable mode, a
 corrupt or foreign-version file, a symbolic link) stopping the program
 before main; the log's and the metrics' group figures.
 
-Usage: test_group.py SHIM FAKE_DIR
+Usage: test_group.py SHIM FAKE_DIR LAUNCHER
 """
 import glob
 import json
@@ -29,8 +29,8 @@ import threading
 import time
 import unittest
 
-SHIM, FAKE_DIR = sys.argv[1:3]
-del sys.argv[1:3]
+SHIM, FAKE_DIR, LAUNCHER = sys.argv[1:4]
+del sys.argv[1:4]
 EXTRA = os.environ.get("LD_PRELOAD_EXTRA", "")
 MiB = 1 << 20
 GiB = 1 << 30
@@ -343,6 +343,55 @@ class Group(unittest.TestCase):
         said = self.ask(a, "alloc 800")
         self.assertEqual(said["r"], OOM)
         self.assertLess(said["took"], 0.5)
+
+    # ---- resizing while running -------------------------------------------------------------------
+
+    def set_limit(self, size):
+        out = subprocess.run([LAUNCHER, "group", "set", "g", "--limit", size, "--dir", self.dir],
+                             capture_output=True, text=True, timeout=60, env=self.env())
+        self.assertEqual(out.returncode, 0, out.stderr)
+
+    def test_growing_wakes_a_waiter(self):
+        a = self.member(CUMEMCAP_GROUP="g", CUMEMCAP_GROUP_LIMIT="1GiB", CUMEMCAP_ON_LIMIT="wait:30")
+        self.assertEqual(self.ask(a, "alloc 800")["r"], 0)
+        self.assertEqual(self.ask(a, "bg 800")["op"], "started")
+        time.sleep(1.3)   # between two of its looks
+        self.set_limit("2GiB")
+        t = time.monotonic()
+        self.assertEqual(self.read(a)["r"], 0)
+        self.assertLess(time.monotonic() - t, 0.6)   # woken by the change
+
+    def test_shrinking_refuses_growth_frees_nothing_live(self):
+        log = os.path.join(self.dir, "a.jsonl")
+        a = self.member(CUMEMCAP_GROUP="g", CUMEMCAP_GROUP_LIMIT="2GiB", CUMEMCAP_POOL="on",
+                        CUMEMCAP_LOG=log, CUMEMCAP_RELEASE="never")
+        self.assertEqual(self.ask(a, "alloc 600")["r"], 0)
+        self.assertEqual(self.ask(a, "alloc 600")["r"], 0)
+        self.assertEqual(self.ask(a, "free")["r"], 0)      # 600 MiB cached in its arena
+        self.set_limit("700MiB")
+        # Within a second or two its worker gives the cached segment back;
+        # what is live stays.
+        deadline = time.monotonic() + 5
+        cached_gone = False
+        while time.monotonic() < deadline and not cached_gone:
+            time.sleep(0.3)
+            recs = [json.loads(l) for l in open(log)]
+            cached_gone = any(r.get("type") == "segment" and r.get("op") == "release" for r in recs)
+        self.assertTrue(cached_gone, "the cached segment was not released after the shrink")
+        self.assertEqual(self.ask(a, "alloc 200")["r"], OOM)   # 600 + 200 > 700
+        self.assertEqual(self.ask(a, "alloc 50")["r"], 0)
+        self.set_limit("100MiB")                                # below what is live
+        self.assertEqual(self.ask(a, "alloc 1")["r"], OOM)
+        self.assertEqual(self.ask(a, "free")["r"], 0)           # the live blocks are still its own
+        self.assertEqual(self.ask(a, "free")["r"], 0)
+        a.stdin.write("exit\n")
+        a.stdin.flush()
+        a.wait()
+        changes = [r for r in map(json.loads, open(log)) if r.get("type") == "group_change"]
+        self.assertEqual([(c["old_limit"], c["new_limit"]) for c in changes],
+                         [(2 * GiB, 700 * MiB), (700 * MiB, 100 * MiB)])
+        self.assertEqual(changes[0]["by_uid"], os.getuid())
+        self.assertEqual(changes[0]["group"], "g")
 
     # ---- books that may not be used ----------------------------------------------------------------
 
