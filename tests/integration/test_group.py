@@ -142,7 +142,7 @@ class Group(unittest.TestCase):
             if k.startswith("CUMEMCAP_") or k.startswith("FAKECUDA_") or k == "CUDA_VISIBLE_DEVICES":
                 del env[k]
         env.update({
-            "LD_PRELOAD": (SHIM + (" " + EXTRA if EXTRA else "")),
+            "LD_PRELOAD": (EXTRA + ":" if EXTRA else "") + SHIM,
             "LD_LIBRARY_PATH": FAKE_DIR,
             "CUMEMCAP_GROUP_DIR": self.dir,
             "CUMEMCAP_LOG": "off",
