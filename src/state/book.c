@@ -104,7 +104,10 @@ bool cumemcap_book_check(const void *data, size_t len, enum cumemcap_book_kind k
 		memcpy(&c, base + CUMEMCAP_BOOK_CHANGE_OFF + i * sizeof(c), sizeof(c));
 		if (c.seq && (c.seq % CUMEMCAP_BOOK_CHANGES != i || c.seq > h.change_seq))
 			return WHY("corrupt: change entry %u has seq %llu", i, (unsigned long long)c.seq);
-		if (c.seq && (c.gpu < -1 || c.gpu >= CUMEMCAP_BOOK_GPUS))
+		/* Readers index the GPU table with it (cumemcap_group_next_change),
+		 * and cumemcap_book_set_limit writes one entry per GPU: -1 is no
+		 * index. */
+		if (c.seq && (c.gpu < 0 || c.gpu >= CUMEMCAP_BOOK_GPUS))
 			return WHY("corrupt: change entry %u names GPU %d", i, (int)c.gpu);
 	}
 	for (unsigned i = 0; i < CUMEMCAP_BOOK_SLOTS; i++) {

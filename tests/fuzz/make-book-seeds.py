@@ -35,6 +35,7 @@ seeds = {
     'bad-change-seq': rec(2, 0, struct.pack('<Q', 5)),
     'change-seq-ahead': rec(0, 176, struct.pack('<Q', 2)),
     'change-bad-gpu': rec(2, 40 + 20, struct.pack('<i', 32)),
+    'change-gpu-minus-one': rec(2, 40 + 20, struct.pack('<i', -1)),
     'slot-bad-state': rec(4, 0, struct.pack('<I', 2)),
     'slot-live-past-used': rec(4, 5, struct.pack('<I', 1)),
     'cut-header': rec(5, 100),
