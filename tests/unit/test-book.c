@@ -479,9 +479,9 @@ static void claim_and_hold(int out)
 {
 	struct cumemcap_book b;
 	char w[256];
-	if (!cumemcap_book_open(&b, path, CUMEMCAP_BOOK_GROUP, "team", CUMEMCAP_BOOK_USER, false, w, sizeof(w)))
-		fail_child(2);
-	int i = cumemcap_book_claim(&b, "racer");
+	int i = -2; /* the book refused */
+	if (cumemcap_book_open(&b, path, CUMEMCAP_BOOK_GROUP, "team", CUMEMCAP_BOOK_USER, false, w, sizeof(w)))
+		i = cumemcap_book_claim(&b, "racer");
 	if (write(out, &i, sizeof(i)) != sizeof(i))
 		fail_child(4);
 	for (;;)
@@ -520,6 +520,64 @@ START_TEST(book_claim_64_children_at_once)
 		waitpid(kids[k], NULL, 0);
 	}
 	ck_assert_uint_eq(cumemcap_book_reap(&a, -1), CLAIMERS);
+	cumemcap_book_close(&a);
+}
+END_TEST
+
+static void change_limits(int out)
+{
+	struct cumemcap_book b;
+	char w[256];
+	if (!cumemcap_book_open(&b, path, CUMEMCAP_BOOK_GROUP, "team", CUMEMCAP_BOOK_USER, false, w, sizeof(w)))
+		fail_child(2);
+	for (int k = 0; k < 20000; k++)
+		cumemcap_book_set_limit(&b, 0, (uint64_t)k, 0);
+	int done = -1;
+	if (write(out, &done, sizeof(done)) != sizeof(done))
+		fail_child(4);
+	for (;;)
+		pause();
+}
+
+/* The loader passes a live book while members join (slots_used raised
+ * before the slot's state is stored) and limits change (change_seq taken
+ * before the entry's seq is stored). */
+START_TEST(book_check_passes_a_book_in_use)
+{
+	struct cumemcap_book a;
+	open_book(&a, true);
+	ck_assert_int_eq(cumemcap_book_gpu_find(&a, uuid_a, "0000:3b:00.0", 1000, 500), 0);
+	int go[2], out[2];
+	ck_assert_int_eq(pipe(go), 0);
+	ck_assert_int_eq(pipe(out), 0);
+	ck_assert_int_eq(fcntl(out[0], F_SETFL, O_NONBLOCK), 0);
+	pid_t kids[CLAIMERS + 1];
+	for (int k = 0; k < CLAIMERS; k++)
+		kids[k] = racer(go, out[1], claim_and_hold);
+	kids[CLAIMERS] = racer(go, out[1], change_limits);
+	close(go[0]);
+	close(go[1]);
+	unsigned checks = 0, refused_n = 0, reported = 0;
+	char first[512] = "";
+	double t0 = now_s();
+	while (reported < CLAIMERS + 1 && now_s() - t0 < 10) {
+		int r;
+		while (read(out[0], &r, sizeof(r)) == sizeof(r)) {
+			reported++;
+			if (r == -2 && refused_n++ == 0)
+				snprintf(first, sizeof(first), "a member could not open it");
+		}
+		checks++;
+		if (!cumemcap_book_check(a.map, CUMEMCAP_BOOK_SIZE, CUMEMCAP_BOOK_GROUP, "team", why, sizeof(why)) &&
+		    refused_n++ == 0)
+			snprintf(first, sizeof(first), "%s", why);
+	}
+	for (int k = 0; k <= CLAIMERS; k++) {
+		kill(kids[k], SIGKILL);
+		waitpid(kids[k], NULL, 0);
+	}
+	ck_assert_msg(refused_n == 0, "%u of %u checks refused the book in use: %s", refused_n, checks, first);
+	ck_assert_uint_eq(reported, CLAIMERS + 1);
 	cumemcap_book_close(&a);
 }
 END_TEST
@@ -733,6 +791,7 @@ TEST_SUITE(book)
 	add(s, book_reap_returns_a_killed_members_share);
 	add(s, book_reap_ignores_a_reused_pid);
 	add(s, book_claim_64_children_at_once);
+	add(s, book_check_passes_a_book_in_use);
 	add(s, book_gpu_find_one_entry_per_uuid);
 	add(s, book_gpu_find_concurrent_adders_one_entry);
 	add(s, book_set_limit_records_changes_in_a_ring);
