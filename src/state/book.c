@@ -99,29 +99,38 @@ bool cumemcap_book_check(const void *data, size_t len, enum cumemcap_book_kind k
 		if (g.state == 2 && !terminated(g.pci, sizeof(g.pci)))
 			return WHY("corrupt: GPU entry %u has no PCI id", i);
 	}
+	/* A live book changes while it is checked: a member claiming a slot
+	 * raises slots_used before it stores the slot's state, and a limit
+	 * change takes its seq from change_seq before it stores it in its
+	 * entry. So a slot or an entry ahead of the header's copy is checked
+	 * again against the header's value loaded after it (they only grow),
+	 * not refused as corrupt. */
+	const struct cumemcap_book_header *live = data;
 	for (unsigned i = 0; i < CUMEMCAP_BOOK_CHANGES; i++) {
 		struct cumemcap_book_change c;
-		memcpy(&c, base + CUMEMCAP_BOOK_CHANGE_OFF + i * sizeof(c), sizeof(c));
-		if (c.seq && (c.seq % CUMEMCAP_BOOK_CHANGES != i || c.seq > h.change_seq))
+		const struct cumemcap_book_change *at =
+			(const struct cumemcap_book_change *)(base + CUMEMCAP_BOOK_CHANGE_OFF) + i;
+		uint64_t seq = atomic_load(&at->seq);
+		memcpy(&c, at, sizeof(c));
+		c.seq = seq;
+		if (c.seq && (c.seq % CUMEMCAP_BOOK_CHANGES != i ||
+			      (c.seq > h.change_seq && c.seq > atomic_load(&live->change_seq))))
 			return WHY("corrupt: change entry %u has seq %llu", i, (unsigned long long)c.seq);
-		if (c.seq && (c.gpu < -1 || c.gpu >= CUMEMCAP_BOOK_GPUS))
+		/* Readers index the GPU table with it (cumemcap_group_next_change),
+		 * and cumemcap_book_set_limit writes one entry per GPU: -1 is no
+		 * index. */
+		if (c.seq && (c.gpu < 0 || c.gpu >= CUMEMCAP_BOOK_GPUS))
 			return WHY("corrupt: change entry %u names GPU %d", i, (int)c.gpu);
 	}
-	unsigned last_live = 0;
 	for (unsigned i = 0; i < CUMEMCAP_BOOK_SLOTS; i++) {
-		const char *s = base + CUMEMCAP_BOOK_SLOT_OFF + (size_t)i * sizeof(struct cumemcap_book_slot);
-		uint32_t state = atomic_load((_Atomic uint32_t *)(uintptr_t)(s + offsetof(struct cumemcap_book_slot, state)));
+		const struct cumemcap_book_slot *s =
+			(const struct cumemcap_book_slot *)(base + CUMEMCAP_BOOK_SLOT_OFF) + i;
+		uint32_t state = atomic_load(&s->state);
 		if (state > 1)
 			return WHY("corrupt: slot %u has state %u", i, state);
-		if (state == 1 && i + 1 > last_live)
-			last_live = i + 1;
+		if (state == 1 && i >= used && i >= atomic_load(&live->slots_used))
+			return WHY("corrupt: slot %u is live past the %u in use", i, used);
 	}
-	/* slots_used is raised before a slot is marked live (book_claim):
-	 * read after the slots, it covers every live one seen, even one
-	 * claimed while this ran. */
-	used = atomic_load_explicit(&((const struct cumemcap_book_header *)data)->slots_used, memory_order_seq_cst);
-	if (last_live > used)
-		return WHY("corrupt: slot %u is live past the %u in use", last_live - 1, used);
 	return true;
 }
 

@@ -76,7 +76,7 @@ struct cumemcap_book_change {
 	_Atomic uint64_t seq;     /* 1, 2, ... (0: empty) */
 	uint64_t time_ns;         /* CLOCK_REALTIME */
 	uint32_t uid;             /* who */
-	int32_t gpu;              /* index in the GPU table; -1: every GPU */
+	int32_t gpu;              /* index in the GPU table (one entry per GPU changed) */
 	uint64_t old_limit, new_limit;
 };
 
