@@ -437,6 +437,8 @@ int cumemcap_book_claim(struct cumemcap_book *b, const char *program)
 			atomic_store(&f->footprint, 0);
 			atomic_store(&f->refusals, 0);
 			atomic_store(&f->waits, 0);
+			atomic_store(&f->waiting, 0);
+			atomic_store(&f->ordinal, -1); /* until the member attaches the GPU */
 		}
 		uint32_t used = atomic_load(&h->slots_used);
 		while (used < i + 1 && !atomic_compare_exchange_weak(&h->slots_used, &used, i + 1))
