@@ -183,6 +183,16 @@ void cumemcap_log_refusal(int dev, const char *door, uint64_t requested)
 			snprintf(over, sizeof(over), " (%s of it the driver's overhead)",
 				 cumemcap_fmt_size(overhead, o, sizeof(o)));
 		}
+		/* The group's budget, when it is the one that said no. */
+		uint64_t glimit = cumemcap_group_limit(dev), gused = cumemcap_group_used(dev);
+		if (glimit != UINT64_MAX && gused != UINT64_MAX &&
+		    (gused >= glimit || requested > glimit - gused)) {
+			char gu[32], gl[32];
+			cumemcap_msg("device %d: refused %s (%s) at the limit of group %s: its members hold %s of %s",
+				     dev, cumemcap_fmt_size(requested, want, sizeof(want)), door, cumemcap_group_name(),
+				     cumemcap_fmt_size(gused, gu, sizeof(gu)), cumemcap_fmt_size(glimit, gl, sizeof(gl)));
+			return;
+		}
 		/* The footprint is what the limit counts, unless
 		 * CUMEMCAP_COUNT=allocations (then reserved). */
 		cumemcap_msg("device %d: refused %s (%s) at the limit: %s held%s of %s", dev,

@@ -191,6 +191,16 @@ class Group(unittest.TestCase):
         self.assertEqual(self.ask(b, "alloc 600")["r"], 0)
         self.assertEqual(self.ask(a, "alloc 100")["r"], OOM)      # 1000 MiB of 1024 held by b
 
+    def test_refusal_line_names_the_group(self):
+        a = self.member(CUMEMCAP_GROUP="g", CUMEMCAP_GROUP_LIMIT="1GiB", CUMEMCAP_LOG="stderr")
+        self.assertEqual(self.ask(a, "alloc 800")["r"], 0)
+        self.assertEqual(self.ask(a, "alloc 800")["r"], OOM)
+        a.stdin.write("exit\n")
+        a.stdin.flush()
+        a.wait()
+        err = a.stderr.read()
+        self.assertIn("refused 800 MiB (cuMemAlloc_v2) at the limit of group g: its members hold", err)
+
     def test_other_group_and_no_group_are_apart(self):
         """Another group's and a non-member's allocations are not counted."""
         a = self.member(CUMEMCAP_GROUP="g", CUMEMCAP_GROUP_LIMIT="1GiB")
