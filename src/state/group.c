@@ -20,9 +20,10 @@
 
 struct cumemcap_group_dev cumemcap_group_devs[CUMEMCAP_MAX_DEVICES];
 _Atomic uint32_t cumemcap_group_local_waiters;
+_Atomic uint32_t cumemcap_group_hot;
 static _Atomic uint32_t no_squeeze;
-_Atomic uint32_t *cumemcap_group_squeeze_word = &no_squeeze;
-uint32_t cumemcap_group_squeeze_seen;
+static _Atomic uint32_t *squeeze_word = &no_squeeze; /* the book's squeeze, or a local zero */
+static _Atomic uint32_t squeeze_seen; /* the last squeeze this process answered (a hint) */
 
 static struct cumemcap_xmutex join_lock = CUMEMCAP_XMUTEX_INIT(join_lock);
 static struct cumemcap_book book = { .fd = -1 };
@@ -80,9 +81,11 @@ static bool join_locked(const char *path, enum cumemcap_book_kind kind, const ch
 		cumemcap_book_close(&book);
 		return false;
 	}
-	if (kind == CUMEMCAP_BOOK_GROUP)
-		cumemcap_group_squeeze_word = &cumemcap_book_header(&book)->squeeze;
-	cumemcap_group_squeeze_seen = atomic_load(cumemcap_group_squeeze_word);
+	if (kind == CUMEMCAP_BOOK_GROUP) {
+		squeeze_word = &cumemcap_book_header(&book)->squeeze;
+		atomic_fetch_or(&cumemcap_group_hot, 1);
+	}
+	atomic_store(&squeeze_seen, atomic_load(squeeze_word));
 	changes_seen = atomic_load(&cumemcap_book_header(&book)->change_seq);
 	atomic_store(&booked, true);
 	return true;
@@ -157,7 +160,7 @@ static void rejoin_locked(void)
 	}
 	h = cumemcap_book_header(&book);
 	if (in_group)
-		cumemcap_group_squeeze_word = (_Atomic uint32_t *)&h->squeeze;
+		squeeze_word = (_Atomic uint32_t *)&h->squeeze;
 	atomic_store(&booked, true);
 }
 
@@ -220,7 +223,7 @@ static bool ready(int dev)
 
 static void squeeze(void)
 {
-	atomic_fetch_add(cumemcap_group_squeeze_word, 1);
+	atomic_fetch_add(squeeze_word, 1);
 }
 
 bool cumemcap_group_grow(int dev, uint64_t bytes)
@@ -267,15 +270,42 @@ bool cumemcap_group_grow(int dev, uint64_t bytes)
 	return false;
 }
 
+bool cumemcap_group_take_member(int dev, uint64_t bytes)
+{
+	struct cumemcap_group_dev *g = &cumemcap_group_devs[dev];
+	if (!atomic_load_explicit(&g->on, memory_order_relaxed))
+		return true;
+	int64_t r = atomic_load_explicit(&g->room, memory_order_relaxed);
+	while (bytes <= INT64_MAX && r >= (int64_t)bytes)
+		if (atomic_compare_exchange_weak_explicit(&g->room, &r, r - (int64_t)bytes, memory_order_relaxed,
+							  memory_order_relaxed))
+			return true;
+	return cumemcap_group_grow(dev, bytes);
+}
+
+void cumemcap_group_give_member(int dev, uint64_t bytes)
+{
+	struct cumemcap_group_dev *g = &cumemcap_group_devs[dev];
+	if (atomic_load_explicit(&g->on, memory_order_relaxed)) {
+		int64_t r = atomic_fetch_add_explicit(&g->room, (int64_t)bytes, memory_order_relaxed) + (int64_t)bytes;
+		if (r > (int64_t)(2 * g->chunk) ||
+		    atomic_load_explicit(squeeze_word, memory_order_relaxed) !=
+		    atomic_load_explicit(&squeeze_seen, memory_order_relaxed))
+			cumemcap_group_give_back(dev);
+	}
+	if (atomic_load_explicit(&cumemcap_group_local_waiters, memory_order_relaxed))
+		cumemcap_group_wake_local();
+}
+
 void cumemcap_group_give_back(int dev)
 {
 	struct cumemcap_group_dev *gd = &cumemcap_group_devs[dev];
 	if (!ready(dev))
 		return;
-	uint32_t sq = atomic_load(cumemcap_group_squeeze_word);
-	bool squeezed = sq != cumemcap_group_squeeze_seen;
+	uint32_t sq = atomic_load(squeeze_word);
+	bool squeezed = sq != atomic_load(&squeeze_seen);
 	if (squeezed)
-		cumemcap_group_squeeze_seen = sq; /* a racy hint: a lost update only gives back twice */
+		atomic_store(&squeeze_seen, sq); /* a racy hint: a lost update only gives back twice */
 	int64_t keep = squeezed || atomic_load(&cumemcap_book_header(&book)->tight) ? 0 : (int64_t)gd->chunk;
 	int64_t r = atomic_load(&gd->room);
 	while (r > keep) {
@@ -324,6 +354,7 @@ void cumemcap_group_wake_local(void)
 
 void cumemcap_group_waiting(int dev, int delta)
 {
+	atomic_fetch_add(&cumemcap_group_hot, (uint32_t)(2 * delta));
 	atomic_fetch_add(&cumemcap_group_local_waiters, (uint32_t)delta);
 	if (in_group && atomic_load(&booked))
 		atomic_fetch_add(&cumemcap_book_header(&book)->waiters, (uint32_t)delta);
@@ -362,7 +393,7 @@ void cumemcap_group_tick(void)
 	cumemcap_group_reap(true);
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
 		if (dev_ordinal[dev] >= 0 && atomic_load_explicit(&cumemcap_group_devs[dev].on, memory_order_relaxed) &&
-		    atomic_load(cumemcap_group_squeeze_word) != cumemcap_group_squeeze_seen)
+		    atomic_load(squeeze_word) != atomic_load(&squeeze_seen))
 			cumemcap_group_give_back(dev);
 }
 
@@ -473,6 +504,7 @@ void cumemcap_group_fork_child(void)
 {
 	cumemcap_xmutex_fork_child(&join_lock);
 	atomic_store(&cumemcap_group_local_waiters, 0);
+	atomic_fetch_and(&cumemcap_group_hot, 1u); /* no thread came along, none waits */
 	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
 		atomic_store(&cumemcap_group_devs[d].room, 0);
 	if (!atomic_load(&booked))
@@ -487,7 +519,7 @@ void cumemcap_group_fork_child(void)
 	book.fd = -1;
 	self = -1;
 	atomic_store(&booked, false);
-	cumemcap_group_squeeze_word = &no_squeeze;
-	cumemcap_group_squeeze_seen = 0;
+	squeeze_word = &no_squeeze;
+	atomic_store(&squeeze_seen, 0);
 	atomic_store(&rejoin, true);
 }

@@ -48,8 +48,6 @@ struct cumemcap_group_dev {
 };
 
 extern struct cumemcap_group_dev cumemcap_group_devs[CUMEMCAP_MAX_DEVICES];
-/* This process's threads waiting for room now (any GPU). */
-extern _Atomic uint32_t cumemcap_group_local_waiters;
 
 /* Join the group the policy names, creating its book when it is the first
  * member, or else register in the node registry when the policy has any
@@ -66,41 +64,36 @@ bool cumemcap_group_member(void);
 void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pci, uint64_t total,
 			   uint64_t own_limit);
 
+/* Whether the books need a look on an allocation's way: bit 0 set while
+ * the process is in a group, and 2 more per thread waiting for room. One
+ * load for a process in no group and with nobody waiting. */
+extern _Atomic uint32_t cumemcap_group_hot;
+/* This process's threads waiting for room now (any GPU). */
+extern _Atomic uint32_t cumemcap_group_local_waiters;
+
 /* Reserve `bytes` of the group's budget on `dev` for what this process
- * counts there: from its room, else by growing what it holds. False:
- * the group's budget does not allow it (nothing taken). */
-bool cumemcap_group_grow(int dev, uint64_t bytes);
+ * counts there: from its room (one compare-and-swap on a word of the
+ * process), else by growing what it holds. False: the group's budget
+ * does not allow it (nothing taken). */
+bool cumemcap_group_take_member(int dev, uint64_t bytes);
 static inline bool cumemcap_group_take(int dev, uint64_t bytes)
 {
-	struct cumemcap_group_dev *g = &cumemcap_group_devs[dev];
-	if (!atomic_load_explicit(&g->on, memory_order_relaxed))
+	if (__builtin_expect(!(atomic_load_explicit(&cumemcap_group_hot, memory_order_relaxed) & 1), 1))
 		return true;
-	int64_t r = atomic_load_explicit(&g->room, memory_order_relaxed);
-	while (bytes <= INT64_MAX && r >= (int64_t)bytes)
-		if (atomic_compare_exchange_weak_explicit(&g->room, &r, r - (int64_t)bytes, memory_order_relaxed,
-							  memory_order_relaxed))
-			return true;
-	return cumemcap_group_grow(dev, bytes);
+	return cumemcap_group_take_member(dev, bytes);
 }
+bool cumemcap_group_grow(int dev, uint64_t bytes);
 
 /* What this process counts on `dev` went down by `bytes` (a free, a
- * smaller overhead): the room grows; spare past the chunk goes back to the
- * group, and waiting threads are woken. */
+ * smaller overhead): the room grows; spare past two chunks goes back to
+ * the group, and waiting threads are woken. */
+void cumemcap_group_give_member(int dev, uint64_t bytes);
 void cumemcap_group_give_back(int dev);
 void cumemcap_group_wake_local(void);
-extern _Atomic uint32_t *cumemcap_group_squeeze_word; /* the book's squeeze, or a local zero */
-extern uint32_t cumemcap_group_squeeze_seen;
 static inline void cumemcap_group_give(int dev, uint64_t bytes)
 {
-	struct cumemcap_group_dev *g = &cumemcap_group_devs[dev];
-	if (atomic_load_explicit(&g->on, memory_order_relaxed)) {
-		int64_t r = atomic_fetch_add_explicit(&g->room, (int64_t)bytes, memory_order_relaxed) + (int64_t)bytes;
-		if (r > (int64_t)(2 * g->chunk) ||
-		    atomic_load_explicit(cumemcap_group_squeeze_word, memory_order_relaxed) != cumemcap_group_squeeze_seen)
-			cumemcap_group_give_back(dev);
-	}
-	if (atomic_load_explicit(&cumemcap_group_local_waiters, memory_order_relaxed))
-		cumemcap_group_wake_local();
+	if (__builtin_expect(atomic_load_explicit(&cumemcap_group_hot, memory_order_relaxed) != 0, 0))
+		cumemcap_group_give_member(dev, bytes);
 }
 
 /* What this process counts on `dev` went up by `bytes` without asking (a

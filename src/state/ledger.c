@@ -153,11 +153,10 @@ void cumemcap_ledger_pooled_sub(int dev, uint64_t bytes)
 		atomic_fetch_sub_explicit(&cumemcap_ledger[dev].pooled, bytes, memory_order_relaxed);
 }
 
-bool cumemcap_ledger_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes)
+/* The reservation against the process's cap alone. */
+static inline __attribute__((always_inline)) bool reserve_local(struct cumemcap_ledger_device *d,
+								enum cumemcap_kind kind, uint64_t bytes)
 {
-	if (!cumemcap_ledger_valid(dev))
-		return true;
-	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	uint64_t cap = atomic_load_explicit(&d->cap, memory_order_relaxed);
 	uint64_t cur = atomic_load_explicit(&d->reserved, memory_order_relaxed);
 	for (;;) {
@@ -167,14 +166,31 @@ bool cumemcap_ledger_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes)
 							  memory_order_acq_rel, memory_order_relaxed))
 			break;
 	}
-	/* Then the group's budget, when the process is in one. */
-	if (!cumemcap_group_take(dev, bytes)) {
-		atomic_fetch_sub_explicit(&d->reserved, bytes, memory_order_acq_rel);
-		return false;
-	}
 	atomic_fetch_add_explicit(&d->kind[kind], bytes, memory_order_relaxed);
 	raise_peak(d, cur + bytes);
 	return true;
+}
+
+/* In a group: the group's budget first, then the process's cap (the
+ * group's share goes back when the cap says no). Out of line, so that a
+ * process in no group pays one load for it. */
+__attribute__((noinline)) static bool reserve_in_group(int dev, enum cumemcap_kind kind, uint64_t bytes)
+{
+	if (!cumemcap_group_take_member(dev, bytes))
+		return false;
+	if (reserve_local(&cumemcap_ledger[dev], kind, bytes))
+		return true;
+	cumemcap_group_give_member(dev, bytes);
+	return false;
+}
+
+bool cumemcap_ledger_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes)
+{
+	if (!cumemcap_ledger_valid(dev))
+		return true;
+	if (__builtin_expect(atomic_load_explicit(&cumemcap_group_hot, memory_order_relaxed) & 1, 0))
+		return reserve_in_group(dev, kind, bytes);
+	return reserve_local(&cumemcap_ledger[dev], kind, bytes);
 }
 
 void cumemcap_ledger_add(int dev, enum cumemcap_kind kind, uint64_t bytes)
