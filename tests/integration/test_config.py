@@ -54,7 +54,7 @@ class Config(unittest.TestCase):
         return path
 
     def env(self, add):
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_"))}
+        env = {k: v for k, v in os.environ.items() if k == "CUMEMCAP_GROUP_DIR" or not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_"))}
         env.update({"LD_LIBRARY_PATH": FAKE_DIR, "FAKECUDA_DEVICES": "16GiB,8GiB"})
         env.update(add)
         return env

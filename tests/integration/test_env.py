@@ -24,7 +24,7 @@ CONFIG_EXIT = 125
 
 def shim_env(env_add=None, with_fake=True):
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_", "TF_FORCE_GPU", "XLA_PYTHON_CLIENT"))}
+           if k == "CUMEMCAP_GROUP_DIR" or not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_", "TF_FORCE_GPU", "XLA_PYTHON_CLIENT"))}
     env["LD_PRELOAD"] = (EXTRA + ":" if EXTRA else "") + SHIM
     if with_fake:
         env["LD_LIBRARY_PATH"] = FAKE_DIR
@@ -174,7 +174,7 @@ class FrameworkHints(unittest.TestCase):
 @unittest.skipIf(EXTRA, "the launcher preloads the shim alone; sanitizer builds need their runtime first")
 class Launcher(unittest.TestCase):
     def launch(self, args, env_add=None):
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("CUMEMCAP_", "LD_PRELOAD"))}
+        env = {k: v for k, v in os.environ.items() if k == "CUMEMCAP_GROUP_DIR" or not k.startswith(("CUMEMCAP_", "LD_PRELOAD"))}
         env.update(env_add or {})
         return subprocess.run([LAUNCHER] + args, env=env, capture_output=True, text=True, timeout=60)
 

@@ -132,7 +132,7 @@ class Footprint(unittest.TestCase):
         self.tmp.cleanup()
 
     def run_probe(self, steps, add=None, lib_dir=FAKE_DIR):
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_"))}
+        env = {k: v for k, v in os.environ.items() if k == "CUMEMCAP_GROUP_DIR" or not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_"))}
         env.update({"LD_LIBRARY_PATH": lib_dir, "FAKECUDA_DEVICES": "16GiB",
                     "FAKECUDA_CTX_OVERHEAD": "300MiB", "FAKECUDA_OTHER_USED": "2GiB",
                     "CUMEMCAP_LIMIT": "1GiB", "CUMEMCAP_LOG_INTERVAL": "0.1",
@@ -281,7 +281,7 @@ class Footprint(unittest.TestCase):
         for var, value in (("CUMEMCAP_COUNT", "everything"), ("CUMEMCAP_OVERHEAD_ESTIMATE", "10%"),
                            ("CUMEMCAP_OVERHEAD_ESTIMATE", "-1")):
             with self.subTest(var=var, value=value):
-                env = {k: v for k, v in os.environ.items() if not k.startswith(("CUMEMCAP_", "LD_"))}
+                env = {k: v for k, v in os.environ.items() if k == "CUMEMCAP_GROUP_DIR" or not k.startswith(("CUMEMCAP_", "LD_"))}
                 env.update({"LD_LIBRARY_PATH": FAKE_DIR, var: value,
                             "LD_PRELOAD": (EXTRA + ":" if EXTRA else "") + SHIM})
                 p = subprocess.run([sys.executable, "-c", "print('ran')"], env=env, capture_output=True,

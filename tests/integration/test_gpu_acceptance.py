@@ -96,7 +96,7 @@ class NoGpu(unittest.TestCase):
 
     def run_script(self, args=(), env_add=None, stubs=False):
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_", "GPU_ACCEPTANCE_"))}
+               if k == "CUMEMCAP_GROUP_DIR" or not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_", "GPU_ACCEPTANCE_"))}
         path = [self.spies] + ([self.stubs] if stubs else []) + [os.environ.get("PATH", "/usr/bin:/bin")]
         env["PATH"] = ":".join(path)
         env["TMPDIR"] = self.tmpdir

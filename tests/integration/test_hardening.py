@@ -20,7 +20,7 @@ EXTRA = os.environ.get("LD_PRELOAD_EXTRA", "")
 
 
 def shim_env(add):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_"))}
+    env = {k: v for k, v in os.environ.items() if k == "CUMEMCAP_GROUP_DIR" or not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_"))}
     env.update({"LD_PRELOAD": (EXTRA + ":" if EXTRA else "") + SHIM, "LD_LIBRARY_PATH": FAKE_DIR,
                 "FAKECUDA_DEVICES": "4GiB", "CUMEMCAP_LIMIT": "1GiB",
                 # The sanitizers must leave SIGSEGV to the program (and the shim).
@@ -71,7 +71,7 @@ class SecureExecution(unittest.TestCase):
         os.chown(self.probe, 0, 0)
         os.chmod(self.probe, 0o4755)
         self.chosen = os.path.join(self.dir, "chosen.jsonl")
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_"))}
+        self.env = {k: v for k, v in os.environ.items() if k == "CUMEMCAP_GROUP_DIR" or not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_"))}
         self.env.update({"FAKECUDA_DEVICES": "4GiB", "CUMEMCAP_CONFIG": self.secret,
                          "CUMEMCAP_LOG": self.chosen, "CUMEMCAP_METRICS": self.chosen,
                          "CUMEMCAP_LIMIT": "1GiB"})

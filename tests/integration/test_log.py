@@ -177,7 +177,7 @@ class Log(unittest.TestCase):
         self.tmp.cleanup()
 
     def env(self, add, lib_dir=FAKE_DIR):
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_"))}
+        env = {k: v for k, v in os.environ.items() if k == "CUMEMCAP_GROUP_DIR" or not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_"))}
         env.update({"LD_LIBRARY_PATH": lib_dir, "FAKECUDA_DEVICES": "4GiB,2GiB",
                     "FAKECUDA_DRIVER_VERSION": "12080",
                     "FAKECUDA_CTX_OVERHEAD": "300MiB", "CUMEMCAP_LOG_INTERVAL": "0.1",
@@ -780,7 +780,7 @@ print(json.dumps(out))
 '''
 
     def test_fake_nvml_reports_the_fake_driver(self):
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_"))}
+        env = {k: v for k, v in os.environ.items() if k == "CUMEMCAP_GROUP_DIR" or not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_"))}
         u0, u1 = "GPU-8e6bd7c8-95e4-2e0f-c1d9-6e2a0b1c4d5f", "GPU-1c0ffee0-0000-4000-8000-000000000002"
         env.update({"LD_LIBRARY_PATH": FAKE_DIR, "FAKECUDA_DEVICES": "4GiB,1.5GiB",
                     "FAKECUDA_UUIDS": "%s,%s" % (u0, u1), "FAKECUDA_OTHER_USED": "0,256MiB",

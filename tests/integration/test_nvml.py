@@ -91,7 +91,7 @@ DOORS = ["linked", "default", "handle", "ctypes"]
 
 class Nvml(unittest.TestCase):
     def run_door(self, door, steps, env_add, shim=True):
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_"))}
+        env = {k: v for k, v in os.environ.items() if k == "CUMEMCAP_GROUP_DIR" or not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_"))}
         env.update({"LD_LIBRARY_PATH": FAKE_DIR, "FAKECUDA_CTX_OVERHEAD": "300MiB",
                     "CUMEMCAP_LOG": "off", "ASAN_OPTIONS": "detect_leaks=0"})
         preload = [EXTRA] if EXTRA else []

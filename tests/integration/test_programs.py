@@ -63,7 +63,7 @@ class Program(unittest.TestCase):
         """A clean environment: the fake driver first on the library path,
         every cache and home under the test's directory."""
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_", "GST_"))}
+               if k == "CUMEMCAP_GROUP_DIR" or not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_", "GST_"))}
         env.update({
             "LD_LIBRARY_PATH": FAKE_DIR,
             "FAKECUDA_DEVICES": devices,

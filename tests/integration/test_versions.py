@@ -65,7 +65,7 @@ print("\n".join(bad) if bad else "ok %d" % (len(sys.argv) - 2))
 sys.exit(1 if bad else 0)
 '''
 asks = ["%s:%d:%d:%s" % (b, v, PTDS_FLAG if var != "LEGACY" else 0, sym) for (b, v, var), sym in sorted(table.items())]
-env = {k: v for k, v in os.environ.items() if not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_"))}
+env = {k: v for k, v in os.environ.items() if k == "CUMEMCAP_GROUP_DIR" or not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_"))}
 extra = os.environ.get("LD_PRELOAD_EXTRA", "")
 env.update({"LD_LIBRARY_PATH": FAKE_DIR, "LD_PRELOAD": (extra + ":" if extra else "") + SHIM,
             "CUMEMCAP_LOG": "off"})

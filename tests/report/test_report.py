@@ -45,7 +45,7 @@ def fixture(name):
 
 
 def run(args, launcher=False, env_add=None):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CUMEMCAP_")}
+    env = {k: v for k, v in os.environ.items() if k == "CUMEMCAP_GROUP_DIR" or not k.startswith("CUMEMCAP_")}
     env.update(env_add or {})
     argv = [LAUNCHER, "report"] + args if launcher else [REPORT] + args
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
