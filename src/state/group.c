@@ -22,21 +22,21 @@ struct cumemcap_group_dev cumemcap_group_devs[CUMEMCAP_MAX_DEVICES];
 _Atomic uint32_t cumemcap_group_local_waiters;
 _Atomic uint32_t cumemcap_group_hot;
 static _Atomic uint32_t no_squeeze;
-static _Atomic uint32_t *squeeze_word = &no_squeeze; /* the book's squeeze, or a local zero */
+static _Atomic uint32_t *_Atomic squeeze_word = &no_squeeze; /* the book's squeeze, or a local zero */
 static _Atomic uint32_t squeeze_seen; /* the last squeeze this process answered (a hint) */
 
 static struct cumemcap_xmutex join_lock = CUMEMCAP_XMUTEX_INIT(join_lock);
 static struct cumemcap_book book = { .fd = -1 };
 static _Atomic bool booked;       /* book is open (a group's or the registry's) */
 static bool in_group;             /* it is a group's */
-static int self = -1;             /* our slot */
+static _Atomic int self = -1;     /* our slot */
 static _Atomic bool rejoin;       /* a fork child: take a slot of our own first */
 static char group_name[CUMEMCAP_BOOK_NAME_MAX + 1];
 static char program[CUMEMCAP_BOOK_PROGRAM_MAX];
 static enum cumemcap_book_access access_mode;
 static _Atomic uint32_t local_wake; /* the word waiters sleep on without a group */
 static _Atomic uint64_t last_reap_ms;
-static int dev_ordinal[CUMEMCAP_MAX_DEVICES];
+static _Atomic int dev_ordinal[CUMEMCAP_MAX_DEVICES]; /* -1 until attached */
 static uint64_t changes_seen; /* the book's change_seq when joined, then as logged; join_lock */
 
 static bool dev_ok(int dev)

@@ -43,8 +43,8 @@
 struct cumemcap_group_dev {
 	_Atomic int64_t room; /* held here and not counted; may go below 0 (the overhead grew) */
 	_Atomic bool on;      /* a group's books are kept for this GPU */
-	int gpu;              /* its index in the book's GPU table */
-	uint64_t chunk;       /* spare taken with a grant; twice it kept after a free */
+	_Atomic int gpu;      /* its index in the book's GPU table (set once attached) */
+	_Atomic uint64_t chunk; /* spare taken with a grant; twice it kept after a free */
 };
 
 extern struct cumemcap_group_dev cumemcap_group_devs[CUMEMCAP_MAX_DEVICES];

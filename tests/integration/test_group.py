@@ -287,7 +287,9 @@ class Group(unittest.TestCase):
         for p in ps:
             self.assertEqual(p.wait(30), 0, p.stderr.read())
         self.assertEqual(got, [0] * 64)
-        self.assertLess(took, 45)   # two slow cores start 64 Pythons; the books add little
+        # Two slow cores start 64 Pythons (about 10 s); the books add little.
+        # A sanitizer's runtime (LD_PRELOAD_EXTRA) makes each start slower.
+        self.assertLess(took, 45 if not EXTRA else 240)
         # 64 more after them: the slots of those that exited are free again.
         ps2 = [subprocess.Popen([sys.executable, "-c", prog], env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(8)]
