@@ -148,9 +148,10 @@ static void rejoin_locked(void)
 	char why[256], path[sizeof(book.path)];
 	snprintf(path, sizeof(path), "%s", book.path);
 	const struct cumemcap_book_header *h;
+	int slot = -1;
 	if (!cumemcap_book_open(&book, path, in_group ? CUMEMCAP_BOOK_GROUP : CUMEMCAP_BOOK_REGISTRY, NULL,
 				access_mode, false, why, sizeof(why)) ||
-	    (self = cumemcap_book_claim(&book, program)) < 0) {
+	    (slot = cumemcap_book_claim(&book, program)) < 0) {
 		if (in_group)
 			cumemcap_msg("CUMEMCAP_GROUP=%s: a forked child cannot join %s (%s): it gets no memory on "
 				     "the group's GPUs", group_name, path, book.map ? "no free slot" : why);
@@ -158,6 +159,7 @@ static void rejoin_locked(void)
 			cumemcap_book_close(&book);
 		return; /* in a group, `on` stays set with no room: every grant is refused */
 	}
+	self = slot;
 	h = cumemcap_book_header(&book);
 	if (in_group)
 		squeeze_word = (_Atomic uint32_t *)&h->squeeze;
