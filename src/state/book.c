@@ -40,13 +40,6 @@ bool cumemcap_book_path(char *out, size_t len, const char *dir, enum cumemcap_bo
 	return n > 0 && (size_t)n < len;
 }
 
-void cumemcap_book_uuid_format(const unsigned char u[16], char *out, size_t len)
-{
-	snprintf(out, len,
-		 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2],
-		 u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
-}
-
 /* ---- the loader --------------------------------------------------------------------------- */
 
 static bool terminated(const char *s, size_t n)

@@ -247,6 +247,3 @@ unsigned cumemcap_book_set_limit(struct cumemcap_book *b, int g, uint64_t limit,
 /* Wake every thread waiting on the book (FUTEX_WAKE on the shared word),
  * only when there are any. */
 void cumemcap_book_wake(struct cumemcap_book *b);
-
-/* Format a UUID as "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx". */
-void cumemcap_book_uuid_format(const unsigned char uuid[16], char *out, size_t len);

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "fuzz.h"
+#include "driver/nvml.h"
 #include "state/book.h"
 
 #define CHECK(cond)                       \
@@ -137,8 +138,8 @@ static void read_book(void)
 		CHECK(state <= 2);
 		if (state != 2)
 			continue;
-		char text[64];
-		cumemcap_book_uuid_format(e->uuid, text, sizeof(text));
+		char text[48];
+		cumemcap_nvml_format_uuid(e->uuid, "GPU-", text);
 		CHECK(strlen(text) == 40 && strncmp(text, "GPU-", 4) == 0);
 		CHECK(strlen(e->pci) < sizeof(e->pci));
 		int found = cumemcap_book_gpu_lookup(&b, e->uuid);
@@ -155,9 +156,9 @@ static void read_book(void)
 			continue;
 		CHECK(c->gpu >= -1 && c->gpu < CUMEMCAP_BOOK_GPUS);
 		unsigned char uuid[16];
-		char text[64];
+		char text[48];
 		memcpy(uuid, cumemcap_book_gpu(&b, (unsigned)c->gpu)->uuid, 16);
-		cumemcap_book_uuid_format(uuid, text, sizeof(text));
+		cumemcap_nvml_format_uuid(uuid, "GPU-", text);
 		CHECK(strlen(text) == 40);
 	}
 	/* Every entry the ring holds is one of the last CHANGES. */

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "driver/nvml.h"
 #include "state/book.h"
 #include "test-common.h"
 
@@ -601,8 +602,8 @@ START_TEST(book_gpu_find_one_entry_per_uuid)
 	ck_assert_str_eq(g->pci, "0000:3b:00.0");
 	ck_assert_int_eq(memcmp(g->uuid, uuid_a, 16), 0);
 	ck_assert_uint_eq(atomic_load(&cumemcap_book_gpu(&a, 2)->state), 0);
-	char text[64];
-	cumemcap_book_uuid_format(uuid_a, text, sizeof(text));
+	char text[48];
+	cumemcap_nvml_format_uuid(uuid_a, "GPU-", text);
 	ck_assert_str_eq(text, "GPU-fa4ec0da-0000-4000-8000-000000000001");
 	/* An entry left half-written (state 1) by a dead adder is taken. */
 	atomic_store(&cumemcap_book_gpu(&a, 2)->state, 1);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "driver/nvml.h"
 #include "platform/msg.h"
 
 const char *gtool_prog = "cumemcap group";
@@ -101,7 +102,7 @@ void gtool_snapshot(const struct cumemcap_book *b, enum cumemcap_book_kind kind,
 			continue;
 		o->ready = true;
 		out->gpus_ready++;
-		cumemcap_book_uuid_format(e->uuid, o->uuid, sizeof(o->uuid));
+		cumemcap_nvml_format_uuid(e->uuid, "GPU-", o->uuid);
 		memcpy(o->pci, e->pci, sizeof(o->pci));
 		o->pci[sizeof(o->pci) - 1] = '\0';
 		o->total = e->total;
