@@ -36,7 +36,7 @@ static char program[CUMEMCAP_BOOK_PROGRAM_MAX];
 static enum cumemcap_book_access access_mode;
 static _Atomic uint32_t local_wake; /* the word waiters sleep on without a group */
 static _Atomic uint64_t last_reap_ms;
-static _Atomic int dev_ordinal[CUMEMCAP_MAX_DEVICES]; /* -1 until attached */
+static _Atomic bool attached[CUMEMCAP_MAX_DEVICES]; /* the GPU has its entry in the book */
 static uint64_t changes_seen; /* the book's change_seq when joined, then as logged; join_lock */
 
 static bool dev_ok(int dev)
@@ -93,8 +93,6 @@ static bool join_locked(const char *path, enum cumemcap_book_kind kind, const ch
 
 bool cumemcap_group_start(const struct cumemcap_policy *p, char *err, size_t errlen)
 {
-	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
-		dev_ordinal[d] = -1;
 	snprintf(program, sizeof(program), "%.*s", (int)sizeof(program) - 1, p->program);
 	access_mode = p->group_gid ? CUMEMCAP_BOOK_GID : CUMEMCAP_BOOK_USER;
 	char path[CUMEMCAP_PATH_MAX + 64], why[256];
@@ -200,7 +198,7 @@ void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pc
 		atomic_store(&gd->on, true); /* nothing can be granted: refused, never uncapped */
 	} else if (g >= 0) {
 		gd->gpu = g;
-		dev_ordinal[dev] = dev;
+		attached[dev] = true;
 		struct cumemcap_book_figs *f = figs(dev);
 		atomic_store(&f->ordinal, dev);
 		atomic_store(&f->limit, own_limit == UINT64_MAX ? CUMEMCAP_BOOK_NONE : own_limit);
@@ -222,6 +220,13 @@ static bool ready(int dev)
 }
 
 /* ---- the budget ---------------------------------------------------------------------------- */
+
+/* Whether the group asked for spare back since this process last gave. */
+static bool squeezed(void)
+{
+	return atomic_load_explicit(squeeze_word, memory_order_relaxed) !=
+	       atomic_load_explicit(&squeeze_seen, memory_order_relaxed);
+}
 
 static void squeeze(void)
 {
@@ -290,9 +295,7 @@ void cumemcap_group_give_member(int dev, uint64_t bytes)
 	struct cumemcap_group_dev *g = &cumemcap_group_devs[dev];
 	if (atomic_load_explicit(&g->on, memory_order_relaxed)) {
 		int64_t r = atomic_fetch_add_explicit(&g->room, (int64_t)bytes, memory_order_relaxed) + (int64_t)bytes;
-		if (r > (int64_t)(2 * g->chunk) ||
-		    atomic_load_explicit(squeeze_word, memory_order_relaxed) !=
-		    atomic_load_explicit(&squeeze_seen, memory_order_relaxed))
+		if (r > (int64_t)(2 * g->chunk) || squeezed())
 			cumemcap_group_give_back(dev);
 	}
 	if (atomic_load_explicit(&cumemcap_group_local_waiters, memory_order_relaxed))
@@ -305,10 +308,10 @@ void cumemcap_group_give_back(int dev)
 	if (!ready(dev))
 		return;
 	uint32_t sq = atomic_load(squeeze_word);
-	bool squeezed = sq != atomic_load(&squeeze_seen);
-	if (squeezed)
+	bool asked = sq != atomic_load(&squeeze_seen);
+	if (asked)
 		atomic_store(&squeeze_seen, sq); /* a racy hint: a lost update only gives back twice */
-	int64_t keep = squeezed || atomic_load(&cumemcap_book_header(&book)->tight) ? 0 : (int64_t)gd->chunk;
+	int64_t keep = asked || atomic_load(&cumemcap_book_header(&book)->tight) ? 0 : (int64_t)gd->chunk;
 	int64_t r = atomic_load(&gd->room);
 	while (r > keep) {
 		if (atomic_compare_exchange_weak(&gd->room, &r, keep)) {
@@ -394,14 +397,14 @@ void cumemcap_group_tick(void)
 		return;
 	cumemcap_group_reap(true);
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
-		if (dev_ordinal[dev] >= 0 && atomic_load_explicit(&cumemcap_group_devs[dev].on, memory_order_relaxed) &&
-		    atomic_load(squeeze_word) != atomic_load(&squeeze_seen))
+		if (attached[dev] && atomic_load_explicit(&cumemcap_group_devs[dev].on, memory_order_relaxed) &&
+		    squeezed())
 			cumemcap_group_give_back(dev);
 }
 
 bool cumemcap_group_publishes(int dev)
 {
-	return dev_ok(dev) && dev_ordinal[dev] >= 0 && ready(dev);
+	return dev_ok(dev) && attached[dev] && ready(dev);
 }
 
 void cumemcap_group_publish(int dev, const struct cumemcap_figures *f)
@@ -455,28 +458,30 @@ bool cumemcap_group_next_change(struct cumemcap_book_change *out, unsigned char 
 	return got;
 }
 
+/* dev's entry in the group's GPU table, or -1 (not in a group, not
+ * attached, no room in the table). */
+static int group_gpu(int dev)
+{
+	if (!dev_ok(dev) || !cumemcap_group_member() || !attached[dev])
+		return -1;
+	return cumemcap_group_devs[dev].gpu;
+}
+
 uint64_t cumemcap_group_limit(int dev)
 {
-	if (!dev_ok(dev) || !cumemcap_group_member() || cumemcap_group_devs[dev].gpu < 0 ||
-	    dev_ordinal[dev] < 0)
-		return UINT64_MAX;
-	return atomic_load(&cumemcap_book_gpu(&book, (unsigned)cumemcap_group_devs[dev].gpu)->limit);
+	int g = group_gpu(dev);
+	return g < 0 ? UINT64_MAX : atomic_load(&cumemcap_book_gpu(&book, (unsigned)g)->limit);
 }
 
 uint64_t cumemcap_group_used(int dev)
 {
-	if (!dev_ok(dev) || !cumemcap_group_member() || cumemcap_group_devs[dev].gpu < 0 ||
-	    dev_ordinal[dev] < 0)
-		return UINT64_MAX;
-	return cumemcap_book_used(&book, (unsigned)cumemcap_group_devs[dev].gpu);
+	int g = group_gpu(dev);
+	return g < 0 ? UINT64_MAX : cumemcap_book_used(&book, (unsigned)g);
 }
 
 uint64_t cumemcap_group_held(int dev)
 {
-	if (!dev_ok(dev) || !cumemcap_group_member() || self < 0 || cumemcap_group_devs[dev].gpu < 0 ||
-	    dev_ordinal[dev] < 0)
-		return UINT64_MAX;
-	return atomic_load(&figs(dev)->held);
+	return group_gpu(dev) < 0 || self < 0 ? UINT64_MAX : atomic_load(&figs(dev)->held);
 }
 
 uint64_t cumemcap_group_members(void)
