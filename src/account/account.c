@@ -73,7 +73,7 @@ bool cumemcap_account_wait(int dev, enum cumemcap_kind kind, uint64_t bytes, con
 		cumemcap_account_make_room(dev);
 	}
 	cumemcap_group_waiting(dev, -1);
-	atomic_fetch_sub(&cumemcap_ledger[dev].waiting, 1);
+	cumemcap_ledger_drop(dev, waiting);
 	if (!granted)
 		cumemcap_ledger_bump(dev, wait_timeouts);
 	cumemcap_log_wait(dev, door, bytes, cumemcap_now_ms() - start, granted);

@@ -24,11 +24,7 @@
 
 #include "platform/cuda-api.h"
 #include "state/figures.h"
-
-/* The `group` figures (group.c): the group's books of dev. */
-uint64_t cumemcap_group_limit(int dev);
-uint64_t cumemcap_group_used(int dev);
-uint64_t cumemcap_group_held(int dev);
+#include "state/group.h" /* the `group` figures: the group's books of a GPU */
 
 #define CUMEMCAP_NO_LIMIT UINT64_MAX
 
@@ -162,6 +158,9 @@ static inline bool cumemcap_ledger_holds(int dev, enum cumemcap_kind kind)
 
 #define cumemcap_ledger_bump(dev, field) \
 	atomic_fetch_add_explicit(&cumemcap_ledger[(dev)].field, 1, memory_order_relaxed)
+/* The other way, for a gauge counted up and down (`waiting`). */
+#define cumemcap_ledger_drop(dev, field) \
+	atomic_fetch_sub_explicit(&cumemcap_ledger[(dev)].field, 1, memory_order_relaxed)
 
 /* Shards of the allocs, frees and avoided counters for writers that hold
  * a lock of their own (each arena owns one): a count is a plain add, not
