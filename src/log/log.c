@@ -153,18 +153,24 @@ void cumemcap_log_segment(int dev, bool taken, uint64_t bytes)
 	log_emit(&o);
 }
 
+/* The head of a record about one request: "gpu", "requested", "door". */
+static void put_request(struct out *o, int dev, const char *door, uint64_t requested)
+{
+	out_key(o, "gpu");
+	out_u(o, (uint64_t)dev);
+	out_key(o, "requested");
+	out_u(o, requested);
+	out_key(o, "door");
+	out_json_n(o, door ? door : "", door ? strnlen(door, 96) : 0);
+}
+
 static void refusal_or_oom(const char *type, int dev, const char *door, uint64_t requested)
 {
 	char buf[768];
 	struct out o = OUT(buf);
 	uint64_t limit = cumemcap_ledger_limit(dev);
 	log_begin(&o, type);
-	out_key(&o, "gpu");
-	out_u(&o, (uint64_t)dev);
-	out_key(&o, "requested");
-	out_u(&o, requested);
-	out_key(&o, "door");
-	out_json_n(&o, door ? door : "", door ? strnlen(door, 96) : 0);
+	put_request(&o, dev, door, requested);
 	log_put_figures(&o, dev);
 	out_key(&o, "limit");
 	out_u_or_null(&o, limit != CUMEMCAP_NO_LIMIT, limit);
@@ -220,12 +226,7 @@ void cumemcap_log_wait(int dev, const char *door, uint64_t requested, uint64_t w
 	char buf[768];
 	struct out o = OUT(buf);
 	log_begin(&o, "wait");
-	out_key(&o, "gpu");
-	out_u(&o, (uint64_t)dev);
-	out_key(&o, "requested");
-	out_u(&o, requested);
-	out_key(&o, "door");
-	out_json_n(&o, door ? door : "", door ? strnlen(door, 96) : 0);
+	put_request(&o, dev, door, requested);
 	out_key(&o, "waited");
 	out_ms(&o, waited_ms);
 	out_key(&o, "outcome");
