@@ -160,12 +160,7 @@ END_TEST
 
 static void add(Suite *s, const TTest *t)
 {
-	TCase *tc = tcase_create(t->name);
-	/* In the parent, around the forked test: a failed test is cleaned up too. */
-	tcase_add_unchecked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 10);
-	tcase_add_test(tc, t);
-	suite_add_tcase(s, tc);
+	cumemcap_test_add(s, t, setup, teardown, 10);
 }
 
 TEST_SUITE(cfgfile)

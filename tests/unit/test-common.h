@@ -44,6 +44,19 @@ void cumemcap_test_register(struct cumemcap_test_suite *suite);
 	}                                                                      \
 	static Suite *name_##_suite_setup(void)
 
+/* A test case of one test, named after the test, with a fixture that runs
+ * in the parent around the forked test (so a failed test is cleaned up
+ * too), and a timeout in seconds (0: Check's default). */
+static inline void cumemcap_test_add(Suite *s, const TTest *t, SFun setup, SFun teardown, double timeout)
+{
+	TCase *tc = tcase_create(t->name);
+	tcase_add_unchecked_fixture(tc, setup, teardown);
+	if (timeout > 0)
+		tcase_set_timeout(tc, timeout);
+	tcase_add_test(tc, t);
+	suite_add_tcase(s, tc);
+}
+
 /* A test case of one test, named after the test: keeps `CK_RUN_CASE=parse_amount_units`
  * able to pick out a single test. */
 #define ADD_TEST(suite_, test_)                                                \
