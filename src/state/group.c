@@ -32,6 +32,10 @@ static bool in_group;             /* it is a group's */
 static _Atomic int self = -1;     /* our slot */
 static _Atomic bool rejoin;       /* a fork child: take a slot of our own first */
 static char group_name[CUMEMCAP_BOOK_NAME_MAX + 1];
+/* The node registry, joined at the first GPU's attach (a process that
+ * never uses CUDA writes nothing); set in the constructor. */
+static _Atomic bool want_registry;
+static char registry_path[CUMEMCAP_PATH_MAX + 64], registry_uid[16];
 static char program[CUMEMCAP_BOOK_PROGRAM_MAX];
 static enum cumemcap_book_access access_mode;
 static _Atomic uint32_t local_wake; /* the word waiters sleep on without a group */
@@ -110,12 +114,12 @@ bool cumemcap_group_start(const struct cumemcap_policy *p, char *err, size_t err
 			ok = false;
 		}
 	} else if (!p->secure && any_limit(p)) {
-		/* Best effort: the registry only feeds `cumemcap top`. */
-		char uid[16];
-		snprintf(uid, sizeof(uid), "%u", (unsigned)geteuid());
+		/* Best effort, and only once a GPU is used: the registry only
+		 * feeds `cumemcap top`. */
+		snprintf(registry_uid, sizeof(registry_uid), "%u", (unsigned)geteuid());
 		access_mode = CUMEMCAP_BOOK_USER;
-		if (cumemcap_book_path(path, sizeof(path), p->group_dir, CUMEMCAP_BOOK_REGISTRY, uid))
-			join_locked(path, CUMEMCAP_BOOK_REGISTRY, uid, why, sizeof(why));
+		atomic_store(&want_registry, cumemcap_book_path(registry_path, sizeof(registry_path), p->group_dir,
+								 CUMEMCAP_BOOK_REGISTRY, registry_uid));
 	}
 	cumemcap_xmutex_unlock(&join_lock);
 	return ok;
@@ -179,7 +183,7 @@ static uint64_t chunk_of(uint64_t limit)
 void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pci, uint64_t total,
 			   uint64_t own_limit)
 {
-	if (!dev_ok(dev) || (!atomic_load(&booked) && !atomic_load(&rejoin)))
+	if (!dev_ok(dev) || (!atomic_load(&booked) && !atomic_load(&rejoin) && !atomic_load(&want_registry)))
 		return;
 	struct cumemcap_source src;
 	uint64_t limit = cumemcap_policy_group_limit(cumemcap_policy(), dev, uuid, pci, total, &src);
@@ -187,6 +191,11 @@ void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pc
 		limit = CUMEMCAP_BOOK_NONE;
 	cumemcap_xmutex_lock(&join_lock);
 	rejoin_locked();
+	if (!atomic_load(&booked) && atomic_load(&want_registry)) {
+		char why[256];
+		if (!join_locked(registry_path, CUMEMCAP_BOOK_REGISTRY, registry_uid, why, sizeof(why)))
+			atomic_store(&want_registry, false); /* no registry here: not asked again */
+	}
 	int g = atomic_load(&booked) ? cumemcap_book_gpu_find(&book, uuid, pci, total, limit) : -1;
 	struct cumemcap_group_dev *gd = &cumemcap_group_devs[dev];
 	if (g < 0 && in_group) {

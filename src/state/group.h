@@ -23,7 +23,8 @@
  * and within a second. See docs/groups.md.
  *
  * A process in no group but with a limit registers in the node registry
- * (the same slots, no budget) so that `cumemcap top` sees it.
+ * (the same slots, no budget) at its first GPU use, so that `cumemcap
+ * top` sees it; one that never uses CUDA writes nothing.
  *
  * Thread safety: the room and the counters are atomics; joining, claiming
  * and reaping take one mutex (never held across a driver call or a wait).
@@ -50,8 +51,8 @@ struct cumemcap_group_dev {
 extern struct cumemcap_group_dev cumemcap_group_devs[CUMEMCAP_MAX_DEVICES];
 
 /* Join the group the policy names, creating its book when it is the first
- * member, or else register in the node registry when the policy has any
- * limit. False with one line in err (naming the variable, the file and the
+ * member, or else note that the node registry is to be joined at the first
+ * GPU's attach when the policy has any limit. False with one line in err (naming the variable, the file and the
  * reason) when a group cannot be joined: the process must not run. The
  * registry is best effort (a note under CUMEMCAP_DEBUG, never an error). */
 bool cumemcap_group_start(const struct cumemcap_policy *p, char *err, size_t errlen);

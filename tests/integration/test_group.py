@@ -472,6 +472,21 @@ class Group(unittest.TestCase):
         self.assertEqual(os.stat(path).st_mode & 0o777, 0o600)
         self.assertEqual([f for f in os.listdir(self.dir) if f.startswith(".")], [])   # no temporary left
 
+    # ---- the node registry ------------------------------------------------------------------------
+
+    def test_registry_only_once_a_gpu_is_used(self):
+        """A capped process in no group registers for `cumemcap top` at its
+        first GPU use; one that never uses CUDA writes nothing (a node-wide
+        limit must leave such programs as they were)."""
+        env = self.env(CUMEMCAP_LIMIT="1GiB")
+        out = subprocess.run([sys.executable, "-c", "print('no CUDA')"], env=env, capture_output=True,
+                             text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(os.listdir(self.dir), [])
+        a = self.member(CUMEMCAP_LIMIT="1GiB")
+        self.assertEqual(self.ask(a, "alloc 1")["r"], 0)
+        self.assertEqual(os.listdir(self.dir), ["cumemcap-node.%d" % os.geteuid()])
+
     # ---- what the log and the metrics say ---------------------------------------------------------
 
     def test_log_and_metrics(self):

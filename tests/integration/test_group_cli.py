@@ -172,7 +172,9 @@ class GroupCli(unittest.TestCase):
             self.assertTrue(row.endswith("alive"), row)
 
     def test_top_member_without_gpu(self):
-        p = self.member({"CUMEMCAP_LIMIT": "1GiB"}, steps=())
+        # A group's member is in its book from the start (a capped process
+        # in no group registers only at its first GPU use).
+        p = self.member({"CUMEMCAP_GROUP": "g", "CUMEMCAP_LIMIT": "1GiB"}, steps=())
         view = self.top_until(lambda v: [r["pid"] for r in v["processes"]] == [p.pid], "the member is listed")
         self.assertIsNone(view["processes"][0]["gpu"])
         self.assertEqual(view["gpus"], [])
@@ -195,7 +197,7 @@ class GroupCli(unittest.TestCase):
         self.assertEqual((shown["members"], shown["gpus"][0]["used"]), ([], 0))
 
     def test_top_skips_unreadable_books(self):
-        self.member({"CUMEMCAP_LIMIT": "1GiB"}, steps=())
+        self.member({"CUMEMCAP_LIMIT": "1GiB"}, [("dev", 0)])
         with open(self.book("broken"), "wb") as f:
             f.write(b"not a book")
         view = self.jcli("top", "--once")
