@@ -242,7 +242,7 @@ static void squeeze(void)
 	atomic_fetch_add(squeeze_word, 1);
 }
 
-bool cumemcap_group_grow(int dev, uint64_t bytes)
+static bool group_grow(int dev, uint64_t bytes)
 {
 	struct cumemcap_group_dev *gd = &cumemcap_group_devs[dev];
 	if (bytes > INT64_MAX / 2 || !ready(dev))
@@ -296,7 +296,7 @@ bool cumemcap_group_take_member(int dev, uint64_t bytes)
 		if (atomic_compare_exchange_weak_explicit(&g->room, &r, r - (int64_t)bytes, memory_order_relaxed,
 							  memory_order_relaxed))
 			return true;
-	return cumemcap_group_grow(dev, bytes);
+	return group_grow(dev, bytes);
 }
 
 void cumemcap_group_give_member(int dev, uint64_t bytes)
@@ -491,17 +491,6 @@ uint64_t cumemcap_group_used(int dev)
 uint64_t cumemcap_group_held(int dev)
 {
 	return group_gpu(dev) < 0 || self < 0 ? UINT64_MAX : atomic_load(&figs(dev)->held);
-}
-
-uint64_t cumemcap_group_members(void)
-{
-	if (!cumemcap_group_member())
-		return UINT64_MAX;
-	uint64_t n = 0;
-	uint32_t used = atomic_load(&cumemcap_book_header(&book)->slots_used);
-	for (unsigned i = 0; i < used && i < CUMEMCAP_BOOK_SLOTS; i++)
-		n += atomic_load(&cumemcap_book_slot(&book, i)->state) == 1;
-	return n;
 }
 
 void cumemcap_group_leave(void)

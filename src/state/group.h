@@ -8,7 +8,7 @@
  * spare (`room`, in this process), so that most reservations are one
  * compare-and-swap on a word of this process and nothing shared is
  * touched: no system call, no lock. When the room does not suffice the
- * member asks for more (cumemcap_group_grow): it adds to its `held` and
+ * member asks for more (group_grow in group.c): it adds to its `held` and
  * then sums every member's; if the sum passes the limit it takes its
  * addition back. Both steps are sequentially consistent, so of two
  * members growing at once at least one sees the other's addition: the
@@ -83,7 +83,6 @@ static inline bool cumemcap_group_take(int dev, uint64_t bytes)
 		return true;
 	return cumemcap_group_take_member(dev, bytes);
 }
-bool cumemcap_group_grow(int dev, uint64_t bytes);
 
 /* What this process counts on `dev` went down by `bytes` (a free, a
  * smaller overhead): the room grows; spare past two chunks goes back to
@@ -136,12 +135,11 @@ const char *cumemcap_group_name(void);
 const char *cumemcap_group_path(void);
 
 /* Figures of `dev` for the log and metrics: the group's limit there
- * (CUMEMCAP_BOOK_NONE: none), what all members hold, what this one holds,
- * and how many members are live. UINT64_MAX when not in a group. */
+ * (CUMEMCAP_BOOK_NONE: none), what all members hold, and what this one
+ * holds. UINT64_MAX when not in a group. */
 uint64_t cumemcap_group_limit(int dev);
 uint64_t cumemcap_group_used(int dev);
 uint64_t cumemcap_group_held(int dev);
-uint64_t cumemcap_group_members(void);
 
 /* The process is ending: hand back the slot at once. */
 void cumemcap_group_leave(void);
