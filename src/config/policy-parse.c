@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "config/parse.h"
+#include "config/policy.h"
 
 bool cumemcap_policy_parse_limit(struct cumemcap_layer *l, const char *value, char *why, size_t len)
 {

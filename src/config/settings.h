@@ -1,4 +1,4 @@
-/* settings: the one table of settings. Each row is a setting with its
+/* settings: the one table of settings (settings-table.c). Each row is a setting with its
  * environment variable, its configuration file key (the launcher's option
  * is the key with '-' for '_': limit -> --limit), where in a file it may
  * stand, its parser, where its value lives in a layer, and its
@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "config/policy.h"
+struct cumemcap_layer; /* config/policy.h */
 
 /* Where a setting may be given. */
 enum cumemcap_scope {

@@ -3,6 +3,7 @@
 #include "config.h"
 #include "tools/config-doc.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 #include "config/settings.h"
@@ -84,7 +85,7 @@ static void comment(FILE *f, const char *text)
 static const char conf_head[] =
 	"# cumemcap.conf: rules for programs run under libcumemcap.so.\n"
 	"#\n"
-	"# Generated from the table of settings (src/config/settings.c) by\n"
+	"# Generated from the table of settings (src/config/settings-table.c) by\n"
 	"# `cumemcap-config --print-example conf`; the test suite checks that they\n"
 	"# match. Every key is here with its default (or an example where the default\n"
 	"# cannot be written), commented out: as installed, this file changes nothing.\n"
@@ -127,7 +128,7 @@ static const char env_head[] =
 	"# systemd EnvironmentFile=, a `docker run --env-file`, or a Kubernetes\n"
 	"# ConfigMap read with envFrom.\n"
 	"#\n"
-	"# Generated from the table of settings (src/config/settings.c) by\n"
+	"# Generated from the table of settings (src/config/settings-table.c) by\n"
 	"# `cumemcap-config --print-example env`; the test suite checks that they\n"
 	"# match, and that every line, uncommented, is accepted. Every variable is\n"
 	"# here with its default (or an example where the default cannot be written),\n"

@@ -480,8 +480,10 @@ static int flag(const char *option)
 	static char flags[CUMEMCAP_SETTINGS_MAX + 8][64];
 	const char *candidates[CUMEMCAP_SETTINGS_MAX + 8];
 	size_t n = 0;
-	for (size_t i = 0; i < cumemcap_setting_count; i++)
-		cumemcap_setting_flag(&cumemcap_settings[i], flags[n], sizeof(flags[n])), candidates[n] = flags[n], n++;
+	for (size_t i = 0; i < cumemcap_setting_count; i++, n++) {
+		cumemcap_setting_flag(&cumemcap_settings[i], flags[n], sizeof(flags[n]));
+		candidates[n] = flags[n];
+	}
 	static const char *const own[] = { "--config", "--check-config", "--print-config", "--help", "--version" };
 	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
 		candidates[n++] = own[i];

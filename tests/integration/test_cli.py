@@ -204,7 +204,7 @@ class Launcher(unittest.TestCase):
         values.update({"CUMEMCAP_LOG": os.path.join(self.tmp.name, "%n.log"),
                        "CUMEMCAP_METRICS": os.path.join(self.tmp.name, "%n.prom"),
                        "CUMEMCAP_GROUP_DIR": self.tmp.name})
-        with open(os.path.join(ROOT, "src", "config", "settings.c")) as f:
+        with open(os.path.join(ROOT, "src", "config", "settings-table.c")) as f:
             table = set(re.findall(r'\{ "(CUMEMCAP_[A-Z_]+)", "([a-z_]+)"', f.read()))
         self.assertGreaterEqual(len(table), 17)
         for var, key in sorted(table):
@@ -221,7 +221,7 @@ class Launcher(unittest.TestCase):
         self.assertTrue(p.stdout.startswith("Usage: cumemcap "))
         for section in ("\nOptions (", "\nVariables (", "\nExit status:\n"):
             self.assertIn(section, p.stdout)
-        with open(os.path.join(ROOT, "src", "config", "settings.c")) as f:
+        with open(os.path.join(ROOT, "src", "config", "settings-table.c")) as f:
             table = re.findall(r'\{ "(CUMEMCAP_[A-Z_]+)", "([a-z_]+)"', f.read())
         for var, key in table:
             self.assertRegex(p.stdout, r"\n  %s\s" % var)
