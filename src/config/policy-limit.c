@@ -112,3 +112,17 @@ void cumemcap_policy_selectors(const struct cumemcap_policy *p,
 		fn(ctx, &p->device_sections[i].selector, &s);
 	}
 }
+
+bool cumemcap_policy_any_limit(const struct cumemcap_policy *p)
+{
+	if (p->group[0])
+		return true;
+	const struct cumemcap_layer *layers[] = { &p->env, &p->program_layer, &p->file };
+	for (size_t i = 0; i < 3; i++)
+		if (layers[i]->set.limit || layers[i]->set.devices)
+			return true;
+	for (size_t i = 0; i < p->device_section_count; i++)
+		if (p->device_sections[i].has_limit)
+			return true;
+	return false;
+}

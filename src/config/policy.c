@@ -14,238 +14,17 @@
 #include <unistd.h>
 
 #include "config/cfgfile.h"
+#include "config/settings.h"
 #include "platform/msg.h"
 
-/* ---- the settings ---------------------------------------------------------- */
+/* ---- the settings (settings.c's table) ---------------------------------- */
 
-enum scope {
-	IN_ENV = 1,     /* as an environment variable */
-	IN_GLOBAL = 2,  /* before the first section of the file */
-	IN_PROGRAM = 4, /* in a [program GLOB] section */
-	IN_DEVICE = 8,  /* in a [device SELECTOR] section */
-};
-
-/* A parser sets its field in the layer and returns true, or writes why the
- * value is wrong (a sentence to put after `NAME="VALUE"`) and returns false. */
-typedef bool (*setting_parser)(struct cumemcap_layer *l, const char *value, char *why, size_t len);
-
-static bool parse_limit(struct cumemcap_layer *l, const char *value, char *why, size_t len)
-{
-	if (cumemcap_parse_amount(value, &l->limit))
-		return true;
-	snprintf(why, len, " is not a valid limit; accepted: %s", cumemcap_amount_forms);
-	return false;
-}
-
-static bool parse_devices(struct cumemcap_layer *l, const char *value, char *why, size_t len)
-{
-	char reason[512];
-	if (cumemcap_parse_device_rules(value, &l->devices, reason, sizeof(reason)))
-		return true;
-	snprintf(why, len, ": %s", reason);
-	return false;
-}
-
-static bool parse_growth(struct cumemcap_layer *l, const char *value, char *why, size_t len)
-{
-	if (strcmp(value, "ondemand") == 0) {
-		l->growth = CUMEMCAP_GROWTH_ONDEMAND;
-		return true;
-	}
-	if (strcmp(value, "preallocate") == 0) {
-		l->growth = CUMEMCAP_GROWTH_PREALLOCATE;
-		l->prealloc = (struct cumemcap_amount){ .kind = CUMEMCAP_AMOUNT_NONE };
-		return true;
-	}
-	if (strncmp(value, "preallocate:", 12) == 0) {
-		if (!cumemcap_parse_amount(value + 12, &l->prealloc)) {
-			snprintf(why, len, ": the size after \"preallocate:\" is not valid; accepted: %s",
-				 cumemcap_amount_forms);
-			return false;
-		}
-		l->growth = CUMEMCAP_GROWTH_PREALLOCATE;
-		return true;
-	}
-	snprintf(why, len,
-		 " is not supported; accepted: ondemand, preallocate (the whole limit), preallocate:SIZE");
-	return false;
-}
-
-static bool parse_count(struct cumemcap_layer *l, const char *value, char *why, size_t len)
-{
-	if (strcmp(value, "footprint") == 0 || strcmp(value, "allocations") == 0) {
-		l->count = value[0] == 'f' ? CUMEMCAP_COUNT_FOOTPRINT : CUMEMCAP_COUNT_ALLOCATIONS;
-		return true;
-	}
-	snprintf(why, len,
-		 " is not supported; accepted: footprint (allocations and the driver's overhead), allocations");
-	return false;
-}
-
-const char *cumemcap_policy_count_name(enum cumemcap_count c)
-{
-	return c == CUMEMCAP_COUNT_ALLOCATIONS ? "allocations" : "footprint";
-}
-
-static bool parse_estimate(struct cumemcap_layer *l, const char *value, char *why, size_t len)
-{
-	struct cumemcap_amount a;
-	if (strcmp(value, "0") == 0) {
-		l->overhead_estimate = 0;
-		return true;
-	}
-	if (cumemcap_parse_amount(value, &a) && a.kind == CUMEMCAP_AMOUNT_BYTES) {
-		l->overhead_estimate = a.bytes;
-		return true;
-	}
-	snprintf(why, len, " is not a valid size; accepted: 0, or a size per context such as 512MiB (no %%)");
-	return false;
-}
-
-static bool parse_pool(struct cumemcap_layer *l, const char *value, char *why, size_t len)
-{
-	static const char *const names[] = { "on", "nopack", "off" };
-	for (int i = 0; i < 3; i++) {
-		if (strcmp(value, names[i]) == 0) {
-			l->pool = (enum cumemcap_pool_mode)i;
-			return true;
-		}
-	}
-	snprintf(why, len, " is not supported; accepted: on, nopack (no shared segments), off");
-	return false;
-}
-
-const char *cumemcap_policy_pool_name(enum cumemcap_pool_mode m)
-{
-	return m == CUMEMCAP_POOL_OFF ? "off" : m == CUMEMCAP_POOL_NOPACK ? "nopack" : "on";
-}
-
-static bool parse_release(struct cumemcap_layer *l, const char *value, char *why, size_t len)
-{
-	if (strcmp(value, "never") == 0) {
-		l->release = CUMEMCAP_RELEASE_NEVER;
-		return true;
-	}
-	if (strcmp(value, "immediate") == 0) {
-		l->release = CUMEMCAP_RELEASE_IMMEDIATE;
-		return true;
-	}
-	if (strncmp(value, "idle:", 5) == 0 &&
-	    cumemcap_parse_seconds(value + 5, 1, 86400000u, &l->release_idle_ms)) {
-		l->release = CUMEMCAP_RELEASE_IDLE;
-		return true;
-	}
-	snprintf(why, len,
-		 " is not supported; accepted: never, immediate, idle:SECONDS (0.001 to 86400, e.g. idle:30)");
-	return false;
-}
-
-/* A switch: `word` or "off", which *on says; nothing is written otherwise. */
-static bool parse_switch(const char *value, const char *word, bool *on, char *why, size_t len)
-{
-	if (strcmp(value, word) == 0 || strcmp(value, "off") == 0) {
-		*on = strcmp(value, word) == 0;
-		return true;
-	}
-	snprintf(why, len, " is not supported; accepted: %s, off", word);
-	return false;
-}
-
-/* A path template into dst (size bytes); nothing is written when it is not
- * one, and why ends with what else `accepted` names. */
-static bool parse_path(const char *value, char *dst, size_t size, const char *accepted, char *why,
-		       size_t len)
-{
-	if (!cumemcap_parse_template(value, size, why, len)) {
-		size_t n = strlen(why);
-		snprintf(why + n, len - n, "; accepted: %s", accepted);
-		return false;
-	}
-	snprintf(dst, size, "%s", value);
-	return true;
-}
-
-static bool parse_hints(struct cumemcap_layer *l, const char *value, char *why, size_t len)
-{
-	bool on;
-	if (!parse_switch(value, "on", &on, why, len))
-		return false;
-	l->hints_off = !on;
-	return true;
-}
-
-static bool parse_log(struct cumemcap_layer *l, const char *value, char *why, size_t len)
-{
-	if (strcmp(value, "stderr") == 0 || strcmp(value, "off") == 0) {
-		l->log = value[0] == 's' ? CUMEMCAP_LOG_STDERR : CUMEMCAP_LOG_OFF;
-		return true;
-	}
-	if (!parse_path(value, l->log_path, sizeof(l->log_path), "stderr, off, or a path template", why, len))
-		return false;
-	l->log = CUMEMCAP_LOG_FILE;
-	return true;
-}
-
-static bool parse_interval(struct cumemcap_layer *l, const char *value, char *why, size_t len)
-{
-	if (cumemcap_parse_seconds(value, 100, 86400000u, &l->log_interval_ms))
-		return true;
-	snprintf(why, len, " is not supported; accepted: seconds from 0.1 to 86400 (e.g. 5, 0.5)");
-	return false;
-}
-
-static bool parse_metrics(struct cumemcap_layer *l, const char *value, char *why, size_t len)
-{
-	if (strcmp(value, "off") == 0) {
-		l->metrics_path[0] = '\0';
-		return true;
-	}
-	return parse_path(value, l->metrics_path, sizeof(l->metrics_path), "off, or a path template", why, len);
-}
-
-static bool parse_debug(struct cumemcap_layer *l, const char *value, char *why, size_t len)
-{
-	return parse_switch(value, "doors", &l->debug_doors, why, len);
-}
-
-/* Each setting's value and source live in a layer; these find them. */
-#define FIELD(name) offsetof(struct cumemcap_layer, set.name), offsetof(struct cumemcap_layer, src.name)
-
-/* The one table of settings: the environment, the file, the launcher's
- * --help and --print-config all read it. */
-static const struct setting {
-	const char *variable;
-	const char *key;
-	unsigned scope;
-	setting_parser parse;
-	size_t set_off, src_off;
-} settings[] = {
-	{ "CUMEMCAP_LIMIT", "limit", IN_ENV | IN_GLOBAL | IN_PROGRAM | IN_DEVICE, parse_limit, FIELD(limit) },
-	{ "CUMEMCAP_DEVICE_LIMITS", "device_limits", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_devices, FIELD(devices) },
-	{ "CUMEMCAP_COUNT", "count", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_count, FIELD(count) },
-	{ "CUMEMCAP_OVERHEAD_ESTIMATE", "overhead_estimate", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_estimate, FIELD(estimate) },
-	{ "CUMEMCAP_GROWTH", "growth", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_growth, FIELD(growth) },
-	{ "CUMEMCAP_POOL", "pool", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_pool, FIELD(pool) },
-	{ "CUMEMCAP_RELEASE", "release", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_release, FIELD(release) },
-	{ "CUMEMCAP_FRAMEWORK_HINTS", "framework_hints", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_hints, FIELD(hints) },
-	{ "CUMEMCAP_LOG", "log", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_log, FIELD(log) },
-	{ "CUMEMCAP_LOG_INTERVAL", "log_interval", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_interval, FIELD(interval) },
-	{ "CUMEMCAP_METRICS", "metrics", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_metrics, FIELD(metrics) },
-	{ "CUMEMCAP_DEBUG", "debug", IN_ENV | IN_GLOBAL | IN_PROGRAM, parse_debug, FIELD(debug) },
-	{ "CUMEMCAP_GROUP", "group", IN_ENV | IN_GLOBAL | IN_PROGRAM, cumemcap_policy_parse_group, FIELD(group) },
-	{ "CUMEMCAP_GROUP_LIMIT", "group_limit", IN_ENV | IN_GLOBAL | IN_PROGRAM, cumemcap_policy_parse_group_limit, FIELD(group_limit) },
-	{ "CUMEMCAP_GROUP_DIR", "group_dir", IN_ENV | IN_GLOBAL | IN_PROGRAM, cumemcap_policy_parse_group_dir, FIELD(group_dir) },
-	{ "CUMEMCAP_GROUP_ACCESS", "group_access", IN_ENV | IN_GLOBAL | IN_PROGRAM, cumemcap_policy_parse_group_access, FIELD(group_access) },
-	{ "CUMEMCAP_ON_LIMIT", "on_limit", IN_ENV | IN_GLOBAL | IN_PROGRAM, cumemcap_policy_parse_on_limit, FIELD(on_limit) },
-};
-#define SETTING_COUNT (sizeof(settings) / sizeof(settings[0]))
-
-static bool *set_flag(struct cumemcap_layer *l, const struct setting *s)
+static bool *set_flag(struct cumemcap_layer *l, const struct cumemcap_setting *s)
 {
 	return (bool *)((char *)l + s->set_off);
 }
 
-static struct cumemcap_source *source_of(struct cumemcap_layer *l, const struct setting *s)
+static struct cumemcap_source *source_of(struct cumemcap_layer *l, const struct cumemcap_setting *s)
 {
 	return (struct cumemcap_source *)((char *)l + s->src_off);
 }
@@ -255,18 +34,10 @@ static const char *key_list(char *buf, size_t len, unsigned scope)
 {
 	size_t o = 0;
 	buf[0] = '\0';
-	for (size_t i = 0; i < SETTING_COUNT && o < len; i++)
-		if (settings[i].scope & scope)
-			o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? ", " : "", settings[i].key);
+	for (size_t i = 0; i < cumemcap_setting_count && o < len; i++)
+		if (cumemcap_settings[i].scope & scope)
+			o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? ", " : "", cumemcap_settings[i].key);
 	return buf;
-}
-
-static const struct setting *setting_by_key(const char *key)
-{
-	for (size_t i = 0; i < SETTING_COUNT; i++)
-		if (strcmp(settings[i].key, key) == 0)
-			return &settings[i];
-	return NULL;
 }
 
 /* ---- the environment ------------------------------------------------------- */
@@ -277,8 +48,8 @@ static const struct setting *setting_by_key(const char *key)
 static bool read_env(struct cumemcap_layer *l, cumemcap_getenv_fn get, char *err, size_t errlen)
 {
 	char why[768], q[256];
-	for (size_t i = 0; i < SETTING_COUNT; i++) {
-		const struct setting *s = &settings[i];
+	for (size_t i = 0; i < cumemcap_setting_count; i++) {
+		const struct cumemcap_setting *s = &cumemcap_settings[i];
 		const char *value = get(s->variable);
 		if (!value)
 			continue;
@@ -370,23 +141,23 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 		     size_t errlen)
 {
 	struct file_state *st = ctx;
-	const struct setting *s = setting_by_key(key);
+	const struct cumemcap_setting *s = cumemcap_setting_by_key(key);
 	char q[256], qk[128], keys_there[512];
 	if (!s) {
-		const char *keys[SETTING_COUNT + 1];
-		for (size_t i = 0; i < SETTING_COUNT; i++)
-			keys[i] = settings[i].key;
-		keys[SETTING_COUNT] = NULL;
+		const char *keys[CUMEMCAP_SETTINGS_MAX + 1];
+		for (size_t i = 0; i < cumemcap_setting_count; i++)
+			keys[i] = cumemcap_settings[i].key;
+		keys[cumemcap_setting_count] = NULL;
 		const char *hint = cumemcap_config_suggest(key, keys);
 		if (hint)
 			snprintf(err, errlen, "unknown key \"%s\" (did you mean \"%s\"?)", Q(qk, key), hint);
 		else
 			snprintf(err, errlen, "unknown key \"%s\"; accepted: %s", Q(qk, key),
-				 key_list(keys_there, sizeof(keys_there), IN_GLOBAL | IN_PROGRAM | IN_DEVICE));
+				 key_list(keys_there, sizeof(keys_there), CUMEMCAP_IN_GLOBAL | CUMEMCAP_IN_PROGRAM | CUMEMCAP_IN_DEVICE));
 		return false;
 	}
-	unsigned where = st->kind == SECTION_GLOBAL ? IN_GLOBAL
-			 : st->kind == SECTION_PROGRAM ? IN_PROGRAM : IN_DEVICE;
+	unsigned where = st->kind == SECTION_GLOBAL ? CUMEMCAP_IN_GLOBAL
+			 : st->kind == SECTION_PROGRAM ? CUMEMCAP_IN_PROGRAM : CUMEMCAP_IN_DEVICE;
 	if (!(s->scope & where)) {
 		snprintf(err, errlen, "\"%s\" cannot stand in %s; accepted there: %s", key,
 			 st->kind == SECTION_DEVICE ? "a [device] section"

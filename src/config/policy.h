@@ -1,8 +1,8 @@
 /* policy: the rules of this process, built once from the environment and
  * the configuration file.
  *
- * Owns the one table of settings (environment variable, file key, where in
- * a file it may stand, parser), the immutable struct cumemcap_policy the
+ * Owns (with the table of settings in settings.h: environment variable,
+ * file key, where in a file it may stand, parser) the immutable struct cumemcap_policy the
  * other layers read, and the precedence between sources. Built in the
  * library constructor (or by the first hook, whichever comes first) and
  * never changed afterwards, so readers need no lock. A value that cannot
@@ -255,6 +255,12 @@ uint64_t cumemcap_policy_limit(const struct cumemcap_policy *p, int ordinal,
 uint64_t cumemcap_policy_group_limit(const struct cumemcap_policy *p, int ordinal,
 				     const unsigned char uuid[16], const char *pci_bus_id,
 				     uint64_t total, struct cumemcap_source *src);
+
+/* Whether a limit may apply to the process: a per-process limit rule (the
+ * environment, its [program] section, a [device] section or the file's
+ * global part; it may still match no GPU of the machine), or a group (its
+ * budget may come from its shared state). False: the run only observes. */
+bool cumemcap_policy_any_limit(const struct cumemcap_policy *p);
 
 /* Call fn for every GPU selector the rules name (environment and file,
  * group_limit lists when there is a group), with its source, to report

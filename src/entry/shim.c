@@ -11,7 +11,6 @@
 #include "config.h"
 
 #include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "account/account.h"
@@ -28,6 +27,7 @@
 #include "state/ledger.h"
 #include "log/log.h"
 #include "platform/msg.h"
+#include "config/hints.h"
 #include "config/policy.h"
 #include "state/track.h"
 #include "platform/worker.h"
@@ -86,11 +86,9 @@ __attribute__((constructor)) static void cumemcap_start(int argc, char **argv, c
 	if (!cumemcap_group_start(p, err, sizeof(err)))
 		cumemcap_fatal("%s", err);
 	/* Let TensorFlow and JAX grow instead of taking the whole limit at
-	 * start, unless the user said otherwise (setenv never overwrites). */
-	if (p->growth == CUMEMCAP_GROWTH_ONDEMAND && p->framework_hints) {
-		setenv("TF_FORCE_GPU_ALLOW_GROWTH", "true", 0);
-		setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "false", 0);
-	}
+	 * start: only under a limit, never over a framework setting the user
+	 * gave (hints.h has the rules). */
+	cumemcap_hints_apply(p);
 	cumemcap_log_init();
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }

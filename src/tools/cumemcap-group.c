@@ -483,6 +483,13 @@ static int cmd_set(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+	/* cumemcap-group --version, cumemcap group --version, cumemcap top --version */
+	if ((argc == 2 && strcmp(argv[1], "--version") == 0) ||
+	    (argc == 3 && strcmp(argv[2], "--version") == 0 &&
+	     (strcmp(argv[1], "group") == 0 || strcmp(argv[1], "top") == 0))) {
+		printf("cumemcap-group %s\n", CUMEMCAP_VERSION_STRING);
+		return 0;
+	}
 	if (argc >= 2 && strcmp(argv[1], "top") == 0) {
 		gtool_prog = "cumemcap top";
 		return gtool_top(argc - 2, argv + 2);

@@ -168,9 +168,14 @@ class Config(unittest.TestCase):
                          '[device SELECTOR], [program GLOB]' % conf)
         p = self.launch(["--check-config"], {"CUMEMCAP_CONFIG": conf})
         self.assertEqual(p.returncode, 1)
+        # No file at all: 2, as --help says (1 is for a file that is wrong).
         p = self.launch(["--check-config", "/nonexistent.conf"])
-        self.assertEqual(p.returncode, 1)
-        self.assertIn("cannot open", p.stderr)
+        self.assertEqual(p.returncode, 2)
+        self.assertEqual(p.stderr, "cumemcap: /nonexistent.conf: cannot open: no such file\n")
+        dangling = os.path.join(self.dir.name, "dangling.conf")
+        os.symlink(os.path.join(self.dir.name, "gone"), dangling)
+        p = self.launch(["--check-config", dangling])
+        self.assertEqual(p.returncode, 1, "a link to nothing is there, and wrong")
 
     def test_print_config_says_where_values_come_from(self):
         conf = self.write_conf(self.RULES + "log = stderr\n")

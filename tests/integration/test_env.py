@@ -4,27 +4,29 @@ before main with one line; no driver or no CUDA use leaves a program
 untouched; only the intended symbols are exported; dlsym(RTLD_NEXT) keeps
 working for other interposers.
 
-Usage: test_env.py SHIM FAKE_DIR HOOKS_DEF NOCUDA NODRIVER RTLD_NEXT LAUNCHER LIMIT_PROG
+Usage: test_env.py SHIM FAKE_DIR HOOKS_DEF NOCUDA NODRIVER RTLD_NEXT LAUNCHER LIMIT_PROG TOOL
 (meson passes the built paths). LD_PRELOAD_EXTRA, when set, is put in
 front of the shim in LD_PRELOAD (the sanitizer runtime in ASan builds).
 """
 import os
+import json
 import re
 import subprocess
 import sys
+import tempfile
 import unittest
 
-SHIM, FAKE_DIR, HOOKS_DEF, NOCUDA, NODRIVER, RTLD_NEXT, LAUNCHER, LIMIT_PROG = sys.argv[1:9]
+SHIM, FAKE_DIR, HOOKS_DEF, NOCUDA, NODRIVER, RTLD_NEXT, LAUNCHER, LIMIT_PROG, TOOL = sys.argv[1:10]
 # src/, two levels above src/driver/hooks.def
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(HOOKS_DEF)))
-del sys.argv[1:9]
+del sys.argv[1:10]
 EXTRA = os.environ.get("LD_PRELOAD_EXTRA", "")
 CONFIG_EXIT = 125
 
 
 def shim_env(env_add=None, with_fake=True):
     env = {k: v for k, v in os.environ.items()
-           if k == "CUMEMCAP_GROUP_DIR" or not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_", "TF_FORCE_GPU", "XLA_PYTHON_CLIENT"))}
+           if k == "CUMEMCAP_GROUP_DIR" or not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_", "TF_", "XLA_", "PYTORCH_"))}
     env["LD_PRELOAD"] = (EXTRA + ":" if EXTRA else "") + SHIM
     if with_fake:
         env["LD_LIBRARY_PATH"] = FAKE_DIR
@@ -145,30 +147,99 @@ class HostileEnvironments(unittest.TestCase):
 
 
 class FrameworkHints(unittest.TestCase):
-    """With ondemand growth the shim asks TensorFlow and JAX to grow, in
-    the process environment, before main; never over the user's value."""
+    """Under a limit, with ondemand growth, the shim asks TensorFlow and JAX
+    to grow, in the process environment, before main; never without a
+    limit (an observe-only run changes nothing), and never over any memory
+    setting the user gave that framework (src/config/hints.c)."""
+
+    TF = ("TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC",
+          "TF_FORCE_UNIFIED_MEMORY")
+    JAX = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION",
+           "XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR")
+    USER_VALUE = {"TF_FORCE_GPU_ALLOW_GROWTH": "false", "TF_GPU_ALLOCATOR": "cuda_malloc_async",
+                  "TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC": "-1", "TF_FORCE_UNIFIED_MEMORY": "1",
+                  "XLA_PYTHON_CLIENT_PREALLOCATE": "true", "XLA_CLIENT_PREALLOCATE": "true",
+                  "XLA_PYTHON_CLIENT_MEM_FRACTION": ".5", "XLA_CLIENT_MEM_FRACTION": ".5",
+                  "XLA_PYTHON_CLIENT_ALLOCATOR": "platform"}
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
 
     def env_of(self, env_add):
+        env_add = dict({"CUMEMCAP_GROUP_DIR": self.tmp.name, "CUMEMCAP_CONFIG": ""}, **env_add)
         p = run(["/usr/bin/env"], env_add)
         self.assertEqual(p.returncode, 0, p.stderr)
         return dict(line.split("=", 1) for line in p.stdout.splitlines() if "=" in line)
 
-    def test_set_by_default(self):
-        e = self.env_of({})
-        self.assertEqual(e.get("TF_FORCE_GPU_ALLOW_GROWTH"), "true")
-        self.assertEqual(e.get("XLA_PYTHON_CLIENT_PREALLOCATE"), "false")
+    def assert_hints(self, e, tf, jax):
+        self.assertEqual(e.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true" and "TF_FORCE_GPU_ALLOW_GROWTH", tf and "TF_FORCE_GPU_ALLOW_GROWTH")
+        self.assertEqual(e.get("XLA_PYTHON_CLIENT_PREALLOCATE") == "false" and "XLA", jax and "XLA")
+        # JAX raises when both fraction names are set: cumemcap sets neither.
+        for var in ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_CLIENT_PREALLOCATE"):
+            if var not in self.given:
+                self.assertNotIn(var, e)
 
-    def test_user_value_kept(self):
-        e = self.env_of({"XLA_PYTHON_CLIENT_PREALLOCATE": "true"})
-        self.assertEqual(e.get("XLA_PYTHON_CLIENT_PREALLOCATE"), "true")
-        self.assertEqual(e.get("TF_FORCE_GPU_ALLOW_GROWTH"), "true")
+    def check(self, env_add, tf, jax):
+        self.given = env_add
+        e = self.env_of(env_add)
+        self.assert_hints(e, tf, jax)
+        return e
+
+    def test_observe_only_without_a_limit(self):
+        e = self.check({}, False, False)
+        self.assertNotIn("TF_FORCE_GPU_ALLOW_GROWTH", e)
+        self.assertNotIn("XLA_PYTHON_CLIENT_PREALLOCATE", e)
+
+    def test_set_when_a_limit_applies(self):
+        conf = os.path.join(self.tmp.name, "c.conf")
+        with open(conf, "w") as f:
+            f.write("[device 0]\nlimit = 1GiB\n")
+        for env_add in ({"CUMEMCAP_LIMIT": "4GiB"}, {"CUMEMCAP_DEVICE_LIMITS": "0=4GiB"},
+                        {"CUMEMCAP_GROUP": "g"}, {"CUMEMCAP_CONFIG": conf}):
+            with self.subTest(**env_add):
+                self.check(env_add, True, True)
+
+    def test_user_settings_are_never_overridden(self):
+        for var in self.TF + self.JAX:
+            with self.subTest(var=var):
+                e = self.check({"CUMEMCAP_LIMIT": "4GiB", var: self.USER_VALUE[var]},
+                               var not in self.TF, var not in self.JAX)
+                self.assertEqual(e[var], self.USER_VALUE[var])
+
+    def test_fraction_means_preallocation_is_wanted(self):
+        e = self.check({"CUMEMCAP_LIMIT": "4GiB", "XLA_PYTHON_CLIENT_MEM_FRACTION": ".5"}, True, False)
+        self.assertNotIn("XLA_PYTHON_CLIENT_PREALLOCATE", e)
+        self.assertNotIn("XLA_CLIENT_MEM_FRACTION", e)
 
     def test_not_set_when_off_or_preallocating(self):
         for env_add in ({"CUMEMCAP_FRAMEWORK_HINTS": "off"}, {"CUMEMCAP_GROWTH": "preallocate"}):
             with self.subTest(**env_add):
+                self.check(dict(env_add, CUMEMCAP_LIMIT="4GiB"), False, False)
+
+    def test_print_config_says_what_the_shim_does(self):
+        cases = ({}, {"CUMEMCAP_LIMIT": "4GiB"}, {"CUMEMCAP_LIMIT": "4GiB", "XLA_CLIENT_MEM_FRACTION": ".5"},
+                 {"CUMEMCAP_LIMIT": "4GiB", "TF_GPU_ALLOCATOR": "cuda_malloc_async"},
+                 {"CUMEMCAP_LIMIT": "4GiB", "CUMEMCAP_FRAMEWORK_HINTS": "off"})
+        for env_add in cases:
+            with self.subTest(**env_add):
+                self.given = env_add
                 e = self.env_of(env_add)
-                self.assertNotIn("TF_FORCE_GPU_ALLOW_GROWTH", e)
-                self.assertNotIn("XLA_PYTHON_CLIENT_PREALLOCATE", e)
+                env = shim_env(dict(env_add, CUMEMCAP_CONFIG=""))
+                del env["LD_PRELOAD"]
+                p = subprocess.run([TOOL, "--print-config", "--json"], env=env, capture_output=True,
+                                   text=True, timeout=60)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                plan = json.loads(p.stdout)["framework_hints"]
+                said = {h["variable"] for h in plan["hints"] if h["set"]}
+                done = {v for v in ("TF_FORCE_GPU_ALLOW_GROWTH", "XLA_PYTHON_CLIENT_PREALLOCATE")
+                        if v in e and v not in env_add}
+                self.assertEqual(said, done)
+                for h in plan["hints"]:
+                    if not h["set"]:
+                        self.assertIn(h["user"], env_add)
 
 
 @unittest.skipIf(EXTRA, "the launcher preloads the shim alone; sanitizer builds need their runtime first")
@@ -193,7 +264,7 @@ class Launcher(unittest.TestCase):
         self.assertEqual(p.returncode, CONFIG_EXIT)
         self.assertEqual(p.stdout, "")
         self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)
-        self.assertIn('CUMEMCAP_LIMIT="banana"', p.stderr)
+        self.assertIn('--limit "banana"', p.stderr)
 
     def test_usage_errors(self):
         for args in (["--limit"], ["--bogus", "--", "/bin/true"], ["--limit", "1G"]):
@@ -205,34 +276,41 @@ class Launcher(unittest.TestCase):
     def test_help_documents_every_variable(self):
         p = self.launch(["--help"])
         self.assertEqual(p.returncode, 0)
-        with open(os.path.join(SRC, "config", "policy.c")) as f:
+        with open(os.path.join(SRC, "config", "settings-table.c")) as f:
             variables = set(re.findall(r'"(CUMEMCAP_[A-Z_]+)"', f.read()))
         self.assertGreaterEqual(len(variables), 6)
         for var in variables:
             self.assertIn(var, p.stdout)
-        for opt in ("--limit", "--device-limits", "--config", "--log", "--help"):
+        for opt in ("--limit", "--device-limits", "--config", "--log", "--help", "--log-interval", "--metrics", "--pool", "--release"):
             self.assertIn(opt, p.stdout)
 
 
 class ShippedConfiguration(unittest.TestCase):
     def test_every_conf_env_file_is_accepted(self):
+        # As shipped (every line commented: nothing changes) and with every
+        # commented variable in force (test_cli.py checks the defaults).
         conf = os.path.join(SRC, "..", "conf")
         files = [f for f in os.listdir(conf) if f.endswith(".env")]
         self.assertTrue(files)
         for name in files:
-            env = {}
+            env, commented = {}, {}
             with open(os.path.join(conf, name)) as f:
                 lines = f.readlines()
             for n, line in enumerate(lines, 1):
                 line = line.strip()
-                if not line or line.startswith("#"):
+                if not line or line.startswith("# ") or line == "#":
                     continue
-                key, sep, value = line.partition("=")
+                key, sep, value = line.lstrip("#").partition("=")
                 self.assertTrue(sep and key.startswith("CUMEMCAP_"), "%s:%d: %s" % (name, n, line))
-                env[key] = value
-            with self.subTest(file=name):
-                p = run(["/bin/echo", "main ran"], env)
-                self.assertEqual((p.returncode, p.stdout, p.stderr), (0, "main ran\n", ""))
+                (commented if line.startswith("#") else env)[key] = value
+            with tempfile.TemporaryDirectory() as tmp:
+                commented.update(env)
+                commented.update({"CUMEMCAP_GROUP_DIR": tmp, "CUMEMCAP_CONFIG": "",
+                                  "CUMEMCAP_LOG": os.path.join(tmp, "%n.jsonl")})
+                for e in (env, commented):
+                    with self.subTest(file=name, variables=len(e)):
+                        p = run(["/bin/echo", "main ran"], e)
+                        self.assertEqual((p.returncode, p.stdout, p.stderr), (0, "main ran\n", ""))
 
 
 class Exports(unittest.TestCase):

@@ -1,0 +1,92 @@
+/* hints: see hints.h. What each framework reads, with sources, is in
+ * docs/frameworks.md. Thread safety: see hints.h. */
+#include "config.h"
+#include "config/hints.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+
+/* Per framework: the variable cumemcap sets, and every variable by which a
+ * user says how that framework should take memory (the set one included). */
+static const struct framework {
+	const char *name, *variable, *value;
+	const char *const user[6];
+} frameworks[] = {
+	/* TensorFlow (tensorflow/core/common_runtime/gpu): allow_growth, the
+	 * allocator, the async allocator's preallocation, unified memory. */
+	{ "TensorFlow", "TF_FORCE_GPU_ALLOW_GROWTH", "true",
+	  { "TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC",
+	    "TF_FORCE_UNIFIED_MEMORY", NULL } },
+	/* JAX (xla_client.generate_pjrt_gpu_plugin_options): preallocation, its
+	 * fraction under both names, the allocator. XLA_CLIENT_PREALLOCATE is
+	 * not read by the XLA sources we checked; a user who sets it means
+	 * something by it all the same. Only XLA_PYTHON_CLIENT_PREALLOCATE is
+	 * ever set: JAX raises if both fraction names are set, so cumemcap
+	 * never sets a fraction. */
+	{ "JAX", "XLA_PYTHON_CLIENT_PREALLOCATE", "false",
+	  { "XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION",
+	    "XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR", NULL } },
+};
+#define FRAMEWORK_COUNT (sizeof(frameworks) / sizeof(frameworks[0]))
+_Static_assert(FRAMEWORK_COUNT <= CUMEMCAP_HINTS_MAX, "struct cumemcap_hints holds every framework");
+
+void cumemcap_hints_plan(const struct cumemcap_policy *p, cumemcap_getenv_fn get, struct cumemcap_hints *out)
+{
+	out->count = 0;
+	if (!p->framework_hints)
+		out->state = CUMEMCAP_HINTS_OFF;
+	else if (!cumemcap_policy_any_limit(p))
+		out->state = CUMEMCAP_HINTS_NO_LIMIT;
+	else if (p->growth != CUMEMCAP_GROWTH_ONDEMAND)
+		out->state = CUMEMCAP_HINTS_PREALLOC;
+	else
+		out->state = CUMEMCAP_HINTS_APPLY;
+	if (out->state != CUMEMCAP_HINTS_APPLY)
+		return;
+	for (size_t i = 0; i < FRAMEWORK_COUNT; i++) {
+		const struct framework *f = &frameworks[i];
+		struct cumemcap_hint *h = &out->hint[out->count++];
+		*h = (struct cumemcap_hint){ f->name, f->variable, f->value, NULL };
+		for (const char *const *u = f->user; *u; u++)
+			if (get(*u)) {
+				h->user = *u;
+				break;
+			}
+	}
+}
+
+const char *cumemcap_hints_state_text(enum cumemcap_hints_state s)
+{
+	switch (s) {
+	case CUMEMCAP_HINTS_OFF:
+		return "framework_hints is off";
+	case CUMEMCAP_HINTS_NO_LIMIT:
+		return "no limit applies (observe only)";
+	case CUMEMCAP_HINTS_PREALLOC:
+		return "growth is preallocate";
+	default:
+		return "";
+	}
+}
+
+static struct cumemcap_hints applied;
+static _Atomic bool applied_ready;
+
+static const char *env_get(const char *name)
+{
+	return getenv(name);
+}
+
+void cumemcap_hints_apply(const struct cumemcap_policy *p)
+{
+	cumemcap_hints_plan(p, env_get, &applied);
+	for (size_t i = 0; i < applied.count; i++)
+		if (!applied.hint[i].user)
+			setenv(applied.hint[i].variable, applied.hint[i].value, 0);
+	atomic_store_explicit(&applied_ready, true, memory_order_release);
+}
+
+const struct cumemcap_hints *cumemcap_hints_applied(void)
+{
+	return atomic_load_explicit(&applied_ready, memory_order_acquire) ? &applied : NULL;
+}

@@ -1,0 +1,194 @@
+/* policy-parse: the parsers of the process-wide settings, one per row of
+ * the settings table (settings.c); the group's are policy-group.c's.
+ *
+ * Each sets its field in a layer and returns true, or writes why the value
+ * is wrong (a sentence to put after `NAME="VALUE"`) and returns false,
+ * leaving the layer's other fields alone. Thread safety: reentrant, no
+ * globals: each call touches only the caller's layer and buffers. */
+#include "config.h"
+#include "config/settings.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "config/parse.h"
+#include "config/policy.h"
+
+bool cumemcap_policy_parse_limit(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	if (cumemcap_parse_amount(value, &l->limit))
+		return true;
+	snprintf(why, len, " is not a valid limit; accepted: %s", cumemcap_amount_forms);
+	return false;
+}
+
+bool cumemcap_policy_parse_devices(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	char reason[512];
+	if (cumemcap_parse_device_rules(value, &l->devices, reason, sizeof(reason)))
+		return true;
+	snprintf(why, len, ": %s", reason);
+	return false;
+}
+
+bool cumemcap_policy_parse_growth(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	if (strcmp(value, "ondemand") == 0) {
+		l->growth = CUMEMCAP_GROWTH_ONDEMAND;
+		return true;
+	}
+	if (strcmp(value, "preallocate") == 0) {
+		l->growth = CUMEMCAP_GROWTH_PREALLOCATE;
+		l->prealloc = (struct cumemcap_amount){ .kind = CUMEMCAP_AMOUNT_NONE };
+		return true;
+	}
+	if (strncmp(value, "preallocate:", 12) == 0) {
+		if (!cumemcap_parse_amount(value + 12, &l->prealloc)) {
+			snprintf(why, len, ": the size after \"preallocate:\" is not valid; accepted: %s",
+				 cumemcap_amount_forms);
+			return false;
+		}
+		l->growth = CUMEMCAP_GROWTH_PREALLOCATE;
+		return true;
+	}
+	snprintf(why, len,
+		 " is not supported; accepted: ondemand, preallocate (the whole limit), preallocate:SIZE");
+	return false;
+}
+
+bool cumemcap_policy_parse_count(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	if (strcmp(value, "footprint") == 0 || strcmp(value, "allocations") == 0) {
+		l->count = value[0] == 'f' ? CUMEMCAP_COUNT_FOOTPRINT : CUMEMCAP_COUNT_ALLOCATIONS;
+		return true;
+	}
+	snprintf(why, len,
+		 " is not supported; accepted: footprint (allocations and the driver's overhead), allocations");
+	return false;
+}
+
+const char *cumemcap_policy_count_name(enum cumemcap_count c)
+{
+	return c == CUMEMCAP_COUNT_ALLOCATIONS ? "allocations" : "footprint";
+}
+
+bool cumemcap_policy_parse_estimate(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	struct cumemcap_amount a;
+	if (strcmp(value, "0") == 0) {
+		l->overhead_estimate = 0;
+		return true;
+	}
+	if (cumemcap_parse_amount(value, &a) && a.kind == CUMEMCAP_AMOUNT_BYTES) {
+		l->overhead_estimate = a.bytes;
+		return true;
+	}
+	snprintf(why, len, " is not a valid size; accepted: 0, or a size per context such as 512MiB (no %%)");
+	return false;
+}
+
+bool cumemcap_policy_parse_pool(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	static const char *const names[] = { "on", "nopack", "off" };
+	for (int i = 0; i < 3; i++) {
+		if (strcmp(value, names[i]) == 0) {
+			l->pool = (enum cumemcap_pool_mode)i;
+			return true;
+		}
+	}
+	snprintf(why, len, " is not supported; accepted: on, nopack (no shared segments), off");
+	return false;
+}
+
+const char *cumemcap_policy_pool_name(enum cumemcap_pool_mode m)
+{
+	return m == CUMEMCAP_POOL_OFF ? "off" : m == CUMEMCAP_POOL_NOPACK ? "nopack" : "on";
+}
+
+bool cumemcap_policy_parse_release(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	if (strcmp(value, "never") == 0) {
+		l->release = CUMEMCAP_RELEASE_NEVER;
+		return true;
+	}
+	if (strcmp(value, "immediate") == 0) {
+		l->release = CUMEMCAP_RELEASE_IMMEDIATE;
+		return true;
+	}
+	if (strncmp(value, "idle:", 5) == 0 &&
+	    cumemcap_parse_seconds(value + 5, 1, 86400000u, &l->release_idle_ms)) {
+		l->release = CUMEMCAP_RELEASE_IDLE;
+		return true;
+	}
+	snprintf(why, len,
+		 " is not supported; accepted: never, immediate, idle:SECONDS (0.001 to 86400, e.g. idle:30)");
+	return false;
+}
+
+/* A switch: `word` or "off", which *on says; nothing is written otherwise. */
+static bool parse_switch(const char *value, const char *word, bool *on, char *why, size_t len)
+{
+	if (strcmp(value, word) == 0 || strcmp(value, "off") == 0) {
+		*on = strcmp(value, word) == 0;
+		return true;
+	}
+	snprintf(why, len, " is not supported; accepted: %s, off", word);
+	return false;
+}
+
+/* A path template into dst (size bytes); nothing is written when it is not
+ * one, and why ends with what else `accepted` names. */
+static bool parse_path(const char *value, char *dst, size_t size, const char *accepted, char *why,
+		       size_t len)
+{
+	if (!cumemcap_parse_template(value, size, why, len)) {
+		size_t n = strlen(why);
+		snprintf(why + n, len - n, "; accepted: %s", accepted);
+		return false;
+	}
+	snprintf(dst, size, "%s", value);
+	return true;
+}
+
+bool cumemcap_policy_parse_hints(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	bool on;
+	if (!parse_switch(value, "on", &on, why, len))
+		return false;
+	l->hints_off = !on;
+	return true;
+}
+
+bool cumemcap_policy_parse_log(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	if (strcmp(value, "stderr") == 0 || strcmp(value, "off") == 0) {
+		l->log = value[0] == 's' ? CUMEMCAP_LOG_STDERR : CUMEMCAP_LOG_OFF;
+		return true;
+	}
+	if (!parse_path(value, l->log_path, sizeof(l->log_path), "stderr, off, or a path template", why, len))
+		return false;
+	l->log = CUMEMCAP_LOG_FILE;
+	return true;
+}
+
+bool cumemcap_policy_parse_interval(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	if (cumemcap_parse_seconds(value, 100, 86400000u, &l->log_interval_ms))
+		return true;
+	snprintf(why, len, " is not supported; accepted: seconds from 0.1 to 86400 (e.g. 5, 0.5)");
+	return false;
+}
+
+bool cumemcap_policy_parse_metrics(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	if (strcmp(value, "off") == 0) {
+		l->metrics_path[0] = '\0';
+		return true;
+	}
+	return parse_path(value, l->metrics_path, sizeof(l->metrics_path), "off, or a path template", why, len);
+}
+
+bool cumemcap_policy_parse_debug(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	return parse_switch(value, "doors", &l->debug_doors, why, len);
+}

@@ -1,0 +1,68 @@
+/* settings: the one table of settings (settings-table.c). Each row is a setting with its
+ * environment variable, its configuration file key (the launcher's option
+ * is the key with '-' for '_': limit -> --limit), where in a file it may
+ * stand, its parser, where its value lives in a layer, and its
+ * documentation. The environment, the file, the launcher's options and
+ * --help, the example files conf/cumemcap.conf and conf/cumemcap.env
+ * (cumemcap-config --print-example) and the man pages all come from it.
+ *
+ * Thread safety: the table is constant; the lookups only read it. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct cumemcap_layer; /* config/policy.h */
+
+/* Where a setting may be given. */
+enum cumemcap_scope {
+	CUMEMCAP_IN_ENV = 1,     /* as an environment variable */
+	CUMEMCAP_IN_GLOBAL = 2,  /* before the first section of the file */
+	CUMEMCAP_IN_PROGRAM = 4, /* in a [program GLOB] section */
+	CUMEMCAP_IN_DEVICE = 8,  /* in a [device SELECTOR] section */
+};
+
+/* A parser sets its field in the layer and returns true, or writes why the
+ * value is wrong (a sentence to put after `NAME="VALUE"`) and returns false. */
+typedef bool (*cumemcap_setting_parser)(struct cumemcap_layer *l, const char *value, char *why, size_t len);
+
+struct cumemcap_setting {
+	const char *variable; /* CUMEMCAP_LIMIT */
+	const char *key;      /* limit */
+	unsigned scope;       /* enum cumemcap_scope bits */
+	cumemcap_setting_parser parse;
+	size_t set_off, src_off; /* the layer's set.NAME and src.NAME */
+	/* Documentation, one source for --help, the example files and the
+	 * man pages. Sentences in plain ASCII, without line breaks. */
+	const char *arg;           /* the option's argument in --help: SIZE */
+	const char *summary;       /* one line after the option in --help */
+	const char *doc;           /* what the setting does and what it accepts */
+	const char *default_text;  /* the default, in words ("none (no limit)") */
+	const char *default_value; /* the default as a value the parser takes; NULL when none can be written */
+	const char *example;       /* a value for the example files when default_value is NULL */
+};
+
+#define CUMEMCAP_SETTINGS_MAX 32
+
+extern const struct cumemcap_setting cumemcap_settings[];
+extern const size_t cumemcap_setting_count;
+
+const struct cumemcap_setting *cumemcap_setting_by_key(const char *key);
+/* "--limit" or "--limit=..." (the part before '='); NULL for none. */
+const struct cumemcap_setting *cumemcap_setting_by_flag(const char *flag);
+/* The launcher's option of a setting: "--" and the key with '-' for '_'. */
+void cumemcap_setting_flag(const struct cumemcap_setting *s, char *buf, size_t len);
+
+/* The parsers of policy-parse.c. */
+bool cumemcap_policy_parse_limit(struct cumemcap_layer *l, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_devices(struct cumemcap_layer *l, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_growth(struct cumemcap_layer *l, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_count(struct cumemcap_layer *l, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_estimate(struct cumemcap_layer *l, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_pool(struct cumemcap_layer *l, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_release(struct cumemcap_layer *l, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_hints(struct cumemcap_layer *l, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_log(struct cumemcap_layer *l, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_interval(struct cumemcap_layer *l, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_metrics(struct cumemcap_layer *l, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_debug(struct cumemcap_layer *l, const char *value, char *why, size_t len);

@@ -1,0 +1,19 @@
+/* config-doc: what cumemcap-config prints from the table of settings
+ * (config/settings.h): the launcher's generated --help sections and the
+ * example files conf/cumemcap.conf and conf/cumemcap.env.
+ * Thread safety: single-threaded tool code; no state. */
+#pragma once
+
+#include <stdio.h>
+
+/* --print-help options|variables: the launcher's "Options" lines for the
+ * settings and its "Variables" entries. 0, or 2 for another word. */
+int cumemcap_doc_help(FILE *f, const char *what);
+
+/* --print-example conf|env: the example configuration file or the
+ * example environment file. 0, or 2 for another word. */
+int cumemcap_doc_example(FILE *f, const char *what);
+
+/* Text wrapped to `width` columns: the first line after `first` columns
+ * already used, the others indented by `indent` spaces. */
+void cumemcap_doc_wrap(FILE *f, const char *text, int first, int indent, int width, const char *prefix);
