@@ -137,10 +137,14 @@ sync_config() {
 	say "installed $dst ($out)"
 }
 
+# A directory root does not own (Debian's prometheus-node-exporter package
+# makes its textfile directory prometheus's) cannot be changed by a root
+# with no capability: said, and left as it is.
 make_shared_dirs() {
 	for d in $SHARED_DIRS; do
-		mkdir -p "$d"
-		chmod "$SHARED_MODE" "$d"
+		if ! { mkdir -p "$d" && chmod "$SHARED_MODE" "$d"; }; then
+			say "$d: could not make it mode $SHARED_MODE; pods whose uid cannot write there run without it"
+		fi
 	done
 }
 

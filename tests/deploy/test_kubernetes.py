@@ -34,7 +34,8 @@ is checked by the rules below, not by Kubernetes' own validation.
 - install-node.sh: a second run changes nothing, a new release is added
   beside the old one and `current` swapped, a copy that fails part way
   leaves the node as it was, a ConfigMap that fails the check is not
-  installed.
+  installed, a directory it may not change (no capability) is said and
+  left.
 
 PyYAML is needed: when this interpreter lacks it, the test runs itself
 again under /usr/bin/python3 (Debian's python3-yaml) when that has it;
@@ -445,7 +446,7 @@ class Node(Base):
     def configmap_text(self):
         return self.one("ConfigMap", "cumemcap-config")["data"]["cumemcap.conf"]
 
-    def install(self, conf=None, path_prefix=None):
+    def install(self, conf=None, path_prefix=None, wrap=()):
         """install-node.sh once, with the DaemonSet's environment and its
         mounts mapped into the node directory."""
         ds = self.installer()
@@ -479,7 +480,7 @@ class Node(Base):
         })
         if path_prefix:
             run_env["PATH"] = path_prefix + ":" + run_env["PATH"]
-        return subprocess.run(["sh", os.path.join(DEPLOY, "install-node.sh")], env=run_env,
+        return subprocess.run([*wrap, "sh", os.path.join(DEPLOY, "install-node.sh")], env=run_env,
                               capture_output=True, text=True, timeout=120)
 
     def release_dirs(self):
@@ -547,6 +548,23 @@ class Node(Base):
         p = self.install()
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual([n for n in os.listdir(os.path.join(top, "releases")) if n.startswith(".")], [])
+
+    def test_a_directory_it_cannot_change_is_said_and_left(self):
+        """The textfile directory already there and owned by another user
+        (Debian's prometheus-node-exporter package): as root with no
+        capability the installer cannot chmod it; it says so and installs."""
+        if os.geteuid() != 0 or not shutil.which("setpriv"):
+            self.skipTest("needs root and setpriv to drop the capabilities")
+        textfile = self.on_node("/var/lib/prometheus/node-exporter")
+        os.makedirs(textfile)
+        os.chmod(textfile, 0o755)
+        os.chown(textfile, 65534, 65534)
+        os.chmod(self.root, 0o755)
+        p = self.install(wrap=["setpriv", "--inh-caps=-all", "--bounding-set=-all", "--"])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(textfile + ": could not make it mode 1777", p.stderr)
+        self.assertEqual(stat.S_IMODE(os.stat(textfile).st_mode), 0o755)
+        self.assertTrue(os.path.exists(self.on_node("/opt/cumemcap/current/lib")))
 
     def test_a_bad_configmap_is_not_installed(self):
         self.assertEqual(self.install().returncode, 0)
