@@ -23,10 +23,11 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 import xml.etree.ElementTree as ET
 
-REPORT, LAUNCHER, FIXTURES = sys.argv[1:4]
+REPORT, LAUNCHER, FIXTURES = [os.path.abspath(a) for a in sys.argv[1:4]]
 del sys.argv[1:4]
 HAVE_PNG = "this build has PNG" in subprocess.run([REPORT, "--help"], capture_output=True,
                                                   text=True).stdout
@@ -766,8 +767,6 @@ class Checks(unittest.TestCase):
         if p.program:
             title = safe(p.program) + ", " + title
         title = xml_safe(title)
-        self.assertEqual("".join(pn.title_lines).replace(" ", ""),
-                         (title + pn.title[len(title):]).replace(" ", ""))
         self.assertTrue(pn.title.replace(" ", "").startswith(title.replace(" ", "")),
                         (pn.title, title))
         for line in pn.title_lines:
@@ -1100,6 +1099,366 @@ class Generated(Checks):
         self.assertEqual(model.rows(), [["77", "gen"] + ["-"] * 10])
         self.assertIn("plot: %s (0 panels)" % svg, p.stdout)
         self.check_svg(svg, model)
+
+
+# ---- schema v2, running processes, inputs, filters, JSON -------------------------------
+
+def now_log(pid, t, host=None, exit_record=False, program="live.py"):
+    host = socket.gethostname() if host is None else host
+    lines = [json.dumps({"v": 2, "type": "start", "t": t, "pid": pid, "program": program,
+                         "host": host, "argv": [program],
+                         "gpus": [{"gpu": 0, "uuid": "GPU-11112222-0000", "limit": 1 << 30}]}),
+             json.dumps({"v": 2, "type": "sample", "t": t + 0.5, "pid": pid, "program": program,
+                         "host": host, "gpus": [{"gpu": 0, "live": 1 << 20, "pooled": 0,
+                                                 "reserved": 1 << 21}]})]
+    if exit_record:
+        lines.append(json.dumps({"v": 2, "type": "exit", "t": t + 1, "pid": pid, "reason": "exit",
+                                 "gpus": [{"gpu": 0, "peak_reserved": 1 << 21}]}))
+    return "\n".join(lines) + "\n"
+
+
+class Newer(Checks):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+
+    def write(self, name, data):
+        path = os.path.join(self.tmp.name, name)
+        with open(path, "w") as f:
+            f.write(data)
+        return path
+
+    def test_v2_logs(self):
+        """v2: time without t, program and host on every record, uuid and index
+        on every per-GPU object; one GPU (UUIDs differ in case only) under two
+        ordinals shares one panel group."""
+        paths = [fixture("v2-train.jsonl"), fixture("v2-eval.jsonl")]
+        svg = os.path.join(self.tmp.name, "v2.svg")
+        p, model = self.check_table(paths, extra=["--plot", svg])
+        self.assertEqual(p.stderr, "")
+        self.assertEqual([q.program for q in model.procs], ["train.py", "eval.py"])
+        self.assertIn("no start record (first record 2023-11-14 22:23:22 UTC) on node-a", p.stdout)
+        self.assertEqual(p.stdout.count(", nvidia-smi index 3;"), 2)
+        panels = self.check_svg(svg, model)
+        self.assertEqual([pn.group for pn in panels], [0, 0])
+        rel = lambda pn: [(round(y - pn.y0, 2), v) for y, v in pn.yticks]
+        self.assertEqual(rel(panels[0]), rel(panels[1]))
+        self.assertEqual(panels[0].xticks, panels[1].xticks)
+        self.assertIn("nvidia-smi 3", panels[0].title)
+
+    def test_running_or_not(self):
+        child = subprocess.Popen(["sleep", "60"])
+        self.addCleanup(child.wait)
+        self.addCleanup(child.kill)
+        time.sleep(0.1)
+        now = time.time()
+        cases = [
+            ("live", now_log(child.pid, now), "running (no exit record yet; the pid is alive on "
+             "this host); ran at least"),
+            # The pid runs, but it started after the log's start: a reused pid.
+            ("reused", now_log(child.pid, now - 3600), "no exit record, and no longer running "
+             "(killed?)"),
+            ("elsewhere", now_log(child.pid, now, host="not-" + socket.gethostname()),
+             "no exit record (killed?)"),
+            ("exited", now_log(child.pid, now, exit_record=True), "exited; ran 1.0 s"),
+        ]
+        for name, data, words in cases:
+            with self.subTest(name=name):
+                path = self.write(name + ".jsonl", data)
+                p, model = self.check_table([path])
+                self.assertIn("pid %d (live.py): %s" % (child.pid, words), p.stdout)
+                self.assertEqual(model.procs[0].running, name == "live")
+                got = json.loads(run(["--json", path]).stdout)["processes"][0]
+                self.assertEqual(got["state"], {"live": "running", "reused": "killed",
+                                                "elsewhere": "no_exit", "exited": "exited"}[name])
+        path = os.path.join(self.tmp.name, "live.jsonl")
+        child.kill()
+        child.wait()
+        p, _ = self.check_table([path])
+        self.assertIn("no exit record, and no longer running (killed?)", p.stdout)
+
+    def test_stdin_and_directories(self):
+        names = ["normal.jsonl", "multi-a.jsonl", "multi-b.jsonl"]
+        for n in names:
+            with open(fixture(n)) as src:
+                self.write(n, src.read())
+        self.write("notes.txt", "not a log\n")
+        os.mkdir(os.path.join(self.tmp.name, "sub.jsonl"))
+        direct = run([os.path.join(self.tmp.name, n) for n in sorted(names)])
+        self.assertEqual(direct.returncode, 0, direct.stderr)
+        p = run([self.tmp.name])
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+        self.assertEqual(p.stdout, direct.stdout)
+        with open(fixture("normal.jsonl")) as f:
+            p = subprocess.run([REPORT, "-"], stdin=f, capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout, run([fixture("normal.jsonl")]).stdout)
+
+    def test_filters(self):
+        fx = [fixture(n) for n in ("normal.jsonl", "multi-a.jsonl", "multi-b.jsonl", "v2-train.jsonl",
+                                   "v2-eval.jsonl")]
+
+        def rows(*args):
+            p = run(list(args) + fx)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            return [(int(r[0]), int(r[2])) for r in parse_output(p.stdout)[0][1:]]
+        everything = rows()
+        self.assertEqual(len(everything), 6)
+        # --gpu N: nvidia-smi's index where the log has it, else the ordinal.
+        self.assertEqual(rows("--gpu", "3"), [(1, 0), (2, 1)])
+        self.assertEqual(rows("--gpu", "1"), [(7001, 1), (7002, 1)])
+        self.assertEqual(rows("--gpu", "0"), [(4242, 0), (7001, 0)])
+        self.assertEqual(rows("--gpu", "GPU-BBBB"), [(7001, 1), (7002, 1)])
+        self.assertEqual(rows("--gpu", "5ea7ed00-aaaa"), [(1, 0), (2, 1)])
+        self.assertEqual(rows("--program", "*.py"), [(4242, 0), (7002, 1), (1, 0), (2, 1)])
+        self.assertEqual(rows("--program", "serve"), [(7001, 0), (7001, 1)])
+        # --since: processes with a record at or after it.
+        self.assertEqual(rows("--since", "2023-11-14T22:23:00Z"), [(1, 0), (2, 1)])
+        self.assertEqual(rows("--since", "2023-11-14 22:23"), [(1, 0), (2, 1)])
+        self.assertEqual(rows("--since", "2023-11-14T23:23:00+01:00"), [(1, 0), (2, 1)])
+        self.assertEqual(rows("--since", "2023-11-14T22:23:26Z"), [(2, 1)])
+        self.assertEqual(rows("--since", "2023-11-14"), rows())
+        p = run(["--since", "1h"] + fx)
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.stderr, "cumemcap report: no process matches --gpu, --program and "
+                         "--since\n")
+        live = self.write("now.jsonl", now_log(99999999 % 4194304, time.time() - 1800,
+                                               host="elsewhere", exit_record=True))
+        self.assertEqual(len(parse_output(run(["--since", "1h", live]).stdout)[0]), 2)
+        self.assertEqual(run(["--since", "10m", live]).returncode, 1)
+        self.assertEqual(run(["--since", "2.5h", live]).returncode, 0)
+
+    def test_json(self):
+        paths = sorted(fixture(n) for n in os.listdir(FIXTURES) if n.endswith(".jsonl"))
+        p = run(["--json"] + paths)
+        self.assertEqual(p.returncode, 0)
+        got = json.loads(p.stdout)  # Python reads integers exactly
+        model = Model(paths)
+        self.assertEqual([q["pid"] for q in got["processes"]], [q.pid for q in model.procs])
+        for q, m in zip(got["processes"], model.procs):
+            self.assertEqual(q["program"], m.program)
+            self.assertEqual(q["host"], m.host)
+            self.assertEqual(q["argv"], m.argv)
+            self.assertEqual([g["gpu"] for g in q["gpus"]], sorted(m.gpus))
+            for g in q["gpus"]:
+                mg = m.gpus[g["gpu"]]
+                self.assertEqual(g["used"], mg in m.shown() and mg.used())
+                for k in ("live", "reserved", "footprint", "driver"):
+                    self.assertEqual(g["peak_" + ("driver_used" if k == "driver" else k)], mg.peak[k])
+                self.assertEqual(g["limit"], mg.limit[1])
+                self.assertEqual(g["uuid"], mg.uuid)
+                self.assertEqual(g["index"], mg.index)
+                self.assertEqual((g["context_overhead"], g["context_source"]), Model().context(mg)
+                                 if False else model.context(mg))
+                self.assertEqual(g["refusals"], max(mg.refusal_events, mg.exit_refusals or 0))
+                self.assertEqual(g["avoided"], mg.avoided)
+        big = next(q for q in got["processes"] if q["program"] == "huge")
+        self.assertEqual(big["gpus"][0]["limit"], U64)
+        self.assertEqual(big["gpus"][0]["peak_live"], 9007199254740993)
+
+    def test_plot_to_stdout(self):
+        p = subprocess.run([REPORT, "--plot", "-", fixture("normal.jsonl")], cwd=self.tmp.name,
+                           capture_output=True, text=True)
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+        self.assertFalse(os.path.exists(os.path.join(self.tmp.name, "-")))
+        path = self.write("out.svg", p.stdout)
+        self.check_svg(path, Model([fixture("normal.jsonl")]))
+
+    def test_wall_clock(self):
+        svg = os.path.join(self.tmp.name, "wall.svg")
+        p = run(["--plot", svg, "--time", "wall", fixture("normal.jsonl")])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        root = ET.parse(svg).getroot()
+        g = next(g for g in root.iter(SVG + "g") if g.get("class") == "panel")
+        labels = [t.text for t in g.findall(SVG + "text[@class='xlabel']")]
+        t0 = Model([fixture("normal.jsonl")]).procs[0].t_first
+        self.assertEqual(labels[0], utc(t0)[11:19])
+        self.assertEqual(labels[1], utc(t0 + 2)[11:19])  # a 2 s step
+
+    def test_long_titles_wrap(self):
+        name = "a_" + "very_" * 40 + "long program name.py"
+        log = self.write("long.jsonl", START.replace('"program":"gen"', '"program":"%s"' % name) +
+                         "\n" + sample(1700001001.0, 100, 2097152) + "\n")
+        svg = os.path.join(self.tmp.name, "t.svg")
+        p, model = self.check_table([log], extra=["--plot", svg], wide=False)
+        panels = self.check_svg(svg, model)
+        self.assertGreaterEqual(len(panels[0].title_lines), 3)
+        self.assertIn("\u2026", p.stdout.splitlines()[2])  # cut in the table, whole below
+        self.assertIn("(%s)" % name, p.stdout)
+
+    def test_table_fits_a_terminal(self):
+        paths = [fixture(n) for n in ("normal.jsonl", "killed.jsonl", "multi-a.jsonl",
+                                      "multi-b.jsonl", "footprint.jsonl", "torn.jsonl",
+                                      "v2-train.jsonl", "v2-eval.jsonl")]
+        p, model = self.check_table(paths, wide=False)
+        table = [line for line in p.stdout.split("\n\n")[0].splitlines()]
+        self.assertLessEqual(max(len(line) for line in table), 100, table)
+        wide = run(["--wide"] + paths).stdout
+        self.assertGreater(max(len(line) for line in wide.split("\n\n")[0].splitlines()), 100)
+
+
+# ---- rendering ---------------------------------------------------------------------------
+
+def need(program):
+    """The path of program, or skip (fail under CUMEMCAP_TEST_REQUIRE_PROGRAMS=1)."""
+    import shutil
+    path = shutil.which(program)
+    if path is None:
+        if os.environ.get("CUMEMCAP_TEST_REQUIRE_PROGRAMS") == "1":
+            raise AssertionError("%s is required (CUMEMCAP_TEST_REQUIRE_PROGRAMS=1) but missing"
+                                 % program)
+        raise unittest.SkipTest("%s not installed" % program)
+    return path
+
+
+def read_png(path):
+    """(width, height, rows of (r, g, b) tuples) of an 8-bit RGB or RGBA PNG."""
+    import struct
+    import zlib
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", path
+    pos, idat, header = 8, b"", None
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    width, height, depth, color, _, _, interlace = header
+    assert depth == 8 and color in (2, 6) and interlace == 0, header
+    bpp = 3 if color == 2 else 4
+    raw = zlib.decompress(idat)
+    stride = width * bpp
+    rows, prev = [], bytearray(stride)
+    for y in range(height):
+        kind = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b = prev[i]
+            c = prev[i - bpp] if i >= bpp else 0
+            if kind == 1:
+                line[i] = (line[i] + a) & 255
+            elif kind == 2:
+                line[i] = (line[i] + b) & 255
+            elif kind == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif kind == 4:
+                pa, pb, pc = abs(b - c), abs(a - c), abs(a + b - 2 * c)
+                pred = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+                line[i] = (line[i] + pred) & 255
+        rows.append([tuple(line[x * bpp:x * bpp + 3]) for x in range(width)])
+        prev = line
+    return width, height, rows
+
+
+LIMIT_RGB = (0xd6, 0x27, 0x28)
+REFUSAL_RGB = (0xff, 0x00, 0xff)
+OOM_RGB = (0x11, 0x11, 0x11)
+
+
+def near(a, b, tol=24):
+    return all(abs(x - y) <= tol for x, y in zip(a, b))
+
+
+class Rendering(Checks):
+    """The plot as a person sees it: the SVG rendered to pixels by
+    rsvg-convert (and the report's own PNG where built), then checked."""
+
+    def setUp(self):
+        self.rsvg = need("rsvg-convert")
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+
+    def render(self, logs, extra=()):
+        svg = os.path.join(self.tmp.name, "plot.svg")
+        p = run(["--plot", svg] + list(extra) + logs)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        png = os.path.join(self.tmp.name, "plot.png")
+        subprocess.run([self.rsvg, "-b", "white", "-o", png, svg], check=True)
+        root = ET.parse(svg).getroot()
+        panels = [Panel(g) for g in root.iter(SVG + "g") if g.get("class") == "panel"]
+        return panels, read_png(png)
+
+    def log(self, name, pid, peak, limit=4 << 30, t=1700002000.0, refuse=False, oom=False,
+            uuid="GPU-abcdef00-0000"):
+        lines = [json.dumps({"v": 2, "type": "start", "t": t, "pid": pid, "program": name,
+                             "host": "h", "gpus": [{"gpu": 0, "uuid": uuid, "limit": limit}]})]
+        for i in range(5):
+            lines.append(json.dumps({"v": 2, "type": "sample", "t": t + 1 + i, "pid": pid,
+                                     "gpus": [{"gpu": 0, "live": peak // 2, "pooled": peak // 2,
+                                               "reserved": peak}]}))
+        if refuse:
+            lines.append(json.dumps({"v": 2, "type": "refusal", "t": t + 2.5, "pid": pid, "gpu": 0,
+                                     "requested": 1 << 29, "live": peak // 2, "pooled": 0,
+                                     "reserved": peak // 2, "limit": limit}))
+        if oom:
+            lines.append(json.dumps({"v": 2, "type": "driver_oom", "t": t + 3.5, "pid": pid,
+                                     "gpu": 0, "requested": 1 << 29, "reserved": peak // 2}))
+        path = os.path.join(self.tmp.name, "%s.jsonl" % name)
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        return path
+
+    def test_limit_visible_where_reserved_reaches_it(self):
+        panels, (w, h, px) = self.render([self.log("full", 10, 4 << 30, refuse=True, oom=True)])
+        pn = panels[0]
+        y = int(pn.py(4 << 30))
+        # Along the limit's row, inside the plot, the limit's colour shows
+        # (its dashes over the reserved line, which sits at the same height).
+        row = [px[y][x] for x in range(int(pn.x0) + 2, int(pn.x1) - 2)]
+        share = sum(near(c, LIMIT_RGB) for c in row) / len(row)
+        self.assertGreater(share, 0.5, "the limit line is hidden")
+        # The refusal marker and the driver OOM marker are there to see.
+        for (x1, _, _, _, (mx, my)), rgb in ((pn.marks["refusal"][0], REFUSAL_RGB),
+                                             (pn.marks["driver-oom"][0], OOM_RGB)):
+            box = [px[int(my) + dy][int(mx) + dx] for dy in range(-3, 4) for dx in range(-3, 4)]
+            self.assertGreaterEqual(sum(near(c, rgb) for c in box), 25, rgb)
+        # Nowhere is the refusal colour but at its marker (and the legend).
+        spots = [(x, yy) for yy in range(int(pn.y0), int(pn.y1)) for x in range(w)
+                 if near(px[yy][x], REFUSAL_RGB, 10)]
+        mx = pn.marks["refusal"][0][4][0]
+        self.assertTrue(spots)
+        self.assertTrue(all(abs(x - mx) <= 8 for x, _ in spots), (mx, spots[:20]))
+
+    def test_one_gpu_one_scale(self):
+        """Two processes on one GPU, one with a 2 GiB limit, one with 8 GiB: on
+        one scale the second limit line stands four times as high."""
+        logs = [self.log("small", 11, 1 << 30, limit=2 << 30),
+                self.log("big", 12, 7 << 30, limit=8 << 30, t=1700002003.0),
+                self.log("other", 13, 1 << 28, limit=1 << 30, uuid="GPU-99999999-0000")]
+        panels, (w, h, px) = self.render(logs)
+        self.assertEqual([pn.pid for pn in panels], [11, 12, 13])
+        heights = []
+        for pn in panels[:2]:
+            cols = range(int(pn.x0) + 2, int(pn.x1) - 2)
+            rows = [y for y in range(int(pn.y0), int(pn.y1) + 1)
+                    if sum(near(px[y][x], LIMIT_RGB) for x in cols) > len(cols) / 3]
+            self.assertTrue(rows, "no limit line in panel %d" % pn.pid)
+            heights.append(pn.y1 - sum(rows) / len(rows))
+        self.assertAlmostEqual(heights[1] / heights[0], 4, delta=0.15)
+        self.assertEqual(panels[0].xticks, panels[1].xticks)
+        self.assertNotEqual(panels[0].yticks, panels[2].yticks)
+
+    def test_report_png(self):
+        if not HAVE_PNG:
+            self.skipTest("this build has no PNG")
+        png = os.path.join(self.tmp.name, "own.png")
+        log = self.log("full", 10, 4 << 30, refuse=True)
+        p = run(["--plot", png, log])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        panels, (w, h, ref) = self.render([log])
+        w2, h2, own = read_png(png)
+        self.assertEqual((w2, h2), (w, h))
+        y = round(panels[0].py(4 << 30))
+        self.assertTrue(sum(near(c, LIMIT_RGB) for c in own[y]) > 100)
+        p = run(["--plot", "/nonexistent/x.png", log])
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.stderr, "cumemcap report: --plot /nonexistent/x.png: cannot create: "
+                         "No such file or directory\n")
 
 
 # ---- errors ---------------------------------------------------------------------------

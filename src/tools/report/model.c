@@ -307,10 +307,13 @@ void report_filter(struct report_set *set, const struct report_filter *f)
 		if (f->has_since)
 			keep = keep && (p->running || p->t_last >= f->since);
 		if (keep && (f->gpu_number >= 0 || f->gpu_uuid)) {
-			bool any = false;
+			/* Kept when it used a GPU named, or used none and has one. */
+			bool any = false, used = false;
+			for (size_t k = 0; k < p->ngpus; k++)
+				used = used || p->gpus[k].used;
 			for (size_t k = 0; k < p->ngpus; k++) {
 				p->gpus[k].excluded = !gpu_matches(&p->gpus[k], f);
-				any = any || !p->gpus[k].excluded;
+				any = any || (!p->gpus[k].excluded && (p->gpus[k].used || !used));
 			}
 			keep = any;
 		}

@@ -110,7 +110,7 @@ static char *program_cell(const struct report_process *p, bool whole)
 		return s;
 	size_t cols = 0, i = 0;
 	for (; s[i]; i++) {
-		if (((unsigned char)s[i] & 0xc0) != 0x80 && ++cols == PROGRAM_COLUMNS)
+		if (((unsigned char)s[i] & 0xc0) != 0x80 && cols++ == PROGRAM_COLUMNS)
 			break;
 	}
 	s[i] = '\0';
