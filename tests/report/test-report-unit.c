@@ -295,6 +295,45 @@ START_TEST(text_durations)
 }
 END_TEST
 
+START_TEST(text_rfc3339)
+{
+	static const struct {
+		const char *text;
+		double t; /* < 0: rejected */
+	} cases[] = {
+		{ "2023-11-14T22:13:20Z", 1700000000 },
+		{ "2023-11-14T22:13:20.250Z", 1700000000.25 },
+		{ "2023-11-14t22:13:20z", 1700000000 },
+		{ "2023-11-14T23:13:20+01:00", 1700000000 },
+		{ "2023-11-14T21:43:20-00:30", 1700000000 },
+		{ "2023-11-14 22:13:20", 1700000000 },
+		{ "2023-11-14 22:13", 1699999980 },
+		{ "2023-11-14", 1699920000 },
+		{ "2024-02-29", 1709164800 },
+		{ "2023-02-29", -1 },
+		{ "2023-11-14T22:13Z", -1 },  /* RFC 3339 has its seconds */
+		{ "2023-11-14T22:13:20", -1 }, /* and its zone */
+		{ "2023-11-14 22:13:20Zx", -1 },
+		{ "2023-13-01", -1 },
+		{ "2023-11-14T24:00:00Z", -1 },
+		{ "2023-11-14T22:13:20.Z", -1 },
+		{ "1h", -1 },
+		{ "", -1 },
+	};
+	char buf[48];
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		double t = -1;
+		bool ok = report_parse_rfc3339(cases[i].text, &t);
+		ck_assert_msg(ok == (cases[i].t >= 0), "%s", cases[i].text);
+		if (ok)
+			ck_assert_msg(t - cases[i].t < 1e-6 && cases[i].t - t < 1e-6, "%s: %f", cases[i].text, t);
+	}
+	ck_assert_str_eq(report_fmt_rfc3339(1700000000.1239, buf, sizeof(buf)),
+			 "2023-11-14T22:13:20.123Z");
+	ck_assert_str_eq(report_fmt_clock(1700000000.9, buf, sizeof(buf)), "22:13:20");
+}
+END_TEST
+
 START_TEST(text_quoting)
 {
 	static const struct {
@@ -343,6 +382,7 @@ static Suite *report_suite(void)
 		{ "json_mutations", json_mutations },
 		{ "text_sizes", text_sizes },
 		{ "text_durations", text_durations },
+		{ "text_rfc3339", text_rfc3339 },
 		{ "text_quoting", text_quoting },
 	};
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {

@@ -19,14 +19,18 @@ import os
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 import xml.etree.ElementTree as ET
 
-REPORT, LAUNCHER, FIXTURES = sys.argv[1:4]
+REPORT, LAUNCHER, FIXTURES = [os.path.abspath(a) for a in sys.argv[1:4]]
 del sys.argv[1:4]
+HAVE_PNG = "this build has PNG" in subprocess.run([REPORT, "--help"], capture_output=True,
+                                                  text=True).stdout
 
 U64 = 2**64 - 1
 MAX_LINE = 1024 * 1024
@@ -34,7 +38,9 @@ MAX_WARNINGS = 10
 SVG = "{http://www.w3.org/2000/svg}"
 UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
 COLUMNS = ["PID", "PROGRAM", "GPU", "LIMIT", "PEAK LIVE", "PEAK RESERVED", "PEAK FOOTPRINT",
-           "PEAK DRIVER", "CONTEXT", "REFUSALS", "DRIVER OOMS", "AVOIDED"]
+           "PEAK DRIVER", "CONTEXT", "REFUSALS", "DRIVER OOMS", "AVOIDED"]  # --wide
+COMPACT = ["PID", "PROGRAM", "GPU", "LIMIT", "LIVE", "RESERVED", "FOOTPRINT", "DRIVER", "CONTEXT",
+           "REFUSED", "OOMS"]
 SERIES = {"live": "live", "pooled": "pooled", "reserved": "reserved", "footprint": "footprint",
           "driver": "driver_used"}
 EVENTS = ("segment", "refusal", "driver_oom", "context", "overhead")
@@ -57,6 +63,7 @@ class Gpu:
     def __init__(self, ordinal):
         self.ordinal = ordinal
         self.uuid = None
+        self.index = None
         self.limit = ("unknown", None)
         self.peak = {k: None for k in SERIES}
         self.ctx = None
@@ -82,6 +89,7 @@ class Proc:
         self.program = self.host = None
         self.argv = None
         self.has_exit, self.reason, self.signal = False, None, None
+        self.running = self.here = False
         self.gpus = {}
 
     def gpu(self, ordinal):
@@ -127,6 +135,10 @@ def check_fields(rec):
     def ordinal(obj, where=""):
         if not (is_u64(obj.get("gpu")) and obj["gpu"] <= 2**31 - 1):
             bad.append(where + "gpu")
+        string(obj, "uuid", where)  # schema v2 names the GPU on every per-GPU object
+        i = obj.get("index")
+        if i is not None and not (is_u64(i) and i <= 2**31 - 1):
+            bad.append(where + "index")
 
     def gpu_list():
         g = rec.get("gpus")
@@ -141,13 +153,15 @@ def check_fields(rec):
     if kind == "start":
         for k in ("program", "host", "cumemcap"):
             string(rec, k)
+        u = rec.get("uid")
+        if u is not None and not (is_u64(u) and u <= 2**32 - 1):
+            bad.append("uid")
         a = rec.get("argv")
         if a is not None and (type(a) is not list or any(type(x) is not str for x in a)):
             bad.append("argv")
         for i, e in enumerate(gpu_list()):
             w = "gpus[%d]." % i
             ordinal(e, w)
-            string(e, "uuid", w)
             string(e, "pci", w)
             byte(e, "capacity", w)
             byte(e, "limit", w)
@@ -202,17 +216,35 @@ def classify(raw):
     if type(rec) is not dict:
         return Record("notjson"), None
     v, kind, t, pid = rec.get("v"), rec.get("type"), rec.get("t"), rec.get("pid")
-    if not (is_num(v) and type(kind) is str and is_num(t) and math.isfinite(t)
+    if not (is_num(t) and math.isfinite(t)):
+        t = rfc3339(rec.get("time"))
+    if not (is_num(v) and type(kind) is str and t is not None
             and is_u64(pid) and pid <= 2**31 - 1):
         return Record("notrecord"), None
-    if not (type(v) is int and v == 1):
+    if not (type(v) is int and v in (1, 2)):
         return Record("version"), None
     if kind not in ("start", "sample", "exit") + EVENTS:
         return Record("unknown"), None
     bad = check_fields(rec)
     if bad:
         return Record("badfield", bad), None
+    rec["t"] = t
     return Record(), rec
+
+
+def rfc3339(text):
+    """Unix seconds of an RFC 3339 time, or None."""
+    if type(text) is not str:
+        return None
+    m = re.fullmatch(r"(\d{4}-\d\d-\d\d)[Tt](\d\d:\d\d:\d\d)(\.\d+)?([Zz]|[+-]\d\d:\d\d)", text)
+    if not m:
+        return None
+    zone = "+00:00" if m.group(4) in "Zz" else m.group(4)
+    try:
+        d = datetime.datetime.fromisoformat(m.group(1) + "T" + m.group(2) + zone)
+    except ValueError:
+        return None
+    return d.timestamp() + float(m.group(3) or 0)
 
 
 def lines_of(path):
@@ -253,6 +285,10 @@ class Model:
                 p.records += 1
                 self.records[path] += 1
                 getattr(self, "read_" + rec["type"])(p, rec, t)
+                if p.program is None and type(rec.get("program")) is str:
+                    p.program = rec["program"]
+                if p.host is None and type(rec.get("host")) is str:
+                    p.host = rec["host"]
         kept = []
         for p in self.procs:
             key = lambda q: (q.pid, q.has_start, q.t_start if q.has_start else q.t_first)
@@ -262,6 +298,9 @@ class Model:
             elif p.records > twin[0].records:
                 kept[kept.index(twin[0])] = p
         self.procs = sorted(kept, key=lambda q: (q.t_first, q.pid, q.seq))
+        for p in self.procs:
+            p.here = p.host == socket.gethostname()
+            p.running = not p.has_exit and p.has_start and p.here and alive_since(p.pid, p.t_start)
 
     @staticmethod
     def set_limit(g, obj, final):
@@ -276,9 +315,15 @@ class Model:
         p.has_start, p.t_start = True, t
         p.program, p.host, p.argv = rec.get("program"), rec.get("host"), rec.get("argv")
         for e in rec.get("gpus") or []:
-            g = p.gpu(e["gpu"])
-            g.uuid = g.uuid or e.get("uuid")
+            g = self.ids(p.gpu(e["gpu"]), e)
             self.set_limit(g, e, True)
+
+    @staticmethod
+    def ids(g, obj):
+        g.uuid = g.uuid or obj.get("uuid") or None
+        if obj.get("index") is not None:
+            g.index = obj["index"]
+        return g
 
     @staticmethod
     def set_source(g, source):
@@ -288,7 +333,7 @@ class Model:
     def read_event(self, p, rec, t, kind):
         """segment, refusal, driver_oom, context, overhead: the figures after the
         event, when given; only the first three make a GPU used by themselves."""
-        g = p.gpu(rec["gpu"])
+        g = self.ids(p.gpu(rec["gpu"]), rec)
         g.events = g.events or kind in ("segment", "refusal", "driver_oom")
         if kind == "overhead":
             self.set_source(g, rec.get("source"))
@@ -298,7 +343,8 @@ class Model:
                 g.peak[k] = fmax(g.peak[k], rec[k])
         self.set_limit(g, rec, False)
         if kind in ("refusal", "driver_oom"):
-            g.marks.append((t, kind == "driver_oom"))
+            at = rec.get("footprint") if rec.get("footprint") is not None else rec.get("reserved")
+            g.marks.append((t, kind == "driver_oom", at))
         g.refusal_events += kind == "refusal"
         g.oom_events += kind == "driver_oom"
 
@@ -319,7 +365,7 @@ class Model:
 
     def read_sample(self, p, rec, t):
         for e in rec.get("gpus") or []:
-            g = p.gpu(e["gpu"])
+            g = self.ids(p.gpu(e["gpu"]), e)
             for k, field in SERIES.items():
                 if e.get(field) is not None:
                     g.series[k].append((t, e[field]))
@@ -331,7 +377,7 @@ class Model:
     def read_exit(self, p, rec, t):
         p.has_exit, p.reason, p.signal = True, rec.get("reason"), rec.get("signal")
         for e in rec.get("gpus") or []:
-            g = p.gpu(e["gpu"])
+            g = self.ids(p.gpu(e["gpu"]), e)
             self.set_limit(g, e, False)
             for k in ("live", "pooled", "reserved", "footprint"):
                 g.peak[k] = fmax(g.peak[k], e.get("peak_" + k))
@@ -392,6 +438,57 @@ class Model:
                              "-" if g.avoided is None else str(g.avoided)])
         return rows
 
+    def context(self, g):
+        """(bytes or None, source or None)."""
+        if g.source is not None and g.overhead is not None:
+            return g.overhead, g.source
+        ctx = g.ctx
+        if ctx is None and g.exit_driver is not None and g.exit_reserved is not None:
+            ctx = max(0, g.exit_driver - g.exit_reserved)
+        return ctx, None
+
+    def unit(self):
+        """The compact table's one unit: that of its largest size."""
+        sizes = []
+        for p in self.procs:
+            for g in p.shown():
+                sizes += [g.peak[k] for k in ("live", "reserved", "footprint", "driver")]
+                sizes += [g.limit[1], self.context(g)[0]]
+        top = max([v for v in sizes if v is not None] + [0])
+        u = 0
+        while u < 6 and top >> (10 * (u + 1)):
+            u += 1
+        return u
+
+    def compact_rows(self, exact=False):
+        u = self.unit()
+
+        def size(v):
+            if v is None:
+                return "-"
+            if exact or u == 0:
+                return str(v)
+            whole, rem = v >> 10 * u, v & ((1 << 10 * u) - 1)
+            cents = rem * 100 >> 10 * u
+            return "<0.01" if whole == 0 and cents == 0 and v else "%d.%02d" % (whole, cents)
+        rows = []
+        for p in self.procs:
+            program = safe(p.program) if p.program else "-"
+            if len(program) > 16:
+                program = program[:16] + "\u2026"
+            if not p.gpus:
+                rows.append([str(p.pid), program] + ["-"] * 9)
+            for g in p.shown():
+                state, value = g.limit
+                rows.append([str(p.pid), program, str(g.ordinal),
+                             size(value) if state == "set" else ("none" if state == "none" else "-"),
+                             size(g.peak["live"]), size(g.peak["reserved"]),
+                             size(g.peak["footprint"]), size(g.peak["driver"]),
+                             size(self.context(g)[0]),
+                             str(max(g.refusal_events, g.exit_refusals or 0)),
+                             str(max(g.oom_events, g.exit_ooms or 0))])
+        return rows
+
     def process_lines(self):
         out = []
         for p in self.procs:
@@ -399,7 +496,11 @@ class Model:
             if p.program:
                 s += " (%s)" % safe(p.program)
             s += ": "
-            if not p.has_exit:
+            if p.running:
+                s += "running (no exit record yet; the pid is alive on this host); ran at least "
+            elif not p.has_exit and p.here:
+                s += "no exit record, and no longer running (killed?); ran at least "
+            elif not p.has_exit:
                 s += "no exit record (killed?); ran at least "
             elif p.reason == "exit":
                 s += "exited; ran "
@@ -417,18 +518,44 @@ class Model:
             s += duration(p.t_last - (p.t_start if p.has_start else p.t_first))
             if p.has_start:
                 s += "; started " + utc(p.t_start)
-                if p.host is not None:
-                    s += " on " + safe(p.host)
             else:
                 s += "; no start record (first record %s)" % utc(p.t_first)
+            if p.host is not None:
+                s += " on " + safe(p.host)
             hidden = [g.ordinal for g in sorted(p.gpus.values(), key=lambda g: g.ordinal)
                       if g not in p.shown()]
             if hidden:
                 s += "; unused GPUs: " + ", ".join(str(o) for o in hidden)
-            s += "; command:"
+            out.append(s)
+            s = "  command:"
             s += "".join(" " + safe(shlex.quote(a)) for a in p.argv) if p.argv else " -"
             out.append(s)
+            for g in p.shown():
+                s = "  GPU %d: %s" % (g.ordinal, safe(g.uuid) if g.uuid else "UUID unknown")
+                if g.index is not None:
+                    s += ", nvidia-smi index %d" % g.index
+                ctx, source = self.context(g)
+                if ctx is not None:
+                    s += "; context " + self.size(ctx)
+                    if source is not None:
+                        s += " (%s)" % safe(source)
+                if g.avoided is not None:
+                    s += "; %d driver calls avoided" % g.avoided
+                out.append(s)
         return out
+
+
+def alive_since(pid, t_start):
+    """Whether pid runs and started no later than t_start (+2 s of slack)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            stat = f.read()
+        with open("/proc/stat") as f:
+            btime = next(int(line.split()[1]) for line in f if line.startswith("btime "))
+    except (OSError, StopIteration):
+        return False
+    ticks = int(stat[stat.rindex(")") + 2:].split()[19])
+    return btime + ticks / os.sysconf("SC_CLK_TCK") <= t_start + 2.0
 
 
 def safe(s):
@@ -455,6 +582,8 @@ def utc(t):
 
 def parse_output(stdout):
     lines = stdout.split("\n")
+    if lines[0].startswith("sizes in "):
+        lines = lines[1:]
     blank = lines.index("")
     table = [re.split(r" {2,}", line.strip()) for line in lines[:blank]]
     rest = [line for line in lines[blank + 1:] if line]
@@ -487,6 +616,7 @@ class Panel:
     def __init__(self, g):
         self.g = g
         self.pid, self.gpu = int(g.get("data-pid")), int(g.get("data-gpu"))
+        self.group, self.uuid = int(g.get("data-group")), g.get("data-uuid")
         area = g.find(SVG + "rect[@class='plot-area']")
         self.x0, self.y0 = float(area.get("x")), float(area.get("y"))
         self.x1 = self.x0 + float(area.get("width"))
@@ -498,7 +628,10 @@ class Panel:
         self.xticks, self.yticks = xs, ys
         self.ax, self.bx = fit(xs)
         self.ay, self.by = fit(ys)
-        self.title = g.find(SVG + "text[@class='title']").text
+        self.title_lines = [t.text or "" for t in g.find(SVG + "text[@class='title']")
+                            .findall(SVG + "tspan")]
+        self.title = " ".join(self.title_lines)
+        self.caption = g.find(SVG + "text[@class='xcaption']").text
         label = g.find(SVG + "text[@class='limit-label']")
         self.limit_label = label.text if label is not None else None
         self.series = {}
@@ -508,9 +641,18 @@ class Panel:
                 self.series[cls[1]] = path_points(path.get("d"))
             elif cls == ["limit"]:
                 self.series["limit"] = path_points(path.get("d"))
-        self.marks = {k: [(float(m.get("x1")), float(m.get("x2")), float(m.get("y1")),
-                           float(m.get("y2"))) for m in g.findall(SVG + "line[@class='%s']" % k)]
-                      for k in ("refusal", "driver-oom")}
+        # A mark: (x1, x2, y1, y2) of its line, and where its marker sits.
+        self.marks = {}
+        for k, shape in (("refusal", "circle"), ("driver-oom", "rect")):
+            self.marks[k] = []
+            for m in g.findall(SVG + "g[@class='%s']" % k):
+                line, marker = m.find(SVG + "line"), m.find(SVG + shape)
+                if shape == "circle":
+                    at = (float(marker.get("cx")), float(marker.get("cy")))
+                else:
+                    at = (float(marker.get("x")) + 6, float(marker.get("y")) + 6)
+                self.marks[k].append((float(line.get("x1")), float(line.get("x2")),
+                                      float(line.get("y1")), float(line.get("y2")), at))
 
     def px(self, seconds):
         return self.ax + self.bx * seconds
@@ -523,15 +665,23 @@ TOL = 0.02  # pixels: coordinates are written with two decimals
 
 
 class Checks(unittest.TestCase):
-    def check_table(self, paths, exact=False, launcher=False, extra=()):
-        args = (["--bytes"] if exact else []) + list(extra) + list(paths)
-        p = run(args, launcher=launcher)
-        self.assertEqual(p.returncode, 0, p.stderr)
-        model = Model(paths)
-        table, procs, _ = parse_output(p.stdout)
-        self.assertEqual(table[0], COLUMNS)
-        self.assertEqual(table[1:], model.rows(exact))
-        self.assertEqual(procs, model.process_lines())
+    def check_table(self, paths, exact=False, launcher=False, extra=(), wide=None):
+        """The compact table and the wide one (--wide) both, unless `wide` says."""
+        for w in ((False, True) if wide is None else (wide,)):
+            args = (["--bytes"] if exact else []) + (["--wide"] if w else []) + list(extra) + list(paths)
+            p = run(args, launcher=launcher)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            model = Model(paths)
+            table, procs, _ = parse_output(p.stdout)
+            if w:
+                self.assertEqual(table[0], COLUMNS)
+                self.assertEqual(table[1:], model.rows(exact))
+            else:
+                unit = "bytes" if exact else UNITS[model.unit()]
+                self.assertTrue(p.stdout.startswith("sizes in %s; " % unit), p.stdout)
+                self.assertEqual(table[0], COMPACT)
+                self.assertEqual(table[1:], model.compact_rows(exact))
+            self.assertEqual(procs, model.process_lines())
         return p, model
 
     def check_warnings(self, stderr, model, path):
@@ -542,8 +692,9 @@ class Checks(unittest.TestCase):
         texts = {
             "toolong": r"longer than 1048576 bytes \(1 MiB, the most a record may take\); skipped",
             "notjson": r"not a JSON object; skipped",
-            "notrecord": r'not a cumemcap record \(one needs "v", "type", "t" and "pid"\); skipped',
-            "version": r'schema version \S+ \(this reader knows "v":1\); skipped',
+            "notrecord": r'not a cumemcap record \(one needs "v", "type", "t" or "time", and "pid"\); '
+                         r'skipped',
+            "version": r'schema version \S+ \(this reader knows "v":1 and "v":2\); skipped',
         }
         for line, (n, r) in zip(got, shown):
             prefix = "%s:%d: " % (path, n)
@@ -572,21 +723,32 @@ class Checks(unittest.TestCase):
                 self.assertFalse(name.endswith("href") or name.lower().startswith("on"), name)
                 self.assertNotIn("url(", value)
         panels = [Panel(g) for g in root.iter(SVG + "g") if g.get("class") == "panel"]
-        expected = [(p, g) for p in model.procs for g in p.shown()]
+        expected = groups(model)
         self.assertEqual([(pn.pid, pn.gpu) for pn in panels],
-                         [(p.pid, g.ordinal) for p, g in expected])
-        for pn, (p, g) in zip(panels, expected):
-            with self.subTest(pid=p.pid, gpu=g.ordinal):
-                self.check_panel(pn, p, g)
+                         [(p.pid, g.ordinal) for group in expected for p, g in group])
+        i = 0
+        for group in expected:
+            members = panels[i:i + len(group)]
+            self.assertEqual({pn.group for pn in members}, {i})
+            for pn, (p, g) in zip(members, group):
+                with self.subTest(pid=p.pid, gpu=g.ordinal):
+                    self.check_panel(pn, p, g, group)
+            i += len(group)
         return panels
 
-    def check_panel(self, pn, p, g):
-        t0 = p.t_first
+    def check_panel(self, pn, p, g, group):
+        # The axes of the GPU: from the first record of any process on it to
+        # the last, up to the highest figure of any of them.
+        t0 = min(q.t_first for q, _ in group)
+        t_end = max(q.t_last for q, _ in group)
+        values = [v for _, h in group for series in h.series.values() for _, v in series]
+        values += [h.limit[1] for _, h in group if h.limit[0] == "set"]
+        values += [m[2] for _, h in group for m in h.marks if m[2] is not None]
         # Axes: ticks from the corners of the plot area, covering the data.
         self.assertAlmostEqual(pn.xticks[0][0], pn.x0, delta=TOL)
         self.assertEqual(pn.xticks[0][1], 0)
         self.assertAlmostEqual(pn.xticks[-1][0], pn.x1, delta=TOL)
-        self.assertGreaterEqual(pn.xticks[-1][1], p.t_last - t0)
+        self.assertGreaterEqual(pn.xticks[-1][1], t_end - t0)
         self.assertAlmostEqual(pn.yticks[0][0], pn.y1, delta=TOL)
         self.assertEqual(pn.yticks[0][1], 0)
         self.assertAlmostEqual(pn.yticks[-1][0], pn.y0, delta=TOL)
@@ -594,15 +756,23 @@ class Checks(unittest.TestCase):
             self.assertAlmostEqual(x, pn.px(s), delta=TOL)
         for y, v in pn.yticks:
             self.assertAlmostEqual(y, pn.py(v), delta=TOL)
-        values = [v for s in g.series.values() for _, v in s]
-        if g.limit[0] == "set":
-            values.append(g.limit[1])
         self.assertGreaterEqual(pn.yticks[-1][1], max(values) if values else 0)
+        if len(group) > 1:
+            self.assertIn("%d processes on this GPU share its axes" % len(group), pn.caption)
         # The title names program, pid and GPU.
-        title = f"pid {p.pid}, GPU {g.ordinal}"
+        title = f"pid {p.pid}"
+        if p.host is not None:
+            title += " on " + safe(p.host)
+        title += f", GPU {g.ordinal}"
         if p.program:
-            title = xml_safe(p.program) + ", " + title
-        self.assertTrue(pn.title.startswith(title), (pn.title, title))
+            title = safe(p.program) + ", " + title
+        title = xml_safe(title)
+        self.assertTrue(pn.title.replace(" ", "").startswith(title.replace(" ", "")),
+                        (pn.title, title))
+        for line in pn.title_lines:
+            self.assertLessEqual(len(line), 100, line)
+        if g.limit[0] == "set":
+            self.assertTrue(pn.title.endswith(", limit " + Model.size(g.limit[1])), pn.title)
         # Each series: its points, in time order, inside the plot area.
         for kind in SERIES:
             pts = sorted(g.series[kind], key=lambda tv: tv[0])
@@ -615,13 +785,11 @@ class Checks(unittest.TestCase):
             for x, y in got:
                 self.assertTrue(pn.x0 - TOL <= x <= pn.x1 + TOL and pn.y0 - TOL <= y <= pn.y1 + TOL,
                                 (kind, x, y))
-            if kind in ("reserved", "footprint"):
-                want = [pts[0]]
-                for (_, before), (t, v) in zip(pts, pts[1:]):
-                    want += [(t, before), (t, v)]
-                want.append((p.t_last, pts[-1][1]))
-            else:
-                want = pts if len(pts) > 1 else pts * 2
+            # Steps: each figure holds until the next, the last to the last record.
+            want = [pts[0]]
+            for (_, before), (t, v) in zip(pts, pts[1:]):
+                want += [(t, before), (t, v)]
+            want.append((p.t_last, pts[-1][1]))
             self.assertEqual(len(got), len(want), kind)
             for (x, y), (t, v) in zip(got, want):
                 self.assertAlmostEqual(x, pn.px(t - t0), delta=TOL, msg=kind)
@@ -643,15 +811,37 @@ class Checks(unittest.TestCase):
             self.assertEqual(pn.limit_label, label)
         else:
             self.assertNotIn("limit", pn.series)
-        # Refusals and driver OOMs: a tick at each one's time.
+        # Refusals and driver OOMs: a line across the plot at each one's time,
+        # a marker where the process stood (its footprint, else reserved).
         for cls, oom in (("refusal", False), ("driver-oom", True)):
-            want = sorted(t for t, o in g.marks if o == oom)
+            want = sorted((t, at) for t, o, at in g.marks if o == oom)
             got = pn.marks[cls]
             self.assertEqual(len(got), len(want), cls)
-            for (x1, x2, y1, y2), t in zip(sorted(got), want):
+            for (x1, x2, y1, y2, (mx, my)), (t, at) in zip(sorted(got), want):
                 self.assertAlmostEqual(x1, pn.px(t - t0), delta=TOL)
                 self.assertEqual(x1, x2)
-                self.assertTrue(pn.y0 - TOL <= min(y1, y2) and max(y1, y2) <= pn.y1 + TOL)
+                self.assertAlmostEqual(mx, x1, delta=TOL)
+                self.assertEqual((min(y1, y2), max(y1, y2)), (pn.y0, pn.y1))
+                if at is not None:
+                    self.assertAlmostEqual(my, max(pn.py(at), pn.y0 + 6), delta=TOL)
+
+
+def groups(model):
+    """The panels as the plot orders them: GPUs (by UUID) as first met, each
+    with its processes in order."""
+    slots = [(p, g) for p in model.procs for g in p.shown()]
+    out, taken = [], set()
+    for i, (p, g) in enumerate(slots):
+        if i in taken:
+            continue
+        group = []
+        for j in range(i, len(slots)):
+            h = slots[j][1]
+            if j == i or (j not in taken and g.uuid and h.uuid and g.uuid.lower() == h.uuid.lower()):
+                taken.add(j)
+                group.append(slots[j])
+        out.append(group)
+    return out
 
 
 def xml_safe(s):
@@ -804,11 +994,11 @@ class Fixtures(Checks):
     def test_launcher(self):
         path = fixture("normal.jsonl")
         direct = run([path])
-        p, _ = self.check_table([path], launcher=True)
+        p, _ = self.check_table([path], launcher=True, wide=False)
         self.assertEqual(p.stdout, direct.stdout)
         p = run(["--help"], launcher=True)
         self.assertEqual(p.returncode, 0)
-        self.assertIn("usage: cumemcap report", p.stdout)
+        self.assertIn("Usage: cumemcap report", p.stdout)
         p = run([], launcher=True)
         self.assertEqual(p.returncode, 2)
         self.assertIn("no LOG given", p.stderr)
@@ -816,7 +1006,7 @@ class Fixtures(Checks):
         self.assertEqual((p.returncode, p.stdout), (0, "a b c\n"))
         p = subprocess.run([LAUNCHER, "--help"], capture_output=True, text=True)
         self.assertEqual(p.returncode, 0)
-        self.assertIn("cumemcap report [--plot FILE.svg]", p.stdout)
+        self.assertIn("cumemcap report ", p.stdout)
         self.assertIn("CUMEMCAP_REPORT", p.stdout)
 
 
@@ -877,7 +1067,7 @@ class Generated(Checks):
         pn = Panel(next(g for g in root.iter(SVG + "g") if g.get("class") == "panel"))
         live = pn.series["live"]
         width = pn.x1 - pn.x0
-        self.assertLess(len(live), 4 * (width + 2))
+        self.assertLess(len(live), 2 * 4 * (width + 2))  # a step: two corners a point
         xs = [x for x, _ in live]
         self.assertEqual(xs, sorted(xs))
         self.assertAlmostEqual(min(y for _, y in live), pn.py(536870000), delta=TOL)
@@ -897,7 +1087,7 @@ class Generated(Checks):
         svg = os.path.join(self.tmp.name, "first.svg")
         p, model = self.check_table([path], extra=["--plot", svg])
         self.assertEqual([row[2] for row in model.rows()], ["1 (87654321)"])
-        self.assertIn("unused GPUs: 0;", p.stdout)
+        self.assertRegex(p.stdout, r"; unused GPUs: 0\n")
         self.check_svg(svg, model)
 
     def test_process_without_gpus(self):
@@ -909,6 +1099,366 @@ class Generated(Checks):
         self.assertEqual(model.rows(), [["77", "gen"] + ["-"] * 10])
         self.assertIn("plot: %s (0 panels)" % svg, p.stdout)
         self.check_svg(svg, model)
+
+
+# ---- schema v2, running processes, inputs, filters, JSON -------------------------------
+
+def now_log(pid, t, host=None, exit_record=False, program="live.py"):
+    host = socket.gethostname() if host is None else host
+    lines = [json.dumps({"v": 2, "type": "start", "t": t, "pid": pid, "program": program,
+                         "host": host, "argv": [program],
+                         "gpus": [{"gpu": 0, "uuid": "GPU-11112222-0000", "limit": 1 << 30}]}),
+             json.dumps({"v": 2, "type": "sample", "t": t + 0.5, "pid": pid, "program": program,
+                         "host": host, "gpus": [{"gpu": 0, "live": 1 << 20, "pooled": 0,
+                                                 "reserved": 1 << 21}]})]
+    if exit_record:
+        lines.append(json.dumps({"v": 2, "type": "exit", "t": t + 1, "pid": pid, "reason": "exit",
+                                 "gpus": [{"gpu": 0, "peak_reserved": 1 << 21}]}))
+    return "\n".join(lines) + "\n"
+
+
+class Newer(Checks):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+
+    def write(self, name, data):
+        path = os.path.join(self.tmp.name, name)
+        with open(path, "w") as f:
+            f.write(data)
+        return path
+
+    def test_v2_logs(self):
+        """v2: time without t, program and host on every record, uuid and index
+        on every per-GPU object; one GPU (UUIDs differ in case only) under two
+        ordinals shares one panel group."""
+        paths = [fixture("v2-train.jsonl"), fixture("v2-eval.jsonl")]
+        svg = os.path.join(self.tmp.name, "v2.svg")
+        p, model = self.check_table(paths, extra=["--plot", svg])
+        self.assertEqual(p.stderr, "")
+        self.assertEqual([q.program for q in model.procs], ["train.py", "eval.py"])
+        self.assertIn("no start record (first record 2023-11-14 22:23:22 UTC) on node-a", p.stdout)
+        self.assertEqual(p.stdout.count(", nvidia-smi index 3;"), 2)
+        panels = self.check_svg(svg, model)
+        self.assertEqual([pn.group for pn in panels], [0, 0])
+        rel = lambda pn: [(round(y - pn.y0, 2), v) for y, v in pn.yticks]
+        self.assertEqual(rel(panels[0]), rel(panels[1]))
+        self.assertEqual(panels[0].xticks, panels[1].xticks)
+        self.assertIn("nvidia-smi 3", panels[0].title)
+
+    def test_running_or_not(self):
+        child = subprocess.Popen(["sleep", "60"])
+        self.addCleanup(child.wait)
+        self.addCleanup(child.kill)
+        time.sleep(0.1)
+        now = time.time()
+        cases = [
+            ("live", now_log(child.pid, now), "running (no exit record yet; the pid is alive on "
+             "this host); ran at least"),
+            # The pid runs, but it started after the log's start: a reused pid.
+            ("reused", now_log(child.pid, now - 3600), "no exit record, and no longer running "
+             "(killed?)"),
+            ("elsewhere", now_log(child.pid, now, host="not-" + socket.gethostname()),
+             "no exit record (killed?)"),
+            ("exited", now_log(child.pid, now, exit_record=True), "exited; ran 1.0 s"),
+        ]
+        for name, data, words in cases:
+            with self.subTest(name=name):
+                path = self.write(name + ".jsonl", data)
+                p, model = self.check_table([path])
+                self.assertIn("pid %d (live.py): %s" % (child.pid, words), p.stdout)
+                self.assertEqual(model.procs[0].running, name == "live")
+                got = json.loads(run(["--json", path]).stdout)["processes"][0]
+                self.assertEqual(got["state"], {"live": "running", "reused": "killed",
+                                                "elsewhere": "no_exit", "exited": "exited"}[name])
+        path = os.path.join(self.tmp.name, "live.jsonl")
+        child.kill()
+        child.wait()
+        p, _ = self.check_table([path])
+        self.assertIn("no exit record, and no longer running (killed?)", p.stdout)
+
+    def test_stdin_and_directories(self):
+        names = ["normal.jsonl", "multi-a.jsonl", "multi-b.jsonl"]
+        for n in names:
+            with open(fixture(n)) as src:
+                self.write(n, src.read())
+        self.write("notes.txt", "not a log\n")
+        os.mkdir(os.path.join(self.tmp.name, "sub.jsonl"))
+        direct = run([os.path.join(self.tmp.name, n) for n in sorted(names)])
+        self.assertEqual(direct.returncode, 0, direct.stderr)
+        p = run([self.tmp.name])
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+        self.assertEqual(p.stdout, direct.stdout)
+        with open(fixture("normal.jsonl")) as f:
+            p = subprocess.run([REPORT, "-"], stdin=f, capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout, run([fixture("normal.jsonl")]).stdout)
+
+    def test_filters(self):
+        fx = [fixture(n) for n in ("normal.jsonl", "multi-a.jsonl", "multi-b.jsonl", "v2-train.jsonl",
+                                   "v2-eval.jsonl")]
+
+        def rows(*args):
+            p = run(list(args) + fx)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            return [(int(r[0]), int(r[2])) for r in parse_output(p.stdout)[0][1:]]
+        everything = rows()
+        self.assertEqual(len(everything), 6)
+        # --gpu N: nvidia-smi's index where the log has it, else the ordinal.
+        self.assertEqual(rows("--gpu", "3"), [(1, 0), (2, 1)])
+        self.assertEqual(rows("--gpu", "1"), [(7001, 1), (7002, 1)])
+        self.assertEqual(rows("--gpu", "0"), [(4242, 0), (7001, 0)])
+        self.assertEqual(rows("--gpu", "GPU-BBBB"), [(7001, 1), (7002, 1)])
+        self.assertEqual(rows("--gpu", "5ea7ed00-aaaa"), [(1, 0), (2, 1)])
+        self.assertEqual(rows("--program", "*.py"), [(4242, 0), (7002, 1), (1, 0), (2, 1)])
+        self.assertEqual(rows("--program", "serve"), [(7001, 0), (7001, 1)])
+        # --since: processes with a record at or after it.
+        self.assertEqual(rows("--since", "2023-11-14T22:23:00Z"), [(1, 0), (2, 1)])
+        self.assertEqual(rows("--since", "2023-11-14 22:23"), [(1, 0), (2, 1)])
+        self.assertEqual(rows("--since", "2023-11-14T23:23:00+01:00"), [(1, 0), (2, 1)])
+        self.assertEqual(rows("--since", "2023-11-14T22:23:26Z"), [(2, 1)])
+        self.assertEqual(rows("--since", "2023-11-14"), rows())
+        p = run(["--since", "1h"] + fx)
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.stderr, "cumemcap report: no process matches --gpu, --program and "
+                         "--since\n")
+        live = self.write("now.jsonl", now_log(99999999 % 4194304, time.time() - 1800,
+                                               host="elsewhere", exit_record=True))
+        self.assertEqual(len(parse_output(run(["--since", "1h", live]).stdout)[0]), 2)
+        self.assertEqual(run(["--since", "10m", live]).returncode, 1)
+        self.assertEqual(run(["--since", "2.5h", live]).returncode, 0)
+
+    def test_json(self):
+        paths = sorted(fixture(n) for n in os.listdir(FIXTURES) if n.endswith(".jsonl"))
+        p = run(["--json"] + paths)
+        self.assertEqual(p.returncode, 0)
+        got = json.loads(p.stdout)  # Python reads integers exactly
+        model = Model(paths)
+        self.assertEqual([q["pid"] for q in got["processes"]], [q.pid for q in model.procs])
+        for q, m in zip(got["processes"], model.procs):
+            self.assertEqual(q["program"], m.program)
+            self.assertEqual(q["host"], m.host)
+            self.assertEqual(q["argv"], m.argv)
+            self.assertEqual([g["gpu"] for g in q["gpus"]], sorted(m.gpus))
+            for g in q["gpus"]:
+                mg = m.gpus[g["gpu"]]
+                self.assertEqual(g["used"], mg in m.shown() and mg.used())
+                for k in ("live", "reserved", "footprint", "driver"):
+                    self.assertEqual(g["peak_" + ("driver_used" if k == "driver" else k)], mg.peak[k])
+                self.assertEqual(g["limit"], mg.limit[1])
+                self.assertEqual(g["uuid"], mg.uuid)
+                self.assertEqual(g["index"], mg.index)
+                self.assertEqual((g["context_overhead"], g["context_source"]), Model().context(mg)
+                                 if False else model.context(mg))
+                self.assertEqual(g["refusals"], max(mg.refusal_events, mg.exit_refusals or 0))
+                self.assertEqual(g["avoided"], mg.avoided)
+        big = next(q for q in got["processes"] if q["program"] == "huge")
+        self.assertEqual(big["gpus"][0]["limit"], U64)
+        self.assertEqual(big["gpus"][0]["peak_live"], 9007199254740993)
+
+    def test_plot_to_stdout(self):
+        p = subprocess.run([REPORT, "--plot", "-", fixture("normal.jsonl")], cwd=self.tmp.name,
+                           capture_output=True, text=True)
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+        self.assertFalse(os.path.exists(os.path.join(self.tmp.name, "-")))
+        path = self.write("out.svg", p.stdout)
+        self.check_svg(path, Model([fixture("normal.jsonl")]))
+
+    def test_wall_clock(self):
+        svg = os.path.join(self.tmp.name, "wall.svg")
+        p = run(["--plot", svg, "--time", "wall", fixture("normal.jsonl")])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        root = ET.parse(svg).getroot()
+        g = next(g for g in root.iter(SVG + "g") if g.get("class") == "panel")
+        labels = [t.text for t in g.findall(SVG + "text[@class='xlabel']")]
+        t0 = Model([fixture("normal.jsonl")]).procs[0].t_first
+        self.assertEqual(labels[0], utc(t0)[11:19])
+        self.assertEqual(labels[1], utc(t0 + 2)[11:19])  # a 2 s step
+
+    def test_long_titles_wrap(self):
+        name = "a_" + "very_" * 40 + "long program name.py"
+        log = self.write("long.jsonl", START.replace('"program":"gen"', '"program":"%s"' % name) +
+                         "\n" + sample(1700001001.0, 100, 2097152) + "\n")
+        svg = os.path.join(self.tmp.name, "t.svg")
+        p, model = self.check_table([log], extra=["--plot", svg], wide=False)
+        panels = self.check_svg(svg, model)
+        self.assertGreaterEqual(len(panels[0].title_lines), 3)
+        self.assertIn("\u2026", p.stdout.splitlines()[2])  # cut in the table, whole below
+        self.assertIn("(%s)" % name, p.stdout)
+
+    def test_table_fits_a_terminal(self):
+        paths = [fixture(n) for n in ("normal.jsonl", "killed.jsonl", "multi-a.jsonl",
+                                      "multi-b.jsonl", "footprint.jsonl", "torn.jsonl",
+                                      "v2-train.jsonl", "v2-eval.jsonl")]
+        p, model = self.check_table(paths, wide=False)
+        table = [line for line in p.stdout.split("\n\n")[0].splitlines()]
+        self.assertLessEqual(max(len(line) for line in table), 100, table)
+        wide = run(["--wide"] + paths).stdout
+        self.assertGreater(max(len(line) for line in wide.split("\n\n")[0].splitlines()), 100)
+
+
+# ---- rendering ---------------------------------------------------------------------------
+
+def need(program):
+    """The path of program, or skip (fail under CUMEMCAP_TEST_REQUIRE_PROGRAMS=1)."""
+    import shutil
+    path = shutil.which(program)
+    if path is None:
+        if os.environ.get("CUMEMCAP_TEST_REQUIRE_PROGRAMS") == "1":
+            raise AssertionError("%s is required (CUMEMCAP_TEST_REQUIRE_PROGRAMS=1) but missing"
+                                 % program)
+        raise unittest.SkipTest("%s not installed" % program)
+    return path
+
+
+def read_png(path):
+    """(width, height, rows of (r, g, b) tuples) of an 8-bit RGB or RGBA PNG."""
+    import struct
+    import zlib
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", path
+    pos, idat, header = 8, b"", None
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    width, height, depth, color, _, _, interlace = header
+    assert depth == 8 and color in (2, 6) and interlace == 0, header
+    bpp = 3 if color == 2 else 4
+    raw = zlib.decompress(idat)
+    stride = width * bpp
+    rows, prev = [], bytearray(stride)
+    for y in range(height):
+        kind = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b = prev[i]
+            c = prev[i - bpp] if i >= bpp else 0
+            if kind == 1:
+                line[i] = (line[i] + a) & 255
+            elif kind == 2:
+                line[i] = (line[i] + b) & 255
+            elif kind == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif kind == 4:
+                pa, pb, pc = abs(b - c), abs(a - c), abs(a + b - 2 * c)
+                pred = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+                line[i] = (line[i] + pred) & 255
+        rows.append([tuple(line[x * bpp:x * bpp + 3]) for x in range(width)])
+        prev = line
+    return width, height, rows
+
+
+LIMIT_RGB = (0xd6, 0x27, 0x28)
+REFUSAL_RGB = (0xff, 0x00, 0xff)
+OOM_RGB = (0x11, 0x11, 0x11)
+
+
+def near(a, b, tol=24):
+    return all(abs(x - y) <= tol for x, y in zip(a, b))
+
+
+class Rendering(Checks):
+    """The plot as a person sees it: the SVG rendered to pixels by
+    rsvg-convert (and the report's own PNG where built), then checked."""
+
+    def setUp(self):
+        self.rsvg = need("rsvg-convert")
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+
+    def render(self, logs, extra=()):
+        svg = os.path.join(self.tmp.name, "plot.svg")
+        p = run(["--plot", svg] + list(extra) + logs)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        png = os.path.join(self.tmp.name, "plot.png")
+        subprocess.run([self.rsvg, "-b", "white", "-o", png, svg], check=True)
+        root = ET.parse(svg).getroot()
+        panels = [Panel(g) for g in root.iter(SVG + "g") if g.get("class") == "panel"]
+        return panels, read_png(png)
+
+    def log(self, name, pid, peak, limit=4 << 30, t=1700002000.0, refuse=False, oom=False,
+            uuid="GPU-abcdef00-0000"):
+        lines = [json.dumps({"v": 2, "type": "start", "t": t, "pid": pid, "program": name,
+                             "host": "h", "gpus": [{"gpu": 0, "uuid": uuid, "limit": limit}]})]
+        for i in range(5):
+            lines.append(json.dumps({"v": 2, "type": "sample", "t": t + 1 + i, "pid": pid,
+                                     "gpus": [{"gpu": 0, "live": peak // 2, "pooled": peak // 2,
+                                               "reserved": peak}]}))
+        if refuse:
+            lines.append(json.dumps({"v": 2, "type": "refusal", "t": t + 2.5, "pid": pid, "gpu": 0,
+                                     "requested": 1 << 29, "live": peak // 2, "pooled": 0,
+                                     "reserved": peak // 2, "limit": limit}))
+        if oom:
+            lines.append(json.dumps({"v": 2, "type": "driver_oom", "t": t + 3.5, "pid": pid,
+                                     "gpu": 0, "requested": 1 << 29, "reserved": peak // 2}))
+        path = os.path.join(self.tmp.name, "%s.jsonl" % name)
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        return path
+
+    def test_limit_visible_where_reserved_reaches_it(self):
+        panels, (w, h, px) = self.render([self.log("full", 10, 4 << 30, refuse=True, oom=True)])
+        pn = panels[0]
+        y = int(pn.py(4 << 30))
+        # Along the limit's row, inside the plot, the limit's colour shows
+        # (its dashes over the reserved line, which sits at the same height).
+        row = [px[y][x] for x in range(int(pn.x0) + 2, int(pn.x1) - 2)]
+        share = sum(near(c, LIMIT_RGB) for c in row) / len(row)
+        self.assertGreater(share, 0.5, "the limit line is hidden")
+        # The refusal marker and the driver OOM marker are there to see.
+        for (x1, _, _, _, (mx, my)), rgb in ((pn.marks["refusal"][0], REFUSAL_RGB),
+                                             (pn.marks["driver-oom"][0], OOM_RGB)):
+            box = [px[int(my) + dy][int(mx) + dx] for dy in range(-3, 4) for dx in range(-3, 4)]
+            self.assertGreaterEqual(sum(near(c, rgb) for c in box), 25, rgb)
+        # Nowhere is the refusal colour but at its marker (and the legend).
+        spots = [(x, yy) for yy in range(int(pn.y0), int(pn.y1)) for x in range(w)
+                 if near(px[yy][x], REFUSAL_RGB, 10)]
+        mx = pn.marks["refusal"][0][4][0]
+        self.assertTrue(spots)
+        self.assertTrue(all(abs(x - mx) <= 8 for x, _ in spots), (mx, spots[:20]))
+
+    def test_one_gpu_one_scale(self):
+        """Two processes on one GPU, one with a 2 GiB limit, one with 8 GiB: on
+        one scale the second limit line stands four times as high."""
+        logs = [self.log("small", 11, 1 << 30, limit=2 << 30),
+                self.log("big", 12, 7 << 30, limit=8 << 30, t=1700002003.0),
+                self.log("other", 13, 1 << 28, limit=1 << 30, uuid="GPU-99999999-0000")]
+        panels, (w, h, px) = self.render(logs)
+        self.assertEqual([pn.pid for pn in panels], [11, 12, 13])
+        heights = []
+        for pn in panels[:2]:
+            cols = range(int(pn.x0) + 2, int(pn.x1) - 2)
+            rows = [y for y in range(int(pn.y0), int(pn.y1) + 1)
+                    if sum(near(px[y][x], LIMIT_RGB) for x in cols) > len(cols) / 3]
+            self.assertTrue(rows, "no limit line in panel %d" % pn.pid)
+            heights.append(pn.y1 - sum(rows) / len(rows))
+        self.assertAlmostEqual(heights[1] / heights[0], 4, delta=0.15)
+        self.assertEqual(panels[0].xticks, panels[1].xticks)
+        self.assertNotEqual(panels[0].yticks, panels[2].yticks)
+
+    def test_report_png(self):
+        if not HAVE_PNG:
+            self.skipTest("this build has no PNG")
+        png = os.path.join(self.tmp.name, "own.png")
+        log = self.log("full", 10, 4 << 30, refuse=True)
+        p = run(["--plot", png, log])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        panels, (w, h, ref) = self.render([log])
+        w2, h2, own = read_png(png)
+        self.assertEqual((w2, h2), (w, h))
+        y = round(panels[0].py(4 << 30))
+        self.assertTrue(sum(near(c, LIMIT_RGB) for c in own[y]) > 100)
+        p = run(["--plot", "/nonexistent/x.png", log])
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.stderr, "cumemcap report: --plot /nonexistent/x.png: cannot create: "
+                         "No such file or directory\n")
 
 
 # ---- errors ---------------------------------------------------------------------------
@@ -923,10 +1473,20 @@ class Errors(unittest.TestCase):
 
     def test_usage(self):
         log = fixture("normal.jsonl")
-        usage = r"; usage: cumemcap report \[--plot FILE\.svg\] \[--bytes\] LOG\.\.\.$"
+        usage = r"; usage: cumemcap report \[OPTIONS\] LOG\|DIR\|-\.\.\.$"
         cases = [
             ([], "^cumemcap report: no LOG given" + usage),
-            (["--plot"], "^cumemcap report: --plot needs a FILE" + usage),
+            (["--plot"], "^cumemcap report: --plot needs a value" + usage),
+            (["--since", "yesterday", log], '^cumemcap report: --since "yesterday": not a time; '
+             r'give a duration back from now \(90s, 30m, 1h, 2d\) or a time' + ".*" + usage),
+            (["--since", "2023-02-30", log], '^cumemcap report: --since "2023-02-30": not a time'),
+            (["--gpu", "x1", log], '^cumemcap report: --gpu "x1": not a GPU; give nvidia-smi\'s '
+             r"index \(0, 1, \.\.\.\) or a UUID or its start" + ".*" + usage),
+            (["--time", "local", "--plot", "a.svg", log],
+             '^cumemcap report: --time "local": give elapsed or wall' + usage),
+            (["--time", "wall", log], "^cumemcap report: --time is about the plot; give --plot FILE too" + usage),
+            (["--plot", "-", "--json", log], "^cumemcap report: --plot - and --json both write"),
+            (["-", "-"], r"^cumemcap report: - \(standard input\) given twice" + usage),
             (["--bogus", log], '^cumemcap report: unknown option "--bogus"' + usage),
             (["-x", log], '^cumemcap report: unknown option "-x"' + usage),
             (["--plot", "a.svg", "--plot", "b.svg", log],
@@ -940,7 +1500,18 @@ class Errors(unittest.TestCase):
                 self.assertEqual(p.stdout, "")
         p = run(["--help"])
         self.assertEqual((p.returncode, p.stderr), (0, ""))
-        self.assertTrue(p.stdout.startswith("usage: cumemcap report"))
+        self.assertTrue(p.stdout.startswith("Usage: cumemcap report"))
+        # The shape the man page generator reads: sections whose heading ends
+        # with ":", then "  --flag ARG   text" lines.
+        for heading in ("Inputs:", "Options:", "Exit status:"):
+            self.assertIn("\n" + heading + "\n", p.stdout)
+        for flag in ("--plot FILE", "--time KIND", "--gpu N|UUID", "--program NAME", "--since TIME",
+                     "--json", "--wide", "--bytes", "--version"):
+            self.assertRegex(p.stdout, r"\n  %s  " % re.escape(flag))
+        self.assertIn("this build has PNG" if HAVE_PNG else "this build has no PNG", p.stdout)
+        p = run(["--version"])
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+        self.assertRegex(p.stdout, r"^cumemcap report \d+\.\d+\.\d+\n$")
         # Options after the LOGs, as in `cumemcap report LOG --plot FILE`;
         # after "--", a LOG may start with "-".
         with tempfile.TemporaryDirectory() as tmp:
@@ -954,14 +1525,19 @@ class Errors(unittest.TestCase):
 
     def test_plot_must_be_svg(self):
         with tempfile.TemporaryDirectory() as tmp:
-            for name in ("out.png", "out.PNG", "plot.pdf", "x.svg.jpg"):
+            for name in ("plot.pdf", "x.svg.jpg") + (() if HAVE_PNG else ("out.png", "out.PNG")):
                 target = os.path.join(tmp, name)
                 with self.subTest(name=name):
                     p = run(["--plot", target, fixture("normal.jsonl")])
                     ext = os.path.splitext(name)[1]
-                    self.one_line(p, 2, r'^cumemcap report: --plot "%s": only SVG is supported '
-                                  r'\(no %s\); give a FILE ending in \.svg$'
-                                  % (re.escape(target), re.escape(ext)))
+                    if ext.lower() == ".png":
+                        self.one_line(p, 2, r'^cumemcap report: --plot "%s": this build has no PNG'
+                                      % re.escape(target))
+                    else:
+                        self.one_line(p, 2, r'^cumemcap report: --plot "%s": only %s is supported '
+                                      r'\(no %s\); give a FILE ending in \.svg%s$'
+                                      % (re.escape(target), "SVG or PNG" if HAVE_PNG else "SVG",
+                                         re.escape(ext), " or \\.png" if HAVE_PNG else ""))
                     self.assertFalse(os.path.exists(target))
                     self.assertEqual(p.stdout, "")
             self.one_line(run(["--plot=", fixture("normal.jsonl")]), 2,
@@ -969,15 +1545,16 @@ class Errors(unittest.TestCase):
             p = run(["--plot", "/nonexistent/dir/x.svg", fixture("normal.jsonl")])
             self.one_line(p, 1, r"^cumemcap report: --plot /nonexistent/dir/x\.svg: cannot "
                           r"create: No such file or directory$")
-            self.assertIn("PEAK LIVE", p.stdout)  # the table still printed
+            self.assertIn("RESERVED", p.stdout)  # the table still printed
 
     def test_files_that_cannot_be_read(self):
         with tempfile.TemporaryDirectory() as tmp:
             missing = os.path.join(tmp, "missing.jsonl")
             self.one_line(run([missing]), 1, r"^cumemcap report: %s: cannot open: No such file "
                           r"or directory$" % re.escape(missing))
-            self.one_line(run([tmp]), 1, r"^cumemcap report: %s: is a directory; expected a log "
-                          r"file \(JSON Lines written by CUMEMCAP_LOG\)$" % re.escape(tmp))
+            self.one_line(run([tmp]), 1, r"^cumemcap report: %s: no \*\.jsonl file in this "
+                          r"directory; expected the footprint logs CUMEMCAP_LOG writes$"
+                          % re.escape(tmp))
             # One good file and one missing: the good one is reported, status 1.
             p = run([fixture("normal.jsonl"), missing])
             self.one_line(p, 1, "cannot open")
@@ -991,7 +1568,7 @@ class Errors(unittest.TestCase):
             with open(junk, "w") as f:
                 f.write('{"level":"info","msg":"not ours"}\n\n')
             accepted = (r"expected the JSON Lines log CUMEMCAP_LOG writes, one "
-                        r'\{"v":1,"type":\.\.\.\} object a line$')
+                        r'\{"v":2,"type":\.\.\.\} object a line$')
             p = run([empty])
             self.one_line(p, 1, r"^cumemcap report: no cumemcap record in %s; %s"
                           % (re.escape(empty), accepted))
@@ -999,10 +1576,10 @@ class Errors(unittest.TestCase):
             p = run([empty, junk])
             self.assertEqual(p.returncode, 1)
             self.assertEqual(p.stderr.splitlines(), [
-                '%s:1: not a cumemcap record (one needs "v", "type", "t" and "pid"); '
-                'skipped' % junk,
+                '%s:1: not a cumemcap record (one needs "v", "type", "t" or "time", and '
+                '"pid"); skipped' % junk,
                 "cumemcap report: no cumemcap record in %s, %s; expected the JSON Lines log "
-                'CUMEMCAP_LOG writes, one {"v":1,"type":...} object a line' % (empty, junk)])
+                'CUMEMCAP_LOG writes, one {"v":2,"type":...} object a line' % (empty, junk)])
             # Beside a good log, an empty one is noted and the rest reported.
             p = run([empty, fixture("normal.jsonl")])
             self.assertEqual(p.returncode, 0)

@@ -1,4 +1,4 @@
-/* logs: footprint logs (schema v1) read into the report's model (see
+/* logs: footprint logs (schema v1 and v2) read into the report's model (see
  * logs.h). A bounded line reader, the envelope every record shares and one
  * function per record type; what is done once every file is in lives in
  * model.c. Single-threaded. */
@@ -229,7 +229,8 @@ static void series_add(struct report_series *s, double t, struct report_figure v
 	s->n++;
 }
 
-static void mark_add(struct report_gpu *g, double t, struct report_figure requested, bool oom)
+static void mark_add(struct report_gpu *g, double t, struct report_figure requested, bool oom,
+		     struct report_figure at)
 {
 	if (g->nmarks == g->cap_marks) {
 		g->cap_marks = g->cap_marks ? g->cap_marks * 2 : 8;
@@ -238,6 +239,7 @@ static void mark_add(struct report_gpu *g, double t, struct report_figure reques
 	g->marks[g->nmarks].t = t;
 	g->marks[g->nmarks].requested = requested.known ? requested.v : 0;
 	g->marks[g->nmarks].driver_oom = oom;
+	g->marks[g->nmarks].at = at;
 	g->nmarks++;
 }
 
@@ -254,8 +256,35 @@ static struct report_gpu *gpu_of(struct report_process *p, long long ordinal)
 	struct report_gpu *g = &p->gpus[p->ngpus++];
 	memset(g, 0, sizeof(*g));
 	g->ordinal = ordinal;
+	g->index = -1;
 	g->limit_state = REPORT_LIMIT_UNKNOWN;
 	return g;
+}
+
+/* Schema v2's names of a GPU on a per-GPU object: "uuid" (a string) and
+ * "index" (nvidia-smi's, an integer); either may be absent. check_ids
+ * before anything is taken, take_ids after. */
+static void check_ids(struct reader *r, const struct report_json *obj, const char *where)
+{
+	const struct report_json *v = report_json_get(obj, "index");
+
+	get_string(r, obj, where, "uuid");
+	if (!is_null(v) && (v->kind != REPORT_JSON_NUMBER || !v->is_u64 || v->u64 > INT32_MAX)) {
+		char field[96];
+		snprintf(field, sizeof(field), "%sindex", where);
+		bad_field(r, field, "a GPU index (an integer from 0)");
+	}
+}
+
+static void take_ids(struct reader *r, struct report_gpu *g, const struct report_json *obj)
+{
+	const char *uuid = get_string(r, obj, "", "uuid");
+	const struct report_json *v = report_json_get(obj, "index");
+
+	if (uuid && uuid[0] && !g->uuid)
+		g->uuid = report_xstrdup(uuid);
+	if (!is_null(v))
+		g->index = (long long)v->u64;
 }
 
 /* The overhead's source from a record: the last one other than "none". */
@@ -327,6 +356,7 @@ static bool read_start(struct reader *r, const struct report_json *rec, long lon
 	const char *program = get_string(r, rec, "", "program");
 	const char *host = get_string(r, rec, "", "host");
 	const char *version = get_string(r, rec, "", "cumemcap");
+	struct report_figure uid = get_figure(r, rec, "", "uid", "a user id (an integer)");
 	const struct report_json *argv = report_json_get(rec, "argv");
 	const struct report_json *gpus = get_gpu_list(r, rec);
 
@@ -342,11 +372,13 @@ static bool read_start(struct reader *r, const struct report_json *rec, long lon
 		char where[32];
 		snprintf(where, sizeof(where), "gpus[%zu].", i);
 		get_ordinal(r, e, where);
-		get_string(r, e, where, "uuid");
+		check_ids(r, e, where);
 		get_string(r, e, where, "pci");
 		get_bytes(r, e, where, "capacity");
 		get_bytes(r, e, where, "limit");
 	}
+	if (uid.known && uid.v > UINT32_MAX)
+		bad_field(r, "uid", "a user id (an integer)");
 	if (r->bad)
 		return false;
 
@@ -356,6 +388,10 @@ static bool read_start(struct reader *r, const struct report_json *rec, long lon
 	p->program = dup_or_null(program);
 	p->host = dup_or_null(host);
 	p->version = dup_or_null(version);
+	if (uid.known) {
+		p->has_uid = true;
+		p->uid = (long long)uid.v;
+	}
 	if (!is_null(argv)) {
 		p->argv = report_xmalloc((argv->len ? argv->len : 1) * sizeof(*p->argv));
 		for (const struct report_json *a = argv->child; a; a = a->next)
@@ -363,10 +399,8 @@ static bool read_start(struct reader *r, const struct report_json *rec, long lon
 	}
 	for (const struct report_json *e = gpus ? gpus->child : NULL; e; e = e->next) {
 		struct report_gpu *g = gpu_of(p, get_ordinal(r, e, ""));
-		const char *uuid = get_string(r, e, "", "uuid");
 		const char *pci = get_string(r, e, "", "pci");
-		if (uuid && !g->uuid)
-			g->uuid = report_xstrdup(uuid);
+		take_ids(r, g, e);
 		if (pci && !g->pci)
 			g->pci = report_xstrdup(pci);
 		g->capacity = get_bytes(r, e, "", "capacity");
@@ -387,6 +421,7 @@ static bool read_event(struct reader *r, const struct report_json *rec, long lon
 		       enum event kind)
 {
 	long long ordinal = get_ordinal(r, rec, "");
+	check_ids(r, rec, "");
 	struct report_figure live = get_bytes(r, rec, "", "live");
 	struct report_figure pooled = get_bytes(r, rec, "", "pooled");
 	struct report_figure reserved = get_bytes(r, rec, "", "reserved");
@@ -407,6 +442,7 @@ static bool read_event(struct reader *r, const struct report_json *rec, long lon
 		return false;
 
 	struct report_gpu *g = gpu_of(process_of(r, pid, t), ordinal);
+	take_ids(r, g, rec);
 	series_add(&g->series[REPORT_LIVE], t, live);
 	series_add(&g->series[REPORT_POOLED], t, pooled);
 	series_add(&g->series[REPORT_RESERVED], t, reserved);
@@ -420,7 +456,8 @@ static bool read_event(struct reader *r, const struct report_json *rec, long lon
 	if (kind == EVENT_CONTEXT || kind == EVENT_OVERHEAD)
 		return true;
 	if (kind != EVENT_SEGMENT)
-		mark_add(g, t, requested, kind == EVENT_DRIVER_OOM);
+		mark_add(g, t, requested, kind == EVENT_DRIVER_OOM,
+			 footprint.known ? footprint : reserved);
 	g->refusal_events += kind == EVENT_REFUSAL;
 	g->oom_events += kind == EVENT_DRIVER_OOM;
 	g->used = true;
@@ -476,6 +513,7 @@ static bool read_sample(struct reader *r, const struct report_json *rec, long lo
 		char where[32];
 		snprintf(where, sizeof(where), "gpus[%zu].", i);
 		get_ordinal(r, e, where);
+		check_ids(r, e, where);
 		for (int k = 0; k < REPORT_SERIES; k++)
 			get_bytes(r, e, where, sample_fields[k]);
 		get_bytes(r, e, where, "context_overhead");
@@ -487,6 +525,7 @@ static bool read_sample(struct reader *r, const struct report_json *rec, long lo
 	struct report_process *p = process_of(r, pid, t);
 	for (const struct report_json *e = gpus ? gpus->child : NULL; e; e = e->next) {
 		struct report_gpu *g = gpu_of(p, get_ordinal(r, e, ""));
+		take_ids(r, g, e);
 		struct report_figure *peaks[REPORT_SERIES] = {
 			[REPORT_LIVE] = &g->peak_live,
 			[REPORT_POOLED] = &g->peak_pooled,
@@ -526,6 +565,7 @@ static bool read_exit(struct reader *r, const struct report_json *rec, long long
 		char where[32];
 		snprintf(where, sizeof(where), "gpus[%zu].", i);
 		get_ordinal(r, e, where);
+		check_ids(r, e, where);
 		for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
 			get_figure(r, e, where, counts[k], WANT_COUNT);
 		for (size_t k = 0; k < sizeof(bytes) / sizeof(bytes[0]); k++)
@@ -544,6 +584,7 @@ static bool read_exit(struct reader *r, const struct report_json *rec, long long
 	p->exit_signal = (long long)signo.v;
 	for (const struct report_json *e = gpus ? gpus->child : NULL; e; e = e->next) {
 		struct report_gpu *g = gpu_of(p, get_ordinal(r, e, ""));
+		take_ids(r, g, e);
 		struct report_figure reserved = get_bytes(r, e, "", "peak_reserved");
 		struct report_figure driver = get_bytes(r, e, "", "peak_driver_used");
 		set_limit(g, e, get_bytes(r, e, "", "limit"), false);
@@ -564,11 +605,38 @@ static bool read_exit(struct reader *r, const struct report_json *rec, long long
 	return true;
 }
 
+/* The record's time: "t" (Unix seconds), else v2's "time" (RFC 3339). */
+static bool record_time(const struct report_json *rec, double *t)
+{
+	const struct report_json *v = report_json_get(rec, "t");
+
+	if (v && v->kind == REPORT_JSON_NUMBER && isfinite(v->num)) {
+		*t = v->num;
+		return true;
+	}
+	v = report_json_get(rec, "time");
+	return v && v->kind == REPORT_JSON_STRING && report_parse_rfc3339(v->str, t);
+}
+
+/* v2 puts "program" and "host" on every record: they name a process whose
+ * start record is missing (a log cut at its head, or read from a pipe). */
+static void take_names(struct report_process *p, const struct report_json *rec)
+{
+	const struct report_json *program = report_json_get(rec, "program");
+	const struct report_json *host = report_json_get(rec, "host");
+
+	if (!p->program && program && program->kind == REPORT_JSON_STRING)
+		p->program = report_xstrdup(program->str);
+	if (!p->host && host && host->kind == REPORT_JSON_STRING)
+		p->host = report_xstrdup(host->str);
+}
+
 /* One line: the envelope, then the record's own fields. */
 static void read_record(struct reader *r, const char *text, size_t len,
 			struct report_json_arena *arena)
 {
 	const struct report_json *rec = report_json_parse(arena, text, len);
+	double t;
 
 	if (!rec || rec->kind != REPORT_JSON_OBJECT) {
 		warn(r, "not a JSON object; skipped");
@@ -576,17 +644,17 @@ static void read_record(struct reader *r, const char *text, size_t len,
 	}
 	const struct report_json *v = report_json_get(rec, "v");
 	const struct report_json *type = report_json_get(rec, "type");
-	const struct report_json *t = report_json_get(rec, "t");
 	const struct report_json *pid = report_json_get(rec, "pid");
 	if (!v || v->kind != REPORT_JSON_NUMBER || !type || type->kind != REPORT_JSON_STRING ||
-	    !t || t->kind != REPORT_JSON_NUMBER || !isfinite(t->num) || !pid ||
-	    pid->kind != REPORT_JSON_NUMBER || !pid->is_u64 || pid->u64 > INT32_MAX) {
-		warn(r, "not a cumemcap record (one needs \"v\", \"type\", \"t\" and \"pid\"); "
-			"skipped");
+	    !record_time(rec, &t) || !pid || pid->kind != REPORT_JSON_NUMBER || !pid->is_u64 ||
+	    pid->u64 > INT32_MAX) {
+		warn(r, "not a cumemcap record (one needs \"v\", \"type\", \"t\" or \"time\", "
+			"and \"pid\"); skipped");
 		return;
 	}
-	if (!v->is_u64 || v->u64 != 1) {
-		warn(r, "schema version %g (this reader knows \"v\":1); skipped", v->num);
+	if (!v->is_u64 || v->u64 < 1 || v->u64 > 2) {
+		warn(r, "schema version %g (this reader knows \"v\":1 and \"v\":2); skipped",
+		     v->num);
 		return;
 	}
 
@@ -594,7 +662,7 @@ static void read_record(struct reader *r, const char *text, size_t len,
 		const char *name;
 		bool (*read)(struct reader *, const struct report_json *, long long, double);
 	} types[] = {
-		{ "segment", read_segment }, { "refusal", read_refusal },
+		{ "start", read_start }, { "segment", read_segment }, { "refusal", read_refusal },
 		{ "driver_oom", read_driver_oom }, { "context", read_context },
 		{ "overhead", read_overhead }, { "sample", read_sample },
 		{ "exit", read_exit },
@@ -602,21 +670,18 @@ static void read_record(struct reader *r, const char *text, size_t len,
 	long long id = (long long)pid->u64;
 	r->type = type->str;
 	r->bad = false;
-	if (strcmp(type->str, "start") == 0) {
-		if (read_start(r, rec, id, t->num))
-			r->records++;
-		return;
-	}
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
 		if (strcmp(type->str, types[i].name) != 0)
 			continue;
-		if (types[i].read(r, rec, id, t->num)) {
-			struct report_process *p = process_of(r, id, t->num);
-			if (t->num < p->t_first)
-				p->t_first = t->num;
-			if (t->num > p->t_last)
-				p->t_last = t->num;
-			p->records++;
+		if (types[i].read(r, rec, id, t)) {
+			struct report_process *p = process_of(r, id, t);
+			if (t < p->t_first)
+				p->t_first = t;
+			if (t > p->t_last)
+				p->t_last = t;
+			if (i > 0) /* read_start counts its own */
+				p->records++;
+			take_names(p, rec);
 			r->records++;
 		}
 		return;
@@ -635,7 +700,7 @@ bool report_logs_read(struct report_set *set, const char *path, size_t *records_
 	bool ok = true;
 
 	*records_out = 0;
-	lr.f = fopen(path, "r");
+	lr.f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
 	if (!lr.f) {
 		fprintf(stderr, "cumemcap report: %s: cannot open: %s\n", path, strerror(errno));
 		return false;
@@ -674,7 +739,8 @@ bool report_logs_read(struct report_set *set, const char *path, size_t *records_
 	if (r.suppressed)
 		fprintf(stderr, "%s: %lu more line%s skipped (warnings stop at %d per file)\n",
 			path, r.suppressed, r.suppressed == 1 ? "" : "s", REPORT_MAX_WARNINGS);
-	fclose(lr.f);
+	if (lr.f != stdin)
+		fclose(lr.f);
 	free(lr.buf);
 	free(r.cur);
 	report_json_free(&arena);

@@ -1,4 +1,4 @@
-/* logs: reading footprint logs (schema v1) into what cumemcap report shows
+/* logs: reading footprint logs (schema v1 and v2) into what cumemcap report shows
  * (logs.c), and the model they are read into (model.c).
  *
  * Owns the files: reading them a line at a time (a line is at most
@@ -9,7 +9,10 @@
  *
  * Schema v1, one JSON object per line, each with "v":1, "type", "t" (unix
  * seconds) and "pid"; types start, segment, refusal, driver_oom, context,
- * overhead, sample, exit (see docs/footprint-log.md); logs written before
+ * overhead, sample, exit (see docs/footprint-log.md). Schema v2 ("v":2)
+ * keeps all of v1 and adds "time" (RFC 3339), "program" and "host" to
+ * every record and "uuid" and "index" (nvidia-smi's) to every per-GPU
+ * object: they fill in what a log without its start record lacks. Logs written before
  * the footprint cap have no footprint or overhead figures, which are then
  * unknown. Unknown fields and unknown types are
  * ignored; a known field of the wrong type skips its record with a warning;
@@ -48,17 +51,18 @@ struct report_series {
 	size_t n, cap;
 };
 
+/* A figure that may be unknown. */
+struct report_figure {
+	uint64_t v;
+	bool known;
+};
+
 /* A refusal at the limit, or a CUDA_ERROR_OUT_OF_MEMORY from the driver. */
 struct report_mark {
 	double t;
 	uint64_t requested;
 	bool driver_oom;
-};
-
-/* A figure that may be unknown. */
-struct report_figure {
-	uint64_t v;
-	bool known;
+	struct report_figure at; /* the footprint (else reserved) the record gives */
 };
 
 enum report_limit {
@@ -69,6 +73,7 @@ enum report_limit {
 
 struct report_gpu {
 	long long ordinal;
+	long long index;         /* nvidia-smi's index (schema v2); -1 unknown */
 	char *uuid, *pci;        /* NULL when unknown */
 	struct report_figure capacity;
 	enum report_limit limit_state;
@@ -85,6 +90,7 @@ struct report_gpu {
 	uint64_t refusal_events, oom_events;
 	struct report_figure exit_refusals, exit_ooms, avoided, allocs;
 	bool used; /* the process touched this GPU (anything above zero) */
+	bool excluded; /* left out by --gpu */
 
 	struct report_series series[REPORT_SERIES];
 	struct report_mark *marks;
@@ -101,6 +107,8 @@ struct report_process {
 	size_t records;
 
 	char *program, *host, *version; /* NULL when unknown */
+	bool has_uid;
+	long long uid;           /* the start record's */
 	char **argv;
 	size_t argc;
 
@@ -109,6 +117,11 @@ struct report_process {
 	char *exit_reason;
 	bool has_signal;
 	long long exit_signal;
+
+	/* No exit record, and the process is still alive on this host (the
+	 * same pid, started no later than its start record: not a reuse). */
+	bool running;
+	bool here; /* its start record names this host */
 
 	struct report_gpu *gpus;
 	size_t ngpus, cap_gpus;
@@ -120,7 +133,7 @@ struct report_set {
 	size_t seq;
 };
 
-/* Read every record of the log at `path` into `set`. Lines that are not
+/* Read every record of the log at `path` ("-": standard input) into `set`. Lines that are not
  * records get a warning on stderr. False, after one line on stderr, when
  * the file cannot be opened or read. `records_out` gets how many records
  * this file gave. */
@@ -133,6 +146,27 @@ bool report_logs_read(struct report_set *set, const char *path, size_t *records_
 void report_logs_finish(struct report_set *set);
 
 void report_logs_free(struct report_set *set);
+
+/* What --gpu, --program and --since keep. */
+struct report_filter {
+	long long gpu_number;  /* nvidia-smi's index (else the ordinal); -1: any */
+	const char *gpu_uuid;  /* a UUID or its start ("GPU-" optional); NULL: any */
+	const char *program;   /* a glob (fnmatch) on the program name; NULL: any */
+	bool has_since;
+	double since;          /* Unix seconds: a process whose last record is earlier goes */
+};
+
+/* Drop the processes the filter leaves out, and mark the GPUs --gpu does
+ * not name as excluded (no row, no panel). */
+void report_filter(struct report_set *set, const struct report_filter *f);
+
+/* Whether the process that wrote `p` still runs: no exit record, a start
+ * record from this host, and /proc/PID a process that started no later
+ * than that record (a pid reused since started after the logging process
+ * ended, so after its start record). */
+bool report_process_alive(const struct report_process *p);
+/* Whether the log's host is this one (gethostname). */
+bool report_process_here(const struct report_process *p);
 
 /* The time a process's plot starts at and the time its last record has. */
 double report_process_t0(const struct report_process *p);

@@ -1,17 +1,19 @@
 /* model: the processes once every log is read (see logs.h): a process
  * given twice merged, processes, GPUs, series and marks put in order, and
  * the questions the table and the plot both ask of it (which GPUs are
- * shown, the context overhead). Single-threaded. */
+ * shown, the context overhead), and whether a process without an exit
+ * record still runs (/proc). Single-threaded. */
 #include "config.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <fnmatch.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 #include "logs.h"
 #include "text.h"
-
-/* ---- after the last file ---------------------------------------------------------- */
 
 double report_process_t0(const struct report_process *p)
 {
@@ -36,6 +38,83 @@ struct report_figure report_gpu_context(const struct report_gpu *g, const char *
 	}
 	return f;
 }
+
+/* ---- is it still running? --------------------------------------------------------- */
+
+/* The first line of `path` that starts with `key`: the number after it. */
+static bool proc_number(const char *path, const char *key, unsigned long long *out)
+{
+	FILE *f = fopen(path, "r");
+	char line[512];
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		if (strncmp(line, key, strlen(key)) == 0)
+			found = sscanf(line + strlen(key), "%llu", out) == 1;
+	}
+	fclose(f);
+	return found;
+}
+
+/* When process `pid` started, in Unix seconds: the boot time plus field 22
+ * of /proc/PID/stat (clock ticks since boot). False when there is none. */
+static bool proc_started(long long pid, double *out)
+{
+	char path[64], buf[1024];
+	unsigned long long btime, ticks;
+	long hz = sysconf(_SC_CLK_TCK);
+
+	snprintf(path, sizeof(path), "/proc/%lld/stat", pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* The command name may hold spaces and parentheses: fields count from
+	 * the last ')'. Field 22 is the 20th after it. */
+	char *p = strrchr(buf, ')');
+	if (!p || hz <= 0 || !proc_number("/proc/stat", "btime ", &btime))
+		return false;
+	p++;
+	for (int field = 3; field < 22; field++) {
+		p = strchr(p + 1, ' ');
+		if (!p)
+			return false;
+	}
+	if (sscanf(p, " %llu", &ticks) != 1)
+		return false;
+	*out = (double)btime + (double)ticks / (double)hz;
+	return true;
+}
+
+/* Seconds of slack between the two clocks: the boot time is whole seconds. */
+#define STARTED_SLACK 2.0
+
+bool report_process_here(const struct report_process *p)
+{
+	char host[256];
+
+	if (!p->host || gethostname(host, sizeof(host)) != 0)
+		return false;
+	host[sizeof(host) - 1] = '\0';
+	return strcmp(host, p->host) == 0;
+}
+
+bool report_process_alive(const struct report_process *p)
+{
+	double started;
+
+	if (p->has_exit || !p->has_start || p->pid <= 0 || !report_process_here(p))
+		return false;
+	if (!proc_started(p->pid, &started))
+		return false;
+	return started <= p->t_start + STARTED_SLACK;
+}
+
+/* ---- after the last file ---------------------------------------------------------- */
 
 /* A stable merge sort of points by time: records from different threads
  * may be written slightly out of order, and equal times keep file order. */
@@ -148,6 +227,8 @@ void report_logs_finish(struct report_set *set)
 		qsort(set->procs, set->n, sizeof(*set->procs), cmp_process);
 	for (size_t i = 0; i < set->n; i++) {
 		struct report_process *p = set->procs[i];
+		p->here = report_process_here(p);
+		p->running = report_process_alive(p);
 		if (p->ngpus > 1)
 			qsort(p->gpus, p->ngpus, sizeof(*p->gpus), cmp_gpu);
 		for (size_t k = 0; k < p->ngpus; k++) {
@@ -181,11 +262,65 @@ void report_logs_free(struct report_set *set)
 
 bool report_gpu_shown(const struct report_process *p, size_t i)
 {
+	if (p->gpus[i].excluded)
+		return false;
 	if (p->gpus[i].used)
 		return true;
 	for (size_t k = 0; k < p->ngpus; k++) {
-		if (p->gpus[k].used)
+		if (p->gpus[k].used && !p->gpus[k].excluded)
 			return false;
 	}
 	return true;
+}
+
+/* ---- filters --------------------------------------------------------------------- */
+
+/* "GPU-8E6B..." and "8e6b" name the same GPU: case aside, without the
+ * prefix, `want` a prefix of the UUID. */
+static bool uuid_matches(const char *uuid, const char *want)
+{
+	if (!uuid)
+		return false;
+	if (strncasecmp(uuid, "GPU-", 4) == 0)
+		uuid += 4;
+	if (strncasecmp(want, "GPU-", 4) == 0)
+		want += 4;
+	return *want && strncasecmp(uuid, want, strlen(want)) == 0;
+}
+
+static bool gpu_matches(const struct report_gpu *g, const struct report_filter *f)
+{
+	if (f->gpu_number >= 0)
+		return (g->index >= 0 ? g->index : g->ordinal) == f->gpu_number;
+	return uuid_matches(g->uuid, f->gpu_uuid);
+}
+
+void report_filter(struct report_set *set, const struct report_filter *f)
+{
+	size_t kept = 0;
+
+	for (size_t i = 0; i < set->n; i++) {
+		struct report_process *p = set->procs[i];
+		bool keep = true;
+		if (f->program)
+			keep = p->program && fnmatch(f->program, p->program, 0) == 0;
+		if (f->has_since)
+			keep = keep && (p->running || p->t_last >= f->since);
+		if (keep && (f->gpu_number >= 0 || f->gpu_uuid)) {
+			/* Kept when it used a GPU named, or used none and has one. */
+			bool any = false, used = false;
+			for (size_t k = 0; k < p->ngpus; k++)
+				used = used || p->gpus[k].used;
+			for (size_t k = 0; k < p->ngpus; k++) {
+				p->gpus[k].excluded = !gpu_matches(&p->gpus[k], f);
+				any = any || (!p->gpus[k].excluded && (p->gpus[k].used || !used));
+			}
+			keep = any;
+		}
+		if (keep)
+			set->procs[kept++] = p;
+		else
+			free_process(p);
+	}
+	set->n = kept;
 }

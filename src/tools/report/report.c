@@ -1,58 +1,99 @@
 /* report: cumemcap-report, what `cumemcap report` runs.
  *
- *   cumemcap-report [--plot FILE.svg] [--bytes] LOG...   (options anywhere)
+ *   cumemcap-report [OPTIONS] LOG|DIR|-...   (options anywhere)
  *
- * Reads the footprint logs that CUMEMCAP_LOG wrote (logs.c), prints a
- * table with a row per process and GPU (peaks, footprint included, limit,
- * context overhead and its source,
- * refusals, driver OOMs, driver calls avoided) and a line per process
- * (how it ended, how long it ran, its command line), and with --plot draws
- * the same processes as an SVG (svg.c).
+ * Reads the footprint logs that CUMEMCAP_LOG wrote (logs.c; a directory
+ * gives its *.jsonl files, - standard input), keeps what --gpu, --program
+ * and --since select (model.c), prints a table with a row per process and
+ * GPU and a block per process (table.c), or all of it as JSON, and with
+ * --plot draws the same processes as SVG, or PNG where this build has
+ * cairo and librsvg (svg.c, png.c).
  *
  * Exit status: 0 reported; 1 a LOG could not be read, no LOG held a
  * record, or the plot could not be written; 2 a usage error. Messages are
- * one line on stderr naming the file. Single-threaded. */
+ * one line on stderr naming the file or option. Single-threaded. */
 #include "config.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "logs.h"
+#include "png.h"
 #include "svg.h"
+#include "table.h"
 #include "text.h"
 
-#define USAGE "usage: cumemcap report [--plot FILE.svg] [--bytes] LOG..."
+#define USAGE "usage: cumemcap report [OPTIONS] LOG|DIR|-..."
+
+#if REPORT_HAVE_PNG
+#define PLOT_FORMATS "SVG or PNG"
+#define PLOT_HELP "                      .svg, or .png (this build has PNG: cairo and librsvg);\n"
+#else
+#define PLOT_FORMATS "SVG"
+#define PLOT_HELP "                      .svg only (this build has no PNG: it was built\n" \
+		  "                      without cairo and librsvg);\n"
+#endif
 
 static void usage(FILE *f)
 {
-	fputs(USAGE "\n"
+	fputs("Usage: cumemcap report [OPTIONS] LOG|DIR|-...\n"
 	      "\n"
-	      "Read the JSON Lines footprint logs that CUMEMCAP_LOG writes (one per process)\n"
-	      "and print a row per process and GPU: the limit; the peaks of live memory (what\n"
-	      "the program holds), of memory reserved from the driver, of the footprint (what\n"
-	      "the limit counts: reserved plus the driver's overhead for the process, its\n"
-	      "context and modules) and of what the driver reports for the process; the\n"
-	      "context overhead, with where the shim learned it (nvml, delta or estimate)\n"
-	      "when the log says, else driver-reported minus reserved; requests refused at\n"
-	      "the limit, CUDA_ERROR_OUT_OF_MEMORY answers from the driver, and driver calls\n"
-	      "the pools avoided. Then a line per process: how it ended, how long it ran,\n"
-	      "its command line. Sizes are in binary units (1.50 GiB); - is unknown (logs\n"
-	      "from before the footprint cap have no footprint), a LIMIT of none is no\n"
-	      "limit. A GPU the process never touched is left out. A process given twice\n"
-	      "(the same log twice) is reported once.\n"
+	      "Read the JSON Lines footprint logs that CUMEMCAP_LOG writes (one per process;\n"
+	      "schema v1 and v2) and print a row per process and GPU: the limit; the peaks\n"
+	      "of live memory (what the program holds), of memory reserved from the driver,\n"
+	      "of the footprint (what the limit counts: reserved plus the driver's overhead\n"
+	      "for the process) and of what the driver reports for the process; the context\n"
+	      "overhead; requests refused at the limit and CUDA_ERROR_OUT_OF_MEMORY answers\n"
+	      "from the driver. Then a block per process: how it ended (or that it is still\n"
+	      "running), how long it ran, its command line, and per GPU its UUID, nvidia-smi\n"
+	      "index, where the overhead was learned and the driver calls the pools avoided.\n"
+	      "Sizes are in one binary unit, cut to two decimals; - is unknown, a LIMIT of\n"
+	      "none is no limit. A GPU the process never touched is left out, a process given\n"
+	      "twice is reported once. docs/report.md has the details.\n"
 	      "\n"
-	      "  --plot FILE.svg   also draw every process and GPU over time: live, pooled,\n"
-	      "                    reserved, footprint and driver-reported bytes, the limit\n"
-	      "                    (labelled with the peak footprint against it), refusals.\n"
-	      "                    SVG only (open it in a browser).\n"
-	      "  --bytes           sizes as exact byte counts.\n"
-	      "  -h, --help        this text.\n"
+	      "Inputs:\n"
+	      "  LOG                 a footprint log (JSON Lines).\n"
+	      "  DIR                 every *.jsonl file in the directory (not its subdirectories).\n"
+	      "  -                   standard input.\n"
 	      "\n"
-	      "Exit status: 0 reported; 1 a LOG could not be read, no LOG held a record, or\n"
-	      "the plot could not be written; 2 usage error.\n",
+	      "Options:\n"
+	      "  --plot FILE         also draw every process and GPU over time: live, pooled,\n"
+	      "                      reserved, footprint and driver-reported bytes as steps,\n"
+	      "                      the limit on top, refusals and driver OOMs as markers;\n"
+	      "                      processes on one GPU share its time axis and scale.\n"
+	      PLOT_HELP
+	      "                      - writes the SVG to standard output (and nothing else).\n"
+	      "  --time KIND         the plot's time axis: elapsed (seconds since the first\n"
+	      "                      record, the default) or wall (UTC time of day).\n"
+	      "  --gpu N|UUID        only this GPU: N is nvidia-smi's index where the log has\n"
+	      "                      it (schema v2), else the CUDA ordinal the process saw;\n"
+	      "                      UUID is the GPU's UUID or its start (GPU- optional).\n"
+	      "  --program NAME      only processes whose program name matches NAME, a shell\n"
+	      "                      glob ('train*.py').\n"
+	      "  --since TIME        only processes with a record at or after TIME: a duration\n"
+	      "                      back from now (90s, 30m, 1h, 2d) or a time, UTC unless it\n"
+	      "                      says (2024-05-01T12:00:00Z, '2024-05-01 12:00', 2024-05-01).\n"
+	      "                      A running process is always kept.\n"
+	      "  --json              the table and the process blocks as one JSON object\n"
+	      "                      (every size an exact integer of bytes; null: unknown).\n"
+	      "  --wide              every column, each size in its own unit.\n"
+	      "  --bytes             sizes as exact byte counts.\n"
+	      "  --version           the version of cumemcap.\n"
+	      "  -h, --help          this text.\n"
+	      "\n"
+	      "Exit status:\n"
+	      "  0                   reported.\n"
+	      "  1                   a LOG could not be read, no LOG held a record, or the plot\n"
+	      "                      could not be written.\n"
+	      "  2                   a usage error.\n",
 	      f);
 }
 
@@ -69,8 +110,10 @@ _Noreturn static void usage_error(const char *fmt, ...)
 	exit(2);
 }
 
-/* --plot's name: an .svg, or no extension at all (/dev/stdout). */
-static void check_plot_name(const char *path)
+enum plot_format { PLOT_SVG, PLOT_PNG };
+
+/* --plot's name: .svg, .png (where built), no extension (/dev/stdout), or -. */
+static enum plot_format plot_format(const char *path)
 {
 	const char *base = strrchr(path, '/');
 	base = base ? base + 1 : path;
@@ -78,349 +121,288 @@ static void check_plot_name(const char *path)
 
 	if (!*base) {
 		fprintf(stderr, "cumemcap report: --plot \"%s\": not a file name; give a FILE "
-				"ending in .svg\n", path);
+				"ending in .svg%s, or - for standard output\n",
+			path, REPORT_HAVE_PNG ? " or .png" : "");
 		exit(2);
 	}
-	if (dot && dot != base && strcasecmp(dot, ".svg") != 0) {
-		fprintf(stderr, "cumemcap report: --plot \"%s\": only SVG is supported (no %s); "
-				"give a FILE ending in .svg\n", path, dot);
+	if (!dot || dot == base || strcasecmp(dot, ".svg") == 0)
+		return PLOT_SVG;
+	if (strcasecmp(dot, ".png") == 0) {
+		if (REPORT_HAVE_PNG)
+			return PLOT_PNG;
+		fprintf(stderr, "cumemcap report: --plot \"%s\": this build has no PNG (it was "
+				"built without cairo and librsvg); give a FILE ending in .svg\n",
+			path);
 		exit(2);
 	}
+	fprintf(stderr, "cumemcap report: --plot \"%s\": only %s is supported (no %s); give a "
+			"FILE ending in .svg%s\n",
+		path, PLOT_FORMATS, dot, REPORT_HAVE_PNG ? " or .png" : "");
+	exit(2);
 }
 
-/* ---- the table ----------------------------------------------------------------- */
-
-enum column {
-	COL_PID,
-	COL_PROGRAM,
-	COL_GPU,
-	COL_LIMIT,
-	COL_LIVE,
-	COL_RESERVED,
-	COL_FOOTPRINT,
-	COL_DRIVER,
-	COL_CONTEXT,
-	COL_REFUSALS,
-	COL_OOMS,
-	COL_AVOIDED,
-	COLUMNS,
-};
-
-static const struct {
-	const char *title;
-	bool right;
-} columns[COLUMNS] = {
-	[COL_PID] = { "PID", true },
-	[COL_PROGRAM] = { "PROGRAM", false },
-	[COL_GPU] = { "GPU", false },
-	[COL_LIMIT] = { "LIMIT", true },
-	[COL_LIVE] = { "PEAK LIVE", true },
-	[COL_RESERVED] = { "PEAK RESERVED", true },
-	[COL_FOOTPRINT] = { "PEAK FOOTPRINT", true },
-	[COL_DRIVER] = { "PEAK DRIVER", true },
-	[COL_CONTEXT] = { "CONTEXT", true },
-	[COL_REFUSALS] = { "REFUSALS", true },
-	[COL_OOMS] = { "DRIVER OOMS", true },
-	[COL_AVOIDED] = { "AVOIDED", true },
-};
-
-static bool exact_bytes;
-
-static char *size_cell(struct report_figure f)
+/* --since: a duration back from now, or a time. */
+static double parse_since(const char *s)
 {
-	char buf[32];
+	char *end;
+	double t;
 
-	if (!f.known)
-		return report_xstrdup("-");
-	if (exact_bytes)
-		snprintf(buf, sizeof(buf), "%llu", (unsigned long long)f.v);
-	else
-		report_fmt_size(f.v, buf, sizeof(buf));
-	return report_xstrdup(buf);
-}
-
-static char *count_cell(struct report_figure f)
-{
-	char buf[32];
-
-	if (!f.known)
-		return report_xstrdup("-");
-	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)f.v);
-	return report_xstrdup(buf);
-}
-
-/* A count seen both as events and in the exit record: the larger. */
-static struct report_figure count_of(uint64_t events, struct report_figure at_exit)
-{
-	struct report_figure f = { events, true };
-	if (at_exit.known && at_exit.v > events)
-		f.v = at_exit.v;
-	return f;
-}
-
-/* "0 (8e6bd7c8)": the ordinal and the first block of the UUID. */
-static char *gpu_cell(const struct report_gpu *g)
-{
-	struct report_buf b = { 0 };
-
-	report_buf_printf(&b, "%lld", g->ordinal);
-	if (g->uuid && g->uuid[0]) {
-		const char *u = strncmp(g->uuid, "GPU-", 4) == 0 ? g->uuid + 4 : g->uuid;
-		char shortid[9];
-		size_t n = strcspn(u, "-");
-		if (n > 8)
-			n = 8;
-		memcpy(shortid, u, n);
-		shortid[n] = '\0';
-		report_buf_puts(&b, " (");
-		report_buf_safe(&b, shortid);
-		report_buf_puts(&b, ")");
+	errno = 0;
+	double n = strtod(s, &end);
+	if (end != s && s[0] >= '0' && s[0] <= '9' && errno == 0 && isfinite(n) && end[0] &&
+	    !end[1] && strchr("smhd", end[0])) {
+		static const double scale[] = { ['s'] = 1, ['m'] = 60, ['h'] = 3600, ['d'] = 86400 };
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
+		return (double)now.tv_sec + now.tv_nsec / 1e9 - n * scale[(unsigned char)end[0]];
 	}
-	return report_buf_take(&b);
+	if (report_parse_rfc3339(s, &t))
+		return t;
+	usage_error("--since \"%s\": not a time; give a duration back from now (90s, 30m, 1h, "
+		    "2d) or a time, UTC unless it says (2024-05-01T12:00:00Z, "
+		    "\"2024-05-01 12:00\", 2024-05-01)", s);
 }
 
-static char *program_cell(const struct report_process *p)
+/* --gpu: digits are an index (or ordinal), else the start of a UUID. */
+static void parse_gpu(const char *s, struct report_filter *f)
 {
-	struct report_buf b = { 0 };
+	size_t digits = strspn(s, "0123456789");
+	const char *u = strncasecmp(s, "GPU-", 4) == 0 ? s + 4 : s;
 
-	if (!p->program || !p->program[0])
-		return report_xstrdup("-");
-	report_buf_safe(&b, p->program);
-	return report_buf_take(&b);
-}
-
-static void fill_row(char **row, const struct report_process *p, const struct report_gpu *g)
-{
-	char buf[32];
-
-	snprintf(buf, sizeof(buf), "%lld", p->pid);
-	row[COL_PID] = report_xstrdup(buf);
-	row[COL_PROGRAM] = program_cell(p);
-	if (!g) {
-		for (int c = COL_GPU; c < COLUMNS; c++)
-			row[c] = report_xstrdup("-");
+	if (s[0] && !s[digits] && digits <= 9) {
+		f->gpu_number = strtoll(s, NULL, 10);
 		return;
 	}
-	row[COL_GPU] = gpu_cell(g);
-	if (g->limit_state == REPORT_LIMIT_SET)
-		row[COL_LIMIT] = size_cell((struct report_figure){ g->limit, true });
-	else
-		row[COL_LIMIT] = report_xstrdup(g->limit_state == REPORT_LIMIT_NONE ? "none" : "-");
-	row[COL_LIVE] = size_cell(g->peak_live);
-	row[COL_RESERVED] = size_cell(g->peak_reserved);
-	row[COL_FOOTPRINT] = size_cell(g->peak_footprint);
-	row[COL_DRIVER] = size_cell(g->peak_driver);
-	const char *source;
-	row[COL_CONTEXT] = size_cell(report_gpu_context(g, &source));
-	if (source) {
-		/* "300.00 MiB (nvml)": where the overhead the limit counts was learned. */
-		struct report_buf b = { 0 };
-		report_buf_puts(&b, row[COL_CONTEXT]);
-		report_buf_puts(&b, " (");
-		report_buf_safe(&b, source);
-		report_buf_puts(&b, ")");
-		free(row[COL_CONTEXT]);
-		row[COL_CONTEXT] = report_buf_take(&b);
+	if (u[0] && strspn(u, "0123456789abcdefABCDEF-") == strlen(u)) {
+		f->gpu_uuid = s;
+		return;
 	}
-	row[COL_REFUSALS] = count_cell(count_of(g->refusal_events, g->exit_refusals));
-	row[COL_OOMS] = count_cell(count_of(g->oom_events, g->exit_ooms));
-	row[COL_AVOIDED] = count_cell(g->avoided);
+	usage_error("--gpu \"%s\": not a GPU; give nvidia-smi's index (0, 1, ...) or a UUID "
+		    "or its start (GPU-8e6bd7c8, 8e6bd7c8)", s);
 }
 
-static void print_table(const struct report_set *set)
+static int cmp_name(const void *a, const void *b)
 {
-	size_t nrows = 1, width[COLUMNS];
-
-	for (size_t i = 0; i < set->n; i++)
-		nrows += set->procs[i]->ngpus ? set->procs[i]->ngpus : 1;
-	char *(*rows)[COLUMNS] = report_xmalloc(nrows * sizeof(*rows));
-	size_t n = 0;
-	for (int c = 0; c < COLUMNS; c++)
-		rows[n][c] = report_xstrdup(columns[c].title);
-	n++;
-	for (size_t i = 0; i < set->n; i++) {
-		const struct report_process *p = set->procs[i];
-		if (p->ngpus == 0)
-			fill_row(rows[n++], p, NULL);
-		for (size_t k = 0; k < p->ngpus; k++) {
-			if (report_gpu_shown(p, k))
-				fill_row(rows[n++], p, &p->gpus[k]);
-		}
-	}
-	for (int c = 0; c < COLUMNS; c++) {
-		width[c] = 0;
-		for (size_t r = 0; r < n; r++) {
-			size_t w = report_text_width(rows[r][c]);
-			if (w > width[c])
-				width[c] = w;
-		}
-	}
-	for (size_t r = 0; r < n; r++) {
-		struct report_buf line = { 0 };
-		for (int c = 0; c < COLUMNS; c++) {
-			size_t pad = width[c] - report_text_width(rows[r][c]);
-			if (c > 0)
-				report_buf_puts(&line, "  ");
-			for (size_t s = 0; columns[c].right && s < pad; s++)
-				report_buf_puts(&line, " ");
-			report_buf_puts(&line, rows[r][c]);
-			for (size_t s = 0; !columns[c].right && c + 1 < COLUMNS && s < pad; s++)
-				report_buf_puts(&line, " ");
-			free(rows[r][c]);
-		}
-		puts(line.s);
-		free(line.s);
-	}
-	free(rows);
+	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* ---- a line per process ---------------------------------------------------------- */
+struct inputs {
+	char **paths;
+	bool *owned;
+	size_t n, cap;
+};
 
-static void print_process(const struct report_process *p)
+static void add_input(struct inputs *in, char *path, bool owned)
 {
-	struct report_buf b = { 0 };
-	char buf[64];
-	double begin = p->has_start ? p->t_start : p->t_first;
+	if (in->n == in->cap) {
+		in->cap = in->cap ? in->cap * 2 : 16;
+		in->paths = report_xrealloc(in->paths, in->cap * sizeof(*in->paths));
+		in->owned = report_xrealloc(in->owned, in->cap * sizeof(*in->owned));
+	}
+	in->paths[in->n] = path;
+	in->owned[in->n++] = owned;
+}
 
-	report_buf_printf(&b, "pid %lld", p->pid);
-	if (p->program && p->program[0]) {
-		report_buf_puts(&b, " (");
-		report_buf_safe(&b, p->program);
-		report_buf_puts(&b, ")");
+/* A directory's *.jsonl files (regular files, or links to them), sorted by
+ * name. False, after one line, when it cannot be read or holds none. */
+static bool add_directory(struct inputs *in, const char *dir)
+{
+	DIR *d = opendir(dir);
+	size_t before = in->n;
+
+	if (!d) {
+		fprintf(stderr, "cumemcap report: %s: cannot open: %s\n", dir, strerror(errno));
+		return false;
 	}
-	report_buf_puts(&b, ": ");
-	if (!p->has_exit) {
-		report_buf_puts(&b, "no exit record (killed?); ran at least ");
-	} else if (p->exit_reason && strcmp(p->exit_reason, "exit") == 0) {
-		report_buf_puts(&b, "exited; ran ");
-	} else if (p->exit_reason && strcmp(p->exit_reason, "signal") == 0) {
-		const char *name = p->has_signal ? report_signal_name(p->exit_signal) : NULL;
-		if (!p->has_signal)
-			report_buf_puts(&b, "ended by a signal; ran ");
-		else if (name)
-			report_buf_printf(&b, "ended by signal %lld (%s); ran ", p->exit_signal,
-					  name);
-		else
-			report_buf_printf(&b, "ended by signal %lld; ran ", p->exit_signal);
-	} else {
-		report_buf_puts(&b, "ended (");
-		report_buf_safe(&b, p->exit_reason ? p->exit_reason : "no reason given");
-		report_buf_puts(&b, "); ran ");
-	}
-	report_buf_puts(&b, report_fmt_duration(p->t_last - begin, buf, sizeof(buf)));
-	if (p->has_start) {
-		report_buf_printf(&b, "; started %s",
-				  report_fmt_time(p->t_start, buf, sizeof(buf)));
-		if (p->host) {
-			report_buf_puts(&b, " on ");
-			report_buf_safe(&b, p->host);
-		}
-	} else {
-		report_buf_printf(&b, "; no start record (first record %s)",
-				  report_fmt_time(p->t_first, buf, sizeof(buf)));
-	}
-	bool hidden = false;
-	for (size_t k = 0; k < p->ngpus; k++) {
-		if (report_gpu_shown(p, k))
+	for (struct dirent *e; (e = readdir(d));) {
+		size_t len = strlen(e->d_name);
+		struct stat st;
+		if (e->d_name[0] == '.' || len < 7 || strcmp(e->d_name + len - 6, ".jsonl") != 0)
 			continue;
-		report_buf_printf(&b, "%s%lld",
-				  hidden ? ", " : "; unused GPUs: ", p->gpus[k].ordinal);
-		hidden = true;
+		struct report_buf b = { 0 };
+		report_buf_printf(&b, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/",
+				  e->d_name);
+		if (stat(b.s, &st) == 0 && S_ISREG(st.st_mode))
+			add_input(in, report_buf_take(&b), true);
+		else
+			free(b.s);
 	}
-	report_buf_puts(&b, "; command:");
-	if (p->argc == 0)
-		report_buf_puts(&b, " -");
-	for (size_t i = 0; i < p->argc; i++) {
-		report_buf_puts(&b, " ");
-		report_buf_shell_arg(&b, p->argv[i]);
+	closedir(d);
+	if (in->n == before) {
+		fprintf(stderr, "cumemcap report: %s: no *.jsonl file in this directory; expected "
+				"the footprint logs CUMEMCAP_LOG writes\n", dir);
+		return false;
 	}
-	puts(b.s);
-	free(b.s);
+	qsort(in->paths + before, in->n - before, sizeof(*in->paths), cmp_name);
+	return true;
 }
 
 /* ---- main -------------------------------------------------------------------------- */
 
 int main(int argc, char **argv)
 {
-	const char *plot = NULL;
+	const char *plot = NULL, *time_kind = NULL;
+	struct report_view view = { 0 };
+	struct report_filter filter = { .gpu_number = -1 };
+	bool json = false, options = true, stdin_given = false;
+	struct inputs in = { 0 };
+
 	/* Options may come before or after the LOGs (cumemcap report LOG
 	 * --plot FILE); after "--" every word is a LOG. */
-	const char **logs = report_xmalloc((size_t)argc * sizeof(*logs));
-	int nlogs = 0;
-	bool options = true;
-
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
+		const char *value = NULL;
+		static const char *const valued[] = { "--plot", "--time", "--gpu", "--program",
+						      "--since" };
 		if (!options || a[0] != '-' || a[1] == '\0') {
-			logs[nlogs++] = a;
-		} else if (strcmp(a, "--") == 0) {
+			if (strcmp(a, "-") == 0 && options) {
+				if (stdin_given)
+					usage_error("- (standard input) given twice");
+				stdin_given = true;
+			}
+			add_input(&in, (char *)a, false);
+			continue;
+		}
+		if (strcmp(a, "--") == 0) {
 			options = false;
-		} else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			continue;
+		}
+		size_t k = 0, nv = sizeof(valued) / sizeof(valued[0]);
+		for (; k < nv; k++) {
+			size_t len = strlen(valued[k]);
+			if (strncmp(a, valued[k], len) != 0 || (a[len] != '\0' && a[len] != '='))
+				continue;
+			if (a[len] == '=')
+				value = a + len + 1;
+			else if (i + 1 < argc)
+				value = argv[++i];
+			else
+				usage_error("%s needs a value", valued[k]);
+			break;
+		}
+		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			usage(stdout);
-			free(logs);
+			return 0;
+		} else if (strcmp(a, "--version") == 0) {
+			printf("cumemcap report %s\n", CUMEMCAP_VERSION_STRING);
 			return 0;
 		} else if (strcmp(a, "--bytes") == 0) {
-			exact_bytes = true;
-		} else if (strcmp(a, "--plot") == 0 || strncmp(a, "--plot=", 7) == 0) {
+			view.bytes = true;
+		} else if (strcmp(a, "--wide") == 0) {
+			view.wide = true;
+		} else if (strcmp(a, "--json") == 0) {
+			json = true;
+		} else if (k == 0) {
 			if (plot)
 				usage_error("--plot given twice");
-			if (a[6] == '=')
-				plot = a + 7;
-			else if (i + 1 < argc)
-				plot = argv[++i];
-			else
-				usage_error("--plot needs a FILE");
-			check_plot_name(plot);
+			plot = value;
+		} else if (k == 1) {
+			if (strcmp(value, "wall") != 0 && strcmp(value, "elapsed") != 0)
+				usage_error("--time \"%s\": give elapsed or wall", value);
+			time_kind = value;
+		} else if (k == 2) {
+			if (filter.gpu_number >= 0 || filter.gpu_uuid)
+				usage_error("--gpu given twice");
+			parse_gpu(value, &filter);
+		} else if (k == 3) {
+			if (filter.program)
+				usage_error("--program given twice");
+			if (!value[0])
+				usage_error("--program \"\": give a program name or a glob");
+			filter.program = value;
+		} else if (k == 4) {
+			filter.has_since = true;
+			filter.since = parse_since(value);
 		} else {
 			usage_error("unknown option \"%s\"", a);
 		}
 	}
-	if (nlogs == 0)
+	if (in.n == 0)
 		usage_error("no LOG given");
+	enum plot_format format = PLOT_SVG;
+	bool plot_stdout = plot && strcmp(plot, "-") == 0;
+	if (plot && !plot_stdout)
+		format = plot_format(plot);
+	if (plot_stdout && json)
+		usage_error("--plot - and --json both write to standard output; give --plot FILE");
+	if (time_kind && !plot)
+		usage_error("--time is about the plot; give --plot FILE too");
 
+	/* Directories into their files. */
+	struct inputs files = { 0 };
 	struct report_set set = { 0 };
+	int status = 0;
+	for (size_t i = 0; i < in.n; i++) {
+		struct stat st;
+		if (strcmp(in.paths[i], "-") != 0 && stat(in.paths[i], &st) == 0 &&
+		    S_ISDIR(st.st_mode)) {
+			if (!add_directory(&files, in.paths[i]))
+				status = 1;
+		} else {
+			add_input(&files, in.paths[i], false);
+		}
+	}
+
 	struct report_buf empty = { 0 };
 	size_t nempty = 0;
-	int status = 0;
-	for (int i = 0; i < nlogs; i++) {
+	for (size_t i = 0; i < files.n; i++) {
 		size_t records;
-		if (!report_logs_read(&set, logs[i], &records)) {
+		if (!report_logs_read(&set, files.paths[i], &records)) {
 			status = 1;
 			continue;
 		}
 		if (records == 0) {
-			report_buf_printf(&empty, "%s%s", nempty ? ", " : "", logs[i]);
+			report_buf_printf(&empty, "%s%s", nempty ? ", " : "", files.paths[i]);
 			nempty++;
 		}
 	}
 	if (nempty) {
 		fprintf(stderr,
 			"cumemcap report: no cumemcap record in %s; expected the JSON Lines "
-			"log CUMEMCAP_LOG writes, one {\"v\":1,\"type\":...} object a line\n",
+			"log CUMEMCAP_LOG writes, one {\"v\":2,\"type\":...} object a line\n",
 			empty.s);
 	}
 	free(empty.s);
 	report_logs_finish(&set);
+	size_t read = set.n;
+	report_filter(&set, &filter);
 	if (set.n == 0) {
-		report_logs_free(&set);
-		free(logs);
-		return 1;
+		if (read > 0)
+			fputs("cumemcap report: no process matches --gpu, --program and --since\n",
+			      stderr);
+		status = 1;
+		goto out;
 	}
 
-	print_table(&set);
-	putchar('\n');
-	for (size_t i = 0; i < set.n; i++)
-		print_process(set.procs[i]);
+	if (json) {
+		report_print_json(&set);
+	} else if (!plot_stdout) {
+		report_print_table(&set, &view);
+		putchar('\n');
+		report_print_processes(&set);
+	}
 	if (plot) {
+		struct report_plot opt = { .wall = time_kind && strcmp(time_kind, "wall") == 0 };
 		size_t panels;
 		fflush(stdout);
-		if (report_svg_write(&set, plot, &panels))
-			printf("plot: %s (%zu panel%s)\n", plot, panels, panels == 1 ? "" : "s");
-		else
+		bool ok = plot_stdout ? report_svg_put(&set, &opt, stdout, &panels)
+			: format == PLOT_PNG ? report_png_write(&set, &opt, plot, &panels)
+					     : report_svg_write(&set, &opt, plot, &panels);
+		if (!ok)
 			status = 1;
+		else if (!plot_stdout && !json)
+			printf("plot: %s (%zu panel%s)\n", plot, panels, panels == 1 ? "" : "s");
 	}
+out:
 	report_logs_free(&set);
-	free(logs);
+	for (size_t i = 0; i < files.n; i++) {
+		if (files.owned[i])
+			free(files.paths[i]);
+	}
+	free(files.paths);
+	free(files.owned);
+	free(in.paths);
+	free(in.owned);
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		perror("cumemcap report: standard output");
 		status = 1;

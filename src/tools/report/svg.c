@@ -1,6 +1,7 @@
 /* svg: the plot behind cumemcap report --plot (see svg.h). Scales and
- * ticks, the thinning of long series, XML-safe text, then one panel after
- * another straight to the file. Single-threaded. */
+ * ticks, the thinning of long series, XML-safe text, the panels grouped by
+ * GPU with their shared axes, then one panel after another straight to the
+ * file. Single-threaded. */
 #include "config.h"
 
 #include "svg.h"
@@ -10,12 +11,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "text.h"
 
 /* Geometry, in SVG user units (pixels). */
 #define WIDTH     960
-#define PANEL_H   330
+#define PANEL_H   330 /* with a one-line title; each more line adds TITLE_LINE */
+#define TITLE_LINE 18
+#define TITLE_CHARS 100 /* a title line's most characters (15 px bold sans: ~8.6 px each) */
 #define MARGIN_L  84
 #define MARGIN_R  24
 #define MARGIN_T  60
@@ -38,8 +42,8 @@ static const struct {
 };
 
 #define LIMIT_COLOR   "#d62728"
-#define REFUSAL_COLOR "#d62728"
-#define OOM_COLOR     "#3b0a0a"
+#define REFUSAL_COLOR "#ff00ff"
+#define OOM_COLOR     "#111111"
 
 /* ---- text ------------------------------------------------------------------------ */
 
@@ -158,7 +162,8 @@ static struct xscale x_scale(double seconds)
 
 struct panel {
 	double x0, y0; /* top left of the plot area */
-	double t0;
+	double t0;     /* the time at x0: the first record on this GPU */
+	bool wall;
 	struct xscale xs;
 	struct yscale ys;
 };
@@ -205,6 +210,8 @@ static size_t thin(const struct panel *pn, const struct report_series *s, struct
 	return n;
 }
 
+/* A step line: a figure holds until the next record, the last until the
+ * process's last record (a live line can never rise above reserved). */
 static void put_series(FILE *f, const struct panel *pn, const struct report_series *s, int kind,
 		       double t_end)
 {
@@ -212,22 +219,16 @@ static void put_series(FILE *f, const struct panel *pn, const struct report_seri
 		return;
 	struct report_point *pts = report_xmalloc(s->n * sizeof(*pts));
 	size_t n = thin(pn, s, pts);
-	bool step = kind == REPORT_RESERVED || kind == REPORT_FOOTPRINT;
 
 	fprintf(f, "<path class=\"series %s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" "
 		   "stroke-linejoin=\"round\" stroke-linecap=\"round\" d=\"M%.2f,%.2f",
 		series_style[kind].cls, series_style[kind].color, px(pn, pts[0].t),
 		py(pn, pts[0].v));
 	for (size_t i = 1; i < n; i++) {
-		if (step)
-			fprintf(f, " L%.2f,%.2f", px(pn, pts[i].t), py(pn, pts[i - 1].v));
+		fprintf(f, " L%.2f,%.2f", px(pn, pts[i].t), py(pn, pts[i - 1].v));
 		fprintf(f, " L%.2f,%.2f", px(pn, pts[i].t), py(pn, pts[i].v));
 	}
-	/* What was reserved (and the footprint) stays until the next event; a lone point
-	 * of another series is drawn as a dot (a round cap on no length). */
-	if (step || n == 1)
-		fprintf(f, " L%.2f,%.2f", px(pn, step ? t_end : pts[0].t), py(pn, pts[n - 1].v));
-	fputs("\"/>\n", f);
+	fprintf(f, " L%.2f,%.2f\"/>\n", px(pn, t_end), py(pn, pts[n - 1].v));
 	free(pts);
 }
 
@@ -245,45 +246,148 @@ static void put_legend(FILE *f, double x, double y)
 	}
 	fprintf(f,
 		"<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"%s\" "
-		"stroke-width=\"1.5\" stroke-dasharray=\"6 4\"/><text x=\"%.0f\" "
+		"stroke-width=\"2\" stroke-dasharray=\"8 4\"/><text x=\"%.0f\" "
 		"y=\"%.0f\">limit</text>\n",
 		x, y - 4, x + 22, y - 4, LIMIT_COLOR, x + 27, y);
-	x += 75;
-	fprintf(f, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"%s\" "
-		   "stroke-width=\"2\"/><text x=\"%.0f\" y=\"%.0f\">refusal</text>\n",
-		x + 4, y - 10, x + 4, y + 1, REFUSAL_COLOR, x + 12, y);
-	x += 75;
-	fprintf(f, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"%s\" "
-		   "stroke-width=\"2\"/><text x=\"%.0f\" y=\"%.0f\">driver OOM</text>\n",
-		x + 4, y - 10, x + 4, y + 1, OOM_COLOR, x + 12, y);
+	x += 70;
+	fprintf(f, "<circle cx=\"%.0f\" cy=\"%.0f\" r=\"5\" fill=\"%s\" stroke=\"#fff\"/>"
+		   "<text x=\"%.0f\" y=\"%.0f\">refusal</text>\n",
+		x + 6, y - 4, REFUSAL_COLOR, x + 15, y);
+	x += 70;
+	fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"9\" height=\"9\" fill=\"%s\" "
+		   "stroke=\"#fff\"/><text x=\"%.0f\" y=\"%.0f\">driver OOM</text>\n",
+		x + 2, y - 8.5, OOM_COLOR, x + 15, y);
 }
 
-static void put_title(FILE *f, const struct report_process *p, const struct report_gpu *g,
-		      double y)
+/* The title's words, wrapped into lines of at most TITLE_CHARS characters
+ * (a word longer than a line is cut into pieces): a long program name takes
+ * more lines instead of pushing the limit off the panel. */
+struct title {
+	struct report_buf text;
+	char **lines;
+	size_t n;
+};
+
+static void title_add_line(struct title *t, const char *s, size_t len)
+{
+	t->lines = report_xrealloc(t->lines, (t->n + 1) * sizeof(*t->lines));
+	t->lines[t->n] = report_xmalloc(len + 1);
+	memcpy(t->lines[t->n], s, len);
+	t->lines[t->n][len] = '\0';
+	t->n++;
+}
+
+/* Bytes of the first `cols` code points of s (at most its length). */
+static size_t cut_at(const char *s, size_t cols)
+{
+	size_t i = 0, c = 0;
+	for (; s[i]; i++) {
+		if (((unsigned char)s[i] & 0xc0) != 0x80 && c++ == cols)
+			break;
+	}
+	return i;
+}
+
+static void title_wrap(struct title *t)
+{
+	const char *s = t->text.s ? t->text.s : "";
+	struct report_buf line = { 0 };
+
+	while (*s) {
+		size_t word = strcspn(s, " ");
+		char *w = report_xmalloc(word + 1);
+		memcpy(w, s, word);
+		w[word] = '\0';
+		size_t have = line.s ? report_text_width(line.s) : 0;
+		size_t need = report_text_width(w);
+		if (have && have + 1 + need > TITLE_CHARS) {
+			title_add_line(t, line.s, line.len);
+			line.len = 0;
+			line.s[0] = '\0';
+			have = 0;
+		}
+		const char *rest = w;
+		while (report_text_width(rest) > TITLE_CHARS - have) {
+			size_t cut = cut_at(rest, TITLE_CHARS - have);
+			if (have)
+				report_buf_puts(&line, " ");
+			report_buf_add(&line, rest, cut);
+			title_add_line(t, line.s, line.len);
+			line.len = 0;
+			line.s[0] = '\0';
+			have = 0;
+			rest += cut;
+		}
+		if (*rest) {
+			if (have)
+				report_buf_puts(&line, " ");
+			report_buf_puts(&line, rest);
+		}
+		free(w);
+		s += word;
+		while (*s == ' ')
+			s++;
+	}
+	if (line.len || t->n == 0)
+		title_add_line(t, line.s ? line.s : "", line.len);
+	free(line.s);
+}
+
+/* "train.py, pid 4242 on node7, GPU 0 (GPU-8e6b..., nvidia-smi 2), limit
+ * 4.00 GiB". Text from the log is made safe for one line first. */
+static void title_of(struct title *t, const struct report_process *p, const struct report_gpu *g)
 {
 	char buf[32];
 
-	fprintf(f,
-		"<text class=\"title\" x=\"16\" y=\"%.0f\" font-size=\"15\" font-weight=\"bold\">",
-		y);
 	if (p->program && p->program[0]) {
-		put_xml(f, p->program);
-		fputs(", ", f);
+		report_buf_safe(&t->text, p->program);
+		report_buf_puts(&t->text, ", ");
 	}
-	fprintf(f, "pid %lld, GPU %lld", p->pid, g->ordinal);
-	if (g->uuid && g->uuid[0]) {
-		fputs(" (", f);
-		put_xml(f, g->uuid);
-		fputs(")", f);
+	report_buf_printf(&t->text, "pid %lld", p->pid);
+	if (p->host) {
+		report_buf_puts(&t->text, " on ");
+		report_buf_safe(&t->text, p->host);
+	}
+	report_buf_printf(&t->text, ", GPU %lld", g->ordinal);
+	if ((g->uuid && g->uuid[0]) || g->index >= 0) {
+		report_buf_puts(&t->text, " (");
+		if (g->uuid && g->uuid[0])
+			report_buf_safe(&t->text, g->uuid);
+		if (g->index >= 0)
+			report_buf_printf(&t->text, "%snvidia-smi %lld",
+					  g->uuid && g->uuid[0] ? ", " : "", g->index);
+		report_buf_puts(&t->text, ")");
 	}
 	if (g->limit_state == REPORT_LIMIT_SET)
-		fprintf(f, ", limit %s", report_fmt_size(g->limit, buf, sizeof(buf)));
+		report_buf_printf(&t->text, ", limit %s",
+				  report_fmt_size(g->limit, buf, sizeof(buf)));
 	else if (g->limit_state == REPORT_LIMIT_NONE)
-		fputs(", no limit", f);
+		report_buf_puts(&t->text, ", no limit");
+	title_wrap(t);
+}
+
+static void title_free(struct title *t)
+{
+	for (size_t i = 0; i < t->n; i++)
+		free(t->lines[i]);
+	free(t->lines);
+	free(t->text.s);
+}
+
+static void put_title(FILE *f, const struct title *t, double y)
+{
+	fprintf(f, "<text class=\"title\" x=\"16\" y=\"%.0f\" font-size=\"15\" "
+		   "font-weight=\"bold\">",
+		y);
+	for (size_t i = 0; i < t->n; i++) {
+		fprintf(f, "<tspan x=\"16\" y=\"%.0f\">", y + (double)i * TITLE_LINE);
+		put_xml(f, t->lines[i]);
+		fputs("</tspan>", f);
+	}
 	fputs("</text>\n", f);
 }
 
-static void put_axes(FILE *f, const struct panel *pn)
+static void put_axes(FILE *f, const struct panel *pn, size_t members)
 {
 	char label[48];
 
@@ -300,44 +404,84 @@ static void put_axes(FILE *f, const struct panel *pn)
 	}
 	for (unsigned i = 0; i <= pn->xs.ticks; i++) {
 		double x = pn->x0 + (double)i / pn->xs.ticks * PLOT_W;
+		double t = i * pn->xs.step;
+		if (pn->wall) {
+			double at = pn->t0 + t;
+			report_fmt_clock(at, label, sizeof(label));
+			if (pn->xs.decimals > 0) {
+				size_t n = strlen(label);
+				snprintf(label + n, sizeof(label) - n, "%.*f", pn->xs.decimals,
+					 at - floor(at));
+				/* "12:00:05" + "0.5" -> "12:00:05.5" */
+				memmove(label + n, label + n + 1, strlen(label + n + 1) + 1);
+			}
+		} else {
+			snprintf(label, sizeof(label), "%.*f", pn->xs.decimals, t);
+		}
 		fprintf(f, "<line class=\"grid-x\" x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" "
 			   "stroke=\"#ddd\"/><text class=\"xlabel\" x=\"%.2f\" y=\"%.2f\" "
-			   "text-anchor=\"middle\">%.*f</text>\n",
-			x, pn->y0, x, pn->y0 + PLOT_H, x, pn->y0 + PLOT_H + 16, pn->xs.decimals,
-			i * pn->xs.step);
+			   "text-anchor=\"middle\">%s</text>\n",
+			x, pn->y0, x, pn->y0 + PLOT_H, x, pn->y0 + PLOT_H + 16, label);
 	}
-	fprintf(f, "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\" fill=\"#555\">seconds since "
-		   "start</text>\n",
+	char when[48];
+	report_fmt_time(pn->t0, when, sizeof(when));
+	fprintf(f, "<text class=\"xcaption\" x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\" "
+		   "fill=\"#555\">",
 		pn->x0 + PLOT_W / 2.0, pn->y0 + PLOT_H + 36);
+	if (pn->wall)
+		fprintf(f, "UTC time of day (the first record on this GPU: %s)", when);
+	else
+		fprintf(f, "seconds since %s (the first record on this GPU)", when);
+	if (members > 1)
+		fprintf(f, "; %zu processes on this GPU share its axes", members);
+	fputs("</text>\n", f);
 }
 
+/* A refusal (a circle) or a driver OOM (a square) where the process stood
+ * (its footprint, else reserved, in the record), over a faint line across
+ * the plot at its time; the size asked for on hover. */
 static void put_marks(FILE *f, const struct panel *pn, const struct report_gpu *g)
 {
 	char buf[32];
 
 	for (size_t i = 0; i < g->nmarks; i++) {
 		const struct report_mark *m = &g->marks[i];
+		const char *color = m->driver_oom ? OOM_COLOR : REFUSAL_COLOR;
 		double x = px(pn, m->t);
-		fprintf(f,
-			"<line class=\"%s\" x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" "
-			"stroke=\"%s\" stroke-width=\"2\"><title>%s %s at %.3f s</title></line>\n",
-			m->driver_oom ? "driver-oom" : "refusal", x, pn->y0, x,
-			pn->y0 + (m->driver_oom ? 16 : 12),
-			m->driver_oom ? OOM_COLOR : REFUSAL_COLOR,
+		double y = m->at.known ? py(pn, m->at.v) : pn->y0 + 8;
+		if (y < pn->y0 + 6)
+			y = pn->y0 + 6;
+		fprintf(f, "<g class=\"%s\" data-t=\"%.3f\"><title>%s %s at %.3f s</title>"
+			   "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"%s\" "
+			   "stroke-width=\"1\" stroke-opacity=\"0.5\" stroke-dasharray=\"2 3\"/>",
+			m->driver_oom ? "driver-oom" : "refusal", m->t - pn->t0,
 			m->driver_oom ? "driver out of memory for" : "refused",
-			report_fmt_size(m->requested, buf, sizeof(buf)), m->t - pn->t0);
+			report_fmt_size(m->requested, buf, sizeof(buf)), m->t - pn->t0, x, pn->y0,
+			x, pn->y0 + PLOT_H, color);
+		if (m->driver_oom)
+			fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"12\" height=\"12\" "
+				   "fill=\"%s\" stroke=\"#fff\" stroke-width=\"1.5\"/>",
+				x - 6, y - 6, color);
+		else
+			fprintf(f, "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"6.5\" fill=\"%s\" "
+				   "stroke=\"#fff\" stroke-width=\"1.5\"/>",
+				x, y, color);
+		fputs("</g>\n", f);
 	}
 }
 
 /* The headline over the limit line: the limit, and the peak footprint (what
- * the limit counts) against it. */
+ * the limit counts) against it; a white halo keeps it readable over lines. */
 static void put_limit_label(FILE *f, const struct panel *pn, const struct report_gpu *g,
 			    double y)
 {
 	char limit[32], peak[32];
 
+	if (y < pn->y0 + 18)
+		y = pn->y0 + 18; /* at the top: inside the plot area */
 	fprintf(f, "<text class=\"limit-label\" x=\"%.2f\" y=\"%.2f\" text-anchor=\"end\" "
-		   "fill=\"%s\">limit %s",
+		   "fill=\"%s\" font-weight=\"bold\" stroke=\"#fff\" stroke-width=\"3\" "
+		   "paint-order=\"stroke\">limit %s",
 		pn->x0 + PLOT_W - 6, y - 5, LIMIT_COLOR,
 		report_fmt_size(g->limit, limit, sizeof(limit)));
 	if (g->peak_footprint.known) {
@@ -350,45 +494,23 @@ static void put_limit_label(FILE *f, const struct panel *pn, const struct report
 	fputs("</text>\n", f);
 }
 
-static void put_panel(FILE *f, const struct report_process *p, const struct report_gpu *g,
-		      double top)
+/* ---- panels, grouped by GPU ------------------------------------------------------------ */
+
+struct slot {
+	const struct report_process *p;
+	const struct report_gpu *g;
+	size_t group; /* the index of the first slot of its GPU */
+};
+
+/* One GPU: the same UUID (an unknown UUID is a GPU of its own). */
+static bool same_gpu(const struct report_gpu *a, const struct report_gpu *b)
 {
-	struct panel pn = {
-		.x0 = MARGIN_L,
-		.y0 = top + MARGIN_T,
-		.t0 = report_process_t0(p),
-	};
-	double max = 0;
-
-	for (int k = 0; k < REPORT_SERIES; k++) {
-		for (size_t i = 0; i < g->series[k].n; i++)
-			max = fmax(max, (double)g->series[k].p[i].v);
-	}
-	if (g->limit_state == REPORT_LIMIT_SET)
-		max = fmax(max, (double)g->limit);
-	pn.ys = y_scale(max * 1.04); /* room above a limit at a round number */
-	pn.xs = x_scale(p->t_last - pn.t0);
-
-	fprintf(f, "<g class=\"panel\" data-pid=\"%lld\" data-gpu=\"%lld\">\n", p->pid, g->ordinal);
-	put_title(f, p, g, top + 24);
-	put_legend(f, MARGIN_L, top + 46);
-	put_axes(f, &pn);
-	if (g->limit_state == REPORT_LIMIT_SET) {
-		double y = py(&pn, g->limit);
-		fprintf(f, "<path class=\"limit\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" "
-			   "stroke-dasharray=\"6 4\" d=\"M%.2f,%.2f L%.2f,%.2f\"/>\n",
-			LIMIT_COLOR, pn.x0, y, pn.x0 + PLOT_W, y);
-		put_limit_label(f, &pn, g, y);
-	}
-	for (int k = 0; k < REPORT_SERIES; k++)
-		put_series(f, &pn, &g->series[k], k, p->t_last);
-	put_marks(f, &pn, g);
-	fputs("</g>\n", f);
+	return a->uuid && b->uuid && a->uuid[0] && strcasecmp(a->uuid, b->uuid) == 0;
 }
 
-/* ---- the file -------------------------------------------------------------------------- */
-
-bool report_svg_write(const struct report_set *set, const char *path, size_t *panels)
+/* The panels in order: GPUs as first met, within one its processes in
+ * order. */
+static struct slot *slots_of(const struct report_set *set, size_t *count)
 {
 	size_t n = 0;
 
@@ -396,15 +518,119 @@ bool report_svg_write(const struct report_set *set, const char *path, size_t *pa
 		for (size_t k = 0; k < set->procs[i]->ngpus; k++)
 			n += report_gpu_shown(set->procs[i], k);
 	}
-	*panels = n;
-
-	FILE *f = fopen(path, "w");
-	if (!f) {
-		fprintf(stderr, "cumemcap report: --plot %s: cannot create: %s\n", path,
-			strerror(errno));
-		return false;
+	struct slot *all = report_xmalloc(n * sizeof(*all));
+	struct slot *out = report_xmalloc(n * sizeof(*out));
+	bool *taken = report_xmalloc(n ? n : 1);
+	size_t m = 0;
+	for (size_t i = 0; i < set->n; i++) {
+		for (size_t k = 0; k < set->procs[i]->ngpus; k++) {
+			if (report_gpu_shown(set->procs[i], k))
+				all[m++] = (struct slot){ set->procs[i], &set->procs[i]->gpus[k], 0 };
+		}
 	}
-	double height = n ? (double)n * PANEL_H : 60;
+	memset(taken, 0, n ? n : 1);
+	m = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (taken[i])
+			continue;
+		size_t first = m;
+		for (size_t j = i; j < n; j++) {
+			if (j == i || (!taken[j] && same_gpu(all[i].g, all[j].g))) {
+				taken[j] = true;
+				out[m] = all[j];
+				out[m++].group = first;
+			}
+		}
+	}
+	free(all);
+	free(taken);
+	*count = n;
+	return out;
+}
+
+/* The axes of a group: from its first record to its last, up to its
+ * highest figure (a limit, a marker's level included). */
+static void group_axes(const struct slot *slots, size_t n, size_t group, struct panel *pn)
+{
+	double t0 = INFINITY, t1 = -INFINITY, max = 0;
+
+	for (size_t i = group; i < n && slots[i].group == group; i++) {
+		const struct report_gpu *g = slots[i].g;
+		t0 = fmin(t0, report_process_t0(slots[i].p));
+		t1 = fmax(t1, slots[i].p->t_last);
+		for (int k = 0; k < REPORT_SERIES; k++) {
+			for (size_t j = 0; j < g->series[k].n; j++)
+				max = fmax(max, (double)g->series[k].p[j].v);
+		}
+		for (size_t j = 0; j < g->nmarks; j++) {
+			if (g->marks[j].at.known)
+				max = fmax(max, (double)g->marks[j].at.v);
+		}
+		if (g->limit_state == REPORT_LIMIT_SET)
+			max = fmax(max, (double)g->limit);
+	}
+	pn->t0 = t0;
+	pn->ys = y_scale(max * 1.04); /* room above a limit at a round number */
+	pn->xs = x_scale(t1 - t0);
+}
+
+static double put_panel(FILE *f, const struct slot *slots, size_t n, size_t i, double top,
+			const struct report_plot *opt)
+{
+	const struct report_process *p = slots[i].p;
+	const struct report_gpu *g = slots[i].g;
+	size_t members = 0;
+	struct title t = { 0 };
+
+	for (size_t j = slots[i].group; j < n && slots[j].group == slots[i].group; j++)
+		members++;
+	title_of(&t, p, g);
+	double extra = (double)(t.n - 1) * TITLE_LINE;
+	struct panel pn = { .x0 = MARGIN_L, .y0 = top + MARGIN_T + extra, .wall = opt->wall };
+	group_axes(slots, n, slots[i].group, &pn);
+
+	fprintf(f, "<g class=\"panel\" data-pid=\"%lld\" data-gpu=\"%lld\" data-group=\"%zu\" "
+		   "data-uuid=\"",
+		p->pid, g->ordinal, slots[i].group);
+	put_xml(f, g->uuid ? g->uuid : "");
+	fputs("\">\n", f);
+	put_title(f, &t, top + 24);
+	title_free(&t);
+	put_legend(f, MARGIN_L, top + 46 + extra);
+	put_axes(f, &pn, members);
+	for (int k = 0; k < REPORT_SERIES; k++)
+		put_series(f, &pn, &g->series[k], k, p->t_last);
+	if (g->limit_state == REPORT_LIMIT_SET) {
+		double y = py(&pn, g->limit);
+		fprintf(f, "<path class=\"limit\" fill=\"none\" stroke=\"%s\" stroke-width=\"2.5\" "
+			   "stroke-dasharray=\"8 4\" d=\"M%.2f,%.2f L%.2f,%.2f\"/>\n",
+			LIMIT_COLOR, pn.x0, y, pn.x0 + PLOT_W, y);
+		put_limit_label(f, &pn, g, y);
+	}
+	put_marks(f, &pn, g);
+	fputs("</g>\n", f);
+	return PANEL_H + extra;
+}
+
+/* ---- the file -------------------------------------------------------------------------- */
+
+bool report_svg_put(const struct report_set *set, const struct report_plot *opt, FILE *f,
+		    size_t *panels)
+{
+	size_t n;
+	struct slot *slots = slots_of(set, &n);
+	double height = 0;
+
+	/* The height first: each panel's title may take more lines. */
+	for (size_t i = 0; i < n; i++) {
+		struct title t = { 0 };
+		title_of(&t, slots[i].p, slots[i].g);
+		height += PANEL_H + (double)(t.n - 1) * TITLE_LINE;
+		title_free(&t);
+	}
+	if (n == 0)
+		height = 60;
+	*panels = n;
 	fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
 		   "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%.0f\" "
 		   "viewBox=\"0 0 %d %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n"
@@ -414,16 +640,23 @@ bool report_svg_write(const struct report_set *set, const char *path, size_t *pa
 	if (n == 0)
 		fputs("<text x=\"16\" y=\"36\">no GPU in these logs</text>\n", f);
 	double top = 0;
-	for (size_t i = 0; i < set->n; i++) {
-		for (size_t k = 0; k < set->procs[i]->ngpus; k++) {
-			if (!report_gpu_shown(set->procs[i], k))
-				continue;
-			put_panel(f, set->procs[i], &set->procs[i]->gpus[k], top);
-			top += PANEL_H;
-		}
-	}
+	for (size_t i = 0; i < n; i++)
+		top += put_panel(f, slots, n, i, top, opt);
 	fputs("</svg>\n", f);
-	bool failed = ferror(f) != 0;
+	free(slots);
+	return fflush(f) == 0 && !ferror(f);
+}
+
+bool report_svg_write(const struct report_set *set, const struct report_plot *opt,
+		      const char *path, size_t *panels)
+{
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		fprintf(stderr, "cumemcap report: --plot %s: cannot create: %s\n", path,
+			strerror(errno));
+		return false;
+	}
+	bool failed = !report_svg_put(set, opt, f, panels);
 	int saved = errno;
 	if (fclose(f) != 0 && !failed) {
 		failed = true;

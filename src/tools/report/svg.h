@@ -1,28 +1,48 @@
 /* svg: the plot of cumemcap report --plot.
  *
  * Owns the drawing: one self-contained SVG (no scripts, no external fonts or
- * links) with a panel per process and GPU the table shows, stacked. Each
- * panel has time on x (seconds since the process's first record), bytes on
- * y (ticks in binary units), a path per series (live, pooled, reserved,
- * driver-reported; reserved drawn as steps), the limit as a dashed line,
- * short red ticks at refusals and dark ones at driver OOMs, a legend and a
- * title (program, pid, GPU). Long series are thinned to the first, lowest,
- * highest and last point of each pixel column, so peaks survive.
+ * links) with a panel per process and GPU the table shows, stacked, the
+ * panels of one GPU (the same UUID) next to each other and sharing one time
+ * axis and one scale, so processes on one GPU can be compared. Each panel
+ * has time on x (seconds since the first record on its GPU, or with
+ * `wall` the UTC time of day), bytes on y (ticks in binary units), a step
+ * path per series (a figure holds until the next record: live, pooled,
+ * reserved, footprint, driver-reported), then on top of them the limit as
+ * a dashed line with its label, then a marker at each refusal (a red
+ * circle) and driver OOM (a dark square) with a faint line across the
+ * plot at its time; a legend, and a title (program, pid, host, GPU, limit)
+ * wrapped onto more lines rather than clipped. Long series are thinned to
+ * the first, lowest, highest and last point of each pixel column, so
+ * peaks survive.
  *
  * The markup is part of the contract the tests read: <g class="panel"
- * data-pid data-gpu>, <rect class="plot-area">, <path class="series NAME">
- * with absolute "M x,y L x,y ..." data (NAME one of live, pooled, reserved,
- * driver), <path class="limit">, <line class="grid-x|grid-y"> paired in
- * order with <text class="xlabel|ylabel">, <line class="refusal|driver-oom">.
+ * data-pid data-gpu data-uuid data-group>, <text class="title"> with a
+ * <tspan> per line, <rect class="plot-area">, <path class="series NAME">
+ * with absolute "M x,y L x,y ..." data (NAME one of live, pooled,
+ * reserved, footprint, driver), <path class="limit">, <text
+ * class="limit-label">, <line class="grid-x|grid-y"> paired in order with
+ * <text class="xlabel|ylabel">, <g class="refusal|driver-oom" data-t> each
+ * holding a <line> and the marker.
  *
  * Single-threaded. */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "logs.h"
 
-/* Write the plot of `set` to `path`. False after one line on stderr when
- * the file cannot be written. `panels` gets how many panels it holds. */
-bool report_svg_write(const struct report_set *set, const char *path, size_t *panels);
+struct report_plot {
+	bool wall; /* x labels as UTC time of day, not seconds since the start */
+};
+
+/* The plot of `set` onto `f`. False when writing failed (ferror). `panels`
+ * gets how many panels it holds. */
+bool report_svg_put(const struct report_set *set, const struct report_plot *opt, FILE *f,
+		    size_t *panels);
+
+/* The same into the file `path`. False after one line on stderr when the
+ * file cannot be written. */
+bool report_svg_write(const struct report_set *set, const struct report_plot *opt,
+		      const char *path, size_t *panels);

@@ -135,6 +135,105 @@ const char *report_fmt_time(double unix_seconds, char *buf, size_t len)
 	return buf;
 }
 
+const char *report_fmt_rfc3339(double unix_seconds, char *buf, size_t len)
+{
+	struct tm tm;
+	double whole = floor(unix_seconds);
+	time_t t = (time_t)whole;
+
+	if (!(unix_seconds >= 0 && unix_seconds < 253402300800.0) || !gmtime_r(&t, &tm) ||
+	    strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
+		snprintf(buf, len, "?");
+		return buf;
+	}
+	unsigned ms = (unsigned)floor((unix_seconds - whole) * 1000.0 + 1e-6);
+	size_t n = strlen(buf);
+	snprintf(buf + n, len - n, ".%03uZ", ms > 999 ? 999 : ms);
+	return buf;
+}
+
+const char *report_fmt_clock(double unix_seconds, char *buf, size_t len)
+{
+	struct tm tm;
+	time_t t = (time_t)floor(unix_seconds);
+
+	if (!(unix_seconds >= 0 && unix_seconds < 253402300800.0) || !gmtime_r(&t, &tm) ||
+	    strftime(buf, len, "%H:%M:%S", &tm) == 0)
+		snprintf(buf, len, "?");
+	return buf;
+}
+
+/* `n` decimal digits at *s into *v. */
+static bool digits(const char **s, int n, int *v)
+{
+	*v = 0;
+	for (int i = 0; i < n; i++) {
+		if ((*s)[i] < '0' || (*s)[i] > '9')
+			return false;
+		*v = *v * 10 + ((*s)[i] - '0');
+	}
+	*s += n;
+	return true;
+}
+
+bool report_parse_rfc3339(const char *s, double *out)
+{
+	int year, mon, day, hour = 0, min = 0, sec = 0;
+	double frac = 0;
+	long offset = 0;
+	bool zone = false;
+
+	if (!digits(&s, 4, &year) || *s++ != '-' || !digits(&s, 2, &mon) || *s++ != '-' ||
+	    !digits(&s, 2, &day))
+		return false;
+	if (*s == 'T' || *s == 't' || *s == ' ') {
+		char sep = *s++;
+		if (!digits(&s, 2, &hour) || *s++ != ':' || !digits(&s, 2, &min))
+			return false;
+		if (*s == ':') {
+			s++;
+			if (!digits(&s, 2, &sec))
+				return false;
+			if (*s == '.') {
+				double scale = 0.1;
+				if (*++s < '0' || *s > '9')
+					return false;
+				for (; *s >= '0' && *s <= '9'; s++, scale /= 10)
+					frac += (*s - '0') * scale;
+			}
+		} else if (sep != ' ') {
+			return false; /* RFC 3339 has its seconds */
+		}
+		if (*s == 'Z' || *s == 'z') {
+			s++;
+			zone = true;
+		} else if (*s == '+' || *s == '-') {
+			int sign = *s++ == '-' ? -1 : 1, oh, om;
+			if (!digits(&s, 2, &oh) || *s++ != ':' || !digits(&s, 2, &om) || oh > 23 ||
+			    om > 59)
+				return false;
+			offset = sign * (oh * 3600L + om * 60L);
+			zone = true;
+		}
+		if (sep != ' ' && !zone)
+			return false;
+	}
+	if (*s || year < 1970 || mon < 1 || mon > 12 || day < 1 || hour > 23 || min > 59 ||
+	    sec > 60)
+		return false;
+	static const int mdays[] = { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+	bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+	if (day > mdays[mon - 1] || (mon == 2 && day == 29 && !leap))
+		return false;
+	struct tm tm = { .tm_year = year - 1900, .tm_mon = mon - 1, .tm_mday = day,
+			 .tm_hour = hour, .tm_min = min, .tm_sec = sec };
+	time_t t = timegm(&tm);
+	if (t == (time_t)-1)
+		return false;
+	*out = (double)t - (double)offset + frac;
+	return true;
+}
+
 const char *report_signal_name(long long signo)
 {
 	static const struct {

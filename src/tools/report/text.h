@@ -39,6 +39,18 @@ const char *report_fmt_duration(double seconds, char *buf, size_t len);
 /* "2024-05-01 12:00:00 UTC". */
 const char *report_fmt_time(double unix_seconds, char *buf, size_t len);
 
+/* "2024-05-01T12:00:00.123Z": RFC 3339 in UTC with milliseconds (cut). */
+const char *report_fmt_rfc3339(double unix_seconds, char *buf, size_t len);
+
+/* "12:00:05": the UTC time of day. */
+const char *report_fmt_clock(double unix_seconds, char *buf, size_t len);
+
+/* A time as the logs and --since write it, into Unix seconds: RFC 3339
+ * ("2024-05-01T12:00:00Z", fractions and a "+02:00" offset allowed, "t" and
+ * "z" too) or, in UTC, "2024-05-01 12:00[:00]" and "2024-05-01". False
+ * for anything else (a date that does not exist included). */
+bool report_parse_rfc3339(const char *s, double *out);
+
 /* The signal's name ("SIGKILL") or NULL when this reader does not know it. */
 const char *report_signal_name(long long signo);
 
