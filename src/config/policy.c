@@ -237,6 +237,7 @@ static const struct setting {
 	{ "CUMEMCAP_GROUP_DIR", "group_dir", IN_ENV | IN_GLOBAL | IN_PROGRAM, cumemcap_policy_parse_group_dir, FIELD(group_dir) },
 	{ "CUMEMCAP_GROUP_ACCESS", "group_access", IN_ENV | IN_GLOBAL | IN_PROGRAM, cumemcap_policy_parse_group_access, FIELD(group_access) },
 	{ "CUMEMCAP_ON_LIMIT", "on_limit", IN_ENV | IN_GLOBAL | IN_PROGRAM, cumemcap_policy_parse_on_limit, FIELD(on_limit) },
+	{ "CUMEMCAP_LABELS", "labels", IN_ENV | IN_GLOBAL | IN_PROGRAM, cumemcap_policy_parse_labels, FIELD(labels) },
 };
 #define SETTING_COUNT (sizeof(settings) / sizeof(settings[0]))
 
