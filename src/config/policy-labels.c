@@ -72,6 +72,8 @@ bool cumemcap_policy_parse_labels(struct cumemcap_layer *l, const char *value, c
 	unsigned pairs = 0;
 	if (total >= sizeof(l->labels))
 		snprintf(what, sizeof(what), " is %zu bytes long", total);
+	else if (total && value[total - 1] == ',')
+		snprintf(what, sizeof(what), ": an empty pair at the end");
 	const char *cur = value, *k, *v;
 	size_t kn, vn;
 	while (!what[0] && *value && cumemcap_labels_next(&cur, &k, &kn, &v, &vn)) {

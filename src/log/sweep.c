@@ -145,9 +145,10 @@ int log_sweep_claim(int dfd, const char *companion, struct stat *held)
 		if (fd < 0) {
 			/* Taken: by a live writer, or by a dead one (swept, then
 			 * try once more). */
-			if (errno == EEXIST && attempt == 0 && log_sweep_one(dfd, companion))
+			int e = errno;
+			if (e == EEXIST && attempt == 0 && log_sweep_one(dfd, companion))
 				continue;
-			return errno == EEXIST ? -EEXIST : -errno;
+			return -e;
 		}
 		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
 		int r;
