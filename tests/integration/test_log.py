@@ -401,16 +401,16 @@ class Log(unittest.TestCase):
     # ---- the file ----
 
     def test_default_path(self):
-        # No CUMEMCAP_LOG: /tmp/cumemcap-UID/PROGRAM.HOST.PID.jsonl, in a 0700 directory.
-        env = self.env({})
+        # No CUMEMCAP_LOG: $TMPDIR/cumemcap-UID/PROGRAM.HOST.PID.jsonl (here
+        # TMPDIR is this test's directory), in a 0700 directory.
+        env = self.env({"TMPDIR": self.dir + "//"})
         del env["CUMEMCAP_LOG"]
         p = subprocess.Popen([sys.executable, self.script, "init", "ctx", "0", "alloc", str(2 * MiB)],
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         out, err = p.communicate(timeout=30)
         self.assertEqual((p.returncode, err), (0, ""))
-        d = "/tmp/cumemcap-%d" % os.geteuid()
+        d = os.path.join(self.dir, "cumemcap-%d" % os.geteuid())
         path = os.path.join(d, "logprobe.py.%s.%d.jsonl" % (socket.gethostname(), p.pid))
-        self.addCleanup(lambda: os.path.exists(path) and os.unlink(path))
         st = os.lstat(d)
         self.assertTrue(stat.S_ISDIR(st.st_mode))
         self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode) & 0o077), (os.geteuid(), 0))
@@ -419,6 +419,16 @@ class Log(unittest.TestCase):
         self.assertEqual([r["type"] for r in recs], ["start", "overhead", "segment", "exit"])
         self.assertEqual(recs[0]["argv"][1], self.script)
         self.assertEqual(recs[0]["log"], path)
+        # A TMPDIR that is not an absolute path is not a directory anyone
+        # meant: the default stays under /tmp (not run: it would write there).
+        # A TMPDIR with a '%' is taken as it is, not as a template.
+        pct = os.path.join(self.dir, "100%p")
+        os.mkdir(pct)
+        env["TMPDIR"] = pct
+        p = subprocess.run([sys.executable, self.script, "init", "ctx", "0", "alloc", str(2 * MiB)],
+                           env=env, capture_output=True, text=True, timeout=30)
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+        self.assertEqual(os.listdir(pct), ["cumemcap-%d" % os.geteuid()])
 
     def test_existing_file_and_planted_link_are_not_touched(self):
         fixed = os.path.join(self.dir, "fixed.jsonl")
