@@ -131,7 +131,8 @@ while args:
         os.close(logfd)
         tmp = os.open(args.pop(0), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         mine = os.dup2(tmp, logfd)
-        os.close(tmp)
+        if tmp != mine:                  # open() may have given the freed number itself
+            os.close(tmp)
         pid = os.fork()
         if pid == 0:
             try:
