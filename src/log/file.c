@@ -111,7 +111,7 @@ void log_file_init(void)
 		out_put(&o, tmp[i] == '%' ? "%%" : tmp + i, tmp[i] == '%' ? 2 : 1);
 	}
 	out_str(&o, n == 1 ? "" : "/");
-	out_str(&o, CUMEMCAP_DEFAULT_LOG + strlen("/tmp/"));
+	out_str(&o, &CUMEMCAP_DEFAULT_LOG[sizeof("/tmp/") - 1]);
 	if (o.lost || o.len >= sizeof(default_template))
 		default_template[0] = '\0';
 	else
