@@ -30,6 +30,9 @@
 #define CUMEMCAP_MAX_DEVICE_SECTIONS 64
 #define CUMEMCAP_PATH_MAX 1024
 #define CUMEMCAP_PROGRAM_MAX 256
+/* CUMEMCAP_LABELS: bytes (with the NUL) and pairs at most. */
+#define CUMEMCAP_LABELS_MAX 1024
+#define CUMEMCAP_LABELS_COUNT_MAX 32
 
 /* A group's name: 1..CUMEMCAP_GROUP_NAME_MAX of [A-Za-z0-9._-], not
  * starting with '.' or '-'. */
@@ -121,13 +124,15 @@ struct cumemcap_layer {
 	char group_dir[CUMEMCAP_PATH_MAX];
 	bool group_gid;
 	uint32_t wait_ms;
+	/* Extra Prometheus labels, the text as given (policy-labels.c). */
+	char labels[CUMEMCAP_LABELS_MAX];
 	struct {
 		struct cumemcap_source limit, devices, count, estimate, growth, pool, release, hints, log,
-			interval, metrics, debug, group, group_limit, group_dir, group_access, on_limit;
+			interval, metrics, debug, group, group_limit, group_dir, group_access, on_limit, labels;
 	} src;
 	struct {
 		bool limit, devices, count, estimate, growth, pool, release, hints, log, interval, metrics,
-			debug, group, group_limit, group_dir, group_access, on_limit;
+			debug, group, group_limit, group_dir, group_access, on_limit, labels;
 	} set;
 };
 
@@ -195,6 +200,18 @@ bool cumemcap_policy_parse_group_limit(struct cumemcap_layer *l, const char *val
 bool cumemcap_policy_parse_group_dir(struct cumemcap_layer *l, const char *value, char *why, size_t len);
 bool cumemcap_policy_parse_group_access(struct cumemcap_layer *l, const char *value, char *why, size_t len);
 bool cumemcap_policy_parse_on_limit(struct cumemcap_layer *l, const char *value, char *why, size_t len);
+
+/* CUMEMCAP_LABELS (policy-labels.c): extra Prometheus labels for the
+ * metrics file, `k=v[,k=v...]`, checked by the parser (policy.c's table
+ * names it); cumemcap_policy_labels gives the text after precedence
+ * (environment, program section, file; "" for none) and where it came
+ * from (src may be NULL); cumemcap_labels_next walks it, one pair a call
+ * (false at the end). The labels the metrics writer sets itself, which
+ * CUMEMCAP_LABELS may not name, end with NULL. */
+extern const char *const cumemcap_reserved_labels[];
+bool cumemcap_policy_parse_labels(struct cumemcap_layer *l, const char *value, char *why, size_t len);
+const char *cumemcap_policy_labels(const struct cumemcap_policy *p, struct cumemcap_source *src);
+bool cumemcap_labels_next(const char **cursor, const char **key, size_t *klen, const char **value, size_t *vlen);
 
 /* The group's keys after precedence (environment, program section, file
  * global, defaults) into p. False, with one line in err, when a group

@@ -65,7 +65,9 @@ const struct cumemcap_setting cumemcap_settings[] = {
 	{ "CUMEMCAP_LOG", "log", PROCESS_WIDE, cumemcap_policy_parse_log, FIELD(log),
 	  "TARGET", "the footprint log: a path template, stderr or off.",
 	  "Where the footprint log goes: a path template (%p pid, %h host, %n program, %u uid) for a "
-	  "JSON Lines file per process; stderr: readable lines (refusals, an exit summary); off.",
+	  "JSON Lines file per process; stderr: readable lines (refusals, an exit summary); off. "
+	  "The default directory is under $TMPDIR when that is an absolute path (not for setuid "
+	  "programs), else /tmp.",
 	  "/tmp/cumemcap-%u/%n.%h.%p.jsonl", CUMEMCAP_DEFAULT_LOG, NULL },
 	{ "CUMEMCAP_LOG_INTERVAL", "log_interval", PROCESS_WIDE, cumemcap_policy_parse_interval, FIELD(interval),
 	  "SECONDS", "seconds between footprint samples.",
@@ -76,6 +78,13 @@ const struct cumemcap_setting cumemcap_settings[] = {
 	  "TEMPLATE|off", "a Prometheus text file rewritten each interval.",
 	  "A path template (as for log) for a Prometheus text file rewritten each interval, or off.",
 	  "off", "off", NULL },
+	{ "CUMEMCAP_LABELS", "labels", PROCESS_WIDE, cumemcap_policy_parse_labels, FIELD(labels),
+	  "NAME=VALUE[,...]", "extra labels on every metrics series.",
+	  "NAME=VALUE[,NAME=VALUE...]: extra labels on every metrics series (Prometheus label names, "
+	  "not starting with __ and not one cumemcap sets itself; at most 32 pairs, 1023 bytes), "
+	  "besides pid, program, host and the pod labels taken from NODE_NAME, POD_NAME, "
+	  "POD_NAMESPACE and CONTAINER_NAME.",
+	  "none", "", "team=vision,job=resnet50" },
 	{ "CUMEMCAP_DEBUG", "debug", PROCESS_WIDE, cumemcap_policy_parse_debug, FIELD(debug),
 	  "doors|off", "a line per dlsym/cuGetProcAddress answer.",
 	  "doors: one stderr line per dlsym/cuGetProcAddress answer (what was asked, whether the hook "

@@ -3,7 +3,7 @@
  * The NVML types are declared in nvml.h (no nvml.h of NVIDIA's is needed
  * to build): the calls used are stable parts of its ABI, nvmlInit_v2,
  * nvmlDeviceGetHandleByUUID, nvmlDeviceGetUUID, nvmlDeviceGetMemoryInfo
- * (and _v2) and nvmlDeviceGetComputeRunningProcesses_v3 (falling back to
+ * (and _v2), nvmlDeviceGetIndex and nvmlDeviceGetComputeRunningProcesses_v3 (falling back to
  * _v2, same record, and the original two-field form). Every function is
  * found with libc's dlsym (cumemcap_real_dlsym): the process's dlsym is the
  * shim's, which answers the NVML names the shim hooks with its hooks.
@@ -60,6 +60,7 @@ static bool resolve(int extra, struct cumemcap_nvml_real *out, const void **base
 		RESOLVE(procs, "nvmlDeviceGetComputeRunningProcesses");
 		RESOLVE(procs_v2, "nvmlDeviceGetComputeRunningProcesses_v2");
 		RESOLVE(procs_v3, "nvmlDeviceGetComputeRunningProcesses_v3");
+		RESOLVE(get_index, "nvmlDeviceGetIndex");
 #undef RESOLVE
 		Dl_info info;
 		void *probe = out->init_v2 ? (void *)out->init_v2 : (void *)out->get_uuid;
@@ -129,6 +130,7 @@ static nvmlReturn_t (*p_init)(void);
 static nvmlReturn_t (*p_handle_by_uuid)(const char *uuid, nvmlDevice_t *device);
 static nvmlReturn_t (*p_procs)(nvmlDevice_t device, unsigned int *count, void *infos);
 static nvmlReturn_t (*p_memory)(nvmlDevice_t device, struct cumemcap_nvml_memory *memory);
+static nvmlReturn_t (*p_index)(nvmlDevice_t device, unsigned int *index);
 static size_t proc_stride; /* sizeof the record p_procs fills */
 
 /* Device handles by CUDA UUID; a GPU NVML does not know is remembered too. */
@@ -161,6 +163,7 @@ static bool load(void)
 	p_init = r.init_v2;
 	p_handle_by_uuid = r.handle_by_uuid;
 	p_memory = r.memory_info; /* optional */
+	p_index = r.get_index;	  /* optional */
 	proc_stride = sizeof(nvml_process_info);
 	p_procs = r.procs_v3 ? r.procs_v3 : r.procs_v2;
 	if (!p_procs) {
@@ -284,6 +287,20 @@ bool cumemcap_nvml_device_used(const unsigned char uuid[16], uint64_t *used)
 	struct cumemcap_nvml_memory m;
 	if (ready() && p_memory && handle_for(uuid, &h) && p_memory(h, &m) == NVML_SUCCESS) {
 		*used = m.used;
+		ok = true;
+	}
+	cumemcap_xmutex_unlock(&lock);
+	return ok;
+}
+
+bool cumemcap_nvml_index(const unsigned char uuid[16], unsigned *index)
+{
+	bool ok = false;
+	cumemcap_xmutex_lock(&lock);
+	nvmlDevice_t h;
+	unsigned i;
+	if (ready() && p_index && handle_for(uuid, &h) && p_index(h, &i) == NVML_SUCCESS) {
+		*index = i;
 		ok = true;
 	}
 	cumemcap_xmutex_unlock(&lock);

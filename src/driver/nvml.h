@@ -46,6 +46,12 @@ enum cumemcap_nvml_answer cumemcap_nvml_process(const unsigned char uuid[16], un
  * when NVML cannot say. */
 bool cumemcap_nvml_device_used(const unsigned char uuid[16], uint64_t *used);
 
+/* nvidia-smi's index of the GPU whose CUDA UUID is `uuid`
+ * (nvmlDeviceGetIndex: NVML's enumeration, in PCI bus order, which
+ * CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER do not change, unlike the
+ * CUDA ordinal). False when NVML cannot say. */
+bool cumemcap_nvml_index(const unsigned char uuid[16], unsigned *index);
+
 /* Whether NVML loads and initializes. */
 bool cumemcap_nvml_available(void);
 
@@ -101,6 +107,7 @@ struct cumemcap_nvml_real {
 	cumemcap_nvml_procs_fn procs;	 /* nvmlDeviceGetComputeRunningProcesses (v1 records) */
 	cumemcap_nvml_procs_fn procs_v2; /* _v2 */
 	cumemcap_nvml_procs_fn procs_v3; /* _v3 */
+	cumemcap_nvml_return (*get_index)(cumemcap_nvml_device device, unsigned int *index);
 };
 
 /* Fill *out with the real NVML's entry points, loading libnvidia-ml.so.1

@@ -22,6 +22,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -67,6 +68,54 @@ bool log_expand(const char *tmpl, char *dst, size_t len)
 	}
 	dst[o.len] = '\0';
 	return !o.lost;
+}
+
+/* NAME with ".N" before its extension: "x.jsonl" -> "x.1.jsonl" (so that
+ * "*.jsonl" still matches), "x" or ".x" -> "x.1", ".x.1". */
+bool log_suffixed(const char *name, unsigned n, char *out, size_t cap)
+{
+	struct out o = { .p = out, .cap = cap - 1, .flush_fd = -1 };
+	const char *dot = strrchr(name, '.');
+	if (n == 0 || !dot || dot == name)
+		dot = name + strlen(name);
+	out_put(&o, name, (size_t)(dot - name));
+	if (n) {
+		out_str(&o, ".");
+		out_u(&o, n);
+	}
+	out_str(&o, dot);
+	out[o.len] = '\0';
+	return !o.lost;
+}
+
+/* The default template under $TMPDIR ("" when not: the policy's). */
+static char default_template[CUMEMCAP_PATH_MAX];
+
+void log_file_init(void)
+{
+	const struct cumemcap_policy *p = cumemcap_policy();
+	const char *tmp = secure_getenv("TMPDIR");
+	default_template[0] = '\0';
+	if (p->secure || p->log != CUMEMCAP_LOG_FILE || p->log_src.origin != CUMEMCAP_FROM_DEFAULT ||
+	    strcmp(p->log_path, CUMEMCAP_DEFAULT_LOG) != 0 || !tmp || tmp[0] != '/')
+		return;
+	struct out o = OUT(default_template);
+	size_t n = strlen(tmp);
+	while (n > 1 && tmp[n - 1] == '/')
+		n--;
+	for (size_t i = 0; i < n; i++) {
+		if ((unsigned char)tmp[i] < 0x20 || tmp[i] == 0x7f) {
+			default_template[0] = '\0';
+			return; /* not a directory anyone meant */
+		}
+		out_put(&o, tmp[i] == '%' ? "%%" : tmp + i, tmp[i] == '%' ? 2 : 1);
+	}
+	out_str(&o, n == 1 ? "" : "/");
+	out_str(&o, &CUMEMCAP_DEFAULT_LOG[sizeof("/tmp/") - 1]);
+	if (o.lost || o.len >= sizeof(default_template))
+		default_template[0] = '\0';
+	else
+		default_template[o.len] = '\0';
 }
 
 bool cumemcap_log_expand(const char *tmpl, char *dst, size_t len)
@@ -349,7 +398,8 @@ static int open_dir(const char *dir)
 /* Open the file and write the start record (log_open_lock held). */
 static bool open_file(void)
 {
-	if (!log_expand(cumemcap_policy()->log_path, log_file_path, CUMEMCAP_PATH_MAX)) {
+	const char *tmpl = default_template[0] ? default_template : cumemcap_policy()->log_path;
+	if (!log_expand(tmpl, log_file_path, CUMEMCAP_PATH_MAX)) {
 		say_off("the expanded path is too long", 0);
 		return false;
 	}
@@ -368,19 +418,17 @@ static bool open_file(void)
 	if (dfd < 0)
 		return false;
 	/* An existing file (pid reuse, a planted link) is never followed
-	 * nor appended to: NAME.1, NAME.2, ... */
+	 * nor appended to: NAME.1.jsonl, NAME.2.jsonl, ... */
 	char base[sizeof(log_file_path)];
 	snprintf(base, sizeof(base), "%s", name);
 	int fd = -1, e = 0;
 	for (unsigned i = 0; i < 100 && fd < 0; i++) {
 		char cand[CUMEMCAP_PATH_MAX + 8];
-		struct out o = OUT(cand);
-		out_str(&o, base);
-		if (i) {
-			out_str(&o, ".");
-			out_u(&o, i);
+		if (!log_suffixed(base, i, cand, sizeof(cand))) {
+			e = ENAMETOOLONG;
+			break;
 		}
-		fd = openat(dfd, out_cstr(&o), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC, 0600);
+		fd = openat(dfd, cand, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC, 0600);
 		e = errno;
 		if (fd >= 0 && i)
 			snprintf(log_file_path + (name - log_file_path), sizeof(log_file_path) - (size_t)(name - log_file_path),

@@ -150,6 +150,56 @@ void out_json_n(struct out *o, const char *str, size_t n)
 	out_str(o, "\"");
 }
 
+/* A Prometheus label value, quoted: '\\', '"' and newline escaped (the
+ * text format's three), bytes that are not UTF-8 as U+FFFD. At most
+ * `max` bytes of s are written, never half a character. */
+void out_label_value(struct out *o, const char *str, size_t n, size_t max)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	out_str(o, "\"");
+	for (size_t i = 0; i < n;) {
+		unsigned char c = s[i];
+		size_t len = c < 0x80 ? 1 : utf8_len(s + i, n - i);
+		if (i + (len ? len : 1) > max)
+			break;
+		if (c == '\\' || c == '"')
+			out_put(o, c == '"' ? "\\\"" : "\\\\", 2);
+		else if (c == '\n')
+			out_str(o, "\\n");
+		else if (len)
+			out_put(o, (const char *)s + i, len);
+		else
+			out_str(o, "\xef\xbf\xbd"); /* U+FFFD */
+		i += len ? len : 1;
+	}
+	out_str(o, "\"");
+}
+
+/* An RFC 3339 UTC time with milliseconds, "2026-11-23T10:15:02.123Z",
+ * quoted: days to a civil date by hand (H. Hinnant's days_from_civil,
+ * inverted), since gmtime_r may take a lock. */
+void out_time(struct out *o, uint64_t unix_ms)
+{
+	uint64_t secs = unix_ms / 1000, days = secs / 86400, sod = secs % 86400;
+	uint64_t z = days + 719468, era = z / 146097, doe = z - era * 146097;
+	uint64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	uint64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100), mp = (5 * doy + 2) / 153;
+	uint64_t d = doy - (153 * mp + 2) / 5 + 1, m = mp < 10 ? mp + 3 : mp - 9;
+	uint64_t y = yoe + era * 400 + (m <= 2);
+	uint64_t f[] = { y, m, d, sod / 3600, sod / 60 % 60, sod % 60, unix_ms % 1000 };
+	static const char sep[] = "\"--T::.";
+	static const unsigned width[] = { 4, 2, 2, 2, 2, 2, 3 };
+	for (int i = 0; i < 7; i++) {
+		char digits[8];
+		uint64_t v = f[i];
+		out_put(o, &sep[i], 1);
+		for (unsigned k = width[i]; k-- > 0; v /= 10)
+			digits[k] = (char)('0' + v % 10);
+		out_put(o, digits, width[i]);
+	}
+	out_str(o, "Z\"");
+}
+
 void out_json(struct out *o, const char *s)
 {
 	out_json_n(o, s, strlen(s));

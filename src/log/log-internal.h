@@ -16,11 +16,16 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "state/figures.h"
 
 /* ---- format.c: the async-signal-safe writer --------------------------------------------- */
+
+/* An event record's buffer: its head carries the program and host names,
+ * JSON-escaped (up to six bytes each of theirs). */
+#define LOG_EVENT_BUF 4096
 
 struct out {
 	char *p;
@@ -45,6 +50,10 @@ void out_size(struct out *o, uint64_t bytes);
 /* A JSON string; bytes that are not UTF-8 become U+FFFD. */
 void out_json_n(struct out *o, const char *str, size_t n);
 void out_json(struct out *o, const char *s);
+/* A Prometheus label value, quoted and escaped, of at most `max` bytes of s. */
+void out_label_value(struct out *o, const char *s, size_t n, size_t max);
+/* "2026-11-23T10:15:02.123Z", quoted (RFC 3339, UTC). */
+void out_time(struct out *o, uint64_t unix_ms);
 /* ,"key": */
 void out_key(struct out *o, const char *k);
 void out_errno(struct out *o, int e);
@@ -90,6 +99,10 @@ void log_put_failure(struct out *o, const char *dir, const char *at, const struc
  * errno text is left out for `err` 0 (and ": " for an empty `what`). */
 void log_say_off(const char *subject, const char *path, const char *what, int err, const char *off);
 
+/* TMPDIR, read once (the constructor): the default template's directory
+ * is under it instead of /tmp when it is set (not in secure execution). */
+void log_file_init(void);
+
 /* Open the file (and write the start record) if nobody has yet. */
 void log_ensure_open(void);
 /* Write a whole record if the file is open; a failure turns logging off.
@@ -107,8 +120,18 @@ struct gpu_figures {
 	char uuid[48];
 };
 
-/* {"v":1,"type":...,"t":...,"pid":... and the closing }\n. */
+/* {"v":2,"type":...,"t":...,"time":...,"pid":...,"program":...,"host":...
+ * and the closing }\n (log_identity formats the last three once: at the
+ * first record, and again in a fork child). */
+void log_identity(void);
+extern char log_host[256];
 void log_begin(struct out *o, const char *type);
+/* "gpu":N,"uuid":...,"index":... of a GPU (a comma first unless `first`),
+ * and nvidia-smi's index of it as NVML said (log_learn_indexes asks NVML,
+ * with no lock held; the worker's gather asks for the GPUs it samples). */
+void log_put_gpu(struct out *o, int dev, bool first);
+bool log_gpu_index(int dev, unsigned *index);
+void log_learn_indexes(void);
 void log_end(struct out *o);
 void log_start_record(struct out *o);
 /* Whether NVML loads, for the start record: asked by log_probe_nvml with
@@ -129,8 +152,39 @@ void log_exit_record(int signo);
 /* ---- metrics.c: the Prometheus file ---------------------------------------------------- */
 
 extern _Atomic int log_metrics_state; /* CLOSED, OPEN, OFF */
+/* Take the metrics file's name (its companion locked, a suffix when a
+ * live writer has it) if nobody has yet; any thread, no lock of the log's
+ * held (takes metrics.c's). */
+void log_metrics_claim(void);
+/* The path taken (after log_metrics_claim; "" when none). */
+const char *log_metrics_path(void);
 void log_write_metrics(const struct gpu_figures *all, int n);
+/* The file and its companion go away (async-signal-safe). */
 void log_metrics_unlink(void);
+/* The Downward API's variables, read once (the constructor). */
+void log_metrics_init(void);
+void log_metrics_fork_prepare(void);
+void log_metrics_fork_parent(void);
+void log_metrics_fork_child(void);
+
+/* ---- sweep.c: the metrics files of dead writers ---------------------------------------- */
+
+#define SWEEP_SUFFIX ".cumemcap-lock"
+/* ".NAME.cumemcap-lock" into out; false when it does not fit. */
+bool log_sweep_companion(const char *name, char *out, size_t cap);
+/* Create and lock the companion `companion` in dfd (a dead writer's is
+ * swept first): its descriptor (held for life; *held its identity), or
+ * -EEXIST when a live writer has it, or -errno. */
+int log_sweep_claim(int dfd, const char *companion, struct stat *held);
+/* Remove the files of a dead writer whose companion is `companion`;
+ * whether it did. */
+bool log_sweep_one(int dfd, const char *companion);
+/* Sweep every companion in dfd but `mine`. */
+void log_sweep_dir(int dfd, const char *mine);
+
+/* NAME with ".N" before its extension (N > 0): "x.jsonl" -> "x.1.jsonl",
+ * "x" -> "x.1" (file.c). False when it does not fit. */
+bool log_suffixed(const char *name, unsigned n, char *out, size_t cap);
 
 /* ---- signals.c: fatal signals ----------------------------------------------------------- */
 

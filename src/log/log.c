@@ -72,6 +72,9 @@ _Atomic uint64_t log_peak_driver[CUMEMCAP_MAX_DEVICES];
 
 static void snapshot(void)
 {
+	log_identity();
+	log_metrics_init();
+	log_file_init();
 	const struct cumemcap_policy *p = cumemcap_policy();
 	log_interval_ms = p->log_interval_ms ? p->log_interval_ms : CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
 	log_metrics_wanted = p->metrics_path[0] != '\0';
@@ -128,8 +131,12 @@ void cumemcap_log_device(int dev)
 	ensure_snapshot();
 	if (target == CUMEMCAP_LOG_OFF)
 		return;
+	if (log_metrics_wanted)
+		log_metrics_claim(); /* its name, for the start record */
 	if (target == CUMEMCAP_LOG_FILE) {
 		log_probe_nvml(); /* before the file's lock, which the start record holds */
+		if (atomic_load(&log_nvml_loads) == 1)
+			log_learn_indexes();
 		log_ensure_open();
 	}
 	log_arm_signals();
@@ -139,11 +146,10 @@ void cumemcap_log_segment(int dev, bool taken, uint64_t bytes)
 {
 	if (!file_logging())
 		return;
-	char buf[512];
+	char buf[LOG_EVENT_BUF];
 	struct out o = OUT(buf);
 	log_begin(&o, "segment");
-	out_key(&o, "gpu");
-	out_u(&o, (uint64_t)dev);
+	log_put_gpu(&o, dev, false);
 	out_key(&o, "op");
 	out_str(&o, taken ? "\"take\"" : "\"release\"");
 	out_key(&o, "bytes");
@@ -156,8 +162,7 @@ void cumemcap_log_segment(int dev, bool taken, uint64_t bytes)
 /* The head of a record about one request: "gpu", "requested", "door". */
 static void put_request(struct out *o, int dev, const char *door, uint64_t requested)
 {
-	out_key(o, "gpu");
-	out_u(o, (uint64_t)dev);
+	log_put_gpu(o, dev, false);
 	out_key(o, "requested");
 	out_u(o, requested);
 	out_key(o, "door");
@@ -166,7 +171,7 @@ static void put_request(struct out *o, int dev, const char *door, uint64_t reque
 
 static void refusal_or_oom(const char *type, int dev, const char *door, uint64_t requested)
 {
-	char buf[768];
+	char buf[LOG_EVENT_BUF];
 	struct out o = OUT(buf);
 	uint64_t limit = cumemcap_ledger_limit(dev);
 	log_begin(&o, type);
@@ -223,7 +228,7 @@ void cumemcap_log_wait(int dev, const char *door, uint64_t requested, uint64_t w
 	}
 	if (!file_logging())
 		return;
-	char buf[768];
+	char buf[LOG_EVENT_BUF];
 	struct out o = OUT(buf);
 	log_begin(&o, "wait");
 	put_request(&o, dev, door, requested);
@@ -254,7 +259,7 @@ void cumemcap_log_group_change(int dev, const unsigned char uuid[16], uint64_t t
 	}
 	if (!file_logging())
 		return;
-	char buf[768];
+	char buf[LOG_EVENT_BUF];
 	struct out o = OUT(buf);
 	log_begin(&o, "group_change");
 	out_key(&o, "group");
@@ -263,6 +268,11 @@ void cumemcap_log_group_change(int dev, const unsigned char uuid[16], uint64_t t
 	out_u_or_null(&o, dev >= 0, (uint64_t)dev);
 	out_key(&o, "uuid");
 	out_json(&o, id);
+	unsigned index;
+	if (dev >= 0 && log_gpu_index(dev, &index)) {
+		out_key(&o, "index");
+		out_u(&o, index);
+	}
 	out_key(&o, "changed_at");
 	char t[32];
 	snprintf(t, sizeof(t), "%llu.%03llu", (unsigned long long)(time_ns / 1000000000u),
@@ -358,10 +368,12 @@ void cumemcap_log_fork_prepare(void)
 {
 	pthread_mutex_lock(&log_open_lock);
 	pthread_mutex_lock(&tick_lock);
+	log_metrics_fork_prepare();
 }
 
 void cumemcap_log_fork_parent(void)
 {
+	log_metrics_fork_parent();
 	pthread_mutex_unlock(&tick_lock);
 	pthread_mutex_unlock(&log_open_lock);
 }
@@ -370,8 +382,9 @@ void cumemcap_log_fork_child(void)
 {
 	pthread_mutex_unlock(&tick_lock);
 	pthread_mutex_unlock(&log_open_lock);
+	log_metrics_fork_child();
 	log_file_fork_child();
-	atomic_store(&log_metrics_state, CLOSED);
+	log_identity();
 	atomic_store(&log_exit_claimed, false);
 	atomic_store(&log_samples_written, 0);
 	atomic_store(&log_events_dropped, 0);
@@ -384,11 +397,10 @@ void cumemcap_log_context(int dev, const char *event, uint64_t live, uint64_t he
 {
 	if (!file_logging())
 		return;
-	char buf[512];
+	char buf[LOG_EVENT_BUF];
 	struct out o = OUT(buf);
 	log_begin(&o, "context");
-	out_key(&o, "gpu");
-	out_u(&o, (uint64_t)dev);
+	log_put_gpu(&o, dev, false);
 	out_key(&o, "event");
 	out_json(&o, event);
 	out_key(&o, "freed_live");
@@ -406,11 +418,10 @@ void cumemcap_log_overhead(int dev, const char *source, uint64_t per_context)
 {
 	if (!file_logging())
 		return;
-	char buf[1024];
+	char buf[LOG_EVENT_BUF];
 	struct out o = OUT(buf);
 	log_begin(&o, "overhead");
-	out_key(&o, "gpu");
-	out_u(&o, (uint64_t)dev);
+	log_put_gpu(&o, dev, false);
 	out_key(&o, "source");
 	out_json(&o, source);
 	out_key(&o, "per_context");

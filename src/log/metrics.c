@@ -1,13 +1,27 @@
 /* log/metrics: the Prometheus text file (CUMEMCAP_METRICS).
  *
- * Owns the metrics file: its path (a template, expanded once), its
- * directory (checked again for every write, through log_resolve_dir), and
- * its text: one family per figure with a Prometheus name in the figure
- * list (state/figures.h), one series per GPU. The file is replaced whole
- * (a temporary file renamed over it) and removed when the process ends.
+ * Owns the metrics file: its path (a template, expanded once; ".N" before
+ * the extension while a live writer holds the name, which its companion
+ * lock tells: sweep.c), its directory (checked again for every write,
+ * through log_resolve_dir), its labels and its text: one family per figure
+ * with a Prometheus name in the figure list (state/figures.h), one series
+ * per GPU. The file is replaced whole (a temporary file renamed over it)
+ * and removed, with its companion, when the process ends; the files of
+ * writers that died without removing theirs (SIGKILL) are swept.
  *
- * Thread safety: written only by the worker thread, under tick_lock
- * (log.c); log_metrics_state is atomic because the exit path, possibly a
+ * Labels, so that a series names one process on one GPU across a cluster:
+ * pid, program, host (gethostname), node, pod, namespace, container (from
+ * the Downward API variables NODE_NAME, POD_NAME, POD_NAMESPACE,
+ * CONTAINER_NAME, read in the constructor; left out when unset or empty),
+ * CUMEMCAP_LABELS's pairs, then per GPU gpu (nvidia-smi's index, as
+ * dcgm-exporter's `gpu`; left out when NVML cannot say), cuda_device (the
+ * CUDA ordinal), uuid and UUID (dcgm-exporter's name for it, for joins),
+ * and group in a group. Values are escaped, cut at LABEL_VALUE_MAX bytes.
+ *
+ * Thread safety: the name is claimed once under metrics_lock (by the first
+ * GPU use's hook or the worker), taken across fork; the file is written
+ * only by the worker thread, under tick_lock (log.c) and metrics_lock;
+ * log_metrics_state is atomic because the exit path, possibly a
  * fatal-signal handler, turns it off and unlinks the file
  * (log_metrics_unlink is async-signal-safe: no malloc, no stdio, no
  * locks). */
@@ -15,9 +29,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log/log-internal.h"
@@ -25,12 +43,48 @@
 #include "state/figures.h"
 #include "config/policy.h"
 
-_Atomic int log_metrics_state;
-static char metrics_path[CUMEMCAP_PATH_MAX], metrics_dir[CUMEMCAP_PATH_MAX];
-static char metrics_name[CUMEMCAP_PATH_MAX], metrics_tmp[CUMEMCAP_PATH_MAX + 8];
+/* Longer than any Kubernetes name (253): a value is cut there. */
+#define LABEL_VALUE_MAX 253u
+/* How often a writer sweeps its directory again after its start. */
+#define SWEEP_EVERY_MS 60000u
 
-/* The metrics file goes away with the process: through its checked
- * directory, quietly (this may run in a signal handler). */
+_Atomic int log_metrics_state;
+static pthread_mutex_t metrics_lock = PTHREAD_MUTEX_INITIALIZER;
+static char metrics_path[CUMEMCAP_PATH_MAX + 16], metrics_dir[CUMEMCAP_PATH_MAX];
+static char metrics_name[CUMEMCAP_PATH_MAX + 16], metrics_tmp[CUMEMCAP_PATH_MAX + 24];
+static char companion[CUMEMCAP_PATH_MAX + 40];
+static int companion_fd = -1;
+static struct stat companion_st;
+static uint64_t last_sweep_ms;
+
+/* The Downward API's names, copied in the constructor. */
+static const struct {
+	const char *variable, *label;
+} downward[] = {
+	{ "NODE_NAME", "node" },
+	{ "POD_NAME", "pod" },
+	{ "POD_NAMESPACE", "namespace" },
+	{ "CONTAINER_NAME", "container" },
+};
+#define N_DOWNWARD (sizeof(downward) / sizeof(downward[0]))
+static char downward_value[N_DOWNWARD][LABEL_VALUE_MAX + 1];
+
+void log_metrics_init(void)
+{
+	for (size_t i = 0; i < N_DOWNWARD; i++) {
+		const char *v = getenv(downward[i].variable);
+		snprintf(downward_value[i], sizeof(downward_value[i]), "%s", v ? v : "");
+	}
+}
+
+const char *log_metrics_path(void)
+{
+	return atomic_load(&log_metrics_state) == OPEN ? metrics_path : "";
+}
+
+/* The metrics file goes away with the process, its companion after it:
+ * through its checked directory, quietly (this may run in a signal
+ * handler). */
 void log_metrics_unlink(void)
 {
 	char at[CUMEMCAP_PATH_MAX];
@@ -38,6 +92,11 @@ void log_metrics_unlink(void)
 	int dfd = log_resolve_dir(metrics_dir, false, at, sizeof(at), &df);
 	if (dfd >= 0) {
 		unlinkat(dfd, metrics_name, 0);
+		unlinkat(dfd, metrics_tmp, 0);
+		struct stat st;
+		if (companion_fd >= 0 && fstatat(dfd, companion, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    st.st_dev == companion_st.st_dev && st.st_ino == companion_st.st_ino)
+			unlinkat(dfd, companion, 0);
 		close(dfd);
 	}
 }
@@ -48,42 +107,16 @@ static void metrics_off(const char *what, int err)
 	log_say_off("metrics", metrics_path, what, err, "metrics are off");
 }
 
-/* A Prometheus label value: backslash, quote and newline escaped. */
-static void label_value(struct out *o, const char *s)
+static uint64_t now_ms(void)
 {
-	out_str(o, "\"");
-	for (; *s; s++) {
-		if (*s == '\\')
-			out_str(o, "\\\\");
-		else if (*s == '"')
-			out_str(o, "\\\"");
-		else if (*s == '\n')
-			out_str(o, "\\n");
-		else
-			out_put(o, s, 1);
-	}
-	out_str(o, "\"");
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* The Prometheus text file, replaced whole (temp file + rename). */
-void log_write_metrics(const struct gpu_figures *all, int n)
+/* The directory, checked; -1 when refused (then metrics are off). */
+static int open_dir(void)
 {
-	if (atomic_load(&log_metrics_state) == CLOSED) {
-		if (!log_expand(cumemcap_policy()->metrics_path, metrics_path, sizeof(metrics_path))) {
-			metrics_off("the expanded path is too long", 0);
-			return;
-		}
-		const char *slash = strrchr(metrics_path, '/');
-		size_t dn = slash ? (size_t)(slash - metrics_path) : 0;
-		memcpy(metrics_dir, slash ? metrics_path : ".", slash ? (dn ? dn : 1) : 1);
-		metrics_dir[slash ? (dn ? dn : 1) : 1] = '\0';
-		snprintf(metrics_name, sizeof(metrics_name), "%s", slash ? slash + 1 : metrics_path);
-		snprintf(metrics_tmp, sizeof(metrics_tmp), "%s.tmp", metrics_name);
-		atomic_store(&log_metrics_state, OPEN);
-	}
-	if (atomic_load(&log_metrics_state) != OPEN)
-		return;
-	/* The directory is checked again for every write: it is a path. */
 	char at[CUMEMCAP_PATH_MAX];
 	struct dir_failure df;
 	int dfd = log_resolve_dir(metrics_dir, false, at, sizeof(at), &df);
@@ -92,21 +125,126 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 		struct out wo = OUT(why);
 		log_put_failure(&wo, metrics_dir, at, &df);
 		metrics_off(out_cstr(&wo), df.err);
+	}
+	return dfd;
+}
+
+/* metrics_lock held: the name, its companion locked; then a sweep. */
+static void claim(void)
+{
+	if (!log_expand(cumemcap_policy()->metrics_path, metrics_path, CUMEMCAP_PATH_MAX)) {
+		metrics_off("the expanded path is too long", 0);
 		return;
+	}
+	const char *slash = strrchr(metrics_path, '/');
+	size_t dn = slash ? (size_t)(slash - metrics_path) : 0;
+	memcpy(metrics_dir, slash ? metrics_path : ".", slash ? (dn ? dn : 1) : 1);
+	metrics_dir[slash ? (dn ? dn : 1) : 1] = '\0';
+	char base[sizeof(metrics_path)];
+	snprintf(base, sizeof(base), "%s", slash ? slash + 1 : metrics_path);
+	int dfd = open_dir();
+	if (dfd < 0)
+		return;
+	int fd = -EEXIST;
+	for (unsigned i = 0; i < 100 && fd == -EEXIST; i++) {
+		if (!log_suffixed(base, i, metrics_name, sizeof(metrics_name)) ||
+		    !log_sweep_companion(metrics_name, companion, sizeof(companion))) {
+			fd = -ENAMETOOLONG;
+			break;
+		}
+		fd = log_sweep_claim(dfd, companion, &companion_st);
+	}
+	if (fd < 0) {
+		close(dfd);
+		metrics_off(fd == -EEXIST ? "100 writers hold this name and its .1 to .99" : "", -fd);
+		return;
+	}
+	companion_fd = fd;
+	snprintf(metrics_tmp, sizeof(metrics_tmp), "%s.tmp", metrics_name);
+	if (slash)
+		snprintf(metrics_path + (slash + 1 - metrics_path), sizeof(metrics_path) - (size_t)(slash + 1 - metrics_path),
+			 "%s", metrics_name);
+	else
+		snprintf(metrics_path, sizeof(metrics_path), "%s", metrics_name);
+	atomic_store(&log_metrics_state, OPEN);
+	log_sweep_dir(dfd, companion);
+	last_sweep_ms = now_ms();
+	close(dfd);
+}
+
+void log_metrics_claim(void)
+{
+	if (atomic_load(&log_metrics_state) != CLOSED)
+		return;
+	int saved = errno;
+	pthread_mutex_lock(&metrics_lock);
+	if (atomic_load(&log_metrics_state) == CLOSED)
+		claim();
+	pthread_mutex_unlock(&metrics_lock);
+	errno = saved;
+}
+
+/* name="value" with a comma first unless `first`. */
+static void label(struct out *o, bool first, const char *name, size_t nn, const char *value, size_t vn)
+{
+	out_str(o, first ? "" : ",");
+	out_put(o, name, nn);
+	out_str(o, "=");
+	out_label_value(o, value, vn, LABEL_VALUE_MAX);
+}
+
+/* The labels every series of this process has, once per file. */
+static void process_labels(struct out *o, const char *pid)
+{
+	const struct cumemcap_policy *p = cumemcap_policy();
+	label(o, true, "pid", 3, pid, strlen(pid));
+	label(o, false, "program", 7, p->program, strlen(p->program));
+	if (log_host[0])
+		label(o, false, "host", 4, log_host, strlen(log_host));
+	for (size_t i = 0; i < N_DOWNWARD; i++)
+		if (downward_value[i][0])
+			label(o, false, downward[i].label, strlen(downward[i].label), downward_value[i],
+			      strlen(downward_value[i]));
+	const char *cur = cumemcap_policy_labels(p, NULL), *k, *v;
+	size_t kn, vn;
+	while (cumemcap_labels_next(&cur, &k, &kn, &v, &vn))
+		label(o, false, k, kn, v, vn);
+}
+
+/* The Prometheus text file, replaced whole (temp file + rename). */
+void log_write_metrics(const struct gpu_figures *all, int n)
+{
+	log_metrics_claim();
+	pthread_mutex_lock(&metrics_lock);
+	if (atomic_load(&log_metrics_state) != OPEN) {
+		pthread_mutex_unlock(&metrics_lock);
+		return;
+	}
+	/* The directory is checked again for every write: it is a path. */
+	int dfd = open_dir();
+	if (dfd < 0) {
+		pthread_mutex_unlock(&metrics_lock);
+		return;
+	}
+	if (now_ms() - last_sweep_ms >= SWEEP_EVERY_MS) {
+		log_sweep_dir(dfd, companion);
+		last_sweep_ms = now_ms();
 	}
 	unlinkat(dfd, metrics_tmp, 0);
 	int fd = openat(dfd, metrics_tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		metrics_off("", errno);
 		close(dfd);
+		pthread_mutex_unlock(&metrics_lock);
 		return;
 	}
-	static char buf[16 * 1024];
+	static char buf[16 * 1024], head[8 * 1024];
 	struct out o = { .p = buf, .cap = sizeof(buf), .flush_fd = fd };
 	char pid_buf[24];
 	struct out po = OUT(pid_buf);
 	out_u(&po, (uint64_t)getpid());
-	const char *pid = out_cstr(&po);
+	struct out ho = OUT(head);
+	process_labels(&ho, out_cstr(&po));
 	/* A family for each figure with a `prom` name, in the list's order. */
 	for (size_t fig = 0; fig < CUMEMCAP_FIG_COUNT; fig++) {
 		const struct cumemcap_figure_info *fi = &cumemcap_figure_info[fig];
@@ -124,13 +262,19 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 			if (fi->null && v == CUMEMCAP_FIGURE_NONE)
 				continue; /* no series: no limit, NVML does not know */
 			out_str(&o, fi->prom);
-			out_str(&o, "{pid=\"");
-			out_str(&o, pid);
-			out_str(&o, "\",program=");
-			label_value(&o, cumemcap_policy()->program);
-			out_str(&o, ",gpu=\"");
+			out_str(&o, "{");
+			out_put(&o, ho.p, ho.len);
+			unsigned index;
+			if (log_gpu_index(all[i].dev, &index)) {
+				out_str(&o, ",gpu=\"");
+				out_u(&o, index);
+				out_str(&o, "\"");
+			}
+			out_str(&o, ",cuda_device=\"");
 			out_u(&o, (uint64_t)all[i].dev);
 			out_str(&o, "\",uuid=\"");
+			out_str(&o, all[i].uuid);
+			out_str(&o, "\",UUID=\"");
 			out_str(&o, all[i].uuid);
 			if (cumemcap_group_member()) {
 				out_str(&o, "\",group=\"");
@@ -141,7 +285,7 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 			out_str(&o, "\n");
 		}
 	}
-	int err = o.lost || !out_write_all(fd, o.p, o.len) ? (errno ? errno : EIO) : 0;
+	int err = o.lost || ho.lost || !out_write_all(fd, o.p, o.len) ? (errno ? errno : EIO) : 0;
 	if (close(fd) != 0 && !err)
 		err = errno;
 	if (!err && renameat(dfd, metrics_tmp, dfd, metrics_name) != 0)
@@ -153,5 +297,29 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 		unlinkat(dfd, metrics_name, 0); /* the process ended meanwhile */
 	}
 	close(dfd);
+	pthread_mutex_unlock(&metrics_lock);
 }
 
+void log_metrics_fork_prepare(void)
+{
+	pthread_mutex_lock(&metrics_lock);
+}
+
+void log_metrics_fork_parent(void)
+{
+	pthread_mutex_unlock(&metrics_lock);
+}
+
+/* The child writes a file of its own, under a name of its own: it lets go
+ * of its copy of the parent's companion (the parent's lock stays: it has
+ * its own descriptor of it), if the number still is that file. */
+void log_metrics_fork_child(void)
+{
+	pthread_mutex_unlock(&metrics_lock);
+	struct stat st;
+	if (companion_fd >= 0 && fstat(companion_fd, &st) == 0 && st.st_dev == companion_st.st_dev &&
+	    st.st_ino == companion_st.st_ino)
+		close(companion_fd);
+	companion_fd = -1;
+	atomic_store(&log_metrics_state, CLOSED);
+}

@@ -32,16 +32,90 @@
 
 /* ---- records -------------------------------------------------------------------------- */
 
+/* ,"pid":...,"program":...,"host":... as every record has it, formatted
+ * once (log_identity: at the first record, again in a fork child). */
+static char identity[2048];
+static size_t identity_len;
+char log_host[256];
+
+void log_identity(void)
+{
+	char host[256] = "";
+	if (gethostname(host, sizeof(host) - 1) != 0)
+		host[0] = '\0';
+	host[sizeof(host) - 1] = '\0';
+	memcpy(log_host, host, sizeof(host));
+	struct out o = OUT(identity);
+	out_key(&o, "pid");
+	out_u(&o, (uint64_t)getpid());
+	out_key(&o, "program");
+	out_json(&o, cumemcap_policy()->program);
+	out_key(&o, "host");
+	out_json(&o, host);
+	identity_len = o.lost ? 0 : o.len;
+}
+
 void log_begin(struct out *o, const char *type)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	out_str(o, "{\"v\":1,\"type\":\"");
+	uint64_t ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	out_str(o, "{\"v\":2,\"type\":\"");
 	out_str(o, type);
 	out_str(o, "\",\"t\":");
-	out_ms(o, (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u);
-	out_key(o, "pid");
-	out_u(o, (uint64_t)getpid());
+	out_ms(o, ms);
+	out_key(o, "time");
+	out_time(o, ms);
+	if (identity_len) {
+		out_put(o, identity, identity_len);
+	} else {
+		out_key(o, "pid");
+		out_u(o, (uint64_t)getpid());
+	}
+}
+
+/* nvidia-smi's index of each GPU, plus one (0: not known), by ordinal. */
+static _Atomic unsigned gpu_index[CUMEMCAP_MAX_DEVICES];
+
+void log_learn_indexes(void)
+{
+	const struct cumemcap_device_info *all;
+	int count = cumemcap_device_all(&all);
+	for (int d = 0; d < count && d < CUMEMCAP_MAX_DEVICES; d++) {
+		unsigned index;
+		if (!atomic_load(&gpu_index[d]) && cumemcap_nvml_index(all[d].uuid, &index))
+			atomic_store(&gpu_index[d], index + 1);
+	}
+}
+
+/* "gpu":N,"uuid":"GPU-...","index":I (index when NVML said; a comma
+ * first unless `first`). Async-signal-safe. */
+void log_put_gpu(struct out *o, int dev, bool first)
+{
+	out_str(o, first ? "\"gpu\":" : ",\"gpu\":");
+	out_u(o, (uint64_t)dev);
+	const struct cumemcap_device_info *info = cumemcap_device_info(dev), *all;
+	if (!info && dev >= 0 && dev < cumemcap_device_all(&all))
+		info = &all[dev]; /* described, not used yet (the start record) */
+	if (info) {
+		char uuid[48];
+		cumemcap_nvml_format_uuid(info->uuid, "GPU-", uuid);
+		out_key(o, "uuid");
+		out_json(o, uuid);
+	}
+	unsigned index = dev >= 0 && dev < CUMEMCAP_MAX_DEVICES ? atomic_load(&gpu_index[dev]) : 0;
+	if (index) {
+		out_key(o, "index");
+		out_u(o, index - 1);
+	}
+}
+
+/* nvidia-smi's index of dev; false when not known. */
+bool log_gpu_index(int dev, unsigned *index)
+{
+	unsigned i = dev >= 0 && dev < CUMEMCAP_MAX_DEVICES ? atomic_load(&gpu_index[dev]) : 0;
+	*index = i - 1;
+	return i != 0;
 }
 
 void log_end(struct out *o)
@@ -84,8 +158,6 @@ void log_start_record(struct out *o)
 	out_u(o, (uint64_t)getppid());
 	out_key(o, "uid");
 	out_u(o, (uint64_t)getuid());
-	out_key(o, "program");
-	out_json(o, p->program);
 
 	static char cmdline[32 * 1024];
 	size_t n = 0;
@@ -116,10 +188,6 @@ void log_start_record(struct out *o)
 		out_key(o, "argv_truncated");
 		out_str(o, "true");
 	}
-	char host[256] = "";
-	gethostname(host, sizeof(host) - 1);
-	out_key(o, "host");
-	out_json(o, host);
 	out_key(o, "driver_version");
 	/* Asked by the device layer at the first GPU use; logging asks the
 	 * driver nothing. */
@@ -133,7 +201,9 @@ void log_start_record(struct out *o)
 	out_json(o, log_file_path);
 	out_key(o, "metrics");
 	char mpath[CUMEMCAP_PATH_MAX];
-	if (log_metrics_wanted && log_expand(p->metrics_path, mpath, sizeof(mpath)))
+	if (log_metrics_path()[0])
+		out_json(o, log_metrics_path());
+	else if (log_metrics_wanted && log_expand(p->metrics_path, mpath, sizeof(mpath)))
 		out_json(o, mpath);
 	else
 		out_str(o, "null");
@@ -148,13 +218,10 @@ void log_start_record(struct out *o)
 	out_key(o, "gpus");
 	out_str(o, "[");
 	for (int d = 0; d < count; d++) {
-		char uuid[48], src[CUMEMCAP_PATH_MAX + 16];
-		cumemcap_nvml_format_uuid(all[d].uuid, "GPU-", uuid);
+		char src[CUMEMCAP_PATH_MAX + 16];
 		cumemcap_source_format(p, &all[d].limit_src, src, sizeof(src));
-		out_str(o, d ? ",{\"gpu\":" : "{\"gpu\":");
-		out_u(o, (uint64_t)d);
-		out_key(o, "uuid");
-		out_json(o, uuid);
+		out_str(o, d ? ",{" : "{");
+		log_put_gpu(o, d, true);
 		out_key(o, "pci");
 		out_json(o, all[d].pci_bus_id);
 		out_key(o, "capacity");
@@ -268,6 +335,9 @@ int log_gather(struct gpu_figures *all)
 		g->dev = dev;
 		read_figures(dev, info, &g->f);
 		cumemcap_nvml_format_uuid(info->uuid, "GPU-", g->uuid);
+		unsigned index;
+		if (!log_gpu_index(dev, &index) && cumemcap_nvml_index(info->uuid, &index) && dev < CUMEMCAP_MAX_DEVICES)
+			atomic_store(&gpu_index[dev], index + 1);
 		bool known = cumemcap_nvml_process(info->uuid, (unsigned)getpid(), &driver) == CUMEMCAP_NVML_LISTED;
 		uint64_t reserved = v[CUMEMCAP_FIG_reserved];
 		v[CUMEMCAP_FIG_driver_used] = known ? driver : CUMEMCAP_FIGURE_NONE;
@@ -290,8 +360,8 @@ void log_sample_record(const struct gpu_figures *all, int n)
 	out_key(&o, "gpus");
 	out_str(&o, "[");
 	for (int i = 0; i < n; i++) {
-		out_str(&o, i ? ",{\"gpu\":" : "{\"gpu\":");
-		out_u(&o, (uint64_t)all[i].dev);
+		out_str(&o, i ? ",{" : "{");
+		log_put_gpu(&o, all[i].dev, true);
 		PUT_PART(&o, &all[i].f, sample, 1);
 		out_key(&o, "overhead_source");
 		out_json(&o, cumemcap_overhead_source_name(cumemcap_ledger_source(all[i].dev)));
@@ -386,9 +456,9 @@ void log_exit_record(int signo)
 		uint64_t pd = atomic_load(&log_peak_driver[dev]);
 		read_figures(dev, cumemcap_device_info(dev), &f);
 		f.v[CUMEMCAP_FIG_peak_driver_used] = pd ? pd - 1 : CUMEMCAP_FIGURE_NONE;
-		out_str(&o, first ? "{\"gpu\":" : ",{\"gpu\":");
+		out_str(&o, first ? "{" : ",{");
 		first = false;
-		out_u(&o, (uint64_t)dev);
+		log_put_gpu(&o, dev, true);
 		/* The run's limit, peaks and counts, then what was held at exit. */
 		PUT_PART(&o, &f, exit, 1);
 		PUT_PART(&o, &f, exit, 2);

@@ -33,6 +33,17 @@ FATAL_SIGNALS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, si
                  signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 GiB = 1 << 30
 UUID0 = "GPU-fa4ec0da-0000-4000-8000-000000000000"
+# The Downward API variables the metrics take labels from (and the extra ones).
+LABEL_VARS = ("NODE_NAME", "POD_NAME", "POD_NAMESPACE", "CONTAINER_NAME")
+RFC3339 = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"
+
+
+def gpu_objects(rec):
+    """Every per-GPU object of a record (the record itself when it has "gpu")."""
+    if "gpu" in rec and rec["type"] != "group_change":
+        yield rec
+    for g in rec.get("gpus", []):
+        yield g
 
 # A program made of steps (argv), printing one JSON object per step that
 # reports something. "res" is fakecuda_reserved(0) right after the step.
@@ -120,7 +131,8 @@ while args:
         os.close(logfd)
         tmp = os.open(args.pop(0), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         mine = os.dup2(tmp, logfd)
-        os.close(tmp)
+        if tmp != mine:                  # open() may have given the freed number itself
+            os.close(tmp)
         pid = os.fork()
         if pid == 0:
             try:
@@ -177,7 +189,8 @@ class Log(unittest.TestCase):
         self.tmp.cleanup()
 
     def env(self, add, lib_dir=FAKE_DIR):
-        env = {k: v for k, v in os.environ.items() if k == "CUMEMCAP_GROUP_DIR" or not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_"))}
+        env = {k: v for k, v in os.environ.items()
+               if k == "CUMEMCAP_GROUP_DIR" or not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_")) and k not in LABEL_VARS}
         env.update({"LD_LIBRARY_PATH": lib_dir, "FAKECUDA_DEVICES": "4GiB,2GiB",
                     "FAKECUDA_DRIVER_VERSION": "12080",
                     "FAKECUDA_CTX_OVERHEAD": "300MiB", "CUMEMCAP_LOG_INTERVAL": "0.1",
@@ -220,10 +233,20 @@ class Log(unittest.TestCase):
     def check_common(self, recs, pid):
         self.assertEqual(recs[0]["type"], "start")
         self.assertEqual(recs[-1]["type"], "exit")
+        program = recs[0]["program"]
         for r in recs:
-            self.assertEqual(r["v"], 1)
+            # Schema 2: every record names its process, host and time on its own.
+            self.assertEqual(r["v"], 2)
             self.assertEqual(r["pid"], pid)
+            self.assertEqual((r["program"], r["host"]), (program, socket.gethostname()), r)
             self.assertAlmostEqual(r["t"], time.time(), delta=60)
+            self.assertRegex(r["time"], RFC3339)
+            # "time" is "t" as a UTC date, to the millisecond.
+            self.assertEqual(r["time"], time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(int(r["t"])))
+                             + ".%03dZ" % round(r["t"] * 1000 % 1000), r)
+            # Every per-GPU object names the GPU by UUID and nvidia-smi's index.
+            for g in gpu_objects(r):
+                self.assertEqual((g["uuid"], g["index"]), (UUID0[:-1] + str(g["gpu"]), g["gpu"]), r)
         # In file order, give or take threads racing between clock and write.
         for a, b in zip(recs, recs[1:]):
             self.assertGreaterEqual(b["t"], a["t"] - 0.05)
@@ -251,9 +274,9 @@ class Log(unittest.TestCase):
         self.assertRegex(start["cumemcap"], r"^\d+\.\d+\.\d+")
         self.assertEqual(start["interval"], 0.1)
         self.assertEqual(start["gpus"], [
-            {"gpu": 0, "uuid": UUID0, "pci": "0000:10:00.0", "capacity": 4 * GiB,
+            {"gpu": 0, "uuid": UUID0, "index": 0, "pci": "0000:10:00.0", "capacity": 4 * GiB,
              "limit": GiB, "limit_source": "CUMEMCAP_LIMIT"},
-            {"gpu": 1, "uuid": UUID0[:-1] + "1", "pci": "0000:11:00.0", "capacity": 2 * GiB,
+            {"gpu": 1, "uuid": UUID0[:-1] + "1", "index": 1, "pci": "0000:11:00.0", "capacity": 2 * GiB,
              "limit": GiB, "limit_source": "CUMEMCAP_LIMIT"}])
         self.assertEqual(start["rules"]["growth"], {"value": "ondemand", "source": "default"})
         self.assertEqual(start["rules"]["release"], {"value": "immediate", "source": "CUMEMCAP_RELEASE"})
@@ -379,16 +402,16 @@ class Log(unittest.TestCase):
     # ---- the file ----
 
     def test_default_path(self):
-        # No CUMEMCAP_LOG: /tmp/cumemcap-UID/PROGRAM.HOST.PID.jsonl, in a 0700 directory.
-        env = self.env({})
+        # No CUMEMCAP_LOG: $TMPDIR/cumemcap-UID/PROGRAM.HOST.PID.jsonl (here
+        # TMPDIR is this test's directory), in a 0700 directory.
+        env = self.env({"TMPDIR": self.dir + "//"})
         del env["CUMEMCAP_LOG"]
         p = subprocess.Popen([sys.executable, self.script, "init", "ctx", "0", "alloc", str(2 * MiB)],
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         out, err = p.communicate(timeout=30)
         self.assertEqual((p.returncode, err), (0, ""))
-        d = "/tmp/cumemcap-%d" % os.geteuid()
+        d = os.path.join(self.dir, "cumemcap-%d" % os.geteuid())
         path = os.path.join(d, "logprobe.py.%s.%d.jsonl" % (socket.gethostname(), p.pid))
-        self.addCleanup(lambda: os.path.exists(path) and os.unlink(path))
         st = os.lstat(d)
         self.assertTrue(stat.S_ISDIR(st.st_mode))
         self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode) & 0o077), (os.geteuid(), 0))
@@ -397,6 +420,16 @@ class Log(unittest.TestCase):
         self.assertEqual([r["type"] for r in recs], ["start", "overhead", "segment", "exit"])
         self.assertEqual(recs[0]["argv"][1], self.script)
         self.assertEqual(recs[0]["log"], path)
+        # A TMPDIR that is not an absolute path is not a directory anyone
+        # meant: the default stays under /tmp (not run: it would write there).
+        # A TMPDIR with a '%' is taken as it is, not as a template.
+        pct = os.path.join(self.dir, "100%p")
+        os.mkdir(pct)
+        env["TMPDIR"] = pct
+        p = subprocess.run([sys.executable, self.script, "init", "ctx", "0", "alloc", str(2 * MiB)],
+                           env=env, capture_output=True, text=True, timeout=30)
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+        self.assertEqual(os.listdir(pct), ["cumemcap-%d" % os.geteuid()])
 
     def test_existing_file_and_planted_link_are_not_touched(self):
         fixed = os.path.join(self.dir, "fixed.jsonl")
@@ -409,16 +442,24 @@ class Log(unittest.TestCase):
         for path in (fixed, link):
             p = self.run_probe(["init", "ctx", "0", "alloc", str(2 * MiB)], {"CUMEMCAP_LOG": path})
             self.assertEqual((p.returncode, p.err), (0, ""))
-            recs = records(path + ".1")
+            # The suffix goes before .jsonl, so that *.jsonl globs still match.
+            taken = path[:-len(".jsonl")] + ".1.jsonl"
+            recs = records(taken)
             self.assertEqual((recs[0]["type"], recs[0]["pid"], recs[-1]["type"]), ("start", p.pid, "exit"))
-            self.assertEqual(stat.S_IMODE(os.stat(path + ".1").st_mode), 0o600)
+            self.assertEqual(recs[0]["log"], taken)
+            self.assertEqual(stat.S_IMODE(os.stat(taken).st_mode), 0o600)
         with open(fixed) as f:
             self.assertEqual(f.read(), "someone else's\n")
         self.assertEqual(os.path.getsize(victim), 0)
         self.assertTrue(os.path.islink(link))
         # and the next process takes .2
         p = self.run_probe(["init", "ctx", "0", "alloc", str(2 * MiB)], {"CUMEMCAP_LOG": fixed})
-        self.assertEqual(records(fixed + ".2")[0]["pid"], p.pid)
+        self.assertEqual(records(os.path.join(self.dir, "fixed.2.jsonl"))[0]["pid"], p.pid)
+        # A name without an extension takes its suffix at the end.
+        bare = os.path.join(self.dir, "bare")
+        open(bare, "w").close()
+        p = self.run_probe(["init", "ctx", "0", "alloc", str(2 * MiB)], {"CUMEMCAP_LOG": bare})
+        self.assertEqual(records(bare + ".1")[0]["pid"], p.pid)
 
     def test_shared_directory_must_hold_a_private_one(self):
         shared = os.path.join(self.dir, "shared")
@@ -704,8 +745,9 @@ class Log(unittest.TestCase):
             for line in text.splitlines():
                 if line.startswith("# HELP ") or line.startswith("# TYPE "):
                     continue
-                m = re.fullmatch(r'(cumemcap_[a-z_]+)\{pid="%d",program="metricsprobe\.py",gpu="0",'
-                                 r'uuid="%s"\} (\d+)' % (p.pid, UUID0), line)
+                m = re.fullmatch(r'(cumemcap_[a-z_]+)\{pid="%d",program="metricsprobe\.py",host="%s",gpu="0",'
+                                 r'cuda_device="0",uuid="%s",UUID="%s"\} (\d+)'
+                                 % (p.pid, re.escape(socket.gethostname()), UUID0, UUID0), line)
                 self.assertTrue(m, line)
                 values[m.group(1)[len("cumemcap_"):]] = int(m.group(2))
             for fam in families:
@@ -722,7 +764,8 @@ class Log(unittest.TestCase):
             self.assertGreaterEqual(values["peak_footprint_bytes"], values["footprint_bytes"])
             self.assertEqual((values["limit_bytes"], values["capacity_bytes"], values["allocations_total"]),
                              (GiB, 4 * GiB, 1))
-        self.assertEqual([f for f in os.listdir(self.dir) if f.startswith("m-")], [])  # removed at exit
+        # removed at exit, with the companion its lock was on
+        self.assertEqual([f for f in os.listdir(self.dir) if "m-" in f], [])
 
 
 class FakeNvml(unittest.TestCase):
@@ -780,7 +823,8 @@ print(json.dumps(out))
 '''
 
     def test_fake_nvml_reports_the_fake_driver(self):
-        env = {k: v for k, v in os.environ.items() if k == "CUMEMCAP_GROUP_DIR" or not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_"))}
+        env = {k: v for k, v in os.environ.items()
+               if k == "CUMEMCAP_GROUP_DIR" or not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_")) and k not in LABEL_VARS}
         u0, u1 = "GPU-8e6bd7c8-95e4-2e0f-c1d9-6e2a0b1c4d5f", "GPU-1c0ffee0-0000-4000-8000-000000000002"
         env.update({"LD_LIBRARY_PATH": FAKE_DIR, "FAKECUDA_DEVICES": "4GiB,1.5GiB",
                     "FAKECUDA_UUIDS": "%s,%s" % (u0, u1), "FAKECUDA_OTHER_USED": "0,256MiB",

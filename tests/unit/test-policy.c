@@ -431,7 +431,7 @@ START_TEST(policy_file_error_key_lists_are_exact)
 	ck_assert(!build(no_env, "[device 0]\ngrowth = ondemand\n", NULL));
 	ck_assert_str_eq(err, "test.conf:2: \"growth\" cannot stand in a [device] section; accepted there: limit");
 	ck_assert(!build(no_env, "banana = 1\n", NULL));
-	ck_assert_str_eq(err, "test.conf:1: unknown key \"banana\"; accepted: limit, device_limits, count, overhead_estimate, growth, pool, release, framework_hints, log, log_interval, metrics, debug, group, group_limit, group_dir, group_access, on_limit");
+	ck_assert_str_eq(err, "test.conf:1: unknown key \"banana\"; accepted: limit, device_limits, count, overhead_estimate, growth, pool, release, framework_hints, log, log_interval, metrics, debug, group, group_limit, group_dir, group_access, on_limit, labels");
 }
 END_TEST
 

@@ -1,0 +1,180 @@
+/* log/sweep: who owns a metrics file, and the files of dead writers.
+ *
+ * Owns the companion of each metrics file: `.NAME.cumemcap-lock` next to
+ * NAME (node_exporter's textfile collector reads only *.prom, and a name
+ * starting with '.' is not one), created O_EXCL and held with an OFD write
+ * lock (F_OFD_SETLKW) for the writer's whole life; its content, written
+ * once the lock is held, is SWEEP_MAGIC. A process killed with SIGKILL
+ * (the OOM killer's signal) cannot remove its NAME, but the kernel drops
+ * its lock: whoever can then take a read lock on the companion knows its
+ * writer is gone, whatever PID namespace it ran in (pods sharing a hostPath
+ * directory do not share pid numbers, so "is that pid alive" is no test).
+ *
+ * A sweep (log_sweep_dir: when a writer takes its name, and once a minute
+ * after) looks at every companion in the writer's own directory (the one
+ * it could create its own in), and for each whose lock it can take and
+ * whose content is the magic (or that is empty and older than a minute:
+ * a writer that died between creating and locking it) removes NAME and
+ * NAME.tmp when they are regular files (unlinkat never follows a link;
+ * anything else is left), then the companion. Nothing else is touched:
+ * only names of that shape, only regular files, never through a link.
+ *
+ * Thread safety: called by the metrics writer only (metrics.c's lock);
+ * no state of its own. Not async-signal-safe (readdir); the exit path
+ * only unlinks (metrics.c). */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log/log-internal.h"
+#include "config/policy.h"
+
+/* A companion's whole content: what its writer writes once it holds the lock. */
+static const char SWEEP_MAGIC[] = "cumemcap metrics writer lock 1\n";
+#define STALE_EMPTY_SECONDS 60
+
+/* ".NAME.cumemcap-lock" into out (false: too long, or not a name). */
+bool log_sweep_companion(const char *name, char *out, size_t cap)
+{
+	size_t n = strlen(name), sn = strlen(SWEEP_SUFFIX);
+	if (!n || n + sn + 2 > cap || strchr(name, '/'))
+		return false;
+	out[0] = '.';
+	memcpy(out + 1, name, n);
+	memcpy(out + 1 + n, SWEEP_SUFFIX, sn + 1);
+	return true;
+}
+
+/* NAME from ".NAME.cumemcap-lock"; false for any other name. */
+static bool target_of(const char *companion, char *out, size_t cap)
+{
+	size_t n = strlen(companion), sn = strlen(SWEEP_SUFFIX);
+	if (companion[0] != '.' || n <= sn + 1 || strcmp(companion + n - sn, SWEEP_SUFFIX) != 0 ||
+	    n - sn - 1 + 5 > cap)
+		return false;
+	memcpy(out, companion + 1, n - sn - 1);
+	out[n - sn - 1] = '\0';
+	return strcmp(out, ".") != 0 && strcmp(out, "..") != 0;
+}
+
+static bool same_file(int dfd, const char *name, const struct stat *held)
+{
+	struct stat st;
+	return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_dev == held->st_dev &&
+	       st.st_ino == held->st_ino;
+}
+
+/* Remove `name` in dfd if it is a regular file (never what a link points at). */
+static void unlink_regular(int dfd, const char *name)
+{
+	struct stat st;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+		unlinkat(dfd, name, 0);
+}
+
+bool log_sweep_one(int dfd, const char *companion)
+{
+	char target[CUMEMCAP_PATH_MAX + 8];
+	if (!target_of(companion, target, sizeof(target) - 4))
+		return false;
+	int fd = openat(dfd, companion, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	struct stat st;
+	struct flock fl = { .l_type = F_RDLCK, .l_whence = SEEK_SET };
+	bool stale = false;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && fcntl(fd, F_OFD_SETLK, &fl) == 0) {
+		/* No writer holds it. Its content says whether one ever did. */
+		char buf[sizeof(SWEEP_MAGIC)];
+		ssize_t r = pread(fd, buf, sizeof(buf), 0);
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
+		if (r == (ssize_t)sizeof(SWEEP_MAGIC) - 1 && memcmp(buf, SWEEP_MAGIC, (size_t)r) == 0)
+			stale = true;
+		else if (r == 0 && st.st_size == 0 && now.tv_sec - st.st_mtime > STALE_EMPTY_SECONDS)
+			stale = true;
+	}
+	/* Still the companion this lock is on (another sweeper may have
+	 * removed it and a new writer made a new one meanwhile)? */
+	if (stale && same_file(dfd, companion, &st)) {
+		size_t n = strlen(target);
+		unlink_regular(dfd, target);
+		memcpy(target + n, ".tmp", 5);
+		unlink_regular(dfd, target);
+		if (same_file(dfd, companion, &st))
+			unlinkat(dfd, companion, 0);
+	} else {
+		stale = false;
+	}
+	close(fd);
+	return stale;
+}
+
+void log_sweep_dir(int dfd, const char *mine)
+{
+	int dup_fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dup_fd < 0)
+		return;
+	DIR *d = fdopendir(dup_fd);
+	if (!d) {
+		close(dup_fd);
+		return;
+	}
+	size_t sn = strlen(SWEEP_SUFFIX);
+	struct dirent *e;
+	for (unsigned seen = 0; seen < 100000 && (e = readdir(d)); seen++) {
+		size_t n = strlen(e->d_name);
+		if (e->d_name[0] != '.' || n <= sn + 1 || strcmp(e->d_name + n - sn, SWEEP_SUFFIX) != 0 ||
+		    strcmp(e->d_name, mine) == 0)
+			continue;
+		log_sweep_one(dfd, e->d_name);
+	}
+	closedir(d);
+}
+
+int log_sweep_claim(int dfd, const char *companion, struct stat *held)
+{
+	for (int attempt = 0; attempt < 3; attempt++) {
+		int fd = openat(dfd, companion, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (fd < 0) {
+			/* Taken: by a live writer, or by a dead one (swept, then
+			 * try once more). */
+			int e = errno;
+			if (e == EEXIST && attempt == 0 && log_sweep_one(dfd, companion))
+				continue;
+			return -e;
+		}
+		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+		int r;
+		do
+			r = fcntl(fd, F_OFD_SETLKW, &fl);
+		while (r != 0 && errno == EINTR);
+		if (r != 0 || fstat(fd, held) != 0) {
+			int e = errno;
+			unlinkat(dfd, companion, 0);
+			close(fd);
+			return -e;
+		}
+		/* A sweeper may have taken it for a dead writer's between our
+		 * create and our lock (it was empty, but old?): then it is
+		 * gone, and we start over. */
+		if (!same_file(dfd, companion, held)) {
+			close(fd);
+			continue;
+		}
+		if (!out_write_all(fd, SWEEP_MAGIC, sizeof(SWEEP_MAGIC) - 1)) {
+			int e = errno ? errno : EIO;
+			unlinkat(dfd, companion, 0);
+			close(fd);
+			return -e;
+		}
+		return fd;
+	}
+	return -EEXIST;
+}
