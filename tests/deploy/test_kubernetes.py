@@ -99,7 +99,9 @@ print("alloc", cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(64 << 20)))
 watch = os.environ["PROBE_WATCH"]
 seen, deadline = [], time.time() + 20
 while not seen and time.time() < deadline:
-    seen = sorted(n for n in os.listdir(watch) if not n.endswith(".tmp"))
+    # What node_exporter's textfile collector reads: *.prom (the writer's
+    # hidden lock companion and its temporary file are not for it).
+    seen = sorted(n for n in os.listdir(watch) if n.endswith(".prom") and not n.startswith("."))
     time.sleep(0.05)
 print("metrics", *seen)
 '''

@@ -357,7 +357,7 @@ struct bad_file {
 static const struct bad_file bad_files[] = {
 	{ "limt = 4GiB\n", "test.conf:1: ", "unknown key \"limt\" (did you mean \"limit\"?)" },
 	{ "# c\nlogg = off\n", "test.conf:2: ", "did you mean \"log\"" },
-	{ "banana = 1\n", "test.conf:1: ", "unknown key \"banana\"; accepted: limit, device_limits, count, overhead_estimate, growth, pool, release, framework_hints, log, log_interval, metrics, debug, group, group_limit, group_dir, group_access, on_limit" },
+	{ "banana = 1\n", "test.conf:1: ", "unknown key \"banana\"; accepted: limit, device_limits, count, overhead_estimate, growth, pool, release, framework_hints, log, log_interval, metrics, labels, debug, group, group_limit, group_dir, group_access, on_limit" },
 	{ "limit = banana\n", "test.conf:1: ", "limit = \"banana\" is not a valid limit; accepted:" },
 	{ "limit = \n", "test.conf:1: ", "is not a valid limit" },
 	{ "limit = 150%\n", "test.conf:1: ", "accepted" },
@@ -431,7 +431,7 @@ START_TEST(policy_file_error_key_lists_are_exact)
 	ck_assert(!build(no_env, "[device 0]\ngrowth = ondemand\n", NULL));
 	ck_assert_str_eq(err, "test.conf:2: \"growth\" cannot stand in a [device] section; accepted there: limit");
 	ck_assert(!build(no_env, "banana = 1\n", NULL));
-	ck_assert_str_eq(err, "test.conf:1: unknown key \"banana\"; accepted: limit, device_limits, count, overhead_estimate, growth, pool, release, framework_hints, log, log_interval, metrics, debug, group, group_limit, group_dir, group_access, on_limit, labels");
+	ck_assert_str_eq(err, "test.conf:1: unknown key \"banana\"; accepted: limit, device_limits, count, overhead_estimate, growth, pool, release, framework_hints, log, log_interval, metrics, labels, debug, group, group_limit, group_dir, group_access, on_limit");
 }
 END_TEST
 
