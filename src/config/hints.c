@@ -55,6 +55,20 @@ void cumemcap_hints_plan(const struct cumemcap_policy *p, cumemcap_getenv_fn get
 	}
 }
 
+const char *cumemcap_hints_state_name(enum cumemcap_hints_state s)
+{
+	switch (s) {
+	case CUMEMCAP_HINTS_OFF:
+		return "off";
+	case CUMEMCAP_HINTS_NO_LIMIT:
+		return "no_limit";
+	case CUMEMCAP_HINTS_PREALLOC:
+		return "preallocate";
+	default:
+		return "apply";
+	}
+}
+
 const char *cumemcap_hints_state_text(enum cumemcap_hints_state s)
 {
 	switch (s) {

@@ -48,6 +48,10 @@ struct cumemcap_hints {
 /* The hints for policy p in the environment `get` reads. */
 void cumemcap_hints_plan(const struct cumemcap_policy *p, cumemcap_getenv_fn get, struct cumemcap_hints *out);
 
+/* "apply", "off", "no_limit", "preallocate": the state's name in JSON
+ * (--print-config --json, the log's start record). */
+const char *cumemcap_hints_state_name(enum cumemcap_hints_state s);
+
 /* "no limit applies (observe only)", ... for a state other than APPLY. */
 const char *cumemcap_hints_state_text(enum cumemcap_hints_state s);
 

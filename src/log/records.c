@@ -28,6 +28,7 @@
 #include "state/group.h"
 #include "state/ledger.h"
 #include "driver/nvml.h"
+#include "config/hints.h"
 #include "config/policy.h"
 
 /* ---- records -------------------------------------------------------------------------- */
@@ -259,6 +260,30 @@ void log_start_record(struct out *o)
 		out_key(o, "access");
 		out_json(o, cumemcap_policy_group_access_name(p->group_gid));
 		out_str(o, "}");
+	} else {
+		out_str(o, "null");
+	}
+	/* The framework hints the constructor set, and those it left because
+	 * the user had set that framework's memory variables (config/hints.h). */
+	const struct cumemcap_hints *h = cumemcap_hints_applied();
+	out_key(o, "framework_hints");
+	if (h) {
+		out_str(o, "{\"state\":");
+		out_json(o, cumemcap_hints_state_name(h->state));
+		out_str(o, ",\"hints\":[");
+		for (size_t i = 0; i < h->count; i++) {
+			out_str(o, i ? ",{\"framework\":" : "{\"framework\":");
+			out_json(o, h->hint[i].framework);
+			out_key(o, "variable");
+			out_json(o, h->hint[i].variable);
+			out_key(o, "value");
+			out_json(o, h->hint[i].value);
+			out_str(o, h->hint[i].user ? ",\"set\":false,\"user\":" : ",\"set\":true,\"user\":null");
+			if (h->hint[i].user)
+				out_json(o, h->hint[i].user);
+			out_str(o, "}");
+		}
+		out_str(o, "]}");
 	} else {
 		out_str(o, "null");
 	}

@@ -321,12 +321,6 @@ static void print_hints_text(const struct cumemcap_hints *h)
 	printf("\n");
 }
 
-static const char *state_name(enum cumemcap_hints_state s)
-{
-	return s == CUMEMCAP_HINTS_OFF ? "off" : s == CUMEMCAP_HINTS_NO_LIMIT ? "no_limit"
-	       : s == CUMEMCAP_HINTS_PREALLOC ? "preallocate" : "apply";
-}
-
 static int print_config(int argc, char **argv, bool json)
 {
 	static struct cumemcap_policy p;
@@ -364,7 +358,7 @@ static int print_config(int argc, char **argv, bool json)
 			json_str(rows[i].source);
 			printf("}");
 		}
-		printf("},\"framework_hints\":{\"state\":\"%s\",\"hints\":[", state_name(hints.state));
+		printf("},\"framework_hints\":{\"state\":\"%s\",\"hints\":[", cumemcap_hints_state_name(hints.state));
 		for (size_t i = 0; i < hints.count; i++) {
 			printf("%s{\"framework\":", i ? "," : "");
 			json_str(hints.hint[i].framework);
