@@ -62,18 +62,6 @@ static struct cumemcap_book_figs *figs(int dev)
 
 /* ---- joining ------------------------------------------------------------------------------ */
 
-static bool any_limit(const struct cumemcap_policy *p)
-{
-	const struct cumemcap_layer *layers[] = { &p->env, &p->program_layer, &p->file };
-	for (unsigned i = 0; i < 3; i++)
-		if (layers[i]->set.limit || layers[i]->set.devices)
-			return true;
-	for (size_t i = 0; i < p->device_section_count; i++)
-		if (p->device_sections[i].has_limit)
-			return true;
-	return false;
-}
-
 /* Open the book and take a slot; join_lock held. */
 static bool join_locked(const char *path, enum cumemcap_book_kind kind, const char *name, char *why, size_t len)
 {
@@ -113,7 +101,7 @@ bool cumemcap_group_start(const struct cumemcap_policy *p, char *err, size_t err
 			snprintf(err, errlen, "CUMEMCAP_GROUP=%s: %s: %s", p->group, path, why);
 			ok = false;
 		}
-	} else if (!p->secure && any_limit(p)) {
+	} else if (!p->secure && cumemcap_policy_any_limit(p)) {
 		/* Best effort, and only once a GPU is used: the registry only
 		 * feeds `cumemcap top`. */
 		snprintf(registry_uid, sizeof(registry_uid), "%u", (unsigned)geteuid());
