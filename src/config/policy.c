@@ -273,10 +273,13 @@ void cumemcap_policy_format_release(const struct cumemcap_policy *p, char *buf, 
 		snprintf(buf, len, "idle:%u.%03u", p->release_idle_ms / 1000, p->release_idle_ms % 1000);
 }
 
+/* Builds into p, which must be all zero: a fresh calloc, or the process's
+ * policy in .bss. Not clearing it here keeps the pages of what no setting
+ * reaches (device sections, unused layers) untouched, so a process that
+ * never uses CUDA does not fault them in at start. */
 static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *path,
 		   const char *text, size_t len, const char *program, char *err, size_t errlen)
 {
-	memset(p, 0, sizeof(*p));
 	snprintf(p->program, sizeof(p->program), "%s", program ? program : "");
 	if (!read_env(&p->env, get, err, errlen))
 		return false;
@@ -310,10 +313,15 @@ static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char
 	return true;
 }
 
-bool cumemcap_policy_build_from_text(struct cumemcap_policy *out, cumemcap_getenv_fn get,
-				     const char *path, const char *text, size_t len,
-				     const char *program, char *err, size_t errlen)
+/* zeroed_out: out is all zero and may be left half-built on failure (the
+ * process's own policy, whose failure ends the process): built in place.
+ * Otherwise out is untouched on failure: built in a zeroed copy. */
+static bool build_from_text(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_fn get,
+			    const char *path, const char *text, size_t len, const char *program,
+			    char *err, size_t errlen)
 {
+	if (zeroed_out)
+		return finish(out, get, path, text, len, program, err, errlen);
 	struct cumemcap_policy *p = calloc(1, sizeof(*p));
 	if (!p) {
 		snprintf(err, errlen, "out of memory");
@@ -326,8 +334,15 @@ bool cumemcap_policy_build_from_text(struct cumemcap_policy *out, cumemcap_geten
 	return ok;
 }
 
-bool cumemcap_policy_build(struct cumemcap_policy *out, cumemcap_getenv_fn get,
-			   const char *config_path, const char *program, char *err, size_t errlen)
+bool cumemcap_policy_build_from_text(struct cumemcap_policy *out, cumemcap_getenv_fn get,
+				     const char *path, const char *text, size_t len,
+				     const char *program, char *err, size_t errlen)
+{
+	return build_from_text(out, false, get, path, text, len, program, err, errlen);
+}
+
+static bool build(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_fn get,
+		  const char *config_path, const char *program, char *err, size_t errlen)
 {
 	char *text = NULL;
 	size_t len = 0;
@@ -342,10 +357,16 @@ bool cumemcap_policy_build(struct cumemcap_policy *out, cumemcap_getenv_fn get,
 		}
 		return false;
 	}
-	bool ok = cumemcap_policy_build_from_text(out, get, config_path, text ? text : "", len, program,
-						  err, errlen);
+	bool ok = build_from_text(out, zeroed_out, get, config_path, text ? text : "", len, program, err,
+				  errlen);
 	free(text);
 	return ok;
+}
+
+bool cumemcap_policy_build(struct cumemcap_policy *out, cumemcap_getenv_fn get,
+			   const char *config_path, const char *program, char *err, size_t errlen)
+{
+	return build(out, false, get, config_path, program, err, errlen);
 }
 
 bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, char *out, size_t len,
@@ -394,9 +415,9 @@ static void withhold(const char *path, char *err, size_t errlen)
 		 "check the file with cumemcap --check-config)", path, line);
 }
 
-bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_fn get, bool secure,
-				   const char *default_path, uid_t owner, const char *program,
-				   char *err, size_t errlen, char *note, size_t notelen)
+static bool build_process(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_fn get,
+			  bool secure, const char *default_path, uid_t owner, const char *program,
+			  char *err, size_t errlen, char *note, size_t notelen)
 {
 	if (notelen)
 		note[0] = '\0';
@@ -404,7 +425,7 @@ bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_
 		char path[CUMEMCAP_PATH_MAX];
 		if (!cumemcap_policy_config_path(get, default_path, path, sizeof(path), err, errlen))
 			return false;
-		return cumemcap_policy_build(out, get, path, program, err, errlen);
+		return build(out, zeroed_out, get, path, program, err, errlen);
 	}
 	/* Secure execution: the caller chose the environment, so nothing of
 	 * it counts; only a file root alone can change does. */
@@ -415,8 +436,7 @@ bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_
 			: 0;
 	bool ok;
 	if (r == 1) {
-		ok = cumemcap_policy_build_from_text(out, no_env, default_path, text, len, program, err,
-						     errlen);
+		ok = build_from_text(out, zeroed_out, no_env, default_path, text, len, program, err, errlen);
 		if (!ok)
 			withhold(default_path, err, errlen);
 	} else {
@@ -424,7 +444,7 @@ bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_
 			size_t n = strlen(note);
 			snprintf(note + n, notelen - n, "; under secure execution no limits apply");
 		}
-		ok = cumemcap_policy_build_from_text(out, no_env, "", "", 0, program, err, errlen);
+		ok = build_from_text(out, zeroed_out, no_env, "", "", 0, program, err, errlen);
 	}
 	free(text);
 	if (ok) {
@@ -435,6 +455,14 @@ bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_
 			out->log = CUMEMCAP_LOG_OFF;
 	}
 	return ok;
+}
+
+bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_fn get, bool secure,
+				   const char *default_path, uid_t owner, const char *program,
+				   char *err, size_t errlen, char *note, size_t notelen)
+{
+	return build_process(out, false, get, secure, default_path, owner, program, err, errlen, note,
+			     notelen);
 }
 
 void cumemcap_source_format(const struct cumemcap_policy *p, const struct cumemcap_source *src,
@@ -552,8 +580,10 @@ static void policy_init(void)
 		cumemcap_program_name(saved_argc, saved_argv, program, sizeof(program));
 	else
 		program_from_proc(program, sizeof(program));
-	if (!cumemcap_policy_build_process(&the_policy, env_get, secure, CUMEMCAP_DEFAULT_CONFIG, 0,
-					   program, err, sizeof(err), note, sizeof(note)))
+	/* In place: the_policy is zero (.bss) and built once; a failure ends
+	 * the process. */
+	if (!build_process(&the_policy, true, env_get, secure, CUMEMCAP_DEFAULT_CONFIG, 0, program, err,
+			   sizeof(err), note, sizeof(note)))
 		cumemcap_fatal("%s", err);
 	if (note[0])
 		cumemcap_msg("%s", note);

@@ -407,10 +407,16 @@ void log_sample_record(const struct gpu_figures *all, int n)
 bool log_used_gpu(void)
 {
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
+		/* A GPU the process never described has no figures: its
+		 * ledger pages stay untouched (a program that never used CUDA
+		 * faults none of them in at exit). */
+		const struct cumemcap_device_info *info = cumemcap_device_info(dev);
+		if (!info)
+			continue;
 		struct cumemcap_figures f;
-		read_figures(dev, cumemcap_device_info(dev), &f);
-		if (cumemcap_device_info(dev) && f.v[CUMEMCAP_FIG_allocs] + f.v[CUMEMCAP_FIG_frees] +
-							 f.v[CUMEMCAP_FIG_refusals] + f.v[CUMEMCAP_FIG_driver_oom])
+		read_figures(dev, info, &f);
+		if (f.v[CUMEMCAP_FIG_allocs] + f.v[CUMEMCAP_FIG_frees] + f.v[CUMEMCAP_FIG_refusals] +
+		    f.v[CUMEMCAP_FIG_driver_oom])
 			return true;
 	}
 	return false;
