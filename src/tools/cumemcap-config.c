@@ -51,6 +51,7 @@
 #include "driver/nvml.h"
 #include "state/ledger.h"
 #include "tools/config-doc.h"
+#include "tools/json-out.h"
 
 #define EXIT_SETTING 125 /* the launcher's status for a wrong setting or option */
 
@@ -231,24 +232,6 @@ static int list_gpus(struct gpu *g, int max, char *why, size_t len)
 	return n;
 }
 
-static void json_str(const char *s)
-{
-	if (!s) {
-		fputs("null", stdout);
-		return;
-	}
-	putchar('"');
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			printf("\\%c", *p);
-		else if (*p < 0x20)
-			printf("\\u%04x", *p);
-		else
-			putchar(*p);
-	}
-	putchar('"');
-}
-
 /* One process-wide setting as --print-config shows it: the file's key, the
  * text form's label and value, the value as the setting would take it. */
 struct row {
@@ -341,9 +324,9 @@ static int print_config(int argc, char **argv, bool json)
 
 	if (json) {
 		printf("{\"program\":");
-		json_str(argc ? p.program : NULL);
+		cumemcap_json_put_str(stdout, argc ? p.program : NULL);
 		printf(",\"config\":");
-		json_str(path[0] ? path : NULL);
+		cumemcap_json_put_str(stdout, path[0] ? path : NULL);
 		if (p.program_section_line)
 			printf(",\"program_section_line\":%u", p.program_section_line);
 		else
@@ -351,29 +334,29 @@ static int print_config(int argc, char **argv, bool json)
 		printf(",\"overhead_source\":\"%s\",\"settings\":{", cumemcap_overhead_source_name(expected));
 		for (size_t i = 0; i < nrows; i++) {
 			printf("%s", i ? "," : "");
-			json_str(rows[i].key);
+			cumemcap_json_put_str(stdout, rows[i].key);
 			printf(":{\"value\":");
-			json_str(rows[i].value);
+			cumemcap_json_put_str(stdout, rows[i].value);
 			printf(",\"source\":");
-			json_str(rows[i].source);
+			cumemcap_json_put_str(stdout, rows[i].source);
 			printf("}");
 		}
 		printf("},\"framework_hints\":{\"state\":\"%s\",\"hints\":[", cumemcap_hints_state_name(hints.state));
 		for (size_t i = 0; i < hints.count; i++) {
 			printf("%s{\"framework\":", i ? "," : "");
-			json_str(hints.hint[i].framework);
+			cumemcap_json_put_str(stdout, hints.hint[i].framework);
 			printf(",\"variable\":");
-			json_str(hints.hint[i].variable);
+			cumemcap_json_put_str(stdout, hints.hint[i].variable);
 			printf(",\"value\":");
-			json_str(hints.hint[i].value);
+			cumemcap_json_put_str(stdout, hints.hint[i].value);
 			printf(",\"set\":%s,\"user\":", hints.hint[i].user ? "false" : "true");
-			json_str(hints.hint[i].user);
+			cumemcap_json_put_str(stdout, hints.hint[i].user);
 			printf("}");
 		}
 		printf("]},\"gpus\":");
 		if (n < 0) {
 			printf("null,\"gpus_error\":");
-			json_str(why);
+			cumemcap_json_put_str(stdout, why);
 		} else {
 			printf("[");
 		}
@@ -425,25 +408,25 @@ static int print_config(int argc, char **argv, bool json)
 		}
 		if (json) {
 			printf("%s{\"gpu\":%d,\"name\":", i ? "," : "", i);
-			json_str(gpus[i].name);
+			cumemcap_json_put_str(stdout, gpus[i].name);
 			printf(",\"uuid\":");
-			json_str(uuid);
+			cumemcap_json_put_str(stdout, uuid);
 			printf(",\"pci\":");
-			json_str(gpus[i].pci);
+			cumemcap_json_put_str(stdout, gpus[i].pci);
 			printf(",\"total\":%zu,\"limit\":", gpus[i].total);
 			if (l == UINT64_MAX)
 				printf("null");
 			else
 				printf("%llu", (unsigned long long)l);
 			printf(",\"limit_source\":");
-			json_str(where);
+			cumemcap_json_put_str(stdout, where);
 			printf(",\"group_limit\":");
 			if (g == UINT64_MAX)
 				printf("null");
 			else
 				printf("%llu", (unsigned long long)g);
 			printf(",\"group_limit_source\":");
-			json_str(p.group[0] ? gwhere : NULL);
+			cumemcap_json_put_str(stdout, p.group[0] ? gwhere : NULL);
 			printf("}");
 			continue;
 		}

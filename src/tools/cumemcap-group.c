@@ -126,7 +126,7 @@ static int cmd_list(int argc, char **argv)
 	struct gtool_table bad;
 	gtool_table_init(&bad, 1, bad_spec);
 	if (a.json)
-		printf("{\"dir\":"), gtool_json_str(stdout, a.dir), printf(",\"groups\":[");
+		printf("{\"dir\":"), cumemcap_json_put_str(stdout, a.dir), printf(",\"groups\":[");
 	for (int i = 0; i < n; i++) {
 		char path[1024], why[256];
 		struct cumemcap_book b;
@@ -142,12 +142,12 @@ static int cmd_list(int argc, char **argv)
 		}
 		if (a.json) {
 			printf("%s{\"name\":", i ? "," : "");
-			gtool_json_str(stdout, names[i]);
+			cumemcap_json_put_str(stdout, names[i]);
 			printf(",\"path\":");
-			gtool_json_str(stdout, path);
+			cumemcap_json_put_str(stdout, path);
 			if (!ok) {
 				printf(",\"error\":");
-				gtool_json_str(stdout, why);
+				cumemcap_json_put_str(stdout, why);
 				printf("}");
 				free(names[i]);
 				continue;
@@ -158,7 +158,7 @@ static int cmd_list(int argc, char **argv)
 				if (!s.gpu[g].ready)
 					continue;
 				printf("%s{\"uuid\":\"%s\",\"pci\":", k++ ? "," : "", s.gpu[g].uuid);
-				gtool_json_str(stdout, s.gpu[g].pci);
+				cumemcap_json_put_str(stdout, s.gpu[g].pci);
 				printf(",\"total\":%llu,\"limit\":", (unsigned long long)s.gpu[g].total);
 				gtool_json_limit(stdout, s.gpu[g].limit);
 				printf(",\"used\":%llu}", (unsigned long long)s.gpu[g].used);
@@ -213,16 +213,16 @@ static int cmd_list(int argc, char **argv)
 static void show_json(const struct gtool_book *s, const struct cumemcap_book *b, const char *path)
 {
 	printf("{\"name\":");
-	gtool_json_str(stdout, s->name);
+	cumemcap_json_put_str(stdout, s->name);
 	printf(",\"path\":");
-	gtool_json_str(stdout, path);
+	cumemcap_json_put_str(stdout, path);
 	printf(",\"members_live\":%u,\"members_dead\":%u,\"gpus\":[", s->live, s->dead);
 	for (unsigned g = 0, k = 0; g < CUMEMCAP_BOOK_GPUS; g++) {
 		const struct gtool_gpu *e = &s->gpu[g];
 		if (!e->ready)
 			continue;
 		printf("%s{\"index\":%u,\"uuid\":\"%s\",\"pci\":", k++ ? "," : "", g, e->uuid);
-		gtool_json_str(stdout, e->pci);
+		cumemcap_json_put_str(stdout, e->pci);
 		printf(",\"total\":%llu,\"limit\":", (unsigned long long)e->total);
 		gtool_json_limit(stdout, e->limit);
 		printf(",\"used\":%llu}", (unsigned long long)e->used);
@@ -231,7 +231,7 @@ static void show_json(const struct gtool_book *s, const struct cumemcap_book *b,
 	for (unsigned i = 0; i < s->nmembers; i++) {
 		const struct gtool_member *m = &s->members[i];
 		printf("%s{\"slot\":%u,\"pid\":%u,\"program\":", i ? "," : "", m->slot, m->pid);
-		gtool_json_str(stdout, m->program);
+		cumemcap_json_put_str(stdout, m->program);
 		printf(",\"uid\":%u,\"state\":\"%s\",\"joined_ns\":%llu,\"published_ns\":%llu,\"gpus\":[", m->uid,
 		       m->alive ? "alive" : "dead", (unsigned long long)m->joined_ns,
 		       (unsigned long long)m->published_ns);

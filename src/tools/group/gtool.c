@@ -242,20 +242,6 @@ void gtool_table_free(struct gtool_table *t)
 
 /* ---- JSON ----------------------------------------------------------------------------------- */
 
-void gtool_json_str(FILE *out, const char *s)
-{
-	fputc('"', out);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			fprintf(out, "\\%c", c);
-		else if (c < 0x20 || c == 0x7f)
-			fprintf(out, "\\u%04x", c);
-		else
-			fputc(c, out);
-	}
-	fputc('"', out);
-}
 
 void gtool_json_limit(FILE *out, uint64_t v)
 {

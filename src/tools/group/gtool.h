@@ -18,6 +18,7 @@
 #include <stdio.h>
 
 #include "state/book.h"
+#include "tools/json-out.h"
 
 /* Exit statuses. */
 #define GTOOL_USAGE 2   /* a wrong argument */
@@ -105,8 +106,6 @@ void gtool_table_free(struct gtool_table *t);
 
 /* ---- JSON ----------------------------------------------------------------------------------- */
 
-/* A JSON string, escaped. */
-void gtool_json_str(FILE *out, const char *s);
 /* A limit: null for CUMEMCAP_BOOK_NONE, else the number. */
 void gtool_json_limit(FILE *out, uint64_t v);
 

@@ -131,10 +131,10 @@ static void json_proc(const struct seen *s, const struct gtool_member *m, int g,
 {
 	printf("%s{\"pid\":%u,\"program\":", *first ? "" : ",", m->pid);
 	*first = false;
-	gtool_json_str(stdout, m->program);
+	cumemcap_json_put_str(stdout, m->program);
 	printf(",\"uid\":%u,\"group\":", m->uid);
 	if (group_of(s))
-		gtool_json_str(stdout, group_of(s));
+		cumemcap_json_put_str(stdout, group_of(s));
 	else
 		printf("null");
 	printf(",\"state\":\"%s\",\"published_ns\":%llu,\"gpu\":", m->alive ? "alive" : "dead",
@@ -228,7 +228,7 @@ static void view(const struct opts *o)
 		for (unsigned i = 0; i < ngpus; i++) {
 			const struct node_gpu *e = &gpus[i];
 			printf("%s{\"uuid\":\"%s\",\"pci\":", i ? "," : "", e->uuid);
-			gtool_json_str(stdout, e->pci);
+			cumemcap_json_put_str(stdout, e->pci);
 			printf(",\"total\":%llu,\"processes\":%u,\"live\":%llu,\"pooled\":%llu,\"reserved\":%llu,"
 			       "\"footprint\":%llu}",
 			       (unsigned long long)e->total, e->processes, (unsigned long long)e->live,
@@ -241,7 +241,7 @@ static void view(const struct opts *o)
 			if (s->kind != CUMEMCAP_BOOK_GROUP)
 				continue;
 			printf("%s{\"name\":", k++ ? "," : "");
-			gtool_json_str(stdout, s->name);
+			cumemcap_json_put_str(stdout, s->name);
 			printf(",\"members\":%u,\"dead\":%u,\"gpus\":[", s->live, s->dead);
 			for (unsigned g = 0, j = 0; g < CUMEMCAP_BOOK_GPUS; g++) {
 				if (!s->gpu[g].ready)

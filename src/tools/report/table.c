@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "text.h"
+#include "tools/json-out.h"
 
 /* ---- cells ------------------------------------------------------------------------ */
 
@@ -382,26 +383,6 @@ void report_print_processes(const struct report_set *set)
 
 /* ---- JSON ------------------------------------------------------------------------------ */
 
-/* A JSON string: quotes, backslashes and control characters escaped; the
- * reader handed over valid UTF-8. */
-static void json_string(const char *s)
-{
-	if (!s) {
-		fputs("null", stdout);
-		return;
-	}
-	putchar('"');
-	for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-		if (*c == '"' || *c == '\\')
-			printf("\\%c", *c);
-		else if (*c < 0x20 || *c == 0x7f)
-			printf("\\u%04x", *c);
-		else
-			putchar(*c);
-	}
-	putchar('"');
-}
-
 static void json_figure(const char *key, struct report_figure f)
 {
 	printf(",\"%s\":", key);
@@ -417,7 +398,7 @@ static void json_time(const char *key, bool known, double t)
 
 	printf(",\"%s\":", key);
 	if (known)
-		json_string(report_fmt_rfc3339(t, buf, sizeof(buf)));
+		cumemcap_json_put_str(stdout, report_fmt_rfc3339(t, buf, sizeof(buf)));
 	else
 		fputs("null", stdout);
 }
@@ -451,9 +432,9 @@ static void json_gpu(const struct report_process *p, size_t k)
 	else
 		fputs("null", stdout);
 	fputs(",\"uuid\":", stdout);
-	json_string(g->uuid);
+	cumemcap_json_put_str(stdout, g->uuid);
 	fputs(",\"pci\":", stdout);
-	json_string(g->pci);
+	cumemcap_json_put_str(stdout, g->pci);
 	printf(",\"used\":%s,\"limit_state\":\"%s\"", g->used ? "true" : "false",
 	       limit_states[g->limit_state]);
 	json_figure("limit", limit_of(g));
@@ -465,7 +446,7 @@ static void json_gpu(const struct report_process *p, size_t k)
 	json_figure("peak_driver_used", g->peak_driver);
 	json_figure("context_overhead", report_gpu_context(g, &source));
 	fputs(",\"context_source\":", stdout);
-	json_string(source);
+	cumemcap_json_put_str(stdout, source);
 	json_figure("refusals", count_of(g->refusal_events, g->exit_refusals));
 	json_figure("driver_oom", count_of(g->oom_events, g->exit_ooms));
 	json_figure("avoided", g->avoided);
@@ -480,17 +461,17 @@ void report_print_json(const struct report_set *set)
 		const struct report_process *p = set->procs[i];
 		double begin = p->has_start ? p->t_start : p->t_first;
 		printf("%s\n{\"pid\":%lld,\"program\":", i ? "," : "", p->pid);
-		json_string(p->program);
+		cumemcap_json_put_str(stdout, p->program);
 		fputs(",\"host\":", stdout);
-		json_string(p->host);
+		cumemcap_json_put_str(stdout, p->host);
 		fputs(",\"log\":", stdout);
-		json_string(p->file);
+		cumemcap_json_put_str(stdout, p->file);
 		printf(",\"state\":\"%s\",\"reason\":", state_of(p));
-		json_string(p->exit_reason);
+		cumemcap_json_put_str(stdout, p->exit_reason);
 		fputs(",\"signal\":", stdout);
 		if (p->has_exit && p->has_signal) {
 			printf("%lld,\"signal_name\":", p->exit_signal);
-			json_string(report_signal_name(p->exit_signal));
+			cumemcap_json_put_str(stdout, report_signal_name(p->exit_signal));
 		} else {
 			fputs("null,\"signal_name\":null", stdout);
 		}
@@ -505,7 +486,7 @@ void report_print_json(const struct report_set *set)
 			for (size_t a = 0; a < p->argc; a++) {
 				if (a)
 					putchar(',');
-				json_string(p->argv[a]);
+				cumemcap_json_put_str(stdout, p->argv[a]);
 			}
 			putchar(']');
 		}
