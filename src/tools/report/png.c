@@ -63,25 +63,12 @@ bool report_png_write(const struct report_set *set, const struct report_plot *op
 		cairo_surface_destroy(surface);
 		return false;
 	}
-	FILE *f = fopen(path, "wb");
+	FILE *f = report_plot_open(path, "wb");
 	if (!f) {
-		fprintf(stderr, "cumemcap report: --plot %s: cannot create: %s\n", path,
-			strerror(errno));
 		cairo_surface_destroy(surface);
 		return false;
 	}
 	cairo_status_t st = cairo_surface_write_to_png_stream(surface, put_bytes, f);
 	cairo_surface_destroy(surface);
-	int saved = errno;
-	bool failed = st != CAIRO_STATUS_SUCCESS || ferror(f);
-	if (fclose(f) != 0 && !failed) {
-		failed = true;
-		saved = errno;
-	}
-	if (failed) {
-		fprintf(stderr, "cumemcap report: --plot %s: cannot write: %s\n", path,
-			strerror(saved));
-		return false;
-	}
-	return true;
+	return report_plot_close(f, path, st != CAIRO_STATUS_SUCCESS || ferror(f));
 }

@@ -647,16 +647,17 @@ bool report_svg_put(const struct report_set *set, const struct report_plot *opt,
 	return fflush(f) == 0 && !ferror(f);
 }
 
-bool report_svg_write(const struct report_set *set, const struct report_plot *opt,
-		      const char *path, size_t *panels)
+FILE *report_plot_open(const char *path, const char *mode)
 {
-	FILE *f = fopen(path, "w");
-	if (!f) {
+	FILE *f = fopen(path, mode);
+	if (!f)
 		fprintf(stderr, "cumemcap report: --plot %s: cannot create: %s\n", path,
 			strerror(errno));
-		return false;
-	}
-	bool failed = !report_svg_put(set, opt, f, panels);
+	return f;
+}
+
+bool report_plot_close(FILE *f, const char *path, bool failed)
+{
 	int saved = errno;
 	if (fclose(f) != 0 && !failed) {
 		failed = true;
@@ -668,4 +669,13 @@ bool report_svg_write(const struct report_set *set, const struct report_plot *op
 		return false;
 	}
 	return true;
+}
+
+bool report_svg_write(const struct report_set *set, const struct report_plot *opt,
+		      const char *path, size_t *panels)
+{
+	FILE *f = report_plot_open(path, "w");
+	if (!f)
+		return false;
+	return report_plot_close(f, path, !report_svg_put(set, opt, f, panels));
 }

@@ -42,7 +42,16 @@ struct report_plot {
 bool report_svg_put(const struct report_set *set, const struct report_plot *opt, FILE *f,
 		    size_t *panels);
 
-/* The same into the file `path`. False after one line on stderr when the
+/* A plot file at `path`, opened with `mode`; NULL after one line on
+ * stderr. */
+FILE *report_plot_open(const char *path, const char *mode);
+
+/* Close f, a plot file written to `path`; `failed`: writing it failed
+ * already (errno says why). False after one line on stderr when writing or
+ * closing failed. */
+bool report_plot_close(FILE *f, const char *path, bool failed);
+
+/* The plot into the file `path`. False after one line on stderr when the
  * file cannot be written. */
 bool report_svg_write(const struct report_set *set, const struct report_plot *opt,
 		      const char *path, size_t *panels);
