@@ -55,32 +55,24 @@ void cumemcap_hints_plan(const struct cumemcap_policy *p, cumemcap_getenv_fn get
 	}
 }
 
+/* Each state's name in JSON and its words in --print-config. */
+static const struct {
+	const char *name, *text;
+} states[] = {
+	[CUMEMCAP_HINTS_APPLY] = { "apply", "" },
+	[CUMEMCAP_HINTS_OFF] = { "off", "framework_hints is off" },
+	[CUMEMCAP_HINTS_NO_LIMIT] = { "no_limit", "no limit applies (observe only)" },
+	[CUMEMCAP_HINTS_PREALLOC] = { "preallocate", "growth is preallocate" },
+};
+
 const char *cumemcap_hints_state_name(enum cumemcap_hints_state s)
 {
-	switch (s) {
-	case CUMEMCAP_HINTS_OFF:
-		return "off";
-	case CUMEMCAP_HINTS_NO_LIMIT:
-		return "no_limit";
-	case CUMEMCAP_HINTS_PREALLOC:
-		return "preallocate";
-	default:
-		return "apply";
-	}
+	return states[s].name;
 }
 
 const char *cumemcap_hints_state_text(enum cumemcap_hints_state s)
 {
-	switch (s) {
-	case CUMEMCAP_HINTS_OFF:
-		return "framework_hints is off";
-	case CUMEMCAP_HINTS_NO_LIMIT:
-		return "no limit applies (observe only)";
-	case CUMEMCAP_HINTS_PREALLOC:
-		return "growth is preallocate";
-	default:
-		return "";
-	}
+	return states[s].text;
 }
 
 static struct cumemcap_hints applied;
