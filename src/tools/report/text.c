@@ -124,13 +124,19 @@ const char *report_fmt_duration(double seconds, char *buf, size_t len)
 	return buf;
 }
 
+/* unix_seconds as UTC calendar time; false when out of range (before
+ * 1970, after 9999). The callers format it with a literal strftime format
+ * (so that -Wformat checks it) and write "?" when either step fails. */
+static bool utc(double unix_seconds, struct tm *tm)
+{
+	time_t t = (time_t)floor(unix_seconds);
+	return unix_seconds >= 0 && unix_seconds < 253402300800.0 && gmtime_r(&t, tm);
+}
+
 const char *report_fmt_time(double unix_seconds, char *buf, size_t len)
 {
 	struct tm tm;
-	time_t t = (time_t)floor(unix_seconds);
-
-	if (!(unix_seconds >= 0 && unix_seconds < 253402300800.0) || !gmtime_r(&t, &tm) ||
-	    strftime(buf, len, "%Y-%m-%d %H:%M:%S UTC", &tm) == 0)
+	if (!utc(unix_seconds, &tm) || strftime(buf, len, "%Y-%m-%d %H:%M:%S UTC", &tm) == 0)
 		snprintf(buf, len, "?");
 	return buf;
 }
@@ -138,14 +144,11 @@ const char *report_fmt_time(double unix_seconds, char *buf, size_t len)
 const char *report_fmt_rfc3339(double unix_seconds, char *buf, size_t len)
 {
 	struct tm tm;
-	double whole = floor(unix_seconds);
-	time_t t = (time_t)whole;
-
-	if (!(unix_seconds >= 0 && unix_seconds < 253402300800.0) || !gmtime_r(&t, &tm) ||
-	    strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
+	if (!utc(unix_seconds, &tm) || strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
 		snprintf(buf, len, "?");
 		return buf;
 	}
+	double whole = floor(unix_seconds);
 	unsigned ms = (unsigned)floor((unix_seconds - whole) * 1000.0 + 1e-6);
 	size_t n = strlen(buf);
 	snprintf(buf + n, len - n, ".%03uZ", ms > 999 ? 999 : ms);
@@ -155,10 +158,7 @@ const char *report_fmt_rfc3339(double unix_seconds, char *buf, size_t len)
 const char *report_fmt_clock(double unix_seconds, char *buf, size_t len)
 {
 	struct tm tm;
-	time_t t = (time_t)floor(unix_seconds);
-
-	if (!(unix_seconds >= 0 && unix_seconds < 253402300800.0) || !gmtime_r(&t, &tm) ||
-	    strftime(buf, len, "%H:%M:%S", &tm) == 0)
+	if (!utc(unix_seconds, &tm) || strftime(buf, len, "%H:%M:%S", &tm) == 0)
 		snprintf(buf, len, "?");
 	return buf;
 }
