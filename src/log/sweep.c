@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "log/log-internal.h"
+#include "platform/ofdlock.h"
 #include "config/policy.h"
 
 /* A companion's whole content: what its writer writes once it holds the lock. */
@@ -87,9 +88,8 @@ bool log_sweep_one(int dfd, const char *companion)
 	if (fd < 0)
 		return false;
 	struct stat st;
-	struct flock fl = { .l_type = F_RDLCK, .l_whence = SEEK_SET };
 	bool stale = false;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && fcntl(fd, F_OFD_SETLK, &fl) == 0) {
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && cumemcap_ofd_lock(fd, 0, 0, F_RDLCK, false) == 0) {
 		/* No writer holds it. Its content says whether one ever did. */
 		char buf[sizeof(SWEEP_MAGIC)];
 		ssize_t r = pread(fd, buf, sizeof(buf), 0);
@@ -150,12 +150,7 @@ int log_sweep_claim(int dfd, const char *companion, struct stat *held)
 				continue;
 			return -e;
 		}
-		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
-		int r;
-		do
-			r = fcntl(fd, F_OFD_SETLKW, &fl);
-		while (r != 0 && errno == EINTR);
-		if (r != 0 || fstat(fd, held) != 0) {
+		if (cumemcap_ofd_lock(fd, 0, 0, F_WRLCK, true) != 0 || fstat(fd, held) != 0) {
 			int e = errno;
 			unlinkat(dfd, companion, 0);
 			close(fd);

@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "platform/ofdlock.h"
+
 _Static_assert(sizeof(struct cumemcap_book_header) <= CUMEMCAP_BOOK_HEADER_BYTES, "header fits its page");
 _Static_assert(sizeof(struct cumemcap_book_gpu) % 8 == 0, "GPU entries stay aligned");
 _Static_assert(sizeof(struct cumemcap_book_slot) % 8 == 0, "slots stay aligned");
@@ -337,12 +339,7 @@ void cumemcap_book_close(struct cumemcap_book *b)
 
 static int lock_byte(int fd, off_t at, short type, bool wait)
 {
-	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = at, .l_len = 1, .l_pid = 0 };
-	int r;
-	do
-		r = fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl);
-	while (r != 0 && errno == EINTR);
-	return r;
+	return cumemcap_ofd_lock(fd, at, 1, type, wait);
 }
 
 static void futex_wake_all(_Atomic uint32_t *word)
