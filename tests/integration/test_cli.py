@@ -175,6 +175,19 @@ class PrintConfigJson(unittest.TestCase):
                 back = json.loads(tool("--print-config", "--json", add={var: s["value"]}).stdout)
                 self.assertEqual(back["settings"][key], {"value": s["value"], "source": var})
 
+    def test_strings_are_escaped(self):
+        # A program name and a log template with a quote, a backslash, a
+        # tab and DEL come back as they were (tools/json-out.c).
+        odd = 'we"ird\\na\tme\x7f'
+        log = '/tmp/a"b\\c/%p.jsonl'
+        p = tool("--print-config", "--json", "--", odd, add={"CUMEMCAP_LOG": log})
+        j = json.loads(p.stdout)
+        self.assertEqual(j["program"], odd)
+        self.assertEqual(j["settings"]["log"]["value"], log)
+        self.assertNotIn("\t", p.stdout)
+        self.assertIn("\\u0009", p.stdout)
+        self.assertIn("\\u007f", p.stdout)
+
     def test_without_a_driver(self):
         p = run([TOOL, "--print-config", "--json"], {"LD_LIBRARY_PATH": "/nonexistent"})
         j = json.loads(p.stdout)
