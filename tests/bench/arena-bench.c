@@ -61,6 +61,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench-common.h"
 #include "cumemcap.h"
 #include "fakecuda.h"
 
@@ -72,40 +73,11 @@
 #define FAKE_DEVICES "80GiB"
 #define MAX_ID (1u << 26) /* trace block IDs index an array */
 
-enum mode { M_NONE, M_OFF, M_POOLED, NMODES };
-static const char *const mode_args[NMODES] = { "none", "off", "pooled" };
-
-extern char **environ;
-
 /* ---- small helpers ------------------------------------------------------------ */
 
-static double now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
 
-static double median(double *v, size_t n)
-{
-	qsort(v, n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
-static int nproc(void)
-{
-	cpu_set_t set;
-	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
-		return CPU_COUNT(&set);
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-	return n > 0 ? (int)n : 1;
-}
 
 static uint64_t parse_u64(const char *s)
 {
@@ -181,7 +153,7 @@ static struct counters driver_counters(void)
 typedef int (*get_stats_fn)(int, struct cumemcap_stats *, size_t);
 
 /* The shim is there exactly in the modes that preload it. */
-static get_stats_fn check_shim(enum mode m)
+static get_stats_fn check_shim(enum bench_mode m)
 {
 	get_stats_fn get = (get_stats_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "cumemcap_get_stats");
 	if ((get != NULL) != (m != M_NONE)) {
@@ -210,11 +182,11 @@ static void check_reserved(get_stats_fn get)
 			     b.reserved, drv);
 }
 
-static enum mode parse_mode(const char *s)
+static enum bench_mode parse_mode(const char *s)
 {
 	for (int m = 0; m < NMODES; m++)
 		if (strcmp(s, mode_args[m]) == 0)
-			return (enum mode)m;
+			return (enum bench_mode)m;
 	fprintf(stderr, "arena-bench: unknown mode \"%s\"\n", s);
 	exit(2);
 }
@@ -254,7 +226,7 @@ static void *pair_thread(void *arg)
 	return NULL;
 }
 
-static int task_pairs(enum mode m, int argc, char **argv)
+static int task_pairs(enum bench_mode m, int argc, char **argv)
 {
 	if (argc != 4)
 		return 2;
@@ -372,7 +344,7 @@ struct replay {
 };
 
 /* Pooled blocks are live for their size rounded to the 512-byte unit. */
-static uint64_t live_unit(enum mode m)
+static uint64_t live_unit(enum bench_mode m)
 {
 	const char *pool = getenv("CUMEMCAP_POOL");
 	return m == M_POOLED && !(pool && strcmp(pool, "off") == 0) ? 512 : 1;
@@ -455,7 +427,7 @@ static void print_work(const struct replay *r, struct counters c0, struct counte
 	       r->peak_live, fakecuda_peak_reserved(0), r->call_ns, frees_all ? 1 : 0);
 }
 
-static void check_empty(enum mode m, get_stats_fn get, const struct replay *r)
+static void check_empty(enum bench_mode m, get_stats_fn get, const struct replay *r)
 {
 	if (r->nlive != 0 || r->live != 0)
 		check_failed("%" PRIu64 " blocks (%" PRIu64 " bytes) live after the trace freed everything",
@@ -466,7 +438,7 @@ static void check_empty(enum mode m, get_stats_fn get, const struct replay *r)
 	check_reserved(get);
 }
 
-static int task_trace(enum mode m, int argc, char **argv)
+static int task_trace(enum bench_mode m, int argc, char **argv)
 {
 	if (argc != 1)
 		return 2;
@@ -494,7 +466,7 @@ static int task_trace(enum mode m, int argc, char **argv)
 	return 0;
 }
 
-static int task_loop(enum mode m, int argc, char **argv)
+static int task_loop(enum bench_mode m, int argc, char **argv)
 {
 	if (argc != 2)
 		return 2;
@@ -568,7 +540,7 @@ static int cmp_block_base(const void *pa, const void *pb)
 	return a->base < b->base ? -1 : a->base > b->base;
 }
 
-static int task_heap(enum mode m, int argc, char **argv)
+static int task_heap(enum bench_mode m, int argc, char **argv)
 {
 	if (argc != 3)
 		return 2;
@@ -639,7 +611,7 @@ static int child(int argc, char **argv)
 		fprintf(stderr, "usage: arena-bench --child none|off|pooled pairs|loop|trace|heap ARGS...\n");
 		return 2;
 	}
-	enum mode m = parse_mode(argv[0]);
+	enum bench_mode m = parse_mode(argv[0]);
 	child_mode = argv[0];
 	child_what = argv[1];
 	if (strcmp(argv[1], "trace") == 0 && argc > 2)
@@ -664,104 +636,39 @@ static int child(int argc, char **argv)
 static const char *self_path, *shim_path;
 static bool any_failed;
 
-/* Set this process's environment for mode m (called in the forked child). */
-static void set_mode_env(enum mode m, const char *pool_override, const char *release_override)
-{
-	/* Drop every CUMEMCAP_* variable, then set ours. */
-	for (;;) {
-		char name[256] = "";
-		for (char **e = environ; *e; e++) {
-			if (strncmp(*e, "CUMEMCAP_", 9) == 0) {
-				size_t k = strcspn(*e, "=");
-				if (k < sizeof(name)) {
-					memcpy(name, *e, k);
-					name[k] = '\0';
-				}
-				break;
-			}
-		}
-		if (!name[0])
-			break;
-		unsetenv(name);
-	}
-	setenv("FAKECUDA_DEVICES", FAKE_DEVICES, 1);
-	if (m == M_NONE) {
-		unsetenv("LD_PRELOAD");
-		return;
-	}
-	setenv("LD_PRELOAD", shim_path, 1);
-	setenv("CUMEMCAP_LOG", "off", 1);
-	setenv("CUMEMCAP_CONFIG", "", 1);
-	if (m == M_OFF) {
-		setenv("CUMEMCAP_POOL", "off", 1);
-	} else {
-		setenv("CUMEMCAP_POOL", pool_override ? pool_override : "on", 1);
-		if (release_override)
-			setenv("CUMEMCAP_RELEASE", release_override, 1);
-	}
-}
+struct mode_prep {
+	enum bench_mode m;
+	const char *pool_override, *release_override;
+};
 
+/* This process's environment for a mode (called in the forked child). */
+static void set_mode_env(void *arg)
+{
+	const struct mode_prep *p = arg;
+	bench_set_mode_env(p->m, shim_path, FAKE_DEVICES, p->pool_override, p->release_override);
+}
 static const char *pool_override, *release_override;
 
 /* Run `arena-bench --child MODE args...`; its one line of output in out. */
-static int run_child(enum mode m, char *out, size_t outlen, const char *const *args)
+static int run_child(enum bench_mode m, char *out, size_t outlen, const char *const *args)
 {
-	int fds[2];
-	if (pipe(fds))
-		return -1;
-	fflush(stdout);
-	pid_t pid = fork();
-	if (pid < 0)
-		return -1;
-	if (pid == 0) {
-		dup2(fds[1], 1);
-		close(fds[0]);
-		close(fds[1]);
-		set_mode_env(m, pool_override, release_override);
-		const char *argv[16] = { self_path, "--child", mode_args[m] };
-		int k = 3;
-		for (; *args && k < 15; args++)
-			argv[k++] = *args;
-		argv[k] = NULL;
-		execv(self_path, (char *const *)argv);
-		_exit(127);
-	}
-	close(fds[1]);
-	size_t n = 0;
-	for (;;) {
-		ssize_t got = read(fds[0], out + n, outlen - 1 - n);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			break;
-		n += (size_t)got;
-		if (n == outlen - 1)
-			break;
-	}
-	out[n] = '\0';
-	close(fds[0]);
-	int st;
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-	}
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-		fprintf(stderr, "arena-bench: FAILED: child (mode %s, %s) %s %d\n", mode_args[m], args[0] ? args[0] : "",
-			WIFEXITED(st) ? "exited with status" : "was killed by signal",
-			WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+	const char *argv[16] = { self_path, "--child", mode_args[m] };
+	int k = 3;
+	for (const char *const *a = args; *a && k < 15; a++)
+		argv[k++] = *a;
+	argv[k] = NULL;
+	struct mode_prep prep = { m, pool_override, release_override };
+	int st = bench_run_child("arena-bench", argv, set_mode_env, &prep, out, outlen);
+	if (st != 0) {
+		if (st > 0)
+			fprintf(stderr, "arena-bench: FAILED: child (mode %s, %s) exited with status %d\n", mode_args[m],
+				args[0] ? args[0] : "", st);
 		any_failed = true;
 		return -1;
 	}
 	return 0;
 }
 
-static double field(const char *line, const char *key)
-{
-	size_t k = strlen(key);
-	for (const char *p = line; (p = strstr(p, key)) != NULL; p += k) {
-		if ((p == line || p[-1] == ' ') && p[k] == '=')
-			return strtod(p + k + 1, NULL);
-	}
-	return -1;
-}
 
 static const char *base_name(const char *path)
 {
@@ -843,8 +750,7 @@ int main(int argc, char **argv)
 	}
 	pool_override = getenv("CUMEMCAP_POOL");
 	release_override = getenv("CUMEMCAP_RELEASE");
-	const char *q = getenv("BENCH_QUICK");
-	bool quick = q && *q && strcmp(q, "0") != 0;
+	bool quick = bench_quick();
 	struct sizes z = quick ? (struct sizes){ 3, 11, 5000, 500, 50000, 5000, 100000, 11, 5000 }
 			       : (struct sizes){ 7, 21, 20000, 2000, 200000, 20000, 1000000, 21, 20000 };
 	int ncpu = nproc();
@@ -886,7 +792,7 @@ int main(int argc, char **argv)
 				snprintf(nb, sizeof(nb), "%d", z.batches);
 				snprintf(no, sizeof(no), "%d", pc[c].ops);
 				const char *args[] = { "pairs", b, t, nb, no, NULL };
-				pairs[c][m][r] = run_child((enum mode)m, out, sizeof(out), args) ? -1 : field(out, "ns");
+				pairs[c][m][r] = run_child((enum bench_mode)m, out, sizeof(out), args) ? -1 : field(out, "ns");
 			}
 		}
 	}
@@ -943,7 +849,7 @@ int main(int argc, char **argv)
 		for (int m = 0; m < NMODES; m++) {
 			char out[512];
 			const char *args[] = { w[i].args[0], w[i].args[1], w[i].is_trace ? NULL : w[i].args[2], NULL };
-			w[i].ok[m] = run_child((enum mode)m, out, sizeof(out), args) == 0;
+			w[i].ok[m] = run_child((enum bench_mode)m, out, sizeof(out), args) == 0;
 			if (!w[i].ok[m])
 				continue;
 			w[i].allocs[m] = field(out, "allocs");
@@ -1039,7 +945,7 @@ int main(int argc, char **argv)
 		snprintf(nb, sizeof(nb), "%d", z.heap_batches);
 		snprintf(no, sizeof(no), "%d", z.heap_ops);
 		const char *args[] = { "heap", n, nb, no, NULL };
-		hok[m] = run_child((enum mode)m, out, sizeof(out), args) == 0;
+		hok[m] = run_child((enum bench_mode)m, out, sizeof(out), args) == 0;
 		heap[m] = hok[m] ? field(out, "heap") : -1;
 		rss[m] = hok[m] ? field(out, "rss") : -1;
 		ns0[m] = hok[m] ? field(out, "ns0") : -1;

@@ -25,29 +25,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench-common.h"
+
 #define OPS 20000
 #define BATCHES 31
 #define ROUNDS 9
 #define ASYNC_SYNC_EVERY 128
-
-static double now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return v[n / 2];
-}
 
 #define LOAD(var, name)                                                    \
 	do {                                                               \
