@@ -358,9 +358,8 @@ void fake_ctx_release_streams(struct CUctx_st *ctx)
 	}
 }
 
-FAKE_API CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+static CUresult stream_create(CUstream *phStream, unsigned int Flags)
 {
-	COUNT(cuStreamCreate);
 	REQUIRE_INIT();
 	if (!phStream || (Flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
 		return CUDA_ERROR_INVALID_VALUE;
@@ -374,6 +373,33 @@ FAKE_API CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
 	if (!r)
 		*phStream = s;
 	return r;
+}
+
+FAKE_API CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+	COUNT(cuStreamCreate);
+	return stream_create(phStream, Flags);
+}
+
+/* Documented: a priority outside the device's range is clamped to it; the
+ * fake's streams all run alike, so it is not kept. */
+FAKE_API CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
+{
+	COUNT(cuStreamCreateWithPriority);
+	(void)priority;
+	return stream_create(phStream, flags);
+}
+
+/* The fake makes no green contexts, so no handle names one. */
+FAKE_API CUresult cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenCtx, unsigned int flags, int priority)
+{
+	COUNT(cuGreenCtxStreamCreate);
+	REQUIRE_INIT();
+	(void)greenCtx;
+	(void)priority;
+	if (!phStream || flags != CU_STREAM_NON_BLOCKING)
+		return CUDA_ERROR_INVALID_VALUE;
+	return CUDA_ERROR_INVALID_HANDLE;
 }
 
 /* Returns at once; the worker finishes the queued work, then exits. */
