@@ -91,23 +91,30 @@ static void churn(void)
 
 /* ---- a slow stream still writes the freed block ----------------------------------- */
 
-/* Queue a slow write of the block at p on s, free p, allocate the same
- * size again: the new owner's bytes must survive the write. */
+/* Queue slow writes of the block at p on s (three: the last runs 300 ms
+ * from now), free p, allocate the same size again and fill it on a
+ * non-blocking stream of its own (runs 100 ms from then, ordered with
+ * nothing else): the new owner's bytes must survive the stale writes. */
 static void reuse_after_slow_write(CUdeviceptr p, CUstream s, bool destroy)
 {
-	OK(A.cuMemsetD32Async(p, 0xdeadbeefu, 8 * MiB / 4, s));
+	CUstream fill;
+	OK(A.cuStreamCreate(&fill, CU_STREAM_NON_BLOCKING));
+	for (int i = 0; i < 3; i++)
+		OK(A.cuMemsetD32Async(p, 0xdeadbeefu, 8 * MiB / 4, s));
 	if (destroy)
-		OK(A.cuStreamDestroy(s)); /* the write still runs */
+		OK(A.cuStreamDestroy(s)); /* the writes still run */
 	OK(A.cuMemFree(p));
 	CUdeviceptr q;
 	OK(A.cuMemAlloc(&q, 8 * MiB));
-	OK(A.cuMemsetD8(q, 0x11, 8 * MiB));
+	OK(A.cuMemsetD32Async(q, 0x11111111u, 8 * MiB / 4, fill));
+	OK(A.cuStreamSynchronize(fill));
 	if (destroy)
 		OK(A.cuCtxSynchronize());
 	else
 		OK(A.cuStreamSynchronize(s));
 	CHECK(holds(q, 0x11, 8 * MiB));
 	OK(A.cuMemFree(q));
+	OK(A.cuStreamDestroy(fill));
 }
 
 static void nonblocking(void)
@@ -120,7 +127,8 @@ static void nonblocking(void)
 	uint64_t records = calls("cuEventRecord");
 	reuse_after_slow_write(p, s, false);
 	CHECK(calls("cuEventRecord") - records == 2); /* the legacy stream and s */
-	/* A blocking stream: the legacy stream's event covers it. */
+	/* A blocking stream: the legacy stream's event covers it (it
+	 * completes only once the stale writes have run). */
 	CUstream b;
 	OK(A.cuStreamCreate(&b, CU_STREAM_DEFAULT));
 	OK(A.cuMemAlloc(&p, 8 * MiB));
@@ -140,7 +148,9 @@ static void destroyed(void)
 	uint64_t syncs = F.device_syncs();
 	reuse_after_slow_write(p, s, true);
 	CHECK(F.device_syncs() - syncs == 2); /* the arena's own, then the test's */
-	/* Since then, fences again. */
+	/* Since the next synchronization (the fill stream's destruction
+	 * asks for one), fences again. */
+	warm_up();
 	syncs = F.device_syncs();
 	warm_up();
 	CHECK(F.device_syncs() == syncs);
