@@ -9,8 +9,9 @@
  * it: the CU_STREAM_NON_BLOCKING streams this list keeps (hooks-stream.c
  * notes every creation and destruction; the shim is preloaded, so it sees
  * them all). A stream it cannot place (its context unknown, a green
- * context's stream, more than the list holds) makes every fence fall back
- * to a context synchronization while it lives.
+ * context's stream) makes every fence fall back to a context
+ * synchronization while it lives; so do more than 256 such streams at
+ * once (from then on) and more than CUMEMCAP_STREAMS_MAX in one context.
  *
  * A stream destroyed with work still queued finishes that work later, out
  * of any list: every destruction bumps a generation, and a fence counts
