@@ -10,6 +10,9 @@
  * 100 ms after it was queued. */
 #include "common.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
+
 static struct api A;
 static struct fake F;
 static PFN_cuStreamCreateWithPriority_v5050 create_with_priority;
@@ -220,6 +223,55 @@ static void immediate(void)
 	printf("fence: CUMEMCAP_RELEASE=immediate gives every segment back, no fence\n");
 }
 
+/* ---- threads: fences of one arena from many threads, streams coming and going ---- */
+
+enum { THREADS = 4, ROUNDS = 200 };
+static CUcontext primary;
+static _Atomic bool churning;
+
+static void *churner(void *arg)
+{
+	unsigned char id = (unsigned char)(uintptr_t)arg;
+	OK(A.cuCtxSetCurrent(primary));
+	for (int i = 0; i < ROUNDS; i++) {
+		CUdeviceptr p;
+		OK(A.cuMemAlloc(&p, 8 * MiB));
+		OK(A.cuMemsetD8(p, id, 8 * MiB));
+		unsigned char buf[4096];
+		OK(A.cuMemcpyDtoH(buf, p + 8 * MiB - sizeof(buf), sizeof(buf)));
+		for (size_t k = 0; k < sizeof(buf); k++)
+			CHECK(buf[k] == id); /* no other thread got the block meanwhile */
+		OK(A.cuMemFree(p));
+	}
+	return NULL;
+}
+
+static void *stream_maker(void *arg)
+{
+	(void)arg;
+	OK(A.cuCtxSetCurrent(primary));
+	while (atomic_load(&churning)) {
+		CUstream s;
+		OK(A.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+		OK(A.cuStreamDestroy(s));
+	}
+	return NULL;
+}
+
+static void threads(void)
+{
+	atomic_store(&churning, true);
+	pthread_t t[THREADS], maker;
+	CHECK(pthread_create(&maker, NULL, stream_maker, NULL) == 0);
+	for (int i = 0; i < THREADS; i++)
+		CHECK(pthread_create(&t[i], NULL, churner, (void *)(uintptr_t)(i + 1)) == 0);
+	for (int i = 0; i < THREADS; i++)
+		CHECK(pthread_join(t[i], NULL) == 0);
+	atomic_store(&churning, false);
+	CHECK(pthread_join(maker, NULL) == 0);
+	printf("fence: %d threads x %d reuses of 8 MiB blocks while streams came and went\n", THREADS, ROUNDS);
+}
+
 struct fence_case {
 	const char *name;
 	void (*run)(void);
@@ -232,6 +284,7 @@ static const struct fence_case cases[] = {
 	{ "capture", capture, true },
 	{ "context-death", context_death, false },
 	{ "immediate", immediate, true },
+	{ "threads", threads, true },
 };
 
 int main(int argc, char **argv)
@@ -250,7 +303,7 @@ int main(int argc, char **argv)
 	}
 	load_api(argc, argv, &A, &F);
 	if (c->primary)
-		use_primary(&A, 0);
+		primary = use_primary(&A, 0);
 	else
 		OK(A.cuInit(0));
 	void *fn = NULL;
