@@ -17,7 +17,11 @@
  * (arena_reclaim), so a steady reuse of a cached segment with k idle
  * non-blocking streams costs one record, one event query and k stream
  * queries instead of a cuCtxSynchronize (plus a record and a query per
- * busy stream, and a wait per event not complete).
+ * busy stream, and a wait per event not complete). Recording a fence at
+ * every free of a whole segment instead would record 5 to 90 times more
+ * on the benchmark traces (naive-steps 6458 whole-segment frees against
+ * 1317 fences, torch-nocache 8547 against 555, torch-caching 705 against
+ * 8) and still need this path for packed blocks.
  *
  * It falls back to cuCtxSynchronize (as before fences) when it cannot
  * prove: the first time for an arena, after any stream was destroyed
