@@ -19,9 +19,11 @@
  * so a freed block is not reusable at once: it waits on a pending list.
  * When a request finds nothing ready, and the pending bytes could serve it
  * and are worth it (>= 1/16 of the arena, or the limit leaves no room to
- * grow), one cuCtxSynchronize proves every block freed before it idle and
- * all of them become ready. A burst of frees costs one synchronization,
- * not one per free. Segments go back to the driver only when wholly free
+ * grow), one fence proves every block freed before it idle and all of
+ * them become ready: events recorded on the legacy stream and on each
+ * non-blocking stream, queried without blocking, or a cuCtxSynchronize
+ * where those cannot prove it (arena/fence.h). A burst of frees costs one
+ * fence, not one per free. Segments go back to the driver only when wholly free
  * (cuMemFree synchronizes by itself).
  *
  * Release. A wholly free segment goes back to the driver by the rule in
@@ -61,7 +63,8 @@
  * lookups by address); arena/grow.c serves requests (the per-thread
  * arena cache, growth within the budget, taking segments, preallocation);
  * arena/release.c takes blocks back and gives segments back (frees,
- * reclaim, release, the idle tick, context death, fork). What more than
+ * reclaim, release, the idle tick, context death, fork); arena/fence.c
+ * proves pending blocks idle for reclaim. What more than
  * one of them needs on the hot path is static inline here, so the split
  * adds no call. */
 #pragma once

@@ -12,6 +12,7 @@
  * one, the arena's epoch or context tells whether it was emptied
  * meanwhile. Context death and fork also hold arena_create_lock. */
 #include "arena/arena-internal.h"
+#include "arena/fence.h"
 #include "state/group.h"
 
 #include "config/policy.h"
@@ -22,6 +23,7 @@
 #include "state/device.h"
 #include "state/ledger.h"
 #include "state/life.h"
+#include "state/streams.h"
 
 /* ---- free lists ------------------------------------------------------------------------- */
 
@@ -168,8 +170,9 @@ void arena_reclaim(struct arena *a)
 	a->pend_head = a->pend_tail = NONE;
 	a->pending_bytes = 0;
 	uint32_t epoch = a->epoch;
+	CUcontext ctx = a->ctx;
 	unlock(a);
-	CUresult r = cumemcap_driver_ctx_synchronize();
+	CUresult r = arena_fence_wait(a, ctx, epoch);
 	cumemcap_capture_quiet_exit();
 	uint64_t now = cumemcap_now_ms();
 	lock(a);
@@ -311,6 +314,7 @@ void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone)
 		}
 		unlock(a);
 	}
+	cumemcap_streams_forget_ctx(ctx); /* they died with it */
 	pthread_mutex_unlock(&arena_create_lock);
 }
 
@@ -429,6 +433,8 @@ void cumemcap_arena_fork_child(void)
 		unlock(&arenas[i]);
 	}
 	arena_last = NULL;
+	arena_fence_fork_child();
+	cumemcap_streams_fork_child();
 	cumemcap_device_set_note(NULL, NULL);
 	pthread_mutex_unlock(&arena_create_lock);
 }

@@ -114,6 +114,8 @@
 	X(cuMemsetD32Async, 7000, _ptsz, cuMemsetD32Async_ptsz) \
 	/* streams and events */ \
 	X(cuStreamCreate, 2000, , cuStreamCreate) \
+	X(cuStreamCreateWithPriority, 5050, , cuStreamCreateWithPriority) \
+	X(cuGreenCtxStreamCreate, 12050, , cuGreenCtxStreamCreate) \
 	X(cuStreamDestroy, 2000, , cuStreamDestroy) \
 	X(cuStreamDestroy, 4000, , cuStreamDestroy_v2) \
 	X(cuStreamSynchronize, 2000, , cuStreamSynchronize) \

@@ -10,7 +10,12 @@
  * while a legacy operation runs. NON_BLOCKING streams are only waited for by
  * cuMemFree, context synchronize and context teardown (fake_ctx_drain).
  * cuStreamSynchronize/cuStreamQuery on the legacy stream cover the blocking
- * streams (what a marker on the legacy stream would wait for).
+ * streams (what a marker on the legacy stream would wait for). An event
+ * recorded on the legacy stream is the one legacy operation that does not
+ * run in the caller: as documented, the record returns at once and the
+ * event completes when the work queued before it on every blocking stream
+ * of the context has (the streams' counts then are kept with the event and
+ * looked at whenever its completion is).
  * Stream, event and context synchronize trim the device's pools down to
  * their release thresholds afterwards (fake-pool.c).
  *
@@ -37,6 +42,7 @@ struct CUstream_st {
 	pthread_t owner; /* per_thread: the thread it belongs to */
 	struct fake_op *head, *tail;
 	uint64_t submitted, completed;
+	uint64_t serial; /* never reused, unlike the address */
 	bool dying;
 	struct fake_capture *capture; /* the capture sequence it is in (fake-capture.c) */
 	bool exited;  /* worker gone; freed by the last waiter */
@@ -51,12 +57,20 @@ struct CUevent_st {
 	uint64_t recorded, completed;
 	struct timespec completed_at; /* when the last completed record ran */
 	int refs; /* the handle + pending operations */
+	/* Recorded on the legacy stream: completes (as record mark_seq) once
+	 * each of these blocking streams completed `target` operations. */
+	struct legacy_mark {
+		uint64_t serial, target;
+	} *marks;
+	int nmarks;
+	uint64_t mark_seq;
 	bool destroyed;
 	struct CUevent_st *next;
 };
 
 static struct CUstream_st *all_streams;
 static struct CUevent_st *all_events;
+static uint64_t stream_serials;
 
 /* ---- events (helpers) --------------------------------------------------------- */
 
@@ -69,6 +83,7 @@ static void event_unref(struct CUevent_st *e)
 			*pp = e->next;
 			break;
 		}
+	free(e->marks);
 	free(e);
 }
 
@@ -78,6 +93,23 @@ static bool event_valid(struct CUevent_st *e)
 		if (p == e)
 			return !p->destroyed && p->ctx->alive;
 	return false;
+}
+
+/* A legacy-stream record whose blocking streams are done completes now
+ * (lock held). */
+static void event_settle(struct CUevent_st *e)
+{
+	if (e->completed >= e->mark_seq)
+		return; /* no legacy record pending */
+	for (int i = 0; i < e->nmarks; i++)
+		for (struct CUstream_st *s = all_streams; s; s = s->next)
+			if (s->serial == e->marks[i].serial && s->completed < e->marks[i].target)
+				return; /* gone from the list: its worker drained and exited */
+	e->completed = e->mark_seq;
+	clock_gettime(CLOCK_MONOTONIC, &e->completed_at);
+	free(e->marks);
+	e->marks = NULL;
+	e->nmarks = 0;
 }
 
 /* ---- operations -------------------------------------------------------------- */
@@ -102,7 +134,7 @@ static void op_run_unlocked(struct fake_op *op)
 		break;
 	case FAKE_OP_WAIT_EVENT:
 		pthread_mutex_lock(&fake_lock);
-		while (op->event->completed < op->seq)
+		for (event_settle(op->event); op->event->completed < op->seq; event_settle(op->event))
 			fake_wait();
 		pthread_mutex_unlock(&fake_lock);
 		break;
@@ -290,6 +322,7 @@ static CUresult stream_new(struct CUctx_st *ctx, unsigned flags, bool per_thread
 	s->flags = flags;
 	s->nonblocking = flags & CU_STREAM_NON_BLOCKING;
 	s->per_thread = per_thread;
+	s->serial = ++stream_serials;
 	s->owner = pthread_self();
 	pthread_cond_init(&s->cv, NULL);
 	pthread_t t;
@@ -358,9 +391,8 @@ void fake_ctx_release_streams(struct CUctx_st *ctx)
 	}
 }
 
-FAKE_API CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+static CUresult stream_create(CUstream *phStream, unsigned int Flags)
 {
-	COUNT(cuStreamCreate);
 	REQUIRE_INIT();
 	if (!phStream || (Flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
 		return CUDA_ERROR_INVALID_VALUE;
@@ -374,6 +406,33 @@ FAKE_API CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
 	if (!r)
 		*phStream = s;
 	return r;
+}
+
+FAKE_API CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+	COUNT(cuStreamCreate);
+	return stream_create(phStream, Flags);
+}
+
+/* Documented: a priority outside the device's range is clamped to it; the
+ * fake's streams all run alike, so it is not kept. */
+FAKE_API CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
+{
+	COUNT(cuStreamCreateWithPriority);
+	(void)priority;
+	return stream_create(phStream, flags);
+}
+
+/* The fake makes no green contexts, so no handle names one. */
+FAKE_API CUresult cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenCtx, unsigned int flags, int priority)
+{
+	COUNT(cuGreenCtxStreamCreate);
+	REQUIRE_INIT();
+	(void)greenCtx;
+	(void)priority;
+	if (!phStream || flags != CU_STREAM_NON_BLOCKING)
+		return CUDA_ERROR_INVALID_VALUE;
+	return CUDA_ERROR_INVALID_HANDLE;
 }
 
 /* Returns at once; the worker finishes the queued work, then exits. */
@@ -535,6 +594,8 @@ static CUresult stream_wait_event(CUstream h, CUevent ev, unsigned flags, bool p
 	CUresult r = fake_stream_lookup(h, pt, &ctx, &s);
 	if (!r && !event_valid(ev))
 		r = CUDA_ERROR_INVALID_HANDLE;
+	if (!r)
+		event_settle(ev);
 	if (!r && ev->recorded > ev->completed) {
 		struct fake_op *op = calloc(1, sizeof *op);
 		if (!op) {
@@ -680,6 +741,33 @@ FAKE_API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 	return r;
 }
 
+/* Record on the legacy stream (lock held): it first waits for every
+ * blocking stream of the context, so the event completes once each has
+ * done what was queued on it by now (at once when all are idle). A legacy
+ * operation running in another thread (they run in their callers) is
+ * waited for here. */
+static CUresult legacy_record(struct CUctx_st *ctx, struct CUevent_st *e)
+{
+	while (ctx->legacy_running)
+		fake_wait();
+	int n = 0;
+	for (struct CUstream_st *s = all_streams; s; s = s->next)
+		n += s->ctx == ctx && !s->nonblocking && stream_busy(s);
+	struct legacy_mark *marks = NULL;
+	if (n && !(marks = calloc((size_t)n, sizeof(*marks))))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	int k = 0;
+	for (struct CUstream_st *s = all_streams; s && k < n; s = s->next)
+		if (s->ctx == ctx && !s->nonblocking && stream_busy(s))
+			marks[k++] = (struct legacy_mark){ s->serial, s->submitted };
+	free(e->marks);
+	e->marks = marks;
+	e->nmarks = n;
+	e->mark_seq = ++e->recorded;
+	event_settle(e);
+	return CUDA_SUCCESS;
+}
+
 static CUresult event_record(CUevent ev, CUstream h, bool pt)
 {
 	REQUIRE_INIT();
@@ -692,7 +780,10 @@ static CUresult event_record(CUevent ev, CUstream h, bool pt)
 	struct fake_op *op = NULL;
 	if (!r && !(op = calloc(1, sizeof *op)))
 		r = CUDA_ERROR_OUT_OF_MEMORY;
-	if (!r) {
+	if (!r && !s) {
+		free(op);
+		r = legacy_record(ctx, ev);
+	} else if (!r) {
 		op->kind = FAKE_OP_EVENT_RECORD;
 		op->event = ev;
 		/* captured: a node of the graph, the event itself is not recorded now */
@@ -721,7 +812,10 @@ FAKE_API CUresult cuEventQuery(CUevent hEvent)
 	COUNT(cuEventQuery);
 	REQUIRE_INIT();
 	pthread_mutex_lock(&fake_lock);
-	CUresult r = !event_valid(hEvent) ? CUDA_ERROR_INVALID_HANDLE
+	bool valid = event_valid(hEvent);
+	if (valid)
+		event_settle(hEvent);
+	CUresult r = !valid ? CUDA_ERROR_INVALID_HANDLE
 		     : hEvent->completed < hEvent->recorded ? CUDA_ERROR_NOT_READY
 							     : CUDA_SUCCESS;
 	pthread_mutex_unlock(&fake_lock);
@@ -738,7 +832,7 @@ FAKE_API CUresult cuEventSynchronize(CUevent hEvent)
 		struct CUevent_st *e = hEvent;
 		uint64_t target = e->recorded;
 		e->refs++; /* keep it while waiting, even if destroyed meanwhile */
-		while (e->completed < target)
+		for (event_settle(e); e->completed < target; event_settle(e))
 			fake_wait();
 		fake_pools_trim_at_sync(e->ctx->dev);
 		event_unref(e);
@@ -783,6 +877,10 @@ static CUresult elapsed_time(float *ms, CUevent start, CUevent end)
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&fake_lock);
 	CUresult r = CUDA_SUCCESS;
+	if (event_valid(start) && event_valid(end)) {
+		event_settle(start);
+		event_settle(end);
+	}
 	if (!event_valid(start) || !event_valid(end) || !start->recorded || !end->recorded ||
 	    ((start->flags | end->flags) & CU_EVENT_DISABLE_TIMING))
 		r = CUDA_ERROR_INVALID_HANDLE;

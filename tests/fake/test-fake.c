@@ -1550,6 +1550,41 @@ START_TEST(fake_events)
 }
 END_TEST
 
+/* An event recorded on the legacy stream: the record returns at once, and
+ * the event completes when what the blocking streams had queued has run,
+ * whatever the non-blocking streams do. */
+START_TEST(fake_legacy_event_record)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUstream blocking, nonblocking;
+	CUevent e;
+	CK(cuStreamCreate(&blocking, CU_STREAM_DEFAULT));
+	CK(cuStreamCreate(&nonblocking, CU_STREAM_NON_BLOCKING));
+	CK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+	CK(cuEventRecord(e, CU_STREAM_LEGACY));
+	CK(cuEventQuery(e)); /* nothing queued: complete at once */
+	CK(cuLaunchHostFunc(blocking, sleep_then_set_a, (void *)(intptr_t)300));
+	CK(cuLaunchHostFunc(nonblocking, sleep_then_set_b, (void *)(intptr_t)900));
+	CK(cuEventRecord(e, NULL));
+	ck_assert_int_eq(atomic_load(&flag_a), 0); /* the record did not wait */
+	ck_assert_int_eq(cuEventQuery(e), CUDA_ERROR_NOT_READY);
+	CK(cuEventSynchronize(e));
+	ck_assert_int_eq(atomic_load(&flag_a), 1);
+	ck_assert_int_eq(atomic_load(&flag_b), 0); /* not waited for */
+	CK(cuEventQuery(e));
+	/* A stream waiting on it waits for the blocking stream's work. */
+	atomic_store(&flag_a, 0);
+	CK(cuLaunchHostFunc(blocking, sleep_then_set_a, (void *)(intptr_t)300));
+	CK(cuEventRecord(e, CU_STREAM_LEGACY));
+	CK(cuStreamWaitEvent(nonblocking, e, 0));
+	CK(cuLaunchHostFunc(nonblocking, copy_a_to_b, NULL));
+	CK(cuStreamSynchronize(nonblocking));
+	ck_assert_int_eq(atomic_load(&flag_b), 11);
+	CK(cuEventDestroy_v2(e));
+}
+END_TEST
+
 START_TEST(fake_sync_forms_complete)
 {
 	setenv("FAKECUDA_STREAM_DELAY_US", "100000", 1);
@@ -2675,6 +2710,7 @@ static Suite *fake_suite(void)
 	tcase_add_test(tc, fake_stream_runs_later);
 	tcase_add_test(tc, fake_legacy_stream_semantics);
 	tcase_add_test(tc, fake_events);
+	tcase_add_test(tc, fake_legacy_event_record);
 	tcase_add_test(tc, fake_sync_forms_complete);
 	tcase_add_test(tc, fake_pool_chunks_and_trim);
 	tcase_add_test(tc, fake_pool_threshold_zero_and_oom);

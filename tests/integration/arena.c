@@ -56,14 +56,15 @@ static void reuse_waits_for(CUdeviceptr first, size_t n, CUstream s, CUdeviceptr
 	/* Queued now, runs 100 ms later on the stream's worker. */
 	OK(A.cuMemsetD32Async(first, 0xdeadbeefu, n / 4, s));
 	OK(A.cuMemFree(first));
-	uint64_t syncs = F.device_syncs();
+	uint64_t syncs = F.device_syncs(), waits = calls("cuEventSynchronize");
 	OK(A.cuMemAlloc(again, n));
 	fill(*again, 0x11, n);
 	OK(A.cuStreamSynchronize(s));
 	CHECK(holds(*again, 0x11, n));
-	/* The pool waited once for the streams instead of handing out memory
-	 * a stream still writes. */
-	CHECK(*again != first || F.device_syncs() == syncs + 1);
+	/* The pool waited once for the streams (a context synchronization, or
+	 * its fence's event on the slow stream: src/arena/fence.h) instead of
+	 * handing out memory a stream still writes. */
+	CHECK(*again != first || F.device_syncs() + calls("cuEventSynchronize") == syncs + waits + 1);
 }
 
 static void stream_safety(void)
@@ -112,13 +113,13 @@ static void burst(void)
 		uint64_t syncs = F.device_syncs(), allocs = calls("cuMemAlloc_v2");
 		for (int i = 0; i < N; i++)
 			OK(A.cuMemAlloc(&p[i], sizes[k]));
-		CHECK(F.device_syncs() - syncs == 1);        /* one for the whole burst */
+		CHECK(F.device_syncs() - syncs <= 1);        /* at most one for the whole burst (none once a fence can prove it) */
 		CHECK(calls("cuMemAlloc_v2") == allocs);     /* all served from the pool */
 		for (int i = 0; i < N; i++)
 			OK(A.cuMemFree(p[i]));
 	}
 	CHECK(shim_stats(0).avoided >= 3 * N);
-	printf("arena: 2 x %d frees in bursts, 1 synchronization per burst, no driver free\n", N);
+	printf("arena: 2 x %d frees in bursts, at most 1 synchronization per burst, no driver free\n", N);
 }
 
 /* ---- alignment and no overlap --------------------------------------------------------- */

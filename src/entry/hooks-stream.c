@@ -1,0 +1,68 @@
+/* hooks-stream: stream creation and destruction, every version, so the
+ * arenas' fences know the streams that do not wait for the legacy stream
+ * (state/streams.h). Each forwards to the driver and notes the outcome;
+ * the driver's answer reaches the program unchanged.
+ *
+ * Thread safety: see streams.h. Creation runs in a reader section of the
+ * life lock, so no context dies between the driver's call and the note
+ * (a dead context's streams are forgotten with it). */
+#include "state/streams.h"
+#include "platform/export.h"
+#include "entry/hooks.h"
+
+/* A stream was made: keep it with its context (cuStreamGetCtx). */
+static CUresult created(CUresult r, CUstream *stream, unsigned flags)
+{
+	if (r == CUDA_SUCCESS && stream) {
+		CUcontext ctx = NULL;
+		if (!cumemcap_driver_stream_ctx(*stream, &ctx))
+			ctx = NULL;
+		cumemcap_streams_created(*stream, ctx, flags);
+	}
+	return r;
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+	NEED(cuStreamCreate);
+	SECTION();
+	return created(real_cuStreamCreate(phStream, Flags), phStream, Flags);
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
+{
+	NEED(cuStreamCreateWithPriority);
+	SECTION();
+	return created(real_cuStreamCreateWithPriority(phStream, flags, priority), phStream, flags);
+}
+
+/* A green context's stream: its work may use the memory of the green
+ * context's device from a context the arenas do not know, so every fence
+ * falls back to a context synchronization while it lives. */
+CUMEMCAP_EXPORT CUresult CUDAAPI cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenCtx, unsigned int flags,
+							int priority)
+{
+	NEED(cuGreenCtxStreamCreate);
+	SECTION();
+	CUresult r = real_cuGreenCtxStreamCreate(phStream, greenCtx, flags, priority);
+	if (r == CUDA_SUCCESS && phStream)
+		cumemcap_streams_created(*phStream, NULL, flags);
+	return r;
+}
+
+/* The destruction is noted first (the generation moves before the stream
+ * leaves the list): work still queued on it finishes later, so the next
+ * fence falls back to a context synchronization. */
+CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamDestroy(CUstream hStream)
+{
+	NEED(cuStreamDestroy);
+	cumemcap_streams_destroyed(hStream);
+	return real_cuStreamDestroy(hStream);
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
+{
+	NEED(cuStreamDestroy_v2);
+	cumemcap_streams_destroyed(hStream);
+	return real_cuStreamDestroy_v2(hStream);
+}

@@ -1,0 +1,54 @@
+/* streams: the streams of the process that do not wait for the legacy
+ * default stream, by context.
+ *
+ * cuMemFree synchronizes, so a program may free a block that work on any
+ * stream of its context still uses. The arenas prove a freed block idle
+ * with a fence (arena/fence.h): an event recorded on the legacy stream,
+ * which first waits for every blocking stream of its context (per-thread
+ * default streams included), and one on each stream that does not wait for
+ * it: the CU_STREAM_NON_BLOCKING streams this list keeps (hooks-stream.c
+ * notes every creation and destruction; the shim is preloaded, so it sees
+ * them all). A stream it cannot place (its context unknown, a green
+ * context's stream) makes every fence fall back to a context
+ * synchronization while it lives; so do more than 256 such streams at
+ * once (from then on) and more than CUMEMCAP_STREAMS_MAX in one context.
+ *
+ * A stream destroyed with work still queued finishes that work later, out
+ * of any list: every destruction bumps a generation, and a fence counts
+ * only when no destruction happened since the arena's last context
+ * synchronization began, nor while the fence was recorded.
+ *
+ * Thread safety: a spinlock around the list (never held across a driver
+ * call), the generation atomic. A fork child forgets everything (its
+ * contexts are not the parent's). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "platform/cuda-api.h"
+
+/* The most streams a fence records on (besides the legacy stream). */
+#define CUMEMCAP_STREAMS_MAX 32
+
+/* The program created `stream` with `flags` in context `ctx` (NULL: not
+ * known, or a green context's stream: every fence falls back while it
+ * lives). Blocking streams are not kept. */
+void cumemcap_streams_created(CUstream stream, CUcontext ctx, unsigned flags);
+
+/* The program destroys `stream` (called before the driver's call). */
+void cumemcap_streams_destroyed(CUstream stream);
+
+/* The generation: changes with every stream destruction. */
+uint64_t cumemcap_streams_gen(void);
+
+/* Copy ctx's non-blocking streams into out (up to CUMEMCAP_STREAMS_MAX);
+ * returns their count, or -1 when a fence cannot cover ctx (a stream of
+ * unknown context lives, or ctx has more than CUMEMCAP_STREAMS_MAX). */
+int cumemcap_streams_of(CUcontext ctx, CUstream out[CUMEMCAP_STREAMS_MAX]);
+
+/* The context died: its streams went with it. */
+void cumemcap_streams_forget_ctx(CUcontext ctx);
+
+/* Fork child: forget the parent's streams. */
+void cumemcap_streams_fork_child(void);
