@@ -536,13 +536,51 @@ void cumemcap_program_name(int argc, char *const *argv, char *out, size_t len)
 static struct cumemcap_policy the_policy;
 static pthread_once_t policy_once = PTHREAD_ONCE_INIT;
 static _Atomic bool policy_ready; /* the fast path once built */
-static int saved_argc;
-static char *const *saved_argv;
+/* What the constructor saw (cumemcap_policy_start), together on one page:
+ * it is all a process with nothing configured touches before main. */
+static struct {
+	int argc;
+	char *const *argv;
+	bool bare;                          /* nothing configured at start */
+	char program[CUMEMCAP_PROGRAM_MAX]; /* bare: the name, taken at start */
+} start;
 
 void cumemcap_policy_set_args(int argc, char *const *argv)
 {
-	saved_argc = argc;
-	saved_argv = argv;
+	start.argc = argc;
+	start.argv = argv;
+}
+
+extern char **environ;
+
+/* No CUMEMCAP_ variable at all (every setting and CUMEMCAP_CONFIG is
+ * one), no file at the default path (cumemcap_policy_config_path's test),
+ * no secure execution: the policy is the defaults, whenever it is built. */
+static bool nothing_configured(void)
+{
+	if (getauxval(AT_SECURE) != 0)
+		return false;
+	for (char **e = environ; e && *e; e++)
+		if (strncmp(*e, "CUMEMCAP_", 9) == 0)
+			return false;
+	struct stat st;
+	return lstat(CUMEMCAP_DEFAULT_CONFIG, &st) != 0;
+}
+
+bool cumemcap_policy_start(int argc, char *const *argv)
+{
+	cumemcap_policy_set_args(argc, argv);
+	if (!nothing_configured()) {
+		cumemcap_policy();
+		return true;
+	}
+	/* Built at first use as it would have been now: from no variable and
+	 * no file (ones the program sets or creates later count no more than
+	 * they did when the constructor built it), under the name argv gives
+	 * now (a program may rewrite its argv, setproctitle-style). */
+	cumemcap_program_name(argc, argv, start.program, sizeof(start.program));
+	start.bare = true;
+	return false;
 }
 
 static const char *env_get(const char *name)
@@ -573,15 +611,22 @@ static void policy_init(void)
 {
 	static char err[2048], note[CUMEMCAP_PATH_MAX + 256];
 	static char program[CUMEMCAP_PROGRAM_MAX];
+	/* In place: the_policy is zero (.bss) and built once; a failure ends
+	 * the process. */
+	if (start.bare) {
+		if (!build_process(&the_policy, true, no_env, false, NULL, 0, start.program, err, sizeof(err),
+				   note, sizeof(note)))
+			cumemcap_fatal("%s", err); /* the defaults: never */
+		atomic_store_explicit(&policy_ready, true, memory_order_release);
+		return;
+	}
 	/* AT_SECURE: setuid, setgid or file capabilities; the kernel's and
 	 * ld.so's own notion, the one that makes ld.so ignore LD_LIBRARY_PATH. */
 	bool secure = getauxval(AT_SECURE) != 0;
-	if (saved_argv)
-		cumemcap_program_name(saved_argc, saved_argv, program, sizeof(program));
+	if (start.argv)
+		cumemcap_program_name(start.argc, start.argv, program, sizeof(program));
 	else
 		program_from_proc(program, sizeof(program));
-	/* In place: the_policy is zero (.bss) and built once; a failure ends
-	 * the process. */
 	if (!build_process(&the_policy, true, env_get, secure, CUMEMCAP_DEFAULT_CONFIG, 0, program, err,
 			   sizeof(err), note, sizeof(note)))
 		cumemcap_fatal("%s", err);

@@ -91,13 +91,11 @@ bool log_suffixed(const char *name, unsigned n, char *out, size_t cap)
 /* The default template under $TMPDIR ("" when not: the policy's). */
 static char default_template[CUMEMCAP_PATH_MAX];
 
-void log_file_init(void)
+/* The template under tmp, when tmp names a directory anyone meant;
+ * default_template (zero until now) is left alone otherwise. */
+static void template_under(const char *tmp)
 {
-	const struct cumemcap_policy *p = cumemcap_policy();
-	const char *tmp = secure_getenv("TMPDIR");
-	default_template[0] = '\0';
-	if (p->secure || p->log != CUMEMCAP_LOG_FILE || p->log_src.origin != CUMEMCAP_FROM_DEFAULT ||
-	    strcmp(p->log_path, CUMEMCAP_DEFAULT_LOG) != 0 || !tmp || tmp[0] != '/')
+	if (!tmp || tmp[0] != '/')
 		return;
 	struct out o = OUT(default_template);
 	size_t n = strlen(tmp);
@@ -116,6 +114,20 @@ void log_file_init(void)
 		default_template[0] = '\0';
 	else
 		default_template[o.len] = '\0';
+}
+
+void log_file_init(void)
+{
+	const struct cumemcap_policy *p = cumemcap_policy();
+	if (p->secure || p->log != CUMEMCAP_LOG_FILE || p->log_src.origin != CUMEMCAP_FROM_DEFAULT ||
+	    strcmp(p->log_path, CUMEMCAP_DEFAULT_LOG) != 0)
+		return;
+	template_under(secure_getenv("TMPDIR"));
+}
+
+void log_file_capture(void)
+{
+	template_under(secure_getenv("TMPDIR"));
 }
 
 bool cumemcap_log_expand(const char *tmpl, char *dst, size_t len)

@@ -70,11 +70,17 @@ _Atomic uint64_t log_samples_written;
 /* Highest NVML figure seen per GPU, plus one (0: never known). */
 _Atomic uint64_t log_peak_driver[CUMEMCAP_MAX_DEVICES];
 
+/* The environment's part of the snapshot was taken at start
+ * (cumemcap_log_start_env): written before main, read after. */
+static bool env_taken;
+
 static void snapshot(void)
 {
 	log_identity();
-	log_metrics_init();
-	log_file_init();
+	if (!env_taken) {
+		log_metrics_init();
+		log_file_init();
+	}
 	const struct cumemcap_policy *p = cumemcap_policy();
 	log_interval_ms = p->log_interval_ms ? p->log_interval_ms : CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
 	log_metrics_wanted = p->metrics_path[0] != '\0';
@@ -91,6 +97,13 @@ static void ensure_snapshot(void)
 void cumemcap_log_init(void)
 {
 	ensure_snapshot();
+}
+
+void cumemcap_log_start_env(void)
+{
+	log_metrics_init();
+	log_file_capture();
+	env_taken = true;
 }
 
 /* At most this many event records a second: a program spinning on

@@ -73,7 +73,8 @@ void log_metrics_init(void)
 {
 	for (size_t i = 0; i < N_DOWNWARD; i++) {
 		const char *v = getenv(downward[i].variable);
-		snprintf(downward_value[i], sizeof(downward_value[i]), "%s", v ? v : "");
+		if (v) /* "" otherwise, as it is: a page not written */
+			snprintf(downward_value[i], sizeof(downward_value[i]), "%s", v);
 	}
 }
 

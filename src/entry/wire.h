@@ -1,0 +1,8 @@
+/* wire: the first hook's setup (wire.c), as the library constructor sees
+ * it. Thread safety: cumemcap_wire_defer is called by the constructor,
+ * before any hook can run. */
+#pragma once
+
+/* The constructor leaves the rest of its start to the first hook, which
+ * runs `start` once, before it opens the driver. */
+void cumemcap_wire_defer(void (*start)(void));
