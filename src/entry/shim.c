@@ -30,6 +30,7 @@
 #include "state/ledger.h"
 #include "log/log.h"
 #include "platform/msg.h"
+#include "platform/start.h"
 #include "config/hints.h"
 #include "config/policy.h"
 #include "state/track.h"
@@ -78,7 +79,7 @@ static void fork_child(void)
 
 /* The start proper: join the group, set the framework hints, take the
  * log's snapshot, register the fork handlers. */
-static _Atomic bool started; /* the destructor has something to end */
+static CUMEMCAP_START_DATA _Atomic bool started; /* the destructor has something to end */
 
 static void start_rest(void)
 {

@@ -27,6 +27,7 @@
 #include "arena/arena.h"
 #include "state/device.h"
 #include "platform/worker.h"
+#include "platform/start.h"
 
 _Atomic bool cumemcap_wired;
 
@@ -48,9 +49,9 @@ static void wire(void)
 
 /* The rest of a start the constructor left to the first hook (shim.c:
  * a process nothing configures). */
-static void (*_Atomic deferred_start)(void);
+static CUMEMCAP_START_DATA void (*_Atomic deferred_start)(void);
 
-void cumemcap_wire_defer(void (*start)(void))
+CUMEMCAP_START_CODE void cumemcap_wire_defer(void (*start)(void))
 {
 	atomic_store(&deferred_start, start);
 }

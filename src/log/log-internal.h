@@ -105,6 +105,9 @@ void log_file_init(void);
 /* log_file_init's for a policy of defaults, without asking for it (the
  * policy is then built at first use; cumemcap_log_start_env). */
 void log_file_capture(void);
+/* The environment's part of the snapshot was taken at start
+ * (cumemcap_log_start_env): written before main, read after. */
+extern bool log_env_taken;
 
 /* Open the file (and write the start record) if nobody has yet. */
 void log_ensure_open(void);

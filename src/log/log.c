@@ -51,6 +51,7 @@
 #include <time.h>
 
 #include "log/log-internal.h"
+#include "platform/start.h"
 #include "driver/nvml.h"
 #include "state/group.h"
 #include "state/ledger.h"
@@ -70,14 +71,10 @@ _Atomic uint64_t log_samples_written;
 /* Highest NVML figure seen per GPU, plus one (0: never known). */
 _Atomic uint64_t log_peak_driver[CUMEMCAP_MAX_DEVICES];
 
-/* The environment's part of the snapshot was taken at start
- * (cumemcap_log_start_env): written before main, read after. */
-static bool env_taken;
-
 static void snapshot(void)
 {
 	log_identity();
-	if (!env_taken) {
+	if (!log_env_taken) {
 		log_metrics_init();
 		log_file_init();
 	}
@@ -99,11 +96,11 @@ void cumemcap_log_init(void)
 	ensure_snapshot();
 }
 
-void cumemcap_log_start_env(void)
+CUMEMCAP_START_CODE void cumemcap_log_start_env(void)
 {
 	log_metrics_init();
 	log_file_capture();
-	env_taken = true;
+	log_env_taken = true;
 }
 
 /* At most this many event records a second: a program spinning on

@@ -121,5 +121,39 @@ class BareStart(unittest.TestCase):
         self.assertEqual(pids, {child, parent})
 
 
+class Layout(unittest.TestCase):
+    """What keeps the start cheap in the library's ELF file (src/meson.build,
+    src/platform/start.h)."""
+
+    def readelf(self, *args):
+        try:
+            return subprocess.run(["readelf", "-W", *args, SHIM], capture_output=True, text=True,
+                                  check=True).stdout
+        except FileNotFoundError:
+            self.skipTest("no readelf")
+
+    def test_no_dt_fini(self):
+        # crti's _fini does nothing and ends .text: calling it at exit
+        # cost a page fault. Destructors run from .fini_array.
+        dynamic = self.readelf("-d")
+        self.assertIn("(FINI_ARRAY)", dynamic)
+        self.assertNotIn("(FINI)", dynamic)
+
+    def test_start_data_between_data_and_bss(self):
+        # The constructor's variables follow .data and precede .bss: in the
+        # page ld.so writes when it clears the start of .bss.
+        sections = {}
+        for line in self.readelf("-S").splitlines():
+            f = line.replace("[ ", "[").split()
+            if len(f) > 5 and f[0].startswith("[") and f[0][1:-1].isdigit():
+                sections[f[1]] = (int(f[3], 16), int(f[5], 16))
+        data, hot, large, bss = (sections[n] for n in (".data", "cumemcap_start_data",
+                                                        "cumemcap_start_large", ".bss"))
+        self.assertLessEqual(data[0] + data[1], hot[0])
+        self.assertLessEqual(hot[0] + hot[1], large[0])
+        self.assertLessEqual(large[0] + large[1], bss[0])
+        self.assertLess(hot[1], 4096)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
