@@ -115,8 +115,8 @@ __attribute__((constructor)) static void cumemcap_start(int argc, char **argv, c
 	(void)envp;
 	if (!cumemcap_policy_start(argc, argv)) {
 		cumemcap_log_start_env();
-		cumemcap_wire_defer(start_rest);
-		return;
+		if (cumemcap_wire_defer(start_rest))
+			return;
 	}
 	start_rest();
 }

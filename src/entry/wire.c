@@ -48,17 +48,22 @@ static void wire(void)
 }
 
 /* The rest of a start the constructor left to the first hook (shim.c:
- * a process nothing configures). */
+ * a process nothing configures); hook_came once the first hook looked. */
 static CUMEMCAP_START_DATA void (*_Atomic deferred_start)(void);
 
-CUMEMCAP_START_CODE void cumemcap_wire_defer(void (*start)(void))
+static void hook_came(void)
 {
-	atomic_store(&deferred_start, start);
+}
+
+CUMEMCAP_START_CODE bool cumemcap_wire_defer(void (*start)(void))
+{
+	void (*none)(void) = NULL;
+	return atomic_compare_exchange_strong(&deferred_start, &none, start);
 }
 
 static void run_deferred_start(void)
 {
-	void (*start)(void) = atomic_load(&deferred_start);
+	void (*start)(void) = atomic_exchange(&deferred_start, hook_came);
 	if (start)
 		start();
 }

@@ -6,7 +6,7 @@ What the program does to its environment in between must change nothing,
 as when everything was done in the constructor; a fork before the first
 call must leave parent and child each their own log.
 
-Usage: test_startup.py SHIM FAKE_DIR
+Usage: test_startup.py SHIM FAKE_DIR EARLY_CUDA
 """
 import glob
 import json
@@ -17,8 +17,8 @@ import sys
 import tempfile
 import unittest
 
-SHIM, FAKE_DIR = sys.argv[1:3]
-del sys.argv[1:3]
+SHIM, FAKE_DIR, EARLY_CUDA = sys.argv[1:4]
+del sys.argv[1:4]
 EXTRA = os.environ.get("LD_PRELOAD_EXTRA", "")
 MiB = 1 << 20
 
@@ -64,11 +64,11 @@ class BareStart(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def run_probe(self, steps, tmpdir):
+    def run_probe(self, steps, tmpdir, after_shim=""):
         # No CUMEMCAP_ variable at all: the bare start.
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_"))}
         env.update({"LD_LIBRARY_PATH": FAKE_DIR, "FAKECUDA_DEVICES": "4GiB", "TMPDIR": tmpdir,
-                    "LD_PRELOAD": (EXTRA + ":" if EXTRA else "") + SHIM,
+                    "LD_PRELOAD": (EXTRA + ":" if EXTRA else "") + SHIM + after_shim,
                     "ASAN_OPTIONS": "detect_leaks=0"})
         p = subprocess.run([sys.executable, self.script, *steps], env=env, capture_output=True, text=True,
                            timeout=60)
@@ -119,6 +119,16 @@ class BareStart(unittest.TestCase):
             self.assertEqual(len({r["pid"] for r in recs}), 1, recs)
             pids.add(recs[0]["pid"])
         self.assertEqual(pids, {child, parent})
+
+    def test_cuda_before_the_constructor(self):
+        # Another preloaded library's constructor calls cuInit before the
+        # shim's constructor runs: the first hook found no start to run,
+        # so the constructor runs it itself; the exit record is written.
+        out = self.run_probe(["alloc", str(2 * MiB)], self.dir, ":" + EARLY_CUDA)
+        self.assertEqual(out[-1]["alloc"], 0)
+        [log] = self.logs(self.dir)
+        recs = self.records(log)
+        self.assertEqual((recs[0]["type"], recs[-1]["type"]), ("start", "exit"))
 
 
 class Layout(unittest.TestCase):
