@@ -16,6 +16,7 @@
 #include "config/cfgfile.h"
 #include "config/settings.h"
 #include "platform/msg.h"
+#include "platform/start.h"
 
 /* ---- the settings (settings.c's table) ---------------------------------- */
 
@@ -483,24 +484,66 @@ void cumemcap_source_format(const struct cumemcap_policy *p, const struct cumemc
 
 /* ---- the program's name ------------------------------------------------------ */
 
-static const char *base_name(const char *path)
+static CUMEMCAP_START_CODE const char *base_name(const char *path)
 {
-	const char *slash = strrchr(path, '/');
-	return slash ? slash + 1 : path;
+	const char *name = path;
+	for (const char *c = path; *c; c++)
+		if (*c == '/')
+			name = c + 1;
+	return name;
 }
 
-static bool is_interpreter(const char *name)
+/* fnmatch(pattern, s, 0) for the patterns below: literals, '*' and
+ * "[0-9]" ranges (the constructor runs this; fnmatch's pages it need not
+ * touch). */
+static CUMEMCAP_START_CODE bool glob_match(const char *p, const char *s)
 {
-	static const char *const globs[] = { "python", "python[0-9]*", "pypy*", "perl", "perl5*", "ruby*",
-					     "node", "nodejs", "bash", "sh", "dash", "zsh", "Rscript",
-					     "julia", "lua*", "php*", NULL };
-	for (const char *const *g = globs; *g; g++)
-		if (fnmatch(*g, name, 0) == 0)
+	for (;; p++, s++) {
+		if (*p == '*') {
+			for (;; s++) {
+				if (glob_match(p + 1, s))
+					return true;
+				if (!*s)
+					return false;
+			}
+		}
+		if (*p == '[') {
+			if (!*s || *s < p[1] || *s > p[3])
+				return false;
+			p += 4; /* "[a-b" and the ']' the loop steps over */
+			continue;
+		}
+		if (*p != *s)
+			return false;
+		if (!*p)
+			return true;
+	}
+}
+
+static CUMEMCAP_START_CODE bool is_interpreter(const char *name)
+{
+	static CUMEMCAP_START_CONST const char globs[][16] = {
+		"python", "python[0-9]*", "pypy*", "perl", "perl5*", "ruby*", "node", "nodejs",
+		"bash", "sh", "dash", "zsh", "Rscript", "julia", "lua*", "php*"
+	};
+	for (size_t g = 0; g < sizeof(globs) / sizeof(globs[0]); g++)
+		if (glob_match(globs[g], name))
 			return true;
 	return false;
 }
 
-void cumemcap_program_name(int argc, char *const *argv, char *out, size_t len)
+static CUMEMCAP_START_CODE bool same(const char *a, const char *b)
+{
+	while (*a && *a == *b)
+		a++, b++;
+	return *a == *b;
+}
+
+/* The options cumemcap_program_name knows. */
+static CUMEMCAP_START_CONST const char opt_m[] = "-m", opt_c[] = "-c", opt_e[] = "-e", opt_stdin[] = "-",
+				      opt_end[] = "--", opt_W[] = "-W", opt_X[] = "-X";
+
+CUMEMCAP_START_CODE void cumemcap_program_name(int argc, char *const *argv, char *out, size_t len)
 {
 	if (len == 0)
 		return;
@@ -511,16 +554,16 @@ void cumemcap_program_name(int argc, char *const *argv, char *out, size_t len)
 	if (is_interpreter(name)) {
 		for (int i = 1; i < argc && argv[i]; i++) {
 			const char *a = argv[i];
-			if (strcmp(a, "-m") == 0 && i + 1 < argc && argv[i + 1]) {
+			if (same(a, opt_m) && i + 1 < argc && argv[i + 1]) {
 				name = argv[i + 1];
 				break;
 			}
-			if (strcmp(a, "-c") == 0 || strcmp(a, "-e") == 0 || strcmp(a, "-") == 0 ||
-			    strcmp(a, "--") == 0)
+			if (same(a, opt_c) || same(a, opt_e) || same(a, opt_stdin) ||
+			    same(a, opt_end))
 				break; /* inline code or stdin: the interpreter's own name */
 			if (a[0] == '-') {
 				/* Options that take a separate value (python -W/-X). */
-				if ((strcmp(a, "-W") == 0 || strcmp(a, "-X") == 0) && i + 1 < argc)
+				if ((same(a, opt_W) || same(a, opt_X)) && i + 1 < argc)
 					i++;
 				continue;
 			}
@@ -528,7 +571,7 @@ void cumemcap_program_name(int argc, char *const *argv, char *out, size_t len)
 			break;
 		}
 	}
-	snprintf(out, len, "%s", name);
+	cumemcap_copy_str(out, len, name);
 }
 
 /* ---- the process's policy ---------------------------------------------------- */
@@ -536,13 +579,57 @@ void cumemcap_program_name(int argc, char *const *argv, char *out, size_t len)
 static struct cumemcap_policy the_policy;
 static pthread_once_t policy_once = PTHREAD_ONCE_INIT;
 static _Atomic bool policy_ready; /* the fast path once built */
-static int saved_argc;
-static char *const *saved_argv;
+/* What the constructor saw (cumemcap_policy_start), together on one page:
+ * it is all a process with nothing configured touches before main. */
+static CUMEMCAP_START_DATA struct {
+	int argc;
+	char *const *argv;
+	bool bare;                          /* nothing configured at start */
+	char program[CUMEMCAP_PROGRAM_MAX]; /* bare: the name, taken at start */
+} start;
 
-void cumemcap_policy_set_args(int argc, char *const *argv)
+CUMEMCAP_START_CODE void cumemcap_policy_set_args(int argc, char *const *argv)
 {
-	saved_argc = argc;
-	saved_argv = argv;
+	start.argc = argc;
+	start.argv = argv;
+}
+
+extern char **environ;
+
+/* No CUMEMCAP_ variable at all (every setting and CUMEMCAP_CONFIG is
+ * one), no file at the default path (cumemcap_policy_config_path's test),
+ * no secure execution: the policy is the defaults, whenever it is built. */
+static CUMEMCAP_START_CONST const char prefix[] = "CUMEMCAP_", default_config[] = CUMEMCAP_DEFAULT_CONFIG;
+
+static CUMEMCAP_START_CODE bool nothing_configured(void)
+{
+	if (getauxval(AT_SECURE) != 0)
+		return false;
+	for (char **e = environ; e && *e; e++) {
+		size_t i = 0;
+		while (prefix[i] && (*e)[i] == prefix[i])
+			i++;
+		if (!prefix[i])
+			return false;
+	}
+	struct stat st;
+	return lstat(default_config, &st) != 0;
+}
+
+CUMEMCAP_START_CODE bool cumemcap_policy_start(int argc, char *const *argv)
+{
+	cumemcap_policy_set_args(argc, argv);
+	if (!nothing_configured()) {
+		cumemcap_policy();
+		return true;
+	}
+	/* Built at first use as it would have been now: from no variable and
+	 * no file (ones the program sets or creates later count no more than
+	 * they did when the constructor built it), under the name argv gives
+	 * now (a program may rewrite its argv, setproctitle-style). */
+	cumemcap_program_name(argc, argv, start.program, sizeof(start.program));
+	start.bare = true;
+	return false;
 }
 
 static const char *env_get(const char *name)
@@ -573,15 +660,22 @@ static void policy_init(void)
 {
 	static char err[2048], note[CUMEMCAP_PATH_MAX + 256];
 	static char program[CUMEMCAP_PROGRAM_MAX];
+	/* In place: the_policy is zero (.bss) and built once; a failure ends
+	 * the process. */
+	if (start.bare) {
+		if (!build_process(&the_policy, true, no_env, false, NULL, 0, start.program, err, sizeof(err),
+				   note, sizeof(note)))
+			cumemcap_fatal("%s", err); /* the defaults: never */
+		atomic_store_explicit(&policy_ready, true, memory_order_release);
+		return;
+	}
 	/* AT_SECURE: setuid, setgid or file capabilities; the kernel's and
 	 * ld.so's own notion, the one that makes ld.so ignore LD_LIBRARY_PATH. */
 	bool secure = getauxval(AT_SECURE) != 0;
-	if (saved_argv)
-		cumemcap_program_name(saved_argc, saved_argv, program, sizeof(program));
+	if (start.argv)
+		cumemcap_program_name(start.argc, start.argv, program, sizeof(program));
 	else
 		program_from_proc(program, sizeof(program));
-	/* In place: the_policy is zero (.bss) and built once; a failure ends
-	 * the process. */
 	if (!build_process(&the_policy, true, env_get, secure, CUMEMCAP_DEFAULT_CONFIG, 0, program, err,
 			   sizeof(err), note, sizeof(note)))
 		cumemcap_fatal("%s", err);

@@ -4,8 +4,9 @@
  * Owns (with the table of settings in settings.h: environment variable,
  * file key, where in a file it may stand, parser) the immutable struct cumemcap_policy the
  * other layers read, and the precedence between sources. Built in the
- * library constructor (or by the first hook, whichever comes first) and
- * never changed afterwards, so readers need no lock. A value that cannot
+ * library constructor (or by the first hook, whichever comes first; when
+ * nothing configures the process, always at first use, from what it had
+ * at start) and never changed afterwards, so readers need no lock. A value that cannot
  * be honoured exactly is an error, never a warning: the process must not
  * run with a limit other than the one its user meant.
  *
@@ -302,3 +303,11 @@ const struct cumemcap_policy *cumemcap_policy(void);
 
 /* Give the library constructor's argv to the policy (before first use). */
 void cumemcap_policy_set_args(int argc, char *const *argv);
+
+/* The library constructor's: give it argv, and build the policy now
+ * (true: bad settings end the process before main) unless nothing
+ * configures the process (no CUMEMCAP_ variable, no file at the default
+ * path, no secure execution). Then (false) the policy is the defaults,
+ * built at first use from what the process had at start, and the
+ * constructor may leave the rest of its start to the first use too. */
+bool cumemcap_policy_start(int argc, char *const *argv);

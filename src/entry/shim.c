@@ -3,14 +3,16 @@
  * The constructor validates the configuration before the program's main
  * runs (a wrong limit stops the process with one line) and touches nothing
  * else: the driver is opened lazily by the first hook, so a process that
- * never uses CUDA makes no driver call. Fork handlers keep every lock
- * usable in the child and empty the child's books (a child holds none of
+ * never uses CUDA makes no driver call (and, when nothing configures it,
+ * leaves the rest of the start to its first hook too). Fork handlers keep
+ * every lock usable in the child and empty the child's books (a child holds none of
  * its parent's GPU memory). The destructor has the log write its exit
  * summary. cumemcap_get_stats is filled from the ledger's snapshot as the
  * figure list (figures.h) says; it takes no lock. */
 #include "config.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "account/account.h"
@@ -24,9 +26,11 @@
 #include "platform/export.h"
 #include "account/graph.h"
 #include "entry/hooks.h"
+#include "entry/wire.h"
 #include "state/ledger.h"
 #include "log/log.h"
 #include "platform/msg.h"
+#include "platform/start.h"
 #include "config/hints.h"
 #include "config/policy.h"
 #include "state/track.h"
@@ -73,12 +77,12 @@ static void fork_child(void)
 	cumemcap_group_fork_child();
 }
 
-/* glibc passes a shared library's constructors the program's arguments;
- * [program] sections match on them. */
-__attribute__((constructor)) static void cumemcap_start(int argc, char **argv, char **envp)
+/* The start proper: join the group, set the framework hints, take the
+ * log's snapshot, register the fork handlers. */
+static CUMEMCAP_START_DATA _Atomic bool started; /* the destructor has something to end */
+
+static void start_rest(void)
 {
-	(void)envp;
-	cumemcap_policy_set_args(argc, argv);
 	const struct cumemcap_policy *p = cumemcap_policy();
 	/* A group that cannot be joined stops the program here: never
 	 * uncapped. */
@@ -91,10 +95,37 @@ __attribute__((constructor)) static void cumemcap_start(int argc, char **argv, c
 	cumemcap_hints_apply(p);
 	cumemcap_log_init();
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	atomic_store(&started, true);
+}
+
+/* glibc passes a shared library's constructors the program's arguments;
+ * [program] sections match on them.
+ *
+ * A process nothing configures (no CUMEMCAP_ variable, no file, not
+ * setuid: cumemcap_policy_start) has the defaults: no limit, no group, no
+ * hint to set, nothing that could fail. Its constructor only takes what
+ * must be taken as the program starts (its name, the log's variables)
+ * and leaves the rest to the first hook (wire.c), before the driver is
+ * opened: a program that never uses CUDA pays for little more than
+ * loading the library (docs/benchmarks.md, "Start of a program that
+ * never uses CUDA"). A fork before then needs no handler: nothing is
+ * held or booked yet. */
+__attribute__((constructor)) static void cumemcap_start(int argc, char **argv, char **envp)
+{
+	(void)envp;
+	if (!cumemcap_policy_start(argc, argv)) {
+		cumemcap_log_start_env();
+		if (cumemcap_wire_defer(start_rest))
+			return;
+	}
+	start_rest();
 }
 
 __attribute__((destructor)) static void cumemcap_stop(void)
 {
+	/* Never used: no worker, no group, no GPU to write about. */
+	if (!atomic_load(&started))
+		return;
 	cumemcap_worker_stop();
 	cumemcap_account_group_changes(); /* made since the worker's last look */
 	cumemcap_log_exit(0);

@@ -12,17 +12,22 @@
  *
  * It runs once, from the first hook that finds a driver (cumemcap_ready,
  * through NEED): before any GPU is known, any arena exists or the worker
- * starts, whichever library constructor runs first. Thread safety: a
+ * starts, whichever library constructor runs first. Before it, and before
+ * the driver is opened, the first hook runs the rest of the start the
+ * constructor left to it (cumemcap_wire_defer). Thread safety: two
  * pthread_once, then one acquire load per hook. */
 #include "entry/hooks.h"
+#include "entry/wire.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "account/account.h"
 #include "account/footprint.h"
 #include "arena/arena.h"
 #include "state/device.h"
 #include "platform/worker.h"
+#include "platform/start.h"
 
 _Atomic bool cumemcap_wired;
 
@@ -42,9 +47,33 @@ static void wire(void)
 	cumemcap_arena_register(&arena_up);
 }
 
+/* The rest of a start the constructor left to the first hook (shim.c:
+ * a process nothing configures); hook_came once the first hook looked. */
+static CUMEMCAP_START_DATA void (*_Atomic deferred_start)(void);
+
+static void hook_came(void)
+{
+}
+
+CUMEMCAP_START_CODE bool cumemcap_wire_defer(void (*start)(void))
+{
+	void (*none)(void) = NULL;
+	return atomic_compare_exchange_strong(&deferred_start, &none, start);
+}
+
+static void run_deferred_start(void)
+{
+	void (*start)(void) = atomic_exchange(&deferred_start, hook_came);
+	if (start)
+		start();
+}
+
 bool cumemcap_ready_slow(void)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	static pthread_once_t once = PTHREAD_ONCE_INIT, start_once = PTHREAD_ONCE_INIT;
+	/* Before the driver is opened, as it would have been in the
+	 * constructor: the fork handlers stay registered before the driver's. */
+	pthread_once(&start_once, run_deferred_start);
 	if (!cumemcap_driver_ready())
 		return false;
 	pthread_once(&once, wire);

@@ -31,6 +31,7 @@
 
 #include "log/log.h"
 #include "log/log-internal.h"
+#include "platform/start.h"
 #include "config/policy.h"
 
 pthread_mutex_t log_open_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -88,34 +89,74 @@ bool log_suffixed(const char *name, unsigned n, char *out, size_t cap)
 	return !o.lost;
 }
 
+CUMEMCAP_START_DATA bool log_env_taken;
 /* The default template under $TMPDIR ("" when not: the policy's). */
-static char default_template[CUMEMCAP_PATH_MAX];
+static CUMEMCAP_START_LARGE char default_template[CUMEMCAP_PATH_MAX];
 
-void log_file_init(void)
+static CUMEMCAP_START_CONST const char default_log[] = CUMEMCAP_DEFAULT_LOG;
+
+/* The template under tmp, when tmp names a directory anyone meant;
+ * default_template (zero until now) is left alone otherwise. */
+static CUMEMCAP_START_CODE void template_under(const char *tmp)
 {
-	const struct cumemcap_policy *p = cumemcap_policy();
-	const char *tmp = secure_getenv("TMPDIR");
-	default_template[0] = '\0';
-	if (p->secure || p->log != CUMEMCAP_LOG_FILE || p->log_src.origin != CUMEMCAP_FROM_DEFAULT ||
-	    strcmp(p->log_path, CUMEMCAP_DEFAULT_LOG) != 0 || !tmp || tmp[0] != '/')
+	if (!tmp || tmp[0] != '/')
 		return;
-	struct out o = OUT(default_template);
-	size_t n = strlen(tmp);
-	while (n > 1 && tmp[n - 1] == '/')
-		n--;
+	/* Written byte by byte, as the constructor runs it: no stdio, no
+	 * string function of libc's (their pages a program without CUDA
+	 * may never touch). */
+	char *d = default_template;
+	const size_t cap = sizeof(default_template) - 1; /* and the NUL */
+	size_t o = 0, n = 0;
+	bool lost = false;
+	/* Its length without the trailing slashes ("/" stays). */
+	for (size_t i = 0; tmp[i]; i++)
+		if (tmp[i] != '/')
+			n = i + 1;
+	if (n == 0)
+		n = 1;
 	for (size_t i = 0; i < n; i++) {
 		if ((unsigned char)tmp[i] < 0x20 || tmp[i] == 0x7f) {
 			default_template[0] = '\0';
 			return; /* not a directory anyone meant */
 		}
-		out_put(&o, tmp[i] == '%' ? "%%" : tmp + i, tmp[i] == '%' ? 2 : 1);
+		size_t k = tmp[i] == '%' ? 2 : 1; /* '%' is taken as it is, not as a template */
+		if (o + k > cap) {
+			lost = true;
+			break;
+		}
+		for (size_t r = 0; r < k; r++)
+			d[o++] = tmp[i];
 	}
-	out_str(&o, n == 1 ? "" : "/");
-	out_str(&o, &CUMEMCAP_DEFAULT_LOG[sizeof("/tmp/") - 1]);
-	if (o.lost || o.len >= sizeof(default_template))
-		default_template[0] = '\0';
-	else
-		default_template[o.len] = '\0';
+	const char *rest = default_log + sizeof("/tmp/") - 1;
+	if (n != 1 && !lost) {
+		if (o + 1 > cap)
+			lost = true;
+		else
+			d[o++] = '/';
+	}
+	for (; *rest && !lost; rest++) {
+		if (o + 1 > cap)
+			lost = true;
+		else
+			d[o++] = *rest;
+	}
+	d[lost ? 0 : o] = '\0';
+}
+
+void log_file_init(void)
+{
+	const struct cumemcap_policy *p = cumemcap_policy();
+	if (p->secure || p->log != CUMEMCAP_LOG_FILE || p->log_src.origin != CUMEMCAP_FROM_DEFAULT ||
+	    strcmp(p->log_path, CUMEMCAP_DEFAULT_LOG) != 0)
+		return;
+	template_under(secure_getenv("TMPDIR"));
+}
+
+static CUMEMCAP_START_CONST const char tmpdir[] = "TMPDIR";
+
+CUMEMCAP_START_CODE void log_file_capture(void)
+{
+	template_under(secure_getenv(tmpdir));
 }
 
 bool cumemcap_log_expand(const char *tmpl, char *dst, size_t len)

@@ -102,6 +102,12 @@ void log_say_off(const char *subject, const char *path, const char *what, int er
 /* TMPDIR, read once (the constructor): the default template's directory
  * is under it instead of /tmp when it is set (not in secure execution). */
 void log_file_init(void);
+/* log_file_init's for a policy of defaults, without asking for it (the
+ * policy is then built at first use; cumemcap_log_start_env). */
+void log_file_capture(void);
+/* The environment's part of the snapshot was taken at start
+ * (cumemcap_log_start_env): written before main, read after. */
+extern bool log_env_taken;
 
 /* Open the file (and write the start record) if nobody has yet. */
 void log_ensure_open(void);

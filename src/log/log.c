@@ -51,6 +51,7 @@
 #include <time.h>
 
 #include "log/log-internal.h"
+#include "platform/start.h"
 #include "driver/nvml.h"
 #include "state/group.h"
 #include "state/ledger.h"
@@ -73,8 +74,10 @@ _Atomic uint64_t log_peak_driver[CUMEMCAP_MAX_DEVICES];
 static void snapshot(void)
 {
 	log_identity();
-	log_metrics_init();
-	log_file_init();
+	if (!log_env_taken) {
+		log_metrics_init();
+		log_file_init();
+	}
 	const struct cumemcap_policy *p = cumemcap_policy();
 	log_interval_ms = p->log_interval_ms ? p->log_interval_ms : CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
 	log_metrics_wanted = p->metrics_path[0] != '\0';
@@ -91,6 +94,13 @@ static void ensure_snapshot(void)
 void cumemcap_log_init(void)
 {
 	ensure_snapshot();
+}
+
+CUMEMCAP_START_CODE void cumemcap_log_start_env(void)
+{
+	log_metrics_init();
+	log_file_capture();
+	log_env_taken = true;
 }
 
 /* At most this many event records a second: a program spinning on

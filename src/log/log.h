@@ -21,6 +21,12 @@
 /* The library constructor: policy is built, nothing else is done yet. */
 void cumemcap_log_init(void);
 
+/* The library constructor of a process nothing configures, instead of
+ * cumemcap_log_init: only what the log reads of the environment (TMPDIR,
+ * the Downward API's variables) is taken now, as the process started;
+ * the rest of the snapshot waits for the log's first use. */
+void cumemcap_log_start_env(void);
+
 /* A GPU became known (its facts are in cumemcap_device_info(dev)). The
  * first call writes the start record. Called from any hook thread. */
 void cumemcap_log_device(int dev);

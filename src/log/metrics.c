@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "log/log-internal.h"
+#include "platform/start.h"
 #include "state/group.h"
 #include "state/figures.h"
 #include "config/policy.h"
@@ -58,8 +59,9 @@ static struct stat companion_st;
 static uint64_t last_sweep_ms;
 
 /* The Downward API's names, copied in the constructor. */
-static const struct {
-	const char *variable, *label;
+static CUMEMCAP_START_CONST const struct {
+	char variable[16];
+	const char *label;
 } downward[] = {
 	{ "NODE_NAME", "node" },
 	{ "POD_NAME", "pod" },
@@ -67,13 +69,14 @@ static const struct {
 	{ "CONTAINER_NAME", "container" },
 };
 #define N_DOWNWARD (sizeof(downward) / sizeof(downward[0]))
-static char downward_value[N_DOWNWARD][LABEL_VALUE_MAX + 1];
+static CUMEMCAP_START_LARGE char downward_value[N_DOWNWARD][LABEL_VALUE_MAX + 1];
 
-void log_metrics_init(void)
+CUMEMCAP_START_CODE void log_metrics_init(void)
 {
 	for (size_t i = 0; i < N_DOWNWARD; i++) {
 		const char *v = getenv(downward[i].variable);
-		snprintf(downward_value[i], sizeof(downward_value[i]), "%s", v ? v : "");
+		if (v) /* "" otherwise, as it is: nothing written */
+			cumemcap_copy_str(downward_value[i], sizeof(downward_value[i]), v);
 	}
 }
 

@@ -848,6 +848,29 @@ static const struct name_case names[] = {
 	{ { "/opt/bin/myjob", "--flag", "x.py" }, "myjob" },
 	{ { "bash", "run.sh" }, "run.sh" },
 	{ { "/usr/bin/env" }, "env" },
+	/* The interpreters' globs, as fnmatch(3) reads them (the constructor
+	 * matches them without it: policy.c's glob_match). */
+	{ { "python3.12", "a.py" }, "a.py" },
+	{ { "pythonw", "a.py" }, "pythonw" },
+	{ { "python-config", "a.py" }, "python-config" },
+	{ { "pypy", "a.py" }, "a.py" },
+	{ { "pypy3.10", "a.py" }, "a.py" },
+	{ { "perl", "a.pl" }, "a.pl" },
+	{ { "perl5.36.0", "a.pl" }, "a.pl" },
+	{ { "perl6", "a.pl" }, "perl6" },
+	{ { "ruby3.2", "a.rb" }, "a.rb" },
+	{ { "node", "a.js" }, "a.js" },
+	{ { "nodejs", "a.js" }, "a.js" },
+	{ { "node18", "a.js" }, "node18" },
+	{ { "sh", "a.sh" }, "a.sh" },
+	{ { "shx", "a.sh" }, "shx" },
+	{ { "Rscript", "a.R" }, "a.R" },
+	{ { "rscript", "a.R" }, "rscript" },
+	{ { "lua", "a.lua" }, "a.lua" },
+	{ { "php8.2", "a.php" }, "a.php" },
+	{ { "julia", "--", "a.jl" }, "julia" },
+	{ { "python3", "-", "a.py" }, "python3" },
+	{ { "python3", "-X", "dev", "-e", "a.py" }, "python3" },
 	{ { NULL }, "" },
 };
 
@@ -864,6 +887,13 @@ START_TEST(policy_program_name)
 		if (!c->argv[0])
 			break;
 	}
+	/* Cut to the buffer, as snprintf would. */
+	char *const argv[] = { "python3", "train.py", NULL };
+	char small[4] = "xyz";
+	cumemcap_program_name(2, argv, small, sizeof(small));
+	ck_assert_str_eq(small, "tra");
+	cumemcap_program_name(2, argv, small, 1);
+	ck_assert_str_eq(small, "");
 }
 END_TEST
 

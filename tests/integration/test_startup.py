@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""A process nothing configures (no CUMEMCAP_ variable, no file at the
+default path, not setuid) leaves most of its start to its first CUDA call
+(src/entry/shim.c): its policy is built then, from what it had at start.
+What the program does to its environment in between must change nothing,
+as when everything was done in the constructor; a fork before the first
+call must leave parent and child each their own log.
+
+Usage: test_startup.py SHIM FAKE_DIR EARLY_CUDA
+"""
+import glob
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SHIM, FAKE_DIR, EARLY_CUDA = sys.argv[1:4]
+del sys.argv[1:4]
+EXTRA = os.environ.get("LD_PRELOAD_EXTRA", "")
+MiB = 1 << 20
+
+# Steps from argv; one JSON line per allocation.
+PROBE = r'''
+import ctypes, json, os, sys
+args = sys.argv[1:]
+def use_gpu(n):
+    cu = ctypes.CDLL("libcuda.so.1")
+    assert cu.cuInit(0) == 0
+    ctx = ctypes.c_void_p()
+    assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0
+    assert cu.cuCtxSetCurrent(ctx) == 0
+    p = ctypes.c_uint64()
+    r = cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(n))
+    print(json.dumps({"pid": os.getpid(), "alloc": r}), flush=True)
+while args:
+    op = args.pop(0)
+    if op == "setenv":                  # setenv(3), as os.environ does it
+        k, v = args.pop(0), args.pop(0)
+        os.environ[k] = v
+    elif op == "alloc":
+        use_gpu(int(args.pop(0)))
+    elif op == "fork":                  # the child allocates, then the parent waits for it
+        n = int(args.pop(0))
+        pid = os.fork()
+        if pid == 0:
+            use_gpu(n)
+            sys.exit(0)                 # exit(3): the shim writes its exit record
+        _, status = os.waitpid(pid, 0)
+        print(json.dumps({"child": pid, "status": status}), flush=True)
+'''
+
+
+class BareStart(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+        self.script = os.path.join(self.dir, "startprobe.py")
+        with open(self.script, "w") as f:
+            f.write(PROBE)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def run_probe(self, steps, tmpdir, after_shim=""):
+        # No CUMEMCAP_ variable at all: the bare start.
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_"))}
+        env.update({"LD_LIBRARY_PATH": FAKE_DIR, "FAKECUDA_DEVICES": "4GiB", "TMPDIR": tmpdir,
+                    "LD_PRELOAD": (EXTRA + ":" if EXTRA else "") + SHIM + after_shim,
+                    "ASAN_OPTIONS": "detect_leaks=0"})
+        p = subprocess.run([sys.executable, self.script, *steps], env=env, capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+        return [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
+
+    def logs(self, tmpdir):
+        return sorted(glob.glob(os.path.join(tmpdir, "cumemcap-%d" % os.geteuid(), "*.jsonl")))
+
+    def records(self, path):
+        with open(path) as f:
+            return [json.loads(l) for l in f]
+
+    def test_a_limit_set_after_start_does_not_apply(self):
+        # As when the constructor built the policy: a variable the program
+        # sets later is not read.
+        out = self.run_probe(["setenv", "CUMEMCAP_LIMIT", "1MiB", "alloc", str(2 * MiB)], self.dir)
+        self.assertEqual(out[-1]["alloc"], 0)
+        [log] = self.logs(self.dir)
+        start = self.records(log)[0]
+        self.assertEqual(start["type"], "start")
+        self.assertEqual(start["gpus"][0]["limit"], None, start)
+
+    def test_the_log_stays_under_the_tmpdir_of_the_start(self):
+        later = os.path.join(self.dir, "later")
+        os.mkdir(later)
+        out = self.run_probe(["setenv", "TMPDIR", later, "alloc", str(2 * MiB)], self.dir)
+        self.assertEqual(out[-1]["alloc"], 0)
+        self.assertEqual(self.logs(later), [])
+        [log] = self.logs(self.dir)
+        recs = self.records(log)
+        self.assertEqual([r["type"] for r in recs][0], "start")
+        self.assertEqual((recs[0]["pid"], recs[0]["program"], recs[0]["host"]),
+                         (out[-1]["pid"], "startprobe.py", socket.gethostname()))
+
+    def test_fork_before_the_first_call(self):
+        # Parent and child each start at their first call: each its own
+        # log, with its own pid in every record.
+        out = self.run_probe(["fork", str(2 * MiB), "alloc", str(2 * MiB)], self.dir)
+        child, parent = out[0]["pid"], out[-1]["pid"]
+        self.assertEqual((out[0]["alloc"], out[1]["status"], out[-1]["alloc"]), (0, 0, 0))
+        logs = self.logs(self.dir)
+        self.assertEqual(len(logs), 2, logs)
+        pids = set()
+        for log in logs:
+            recs = self.records(log)
+            self.assertEqual((recs[0]["type"], recs[-1]["type"]), ("start", "exit"))
+            self.assertEqual(len({r["pid"] for r in recs}), 1, recs)
+            pids.add(recs[0]["pid"])
+        self.assertEqual(pids, {child, parent})
+
+    def test_cuda_before_the_constructor(self):
+        # Another preloaded library's constructor calls cuInit before the
+        # shim's constructor runs: the first hook found no start to run,
+        # so the constructor runs it itself; the exit record is written.
+        out = self.run_probe(["alloc", str(2 * MiB)], self.dir, ":" + EARLY_CUDA)
+        self.assertEqual(out[-1]["alloc"], 0)
+        [log] = self.logs(self.dir)
+        recs = self.records(log)
+        self.assertEqual((recs[0]["type"], recs[-1]["type"]), ("start", "exit"))
+
+
+class Layout(unittest.TestCase):
+    """What keeps the start cheap in the library's ELF file (src/meson.build,
+    src/platform/start.h)."""
+
+    def readelf(self, *args):
+        try:
+            return subprocess.run(["readelf", "-W", *args, SHIM], capture_output=True, text=True,
+                                  check=True).stdout
+        except FileNotFoundError:
+            self.skipTest("no readelf")
+
+    def test_no_dt_fini(self):
+        # crti's _fini does nothing and ends .text: calling it at exit
+        # cost a page fault. Destructors run from .fini_array.
+        dynamic = self.readelf("-d")
+        self.assertIn("(FINI_ARRAY)", dynamic)
+        self.assertNotIn("(FINI)", dynamic)
+
+    def test_start_data_between_data_and_bss(self):
+        # The constructor's variables follow .data and precede .bss: in the
+        # page ld.so writes when it clears the start of .bss.
+        sections = {}
+        for line in self.readelf("-S").splitlines():
+            f = line.replace("[ ", "[").split()
+            if len(f) > 5 and f[0].startswith("[") and f[0][1:-1].isdigit():
+                sections[f[1]] = (int(f[3], 16), int(f[5], 16))
+        data, hot, large, bss = (sections[n] for n in (".data", "cumemcap_start_data",
+                                                        "cumemcap_start_large", ".bss"))
+        self.assertLessEqual(data[0] + data[1], hot[0])
+        self.assertLessEqual(hot[0] + hot[1], large[0])
+        self.assertLessEqual(large[0] + large[1], bss[0])
+        self.assertLess(hot[1], 4096)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
