@@ -399,12 +399,11 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t byt
 }
 
 /* A device pointer from any allocation call: linear, managed, or
- * stream-ordered (cuMemFree and cuMemFreeAsync each may free either; a
- * pointer is recorded under one kind only). */
+ * stream-ordered (cuMemFree and cuMemFreeAsync each may free either; the
+ * record map keeps both kinds of pointer in one namespace: one lookup). */
 static bool take_pointer(uint64_t ptr, struct cumemcap_block *b)
 {
-	return cumemcap_account_release_take(CUMEMCAP_HANDLE_PTR, ptr, b) ||
-	       cumemcap_account_release_take(CUMEMCAP_HANDLE_ASYNC, ptr, b);
+	return cumemcap_account_release_take(CUMEMCAP_HANDLE_PTR, ptr, b);
 }
 
 /* cuMemFree, either width. */

@@ -4,8 +4,8 @@
  * half full) with backward-shift deletion, so there are no tombstones and
  * a lookup never scans more than a cluster. Key 0 marks an empty slot:
  * the driver never returns 0 as a pointer or handle. The stored key mixes
- * in the handle kind so a CUarray and a device pointer with equal bits do
- * not collide.
+ * in the handle kind's namespace so a CUarray and a device pointer with
+ * equal bits do not collide.
  *
  * The stripe locks are the spinlocks of platform/spin.h (test-and-set,
  * yielding when contended): a critical section is a few dozen
@@ -45,11 +45,19 @@ static void stripe_unlock(struct stripe *s)
 	cumemcap_spin_unlock(&s->lock);
 }
 
+/* The namespace of a handle kind: device pointers, whether from
+ * cuMemAlloc* or cuMemAlloc*Async, are one (the driver hands an address
+ * to one allocation at a time, so a free finds either in one lookup). */
+static uint64_t space(unsigned handle)
+{
+	return handle == CUMEMCAP_HANDLE_ASYNC ? CUMEMCAP_HANDLE_PTR : handle;
+}
+
 static uint64_t stored_key(enum cumemcap_handle_kind handle, uint64_t key)
 {
 	/* Device addresses and handles fit in 56 bits on every platform
-	 * CUDA supports; the kind goes in the top byte. */
-	return key ^ ((uint64_t)handle << 56);
+	 * CUDA supports; the namespace goes in the top byte. */
+	return key ^ (space(handle) << 56);
 }
 
 static struct stripe *stripe_of(uint64_t skey, uint64_t *hash)
@@ -157,7 +165,7 @@ void cumemcap_track_purge_ctx(CUcontext ctx, void (*fn)(const struct cumemcap_bl
 		for (uint32_t i = 0; s->mask && i <= s->mask;) {
 			if (s->slot[i].key && s->slot[i].ctx == ctx) {
 				struct cumemcap_block b = s->slot[i];
-				b.key = b.key ^ ((uint64_t)b.handle << 56);
+				b.key = b.key ^ (space(b.handle) << 56);
 				delete_at(s, i);
 				fn(&b);
 				continue; /* slot i now holds a shifted entry */
