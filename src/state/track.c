@@ -35,9 +35,17 @@ static struct stripe stripes[STRIPES] = {
 #undef S
 };
 
-static void stripe_lock(struct stripe *s)
+/* Contended: spin (and yield) out of line, so that the uncontended
+ * insert and remove stay small. */
+__attribute__((noinline, cold)) static void stripe_lock_contended(struct stripe *s)
 {
 	cumemcap_spin_lock(&s->lock);
+}
+
+static inline void stripe_lock(struct stripe *s)
+{
+	if (__builtin_expect(atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire), 0))
+		stripe_lock_contended(s);
 }
 
 static void stripe_unlock(struct stripe *s)
@@ -60,13 +68,23 @@ static uint64_t stored_key(enum cumemcap_handle_kind handle, uint64_t key)
 	return key ^ (space(handle) << 56);
 }
 
+/* A stored key's hash: its low bits pick the stripe, the next ones the
+ * slot. A multiply between two xor-shifts (half of cumemcap_mix) spreads
+ * addresses that differ only in their middle bits over both. */
+static inline uint64_t hash_of(uint64_t skey)
+{
+	uint64_t x = skey ^ (skey >> 31);
+	x *= 0xbf58476d1ce4e5b9ull;
+	return x ^ (x >> 29);
+}
+
 static struct stripe *stripe_of(uint64_t skey, uint64_t *hash)
 {
-	*hash = cumemcap_mix(skey);
+	*hash = hash_of(skey);
 	return &stripes[*hash % STRIPES];
 }
 
-static bool grow(struct stripe *s)
+__attribute__((noinline, cold)) static bool grow(struct stripe *s)
 {
 	uint32_t cap = s->mask ? (s->mask + 1) * 2 : 64;
 	struct cumemcap_block *slot = calloc(cap, sizeof(*slot));
@@ -75,7 +93,7 @@ static bool grow(struct stripe *s)
 	for (uint32_t i = 0; s->mask && i <= s->mask; i++) {
 		if (!s->slot[i].key)
 			continue;
-		uint32_t j = (uint32_t)(cumemcap_mix(s->slot[i].key) / STRIPES) & (cap - 1);
+		uint32_t j = (uint32_t)(hash_of(s->slot[i].key) / STRIPES) & (cap - 1);
 		while (slot[j].key)
 			j = (j + 1) & (cap - 1);
 		slot[j] = s->slot[i];
@@ -92,7 +110,7 @@ bool cumemcap_track_insert(const struct cumemcap_block *b, struct cumemcap_block
 	struct stripe *s = stripe_of(skey, &hash);
 	bool found = false;
 	stripe_lock(s);
-	if ((s->used + 1) * 2 > s->mask + 1 && !grow(s)) {
+	if (__builtin_expect((s->used + 1) * 2 > s->mask + 1, 0) && !grow(s)) {
 		/* Out of host memory: the block stays untracked; its free
 		 * will pass through and its bytes stay charged (safe side). */
 		stripe_unlock(s);
@@ -122,7 +140,7 @@ static void delete_at(struct stripe *s, uint32_t i)
 		j = (j + 1) & s->mask;
 		if (!s->slot[j].key)
 			break;
-		uint32_t home = (uint32_t)(cumemcap_mix(s->slot[j].key) / STRIPES) & s->mask;
+		uint32_t home = (uint32_t)(hash_of(s->slot[j].key) / STRIPES) & s->mask;
 		/* Move j into the hole at i if its home is not in (i, j]. */
 		if (((j - home) & s->mask) >= ((j - i) & s->mask)) {
 			s->slot[i] = s->slot[j];
