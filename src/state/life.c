@@ -94,8 +94,11 @@ static void asymmetric_setup(void)
 /* The writer's half: a full barrier on every CPU that runs a thread of
  * the process. The registration makes the expedited command succeed; a
  * global barrier (slower, no registration) backs it up. */
+static _Atomic unsigned long barriers; /* issued by writers (tests) */
+
 static void barrier_everywhere(void)
 {
+	atomic_fetch_add_explicit(&barriers, 1, memory_order_relaxed);
 #if LIFE_ASYMMETRIC
 	if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0 &&
 	    syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) != 0)
@@ -260,4 +263,9 @@ void cumemcap_life_symmetric(void)
 bool cumemcap_life_asymmetric(void)
 {
 	return atomic_load(&asymmetric);
+}
+
+unsigned long cumemcap_life_barriers(void)
+{
+	return atomic_load_explicit(&barriers, memory_order_relaxed);
 }

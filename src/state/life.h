@@ -40,3 +40,5 @@ bool cumemcap_life_asymmetric(void);
 /* Tests: readers publish with exchanges, as without membarrier. Before
  * the process's first section. */
 void cumemcap_life_symmetric(void);
+/* Tests: how many barriers writers have issued. */
+unsigned long cumemcap_life_barriers(void);
