@@ -11,7 +11,6 @@
  * yielding when contended): a critical section is a few dozen
  * instructions. */
 #include "state/track.h"
-#include "platform/mix.h"
 #include "platform/spin.h"
 
 #include <stdatomic.h>
@@ -69,7 +68,7 @@ static uint64_t stored_key(enum cumemcap_handle_kind handle, uint64_t key)
 }
 
 /* A stored key's hash: its low bits pick the stripe, the next ones the
- * slot. A multiply between two xor-shifts (half of cumemcap_mix) spreads
+ * slot. A multiply between two xor-shifts (lighter than mix.h's) spreads
  * addresses that differ only in their middle bits over both. */
 static inline uint64_t hash_of(uint64_t skey)
 {
