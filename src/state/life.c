@@ -32,6 +32,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
 
 #if defined(__SANITIZE_THREAD__)
 #define LIFE_ASYMMETRIC 0
@@ -54,7 +55,7 @@
 
 struct slot {
 	_Alignas(64) _Atomic unsigned depth;
-	bool plain; /* the reader publishes depth with a plain store (its thread's) */
+	_Atomic bool plain; /* the reader publishes depth with a plain store */
 	_Atomic bool taken;
 	struct slot *next; /* written once before the slot is published */
 };
@@ -95,15 +96,36 @@ static void asymmetric_setup(void)
  * the process. The registration makes the expedited command succeed; a
  * global barrier (slower, no registration) backs it up. */
 static _Atomic unsigned long barriers; /* issued by writers (tests) */
+static bool barriers_fail;             /* cumemcap_life_fail_barriers() */
 
+static bool membarrier_now(void)
+{
+#if LIFE_ASYMMETRIC
+	return !barriers_fail && (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0 ||
+				  syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0);
+#else
+	return false;
+#endif
+}
+
+/* The writer's half (`writing` is set): a full barrier on every CPU that
+ * runs a thread of the process. The registration makes the expedited
+ * command succeed, a global barrier (slower, no registration) backs it up.
+ * Should both fail (a seccomp filter installed since, say), every reader
+ * goes back to exchanges for good, and the writer waits a millisecond, far
+ * longer than any store stays in a store buffer, before it looks at the
+ * slots. Writers are alone (the writer's mutex), and the list of slots
+ * only grows. */
 static void barrier_everywhere(void)
 {
 	atomic_fetch_add_explicit(&barriers, 1, memory_order_relaxed);
-#if LIFE_ASYMMETRIC
-	if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0 &&
-	    syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) != 0)
-		abort(); /* registered, yet no barrier: readers cannot be seen */
-#endif
+	if (membarrier_now())
+		return;
+	atomic_store(&asymmetric, false);
+	for (struct slot *s = atomic_load(&slots); s; s = s->next)
+		atomic_store(&s->plain, false);
+	struct timespec ms = { .tv_nsec = 1000 * 1000 };
+	nanosleep(&ms, NULL);
 }
 
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
@@ -146,7 +168,7 @@ static struct slot *slot_get(void)
 			;
 	}
 	pthread_once(&asymmetric_once, asymmetric_setup);
-	s->plain = atomic_load(&asymmetric);
+	atomic_store_explicit(&s->plain, atomic_load(&asymmetric), memory_order_relaxed);
 	pthread_once(&key_once, key_make);
 	if (key_ok)
 		pthread_setspecific(key, s);
@@ -189,7 +211,7 @@ void cumemcap_life_enter(void)
 		atomic_store_explicit(&s->depth, d + 1, memory_order_relaxed);
 		return;
 	}
-	if (s->plain) {
+	if (atomic_load_explicit(&s->plain, memory_order_relaxed)) {
 		atomic_store_explicit(&s->depth, 1, memory_order_relaxed);
 		atomic_signal_fence(memory_order_seq_cst); /* the writer's membarrier does the rest */
 	} else {
@@ -251,7 +273,7 @@ void cumemcap_life_fork_child(void)
 	if (atomic_load(&asymmetric) && !membarrier_register()) {
 		atomic_store(&asymmetric, false);
 		if (mine)
-			mine->plain = false;
+			atomic_store(&mine->plain, false);
 	}
 }
 
@@ -263,6 +285,11 @@ void cumemcap_life_symmetric(void)
 bool cumemcap_life_asymmetric(void)
 {
 	return atomic_load(&asymmetric);
+}
+
+void cumemcap_life_fail_barriers(void)
+{
+	barriers_fail = true;
 }
 
 unsigned long cumemcap_life_barriers(void)

@@ -40,5 +40,8 @@ bool cumemcap_life_asymmetric(void);
 /* Tests: readers publish with exchanges, as without membarrier. Before
  * the process's first section. */
 void cumemcap_life_symmetric(void);
+/* Tests: writers' barriers fail from now on (as under a seccomp filter
+ * installed after the registration). */
+void cumemcap_life_fail_barriers(void);
 /* Tests: how many barriers writers have issued. */
 unsigned long cumemcap_life_barriers(void);

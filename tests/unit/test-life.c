@@ -115,6 +115,23 @@ START_TEST(life_readers_exclude_writer_without_membarrier)
 }
 END_TEST
 
+/* A writer whose barrier fails sends every reader back to exchanges, and
+ * the exclusion holds. */
+START_TEST(life_failed_barrier_falls_back)
+{
+	if (!kernel_has_membarrier())
+		return;
+	cumemcap_life_enter();
+	cumemcap_life_exit();
+	ck_assert(cumemcap_life_asymmetric());
+	cumemcap_life_fail_barriers();
+	cumemcap_life_lock();
+	cumemcap_life_unlock();
+	ck_assert(!cumemcap_life_asymmetric());
+	exclusion_run(ULONG_MAX, 0.5);
+}
+END_TEST
+
 /* A fork child keeps the readers' mode and its writer works there. */
 START_TEST(life_fork_child_keeps_barrier)
 {
@@ -147,6 +164,7 @@ TEST_SUITE(life)
 	tcase_add_test(tc, life_readers_exclude_writer);
 	tcase_add_test(tc, life_readers_exclude_writer_without_membarrier);
 	tcase_add_test(tc, life_fork_child_keeps_barrier);
+	tcase_add_test(tc, life_failed_barrier_falls_back);
 	suite_add_tcase(s, tc);
 	return s;
 }
