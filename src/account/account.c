@@ -7,6 +7,7 @@
 #include "account/account.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,7 @@
 #include "arena/arena.h"
 #include "state/device.h"
 #include "log/log.h"
+#include "platform/export.h"
 #include "platform/mix.h"
 #include "driver/driver.h"
 #include "platform/worker.h"
@@ -247,8 +249,10 @@ static void forget_dead_block(const struct cumemcap_block *b)
 void cumemcap_account_context_died(CUcontext ctx, int dev, enum cumemcap_death why)
 {
 	static const char *const names[] = { "destroyed", "reset", "released" };
-	/* Thread caches keyed by context handle: the handle may come back. */
+	/* Thread caches keyed by context handle: the handle may come back.
+	 * A device reset may give the device other pools. */
 	cumemcap_device_forget_contexts();
+	cumemcap_account_pools_changed();
 	memset(tally, 0, sizeof(tally));
 	struct cumemcap_arena_gone gone = { .dev = -1 };
 	if (ctx) {
@@ -496,6 +500,40 @@ static bool pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, uint64_t e
 	return true;
 }
 
+/* Each device's current pool (cuMemAllocAsync's), as a thread last asked
+ * the driver, for the device it asked about: asked again once anything
+ * that may change a device's current pool happened since (an epoch:
+ * cumemcap_account_pools_changed). The driver changes it at
+ * cuDeviceSetMemPool / cuMemSetMemPool, and back to the default pool when
+ * the current one is destroyed; a context's death (a device reset) and a
+ * fork count too. The epoch is read before the driver is asked, so an
+ * answer that a change overtook is never used again. */
+static _Atomic uint64_t pool_epoch = 1;
+static CUMEMCAP_TLS struct {
+	uint64_t epoch; /* 0: nothing cached */
+	int dev;
+	CUmemoryPool pool;
+} current_cache;
+
+void cumemcap_account_pools_changed(void)
+{
+	atomic_fetch_add_explicit(&pool_epoch, 1, memory_order_release);
+}
+
+static CUmemoryPool current_pool(int dev)
+{
+	uint64_t epoch = atomic_load_explicit(&pool_epoch, memory_order_acquire);
+	if (current_cache.epoch == epoch && current_cache.dev == dev)
+		return current_cache.pool;
+	CUmemoryPool pool = cumemcap_driver_current_pool(dev);
+	if (pool) {
+		current_cache.epoch = epoch;
+		current_cache.dev = dev;
+		current_cache.pool = pool;
+	}
+	return pool;
+}
+
 CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const char *door, CUcontext ctx,
 				   int stream_dev, bool current, CUmemoryPool pool, uint64_t bytes)
 {
@@ -503,7 +541,7 @@ CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const 
 	 * a given pool is charged to its own device. */
 	int dev = current ? stream_dev : pool_device(pool, stream_dev);
 	if (current)
-		pool = cumemcap_driver_current_pool(dev);
+		pool = current_pool(dev);
 	a->estimate = cumemcap_account_pool_estimate(bytes);
 	a->bytes = bytes;
 	a->pool = NULL;
@@ -531,6 +569,8 @@ CUresult cumemcap_account_pool_alloc_finish(struct cumemcap_pool_alloc *a, CUres
 
 void cumemcap_account_pool_destroyed(CUmemoryPool pool)
 {
+	/* The device's current pool, if it was this one, is its default. */
+	cumemcap_account_pools_changed();
 	pthread_mutex_lock(&pool_lock);
 	struct pool_record *p = find_pool(pool);
 	if (p) {
@@ -567,6 +607,7 @@ void cumemcap_account_pool_refresh_now(int dev)
 
 void cumemcap_account_pool_reset(void)
 {
+	cumemcap_account_pools_changed();
 	cumemcap_xmutex_fork_child(&query_lock);
 	free(pools);
 	pools = NULL;

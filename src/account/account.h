@@ -148,6 +148,11 @@ static inline void cumemcap_account_pool_refresh(int dev)
 		cumemcap_account_pool_refresh_now(dev);
 }
 
+/* A device's current pool may have changed (cuDeviceSetMemPool,
+ * cuMemSetMemPool, a pool destroyed, a context's death): the threads'
+ * cached current pools are asked for again. */
+void cumemcap_account_pools_changed(void);
+
 /* Estimate of the bytes a pool takes for one request (its granularity). */
 uint64_t cumemcap_account_pool_estimate(uint64_t bytes);
 

@@ -399,12 +399,11 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t byt
 }
 
 /* A device pointer from any allocation call: linear, managed, or
- * stream-ordered (cuMemFree and cuMemFreeAsync each may free either; a
- * pointer is recorded under one kind only). */
+ * stream-ordered (cuMemFree and cuMemFreeAsync each may free either; the
+ * record map keeps both kinds of pointer in one namespace: one lookup). */
 static bool take_pointer(uint64_t ptr, struct cumemcap_block *b)
 {
-	return cumemcap_account_release_take(CUMEMCAP_HANDLE_PTR, ptr, b) ||
-	       cumemcap_account_release_take(CUMEMCAP_HANDLE_ASYNC, ptr, b);
+	return cumemcap_account_release_take(CUMEMCAP_HANDLE_PTR, ptr, b);
 }
 
 /* cuMemFree, either width. */
@@ -542,6 +541,21 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 	NEED(cuMemPoolDestroy);
 	SECTION();
 	FORWARD_NOTING(real_cuMemPoolDestroy(pool), cumemcap_account_pool_destroyed(pool));
+}
+
+/* A device's current pool, which cuMemAllocAsync takes from, changes
+ * (account.h caches it). */
+CUMEMCAP_EXPORT CUresult CUDAAPI cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+	NEED(cuDeviceSetMemPool);
+	FORWARD_NOTING(real_cuDeviceSetMemPool(dev, pool), cumemcap_account_pools_changed());
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type,
+						CUmemoryPool pool)
+{
+	NEED(cuMemSetMemPool);
+	FORWARD_NOTING(real_cuMemSetMemPool(location, type, pool), cumemcap_account_pools_changed());
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)

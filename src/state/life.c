@@ -2,13 +2,27 @@
  *
  * A big-reader lock. Each thread that enters a section gets a slot of its
  * own (one cache line, from a list that only grows; a thread's slot goes
- * back to the list when it exits). A reader publishes `depth` with a
- * sequentially consistent exchange and then reads `writing`; the writer
- * sets `writing` the same way and then reads every slot's depth. Either
- * the reader sees the writer and steps back to wait on the writer's mutex,
- * or the writer sees the reader and waits for its depth to drop to zero
- * (a release store). Plain seq_cst atomics, no standalone fences, so the
- * sanitizers see every edge. */
+ * back to the list when it exits). A reader publishes `depth` and then
+ * reads `writing`; the writer sets `writing` and then reads every slot's
+ * depth. Either the reader sees the writer and steps back to wait on the
+ * writer's mutex, or the writer sees the reader and waits for its depth to
+ * drop to zero (a release store).
+ *
+ * The store-then-load on each side needs a full barrier between them. A
+ * reader pays none where it can (asymmetric barriers): the process
+ * registers for membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) once, and
+ * then a reader publishes `depth` with a plain store (a compiler barrier
+ * keeps the load of `writing` after it) while the rare writer, after
+ * setting `writing`, has the kernel run a full barrier on every CPU that
+ * runs one of the process's threads: a reader's store is visible to the
+ * writer's loads, or the reader's load comes after the barrier and sees
+ * `writing`. Where membarrier is missing (old kernels, some sandboxes,
+ * valgrind) or the build is ThreadSanitizer's (which cannot see the
+ * kernel's barrier), a reader publishes with a sequentially consistent
+ * exchange instead, as the writer sets `writing`: plain seq_cst atomics,
+ * no standalone fences. Each slot says how its reader publishes
+ * (`plain`); the writer issues the barrier whenever the registration
+ * succeeded, so a slot made plain is always covered. */
 #include "state/life.h"
 #include "platform/export.h"
 #include "platform/xmutex.h"
@@ -18,9 +32,30 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
+
+#if defined(__SANITIZE_THREAD__)
+#define LIFE_ASYMMETRIC 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define LIFE_ASYMMETRIC 0
+#endif
+#endif
+#if !defined(LIFE_ASYMMETRIC) && defined(__linux__)
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#if defined(SYS_membarrier)
+#define LIFE_ASYMMETRIC 1
+#endif
+#endif
+#ifndef LIFE_ASYMMETRIC
+#define LIFE_ASYMMETRIC 0
+#endif
 
 struct slot {
 	_Alignas(64) _Atomic unsigned depth;
+	_Atomic bool plain; /* the reader publishes depth with a plain store */
 	_Atomic bool taken;
 	struct slot *next; /* written once before the slot is published */
 };
@@ -32,6 +67,66 @@ static CUMEMCAP_TLS struct slot *mine;
 /* A thread without a slot (out of memory) takes the writer's role for its
  * section instead: correct, only slower. */
 static CUMEMCAP_TLS unsigned alone;
+
+/* The process registered for private expedited membarriers: the writer
+ * issues one, and new slots publish with plain stores. Set once (again in
+ * a fork child), before any slot is made plain. */
+static _Atomic bool asymmetric;
+static pthread_once_t asymmetric_once = PTHREAD_ONCE_INIT;
+static bool asymmetric_off; /* cumemcap_life_symmetric() */
+
+static bool membarrier_register(void)
+{
+#if LIFE_ASYMMETRIC
+	long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+	return cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+	       syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+#else
+	return false;
+#endif
+}
+
+static void asymmetric_setup(void)
+{
+	if (!asymmetric_off && membarrier_register())
+		atomic_store(&asymmetric, true);
+}
+
+/* The writer's half: a full barrier on every CPU that runs a thread of
+ * the process. The registration makes the expedited command succeed; a
+ * global barrier (slower, no registration) backs it up. */
+static _Atomic unsigned long barriers; /* issued by writers (tests) */
+static bool barriers_fail;             /* cumemcap_life_fail_barriers() */
+
+static bool membarrier_now(void)
+{
+#if LIFE_ASYMMETRIC
+	return !barriers_fail && (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0 ||
+				  syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0);
+#else
+	return false;
+#endif
+}
+
+/* The writer's half (`writing` is set): a full barrier on every CPU that
+ * runs a thread of the process. The registration makes the expedited
+ * command succeed, a global barrier (slower, no registration) backs it up.
+ * Should both fail (a seccomp filter installed since, say), every reader
+ * goes back to exchanges for good, and the writer waits a millisecond, far
+ * longer than any store stays in a store buffer, before it looks at the
+ * slots. Writers are alone (the writer's mutex), and the list of slots
+ * only grows. */
+static void barrier_everywhere(void)
+{
+	atomic_fetch_add_explicit(&barriers, 1, memory_order_relaxed);
+	if (membarrier_now())
+		return;
+	atomic_store(&asymmetric, false);
+	for (struct slot *s = atomic_load(&slots); s; s = s->next)
+		atomic_store(&s->plain, false);
+	struct timespec ms = { .tv_nsec = 1000 * 1000 };
+	nanosleep(&ms, NULL);
+}
 
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t key;
@@ -72,6 +167,8 @@ static struct slot *slot_get(void)
 							      memory_order_relaxed))
 			;
 	}
+	pthread_once(&asymmetric_once, asymmetric_setup);
+	atomic_store_explicit(&s->plain, atomic_load(&asymmetric), memory_order_relaxed);
 	pthread_once(&key_once, key_make);
 	if (key_ok)
 		pthread_setspecific(key, s);
@@ -114,7 +211,12 @@ void cumemcap_life_enter(void)
 		atomic_store_explicit(&s->depth, d + 1, memory_order_relaxed);
 		return;
 	}
-	atomic_exchange(&s->depth, 1);
+	if (atomic_load_explicit(&s->plain, memory_order_relaxed)) {
+		atomic_store_explicit(&s->depth, 1, memory_order_relaxed);
+		atomic_signal_fence(memory_order_seq_cst); /* the writer's membarrier does the rest */
+	} else {
+		atomic_exchange(&s->depth, 1);
+	}
 	if (__builtin_expect(atomic_load(&writing), 0))
 		wait_writer(s);
 }
@@ -135,6 +237,8 @@ void cumemcap_life_lock(void)
 {
 	cumemcap_xmutex_lock(&writer);
 	atomic_exchange(&writing, 1);
+	if (atomic_load(&asymmetric))
+		barrier_everywhere();
 	for (struct slot *s = atomic_load(&slots); s; s = s->next) {
 		if (s == mine)
 			continue;
@@ -164,4 +268,31 @@ void cumemcap_life_fork_child(void)
 	atomic_store(&writing, 0);
 	alone = 0;
 	cumemcap_xmutex_fork_child(&writer);
+	/* The child is a process of its own: register it, or go back to
+	 * exchanges (its one thread's slot included) if that fails. */
+	if (atomic_load(&asymmetric) && !membarrier_register()) {
+		atomic_store(&asymmetric, false);
+		if (mine)
+			atomic_store(&mine->plain, false);
+	}
+}
+
+void cumemcap_life_symmetric(void)
+{
+	asymmetric_off = true;
+}
+
+bool cumemcap_life_asymmetric(void)
+{
+	return atomic_load(&asymmetric);
+}
+
+void cumemcap_life_fail_barriers(void)
+{
+	barriers_fail = true;
+}
+
+unsigned long cumemcap_life_barriers(void)
+{
+	return atomic_load_explicit(&barriers, memory_order_relaxed);
 }

@@ -12,12 +12,16 @@
  * finish), and a death runs as the *writer* (cumemcap_life_lock/unlock):
  * it waits until no hook is inside a section, keeps new ones out, calls
  * the driver, settles the books, and lets them in again. Deaths are rare;
- * a reader costs one exchange on a cache line of its own thread and a load,
- * so threads that allocate at once never contend on it.
+ * a reader costs a plain store on a cache line of its own thread and a
+ * load (the writer pays a membarrier for both; where there is none, the
+ * reader's store is an exchange), so threads that allocate at once never
+ * contend on it and take no locked instruction.
  *
  * Sections nest (a thread already inside one never waits). The writer must
  * not be taken from inside a reader section. */
 #pragma once
+
+#include <stdbool.h>
 
 void cumemcap_life_enter(void);
 void cumemcap_life_exit(void);
@@ -29,3 +33,15 @@ void cumemcap_life_unlock(void);
  * under way there (the writer's mutex may be held across a driver call,
  * so fork() does not take it: see xmutex.h). */
 void cumemcap_life_fork_child(void);
+
+/* Whether readers publish with plain stores (the process registered for
+ * membarrier: see life.c); false before the first section. */
+bool cumemcap_life_asymmetric(void);
+/* Tests: readers publish with exchanges, as without membarrier. Before
+ * the process's first section. */
+void cumemcap_life_symmetric(void);
+/* Tests: writers' barriers fail from now on (as under a seccomp filter
+ * installed after the registration). */
+void cumemcap_life_fail_barriers(void);
+/* Tests: how many barriers writers have issued. */
+unsigned long cumemcap_life_barriers(void);

@@ -4,14 +4,13 @@
  * half full) with backward-shift deletion, so there are no tombstones and
  * a lookup never scans more than a cluster. Key 0 marks an empty slot:
  * the driver never returns 0 as a pointer or handle. The stored key mixes
- * in the handle kind so a CUarray and a device pointer with equal bits do
- * not collide.
+ * in the handle kind's namespace so a CUarray and a device pointer with
+ * equal bits do not collide.
  *
  * The stripe locks are the spinlocks of platform/spin.h (test-and-set,
  * yielding when contended): a critical section is a few dozen
  * instructions. */
 #include "state/track.h"
-#include "platform/mix.h"
 #include "platform/spin.h"
 
 #include <stdatomic.h>
@@ -35,9 +34,17 @@ static struct stripe stripes[STRIPES] = {
 #undef S
 };
 
-static void stripe_lock(struct stripe *s)
+/* Contended: spin (and yield) out of line, so that the uncontended
+ * insert and remove stay small. */
+__attribute__((noinline, cold)) static void stripe_lock_contended(struct stripe *s)
 {
 	cumemcap_spin_lock(&s->lock);
+}
+
+static inline void stripe_lock(struct stripe *s)
+{
+	if (__builtin_expect(atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire), 0))
+		stripe_lock_contended(s);
 }
 
 static void stripe_unlock(struct stripe *s)
@@ -45,20 +52,38 @@ static void stripe_unlock(struct stripe *s)
 	cumemcap_spin_unlock(&s->lock);
 }
 
+/* The namespace of a handle kind: device pointers, whether from
+ * cuMemAlloc* or cuMemAlloc*Async, are one (the driver hands an address
+ * to one allocation at a time, so a free finds either in one lookup). */
+static uint64_t space(unsigned handle)
+{
+	return handle == CUMEMCAP_HANDLE_ASYNC ? CUMEMCAP_HANDLE_PTR : handle;
+}
+
 static uint64_t stored_key(enum cumemcap_handle_kind handle, uint64_t key)
 {
 	/* Device addresses and handles fit in 56 bits on every platform
-	 * CUDA supports; the kind goes in the top byte. */
-	return key ^ ((uint64_t)handle << 56);
+	 * CUDA supports; the namespace goes in the top byte. */
+	return key ^ (space(handle) << 56);
+}
+
+/* A stored key's hash: its low bits pick the stripe, the next ones the
+ * slot. A multiply between two xor-shifts (lighter than mix.h's) spreads
+ * addresses that differ only in their middle bits over both. */
+static inline uint64_t hash_of(uint64_t skey)
+{
+	uint64_t x = skey ^ (skey >> 31);
+	x *= 0xbf58476d1ce4e5b9ull;
+	return x ^ (x >> 29);
 }
 
 static struct stripe *stripe_of(uint64_t skey, uint64_t *hash)
 {
-	*hash = cumemcap_mix(skey);
+	*hash = hash_of(skey);
 	return &stripes[*hash % STRIPES];
 }
 
-static bool grow(struct stripe *s)
+__attribute__((noinline, cold)) static bool grow(struct stripe *s)
 {
 	uint32_t cap = s->mask ? (s->mask + 1) * 2 : 64;
 	struct cumemcap_block *slot = calloc(cap, sizeof(*slot));
@@ -67,7 +92,7 @@ static bool grow(struct stripe *s)
 	for (uint32_t i = 0; s->mask && i <= s->mask; i++) {
 		if (!s->slot[i].key)
 			continue;
-		uint32_t j = (uint32_t)(cumemcap_mix(s->slot[i].key) / STRIPES) & (cap - 1);
+		uint32_t j = (uint32_t)(hash_of(s->slot[i].key) / STRIPES) & (cap - 1);
 		while (slot[j].key)
 			j = (j + 1) & (cap - 1);
 		slot[j] = s->slot[i];
@@ -84,7 +109,7 @@ bool cumemcap_track_insert(const struct cumemcap_block *b, struct cumemcap_block
 	struct stripe *s = stripe_of(skey, &hash);
 	bool found = false;
 	stripe_lock(s);
-	if ((s->used + 1) * 2 > s->mask + 1 && !grow(s)) {
+	if (__builtin_expect((s->used + 1) * 2 > s->mask + 1, 0) && !grow(s)) {
 		/* Out of host memory: the block stays untracked; its free
 		 * will pass through and its bytes stay charged (safe side). */
 		stripe_unlock(s);
@@ -114,7 +139,7 @@ static void delete_at(struct stripe *s, uint32_t i)
 		j = (j + 1) & s->mask;
 		if (!s->slot[j].key)
 			break;
-		uint32_t home = (uint32_t)(cumemcap_mix(s->slot[j].key) / STRIPES) & s->mask;
+		uint32_t home = (uint32_t)(hash_of(s->slot[j].key) / STRIPES) & s->mask;
 		/* Move j into the hole at i if its home is not in (i, j]. */
 		if (((j - home) & s->mask) >= ((j - i) & s->mask)) {
 			s->slot[i] = s->slot[j];
@@ -157,7 +182,7 @@ void cumemcap_track_purge_ctx(CUcontext ctx, void (*fn)(const struct cumemcap_bl
 		for (uint32_t i = 0; s->mask && i <= s->mask;) {
 			if (s->slot[i].key && s->slot[i].ctx == ctx) {
 				struct cumemcap_block b = s->slot[i];
-				b.key = b.key ^ ((uint64_t)b.handle << 56);
+				b.key = b.key ^ (space(b.handle) << 56);
 				delete_at(s, i);
 				fn(&b);
 				continue; /* slot i now holds a shifted entry */

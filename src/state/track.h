@@ -39,7 +39,9 @@ struct cumemcap_block {
  * replaced and returned in *displaced (true), for the caller to settle. */
 bool cumemcap_track_insert(const struct cumemcap_block *b, struct cumemcap_block *displaced);
 
-/* Remove and return the record for (handle kind, key). */
+/* Remove and return the record for (handle kind, key). CUMEMCAP_HANDLE_PTR
+ * and CUMEMCAP_HANDLE_ASYNC name one namespace (device pointers): either
+ * finds a record of both; the record's `handle` says which it is. */
 bool cumemcap_track_remove(enum cumemcap_handle_kind handle, uint64_t key,
 			   struct cumemcap_block *out);
 

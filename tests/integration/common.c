@@ -68,6 +68,8 @@ static void load_linked(struct api *a)
 	a->cuMemPoolTrimTo = cuMemPoolTrimTo;
 	a->cuMemPoolGetAttribute = cuMemPoolGetAttribute;
 	a->cuDeviceGetDefaultMemPool = cuDeviceGetDefaultMemPool;
+	a->cuDeviceSetMemPool = cuDeviceSetMemPool;
+	a->cuMemSetMemPool = cuMemSetMemPool;
 	a->cuMemGetAllocationGranularity = cuMemGetAllocationGranularity;
 	a->cuMemCreate = cuMemCreate;
 	a->cuMemRelease = cuMemRelease;
@@ -157,6 +159,8 @@ static void *must_dlsym(void *h, const char *name)
 	X(cuMemPoolTrimTo, "cuMemPoolTrimTo", "cuMemPoolTrimTo", 11020, 0)                \
 	X(cuMemPoolGetAttribute, "cuMemPoolGetAttribute", "cuMemPoolGetAttribute", 11020, 0) \
 	X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", "cuDeviceGetDefaultMemPool", 11020, 0) \
+	X(cuDeviceSetMemPool, "cuDeviceSetMemPool", "cuDeviceSetMemPool", 11020, 0)       \
+	X(cuMemSetMemPool, "cuMemSetMemPool", "cuMemSetMemPool", 13000, 0)                \
 	X(cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity",                 \
 	  "cuMemGetAllocationGranularity", 10020, 0)                                      \
 	X(cuMemCreate, "cuMemCreate", "cuMemCreate", 10020, 0)                            \

@@ -124,6 +124,8 @@ struct api {
 	PFN_cuMemPoolTrimTo_v11020 cuMemPoolTrimTo;
 	PFN_cuMemPoolGetAttribute_v11020 cuMemPoolGetAttribute;
 	PFN_cuDeviceGetDefaultMemPool_v11020 cuDeviceGetDefaultMemPool;
+	PFN_cuDeviceSetMemPool_v11020 cuDeviceSetMemPool;
+	PFN_cuMemSetMemPool_v13000 cuMemSetMemPool;
 	PFN_cuMemGetAllocationGranularity_v10020 cuMemGetAllocationGranularity;
 	PFN_cuMemCreate_v10020 cuMemCreate;
 	PFN_cuMemRelease_v10020 cuMemRelease;

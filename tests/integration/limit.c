@@ -175,6 +175,81 @@ static void stream_ordered(void)
 	OK(A.cuStreamDestroy(s));
 }
 
+/* What the device's pools reserve, by the driver: the shim's pool figure
+ * must be the same. */
+static cuuint64_t reserved_of(CUmemoryPool p)
+{
+	cuuint64_t v = 0;
+	OK(A.cuMemPoolGetAttribute(p, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v));
+	return v;
+}
+
+/* cuMemAllocAsync takes from the device's current pool, which the shim
+ * caches: each change of it (cuDeviceSetMemPool, cuMemSetMemPool, the
+ * current pool destroyed) must reach the figures at once. */
+static void current_pool_changes(void)
+{
+	CUstream s;
+	CUmemoryPool dflt, own;
+	CUdeviceptr a = 0;
+	OK(A.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	OK(A.cuDeviceGetDefaultMemPool(&dflt, 0));
+	CUmemPoolProps props;
+	memset(&props, 0, sizeof(props));
+	props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	props.location.id = 0;
+	OK(A.cuMemPoolCreate(&own, &props));
+
+	/* From the default pool: the shim learns (and keeps) which it is. */
+	for (int i = 0; i < 2; i++) {
+		OK(A.cuMemAllocAsync(&a, 3 * MiB, s));
+		CHECK(reserved_of(dflt) >= 3 * MiB);
+		CHECK(shim_stats(0).pool == reserved_of(dflt));
+		OK(A.cuMemFreeAsync(a, s));
+		OK(A.cuStreamSynchronize(s));
+	}
+	OK(A.cuMemPoolTrimTo(dflt, 0));
+	CHECK(shim_stats(0).pool == 0);
+
+	/* The program's pool becomes current. */
+	OK(A.cuDeviceSetMemPool(0, own));
+	OK(A.cuMemAllocAsync(&a, 5 * MiB, s));
+	CHECK(reserved_of(own) >= 5 * MiB && reserved_of(dflt) == 0);
+	CHECK(shim_stats(0).pool == reserved_of(own));
+	CHECK(F.reserved(0) == shim_stats(0).reserved);
+	OK(A.cuMemFreeAsync(a, s));
+	OK(A.cuStreamSynchronize(s));
+	OK(A.cuMemPoolTrimTo(own, 0));
+
+	/* Back to the default through the newer call. */
+	CUmemLocation loc = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 };
+	OK(A.cuMemSetMemPool(&loc, CU_MEM_ALLOCATION_TYPE_PINNED, dflt));
+	OK(A.cuMemAllocAsync(&a, 7 * MiB, s));
+	CHECK(reserved_of(dflt) >= 7 * MiB && reserved_of(own) == 0);
+	CHECK(shim_stats(0).pool == reserved_of(dflt));
+	OK(A.cuMemFreeAsync(a, s));
+	OK(A.cuStreamSynchronize(s));
+	OK(A.cuMemPoolTrimTo(dflt, 0));
+
+	/* The current pool destroyed: the default is current again. */
+	OK(A.cuMemSetMemPool(&loc, CU_MEM_ALLOCATION_TYPE_PINNED, own));
+	OK(A.cuMemAllocAsync(&a, 5 * MiB, s));
+	CHECK(shim_stats(0).pool == reserved_of(own));
+	OK(A.cuMemFreeAsync(a, s));
+	OK(A.cuStreamSynchronize(s));
+	OK(A.cuMemPoolDestroy(own));
+	OK(A.cuMemAllocAsync(&a, 9 * MiB, s));
+	CHECK(reserved_of(dflt) >= 9 * MiB);
+	CHECK(shim_stats(0).pool == reserved_of(dflt));
+	CHECK(F.reserved(0) == shim_stats(0).reserved);
+	OK(A.cuMemFreeAsync(a, s));
+	OK(A.cuStreamSynchronize(s));
+	OK(A.cuMemPoolTrimTo(dflt, 0));
+	CHECK(shim_stats(0).reserved == 0);
+	OK(A.cuStreamDestroy(s));
+}
+
 /* VMM: physical memory is counted at cuMemCreate. */
 static void virtual_memory(void)
 {
@@ -281,6 +356,7 @@ int main(int argc, char **argv)
 	pitched_and_managed();
 	legacy_32bit();
 	stream_ordered();
+	current_pool_changes();
 	virtual_memory();
 	arrays();
 	context_destroy();

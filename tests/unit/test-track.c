@@ -5,6 +5,12 @@
 #include "test-common.h"
 
 static uint64_t purged;
+static uint64_t purged_key;
+
+static void note_key(const struct cumemcap_block *b)
+{
+	purged_key = b->key;
+}
 
 static void count_purged(const struct cumemcap_block *b)
 {
@@ -92,11 +98,43 @@ START_TEST(track_insert_returns_stale)
 }
 END_TEST
 
+/* Device pointers from cuMemAlloc* and cuMemAlloc*Async are one namespace:
+ * a free of either kind finds the record in one lookup, and the record says
+ * which kind it is; a new allocation at an address displaces the other
+ * kind's stale record. */
+START_TEST(track_pointer_kinds_share_namespace)
+{
+	struct cumemcap_block a = { .key = 0x9000, .bytes = 3, .handle = CUMEMCAP_HANDLE_ASYNC };
+	struct cumemcap_block p = { .key = 0x9000, .bytes = 5, .handle = CUMEMCAP_HANDLE_PTR };
+	struct cumemcap_block out;
+	ck_assert(!cumemcap_track_insert(&a, &out));
+	ck_assert(cumemcap_track_remove(CUMEMCAP_HANDLE_PTR, 0x9000, &out));
+	ck_assert_uint_eq(out.handle, CUMEMCAP_HANDLE_ASYNC);
+	ck_assert_uint_eq(out.bytes, 3);
+	ck_assert_uint_eq(out.key, 0x9000);
+	ck_assert(!cumemcap_track_insert(&a, &out));
+	ck_assert(cumemcap_track_insert(&p, &out));
+	ck_assert_uint_eq(out.handle, CUMEMCAP_HANDLE_ASYNC);
+	ck_assert_uint_eq(out.key, 0x9000);
+	ck_assert(cumemcap_track_remove(CUMEMCAP_HANDLE_ASYNC, 0x9000, &out));
+	ck_assert_uint_eq(out.handle, CUMEMCAP_HANDLE_PTR);
+	ck_assert(!cumemcap_track_remove(CUMEMCAP_HANDLE_PTR, 0x9000, &out));
+	/* A purge gives back the key the program knows. */
+	CUcontext c = (CUcontext)(uintptr_t)0x3000;
+	struct cumemcap_block q = { .key = 0xa000, .bytes = 7, .ctx = c, .handle = CUMEMCAP_HANDLE_ASYNC };
+	ck_assert(!cumemcap_track_insert(&q, &out));
+	purged_key = 0;
+	cumemcap_track_purge_ctx(c, note_key);
+	ck_assert_uint_eq(purged_key, 0xa000);
+}
+END_TEST
+
 TEST_SUITE(track)
 {
 	Suite *s = suite_create("track");
 	ADD_TEST(s, track_insert_remove_many);
 	ADD_TEST(s, track_kinds_do_not_collide);
+	ADD_TEST(s, track_pointer_kinds_share_namespace);
 	ADD_TEST(s, track_purge_context);
 	ADD_TEST(s, track_insert_returns_stale);
 	return s;
