@@ -24,7 +24,8 @@ EARLY = re.compile(r"\|\s*(grep\s+(-[a-zA-Z]*q[a-zA-Z]*|--quiet|--silent)\b|head
 def scripts(root):
     for top in ("scripts", "deploy", "tests", ".ci"):
         for d, _, names in os.walk(os.path.join(root, top)):
-            if "/build" in d or "__pycache__" in d:
+            parts = os.path.relpath(d, root).split(os.sep)
+            if any(x.startswith("build") or x == "__pycache__" for x in parts):
                 continue
             for n in names:
                 p = os.path.join(d, n)
