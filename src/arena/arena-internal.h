@@ -171,6 +171,9 @@ static inline struct cumemcap_ledger_shard *shard_of(const struct arena *a)
 
 /* held = live_bytes + waste + cached, and the ledger's `pooled` of a GPU is
  * the sum of its arenas' cached bytes (`live` the sum of their live_bytes).
+ * A block handed out or given back moves them in the calling thread's own
+ * slot of the ledger (cumemcap_ledger_move: no shared line written); a
+ * segment joining or leaving changes the device's atomics.
  * held, live_bytes and waste change only through these, which move the
  * ledger's figures with them, so the two cannot drift. Lock held. */
 static inline uint64_t bytes_cached(const struct arena *a)
@@ -200,8 +203,7 @@ static inline void bytes_handed_out(struct arena *a, uint64_t part, uint64_t got
 	a->live_bytes += got;
 	if (a->live_bytes > a->peak_live)
 		a->peak_live = a->live_bytes;
-	cumemcap_ledger_pooled_sub(a->dev, part);
-	cumemcap_ledger_live_add(a->dev, got);
+	cumemcap_ledger_move(a->dev, (int64_t)got, -(int64_t)part);
 }
 
 /* The block of handed_out(part, got) was freed: all of it cached again. */
@@ -209,8 +211,7 @@ static inline void bytes_given_back(struct arena *a, uint64_t part, uint64_t got
 {
 	a->waste -= part - got;
 	a->live_bytes -= got;
-	cumemcap_ledger_live_sub(a->dev, got);
-	cumemcap_ledger_pooled_add(a->dev, part);
+	cumemcap_ledger_move(a->dev, -(int64_t)got, (int64_t)part);
 }
 
 /* The driver freed every segment with the arena's context: none of its
