@@ -52,6 +52,10 @@
  * new segments, and refused at the limit; pending frees become ready after
  * the capture (capture.h).
  *
+ * A context has up to SHARDS arenas for packed blocks (one per group of
+ * threads: see SHARDS); a block is freed into the arena it came from,
+ * whichever thread frees it.
+ *
  * Thread safety: each arena has its own spinlock; no driver call is made
  * with it held (the driver calls are: take a segment, give one back,
  * synchronize). The arena table is created under one mutex and read
@@ -91,6 +95,16 @@
 #define MAX_UNITS UINT32_MAX
 #define ADDR_LIMIT (1ull << 49)
 #define SCAN_LIMIT 32
+/* Packed (small) requests of a context are spread over up to SHARDS
+ * arenas, a thread keeping to one (the first thread that allocates gets
+ * the primary, shard 0, so a single-threaded program has one arena as
+ * before): threads on different shards share no lock and no line on a
+ * pooled pair. Whole segments are served by the primary alone, so that
+ * a freed one serves every thread. A shard costs at least one 2 MiB
+ * segment; at the limit a request tries the other shards' ready blocks
+ * before it is refused (grow.c). CUMEMCAP_GROWTH=preallocate keeps one
+ * arena per context (the preallocation is the primary's). */
+#define SHARDS 4
 
 enum chunk_state { C_FREE = 0, C_LIVE, C_PENDING, C_LIMBO, C_UNUSED };
 
@@ -119,6 +133,8 @@ struct arena {
 	uint32_t epoch; /* changes when the arena is emptied */
 	CUcontext ctx;  /* NULL: slot empty */
 	int dev;
+	unsigned shard; /* 0: the context's primary arena (see SHARDS) */
+	struct arena *_Atomic primary; /* a shard's primary, once looked up */
 	bool failed;   /* preallocation failed: refuse everything */
 	bool prealloc_held; /* holds its GPU's preallocation (arena_create_lock) */
 

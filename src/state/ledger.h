@@ -283,7 +283,8 @@ static inline bool cumemcap_ledger_holds(int dev, enum cumemcap_kind kind)
 #define CUMEMCAP_LEDGER_SHARD_group(name)
 #define CUMEMCAP_LEDGER_SHARD_local(name)
 struct cumemcap_ledger_shard {
-	_Atomic int dev; /* -1: closed */
+	_Alignas(64) _Atomic int dev; /* -1: closed; a line of its own: arenas on */
+				      /* other threads write the next shard */
 #define X(name, src, ...) CUMEMCAP_LEDGER_SHARD_##src(name)
 	CUMEMCAP_FIGURES(X)
 #undef X
