@@ -151,34 +151,41 @@ static _Atomic uint64_t *peak_of(struct cumemcap_ledger_device *d, int which)
 	return which == CUMEMCAP_LOCAL_live ? &d->peak_live : &d->peak_pooled;
 }
 
-/* Every slot's bound of figure `which` on dev (sequentially consistent
- * loads: see the rule in ledger.h). */
-static uint64_t highs(int dev, int which)
+/* The device's atomic of figure `which` on dev plus every slot's bound
+ * (sequentially consistent loads: see the rule in ledger.h), retried
+ * around a fold, which moves a delta from a slot to the atomic: read
+ * across it, the delta would count twice or not at all. */
+static uint64_t bound_sum(int dev, int which)
 {
-	uint64_t n = 0;
-	int used = atomic_load(&locals_used);
-	for (int i = 0; i < used; i++)
-		n += (uint64_t)atomic_load(&locals[i].dev[dev].high[which]);
-	return n;
+	_Atomic uint64_t *own = shared_of(&cumemcap_ledger[dev], which);
+	for (int tries = 0;; tries++) {
+		uint32_t seq = atomic_load(&fold_seq);
+		uint64_t n = atomic_load(own);
+		int used = atomic_load(&locals_used);
+		for (int i = 0; i < used; i++)
+			n += (uint64_t)atomic_load(&locals[i].dev[dev].high[which]);
+		if (tries >= 64 || (!(seq & 1) && atomic_load(&fold_seq) == seq))
+			return n;
+	}
 }
 
 void cumemcap_ledger_raise_local(int dev, struct cumemcap_ledger_moves *m, int which, int64_t v)
 {
-	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	atomic_store(&m->high[which], v);
-	raise_to(peak_of(d, which), atomic_load(shared_of(d, which)) + highs(dev, which));
+	raise_to(peak_of(&cumemcap_ledger[dev], which), bound_sum(dev, which));
 }
 
-/* The device's atomic of `which` rose to `now` (this thread's change):
- * the peak follows, counting this thread's delta rather than its bound. */
-static void raise_shared(int dev, int which, uint64_t now)
+/* The device's atomic of `which` rose (this thread's change, made
+ * before): the peak follows, counting this thread's delta rather than its
+ * bound. */
+static void raise_shared(int dev, int which)
 {
 	struct cumemcap_ledger_local *l = cumemcap_ledger_mine;
 	if (l) {
 		struct cumemcap_ledger_moves *m = &l->dev[dev];
 		atomic_store(&m->high[which], atomic_load_explicit(&m->delta[which], memory_order_relaxed));
 	}
-	raise_to(peak_of(&cumemcap_ledger[dev], which), now + highs(dev, which));
+	raise_to(peak_of(&cumemcap_ledger[dev], which), bound_sum(dev, which));
 }
 
 /* A thread exits: its deltas go to the device's atomics, its slot back. */
@@ -236,9 +243,10 @@ static bool take_slot(void)
 static void shared_move(int dev, int which, int64_t by)
 {
 	_Atomic uint64_t *f = shared_of(&cumemcap_ledger[dev], which);
-	if (by > 0)
-		raise_shared(dev, which, atomic_fetch_add(f, (uint64_t)by) + (uint64_t)by);
-	else if (by < 0)
+	if (by > 0) {
+		atomic_fetch_add(f, (uint64_t)by);
+		raise_shared(dev, which);
+	} else if (by < 0)
 		atomic_fetch_sub(f, (uint64_t)-by);
 }
 
@@ -280,7 +288,8 @@ void cumemcap_ledger_live_add(int dev, uint64_t bytes)
 {
 	if (!cumemcap_ledger_valid(dev) || bytes == 0)
 		return;
-	raise_shared(dev, CUMEMCAP_LOCAL_live, atomic_fetch_add(&cumemcap_ledger[dev].live, bytes) + bytes);
+	atomic_fetch_add(&cumemcap_ledger[dev].live, bytes);
+	raise_shared(dev, CUMEMCAP_LOCAL_live);
 }
 
 void cumemcap_ledger_live_sub(int dev, uint64_t bytes)
@@ -293,7 +302,8 @@ void cumemcap_ledger_pooled_add(int dev, uint64_t bytes)
 {
 	if (!cumemcap_ledger_valid(dev) || bytes == 0)
 		return;
-	raise_shared(dev, CUMEMCAP_LOCAL_pooled, atomic_fetch_add(&cumemcap_ledger[dev].pooled, bytes) + bytes);
+	atomic_fetch_add(&cumemcap_ledger[dev].pooled, bytes);
+	raise_shared(dev, CUMEMCAP_LOCAL_pooled);
 }
 
 void cumemcap_ledger_pooled_sub(int dev, uint64_t bytes)
