@@ -132,7 +132,7 @@ static void raise_peak(struct cumemcap_ledger_device *d, uint64_t now)
 CUMEMCAP_TLS struct cumemcap_ledger_local *cumemcap_ledger_mine;
 static CUMEMCAP_TLS bool slotless; /* found every slot taken: use the atomics */
 static struct cumemcap_ledger_local locals[CUMEMCAP_LEDGER_LOCALS];
-static _Atomic int locals_used; /* slots ever taken: 0 .. locals_used-1 */
+_Atomic int cumemcap_ledger_locals_used; /* slots ever taken: 0 .. this-1 (-1: none can be) */
 static pthread_once_t locals_once = PTHREAD_ONCE_INIT;
 static pthread_key_t locals_key;
 /* A dying thread's deltas are folded into the device's atomics under
@@ -161,7 +161,7 @@ static uint64_t bound_sum(int dev, int which)
 	for (int tries = 0;; tries++) {
 		uint32_t seq = atomic_load(&fold_seq);
 		uint64_t n = atomic_load(own);
-		int used = atomic_load(&locals_used);
+		int used = atomic_load(&cumemcap_ledger_locals_used);
 		for (int i = 0; i < used; i++)
 			n += (uint64_t)atomic_load(&locals[i].dev[dev].high[which]);
 		if (tries >= 64 || (!(seq & 1) && atomic_load(&fold_seq) == seq))
@@ -213,14 +213,14 @@ static void fold_slot(void *arg)
 static void make_key(void)
 {
 	if (pthread_key_create(&locals_key, fold_slot) != 0)
-		atomic_store(&locals_used, -1); /* no destructor: no slots */
+		atomic_store(&cumemcap_ledger_locals_used, -1); /* no destructor: no slots */
 }
 
 /* Take a free slot for this thread; false when there is none. */
 static bool take_slot(void)
 {
 	pthread_once(&locals_once, make_key);
-	int used = atomic_load(&locals_used);
+	int used = atomic_load(&cumemcap_ledger_locals_used);
 	if (used < 0)
 		return false;
 	for (int i = 0; i < CUMEMCAP_LEDGER_LOCALS; i++) {
@@ -232,7 +232,7 @@ static bool take_slot(void)
 			atomic_store(&locals[i].used, false);
 			return false;
 		}
-		while (i + 1 > used && !atomic_compare_exchange_weak(&locals_used, &used, i + 1))
+		while (i + 1 > used && !atomic_compare_exchange_weak(&cumemcap_ledger_locals_used, &used, i + 1))
 			;
 		cumemcap_ledger_mine = &locals[i];
 		return true;
@@ -240,13 +240,23 @@ static bool take_slot(void)
 	return false;
 }
 
+/* The device's atomic of `which` rises by `bytes`, its peak with it. */
+static void shared_add(int dev, int which, uint64_t bytes)
+{
+	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+	uint64_t now = atomic_fetch_add(shared_of(d, which), bytes) + bytes;
+	if (atomic_load_explicit(&cumemcap_ledger_locals_used, memory_order_relaxed) <= 0)
+		raise_to(peak_of(d, which), now); /* no slot: the atomic is the figure */
+	else
+		raise_shared(dev, which);
+}
+
 static void shared_move(int dev, int which, int64_t by)
 {
 	_Atomic uint64_t *f = shared_of(&cumemcap_ledger[dev], which);
-	if (by > 0) {
-		atomic_fetch_add(f, (uint64_t)by);
-		raise_shared(dev, which);
-	} else if (by < 0)
+	if (by > 0)
+		shared_add(dev, which, (uint64_t)by);
+	else if (by < 0)
 		atomic_fetch_sub(f, (uint64_t)-by);
 }
 
@@ -264,17 +274,17 @@ void cumemcap_ledger_move_slow(int dev, int64_t live, int64_t pooled)
 	shared_move(dev, CUMEMCAP_LOCAL_pooled, pooled);
 }
 
-uint64_t cumemcap_ledger_local_sum(int dev, _Atomic uint64_t *own, int which)
+uint64_t cumemcap_ledger_local_sum_slots(int dev, _Atomic uint64_t *own, int which)
 {
-	int used = atomic_load(&locals_used);
-	if (!cumemcap_ledger_valid(dev) || used <= 0)
-		return atomic_load(own); /* no slot ever taken (CUMEMCAP_POOL=off) */
+	int used;
+	if (!cumemcap_ledger_valid(dev))
+		return atomic_load(own);
 	/* A bounded retry: a reader in a signal handler that interrupted a
 	 * fold on its own thread takes the sum as it is. */
 	for (int tries = 0;; tries++) {
 		uint32_t seq = atomic_load(&fold_seq);
 		uint64_t n = atomic_load(own);
-		used = atomic_load(&locals_used);
+		used = atomic_load(&cumemcap_ledger_locals_used);
 		for (int i = 0; i < used; i++)
 			n += (uint64_t)atomic_load_explicit(&locals[i].dev[dev].delta[which], memory_order_relaxed);
 		if (tries >= 64 || (!(seq & 1) && atomic_load(&fold_seq) == seq))
@@ -288,8 +298,7 @@ void cumemcap_ledger_live_add(int dev, uint64_t bytes)
 {
 	if (!cumemcap_ledger_valid(dev) || bytes == 0)
 		return;
-	atomic_fetch_add(&cumemcap_ledger[dev].live, bytes);
-	raise_shared(dev, CUMEMCAP_LOCAL_live);
+	shared_add(dev, CUMEMCAP_LOCAL_live, bytes);
 }
 
 void cumemcap_ledger_live_sub(int dev, uint64_t bytes)
@@ -302,8 +311,7 @@ void cumemcap_ledger_pooled_add(int dev, uint64_t bytes)
 {
 	if (!cumemcap_ledger_valid(dev) || bytes == 0)
 		return;
-	atomic_fetch_add(&cumemcap_ledger[dev].pooled, bytes);
-	raise_shared(dev, CUMEMCAP_LOCAL_pooled);
+	shared_add(dev, CUMEMCAP_LOCAL_pooled, bytes);
 }
 
 void cumemcap_ledger_pooled_sub(int dev, uint64_t bytes)
@@ -418,7 +426,7 @@ void cumemcap_ledger_reset(void)
 	}
 	/* Slots: zeroed; only the calling thread's stays taken (a forked
 	 * child has no other thread). */
-	for (int i = 0, used = atomic_load(&locals_used); i < used; i++) {
+	for (int i = 0, used = atomic_load(&cumemcap_ledger_locals_used); i < used; i++) {
 		struct cumemcap_ledger_local *l = &locals[i];
 		for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
 			for (int w = 0; w < CUMEMCAP_LOCAL_COUNT; w++) {

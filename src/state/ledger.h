@@ -207,8 +207,16 @@ extern CUMEMCAP_TLS struct cumemcap_ledger_local *cumemcap_ledger_mine;
 void cumemcap_ledger_move_slow(int dev, int64_t live, int64_t pooled);
 /* Out of line: delta `which` of m rose to v, above its bound. */
 void cumemcap_ledger_raise_local(int dev, struct cumemcap_ledger_moves *m, int which, int64_t v);
-/* A figure of kind `local`: the device's atomic plus every slot's delta. */
-uint64_t cumemcap_ledger_local_sum(int dev, _Atomic uint64_t *own, int which);
+/* A figure of kind `local`: the device's atomic plus every slot's delta;
+ * one load when no thread ever took a slot (CUMEMCAP_POOL=off). */
+extern _Atomic int cumemcap_ledger_locals_used;
+uint64_t cumemcap_ledger_local_sum_slots(int dev, _Atomic uint64_t *own, int which);
+static inline uint64_t cumemcap_ledger_local_sum(int dev, _Atomic uint64_t *own, int which)
+{
+	if (atomic_load_explicit(&cumemcap_ledger_locals_used, memory_order_relaxed) <= 0)
+		return atomic_load(own);
+	return cumemcap_ledger_local_sum_slots(dev, own, which);
+}
 
 static inline __attribute__((always_inline)) void cumemcap_ledger_move_one(int dev, struct cumemcap_ledger_moves *m,
 									   int which, int64_t by)
