@@ -241,11 +241,11 @@ static bool take_slot(void)
 }
 
 /* The device's atomic of `which` rises by `bytes`, its peak with it. */
-static void shared_add(int dev, int which, uint64_t bytes)
+static inline __attribute__((always_inline)) void shared_add(int dev, int which, uint64_t bytes)
 {
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	uint64_t now = atomic_fetch_add(shared_of(d, which), bytes) + bytes;
-	if (atomic_load_explicit(&cumemcap_ledger_locals_used, memory_order_relaxed) <= 0)
+	if (__builtin_expect(atomic_load_explicit(&cumemcap_ledger_locals_used, memory_order_relaxed) <= 0, 1))
 		raise_to(peak_of(d, which), now); /* no slot: the atomic is the figure */
 	else
 		raise_shared(dev, which);
