@@ -54,6 +54,10 @@
  * new segments, and refused at the limit; pending frees become ready after
  * the capture (capture.h).
  *
+ * A context has up to SHARDS arenas for packed blocks (one per group of
+ * threads: see SHARDS); a block is freed into the arena it came from,
+ * whichever thread frees it.
+ *
  * Thread safety: each arena has its own spinlock; no driver call is made
  * with it held (the driver calls are: take a segment, give one back,
  * synchronize). The arena table is created under one mutex and read
@@ -94,6 +98,16 @@
 #define MAX_UNITS UINT32_MAX
 #define ADDR_LIMIT (1ull << 49)
 #define SCAN_LIMIT 32
+/* Packed (small) requests of a context are spread over up to SHARDS
+ * arenas, a thread keeping to one (the first thread that allocates gets
+ * the primary, shard 0, so a single-threaded program has one arena as
+ * before): threads on different shards share no lock and no line on a
+ * pooled pair. Whole segments are served by the primary alone, so that
+ * a freed one serves every thread. A shard costs at least one 2 MiB
+ * segment; at the limit a request tries the other shards' ready blocks
+ * before it is refused (grow.c). CUMEMCAP_GROWTH=preallocate keeps one
+ * arena per context (the preallocation is the primary's). */
+#define SHARDS 4
 
 enum chunk_state { C_FREE = 0, C_LIVE, C_PENDING, C_LIMBO, C_UNUSED };
 
@@ -122,6 +136,8 @@ struct arena {
 	uint32_t epoch; /* changes when the arena is emptied */
 	CUcontext ctx;  /* NULL: slot empty */
 	int dev;
+	unsigned shard; /* 0: the context's primary arena (see SHARDS) */
+	struct arena *_Atomic primary; /* a shard's primary, once looked up */
 	bool failed;   /* preallocation failed: refuse everything */
 	bool prealloc_held; /* holds its GPU's preallocation (arena_create_lock) */
 
@@ -174,6 +190,9 @@ static inline struct cumemcap_ledger_shard *shard_of(const struct arena *a)
 
 /* held = live_bytes + waste + cached, and the ledger's `pooled` of a GPU is
  * the sum of its arenas' cached bytes (`live` the sum of their live_bytes).
+ * A block handed out or given back moves them in the calling thread's own
+ * slot of the ledger (cumemcap_ledger_move: no shared line written); a
+ * segment joining or leaving changes the device's atomics.
  * held, live_bytes and waste change only through these, which move the
  * ledger's figures with them, so the two cannot drift. Lock held. */
 static inline uint64_t bytes_cached(const struct arena *a)
@@ -203,8 +222,7 @@ static inline void bytes_handed_out(struct arena *a, uint64_t part, uint64_t got
 	a->live_bytes += got;
 	if (a->live_bytes > a->peak_live)
 		a->peak_live = a->live_bytes;
-	cumemcap_ledger_pooled_sub(a->dev, part);
-	cumemcap_ledger_live_add(a->dev, got);
+	cumemcap_ledger_move(a->dev, (int64_t)got, -(int64_t)part);
 }
 
 /* The block of handed_out(part, got) was freed: all of it cached again. */
@@ -212,8 +230,7 @@ static inline void bytes_given_back(struct arena *a, uint64_t part, uint64_t got
 {
 	a->waste -= part - got;
 	a->live_bytes -= got;
-	cumemcap_ledger_live_sub(a->dev, got);
-	cumemcap_ledger_pooled_add(a->dev, part);
+	cumemcap_ledger_move(a->dev, -(int64_t)got, (int64_t)part);
 }
 
 /* The driver freed every segment with the arena's context: none of its

@@ -277,12 +277,24 @@ static bool prealloc_elsewhere(const struct arena *self)
 	return false;
 }
 
-/* The arena of (ctx, dev), made on first use; `noted` is the one the
- * device layer kept for ctx on this thread (NULL: find it). */
-static struct arena *arena_of(CUcontext ctx, int dev, struct arena *noted)
+/* The calling thread's shard: threads take them in turn as they first
+ * allocate (1 + the shard; 0: none yet). */
+static CUMEMCAP_TLS unsigned my_shard;
+static _Atomic unsigned shards_dealt;
+
+static unsigned thread_shard(const struct cumemcap_policy *p)
 {
-	if (noted)
-		return noted;
+	if (p->growth == CUMEMCAP_GROWTH_PREALLOCATE)
+		return 0;
+	if (!my_shard)
+		my_shard = 1 + atomic_fetch_add_explicit(&shards_dealt, 1, memory_order_relaxed) % SHARDS;
+	return my_shard - 1;
+}
+
+/* The arena of (ctx, dev, shard), made on first use; NULL when the table
+ * is full. */
+static struct arena *arena_find(CUcontext ctx, int dev, unsigned shard)
+{
 	struct arena *found = NULL;
 	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
 	/* A slot's ctx and dev change under its lock (and arena_create_lock), so
@@ -292,7 +304,7 @@ static struct arena *arena_of(CUcontext ctx, int dev, struct arena *noted)
 	 * (ThreadSanitizer, tests/integration/stress). */
 	for (uint32_t i = 0; i < n && !found; i++) {
 		lock(&arenas[i]);
-		if (arenas[i].ctx == ctx && arenas[i].dev == dev)
+		if (arenas[i].ctx == ctx && arenas[i].dev == dev && arenas[i].shard == shard)
 			found = &arenas[i];
 		unlock(&arenas[i]);
 	}
@@ -300,7 +312,7 @@ static struct arena *arena_of(CUcontext ctx, int dev, struct arena *noted)
 		pthread_mutex_lock(&arena_create_lock);
 		n = atomic_load(&arena_count);
 		for (uint32_t i = 0; i < n && !found; i++)
-			if (arenas[i].ctx == ctx && arenas[i].dev == dev)
+			if (arenas[i].ctx == ctx && arenas[i].dev == dev && arenas[i].shard == shard)
 				found = &arenas[i];
 		for (uint32_t i = 0; i < n && !found; i++)
 			if (!arenas[i].ctx)
@@ -315,6 +327,7 @@ static struct arena *arena_of(CUcontext ctx, int dev, struct arena *noted)
 			arena_clear(found);
 			found->dev = dev;
 			found->ctx = ctx;
+			found->shard = shard;
 			cumemcap_ledger_shard_open(shard_of(found), dev);
 			unlock(found);
 			if (cumemcap_policy()->growth == CUMEMCAP_GROWTH_PREALLOCATE && !prealloc_elsewhere(found))
@@ -322,11 +335,70 @@ static struct arena *arena_of(CUcontext ctx, int dev, struct arena *noted)
 		}
 		pthread_mutex_unlock(&arena_create_lock);
 	}
+	return found;
+}
+
+/* The arena this thread's packed requests go to in (ctx, dev); `noted`
+ * is the one the device layer kept for ctx on this thread (NULL: find
+ * it). A full table leaves a shard on the primary. */
+static struct arena *arena_of(CUcontext ctx, int dev, struct arena *noted, unsigned shard)
+{
+	if (noted)
+		return noted;
+	struct arena *found = shard ? arena_find(ctx, dev, shard) : NULL;
+	if (!found)
+		found = arena_find(ctx, dev, 0);
 	if (found) {
 		cumemcap_device_set_note(ctx, found);
 		arena_last = found;
 	}
 	return found;
+}
+
+/* The primary arena of a's context, for a whole segment's request. */
+static struct arena *primary_of(struct arena *a, CUcontext ctx, int dev)
+{
+	if (!a->shard)
+		return a;
+	struct arena *p = atomic_load_explicit(&a->primary, memory_order_acquire);
+	if (p)
+		return p;
+	p = arena_find(ctx, dev, 0);
+	if (p)
+		atomic_store_explicit(&a->primary, p, memory_order_release);
+	return p;
+}
+
+/* At the limit, a packed request that its own arena cannot serve takes a
+ * ready block from another shard of its context (waiting for that one's
+ * pending frees when they could serve it), as one arena would have
+ * served it: 0 when none can. No lock held; the context is current. */
+static CUdeviceptr from_sibling(const struct arena *own, CUcontext ctx, int dev, uint64_t bytes, uint32_t units)
+{
+	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
+	for (uint32_t i = 0; i < n; i++) {
+		struct arena *b = &arenas[i];
+		if (b == own)
+			continue;
+		lock(b);
+		CUdeviceptr got = 0;
+		if (b->ctx == ctx && b->dev == dev && !b->failed) {
+			uint32_t ci = find_ready(b, units, true, false);
+			if (ci == NONE && b->pending_bytes >= (uint64_t)units << UNIT_SHIFT) {
+				arena_reclaim(b);
+				ci = b->ctx == ctx ? find_ready(b, units, true, false) : NONE;
+			}
+			got = ci != NONE ? hand_out(b, ci, bytes, units) : 0;
+			if (got) {
+				cumemcap_shard_bump(shard_of(b), allocs);
+				cumemcap_shard_bump(shard_of(b), avoided);
+			}
+		}
+		unlock(b);
+		if (got)
+			return got;
+	}
+	return 0;
 }
 
 /* Should a request that found nothing ready wait for the pending frees? */
@@ -393,7 +465,7 @@ __attribute__((noinline)) static bool alloc_pooled(const struct cumemcap_policy 
 	void *noted;
 	if (cumemcap_device_current_noted(&ctx, &dev, &noted) != CUDA_SUCCESS)
 		return false;
-	struct arena *a = arena_of(ctx, dev, noted);
+	struct arena *a = arena_of(ctx, dev, noted, thread_shard(p));
 	if (!a)
 		return false;
 	cumemcap_ledger_note_request(dev, bytes);
@@ -401,6 +473,8 @@ __attribute__((noinline)) static bool alloc_pooled(const struct cumemcap_policy 
 	uint32_t units = (uint32_t)(rounded >> UNIT_SHIFT);
 	bool packed = p->pool == CUMEMCAP_POOL_ON && rounded <= SMALL_MAX;
 	uint64_t seg_bytes = packed ? SMALL_SEGMENT : whole_size(rounded);
+	if (!packed && !(a = primary_of(a, ctx, dev)))
+		return false;
 
 	lock(a);
 	if (a->failed) {
@@ -443,6 +517,15 @@ __attribute__((noinline)) static bool alloc_pooled(const struct cumemcap_policy 
 	arena_collect(a, &g, cache_keep(a, seg_bytes, p->release), 0);
 	unlock(a);
 	arena_release_now(a, ctx, &g);
+	/* No room for a segment: another shard's ready block first. */
+	if (packed && cumemcap_ledger_headroom(dev) < seg_bytes) {
+		CUdeviceptr got = from_sibling(a, ctx, dev, bytes, units);
+		if (got) {
+			*dptr = got;
+			*r = CUDA_SUCCESS;
+			return true;
+		}
+	}
 
 	CUdeviceptr base;
 	*r = take_segment(a, seg_bytes, door, bytes, &base);

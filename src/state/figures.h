@@ -16,6 +16,8 @@
  *   src     where the value lives. In the ledger: `field` (an atomic of
  *           its own), `sharded` (an atomic plus the open shards' counts,
  *           see ledger.h), `kind` (the bytes of memory kind <name>),
+ *           `local` (an atomic plus every thread's own delta, see
+ *           ledger.h: the bytes of pooled blocks handed out and back),
  *           `setting` (an atomic that a fork does not zero: the limit),
  *           `sum` (computed from other ledger figures on read: the
  *           footprint, reserved + overhead), `group` (the group's
@@ -51,9 +53,9 @@
 /* clang-format off */
 #define CUMEMCAP_FIGURES(X) \
 	/* name               src      kind     unit  null stats event sample exit summary pre  post  key */ \
-	X(live,              field,   gauge,   bytes, 0, 1, 1, 1, 2, 0, "", "", "live", \
+	X(live,              local,   gauge,   bytes, 0, 1, 1, 1, 2, 0, "", "", "live", \
 	  "cumemcap_live_bytes", "Device memory the program holds (its allocations).") \
-	X(pooled,            field,   gauge,   bytes, 0, 1, 1, 1, 0, 0, "", "", "pooled", \
+	X(pooled,            local,   gauge,   bytes, 0, 1, 1, 1, 0, 0, "", "", "pooled", \
 	  "cumemcap_pooled_bytes", "Arena segment bytes cached for reuse, not handed out.") \
 	X(reserved,          field,   gauge,   bytes, 0, 1, 1, 1, 2, 2, ", held at exit ", "", "reserved", \
 	  "cumemcap_reserved_bytes", "Device memory this process holds from the driver through the calls it counts.") \

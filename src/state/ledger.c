@@ -1,8 +1,11 @@
-/* ledger: see ledger.h. Lock-free: every field is an atomic. Also owns
+/* ledger: see ledger.h. Lock-free: every field is an atomic (a dying
+ * thread's slot is folded in under fold_lock, which nothing else on a hot
+ * path takes; readers retry around a fold instead). Also owns
  * the figure list's columns as data (cumemcap_figure_info, figures.h),
  * which are constant. */
 #include "state/ledger.h"
 
+#include <pthread.h>
 #include <stddef.h>
 
 #include "platform/spin.h"
@@ -124,12 +127,178 @@ static void raise_peak(struct cumemcap_ledger_device *d, uint64_t now)
 	raise_to(&d->peak_footprint, now + atomic_load_explicit(&d->overhead, memory_order_relaxed));
 }
 
+/* ---- per-thread deltas of live and pooled (ledger.h) -------------------------------- */
+
+CUMEMCAP_TLS struct cumemcap_ledger_local *cumemcap_ledger_mine;
+static CUMEMCAP_TLS bool slotless; /* found every slot taken: use the atomics */
+static struct cumemcap_ledger_local locals[CUMEMCAP_LEDGER_LOCALS];
+_Atomic int cumemcap_ledger_locals_used; /* slots ever taken: 0 .. this-1 (-1: none can be) */
+static pthread_once_t locals_once = PTHREAD_ONCE_INIT;
+static pthread_key_t locals_key;
+/* A dying thread's deltas are folded into the device's atomics under
+ * fold_lock; readers retry a sum that a fold ran through (fold_seq odd
+ * while one runs, bumped twice per fold). */
+static atomic_flag fold_lock = ATOMIC_FLAG_INIT;
+static _Atomic uint32_t fold_seq;
+
+static _Atomic uint64_t *shared_of(struct cumemcap_ledger_device *d, int which)
+{
+	return which == CUMEMCAP_LOCAL_live ? &d->live : &d->pooled;
+}
+
+static _Atomic uint64_t *peak_of(struct cumemcap_ledger_device *d, int which)
+{
+	return which == CUMEMCAP_LOCAL_live ? &d->peak_live : &d->peak_pooled;
+}
+
+/* The device's atomic of figure `which` on dev plus every slot's bound
+ * (sequentially consistent loads: see the rule in ledger.h), retried
+ * around a fold, which moves a delta from a slot to the atomic: read
+ * across it, the delta would count twice or not at all. */
+static uint64_t bound_sum(int dev, int which)
+{
+	_Atomic uint64_t *own = shared_of(&cumemcap_ledger[dev], which);
+	for (int tries = 0;; tries++) {
+		uint32_t seq = atomic_load(&fold_seq);
+		uint64_t n = atomic_load(own);
+		int used = atomic_load(&cumemcap_ledger_locals_used);
+		for (int i = 0; i < used; i++)
+			n += (uint64_t)atomic_load(&locals[i].dev[dev].high[which]);
+		if (tries >= 64 || (!(seq & 1) && atomic_load(&fold_seq) == seq))
+			return n;
+	}
+}
+
+void cumemcap_ledger_raise_local(int dev, struct cumemcap_ledger_moves *m, int which, int64_t v)
+{
+	atomic_store(&m->high[which], v);
+	raise_to(peak_of(&cumemcap_ledger[dev], which), bound_sum(dev, which));
+}
+
+/* The device's atomic of `which` rose (this thread's change, made
+ * before): the peak follows, counting this thread's delta rather than its
+ * bound. */
+static void raise_shared(int dev, int which)
+{
+	struct cumemcap_ledger_local *l = cumemcap_ledger_mine;
+	if (l) {
+		struct cumemcap_ledger_moves *m = &l->dev[dev];
+		atomic_store(&m->high[which], atomic_load_explicit(&m->delta[which], memory_order_relaxed));
+	}
+	raise_to(peak_of(&cumemcap_ledger[dev], which), bound_sum(dev, which));
+}
+
+/* A thread exits: its deltas go to the device's atomics, its slot back. */
+static void fold_slot(void *arg)
+{
+	struct cumemcap_ledger_local *l = arg;
+	cumemcap_spin_lock(&fold_lock);
+	atomic_fetch_add(&fold_seq, 1);
+	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
+		struct cumemcap_ledger_moves *m = &l->dev[dev];
+		for (int w = 0; w < CUMEMCAP_LOCAL_COUNT; w++) {
+			int64_t v = atomic_exchange(&m->delta[w], 0);
+			if (v)
+				atomic_fetch_add(shared_of(&cumemcap_ledger[dev], w), (uint64_t)v);
+			atomic_store(&m->high[w], 0);
+		}
+	}
+	atomic_fetch_add(&fold_seq, 1);
+	cumemcap_spin_unlock(&fold_lock);
+	if (cumemcap_ledger_mine == l)
+		cumemcap_ledger_mine = NULL;
+	atomic_store(&l->used, false);
+}
+
+static void make_key(void)
+{
+	if (pthread_key_create(&locals_key, fold_slot) != 0)
+		atomic_store(&cumemcap_ledger_locals_used, -1); /* no destructor: no slots */
+}
+
+/* Take a free slot for this thread; false when there is none. */
+static bool take_slot(void)
+{
+	pthread_once(&locals_once, make_key);
+	int used = atomic_load(&cumemcap_ledger_locals_used);
+	if (used < 0)
+		return false;
+	for (int i = 0; i < CUMEMCAP_LEDGER_LOCALS; i++) {
+		bool expected = false;
+		if (atomic_load_explicit(&locals[i].used, memory_order_relaxed) ||
+		    !atomic_compare_exchange_strong(&locals[i].used, &expected, true))
+			continue;
+		if (pthread_setspecific(locals_key, &locals[i]) != 0) {
+			atomic_store(&locals[i].used, false);
+			return false;
+		}
+		while (i + 1 > used && !atomic_compare_exchange_weak(&cumemcap_ledger_locals_used, &used, i + 1))
+			;
+		cumemcap_ledger_mine = &locals[i];
+		return true;
+	}
+	return false;
+}
+
+/* The device's atomic of `which` rises by `bytes`, its peak with it. */
+static inline __attribute__((always_inline)) void shared_add(int dev, int which, uint64_t bytes)
+{
+	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+	uint64_t now = atomic_fetch_add(shared_of(d, which), bytes) + bytes;
+	if (__builtin_expect(atomic_load_explicit(&cumemcap_ledger_locals_used, memory_order_relaxed) <= 0, 1))
+		raise_to(peak_of(d, which), now); /* no slot: the atomic is the figure */
+	else
+		raise_shared(dev, which);
+}
+
+static void shared_move(int dev, int which, int64_t by)
+{
+	_Atomic uint64_t *f = shared_of(&cumemcap_ledger[dev], which);
+	if (by > 0)
+		shared_add(dev, which, (uint64_t)by);
+	else if (by < 0)
+		atomic_fetch_sub(f, (uint64_t)-by);
+}
+
+void cumemcap_ledger_move_slow(int dev, int64_t live, int64_t pooled)
+{
+	if (!cumemcap_ledger_valid(dev))
+		return;
+	if (!slotless && !cumemcap_ledger_mine && !take_slot())
+		slotless = true;
+	if (cumemcap_ledger_mine) {
+		cumemcap_ledger_move(dev, live, pooled);
+		return;
+	}
+	shared_move(dev, CUMEMCAP_LOCAL_live, live);
+	shared_move(dev, CUMEMCAP_LOCAL_pooled, pooled);
+}
+
+uint64_t cumemcap_ledger_local_sum_slots(int dev, _Atomic uint64_t *own, int which)
+{
+	int used;
+	if (!cumemcap_ledger_valid(dev))
+		return atomic_load(own);
+	/* A bounded retry: a reader in a signal handler that interrupted a
+	 * fold on its own thread takes the sum as it is. */
+	for (int tries = 0;; tries++) {
+		uint32_t seq = atomic_load(&fold_seq);
+		uint64_t n = atomic_load(own);
+		used = atomic_load(&cumemcap_ledger_locals_used);
+		for (int i = 0; i < used; i++)
+			n += (uint64_t)atomic_load_explicit(&locals[i].dev[dev].delta[which], memory_order_relaxed);
+		if (tries >= 64 || (!(seq & 1) && atomic_load(&fold_seq) == seq))
+			return n;
+	}
+}
+
+/* ---- the shared atomics ------------------------------------------------------------ */
+
 void cumemcap_ledger_live_add(int dev, uint64_t bytes)
 {
 	if (!cumemcap_ledger_valid(dev) || bytes == 0)
 		return;
-	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-	raise_to(&d->peak_live, atomic_fetch_add_explicit(&d->live, bytes, memory_order_relaxed) + bytes);
+	shared_add(dev, CUMEMCAP_LOCAL_live, bytes);
 }
 
 void cumemcap_ledger_live_sub(int dev, uint64_t bytes)
@@ -142,9 +311,7 @@ void cumemcap_ledger_pooled_add(int dev, uint64_t bytes)
 {
 	if (!cumemcap_ledger_valid(dev) || bytes == 0)
 		return;
-	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-	raise_to(&d->peak_pooled,
-		 atomic_fetch_add_explicit(&d->pooled, bytes, memory_order_relaxed) + bytes);
+	shared_add(dev, CUMEMCAP_LOCAL_pooled, bytes);
 }
 
 void cumemcap_ledger_pooled_sub(int dev, uint64_t bytes)
@@ -234,6 +401,7 @@ uint64_t cumemcap_ledger_headroom(int dev)
 #define RESET_log(d, name)
 #define RESET_sum(d, name)
 #define RESET_group(d, name)
+#define RESET_local(d, name) atomic_store(&(d)->name, 0);
 #define SHARD_RESET_field(s, name)
 #define SHARD_RESET_sharded(s, name) atomic_store(&(s)->name, 0);
 #define SHARD_RESET_setting(s, name)
@@ -242,6 +410,7 @@ uint64_t cumemcap_ledger_headroom(int dev)
 #define SHARD_RESET_log(s, name)
 #define SHARD_RESET_sum(s, name)
 #define SHARD_RESET_group(s, name)
+#define SHARD_RESET_local(s, name)
 
 void cumemcap_ledger_reset(void)
 {
@@ -255,6 +424,20 @@ void cumemcap_ledger_reset(void)
 		atomic_store(&d->source, CUMEMCAP_OVERHEAD_none);
 		atomic_store(&d->cap, atomic_load(&d->limit));
 	}
+	/* Slots: zeroed; only the calling thread's stays taken (a forked
+	 * child has no other thread). */
+	for (int i = 0, used = atomic_load(&cumemcap_ledger_locals_used); i < used; i++) {
+		struct cumemcap_ledger_local *l = &locals[i];
+		for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
+			for (int w = 0; w < CUMEMCAP_LOCAL_COUNT; w++) {
+				atomic_store(&l->dev[dev].delta[w], 0);
+				atomic_store(&l->dev[dev].high[w], 0);
+			}
+		if (l != cumemcap_ledger_mine)
+			atomic_store(&l->used, false);
+	}
+	cumemcap_spin_unlock(&fold_lock);
+	atomic_store(&fold_seq, 0);
 	for (int i = 0; i < CUMEMCAP_LEDGER_SHARDS; i++) {
 		struct cumemcap_ledger_shard *s = &cumemcap_ledger_shards[i];
 #define X(name, src, ...) SHARD_RESET_##src(s, name)
@@ -290,6 +473,7 @@ void cumemcap_ledger_shard_close(struct cumemcap_ledger_shard *s)
 #define SHARD_FOLD_log(name)
 #define SHARD_FOLD_sum(name)
 #define SHARD_FOLD_group(name)
+#define SHARD_FOLD_local(name)
 #define X(name, src, ...) SHARD_FOLD_##src(name)
 	CUMEMCAP_FIGURES(X)
 #undef X

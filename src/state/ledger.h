@@ -9,7 +9,11 @@
  *
  * Thread safety: no lock; every figure is an atomic, so any thread may
  * reserve, give back or read at any time (a reading is per figure, not a
- * snapshot of all of them together).
+ * snapshot of all of them together). `live` and `pooled` also have a
+ * delta in each thread's own slot for the pooled blocks it moves (see
+ * "pooled blocks" below): written by that thread alone, read by anyone;
+ * a dying thread's slot is folded into the atomics under a spinlock that
+ * no hot path takes.
  *
  * Which figures there are is declared once, in figures.h; the ledger
  * stores them as that list says and hands them out whole
@@ -23,6 +27,7 @@
 #include <stdint.h>
 
 #include "platform/cuda-api.h"
+#include "platform/export.h"
 #include "state/figures.h"
 #include "state/group.h" /* the `group` figures: the group's books of a GPU */
 
@@ -57,6 +62,7 @@ enum cumemcap_kind {
 #define CUMEMCAP_LEDGER_STORE_log(name)
 #define CUMEMCAP_LEDGER_STORE_sum(name)
 #define CUMEMCAP_LEDGER_STORE_group(name)
+#define CUMEMCAP_LEDGER_STORE_local(name) _Atomic uint64_t name;
 
 /* Where a device's overhead (driver-side memory outside the counted
  * calls) was learned, best first (see account/footprint.h). */
@@ -137,6 +143,110 @@ void cumemcap_ledger_live_sub(int dev, uint64_t bytes);
 void cumemcap_ledger_pooled_add(int dev, uint64_t bytes);
 void cumemcap_ledger_pooled_sub(int dev, uint64_t bytes);
 
+/* Whether `dev` is a GPU the ledger keeps books for. */
+static inline bool cumemcap_ledger_valid(int dev)
+{
+	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
+}
+
+/* ---- pooled blocks: per-thread deltas of live and pooled ----------------
+ *
+ * A pooled block handed out or given back (the arenas, at every
+ * cuMemAlloc/cuMemFree they serve) moves bytes between `pooled` and
+ * `live`. Each thread keeps these moves in a slot of its own (a delta per
+ * GPU, written with plain stores to its own cache lines), so that a pooled
+ * pair writes no line another thread writes; a figure read adds the
+ * device's atomic and every slot's delta (exact: nothing is lost or
+ * counted twice, also while a dying thread's slot is folded into the
+ * device's atomic). Every other change of live and pooled (segments
+ * joining or leaving, the account layer's charges, a context's death)
+ * goes to the device's atomic, as before.
+ *
+ * The peaks. Each slot also publishes, per GPU and figure, a bound
+ * `high` >= its delta. peak_live and peak_pooled are raised, to the
+ * device's atomic plus every slot's bound, only when a delta rises above
+ * its bound (which then becomes the delta) or the atomic rises; a delta
+ * that falls more than CUMEMCAP_LEDGER_SLACK below its bound lowers the
+ * bound to delta + SLACK. So a pair that moves a block out and back
+ * writes nothing but its own slot and sums nothing once its bound covers
+ * it. The rule, tested in tests/unit/test-ledger.c:
+ *   - a peak is never below the figure: after any change has returned,
+ *     the peak is at least the figure's value then, whatever threads run
+ *     at the same time (the bound is stored before the sums are read,
+ *     sequentially consistent, so of two racing raises the later sees
+ *     both);
+ *   - it is exact (the highest value the figure had) while only one
+ *     thread has moved blocks in or out since its slot was taken (a
+ *     single-threaded program: the shim's worker only releases segments,
+ *     through the atomic), and the thread that changes the atomic counts
+ *     its own delta, not its bound;
+ *   - otherwise it exceeds the true peak by at most SLACK for each other
+ *     thread that holds a slot (the bounds they have not lowered yet).
+ * A thread takes a slot at its first block move and gives it back when it
+ * exits (its deltas folded into the device's atomics); a thread that finds
+ * every slot taken uses the atomics, exactly as the shared path. */
+#define CUMEMCAP_LEDGER_SLACK ((int64_t)64 << 10)
+#define CUMEMCAP_LEDGER_LOCALS 256
+
+enum { CUMEMCAP_LOCAL_live, CUMEMCAP_LOCAL_pooled, CUMEMCAP_LOCAL_COUNT };
+
+struct cumemcap_ledger_moves {
+	_Atomic int64_t delta[CUMEMCAP_LOCAL_COUNT];
+	_Atomic int64_t high[CUMEMCAP_LOCAL_COUNT];
+};
+
+struct cumemcap_ledger_local {
+	_Alignas(64) struct cumemcap_ledger_moves dev[CUMEMCAP_MAX_DEVICES];
+	_Atomic bool used;
+};
+
+/* The calling thread's slot (NULL: none yet, or none free). */
+extern CUMEMCAP_TLS struct cumemcap_ledger_local *cumemcap_ledger_mine;
+
+/* Out of line: the thread has no slot (takes one, or uses the atomics). */
+void cumemcap_ledger_move_slow(int dev, int64_t live, int64_t pooled);
+/* Out of line: delta `which` of m rose to v, above its bound. */
+void cumemcap_ledger_raise_local(int dev, struct cumemcap_ledger_moves *m, int which, int64_t v);
+/* A figure of kind `local`: the device's atomic plus every slot's delta;
+ * one load when no thread ever took a slot (CUMEMCAP_POOL=off). */
+extern _Atomic int cumemcap_ledger_locals_used;
+uint64_t cumemcap_ledger_local_sum_slots(int dev, _Atomic uint64_t *own, int which);
+static inline uint64_t cumemcap_ledger_local_sum(int dev, _Atomic uint64_t *own, int which)
+{
+	if (atomic_load_explicit(&cumemcap_ledger_locals_used, memory_order_relaxed) <= 0)
+		return atomic_load(own);
+	return cumemcap_ledger_local_sum_slots(dev, own, which);
+}
+
+static inline __attribute__((always_inline)) void cumemcap_ledger_move_one(int dev, struct cumemcap_ledger_moves *m,
+									   int which, int64_t by)
+{
+	int64_t v = atomic_load_explicit(&m->delta[which], memory_order_relaxed) + by;
+	atomic_store_explicit(&m->delta[which], v, memory_order_relaxed);
+	int64_t high = atomic_load_explicit(&m->high[which], memory_order_relaxed);
+	if (v > high)
+		cumemcap_ledger_raise_local(dev, m, which, v);
+	else if (v < high - CUMEMCAP_LEDGER_SLACK)
+		atomic_store_explicit(&m->high[which], v + CUMEMCAP_LEDGER_SLACK, memory_order_relaxed);
+}
+
+/* `live` bytes of a pooled block changed hands by `live` and the arena's
+ * cached bytes by `pooled` (handed out: +got, -part; given back: -got,
+ * +part). */
+static inline void cumemcap_ledger_move(int dev, int64_t live, int64_t pooled)
+{
+	struct cumemcap_ledger_local *l = cumemcap_ledger_mine;
+	if (__builtin_expect(!l || !cumemcap_ledger_valid(dev), 0)) {
+		cumemcap_ledger_move_slow(dev, live, pooled);
+		return;
+	}
+	struct cumemcap_ledger_moves *m = &l->dev[dev];
+	if (live)
+		cumemcap_ledger_move_one(dev, m, CUMEMCAP_LOCAL_live, live);
+	if (pooled)
+		cumemcap_ledger_move_one(dev, m, CUMEMCAP_LOCAL_pooled, pooled);
+}
+
 /* Bytes the limit still allows (0 when at or past it; UINT64_MAX without
  * a limit): the cap less what is reserved. */
 uint64_t cumemcap_ledger_headroom(int dev);
@@ -179,8 +289,10 @@ static inline bool cumemcap_ledger_holds(int dev, enum cumemcap_kind kind)
 #define CUMEMCAP_LEDGER_SHARD_log(name)
 #define CUMEMCAP_LEDGER_SHARD_sum(name)
 #define CUMEMCAP_LEDGER_SHARD_group(name)
+#define CUMEMCAP_LEDGER_SHARD_local(name)
 struct cumemcap_ledger_shard {
-	_Atomic int dev; /* -1: closed */
+	_Alignas(64) _Atomic int dev; /* -1: closed; a line of its own: arenas on */
+				      /* other threads write the next shard */
 #define X(name, src, ...) CUMEMCAP_LEDGER_SHARD_##src(name)
 	CUMEMCAP_FIGURES(X)
 #undef X
@@ -210,6 +322,7 @@ extern struct cumemcap_ledger_device cumemcap_ledger_nowhere;
 #define CUMEMCAP_LEDGER_GET_log(dev, d, name) CUMEMCAP_FIGURE_NONE
 #define CUMEMCAP_LEDGER_GET_sum(dev, d, name) cumemcap_ledger_sum_##name(d)
 #define CUMEMCAP_LEDGER_GET_group(dev, d, name) cumemcap_##name(dev)
+#define CUMEMCAP_LEDGER_GET_local(dev, d, name) cumemcap_ledger_local_sum(dev, &(d)->name, CUMEMCAP_LOCAL_##name)
 
 /* The `sum` figures. The footprint: what the driver holds for the
  * process, as far as the shim knows it. */
@@ -217,12 +330,6 @@ static inline uint64_t cumemcap_ledger_sum_footprint(struct cumemcap_ledger_devi
 {
 	return atomic_load_explicit(&d->reserved, memory_order_relaxed) +
 	       atomic_load_explicit(&d->overhead, memory_order_relaxed);
-}
-
-/* Whether `dev` is a GPU the ledger keeps books for. */
-static inline bool cumemcap_ledger_valid(int dev)
-{
-	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
 }
 
 /* One figure of `dev` (as cumemcap_ledger_read has it). Inline, so that a

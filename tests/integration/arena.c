@@ -488,6 +488,78 @@ static void context_destroy(void)
 	printf("arena: destroying a context empties its arena\n");
 }
 
+/* ---- shards: threads on arenas of their own (arena-internal.h SHARDS) ------------------- */
+
+struct shard_job {
+	CUcontext ctx;
+	size_t bytes;
+	CUdeviceptr got, got2;
+	CUresult r, r2;
+	bool free_it, then_small; /* then_small: 4 KiB more, kept */
+};
+
+static void *shard_thread(void *arg)
+{
+	struct shard_job *j = arg;
+	OK(A.cuCtxSetCurrent(j->ctx));
+	j->r = A.cuMemAlloc(&j->got, j->bytes);
+	if (j->r == CUDA_SUCCESS && j->free_it)
+		OK(A.cuMemFree(j->got));
+	if (j->then_small)
+		j->r2 = A.cuMemAlloc(&j->got2, 4096);
+	return NULL;
+}
+
+/* Run one job on a thread of its own (a new thread takes the next shard:
+ * this program's threads are the primary's and three others). */
+static void on_new_thread(struct shard_job *j)
+{
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, shard_thread, j) == 0);
+	pthread_join(t, NULL);
+}
+
+/* CUMEMCAP_LIMIT=8MiB CUMEMCAP_RELEASE=never: a second thread's small
+ * blocks come from a segment of its own; whole segments stay shared (a
+ * freed one serves any thread); at the limit a thread whose own shard has
+ * nothing takes another shard's ready block rather than being refused;
+ * any thread frees any block. */
+static void shards(void)
+{
+	CUcontext ctx = use_primary(&A, 0);
+	CUdeviceptr p;
+	OK(A.cuMemAlloc(&p, 4096)); /* this thread: the primary */
+	struct shard_job one = { .ctx = ctx, .bytes = 4096 };
+	on_new_thread(&one);
+	OK(one.r);
+	CHECK(F.reserved(0) == 4 * MiB && shim_stats(0).segments_taken == 2);
+	struct shard_job whole = { .ctx = ctx, .bytes = 3 * MiB, .free_it = true };
+	on_new_thread(&whole);
+	OK(whole.r);
+	CHECK(F.reserved(0) == 7 * MiB);
+	/* A third thread: the freed 3 MiB segment serves it, and its 4 KiB
+	 * block (no room for a segment of its own) comes from another shard. */
+	struct shard_job again = { .ctx = ctx, .bytes = 3 * MiB, .then_small = true };
+	on_new_thread(&again);
+	OK(again.r);
+	OK(again.r2);
+	struct shard_job small = { .got = again.got2 };
+	struct cumemcap_stats st = shim_stats(0);
+	CHECK(st.segments_taken == 3 && st.segments_released == 0 && st.refusals == 0);
+	CHECK(F.reserved(0) == 7 * MiB && st.live == 3 * 4096 + 3 * MiB);
+	fill(one.got, 0x5a, 4096);
+	fill(small.got, 0xa5, 4096);
+	CHECK(holds(one.got, 0x5a, 4096) && holds(small.got, 0xa5, 4096) && small.got != one.got && small.got != p);
+	OK(A.cuMemFree(one.got));
+	OK(A.cuMemFree(small.got));
+	OK(A.cuMemFree(again.got));
+	OK(A.cuMemFree(p));
+	CHECK_CU(CUDA_ERROR_INVALID_VALUE, A.cuMemFree(one.got));
+	st = shim_stats(0);
+	CHECK(st.live == 0 && st.pooled == 7 * MiB && st.allocs == st.frees);
+	printf("arena: threads allocate from shards of their own, and share whole segments and the limit\n");
+}
+
 /* The cases, each with the settings it runs under. This table is the only
  * list: tests/integration/meson.build reads its CASE lines (the text
  * between the first two pairs of quotes: name and settings) to define one
@@ -517,6 +589,7 @@ static const struct arena_case cases[] = {
 	CASE("preallocate", "CUMEMCAP_GROWTH=preallocate CUMEMCAP_LIMIT=256MiB", preallocate)
 	CASE("preallocate-fails", "CUMEMCAP_GROWTH=preallocate:32GiB", preallocate_fails)
 	CASE("context-destroy", "", context_destroy)
+	CASE("shards", "CUMEMCAP_LIMIT=8MiB CUMEMCAP_RELEASE=never", shards)
 };
 #undef CASE
 

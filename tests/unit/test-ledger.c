@@ -148,6 +148,179 @@ START_TEST(ledger_figure_list_is_sound)
 }
 END_TEST
 
+/* Pooled blocks moved by one thread: live, pooled and both peaks exact,
+ * also when the device's atomic rises while the thread's bound is above
+ * its delta (the thread counts its delta, not its bound). */
+START_TEST(ledger_block_moves_exact_on_one_thread)
+{
+	cumemcap_ledger_reset();
+	const int64_t k = 4096;
+	cumemcap_ledger_pooled_add(6, 2 << 20);
+	for (int i = 0; i < 20; i++)
+		cumemcap_ledger_move(6, k, -k);
+	ck_assert_uint_eq(cumemcap_ledger_get(6, CUMEMCAP_FIG_live), 20 * k);
+	ck_assert_uint_eq(cumemcap_ledger_get(6, CUMEMCAP_FIG_pooled), (2 << 20) - 20 * k);
+	for (int i = 0; i < 1000; i++) {
+		cumemcap_ledger_move(6, k, -k);
+		cumemcap_ledger_move(6, -k, k);
+	}
+	ck_assert_uint_eq(cumemcap_ledger_get(6, CUMEMCAP_FIG_peak_live), 21 * k);
+	ck_assert_uint_eq(cumemcap_ledger_get(6, CUMEMCAP_FIG_peak_pooled), 2 << 20);
+	/* 100 KiB out, 90 back: the bound stays above the delta (by up to
+	 * the slack); a charge through the atomic then makes the peak. */
+	cumemcap_ledger_move(6, 100 << 10, -(100 << 10));
+	cumemcap_ledger_move(6, -(90 << 10), 90 << 10);
+	uint64_t live = (uint64_t)(20 * k + (10 << 10));
+	ck_assert_uint_eq(cumemcap_ledger_get(6, CUMEMCAP_FIG_live), live);
+	cumemcap_ledger_live_add(6, 200 << 10);
+	ck_assert_uint_eq(cumemcap_ledger_get(6, CUMEMCAP_FIG_peak_live), live + (200 << 10));
+	cumemcap_ledger_live_sub(6, 200 << 10);
+	/* Everything back, then a second segment joins: pooled's peak is the
+	 * two segments, not more. */
+	cumemcap_ledger_move(6, -(int64_t)live, (int64_t)live);
+	ck_assert_uint_eq(cumemcap_ledger_get(6, CUMEMCAP_FIG_pooled), 2 << 20);
+	cumemcap_ledger_pooled_add(6, 2 << 20);
+	ck_assert_uint_eq(cumemcap_ledger_get(6, CUMEMCAP_FIG_peak_pooled), 4 << 20);
+	ck_assert_uint_eq(cumemcap_ledger_get(6, CUMEMCAP_FIG_live), 0);
+	/* Another device is untouched. */
+	ck_assert_uint_eq(cumemcap_ledger_get(7, CUMEMCAP_FIG_live) + cumemcap_ledger_get(7, CUMEMCAP_FIG_peak_live), 0);
+}
+END_TEST
+
+static void *move_out(void *arg)
+{
+	int64_t n = *(int64_t *)arg;
+	for (int i = 0; i < 10; i++)
+		cumemcap_ledger_move(8, n, -n);
+	return NULL;
+}
+
+/* A thread that exits leaves its moves in the figures (its slot is folded
+ * into the device's atomics and taken again by later threads: more
+ * threads than slots come and go). */
+START_TEST(ledger_block_moves_survive_thread_exit)
+{
+	cumemcap_ledger_reset();
+	int64_t n = 512;
+	cumemcap_ledger_pooled_add(8, 1 << 30);
+	for (int i = 0; i < CUMEMCAP_LEDGER_LOCALS + 44; i++) {
+		pthread_t t;
+		pthread_create(&t, NULL, move_out, &n);
+		pthread_join(t, NULL);
+	}
+	uint64_t out = (uint64_t)(CUMEMCAP_LEDGER_LOCALS + 44) * 10 * 512;
+	ck_assert_uint_eq(cumemcap_ledger_get(8, CUMEMCAP_FIG_live), out);
+	ck_assert_uint_eq(cumemcap_ledger_get(8, CUMEMCAP_FIG_pooled), (1u << 30) - out);
+	ck_assert_uint_eq(cumemcap_ledger_get(8, CUMEMCAP_FIG_peak_live), out);
+	/* Given back by this thread. */
+	cumemcap_ledger_move(8, -(int64_t)out, (int64_t)out);
+	ck_assert_uint_eq(cumemcap_ledger_get(8, CUMEMCAP_FIG_live), 0);
+	ck_assert_uint_eq(cumemcap_ledger_get(8, CUMEMCAP_FIG_pooled), 1u << 30);
+}
+END_TEST
+
+#define MOVERS 4
+#define MOVES 20000
+
+static void *move_pairs(void *arg)
+{
+	int64_t base = (int64_t)(uintptr_t)arg * 4096;
+	cumemcap_ledger_move(9, base, -base);
+	for (int i = 0; i < MOVES; i++) {
+		int64_t n = 512 * (1 + i % 8);
+		cumemcap_ledger_move(9, n, -n);
+		cumemcap_ledger_move(9, -n, n);
+	}
+	cumemcap_ledger_move(9, -base, base);
+	return NULL;
+}
+
+/* Threads moving blocks at once: the figures end exact, and the peaks
+ * stay within the rule (ledger.h): at least any one thread's high water,
+ * at most all of them at once plus the slack of each other thread. */
+START_TEST(ledger_block_moves_concurrent_within_the_rule)
+{
+	cumemcap_ledger_reset();
+	cumemcap_ledger_pooled_add(9, 1 << 30);
+	pthread_t t[MOVERS];
+	for (uintptr_t i = 0; i < MOVERS; i++)
+		pthread_create(&t[i], NULL, move_pairs, (void *)(i + 1));
+	for (int i = 0; i < MOVERS; i++)
+		pthread_join(t[i], NULL);
+	ck_assert_uint_eq(cumemcap_ledger_get(9, CUMEMCAP_FIG_live), 0);
+	ck_assert_uint_eq(cumemcap_ledger_get(9, CUMEMCAP_FIG_pooled), 1u << 30);
+	uint64_t most = 0;
+	for (int i = 1; i <= MOVERS; i++)
+		most += (uint64_t)i * 4096 + 4096;
+	uint64_t peak = cumemcap_ledger_get(9, CUMEMCAP_FIG_peak_live);
+	ck_assert_uint_ge(peak, MOVERS * 4096 + 4096);
+	ck_assert_uint_le(peak, most + (MOVERS - 1) * (uint64_t)CUMEMCAP_LEDGER_SLACK);
+	ck_assert_uint_eq(cumemcap_ledger_get(9, CUMEMCAP_FIG_peak_pooled), 1u << 30);
+}
+END_TEST
+
+struct turn {
+	pthread_mutex_t m;
+	pthread_cond_t c;
+	int turn;
+};
+
+static struct turn turns = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
+
+static void wait_turn(int me)
+{
+	pthread_mutex_lock(&turns.m);
+	while (turns.turn != me)
+		pthread_cond_wait(&turns.c, &turns.m);
+	pthread_mutex_unlock(&turns.m);
+}
+
+static void pass_turn(int to)
+{
+	pthread_mutex_lock(&turns.m);
+	turns.turn = to;
+	pthread_cond_broadcast(&turns.c);
+	pthread_mutex_unlock(&turns.m);
+}
+
+static void *taker(void *arg)
+{
+	(void)arg;
+	wait_turn(1);
+	cumemcap_ledger_move(10, 10 << 10, -(10 << 10));
+	pass_turn(2);
+	wait_turn(3);
+	cumemcap_ledger_move(10, -(10 << 10), 10 << 10);
+	pass_turn(4);
+	return NULL;
+}
+
+/* Two threads alive, one moving at a time: the peak is never below the
+ * truth, and above it by at most one slack (the other thread's bound). */
+START_TEST(ledger_block_moves_taking_turns)
+{
+	cumemcap_ledger_reset();
+	turns.turn = 0;
+	pthread_t t;
+	pthread_create(&t, NULL, taker, NULL);
+	cumemcap_ledger_move(10, 30 << 10, -(30 << 10));
+	cumemcap_ledger_move(10, -(30 << 10), 30 << 10);
+	pass_turn(1);
+	wait_turn(2);
+	ck_assert_uint_eq(cumemcap_ledger_get(10, CUMEMCAP_FIG_live), 10 << 10);
+	ck_assert_uint_ge(cumemcap_ledger_get(10, CUMEMCAP_FIG_peak_live), 30 << 10);
+	cumemcap_ledger_move(10, 25 << 10, -(25 << 10));
+	uint64_t peak = cumemcap_ledger_get(10, CUMEMCAP_FIG_peak_live);
+	ck_assert_uint_ge(peak, 35 << 10);
+	ck_assert_uint_le(peak, (35 << 10) + (uint64_t)CUMEMCAP_LEDGER_SLACK);
+	pass_turn(3);
+	wait_turn(4);
+	pthread_join(t, NULL);
+	ck_assert_uint_eq(cumemcap_ledger_get(10, CUMEMCAP_FIG_live), 25 << 10);
+	ck_assert_uint_eq(cumemcap_ledger_get(10, CUMEMCAP_FIG_pooled), (uint64_t)-(25 << 10));
+}
+END_TEST
+
 TEST_SUITE(ledger)
 {
 	Suite *s = suite_create("ledger");
@@ -156,5 +329,9 @@ TEST_SUITE(ledger)
 	ADD_TEST(s, ledger_concurrent_reservations_never_overshoot);
 	ADD_TEST(s, ledger_read_sums_shards);
 	ADD_TEST(s, ledger_figure_list_is_sound);
+	ADD_TEST(s, ledger_block_moves_exact_on_one_thread);
+	ADD_TEST(s, ledger_block_moves_survive_thread_exit);
+	ADD_TEST(s, ledger_block_moves_concurrent_within_the_rule);
+	ADD_TEST(s, ledger_block_moves_taking_turns);
 	return s;
 }
