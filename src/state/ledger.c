@@ -130,6 +130,8 @@ static void raise_peak(struct cumemcap_ledger_device *d, uint64_t now)
 /* ---- per-thread deltas of live and pooled (ledger.h) -------------------------------- */
 
 CUMEMCAP_TLS struct cumemcap_ledger_local *cumemcap_ledger_mine;
+CUMEMCAP_TLS struct cumemcap_ledger_local *cumemcap_ledger_own;
+_Atomic bool cumemcap_ledger_pooled_slots;
 static CUMEMCAP_TLS bool slotless; /* found every slot taken: use the atomics */
 static struct cumemcap_ledger_local locals[CUMEMCAP_LEDGER_LOCALS];
 _Atomic int cumemcap_ledger_locals_used; /* slots ever taken: 0 .. this-1 (-1: none can be) */
@@ -180,7 +182,7 @@ void cumemcap_ledger_raise_local(int dev, struct cumemcap_ledger_moves *m, int w
  * bound. */
 static void raise_shared(int dev, int which)
 {
-	struct cumemcap_ledger_local *l = cumemcap_ledger_mine;
+	struct cumemcap_ledger_local *l = cumemcap_ledger_own;
 	if (l) {
 		struct cumemcap_ledger_moves *m = &l->dev[dev];
 		atomic_store(&m->high[which], atomic_load_explicit(&m->delta[which], memory_order_relaxed));
@@ -202,11 +204,24 @@ static void fold_slot(void *arg)
 				atomic_fetch_add(shared_of(&cumemcap_ledger[dev], w), (uint64_t)v);
 			atomic_store(&m->high[w], 0);
 		}
+		struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+		for (int k = 0; k < CUMEMCAP_KIND_COUNT; k++) {
+			int64_t v = atomic_exchange(&m->kind[k], 0);
+			if (v)
+				atomic_fetch_add(&d->kind[k], (uint64_t)v);
+		}
+		uint64_t n = atomic_exchange(&m->allocs, 0);
+		if (n)
+			atomic_fetch_add(&d->allocs, n);
+		if ((n = atomic_exchange(&m->frees, 0)))
+			atomic_fetch_add(&d->frees, n);
 	}
 	atomic_fetch_add(&fold_seq, 1);
 	cumemcap_spin_unlock(&fold_lock);
 	if (cumemcap_ledger_mine == l)
 		cumemcap_ledger_mine = NULL;
+	if (cumemcap_ledger_own == l)
+		cumemcap_ledger_own = NULL;
 	atomic_store(&l->used, false);
 }
 
@@ -234,7 +249,7 @@ static bool take_slot(void)
 		}
 		while (i + 1 > used && !atomic_compare_exchange_weak(&cumemcap_ledger_locals_used, &used, i + 1))
 			;
-		cumemcap_ledger_mine = &locals[i];
+		cumemcap_ledger_own = &locals[i];
 		return true;
 	}
 	return false;
@@ -260,12 +275,24 @@ static void shared_move(int dev, int which, int64_t by)
 		atomic_fetch_sub(f, (uint64_t)-by);
 }
 
+struct cumemcap_ledger_local *cumemcap_ledger_own_slow(void)
+{
+	if (!cumemcap_ledger_own && !slotless && !take_slot())
+		slotless = true;
+	return cumemcap_ledger_own;
+}
+
 void cumemcap_ledger_move_slow(int dev, int64_t live, int64_t pooled)
 {
 	if (!cumemcap_ledger_valid(dev))
 		return;
-	if (!slotless && !cumemcap_ledger_mine && !take_slot())
-		slotless = true;
+	if (!cumemcap_ledger_mine && cumemcap_ledger_own_slow()) {
+		/* From now on `pooled` is read from the slots too: the flag
+		 * is stored before this thread's first pooled move. */
+		if (!atomic_load_explicit(&cumemcap_ledger_pooled_slots, memory_order_relaxed))
+			atomic_store(&cumemcap_ledger_pooled_slots, true);
+		cumemcap_ledger_mine = cumemcap_ledger_own;
+	}
 	if (cumemcap_ledger_mine) {
 		cumemcap_ledger_move(dev, live, pooled);
 		return;
@@ -292,19 +319,62 @@ uint64_t cumemcap_ledger_local_sum_slots(int dev, _Atomic uint64_t *own, int whi
 	}
 }
 
-/* ---- the shared atomics ------------------------------------------------------------ */
+uint64_t cumemcap_ledger_slot_sum(int dev, _Atomic uint64_t *own, size_t off)
+{
+	if (!cumemcap_ledger_valid(dev))
+		return own ? atomic_load(own) : 0;
+	for (int tries = 0;; tries++) {
+		uint32_t seq = atomic_load(&fold_seq);
+		uint64_t n = own ? atomic_load(own) : 0;
+		int used = atomic_load(&cumemcap_ledger_locals_used);
+		for (int i = 0; i < used; i++)
+			n += (uint64_t)atomic_load_explicit((_Atomic int64_t *)((char *)&locals[i].dev[dev] + off),
+							    memory_order_relaxed);
+		if (tries >= 64 || (!(seq & 1) && atomic_load(&fold_seq) == seq))
+			return n;
+	}
+}
+
+/* ---- live: the thread's slot (ledger.h), the shared atomic without one -------------- */
 
 void cumemcap_ledger_live_add(int dev, uint64_t bytes)
 {
 	if (!cumemcap_ledger_valid(dev) || bytes == 0)
 		return;
-	shared_add(dev, CUMEMCAP_LOCAL_live, bytes);
+	struct cumemcap_ledger_moves *m = cumemcap_ledger_own_moves(dev);
+	if (m)
+		cumemcap_ledger_move_one(dev, m, CUMEMCAP_LOCAL_live, (int64_t)bytes);
+	else
+		shared_add(dev, CUMEMCAP_LOCAL_live, bytes);
 }
 
 void cumemcap_ledger_live_sub(int dev, uint64_t bytes)
 {
-	if (cumemcap_ledger_valid(dev) && bytes)
+	if (!cumemcap_ledger_valid(dev) || bytes == 0)
+		return;
+	struct cumemcap_ledger_moves *m = cumemcap_ledger_own_moves(dev);
+	if (m)
+		cumemcap_ledger_move_one(dev, m, CUMEMCAP_LOCAL_live, -(int64_t)bytes);
+	else
 		atomic_fetch_sub_explicit(&cumemcap_ledger[dev].live, bytes, memory_order_relaxed);
+}
+
+/* ---- the shared atomics ------------------------------------------------------------ */
+
+/* The bytes of `kind` on dev (in range) change by `by`: in the thread's
+ * slot for a slotted kind (ledger.h), else on the device's atomic. */
+static inline __attribute__((always_inline)) void kind_move(int dev, enum cumemcap_kind kind, int64_t by)
+{
+	struct cumemcap_ledger_moves *m;
+	if (cumemcap_ledger_slotted(kind) && (m = cumemcap_ledger_own_moves(dev))) {
+		atomic_store_explicit(&m->kind[kind], atomic_load_explicit(&m->kind[kind], memory_order_relaxed) + by,
+				      memory_order_relaxed);
+		return;
+	}
+	if (by >= 0)
+		atomic_fetch_add_explicit(&cumemcap_ledger[dev].kind[kind], (uint64_t)by, memory_order_relaxed);
+	else
+		atomic_fetch_sub_explicit(&cumemcap_ledger[dev].kind[kind], (uint64_t)-by, memory_order_relaxed);
 }
 
 void cumemcap_ledger_pooled_add(int dev, uint64_t bytes)
@@ -321,9 +391,9 @@ void cumemcap_ledger_pooled_sub(int dev, uint64_t bytes)
 }
 
 /* The reservation against the process's cap alone. */
-static inline __attribute__((always_inline)) bool reserve_local(struct cumemcap_ledger_device *d,
-								enum cumemcap_kind kind, uint64_t bytes)
+static inline __attribute__((always_inline)) bool reserve_local(int dev, enum cumemcap_kind kind, uint64_t bytes)
 {
+	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	uint64_t cap = atomic_load_explicit(&d->cap, memory_order_relaxed);
 	uint64_t cur = atomic_load_explicit(&d->reserved, memory_order_relaxed);
 	for (;;) {
@@ -333,7 +403,7 @@ static inline __attribute__((always_inline)) bool reserve_local(struct cumemcap_
 							  memory_order_acq_rel, memory_order_relaxed))
 			break;
 	}
-	atomic_fetch_add_explicit(&d->kind[kind], bytes, memory_order_relaxed);
+	kind_move(dev, kind, (int64_t)bytes);
 	raise_peak(d, cur + bytes);
 	return true;
 }
@@ -345,7 +415,7 @@ __attribute__((noinline)) static bool reserve_in_group(int dev, enum cumemcap_ki
 {
 	if (!cumemcap_group_take_member(dev, bytes))
 		return false;
-	if (reserve_local(&cumemcap_ledger[dev], kind, bytes))
+	if (reserve_local(dev, kind, bytes))
 		return true;
 	cumemcap_group_give_member(dev, bytes);
 	return false;
@@ -357,7 +427,7 @@ bool cumemcap_ledger_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes)
 		return true;
 	if (__builtin_expect(atomic_load_explicit(&cumemcap_group_hot, memory_order_relaxed) & 1, 0))
 		return reserve_in_group(dev, kind, bytes);
-	return reserve_local(&cumemcap_ledger[dev], kind, bytes);
+	return reserve_local(dev, kind, bytes);
 }
 
 void cumemcap_ledger_add(int dev, enum cumemcap_kind kind, uint64_t bytes)
@@ -366,7 +436,7 @@ void cumemcap_ledger_add(int dev, enum cumemcap_kind kind, uint64_t bytes)
 		return;
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	uint64_t now = atomic_fetch_add_explicit(&d->reserved, bytes, memory_order_acq_rel) + bytes;
-	atomic_fetch_add_explicit(&d->kind[kind], bytes, memory_order_relaxed);
+	kind_move(dev, kind, (int64_t)bytes);
 	cumemcap_group_force(dev, bytes);
 	raise_peak(d, now);
 }
@@ -377,7 +447,7 @@ void cumemcap_ledger_sub(int dev, enum cumemcap_kind kind, uint64_t bytes)
 		return;
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	atomic_fetch_sub_explicit(&d->reserved, bytes, memory_order_acq_rel);
-	atomic_fetch_sub_explicit(&d->kind[kind], bytes, memory_order_relaxed);
+	kind_move(dev, kind, -(int64_t)bytes);
 	cumemcap_group_give(dev, bytes);
 }
 
@@ -429,13 +499,21 @@ void cumemcap_ledger_reset(void)
 	for (int i = 0, used = atomic_load(&cumemcap_ledger_locals_used); i < used; i++) {
 		struct cumemcap_ledger_local *l = &locals[i];
 		for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
+		{
+			struct cumemcap_ledger_moves *m = &l->dev[dev];
 			for (int w = 0; w < CUMEMCAP_LOCAL_COUNT; w++) {
-				atomic_store(&l->dev[dev].delta[w], 0);
-				atomic_store(&l->dev[dev].high[w], 0);
+				atomic_store(&m->delta[w], 0);
+				atomic_store(&m->high[w], 0);
 			}
-		if (l != cumemcap_ledger_mine)
+			for (int k = 0; k < CUMEMCAP_KIND_COUNT; k++)
+				atomic_store(&m->kind[k], 0);
+			atomic_store(&m->allocs, 0);
+			atomic_store(&m->frees, 0);
+		}
+		if (l != cumemcap_ledger_own)
 			atomic_store(&l->used, false);
 	}
+	atomic_store(&cumemcap_ledger_pooled_slots, cumemcap_ledger_mine != NULL);
 	cumemcap_spin_unlock(&fold_lock);
 	atomic_store(&fold_seq, 0);
 	for (int i = 0; i < CUMEMCAP_LEDGER_SHARDS; i++) {
