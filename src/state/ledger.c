@@ -45,7 +45,7 @@ void cumemcap_ledger_count_footprint(bool footprint)
 	atomic_store(&count_footprint, footprint);
 }
 
-static void raise_to(_Atomic uint64_t *peak_field, uint64_t now)
+static inline __attribute__((always_inline)) void raise_to(_Atomic uint64_t *peak_field, uint64_t now)
 {
 	uint64_t peak = atomic_load_explicit(peak_field, memory_order_relaxed);
 	while (now > peak &&
@@ -121,7 +121,7 @@ void cumemcap_ledger_note_request(int dev, uint64_t bytes)
 }
 
 /* `reserved` rose to `now`: its peak and the footprint's follow. */
-static void raise_peak(struct cumemcap_ledger_device *d, uint64_t now)
+static inline __attribute__((always_inline)) void raise_peak(struct cumemcap_ledger_device *d, uint64_t now)
 {
 	raise_to(&d->peak_reserved, now);
 	raise_to(&d->peak_footprint, now + atomic_load_explicit(&d->overhead, memory_order_relaxed));
