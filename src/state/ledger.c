@@ -90,7 +90,7 @@ void cumemcap_ledger_set_overhead(int dev, uint64_t bytes, enum cumemcap_overhea
 		cumemcap_group_force(dev, bytes - old);
 	else if (atomic_load(&count_footprint) && bytes < old)
 		cumemcap_group_give(dev, old - bytes);
-	raise_to(&d->peak_footprint, cumemcap_ledger_sum_footprint(d));
+	raise_to(&d->peak_footprint, cumemcap_ledger_sum_footprint(dev, d));
 }
 
 enum cumemcap_overhead_source cumemcap_ledger_source(int dev)
@@ -120,7 +120,8 @@ void cumemcap_ledger_note_request(int dev, uint64_t bytes)
 		raise_to(&cumemcap_ledger[dev].largest_request, bytes);
 }
 
-/* `reserved` rose to `now`: its peak and the footprint's follow. */
+/* `reserved` rose to `now` (on a device with a limit: the atomic is the
+ * figure): its peak and the footprint's follow. */
 static inline __attribute__((always_inline)) void raise_peak(struct cumemcap_ledger_device *d, uint64_t now)
 {
 	raise_to(&d->peak_reserved, now);
@@ -145,12 +146,24 @@ static _Atomic uint32_t fold_seq;
 
 static _Atomic uint64_t *shared_of(struct cumemcap_ledger_device *d, int which)
 {
-	return which == CUMEMCAP_LOCAL_live ? &d->live : &d->pooled;
+	return which == CUMEMCAP_LOCAL_live ? &d->live : which == CUMEMCAP_LOCAL_pooled ? &d->pooled : &d->reserved;
 }
 
 static _Atomic uint64_t *peak_of(struct cumemcap_ledger_device *d, int which)
 {
-	return which == CUMEMCAP_LOCAL_live ? &d->peak_live : &d->peak_pooled;
+	return which == CUMEMCAP_LOCAL_live	? &d->peak_live
+	       : which == CUMEMCAP_LOCAL_pooled ? &d->peak_pooled
+						: &d->peak_reserved;
+}
+
+/* Figure `which` of dev may have reached `bound`: its peak follows (and
+ * for `reserved` the footprint's, with the overhead). */
+static void raise_peaks(int dev, int which, uint64_t bound)
+{
+	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+	raise_to(peak_of(d, which), bound);
+	if (which == CUMEMCAP_LOCAL_reserved)
+		raise_to(&d->peak_footprint, bound + atomic_load_explicit(&d->overhead, memory_order_relaxed));
 }
 
 /* The device's atomic of figure `which` on dev plus every slot's bound
@@ -174,7 +187,7 @@ static uint64_t bound_sum(int dev, int which)
 void cumemcap_ledger_raise_local(int dev, struct cumemcap_ledger_moves *m, int which, int64_t v)
 {
 	atomic_store(&m->high[which], v);
-	raise_to(peak_of(&cumemcap_ledger[dev], which), bound_sum(dev, which));
+	raise_peaks(dev, which, bound_sum(dev, which));
 }
 
 /* The device's atomic of `which` rose (this thread's change, made
@@ -187,7 +200,7 @@ static void raise_shared(int dev, int which)
 		struct cumemcap_ledger_moves *m = &l->dev[dev];
 		atomic_store(&m->high[which], atomic_load_explicit(&m->delta[which], memory_order_relaxed));
 	}
-	raise_to(peak_of(&cumemcap_ledger[dev], which), bound_sum(dev, which));
+	raise_peaks(dev, which, bound_sum(dev, which));
 }
 
 /* A thread exits: its deltas go to the device's atomics, its slot back. */
@@ -261,7 +274,7 @@ static inline __attribute__((always_inline)) void shared_add(int dev, int which,
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	uint64_t now = atomic_fetch_add(shared_of(d, which), bytes) + bytes;
 	if (__builtin_expect(atomic_load_explicit(&cumemcap_ledger_locals_used, memory_order_relaxed) <= 0, 1))
-		raise_to(peak_of(d, which), now); /* no slot: the atomic is the figure */
+		raise_peaks(dev, which, now); /* no slot: the atomic is the figure */
 	else
 		raise_shared(dev, which);
 }
@@ -390,11 +403,36 @@ void cumemcap_ledger_pooled_sub(int dev, uint64_t bytes)
 		atomic_fetch_sub_explicit(&cumemcap_ledger[dev].pooled, bytes, memory_order_relaxed);
 }
 
+/* `reserved` of dev without a limit: in the thread's slot (ledger.h), on
+ * the atomic (its peaks by the slots' bounds) when the thread has none. */
+static inline __attribute__((always_inline)) void reserved_up(int dev, uint64_t bytes)
+{
+	struct cumemcap_ledger_moves *m = cumemcap_ledger_own_moves(dev);
+	if (m)
+		cumemcap_ledger_move_one(dev, m, CUMEMCAP_LOCAL_reserved, (int64_t)bytes);
+	else
+		shared_add(dev, CUMEMCAP_LOCAL_reserved, bytes);
+}
+
+static inline __attribute__((always_inline)) void reserved_down(int dev, uint64_t bytes)
+{
+	struct cumemcap_ledger_moves *m = cumemcap_ledger_own_moves(dev);
+	if (m)
+		cumemcap_ledger_move_one(dev, m, CUMEMCAP_LOCAL_reserved, -(int64_t)bytes);
+	else
+		atomic_fetch_sub_explicit(&cumemcap_ledger[dev].reserved, bytes, memory_order_acq_rel);
+}
+
 /* The reservation against the process's cap alone. */
 static inline __attribute__((always_inline)) bool reserve_local(int dev, enum cumemcap_kind kind, uint64_t bytes)
 {
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	uint64_t cap = atomic_load_explicit(&d->cap, memory_order_relaxed);
+	if (cap == CUMEMCAP_NO_LIMIT) {
+		reserved_up(dev, bytes);
+		kind_move(dev, kind, (int64_t)bytes);
+		return true;
+	}
 	uint64_t cur = atomic_load_explicit(&d->reserved, memory_order_relaxed);
 	for (;;) {
 		if (bytes > cap || cur > cap - bytes)
@@ -435,8 +473,13 @@ void cumemcap_ledger_add(int dev, enum cumemcap_kind kind, uint64_t bytes)
 	if (!cumemcap_ledger_valid(dev) || bytes == 0)
 		return;
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-	uint64_t now = atomic_fetch_add_explicit(&d->reserved, bytes, memory_order_acq_rel) + bytes;
 	kind_move(dev, kind, (int64_t)bytes);
+	if (atomic_load_explicit(&d->cap, memory_order_relaxed) == CUMEMCAP_NO_LIMIT) {
+		reserved_up(dev, bytes);
+		cumemcap_group_force(dev, bytes);
+		return;
+	}
+	uint64_t now = atomic_fetch_add_explicit(&d->reserved, bytes, memory_order_acq_rel) + bytes;
 	cumemcap_group_force(dev, bytes);
 	raise_peak(d, now);
 }
@@ -446,7 +489,10 @@ void cumemcap_ledger_sub(int dev, enum cumemcap_kind kind, uint64_t bytes)
 	if (!cumemcap_ledger_valid(dev) || bytes == 0)
 		return;
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-	atomic_fetch_sub_explicit(&d->reserved, bytes, memory_order_acq_rel);
+	if (atomic_load_explicit(&d->cap, memory_order_relaxed) == CUMEMCAP_NO_LIMIT)
+		reserved_down(dev, bytes);
+	else
+		atomic_fetch_sub_explicit(&d->reserved, bytes, memory_order_acq_rel);
 	kind_move(dev, kind, -(int64_t)bytes);
 	cumemcap_group_give(dev, bytes);
 }

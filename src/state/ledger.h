@@ -190,7 +190,7 @@ static inline bool cumemcap_ledger_valid(int dev)
 #define CUMEMCAP_LEDGER_SLACK ((int64_t)64 << 10)
 #define CUMEMCAP_LEDGER_LOCALS 256
 
-enum { CUMEMCAP_LOCAL_live, CUMEMCAP_LOCAL_pooled, CUMEMCAP_LOCAL_COUNT };
+enum { CUMEMCAP_LOCAL_live, CUMEMCAP_LOCAL_pooled, CUMEMCAP_LOCAL_reserved, CUMEMCAP_LOCAL_COUNT };
 
 struct cumemcap_ledger_moves {
 	_Atomic int64_t delta[CUMEMCAP_LOCAL_COUNT];
@@ -269,9 +269,15 @@ static inline void cumemcap_ledger_move(int dev, int64_t live, int64_t pooled)
  * exactly as the pooled moves: a kind's bytes, allocs and frees are the
  * device's atomic plus every slot's count; `live` (and peak_live) follows
  * the rule above for every change the account layer makes through
- * cumemcap_ledger_live_add/sub. `reserved` stays one shared atomic: the
- * limit's and the group's compare-and-swap need it whole, and its peaks
- * (peak_reserved, peak_footprint) stay exact.
+ * cumemcap_ledger_live_add/sub.
+ *
+ * `reserved` is a shared atomic on a device with a limit (the limit's
+ * compare-and-swap needs it whole; its peaks stay exact). On a device
+ * without one (cap CUMEMCAP_NO_LIMIT: set once when the GPU becomes
+ * known, before anything is reserved on it) every change of `reserved`
+ * goes to the thread's slot as well, and peak_reserved and peak_footprint
+ * (the bound sum plus the overhead) follow the peaks' rule above. A group
+ * keeps its own books (group.h), whichever way `reserved` is kept.
  *
  * The slotted kinds are those only the calls' charges move; `pool` and
  * `graph` (a pool's real figure, read back and forced by the account
@@ -398,15 +404,15 @@ extern struct cumemcap_ledger_device cumemcap_ledger_nowhere;
 		 : atomic_load(&(d)->kind[CUMEMCAP_KIND_##name]))
 #define CUMEMCAP_LEDGER_GET_device(dev, d, name) CUMEMCAP_FIGURE_NONE
 #define CUMEMCAP_LEDGER_GET_log(dev, d, name) CUMEMCAP_FIGURE_NONE
-#define CUMEMCAP_LEDGER_GET_sum(dev, d, name) cumemcap_ledger_sum_##name(d)
+#define CUMEMCAP_LEDGER_GET_sum(dev, d, name) cumemcap_ledger_sum_##name(dev, d)
 #define CUMEMCAP_LEDGER_GET_group(dev, d, name) cumemcap_##name(dev)
 #define CUMEMCAP_LEDGER_GET_local(dev, d, name) cumemcap_ledger_local_sum(dev, &(d)->name, CUMEMCAP_LOCAL_##name)
 
 /* The `sum` figures. The footprint: what the driver holds for the
  * process, as far as the shim knows it. */
-static inline uint64_t cumemcap_ledger_sum_footprint(struct cumemcap_ledger_device *d)
+static inline uint64_t cumemcap_ledger_sum_footprint(int dev, struct cumemcap_ledger_device *d)
 {
-	return atomic_load_explicit(&d->reserved, memory_order_relaxed) +
+	return cumemcap_ledger_local_sum(dev, &d->reserved, CUMEMCAP_LOCAL_reserved) +
 	       atomic_load_explicit(&d->overhead, memory_order_relaxed);
 }
 
