@@ -143,6 +143,8 @@ bool cumemcap_policy_resolve_group(struct cumemcap_policy *p, char *err, size_t 
 		(struct cumemcap_source){ 0 };
 	for (size_t i = 3; i-- > 0;) {
 		const struct cumemcap_layer *l = order[i];
+		if (!cumemcap_policy_gave(p, l))
+			continue;
 		if (l->set.group) {
 			memcpy(p->group, l->group, sizeof(p->group));
 			p->group_src = l->src.group;
