@@ -238,7 +238,7 @@ static void resolve_process_wide(struct cumemcap_policy *p)
 	p->release = CUMEMCAP_RELEASE_IDLE;
 	p->release_idle_ms = CUMEMCAP_DEFAULT_RELEASE_IDLE_MS;
 	p->log = CUMEMCAP_LOG_FILE;
-	snprintf(p->log_path, sizeof(p->log_path), "%s", CUMEMCAP_DEFAULT_LOG);
+	cumemcap_copy_str(p->log_path, sizeof(p->log_path), CUMEMCAP_DEFAULT_LOG);
 	p->log_interval_ms = CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
 	p->overhead_estimate = CUMEMCAP_DEFAULT_OVERHEAD_ESTIMATE;
 	PICK(count, count, count_src);
@@ -295,11 +295,13 @@ void cumemcap_policy_format_release(const struct cumemcap_policy *p, char *buf, 
 static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *path,
 		   const char *text, size_t len, const char *program, char *err, size_t errlen)
 {
-	snprintf(p->program, sizeof(p->program), "%s", program ? program : "");
+	/* Without stdio, whose pages a configured program that never uses
+	 * CUDA need not touch (platform/start.h). */
+	cumemcap_copy_str(p->program, sizeof(p->program), program ? program : "");
 	if (!read_env(p, get, err, errlen))
 		return false;
 	if (path && path[0]) {
-		snprintf(p->config_path, sizeof(p->config_path), "%s", path);
+		cumemcap_copy_str(p->config_path, sizeof(p->config_path), path);
 		struct file_state st = { .p = p, .kind = SECTION_GLOBAL, .layer = &p->file };
 		bool ok = cumemcap_config_parse(path, text, len, &file_handler, &st, err, errlen);
 		free(st.scratch);
