@@ -39,7 +39,8 @@ void cumemcap_streams_created(CUstream stream, CUcontext ctx, unsigned flags);
 /* The program destroys `stream` (called before the driver's call). */
 void cumemcap_streams_destroyed(CUstream stream);
 
-/* The generation: changes with every stream destruction. */
+/* The generation: changes with every stream destruction (and in a fork
+ * child). */
 uint64_t cumemcap_streams_gen(void);
 
 /* Copy ctx's non-blocking streams into out (up to CUMEMCAP_STREAMS_MAX);

@@ -250,6 +250,58 @@ static void current_pool_changes(void)
 	OK(A.cuStreamDestroy(s));
 }
 
+/* The context of the stream an allocation names is asked of the driver
+ * once per stream, not per allocation (device.c remembers it), and asked
+ * again after any stream's destruction (its handle may come back in
+ * another context) and any context's death; the figures stay exact. */
+static void stream_context_remembered(void)
+{
+	CUstream s, t;
+	CUmemoryPool dflt;
+	CUdeviceptr a = 0;
+	OK(A.cuDeviceGetDefaultMemPool(&dflt, 0));
+	OK(A.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	OK(A.cuMemAllocAsync(&a, 1 * MiB, s));
+	OK(A.cuMemFreeAsync(a, s));
+	uint64_t asked = F.calls("cuStreamGetCtx");
+	for (int i = 0; i < 8; i++) {
+		OK(A.cuMemAllocAsync(&a, 1 * MiB, s));
+		CHECK(shim_stats(0).pool == reserved_of(dflt));
+		OK(A.cuMemFreeAsync(a, s));
+	}
+	CHECK(F.calls("cuStreamGetCtx") == asked);
+
+	/* Another stream destroyed: s is asked about once more. */
+	OK(A.cuStreamCreate(&t, CU_STREAM_NON_BLOCKING));
+	OK(A.cuStreamDestroy(t));
+	asked = F.calls("cuStreamGetCtx");
+	for (int i = 0; i < 2; i++) {
+		OK(A.cuMemAllocAsync(&a, 1 * MiB, s));
+		OK(A.cuMemFreeAsync(a, s));
+	}
+	CHECK(F.calls("cuStreamGetCtx") == asked + 1);
+
+	/* A context's death: once more again. */
+	if (A.cuCtxCreate) {
+		CUcontext other;
+		CUdevice d;
+		OK(A.cuDeviceGet(&d, 0));
+		OK(A.cuCtxCreate(&other, 0, d));
+		OK(A.cuCtxDestroy(other));
+		use_primary(&A, 0);
+		asked = F.calls("cuStreamGetCtx");
+		for (int i = 0; i < 2; i++) {
+			OK(A.cuMemAllocAsync(&a, 1 * MiB, s));
+			OK(A.cuMemFreeAsync(a, s));
+		}
+		CHECK(F.calls("cuStreamGetCtx") == asked + 1);
+	}
+	OK(A.cuStreamSynchronize(s));
+	OK(A.cuMemPoolTrimTo(dflt, 0));
+	CHECK(shim_stats(0).pool == 0);
+	OK(A.cuStreamDestroy(s));
+}
+
 /* VMM: physical memory is counted at cuMemCreate. */
 static void virtual_memory(void)
 {
@@ -357,6 +409,7 @@ int main(int argc, char **argv)
 	legacy_32bit();
 	stream_ordered();
 	current_pool_changes();
+	stream_context_remembered();
 	virtual_memory();
 	arrays();
 	context_destroy();
