@@ -206,11 +206,13 @@ void cumemcap_device_set_note(CUcontext ctx, void *note)
 /* A stream's context never changes while it lives, so each thread
  * remembers the owner of the last stream it asked about (cuStreamGetCtx)
  * and that context's device. The answer holds until a stream is destroyed
- * (its handle may come back in another context: the streams' generation,
- * which the fork child moves too) or a context dies (its streams die with
- * it, and its handle may come back on another device: the generation
- * above). Both are read before the driver is asked, so an answer that a
- * destruction overtook is never kept. */
+ * (its handle may come back in another context: the streams' generation)
+ * or a context dies (its streams die with it, and its handle may come back
+ * on another device: the generation above). Both are read before the
+ * driver is asked, so an answer that a destruction overtook is never kept.
+ * A fork child reaches no stream: the driver refuses it every call, its
+ * current context first (CUDA_ERROR_NOT_INITIALIZED), before the
+ * callers ask here. */
 static CUMEMCAP_TLS struct {
 	CUstream stream; /* NULL: nothing cached */
 	uint64_t streams_gen, generation;

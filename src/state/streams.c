@@ -81,7 +81,4 @@ void cumemcap_streams_fork_child(void)
 	used = 0;
 	untracked = 0;
 	atomic_flag_clear(&lock);
-	/* The parent's stream handles name nothing here (device.c's
-	 * per-thread answers about them go stale). */
-	atomic_fetch_add_explicit(&gen, 1, memory_order_relaxed);
 }

@@ -39,8 +39,7 @@ void cumemcap_streams_created(CUstream stream, CUcontext ctx, unsigned flags);
 /* The program destroys `stream` (called before the driver's call). */
 void cumemcap_streams_destroyed(CUstream stream);
 
-/* The generation: changes with every stream destruction (and in a fork
- * child). */
+/* The generation: changes with every stream destruction. */
 uint64_t cumemcap_streams_gen(void);
 
 /* Copy ctx's non-blocking streams into out (up to CUMEMCAP_STREAMS_MAX);
