@@ -19,7 +19,7 @@
 #include "platform/mix.h"
 #include "driver/driver.h"
 #include "platform/worker.h"
-#include "platform/xmutex.h"
+#include "platform/spin.h"
 #include "state/group.h"
 
 void cumemcap_account_refused(int dev, const char *door, uint64_t bytes)
@@ -288,9 +288,14 @@ static struct pool_record *pools;
 static size_t pool_mask, pool_used; /* capacity - 1 (0: none yet) */
 /* pool_lock guards the table and is never held across a driver call (fork
  * takes it); query_lock is held across the attribute query and the update
- * that follows, so updates apply in the order the driver answered. */
-static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct cumemcap_xmutex query_lock = CUMEMCAP_XMUTEX_INIT(query_lock);
+ * that follows, so updates apply in the order the driver answered (fork
+ * leaves it alone, as xmutex.h explains, and a child clears it). Both are
+ * spinlocks (platform/spin.h): every stream-ordered allocation takes
+ * each, for a few dozen instructions or one attribute query, and a pthread
+ * mutex costs it two locked instructions per section to the spinlock's
+ * one. */
+static atomic_flag pool_lock = ATOMIC_FLAG_INIT;
+static atomic_flag query_lock = ATOMIC_FLAG_INIT;
 
 uint64_t cumemcap_account_pool_estimate(uint64_t bytes)
 {
@@ -379,27 +384,27 @@ static int discover_device(CUmemoryPool pool)
  * used; `fallback` when no device claims it. */
 static int pool_device(CUmemoryPool pool, int fallback)
 {
-	pthread_mutex_lock(&pool_lock);
+	cumemcap_spin_lock(&pool_lock);
 	struct pool_record *p = find_pool(pool);
 	int dev = p ? p->dev : -1;
-	pthread_mutex_unlock(&pool_lock);
+	cumemcap_spin_unlock(&pool_lock);
 	if (dev >= 0 || !pool)
 		return dev >= 0 ? dev : fallback;
 	dev = discover_device(pool);
 	if (dev < 0 || !cumemcap_device_ensure(dev))
 		return fallback;
-	pthread_mutex_lock(&pool_lock);
+	cumemcap_spin_lock(&pool_lock);
 	p = add_pool(pool, dev);
 	dev = p ? p->dev : dev;
-	pthread_mutex_unlock(&pool_lock);
+	cumemcap_spin_unlock(&pool_lock);
 	return dev;
 }
 
 void cumemcap_account_pool_created(CUmemoryPool pool, int dev)
 {
-	pthread_mutex_lock(&pool_lock);
+	cumemcap_spin_lock(&pool_lock);
 	add_pool(pool, dev);
-	pthread_mutex_unlock(&pool_lock);
+	cumemcap_spin_unlock(&pool_lock);
 }
 
 static bool pool_reserved(CUmemoryPool pool, uint64_t *reserved)
@@ -436,11 +441,11 @@ static void settle(CUmemoryPool pool)
 	uint64_t reserved;
 	if (!pool_reserved(pool, &reserved))
 		return;
-	pthread_mutex_lock(&pool_lock);
+	cumemcap_spin_lock(&pool_lock);
 	struct pool_record *p = find_pool(pool);
 	if (p)
 		settle_locked(p, reserved);
-	pthread_mutex_unlock(&pool_lock);
+	cumemcap_spin_unlock(&pool_lock);
 }
 
 /* An allocation from `pool` (on `dev`) holds `estimate` bytes of the
@@ -450,20 +455,20 @@ static void settle(CUmemoryPool pool)
  * estimate under way, which the caller must charge. */
 static void pool_begin(CUmemoryPool pool, int dev, uint64_t estimate)
 {
-	pthread_mutex_lock(&pool_lock);
+	cumemcap_spin_lock(&pool_lock);
 	struct pool_record *p = add_pool(pool, dev);
 	if (p)
 		p->in_flight += estimate;
-	pthread_mutex_unlock(&pool_lock);
+	cumemcap_spin_unlock(&pool_lock);
 }
 
 static uint64_t pool_finish(CUmemoryPool pool, uint64_t estimate, uint64_t *excess)
 {
 	uint64_t claim = 0, reserved;
 	*excess = 0;
-	cumemcap_xmutex_lock(&query_lock);
+	cumemcap_spin_lock(&query_lock);
 	bool known = pool_reserved(pool, &reserved);
-	pthread_mutex_lock(&pool_lock);
+	cumemcap_spin_lock(&pool_lock);
 	struct pool_record *p = find_pool(pool);
 	if (p) {
 		p->in_flight -= p->in_flight < estimate ? p->in_flight : estimate;
@@ -478,8 +483,8 @@ static uint64_t pool_finish(CUmemoryPool pool, uint64_t estimate, uint64_t *exce
 			p->accounted += claim + *excess;
 		}
 	}
-	pthread_mutex_unlock(&pool_lock);
-	cumemcap_xmutex_unlock(&query_lock);
+	cumemcap_spin_unlock(&pool_lock);
+	cumemcap_spin_unlock(&query_lock);
 	return claim;
 }
 
@@ -571,44 +576,45 @@ void cumemcap_account_pool_destroyed(CUmemoryPool pool)
 {
 	/* The device's current pool, if it was this one, is its default. */
 	cumemcap_account_pools_changed();
-	pthread_mutex_lock(&pool_lock);
+	cumemcap_spin_lock(&pool_lock);
 	struct pool_record *p = find_pool(pool);
 	if (p) {
 		cumemcap_ledger_sub(p->dev, CUMEMCAP_KIND_pool, p->accounted);
 		remove_pool(p);
 	}
-	pthread_mutex_unlock(&pool_lock);
+	cumemcap_spin_unlock(&pool_lock);
 }
 
 void cumemcap_account_pool_trimmed(CUmemoryPool pool)
 {
-	cumemcap_xmutex_lock(&query_lock);
+	cumemcap_spin_lock(&query_lock);
 	settle(pool);
-	cumemcap_xmutex_unlock(&query_lock);
+	cumemcap_spin_unlock(&query_lock);
 }
 
 void cumemcap_account_pool_refresh_now(int dev)
 {
-	cumemcap_xmutex_lock(&query_lock);
+	cumemcap_spin_lock(&query_lock);
 	/* The pools of dev, listed under the table's lock and asked about
 	 * without it. */
-	pthread_mutex_lock(&pool_lock);
+	cumemcap_spin_lock(&pool_lock);
 	size_t n = 0, cap = pool_used;
 	CUmemoryPool *list = cap ? malloc(cap * sizeof(*list)) : NULL;
 	for (size_t i = 0; list && pool_mask && i <= pool_mask; i++)
 		if (pools[i].pool && pools[i].dev == dev)
 			list[n++] = pools[i].pool;
-	pthread_mutex_unlock(&pool_lock);
+	cumemcap_spin_unlock(&pool_lock);
 	for (size_t i = 0; i < n; i++)
 		settle(list[i]);
 	free(list);
-	cumemcap_xmutex_unlock(&query_lock);
+	cumemcap_spin_unlock(&query_lock);
 }
 
 void cumemcap_account_pool_reset(void)
 {
 	cumemcap_account_pools_changed();
-	cumemcap_xmutex_fork_child(&query_lock);
+	/* A thread that did not come along may have held it. */
+	atomic_flag_clear(&query_lock);
 	free(pools);
 	pools = NULL;
 	pool_mask = pool_used = 0;
@@ -616,10 +622,10 @@ void cumemcap_account_pool_reset(void)
 
 void cumemcap_account_lock(void)
 {
-	pthread_mutex_lock(&pool_lock);
+	cumemcap_spin_lock(&pool_lock);
 }
 
 void cumemcap_account_unlock(void)
 {
-	pthread_mutex_unlock(&pool_lock);
+	cumemcap_spin_unlock(&pool_lock);
 }

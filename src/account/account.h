@@ -13,7 +13,7 @@
  * pools keep freed memory, and round requests up.
  *
  * Thread safety: the ledger is atomic, the record map striped; the pool
- * list has one mutex, never held across a driver call, and the pools'
+ * list has one spinlock, never held across a driver call, and the pools'
  * attribute queries are ordered by a second one held across each query.
  * No state is kept per call: a charge lives in the caller's frame. */
 #pragma once

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "config/cfgfile.h"
+#include "platform/start.h"
 
 bool cumemcap_policy_parse_group(struct cumemcap_layer *l, const char *value, char *why, size_t len)
 {
@@ -136,13 +137,15 @@ bool cumemcap_policy_resolve_group(struct cumemcap_policy *p, char *err, size_t 
 	size_t group_at = 3, limit_at = 3;
 	/* Defaults, then the first layer that set each key. */
 	p->group[0] = '\0';
-	snprintf(p->group_dir, sizeof(p->group_dir), "%s", CUMEMCAP_DEFAULT_GROUP_DIR);
+	cumemcap_copy_str(p->group_dir, sizeof(p->group_dir), CUMEMCAP_DEFAULT_GROUP_DIR);
 	p->group_gid = false;
 	p->wait_ms = 0;
 	p->group_src = p->group_limit_src = p->group_dir_src = p->group_access_src = p->on_limit_src =
 		(struct cumemcap_source){ 0 };
 	for (size_t i = 3; i-- > 0;) {
 		const struct cumemcap_layer *l = order[i];
+		if (!cumemcap_policy_gave(p, l))
+			continue;
 		if (l->set.group) {
 			memcpy(p->group, l->group, sizeof(p->group));
 			p->group_src = l->src.group;

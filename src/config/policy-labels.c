@@ -127,7 +127,7 @@ const char *cumemcap_policy_labels(const struct cumemcap_policy *p, struct cumem
 {
 	const struct cumemcap_layer *order[] = { &p->env, &p->program_layer, &p->file };
 	for (size_t i = 0; i < 3; i++)
-		if (order[i]->set.labels) {
+		if (cumemcap_policy_gave(p, order[i]) && order[i]->set.labels) {
 			if (src)
 				*src = order[i]->src.labels;
 			return order[i]->labels;

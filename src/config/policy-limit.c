@@ -15,7 +15,7 @@
 static bool layer_rule(const struct cumemcap_layer *l, int ordinal, const unsigned char uuid[16],
 		       const char *pci, const struct cumemcap_amount **amount)
 {
-	if (!l->set.devices)
+	if (!l->set.devices) /* a layer given (cumemcap_policy_gave) */
 		return false;
 	for (size_t i = 0; i < l->devices.count; i++) {
 		if (cumemcap_selector_matches(&l->devices.rule[i].selector, ordinal, uuid, pci)) {
@@ -36,6 +36,8 @@ uint64_t cumemcap_policy_limit(const struct cumemcap_policy *p, int ordinal,
 
 	for (size_t i = 0; i < 2 && !amount; i++) {
 		const struct cumemcap_layer *l = before_devices[i];
+		if (!cumemcap_policy_gave(p, l))
+			continue;
 		if (layer_rule(l, ordinal, uuid, pci_bus_id, &amount))
 			from = l->src.devices;
 		else if (l->set.limit) {
@@ -50,7 +52,7 @@ uint64_t cumemcap_policy_limit(const struct cumemcap_policy *p, int ordinal,
 			from = (struct cumemcap_source){ .origin = CUMEMCAP_FROM_FILE, .line = d->limit_line };
 		}
 	}
-	if (!amount) {
+	if (!amount && cumemcap_policy_gave(p, &p->file)) {
 		if (layer_rule(&p->file, ordinal, uuid, pci_bus_id, &amount))
 			from = p->file.src.devices;
 		else if (p->file.set.limit) {
@@ -76,7 +78,7 @@ uint64_t cumemcap_policy_group_limit(const struct cumemcap_policy *p, int ordina
 		return UINT64_MAX;
 	for (size_t i = 0; i < 3; i++) {
 		const struct cumemcap_layer *l = order[i];
-		if (!l->set.group_limit)
+		if (!cumemcap_policy_gave(p, l) || !l->set.group_limit)
 			continue;
 		int matched = -1;
 		uint64_t limit = cumemcap_resolve_limit(&l->group_limit, &l->group_rules, ordinal, uuid,
@@ -98,13 +100,13 @@ void cumemcap_policy_selectors(const struct cumemcap_policy *p,
 {
 	const struct cumemcap_layer *layers[] = { &p->env, &p->program_layer, &p->file };
 	for (size_t i = 0; i < 3; i++)
-		if (layers[i]->set.devices)
+		if (cumemcap_policy_gave(p, layers[i]) && layers[i]->set.devices)
 			for (size_t r = 0; r < layers[i]->devices.count; r++)
 				fn(ctx, &layers[i]->devices.rule[r].selector, &layers[i]->src.devices);
 	/* A group's list, while there is a group (CUMEMCAP_GROUP= turns off
 	 * a file's group, its limit with it). */
 	for (size_t i = 0; i < 3 && p->group[0]; i++)
-		if (layers[i]->set.group_limit)
+		if (cumemcap_policy_gave(p, layers[i]) && layers[i]->set.group_limit)
 			for (size_t r = 0; r < layers[i]->group_rules.count; r++)
 				fn(ctx, &layers[i]->group_rules.rule[r].selector, &layers[i]->src.group_limit);
 	for (size_t i = 0; i < p->device_section_count; i++) {
@@ -119,7 +121,7 @@ bool cumemcap_policy_any_limit(const struct cumemcap_policy *p)
 		return true;
 	const struct cumemcap_layer *layers[] = { &p->env, &p->program_layer, &p->file };
 	for (size_t i = 0; i < 3; i++)
-		if (layers[i]->set.limit || layers[i]->set.devices)
+		if (cumemcap_policy_gave(p, layers[i]) && (layers[i]->set.limit || layers[i]->set.devices))
 			return true;
 	for (size_t i = 0; i < p->device_section_count; i++)
 		if (p->device_sections[i].has_limit)

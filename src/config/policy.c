@@ -46,8 +46,9 @@ static const char *key_list(char *buf, size_t len, unsigned scope)
 /* User text quoted for a one-line message. */
 #define Q(buf, s) cumemcap_config_quote(buf, sizeof(buf), s)
 
-static bool read_env(struct cumemcap_layer *l, cumemcap_getenv_fn get, char *err, size_t errlen)
+static bool read_env(struct cumemcap_policy *p, cumemcap_getenv_fn get, char *err, size_t errlen)
 {
+	struct cumemcap_layer *l = &p->env;
 	char why[768], q[256];
 	for (size_t i = 0; i < cumemcap_setting_count; i++) {
 		const struct cumemcap_setting *s = &cumemcap_settings[i];
@@ -60,6 +61,7 @@ static bool read_env(struct cumemcap_layer *l, cumemcap_getenv_fn get, char *err
 		}
 		*set_flag(l, s) = true;
 		*source_of(l, s) = (struct cumemcap_source){ .origin = CUMEMCAP_FROM_ENV, .variable = s->variable };
+		p->layers_given |= 1u;
 	}
 	return true;
 }
@@ -72,9 +74,10 @@ struct file_state {
 	struct cumemcap_policy *p;
 	enum section_kind kind;
 	struct cumemcap_layer *layer;   /* where entries of this section go */
-	struct cumemcap_layer scratch;  /* a [program] section that does not match */
+	/* A [program] section that does not match: taken at the first one
+	 * (13 KB cleared: pages a file without one never touches). */
+	struct cumemcap_layer *scratch;
 	struct cumemcap_device_section *device;
-	struct cumemcap_device_section device_scratch;
 };
 
 static bool on_section(void *ctx, const char *kind, const char *arg, unsigned line, char *err,
@@ -123,8 +126,12 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 			p->program_section_line = line;
 			st->layer = &p->program_layer;
 		} else {
-			memset(&st->scratch, 0, sizeof(st->scratch));
-			st->layer = &st->scratch;
+			if (!st->scratch && !(st->scratch = malloc(sizeof(*st->scratch)))) {
+				snprintf(err, errlen, "[program %s]: out of memory", Q(q, arg));
+				return false;
+			}
+			memset(st->scratch, 0, sizeof(*st->scratch));
+			st->layer = st->scratch;
 		}
 		return true;
 	}
@@ -197,6 +204,10 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 	}
 	*set_flag(l, s) = true;
 	*source_of(l, s) = (struct cumemcap_source){ .origin = CUMEMCAP_FROM_FILE, .line = line };
+	if (l == &st->p->program_layer)
+		st->p->layers_given |= 2u;
+	else if (l == &st->p->file)
+		st->p->layers_given |= 4u;
 	return true;
 }
 
@@ -207,13 +218,16 @@ static const struct cumemcap_config_handler file_handler = { on_section, on_entr
 static void resolve_process_wide(struct cumemcap_policy *p)
 {
 	const struct cumemcap_layer *order[] = { &p->env, &p->program_layer, &p->file };
+	bool given[3];
+	for (size_t i = 0; i < 3; i++)
+		given[i] = cumemcap_policy_gave(p, order[i]);
 	/* The first layer that set `name` gives `field` (a value or an
 	 * array, hence memcpy) and its source. */
 #define PICK(field, name, dst_src)                                                    \
 	do {                                                                          \
 		p->dst_src = (struct cumemcap_source){ 0 };                           \
 		for (size_t i = 0; i < 3; i++) {                                      \
-			if (order[i]->set.name) {                                     \
+			if (given[i] && order[i]->set.name) {                         \
 				memcpy(&p->field, &order[i]->field, sizeof(p->field)); \
 				p->dst_src = order[i]->src.name;                      \
 				break;                                                \
@@ -224,7 +238,7 @@ static void resolve_process_wide(struct cumemcap_policy *p)
 	p->release = CUMEMCAP_RELEASE_IDLE;
 	p->release_idle_ms = CUMEMCAP_DEFAULT_RELEASE_IDLE_MS;
 	p->log = CUMEMCAP_LOG_FILE;
-	snprintf(p->log_path, sizeof(p->log_path), "%s", CUMEMCAP_DEFAULT_LOG);
+	cumemcap_copy_str(p->log_path, sizeof(p->log_path), CUMEMCAP_DEFAULT_LOG);
 	p->log_interval_ms = CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
 	p->overhead_estimate = CUMEMCAP_DEFAULT_OVERHEAD_ESTIMATE;
 	PICK(count, count, count_src);
@@ -238,7 +252,7 @@ static void resolve_process_wide(struct cumemcap_policy *p)
 	p->framework_hints = true;
 	p->hints_src = (struct cumemcap_source){ 0 };
 	for (size_t i = 0; i < 3; i++)
-		if (order[i]->set.hints) {
+		if (given[i] && order[i]->set.hints) {
 			p->framework_hints = !order[i]->hints_off;
 			p->hints_src = order[i]->src.hints;
 			break;
@@ -281,21 +295,16 @@ void cumemcap_policy_format_release(const struct cumemcap_policy *p, char *buf, 
 static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *path,
 		   const char *text, size_t len, const char *program, char *err, size_t errlen)
 {
-	snprintf(p->program, sizeof(p->program), "%s", program ? program : "");
-	if (!read_env(&p->env, get, err, errlen))
+	/* Without stdio, whose pages a configured program that never uses
+	 * CUDA need not touch (platform/start.h). */
+	cumemcap_copy_str(p->program, sizeof(p->program), program ? program : "");
+	if (!read_env(p, get, err, errlen))
 		return false;
 	if (path && path[0]) {
-		snprintf(p->config_path, sizeof(p->config_path), "%s", path);
-		struct file_state *st = calloc(1, sizeof(*st));
-		if (!st) {
-			snprintf(err, errlen, "%s: out of memory", path);
-			return false;
-		}
-		st->p = p;
-		st->kind = SECTION_GLOBAL;
-		st->layer = &p->file;
-		bool ok = cumemcap_config_parse(path, text, len, &file_handler, st, err, errlen);
-		free(st);
+		cumemcap_copy_str(p->config_path, sizeof(p->config_path), path);
+		struct file_state st = { .p = p, .kind = SECTION_GLOBAL, .layer = &p->file };
+		bool ok = cumemcap_config_parse(path, text, len, &file_handler, &st, err, errlen);
+		free(st.scratch);
 		if (!ok)
 			return false;
 	}

@@ -97,8 +97,20 @@ struct cumemcap_source {
 };
 
 /* The settings one source (the environment, a program section, the file's
- * global part) can give; `set` says which it gave. */
+ * global part) can give; `set` says which it gave. `set` and `src` first,
+ * with the small values after them: building the policy reads every
+ * layer's `set` and writes a variable's value, and these then share the
+ * layer's first page instead of lying after its paths (a page fault each
+ * at the start of a configured process, docs/benchmarks.md). */
 struct cumemcap_layer {
+	struct {
+		bool limit, devices, count, estimate, growth, pool, release, hints, log, interval, metrics,
+			debug, group, group_limit, group_dir, group_access, on_limit, labels;
+	} set;
+	struct {
+		struct cumemcap_source limit, devices, count, estimate, growth, pool, release, hints, log,
+			interval, metrics, debug, group, group_limit, group_dir, group_access, on_limit, labels;
+	} src;
 	struct cumemcap_amount limit;
 	struct cumemcap_device_rules devices;
 	enum cumemcap_count count;
@@ -127,14 +139,6 @@ struct cumemcap_layer {
 	uint32_t wait_ms;
 	/* Extra Prometheus labels, the text as given (policy-labels.c). */
 	char labels[CUMEMCAP_LABELS_MAX];
-	struct {
-		struct cumemcap_source limit, devices, count, estimate, growth, pool, release, hints, log,
-			interval, metrics, debug, group, group_limit, group_dir, group_access, on_limit, labels;
-	} src;
-	struct {
-		bool limit, devices, count, estimate, growth, pool, release, hints, log, interval, metrics,
-			debug, group, group_limit, group_dir, group_access, on_limit, labels;
-	} set;
 };
 
 struct cumemcap_device_section {
@@ -145,17 +149,12 @@ struct cumemcap_device_section {
 	unsigned limit_line; /* of its limit */
 };
 
+/* What every build writes and every reader reads comes first (the
+ * values after precedence, the program's name), then the layers, then the
+ * device sections, which only a file with [device] fills: the start of a
+ * configured process touches the policy's first pages and its layers'
+ * heads, not pages spread over its 48 KB. */
 struct cumemcap_policy {
-	/* The file's path ("" for none) and the program name sections were
-	 * matched against. */
-	char config_path[CUMEMCAP_PATH_MAX];
-	char program[CUMEMCAP_PROGRAM_MAX];
-	unsigned program_section_line; /* 0: no [program] section matched */
-
-	struct cumemcap_layer env, program_layer, file;
-	size_t device_section_count;
-	struct cumemcap_device_section device_sections[CUMEMCAP_MAX_DEVICE_SECTIONS];
-
 	/* Process-wide values after precedence, and where each came from. */
 	enum cumemcap_count count;
 	uint64_t overhead_estimate;
@@ -182,7 +181,29 @@ struct cumemcap_policy {
 	bool group_gid;                           /* group_access=gid: 0660, members share the file's group */
 	uint32_t wait_ms;                         /* 0: on_limit=fail; else wait up to this many ms */
 	struct cumemcap_source group_src, group_limit_src, group_dir_src, group_access_src, on_limit_src;
+	/* Which layers gave any setting (bit 0 env, 1 program_layer, 2 file):
+	 * a layer that gave none is never read (cumemcap_policy_gave), its
+	 * pages left untouched. */
+	unsigned layers_given;
+
+	/* The file's path ("" for none) and the program name sections were
+	 * matched against. */
+	char config_path[CUMEMCAP_PATH_MAX];
+	char program[CUMEMCAP_PROGRAM_MAX];
+	unsigned program_section_line; /* 0: no [program] section matched */
+
+	struct cumemcap_layer env, program_layer, file;
+	size_t device_section_count;
+	struct cumemcap_device_section device_sections[CUMEMCAP_MAX_DEVICE_SECTIONS];
 };
+
+/* Whether the layer l of p (&p->env, &p->program_layer or &p->file) gave
+ * any setting; every reader of a layer asks first. */
+static inline bool cumemcap_policy_gave(const struct cumemcap_policy *p, const struct cumemcap_layer *l)
+{
+	unsigned bit = l == &p->env ? 1u : l == &p->program_layer ? 2u : 4u;
+	return (p->layers_given & bit) != 0;
+}
 
 /* "ondemand", "preallocate", "preallocate:4GiB" ... for messages. */
 void cumemcap_policy_format_growth(const struct cumemcap_policy *p, char *buf, size_t len);

@@ -3,8 +3,8 @@
  * The constructor validates the configuration before the program's main
  * runs (a wrong limit stops the process with one line) and touches nothing
  * else: the driver is opened lazily by the first hook, so a process that
- * never uses CUDA makes no driver call (and, when nothing configures it,
- * leaves the rest of the start to its first hook too). Fork handlers keep
+ * never uses CUDA makes no driver call (and, unless it joins a group or
+ * runs setuid, leaves the rest of the start to its first hook too). Fork handlers keep
  * every lock usable in the child and empty the child's books (a child holds none of
  * its parent's GPU memory). The destructor has the log write its exit
  * summary. cumemcap_get_stats is filled from the ledger's snapshot as the
@@ -81,21 +81,40 @@ static void fork_child(void)
  * log's snapshot, register the fork handlers. */
 static CUMEMCAP_START_DATA _Atomic bool started; /* the destructor has something to end */
 
-static void start_rest(void)
+/* A group that cannot be joined stops the program here: never uncapped.
+ * Without a group nothing here can fail (the registry is only noted). */
+static void start_group(const struct cumemcap_policy *p)
 {
-	const struct cumemcap_policy *p = cumemcap_policy();
-	/* A group that cannot be joined stops the program here: never
-	 * uncapped. */
 	char err[1024 + 256];
 	if (!cumemcap_group_start(p, err, sizeof(err)))
 		cumemcap_fatal("%s", err);
+}
+
+static void start_log_and_fork(void)
+{
+	cumemcap_log_init();
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	atomic_store(&started, true);
+}
+
+static void start_rest(void)
+{
+	const struct cumemcap_policy *p = cumemcap_policy();
+	start_group(p);
 	/* Let TensorFlow and JAX grow instead of taking the whole limit at
 	 * start: only under a limit, never over a framework setting the user
 	 * gave (hints.h has the rules). */
 	cumemcap_hints_apply(p);
-	cumemcap_log_init();
-	pthread_atfork(fork_prepare, fork_parent, fork_child);
-	atomic_store(&started, true);
+	start_log_and_fork();
+}
+
+/* What a configured process without a group leaves to its first hook:
+ * the hints are set already (before main, where the frameworks read
+ * them). */
+static void start_after_hints(void)
+{
+	start_group(cumemcap_policy());
+	start_log_and_fork();
 }
 
 /* glibc passes a shared library's constructors the program's arguments;
@@ -109,7 +128,15 @@ static void start_rest(void)
  * opened: a program that never uses CUDA pays for little more than
  * loading the library (docs/benchmarks.md, "Start of a program that
  * never uses CUDA"). A fork before then needs no handler: nothing is
- * held or booked yet. */
+ * held or booked yet.
+ *
+ * A configured process builds its policy here, so that a wrong setting
+ * stops it before main with its one line. Without a group to join and
+ * outside secure execution, what is left after the hints (set here, as
+ * the frameworks read them at their own start) cannot fail and holds
+ * nothing a fork would need: it is left to the first hook the same way.
+ * A group is joined here (a group that cannot be joined stops the
+ * program before main), and secure execution keeps its whole start. */
 __attribute__((constructor)) static void cumemcap_start(int argc, char **argv, char **envp)
 {
 	(void)envp;
@@ -117,6 +144,15 @@ __attribute__((constructor)) static void cumemcap_start(int argc, char **argv, c
 		cumemcap_log_start_env();
 		if (cumemcap_wire_defer(start_rest))
 			return;
+	} else {
+		const struct cumemcap_policy *p = cumemcap_policy();
+		if (!p->group[0] && !p->secure) {
+			cumemcap_hints_apply(p);
+			cumemcap_log_policy_env();
+			if (!cumemcap_wire_defer(start_after_hints))
+				start_after_hints();
+			return;
+		}
 	}
 	start_rest();
 }

@@ -106,7 +106,8 @@ void log_file_init(void);
  * policy is then built at first use; cumemcap_log_start_env). */
 void log_file_capture(void);
 /* The environment's part of the snapshot was taken at start
- * (cumemcap_log_start_env): written before main, read after. */
+ * (cumemcap_log_start_env, cumemcap_log_policy_env): written before
+ * main, read after. */
 extern bool log_env_taken;
 
 /* Open the file (and write the start record) if nobody has yet. */

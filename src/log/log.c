@@ -103,6 +103,13 @@ CUMEMCAP_START_CODE void cumemcap_log_start_env(void)
 	log_env_taken = true;
 }
 
+void cumemcap_log_policy_env(void)
+{
+	log_metrics_init();
+	log_file_init();
+	log_env_taken = true;
+}
+
 /* At most this many event records a second: a program spinning on
  * refusals must not fill the disk. The rest are counted (samples and the
  * exit record say how many); the ledger's counters still have them all. */

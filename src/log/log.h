@@ -27,6 +27,11 @@ void cumemcap_log_init(void);
  * the rest of the snapshot waits for the log's first use. */
 void cumemcap_log_start_env(void);
 
+/* The same for a configured process whose policy is built (the
+ * constructor built it): what the log reads of the environment is taken
+ * as that policy says, the rest waits for the log's first use. */
+void cumemcap_log_policy_env(void);
+
 /* A GPU became known (its facts are in cumemcap_device_info(dev)). The
  * first call writes the start record. Called from any hook thread. */
 void cumemcap_log_device(int dev);

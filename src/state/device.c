@@ -9,6 +9,7 @@
 #include "driver/driver.h"
 #include "state/group.h"
 #include "state/ledger.h"
+#include "state/streams.h"
 #include "platform/msg.h"
 #include "config/policy.h"
 #include "platform/worker.h"
@@ -202,15 +203,45 @@ void cumemcap_device_set_note(CUcontext ctx, void *note)
 		last.note = note;
 }
 
+/* A stream's context never changes while it lives, so each thread
+ * remembers the owner of the last stream it asked about (cuStreamGetCtx)
+ * and that context's device. The answer holds until a stream is destroyed
+ * (its handle may come back in another context: the streams' generation)
+ * or a context dies (its streams die with it, and its handle may come back
+ * on another device: the generation above). Both are read before the
+ * driver is asked, so an answer that a destruction overtook is never kept.
+ * A fork child reaches no stream: the driver refuses it every call, its
+ * current context first (CUDA_ERROR_NOT_INITIALIZED), before the
+ * callers ask here. */
+static CUMEMCAP_TLS struct {
+	CUstream stream; /* NULL: nothing cached */
+	uint64_t streams_gen, generation;
+	CUcontext owner;
+	int dev;
+} last_stream;
+
 void cumemcap_device_of_stream(CUstream s, CUcontext *ctx, int *dev)
 {
+	if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
+		return;
+	uint64_t sgen = cumemcap_streams_gen();
+	uint64_t gen = atomic_load_explicit(&generation, memory_order_acquire);
+	if (last_stream.stream == s && last_stream.streams_gen == sgen && last_stream.generation == gen) {
+		*ctx = last_stream.owner;
+		*dev = last_stream.dev;
+		return;
+	}
 	CUcontext owner;
-	CUdevice d;
-	if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD || !cumemcap_driver_stream_ctx(s, &owner) ||
-	    owner == *ctx)
+	CUdevice d = *dev;
+	if (!cumemcap_driver_stream_ctx(s, &owner))
 		return;
-	if (!cumemcap_driver_ctx_device(owner, &d) || !cumemcap_device_ensure(d))
+	if (owner != *ctx && (!cumemcap_driver_ctx_device(owner, &d) || !cumemcap_device_ensure(d)))
 		return;
+	last_stream.stream = s;
+	last_stream.streams_gen = sgen;
+	last_stream.generation = gen;
+	last_stream.owner = owner;
+	last_stream.dev = d;
 	*ctx = owner;
 	*dev = d;
 }

@@ -4,13 +4,17 @@
  *   startup SHIM [ROUNDS [EXECS]]
  *
  * Starts this program itself as a child that returns at once (argv[1] ==
- * "--child"), EXECS times per round, in three modes taken in turn every
+ * "--child"), EXECS times per round, in five modes taken in turn every
  * round so that the machine's drift hits each alike: no preload, an empty
  * preloaded library (what any LD_PRELOAD costs: ld.so opening one more
- * object), and the shim. Prints per mode the median and the min..max over
- * rounds of the wall time per start, and the minor page faults per start
- * (getrusage of the children; deterministic), then the shim's cost over
- * each baseline. A figure, never an assertion.
+ * object), the shim with nothing configuring it, the shim configured by a
+ * variable (CUMEMCAP_LIMIT=4GiB) and the shim configured by a file
+ * (CUMEMCAP_CONFIG naming a file that sets the same limit, as
+ * /etc/cumemcap.conf would on a node that preloads the shim everywhere).
+ * Prints per mode the median and the min..max over rounds of the wall
+ * time per start, and the minor page faults per start (getrusage of the
+ * children; deterministic), then each shim mode's cost over both
+ * baselines. A figure, never an assertion.
  *
  * The empty library is built by the benchmark's meson rule
  * (startup-empty.so, beside this program). */
@@ -25,8 +29,9 @@
 
 extern char **environ;
 
-enum { NO_SHIM, EMPTY, SHIM, MODES };
-static const char *const mode_name[MODES] = { "no preload", "empty preload", "shim" };
+enum { NO_SHIM, EMPTY, SHIM, SHIM_LIMIT, SHIM_FILE, MODES };
+static const char *const mode_name[MODES] = { "no preload", "empty preload", "shim", "shim, limit",
+					      "shim, file" };
 
 static double now(void)
 {
@@ -36,13 +41,13 @@ static double now(void)
 }
 
 /* The environment of a child: ours without LD_PRELOAD and CUMEMCAP_*,
- * plus LD_PRELOAD=preload when given. */
-static char **child_env(const char *preload)
+ * plus LD_PRELOAD=preload when given and the variable extra when given. */
+static char **child_env(const char *preload, const char *extra)
 {
 	size_t n = 0;
 	while (environ[n])
 		n++;
-	char **env = calloc(n + 2, sizeof(*env));
+	char **env = calloc(n + 3, sizeof(*env));
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++)
 		if (strncmp(environ[i], "LD_PRELOAD=", 11) != 0 && strncmp(environ[i], "CUMEMCAP_", 9) != 0)
@@ -52,6 +57,8 @@ static char **child_env(const char *preload)
 		env[k] = malloc(len);
 		snprintf(env[k++], len, "LD_PRELOAD=%s", preload);
 	}
+	if (extra)
+		env[k++] = (char *)extra;
 	env[k] = NULL;
 	return env;
 }
@@ -100,7 +107,17 @@ int main(int argc, char **argv)
 		return 1;
 	self[n] = '\0';
 	snprintf(empty, sizeof(empty), "%.*s/startup-empty.so", (int)(strrchr(self, '/') - self), self);
-	char **env[MODES] = { child_env(NULL), child_env(empty), child_env(argv[1]) };
+	/* The file mode's configuration: a limit, as a node's file would set. */
+	char conf[] = "/tmp/cumemcap-startup-XXXXXX", conf_var[64];
+	int fd = mkstemp(conf);
+	static const char rules[] = "limit = 4GiB\n";
+	if (fd < 0 || write(fd, rules, sizeof(rules) - 1) != (ssize_t)sizeof(rules) - 1 || close(fd) != 0) {
+		fprintf(stderr, "startup: cannot write %s\n", conf);
+		return 1;
+	}
+	snprintf(conf_var, sizeof(conf_var), "CUMEMCAP_CONFIG=%s", conf);
+	char **env[MODES] = { child_env(NULL, NULL), child_env(empty, NULL), child_env(argv[1], NULL),
+			      child_env(argv[1], "CUMEMCAP_LIMIT=4GiB"), child_env(argv[1], conf_var) };
 	double secs[MODES][64], faults[MODES][64];
 	if (rounds > 64)
 		rounds = 64;
@@ -117,9 +134,12 @@ int main(int argc, char **argv)
 		printf("  %-14s %8.1f us per start (min %.1f, max %.1f), %6.1f minor faults\n", mode_name[m],
 		       med[m] * 1e6, secs[m][0] * 1e6, secs[m][rounds - 1] * 1e6, flt[m]);
 	}
-	printf("  shim over no preload:    %+7.1f us, %+5.1f faults\n", (med[SHIM] - med[NO_SHIM]) * 1e6,
-	       flt[SHIM] - flt[NO_SHIM]);
-	printf("  shim over empty preload: %+7.1f us, %+5.1f faults\n", (med[SHIM] - med[EMPTY]) * 1e6,
-	       flt[SHIM] - flt[EMPTY]);
+	unlink(conf);
+	for (int m = SHIM; m < MODES; m++) {
+		printf("  %-12s over no preload:    %+7.1f us, %+5.1f faults\n", mode_name[m],
+		       (med[m] - med[NO_SHIM]) * 1e6, flt[m] - flt[NO_SHIM]);
+		printf("  %-12s over empty preload: %+7.1f us, %+5.1f faults\n", mode_name[m],
+		       (med[m] - med[EMPTY]) * 1e6, flt[m] - flt[EMPTY]);
+	}
 	return 0;
 }

@@ -36,8 +36,26 @@ enum fake_id {
 #undef FAKE_ID_ROW
 	FAKE_N_IDS
 };
-extern _Atomic uint64_t fake_call_counts[FAKE_N_IDS];
-#define COUNT(fn) atomic_fetch_add_explicit(&fake_call_counts[FAKE_ID_##fn], 1, memory_order_relaxed)
+/* Each thread counts its calls in a block of its own (a shared counter
+ * would be a cache line every thread writes on every call: the fake, not
+ * the shim, would then decide whether pooled pairs scale with threads);
+ * fakecuda_calls() sums every block. A block outlives its thread and is
+ * taken over by a later one, so no count is lost. */
+struct fake_counts {
+	_Atomic uint64_t n[FAKE_N_IDS];
+	struct fake_counts *next; /* every block ever made */
+	_Atomic bool taken;
+};
+extern __thread struct fake_counts *fake_my_counts;
+struct fake_counts *fake_counts_mine(void);
+static inline void fake_count(int id)
+{
+	struct fake_counts *c = fake_my_counts ? fake_my_counts : fake_counts_mine();
+	if (c) /* one writer per block: a load and a store, no locked add */
+		atomic_store_explicit(&c->n[id], atomic_load_explicit(&c->n[id], memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+}
+#define COUNT(fn) fake_count(FAKE_ID_##fn)
 
 /* ---- global lock ---------------------------------------------------- */
 extern pthread_mutex_t fake_lock;

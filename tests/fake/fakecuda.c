@@ -27,7 +27,11 @@
 
 pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t fake_cond = PTHREAD_COND_INITIALIZER;
-_Atomic uint64_t fake_call_counts[FAKE_N_IDS];
+__thread struct fake_counts *fake_my_counts;
+static struct fake_counts *_Atomic all_counts;
+static struct fake_counts overflow_counts; /* when calloc fails: shared, still counted */
+static pthread_key_t counts_key;
+static pthread_once_t counts_once = PTHREAD_ONCE_INIT;
 struct fake_config fake_cfg;
 
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
@@ -649,13 +653,56 @@ static const char *const entry_names[FAKE_N_IDS] = {
 #undef FAKE_NAME_ROW
 };
 
+/* A thread exits: its block is free for the next thread (its counts stay). */
+static void counts_release(void *block)
+{
+	struct fake_counts *c = block;
+	if (fake_my_counts == c)
+		fake_my_counts = NULL;
+	atomic_store(&c->taken, false);
+}
+
+static void counts_key_make(void)
+{
+	pthread_key_create(&counts_key, counts_release);
+}
+
+struct fake_counts *fake_counts_mine(void)
+{
+	pthread_once(&counts_once, counts_key_make);
+	struct fake_counts *c;
+	for (c = atomic_load(&all_counts); c; c = c->next) {
+		bool expected = false;
+		if (!atomic_load_explicit(&c->taken, memory_order_relaxed) &&
+		    atomic_compare_exchange_strong(&c->taken, &expected, true))
+			break;
+	}
+	if (!c) {
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			return &overflow_counts; /* shared: racy counts beat none */
+		atomic_store(&c->taken, true);
+		c->next = atomic_load(&all_counts);
+		while (!atomic_compare_exchange_weak(&all_counts, &c->next, c))
+			;
+	}
+	fake_my_counts = c;
+	pthread_setspecific(counts_key, c);
+	return c;
+}
+
 FAKE_API uint64_t fakecuda_calls(const char *exported_name)
 {
 	if (!exported_name)
 		return 0;
-	for (int i = 0; i < FAKE_N_IDS; i++)
-		if (strcmp(entry_names[i], exported_name) == 0)
-			return atomic_load(&fake_call_counts[i]);
+	for (int i = 0; i < FAKE_N_IDS; i++) {
+		if (strcmp(entry_names[i], exported_name) != 0)
+			continue;
+		uint64_t n = atomic_load(&overflow_counts.n[i]);
+		for (struct fake_counts *c = atomic_load(&all_counts); c; c = c->next)
+			n += atomic_load(&c->n[i]);
+		return n;
+	}
 	return 0;
 }
 

@@ -2648,6 +2648,44 @@ START_TEST(fake_thread_safety)
 }
 END_TEST
 
+/* Calls are counted per thread and summed on read: every call of every
+ * thread counts, while threads run, after they exit, and when a later
+ * thread takes over an exited thread's block. */
+static void *count_calls(void *arg)
+{
+	CUcontext c;
+	for (int i = 0; i < (int)(uintptr_t)arg; i++)
+		if (cuCtxGetCurrent(&c) != CUDA_SUCCESS)
+			return (void *)1;
+	return NULL;
+}
+
+START_TEST(fake_calls_counted_per_thread)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	uint64_t before = fakecuda_calls("cuCtxGetCurrent");
+	uint64_t want = before;
+	for (int round = 0; round < 3; round++) {
+		pthread_t t[6];
+		for (int i = 0; i < 6; i++) {
+			uintptr_t n = 1000u * (uintptr_t)(i + 1) + (uintptr_t)round;
+			want += n;
+			ck_assert_int_eq(pthread_create(&t[i], NULL, count_calls, (void *)n), 0);
+		}
+		for (int i = 0; i < 6; i++) {
+			void *ret;
+			pthread_join(t[i], &ret);
+			ck_assert_ptr_null(ret);
+		}
+		ck_assert_uint_eq(fakecuda_calls("cuCtxGetCurrent"), want);
+	}
+	CUcontext c;
+	CK(cuCtxGetCurrent(&c));
+	ck_assert_uint_eq(fakecuda_calls("cuCtxGetCurrent"), want + 1);
+}
+END_TEST
+
 START_TEST(fake_fork_child_not_initialized)
 {
 	CUcontext ctx;
@@ -2724,6 +2762,7 @@ static Suite *fake_suite(void)
 	tcase_add_test(tc, fake_procaddr_driver_version);
 	tcase_add_test(tc, fake_calls_counted);
 	tcase_add_test(tc, fake_thread_safety);
+	tcase_add_test(tc, fake_calls_counted_per_thread);
 	tcase_add_test(tc, fake_fork_child_not_initialized);
 	suite_add_tcase(s, tc);
 	return s;

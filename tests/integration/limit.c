@@ -3,6 +3,8 @@
  *
  * Run with FAKECUDA_DEVICES=4GiB and CUMEMCAP_LIMIT=1GiB. Every figure is
  * checked against the fake driver's own record as well as the shim's. */
+#include <pthread.h>
+
 #include "common.h"
 
 #define LIMIT GiB
@@ -250,6 +252,115 @@ static void current_pool_changes(void)
 	OK(A.cuStreamDestroy(s));
 }
 
+/* The context of the stream an allocation names is asked of the driver
+ * once per stream, not per allocation (device.c remembers it), and asked
+ * again after any stream's destruction (its handle may come back in
+ * another context) and any context's death; the figures stay exact. */
+static void stream_context_remembered(void)
+{
+	CUstream s, t;
+	CUmemoryPool dflt;
+	CUdeviceptr a = 0;
+	OK(A.cuDeviceGetDefaultMemPool(&dflt, 0));
+	OK(A.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	OK(A.cuMemAllocAsync(&a, 1 * MiB, s));
+	OK(A.cuMemFreeAsync(a, s));
+	uint64_t asked = F.calls("cuStreamGetCtx");
+	for (int i = 0; i < 8; i++) {
+		OK(A.cuMemAllocAsync(&a, 1 * MiB, s));
+		CHECK(shim_stats(0).pool == reserved_of(dflt));
+		OK(A.cuMemFreeAsync(a, s));
+	}
+	CHECK(F.calls("cuStreamGetCtx") == asked);
+
+	/* Another stream destroyed: s is asked about once more. */
+	OK(A.cuStreamCreate(&t, CU_STREAM_NON_BLOCKING));
+	OK(A.cuStreamDestroy(t));
+	asked = F.calls("cuStreamGetCtx");
+	for (int i = 0; i < 2; i++) {
+		OK(A.cuMemAllocAsync(&a, 1 * MiB, s));
+		OK(A.cuMemFreeAsync(a, s));
+	}
+	CHECK(F.calls("cuStreamGetCtx") == asked + 1);
+
+	/* A context's death: once more again. */
+	if (A.cuCtxCreate) {
+		CUcontext other;
+		CUdevice d;
+		OK(A.cuDeviceGet(&d, 0));
+		OK(A.cuCtxCreate(&other, 0, d));
+		OK(A.cuCtxDestroy(other));
+		use_primary(&A, 0);
+		asked = F.calls("cuStreamGetCtx");
+		for (int i = 0; i < 2; i++) {
+			OK(A.cuMemAllocAsync(&a, 1 * MiB, s));
+			OK(A.cuMemFreeAsync(a, s));
+		}
+		CHECK(F.calls("cuStreamGetCtx") == asked + 1);
+	}
+	OK(A.cuStreamSynchronize(s));
+	OK(A.cuMemPoolTrimTo(dflt, 0));
+	CHECK(shim_stats(0).pool == 0);
+	OK(A.cuStreamDestroy(s));
+}
+
+/* Stream-ordered allocations from several threads at once, each on its
+ * own stream, from the default pool and from a pool of the program's: the
+ * pool table and the queries' order are shared (account.c's locks), and
+ * what the pools held leaves the figures exactly when they are trimmed. */
+#define POOL_THREADS 4
+#define POOL_ROUNDS 300
+
+static CUmemoryPool race_pool, dflt;
+
+static void *pool_racer(void *arg)
+{
+	int id = (int)(intptr_t)arg;
+	use_primary(&A, 0);
+	CUstream s;
+	OK(A.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	for (int i = 0; i < POOL_ROUNDS; i++) {
+		CUdeviceptr a, b;
+		size_t bytes = (size_t)(1 + (i + id) % 5) * MiB;
+		OK(A.cuMemAllocAsync(&a, bytes, s));
+		OK(A.cuMemAllocFromPoolAsync(&b, bytes + 4096, race_pool, s));
+		OK(A.cuMemFreeAsync(a, s));
+		OK(A.cuMemFreeAsync(b, s));
+		if (i % 16 == 0) {
+			OK(A.cuStreamSynchronize(s));
+			OK(A.cuMemPoolTrimTo(i % 32 ? race_pool : dflt, 0));
+		}
+	}
+	OK(A.cuStreamSynchronize(s));
+	OK(A.cuStreamDestroy(s));
+	return NULL;
+}
+
+static void pools_from_threads(void)
+{
+	OK(A.cuDeviceGetDefaultMemPool(&dflt, 0));
+	CUmemPoolProps props;
+	memset(&props, 0, sizeof(props));
+	props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	props.location.id = 0;
+	OK(A.cuMemPoolCreate(&race_pool, &props));
+	pthread_t t[POOL_THREADS];
+	for (int i = 0; i < POOL_THREADS; i++)
+		CHECK(pthread_create(&t[i], NULL, pool_racer, (void *)(intptr_t)i) == 0);
+	for (int i = 0; i < POOL_THREADS; i++)
+		CHECK(pthread_join(t[i], NULL) == 0);
+	/* The pools released memory at the synchronizations, which the shim
+	 * learns at its next look at them: here, the trims. */
+	OK(A.cuMemPoolTrimTo(dflt, 0));
+	OK(A.cuMemPoolTrimTo(race_pool, 0));
+	CHECK(reserved_of(dflt) == 0 && reserved_of(race_pool) == 0);
+	CHECK(shim_stats(0).pool == 0);
+	CHECK(F.reserved(0) == 0 && shim_stats(0).reserved == 0);
+	OK(A.cuMemPoolDestroy(race_pool));
+	CHECK(shim_stats(0).reserved == 0);
+}
+
 /* VMM: physical memory is counted at cuMemCreate. */
 static void virtual_memory(void)
 {
@@ -357,6 +468,8 @@ int main(int argc, char **argv)
 	legacy_32bit();
 	stream_ordered();
 	current_pool_changes();
+	stream_context_remembered();
+	pools_from_threads();
 	virtual_memory();
 	arrays();
 	context_destroy();

@@ -4,7 +4,10 @@ default path, not setuid) leaves most of its start to its first CUDA call
 (src/entry/shim.c): its policy is built then, from what it had at start.
 What the program does to its environment in between must change nothing,
 as when everything was done in the constructor; a fork before the first
-call must leave parent and child each their own log.
+call must leave parent and child each their own log. A configured process
+without a group builds its policy and sets the framework hints before
+main, and leaves the rest (the log's snapshot, the fork handlers) to its
+first CUDA call the same way.
 
 Usage: test_startup.py SHIM FAKE_DIR EARLY_CUDA
 """
@@ -40,6 +43,9 @@ while args:
     if op == "setenv":                  # setenv(3), as os.environ does it
         k, v = args.pop(0), args.pop(0)
         os.environ[k] = v
+    elif op == "env":                   # what the program sees of a variable
+        k = args.pop(0)
+        print(json.dumps({"env": k, "value": os.environ.get(k)}), flush=True)
     elif op == "alloc":
         use_gpu(int(args.pop(0)))
     elif op == "fork":                  # the child allocates, then the parent waits for it
@@ -64,9 +70,10 @@ class BareStart(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def run_probe(self, steps, tmpdir, after_shim=""):
-        # No CUMEMCAP_ variable at all: the bare start.
+    def run_probe(self, steps, tmpdir, after_shim="", config=None):
+        # No CUMEMCAP_ variable at all (the bare start), or those of config.
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_"))}
+        env.update(config or {})
         env.update({"LD_LIBRARY_PATH": FAKE_DIR, "FAKECUDA_DEVICES": "4GiB", "TMPDIR": tmpdir,
                     "LD_PRELOAD": (EXTRA + ":" if EXTRA else "") + SHIM + after_shim,
                     "ASAN_OPTIONS": "detect_leaks=0"})
@@ -125,6 +132,67 @@ class BareStart(unittest.TestCase):
         # shim's constructor runs: the first hook found no start to run,
         # so the constructor runs it itself; the exit record is written.
         out = self.run_probe(["alloc", str(2 * MiB)], self.dir, ":" + EARLY_CUDA)
+        self.assertEqual(out[-1]["alloc"], 0)
+        [log] = self.logs(self.dir)
+        recs = self.records(log)
+        self.assertEqual((recs[0]["type"], recs[-1]["type"]), ("start", "exit"))
+
+
+class ConfiguredStart(BareStart):
+    """A limit set, no group: the policy and the hints before main, the
+    rest at the first CUDA call."""
+
+    LIMIT = {"CUMEMCAP_LIMIT": "1GiB"}
+
+    def test_the_hints_are_there_before_any_cuda_call(self):
+        out = self.run_probe(["env", "TF_FORCE_GPU_ALLOW_GROWTH", "env", "XLA_PYTHON_CLIENT_PREALLOCATE"],
+                             self.dir, config=self.LIMIT)
+        self.assertEqual([o["value"] for o in out], ["true", "false"])
+        self.assertEqual(self.logs(self.dir), [], "no CUDA call, no log")
+
+    def test_the_log_stays_under_the_tmpdir_of_the_start(self):
+        later = os.path.join(self.dir, "later")
+        os.mkdir(later)
+        out = self.run_probe(["setenv", "TMPDIR", later, "alloc", str(2 * MiB)], self.dir, config=self.LIMIT)
+        self.assertEqual(out[-1]["alloc"], 0)
+        self.assertEqual(self.logs(later), [])
+        [log] = self.logs(self.dir)
+        recs = self.records(log)
+        self.assertEqual((recs[0]["type"], recs[-1]["type"]), ("start", "exit"))
+        self.assertEqual(recs[0]["gpus"][0]["limit"], 1 << 30, recs[0])
+
+    def test_a_log_path_set_is_kept_over_tmpdir(self):
+        # The log's start takes the TMPDIR template only for the default
+        # path: a CUMEMCAP_LOG given wins, as when the snapshot was taken
+        # whole in the constructor.
+        path = os.path.join(self.dir, "given.jsonl")
+        out = self.run_probe(["alloc", str(2 * MiB)], self.dir, config=dict(self.LIMIT, CUMEMCAP_LOG=path))
+        self.assertEqual(out[-1]["alloc"], 0)
+        self.assertEqual(self.logs(self.dir), [])
+        recs = self.records(path)
+        self.assertEqual((recs[0]["type"], recs[-1]["type"]), ("start", "exit"))
+
+    def test_fork_before_the_first_call(self):
+        out = self.run_probe(["fork", str(2 * MiB), "alloc", str(2 * MiB)], self.dir, config=self.LIMIT)
+        child, parent = out[0]["pid"], out[-1]["pid"]
+        self.assertEqual((out[0]["alloc"], out[1]["status"], out[-1]["alloc"]), (0, 0, 0))
+        logs = self.logs(self.dir)
+        self.assertEqual(len(logs), 2, logs)
+        self.assertEqual({self.records(l)[0]["pid"] for l in logs}, {child, parent})
+        for log in logs:
+            recs = self.records(log)
+            self.assertEqual((recs[0]["type"], recs[-1]["type"]), ("start", "exit"))
+            self.assertEqual(recs[0]["gpus"][0]["limit"], 1 << 30, recs[0])
+
+    def test_a_limit_set_after_start_does_not_apply(self):
+        out = self.run_probe(["setenv", "CUMEMCAP_LIMIT", "1MiB", "alloc", str(2 * MiB)], self.dir,
+                             config=self.LIMIT)
+        self.assertEqual(out[-1]["alloc"], 0)
+        [log] = self.logs(self.dir)
+        self.assertEqual(self.records(log)[0]["gpus"][0]["limit"], 1 << 30)
+
+    def test_cuda_before_the_constructor(self):
+        out = self.run_probe(["alloc", str(2 * MiB)], self.dir, ":" + EARLY_CUDA, config=self.LIMIT)
         self.assertEqual(out[-1]["alloc"], 0)
         [log] = self.logs(self.dir)
         recs = self.records(log)
