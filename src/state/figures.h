@@ -17,7 +17,8 @@
  *           its own), `sharded` (an atomic plus the open shards' counts,
  *           see ledger.h), `kind` (the bytes of memory kind <name>),
  *           `local` (an atomic plus every thread's own delta, see
- *           ledger.h: the bytes of pooled blocks handed out and back),
+ *           ledger.h: the bytes of pooled blocks handed out and back,
+ *           the passthrough's live bytes, `reserved` without a limit),
  *           `setting` (an atomic that a fork does not zero: the limit),
  *           `sum` (computed from other ledger figures on read: the
  *           footprint, reserved + overhead), `group` (the group's
@@ -57,7 +58,7 @@
 	  "cumemcap_live_bytes", "Device memory the program holds (its allocations).") \
 	X(pooled,            local,   gauge,   bytes, 0, 1, 1, 1, 0, 0, "", "", "pooled", \
 	  "cumemcap_pooled_bytes", "Arena segment bytes cached for reuse, not handed out.") \
-	X(reserved,          field,   gauge,   bytes, 0, 1, 1, 1, 2, 2, ", held at exit ", "", "reserved", \
+	X(reserved,          local,   gauge,   bytes, 0, 1, 1, 1, 2, 2, ", held at exit ", "", "reserved", \
 	  "cumemcap_reserved_bytes", "Device memory this process holds from the driver through the calls it counts.") \
 	X(footprint,         sum,     gauge,   bytes, 0, 1, 1, 1, 2, 0, "", "", "footprint", \
 	  "cumemcap_footprint_bytes", "What the driver holds for this process: reserved + overhead; what the limit counts by default.") \

@@ -45,7 +45,7 @@ void cumemcap_ledger_count_footprint(bool footprint)
 	atomic_store(&count_footprint, footprint);
 }
 
-static void raise_to(_Atomic uint64_t *peak_field, uint64_t now)
+static inline __attribute__((always_inline)) void raise_to(_Atomic uint64_t *peak_field, uint64_t now)
 {
 	uint64_t peak = atomic_load_explicit(peak_field, memory_order_relaxed);
 	while (now > peak &&
@@ -90,7 +90,7 @@ void cumemcap_ledger_set_overhead(int dev, uint64_t bytes, enum cumemcap_overhea
 		cumemcap_group_force(dev, bytes - old);
 	else if (atomic_load(&count_footprint) && bytes < old)
 		cumemcap_group_give(dev, old - bytes);
-	raise_to(&d->peak_footprint, cumemcap_ledger_sum_footprint(d));
+	raise_to(&d->peak_footprint, cumemcap_ledger_sum_footprint(dev, d));
 }
 
 enum cumemcap_overhead_source cumemcap_ledger_source(int dev)
@@ -120,8 +120,9 @@ void cumemcap_ledger_note_request(int dev, uint64_t bytes)
 		raise_to(&cumemcap_ledger[dev].largest_request, bytes);
 }
 
-/* `reserved` rose to `now`: its peak and the footprint's follow. */
-static void raise_peak(struct cumemcap_ledger_device *d, uint64_t now)
+/* `reserved` rose to `now` (on a device with a limit: the atomic is the
+ * figure): its peak and the footprint's follow. */
+static inline __attribute__((always_inline)) void raise_peak(struct cumemcap_ledger_device *d, uint64_t now)
 {
 	raise_to(&d->peak_reserved, now);
 	raise_to(&d->peak_footprint, now + atomic_load_explicit(&d->overhead, memory_order_relaxed));
@@ -130,6 +131,8 @@ static void raise_peak(struct cumemcap_ledger_device *d, uint64_t now)
 /* ---- per-thread deltas of live and pooled (ledger.h) -------------------------------- */
 
 CUMEMCAP_TLS struct cumemcap_ledger_local *cumemcap_ledger_mine;
+CUMEMCAP_TLS struct cumemcap_ledger_local *cumemcap_ledger_own;
+_Atomic bool cumemcap_ledger_pooled_slots;
 static CUMEMCAP_TLS bool slotless; /* found every slot taken: use the atomics */
 static struct cumemcap_ledger_local locals[CUMEMCAP_LEDGER_LOCALS];
 _Atomic int cumemcap_ledger_locals_used; /* slots ever taken: 0 .. this-1 (-1: none can be) */
@@ -143,12 +146,24 @@ static _Atomic uint32_t fold_seq;
 
 static _Atomic uint64_t *shared_of(struct cumemcap_ledger_device *d, int which)
 {
-	return which == CUMEMCAP_LOCAL_live ? &d->live : &d->pooled;
+	return which == CUMEMCAP_LOCAL_live ? &d->live : which == CUMEMCAP_LOCAL_pooled ? &d->pooled : &d->reserved;
 }
 
 static _Atomic uint64_t *peak_of(struct cumemcap_ledger_device *d, int which)
 {
-	return which == CUMEMCAP_LOCAL_live ? &d->peak_live : &d->peak_pooled;
+	return which == CUMEMCAP_LOCAL_live	? &d->peak_live
+	       : which == CUMEMCAP_LOCAL_pooled ? &d->peak_pooled
+						: &d->peak_reserved;
+}
+
+/* Figure `which` of dev may have reached `bound`: its peak follows (and
+ * for `reserved` the footprint's, with the overhead). */
+static void raise_peaks(int dev, int which, uint64_t bound)
+{
+	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+	raise_to(peak_of(d, which), bound);
+	if (which == CUMEMCAP_LOCAL_reserved)
+		raise_to(&d->peak_footprint, bound + atomic_load_explicit(&d->overhead, memory_order_relaxed));
 }
 
 /* The device's atomic of figure `which` on dev plus every slot's bound
@@ -172,7 +187,7 @@ static uint64_t bound_sum(int dev, int which)
 void cumemcap_ledger_raise_local(int dev, struct cumemcap_ledger_moves *m, int which, int64_t v)
 {
 	atomic_store(&m->high[which], v);
-	raise_to(peak_of(&cumemcap_ledger[dev], which), bound_sum(dev, which));
+	raise_peaks(dev, which, bound_sum(dev, which));
 }
 
 /* The device's atomic of `which` rose (this thread's change, made
@@ -180,12 +195,12 @@ void cumemcap_ledger_raise_local(int dev, struct cumemcap_ledger_moves *m, int w
  * bound. */
 static void raise_shared(int dev, int which)
 {
-	struct cumemcap_ledger_local *l = cumemcap_ledger_mine;
+	struct cumemcap_ledger_local *l = cumemcap_ledger_own;
 	if (l) {
 		struct cumemcap_ledger_moves *m = &l->dev[dev];
 		atomic_store(&m->high[which], atomic_load_explicit(&m->delta[which], memory_order_relaxed));
 	}
-	raise_to(peak_of(&cumemcap_ledger[dev], which), bound_sum(dev, which));
+	raise_peaks(dev, which, bound_sum(dev, which));
 }
 
 /* A thread exits: its deltas go to the device's atomics, its slot back. */
@@ -202,11 +217,24 @@ static void fold_slot(void *arg)
 				atomic_fetch_add(shared_of(&cumemcap_ledger[dev], w), (uint64_t)v);
 			atomic_store(&m->high[w], 0);
 		}
+		struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+		for (int k = 0; k < CUMEMCAP_KIND_COUNT; k++) {
+			int64_t v = atomic_exchange(&m->kind[k], 0);
+			if (v)
+				atomic_fetch_add(&d->kind[k], (uint64_t)v);
+		}
+		uint64_t n = atomic_exchange(&m->allocs, 0);
+		if (n)
+			atomic_fetch_add(&d->allocs, n);
+		if ((n = atomic_exchange(&m->frees, 0)))
+			atomic_fetch_add(&d->frees, n);
 	}
 	atomic_fetch_add(&fold_seq, 1);
 	cumemcap_spin_unlock(&fold_lock);
 	if (cumemcap_ledger_mine == l)
 		cumemcap_ledger_mine = NULL;
+	if (cumemcap_ledger_own == l)
+		cumemcap_ledger_own = NULL;
 	atomic_store(&l->used, false);
 }
 
@@ -234,7 +262,7 @@ static bool take_slot(void)
 		}
 		while (i + 1 > used && !atomic_compare_exchange_weak(&cumemcap_ledger_locals_used, &used, i + 1))
 			;
-		cumemcap_ledger_mine = &locals[i];
+		cumemcap_ledger_own = &locals[i];
 		return true;
 	}
 	return false;
@@ -246,7 +274,7 @@ static inline __attribute__((always_inline)) void shared_add(int dev, int which,
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	uint64_t now = atomic_fetch_add(shared_of(d, which), bytes) + bytes;
 	if (__builtin_expect(atomic_load_explicit(&cumemcap_ledger_locals_used, memory_order_relaxed) <= 0, 1))
-		raise_to(peak_of(d, which), now); /* no slot: the atomic is the figure */
+		raise_peaks(dev, which, now); /* no slot: the atomic is the figure */
 	else
 		raise_shared(dev, which);
 }
@@ -260,12 +288,24 @@ static void shared_move(int dev, int which, int64_t by)
 		atomic_fetch_sub(f, (uint64_t)-by);
 }
 
+struct cumemcap_ledger_local *cumemcap_ledger_own_slow(void)
+{
+	if (!cumemcap_ledger_own && !slotless && !take_slot())
+		slotless = true;
+	return cumemcap_ledger_own;
+}
+
 void cumemcap_ledger_move_slow(int dev, int64_t live, int64_t pooled)
 {
 	if (!cumemcap_ledger_valid(dev))
 		return;
-	if (!slotless && !cumemcap_ledger_mine && !take_slot())
-		slotless = true;
+	if (!cumemcap_ledger_mine && cumemcap_ledger_own_slow()) {
+		/* From now on `pooled` is read from the slots too: the flag
+		 * is stored before this thread's first pooled move. */
+		if (!atomic_load_explicit(&cumemcap_ledger_pooled_slots, memory_order_relaxed))
+			atomic_store(&cumemcap_ledger_pooled_slots, true);
+		cumemcap_ledger_mine = cumemcap_ledger_own;
+	}
 	if (cumemcap_ledger_mine) {
 		cumemcap_ledger_move(dev, live, pooled);
 		return;
@@ -292,19 +332,62 @@ uint64_t cumemcap_ledger_local_sum_slots(int dev, _Atomic uint64_t *own, int whi
 	}
 }
 
-/* ---- the shared atomics ------------------------------------------------------------ */
+uint64_t cumemcap_ledger_slot_sum(int dev, _Atomic uint64_t *own, size_t off)
+{
+	if (!cumemcap_ledger_valid(dev))
+		return own ? atomic_load(own) : 0;
+	for (int tries = 0;; tries++) {
+		uint32_t seq = atomic_load(&fold_seq);
+		uint64_t n = own ? atomic_load(own) : 0;
+		int used = atomic_load(&cumemcap_ledger_locals_used);
+		for (int i = 0; i < used; i++)
+			n += (uint64_t)atomic_load_explicit((_Atomic int64_t *)((char *)&locals[i].dev[dev] + off),
+							    memory_order_relaxed);
+		if (tries >= 64 || (!(seq & 1) && atomic_load(&fold_seq) == seq))
+			return n;
+	}
+}
+
+/* ---- live: the thread's slot (ledger.h), the shared atomic without one -------------- */
 
 void cumemcap_ledger_live_add(int dev, uint64_t bytes)
 {
 	if (!cumemcap_ledger_valid(dev) || bytes == 0)
 		return;
-	shared_add(dev, CUMEMCAP_LOCAL_live, bytes);
+	struct cumemcap_ledger_moves *m = cumemcap_ledger_own_moves(dev);
+	if (m)
+		cumemcap_ledger_move_one(dev, m, CUMEMCAP_LOCAL_live, (int64_t)bytes);
+	else
+		shared_add(dev, CUMEMCAP_LOCAL_live, bytes);
 }
 
 void cumemcap_ledger_live_sub(int dev, uint64_t bytes)
 {
-	if (cumemcap_ledger_valid(dev) && bytes)
+	if (!cumemcap_ledger_valid(dev) || bytes == 0)
+		return;
+	struct cumemcap_ledger_moves *m = cumemcap_ledger_own_moves(dev);
+	if (m)
+		cumemcap_ledger_move_one(dev, m, CUMEMCAP_LOCAL_live, -(int64_t)bytes);
+	else
 		atomic_fetch_sub_explicit(&cumemcap_ledger[dev].live, bytes, memory_order_relaxed);
+}
+
+/* ---- the shared atomics ------------------------------------------------------------ */
+
+/* The bytes of `kind` on dev (in range) change by `by`: in the thread's
+ * slot for a slotted kind (ledger.h), else on the device's atomic. */
+static inline __attribute__((always_inline)) void kind_move(int dev, enum cumemcap_kind kind, int64_t by)
+{
+	struct cumemcap_ledger_moves *m;
+	if (cumemcap_ledger_slotted(kind) && (m = cumemcap_ledger_own_moves(dev))) {
+		atomic_store_explicit(&m->kind[kind], atomic_load_explicit(&m->kind[kind], memory_order_relaxed) + by,
+				      memory_order_relaxed);
+		return;
+	}
+	if (by >= 0)
+		atomic_fetch_add_explicit(&cumemcap_ledger[dev].kind[kind], (uint64_t)by, memory_order_relaxed);
+	else
+		atomic_fetch_sub_explicit(&cumemcap_ledger[dev].kind[kind], (uint64_t)-by, memory_order_relaxed);
 }
 
 void cumemcap_ledger_pooled_add(int dev, uint64_t bytes)
@@ -320,11 +403,36 @@ void cumemcap_ledger_pooled_sub(int dev, uint64_t bytes)
 		atomic_fetch_sub_explicit(&cumemcap_ledger[dev].pooled, bytes, memory_order_relaxed);
 }
 
-/* The reservation against the process's cap alone. */
-static inline __attribute__((always_inline)) bool reserve_local(struct cumemcap_ledger_device *d,
-								enum cumemcap_kind kind, uint64_t bytes)
+/* `reserved` of dev without a limit: in the thread's slot (ledger.h), on
+ * the atomic (its peaks by the slots' bounds) when the thread has none. */
+static inline __attribute__((always_inline)) void reserved_up(int dev, uint64_t bytes)
 {
+	struct cumemcap_ledger_moves *m = cumemcap_ledger_own_moves(dev);
+	if (m)
+		cumemcap_ledger_move_one(dev, m, CUMEMCAP_LOCAL_reserved, (int64_t)bytes);
+	else
+		shared_add(dev, CUMEMCAP_LOCAL_reserved, bytes);
+}
+
+static inline __attribute__((always_inline)) void reserved_down(int dev, uint64_t bytes)
+{
+	struct cumemcap_ledger_moves *m = cumemcap_ledger_own_moves(dev);
+	if (m)
+		cumemcap_ledger_move_one(dev, m, CUMEMCAP_LOCAL_reserved, -(int64_t)bytes);
+	else
+		atomic_fetch_sub_explicit(&cumemcap_ledger[dev].reserved, bytes, memory_order_acq_rel);
+}
+
+/* The reservation against the process's cap alone. */
+static inline __attribute__((always_inline)) bool reserve_local(int dev, enum cumemcap_kind kind, uint64_t bytes)
+{
+	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	uint64_t cap = atomic_load_explicit(&d->cap, memory_order_relaxed);
+	if (cap == CUMEMCAP_NO_LIMIT) {
+		reserved_up(dev, bytes);
+		kind_move(dev, kind, (int64_t)bytes);
+		return true;
+	}
 	uint64_t cur = atomic_load_explicit(&d->reserved, memory_order_relaxed);
 	for (;;) {
 		if (bytes > cap || cur > cap - bytes)
@@ -333,7 +441,7 @@ static inline __attribute__((always_inline)) bool reserve_local(struct cumemcap_
 							  memory_order_acq_rel, memory_order_relaxed))
 			break;
 	}
-	atomic_fetch_add_explicit(&d->kind[kind], bytes, memory_order_relaxed);
+	kind_move(dev, kind, (int64_t)bytes);
 	raise_peak(d, cur + bytes);
 	return true;
 }
@@ -345,7 +453,7 @@ __attribute__((noinline)) static bool reserve_in_group(int dev, enum cumemcap_ki
 {
 	if (!cumemcap_group_take_member(dev, bytes))
 		return false;
-	if (reserve_local(&cumemcap_ledger[dev], kind, bytes))
+	if (reserve_local(dev, kind, bytes))
 		return true;
 	cumemcap_group_give_member(dev, bytes);
 	return false;
@@ -357,7 +465,7 @@ bool cumemcap_ledger_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes)
 		return true;
 	if (__builtin_expect(atomic_load_explicit(&cumemcap_group_hot, memory_order_relaxed) & 1, 0))
 		return reserve_in_group(dev, kind, bytes);
-	return reserve_local(&cumemcap_ledger[dev], kind, bytes);
+	return reserve_local(dev, kind, bytes);
 }
 
 void cumemcap_ledger_add(int dev, enum cumemcap_kind kind, uint64_t bytes)
@@ -365,8 +473,13 @@ void cumemcap_ledger_add(int dev, enum cumemcap_kind kind, uint64_t bytes)
 	if (!cumemcap_ledger_valid(dev) || bytes == 0)
 		return;
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+	kind_move(dev, kind, (int64_t)bytes);
+	if (atomic_load_explicit(&d->cap, memory_order_relaxed) == CUMEMCAP_NO_LIMIT) {
+		reserved_up(dev, bytes);
+		cumemcap_group_force(dev, bytes);
+		return;
+	}
 	uint64_t now = atomic_fetch_add_explicit(&d->reserved, bytes, memory_order_acq_rel) + bytes;
-	atomic_fetch_add_explicit(&d->kind[kind], bytes, memory_order_relaxed);
 	cumemcap_group_force(dev, bytes);
 	raise_peak(d, now);
 }
@@ -376,8 +489,11 @@ void cumemcap_ledger_sub(int dev, enum cumemcap_kind kind, uint64_t bytes)
 	if (!cumemcap_ledger_valid(dev) || bytes == 0)
 		return;
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-	atomic_fetch_sub_explicit(&d->reserved, bytes, memory_order_acq_rel);
-	atomic_fetch_sub_explicit(&d->kind[kind], bytes, memory_order_relaxed);
+	if (atomic_load_explicit(&d->cap, memory_order_relaxed) == CUMEMCAP_NO_LIMIT)
+		reserved_down(dev, bytes);
+	else
+		atomic_fetch_sub_explicit(&d->reserved, bytes, memory_order_acq_rel);
+	kind_move(dev, kind, -(int64_t)bytes);
 	cumemcap_group_give(dev, bytes);
 }
 
@@ -429,13 +545,21 @@ void cumemcap_ledger_reset(void)
 	for (int i = 0, used = atomic_load(&cumemcap_ledger_locals_used); i < used; i++) {
 		struct cumemcap_ledger_local *l = &locals[i];
 		for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
+		{
+			struct cumemcap_ledger_moves *m = &l->dev[dev];
 			for (int w = 0; w < CUMEMCAP_LOCAL_COUNT; w++) {
-				atomic_store(&l->dev[dev].delta[w], 0);
-				atomic_store(&l->dev[dev].high[w], 0);
+				atomic_store(&m->delta[w], 0);
+				atomic_store(&m->high[w], 0);
 			}
-		if (l != cumemcap_ledger_mine)
+			for (int k = 0; k < CUMEMCAP_KIND_COUNT; k++)
+				atomic_store(&m->kind[k], 0);
+			atomic_store(&m->allocs, 0);
+			atomic_store(&m->frees, 0);
+		}
+		if (l != cumemcap_ledger_own)
 			atomic_store(&l->used, false);
 	}
+	atomic_store(&cumemcap_ledger_pooled_slots, cumemcap_ledger_mine != NULL);
 	cumemcap_spin_unlock(&fold_lock);
 	atomic_store(&fold_seq, 0);
 	for (int i = 0; i < CUMEMCAP_LEDGER_SHARDS; i++) {

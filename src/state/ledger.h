@@ -11,9 +11,11 @@
  * reserve, give back or read at any time (a reading is per figure, not a
  * snapshot of all of them together). `live` and `pooled` also have a
  * delta in each thread's own slot for the pooled blocks it moves (see
- * "pooled blocks" below): written by that thread alone, read by anyone;
- * a dying thread's slot is folded into the atomics under a spinlock that
- * no hot path takes.
+ * "pooled blocks" below), and so have the passthrough's figures (`live`,
+ * the bytes of each kind but pool and graph, allocs and frees: "the
+ * thread's own counts"): written by that thread alone, read by anyone
+ * (every slot summed); a dying thread's slot is folded into the atomics
+ * under a spinlock that no hot path takes.
  *
  * Which figures there are is declared once, in figures.h; the ledger
  * stores them as that list says and hands them out whole
@@ -188,11 +190,15 @@ static inline bool cumemcap_ledger_valid(int dev)
 #define CUMEMCAP_LEDGER_SLACK ((int64_t)64 << 10)
 #define CUMEMCAP_LEDGER_LOCALS 256
 
-enum { CUMEMCAP_LOCAL_live, CUMEMCAP_LOCAL_pooled, CUMEMCAP_LOCAL_COUNT };
+enum { CUMEMCAP_LOCAL_live, CUMEMCAP_LOCAL_pooled, CUMEMCAP_LOCAL_reserved, CUMEMCAP_LOCAL_COUNT };
 
 struct cumemcap_ledger_moves {
 	_Atomic int64_t delta[CUMEMCAP_LOCAL_COUNT];
 	_Atomic int64_t high[CUMEMCAP_LOCAL_COUNT];
+	/* The passthrough's figures (see "the thread's own counts" below):
+	 * bytes of each slotted kind, successful allocations and frees. */
+	_Atomic int64_t kind[CUMEMCAP_KIND_COUNT];
+	_Atomic uint64_t allocs, frees;
 };
 
 struct cumemcap_ledger_local {
@@ -200,8 +206,14 @@ struct cumemcap_ledger_local {
 	_Atomic bool used;
 };
 
-/* The calling thread's slot (NULL: none yet, or none free). */
+/* The calling thread's slot for pooled moves (NULL: none yet, or none
+ * free); set by cumemcap_ledger_move_slow, which also sets
+ * cumemcap_ledger_pooled_slots: until then `pooled` is read with one load. */
 extern CUMEMCAP_TLS struct cumemcap_ledger_local *cumemcap_ledger_mine;
+extern _Atomic bool cumemcap_ledger_pooled_slots;
+/* The calling thread's slot for anything (the same slot as
+ * cumemcap_ledger_mine once that is set). */
+extern CUMEMCAP_TLS struct cumemcap_ledger_local *cumemcap_ledger_own;
 
 /* Out of line: the thread has no slot (takes one, or uses the atomics). */
 void cumemcap_ledger_move_slow(int dev, int64_t live, int64_t pooled);
@@ -213,7 +225,8 @@ extern _Atomic int cumemcap_ledger_locals_used;
 uint64_t cumemcap_ledger_local_sum_slots(int dev, _Atomic uint64_t *own, int which);
 static inline uint64_t cumemcap_ledger_local_sum(int dev, _Atomic uint64_t *own, int which)
 {
-	if (atomic_load_explicit(&cumemcap_ledger_locals_used, memory_order_relaxed) <= 0)
+	if (atomic_load_explicit(&cumemcap_ledger_locals_used, memory_order_relaxed) <= 0 ||
+	    (which == CUMEMCAP_LOCAL_pooled && !atomic_load_explicit(&cumemcap_ledger_pooled_slots, memory_order_relaxed)))
 		return atomic_load(own);
 	return cumemcap_ledger_local_sum_slots(dev, own, which);
 }
@@ -247,6 +260,49 @@ static inline void cumemcap_ledger_move(int dev, int64_t live, int64_t pooled)
 		cumemcap_ledger_move_one(dev, m, CUMEMCAP_LOCAL_pooled, pooled);
 }
 
+/* ---- the thread's own counts: the passthrough's figures ------------------
+ *
+ * A passthrough pair (cuMemAlloc and cuMemFree served by the driver)
+ * changes, besides `reserved`, the bytes of its kind, `live` and the
+ * allocs and frees counters. These go to the calling thread's slot too
+ * (plain stores to its own lines, no locked instruction), folded on read
+ * exactly as the pooled moves: a kind's bytes, allocs and frees are the
+ * device's atomic plus every slot's count; `live` (and peak_live) follows
+ * the rule above for every change the account layer makes through
+ * cumemcap_ledger_live_add/sub.
+ *
+ * `reserved` is a shared atomic on a device with a limit (the limit's
+ * compare-and-swap needs it whole; its peaks stay exact). On a device
+ * without one (cap CUMEMCAP_NO_LIMIT: set once when the GPU becomes
+ * known, before anything is reserved on it) every change of `reserved`
+ * goes to the thread's slot as well, and peak_reserved and peak_footprint
+ * (the bound sum plus the overhead) follow the peaks' rule above. A group
+ * keeps its own books (group.h), whichever way `reserved` is kept.
+ *
+ * The slotted kinds are those only the calls' charges move; `pool` and
+ * `graph` (a pool's real figure, read back and forced by the account
+ * layer) stay on the device's atomic, so cumemcap_ledger_holds is one
+ * load. */
+static inline bool cumemcap_ledger_slotted(enum cumemcap_kind kind)
+{
+	return kind != CUMEMCAP_KIND_pool && kind != CUMEMCAP_KIND_graph;
+}
+
+/* Out of line: the thread has no slot yet (takes one; NULL when none is
+ * free: the caller uses the device's atomics). */
+struct cumemcap_ledger_local *cumemcap_ledger_own_slow(void);
+static inline __attribute__((always_inline)) struct cumemcap_ledger_moves *cumemcap_ledger_own_moves(int dev)
+{
+	struct cumemcap_ledger_local *l = cumemcap_ledger_own;
+	if (__builtin_expect(!l, 0) && !(l = cumemcap_ledger_own_slow()))
+		return NULL;
+	return &l->dev[dev];
+}
+
+/* A kind's bytes or a counter (allocs, frees) of dev: the device's atomic
+ * plus every slot's count (retried around a fold). */
+uint64_t cumemcap_ledger_slot_sum(int dev, _Atomic uint64_t *own, size_t off);
+
 /* Bytes the limit still allows (0 when at or past it; UINT64_MAX without
  * a limit): the cap less what is reserved. */
 uint64_t cumemcap_ledger_headroom(int dev);
@@ -260,14 +316,32 @@ void cumemcap_ledger_read(int dev, struct cumemcap_figures *out);
 
 
 /* Whether `dev` (in range) has bytes of `kind` charged: one relaxed load,
- * for a hot path that skips work when there are none. */
+ * for a hot path that skips work when there are none. Only for the kinds
+ * kept on the device's atomic (pool, graph: !cumemcap_ledger_slotted). */
 static inline bool cumemcap_ledger_holds(int dev, enum cumemcap_kind kind)
 {
 	return atomic_load_explicit(&cumemcap_ledger[dev].kind[kind], memory_order_relaxed) != 0;
 }
 
+/* Count an event of `field` (an atomic of struct cumemcap_ledger_device)
+ * on dev (in range). allocs and frees go to the thread's own slot. */
 #define cumemcap_ledger_bump(dev, field) \
-	atomic_fetch_add_explicit(&cumemcap_ledger[(dev)].field, 1, memory_order_relaxed)
+	cumemcap_ledger_bump_at((dev), offsetof(struct cumemcap_ledger_device, field))
+static inline __attribute__((always_inline)) void cumemcap_ledger_bump_at(int dev, size_t off)
+{
+	_Atomic uint64_t *slot = NULL;
+	if (off == offsetof(struct cumemcap_ledger_device, allocs) ||
+	    off == offsetof(struct cumemcap_ledger_device, frees)) {
+		struct cumemcap_ledger_moves *m = cumemcap_ledger_own_moves(dev);
+		if (m)
+			slot = off == offsetof(struct cumemcap_ledger_device, allocs) ? &m->allocs : &m->frees;
+	}
+	if (slot)
+		atomic_store_explicit(slot, atomic_load_explicit(slot, memory_order_relaxed) + 1, memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit((_Atomic uint64_t *)((char *)&cumemcap_ledger[dev] + off), 1,
+					  memory_order_relaxed);
+}
 /* The other way, for a gauge counted up and down (`waiting`). */
 #define cumemcap_ledger_drop(dev, field) \
 	atomic_fetch_sub_explicit(&cumemcap_ledger[(dev)].field, 1, memory_order_relaxed)
@@ -314,21 +388,31 @@ uint64_t cumemcap_ledger_sharded_sum(int dev, _Atomic uint64_t *own, size_t off)
 extern struct cumemcap_ledger_device cumemcap_ledger_nowhere;
 
 #define CUMEMCAP_LEDGER_GET_field(dev, d, name) atomic_load(&(d)->name)
-#define CUMEMCAP_LEDGER_GET_sharded(dev, d, name) \
-	cumemcap_ledger_sharded_sum(dev, &(d)->name, offsetof(struct cumemcap_ledger_shard, name))
+#define CUMEMCAP_LEDGER_GET_sharded(dev, d, name)                                                    \
+	(cumemcap_ledger_sharded_sum(dev, &(d)->name, offsetof(struct cumemcap_ledger_shard, name)) + \
+	 CUMEMCAP_LEDGER_SLOTTED_##name(dev))
+/* Which sharded figures also have a count in the threads' slots. */
+#define CUMEMCAP_LEDGER_SLOTTED_allocs(dev) cumemcap_ledger_slot_sum(dev, NULL, offsetof(struct cumemcap_ledger_moves, allocs))
+#define CUMEMCAP_LEDGER_SLOTTED_frees(dev) cumemcap_ledger_slot_sum(dev, NULL, offsetof(struct cumemcap_ledger_moves, frees))
+#define CUMEMCAP_LEDGER_SLOTTED_avoided(dev) 0
 #define CUMEMCAP_LEDGER_GET_setting(dev, d, name) atomic_load(&(d)->name)
-#define CUMEMCAP_LEDGER_GET_kind(dev, d, name) atomic_load(&(d)->kind[CUMEMCAP_KIND_##name])
+#define CUMEMCAP_LEDGER_GET_kind(dev, d, name)                                               \
+	(cumemcap_ledger_slotted(CUMEMCAP_KIND_##name)                                        \
+		 ? cumemcap_ledger_slot_sum(dev, &(d)->kind[CUMEMCAP_KIND_##name],             \
+					    offsetof(struct cumemcap_ledger_moves, kind) +         \
+						    CUMEMCAP_KIND_##name * sizeof(int64_t)) \
+		 : atomic_load(&(d)->kind[CUMEMCAP_KIND_##name]))
 #define CUMEMCAP_LEDGER_GET_device(dev, d, name) CUMEMCAP_FIGURE_NONE
 #define CUMEMCAP_LEDGER_GET_log(dev, d, name) CUMEMCAP_FIGURE_NONE
-#define CUMEMCAP_LEDGER_GET_sum(dev, d, name) cumemcap_ledger_sum_##name(d)
+#define CUMEMCAP_LEDGER_GET_sum(dev, d, name) cumemcap_ledger_sum_##name(dev, d)
 #define CUMEMCAP_LEDGER_GET_group(dev, d, name) cumemcap_##name(dev)
 #define CUMEMCAP_LEDGER_GET_local(dev, d, name) cumemcap_ledger_local_sum(dev, &(d)->name, CUMEMCAP_LOCAL_##name)
 
 /* The `sum` figures. The footprint: what the driver holds for the
  * process, as far as the shim knows it. */
-static inline uint64_t cumemcap_ledger_sum_footprint(struct cumemcap_ledger_device *d)
+static inline uint64_t cumemcap_ledger_sum_footprint(int dev, struct cumemcap_ledger_device *d)
 {
-	return atomic_load_explicit(&d->reserved, memory_order_relaxed) +
+	return cumemcap_ledger_local_sum(dev, &d->reserved, CUMEMCAP_LOCAL_reserved) +
 	       atomic_load_explicit(&d->overhead, memory_order_relaxed);
 }
 

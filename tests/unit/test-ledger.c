@@ -167,7 +167,8 @@ START_TEST(ledger_block_moves_exact_on_one_thread)
 	ck_assert_uint_eq(cumemcap_ledger_get(6, CUMEMCAP_FIG_peak_live), 21 * k);
 	ck_assert_uint_eq(cumemcap_ledger_get(6, CUMEMCAP_FIG_peak_pooled), 2 << 20);
 	/* 100 KiB out, 90 back: the bound stays above the delta (by up to
-	 * the slack); a charge through the atomic then makes the peak. */
+	 * the slack); a charge (the account layer's, through the same
+	 * slot) then makes the peak from the delta. */
 	cumemcap_ledger_move(6, 100 << 10, -(100 << 10));
 	cumemcap_ledger_move(6, -(90 << 10), 90 << 10);
 	uint64_t live = (uint64_t)(20 * k + (10 << 10));
@@ -321,6 +322,167 @@ START_TEST(ledger_block_moves_taking_turns)
 }
 END_TEST
 
+/* A passthrough allocation and free as the account layer books them. */
+static void pass_alloc(int dev, uint64_t n)
+{
+	ck_assert(cumemcap_ledger_reserve(dev, CUMEMCAP_KIND_linear, n));
+	cumemcap_ledger_live_add(dev, n);
+	cumemcap_ledger_bump(dev, allocs);
+}
+
+static void pass_free(int dev, uint64_t n)
+{
+	cumemcap_ledger_sub(dev, CUMEMCAP_KIND_linear, n);
+	cumemcap_ledger_live_sub(dev, n);
+	cumemcap_ledger_bump(dev, frees);
+}
+
+/* The passthrough's figures on one thread, on a GPU without a limit:
+ * exact (peaks too, the footprint's with the overhead), kept in the
+ * thread's slot rather than on the device's shared atomics (`reserved`
+ * too), and `pooled` still read with one load. */
+START_TEST(ledger_passthrough_in_the_threads_slot)
+{
+	cumemcap_ledger_reset();
+	cumemcap_ledger_set_limit(11, CUMEMCAP_NO_LIMIT);
+	for (int i = 0; i < 100; i++)
+		pass_alloc(11, 4096);
+	for (int i = 0; i < 1000; i++) {
+		pass_free(11, 4096);
+		pass_alloc(11, 4096);
+	}
+	for (int i = 0; i < 50; i++)
+		pass_free(11, 4096);
+	ck_assert_uint_eq(cumemcap_ledger_get(11, CUMEMCAP_FIG_linear), 50 * 4096);
+	ck_assert_uint_eq(cumemcap_ledger_get(11, CUMEMCAP_FIG_live), 50 * 4096);
+	ck_assert_uint_eq(cumemcap_ledger_get(11, CUMEMCAP_FIG_reserved), 50 * 4096);
+	ck_assert_uint_eq(cumemcap_ledger_get(11, CUMEMCAP_FIG_allocs), 1100);
+	ck_assert_uint_eq(cumemcap_ledger_get(11, CUMEMCAP_FIG_frees), 1050);
+	ck_assert_uint_eq(cumemcap_ledger_get(11, CUMEMCAP_FIG_peak_live), 100 * 4096);
+	ck_assert_uint_eq(cumemcap_ledger_get(11, CUMEMCAP_FIG_peak_reserved), 100 * 4096);
+	struct cumemcap_figures f;
+	cumemcap_ledger_read(11, &f);
+	ck_assert_uint_eq(f.v[CUMEMCAP_FIG_linear], 50 * 4096);
+	ck_assert_uint_eq(f.v[CUMEMCAP_FIG_allocs], 1100);
+	ck_assert_uint_eq(cumemcap_ledger_get(11, CUMEMCAP_FIG_peak_footprint), 100 * 4096);
+	ck_assert_uint_eq(cumemcap_ledger_get(11, CUMEMCAP_FIG_footprint), 50 * 4096);
+	/* Nothing on the shared line. */
+	ck_assert_uint_eq(atomic_load(&cumemcap_ledger[11].reserved), 0);
+	ck_assert_uint_eq(atomic_load(&cumemcap_ledger[11].kind[CUMEMCAP_KIND_linear]), 0);
+	ck_assert_uint_eq(atomic_load(&cumemcap_ledger[11].live), 0);
+	ck_assert_uint_eq(atomic_load(&cumemcap_ledger[11].allocs), 0);
+	ck_assert_uint_eq(atomic_load(&cumemcap_ledger[11].frees), 0);
+	ck_assert(!atomic_load(&cumemcap_ledger_pooled_slots));
+	/* The other kinds: managed is slotted too, pool stays on the atomic
+	 * (cumemcap_ledger_holds is one load). */
+	ck_assert(cumemcap_ledger_reserve(11, CUMEMCAP_KIND_managed, 512));
+	ck_assert(cumemcap_ledger_reserve(11, CUMEMCAP_KIND_pool, 1024));
+	ck_assert(cumemcap_ledger_holds(11, CUMEMCAP_KIND_pool));
+	ck_assert_uint_eq(cumemcap_ledger_get(11, CUMEMCAP_FIG_managed), 512);
+	ck_assert_uint_eq(cumemcap_ledger_get(11, CUMEMCAP_FIG_pool), 1024);
+	ck_assert_uint_eq(cumemcap_ledger_get(11, CUMEMCAP_FIG_reserved), 50 * 4096 + 1536);
+	/* The overhead learned: the footprint's peak counts it from then. */
+	cumemcap_ledger_set_overhead(11, 1000, CUMEMCAP_OVERHEAD_estimate);
+	ck_assert_uint_eq(cumemcap_ledger_get(11, CUMEMCAP_FIG_peak_footprint), 100 * 4096);
+	for (int i = 0; i < 60; i++)
+		pass_alloc(11, 4096);
+	ck_assert_uint_eq(cumemcap_ledger_get(11, CUMEMCAP_FIG_peak_reserved), 110 * 4096 + 1536);
+	ck_assert_uint_eq(cumemcap_ledger_get(11, CUMEMCAP_FIG_peak_footprint), 110 * 4096 + 1536 + 1000);
+	ck_assert_uint_eq(cumemcap_ledger_footprint(11), 110 * 4096 + 1536 + 1000);
+	ck_assert_uint_eq(cumemcap_ledger_headroom(11), UINT64_MAX);
+	/* Another device is untouched. */
+	ck_assert_uint_eq(cumemcap_ledger_get(12, CUMEMCAP_FIG_linear) + cumemcap_ledger_get(12, CUMEMCAP_FIG_allocs), 0);
+}
+END_TEST
+
+static void *pass_out(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 10; i++)
+		pass_alloc(13, 512);
+	return NULL;
+}
+
+/* Threads that allocate and exit: their counts are folded into the
+ * device's atomics (more threads than slots come and go); this thread
+ * frees everything. */
+START_TEST(ledger_passthrough_survives_thread_exit)
+{
+	cumemcap_ledger_reset();
+	cumemcap_ledger_set_limit(13, CUMEMCAP_NO_LIMIT);
+	int n = CUMEMCAP_LEDGER_LOCALS + 44;
+	for (int i = 0; i < n; i++) {
+		pthread_t t;
+		pthread_create(&t, NULL, pass_out, NULL);
+		pthread_join(t, NULL);
+	}
+	uint64_t out = (uint64_t)n * 10 * 512;
+	ck_assert_uint_eq(cumemcap_ledger_get(13, CUMEMCAP_FIG_linear), out);
+	ck_assert_uint_eq(cumemcap_ledger_get(13, CUMEMCAP_FIG_live), out);
+	ck_assert_uint_eq(cumemcap_ledger_get(13, CUMEMCAP_FIG_allocs), (uint64_t)n * 10);
+	ck_assert_uint_eq(cumemcap_ledger_get(13, CUMEMCAP_FIG_peak_live), out);
+	ck_assert_uint_eq(atomic_load(&cumemcap_ledger[13].kind[CUMEMCAP_KIND_linear]), out);
+	ck_assert_uint_eq(atomic_load(&cumemcap_ledger[13].allocs), (uint64_t)n * 10);
+	ck_assert_uint_eq(atomic_load(&cumemcap_ledger[13].reserved), out);
+	ck_assert_uint_eq(cumemcap_ledger_get(13, CUMEMCAP_FIG_peak_reserved), out);
+	for (int i = 0; i < n * 10; i++)
+		pass_free(13, 512);
+	ck_assert_uint_eq(cumemcap_ledger_get(13, CUMEMCAP_FIG_linear), 0);
+	ck_assert_uint_eq(cumemcap_ledger_get(13, CUMEMCAP_FIG_live), 0);
+	ck_assert_uint_eq(cumemcap_ledger_get(13, CUMEMCAP_FIG_reserved), 0);
+	ck_assert_uint_eq(cumemcap_ledger_get(13, CUMEMCAP_FIG_frees), (uint64_t)n * 10);
+}
+END_TEST
+
+#define PASSERS 4
+#define PASSES 20000
+
+static void *pass_pairs(void *arg)
+{
+	int dev = (int)(intptr_t)arg;
+	pass_alloc(dev, 4096);
+	for (int i = 0; i < PASSES; i++) {
+		uint64_t n = 512 * (1 + (uint64_t)i % 8);
+		pass_alloc(dev, n);
+		pass_free(dev, n);
+	}
+	pass_free(dev, 4096);
+	return NULL;
+}
+
+/* Threads making passthrough pairs at once, without a limit and under
+ * one (the compare-and-swap): every figure ends exact, the limit holds,
+ * and the live peak stays within the rule. */
+START_TEST(ledger_passthrough_concurrent_exact)
+{
+	cumemcap_ledger_reset();
+	cumemcap_ledger_set_limit(14, CUMEMCAP_NO_LIMIT);
+	cumemcap_ledger_set_limit(15, 1 << 20);
+	for (int dev = 14; dev <= 15; dev++) {
+		pthread_t t[PASSERS];
+		for (int i = 0; i < PASSERS; i++)
+			pthread_create(&t[i], NULL, pass_pairs, (void *)(intptr_t)dev);
+		for (int i = 0; i < PASSERS; i++)
+			pthread_join(t[i], NULL);
+		ck_assert_uint_eq(cumemcap_ledger_get(dev, CUMEMCAP_FIG_linear), 0);
+		ck_assert_uint_eq(cumemcap_ledger_get(dev, CUMEMCAP_FIG_live), 0);
+		ck_assert_uint_eq(cumemcap_ledger_get(dev, CUMEMCAP_FIG_reserved), 0);
+		ck_assert_uint_eq(cumemcap_ledger_get(dev, CUMEMCAP_FIG_allocs), PASSERS * (PASSES + 1));
+		ck_assert_uint_eq(cumemcap_ledger_get(dev, CUMEMCAP_FIG_frees), PASSERS * (PASSES + 1));
+		uint64_t peak = cumemcap_ledger_get(dev, CUMEMCAP_FIG_peak_live);
+		ck_assert_uint_ge(peak, 4096 + 4096);
+		ck_assert_uint_le(peak, PASSERS * 2 * 4096 + (PASSERS - 1) * (uint64_t)CUMEMCAP_LEDGER_SLACK);
+		/* Under the limit the peak is exact (the shared atomic); without
+		 * one, within the rule. */
+		uint64_t peak_reserved = cumemcap_ledger_get(dev, CUMEMCAP_FIG_peak_reserved);
+		ck_assert_uint_ge(peak_reserved, 4096 + 4096);
+		ck_assert_uint_le(peak_reserved, PASSERS * 2 * 4096 +
+							 (dev == 14 ? (PASSERS - 1) * (uint64_t)CUMEMCAP_LEDGER_SLACK : 0));
+		ck_assert_uint_eq(atomic_load(&cumemcap_ledger[dev].reserved), 0);
+	}
+}
+END_TEST
+
 TEST_SUITE(ledger)
 {
 	Suite *s = suite_create("ledger");
@@ -333,5 +495,8 @@ TEST_SUITE(ledger)
 	ADD_TEST(s, ledger_block_moves_survive_thread_exit);
 	ADD_TEST(s, ledger_block_moves_concurrent_within_the_rule);
 	ADD_TEST(s, ledger_block_moves_taking_turns);
+	ADD_TEST(s, ledger_passthrough_in_the_threads_slot);
+	ADD_TEST(s, ledger_passthrough_survives_thread_exit);
+	ADD_TEST(s, ledger_passthrough_concurrent_exact);
 	return s;
 }
