@@ -45,12 +45,19 @@ struct fake_counts {
 	_Atomic uint64_t n[FAKE_N_IDS];
 	struct fake_counts *next; /* every block ever made */
 	_Atomic bool taken;
+	_Atomic uintptr_t owner; /* pthread_self() of the thread that took it */
 };
 extern __thread struct fake_counts *fake_my_counts;
 struct fake_counts *fake_counts_mine(void);
 static inline void fake_count(int id)
 {
-	struct fake_counts *c = fake_my_counts ? fake_my_counts : fake_counts_mine();
+	/* The owner check, not a write of the thread-local pointer in the
+	 * key's destructor (ThreadSanitizer then saw that write race with
+	 * ld.so freeing the recycled TLS block of a later thread): a call
+	 * after this thread's destructor gave its block away takes another. */
+	struct fake_counts *c = fake_my_counts;
+	if (!c || atomic_load_explicit(&c->owner, memory_order_relaxed) != (uintptr_t)pthread_self())
+		c = fake_counts_mine();
 	if (c) /* one writer per block: a load and a store, no locked add */
 		atomic_store_explicit(&c->n[id], atomic_load_explicit(&c->n[id], memory_order_relaxed) + 1,
 				      memory_order_relaxed);

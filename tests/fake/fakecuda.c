@@ -657,8 +657,7 @@ static const char *const entry_names[FAKE_N_IDS] = {
 static void counts_release(void *block)
 {
 	struct fake_counts *c = block;
-	if (fake_my_counts == c)
-		fake_my_counts = NULL;
+	atomic_store(&c->owner, 0);
 	atomic_store(&c->taken, false);
 }
 
@@ -686,6 +685,7 @@ struct fake_counts *fake_counts_mine(void)
 		while (!atomic_compare_exchange_weak(&all_counts, &c->next, c))
 			;
 	}
+	atomic_store(&c->owner, (uintptr_t)pthread_self());
 	fake_my_counts = c;
 	pthread_setspecific(counts_key, c);
 	return c;
