@@ -188,6 +188,23 @@ void arena_reclaim(struct arena *a)
 			pending_push(a, ci); /* not proven idle: keep waiting */
 		}
 	}
+	/* CUMEMCAP_RELEASE=immediate: a segment whose last live block was
+	 * freed while its other blocks waited here (in limbo, so that free
+	 * could not give it back) may be wholly free now, at once or after
+	 * a later wait: it goes back as that free would have given it, not
+	 * cached for good. Nothing else is wholly free under this rule. */
+	while (r == CUDA_SUCCESS && a->whole_free && a->epoch == epoch &&
+	       cumemcap_policy()->release == CUMEMCAP_RELEASE_IMMEDIATE) {
+		struct give_back g = { .n = 0 };
+		bool more = arena_collect(a, &g, 0, 0);
+		if (!g.n)
+			break; /* a capture began: they go back after it */
+		unlock(a);
+		arena_release_now(a, ctx, &g);
+		lock(a);
+		if (!more)
+			break;
+	}
 }
 
 /* ---- blocks -------------------------------------------------------------------------------- */

@@ -10,6 +10,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -519,6 +520,72 @@ static void on_new_thread(struct shard_job *j)
 	pthread_join(t, NULL);
 }
 
+/* ---- immediate release after a wait (CUMEMCAP_RELEASE=immediate) ----------------- */
+
+/* A segment whose last live block is freed while its other blocks wait in
+ * a reclaim (proven idle by a fence, the arena's lock dropped) cannot go
+ * back at that free; it must go back once they are ready, not stay cached
+ * for good (a stress run under ASan ended with 2 MiB still reserved). */
+static CUdeviceptr late_q1;
+static _Atomic int late_freed;
+static void *free_later(void *arg)
+{
+	(void)arg;
+	sleep_ms(100); /* inside the main thread's fence, which waits ~400 ms */
+	use_primary(&A, 0);
+	if (A.cuMemFree(late_q1) != CUDA_SUCCESS)
+		return (void *)1;
+	atomic_store(&late_freed, 1);
+	return NULL;
+}
+
+static void immediate_after_wait(void)
+{
+	CUstream s;
+	OK(A.cuStreamCreate(&s, 0)); /* blocking: the legacy stream waits for it */
+	/* Two full packed segments: S1 = p1 (512 KiB) q1 (1 MiB) x1 (512 KiB),
+	 * S2 = p2 q2 (1 MiB each). */
+	CUdeviceptr p1, q1, x1, p2, q2, r, r2;
+	OK(A.cuMemAlloc(&p1, MiB / 2));
+	OK(A.cuMemAlloc(&q1, 1 * MiB));
+	OK(A.cuMemAlloc(&x1, MiB / 2));
+	OK(A.cuMemAlloc(&p2, 1 * MiB));
+	OK(A.cuMemAlloc(&q2, 1 * MiB));
+	CHECK(F.reserved(0) == 4 * MiB);
+	/* x1 freed, p1 freed while a slow write is queued on it, then p2. */
+	OK(A.cuMemFree(x1));
+	OK(A.cuMemsetD32Async(p1, 0, MiB / 8, s));
+	OK(A.cuMemFree(p1));
+	OK(A.cuMemFree(p2));
+	/* The next request waits for them; meanwhile another thread frees
+	 * q1, S1's last live block, which therefore cannot go back then. */
+	late_q1 = q1;
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, free_later, NULL) == 0);
+	OK(A.cuMemAlloc(&r, 1 * MiB));
+	void *ret;
+	pthread_join(t, &ret);
+	CHECK(ret == NULL);
+	CHECK(atomic_load(&late_freed));
+	CHECK(r == p2); /* the best fit; S1's two ready halves are apart */
+	/* The next 1 MiB request fits no ready block: it waits again, which
+	 * makes q1 ready and S1 wholly free, and is served from S2. */
+	OK(A.cuMemFree(r));
+	OK(A.cuMemAlloc(&r2, 1 * MiB));
+	CHECK(r2 == p2);
+	OK(A.cuMemFree(r2));
+	OK(A.cuMemFree(q2));
+	OK(A.cuStreamSynchronize(s));
+	OK(A.cuStreamDestroy(s));
+	struct cumemcap_stats st = shim_stats(0);
+	/* Everything was freed: with release=immediate every segment is back. */
+	CHECK(st.live == 0);
+	CHECK(st.pooled == 0);
+	CHECK(st.reserved == 0);
+	CHECK(F.reserved(0) == 0);
+	printf("arena: a segment emptied during a wait went back once its blocks were ready\n");
+}
+
 /* CUMEMCAP_LIMIT=8MiB CUMEMCAP_RELEASE=never: a second thread's small
  * blocks come from a segment of its own; whole segments stay shared (a
  * freed one serves any thread); at the limit a thread whose own shard has
@@ -590,6 +657,7 @@ static const struct arena_case cases[] = {
 	CASE("preallocate-fails", "CUMEMCAP_GROWTH=preallocate:32GiB", preallocate_fails)
 	CASE("context-destroy", "", context_destroy)
 	CASE("shards", "CUMEMCAP_LIMIT=8MiB CUMEMCAP_RELEASE=never", shards)
+	CASE("immediate-after-wait", "CUMEMCAP_RELEASE=immediate FAKECUDA_STREAM_DELAY_US=400000", immediate_after_wait)
 };
 #undef CASE
 
