@@ -63,8 +63,14 @@ def free():
         dev, p = ptrs.pop()
     assert cu.cuCtxSetCurrent(ctxs[dev]) == 0
     return cu.cuMemFree_v2(ctypes.c_uint64(p))
+said = threading.Lock()
 def say(**kw):
-    print(json.dumps(kw), flush=True)
+    # One write per line, under a lock: a `bg` thread's answer and the
+    # main loop's must not interleave (print writes the text and the
+    # newline separately: two answers once shared a line under TSan).
+    with said:
+        sys.stdout.write(json.dumps(kw) + "\n")
+        sys.stdout.flush()
 say(op="ready", pid=os.getpid(), devices=n.value)
 for line in sys.stdin:
     w = line.split()
