@@ -166,22 +166,34 @@ static void raise_peaks(int dev, int which, uint64_t bound)
 		raise_to(&d->peak_footprint, bound + atomic_load_explicit(&d->overhead, memory_order_relaxed));
 }
 
-/* The device's atomic of figure `which` on dev plus every slot's bound
- * (sequentially consistent loads: see the rule in ledger.h), retried
+/* `own` (the device's atomic, or nothing) plus the 64-bit field at `off`
+ * in dev's moves of every slot ever taken, loaded with `order`, retried
  * around a fold, which moves a delta from a slot to the atomic: read
- * across it, the delta would count twice or not at all. */
-static uint64_t bound_sum(int dev, int which)
+ * across it, the delta would count twice or not at all. The retry is
+ * bounded: a reader in a signal handler that interrupted a fold on its own
+ * thread takes the sum as it is. dev is in range. */
+static inline __attribute__((always_inline)) uint64_t sum_slots(int dev, _Atomic uint64_t *own, size_t off,
+								 memory_order order)
 {
-	_Atomic uint64_t *own = shared_of(&cumemcap_ledger[dev], which);
 	for (int tries = 0;; tries++) {
 		uint32_t seq = atomic_load(&fold_seq);
-		uint64_t n = atomic_load(own);
+		uint64_t n = own ? atomic_load(own) : 0;
 		int used = atomic_load(&cumemcap_ledger_locals_used);
 		for (int i = 0; i < used; i++)
-			n += (uint64_t)atomic_load(&locals[i].dev[dev].high[which]);
+			n += (uint64_t)atomic_load_explicit((_Atomic int64_t *)((char *)&locals[i].dev[dev] + off),
+							    order);
 		if (tries >= 64 || (!(seq & 1) && atomic_load(&fold_seq) == seq))
 			return n;
 	}
+}
+
+/* The device's atomic of figure `which` on dev plus every slot's bound
+ * (sequentially consistent loads: see the rule in ledger.h). */
+static uint64_t bound_sum(int dev, int which)
+{
+	return sum_slots(dev, shared_of(&cumemcap_ledger[dev], which),
+			 offsetof(struct cumemcap_ledger_moves, high) + (size_t)which * sizeof(int64_t),
+			 memory_order_seq_cst);
 }
 
 void cumemcap_ledger_raise_local(int dev, struct cumemcap_ledger_moves *m, int which, int64_t v)
@@ -316,36 +328,17 @@ void cumemcap_ledger_move_slow(int dev, int64_t live, int64_t pooled)
 
 uint64_t cumemcap_ledger_local_sum_slots(int dev, _Atomic uint64_t *own, int which)
 {
-	int used;
 	if (!cumemcap_ledger_valid(dev))
 		return atomic_load(own);
-	/* A bounded retry: a reader in a signal handler that interrupted a
-	 * fold on its own thread takes the sum as it is. */
-	for (int tries = 0;; tries++) {
-		uint32_t seq = atomic_load(&fold_seq);
-		uint64_t n = atomic_load(own);
-		used = atomic_load(&cumemcap_ledger_locals_used);
-		for (int i = 0; i < used; i++)
-			n += (uint64_t)atomic_load_explicit(&locals[i].dev[dev].delta[which], memory_order_relaxed);
-		if (tries >= 64 || (!(seq & 1) && atomic_load(&fold_seq) == seq))
-			return n;
-	}
+	return sum_slots(dev, own, offsetof(struct cumemcap_ledger_moves, delta) + (size_t)which * sizeof(int64_t),
+			 memory_order_relaxed);
 }
 
 uint64_t cumemcap_ledger_slot_sum(int dev, _Atomic uint64_t *own, size_t off)
 {
 	if (!cumemcap_ledger_valid(dev))
 		return own ? atomic_load(own) : 0;
-	for (int tries = 0;; tries++) {
-		uint32_t seq = atomic_load(&fold_seq);
-		uint64_t n = own ? atomic_load(own) : 0;
-		int used = atomic_load(&cumemcap_ledger_locals_used);
-		for (int i = 0; i < used; i++)
-			n += (uint64_t)atomic_load_explicit((_Atomic int64_t *)((char *)&locals[i].dev[dev] + off),
-							    memory_order_relaxed);
-		if (tries >= 64 || (!(seq & 1) && atomic_load(&fold_seq) == seq))
-			return n;
-	}
+	return sum_slots(dev, own, off, memory_order_relaxed);
 }
 
 /* ---- live: the thread's slot (ledger.h), the shared atomic without one -------------- */
