@@ -700,6 +700,27 @@ static void quick_limit(void) /* CUMEMCAP_LIMIT=2MiB */
 	printf("arena: 4 KiB blocks on a quick list served a 1 MiB request at the limit, no driver call\n");
 }
 
+/* In a large arena, a steady run of 4 KiB pairs waits for its frees once
+ * 4 MiB of them are pending (src/arena/grow.c, PENDING_ENOUGH), not only
+ * at 1/16 of the arena (10 MiB here): the memory it walks through, and
+ * the segments it takes meanwhile, stay bounded. */
+static void pending_enough(void) /* CUMEMCAP_RELEASE=never */
+{
+	CUdeviceptr big, p;
+	OK(A.cuMemAlloc(&big, 160 * MiB));
+	uint64_t allocs = calls("cuMemAlloc_v2");
+	for (int i = 0; i < 4000; i++) {
+		OK(A.cuMemAlloc(&p, QBLOCK));
+		OK(A.cuMemFree(p));
+	}
+	/* 4 MiB pending at most, in 2 MiB segments (and the first one's
+	 * split): at most three segments; at 1/16 of the arena it took six. */
+	CHECK(calls("cuMemAlloc_v2") - allocs <= 3);
+	OK(A.cuMemFree(big));
+	printf("arena: 4000 pairs of 4 KiB beside 160 MiB live took %llu segments\n",
+	       (unsigned long long)(calls("cuMemAlloc_v2") - allocs));
+}
+
 /* The cases, each with the settings it runs under. This table is the only
  * list: tests/integration/meson.build reads its CASE lines (the text
  * between the first two pairs of quotes: name and settings) to define one
@@ -732,6 +753,7 @@ static const struct arena_case cases[] = {
 	CASE("shards", "CUMEMCAP_LIMIT=8MiB CUMEMCAP_RELEASE=never", shards)
 	CASE("quick-stream-safety", "CUMEMCAP_LIMIT=2MiB FAKECUDA_STREAM_DELAY_US=100000", quick_stream_safety)
 	CASE("quick-limit", "CUMEMCAP_LIMIT=2MiB", quick_limit)
+	CASE("pending-enough", "CUMEMCAP_RELEASE=never", pending_enough)
 	CASE("immediate-after-wait", "CUMEMCAP_RELEASE=immediate FAKECUDA_STREAM_DELAY_US=400000", immediate_after_wait)
 };
 #undef CASE
