@@ -18,8 +18,8 @@
  * Stream safety. cuMemFree synchronizes the device and programs rely on it,
  * so a freed block is not reusable at once: it waits on a pending list.
  * When a request finds nothing ready, and the pending bytes could serve it
- * and are worth it (>= 1/16 of the arena, or the limit leaves no room to
- * grow), one fence proves every block freed before it idle and all of
+ * and are worth it (>= 1/16 of the arena or 4 MiB, or the limit leaves
+ * no room to grow), one fence proves every block freed before it idle and all of
  * them become ready: events recorded on the legacy stream and on each
  * non-blocking stream, queried without blocking, or a cuCtxSynchronize
  * where those cannot prove it (arena/fence.h). A burst of frees costs one
