@@ -18,13 +18,34 @@
  * Stream safety. cuMemFree synchronizes the device and programs rely on it,
  * so a freed block is not reusable at once: it waits on a pending list.
  * When a request finds nothing ready, and the pending bytes could serve it
- * and are worth it (>= 1/16 of the arena, or the limit leaves no room to
- * grow), one fence proves every block freed before it idle and all of
+ * and are worth it (>= 1/16 of the arena or 4 MiB, or the limit leaves
+ * no room to grow), one fence proves every block freed before it idle and all of
  * them become ready: events recorded on the legacy stream and on each
  * non-blocking stream, queried without blocking, or a cuCtxSynchronize
  * where those cannot prove it (arena/fence.h). A burst of frees costs one
  * fence, not one per free. Segments go back to the driver only when wholly free
  * (cuMemFree synchronizes by itself).
+ *
+ * Quick lists. A program that allocates and frees small blocks of the
+ * same sizes over and over would split a free chunk at every allocation
+ * and coalesce it again at every reclaim. Instead, a packed chunk of up to
+ * QUICK_UNITS (32 KiB) that a fence proves idle goes, uncoalesced, onto
+ * its arena's list for its exact size (C_QUICK), and a request of that
+ * size takes the list's head first: no split, no bin search, no coalesce.
+ * Only a fence puts a chunk there (the pending list comes first, as
+ * before), so stream safety is unchanged. A quick chunk is free memory:
+ * it is cached in the ledger's figures (its bytes left `live` at its
+ * free), not live for lookups by address (no hash slot; a free of it is a
+ * double free), and its segment is not wholly free while it has one
+ * (segment.quick). The lists give their chunks back to the bins, each
+ * coalesced with its free neighbours (arena_quick_flush), whenever a
+ * request finds nothing else ready (before it waits, grows or is
+ * refused), before wholly free segments are collected (growth, making
+ * room at the limit, cumemcap_arena_release_device, the idle tick), so a
+ * request is never refused or grown for memory the lists hold.
+ * CUMEMCAP_RELEASE=immediate has no quick lists (a segment goes back as
+ * soon as its last block is free). Context death and fork empty the
+ * arena, lists included.
  *
  * Release. A wholly free segment goes back to the driver by the rule in
  * CUMEMCAP_RELEASE (never / idle:SECONDS via the worker / immediate), and
@@ -109,7 +130,12 @@
  * arena per context (the preallocation is the primary's). */
 #define SHARDS 4
 
-enum chunk_state { C_FREE = 0, C_LIVE, C_PENDING, C_LIMBO, C_UNUSED };
+/* Packed blocks of up to QUICK_UNITS units (32 KiB) that a fence proved
+ * idle wait in the arena's quick lists, one per exact size, as they were
+ * handed out: not coalesced (see "Quick lists" above). */
+#define QUICK_UNITS 64
+
+enum chunk_state { C_FREE = 0, C_LIVE, C_PENDING, C_LIMBO, C_UNUSED, C_QUICK };
 
 struct chunk {
 	uint32_t seg, off, units;  /* in 512-byte units */
@@ -128,6 +154,7 @@ struct segment {
 	uint32_t first;      /* chunk at offset 0 */
 	uint32_t live;       /* live chunks */
 	uint32_t waiting;    /* pending or limbo chunks */
+	uint32_t quick;      /* chunks in the quick lists */
 	uint8_t packed, prealloc;
 };
 
@@ -159,6 +186,12 @@ struct arena {
 
 	uint32_t pend_head, pend_tail;
 	uint64_t pending_bytes;
+
+	/* Ready packed chunks by exact size (units 1..QUICK_UNITS), LIFO,
+	 * linked by lnext; quick_count in all of them. */
+	uint32_t quick[QUICK_UNITS + 1];
+	uint32_t quick_count;
+	bool quick_off; /* CUMEMCAP_RELEASE=immediate: every ready chunk coalesces */
 
 	uint64_t last_reclaim; /* ms */
 	uint64_t held;       /* segment bytes */
@@ -419,6 +452,15 @@ static inline void bin_insert(struct arena *a, uint32_t ci)
 	bits_set(bits, b);
 }
 
+/* The head of the quick list of `units`, taken off it (lock held). */
+static inline void quick_take_head(struct arena *a, uint32_t ci)
+{
+	struct chunk *c = &a->chunks[ci];
+	a->quick[c->units] = c->lnext;
+	a->quick_count--;
+	a->segs[c->seg].quick--;
+}
+
 static inline void bin_remove(struct arena *a, uint32_t ci)
 {
 	struct chunk *c = &a->chunks[ci];
@@ -438,7 +480,7 @@ static inline void bin_remove(struct arena *a, uint32_t ci)
 
 static inline bool wholly_free(const struct segment *s)
 {
-	return s->live == 0 && s->waiting == 0;
+	return s->live == 0 && s->waiting == 0 && s->quick == 0;
 }
 
 static inline void mark_in_use(struct arena *a, struct segment *s)
@@ -478,6 +520,8 @@ uint32_t arena_seg_add(struct arena *a, CUdeviceptr base, uint64_t bytes, bool p
 void arena_seg_detach(struct arena *a, uint32_t si);
 
 /* release.c */
+/* Give every quick chunk back to the bins, coalesced (lock held). */
+void arena_quick_flush(struct arena *a);
 /* Give segments back, with the arena's context current. No lock held. */
 void arena_release_now(struct arena *a, CUcontext ctx, const struct give_back *g);
 /* Detach wholly free segments into g (lock held): those idle since

@@ -153,6 +153,8 @@ void arena_clear(struct arena *a)
 	a->pend_head = a->pend_tail = NONE;
 	for (unsigned b = 0; b < BINS; b++)
 		a->bin[b] = a->big[b] = NONE;
+	for (unsigned u = 0; u <= QUICK_UNITS; u++)
+		a->quick[u] = NONE;
 }
 
 enum cumemcap_arena_where cumemcap_arena_lookup(CUdeviceptr ptr, CUdeviceptr *base, uint64_t *size)

@@ -60,8 +60,26 @@ CUMEMCAP_TLS struct arena *arena_last;
 
 /* ---- blocks -------------------------------------------------------------------------------- */
 
-/* Hand out chunk ci (free) for `bytes`, splitting off the rest of a packed
- * chunk. Lock held. Returns the address, or 0 when bookkeeping memory ran
+/* Split free chunk ci (off its bin) after `units`: the rest goes to its
+ * bin. Without host memory for a record, ci stays whole. Lock held. */
+static void split(struct arena *a, uint32_t ci, uint32_t units)
+{
+	uint32_t ri = chunk_new(a);
+	if (ri == NONE)
+		return;
+	struct chunk *c = &a->chunks[ci]; /* the array may have moved */
+	struct chunk *rest = &a->chunks[ri];
+	*rest = (struct chunk){ .seg = c->seg, .off = c->off + units, .units = c->units - units,
+				.prev = ci, .next = c->next };
+	if (c->next != NONE)
+		a->chunks[c->next].prev = ri;
+	c->next = ri;
+	c->units = units;
+	bin_insert(a, ri);
+}
+
+/* Hand out chunk ci (free, or the head of the quick list of `units`) for
+ * `bytes`, splitting off the rest of a packed free chunk. Lock held. Returns the address, or 0 when bookkeeping memory ran
  * out (the chunk stays free). */
 static CUdeviceptr hand_out(struct arena *a, uint32_t ci, uint64_t bytes, uint32_t units)
 {
@@ -69,20 +87,13 @@ static CUdeviceptr hand_out(struct arena *a, uint32_t ci, uint64_t bytes, uint32
 	struct segment *s = &a->segs[c->seg];
 	if (!hash_insert(a, chunk_addr(a, c), ci))
 		return 0;
-	bin_remove(a, ci);
-	if (s->packed && c->units > units) {
-		uint32_t ri = chunk_new(a);
+	if (c->state == C_QUICK) {
+		quick_take_head(a, ci); /* of exactly `units`: nothing to split */
+	} else {
+		bin_remove(a, ci);
+		if (s->packed && c->units > units)
+			split(a, ci, units);
 		c = &a->chunks[ci]; /* the array may have moved */
-		if (ri != NONE) {
-			struct chunk *rest = &a->chunks[ri];
-			*rest = (struct chunk){ .seg = c->seg, .off = c->off + units, .units = c->units - units,
-						.prev = ci, .next = c->next };
-			if (c->next != NONE)
-				a->chunks[c->next].prev = ri;
-			c->next = ri;
-			c->units = units;
-			bin_insert(a, ri);
-		}
 	}
 	c->state = C_LIVE;
 	c->pad = s->packed ? (uint16_t)(((uint64_t)c->units << UNIT_SHIFT) - bytes) : 0;
@@ -101,6 +112,8 @@ static CUdeviceptr hand_out(struct arena *a, uint32_t ci, uint64_t bytes, uint32
 /* A ready block for the request, or NONE. Lock held. */
 static uint32_t find_ready(struct arena *a, uint32_t units, bool packed, bool wide)
 {
+	if (packed && units <= QUICK_UNITS && a->quick[units] != NONE)
+		return a->quick[units];
 	if (packed || a->bin_bits[0] | a->bin_bits[1]) {
 		/* Packed bins: best of a few in the request's own class, else
 		 * the head of the next class up (all of them fit). Whole
@@ -147,6 +160,19 @@ static uint32_t find_ready(struct arena *a, uint32_t units, bool packed, bool wi
 			break;
 	}
 	return best;
+}
+
+/* find_ready, and when it finds nothing while the quick lists hold
+ * chunks, once more after they went back to the bins coalesced: a
+ * request waits, grows or is refused only for memory no list holds. */
+static uint32_t find_any(struct arena *a, uint32_t units, bool packed, bool wide)
+{
+	uint32_t ci = find_ready(a, units, packed, wide);
+	if (ci == NONE && a->quick_count) {
+		arena_quick_flush(a);
+		ci = find_ready(a, units, packed, wide);
+	}
+	return ci;
 }
 
 /* The segment size for a request that needs a segment of its own. */
@@ -329,6 +355,7 @@ static struct arena *arena_find(CUcontext ctx, int dev, unsigned shard)
 			found->ctx = ctx;
 			found->shard = shard;
 			cumemcap_ledger_shard_open(shard_of(found), dev);
+			found->quick_off = cumemcap_policy()->release == CUMEMCAP_RELEASE_IMMEDIATE;
 			unlock(found);
 			if (cumemcap_policy()->growth == CUMEMCAP_GROWTH_PREALLOCATE && !prealloc_elsewhere(found))
 				preallocate(found);
@@ -383,10 +410,10 @@ static CUdeviceptr from_sibling(const struct arena *own, CUcontext ctx, int dev,
 		lock(b);
 		CUdeviceptr got = 0;
 		if (b->ctx == ctx && b->dev == dev && !b->failed) {
-			uint32_t ci = find_ready(b, units, true, false);
+			uint32_t ci = find_any(b, units, true, false);
 			if (ci == NONE && b->pending_bytes >= (uint64_t)units << UNIT_SHIFT) {
 				arena_reclaim(b);
-				ci = b->ctx == ctx ? find_ready(b, units, true, false) : NONE;
+				ci = b->ctx == ctx ? find_any(b, units, true, false) : NONE;
 			}
 			got = ci != NONE ? hand_out(b, ci, bytes, units) : 0;
 			if (got) {
@@ -401,12 +428,20 @@ static CUdeviceptr from_sibling(const struct arena *own, CUcontext ctx, int dev,
 	return 0;
 }
 
+/* Pending bytes always worth a fence, however large the arena: the
+ * blocks freed between two fences are all distinct, so this bounds the
+ * memory a steady run of pairs walks through (4 MiB: 1024 blocks of
+ * 4 KiB, whose records and hash slots stay in the CPU's cache; with a
+ * million blocks live, a 1 GiB arena's 1/16 made it 16384). */
+#define PENDING_ENOUGH (4ull << 20)
+
 /* Should a request that found nothing ready wait for the pending frees? */
 static bool worth_waiting(const struct arena *a, uint64_t need, uint64_t grow)
 {
 	if (a->pending_bytes < need)
 		return false;
-	return a->pending_bytes * 16 >= a->held || cumemcap_ledger_headroom(a->dev) < grow;
+	return a->pending_bytes * 16 >= a->held || a->pending_bytes >= PENDING_ENOUGH ||
+	       cumemcap_ledger_headroom(a->dev) < grow;
 }
 
 /* The most the arena should hold after growing by `grow`: 9/8 of the
@@ -485,7 +520,7 @@ __attribute__((noinline)) static bool alloc_pooled(const struct cumemcap_policy 
 	}
 	uint32_t ci = NONE;
 	for (int waited = 0;; waited++) {
-		ci = find_ready(a, units, packed, false);
+		ci = find_any(a, units, packed, false);
 		if (ci != NONE || waited || !should_wait(a, rounded, seg_bytes, p->release))
 			break;
 		arena_reclaim(a);

@@ -66,14 +66,12 @@ static void settle_free(struct arena *a, uint32_t ci, uint64_t now)
 		mark_free(a, s, now);
 }
 
-/* A chunk whose wait is over: merge it with free neighbours. */
-static void make_ready(struct arena *a, uint32_t ci, uint64_t now)
+/* A free chunk (off every list): merge it with free neighbours. */
+static void merge_free(struct arena *a, uint32_t ci, uint64_t now)
 {
 	struct chunk *c = &a->chunks[ci];
-	struct segment *s = &a->segs[c->seg];
-	s->waiting--;
 	c->state = C_FREE;
-	if (s->packed) {
+	if (a->segs[c->seg].packed) {
 		uint32_t n = c->next;
 		if (n != NONE && a->chunks[n].state == C_FREE) {
 			bin_remove(a, n);
@@ -95,6 +93,38 @@ static void make_ready(struct arena *a, uint32_t ci, uint64_t now)
 		}
 	}
 	settle_free(a, ci, now);
+}
+
+/* A chunk whose wait is over: onto the quick list of its size (a small
+ * packed one, quick lists on), else merged with free neighbours. */
+static void make_ready(struct arena *a, uint32_t ci, uint64_t now)
+{
+	struct chunk *c = &a->chunks[ci];
+	struct segment *s = &a->segs[c->seg];
+	s->waiting--;
+	if (s->packed && c->units <= QUICK_UNITS && !a->quick_off) {
+		c->state = C_QUICK;
+		c->lnext = a->quick[c->units];
+		a->quick[c->units] = ci;
+		a->quick_count++;
+		s->quick++;
+		return;
+	}
+	merge_free(a, ci, now);
+}
+
+void arena_quick_flush(struct arena *a)
+{
+	if (!a->quick_count)
+		return;
+	uint64_t now = cumemcap_now_ms();
+	for (unsigned u = 1; u <= QUICK_UNITS; u++) {
+		while (a->quick[u] != NONE) {
+			uint32_t ci = a->quick[u];
+			quick_take_head(a, ci);
+			merge_free(a, ci, now);
+		}
+	}
 }
 
 /* ---- the driver side -------------------------------------------------------------------- */
@@ -142,7 +172,9 @@ bool arena_collect(struct arena *a, struct give_back *g, uint64_t keep, uint64_t
 {
 	/* cuMemFree synchronizes: nothing goes back while a stream
 	 * captures (capture.h); the segments stay cached for after. The
-	 * quiet section lasts until arena_release_now() has given them back. */
+	 * quiet section lasts until arena_release_now() has given them back.
+	 * The quick lists' chunks count: back to the bins first. */
+	arena_quick_flush(a);
 	if (a->whole_free <= keep)
 		return false;
 	if (!g->quiet) {
@@ -274,7 +306,7 @@ __attribute__((noinline)) static bool free_pooled(CUdeviceptr ptr, CUresult *r)
 				nx = a->chunks[k].next;
 				if (a->chunks[k].state == C_PENDING) {
 					pending_remove(a, k);
-					make_ready(a, k, 1);
+					merge_free(a, k, 1); /* pending_remove counted it */
 					nx = a->segs[si].first; /* merged: start over */
 				}
 			}
@@ -366,7 +398,7 @@ void cumemcap_arena_release_device(int dev)
 		struct arena *a = &arenas[i];
 		lock(a);
 		CUcontext ctx = a->ctx;
-		bool some = ctx && a->dev == dev && (a->pend_head != NONE || a->whole_free > 0);
+		bool some = ctx && a->dev == dev && (a->pend_head != NONE || a->whole_free > 0 || a->quick_count);
 		unlock(a);
 		if (!some)
 			continue;

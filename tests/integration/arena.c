@@ -627,6 +627,100 @@ static void shards(void)
 	printf("arena: threads allocate from shards of their own, and share whole segments and the limit\n");
 }
 
+/* ---- quick lists (src/arena/arena-internal.h) ----------------------------------------- */
+
+enum { QBLOCK = 4096, QCOUNT = (int)(2 * MiB / QBLOCK) };
+
+/* The arena's only segment (CUMEMCAP_LIMIT=2MiB) filled with 4 KiB blocks,
+ * all freed, then one taken back: the wait for the pending frees puts the
+ * others on the quick list of their size. Returns that one, and in *other
+ * another of the freed blocks. */
+static CUdeviceptr quick_fill(CUdeviceptr *other)
+{
+	static CUdeviceptr p[QCOUNT];
+	for (int i = 0; i < QCOUNT; i++)
+		OK(A.cuMemAlloc(&p[i], QBLOCK));
+	CHECK(F.reserved(0) == 2 * MiB);
+	for (int i = 0; i < QCOUNT; i++)
+		OK(A.cuMemFree(p[i]));
+	CUdeviceptr q;
+	OK(A.cuMemAlloc(&q, QBLOCK));
+	bool ours = false;
+	for (int i = 0; i < QCOUNT; i++)
+		ours |= p[i] == q;
+	CHECK(ours && F.reserved(0) == 2 * MiB);
+	*other = p[0] != q ? p[0] : p[1];
+	return q;
+}
+
+/* A block taken from a quick list and freed again waits for a fence like
+ * any other: freed while a slow stream writes it, it is not the next
+ * 4 KiB block handed out (the list's others are) unless the pool waited
+ * for the stream first. */
+static void quick_stream_safety(void) /* CUMEMCAP_LIMIT=2MiB FAKECUDA_STREAM_DELAY_US=100000 */
+{
+	CUstream s;
+	OK(A.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CUdeviceptr other, r, q = quick_fill(&other);
+	uint64_t syncs = F.device_syncs(), waits = calls("cuEventSynchronize");
+	reuse_waits_for(q, QBLOCK, s, &r);
+	CHECK(r != q);
+	/* Served from the quick list: no other wait. */
+	CHECK(F.device_syncs() + calls("cuEventSynchronize") == syncs + waits);
+	OK(A.cuMemFree(r));
+	OK(A.cuStreamDestroy(s));
+	CUdeviceptr p;
+	OK(A.cuMemAlloc(&p, 1 * MiB)); /* everything back to the bins, then waited for */
+	OK(A.cuMemFree(p));
+	printf("arena: a 4 KiB block freed from a quick list waited for its stream like any other\n");
+}
+
+/* At the limit, memory on the quick lists serves a request of another
+ * size: the lists go back to the bins, coalesced, before the arena grows
+ * or refuses; the driver sees no call. The lookups answer for a quick
+ * block as for any freed one. */
+static void quick_limit(void) /* CUMEMCAP_LIMIT=2MiB */
+{
+	CUdeviceptr other, big, base, q = quick_fill(&other);
+	uint64_t allocs = calls("cuMemAlloc_v2"), frees = calls("cuMemFree_v2");
+	size_t size;
+	/* Another 4 KiB block of the segment, now on a quick list: not live. */
+	CUipcMemHandle h;
+	CHECK_CU(CUDA_ERROR_NOT_FOUND, A.cuMemGetAddressRange(&base, &size, other));
+	CHECK_CU(CUDA_ERROR_INVALID_VALUE, A.cuIpcGetMemHandle(&h, other));
+	CHECK_CU(CUDA_ERROR_INVALID_VALUE, A.cuMemFree(other)); /* a double free */
+	OK(A.cuMemAlloc(&big, 1 * MiB));
+	CHECK(calls("cuMemAlloc_v2") == allocs && calls("cuMemFree_v2") == frees);
+	CHECK(F.reserved(0) == 2 * MiB && F.peak_reserved(0) <= 2 * MiB);
+	struct cumemcap_stats st = shim_stats(0);
+	CHECK(st.refusals == 0 && st.segments_released == 0);
+	CHECK(st.live == 1 * MiB + QBLOCK);
+	OK(A.cuMemFree(big));
+	OK(A.cuMemFree(q));
+	printf("arena: 4 KiB blocks on a quick list served a 1 MiB request at the limit, no driver call\n");
+}
+
+/* In a large arena, a steady run of 4 KiB pairs waits for its frees once
+ * 4 MiB of them are pending (src/arena/grow.c, PENDING_ENOUGH), not only
+ * at 1/16 of the arena (10 MiB here): the memory it walks through, and
+ * the segments it takes meanwhile, stay bounded. */
+static void pending_enough(void) /* CUMEMCAP_RELEASE=never */
+{
+	CUdeviceptr big, p;
+	OK(A.cuMemAlloc(&big, 160 * MiB));
+	uint64_t allocs = calls("cuMemAlloc_v2");
+	for (int i = 0; i < 4000; i++) {
+		OK(A.cuMemAlloc(&p, QBLOCK));
+		OK(A.cuMemFree(p));
+	}
+	/* 4 MiB pending at most, in 2 MiB segments (and the first one's
+	 * split): at most three segments; at 1/16 of the arena it took six. */
+	CHECK(calls("cuMemAlloc_v2") - allocs <= 3);
+	OK(A.cuMemFree(big));
+	printf("arena: 4000 pairs of 4 KiB beside 160 MiB live took %llu segments\n",
+	       (unsigned long long)(calls("cuMemAlloc_v2") - allocs));
+}
+
 /* The cases, each with the settings it runs under. This table is the only
  * list: tests/integration/meson.build reads its CASE lines (the text
  * between the first two pairs of quotes: name and settings) to define one
@@ -657,6 +751,9 @@ static const struct arena_case cases[] = {
 	CASE("preallocate-fails", "CUMEMCAP_GROWTH=preallocate:32GiB", preallocate_fails)
 	CASE("context-destroy", "", context_destroy)
 	CASE("shards", "CUMEMCAP_LIMIT=8MiB CUMEMCAP_RELEASE=never", shards)
+	CASE("quick-stream-safety", "CUMEMCAP_LIMIT=2MiB FAKECUDA_STREAM_DELAY_US=100000", quick_stream_safety)
+	CASE("quick-limit", "CUMEMCAP_LIMIT=2MiB", quick_limit)
+	CASE("pending-enough", "CUMEMCAP_RELEASE=never", pending_enough)
 	CASE("immediate-after-wait", "CUMEMCAP_RELEASE=immediate FAKECUDA_STREAM_DELAY_US=400000", immediate_after_wait)
 };
 #undef CASE
