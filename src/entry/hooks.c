@@ -540,6 +540,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 {
 	NEED(cuMemPoolDestroy);
 	SECTION();
+	cumemcap_account_pool_read(pool); /* growth owed: counted before it goes */
 	FORWARD_NOTING(real_cuMemPoolDestroy(pool), cumemcap_account_pool_destroyed(pool));
 }
 
@@ -562,6 +563,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBy
 {
 	NEED(cuMemPoolTrimTo);
 	SECTION();
+	cumemcap_account_pool_read(pool);
 	FORWARD_NOTING(real_cuMemPoolTrimTo(pool, minBytesToKeep), cumemcap_account_pool_trimmed(pool));
 }
 

@@ -612,6 +612,9 @@ uint64_t cumemcap_ledger_sharded_sum(int dev, _Atomic uint64_t *own, size_t off)
 
 struct cumemcap_ledger_device cumemcap_ledger_nowhere = { .limit = CUMEMCAP_NO_LIMIT, .cap = CUMEMCAP_NO_LIMIT };
 
+_Atomic bool cumemcap_ledger_owed[CUMEMCAP_MAX_DEVICES];
+void (*_Atomic cumemcap_ledger_settler)(int dev);
+
 void cumemcap_ledger_read(int dev, struct cumemcap_figures *out)
 {
 	for (int i = 0; i < CUMEMCAP_FIG_COUNT; i++)

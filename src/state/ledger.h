@@ -314,6 +314,28 @@ uint64_t cumemcap_ledger_headroom(int dev);
  * async-signal-safe: the exit record is made from it in a signal handler. */
 void cumemcap_ledger_read(int dev, struct cumemcap_figures *out);
 
+/* ---- figures owed until read ----------------------------------------------
+ *
+ * A layer above may keep a change of `dev`'s figures owed to the ledger
+ * until they are read: the account layer's stream-ordered pools on a GPU
+ * without a limit, whose growth is read back from the driver when the
+ * figures are read rather than after every allocation (account.h says when,
+ * and how the peaks follow). It sets owed[dev] (sticky) and the settler,
+ * once, before anything is owed. A reader that may take locks and call the
+ * driver settles first: the stats, the log's records and metrics but the
+ * ones a fatal signal writes (those read what was settled), cuMemGetInfo,
+ * and every check against a limit. */
+extern _Atomic bool cumemcap_ledger_owed[CUMEMCAP_MAX_DEVICES];
+extern void (*_Atomic cumemcap_ledger_settler)(int dev);
+static inline void cumemcap_ledger_settle(int dev)
+{
+	if (cumemcap_ledger_valid(dev) && atomic_load_explicit(&cumemcap_ledger_owed[dev], memory_order_acquire)) {
+		void (*fn)(int) = atomic_load_explicit(&cumemcap_ledger_settler, memory_order_acquire);
+		if (fn)
+			fn(dev);
+	}
+}
+
 
 /* Whether `dev` (in range) has bytes of `kind` charged: one relaxed load,
  * for a hot path that skips work when there are none. Only for the kinds

@@ -255,6 +255,59 @@ static void pool_other_device(void)
 	OK(A.cuStreamDestroy(s1));
 }
 
+/* With no limit a pool's growth is owed to the books and read back when
+ * the figures are read (account.h): the stats still see every byte the
+ * pools reserve, and the peaks count growth that a synchronization
+ * released before anything read it, at the pool's high watermark (no
+ * limit: this case runs without one). */
+static void pool_owed(void)
+{
+	CUmemoryPool mine;
+	CUdeviceptr a, b;
+	use_primary(&A, 0);
+	CUmemPoolProps props = { .allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+				 .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
+	/* A pool of the program's grows by 8 MiB and gives it back at a
+	 * synchronization (threshold 0), then is destroyed: nothing read
+	 * the figures in between. */
+	OK(A.cuMemPoolCreate(&mine, &props));
+	OK(A.cuMemAllocFromPoolAsync(&a, 8 * MiB, mine, NULL));
+	OK(A.cuMemFreeAsync(a, NULL));
+	OK(A.cuCtxSynchronize());
+	CHECK(F.reserved(0) == 0);
+	OK(A.cuMemPoolDestroy(mine));
+	struct cumemcap_stats s = shim_stats(0);
+	CHECK(s.pool == 0 && s.reserved == 0);
+	CHECK(s.peak_reserved == 8 * MiB && F.peak_reserved(0) == 8 * MiB);
+	/* The default pool: a block of 4 KiB takes 2 MiB, read right away. */
+	OK(A.cuMemAllocAsync(&a, 4096, NULL));
+	s = shim_stats(0);
+	CHECK(s.pool == 2 * MiB && s.live == 4096);
+	books_match(0);
+	/* It grows by 48 MiB more and trims back at a synchronization before
+	 * any read: the peak saw it; the figures follow the pool down. */
+	OK(A.cuMemAllocAsync(&b, 48 * MiB, NULL));
+	OK(A.cuMemFreeAsync(b, NULL));
+	OK(A.cuMemFreeAsync(a, NULL));
+	OK(A.cuCtxSynchronize());
+	CHECK(F.reserved(0) == 0);
+	s = shim_stats(0);
+	CHECK(s.pool == 0 && s.live == 0);
+	CHECK(s.peak_reserved == 50 * MiB && s.peak_reserved == F.peak_reserved(0));
+	books_match(0);
+	/* Growth kept by the pool is read by cuMemPoolTrimTo's hook before
+	 * the trim gives it back. */
+	OK(A.cuMemAllocAsync(&a, 64 * MiB, NULL));
+	OK(A.cuMemFreeAsync(a, NULL));
+	OK(A.cuStreamSynchronize(NULL));
+	CUmemoryPool dflt;
+	OK(A.cuDeviceGetDefaultMemPool(&dflt, 0));
+	OK(A.cuMemPoolTrimTo(dflt, 0));
+	s = shim_stats(0);
+	CHECK(s.pool == 0 && s.peak_reserved == 64 * MiB && F.peak_reserved(0) == 64 * MiB);
+	books_match(0);
+}
+
 /* Any number of pools is counted: past the 256th too (limit 1 GiB, 600
  * pools of 2 MiB, so the limit is reached at the 512th). */
 static void many_pools(void)
@@ -620,6 +673,8 @@ int main(int argc, char **argv)
 		pool_peak();
 	else if (strcmp(c, "pool-other-device") == 0)
 		pool_other_device();
+	else if (strcmp(c, "pool-owed") == 0)
+		pool_owed();
 	else if (strcmp(c, "many-pools") == 0)
 		many_pools();
 	else if (strcmp(c, "two-contexts") == 0)
