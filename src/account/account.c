@@ -470,12 +470,15 @@ static void settle(CUmemoryPool pool, bool grew)
 	uint64_t reserved, high = 0;
 	if (!pool_reserved(pool, &reserved))
 		return;
-	cumemcap_spin_lock(&pool_lock);
-	struct pool_record *p = find_pool(pool);
-	bool ask_high = grew && p && owed(p->dev);
-	cumemcap_spin_unlock(&pool_lock);
-	if (ask_high && !cumemcap_driver_pool_high(pool, &high))
-		high = 0;
+	struct pool_record *p;
+	if (grew) {
+		cumemcap_spin_lock(&pool_lock);
+		p = find_pool(pool);
+		bool ask_high = p && owed(p->dev);
+		cumemcap_spin_unlock(&pool_lock);
+		if (ask_high && !cumemcap_driver_pool_high(pool, &high))
+			high = 0;
+	}
 	cumemcap_spin_lock(&pool_lock);
 	p = find_pool(pool);
 	if (p)
@@ -595,7 +598,7 @@ static void settle_dev(int dev)
 
 static bool owe_growth(int dev)
 {
-	return cumemcap_ledger_limit(dev) == CUMEMCAP_NO_LIMIT &&
+	return cumemcap_ledger_get(dev, CUMEMCAP_FIG_limit) == CUMEMCAP_NO_LIMIT &&
 	       !(atomic_load_explicit(&cumemcap_group_hot, memory_order_relaxed) & 1);
 }
 
@@ -703,7 +706,7 @@ void cumemcap_account_pool_trimmed(CUmemoryPool pool)
 void cumemcap_account_pool_refresh_now(int dev)
 {
 	cumemcap_spin_lock(&query_lock);
-	bool grew = atomic_exchange(&grown[dev], false);
+	bool grew = atomic_load(&grown[dev]) && atomic_exchange(&grown[dev], false);
 	/* The pools of dev, listed under the table's lock and asked about
 	 * without it. */
 	cumemcap_spin_lock(&pool_lock);
