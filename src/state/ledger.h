@@ -282,7 +282,17 @@ static inline void cumemcap_ledger_move(int dev, int64_t live, int64_t pooled)
  * The slotted kinds are those only the calls' charges move; `pool` and
  * `graph` (a pool's real figure, read back and forced by the account
  * layer) stay on the device's atomic, so cumemcap_ledger_holds is one
- * load. */
+ * load.
+ *
+ * Stream-ordered pools on a device without a limit (and outside a group)
+ * owe their growth until the figures are read ("figures owed until read"
+ * below): `pool`, `reserved` and the footprint are exact whenever a reader
+ * that settles reads them, and peak_reserved and peak_footprint count a
+ * pool's growth when it is read, with the other figures as they are then;
+ * a pool that released part of it at a synchronization before the read
+ * passes through its high watermark (RESERVED_MEM_HIGH) on the way down, so
+ * its own peak is never missed (the account layer's settle_locked). Under
+ * a limit each allocation's growth is charged as it returns, as before. */
 static inline bool cumemcap_ledger_slotted(enum cumemcap_kind kind)
 {
 	return kind != CUMEMCAP_KIND_pool && kind != CUMEMCAP_KIND_graph;
