@@ -260,6 +260,18 @@ static void pool_other_device(void)
  * pools reserve, and the peaks count growth that a synchronization
  * released before anything read it, at the pool's high watermark (no
  * limit: this case runs without one). */
+/* A peak of `reserved` without a limit, as ledger.h's rule has it: never
+ * under, over by at most 64 KiB for each other thread that moved the
+ * figure (the shim's worker may read the pools too). */
+static bool peak_is(uint64_t peak, uint64_t exact)
+{
+	if (peak < exact || peak > exact + 2 * (64 << 10)) {
+		fprintf(stderr, "peak_reserved %" PRIu64 ", driver's peak %" PRIu64 "\n", peak, exact);
+		return false;
+	}
+	return true;
+}
+
 static void pool_owed(void)
 {
 	CUmemoryPool mine;
@@ -278,7 +290,7 @@ static void pool_owed(void)
 	OK(A.cuMemPoolDestroy(mine));
 	struct cumemcap_stats s = shim_stats(0);
 	CHECK(s.pool == 0 && s.reserved == 0);
-	CHECK(s.peak_reserved == 8 * MiB && F.peak_reserved(0) == 8 * MiB);
+	CHECK(peak_is(s.peak_reserved, 8 * MiB) && F.peak_reserved(0) == 8 * MiB);
 	/* The default pool: a block of 4 KiB takes 2 MiB, read right away. */
 	OK(A.cuMemAllocAsync(&a, 4096, NULL));
 	s = shim_stats(0);
@@ -293,7 +305,7 @@ static void pool_owed(void)
 	CHECK(F.reserved(0) == 0);
 	s = shim_stats(0);
 	CHECK(s.pool == 0 && s.live == 0);
-	CHECK(s.peak_reserved == 50 * MiB && s.peak_reserved == F.peak_reserved(0));
+	CHECK(peak_is(s.peak_reserved, 50 * MiB) && F.peak_reserved(0) == 50 * MiB);
 	books_match(0);
 	/* Growth kept by the pool is read by cuMemPoolTrimTo's hook before
 	 * the trim gives it back. */
@@ -304,7 +316,7 @@ static void pool_owed(void)
 	OK(A.cuDeviceGetDefaultMemPool(&dflt, 0));
 	OK(A.cuMemPoolTrimTo(dflt, 0));
 	s = shim_stats(0);
-	CHECK(s.pool == 0 && s.peak_reserved == 64 * MiB && F.peak_reserved(0) == 64 * MiB);
+	CHECK(s.pool == 0 && peak_is(s.peak_reserved, 64 * MiB) && F.peak_reserved(0) == 64 * MiB);
 	books_match(0);
 }
 
