@@ -320,6 +320,56 @@ static void pool_owed(void)
 	books_match(0);
 }
 
+/* Owed growth with threads: four allocate from the default pool on their
+ * own streams (growing it, and trimming it at their synchronizations)
+ * while the main thread reads the figures; at the end the books match
+ * the driver's, and the peak is the pool's, within the rule (no limit). */
+static CUcontext owed_ctx;
+static _Atomic int owed_running;
+
+static void *owed_thread(void *arg)
+{
+	unsigned seed = (unsigned)(uintptr_t)arg;
+	CUstream st;
+	CUdeviceptr p[8];
+	OK(A.cuCtxSetCurrent(owed_ctx));
+	OK(A.cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+	for (int round = 0; round < 200; round++) {
+		int n = 1 + (int)(rand_r(&seed) % 8);
+		for (int i = 0; i < n; i++)
+			OK(A.cuMemAllocAsync(&p[i], 1 + rand_r(&seed) % (3 * MiB), st));
+		for (int i = 0; i < n; i++)
+			OK(A.cuMemFreeAsync(p[i], st));
+		if (rand_r(&seed) % 4 == 0)
+			OK(A.cuStreamSynchronize(st));
+	}
+	OK(A.cuStreamSynchronize(st));
+	OK(A.cuStreamDestroy(st));
+	atomic_fetch_sub(&owed_running, 1);
+	return NULL;
+}
+
+static void pool_owed_threads(void)
+{
+	enum { T = 4 };
+	pthread_t t[T];
+	owed_ctx = use_primary(&A, 0);
+	atomic_store(&owed_running, T);
+	for (int i = 0; i < T; i++)
+		CHECK(pthread_create(&t[i], NULL, owed_thread, (void *)(uintptr_t)(i * 7919 + 1)) == 0);
+	while (atomic_load(&owed_running) > 0) {
+		struct cumemcap_stats s = shim_stats(0);
+		CHECK(s.reserved == s.pool && s.peak_reserved >= s.reserved);
+	}
+	for (int i = 0; i < T; i++)
+		CHECK(pthread_join(t[i], NULL) == 0);
+	OK(A.cuCtxSynchronize());
+	struct cumemcap_stats s = shim_stats(0);
+	CHECK(s.live == 0 && s.pool == F.reserved(0));
+	books_match(0);
+	CHECK(s.peak_reserved >= F.peak_reserved(0) && s.peak_reserved <= F.peak_reserved(0) + (T + 2) * (64 << 10));
+}
+
 /* Any number of pools is counted: past the 256th too (limit 1 GiB, 600
  * pools of 2 MiB, so the limit is reached at the 512th). */
 static void many_pools(void)
@@ -687,6 +737,8 @@ int main(int argc, char **argv)
 		pool_other_device();
 	else if (strcmp(c, "pool-owed") == 0)
 		pool_owed();
+	else if (strcmp(c, "pool-owed-threads") == 0)
+		pool_owed_threads();
 	else if (strcmp(c, "many-pools") == 0)
 		many_pools();
 	else if (strcmp(c, "two-contexts") == 0)
