@@ -130,10 +130,6 @@ __attribute__((noinline)) static bool reserve_after_room(int dev, enum cumemcap_
 
 static inline bool reserve(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *door)
 {
-	/* Pool growth owed on a GPU without a limit (a group joined since
-	 * counts it first). */
-	if (__builtin_expect(atomic_load_explicit(&cumemcap_group_hot, memory_order_relaxed) & 1, 0))
-		cumemcap_ledger_settle(dev);
 	return cumemcap_ledger_reserve(dev, kind, bytes) || reserve_after_room(dev, kind, bytes, door);
 }
 

@@ -444,6 +444,8 @@ static inline __attribute__((always_inline)) bool reserve_local(int dev, enum cu
  * process in no group pays one load for it. */
 __attribute__((noinline)) static bool reserve_in_group(int dev, enum cumemcap_kind kind, uint64_t bytes)
 {
+	/* Pool growth owed from before the group was joined counts first. */
+	cumemcap_ledger_settle(dev);
 	if (!cumemcap_group_take_member(dev, bytes))
 		return false;
 	if (reserve_local(dev, kind, bytes))

@@ -5,7 +5,8 @@
  * Every figure is an atomic; the limit check is one compare-and-swap loop on
  * the device total, so concurrent reservations can never overshoot the
  * limit together. A reservation is made *before* the driver is asked and
- * given back if the driver fails. Never calls the driver.
+ * given back if the driver fails. Never calls the driver, but through
+ * the settler of figures owed until read (below).
  *
  * Thread safety: no lock; every figure is an atomic, so any thread may
  * reserve, give back or read at any time (a reading is per figure, not a
@@ -334,7 +335,9 @@ void cumemcap_ledger_read(int dev, struct cumemcap_figures *out);
  * once, before anything is owed. A reader that may take locks and call the
  * driver settles first: the stats, the log's records and metrics but the
  * ones a fatal signal writes (those read what was settled), cuMemGetInfo,
- * and every check against a limit. */
+ * the footprint, and a check against a group's budget (reserve_in_group:
+ * the one place the ledger itself may reach the driver, through the
+ * settler; a group joined after the growth was owed). */
 extern _Atomic bool cumemcap_ledger_owed[CUMEMCAP_MAX_DEVICES];
 extern void (*_Atomic cumemcap_ledger_settler)(int dev);
 static inline void cumemcap_ledger_settle(int dev)
