@@ -318,6 +318,19 @@ static void pool_owed(void)
 	s = shim_stats(0);
 	CHECK(s.pool == 0 && peak_is(s.peak_reserved, 64 * MiB) && F.peak_reserved(0) == 64 * MiB);
 	books_match(0);
+	/* cuMemFreeAsync looks in the record map first, then the arenas: an
+	 * arena's block (cuMemAlloc, pooled) freed in stream order
+	 * leaves the books, and a second free is the driver's error. */
+	if (!pooled())
+		return; /* the driver's cuMemFreeAsync refuses cuMemAlloc's blocks */
+	uint64_t frees = s.frees;
+	OK(A.cuMemAlloc(&a, 4096));
+	OK(A.cuMemFreeAsync(a, NULL));
+	OK(A.cuCtxSynchronize());
+	s = shim_stats(0);
+	CHECK(s.live == 0 && s.frees == frees + 1);
+	CHECK(A.cuMemFreeAsync(a, NULL) != CUDA_SUCCESS);
+	CHECK(shim_stats(0).frees == frees + 1);
 }
 
 /* Owed growth with threads: four allocate from the default pool on their
