@@ -283,6 +283,7 @@ struct pool_record {
 	int dev;
 	uint64_t accounted; /* bytes of the pool in the ledger */
 	uint64_t in_flight; /* estimates of allocations under way */
+	uint64_t high;      /* its RESERVED_MEM_HIGH when last read (owed growth) */
 };
 static struct pool_record *pools;
 static size_t pool_mask, pool_used; /* capacity - 1 (0: none yet) */
@@ -425,26 +426,59 @@ static void shrink_locked(struct pool_record *p, uint64_t reserved)
 /* Follow what the pool reserves now (`reserved`; pool_lock held). A
  * shrink leaves the ledger at once; growth is left to the allocations
  * under way, whose estimates hold it, and taken here only when there are
- * none. */
-static void settle_locked(struct pool_record *p, uint64_t reserved)
+ * none. `high`: the pool's high watermark when its growth is owed (0:
+ * not read); when it moved since the last read and lies above what the
+ * pool reserves now, the pool released part of its growth at a
+ * synchronization before the shim read it: the figures pass through the
+ * watermark on the way to `reserved`, so that the peaks count it. */
+static void settle_locked(struct pool_record *p, uint64_t reserved, uint64_t high)
 {
 	shrink_locked(p, reserved);
-	if (reserved > p->accounted && p->in_flight == 0) {
-		cumemcap_ledger_add(p->dev, CUMEMCAP_KIND_pool, reserved - p->accounted);
-		p->accounted = reserved;
+	if (p->in_flight == 0) {
+		uint64_t to = high != p->high && high > reserved ? high : reserved;
+		if (to > p->accounted) {
+			cumemcap_ledger_add(p->dev, CUMEMCAP_KIND_pool, to - p->accounted);
+			p->accounted = to;
+		}
+		shrink_locked(p, reserved);
 	}
+	if (high)
+		p->high = high;
 }
 
-/* Ask the driver about `pool` and settle it (query_lock held). */
-static void settle(CUmemoryPool pool)
+/* Whether `dev`'s pools owe the ledger their growth (ledger.h). */
+static inline bool owed(int dev)
 {
-	uint64_t reserved;
+	return cumemcap_ledger_valid(dev) && atomic_load_explicit(&cumemcap_ledger_owed[dev], memory_order_relaxed);
+}
+
+/* Devices where an allocation owing its growth returned since their pools
+ * were last read (set after the driver call, so that a read that cleared
+ * it first is followed by another one that asks): only then may a pool
+ * have passed its high watermark unread. */
+static _Atomic bool grown[CUMEMCAP_MAX_DEVICES];
+
+/* Ask the driver about `pool` and settle it (query_lock held): what it
+ * reserves and, when its growth is owed and it may have grown (`grew`),
+ * its high watermark. */
+static void settle(CUmemoryPool pool, bool grew)
+{
+	uint64_t reserved, high = 0;
 	if (!pool_reserved(pool, &reserved))
 		return;
+	struct pool_record *p;
+	if (grew) {
+		cumemcap_spin_lock(&pool_lock);
+		p = find_pool(pool);
+		bool ask_high = p && owed(p->dev);
+		cumemcap_spin_unlock(&pool_lock);
+		if (ask_high && !cumemcap_driver_pool_high(pool, &high))
+			high = 0;
+	}
 	cumemcap_spin_lock(&pool_lock);
-	struct pool_record *p = find_pool(pool);
+	p = find_pool(pool);
 	if (p)
-		settle_locked(p, reserved);
+		settle_locked(p, reserved, high);
 	cumemcap_spin_unlock(&pool_lock);
 }
 
@@ -518,6 +552,7 @@ static CUMEMCAP_TLS struct {
 	uint64_t epoch; /* 0: nothing cached */
 	int dev;
 	CUmemoryPool pool;
+	bool listed; /* in the pool table since (owed growth) */
 } current_cache;
 
 void cumemcap_account_pools_changed(void)
@@ -535,8 +570,47 @@ static CUmemoryPool current_pool(int dev)
 		current_cache.epoch = epoch;
 		current_cache.dev = dev;
 		current_cache.pool = pool;
+		current_cache.listed = false;
 	}
 	return pool;
+}
+
+/* ---- owed growth: a GPU without a limit ----
+ *
+ * With no limit on the GPU (and no group), a pool's figure is only
+ * reported: an allocation from it charges nothing and asks the driver
+ * nothing; the pool is listed in the table and its device marked owed
+ * (ledger.h), and its growth is read back (cumemcap_account_pool_refresh_now)
+ * when the figures are read, when its device's figures are checked
+ * against a group's budget, and before the pool is trimmed or destroyed.
+ * The peaks count that growth when it is read, and a pool that released
+ * part of it at a synchronization before then at its high watermark
+ * (settle_locked). Set once the GPU is known (ensured: its limit is
+ * resolved), so the device's limit never changes afterwards. */
+static void settle_dev(int dev)
+{
+	cumemcap_account_pool_refresh_now(dev);
+}
+
+static bool owe_growth(int dev)
+{
+	return cumemcap_ledger_get(dev, CUMEMCAP_FIG_limit) == CUMEMCAP_NO_LIMIT &&
+	       !(atomic_load_explicit(&cumemcap_group_hot, memory_order_relaxed) & 1);
+}
+
+/* List `pool` (on `dev`) in the table and mark dev owed; false when out of
+ * host memory (the caller charges as before). */
+static bool list_owed(CUmemoryPool pool, int dev)
+{
+	if (!atomic_load_explicit(&cumemcap_ledger_owed[dev], memory_order_relaxed)) {
+		atomic_store(&cumemcap_ledger_settler, settle_dev);
+		atomic_store(&cumemcap_ledger_owed[dev], true);
+	}
+	cumemcap_spin_lock(&pool_lock);
+	struct pool_record *p = add_pool(pool, dev);
+	bool ours = p && p->dev == dev;
+	cumemcap_spin_unlock(&pool_lock);
+	return ours;
 }
 
 CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const char *door, CUcontext ctx,
@@ -547,10 +621,26 @@ CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const 
 	int dev = current ? stream_dev : pool_device(pool, stream_dev);
 	if (current)
 		pool = current_pool(dev);
-	a->estimate = cumemcap_account_pool_estimate(bytes);
 	a->bytes = bytes;
 	a->pool = NULL;
+	a->owed = false;
 	cumemcap_ledger_note_request(dev, bytes);
+	if (pool && cumemcap_device_ensure(dev) && owe_growth(dev)) {
+		bool listed = current && current_cache.listed && current_cache.pool == pool;
+		if (!listed && list_owed(pool, dev)) {
+			listed = true;
+			if (current && current_cache.pool == pool)
+				current_cache.listed = true;
+		}
+		if (listed) {
+			a->owed = true;
+			a->estimate = 0;
+			a->c = (struct cumemcap_charge){ .dev = dev, .ctx = ctx, .kind = CUMEMCAP_KIND_pool,
+							 .bytes = 0, .live = bytes, .door = door };
+			return CUDA_SUCCESS;
+		}
+	}
+	a->estimate = cumemcap_account_pool_estimate(bytes);
 	CUresult r = cumemcap_account_charge_begin(&a->c, door, dev, CUMEMCAP_KIND_pool, a->estimate);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -565,7 +655,11 @@ CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const 
 
 CUresult cumemcap_account_pool_alloc_finish(struct cumemcap_pool_alloc *a, CUresult r, uint64_t ptr)
 {
-	if (a->pool && !pool_charge(&a->c, a->pool, a->estimate) && r == CUDA_SUCCESS) {
+	if (a->owed) {
+		int dev = a->c.dev;
+		if (r == CUDA_SUCCESS && !atomic_load(&grown[dev]))
+			atomic_store(&grown[dev], true);
+	} else if (a->pool && !pool_charge(&a->c, a->pool, a->estimate) && r == CUDA_SUCCESS) {
 		cumemcap_account_refused(a->c.dev, a->c.door, a->bytes);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -585,16 +679,30 @@ void cumemcap_account_pool_destroyed(CUmemoryPool pool)
 	cumemcap_spin_unlock(&pool_lock);
 }
 
+void cumemcap_account_pool_read(CUmemoryPool pool)
+{
+	cumemcap_spin_lock(&pool_lock);
+	struct pool_record *p = find_pool(pool);
+	bool ask = p && owed(p->dev);
+	cumemcap_spin_unlock(&pool_lock);
+	if (!ask)
+		return;
+	cumemcap_spin_lock(&query_lock);
+	settle(pool, true);
+	cumemcap_spin_unlock(&query_lock);
+}
+
 void cumemcap_account_pool_trimmed(CUmemoryPool pool)
 {
 	cumemcap_spin_lock(&query_lock);
-	settle(pool);
+	settle(pool, false);
 	cumemcap_spin_unlock(&query_lock);
 }
 
 void cumemcap_account_pool_refresh_now(int dev)
 {
 	cumemcap_spin_lock(&query_lock);
+	bool grew = atomic_load(&grown[dev]) && atomic_exchange(&grown[dev], false);
 	/* The pools of dev, listed under the table's lock and asked about
 	 * without it. */
 	cumemcap_spin_lock(&pool_lock);
@@ -605,7 +713,7 @@ void cumemcap_account_pool_refresh_now(int dev)
 			list[n++] = pools[i].pool;
 	cumemcap_spin_unlock(&pool_lock);
 	for (size_t i = 0; i < n; i++)
-		settle(list[i]);
+		settle(list[i], grew);
 	free(list);
 	cumemcap_spin_unlock(&query_lock);
 }

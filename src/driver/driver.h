@@ -91,6 +91,9 @@ int cumemcap_driver_device_count(void);
 /* What `pool` reserves now, in bytes (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
  * by cuMemPoolGetAttribute): true and *bytes when the driver answered. */
 bool cumemcap_driver_pool_reserved(CUmemoryPool pool, uint64_t *bytes);
+/* The pool's CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: the most it reserved since
+ * it was created or the program last reset the watermark. */
+bool cumemcap_driver_pool_high(CUmemoryPool pool, uint64_t *bytes);
 
 /* A figure of GPU `dev`'s graph memory pool, in bytes
  * (cuDeviceGetGraphMemAttribute: RESERVED_MEM_CURRENT, USED_MEM_CURRENT,

@@ -45,14 +45,23 @@ int cumemcap_driver_device_count(void)
 	return real_cuDeviceGetCount && real_cuDeviceGetCount(&count) == CUDA_SUCCESS ? count : 0;
 }
 
-bool cumemcap_driver_pool_reserved(CUmemoryPool pool, uint64_t *bytes)
+static bool pool_attr64(CUmemoryPool pool, CUmemPool_attribute attr, uint64_t *bytes)
 {
 	cuuint64_t v = 0;
-	if (!real_cuMemPoolGetAttribute ||
-	    real_cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) != CUDA_SUCCESS)
+	if (!real_cuMemPoolGetAttribute || real_cuMemPoolGetAttribute(pool, attr, &v) != CUDA_SUCCESS)
 		return false;
 	*bytes = v;
 	return true;
+}
+
+bool cumemcap_driver_pool_reserved(CUmemoryPool pool, uint64_t *bytes)
+{
+	return pool_attr64(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, bytes);
+}
+
+bool cumemcap_driver_pool_high(CUmemoryPool pool, uint64_t *bytes)
+{
+	return pool_attr64(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, bytes);
 }
 
 bool cumemcap_driver_graph_mem(int dev, CUgraphMem_attribute attr, uint64_t *bytes)

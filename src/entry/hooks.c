@@ -467,13 +467,17 @@ static CUresult async_alloc(const char *door, PFN_cuMemAllocAsync_v11020 alloc,
 
 static CUresult async_free(PFN_cuMemFreeAsync_v11020 fn, CUdeviceptr dptr, CUstream stream)
 {
-	/* A pooled block freed in stream order waits like any other freed
-	 * block until a synchronization proves the streams past it. */
-	CUresult r;
-	if (cumemcap_arena_free(dptr, &r))
-		return r;
+	/* Most pointers freed in stream order were allocated in stream order:
+	 * the record map first (the arenas keep no record there, so a pointer
+	 * is in one or the other), then the arenas, whose lookup takes an
+	 * arena's lock. A pooled block freed in stream order waits like any
+	 * other freed block until a synchronization proves the streams past
+	 * it. */
 	struct cumemcap_block b;
 	bool found = take_pointer(dptr, &b);
+	CUresult r;
+	if (!found && cumemcap_arena_free(dptr, &r))
+		return r;
 	return cumemcap_account_release_settle(found, &b, fn(dptr, stream));
 }
 
@@ -540,6 +544,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 {
 	NEED(cuMemPoolDestroy);
 	SECTION();
+	cumemcap_account_pool_read(pool); /* growth owed: counted before it goes */
 	FORWARD_NOTING(real_cuMemPoolDestroy(pool), cumemcap_account_pool_destroyed(pool));
 }
 
@@ -562,6 +567,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBy
 {
 	NEED(cuMemPoolTrimTo);
 	SECTION();
+	cumemcap_account_pool_read(pool);
 	FORWARD_NOTING(real_cuMemPoolTrimTo(pool, minBytesToKeep), cumemcap_account_pool_trimmed(pool));
 }
 

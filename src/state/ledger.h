@@ -5,7 +5,8 @@
  * Every figure is an atomic; the limit check is one compare-and-swap loop on
  * the device total, so concurrent reservations can never overshoot the
  * limit together. A reservation is made *before* the driver is asked and
- * given back if the driver fails. Never calls the driver.
+ * given back if the driver fails. Never calls the driver, but through
+ * the settler of figures owed until read (below).
  *
  * Thread safety: no lock; every figure is an atomic, so any thread may
  * reserve, give back or read at any time (a reading is per figure, not a
@@ -282,7 +283,17 @@ static inline void cumemcap_ledger_move(int dev, int64_t live, int64_t pooled)
  * The slotted kinds are those only the calls' charges move; `pool` and
  * `graph` (a pool's real figure, read back and forced by the account
  * layer) stay on the device's atomic, so cumemcap_ledger_holds is one
- * load. */
+ * load.
+ *
+ * Stream-ordered pools on a device without a limit (and outside a group)
+ * owe their growth until the figures are read ("figures owed until read"
+ * below): `pool`, `reserved` and the footprint are exact whenever a reader
+ * that settles reads them, and peak_reserved and peak_footprint count a
+ * pool's growth when it is read, with the other figures as they are then;
+ * a pool that released part of it at a synchronization before the read
+ * passes through its high watermark (RESERVED_MEM_HIGH) on the way down, so
+ * its own peak is never missed (the account layer's settle_locked). Under
+ * a limit each allocation's growth is charged as it returns, as before. */
 static inline bool cumemcap_ledger_slotted(enum cumemcap_kind kind)
 {
 	return kind != CUMEMCAP_KIND_pool && kind != CUMEMCAP_KIND_graph;
@@ -313,6 +324,30 @@ uint64_t cumemcap_ledger_headroom(int dev);
  * figure is read atomically (the set is not one instant). Lock-free and
  * async-signal-safe: the exit record is made from it in a signal handler. */
 void cumemcap_ledger_read(int dev, struct cumemcap_figures *out);
+
+/* ---- figures owed until read ----------------------------------------------
+ *
+ * A layer above may keep a change of `dev`'s figures owed to the ledger
+ * until they are read: the account layer's stream-ordered pools on a GPU
+ * without a limit, whose growth is read back from the driver when the
+ * figures are read rather than after every allocation (account.h says when,
+ * and how the peaks follow). It sets owed[dev] (sticky) and the settler,
+ * once, before anything is owed. A reader that may take locks and call the
+ * driver settles first: the stats, the log's records and metrics but the
+ * ones a fatal signal writes (those read what was settled), cuMemGetInfo,
+ * the footprint, and a check against a group's budget (reserve_in_group:
+ * the one place the ledger itself may reach the driver, through the
+ * settler; a group joined after the growth was owed). */
+extern _Atomic bool cumemcap_ledger_owed[CUMEMCAP_MAX_DEVICES];
+extern void (*_Atomic cumemcap_ledger_settler)(int dev);
+static inline void cumemcap_ledger_settle(int dev)
+{
+	if (cumemcap_ledger_valid(dev) && atomic_load_explicit(&cumemcap_ledger_owed[dev], memory_order_acquire)) {
+		void (*fn)(int) = atomic_load_explicit(&cumemcap_ledger_settler, memory_order_acquire);
+		if (fn)
+			fn(dev);
+	}
+}
 
 
 /* Whether `dev` (in range) has bytes of `kind` charged: one relaxed load,

@@ -255,6 +255,134 @@ static void pool_other_device(void)
 	OK(A.cuStreamDestroy(s1));
 }
 
+/* With no limit a pool's growth is owed to the books and read back when
+ * the figures are read (account.h): the stats still see every byte the
+ * pools reserve, and the peaks count growth that a synchronization
+ * released before anything read it, at the pool's high watermark (no
+ * limit: this case runs without one). */
+/* A peak of `reserved` without a limit, as ledger.h's rule has it: never
+ * under, over by at most 64 KiB for each other thread that moved the
+ * figure (the shim's worker may read the pools too). */
+static bool peak_is(uint64_t peak, uint64_t exact)
+{
+	if (peak < exact || peak > exact + 2 * (64 << 10)) {
+		fprintf(stderr, "peak_reserved %" PRIu64 ", driver's peak %" PRIu64 "\n", peak, exact);
+		return false;
+	}
+	return true;
+}
+
+static void pool_owed(void)
+{
+	CUmemoryPool mine;
+	CUdeviceptr a, b;
+	use_primary(&A, 0);
+	CUmemPoolProps props = { .allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+				 .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
+	/* A pool of the program's grows by 8 MiB and gives it back at a
+	 * synchronization (threshold 0), then is destroyed: nothing read
+	 * the figures in between. */
+	OK(A.cuMemPoolCreate(&mine, &props));
+	OK(A.cuMemAllocFromPoolAsync(&a, 8 * MiB, mine, NULL));
+	OK(A.cuMemFreeAsync(a, NULL));
+	OK(A.cuCtxSynchronize());
+	CHECK(F.reserved(0) == 0);
+	OK(A.cuMemPoolDestroy(mine));
+	struct cumemcap_stats s = shim_stats(0);
+	CHECK(s.pool == 0 && s.reserved == 0);
+	CHECK(peak_is(s.peak_reserved, 8 * MiB) && F.peak_reserved(0) == 8 * MiB);
+	/* The default pool: a block of 4 KiB takes 2 MiB, read right away. */
+	OK(A.cuMemAllocAsync(&a, 4096, NULL));
+	s = shim_stats(0);
+	CHECK(s.pool == 2 * MiB && s.live == 4096);
+	books_match(0);
+	/* It grows by 48 MiB more and trims back at a synchronization before
+	 * any read: the peak saw it; the figures follow the pool down. */
+	OK(A.cuMemAllocAsync(&b, 48 * MiB, NULL));
+	OK(A.cuMemFreeAsync(b, NULL));
+	OK(A.cuMemFreeAsync(a, NULL));
+	OK(A.cuCtxSynchronize());
+	CHECK(F.reserved(0) == 0);
+	s = shim_stats(0);
+	CHECK(s.pool == 0 && s.live == 0);
+	CHECK(peak_is(s.peak_reserved, 50 * MiB) && F.peak_reserved(0) == 50 * MiB);
+	books_match(0);
+	/* Growth kept by the pool is read by cuMemPoolTrimTo's hook before
+	 * the trim gives it back. */
+	OK(A.cuMemAllocAsync(&a, 64 * MiB, NULL));
+	OK(A.cuMemFreeAsync(a, NULL));
+	OK(A.cuStreamSynchronize(NULL));
+	CUmemoryPool dflt;
+	OK(A.cuDeviceGetDefaultMemPool(&dflt, 0));
+	OK(A.cuMemPoolTrimTo(dflt, 0));
+	s = shim_stats(0);
+	CHECK(s.pool == 0 && peak_is(s.peak_reserved, 64 * MiB) && F.peak_reserved(0) == 64 * MiB);
+	books_match(0);
+	/* cuMemFreeAsync looks in the record map first, then the arenas: an
+	 * arena's block (cuMemAlloc, pooled) freed in stream order
+	 * leaves the books, and a second free is the driver's error. */
+	if (!pooled())
+		return; /* the driver's cuMemFreeAsync refuses cuMemAlloc's blocks */
+	uint64_t frees = s.frees;
+	OK(A.cuMemAlloc(&a, 4096));
+	OK(A.cuMemFreeAsync(a, NULL));
+	OK(A.cuCtxSynchronize());
+	s = shim_stats(0);
+	CHECK(s.live == 0 && s.frees == frees + 1);
+	CHECK(A.cuMemFreeAsync(a, NULL) != CUDA_SUCCESS);
+	CHECK(shim_stats(0).frees == frees + 1);
+}
+
+/* Owed growth with threads: four allocate from the default pool on their
+ * own streams (growing it, and trimming it at their synchronizations)
+ * while the main thread reads the figures; at the end the books match
+ * the driver's, and the peak is the pool's, within the rule (no limit). */
+static CUcontext owed_ctx;
+static _Atomic int owed_running;
+
+static void *owed_thread(void *arg)
+{
+	unsigned seed = (unsigned)(uintptr_t)arg;
+	CUstream st;
+	CUdeviceptr p[8];
+	OK(A.cuCtxSetCurrent(owed_ctx));
+	OK(A.cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+	for (int round = 0; round < 200; round++) {
+		int n = 1 + (int)(rand_r(&seed) % 8);
+		for (int i = 0; i < n; i++)
+			OK(A.cuMemAllocAsync(&p[i], 1 + rand_r(&seed) % (3 * MiB), st));
+		for (int i = 0; i < n; i++)
+			OK(A.cuMemFreeAsync(p[i], st));
+		if (rand_r(&seed) % 4 == 0)
+			OK(A.cuStreamSynchronize(st));
+	}
+	OK(A.cuStreamSynchronize(st));
+	OK(A.cuStreamDestroy(st));
+	atomic_fetch_sub(&owed_running, 1);
+	return NULL;
+}
+
+static void pool_owed_threads(void)
+{
+	enum { T = 4 };
+	pthread_t t[T];
+	owed_ctx = use_primary(&A, 0);
+	atomic_store(&owed_running, T);
+	for (int i = 0; i < T; i++)
+		CHECK(pthread_create(&t[i], NULL, owed_thread, (void *)(uintptr_t)(i * 7919 + 1)) == 0);
+	while (atomic_load(&owed_running) > 0) {
+		struct cumemcap_stats s = shim_stats(0);
+		CHECK(s.reserved == s.pool && s.peak_reserved >= s.reserved);
+	}
+	for (int i = 0; i < T; i++)
+		CHECK(pthread_join(t[i], NULL) == 0);
+	OK(A.cuCtxSynchronize());
+	struct cumemcap_stats s = shim_stats(0);
+	CHECK(s.live == 0 && s.pool == F.reserved(0));
+	books_match(0);
+	CHECK(s.peak_reserved >= F.peak_reserved(0) && s.peak_reserved <= F.peak_reserved(0) + (T + 2) * (64 << 10));
+}
+
 /* Any number of pools is counted: past the 256th too (limit 1 GiB, 600
  * pools of 2 MiB, so the limit is reached at the 512th). */
 static void many_pools(void)
@@ -620,6 +748,10 @@ int main(int argc, char **argv)
 		pool_peak();
 	else if (strcmp(c, "pool-other-device") == 0)
 		pool_other_device();
+	else if (strcmp(c, "pool-owed") == 0)
+		pool_owed();
+	else if (strcmp(c, "pool-owed-threads") == 0)
+		pool_owed_threads();
 	else if (strcmp(c, "many-pools") == 0)
 		many_pools();
 	else if (strcmp(c, "two-contexts") == 0)
