@@ -2,6 +2,7 @@
  * docs/frameworks.md. Thread safety: see hints.h. */
 #include "config.h"
 #include "config/hints.h"
+#include "platform/start.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -30,7 +31,7 @@ static const struct framework {
 #define FRAMEWORK_COUNT (sizeof(frameworks) / sizeof(frameworks[0]))
 _Static_assert(FRAMEWORK_COUNT <= CUMEMCAP_HINTS_MAX, "struct cumemcap_hints holds every framework");
 
-void cumemcap_hints_plan(const struct cumemcap_policy *p, cumemcap_getenv_fn get, struct cumemcap_hints *out)
+CUMEMCAP_START_CODE void cumemcap_hints_plan(const struct cumemcap_policy *p, cumemcap_getenv_fn get, struct cumemcap_hints *out)
 {
 	out->count = 0;
 	if (!p->framework_hints)
@@ -75,15 +76,17 @@ const char *cumemcap_hints_state_text(enum cumemcap_hints_state s)
 	return states[s].text;
 }
 
-static struct cumemcap_hints applied;
-static _Atomic bool applied_ready;
+/* Written before main in a configured process: on the pages the start
+ * writes anyway (platform/start.h), not a .bss page of their own. */
+static CUMEMCAP_START_LARGE struct cumemcap_hints applied;
+static CUMEMCAP_START_DATA _Atomic bool applied_ready;
 
-static const char *env_get(const char *name)
+static CUMEMCAP_START_CODE const char *env_get(const char *name)
 {
 	return getenv(name);
 }
 
-void cumemcap_hints_apply(const struct cumemcap_policy *p)
+CUMEMCAP_START_CODE void cumemcap_hints_apply(const struct cumemcap_policy *p)
 {
 	cumemcap_hints_plan(p, env_get, &applied);
 	for (size_t i = 0; i < applied.count; i++)

@@ -14,6 +14,7 @@
 #include "config.h"
 
 #include "config/parse.h"
+#include "platform/start.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,7 +32,7 @@ const char cumemcap_selector_forms[] =
 
 /* ---- small helpers ---------------------------------------------------- */
 
-static bool is_digit(char c)
+static CUMEMCAP_START_CODE bool is_digit(char c)
 {
 	return c >= '0' && c <= '9';
 }
@@ -47,13 +48,13 @@ static int hex_value(char c)
 	return -1;
 }
 
-static char lower(char c)
+static CUMEMCAP_START_CODE char lower(char c)
 {
 	return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
 }
 
 /* Case-insensitive compare of text[0..len) with a lower-case literal. */
-static bool equals_nocase(const char *text, size_t len, const char *lit)
+static CUMEMCAP_START_CODE bool equals_nocase(const char *text, size_t len, const char *lit)
 {
 	size_t n = strlen(lit);
 
@@ -66,7 +67,7 @@ static bool equals_nocase(const char *text, size_t len, const char *lit)
 	return true;
 }
 
-static bool mul_u64(uint64_t a, uint64_t b, uint64_t *out)
+static CUMEMCAP_START_CODE bool mul_u64(uint64_t a, uint64_t b, uint64_t *out)
 {
 	if (a != 0 && b > UINT64_MAX / a)
 		return false;
@@ -74,7 +75,7 @@ static bool mul_u64(uint64_t a, uint64_t b, uint64_t *out)
 	return true;
 }
 
-static bool add_u64(uint64_t a, uint64_t b, uint64_t *out)
+static CUMEMCAP_START_CODE bool add_u64(uint64_t a, uint64_t b, uint64_t *out)
 {
 	if (b > UINT64_MAX - a)
 		return false;
@@ -120,7 +121,7 @@ static const struct unit units[] = {
  * mult <= UINT64_MAX / 10. Horner from the last digit: the carry into digit
  * i is floor(value of the digits after i, times mult), and flooring early is
  * exact because d * mult is an integer. */
-static uint64_t fraction_times(const char *digits, size_t n, uint64_t mult)
+static CUMEMCAP_START_CODE uint64_t fraction_times(const char *digits, size_t n, uint64_t mult)
 {
 	uint64_t carry = 0;
 
@@ -129,7 +130,7 @@ static uint64_t fraction_times(const char *digits, size_t n, uint64_t mult)
 	return carry;
 }
 
-static bool parse_amount_n(const char *text, size_t len, struct cumemcap_amount *out)
+static CUMEMCAP_START_CODE bool parse_amount_n(const char *text, size_t len, struct cumemcap_amount *out)
 {
 	size_t i = 0;
 	uint64_t whole = 0;
@@ -213,7 +214,7 @@ static bool parse_amount_n(const char *text, size_t len, struct cumemcap_amount 
 	return true;
 }
 
-bool cumemcap_parse_amount(const char *text, struct cumemcap_amount *out)
+CUMEMCAP_START_CODE bool cumemcap_parse_amount(const char *text, struct cumemcap_amount *out)
 {
 	if (text == NULL)
 		return false;

@@ -131,7 +131,7 @@ void cumemcap_policy_format_on_limit(const struct cumemcap_policy *p, char *buf,
 	snprintf(buf, len, "wait:%u%s", p->wait_ms / 1000, frac);
 }
 
-bool cumemcap_policy_resolve_group(struct cumemcap_policy *p, char *err, size_t errlen)
+CUMEMCAP_START_CODE bool cumemcap_policy_resolve_group(struct cumemcap_policy *p, char *err, size_t errlen)
 {
 	const struct cumemcap_layer *order[] = { &p->env, &p->program_layer, &p->file };
 	size_t group_at = 3, limit_at = 3;

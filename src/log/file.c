@@ -143,7 +143,7 @@ static CUMEMCAP_START_CODE void template_under(const char *tmp)
 	d[lost ? 0 : o] = '\0';
 }
 
-void log_file_init(void)
+CUMEMCAP_START_CODE void log_file_init(void)
 {
 	const struct cumemcap_policy *p = cumemcap_policy();
 	if (p->secure || p->log != CUMEMCAP_LOG_FILE || p->log_src.origin != CUMEMCAP_FROM_DEFAULT ||

@@ -232,6 +232,47 @@ class Layout(unittest.TestCase):
         self.assertLessEqual(large[0] + large[1], bss[0])
         self.assertLess(hot[1], 4096)
 
+    def symbols(self):
+        syms = {}
+        for line in self.readelf("-s").splitlines():
+            f = line.split()
+            if len(f) >= 8 and f[0].endswith(":") and f[3] in ("FUNC", "OBJECT"):
+                syms.setdefault(f[7].split("@")[0], int(f[1], 16))
+        return syms
+
+    def test_a_configured_start_runs_in_the_first_pages_of_text(self):
+        # A process configured by a variable or a file builds its policy
+        # and sets the hints before main: that code sits in .text.startup
+        # (CUMEMCAP_START_CODE), in the pages loading the library faults
+        # in with _init, not spread over .text (a fault each).
+        syms = self.symbols()
+        init = syms["_init"]
+        # (Static helpers the compiler may inline are left out.)
+        for name in ("cumemcap_policy", "cumemcap_policy_start", "finish", "cumemcap_policy_resolve_group",
+                     "cumemcap_policy_parse_limit", "cumemcap_parse_amount", "cumemcap_hints_apply",
+                     "cumemcap_hints_plan", "cumemcap_policy_any_limit", "cumemcap_log_policy_env",
+                     "log_file_init", "cumemcap_config_read", "cumemcap_config_parse", "on_entry",
+                     "cumemcap_setting_by_key"):
+            with self.subTest(name=name):
+                self.assertTrue(name in syms, name + " is not in the symbol table")
+                self.assertLess(syms[name] - init, 32 << 10, name + " is not start code")
+
+    def test_the_policy_has_pages_of_its_own_after_bss(self):
+        # A start configured by a variable writes the first page of the
+        # process's policy and no other (src/config/policy.h): the policy
+        # is page-aligned, in a section after .bss so that its alignment
+        # does not move .bss off the page ld.so writes anyway.
+        syms = self.symbols()
+        sections = {}
+        for line in self.readelf("-S").splitlines():
+            f = line.replace("[ ", "[").split()
+            if len(f) > 5 and f[0].startswith("[") and f[0][1:-1].isdigit():
+                sections[f[1]] = (int(f[3], 16), int(f[5], 16))
+        bss = sections[".bss"]
+        self.assertEqual(syms["the_policy"] % 4096, 0)
+        self.assertGreaterEqual(syms["the_policy"], bss[0] + bss[1])
+        self.assertNotEqual(bss[0] % 4096, 0, ".bss starts a page of its own")
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
