@@ -85,15 +85,18 @@ static CUMEMCAP_START_CODE bool add_u64(uint64_t a, uint64_t b, uint64_t *out)
 
 /* ---- amounts ------------------------------------------------------------ */
 
+/* The names are arrays in the table, among .data.rel.ro: a limit parsed
+ * at the start of a configured process reads them, and a name in .rodata
+ * would cost it a page fault (platform/start.h). */
 struct unit {
-	const char *name; /* lower case */
+	char name[4]; /* lower case; "" ends the table */
 	uint64_t multiplier;
 };
 
 #define KI UINT64_C(1024)
 #define KD UINT64_C(1000)
 
-static const struct unit units[] = {
+static CUMEMCAP_START_CONST const struct unit units[] = {
 	{ "b", 1 },
 	{ "k", KI },
 	{ "m", KI * KI },
@@ -110,7 +113,7 @@ static const struct unit units[] = {
 	{ "gb", KD * KD * KD },
 	{ "tb", KD * KD * KD * KD },
 	{ "pb", KD * KD * KD * KD * KD },
-	{ NULL, 0 },
+	{ "", 0 },
 };
 
 /* The 3 decimals of a percentage are exactly the permille field's steps. */
@@ -188,7 +191,7 @@ static CUMEMCAP_START_CODE bool parse_amount_n(const char *text, size_t len, str
 			return false; /* a plain number counts bytes: no fractions */
 		mult = 1;
 	} else {
-		for (const struct unit *u = units; u->name != NULL; u++) {
+		for (const struct unit *u = units; u->name[0]; u++) {
 			if (equals_nocase(suffix, suffix_len, u->name)) {
 				mult = u->multiplier;
 				break;

@@ -18,6 +18,13 @@
 #include "platform/msg.h"
 #include "platform/start.h"
 
+/* The strings a configured start reads, among .data.rel.ro (written by
+ * the loader anyway), not in .rodata, whose first read would cost a page
+ * fault (platform/start.h). */
+static CUMEMCAP_START_CONST const char prefix[] = "CUMEMCAP_", default_config[] = CUMEMCAP_DEFAULT_CONFIG,
+				       config_variable[] = "CUMEMCAP_CONFIG", default_log[] = CUMEMCAP_DEFAULT_LOG,
+				       no_path[] = "";
+
 /* ---- the settings (settings.c's table) ---------------------------------- */
 
 static CUMEMCAP_START_CODE bool *set_flag(struct cumemcap_layer *l, const struct cumemcap_setting *s)
@@ -247,7 +254,7 @@ static CUMEMCAP_START_CODE void resolve_process_wide(struct cumemcap_policy *p)
 	p->release = CUMEMCAP_RELEASE_IDLE;
 	p->release_idle_ms = CUMEMCAP_DEFAULT_RELEASE_IDLE_MS;
 	p->log = CUMEMCAP_LOG_FILE;
-	cumemcap_copy_str(p->log_path, sizeof(p->log_path), CUMEMCAP_DEFAULT_LOG);
+	cumemcap_copy_str(p->log_path, sizeof(p->log_path), default_log);
 	p->log_interval_ms = CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
 	p->overhead_estimate = CUMEMCAP_DEFAULT_OVERHEAD_ESTIMATE;
 	PICK(count, count, count_src);
@@ -368,7 +375,7 @@ static CUMEMCAP_START_CODE bool build(struct cumemcap_policy *out, bool zeroed_o
 	if (config_path && config_path[0] &&
 	    !cumemcap_config_read(config_path, &text, &len, err, errlen)) {
 		/* Say which variable named the file when one did. */
-		const char *named = get("CUMEMCAP_CONFIG");
+		const char *named = get(config_variable);
 		if (named && strcmp(named, config_path) == 0) {
 			char reason[1024];
 			snprintf(reason, sizeof(reason), "%s", err);
@@ -391,7 +398,7 @@ bool cumemcap_policy_build(struct cumemcap_policy *out, cumemcap_getenv_fn get,
 CUMEMCAP_START_CODE bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, char *out, size_t len,
 				 char *err, size_t errlen)
 {
-	const char *named = get("CUMEMCAP_CONFIG");
+	const char *named = get(config_variable);
 	const char *path = named;
 	struct stat st;
 	/* The default counts as there when anything is at its path, a
@@ -400,7 +407,7 @@ CUMEMCAP_START_CODE bool cumemcap_policy_config_path(cumemcap_getenv_fn get, con
 	if (!path && fallback && lstat(fallback, &st) == 0)
 		path = fallback;
 	if (!path)
-		path = "";
+		path = no_path;
 	if (strlen(path) >= len) {
 		char q[256];
 		if (named)
@@ -619,7 +626,6 @@ extern char **environ;
 /* No CUMEMCAP_ variable at all (every setting and CUMEMCAP_CONFIG is
  * one), no file at the default path (cumemcap_policy_config_path's test),
  * no secure execution: the policy is the defaults, whenever it is built. */
-static CUMEMCAP_START_CONST const char prefix[] = "CUMEMCAP_", default_config[] = CUMEMCAP_DEFAULT_CONFIG;
 
 static CUMEMCAP_START_CODE bool nothing_configured(void)
 {
@@ -696,7 +702,7 @@ static CUMEMCAP_START_CODE void policy_init(void)
 		cumemcap_program_name(start.argc, start.argv, program, sizeof(program));
 	else
 		program_from_proc(program, sizeof(program));
-	if (!build_process(&the_policy, true, env_get, secure, CUMEMCAP_DEFAULT_CONFIG, 0, program, err,
+	if (!build_process(&the_policy, true, env_get, secure, default_config, 0, program, err,
 			   sizeof(err), note, sizeof(note)))
 		cumemcap_fatal("%s", err);
 	if (note[0])

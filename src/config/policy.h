@@ -167,12 +167,15 @@ struct cumemcap_policy {
 	struct cumemcap_amount prealloc;
 	enum cumemcap_pool_mode pool;
 	enum cumemcap_release release;
-	uint32_t release_idle_ms;
 	bool framework_hints;
 	enum cumemcap_log_target log;
 	uint32_t log_interval_ms;
 	bool debug_doors;
 	bool secure; /* built for secure execution (AT_SECURE) */
+	/* Not next to another value a build sets to a constant: two such
+	 * stores merged are one 8-byte constant loaded from .rodata, a page
+	 * fault at a configured start. */
+	uint32_t release_idle_ms;
 	struct cumemcap_source count_src, estimate_src, growth_src, pool_src, release_src, hints_src, log_src, interval_src,
 		metrics_src, debug_src;
 

@@ -26,8 +26,13 @@ enum cumemcap_scope {
  * value is wrong (a sentence to put after `NAME="VALUE"`) and returns false. */
 typedef bool (*cumemcap_setting_parser)(struct cumemcap_layer *l, const char *value, char *why, size_t len);
 
+#define CUMEMCAP_VARIABLE_MAX 32
+
 struct cumemcap_setting {
-	const char *variable; /* CUMEMCAP_LIMIT */
+	/* CUMEMCAP_LIMIT: in the table (.data.rel.ro), not in .rodata, whose
+	 * first read costs a configured start a page fault (read_env reads
+	 * every name; platform/start.h). */
+	char variable[CUMEMCAP_VARIABLE_MAX];
 	const char *key;      /* limit */
 	unsigned scope;       /* enum cumemcap_scope bits */
 	cumemcap_setting_parser parse;

@@ -274,5 +274,43 @@ class Layout(unittest.TestCase):
         self.assertNotEqual(bss[0] % 4096, 0, ".bss starts a page of its own")
 
 
+class Pages(unittest.TestCase):
+    """What a start configured by a variable touches of the library, seen
+    in the smaps of a program that never uses CUDA (cat /proc/self/smaps):
+    the same text pages as an unconfigured start, and nothing of .rodata
+    (its strings and constants are among .data.rel.ro: platform/start.h)."""
+
+    def rss(self, **env):
+        if EXTRA:
+            self.skipTest("another preloaded library (sanitizers) has pages of its own")
+        base = {k: v for k, v in os.environ.items() if not k.startswith("CUMEMCAP_")}
+        base.update(env, LD_PRELOAD=SHIM)
+        out = subprocess.run(["cat", "/proc/self/smaps"], env=base, capture_output=True, text=True,
+                             check=True).stdout
+        maps, current = {}, None
+        for line in out.splitlines():
+            f = line.split()
+            if len(f) >= 6 and "-" in f[0] and os.path.realpath(f[5]) == os.path.realpath(SHIM):
+                current = (f[1], int(f[2], 16))
+            elif len(f) >= 6 and "-" in f[0]:
+                current = None
+            elif current and f[0] == "Rss:":
+                maps[current] = int(f[1])
+        return maps
+
+    def test_a_limit_reads_no_rodata_and_no_more_text(self):
+        rodata = None
+        out = subprocess.run(["readelf", "-SW", SHIM], capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            f = line.replace("[ ", "[").split()
+            if len(f) > 5 and f[1] == ".rodata":
+                rodata = int(f[4], 16)
+        bare, limited = self.rss(), self.rss(CUMEMCAP_LIMIT="4GiB")
+        text = [k for k in bare if k[0] == "r-xp"]
+        ro = max(k for k in limited if k[0] == "r--p" and k[1] <= rodata)
+        self.assertEqual(limited[ro], 0, "a start with CUMEMCAP_LIMIT read .rodata")
+        self.assertEqual([limited[k] for k in text], [bare[k] for k in text])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
