@@ -76,8 +76,12 @@ CUMEMCAP_START_CODE bool cumemcap_config_parse(const char *path, const char *tex
 			   const struct cumemcap_config_handler *h, void *ctx, char *err,
 			   size_t errlen)
 {
-	/* Two line-sized buffers, static size: nothing grows with the input. */
-	char a[CUMEMCAP_CONFIG_MAX_LINE + 1], b[CUMEMCAP_CONFIG_MAX_LINE + 1];
+	/* One line-sized buffer, static size: nothing grows with the input.
+	 * The two parts of a line (kind and argument, key and value) are
+	 * copied into it one after the other, each NUL-terminated: one page
+	 * of stack less than a buffer each (the start of a configured
+	 * process, platform/start.h). */
+	char buf[CUMEMCAP_CONFIG_MAX_LINE + 2], *a = buf, *b;
 	char msg[512], shown[160];
 	const char *p = text, *end = text + len;
 	unsigned line = 0;
@@ -115,6 +119,7 @@ CUMEMCAP_START_CODE bool cumemcap_config_parse(const char *path, const char *tex
 			const char *ab = sp, *ae = ke;
 			trim(&ab, &ae);
 			copy(a, kb, sp);
+			b = a + (sp - kb) + 1;
 			copy(b, ab, ae);
 			msg[0] = '\0';
 			if (!h->section(ctx, a, b, line, msg, sizeof(msg)))
@@ -134,6 +139,7 @@ CUMEMCAP_START_CODE bool cumemcap_config_parse(const char *path, const char *tex
 		if (kb == ke)
 			return fail(err, errlen, path, line, "missing key before '='");
 		copy(a, kb, ke);
+		b = a + (ke - kb) + 1;
 		copy(b, vb, ve);
 		msg[0] = '\0';
 		if (!h->entry(ctx, a, b, line, msg, sizeof(msg)))

@@ -27,13 +27,14 @@ enum cumemcap_scope {
 typedef bool (*cumemcap_setting_parser)(struct cumemcap_layer *l, const char *value, char *why, size_t len);
 
 #define CUMEMCAP_VARIABLE_MAX 32
+#define CUMEMCAP_KEY_MAX 24
 
 struct cumemcap_setting {
 	/* CUMEMCAP_LIMIT: in the table (.data.rel.ro), not in .rodata, whose
 	 * first read costs a configured start a page fault (read_env reads
 	 * every name; platform/start.h). */
 	char variable[CUMEMCAP_VARIABLE_MAX];
-	const char *key;      /* limit */
+	char key[CUMEMCAP_KEY_MAX]; /* limit; an array for the same reason */
 	unsigned scope;       /* enum cumemcap_scope bits */
 	cumemcap_setting_parser parse;
 	size_t set_off, src_off; /* the layer's set.NAME and src.NAME */

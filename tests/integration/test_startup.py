@@ -275,7 +275,7 @@ class Layout(unittest.TestCase):
 
 
 class Pages(unittest.TestCase):
-    """What a start configured by a variable touches of the library, seen
+    """What a start configured by a variable or a file touches of the library, seen
     in the smaps of a program that never uses CUDA (cat /proc/self/smaps):
     the same text pages as an unconfigured start, and nothing of .rodata
     (its strings and constants are among .data.rel.ro: platform/start.h)."""
@@ -298,18 +298,25 @@ class Pages(unittest.TestCase):
                 maps[current] = int(f[1])
         return maps
 
-    def test_a_limit_reads_no_rodata_and_no_more_text(self):
+    def test_a_configured_start_reads_no_rodata_and_no_more_text(self):
         rodata = None
         out = subprocess.run(["readelf", "-SW", SHIM], capture_output=True, text=True, check=True).stdout
         for line in out.splitlines():
             f = line.replace("[ ", "[").split()
             if len(f) > 5 and f[1] == ".rodata":
                 rodata = int(f[4], 16)
-        bare, limited = self.rss(), self.rss(CUMEMCAP_LIMIT="4GiB")
-        text = [k for k in bare if k[0] == "r-xp"]
-        ro = max(k for k in limited if k[0] == "r--p" and k[1] <= rodata)
-        self.assertEqual(limited[ro], 0, "a start with CUMEMCAP_LIMIT read .rodata")
-        self.assertEqual([limited[k] for k in text], [bare[k] for k in text])
+        with tempfile.NamedTemporaryFile("w", suffix=".conf") as conf:
+            conf.write("limit = 4GiB\n")
+            conf.flush()
+            bare = self.rss()
+            for how, env in (("CUMEMCAP_LIMIT", {"CUMEMCAP_LIMIT": "4GiB"}),
+                             ("a file", {"CUMEMCAP_CONFIG": conf.name})):
+                with self.subTest(how=how):
+                    configured = self.rss(**env)
+                    text = [k for k in bare if k[0] == "r-xp"]
+                    ro = max(k for k in configured if k[0] == "r--p" and k[1] <= rodata)
+                    self.assertEqual(configured[ro], 0, "a start configured by %s read .rodata" % how)
+                    self.assertEqual([configured[k] for k in text], [bare[k] for k in text])
 
 
 if __name__ == "__main__":
