@@ -139,7 +139,7 @@ CUMEMCAP_START_CODE bool cumemcap_policy_resolve_group(struct cumemcap_policy *p
 	size_t group_at = 3, limit_at = 3;
 	/* Defaults, then the first layer that set each key. */
 	p->group[0] = '\0';
-	cumemcap_copy_str(p->group_dir, sizeof(p->group_dir), default_group_dir);
+	cumemcap_copy_str(p->group_dir, sizeof(p->group_dir), cumemcap_start_str(default_group_dir));
 	p->group_gid = false;
 	p->wait_ms = 0;
 	p->group_src = p->group_limit_src = p->group_dir_src = p->group_access_src = p->on_limit_src =

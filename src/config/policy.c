@@ -254,7 +254,7 @@ static CUMEMCAP_START_CODE void resolve_process_wide(struct cumemcap_policy *p)
 	p->release = CUMEMCAP_RELEASE_IDLE;
 	p->release_idle_ms = CUMEMCAP_DEFAULT_RELEASE_IDLE_MS;
 	p->log = CUMEMCAP_LOG_FILE;
-	cumemcap_copy_str(p->log_path, sizeof(p->log_path), default_log);
+	cumemcap_copy_str(p->log_path, sizeof(p->log_path), cumemcap_start_str(default_log));
 	p->log_interval_ms = CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
 	p->overhead_estimate = CUMEMCAP_DEFAULT_OVERHEAD_ESTIMATE;
 	PICK(count, count, count_src);
@@ -684,8 +684,9 @@ static void program_from_proc(char *out, size_t len)
 
 static CUMEMCAP_START_CODE void policy_init(void)
 {
-	static char err[2048], note[CUMEMCAP_PATH_MAX + 256];
-	static char program[CUMEMCAP_PROGRAM_MAX];
+	static char err[2048]; /* written only on failure */
+	static CUMEMCAP_START_LARGE char note[CUMEMCAP_PATH_MAX + 256]; /* cleared before main */
+	static CUMEMCAP_START_LARGE char program[CUMEMCAP_PROGRAM_MAX]; /* written before main */
 	/* In place: the_policy is zero (.bss) and built once; a failure ends
 	 * the process. */
 	if (start.bare) {
