@@ -1,6 +1,7 @@
 /* cfgfile: the configuration file's reading and syntax; see cfgfile.h,
  * which also says how it is thread-safe. */
 #include "config/cfgfile.h"
+#include "platform/start.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,13 +11,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static bool is_blank(char c)
+static CUMEMCAP_START_CODE bool is_blank(char c)
 {
 	return c == ' ' || c == '\t' || c == '\r';
 }
 
 /* Trim [*b, *e) in place. */
-static void trim(const char **b, const char **e)
+static CUMEMCAP_START_CODE void trim(const char **b, const char **e)
 {
 	while (*b < *e && is_blank(**b))
 		(*b)++;
@@ -25,7 +26,7 @@ static void trim(const char **b, const char **e)
 }
 
 /* A comment starts at '#' at the start of the line or after a blank. */
-static const char *comment_start(const char *b, const char *e)
+static CUMEMCAP_START_CODE const char *comment_start(const char *b, const char *e)
 {
 	for (const char *p = b; p < e; p++)
 		if (*p == '#' && (p == b || is_blank(p[-1])))
@@ -40,7 +41,7 @@ static bool fail(char *err, size_t errlen, const char *path, unsigned line, cons
 }
 
 /* Copy [b, e) into a NUL-terminated buffer of CUMEMCAP_CONFIG_MAX_LINE + 1. */
-static void copy(char *dst, const char *b, const char *e)
+static CUMEMCAP_START_CODE void copy(char *dst, const char *b, const char *e)
 {
 	size_t n = (size_t)(e - b);
 	memcpy(dst, b, n);
@@ -71,12 +72,16 @@ const char *cumemcap_config_quote(char *dst, size_t cap, const char *s)
 	return dst;
 }
 
-bool cumemcap_config_parse(const char *path, const char *text, size_t len,
+CUMEMCAP_START_CODE bool cumemcap_config_parse(const char *path, const char *text, size_t len,
 			   const struct cumemcap_config_handler *h, void *ctx, char *err,
 			   size_t errlen)
 {
-	/* Two line-sized buffers, static size: nothing grows with the input. */
-	char a[CUMEMCAP_CONFIG_MAX_LINE + 1], b[CUMEMCAP_CONFIG_MAX_LINE + 1];
+	/* One line-sized buffer, static size: nothing grows with the input.
+	 * The two parts of a line (kind and argument, key and value) are
+	 * copied into it one after the other, each NUL-terminated: one page
+	 * of stack less than a buffer each (the start of a configured
+	 * process, platform/start.h). */
+	char buf[CUMEMCAP_CONFIG_MAX_LINE + 2], *a = buf, *b;
 	char msg[512], shown[160];
 	const char *p = text, *end = text + len;
 	unsigned line = 0;
@@ -114,6 +119,7 @@ bool cumemcap_config_parse(const char *path, const char *text, size_t len,
 			const char *ab = sp, *ae = ke;
 			trim(&ab, &ae);
 			copy(a, kb, sp);
+			b = a + (sp - kb) + 1;
 			copy(b, ab, ae);
 			msg[0] = '\0';
 			if (!h->section(ctx, a, b, line, msg, sizeof(msg)))
@@ -133,6 +139,7 @@ bool cumemcap_config_parse(const char *path, const char *text, size_t len,
 		if (kb == ke)
 			return fail(err, errlen, path, line, "missing key before '='");
 		copy(a, kb, ke);
+		b = a + (ke - kb) + 1;
 		copy(b, vb, ve);
 		msg[0] = '\0';
 		if (!h->entry(ctx, a, b, line, msg, sizeof(msg)))
@@ -142,7 +149,7 @@ bool cumemcap_config_parse(const char *path, const char *text, size_t len,
 }
 
 /* Read the open regular file `fd` (closed here) with a bound. */
-static bool read_fd(int fd, const char *path, char **text, size_t *len, char *err, size_t errlen)
+static CUMEMCAP_START_CODE bool read_fd(int fd, const char *path, char **text, size_t *len, char *err, size_t errlen)
 {
 	struct stat st;
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -205,7 +212,7 @@ static bool read_fd(int fd, const char *path, char **text, size_t *len, char *er
  * file before anything is read, and O_NONBLOCK does nothing to those. */
 #define CONFIG_OPEN_FLAGS (O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
 
-bool cumemcap_config_read(const char *path, char **text, size_t *len, char *err, size_t errlen)
+CUMEMCAP_START_CODE bool cumemcap_config_read(const char *path, char **text, size_t *len, char *err, size_t errlen)
 {
 	int fd = open(path, CONFIG_OPEN_FLAGS);
 	if (fd < 0) {

@@ -2,21 +2,26 @@
  * docs/frameworks.md. Thread safety: see hints.h. */
 #include "config.h"
 #include "config/hints.h"
+#include "platform/start.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
 
 /* Per framework: the variable cumemcap sets, and every variable by which a
  * user says how that framework should take memory (the set one included). */
-static const struct framework {
-	const char *name, *variable, *value;
-	const char *const user[6];
+/* The variables and values are arrays in the table, which is among
+ * .data.rel.ro: a configured start reads them all (getenv, setenv) and
+ * would otherwise fault in a page of .rodata (platform/start.h). */
+static CUMEMCAP_START_CONST const struct framework {
+	const char *name;
+	char variable[32], value[8];
+	char user[6][48]; /* ends at the first empty one */
 } frameworks[] = {
 	/* TensorFlow (tensorflow/core/common_runtime/gpu): allow_growth, the
 	 * allocator, the async allocator's preallocation, unified memory. */
 	{ "TensorFlow", "TF_FORCE_GPU_ALLOW_GROWTH", "true",
 	  { "TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC",
-	    "TF_FORCE_UNIFIED_MEMORY", NULL } },
+	    "TF_FORCE_UNIFIED_MEMORY" } },
 	/* JAX (xla_client.generate_pjrt_gpu_plugin_options): preallocation, its
 	 * fraction under both names, the allocator. XLA_CLIENT_PREALLOCATE is
 	 * not read by the XLA sources we checked; a user who sets it means
@@ -25,12 +30,12 @@ static const struct framework {
 	 * never sets a fraction. */
 	{ "JAX", "XLA_PYTHON_CLIENT_PREALLOCATE", "false",
 	  { "XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION",
-	    "XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR", NULL } },
+	    "XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR" } },
 };
 #define FRAMEWORK_COUNT (sizeof(frameworks) / sizeof(frameworks[0]))
 _Static_assert(FRAMEWORK_COUNT <= CUMEMCAP_HINTS_MAX, "struct cumemcap_hints holds every framework");
 
-void cumemcap_hints_plan(const struct cumemcap_policy *p, cumemcap_getenv_fn get, struct cumemcap_hints *out)
+CUMEMCAP_START_CODE void cumemcap_hints_plan(const struct cumemcap_policy *p, cumemcap_getenv_fn get, struct cumemcap_hints *out)
 {
 	out->count = 0;
 	if (!p->framework_hints)
@@ -47,9 +52,9 @@ void cumemcap_hints_plan(const struct cumemcap_policy *p, cumemcap_getenv_fn get
 		const struct framework *f = &frameworks[i];
 		struct cumemcap_hint *h = &out->hint[out->count++];
 		*h = (struct cumemcap_hint){ f->name, f->variable, f->value, NULL };
-		for (const char *const *u = f->user; *u; u++)
-			if (get(*u)) {
-				h->user = *u;
+		for (size_t u = 0; u < sizeof(f->user) / sizeof(f->user[0]) && f->user[u][0]; u++)
+			if (get(f->user[u])) {
+				h->user = f->user[u];
 				break;
 			}
 	}
@@ -75,15 +80,17 @@ const char *cumemcap_hints_state_text(enum cumemcap_hints_state s)
 	return states[s].text;
 }
 
-static struct cumemcap_hints applied;
-static _Atomic bool applied_ready;
+/* Written before main in a configured process: on the pages the start
+ * writes anyway (platform/start.h), not a .bss page of their own. */
+static CUMEMCAP_START_LARGE struct cumemcap_hints applied;
+static CUMEMCAP_START_DATA _Atomic bool applied_ready;
 
-static const char *env_get(const char *name)
+static CUMEMCAP_START_CODE const char *env_get(const char *name)
 {
 	return getenv(name);
 }
 
-void cumemcap_hints_apply(const struct cumemcap_policy *p)
+CUMEMCAP_START_CODE void cumemcap_hints_apply(const struct cumemcap_policy *p)
 {
 	cumemcap_hints_plan(p, env_get, &applied);
 	for (size_t i = 0; i < applied.count; i++)

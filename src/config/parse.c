@@ -14,6 +14,7 @@
 #include "config.h"
 
 #include "config/parse.h"
+#include "platform/start.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,7 +32,7 @@ const char cumemcap_selector_forms[] =
 
 /* ---- small helpers ---------------------------------------------------- */
 
-static bool is_digit(char c)
+static CUMEMCAP_START_CODE bool is_digit(char c)
 {
 	return c >= '0' && c <= '9';
 }
@@ -47,13 +48,13 @@ static int hex_value(char c)
 	return -1;
 }
 
-static char lower(char c)
+static CUMEMCAP_START_CODE char lower(char c)
 {
 	return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
 }
 
 /* Case-insensitive compare of text[0..len) with a lower-case literal. */
-static bool equals_nocase(const char *text, size_t len, const char *lit)
+static CUMEMCAP_START_CODE bool equals_nocase(const char *text, size_t len, const char *lit)
 {
 	size_t n = strlen(lit);
 
@@ -66,7 +67,7 @@ static bool equals_nocase(const char *text, size_t len, const char *lit)
 	return true;
 }
 
-static bool mul_u64(uint64_t a, uint64_t b, uint64_t *out)
+static CUMEMCAP_START_CODE bool mul_u64(uint64_t a, uint64_t b, uint64_t *out)
 {
 	if (a != 0 && b > UINT64_MAX / a)
 		return false;
@@ -74,7 +75,7 @@ static bool mul_u64(uint64_t a, uint64_t b, uint64_t *out)
 	return true;
 }
 
-static bool add_u64(uint64_t a, uint64_t b, uint64_t *out)
+static CUMEMCAP_START_CODE bool add_u64(uint64_t a, uint64_t b, uint64_t *out)
 {
 	if (b > UINT64_MAX - a)
 		return false;
@@ -84,15 +85,18 @@ static bool add_u64(uint64_t a, uint64_t b, uint64_t *out)
 
 /* ---- amounts ------------------------------------------------------------ */
 
+/* The names are arrays in the table, among .data.rel.ro: a limit parsed
+ * at the start of a configured process reads them, and a name in .rodata
+ * would cost it a page fault (platform/start.h). */
 struct unit {
-	const char *name; /* lower case */
+	char name[4]; /* lower case; "" ends the table */
 	uint64_t multiplier;
 };
 
 #define KI UINT64_C(1024)
 #define KD UINT64_C(1000)
 
-static const struct unit units[] = {
+static CUMEMCAP_START_CONST const struct unit units[] = {
 	{ "b", 1 },
 	{ "k", KI },
 	{ "m", KI * KI },
@@ -109,7 +113,7 @@ static const struct unit units[] = {
 	{ "gb", KD * KD * KD },
 	{ "tb", KD * KD * KD * KD },
 	{ "pb", KD * KD * KD * KD * KD },
-	{ NULL, 0 },
+	{ "", 0 },
 };
 
 /* The 3 decimals of a percentage are exactly the permille field's steps. */
@@ -120,7 +124,7 @@ static const struct unit units[] = {
  * mult <= UINT64_MAX / 10. Horner from the last digit: the carry into digit
  * i is floor(value of the digits after i, times mult), and flooring early is
  * exact because d * mult is an integer. */
-static uint64_t fraction_times(const char *digits, size_t n, uint64_t mult)
+static CUMEMCAP_START_CODE uint64_t fraction_times(const char *digits, size_t n, uint64_t mult)
 {
 	uint64_t carry = 0;
 
@@ -129,7 +133,7 @@ static uint64_t fraction_times(const char *digits, size_t n, uint64_t mult)
 	return carry;
 }
 
-static bool parse_amount_n(const char *text, size_t len, struct cumemcap_amount *out)
+static CUMEMCAP_START_CODE bool parse_amount_n(const char *text, size_t len, struct cumemcap_amount *out)
 {
 	size_t i = 0;
 	uint64_t whole = 0;
@@ -187,7 +191,7 @@ static bool parse_amount_n(const char *text, size_t len, struct cumemcap_amount 
 			return false; /* a plain number counts bytes: no fractions */
 		mult = 1;
 	} else {
-		for (const struct unit *u = units; u->name != NULL; u++) {
+		for (const struct unit *u = units; u->name[0]; u++) {
 			if (equals_nocase(suffix, suffix_len, u->name)) {
 				mult = u->multiplier;
 				break;
@@ -213,7 +217,7 @@ static bool parse_amount_n(const char *text, size_t len, struct cumemcap_amount 
 	return true;
 }
 
-bool cumemcap_parse_amount(const char *text, struct cumemcap_amount *out)
+CUMEMCAP_START_CODE bool cumemcap_parse_amount(const char *text, struct cumemcap_amount *out)
 {
 	if (text == NULL)
 		return false;

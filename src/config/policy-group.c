@@ -131,13 +131,15 @@ void cumemcap_policy_format_on_limit(const struct cumemcap_policy *p, char *buf,
 	snprintf(buf, len, "wait:%u%s", p->wait_ms / 1000, frac);
 }
 
-bool cumemcap_policy_resolve_group(struct cumemcap_policy *p, char *err, size_t errlen)
+static CUMEMCAP_START_CONST const char default_group_dir[] = CUMEMCAP_DEFAULT_GROUP_DIR;
+
+CUMEMCAP_START_CODE bool cumemcap_policy_resolve_group(struct cumemcap_policy *p, char *err, size_t errlen)
 {
 	const struct cumemcap_layer *order[] = { &p->env, &p->program_layer, &p->file };
 	size_t group_at = 3, limit_at = 3;
 	/* Defaults, then the first layer that set each key. */
 	p->group[0] = '\0';
-	cumemcap_copy_str(p->group_dir, sizeof(p->group_dir), CUMEMCAP_DEFAULT_GROUP_DIR);
+	cumemcap_copy_str(p->group_dir, sizeof(p->group_dir), cumemcap_start_str(default_group_dir));
 	p->group_gid = false;
 	p->wait_ms = 0;
 	p->group_src = p->group_limit_src = p->group_dir_src = p->group_access_src = p->on_limit_src =

@@ -13,8 +13,9 @@
 
 #include "config/parse.h"
 #include "config/policy.h"
+#include "platform/start.h"
 
-bool cumemcap_policy_parse_limit(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+CUMEMCAP_START_CODE bool cumemcap_policy_parse_limit(struct cumemcap_layer *l, const char *value, char *why, size_t len)
 {
 	if (cumemcap_parse_amount(value, &l->limit))
 		return true;

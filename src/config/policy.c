@@ -18,14 +18,21 @@
 #include "platform/msg.h"
 #include "platform/start.h"
 
+/* The strings a configured start reads, among .data.rel.ro (written by
+ * the loader anyway), not in .rodata, whose first read would cost a page
+ * fault (platform/start.h). */
+static CUMEMCAP_START_CONST const char prefix[] = "CUMEMCAP_", default_config[] = CUMEMCAP_DEFAULT_CONFIG,
+				       config_variable[] = "CUMEMCAP_CONFIG", default_log[] = CUMEMCAP_DEFAULT_LOG,
+				       no_path[] = "";
+
 /* ---- the settings (settings.c's table) ---------------------------------- */
 
-static bool *set_flag(struct cumemcap_layer *l, const struct cumemcap_setting *s)
+static CUMEMCAP_START_CODE bool *set_flag(struct cumemcap_layer *l, const struct cumemcap_setting *s)
 {
 	return (bool *)((char *)l + s->set_off);
 }
 
-static struct cumemcap_source *source_of(struct cumemcap_layer *l, const struct cumemcap_setting *s)
+static CUMEMCAP_START_CODE struct cumemcap_source *source_of(struct cumemcap_layer *l, const struct cumemcap_setting *s)
 {
 	return (struct cumemcap_source *)((char *)l + s->src_off);
 }
@@ -46,7 +53,7 @@ static const char *key_list(char *buf, size_t len, unsigned scope)
 /* User text quoted for a one-line message. */
 #define Q(buf, s) cumemcap_config_quote(buf, sizeof(buf), s)
 
-static bool read_env(struct cumemcap_policy *p, cumemcap_getenv_fn get, char *err, size_t errlen)
+static CUMEMCAP_START_CODE bool read_env(struct cumemcap_policy *p, cumemcap_getenv_fn get, char *err, size_t errlen)
 {
 	struct cumemcap_layer *l = &p->env;
 	char why[768], q[256];
@@ -80,7 +87,7 @@ struct file_state {
 	struct cumemcap_device_section *device;
 };
 
-static bool on_section(void *ctx, const char *kind, const char *arg, unsigned line, char *err,
+static CUMEMCAP_START_CODE bool on_section(void *ctx, const char *kind, const char *arg, unsigned line, char *err,
 		       size_t errlen)
 {
 	struct file_state *st = ctx;
@@ -145,7 +152,32 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 	return false;
 }
 
-static bool on_entry(void *ctx, const char *key, const char *value, unsigned line, char *err,
+/* An entry of a [device] section: parsed into a scratch layer (13 KB of
+ * stack, in a frame of its own: a file without [device] sections never
+ * probes those pages at the start of its process). */
+static __attribute__((noinline)) bool on_device_entry(struct cumemcap_device_section *d,
+						      const struct cumemcap_setting *s, const char *key,
+						      const char *value, unsigned line, char *err, size_t errlen)
+{
+	char why[768], q[256];
+	if (d->has_limit) {
+		snprintf(err, errlen, "duplicate key \"%s\" in this section (first at line %u)", key,
+			 d->limit_line);
+		return false;
+	}
+	struct cumemcap_layer tmp;
+	memset(&tmp, 0, sizeof(tmp));
+	if (!s->parse(&tmp, value, why, sizeof(why))) {
+		snprintf(err, errlen, "%s = \"%s\"%s", key, Q(q, value), why);
+		return false;
+	}
+	d->limit = tmp.limit;
+	d->has_limit = true;
+	d->limit_line = line;
+	return true;
+}
+
+static CUMEMCAP_START_CODE bool on_entry(void *ctx, const char *key, const char *value, unsigned line, char *err,
 		     size_t errlen)
 {
 	struct file_state *st = ctx;
@@ -174,24 +206,8 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 		return false;
 	}
 	char why[768];
-	if (st->kind == SECTION_DEVICE) {
-		struct cumemcap_device_section *d = st->device;
-		if (d->has_limit) {
-			snprintf(err, errlen, "duplicate key \"%s\" in this section (first at line %u)", key,
-				 d->limit_line);
-			return false;
-		}
-		struct cumemcap_layer tmp;
-		memset(&tmp, 0, sizeof(tmp));
-		if (!s->parse(&tmp, value, why, sizeof(why))) {
-			snprintf(err, errlen, "%s = \"%s\"%s", key, Q(q, value), why);
-			return false;
-		}
-		d->limit = tmp.limit;
-		d->has_limit = true;
-		d->limit_line = line;
-		return true;
-	}
+	if (st->kind == SECTION_DEVICE)
+		return on_device_entry(st->device, s, key, value, line, err, errlen);
 	struct cumemcap_layer *l = st->layer;
 	if (*set_flag(l, s)) {
 		snprintf(err, errlen, "duplicate key \"%s\" in this section (first at line %u)", key,
@@ -215,7 +231,7 @@ static const struct cumemcap_config_handler file_handler = { on_section, on_entr
 
 /* ---- precedence ------------------------------------------------------------- */
 
-static void resolve_process_wide(struct cumemcap_policy *p)
+static CUMEMCAP_START_CODE void resolve_process_wide(struct cumemcap_policy *p)
 {
 	const struct cumemcap_layer *order[] = { &p->env, &p->program_layer, &p->file };
 	bool given[3];
@@ -238,7 +254,7 @@ static void resolve_process_wide(struct cumemcap_policy *p)
 	p->release = CUMEMCAP_RELEASE_IDLE;
 	p->release_idle_ms = CUMEMCAP_DEFAULT_RELEASE_IDLE_MS;
 	p->log = CUMEMCAP_LOG_FILE;
-	cumemcap_copy_str(p->log_path, sizeof(p->log_path), CUMEMCAP_DEFAULT_LOG);
+	cumemcap_copy_str(p->log_path, sizeof(p->log_path), cumemcap_start_str(default_log));
 	p->log_interval_ms = CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
 	p->overhead_estimate = CUMEMCAP_DEFAULT_OVERHEAD_ESTIMATE;
 	PICK(count, count, count_src);
@@ -292,7 +308,7 @@ void cumemcap_policy_format_release(const struct cumemcap_policy *p, char *buf, 
  * policy in .bss. Not clearing it here keeps the pages of what no setting
  * reaches (device sections, unused layers) untouched, so a process that
  * never uses CUDA does not fault them in at start. */
-static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *path,
+static CUMEMCAP_START_CODE bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *path,
 		   const char *text, size_t len, const char *program, char *err, size_t errlen)
 {
 	/* Without stdio, whose pages a configured program that never uses
@@ -326,7 +342,7 @@ static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char
 /* zeroed_out: out is all zero and may be left half-built on failure (the
  * process's own policy, whose failure ends the process): built in place.
  * Otherwise out is untouched on failure: built in a zeroed copy. */
-static bool build_from_text(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_fn get,
+static CUMEMCAP_START_CODE bool build_from_text(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_fn get,
 			    const char *path, const char *text, size_t len, const char *program,
 			    char *err, size_t errlen)
 {
@@ -351,7 +367,7 @@ bool cumemcap_policy_build_from_text(struct cumemcap_policy *out, cumemcap_geten
 	return build_from_text(out, false, get, path, text, len, program, err, errlen);
 }
 
-static bool build(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_fn get,
+static CUMEMCAP_START_CODE bool build(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_fn get,
 		  const char *config_path, const char *program, char *err, size_t errlen)
 {
 	char *text = NULL;
@@ -359,7 +375,7 @@ static bool build(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_
 	if (config_path && config_path[0] &&
 	    !cumemcap_config_read(config_path, &text, &len, err, errlen)) {
 		/* Say which variable named the file when one did. */
-		const char *named = get("CUMEMCAP_CONFIG");
+		const char *named = get(config_variable);
 		if (named && strcmp(named, config_path) == 0) {
 			char reason[1024];
 			snprintf(reason, sizeof(reason), "%s", err);
@@ -379,10 +395,10 @@ bool cumemcap_policy_build(struct cumemcap_policy *out, cumemcap_getenv_fn get,
 	return build(out, false, get, config_path, program, err, errlen);
 }
 
-bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, char *out, size_t len,
+CUMEMCAP_START_CODE bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, char *out, size_t len,
 				 char *err, size_t errlen)
 {
-	const char *named = get("CUMEMCAP_CONFIG");
+	const char *named = get(config_variable);
 	const char *path = named;
 	struct stat st;
 	/* The default counts as there when anything is at its path, a
@@ -391,7 +407,7 @@ bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, c
 	if (!path && fallback && lstat(fallback, &st) == 0)
 		path = fallback;
 	if (!path)
-		path = "";
+		path = no_path;
 	if (strlen(path) >= len) {
 		char q[256];
 		if (named)
@@ -425,7 +441,7 @@ static void withhold(const char *path, char *err, size_t errlen)
 		 "check the file with cumemcap --check-config)", path, line);
 }
 
-static bool build_process(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_fn get,
+static CUMEMCAP_START_CODE bool build_process(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_fn get,
 			  bool secure, const char *default_path, uid_t owner, const char *program,
 			  char *err, size_t errlen, char *note, size_t notelen)
 {
@@ -585,9 +601,11 @@ CUMEMCAP_START_CODE void cumemcap_program_name(int argc, char *const *argv, char
 
 /* ---- the process's policy ---------------------------------------------------- */
 
-static struct cumemcap_policy the_policy;
-static pthread_once_t policy_once = PTHREAD_ONCE_INIT;
-static _Atomic bool policy_ready; /* the fast path once built */
+/* Page-aligned: what a start configured by variables writes of it lies
+ * in its first page (policy.h). */
+static struct cumemcap_policy the_policy __attribute__((aligned(4096), section(".lbss.cumemcap_policy")));
+static CUMEMCAP_START_DATA pthread_once_t policy_once = PTHREAD_ONCE_INIT;
+static CUMEMCAP_START_DATA _Atomic bool policy_ready; /* the fast path once built */
 /* What the constructor saw (cumemcap_policy_start), together on one page:
  * it is all a process with nothing configured touches before main. */
 static CUMEMCAP_START_DATA struct {
@@ -608,7 +626,6 @@ extern char **environ;
 /* No CUMEMCAP_ variable at all (every setting and CUMEMCAP_CONFIG is
  * one), no file at the default path (cumemcap_policy_config_path's test),
  * no secure execution: the policy is the defaults, whenever it is built. */
-static CUMEMCAP_START_CONST const char prefix[] = "CUMEMCAP_", default_config[] = CUMEMCAP_DEFAULT_CONFIG;
 
 static CUMEMCAP_START_CODE bool nothing_configured(void)
 {
@@ -641,7 +658,7 @@ CUMEMCAP_START_CODE bool cumemcap_policy_start(int argc, char *const *argv)
 	return false;
 }
 
-static const char *env_get(const char *name)
+static CUMEMCAP_START_CODE const char *env_get(const char *name)
 {
 	return getenv(name);
 }
@@ -665,10 +682,11 @@ static void program_from_proc(char *out, size_t len)
 	cumemcap_program_name(argc, argv, out, len);
 }
 
-static void policy_init(void)
+static CUMEMCAP_START_CODE void policy_init(void)
 {
-	static char err[2048], note[CUMEMCAP_PATH_MAX + 256];
-	static char program[CUMEMCAP_PROGRAM_MAX];
+	static char err[2048]; /* written only on failure */
+	static CUMEMCAP_START_LARGE char note[CUMEMCAP_PATH_MAX + 256]; /* cleared before main */
+	static CUMEMCAP_START_LARGE char program[CUMEMCAP_PROGRAM_MAX]; /* written before main */
 	/* In place: the_policy is zero (.bss) and built once; a failure ends
 	 * the process. */
 	if (start.bare) {
@@ -685,7 +703,7 @@ static void policy_init(void)
 		cumemcap_program_name(start.argc, start.argv, program, sizeof(program));
 	else
 		program_from_proc(program, sizeof(program));
-	if (!build_process(&the_policy, true, env_get, secure, CUMEMCAP_DEFAULT_CONFIG, 0, program, err,
+	if (!build_process(&the_policy, true, env_get, secure, default_config, 0, program, err,
 			   sizeof(err), note, sizeof(note)))
 		cumemcap_fatal("%s", err);
 	if (note[0])
@@ -693,7 +711,7 @@ static void policy_init(void)
 	atomic_store_explicit(&policy_ready, true, memory_order_release);
 }
 
-const struct cumemcap_policy *cumemcap_policy(void)
+CUMEMCAP_START_CODE const struct cumemcap_policy *cumemcap_policy(void)
 {
 	/* Asked on every pooled alloc and free: one load, not a call into
 	 * libc, once the policy is built. */

@@ -149,11 +149,16 @@ struct cumemcap_device_section {
 	unsigned limit_line; /* of its limit */
 };
 
-/* What every build writes and every reader reads comes first (the
- * values after precedence, the program's name), then the layers, then the
- * device sections, which only a file with [device] fills: the start of a
- * configured process touches the policy's first pages and its layers'
- * heads, not pages spread over its 48 KB. */
+/* The order is for the start of a configured process, which builds the
+ * policy before main (each page it touches is a fault, platform/start.h):
+ * what every build writes and every reader reads comes first (the values
+ * after precedence, their sources, the program's name, the first bytes of
+ * the paths given defaults), then the environment's layer, whose head
+ * (set, src, limit) a variable such as CUMEMCAP_LIMIT writes: all of it
+ * within the first 4 KiB, so that the process's policy (page-aligned)
+ * costs one page there. Then the file's layer, whose head a file's
+ * global keys write, on one more page; the program layer and the device
+ * sections, which only a file with such sections fills, last. */
 struct cumemcap_policy {
 	/* Process-wide values after precedence, and where each came from. */
 	enum cumemcap_count count;
@@ -162,22 +167,21 @@ struct cumemcap_policy {
 	struct cumemcap_amount prealloc;
 	enum cumemcap_pool_mode pool;
 	enum cumemcap_release release;
-	uint32_t release_idle_ms;
 	bool framework_hints;
 	enum cumemcap_log_target log;
-	char log_path[CUMEMCAP_PATH_MAX]; /* the template, CUMEMCAP_LOG_FILE only */
 	uint32_t log_interval_ms;
-	char metrics_path[CUMEMCAP_PATH_MAX]; /* the template; "" = off */
 	bool debug_doors;
 	bool secure; /* built for secure execution (AT_SECURE) */
+	/* Not next to another value a build sets to a constant: two such
+	 * stores merged are one 8-byte constant loaded from .rodata, a page
+	 * fault at a configured start. */
+	uint32_t release_idle_ms;
 	struct cumemcap_source count_src, estimate_src, growth_src, pool_src, release_src, hints_src, log_src, interval_src,
 		metrics_src, debug_src;
 
 	/* The group after precedence. The group's limit is per GPU:
 	 * cumemcap_policy_group_limit; group_limit_src is the layer that gave
 	 * the highest one (default: none given). */
-	char group[CUMEMCAP_GROUP_NAME_MAX + 1];  /* "" = no group */
-	char group_dir[CUMEMCAP_PATH_MAX];        /* default CUMEMCAP_DEFAULT_GROUP_DIR */
 	bool group_gid;                           /* group_access=gid: 0660, members share the file's group */
 	uint32_t wait_ms;                         /* 0: on_limit=fail; else wait up to this many ms */
 	struct cumemcap_source group_src, group_limit_src, group_dir_src, group_access_src, on_limit_src;
@@ -185,17 +189,26 @@ struct cumemcap_policy {
 	 * a layer that gave none is never read (cumemcap_policy_gave), its
 	 * pages left untouched. */
 	unsigned layers_given;
-
-	/* The file's path ("" for none) and the program name sections were
-	 * matched against. */
-	char config_path[CUMEMCAP_PATH_MAX];
-	char program[CUMEMCAP_PROGRAM_MAX];
 	unsigned program_section_line; /* 0: no [program] section matched */
+	char group[CUMEMCAP_GROUP_NAME_MAX + 1];  /* "" = no group */
 
-	struct cumemcap_layer env, program_layer, file;
+	/* The program name sections were matched against, and the file's
+	 * path ("" for none). */
+	char program[CUMEMCAP_PROGRAM_MAX];
+	char config_path[CUMEMCAP_PATH_MAX];
+	char log_path[CUMEMCAP_PATH_MAX]; /* the template, CUMEMCAP_LOG_FILE only */
+	char group_dir[CUMEMCAP_PATH_MAX];        /* default CUMEMCAP_DEFAULT_GROUP_DIR */
+
+	struct cumemcap_layer env, file;
+	char metrics_path[CUMEMCAP_PATH_MAX]; /* the template; "" = off */
+	struct cumemcap_layer program_layer;
 	size_t device_section_count;
 	struct cumemcap_device_section device_sections[CUMEMCAP_MAX_DEVICE_SECTIONS];
 };
+
+/* The environment layer's head ends within the policy's first page. */
+_Static_assert(offsetof(struct cumemcap_policy, env) + offsetof(struct cumemcap_layer, devices) <= 4096,
+	       "the start of a process configured by a variable writes one page of its policy");
 
 /* Whether the layer l of p (&p->env, &p->program_layer or &p->file) gave
  * any setting; every reader of a layer asks first. */

@@ -26,9 +26,15 @@ enum cumemcap_scope {
  * value is wrong (a sentence to put after `NAME="VALUE"`) and returns false. */
 typedef bool (*cumemcap_setting_parser)(struct cumemcap_layer *l, const char *value, char *why, size_t len);
 
+#define CUMEMCAP_VARIABLE_MAX 32
+#define CUMEMCAP_KEY_MAX 24
+
 struct cumemcap_setting {
-	const char *variable; /* CUMEMCAP_LIMIT */
-	const char *key;      /* limit */
+	/* CUMEMCAP_LIMIT: in the table (.data.rel.ro), not in .rodata, whose
+	 * first read costs a configured start a page fault (read_env reads
+	 * every name; platform/start.h). */
+	char variable[CUMEMCAP_VARIABLE_MAX];
+	char key[CUMEMCAP_KEY_MAX]; /* limit; an array for the same reason */
 	unsigned scope;       /* enum cumemcap_scope bits */
 	cumemcap_setting_parser parse;
 	size_t set_off, src_off; /* the layer's set.NAME and src.NAME */

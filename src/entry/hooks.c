@@ -159,35 +159,61 @@ static CUresult CUDAAPI mem_get_address_range_v1(CUdeviceptr *pbase, size_t *psi
 /* Clamp the driver's figures for `dev` to its limit. What the arenas
  * cache is free for the program: it counts as free whether or not there
  * is a limit. Pools that trimmed at a synchronization the shim did not see
- * are read again first, so their memory is free here too. */
-static void virtualize_info(int dev, uint64_t *free_bytes, uint64_t *total_bytes)
+ * are read again first, so their memory is free here too (nothing to read,
+ * one load, when no pool bytes are counted on dev). The ledger's figures
+ * come in one inline read (cumemcap_ledger_capacity: the limit, the
+ * headroom, and `pooled`, which is what cumemcap_arena_cached answers). */
+static inline __attribute__((always_inline)) void clamp_info(const struct cumemcap_ledger_capacity *c,
+							     uint64_t *free_bytes, uint64_t *total_bytes)
 {
-	cumemcap_account_pool_refresh(dev);
-	uint64_t limit = cumemcap_ledger_limit(dev);
-	uint64_t cached = cumemcap_arena_cached(dev);
-	if (limit != CUMEMCAP_NO_LIMIT) {
-		uint64_t headroom = cumemcap_ledger_headroom(dev);
-		*total_bytes = limit;
-		if (*free_bytes > headroom)
-			*free_bytes = headroom;
+	uint64_t f = *free_bytes, t = *total_bytes;
+	if (c->limit != CUMEMCAP_NO_LIMIT) {
+		t = c->limit;
+		if (f > c->headroom)
+			f = c->headroom;
 	}
-	*free_bytes = *free_bytes > UINT64_MAX - cached ? UINT64_MAX : *free_bytes + cached;
-	if (*free_bytes > *total_bytes)
-		*free_bytes = *total_bytes;
+	f = f > UINT64_MAX - c->pooled ? UINT64_MAX : f + c->pooled;
+	*free_bytes = f > t ? t : f;
+	*total_bytes = t;
+}
+
+/* With pools to read again first. */
+static __attribute__((noinline)) void virtualize_info_pools(int dev, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+	cumemcap_account_pool_refresh_now(dev);
+	struct cumemcap_ledger_capacity c;
+	cumemcap_ledger_capacity(dev, &c);
+	clamp_info(&c, free_bytes, total_bytes);
+}
+
+static inline __attribute__((always_inline)) void virtualize_info(int dev, uint64_t *free_bytes,
+								  uint64_t *total_bytes)
+{
+	if (__builtin_expect(cumemcap_ledger_holds(dev, CUMEMCAP_KIND_pool), 0)) {
+		virtualize_info_pools(dev, free_bytes, total_bytes);
+		return;
+	}
+	struct cumemcap_ledger_capacity c;
+	cumemcap_ledger_capacity(dev, &c);
+	clamp_info(&c, free_bytes, total_bytes);
 }
 
 /* cuMemGetInfo for the current context: the driver's figures, capped. The
- * device is found first; when it cannot be (no current context, or it
- * died under another thread), the answer is the error the driver gives
- * for a missing context, never the driver's uncapped figures. It reads
- * device-level figures only, so it needs no life section (life.h). */
-static CUresult mem_info(uint64_t *f, uint64_t *t)
+ * device is found first (with one GPU, it is that one: cumemcap_device_only);
+ * when it cannot be (no current context, or it died under another
+ * thread), the answer is the error the driver gives for a missing
+ * context, never the driver's uncapped figures. It reads
+ * device-level figures only, so it needs no life section (life.h).
+ * real_cuMemGetInfo_v2 is there (the caller checked). */
+static inline __attribute__((always_inline)) CUresult mem_info(uint64_t *f, uint64_t *t)
 {
 	CUcontext ctx;
-	int dev;
 	size_t f64, t64;
-	CUresult found = cumemcap_device_current(&ctx, &dev);
-	CUresult r = real_cuMemGetInfo_v2 ? real_cuMemGetInfo_v2(&f64, &t64) : CUDA_ERROR_NOT_SUPPORTED;
+	/* With one GPU, the driver's answer tells that a context is current,
+	 * and it is on that GPU: no cuCtxGetCurrent. */
+	int dev = cumemcap_device_only();
+	CUresult found = __builtin_expect(dev == 0, 1) ? CUDA_SUCCESS : cumemcap_device_current(&ctx, &dev);
+	CUresult r = real_cuMemGetInfo_v2(&f64, &t64);
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (found != CUDA_SUCCESS)
@@ -198,21 +224,29 @@ static CUresult mem_info(uint64_t *f, uint64_t *t)
 	return CUDA_SUCCESS;
 }
 
-/* cuMemGetInfo, either width: the driver's figures for the current
- * context's device, capped (mem_info). `fn` answers a call with a NULL
- * out-parameter, and every call when the shim cannot read the figures in
- * 64 bits (no cuMemGetInfo_v2). */
-static CUresult get_info(PFN_cuMemGetInfo_v3020 fn, struct out free, struct out total)
+/* cuMemGetInfo with a NULL out-parameter, or in a driver without
+ * cuMemGetInfo_v2 (the shim cannot read the figures in 64 bits): `fn`
+ * answers, uncapped. */
+static __attribute__((noinline)) CUresult get_info_plain(PFN_cuMemGetInfo_v3020 fn, struct out free,
+							   struct out total)
 {
 	size_t f64 = 0, t64 = 0;
-	if (!free.p || !total.p || !real_cuMemGetInfo_v2) {
-		CUresult r = fn(free.p ? &f64 : NULL, total.p ? &t64 : NULL);
-		if (r == CUDA_SUCCESS) {
-			put_exact(free, f64);
-			put_exact(total, t64);
-		}
-		return r;
+	CUresult r = fn(free.p ? &f64 : NULL, total.p ? &t64 : NULL);
+	if (r == CUDA_SUCCESS) {
+		put_exact(free, f64);
+		put_exact(total, t64);
 	}
+	return r;
+}
+
+/* cuMemGetInfo, either width: the driver's figures for the current
+ * context's device, capped (mem_info). Inline in each twin, so that the
+ * _v2 one stores its figures whole (put_saturated on a constant width). */
+static inline __attribute__((always_inline)) CUresult get_info(PFN_cuMemGetInfo_v3020 fn, struct out free,
+							      struct out total)
+{
+	if (__builtin_expect(!free.p || !total.p || !real_cuMemGetInfo_v2, 0))
+		return get_info_plain(fn, free, total);
 	uint64_t f, t;
 	CUresult r = mem_info(&f, &t);
 	if (r == CUDA_SUCCESS) {

@@ -93,7 +93,7 @@ CUMEMCAP_START_DATA bool log_env_taken;
 /* The default template under $TMPDIR ("" when not: the policy's). */
 static CUMEMCAP_START_LARGE char default_template[CUMEMCAP_PATH_MAX];
 
-static CUMEMCAP_START_CONST const char default_log[] = CUMEMCAP_DEFAULT_LOG;
+static CUMEMCAP_START_CONST const char default_log[] = CUMEMCAP_DEFAULT_LOG, tmpdir[] = "TMPDIR";
 
 /* The template under tmp, when tmp names a directory anyone meant;
  * default_template (zero until now) is left alone otherwise. */
@@ -143,16 +143,14 @@ static CUMEMCAP_START_CODE void template_under(const char *tmp)
 	d[lost ? 0 : o] = '\0';
 }
 
-void log_file_init(void)
+CUMEMCAP_START_CODE void log_file_init(void)
 {
 	const struct cumemcap_policy *p = cumemcap_policy();
 	if (p->secure || p->log != CUMEMCAP_LOG_FILE || p->log_src.origin != CUMEMCAP_FROM_DEFAULT ||
-	    strcmp(p->log_path, CUMEMCAP_DEFAULT_LOG) != 0)
+	    strcmp(p->log_path, default_log) != 0)
 		return;
-	template_under(secure_getenv("TMPDIR"));
+	template_under(secure_getenv(tmpdir));
 }
-
-static CUMEMCAP_START_CONST const char tmpdir[] = "TMPDIR";
 
 CUMEMCAP_START_CODE void log_file_capture(void)
 {

@@ -103,7 +103,7 @@ CUMEMCAP_START_CODE void cumemcap_log_start_env(void)
 	log_env_taken = true;
 }
 
-void cumemcap_log_policy_env(void)
+CUMEMCAP_START_CODE void cumemcap_log_policy_env(void)
 {
 	log_metrics_init();
 	log_file_init();

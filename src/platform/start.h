@@ -32,6 +32,15 @@
 #define CUMEMCAP_START_CONST __attribute__((section(".data.rel.ro.cumemcap_start")))
 #define CUMEMCAP_START_CODE __attribute__((section(".text.startup.cumemcap")))
 
+/* s, which the compiler no longer knows: a CUMEMCAP_START_CONST string
+ * whose bytes it would otherwise fold into constants of its own, in
+ * .rodata (clang copies a known string with loads from there). */
+static inline const char *cumemcap_start_str(const char *s)
+{
+	__asm__("" : "+r"(s));
+	return s;
+}
+
 /* snprintf(dst, len, "%s", src) without stdio (whose pages a program
  * without CUDA may never touch): at most len - 1 bytes, always ended. */
 static inline void cumemcap_copy_str(char *dst, size_t len, const char *src)

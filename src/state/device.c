@@ -60,6 +60,8 @@ static void check_selector(void *ctx, const struct cumemcap_selector *sel,
 
 static struct rule_check rc; /* written once under init_lock, then read-only */
 static _Atomic int all_known = -1;
+static bool single; /* the driver reports one GPU, described: under init_lock */
+static _Atomic int only = -1; /* 0 once that GPU is known (cumemcap_device_only) */
 static _Atomic int driver_version; /* 0: unknown */
 
 static void check_rules(void)
@@ -71,6 +73,7 @@ static void check_rules(void)
 	for (int d = 0; d < count && d < CUMEMCAP_MAX_DEVICES; d++)
 		if (describe(d, &rc.info[rc.count]))
 			rc.count++;
+	single = count == 1 && rc.count == 1;
 	cumemcap_policy_selectors(cumemcap_policy(), check_selector, &rc);
 	atomic_store(&driver_version, cumemcap_driver_version());
 	atomic_store_explicit(&all_known, rc.count, memory_order_release);
@@ -112,6 +115,8 @@ bool cumemcap_device_ensure(int dev)
 			cumemcap_group_attach(dev, infos[dev].uuid, infos[dev].pci_bus_id, infos[dev].total,
 					      infos[dev].limit);
 			atomic_store_explicit(&state[dev], 1, memory_order_release);
+			if (dev == 0 && single)
+				atomic_store_explicit(&only, 0, memory_order_release);
 		} else {
 			/* A GPU the driver cannot describe now (not
 			 * initialized yet, no such ordinal) is asked again next
@@ -128,6 +133,11 @@ bool cumemcap_device_ensure(int dev)
 		cumemcap_worker_start();
 	}
 	return ok;
+}
+
+int cumemcap_device_only(void)
+{
+	return atomic_load_explicit(&only, memory_order_acquire);
 }
 
 const struct cumemcap_device_info *cumemcap_device_info(int dev)
@@ -157,30 +167,39 @@ void cumemcap_device_forget_contexts(void)
 	atomic_fetch_add_explicit(&generation, 1, memory_order_release);
 }
 
-static inline CUresult current(CUcontext *ctx, int *dev)
+/* A context this thread has not seen under this generation: its device,
+ * asked of the driver, ensured and remembered. Out of line, so that the
+ * remembered case (every call but the first in a context) saves no
+ * registers for it. */
+static __attribute__((noinline)) CUresult current_slow(CUcontext ctx, uint64_t gen, int *dev)
 {
 	CUdevice d;
+	CUresult r = cumemcap_driver_current_device(&d);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!cumemcap_device_ensure(d))
+		return CUDA_ERROR_INVALID_DEVICE;
+	last.ctx = ctx;
+	last.generation = gen;
+	last.dev = d;
+	last.note = NULL;
+	*dev = d;
+	return CUDA_SUCCESS;
+}
+
+static inline __attribute__((always_inline)) CUresult current(CUcontext *ctx, int *dev)
+{
 	CUresult r = cumemcap_driver_current_ctx(ctx);
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (!*ctx)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	uint64_t gen = atomic_load_explicit(&generation, memory_order_acquire);
-	if (last.ctx == *ctx && last.generation == gen) {
+	if (__builtin_expect(last.ctx == *ctx && last.generation == gen, 1)) {
 		*dev = last.dev;
 		return CUDA_SUCCESS;
 	}
-	r = cumemcap_driver_current_device(&d);
-	if (r != CUDA_SUCCESS)
-		return r;
-	if (!cumemcap_device_ensure(d))
-		return CUDA_ERROR_INVALID_DEVICE;
-	last.ctx = *ctx;
-	last.generation = gen;
-	last.dev = d;
-	last.note = NULL;
-	*dev = d;
-	return CUDA_SUCCESS;
+	return current_slow(*ctx, gen, dev);
 }
 
 CUresult cumemcap_device_current(CUcontext *ctx, int *dev)

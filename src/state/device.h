@@ -32,6 +32,14 @@ void cumemcap_device_listen(cumemcap_device_known_fn known);
  * (then the shim does not account on it). */
 bool cumemcap_device_ensure(int dev);
 
+/* 0 when the driver reports exactly one GPU and it is known (ensured):
+ * every context is then on GPU 0, so a caller whose own driver call
+ * answers for the current context (and fails without one) needs no
+ * cuCtxGetCurrent to know its device. -1 otherwise, or before that GPU
+ * became known: ask cumemcap_device_current. Calls no driver. A GPU count
+ * never changes in a process, so neither does a 0. */
+int cumemcap_device_only(void);
+
 /* The facts about an ensured device, or NULL. */
 const struct cumemcap_device_info *cumemcap_device_info(int dev);
 

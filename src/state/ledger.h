@@ -486,3 +486,27 @@ void cumemcap_ledger_shard_close(struct cumemcap_ledger_shard *s);
 
 /* Zero everything (a forked child holds none of its parent's memory). */
 void cumemcap_ledger_reset(void);
+
+/* What a capacity answer (cuMemGetInfo) needs of `dev` (in range), read in
+ * one inline pass over its books: the limit (CUMEMCAP_NO_LIMIT: none),
+ * the headroom under it (cumemcap_ledger_headroom; UINT64_MAX without a
+ * limit) and `pooled`, the arenas' cached bytes (cumemcap_ledger_get's
+ * figure, which cumemcap_arena_cached returns). Each is read atomically,
+ * as by those functions; the set is not one instant. */
+struct cumemcap_ledger_capacity {
+	uint64_t limit, headroom, pooled;
+};
+static inline void cumemcap_ledger_capacity(int dev, struct cumemcap_ledger_capacity *out)
+{
+	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+	out->limit = atomic_load(&d->limit);
+	out->headroom = UINT64_MAX;
+	if (out->limit != CUMEMCAP_NO_LIMIT) {
+		uint64_t cap = atomic_load(&d->cap);
+		if (cap != CUMEMCAP_NO_LIMIT) {
+			uint64_t cur = atomic_load(&d->reserved);
+			out->headroom = cur >= cap ? 0 : cap - cur;
+		}
+	}
+	out->pooled = cumemcap_ledger_local_sum(dev, &d->pooled, CUMEMCAP_LOCAL_pooled);
+}

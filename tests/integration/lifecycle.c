@@ -508,6 +508,35 @@ static void meminfo_no_context(void)
 	CHECK(t == 64 * MiB);
 }
 
+/* One GPU: cuMemGetInfo knows its device without asking for the current
+ * context (the driver's own answer says whether there is one), and still
+ * answers the capped figures, or the driver's error without a context. */
+static void meminfo_one_gpu(void)
+{
+	CUcontext ctx;
+	CUdeviceptr p;
+	size_t fr, tot;
+	OK(A.cuInit(0));
+	OK(A.cuDevicePrimaryCtxRetain(&ctx, 0));
+	OK(A.cuCtxSetCurrent(ctx));
+	OK(A.cuMemAlloc(&p, 16 * MiB)); /* GPU 0 is known */
+	uint64_t asked = F.calls("cuCtxGetCurrent");
+	for (int i = 0; i < 100; i++) {
+		OK(A.cuMemGetInfo(&fr, &tot));
+		CHECK(tot == 64 * MiB && fr <= 48 * MiB);
+	}
+	CHECK(F.calls("cuCtxGetCurrent") == asked);
+	OK(A.cuCtxSetCurrent(NULL));
+	fr = tot = 7;
+	CHECK_CU(CUDA_ERROR_INVALID_CONTEXT, A.cuMemGetInfo(&fr, &tot));
+	CHECK(fr == 7 && tot == 7);
+	OK(A.cuCtxSetCurrent(ctx));
+	OK(A.cuMemFree(p));
+	OK(A.cuMemGetInfo(&fr, &tot));
+	CHECK(tot == 64 * MiB);
+	OK(A.cuDevicePrimaryCtxRelease(0));
+}
+
 /* ---- 2. the stress ---------------------------------------------------------------- */
 
 /* Threads that retain GPU 0's or 1's primary context and allocate without
@@ -762,6 +791,8 @@ int main(int argc, char **argv)
 		vmm_host();
 	else if (strcmp(c, "meminfo-no-context") == 0)
 		meminfo_no_context();
+	else if (strcmp(c, "meminfo-one-gpu") == 0)
+		meminfo_one_gpu();
 	else if (strcmp(c, "stress") == 0)
 		stress();
 	else {

@@ -232,6 +232,96 @@ class Layout(unittest.TestCase):
         self.assertLessEqual(large[0] + large[1], bss[0])
         self.assertLess(hot[1], 4096)
 
+    def symbols(self):
+        syms = {}
+        for line in self.readelf("-s").splitlines():
+            f = line.split()
+            if len(f) >= 8 and f[0].endswith(":") and f[3] in ("FUNC", "OBJECT"):
+                syms.setdefault(f[7].split("@")[0], int(f[1], 16))
+        return syms
+
+    def test_a_configured_start_runs_in_the_first_pages_of_text(self):
+        # A process configured by a variable or a file builds its policy
+        # and sets the hints before main: that code sits in .text.startup
+        # (CUMEMCAP_START_CODE), which ld places at the head of .text with
+        # _init, before every function of plain .text (the hooks), in the
+        # pages loading the library faults in; not spread over .text (a
+        # fault each). Pages.test_a_configured_start_reads_no_rodata_and_
+        # no_more_text counts the pages themselves.
+        syms = self.symbols()
+        init = syms["_init"]
+        plain = min(syms[n] for n in ("cuMemGetInfo_v2", "cuMemAlloc_v2", "cumemcap_version"))
+        # (Static helpers the compiler may inline are left out.)
+        for name in ("cumemcap_policy", "cumemcap_policy_start", "finish", "cumemcap_policy_resolve_group",
+                     "cumemcap_policy_parse_limit", "cumemcap_parse_amount", "cumemcap_hints_apply",
+                     "cumemcap_hints_plan", "cumemcap_policy_any_limit", "cumemcap_log_policy_env",
+                     "log_file_init", "cumemcap_config_read", "cumemcap_config_parse", "on_entry",
+                     "cumemcap_setting_by_key"):
+            with self.subTest(name=name):
+                self.assertTrue(name in syms, name + " is not in the symbol table")
+                self.assertTrue(init < syms[name] < plain, name + " is not start code")
+
+    def test_the_policy_has_pages_of_its_own_after_bss(self):
+        # A start configured by a variable writes the first page of the
+        # process's policy and no other (src/config/policy.h): the policy
+        # is page-aligned, in a section after .bss so that its alignment
+        # does not move .bss off the page ld.so writes anyway.
+        syms = self.symbols()
+        sections = {}
+        for line in self.readelf("-S").splitlines():
+            f = line.replace("[ ", "[").split()
+            if len(f) > 5 and f[0].startswith("[") and f[0][1:-1].isdigit():
+                sections[f[1]] = (int(f[3], 16), int(f[5], 16))
+        bss = sections[".bss"]
+        self.assertEqual(syms["the_policy"] % 4096, 0)
+        self.assertGreaterEqual(syms["the_policy"], bss[0] + bss[1])
+        self.assertNotEqual(bss[0] % 4096, 0, ".bss starts a page of its own")
+
+
+class Pages(unittest.TestCase):
+    """What a start configured by a variable or a file touches of the library, seen
+    in the smaps of a program that never uses CUDA (cat /proc/self/smaps):
+    the same text pages as an unconfigured start, and nothing of .rodata
+    (its strings and constants are among .data.rel.ro: platform/start.h)."""
+
+    def rss(self, **env):
+        if EXTRA:
+            self.skipTest("another preloaded library (sanitizers) has pages of its own")
+        base = {k: v for k, v in os.environ.items() if not k.startswith("CUMEMCAP_")}
+        base.update(env, LD_PRELOAD=SHIM)
+        out = subprocess.run(["cat", "/proc/self/smaps"], env=base, capture_output=True, text=True,
+                             check=True).stdout
+        maps, current = {}, None
+        for line in out.splitlines():
+            f = line.split()
+            if len(f) >= 6 and "-" in f[0] and os.path.realpath(f[5]) == os.path.realpath(SHIM):
+                current = (f[1], int(f[2], 16))
+            elif len(f) >= 6 and "-" in f[0]:
+                current = None
+            elif current and f[0] == "Rss:":
+                maps[current] = int(f[1])
+        return maps
+
+    def test_a_configured_start_reads_no_rodata_and_no_more_text(self):
+        rodata = None
+        out = subprocess.run(["readelf", "-SW", SHIM], capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            f = line.replace("[ ", "[").split()
+            if len(f) > 5 and f[1] == ".rodata":
+                rodata = int(f[4], 16)
+        with tempfile.NamedTemporaryFile("w", suffix=".conf") as conf:
+            conf.write("limit = 4GiB\n")
+            conf.flush()
+            bare = self.rss()
+            for how, env in (("CUMEMCAP_LIMIT", {"CUMEMCAP_LIMIT": "4GiB"}),
+                             ("a file", {"CUMEMCAP_CONFIG": conf.name})):
+                with self.subTest(how=how):
+                    configured = self.rss(**env)
+                    text = [k for k in bare if k[0] == "r-xp"]
+                    ro = max(k for k in configured if k[0] == "r--p" and k[1] <= rodata)
+                    self.assertEqual(configured[ro], 0, "a start configured by %s read .rodata" % how)
+                    self.assertEqual([configured[k] for k in text], [bare[k] for k in text])
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
