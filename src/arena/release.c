@@ -190,6 +190,35 @@ bool arena_collect(struct arena *a, struct give_back *g, uint64_t keep, uint64_t
 	return more;
 }
 
+/* CUMEMCAP_RELEASE=immediate: segment si has nothing live. Unless a chunk
+ * of it is in limbo (a reclaim waits on a fence for it, and gives the
+ * segment back after), it leaves the arena into g with its pending chunks
+ * merged: giving it back (cuMemFree) synchronizes, which proves them idle.
+ * Lock held, inside g's quiet section (capture.h), g not full. */
+static bool take_emptied(struct arena *a, uint32_t si, struct give_back *g)
+{
+	const struct segment *s = &a->segs[si];
+	if (s->live || s->prealloc || s->quick)
+		return false;
+	for (uint32_t k = s->first; k != NONE; k = a->chunks[k].next)
+		if (a->chunks[k].state == C_LIMBO)
+			return false;
+	for (uint32_t k = s->first, nx; k != NONE; k = nx) {
+		nx = a->chunks[k].next;
+		if (a->chunks[k].state == C_PENDING) {
+			pending_remove(a, k);
+			merge_free(a, k, 1); /* pending_remove counted it */
+			nx = a->segs[si].first; /* merged: start over */
+		}
+	}
+	mark_free(a, &a->segs[si], 1);
+	g->base[g->n] = a->segs[si].base;
+	g->bytes[g->n] = a->segs[si].bytes;
+	g->n++;
+	arena_seg_detach(a, si);
+	return true;
+}
+
 void arena_reclaim(struct arena *a)
 {
 	uint32_t head = a->pend_head;
@@ -294,27 +323,10 @@ __attribute__((noinline)) static bool free_pooled(CUdeviceptr ptr, CUresult *r)
 	g.quiet = false;
 	if (cumemcap_policy()->release == CUMEMCAP_RELEASE_IMMEDIATE && s->live == 0 && !s->prealloc &&
 	    cumemcap_capture_quiet_enter()) {
-		bool limbo = false;
-		for (uint32_t k = s->first; k != NONE && !limbo; k = a->chunks[k].next)
-			limbo = a->chunks[k].state == C_LIMBO;
-		if (limbo) {
+		g.quiet = true;
+		if (!take_emptied(a, c->seg, &g)) { /* in limbo: its reclaim gives it back */
 			cumemcap_capture_quiet_exit();
-		} else {
-			g.quiet = true;
-			uint32_t si = c->seg;
-			for (uint32_t k = s->first, nx; k != NONE; k = nx) {
-				nx = a->chunks[k].next;
-				if (a->chunks[k].state == C_PENDING) {
-					pending_remove(a, k);
-					merge_free(a, k, 1); /* pending_remove counted it */
-					nx = a->segs[si].first; /* merged: start over */
-				}
-			}
-			mark_free(a, &a->segs[si], 1);
-			g.base[0] = a->segs[si].base;
-			g.bytes[0] = a->segs[si].bytes;
-			g.n = 1;
-			arena_seg_detach(a, si);
+			g.quiet = false;
 		}
 	}
 	CUcontext ctx = a->ctx;
