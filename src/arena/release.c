@@ -219,6 +219,20 @@ static bool take_emptied(struct arena *a, uint32_t si, struct give_back *g)
 	return true;
 }
 
+/* CUMEMCAP_RELEASE=immediate: every segment with nothing live that
+ * take_emptied takes, into g until it is full (lock held, inside g's
+ * quiet section). Returns whether more may remain. */
+static bool collect_emptied(struct arena *a, struct give_back *g)
+{
+	for (uint32_t i = 0; i < a->addr_count;) {
+		if (!take_emptied(a, a->by_addr[i], g))
+			i++; /* else detached: by_addr[i] is the next one */
+		else if (g->n == 16)
+			return true;
+	}
+	return false;
+}
+
 void arena_reclaim(struct arena *a)
 {
 	uint32_t head = a->pend_head;
@@ -240,26 +254,37 @@ void arena_reclaim(struct arena *a)
 	if (a->epoch != epoch)
 		return; /* the context was forgotten meanwhile: nothing to settle */
 	a->last_reclaim = now;
+	bool emptied = false; /* a segment left with nothing live, not wholly free */
 	for (uint32_t ci = head, next; ci != NONE; ci = next) {
 		next = a->chunks[ci].lnext;
+		struct segment *s = &a->segs[a->chunks[ci].seg];
 		if (r == CUDA_SUCCESS) {
 			make_ready(a, ci, now);
+			emptied |= s->live == 0 && s->waiting > 0;
 		} else {
-			a->segs[a->chunks[ci].seg].waiting--;
+			s->waiting--;
 			pending_push(a, ci); /* not proven idle: keep waiting */
 		}
 	}
-	/* CUMEMCAP_RELEASE=immediate: a segment whose last live block was
-	 * freed while its other blocks waited here (in limbo, so that free
-	 * could not give it back) may be wholly free now, at once or after
-	 * a later wait: it goes back as that free would have given it, not
-	 * cached for good. Nothing else is wholly free under this rule. */
-	while (r == CUDA_SUCCESS && a->whole_free && a->epoch == epoch &&
+	/* CUMEMCAP_RELEASE=immediate: a free that left a segment with
+	 * nothing live could not give it back while some of its blocks
+	 * waited here (in limbo). That free's own block, and any freed
+	 * since the wait began, are pending, not proven idle by it: the
+	 * segment is not wholly free, and no later free will come for it.
+	 * It goes back now as that free would have given it, its pending
+	 * blocks merged (unless another reclaim still waits for some of
+	 * them: that one gives it back at its end), with any segment this
+	 * wait left wholly free. */
+	while (r == CUDA_SUCCESS && (emptied || a->whole_free) && a->epoch == epoch &&
 	       cumemcap_policy()->release == CUMEMCAP_RELEASE_IMMEDIATE) {
-		struct give_back g = { .n = 0 };
-		bool more = arena_collect(a, &g, 0, 0);
-		if (!g.n)
+		if (!cumemcap_capture_quiet_enter())
 			break; /* a capture began: they go back after it */
+		struct give_back g = { .n = 0, .quiet = true };
+		bool more = collect_emptied(a, &g);
+		if (!g.n) {
+			cumemcap_capture_quiet_exit();
+			break;
+		}
 		unlock(a);
 		arena_release_now(a, ctx, &g);
 		lock(a);
