@@ -96,8 +96,11 @@ static void merge_free(struct arena *a, uint32_t ci, uint64_t now)
 }
 
 /* A chunk whose wait is over: onto the quick list of its size (a small
- * packed one, quick lists on), else merged with free neighbours. */
-static void make_ready(struct arena *a, uint32_t ci, uint64_t now)
+ * packed one, quick lists on), else merged with free neighbours. Returns
+ * whether it left its segment with nothing live and other chunks waiting
+ * (not wholly free: see arena_reclaim; the quick path never does, its
+ * segment being in use). */
+static bool make_ready(struct arena *a, uint32_t ci, uint64_t now)
 {
 	struct chunk *c = &a->chunks[ci];
 	struct segment *s = &a->segs[c->seg];
@@ -108,9 +111,10 @@ static void make_ready(struct arena *a, uint32_t ci, uint64_t now)
 		a->quick[c->units] = ci;
 		a->quick_count++;
 		s->quick++;
-		return;
+		return false;
 	}
 	merge_free(a, ci, now);
+	return s->live == 0 && s->waiting > 0;
 }
 
 void arena_quick_flush(struct arena *a)
@@ -257,12 +261,10 @@ void arena_reclaim(struct arena *a)
 	bool emptied = false; /* a segment left with nothing live, not wholly free */
 	for (uint32_t ci = head, next; ci != NONE; ci = next) {
 		next = a->chunks[ci].lnext;
-		struct segment *s = &a->segs[a->chunks[ci].seg];
 		if (r == CUDA_SUCCESS) {
-			make_ready(a, ci, now);
-			emptied |= s->live == 0 && s->waiting > 0;
+			emptied |= make_ready(a, ci, now);
 		} else {
-			s->waiting--;
+			a->segs[a->chunks[ci].seg].waiting--;
 			pending_push(a, ci); /* not proven idle: keep waiting */
 		}
 	}
