@@ -529,7 +529,8 @@ void arena_release_now(struct arena *a, CUcontext ctx, const struct give_back *g
  * stay. Returns whether more remain to collect. */
 bool arena_collect(struct arena *a, struct give_back *g, uint64_t keep, uint64_t before);
 /* Wait for the streams, then make every block freed before the wait
- * ready (with CUMEMCAP_RELEASE=immediate, give back the segments that
- * left wholly free, the lock dropped around it). Called with the lock held
+ * ready (with CUMEMCAP_RELEASE=immediate, give back the segments left
+ * with nothing live, their blocks freed since the wait merged, the lock
+ * dropped around it). Called with the lock held
  * and the arena's context current; returns with the lock held. */
 void arena_reclaim(struct arena *a);

@@ -96,8 +96,11 @@ static void merge_free(struct arena *a, uint32_t ci, uint64_t now)
 }
 
 /* A chunk whose wait is over: onto the quick list of its size (a small
- * packed one, quick lists on), else merged with free neighbours. */
-static void make_ready(struct arena *a, uint32_t ci, uint64_t now)
+ * packed one, quick lists on), else merged with free neighbours. Returns
+ * whether it left its segment with nothing live and other chunks waiting
+ * (not wholly free: see arena_reclaim; the quick path never does, its
+ * segment being in use). */
+static bool make_ready(struct arena *a, uint32_t ci, uint64_t now)
 {
 	struct chunk *c = &a->chunks[ci];
 	struct segment *s = &a->segs[c->seg];
@@ -108,9 +111,10 @@ static void make_ready(struct arena *a, uint32_t ci, uint64_t now)
 		a->quick[c->units] = ci;
 		a->quick_count++;
 		s->quick++;
-		return;
+		return false;
 	}
 	merge_free(a, ci, now);
+	return s->live == 0 && s->waiting > 0;
 }
 
 void arena_quick_flush(struct arena *a)
@@ -190,6 +194,49 @@ bool arena_collect(struct arena *a, struct give_back *g, uint64_t keep, uint64_t
 	return more;
 }
 
+/* CUMEMCAP_RELEASE=immediate: segment si has nothing live. Unless a chunk
+ * of it is in limbo (a reclaim waits on a fence for it, and gives the
+ * segment back after), it leaves the arena into g with its pending chunks
+ * merged: giving it back (cuMemFree) synchronizes, which proves them idle.
+ * Lock held, inside g's quiet section (capture.h), g not full. */
+static bool take_emptied(struct arena *a, uint32_t si, struct give_back *g)
+{
+	const struct segment *s = &a->segs[si];
+	if (s->live || s->prealloc || s->quick)
+		return false;
+	for (uint32_t k = s->first; k != NONE; k = a->chunks[k].next)
+		if (a->chunks[k].state == C_LIMBO)
+			return false;
+	for (uint32_t k = s->first, nx; k != NONE; k = nx) {
+		nx = a->chunks[k].next;
+		if (a->chunks[k].state == C_PENDING) {
+			pending_remove(a, k);
+			merge_free(a, k, 1); /* pending_remove counted it */
+			nx = a->segs[si].first; /* merged: start over */
+		}
+	}
+	mark_free(a, &a->segs[si], 1);
+	g->base[g->n] = a->segs[si].base;
+	g->bytes[g->n] = a->segs[si].bytes;
+	g->n++;
+	arena_seg_detach(a, si);
+	return true;
+}
+
+/* CUMEMCAP_RELEASE=immediate: every segment with nothing live that
+ * take_emptied takes, into g until it is full (lock held, inside g's
+ * quiet section). Returns whether more may remain. */
+static bool collect_emptied(struct arena *a, struct give_back *g)
+{
+	for (uint32_t i = 0; i < a->addr_count;) {
+		if (!take_emptied(a, a->by_addr[i], g))
+			i++; /* else detached: by_addr[i] is the next one */
+		else if (g->n == 16)
+			return true;
+	}
+	return false;
+}
+
 void arena_reclaim(struct arena *a)
 {
 	uint32_t head = a->pend_head;
@@ -211,26 +258,35 @@ void arena_reclaim(struct arena *a)
 	if (a->epoch != epoch)
 		return; /* the context was forgotten meanwhile: nothing to settle */
 	a->last_reclaim = now;
+	bool emptied = false; /* a segment left with nothing live, not wholly free */
 	for (uint32_t ci = head, next; ci != NONE; ci = next) {
 		next = a->chunks[ci].lnext;
 		if (r == CUDA_SUCCESS) {
-			make_ready(a, ci, now);
+			emptied |= make_ready(a, ci, now);
 		} else {
 			a->segs[a->chunks[ci].seg].waiting--;
 			pending_push(a, ci); /* not proven idle: keep waiting */
 		}
 	}
-	/* CUMEMCAP_RELEASE=immediate: a segment whose last live block was
-	 * freed while its other blocks waited here (in limbo, so that free
-	 * could not give it back) may be wholly free now, at once or after
-	 * a later wait: it goes back as that free would have given it, not
-	 * cached for good. Nothing else is wholly free under this rule. */
-	while (r == CUDA_SUCCESS && a->whole_free && a->epoch == epoch &&
+	/* CUMEMCAP_RELEASE=immediate: a free that left a segment with
+	 * nothing live could not give it back while some of its blocks
+	 * waited here (in limbo). That free's own block, and any freed
+	 * since the wait began, are pending, not proven idle by it: the
+	 * segment is not wholly free, and no later free will come for it.
+	 * It goes back now as that free would have given it, its pending
+	 * blocks merged (unless another reclaim still waits for some of
+	 * them: that one gives it back at its end), with any segment this
+	 * wait left wholly free. */
+	while (r == CUDA_SUCCESS && (emptied || a->whole_free) && a->epoch == epoch &&
 	       cumemcap_policy()->release == CUMEMCAP_RELEASE_IMMEDIATE) {
-		struct give_back g = { .n = 0 };
-		bool more = arena_collect(a, &g, 0, 0);
-		if (!g.n)
+		if (!cumemcap_capture_quiet_enter())
 			break; /* a capture began: they go back after it */
+		struct give_back g = { .n = 0, .quiet = true };
+		bool more = collect_emptied(a, &g);
+		if (!g.n) {
+			cumemcap_capture_quiet_exit();
+			break;
+		}
 		unlock(a);
 		arena_release_now(a, ctx, &g);
 		lock(a);
@@ -294,27 +350,10 @@ __attribute__((noinline)) static bool free_pooled(CUdeviceptr ptr, CUresult *r)
 	g.quiet = false;
 	if (cumemcap_policy()->release == CUMEMCAP_RELEASE_IMMEDIATE && s->live == 0 && !s->prealloc &&
 	    cumemcap_capture_quiet_enter()) {
-		bool limbo = false;
-		for (uint32_t k = s->first; k != NONE && !limbo; k = a->chunks[k].next)
-			limbo = a->chunks[k].state == C_LIMBO;
-		if (limbo) {
+		g.quiet = true;
+		if (!take_emptied(a, c->seg, &g)) { /* in limbo: its reclaim gives it back */
 			cumemcap_capture_quiet_exit();
-		} else {
-			g.quiet = true;
-			uint32_t si = c->seg;
-			for (uint32_t k = s->first, nx; k != NONE; k = nx) {
-				nx = a->chunks[k].next;
-				if (a->chunks[k].state == C_PENDING) {
-					pending_remove(a, k);
-					merge_free(a, k, 1); /* pending_remove counted it */
-					nx = a->segs[si].first; /* merged: start over */
-				}
-			}
-			mark_free(a, &a->segs[si], 1);
-			g.base[0] = a->segs[si].base;
-			g.bytes[0] = a->segs[si].bytes;
-			g.n = 1;
-			arena_seg_detach(a, si);
+			g.quiet = false;
 		}
 	}
 	CUcontext ctx = a->ctx;

@@ -586,6 +586,60 @@ static void immediate_after_wait(void)
 	printf("arena: a segment emptied during a wait went back once its blocks were ready\n");
 }
 
+/* The same segment emptied during a wait, and then no later wait: the
+ * program asks for nothing that finds only pending blocks. The free of
+ * q1 (its last live block) could not give S1 back, its other blocks
+ * being in the reclaim's limbo, and q1 itself waits on the pending list,
+ * not proven idle by that reclaim: so S1 was never wholly free, and it
+ * stayed cached for good (stress-*-pooled ended with a segment still
+ * reserved about 2 runs in 50). The reclaim gives it back at its end. */
+static void immediate_emptied_in_wait(void)
+{
+	CUstream s;
+	OK(A.cuStreamCreate(&s, 0)); /* blocking: the legacy stream waits for it */
+	/* S1 = p1 (512 KiB) q1 (1 MiB) x1 (512 KiB), S2 = p2 q2 (1 MiB each). */
+	CUdeviceptr p1, q1, x1, p2, q2, r;
+	OK(A.cuMemAlloc(&p1, MiB / 2));
+	OK(A.cuMemAlloc(&q1, 1 * MiB));
+	OK(A.cuMemAlloc(&x1, MiB / 2));
+	OK(A.cuMemAlloc(&p2, 1 * MiB));
+	OK(A.cuMemAlloc(&q2, 1 * MiB));
+	CHECK(F.reserved(0) == 4 * MiB);
+	OK(A.cuMemFree(x1));
+	OK(A.cuMemsetD32Async(p1, 0, MiB / 8, s));
+	OK(A.cuMemFree(p1));
+	OK(A.cuMemFree(p2));
+	uint64_t frees = calls("cuMemFree_v2");
+	/* This request waits for x1, p1 and p2 (~400 ms, the slow write);
+	 * another thread frees q1 meanwhile. */
+	late_q1 = q1;
+	atomic_store(&late_freed, 0);
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, free_later, NULL) == 0);
+	OK(A.cuMemAlloc(&r, 1 * MiB));
+	void *ret;
+	pthread_join(t, &ret);
+	CHECK(ret == NULL);
+	CHECK(atomic_load(&late_freed));
+	CHECK(r == p2);
+	/* S1 went back at the end of that wait, q1 with it (cuMemFree
+	 * synchronizes): one cuMemFree, S2 alone held. */
+	CHECK(calls("cuMemFree_v2") == frees + 1);
+	CHECK(F.reserved(0) == 2 * MiB);
+	struct cumemcap_stats st = shim_stats(0);
+	CHECK(st.reserved == 2 * MiB && st.pooled == 0 && st.live == 2 * MiB);
+	/* The rest freed, no request in between: nothing stays held. */
+	OK(A.cuMemFree(r));
+	OK(A.cuMemFree(q2));
+	OK(A.cuStreamSynchronize(s));
+	OK(A.cuStreamDestroy(s));
+	st = shim_stats(0);
+	CHECK(st.live == 0 && st.pooled == 0 && st.reserved == 0);
+	CHECK(st.segments_taken == 2 && st.segments_released == 2);
+	CHECK(F.reserved(0) == 0);
+	printf("arena: a segment emptied during a wait went back at that wait's end, with no later request\n");
+}
+
 /* CUMEMCAP_LIMIT=8MiB CUMEMCAP_RELEASE=never: a second thread's small
  * blocks come from a segment of its own; whole segments stay shared (a
  * freed one serves any thread); at the limit a thread whose own shard has
@@ -755,6 +809,7 @@ static const struct arena_case cases[] = {
 	CASE("quick-limit", "CUMEMCAP_LIMIT=2MiB", quick_limit)
 	CASE("pending-enough", "CUMEMCAP_RELEASE=never", pending_enough)
 	CASE("immediate-after-wait", "CUMEMCAP_RELEASE=immediate FAKECUDA_STREAM_DELAY_US=400000", immediate_after_wait)
+	CASE("immediate-emptied-in-wait", "CUMEMCAP_RELEASE=immediate FAKECUDA_STREAM_DELAY_US=400000", immediate_emptied_in_wait)
 };
 #undef CASE
 
