@@ -571,6 +571,48 @@ START_TEST(ledger_climb_after_a_fold_counts_once)
 }
 END_TEST
 
+static pthread_barrier_t raise_bar;
+
+static void *give_back_then_grow(void *arg)
+{
+	(void)arg;
+	cumemcap_ledger_move(23, 0, 1 << 20); /* blocks given back: a raise */
+	pthread_barrier_wait(&raise_bar);
+	pthread_barrier_wait(&raise_bar); /* the main thread raised */
+	cumemcap_ledger_move(23, 0, -(1 << 20)); /* handed out again */
+	cumemcap_ledger_pooled_add(23, 1 << 20); /* a segment joins */
+	pthread_barrier_wait(&raise_bar);
+	pthread_barrier_wait(&raise_bar); /* checked: no fold before */
+	return NULL;
+}
+
+/* A top's `others` goes stale when another thread raises or the device's
+ * atomic rises after it was summed: the next update raises again, rather
+ * than count the other thread's old bound with the new atomic. */
+START_TEST(ledger_climb_after_another_raise_sums_again)
+{
+	cumemcap_ledger_reset();
+	const int64_t k = 4096;
+	cumemcap_ledger_pooled_add(23, 64 << 10);
+	pthread_barrier_init(&raise_bar, NULL, 2);
+	pthread_t t;
+	pthread_create(&t, NULL, give_back_then_grow, NULL);
+	pthread_barrier_wait(&raise_bar);
+	cumemcap_ledger_move(23, 0, k); /* a raise: the other's bound counted */
+	pthread_barrier_wait(&raise_bar);
+	pthread_barrier_wait(&raise_bar);
+	cumemcap_ledger_move(23, 0, k); /* within the step */
+	uint64_t pooled = (64 << 10) + (1 << 20) + 2 * k;
+	ck_assert_uint_eq(cumemcap_ledger_get(23, CUMEMCAP_FIG_pooled), pooled);
+	uint64_t peak = cumemcap_ledger_get(23, CUMEMCAP_FIG_peak_pooled);
+	ck_assert_uint_ge(peak, pooled);
+	ck_assert_uint_le(peak, pooled + (uint64_t)CUMEMCAP_LEDGER_SLACK);
+	pthread_barrier_wait(&raise_bar);
+	pthread_join(t, NULL);
+	pthread_barrier_destroy(&raise_bar);
+}
+END_TEST
+
 TEST_SUITE(ledger)
 {
 	Suite *s = suite_create("ledger");
@@ -589,5 +631,6 @@ TEST_SUITE(ledger)
 	ADD_TEST(s, ledger_climb_raises_once_per_step);
 	ADD_TEST(s, ledger_climb_exact_while_the_atomic_falls);
 	ADD_TEST(s, ledger_climb_after_a_fold_counts_once);
+	ADD_TEST(s, ledger_climb_after_another_raise_sums_again);
 	return s;
 }
