@@ -196,10 +196,97 @@ static uint64_t bound_sum(int dev, int which)
 			 memory_order_seq_cst);
 }
 
+/* Raises of each figure of each GPU since the start: a raise bumps its
+ * figure's before it stores anything, and so does a rise of the device's
+ * atomic before the atomic rises (a top update checks it after loading the
+ * atomic: a rise it did not see the bump of, it did not see at all). */
+static _Atomic uint32_t raise_epoch[CUMEMCAP_MAX_DEVICES][CUMEMCAP_LOCAL_COUNT];
+
+static inline uint64_t epoch_now(int dev, int which)
+{
+	return (uint64_t)atomic_load(&raise_epoch[dev][which]) << 32 | atomic_load(&fold_seq);
+}
+
+/* The sum of every slot's bound of `which` on dev but m's own (m's bound
+ * stored before, sequentially consistent; see the rule in ledger.h). */
+static int64_t others_sum(int dev, struct cumemcap_ledger_moves *m, int which)
+{
+	uint64_t all = sum_slots(dev, NULL, offsetof(struct cumemcap_ledger_moves, high) + (size_t)which * sizeof(int64_t),
+				 memory_order_seq_cst);
+	return (int64_t)(all - (uint64_t)atomic_load_explicit(&m->high[which], memory_order_relaxed));
+}
+
+static void raise_slot(int dev, struct cumemcap_ledger_moves *m, int which, int64_t v, int64_t step);
+
+/* m's top of `which` on dev now that its delta is v (counted: the mark):
+ * the device's atomic (fresh) plus the others' bounds as last summed plus
+ * v. Plain stores to the thread's own slot. */
+static inline __attribute__((always_inline)) void update_top(int dev, struct cumemcap_ledger_moves *m, int which,
+							      int64_t v)
+{
+	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+	uint64_t top = atomic_load(shared_of(d, which)) +
+		       (uint64_t)(atomic_load_explicit(&m->others[which], memory_order_relaxed) + v);
+	if (__builtin_expect(epoch_now(dev, which) != atomic_load_explicit(&m->epoch[which], memory_order_relaxed), 0)) {
+		raise_slot(dev, m, which, v, CUMEMCAP_LEDGER_STEP);
+		return;
+	}
+	atomic_store_explicit(&m->mark[which], v, memory_order_relaxed);
+	if (top > atomic_load_explicit(&m->top[which], memory_order_relaxed))
+		atomic_store_explicit(&m->top[which], top, memory_order_relaxed);
+	if (which == CUMEMCAP_LOCAL_reserved) {
+		uint64_t fp = top + atomic_load_explicit(&d->overhead, memory_order_relaxed);
+		if (fp > atomic_load_explicit(&m->top[CUMEMCAP_LOCAL_footprint], memory_order_relaxed))
+			atomic_store_explicit(&m->top[CUMEMCAP_LOCAL_footprint], fp, memory_order_relaxed);
+	}
+}
+
+/* A raise (ledger.h): m's bound of `which` becomes v + step, the others'
+ * bounds are summed, the top follows from v. */
+static void raise_slot(int dev, struct cumemcap_ledger_moves *m, int which, int64_t v, int64_t step)
+{
+	uint32_t mine = atomic_fetch_add(&raise_epoch[dev][which], 1) + 1;
+	atomic_store(&m->high[which], v + step);
+	uint32_t seq = atomic_load(&fold_seq);
+	int64_t others = others_sum(dev, m, which);
+	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+	uint64_t top = atomic_load(shared_of(d, which)) + (uint64_t)(others + v);
+	atomic_store_explicit(&m->others[which], others, memory_order_relaxed);
+	/* The raise this is (another raise or a fold that ran through the
+	 * sum: the next update raises again). */
+	uint64_t epoch = (uint64_t)mine << 32 | seq;
+	atomic_store_explicit(&m->epoch[which], epoch, memory_order_relaxed);
+	atomic_store_explicit(&m->mark[which], v, memory_order_relaxed);
+	if (top > atomic_load_explicit(&m->top[which], memory_order_relaxed))
+		atomic_store_explicit(&m->top[which], top, memory_order_relaxed);
+	if (which == CUMEMCAP_LOCAL_reserved) {
+		uint64_t fp = top + atomic_load_explicit(&d->overhead, memory_order_relaxed);
+		if (fp > atomic_load_explicit(&m->top[CUMEMCAP_LOCAL_footprint], memory_order_relaxed))
+			atomic_store_explicit(&m->top[CUMEMCAP_LOCAL_footprint], fp, memory_order_relaxed);
+	}
+}
+
 void cumemcap_ledger_raise_local(int dev, struct cumemcap_ledger_moves *m, int which, int64_t v)
 {
-	atomic_store(&m->high[which], v);
-	raise_peaks(dev, which, bound_sum(dev, which));
+	if (v < atomic_load_explicit(&m->mark[which], memory_order_relaxed)) {
+		/* Fell more than LOW below the mark: the bound comes down to
+		 * LOW above the delta, the mark to it (v is counted: the
+		 * mark stays at or below the bound). */
+		atomic_store_explicit(&m->high[which], v + CUMEMCAP_LEDGER_LOW, memory_order_relaxed);
+		atomic_store_explicit(&m->mark[which], v, memory_order_relaxed);
+		return;
+	}
+	if (v > atomic_load_explicit(&m->high[which], memory_order_relaxed))
+		raise_slot(dev, m, which, v, CUMEMCAP_LEDGER_STEP);
+	else
+		update_top(dev, m, which, v);
+}
+
+uint32_t cumemcap_ledger_raises(int dev, int which)
+{
+	return cumemcap_ledger_valid(dev) && which >= 0 && which < CUMEMCAP_LOCAL_COUNT
+		       ? atomic_load(&raise_epoch[dev][which])
+		       : 0;
 }
 
 /* The device's atomic of `which` rose (this thread's change, made
@@ -210,9 +297,33 @@ static void raise_shared(int dev, int which)
 	struct cumemcap_ledger_local *l = cumemcap_ledger_own;
 	if (l) {
 		struct cumemcap_ledger_moves *m = &l->dev[dev];
-		atomic_store(&m->high[which], atomic_load_explicit(&m->delta[which], memory_order_relaxed));
+		raise_slot(dev, m, which, atomic_load_explicit(&m->delta[which], memory_order_relaxed), 0);
+		return;
 	}
 	raise_peaks(dev, which, bound_sum(dev, which));
+}
+
+/* The peak of `which` on dev (in range) a slot's top holds. */
+static _Atomic uint64_t *peak_top_of(struct cumemcap_ledger_device *d, int which)
+{
+	return which == CUMEMCAP_LOCAL_footprint ? &d->peak_footprint : peak_of(d, which);
+}
+
+uint64_t cumemcap_ledger_peak(int dev, _Atomic uint64_t *own, int which)
+{
+	if (!cumemcap_ledger_valid(dev) || atomic_load_explicit(&cumemcap_ledger_locals_used, memory_order_relaxed) <= 0)
+		return atomic_load(own);
+	for (int tries = 0;; tries++) {
+		uint32_t seq = atomic_load(&fold_seq);
+		uint64_t n = atomic_load(own);
+		int used = atomic_load(&cumemcap_ledger_locals_used);
+		for (int i = 0; i < used; i++) {
+			uint64_t t = atomic_load_explicit(&locals[i].dev[dev].top[which], memory_order_relaxed);
+			n = t > n ? t : n;
+		}
+		if (tries >= 64 || (!(seq & 1) && atomic_load(&fold_seq) == seq))
+			return n;
+	}
 }
 
 /* A thread exits: its deltas go to the device's atomics, its slot back. */
@@ -228,8 +339,15 @@ static void fold_slot(void *arg)
 			if (v)
 				atomic_fetch_add(shared_of(&cumemcap_ledger[dev], w), (uint64_t)v);
 			atomic_store(&m->high[w], 0);
+			atomic_store(&m->mark[w], 0);
+			atomic_store(&m->others[w], 0);
+			atomic_store(&m->epoch[w], 0);
 		}
 		struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+		/* The tops go to the peaks' atomics (a reader retries around
+		 * the fold: it sees the top or the raised atomic). */
+		for (int w = 0; w <= CUMEMCAP_LOCAL_footprint; w++)
+			raise_to(peak_top_of(d, w), atomic_exchange(&m->top[w], 0));
 		for (int k = 0; k < CUMEMCAP_KIND_COUNT; k++) {
 			int64_t v = atomic_exchange(&m->kind[k], 0);
 			if (v)
@@ -284,6 +402,8 @@ static bool take_slot(void)
 static inline __attribute__((always_inline)) void shared_add(int dev, int which, uint64_t bytes)
 {
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+	if (atomic_load_explicit(&cumemcap_ledger_locals_used, memory_order_relaxed) > 0)
+		atomic_fetch_add(&raise_epoch[dev][which], 1); /* the slots' tops: see raise_epoch */
 	uint64_t now = atomic_fetch_add(shared_of(d, which), bytes) + bytes;
 	if (__builtin_expect(atomic_load_explicit(&cumemcap_ledger_locals_used, memory_order_relaxed) <= 0, 1))
 		raise_peaks(dev, which, now); /* no slot: the atomic is the figure */
@@ -545,7 +665,12 @@ void cumemcap_ledger_reset(void)
 			for (int w = 0; w < CUMEMCAP_LOCAL_COUNT; w++) {
 				atomic_store(&m->delta[w], 0);
 				atomic_store(&m->high[w], 0);
+				atomic_store(&m->mark[w], 0);
+				atomic_store(&m->others[w], 0);
+				atomic_store(&m->epoch[w], 0);
 			}
+			for (int w = 0; w <= CUMEMCAP_LOCAL_footprint; w++)
+				atomic_store(&m->top[w], 0);
 			for (int k = 0; k < CUMEMCAP_KIND_COUNT; k++)
 				atomic_store(&m->kind[k], 0);
 			atomic_store(&m->allocs, 0);
@@ -557,6 +682,9 @@ void cumemcap_ledger_reset(void)
 	atomic_store(&cumemcap_ledger_pooled_slots, cumemcap_ledger_mine != NULL);
 	cumemcap_spin_unlock(&fold_lock);
 	atomic_store(&fold_seq, 0);
+	for (int i = 0; i < CUMEMCAP_MAX_DEVICES; i++)
+		for (int w = 0; w < CUMEMCAP_LOCAL_COUNT; w++)
+			atomic_store(&raise_epoch[i][w], 0);
 	for (int i = 0; i < CUMEMCAP_LEDGER_SHARDS; i++) {
 		struct cumemcap_ledger_shard *s = &cumemcap_ledger_shards[i];
 #define X(name, src, ...) SHARD_RESET_##src(s, name)

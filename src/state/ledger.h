@@ -166,36 +166,74 @@ static inline bool cumemcap_ledger_valid(int dev)
  * goes to the device's atomic, as before.
  *
  * The peaks. Each slot also publishes, per GPU and figure, a bound
- * `high` >= its delta. peak_live and peak_pooled are raised, to the
- * device's atomic plus every slot's bound, only when a delta rises above
- * its bound (which then becomes the delta) or the atomic rises; a delta
- * that falls more than CUMEMCAP_LEDGER_SLACK below its bound lowers the
- * bound to delta + SLACK. So a pair that moves a block out and back
- * writes nothing but its own slot and sums nothing once its bound covers
- * it. The rule, tested in tests/unit/test-ledger.c:
+ * `high` >= its delta, and keeps a `top` of its own: the highest value it
+ * saw the figure reach. peak_live and peak_pooled (peak_reserved and
+ * peak_footprint without a limit) are read as the device's peak atomic or
+ * the highest `top` of any slot, whichever is higher (folded on read, as
+ * the figures are; a dying thread's top goes to the atomic).
+ *
+ * A delta that rises above its bound makes a raise: the bound becomes the
+ * delta plus CUMEMCAP_LEDGER_STEP (stored sequentially consistent), the
+ * other slots' bounds are summed (`others`, kept in the slot) and the top
+ * becomes the device's atomic plus `others` plus the thread's own delta.
+ * A delta that rises above the highest delta its top counts (`mark`) but
+ * not above its bound only updates the top, with plain stores to the
+ * thread's own line: the device's atomic (loaded fresh) plus `others` (as
+ * the last raise summed them) plus the delta. The device's atomic rising
+ * (segments joining, a thread without a slot) makes a raise too, with the
+ * raising thread's bound at its delta. A delta that falls more than
+ * CUMEMCAP_LEDGER_LOW below its mark lowers the bound to delta + LOW and
+ * the mark to the delta (so the mark is never above the bound). So the
+ * inline move checks one field, the mark: a pair that moves a block out
+ * and back writes nothing but its own slot and sums nothing once its mark
+ * covers it, and a thread whose figure climbs (a program filling the GPU,
+ * a run of stream-ordered allocations) pays a locked instruction and a sum
+ * over the slots once per STEP bytes, not at every allocation.
+ * The rule, tested in tests/unit/test-ledger.c:
  *   - a peak is never below the figure: after any change has returned,
  *     the peak is at least the figure's value then, whatever threads run
  *     at the same time (the bound is stored before the sums are read,
  *     sequentially consistent, so of two racing raises the later sees
- *     both);
+ *     both; after the latest raise no atomic has risen and no bound
+ *     either, so the raising thread's top, made from its own delta, covers
+ *     the figure);
  *   - it is exact (the highest value the figure had) while only one
  *     thread has moved blocks in or out since its slot was taken (a
  *     single-threaded program: the shim's worker only releases segments,
- *     through the atomic), and the thread that changes the atomic counts
- *     its own delta, not its bound;
+ *     through the atomic, which every top update loads afresh), and the
+ *     thread that changes the atomic counts its own delta, not its bound;
  *   - otherwise it exceeds the true peak by at most SLACK for each other
- *     thread that holds a slot (the bounds they have not lowered yet).
+ *     thread that holds a slot: another slot's bound is at most
+ *     max(STEP, LOW) + LOW over its delta, and a top counts its own
+ *     thread's climb of at most STEP since the raise whose `others` it
+ *     uses (STEP = LOW = SLACK / 3: 2/3 SLACK per other thread plus 1/3
+ *     for the climb, and 2 threads at least). A top update that finds a
+ *     raise of the figure by anyone, a rise of its atomic or a fold since
+ *     its `others` were summed (a count per GPU and figure, and the
+ *     folds') makes a raise instead: `others` never counts a bound that a
+ *     later raise or a fold made stale.
  * A thread takes a slot at its first block move and gives it back when it
  * exits (its deltas folded into the device's atomics); a thread that finds
  * every slot taken uses the atomics, exactly as the shared path. */
 #define CUMEMCAP_LEDGER_SLACK ((int64_t)64 << 10)
+#define CUMEMCAP_LEDGER_STEP (CUMEMCAP_LEDGER_SLACK / 3)
+#define CUMEMCAP_LEDGER_LOW (CUMEMCAP_LEDGER_SLACK / 3)
 #define CUMEMCAP_LEDGER_LOCALS 256
 
 enum { CUMEMCAP_LOCAL_live, CUMEMCAP_LOCAL_pooled, CUMEMCAP_LOCAL_reserved, CUMEMCAP_LOCAL_COUNT };
+/* The footprint's top: `reserved`'s top plus the overhead then. */
+#define CUMEMCAP_LOCAL_footprint CUMEMCAP_LOCAL_COUNT
 
 struct cumemcap_ledger_moves {
 	_Atomic int64_t delta[CUMEMCAP_LOCAL_COUNT];
 	_Atomic int64_t high[CUMEMCAP_LOCAL_COUNT];
+	/* Written by the slot's thread alone: the highest delta its top
+	 * counts, the other slots' bounds as its last raise summed them, and
+	 * the tops (read by anyone; the footprint's last). */
+	_Atomic int64_t mark[CUMEMCAP_LOCAL_COUNT];
+	_Atomic int64_t others[CUMEMCAP_LOCAL_COUNT];
+	_Atomic uint64_t epoch[CUMEMCAP_LOCAL_COUNT]; /* the raises and folds `others` is from */
+	_Atomic uint64_t top[CUMEMCAP_LOCAL_COUNT + 1];
 	/* The passthrough's figures (see "the thread's own counts" below):
 	 * bytes of each slotted kind, successful allocations and frees. */
 	_Atomic int64_t kind[CUMEMCAP_KIND_COUNT];
@@ -218,8 +256,14 @@ extern CUMEMCAP_TLS struct cumemcap_ledger_local *cumemcap_ledger_own;
 
 /* Out of line: the thread has no slot (takes one, or uses the atomics). */
 void cumemcap_ledger_move_slow(int dev, int64_t live, int64_t pooled);
-/* Out of line: delta `which` of m rose to v, above its bound. */
+/* Out of line: delta `which` of m moved to v, above its mark (a raise when
+ * above its bound too, else the top's update) or more than LOW below it
+ * (the bound comes down). */
 void cumemcap_ledger_raise_local(int dev, struct cumemcap_ledger_moves *m, int which, int64_t v);
+/* How many raises of figure `which` (CUMEMCAP_LOCAL_*) dev has seen since
+ * the start or the last reset (rises of its atomic while slots are taken
+ * included): for the tests of the step. */
+uint32_t cumemcap_ledger_raises(int dev, int which);
 /* A figure of kind `local`: the device's atomic plus every slot's delta;
  * one load when no thread ever took a slot (CUMEMCAP_POOL=off). */
 extern _Atomic int cumemcap_ledger_locals_used;
@@ -237,11 +281,9 @@ static inline __attribute__((always_inline)) void cumemcap_ledger_move_one(int d
 {
 	int64_t v = atomic_load_explicit(&m->delta[which], memory_order_relaxed) + by;
 	atomic_store_explicit(&m->delta[which], v, memory_order_relaxed);
-	int64_t high = atomic_load_explicit(&m->high[which], memory_order_relaxed);
-	if (v > high)
+	int64_t mark = atomic_load_explicit(&m->mark[which], memory_order_relaxed);
+	if (v > mark || v < mark - CUMEMCAP_LEDGER_LOW)
 		cumemcap_ledger_raise_local(dev, m, which, v);
-	else if (v < high - CUMEMCAP_LEDGER_SLACK)
-		atomic_store_explicit(&m->high[which], v + CUMEMCAP_LEDGER_SLACK, memory_order_relaxed);
 }
 
 /* `live` bytes of a pooled block changed hands by `live` and the arena's
@@ -419,10 +461,26 @@ static inline struct cumemcap_ledger_shard *cumemcap_ledger_shard(unsigned i)
 /* A sharded figure of dev (`own` in the device, at `off` in a shard): the
  * device's own count plus its open shards'. For cumemcap_ledger_get. */
 uint64_t cumemcap_ledger_sharded_sum(int dev, _Atomic uint64_t *own, size_t off);
+/* A peak kept with the slots' tops (ledger.h, "the peaks"): the device's
+ * atomic `own` or the highest top of `which` in dev's slots. Out of line:
+ * the peaks are read seldom, and cumemcap_ledger_get stays small. */
+uint64_t cumemcap_ledger_peak(int dev, _Atomic uint64_t *own, int which);
+/* A `field` figure at `off` in the device: the peaks of the slotted
+ * figures fold the slots' tops in, the others are their atomic. */
+#define CUMEMCAP_LEDGER_PEAK_WHICH(off)                                                        \
+	((off) == offsetof(struct cumemcap_ledger_device, peak_live)	    ? CUMEMCAP_LOCAL_live     \
+	 : (off) == offsetof(struct cumemcap_ledger_device, peak_pooled)   ? CUMEMCAP_LOCAL_pooled   \
+	 : (off) == offsetof(struct cumemcap_ledger_device, peak_reserved) ? CUMEMCAP_LOCAL_reserved \
+	 : (off) == offsetof(struct cumemcap_ledger_device, peak_footprint) ? CUMEMCAP_LOCAL_footprint \
+									    : -1)
 /* What a device out of range reads as: nothing held, no limit. */
 extern struct cumemcap_ledger_device cumemcap_ledger_nowhere;
 
-#define CUMEMCAP_LEDGER_GET_field(dev, d, name) atomic_load(&(d)->name)
+#define CUMEMCAP_LEDGER_GET_field(dev, d, name)                                                       \
+	(CUMEMCAP_LEDGER_PEAK_WHICH(offsetof(struct cumemcap_ledger_device, name)) < 0                 \
+		 ? atomic_load(&(d)->name)                                                              \
+		 : cumemcap_ledger_peak(dev, &(d)->name,                                                \
+					CUMEMCAP_LEDGER_PEAK_WHICH(offsetof(struct cumemcap_ledger_device, name))))
 #define CUMEMCAP_LEDGER_GET_sharded(dev, d, name)                                                    \
 	(cumemcap_ledger_sharded_sum(dev, &(d)->name, offsetof(struct cumemcap_ledger_shard, name)) + \
 	 CUMEMCAP_LEDGER_SLOTTED_##name(dev))

@@ -103,60 +103,86 @@ __attribute__((noinline, cold)) static bool grow(struct stripe *s)
 	return true;
 }
 
-bool cumemcap_track_insert(const struct cumemcap_block *b, struct cumemcap_block *displaced)
+/* Record b under skey in s, whose lock is held and which has room;
+ * unlocks. */
+static inline __attribute__((always_inline)) bool insert_locked(struct stripe *s, const struct cumemcap_block *b,
+								 struct cumemcap_block *displaced, uint64_t skey,
+								 uint64_t hash)
+{
+	bool found = false;
+	uint32_t mask = s->mask;
+	struct cumemcap_block *slot = s->slot;
+	uint32_t i = (uint32_t)(hash / STRIPES) & mask;
+	while (slot[i].key && slot[i].key != skey)
+		i = (i + 1) & mask;
+	if (!slot[i].key) {
+		s->used++;
+	} else {
+		*displaced = slot[i];
+		displaced->key = b->key;
+		found = true;
+	}
+	slot[i] = *b;
+	slot[i].key = skey;
+	stripe_unlock(s);
+	return found;
+}
+
+/* The stripe is contended or must grow first: the lock taken spinning,
+ * the table grown. Apart, so that the common insert calls nothing and
+ * keeps nothing across a call (no registers to save). */
+__attribute__((noinline)) static bool insert_slow(const struct cumemcap_block *b, struct cumemcap_block *displaced)
 {
 	uint64_t hash, skey = stored_key(b->handle, b->key);
 	struct stripe *s = stripe_of(skey, &hash);
-	bool found = false;
-	stripe_lock(s);
-	if (__builtin_expect((s->used + 1) * 2 > s->mask + 1, 0) && !grow(s)) {
+	cumemcap_spin_lock(&s->lock);
+	if ((s->used + 1) * 2 > s->mask + 1 && !grow(s)) {
 		/* Out of host memory: the block stays untracked; its free
 		 * will pass through and its bytes stay charged (safe side). */
 		stripe_unlock(s);
 		return false;
 	}
-	uint32_t i = (uint32_t)(hash / STRIPES) & s->mask;
-	while (s->slot[i].key && s->slot[i].key != skey)
-		i = (i + 1) & s->mask;
-	if (!s->slot[i].key) {
-		s->used++;
-	} else {
-		*displaced = s->slot[i];
-		displaced->key = b->key;
-		found = true;
+	return insert_locked(s, b, displaced, skey, hash);
+}
+
+bool cumemcap_track_insert(const struct cumemcap_block *b, struct cumemcap_block *displaced)
+{
+	uint64_t hash, skey = stored_key(b->handle, b->key);
+	struct stripe *s = stripe_of(skey, &hash);
+	if (__builtin_expect(atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire), 0))
+		return insert_slow(b, displaced);
+	if (__builtin_expect((s->used + 1) * 2 > s->mask + 1, 0)) {
+		stripe_unlock(s);
+		return insert_slow(b, displaced);
 	}
-	s->slot[i] = *b;
-	s->slot[i].key = skey;
-	stripe_unlock(s);
-	return found;
+	return insert_locked(s, b, displaced, skey, hash);
 }
 
 /* Remove slot i from stripe s, shifting the cluster back. Lock held. */
-static void delete_at(struct stripe *s, uint32_t i)
+static inline __attribute__((always_inline)) void delete_at(struct stripe *s, uint32_t i)
 {
-	uint32_t j = i;
+	uint32_t j = i, mask = s->mask;
+	struct cumemcap_block *slot = s->slot;
 	for (;;) {
-		j = (j + 1) & s->mask;
-		if (!s->slot[j].key)
+		j = (j + 1) & mask;
+		if (!slot[j].key)
 			break;
-		uint32_t home = (uint32_t)(hash_of(s->slot[j].key) / STRIPES) & s->mask;
+		uint32_t home = (uint32_t)(hash_of(slot[j].key) / STRIPES) & mask;
 		/* Move j into the hole at i if its home is not in (i, j]. */
-		if (((j - home) & s->mask) >= ((j - i) & s->mask)) {
-			s->slot[i] = s->slot[j];
+		if (((j - home) & mask) >= ((j - i) & mask)) {
+			slot[i] = slot[j];
 			i = j;
 		}
 	}
-	memset(&s->slot[i], 0, sizeof(s->slot[i]));
+	slot[i].key = 0; /* empty: nothing reads the rest of an empty slot */
 	s->used--;
 }
 
-bool cumemcap_track_remove(enum cumemcap_handle_kind handle, uint64_t key,
-			   struct cumemcap_block *out)
+/* Remove (handle kind, key) from s, whose lock is held; unlocks. */
+static inline __attribute__((always_inline)) bool remove_locked(struct stripe *s, uint64_t key, uint64_t skey,
+								 uint64_t hash, struct cumemcap_block *out)
 {
-	uint64_t hash, skey = stored_key(handle, key);
-	struct stripe *s = stripe_of(skey, &hash);
 	bool found = false;
-	stripe_lock(s);
 	if (s->mask) {
 		uint32_t i = (uint32_t)(hash / STRIPES) & s->mask;
 		while (s->slot[i].key) {
@@ -172,6 +198,27 @@ bool cumemcap_track_remove(enum cumemcap_handle_kind handle, uint64_t key,
 	}
 	stripe_unlock(s);
 	return found;
+}
+
+/* The stripe is contended: the lock taken spinning (apart: see
+ * insert_slow). */
+__attribute__((noinline)) static bool remove_slow(enum cumemcap_handle_kind handle, uint64_t key,
+						  struct cumemcap_block *out)
+{
+	uint64_t hash, skey = stored_key(handle, key);
+	struct stripe *s = stripe_of(skey, &hash);
+	cumemcap_spin_lock(&s->lock);
+	return remove_locked(s, key, skey, hash, out);
+}
+
+bool cumemcap_track_remove(enum cumemcap_handle_kind handle, uint64_t key,
+			   struct cumemcap_block *out)
+{
+	uint64_t hash, skey = stored_key(handle, key);
+	struct stripe *s = stripe_of(skey, &hash);
+	if (__builtin_expect(atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire), 0))
+		return remove_slow(handle, key, out);
+	return remove_locked(s, key, skey, hash, out);
 }
 
 void cumemcap_track_purge_ctx(CUcontext ctx, void (*fn)(const struct cumemcap_block *b))

@@ -483,6 +483,136 @@ START_TEST(ledger_passthrough_concurrent_exact)
 }
 END_TEST
 
+/* A thread whose figure climbs (a program filling the GPU, a run of
+ * stream-ordered allocations, the blocks given back after) raises once per
+ * CUMEMCAP_LEDGER_STEP, not at every move; its peaks stay exact at every
+ * step (the moves between raises update its top). */
+START_TEST(ledger_climb_raises_once_per_step)
+{
+	cumemcap_ledger_reset();
+	const int64_t k = 4096;
+	cumemcap_ledger_pooled_add(20, 64 << 20);
+	uint32_t r0 = cumemcap_ledger_raises(20, CUMEMCAP_LOCAL_live);
+	for (int i = 1; i <= 1000; i++) {
+		cumemcap_ledger_move(20, k, -k);
+		ck_assert_uint_eq(cumemcap_ledger_get(20, CUMEMCAP_FIG_peak_live), (uint64_t)(i * k));
+	}
+	uint32_t raises = cumemcap_ledger_raises(20, CUMEMCAP_LOCAL_live) - r0;
+	ck_assert_uint_le(raises, 1000 * k / CUMEMCAP_LEDGER_STEP + 2);
+	/* Given back: `pooled` climbs to where it was, its peak not past it. */
+	r0 = cumemcap_ledger_raises(20, CUMEMCAP_LOCAL_pooled);
+	for (int i = 1; i <= 1000; i++) {
+		cumemcap_ledger_move(20, -k, k);
+		ck_assert_uint_eq(cumemcap_ledger_get(20, CUMEMCAP_FIG_peak_pooled), 64 << 20);
+	}
+	raises = cumemcap_ledger_raises(20, CUMEMCAP_LOCAL_pooled) - r0;
+	ck_assert_uint_le(raises, 1000 * k / CUMEMCAP_LEDGER_STEP + 2);
+	ck_assert_uint_eq(cumemcap_ledger_get(20, CUMEMCAP_FIG_live), 0);
+	ck_assert_uint_eq(cumemcap_ledger_get(20, CUMEMCAP_FIG_peak_live), 1000 * k);
+}
+END_TEST
+
+/* Between raises a thread's top counts the device's atomic as it is then:
+ * `pooled` released through the atomic (the worker giving segments back)
+ * while the thread's delta climbs within its step leaves the peak exact,
+ * not the figure as of the last raise plus the climb. */
+START_TEST(ledger_climb_exact_while_the_atomic_falls)
+{
+	cumemcap_ledger_reset();
+	const int64_t k = 4096;
+	cumemcap_ledger_pooled_add(21, 1 << 20);
+	cumemcap_ledger_move(21, 0, k); /* a raise: 1 MiB + 4 KiB */
+	ck_assert_uint_eq(cumemcap_ledger_get(21, CUMEMCAP_FIG_peak_pooled), (1 << 20) + k);
+	cumemcap_ledger_pooled_sub(21, 2 * k);
+	cumemcap_ledger_move(21, 0, k);
+	cumemcap_ledger_move(21, 0, k);
+	ck_assert_uint_eq(cumemcap_ledger_get(21, CUMEMCAP_FIG_pooled), (1 << 20) + k);
+	ck_assert_uint_eq(cumemcap_ledger_get(21, CUMEMCAP_FIG_peak_pooled), (1 << 20) + k);
+	cumemcap_ledger_move(21, 0, k);
+	ck_assert_uint_eq(cumemcap_ledger_get(21, CUMEMCAP_FIG_peak_pooled), (1 << 20) + 2 * k);
+}
+END_TEST
+
+static pthread_barrier_t fold_bar;
+
+static void *move_and_exit(void *arg)
+{
+	(void)arg;
+	cumemcap_ledger_move(22, 1 << 20, -(1 << 20));
+	pthread_barrier_wait(&fold_bar); /* moved */
+	pthread_barrier_wait(&fold_bar); /* the main thread raised */
+	return NULL;
+}
+
+/* A top counts the other slots' bounds as its thread's last raise summed
+ * them; once a thread that held one exits (its delta folded into the
+ * device's atomic, its bound gone), the next update raises again rather
+ * than count that delta twice: the peak stays within the rule. */
+START_TEST(ledger_climb_after_a_fold_counts_once)
+{
+	cumemcap_ledger_reset();
+	const int64_t k = 4096;
+	cumemcap_ledger_pooled_add(22, 1 << 30);
+	pthread_barrier_init(&fold_bar, NULL, 2);
+	pthread_t t;
+	pthread_create(&t, NULL, move_and_exit, NULL);
+	pthread_barrier_wait(&fold_bar);
+	cumemcap_ledger_move(22, k, -k); /* a raise: the other's bound counted */
+	pthread_barrier_wait(&fold_bar);
+	pthread_join(t, NULL);
+	pthread_barrier_destroy(&fold_bar);
+	cumemcap_ledger_move(22, k, -k); /* within the step */
+	cumemcap_ledger_move(22, k, -k);
+	uint64_t live = (1 << 20) + 3 * k;
+	ck_assert_uint_eq(cumemcap_ledger_get(22, CUMEMCAP_FIG_live), live);
+	uint64_t peak = cumemcap_ledger_get(22, CUMEMCAP_FIG_peak_live);
+	ck_assert_uint_ge(peak, live);
+	ck_assert_uint_le(peak, live + (uint64_t)CUMEMCAP_LEDGER_SLACK);
+}
+END_TEST
+
+static pthread_barrier_t raise_bar;
+
+static void *give_back_then_grow(void *arg)
+{
+	(void)arg;
+	cumemcap_ledger_move(23, 0, 1 << 20); /* blocks given back: a raise */
+	pthread_barrier_wait(&raise_bar);
+	pthread_barrier_wait(&raise_bar); /* the main thread raised */
+	cumemcap_ledger_move(23, 0, -(1 << 20)); /* handed out again */
+	cumemcap_ledger_pooled_add(23, 1 << 20); /* a segment joins */
+	pthread_barrier_wait(&raise_bar);
+	pthread_barrier_wait(&raise_bar); /* checked: no fold before */
+	return NULL;
+}
+
+/* A top's `others` goes stale when another thread raises or the device's
+ * atomic rises after it was summed: the next update raises again, rather
+ * than count the other thread's old bound with the new atomic. */
+START_TEST(ledger_climb_after_another_raise_sums_again)
+{
+	cumemcap_ledger_reset();
+	const int64_t k = 4096;
+	cumemcap_ledger_pooled_add(23, 64 << 10);
+	pthread_barrier_init(&raise_bar, NULL, 2);
+	pthread_t t;
+	pthread_create(&t, NULL, give_back_then_grow, NULL);
+	pthread_barrier_wait(&raise_bar);
+	cumemcap_ledger_move(23, 0, k); /* a raise: the other's bound counted */
+	pthread_barrier_wait(&raise_bar);
+	pthread_barrier_wait(&raise_bar);
+	cumemcap_ledger_move(23, 0, k); /* within the step */
+	uint64_t pooled = (64 << 10) + (1 << 20) + 2 * k;
+	ck_assert_uint_eq(cumemcap_ledger_get(23, CUMEMCAP_FIG_pooled), pooled);
+	uint64_t peak = cumemcap_ledger_get(23, CUMEMCAP_FIG_peak_pooled);
+	ck_assert_uint_ge(peak, pooled);
+	ck_assert_uint_le(peak, pooled + (uint64_t)CUMEMCAP_LEDGER_SLACK);
+	pthread_barrier_wait(&raise_bar);
+	pthread_join(t, NULL);
+	pthread_barrier_destroy(&raise_bar);
+}
+END_TEST
+
 TEST_SUITE(ledger)
 {
 	Suite *s = suite_create("ledger");
@@ -498,5 +628,9 @@ TEST_SUITE(ledger)
 	ADD_TEST(s, ledger_passthrough_in_the_threads_slot);
 	ADD_TEST(s, ledger_passthrough_survives_thread_exit);
 	ADD_TEST(s, ledger_passthrough_concurrent_exact);
+	ADD_TEST(s, ledger_climb_raises_once_per_step);
+	ADD_TEST(s, ledger_climb_exact_while_the_atomic_falls);
+	ADD_TEST(s, ledger_climb_after_a_fold_counts_once);
+	ADD_TEST(s, ledger_climb_after_another_raise_sums_again);
 	return s;
 }
