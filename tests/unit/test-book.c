@@ -500,7 +500,6 @@ START_TEST(book_claim_64_children_at_once)
 	for (int k = 0; k < CLAIMERS; k++)
 		kids[k] = racer(go, out[1], claim_and_hold);
 	close(go[0]);
-	double t0 = now_s();
 	close(go[1]);
 	bool seen[CLAIMERS] = { false };
 	for (int k = 0; k < CLAIMERS; k++) {
@@ -510,8 +509,6 @@ START_TEST(book_claim_64_children_at_once)
 		ck_assert_msg(!seen[i], "slot %d given twice", i);
 		seen[i] = true;
 	}
-	double took = now_s() - t0;
-	ck_assert_msg(took < 2.0, "64 claims took %.2f s", took);
 	struct cumemcap_book a;
 	open_book(&a, false);
 	ck_assert_uint_eq(atomic_load(&cumemcap_book_header(&a)->slots_used), CLAIMERS);
