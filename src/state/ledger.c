@@ -226,7 +226,7 @@ static inline __attribute__((always_inline)) void update_top(int dev, struct cum
 {
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	uint64_t top = atomic_load(shared_of(d, which)) +
-		       (uint64_t)(atomic_load_explicit(&m->others[which], memory_order_relaxed) + v);
+		       (uint64_t)atomic_load_explicit(&m->others[which], memory_order_relaxed) + (uint64_t)v;
 	if (__builtin_expect(epoch_now(dev, which) != atomic_load_explicit(&m->epoch[which], memory_order_relaxed), 0)) {
 		raise_slot(dev, m, which, v, CUMEMCAP_LEDGER_STEP);
 		return;
@@ -246,11 +246,11 @@ static inline __attribute__((always_inline)) void update_top(int dev, struct cum
 static void raise_slot(int dev, struct cumemcap_ledger_moves *m, int which, int64_t v, int64_t step)
 {
 	uint32_t mine = atomic_fetch_add(&raise_epoch[dev][which], 1) + 1;
-	atomic_store(&m->high[which], v + step);
+	atomic_store(&m->high[which], cumemcap_ledger_sat_add(v, step));
 	uint32_t seq = atomic_load(&fold_seq);
 	int64_t others = others_sum(dev, m, which);
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-	uint64_t top = atomic_load(shared_of(d, which)) + (uint64_t)(others + v);
+	uint64_t top = atomic_load(shared_of(d, which)) + (uint64_t)others + (uint64_t)v;
 	atomic_store_explicit(&m->others[which], others, memory_order_relaxed);
 	/* The raise this is (another raise or a fold that ran through the
 	 * sum: the next update raises again). */
@@ -272,7 +272,8 @@ void cumemcap_ledger_raise_local(int dev, struct cumemcap_ledger_moves *m, int w
 		/* Fell more than LOW below the mark: the bound comes down to
 		 * LOW above the delta, the mark to it (v is counted: the
 		 * mark stays at or below the bound). */
-		atomic_store_explicit(&m->high[which], v + CUMEMCAP_LEDGER_LOW, memory_order_relaxed);
+		atomic_store_explicit(&m->high[which], cumemcap_ledger_sat_add(v, CUMEMCAP_LEDGER_LOW),
+				      memory_order_relaxed);
 		atomic_store_explicit(&m->mark[which], v, memory_order_relaxed);
 		return;
 	}

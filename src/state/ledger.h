@@ -276,13 +276,22 @@ static inline uint64_t cumemcap_ledger_local_sum(int dev, _Atomic uint64_t *own,
 	return cumemcap_ledger_local_sum_slots(dev, own, which);
 }
 
+/* a + b, held at the ends of int64_t: a delta near either end (a reservation
+ * of half the address space with no limit) keeps its bound and mark in
+ * range instead of wrapping. */
+static inline int64_t cumemcap_ledger_sat_add(int64_t a, int64_t b)
+{
+	int64_t r;
+	return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
+}
+
 static inline __attribute__((always_inline)) void cumemcap_ledger_move_one(int dev, struct cumemcap_ledger_moves *m,
 									   int which, int64_t by)
 {
 	int64_t v = atomic_load_explicit(&m->delta[which], memory_order_relaxed) + by;
 	atomic_store_explicit(&m->delta[which], v, memory_order_relaxed);
 	int64_t mark = atomic_load_explicit(&m->mark[which], memory_order_relaxed);
-	if (v > mark || v < mark - CUMEMCAP_LEDGER_LOW)
+	if (v > mark || v < cumemcap_ledger_sat_add(mark, -CUMEMCAP_LEDGER_LOW))
 		cumemcap_ledger_raise_local(dev, m, which, v);
 }
 
