@@ -464,26 +464,27 @@ uint64_t cumemcap_ledger_slot_sum(int dev, _Atomic uint64_t *own, size_t off)
 
 /* ---- live: the thread's slot (ledger.h), the shared atomic without one -------------- */
 
-void cumemcap_ledger_live_add(int dev, uint64_t bytes)
+/* Figure `which` (live or reserved) of dev (in range) changes by `by`: in
+ * the thread's slot (ledger.h), on the shared atomic when it has none. */
+static inline __attribute__((always_inline)) void slot_move(int dev, int which, int64_t by)
 {
-	if (!cumemcap_ledger_valid(dev) || bytes == 0)
-		return;
 	struct cumemcap_ledger_moves *m = cumemcap_ledger_own_moves(dev);
 	if (m)
-		cumemcap_ledger_move_one(dev, m, CUMEMCAP_LOCAL_live, (int64_t)bytes);
+		cumemcap_ledger_move_one(dev, m, which, by);
 	else
-		shared_add(dev, CUMEMCAP_LOCAL_live, bytes);
+		shared_move(dev, which, by);
+}
+
+void cumemcap_ledger_live_add(int dev, uint64_t bytes)
+{
+	if (cumemcap_ledger_valid(dev) && bytes)
+		slot_move(dev, CUMEMCAP_LOCAL_live, (int64_t)bytes);
 }
 
 void cumemcap_ledger_live_sub(int dev, uint64_t bytes)
 {
-	if (!cumemcap_ledger_valid(dev) || bytes == 0)
-		return;
-	struct cumemcap_ledger_moves *m = cumemcap_ledger_own_moves(dev);
-	if (m)
-		cumemcap_ledger_move_one(dev, m, CUMEMCAP_LOCAL_live, -(int64_t)bytes);
-	else
-		atomic_fetch_sub_explicit(&cumemcap_ledger[dev].live, bytes, memory_order_relaxed);
+	if (cumemcap_ledger_valid(dev) && bytes)
+		slot_move(dev, CUMEMCAP_LOCAL_live, -(int64_t)bytes);
 }
 
 /* ---- the shared atomics ------------------------------------------------------------ */
@@ -517,33 +518,13 @@ void cumemcap_ledger_pooled_sub(int dev, uint64_t bytes)
 		atomic_fetch_sub_explicit(&cumemcap_ledger[dev].pooled, bytes, memory_order_relaxed);
 }
 
-/* `reserved` of dev without a limit: in the thread's slot (ledger.h), on
- * the atomic (its peaks by the slots' bounds) when the thread has none. */
-static inline __attribute__((always_inline)) void reserved_up(int dev, uint64_t bytes)
-{
-	struct cumemcap_ledger_moves *m = cumemcap_ledger_own_moves(dev);
-	if (m)
-		cumemcap_ledger_move_one(dev, m, CUMEMCAP_LOCAL_reserved, (int64_t)bytes);
-	else
-		shared_add(dev, CUMEMCAP_LOCAL_reserved, bytes);
-}
-
-static inline __attribute__((always_inline)) void reserved_down(int dev, uint64_t bytes)
-{
-	struct cumemcap_ledger_moves *m = cumemcap_ledger_own_moves(dev);
-	if (m)
-		cumemcap_ledger_move_one(dev, m, CUMEMCAP_LOCAL_reserved, -(int64_t)bytes);
-	else
-		atomic_fetch_sub_explicit(&cumemcap_ledger[dev].reserved, bytes, memory_order_acq_rel);
-}
-
 /* The reservation against the process's cap alone. */
 static inline __attribute__((always_inline)) bool reserve_local(int dev, enum cumemcap_kind kind, uint64_t bytes)
 {
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	uint64_t cap = atomic_load_explicit(&d->cap, memory_order_relaxed);
 	if (cap == CUMEMCAP_NO_LIMIT) {
-		reserved_up(dev, bytes);
+		slot_move(dev, CUMEMCAP_LOCAL_reserved, (int64_t)bytes);
 		kind_move(dev, kind, (int64_t)bytes);
 		return true;
 	}
@@ -591,7 +572,7 @@ void cumemcap_ledger_add(int dev, enum cumemcap_kind kind, uint64_t bytes)
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	kind_move(dev, kind, (int64_t)bytes);
 	if (atomic_load_explicit(&d->cap, memory_order_relaxed) == CUMEMCAP_NO_LIMIT) {
-		reserved_up(dev, bytes);
+		slot_move(dev, CUMEMCAP_LOCAL_reserved, (int64_t)bytes);
 		cumemcap_group_force(dev, bytes);
 		return;
 	}
@@ -606,7 +587,7 @@ void cumemcap_ledger_sub(int dev, enum cumemcap_kind kind, uint64_t bytes)
 		return;
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	if (atomic_load_explicit(&d->cap, memory_order_relaxed) == CUMEMCAP_NO_LIMIT)
-		reserved_down(dev, bytes);
+		slot_move(dev, CUMEMCAP_LOCAL_reserved, -(int64_t)bytes);
 	else
 		atomic_fetch_sub_explicit(&d->reserved, bytes, memory_order_acq_rel);
 	kind_move(dev, kind, -(int64_t)bytes);
