@@ -539,44 +539,60 @@ static void *free_later(void *arg)
 	return NULL;
 }
 
-static void immediate_after_wait(void)
-{
+/* Two full packed segments, S1 = p1 (512 KiB) q1 (1 MiB) x1 (512 KiB) and
+ * S2 = p2 q2 (1 MiB each); x1 freed, p1 freed while a slow write is queued
+ * on it, then p2. A 1 MiB request then waits for them (the slow write,
+ * ~400 ms) while another thread frees q1, S1's last live block, which
+ * therefore cannot go back at that free; the request gets p2, the best
+ * fit (S1's two ready halves are apart). *frees: cuMemFree_v2 calls into
+ * the driver before the request. */
+struct emptied_in_wait {
 	CUstream s;
-	OK(A.cuStreamCreate(&s, 0)); /* blocking: the legacy stream waits for it */
-	/* Two full packed segments: S1 = p1 (512 KiB) q1 (1 MiB) x1 (512 KiB),
-	 * S2 = p2 q2 (1 MiB each). */
-	CUdeviceptr p1, q1, x1, p2, q2, r, r2;
+	CUdeviceptr p2, q2, r;
+	uint64_t frees;
+};
+
+static void empty_s1_in_wait(struct emptied_in_wait *e)
+{
+	OK(A.cuStreamCreate(&e->s, 0)); /* blocking: the legacy stream waits for it */
+	CUdeviceptr p1, q1, x1;
 	OK(A.cuMemAlloc(&p1, MiB / 2));
 	OK(A.cuMemAlloc(&q1, 1 * MiB));
 	OK(A.cuMemAlloc(&x1, MiB / 2));
-	OK(A.cuMemAlloc(&p2, 1 * MiB));
-	OK(A.cuMemAlloc(&q2, 1 * MiB));
+	OK(A.cuMemAlloc(&e->p2, 1 * MiB));
+	OK(A.cuMemAlloc(&e->q2, 1 * MiB));
 	CHECK(F.reserved(0) == 4 * MiB);
-	/* x1 freed, p1 freed while a slow write is queued on it, then p2. */
 	OK(A.cuMemFree(x1));
-	OK(A.cuMemsetD32Async(p1, 0, MiB / 8, s));
+	OK(A.cuMemsetD32Async(p1, 0, MiB / 8, e->s));
 	OK(A.cuMemFree(p1));
-	OK(A.cuMemFree(p2));
-	/* The next request waits for them; meanwhile another thread frees
-	 * q1, S1's last live block, which therefore cannot go back then. */
+	OK(A.cuMemFree(e->p2));
+	e->frees = calls("cuMemFree_v2");
 	late_q1 = q1;
+	atomic_store(&late_freed, 0);
 	pthread_t t;
 	CHECK(pthread_create(&t, NULL, free_later, NULL) == 0);
-	OK(A.cuMemAlloc(&r, 1 * MiB));
+	OK(A.cuMemAlloc(&e->r, 1 * MiB));
 	void *ret;
 	pthread_join(t, &ret);
 	CHECK(ret == NULL);
 	CHECK(atomic_load(&late_freed));
-	CHECK(r == p2); /* the best fit; S1's two ready halves are apart */
+	CHECK(e->r == e->p2);
+}
+
+static void immediate_after_wait(void)
+{
+	struct emptied_in_wait e;
+	empty_s1_in_wait(&e);
 	/* The next 1 MiB request fits no ready block: it waits again, which
 	 * makes q1 ready and S1 wholly free, and is served from S2. */
-	OK(A.cuMemFree(r));
+	CUdeviceptr r2;
+	OK(A.cuMemFree(e.r));
 	OK(A.cuMemAlloc(&r2, 1 * MiB));
-	CHECK(r2 == p2);
+	CHECK(r2 == e.p2);
 	OK(A.cuMemFree(r2));
-	OK(A.cuMemFree(q2));
-	OK(A.cuStreamSynchronize(s));
-	OK(A.cuStreamDestroy(s));
+	OK(A.cuMemFree(e.q2));
+	OK(A.cuStreamSynchronize(e.s));
+	OK(A.cuStreamDestroy(e.s));
 	struct cumemcap_stats st = shim_stats(0);
 	/* Everything was freed: with release=immediate every segment is back. */
 	CHECK(st.live == 0);
@@ -595,44 +611,19 @@ static void immediate_after_wait(void)
  * reserved about 2 runs in 50). The reclaim gives it back at its end. */
 static void immediate_emptied_in_wait(void)
 {
-	CUstream s;
-	OK(A.cuStreamCreate(&s, 0)); /* blocking: the legacy stream waits for it */
-	/* S1 = p1 (512 KiB) q1 (1 MiB) x1 (512 KiB), S2 = p2 q2 (1 MiB each). */
-	CUdeviceptr p1, q1, x1, p2, q2, r;
-	OK(A.cuMemAlloc(&p1, MiB / 2));
-	OK(A.cuMemAlloc(&q1, 1 * MiB));
-	OK(A.cuMemAlloc(&x1, MiB / 2));
-	OK(A.cuMemAlloc(&p2, 1 * MiB));
-	OK(A.cuMemAlloc(&q2, 1 * MiB));
-	CHECK(F.reserved(0) == 4 * MiB);
-	OK(A.cuMemFree(x1));
-	OK(A.cuMemsetD32Async(p1, 0, MiB / 8, s));
-	OK(A.cuMemFree(p1));
-	OK(A.cuMemFree(p2));
-	uint64_t frees = calls("cuMemFree_v2");
-	/* This request waits for x1, p1 and p2 (~400 ms, the slow write);
-	 * another thread frees q1 meanwhile. */
-	late_q1 = q1;
-	atomic_store(&late_freed, 0);
-	pthread_t t;
-	CHECK(pthread_create(&t, NULL, free_later, NULL) == 0);
-	OK(A.cuMemAlloc(&r, 1 * MiB));
-	void *ret;
-	pthread_join(t, &ret);
-	CHECK(ret == NULL);
-	CHECK(atomic_load(&late_freed));
-	CHECK(r == p2);
+	struct emptied_in_wait e;
+	empty_s1_in_wait(&e);
 	/* S1 went back at the end of that wait, q1 with it (cuMemFree
 	 * synchronizes): one cuMemFree, S2 alone held. */
-	CHECK(calls("cuMemFree_v2") == frees + 1);
+	CHECK(calls("cuMemFree_v2") == e.frees + 1);
 	CHECK(F.reserved(0) == 2 * MiB);
 	struct cumemcap_stats st = shim_stats(0);
 	CHECK(st.reserved == 2 * MiB && st.pooled == 0 && st.live == 2 * MiB);
 	/* The rest freed, no request in between: nothing stays held. */
-	OK(A.cuMemFree(r));
-	OK(A.cuMemFree(q2));
-	OK(A.cuStreamSynchronize(s));
-	OK(A.cuStreamDestroy(s));
+	OK(A.cuMemFree(e.r));
+	OK(A.cuMemFree(e.q2));
+	OK(A.cuStreamSynchronize(e.s));
+	OK(A.cuStreamDestroy(e.s));
 	st = shim_stats(0);
 	CHECK(st.live == 0 && st.pooled == 0 && st.reserved == 0);
 	CHECK(st.segments_taken == 2 && st.segments_released == 2);
