@@ -121,6 +121,20 @@ static void legacy_32bit(void)
 	CHECK(F.reserved(0) == 0);
 }
 
+/* A stream-ordered pool of the program's own on GPU 0 (pinned device
+ * memory). */
+static CUmemoryPool device0_pool(void)
+{
+	CUmemPoolProps props;
+	memset(&props, 0, sizeof(props));
+	props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	props.location.id = 0;
+	CUmemoryPool pool;
+	OK(A.cuMemPoolCreate(&pool, &props));
+	return pool;
+}
+
 /* Stream-ordered allocations are counted by what the pool reserves. */
 static void stream_ordered(void)
 {
@@ -158,13 +172,7 @@ static void stream_ordered(void)
 	CHECK(shim_stats(0).reserved == 0);
 
 	/* A pool of the program's own. */
-	CUmemPoolProps props;
-	memset(&props, 0, sizeof(props));
-	props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-	props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	props.location.id = 0;
-	CUmemoryPool own;
-	OK(A.cuMemPoolCreate(&own, &props));
+	CUmemoryPool own = device0_pool();
 	OK(A.cuMemAllocFromPoolAsync(&a, 512 * MiB, own, s));
 	CHECK(shim_stats(0).pool >= 512 * MiB);
 	CHECK_CU(CUDA_ERROR_OUT_OF_MEMORY, A.cuMemAllocFromPoolAsync(&b, 600 * MiB, own, s));
@@ -196,12 +204,7 @@ static void current_pool_changes(void)
 	CUdeviceptr a = 0;
 	OK(A.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	OK(A.cuDeviceGetDefaultMemPool(&dflt, 0));
-	CUmemPoolProps props;
-	memset(&props, 0, sizeof(props));
-	props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-	props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	props.location.id = 0;
-	OK(A.cuMemPoolCreate(&own, &props));
+	own = device0_pool();
 
 	/* From the default pool: the shim learns (and keeps) which it is. */
 	for (int i = 0; i < 2; i++) {
@@ -339,12 +342,7 @@ static void *pool_racer(void *arg)
 static void pools_from_threads(void)
 {
 	OK(A.cuDeviceGetDefaultMemPool(&dflt, 0));
-	CUmemPoolProps props;
-	memset(&props, 0, sizeof(props));
-	props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-	props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	props.location.id = 0;
-	OK(A.cuMemPoolCreate(&race_pool, &props));
+	race_pool = device0_pool();
 	pthread_t t[POOL_THREADS];
 	for (int i = 0; i < POOL_THREADS; i++)
 		CHECK(pthread_create(&t[i], NULL, pool_racer, (void *)(intptr_t)i) == 0);
