@@ -158,11 +158,14 @@ static CUresult CUDAAPI mem_get_address_range_v1(CUdeviceptr *pbase, size_t *psi
 
 /* Clamp the driver's figures for `dev` to its limit. What the arenas
  * cache is free for the program: it counts as free whether or not there
- * is a limit. Pools that trimmed at a synchronization the shim did not see
- * are read again first, so their memory is free here too (nothing to read,
- * one load, when no pool bytes are counted on dev). The ledger's figures
- * come in one inline read (cumemcap_ledger_capacity: the limit, the
- * headroom, and `pooled`, which is what cumemcap_arena_cached answers). */
+ * is a limit. Under a limit, pools that trimmed at a synchronization the
+ * shim did not see are read again first, so their memory is in the
+ * headroom too (nothing to read, one load, when no pool bytes are counted
+ * on dev). Without one the answer is the driver's figures plus `pooled`,
+ * which no pool's figure changes: nothing is read (the figures of a pool
+ * that owes its growth stay owed). The ledger's figures come in one inline
+ * read (cumemcap_ledger_capacity: the limit, the headroom, and `pooled`,
+ * which is what cumemcap_arena_cached answers). */
 static inline __attribute__((always_inline)) void clamp_info(const struct cumemcap_ledger_capacity *c,
 							     uint64_t *free_bytes, uint64_t *total_bytes)
 {
@@ -189,12 +192,12 @@ static __attribute__((noinline)) void virtualize_info_pools(int dev, uint64_t *f
 static inline __attribute__((always_inline)) void virtualize_info(int dev, uint64_t *free_bytes,
 								  uint64_t *total_bytes)
 {
-	if (__builtin_expect(cumemcap_ledger_holds(dev, CUMEMCAP_KIND_pool), 0)) {
+	struct cumemcap_ledger_capacity c;
+	cumemcap_ledger_capacity(dev, &c);
+	if (__builtin_expect(c.limit != CUMEMCAP_NO_LIMIT && cumemcap_ledger_holds(dev, CUMEMCAP_KIND_pool), 0)) {
 		virtualize_info_pools(dev, free_bytes, total_bytes);
 		return;
 	}
-	struct cumemcap_ledger_capacity c;
-	cumemcap_ledger_capacity(dev, &c);
 	clamp_info(&c, free_bytes, total_bytes);
 }
 

@@ -537,6 +537,31 @@ static void meminfo_one_gpu(void)
 	OK(A.cuDevicePrimaryCtxRelease(0));
 }
 
+/* No limit: cuMemGetInfo's answer is the driver's figures plus what the
+ * arenas cache, which no pool's figure changes, so it asks the driver
+ * nothing about the pools even while pool bytes are counted (under a
+ * limit it reads them again: pool-trim). */
+static void meminfo_pool_no_limit(void)
+{
+	CUdeviceptr a;
+	size_t fr, tot;
+	use_primary(&A, 0);
+	OK(A.cuMemAllocAsync(&a, 4096, NULL));
+	struct cumemcap_stats s = shim_stats(0); /* the pool's growth, read */
+	CHECK(s.pool == 2 * MiB && s.limit == CUMEMCAP_NO_LIMIT_VALUE);
+	uint64_t asked = F.calls("cuMemPoolGetAttribute");
+	for (int i = 0; i < 100; i++) {
+		OK(A.cuMemGetInfo(&fr, &tot));
+		CHECK(tot == 4 * GiB && fr == 4 * GiB - F.reserved(0) + s.pooled);
+	}
+	CHECK(F.calls("cuMemPoolGetAttribute") == asked);
+	OK(A.cuMemFreeAsync(a, NULL));
+	OK(A.cuCtxSynchronize());
+	s = shim_stats(0);
+	CHECK(s.pool == 0 && s.live == 0);
+	books_match(0);
+}
+
 /* ---- 2. the stress ---------------------------------------------------------------- */
 
 /* Threads that retain GPU 0's or 1's primary context and allocate without
@@ -793,6 +818,8 @@ int main(int argc, char **argv)
 		meminfo_no_context();
 	else if (strcmp(c, "meminfo-one-gpu") == 0)
 		meminfo_one_gpu();
+	else if (strcmp(c, "meminfo-pool-no-limit") == 0)
+		meminfo_pool_no_limit();
 	else if (strcmp(c, "stress") == 0)
 		stress();
 	else {
