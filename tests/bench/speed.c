@@ -63,6 +63,8 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <sys/utsname.h>
@@ -245,11 +247,13 @@ static void keep_pool_reserved(void)
 static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
 static bool gate_is_open;
+static _Atomic bool gate_reached;
 
 static void CUDA_CB gate_wait(void *arg)
 {
 	(void)arg;
 	pthread_mutex_lock(&gate_mu);
+	atomic_store(&gate_reached, true);
 	while (!gate_is_open)
 		pthread_cond_wait(&gate_cv, &gate_mu);
 	pthread_mutex_unlock(&gate_mu);
@@ -259,8 +263,12 @@ static CUresult gate_close(CUstream s)
 {
 	pthread_mutex_lock(&gate_mu);
 	gate_is_open = false;
+	atomic_store(&gate_reached, false);
 	pthread_mutex_unlock(&gate_mu);
-	return cuLaunchHostFunc(s, gate_wait, NULL);
+	CUresult e = cuLaunchHostFunc(s, gate_wait, NULL);
+	while (e == CUDA_SUCCESS && !atomic_load(&gate_reached))
+		sched_yield();
+	return e;
 }
 
 static void gate_open(void)
@@ -564,7 +572,40 @@ struct mode_env {
 	enum bench_mode m;
 	const char *ld_library_path; /* or NULL: left as it is */
 	bool quiet;                  /* stderr to /dev/null */
+	int cpu;                     /* the CPU the child and all its threads run on; -1: any */
 };
+
+/* The CPU of the single-thread children (calls, live, churn), or -1. The
+ * CPUs of a machine need not be equally fast (on the 2-core machines this
+ * project runs on, one does the same single-thread work 1.3x slower than
+ * the other, its neighbours' doing): a child left to the scheduler lands
+ * on either, and "shim child minus no-shim child" then measures the CPUs
+ * as much as the shim. Every such child of a run therefore runs on the
+ * same CPU: BENCH_CPU, else the highest one this process may use (CPU 0
+ * is where housekeeping the kernel cannot move lands). The threads task is
+ * not pinned: it measures scaling over the CPUs. */
+static int bench_cpu = -1;
+
+static int choose_cpu(void)
+{
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof(set), &set) != 0 || CPU_COUNT(&set) < 2)
+		return -1;
+	const char *v = getenv("BENCH_CPU");
+	if (v && *v) {
+		char *end;
+		long c = strtol(v, &end, 10);
+		if (*end || c < 0 || c >= CPU_SETSIZE || !CPU_ISSET((int)c, &set)) {
+			fprintf(stderr, "speed: BENCH_CPU=%s: not a CPU this process may run on\n", v);
+			exit(2);
+		}
+		return (int)c;
+	}
+	for (int c = CPU_SETSIZE - 1; c >= 0; c--)
+		if (CPU_ISSET(c, &set))
+			return c;
+	return -1;
+}
 
 static void prep_mode(void *arg)
 {
@@ -580,6 +621,13 @@ static void prep_mode(void *arg)
 	}
 	if (e->ld_library_path)
 		setenv("LD_LIBRARY_PATH", e->ld_library_path, 1);
+	if (e->cpu >= 0) { /* kept across exec, and by every thread the child starts */
+		cpu_set_t one;
+		CPU_ZERO(&one);
+		CPU_SET(e->cpu, &one);
+		if (sched_setaffinity(0, sizeof(one), &one) != 0)
+			_exit(127);
+	}
 	if (e->quiet) {
 		FILE *f = freopen("/dev/null", "w", stderr);
 		(void)f;
@@ -587,15 +635,17 @@ static void prep_mode(void *arg)
 }
 
 /* `speed --child MODE args...`; its line of figures in out; false (and the
- * whole run failed) when it failed. */
+ * whole run failed) when it failed. Pinned to bench_cpu unless the task is
+ * "threads". */
 static bool run(enum bench_mode m, char *out, size_t outlen, const char *const *args)
 {
+	bool pin = strcmp(args[0], "threads") != 0;
 	const char *argv[16] = { self_path, "--child", mode_args[m] };
 	int k = 3;
 	for (; *args && k < 15; args++)
 		argv[k++] = *args;
 	argv[k] = NULL;
-	struct mode_env e = { m, NULL, false };
+	struct mode_env e = { m, NULL, false, pin ? bench_cpu : -1 };
 	int st = bench_run_child("speed", argv, prep_mode, &e, out, outlen);
 	if (st != 0) {
 		if (st > 0)
@@ -796,7 +846,7 @@ static const char *count_instructions(int n, double ic[NMODES][NIC], char *why, 
 		const char *argv[] = { valgrind, "--tool=callgrind", outopt, "--zero-before=icount_zero",
 				       "--dump-before=icount_dump", icount, "marked", nbuf, ic_ops[0], ic_ops[1],
 				       ic_ops[2], ic_ops[3], NULL };
-		struct mode_env e = { (enum bench_mode)m, fakedir, true };
+		struct mode_env e = { (enum bench_mode)m, fakedir, true, -1 };
 		char out[256];
 		int st = bench_run_child("speed", argv, prep_mode, &e, out, sizeof(out));
 		for (int k = 0; k < NIC; k++) {
@@ -889,6 +939,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "speed: %s: %s\n", shim_path, strerror(errno));
 		return 2;
 	}
+	bench_cpu = choose_cpu();
 	pool_override = getenv("CUMEMCAP_POOL");
 	release_override = getenv("CUMEMCAP_RELEASE");
 	bool quick = bench_quick();
@@ -915,6 +966,10 @@ int main(int argc, char **argv)
 	printf("modes, each a child process, alternating: no shim | shim, CUMEMCAP_POOL=off | shim, CUMEMCAP_POOL=%s%s%s\n",
 	       pool_override ? pool_override : "on", release_override ? ", CUMEMCAP_RELEASE=" : "",
 	       release_override ? release_override : "");
+	if (bench_cpu >= 0)
+		printf("single-thread children (calls, live, churn) run on CPU %d with all their threads (BENCH_CPU "
+		       "chooses); the threads task on every CPU\n",
+		       bench_cpu);
 	printf("every child runs an idle extra thread (baseline included); shim runs: CUMEMCAP_LOG=off CUMEMCAP_CONFIG= "
 	       "(no limit)\n");
 	printf("times are medians and vary with the machine's load (compare within one run); instruction counts\n"
