@@ -481,15 +481,22 @@ static CUresult async_alloc(const char *door, PFN_cuMemAllocAsync_v11020 alloc,
 #define CALL() (alloc ? alloc(dptr, bytesize, stream) : from_pool(dptr, bytesize, pool, stream))
 	CUcontext ctx;
 	int dev;
-	if (!dptr || cumemcap_device_current(&ctx, &dev) != CUDA_SUCCESS)
+	/* The allocation belongs to the stream's context: a stream of the
+	 * program's this thread used last is known without a driver call;
+	 * any other needs the current context (a default stream's, and the
+	 * driver's word that it can be called at all). */
+	if (!dptr)
+		return CALL();
+	bool known = cumemcap_device_of_stream_known(stream, &ctx, &dev);
+	if (!known && cumemcap_device_current(&ctx, &dev) != CUDA_SUCCESS)
 		return CALL();
 	/* Into a capturing stream, the call adds an allocation node to the
 	 * graph and takes nothing now: graph memory is charged when the
 	 * graph is uploaded or launched (graph.h). */
 	if (cumemcap_capture_stream(stream, ptsz))
 		return CALL();
-	/* The allocation belongs to the stream's context. */
-	cumemcap_device_of_stream(stream, &ctx, &dev);
+	if (!known)
+		cumemcap_device_of_stream(stream, &ctx, &dev);
 	struct cumemcap_pool_alloc a;
 	CUresult r = cumemcap_account_pool_alloc_begin(&a, door, ctx, dev, alloc != NULL, pool, bytesize);
 	if (r != CUDA_SUCCESS)

@@ -60,6 +60,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
+	cumemcap_device_forget_contexts(); /* the forking thread's caches: the child reaches no context */
 	cumemcap_track_reset_locked();
 	cumemcap_account_pool_reset();
 	cumemcap_ledger_reset();

@@ -76,3 +76,9 @@ void cumemcap_device_set_note(CUcontext ctx, void *note);
  * default streams (legacy, per-thread: they are the current context's) or
  * when the driver cannot say. */
 void cumemcap_device_of_stream(CUstream s, CUcontext *ctx, int *dev);
+
+/* True, with *ctx and *dev, when `s` is a stream of the program's (not a
+ * default stream) that cumemcap_device_of_stream answered last on this
+ * thread and the answer still holds: no driver call at all. A fork child
+ * finds nothing here (cumemcap_device_forget_contexts). */
+bool cumemcap_device_of_stream_known(CUstream s, CUcontext *ctx, int *dev);

@@ -5,7 +5,10 @@
  * Four threads allocate and free in a loop while the main thread forks
  * repeatedly; each child calls into the shim (a refused allocation, the
  * stats) and must neither hang nor see its parent's bytes. A watchdog
- * alarm turns a deadlock into a failure. Run with FAKECUDA_DEVICES=4GiB
+ * alarm turns a deadlock into a failure. The forking thread has used a
+ * stream, so the shim knows its context without asking the driver: the
+ * child's stream-ordered allocation on it must still be the driver's
+ * refusal alone, nothing counted. Run with FAKECUDA_DEVICES=4GiB
  * CUMEMCAP_LIMIT=256MiB. */
 #include "common.h"
 
@@ -36,8 +39,15 @@ int main(int argc, char **argv)
 {
 	load_api(argc, argv, &A, &F);
 	ctx = use_primary(&A, 0);
-	CUdeviceptr held;
+	CUdeviceptr held, a;
 	OK(A.cuMemAlloc(&held, 64 * MiB));
+	CUstream s;
+	OK(A.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	OK(A.cuMemAllocAsync(&a, 4096, s));
+	OK(A.cuMemFreeAsync(a, s));
+	OK(A.cuStreamSynchronize(s)); /* the pool trims to its threshold, 0 */
+	size_t fr, tot;
+	OK(A.cuMemGetInfo(&fr, &tot)); /* ... which the shim reads here */
 
 	pthread_t t[4];
 	for (int i = 0; i < 4; i++)
@@ -56,6 +66,11 @@ int main(int argc, char **argv)
 			CUresult r = A.cuMemAlloc(&p, 1 * MiB);
 			if (r == CUDA_SUCCESS)
 				_exit(4);
+			if (A.cuMemAllocAsync(&p, 3 * MiB, s) == CUDA_SUCCESS)
+				_exit(5);
+			st = shim_stats(0);
+			if (st.reserved != 0 || st.allocs != 0 || st.largest_request != 0)
+				_exit(6); /* the shim went past the driver's refusal */
 			_exit(0);
 		}
 		int status;
@@ -71,6 +86,7 @@ int main(int argc, char **argv)
 		pthread_join(t[i], NULL);
 	/* The parent's books are intact. */
 	CHECK(shim_stats(0).reserved == 64 * MiB);
+	OK(A.cuStreamDestroy(s));
 	OK(A.cuMemFree(held));
 	CHECK(shim_stats(0).reserved == 0);
 	CHECK(F.reserved(0) == 0);

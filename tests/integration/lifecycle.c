@@ -562,6 +562,39 @@ static void meminfo_pool_no_limit(void)
 	books_match(0);
 }
 
+/* A stream this thread used is known to the shim without the driver: a
+ * stream-ordered allocation on it with no context current is the
+ * driver's to refuse, and the shim's figures do not move (64 MiB limit,
+ * so the allocation is charged before the driver answers). */
+static void async_stream_no_context(void)
+{
+	CUcontext ctx = use_primary(&A, 0);
+	CUstream s;
+	CUdeviceptr a;
+	OK(A.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	OK(A.cuMemAllocAsync(&a, 4096, s));
+	OK(A.cuMemFreeAsync(a, s));
+	OK(A.cuStreamSynchronize(s)); /* the pool trims to its threshold, 0 */
+	size_t fr, tot;
+	OK(A.cuMemGetInfo(&fr, &tot)); /* ... which the shim reads here */
+	struct cumemcap_stats s0 = shim_stats(0);
+	books_match(0);
+	uint64_t driver0 = F.reserved(0), live0 = F.live_allocations(0);
+	OK(A.cuCtxSetCurrent(NULL));
+	CHECK_CU(CUDA_ERROR_INVALID_CONTEXT, A.cuMemAllocAsync(&a, 4 * MiB, s));
+	struct cumemcap_stats s1 = shim_stats(0);
+	CHECK(s1.reserved == s0.reserved && s1.pool == s0.pool && s1.live == s0.live);
+	CHECK(s1.allocs == s0.allocs && s1.refusals == s0.refusals && s1.driver_oom == s0.driver_oom);
+	CHECK(F.reserved(0) == driver0 && F.live_allocations(0) == live0);
+	OK(A.cuCtxSetCurrent(ctx));
+	OK(A.cuMemAllocAsync(&a, 4 * MiB, s)); /* the same stream, a context current: counted */
+	CHECK(shim_stats(0).live == s0.live + 4 * MiB);
+	OK(A.cuMemFreeAsync(a, s));
+	OK(A.cuStreamDestroy(s));
+	OK(A.cuCtxSynchronize());
+	CHECK(shim_stats(0).live == s0.live);
+}
+
 /* ---- 2. the stress ---------------------------------------------------------------- */
 
 /* Threads that retain GPU 0's or 1's primary context and allocate without
@@ -820,6 +853,8 @@ int main(int argc, char **argv)
 		meminfo_one_gpu();
 	else if (strcmp(c, "meminfo-pool-no-limit") == 0)
 		meminfo_pool_no_limit();
+	else if (strcmp(c, "async-stream-no-context") == 0)
+		async_stream_no_context();
 	else if (strcmp(c, "stress") == 0)
 		stress();
 	else {
