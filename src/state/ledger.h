@@ -385,10 +385,12 @@ void cumemcap_ledger_read(int dev, struct cumemcap_figures *out);
  * and how the peaks follow). It sets owed[dev] (sticky) and the settler,
  * once, before anything is owed. A reader that may take locks and call the
  * driver settles first: the stats, the log's records and metrics but the
- * ones a fatal signal writes (those read what was settled), cuMemGetInfo,
- * the footprint, and a check against a group's budget (reserve_in_group:
+ * ones a fatal signal writes (those read what was settled), the
+ * footprint, and a check against a group's budget (reserve_in_group:
  * the one place the ledger itself may reach the driver, through the
- * settler; a group joined after the growth was owed). */
+ * settler; a group joined after the growth was owed). cuMemGetInfo
+ * does not: nothing is owed under a limit, and without one its answer
+ * does not depend on the pools. */
 extern _Atomic bool cumemcap_ledger_owed[CUMEMCAP_MAX_DEVICES];
 extern void (*_Atomic cumemcap_ledger_settler)(int dev);
 static inline void cumemcap_ledger_settle(int dev)
