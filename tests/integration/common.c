@@ -271,3 +271,16 @@ CUcontext use_primary(const struct api *a, int dev)
 	OK(a->cuCtxSetCurrent(ctx));
 	return ctx;
 }
+
+CUstream used_stream(const struct api *a)
+{
+	CUstream s;
+	CUdeviceptr p;
+	size_t fr, tot;
+	OK(a->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	OK(a->cuMemAllocAsync(&p, 4096, s));
+	OK(a->cuMemFreeAsync(p, s));
+	OK(a->cuStreamSynchronize(s)); /* the pool trims to its threshold, 0 */
+	OK(a->cuMemGetInfo(&fr, &tot)); /* ... which the shim reads here (under a limit) */
+	return s;
+}

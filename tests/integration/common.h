@@ -168,3 +168,9 @@ struct cumemcap_stats shim_stats(int dev);
 
 /* cuInit, retain device `dev`'s primary context and make it current. */
 CUcontext use_primary(const struct api *a, int dev);
+
+/* A non-blocking stream of the current context that this thread has used
+ * for one stream-ordered pair (so the shim knows it without the driver),
+ * synchronized, the default pool trimmed back and, under a limit, read
+ * again by the shim (cuMemGetInfo): its figures match the driver's. */
+CUstream used_stream(const struct api *a);

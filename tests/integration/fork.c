@@ -39,15 +39,9 @@ int main(int argc, char **argv)
 {
 	load_api(argc, argv, &A, &F);
 	ctx = use_primary(&A, 0);
-	CUdeviceptr held, a;
+	CUdeviceptr held;
 	OK(A.cuMemAlloc(&held, 64 * MiB));
-	CUstream s;
-	OK(A.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-	OK(A.cuMemAllocAsync(&a, 4096, s));
-	OK(A.cuMemFreeAsync(a, s));
-	OK(A.cuStreamSynchronize(s)); /* the pool trims to its threshold, 0 */
-	size_t fr, tot;
-	OK(A.cuMemGetInfo(&fr, &tot)); /* ... which the shim reads here */
+	CUstream s = used_stream(&A);
 
 	pthread_t t[4];
 	for (int i = 0; i < 4; i++)
