@@ -218,6 +218,23 @@ static int64_t others_sum(int dev, struct cumemcap_ledger_moves *m, int which)
 
 static void raise_slot(int dev, struct cumemcap_ledger_moves *m, int which, int64_t v, int64_t step);
 
+/* m's mark of `which` becomes its delta v (counted), and its top (and, for
+ * reserved, its footprint's top, the device's overhead added) rises to
+ * `top` if that is higher. Plain stores to the thread's own slot. */
+static inline __attribute__((always_inline)) void store_top(struct cumemcap_ledger_device *d,
+							     struct cumemcap_ledger_moves *m, int which, int64_t v,
+							     uint64_t top)
+{
+	atomic_store_explicit(&m->mark[which], v, memory_order_relaxed);
+	if (top > atomic_load_explicit(&m->top[which], memory_order_relaxed))
+		atomic_store_explicit(&m->top[which], top, memory_order_relaxed);
+	if (which == CUMEMCAP_LOCAL_reserved) {
+		uint64_t fp = top + atomic_load_explicit(&d->overhead, memory_order_relaxed);
+		if (fp > atomic_load_explicit(&m->top[CUMEMCAP_LOCAL_footprint], memory_order_relaxed))
+			atomic_store_explicit(&m->top[CUMEMCAP_LOCAL_footprint], fp, memory_order_relaxed);
+	}
+}
+
 /* m's top of `which` on dev now that its delta is v (counted: the mark):
  * the device's atomic (fresh) plus the others' bounds as last summed plus
  * v. Plain stores to the thread's own slot. */
@@ -231,14 +248,7 @@ static inline __attribute__((always_inline)) void update_top(int dev, struct cum
 		raise_slot(dev, m, which, v, CUMEMCAP_LEDGER_STEP);
 		return;
 	}
-	atomic_store_explicit(&m->mark[which], v, memory_order_relaxed);
-	if (top > atomic_load_explicit(&m->top[which], memory_order_relaxed))
-		atomic_store_explicit(&m->top[which], top, memory_order_relaxed);
-	if (which == CUMEMCAP_LOCAL_reserved) {
-		uint64_t fp = top + atomic_load_explicit(&d->overhead, memory_order_relaxed);
-		if (fp > atomic_load_explicit(&m->top[CUMEMCAP_LOCAL_footprint], memory_order_relaxed))
-			atomic_store_explicit(&m->top[CUMEMCAP_LOCAL_footprint], fp, memory_order_relaxed);
-	}
+	store_top(d, m, which, v, top);
 }
 
 /* A raise (ledger.h): m's bound of `which` becomes v + step, the others'
@@ -256,14 +266,7 @@ static void raise_slot(int dev, struct cumemcap_ledger_moves *m, int which, int6
 	 * sum: the next update raises again). */
 	uint64_t epoch = (uint64_t)mine << 32 | seq;
 	atomic_store_explicit(&m->epoch[which], epoch, memory_order_relaxed);
-	atomic_store_explicit(&m->mark[which], v, memory_order_relaxed);
-	if (top > atomic_load_explicit(&m->top[which], memory_order_relaxed))
-		atomic_store_explicit(&m->top[which], top, memory_order_relaxed);
-	if (which == CUMEMCAP_LOCAL_reserved) {
-		uint64_t fp = top + atomic_load_explicit(&d->overhead, memory_order_relaxed);
-		if (fp > atomic_load_explicit(&m->top[CUMEMCAP_LOCAL_footprint], memory_order_relaxed))
-			atomic_store_explicit(&m->top[CUMEMCAP_LOCAL_footprint], fp, memory_order_relaxed);
-	}
+	store_top(d, m, which, v, top);
 }
 
 void cumemcap_ledger_raise_local(int dev, struct cumemcap_ledger_moves *m, int which, int64_t v)
