@@ -3,7 +3,97 @@
  * without for programs that must not be. */
 #include "common.h"
 
+#include <execinfo.h>
+#include <signal.h>
+#include <unistd.h>
+
 const char *door = "?";
+
+/* ---- a crash says where ----------------------------------------------------------
+ * A test program killed by a signal leaves meson only "killed by signal
+ * 11", and a CI page no core file. Outside the sanitizer builds (whose
+ * runtimes report better) load_api installs this handler first, before the
+ * program's first driver call arms the shim's own, which then calls it (the
+ * shim calls a handler the program had): it writes the signal, the faulting
+ * address and the stack (an address in a library as "lib.so(+0xOFFSET)",
+ * for addr2line -e lib.so OFFSET on a build of the same commit) to stderr,
+ * and the process then dies of the signal as it would have. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define CRASH_REPORT 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define CRASH_REPORT 0
+#endif
+#endif
+#ifndef CRASH_REPORT
+#define CRASH_REPORT 1
+#endif
+
+#if CRASH_REPORT
+static void put(const char *s)
+{
+	ssize_t r = write(STDERR_FILENO, s, strlen(s));
+	(void)r;
+}
+
+static void put_hex(uintptr_t v)
+{
+	char buf[2 + 16 + 1];
+	char *p = buf + sizeof(buf) - 1;
+	*p = 0;
+	do {
+		*--p = "0123456789abcdef"[v & 15];
+		v >>= 4;
+	} while (v);
+	*--p = 'x';
+	*--p = '0';
+	put(p);
+}
+
+static void on_crash(int sig, siginfo_t *info, void *uc)
+{
+	(void)uc;
+	static const char *const names[] = { [SIGSEGV] = "SIGSEGV", [SIGBUS] = "SIGBUS",
+					     [SIGFPE] = "SIGFPE", [SIGILL] = "SIGILL",
+					     [SIGABRT] = "SIGABRT" };
+	put("\n*** test program: ");
+	put(sig < (int)(sizeof(names) / sizeof(names[0])) && names[sig] ? names[sig] : "signal");
+	put(" at address ");
+	put_hex((uintptr_t)info->si_addr);
+	put(", door ");
+	put(door);
+	put("; stack:\n");
+	void *frames[64];
+	int n = backtrace(frames, 64);
+	backtrace_symbols_fd(frames, n, STDERR_FILENO);
+	/* Dies of it: a signal sent (raise, abort) is blocked until this
+	 * returns; a fault recurs when the instruction runs again. */
+	signal(sig, SIG_DFL);
+	if (info->si_code <= 0)
+		raise(sig);
+}
+
+static void crash_report_install(void)
+{
+	void *warm[1];
+	backtrace(warm, 1); /* loads libgcc's unwinder now, not in the handler */
+	static char stack[64 * 1024];
+	stack_t ss = { .ss_sp = stack, .ss_size = sizeof(stack) };
+	sigaltstack(&ss, NULL);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_crash;
+	sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+	sigemptyset(&sa.sa_mask);
+	const int sigs[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT };
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+#else
+static void crash_report_install(void)
+{
+}
+#endif
 
 #ifdef DOOR_LINKED
 /* Not declared by cuda.h without CUDA_API_PER_THREAD_DEFAULT_STREAM. */
@@ -209,6 +299,7 @@ static void load_procaddr(void *h, struct api *a)
 
 void load_api(int argc, char **argv, struct api *a, struct fake *f)
 {
+	crash_report_install();
 	memset(a, 0, sizeof(*a));
 	door = argc > 1 ? argv[1] : "";
 	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
