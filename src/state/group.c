@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,9 +56,38 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static struct cumemcap_book_figs *figs(int dev)
+/* Using our slot. The destructor gives the slot back (cumemcap_group_leave)
+ * while the program's other threads and the worker may still be inside the
+ * shim: a thread that saw the slot before the release must not write it
+ * after (a share added to a free slot stays counted for ever: the next
+ * claimer does not clear it; and `self` is -1 by then). So every use of
+ * the slot outside join_lock is bracketed by slot_enter() and slot_exit(),
+ * and the leaving thread waits until none is inside before it releases.
+ * Dekker's pattern, all seq_cst: a user counts itself in, then looks at
+ * `leaving`; the leaver sets `leaving`, then looks at the count; one of
+ * them sees the other. The users never block inside. */
+static _Atomic uint32_t slot_users;
+static _Atomic bool leaving;
+
+/* Our slot, or -1 (none, or leaving): then nothing to undo. */
+static int slot_enter(void)
 {
-	return &cumemcap_book_slot(&book, (unsigned)self)->gpu[cumemcap_group_devs[dev].gpu];
+	atomic_fetch_add(&slot_users, 1);
+	int s = self;
+	if (s >= 0 && !atomic_load(&leaving))
+		return s;
+	atomic_fetch_sub(&slot_users, 1);
+	return -1;
+}
+
+static void slot_exit(void)
+{
+	atomic_fetch_sub(&slot_users, 1);
+}
+
+static struct cumemcap_book_figs *figs(int s, int dev)
+{
+	return &cumemcap_book_slot(&book, (unsigned)s)->gpu[cumemcap_group_devs[dev].gpu];
 }
 
 /* ---- joining ------------------------------------------------------------------------------ */
@@ -171,13 +201,18 @@ static uint64_t chunk_of(uint64_t limit)
 void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pci, uint64_t total,
 			   uint64_t own_limit)
 {
-	if (!dev_ok(dev) || (!atomic_load(&booked) && !atomic_load(&rejoin) && !atomic_load(&want_registry)))
+	if (!dev_ok(dev) || atomic_load(&leaving) ||
+	    (!atomic_load(&booked) && !atomic_load(&rejoin) && !atomic_load(&want_registry)))
 		return;
 	struct cumemcap_source src;
 	uint64_t limit = cumemcap_policy_group_limit(cumemcap_policy(), dev, uuid, pci, total, &src);
 	if (!in_group || limit == UINT64_MAX)
 		limit = CUMEMCAP_BOOK_NONE;
 	cumemcap_xmutex_lock(&join_lock);
+	if (atomic_load(&leaving)) { /* the destructor's leave came first */
+		cumemcap_xmutex_unlock(&join_lock);
+		return;
+	}
 	rejoin_locked();
 	if (!atomic_load(&booked) && atomic_load(&want_registry)) {
 		char why[256];
@@ -193,10 +228,10 @@ void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pc
 		gd->chunk = 0;
 		atomic_store(&gd->room, 0);
 		atomic_store(&gd->on, true); /* nothing can be granted: refused, never uncapped */
-	} else if (g >= 0) {
+	} else if (g >= 0 && self >= 0) {
 		gd->gpu = g;
 		attached[dev] = true;
-		struct cumemcap_book_figs *f = figs(dev);
+		struct cumemcap_book_figs *f = figs(self, dev); /* join_lock: leave waits for it */
 		atomic_store(&f->ordinal, dev);
 		atomic_store(&f->limit, own_limit == UINT64_MAX ? CUMEMCAP_BOOK_NONE : own_limit);
 		gd->chunk = chunk_of(atomic_load(&cumemcap_book_gpu(&book, (unsigned)g)->limit));
@@ -230,14 +265,27 @@ static void squeeze(void)
 	atomic_fetch_add(squeeze_word, 1);
 }
 
+static bool grow_at(int s, int dev, uint64_t bytes);
+
 static bool group_grow(int dev, uint64_t bytes)
 {
-	struct cumemcap_group_dev *gd = &cumemcap_group_devs[dev];
 	if (bytes > INT64_MAX / 2 || !ready(dev))
 		return false;
+	int s = slot_enter();
+	if (s < 0)
+		return false;
+	bool ok = grow_at(s, dev, bytes);
+	slot_exit();
+	return ok;
+}
+
+/* Inside slot_enter(): s is our slot. */
+static bool grow_at(int s, int dev, uint64_t bytes)
+{
+	struct cumemcap_group_dev *gd = &cumemcap_group_devs[dev];
 	struct cumemcap_book_header *h = cumemcap_book_header(&book);
 	struct cumemcap_book_gpu *gpu = cumemcap_book_gpu(&book, (unsigned)gd->gpu);
-	_Atomic uint64_t *held = &figs(dev)->held;
+	_Atomic uint64_t *held = &figs(s, dev)->held;
 	for (int attempt = 0; attempt < 16; attempt++) {
 		int64_t r = atomic_load(&gd->room);
 		if (r >= (int64_t)bytes) {
@@ -309,14 +357,18 @@ void cumemcap_group_give_back(int dev)
 	if (asked)
 		atomic_store(&squeeze_seen, sq); /* a racy hint: a lost update only gives back twice */
 	int64_t keep = asked || atomic_load(&cumemcap_book_header(&book)->tight) ? 0 : (int64_t)gd->chunk;
+	int s = slot_enter();
+	if (s < 0)
+		return;
 	int64_t r = atomic_load(&gd->room);
 	while (r > keep) {
 		if (atomic_compare_exchange_weak(&gd->room, &r, keep)) {
-			atomic_fetch_sub(&figs(dev)->held, (uint64_t)(r - keep));
+			atomic_fetch_sub(&figs(s, dev)->held, (uint64_t)(r - keep));
 			cumemcap_book_wake(&book);
 			break;
 		}
 	}
+	slot_exit();
 }
 
 void cumemcap_group_force(int dev, uint64_t bytes)
@@ -327,9 +379,13 @@ void cumemcap_group_force(int dev, uint64_t bytes)
 	int64_t r = atomic_fetch_sub(&gd->room, (int64_t)bytes) - (int64_t)bytes;
 	if (r >= 0 || !ready(dev))
 		return;
+	int s = slot_enter();
+	if (s < 0)
+		return;
 	/* Held follows what is counted, whatever the limit. */
-	atomic_fetch_add(&figs(dev)->held, (uint64_t)-r);
+	atomic_fetch_add(&figs(s, dev)->held, (uint64_t)-r);
 	atomic_fetch_add(&gd->room, -r);
+	slot_exit();
 }
 
 /* ---- waiting ------------------------------------------------------------------------------- */
@@ -360,8 +416,13 @@ void cumemcap_group_waiting(int dev, int delta)
 	atomic_fetch_add(&cumemcap_group_local_waiters, (uint32_t)delta);
 	if (in_group && atomic_load(&booked))
 		atomic_fetch_add(&cumemcap_book_header(&book)->waiters, (uint32_t)delta);
-	if (dev_ok(dev) && atomic_load(&booked) && self >= 0 && cumemcap_group_devs[dev].gpu >= 0)
-		atomic_fetch_add(&figs(dev)->waiting, (uint32_t)delta);
+	if (dev_ok(dev) && atomic_load(&booked) && cumemcap_group_devs[dev].gpu >= 0) {
+		int s = slot_enter();
+		if (s >= 0) {
+			atomic_fetch_add(&figs(s, dev)->waiting, (uint32_t)delta);
+			slot_exit();
+		}
+	}
 }
 
 void cumemcap_group_sleep(uint32_t seq, uint32_t ms)
@@ -408,7 +469,10 @@ void cumemcap_group_publish(int dev, const struct cumemcap_figures *f)
 {
 	if (!cumemcap_group_publishes(dev))
 		return;
-	struct cumemcap_book_figs *b = figs(dev);
+	int s = slot_enter();
+	if (s < 0)
+		return;
+	struct cumemcap_book_figs *b = figs(s, dev);
 	atomic_store(&b->live, f->v[CUMEMCAP_FIG_live]);
 	atomic_store(&b->pooled, f->v[CUMEMCAP_FIG_pooled]);
 	atomic_store(&b->reserved, f->v[CUMEMCAP_FIG_reserved]);
@@ -417,8 +481,9 @@ void cumemcap_group_publish(int dev, const struct cumemcap_figures *f)
 	atomic_store(&b->waits, f->v[CUMEMCAP_FIG_waits]);
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	atomic_store(&cumemcap_book_slot(&book, (unsigned)self)->published_ns,
+	atomic_store(&cumemcap_book_slot(&book, (unsigned)s)->published_ns,
 		     (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+	slot_exit();
 }
 
 /* join_lock held: changes_seen is the worker's and, once it stopped
@@ -478,16 +543,37 @@ uint64_t cumemcap_group_used(int dev)
 
 uint64_t cumemcap_group_held(int dev)
 {
-	return group_gpu(dev) < 0 || self < 0 ? UINT64_MAX : atomic_load(&figs(dev)->held);
+	if (group_gpu(dev) < 0)
+		return UINT64_MAX;
+	int s = slot_enter();
+	if (s < 0)
+		return UINT64_MAX;
+	uint64_t held = atomic_load(&figs(s, dev)->held);
+	slot_exit();
+	return held;
 }
+
+/* How long the leaving thread waits for the slot's users: they never block
+ * inside, so only a preempted one (or one this thread interrupted, exiting
+ * from a signal handler) takes longer. Then the slot is not released: the
+ * kernel drops its lock when the process ends, and the next member to reap
+ * hands its share back. */
+#define LEAVE_WAIT_MS 200
 
 void cumemcap_group_leave(void)
 {
 	cumemcap_xmutex_lock(&join_lock);
+	atomic_store(&leaving, true); /* no user enters from now on */
 	if (atomic_load(&booked) && self >= 0) {
 		for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
 			atomic_store(&cumemcap_group_devs[d].room, 0);
-		cumemcap_book_release(&book, self);
+		uint64_t until = mono_ms() + LEAVE_WAIT_MS;
+		while (atomic_load(&slot_users) && mono_ms() < until)
+			sched_yield();
+		for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++) /* what a grow in flight added */
+			atomic_store(&cumemcap_group_devs[d].room, 0);
+		if (!atomic_load(&slot_users))
+			cumemcap_book_release(&book, self);
 		self = -1;
 	}
 	cumemcap_xmutex_unlock(&join_lock);
@@ -496,6 +582,7 @@ void cumemcap_group_leave(void)
 void cumemcap_group_fork_child(void)
 {
 	cumemcap_xmutex_fork_child(&join_lock);
+	atomic_store(&slot_users, 0); /* no thread came along */
 	atomic_store(&cumemcap_group_local_waiters, 0);
 	atomic_fetch_and(&cumemcap_group_hot, 1u); /* no thread came along, none waits */
 	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)

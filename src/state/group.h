@@ -141,7 +141,11 @@ uint64_t cumemcap_group_limit(int dev);
 uint64_t cumemcap_group_used(int dev);
 uint64_t cumemcap_group_held(int dev);
 
-/* The process is ending: hand back the slot at once. */
+/* The process is ending: hand back the slot at once, once no other thread
+ * is inside a use of it (the program's threads and the worker still run;
+ * group.c: slot_enter). From then on nothing writes the slot; a grant
+ * asked of the group is refused. One still inside after 200 ms (a thread
+ * this one interrupted) keeps the slot: it is reaped after the process. */
 void cumemcap_group_leave(void);
 
 /* Fork child: leave the parent's slot; take one at the next use. */
