@@ -691,6 +691,19 @@ struct fake_counts *fake_counts_mine(void)
 	return c;
 }
 
+FAKE_API uint64_t fakecuda_thread_calls(const char *exported_name)
+{
+	if (!exported_name)
+		return 0;
+	struct fake_counts *c = fake_my_counts;
+	if (!c || atomic_load(&c->owner) != (uintptr_t)pthread_self())
+		return 0; /* this thread called nothing yet */
+	for (int i = 0; i < FAKE_N_IDS; i++)
+		if (strcmp(entry_names[i], exported_name) == 0)
+			return atomic_load(&c->n[i]);
+	return 0;
+}
+
 FAKE_API uint64_t fakecuda_calls(const char *exported_name)
 {
 	if (!exported_name)

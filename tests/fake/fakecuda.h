@@ -89,6 +89,12 @@ uint64_t fakecuda_live_allocations(int dev);
  * e.g. "cuMemAlloc_v2", "cuMemAllocAsync_ptsz". 0 for unknown names. */
 uint64_t fakecuda_calls(const char *exported_name);
 
+/* The same, counted in the calling thread's block only (a block may carry
+ * the counts of an exited thread that had it before): the difference of
+ * two reads by one thread is that thread's calls, what a test asserts of
+ * its own calls while the shim's worker thread may call the driver too. */
+uint64_t fakecuda_thread_calls(const char *exported_name);
+
 /* How many times the fake waited for every stream of a context to drain
  * (cuCtxSynchronize and the implicit synchronization of cuMemFree etc). */
 uint64_t fakecuda_device_syncs(void);

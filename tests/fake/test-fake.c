@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdatomic.h>
@@ -2686,6 +2687,42 @@ START_TEST(fake_calls_counted_per_thread)
 }
 END_TEST
 
+/* fakecuda_thread_calls: the calling thread's calls move it, another
+ * thread's (running now) do not. */
+static void *count_calls_slowly(void *arg)
+{
+	_Atomic int *stop = arg;
+	CUcontext c;
+	while (!atomic_load(stop))
+		if (cuCtxGetCurrent(&c) != CUDA_SUCCESS)
+			return (void *)1;
+	return NULL;
+}
+
+START_TEST(fake_thread_calls_are_the_threads)
+{
+	CUcontext ctx, c;
+	init_ctx(&ctx);
+	_Atomic int stop = 0;
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, count_calls_slowly, &stop), 0);
+	while (fakecuda_calls("cuCtxGetCurrent") < 1000) /* the other thread is calling */
+		sched_yield();
+	uint64_t mine = fakecuda_thread_calls("cuCtxGetCurrent");
+	uint64_t all = fakecuda_calls("cuCtxGetCurrent");
+	for (int i = 0; i < 10; i++)
+		CK(cuCtxGetCurrent(&c));
+	while (fakecuda_calls("cuCtxGetCurrent") < all + 10 + 1000) /* and goes on */
+		sched_yield();
+	ck_assert_uint_eq(fakecuda_thread_calls("cuCtxGetCurrent"), mine + 10);
+	atomic_store(&stop, 1);
+	void *ret;
+	pthread_join(t, &ret);
+	ck_assert_ptr_null(ret);
+	ck_assert_uint_eq(fakecuda_thread_calls("no_such_entry_point"), 0);
+}
+END_TEST
+
 START_TEST(fake_fork_child_not_initialized)
 {
 	CUcontext ctx;
@@ -2763,6 +2800,7 @@ static Suite *fake_suite(void)
 	tcase_add_test(tc, fake_calls_counted);
 	tcase_add_test(tc, fake_thread_safety);
 	tcase_add_test(tc, fake_calls_counted_per_thread);
+	tcase_add_test(tc, fake_thread_calls_are_the_threads);
 	tcase_add_test(tc, fake_fork_child_not_initialized);
 	suite_add_tcase(s, tc);
 	return s;

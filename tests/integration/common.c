@@ -326,6 +326,7 @@ void load_api(int argc, char **argv, struct api *a, struct fake *f)
 	f->peak_reserved = must_dlsym(h, "fakecuda_peak_reserved");
 	f->live_allocations = must_dlsym(h, "fakecuda_live_allocations");
 	f->calls = must_dlsym(h, "fakecuda_calls");
+	f->thread_calls = must_dlsym(h, "fakecuda_thread_calls");
 	f->device_syncs = must_dlsym(h, "fakecuda_device_syncs");
 }
 

@@ -149,6 +149,7 @@ struct fake {
 	uint64_t (*peak_reserved)(int dev);
 	uint64_t (*live_allocations)(int dev);
 	uint64_t (*calls)(const char *name);
+	uint64_t (*thread_calls)(const char *name); /* the calling thread's only */
 	uint64_t (*device_syncs)(void);
 };
 
