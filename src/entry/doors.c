@@ -115,8 +115,8 @@ CUMEMCAP_DLSYM_SAFE void *cumemcap_dlvsym_route(void *handle, const char *name,
 /* The shim's own function for a table entry. */
 static void *hook_of(const struct cumemcap_hook *h)
 {
-	void *own = cumemcap_driver_own(h->symbol);
-	return own ? own : h->hook;
+	void *own = cumemcap_driver_own(cumemcap_hook_symbol(h));
+	return own ? own : cumemcap_hook_fn(h);
 }
 
 /* What the lookup of a hooked name answers, given what was found. `global`:
@@ -190,7 +190,7 @@ static void answer_lookup(const char *door, const char *symbol, void **pfn, int 
 	 * to another function (CUDA 12's cuda.h makes cuGraphInstantiate mean
 	 * cuGraphInstantiateWithFlags): when it handed out the real function
 	 * of another hooked entry, that entry's hook has the right prototype. */
-	if (h && *h->real && *pfn != *h->real) {
+	if (h && *cumemcap_hook_real(h) && *pfn != *cumemcap_hook_real(h)) {
 		const struct cumemcap_hook *same = cumemcap_table_by_real(*pfn);
 		if (same)
 			h = same;
@@ -200,7 +200,7 @@ static void answer_lookup(const char *door, const char *symbol, void **pfn, int 
 	if (trace())
 		cumemcap_msg("door=%s symbol=%s version=%d flags=%llu answer=%s%s ptr=%p", door,
 			     symbol, version, (unsigned long long)flags, h ? "hook:" : "driver",
-			     h ? h->symbol : "", *pfn);
+			     h ? cumemcap_hook_symbol(h) : "", *pfn);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,

@@ -13,17 +13,48 @@ enum cumemcap_variant {
 	CUMEMCAP_VARIANT_PTDS,
 };
 
+/* A row holds no pointer: names are offsets into one block of characters
+ * and the two addresses come from switches (cumemcap_hook_fn,
+ * cumemcap_hook_real), whose code the linker resolves in place. A table of
+ * pointers needed a load-time relocation per pointer, 292 of them, 78 of
+ * which looked the hooks' exported names up through every library in the
+ * process, and it filled a page of the library's data that every process
+ * the shim is preloaded into then copied at start, CUDA or not (issue 17:
+ * start of a program that never uses CUDA; docs/benchmarks.md). */
 struct cumemcap_hook {
-	const char *symbol; /* exported name, e.g. "cuMemAlloc_v2" */
-	const char *base;   /* cuGetProcAddress name, e.g. "cuMemAlloc" */
-	int version;        /* CUDA version it appears at, e.g. 3020 */
-	enum cumemcap_variant variant;
-	void *hook;         /* the shim's function */
-	void **real;        /* &real_<symbol> */
+	uint16_t symbol_at; /* exported name, e.g. "cuMemAlloc_v2" (cumemcap_hook_symbol) */
+	uint16_t base_at;   /* cuGetProcAddress name, e.g. "cuMemAlloc" (cumemcap_hook_base) */
+	uint16_t version;   /* CUDA version it appears at, e.g. 3020 */
+	uint8_t variant;    /* enum cumemcap_variant */
 };
 
 extern const struct cumemcap_hook cumemcap_hooks[];
 extern const size_t cumemcap_hook_count;
+
+/* The names, end to end: a member per name, so that each one's offset is
+ * a constant (offsetof). The members are char arrays: no padding. */
+struct cumemcap_hook_names {
+#define HOOK(symbol, base, version, variant) \
+	char symbol[sizeof(#symbol)];        \
+	char base_of_##symbol[sizeof(#base)];
+#include "driver/hooks.def"
+};
+extern const struct cumemcap_hook_names cumemcap_hook_names;
+
+static inline const char *cumemcap_hook_symbol(const struct cumemcap_hook *h)
+{
+	return (const char *)&cumemcap_hook_names + h->symbol_at;
+}
+
+static inline const char *cumemcap_hook_base(const struct cumemcap_hook *h)
+{
+	return (const char *)&cumemcap_hook_names + h->base_at;
+}
+
+/* The shim's function of a row. */
+void *cumemcap_hook_fn(const struct cumemcap_hook *h);
+/* &real_<symbol> of a row. */
+void **cumemcap_hook_real(const struct cumemcap_hook *h);
 
 /* The entry whose exported name is `symbol`, or NULL. */
 const struct cumemcap_hook *cumemcap_table_by_symbol(const char *symbol);

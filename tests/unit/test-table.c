@@ -23,16 +23,16 @@ START_TEST(table_every_entry_reachable)
 		const struct cumemcap_hook *h = &cumemcap_hooks[i];
 		bool known = false;
 		const struct cumemcap_hook *sel =
-			cumemcap_table_select(h->base, h->version, flags_for(h), &known);
-		ck_assert_msg(known, "%s: base %s unknown", h->symbol, h->base);
-		ck_assert_msg(sel == h, "%s@%d: selected %s", h->base, h->version,
-			      sel ? sel->symbol : "nothing");
-		ck_assert_ptr_eq(cumemcap_table_by_symbol(h->symbol), h);
-		ck_assert_ptr_nonnull(h->hook);
-		ck_assert_ptr_nonnull(h->real);
+			cumemcap_table_select(cumemcap_hook_base(h), h->version, flags_for(h), &known);
+		ck_assert_msg(known, "%s: base %s unknown", cumemcap_hook_symbol(h), cumemcap_hook_base(h));
+		ck_assert_msg(sel == h, "%s@%d: selected %s", cumemcap_hook_base(h), h->version,
+			      sel ? cumemcap_hook_symbol(sel) : "nothing");
+		ck_assert_ptr_eq(cumemcap_table_by_symbol(cumemcap_hook_symbol(h)), h);
+		ck_assert_ptr_nonnull(cumemcap_hook_fn(h));
+		ck_assert_ptr_nonnull(cumemcap_hook_real(h));
 		/* The exported name is the base plus a suffix, never another function. */
-		ck_assert_msg(strncmp(h->symbol, h->base, strlen(h->base)) == 0, "%s vs %s",
-			      h->symbol, h->base);
+		ck_assert_msg(strncmp(cumemcap_hook_symbol(h), cumemcap_hook_base(h), strlen(cumemcap_hook_base(h))) == 0, "%s vs %s",
+			      cumemcap_hook_symbol(h), cumemcap_hook_base(h));
 	}
 }
 END_TEST
@@ -92,11 +92,11 @@ START_TEST(table_select_versions_and_flags)
 			      c->flags, known);
 		if (!c->expected)
 			ck_assert_msg(h == NULL, "%s@%d flags %u: selected %s", c->base, c->version,
-				      c->flags, h->symbol);
+				      c->flags, cumemcap_hook_symbol(h));
 		else
-			ck_assert_msg(h && strcmp(h->symbol, c->expected) == 0,
+			ck_assert_msg(h && strcmp(cumemcap_hook_symbol(h), c->expected) == 0,
 				      "%s@%d flags %u: selected %s, expected %s", c->base, c->version,
-				      c->flags, h ? h->symbol : "nothing", c->expected);
+				      c->flags, h ? cumemcap_hook_symbol(h) : "nothing", c->expected);
 	}
 }
 END_TEST
@@ -124,10 +124,21 @@ START_TEST(table_real_pointers_are_per_symbol)
 {
 	for (size_t i = 0; i < cumemcap_hook_count; i++)
 		for (size_t j = i + 1; j < cumemcap_hook_count; j++) {
-			ck_assert_ptr_ne(cumemcap_hooks[i].real, cumemcap_hooks[j].real);
-			ck_assert_ptr_ne(cumemcap_hooks[i].hook, cumemcap_hooks[j].hook);
+			ck_assert_ptr_ne(cumemcap_hook_real(&cumemcap_hooks[i]), cumemcap_hook_real(&cumemcap_hooks[j]));
+			ck_assert_ptr_ne(cumemcap_hook_fn(&cumemcap_hooks[i]), cumemcap_hook_fn(&cumemcap_hooks[j]));
 		}
-	ck_assert_ptr_eq(cumemcap_table_by_symbol("cuMemAlloc_v2")->real, (void **)&real_cuMemAlloc_v2);
+	const struct cumemcap_hook *h = cumemcap_table_by_symbol("cuMemAlloc_v2");
+	ck_assert_ptr_eq(cumemcap_hook_real(h), (void **)&real_cuMemAlloc_v2);
+	ck_assert_ptr_eq(cumemcap_hook_fn(h), (void *)cuMemAlloc_v2);
+	h = cumemcap_table_by_symbol("cuMemAllocAsync_ptsz");
+	ck_assert_ptr_eq(cumemcap_hook_real(h), (void **)&real_cuMemAllocAsync_ptsz);
+	ck_assert_ptr_eq(cumemcap_hook_fn(h), (void *)cuMemAllocAsync_ptsz);
+	ck_assert_str_eq(cumemcap_hook_base(h), "cuMemAllocAsync");
+	ck_assert_int_eq(h->version, 11020);
+	/* The last row's names end the block. */
+	h = &cumemcap_hooks[cumemcap_hook_count - 1];
+	ck_assert_ptr_eq(cumemcap_hook_base(h) + strlen(cumemcap_hook_base(h)) + 1,
+			 (const char *)&cumemcap_hook_names + sizeof(cumemcap_hook_names));
 }
 END_TEST
 
@@ -143,8 +154,8 @@ START_TEST(table_by_real_finds_the_row)
 	real_cuGraphInstantiate_v2 = (cuGraphInstantiate_v2_fn)(void *)&b;
 	const struct cumemcap_hook *h = cumemcap_table_by_real(&a);
 	ck_assert_ptr_nonnull(h);
-	ck_assert_str_eq(h->symbol, "cuGraphInstantiateWithFlags");
-	ck_assert_str_eq(cumemcap_table_by_real(&b)->symbol, "cuGraphInstantiate_v2");
+	ck_assert_str_eq(cumemcap_hook_symbol(h), "cuGraphInstantiateWithFlags");
+	ck_assert_str_eq(cumemcap_hook_symbol(cumemcap_table_by_real(&b)), "cuGraphInstantiate_v2");
 	real_cuGraphInstantiateWithFlags = NULL;
 	real_cuGraphInstantiate_v2 = NULL;
 	ck_assert_ptr_null(cumemcap_table_by_real(&a));
