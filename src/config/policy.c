@@ -304,6 +304,22 @@ void cumemcap_policy_format_release(const struct cumemcap_policy *p, char *buf, 
 		snprintf(buf, len, "idle:%u.%03u", p->release_idle_ms / 1000, p->release_idle_ms % 1000);
 }
 
+/* The error of finish's last check. Out of line, with its 2 KB of
+ * buffers: in finish's frame they put everything finish calls (the
+ * environment, the file's parser) 2 KB deeper into the stack, which cost
+ * a configured start a stack page fault about every other start. */
+static __attribute__((noinline, cold)) bool preallocate_without_pool(const struct cumemcap_policy *p, char *err,
+								      size_t errlen)
+{
+	char g[CUMEMCAP_PATH_MAX + 16], o[CUMEMCAP_PATH_MAX + 16];
+	cumemcap_source_format(p, &p->growth_src, g, sizeof(g));
+	cumemcap_source_format(p, &p->pool_src, o, sizeof(o));
+	snprintf(err, errlen,
+		 "%s: growth \"preallocate\" serves from the arenas, but %s turns them off; "
+		 "accepted: pool on or nopack with preallocate, or growth ondemand", g, o);
+	return false;
+}
+
 /* Builds into p, which must be all zero: a fresh calloc, or the process's
  * policy in .bss. Not clearing it here keeps the pages of what no setting
  * reaches (device sections, unused layers) untouched, so a process that
@@ -327,15 +343,8 @@ static CUMEMCAP_START_CODE bool finish(struct cumemcap_policy *p, cumemcap_geten
 	resolve_process_wide(p);
 	if (!cumemcap_policy_resolve_group(p, err, errlen))
 		return false;
-	if (p->growth == CUMEMCAP_GROWTH_PREALLOCATE && p->pool == CUMEMCAP_POOL_OFF) {
-		char g[CUMEMCAP_PATH_MAX + 16], o[CUMEMCAP_PATH_MAX + 16];
-		cumemcap_source_format(p, &p->growth_src, g, sizeof(g));
-		cumemcap_source_format(p, &p->pool_src, o, sizeof(o));
-		snprintf(err, errlen,
-			 "%s: growth \"preallocate\" serves from the arenas, but %s turns them off; "
-			 "accepted: pool on or nopack with preallocate, or growth ondemand", g, o);
-		return false;
-	}
+	if (p->growth == CUMEMCAP_GROWTH_PREALLOCATE && p->pool == CUMEMCAP_POOL_OFF)
+		return preallocate_without_pool(p, err, errlen);
 	return true;
 }
 
@@ -367,6 +376,16 @@ bool cumemcap_policy_build_from_text(struct cumemcap_policy *out, cumemcap_geten
 	return build_from_text(out, false, get, path, text, len, program, err, errlen);
 }
 
+/* err, prefixed with the variable that named the file. Out of line for
+ * the reason of preallocate_without_pool: its buffer would sit in build's
+ * frame, above every start's parsing. */
+static __attribute__((noinline, cold)) void say_variable(const char *named, char *err, size_t errlen)
+{
+	char reason[1024];
+	snprintf(reason, sizeof(reason), "%s", err);
+	snprintf(err, errlen, "CUMEMCAP_CONFIG=\"%s\": %s", named, reason);
+}
+
 static CUMEMCAP_START_CODE bool build(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_fn get,
 		  const char *config_path, const char *program, char *err, size_t errlen)
 {
@@ -376,11 +395,8 @@ static CUMEMCAP_START_CODE bool build(struct cumemcap_policy *out, bool zeroed_o
 	    !cumemcap_config_read(config_path, &text, &len, err, errlen)) {
 		/* Say which variable named the file when one did. */
 		const char *named = get(config_variable);
-		if (named && strcmp(named, config_path) == 0) {
-			char reason[1024];
-			snprintf(reason, sizeof(reason), "%s", err);
-			snprintf(err, errlen, "CUMEMCAP_CONFIG=\"%s\": %s", named, reason);
-		}
+		if (named && strcmp(named, config_path) == 0)
+			say_variable(named, err, errlen);
 		return false;
 	}
 	bool ok = build_from_text(out, zeroed_out, get, config_path, text ? text : "", len, program, err,
@@ -445,8 +461,6 @@ static CUMEMCAP_START_CODE bool build_process(struct cumemcap_policy *out, bool 
 			  bool secure, const char *default_path, uid_t owner, const char *program,
 			  char *err, size_t errlen, char *note, size_t notelen)
 {
-	if (notelen)
-		note[0] = '\0';
 	if (!secure) {
 		char path[CUMEMCAP_PATH_MAX];
 		if (!cumemcap_policy_config_path(get, default_path, path, sizeof(path), err, errlen))
@@ -454,7 +468,10 @@ static CUMEMCAP_START_CODE bool build_process(struct cumemcap_policy *out, bool 
 		return build(out, zeroed_out, get, path, program, err, errlen);
 	}
 	/* Secure execution: the caller chose the environment, so nothing of
-	 * it counts; only a file root alone can change does. */
+	 * it counts; only a file root alone can change does. `note` is written
+	 * (and read by the caller) only here. */
+	if (notelen)
+		note[0] = '\0';
 	char *text = NULL;
 	size_t len = 0;
 	int r = default_path && default_path[0]
@@ -487,6 +504,8 @@ bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_
 				   const char *default_path, uid_t owner, const char *program,
 				   char *err, size_t errlen, char *note, size_t notelen)
 {
+	if (notelen)
+		note[0] = '\0';
 	return build_process(out, false, get, secure, default_path, owner, program, err, errlen, note,
 			     notelen);
 }
@@ -685,7 +704,9 @@ static void program_from_proc(char *out, size_t len)
 static CUMEMCAP_START_CODE void policy_init(void)
 {
 	static char err[2048]; /* written only on failure */
-	static CUMEMCAP_START_LARGE char note[CUMEMCAP_PATH_MAX + 256]; /* cleared before main */
+	/* Written and read only under secure execution (build_process): in
+	 * .bss, a page no other start touches. */
+	static char note[CUMEMCAP_PATH_MAX + 256];
 	static CUMEMCAP_START_LARGE char program[CUMEMCAP_PROGRAM_MAX]; /* written before main */
 	/* In place: the_policy is zero (.bss) and built once; a failure ends
 	 * the process. */
@@ -706,7 +727,7 @@ static CUMEMCAP_START_CODE void policy_init(void)
 	if (!build_process(&the_policy, true, env_get, secure, default_config, 0, program, err,
 			   sizeof(err), note, sizeof(note)))
 		cumemcap_fatal("%s", err);
-	if (note[0])
+	if (secure && note[0])
 		cumemcap_msg("%s", note);
 	atomic_store_explicit(&policy_ready, true, memory_order_release);
 }

@@ -74,15 +74,15 @@
 	  "cumemcap_context_overhead_bytes", "driver_used - reserved: contexts and driver memory outside the calls counted.") \
 	X(limit,             setting, setting, bytes, 1, 1, 0, 0, 1, 1, "limit ", "", "limit", \
 	  "cumemcap_limit_bytes", "The limit on this GPU (absent when none).") \
-	X(peak_live,         field,   peak,    bytes, 0, 1, 0, 0, 1, 0, "", "", "peak_live", NULL, NULL) \
-	X(peak_pooled,       field,   peak,    bytes, 0, 0, 0, 0, 1, 0, "", "", "peak_pooled", NULL, NULL) \
+	X(peak_live,         field,   peak,    bytes, 0, 1, 0, 0, 1, 0, "", "", "peak_live", "", "") \
+	X(peak_pooled,       field,   peak,    bytes, 0, 0, 0, 0, 1, 0, "", "", "peak_pooled", "", "") \
 	X(total,             device,  setting, bytes, 0, 1, 0, 0, 0, 1, " of ", "", "capacity", \
 	  "cumemcap_capacity_bytes", "The GPU's memory.") \
 	X(peak_reserved,     field,   peak,    bytes, 0, 1, 0, 0, 1, 1, "; peak held ", "", "peak_reserved", \
 	  "cumemcap_peak_reserved_bytes", "Highest reserved so far.") \
 	X(peak_footprint,    field,   peak,    bytes, 0, 1, 0, 0, 1, 1, "; peak footprint ", "", "peak_footprint", \
 	  "cumemcap_peak_footprint_bytes", "Highest footprint so far.") \
-	X(peak_driver_used,  log,     peak,    bytes, 1, 0, 0, 0, 1, 0, "", "", "peak_driver_used", NULL, NULL) \
+	X(peak_driver_used,  log,     peak,    bytes, 1, 0, 0, 0, 1, 0, "", "", "peak_driver_used", "", "") \
 	X(allocs,            sharded, counter, count, 0, 1, 0, 0, 1, 2, "; ", " allocations", "allocs", \
 	  "cumemcap_allocations_total", "Successful allocations.") \
 	X(frees,             sharded, counter, count, 0, 1, 0, 0, 1, 2, ", ", " frees", "frees", \
@@ -103,14 +103,14 @@
 	  "cumemcap_group_held_bytes", "What this process holds of its group's budget here: what it counts, and spare.") \
 	X(driver_oom,        field,   counter, count, 0, 1, 0, 0, 1, 0, "", "", "driver_oom", \
 	  "cumemcap_driver_oom_total", "CUDA_ERROR_OUT_OF_MEMORY answered by the driver itself.") \
-	X(avoided,           sharded, counter, count, 0, 1, 0, 0, 1, 0, "", "", "avoided", NULL, NULL) \
-	X(segments_taken,    field,   counter, count, 0, 1, 0, 0, 1, 0, "", "", "segments_taken", NULL, NULL) \
-	X(segments_released, field,   counter, count, 0, 1, 0, 0, 1, 0, "", "", "segments_released", NULL, NULL) \
-	X(largest_request,   field,   peak,    bytes, 0, 1, 0, 0, 1, 0, "", "", "largest_request", NULL, NULL) \
-	X(linear,            kind,    gauge,   bytes, 0, 1, 0, 0, 0, 0, "", "", "linear", NULL, NULL) \
-	X(managed,           kind,    gauge,   bytes, 0, 1, 0, 0, 0, 0, "", "", "managed", NULL, NULL) \
-	X(vmm,               kind,    gauge,   bytes, 0, 1, 0, 0, 0, 0, "", "", "vmm", NULL, NULL) \
-	X(array,             kind,    gauge,   bytes, 0, 1, 0, 0, 0, 0, "", "", "array", NULL, NULL)
+	X(avoided,           sharded, counter, count, 0, 1, 0, 0, 1, 0, "", "", "avoided", "", "") \
+	X(segments_taken,    field,   counter, count, 0, 1, 0, 0, 1, 0, "", "", "segments_taken", "", "") \
+	X(segments_released, field,   counter, count, 0, 1, 0, 0, 1, 0, "", "", "segments_released", "", "") \
+	X(largest_request,   field,   peak,    bytes, 0, 1, 0, 0, 1, 0, "", "", "largest_request", "", "") \
+	X(linear,            kind,    gauge,   bytes, 0, 1, 0, 0, 0, 0, "", "", "linear", "", "") \
+	X(managed,           kind,    gauge,   bytes, 0, 1, 0, 0, 0, 0, "", "", "managed", "", "") \
+	X(vmm,               kind,    gauge,   bytes, 0, 1, 0, 0, 0, 0, "", "", "vmm", "", "") \
+	X(array,             kind,    gauge,   bytes, 0, 1, 0, 0, 0, 0, "", "", "array", "", "")
 /* clang-format on */
 
 enum cumemcap_figure {
@@ -138,10 +138,32 @@ struct cumemcap_figures {
 enum cumemcap_figure_kind { CUMEMCAP_FK_gauge, CUMEMCAP_FK_peak, CUMEMCAP_FK_counter, CUMEMCAP_FK_setting };
 enum cumemcap_figure_unit { CUMEMCAP_FU_bytes, CUMEMCAP_FU_count };
 
+/* The text columns are offsets into one block of characters
+ * (cumemcap_figure_str): the list holds no pointer, so the library's start
+ * relocates none of it (it used to fill most of a page that every process
+ * the shim is preloaded into copied at start; docs/benchmarks.md). A figure
+ * without a family has "" for prom and help. */
 struct cumemcap_figure_info {
-	const char *key, *prom, *help, *pre, *post;
+	uint16_t key, prom, help, pre, post;
 	unsigned char kind, unit, null, stats, event, sample, exit, summary;
 };
 
 /* The columns, indexed by CUMEMCAP_FIG_* (defined in ledger.c). */
 extern const struct cumemcap_figure_info cumemcap_figure_info[CUMEMCAP_FIG_COUNT];
+
+/* The text block: a member per string, so that each offset is a constant. */
+struct cumemcap_figure_text {
+#define X(name, src, kind_, unit_, null_, stats_, event_, sample_, exit_, summary_, pre_, post_, key_, prom_, \
+	  help_)                                                                                              \
+	char k_##name[sizeof(key_)], p_##name[sizeof(prom_)], h_##name[sizeof(help_)], b_##name[sizeof(pre_)], \
+		a_##name[sizeof(post_)];
+	CUMEMCAP_FIGURES(X)
+#undef X
+};
+extern const struct cumemcap_figure_text cumemcap_figure_text;
+
+/* A text column's string. */
+static inline const char *cumemcap_figure_str(uint16_t at)
+{
+	return (const char *)&cumemcap_figure_text + at;
+}

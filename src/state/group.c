@@ -27,7 +27,10 @@ static _Atomic uint32_t *_Atomic squeeze_word = &no_squeeze; /* the book's squee
 static _Atomic uint32_t squeeze_seen; /* the last squeeze this process answered (a hint) */
 
 static struct cumemcap_xmutex join_lock = CUMEMCAP_XMUTEX_INIT(join_lock);
-static struct cumemcap_book book = { .fd = -1 };
+/* Zero (.bss, not 1 KB of initialized data a start would copy): only
+ * cumemcap_book_open, which sets every field first, and what follows it
+ * read it. */
+static struct cumemcap_book book;
 static _Atomic bool booked;       /* book is open (a group's or the registry's) */
 static bool in_group;             /* it is a group's */
 static _Atomic int self = -1;     /* our slot */
