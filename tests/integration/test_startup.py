@@ -217,6 +217,36 @@ class Layout(unittest.TestCase):
         self.assertIn("(FINI_ARRAY)", dynamic)
         self.assertNotIn("(FINI)", dynamic)
 
+    def test_no_load_time_lookup_of_its_own_names(self):
+        # The hook table and the figure list hold no pointer, and the
+        # library binds its own functions: no relocation at load names one
+        # of its own exported symbols (each was a lookup through every
+        # library in the process, and the tables a page the start copied).
+        own = set()
+        for line in self.readelf("--dyn-syms").splitlines():
+            f = line.split()
+            if len(f) >= 8 and f[0].endswith(":") and f[6] != "UND":
+                own.add(f[7].split("@")[0])
+        self.assertIn("cuMemAlloc_v2", own)
+        named = []
+        for line in self.readelf("-r").splitlines():
+            f = line.split()
+            if len(f) >= 5 and f[2].startswith("R_X86_64_") and f[4].split("@")[0] in own:
+                named.append(f[4])
+        self.assertEqual(named, [])
+        syms = self.symbols()
+        for table in ("cumemcap_hooks", "cumemcap_hook_names", "cumemcap_figure_info"):
+            self.assertIn(table, syms)
+        relocated = {int(line.split()[0], 16) for line in self.readelf("-r").splitlines()
+                     if line.split() and line.split()[0][:1].isdigit()}
+        sizes = {}
+        for line in self.readelf("-s").splitlines():
+            f = line.split()
+            if len(f) >= 8 and f[0].endswith(":") and f[7] in ("cumemcap_hooks", "cumemcap_figure_info"):
+                sizes[f[7]] = (int(f[1], 16), int(f[2], 0))
+        for name, (at, size) in sizes.items():
+            self.assertFalse([r for r in relocated if at <= r < at + size], name + " is relocated")
+
     def test_start_data_between_data_and_bss(self):
         # The constructor's variables follow .data and precede .bss: in the
         # page ld.so writes when it clears the start of .bss.
