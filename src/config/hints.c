@@ -90,12 +90,33 @@ static CUMEMCAP_START_CODE const char *env_get(const char *name)
 	return getenv(name);
 }
 
+/* "VARIABLE=value" of each hint set, for putenv: the environment keeps
+ * these strings (writable, never freed: the library stays loaded). setenv
+ * would copy each into the heap and record the copy in a tree of libc's,
+ * two pages a configured start that never uses CUDA otherwise leaves
+ * alone; putenv only grows the environment's array. */
+static CUMEMCAP_START_DATA char hint_strings[CUMEMCAP_HINTS_MAX][sizeof(frameworks[0].variable) +
+								  sizeof(frameworks[0].value)];
+
 CUMEMCAP_START_CODE void cumemcap_hints_apply(const struct cumemcap_policy *p)
 {
 	cumemcap_hints_plan(p, env_get, &applied);
-	for (size_t i = 0; i < applied.count; i++)
-		if (!applied.hint[i].user)
-			setenv(applied.hint[i].variable, applied.hint[i].value, 0);
+	for (size_t i = 0; i < applied.count; i++) {
+		if (applied.hint[i].user)
+			continue;
+		/* No variable of the framework's is set (plan checked), this
+		 * one included: putenv overwrites nothing setenv(..., 0) would
+		 * have kept. */
+		char *s = hint_strings[i];
+		size_t n = 0;
+		for (const char *c = applied.hint[i].variable; *c; c++)
+			s[n++] = *c;
+		s[n++] = '=';
+		for (const char *c = applied.hint[i].value; *c; c++)
+			s[n++] = *c;
+		s[n] = '\0';
+		putenv(s);
+	}
 	atomic_store_explicit(&applied_ready, true, memory_order_release);
 }
 

@@ -46,6 +46,18 @@ while args:
     elif op == "env":                   # what the program sees of a variable
         k = args.pop(0)
         print(json.dumps({"env": k, "value": os.environ.get(k)}), flush=True)
+    elif op == "where":                 # the mapping libc's environment string of a variable is in
+        k = args.pop(0)
+        getenv = ctypes.CDLL(None).getenv
+        getenv.restype = ctypes.c_void_p
+        at, place = getenv(k.encode()), None
+        with open("/proc/self/maps") as f:
+            for line in f:
+                f5 = line.split(maxsplit=5)
+                lo, hi = (int(x, 16) for x in f5[0].split("-"))
+                if at is not None and lo <= at < hi:
+                    place = f5[5].strip() if len(f5) > 5 else ""
+        print(json.dumps({"where": k, "place": place}), flush=True)
     elif op == "alloc":
         use_gpu(int(args.pop(0)))
     elif op == "fork":                  # the child allocates, then the parent waits for it
@@ -149,6 +161,17 @@ class ConfiguredStart(BareStart):
                              self.dir, config=self.LIMIT)
         self.assertEqual([o["value"] for o in out], ["true", "false"])
         self.assertEqual(self.logs(self.dir), [], "no CUDA call, no log")
+
+    def test_the_hints_are_put_not_copied(self):
+        # putenv of the library's own strings: setenv would copy each into
+        # the heap and record it in a tree of libc's, two pages a start that
+        # never uses CUDA does not otherwise touch (docs/benchmarks.md, Start).
+        out = self.run_probe(["where", "TF_FORCE_GPU_ALLOW_GROWTH", "where", "XLA_PYTHON_CLIENT_PREALLOCATE",
+                              "setenv", "TF_FORCE_GPU_ALLOW_GROWTH", "false", "env", "TF_FORCE_GPU_ALLOW_GROWTH"],
+                             self.dir, config=self.LIMIT)
+        for o in out[:2]:
+            self.assertTrue(o["place"] and os.path.samefile(o["place"], SHIM), o)
+        self.assertEqual(out[2]["value"], "false", "the program can still set the variable")
 
     def test_the_log_stays_under_the_tmpdir_of_the_start(self):
         later = os.path.join(self.dir, "later")
