@@ -148,11 +148,16 @@ CUMEMCAP_START_CODE bool cumemcap_config_parse(const char *path, const char *tex
 	return true;
 }
 
+/* "" for fstatat's AT_EMPTY_PATH: glibc's fstat passes its own "", from
+ * a page of libc's constants that the kernel then reads (one byte) and
+ * faults in at a configured start; this one is on a page the loader wrote. */
+static CUMEMCAP_START_CONST const char empty_path[1] = "";
+
 /* Read the open regular file `fd` (closed here) with a bound. */
 static CUMEMCAP_START_CODE bool read_fd(int fd, const char *path, char **text, size_t *len, char *err, size_t errlen)
 {
 	struct stat st;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+	if (fstatat(fd, cumemcap_start_str(empty_path), &st, AT_EMPTY_PATH) != 0 || !S_ISREG(st.st_mode)) {
 		snprintf(err, errlen, "%s: not a regular file", path);
 		close(fd);
 		return false;
