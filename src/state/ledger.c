@@ -145,7 +145,8 @@ CUMEMCAP_TLS struct cumemcap_ledger_local *cumemcap_ledger_mine;
 CUMEMCAP_TLS struct cumemcap_ledger_local *cumemcap_ledger_own;
 _Atomic bool cumemcap_ledger_pooled_slots;
 static CUMEMCAP_TLS bool slotless; /* found every slot taken: use the atomics */
-static struct cumemcap_ledger_local locals[CUMEMCAP_LEDGER_LOCALS];
+struct cumemcap_ledger_local cumemcap_ledger_locals[CUMEMCAP_LEDGER_LOCALS];
+#define locals cumemcap_ledger_locals
 _Atomic int cumemcap_ledger_locals_used; /* slots ever taken: 0 .. this-1 (-1: none can be) */
 static pthread_once_t locals_once = PTHREAD_ONCE_INIT;
 static pthread_key_t locals_key;
@@ -153,7 +154,8 @@ static pthread_key_t locals_key;
  * fold_lock; readers retry a sum that a fold ran through (fold_seq odd
  * while one runs, bumped twice per fold). */
 static atomic_flag fold_lock = ATOMIC_FLAG_INIT;
-static _Atomic uint32_t fold_seq;
+_Atomic uint32_t cumemcap_ledger_fold_seq;
+#define fold_seq cumemcap_ledger_fold_seq
 
 static _Atomic uint64_t *shared_of(struct cumemcap_ledger_device *d, int which)
 {

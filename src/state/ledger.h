@@ -267,12 +267,30 @@ uint32_t cumemcap_ledger_raises(int dev, int which);
 /* A figure of kind `local`: the device's atomic plus every slot's delta;
  * one load when no thread ever took a slot (CUMEMCAP_POOL=off). */
 extern _Atomic int cumemcap_ledger_locals_used;
+extern struct cumemcap_ledger_local cumemcap_ledger_locals[CUMEMCAP_LEDGER_LOCALS];
+/* Odd while a dying thread's slot is folded into the atomics; bumped
+ * twice per fold (ledger.c): a sum a fold ran through is taken again. */
+extern _Atomic uint32_t cumemcap_ledger_fold_seq;
 uint64_t cumemcap_ledger_local_sum_slots(int dev, _Atomic uint64_t *own, int which);
 static inline uint64_t cumemcap_ledger_local_sum(int dev, _Atomic uint64_t *own, int which)
 {
-	if (atomic_load_explicit(&cumemcap_ledger_locals_used, memory_order_relaxed) <= 0 ||
+	int used = atomic_load_explicit(&cumemcap_ledger_locals_used, memory_order_relaxed);
+	if (used <= 0 ||
 	    (which == CUMEMCAP_LOCAL_pooled && !atomic_load_explicit(&cumemcap_ledger_pooled_slots, memory_order_relaxed)))
 		return atomic_load(own);
+	/* One slot ever taken (a program with one thread that allocates: the
+	 * common case of cuMemGetInfo with pooling on): the loop of
+	 * local_sum_slots inline, unrolled. Retried there if a fold ran or a
+	 * second slot was taken meanwhile. */
+	if (used == 1 && cumemcap_ledger_valid(dev)) {
+		uint32_t seq = atomic_load(&cumemcap_ledger_fold_seq);
+		uint64_t n = atomic_load(own) +
+			     (uint64_t)atomic_load_explicit(&cumemcap_ledger_locals[0].dev[dev].delta[which],
+							    memory_order_relaxed);
+		if (!(seq & 1) && atomic_load(&cumemcap_ledger_fold_seq) == seq &&
+		    atomic_load_explicit(&cumemcap_ledger_locals_used, memory_order_relaxed) == 1)
+			return n;
+	}
 	return cumemcap_ledger_local_sum_slots(dev, own, which);
 }
 
@@ -565,7 +583,7 @@ void cumemcap_ledger_reset(void);
 struct cumemcap_ledger_capacity {
 	uint64_t limit, headroom, pooled;
 };
-static inline void cumemcap_ledger_capacity(int dev, struct cumemcap_ledger_capacity *out)
+static inline __attribute__((always_inline)) void cumemcap_ledger_capacity(int dev, struct cumemcap_ledger_capacity *out)
 {
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	out->limit = atomic_load(&d->limit);
