@@ -6,6 +6,7 @@
 
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Per framework: the variable cumemcap sets, and every variable by which a
  * user says how that framework should take memory (the set one included). */
@@ -108,13 +109,10 @@ CUMEMCAP_START_CODE void cumemcap_hints_apply(const struct cumemcap_policy *p)
 		 * one included: putenv overwrites nothing setenv(..., 0) would
 		 * have kept. */
 		char *s = hint_strings[i];
-		size_t n = 0;
-		for (const char *c = applied.hint[i].variable; *c; c++)
-			s[n++] = *c;
+		cumemcap_copy_str(s, sizeof(hint_strings[i]), applied.hint[i].variable);
+		size_t n = strlen(s);
 		s[n++] = '=';
-		for (const char *c = applied.hint[i].value; *c; c++)
-			s[n++] = *c;
-		s[n] = '\0';
+		cumemcap_copy_str(s + n, sizeof(hint_strings[i]) - n, applied.hint[i].value);
 		putenv(s);
 	}
 	atomic_store_explicit(&applied_ready, true, memory_order_release);

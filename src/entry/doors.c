@@ -190,7 +190,8 @@ static void answer_lookup(const char *door, const char *symbol, void **pfn, int 
 	 * to another function (CUDA 12's cuda.h makes cuGraphInstantiate mean
 	 * cuGraphInstantiateWithFlags): when it handed out the real function
 	 * of another hooked entry, that entry's hook has the right prototype. */
-	if (h && *cumemcap_hook_real(h) && *pfn != *cumemcap_hook_real(h)) {
+	void *real = h ? *cumemcap_hook_real(h) : NULL;
+	if (real && *pfn != real) {
 		const struct cumemcap_hook *same = cumemcap_table_by_real(*pfn);
 		if (same)
 			h = same;

@@ -146,16 +146,14 @@ CUMEMCAP_TLS struct cumemcap_ledger_local *cumemcap_ledger_own;
 _Atomic bool cumemcap_ledger_pooled_slots;
 static CUMEMCAP_TLS bool slotless; /* found every slot taken: use the atomics */
 struct cumemcap_ledger_local cumemcap_ledger_locals[CUMEMCAP_LEDGER_LOCALS];
-#define locals cumemcap_ledger_locals
 _Atomic int cumemcap_ledger_locals_used; /* slots ever taken: 0 .. this-1 (-1: none can be) */
 static pthread_once_t locals_once = PTHREAD_ONCE_INIT;
 static pthread_key_t locals_key;
 /* A dying thread's deltas are folded into the device's atomics under
- * fold_lock; readers retry a sum that a fold ran through (fold_seq odd
- * while one runs, bumped twice per fold). */
+ * fold_lock; readers retry a sum that a fold ran through
+ * (cumemcap_ledger_fold_seq odd while one runs, bumped twice per fold). */
 static atomic_flag fold_lock = ATOMIC_FLAG_INIT;
 _Atomic uint32_t cumemcap_ledger_fold_seq;
-#define fold_seq cumemcap_ledger_fold_seq
 
 static _Atomic uint64_t *shared_of(struct cumemcap_ledger_device *d, int which)
 {
@@ -189,13 +187,13 @@ static inline __attribute__((always_inline)) uint64_t sum_slots(int dev, _Atomic
 								 memory_order order)
 {
 	for (int tries = 0;; tries++) {
-		uint32_t seq = atomic_load(&fold_seq);
+		uint32_t seq = atomic_load(&cumemcap_ledger_fold_seq);
 		uint64_t n = own ? atomic_load(own) : 0;
 		int used = atomic_load(&cumemcap_ledger_locals_used);
 		for (int i = 0; i < used; i++)
-			n += (uint64_t)atomic_load_explicit((_Atomic int64_t *)((char *)&locals[i].dev[dev] + off),
+			n += (uint64_t)atomic_load_explicit((_Atomic int64_t *)((char *)&cumemcap_ledger_locals[i].dev[dev] + off),
 							    order);
-		if (tries >= 64 || (!(seq & 1) && atomic_load(&fold_seq) == seq))
+		if (tries >= 64 || (!(seq & 1) && atomic_load(&cumemcap_ledger_fold_seq) == seq))
 			return n;
 	}
 }
@@ -217,7 +215,7 @@ static _Atomic uint32_t raise_epoch[CUMEMCAP_MAX_DEVICES][CUMEMCAP_LOCAL_COUNT];
 
 static inline uint64_t epoch_now(int dev, int which)
 {
-	return (uint64_t)atomic_load(&raise_epoch[dev][which]) << 32 | atomic_load(&fold_seq);
+	return (uint64_t)atomic_load(&raise_epoch[dev][which]) << 32 | atomic_load(&cumemcap_ledger_fold_seq);
 }
 
 /* The sum of every slot's bound of `which` on dev but m's own (m's bound
@@ -270,7 +268,7 @@ static void raise_slot(int dev, struct cumemcap_ledger_moves *m, int which, int6
 {
 	uint32_t mine = atomic_fetch_add(&raise_epoch[dev][which], 1) + 1;
 	atomic_store(&m->high[which], cumemcap_ledger_sat_add(v, step));
-	uint32_t seq = atomic_load(&fold_seq);
+	uint32_t seq = atomic_load(&cumemcap_ledger_fold_seq);
 	int64_t others = others_sum(dev, m, which);
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	uint64_t top = atomic_load(shared_of(d, which)) + (uint64_t)others + (uint64_t)v;
@@ -331,14 +329,14 @@ uint64_t cumemcap_ledger_peak(int dev, _Atomic uint64_t *own, int which)
 	if (!cumemcap_ledger_valid(dev) || atomic_load_explicit(&cumemcap_ledger_locals_used, memory_order_relaxed) <= 0)
 		return atomic_load(own);
 	for (int tries = 0;; tries++) {
-		uint32_t seq = atomic_load(&fold_seq);
+		uint32_t seq = atomic_load(&cumemcap_ledger_fold_seq);
 		uint64_t n = atomic_load(own);
 		int used = atomic_load(&cumemcap_ledger_locals_used);
 		for (int i = 0; i < used; i++) {
-			uint64_t t = atomic_load_explicit(&locals[i].dev[dev].top[which], memory_order_relaxed);
+			uint64_t t = atomic_load_explicit(&cumemcap_ledger_locals[i].dev[dev].top[which], memory_order_relaxed);
 			n = t > n ? t : n;
 		}
-		if (tries >= 64 || (!(seq & 1) && atomic_load(&fold_seq) == seq))
+		if (tries >= 64 || (!(seq & 1) && atomic_load(&cumemcap_ledger_fold_seq) == seq))
 			return n;
 	}
 }
@@ -348,7 +346,7 @@ static void fold_slot(void *arg)
 {
 	struct cumemcap_ledger_local *l = arg;
 	cumemcap_spin_lock(&fold_lock);
-	atomic_fetch_add(&fold_seq, 1);
+	atomic_fetch_add(&cumemcap_ledger_fold_seq, 1);
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
 		struct cumemcap_ledger_moves *m = &l->dev[dev];
 		for (int w = 0; w < CUMEMCAP_LOCAL_COUNT; w++) {
@@ -376,7 +374,7 @@ static void fold_slot(void *arg)
 		if ((n = atomic_exchange(&m->frees, 0)))
 			atomic_fetch_add(&d->frees, n);
 	}
-	atomic_fetch_add(&fold_seq, 1);
+	atomic_fetch_add(&cumemcap_ledger_fold_seq, 1);
 	cumemcap_spin_unlock(&fold_lock);
 	if (cumemcap_ledger_mine == l)
 		cumemcap_ledger_mine = NULL;
@@ -400,16 +398,16 @@ static bool take_slot(void)
 		return false;
 	for (int i = 0; i < CUMEMCAP_LEDGER_LOCALS; i++) {
 		bool expected = false;
-		if (atomic_load_explicit(&locals[i].used, memory_order_relaxed) ||
-		    !atomic_compare_exchange_strong(&locals[i].used, &expected, true))
+		if (atomic_load_explicit(&cumemcap_ledger_locals[i].used, memory_order_relaxed) ||
+		    !atomic_compare_exchange_strong(&cumemcap_ledger_locals[i].used, &expected, true))
 			continue;
-		if (pthread_setspecific(locals_key, &locals[i]) != 0) {
-			atomic_store(&locals[i].used, false);
+		if (pthread_setspecific(locals_key, &cumemcap_ledger_locals[i]) != 0) {
+			atomic_store(&cumemcap_ledger_locals[i].used, false);
 			return false;
 		}
 		while (i + 1 > used && !atomic_compare_exchange_weak(&cumemcap_ledger_locals_used, &used, i + 1))
 			;
-		cumemcap_ledger_own = &locals[i];
+		cumemcap_ledger_own = &cumemcap_ledger_locals[i];
 		return true;
 	}
 	return false;
@@ -656,7 +654,7 @@ void cumemcap_ledger_reset(void)
 	/* Slots: zeroed; only the calling thread's stays taken (a forked
 	 * child has no other thread). */
 	for (int i = 0, used = atomic_load(&cumemcap_ledger_locals_used); i < used; i++) {
-		struct cumemcap_ledger_local *l = &locals[i];
+		struct cumemcap_ledger_local *l = &cumemcap_ledger_locals[i];
 		for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
 		{
 			struct cumemcap_ledger_moves *m = &l->dev[dev];
@@ -679,7 +677,7 @@ void cumemcap_ledger_reset(void)
 	}
 	atomic_store(&cumemcap_ledger_pooled_slots, cumemcap_ledger_mine != NULL);
 	cumemcap_spin_unlock(&fold_lock);
-	atomic_store(&fold_seq, 0);
+	atomic_store(&cumemcap_ledger_fold_seq, 0);
 	for (int i = 0; i < CUMEMCAP_MAX_DEVICES; i++)
 		for (int w = 0; w < CUMEMCAP_LOCAL_COUNT; w++)
 			atomic_store(&raise_epoch[i][w], 0);
