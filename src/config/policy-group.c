@@ -29,7 +29,7 @@ bool cumemcap_policy_parse_group(struct cumemcap_layer *l, const char *value, ch
 			 "not starting with '.' or '-' (empty: no group)", CUMEMCAP_GROUP_NAME_MAX);
 		return false;
 	}
-	memcpy(l->group, value, n + 1);
+	memcpy(l->bulk->group, value, n + 1);
 	return true;
 }
 
@@ -38,7 +38,7 @@ bool cumemcap_policy_parse_group_limit(struct cumemcap_layer *l, const char *val
 	/* A list names GPUs (SEL=AMOUNT); one amount has no '='. */
 	if (strchr(value, '=')) {
 		char reason[512];
-		if (!cumemcap_parse_device_rules(value, &l->group_rules, reason, sizeof(reason))) {
+		if (!cumemcap_parse_device_rules(value, &l->bulk->group_rules, reason, sizeof(reason))) {
 			snprintf(why, len, ": %s", reason);
 			return false;
 		}
@@ -53,9 +53,9 @@ bool cumemcap_policy_parse_group_limit(struct cumemcap_layer *l, const char *val
 			return false;
 		}
 		l->group_limit = a;
-		l->group_rules.count = 0;
+		l->bulk->group_rules.count = 0;
 	}
-	cumemcap_config_quote(l->group_limit_text, sizeof(l->group_limit_text), value);
+	cumemcap_config_quote(l->bulk->group_limit_text, sizeof(l->bulk->group_limit_text), value);
 	return true;
 }
 
@@ -77,7 +77,7 @@ bool cumemcap_policy_parse_group_dir(struct cumemcap_layer *l, const char *value
 			 CUMEMCAP_DEFAULT_GROUP_DIR);
 		return false;
 	}
-	memcpy(l->group_dir, value, n + 1);
+	memcpy(l->bulk->group_dir, value, n + 1);
 	return true;
 }
 
@@ -149,7 +149,7 @@ CUMEMCAP_START_CODE bool cumemcap_policy_resolve_group(struct cumemcap_policy *p
 		if (!cumemcap_policy_gave(p, l))
 			continue;
 		if (l->set.group) {
-			memcpy(p->group, l->group, sizeof(p->group));
+			memcpy(p->group, l->bulk->group, sizeof(p->group));
 			p->group_src = l->src.group;
 			group_at = i;
 		}
@@ -158,7 +158,7 @@ CUMEMCAP_START_CODE bool cumemcap_policy_resolve_group(struct cumemcap_policy *p
 			limit_at = i;
 		}
 		if (l->set.group_dir) {
-			memcpy(p->group_dir, l->group_dir, sizeof(p->group_dir));
+			memcpy(p->group_dir, l->bulk->group_dir, sizeof(p->group_dir));
 			p->group_dir_src = l->src.group_dir;
 		}
 		if (l->set.group_access) {
@@ -174,7 +174,7 @@ CUMEMCAP_START_CODE bool cumemcap_policy_resolve_group(struct cumemcap_policy *p
 	 * in the same layer or a lower one than the limit. */
 	if (!p->group[0] && limit_at < 3 && limit_at <= group_at) {
 		const struct cumemcap_source *s = &order[limit_at]->src.group_limit;
-		const char *text = order[limit_at]->group_limit_text;
+		const char *text = order[limit_at]->bulk->group_limit_text;
 		if (s->origin == CUMEMCAP_FROM_ENV)
 			snprintf(err, errlen,
 				 "CUMEMCAP_GROUP_LIMIT=\"%s\": needs a group; accepted: with CUMEMCAP_GROUP "

@@ -83,7 +83,10 @@ struct file_state {
 	struct cumemcap_layer *layer;   /* where entries of this section go */
 	/* A [program] section that does not match: taken at the first one
 	 * (13 KB cleared: pages a file without one never touches). */
-	struct cumemcap_layer *scratch;
+	struct scratch_layer {
+		struct cumemcap_layer head;
+		struct cumemcap_layer_bulk bulk;
+	} *scratch;
 	struct cumemcap_device_section *device;
 };
 
@@ -138,7 +141,8 @@ static CUMEMCAP_START_CODE bool on_section(void *ctx, const char *kind, const ch
 				return false;
 			}
 			memset(st->scratch, 0, sizeof(*st->scratch));
-			st->layer = st->scratch;
+			st->scratch->head.bulk = &st->scratch->bulk;
+			st->layer = &st->scratch->head;
 		}
 		return true;
 	}
@@ -152,9 +156,9 @@ static CUMEMCAP_START_CODE bool on_section(void *ctx, const char *kind, const ch
 	return false;
 }
 
-/* An entry of a [device] section: parsed into a scratch layer (13 KB of
- * stack, in a frame of its own: a file without [device] sections never
- * probes those pages at the start of its process). */
+/* An entry of a [device] section: parsed into a scratch layer's head (only
+ * `limit` may stand there, which needs no long values), in a frame of its
+ * own. */
 static __attribute__((noinline)) bool on_device_entry(struct cumemcap_device_section *d,
 						      const struct cumemcap_setting *s, const char *key,
 						      const char *value, unsigned line, char *err, size_t errlen)
@@ -166,7 +170,7 @@ static __attribute__((noinline)) bool on_device_entry(struct cumemcap_device_sec
 		return false;
 	}
 	struct cumemcap_layer tmp;
-	memset(&tmp, 0, sizeof(tmp));
+	memset(&tmp, 0, sizeof(tmp)); /* tmp.bulk: NULL, no device key needs it */
 	if (!s->parse(&tmp, value, why, sizeof(why))) {
 		snprintf(err, errlen, "%s = \"%s\"%s", key, Q(q, value), why);
 		return false;
@@ -238,18 +242,22 @@ static CUMEMCAP_START_CODE void resolve_process_wide(struct cumemcap_policy *p)
 	for (size_t i = 0; i < 3; i++)
 		given[i] = cumemcap_policy_gave(p, order[i]);
 	/* The first layer that set `name` gives `field` (a value or an
-	 * array, hence memcpy) and its source. */
-#define PICK(field, name, dst_src)                                                    \
-	do {                                                                          \
-		p->dst_src = (struct cumemcap_source){ 0 };                           \
-		for (size_t i = 0; i < 3; i++) {                                      \
-			if (given[i] && order[i]->set.name) {                         \
-				memcpy(&p->field, &order[i]->field, sizeof(p->field)); \
-				p->dst_src = order[i]->src.name;                      \
-				break;                                                \
-			}                                                             \
-		}                                                                     \
+	 * array, hence memcpy) from its head or its long values (`part`),
+	 * and its source. */
+#define PICK_FROM(part, field, name, dst_src)                                        \
+	do {                                                                         \
+		p->dst_src = (struct cumemcap_source){ 0 };                          \
+		for (size_t i = 0; i < 3; i++) {                                     \
+			if (given[i] && order[i]->set.name) {                        \
+				memcpy(&p->field, &part(order[i])->field, sizeof(p->field)); \
+				p->dst_src = order[i]->src.name;                     \
+				break;                                               \
+			}                                                            \
+		}                                                                    \
 	} while (0)
+#define HEAD(l) (l)
+#define BULK(l) ((l)->bulk)
+#define PICK(field, name, dst_src) PICK_FROM(HEAD, field, name, dst_src)
 	/* Defaults first; PICK leaves them where no layer sets a value. */
 	p->release = CUMEMCAP_RELEASE_IDLE;
 	p->release_idle_ms = CUMEMCAP_DEFAULT_RELEASE_IDLE_MS;
@@ -274,11 +282,14 @@ static CUMEMCAP_START_CODE void resolve_process_wide(struct cumemcap_policy *p)
 			break;
 		}
 	PICK(log, log, log_src);
-	PICK(log_path, log, log_src);
+	PICK_FROM(BULK, log_path, log, log_src);
 	PICK(log_interval_ms, interval, interval_src);
-	PICK(metrics_path, metrics, metrics_src);
+	PICK_FROM(BULK, metrics_path, metrics, metrics_src);
 	PICK(debug_doors, debug, debug_src);
 #undef PICK
+#undef PICK_FROM
+#undef HEAD
+#undef BULK
 }
 
 void cumemcap_policy_format_growth(const struct cumemcap_policy *p, char *buf, size_t len)
@@ -329,6 +340,7 @@ static CUMEMCAP_START_CODE bool finish(struct cumemcap_policy *p, cumemcap_geten
 {
 	/* Without stdio, whose pages a configured program that never uses
 	 * CUDA need not touch (platform/start.h). */
+	cumemcap_policy_link(p);
 	cumemcap_copy_str(p->program, sizeof(p->program), program ? program : "");
 	if (!read_env(p, get, err, errlen))
 		return false;
@@ -363,8 +375,10 @@ static CUMEMCAP_START_CODE bool build_from_text(struct cumemcap_policy *out, boo
 		return false;
 	}
 	bool ok = finish(p, get, path, text, len, program, err, errlen);
-	if (ok)
+	if (ok) {
 		*out = *p;
+		cumemcap_policy_link(out);
+	}
 	free(p);
 	return ok;
 }

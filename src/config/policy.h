@@ -96,12 +96,31 @@ struct cumemcap_source {
 	const char *variable; /* FROM_ENV: the variable's name */
 };
 
+/* The long values of a layer: rule lists, paths and names, 12.5 KB that
+ * few settings reach. Apart from the layer's head (below), so that the
+ * heads of the environment's layer and the file's share the policy's
+ * first page. */
+struct cumemcap_layer_bulk {
+	struct cumemcap_device_rules devices;
+	struct cumemcap_device_rules group_rules;
+	char log_path[CUMEMCAP_PATH_MAX];
+	char metrics_path[CUMEMCAP_PATH_MAX]; /* "" = off */
+	/* The group's name ("" = none), the text of its limit as given
+	 * (quoted, shortened, for messages), its directory. */
+	char group[CUMEMCAP_GROUP_NAME_MAX + 1];
+	char group_limit_text[96];
+	char group_dir[CUMEMCAP_PATH_MAX];
+	/* Extra Prometheus labels, the text as given (policy-labels.c). */
+	char labels[CUMEMCAP_LABELS_MAX];
+};
+
 /* The settings one source (the environment, a program section, the file's
- * global part) can give; `set` says which it gave. `set` and `src` first,
- * with the small values after them: building the policy reads every
- * layer's `set` and writes a variable's value, and these then share the
- * layer's first page instead of lying after its paths (a page fault each
- * at the start of a configured process, docs/benchmarks.md). */
+ * global part) can give; `set` says which it gave. The head: `set`, `src`
+ * and the small values, about 450 bytes, which building the policy reads
+ * (`set`) and a variable or a file's `limit` writes; the long values in
+ * `bulk` (linked by cumemcap_policy_link for the policy's own layers).
+ * Every page of a layer the start of a configured process touches is a
+ * page fault (docs/benchmarks.md). */
 struct cumemcap_layer {
 	struct {
 		bool limit, devices, count, estimate, growth, pool, release, hints, log, interval, metrics,
@@ -112,7 +131,6 @@ struct cumemcap_layer {
 			interval, metrics, debug, group, group_limit, group_dir, group_access, on_limit, labels;
 	} src;
 	struct cumemcap_amount limit;
-	struct cumemcap_device_rules devices;
 	enum cumemcap_count count;
 	uint64_t overhead_estimate;
 	enum cumemcap_growth growth;
@@ -121,24 +139,15 @@ struct cumemcap_layer {
 	enum cumemcap_release release;
 	uint32_t release_idle_ms;
 	bool hints_off;
-	enum cumemcap_log_target log;
-	char log_path[CUMEMCAP_PATH_MAX];
-	uint32_t log_interval_ms;
-	char metrics_path[CUMEMCAP_PATH_MAX]; /* "" = off */
 	bool debug_doors;
-	/* The group (policy-group.c): its name ("" = none), its limit as one
-	 * amount for every GPU or as a list (group_rules.count > 0), the text
-	 * of that limit as given (quoted, shortened, for messages), its
-	 * directory and access, and what a request over a limit does. */
-	char group[CUMEMCAP_GROUP_NAME_MAX + 1];
-	struct cumemcap_amount group_limit;
-	struct cumemcap_device_rules group_rules;
-	char group_limit_text[96];
-	char group_dir[CUMEMCAP_PATH_MAX];
 	bool group_gid;
+	enum cumemcap_log_target log;
+	uint32_t log_interval_ms;
+	/* The group's limit as one amount for every GPU, or a list
+	 * (bulk->group_rules.count > 0); what a request over a limit does. */
+	struct cumemcap_amount group_limit;
 	uint32_t wait_ms;
-	/* Extra Prometheus labels, the text as given (policy-labels.c). */
-	char labels[CUMEMCAP_LABELS_MAX];
+	struct cumemcap_layer_bulk *bulk;
 };
 
 struct cumemcap_device_section {
@@ -152,13 +161,13 @@ struct cumemcap_device_section {
 /* The order is for the start of a configured process, which builds the
  * policy before main (each page it touches is a fault, platform/start.h):
  * what every build writes and every reader reads comes first (the values
- * after precedence, their sources, the program's name, the first bytes of
- * the paths given defaults), then the environment's layer, whose head
- * (set, src, limit) a variable such as CUMEMCAP_LIMIT writes: all of it
- * within the first 4 KiB, so that the process's policy (page-aligned)
- * costs one page there. Then the file's layer, whose head a file's
- * global keys write, on one more page; the program layer and the device
- * sections, which only a file with such sections fills, last. */
+ * after precedence, their sources, the layers' heads, whose `set` every
+ * build reads and whose values a variable such as CUMEMCAP_LIMIT or a
+ * file's global `limit` writes, the program's name, the first bytes of
+ * the paths given defaults): all of it within the first 4 KiB, so that
+ * the process's policy (page-aligned) costs one page there. Then the
+ * layers' long values, the metrics path and the device sections, which
+ * only the settings that give them fill. */
 struct cumemcap_policy {
 	/* Process-wide values after precedence, and where each came from. */
 	enum cumemcap_count count;
@@ -192,6 +201,9 @@ struct cumemcap_policy {
 	unsigned program_section_line; /* 0: no [program] section matched */
 	char group[CUMEMCAP_GROUP_NAME_MAX + 1];  /* "" = no group */
 
+	/* The layers' heads; their long values are the *_bulk below. */
+	struct cumemcap_layer env, file, program_layer;
+
 	/* The program name sections were matched against, and the file's
 	 * path ("" for none). */
 	char program[CUMEMCAP_PROGRAM_MAX];
@@ -199,16 +211,28 @@ struct cumemcap_policy {
 	char log_path[CUMEMCAP_PATH_MAX]; /* the template, CUMEMCAP_LOG_FILE only */
 	char group_dir[CUMEMCAP_PATH_MAX];        /* default CUMEMCAP_DEFAULT_GROUP_DIR */
 
-	struct cumemcap_layer env, file;
+	struct cumemcap_layer_bulk env_bulk, file_bulk, program_bulk;
 	char metrics_path[CUMEMCAP_PATH_MAX]; /* the template; "" = off */
-	struct cumemcap_layer program_layer;
 	size_t device_section_count;
 	struct cumemcap_device_section device_sections[CUMEMCAP_MAX_DEVICE_SECTIONS];
 };
 
-/* The environment layer's head ends within the policy's first page. */
-_Static_assert(offsetof(struct cumemcap_policy, env) + offsetof(struct cumemcap_layer, devices) <= 4096,
-	       "the start of a process configured by a variable writes one page of its policy");
+/* What a configured start writes lies within the policy's first page: the
+ * layers' heads, and the first bytes of the paths it gives defaults. */
+_Static_assert(offsetof(struct cumemcap_policy, program_layer) + sizeof(struct cumemcap_layer) <= 4096,
+	       "the layers' heads end within the policy's first page");
+_Static_assert(offsetof(struct cumemcap_policy, log_path) + sizeof(CUMEMCAP_DEFAULT_LOG) <= 4096 &&
+		       offsetof(struct cumemcap_policy, group_dir) + sizeof(CUMEMCAP_DEFAULT_GROUP_DIR) <= 4096,
+	       "the paths given defaults start within the policy's first page");
+
+/* Points p's layers at their long values: before anything parses into
+ * them, and again after a copy of the policy (the links are addresses). */
+static inline void cumemcap_policy_link(struct cumemcap_policy *p)
+{
+	p->env.bulk = &p->env_bulk;
+	p->file.bulk = &p->file_bulk;
+	p->program_layer.bulk = &p->program_bulk;
+}
 
 /* Whether the layer l of p (&p->env, &p->program_layer or &p->file) gave
  * any setting; every reader of a layer asks first. */

@@ -344,13 +344,18 @@ class Pages(unittest.TestCase):
         base.update(env, LD_PRELOAD=SHIM)
         out = subprocess.run(["cat", "/proc/self/smaps"], env=base, capture_output=True, text=True,
                              check=True).stdout
-        maps, current = {}, None
+        # The library's mappings by (permissions, offset), and as ("bss", 0)
+        # the anonymous one right after them: the rest of .bss and the
+        # policy (.lbss).
+        maps, current, after_shim = {}, None, False
         for line in out.splitlines():
             f = line.split()
-            if len(f) >= 6 and "-" in f[0] and os.path.realpath(f[5]) == os.path.realpath(SHIM):
-                current = (f[1], int(f[2], 16))
-            elif len(f) >= 6 and "-" in f[0]:
-                current = None
+            header = len(f) >= 5 and "-" in f[0] and len(f[0]) > 8 and f[1][:1] in "r-"
+            if header and len(f) >= 6 and os.path.realpath(f[5]) == os.path.realpath(SHIM):
+                current, after_shim = (f[1], int(f[2], 16)), True
+            elif header:
+                current = ("bss", 0) if after_shim and len(f) == 5 and ("bss", 0) not in maps else None
+                after_shim = False
             elif current and f[0] == "Rss:":
                 maps[current] = int(f[1])
         return maps
@@ -374,6 +379,21 @@ class Pages(unittest.TestCase):
                     ro = max(k for k in configured if k[0] == "r--p" and k[1] <= rodata)
                     self.assertEqual(configured[ro], 0, "a start configured by %s read .rodata" % how)
                     self.assertEqual([configured[k] for k in text], [bare[k] for k in text])
+
+    def test_a_configured_start_writes_one_page_of_the_policy(self):
+        # The heads of the environment's layer and of the file's lie in
+        # the policy's first page with the values after precedence
+        # (src/config/policy.h); the layers' long values after it. A
+        # limit given by a variable or by a file's global part writes
+        # that page and no other page of .bss or of the policy.
+        with tempfile.NamedTemporaryFile("w", suffix=".conf") as conf:
+            conf.write("limit = 4GiB\n")
+            conf.flush()
+            bare = self.rss()[("bss", 0)]
+            by_variable = self.rss(CUMEMCAP_LIMIT="4GiB")[("bss", 0)]
+            by_file = self.rss(CUMEMCAP_CONFIG=conf.name)[("bss", 0)]
+        self.assertEqual(by_variable, bare + 4)
+        self.assertEqual(by_file, bare + 4)
 
 
 if __name__ == "__main__":
