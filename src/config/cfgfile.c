@@ -40,7 +40,7 @@ static bool fail(char *err, size_t errlen, const char *path, unsigned line, cons
 	return false;
 }
 
-/* Copy [b, e) into a NUL-terminated buffer of CUMEMCAP_CONFIG_MAX_LINE + 1. */
+/* Copy [b, e) into a NUL-terminated buffer (struct line_space). */
 static CUMEMCAP_START_CODE void copy(char *dst, const char *b, const char *e)
 {
 	size_t n = (size_t)(e - b);
@@ -72,17 +72,52 @@ const char *cumemcap_config_quote(char *dst, size_t cap, const char *s)
 	return dst;
 }
 
-CUMEMCAP_START_CODE bool cumemcap_config_parse(const char *path, const char *text, size_t len,
-			   const struct cumemcap_config_handler *h, void *ctx, char *err,
-			   size_t errlen)
+/* The errors of a line, out of line and cold: their buffers stay out of
+ * the parser's frame, which every start configured by a file runs
+ * through (platform/start.h). "path:line: " before what the handler
+ * wrote into err (a handler writes err only when it fails: the caller's
+ * buffer may lie on a page nothing else touches); "path:line: BEFORE\"FRAGMENT\"AFTER", the fragment made
+ * printable. */
+static __attribute__((noinline, cold)) bool fail_prefixed(char *err, size_t errlen, const char *path,
+							  unsigned line)
 {
-	/* One line-sized buffer, static size: nothing grows with the input.
-	 * The two parts of a line (kind and argument, key and value) are
-	 * copied into it one after the other, each NUL-terminated: one page
-	 * of stack less than a buffer each (the start of a configured
-	 * process, platform/start.h). */
-	char buf[CUMEMCAP_CONFIG_MAX_LINE + 2], *a = buf, *b;
-	char msg[512], shown[160];
+	char msg[1024];
+	snprintf(msg, sizeof(msg), "%s", err);
+	return fail(err, errlen, path, line, msg);
+}
+
+static __attribute__((noinline, cold)) bool fail_showing(char *err, size_t errlen, const char *path,
+							 unsigned line, const char *before, const char *b,
+							 const char *e, const char *after)
+{
+	char shown[160];
+	printable(shown, sizeof(shown), b, e);
+	snprintf(err, errlen, "%s:%u: %s\"%s\"%s", path, line, before, shown, after);
+	return false;
+}
+
+/* Where a line's two parts are copied: a small buffer in the frame, or,
+ * for a longer line, one of CUMEMCAP_CONFIG_MAX_LINE + 2 bytes on the
+ * heap, taken once. A line buffer of that size in the frame put
+ * everything the parser calls 4 KB deeper into the stack. */
+struct line_space {
+	char small[192];
+	char *big;
+};
+
+static CUMEMCAP_START_CODE char *line_space(struct line_space *ls, size_t need)
+{
+	if (need <= sizeof(ls->small))
+		return ls->small;
+	if (!ls->big)
+		ls->big = malloc(CUMEMCAP_CONFIG_MAX_LINE + 2);
+	return ls->big;
+}
+
+static CUMEMCAP_START_CODE bool parse_lines(const char *path, const char *text, size_t len,
+					    const struct cumemcap_config_handler *h, void *ctx,
+					    struct line_space *ls, char *err, size_t errlen)
+{
 	const char *p = text, *end = text + len;
 	unsigned line = 0;
 
@@ -91,8 +126,9 @@ CUMEMCAP_START_CODE bool cumemcap_config_parse(const char *path, const char *tex
 		const char *le = eol ? eol : end;
 		line++;
 		if ((size_t)(le - p) > CUMEMCAP_CONFIG_MAX_LINE) {
-			snprintf(msg, sizeof(msg), "line longer than %u bytes", CUMEMCAP_CONFIG_MAX_LINE);
-			return fail(err, errlen, path, line, msg);
+			snprintf(err, errlen, "%s:%u: line longer than %u bytes", path, line,
+				 CUMEMCAP_CONFIG_MAX_LINE);
+			return false;
 		}
 		if (memchr(p, '\0', (size_t)(le - p)))
 			return fail(err, errlen, path, line, "NUL byte in line; is this a text file?");
@@ -102,15 +138,15 @@ CUMEMCAP_START_CODE bool cumemcap_config_parse(const char *path, const char *tex
 		p = eol ? eol + 1 : end;
 		if (lb == le)
 			continue;
+		/* The two parts, each NUL-terminated, one after the other. */
+		char *a = line_space(ls, (size_t)(le - lb) + 2), *b;
+		if (!a)
+			return fail(err, errlen, path, line, "out of memory");
 
 		if (*lb == '[') {
-			if (le[-1] != ']') {
-				printable(shown, sizeof(shown), lb, le);
-				snprintf(msg, sizeof(msg),
-					 "section header \"%s\" does not end with ']'; expected [device SELECTOR] or [program GLOB]",
-					 shown);
-				return fail(err, errlen, path, line, msg);
-			}
+			if (le[-1] != ']')
+				return fail_showing(err, errlen, path, line, "section header ", lb, le,
+						    " does not end with ']'; expected [device SELECTOR] or [program GLOB]");
 			const char *kb = lb + 1, *ke = le - 1;
 			trim(&kb, &ke);
 			const char *sp = kb;
@@ -121,18 +157,15 @@ CUMEMCAP_START_CODE bool cumemcap_config_parse(const char *path, const char *tex
 			copy(a, kb, sp);
 			b = a + (sp - kb) + 1;
 			copy(b, ab, ae);
-			msg[0] = '\0';
-			if (!h->section(ctx, a, b, line, msg, sizeof(msg)))
-				return fail(err, errlen, path, line, msg);
+			if (!h->section(ctx, a, b, line, err, errlen))
+				return fail_prefixed(err, errlen, path, line);
 			continue;
 		}
 
 		const char *eq = memchr(lb, '=', (size_t)(le - lb));
-		if (!eq) {
-			printable(shown, sizeof(shown), lb, le);
-			snprintf(msg, sizeof(msg), "\"%s\" is not a setting; expected key = value", shown);
-			return fail(err, errlen, path, line, msg);
-		}
+		if (!eq)
+			return fail_showing(err, errlen, path, line, "", lb, le,
+					    " is not a setting; expected key = value");
 		const char *kb = lb, *ke = eq, *vb = eq + 1, *ve = le;
 		trim(&kb, &ke);
 		trim(&vb, &ve);
@@ -141,11 +174,20 @@ CUMEMCAP_START_CODE bool cumemcap_config_parse(const char *path, const char *tex
 		copy(a, kb, ke);
 		b = a + (ke - kb) + 1;
 		copy(b, vb, ve);
-		msg[0] = '\0';
-		if (!h->entry(ctx, a, b, line, msg, sizeof(msg)))
-			return fail(err, errlen, path, line, msg);
+		if (!h->entry(ctx, a, b, line, err, errlen))
+			return fail_prefixed(err, errlen, path, line);
 	}
 	return true;
+}
+
+CUMEMCAP_START_CODE bool cumemcap_config_parse(const char *path, const char *text, size_t len,
+			   const struct cumemcap_config_handler *h, void *ctx, char *err,
+			   size_t errlen)
+{
+	struct line_space ls = { .big = NULL };
+	bool ok = parse_lines(path, text, len, h, ctx, &ls, err, errlen);
+	free(ls.big);
+	return ok;
 }
 
 /* "" for fstatat's AT_EMPTY_PATH: glibc's fstat passes its own "", from

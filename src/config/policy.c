@@ -53,19 +53,29 @@ static const char *key_list(char *buf, size_t len, unsigned scope)
 /* User text quoted for a one-line message. */
 #define Q(buf, s) cumemcap_config_quote(buf, sizeof(buf), s)
 
+/* A value a parser refused: err holds why (a sentence to put after the
+ * value); it becomes `NAME="VALUE"` then why (`sep` "="), or `key =
+ * "value"` then why (" = "). Out of line and cold: its buffers would sit
+ * in the frames every configured start runs through. */
+static __attribute__((noinline, cold)) bool refused(const char *name, const char *sep, const char *value,
+						    char *err, size_t errlen)
+{
+	char why[768], q[256];
+	snprintf(why, sizeof(why), "%s", err);
+	snprintf(err, errlen, "%s%s\"%s\"%s", name, sep, Q(q, value), why);
+	return false;
+}
+
 static CUMEMCAP_START_CODE bool read_env(struct cumemcap_policy *p, cumemcap_getenv_fn get, char *err, size_t errlen)
 {
 	struct cumemcap_layer *l = &p->env;
-	char why[768], q[256];
 	for (size_t i = 0; i < cumemcap_setting_count; i++) {
 		const struct cumemcap_setting *s = &cumemcap_settings[i];
 		const char *value = get(s->variable);
 		if (!value)
 			continue;
-		if (!s->parse(l, value, why, sizeof(why))) {
-			snprintf(err, errlen, "%s=\"%s\"%s", s->variable, Q(q, value), why);
-			return false;
-		}
+		if (!s->parse(l, value, err, errlen))
+			return refused(s->variable, "=", value, err, errlen);
 		*set_flag(l, s) = true;
 		*source_of(l, s) = (struct cumemcap_source){ .origin = CUMEMCAP_FROM_ENV, .variable = s->variable };
 		p->layers_given |= 1u;
@@ -163,7 +173,6 @@ static __attribute__((noinline)) bool on_device_entry(struct cumemcap_device_sec
 						      const struct cumemcap_setting *s, const char *key,
 						      const char *value, unsigned line, char *err, size_t errlen)
 {
-	char why[768], q[256];
 	if (d->has_limit) {
 		snprintf(err, errlen, "duplicate key \"%s\" in this section (first at line %u)", key,
 			 d->limit_line);
@@ -171,14 +180,41 @@ static __attribute__((noinline)) bool on_device_entry(struct cumemcap_device_sec
 	}
 	struct cumemcap_layer tmp;
 	memset(&tmp, 0, sizeof(tmp)); /* tmp.bulk: NULL, no device key needs it */
-	if (!s->parse(&tmp, value, why, sizeof(why))) {
-		snprintf(err, errlen, "%s = \"%s\"%s", key, Q(q, value), why);
-		return false;
-	}
+	if (!s->parse(&tmp, value, err, errlen))
+		return refused(key, " = ", value, err, errlen);
 	d->limit = tmp.limit;
 	d->has_limit = true;
 	d->limit_line = line;
 	return true;
+}
+
+/* The errors of on_entry that need buffers, out of line and cold (see
+ * refused): a key no setting has, and one that cannot stand where it is. */
+static __attribute__((noinline, cold)) bool unknown_key(const char *key, char *err, size_t errlen)
+{
+	char qk[128], keys_there[512];
+	const char *keys[CUMEMCAP_SETTINGS_MAX + 1];
+	for (size_t i = 0; i < cumemcap_setting_count; i++)
+		keys[i] = cumemcap_settings[i].key;
+	keys[cumemcap_setting_count] = NULL;
+	const char *hint = cumemcap_config_suggest(key, keys);
+	if (hint)
+		snprintf(err, errlen, "unknown key \"%s\" (did you mean \"%s\"?)", Q(qk, key), hint);
+	else
+		snprintf(err, errlen, "unknown key \"%s\"; accepted: %s", Q(qk, key),
+			 key_list(keys_there, sizeof(keys_there), CUMEMCAP_IN_GLOBAL | CUMEMCAP_IN_PROGRAM | CUMEMCAP_IN_DEVICE));
+	return false;
+}
+
+static __attribute__((noinline, cold)) bool out_of_place(const char *key, enum section_kind kind, unsigned where,
+							 char *err, size_t errlen)
+{
+	char keys_there[512];
+	snprintf(err, errlen, "\"%s\" cannot stand in %s; accepted there: %s", key,
+		 kind == SECTION_DEVICE ? "a [device] section"
+		 : kind == SECTION_PROGRAM ? "a [program] section" : "the global part",
+		 key_list(keys_there, sizeof(keys_there), where));
+	return false;
 }
 
 static CUMEMCAP_START_CODE bool on_entry(void *ctx, const char *key, const char *value, unsigned line, char *err,
@@ -186,30 +222,12 @@ static CUMEMCAP_START_CODE bool on_entry(void *ctx, const char *key, const char 
 {
 	struct file_state *st = ctx;
 	const struct cumemcap_setting *s = cumemcap_setting_by_key(key);
-	char q[256], qk[128], keys_there[512];
-	if (!s) {
-		const char *keys[CUMEMCAP_SETTINGS_MAX + 1];
-		for (size_t i = 0; i < cumemcap_setting_count; i++)
-			keys[i] = cumemcap_settings[i].key;
-		keys[cumemcap_setting_count] = NULL;
-		const char *hint = cumemcap_config_suggest(key, keys);
-		if (hint)
-			snprintf(err, errlen, "unknown key \"%s\" (did you mean \"%s\"?)", Q(qk, key), hint);
-		else
-			snprintf(err, errlen, "unknown key \"%s\"; accepted: %s", Q(qk, key),
-				 key_list(keys_there, sizeof(keys_there), CUMEMCAP_IN_GLOBAL | CUMEMCAP_IN_PROGRAM | CUMEMCAP_IN_DEVICE));
-		return false;
-	}
+	if (!s)
+		return unknown_key(key, err, errlen);
 	unsigned where = st->kind == SECTION_GLOBAL ? CUMEMCAP_IN_GLOBAL
 			 : st->kind == SECTION_PROGRAM ? CUMEMCAP_IN_PROGRAM : CUMEMCAP_IN_DEVICE;
-	if (!(s->scope & where)) {
-		snprintf(err, errlen, "\"%s\" cannot stand in %s; accepted there: %s", key,
-			 st->kind == SECTION_DEVICE ? "a [device] section"
-			 : st->kind == SECTION_PROGRAM ? "a [program] section" : "the global part",
-			 key_list(keys_there, sizeof(keys_there), where));
-		return false;
-	}
-	char why[768];
+	if (!(s->scope & where))
+		return out_of_place(key, st->kind, where, err, errlen);
 	if (st->kind == SECTION_DEVICE)
 		return on_device_entry(st->device, s, key, value, line, err, errlen);
 	struct cumemcap_layer *l = st->layer;
@@ -218,10 +236,8 @@ static CUMEMCAP_START_CODE bool on_entry(void *ctx, const char *key, const char 
 			 source_of(l, s)->line);
 		return false;
 	}
-	if (!s->parse(l, value, why, sizeof(why))) {
-		snprintf(err, errlen, "%s = \"%s\"%s", key, Q(q, value), why);
-		return false;
-	}
+	if (!s->parse(l, value, err, errlen))
+		return refused(key, " = ", value, err, errlen);
 	*set_flag(l, s) = true;
 	*source_of(l, s) = (struct cumemcap_source){ .origin = CUMEMCAP_FROM_FILE, .line = line };
 	if (l == &st->p->program_layer)

@@ -449,6 +449,39 @@ START_TEST(policy_file_line_too_long)
 }
 END_TEST
 
+/* Lines of every length to past the parser's small buffer (cfgfile.c's
+ * line_space), and longer ones read from its heap buffer, reused line
+ * after line, up to a line of exactly CUMEMCAP_CONFIG_MAX_LINE bytes
+ * whose parts fill it (ASan checks the edges). */
+START_TEST(policy_file_long_lines)
+{
+	char path[1001], text[3000];
+	for (size_t k = 1; k < sizeof(path); k++) {
+		memset(path, 'l', k);
+		path[0] = '/';
+		path[k] = '\0';
+		snprintf(text, sizeof(text), "log=%s\nlimit = 3GiB\nmetrics=%s # a comment\n", path, path);
+		ck_assert_msg(build(no_env, text, NULL), "%zu: %s", k, err);
+		ck_assert_str_eq(policy.log_path, path);
+		ck_assert_str_eq(policy.metrics_path, path);
+		ck_assert_uint_eq(limit_of(0, NULL, 0), 3 * GiB);
+	}
+
+	size_t n = CUMEMCAP_CONFIG_MAX_LINE;
+	char *longest = malloc(n + 2);
+	memset(longest, 'a', n);
+	memcpy(longest, "labels=", 7);
+	longest[n] = '\n';
+	longest[n + 1] = '\0';
+	fake_env = no_env;
+	ck_assert(!cumemcap_policy_build_from_text(&policy, get, "test.conf", longest, n + 1, "p", err,
+						   sizeof(err)));
+	ck_assert_msg(strstr(err, "test.conf:1: labels = \"aaa") == err, "%s", err);
+	ck_assert_msg(strstr(err, "is 4089 bytes long") != NULL, "%s", err);
+	free(longest);
+}
+END_TEST
+
 START_TEST(policy_file_syntax_details)
 {
 	/* Blank lines, indentation, CRLF, comments after whitespace, '#' inside
@@ -923,6 +956,7 @@ TEST_SUITE(policy)
 	ADD_TEST(s, policy_file_errors_point_at_the_line);
 	ADD_TEST(s, policy_file_error_key_lists_are_exact);
 	ADD_TEST(s, policy_file_line_too_long);
+	ADD_TEST(s, policy_file_long_lines);
 	ADD_TEST(s, policy_file_syntax_details);
 	ADD_TEST(s, policy_config_path_choice);
 	ADD_TEST(s, policy_missing_file_named_by_variable);
