@@ -658,15 +658,14 @@ static void prep_mode(void *arg)
 /* `speed --child MODE args...`; its line of figures in out; false (and the
  * whole run failed) when it failed. Pinned to bench_cpu unless the task is
  * "threads". */
-static bool run(enum bench_mode m, char *out, size_t outlen, const char *const *args)
+static bool run_on(enum bench_mode m, char *out, size_t outlen, const char *const *args, int cpu)
 {
-	bool pin = strcmp(args[0], "threads") != 0;
 	const char *argv[16] = { self_path, "--child", mode_args[m] };
 	int k = 3;
 	for (; *args && k < 15; args++)
 		argv[k++] = *args;
 	argv[k] = NULL;
-	struct mode_env e = { m, NULL, false, pin ? bench_cpu : -1 };
+	struct mode_env e = { m, NULL, false, cpu };
 	int st = bench_run_child("speed", argv, prep_mode, &e, out, outlen);
 	if (st != 0) {
 		if (st > 0)
@@ -676,6 +675,24 @@ static bool run(enum bench_mode m, char *out, size_t outlen, const char *const *
 		return false;
 	}
 	return true;
+}
+
+static bool run(enum bench_mode m, char *out, size_t outlen, const char *const *args)
+{
+	return run_on(m, out, outlen, args, strcmp(args[0], "threads") != 0 ? bench_cpu : -1);
+}
+
+/* The CPUs this process may run on, at most `max`, into cpus; how many. */
+static int usable_cpus(int *cpus, int max)
+{
+	cpu_set_t set;
+	int n = 0;
+	if (sched_getaffinity(0, sizeof(set), &set) != 0)
+		return 0;
+	for (int c = 0; c < CPU_SETSIZE && n < max; c++)
+		if (CPU_ISSET(c, &set))
+			cpus[n++] = c;
+	return n;
 }
 
 /* The 1, 5 and 15 minute load averages in buf; returns the first (-1 if
@@ -1173,7 +1190,19 @@ int main(int argc, char **argv)
 	fflush(stdout);
 
 	/* ---- 3. threads ------------------------------------------------------------- */
+	/* T(1) is one child per CPU, each pinned there, and their mean: the
+	 * throughput of one thread on this machine. The CPUs need not be
+	 * equally fast (see bench_cpu; for minutes one may run the pooled
+	 * pair at half speed while glibc's loses a fifth), and one unpinned
+	 * child lands on either: T2/T1 then measured the host's choice as
+	 * much as the shim (1.1x when the single thread had the fast CPU,
+	 * 2.0x when it had the slow one, in one run). What two threads can
+	 * reach is the sum over both CPUs, twice the mean. */
+	enum { T1_CPUS_MAX = 8 };
+	int t1_cpu[T1_CPUS_MAX];
+	int t1_cpus = usable_cpus(t1_cpu, T1_CPUS_MAX);
 	double tp[NTHREADS][3][MAX_ROUNDS]; /* cu mal worst */
+	double t1_each[T1_CPUS_MAX][2][MAX_ROUNDS]; /* T(1) per CPU: cu mal */
 	{
 		char b[16], o[16];
 		snprintf(b, sizeof(b), "%d", z.thread_batches);
@@ -1183,18 +1212,36 @@ int main(int argc, char **argv)
 				char n[16];
 				snprintf(n, sizeof(n), "%d", thread_counts[i]);
 				const char *args[] = { "threads", n, b, o, NULL };
-				bool ok = run(M_POOLED, out, sizeof(out), args);
-				tp[i][0][r] = ok ? field(out, "cu") : -1;
-				tp[i][1][r] = ok ? field(out, "mal") : -1;
-				tp[i][2][r] = ok ? field(out, "worst") : -1;
+				if (thread_counts[i] != 1 || t1_cpus < 2) {
+					bool ok = run(M_POOLED, out, sizeof(out), args);
+					tp[i][0][r] = ok ? field(out, "cu") : -1;
+					tp[i][1][r] = ok ? field(out, "mal") : -1;
+					tp[i][2][r] = ok ? field(out, "worst") : -1;
+					continue;
+				}
+				double sum[2] = { 0, 0 }, worst = -1;
+				bool all = true;
+				for (int c = 0; c < t1_cpus; c++) {
+					bool ok = run_on(M_POOLED, out, sizeof(out), args, t1_cpu[c]);
+					t1_each[c][0][r] = ok ? field(out, "cu") : -1;
+					t1_each[c][1][r] = ok ? field(out, "mal") : -1;
+					double w = ok ? field(out, "worst") : -1;
+					all = all && ok && t1_each[c][0][r] > 0 && t1_each[c][1][r] > 0;
+					sum[0] += t1_each[c][0][r];
+					sum[1] += t1_each[c][1][r];
+					worst = worst < 0 || (w >= 0 && w < worst) ? w : worst;
+				}
+				tp[i][0][r] = all ? sum[0] / t1_cpus : -1;
+				tp[i][1][r] = all ? sum[1] / t1_cpus : -1;
+				tp[i][2][r] = all ? worst : -1;
 			}
 	}
 	printf("3. pooled only: throughput of 4 KiB pairs on 1, 2 and 8 threads (million pairs per second, all threads;\n"
 	       "   each child the median of %d batches of %d pairs per thread, batches between barriers, after %d\n"
 	       "   warm-up), and glibc malloc(4096)+free in the same children, batches alternating: what this machine\n"
 	       "   lets threads scale to now. %d rounds, the thread counts alternating; ratio = T(n) / T(1) of the same\n"
-	       "   round\n",
-	       z.thread_batches, z.thread_ops, WARMUP_BATCHES, z.thread_rounds);
+	       "   round; T(1) is the mean of one child pinned on each CPU in turn (%d CPUs), the others are not pinned\n",
+	       z.thread_batches, z.thread_ops, WARMUP_BATCHES, z.thread_rounds, t1_cpus < 2 ? 1 : t1_cpus);
 	printf("%-10s | %-29s | %-21s | %-29s | %s\n", "", "      pooled, Mpairs/s", "ratio to 1 thread",
 	       "      malloc, Mpairs/s", "malloc ratio");
 	printf("%-10s | %9s %9s %9s | %6s %6s %6s | %9s %9s %9s | %s\n", "threads", "median", "min", "max", "median",
@@ -1225,6 +1272,16 @@ int main(int argc, char **argv)
 		fmt(v[9], 16, mrm, 2);
 		printf("%-10d | %9s %9s %9s | %6s %6s %6s | %9s %9s %9s | %s\n", thread_counts[i], v[0], v[1], v[2],
 		       v[3], v[4], v[5], v[6], v[7], v[8], v[9]);
+	}
+	if (t1_cpus >= 2) {
+		printf("  T(1) per CPU, Mpairs/s pooled (malloc), median over rounds:");
+		for (int c = 0; c < t1_cpus; c++) {
+			double a, b, lo, hi;
+			stats3(t1_each[c][0], z.thread_rounds, &a, &lo, &hi);
+			stats3(t1_each[c][1], z.thread_rounds, &b, &lo, &hi);
+			printf("%s CPU %d %.2f (%.2f)", c ? ";" : "", t1_cpu[c], a, b);
+		}
+		printf("\n");
 	}
 	/* Per round, T(n)/T(1) of the pooled pairs beside glibc's in the same
 	 * children. A round where glibc's own pairs did not reach the 2-thread
