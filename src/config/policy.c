@@ -652,7 +652,16 @@ CUMEMCAP_START_CODE void cumemcap_program_name(int argc, char *const *argv, char
 
 /* Page-aligned: what a start configured by variables writes of it lies
  * in its first page (policy.h). */
+#if defined(__clang__)
+/* clang takes a section it does not know by name for data (PROGBITS: 48 KB
+ * of zeros in the file, a file-backed mapping of its own); its pragma makes
+ * it zero-fill, as gcc does for .lbss.* by name. */
+#pragma clang section bss = ".lbss.cumemcap_policy"
+static struct cumemcap_policy the_policy __attribute__((aligned(4096)));
+#pragma clang section bss = ""
+#else
 static struct cumemcap_policy the_policy __attribute__((aligned(4096), section(".lbss.cumemcap_policy")));
+#endif
 static CUMEMCAP_START_DATA pthread_once_t policy_once = PTHREAD_ONCE_INIT;
 static CUMEMCAP_START_DATA _Atomic bool policy_ready; /* the fast path once built */
 /* What the constructor saw (cumemcap_policy_start), together on one page:
