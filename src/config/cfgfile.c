@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,20 +73,25 @@ const char *cumemcap_config_quote(char *dst, size_t cap, const char *s)
 	return dst;
 }
 
-/* The errors of a line, out of line and cold: their buffers stay out of
- * the parser's frame, which every start configured by a file runs
- * through (platform/start.h). "path:line: " before what the handler
- * wrote into err (a handler writes err only when it fails: the caller's
- * buffer may lie on a page nothing else touches); "path:line: BEFORE\"FRAGMENT\"AFTER", the fragment made
- * printable. */
-static __attribute__((noinline, cold)) bool fail_prefixed(char *err, size_t errlen, const char *path,
-							  unsigned line)
+void cumemcap_config_prefix(char *err, size_t errlen, const char *fmt, ...)
 {
-	char msg[1024];
-	snprintf(msg, sizeof(msg), "%s", err);
-	return fail(err, errlen, path, line, msg);
+	char own[1024];
+	snprintf(own, sizeof(own), "%s", err);
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	if (n >= 0 && (size_t)n < errlen)
+		snprintf(err + n, errlen - (size_t)n, "%s", own);
 }
 
+/* A line's error, out of line and cold (its buffer stays out of the
+ * parser's frame, which every start configured by a file runs through,
+ * platform/start.h): "path:line: BEFORE\"FRAGMENT\"AFTER", the fragment
+ * made printable. A handler's error is its own message with "path:line: "
+ * put before it (cumemcap_config_prefix): a handler writes err only when
+ * it fails, since the caller's buffer may lie on a page nothing else
+ * touches. */
 static __attribute__((noinline, cold)) bool fail_showing(char *err, size_t errlen, const char *path,
 							 unsigned line, const char *before, const char *b,
 							 const char *e, const char *after)
@@ -157,8 +163,10 @@ static CUMEMCAP_START_CODE bool parse_lines(const char *path, const char *text, 
 			copy(a, kb, sp);
 			b = a + (sp - kb) + 1;
 			copy(b, ab, ae);
-			if (!h->section(ctx, a, b, line, err, errlen))
-				return fail_prefixed(err, errlen, path, line);
+			if (!h->section(ctx, a, b, line, err, errlen)) {
+				cumemcap_config_prefix(err, errlen, "%s:%u: ", path, line);
+				return false;
+			}
 			continue;
 		}
 
@@ -174,8 +182,10 @@ static CUMEMCAP_START_CODE bool parse_lines(const char *path, const char *text, 
 		copy(a, kb, ke);
 		b = a + (ke - kb) + 1;
 		copy(b, vb, ve);
-		if (!h->entry(ctx, a, b, line, err, errlen))
-			return fail_prefixed(err, errlen, path, line);
+		if (!h->entry(ctx, a, b, line, err, errlen)) {
+			cumemcap_config_prefix(err, errlen, "%s:%u: ", path, line);
+			return false;
+		}
 	}
 	return true;
 }

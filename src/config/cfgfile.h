@@ -52,6 +52,14 @@ bool cumemcap_config_read(const char *path, char **text, size_t *len, char *err,
 int cumemcap_config_read_trusted(const char *path, uid_t owner, char **text, size_t *len,
 				 char *why, size_t whylen);
 
+/* err rewritten as the text of `fmt` followed by err's own (up to 1023
+ * bytes of it): a message built around the reason a callee wrote into the
+ * same buffer ("path:line: " + reason). The arguments must not point into
+ * err. Out of line and cold: its buffer stays out of the frames a
+ * configured start runs through, which call it only on an error. */
+void cumemcap_config_prefix(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4), cold, noinline));
+
 /* `s` as it may appear inside "..." in a one-line message: control bytes,
  * bytes >= 0x80, '"' and '\\' as \xNN, cut to fit `cap`. Returns dst. */
 const char *cumemcap_config_quote(char *dst, size_t cap, const char *s);

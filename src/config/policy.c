@@ -55,14 +55,13 @@ static const char *key_list(char *buf, size_t len, unsigned scope)
 
 /* A value a parser refused: err holds why (a sentence to put after the
  * value); it becomes `NAME="VALUE"` then why (`sep` "="), or `key =
- * "value"` then why (" = "). Out of line and cold: its buffers would sit
+ * "value"` then why (" = "). Out of line and cold: its buffer would sit
  * in the frames every configured start runs through. */
 static __attribute__((noinline, cold)) bool refused(const char *name, const char *sep, const char *value,
 						    char *err, size_t errlen)
 {
-	char why[768], q[256];
-	snprintf(why, sizeof(why), "%s", err);
-	snprintf(err, errlen, "%s%s\"%s\"%s", name, sep, Q(q, value), why);
+	char q[256];
+	cumemcap_config_prefix(err, errlen, "%s%s\"%s\"", name, sep, Q(q, value));
 	return false;
 }
 
@@ -406,16 +405,6 @@ bool cumemcap_policy_build_from_text(struct cumemcap_policy *out, cumemcap_geten
 	return build_from_text(out, false, get, path, text, len, program, err, errlen);
 }
 
-/* err, prefixed with the variable that named the file. Out of line for
- * the reason of preallocate_without_pool: its buffer would sit in build's
- * frame, above every start's parsing. */
-static __attribute__((noinline, cold)) void say_variable(const char *named, char *err, size_t errlen)
-{
-	char reason[1024];
-	snprintf(reason, sizeof(reason), "%s", err);
-	snprintf(err, errlen, "CUMEMCAP_CONFIG=\"%s\": %s", named, reason);
-}
-
 static CUMEMCAP_START_CODE bool build(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_fn get,
 		  const char *config_path, const char *program, char *err, size_t errlen)
 {
@@ -426,7 +415,7 @@ static CUMEMCAP_START_CODE bool build(struct cumemcap_policy *out, bool zeroed_o
 		/* Say which variable named the file when one did. */
 		const char *named = get(config_variable);
 		if (named && strcmp(named, config_path) == 0)
-			say_variable(named, err, errlen);
+			cumemcap_config_prefix(err, errlen, "CUMEMCAP_CONFIG=\"%s\": ", named);
 		return false;
 	}
 	bool ok = build_from_text(out, zeroed_out, get, config_path, text ? text : "", len, program, err,
