@@ -222,9 +222,8 @@ class ConfiguredStart(BareStart):
         self.assertEqual((recs[0]["type"], recs[-1]["type"]), ("start", "exit"))
 
 
-class Layout(unittest.TestCase):
-    """What keeps the start cheap in the library's ELF file (src/meson.build,
-    src/platform/start.h)."""
+class Elf:
+    """The library's ELF file, as readelf shows it."""
 
     def readelf(self, *args):
         try:
@@ -232,6 +231,29 @@ class Layout(unittest.TestCase):
                                   check=True).stdout
         except FileNotFoundError:
             self.skipTest("no readelf")
+
+    def sections(self):
+        """name: (address, size, file offset)"""
+        sections = {}
+        for line in self.readelf("-S").splitlines():
+            f = line.replace("[ ", "[").split()
+            if len(f) > 5 and f[0].startswith("[") and f[0][1:-1].isdigit():
+                sections[f[1]] = (int(f[3], 16), int(f[5], 16), int(f[4], 16))
+        return sections
+
+    def symbols(self):
+        """name: (address, size) of the functions and objects"""
+        syms = {}
+        for line in self.readelf("-s").splitlines():
+            f = line.split()
+            if len(f) >= 8 and f[0].endswith(":") and f[3] in ("FUNC", "OBJECT"):
+                syms.setdefault(f[7].split("@")[0], (int(f[1], 16), int(f[2], 0)))
+        return syms
+
+
+class Layout(Elf, unittest.TestCase):
+    """What keeps the start cheap in the library's ELF file (src/meson.build,
+    src/platform/start.h)."""
 
     def test_no_dt_fini(self):
         # crti's _fini does nothing and ends .text: calling it at exit
@@ -262,36 +284,20 @@ class Layout(unittest.TestCase):
             self.assertIn(table, syms)
         relocated = {int(line.split()[0], 16) for line in self.readelf("-r").splitlines()
                      if line.split() and line.split()[0][:1].isdigit()}
-        sizes = {}
-        for line in self.readelf("-s").splitlines():
-            f = line.split()
-            if len(f) >= 8 and f[0].endswith(":") and f[7] in ("cumemcap_hooks", "cumemcap_figure_info"):
-                sizes[f[7]] = (int(f[1], 16), int(f[2], 0))
-        for name, (at, size) in sizes.items():
+        for name in ("cumemcap_hooks", "cumemcap_figure_info"):
+            at, size = syms[name]
             self.assertFalse([r for r in relocated if at <= r < at + size], name + " is relocated")
 
     def test_start_data_between_data_and_bss(self):
         # The constructor's variables follow .data and precede .bss: in the
         # page ld.so writes when it clears the start of .bss.
-        sections = {}
-        for line in self.readelf("-S").splitlines():
-            f = line.replace("[ ", "[").split()
-            if len(f) > 5 and f[0].startswith("[") and f[0][1:-1].isdigit():
-                sections[f[1]] = (int(f[3], 16), int(f[5], 16))
+        sections = self.sections()
         data, hot, large, bss = (sections[n] for n in (".data", "cumemcap_start_data",
                                                         "cumemcap_start_large", ".bss"))
         self.assertLessEqual(data[0] + data[1], hot[0])
         self.assertLessEqual(hot[0] + hot[1], large[0])
         self.assertLessEqual(large[0] + large[1], bss[0])
         self.assertLess(hot[1], 4096)
-
-    def symbols(self):
-        syms = {}
-        for line in self.readelf("-s").splitlines():
-            f = line.split()
-            if len(f) >= 8 and f[0].endswith(":") and f[3] in ("FUNC", "OBJECT"):
-                syms.setdefault(f[7].split("@")[0], int(f[1], 16))
-        return syms
 
     def test_a_configured_start_runs_in_the_first_pages_of_text(self):
         # A process configured by a variable or a file builds its policy
@@ -301,7 +307,7 @@ class Layout(unittest.TestCase):
         # pages loading the library faults in; not spread over .text (a
         # fault each). Pages.test_a_configured_start_reads_no_rodata_and_
         # no_more_text counts the pages themselves.
-        syms = self.symbols()
+        syms = {name: at for name, (at, size) in self.symbols().items()}
         init = syms["_init"]
         plain = min(syms[n] for n in ("cuMemGetInfo_v2", "cuMemAlloc_v2", "cumemcap_version"))
         # (Static helpers the compiler may inline are left out.)
@@ -319,31 +325,30 @@ class Layout(unittest.TestCase):
         # process's policy and no other (src/config/policy.h): the policy
         # is page-aligned, in a section after .bss so that its alignment
         # does not move .bss off the page ld.so writes anyway.
-        syms = self.symbols()
-        sections = {}
-        for line in self.readelf("-S").splitlines():
-            f = line.replace("[ ", "[").split()
-            if len(f) > 5 and f[0].startswith("[") and f[0][1:-1].isdigit():
-                sections[f[1]] = (int(f[3], 16), int(f[5], 16))
-        bss = sections[".bss"]
-        self.assertEqual(syms["the_policy"] % 4096, 0)
-        self.assertGreaterEqual(syms["the_policy"], bss[0] + bss[1])
+        policy, _ = self.symbols()["the_policy"]
+        bss = self.sections()[".bss"]
+        self.assertEqual(policy % 4096, 0)
+        self.assertGreaterEqual(policy, bss[0] + bss[1])
         self.assertNotEqual(bss[0] % 4096, 0, ".bss starts a page of its own")
 
 
-class Pages(unittest.TestCase):
+class Pages(Elf, unittest.TestCase):
     """What a start configured by a variable or a file touches of the library, seen
     in the smaps of a program that never uses CUDA (cat /proc/self/smaps):
     the same text pages as an unconfigured start, and nothing of .rodata
     (its strings and constants are among .data.rel.ro: platform/start.h)."""
 
-    def rss(self, **env):
+    def run_preloaded(self, argv, **env):
+        """argv's output, run with the library alone preloaded and no CUMEMCAP_
+        variable but those in env."""
         if EXTRA:
             self.skipTest("another preloaded library (sanitizers) has pages of its own")
         base = {k: v for k, v in os.environ.items() if not k.startswith("CUMEMCAP_")}
         base.update(env, LD_PRELOAD=SHIM)
-        out = subprocess.run(["cat", "/proc/self/smaps"], env=base, capture_output=True, text=True,
-                             check=True).stdout
+        return subprocess.run(argv, env=base, capture_output=True, text=True, check=True).stdout
+
+    def rss(self, **env):
+        out = self.run_preloaded(["cat", "/proc/self/smaps"], **env)
         maps, current = {}, None
         for line in out.splitlines():
             f = line.split()
@@ -379,29 +384,15 @@ print(*counts)
 
     def bss_and_policy_pages(self, **env):
         """Pages touched of .bss past the page it shares with .data, and of the policy."""
-        if EXTRA:
-            self.skipTest("another preloaded library (sanitizers) has pages of its own")
-        syms = subprocess.run(["readelf", "-sW", SHIM], capture_output=True, text=True, check=True).stdout
-        at, size = next((int(f[1], 16), int(f[2])) for f in (l.split() for l in syms.splitlines())
-                        if len(f) >= 8 and f[7] == "the_policy")
-        secs = subprocess.run(["readelf", "-SW", SHIM], capture_output=True, text=True, check=True).stdout
-        bss = next((int(f[3], 16), int(f[5], 16)) for f in (l.replace("[ ", "[").split() for l in secs.splitlines())
-                   if len(f) > 5 and f[1] == ".bss")
+        at, size = self.symbols()["the_policy"]
+        bss = self.sections()[".bss"]
         bss_from = (bss[0] + 4095) // 4096 * 4096
-        base = {k: v for k, v in os.environ.items() if not k.startswith("CUMEMCAP_")}
-        base.update(env, LD_PRELOAD=SHIM)
         args = [str(x) for x in (bss_from, bss[0] + bss[1], at, at + size)]
-        out = subprocess.run([sys.executable, "-c", self.PAGES, SHIM, *args], env=base,
-                             capture_output=True, text=True, check=True).stdout
+        out = self.run_preloaded([sys.executable, "-c", self.PAGES, SHIM, *args], **env)
         return tuple(int(x) for x in out.split())
 
     def test_a_configured_start_reads_no_rodata_and_no_more_text(self):
-        rodata = None
-        out = subprocess.run(["readelf", "-SW", SHIM], capture_output=True, text=True, check=True).stdout
-        for line in out.splitlines():
-            f = line.replace("[ ", "[").split()
-            if len(f) > 5 and f[1] == ".rodata":
-                rodata = int(f[4], 16)
+        rodata = self.sections()[".rodata"][2]
         with tempfile.NamedTemporaryFile("w", suffix=".conf") as conf:
             conf.write("limit = 4GiB\n")
             conf.flush()
