@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "svg.h"
 
@@ -15,6 +16,18 @@
 #endif
 
 /* The plot of `set` as a PNG file at `path`. False after one line on
- * stderr when it cannot be made or written. */
+ * stderr when it cannot be made or written. In a build without PNG
+ * (png.c is not compiled) it is defined here and only says so: --plot
+ * refuses a .png name before, and no build relies on the optimiser to drop
+ * the call. */
+#if REPORT_HAVE_PNG
 bool report_png_write(const struct report_set *set, const struct report_plot *opt,
 		      const char *path, size_t *panels);
+#else
+static inline bool report_png_write(const struct report_set *set, const struct report_plot *opt,
+				    const char *path, size_t *panels)
+{
+	fprintf(stderr, "cumemcap report: --plot \"%s\": this build has no PNG\n", path);
+	return false;
+}
+#endif
