@@ -1,42 +1,89 @@
-# deps.sh: make sure the build dependencies are here (sourced by scripts/demo
-# and scripts/check). As root, installs what is missing from Debian's
-# packages; otherwise prints the exact install line and stops.
+# deps.sh: the Debian packages cumemcap's scripts use, in one place (sourced
+# by scripts/demo, scripts/check and scripts/fresh-check). As root, installs
+# what is missing; otherwise prints the one apt-get line and stops.
 
-CUMEMCAP_DEBS="meson ninja-build pkg-config check gcc python3 binutils"
+# What building the library, its tools and the fake driver takes: the demo
+# needs nothing more (Check: the fake driver's build sits beside its tests).
+CUMEMCAP_DEBS_BUILD="gcc libc6-dev binutils meson ninja-build pkg-config check python3"
 
+# What the whole suite takes on top of that:
+#   clang and its sanitizer and libFuzzer runtimes: the clang build and the fuzzers;
+#   ffmpeg, GStreamer, hashcat: the real programs tests/integration/test_programs.py runs;
+#   prometheus: promtool checks the metrics file;
+#   python3-yaml: the Kubernetes manifests;
+#   libcairo2-dev, librsvg2-dev, librsvg2-bin: the report's PNG and its check;
+#   bash-completion, man-db, groff-base: the installed completion and man pages;
+#   dpkg-dev, debhelper, fakeroot: the Debian package's build;
+#   util-linux, passwd: the tests that run as two users (unshare, setpriv, useradd).
+CUMEMCAP_DEBS_SUITE="clang libclang-rt-14-dev
+	ffmpeg gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-bad hashcat
+	prometheus python3-yaml libcairo2-dev librsvg2-dev librsvg2-bin
+	bash-completion man-db groff-base dpkg-dev debhelper fakeroot util-linux passwd"
+
+# The packages of the list(s) given that are not installed.
 cumemcap_missing_debs() {
-	local missing=""
-	command -v meson >/dev/null 2>&1 || missing="$missing meson"
-	command -v ninja >/dev/null 2>&1 || missing="$missing ninja-build"
-	command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
-	command -v cc >/dev/null 2>&1 || missing="$missing gcc"
-	command -v python3 >/dev/null 2>&1 || missing="$missing python3"
-	command -v nm >/dev/null 2>&1 || missing="$missing binutils"
-	if ! pkg-config --exists check 2>/dev/null; then missing="$missing check"; fi
+	local pkg missing=""
+	# shellcheck disable=SC2068
+	for pkg in $@; do
+		if [ "$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null)" != installed ]; then
+			missing="$missing $pkg"
+		fi
+	done
 	echo "$missing"
 }
 
-cumemcap_ensure_deps() {
+# cumemcap_ensure_debs PACKAGES...: install what is missing (root), or print
+# the line that would and stop.
+cumemcap_ensure_debs() {
 	local missing
-	missing=$(cumemcap_missing_debs)
-	if [ -n "$missing" ]; then
-		if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-			echo "cumemcap: installing build dependencies:$missing" >&2
-			DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null
-			# shellcheck disable=SC2086
-			DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing >/dev/null
-		else
-			echo "cumemcap: missing build dependencies. Install them with:" >&2
-			echo "    sudo apt-get install -y$missing" >&2
+	if ! command -v dpkg-query >/dev/null 2>&1; then
+		echo "cumemcap: this is not a Debian system; install the equivalents of: $*" >&2
+		exit 1
+	fi
+	missing=$(cumemcap_missing_debs "$@")
+	[ -n "$missing" ] || return 0
+	if [ "$(id -u)" = 0 ]; then
+		echo "cumemcap: installing from Debian's packages:$missing" >&2
+		local log
+		log=$(mktemp)
+		# shellcheck disable=SC2086
+		if ! { DEBIAN_FRONTEND=noninteractive apt-get update -q &&
+		       DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing; } >"$log" 2>&1; then
+			tail -n 30 "$log" >&2
+			rm -f "$log"
+			echo "cumemcap: apt-get could not install:$missing" >&2
 			exit 1
 		fi
+		rm -f "$log"
+	else
+		echo "cumemcap: missing packages. Install them with:" >&2
+		echo "    sudo apt-get install -y --no-install-recommends$missing" >&2
+		exit 1
 	fi
+}
+
+cumemcap_check_cuda_headers() {
 	local inc="${CUDA_INCLUDE:-/usr/local/cuda/include}"
 	if [ ! -f "$inc/cuda.h" ] || [ ! -f "$inc/cudaTypedefs.h" ]; then
 		echo "cumemcap: the CUDA Toolkit headers are not in $inc (cuda.h, cudaTypedefs.h)." >&2
 		echo "    Install the CUDA Toolkit, or set CUDA_INCLUDE=/path/to/cuda/include" >&2
 		exit 1
 	fi
+}
+
+# What scripts/demo needs.
+cumemcap_ensure_deps() {
+	# shellcheck disable=SC2086
+	cumemcap_ensure_debs $CUMEMCAP_DEBS_BUILD
+	cumemcap_check_cuda_headers
+}
+
+# What scripts/check needs: the build and every program the suite runs, so
+# that nothing in it is skipped for a missing package.
+cumemcap_ensure_suite_deps() {
+	# shellcheck disable=SC2086
+	cumemcap_ensure_debs $CUMEMCAP_DEBS_BUILD $CUMEMCAP_DEBS_SUITE
+	cumemcap_check_cuda_headers
 }
 
 # cumemcap_setup BUILD_DIR [meson options...]: configure once, then build.
