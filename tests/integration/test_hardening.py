@@ -3,6 +3,10 @@
 writes the exit record (alternate signal stacks); a setuid program run by
 another user (AT_SECURE) takes no path and no limit from the environment.
 
+As root, it runs in the private namespace of users.py: the probe that
+another user runs lies in a directory that user can traverse (the private
+/tmp), wherever the checkout is.
+
 Usage: test_hardening.py SHIM FAKE_DIR OVERFLOW SECURE_PROBE
 """
 import json
@@ -12,6 +16,8 @@ import subprocess
 import sys
 import tempfile
 import unittest
+
+import users
 
 SHIM, FAKE_DIR, OVERFLOW, SECURE_PROBE = sys.argv[1:5]
 del sys.argv[1:5]
@@ -58,7 +64,8 @@ class SecureExecution(unittest.TestCase):
             self.skipTest("a sanitizer runtime cannot be preloaded into a setuid program")
         if os.path.lexists("/etc/cumemcap.conf"):
             self.skipTest("this machine has an /etc/cumemcap.conf, which would apply")
-        self.tmp = tempfile.TemporaryDirectory()
+        # Not under the build directory: NOBODY must reach the probe.
+        self.tmp = tempfile.TemporaryDirectory(dir="/tmp")
         self.dir = self.tmp.name
         os.chmod(self.dir, 0o755)
         self.secret = os.path.join(self.dir, "secret")
@@ -98,4 +105,4 @@ class SecureExecution(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    users.main()
