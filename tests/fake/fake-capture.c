@@ -39,7 +39,7 @@
  * without running (their events and pool blocks released).
  *
  * Thread safety: captures and graphs in lists under fake_lock; the capture
- * mode is per thread.
+ * mode is the thread's (struct fake_thread).
  */
 #include "fake-extra.h"
 
@@ -60,7 +60,6 @@ struct fake_capture {
 
 static struct fake_capture *captures;
 static cuuint64_t capture_ids;
-static _Thread_local CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
 /* ---- the capture sequences ------------------------------------------------------------ */
 
@@ -129,7 +128,8 @@ void fake_capture_stream_gone(struct CUstream_st *s)
 
 CUresult fake_capture_check_unsafe(void)
 {
-	if (thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
+	int mode = fake_thread()->capture_mode;
+	if (mode == CU_STREAM_CAPTURE_MODE_RELAXED)
 		return CUDA_SUCCESS;
 	pthread_t self = pthread_self();
 	CUresult r = CUDA_SUCCESS;
@@ -138,7 +138,7 @@ CUresult fake_capture_check_unsafe(void)
 			continue;
 		bool mine = pthread_equal(c->thread, self);
 		if ((mine && c->mode != CU_STREAM_CAPTURE_MODE_RELAXED) ||
-		    (!mine && thread_mode == CU_STREAM_CAPTURE_MODE_GLOBAL && c->mode == CU_STREAM_CAPTURE_MODE_GLOBAL)) {
+		    (!mine && mode == CU_STREAM_CAPTURE_MODE_GLOBAL && c->mode == CU_STREAM_CAPTURE_MODE_GLOBAL)) {
 			c->invalidated = true;
 			r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 		}
@@ -435,8 +435,9 @@ FAKE_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 	REQUIRE_INIT();
 	if (!mode || (int)*mode < CU_STREAM_CAPTURE_MODE_GLOBAL || *mode > CU_STREAM_CAPTURE_MODE_RELAXED)
 		return CUDA_ERROR_INVALID_VALUE;
-	CUstreamCaptureMode old = thread_mode;
-	thread_mode = *mode;
+	struct fake_thread *t = fake_thread();
+	CUstreamCaptureMode old = (CUstreamCaptureMode)t->capture_mode;
+	t->capture_mode = *mode;
 	*mode = old;
 	return CUDA_SUCCESS;
 }

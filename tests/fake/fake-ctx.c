@@ -9,7 +9,7 @@
  * thread; it then gets CUDA_ERROR_INVALID_CONTEXT).
  *
  * Thread safety: contexts and device counters under fake_lock; the context
- * stack is thread-local.
+ * stack is the thread's (struct fake_thread).
  */
 #include "fake-extra.h"
 
@@ -20,9 +20,7 @@
 
 static struct CUctx_st *all_ctxs;
 
-#define CTX_STACK_MAX 128
-static _Thread_local struct CUctx_st *ctx_stack[CTX_STACK_MAX];
-static _Thread_local int ctx_depth;
+#define CTX_STACK_MAX FAKE_CTX_STACK_MAX
 
 /* ---- devices ---------------------------------------------------------------- */
 
@@ -170,7 +168,8 @@ FAKE_API uint64_t fakecuda_context_bytes(int dev)
 
 struct CUctx_st *fake_ctx_current(void)
 {
-	return ctx_depth > 0 ? ctx_stack[ctx_depth - 1] : NULL;
+	struct fake_thread *t = fake_thread();
+	return t->ctx_depth > 0 ? t->ctx_stack[t->ctx_depth - 1] : NULL;
 }
 
 CUresult fake_ctx_require(struct CUctx_st **out)
@@ -229,12 +228,13 @@ static void ctx_teardown(struct CUctx_st *c)
 
 static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
+	struct fake_thread *t = fake_thread();
 	REQUIRE_INIT();
 	if (!pctx || (flags & ~(unsigned)CU_CTX_FLAGS_MASK))
 		return CUDA_ERROR_INVALID_VALUE;
 	if (fake_check_dev(dev))
 		return CUDA_ERROR_INVALID_DEVICE;
-	if (ctx_depth == CTX_STACK_MAX)
+	if (t->ctx_depth == CTX_STACK_MAX)
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&fake_lock);
 	struct CUctx_st *c = ctx_new(dev, false, flags);
@@ -243,7 +243,7 @@ static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
 	pthread_mutex_unlock(&fake_lock);
 	if (!c)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	ctx_stack[ctx_depth++] = c;
+	t->ctx_stack[t->ctx_depth++] = c;
 	*pctx = c;
 	return CUDA_SUCCESS;
 }
@@ -284,6 +284,7 @@ FAKE_API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreatePa
 
 static CUresult ctx_destroy(CUcontext ctx)
 {
+	struct fake_thread *t = fake_thread();
 	REQUIRE_INIT();
 	pthread_mutex_lock(&fake_lock);
 	if (!ctx || !fake_ctx_valid(ctx) || ctx->primary || !ctx->alive) {
@@ -294,8 +295,8 @@ static CUresult ctx_destroy(CUcontext ctx)
 	pthread_mutex_unlock(&fake_lock);
 	/* "If the context is current to the calling thread then it will also be
 	 * popped from the current thread's context stack." */
-	if (ctx_depth > 0 && ctx_stack[ctx_depth - 1] == ctx)
-		ctx_depth--;
+	if (t->ctx_depth > 0 && t->ctx_stack[t->ctx_depth - 1] == ctx)
+		t->ctx_depth--;
 	return CUDA_SUCCESS;
 }
 
@@ -313,6 +314,7 @@ FAKE_API CUresult cuCtxDestroy_v2(CUcontext ctx)
 
 static CUresult ctx_push(CUcontext ctx)
 {
+	struct fake_thread *t = fake_thread();
 	REQUIRE_INIT();
 	if (!ctx)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -321,9 +323,9 @@ static CUresult ctx_push(CUcontext ctx)
 	pthread_mutex_unlock(&fake_lock);
 	if (!ok)
 		return CUDA_ERROR_INVALID_CONTEXT;
-	if (ctx_depth == CTX_STACK_MAX)
+	if (t->ctx_depth == CTX_STACK_MAX)
 		return CUDA_ERROR_INVALID_VALUE;
-	ctx_stack[ctx_depth++] = ctx;
+	t->ctx_stack[t->ctx_depth++] = ctx;
 	return CUDA_SUCCESS;
 }
 
@@ -341,10 +343,11 @@ FAKE_API CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 
 static CUresult ctx_pop(CUcontext *pctx)
 {
+	struct fake_thread *t = fake_thread();
 	REQUIRE_INIT();
-	if (ctx_depth == 0)
+	if (t->ctx_depth == 0)
 		return CUDA_ERROR_INVALID_CONTEXT;
-	struct CUctx_st *c = ctx_stack[--ctx_depth];
+	struct CUctx_st *c = t->ctx_stack[--t->ctx_depth];
 	if (pctx)
 		*pctx = c;
 	return CUDA_SUCCESS;
@@ -364,11 +367,12 @@ FAKE_API CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
 
 FAKE_API CUresult cuCtxSetCurrent(CUcontext ctx)
 {
+	struct fake_thread *t = fake_thread();
 	COUNT(cuCtxSetCurrent);
 	REQUIRE_INIT();
 	if (!ctx) {
-		if (ctx_depth > 0)
-			ctx_depth--;
+		if (t->ctx_depth > 0)
+			t->ctx_depth--;
 		return CUDA_SUCCESS;
 	}
 	pthread_mutex_lock(&fake_lock);
@@ -376,9 +380,9 @@ FAKE_API CUresult cuCtxSetCurrent(CUcontext ctx)
 	pthread_mutex_unlock(&fake_lock);
 	if (!ok)
 		return CUDA_ERROR_INVALID_CONTEXT;
-	if (ctx_depth == 0)
-		ctx_depth = 1;
-	ctx_stack[ctx_depth - 1] = ctx;
+	if (t->ctx_depth == 0)
+		t->ctx_depth = 1;
+	t->ctx_stack[t->ctx_depth - 1] = ctx;
 	return CUDA_SUCCESS;
 }
 

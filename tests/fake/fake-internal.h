@@ -45,22 +45,32 @@ struct fake_counts {
 	_Atomic uint64_t n[FAKE_N_IDS];
 	struct fake_counts *next; /* every block ever made */
 	_Atomic bool taken;
-	_Atomic uintptr_t owner; /* pthread_self() of the thread that took it */
 };
-extern __thread struct fake_counts *fake_my_counts;
-struct fake_counts *fake_counts_mine(void);
+
+/* What the fake keeps per thread: the block it counts in, its context
+ * stack and its capture mode. Held by a pthread key, not in __thread
+ * variables: the fake is dlopen()ed, and a dlopen()ed library's
+ * thread-locals are blocks that ld.so allocates and frees outside
+ * ThreadSanitizer's view, which then reports a thread's first use of a
+ * recycled block as a race with the free of an exited thread. A key's value
+ * lives in the thread's descriptor. The key's destructor gives the block
+ * back and frees the rest; a call after it starts afresh (no current
+ * context), and pthread runs the destructor again for that. */
+#define FAKE_CTX_STACK_MAX 128
+struct fake_thread {
+	struct fake_counts *counts;
+	int ctx_depth;
+	struct CUctx_st *ctx_stack[FAKE_CTX_STACK_MAX];
+	int capture_mode; /* CUstreamCaptureMode */
+};
+struct fake_thread *fake_thread(void); /* never NULL (aborts without memory) */
+
 static inline void fake_count(int id)
 {
-	/* The owner check, not a write of the thread-local pointer in the
-	 * key's destructor (ThreadSanitizer then saw that write race with
-	 * ld.so freeing the recycled TLS block of a later thread): a call
-	 * after this thread's destructor gave its block away takes another. */
-	struct fake_counts *c = fake_my_counts;
-	if (!c || atomic_load_explicit(&c->owner, memory_order_relaxed) != (uintptr_t)pthread_self())
-		c = fake_counts_mine();
-	if (c) /* one writer per block: a load and a store, no locked add */
-		atomic_store_explicit(&c->n[id], atomic_load_explicit(&c->n[id], memory_order_relaxed) + 1,
-				      memory_order_relaxed);
+	struct fake_counts *c = fake_thread()->counts;
+	/* one writer per block: a load and a store, no locked add */
+	atomic_store_explicit(&c->n[id], atomic_load_explicit(&c->n[id], memory_order_relaxed) + 1,
+			      memory_order_relaxed);
 }
 #define COUNT(fn) fake_count(FAKE_ID_##fn)
 

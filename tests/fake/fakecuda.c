@@ -27,11 +27,9 @@
 
 pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t fake_cond = PTHREAD_COND_INITIALIZER;
-__thread struct fake_counts *fake_my_counts;
 static struct fake_counts *_Atomic all_counts;
-static struct fake_counts overflow_counts; /* when calloc fails: shared, still counted */
-static pthread_key_t counts_key;
-static pthread_once_t counts_once = PTHREAD_ONCE_INIT;
+static pthread_key_t thread_key;
+static pthread_once_t thread_once = PTHREAD_ONCE_INIT;
 struct fake_config fake_cfg;
 
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
@@ -654,50 +652,63 @@ static const char *const entry_names[FAKE_N_IDS] = {
 };
 
 /* A thread exits: its block is free for the next thread (its counts stay). */
-static void counts_release(void *block)
+static void thread_release(void *value)
 {
-	struct fake_counts *c = block;
-	atomic_store(&c->owner, 0);
-	atomic_store(&c->taken, false);
+	struct fake_thread *t = value;
+	atomic_store(&t->counts->taken, false);
+	free(t);
 }
 
-static void counts_key_make(void)
+static void thread_key_make(void)
 {
-	pthread_key_create(&counts_key, counts_release);
+	if (pthread_key_create(&thread_key, thread_release) != 0)
+		abort();
 }
 
-struct fake_counts *fake_counts_mine(void)
+static struct fake_counts *counts_take(void)
 {
-	pthread_once(&counts_once, counts_key_make);
 	struct fake_counts *c;
 	for (c = atomic_load(&all_counts); c; c = c->next) {
 		bool expected = false;
 		if (!atomic_load_explicit(&c->taken, memory_order_relaxed) &&
 		    atomic_compare_exchange_strong(&c->taken, &expected, true))
-			break;
+			return c;
 	}
-	if (!c) {
-		c = calloc(1, sizeof(*c));
-		if (!c)
-			return &overflow_counts; /* shared: racy counts beat none */
-		atomic_store(&c->taken, true);
-		c->next = atomic_load(&all_counts);
-		while (!atomic_compare_exchange_weak(&all_counts, &c->next, c))
-			;
-	}
-	atomic_store(&c->owner, (uintptr_t)pthread_self());
-	fake_my_counts = c;
-	pthread_setspecific(counts_key, c);
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		abort();
+	atomic_store(&c->taken, true);
+	c->next = atomic_load(&all_counts);
+	while (!atomic_compare_exchange_weak(&all_counts, &c->next, c))
+		;
 	return c;
+}
+
+struct fake_thread *fake_thread(void)
+{
+	pthread_once(&thread_once, thread_key_make);
+	struct fake_thread *t = pthread_getspecific(thread_key);
+	if (t)
+		return t;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		abort();
+	t->counts = counts_take();
+	t->capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+	if (pthread_setspecific(thread_key, t) != 0)
+		abort();
+	return t;
 }
 
 FAKE_API uint64_t fakecuda_thread_calls(const char *exported_name)
 {
 	if (!exported_name)
 		return 0;
-	struct fake_counts *c = fake_my_counts;
-	if (!c || atomic_load(&c->owner) != (uintptr_t)pthread_self())
+	pthread_once(&thread_once, thread_key_make);
+	struct fake_thread *t = pthread_getspecific(thread_key);
+	if (!t)
 		return 0; /* this thread called nothing yet */
+	struct fake_counts *c = t->counts;
 	for (int i = 0; i < FAKE_N_IDS; i++)
 		if (strcmp(entry_names[i], exported_name) == 0)
 			return atomic_load(&c->n[i]);
@@ -711,7 +722,7 @@ FAKE_API uint64_t fakecuda_calls(const char *exported_name)
 	for (int i = 0; i < FAKE_N_IDS; i++) {
 		if (strcmp(entry_names[i], exported_name) != 0)
 			continue;
-		uint64_t n = atomic_load(&overflow_counts.n[i]);
+		uint64_t n = 0;
 		for (struct fake_counts *c = atomic_load(&all_counts); c; c = c->next)
 			n += atomic_load(&c->n[i]);
 		return n;
