@@ -32,6 +32,9 @@ ALICE = "cmcap-alice"
 BOB = "cmcap-bob"
 SHARED = "cmcap-shared"
 _INSIDE = "CUMEMCAP_TEST_USERS_NAMESPACE"
+# The command line as the program got it: test programs take their
+# arguments out of sys.argv before unittest reads it.
+_ARGV = list(sys.argv)
 
 
 def inside():
@@ -82,7 +85,7 @@ def main():
     if _why_not() is None:
         env = dict(os.environ, **{_INSIDE: "1"})
         p = subprocess.run(["unshare", "--mount", "--propagation", "private",
-                            sys.executable, os.path.abspath(sys.argv[0])] + sys.argv[1:], env=env)
+                            sys.executable, os.path.abspath(_ARGV[0])] + _ARGV[1:], env=env)
         sys.exit(p.returncode)
     unittest.main(verbosity=2)
 
