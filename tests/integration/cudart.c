@@ -64,8 +64,11 @@ int main(int argc, char **argv)
 		return 2;
 	void *rt = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
 	if (!rt) {
-		printf("cudart: %s not loadable (%s); skipped\n", argv[1], dlerror());
-		return 77;
+		const char *require = getenv("CUMEMCAP_TEST_REQUIRE_PROGRAMS");
+		bool required = require && strcmp(require, "1") == 0;
+		printf("cudart: %s not loadable (%s); %s\n", argv[1], dlerror(),
+		       required ? "required (CUMEMCAP_TEST_REQUIRE_PROGRAMS=1)" : "skipped");
+		return required ? 1 : 77;
 	}
 	int (*device_count)(int *) = (int (*)(int *))dlsym(rt, "cudaGetDeviceCount");
 	CHECK(device_count != NULL);

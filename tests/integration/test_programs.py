@@ -29,8 +29,8 @@ import sys
 import tempfile
 import unittest
 
-SHIM, FAKE_DIR = sys.argv[1:3]
-del sys.argv[1:3]
+SHIM, FAKE_DIR, CUDA_LIB = sys.argv[1:4]
+del sys.argv[1:4]
 EXTRA = os.environ.get("LD_PRELOAD_EXTRA", "")
 REQUIRE = os.environ.get("CUMEMCAP_TEST_REQUIRE_PROGRAMS") == "1"
 MiB = 1 << 20
@@ -44,7 +44,7 @@ SMALL_CAP, ROOMY_CAP = "8MiB", "256MiB"
 
 def missing(test, what):
     """Skip (locally) or fail (CI) for a program that is not there."""
-    msg = f"{what}: not installed here; .ci/run installs it"
+    msg = f"{what}: not installed here; scripts/check installs it as root"
     if REQUIRE:
         test.fail(msg)
     print(f"skip: {msg}", file=sys.stderr)
@@ -269,6 +269,15 @@ class Hashcat(Program):
         self.hashcat = shutil.which("hashcat")
         if not self.hashcat:
             missing(self, "hashcat")
+        # Without NVRTC, hashcat turns its CUDA backend off and lists no
+        # CUDA device at all.
+        if not os.path.exists(os.path.join(CUDA_LIB, "libnvrtc.so")):
+            missing(self, f"the CUDA Toolkit's libnvrtc.so in {CUDA_LIB} (hashcat's CUDA backend)")
+
+    def env(self, **kw):
+        env = super().env(**kw)
+        env["LD_LIBRARY_PATH"] += ":" + CUDA_LIB
+        return env
 
     def probe(self, env):
         p = self.run_prog([self.hashcat, "-I"], env, timeout=120)
