@@ -19,6 +19,15 @@
  * anything else is left), then the companion. Nothing else is touched:
  * only names of that shape, only regular files, never through a link.
  *
+ * Only what the sweeper's own user wrote: the companion and each file it
+ * removes must be owned by the sweeper's effective uid, and the companion
+ * must have no other name (a hard link). The directory is shared (a
+ * textfile collector's is often sticky and world-writable), so anyone can
+ * create a companion next to any name: one planted by another user
+ * removes nothing, and a sweeper run by root leaves every other user's
+ * files, and its own files whose companion someone else made, alone.
+ * Another user's dead writer is swept by that user's next one.
+ *
  * Thread safety: called by the metrics writer only (metrics.c's lock);
  * no state of its own. Not async-signal-safe (readdir); the exit path
  * only unlinks (metrics.c). */
@@ -71,11 +80,12 @@ static bool same_file(int dfd, const char *name, const struct stat *held)
 	       st.st_ino == held->st_ino;
 }
 
-/* Remove `name` in dfd if it is a regular file (never what a link points at). */
-static void unlink_regular(int dfd, const char *name)
+/* Remove `name` in dfd if it is a regular file owned by `me` (never what
+ * a link points at, never another user's file). */
+static void unlink_mine(int dfd, const char *name, uid_t me)
 {
 	struct stat st;
-	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_uid == me)
 		unlinkat(dfd, name, 0);
 }
 
@@ -89,7 +99,10 @@ bool log_sweep_one(int dfd, const char *companion)
 		return false;
 	struct stat st;
 	bool stale = false;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && cumemcap_ofd_lock(fd, 0, 0, F_RDLCK, false) == 0) {
+	uid_t me = geteuid();
+	/* A companion of ours: a regular file of our user's, with one name. */
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == me && st.st_nlink == 1 &&
+	    cumemcap_ofd_lock(fd, 0, 0, F_RDLCK, false) == 0) {
 		/* No writer holds it. Its content says whether one ever did. */
 		char buf[sizeof(SWEEP_MAGIC)];
 		ssize_t r = pread(fd, buf, sizeof(buf), 0);
@@ -104,9 +117,9 @@ bool log_sweep_one(int dfd, const char *companion)
 	 * removed it and a new writer made a new one meanwhile)? */
 	if (stale && same_file(dfd, companion, &st)) {
 		size_t n = strlen(target);
-		unlink_regular(dfd, target);
+		unlink_mine(dfd, target, me);
 		memcpy(target + n, ".tmp", 5);
-		unlink_regular(dfd, target);
+		unlink_mine(dfd, target, me);
 		if (same_file(dfd, companion, &st))
 			unlinkat(dfd, companion, 0);
 	} else {

@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""A shared node: what one user can and cannot do to another through
+cumemcap, run inside users.py's private mount namespace (its own /etc, /tmp
+and /dev/shm, and two users ALICE and BOB):
+
+- a shared metrics directory (node_exporter's textfile directory, sticky
+  and world-writable): a writer's sweep removes only files its own user
+  wrote, whoever planted a companion, and whether it runs as a user or as
+  root.
+
+Usage: test_shared_secure.py SHIM FAKE_DIR SECURE_HOLD
+(SECURE_HOLD: a CUDA client that holds its memory until stdin closes.)
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+import users
+
+# users.main() runs this program again in its namespace with the
+# arguments unittest is left with: ours go there through the environment.
+_ARGS = "SHARED_SECURE_TEST_ARGS"
+if _ARGS not in os.environ:
+    os.environ[_ARGS] = "\n".join(sys.argv[1:4])
+    del sys.argv[1:4]
+SHIM, FAKE_DIR, SECURE_HOLD = os.environ[_ARGS].split("\n")
+EXTRA = os.environ.get("LD_PRELOAD_EXTRA", "")
+SUFFIX = ".cumemcap-lock"
+MAGIC = "cumemcap metrics writer lock 1\n"
+LABEL_VARS = ("NODE_NAME", "POD_NAME", "POD_NAMESPACE", "CONTAINER_NAME")
+
+def clean_env(add):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_")) and k not in LABEL_VARS and k != _ARGS}
+    env.update(add)
+    return env
+
+
+def wait_for_series(path, proc=None):
+    """The text of a metrics file once it holds a series."""
+    for _ in range(500):
+        try:
+            with open(path) as f:
+                text = f.read()
+            if "{" in text:
+                return text
+        except FileNotFoundError:
+            pass
+        if proc is not None and proc.poll() is not None:
+            break
+        time.sleep(0.02)
+    raise AssertionError("no metrics at %s: %s" % (path, sorted(os.listdir(os.path.dirname(path)))))
+
+
+def textfile_dir():
+    """node_exporter's textfile directory: sticky and world-writable, owned
+    by root, under a directory only root can write (a world-writable parent
+    would make the writers refuse it)."""
+    base = users.shared_dir(0o755)
+    d = os.path.join(base, "textfile")
+    os.mkdir(d)
+    os.chmod(d, 0o1777)
+    return d
+
+
+@users.needs_users
+class SharedMetricsDirectory(unittest.TestCase):
+    """Anyone can create a companion `.NAME.cumemcap-lock` next to any NAME
+    in a sticky world-writable directory. A writer's sweep must still remove
+    only files its own user wrote."""
+
+    def setUp(self):
+        assert users.inside()
+        if os.path.lexists("/etc/cumemcap.conf"):   # the namespace's copy of /etc
+            os.unlink("/etc/cumemcap.conf")
+        self.shim, self.fake, self.writer = users.reachable(SHIM, FAKE_DIR, SECURE_HOLD)
+        self.dir = textfile_dir()
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+            for f in (p.stdin, p.stdout, p.stderr):
+                f.close()
+
+    def start(self, user):
+        """A capped writer run by USER (None: root), once its metrics file
+        has a series: it has taken its name and swept the directory."""
+        env = clean_env({"LD_PRELOAD": (EXTRA + ":" if EXTRA else "") + self.shim,
+                         "LD_LIBRARY_PATH": self.fake, "FAKECUDA_DEVICES": "4GiB",
+                         "CUMEMCAP_LOG": "off", "CUMEMCAP_LOG_INTERVAL": "0.1", "CUMEMCAP_LIMIT": "1GiB",
+                         "CUMEMCAP_METRICS": os.path.join(self.dir, "cumemcap-%p.prom"),
+                         "ASAN_OPTIONS": "detect_leaks=0"})
+        argv = [self.writer]   # not setuid here: a plain capped program
+        kw = dict(env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p = users.popen_as(user, argv, **kw) if user else subprocess.Popen(argv, **kw)
+        self.procs.append(p)
+        self.assertEqual(p.stdout.readline(), b"secure=0\n", p.stderr.read1(4096) if p.poll() is not None else "")
+        self.assertEqual(p.stdout.readline(), b"allocated=1024MiB\n")
+        wait_for_series(self.name_of(p), p)
+        return p
+
+    def name_of(self, p, companion=False):
+        name = "cumemcap-%d.prom" % p.pid
+        return os.path.join(self.dir, "." + name + SUFFIX if companion else name)
+
+    def stop(self, p):
+        p.stdin.close()
+        self.assertEqual(p.wait(timeout=30), 0)
+        self.assertEqual(p.stderr.read(), b"")
+
+    def plant(self, name, text, owner, age=0):
+        """A file NAME in the directory, with TEXT, owned by OWNER (None:
+        root), last modified AGE seconds ago."""
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            f.write(text)
+        if owner:
+            os.chown(path, users.uid(owner), users.gid(owner))
+        if age:
+            t = time.time() - age
+            os.utime(path, (t, t))
+        return path
+
+    def assert_kept(self, *paths):
+        left = sorted(os.listdir(self.dir))
+        for path in paths:
+            self.assertTrue(os.path.lexists(path), "%s was removed; left: %s" % (path, left))
+
+    def test_a_companion_planted_by_another_user_removes_nothing(self):
+        # BOB's own file, with a companion ALICE made (the magic content, no lock).
+        bob_file = self.plant("bob.prom", "bob's\n", users.BOB)
+        bob_bait = self.plant(".bob.prom" + SUFFIX, MAGIC, users.ALICE)
+        # Root's files (another collector's), with companions ALICE made:
+        # the magic, or empty and older than a minute.
+        smartmon = self.plant("smartmon.prom", "root's\n", None)
+        smartmon_bait = self.plant(".smartmon.prom" + SUFFIX, MAGIC, users.ALICE)
+        node = self.plant("node.prom", "root's\n", None)
+        node_bait = self.plant(".node.prom" + SUFFIX, "", users.ALICE, age=120)
+        # A root-owned file, and as its companion a second name of an empty,
+        # old root-owned file (a hard link, which ALICE could make where
+        # fs.protected_hardlinks is 0).
+        disk = self.plant("disk.prom", "root's\n", None)
+        spare = os.path.join(os.path.dirname(self.dir), "spare")
+        with open(spare, "w"):
+            pass
+        os.utime(spare, (time.time() - 120, time.time() - 120))
+        disk_bait = os.path.join(self.dir, ".disk.prom" + SUFFIX)
+        os.link(spare, disk_bait)
+        # A dead root writer's companion (its own) next to files ALICE made
+        # under that name: the companion goes, her files stay.
+        alice_file = self.plant("alice.prom", "alice's\n", users.ALICE)
+        alice_tmp = self.plant("alice.prom.tmp", "alice's\n", users.ALICE)
+        root_companion = self.plant(".alice.prom" + SUFFIX, MAGIC, None)
+
+        bob = self.start(users.BOB)
+        self.assert_kept(bob_file, bob_bait)
+        root = self.start(None)
+        self.assert_kept(smartmon, smartmon_bait, node, node_bait, disk, disk_bait, bob_file,
+                         alice_file, alice_tmp)
+        self.assertFalse(os.path.lexists(root_companion))
+        self.stop(bob)
+        self.stop(root)
+        self.assertEqual(sorted(os.listdir(self.dir)),
+                         sorted(os.path.basename(p) for p in (bob_file, bob_bait, smartmon, smartmon_bait,
+                                                              node, node_bait, disk, disk_bait,
+                                                              alice_file, alice_tmp)))
+
+    def test_root_leaves_another_users_dead_writer_to_that_user(self):
+        dead = self.start(users.ALICE)
+        mine = [self.name_of(dead), self.name_of(dead, companion=True)]
+        dead.send_signal(signal.SIGKILL)                # what the OOM killer sends
+        dead.wait()
+        self.assert_kept(*mine)
+        # Root's writer: not its files.
+        root = self.start(None)
+        self.assert_kept(*mine)
+        # BOB's writer: not his either (the sticky bit would refuse anyway).
+        bob = self.start(users.BOB)
+        self.assert_kept(*mine)
+        # ALICE's next writer sweeps them: they are hers.
+        alice = self.start(users.ALICE)
+        left = os.listdir(self.dir)
+        self.assertFalse({os.path.basename(p) for p in mine} & set(left), left)
+        for p in (root, bob, alice):
+            self.stop(p)
+        self.assertEqual(os.listdir(self.dir), [])
+
+
+if __name__ == "__main__":
+    users.main()
