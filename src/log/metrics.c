@@ -12,7 +12,8 @@
  * Labels, so that a series names one process on one GPU across a cluster:
  * pid, program, host (gethostname), node, pod, namespace, container (from
  * the Downward API variables NODE_NAME, POD_NAME, POD_NAMESPACE,
- * CONTAINER_NAME, read in the constructor; left out when unset or empty),
+ * CONTAINER_NAME, read in the constructor; left out when unset or empty,
+ * and under secure execution, where the caller chose the environment),
  * CUMEMCAP_LABELS's pairs, then per GPU gpu (nvidia-smi's index, as
  * dcgm-exporter's `gpu`; left out when NVML cannot say), cuda_device (the
  * CUDA ordinal), uuid and UUID (dcgm-exporter's name for it, for joins),
@@ -74,7 +75,9 @@ static CUMEMCAP_START_LARGE char downward_value[N_DOWNWARD][LABEL_VALUE_MAX + 1]
 CUMEMCAP_START_CODE void log_metrics_init(void)
 {
 	for (size_t i = 0; i < N_DOWNWARD; i++) {
-		const char *v = getenv(downward[i].variable);
+		/* Under secure execution the caller chose the environment:
+		 * no label of a setuid program's comes from it. */
+		const char *v = secure_getenv(downward[i].variable);
 		if (v) /* "" otherwise, as it is: nothing written */
 			cumemcap_copy_str(downward_value[i], sizeof(downward_value[i]), v);
 	}

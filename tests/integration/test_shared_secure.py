@@ -1,17 +1,23 @@
 #!/usr/bin/env python3
 """A shared node: what one user can and cannot do to another through
-cumemcap, run inside users.py's private mount namespace (its own /etc, /tmp
-and /dev/shm, and two users ALICE and BOB):
+cumemcap. Two parts, each run inside users.py's private mount namespace
+(its own /etc, /tmp and /dev/shm, and two users ALICE and BOB):
 
 - a shared metrics directory (node_exporter's textfile directory, sticky
   and world-writable): a writer's sweep removes only files its own user
   wrote, whoever planted a companion, and whether it runs as a user or as
-  root.
+  root;
+- a setuid-root CUDA program with the shim in /etc/ld.so.preload and a
+  root-owned /etc/cumemcap.conf (both the namespace's copies): the caller
+  picks neither the [program] section (argv[0]), nor a label (the Downward
+  API variables), nor a part of a path (%n).
 
 Usage: test_shared_secure.py SHIM FAKE_DIR SECURE_HOLD
 (SECURE_HOLD: a CUDA client that holds its memory until stdin closes.)
 """
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,6 +37,9 @@ EXTRA = os.environ.get("LD_PRELOAD_EXTRA", "")
 SUFFIX = ".cumemcap-lock"
 MAGIC = "cumemcap metrics writer lock 1\n"
 LABEL_VARS = ("NODE_NAME", "POD_NAME", "POD_NAMESPACE", "CONTAINER_NAME")
+
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
 
 def clean_env(add):
     env = {k: v for k, v in os.environ.items()
@@ -189,6 +198,98 @@ class SharedMetricsDirectory(unittest.TestCase):
         self.assertFalse({os.path.basename(p) for p in mine} & set(left), left)
         for p in (root, bob, alice):
             self.stop(p)
+        self.assertEqual(os.listdir(self.dir), [])
+
+
+@users.needs_users
+class SecureExecution(unittest.TestCase):
+    """A setuid-root CUDA program run by ALICE, with the shim preloaded from
+    /etc/ld.so.preload and a root-owned /etc/cumemcap.conf (the namespace's
+    copies). The caller chooses argv[0] and the environment: neither may
+    pick the limit, a label or a part of a path."""
+
+    CONF = "limit = 1GiB\nlog_interval = 0.1\nmetrics = %s\n[program big*]\nlimit = 3GiB\n"
+
+    def setUp(self):
+        assert users.inside()
+        if EXTRA:
+            self.skipTest("a sanitizer runtime cannot be preloaded into a setuid program")
+        shim, fake = users.reachable(SHIM, FAKE_DIR)
+        # The fake driver where ld.so looks under secure execution: a
+        # directory of ld.so.cache (the namespace's copy), as a real
+        # driver's is. -X: write the cache, create no links anywhere.
+        with open("/etc/ld.so.conf.d/cumemcap-test-fake.conf", "w") as f:
+            f.write(fake + "\n")
+        subprocess.run(["ldconfig", "-X"], check=True)
+        base = users.shared_dir(0o755)
+        self.probe = os.path.join(base, "probe")
+        self.bigprobe = os.path.join(base, "bigprobe")
+        for path in (self.probe, self.bigprobe):
+            shutil.copy(SECURE_HOLD, path)
+            os.chown(path, 0, 0)
+            os.chmod(path, 0o4755)
+        # Root's textfile directory.
+        self.dir = os.path.join(base, "textfile")
+        os.mkdir(self.dir, 0o755)
+        with open("/etc/cumemcap.conf", "w") as f:
+            f.write(self.CONF % os.path.join(self.dir, "%n.prom"))
+        os.chmod("/etc/cumemcap.conf", 0o644)
+        with open("/etc/ld.so.preload", "w") as f:
+            f.write(shim + "\n")
+        self.procs = []
+
+    def tearDown(self):
+        os.unlink("/etc/ld.so.preload")
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+            for f in (p.stdin, p.stdout, p.stderr):
+                f.close()
+        os.unlink("/etc/cumemcap.conf")
+
+    def run_probe(self, exe, argv0, user=users.ALICE, add=None):
+        env = clean_env({"FAKECUDA_DEVICES": "4GiB"})
+        env.update(add or {})
+        kw = dict(executable=exe, env=env, stdin=subprocess.DEVNULL)
+        if user:
+            return users.run_as(user, [argv0], **kw)
+        return subprocess.run([argv0], capture_output=True, text=True, timeout=60, **kw)
+
+    def test_program_section_is_the_executables_not_argv0s(self):
+        # `exec -a bigjob ./probe`: the global limit, whatever argv[0] says.
+        p = self.run_probe(self.probe, "bigjob")
+        self.assertEqual((p.stdout, p.stderr, p.returncode), ("secure=1\nallocated=1024MiB\n", "", 0))
+        # An executable whose own name matches gets its section, whatever argv[0] says.
+        p = self.run_probe(self.bigprobe, "small")
+        self.assertEqual((p.stdout, p.stderr, p.returncode), ("secure=1\nallocated=2048MiB\n", "", 0))
+        # Outside secure execution (root runs it: no AT_SECURE) argv[0]
+        # names the program, as for any other program.
+        p = self.run_probe(self.probe, "bigjob", user=None)
+        self.assertEqual((p.stdout, p.stderr, p.returncode), ("secure=0\nallocated=2048MiB\n", "", 0))
+
+    def test_no_label_and_no_path_from_the_caller(self):
+        add = {v: "caller-" + v.lower() for v in LABEL_VARS}
+        add["CUMEMCAP_LABELS"] = "team=caller"
+        env = clean_env(dict(add, FAKECUDA_DEVICES="4GiB"))
+        p = users.popen_as(users.ALICE, ["evil"], executable=self.probe, env=env, stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(p)
+        self.assertEqual(p.stdout.readline(), "secure=1\n")
+        self.assertEqual(p.stdout.readline(), "allocated=1024MiB\n")
+        # %n is the executable's name, not argv[0]: root's file is probe.prom.
+        text = wait_for_series(os.path.join(self.dir, "probe.prom"), p)
+        self.assertNotIn("evil", " ".join(os.listdir(self.dir)))
+        for line in text.splitlines():
+            if line.startswith("#"):
+                continue
+            labels = dict(LABEL.findall(line.split("{", 1)[1].rsplit("}", 1)[0]))
+            self.assertEqual(labels["program"], "probe", line)
+            self.assertFalse({"node", "pod", "namespace", "container", "team"} & set(labels), line)
+            self.assertNotIn("caller", line)
+        p.stdin.close()
+        self.assertEqual(p.wait(timeout=30), 0)
+        self.assertEqual(p.stderr.read(), "")
         self.assertEqual(os.listdir(self.dir), [])
 
 
