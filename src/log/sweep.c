@@ -28,9 +28,14 @@
  * files, and its own files whose companion someone else made, alone.
  * Another user's dead writer is swept by that user's next one.
  *
+ * The writer itself (metrics.c) holds to the same rule for its own NAME:
+ * it takes no name where another user's file already is, never renames
+ * over one, and at its end removes only regular files of its own user
+ * (log_sweep_others, log_sweep_unlink_mine).
+ *
  * Thread safety: called by the metrics writer only (metrics.c's lock);
  * no state of its own. Not async-signal-safe (readdir); the exit path
- * only unlinks (metrics.c). */
+ * only unlinks (metrics.c), through log_sweep_unlink_mine, which is. */
 #include "config.h"
 
 #include <dirent.h>
@@ -80,12 +85,16 @@ static bool same_file(int dfd, const char *name, const struct stat *held)
 	       st.st_ino == held->st_ino;
 }
 
-/* Remove `name` in dfd if it is a regular file owned by `me` (never what
- * a link points at, never another user's file). */
-static void unlink_mine(int dfd, const char *name, uid_t me)
+bool log_sweep_others(int dfd, const char *name)
 {
 	struct stat st;
-	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_uid == me)
+	return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_uid != geteuid();
+}
+
+void log_sweep_unlink_mine(int dfd, const char *name)
+{
+	struct stat st;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid())
 		unlinkat(dfd, name, 0);
 }
 
@@ -117,9 +126,9 @@ bool log_sweep_one(int dfd, const char *companion)
 	 * removed it and a new writer made a new one meanwhile)? */
 	if (stale && same_file(dfd, companion, &st)) {
 		size_t n = strlen(target);
-		unlink_mine(dfd, target, me);
+		log_sweep_unlink_mine(dfd, target);
 		memcpy(target + n, ".tmp", 5);
-		unlink_mine(dfd, target, me);
+		log_sweep_unlink_mine(dfd, target);
 		if (same_file(dfd, companion, &st))
 			unlinkat(dfd, companion, 0);
 	} else {

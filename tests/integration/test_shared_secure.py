@@ -6,7 +6,7 @@ cumemcap. Two parts, each run inside users.py's private mount namespace
 - a shared metrics directory (node_exporter's textfile directory, sticky
   and world-writable): a writer's sweep removes only files its own user
   wrote, whoever planted a companion, and whether it runs as a user or as
-  root;
+  root; and a writer never writes over another user's file;
 - a setuid-root CUDA program with the shim in /etc/ld.so.preload and a
   root-owned /etc/cumemcap.conf (both the namespace's copies): the caller
   picks neither the [program] section (argv[0]), nor a label (the Downward
@@ -97,13 +97,14 @@ class SharedMetricsDirectory(unittest.TestCase):
             for f in (p.stdin, p.stdout, p.stderr):
                 f.close()
 
-    def start(self, user):
-        """A capped writer run by USER (None: root), once its metrics file
-        has a series: it has taken its name and swept the directory."""
+    def start(self, user, name="cumemcap-%p.prom", expect=None):
+        """A capped writer run by USER (None: root) of metrics file NAME
+        (a template), once the file EXPECT (default: NAME for its pid) has
+        a series: it has taken its name and swept the directory."""
         env = clean_env({"LD_PRELOAD": (EXTRA + ":" if EXTRA else "") + self.shim,
                          "LD_LIBRARY_PATH": self.fake, "FAKECUDA_DEVICES": "4GiB",
                          "CUMEMCAP_LOG": "off", "CUMEMCAP_LOG_INTERVAL": "0.1", "CUMEMCAP_LIMIT": "1GiB",
-                         "CUMEMCAP_METRICS": os.path.join(self.dir, "cumemcap-%p.prom"),
+                         "CUMEMCAP_METRICS": os.path.join(self.dir, name),
                          "ASAN_OPTIONS": "detect_leaks=0"})
         argv = [self.writer]   # not setuid here: a plain capped program
         kw = dict(env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -111,7 +112,7 @@ class SharedMetricsDirectory(unittest.TestCase):
         self.procs.append(p)
         self.assertEqual(p.stdout.readline(), b"secure=0\n", p.stderr.read1(4096) if p.poll() is not None else "")
         self.assertEqual(p.stdout.readline(), b"allocated=1024MiB\n")
-        wait_for_series(self.name_of(p), p)
+        wait_for_series(os.path.join(self.dir, expect) if expect else self.name_of(p), p)
         return p
 
     def name_of(self, p, companion=False):
@@ -179,6 +180,20 @@ class SharedMetricsDirectory(unittest.TestCase):
                          sorted(os.path.basename(p) for p in (bob_file, bob_bait, smartmon, smartmon_bait,
                                                               node, node_bait, disk, disk_bait,
                                                               alice_file, alice_tmp)))
+
+    def test_a_writer_never_replaces_another_users_file(self):
+        # ALICE's files at the name root's writer is told to write, and at
+        # the next name's .tmp: root takes the name after, and leaves hers.
+        gpu = self.plant("gpu.prom", "alice's\n", users.ALICE)
+        gpu1_tmp = self.plant("gpu.1.prom.tmp", "alice's\n", users.ALICE)
+        root = self.start(None, "gpu.prom", expect="gpu.2.prom")
+        time.sleep(0.3)                                  # a few more rewrites
+        self.stop(root)
+        for path in (gpu, gpu1_tmp):
+            with open(path) as f:
+                self.assertEqual(f.read(), "alice's\n")
+            self.assertEqual(os.stat(path).st_uid, users.uid(users.ALICE))
+        self.assertEqual(sorted(os.listdir(self.dir)), ["gpu.1.prom.tmp", "gpu.prom"])
 
     def test_root_leaves_another_users_dead_writer_to_that_user(self):
         dead = self.start(users.ALICE)
