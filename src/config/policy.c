@@ -140,8 +140,10 @@ static CUMEMCAP_START_CODE bool on_section(void *ctx, const char *kind, const ch
 		}
 		st->kind = SECTION_PROGRAM;
 		/* The first section that matches applies; later ones are still
-		 * checked, into scratch. */
-		if (p->program_section_line == 0 && fnmatch(arg, p->program, 0) == 0) {
+		 * checked, into scratch. A process without a name (an empty
+		 * argv[0], or under secure execution an executable whose name
+		 * cannot be read) matches none, not even [program *]. */
+		if (p->program_section_line == 0 && p->program[0] && fnmatch(arg, p->program, 0) == 0) {
 			p->program_section_line = line;
 			st->layer = &p->program_layer;
 		} else {
@@ -729,6 +731,23 @@ static void program_from_proc(char *out, size_t len)
 	cumemcap_program_name(argc, argv, out, len);
 }
 
+/* Under secure execution the caller chose argv (`exec -a`), so the name is
+ * the executable's own: the base name of /proc/self/exe, which the caller
+ * cannot point elsewhere (only a hard link names the same file otherwise,
+ * and fs.protected_hardlinks refuses one to a privileged file the caller
+ * does not own). No interpreter's script: the kernel ignores setuid on scripts.
+ * "" when it cannot be read: then no [program] section applies. */
+static void program_from_exe(char *out, size_t len)
+{
+	char path[CUMEMCAP_PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+	out[0] = '\0';
+	if (n <= 0 || (size_t)n >= sizeof(path) - 1)
+		return;
+	path[n] = '\0';
+	cumemcap_copy_str(out, len, base_name(path));
+}
+
 static CUMEMCAP_START_CODE void policy_init(void)
 {
 	static char err[2048]; /* written only on failure */
@@ -748,7 +767,9 @@ static CUMEMCAP_START_CODE void policy_init(void)
 	/* AT_SECURE: setuid, setgid or file capabilities; the kernel's and
 	 * ld.so's own notion, the one that makes ld.so ignore LD_LIBRARY_PATH. */
 	bool secure = getauxval(AT_SECURE) != 0;
-	if (start.argv)
+	if (secure)
+		program_from_exe(program, sizeof(program));
+	else if (start.argv)
 		cumemcap_program_name(start.argc, start.argv, program, sizeof(program));
 	else
 		program_from_proc(program, sizeof(program));

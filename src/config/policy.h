@@ -352,7 +352,10 @@ void cumemcap_source_format(const struct cumemcap_policy *p, const struct cumemc
 
 /* The program name sections match: the base name of argv[0]; for an
  * interpreter (python*, perl, ruby, node, bash, sh, Rscript, julia, ...)
- * the base name of the script it runs, or "-m MODULE"'s module name. */
+ * the base name of the script it runs, or "-m MODULE"'s module name.
+ * (Under secure execution the library names the process after its
+ * executable instead, the base name of /proc/self/exe: the caller chose
+ * argv. A process with no name matches no [program] section.) */
 void cumemcap_program_name(int argc, char *const *argv, char *out, size_t len);
 
 /* The process's policy; built on first use. Bad settings end the process

@@ -188,6 +188,13 @@ int log_sweep_claim(int dfd, const char *companion, struct stat *held);
 bool log_sweep_one(int dfd, const char *companion);
 /* Sweep every companion in dfd but `mine`. */
 void log_sweep_dir(int dfd, const char *mine);
+/* Whether `name` in dfd is there and another user's (of any file type):
+ * not one a writer may replace. */
+bool log_sweep_others(int dfd, const char *name);
+/* Remove `name` in dfd if it is a regular file of the effective uid's
+ * (never what a link points at, never another user's file).
+ * Async-signal-safe. */
+void log_sweep_unlink_mine(int dfd, const char *name);
 
 /* NAME with ".N" before its extension (N > 0): "x.jsonl" -> "x.1.jsonl",
  * "x" -> "x.1" (file.c). False when it does not fit. */

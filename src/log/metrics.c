@@ -12,7 +12,8 @@
  * Labels, so that a series names one process on one GPU across a cluster:
  * pid, program, host (gethostname), node, pod, namespace, container (from
  * the Downward API variables NODE_NAME, POD_NAME, POD_NAMESPACE,
- * CONTAINER_NAME, read in the constructor; left out when unset or empty),
+ * CONTAINER_NAME, read in the constructor; left out when unset or empty,
+ * and under secure execution, where the caller chose the environment),
  * CUMEMCAP_LABELS's pairs, then per GPU gpu (nvidia-smi's index, as
  * dcgm-exporter's `gpu`; left out when NVML cannot say), cuda_device (the
  * CUDA ordinal), uuid and UUID (dcgm-exporter's name for it, for joins),
@@ -74,7 +75,9 @@ static CUMEMCAP_START_LARGE char downward_value[N_DOWNWARD][LABEL_VALUE_MAX + 1]
 CUMEMCAP_START_CODE void log_metrics_init(void)
 {
 	for (size_t i = 0; i < N_DOWNWARD; i++) {
-		const char *v = getenv(downward[i].variable);
+		/* Under secure execution the caller chose the environment:
+		 * no label of a setuid program's comes from it. */
+		const char *v = secure_getenv(downward[i].variable);
 		if (v) /* "" otherwise, as it is: nothing written */
 			cumemcap_copy_str(downward_value[i], sizeof(downward_value[i]), v);
 	}
@@ -94,8 +97,8 @@ void log_metrics_unlink(void)
 	struct dir_failure df;
 	int dfd = log_resolve_dir(metrics_dir, false, at, sizeof(at), &df);
 	if (dfd >= 0) {
-		unlinkat(dfd, metrics_name, 0);
-		unlinkat(dfd, metrics_tmp, 0);
+		log_sweep_unlink_mine(dfd, metrics_name);
+		log_sweep_unlink_mine(dfd, metrics_tmp);
 		struct stat st;
 		if (companion_fd >= 0 && fstatat(dfd, companion, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    st.st_dev == companion_st.st_dev && st.st_ino == companion_st.st_ino)
@@ -156,14 +159,24 @@ static void claim(void)
 			break;
 		}
 		fd = log_sweep_claim(dfd, companion, &companion_st);
+		/* Another user's file under this name or its .tmp is not ours
+		 * to replace: the next name. */
+		snprintf(metrics_tmp, sizeof(metrics_tmp), "%s.tmp", metrics_name);
+		if (fd >= 0 && (log_sweep_others(dfd, metrics_name) || log_sweep_others(dfd, metrics_tmp))) {
+			unlinkat(dfd, companion, 0); /* ours: created and locked just now */
+			close(fd);
+			fd = -EEXIST;
+		}
 	}
 	if (fd < 0) {
 		close(dfd);
-		metrics_off(fd == -EEXIST ? "100 writers hold this name and its .1 to .99" : "", -fd);
+		if (fd == -EEXIST)
+			metrics_off("live writers or other users' files hold this name and its .1 to .99", 0);
+		else
+			metrics_off("", -fd);
 		return;
 	}
 	companion_fd = fd;
-	snprintf(metrics_tmp, sizeof(metrics_tmp), "%s.tmp", metrics_name);
 	if (slash)
 		snprintf(metrics_path + (slash + 1 - metrics_path), sizeof(metrics_path) - (size_t)(slash + 1 - metrics_path),
 			 "%s", metrics_name);
@@ -233,10 +246,12 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 		log_sweep_dir(dfd, companion);
 		last_sweep_ms = now_ms();
 	}
-	unlinkat(dfd, metrics_tmp, 0);
+	log_sweep_unlink_mine(dfd, metrics_tmp);
 	int fd = openat(dfd, metrics_tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0) {
-		metrics_off("", errno);
+		int e = errno;
+		bool others = e == EEXIST && log_sweep_others(dfd, metrics_tmp);
+		metrics_off(others ? "another user's file is at its .tmp name now" : "", e);
 		close(dfd);
 		pthread_mutex_unlock(&metrics_lock);
 		return;
@@ -292,11 +307,14 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 	int err = o.lost || ho.lost || !out_write_all(fd, o.p, o.len) ? (errno ? errno : EIO) : 0;
 	if (close(fd) != 0 && !err)
 		err = errno;
-	if (!err && renameat(dfd, metrics_tmp, dfd, metrics_name) != 0)
+	/* Never over another user's file (one made after the name was
+	 * taken): root's rename would remove it. */
+	bool foreign = !err && log_sweep_others(dfd, metrics_name);
+	if (!err && !foreign && renameat(dfd, metrics_tmp, dfd, metrics_name) != 0)
 		err = errno;
-	if (err) {
+	if (err || foreign) {
 		unlinkat(dfd, metrics_tmp, 0);
-		metrics_off("", err);
+		metrics_off(foreign ? "another user's file is there now" : "", err);
 	} else if (atomic_load(&log_metrics_state) != OPEN) {
 		unlinkat(dfd, metrics_name, 0); /* the process ended meanwhile */
 	}

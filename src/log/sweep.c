@@ -19,9 +19,23 @@
  * anything else is left), then the companion. Nothing else is touched:
  * only names of that shape, only regular files, never through a link.
  *
+ * Only what the sweeper's own user wrote: the companion and each file it
+ * removes must be owned by the sweeper's effective uid, and the companion
+ * must have no other name (a hard link). The directory is shared (a
+ * textfile collector's is often sticky and world-writable), so anyone can
+ * create a companion next to any name: one planted by another user
+ * removes nothing, and a sweeper run by root leaves every other user's
+ * files, and its own files whose companion someone else made, alone.
+ * Another user's dead writer is swept by that user's next one.
+ *
+ * The writer itself (metrics.c) holds to the same rule for its own NAME:
+ * it takes no name where another user's file already is, never renames
+ * over one, and at its end removes only regular files of its own user
+ * (log_sweep_others, log_sweep_unlink_mine).
+ *
  * Thread safety: called by the metrics writer only (metrics.c's lock);
  * no state of its own. Not async-signal-safe (readdir); the exit path
- * only unlinks (metrics.c). */
+ * only unlinks (metrics.c), through log_sweep_unlink_mine, which is. */
 #include "config.h"
 
 #include <dirent.h>
@@ -71,11 +85,16 @@ static bool same_file(int dfd, const char *name, const struct stat *held)
 	       st.st_ino == held->st_ino;
 }
 
-/* Remove `name` in dfd if it is a regular file (never what a link points at). */
-static void unlink_regular(int dfd, const char *name)
+bool log_sweep_others(int dfd, const char *name)
 {
 	struct stat st;
-	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+	return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_uid != geteuid();
+}
+
+void log_sweep_unlink_mine(int dfd, const char *name)
+{
+	struct stat st;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid())
 		unlinkat(dfd, name, 0);
 }
 
@@ -89,7 +108,10 @@ bool log_sweep_one(int dfd, const char *companion)
 		return false;
 	struct stat st;
 	bool stale = false;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && cumemcap_ofd_lock(fd, 0, 0, F_RDLCK, false) == 0) {
+	uid_t me = geteuid();
+	/* A companion of ours: a regular file of our user's, with one name. */
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == me && st.st_nlink == 1 &&
+	    cumemcap_ofd_lock(fd, 0, 0, F_RDLCK, false) == 0) {
 		/* No writer holds it. Its content says whether one ever did. */
 		char buf[sizeof(SWEEP_MAGIC)];
 		ssize_t r = pread(fd, buf, sizeof(buf), 0);
@@ -104,9 +126,9 @@ bool log_sweep_one(int dfd, const char *companion)
 	 * removed it and a new writer made a new one meanwhile)? */
 	if (stale && same_file(dfd, companion, &st)) {
 		size_t n = strlen(target);
-		unlink_regular(dfd, target);
+		log_sweep_unlink_mine(dfd, target);
 		memcpy(target + n, ".tmp", 5);
-		unlink_regular(dfd, target);
+		log_sweep_unlink_mine(dfd, target);
 		if (same_file(dfd, companion, &st))
 			unlinkat(dfd, companion, 0);
 	} else {

@@ -288,6 +288,19 @@ START_TEST(policy_file_program_sections_first_match_wins)
 }
 END_TEST
 
+/* A process without a name (under secure execution: its executable's name
+ * could not be read) matches no [program] section, not even "*". */
+START_TEST(policy_file_program_sections_never_match_no_name)
+{
+	const char *text = "limit = 1GiB\n[program *]\nlimit = 3GiB\n";
+	ck_assert_msg(build(no_env, text, ""), "%s", err);
+	ck_assert_uint_eq(limit_of(0, NULL, 0), 1 * GiB);
+	ck_assert_uint_eq(policy.program_section_line, 0);
+	ck_assert_msg(build(no_env, text, "job"), "%s", err);
+	ck_assert_uint_eq(limit_of(0, NULL, 0), 3 * GiB);
+}
+END_TEST
+
 /* ---- precedence --------------------------------------------------------------- */
 
 static const char *const precedence_text =
@@ -951,6 +964,7 @@ TEST_SUITE(policy)
 	ADD_TEST(s, policy_file_every_key);
 	ADD_TEST(s, policy_file_device_sections_by_each_selector);
 	ADD_TEST(s, policy_file_program_sections_first_match_wins);
+	ADD_TEST(s, policy_file_program_sections_never_match_no_name);
 	ADD_TEST(s, policy_precedence_file_layers);
 	ADD_TEST(s, policy_precedence_environment_wins);
 	ADD_TEST(s, policy_file_errors_point_at_the_line);
