@@ -39,6 +39,17 @@ static bool owner_ok(const struct stat *st, enum cumemcap_book_kind kind, const 
 	return true;
 }
 
+static const char *file_type(mode_t mode)
+{
+	if (S_ISFIFO(mode))
+		return "a FIFO";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	if (S_ISDIR(mode))
+		return "a directory";
+	return "a device";
+}
+
 /* Open path without following a link or waiting on a FIFO, for writing
  * when allowed and asked. */
 static int open_shared(const char *path, bool try_write, bool *writable)
@@ -76,11 +87,7 @@ bool gtool_copy_read(struct gtool_copy *c, const char *dir, enum cumemcap_book_k
 		goto fail;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		snprintf(why, whylen, "not a regular file (%s)",
-			 S_ISFIFO(st.st_mode)  ? "a FIFO"
-			 : S_ISDIR(st.st_mode) ? "a directory"
-			 : S_ISSOCK(st.st_mode) ? "a socket"
-						: "a device");
+		snprintf(why, whylen, "not a regular file (%s)", file_type(st.st_mode));
 		goto fail;
 	}
 	if (!owner_ok(&st, kind, name, why, whylen))
