@@ -317,6 +317,11 @@ class SharedReaders(unittest.TestCase):
         os.symlink(self.secret, os.path.join(self.dir, "mine.jsonl"))
         self.assertEqual(self.pids(self.report("--json", self.dir)), [4242, 7001])
 
+    def test_report_reads_nothing_of_proc(self):
+        """A file of /proc (regular, but reading some has effects: /proc/kmsg)
+        is refused with one line, even named on the command line."""
+        self.one_line(self.report("/proc/self/status"), 1, "/proc/self/status", "a file of /proc")
+
     def test_report_waits_on_no_fifo(self):
         """A FIFO named on the command line is refused with one line."""
         self.plant_logs()

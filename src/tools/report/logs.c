@@ -7,14 +7,11 @@
 #include "logs.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "json.h"
 #include "text.h"
@@ -693,72 +690,8 @@ static void read_record(struct reader *r, const char *text, size_t len,
 
 /* ---- files ---------------------------------------------------------------------- */
 
-static const char *file_type(mode_t mode)
-{
-	return S_ISFIFO(mode) ? "a FIFO" : S_ISSOCK(mode) ? "a socket" : S_ISDIR(mode) ? "a directory"
-	       : S_ISLNK(mode) ? "a symbolic link" : "a device";
-}
-
-/* Open a log as `source` says (see logs.h): a stream on a regular file,
- * or NULL with *result FAILED (after one line) or SKIPPED (after one line
- * for another user's link; quietly for a listed entry that is no file). */
-static FILE *open_log(const char *path, enum report_source source, enum report_read *result)
-{
-	const int flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC;
-	bool listed = source == REPORT_LISTED;
-	struct stat st;
-	*result = REPORT_READ_FAILED;
-	int fd = open(path, flags | (listed ? O_NOFOLLOW : 0));
-	if (fd < 0 && listed && errno == ELOOP && lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
-		/* In a directory another user may write, their link could lead
-		 * anywhere the caller may read (/proc/kmsg): follow only ours.
-		 * In a sticky directory nobody else can replace our link. */
-		if (st.st_uid != geteuid()) {
-			fprintf(stderr, "cumemcap report: %s: skipped: a symbolic link owned by uid %u, not by you "
-					"(in a directory, only your own links are followed)\n", path,
-				(unsigned)st.st_uid);
-			*result = REPORT_READ_SKIPPED;
-			return NULL;
-		}
-		fd = open(path, flags);
-	}
-	if (fd < 0) {
-		fprintf(stderr, "cumemcap report: %s: cannot open: %s\n", path, strerror(errno));
-		return NULL;
-	}
-	if (fstat(fd, &st) != 0) {
-		fprintf(stderr, "cumemcap report: %s: cannot stat: %s\n", path, strerror(errno));
-		close(fd);
-		return NULL;
-	}
-	if (S_ISDIR(st.st_mode) && !listed) {
-		fprintf(stderr, "cumemcap report: %s: is a directory; expected a log file "
-				"(JSON Lines written by CUMEMCAP_LOG)\n", path);
-		close(fd);
-		return NULL;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		if (listed) {
-			/* A directory's *.jsonl entry that is no file (a
-			 * subdirectory, a FIFO): not a log, quietly. */
-			*result = REPORT_READ_SKIPPED;
-		} else {
-			fprintf(stderr, "cumemcap report: %s: %s, not a log file; give a regular file, or - to "
-					"read standard input\n", path, file_type(st.st_mode));
-		}
-		close(fd);
-		return NULL;
-	}
-	FILE *f = fdopen(fd, "r");
-	if (!f) {
-		fprintf(stderr, "cumemcap report: %s: cannot read: %s\n", path, strerror(errno));
-		close(fd);
-	}
-	return f;
-}
-
-enum report_read report_logs_read(struct report_set *set, const char *path, enum report_source source,
-				  size_t *records_out)
+enum report_read report_logs_read(struct report_set *set, const char *path,
+				  enum report_source source, size_t *records_out)
 {
 	struct reader r = { .set = set, .path = path };
 	struct line_reader lr = { 0 };
@@ -766,7 +699,10 @@ enum report_read report_logs_read(struct report_set *set, const char *path, enum
 	enum report_read result = REPORT_READ_DONE;
 
 	*records_out = 0;
-	lr.f = strcmp(path, "-") == 0 && source == REPORT_TYPED ? stdin : open_log(path, source, &result);
+	if (strcmp(path, "-") == 0 && source == REPORT_TYPED)
+		lr.f = stdin;
+	else
+		lr.f = report_log_open(path, source, &result);
 	if (!lr.f)
 		return result;
 	result = REPORT_READ_DONE;

@@ -26,6 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "logfile.h"
+
 #define REPORT_MAX_LINE (1024 * 1024)
 
 /* Warnings about skipped lines stop after this many per file (a count of
@@ -133,29 +135,11 @@ struct report_set {
 	size_t seq;
 };
 
-/* How a log's path came to the reader. Logs often live in directories
- * other users write to (/var/log/cumemcap), so a file is always opened
- * non-blocking and read only when fstat() says it is a regular file: a
- * FIFO or a device never hangs the report. */
-enum report_source {
-	REPORT_TYPED,  /* given on the command line: a symbolic link is followed */
-	REPORT_LISTED, /* found in a directory given on the command line: only a
-			* link the caller owns is followed; another user's is
-			* skipped with a note */
-};
-
-enum report_read {
-	REPORT_READ_FAILED = 0, /* could not be opened or read (one line said why) */
-	REPORT_READ_DONE,
-	REPORT_READ_SKIPPED,    /* a listed entry that is no log to read: another user's link
-				 * (one line said so), or no regular file (quietly) */
-};
-
 /* Read every record of the log at `path` ("-": standard input) into `set`. Lines that are not
  * records get a warning on stderr. `records_out` gets how many records
  * this file gave. */
-enum report_read report_logs_read(struct report_set *set, const char *path, enum report_source source,
-				  size_t *records_out);
+enum report_read report_logs_read(struct report_set *set, const char *path,
+				  enum report_source source, size_t *records_out);
 
 /* After the last file: merge a process given twice (same pid and start
  * time; the copy with more records wins, a note on stderr), order the

@@ -63,8 +63,8 @@ static void usage(FILE *f)
 	      "Inputs:\n"
 	      "  LOG                 a footprint log (JSON Lines): a regular file, a link to one\n"
 	      "                      is followed.\n"
-	      "  DIR                 every *.jsonl file in the directory (not its subdirectories);\n"
-	      "                      of its links only your own are followed.\n"
+	      "  DIR                 every *.jsonl file in the directory (not its\n"
+	      "                      subdirectories); of its links only your own are followed.\n"
 	      "  -                   standard input.\n"
 	      "\n"
 	      "Options:\n"
@@ -348,8 +348,8 @@ int main(int argc, char **argv)
 	size_t nempty = 0;
 	for (size_t i = 0; i < files.n; i++) {
 		size_t records;
-		enum report_read got = report_logs_read(&set, files.paths[i],
-							files.listed[i] ? REPORT_LISTED : REPORT_TYPED, &records);
+		enum report_source source = files.listed[i] ? REPORT_LISTED : REPORT_TYPED;
+		enum report_read got = report_logs_read(&set, files.paths[i], source, &records);
 		if (got == REPORT_READ_FAILED)
 			status = 1;
 		if (got != REPORT_READ_DONE)
