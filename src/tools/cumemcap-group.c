@@ -7,7 +7,9 @@
  *   cumemcap-group top [--dir DIR] [--once] [--json] [--interval SECONDS] [--debug]
  *
  * It reads the books (state/book.h) that processes under the shim keep in
- * DIR (--dir, else CUMEMCAP_GROUP_DIR, else /dev/shm), never their logs.
+ * DIR (--dir, else CUMEMCAP_GROUP_DIR, else /dev/shm), never their logs;
+ * list, show and top copy them as group/reader.h says, so that nothing
+ * another user plants in DIR can block, crash or hide from them.
  * Exit status: 0, 1 on a runtime failure, 2 on a wrong argument; every
  * error is one line "cumemcap group: ..." (or "cumemcap top: ...").
  *
@@ -27,6 +29,7 @@
 #include "config/parse.h"
 #include "state/book.h"
 #include "tools/group/gtool.h"
+#include "tools/group/reader.h"
 
 struct args {
 	const char *dir;
@@ -95,28 +98,27 @@ static void book_path(const struct args *a, char *path, size_t len)
 		gtool_die(GTOOL_USAGE, "--dir %s: the path of group %s's book is too long", a->dir, a->name);
 }
 
-/* Open group a->name's book to read it (show) or die naming the file. */
-static void open_read(const struct args *a, struct cumemcap_book *b)
+/* Copy group a->name's book to read it (show) or die naming the file. */
+static void open_read(const struct args *a, struct gtool_copy *c)
 {
 	char path[1024], why[256];
 	book_path(a, path, sizeof(path));
-	if (access(path, F_OK) != 0 && errno == ENOENT)
+	struct stat st;
+	if (lstat(path, &st) != 0 && errno == ENOENT)
 		gtool_die(GTOOL_FAILED, "no group \"%s\" in %s: %s does not exist (a group's book is made by "
 			  "its first member)", a->name, a->dir, path);
-	if (!cumemcap_book_open_existing(b, path, CUMEMCAP_BOOK_GROUP, false, why, sizeof(why)))
+	if (!gtool_copy_read(c, a->dir, CUMEMCAP_BOOK_GROUP, a->name, false, why, sizeof(why)))
 		gtool_die(GTOOL_FAILED, "%s: %s", path, why);
 }
 
 /* ---- list ----------------------------------------------------------------------------------- */
 
-#define MAX_BOOKS 4096
-
 static int cmd_list(int argc, char **argv)
 {
 	struct args a;
 	parse(argc, argv, "list", false, false, &a);
-	char *names[MAX_BOOKS];
-	int n = gtool_scan(a.dir, CUMEMCAP_BOOK_GROUP, names, MAX_BOOKS);
+	char **names;
+	int n = gtool_scan(a.dir, CUMEMCAP_BOOK_GROUP, &names);
 	if (n < 0)
 		gtool_die(GTOOL_FAILED, "--dir %s: cannot read it: %s", a.dir, strerror(errno));
 	struct gtool_table t;
@@ -128,18 +130,14 @@ static int cmd_list(int argc, char **argv)
 	if (a.json)
 		printf("{\"dir\":"), cumemcap_json_put_str(stdout, a.dir), printf(",\"groups\":[");
 	for (int i = 0; i < n; i++) {
-		char path[1024], why[256];
-		struct cumemcap_book b;
+		char why[256];
+		struct gtool_copy b;
 		struct gtool_book s;
-		bool ok = cumemcap_book_path(path, sizeof(path), a.dir, CUMEMCAP_BOOK_GROUP, names[i]);
-		if (!ok)
-			snprintf(why, sizeof(why), "its path is too long");
-		else
-			ok = cumemcap_book_open_existing(&b, path, CUMEMCAP_BOOK_GROUP, false, why, sizeof(why));
-		if (ok) {
-			gtool_snapshot(&b, CUMEMCAP_BOOK_GROUP, &s);
-			cumemcap_book_close(&b);
-		}
+		bool ok = gtool_copy_read(&b, a.dir, CUMEMCAP_BOOK_GROUP, names[i], false, why, sizeof(why));
+		const char *path = b.book.path;
+		if (ok)
+			gtool_snapshot(&b.book, CUMEMCAP_BOOK_GROUP, &s);
+		gtool_copy_close(&b); /* its path stays */
 		if (a.json) {
 			printf("%s{\"name\":", i ? "," : "");
 			cumemcap_json_put_str(stdout, names[i]);
@@ -149,7 +147,6 @@ static int cmd_list(int argc, char **argv)
 				printf(",\"error\":");
 				cumemcap_json_put_str(stdout, why);
 				printf("}");
-				free(names[i]);
 				continue;
 			}
 			printf(",\"members\":%u,\"dead\":%u,\"gpus\":[", s.live, s.dead);
@@ -191,8 +188,8 @@ static int cmd_list(int argc, char **argv)
 		}
 		if (ok)
 			gtool_snapshot_free(&s);
-		free(names[i]);
 	}
+	gtool_scan_free(names, n);
 	if (a.json)
 		printf("]}\n");
 	else if (n == 0)
@@ -358,16 +355,16 @@ static int cmd_show(int argc, char **argv)
 {
 	struct args a;
 	parse(argc, argv, "show", true, false, &a);
-	struct cumemcap_book b;
+	struct gtool_copy b;
 	struct gtool_book s;
 	open_read(&a, &b);
-	gtool_snapshot(&b, CUMEMCAP_BOOK_GROUP, &s);
+	gtool_snapshot(&b.book, CUMEMCAP_BOOK_GROUP, &s);
 	if (a.json)
-		show_json(&s, &b, b.path);
+		show_json(&s, &b.book, b.book.path);
 	else
-		show_text(&s, &b, b.path);
+		show_text(&s, &b.book, b.book.path);
 	gtool_snapshot_free(&s);
-	cumemcap_book_close(&b);
+	gtool_copy_close(&b);
 	return 0;
 }
 

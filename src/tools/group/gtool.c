@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,28 +49,49 @@ static bool uid_name(const char *s)
 	return true;
 }
 
-int gtool_scan(const char *dir, enum cumemcap_book_kind kind, char **names, int max)
+int gtool_scan(const char *dir, enum cumemcap_book_kind kind, char ***out)
 {
 	const char *prefix = kind == CUMEMCAP_BOOK_GROUP ? "cumemcap-group." : "cumemcap-node.";
 	size_t plen = strlen(prefix);
+	*out = NULL;
 	DIR *d = opendir(dir);
 	if (!d)
 		return -1;
-	int n = 0;
+	char **names = NULL;
+	size_t n = 0, cap = 0;
 	struct dirent *e;
-	while ((e = readdir(d)) != NULL && n < max) {
+	/* Every entry, however many: which files are books is known only once
+	 * each is opened, so no bound may be applied here (files planted
+	 * first in readdir's order would hide the books after them). */
+	while ((e = readdir(d)) != NULL && n < INT_MAX) {
 		if (strncmp(e->d_name, prefix, plen) != 0)
 			continue;
 		const char *name = e->d_name + plen;
 		if (kind == CUMEMCAP_BOOK_GROUP ? !cumemcap_book_name_ok(name) : !uid_name(name))
 			continue;
-		names[n] = strdup(name);
-		if (names[n])
-			n++;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 64;
+			char **grown = realloc(names, cap * sizeof(*names));
+			if (!grown)
+				gtool_die(GTOOL_FAILED, "out of memory listing %s", dir);
+			names = grown;
+		}
+		if (!(names[n] = strdup(name)))
+			gtool_die(GTOOL_FAILED, "out of memory listing %s", dir);
+		n++;
 	}
 	closedir(d);
-	qsort(names, (size_t)n, sizeof(*names), by_name);
-	return n;
+	if (n)
+		qsort(names, n, sizeof(*names), by_name);
+	*out = names;
+	return (int)n;
+}
+
+void gtool_scan_free(char **names, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
 }
 
 /* ---- snapshots ------------------------------------------------------------------------------ */

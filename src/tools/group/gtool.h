@@ -3,13 +3,15 @@
  * books and the files in it, a snapshot of one book's figures, and the
  * text table and JSON writers they print with.
  *
- * The books are read through state/book.h only (the shim's own loader and
- * checks); a book is another process's live memory, so every figure is
- * loaded once into a snapshot and everything printed comes from it.
+ * The books are opened and copied by reader.h (any user may plant a file
+ * under a book's name) and checked by state/book.h's loader; every figure
+ * is loaded once from the copy into a snapshot and everything printed
+ * comes from it.
  *
- * Thread safety: single-threaded; the program starts no thread. The only
+ * Thread safety: single-threaded; the program starts no thread. The
  * state shared with another context is `gtool_stop`, set by the SIGINT
- * handler of `top` and read by main's loop (a volatile sig_atomic_t). */
+ * and SIGTERM handler of `top` and read by its loops (a volatile
+ * sig_atomic_t), and reader.c's SIGBUS jump while it reaps. */
 #pragma once
 
 #include <signal.h>
@@ -36,9 +38,13 @@ const char *gtool_default_dir(void);
 
 /* The book files of `dir` of one kind, sorted by name: for each, the
  * name after the prefix ("NAME" of cumemcap-group.NAME, the uid of
- * cumemcap-node.UID). Returns how many (at most `max`); -1 with errno
- * when the directory cannot be read. Each name is malloc()ed. */
-int gtool_scan(const char *dir, enum cumemcap_book_kind kind, char **names, int max);
+ * cumemcap-node.UID). The whole directory is read before anything is
+ * bounded or opened: a file here is only a candidate, which the caller
+ * opens and checks (reader.h). Returns how many, with *names malloc()ed
+ * (free with gtool_scan_free); -1 with errno when the directory cannot be
+ * read. */
+int gtool_scan(const char *dir, enum cumemcap_book_kind kind, char ***names);
+void gtool_scan_free(char **names, int n);
 
 /* What one member publishes for one GPU, loaded once. */
 struct gtool_figs {

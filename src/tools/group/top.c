@@ -2,13 +2,15 @@
  * may see, from the books in DIR: the groups' (cumemcap-group.NAME) and
  * the users' registries of processes in no group (cumemcap-node.UID).
  * One row per member and GPU, then totals per GPU and per group; --once
- * for one view, else a view every --interval seconds until SIGINT.
- * A dead member (its slot live, its lock free) is shown once as dead and
- * then reaped (its share of the budget returned), when the caller may
- * write its book.
+ * for one view, else a view every --interval seconds until SIGINT or
+ * SIGTERM. A dead member (its slot live, its lock free) is shown once as
+ * dead and reaped (its share of the budget returned) as soon as its book's
+ * snapshot is taken, when the caller may write its book. Books are read as
+ * reader.h says: a file another user plants under a book's name is skipped
+ * (--debug says why), never waited on, and never hides the books after it.
  *
- * Thread safety: single-threaded; the SIGINT handler only sets
- * gtool_stop (see gtool.h). */
+ * Thread safety: single-threaded; the SIGINT and SIGTERM handler only
+ * sets gtool_stop (see gtool.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -18,8 +20,7 @@
 
 #include "config/parse.h"
 #include "tools/group/gtool.h"
-
-#define MAX_BOOKS 1024
+#include "tools/group/reader.h"
 
 static const char usage_line[] = "usage: cumemcap top [--dir DIR] [--once] [--json] [--interval SECONDS] [--debug]";
 
@@ -29,19 +30,27 @@ struct opts {
 	uint32_t interval_ms;
 };
 
-/* One open book of the view. */
-struct seen {
-	struct cumemcap_book book;
-	struct gtool_book snap;
-	bool writable;
-};
-
 /* A GPU of the node, by UUID, over every book. */
 struct node_gpu {
 	char uuid[48], pci[16];
 	uint64_t total;
 	unsigned processes;
 	uint64_t live, pooled, reserved, footprint;
+};
+
+/* One book of the view: its snapshot (the book itself is closed once
+ * the snapshot is taken). */
+struct seen {
+	struct gtool_book snap;
+};
+
+/* The view's books and GPUs, grown as needed: nothing a user plants can
+ * fill a table and hide what comes after it. */
+struct view_state {
+	struct seen *books;
+	size_t n, cap;
+	struct node_gpu *gpus;
+	size_t ngpus, gpus_cap;
 };
 
 static void on_sigint(int sig)
@@ -83,38 +92,56 @@ static void parse(int argc, char **argv, struct opts *o)
 		gtool_die(GTOOL_USAGE, "--dir: empty; give the directory of the books (default /dev/shm)");
 }
 
-/* Open every readable book of one kind in dir, appending to `books`. */
-static void open_kind(const struct opts *o, enum cumemcap_book_kind kind, struct seen *books, unsigned *n)
+static void *grow(void *p, size_t *cap, size_t size)
 {
-	char *names[MAX_BOOKS];
-	int k = gtool_scan(o->dir, kind, names, MAX_BOOKS);
-	if (k < 0)
-		gtool_die(GTOOL_FAILED, "--dir %s: cannot read it: %s", o->dir, strerror(errno));
-	for (int i = 0; i < k; i++) {
-		char path[1024], why[256];
-		struct seen *s = &books[*n];
-		if (*n < MAX_BOOKS && cumemcap_book_path(path, sizeof(path), o->dir, kind, names[i])) {
-			/* Writable when the caller may write it: then it can reap. */
-			s->writable = access(path, R_OK | W_OK) == 0 &&
-				      cumemcap_book_open_existing(&s->book, path, kind, true, why, sizeof(why));
-			if (s->writable ||
-			    cumemcap_book_open_existing(&s->book, path, kind, false, why, sizeof(why))) {
-				gtool_snapshot(&s->book, kind, &s->snap);
-				++*n;
-			} else if (o->debug) {
-				fprintf(stderr, "cumemcap top: skipped %s: %s\n", path, why);
-			}
-		}
-		free(names[i]);
-	}
+	*cap = *cap ? *cap * 2 : 64;
+	p = realloc(p, *cap * size);
+	if (!p)
+		gtool_die(GTOOL_FAILED, "out of memory");
+	return p;
 }
 
-static struct node_gpu *node_gpu(struct node_gpu *gpus, unsigned *n, const struct gtool_gpu *g)
+/* Copy and snapshot every book of one kind in dir that passes the
+ * reader's checks, appending to the view; the others are skipped (with
+ * --debug, one line each). The whole directory is read first. */
+static void open_kind(const struct opts *o, enum cumemcap_book_kind kind, struct view_state *v)
 {
-	for (unsigned i = 0; i < *n; i++)
-		if (strcmp(gpus[i].uuid, g->uuid) == 0)
-			return &gpus[i];
-	struct node_gpu *e = &gpus[(*n)++];
+	char **names;
+	int k = gtool_scan(o->dir, kind, &names);
+	if (k < 0)
+		gtool_die(GTOOL_FAILED, "--dir %s: cannot read it: %s", o->dir, strerror(errno));
+	for (int i = 0; i < k && !gtool_stop; i++) {
+		char why[256];
+		struct gtool_copy c;
+		if (v->n == v->cap)
+			v->books = grow(v->books, &v->cap, sizeof(*v->books));
+		struct seen *s = &v->books[v->n];
+		/* Writable when the caller may write it: then it can reap. */
+		if (!gtool_copy_read(&c, o->dir, kind, names[i], true, why, sizeof(why))) {
+			if (o->debug)
+				fprintf(stderr, "cumemcap top: skipped %s: %s\n", c.book.path, why);
+			continue;
+		}
+		gtool_snapshot(&c.book, kind, &s->snap);
+		/* The view shows the dead as the snapshot has them; their share
+		 * is returned now, so that no book stays open (however many a
+		 * user plants, the view holds one descriptor at a time). */
+		if (c.writable && s->snap.dead)
+			gtool_copy_reap(&c);
+		gtool_copy_close(&c);
+		v->n++;
+	}
+	gtool_scan_free(names, k);
+}
+
+static struct node_gpu *node_gpu(struct view_state *v, const struct gtool_gpu *g)
+{
+	for (size_t i = 0; i < v->ngpus; i++)
+		if (strcmp(v->gpus[i].uuid, g->uuid) == 0)
+			return &v->gpus[i];
+	if (v->ngpus == v->gpus_cap)
+		v->gpus = grow(v->gpus, &v->gpus_cap, sizeof(*v->gpus));
+	struct node_gpu *e = &v->gpus[v->ngpus++];
 	memset(e, 0, sizeof(*e));
 	snprintf(e->uuid, sizeof(e->uuid), "%s", g->uuid);
 	snprintf(e->pci, sizeof(e->pci), "%s", g->pci);
@@ -178,11 +205,11 @@ static void text_proc(struct gtool_table *t, const struct seen *s, const struct 
 /* One view: open, print, reap, close. */
 static void view(const struct opts *o)
 {
-	static struct seen books[MAX_BOOKS];
-	static struct node_gpu gpus[CUMEMCAP_BOOK_GPUS * 4];
-	unsigned n = 0, ngpus = 0;
-	open_kind(o, CUMEMCAP_BOOK_GROUP, books, &n);
-	open_kind(o, CUMEMCAP_BOOK_REGISTRY, books, &n);
+	struct view_state v = { 0 };
+	open_kind(o, CUMEMCAP_BOOK_GROUP, &v);
+	open_kind(o, CUMEMCAP_BOOK_REGISTRY, &v);
+	struct seen *books = v.books;
+	size_t n = v.n;
 
 	struct gtool_table procs;
 	static const char *const spec[] = { ">PID", "PROGRAM", "GROUP", "GPU", ">LIMIT", ">LIVE", ">POOLED", ">RESERVED",
@@ -191,7 +218,7 @@ static void view(const struct opts *o)
 	bool first = true;
 	if (o->json)
 		printf("{\"processes\":[");
-	for (unsigned b = 0; b < n; b++) {
+	for (size_t b = 0; b < n; b++) {
 		const struct seen *s = &books[b];
 		for (unsigned i = 0; i < s->snap.nmembers; i++) {
 			const struct gtool_member *m = &s->snap.members[i];
@@ -204,15 +231,13 @@ static void view(const struct opts *o)
 					json_proc(s, m, g, &first);
 				else
 					text_proc(&procs, s, m, g);
-				if (ngpus < sizeof(gpus) / sizeof(gpus[0])) {
-					struct node_gpu *e = node_gpu(gpus, &ngpus, &s->snap.gpu[g]);
-					if (m->alive) {
-						e->processes++;
-						e->live += m->gpu[g].live;
-						e->pooled += m->gpu[g].pooled;
-						e->reserved += m->gpu[g].reserved;
-						e->footprint += m->gpu[g].footprint;
-					}
+				struct node_gpu *e = node_gpu(&v, &s->snap.gpu[g]);
+				if (m->alive) {
+					e->processes++;
+					e->live += m->gpu[g].live;
+					e->pooled += m->gpu[g].pooled;
+					e->reserved += m->gpu[g].reserved;
+					e->footprint += m->gpu[g].footprint;
 				}
 			}
 			if (!any) {
@@ -225,8 +250,8 @@ static void view(const struct opts *o)
 	}
 	if (o->json) {
 		printf("],\"gpus\":[");
-		for (unsigned i = 0; i < ngpus; i++) {
-			const struct node_gpu *e = &gpus[i];
+		for (size_t i = 0; i < v.ngpus; i++) {
+			const struct node_gpu *e = &v.gpus[i];
 			printf("%s{\"uuid\":\"%s\",\"pci\":", i ? "," : "", e->uuid);
 			cumemcap_json_put_str(stdout, e->pci);
 			printf(",\"total\":%llu,\"processes\":%u,\"live\":%llu,\"pooled\":%llu,\"reserved\":%llu,"
@@ -236,7 +261,7 @@ static void view(const struct opts *o)
 			       (unsigned long long)e->footprint);
 		}
 		printf("],\"groups\":[");
-		for (unsigned b = 0, k = 0; b < n; b++) {
+		for (size_t b = 0, k = 0; b < n; b++) {
 			const struct gtool_book *s = &books[b].snap;
 			if (s->kind != CUMEMCAP_BOOK_GROUP)
 				continue;
@@ -263,13 +288,13 @@ static void view(const struct opts *o)
 			gtool_table_print(&procs, stdout);
 		else
 			printf("no capped processes\n");
-		if (ngpus) {
+		if (v.ngpus) {
 			struct gtool_table t;
 			static const char *const gspec[] = { "GPU", "PCI", ">TOTAL", ">PROCESSES", ">LIVE", ">POOLED",
 							     ">RESERVED", ">FOOTPRINT" };
 			gtool_table_init(&t, 8, gspec);
-			for (unsigned i = 0; i < ngpus; i++) {
-				const struct node_gpu *e = &gpus[i];
+			for (size_t i = 0; i < v.ngpus; i++) {
+				const struct node_gpu *e = &v.gpus[i];
 				char c[6][32], pci[16];
 				snprintf(c[5], 32, "%u", e->processes);
 				const char *row[] = { e->uuid, gtool_safe(e->pci, pci, sizeof(pci)),
@@ -285,7 +310,7 @@ static void view(const struct opts *o)
 		struct gtool_table t;
 		static const char *const rspec[] = { "GROUP", ">MEMBERS", "GPU", ">LIMIT", ">USED" };
 		gtool_table_init(&t, 5, rspec);
-		for (unsigned b = 0; b < n; b++) {
+		for (size_t b = 0; b < n; b++) {
 			const struct gtool_book *s = &books[b].snap;
 			if (s->kind != CUMEMCAP_BOOK_GROUP)
 				continue;
@@ -314,13 +339,10 @@ static void view(const struct opts *o)
 	}
 	gtool_table_free(&procs);
 	fflush(stdout);
-	/* Shown once as dead: now return their share. */
-	for (unsigned b = 0; b < n; b++) {
-		if (books[b].writable && books[b].snap.dead)
-			cumemcap_book_reap(&books[b].book, -1);
+	for (size_t b = 0; b < n; b++)
 		gtool_snapshot_free(&books[b].snap);
-		cumemcap_book_close(&books[b].book);
-	}
+	free(v.books);
+	free(v.gpus);
 }
 
 int gtool_top(int argc, char **argv)

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "json.h"
 #include "text.h"
@@ -691,26 +690,22 @@ static void read_record(struct reader *r, const char *text, size_t len,
 
 /* ---- files ---------------------------------------------------------------------- */
 
-bool report_logs_read(struct report_set *set, const char *path, size_t *records_out)
+enum report_read report_logs_read(struct report_set *set, const char *path,
+				  enum report_source source, size_t *records_out)
 {
 	struct reader r = { .set = set, .path = path };
 	struct line_reader lr = { 0 };
 	struct report_json_arena arena = { 0 };
-	struct stat st;
-	bool ok = true;
+	enum report_read result = REPORT_READ_DONE;
 
 	*records_out = 0;
-	lr.f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
-	if (!lr.f) {
-		fprintf(stderr, "cumemcap report: %s: cannot open: %s\n", path, strerror(errno));
-		return false;
-	}
-	if (fstat(fileno(lr.f), &st) == 0 && S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "cumemcap report: %s: is a directory; expected a log file "
-				"(JSON Lines written by CUMEMCAP_LOG)\n", path);
-		fclose(lr.f);
-		return false;
-	}
+	if (strcmp(path, "-") == 0 && source == REPORT_TYPED)
+		lr.f = stdin;
+	else
+		lr.f = report_log_open(path, source, &result);
+	if (!lr.f)
+		return result;
+	result = REPORT_READ_DONE;
 	for (;;) {
 		enum line_result got = read_line(&lr);
 		if (got == LINE_EOF)
@@ -718,7 +713,7 @@ bool report_logs_read(struct report_set *set, const char *path, size_t *records_
 		if (got == LINE_ERROR) {
 			fprintf(stderr, "cumemcap report: %s: read error after line %lu: %s\n",
 				path, r.line, strerror(errno));
-			ok = false;
+			result = REPORT_READ_FAILED;
 			break;
 		}
 		r.line++;
@@ -745,5 +740,5 @@ bool report_logs_read(struct report_set *set, const char *path, size_t *records_
 	free(r.cur);
 	report_json_free(&arena);
 	*records_out = r.records;
-	return ok;
+	return result;
 }

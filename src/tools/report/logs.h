@@ -26,6 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "logfile.h"
+
 #define REPORT_MAX_LINE (1024 * 1024)
 
 /* Warnings about skipped lines stop after this many per file (a count of
@@ -134,10 +136,10 @@ struct report_set {
 };
 
 /* Read every record of the log at `path` ("-": standard input) into `set`. Lines that are not
- * records get a warning on stderr. False, after one line on stderr, when
- * the file cannot be opened or read. `records_out` gets how many records
+ * records get a warning on stderr. `records_out` gets how many records
  * this file gave. */
-bool report_logs_read(struct report_set *set, const char *path, size_t *records_out);
+enum report_read report_logs_read(struct report_set *set, const char *path,
+				  enum report_source source, size_t *records_out);
 
 /* After the last file: merge a process given twice (same pid and start
  * time; the copy with more records wins, a note on stderr), order the

@@ -3,7 +3,8 @@
  *   cumemcap-report [OPTIONS] LOG|DIR|-...   (options anywhere)
  *
  * Reads the footprint logs that CUMEMCAP_LOG wrote (logs.c; a directory
- * gives its *.jsonl files, - standard input), keeps what --gpu, --program
+ * gives its *.jsonl files, of its links only the caller's, - standard
+ * input; logs.h says how a shared directory is read), keeps what --gpu, --program
  * and --since select (model.c), prints a table with a row per process and
  * GPU and a block per process (table.c), or all of it as JSON, and with
  * --plot draws the same processes as SVG, or PNG where this build has
@@ -60,8 +61,10 @@ static void usage(FILE *f)
 	      "twice is reported once. docs/report.md has the details.\n"
 	      "\n"
 	      "Inputs:\n"
-	      "  LOG                 a footprint log (JSON Lines).\n"
-	      "  DIR                 every *.jsonl file in the directory (not its subdirectories).\n"
+	      "  LOG                 a footprint log (JSON Lines): a regular file, a link to one\n"
+	      "                      is followed.\n"
+	      "  DIR                 every *.jsonl file in the directory (not its\n"
+	      "                      subdirectories); of its links only your own are followed.\n"
 	      "  -                   standard input.\n"
 	      "\n"
 	      "Options:\n"
@@ -188,23 +191,25 @@ static int cmp_name(const void *a, const void *b)
 
 struct inputs {
 	char **paths;
-	bool *owned;
+	bool *listed; /* found in a directory (the path malloc()ed): read as REPORT_LISTED */
 	size_t n, cap;
 };
 
-static void add_input(struct inputs *in, char *path, bool owned)
+static void add_input(struct inputs *in, char *path, bool listed)
 {
 	if (in->n == in->cap) {
 		in->cap = in->cap ? in->cap * 2 : 16;
 		in->paths = report_xrealloc(in->paths, in->cap * sizeof(*in->paths));
-		in->owned = report_xrealloc(in->owned, in->cap * sizeof(*in->owned));
+		in->listed = report_xrealloc(in->listed, in->cap * sizeof(*in->listed));
 	}
 	in->paths[in->n] = path;
-	in->owned[in->n++] = owned;
+	in->listed[in->n++] = listed;
 }
 
-/* A directory's *.jsonl files (regular files, or links to them), sorted by
- * name. False, after one line, when it cannot be read or holds none. */
+/* A directory's *.jsonl entries, sorted by name; whether each is a log
+ * the caller should read (a regular file, or a link of the caller's to
+ * one) is decided when it is opened (logs.h, REPORT_LISTED), not here.
+ * False, after one line, when it cannot be read or holds none. */
 static bool add_directory(struct inputs *in, const char *dir)
 {
 	DIR *d = opendir(dir);
@@ -216,16 +221,12 @@ static bool add_directory(struct inputs *in, const char *dir)
 	}
 	for (struct dirent *e; (e = readdir(d));) {
 		size_t len = strlen(e->d_name);
-		struct stat st;
 		if (e->d_name[0] == '.' || len < 7 || strcmp(e->d_name + len - 6, ".jsonl") != 0)
 			continue;
 		struct report_buf b = { 0 };
 		report_buf_printf(&b, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/",
 				  e->d_name);
-		if (stat(b.s, &st) == 0 && S_ISREG(st.st_mode))
-			add_input(in, report_buf_take(&b), true);
-		else
-			free(b.s);
+		add_input(in, report_buf_take(&b), true);
 	}
 	closedir(d);
 	if (in->n == before) {
@@ -347,10 +348,12 @@ int main(int argc, char **argv)
 	size_t nempty = 0;
 	for (size_t i = 0; i < files.n; i++) {
 		size_t records;
-		if (!report_logs_read(&set, files.paths[i], &records)) {
+		enum report_source source = files.listed[i] ? REPORT_LISTED : REPORT_TYPED;
+		enum report_read got = report_logs_read(&set, files.paths[i], source, &records);
+		if (got == REPORT_READ_FAILED)
 			status = 1;
+		if (got != REPORT_READ_DONE)
 			continue;
-		}
 		if (records == 0) {
 			report_buf_printf(&empty, "%s%s", nempty ? ", " : "", files.paths[i]);
 			nempty++;
@@ -396,13 +399,13 @@ int main(int argc, char **argv)
 out:
 	report_logs_free(&set);
 	for (size_t i = 0; i < files.n; i++) {
-		if (files.owned[i])
+		if (files.listed[i])
 			free(files.paths[i]);
 	}
 	free(files.paths);
-	free(files.owned);
+	free(files.listed);
 	free(in.paths);
-	free(in.owned);
+	free(in.listed);
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		perror("cumemcap report: standard output");
 		status = 1;
