@@ -13,12 +13,13 @@ CUMEMCAP_DEBS_BUILD="gcc libc6-dev binutils meson ninja-build pkg-config check p
 #   python3-yaml: the Kubernetes manifests;
 #   libcairo2-dev, librsvg2-dev, librsvg2-bin: the report's PNG and its check;
 #   bash-completion, man-db, groff-base: the installed completion and man pages;
-#   dpkg-dev, debhelper, fakeroot, git: the Debian package's build (from a clean checkout);
+#   build-essential, dpkg-dev, debhelper, fakeroot, git: the Debian package's
+#     build (dpkg-buildpackage checks for build-essential) from a clean checkout;
 #   util-linux, passwd: the tests that run as two users (unshare, setpriv, useradd).
 CUMEMCAP_DEBS_SUITE="clang libclang-rt-14-dev
 	ffmpeg gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-bad hashcat
 	prometheus python3-yaml libcairo2-dev librsvg2-dev librsvg2-bin
-	bash-completion man-db groff-base dpkg-dev debhelper fakeroot git util-linux passwd"
+	bash-completion man-db groff-base build-essential dpkg-dev debhelper fakeroot git util-linux passwd"
 
 # The packages of the list(s) given that are not installed.
 cumemcap_missing_debs() {
