@@ -42,6 +42,7 @@ static _Atomic bool want_registry;
 static char registry_path[CUMEMCAP_PATH_MAX + 64], registry_uid[16];
 static char program[CUMEMCAP_BOOK_PROGRAM_MAX];
 static enum cumemcap_book_access access_mode;
+static gid_t access_gid = (gid_t)-1; /* gid:GROUP: GROUP's gid */
 static _Atomic uint32_t local_wake; /* the word waiters sleep on without a group */
 static _Atomic uint64_t last_reap_ms;
 static _Atomic bool attached[CUMEMCAP_MAX_DEVICES]; /* the GPU has its entry in the book */
@@ -98,7 +99,7 @@ static struct cumemcap_book_figs *figs(int s, int dev)
 /* Open the book and take a slot; join_lock held. */
 static bool join_locked(const char *path, enum cumemcap_book_kind kind, const char *name, char *why, size_t len)
 {
-	if (!cumemcap_book_open(&book, path, kind, name, access_mode, true, why, len))
+	if (!cumemcap_book_open_gid(&book, path, kind, name, access_mode, access_gid, true, why, len))
 		return false;
 	self = cumemcap_book_claim(&book, program);
 	if (self < 0) {
@@ -120,6 +121,7 @@ bool cumemcap_group_start(const struct cumemcap_policy *p, char *err, size_t err
 {
 	snprintf(program, sizeof(program), "%.*s", (int)sizeof(program) - 1, p->program);
 	access_mode = p->group_gid ? CUMEMCAP_BOOK_GID : CUMEMCAP_BOOK_USER;
+	access_gid = p->group_gid ? (gid_t)p->group_gid_id : (gid_t)-1;
 	char path[CUMEMCAP_PATH_MAX + 64], why[256];
 	bool ok = true;
 	cumemcap_xmutex_lock(&join_lock);
@@ -139,6 +141,7 @@ bool cumemcap_group_start(const struct cumemcap_policy *p, char *err, size_t err
 		 * feeds `cumemcap top`. */
 		snprintf(registry_uid, sizeof(registry_uid), "%u", (unsigned)geteuid());
 		access_mode = CUMEMCAP_BOOK_USER;
+		access_gid = (gid_t)-1;
 		atomic_store(&want_registry, cumemcap_book_path(registry_path, sizeof(registry_path), p->group_dir,
 								 CUMEMCAP_BOOK_REGISTRY, registry_uid));
 	}
@@ -172,8 +175,8 @@ static void rejoin_locked(void)
 	snprintf(path, sizeof(path), "%s", book.path);
 	const struct cumemcap_book_header *h;
 	int slot = -1;
-	if (!cumemcap_book_open(&book, path, in_group ? CUMEMCAP_BOOK_GROUP : CUMEMCAP_BOOK_REGISTRY, NULL,
-				access_mode, false, why, sizeof(why)) ||
+	if (!cumemcap_book_open_gid(&book, path, in_group ? CUMEMCAP_BOOK_GROUP : CUMEMCAP_BOOK_REGISTRY, NULL,
+				    access_mode, access_gid, false, why, sizeof(why)) ||
 	    (slot = cumemcap_book_claim(&book, program)) < 0) {
 		if (in_group)
 			cumemcap_msg("CUMEMCAP_GROUP=%s: a forked child cannot join %s (%s): it gets no memory on "
@@ -219,8 +222,16 @@ void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pc
 	rejoin_locked();
 	if (!atomic_load(&booked) && atomic_load(&want_registry)) {
 		char why[256];
-		if (!join_locked(registry_path, CUMEMCAP_BOOK_REGISTRY, registry_uid, why, sizeof(why)))
+		if (!join_locked(registry_path, CUMEMCAP_BOOK_REGISTRY, registry_uid, why, sizeof(why))) {
 			atomic_store(&want_registry, false); /* no registry here: not asked again */
+			/* A full file system only costs `top` its view of this
+			 * process: quiet. A registry that is there and cannot be
+			 * used (another user's file under this user's name, a
+			 * link, a corrupt file) is said once. */
+			if (book.error != ENOSPC && book.error != EDQUOT)
+				cumemcap_msg("CUMEMCAP_GROUP_DIR: the registry %s cannot be used (%s); this process "
+					     "runs under its own limits, unseen by `cumemcap top`", registry_path, why);
+		}
 	}
 	int g = atomic_load(&booked) ? cumemcap_book_gpu_find(&book, uuid, pci, total, limit) : -1;
 	struct cumemcap_group_dev *gd = &cumemcap_group_devs[dev];
