@@ -10,7 +10,9 @@ SIGBUS, and no temporary file stays; temporary names another user planted
 block nobody, and only this user's stale temporaries are swept; a registry
 another user planted under this user's name is refused with one line;
 CUMEMCAP_GROUP_ACCESS names the Unix group it trusts, and a book of another
-group, or made by a user outside the group, is refused.
+group, or made by a user outside the group, is refused; a member survives
+its book being truncated; a removed book is made anew holding what the
+members still hold.
 
 Usage: test_shared_books.py SHIM FAKE_DIR
 """
@@ -293,6 +295,37 @@ class SharedBooks(unittest.TestCase):
         out = self.once(users.ALICE, d, [100], CUMEMCAP_GROUP="g", CUMEMCAP_GROUP_ACCESS="gid:" + TEAM)
         self.assertEqual(out.returncode, 125, out.stderr)
         self.assertIn("owned by uid %d, who is not a member of its group" % users.uid(users.BOB), out.stderr)
+
+    # ---- a book truncated or removed under its members --------------------------------------------
+
+    def test_member_survives_a_truncated_book(self):
+        d = users.shared_dir()
+        a = self.member(users.ALICE, d, CUMEMCAP_GROUP="g", CUMEMCAP_GROUP_LIMIT="1GiB", CUMEMCAP_LIMIT="2GiB")
+        self.assertEqual(self.ask(a, "alloc 100")["r"], 0)
+        os.truncate(self.book(d), 0)       # what any member that may write it can do
+        self.assertEqual(self.ask(a, "alloc 600")["r"], 0)
+        time.sleep(1.5)                    # the worker's look, too
+        self.assertEqual(self.ask(a, "alloc 600")["r"], 0)   # out of the group: 1300 MiB
+        self.assertEqual(self.ask(a, "alloc 800")["r"], OOM)  # its own limit still holds
+        err = self.finish(a)
+        lines = err.splitlines()
+        self.assertEqual(len(lines), 1, err)
+        self.assertIn("CUMEMCAP_GROUP=g: %s was cut to 0 bytes by another process" % self.book(d), lines[0])
+
+    def test_removed_book_is_made_anew_with_what_members_hold(self):
+        d = users.shared_dir()
+        a = self.member(users.ALICE, d, CUMEMCAP_GROUP="g", CUMEMCAP_GROUP_LIMIT="1GiB")
+        self.assertEqual(self.ask(a, "alloc 600")["r"], 0)
+        os.unlink(self.book(d))
+        time.sleep(1.5)                    # a's next look moves it to a new book
+        self.assertTrue(os.path.exists(self.book(d)))
+        b = self.member(users.ALICE, d, CUMEMCAP_GROUP="g", CUMEMCAP_GROUP_LIMIT="1GiB")
+        self.assertEqual(self.ask(b, "alloc 600")["r"], OOM)   # a's 600 MiB are counted
+        self.assertEqual(self.ask(b, "alloc 300")["r"], 0)
+        self.assertEqual(self.ask(a, "alloc 200")["r"], OOM)   # and b's, in a's new book
+        self.assertEqual(self.finish(a), "")
+        self.assertEqual(self.ask(b, "alloc 600")["r"], 0)     # a's share came back
+        self.assertEqual(self.finish(b), "")
 
 
 if __name__ == "__main__":
