@@ -198,8 +198,10 @@ static bool in_groups(gid_t gid)
 	return false;
 }
 
-/* Whether user `uid` is a member of Unix group `gid` (its primary group,
- * or listed in the group's entry). */
+/* Whether user `uid` may be a member of Unix group `gid`: its primary
+ * group, or listed in the group's entry. When the user database knows
+ * neither the user nor the group (a container running under a uid or an
+ * fsGroup its image does not list) nobody can tell: true. */
 static bool user_in_group(uid_t uid, gid_t gid)
 {
 	if (uid == geteuid() && in_groups(gid))
@@ -207,14 +209,14 @@ static bool user_in_group(uid_t uid, gid_t gid)
 	char buf[16384];
 	struct passwd pw, *pwp = NULL;
 	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &pwp) != 0 || !pwp)
-		return false;
+		return true;
 	if (pw.pw_gid == gid)
 		return true;
 	char name[256];
 	snprintf(name, sizeof(name), "%s", pw.pw_name);
 	struct group gr, *grp = NULL;
 	if (getgrgid_r(gid, &gr, buf, sizeof(buf), &grp) != 0 || !grp)
-		return false;
+		return true;
 	for (char **m = gr.gr_mem; m && *m; m++)
 		if (strcmp(*m, name) == 0)
 			return true;
@@ -224,9 +226,10 @@ static bool user_in_group(uid_t uid, gid_t gid)
 /* The checks on the file itself; `mine`: it must be shareable as
  * `access` says (a member's open): for a user's book, owned by the caller
  * and private; for a book shared by group, mode 0660, its group `gid`
- * (or, gid -1, one of the caller's), and its owner a member of that group,
- * so that no user outside the group can have made it. Otherwise any
- * readable one. */
+ * (or, gid -1, one of the caller's), and its owner a member of that group
+ * as far as the user database can tell, so that no user outside the group
+ * can have made it (a file made in a set-group-ID directory gets the
+ * directory's group whoever makes it). Otherwise any readable one. */
 static bool check_file(int fd, enum cumemcap_book_access access, gid_t gid, bool mine, char *why, size_t whylen)
 {
 	struct stat st;
