@@ -193,6 +193,7 @@ struct cumemcap_policy {
 	 * cumemcap_policy_group_limit; group_limit_src is the layer that gave
 	 * the highest one (default: none given). */
 	bool group_gid;                           /* group_access=gid:GROUP: 0660, shared with GROUP */
+	uint32_t group_gid_id;                    /* GROUP's gid */
 	uint32_t wait_ms;                         /* 0: on_limit=fail; else wait up to this many ms */
 	struct cumemcap_source group_src, group_limit_src, group_dir_src, group_access_src, on_limit_src;
 	/* Which layers gave any setting (bit 0 env, 1 program_layer, 2 file):
@@ -211,7 +212,6 @@ struct cumemcap_policy {
 	char config_path[CUMEMCAP_PATH_MAX];
 	char log_path[CUMEMCAP_PATH_MAX]; /* the template, CUMEMCAP_LOG_FILE only */
 	char group_dir[CUMEMCAP_PATH_MAX];        /* default CUMEMCAP_DEFAULT_GROUP_DIR */
-	uint32_t group_gid_id;                    /* group_access=gid:GROUP: GROUP's gid */
 
 	struct cumemcap_layer_bulk env_bulk, file_bulk, program_bulk;
 	char metrics_path[CUMEMCAP_PATH_MAX]; /* the template; "" = off */
