@@ -358,11 +358,11 @@ static void sweep_temporaries(int dirfd)
  * O_TMPFILE file has no name until it is linked; where the file system
  * has none, a name of 128 random bits made with O_EXCL (in `tmp`, to be
  * unlinked by the caller). The descriptor, or -1 with errno. */
-static int make_temporary(int dirfd, mode_t mode, char *tmp, size_t tmplen)
+static int make_temporary(int dirfd, mode_t mode, bool unnamed, char *tmp, size_t tmplen)
 {
 	tmp[0] = '\0';
-	int fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, mode);
-	if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL && errno != ENOENT))
+	int fd = unnamed ? openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, mode) : -1;
+	if (unnamed && (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)))
 		return fd;
 	for (int attempt = 0; attempt < 8; attempt++) {
 		uint64_t r[2];
@@ -410,26 +410,37 @@ static int create_book(struct cumemcap_book *b, const char *path, enum cumemcap_
 	sweep_temporaries(dirfd);
 	mode_t mode = access == CUMEMCAP_BOOK_GID ? 0660 : 0600;
 	char tmp[64];
-	int fd = make_temporary(dirfd, mode, tmp, sizeof(tmp));
+	int err = 0, fd = -1;
+	/* Unnamed first; named where linking an unnamed one needs a /proc
+	 * that is not there (a chroot). */
+	for (int named = 0; named < 2; named++) {
+		fd = make_temporary(dirfd, mode, !named, tmp, sizeof(tmp));
+		if (fd < 0)
+			break;
+		err = 0;
+		if (access == CUMEMCAP_BOOK_GID && fchown(fd, (uid_t)-1, b->gid) != 0)
+			err = errno;
+		if (!err && fchmod(fd, mode) != 0)
+			err = errno;
+		if (!err)
+			err = reserve(fd, (off_t)CUMEMCAP_BOOK_SIZE);
+		if (!err)
+			err = write_header(fd, kind, name);
+		if (!err)
+			err = link_temporary(fd, dirfd, tmp, base);
+		if (tmp[0])
+			unlinkat(dirfd, tmp, 0);
+		if (err != ENOENT || tmp[0] || faccessat(AT_FDCWD, "/proc/self/fd", F_OK, 0) == 0)
+			break;
+		close(fd);
+		fd = -1;
+	}
 	if (fd < 0) {
 		b->error = errno;
 		snprintf(why, whylen, "cannot create it in its directory: %s", strerror(errno));
 		close(dirfd);
 		return -1;
 	}
-	int err = 0;
-	if (access == CUMEMCAP_BOOK_GID && fchown(fd, (uid_t)-1, b->gid) != 0)
-		err = errno;
-	if (!err && fchmod(fd, mode) != 0)
-		err = errno;
-	if (!err)
-		err = reserve(fd, (off_t)CUMEMCAP_BOOK_SIZE);
-	if (!err)
-		err = write_header(fd, kind, name);
-	if (!err)
-		err = link_temporary(fd, dirfd, tmp, base);
-	if (tmp[0])
-		unlinkat(dirfd, tmp, 0);
 	close(dirfd);
 	if (err == EEXIST) {
 		close(fd);
