@@ -754,3 +754,27 @@ unsigned cumemcap_book_set_limit(struct cumemcap_book *b, int g, uint64_t limit,
 	}
 	return changed;
 }
+
+/* ---- a book under its members ------------------------------------------------------------- */
+
+enum cumemcap_book_fate cumemcap_book_fate(const struct cumemcap_book *b, uint64_t *size)
+{
+	struct stat st;
+	if (b->fd < 0 || fstat(b->fd, &st) != 0)
+		return CUMEMCAP_BOOK_SOUND; /* cannot tell: as it was */
+	*size = (uint64_t)st.st_size;
+	if (*size != CUMEMCAP_BOOK_SIZE)
+		return CUMEMCAP_BOOK_CUT;
+	return st.st_nlink == 0 ? CUMEMCAP_BOOK_REMOVED : CUMEMCAP_BOOK_SOUND;
+}
+
+void cumemcap_book_carry(const struct cumemcap_book *from, unsigned from_slot, unsigned from_gpu,
+			 struct cumemcap_book *to, unsigned to_slot, unsigned to_gpu)
+{
+	struct cumemcap_book_figs *f = &cumemcap_book_slot(from, from_slot)->gpu[from_gpu];
+	struct cumemcap_book_figs *t = &cumemcap_book_slot(to, to_slot)->gpu[to_gpu];
+	atomic_store(&t->ordinal, atomic_load(&f->ordinal));
+	atomic_store(&t->limit, atomic_load(&f->limit));
+	atomic_store(&t->waiting, atomic_load(&f->waiting));
+	atomic_store(&t->held, atomic_load(&f->held));
+}

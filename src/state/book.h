@@ -263,3 +263,20 @@ unsigned cumemcap_book_set_limit(struct cumemcap_book *b, int g, uint64_t limit,
 /* Wake every thread waiting on the book (FUTEX_WAKE on the shared word),
  * only when there are any. */
 void cumemcap_book_wake(struct cumemcap_book *b);
+
+/* What became of an open book's file, seen through its descriptor (one
+ * fstat): SOUND, REMOVED (no link left: deleted, or another file renamed
+ * over it), or CUT (another size: a touch past its end is a SIGBUS; the
+ * size in *size). SOUND when fstat fails. */
+enum cumemcap_book_fate {
+	CUMEMCAP_BOOK_SOUND = 0,
+	CUMEMCAP_BOOK_REMOVED,
+	CUMEMCAP_BOOK_CUT,
+};
+enum cumemcap_book_fate cumemcap_book_fate(const struct cumemcap_book *b, uint64_t *size);
+
+/* Copy a member's figures for one GPU from its slot in one book to its
+ * slot in another (a member going on in a new book): what it holds, its
+ * limit, ordinal and waiting threads. */
+void cumemcap_book_carry(const struct cumemcap_book *from, unsigned from_slot, unsigned from_gpu,
+			 struct cumemcap_book *to, unsigned to_slot, unsigned to_gpu);

@@ -585,23 +585,19 @@ static void move_locked(void)
 		give_up_locked("was removed and the book now there has no room for this process");
 		return;
 	}
-	struct cumemcap_book_slot *from = cumemcap_book_slot(&old, (unsigned)old_self);
-	struct cumemcap_book_slot *to = cumemcap_book_slot(&book, (unsigned)slot);
 	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++) {
 		if (!attached[d])
 			continue;
-		struct cumemcap_book_figs *f = &from->gpu[cumemcap_group_devs[d].gpu], *t = &to->gpu[gpus[d]];
-		atomic_store(&t->ordinal, d);
-		atomic_store(&t->limit, atomic_load(&f->limit));
-		atomic_store(&t->waiting, atomic_load(&f->waiting));
-		atomic_store(&t->held, atomic_load(&f->held));
+		cumemcap_book_carry(&old, (unsigned)old_self, (unsigned)cumemcap_group_devs[d].gpu, &book,
+				    (unsigned)slot, (unsigned)gpus[d]);
 		cumemcap_group_devs[d].gpu = gpus[d];
 	}
 	self = slot;
 	if (in_group) {
 		struct cumemcap_book_header *h = cumemcap_book_header(&book);
-		/* This process's waiting threads count themselves out of
-		 * the book they find when they stop waiting. */
+		/* This process's sleepers wake and sleep again on the new
+		 * word; they count themselves out of the book they find. */
+		cumemcap_book_wake(&old);
 		uint32_t mine = atomic_load(&cumemcap_group_local_waiters);
 		atomic_fetch_add(&h->waiters, mine);
 		atomic_fetch_sub(&cumemcap_book_header(&old)->waiters, mine);
@@ -609,12 +605,7 @@ static void move_locked(void)
 		atomic_store(&squeeze_seen, atomic_load(squeeze_word));
 	}
 	changes_seen = atomic_load(&cumemcap_book_header(&book)->change_seq);
-	/* Our share leaves the old book; threads asleep on its word wake
-	 * and sleep again on the new one. */
-	cumemcap_book_release(&old, old_self);
-	struct cumemcap_book_header *oh = cumemcap_book_header(&old);
-	atomic_fetch_add(&oh->wake, 1);
-	syscall(SYS_futex, (uint32_t *)&oh->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	cumemcap_book_release(&old, old_self); /* our share leaves the old book */
 	close(old.fd);
 }
 
@@ -622,31 +613,24 @@ static void move_locked(void)
  * a new book or give it up when it was removed or truncated. */
 static bool book_sound(void)
 {
-	if (!atomic_load(&booked))
-		return false;
-	struct stat st;
-	int fd = book.fd;
-	if (fd < 0 || fstat(fd, &st) != 0 ||
-	    ((uint64_t)st.st_size == CUMEMCAP_BOOK_SIZE && st.st_nlink > 0))
-		return true;
+	uint64_t size;
+	if (!atomic_load(&booked) || cumemcap_book_fate(&book, &size) == CUMEMCAP_BOOK_SOUND)
+		return atomic_load(&booked);
 	cumemcap_xmutex_lock(&join_lock);
-	bool sound = atomic_load(&booked) && !atomic_load(&leaving);
-	if (sound && book.fd == fd && fstat(fd, &st) == 0 &&
-	    ((uint64_t)st.st_size != CUMEMCAP_BOOK_SIZE || st.st_nlink == 0)) {
+	enum cumemcap_book_fate fate = CUMEMCAP_BOOK_SOUND;
+	if (atomic_load(&booked) && !atomic_load(&leaving))
+		fate = cumemcap_book_fate(&book, &size);
+	if (fate != CUMEMCAP_BOOK_SOUND) {
 		atomic_store(&pausing, true);
-		if (drain_slot_users()) {
-			if ((uint64_t)st.st_size != CUMEMCAP_BOOK_SIZE) {
-				char what[96];
-				snprintf(what, sizeof(what), "was cut to %llu bytes by another process",
-					 (unsigned long long)st.st_size);
-				give_up_locked(what);
-			} else {
-				move_locked();
-			}
-		}
+		char what[96];
+		snprintf(what, sizeof(what), "was cut to %llu bytes by another process", (unsigned long long)size);
+		if (drain_slot_users() && fate == CUMEMCAP_BOOK_CUT)
+			give_up_locked(what);
+		else if (fate == CUMEMCAP_BOOK_REMOVED && !atomic_load(&slot_users))
+			move_locked(); /* drained: no user came back while pausing is set */
 		atomic_store(&pausing, false);
-		sound = atomic_load(&booked);
 	}
+	bool sound = atomic_load(&booked);
 	cumemcap_xmutex_unlock(&join_lock);
 	return sound;
 }
