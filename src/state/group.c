@@ -240,11 +240,13 @@ void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pc
 		char why[256];
 		if (!join_locked(registry_path, CUMEMCAP_BOOK_REGISTRY, registry_uid, why, sizeof(why))) {
 			atomic_store(&want_registry, false); /* no registry here: not asked again */
-			/* A full file system only costs `top` its view of this
-			 * process: quiet. A registry that is there and cannot be
+			/* No registry could be made (a full file system, a
+			 * directory this user cannot write): `top` only misses
+			 * this process, quietly. One that is there and cannot be
 			 * used (another user's file under this user's name, a
-			 * link, a corrupt file) is said once. */
-			if (book.error != ENOSPC && book.error != EDQUOT)
+			 * link, a corrupt file) is said, once. */
+			struct stat st;
+			if (lstat(registry_path, &st) == 0)
 				cumemcap_msg("CUMEMCAP_GROUP_DIR: the registry %s cannot be used (%s); this process "
 					     "runs under its own limits, unseen by `cumemcap top`", registry_path, why);
 		}
