@@ -11,8 +11,8 @@ block nobody, and only this user's stale temporaries are swept; a registry
 another user planted under this user's name is refused with one line;
 CUMEMCAP_GROUP_ACCESS names the Unix group it trusts, and a book of another
 group, or made by a user outside the group, is refused; a member survives
-its book being truncated; a removed book is made anew holding what the
-members still hold.
+its book being truncated; a removed book is made anew, and a book renamed
+over it is taken up, holding what the members still hold.
 
 Usage: test_shared_books.py SHIM FAKE_DIR
 """
@@ -318,13 +318,28 @@ class SharedBooks(unittest.TestCase):
         self.assertEqual(self.ask(a, "alloc 600")["r"], 0)
         os.unlink(self.book(d))
         time.sleep(1.5)                    # a's next look moves it to a new book
-        self.assertTrue(os.path.exists(self.book(d)))
         b = self.member(users.ALICE, d, CUMEMCAP_GROUP="g", CUMEMCAP_GROUP_LIMIT="1GiB")
         self.assertEqual(self.ask(b, "alloc 600")["r"], OOM)   # a's 600 MiB are counted
         self.assertEqual(self.ask(b, "alloc 300")["r"], 0)
         self.assertEqual(self.ask(a, "alloc 200")["r"], OOM)   # and b's, in a's new book
         self.assertEqual(self.finish(a), "")
         self.assertEqual(self.ask(b, "alloc 600")["r"], 0)     # a's share came back
+        self.assertEqual(self.finish(b), "")
+
+    def test_replaced_book_gets_what_members_hold(self):
+        """Another book renamed over the group's: the members go on in it,
+        carrying what they hold."""
+        d, elsewhere = users.shared_dir(), users.shared_dir()
+        a = self.member(users.ALICE, d, CUMEMCAP_GROUP="g", CUMEMCAP_GROUP_LIMIT="1GiB")
+        self.assertEqual(self.ask(a, "alloc 600")["r"], 0)
+        out = self.once(users.ALICE, elsewhere, [], CUMEMCAP_GROUP="g", CUMEMCAP_GROUP_LIMIT="1GiB")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        os.rename(self.book(elsewhere), self.book(d))
+        time.sleep(1.5)
+        b = self.member(users.ALICE, d, CUMEMCAP_GROUP="g", CUMEMCAP_GROUP_LIMIT="1GiB")
+        self.assertEqual(self.ask(b, "alloc 600")["r"], OOM)
+        self.assertEqual(self.ask(b, "alloc 300")["r"], 0)
+        self.assertEqual(self.finish(a), "")
         self.assertEqual(self.finish(b), "")
 
 
