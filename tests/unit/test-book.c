@@ -199,6 +199,54 @@ START_TEST(book_create_sweeps_own_stale_temporaries_only)
 }
 END_TEST
 
+START_TEST(book_fate_sees_a_cut_and_a_removed_book)
+{
+	struct cumemcap_book b;
+	uint64_t size = 1;
+	open_book(&b, true);
+	ck_assert_int_eq(cumemcap_book_fate(&b, &size), CUMEMCAP_BOOK_SOUND);
+	ck_assert_uint_eq(size, CUMEMCAP_BOOK_SIZE);
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(cumemcap_book_fate(&b, &size), CUMEMCAP_BOOK_REMOVED);
+	/* Cut is said first: a removed and cut book must not be touched. */
+	ck_assert_int_eq(ftruncate(b.fd, 4096), 0);
+	ck_assert_int_eq(cumemcap_book_fate(&b, &size), CUMEMCAP_BOOK_CUT);
+	ck_assert_uint_eq(size, 4096);
+	close(b.fd);
+	b.fd = -1;
+	munmap(b.map, CUMEMCAP_BOOK_SIZE);
+	b.map = NULL;
+}
+END_TEST
+
+START_TEST(book_carry_copies_a_members_figures)
+{
+	struct cumemcap_book a, b;
+	open_book(&a, true);
+	char other[600];
+	snprintf(other, sizeof(other), "%s/cumemcap-group.other", dir);
+	ck_assert(cumemcap_book_open(&b, other, CUMEMCAP_BOOK_GROUP, "other", CUMEMCAP_BOOK_USER, true, why,
+				     sizeof(why)));
+	int from = cumemcap_book_claim(&a, "p"), to = cumemcap_book_claim(&b, "p");
+	ck_assert_int_ge(from, 0);
+	ck_assert_int_ge(to, 0);
+	struct cumemcap_book_figs *f = &cumemcap_book_slot(&a, (unsigned)from)->gpu[3];
+	atomic_store(&f->held, 123);
+	atomic_store(&f->limit, 456);
+	atomic_store(&f->ordinal, 1);
+	atomic_store(&f->waiting, 2);
+	cumemcap_book_carry(&a, (unsigned)from, 3, &b, (unsigned)to, 5);
+	struct cumemcap_book_figs *t = &cumemcap_book_slot(&b, (unsigned)to)->gpu[5];
+	ck_assert_uint_eq(atomic_load(&t->held), 123);
+	ck_assert_uint_eq(atomic_load(&t->limit), 456);
+	ck_assert_int_eq(atomic_load(&t->ordinal), 1);
+	ck_assert_uint_eq(atomic_load(&t->waiting), 2);
+	ck_assert_uint_eq(cumemcap_book_used(&b, 5), 123);
+	cumemcap_book_close(&b);
+	cumemcap_book_close(&a);
+}
+END_TEST
+
 START_TEST(book_open_refuses_mode_0644)
 {
 	make_book();
@@ -851,6 +899,8 @@ TEST_SUITE(book)
 	add(s, book_create_then_open_shares_the_mapping);
 	add(s, book_create_reserves_its_bytes);
 	add(s, book_create_sweeps_own_stale_temporaries_only);
+	add(s, book_fate_sees_a_cut_and_a_removed_book);
+	add(s, book_carry_copies_a_members_figures);
 	add(s, book_open_refuses_mode_0644);
 	add(s, book_open_refuses_another_owner);
 	add(s, book_open_refuses_wrong_size);
