@@ -552,7 +552,10 @@ static void give_up_locked(const char *what)
  * held, pausing set, no slot users. */
 static void move_locked(void)
 {
-	struct cumemcap_book old = book;
+	/* `book` stays the old one until the new one is whole: threads that
+	 * read it without the slot (sleepers, the log's figures) find one
+	 * mapped book or the other, never none. */
+	struct cumemcap_book old = book, fresh;
 	int old_self = self;
 	/* The group's limits as they are now (set by any member or by
 	 * `cumemcap group set`), not as this member was started with. */
@@ -561,47 +564,46 @@ static void move_locked(void)
 		limits[d] = attached[d] ? atomic_load(&cumemcap_book_gpu(&old, (unsigned)cumemcap_group_devs[d].gpu)->limit)
 					: CUMEMCAP_BOOK_NONE;
 	char why[256];
-	if (!cumemcap_book_open_gid(&book, old.path, in_group ? CUMEMCAP_BOOK_GROUP : CUMEMCAP_BOOK_REGISTRY,
+	if (!cumemcap_book_open_gid(&fresh, old.path, in_group ? CUMEMCAP_BOOK_GROUP : CUMEMCAP_BOOK_REGISTRY,
 				    in_group ? group_name : registry_uid, access_mode, access_gid, true, why,
 				    sizeof(why))) {
-		book = old;
 		char what[320];
 		snprintf(what, sizeof(what), "was removed and the book now there cannot be used (%s)", why);
 		give_up_locked(what);
 		return;
 	}
-	int slot = cumemcap_book_claim(&book, program);
+	int slot = cumemcap_book_claim(&fresh, program);
 	int gpus[CUMEMCAP_MAX_DEVICES];
 	bool ok = slot >= 0;
 	for (int d = 0; ok && d < CUMEMCAP_MAX_DEVICES; d++)
 		gpus[d] = !attached[d] ? -1
-				       : cumemcap_book_gpu_find(&book, attached_as[d].uuid, attached_as[d].pci,
+				       : cumemcap_book_gpu_find(&fresh, attached_as[d].uuid, attached_as[d].pci,
 								attached_as[d].total, limits[d]);
 	for (int d = 0; ok && d < CUMEMCAP_MAX_DEVICES; d++)
 		ok = !attached[d] || gpus[d] >= 0;
 	if (!ok) {
 		if (slot >= 0)
-			cumemcap_book_release(&book, slot);
-		cumemcap_book_close(&book);
-		book = old;
+			cumemcap_book_release(&fresh, slot);
+		cumemcap_book_close(&fresh);
 		give_up_locked("was removed and the book now there has no room for this process");
 		return;
 	}
-	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++) {
-		if (!attached[d])
-			continue;
-		cumemcap_book_carry(&old, (unsigned)old_self, (unsigned)cumemcap_group_devs[d].gpu, &book,
-				    (unsigned)slot, (unsigned)gpus[d]);
-		cumemcap_group_devs[d].gpu = gpus[d];
-	}
+	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
+		if (attached[d])
+			cumemcap_book_carry(&old, (unsigned)old_self, (unsigned)cumemcap_group_devs[d].gpu, &fresh,
+					    (unsigned)slot, (unsigned)gpus[d]);
+	book = fresh;
 	self = slot;
+	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
+		if (attached[d])
+			cumemcap_group_devs[d].gpu = gpus[d];
 	if (in_group) {
 		struct cumemcap_book_header *h = cumemcap_book_header(&book);
 		/* This process's sleepers wake and sleep again on the new
 		 * word; they count themselves out of the book they find. */
-		cumemcap_book_wake(&old);
 		uint32_t mine = atomic_load(&cumemcap_group_local_waiters);
 		atomic_fetch_add(&h->waiters, mine);
+		cumemcap_book_wake(&old);
 		atomic_fetch_sub(&cumemcap_book_header(&old)->waiters, mine);
 		squeeze_word = &h->squeeze;
 		atomic_store(&squeeze_seen, atomic_load(squeeze_word));
