@@ -230,7 +230,8 @@ static bool user_in_group(uid_t uid, gid_t gid)
  * as far as the user database can tell, so that no user outside the group
  * can have made it (a file made in a set-group-ID directory gets the
  * directory's group whoever makes it). Otherwise any readable one. */
-static bool check_file(int fd, enum cumemcap_book_access access, gid_t gid, bool mine, char *why, size_t whylen)
+static bool check_file(int fd, enum cumemcap_book_kind kind, enum cumemcap_book_access access, gid_t gid, bool mine,
+		       char *why, size_t whylen)
 {
 	struct stat st;
 	if (fstat(fd, &st) != 0)
@@ -239,8 +240,9 @@ static bool check_file(int fd, enum cumemcap_book_access access, gid_t gid, bool
 		return WHY("not a regular file");
 	if (mine && access == CUMEMCAP_BOOK_USER) {
 		if (st.st_uid != geteuid())
-			return WHY("owned by uid %u, not by this process's uid %u (CUMEMCAP_GROUP_ACCESS=gid:GROUP "
-				   "shares a book by group)", (unsigned)st.st_uid, (unsigned)geteuid());
+			return WHY("owned by uid %u, not by this process's uid %u%s", (unsigned)st.st_uid,
+				   (unsigned)geteuid(),
+				   kind == CUMEMCAP_BOOK_GROUP ? " (CUMEMCAP_GROUP_ACCESS=gid:GROUP shares a book by group)" : "");
 		if (st.st_mode & 077)
 			return WHY("mode %04o; a user's book must be 0600", (unsigned)(st.st_mode & 07777));
 	} else if (mine) {
@@ -481,7 +483,7 @@ bool cumemcap_book_open_gid(struct cumemcap_book *b, const char *path, enum cume
 				return WHY("a symbolic link; a book must be a regular file");
 			return WHY("cannot open it: %s", strerror(errno));
 		}
-		if (!check_file(fd, access, gid, true, why, whylen) || !map_checked(b, fd, true, kind, name, why, whylen)) {
+		if (!check_file(fd, kind, access, gid, true, why, whylen) || !map_checked(b, fd, true, kind, name, why, whylen)) {
 			close(fd);
 			return false;
 		}
@@ -510,7 +512,7 @@ bool cumemcap_book_open_existing(struct cumemcap_book *b, const char *path, enum
 		b->error = errno;
 		return WHY("cannot open it: %s", strerror(errno));
 	}
-	if (!check_file(fd, CUMEMCAP_BOOK_USER, (gid_t)-1, false, why, whylen) ||
+	if (!check_file(fd, kind, CUMEMCAP_BOOK_USER, (gid_t)-1, false, why, whylen) ||
 	    !map_checked(b, fd, writable, kind, NULL, why, whylen)) {
 		close(fd);
 		return false;

@@ -240,6 +240,9 @@ class SharedBooks(unittest.TestCase):
             self.assertEqual(len(lines), 1, out.stderr)
             self.assertIn("the registry %s cannot be used" % alices, lines[0])
             self.assertIn("runs under its own limits", lines[0])
+            if mode == "666":   # readable: refused for its owner, not for want of access
+                self.assertIn("owned by uid %d, not by this process's uid %d);" %
+                              (users.uid(users.BOB), users.uid(users.ALICE)), lines[0])
             self.assertEqual(os.stat(alices).st_uid, users.uid(users.BOB))   # untouched
 
     # ---- group access ------------------------------------------------------------------------------
