@@ -9,13 +9,13 @@
 #include "config/policy.h"
 
 #include <errno.h>
-#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config/cfgfile.h"
 #include "platform/start.h"
+#include "platform/userdb.h"
 
 bool cumemcap_policy_parse_group(struct cumemcap_layer *l, const char *value, char *why, size_t len)
 {
@@ -96,12 +96,7 @@ static bool group_id(const char *text, uint32_t *out)
 		*out = (uint32_t)v;
 		return true;
 	}
-	char buf[16384];
-	struct group gr, *found = NULL;
-	if (getgrnam_r(text, &gr, buf, sizeof(buf), &found) != 0 || !found)
-		return false;
-	*out = (uint32_t)found->gr_gid;
-	return true;
+	return cumemcap_userdb_group_gid(text, out);
 }
 
 bool cumemcap_policy_parse_group_access(struct cumemcap_layer *l, const char *value, char *why, size_t len)

@@ -5,8 +5,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
-#include <pwd.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <stdio.h>
@@ -19,6 +17,7 @@
 #include <unistd.h>
 
 #include "platform/ofdlock.h"
+#include "platform/userdb.h"
 
 _Static_assert(sizeof(struct cumemcap_book_header) <= CUMEMCAP_BOOK_HEADER_BYTES, "header fits its page");
 _Static_assert(sizeof(struct cumemcap_book_gpu) % 8 == 0, "GPU entries stay aligned");
@@ -198,29 +197,12 @@ static bool in_groups(gid_t gid)
 	return false;
 }
 
-/* Whether user `uid` may be a member of Unix group `gid`: its primary
- * group, or listed in the group's entry. When the user database knows
- * neither the user nor the group (a container running under a uid or an
- * fsGroup its image does not list) nobody can tell: true. */
+/* Whether user `uid` may be a member of Unix group `gid`. When the user
+ * database knows the user or the group not (a container running under a
+ * uid or an fsGroup its image does not list) nobody can tell: true. */
 static bool user_in_group(uid_t uid, gid_t gid)
 {
-	if (uid == geteuid() && in_groups(gid))
-		return true;
-	char buf[16384];
-	struct passwd pw, *pwp = NULL;
-	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &pwp) != 0 || !pwp)
-		return true;
-	if (pw.pw_gid == gid)
-		return true;
-	char name[256];
-	snprintf(name, sizeof(name), "%s", pw.pw_name);
-	struct group gr, *grp = NULL;
-	if (getgrgid_r(gid, &gr, buf, sizeof(buf), &grp) != 0 || !grp)
-		return true;
-	for (char **m = gr.gr_mem; m && *m; m++)
-		if (strcmp(*m, name) == 0)
-			return true;
-	return false;
+	return (uid == geteuid() && in_groups(gid)) || cumemcap_userdb_member(uid, gid) != 0;
 }
 
 /* The checks on the file itself; `mine`: it must be shareable as

@@ -73,9 +73,20 @@ for line in sys.stdin:
 '''
 
 
+BIG = "cmcap-big"  # ALICE's group with 4000 more members: its entry is 50 KB
+
+
 def _add_team():
     subprocess.run(["groupadd", TEAM], check=True)
     subprocess.run(["usermod", "-a", "-G", TEAM, users.ALICE], check=True)
+    subprocess.run(["groupadd", BIG], check=True)
+    subprocess.run(["usermod", "-a", "-G", BIG, users.ALICE], check=True)
+    with open("/etc/group") as f:   # the namespace's own copy
+        lines = f.read().splitlines()
+    extra = ",".join("cmcap-member-%04d" % i for i in range(4000))
+    lines = [l + "," + extra if l.startswith(BIG + ":") else l for l in lines]
+    with open("/etc/group", "w") as f:
+        f.write("\n".join(lines) + "\n")
 
 
 @users.needs_users
@@ -296,6 +307,23 @@ class SharedBooks(unittest.TestCase):
         self.bobs_book(d)
         self.assertEqual(os.stat(self.book(d)).st_gid, users.gid(TEAM))
         out = self.once(users.ALICE, d, [100], CUMEMCAP_GROUP="g", CUMEMCAP_GROUP_ACCESS="gid:" + TEAM)
+        self.assertEqual(out.returncode, 125, out.stderr)
+        self.assertIn("owned by uid %d, who is not a member of its group" % users.uid(users.BOB), out.stderr)
+
+    def test_a_group_of_many_members_is_read_whole(self):
+        """A group whose entry does not fit a small buffer (video on a
+        large node) is found by name, and its member list is read whole:
+        BOB, not in it, is refused as the owner of a book of that group."""
+        d = users.shared_dir()
+        out = self.once(users.ALICE, d, [100], CUMEMCAP_GROUP="g", CUMEMCAP_GROUP_LIMIT="1GiB",
+                        CUMEMCAP_GROUP_ACCESS="gid:" + BIG)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(os.stat(self.book(d)).st_gid, users.gid(BIG))
+        d = users.shared_dir(0o3777)
+        os.chown(d, 0, users.gid(BIG))
+        os.chmod(d, 0o3777)
+        self.bobs_book(d)
+        out = self.once(users.ALICE, d, [100], CUMEMCAP_GROUP="g", CUMEMCAP_GROUP_ACCESS="gid:" + BIG)
         self.assertEqual(out.returncode, 125, out.stderr)
         self.assertIn("owned by uid %d, who is not a member of its group" % users.uid(users.BOB), out.stderr)
 
