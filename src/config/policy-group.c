@@ -8,11 +8,14 @@
  * while it is being built (see policy.h); no state of their own. */
 #include "config/policy.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config/cfgfile.h"
 #include "platform/start.h"
+#include "platform/userdb.h"
 
 bool cumemcap_policy_parse_group(struct cumemcap_layer *l, const char *value, char *why, size_t len)
 {
@@ -81,15 +84,43 @@ bool cumemcap_policy_parse_group_dir(struct cumemcap_layer *l, const char *value
 	return true;
 }
 
-bool cumemcap_policy_parse_group_access(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+/* The Unix group of gid:GROUP: a name in the group database, or a number. */
+static bool group_id(const char *text, uint32_t *out)
 {
-	if (strcmp(value, "user") == 0 || strcmp(value, "gid") == 0) {
-		l->group_gid = value[0] == 'g';
+	if (!text[0])
+		return false;
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(text, &end, 10);
+	if (text[0] >= '0' && text[0] <= '9' && !*end && errno == 0 && v < UINT32_MAX) {
+		*out = (uint32_t)v;
 		return true;
 	}
-	snprintf(why, len,
-		 " is not supported; accepted: user (the state file is 0600, owned by the caller's uid), "
-		 "gid (0660; members share the file's group)");
+	return cumemcap_userdb_group_gid(text, out);
+}
+
+bool cumemcap_policy_parse_group_access(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+{
+	static const char accepted[] =
+		"accepted: user (the state file is 0600, owned by the caller's uid), gid:GROUP (0660, shared "
+		"with the members of the Unix group GROUP, a name or a number, such as gid:render)";
+	uint32_t gid;
+	if (strcmp(value, "user") == 0) {
+		l->group_gid = false;
+		return true;
+	}
+	if (strncmp(value, "gid:", 4) == 0 && group_id(value + 4, &gid)) {
+		l->group_gid = true;
+		l->bulk->group_gid_id = gid;
+		return true;
+	}
+	if (strcmp(value, "gid") == 0)
+		snprintf(why, len, " names no Unix group (any group of the caller's would let every user of a "
+			 "group such as video share the book); %s", accepted);
+	else if (strncmp(value, "gid:", 4) == 0)
+		snprintf(why, len, " names no Unix group on this system; %s", accepted);
+	else
+		snprintf(why, len, " is not supported; %s", accepted);
 	return false;
 }
 
@@ -141,6 +172,7 @@ CUMEMCAP_START_CODE bool cumemcap_policy_resolve_group(struct cumemcap_policy *p
 	p->group[0] = '\0';
 	cumemcap_copy_str(p->group_dir, sizeof(p->group_dir), cumemcap_start_str(default_group_dir));
 	p->group_gid = false;
+	p->group_gid_id = 0;
 	p->wait_ms = 0;
 	p->group_src = p->group_limit_src = p->group_dir_src = p->group_access_src = p->on_limit_src =
 		(struct cumemcap_source){ 0 };
@@ -163,6 +195,7 @@ CUMEMCAP_START_CODE bool cumemcap_policy_resolve_group(struct cumemcap_policy *p
 		}
 		if (l->set.group_access) {
 			p->group_gid = l->group_gid;
+			p->group_gid_id = l->bulk->group_gid_id;
 			p->group_access_src = l->src.group_access;
 		}
 		if (l->set.on_limit) {

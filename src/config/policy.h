@@ -110,6 +110,7 @@ struct cumemcap_layer_bulk {
 	char group[CUMEMCAP_GROUP_NAME_MAX + 1];
 	char group_limit_text[96];
 	char group_dir[CUMEMCAP_PATH_MAX];
+	uint32_t group_gid_id; /* group_access=gid:GROUP: GROUP's gid */
 	/* Extra Prometheus labels, the text as given (policy-labels.c). */
 	char labels[CUMEMCAP_LABELS_MAX];
 };
@@ -191,7 +192,8 @@ struct cumemcap_policy {
 	/* The group after precedence. The group's limit is per GPU:
 	 * cumemcap_policy_group_limit; group_limit_src is the layer that gave
 	 * the highest one (default: none given). */
-	bool group_gid;                           /* group_access=gid: 0660, members share the file's group */
+	bool group_gid;                           /* group_access=gid:GROUP: 0660, shared with GROUP */
+	uint32_t group_gid_id;                    /* GROUP's gid */
 	uint32_t wait_ms;                         /* 0: on_limit=fail; else wait up to this many ms */
 	struct cumemcap_source group_src, group_limit_src, group_dir_src, group_access_src, on_limit_src;
 	/* Which layers gave any setting (bit 0 env, 1 program_layer, 2 file):

@@ -108,9 +108,9 @@ CUMEMCAP_START_CONST const struct cumemcap_setting cumemcap_settings[] = {
 	  "processes.",
 	  CUMEMCAP_DEFAULT_GROUP_DIR, CUMEMCAP_DEFAULT_GROUP_DIR, NULL },
 	{ "CUMEMCAP_GROUP_ACCESS", "group_access", PROCESS_WIDE, cumemcap_policy_parse_group_access,
-	  FIELD(group_access), "user|gid", "who may share the group's state.",
-	  "user: the group's state file is 0600 and must be owned by the caller's uid; gid: 0660, "
-	  "members share the file's group.",
+	  FIELD(group_access), "user|gid:GROUP", "who may share the group's state.",
+	  "user: the group's state file is 0600 and must be owned by the caller's uid; gid:GROUP: 0660, "
+	  "its Unix group GROUP (a name or a number), made by and shared with GROUP's members only.",
 	  "user", "user", NULL },
 	{ "CUMEMCAP_ON_LIMIT", "on_limit", PROCESS_WIDE, cumemcap_policy_parse_on_limit, FIELD(on_limit),
 	  "fail|wait:SECONDS", "what a request over a limit does.",

@@ -2,6 +2,7 @@
  * state of its own. */
 #include "state/book.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -9,12 +10,14 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "platform/ofdlock.h"
+#include "platform/userdb.h"
 
 _Static_assert(sizeof(struct cumemcap_book_header) <= CUMEMCAP_BOOK_HEADER_BYTES, "header fits its page");
 _Static_assert(sizeof(struct cumemcap_book_gpu) % 8 == 0, "GPU entries stay aligned");
@@ -194,9 +197,23 @@ static bool in_groups(gid_t gid)
 	return false;
 }
 
+/* Whether user `uid` may be a member of Unix group `gid`. When the user
+ * database knows the user or the group not (a container running under a
+ * uid or an fsGroup its image does not list) nobody can tell: true. */
+static bool user_in_group(uid_t uid, gid_t gid)
+{
+	return (uid == geteuid() && in_groups(gid)) || cumemcap_userdb_member(uid, gid) != 0;
+}
+
 /* The checks on the file itself; `mine`: it must be shareable as
- * `access` says (a member's open); otherwise any readable one. */
-static bool check_file(int fd, enum cumemcap_book_access access, bool mine, char *why, size_t whylen)
+ * `access` says (a member's open): for a user's book, owned by the caller
+ * and private; for a book shared by group, mode 0660, its group `gid`
+ * (or, gid -1, one of the caller's), and its owner a member of that group
+ * as far as the user database can tell, so that no user outside the group
+ * can have made it (a file made in a set-group-ID directory gets the
+ * directory's group whoever makes it). Otherwise any readable one. */
+static bool check_file(int fd, enum cumemcap_book_kind kind, enum cumemcap_book_access access, gid_t gid, bool mine,
+		       char *why, size_t whylen)
 {
 	struct stat st;
 	if (fstat(fd, &st) != 0)
@@ -205,15 +222,22 @@ static bool check_file(int fd, enum cumemcap_book_access access, bool mine, char
 		return WHY("not a regular file");
 	if (mine && access == CUMEMCAP_BOOK_USER) {
 		if (st.st_uid != geteuid())
-			return WHY("owned by uid %u, not by this process's uid %u (CUMEMCAP_GROUP_ACCESS=gid shares "
-				   "a book by group)", (unsigned)st.st_uid, (unsigned)geteuid());
+			return WHY("owned by uid %u, not by this process's uid %u%s", (unsigned)st.st_uid,
+				   (unsigned)geteuid(),
+				   kind == CUMEMCAP_BOOK_GROUP ? " (CUMEMCAP_GROUP_ACCESS=gid:GROUP shares a book by group)" : "");
 		if (st.st_mode & 077)
 			return WHY("mode %04o; a user's book must be 0600", (unsigned)(st.st_mode & 07777));
 	} else if (mine) {
-		if (!in_groups(st.st_gid) && st.st_uid != geteuid())
+		if (gid != (gid_t)-1 && st.st_gid != gid)
+			return WHY("its group is %u, not %u as CUMEMCAP_GROUP_ACCESS names", (unsigned)st.st_gid,
+				   (unsigned)gid);
+		if (!in_groups(st.st_gid))
 			return WHY("its group %u is none of this process's groups", (unsigned)st.st_gid);
-		if (st.st_mode & 007)
+		if ((st.st_mode & 07777) != 0660)
 			return WHY("mode %04o; a group's shared book must be 0660", (unsigned)(st.st_mode & 07777));
+		if (!user_in_group(st.st_uid, st.st_gid))
+			return WHY("owned by uid %u, who is not a member of its group %u", (unsigned)st.st_uid,
+				   (unsigned)st.st_gid);
 	}
 	if ((uint64_t)st.st_size != CUMEMCAP_BOOK_SIZE)
 		return WHY("%llu bytes, a book has %zu (corrupt, or made by another cumemcap)",
@@ -236,42 +260,179 @@ static bool map_checked(struct cumemcap_book *b, int fd, bool writable, enum cum
 	return true;
 }
 
-/* Build a new book in a temporary file and link it to path. 1: made
- * (fd is the new book's), 0: someone else made it first, -1: error. */
-static int create_book(const char *path, enum cumemcap_book_kind kind, const char *name,
-		       enum cumemcap_book_access access, int *fdp, char *why, size_t whylen)
+/* Reserve the book's bytes before anything is written through a mapping:
+ * a page of a sparse file that a full tmpfs cannot back is a SIGBUS at
+ * its first touch. fallocate(2) itself, not posix_fallocate(3): glibc's
+ * stands in for a file system without it by writing a byte per block,
+ * silently; here such a file system gets whole zero blocks written the
+ * plain way, whose failure is an errno too. 0 or an errno. */
+static int reserve(int fd, off_t size)
 {
-	static _Atomic unsigned counter;
-	char tmp[1100];
+	if (fallocate(fd, 0, 0, size) == 0)
+		return 0;
+	if (errno != EOPNOTSUPP && errno != ENOSYS)
+		return errno;
+	static const char zero[4096];
+	for (off_t at = 0; at < size;) {
+		size_t n = size - at < (off_t)sizeof(zero) ? (size_t)(size - at) : sizeof(zero);
+		ssize_t w = pwrite(fd, zero, n, at);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? errno : ENOSPC;
+		at += w;
+	}
+	return 0;
+}
+
+/* Write the header with pwrite (no mapping: nothing can fault). */
+static int write_header(int fd, enum cumemcap_book_kind kind, const char *name)
+{
+	_Alignas(64) unsigned char page[CUMEMCAP_BOOK_HEADER_BYTES];
+	memset(page, 0, sizeof(page));
+	init_header(page, kind, name);
+	for (size_t at = 0; at < sizeof(page);) {
+		ssize_t w = pwrite(fd, page + at, sizeof(page) - at, (off_t)at);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? errno : EIO;
+		at += (size_t)w;
+	}
+	return 0;
+}
+
+/* Temporary files that cumemcap names (only where O_TMPFILE is not
+ * supported, and by older builds): a dot name no group or registry
+ * book can have. */
+#define TEMP_PREFIX ".cumemcap-new."
+/* A temporary this old was left by a process that died making a book. */
+#define TEMP_STALE_S 600
+
+/* Remove this user's stale temporaries from dir: regular files under
+ * TEMP_PREFIX, owned by the caller, unchanged for TEMP_STALE_S. Nothing
+ * else is removed: another user's file is theirs (in a sticky directory
+ * such as /dev/shm no other user can swap one of ours for theirs between
+ * the check and the unlink). */
+static void sweep_temporaries(int dirfd)
+{
+	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return;
+	}
+	time_t now = time(NULL);
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, TEMP_PREFIX, sizeof(TEMP_PREFIX) - 1) != 0)
+			continue;
+		struct stat st;
+		if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+		    st.st_uid != geteuid() || st.st_mtime > now - TEMP_STALE_S)
+			continue;
+		unlinkat(dirfd, e->d_name, 0);
+	}
+	closedir(d);
+}
+
+/* An empty file for a new book that nobody else can open or name: an
+ * O_TMPFILE file has no name until it is linked; where the file system
+ * has none, a name of 128 random bits made with O_EXCL (in `tmp`, to be
+ * unlinked by the caller). The descriptor, or -1 with errno. */
+static int make_temporary(int dirfd, mode_t mode, bool unnamed, char *tmp, size_t tmplen)
+{
+	tmp[0] = '\0';
+	int fd = unnamed ? openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, mode) : -1;
+	if (unnamed && (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)))
+		return fd;
+	for (int attempt = 0; attempt < 8; attempt++) {
+		uint64_t r[2];
+		if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+			return -1;
+		snprintf(tmp, tmplen, TEMP_PREFIX "%016llx%016llx", (unsigned long long)r[0],
+			 (unsigned long long)r[1]);
+		fd = openat(dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+		if (fd >= 0 || errno != EEXIST)
+			break;
+	}
+	if (fd < 0)
+		tmp[0] = '\0';
+	return fd;
+}
+
+/* Give the temporary file fd its name: linkat fails with EEXIST when
+ * the name is taken. An O_TMPFILE file is linked through /proc/self/fd
+ * (AT_EMPTY_PATH would need CAP_DAC_READ_SEARCH). */
+static int link_temporary(int fd, int dirfd, const char *tmp, const char *base)
+{
+	if (tmp[0])
+		return linkat(dirfd, tmp, dirfd, base, 0) == 0 ? 0 : errno;
+	char self[64];
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	return linkat(AT_FDCWD, self, dirfd, base, AT_SYMLINK_FOLLOW) == 0 ? 0 : errno;
+}
+
+/* Build a new book in a temporary file and link it to path. 1: made
+ * (fd is the new book's), 0: someone else made it first, -1: error
+ * (b->error its errno). */
+static int create_book(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
+		       const char *name, enum cumemcap_book_access access, int *fdp, char *why, size_t whylen)
+{
+	char dir[1024];
 	const char *slash = strrchr(path, '/');
-	int dirlen = slash ? (int)(slash - path) : 1;
-	snprintf(tmp, sizeof(tmp), "%.*s/.cumemcap-new.%d.%u", dirlen, slash ? path : ".", (int)getpid(),
-		 atomic_fetch_add(&counter, 1));
-	mode_t mode = access == CUMEMCAP_BOOK_GID ? 0660 : 0600;
-	int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-	if (fd < 0) {
-		snprintf(why, whylen, "cannot create it in its directory: %s", strerror(errno));
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+	const char *base = slash ? slash + 1 : path;
+	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0) {
+		b->error = errno;
+		snprintf(why, whylen, "cannot open its directory: %s", strerror(errno));
 		return -1;
 	}
-	int err = 0;
-	if (fchmod(fd, mode) != 0 || ftruncate(fd, (off_t)CUMEMCAP_BOOK_SIZE) != 0)
-		err = errno;
-	void *map = err ? MAP_FAILED : mmap(NULL, CUMEMCAP_BOOK_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (!err && map == MAP_FAILED)
-		err = errno;
-	if (!err) {
-		init_header(map, kind, name);
-		munmap(map, CUMEMCAP_BOOK_HEADER_BYTES);
-		if (link(tmp, path) != 0)
+	sweep_temporaries(dirfd);
+	mode_t mode = access == CUMEMCAP_BOOK_GID ? 0660 : 0600;
+	char tmp[64];
+	int err = 0, fd = -1;
+	/* Unnamed first; named where linking an unnamed one needs a /proc
+	 * that is not there (a chroot). */
+	for (int named = 0; named < 2; named++) {
+		fd = make_temporary(dirfd, mode, !named, tmp, sizeof(tmp));
+		if (fd < 0)
+			break;
+		err = 0;
+		if (access == CUMEMCAP_BOOK_GID && fchown(fd, (uid_t)-1, b->gid) != 0)
 			err = errno;
+		if (!err && fchmod(fd, mode) != 0)
+			err = errno;
+		if (!err)
+			err = reserve(fd, (off_t)CUMEMCAP_BOOK_SIZE);
+		if (!err)
+			err = write_header(fd, kind, name);
+		if (!err)
+			err = link_temporary(fd, dirfd, tmp, base);
+		if (tmp[0])
+			unlinkat(dirfd, tmp, 0);
+		if (err != ENOENT || tmp[0] || faccessat(AT_FDCWD, "/proc/self/fd", F_OK, 0) == 0)
+			break;
+		close(fd);
+		fd = -1;
 	}
-	unlink(tmp);
+	if (fd < 0) {
+		b->error = errno;
+		snprintf(why, whylen, "cannot create it in its directory: %s", strerror(errno));
+		close(dirfd);
+		return -1;
+	}
+	close(dirfd);
 	if (err == EEXIST) {
 		close(fd);
 		return 0;
 	}
 	if (err) {
 		close(fd);
+		b->error = err;
 		snprintf(why, whylen, "cannot create it: %s", strerror(err));
 		return -1;
 	}
@@ -279,27 +440,32 @@ static int create_book(const char *path, enum cumemcap_book_kind kind, const cha
 	return 1;
 }
 
-bool cumemcap_book_open(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
-			const char *name, enum cumemcap_book_access access, bool create, char *why,
-			size_t whylen)
+bool cumemcap_book_open_gid(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
+			    const char *name, enum cumemcap_book_access access, gid_t gid, bool create, char *why,
+			    size_t whylen)
 {
 	b->fd = -1;
 	b->map = NULL;
+	b->error = 0;
+	b->gid = gid;
 	snprintf(b->path, sizeof(b->path), "%s", path);
 	for (int attempt = 0; attempt < 4; attempt++) {
-		int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+		int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		if (fd < 0 && errno == ENOENT && create) {
-			int made = create_book(path, kind, name, access, &fd, why, whylen);
+			if (access == CUMEMCAP_BOOK_GID && gid == (gid_t)-1)
+				return WHY("a book shared by group is made only for a named group");
+			int made = create_book(b, path, kind, name, access, &fd, why, whylen);
 			if (made < 0)
 				return false;
 			if (made == 0)
 				continue; /* made by another member meanwhile: open theirs */
 		} else if (fd < 0) {
+			b->error = errno;
 			if (errno == ELOOP)
 				return WHY("a symbolic link; a book must be a regular file");
 			return WHY("cannot open it: %s", strerror(errno));
 		}
-		if (!check_file(fd, access, true, why, whylen) || !map_checked(b, fd, true, kind, name, why, whylen)) {
+		if (!check_file(fd, kind, access, gid, true, why, whylen) || !map_checked(b, fd, true, kind, name, why, whylen)) {
 			close(fd);
 			return false;
 		}
@@ -308,16 +474,27 @@ bool cumemcap_book_open(struct cumemcap_book *b, const char *path, enum cumemcap
 	return WHY("it kept appearing and vanishing while it was opened");
 }
 
+bool cumemcap_book_open(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
+			const char *name, enum cumemcap_book_access access, bool create, char *why,
+			size_t whylen)
+{
+	return cumemcap_book_open_gid(b, path, kind, name, access, (gid_t)-1, create, why, whylen);
+}
+
 bool cumemcap_book_open_existing(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
 				 bool writable, char *why, size_t whylen)
 {
 	b->fd = -1;
 	b->map = NULL;
+	b->error = 0;
+	b->gid = (gid_t)-1;
 	snprintf(b->path, sizeof(b->path), "%s", path);
-	int fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
+	int fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
+		b->error = errno;
 		return WHY("cannot open it: %s", strerror(errno));
-	if (!check_file(fd, CUMEMCAP_BOOK_USER, false, why, whylen) ||
+	}
+	if (!check_file(fd, kind, CUMEMCAP_BOOK_USER, (gid_t)-1, false, why, whylen) ||
 	    !map_checked(b, fd, writable, kind, NULL, why, whylen)) {
 		close(fd);
 		return false;
@@ -560,4 +737,28 @@ unsigned cumemcap_book_set_limit(struct cumemcap_book *b, int g, uint64_t limit,
 		futex_wake_all(&h->wake);
 	}
 	return changed;
+}
+
+/* ---- a book under its members ------------------------------------------------------------- */
+
+enum cumemcap_book_fate cumemcap_book_fate(const struct cumemcap_book *b, uint64_t *size)
+{
+	struct stat st;
+	if (b->fd < 0 || fstat(b->fd, &st) != 0)
+		return CUMEMCAP_BOOK_SOUND; /* cannot tell: as it was */
+	*size = (uint64_t)st.st_size;
+	if (*size != CUMEMCAP_BOOK_SIZE)
+		return CUMEMCAP_BOOK_CUT;
+	return st.st_nlink == 0 ? CUMEMCAP_BOOK_REMOVED : CUMEMCAP_BOOK_SOUND;
+}
+
+void cumemcap_book_carry(const struct cumemcap_book *from, unsigned from_slot, unsigned from_gpu,
+			 struct cumemcap_book *to, unsigned to_slot, unsigned to_gpu)
+{
+	struct cumemcap_book_figs *f = &cumemcap_book_slot(from, from_slot)->gpu[from_gpu];
+	struct cumemcap_book_figs *t = &cumemcap_book_slot(to, to_slot)->gpu[to_gpu];
+	atomic_store(&t->ordinal, atomic_load(&f->ordinal));
+	atomic_store(&t->limit, atomic_load(&f->limit));
+	atomic_store(&t->waiting, atomic_load(&f->waiting));
+	atomic_store(&t->held, atomic_load(&f->held));
 }

@@ -25,8 +25,11 @@
  * a reused pid can neither keep nor free another process's slot, and it
  * works across PID namespaces (containers sharing an emptyDir).
  *
- * A new book is built whole in a temporary file and then link()ed to its
- * name, so no process ever maps a half-built one. Opening checks the
+ * A new book is built whole in a temporary file and then linked to its
+ * name, so no process ever maps a half-built one. The temporary has no
+ * name (O_TMPFILE) or a random one, so nobody can occupy it beforehand,
+ * and its bytes are reserved (fallocate) before any is used, so a full
+ * file system is an error at creation, never a SIGBUS later. Opening checks the
  * owner and mode (see cumemcap_book_open), the size, and the header
  * (cumemcap_book_check, the loader the fuzzer drives).
  *
@@ -144,6 +147,8 @@ struct cumemcap_book_header {
 struct cumemcap_book {
 	int fd;
 	void *map;
+	int error;  /* after a failed open: the errno of the call that failed; 0: the file was refused */
+	gid_t gid;  /* a book shared by group: its group; -1: none named */
 	char path[1024];
 };
 
@@ -189,7 +194,7 @@ bool cumemcap_book_check(const void *data, size_t len, enum cumemcap_book_kind k
 /* How a book may be shared. */
 enum cumemcap_book_access {
 	CUMEMCAP_BOOK_USER = 0, /* 0600, owned by the caller's uid */
-	CUMEMCAP_BOOK_GID,      /* 0660, its group one of the caller's */
+	CUMEMCAP_BOOK_GID,      /* 0660, its group the named one, its owner a member */
 };
 
 /* Open the book at `path`, creating it (whole, with `kind` and `name`)
@@ -200,6 +205,17 @@ enum cumemcap_book_access {
 bool cumemcap_book_open(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
 			const char *name, enum cumemcap_book_access access, bool create, char *why,
 			size_t whylen);
+
+/* cumemcap_book_open for a book shared by group (CUMEMCAP_BOOK_GID) with
+ * the Unix group `gid`: the file's group must be gid, and a new book is
+ * made with it. cumemcap_book_open with CUMEMCAP_BOOK_GID opens an existing
+ * one of any group of the caller's (gid -1) and makes none. For both: mode
+ * 0660 exactly, and the owner a member of the file's group. A file system
+ * out of space fails the creation with b->error ENOSPC; no temporary file
+ * is left behind. */
+bool cumemcap_book_open_gid(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
+			    const char *name, enum cumemcap_book_access access, gid_t gid, bool create, char *why,
+			    size_t whylen);
 
 /* Open an existing book only to read it (`cumemcap top`, `group show`):
  * any owner the caller may read; the same checks. writable: also for
@@ -247,3 +263,20 @@ unsigned cumemcap_book_set_limit(struct cumemcap_book *b, int g, uint64_t limit,
 /* Wake every thread waiting on the book (FUTEX_WAKE on the shared word),
  * only when there are any. */
 void cumemcap_book_wake(struct cumemcap_book *b);
+
+/* What became of an open book's file, seen through its descriptor (one
+ * fstat): SOUND, REMOVED (no link left: deleted, or another file renamed
+ * over it), or CUT (another size: a touch past its end is a SIGBUS; the
+ * size in *size). SOUND when fstat fails. */
+enum cumemcap_book_fate {
+	CUMEMCAP_BOOK_SOUND = 0,
+	CUMEMCAP_BOOK_REMOVED,
+	CUMEMCAP_BOOK_CUT,
+};
+enum cumemcap_book_fate cumemcap_book_fate(const struct cumemcap_book *b, uint64_t *size);
+
+/* Copy a member's figures for one GPU from its slot in one book to its
+ * slot in another (a member going on in a new book): what it holds, its
+ * limit, ordinal and waiting threads. */
+void cumemcap_book_carry(const struct cumemcap_book *from, unsigned from_slot, unsigned from_gpu,
+			 struct cumemcap_book *to, unsigned to_slot, unsigned to_gpu);

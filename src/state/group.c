@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,10 +43,18 @@ static _Atomic bool want_registry;
 static char registry_path[CUMEMCAP_PATH_MAX + 64], registry_uid[16];
 static char program[CUMEMCAP_BOOK_PROGRAM_MAX];
 static enum cumemcap_book_access access_mode;
+static gid_t access_gid = (gid_t)-1; /* gid:GROUP: GROUP's gid */
 static _Atomic uint32_t local_wake; /* the word waiters sleep on without a group */
 static _Atomic uint64_t last_reap_ms;
 static _Atomic bool attached[CUMEMCAP_MAX_DEVICES]; /* the GPU has its entry in the book */
 static uint64_t changes_seen; /* the book's change_seq when joined, then as logged; join_lock */
+/* What each attached GPU was attached with, to attach it again in a new
+ * book (move_locked); join_lock. */
+static struct {
+	unsigned char uuid[16];
+	char pci[16];
+	uint64_t total;
+} attached_as[CUMEMCAP_MAX_DEVICES];
 
 static bool dev_ok(int dev)
 {
@@ -71,16 +80,24 @@ static uint64_t mono_ms(void)
  * them sees the other. The users never block inside. */
 static _Atomic uint32_t slot_users;
 static _Atomic bool leaving;
+/* The book is being replaced (move_locked): users wait outside, as they
+ * would wait for leaving, but come back in when it is over. */
+static _Atomic bool pausing;
 
 /* Our slot, or -1 (none, or leaving): then nothing to undo. */
 static int slot_enter(void)
 {
-	atomic_fetch_add(&slot_users, 1);
-	int s = self;
-	if (s >= 0 && !atomic_load(&leaving))
-		return s;
-	atomic_fetch_sub(&slot_users, 1);
-	return -1;
+	for (;;) {
+		atomic_fetch_add(&slot_users, 1);
+		int s = self;
+		if (s >= 0 && !atomic_load(&leaving) && !atomic_load(&pausing))
+			return s;
+		atomic_fetch_sub(&slot_users, 1);
+		if (!atomic_load(&pausing))
+			return -1;
+		while (atomic_load(&pausing))
+			sched_yield();
+	}
 }
 
 static void slot_exit(void)
@@ -98,7 +115,7 @@ static struct cumemcap_book_figs *figs(int s, int dev)
 /* Open the book and take a slot; join_lock held. */
 static bool join_locked(const char *path, enum cumemcap_book_kind kind, const char *name, char *why, size_t len)
 {
-	if (!cumemcap_book_open(&book, path, kind, name, access_mode, true, why, len))
+	if (!cumemcap_book_open_gid(&book, path, kind, name, access_mode, access_gid, true, why, len))
 		return false;
 	self = cumemcap_book_claim(&book, program);
 	if (self < 0) {
@@ -120,6 +137,7 @@ bool cumemcap_group_start(const struct cumemcap_policy *p, char *err, size_t err
 {
 	snprintf(program, sizeof(program), "%.*s", (int)sizeof(program) - 1, p->program);
 	access_mode = p->group_gid ? CUMEMCAP_BOOK_GID : CUMEMCAP_BOOK_USER;
+	access_gid = p->group_gid ? (gid_t)p->group_gid_id : (gid_t)-1;
 	char path[CUMEMCAP_PATH_MAX + 64], why[256];
 	bool ok = true;
 	cumemcap_xmutex_lock(&join_lock);
@@ -139,6 +157,7 @@ bool cumemcap_group_start(const struct cumemcap_policy *p, char *err, size_t err
 		 * feeds `cumemcap top`. */
 		snprintf(registry_uid, sizeof(registry_uid), "%u", (unsigned)geteuid());
 		access_mode = CUMEMCAP_BOOK_USER;
+		access_gid = (gid_t)-1;
 		atomic_store(&want_registry, cumemcap_book_path(registry_path, sizeof(registry_path), p->group_dir,
 								 CUMEMCAP_BOOK_REGISTRY, registry_uid));
 	}
@@ -172,8 +191,8 @@ static void rejoin_locked(void)
 	snprintf(path, sizeof(path), "%s", book.path);
 	const struct cumemcap_book_header *h;
 	int slot = -1;
-	if (!cumemcap_book_open(&book, path, in_group ? CUMEMCAP_BOOK_GROUP : CUMEMCAP_BOOK_REGISTRY, NULL,
-				access_mode, false, why, sizeof(why)) ||
+	if (!cumemcap_book_open_gid(&book, path, in_group ? CUMEMCAP_BOOK_GROUP : CUMEMCAP_BOOK_REGISTRY, NULL,
+				    access_mode, access_gid, false, why, sizeof(why)) ||
 	    (slot = cumemcap_book_claim(&book, program)) < 0) {
 		if (in_group)
 			cumemcap_msg("CUMEMCAP_GROUP=%s: a forked child cannot join %s (%s): it gets no memory on "
@@ -219,8 +238,18 @@ void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pc
 	rejoin_locked();
 	if (!atomic_load(&booked) && atomic_load(&want_registry)) {
 		char why[256];
-		if (!join_locked(registry_path, CUMEMCAP_BOOK_REGISTRY, registry_uid, why, sizeof(why)))
+		if (!join_locked(registry_path, CUMEMCAP_BOOK_REGISTRY, registry_uid, why, sizeof(why))) {
 			atomic_store(&want_registry, false); /* no registry here: not asked again */
+			/* No registry could be made (a full file system, a
+			 * directory this user cannot write): `top` only misses
+			 * this process, quietly. One that is there and cannot be
+			 * used (another user's file under this user's name, a
+			 * link, a corrupt file) is said, once. */
+			struct stat st;
+			if (lstat(registry_path, &st) == 0)
+				cumemcap_msg("CUMEMCAP_GROUP_DIR: the registry %s cannot be used (%s); this process "
+					     "runs under its own limits, unseen by `cumemcap top`", registry_path, why);
+		}
 	}
 	int g = atomic_load(&booked) ? cumemcap_book_gpu_find(&book, uuid, pci, total, limit) : -1;
 	struct cumemcap_group_dev *gd = &cumemcap_group_devs[dev];
@@ -233,6 +262,9 @@ void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pc
 		atomic_store(&gd->on, true); /* nothing can be granted: refused, never uncapped */
 	} else if (g >= 0 && self >= 0) {
 		gd->gpu = g;
+		memcpy(attached_as[dev].uuid, uuid, 16);
+		snprintf(attached_as[dev].pci, sizeof(attached_as[dev].pci), "%s", pci ? pci : "");
+		attached_as[dev].total = total;
 		attached[dev] = true;
 		struct cumemcap_book_figs *f = figs(self, dev); /* join_lock: leave waits for it */
 		atomic_store(&f->ordinal, dev);
@@ -269,9 +301,12 @@ static void squeeze(void)
 }
 
 static bool grow_at(int s, int dev, uint64_t bytes);
+static bool book_sound(void);
 
 static bool group_grow(int dev, uint64_t bytes)
 {
+	if (!book_sound() && !atomic_load(&cumemcap_group_devs[dev].on))
+		return true; /* the group's book was given up: own limits only */
 	if (bytes > INT64_MAX / 2 || !ready(dev))
 		return false;
 	int s = slot_enter();
@@ -444,10 +479,164 @@ void cumemcap_group_reap(bool now)
 	if (!now && t < last + 10)
 		return;
 	atomic_store(&last_reap_ms, t);
+	if (!book_sound())
+		return;
 	cumemcap_xmutex_lock(&join_lock);
 	if (atomic_load(&booked))
 		cumemcap_book_reap(&book, self);
 	cumemcap_xmutex_unlock(&join_lock);
+}
+
+/* ---- a book removed, replaced or truncated ------------------------------------------------- */
+
+/* Every member may write the book's file, so any member may remove it,
+ * rename another file over it, or truncate it. A member looks at its
+ * descriptor (one fstat) once a second (the worker), before each reap, and
+ * before each grant it asks the group for:
+ *   - no link left (removed, or replaced by a rename): the group goes on in
+ *     the book at the name now, made anew if there is none, where this
+ *     member claims a slot and counts again what it holds; so a book made
+ *     anew does not start with the whole budget while old members hold
+ *     memory (for at most the second until their next look);
+ *   - another size (truncated): a touch of the mapping past the file's end
+ *     is a SIGBUS, which a preloaded library cannot catch without harming
+ *     the program; the member gives the book up with one line and runs on
+ *     under its own limits.
+ * This shortens the window but cannot close it: a truncation between a
+ * look and a touch is still a SIGBUS. Nothing cheaper closes it: only a
+ * memfd takes seals, and a member must open the file for writing to map
+ * it, which lets it truncate. So who may truncate is who may write the
+ * file: the user's own processes (group_access=user), or the members of
+ * the one Unix group gid:GROUP names. */
+
+/* Wait, pausing set, until no thread uses the slot (they never block
+ * inside); false after 200 ms. join_lock held. */
+static bool drain_slot_users(void)
+{
+	uint64_t until = mono_ms() + 200;
+	while (atomic_load(&slot_users))
+		if (mono_ms() >= until)
+			return false;
+		else
+			sched_yield();
+	return true;
+}
+
+/* Stop using the book: this process counts only against its own limits.
+ * The mapping stays (a thread may still read it through a pointer it
+ * loaded); the descriptor goes, and with it the slot's lock. join_lock
+ * held, pausing set. */
+static void give_up_locked(const char *what)
+{
+	if (in_group)
+		cumemcap_msg("CUMEMCAP_GROUP=%s: %s %s; this process leaves the group and runs under its own "
+			     "limits", group_name, book.path, what);
+	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++) {
+		atomic_store(&cumemcap_group_devs[d].on, false);
+		atomic_store(&cumemcap_group_devs[d].room, 0);
+		attached[d] = false;
+	}
+	atomic_fetch_and(&cumemcap_group_hot, ~1u);
+	atomic_store(&booked, false);
+	atomic_store(&want_registry, false);
+	squeeze_word = &no_squeeze;
+	self = -1;
+	if (book.fd >= 0)
+		close(book.fd);
+	book.fd = -1;
+}
+
+/* Go on in the book at book.path: claim a slot there, attach the GPUs
+ * again and count what this process holds of each. The old book is left
+ * to its other members (its mapping stays, see give_up_locked). join_lock
+ * held, pausing set, no slot users. */
+static void move_locked(void)
+{
+	/* `book` stays the old one until the new one is whole: threads that
+	 * read it without the slot (sleepers, the log's figures) find one
+	 * mapped book or the other, never none. */
+	struct cumemcap_book old = book, fresh;
+	int old_self = self;
+	/* The group's limits as they are now (set by any member or by
+	 * `cumemcap group set`), not as this member was started with. */
+	uint64_t limits[CUMEMCAP_MAX_DEVICES];
+	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
+		limits[d] = attached[d] ? atomic_load(&cumemcap_book_gpu(&old, (unsigned)cumemcap_group_devs[d].gpu)->limit)
+					: CUMEMCAP_BOOK_NONE;
+	char why[256];
+	if (!cumemcap_book_open_gid(&fresh, old.path, in_group ? CUMEMCAP_BOOK_GROUP : CUMEMCAP_BOOK_REGISTRY,
+				    in_group ? group_name : registry_uid, access_mode, access_gid, true, why,
+				    sizeof(why))) {
+		char what[320];
+		snprintf(what, sizeof(what), "was removed and the book now there cannot be used (%s)", why);
+		give_up_locked(what);
+		return;
+	}
+	int slot = cumemcap_book_claim(&fresh, program);
+	int gpus[CUMEMCAP_MAX_DEVICES];
+	bool ok = slot >= 0;
+	for (int d = 0; ok && d < CUMEMCAP_MAX_DEVICES; d++)
+		gpus[d] = !attached[d] ? -1
+				       : cumemcap_book_gpu_find(&fresh, attached_as[d].uuid, attached_as[d].pci,
+								attached_as[d].total, limits[d]);
+	for (int d = 0; ok && d < CUMEMCAP_MAX_DEVICES; d++)
+		ok = !attached[d] || gpus[d] >= 0;
+	if (!ok) {
+		if (slot >= 0)
+			cumemcap_book_release(&fresh, slot);
+		cumemcap_book_close(&fresh);
+		give_up_locked("was removed and the book now there has no room for this process");
+		return;
+	}
+	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
+		if (attached[d])
+			cumemcap_book_carry(&old, (unsigned)old_self, (unsigned)cumemcap_group_devs[d].gpu, &fresh,
+					    (unsigned)slot, (unsigned)gpus[d]);
+	book = fresh;
+	self = slot;
+	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
+		if (attached[d])
+			cumemcap_group_devs[d].gpu = gpus[d];
+	if (in_group) {
+		struct cumemcap_book_header *h = cumemcap_book_header(&book);
+		/* This process's sleepers wake and sleep again on the new
+		 * word; they count themselves out of the book they find. */
+		uint32_t mine = atomic_load(&cumemcap_group_local_waiters);
+		atomic_fetch_add(&h->waiters, mine);
+		cumemcap_book_wake(&old);
+		atomic_fetch_sub(&cumemcap_book_header(&old)->waiters, mine);
+		squeeze_word = &h->squeeze;
+		atomic_store(&squeeze_seen, atomic_load(squeeze_word));
+	}
+	changes_seen = atomic_load(&cumemcap_book_header(&book)->change_seq);
+	cumemcap_book_release(&old, old_self); /* our share leaves the old book */
+	close(old.fd);
+}
+
+/* Whether the book may still be used: look at its descriptor, and move to
+ * a new book or give it up when it was removed or truncated. */
+static bool book_sound(void)
+{
+	uint64_t size;
+	if (!atomic_load(&booked) || cumemcap_book_fate(&book, &size) == CUMEMCAP_BOOK_SOUND)
+		return atomic_load(&booked);
+	cumemcap_xmutex_lock(&join_lock);
+	enum cumemcap_book_fate fate = CUMEMCAP_BOOK_SOUND;
+	if (atomic_load(&booked) && !atomic_load(&leaving))
+		fate = cumemcap_book_fate(&book, &size);
+	if (fate != CUMEMCAP_BOOK_SOUND) {
+		atomic_store(&pausing, true);
+		char what[96];
+		snprintf(what, sizeof(what), "was cut to %llu bytes by another process", (unsigned long long)size);
+		if (drain_slot_users() && fate == CUMEMCAP_BOOK_CUT)
+			give_up_locked(what);
+		else if (fate == CUMEMCAP_BOOK_REMOVED && !atomic_load(&slot_users))
+			move_locked(); /* drained: no user came back while pausing is set */
+		atomic_store(&pausing, false);
+	}
+	bool sound = atomic_load(&booked);
+	cumemcap_xmutex_unlock(&join_lock);
+	return sound;
 }
 
 /* ---- the worker, top, the log ------------------------------------------------------------- */
@@ -455,6 +644,8 @@ void cumemcap_group_reap(bool now)
 void cumemcap_group_tick(void)
 {
 	if (!atomic_load(&booked) && !atomic_load(&rejoin))
+		return;
+	if (atomic_load(&booked) && !book_sound())
 		return;
 	cumemcap_group_reap(true);
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
@@ -586,6 +777,7 @@ void cumemcap_group_fork_child(void)
 {
 	cumemcap_xmutex_fork_child(&join_lock);
 	atomic_store(&slot_users, 0); /* no thread came along */
+	atomic_store(&pausing, false); /* nor the one moving the book */
 	atomic_store(&cumemcap_group_local_waiters, 0);
 	atomic_fetch_and(&cumemcap_group_hot, 1u); /* no thread came along, none waits */
 	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)

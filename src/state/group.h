@@ -54,7 +54,8 @@ extern struct cumemcap_group_dev cumemcap_group_devs[CUMEMCAP_MAX_DEVICES];
  * member, or else note that the node registry is to be joined at the first
  * GPU's attach when the policy has any limit. False with one line in err (naming the variable, the file and the
  * reason) when a group cannot be joined: the process must not run. The
- * registry is best effort (a note under CUMEMCAP_DEBUG, never an error). */
+ * registry is best effort, never an error: one that cannot be made is left
+ * out quietly; one that is there but not this user's is said once. */
 bool cumemcap_group_start(const struct cumemcap_policy *p, char *err, size_t errlen);
 
 /* Whether this process is in a group. */

@@ -6,6 +6,9 @@
  * UUID, also with concurrent adders), limit changes in their ring, and the
  * sum of what members hold.
  *
+ * Creation reserves the file's bytes and sweeps only this user's stale
+ * temporaries.
+ *
  * Everything happens in a mkdtemp directory made (and removed) by the
  * parent around each forked test. Children of a test open the book again
  * themselves: a fork shares its parent's open file, and with it the
@@ -142,6 +145,105 @@ START_TEST(book_create_then_open_shares_the_mapping)
 	ck_assert(!cumemcap_book_open(&a, path, CUMEMCAP_BOOK_GROUP, "team", CUMEMCAP_BOOK_USER, false, why,
 				      sizeof(why)));
 	ck_assert_int_eq(access(path, F_OK), -1);
+}
+END_TEST
+
+START_TEST(book_create_reserves_its_bytes)
+{
+	/* A sparse book is a SIGBUS at the first touch of a page a full
+	 * file system cannot back: every block is allocated at creation. */
+	struct cumemcap_book b;
+	open_book(&b, true);
+	struct stat st;
+	ck_assert_int_eq(fstat(b.fd, &st), 0);
+	ck_assert_msg((uint64_t)st.st_blocks * 512 >= CUMEMCAP_BOOK_SIZE, "%llu blocks of 512 for %zu bytes",
+		      (unsigned long long)st.st_blocks, (size_t)CUMEMCAP_BOOK_SIZE);
+	cumemcap_book_close(&b);
+}
+END_TEST
+
+static void touch_at(const char *name, time_t mtime)
+{
+	char p[700];
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	int fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	struct timespec t[2] = { { .tv_sec = mtime }, { .tv_sec = mtime } };
+	ck_assert_int_eq(utimensat(AT_FDCWD, p, t, 0), 0);
+}
+
+static bool exists(const char *name)
+{
+	char p[700];
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	return lstat(p, &st) == 0;
+}
+
+START_TEST(book_create_sweeps_own_stale_temporaries_only)
+{
+	time_t now = time(NULL);
+	touch_at(".cumemcap-new.4242.0", now - 3600);   /* a crash's: gone */
+	touch_at(".cumemcap-new.4243.0", now);          /* being made now: kept */
+	touch_at(".cumemcap-other", now - 3600);        /* not cumemcap's name: kept */
+	char target[700], link[700];
+	snprintf(target, sizeof(target), "%s/.cumemcap-other", dir);
+	snprintf(link, sizeof(link), "%s/.cumemcap-new.link", dir);
+	ck_assert_int_eq(symlink(target, link), 0);    /* not a file it made: kept */
+	make_book();
+	ck_assert(!exists(".cumemcap-new.4242.0"));
+	ck_assert(exists(".cumemcap-new.4243.0"));
+	ck_assert(exists(".cumemcap-other"));
+	ck_assert(exists(".cumemcap-new.link"));
+}
+END_TEST
+
+START_TEST(book_fate_sees_a_cut_and_a_removed_book)
+{
+	struct cumemcap_book b;
+	uint64_t size = 1;
+	open_book(&b, true);
+	ck_assert_int_eq(cumemcap_book_fate(&b, &size), CUMEMCAP_BOOK_SOUND);
+	ck_assert_uint_eq(size, CUMEMCAP_BOOK_SIZE);
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(cumemcap_book_fate(&b, &size), CUMEMCAP_BOOK_REMOVED);
+	/* Cut is said first: a removed and cut book must not be touched. */
+	ck_assert_int_eq(ftruncate(b.fd, 4096), 0);
+	ck_assert_int_eq(cumemcap_book_fate(&b, &size), CUMEMCAP_BOOK_CUT);
+	ck_assert_uint_eq(size, 4096);
+	close(b.fd);
+	b.fd = -1;
+	munmap(b.map, CUMEMCAP_BOOK_SIZE);
+	b.map = NULL;
+}
+END_TEST
+
+START_TEST(book_carry_copies_a_members_figures)
+{
+	struct cumemcap_book a, b;
+	open_book(&a, true);
+	char other[600];
+	snprintf(other, sizeof(other), "%s/cumemcap-group.other", dir);
+	ck_assert(cumemcap_book_open(&b, other, CUMEMCAP_BOOK_GROUP, "other", CUMEMCAP_BOOK_USER, true, why,
+				     sizeof(why)));
+	int from = cumemcap_book_claim(&a, "p"), to = cumemcap_book_claim(&b, "p");
+	ck_assert_int_ge(from, 0);
+	ck_assert_int_ge(to, 0);
+	struct cumemcap_book_figs *f = &cumemcap_book_slot(&a, (unsigned)from)->gpu[3];
+	atomic_store(&f->held, 123);
+	atomic_store(&f->limit, 456);
+	atomic_store(&f->ordinal, 1);
+	atomic_store(&f->waiting, 2);
+	cumemcap_book_carry(&a, (unsigned)from, 3, &b, (unsigned)to, 5);
+	struct cumemcap_book_figs *t = &cumemcap_book_slot(&b, (unsigned)to)->gpu[5];
+	ck_assert_uint_eq(atomic_load(&t->held), 123);
+	ck_assert_uint_eq(atomic_load(&t->limit), 456);
+	ck_assert_int_eq(atomic_load(&t->ordinal), 1);
+	ck_assert_uint_eq(atomic_load(&t->waiting), 2);
+	ck_assert_uint_eq(cumemcap_book_used(&b, 5), 123);
+	cumemcap_book_close(&b);
+	cumemcap_book_close(&a);
 }
 END_TEST
 
@@ -795,6 +897,10 @@ TEST_SUITE(book)
 {
 	Suite *s = suite_create("book");
 	add(s, book_create_then_open_shares_the_mapping);
+	add(s, book_create_reserves_its_bytes);
+	add(s, book_create_sweeps_own_stale_temporaries_only);
+	add(s, book_fate_sees_a_cut_and_a_removed_book);
+	add(s, book_carry_copies_a_members_figures);
 	add(s, book_open_refuses_mode_0644);
 	add(s, book_open_refuses_another_owner);
 	add(s, book_open_refuses_wrong_size);

@@ -191,7 +191,12 @@ static const struct bad_env bad_envs[] = {
 	{ "CUMEMCAP_GROUP_DIR", "shm", "is not an absolute path; accepted: an absolute directory path" },
 	{ "CUMEMCAP_GROUP_DIR", "", "is not an absolute path; accepted:" },
 	{ "CUMEMCAP_GROUP_ACCESS", "group", "accepted: user (the state file is 0600" },
-	{ "CUMEMCAP_GROUP_ACCESS", "USER", "gid (0660" },
+	{ "CUMEMCAP_GROUP_ACCESS", "USER", "gid:GROUP (0660" },
+	/* Plain gid trusted any group of the caller's (every user is in
+	 * video): it names none, and is refused. */
+	{ "CUMEMCAP_GROUP_ACCESS", "gid", "names no Unix group (any group of the caller's" },
+	{ "CUMEMCAP_GROUP_ACCESS", "gid:", "names no Unix group on this system; accepted: user" },
+	{ "CUMEMCAP_GROUP_ACCESS", "gid:no-such-group-cumemcap", "names no Unix group on this system" },
 	{ "CUMEMCAP_ON_LIMIT", "wait", "accepted: fail, wait:SECONDS (0.001 to 86400" },
 	{ "CUMEMCAP_ON_LIMIT", "wait:", "accepted: fail, wait:SECONDS" },
 	{ "CUMEMCAP_ON_LIMIT", "wait:0", "accepted: fail, wait:SECONDS" },
@@ -551,7 +556,7 @@ START_TEST(policy_group_reads_every_variable)
 		"CUMEMCAP_GROUP", "team-a_2.train",
 		"CUMEMCAP_GROUP_LIMIT", "8GiB",
 		"CUMEMCAP_GROUP_DIR", "/run/cumemcap groups",
-		"CUMEMCAP_GROUP_ACCESS", "gid",
+		"CUMEMCAP_GROUP_ACCESS", "gid:root",
 		"CUMEMCAP_ON_LIMIT", "wait:0.5",
 		NULL,
 	};
@@ -560,6 +565,7 @@ START_TEST(policy_group_reads_every_variable)
 	ck_assert_str_eq(policy.group, "team-a_2.train");
 	ck_assert_str_eq(policy.group_dir, "/run/cumemcap groups");
 	ck_assert(policy.group_gid);
+	ck_assert_uint_eq(policy.group_gid_id, 0);
 	ck_assert_str_eq(cumemcap_policy_group_access_name(policy.group_gid), "gid");
 	ck_assert_uint_eq(policy.wait_ms, 500);
 	ck_assert_uint_eq(group_limit_of(0, 16 * GiB, where, sizeof(where)), 8 * GiB);
@@ -657,7 +663,7 @@ static const char *const group_text =
 	"group = node\n"                 /* 1 */
 	"group_limit = 0=2GiB\n"         /* 2 */
 	"group_dir = /srv/groups\n"      /* 3 */
-	"group_access = gid\n"           /* 4 */
+	"group_access = gid:4242\n"      /* 4 */
 	"on_limit = wait:5\n"            /* 5 */
 	"[program job]\n"                /* 6 */
 	"group = jobs\n"                 /* 7 */
@@ -678,6 +684,7 @@ START_TEST(policy_group_precedence)
 	ck_assert_str_eq(policy.group_dir, "/srv/groups");
 	ck_assert_uint_eq(policy.group_dir_src.line, 3);
 	ck_assert(policy.group_gid);
+	ck_assert_uint_eq(policy.group_gid_id, 4242);
 	ck_assert_uint_eq(policy.group_access_src.line, 4);
 	ck_assert_uint_eq(policy.wait_ms, 5000);
 	ck_assert_uint_eq(policy.on_limit_src.line, 5);
@@ -697,7 +704,7 @@ START_TEST(policy_group_precedence)
 		"CUMEMCAP_GROUP", "mine",
 		"CUMEMCAP_GROUP_LIMIT", "1=3GiB",
 		"CUMEMCAP_GROUP_DIR", "/tmp/g",
-		"CUMEMCAP_GROUP_ACCESS", "gid",
+		"CUMEMCAP_GROUP_ACCESS", "gid:0",
 		"CUMEMCAP_ON_LIMIT", "fail",
 		NULL,
 	};
