@@ -394,10 +394,10 @@ void cumemcap_group_give_back(int dev)
 	bool asked = sq != atomic_load(&squeeze_seen);
 	if (asked)
 		atomic_store(&squeeze_seen, sq); /* a racy hint: a lost update only gives back twice */
-	int64_t keep = asked || atomic_load(&cumemcap_book_header(&book)->tight) ? 0 : (int64_t)gd->chunk;
 	int s = slot_enter();
 	if (s < 0)
 		return;
+	int64_t keep = asked || atomic_load(&cumemcap_book_header(&book)->tight) ? 0 : (int64_t)gd->chunk;
 	int64_t r = atomic_load(&gd->room);
 	while (r > keep) {
 		if (atomic_compare_exchange_weak(&gd->room, &r, keep)) {
@@ -428,10 +428,17 @@ void cumemcap_group_force(int dev, uint64_t bytes)
 
 /* ---- waiting ------------------------------------------------------------------------------- */
 
+/* The word waiting threads sleep on: the book's, read inside a use of the
+ * slot (a move wakes the old word's sleepers, who then find the new one). */
 static _Atomic uint32_t *wake_word(bool *shared)
 {
-	*shared = in_group && atomic_load(&booked);
-	return *shared ? &cumemcap_book_header(&book)->wake : &local_wake;
+	*shared = false;
+	if (!in_group || !atomic_load(&booked) || slot_enter() < 0)
+		return &local_wake;
+	_Atomic uint32_t *w = &cumemcap_book_header(&book)->wake;
+	slot_exit();
+	*shared = true;
+	return w;
 }
 
 uint32_t cumemcap_group_wake_seq(void)
@@ -451,15 +458,16 @@ void cumemcap_group_wake_local(void)
 void cumemcap_group_waiting(int dev, int delta)
 {
 	atomic_fetch_add(&cumemcap_group_hot, (uint32_t)(2 * delta));
+	/* Inside a use of the slot, so that a move (which carries the local
+	 * count into the new book) sees each change whole. */
+	int s = atomic_load(&booked) ? slot_enter() : -1;
 	atomic_fetch_add(&cumemcap_group_local_waiters, (uint32_t)delta);
-	if (in_group && atomic_load(&booked))
-		atomic_fetch_add(&cumemcap_book_header(&book)->waiters, (uint32_t)delta);
-	if (dev_ok(dev) && atomic_load(&booked) && cumemcap_group_devs[dev].gpu >= 0) {
-		int s = slot_enter();
-		if (s >= 0) {
+	if (s >= 0) {
+		if (in_group)
+			atomic_fetch_add(&cumemcap_book_header(&book)->waiters, (uint32_t)delta);
+		if (dev_ok(dev) && cumemcap_group_devs[dev].gpu >= 0)
 			atomic_fetch_add(&figs(s, dev)->waiting, (uint32_t)delta);
-			slot_exit();
-		}
+		slot_exit();
 	}
 }
 
@@ -614,12 +622,14 @@ static void move_locked(void)
 }
 
 /* Whether the book may still be used: look at its descriptor, and move to
- * a new book or give it up when it was removed or truncated. */
+ * a new book or give it up when it was removed or truncated. Under the
+ * join lock, since a move replaces `book`: it runs once a second and
+ * before a member asks the group for more, never on a common path. */
 static bool book_sound(void)
 {
-	uint64_t size;
-	if (!atomic_load(&booked) || cumemcap_book_fate(&book, &size) == CUMEMCAP_BOOK_SOUND)
-		return atomic_load(&booked);
+	uint64_t size = 0;
+	if (!atomic_load(&booked))
+		return false;
 	cumemcap_xmutex_lock(&join_lock);
 	enum cumemcap_book_fate fate = CUMEMCAP_BOOK_SOUND;
 	if (atomic_load(&booked) && !atomic_load(&leaving))
@@ -723,16 +733,27 @@ static int group_gpu(int dev)
 	return cumemcap_group_devs[dev].gpu;
 }
 
+/* The book is read inside a use of the slot (slot_enter), like the
+ * member's own figures: a move to a new book (move_locked) replaces `book`
+ * and the GPU indices only while no thread is inside. */
 uint64_t cumemcap_group_limit(int dev)
 {
+	if (group_gpu(dev) < 0 || slot_enter() < 0)
+		return UINT64_MAX;
 	int g = group_gpu(dev);
-	return g < 0 ? UINT64_MAX : atomic_load(&cumemcap_book_gpu(&book, (unsigned)g)->limit);
+	uint64_t limit = g < 0 ? UINT64_MAX : atomic_load(&cumemcap_book_gpu(&book, (unsigned)g)->limit);
+	slot_exit();
+	return limit;
 }
 
 uint64_t cumemcap_group_used(int dev)
 {
+	if (group_gpu(dev) < 0 || slot_enter() < 0)
+		return UINT64_MAX;
 	int g = group_gpu(dev);
-	return g < 0 ? UINT64_MAX : cumemcap_book_used(&book, (unsigned)g);
+	uint64_t used = g < 0 ? UINT64_MAX : cumemcap_book_used(&book, (unsigned)g);
+	slot_exit();
+	return used;
 }
 
 uint64_t cumemcap_group_held(int dev)

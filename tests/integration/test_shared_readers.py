@@ -29,13 +29,8 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import users  # noqa: E402
 
-# users.main() runs this program again inside its namespace with the
-# arguments unittest takes: ours travel in the environment.
-_ARGS = "CMCAP_TEST_SHARED_READERS_ARGS"
-if _ARGS not in os.environ:
-    os.environ[_ARGS] = json.dumps(sys.argv[1:6])
-    del sys.argv[1:6]
-GROUP_TOOL, REPORT_TOOL, SHIM, FAKE_DIR, FIXTURES = json.loads(os.environ[_ARGS])
+GROUP_TOOL, REPORT_TOOL, SHIM, FAKE_DIR, FIXTURES = sys.argv[1:6]
+del sys.argv[1:6]
 EXTRA = os.environ.get("LD_PRELOAD_EXTRA", "")
 TIMEOUT = 10  # seconds; a reader that takes longer is hung
 # The users' python: one they can run (the test's own may live in root's home).
@@ -105,6 +100,15 @@ def with_name(data, name):
 
 
 @users.needs_users
+
+def catches(pid, sig):
+    """Whether process PID has a handler for SIG (SigCgt of its status)."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("SigCgt:"):
+                return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    return False
+
 class SharedReaders(unittest.TestCase):
     maxDiff = None
 
@@ -188,7 +192,13 @@ class SharedReaders(unittest.TestCase):
         self.plant_fifos()
         p = subprocess.Popen([GROUP_TOOL, "top", "--dir", self.dir, "--interval", "0.1"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        time.sleep(1)
+        # Once top catches SIGTERM (its handler is in), and a little
+        # longer, so that it is among the FIFOs when the signal comes.
+        deadline = time.monotonic() + TIMEOUT
+        while not catches(p.pid, signal.SIGTERM):
+            self.assertLess(time.monotonic(), deadline, "top never installed its SIGTERM handler")
+            time.sleep(0.02)
+        time.sleep(0.3)
         p.send_signal(signal.SIGTERM)
         try:
             _, err = p.communicate(timeout=TIMEOUT)

@@ -26,13 +26,8 @@ import unittest
 
 import users
 
-# users.main() runs this program again in its namespace with the
-# arguments unittest is left with: ours go there through the environment.
-_ARGS = "SHARED_SECURE_TEST_ARGS"
-if _ARGS not in os.environ:
-    os.environ[_ARGS] = "\n".join(sys.argv[1:4])
-    del sys.argv[1:4]
-SHIM, FAKE_DIR, SECURE_HOLD = os.environ[_ARGS].split("\n")
+SHIM, FAKE_DIR, SECURE_HOLD = sys.argv[1:4]
+del sys.argv[1:4]
 EXTRA = os.environ.get("LD_PRELOAD_EXTRA", "")
 SUFFIX = ".cumemcap-lock"
 MAGIC = "cumemcap metrics writer lock 1\n"
@@ -43,7 +38,7 @@ LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 def clean_env(add):
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_")) and k not in LABEL_VARS and k != _ARGS}
+           if not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_")) and k not in LABEL_VARS}
     env.update(add)
     return env
 
