@@ -9,8 +9,9 @@
  * (nvml.h: the library's own functions, never these), returns its error
  * unchanged, and on success rewrites the figures of a GPU the shim knows
  * and caps:
- *   memory info: total = the limit, used = the process's footprint,
- *     free = limit - footprint (0 past it); v2: reserved = 0, so total =
+ *   memory info: total = the limit (or the group's budget, when less),
+ *     free = limit - footprint (0 past it; or the group's room, when
+ *     less), used = total - free; v2: reserved = 0, so total =
  *     reserved + used + free as NVML documents (v2's used includes
  *     reserved);
  *   compute processes: the entries whose pid is getpid() get the footprint
@@ -42,6 +43,7 @@
 #include "driver/nvml.h"
 #include "platform/export.h"
 #include "state/device.h"
+#include "state/group.h"
 #include "state/ledger.h"
 
 typedef cumemcap_nvml_return nvmlReturn_t;
@@ -68,35 +70,71 @@ static bool same_gpu(const unsigned char uuid[16], const char *name)
 	return strcasecmp(mine, name) == 0;
 }
 
-/* The limit and the footprint of the GPU behind `device`, when the shim
- * knows it and caps it. */
-static bool capped(const struct cumemcap_nvml_real *real, nvmlDevice_t device, uint64_t *limit,
-		   uint64_t *footprint)
+/* The GPU behind `device`, when the shim knows it: its ordinal (-1 for a
+ * GPU CUDA reported that the process has not used: it holds nothing), its
+ * limit (CUMEMCAP_NO_LIMIT: none) and the process's footprint there. */
+static bool known(const struct cumemcap_nvml_real *real, nvmlDevice_t device, int *dev, uint64_t *limit,
+		  uint64_t *footprint)
 {
 	char name[96];
 	if (!real->get_uuid || real->get_uuid(device, name, sizeof(name)) != CUMEMCAP_NVML_SUCCESS)
 		return false;
 	name[sizeof(name) - 1] = '\0';
 	/* A GPU the process used: the ledger's books. */
-	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
-		const struct cumemcap_device_info *info = cumemcap_device_info(dev);
+	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++) {
+		const struct cumemcap_device_info *info = cumemcap_device_info(d);
 		if (!info || !same_gpu(info->uuid, name))
 			continue;
-		*limit = cumemcap_ledger_limit(dev);
-		*footprint = cumemcap_ledger_footprint(dev); /* reserved + the driver's overhead */
-		return *limit != CUMEMCAP_NO_LIMIT;
+		*dev = d;
+		*limit = cumemcap_ledger_limit(d);
+		*footprint = cumemcap_ledger_footprint(d); /* reserved + the driver's overhead */
+		return true;
 	}
-	/* A GPU CUDA reported but the process has not used: nothing held. */
 	const struct cumemcap_device_info *all;
 	int n = cumemcap_device_all(&all);
 	for (int i = 0; i < n; i++) {
 		if (!same_gpu(all[i].uuid, name))
 			continue;
+		*dev = -1;
 		*limit = all[i].limit;
 		*footprint = 0;
-		return *limit != CUMEMCAP_NO_LIMIT;
+		return true;
 	}
 	return false;
+}
+
+/* The limit and the footprint of the GPU behind `device`, when the shim
+ * knows it and the process has a limit there. */
+static bool capped(const struct cumemcap_nvml_real *real, nvmlDevice_t device, uint64_t *limit,
+		   uint64_t *footprint)
+{
+	int dev;
+	return known(real, device, &dev, limit, footprint) && *limit != CUMEMCAP_NO_LIMIT;
+}
+
+/* What the process may see of the GPU behind `device`, as cuMemGetInfo
+ * tells it: the total is the least of its limit and its group's budget,
+ * the free the least of what each leaves. False: neither caps it. */
+static bool memory_seen(const struct cumemcap_nvml_real *real, nvmlDevice_t device, uint64_t *total,
+			uint64_t *free_bytes)
+{
+	int dev;
+	uint64_t limit, footprint;
+	if (!known(real, device, &dev, &limit, &footprint))
+		return false;
+	uint64_t left = limit == CUMEMCAP_NO_LIMIT ? UINT64_MAX : footprint < limit ? limit - footprint : 0;
+	uint64_t budget, room;
+	if (dev >= 0 && cumemcap_group_capacity(dev, &budget, &room)) {
+		if (budget < limit)
+			limit = budget;
+		if (room < left)
+			left = room;
+	}
+	if (limit == CUMEMCAP_NO_LIMIT)
+		return false;
+	*total = limit;
+	*free_bytes = left < limit ? left : limit;
+	return true;
 }
 
 /* The real library's entry point `fn`, or the error to return. */
@@ -108,12 +146,12 @@ static bool capped(const struct cumemcap_nvml_real *real, nvmlDevice_t device, u
 			return CUMEMCAP_NVML_ERROR_FUNCTION_NOT_FOUND;          \
 	} while (0)
 
-static void tell(uint64_t limit, uint64_t footprint, unsigned long long *total,
-		 unsigned long long *used, unsigned long long *free_bytes)
+static void tell(uint64_t total, uint64_t free_bytes, unsigned long long *total_out, unsigned long long *used,
+		 unsigned long long *free_out)
 {
-	*total = limit;
-	*used = footprint;
-	*free_bytes = footprint < limit ? limit - footprint : 0;
+	*total_out = total;
+	*used = total - free_bytes;
+	*free_out = free_bytes;
 }
 
 CUMEMCAP_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, struct cumemcap_nvml_memory *memory)
@@ -121,9 +159,9 @@ CUMEMCAP_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, struct
 	struct cumemcap_nvml_real real;
 	REAL_OR_RETURN(real, memory_info);
 	nvmlReturn_t r = real.memory_info(device, memory);
-	uint64_t limit, footprint;
-	if (r == CUMEMCAP_NVML_SUCCESS && memory && capped(&real, device, &limit, &footprint))
-		tell(limit, footprint, &memory->total, &memory->used, &memory->free);
+	uint64_t total, free_bytes;
+	if (r == CUMEMCAP_NVML_SUCCESS && memory && memory_seen(&real, device, &total, &free_bytes))
+		tell(total, free_bytes, &memory->total, &memory->used, &memory->free);
 	return r;
 }
 
@@ -133,10 +171,10 @@ CUMEMCAP_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
 	struct cumemcap_nvml_real real;
 	REAL_OR_RETURN(real, memory_info_v2);
 	nvmlReturn_t r = real.memory_info_v2(device, memory);
-	uint64_t limit, footprint;
-	if (r == CUMEMCAP_NVML_SUCCESS && memory && capped(&real, device, &limit, &footprint)) {
+	uint64_t total, free_bytes;
+	if (r == CUMEMCAP_NVML_SUCCESS && memory && memory_seen(&real, device, &total, &free_bytes)) {
 		memory->reserved = 0;
-		tell(limit, footprint, &memory->total, &memory->used, &memory->free);
+		tell(total, free_bytes, &memory->total, &memory->used, &memory->free);
 	}
 	return r;
 }

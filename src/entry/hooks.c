@@ -19,6 +19,7 @@
 #include "arena/arena.h"
 #include "state/capture.h"
 #include "state/device.h"
+#include "state/group.h"
 #include "driver/driver.h"
 #include "platform/export.h"
 #include "entry/hooks.h"
@@ -180,12 +181,33 @@ static inline __attribute__((always_inline)) void clamp_info(const struct cumemc
 	*total_bytes = t;
 }
 
+/* A group member: the group's budget and room join the process's own, so
+ * that the total is the least of the limits and the headroom the least of
+ * the rooms (the card's figures are clamped by both in clamp_info). */
+static __attribute__((noinline)) void add_group(int dev, struct cumemcap_ledger_capacity *c)
+{
+	uint64_t budget, room;
+	if (!cumemcap_group_capacity(dev, &budget, &room))
+		return;
+	if (budget < c->limit)
+		c->limit = budget;
+	if (room < c->headroom)
+		c->headroom = room;
+}
+
+static void process_capacity(int dev, struct cumemcap_ledger_capacity *c)
+{
+	cumemcap_ledger_capacity(dev, c);
+	if (cumemcap_group_member())
+		add_group(dev, c);
+}
+
 /* With pools to read again first. */
 static __attribute__((noinline)) void virtualize_info_pools(int dev, uint64_t *free_bytes, uint64_t *total_bytes)
 {
 	cumemcap_account_pool_refresh_now(dev);
 	struct cumemcap_ledger_capacity c;
-	cumemcap_ledger_capacity(dev, &c);
+	process_capacity(dev, &c);
 	clamp_info(&c, free_bytes, total_bytes);
 }
 
@@ -193,7 +215,7 @@ static inline __attribute__((always_inline)) void virtualize_info(int dev, uint6
 								  uint64_t *total_bytes)
 {
 	struct cumemcap_ledger_capacity c;
-	cumemcap_ledger_capacity(dev, &c);
+	process_capacity(dev, &c);
 	if (__builtin_expect(c.limit != CUMEMCAP_NO_LIMIT && cumemcap_ledger_holds(dev, CUMEMCAP_KIND_pool), 0)) {
 		virtualize_info_pools(dev, free_bytes, total_bytes);
 		return;
@@ -272,8 +294,9 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetInfo(unsigned int *free, unsigned int *
 }
 
 /* A device's capacity: the driver's (cuDeviceTotalMem_v2), capped at its
- * limit. A device the shim cannot describe gets the driver's answer for a
- * device that is not there, never its real capacity uncapped. */
+ * limit and at its group's budget. A device the shim cannot describe gets
+ * the driver's answer for a device that is not there, never its real
+ * capacity uncapped. */
 static CUresult device_total(CUdevice dev, uint64_t *total)
 {
 	size_t t64;
@@ -284,6 +307,9 @@ static CUresult device_total(CUdevice dev, uint64_t *total)
 		return CUDA_ERROR_INVALID_DEVICE;
 	uint64_t limit = cumemcap_ledger_limit(dev);
 	*total = limit != CUMEMCAP_NO_LIMIT ? limit : t64;
+	uint64_t budget, room;
+	if (cumemcap_group_member() && cumemcap_group_capacity(dev, &budget, &room) && budget < *total)
+		*total = budget;
 	return CUDA_SUCCESS;
 }
 

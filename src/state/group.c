@@ -28,10 +28,7 @@ static _Atomic uint32_t *_Atomic squeeze_word = &no_squeeze; /* the book's squee
 static _Atomic uint32_t squeeze_seen; /* the last squeeze this process answered (a hint) */
 
 static struct cumemcap_xmutex join_lock = CUMEMCAP_XMUTEX_INIT(join_lock);
-/* Zero (.bss, not 1 KB of initialized data a start would copy): only
- * cumemcap_book_open, which sets every field first, and what follows it
- * read it. */
-static struct cumemcap_book book;
+static struct cumemcap_book book; /* set by cumemcap_book_open */
 static _Atomic bool booked;       /* book is open (a group's or the registry's) */
 static bool in_group;             /* it is a group's */
 static _Atomic int self = -1;     /* our slot */
@@ -497,25 +494,7 @@ void cumemcap_group_reap(bool now)
 
 /* ---- a book removed, replaced or truncated ------------------------------------------------- */
 
-/* Every member may write the book's file, so any member may remove it,
- * rename another file over it, or truncate it. A member looks at its
- * descriptor (one fstat) once a second (the worker), before each reap, and
- * before each grant it asks the group for:
- *   - no link left (removed, or replaced by a rename): the group goes on in
- *     the book at the name now, made anew if there is none, where this
- *     member claims a slot and counts again what it holds; so a book made
- *     anew does not start with the whole budget while old members hold
- *     memory (for at most the second until their next look);
- *   - another size (truncated): a touch of the mapping past the file's end
- *     is a SIGBUS, which a preloaded library cannot catch without harming
- *     the program; the member gives the book up with one line and runs on
- *     under its own limits.
- * This shortens the window but cannot close it: a truncation between a
- * look and a touch is still a SIGBUS. Nothing cheaper closes it: only a
- * memfd takes seals, and a member must open the file for writing to map
- * it, which lets it truncate. So who may truncate is who may write the
- * file: the user's own processes (group_access=user), or the members of
- * the one Unix group gid:GROUP names. */
+/* What a member does with a book removed, replaced or truncated: group.h. */
 
 /* Wait, pausing set, until no thread uses the slot (they never block
  * inside); false after 200 ms. join_lock held. */

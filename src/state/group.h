@@ -29,7 +29,27 @@
  * Thread safety: the room and the counters are atomics; joining, claiming
  * and reaping take one mutex (never held across a driver call or a wait).
  * Fork: the child leaves its parent's slot (it holds none of its memory)
- * and takes its own at its next use. */
+ * and takes its own at its next use.
+ *
+ * Every member may write the book's file, so any member may remove it,
+ * rename another file over it, or truncate it. A member looks at its
+ * descriptor (one fstat) once a second (the worker), before each reap, and
+ * before each grant it asks the group for:
+ *   - no link left (removed, or replaced by a rename): the group goes on in
+ *     the book at the name now, made anew if there is none, where this
+ *     member claims a slot and counts again what it holds; so a book made
+ *     anew does not start with the whole budget while old members hold
+ *     memory (for at most the second until their next look);
+ *   - another size (truncated): a touch of the mapping past the file's end
+ *     is a SIGBUS, which a preloaded library cannot catch without harming
+ *     the program; the member gives the book up with one line and runs on
+ *     under its own limits.
+ * This shortens the window but cannot close it: a truncation between a
+ * look and a touch is still a SIGBUS. Nothing cheaper closes it: only a
+ * memfd takes seals, and a member must open the file for writing to map
+ * it, which lets it truncate. So who may truncate is who may write the
+ * file: the user's own processes (group_access=user), or the members of
+ * the one Unix group gid:GROUP names. */
 #pragma once
 
 #include <stdatomic.h>
@@ -141,6 +161,27 @@ const char *cumemcap_group_path(void);
 uint64_t cumemcap_group_limit(int dev);
 uint64_t cumemcap_group_used(int dev);
 uint64_t cumemcap_group_held(int dev);
+
+/* The group's capacity on `dev` as this member sees it: the budget there,
+ * and the room it has under it (what no member holds, plus this member's
+ * own spare: what it could still take). False when the process is in no
+ * group or the group has no budget on dev. Sums every member's share: for
+ * a capacity answer (cuMemGetInfo, NVML), not for an allocation's way. */
+static inline bool cumemcap_group_capacity(int dev, uint64_t *budget, uint64_t *room)
+{
+	uint64_t limit = cumemcap_group_limit(dev);
+	if (limit == UINT64_MAX || limit == CUMEMCAP_BOOK_NONE)
+		return false;
+	uint64_t used = cumemcap_group_used(dev);
+	uint64_t left = used < limit ? limit - used : 0;
+	int64_t spare = atomic_load(&cumemcap_group_devs[dev].room);
+	if (spare >= 0)
+		*room = left > UINT64_MAX - (uint64_t)spare ? UINT64_MAX : left + (uint64_t)spare;
+	else /* the overhead grew past the share */
+		*room = left > (uint64_t)0 - (uint64_t)spare ? left - ((uint64_t)0 - (uint64_t)spare) : 0;
+	*budget = limit;
+	return true;
+}
 
 /* The process is ending: hand back the slot at once, once no other thread
  * is inside a use of it (the program's threads and the worker still run;

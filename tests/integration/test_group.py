@@ -96,6 +96,25 @@ for line in sys.stdin:
             say(op="bg", r=r, took=took)
         threading.Thread(target=later, args=(float(w[1]),)).start()
         say(op="started")
+    elif w[0] == "info":          # cuMemGetInfo on GPU 0
+        f, t = ctypes.c_size_t(), ctypes.c_size_t()
+        assert cu.cuCtxSetCurrent(ctxs[0]) == 0
+        r = cu.cuMemGetInfo_v2(ctypes.byref(f), ctypes.byref(t))
+        say(op="info", r=r, free=f.value, total=t.value)
+    elif w[0] == "nvml":          # NVML's memory info of GPU 0, as pynvml asks
+        ml = ctypes.CDLL("libnvidia-ml.so.1")
+        assert ml.nvmlInit_v2() == 0
+        h = ctypes.c_void_p()
+        assert ml.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(h)) == 0
+        m = (ctypes.c_ulonglong * 3)()   # nvmlMemory_t: total, free, used
+        r = ml.nvmlDeviceGetMemoryInfo(h, m)
+        say(op="nvml", r=r, total=m[0], free=m[1], used=m[2])
+    elif w[0] == "total":         # cuDeviceTotalMem of GPU 0
+        b = ctypes.c_size_t()
+        r = cu.cuDeviceTotalMem_v2(ctypes.byref(b), 0)
+        say(op="total", r=r, bytes=b.value)
+    elif w[0] == "getenv":
+        say(op="getenv", value=os.environ.get(w[1]))
     elif w[0] == "fork":          # before cuInit in the child? no: fork, child allocates, parent waits
         pass
     elif w[0] == "exit":
@@ -222,6 +241,34 @@ class Group(unittest.TestCase):
         b = self.member(CUMEMCAP_GROUP="g", CUMEMCAP_GROUP_LIMIT="2GiB")
         self.assertEqual(self.ask(b, "alloc 1600")["r"], OOM)     # the group's
         self.assertEqual(self.ask(b, "alloc 1500")["r"], 0)
+
+    def test_members_are_told_the_groups_capacity(self):
+        """cuMemGetInfo and NVML tell a member the group's budget as the
+        total and what the other members leave of it as free, with or
+        without a limit of its own; the framework hints apply as under a
+        process limit."""
+        a = self.member(CUMEMCAP_GROUP="g", CUMEMCAP_GROUP_LIMIT="1GiB")
+        self.assertEqual(self.ask(a, "alloc 700")["r"], 0)
+        for own in ({}, {"CUMEMCAP_LIMIT": "1GiB"}):
+            with self.subTest(own=own):
+                b = self.member(CUMEMCAP_GROUP="g", CUMEMCAP_GROUP_LIMIT="1GiB", **own)
+                info = self.ask(b, "info")
+                self.assertEqual((info["r"], info["total"]), (0, GiB), info)
+                # a holds 700 MiB and at most two chunks of spare (4 MiB
+                # each under a 1 GiB budget); b's own spare is b's.
+                self.assertLessEqual(info["free"], GiB - 700 * MiB + 8 * MiB, info)
+                self.assertGreaterEqual(info["free"], GiB - 700 * MiB - 8 * MiB, info)
+                self.assertEqual(self.ask(b, "total")["bytes"], GiB)
+                nvml = self.ask(b, "nvml")
+                self.assertEqual((nvml["r"], nvml["total"], nvml["free"]), (0, GiB, info["free"]), nvml)
+                self.assertEqual(nvml["used"], GiB - info["free"], nvml)
+                self.assertEqual(self.ask(b, "alloc 400")["r"], OOM)   # what it was told is true
+                self.assertEqual(self.ask(b, "alloc %d" % (info["free"] // MiB - 8))["r"], 0)
+                self.assertEqual(self.ask(b, "getenv XLA_PYTHON_CLIENT_PREALLOCATE")["value"], "false")
+                self.assertEqual(self.ask(b, "free")["r"], 0)
+                b.stdin.write("exit\n")
+                b.stdin.flush()
+                self.assertEqual(b.wait(20), 0)
 
     def test_budget_shared_after_fork(self):
         """A child forked from a member takes a slot of its own: parent and
