@@ -20,7 +20,12 @@
  *                      driver's own errors
  *   threads            several threads at once, in both orders: the books
  *                      end empty and the limit held
- * Run as: vmm DOOR CASE, with CUMEMCAP_LIMIT=1GiB CUMEMCAP_COUNT=allocations. */
+ *   footprint          the idiom under the default footprint count, a
+ *                      300 MiB context and NVML: two allocations fit; the
+ *                      overhead NVML shows stays the context's, never the
+ *                      mapped memory's
+ * Run as: vmm DOOR CASE, with CUMEMCAP_LIMIT=1GiB and (but for footprint)
+ * CUMEMCAP_COUNT=allocations. */
 #include "common.h"
 
 #include <pthread.h>
@@ -289,6 +294,40 @@ static void threads(void)
 	CHECK(shim_stats(0).live == 0);
 }
 
+static void footprint(void)
+{
+	enum { N = 4 };
+	CUmemGenericAllocationHandle h[N];
+	CUdeviceptr va[N];
+	int made = 0;
+	for (int i = 0; i < N; i++) {
+		CUresult r = A.cuMemCreate(&h[i], 256 * MiB, &device_prop, 0);
+		if (i >= 2) {
+			CHECK_CU(CUDA_ERROR_OUT_OF_MEMORY, r);
+			continue;
+		}
+		OK(r);
+		OK(A.cuMemAddressReserve(&va[i], 256 * MiB, 0, 0, 0));
+		OK(A.cuMemMap(va[i], 256 * MiB, 0, h[i], 0));
+		OK(A.cuMemRelease(h[i]));
+		grant_access(va[i], 256 * MiB);
+		made++;
+	}
+	CHECK(made == 2);
+	usleep(400 * 1000); /* samples read NVML again */
+	struct cumemcap_stats s = shim_stats(0);
+	CHECK(s.overhead == 300 * MiB);
+	CHECK(s.footprint == 812 * MiB && s.peak_footprint <= 1 * GiB);
+	for (int i = 0; i < 2; i++) {
+		OK(A.cuMemUnmap(va[i], 256 * MiB));
+		OK(A.cuMemAddressFree(va[i], 256 * MiB));
+	}
+	books(0);
+	usleep(400 * 1000);
+	s = shim_stats(0);
+	CHECK(s.overhead == 300 * MiB && s.footprint == 300 * MiB);
+}
+
 int main(int argc, char **argv)
 {
 	load_api(argc, argv, &A, &F);
@@ -311,6 +350,8 @@ int main(int argc, char **argv)
 		unknown();
 	else if (strcmp(c, "threads") == 0)
 		threads();
+	else if (strcmp(c, "footprint") == 0)
+		footprint();
 	else {
 		fprintf(stderr, "vmm: unknown case %s\n", c);
 		return 2;
