@@ -1,5 +1,7 @@
 /* footprint: see footprint.h. Thread safety: fp_lock (an xmutex) guards
- * everything below and is held across NVML calls, never across CUDA. */
+ * everything below and is held across NVML calls, never across CUDA; the
+ * card is read (cuMemGetInfo) inside a reader section of the life lock, so
+ * the context it is asked with cannot die meanwhile. */
 #include "account/footprint.h"
 
 #include <stdbool.h>
@@ -11,7 +13,9 @@
 #include "log/log.h"
 #include "platform/worker.h"
 #include "platform/xmutex.h"
+#include "driver/driver.h"
 #include "state/device.h"
+#include "state/life.h"
 #include "state/ledger.h"
 
 static struct cumemcap_xmutex fp_lock = CUMEMCAP_XMUTEX_INIT(fp_lock);
@@ -25,6 +29,14 @@ static struct gpu {
 	bool fresh;           /* nvml: the next reading replaces the overhead */
 	uint64_t read_ms;     /* when it was last refreshed (cumemcap_now_ms) */
 	enum cumemcap_overhead_source source;
+	CUcontext primary_ctx; /* the primary context's handle while it is one of them */
+	/* estimate: the card's used memory beyond this process's allocations
+	 * (cuMemGetInfo's total - free - reserved), the highest reading since
+	 * the last context was made or gone (`card_ok`: one was taken). */
+	bool card_ok;
+	uint64_t card;
+	uint64_t epoch;       /* counts contexts made and gone: a reading begun
+			       * before one is not taken after it */
 } gpus[CUMEMCAP_MAX_DEVICES];
 
 /* Contexts made by cuCtxCreate, to find their GPU when they are destroyed.
@@ -97,8 +109,15 @@ static void refresh_locked(int dev)
 		}
 		break;
 	case CUMEMCAP_OVERHEAD_delta:
+	case CUMEMCAP_OVERHEAD_meminfo:
+		overhead = contexts * g->per_context;
+		break;
 	case CUMEMCAP_OVERHEAD_estimate:
 		overhead = contexts * g->per_context;
+		if (g->card_ok && g->card < overhead) {
+			cumemcap_ledger_set_overhead(dev, g->card, CUMEMCAP_OVERHEAD_meminfo);
+			return;
+		}
 		break;
 	case CUMEMCAP_OVERHEAD_none:
 		overhead = 0;
@@ -129,6 +148,52 @@ static void learn_locked(int dev)
 	cumemcap_log_overhead(dev, cumemcap_overhead_source_name(g->source), g->per_context);
 }
 
+/* fp_lock held: a live context of the process on dev to ask the driver
+ * with, or NULL. */
+static CUcontext some_context_locked(int dev)
+{
+	if (gpus[dev].primary && gpus[dev].primary_ctx)
+		return gpus[dev].primary_ctx;
+	for (int i = 0; i < MADE_MAX; i++)
+		if (made[i].ctx && made[i].dev == dev)
+			return made[i].ctx;
+	return NULL;
+}
+
+/* Without NVML, what the card shows used beyond this process's
+ * allocations bounds its overhead from above: exact when the process is
+ * alone on the GPU, and other processes only add to it. Read it now
+ * (fp_lock not held; a cuMemGetInfo, which no capture forbids) and take
+ * the smaller of it and the estimate. `reserved` is read before and after
+ * and the larger kept, so a request of another thread still inside the
+ * driver makes the reading low by it, never high; so, as NVML's, a
+ * reading only raises the figure until a context is made or gone. */
+static void read_card(int dev)
+{
+	cumemcap_life_enter();
+	cumemcap_xmutex_lock(&fp_lock);
+	struct gpu *g = &gpus[dev];
+	CUcontext ctx = g->source == CUMEMCAP_OVERHEAD_estimate ? some_context_locked(dev) : NULL;
+	uint64_t epoch = g->epoch;
+	cumemcap_xmutex_unlock(&fp_lock);
+	uint64_t before = cumemcap_ledger_get(dev, CUMEMCAP_FIG_reserved), free = 0, total = 0;
+	bool ok = ctx && cumemcap_driver_card_memory(ctx, &free, &total);
+	uint64_t after = cumemcap_ledger_get(dev, CUMEMCAP_FIG_reserved);
+	cumemcap_life_exit();
+	if (!ok)
+		return;
+	uint64_t reserved = after > before ? after : before, used = total > free ? total - free : 0;
+	uint64_t beyond = used > reserved ? used - reserved : 0;
+	cumemcap_xmutex_lock(&fp_lock);
+	if (g->epoch == epoch && g->source == CUMEMCAP_OVERHEAD_estimate) {
+		if (!g->card_ok || beyond > g->card)
+			g->card = beyond;
+		g->card_ok = true;
+		refresh_locked(dev);
+	}
+	cumemcap_xmutex_unlock(&fp_lock);
+}
+
 void cumemcap_account_context_made(int dev, CUcontext ctx, bool primary)
 {
 	if (!cumemcap_ledger_valid(dev) || !cumemcap_device_ensure(dev))
@@ -139,6 +204,7 @@ void cumemcap_account_context_made(int dev, CUcontext ctx, bool primary)
 		if (!g->primary)
 			g->contexts++;
 		g->primary = true;
+		g->primary_ctx = ctx;
 	} else {
 		g->contexts++;
 		for (int i = 0; i < MADE_MAX; i++)
@@ -149,11 +215,14 @@ void cumemcap_account_context_made(int dev, CUcontext ctx, bool primary)
 			}
 	}
 	g->fresh = true;
+	g->card_ok = false;
+	g->epoch++;
 	if (g->source == CUMEMCAP_OVERHEAD_none)
 		learn_locked(dev);
 	else
 		refresh_locked(dev);
 	cumemcap_xmutex_unlock(&fp_lock);
+	read_card(dev);
 }
 
 void cumemcap_account_context_gone(CUcontext ctx, int dev)
@@ -163,6 +232,7 @@ void cumemcap_account_context_gone(CUcontext ctx, int dev)
 		if (gpus[dev].primary && gpus[dev].contexts)
 			gpus[dev].contexts--;
 		gpus[dev].primary = false;
+		gpus[dev].primary_ctx = NULL;
 	} else if (ctx) {
 		for (int i = 0; i < MADE_MAX; i++)
 			if (made[i].ctx == ctx) {
@@ -175,6 +245,8 @@ void cumemcap_account_context_gone(CUcontext ctx, int dev)
 	}
 	if (cumemcap_ledger_valid(dev)) {
 		gpus[dev].fresh = true;
+		gpus[dev].card_ok = false; /* read again at the next sample or refusal */
+		gpus[dev].epoch++;
 		refresh_locked(dev);
 	}
 	cumemcap_xmutex_unlock(&fp_lock);
@@ -184,27 +256,38 @@ void cumemcap_account_footprint_refresh(int dev)
 {
 	if (!cumemcap_ledger_valid(dev))
 		return;
+	bool due = true;
 	cumemcap_xmutex_lock(&fp_lock);
 	if (gpus[dev].source == CUMEMCAP_OVERHEAD_none && cumemcap_ledger_get(dev, CUMEMCAP_FIG_reserved) &&
 	    cumemcap_device_info(dev))
 		learn_locked(dev); /* memory in a context the shim did not see made */
 	else if (cumemcap_now_ms() - gpus[dev].read_ms >= REFUSAL_READ_MS)
 		refresh_locked(dev);
+	else
+		due = false;
 	cumemcap_xmutex_unlock(&fp_lock);
+	if (due)
+		read_card(dev);
 }
 
 uint32_t cumemcap_account_footprint_tick(uint64_t now_ms)
 {
 	uint32_t interval = cumemcap_policy()->log_interval_ms;
+	bool card[CUMEMCAP_MAX_DEVICES] = { false };
 	cumemcap_xmutex_lock(&fp_lock);
 	if (now_ms >= next_tick_ms) {
 		next_tick_ms = now_ms + interval;
 		for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
-			if (gpus[dev].source != CUMEMCAP_OVERHEAD_none)
+			if (gpus[dev].source != CUMEMCAP_OVERHEAD_none) {
 				refresh_locked(dev);
+				card[dev] = gpus[dev].source == CUMEMCAP_OVERHEAD_estimate;
+			}
 	}
 	uint64_t wait = next_tick_ms - now_ms;
 	cumemcap_xmutex_unlock(&fp_lock);
+	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
+		if (card[dev])
+			read_card(dev);
 	return wait > UINT32_MAX ? UINT32_MAX : (uint32_t)wait;
 }
 

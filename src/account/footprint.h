@@ -16,7 +16,14 @@
  *             just before and just after that first context, per context
  *             alive. Other tenants that allocate in that moment make it
  *             wrong; it does not follow later growth.
- *   estimate  no NVML: CUMEMCAP_OVERHEAD_ESTIMATE per context alive.
+ *   estimate  no NVML: CUMEMCAP_OVERHEAD_ESTIMATE per context alive, or,
+ *             when smaller, what the card shows used beyond this
+ *             process's allocations (cuMemGetInfo's total - free -
+ *             reserved; the ledger's source is then `meminfo`): exact for
+ *             a process alone on its GPU, and other processes only add
+ *             to it. Read when the first context is made, at every
+ *             sample and before a refusal; like NVML's, a reading only
+ *             raises it until a context is made or gone.
  * The overhead is refreshed by the worker (at the log interval) and before
  * a request is refused (at most every 10 ms); when it grows, what comes
  * next is refused, and nothing the program holds is ever freed for it.

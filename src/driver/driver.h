@@ -139,6 +139,11 @@ bool cumemcap_driver_stream_ctx(CUstream stream, CUcontext *ctx);
  * popped after): true and *dev when the driver answered. */
 bool cumemcap_driver_ctx_device(CUcontext ctx, CUdevice *dev);
 
+/* The card's memory as context `ctx` sees it (cuMemGetInfo_v2, asked with
+ * ctx current for the call): true with *free and *total when the driver
+ * answered for ctx. Device-wide: every process's memory is in it. */
+bool cumemcap_driver_card_memory(CUcontext ctx, uint64_t *free, uint64_t *total);
+
 /* The allocation nodes of `graph` and of its child graphs (to a depth of
  * 8): `each` is called with the device and the bytes of every node whose
  * memory lies on a GPU. False when the driver cannot say (then the graph

@@ -135,6 +135,24 @@ bool cumemcap_driver_ctx_device(CUcontext ctx, CUdevice *dev)
 	return true;
 }
 
+bool cumemcap_driver_card_memory(CUcontext ctx, uint64_t *free, uint64_t *total)
+{
+	CUcontext cur = NULL;
+	if (!ctx || !real_cuMemGetInfo_v2 || !real_cuCtxGetCurrent || real_cuCtxGetCurrent(&cur) != CUDA_SUCCESS)
+		return false;
+	bool pushed = cur != ctx && cumemcap_driver_push_ctx(ctx);
+	if (cur != ctx && !pushed)
+		return false; /* the answer would be another context's */
+	size_t f = 0, t = 0;
+	CUresult r = real_cuMemGetInfo_v2(&f, &t);
+	cumemcap_driver_pop_ctx(pushed);
+	if (r != CUDA_SUCCESS)
+		return false;
+	*free = f;
+	*total = t;
+	return true;
+}
+
 /* Child graphs deeper than this are not looked into (the graph is then
  * not known: its launches are not checked). */
 #define GRAPH_MAX_DEPTH 8

@@ -1,6 +1,7 @@
 /* hooks: the memory entry points cumemcap defines (link-time door), but
  * for the arrays (hooks-array.c), stream captures (hooks-capture.c),
- * context deaths (hooks-ctx.c) and graphs (hooks-graph.c).
+ * context deaths (hooks-ctx.c), graphs (hooks-graph.c) and virtual memory
+ * management (hooks-vmm.c).
  *
  * Every exported function here has the driver's exact name and prototype
  * (checked against cudaTypedefs.h in table.c) and is thin: past NEED and
@@ -639,32 +640,6 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBy
 	SECTION();
 	cumemcap_account_pool_read(pool);
 	FORWARD_NOTING(real_cuMemPoolTrimTo(pool, minBytesToKeep), cumemcap_account_pool_trimmed(pool));
-}
-
-/* ---- virtual memory management ------------------------------------------------ */
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
-					    const CUmemAllocationProp *prop, unsigned long long flags)
-{
-	NEED(cuMemCreate);
-	SECTION();
-	if (!handle || !prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
-		return real_cuMemCreate(handle, size, prop, flags);
-	struct cumemcap_charge c;
-	CUresult r = cumemcap_account_charge_begin(&c, __func__, prop->location.id, CUMEMCAP_KIND_vmm, size);
-	if (r != CUDA_SUCCESS)
-		return r;
-	r = real_cuMemCreate(handle, size, prop, flags);
-	return cumemcap_account_charge_finish(&c, r, CUMEMCAP_HANDLE_VMM, r == CUDA_SUCCESS ? *handle : 0);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
-{
-	NEED(cuMemRelease);
-	SECTION();
-	struct cumemcap_block b;
-	bool found = cumemcap_account_release_take(CUMEMCAP_HANDLE_VMM, handle, &b);
-	return cumemcap_account_release_settle(found, &b, real_cuMemRelease(handle));
 }
 
 /* ---- what a pooled block looks like -------------------------------------------- */

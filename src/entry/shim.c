@@ -25,6 +25,7 @@
 #include "state/group.h"
 #include "platform/export.h"
 #include "account/graph.h"
+#include "account/vmm.h"
 #include "entry/hooks.h"
 #include "entry/wire.h"
 #include "state/ledger.h"
@@ -44,12 +45,14 @@ static void fork_prepare(void)
 	cumemcap_arena_lock_all();
 	cumemcap_account_lock();
 	cumemcap_graph_lock();
+	cumemcap_vmm_lock();
 	cumemcap_track_lock_all();
 }
 
 static void fork_parent(void)
 {
 	cumemcap_track_unlock_all();
+	cumemcap_vmm_unlock();
 	cumemcap_graph_unlock();
 	cumemcap_account_unlock();
 	cumemcap_arena_unlock_all();
@@ -65,6 +68,7 @@ static void fork_child(void)
 	cumemcap_account_pool_reset();
 	cumemcap_ledger_reset();
 	cumemcap_track_unlock_all();
+	cumemcap_vmm_fork_child();
 	cumemcap_graph_fork_child();
 	cumemcap_account_unlock();
 	cumemcap_arena_fork_child();

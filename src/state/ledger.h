@@ -73,7 +73,8 @@ enum cumemcap_kind {
 	X(none)     /* nothing learned: no context of the process on the GPU yet */ \
 	X(nvml)     /* NVML's per-process figure, less what the calls reserved */ \
 	X(delta)    /* the device's used memory before and after the first context */ \
-	X(estimate) /* the configured estimate per context */
+	X(estimate) /* the configured estimate per context */ \
+	X(meminfo)  /* no NVML: the card's used memory beyond the allocations, below the estimate */
 
 enum cumemcap_overhead_source {
 #define X(name) CUMEMCAP_OVERHEAD_##name,

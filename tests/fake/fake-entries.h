@@ -164,6 +164,8 @@
 	X(cuMemSetAccess, 10020, , cuMemSetAccess) \
 	X(cuMemGetAllocationPropertiesFromHandle, 10020, , cuMemGetAllocationPropertiesFromHandle) \
 	X(cuMemRetainAllocationHandle, 11000, , cuMemRetainAllocationHandle) \
+	X(cuMemExportToShareableHandle, 10020, , cuMemExportToShareableHandle) \
+	X(cuMemImportFromShareableHandle, 10020, , cuMemImportFromShareableHandle) \
 	/* arrays */ \
 	X(cuArrayCreate, 2000, , cuArrayCreate) \
 	X(cuArrayCreate, 3020, , cuArrayCreate_v2) \

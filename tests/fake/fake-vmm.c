@@ -3,7 +3,18 @@
  * VMM: a physical handle (cuMemCreate) is a memfd of its size, charged to
  * its device at create; it is freed and uncharged once it is both released
  * (every cuMemRelease matched, including cuMemRetainAllocationHandle's
- * extra references) and unmapped. cuMemAddressReserve reserves address space
+ * extra references) and unmapped, as CUDA's cuMemRelease and cuMemUnmap
+ * document. A released handle can no longer be mapped, retained or
+ * released again; its live mappings keep the memory. cuMemUnmap takes
+ * whole mappings only (one call may cover several adjacent ones); a part
+ * of a mapping is CUDA_ERROR_INVALID_VALUE.
+ * Sharing: cuMemExportToShareableHandle gives a POSIX file descriptor (a
+ * dup of the memfd) for a handle created with that type requested; other
+ * types are CUDA_ERROR_NOT_SUPPORTED. cuMemImportFromShareableHandle of a
+ * descriptor of this process's own allocation returns its handle with one
+ * more reference; any other memfd stands for another process's export:
+ * a new handle to memory the exporter holds, never charged here.
+ * cuMemAddressReserve reserves address space
  * only (mmap PROT_NONE, never counted). cuMemMap maps the memfd MAP_FIXED
  * over the reserved range with no access; cuMemSetAccess makes it readable /
  * writable through the host-backed address. Granularity is 2 MiB. A handle
@@ -28,7 +39,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct fake_vmm_handle {
@@ -36,6 +49,7 @@ struct fake_vmm_handle {
 	size_t size;
 	CUmemAllocationProp prop;
 	bool host; /* a host location: host memory, not charged to a device */
+	bool imported; /* another process's export: its memory, not charged here */
 	int refs; /* create + retains - releases */
 	int maps; /* live cuMemMap mappings */
 	struct fake_vmm_handle *next;
@@ -69,7 +83,7 @@ static void handle_maybe_free(struct fake_vmm_handle *h)
 			*pp = h->next;
 			break;
 		}
-	if (!h->host) {
+	if (!h->host && !h->imported) {
 		fake_dev_uncharge(h->prop.location.id, h->size);
 		fake_cfg.dev[h->prop.location.id].live--;
 	}
@@ -395,6 +409,79 @@ FAKE_API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *hand
 		*handle = (CUmemGenericAllocationHandle)(uintptr_t)a->handle;
 	}
 	pthread_mutex_unlock(&fake_lock);
+	return r;
+}
+
+FAKE_API CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+					      CUmemAllocationHandleType handleType, unsigned long long flags)
+{
+	COUNT(cuMemExportToShareableHandle);
+	REQUIRE_INIT();
+	if (!shareableHandle || flags != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	pthread_mutex_lock(&fake_lock);
+	struct fake_vmm_handle *h = handle_find(handle);
+	CUresult r = CUDA_SUCCESS;
+	int fd = -1;
+	if (!h || !(h->prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+		r = CUDA_ERROR_INVALID_VALUE; /* the type was not requested at cuMemCreate */
+	else if ((fd = fcntl(h->fd, F_DUPFD_CLOEXEC, 0)) < 0)
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	pthread_mutex_unlock(&fake_lock);
+	if (!r)
+		*(int *)shareableHandle = fd;
+	return r;
+}
+
+/* The live handle whose memfd is the file behind fd (lock held). */
+static struct fake_vmm_handle *handle_of_file(const struct stat *st)
+{
+	struct stat mine;
+	for (struct fake_vmm_handle *p = handles; p; p = p->next)
+		if (fstat(p->fd, &mine) == 0 && mine.st_dev == st->st_dev && mine.st_ino == st->st_ino)
+			return p;
+	return NULL;
+}
+
+FAKE_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+						CUmemAllocationHandleType shHandleType)
+{
+	COUNT(cuMemImportFromShareableHandle);
+	REQUIRE_INIT();
+	if (!handle)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	int fd = (int)(intptr_t)osHandle;
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size % FAKE_GRANULARITY)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&fake_lock);
+	struct fake_vmm_handle *h = handle_of_file(&st);
+	CUresult r = CUDA_SUCCESS;
+	if (h) {
+		h->refs++;
+	} else if (!(h = calloc(1, sizeof *h))) {
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	} else if ((h->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+		free(h);
+		h = NULL;
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	} else {
+		h->size = (size_t)st.st_size;
+		h->prop = (CUmemAllocationProp){ .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+						 .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 },
+						 .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR };
+		h->imported = true;
+		h->refs = 1;
+		h->next = handles;
+		handles = h;
+	}
+	pthread_mutex_unlock(&fake_lock);
+	if (!r)
+		*handle = (CUmemGenericAllocationHandle)(uintptr_t)h;
 	return r;
 }
 

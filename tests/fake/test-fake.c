@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1773,6 +1774,78 @@ START_TEST(fake_vmm)
 }
 END_TEST
 
+/* CUDA frees VMM memory once its handle is released and its last mapping
+ * unmapped, in either order; cuMemUnmap takes whole mappings only. */
+START_TEST(fake_vmm_release_and_unmap)
+{
+	CUcontext ctx;
+	init_ctx(&ctx);
+	CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+				    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
+				    .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR};
+	CUmemGenericAllocationHandle h, h2;
+	CUdeviceptr va;
+	CK(cuMemAddressReserve(&va, 16 * MiB, 0, 0, 0));
+	/* Released right after mapping it twice: the memory lives until the
+	 * second mapping goes. */
+	CK(cuMemCreate(&h, 4 * MiB, &prop, 0));
+	CK(cuMemMap(va, 4 * MiB, 0, h, 0));
+	CK(cuMemMap(va + 4 * MiB, 2 * MiB, 2 * MiB, h, 0));
+	CK(cuMemRelease(h));
+	ck_assert_uint_eq(fakecuda_reserved(0), 4 * MiB);
+	ck_assert_int_eq(cuMemMap(va + 8 * MiB, 2 * MiB, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* released */
+	ck_assert_int_eq(cuMemUnmap(va, 2 * MiB), CUDA_ERROR_INVALID_VALUE); /* part of a mapping */
+	CK(cuMemUnmap(va, 4 * MiB));
+	ck_assert_uint_eq(fakecuda_reserved(0), 4 * MiB);
+	/* a retain through a live mapping is a reference again */
+	CK(cuMemRetainAllocationHandle(&h2, (void *)(va + 4 * MiB)));
+	CK(cuMemUnmap(va + 4 * MiB, 2 * MiB));
+	ck_assert_uint_eq(fakecuda_reserved(0), 4 * MiB); /* the retained reference */
+	CK(cuMemRelease(h2));
+	ck_assert_uint_eq(fakecuda_reserved(0), 0);
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 0);
+	/* Unmapped first, released after (PyTorch's expandable segments);
+	 * one cuMemUnmap over two adjacent mappings. */
+	CK(cuMemCreate(&h, 2 * MiB, &prop, 0));
+	CK(cuMemCreate(&h2, 2 * MiB, &prop, 0));
+	CK(cuMemMap(va, 2 * MiB, 0, h, 0));
+	CK(cuMemMap(va + 2 * MiB, 2 * MiB, 0, h2, 0));
+	CK(cuMemUnmap(va, 4 * MiB));
+	ck_assert_uint_eq(fakecuda_reserved(0), 4 * MiB);
+	CK(cuMemRelease(h));
+	CK(cuMemRelease(h2));
+	ck_assert_uint_eq(fakecuda_reserved(0), 0);
+	/* Export and import: this process's own file gives its handle back
+	 * with one more reference; another process's is its memory. */
+	int fd = -1;
+	CK(cuMemCreate(&h, 2 * MiB, &prop, 0));
+	CK(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+	ck_assert_int_ge(fd, 0);
+	CK(cuMemImportFromShareableHandle(&h2, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+	ck_assert_uint_eq(h2, h);
+	CK(cuMemRelease(h));
+	ck_assert_uint_eq(fakecuda_reserved(0), 2 * MiB);
+	CK(cuMemRelease(h2));
+	ck_assert_uint_eq(fakecuda_reserved(0), 0);
+	close(fd);
+	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+	CK(cuMemCreate(&h, 2 * MiB, &prop, 0));
+	ck_assert_int_eq(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+			 CUDA_ERROR_INVALID_VALUE); /* not requested at create */
+	CK(cuMemRelease(h));
+	int other = memfd_create("another-process", 0);
+	ck_assert_int_eq(ftruncate(other, 4 * MiB), 0);
+	CK(cuMemImportFromShareableHandle(&h, (void *)(intptr_t)other, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+	CK(cuMemMap(va, 4 * MiB, 0, h, 0));
+	ck_assert_uint_eq(fakecuda_reserved(0), 0);
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 0);
+	CK(cuMemRelease(h));
+	CK(cuMemUnmap(va, 4 * MiB));
+	close(other);
+	CK(cuMemAddressFree(va, 16 * MiB));
+}
+END_TEST
+
 START_TEST(fake_arrays_counted)
 {
 	CUcontext ctx;
@@ -2790,6 +2863,7 @@ static Suite *fake_suite(void)
 	tcase_add_test(tc, fake_pool_chunks_and_trim);
 	tcase_add_test(tc, fake_pool_threshold_zero_and_oom);
 	tcase_add_test(tc, fake_vmm);
+	tcase_add_test(tc, fake_vmm_release_and_unmap);
 	tcase_add_test(tc, fake_arrays_counted);
 	tcase_add_test(tc, fake_pointer_queries);
 	tcase_add_test(tc, fake_ipc_names_base);

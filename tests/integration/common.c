@@ -163,6 +163,14 @@ static void load_linked(struct api *a)
 	a->cuMemGetAllocationGranularity = cuMemGetAllocationGranularity;
 	a->cuMemCreate = cuMemCreate;
 	a->cuMemRelease = cuMemRelease;
+	a->cuMemAddressReserve = cuMemAddressReserve;
+	a->cuMemAddressFree = cuMemAddressFree;
+	a->cuMemMap = cuMemMap;
+	a->cuMemUnmap = cuMemUnmap;
+	a->cuMemSetAccess = cuMemSetAccess;
+	a->cuMemRetainAllocationHandle = cuMemRetainAllocationHandle;
+	a->cuMemExportToShareableHandle = cuMemExportToShareableHandle;
+	a->cuMemImportFromShareableHandle = cuMemImportFromShareableHandle;
 	a->cuArrayCreate = cuArrayCreate;
 	a->cuArray3DCreate = cuArray3DCreate;
 	a->cuArrayDestroy = cuArrayDestroy;
@@ -255,6 +263,17 @@ static void *must_dlsym(void *h, const char *name)
 	  "cuMemGetAllocationGranularity", 10020, 0)                                      \
 	X(cuMemCreate, "cuMemCreate", "cuMemCreate", 10020, 0)                            \
 	X(cuMemRelease, "cuMemRelease", "cuMemRelease", 10020, 0)                         \
+	X(cuMemAddressReserve, "cuMemAddressReserve", "cuMemAddressReserve", 10020, 0)    \
+	X(cuMemAddressFree, "cuMemAddressFree", "cuMemAddressFree", 10020, 0)             \
+	X(cuMemMap, "cuMemMap", "cuMemMap", 10020, 0)                                     \
+	X(cuMemUnmap, "cuMemUnmap", "cuMemUnmap", 10020, 0)                               \
+	X(cuMemSetAccess, "cuMemSetAccess", "cuMemSetAccess", 10020, 0)                   \
+	X(cuMemRetainAllocationHandle, "cuMemRetainAllocationHandle",                     \
+	  "cuMemRetainAllocationHandle", 11000, 0)                                        \
+	X(cuMemExportToShareableHandle, "cuMemExportToShareableHandle",                   \
+	  "cuMemExportToShareableHandle", 10020, 0)                                       \
+	X(cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle",               \
+	  "cuMemImportFromShareableHandle", 10020, 0)                                     \
 	X(cuArrayCreate, "cuArrayCreate_v2", "cuArrayCreate", 3020, 0)                    \
 	X(cuArray3DCreate, "cuArray3DCreate_v2", "cuArray3DCreate", 3020, 0)              \
 	X(cuArrayDestroy, "cuArrayDestroy", "cuArrayDestroy", 2000, 0)                    \

@@ -129,6 +129,14 @@ struct api {
 	PFN_cuMemGetAllocationGranularity_v10020 cuMemGetAllocationGranularity;
 	PFN_cuMemCreate_v10020 cuMemCreate;
 	PFN_cuMemRelease_v10020 cuMemRelease;
+	PFN_cuMemAddressReserve_v10020 cuMemAddressReserve;
+	PFN_cuMemAddressFree_v10020 cuMemAddressFree;
+	PFN_cuMemMap_v10020 cuMemMap;
+	PFN_cuMemUnmap_v10020 cuMemUnmap;
+	PFN_cuMemSetAccess_v10020 cuMemSetAccess;
+	PFN_cuMemRetainAllocationHandle_v11000 cuMemRetainAllocationHandle;
+	PFN_cuMemExportToShareableHandle_v10020 cuMemExportToShareableHandle;
+	PFN_cuMemImportFromShareableHandle_v10020 cuMemImportFromShareableHandle;
 	PFN_cuArrayCreate_v3020 cuArrayCreate;
 	PFN_cuArray3DCreate_v3020 cuArray3DCreate;
 	PFN_cuArrayDestroy_v2000 cuArrayDestroy;

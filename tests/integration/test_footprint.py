@@ -277,6 +277,54 @@ class Footprint(unittest.TestCase):
         self.assertLessEqual(fill["reserved"] + fill["held"], GiB)
         self.assertEqual(self.exit_gpu(p)["overhead"], 2 * CONTEXT)
 
+    def test_without_nvml_the_card_bounds_the_estimate(self):
+        # No NVML: the overhead is the smaller of the estimate (512 MiB a
+        # context) and what the card shows used beyond the process's own
+        # allocations (cuMemGetInfo). Alone on the GPU that is the true
+        # context cost, so a 1 GiB limit leaves the program 1 GiB less that
+        # cost; another tenant only adds to it, never past the estimate.
+        chunk = 16 * MiB
+        cases = [  # (context cost, other tenants, counted overhead, source)
+            (0, 0, 0, "meminfo"),
+            (300 * MiB, 0, 300 * MiB, "meminfo"),
+            (300 * MiB, 100 * MiB, 400 * MiB, "meminfo"),
+            (0, 2 * GiB, 512 * MiB, "estimate"),
+        ]
+        for ctx_cost, other, counted, source in cases:
+            for lib, add in ((self.nonvml, {}), (FAKE_DIR, {"FAKECUDA_NVML": "off"})):
+                with self.subTest(ctx=ctx_cost, other=other, lib=lib, add=add):
+                    env = dict(add, CUMEMCAP_POOL="off", FAKECUDA_CTX_OVERHEAD=str(ctx_cost),
+                               FAKECUDA_OTHER_USED=str(other))
+                    p = self.run_probe(["init", "ctx", "info", "fill", str(chunk), "sleep", "0.25"], env,
+                                       lib_dir=lib)
+                    info, fill = p.lines
+                    self.assertEqual(info["free"], GiB - counted)
+                    self.assertEqual((fill["r"], fill["held"]), (2, ctx_cost))
+                    self.assertEqual(fill["reserved"], (GiB - counted) // chunk * chunk)
+                    self.assertLessEqual(fill["reserved"] + fill["held"], GiB)
+                    g = self.exit_gpu(p)
+                    self.assertEqual((g["overhead_source"], g["overhead"]), (source, counted))
+                    samples = [r["gpus"][0]["overhead_source"] for r in p.log if r["type"] == "sample"]
+                    self.assertEqual(set(samples), {source})
+                    # the first context's record names the rule, and the estimate
+                    learned = [(r["source"], r["per_context"]) for r in p.log if r["type"] == "overhead"]
+                    self.assertEqual(learned, [("estimate", 512 * MiB)])
+
+    def test_without_nvml_the_card_is_read_at_every_sample(self):
+        # The driver takes 200 MiB more for the process after its context
+        # (a module): the next sample's reading of the card sees it. And
+        # with NVML the rule is NVML's, as before.
+        steps = ["init", "ctx", "info", "grow", str(200 * MiB), "sleep", "0.5", "info"]
+        p = self.run_probe(steps, {"CUMEMCAP_POOL": "off", "FAKECUDA_OTHER_USED": "0"}, lib_dir=self.nonvml)
+        before, _, after = p.lines
+        self.assertEqual(before["free"], GiB - CONTEXT)
+        self.assertEqual(after["free"], GiB - CONTEXT - 200 * MiB)
+        self.assertEqual(self.exit_gpu(p)["overhead_source"], "meminfo")
+        p = self.run_probe(steps, {"CUMEMCAP_POOL": "off", "FAKECUDA_OTHER_USED": "0"})
+        before, _, after = p.lines
+        self.assertEqual((before["free"], after["free"]), (GiB - CONTEXT, GiB - CONTEXT - 200 * MiB))
+        self.assertEqual(self.exit_gpu(p)["overhead_source"], "nvml")
+
     def test_bad_values_stop_the_program(self):
         for var, value in (("CUMEMCAP_COUNT", "everything"), ("CUMEMCAP_OVERHEAD_ESTIMATE", "10%"),
                            ("CUMEMCAP_OVERHEAD_ESTIMATE", "-1")):

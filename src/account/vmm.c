@@ -1,0 +1,419 @@
+/* vmm: the lifetime of cuMemCreate allocations in the books (vmm.h).
+ *
+ * Thread safety: see vmm.h; `lock` guards every list here. */
+#include "account/vmm.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "platform/mix.h"
+#include "state/track.h"
+
+struct cumemcap_vmm_alloc {
+	uint64_t key;      /* its record in the track map */
+	int refs;          /* references not released */
+	int maps;          /* live mappings */
+	int in_flight;     /* driver calls that may still change refs or maps */
+	struct cumemcap_vmm_alloc *next; /* a list of ended ones, in a caller's frame */
+};
+
+/* A handle value that references an allocation, n times. */
+struct cumemcap_vmm_ref {
+	uint64_t handle;
+	int n;
+	struct cumemcap_vmm_alloc *alloc;
+	struct cumemcap_vmm_ref *next;
+};
+
+struct cumemcap_vmm_map {
+	uint64_t ptr, size;
+	struct cumemcap_vmm_alloc *alloc;
+	struct cumemcap_vmm_map *next;
+};
+
+#define REF_BUCKETS 256
+#define MAP_BUCKETS 1024
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cumemcap_vmm_ref *refs[REF_BUCKETS];
+static struct cumemcap_vmm_map *maps[MAP_BUCKETS];
+static uint64_t map_count;
+/* Keys of the allocations' records: never 0, never a reused handle value. */
+static _Atomic uint64_t next_key = 1;
+
+static struct cumemcap_vmm_ref **ref_bucket(uint64_t handle)
+{
+	return &refs[cumemcap_mix(handle) % REF_BUCKETS];
+}
+
+static struct cumemcap_vmm_map **map_bucket(uint64_t ptr)
+{
+	return &maps[cumemcap_mix(ptr) % MAP_BUCKETS];
+}
+
+static struct cumemcap_vmm_ref *ref_find(uint64_t handle)
+{
+	for (struct cumemcap_vmm_ref *r = *ref_bucket(handle); r; r = r->next)
+		if (r->handle == handle)
+			return r;
+	return NULL;
+}
+
+static void ref_unlink(struct cumemcap_vmm_ref *ref)
+{
+	for (struct cumemcap_vmm_ref **pp = ref_bucket(ref->handle); *pp; pp = &(*pp)->next)
+		if (*pp == ref) {
+			*pp = ref->next;
+			return;
+		}
+}
+
+static void map_link(struct cumemcap_vmm_map *m)
+{
+	struct cumemcap_vmm_map **b = map_bucket(m->ptr);
+	m->next = *b;
+	*b = m;
+	map_count++;
+}
+
+/* Unlink and return the mapping that starts at ptr, if it lies in
+ * [ptr, end). */
+static struct cumemcap_vmm_map *map_take_at(uint64_t ptr, uint64_t end)
+{
+	for (struct cumemcap_vmm_map **pp = map_bucket(ptr); *pp; pp = &(*pp)->next) {
+		struct cumemcap_vmm_map *m = *pp;
+		if (m->ptr == ptr && m->size <= end - ptr) {
+			*pp = m->next;
+			map_count--;
+			return m;
+		}
+	}
+	return NULL;
+}
+
+static struct cumemcap_vmm_map *map_containing(uint64_t addr)
+{
+	for (size_t i = 0; i < MAP_BUCKETS; i++)
+		for (struct cumemcap_vmm_map *m = maps[i]; m; m = m->next)
+			if (addr >= m->ptr && addr - m->ptr < m->size)
+				return m;
+	return NULL;
+}
+
+/* After a change to a: true (and a is the caller's to end) when nothing
+ * references or maps it and no call on it is in flight. */
+static bool ends(struct cumemcap_vmm_alloc *a)
+{
+	return a->refs <= 0 && a->maps <= 0 && a->in_flight <= 0;
+}
+
+/* The driver freed a's memory: give its charge back (lock not held). */
+static void end_alloc(struct cumemcap_vmm_alloc *a)
+{
+	struct cumemcap_block b;
+	bool found = cumemcap_account_release_take(CUMEMCAP_HANDLE_VMM, a->key, &b);
+	cumemcap_account_release_settle(found, &b, CUDA_SUCCESS);
+	free(a);
+}
+
+/* Drop a reference entry whose handle value the driver handed out again
+ * (what it named is gone): its allocation loses those references. Returns
+ * the allocation when that ended it (lock held). */
+static struct cumemcap_vmm_alloc *drop_stale(struct cumemcap_vmm_ref *ref)
+{
+	struct cumemcap_vmm_alloc *a = ref->alloc;
+	ref_unlink(ref);
+	a->refs -= ref->n;
+	free(ref);
+	return ends(a) ? a : NULL;
+}
+
+/* One more reference of handle to a; `spare` is a node the caller
+ * allocated, used when a new entry is needed (consumed: set to NULL).
+ * Returns an allocation that a stale entry's drop ended, or NULL (lock
+ * held). */
+static struct cumemcap_vmm_alloc *ref_add(uint64_t handle, struct cumemcap_vmm_alloc *a,
+					  struct cumemcap_vmm_ref **spare)
+{
+	struct cumemcap_vmm_alloc *ended = NULL;
+	struct cumemcap_vmm_ref *ref = ref_find(handle);
+	if (ref && ref->alloc != a) {
+		ended = drop_stale(ref);
+		ref = NULL;
+	}
+	if (!ref) {
+		if (!*spare)
+			return ended; /* no memory for the entry: the reference goes unseen */
+		ref = *spare;
+		*spare = NULL;
+		ref->handle = handle;
+		ref->n = 0;
+		ref->alloc = a;
+		struct cumemcap_vmm_ref **b = ref_bucket(handle);
+		ref->next = *b;
+		*b = ref;
+	}
+	ref->n++;
+	a->refs++;
+	return ended;
+}
+
+CUresult cumemcap_vmm_created(struct cumemcap_charge *c, CUresult r, CUmemGenericAllocationHandle handle)
+{
+	if (c->dev < 0 || r != CUDA_SUCCESS)
+		return cumemcap_account_charge_finish(c, r, CUMEMCAP_HANDLE_VMM, 0);
+	struct cumemcap_vmm_alloc *a = calloc(1, sizeof *a);
+	struct cumemcap_vmm_ref *spare = malloc(sizeof *spare);
+	if (!a || !spare) {
+		/* Without books the charge could not end: none is kept. */
+		free(a);
+		free(spare);
+		cumemcap_account_charge_finish(c, CUDA_ERROR_UNKNOWN, 0, 0);
+		return r;
+	}
+	a->key = atomic_fetch_add_explicit(&next_key, 1, memory_order_relaxed);
+	cumemcap_account_charge_finish(c, r, CUMEMCAP_HANDLE_VMM, a->key);
+	pthread_mutex_lock(&lock);
+	struct cumemcap_vmm_alloc *ended = ref_add(handle, a, &spare);
+	pthread_mutex_unlock(&lock);
+	free(spare);
+	if (ended)
+		end_alloc(ended);
+	return r;
+}
+
+void cumemcap_vmm_release_take(struct cumemcap_vmm_call *v, CUmemGenericAllocationHandle handle)
+{
+	*v = (struct cumemcap_vmm_call){ .handle = handle };
+	pthread_mutex_lock(&lock);
+	struct cumemcap_vmm_ref *ref = ref_find(handle);
+	if (ref) {
+		v->alloc = ref->alloc;
+		v->alloc->refs--;
+		v->alloc->in_flight++;
+		/* The value may name a new allocation as soon as the driver
+		 * released it: the entry goes with its last reference. */
+		if (--ref->n == 0) {
+			ref_unlink(ref);
+			v->ref = ref;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+CUresult cumemcap_vmm_release_settle(struct cumemcap_vmm_call *v, CUresult r)
+{
+	struct cumemcap_vmm_alloc *a = v->alloc, *ended = NULL;
+	if (!a)
+		return r;
+	pthread_mutex_lock(&lock);
+	if (r != CUDA_SUCCESS)
+		ended = ref_add(v->handle, a, &v->ref);
+	a->in_flight--;
+	bool last = ends(a);
+	pthread_mutex_unlock(&lock);
+	free(v->ref);
+	if (ended)
+		end_alloc(ended);
+	if (last)
+		end_alloc(a);
+	return r;
+}
+
+void cumemcap_vmm_map_take(struct cumemcap_vmm_call *v, CUmemGenericAllocationHandle handle)
+{
+	*v = (struct cumemcap_vmm_call){ .handle = handle };
+	struct cumemcap_vmm_map *m = malloc(sizeof *m);
+	pthread_mutex_lock(&lock);
+	struct cumemcap_vmm_ref *ref = m ? ref_find(handle) : NULL;
+	if (ref) {
+		v->alloc = ref->alloc;
+		v->alloc->in_flight++;
+		v->maps = m;
+		m = NULL;
+	}
+	pthread_mutex_unlock(&lock);
+	free(m); /* not ours; or no memory: the mapping goes unseen */
+}
+
+CUresult cumemcap_vmm_map_settle(struct cumemcap_vmm_call *v, CUresult r, CUdeviceptr ptr, size_t size)
+{
+	struct cumemcap_vmm_alloc *a = v->alloc;
+	if (!a)
+		return r;
+	pthread_mutex_lock(&lock);
+	if (r == CUDA_SUCCESS) {
+		*v->maps = (struct cumemcap_vmm_map){ .ptr = ptr, .size = size, .alloc = a };
+		map_link(v->maps);
+		a->maps++;
+		v->maps = NULL;
+	}
+	a->in_flight--;
+	bool last = ends(a);
+	pthread_mutex_unlock(&lock);
+	free(v->maps);
+	if (last)
+		end_alloc(a);
+	return r;
+}
+
+void cumemcap_vmm_unmap_take(struct cumemcap_vmm_call *v, CUdeviceptr ptr, size_t size)
+{
+	*v = (struct cumemcap_vmm_call){ 0 };
+	uint64_t end = ptr + size < ptr ? UINT64_MAX : ptr + size;
+	pthread_mutex_lock(&lock);
+	/* The mappings that lie wholly in the range: stepped through from
+	 * its start while they follow one another; a gap (memory the shim
+	 * does not know, or a call the driver will refuse) is searched
+	 * across every mapping. */
+	uint64_t p = ptr;
+	struct cumemcap_vmm_map *m;
+	while (p < end && (m = map_take_at(p, end))) {
+		p += m->size;
+		m->next = v->maps;
+		v->maps = m;
+	}
+	if (p < end && map_count) {
+		for (size_t i = 0; i < MAP_BUCKETS; i++)
+			for (struct cumemcap_vmm_map **pp = &maps[i]; *pp;) {
+				m = *pp;
+				if (m->ptr >= p && m->ptr < end && m->size <= end - m->ptr) {
+					*pp = m->next;
+					map_count--;
+					m->next = v->maps;
+					v->maps = m;
+				} else {
+					pp = &m->next;
+				}
+			}
+	}
+	for (m = v->maps; m; m = m->next) {
+		m->alloc->maps--;
+		m->alloc->in_flight++;
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+CUresult cumemcap_vmm_unmap_settle(struct cumemcap_vmm_call *v, CUresult r)
+{
+	if (!v->maps)
+		return r;
+	struct cumemcap_vmm_alloc *ended = NULL;
+	struct cumemcap_vmm_map *done = NULL, *next;
+	pthread_mutex_lock(&lock);
+	for (struct cumemcap_vmm_map *m = v->maps; m; m = next) {
+		next = m->next;
+		struct cumemcap_vmm_alloc *a = m->alloc;
+		a->in_flight--;
+		if (r != CUDA_SUCCESS) {
+			a->maps++;
+			map_link(m);
+		} else {
+			m->next = done;
+			done = m;
+		}
+		if (ends(a)) {
+			a->next = ended;
+			ended = a;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	for (; done; done = next) {
+		next = done->next;
+		free(done);
+	}
+	for (struct cumemcap_vmm_alloc *a; (a = ended);) {
+		ended = a->next;
+		end_alloc(a);
+	}
+	return r;
+}
+
+void cumemcap_vmm_retain_take(struct cumemcap_vmm_call *v, const void *addr)
+{
+	*v = (struct cumemcap_vmm_call){ 0 };
+	v->ref = malloc(sizeof *v->ref);
+	pthread_mutex_lock(&lock);
+	struct cumemcap_vmm_map *m = map_count ? map_containing((uint64_t)(uintptr_t)addr) : NULL;
+	if (m) {
+		v->alloc = m->alloc;
+		v->alloc->in_flight++;
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+CUresult cumemcap_vmm_retain_settle(struct cumemcap_vmm_call *v, CUresult r, CUmemGenericAllocationHandle handle)
+{
+	struct cumemcap_vmm_alloc *a = v->alloc, *ended = NULL;
+	bool last = false;
+	pthread_mutex_lock(&lock);
+	if (r == CUDA_SUCCESS && !a) {
+		/* A mapping the shim did not see: its handle may still be known. */
+		struct cumemcap_vmm_ref *ref = ref_find(handle);
+		if (ref) {
+			ref->n++;
+			ref->alloc->refs++;
+		}
+	} else if (a) {
+		if (r == CUDA_SUCCESS)
+			ended = ref_add(handle, a, &v->ref);
+		a->in_flight--;
+		last = ends(a);
+	}
+	pthread_mutex_unlock(&lock);
+	free(v->ref);
+	if (ended)
+		end_alloc(ended);
+	if (last)
+		end_alloc(a);
+	return r;
+}
+
+CUresult cumemcap_vmm_imported(CUresult r, CUmemGenericAllocationHandle handle)
+{
+	if (r != CUDA_SUCCESS)
+		return r;
+	pthread_mutex_lock(&lock);
+	struct cumemcap_vmm_ref *ref = ref_find(handle);
+	if (ref) {
+		ref->n++;
+		ref->alloc->refs++;
+	}
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+void cumemcap_vmm_lock(void)
+{
+	pthread_mutex_lock(&lock);
+}
+
+void cumemcap_vmm_unlock(void)
+{
+	pthread_mutex_unlock(&lock);
+}
+
+/* The child reaches no context and its track map is emptied: the books
+ * are dropped (the lock is held; the child has one thread). The
+ * allocations' few bytes are left: a call in flight in a thread that did
+ * not survive the fork may still count one. */
+void cumemcap_vmm_fork_child(void)
+{
+	for (size_t i = 0; i < MAP_BUCKETS; i++)
+		for (struct cumemcap_vmm_map *m = maps[i], *n; m; m = n) {
+			n = m->next;
+			free(m);
+		}
+	for (size_t i = 0; i < REF_BUCKETS; i++)
+		for (struct cumemcap_vmm_ref *r = refs[i], *n; r; r = n) {
+			n = r->next;
+			free(r);
+		}
+	for (size_t i = 0; i < MAP_BUCKETS; i++)
+		maps[i] = NULL;
+	for (size_t i = 0; i < REF_BUCKETS; i++)
+		refs[i] = NULL;
+	map_count = 0;
+	pthread_mutex_init(&lock, NULL);
+}

@@ -1,0 +1,79 @@
+/* vmm: how long the memory of a cuMemCreate allocation is charged.
+ *
+ * CUDA frees a physical allocation only once every reference to it has
+ * been released (cuMemRelease of its handle, of each handle that
+ * cuMemRetainAllocationHandle gave back, of each import of it in this
+ * process) *and* every mapping of it unmapped (cuMemUnmap). Programs
+ * release the handle right after cuMemMap (NVIDIA's vectorAddMMAP sample,
+ * the virtual memory management guide) or unmap first and release after
+ * (PyTorch's expandable segments): the charge taken at cuMemCreate lasts
+ * until both have happened, in either order.
+ *
+ * The books: an allocation (its charge's record in the track map, under a
+ * key of its own, so a handle value the driver hands out again never
+ * names the old one), the handle values that reference it with their
+ * counts, and its mappings by address. cuMemUnmap takes whole mappings
+ * (one call may cover several); a mapping only partly inside the range is
+ * left to the driver, which refuses the call. A handle the shim did not
+ * see made (another process's memory, imported) is not charged: mapping
+ * it takes nothing in this process, and the shim passes it through.
+ *
+ * Each call follows take -> driver -> settle: what the call would change
+ * is taken from the books before the driver runs and put back if the
+ * driver refuses; an allocation with a call in flight is never ended, and
+ * the last call to settle ends it, after the driver freed the memory.
+ *
+ * Thread safety: one mutex over the books, never held across a driver
+ * call; the charge is given back outside it. Fork: held across fork(),
+ * and the child starts with empty books (it reaches no context). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "account/account.h"
+#include "platform/cuda-api.h"
+
+struct cumemcap_vmm_alloc;
+struct cumemcap_vmm_ref;
+struct cumemcap_vmm_map;
+
+/* One VMM call in flight, in the caller's frame. */
+struct cumemcap_vmm_call {
+	struct cumemcap_vmm_alloc *alloc; /* NULL: nothing of ours */
+	struct cumemcap_vmm_ref *ref;     /* a reference taken, or one to add */
+	struct cumemcap_vmm_map *maps;    /* mappings taken, or the one to add */
+	uint64_t handle;
+};
+
+/* cuMemCreate returned r after cumemcap_account_charge_begin(c): on
+ * success the allocation is recorded with its first reference, handle.
+ * Returns r. */
+CUresult cumemcap_vmm_created(struct cumemcap_charge *c, CUresult r, CUmemGenericAllocationHandle handle);
+
+/* cuMemRelease(handle). */
+void cumemcap_vmm_release_take(struct cumemcap_vmm_call *v, CUmemGenericAllocationHandle handle);
+CUresult cumemcap_vmm_release_settle(struct cumemcap_vmm_call *v, CUresult r);
+
+/* cuMemMap(ptr, size, ..., handle, ...). */
+void cumemcap_vmm_map_take(struct cumemcap_vmm_call *v, CUmemGenericAllocationHandle handle);
+CUresult cumemcap_vmm_map_settle(struct cumemcap_vmm_call *v, CUresult r, CUdeviceptr ptr, size_t size);
+
+/* cuMemUnmap(ptr, size). */
+void cumemcap_vmm_unmap_take(struct cumemcap_vmm_call *v, CUdeviceptr ptr, size_t size);
+CUresult cumemcap_vmm_unmap_settle(struct cumemcap_vmm_call *v, CUresult r);
+
+/* cuMemRetainAllocationHandle(&handle, addr): one more reference to the
+ * allocation mapped at addr. */
+void cumemcap_vmm_retain_take(struct cumemcap_vmm_call *v, const void *addr);
+CUresult cumemcap_vmm_retain_settle(struct cumemcap_vmm_call *v, CUresult r, CUmemGenericAllocationHandle handle);
+
+/* cuMemImportFromShareableHandle returned r and handle: a handle of this
+ * process's own allocation is one more reference to it; any other is
+ * another process's memory and stays unknown. Returns r. */
+CUresult cumemcap_vmm_imported(CUresult r, CUmemGenericAllocationHandle handle);
+
+/* Fork: hold the books across fork(); the child's are empty. */
+void cumemcap_vmm_lock(void);
+void cumemcap_vmm_unlock(void);
+void cumemcap_vmm_fork_child(void);

@@ -1,0 +1,77 @@
+/* hooks-vmm: the virtual memory management entry points that make,
+ * reference, map and free physical memory. cuMemCreate charges the
+ * allocation; the charge lasts until every reference is released and
+ * every mapping unmapped (account/vmm.h). Each hook takes from the books,
+ * calls the driver and settles; the driver's answer reaches the program
+ * unchanged, and a refusal at the limit is CUDA_ERROR_OUT_OF_MEMORY. A
+ * handle or address the shim does not know is passed through for the
+ * driver to answer.
+ *
+ * Thread safety: see vmm.h. */
+#include "account/account.h"
+#include "account/vmm.h"
+#include "platform/export.h"
+#include "entry/hooks.h"
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+					    const CUmemAllocationProp *prop, unsigned long long flags)
+{
+	NEED(cuMemCreate);
+	SECTION();
+	if (!handle || !prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+		return real_cuMemCreate(handle, size, prop, flags);
+	struct cumemcap_charge c;
+	CUresult r = cumemcap_account_charge_begin(&c, __func__, prop->location.id, CUMEMCAP_KIND_vmm, size);
+	if (r != CUDA_SUCCESS)
+		return r;
+	r = real_cuMemCreate(handle, size, prop, flags);
+	return cumemcap_vmm_created(&c, r, r == CUDA_SUCCESS ? *handle : 0);
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+	NEED(cuMemRelease);
+	SECTION();
+	struct cumemcap_vmm_call v;
+	cumemcap_vmm_release_take(&v, handle);
+	return cumemcap_vmm_release_settle(&v, real_cuMemRelease(handle));
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+					 CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+	NEED(cuMemMap);
+	SECTION();
+	struct cumemcap_vmm_call v;
+	cumemcap_vmm_map_take(&v, handle);
+	return cumemcap_vmm_map_settle(&v, real_cuMemMap(ptr, size, offset, handle, flags), ptr, size);
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+	NEED(cuMemUnmap);
+	SECTION();
+	struct cumemcap_vmm_call v;
+	cumemcap_vmm_unmap_take(&v, ptr, size);
+	return cumemcap_vmm_unmap_settle(&v, real_cuMemUnmap(ptr, size));
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+	NEED(cuMemRetainAllocationHandle);
+	SECTION();
+	struct cumemcap_vmm_call v;
+	cumemcap_vmm_retain_take(&v, addr);
+	CUresult r = real_cuMemRetainAllocationHandle(handle, addr);
+	return cumemcap_vmm_retain_settle(&v, r, r == CUDA_SUCCESS && handle ? *handle : 0);
+}
+
+CUMEMCAP_EXPORT CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
+							       void *osHandle,
+							       CUmemAllocationHandleType shHandleType)
+{
+	NEED(cuMemImportFromShareableHandle);
+	SECTION();
+	CUresult r = real_cuMemImportFromShareableHandle(handle, osHandle, shHandleType);
+	return cumemcap_vmm_imported(r, r == CUDA_SUCCESS && handle ? *handle : 0);
+}
