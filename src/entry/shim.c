@@ -91,6 +91,8 @@ static CUMEMCAP_START_DATA _Atomic bool started; /* the destructor has something
 static void start_group(const struct cumemcap_policy *p)
 {
 	char err[1024 + 256];
+	if (p->group[0])
+		cumemcap_log_arm_sigbus();
 	if (!cumemcap_group_start(p, err, sizeof(err)))
 		cumemcap_fatal("%s", err);
 }

@@ -41,6 +41,10 @@ void cumemcap_log_device(int dev);
  * has none, so a stack overflow still writes the exit record. One
  * thread-local load when done. */
 extern _Atomic bool cumemcap_log_signals_armed;
+
+/* Install the SIGBUS handler alone, before a group's book is mapped (see
+ * signals.c); the rest come at the first GPU use. */
+void cumemcap_log_arm_sigbus(void);
 extern CUMEMCAP_TLS bool cumemcap_log_thread_seen;
 void cumemcap_log_thread_slow(void);
 static inline void cumemcap_log_thread(void)

@@ -23,6 +23,7 @@
 
 #include "log/log.h"
 #include "log/log-internal.h"
+#include "state/mapped.h"
 
 /* ---- fatal signals -------------------------------------------------------------------- */
 
@@ -56,6 +57,13 @@ const char *log_signal_name(int signo)
 static void on_fatal(int sig, siginfo_t *info, void *uc)
 {
 	int saved = errno;
+	/* A group's book cut under its mapping by another member: the touch
+	 * goes on in private memory, and the member leaves the group at its
+	 * next look (state/mapped.h). Not the program's signal. */
+	if (sig == SIGBUS && info && cumemcap_mapped_fault(info->si_addr)) {
+		errno = saved;
+		return;
+	}
 	size_t i = 0;
 	while (i < N_FATAL && fatal[i].signo != sig)
 		i++;
@@ -148,27 +156,43 @@ out:
  * own handlers only over the default (CPython's SIGINT ->
  * KeyboardInterrupt) has done so by then. An ignored signal stays
  * ignored. */
+static void arm(size_t i)
+{
+	struct sigaction cur, act;
+	if (sigaction(fatal[i].signo, NULL, &cur) != 0 || cur.sa_handler == SIG_IGN ||
+	    ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_fatal))
+		return;
+	memset(&act, 0, sizeof(act));
+	act.sa_sigaction = on_fatal;
+	act.sa_flags = SA_SIGINFO | SA_ONSTACK;
+	if (cur.sa_handler == SIG_DFL) {
+		sigfillset(&act.sa_mask);
+	} else {
+		act.sa_mask = cur.sa_mask;
+		act.sa_flags |= cur.sa_flags & (SA_RESTART | SA_NODEFER);
+	}
+	previous[i] = cur;
+	sigaction(fatal[i].signo, &act, &previous[i]);
+}
+
 void log_arm_signals(void)
 {
 	if (atomic_flag_test_and_set(&armed))
 		return;
-	for (size_t i = 0; i < N_FATAL; i++) {
-		struct sigaction cur, act;
-		if (sigaction(fatal[i].signo, NULL, &cur) != 0 || cur.sa_handler == SIG_IGN)
-			continue;
-		memset(&act, 0, sizeof(act));
-		act.sa_sigaction = on_fatal;
-		act.sa_flags = SA_SIGINFO | SA_ONSTACK;
-		if (cur.sa_handler == SIG_DFL) {
-			sigfillset(&act.sa_mask);
-		} else {
-			act.sa_mask = cur.sa_mask;
-			act.sa_flags |= cur.sa_flags & (SA_RESTART | SA_NODEFER);
-		}
-		previous[i] = cur;
-		sigaction(fatal[i].signo, &act, &previous[i]);
-	}
+	for (size_t i = 0; i < N_FATAL; i++)
+		arm(i);
 	atomic_store(&cumemcap_log_signals_armed, true);
 	cumemcap_log_thread_slow();
+}
+
+/* A group member maps its book in the constructor, before the other
+ * handlers go in: SIGBUS alone goes in first (no interpreter installs
+ * one at start), so that a book cut under the mapping never kills the
+ * program. */
+void cumemcap_log_arm_sigbus(void)
+{
+	for (size_t i = 0; i < N_FATAL; i++)
+		if (fatal[i].signo == SIGBUS)
+			arm(i);
 }
 

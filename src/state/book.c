@@ -1,6 +1,7 @@
 /* book: see book.h. Thread safety: as book.h says; this file keeps no
  * state of its own. */
 #include "state/book.h"
+#include "state/mapped.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -251,7 +252,9 @@ static bool map_checked(struct cumemcap_book *b, int fd, bool writable, enum cum
 	void *map = mmap(NULL, CUMEMCAP_BOOK_SIZE, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED)
 		return WHY("cannot map it: %s", strerror(errno));
+	cumemcap_mapped_add(map, CUMEMCAP_BOOK_SIZE);
 	if (!cumemcap_book_check(map, CUMEMCAP_BOOK_SIZE, kind, name, why, whylen)) {
+		cumemcap_mapped_remove(map);
 		munmap(map, CUMEMCAP_BOOK_SIZE);
 		return false;
 	}
@@ -504,8 +507,10 @@ bool cumemcap_book_open_existing(struct cumemcap_book *b, const char *path, enum
 
 void cumemcap_book_close(struct cumemcap_book *b)
 {
-	if (b->map)
+	if (b->map) {
+		cumemcap_mapped_remove(b->map);
 		munmap(b->map, CUMEMCAP_BOOK_SIZE);
+	}
 	if (b->fd >= 0)
 		close(b->fd);
 	b->map = NULL;
@@ -747,8 +752,8 @@ enum cumemcap_book_fate cumemcap_book_fate(const struct cumemcap_book *b, uint64
 	if (b->fd < 0 || fstat(b->fd, &st) != 0)
 		return CUMEMCAP_BOOK_SOUND; /* cannot tell: as it was */
 	*size = (uint64_t)st.st_size;
-	if (*size != CUMEMCAP_BOOK_SIZE)
-		return CUMEMCAP_BOOK_CUT;
+	if (*size != CUMEMCAP_BOOK_SIZE || cumemcap_mapped_cut(b->map))
+		return CUMEMCAP_BOOK_CUT; /* cut, even if since restored: the mapping is private now */
 	return st.st_nlink == 0 ? CUMEMCAP_BOOK_REMOVED : CUMEMCAP_BOOK_SOUND;
 }
 

@@ -275,6 +275,7 @@ enum cumemcap_book_fate {
 };
 enum cumemcap_book_fate cumemcap_book_fate(const struct cumemcap_book *b, uint64_t *size);
 
+
 /* Copy a member's figures for one GPU from its slot in one book to its
  * slot in another (a member going on in a new book): what it holds, its
  * limit, ordinal and waiting threads. */

@@ -788,10 +788,7 @@ void cumemcap_group_fork_child(void)
 	 * (the parent keeps it) and its mapping, and take our own slot at the
 	 * next use (open and fcntl are system calls a child may make, but a
 	 * child that only execs should not pay for them). */
-	munmap(book.map, CUMEMCAP_BOOK_SIZE);
-	close(book.fd);
-	book.map = NULL;
-	book.fd = -1;
+	cumemcap_book_close(&book);
 	self = -1;
 	atomic_store(&booked, false);
 	squeeze_word = &no_squeeze;

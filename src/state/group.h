@@ -40,14 +40,14 @@
  *     member claims a slot and counts again what it holds; so a book made
  *     anew does not start with the whole budget while old members hold
  *     memory (for at most the second until their next look);
- *   - another size (truncated): a touch of the mapping past the file's end
- *     is a SIGBUS, which a preloaded library cannot catch without harming
- *     the program; the member gives the book up with one line and runs on
- *     under its own limits.
- * This shortens the window but cannot close it: a truncation between a
- * look and a touch is still a SIGBUS. Nothing cheaper closes it: only a
- * memfd takes seals, and a member must open the file for writing to map
- * it, which lets it truncate. So who may truncate is who may write the
+ *   - another size (truncated): the member gives the book up with one line
+ *     and runs on under its own limits.
+ * A touch of the mapping between a truncation and the next look is a
+ * SIGBUS: the shim's SIGBUS handler, installed before the book is mapped,
+ * finds the address in a book (state/mapped.h), puts zeroed private memory
+ * in the mapping's place and returns, and the book counts as cut from
+ * then on. Only a memfd takes seals, and a member must open the file for
+ * writing to map it, which lets it truncate. So who may truncate is who may write the
  * file: the user's own processes (group_access=user), or the members of
  * the one Unix group gid:GROUP names. */
 #pragma once
