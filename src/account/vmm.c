@@ -415,5 +415,5 @@ void cumemcap_vmm_fork_child(void)
 	for (size_t i = 0; i < REF_BUCKETS; i++)
 		refs[i] = NULL;
 	map_count = 0;
-	pthread_mutex_init(&lock, NULL);
+	pthread_mutex_unlock(&lock); /* taken by fork_prepare, in this thread */
 }
