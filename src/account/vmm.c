@@ -3,9 +3,13 @@
  * Thread safety: see vmm.h; `lock` guards every list here. */
 #include "account/vmm.h"
 
+#include <linux/kcmp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "platform/mix.h"
 #include "state/track.h"
@@ -32,6 +36,16 @@ struct cumemcap_vmm_map {
 	struct cumemcap_vmm_map *next;
 };
 
+/* A file descriptor cuMemExportToShareableHandle gave for an allocation,
+ * with the file it was. */
+struct cumemcap_vmm_export {
+	int fd;
+	dev_t dev;
+	ino_t ino;
+	struct cumemcap_vmm_alloc *alloc;
+	struct cumemcap_vmm_export *next;
+};
+
 #define REF_BUCKETS 256
 #define MAP_BUCKETS 1024
 
@@ -39,6 +53,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cumemcap_vmm_ref *refs[REF_BUCKETS];
 static struct cumemcap_vmm_map *maps[MAP_BUCKETS];
 static uint64_t map_count;
+static struct cumemcap_vmm_export *exports;
 /* Keys of the allocations' records: never 0, never a reused handle value. */
 static _Atomic uint64_t next_key = 1;
 
@@ -108,9 +123,38 @@ static bool ends(struct cumemcap_vmm_alloc *a)
 	return a->refs <= 0 && a->maps <= 0 && a->in_flight <= 0;
 }
 
+/* Unlink the exports of a, or every export when a is NULL, onto *gone
+ * (lock held). */
+static void exports_unlink(const struct cumemcap_vmm_alloc *a, struct cumemcap_vmm_export **gone)
+{
+	for (struct cumemcap_vmm_export **pp = &exports; *pp;) {
+		struct cumemcap_vmm_export *e = *pp;
+		if (!a || e->alloc == a) {
+			*pp = e->next;
+			e->next = *gone;
+			*gone = e;
+		} else {
+			pp = &e->next;
+		}
+	}
+}
+
+static void exports_free(struct cumemcap_vmm_export *e)
+{
+	for (struct cumemcap_vmm_export *next; e; e = next) {
+		next = e->next;
+		free(e);
+	}
+}
+
 /* The driver freed a's memory: give its charge back (lock not held). */
 static void end_alloc(struct cumemcap_vmm_alloc *a)
 {
+	struct cumemcap_vmm_export *gone = NULL;
+	pthread_mutex_lock(&lock);
+	exports_unlink(a, &gone);
+	pthread_mutex_unlock(&lock);
+	exports_free(gone);
 	struct cumemcap_block b;
 	bool found = cumemcap_account_release_take(CUMEMCAP_HANDLE_VMM, a->key, &b);
 	cumemcap_account_release_settle(found, &b, CUDA_SUCCESS);
@@ -370,17 +414,87 @@ CUresult cumemcap_vmm_retain_settle(struct cumemcap_vmm_call *v, CUresult r, CUm
 	return r;
 }
 
-CUresult cumemcap_vmm_imported(CUresult r, CUmemGenericAllocationHandle handle)
+void cumemcap_vmm_exported(CUmemGenericAllocationHandle handle, int fd)
 {
-	if (r != CUDA_SUCCESS)
-		return r;
+	struct stat st;
+	if (fstat(fd, &st) != 0)
+		return;
+	struct cumemcap_vmm_export *e = malloc(sizeof *e), *gone = NULL;
+	if (!e)
+		return; /* an import of it will be taken for another process's */
+	*e = (struct cumemcap_vmm_export){ .fd = fd, .dev = st.st_dev, .ino = st.st_ino };
 	pthread_mutex_lock(&lock);
 	struct cumemcap_vmm_ref *ref = ref_find(handle);
 	if (ref) {
-		ref->n++;
-		ref->alloc->refs++;
+		/* A descriptor number given again was closed: what it was goes. */
+		for (struct cumemcap_vmm_export **pp = &exports; *pp; pp = &(*pp)->next)
+			if ((*pp)->fd == fd) {
+				gone = *pp;
+				*pp = gone->next;
+				gone->next = NULL;
+				break;
+			}
+		e->alloc = ref->alloc;
+		e->next = exports;
+		exports = e;
+		e = NULL;
 	}
 	pthread_mutex_unlock(&lock);
+	free(e);
+	exports_free(gone);
+}
+
+/* Whether descriptors a and b are the same open file: kcmp(2) where the
+ * kernel allows it, else only when they are one descriptor. */
+static bool same_open_file(int a, int b)
+{
+	if (a == b)
+		return true;
+	pid_t me = getpid();
+	return syscall(SYS_kcmp, me, me, KCMP_FILE, a, b) == 0;
+}
+
+void cumemcap_vmm_import_take(struct cumemcap_vmm_call *v, int fd)
+{
+	*v = (struct cumemcap_vmm_call){ 0 };
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0)
+		return;
+	v->ref = malloc(sizeof *v->ref);
+	pthread_mutex_lock(&lock);
+	for (struct cumemcap_vmm_export *e = exports; e; e = e->next)
+		if (e->dev == st.st_dev && e->ino == st.st_ino && same_open_file(e->fd, fd)) {
+			v->alloc = e->alloc;
+			v->alloc->in_flight++;
+			break;
+		}
+	pthread_mutex_unlock(&lock);
+}
+
+CUresult cumemcap_vmm_import_settle(struct cumemcap_vmm_call *v, CUresult r, CUmemGenericAllocationHandle handle)
+{
+	struct cumemcap_vmm_alloc *a = v->alloc, *ended = NULL;
+	bool last = false;
+	pthread_mutex_lock(&lock);
+	if (a) {
+		if (r == CUDA_SUCCESS)
+			ended = ref_add(handle, a, &v->ref);
+		a->in_flight--;
+		last = ends(a);
+	} else if (r == CUDA_SUCCESS) {
+		/* The driver gave back a handle value this process holds. */
+		struct cumemcap_vmm_ref *ref = ref_find(handle);
+		if (ref) {
+			ref->n++;
+			ref->alloc->refs++;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	free(v->ref);
+	if (ended)
+		end_alloc(ended);
+	if (last)
+		end_alloc(a);
 	return r;
 }
 
@@ -415,5 +529,8 @@ void cumemcap_vmm_fork_child(void)
 	for (size_t i = 0; i < REF_BUCKETS; i++)
 		refs[i] = NULL;
 	map_count = 0;
+	struct cumemcap_vmm_export *gone = NULL;
+	exports_unlink(NULL, &gone);
+	exports_free(gone);
 	pthread_mutex_unlock(&lock); /* taken by fork_prepare, in this thread */
 }

@@ -68,10 +68,19 @@ CUresult cumemcap_vmm_unmap_settle(struct cumemcap_vmm_call *v, CUresult r);
 void cumemcap_vmm_retain_take(struct cumemcap_vmm_call *v, const void *addr);
 CUresult cumemcap_vmm_retain_settle(struct cumemcap_vmm_call *v, CUresult r, CUmemGenericAllocationHandle handle);
 
-/* cuMemImportFromShareableHandle returned r and handle: a handle of this
- * process's own allocation is one more reference to it; any other is
- * another process's memory and stays unknown. Returns r. */
-CUresult cumemcap_vmm_imported(CUresult r, CUmemGenericAllocationHandle handle);
+/* cuMemExportToShareableHandle gave fd, a POSIX file descriptor, for
+ * handle: remembered with handle's allocation, so that an import of it in
+ * this process is known as one more reference. */
+void cumemcap_vmm_exported(CUmemGenericAllocationHandle handle, int fd);
+
+/* cuMemImportFromShareableHandle(&handle, fd) (fd -1: another handle
+ * type). The new handle references this process's own allocation when
+ * fd is the same open file as one of its exported descriptors, still
+ * open (the descriptor itself, or a copy of it), or the driver returns
+ * a handle value that already references it; any other import is another
+ * process's memory and stays unknown. */
+void cumemcap_vmm_import_take(struct cumemcap_vmm_call *v, int fd);
+CUresult cumemcap_vmm_import_settle(struct cumemcap_vmm_call *v, CUresult r, CUmemGenericAllocationHandle handle);
 
 /* Fork: hold the books across fork(); the child's are empty. */
 void cumemcap_vmm_lock(void);

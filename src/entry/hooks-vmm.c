@@ -66,12 +66,28 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocat
 	return cumemcap_vmm_retain_settle(&v, r, r == CUDA_SUCCESS && handle ? *handle : 0);
 }
 
+CUMEMCAP_EXPORT CUresult CUDAAPI cuMemExportToShareableHandle(void *shareableHandle,
+							     CUmemGenericAllocationHandle handle,
+							     CUmemAllocationHandleType handleType,
+							     unsigned long long flags)
+{
+	NEED(cuMemExportToShareableHandle);
+	SECTION();
+	CUresult r = real_cuMemExportToShareableHandle(shareableHandle, handle, handleType, flags);
+	if (r == CUDA_SUCCESS && handleType == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+		cumemcap_vmm_exported(handle, *(int *)shareableHandle);
+	return r;
+}
+
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
 							       void *osHandle,
 							       CUmemAllocationHandleType shHandleType)
 {
 	NEED(cuMemImportFromShareableHandle);
 	SECTION();
+	struct cumemcap_vmm_call v;
+	cumemcap_vmm_import_take(&v, shHandleType == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+				     ? (int)(intptr_t)osHandle : -1);
 	CUresult r = real_cuMemImportFromShareableHandle(handle, osHandle, shHandleType);
-	return cumemcap_vmm_imported(r, r == CUDA_SUCCESS && handle ? *handle : 0);
+	return cumemcap_vmm_import_settle(&v, r, r == CUDA_SUCCESS && handle ? *handle : 0);
 }

@@ -10,10 +10,13 @@
  * of a mapping is CUDA_ERROR_INVALID_VALUE.
  * Sharing: cuMemExportToShareableHandle gives a POSIX file descriptor (a
  * dup of the memfd) for a handle created with that type requested; other
- * types are CUDA_ERROR_NOT_SUPPORTED. cuMemImportFromShareableHandle of a
- * descriptor of this process's own allocation returns its handle with one
- * more reference; any other memfd stands for another process's export:
- * a new handle to memory the exporter holds, never charged here.
+ * types are CUDA_ERROR_NOT_SUPPORTED. cuMemImportFromShareableHandle
+ * always returns a new handle, as CUDA allows ("no guarantee that the
+ * contents of handle will be the same CUDA memory handle for the same
+ * given OS shareable handle"). For a descriptor of this process's own
+ * allocation it is one more handle to that memory, which then lives until
+ * every handle to it is released and unmapped; any other memfd stands for
+ * another process's export: memory the exporter holds, never charged here.
  * cuMemAddressReserve reserves address space
  * only (mmap PROT_NONE, never counted). cuMemMap maps the memfd MAP_FIXED
  * over the reserved range with no access; cuMemSetAccess makes it readable /
@@ -50,8 +53,10 @@ struct fake_vmm_handle {
 	CUmemAllocationProp prop;
 	bool host; /* a host location: host memory, not charged to a device */
 	bool imported; /* another process's export: its memory, not charged here */
-	int refs; /* create + retains - releases */
-	int maps; /* live cuMemMap mappings */
+	struct fake_vmm_handle *of; /* an import of this process's own export: the handle that made the memory */
+	int imports; /* live handles whose `of` is this one */
+	int refs; /* create (or import) + retains - releases */
+	int maps; /* live cuMemMap mappings made through this handle */
 	struct fake_vmm_handle *next;
 };
 
@@ -74,21 +79,28 @@ static struct fake_vmm_handle *handle_find(CUmemGenericAllocationHandle h)
 	return NULL;
 }
 
+/* A handle goes once it is released and unmapped; the memory goes with
+ * the handle that made it, once every import of it has gone too. */
 static void handle_maybe_free(struct fake_vmm_handle *h)
 {
-	if (h->refs > 0 || h->maps > 0)
+	if (h->refs > 0 || h->maps > 0 || h->imports > 0)
 		return;
 	for (struct fake_vmm_handle **pp = &handles; *pp; pp = &(*pp)->next)
 		if (*pp == h) {
 			*pp = h->next;
 			break;
 		}
-	if (!h->host && !h->imported) {
+	struct fake_vmm_handle *of = h->of;
+	if (!of && !h->host && !h->imported) {
 		fake_dev_uncharge(h->prop.location.id, h->size);
 		fake_cfg.dev[h->prop.location.id].live--;
 	}
 	close(h->fd);
 	free(h);
+	if (of) {
+		of->imports--;
+		handle_maybe_free(of);
+	}
 }
 
 bool fake_vmm_reservation(uintptr_t addr, uintptr_t *base, size_t *size)
@@ -458,31 +470,33 @@ FAKE_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h
 	struct stat st;
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size % FAKE_GRANULARITY)
 		return CUDA_ERROR_INVALID_VALUE;
-	pthread_mutex_lock(&fake_lock);
-	struct fake_vmm_handle *h = handle_of_file(&st);
-	CUresult r = CUDA_SUCCESS;
-	if (h) {
-		h->refs++;
-	} else if (!(h = calloc(1, sizeof *h))) {
-		r = CUDA_ERROR_OUT_OF_MEMORY;
-	} else if ((h->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+	struct fake_vmm_handle *h = calloc(1, sizeof *h);
+	if (!h || (h->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
 		free(h);
-		h = NULL;
-		r = CUDA_ERROR_OUT_OF_MEMORY;
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	h->refs = 1;
+	pthread_mutex_lock(&fake_lock);
+	struct fake_vmm_handle *same = handle_of_file(&st);
+	if (same) {
+		h->of = same->of ? same->of : same;
+		h->of->imports++;
+		h->size = h->of->size;
+		h->prop = h->of->prop;
+		h->host = h->of->host;
+		h->imported = h->of->imported;
 	} else {
 		h->size = (size_t)st.st_size;
 		h->prop = (CUmemAllocationProp){ .type = CU_MEM_ALLOCATION_TYPE_PINNED,
 						 .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 },
 						 .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR };
 		h->imported = true;
-		h->refs = 1;
-		h->next = handles;
-		handles = h;
 	}
+	h->next = handles;
+	handles = h;
 	pthread_mutex_unlock(&fake_lock);
-	if (!r)
-		*handle = (CUmemGenericAllocationHandle)(uintptr_t)h;
-	return r;
+	*handle = (CUmemGenericAllocationHandle)(uintptr_t)h;
+	return CUDA_SUCCESS;
 }
 
 /* ---- arrays -------------------------------------------------------------------------- */

@@ -1815,18 +1815,24 @@ START_TEST(fake_vmm_release_and_unmap)
 	CK(cuMemRelease(h));
 	CK(cuMemRelease(h2));
 	ck_assert_uint_eq(fakecuda_reserved(0), 0);
-	/* Export and import: this process's own file gives its handle back
-	 * with one more reference; another process's is its memory. */
+	/* Export and import: this process's own file gives a new handle to
+	 * the same memory, which lives until both handles are released and
+	 * every mapping through either is unmapped; another process's file
+	 * is its memory. */
 	int fd = -1;
 	CK(cuMemCreate(&h, 2 * MiB, &prop, 0));
 	CK(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
 	ck_assert_int_ge(fd, 0);
 	CK(cuMemImportFromShareableHandle(&h2, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
-	ck_assert_uint_eq(h2, h);
+	ck_assert_uint_ne(h2, h);
+	CK(cuMemMap(va, 2 * MiB, 0, h2, 0));
 	CK(cuMemRelease(h));
-	ck_assert_uint_eq(fakecuda_reserved(0), 2 * MiB);
 	CK(cuMemRelease(h2));
+	ck_assert_uint_eq(fakecuda_reserved(0), 2 * MiB); /* the mapping through the import */
+	ck_assert_int_eq(cuMemRelease(h2), CUDA_ERROR_INVALID_VALUE);
+	CK(cuMemUnmap(va, 2 * MiB));
 	ck_assert_uint_eq(fakecuda_reserved(0), 0);
+	ck_assert_uint_eq(fakecuda_live_allocations(0), 0);
 	close(fd);
 	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
 	CK(cuMemCreate(&h, 2 * MiB, &prop, 0));

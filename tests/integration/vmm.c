@@ -15,7 +15,9 @@
  *                      retained reference outliving the mappings
  *   partial-unmap      part of a mapping: the driver refuses, the charge stays
  *   import             an import of this process's own export is one more
- *                      reference; another process's memory is not charged
+ *                      reference, though the driver gives a new handle
+ *                      value (through the exported descriptor and a dup
+ *                      of it); another process's memory is not charged
  *   unknown            handles and addresses the shim never saw: the
  *                      driver's own errors
  *   threads            several threads at once, in both orders: the books
@@ -69,6 +71,7 @@ static void hooked(void)
 	CHECK((void *)A.cuMemRelease == shim_symbol("cuMemRelease"));
 	CHECK((void *)A.cuMemRetainAllocationHandle == shim_symbol("cuMemRetainAllocationHandle"));
 	CHECK((void *)A.cuMemImportFromShareableHandle == shim_symbol("cuMemImportFromShareableHandle"));
+	CHECK((void *)A.cuMemExportToShareableHandle == shim_symbol("cuMemExportToShareableHandle"));
 }
 
 static void release_after_map(void)
@@ -209,6 +212,7 @@ static void import(void)
 	int fd = -1;
 	OK(A.cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
 	OK(A.cuMemImportFromShareableHandle(&imp, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+	CHECK(imp != h); /* the fake, like CUDA, promises no same handle */
 	OK(A.cuMemRelease(h));
 	books(512 * MiB);
 	OK(A.cuMemMap(va, 512 * MiB, 0, imp, 0));
@@ -217,6 +221,24 @@ static void import(void)
 	OK(A.cuMemUnmap(va, 512 * MiB));
 	books(0);
 	close(fd);
+	/* Imported through another descriptor of the same open file (as one
+	 * passed through a socket arrives), while the exported one is open:
+	 * the same. */
+	OK(A.cuMemCreate(&h, 512 * MiB, &device_prop, 0));
+	OK(A.cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+	int copy = dup(fd);
+	CHECK(copy >= 0);
+	OK(A.cuMemImportFromShareableHandle(&imp, (void *)(intptr_t)copy, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+	close(fd);
+	OK(A.cuMemRelease(h));
+	books(512 * MiB);
+	CUmemGenericAllocationHandle spare;
+	OK(A.cuMemCreate(&spare, 512 * MiB, &device_prop, 0));
+	CHECK_CU(CUDA_ERROR_OUT_OF_MEMORY, A.cuMemCreate(&h, 512 * MiB, &device_prop, 0)); /* 1 GiB held */
+	OK(A.cuMemRelease(spare));
+	OK(A.cuMemRelease(imp));
+	books(0);
+	close(copy);
 	/* Another process's export (a file the fake never made): its memory,
 	 * mapped here past this process's limit without a charge. */
 	int other = memfd_create("another-process", MFD_CLOEXEC);
