@@ -22,64 +22,12 @@
 #include "platform/spin.h"
 #include "state/group.h"
 
-void cumemcap_account_refused(int dev, const char *door, uint64_t bytes)
-{
-	cumemcap_ledger_bump(dev, refusals);
-	cumemcap_log_refusal(dev, door, bytes);
-}
-
 static void forget_block(const struct cumemcap_block *b)
 {
 	if (b->charged)
 		cumemcap_ledger_sub(b->dev, (enum cumemcap_kind)b->kind, b->bytes);
 	cumemcap_ledger_live_sub(b->dev, b->bytes);
 	cumemcap_ledger_bump(b->dev, frees);
-}
-
-void cumemcap_account_make_room(int dev)
-{
-	cumemcap_account_pool_refresh(dev);
-	cumemcap_arena_release_device(dev);
-	cumemcap_account_footprint_refresh(dev); /* it may have shrunk, or grown */
-	cumemcap_group_reap(true);               /* a dead member's share comes back */
-}
-
-/* CUMEMCAP_ON_LIMIT=wait: try again whenever room may have appeared (a
- * free in this process, pooled or not; a member freeing, or found dead by
- * a member's worker; a larger budget), and at least every WAIT_SLICE_MS
- * (each try makes room: cached segments released, dead members reaped),
- * until the deadline. Only the calling thread waits, holding no lock. */
-#define WAIT_SLICE_MS 1000u
-
-bool cumemcap_account_wait(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *door)
-{
-	uint32_t wait_ms = cumemcap_policy()->wait_ms;
-	if (wait_ms == 0 || !cumemcap_ledger_valid(dev))
-		return false;
-	uint64_t start = cumemcap_now_ms(), deadline = start + wait_ms;
-	cumemcap_ledger_bump(dev, waits);
-	cumemcap_ledger_bump(dev, waiting);
-	cumemcap_group_waiting(dev, 1);
-	bool granted = false;
-	for (;;) {
-		uint32_t seq = cumemcap_group_wake_seq();
-		if (cumemcap_ledger_reserve(dev, kind, bytes)) {
-			granted = true;
-			break;
-		}
-		uint64_t now = cumemcap_now_ms();
-		if (now >= deadline)
-			break;
-		uint64_t slice = deadline - now;
-		cumemcap_group_sleep(seq, slice < WAIT_SLICE_MS ? (uint32_t)slice : WAIT_SLICE_MS);
-		cumemcap_account_make_room(dev);
-	}
-	cumemcap_group_waiting(dev, -1);
-	cumemcap_ledger_drop(dev, waiting);
-	if (!granted)
-		cumemcap_ledger_bump(dev, wait_timeouts);
-	cumemcap_log_wait(dev, door, bytes, cumemcap_now_ms() - start, granted);
-	return granted;
 }
 
 uint32_t cumemcap_account_group_tick(uint64_t now_ms)
@@ -119,25 +67,6 @@ void cumemcap_account_group_changes(void)
 	}
 }
 
-/* cumemcap_account_reserve, with the second try out of line: the first
- * is on every accounted allocation's path. */
-__attribute__((noinline)) static bool reserve_after_room(int dev, enum cumemcap_kind kind, uint64_t bytes,
-							 const char *door)
-{
-	cumemcap_account_make_room(dev);
-	return cumemcap_ledger_reserve(dev, kind, bytes) || cumemcap_account_wait(dev, kind, bytes, door);
-}
-
-static inline bool reserve(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *door)
-{
-	return cumemcap_ledger_reserve(dev, kind, bytes) || reserve_after_room(dev, kind, bytes, door);
-}
-
-bool cumemcap_account_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *door)
-{
-	return reserve(dev, kind, bytes, door);
-}
-
 CUresult cumemcap_account_charge_begin(struct cumemcap_charge *c, const char *door, int dev,
 			       enum cumemcap_kind kind, uint64_t bytes)
 {
@@ -156,7 +85,7 @@ CUresult cumemcap_account_charge_begin(struct cumemcap_charge *c, const char *do
 	/* A pool's charge is an estimate: the caller notes the request. */
 	if (kind != CUMEMCAP_KIND_pool)
 		cumemcap_ledger_note_request(dev, bytes);
-	if (!reserve(dev, kind, bytes, door)) {
+	if (!cumemcap_account_reserve(dev, kind, bytes, door)) {
 		cumemcap_account_refused(dev, door, bytes);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -171,10 +100,8 @@ CUresult cumemcap_account_charge_finish(struct cumemcap_charge *c, CUresult r,
 		return r;
 	if (r != CUDA_SUCCESS) {
 		cumemcap_ledger_sub(c->dev, c->kind, c->bytes);
-		if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-			cumemcap_ledger_bump(c->dev, driver_oom);
-			cumemcap_log_driver_oom(c->dev, c->door, c->live);
-		}
+		if (r == CUDA_ERROR_OUT_OF_MEMORY)
+			cumemcap_account_driver_oom(c->dev, c->door, c->live);
 		return r;
 	}
 	/* A block served from a pool is charged through the pool's figure

@@ -1,8 +1,10 @@
 /* account: the steps every allocating and freeing hook takes.
  *
  * A hook that allocates does:  begin (find the device, reserve the bytes
- * against its limit) -> the real driver call -> finish (keep the record on
- * success, give the bytes back on failure). A hook that frees does:
+ * against its limit: cumemcap_account_reserve) -> the real driver call ->
+ * finish (keep the record on success, give the bytes back on failure). A
+ * pooled cuMemAlloc goes through cumemcap_account_alloc_pooled, which
+ * reserves the arenas' segments the same way (reserve.c). A hook that frees does:
  * take (remove the record) -> the real driver call -> settle (release the
  * bytes on success, put the record back on failure). The driver's
  * CUresult always reaches the program unchanged; only a refusal at the
@@ -56,15 +58,25 @@ CUresult cumemcap_account_charge_finish(struct cumemcap_charge *c, CUresult r,
  * caller then frees what it got and reports out of memory. */
 bool cumemcap_account_charge_adjust(struct cumemcap_charge *c, uint64_t actual);
 
+/* cuMemAlloc(bytes) served from the current context's arena, or from a
+ * segment reserved and taken from the driver for it. Returns false when
+ * pooling does not apply (CUMEMCAP_POOL=off, no current context, a device
+ * the shim cannot account on): the caller goes to the driver. Otherwise *r
+ * is the answer for the program (CUDA_SUCCESS and *dptr, or the refusal,
+ * counted and logged). */
+bool cumemcap_account_alloc_pooled(CUdeviceptr *dptr, uint64_t bytes, const char *door, CUresult *r);
+
 /* Before a request on `dev` is refused (at the limit, or by the driver):
  * read back what stream-ordered pools trimmed at a synchronization the
- * shim did not see, and have the arenas of every context on the GPU give
- * back what they cache. One limit per GPU. */
+ * shim did not see, have the arenas of every context on the GPU give
+ * back what they cache, learn the footprint's overhead again, and take
+ * back dead group members' shares. One limit per GPU. */
 void cumemcap_account_make_room(int dev);
 
 /* Reserve `bytes` of `kind` on `dev` within its limit; when they do not
- * fit, make room (above) and try once more. False: refused (nothing
- * reserved; the caller counts and logs the refusal). */
+ * fit, make room (above) and try once more, then wait for room with
+ * CUMEMCAP_ON_LIMIT=wait (below). False: refused (nothing reserved; the
+ * caller counts and logs the refusal). */
 bool cumemcap_account_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *door);
 
 /* After a refusal of `bytes` of `kind` on `dev` (room already made once):
@@ -85,6 +97,9 @@ void cumemcap_account_group_changes(void);
 
 /* Count a request refused at the limit and log it. */
 void cumemcap_account_refused(int dev, const char *door, uint64_t bytes);
+
+/* Count the driver's own CUDA_ERROR_OUT_OF_MEMORY for a request and log it. */
+void cumemcap_account_driver_oom(int dev, const char *door, uint64_t bytes);
 
 /* Freeing: remove the record before the driver frees. */
 bool cumemcap_account_release_take(enum cumemcap_handle_kind handle, uint64_t key,

@@ -168,6 +168,7 @@ struct arena {
 	struct arena *_Atomic primary; /* a shard's primary, once looked up */
 	bool failed;   /* preallocation failed: refuse everything */
 	bool prealloc_held; /* holds its GPU's preallocation (arena_create_lock) */
+	bool prealloc_due;  /* the preallocation is still to be taken (the lock) */
 
 	struct chunk *chunks;
 	uint32_t chunk_count, chunk_cap, unused_chunks;

@@ -19,32 +19,50 @@
 #include "platform/cuda-api.h"
 #include "state/ledger.h"
 
-/* What the arenas need from the accounting layer above them, which they
- * cannot include: registered once, before the first hook runs
- * (entry/wire.c). */
-struct cumemcap_arena_up {
-	/* The limit or the driver said no to a segment: make room on `dev`
-	 * (the stream-ordered pools' figures refreshed, cached segments of
-	 * every arena released) before the arena tries once more. */
-	void (*make_room)(int dev);
-	/* A request (`door`, `bytes`) was refused at the limit: count it and
-	 * log it. */
-	void (*refused)(int dev, const char *door, uint64_t bytes);
-	/* Room was made and the limit still says no: wait for room
-	 * (CUMEMCAP_ON_LIMIT=wait) and reserve `bytes` of `kind`. True: they
-	 * are reserved; false: refused (at once when not waiting). Called
-	 * with no arena lock held. */
-	bool (*wait)(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *door);
-};
-void cumemcap_arena_register(const struct cumemcap_arena_up *up);
+struct arena;
 
-/* Serve cuMemAlloc(bytes) from the current context's arena. Returns false
- * when pooling does not apply (CUMEMCAP_POOL=off, no current context, a
- * device the shim cannot account on): the caller goes to the driver.
- * Otherwise *r is the answer for the program (CUDA_SUCCESS and *dptr, or
- * CUDA_ERROR_OUT_OF_MEMORY after cached segments were released and the
- * request tried once more). */
-bool cumemcap_arena_alloc(CUdeviceptr *dptr, uint64_t bytes, const char *door, CUresult *r);
+/* A cuMemAlloc request the arenas could not serve from what they hold. */
+struct cumemcap_arena_request {
+	int dev;
+	struct arena *arena;
+	uint64_t bytes;          /* what the program asked */
+	uint64_t segment_bytes;  /* the segment to take from the driver */
+	bool prealloc;           /* that segment is the GPU's preallocation (CUMEMCAP_GROWTH) */
+	bool packed;
+	uint32_t units;
+};
+
+enum cumemcap_arena_answer {
+	CUMEMCAP_ARENA_NOT_POOLED,    /* pooling does not apply: the caller goes to the driver */
+	CUMEMCAP_ARENA_SERVED,        /* *dptr is the program's block */
+	CUMEMCAP_ARENA_NEEDS_SEGMENT, /* take q->segment_bytes, then cumemcap_arena_add_segment */
+	CUMEMCAP_ARENA_REFUSED,       /* the context's preallocation failed: refuse */
+};
+
+/* Serve cuMemAlloc(bytes) in the current context from a ready block of
+ * its arena. NOT_POOLED: CUMEMCAP_POOL=off, no current context, a device
+ * the shim cannot account on, or no host memory for the books. When
+ * nothing ready fits, the arena first gives back the cached segments its
+ * release rule does not keep, and at the limit takes another shard's
+ * ready block; then it names the segment it needs. Calls the driver only
+ * to synchronize and give segments back; takes nothing from it. */
+enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q, uint64_t bytes,
+						CUdeviceptr *dptr);
+
+/* Whether the arenas can pool a segment at base (they hash addresses
+ * below 2^49). */
+bool cumemcap_arena_poolable(CUdeviceptr base);
+
+/* The segment q needed, taken from the driver at a poolable base (its
+ * bytes reserved): true with *dptr the program's block (0 for a
+ * preallocation: serve the request again). False: no host memory for the
+ * books; the arena kept nothing, and the caller frees the segment and
+ * gives its bytes back. */
+bool cumemcap_arena_add_segment(const struct cumemcap_arena_request *q, CUdeviceptr base, CUdeviceptr *dptr);
+
+/* The preallocation q named could not be taken (CUDA error r): the
+ * context's arena refuses every request from now on (said once). */
+void cumemcap_arena_prealloc_failed(const struct cumemcap_arena_request *q, CUresult r);
 
 /* cuMemFree(ptr): false when ptr is not in any arena segment (the caller
  * goes on to the driver). Otherwise *r is the answer: CUDA_SUCCESS for a

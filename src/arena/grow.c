@@ -1,60 +1,22 @@
 /* arena/grow: serving cuMemAlloc from the arenas, see arena-internal.h.
  *
- * Owns the registered calls of the accounting layer, the calling thread's
- * arena cache, finding or making the arena of a context (preallocating
- * for CUMEMCAP_GROWTH=preallocate), picking a ready block, the growth
- * budget, and taking segments from the driver.
+ * Owns the calling thread's arena cache, finding or making the arena of
+ * a context, picking a ready block, the growth budget, and saying which
+ * segment a request needs. Taking that segment from the driver within the
+ * limit is the accounting layer's (account/reserve.c); the segment comes
+ * back through cumemcap_arena_add_segment.
  *
  * Thread safety: a request holds its arena's spinlock while it picks and
  * hands out a block and drops it around every driver call (a
- * synchronization, giving segments back, taking one); a new arena is set
- * up under arena_create_lock. The cache is thread-local. */
+ * synchronization, giving segments back); a new arena is set up under
+ * arena_create_lock. The cache is thread-local. */
 #include "arena/arena-internal.h"
 
 #include "config/policy.h"
 #include "driver/driver.h"
-#include "log/log.h"
 #include "platform/msg.h"
 #include "state/device.h"
 #include "state/ledger.h"
-
-
-/* The accounting layer's calls (arena.h); until they are registered,
- * which happens before the first hook runs, the arenas make room among
- * themselves and only count refusals. */
-static void own_room(int dev)
-{
-	cumemcap_arena_release_device(dev);
-}
-
-static void count_refusal(int dev, const char *door, uint64_t bytes)
-{
-	(void)door;
-	(void)bytes;
-	cumemcap_ledger_bump(dev, refusals);
-}
-
-static bool no_wait(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *door)
-{
-	(void)dev;
-	(void)kind;
-	(void)bytes;
-	(void)door;
-	return false;
-}
-
-static const struct cumemcap_arena_up fallback = { .make_room = own_room, .refused = count_refusal, .wait = no_wait };
-static const struct cumemcap_arena_up *_Atomic up = &fallback;
-
-void cumemcap_arena_register(const struct cumemcap_arena_up *calls)
-{
-	atomic_store_explicit(&up, calls, memory_order_release);
-}
-
-static const struct cumemcap_arena_up *above(void)
-{
-	return atomic_load_explicit(&up, memory_order_acquire);
-}
 
 CUMEMCAP_TLS struct arena *arena_last;
 
@@ -189,96 +151,48 @@ static uint64_t whole_size(uint64_t rounded)
 	return (rounded + step - 1) / step * step;
 }
 
-/* Take `bytes` from the driver for the arena, within the limit, releasing
- * cached segments and retrying once when the limit or the driver says
- * no. No lock held; the arena's context is current. */
-static CUresult take_segment(struct arena *a, uint64_t bytes, const char *door, uint64_t requested,
-			     CUdeviceptr *base)
-{
-	for (int attempt = 0;; attempt++) {
-		bool at_limit = !cumemcap_ledger_reserve(a->dev, CUMEMCAP_KIND_linear, bytes);
-		/* Room made and still at the limit: wait when told to. */
-		if (at_limit && attempt > 0 && above()->wait(a->dev, CUMEMCAP_KIND_linear, bytes, door))
-			at_limit = false;
-		CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
-		if (!at_limit) {
-			r = cumemcap_driver_mem_alloc(base, bytes);
-			if (r != CUDA_SUCCESS)
-				cumemcap_ledger_sub(a->dev, CUMEMCAP_KIND_linear, bytes);
-			if (r == CUDA_SUCCESS && (*base >= ADDR_LIMIT || *base == 0)) {
-				/* Cannot be hashed: not poolable. Never seen. */
-				cumemcap_driver_mem_free(*base);
-				cumemcap_ledger_sub(a->dev, CUMEMCAP_KIND_linear, bytes);
-				return CUDA_ERROR_NOT_SUPPORTED;
-			}
-		}
-		if (r == CUDA_SUCCESS) {
-			cumemcap_ledger_bump(a->dev, segments_taken);
-			cumemcap_log_segment(a->dev, true, bytes);
-			return r;
-		}
-		if (r != CUDA_ERROR_OUT_OF_MEMORY)
-			return r;
-		/* Make room on the GPU, then once more. */
-		if (attempt == 0) {
-			above()->make_room(a->dev);
-			continue;
-		}
-		if (at_limit) {
-			above()->refused(a->dev, door, requested);
-		} else {
-			cumemcap_ledger_bump(a->dev, driver_oom);
-			cumemcap_log_driver_oom(a->dev, door, requested);
-		}
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	}
-}
-
 /* ---- arenas ------------------------------------------------------------------------------ */
 
-static void preallocate(struct arena *a)
+/* The size of the GPU's preallocation (CUMEMCAP_GROWTH=preallocate), in
+ * whole small segments; 0 on a GPU without a limit and no size given
+ * (said). */
+static uint64_t prealloc_size(const struct arena *a)
 {
 	const struct cumemcap_policy *p = cumemcap_policy();
 	const struct cumemcap_device_info *info = cumemcap_device_info(a->dev);
-	uint64_t limit = cumemcap_ledger_limit(a->dev), size;
-	char want[32];
+	uint64_t size;
 	if (p->prealloc.kind == CUMEMCAP_AMOUNT_BYTES)
 		size = p->prealloc.bytes;
 	else if (p->prealloc.kind == CUMEMCAP_AMOUNT_PERCENT)
 		size = (uint64_t)((unsigned __int128)info->total * p->prealloc.permille / 100000u);
-	else if (limit != CUMEMCAP_NO_LIMIT)
+	else if (cumemcap_ledger_limit(a->dev) != CUMEMCAP_NO_LIMIT)
 		size = cumemcap_ledger_headroom(a->dev); /* the limit, less the footprint so far */
 	else {
 		cumemcap_msg("GPU %d has no limit: CUMEMCAP_GROWTH=preallocate takes nothing there "
 			     "(give it a limit, or preallocate:SIZE)", a->dev);
-		return;
+		return 0;
 	}
 	size = size / SMALL_SEGMENT * SMALL_SEGMENT;
 	if (size < SMALL_SEGMENT)
 		size = SMALL_SEGMENT;
 	if (size > (uint64_t)MAX_UNITS << UNIT_SHIFT)
 		size = (uint64_t)MAX_UNITS << UNIT_SHIFT & ~(SMALL_SEGMENT - 1);
-	CUdeviceptr base;
-	CUresult r = take_segment(a, size, "preallocate", size, &base);
-	if (r == CUDA_SUCCESS) {
-		lock(a);
-		uint32_t ci = arena_seg_add(a, base, size, true, true);
-		a->prealloc_held = ci != NONE;
-		unlock(a);
-		if (ci != NONE)
-			return;
-		cumemcap_driver_mem_free(base);
-		cumemcap_ledger_sub(a->dev, CUMEMCAP_KIND_linear, size);
-		r = CUDA_ERROR_OUT_OF_MEMORY;
-	}
-	/* Under the lock: a thread may already have found this arena
-	 * (arena_of publishes it before preallocating) and read the flag. */
+	return size;
+}
+
+void cumemcap_arena_prealloc_failed(const struct cumemcap_arena_request *q, CUresult r)
+{
+	struct arena *a = q->arena;
+	char want[32];
+	pthread_mutex_lock(&arena_create_lock);
 	lock(a);
 	a->failed = true;
+	a->prealloc_held = false;
 	unlock(a);
+	pthread_mutex_unlock(&arena_create_lock);
 	cumemcap_msg("GPU %d: could not preallocate %s (CUMEMCAP_GROWTH=preallocate, CUDA error %d); "
 		     "every allocation in this context on the GPU is refused", a->dev,
-		     cumemcap_fmt_size(size, want, sizeof(want)), (int)r);
+		     cumemcap_fmt_size(q->segment_bytes, want, sizeof(want)), (int)r);
 }
 
 /* One preallocation per GPU: the first context that uses the GPU takes
@@ -356,9 +270,11 @@ static struct arena *arena_find(CUcontext ctx, int dev, unsigned shard)
 			found->shard = shard;
 			cumemcap_ledger_shard_open(shard_of(found), dev);
 			found->quick_off = cumemcap_policy()->release == CUMEMCAP_RELEASE_IMMEDIATE;
-			unlock(found);
+			/* The GPU's preallocation is this arena's: claimed now,
+			 * taken by the first request it sees. */
 			if (cumemcap_policy()->growth == CUMEMCAP_GROWTH_PREALLOCATE && !prealloc_elsewhere(found))
-				preallocate(found);
+				found->prealloc_held = found->prealloc_due = true;
+			unlock(found);
 		}
 		pthread_mutex_unlock(&arena_create_lock);
 	}
@@ -490,33 +406,42 @@ static bool should_wait(const struct arena *a, uint64_t need, uint64_t grow, enu
 	return over_budget(a, grow, rule);
 }
 
-/* cumemcap_arena_alloc past its first checks: out of line, so that a
- * request pooling does not serve (CUMEMCAP_POOL=off) pays for no frame. */
-__attribute__((noinline)) static bool alloc_pooled(const struct cumemcap_policy *p, CUdeviceptr *dptr,
-						   uint64_t bytes, const char *door, CUresult *r)
+enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q, uint64_t bytes, CUdeviceptr *dptr)
 {
+	const struct cumemcap_policy *p = cumemcap_policy();
+	if (p->pool == CUMEMCAP_POOL_OFF || bytes == 0 || bytes > ((uint64_t)MAX_UNITS << UNIT_SHIFT) / 2)
+		return CUMEMCAP_ARENA_NOT_POOLED;
 	CUcontext ctx;
 	int dev;
 	void *noted;
 	if (cumemcap_device_current_noted(&ctx, &dev, &noted) != CUDA_SUCCESS)
-		return false;
+		return CUMEMCAP_ARENA_NOT_POOLED;
 	struct arena *a = arena_of(ctx, dev, noted, thread_shard(p));
 	if (!a)
-		return false;
-	cumemcap_ledger_note_request(dev, bytes);
+		return CUMEMCAP_ARENA_NOT_POOLED;
 	uint64_t rounded = unit_round(bytes);
 	uint32_t units = (uint32_t)(rounded >> UNIT_SHIFT);
 	bool packed = p->pool == CUMEMCAP_POOL_ON && rounded <= SMALL_MAX;
 	uint64_t seg_bytes = packed ? SMALL_SEGMENT : whole_size(rounded);
 	if (!packed && !(a = primary_of(a, ctx, dev)))
-		return false;
+		return CUMEMCAP_ARENA_NOT_POOLED;
+	*q = (struct cumemcap_arena_request){ .dev = dev, .arena = a, .bytes = bytes, .units = units,
+					      .packed = packed, .segment_bytes = seg_bytes };
 
 	lock(a);
+	if (a->prealloc_due) {
+		a->prealloc_due = false;
+		unlock(a);
+		q->segment_bytes = prealloc_size(a);
+		if (q->segment_bytes) {
+			q->prealloc = true;
+			return CUMEMCAP_ARENA_NEEDS_SEGMENT;
+		}
+		lock(a);
+	}
 	if (a->failed) {
 		unlock(a);
-		above()->refused(dev, door, bytes);
-		*r = CUDA_ERROR_OUT_OF_MEMORY;
-		return true;
+		return CUMEMCAP_ARENA_REFUSED;
 	}
 	uint32_t ci = NONE;
 	for (int waited = 0;; waited++) {
@@ -541,10 +466,9 @@ __attribute__((noinline)) static bool alloc_pooled(const struct cumemcap_policy 
 		}
 		unlock(a);
 		if (!got)
-			return false;
+			return CUMEMCAP_ARENA_NOT_POOLED;
 		*dptr = got;
-		*r = CUDA_SUCCESS;
-		return true;
+		return CUMEMCAP_ARENA_SERVED;
 	}
 	/* Grow. First give back cached segments that do not fit, as the
 	 * release rule says (cache_keep). */
@@ -557,39 +481,29 @@ __attribute__((noinline)) static bool alloc_pooled(const struct cumemcap_policy 
 		CUdeviceptr got = from_sibling(a, ctx, dev, bytes, units);
 		if (got) {
 			*dptr = got;
-			*r = CUDA_SUCCESS;
-			return true;
+			return CUMEMCAP_ARENA_SERVED;
 		}
 	}
+	return CUMEMCAP_ARENA_NEEDS_SEGMENT;
+}
 
-	CUdeviceptr base;
-	*r = take_segment(a, seg_bytes, door, bytes, &base);
-	if (*r == CUDA_ERROR_NOT_SUPPORTED)
-		return false;
-	if (*r != CUDA_SUCCESS)
-		return true;
+bool cumemcap_arena_poolable(CUdeviceptr base)
+{
+	return base != 0 && base < ADDR_LIMIT;
+}
+
+bool cumemcap_arena_add_segment(const struct cumemcap_arena_request *q, CUdeviceptr base, CUdeviceptr *dptr)
+{
+	struct arena *a = q->arena;
+	*dptr = 0;
 	lock(a);
-	ci = arena_seg_add(a, base, seg_bytes, packed, false);
-	CUdeviceptr got = ci != NONE ? hand_out(a, ci, bytes, units) : 0;
-	if (ci != NONE && !got)
+	uint32_t ci = arena_seg_add(a, base, q->segment_bytes, q->packed || q->prealloc, q->prealloc);
+	CUdeviceptr got = ci != NONE && !q->prealloc ? hand_out(a, ci, q->bytes, q->units) : 0;
+	if (ci != NONE && !q->prealloc && !got)
 		arena_seg_detach(a, a->chunks[ci].seg);
 	if (got)
 		cumemcap_shard_bump(shard_of(a), allocs);
 	unlock(a);
-	if (!got) {
-		/* Out of host memory for the books: let the driver serve it. */
-		cumemcap_driver_mem_free(base);
-		cumemcap_ledger_sub(dev, CUMEMCAP_KIND_linear, seg_bytes);
-		return false;
-	}
 	*dptr = got;
-	return true;
-}
-
-bool cumemcap_arena_alloc(CUdeviceptr *dptr, uint64_t bytes, const char *door, CUresult *r)
-{
-	const struct cumemcap_policy *p = cumemcap_policy();
-	if (p->pool == CUMEMCAP_POOL_OFF || bytes == 0 || bytes > ((uint64_t)MAX_UNITS << UNIT_SHIFT) / 2)
-		return false;
-	return alloc_pooled(p, dptr, bytes, door, r);
+	return ci != NONE && (q->prealloc || got);
 }

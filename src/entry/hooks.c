@@ -355,7 +355,7 @@ static CUresult alloc_linear(const char *door, PFN_cuMemAlloc_v3020 fn, struct o
 	if (!dptr.p)
 		return fn(NULL, bytesize);
 	CUresult r;
-	if (!dptr.narrow && cumemcap_arena_alloc(dptr.p, bytesize, door, &r))
+	if (!dptr.narrow && cumemcap_account_alloc_pooled(dptr.p, bytesize, door, &r))
 		return r;
 	struct cumemcap_charge c;
 	r = cumemcap_account_charge_begin(&c, door, -1, CUMEMCAP_KIND_linear, bytesize);

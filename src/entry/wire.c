@@ -7,8 +7,6 @@
  *   worker -> arena, log, account   the idle release, the samples, the
  *                          footprint and the group's books (ticks)
  *   device -> log          a GPU became known (the start record)
- *   arena  -> account      make room, wait for room, and count and log a
- *                          refusal
  *
  * It runs once, from the first hook that finds a driver (cumemcap_ready,
  * through NEED): before any GPU is known, any arena exists or the worker
@@ -31,12 +29,6 @@
 
 _Atomic bool cumemcap_wired;
 
-static const struct cumemcap_arena_up arena_up = {
-	.make_room = cumemcap_account_make_room,
-	.refused = cumemcap_account_refused,
-	.wait = cumemcap_account_wait,
-};
-
 static void wire(void)
 {
 	cumemcap_worker_register(cumemcap_arena_tick);
@@ -44,7 +36,6 @@ static void wire(void)
 	cumemcap_worker_register(cumemcap_account_footprint_tick);
 	cumemcap_worker_register(cumemcap_account_group_tick);
 	cumemcap_device_listen(cumemcap_log_device);
-	cumemcap_arena_register(&arena_up);
 }
 
 /* The rest of a start the constructor left to the first hook (shim.c:

@@ -1,0 +1,163 @@
+/* reserve: the one way bytes are reserved against a limit, and cuMemAlloc
+ * through the arenas.
+ *
+ * Every allocating hook reserves its bytes here before the driver is
+ * asked: the ledger's limit check; when it says no, room is made on the
+ * GPU (the stream-ordered pools' figures read again, every arena's cache
+ * given back, the footprint's overhead learned again, dead group members'
+ * shares taken back) and the check runs once more; when it still says no,
+ * the request waits for room if CUMEMCAP_ON_LIMIT=wait says so, and is
+ * otherwise refused, counted and logged. A pooled cuMemAlloc asks its
+ * arena first; only when no ready block fits does it take a segment here,
+ * in the same way, and a segment the driver itself refuses is tried once
+ * more after room was made (the arenas' own cache may be what fills the
+ * card).
+ *
+ * Thread safety: the ledger is atomic and the arenas lock themselves; no
+ * lock is held here, across the driver call or the wait. */
+#include "account/account.h"
+
+#include "account/footprint.h"
+#include "arena/arena.h"
+#include "config/policy.h"
+#include "driver/driver.h"
+#include "log/log.h"
+#include "platform/worker.h"
+#include "state/group.h"
+
+void cumemcap_account_refused(int dev, const char *door, uint64_t bytes)
+{
+	cumemcap_ledger_bump(dev, refusals);
+	cumemcap_log_refusal(dev, door, bytes);
+}
+
+void cumemcap_account_driver_oom(int dev, const char *door, uint64_t bytes)
+{
+	cumemcap_ledger_bump(dev, driver_oom);
+	cumemcap_log_driver_oom(dev, door, bytes);
+}
+
+void cumemcap_account_make_room(int dev)
+{
+	cumemcap_account_pool_refresh(dev);
+	cumemcap_arena_release_device(dev);
+	cumemcap_account_footprint_refresh(dev); /* it may have shrunk, or grown */
+	cumemcap_group_reap(true);               /* a dead member's share comes back */
+}
+
+/* CUMEMCAP_ON_LIMIT=wait: try again whenever room may have appeared (a
+ * free in this process, pooled or not; a member freeing, or found dead by
+ * a member's worker; a larger budget), and at least every WAIT_SLICE_MS
+ * (each try makes room: cached segments released, dead members reaped),
+ * until the deadline. Only the calling thread waits, holding no lock. */
+#define WAIT_SLICE_MS 1000u
+
+bool cumemcap_account_wait(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *door)
+{
+	uint32_t wait_ms = cumemcap_policy()->wait_ms;
+	if (wait_ms == 0 || !cumemcap_ledger_valid(dev))
+		return false;
+	uint64_t start = cumemcap_now_ms(), deadline = start + wait_ms;
+	cumemcap_ledger_bump(dev, waits);
+	cumemcap_ledger_bump(dev, waiting);
+	cumemcap_group_waiting(dev, 1);
+	bool granted = false;
+	for (;;) {
+		uint32_t seq = cumemcap_group_wake_seq();
+		if (cumemcap_ledger_reserve(dev, kind, bytes)) {
+			granted = true;
+			break;
+		}
+		uint64_t now = cumemcap_now_ms();
+		if (now >= deadline)
+			break;
+		uint64_t slice = deadline - now;
+		cumemcap_group_sleep(seq, slice < WAIT_SLICE_MS ? (uint32_t)slice : WAIT_SLICE_MS);
+		cumemcap_account_make_room(dev);
+	}
+	cumemcap_group_waiting(dev, -1);
+	cumemcap_ledger_drop(dev, waiting);
+	if (!granted)
+		cumemcap_ledger_bump(dev, wait_timeouts);
+	cumemcap_log_wait(dev, door, bytes, cumemcap_now_ms() - start, granted);
+	return granted;
+}
+
+bool cumemcap_account_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *door)
+{
+	if (cumemcap_ledger_reserve(dev, kind, bytes))
+		return true;
+	cumemcap_account_make_room(dev);
+	return cumemcap_ledger_reserve(dev, kind, bytes) || cumemcap_account_wait(dev, kind, bytes, door);
+}
+
+/* A segment of `bytes` for a request of `asked` (`door`), from the driver
+ * in the current context, its bytes reserved. */
+static CUresult take_segment(int dev, uint64_t bytes, const char *door, uint64_t asked, CUdeviceptr *base)
+{
+	for (int attempt = 0;; attempt++) {
+		if (!cumemcap_account_reserve(dev, CUMEMCAP_KIND_linear, bytes, door)) {
+			cumemcap_account_refused(dev, door, asked);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		CUresult r = cumemcap_driver_mem_alloc(base, bytes);
+		if (r == CUDA_SUCCESS)
+			return r;
+		cumemcap_ledger_sub(dev, CUMEMCAP_KIND_linear, bytes);
+		if (r != CUDA_ERROR_OUT_OF_MEMORY)
+			return r;
+		if (attempt > 0) {
+			cumemcap_account_driver_oom(dev, door, asked);
+			return r;
+		}
+		cumemcap_account_make_room(dev);
+	}
+}
+
+bool cumemcap_account_alloc_pooled(CUdeviceptr *dptr, uint64_t bytes, const char *door, CUresult *r)
+{
+	struct cumemcap_arena_request q;
+	for (;;) {
+		switch (cumemcap_arena_serve(&q, bytes, dptr)) {
+		case CUMEMCAP_ARENA_NOT_POOLED:
+			return false;
+		case CUMEMCAP_ARENA_SERVED:
+			cumemcap_ledger_note_request(q.dev, bytes);
+			*r = CUDA_SUCCESS;
+			return true;
+		case CUMEMCAP_ARENA_REFUSED:
+			cumemcap_ledger_note_request(q.dev, bytes);
+			cumemcap_account_refused(q.dev, door, bytes);
+			*r = CUDA_ERROR_OUT_OF_MEMORY;
+			return true;
+		case CUMEMCAP_ARENA_NEEDS_SEGMENT:
+			break;
+		}
+		if (!q.prealloc)
+			cumemcap_ledger_note_request(q.dev, bytes);
+		CUdeviceptr base;
+		*r = take_segment(q.dev, q.segment_bytes, q.prealloc ? "preallocate" : door,
+				  q.prealloc ? q.segment_bytes : bytes, &base);
+		if (*r != CUDA_SUCCESS && !q.prealloc)
+			return true;
+		if (*r == CUDA_SUCCESS) {
+			bool kept = false;
+			if (cumemcap_arena_poolable(base)) {
+				cumemcap_ledger_bump(q.dev, segments_taken);
+				cumemcap_log_segment(q.dev, true, q.segment_bytes);
+				kept = cumemcap_arena_add_segment(&q, base, dptr);
+			}
+			if (kept && !q.prealloc)
+				return true;
+			if (kept)
+				continue; /* preallocated: served from it */
+			/* Not poolable, or no host memory for the books. */
+			cumemcap_driver_mem_free(base);
+			cumemcap_ledger_sub(q.dev, CUMEMCAP_KIND_linear, q.segment_bytes);
+			if (!q.prealloc)
+				return false; /* the driver serves it */
+			*r = cumemcap_arena_poolable(base) ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_NOT_SUPPORTED;
+		}
+		cumemcap_arena_prealloc_failed(&q, *r);
+	}
+}
