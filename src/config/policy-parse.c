@@ -90,20 +90,20 @@ bool cumemcap_policy_parse_estimate(struct cumemcap_layer *l, const char *value,
 
 bool cumemcap_policy_parse_pool(struct cumemcap_layer *l, const char *value, char *why, size_t len)
 {
-	static const char *const names[] = { "on", "nopack", "off" };
-	for (int i = 0; i < 3; i++) {
+	static const char *const names[] = { "auto", "on", "nopack", "off" };
+	for (int i = 0; i < 4; i++) {
 		if (strcmp(value, names[i]) == 0) {
 			l->pool = (enum cumemcap_pool_mode)i;
 			return true;
 		}
 	}
-	snprintf(why, len, " is not supported; accepted: on, nopack (no shared segments), off");
+	snprintf(why, len, " is not supported; accepted: auto (pooled where a limit or a group applies), on, nopack (no shared segments), off");
 	return false;
 }
 
 const char *cumemcap_policy_pool_name(enum cumemcap_pool_mode m)
 {
-	return m == CUMEMCAP_POOL_OFF ? "off" : m == CUMEMCAP_POOL_NOPACK ? "nopack" : "on";
+	return m == CUMEMCAP_POOL_OFF ? "off" : m == CUMEMCAP_POOL_NOPACK ? "nopack" : m == CUMEMCAP_POOL_ON ? "on" : "auto";
 }
 
 bool cumemcap_policy_parse_release(struct cumemcap_layer *l, const char *value, char *why, size_t len)

@@ -58,7 +58,8 @@ enum cumemcap_growth {
 };
 
 enum cumemcap_pool_mode {
-	CUMEMCAP_POOL_ON = 0, /* arenas; small requests packed into shared segments */
+	CUMEMCAP_POOL_AUTO = 0, /* ON on the GPUs a limit or a group applies to, OFF elsewhere */
+	CUMEMCAP_POOL_ON,     /* arenas; small requests packed into shared segments */
 	CUMEMCAP_POOL_NOPACK, /* arenas, but every block is a segment of its own */
 	CUMEMCAP_POOL_OFF,    /* accounting only: every call goes to the driver */
 };

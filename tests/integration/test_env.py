@@ -243,6 +243,71 @@ class FrameworkHints(unittest.TestCase):
 
 
 @unittest.skipIf(EXTRA, "the launcher preloads the shim alone; sanitizer builds need their runtime first")
+class ObserveOnly(unittest.TestCase):
+    """Without a limit or a group on a GPU, the default pool (auto) serves
+    nothing there: every cuMemAlloc reaches the driver at its own size, and
+    the exit record counts no driver call avoided. A limit, a group or
+    CUMEMCAP_POOL=on turns pooling on; the log is written either way."""
+
+    # Allocates 1000 bytes on each GPU in argv and prints what the fake
+    # driver holds there for allocations.
+    PROBE = r"""
+import ctypes, json, sys
+cu = ctypes.CDLL("libcuda.so.1")
+cu.fakecuda_reserved.restype = ctypes.c_uint64
+assert cu.cuInit(0) == 0
+held = {}
+for d in map(int, sys.argv[1:]):
+    ctx = ctypes.c_void_p()
+    assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), d) == 0
+    assert cu.cuCtxSetCurrent(ctx) == 0
+    p = ctypes.c_uint64()
+    assert cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(1000)) == 0
+    held[d] = cu.fakecuda_reserved(d)
+print(json.dumps(held))
+"""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def held(self, env_add, gpus=(0,)):
+        log = os.path.join(self.tmp.name, "%p.jsonl")
+        env_add = dict({"CUMEMCAP_GROUP_DIR": self.tmp.name, "CUMEMCAP_CONFIG": "", "CUMEMCAP_LOG": log,
+                        "FAKECUDA_DEVICES": "4GiB,4GiB"}, **env_add)
+        p = run([sys.executable, "-c", self.PROBE] + [str(g) for g in gpus], env_add)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        held = {int(k): v for k, v in json.loads(p.stdout).items()}
+        logs = [f for f in os.listdir(self.tmp.name) if f.endswith(".jsonl")]
+        self.assertEqual(len(logs), 1, "the footprint log is written, limit or not")
+        with open(os.path.join(self.tmp.name, logs[0])) as f:
+            records = [json.loads(line) for line in f]
+        os.unlink(os.path.join(self.tmp.name, logs[0]))
+        exits = [r for r in records if r["type"] == "exit"]
+        self.assertEqual(len(exits), 1)
+        avoided = {g["gpu"]: g["avoided"] for g in exits[0]["gpus"]}
+        return held, avoided
+
+    def test_no_limit_every_call_reaches_the_driver(self):
+        held, avoided = self.held({}, (0, 1))
+        self.assertEqual(held, {0: 1000, 1: 1000})
+        self.assertEqual(avoided, {0: 0, 1: 0})
+
+    def test_a_limit_or_a_group_pools_its_gpus_only(self):
+        for env_add, pooled in (({"CUMEMCAP_LIMIT": "1GiB"}, {0, 1}),
+                                ({"CUMEMCAP_DEVICE_LIMITS": "1=1GiB"}, {1}),
+                                ({"CUMEMCAP_GROUP": "g"}, {0, 1}),
+                                ({"CUMEMCAP_POOL": "on"}, {0, 1}),
+                                ({"CUMEMCAP_LIMIT": "1GiB", "CUMEMCAP_POOL": "off"}, set())):
+            with self.subTest(**env_add):
+                held, _ = self.held(env_add, (0, 1))
+                # A pooled 1000-byte request takes a 2 MiB segment.
+                self.assertEqual({g for g, b in held.items() if b == 2 << 20}, pooled)
+                self.assertEqual({g for g, b in held.items() if b == 1000}, {0, 1} - pooled)
+
+
 class Launcher(unittest.TestCase):
     def launch(self, args, env_add=None):
         env = {k: v for k, v in os.environ.items() if k == "CUMEMCAP_GROUP_DIR" or not k.startswith(("CUMEMCAP_", "LD_PRELOAD"))}

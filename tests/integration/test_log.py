@@ -294,7 +294,7 @@ class Log(unittest.TestCase):
              "limit": GiB, "limit_source": "CUMEMCAP_LIMIT"}])
         self.assertEqual(start["rules"]["growth"], {"value": "ondemand", "source": "default"})
         self.assertEqual(start["rules"]["release"], {"value": "immediate", "source": "CUMEMCAP_RELEASE"})
-        self.assertEqual(start["rules"]["pool"]["value"], "on")
+        self.assertEqual(start["rules"]["pool"]["value"], "auto")
         self.assertEqual(start["rules"]["framework_hints"]["value"], "on")
         self.assertEqual(start["rules"]["log_interval"], {"value": 0.1, "source": "CUMEMCAP_LOG_INTERVAL"})
         # Under a limit, with no framework variable of the user's, both hints were set.
