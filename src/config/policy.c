@@ -65,6 +65,36 @@ static __attribute__((noinline, cold)) bool refused(const char *name, const char
 	return false;
 }
 
+/* A value whose form no setting takes: wrapped in quotes ("2GiB", '2GiB':
+ * the quotes reached cumemcap as part of the value), or holding a '#'
+ * (log = off#x would otherwise be a path named off#x: a comment starts
+ * only at a '#' after a blank). One line saying so, naming the setting. */
+static __attribute__((noinline, cold)) bool bad_form(const char *name, const char *sep, const char *value,
+						     bool in_file, char *err, size_t errlen)
+{
+	char q[256];
+	size_t n = strlen(value);
+	if (n >= 2 && (value[0] == '"' || value[0] == '\'') && value[n - 1] == value[0]) {
+		char inner[256];
+		snprintf(inner, sizeof(inner), "%.*s", (int)(n - 2), value + 1);
+		snprintf(err, errlen, "%s%s%c%s%c: quotes are not part of the syntax; write %s%s%s", name, sep,
+			 value[0], Q(q, inner), value[0], name, sep, q);
+		return false;
+	}
+	snprintf(err, errlen, "%s%s\"%s\": a value cannot contain '#'%s", name, sep, Q(q, value),
+		 in_file ? " (for a comment, put a blank before the '#')" : "");
+	return false;
+}
+
+static CUMEMCAP_START_CODE bool plain_form(const char *value)
+{
+	size_t n = 0;
+	for (; value[n]; n++)
+		if (value[n] == '#')
+			return false;
+	return !(n >= 2 && (value[0] == '"' || value[0] == '\'') && value[n - 1] == value[0]);
+}
+
 static CUMEMCAP_START_CODE bool read_env(struct cumemcap_policy *p, cumemcap_getenv_fn get, char *err, size_t errlen)
 {
 	struct cumemcap_layer *l = &p->env;
@@ -73,6 +103,8 @@ static CUMEMCAP_START_CODE bool read_env(struct cumemcap_policy *p, cumemcap_get
 		const char *value = get(s->variable);
 		if (!value)
 			continue;
+		if (!plain_form(value))
+			return bad_form(s->variable, "=", value, false, err, errlen);
 		if (!s->parse(l, value, err, errlen))
 			return refused(s->variable, "=", value, err, errlen);
 		*set_flag(l, s) = true;
@@ -229,6 +261,8 @@ static CUMEMCAP_START_CODE bool on_entry(void *ctx, const char *key, const char 
 			 : st->kind == SECTION_PROGRAM ? CUMEMCAP_IN_PROGRAM : CUMEMCAP_IN_DEVICE;
 	if (!(s->scope & where))
 		return out_of_place(key, st->kind, where, err, errlen);
+	if (!plain_form(value))
+		return bad_form(key, " = ", value, true, err, errlen);
 	if (st->kind == SECTION_DEVICE)
 		return on_device_entry(st->device, s, key, value, line, err, errlen);
 	struct cumemcap_layer *l = st->layer;
