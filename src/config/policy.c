@@ -171,6 +171,7 @@ static CUMEMCAP_START_CODE bool on_section(void *ctx, const char *kind, const ch
 			return false;
 		}
 		st->kind = SECTION_PROGRAM;
+		p->program_section_count++;
 		/* The first section that matches applies; later ones are still
 		 * checked, into scratch. A process without a name (an empty
 		 * argv[0], or under secure execution an executable whose name

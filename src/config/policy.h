@@ -216,6 +216,7 @@ struct cumemcap_policy {
 
 	struct cumemcap_layer_bulk env_bulk, file_bulk, program_bulk;
 	char metrics_path[CUMEMCAP_PATH_MAX]; /* the template; "" = off */
+	size_t program_section_count; /* [program] sections in the file, matching or not */
 	size_t device_section_count;
 	struct cumemcap_device_section device_sections[CUMEMCAP_MAX_DEVICE_SECTIONS];
 };

@@ -150,8 +150,9 @@ static int check_config(const char *file)
 		fprintf(stderr, "cumemcap: %s\n", err);
 		return 1;
 	}
-	printf("%s: valid (%zu [device] section%s)\n", path, p.device_section_count,
-	       p.device_section_count == 1 ? "" : "s");
+	printf("%s: valid (%zu [device] section%s, %zu [program] section%s)\n", path, p.device_section_count,
+	       p.device_section_count == 1 ? "" : "s", p.program_section_count,
+	       p.program_section_count == 1 ? "" : "s");
 	return 0;
 }
 

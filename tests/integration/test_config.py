@@ -186,6 +186,12 @@ class Config(unittest.TestCase):
                 self.assertEqual(p.returncode, 0, p.stderr)
                 self.assertIn("valid", p.stdout)
 
+    def test_check_config_counts_both_kinds_of_section(self):
+        conf = self.write_conf(self.RULES + "[program eval.py]\nlimit = 1GiB\n")
+        p = self.launch(["--check-config", conf])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout, "%s: valid (1 [device] section, 2 [program] sections)\n" % conf)
+
     def test_check_config_reports_the_line(self):
         conf = self.write_conf("[device 0]\nlimit = 1GiB\n[gpu 1]\n")
         p = self.launch(["--check-config", conf])
