@@ -68,7 +68,7 @@ START_TEST(policy_defaults_without_anything)
 	ck_assert_str_eq(policy.log_path, CUMEMCAP_DEFAULT_LOG);
 	ck_assert(!policy.debug_doors);
 	ck_assert_int_eq(policy.growth, CUMEMCAP_GROWTH_ONDEMAND);
-	ck_assert_int_eq(policy.pool, CUMEMCAP_POOL_ON);
+	ck_assert_int_eq(policy.pool, CUMEMCAP_POOL_AUTO);
 	ck_assert_int_eq(policy.release, CUMEMCAP_RELEASE_IDLE);
 	ck_assert_uint_eq(policy.release_idle_ms, CUMEMCAP_DEFAULT_RELEASE_IDLE_MS);
 	ck_assert(policy.framework_hints);
