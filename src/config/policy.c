@@ -65,36 +65,6 @@ static __attribute__((noinline, cold)) bool refused(const char *name, const char
 	return false;
 }
 
-/* A value whose form no setting takes: wrapped in quotes ("2GiB", '2GiB':
- * the quotes reached cumemcap as part of the value), or holding a '#'
- * (log = off#x would otherwise be a path named off#x: a comment starts
- * only at a '#' after a blank). One line saying so, naming the setting. */
-static __attribute__((noinline, cold)) bool bad_form(const char *name, const char *sep, const char *value,
-						     bool in_file, char *err, size_t errlen)
-{
-	char q[256];
-	size_t n = strlen(value);
-	if (n >= 2 && (value[0] == '"' || value[0] == '\'') && value[n - 1] == value[0]) {
-		char inner[256];
-		snprintf(inner, sizeof(inner), "%.*s", (int)(n - 2), value + 1);
-		snprintf(err, errlen, "%s%s%c%s%c: quotes are not part of the syntax; write %s%s%s", name, sep,
-			 value[0], Q(q, inner), value[0], name, sep, q);
-		return false;
-	}
-	snprintf(err, errlen, "%s%s\"%s\": a value cannot contain '#'%s", name, sep, Q(q, value),
-		 in_file ? " (for a comment, put a blank before the '#')" : "");
-	return false;
-}
-
-static CUMEMCAP_START_CODE bool plain_form(const char *value)
-{
-	size_t n = 0;
-	for (; value[n]; n++)
-		if (value[n] == '#')
-			return false;
-	return !(n >= 2 && (value[0] == '"' || value[0] == '\'') && value[n - 1] == value[0]);
-}
-
 static CUMEMCAP_START_CODE bool read_env(struct cumemcap_policy *p, cumemcap_getenv_fn get, char *err, size_t errlen)
 {
 	struct cumemcap_layer *l = &p->env;
@@ -103,8 +73,8 @@ static CUMEMCAP_START_CODE bool read_env(struct cumemcap_policy *p, cumemcap_get
 		const char *value = get(s->variable);
 		if (!value)
 			continue;
-		if (!plain_form(value))
-			return bad_form(s->variable, "=", value, false, err, errlen);
+		if (!cumemcap_policy_plain_form(value))
+			return cumemcap_policy_bad_form(s->variable, "=", value, false, err, errlen);
 		if (!s->parse(l, value, err, errlen))
 			return refused(s->variable, "=", value, err, errlen);
 		*set_flag(l, s) = true;
@@ -262,8 +232,8 @@ static CUMEMCAP_START_CODE bool on_entry(void *ctx, const char *key, const char 
 			 : st->kind == SECTION_PROGRAM ? CUMEMCAP_IN_PROGRAM : CUMEMCAP_IN_DEVICE;
 	if (!(s->scope & where))
 		return out_of_place(key, st->kind, where, err, errlen);
-	if (!plain_form(value))
-		return bad_form(key, " = ", value, true, err, errlen);
+	if (!cumemcap_policy_plain_form(value))
+		return cumemcap_policy_bad_form(key, " = ", value, true, err, errlen);
 	if (st->kind == SECTION_DEVICE)
 		return on_device_entry(st->device, s, key, value, line, err, errlen);
 	struct cumemcap_layer *l = st->layer;
@@ -342,29 +312,6 @@ static CUMEMCAP_START_CODE void resolve_process_wide(struct cumemcap_policy *p)
 #undef PICK_FROM
 #undef HEAD
 #undef BULK
-}
-
-void cumemcap_policy_format_growth(const struct cumemcap_policy *p, char *buf, size_t len)
-{
-	if (p->growth == CUMEMCAP_GROWTH_ONDEMAND)
-		snprintf(buf, len, "ondemand");
-	else if (p->prealloc.kind == CUMEMCAP_AMOUNT_BYTES)
-		snprintf(buf, len, "preallocate:%llu", (unsigned long long)p->prealloc.bytes);
-	else if (p->prealloc.kind == CUMEMCAP_AMOUNT_PERCENT)
-		snprintf(buf, len, "preallocate:%u.%03u%%", p->prealloc.permille / 1000,
-			 p->prealloc.permille % 1000);
-	else
-		snprintf(buf, len, "preallocate");
-}
-
-void cumemcap_policy_format_release(const struct cumemcap_policy *p, char *buf, size_t len)
-{
-	if (p->release == CUMEMCAP_RELEASE_NEVER)
-		snprintf(buf, len, "never");
-	else if (p->release == CUMEMCAP_RELEASE_IMMEDIATE)
-		snprintf(buf, len, "immediate");
-	else
-		snprintf(buf, len, "idle:%u.%03u", p->release_idle_ms / 1000, p->release_idle_ms % 1000);
 }
 
 /* The error of finish's last check. Out of line, with its 2 KB of

@@ -246,6 +246,17 @@ static inline bool cumemcap_policy_gave(const struct cumemcap_policy *p, const s
 	return (p->layers_given & bit) != 0;
 }
 
+/* Whether a value has a form some setting may take (policy-parse.c): not
+ * wrapped in quotes ("2GiB", '2GiB': a shell's or a file's quotes are not
+ * cumemcap's syntax) and without a '#' (a comment starts only at a '#'
+ * after a blank, so log = off#x would be a path). Else
+ * cumemcap_policy_bad_form writes the line saying which, naming the
+ * setting (`NAME` `sep` as in "CUMEMCAP_LIMIT" "=" or "limit" " = "), and
+ * returns false. */
+bool cumemcap_policy_plain_form(const char *value);
+bool cumemcap_policy_bad_form(const char *name, const char *sep, const char *value, bool in_file, char *err,
+			      size_t errlen);
+
 /* "ondemand", "preallocate", "preallocate:4GiB" ... for messages. */
 void cumemcap_policy_format_growth(const struct cumemcap_policy *p, char *buf, size_t len);
 void cumemcap_policy_format_release(const struct cumemcap_policy *p, char *buf, size_t len);
