@@ -730,6 +730,15 @@ static void program_from_exe(char *out, size_t len)
 	cumemcap_copy_str(out, len, base_name(path));
 }
 
+/* One line per CUMEMCAP_ variable cumemcap does not know: the program
+ * runs on (a job's environment may be newer than this library). */
+static __attribute__((noinline, cold)) void name_unknown(const char *entry)
+{
+	char line[256];
+	if (cumemcap_variable_unknown_line(entry, line, sizeof(line)))
+		cumemcap_msg("%s", line);
+}
+
 static CUMEMCAP_START_CODE void policy_init(void)
 {
 	static char err[2048]; /* written only on failure */
@@ -760,6 +769,10 @@ static CUMEMCAP_START_CODE void policy_init(void)
 		cumemcap_fatal("%s", err);
 	if (secure && note[0])
 		cumemcap_msg("%s", note);
+	/* Not under secure execution: the environment does not count there. */
+	for (char **e = environ; !secure && e && *e; e++)
+		if (cumemcap_variable_unknown(*e))
+			name_unknown(*e);
 	atomic_store_explicit(&policy_ready, true, memory_order_release);
 }
 

@@ -308,6 +308,80 @@ print(json.dumps(held))
                 self.assertEqual({g for g, b in held.items() if b == 1000}, {0, 1} - pooled)
 
 
+class UnknownVariables(unittest.TestCase):
+    """A CUMEMCAP_ variable cumemcap does not know is named, once per
+    process, with the setting it is closest to; the program still runs (a
+    job's environment may be newer than the library). Under the launcher it
+    is named once in all, before the program starts; --print-config names
+    it too."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.base = {"CUMEMCAP_GROUP_DIR": self.tmp.name, "CUMEMCAP_CONFIG": "", "CUMEMCAP_LOG": "off"}
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_named_with_the_closest_setting(self):
+        for var, hint in (("CUMEMCAP_LIMITS", " (did you mean CUMEMCAP_LIMIT?)"),
+                          ("CUMEMCAP_MEM_LIMIT", " (did you mean CUMEMCAP_LIMIT?)"),
+                          ("CUMEMCAP_GROUPLIMIT", " (did you mean CUMEMCAP_GROUP_LIMIT?)"),
+                          ("CUMEMCAP_WHATEVER_ELSE", " (cumemcap --help lists the variables)")):
+            with self.subTest(var=var):
+                p = run([sys.executable, "-c", ObserveOnly.PROBE, "0"], dict(self.base, **{var: "2GiB"}))
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertEqual(p.stderr, "cumemcap: unknown variable %s, ignored%s\n" % (var, hint))
+
+    def test_variables_that_are_not_settings_are_known(self):
+        # Each is read by a part of cumemcap (src/config/settings-table.c).
+        known = {"CUMEMCAP_LIBRARY": SHIM, "CUMEMCAP_TOOL": TOOL, "CUMEMCAP_REPORT": "x",
+                 "CUMEMCAP_GROUP_TOOL": "x", "CUMEMCAP_NODE_ETC": "x", "CUMEMCAP_TEST_REQUIRE_PROGRAMS": "0"}
+        p = run([NOCUDA], dict(self.base, **known))
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+
+    def test_every_variable_the_tree_reads_is_known(self):
+        # The CUMEMCAP_ variables the project's code and scripts read from
+        # the environment; each must be a setting or one the shim knows.
+        root = os.path.dirname(SRC)
+        read = set()
+        pattern = re.compile(r'(?:getenv\("|environ\.get\("|environ\["|\$\{|- name: )(CUMEMCAP_[A-Z0-9_]+)')
+        for top in ("src", "scripts", "deploy", "tests", "debian"):
+            for d, _, files in os.walk(os.path.join(root, top)):
+                for name in files:
+                    try:
+                        with open(os.path.join(d, name), encoding="utf-8") as f:
+                            read |= set(pattern.findall(f.read()))
+                    except (UnicodeDecodeError, OSError):
+                        pass
+        self.assertIn("CUMEMCAP_LIBRARY", read)
+        self.assertIn("CUMEMCAP_NODE_ETC", read)
+        env = shim_env(dict(self.base, **{v: "x" for v in read}))
+        for setting in re.findall(r"^#? ?(CUMEMCAP_[A-Z_]+)=", subprocess.run(
+                [TOOL, "--print-example", "env"], capture_output=True, text=True).stdout, re.M):
+            env.pop(setting, None)
+        env.update(self.base)
+        p = subprocess.run([NOCUDA], env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+
+    def test_the_launcher_names_it_once(self):
+        env = shim_env(dict(self.base, CUMEMCAP_LIMITS="2GiB"))
+        del env["LD_PRELOAD"]
+        p = subprocess.run([LAUNCHER, "--", sys.executable, "-c", ObserveOnly.PROBE, "0"],
+                           env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stderr, "cumemcap: unknown variable CUMEMCAP_LIMITS, ignored "
+                         "(did you mean CUMEMCAP_LIMIT?)\n")
+
+    def test_print_config_names_it(self):
+        env = shim_env(dict(self.base, CUMEMCAP_MEM_LIMIT="2GiB"))
+        del env["LD_PRELOAD"]
+        p = subprocess.run([LAUNCHER, "--print-config"], env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stderr, "cumemcap: unknown variable CUMEMCAP_MEM_LIMIT, ignored "
+                         "(did you mean CUMEMCAP_LIMIT?)\n")
+        self.assertIn("limit none", p.stdout)
+
+
 class Launcher(unittest.TestCase):
     def launch(self, args, env_add=None):
         env = {k: v for k, v in os.environ.items() if k == "CUMEMCAP_GROUP_DIR" or not k.startswith(("CUMEMCAP_", "LD_PRELOAD"))}
