@@ -46,6 +46,7 @@ const struct cumemcap_setting *cumemcap_setting_by_flag(const char *flag)
 CUMEMCAP_START_CONST const char cumemcap_other_variables[][CUMEMCAP_VARIABLE_MAX] = {
 	"CUMEMCAP_CONFIG",        /* the configuration file: policy.c, the launcher */
 	"CUMEMCAP_NAMED_UNKNOWN", /* the unknown variables the launcher has named */
+	"CUMEMCAP_LAUNCHED",      /* the pid the launcher exec'd as: it says where its log went */
 	/* the launcher's own programs (scripts/cumemcap.in) */
 	"CUMEMCAP_LIBRARY", "CUMEMCAP_TOOL", "CUMEMCAP_REPORT", "CUMEMCAP_GROUP_TOOL",
 	/* the node installer (deploy/kubernetes/install-node.sh) */

@@ -487,7 +487,8 @@ static int flag(const char *option)
 		cumemcap_setting_flag(&cumemcap_settings[i], flags[n], sizeof(flags[n]));
 		candidates[n] = flags[n];
 	}
-	static const char *const own[] = { "--config", "--check-config", "--print-config", "--help", "--version" };
+	static const char *const own[] = { "--config", "--check-config", "--print-config", "--quiet", "--help",
+					   "--version" };
 	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
 		candidates[n++] = own[i];
 	candidates[n] = NULL;

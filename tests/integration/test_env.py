@@ -412,6 +412,34 @@ class Launcher(unittest.TestCase):
                 self.assertEqual(p.returncode, CONFIG_EXIT)
                 self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)
 
+    # Allocates on GPU 0 in a child process (a log of its own), then in itself.
+    PARENT = ("import subprocess, sys\n"
+              "subprocess.run([sys.executable, '-c', sys.argv[1], '0'], check=True)\n"
+              "sys.argv[1:] = ['0']\n"
+              "exec(compile(%r, 'probe', 'exec'))\n")
+
+    def test_says_where_the_footprint_log_went(self):
+        with tempfile.TemporaryDirectory() as d:
+            env = {"LD_LIBRARY_PATH": FAKE_DIR, "CUMEMCAP_CONFIG": "", "CUMEMCAP_LOG": os.path.join(d, "%p.jsonl")}
+            parent = self.PARENT % ObserveOnly.PROBE
+            p = self.launch(["--", sys.executable, "-c", parent, ObserveOnly.PROBE], env)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            logs = [os.path.join(d, f) for f in os.listdir(d)]
+            self.assertEqual(len(logs), 2, "the child's and the program's")
+            mine = []
+            for log in logs:
+                with open(log) as f:
+                    if json.loads(f.readline())["argv"][2] == parent:
+                        mine.append(log)
+            # The program names its own log, once; its child says nothing.
+            self.assertEqual(p.stderr, "cumemcap: footprint log: %s (cumemcap report summarizes it)\n" % mine[0])
+            p = self.launch(["--quiet", "--", sys.executable, "-c", ObserveOnly.PROBE, "0"], env)
+            self.assertEqual((p.returncode, p.stderr), (0, ""))
+            p = self.launch(["--", NOCUDA], env)
+            self.assertEqual((p.returncode, p.stderr), (0, "cumemcap: no footprint log: the program used no GPU\n"))
+            p = self.launch(["--log", "off", "--", sys.executable, "-c", ObserveOnly.PROBE, "0"], env)
+            self.assertEqual((p.returncode, p.stderr), (0, ""))
+
     def test_help_documents_every_variable(self):
         p = self.launch(["--help"])
         self.assertEqual(p.returncode, 0)
