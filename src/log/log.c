@@ -387,8 +387,10 @@ void cumemcap_log_say_where(void)
 {
 	const char *launched = getenv("CUMEMCAP_LAUNCHED");
 	char *end;
-	if (!launched || strtol(launched, &end, 10) != (long)getpid() || *end ||
-	    cumemcap_policy()->log != CUMEMCAP_LOG_FILE)
+	const struct cumemcap_policy *p = cumemcap_policy();
+	/* Under secure execution the environment does not count. */
+	if (p->secure || p->log != CUMEMCAP_LOG_FILE || !launched ||
+	    strtol(launched, &end, 10) != (long)getpid() || *end)
 		return;
 	if (atomic_load(&log_file_state) == OPEN)
 		cumemcap_msg("footprint log: %s (cumemcap report summarizes it)", log_file_path);
