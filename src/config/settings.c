@@ -1,6 +1,7 @@
 /* settings: looking settings up in the table (settings-table.c) by key
- * and by the launcher's option; see settings.h.
- * Thread safety: lookups that only read constant data. */
+ * and by the launcher's option, and telling the CUMEMCAP_ variables that
+ * are no setting of cumemcap's (a misspelled one); see settings.h.
+ * Thread safety: lookups that only read constant data and the environment. */
 #include "config.h"
 #include "config/settings.h"
 #include "platform/start.h"
