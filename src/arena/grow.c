@@ -406,6 +406,16 @@ static bool should_wait(const struct arena *a, uint64_t need, uint64_t grow, enu
 	return over_budget(a, grow, rule);
 }
 
+/* Whether the arenas serve requests on `dev`. pool=auto pools only the
+ * GPUs a limit or a group applies to (and every GPU under
+ * growth=preallocate, which asks the arenas to hold memory): with neither,
+ * every call goes to the driver and the run only observes. */
+static bool pooled_on(const struct cumemcap_policy *p, int dev)
+{
+	return p->pool != CUMEMCAP_POOL_AUTO || p->growth == CUMEMCAP_GROWTH_PREALLOCATE || p->group[0] ||
+	       cumemcap_ledger_limit(dev) != CUMEMCAP_NO_LIMIT;
+}
+
 enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q, uint64_t bytes, CUdeviceptr *dptr)
 {
 	const struct cumemcap_policy *p = cumemcap_policy();
@@ -414,14 +424,14 @@ enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q
 	CUcontext ctx;
 	int dev;
 	void *noted;
-	if (cumemcap_device_current_noted(&ctx, &dev, &noted) != CUDA_SUCCESS)
+	if (cumemcap_device_current_noted(&ctx, &dev, &noted) != CUDA_SUCCESS || !pooled_on(p, dev))
 		return CUMEMCAP_ARENA_NOT_POOLED;
 	struct arena *a = arena_of(ctx, dev, noted, thread_shard(p));
 	if (!a)
 		return CUMEMCAP_ARENA_NOT_POOLED;
 	uint64_t rounded = unit_round(bytes);
 	uint32_t units = (uint32_t)(rounded >> UNIT_SHIFT);
-	bool packed = p->pool == CUMEMCAP_POOL_ON && rounded <= SMALL_MAX;
+	bool packed = p->pool != CUMEMCAP_POOL_NOPACK && rounded <= SMALL_MAX;
 	uint64_t seg_bytes = packed ? SMALL_SEGMENT : whole_size(rounded);
 	if (!packed && !(a = primary_of(a, ctx, dev)))
 		return CUMEMCAP_ARENA_NOT_POOLED;

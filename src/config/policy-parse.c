@@ -1,5 +1,7 @@
 /* policy-parse: the parsers of the process-wide settings, one per row of
- * the settings table (settings.c); the group's are policy-group.c's.
+ * the settings table (settings.c); the group's are policy-group.c's. Also
+ * the check of a value's form that comes before any parser, and the
+ * values' forms in messages.
  *
  * Each sets its field in a layer and returns true, or writes why the value
  * is wrong (a sentence to put after `NAME="VALUE"`) and returns false,
@@ -11,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "config/cfgfile.h"
 #include "config/parse.h"
 #include "config/policy.h"
 #include "platform/start.h"
@@ -90,20 +93,20 @@ bool cumemcap_policy_parse_estimate(struct cumemcap_layer *l, const char *value,
 
 bool cumemcap_policy_parse_pool(struct cumemcap_layer *l, const char *value, char *why, size_t len)
 {
-	static const char *const names[] = { "on", "nopack", "off" };
-	for (int i = 0; i < 3; i++) {
+	static const char *const names[] = { "auto", "on", "nopack", "off" };
+	for (int i = 0; i < 4; i++) {
 		if (strcmp(value, names[i]) == 0) {
 			l->pool = (enum cumemcap_pool_mode)i;
 			return true;
 		}
 	}
-	snprintf(why, len, " is not supported; accepted: on, nopack (no shared segments), off");
+	snprintf(why, len, " is not supported; accepted: auto (pooled where a limit or a group applies), on, nopack (no shared segments), off");
 	return false;
 }
 
 const char *cumemcap_policy_pool_name(enum cumemcap_pool_mode m)
 {
-	return m == CUMEMCAP_POOL_OFF ? "off" : m == CUMEMCAP_POOL_NOPACK ? "nopack" : "on";
+	return m == CUMEMCAP_POOL_OFF ? "off" : m == CUMEMCAP_POOL_NOPACK ? "nopack" : m == CUMEMCAP_POOL_ON ? "on" : "auto";
 }
 
 bool cumemcap_policy_parse_release(struct cumemcap_layer *l, const char *value, char *why, size_t len)
@@ -192,4 +195,57 @@ bool cumemcap_policy_parse_metrics(struct cumemcap_layer *l, const char *value, 
 bool cumemcap_policy_parse_debug(struct cumemcap_layer *l, const char *value, char *why, size_t len)
 {
 	return parse_switch(value, "doors", &l->debug_doors, why, len);
+}
+
+/* A value whose form no setting takes: wrapped in quotes ("2GiB", '2GiB':
+ * the quotes reached cumemcap as part of the value), or holding a '#'
+ * (log = off#x would otherwise be a path named off#x: a comment starts
+ * only at a '#' after a blank). One line saying so, naming the setting. */
+__attribute__((noinline, cold)) bool cumemcap_policy_bad_form(const char *name, const char *sep, const char *value,
+							      bool in_file, char *err, size_t errlen)
+{
+	char q[256];
+	size_t n = strlen(value);
+	if (n >= 2 && (value[0] == '"' || value[0] == '\'') && value[n - 1] == value[0]) {
+		char inner[256];
+		snprintf(inner, sizeof(inner), "%.*s", (int)(n - 2), value + 1);
+		snprintf(err, errlen, "%s%s%c%s%c: quotes are not part of the syntax; write %s%s%s", name, sep,
+			 value[0], cumemcap_config_quote(q, sizeof(q), inner), value[0], name, sep, q);
+		return false;
+	}
+	snprintf(err, errlen, "%s%s\"%s\": a value cannot contain '#'%s", name, sep,
+		 cumemcap_config_quote(q, sizeof(q), value), in_file ? " (for a comment, put a blank before the '#')" : "");
+	return false;
+}
+
+CUMEMCAP_START_CODE bool cumemcap_policy_plain_form(const char *value)
+{
+	size_t n = 0;
+	for (; value[n]; n++)
+		if (value[n] == '#')
+			return false;
+	return !(n >= 2 && (value[0] == '"' || value[0] == '\'') && value[n - 1] == value[0]);
+}
+
+void cumemcap_policy_format_growth(const struct cumemcap_policy *p, char *buf, size_t len)
+{
+	if (p->growth == CUMEMCAP_GROWTH_ONDEMAND)
+		snprintf(buf, len, "ondemand");
+	else if (p->prealloc.kind == CUMEMCAP_AMOUNT_BYTES)
+		snprintf(buf, len, "preallocate:%llu", (unsigned long long)p->prealloc.bytes);
+	else if (p->prealloc.kind == CUMEMCAP_AMOUNT_PERCENT)
+		snprintf(buf, len, "preallocate:%u.%03u%%", p->prealloc.permille / 1000,
+			 p->prealloc.permille % 1000);
+	else
+		snprintf(buf, len, "preallocate");
+}
+
+void cumemcap_policy_format_release(const struct cumemcap_policy *p, char *buf, size_t len)
+{
+	if (p->release == CUMEMCAP_RELEASE_NEVER)
+		snprintf(buf, len, "never");
+	else if (p->release == CUMEMCAP_RELEASE_IMMEDIATE)
+		snprintf(buf, len, "immediate");
+	else
+		snprintf(buf, len, "idle:%u.%03u", p->release_idle_ms / 1000, p->release_idle_ms % 1000);
 }

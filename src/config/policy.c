@@ -73,6 +73,8 @@ static CUMEMCAP_START_CODE bool read_env(struct cumemcap_policy *p, cumemcap_get
 		const char *value = get(s->variable);
 		if (!value)
 			continue;
+		if (!cumemcap_policy_plain_form(value))
+			return cumemcap_policy_bad_form(s->variable, "=", value, false, err, errlen);
 		if (!s->parse(l, value, err, errlen))
 			return refused(s->variable, "=", value, err, errlen);
 		*set_flag(l, s) = true;
@@ -139,6 +141,7 @@ static CUMEMCAP_START_CODE bool on_section(void *ctx, const char *kind, const ch
 			return false;
 		}
 		st->kind = SECTION_PROGRAM;
+		p->program_section_count++;
 		/* The first section that matches applies; later ones are still
 		 * checked, into scratch. A process without a name (an empty
 		 * argv[0], or under secure execution an executable whose name
@@ -229,6 +232,8 @@ static CUMEMCAP_START_CODE bool on_entry(void *ctx, const char *key, const char 
 			 : st->kind == SECTION_PROGRAM ? CUMEMCAP_IN_PROGRAM : CUMEMCAP_IN_DEVICE;
 	if (!(s->scope & where))
 		return out_of_place(key, st->kind, where, err, errlen);
+	if (!cumemcap_policy_plain_form(value))
+		return cumemcap_policy_bad_form(key, " = ", value, true, err, errlen);
 	if (st->kind == SECTION_DEVICE)
 		return on_device_entry(st->device, s, key, value, line, err, errlen);
 	struct cumemcap_layer *l = st->layer;
@@ -307,29 +312,6 @@ static CUMEMCAP_START_CODE void resolve_process_wide(struct cumemcap_policy *p)
 #undef PICK_FROM
 #undef HEAD
 #undef BULK
-}
-
-void cumemcap_policy_format_growth(const struct cumemcap_policy *p, char *buf, size_t len)
-{
-	if (p->growth == CUMEMCAP_GROWTH_ONDEMAND)
-		snprintf(buf, len, "ondemand");
-	else if (p->prealloc.kind == CUMEMCAP_AMOUNT_BYTES)
-		snprintf(buf, len, "preallocate:%llu", (unsigned long long)p->prealloc.bytes);
-	else if (p->prealloc.kind == CUMEMCAP_AMOUNT_PERCENT)
-		snprintf(buf, len, "preallocate:%u.%03u%%", p->prealloc.permille / 1000,
-			 p->prealloc.permille % 1000);
-	else
-		snprintf(buf, len, "preallocate");
-}
-
-void cumemcap_policy_format_release(const struct cumemcap_policy *p, char *buf, size_t len)
-{
-	if (p->release == CUMEMCAP_RELEASE_NEVER)
-		snprintf(buf, len, "never");
-	else if (p->release == CUMEMCAP_RELEASE_IMMEDIATE)
-		snprintf(buf, len, "immediate");
-	else
-		snprintf(buf, len, "idle:%u.%03u", p->release_idle_ms / 1000, p->release_idle_ms % 1000);
 }
 
 /* The error of finish's last check. Out of line, with its 2 KB of
@@ -748,6 +730,15 @@ static void program_from_exe(char *out, size_t len)
 	cumemcap_copy_str(out, len, base_name(path));
 }
 
+/* One line per CUMEMCAP_ variable cumemcap does not know: the program
+ * runs on (a job's environment may be newer than this library). */
+static __attribute__((noinline, cold)) void name_unknown(const char *entry)
+{
+	char line[256];
+	if (cumemcap_variable_unknown_line(entry, line, sizeof(line)))
+		cumemcap_msg("%s", line);
+}
+
 static CUMEMCAP_START_CODE void policy_init(void)
 {
 	static char err[2048]; /* written only on failure */
@@ -778,6 +769,10 @@ static CUMEMCAP_START_CODE void policy_init(void)
 		cumemcap_fatal("%s", err);
 	if (secure && note[0])
 		cumemcap_msg("%s", note);
+	/* Not under secure execution: the environment does not count there. */
+	for (char **e = environ; !secure && e && *e; e++)
+		if (cumemcap_variable_unknown(*e))
+			name_unknown(*e);
 	atomic_store_explicit(&policy_ready, true, memory_order_release);
 }
 

@@ -58,7 +58,8 @@ enum cumemcap_growth {
 };
 
 enum cumemcap_pool_mode {
-	CUMEMCAP_POOL_ON = 0, /* arenas; small requests packed into shared segments */
+	CUMEMCAP_POOL_AUTO = 0, /* ON on the GPUs a limit or a group applies to, OFF elsewhere */
+	CUMEMCAP_POOL_ON,     /* arenas; small requests packed into shared segments */
 	CUMEMCAP_POOL_NOPACK, /* arenas, but every block is a segment of its own */
 	CUMEMCAP_POOL_OFF,    /* accounting only: every call goes to the driver */
 };
@@ -215,6 +216,7 @@ struct cumemcap_policy {
 
 	struct cumemcap_layer_bulk env_bulk, file_bulk, program_bulk;
 	char metrics_path[CUMEMCAP_PATH_MAX]; /* the template; "" = off */
+	size_t program_section_count; /* [program] sections in the file, matching or not */
 	size_t device_section_count;
 	struct cumemcap_device_section device_sections[CUMEMCAP_MAX_DEVICE_SECTIONS];
 };
@@ -243,6 +245,17 @@ static inline bool cumemcap_policy_gave(const struct cumemcap_policy *p, const s
 	unsigned bit = l == &p->env ? 1u : l == &p->program_layer ? 2u : 4u;
 	return (p->layers_given & bit) != 0;
 }
+
+/* Whether a value has a form some setting may take (policy-parse.c): not
+ * wrapped in quotes ("2GiB", '2GiB': a shell's or a file's quotes are not
+ * cumemcap's syntax) and without a '#' (a comment starts only at a '#'
+ * after a blank, so log = off#x would be a path). Else
+ * cumemcap_policy_bad_form writes the line saying which, naming the
+ * setting (`NAME` `sep` as in "CUMEMCAP_LIMIT" "=" or "limit" " = "), and
+ * returns false. */
+bool cumemcap_policy_plain_form(const char *value);
+bool cumemcap_policy_bad_form(const char *name, const char *sep, const char *value, bool in_file, char *err,
+			      size_t errlen);
 
 /* "ondemand", "preallocate", "preallocate:4GiB" ... for messages. */
 void cumemcap_policy_format_growth(const struct cumemcap_policy *p, char *buf, size_t len);

@@ -22,7 +22,7 @@ CUMEMCAP_START_CONST const struct cumemcap_setting cumemcap_settings[] = {
 	  "The most device memory a process may hold on each GPU: bytes (1073741824), a number with "
 	  "K/M/G/T/P or KiB/MiB/GiB/TiB/PiB (powers of 1024) or KB/MB/GB/TB/PB (powers of 1000), "
 	  "e.g. 8GiB, 512M, 1.5G; or a share of that GPU's memory, e.g. 75% (0-100].",
-	  "none (no limit: calls pass through, still counted)", NULL, "90%" },
+	  "none (no limit: the run only observes; calls pass through, still counted)", NULL, "90%" },
 	{ "CUMEMCAP_DEVICE_LIMITS", "device_limits", PROCESS_WIDE, cumemcap_policy_parse_devices, FIELD(devices),
 	  "LIST", "per-GPU limits.",
 	  "SEL=SIZE[,SEL=SIZE...], SEL being a device ordinal as the process sees it (after "
@@ -46,10 +46,12 @@ CUMEMCAP_START_CONST const struct cumemcap_setting cumemcap_settings[] = {
 	  "(default: what the limit leaves) at the first use of each GPU and serve from it.",
 	  "ondemand", "ondemand", NULL },
 	{ "CUMEMCAP_POOL", "pool", PROCESS_WIDE, cumemcap_policy_parse_pool, FIELD(pool),
-	  "on|nopack|off", "whether cuMemAlloc is served from pooled segments.",
-	  "on: serve cuMemAlloc from pooled segments; nopack: pooled, but every block its own segment "
-	  "(IPC export works for all); off: every call goes to the driver (accounting only).",
-	  "on", "on", NULL },
+	  "auto|on|nopack|off", "whether cuMemAlloc is served from pooled segments.",
+	  "auto: pooled on the GPUs a limit or a group applies to (every GPU under growth=preallocate), "
+	  "every call goes to the driver elsewhere; on: serve cuMemAlloc from pooled segments on every "
+	  "GPU; nopack: pooled, but every block its own segment (IPC export works for all); off: every "
+	  "call goes to the driver (accounting only).",
+	  "auto", "auto", NULL },
 	{ "CUMEMCAP_RELEASE", "release", PROCESS_WIDE, cumemcap_policy_parse_release, FIELD(release),
 	  "idle:SECONDS|immediate|never", "when cached free segments go back to the driver.",
 	  "When cached free segments go back to the driver: idle:SECONDS (0.001 to 86400) after they "

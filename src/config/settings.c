@@ -1,12 +1,16 @@
 /* settings: looking settings up in the table (settings-table.c) by key
- * and by the launcher's option; see settings.h.
- * Thread safety: lookups that only read constant data. */
+ * and by the launcher's option, and telling the CUMEMCAP_ variables that
+ * are no setting of cumemcap's (a misspelled one); see settings.h.
+ * Thread safety: lookups that only read constant data and the environment. */
 #include "config.h"
 #include "config/settings.h"
 #include "platform/start.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "config/cfgfile.h"
 
 CUMEMCAP_START_CODE const struct cumemcap_setting *cumemcap_setting_by_key(const char *key)
 {
@@ -36,4 +40,96 @@ const struct cumemcap_setting *cumemcap_setting_by_flag(const char *flag)
 			return &cumemcap_settings[i];
 	}
 	return NULL;
+}
+
+/* Every CUMEMCAP_ variable that is not a setting (those are the table's)
+ * and that some part of cumemcap reads; any other is named as unknown. */
+CUMEMCAP_START_CONST const char cumemcap_other_variables[][CUMEMCAP_VARIABLE_MAX] = {
+	"CUMEMCAP_CONFIG",        /* the configuration file: policy.c, the launcher */
+	"CUMEMCAP_NAMED_UNKNOWN", /* the unknown variables the launcher has named */
+	"CUMEMCAP_LAUNCHED",      /* the pid the launcher exec'd as: it says where its log went */
+	/* the launcher's own programs (scripts/cumemcap.in) */
+	"CUMEMCAP_LIBRARY", "CUMEMCAP_TOOL", "CUMEMCAP_REPORT", "CUMEMCAP_GROUP_TOOL",
+	/* the node installer (deploy/kubernetes/install-node.sh) */
+	"CUMEMCAP_IMAGE_TREE", "CUMEMCAP_NODE_OPT", "CUMEMCAP_NODE_ETC", "CUMEMCAP_CONFIGMAP",
+	"CUMEMCAP_SHARED_DIRS", "CUMEMCAP_SHARED_MODE", "CUMEMCAP_SYNC_SECONDS", "CUMEMCAP_CHECK",
+	"CUMEMCAP_INSTALL_ONCE",
+	/* the project's scripts and tests (scripts/lib/deps.sh, scripts/fresh-check,
+	 * tests/bench/overhead.c, tests/integration/users.py, tests/deploy) */
+	"CUMEMCAP_DEBS_BUILD", "CUMEMCAP_DEBS_SUITE", "CUMEMCAP_FRESH_NAMESPACE", "CUMEMCAP_SHIM",
+	"CUMEMCAP_TEST_USERS_NAMESPACE", "CUMEMCAP_TEST_REQUIRE_PROGRAMS",
+};
+
+CUMEMCAP_START_CONST const size_t cumemcap_other_variable_count =
+	sizeof(cumemcap_other_variables) / sizeof(cumemcap_other_variables[0]);
+
+/* Whether entry ("NAME=VALUE" or "NAME") names the variable `name`. */
+static CUMEMCAP_START_CODE bool names(const char *entry, const char *name)
+{
+	size_t i = 0;
+	while (name[i] && entry[i] == name[i])
+		i++;
+	return !name[i] && (entry[i] == '=' || entry[i] == '\0');
+}
+
+static CUMEMCAP_START_CONST const char prefix[] = "CUMEMCAP_";
+
+CUMEMCAP_START_CODE bool cumemcap_variable_unknown(const char *entry)
+{
+	for (size_t i = 0; prefix[i]; i++)
+		if (entry[i] != prefix[i])
+			return false;
+	for (size_t i = 0; i < cumemcap_setting_count; i++)
+		if (names(entry, cumemcap_settings[i].variable))
+			return false;
+	for (size_t i = 0; i < cumemcap_other_variable_count; i++)
+		if (names(entry, cumemcap_other_variables[i]))
+			return false;
+	return true;
+}
+
+/* A setting's variable the unknown `name` is a longer form of, by its
+ * last words: CUMEMCAP_MEM_LIMIT, CUMEMCAP_GPU_LIMIT -> CUMEMCAP_LIMIT
+ * (the longest such, so CUMEMCAP_MAX_GROUP_LIMIT -> CUMEMCAP_GROUP_LIMIT). */
+static const char *ending_in(const char *name)
+{
+	const char *best = NULL;
+	size_t n = strlen(name), p = sizeof(prefix) - 1;
+	for (size_t i = 0; i < cumemcap_setting_count; i++) {
+		const char *tail = cumemcap_settings[i].variable + p;
+		size_t t = strlen(tail);
+		if (n > p + t && name[n - t - 1] == '_' && strcmp(name + n - t, tail) == 0 &&
+		    (!best || strlen(best) < strlen(cumemcap_settings[i].variable)))
+			best = cumemcap_settings[i].variable;
+	}
+	return best;
+}
+
+bool cumemcap_variable_unknown_line(const char *entry, char *line, size_t len)
+{
+	char name[96], q[128];
+	snprintf(name, sizeof(name), "%.*s", (int)strcspn(entry, "="), entry);
+	const char *said = getenv("CUMEMCAP_NAMED_UNKNOWN");
+	for (const char *w = said; w && *w; w += strspn(w, " ")) {
+		size_t k = strcspn(w, " ");
+		if (k == strlen(name) && strncmp(w, name, k) == 0)
+			return false;
+		w += k;
+	}
+	const char *candidates[64];
+	size_t c = 0;
+	for (size_t i = 0; i < cumemcap_setting_count && c + 1 < 64; i++)
+		candidates[c++] = cumemcap_settings[i].variable;
+	for (size_t i = 0; i < cumemcap_other_variable_count && c + 1 < 64; i++)
+		candidates[c++] = cumemcap_other_variables[i];
+	candidates[c] = NULL;
+	const char *hint = cumemcap_config_suggest(name, candidates);
+	if (!hint)
+		hint = ending_in(name);
+	cumemcap_config_quote(q, sizeof(q), name);
+	if (hint)
+		snprintf(line, len, "unknown variable %s, ignored (did you mean %s?)", q, hint);
+	else
+		snprintf(line, len, "unknown variable %s, ignored (cumemcap --help lists the variables)", q);
+	return true;
 }

@@ -54,6 +54,23 @@ extern const struct cumemcap_setting cumemcap_settings[];
 extern const size_t cumemcap_setting_count;
 
 const struct cumemcap_setting *cumemcap_setting_by_key(const char *key);
+
+/* The CUMEMCAP_ variables that are not settings and that some part of
+ * cumemcap reads (CUMEMCAP_CONFIG, the launcher's, the node installer's,
+ * the tests'). */
+extern const char cumemcap_other_variables[][CUMEMCAP_VARIABLE_MAX];
+extern const size_t cumemcap_other_variable_count;
+
+/* Whether the environment entry "NAME=VALUE" is a CUMEMCAP_ variable that
+ * is neither a setting nor one of those: a misspelling, or a setting of a
+ * newer cumemcap. It stops nothing; it is named. */
+bool cumemcap_variable_unknown(const char *entry);
+
+/* The line that names such a variable (without "cumemcap: "): "unknown
+ * variable CUMEMCAP_LIMITS, ignored (did you mean CUMEMCAP_LIMIT?)".
+ * False, and nothing written, when CUMEMCAP_NAMED_UNKNOWN (set by the
+ * launcher, which named them already) lists it. */
+bool cumemcap_variable_unknown_line(const char *entry, char *line, size_t len);
 /* "--limit" or "--limit=..." (the part before '='); NULL for none. */
 const struct cumemcap_setting *cumemcap_setting_by_flag(const char *flag);
 /* The launcher's option of a setting: "--" and the key with '-' for '_'. */

@@ -167,11 +167,14 @@ __attribute__((constructor)) static void cumemcap_start(int argc, char **argv, c
 __attribute__((destructor)) static void cumemcap_stop(void)
 {
 	/* Never used: no worker, no group, no GPU to write about. */
-	if (!atomic_load(&started))
+	if (!atomic_load(&started)) {
+		cumemcap_log_say_where();
 		return;
+	}
 	cumemcap_worker_stop();
 	cumemcap_account_group_changes(); /* made since the worker's last look */
 	cumemcap_log_exit(0);
+	cumemcap_log_say_where();
 	cumemcap_group_leave();
 }
 

@@ -45,6 +45,8 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -379,6 +381,21 @@ void cumemcap_log_exit(int signo)
 			log_metrics_unlink();
 	}
 	errno = saved;
+}
+
+void cumemcap_log_say_where(void)
+{
+	const char *launched = getenv("CUMEMCAP_LAUNCHED");
+	char *end;
+	const struct cumemcap_policy *p = cumemcap_policy();
+	/* Under secure execution the environment does not count. */
+	if (p->secure || p->log != CUMEMCAP_LOG_FILE || !launched ||
+	    strtol(launched, &end, 10) != (long)getpid() || *end)
+		return;
+	if (atomic_load(&log_file_state) == OPEN)
+		cumemcap_msg("footprint log: %s (cumemcap report summarizes it)", log_file_path);
+	else if (!log_used_gpu())
+		cumemcap_msg("no footprint log: the program used no GPU");
 }
 
 /* Taken before the shim's other locks: no holder of those waits for

@@ -90,6 +90,13 @@ uint32_t cumemcap_log_tick(uint64_t now_ms);
  * signal with `signo` != 0): write the exit summary once. */
 void cumemcap_log_exit(int signo);
 
+/* At a normal exit of the process the launcher started (CUMEMCAP_LAUNCHED
+ * holds its pid: the launcher exec'd it, so forks and children differ),
+ * one line on stderr says where its footprint log went, or that there is
+ * none because it used no GPU. Nothing when the log is stderr or off, or
+ * under secure execution. */
+void cumemcap_log_say_where(void);
+
 /* Fork: the log's locks are held across fork() (prepare, then parent or
  * child); the child writes its own log (or none) and starts over. */
 void cumemcap_log_fork_prepare(void);

@@ -91,6 +91,28 @@ int cumemcap_device_all(const struct cumemcap_device_info **out)
 	return n < 0 ? 0 : n;
 }
 
+/* A member whose group limit on `dev` differs from the budget the group's
+ * book already holds there: the book's holds (its first member set it, or
+ * `cumemcap group set`), said in one line. */
+static void name_other_budget(int dev, const struct cumemcap_device_info *info)
+{
+	const struct cumemcap_policy *p = cumemcap_policy();
+	struct cumemcap_source src;
+	const struct cumemcap_group_dev *gd = &cumemcap_group_devs[dev];
+	if (!p->group[0] || !atomic_load(&gd->on) || atomic_load(&gd->gpu) < 0) /* not attached */
+		return;
+	uint64_t mine = cumemcap_policy_group_limit(p, dev, info->uuid, info->pci_bus_id, info->total, &src);
+	uint64_t budget = cumemcap_group_limit(dev);
+	if (mine == UINT64_MAX || budget == mine)
+		return;
+	char b[32], m[32], where[CUMEMCAP_PATH_MAX + 16];
+	cumemcap_source_format(p, &src, where, sizeof(where));
+	cumemcap_msg("CUMEMCAP_GROUP=%s: GPU %d: the group's budget holds: %s, not the %s of %s "
+		     "(the group's first member set it; cumemcap group set changes it)", p->group, dev,
+		     budget == UINT64_MAX ? "none" : cumemcap_fmt_size(budget, b, sizeof(b)),
+		     cumemcap_fmt_size(mine, m, sizeof(m)), where);
+}
+
 bool cumemcap_device_ensure(int dev)
 {
 	if (dev < 0 || dev >= CUMEMCAP_MAX_DEVICES)
@@ -114,6 +136,7 @@ bool cumemcap_device_ensure(int dev)
 			cumemcap_ledger_set_limit(dev, infos[dev].limit);
 			cumemcap_group_attach(dev, infos[dev].uuid, infos[dev].pci_bus_id, infos[dev].total,
 					      infos[dev].limit);
+			name_other_budget(dev, &infos[dev]);
 			atomic_store_explicit(&state[dev], 1, memory_order_release);
 			if (dev == 0 && single)
 				atomic_store_explicit(&only, 0, memory_order_release);

@@ -15,7 +15,8 @@
  *
  *   cumemcap-config --check-env [--given MAP] [--] PROGRAM [ARGS...]
  *       Build the rules PROGRAM would get, as the shim would, and exit 0,
- *       or 125 with one line. MAP ("CUMEMCAP_LIMIT=--limit ...") names the
+ *       or 125 with one line. An unknown CUMEMCAP_ variable gets a line on
+ *       stderr (as from --print-config too) and its name on stdout. MAP ("CUMEMCAP_LIMIT=--limit ...") names the
  *       variables the launcher set from its options: the line then names
  *       the option the user typed, not the variable.
  *
@@ -150,8 +151,9 @@ static int check_config(const char *file)
 		fprintf(stderr, "cumemcap: %s\n", err);
 		return 1;
 	}
-	printf("%s: valid (%zu [device] section%s)\n", path, p.device_section_count,
-	       p.device_section_count == 1 ? "" : "s");
+	printf("%s: valid (%zu [device] section%s, %zu [program] section%s)\n", path, p.device_section_count,
+	       p.device_section_count == 1 ? "" : "s", p.program_section_count,
+	       p.program_section_count == 1 ? "" : "s");
 	return 0;
 }
 
@@ -172,10 +174,33 @@ static void report(const char *err)
 	fprintf(stderr, "cumemcap: %s\n", named);
 }
 
+extern char **environ;
+
+/* One line on stderr per CUMEMCAP_ variable cumemcap does not know, as the
+ * shim says it; `names`: their names on stdout too, one line, for the
+ * launcher's CUMEMCAP_NAMED_UNKNOWN. */
+static void name_unknown(bool names)
+{
+	const char *sep = "";
+	for (char **e = environ; e && *e; e++) {
+		char line[256];
+		if (!cumemcap_variable_unknown(*e) || !cumemcap_variable_unknown_line(*e, line, sizeof(line)))
+			continue;
+		fprintf(stderr, "cumemcap: %s\n", line);
+		if (names) {
+			printf("%s%.*s", sep, (int)strcspn(*e, "="), *e);
+			sep = " ";
+		}
+	}
+	if (names && sep[0])
+		printf("\n");
+}
+
 static int check_env(int argc, char **argv)
 {
 	static struct cumemcap_policy p;
 	char path[CUMEMCAP_PATH_MAX], err[2048];
+	name_unknown(true);
 	if (!build(&p, argc, argv, path, err, sizeof(err))) {
 		report(err);
 		return EXIT_SETTING;
@@ -310,6 +335,7 @@ static int print_config(int argc, char **argv, bool json)
 	static struct row rows[MAX_ROWS];
 	static struct gpu gpus[MAX_GPUS];
 	char path[CUMEMCAP_PATH_MAX], err[2048], where[CUMEMCAP_PATH_MAX + 16];
+	name_unknown(false);
 	if (!build(&p, argc, argv, path, err, sizeof(err))) {
 		report(err);
 		return 1;
@@ -461,7 +487,8 @@ static int flag(const char *option)
 		cumemcap_setting_flag(&cumemcap_settings[i], flags[n], sizeof(flags[n]));
 		candidates[n] = flags[n];
 	}
-	static const char *const own[] = { "--config", "--check-config", "--print-config", "--help", "--version" };
+	static const char *const own[] = { "--config", "--check-config", "--print-config", "--quiet", "--help",
+					   "--version" };
 	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
 		candidates[n++] = own[i];
 	candidates[n] = NULL;

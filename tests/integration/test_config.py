@@ -145,6 +145,32 @@ class Config(unittest.TestCase):
         self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
         self.assertIn("%s:2: \"7\" matches none of the 2 GPU(s)" % conf, p.stderr)  # the [device 7] header
 
+    def test_a_hash_in_a_value_is_refused_not_taken_for_a_path(self):
+        conf = self.write_conf("log = off#x\n")
+        p = self.run_probe("train.py", conf)
+        self.assertEqual((p.returncode, p.stdout), (125, ""))
+        self.assertEqual(p.stderr, "cumemcap: %s:1: log = \"off#x\": a value cannot contain '#' "
+                         "(for a comment, put a blank before the '#')\n" % conf)
+        # A comment after a blank is one.
+        conf = self.write_conf("log = off # x\n")
+        self.assertEqual(self.run_probe("train.py", conf).returncode, 0)
+        p = self.run_probe("train.py", "", {"CUMEMCAP_LOG": "off#x"})
+        self.assertEqual((p.returncode, p.stdout), (125, ""))
+        self.assertEqual(p.stderr, "cumemcap: CUMEMCAP_LOG=\"off#x\": a value cannot contain '#'\n")
+
+    def test_quotes_are_named_as_not_part_of_the_syntax(self):
+        for text, line in (('limit = "2GiB"', 'limit = "2GiB"'), ("[device 0]\nlimit = '2GiB'", "limit = '2GiB'")):
+            with self.subTest(text=text):
+                conf = self.write_conf(text + "\n")
+                p = self.run_probe("train.py", conf)
+                self.assertEqual((p.returncode, p.stdout), (125, ""))
+                self.assertEqual(p.stderr, "cumemcap: %s:%d: %s: quotes are not part of the syntax; "
+                                 "write limit = 2GiB\n" % (conf, text.count("\n") + 1, line))
+        p = self.run_probe("train.py", "", {"CUMEMCAP_LIMIT": "'2GiB'"})
+        self.assertEqual((p.returncode, p.stdout), (125, ""))
+        self.assertEqual(p.stderr, "cumemcap: CUMEMCAP_LIMIT='2GiB': quotes are not part of the syntax; "
+                         "write CUMEMCAP_LIMIT=2GiB\n")
+
     # ---- the launcher ----
 
     def launch(self, args, env_add=None):
@@ -159,6 +185,12 @@ class Config(unittest.TestCase):
                 p = self.launch(["--check-config", os.path.join(CONF_DIR, name)])
                 self.assertEqual(p.returncode, 0, p.stderr)
                 self.assertIn("valid", p.stdout)
+
+    def test_check_config_counts_both_kinds_of_section(self):
+        conf = self.write_conf(self.RULES + "[program eval.py]\nlimit = 1GiB\n")
+        p = self.launch(["--check-config", conf])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout, "%s: valid (1 [device] section, 2 [program] sections)\n" % conf)
 
     def test_check_config_reports_the_line(self):
         conf = self.write_conf("[device 0]\nlimit = 1GiB\n[gpu 1]\n")

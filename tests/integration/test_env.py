@@ -243,6 +243,145 @@ class FrameworkHints(unittest.TestCase):
 
 
 @unittest.skipIf(EXTRA, "the launcher preloads the shim alone; sanitizer builds need their runtime first")
+class ObserveOnly(unittest.TestCase):
+    """Without a limit or a group on a GPU, the default pool (auto) serves
+    nothing there: every cuMemAlloc reaches the driver at its own size, and
+    the exit record counts no driver call avoided. A limit, a group or
+    CUMEMCAP_POOL=on turns pooling on; the log is written either way."""
+
+    # Allocates 1000 bytes on each GPU in argv and prints what the fake
+    # driver holds there for allocations.
+    PROBE = r"""
+import ctypes, json, sys
+cu = ctypes.CDLL("libcuda.so.1")
+cu.fakecuda_reserved.restype = ctypes.c_uint64
+assert cu.cuInit(0) == 0
+held = {}
+for d in map(int, sys.argv[1:]):
+    ctx = ctypes.c_void_p()
+    assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), d) == 0
+    assert cu.cuCtxSetCurrent(ctx) == 0
+    p = ctypes.c_uint64()
+    assert cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(1000)) == 0
+    held[d] = cu.fakecuda_reserved(d)
+print(json.dumps(held))
+"""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def held(self, env_add, gpus=(0,)):
+        log = os.path.join(self.tmp.name, "%p.jsonl")
+        env_add = dict({"CUMEMCAP_GROUP_DIR": self.tmp.name, "CUMEMCAP_CONFIG": "", "CUMEMCAP_LOG": log,
+                        "FAKECUDA_DEVICES": "4GiB,4GiB"}, **env_add)
+        p = run([sys.executable, "-c", self.PROBE] + [str(g) for g in gpus], env_add)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        held = {int(k): v for k, v in json.loads(p.stdout).items()}
+        logs = [f for f in os.listdir(self.tmp.name) if f.endswith(".jsonl")]
+        self.assertEqual(len(logs), 1, "the footprint log is written, limit or not")
+        with open(os.path.join(self.tmp.name, logs[0])) as f:
+            records = [json.loads(line) for line in f]
+        os.unlink(os.path.join(self.tmp.name, logs[0]))
+        exits = [r for r in records if r["type"] == "exit"]
+        self.assertEqual(len(exits), 1)
+        avoided = {g["gpu"]: g["avoided"] for g in exits[0]["gpus"]}
+        return held, avoided
+
+    def test_no_limit_every_call_reaches_the_driver(self):
+        held, avoided = self.held({}, (0, 1))
+        self.assertEqual(held, {0: 1000, 1: 1000})
+        self.assertEqual(avoided, {0: 0, 1: 0})
+
+    def test_a_limit_or_a_group_pools_its_gpus_only(self):
+        for env_add, pooled in (({"CUMEMCAP_LIMIT": "1GiB"}, {0, 1}),
+                                ({"CUMEMCAP_DEVICE_LIMITS": "1=1GiB"}, {1}),
+                                ({"CUMEMCAP_GROUP": "g"}, {0, 1}),
+                                ({"CUMEMCAP_POOL": "on"}, {0, 1}),
+                                ({"CUMEMCAP_LIMIT": "1GiB", "CUMEMCAP_POOL": "off"}, set())):
+            with self.subTest(**env_add):
+                held, _ = self.held(env_add, (0, 1))
+                # A pooled 1000-byte request takes a 2 MiB segment.
+                self.assertEqual({g for g, b in held.items() if b == 2 << 20}, pooled)
+                self.assertEqual({g for g, b in held.items() if b == 1000}, {0, 1} - pooled)
+
+
+class UnknownVariables(unittest.TestCase):
+    """A CUMEMCAP_ variable cumemcap does not know is named, once per
+    process, with the setting it is closest to; the program still runs (a
+    job's environment may be newer than the library). Under the launcher it
+    is named once in all, before the program starts; --print-config names
+    it too."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.base = {"CUMEMCAP_GROUP_DIR": self.tmp.name, "CUMEMCAP_CONFIG": "", "CUMEMCAP_LOG": "off"}
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_named_with_the_closest_setting(self):
+        for var, hint in (("CUMEMCAP_LIMITS", " (did you mean CUMEMCAP_LIMIT?)"),
+                          ("CUMEMCAP_MEM_LIMIT", " (did you mean CUMEMCAP_LIMIT?)"),
+                          ("CUMEMCAP_GROUPLIMIT", " (did you mean CUMEMCAP_GROUP_LIMIT?)"),
+                          ("CUMEMCAP_WHATEVER_ELSE", " (cumemcap --help lists the variables)")):
+            with self.subTest(var=var):
+                p = run([sys.executable, "-c", ObserveOnly.PROBE, "0"], dict(self.base, **{var: "2GiB"}))
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertEqual(p.stderr, "cumemcap: unknown variable %s, ignored%s\n" % (var, hint))
+
+    def test_variables_that_are_not_settings_are_known(self):
+        # Each is read by a part of cumemcap (src/config/settings-table.c).
+        known = {"CUMEMCAP_LIBRARY": SHIM, "CUMEMCAP_TOOL": TOOL, "CUMEMCAP_REPORT": "x",
+                 "CUMEMCAP_GROUP_TOOL": "x", "CUMEMCAP_NODE_ETC": "x", "CUMEMCAP_TEST_REQUIRE_PROGRAMS": "0"}
+        p = run([NOCUDA], dict(self.base, **known))
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+
+    def test_every_variable_the_tree_reads_is_known(self):
+        # The CUMEMCAP_ variables the project's code and scripts read from
+        # the environment; each must be a setting or one the shim knows.
+        root = os.path.dirname(SRC)
+        read = set()
+        pattern = re.compile(r'(?:getenv\("|environ\.get\("|environ\["|\$\{|- name: )(CUMEMCAP_[A-Z0-9_]+)')
+        for top in ("src", "scripts", "deploy", "tests", "debian"):
+            for d, _, files in os.walk(os.path.join(root, top)):
+                for name in files:
+                    try:
+                        with open(os.path.join(d, name), encoding="utf-8") as f:
+                            read |= set(pattern.findall(f.read()))
+                    except (UnicodeDecodeError, OSError):
+                        pass
+        self.assertIn("CUMEMCAP_LIBRARY", read)
+        self.assertIn("CUMEMCAP_NODE_ETC", read)
+        env = shim_env(dict(self.base, **{v: "x" for v in read}))
+        for setting in re.findall(r"^#? ?(CUMEMCAP_[A-Z_]+)=", subprocess.run(
+                [TOOL, "--print-example", "env"], capture_output=True, text=True).stdout, re.M):
+            env.pop(setting, None)
+        env.update(self.base)
+        p = subprocess.run([NOCUDA], env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+
+    def test_the_launcher_names_it_once(self):
+        env = shim_env(dict(self.base, CUMEMCAP_LIMITS="2GiB"))
+        del env["LD_PRELOAD"]
+        p = subprocess.run([LAUNCHER, "--", sys.executable, "-c", ObserveOnly.PROBE, "0"],
+                           env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stderr, "cumemcap: unknown variable CUMEMCAP_LIMITS, ignored "
+                         "(did you mean CUMEMCAP_LIMIT?)\n")
+
+    def test_print_config_names_it(self):
+        env = shim_env(dict(self.base, CUMEMCAP_MEM_LIMIT="2GiB"))
+        del env["LD_PRELOAD"]
+        p = subprocess.run([LAUNCHER, "--print-config"], env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stderr, "cumemcap: unknown variable CUMEMCAP_MEM_LIMIT, ignored "
+                         "(did you mean CUMEMCAP_LIMIT?)\n")
+        self.assertIn("limit none", p.stdout)
+
+
 class Launcher(unittest.TestCase):
     def launch(self, args, env_add=None):
         env = {k: v for k, v in os.environ.items() if k == "CUMEMCAP_GROUP_DIR" or not k.startswith(("CUMEMCAP_", "LD_PRELOAD"))}
@@ -272,6 +411,34 @@ class Launcher(unittest.TestCase):
                 p = self.launch(args)
                 self.assertEqual(p.returncode, CONFIG_EXIT)
                 self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)
+
+    # Allocates on GPU 0 in a child process (a log of its own), then in itself.
+    PARENT = ("import subprocess, sys\n"
+              "subprocess.run([sys.executable, '-c', sys.argv[1], '0'], check=True)\n"
+              "sys.argv[1:] = ['0']\n"
+              "exec(compile(%r, 'probe', 'exec'))\n")
+
+    def test_says_where_the_footprint_log_went(self):
+        with tempfile.TemporaryDirectory() as d:
+            env = {"LD_LIBRARY_PATH": FAKE_DIR, "CUMEMCAP_CONFIG": "", "CUMEMCAP_LOG": os.path.join(d, "%p.jsonl")}
+            parent = self.PARENT % ObserveOnly.PROBE
+            p = self.launch(["--", sys.executable, "-c", parent, ObserveOnly.PROBE], env)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            logs = [os.path.join(d, f) for f in os.listdir(d)]
+            self.assertEqual(len(logs), 2, "the child's and the program's")
+            mine = []
+            for log in logs:
+                with open(log) as f:
+                    if json.loads(f.readline())["argv"][2] == parent:
+                        mine.append(log)
+            # The program names its own log, once; its child says nothing.
+            self.assertEqual(p.stderr, "cumemcap: footprint log: %s (cumemcap report summarizes it)\n" % mine[0])
+            p = self.launch(["--quiet", "--", sys.executable, "-c", ObserveOnly.PROBE, "0"], env)
+            self.assertEqual((p.returncode, p.stderr), (0, ""))
+            p = self.launch(["--", NOCUDA], env)
+            self.assertEqual((p.returncode, p.stderr), (0, "cumemcap: no footprint log: the program used no GPU\n"))
+            p = self.launch(["--log", "off", "--", sys.executable, "-c", ObserveOnly.PROBE, "0"], env)
+            self.assertEqual((p.returncode, p.stderr), (0, ""))
 
     def test_help_documents_every_variable(self):
         p = self.launch(["--help"])

@@ -270,6 +270,23 @@ class Group(unittest.TestCase):
                 b.stdin.flush()
                 self.assertEqual(b.wait(20), 0)
 
+    def test_a_later_members_other_budget_is_named(self):
+        """The book's budget holds for a member that gives another: one
+        line says so, with both values; the same budget says nothing."""
+        a = self.member(CUMEMCAP_GROUP="g", CUMEMCAP_GROUP_LIMIT="1GiB")
+        self.assertEqual(self.ask(a, "alloc 100")["r"], 0)
+        for mine, line in (("2GiB", "cumemcap: CUMEMCAP_GROUP=g: GPU 0: the group's budget holds: 1 GiB, "
+                                    "not the 2 GiB of CUMEMCAP_GROUP_LIMIT (the group's first member "
+                                    "set it; cumemcap group set changes it)\n"),
+                           ("1GiB", "")):
+            with self.subTest(mine=mine):
+                b = self.member(CUMEMCAP_GROUP="g", CUMEMCAP_GROUP_LIMIT=mine)
+                self.assertEqual(self.ask(b, "alloc 1000")["r"], OOM)    # 1 GiB less a's 100 MiB
+                b.stdin.write("exit\n")
+                b.stdin.flush()
+                self.assertEqual(b.wait(20), 0)
+                self.assertEqual(b.stderr.read(), line)
+
     def test_budget_shared_after_fork(self):
         """A child forked from a member takes a slot of its own: parent and
         child together stay within the budget."""

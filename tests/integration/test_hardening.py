@@ -81,7 +81,9 @@ class SecureExecution(unittest.TestCase):
         self.env = {k: v for k, v in os.environ.items() if k == "CUMEMCAP_GROUP_DIR" or not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_"))}
         self.env.update({"FAKECUDA_DEVICES": "4GiB", "CUMEMCAP_CONFIG": self.secret,
                          "CUMEMCAP_LOG": self.chosen, "CUMEMCAP_METRICS": self.chosen,
-                         "CUMEMCAP_LIMIT": "1GiB"})
+                         "CUMEMCAP_LIMIT": "1GiB",
+                         # an unknown variable, named only where the environment counts
+                         "CUMEMCAP_LIMITS": "1GiB"})
 
     def tearDown(self):
         self.tmp.cleanup()

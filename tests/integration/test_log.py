@@ -294,7 +294,7 @@ class Log(unittest.TestCase):
              "limit": GiB, "limit_source": "CUMEMCAP_LIMIT"}])
         self.assertEqual(start["rules"]["growth"], {"value": "ondemand", "source": "default"})
         self.assertEqual(start["rules"]["release"], {"value": "immediate", "source": "CUMEMCAP_RELEASE"})
-        self.assertEqual(start["rules"]["pool"]["value"], "on")
+        self.assertEqual(start["rules"]["pool"]["value"], "auto")
         self.assertEqual(start["rules"]["framework_hints"]["value"], "on")
         self.assertEqual(start["rules"]["log_interval"], {"value": 0.1, "source": "CUMEMCAP_LOG_INTERVAL"})
         # Under a limit, with no framework variable of the user's, both hints were set.
@@ -436,7 +436,8 @@ class Log(unittest.TestCase):
         self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode) & 0o077), (os.geteuid(), 0))
         self.assertEqual(stat.S_IMODE(os.stat(path).st_mode), 0o600)
         recs = records(path)
-        self.assertEqual([r["type"] for r in recs], ["start", "overhead", "segment", "exit"])
+        # No limit: the allocation went to the driver, no pooled segment.
+        self.assertEqual([r["type"] for r in recs], ["start", "overhead", "exit"])
         self.assertEqual(recs[0]["argv"][1], self.script)
         self.assertEqual(recs[0]["log"], path)
         # A TMPDIR that is not an absolute path is not a directory anyone

@@ -68,7 +68,7 @@ START_TEST(policy_defaults_without_anything)
 	ck_assert_str_eq(policy.log_path, CUMEMCAP_DEFAULT_LOG);
 	ck_assert(!policy.debug_doors);
 	ck_assert_int_eq(policy.growth, CUMEMCAP_GROWTH_ONDEMAND);
-	ck_assert_int_eq(policy.pool, CUMEMCAP_POOL_ON);
+	ck_assert_int_eq(policy.pool, CUMEMCAP_POOL_AUTO);
 	ck_assert_int_eq(policy.release, CUMEMCAP_RELEASE_IDLE);
 	ck_assert_uint_eq(policy.release_idle_ms, CUMEMCAP_DEFAULT_RELEASE_IDLE_MS);
 	ck_assert(policy.framework_hints);
@@ -166,7 +166,9 @@ static const struct bad_env bad_envs[] = {
 	{ "CUMEMCAP_GROWTH", "grow", "ondemand, preallocate" },
 	{ "CUMEMCAP_LOG", "/var/log/%x", "%p (pid)" },
 	{ "CUMEMCAP_LOG", "", "stderr, off" },
-	{ "CUMEMCAP_POOL", "yes", "nopack" },
+	{ "CUMEMCAP_LOG", "off#x", "a value cannot contain '#'" },
+	{ "CUMEMCAP_METRICS", "/m/a#b", "a value cannot contain '#'" },
+	{ "CUMEMCAP_POOL", "yes", "auto (pooled where a limit or a group applies), on, nopack" },
 	{ "CUMEMCAP_RELEASE", "idle", "idle:SECONDS" },
 	{ "CUMEMCAP_RELEASE", "idle:0", "idle:SECONDS" },
 	{ "CUMEMCAP_RELEASE", "idle:1.0001", "idle:SECONDS" },
