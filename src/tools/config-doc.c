@@ -1,5 +1,7 @@
 /* config-doc: see config-doc.h. The example files say the same as --help
- * because both are printed here from the one table. */
+ * because both are printed here from the one table. conf/cumemcap.conf is
+ * also the source of the cumemcap.conf(5) man page, so its text is written
+ * for users: how it is made is said here and in the tests, not in it. */
 #include "config.h"
 #include "tools/config-doc.h"
 
@@ -85,11 +87,9 @@ static void comment(FILE *f, const char *text)
 static const char conf_head[] =
 	"# cumemcap.conf: rules for programs run under libcumemcap.so.\n"
 	"#\n"
-	"# Generated from the table of settings (src/config/settings-table.c) by\n"
-	"# `cumemcap-config --print-example conf`; the test suite checks that they\n"
-	"# match. Every key is here with its default (or an example where the default\n"
-	"# cannot be written), commented out: as installed, this file changes nothing.\n"
-	"# Remove the `#` before a key to set it.\n"
+	"# Every key is here with its default (or an example where the default cannot\n"
+	"# be written), commented out: as installed, this file changes nothing. Remove\n"
+	"# the `#` before a key to set it.\n"
 	"#\n"
 	"# Read from $CUMEMCAP_CONFIG, else from /etc/cumemcap.conf when it exists.\n"
 	"# Check a file with `cumemcap --check-config FILE`; see what a program would\n"
