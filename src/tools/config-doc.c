@@ -1,5 +1,7 @@
 /* config-doc: see config-doc.h. The example files say the same as --help
- * because both are printed here from the one table. */
+ * because both are printed here from the one table. conf/cumemcap.conf is
+ * also the source of the cumemcap.conf(5) man page, so its text is written
+ * for users: how it is made is said here and in the tests, not in it. */
 #include "config.h"
 #include "tools/config-doc.h"
 
@@ -85,11 +87,9 @@ static void comment(FILE *f, const char *text)
 static const char conf_head[] =
 	"# cumemcap.conf: rules for programs run under libcumemcap.so.\n"
 	"#\n"
-	"# Generated from the table of settings (src/config/settings-table.c) by\n"
-	"# `cumemcap-config --print-example conf`; the test suite checks that they\n"
-	"# match. Every key is here with its default (or an example where the default\n"
-	"# cannot be written), commented out: as installed, this file changes nothing.\n"
-	"# Remove the `#` before a key to set it.\n"
+	"# Every key is here with its default (or an example where the default cannot\n"
+	"# be written), commented out: as installed, this file changes nothing. Remove\n"
+	"# the `#` before a key to set it.\n"
 	"#\n"
 	"# Read from $CUMEMCAP_CONFIG, else from /etc/cumemcap.conf when it exists.\n"
 	"# Check a file with `cumemcap --check-config FILE`; see what a program would\n"
@@ -164,5 +164,72 @@ int cumemcap_doc_example(FILE *f, const char *what)
 			fprintf(f, "#%s=%s\n", s->variable, value);
 	}
 	fputs(conf ? conf_tail : env_tail, f);
+	return 0;
+}
+
+/* The headings are the variables, so that GitHub's anchors are the
+ * variables in lower case (#cumemcap_limit). */
+
+/* Where in a configuration file a setting may stand, in words. */
+static void scope_text(FILE *f, unsigned scope)
+{
+	const char *where[3];
+	int n = 0;
+	if (scope & CUMEMCAP_IN_GLOBAL)
+		where[n++] = "before the first section";
+	if (scope & CUMEMCAP_IN_PROGRAM)
+		where[n++] = "in a `[program GLOB]` section";
+	if (scope & CUMEMCAP_IN_DEVICE)
+		where[n++] = "in a `[device SELECTOR]` section";
+	for (int i = 0; i < n; i++)
+		fprintf(f, "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ", where[i]);
+}
+
+static const char reference_head[] =
+	"# Settings\n"
+	"\n"
+	"<!-- Made by `cumemcap-config --print-reference > docs/settings.md` from the\n"
+	"     table of settings; the docs suite fails when this file differs. -->\n"
+	"\n"
+	"Every setting can be given three ways: as an environment variable, as a key\n"
+	"of the configuration file ([the file's format](configuration.md#the-configuration-file)),\n"
+	"or as an option of the `cumemcap` launcher (`--NAME VALUE` or `--NAME=VALUE`),\n"
+	"which sets the variable. A variable beats the file. A wrong value stops the\n"
+	"program before its `main` with one line naming the variable, the option or\n"
+	"the file and line, and exit status 125.\n"
+	"\n"
+	"| variable | file key | launcher option | what it sets |\n"
+	"|---|---|---|---|\n";
+
+int cumemcap_doc_reference(FILE *f)
+{
+	char flag[64];
+	fputs(reference_head, f);
+	for (size_t i = 0; i < cumemcap_setting_count; i++) {
+		const struct cumemcap_setting *s = &cumemcap_settings[i];
+		cumemcap_setting_flag(s, flag, sizeof(flag));
+		fprintf(f, "| [`%s`](#cumemcap_%s) | `%s` | `%s` | %s |\n", s->variable, s->key, s->key, flag,
+			s->summary);
+	}
+	fputs("| [`CUMEMCAP_CONFIG`](#cumemcap_config) | | `--config` | the configuration file. |\n", f);
+	for (size_t i = 0; i < cumemcap_setting_count; i++) {
+		const struct cumemcap_setting *s = &cumemcap_settings[i];
+		cumemcap_setting_flag(s, flag, sizeof(flag));
+		fprintf(f, "\n## `%s`\n\n", s->variable);
+		fprintf(f, "File key `%s`; launcher option `%s %s`.\n\n", s->key, flag, s->arg);
+		cumemcap_doc_wrap(f, s->doc, 0, 0, WIDTH, "");
+		fprintf(f, "\nDefault: %s.", s->default_text);
+		if (s->scope & CUMEMCAP_IN_ENV) {
+			fprintf(f, " Example: `%s=%s`.", s->variable, s->example ? s->example : s->default_value);
+		}
+		fputs(" In a file: ", f);
+		scope_text(f, s->scope);
+		fputs(".\n", f);
+	}
+	fputs("\n## `CUMEMCAP_CONFIG`\n\n"
+	      "Launcher option `--config FILE`. The configuration file. Default: `/etc/cumemcap.conf`\n"
+	      "when it exists (set at build time with `-Ddefault-config=PATH`); empty: no file.\n"
+	      "Not read under secure execution (setuid and setgid programs), which read only\n"
+	      "the default file ([secure execution](configuration.md#the-configuration-file)).\n", f);
 	return 0;
 }

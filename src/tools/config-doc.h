@@ -1,6 +1,7 @@
 /* config-doc: what cumemcap-config prints from the table of settings
  * (config/settings.h): the launcher's generated --help sections and the
- * example files conf/cumemcap.conf and conf/cumemcap.env.
+ * example files conf/cumemcap.conf and conf/cumemcap.env, and the reference
+ * docs/settings.md.
  * Thread safety: single-threaded tool code; no state. */
 #pragma once
 
@@ -13,6 +14,9 @@ int cumemcap_doc_help(FILE *f, const char *what);
 /* --print-example conf|env: the example configuration file or the
  * example environment file. 0, or 2 for another word. */
 int cumemcap_doc_example(FILE *f, const char *what);
+
+/* --print-reference: docs/settings.md, every setting in Markdown. */
+int cumemcap_doc_reference(FILE *f);
 
 /* Text wrapped to `width` columns: the first line after `first` columns
  * already used, the others indented by `indent` spaces. */

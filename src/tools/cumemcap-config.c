@@ -27,6 +27,7 @@
  *
  *   cumemcap-config --print-help options|variables
  *   cumemcap-config --print-example conf|env
+ *   cumemcap-config --print-reference
  *       Generated from the table of settings (config-doc.c).
  *
  * Not part of the shim: a plain program linked with the policy layer, so
@@ -512,6 +513,7 @@ static void usage(FILE *f)
 		   "       cumemcap-config --flag OPTION\n"
 		   "       cumemcap-config --print-help options|variables\n"
 		   "       cumemcap-config --print-example conf|env\n"
+		   "       cumemcap-config --print-reference\n"
 		   "       cumemcap-config --version\n"
 		   "\n"
 		   "The launcher's helper (see cumemcap --help); exit status 2 for a usage error.\n");
@@ -543,6 +545,8 @@ int main(int argc, char **argv)
 			usage(stderr);
 		return r;
 	}
+	if (argc == 2 && strcmp(argv[1], "--print-reference") == 0)
+		return cumemcap_doc_reference(stdout);
 	if (argc >= 2 && (strcmp(argv[1], "--print-config") == 0 || strcmp(argv[1], "--check-env") == 0)) {
 		bool print = argv[1][2] == 'p', json = false;
 		int i = 2;

@@ -43,6 +43,48 @@ static const char usage_line[] =
 	"usage: cumemcap group list [--dir DIR] [--json] | show NAME [--dir DIR] [--json] | "
 	"set NAME [--gpu SEL] --limit SIZE|none [--dir DIR]";
 
+static const char help_text[] =
+	"Usage: cumemcap group list [--dir DIR] [--json]\n"
+	"       cumemcap group show NAME [--dir DIR] [--json]\n"
+	"       cumemcap group set NAME [--gpu UUID|PCI] --limit SIZE|none [--dir DIR]\n"
+	"\n"
+	"Show and resize the groups of processes that share one GPU memory budget\n"
+	"(CUMEMCAP_GROUP). Each group's state is a file in DIR, cumemcap-group.NAME;\n"
+	"these commands read it (set changes it) and never read footprint logs.\n"
+	"\n"
+	"Commands:\n"
+	"  list                    every group in DIR: its live and dead members and,\n"
+	"                          per GPU, the group's limit and what its members\n"
+	"                          hold. A file under a group's name that is not a\n"
+	"                          valid group file is listed with the reason.\n"
+	"  show NAME               the group's GPUs, its members (pid, program, uid,\n"
+	"                          alive or dead, and what each holds per GPU) and the\n"
+	"                          last limit changes.\n"
+	"  set NAME                change the group's limit on every GPU, or on the one\n"
+	"                          --gpu names, and print each change. Members waiting\n"
+	"                          for memory are woken; a lower limit takes nothing\n"
+	"                          from the members, but grants no more until they are\n"
+	"                          under it.\n"
+	"\n"
+	"Options:\n"
+	"  --dir DIR               the directory of the group files; default\n"
+	"                          CUMEMCAP_GROUP_DIR, else /dev/shm.\n"
+	"  --json                  list, show: one JSON object, sizes in bytes, a\n"
+	"                          missing limit as null.\n"
+	"  --gpu UUID|PCI          set: the one GPU to change, by its UUID (GPU-...) or\n"
+	"                          PCI bus id (0000:3b:00.0) as show lists them; an\n"
+	"                          ordinal is refused (members may number GPUs\n"
+	"                          differently).\n"
+	"  --limit SIZE|none       set: the new limit, in the forms of CUMEMCAP_LIMIT\n"
+	"                          (8GiB, 1.5G, bytes, or 75% of each GPU); none\n"
+	"                          removes it.\n"
+	"  -h, --help              this text.\n"
+	"  --version               the version.\n"
+	"\n"
+	"Exit status: 0 on success, 1 for a failure (no such group, a group file that\n"
+	"cannot be opened or is not valid, permission denied), 2 for a wrong argument.\n"
+	"An error is one line on stderr naming the file or value and what is accepted.\n";
+
 /* The value of option `opt` at argv[*i] ("--opt VALUE" or "--opt=VALUE"),
  * or NULL when argv[*i] is not that option. */
 static const char *opt_value(int argc, char **argv, int *i, const char *opt)
@@ -497,7 +539,7 @@ int main(int argc, char **argv)
 						     : usage_line);
 	const char *cmd = argv[2];
 	if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0) {
-		printf("%s\n", usage_line + strlen("usage: "));
+		fputs(help_text, stdout);
 		return 0;
 	}
 	if (strcmp(cmd, "list") == 0)

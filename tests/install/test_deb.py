@@ -136,7 +136,8 @@ class Package(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_man_pages_and_completion(self):
-        for page in ("man1/cumemcap.1.gz", "man1/cumemcap-report.1.gz", "man5/cumemcap.conf.5.gz"):
+        for page in ("man1/cumemcap.1.gz", "man1/cumemcap-report.1.gz", "man1/cumemcap-group.1.gz",
+                     "man1/cumemcap-top.1.gz", "man5/cumemcap.conf.5.gz"):
             path = self.at("/usr/share/man/" + page)
             if shutil.which("man") is None:
                 if REQUIRE:

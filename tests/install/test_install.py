@@ -35,6 +35,9 @@ REQUIRE = os.environ.get("CUMEMCAP_TEST_REQUIRE_PROGRAMS") == "1"
 LAUNCHER = os.path.join(BUILD, "scripts", "cumemcap")
 REPORT = os.path.join(BUILD, "src", "tools", "report", "cumemcap-report")
 CONFIG_TOOL = os.path.join(BUILD, "src", "cumemcap-config")
+GROUP_TOOL = os.path.join(BUILD, "src", "cumemcap-group")
+PAGES = ("man1/cumemcap.1", "man1/cumemcap-report.1", "man1/cumemcap-group.1", "man1/cumemcap-top.1",
+         "man5/cumemcap.conf.5")
 MAN_DIR = os.path.join(BUILD, "scripts", "man")
 COMPLETION = os.path.join(BUILD, "scripts", "completion", "cumemcap")
 # What -Dinstall-etc-config=true installs as /etc/cumemcap.conf.
@@ -132,8 +135,7 @@ class Install(unittest.TestCase):
                      d["libexecdir"] + "/cumemcap-config", d["libexecdir"] + "/cumemcap-report",
                      d["libexecdir"] + "/cumemcap-group", d["includedir"] + "/cumemcap.h",
                      d["libdir"] + "/pkgconfig/cumemcap.pc",
-                     d["mandir"] + "/man1/cumemcap.1", d["mandir"] + "/man1/cumemcap-report.1",
-                     d["mandir"] + "/man5/cumemcap.conf.5",
+                     *[d["mandir"] + "/" + page for page in PAGES],
                      d["datadir"] + "/doc/cumemcap/examples/cumemcap.conf",
                      d["datadir"] + "/doc/cumemcap/examples/cumemcap.env"]:
             self.assertTrue(os.path.isfile(self.at(path)), "not installed: " + path)
@@ -210,7 +212,7 @@ class Install(unittest.TestCase):
         self.assertTrue(os.path.isfile(self.at(lib)))
 
     def test_installed_man_pages_render(self):
-        for page in ("man1/cumemcap.1", "man1/cumemcap-report.1", "man5/cumemcap.conf.5"):
+        for page in PAGES:
             text = render(self, self.at(self.dirs["mandir"] + "/" + page))
             self.assertIn("NAME", text)
 
@@ -242,6 +244,26 @@ class ManPages(unittest.TestCase):
         self.assertIn("--plot", options)
         for word in options:
             self.assertRegex(text, r"(?m)^ {7}(?:-\w, )?%s\b" % re.escape(word), "cumemcap-report(1) lacks " + word)
+
+    def test_cumemcap_group_1_and_top_1(self):
+        for page, cmd, want in (("cumemcap-group.1", "group", ("--limit", "--gpu", "--dir", "--json")),
+                                ("cumemcap-top.1", "top", ("--once", "--interval", "--debug", "--json"))):
+            text = render(self, os.path.join(MAN_DIR, page))
+            options = help_options(help_text([GROUP_TOOL, cmd, "--help"]))
+            for word in want:
+                self.assertIn(word, options, "cumemcap %s --help lacks %s" % (cmd, word))
+            for word in options:
+                self.assertRegex(text, r"(?m)^ {7}(?:-\w, )?%s\b" % re.escape(word), "%s lacks %s" % (page, word))
+            for section in ("NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "EXIT STATUS", "SEE ALSO"):
+                self.assertRegex(text, r"(?m)^%s$" % section, "%s lacks %s" % (page, section))
+            self.assertIn("cumemcap " + cmd, text.split("\nSYNOPSIS\n", 1)[1].split("\nDESCRIPTION\n", 1)[0])
+
+    def test_pages_are_written_for_users(self):
+        # How a page is made is for the build, not for its readers.
+        for page in PAGES:
+            text = render(self, os.path.join(MAN_DIR, os.path.basename(page)))
+            for word in ("Generated", "settings-table", "test suite", "src/"):
+                self.assertNotIn(word, text, "%s tells its reader how it is made (%r)" % (page, word))
 
     def test_cumemcap_conf_5(self):
         text = render(self, os.path.join(MAN_DIR, "cumemcap.conf.5"))

@@ -417,6 +417,14 @@ class Log(unittest.TestCase):
                     self.assertIsNone(g["context_overhead"])
                     self.assertEqual(g["reserved"], 64 * MiB)
                 self.assertIsNone(recs[-1]["gpus"][0]["peak_driver_used"])
+                # nvidia-smi's index comes from NVML: absent from every
+                # per-GPU object when NVML cannot start, there when it runs
+                # without per-process figures.
+                no_nvml = add.get("FAKECUDA_NVML") == "off" or lib_dir == nolib
+                per_gpu = [g for r in recs for g in r.get("gpus") or []] + [r for r in recs if "gpu" in r]
+                self.assertGreater(len(per_gpu), 3)
+                for g in per_gpu:
+                    self.assertEqual("index" in g, not no_nvml, g)
 
     # ---- the file ----
 

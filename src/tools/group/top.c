@@ -24,6 +24,34 @@
 
 static const char usage_line[] = "usage: cumemcap top [--dir DIR] [--once] [--json] [--interval SECONDS] [--debug]";
 
+static const char help_text[] =
+	"Usage: cumemcap top [--dir DIR] [--once] [--json] [--interval SECONDS] [--debug]\n"
+	"\n"
+	"Show every capped process on this node that the caller may see: the members\n"
+	"of every group in DIR and the processes in no group, which register in DIR\n"
+	"too. One row per process and GPU: pid, program, group, GPU, the process's own\n"
+	"limit, live, pooled, reserved and footprint memory, refusals, threads waiting\n"
+	"for memory, and state; then totals per GPU and per group. The figures are the\n"
+	"ones the processes publish once a second. A member that died without leaving\n"
+	"is shown once as dead, and what it held is returned to its group when the\n"
+	"caller may write the group's file.\n"
+	"\n"
+	"Options:\n"
+	"  --dir DIR               the directory of the group and node files; default\n"
+	"                          CUMEMCAP_GROUP_DIR, else /dev/shm.\n"
+	"  --once                  print the view once and exit; without it, the view\n"
+	"                          is refreshed until SIGINT or SIGTERM.\n"
+	"  --interval SECONDS      seconds between refreshes, 0.1 to 86400; default 2.\n"
+	"  --json                  one JSON object per view, one line each:\n"
+	"                          processes, gpus, groups; sizes in bytes.\n"
+	"  --debug                 name on stderr each file in DIR that was skipped,\n"
+	"                          and why.\n"
+	"  -h, --help              this text.\n"
+	"  --version               the version.\n"
+	"\n"
+	"Exit status: 0 on success, 1 for a failure (DIR cannot be read), 2 for a\n"
+	"wrong argument.\n";
+
 struct opts {
 	const char *dir;
 	bool once, json, debug;
@@ -66,7 +94,10 @@ static void parse(int argc, char **argv, struct opts *o)
 	o->interval_ms = 2000;
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i], *v = NULL;
-		if (strcmp(a, "--once") == 0)
+		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			fputs(help_text, stdout);
+			exit(0);
+		} else if (strcmp(a, "--once") == 0)
 			o->once = true;
 		else if (strcmp(a, "--json") == 0)
 			o->json = true;
