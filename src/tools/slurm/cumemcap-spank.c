@@ -60,8 +60,9 @@ static struct {
 static char gpu_mem[128];
 
 static const char args_accepted[] =
-    "shards_per_gpu=N (1..1024), log=DIR, library=PATH, books=DIR, gres_conf=PATH "
-    "(absolute paths)";
+    "shards_per_gpu=N (1..1024), log=DIR, library=PATH (default " CUMEMCAP_SPANK_LIBRARY
+    "), books=DIR (default /dev/shm), gres_conf=PATH (default: gres.conf beside slurm.conf); "
+    "paths absolute";
 
 static int gpu_mem_option(int val, const char *optarg, int remote);
 
