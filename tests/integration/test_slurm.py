@@ -327,12 +327,16 @@ class Slurm(unittest.TestCase):
         self.assertGreater(got, 8 * GiB - 2 * (CHUNK_MIB * MiB + 8 * GiB // 256), recs)
 
     def test_bad_gpu_mem_fails_the_step_with_one_line(self):
-        r = cluster.srun("--gres=shard:2", "--gpu-mem=12XB", CLIENT, str(CHUNK_MIB))
-        self.assertNotEqual(r.returncode, 0)
-        self.assertEqual(r.stdout, "")  # no task ran
-        lines = [l for l in r.stderr.splitlines() if "gpu-mem" in l]
-        self.assertEqual(len(lines), 1, r.stderr)
-        self.assertIn('--gpu-mem="12XB" is not a valid size; accepted: bytes (1073741824)', lines[0])
+        job = [CLIENT, str(CHUNK_MIB)]
+        for client in (["srun", "--quiet", *job], ["sbatch", "--wrap", " ".join(job)], ["salloc", *job]):
+            r = subprocess.run([client[0], "--gres=shard:2", "--gpu-mem=12XB", *client[1:]],
+                               env=cluster.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               timeout=60, cwd=cluster.dir)
+            self.assertNotEqual(r.returncode, 0, client)
+            self.assertEqual(r.stdout, "", client)  # nothing ran, nothing was submitted
+            self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+            self.assertIn('cumemcap: --gpu-mem="12XB" is not a valid size; accepted: bytes (1073741824)',
+                          r.stderr)
 
     def test_scancel_leaves_no_book(self):
         p = cluster.srun_bg("--gres=shard:2", CLIENT, str(CHUNK_MIB), os.path.join(cluster.dir, "never"))
