@@ -26,6 +26,7 @@
 #include "config.h"
 
 #include "config/parse.h"
+#include "tools/slurm/gres.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -42,10 +43,6 @@
 #include <slurm/spank.h>
 
 SPANK_PLUGIN(cumemcap, 1);
-
-#define MAX_GPUS	64
-#define LINE_MAX_LEN	4096
-#define DEVICE_PATH_LEN 256 /* a device file named in gres.conf */
 
 /* The plugstack.conf arguments. */
 static struct {
@@ -189,113 +186,7 @@ static int refuse(const char *fmt, ...)
 	return -1;
 }
 
-/* ---- gres.conf: each GPU's shard count on this node ---- */
-
-struct gres_files {
-	size_t count;
-	char path[MAX_GPUS][DEVICE_PATH_LEN];
-	unsigned shards[MAX_GPUS]; /* shard lines: this file's count */
-};
-
-/* Expand "/dev/nvidia[0-3,5]" (one bracket, decimal ranges) or a plain path
- * into out; a list "a,b" of such names too. */
-static void expand_files(const char *spec, char list[][DEVICE_PATH_LEN], size_t max, size_t *n)
-{
-	*n = 0;
-	const char *open = strchr(spec, '[');
-	const char *close = open ? strchr(open, ']') : NULL;
-	if (!open || !close) {
-		const char *p = spec;
-		while (*p && *n < max) {
-			size_t len = strcspn(p, ",");
-			snprintf(list[(*n)++], DEVICE_PATH_LEN, "%.*s", (int)len, p);
-			p += len + (p[len] == ',');
-		}
-		return;
-	}
-	const char *p = open + 1;
-	while (p < close && *n < max) {
-		char *end;
-		unsigned long lo = strtoul(p, &end, 10), hi = lo;
-		if (end == p)
-			return;
-		if (*end == '-') {
-			const char *q = end + 1;
-			hi = strtoul(q, &end, 10);
-			if (end == q)
-				return;
-		}
-		for (unsigned long i = lo; i <= hi && *n < max; i++)
-			snprintf(list[(*n)++], DEVICE_PATH_LEN, "%.*s%lu%s", (int)(open - spec),
-				 spec, i, close + 1);
-		if (*end != ',')
-			return;
-		p = end + 1;
-	}
-}
-
-/* Does a NodeName= value name this node? Exact names, comma-separated. */
-static bool names_node(const char *names, const char *node)
-{
-	size_t nlen = strlen(node);
-	for (const char *p = names; *p;) {
-		size_t len = strcspn(p, ",");
-		if (len == nlen && strncmp(p, node, len) == 0)
-			return true;
-		p += len + (p[len] == ',');
-	}
-	return false;
-}
-
-/* Read the gpu and shard lines of gres.conf that apply to `node`: GPU i of
- * the node is the i-th gpu File, in the file's order. A missing file is no
- * error: shards_per_gpu then says. */
-static void read_gres_conf(const char *path, const char *node, struct gres_files *gpus,
-			   struct gres_files *shard_files)
-{
-	gpus->count = 0;
-	shard_files->count = 0;
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return;
-	char line[LINE_MAX_LEN];
-	while (fgets(line, sizeof(line), f)) {
-		char *hash = strchr(line, '#');
-		if (hash)
-			*hash = '\0';
-		char name[32] = "", file[DEVICE_PATH_LEN] = "", nodes[512] = "";
-		unsigned long count = 0;
-		char *save = NULL;
-		for (char *tok = strtok_r(line, " \t\r\n", &save); tok;
-		     tok = strtok_r(NULL, " \t\r\n", &save)) {
-			if (strncasecmp(tok, "Name=", 5) == 0)
-				snprintf(name, sizeof(name), "%s", tok + 5);
-			else if (strncasecmp(tok, "File=", 5) == 0)
-				snprintf(file, sizeof(file), "%s", tok + 5);
-			else if (strncasecmp(tok, "NodeName=", 9) == 0)
-				snprintf(nodes, sizeof(nodes), "%s", tok + 9);
-			else if (strncasecmp(tok, "Count=", 6) == 0)
-				count = strtoul(tok + 6, NULL, 10);
-		}
-		if (!file[0] || (nodes[0] && !names_node(nodes, node)))
-			continue;
-		static char list[MAX_GPUS][DEVICE_PATH_LEN];
-		size_t n;
-		expand_files(file, list, MAX_GPUS, &n);
-		struct gres_files *to = strcasecmp(name, "gpu") == 0	 ? gpus
-					: strcasecmp(name, "shard") == 0 ? shard_files
-									 : NULL;
-		if (!to || n == 0)
-			continue;
-		for (size_t i = 0; i < n && to->count < MAX_GPUS; i++) {
-			memcpy(to->path[to->count], list[i], DEVICE_PATH_LEN);
-			/* Slurm spreads a line's Count evenly over its files. */
-			to->shards[to->count] = (unsigned)(count / n);
-			to->count++;
-		}
-	}
-	fclose(f);
-}
+/* ---- the budget of a shard job ---- */
 
 static void default_gres_conf(char *out, size_t len)
 {
@@ -309,22 +200,6 @@ static void default_gres_conf(char *out, size_t len)
 		snprintf(out, len, "%.*s/gres.conf", (int)(slash - conf), conf);
 	else
 		snprintf(out, len, "/etc/slurm/gres.conf");
-}
-
-/* The shard count of the node's GPU with Slurm index `index`: its line in
- * gres.conf, else shards_per_gpu; 0 when neither says. */
-static unsigned shard_count(const struct gres_files *gpus, const struct gres_files *shard_files,
-			    unsigned long index)
-{
-	const char *file = NULL;
-	if (index < gpus->count)
-		file = gpus->path[index];
-	else if (gpus->count == 0 && index < shard_files->count)
-		file = shard_files->path[index];
-	for (size_t i = 0; file && i < shard_files->count; i++)
-		if (strcmp(shard_files->path[i], file) == 0 && shard_files->shards[i] > 0)
-			return shard_files->shards[i];
-	return args.shards_per_gpu;
 }
 
 /* The group's budget for a job of `shards` shards: on each GPU it sees (by
@@ -344,8 +219,13 @@ static int shard_budget(spank_t sp, unsigned long shards, char *out, size_t len)
 		node[strcspn(node, ".")] = '\0';
 	}
 	default_gres_conf(conf, sizeof(conf));
-	static struct gres_files gpus, shard_files;
-	read_gres_conf(conf, node, &gpus, &shard_files);
+	static struct cumemcap_gres gres;
+	FILE *f = fopen(conf, "re");
+	memset(&gres, 0, sizeof(gres));
+	if (f) {
+		cumemcap_gres_read(f, node, &gres);
+		fclose(f);
+	}
 
 	size_t used = 0;
 	unsigned ordinal = 0;
@@ -358,19 +238,16 @@ static int shard_budget(spank_t sp, unsigned long shards, char *out, size_t len)
 			    "CUDA_VISIBLE_DEVICES=\"%s\" is not a list of GPU indices; the step is "
 			    "not started unfenced",
 			    visible);
-		unsigned count = shard_count(&gpus, &shard_files, index);
+		unsigned count = cumemcap_gres_shards(&gres, index);
+		if (count == 0)
+			count = args.shards_per_gpu;
 		if (count == 0)
 			return refuse(
 			    "GPU %lu of node %s has no shard count in %s and the plugin has no "
 			    "shards_per_gpu=N; the step is not started unfenced",
 			    index, node, conf);
-		/* In thousandths of a percent, rounded down: the shim's finest step. */
-		uint64_t share = shards * 100000ull / count;
-		if (share > 100000)
-			share = 100000;
-		if (share == 0)
-			share = 1;
-		int w = snprintf(out + used, len - used, "%s%u=%" PRIu64 ".%03" PRIu64 "%%",
+		uint32_t share = cumemcap_gres_share(shards, count);
+		int w = snprintf(out + used, len - used, "%s%u=%" PRIu32 ".%03" PRIu32 "%%",
 				 used ? "," : "", ordinal, share / 1000, share % 1000);
 		if (w < 0 || (size_t)w >= len - used)
 			return refuse("too many GPUs in CUDA_VISIBLE_DEVICES=\"%s\"", visible);
