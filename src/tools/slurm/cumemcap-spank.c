@@ -61,7 +61,7 @@ static const char args_accepted[] =
     "), books=DIR (default /dev/shm), gres_conf=PATH (default: gres.conf beside slurm.conf); "
     "paths absolute";
 
-static int gpu_mem_option(int val, const char *optarg, int remote);
+static int gpu_mem_option(int val, const char *value, int remote);
 
 static struct spank_option gpu_mem_spec = {
     "gpu-mem",
@@ -73,15 +73,15 @@ static struct spank_option gpu_mem_spec = {
     gpu_mem_option,
 };
 
-static int gpu_mem_option(int val, const char *optarg, int remote)
+static int gpu_mem_option(int val, const char *value, int remote)
 {
 	struct cumemcap_amount amount;
 	(void)val;
 	(void)remote;
-	if (!optarg || strlen(optarg) >= sizeof(gpu_mem) ||
-	    !cumemcap_parse_amount(optarg, &amount)) {
+	if (!value || strlen(value) >= sizeof(gpu_mem) ||
+	    !cumemcap_parse_amount(value, &amount)) {
 		slurm_error("cumemcap: --gpu-mem=\"%s\" is not a valid size; accepted: %s",
-			    optarg ? optarg : "", cumemcap_amount_forms);
+			    value ? value : "", cumemcap_amount_forms);
 		/* In srun, sbatch and salloc that line is the whole answer: the
 		 * client stops here rather than add Slurm's own "Invalid
 		 * --gpu-mem argument" without the accepted forms. slurmstepd
@@ -91,7 +91,7 @@ static int gpu_mem_option(int val, const char *optarg, int remote)
 			exit(1);
 		return -1;
 	}
-	snprintf(gpu_mem, sizeof(gpu_mem), "%s", optarg);
+	snprintf(gpu_mem, sizeof(gpu_mem), "%s", value);
 	return 0;
 }
 
