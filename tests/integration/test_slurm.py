@@ -18,6 +18,7 @@ sanitizer build, is a skip).
 
 Usage: test_slurm.py SHIM FAKE_DIR CLIENT PLUGIN|'' REPORT
 """
+import ctypes
 import glob
 import json
 import os
@@ -40,6 +41,20 @@ GiB = 1 << 30
 CHUNK_MIB = 256
 
 cluster = None
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent():
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def stop_on_signal(signum, frame):
+    """SIGTERM (meson's timeout) or SIGINT: the daemons go first."""
+    if cluster:
+        cluster.stop()
+    os._exit(128 + signum)
 
 
 def free_port():
@@ -118,9 +133,11 @@ PartitionName=main Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
                 "HOME": self.dir, "LANG": "C"}
 
     def spawn(self, name, argv):
+        """A daemon in the foreground, which gets SIGTERM should this
+        process die without stopping it (PR_SET_PDEATHSIG)."""
         out = open(os.path.join(self.dir, "daemon-logs", name + ".out"), "w")
         p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             env=self.env(), cwd=self.dir)
+                             env=self.env(), cwd=self.dir, preexec_fn=die_with_parent)
         out.close()
         self.procs.append((name, p))
 
@@ -167,6 +184,14 @@ PartitionName=main Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
         try:
             subprocess.run(["scancel", "--full", "-u", "root"], env=self.env(), timeout=10,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            # Jobs' step daemons outlive slurmd: let them end first.
+            deadline = time.time() + 15
+            while time.time() < deadline:
+                r = subprocess.run(["squeue", "-h"], env=self.env(), timeout=10, stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL, text=True)
+                if r.returncode != 0 or not r.stdout.strip():
+                    break
+                time.sleep(0.2)
         except (OSError, subprocess.SubprocessError):
             pass
         for name, p in reversed(self.procs):
@@ -205,6 +230,8 @@ def setUpModule():
             raise RuntimeError(why)
         raise unittest.SkipTest(why)
     cluster = Cluster()
+    signal.signal(signal.SIGTERM, stop_on_signal)
+    signal.signal(signal.SIGINT, stop_on_signal)
     try:
         cluster.start()
     except BaseException:
