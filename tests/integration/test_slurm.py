@@ -121,9 +121,10 @@ PartitionName=main Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
             f.write(f"AutoDetect=off\nName=gpu File={self.gpu}\nName=shard Count=8 File={self.gpu}\n")
         self.write_plugstack()
 
-    def write_plugstack(self, library=SHIM):
+    def write_plugstack(self, library=SHIM, extra=""):
         with open(os.path.join(self.dir, "plugstack.conf"), "w") as f:
-            f.write(f"required {PLUGIN} shards_per_gpu=4 log={self.logs} library={library} books={self.books}\n")
+            f.write(f"required {PLUGIN} shards_per_gpu=4 log={self.logs} library={library} books={self.books}"
+                    f"{extra}\n")
 
     def env(self):
         """A clean environment for the clients: nothing of the suite's own
@@ -400,6 +401,19 @@ class Slurm(unittest.TestCase):
         self.assertEqual(len(lines), 1, r.stderr)
         self.assertIn("no-such-libcumemcap.so cannot be opened: No such file or directory; "
                       "the step is not started unfenced", lines[0])
+
+
+    def test_wrong_plugin_argument_is_one_line(self):
+        cluster.write_plugstack(extra=" shards_per_gpu=0")
+        try:
+            r = cluster.srun("--gres=shard:2", CLIENT, str(CHUNK_MIB))
+        finally:
+            cluster.write_plugstack()
+        self.assertNotEqual(r.returncode, 0)
+        self.assertEqual(r.stdout, "")
+        lines = [l for l in r.stderr.splitlines() if "cumemcap:" in l]
+        self.assertEqual(lines, ['srun: error: cumemcap: plugstack.conf argument shards_per_gpu="0" is not a '
+                                 'shard count; accepted: an integer 1..1024'], r.stderr)
 
 
 if __name__ == "__main__":

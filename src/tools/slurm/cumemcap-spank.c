@@ -16,8 +16,9 @@
  *     book, and nothing else.
  *
  * A task the plugin cannot set up (no library, an unusable book directory,
- * a shard job whose shard count nobody gives) does not start: one line on
- * the task's stderr and a failed step, never an unfenced task.
+ * a shard job whose shard count nobody gives) does not start: one line
+ * (slurm_error, which srun shows the user) and a failed step, never an
+ * unfenced task.
  *
  * Thread safety: Slurm calls a plugin's callbacks from one thread in each
  * process that loads it (srun, sbatch, salloc, slurmstepd, slurmd); the
