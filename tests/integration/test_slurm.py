@@ -77,6 +77,9 @@ class Cluster:
         self.logs = os.path.join(d, "logs")
         for sub in ("state", "spool", "daemon-logs", "books", "logs"):
             os.mkdir(os.path.join(d, sub))
+        # As a site would make them for every user: like /dev/shm and /tmp.
+        os.chmod(self.books, 0o1777)
+        os.chmod(self.logs, 0o1777)
         self.gpu = os.path.join(d, "nvidia0")
         os.mknod(self.gpu, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
         with open(os.path.join(d, "munge.key"), "wb") as f:
@@ -290,12 +293,17 @@ class Slurm(unittest.TestCase):
         self.assert_held_to(rec, 4 * GiB)
         job = rec["group"].removeprefix("slurm-")
         self.assertTrue(rec["group"].startswith("slurm-") and job.isdigit(), rec)
-        # log=DIR: the job's footprint logs are DIR/JOBID.*, and the report reads them.
-        logs = glob.glob(os.path.join(cluster.logs, job + ".*"))
-        self.assertEqual(len(logs), 1, os.listdir(cluster.logs))
-        r = subprocess.run([REPORT, "--json", *logs], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # log=DIR: the job's footprint logs are in DIR/JOBID/, the job
+        # user's own directory, and the report reads them.
+        logs = os.path.join(cluster.logs, job)
+        st = os.stat(logs)
+        self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (os.geteuid(), 0o700))
+        self.assertEqual(len(glob.glob(os.path.join(logs, "slurm-client.*.jsonl"))), 1, os.listdir(logs))
+        r = subprocess.run([REPORT, "--json", logs], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("slurm-client", r.stdout)
+        (proc,) = json.loads(r.stdout)["processes"]
+        self.assertEqual((proc["program"], proc["state"]), ("slurm-client", "exited"), proc)
+        self.assertEqual((proc["gpus"][0]["peak_footprint"], proc["gpus"][0]["refusals"]), (rec["got"], 1), proc)
 
     def test_gpu_mem_wins_over_shards(self):
         self.assert_held_to(self.client("--gres=shard:2", "--gpu-mem=1GiB"), 1 * GiB)

@@ -8,7 +8,8 @@
  *   - in slurmstepd, before each task starts (slurm_spank_task_init, as the
  *     job's user), it gives a task with a budget LD_PRELOAD of the library
  *     and one cumemcap group per job and node (CUMEMCAP_GROUP=slurm-JOBID,
- *     CUMEMCAP_GROUP_LIMIT, CUMEMCAP_GROUP_DIR, CUMEMCAP_LOG with log=DIR).
+ *     CUMEMCAP_GROUP_LIMIT, CUMEMCAP_GROUP_DIR, and CUMEMCAP_LOG under
+ *     DIR/JOBID/ with log=DIR).
  *     The budget is --gpu-mem, else the job's shards' share of each GPU it
  *     sees (SLURM_SHARDS_ON_NODE over that GPU's shard count in gres.conf,
  *     else shards_per_gpu=N); a job with neither gets nothing;
@@ -362,7 +363,10 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	    set_env(sp, "CUMEMCAP_GROUP_DIR", args.books) != 0)
 		return -1;
 	if (args.log_dir[0]) {
-		snprintf(log, sizeof(log), "%s/%" PRIu32 ".%%n.%%h.%%p.jsonl", args.log_dir, job);
+		/* DIR/JOBID/, made 0700 by the job's first process: DIR can be
+		 * shared by every user (root's, mode 1777), since the shim
+		 * writes a log only in a directory its user alone can write. */
+		snprintf(log, sizeof(log), "%s/%" PRIu32 "/%%n.%%h.%%p.jsonl", args.log_dir, job);
 		if (set_env(sp, "CUMEMCAP_LOG", log) != 0)
 			return -1;
 	}
