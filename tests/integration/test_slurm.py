@@ -424,5 +424,21 @@ class Slurm(unittest.TestCase):
                                  'shard count; accepted: an integer 1..1024'], r.stderr)
 
 
+    def test_unreadable_gres_conf_fails_the_step(self):
+        # gres.conf there but not readable is not "no gres.conf": the
+        # budget is never guessed from shards_per_gpu then.
+        bad = os.path.join(cluster.conf, "gres.conf")  # under a file: ENOTDIR
+        cluster.write_plugstack(extra=f" gres_conf={bad}")
+        try:
+            r = cluster.srun("--gres=shard:2", CLIENT, str(CHUNK_MIB))
+        finally:
+            cluster.write_plugstack()
+        self.assertNotEqual(r.returncode, 0)
+        self.assertEqual(r.stdout, "")
+        lines = [l for l in r.stderr.splitlines() if "cumemcap:" in l]
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn(f"cumemcap: {bad}: Not a directory; the step is not started unfenced", lines[0])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -227,6 +227,10 @@ static int shard_budget(spank_t sp, unsigned long shards, char *out, size_t len)
 	if (f) {
 		cumemcap_gres_read(f, node, &gres);
 		fclose(f);
+	} else if (errno != ENOENT) {
+		/* Not there: shards_per_gpu says. There but unreadable (by the
+		 * job's user): a guess could give the job another budget. */
+		return refuse("%s: %s; the step is not started unfenced", conf, strerror(errno));
 	}
 
 	size_t used = 0;
