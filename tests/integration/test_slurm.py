@@ -5,7 +5,8 @@ its own munged (own key and socket), slurmctld and slurmd (own ports, own
 slurm.conf through SLURM_CONF), and stopped by pid whatever happens. It
 touches nothing in /etc. The node has one GPU, a character device the test
 makes, with 8 shards (gres.conf AutoDetect=off); the plugin's line says
-shards_per_gpu=4, so a share of 1/4 would show that gres.conf was not read.
+shards_per_gpu=4, so shard:2 would get half the GPU instead of a quarter
+if gres.conf were not read.
 
 Jobs run slurm-client over the fake driver (a 16 GiB GPU whose context
 costs nothing), which prints what cuMemGetInfo told it and what it got.
@@ -16,7 +17,9 @@ the plugin missing: a skip, a failure under CUMEMCAP_TEST_REQUIRE_PROGRAMS=1
 (a build that leaves the plugin out on purpose, -Dslurm=disabled or a
 sanitizer build, is a skip).
 
-Usage: test_slurm.py SHIM FAKE_DIR CLIENT PLUGIN|'' REPORT
+Usage: test_slurm.py SHIM FAKE_DIR CLIENT PLUGIN REPORT
+PLUGIN is the plugin's path, or why this build has none: 'disabled',
+'sanitizer', or '' (no slurm/spank.h).
 """
 import ctypes
 import glob
