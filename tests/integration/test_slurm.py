@@ -127,9 +127,9 @@ PartitionName=main Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
             f.write(f"AutoDetect=off\nName=gpu File={self.gpu}\nName=shard Count=8 File={self.gpu}\n")
         self.write_plugstack()
 
-    def write_plugstack(self, library=SHIM, extra=""):
+    def write_plugstack(self, extra=""):
         with open(os.path.join(self.dir, "plugstack.conf"), "w") as f:
-            f.write(f"required {PLUGIN} shards_per_gpu=4 log={self.logs} library={library} books={self.books}"
+            f.write(f"required {PLUGIN} shards_per_gpu=4 log={self.logs} library={SHIM} books={self.books}"
                     f"{extra}\n")
 
     def env(self):
@@ -400,8 +400,10 @@ class Slurm(unittest.TestCase):
             self.assertNotIn("LD_PRELOAD", names, args)
             self.assertEqual([n for n in names if n.startswith("CUMEMCAP_")], [], args)
 
-    def test_missing_library_fails_the_step(self):
-        cluster.write_plugstack(library=os.path.join(cluster.dir, "no-such-libcumemcap.so"))
+    def step_fails_with(self, extra, message):
+        """With `extra` on the plugin's line, a shard step fails with one
+        line of the plugin's, and no task runs."""
+        cluster.write_plugstack(extra=extra)
         try:
             r = cluster.srun("--gres=shard:2", CLIENT, str(CHUNK_MIB))
         finally:
@@ -410,9 +412,17 @@ class Slurm(unittest.TestCase):
         self.assertEqual(r.stdout, "")
         lines = [l for l in r.stderr.splitlines() if "cumemcap:" in l]
         self.assertEqual(len(lines), 1, r.stderr)
-        self.assertIn("no-such-libcumemcap.so cannot be opened: No such file or directory; "
-                      "the step is not started unfenced", lines[0])
+        self.assertIn(message, lines[0])
 
+    def test_missing_library_fails_the_step(self):
+        lib = os.path.join(cluster.dir, "no-such-libcumemcap.so")
+        self.step_fails_with(f" library={lib}",
+                             f"cumemcap: library={lib} cannot be opened: No such file or directory; "
+                             "the step is not started unfenced")
+
+    def test_unusable_book_directory_fails_the_step(self):
+        self.step_fails_with(f" books={cluster.conf}",
+                             f"cumemcap: books={cluster.conf} is not a directory; the step is not started unfenced")
 
     def test_wrong_plugin_argument_is_one_line(self):
         cluster.write_plugstack(extra=" shards_per_gpu=0")
@@ -431,16 +441,7 @@ class Slurm(unittest.TestCase):
         # gres.conf there but not readable is not "no gres.conf": the
         # budget is never guessed from shards_per_gpu then.
         bad = os.path.join(cluster.conf, "gres.conf")  # under a file: ENOTDIR
-        cluster.write_plugstack(extra=f" gres_conf={bad}")
-        try:
-            r = cluster.srun("--gres=shard:2", CLIENT, str(CHUNK_MIB))
-        finally:
-            cluster.write_plugstack()
-        self.assertNotEqual(r.returncode, 0)
-        self.assertEqual(r.stdout, "")
-        lines = [l for l in r.stderr.splitlines() if "cumemcap:" in l]
-        self.assertEqual(len(lines), 1, r.stderr)
-        self.assertIn(f"cumemcap: {bad}: Not a directory; the step is not started unfenced", lines[0])
+        self.step_fails_with(f" gres_conf={bad}", f"cumemcap: {bad}: Not a directory; the step is not started unfenced")
 
 
 if __name__ == "__main__":
