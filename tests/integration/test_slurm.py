@@ -329,6 +329,15 @@ class Slurm(unittest.TestCase):
         self.assertEqual(len(recs), 1, text)
         self.assert_held_to(recs[0], 2 * GiB)
 
+    def test_salloc_gpu_mem(self):
+        r = subprocess.run(["salloc", "--gpu-mem=3GiB", "srun", "--quiet", CLIENT, str(CHUNK_MIB)],
+                           env=cluster.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           timeout=60, cwd=cluster.dir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        recs = records(r.stdout)
+        self.assertEqual(len(recs), 1, r.stdout)
+        self.assert_held_to(recs[0], 3 * GiB)
+
     def test_two_jobs_on_one_gpu_each_held_to_its_share(self):
         release = os.path.join(cluster.dir, "release-two-jobs")
         a = cluster.srun_bg("--gres=shard:2", CLIENT, str(CHUNK_MIB), release)
