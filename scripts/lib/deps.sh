@@ -15,11 +15,15 @@ CUMEMCAP_DEBS_BUILD="gcc libc6-dev binutils meson ninja-build pkg-config check p
 #   bash-completion, man-db, groff-base: the installed completion and man pages;
 #   build-essential, dpkg-dev, debhelper, fakeroot, git: the Debian package's
 #     build (dpkg-buildpackage checks for build-essential) from a clean checkout;
-#   util-linux, passwd: the tests that run as two users (unshare, setpriv, useradd).
+#   util-linux, passwd: the tests that run as two users (unshare, setpriv, useradd);
+#   libslurm-dev, slurmctld, slurmd, slurm-client, munge: the SPANK plugin's
+#     header (slurm/spank.h) and the single-node Slurm tests/integration/test_slurm.py
+#     starts (daemons of its own, never the packages' services).
 CUMEMCAP_DEBS_SUITE="clang libclang-rt-14-dev
 	ffmpeg gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-bad hashcat
 	prometheus python3-yaml libcairo2-dev librsvg2-dev librsvg2-bin
-	bash-completion man-db groff-base build-essential dpkg-dev debhelper fakeroot git util-linux passwd"
+	bash-completion man-db groff-base build-essential dpkg-dev debhelper fakeroot git util-linux passwd
+	libslurm-dev slurmctld slurmd slurm-client munge"
 
 # The packages of the list(s) given that are not installed.
 cumemcap_missing_debs() {

@@ -129,6 +129,18 @@ class Install(unittest.TestCase):
         """PATH (absolute, as installed) under the destdir."""
         return os.path.join(self.dest, path.lstrip("/"))
 
+    def test_slurm_plugin(self):
+        """Built (libslurm-dev), the SPANK plugin goes to LIBDIR/slurm-wlm,
+        and its default library= is the installed libcumemcap.so."""
+        if not os.path.exists(os.path.join(BUILD, "src", "tools", "slurm", "cumemcap-spank.so")):
+            self.skipTest("cumemcap-spank.so is not built here (no slurm/spank.h, or -Dslurm=disabled)")
+        plugin = self.at(self.dirs["libdir"] + "/slurm-wlm/cumemcap-spank.so")
+        self.assertTrue(os.path.isfile(plugin), "not installed: " + plugin)
+        # The default it names in its message on a wrong argument.
+        default = b"library=PATH (default " + (self.dirs["libdir"] + "/libcumemcap.so").encode() + b")"
+        with open(plugin, "rb") as f:
+            self.assertTrue(default in f.read(), "the plugin's default library= is not " + default.decode())
+
     def test_every_file(self):
         d = self.dirs
         for path in [d["bindir"] + "/cumemcap", d["libdir"] + "/libcumemcap.so",
