@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "config/cfgfile.h"
-#include "platform/start.h"
 #include "platform/userdb.h"
 
 bool cumemcap_policy_parse_group(struct cumemcap_layer *l, const char *value, char *why, size_t len)
@@ -162,15 +161,15 @@ void cumemcap_policy_format_on_limit(const struct cumemcap_policy *p, char *buf,
 	snprintf(buf, len, "wait:%u%s", p->wait_ms / 1000, frac);
 }
 
-static CUMEMCAP_START_CONST const char default_group_dir[] = CUMEMCAP_DEFAULT_GROUP_DIR;
+static const char default_group_dir[] = CUMEMCAP_DEFAULT_GROUP_DIR;
 
-CUMEMCAP_START_CODE bool cumemcap_policy_resolve_group(struct cumemcap_policy *p, char *err, size_t errlen)
+bool cumemcap_policy_resolve_group(struct cumemcap_policy *p, char *err, size_t errlen)
 {
 	const struct cumemcap_layer *order[] = { &p->env, &p->program_layer, &p->file };
 	size_t group_at = 3, limit_at = 3;
 	/* Defaults, then the first layer that set each key. */
 	p->group[0] = '\0';
-	cumemcap_copy_str(p->group_dir, sizeof(p->group_dir), cumemcap_start_str(default_group_dir));
+	snprintf(p->group_dir, sizeof(p->group_dir), "%s", default_group_dir);
 	p->group_gid = false;
 	p->group_gid_id = 0;
 	p->wait_ms = 0;

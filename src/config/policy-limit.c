@@ -7,7 +7,6 @@
  * Thread safety: pure functions of a policy that is read-only once built
  * (see policy.h); they keep no state of their own. */
 #include "config/policy.h"
-#include "platform/start.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -116,7 +115,7 @@ void cumemcap_policy_selectors(const struct cumemcap_policy *p,
 	}
 }
 
-CUMEMCAP_START_CODE bool cumemcap_policy_any_limit(const struct cumemcap_policy *p)
+bool cumemcap_policy_any_limit(const struct cumemcap_policy *p)
 {
 	if (p->group[0])
 		return true;

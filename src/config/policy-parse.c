@@ -13,9 +13,8 @@
 
 #include "config/parse.h"
 #include "config/policy.h"
-#include "platform/start.h"
 
-CUMEMCAP_START_CODE bool cumemcap_policy_parse_limit(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+bool cumemcap_policy_parse_limit(struct cumemcap_layer *l, const char *value, char *why, size_t len)
 {
 	if (cumemcap_parse_amount(value, &l->limit))
 		return true;

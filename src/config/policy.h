@@ -159,16 +159,6 @@ struct cumemcap_device_section {
 	unsigned limit_line; /* of its limit */
 };
 
-/* The order is for the start of a configured process, which builds the
- * policy before main (each page it touches is a fault, platform/start.h):
- * what every build writes and every reader reads comes first (the values
- * after precedence, their sources, the layers' heads, whose `set` every
- * build reads and whose values a variable such as CUMEMCAP_LIMIT or a
- * file's global `limit` writes, the program's name, the first bytes of
- * the paths given defaults): all of it within the first 4 KiB, so that
- * the process's policy (page-aligned) costs one page there. Then the
- * layers' long values, the metrics path and the device sections, which
- * only the settings that give them fill. */
 struct cumemcap_policy {
 	/* Process-wide values after precedence, and where each came from. */
 	enum cumemcap_count count;
@@ -182,9 +172,6 @@ struct cumemcap_policy {
 	uint32_t log_interval_ms;
 	bool debug_doors;
 	bool secure; /* built for secure execution (AT_SECURE) */
-	/* Not next to another value a build sets to a constant: two such
-	 * stores merged are one 8-byte constant loaded from .rodata, a page
-	 * fault at a configured start. */
 	uint32_t release_idle_ms;
 	struct cumemcap_source count_src, estimate_src, growth_src, pool_src, release_src, hints_src, log_src, interval_src,
 		metrics_src, debug_src;
@@ -218,14 +205,6 @@ struct cumemcap_policy {
 	size_t device_section_count;
 	struct cumemcap_device_section device_sections[CUMEMCAP_MAX_DEVICE_SECTIONS];
 };
-
-/* What a configured start writes lies within the policy's first page: the
- * layers' heads, and the first bytes of the paths it gives defaults. */
-_Static_assert(offsetof(struct cumemcap_policy, program_layer) + sizeof(struct cumemcap_layer) <= 4096,
-	       "the layers' heads end within the policy's first page");
-_Static_assert(offsetof(struct cumemcap_policy, log_path) + sizeof(CUMEMCAP_DEFAULT_LOG) <= 4096 &&
-		       offsetof(struct cumemcap_policy, group_dir) + sizeof(CUMEMCAP_DEFAULT_GROUP_DIR) <= 4096,
-	       "the paths given defaults start within the policy's first page");
 
 /* Points p's layers at their long values: before anything parses into
  * them, and again after a copy of the policy (the links are addresses). */

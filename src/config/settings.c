@@ -3,12 +3,11 @@
  * Thread safety: lookups that only read constant data. */
 #include "config.h"
 #include "config/settings.h"
-#include "platform/start.h"
 
 #include <stdio.h>
 #include <string.h>
 
-CUMEMCAP_START_CODE const struct cumemcap_setting *cumemcap_setting_by_key(const char *key)
+const struct cumemcap_setting *cumemcap_setting_by_key(const char *key)
 {
 	for (size_t i = 0; i < cumemcap_setting_count; i++)
 		if (strcmp(cumemcap_settings[i].key, key) == 0)
