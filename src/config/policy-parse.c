@@ -25,7 +25,7 @@ bool cumemcap_policy_parse_limit(struct cumemcap_layer *l, const char *value, ch
 bool cumemcap_policy_parse_devices(struct cumemcap_layer *l, const char *value, char *why, size_t len)
 {
 	char reason[512];
-	if (cumemcap_parse_device_rules(value, &l->bulk->devices, reason, sizeof(reason)))
+	if (cumemcap_parse_device_rules(value, &l->devices, reason, sizeof(reason)))
 		return true;
 	snprintf(why, len, ": %s", reason);
 	return false;
@@ -165,7 +165,7 @@ bool cumemcap_policy_parse_log(struct cumemcap_layer *l, const char *value, char
 		l->log = value[0] == 's' ? CUMEMCAP_LOG_STDERR : CUMEMCAP_LOG_OFF;
 		return true;
 	}
-	if (!parse_path(value, l->bulk->log_path, sizeof(l->bulk->log_path), "stderr, off, or a path template", why, len))
+	if (!parse_path(value, l->log_path, sizeof(l->log_path), "stderr, off, or a path template", why, len))
 		return false;
 	l->log = CUMEMCAP_LOG_FILE;
 	return true;
@@ -182,10 +182,10 @@ bool cumemcap_policy_parse_interval(struct cumemcap_layer *l, const char *value,
 bool cumemcap_policy_parse_metrics(struct cumemcap_layer *l, const char *value, char *why, size_t len)
 {
 	if (strcmp(value, "off") == 0) {
-		l->bulk->metrics_path[0] = '\0';
+		l->metrics_path[0] = '\0';
 		return true;
 	}
-	return parse_path(value, l->bulk->metrics_path, sizeof(l->bulk->metrics_path), "off, or a path template", why, len);
+	return parse_path(value, l->metrics_path, sizeof(l->metrics_path), "off, or a path template", why, len);
 }
 
 bool cumemcap_policy_parse_debug(struct cumemcap_layer *l, const char *value, char *why, size_t len)

@@ -88,10 +88,7 @@ struct file_state {
 	struct cumemcap_layer *layer;   /* where entries of this section go */
 	/* A [program] section that does not match: taken at the first one
 	 * (13 KB cleared: pages a file without one never touches). */
-	struct scratch_layer {
-		struct cumemcap_layer head;
-		struct cumemcap_layer_bulk bulk;
-	} *scratch;
+	struct cumemcap_layer *scratch;
 	struct cumemcap_device_section *device;
 };
 
@@ -148,8 +145,7 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 				return false;
 			}
 			memset(st->scratch, 0, sizeof(*st->scratch));
-			st->scratch->head.bulk = &st->scratch->bulk;
-			st->layer = &st->scratch->head;
+			st->layer = st->scratch;
 		}
 		return true;
 	}
@@ -163,9 +159,8 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 	return false;
 }
 
-/* An entry of a [device] section: parsed into a scratch layer's head (only
- * `limit` may stand there, which needs no long values), in a frame of its
- * own. */
+/* An entry of a [device] section (only `limit` may stand there): parsed
+ * into a scratch layer, in a frame of its own. */
 static __attribute__((noinline)) bool on_device_entry(struct cumemcap_device_section *d,
 						      const struct cumemcap_setting *s, const char *key,
 						      const char *value, unsigned line, char *err, size_t errlen)
@@ -176,7 +171,7 @@ static __attribute__((noinline)) bool on_device_entry(struct cumemcap_device_sec
 		return false;
 	}
 	struct cumemcap_layer tmp;
-	memset(&tmp, 0, sizeof(tmp)); /* tmp.bulk: NULL, no device key needs it */
+	memset(&tmp, 0, sizeof(tmp));
 	if (!s->parse(&tmp, value, err, errlen))
 		return refused(key, " = ", value, err, errlen);
 	d->limit = tmp.limit;
@@ -255,22 +250,18 @@ static void resolve_process_wide(struct cumemcap_policy *p)
 	for (size_t i = 0; i < 3; i++)
 		given[i] = cumemcap_policy_gave(p, order[i]);
 	/* The first layer that set `name` gives `field` (a value or an
-	 * array, hence memcpy) from its head or its long values (`part`),
-	 * and its source. */
-#define PICK_FROM(part, field, name, dst_src)                                        \
+	 * array, hence memcpy) and its source. */
+#define PICK(field, name, dst_src)                                                   \
 	do {                                                                         \
 		p->dst_src = (struct cumemcap_source){ 0 };                          \
 		for (size_t i = 0; i < 3; i++) {                                     \
 			if (given[i] && order[i]->set.name) {                        \
-				memcpy(&p->field, &part(order[i])->field, sizeof(p->field)); \
+				memcpy(&p->field, &order[i]->field, sizeof(p->field));       \
 				p->dst_src = order[i]->src.name;                     \
 				break;                                               \
 			}                                                            \
 		}                                                                    \
 	} while (0)
-#define HEAD(l) (l)
-#define BULK(l) ((l)->bulk)
-#define PICK(field, name, dst_src) PICK_FROM(HEAD, field, name, dst_src)
 	/* Defaults first; PICK leaves them where no layer sets a value. */
 	p->release = CUMEMCAP_RELEASE_IDLE;
 	p->release_idle_ms = CUMEMCAP_DEFAULT_RELEASE_IDLE_MS;
@@ -295,14 +286,11 @@ static void resolve_process_wide(struct cumemcap_policy *p)
 			break;
 		}
 	PICK(log, log, log_src);
-	PICK_FROM(BULK, log_path, log, log_src);
+	PICK(log_path, log, log_src);
 	PICK(log_interval_ms, interval, interval_src);
-	PICK_FROM(BULK, metrics_path, metrics, metrics_src);
+	PICK(metrics_path, metrics, metrics_src);
 	PICK(debug_doors, debug, debug_src);
 #undef PICK
-#undef PICK_FROM
-#undef HEAD
-#undef BULK
 }
 
 void cumemcap_policy_format_growth(const struct cumemcap_policy *p, char *buf, size_t len)
@@ -351,7 +339,6 @@ static __attribute__((noinline, cold)) bool preallocate_without_pool(const struc
 static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *path,
 		   const char *text, size_t len, const char *program, char *err, size_t errlen)
 {
-	cumemcap_policy_link(p);
 	snprintf(p->program, sizeof(p->program), "%s", program ? program : "");
 	if (!read_env(p, get, err, errlen))
 		return false;
@@ -386,10 +373,8 @@ static bool build_from_text(struct cumemcap_policy *out, bool zeroed_out, cumemc
 		return false;
 	}
 	bool ok = finish(p, get, path, text, len, program, err, errlen);
-	if (ok) {
+	if (ok)
 		*out = *p;
-		cumemcap_policy_link(out);
-	}
 	free(p);
 	return ok;
 }

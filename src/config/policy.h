@@ -96,32 +96,8 @@ struct cumemcap_source {
 	const char *variable; /* FROM_ENV: the variable's name */
 };
 
-/* The long values of a layer: rule lists, paths and names, 12.5 KB that
- * few settings reach. Apart from the layer's head (below), so that the
- * heads of the environment's layer and the file's share the policy's
- * first page. */
-struct cumemcap_layer_bulk {
-	struct cumemcap_device_rules devices;
-	struct cumemcap_device_rules group_rules;
-	char log_path[CUMEMCAP_PATH_MAX];
-	char metrics_path[CUMEMCAP_PATH_MAX]; /* "" = off */
-	/* The group's name ("" = none), the text of its limit as given
-	 * (quoted, shortened, for messages), its directory. */
-	char group[CUMEMCAP_GROUP_NAME_MAX + 1];
-	char group_limit_text[96];
-	char group_dir[CUMEMCAP_PATH_MAX];
-	uint32_t group_gid_id; /* group_access=gid:GROUP: GROUP's gid */
-	/* Extra Prometheus labels, the text as given (policy-labels.c). */
-	char labels[CUMEMCAP_LABELS_MAX];
-};
-
 /* The settings one source (the environment, a program section, the file's
- * global part) can give; `set` says which it gave. The head: `set`, `src`
- * and the small values, about 450 bytes, which building the policy reads
- * (`set`) and a variable or a file's `limit` writes; the long values in
- * `bulk` (linked by cumemcap_policy_link for the policy's own layers).
- * Every page of a layer the start of a configured process touches is a
- * page fault (docs/benchmarks.md). */
+ * global part) can give; `set` says which it gave. */
 struct cumemcap_layer {
 	struct {
 		bool limit, devices, count, estimate, growth, pool, release, hints, log, interval, metrics,
@@ -145,10 +121,21 @@ struct cumemcap_layer {
 	enum cumemcap_log_target log;
 	uint32_t log_interval_ms;
 	/* The group's limit as one amount for every GPU, or a list
-	 * (bulk->group_rules.count > 0); what a request over a limit does. */
+	 * (group_rules.count > 0); what a request over a limit does. */
 	struct cumemcap_amount group_limit;
 	uint32_t wait_ms;
-	struct cumemcap_layer_bulk *bulk;
+	struct cumemcap_device_rules devices;
+	struct cumemcap_device_rules group_rules;
+	char log_path[CUMEMCAP_PATH_MAX];
+	char metrics_path[CUMEMCAP_PATH_MAX]; /* "" = off */
+	/* The group's name ("" = none), the text of its limit as given
+	 * (quoted, shortened, for messages), its directory. */
+	char group[CUMEMCAP_GROUP_NAME_MAX + 1];
+	char group_limit_text[96];
+	char group_dir[CUMEMCAP_PATH_MAX];
+	uint32_t group_gid_id; /* group_access=gid:GROUP: GROUP's gid */
+	/* Extra Prometheus labels, the text as given (policy-labels.c). */
+	char labels[CUMEMCAP_LABELS_MAX];
 };
 
 struct cumemcap_device_section {
@@ -190,7 +177,6 @@ struct cumemcap_policy {
 	unsigned program_section_line; /* 0: no [program] section matched */
 	char group[CUMEMCAP_GROUP_NAME_MAX + 1];  /* "" = no group */
 
-	/* The layers' heads; their long values are the *_bulk below. */
 	struct cumemcap_layer env, file, program_layer;
 
 	/* The program name sections were matched against, and the file's
@@ -200,20 +186,10 @@ struct cumemcap_policy {
 	char log_path[CUMEMCAP_PATH_MAX]; /* the template, CUMEMCAP_LOG_FILE only */
 	char group_dir[CUMEMCAP_PATH_MAX];        /* default CUMEMCAP_DEFAULT_GROUP_DIR */
 
-	struct cumemcap_layer_bulk env_bulk, file_bulk, program_bulk;
 	char metrics_path[CUMEMCAP_PATH_MAX]; /* the template; "" = off */
 	size_t device_section_count;
 	struct cumemcap_device_section device_sections[CUMEMCAP_MAX_DEVICE_SECTIONS];
 };
-
-/* Points p's layers at their long values: before anything parses into
- * them, and again after a copy of the policy (the links are addresses). */
-static inline void cumemcap_policy_link(struct cumemcap_policy *p)
-{
-	p->env.bulk = &p->env_bulk;
-	p->file.bulk = &p->file_bulk;
-	p->program_layer.bulk = &p->program_bulk;
-}
 
 /* Whether the layer l of p (&p->env, &p->program_layer or &p->file) gave
  * any setting; every reader of a layer asks first. */
