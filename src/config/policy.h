@@ -177,8 +177,6 @@ struct cumemcap_policy {
 	unsigned program_section_line; /* 0: no [program] section matched */
 	char group[CUMEMCAP_GROUP_NAME_MAX + 1];  /* "" = no group */
 
-	struct cumemcap_layer env, file, program_layer;
-
 	/* The program name sections were matched against, and the file's
 	 * path ("" for none). */
 	char program[CUMEMCAP_PROGRAM_MAX];
@@ -187,6 +185,10 @@ struct cumemcap_policy {
 	char group_dir[CUMEMCAP_PATH_MAX];        /* default CUMEMCAP_DEFAULT_GROUP_DIR */
 
 	char metrics_path[CUMEMCAP_PATH_MAX]; /* the template; "" = off */
+
+	/* The sources the values above were resolved from. */
+	struct cumemcap_layer env, file, program_layer;
+
 	size_t device_section_count;
 	struct cumemcap_device_section device_sections[CUMEMCAP_MAX_DEVICE_SECTIONS];
 };
