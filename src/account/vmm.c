@@ -202,14 +202,15 @@ void cumemcap_vmm_release_take(struct cumemcap_vmm_call *v, CUmemGenericAllocati
 	pthread_mutex_unlock(&lock);
 }
 
-CUresult cumemcap_vmm_release_settle(struct cumemcap_vmm_call *v, CUresult r)
+/* The end of a release or retain call on v->alloc: with `add`, handle
+ * names the allocation once more (v->ref: the spare entry); then what that
+ * or the call's end left with nothing is ended (takes the lock). */
+static void settle_ref(struct cumemcap_vmm_call *v, bool add, CUmemGenericAllocationHandle handle)
 {
 	struct cumemcap_vmm_alloc *a = v->alloc, *ended = NULL;
-	if (!a)
-		return r;
 	pthread_mutex_lock(&lock);
-	if (r != CUDA_SUCCESS)
-		ended = ref_add(v->handle, a, &v->ref);
+	if (add)
+		ended = ref_add(handle, a, &v->ref);
 	a->in_flight--;
 	bool last = ends(a);
 	pthread_mutex_unlock(&lock);
@@ -218,6 +219,12 @@ CUresult cumemcap_vmm_release_settle(struct cumemcap_vmm_call *v, CUresult r)
 		end_alloc(ended);
 	if (last)
 		end_alloc(a);
+}
+
+CUresult cumemcap_vmm_release_settle(struct cumemcap_vmm_call *v, CUresult r)
+{
+	if (v->alloc)
+		settle_ref(v, r != CUDA_SUCCESS, v->handle);
 	return r;
 }
 
@@ -345,28 +352,21 @@ void cumemcap_vmm_retain_take(struct cumemcap_vmm_call *v, const void *addr)
 
 CUresult cumemcap_vmm_retain_settle(struct cumemcap_vmm_call *v, CUresult r, CUmemGenericAllocationHandle handle)
 {
-	struct cumemcap_vmm_alloc *a = v->alloc, *ended = NULL;
-	bool last = false;
-	pthread_mutex_lock(&lock);
-	if (r == CUDA_SUCCESS && !a) {
+	if (v->alloc) {
+		settle_ref(v, r == CUDA_SUCCESS, handle);
+		return r;
+	}
+	if (r == CUDA_SUCCESS) {
 		/* A mapping the shim did not see: its handle may still be known. */
+		pthread_mutex_lock(&lock);
 		struct cumemcap_vmm_ref *ref = ref_find(handle);
 		if (ref) {
 			ref->n++;
 			ref->alloc->refs++;
 		}
-	} else if (a) {
-		if (r == CUDA_SUCCESS)
-			ended = ref_add(handle, a, &v->ref);
-		a->in_flight--;
-		last = ends(a);
+		pthread_mutex_unlock(&lock);
 	}
-	pthread_mutex_unlock(&lock);
 	free(v->ref);
-	if (ended)
-		end_alloc(ended);
-	if (last)
-		end_alloc(a);
 	return r;
 }
 
