@@ -25,10 +25,10 @@ import time
 import unittest
 
 import users
+from harness import group_env
 
 SHIM, FAKE_DIR = sys.argv[1:3]
 del sys.argv[1:3]
-EXTRA = os.environ.get("LD_PRELOAD_EXTRA", "")
 OOM = 2  # CUDA_ERROR_OUT_OF_MEMORY
 # The users' interpreter: the test's own may live where they cannot go.
 PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
@@ -114,22 +114,11 @@ class SharedBooks(unittest.TestCase):
             subprocess.run(["umount", m])
 
     def env(self, d, **extra):
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("CUMEMCAP_", "FAKECUDA_")) and k != "CUDA_VISIBLE_DEVICES"}
-        env.update({
-            "LD_PRELOAD": (EXTRA + ":" if EXTRA else "") + self.shim,
-            "LD_LIBRARY_PATH": self.fake,
-            "FAKECUDA_DEVICES": "4GiB",
-            "CUMEMCAP_GROUP_DIR": d,
-            "CUMEMCAP_LOG": "off",
-            "CUMEMCAP_POOL": "off",
-            # A sanitizer must leave SIGBUS to the shim (a book cut under
-            # its mapping).
-            "ASAN_OPTIONS": "detect_leaks=0:handle_sigbus=0",
-            "TSAN_OPTIONS": "handle_sigbus=0",
-        })
-        env.update({k: str(v) for k, v in extra.items()})
-        return env
+        # A sanitizer must leave SIGBUS to the shim (a book cut under its
+        # mapping).
+        return group_env(self.shim, self.fake, d, **{"FAKECUDA_DEVICES": "4GiB",
+                                                     "ASAN_OPTIONS": "detect_leaks=0:handle_sigbus=0",
+                                                     "TSAN_OPTIONS": "handle_sigbus=0", **extra})
 
     def once(self, who, d, mibs, **extra):
         return users.run_as(who, [PYTHON, "-c", ONCE] + [str(m) for m in mibs], env=self.env(d, **extra))

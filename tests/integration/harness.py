@@ -1,0 +1,22 @@
+"""What several integration tests share: the environment of a group
+member under the shim over the fake driver."""
+import os
+
+
+def group_env(shim, fake_dir, group_dir, **extra):
+    """The caller's environment without its CUMEMCAP_ and FAKECUDA_
+    variables and CUDA_VISIBLE_DEVICES, with the shim preloaded (after
+    LD_PRELOAD_EXTRA, the sanitizer runtime), the fake driver, the books in
+    group_dir, no log and no pool; then extra, each value as a string."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("CUMEMCAP_", "FAKECUDA_")) and k != "CUDA_VISIBLE_DEVICES"}
+    first = os.environ.get("LD_PRELOAD_EXTRA", "")
+    env.update({
+        "LD_PRELOAD": (first + ":" if first else "") + shim,
+        "LD_LIBRARY_PATH": fake_dir,
+        "CUMEMCAP_GROUP_DIR": group_dir,
+        "CUMEMCAP_LOG": "off",
+        "CUMEMCAP_POOL": "off",
+    })
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
