@@ -1,6 +1,18 @@
 """What several integration tests share: the environment of a group
-member under the shim over the fake driver."""
+member under the shim over the fake driver, the start of a CUDA client
+script, and the wait for a metrics file's first series."""
 import os
+
+# The start of a client script run under the shim: the driver initialized
+# and GPU 0's primary context current (cu: libcuda.so.1, ctx: the context).
+CUDA_START = r'''
+import ctypes
+cu = ctypes.CDLL("libcuda.so.1")
+assert cu.cuInit(0) == 0
+ctx = ctypes.c_void_p()
+assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0
+assert cu.cuCtxSetCurrent(ctx) == 0
+'''
 
 
 def group_env(shim, fake_dir, group_dir, **extra):

@@ -25,7 +25,7 @@ import time
 import unittest
 
 import users
-from harness import group_env
+from harness import CUDA_START, group_env
 
 SHIM, FAKE_DIR = sys.argv[1:3]
 del sys.argv[1:3]
@@ -35,13 +35,8 @@ PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.e
 TEAM = "cmcap-team"  # a Unix group of ALICE only (SHARED holds both, as video does)
 
 # Allocates each MiB figure of argv in turn and prints the results.
-ONCE = r'''
-import ctypes, json, sys
-cu = ctypes.CDLL("libcuda.so.1")
-assert cu.cuInit(0) == 0
-c = ctypes.c_void_p()
-assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(c), 0) == 0
-assert cu.cuCtxSetCurrent(c) == 0
+ONCE = CUDA_START + r'''
+import json, sys
 out = []
 for mib in sys.argv[1:]:
     p = ctypes.c_uint64()
@@ -50,13 +45,8 @@ print(json.dumps(out), flush=True)
 '''
 
 # Takes `alloc MIB` and `exit` on stdin, answers one JSON line each.
-MEMBER = r'''
-import ctypes, json, os, sys
-cu = ctypes.CDLL("libcuda.so.1")
-assert cu.cuInit(0) == 0
-c = ctypes.c_void_p()
-assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(c), 0) == 0
-assert cu.cuCtxSetCurrent(c) == 0
+MEMBER = CUDA_START + r'''
+import json, os, sys
 print(json.dumps({"op": "ready"}), flush=True)
 held = []
 for line in sys.stdin:
