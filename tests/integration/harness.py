@@ -2,6 +2,7 @@
 member under the shim over the fake driver, the start of a CUDA client
 script, and the wait for a metrics file's first series."""
 import os
+import time
 
 # The start of a client script run under the shim: the driver initialized
 # and GPU 0's primary context current (cu: libcuda.so.1, ctx: the context).
@@ -32,3 +33,20 @@ def group_env(shim, fake_dir, group_dir, **extra):
     })
     env.update({k: str(v) for k, v in extra.items()})
     return env
+
+
+def wait_for_series(path, proc=None):
+    """The text of the metrics file at path once it holds a series; an
+    AssertionError after 10 seconds, or once proc (when given) ended."""
+    for _ in range(500):
+        try:
+            with open(path) as f:
+                text = f.read()
+            if "{" in text:
+                return text
+        except FileNotFoundError:
+            pass
+        if proc is not None and proc.poll() is not None:
+            break
+        time.sleep(0.02)
+    raise AssertionError("no metrics at %s: %s" % (path, sorted(os.listdir(os.path.dirname(path)))))

@@ -19,8 +19,9 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
+
+from harness import wait_for_series
 
 SHIM, FAKE_DIR = sys.argv[1:3]
 del sys.argv[1:3]
@@ -112,17 +113,7 @@ class Metrics(unittest.TestCase):
 
     def file_of(self, p, name=None):
         """The text of p's metrics file (its name: cumemcap-PID.prom unless given), once it holds series."""
-        path = os.path.join(self.dir, name or "cumemcap-%d.prom" % p.pid)
-        for _ in range(300):
-            try:
-                with open(path) as f:
-                    text = f.read()
-                if "{" in text:
-                    return text
-            except FileNotFoundError:
-                pass
-            time.sleep(0.02)
-        self.fail("no metrics at %s: %s" % (path, os.listdir(self.dir)))
+        return wait_for_series(os.path.join(self.dir, name or "cumemcap-%d.prom" % p.pid))
 
     def stop(self, p):
         p.stdin.close()

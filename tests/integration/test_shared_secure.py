@@ -25,6 +25,7 @@ import time
 import unittest
 
 import users
+from harness import wait_for_series
 
 SHIM, FAKE_DIR, SECURE_HOLD = sys.argv[1:4]
 del sys.argv[1:4]
@@ -41,22 +42,6 @@ def clean_env(add):
            if not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_")) and k not in LABEL_VARS}
     env.update(add)
     return env
-
-
-def wait_for_series(path, proc=None):
-    """The text of a metrics file once it holds a series."""
-    for _ in range(500):
-        try:
-            with open(path) as f:
-                text = f.read()
-            if "{" in text:
-                return text
-        except FileNotFoundError:
-            pass
-        if proc is not None and proc.poll() is not None:
-            break
-        time.sleep(0.02)
-    raise AssertionError("no metrics at %s: %s" % (path, sorted(os.listdir(os.path.dirname(path)))))
 
 
 def textfile_dir():
