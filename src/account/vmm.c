@@ -202,6 +202,19 @@ void cumemcap_vmm_release_take(struct cumemcap_vmm_call *v, CUmemGenericAllocati
 	pthread_mutex_unlock(&lock);
 }
 
+/* One more reference of handle, when it names an allocation the shim
+ * knows (takes the lock). */
+static void ref_known(CUmemGenericAllocationHandle handle)
+{
+	pthread_mutex_lock(&lock);
+	struct cumemcap_vmm_ref *ref = ref_find(handle);
+	if (ref) {
+		ref->n++;
+		ref->alloc->refs++;
+	}
+	pthread_mutex_unlock(&lock);
+}
+
 /* The end of a release or retain call on v->alloc: with `add`, handle
  * names the allocation once more (v->ref: the spare entry); then what that
  * or the call's end left with nothing is ended (takes the lock). */
@@ -356,31 +369,17 @@ CUresult cumemcap_vmm_retain_settle(struct cumemcap_vmm_call *v, CUresult r, CUm
 		settle_ref(v, r == CUDA_SUCCESS, handle);
 		return r;
 	}
-	if (r == CUDA_SUCCESS) {
-		/* A mapping the shim did not see: its handle may still be known. */
-		pthread_mutex_lock(&lock);
-		struct cumemcap_vmm_ref *ref = ref_find(handle);
-		if (ref) {
-			ref->n++;
-			ref->alloc->refs++;
-		}
-		pthread_mutex_unlock(&lock);
-	}
+	/* A mapping the shim did not see: its handle may still be known. */
+	if (r == CUDA_SUCCESS)
+		ref_known(handle);
 	free(v->ref);
 	return r;
 }
 
 CUresult cumemcap_vmm_imported(CUresult r, CUmemGenericAllocationHandle handle)
 {
-	if (r != CUDA_SUCCESS)
-		return r;
-	pthread_mutex_lock(&lock);
-	struct cumemcap_vmm_ref *ref = ref_find(handle);
-	if (ref) {
-		ref->n++;
-		ref->alloc->refs++;
-	}
-	pthread_mutex_unlock(&lock);
+	if (r == CUDA_SUCCESS)
+		ref_known(handle);
 	return r;
 }
 
