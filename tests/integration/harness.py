@@ -1,6 +1,7 @@
 """What several integration tests share: the environment of a group
 member under the shim over the fake driver, the start of a CUDA client
-script, and the wait for a metrics file's first series."""
+script, the end of its processes, and the wait for a metrics file's
+first series."""
 import os
 import time
 
@@ -33,6 +34,17 @@ def group_env(shim, fake_dir, group_dir, **extra):
     })
     env.update({k: str(v) for k, v in extra.items()})
     return env
+
+
+def end_all(procs):
+    """Kill those of procs still running, reap each, close its pipes."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+        for f in (p.stdin, p.stdout, p.stderr):
+            if f:
+                f.close()
 
 
 def wait_for_series(path, proc=None):

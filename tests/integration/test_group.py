@@ -29,7 +29,7 @@ import threading
 import time
 import unittest
 
-from harness import group_env
+from harness import end_all, group_env
 
 SHIM, FAKE_DIR, LAUNCHER = sys.argv[1:4]
 del sys.argv[1:4]
@@ -154,13 +154,7 @@ class Group(unittest.TestCase):
         self.procs = []
 
     def tearDown(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-            for f in (p.stdin, p.stdout, p.stderr):
-                if f:
-                    f.close()
+        end_all(self.procs)
         self.tmp.cleanup()
 
     def env(self, **extra):

@@ -15,6 +15,8 @@ import tempfile
 import time
 import unittest
 
+from harness import end_all
+
 SHIM, FAKE_DIR, LAUNCHER = sys.argv[1:4]
 del sys.argv[1:4]
 EXTRA = os.environ.get("LD_PRELOAD_EXTRA", "")
@@ -61,13 +63,7 @@ class GroupCli(unittest.TestCase):
         self.procs = []
 
     def tearDown(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-            for f in (p.stdin, p.stdout):
-                if f:
-                    f.close()
+        end_all(self.procs)
         self.tmp.cleanup()
 
     def env(self, add=None):

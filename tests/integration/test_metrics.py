@@ -21,7 +21,7 @@ import sys
 import tempfile
 import unittest
 
-from harness import wait_for_series
+from harness import end_all, wait_for_series
 
 SHIM, FAKE_DIR = sys.argv[1:3]
 del sys.argv[1:3]
@@ -81,13 +81,7 @@ class Metrics(unittest.TestCase):
         self.procs = []
 
     def tearDown(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-            p.stdout.close()
-            p.stderr.close()
-            p.stdin.close()
+        end_all(self.procs)
         self.tmp.cleanup()
 
     def env(self, add):

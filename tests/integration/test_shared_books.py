@@ -25,7 +25,7 @@ import time
 import unittest
 
 import users
-from harness import CUDA_START, group_env
+from harness import CUDA_START, end_all, group_env
 
 SHIM, FAKE_DIR = sys.argv[1:3]
 del sys.argv[1:3]
@@ -93,13 +93,7 @@ class SharedBooks(unittest.TestCase):
         self.mounts = []
 
     def tearDown(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-            for f in (p.stdin, p.stdout, p.stderr):
-                if f:
-                    f.close()
+        end_all(self.procs)
         for m in self.mounts:
             subprocess.run(["umount", m])
 

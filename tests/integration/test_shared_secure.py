@@ -25,7 +25,7 @@ import time
 import unittest
 
 import users
-from harness import wait_for_series
+from harness import end_all, wait_for_series
 
 SHIM, FAKE_DIR, SECURE_HOLD = sys.argv[1:4]
 del sys.argv[1:4]
@@ -70,12 +70,7 @@ class SharedMetricsDirectory(unittest.TestCase):
         self.procs = []
 
     def tearDown(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-            for f in (p.stdin, p.stdout, p.stderr):
-                f.close()
+        end_all(self.procs)
 
     def start(self, user, name="cumemcap-%p.prom", expect=None):
         """A capped writer run by USER (None: root) of metrics file NAME
@@ -235,12 +230,7 @@ class SecureExecution(unittest.TestCase):
 
     def tearDown(self):
         os.unlink("/etc/ld.so.preload")
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-            for f in (p.stdin, p.stdout, p.stderr):
-                f.close()
+        end_all(self.procs)
         os.unlink("/etc/cumemcap.conf")
 
     def run_probe(self, exe, argv0, user=users.ALICE, add=None):
