@@ -246,14 +246,28 @@ void cumemcap_vmm_release_take(struct cumemcap_vmm_call *v, CUmemGenericAllocati
 	pthread_mutex_unlock(&lock);
 }
 
-CUresult cumemcap_vmm_release_settle(struct cumemcap_vmm_call *v, CUresult r)
+/* One more reference of handle, when it names an allocation the shim
+ * knows (takes the lock). */
+static void ref_known(CUmemGenericAllocationHandle handle)
+{
+	pthread_mutex_lock(&lock);
+	struct cumemcap_vmm_ref *ref = ref_find(handle);
+	if (ref) {
+		ref->n++;
+		ref->alloc->refs++;
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+/* The end of a release or retain call on v->alloc: with `add`, handle
+ * names the allocation once more (v->ref: the spare entry); then what that
+ * or the call's end left with nothing is ended (takes the lock). */
+static void settle_ref(struct cumemcap_vmm_call *v, bool add, CUmemGenericAllocationHandle handle)
 {
 	struct cumemcap_vmm_alloc *a = v->alloc, *ended = NULL;
-	if (!a)
-		return r;
 	pthread_mutex_lock(&lock);
-	if (r != CUDA_SUCCESS)
-		ended = ref_add(v->handle, a, &v->ref);
+	if (add)
+		ended = ref_add(handle, a, &v->ref);
 	a->in_flight--;
 	bool last = ends(a);
 	pthread_mutex_unlock(&lock);
@@ -262,6 +276,12 @@ CUresult cumemcap_vmm_release_settle(struct cumemcap_vmm_call *v, CUresult r)
 		end_alloc(ended);
 	if (last)
 		end_alloc(a);
+}
+
+CUresult cumemcap_vmm_release_settle(struct cumemcap_vmm_call *v, CUresult r)
+{
+	if (v->alloc)
+		settle_ref(v, r != CUDA_SUCCESS, v->handle);
 	return r;
 }
 
@@ -389,28 +409,14 @@ void cumemcap_vmm_retain_take(struct cumemcap_vmm_call *v, const void *addr)
 
 CUresult cumemcap_vmm_retain_settle(struct cumemcap_vmm_call *v, CUresult r, CUmemGenericAllocationHandle handle)
 {
-	struct cumemcap_vmm_alloc *a = v->alloc, *ended = NULL;
-	bool last = false;
-	pthread_mutex_lock(&lock);
-	if (r == CUDA_SUCCESS && !a) {
-		/* A mapping the shim did not see: its handle may still be known. */
-		struct cumemcap_vmm_ref *ref = ref_find(handle);
-		if (ref) {
-			ref->n++;
-			ref->alloc->refs++;
-		}
-	} else if (a) {
-		if (r == CUDA_SUCCESS)
-			ended = ref_add(handle, a, &v->ref);
-		a->in_flight--;
-		last = ends(a);
+	if (v->alloc) {
+		settle_ref(v, r == CUDA_SUCCESS, handle);
+		return r;
 	}
-	pthread_mutex_unlock(&lock);
+	/* A mapping the shim did not see: its handle may still be known. */
+	if (r == CUDA_SUCCESS)
+		ref_known(handle);
 	free(v->ref);
-	if (ended)
-		end_alloc(ended);
-	if (last)
-		end_alloc(a);
 	return r;
 }
 
@@ -473,28 +479,14 @@ void cumemcap_vmm_import_take(struct cumemcap_vmm_call *v, int fd)
 
 CUresult cumemcap_vmm_import_settle(struct cumemcap_vmm_call *v, CUresult r, CUmemGenericAllocationHandle handle)
 {
-	struct cumemcap_vmm_alloc *a = v->alloc, *ended = NULL;
-	bool last = false;
-	pthread_mutex_lock(&lock);
-	if (a) {
-		if (r == CUDA_SUCCESS)
-			ended = ref_add(handle, a, &v->ref);
-		a->in_flight--;
-		last = ends(a);
-	} else if (r == CUDA_SUCCESS) {
-		/* The driver gave back a handle value this process holds. */
-		struct cumemcap_vmm_ref *ref = ref_find(handle);
-		if (ref) {
-			ref->n++;
-			ref->alloc->refs++;
-		}
+	if (v->alloc) {
+		settle_ref(v, r == CUDA_SUCCESS, handle);
+		return r;
 	}
-	pthread_mutex_unlock(&lock);
+	/* The driver may give back a handle value this process holds. */
+	if (r == CUDA_SUCCESS)
+		ref_known(handle);
 	free(v->ref);
-	if (ended)
-		end_alloc(ended);
-	if (last)
-		end_alloc(a);
 	return r;
 }
 

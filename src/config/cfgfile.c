@@ -1,7 +1,6 @@
 /* cfgfile: the configuration file's reading and syntax; see cfgfile.h,
  * which also says how it is thread-safe. */
 #include "config/cfgfile.h"
-#include "platform/start.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,13 +11,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static CUMEMCAP_START_CODE bool is_blank(char c)
+static bool is_blank(char c)
 {
 	return c == ' ' || c == '\t' || c == '\r';
 }
 
 /* Trim [*b, *e) in place. */
-static CUMEMCAP_START_CODE void trim(const char **b, const char **e)
+static void trim(const char **b, const char **e)
 {
 	while (*b < *e && is_blank(**b))
 		(*b)++;
@@ -27,7 +26,7 @@ static CUMEMCAP_START_CODE void trim(const char **b, const char **e)
 }
 
 /* A comment starts at '#' at the start of the line or after a blank. */
-static CUMEMCAP_START_CODE const char *comment_start(const char *b, const char *e)
+static const char *comment_start(const char *b, const char *e)
 {
 	for (const char *p = b; p < e; p++)
 		if (*p == '#' && (p == b || is_blank(p[-1])))
@@ -42,7 +41,7 @@ static bool fail(char *err, size_t errlen, const char *path, unsigned line, cons
 }
 
 /* Copy [b, e) into a NUL-terminated buffer (struct line_space). */
-static CUMEMCAP_START_CODE void copy(char *dst, const char *b, const char *e)
+static void copy(char *dst, const char *b, const char *e)
 {
 	size_t n = (size_t)(e - b);
 	memcpy(dst, b, n);
@@ -86,8 +85,8 @@ void cumemcap_config_prefix(char *err, size_t errlen, const char *fmt, ...)
 }
 
 /* A line's error, out of line and cold (its buffer stays out of the
- * parser's frame, which every start configured by a file runs through,
- * platform/start.h): "path:line: BEFORE\"FRAGMENT\"AFTER", the fragment
+ * parser's frame, which every start configured by a file runs through):
+ * "path:line: BEFORE\"FRAGMENT\"AFTER", the fragment
  * made printable. A handler's error is its own message with "path:line: "
  * put before it (cumemcap_config_prefix): a handler writes err only when
  * it fails, since the caller's buffer may lie on a page nothing else
@@ -111,7 +110,7 @@ struct line_space {
 	char *big;
 };
 
-static CUMEMCAP_START_CODE char *line_space(struct line_space *ls, size_t need)
+static char *line_space(struct line_space *ls, size_t need)
 {
 	if (need <= sizeof(ls->small))
 		return ls->small;
@@ -120,7 +119,7 @@ static CUMEMCAP_START_CODE char *line_space(struct line_space *ls, size_t need)
 	return ls->big;
 }
 
-static CUMEMCAP_START_CODE bool parse_lines(const char *path, const char *text, size_t len,
+static bool parse_lines(const char *path, const char *text, size_t len,
 					    const struct cumemcap_config_handler *h, void *ctx,
 					    struct line_space *ls, char *err, size_t errlen)
 {
@@ -190,7 +189,7 @@ static CUMEMCAP_START_CODE bool parse_lines(const char *path, const char *text, 
 	return true;
 }
 
-CUMEMCAP_START_CODE bool cumemcap_config_parse(const char *path, const char *text, size_t len,
+bool cumemcap_config_parse(const char *path, const char *text, size_t len,
 			   const struct cumemcap_config_handler *h, void *ctx, char *err,
 			   size_t errlen)
 {
@@ -200,16 +199,11 @@ CUMEMCAP_START_CODE bool cumemcap_config_parse(const char *path, const char *tex
 	return ok;
 }
 
-/* "" for fstatat's AT_EMPTY_PATH: glibc's fstat passes its own "", from
- * a page of libc's constants that the kernel then reads (one byte) and
- * faults in at a configured start; this one is on a page the loader wrote. */
-static CUMEMCAP_START_CONST const char empty_path[1] = "";
-
 /* Read the open regular file `fd` (closed here) with a bound. */
-static CUMEMCAP_START_CODE bool read_fd(int fd, const char *path, char **text, size_t *len, char *err, size_t errlen)
+static bool read_fd(int fd, const char *path, char **text, size_t *len, char *err, size_t errlen)
 {
 	struct stat st;
-	if (fstatat(fd, cumemcap_start_str(empty_path), &st, AT_EMPTY_PATH) != 0 || !S_ISREG(st.st_mode)) {
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
 		snprintf(err, errlen, "%s: not a regular file", path);
 		close(fd);
 		return false;
@@ -269,7 +263,7 @@ static CUMEMCAP_START_CODE bool read_fd(int fd, const char *path, char **text, s
  * file before anything is read, and O_NONBLOCK does nothing to those. */
 #define CONFIG_OPEN_FLAGS (O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
 
-CUMEMCAP_START_CODE bool cumemcap_config_read(const char *path, char **text, size_t *len, char *err, size_t errlen)
+bool cumemcap_config_read(const char *path, char **text, size_t *len, char *err, size_t errlen)
 {
 	int fd = open(path, CONFIG_OPEN_FLAGS);
 	if (fd < 0) {

@@ -2,18 +2,15 @@
  * docs/frameworks.md. Thread safety: see hints.h. */
 #include "config.h"
 #include "config/hints.h"
-#include "platform/start.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* Per framework: the variable cumemcap sets, and every variable by which a
  * user says how that framework should take memory (the set one included). */
-/* The variables and values are arrays in the table, which is among
- * .data.rel.ro: a configured start reads them all (getenv, setenv) and
- * would otherwise fault in a page of .rodata (platform/start.h). */
-static CUMEMCAP_START_CONST const struct framework {
+static const struct framework {
 	const char *name;
 	char variable[32], value[8];
 	char user[6][48]; /* ends at the first empty one */
@@ -36,7 +33,7 @@ static CUMEMCAP_START_CONST const struct framework {
 #define FRAMEWORK_COUNT (sizeof(frameworks) / sizeof(frameworks[0]))
 _Static_assert(FRAMEWORK_COUNT <= CUMEMCAP_HINTS_MAX, "struct cumemcap_hints holds every framework");
 
-CUMEMCAP_START_CODE void cumemcap_hints_plan(const struct cumemcap_policy *p, cumemcap_getenv_fn get, struct cumemcap_hints *out)
+void cumemcap_hints_plan(const struct cumemcap_policy *p, cumemcap_getenv_fn get, struct cumemcap_hints *out)
 {
 	out->count = 0;
 	if (!p->framework_hints)
@@ -81,12 +78,11 @@ const char *cumemcap_hints_state_text(enum cumemcap_hints_state s)
 	return states[s].text;
 }
 
-/* Written before main in a configured process: on the pages the start
- * writes anyway (platform/start.h), not a .bss page of their own. */
-static CUMEMCAP_START_LARGE struct cumemcap_hints applied;
-static CUMEMCAP_START_DATA _Atomic bool applied_ready;
+/* Written before main in a configured process. */
+static struct cumemcap_hints applied;
+static _Atomic bool applied_ready;
 
-static CUMEMCAP_START_CODE const char *env_get(const char *name)
+static const char *env_get(const char *name)
 {
 	return getenv(name);
 }
@@ -96,10 +92,10 @@ static CUMEMCAP_START_CODE const char *env_get(const char *name)
  * would copy each into the heap and record the copy in a tree of libc's,
  * two pages a configured start that never uses CUDA otherwise leaves
  * alone; putenv only grows the environment's array. */
-static CUMEMCAP_START_DATA char hint_strings[CUMEMCAP_HINTS_MAX][sizeof(frameworks[0].variable) +
+static char hint_strings[CUMEMCAP_HINTS_MAX][sizeof(frameworks[0].variable) +
 								  sizeof(frameworks[0].value)];
 
-CUMEMCAP_START_CODE void cumemcap_hints_apply(const struct cumemcap_policy *p)
+void cumemcap_hints_apply(const struct cumemcap_policy *p)
 {
 	cumemcap_hints_plan(p, env_get, &applied);
 	for (size_t i = 0; i < applied.count; i++) {
@@ -109,10 +105,7 @@ CUMEMCAP_START_CODE void cumemcap_hints_apply(const struct cumemcap_policy *p)
 		 * one included: putenv overwrites nothing setenv(..., 0) would
 		 * have kept. */
 		char *s = hint_strings[i];
-		cumemcap_copy_str(s, sizeof(hint_strings[i]), applied.hint[i].variable);
-		size_t n = strlen(s);
-		s[n++] = '=';
-		cumemcap_copy_str(s + n, sizeof(hint_strings[i]) - n, applied.hint[i].value);
+		snprintf(s, sizeof(hint_strings[i]), "%s=%s", applied.hint[i].variable, applied.hint[i].value);
 		putenv(s);
 	}
 	atomic_store_explicit(&applied_ready, true, memory_order_release);

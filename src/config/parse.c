@@ -14,7 +14,6 @@
 #include "config.h"
 
 #include "config/parse.h"
-#include "platform/start.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,7 +31,7 @@ const char cumemcap_selector_forms[] =
 
 /* ---- small helpers ---------------------------------------------------- */
 
-static CUMEMCAP_START_CODE bool is_digit(char c)
+static bool is_digit(char c)
 {
 	return c >= '0' && c <= '9';
 }
@@ -48,13 +47,13 @@ static int hex_value(char c)
 	return -1;
 }
 
-static CUMEMCAP_START_CODE char lower(char c)
+static char lower(char c)
 {
 	return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
 }
 
 /* Case-insensitive compare of text[0..len) with a lower-case literal. */
-static CUMEMCAP_START_CODE bool equals_nocase(const char *text, size_t len, const char *lit)
+static bool equals_nocase(const char *text, size_t len, const char *lit)
 {
 	size_t n = strlen(lit);
 
@@ -67,7 +66,7 @@ static CUMEMCAP_START_CODE bool equals_nocase(const char *text, size_t len, cons
 	return true;
 }
 
-static CUMEMCAP_START_CODE bool mul_u64(uint64_t a, uint64_t b, uint64_t *out)
+static bool mul_u64(uint64_t a, uint64_t b, uint64_t *out)
 {
 	if (a != 0 && b > UINT64_MAX / a)
 		return false;
@@ -75,7 +74,7 @@ static CUMEMCAP_START_CODE bool mul_u64(uint64_t a, uint64_t b, uint64_t *out)
 	return true;
 }
 
-static CUMEMCAP_START_CODE bool add_u64(uint64_t a, uint64_t b, uint64_t *out)
+static bool add_u64(uint64_t a, uint64_t b, uint64_t *out)
 {
 	if (b > UINT64_MAX - a)
 		return false;
@@ -85,9 +84,6 @@ static CUMEMCAP_START_CODE bool add_u64(uint64_t a, uint64_t b, uint64_t *out)
 
 /* ---- amounts ------------------------------------------------------------ */
 
-/* The names are arrays in the table, among .data.rel.ro: a limit parsed
- * at the start of a configured process reads them, and a name in .rodata
- * would cost it a page fault (platform/start.h). */
 struct unit {
 	char name[4]; /* lower case; "" ends the table */
 	uint64_t multiplier;
@@ -96,7 +92,7 @@ struct unit {
 #define KI UINT64_C(1024)
 #define KD UINT64_C(1000)
 
-static CUMEMCAP_START_CONST const struct unit units[] = {
+static const struct unit units[] = {
 	{ "b", 1 },
 	{ "k", KI },
 	{ "m", KI * KI },
@@ -124,7 +120,7 @@ static CUMEMCAP_START_CONST const struct unit units[] = {
  * mult <= UINT64_MAX / 10. Horner from the last digit: the carry into digit
  * i is floor(value of the digits after i, times mult), and flooring early is
  * exact because d * mult is an integer. */
-static CUMEMCAP_START_CODE uint64_t fraction_times(const char *digits, size_t n, uint64_t mult)
+static uint64_t fraction_times(const char *digits, size_t n, uint64_t mult)
 {
 	uint64_t carry = 0;
 
@@ -133,7 +129,7 @@ static CUMEMCAP_START_CODE uint64_t fraction_times(const char *digits, size_t n,
 	return carry;
 }
 
-static CUMEMCAP_START_CODE bool parse_amount_n(const char *text, size_t len, struct cumemcap_amount *out)
+static bool parse_amount_n(const char *text, size_t len, struct cumemcap_amount *out)
 {
 	size_t i = 0;
 	uint64_t whole = 0;
@@ -217,7 +213,7 @@ static CUMEMCAP_START_CODE bool parse_amount_n(const char *text, size_t len, str
 	return true;
 }
 
-CUMEMCAP_START_CODE bool cumemcap_parse_amount(const char *text, struct cumemcap_amount *out)
+bool cumemcap_parse_amount(const char *text, struct cumemcap_amount *out)
 {
 	if (text == NULL)
 		return false;

@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "config/cfgfile.h"
-#include "platform/start.h"
 #include "platform/userdb.h"
 
 bool cumemcap_policy_parse_group(struct cumemcap_layer *l, const char *value, char *why, size_t len)
@@ -32,7 +31,7 @@ bool cumemcap_policy_parse_group(struct cumemcap_layer *l, const char *value, ch
 			 "not starting with '.' or '-' (empty: no group)", CUMEMCAP_GROUP_NAME_MAX);
 		return false;
 	}
-	memcpy(l->bulk->group, value, n + 1);
+	memcpy(l->group, value, n + 1);
 	return true;
 }
 
@@ -41,7 +40,7 @@ bool cumemcap_policy_parse_group_limit(struct cumemcap_layer *l, const char *val
 	/* A list names GPUs (SEL=AMOUNT); one amount has no '='. */
 	if (strchr(value, '=')) {
 		char reason[512];
-		if (!cumemcap_parse_device_rules(value, &l->bulk->group_rules, reason, sizeof(reason))) {
+		if (!cumemcap_parse_device_rules(value, &l->group_rules, reason, sizeof(reason))) {
 			snprintf(why, len, ": %s", reason);
 			return false;
 		}
@@ -56,9 +55,9 @@ bool cumemcap_policy_parse_group_limit(struct cumemcap_layer *l, const char *val
 			return false;
 		}
 		l->group_limit = a;
-		l->bulk->group_rules.count = 0;
+		l->group_rules.count = 0;
 	}
-	cumemcap_config_quote(l->bulk->group_limit_text, sizeof(l->bulk->group_limit_text), value);
+	cumemcap_config_quote(l->group_limit_text, sizeof(l->group_limit_text), value);
 	return true;
 }
 
@@ -80,7 +79,7 @@ bool cumemcap_policy_parse_group_dir(struct cumemcap_layer *l, const char *value
 			 CUMEMCAP_DEFAULT_GROUP_DIR);
 		return false;
 	}
-	memcpy(l->bulk->group_dir, value, n + 1);
+	memcpy(l->group_dir, value, n + 1);
 	return true;
 }
 
@@ -111,7 +110,7 @@ bool cumemcap_policy_parse_group_access(struct cumemcap_layer *l, const char *va
 	}
 	if (strncmp(value, "gid:", 4) == 0 && group_id(value + 4, &gid)) {
 		l->group_gid = true;
-		l->bulk->group_gid_id = gid;
+		l->group_gid_id = gid;
 		return true;
 	}
 	if (strcmp(value, "gid") == 0)
@@ -162,15 +161,15 @@ void cumemcap_policy_format_on_limit(const struct cumemcap_policy *p, char *buf,
 	snprintf(buf, len, "wait:%u%s", p->wait_ms / 1000, frac);
 }
 
-static CUMEMCAP_START_CONST const char default_group_dir[] = CUMEMCAP_DEFAULT_GROUP_DIR;
+static const char default_group_dir[] = CUMEMCAP_DEFAULT_GROUP_DIR;
 
-CUMEMCAP_START_CODE bool cumemcap_policy_resolve_group(struct cumemcap_policy *p, char *err, size_t errlen)
+bool cumemcap_policy_resolve_group(struct cumemcap_policy *p, char *err, size_t errlen)
 {
 	const struct cumemcap_layer *order[] = { &p->env, &p->program_layer, &p->file };
 	size_t group_at = 3, limit_at = 3;
 	/* Defaults, then the first layer that set each key. */
 	p->group[0] = '\0';
-	cumemcap_copy_str(p->group_dir, sizeof(p->group_dir), cumemcap_start_str(default_group_dir));
+	snprintf(p->group_dir, sizeof(p->group_dir), "%s", default_group_dir);
 	p->group_gid = false;
 	p->group_gid_id = 0;
 	p->wait_ms = 0;
@@ -181,7 +180,7 @@ CUMEMCAP_START_CODE bool cumemcap_policy_resolve_group(struct cumemcap_policy *p
 		if (!cumemcap_policy_gave(p, l))
 			continue;
 		if (l->set.group) {
-			memcpy(p->group, l->bulk->group, sizeof(p->group));
+			memcpy(p->group, l->group, sizeof(p->group));
 			p->group_src = l->src.group;
 			group_at = i;
 		}
@@ -190,12 +189,12 @@ CUMEMCAP_START_CODE bool cumemcap_policy_resolve_group(struct cumemcap_policy *p
 			limit_at = i;
 		}
 		if (l->set.group_dir) {
-			memcpy(p->group_dir, l->bulk->group_dir, sizeof(p->group_dir));
+			memcpy(p->group_dir, l->group_dir, sizeof(p->group_dir));
 			p->group_dir_src = l->src.group_dir;
 		}
 		if (l->set.group_access) {
 			p->group_gid = l->group_gid;
-			p->group_gid_id = l->bulk->group_gid_id;
+			p->group_gid_id = l->group_gid_id;
 			p->group_access_src = l->src.group_access;
 		}
 		if (l->set.on_limit) {
@@ -207,7 +206,7 @@ CUMEMCAP_START_CODE bool cumemcap_policy_resolve_group(struct cumemcap_policy *p
 	 * in the same layer or a lower one than the limit. */
 	if (!p->group[0] && limit_at < 3 && limit_at <= group_at) {
 		const struct cumemcap_source *s = &order[limit_at]->src.group_limit;
-		const char *text = order[limit_at]->bulk->group_limit_text;
+		const char *text = order[limit_at]->group_limit_text;
 		if (s->origin == CUMEMCAP_FROM_ENV)
 			snprintf(err, errlen,
 				 "CUMEMCAP_GROUP_LIMIT=\"%s\": needs a group; accepted: with CUMEMCAP_GROUP "

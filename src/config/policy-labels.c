@@ -70,7 +70,7 @@ bool cumemcap_policy_parse_labels(struct cumemcap_layer *l, const char *value, c
 	size_t total = strlen(value);
 	char what[160] = "";
 	unsigned pairs = 0;
-	if (total >= sizeof(l->bulk->labels))
+	if (total >= sizeof(l->labels))
 		snprintf(what, sizeof(what), " is %zu bytes long", total);
 	else if (total && value[total - 1] == ',')
 		snprintf(what, sizeof(what), ": an empty pair at the end");
@@ -119,7 +119,7 @@ bool cumemcap_policy_parse_labels(struct cumemcap_layer *l, const char *value, c
 		snprintf(why, len, "%s" ACCEPTED, what, CUMEMCAP_LABELS_COUNT_MAX, CUMEMCAP_LABELS_MAX - 1);
 		return false;
 	}
-	memcpy(l->bulk->labels, value, total + 1);
+	memcpy(l->labels, value, total + 1);
 	return true;
 }
 
@@ -130,7 +130,7 @@ const char *cumemcap_policy_labels(const struct cumemcap_policy *p, struct cumem
 		if (cumemcap_policy_gave(p, order[i]) && order[i]->set.labels) {
 			if (src)
 				*src = order[i]->src.labels;
-			return order[i]->bulk->labels;
+			return order[i]->labels;
 		}
 	if (src)
 		*src = (struct cumemcap_source){ 0 };

@@ -7,7 +7,6 @@
  * Thread safety: pure functions of a policy that is read-only once built
  * (see policy.h); they keep no state of their own. */
 #include "config/policy.h"
-#include "platform/start.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -18,9 +17,9 @@ static bool layer_rule(const struct cumemcap_layer *l, int ordinal, const unsign
 {
 	if (!l->set.devices) /* a layer given (cumemcap_policy_gave) */
 		return false;
-	for (size_t i = 0; i < l->bulk->devices.count; i++) {
-		if (cumemcap_selector_matches(&l->bulk->devices.rule[i].selector, ordinal, uuid, pci)) {
-			*amount = &l->bulk->devices.rule[i].amount;
+	for (size_t i = 0; i < l->devices.count; i++) {
+		if (cumemcap_selector_matches(&l->devices.rule[i].selector, ordinal, uuid, pci)) {
+			*amount = &l->devices.rule[i].amount;
 			return true;
 		}
 	}
@@ -82,10 +81,10 @@ uint64_t cumemcap_policy_group_limit(const struct cumemcap_policy *p, int ordina
 		if (!cumemcap_policy_gave(p, l) || !l->set.group_limit)
 			continue;
 		int matched = -1;
-		uint64_t limit = cumemcap_resolve_limit(&l->group_limit, &l->bulk->group_rules, ordinal, uuid,
+		uint64_t limit = cumemcap_resolve_limit(&l->group_limit, &l->group_rules, ordinal, uuid,
 							pci_bus_id, total, &matched);
 		/* A list that does not name this GPU leaves it to the next layer. */
-		if (l->bulk->group_rules.count && matched < 0)
+		if (l->group_rules.count && matched < 0)
 			continue;
 		if (src)
 			*src = l->src.group_limit;
@@ -102,21 +101,21 @@ void cumemcap_policy_selectors(const struct cumemcap_policy *p,
 	const struct cumemcap_layer *layers[] = { &p->env, &p->program_layer, &p->file };
 	for (size_t i = 0; i < 3; i++)
 		if (cumemcap_policy_gave(p, layers[i]) && layers[i]->set.devices)
-			for (size_t r = 0; r < layers[i]->bulk->devices.count; r++)
-				fn(ctx, &layers[i]->bulk->devices.rule[r].selector, &layers[i]->src.devices);
+			for (size_t r = 0; r < layers[i]->devices.count; r++)
+				fn(ctx, &layers[i]->devices.rule[r].selector, &layers[i]->src.devices);
 	/* A group's list, while there is a group (CUMEMCAP_GROUP= turns off
 	 * a file's group, its limit with it). */
 	for (size_t i = 0; i < 3 && p->group[0]; i++)
 		if (cumemcap_policy_gave(p, layers[i]) && layers[i]->set.group_limit)
-			for (size_t r = 0; r < layers[i]->bulk->group_rules.count; r++)
-				fn(ctx, &layers[i]->bulk->group_rules.rule[r].selector, &layers[i]->src.group_limit);
+			for (size_t r = 0; r < layers[i]->group_rules.count; r++)
+				fn(ctx, &layers[i]->group_rules.rule[r].selector, &layers[i]->src.group_limit);
 	for (size_t i = 0; i < p->device_section_count; i++) {
 		struct cumemcap_source s = { .origin = CUMEMCAP_FROM_FILE, .line = p->device_sections[i].line };
 		fn(ctx, &p->device_sections[i].selector, &s);
 	}
 }
 
-CUMEMCAP_START_CODE bool cumemcap_policy_any_limit(const struct cumemcap_policy *p)
+bool cumemcap_policy_any_limit(const struct cumemcap_policy *p)
 {
 	if (p->group[0])
 		return true;

@@ -16,9 +16,8 @@
 #include "config/cfgfile.h"
 #include "config/parse.h"
 #include "config/policy.h"
-#include "platform/start.h"
 
-CUMEMCAP_START_CODE bool cumemcap_policy_parse_limit(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+bool cumemcap_policy_parse_limit(struct cumemcap_layer *l, const char *value, char *why, size_t len)
 {
 	if (cumemcap_parse_amount(value, &l->limit))
 		return true;
@@ -29,7 +28,7 @@ CUMEMCAP_START_CODE bool cumemcap_policy_parse_limit(struct cumemcap_layer *l, c
 bool cumemcap_policy_parse_devices(struct cumemcap_layer *l, const char *value, char *why, size_t len)
 {
 	char reason[512];
-	if (cumemcap_parse_device_rules(value, &l->bulk->devices, reason, sizeof(reason)))
+	if (cumemcap_parse_device_rules(value, &l->devices, reason, sizeof(reason)))
 		return true;
 	snprintf(why, len, ": %s", reason);
 	return false;
@@ -169,7 +168,7 @@ bool cumemcap_policy_parse_log(struct cumemcap_layer *l, const char *value, char
 		l->log = value[0] == 's' ? CUMEMCAP_LOG_STDERR : CUMEMCAP_LOG_OFF;
 		return true;
 	}
-	if (!parse_path(value, l->bulk->log_path, sizeof(l->bulk->log_path), "stderr, off, or a path template", why, len))
+	if (!parse_path(value, l->log_path, sizeof(l->log_path), "stderr, off, or a path template", why, len))
 		return false;
 	l->log = CUMEMCAP_LOG_FILE;
 	return true;
@@ -186,10 +185,10 @@ bool cumemcap_policy_parse_interval(struct cumemcap_layer *l, const char *value,
 bool cumemcap_policy_parse_metrics(struct cumemcap_layer *l, const char *value, char *why, size_t len)
 {
 	if (strcmp(value, "off") == 0) {
-		l->bulk->metrics_path[0] = '\0';
+		l->metrics_path[0] = '\0';
 		return true;
 	}
-	return parse_path(value, l->bulk->metrics_path, sizeof(l->bulk->metrics_path), "off, or a path template", why, len);
+	return parse_path(value, l->metrics_path, sizeof(l->metrics_path), "off, or a path template", why, len);
 }
 
 bool cumemcap_policy_parse_debug(struct cumemcap_layer *l, const char *value, char *why, size_t len)
@@ -218,7 +217,7 @@ __attribute__((noinline, cold)) bool cumemcap_policy_bad_form(const char *name, 
 	return false;
 }
 
-CUMEMCAP_START_CODE bool cumemcap_policy_plain_form(const char *value)
+bool cumemcap_policy_plain_form(const char *value)
 {
 	size_t n = 0;
 	for (; value[n]; n++)

@@ -16,23 +16,19 @@
 #include "config/cfgfile.h"
 #include "config/settings.h"
 #include "platform/msg.h"
-#include "platform/start.h"
 
-/* The strings a configured start reads, among .data.rel.ro (written by
- * the loader anyway), not in .rodata, whose first read would cost a page
- * fault (platform/start.h). */
-static CUMEMCAP_START_CONST const char prefix[] = "CUMEMCAP_", default_config[] = CUMEMCAP_DEFAULT_CONFIG,
+static const char prefix[] = "CUMEMCAP_", default_config[] = CUMEMCAP_DEFAULT_CONFIG,
 				       config_variable[] = "CUMEMCAP_CONFIG", default_log[] = CUMEMCAP_DEFAULT_LOG,
 				       no_path[] = "";
 
 /* ---- the settings (settings.c's table) ---------------------------------- */
 
-static CUMEMCAP_START_CODE bool *set_flag(struct cumemcap_layer *l, const struct cumemcap_setting *s)
+static bool *set_flag(struct cumemcap_layer *l, const struct cumemcap_setting *s)
 {
 	return (bool *)((char *)l + s->set_off);
 }
 
-static CUMEMCAP_START_CODE struct cumemcap_source *source_of(struct cumemcap_layer *l, const struct cumemcap_setting *s)
+static struct cumemcap_source *source_of(struct cumemcap_layer *l, const struct cumemcap_setting *s)
 {
 	return (struct cumemcap_source *)((char *)l + s->src_off);
 }
@@ -65,7 +61,7 @@ static __attribute__((noinline, cold)) bool refused(const char *name, const char
 	return false;
 }
 
-static CUMEMCAP_START_CODE bool read_env(struct cumemcap_policy *p, cumemcap_getenv_fn get, char *err, size_t errlen)
+static bool read_env(struct cumemcap_policy *p, cumemcap_getenv_fn get, char *err, size_t errlen)
 {
 	struct cumemcap_layer *l = &p->env;
 	for (size_t i = 0; i < cumemcap_setting_count; i++) {
@@ -94,14 +90,11 @@ struct file_state {
 	struct cumemcap_layer *layer;   /* where entries of this section go */
 	/* A [program] section that does not match: taken at the first one
 	 * (13 KB cleared: pages a file without one never touches). */
-	struct scratch_layer {
-		struct cumemcap_layer head;
-		struct cumemcap_layer_bulk bulk;
-	} *scratch;
+	struct cumemcap_layer *scratch;
 	struct cumemcap_device_section *device;
 };
 
-static CUMEMCAP_START_CODE bool on_section(void *ctx, const char *kind, const char *arg, unsigned line, char *err,
+static bool on_section(void *ctx, const char *kind, const char *arg, unsigned line, char *err,
 		       size_t errlen)
 {
 	struct file_state *st = ctx;
@@ -155,8 +148,7 @@ static CUMEMCAP_START_CODE bool on_section(void *ctx, const char *kind, const ch
 				return false;
 			}
 			memset(st->scratch, 0, sizeof(*st->scratch));
-			st->scratch->head.bulk = &st->scratch->bulk;
-			st->layer = &st->scratch->head;
+			st->layer = st->scratch;
 		}
 		return true;
 	}
@@ -170,9 +162,8 @@ static CUMEMCAP_START_CODE bool on_section(void *ctx, const char *kind, const ch
 	return false;
 }
 
-/* An entry of a [device] section: parsed into a scratch layer's head (only
- * `limit` may stand there, which needs no long values), in a frame of its
- * own. */
+/* An entry of a [device] section (only `limit` may stand there): parsed
+ * into a scratch layer, in a frame of its own. */
 static __attribute__((noinline)) bool on_device_entry(struct cumemcap_device_section *d,
 						      const struct cumemcap_setting *s, const char *key,
 						      const char *value, unsigned line, char *err, size_t errlen)
@@ -183,7 +174,7 @@ static __attribute__((noinline)) bool on_device_entry(struct cumemcap_device_sec
 		return false;
 	}
 	struct cumemcap_layer tmp;
-	memset(&tmp, 0, sizeof(tmp)); /* tmp.bulk: NULL, no device key needs it */
+	memset(&tmp, 0, sizeof(tmp));
 	if (!s->parse(&tmp, value, err, errlen))
 		return refused(key, " = ", value, err, errlen);
 	d->limit = tmp.limit;
@@ -221,7 +212,7 @@ static __attribute__((noinline, cold)) bool out_of_place(const char *key, enum s
 	return false;
 }
 
-static CUMEMCAP_START_CODE bool on_entry(void *ctx, const char *key, const char *value, unsigned line, char *err,
+static bool on_entry(void *ctx, const char *key, const char *value, unsigned line, char *err,
 		     size_t errlen)
 {
 	struct file_state *st = ctx;
@@ -257,34 +248,30 @@ static const struct cumemcap_config_handler file_handler = { on_section, on_entr
 
 /* ---- precedence ------------------------------------------------------------- */
 
-static CUMEMCAP_START_CODE void resolve_process_wide(struct cumemcap_policy *p)
+static void resolve_process_wide(struct cumemcap_policy *p)
 {
 	const struct cumemcap_layer *order[] = { &p->env, &p->program_layer, &p->file };
 	bool given[3];
 	for (size_t i = 0; i < 3; i++)
 		given[i] = cumemcap_policy_gave(p, order[i]);
 	/* The first layer that set `name` gives `field` (a value or an
-	 * array, hence memcpy) from its head or its long values (`part`),
-	 * and its source. */
-#define PICK_FROM(part, field, name, dst_src)                                        \
+	 * array, hence memcpy) and its source. */
+#define PICK(field, name, dst_src)                                                   \
 	do {                                                                         \
 		p->dst_src = (struct cumemcap_source){ 0 };                          \
 		for (size_t i = 0; i < 3; i++) {                                     \
 			if (given[i] && order[i]->set.name) {                        \
-				memcpy(&p->field, &part(order[i])->field, sizeof(p->field)); \
+				memcpy(&p->field, &order[i]->field, sizeof(p->field));       \
 				p->dst_src = order[i]->src.name;                     \
 				break;                                               \
 			}                                                            \
 		}                                                                    \
 	} while (0)
-#define HEAD(l) (l)
-#define BULK(l) ((l)->bulk)
-#define PICK(field, name, dst_src) PICK_FROM(HEAD, field, name, dst_src)
 	/* Defaults first; PICK leaves them where no layer sets a value. */
 	p->release = CUMEMCAP_RELEASE_IDLE;
 	p->release_idle_ms = CUMEMCAP_DEFAULT_RELEASE_IDLE_MS;
 	p->log = CUMEMCAP_LOG_FILE;
-	cumemcap_copy_str(p->log_path, sizeof(p->log_path), cumemcap_start_str(default_log));
+	snprintf(p->log_path, sizeof(p->log_path), "%s", default_log);
 	p->log_interval_ms = CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
 	p->overhead_estimate = CUMEMCAP_DEFAULT_OVERHEAD_ESTIMATE;
 	PICK(count, count, count_src);
@@ -304,14 +291,11 @@ static CUMEMCAP_START_CODE void resolve_process_wide(struct cumemcap_policy *p)
 			break;
 		}
 	PICK(log, log, log_src);
-	PICK_FROM(BULK, log_path, log, log_src);
+	PICK(log_path, log, log_src);
 	PICK(log_interval_ms, interval, interval_src);
-	PICK_FROM(BULK, metrics_path, metrics, metrics_src);
+	PICK(metrics_path, metrics, metrics_src);
 	PICK(debug_doors, debug, debug_src);
 #undef PICK
-#undef PICK_FROM
-#undef HEAD
-#undef BULK
 }
 
 /* The error of finish's last check. Out of line, with its 2 KB of
@@ -334,17 +318,14 @@ static __attribute__((noinline, cold)) bool preallocate_without_pool(const struc
  * policy in .bss. Not clearing it here keeps the pages of what no setting
  * reaches (device sections, unused layers) untouched, so a process that
  * never uses CUDA does not fault them in at start. */
-static CUMEMCAP_START_CODE bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *path,
+static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *path,
 		   const char *text, size_t len, const char *program, char *err, size_t errlen)
 {
-	/* Without stdio, whose pages a configured program that never uses
-	 * CUDA need not touch (platform/start.h). */
-	cumemcap_policy_link(p);
-	cumemcap_copy_str(p->program, sizeof(p->program), program ? program : "");
+	snprintf(p->program, sizeof(p->program), "%s", program ? program : "");
 	if (!read_env(p, get, err, errlen))
 		return false;
 	if (path && path[0]) {
-		cumemcap_copy_str(p->config_path, sizeof(p->config_path), path);
+		snprintf(p->config_path, sizeof(p->config_path), "%s", path);
 		struct file_state st = { .p = p, .kind = SECTION_GLOBAL, .layer = &p->file };
 		bool ok = cumemcap_config_parse(path, text, len, &file_handler, &st, err, errlen);
 		free(st.scratch);
@@ -362,7 +343,7 @@ static CUMEMCAP_START_CODE bool finish(struct cumemcap_policy *p, cumemcap_geten
 /* zeroed_out: out is all zero and may be left half-built on failure (the
  * process's own policy, whose failure ends the process): built in place.
  * Otherwise out is untouched on failure: built in a zeroed copy. */
-static CUMEMCAP_START_CODE bool build_from_text(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_fn get,
+static bool build_from_text(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_fn get,
 			    const char *path, const char *text, size_t len, const char *program,
 			    char *err, size_t errlen)
 {
@@ -374,10 +355,8 @@ static CUMEMCAP_START_CODE bool build_from_text(struct cumemcap_policy *out, boo
 		return false;
 	}
 	bool ok = finish(p, get, path, text, len, program, err, errlen);
-	if (ok) {
+	if (ok)
 		*out = *p;
-		cumemcap_policy_link(out);
-	}
 	free(p);
 	return ok;
 }
@@ -389,7 +368,7 @@ bool cumemcap_policy_build_from_text(struct cumemcap_policy *out, cumemcap_geten
 	return build_from_text(out, false, get, path, text, len, program, err, errlen);
 }
 
-static CUMEMCAP_START_CODE bool build(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_fn get,
+static bool build(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_fn get,
 		  const char *config_path, const char *program, char *err, size_t errlen)
 {
 	char *text = NULL;
@@ -414,7 +393,7 @@ bool cumemcap_policy_build(struct cumemcap_policy *out, cumemcap_getenv_fn get,
 	return build(out, false, get, config_path, program, err, errlen);
 }
 
-CUMEMCAP_START_CODE bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, char *out, size_t len,
+bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, char *out, size_t len,
 				 char *err, size_t errlen)
 {
 	const char *named = get(config_variable);
@@ -460,7 +439,7 @@ static void withhold(const char *path, char *err, size_t errlen)
 		 "check the file with cumemcap --check-config)", path, line);
 }
 
-static CUMEMCAP_START_CODE bool build_process(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_fn get,
+static bool build_process(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_fn get,
 			  bool secure, const char *default_path, uid_t owner, const char *program,
 			  char *err, size_t errlen, char *note, size_t notelen)
 {
@@ -531,7 +510,7 @@ void cumemcap_source_format(const struct cumemcap_policy *p, const struct cumemc
 
 /* ---- the program's name ------------------------------------------------------ */
 
-static CUMEMCAP_START_CODE const char *base_name(const char *path)
+static const char *base_name(const char *path)
 {
 	const char *name = path;
 	for (const char *c = path; *c; c++)
@@ -540,57 +519,19 @@ static CUMEMCAP_START_CODE const char *base_name(const char *path)
 	return name;
 }
 
-/* fnmatch(pattern, s, 0) for the patterns below: literals, '*' and
- * "[0-9]" ranges (the constructor runs this; fnmatch's pages it need not
- * touch). */
-static CUMEMCAP_START_CODE bool glob_match(const char *p, const char *s)
+static bool is_interpreter(const char *name)
 {
-	for (;; p++, s++) {
-		if (*p == '*') {
-			for (;; s++) {
-				if (glob_match(p + 1, s))
-					return true;
-				if (!*s)
-					return false;
-			}
-		}
-		if (*p == '[') {
-			if (!*s || *s < p[1] || *s > p[3])
-				return false;
-			p += 4; /* "[a-b" and the ']' the loop steps over */
-			continue;
-		}
-		if (*p != *s)
-			return false;
-		if (!*p)
-			return true;
-	}
-}
-
-static CUMEMCAP_START_CODE bool is_interpreter(const char *name)
-{
-	static CUMEMCAP_START_CONST const char globs[][16] = {
+	static const char globs[][16] = {
 		"python", "python[0-9]*", "pypy*", "perl", "perl5*", "ruby*", "node", "nodejs",
 		"bash", "sh", "dash", "zsh", "Rscript", "julia", "lua*", "php*"
 	};
 	for (size_t g = 0; g < sizeof(globs) / sizeof(globs[0]); g++)
-		if (glob_match(globs[g], name))
+		if (fnmatch(globs[g], name, 0) == 0)
 			return true;
 	return false;
 }
 
-static CUMEMCAP_START_CODE bool same(const char *a, const char *b)
-{
-	while (*a && *a == *b)
-		a++, b++;
-	return *a == *b;
-}
-
-/* The options cumemcap_program_name knows. */
-static CUMEMCAP_START_CONST const char opt_m[] = "-m", opt_c[] = "-c", opt_e[] = "-e", opt_stdin[] = "-",
-				      opt_end[] = "--", opt_W[] = "-W", opt_X[] = "-X";
-
-CUMEMCAP_START_CODE void cumemcap_program_name(int argc, char *const *argv, char *out, size_t len)
+void cumemcap_program_name(int argc, char *const *argv, char *out, size_t len)
 {
 	if (len == 0)
 		return;
@@ -601,16 +542,15 @@ CUMEMCAP_START_CODE void cumemcap_program_name(int argc, char *const *argv, char
 	if (is_interpreter(name)) {
 		for (int i = 1; i < argc && argv[i]; i++) {
 			const char *a = argv[i];
-			if (same(a, opt_m) && i + 1 < argc && argv[i + 1]) {
+			if (strcmp(a, "-m") == 0 && i + 1 < argc && argv[i + 1]) {
 				name = argv[i + 1];
 				break;
 			}
-			if (same(a, opt_c) || same(a, opt_e) || same(a, opt_stdin) ||
-			    same(a, opt_end))
+			if (strcmp(a, "-c") == 0 || strcmp(a, "-e") == 0 || strcmp(a, "-") == 0 || strcmp(a, "--") == 0)
 				break; /* inline code or stdin: the interpreter's own name */
 			if (a[0] == '-') {
 				/* Options that take a separate value (python -W/-X). */
-				if ((same(a, opt_W) || same(a, opt_X)) && i + 1 < argc)
+				if ((strcmp(a, "-W") == 0 || strcmp(a, "-X") == 0) && i + 1 < argc)
 					i++;
 				continue;
 			}
@@ -618,35 +558,23 @@ CUMEMCAP_START_CODE void cumemcap_program_name(int argc, char *const *argv, char
 			break;
 		}
 	}
-	cumemcap_copy_str(out, len, name);
+	snprintf(out, len, "%s", name);
 }
 
 /* ---- the process's policy ---------------------------------------------------- */
 
-/* Page-aligned: what a start configured by variables writes of it lies
- * in its first page (policy.h). */
-#if defined(__clang__)
-/* clang takes a section it does not know by name for data (PROGBITS: 48 KB
- * of zeros in the file, a file-backed mapping of its own); its pragma makes
- * it zero-fill, as gcc does for .lbss.* by name. */
-#pragma clang section bss = ".lbss.cumemcap_policy"
-static struct cumemcap_policy the_policy __attribute__((aligned(4096)));
-#pragma clang section bss = ""
-#else
-static struct cumemcap_policy the_policy __attribute__((aligned(4096), section(".lbss.cumemcap_policy")));
-#endif
-static CUMEMCAP_START_DATA pthread_once_t policy_once = PTHREAD_ONCE_INIT;
-static CUMEMCAP_START_DATA _Atomic bool policy_ready; /* the fast path once built */
-/* What the constructor saw (cumemcap_policy_start), together on one page:
- * it is all a process with nothing configured touches before main. */
-static CUMEMCAP_START_DATA struct {
+static struct cumemcap_policy the_policy;
+static pthread_once_t policy_once = PTHREAD_ONCE_INIT;
+static _Atomic bool policy_ready; /* the fast path once built */
+/* What the constructor saw (cumemcap_policy_start). */
+static struct {
 	int argc;
 	char *const *argv;
 	bool bare;                          /* nothing configured at start */
 	char program[CUMEMCAP_PROGRAM_MAX]; /* bare: the name, taken at start */
 } start;
 
-CUMEMCAP_START_CODE void cumemcap_policy_set_args(int argc, char *const *argv)
+void cumemcap_policy_set_args(int argc, char *const *argv)
 {
 	start.argc = argc;
 	start.argv = argv;
@@ -658,7 +586,7 @@ extern char **environ;
  * one), no file at the default path (cumemcap_policy_config_path's test),
  * no secure execution: the policy is the defaults, whenever it is built. */
 
-static CUMEMCAP_START_CODE bool nothing_configured(void)
+static bool nothing_configured(void)
 {
 	if (getauxval(AT_SECURE) != 0)
 		return false;
@@ -673,7 +601,7 @@ static CUMEMCAP_START_CODE bool nothing_configured(void)
 	return lstat(default_config, &st) != 0;
 }
 
-CUMEMCAP_START_CODE bool cumemcap_policy_start(int argc, char *const *argv)
+bool cumemcap_policy_start(int argc, char *const *argv)
 {
 	cumemcap_policy_set_args(argc, argv);
 	if (!nothing_configured()) {
@@ -689,7 +617,7 @@ CUMEMCAP_START_CODE bool cumemcap_policy_start(int argc, char *const *argv)
 	return false;
 }
 
-static CUMEMCAP_START_CODE const char *env_get(const char *name)
+static const char *env_get(const char *name)
 {
 	return getenv(name);
 }
@@ -727,7 +655,10 @@ static void program_from_exe(char *out, size_t len)
 	if (n <= 0 || (size_t)n >= sizeof(path) - 1)
 		return;
 	path[n] = '\0';
-	cumemcap_copy_str(out, len, base_name(path));
+	const char *name = base_name(path);
+	size_t k = strnlen(name, len - 1); /* len > 0: out[0] was written */
+	memcpy(out, name, k);
+	out[k] = '\0';
 }
 
 /* One line per CUMEMCAP_ variable cumemcap does not know: the program
@@ -739,13 +670,12 @@ static __attribute__((noinline, cold)) void name_unknown(const char *entry)
 		cumemcap_msg("%s", line);
 }
 
-static CUMEMCAP_START_CODE void policy_init(void)
+static void policy_init(void)
 {
 	static char err[2048]; /* written only on failure */
-	/* Written and read only under secure execution (build_process): in
-	 * .bss, a page no other start touches. */
+	/* Written and read only under secure execution (build_process). */
 	static char note[CUMEMCAP_PATH_MAX + 256];
-	static CUMEMCAP_START_LARGE char program[CUMEMCAP_PROGRAM_MAX]; /* written before main */
+	static char program[CUMEMCAP_PROGRAM_MAX]; /* written before main */
 	/* In place: the_policy is zero (.bss) and built once; a failure ends
 	 * the process. */
 	if (start.bare) {
@@ -776,7 +706,7 @@ static CUMEMCAP_START_CODE void policy_init(void)
 	atomic_store_explicit(&policy_ready, true, memory_order_release);
 }
 
-CUMEMCAP_START_CODE const struct cumemcap_policy *cumemcap_policy(void)
+const struct cumemcap_policy *cumemcap_policy(void)
 {
 	/* Asked on every pooled alloc and free: one load, not a call into
 	 * libc, once the policy is built. */

@@ -97,32 +97,8 @@ struct cumemcap_source {
 	const char *variable; /* FROM_ENV: the variable's name */
 };
 
-/* The long values of a layer: rule lists, paths and names, 12.5 KB that
- * few settings reach. Apart from the layer's head (below), so that the
- * heads of the environment's layer and the file's share the policy's
- * first page. */
-struct cumemcap_layer_bulk {
-	struct cumemcap_device_rules devices;
-	struct cumemcap_device_rules group_rules;
-	char log_path[CUMEMCAP_PATH_MAX];
-	char metrics_path[CUMEMCAP_PATH_MAX]; /* "" = off */
-	/* The group's name ("" = none), the text of its limit as given
-	 * (quoted, shortened, for messages), its directory. */
-	char group[CUMEMCAP_GROUP_NAME_MAX + 1];
-	char group_limit_text[96];
-	char group_dir[CUMEMCAP_PATH_MAX];
-	uint32_t group_gid_id; /* group_access=gid:GROUP: GROUP's gid */
-	/* Extra Prometheus labels, the text as given (policy-labels.c). */
-	char labels[CUMEMCAP_LABELS_MAX];
-};
-
 /* The settings one source (the environment, a program section, the file's
- * global part) can give; `set` says which it gave. The head: `set`, `src`
- * and the small values, about 450 bytes, which building the policy reads
- * (`set`) and a variable or a file's `limit` writes; the long values in
- * `bulk` (linked by cumemcap_policy_link for the policy's own layers).
- * Every page of a layer the start of a configured process touches is a
- * page fault (docs/benchmarks.md). */
+ * global part) can give; `set` says which it gave. */
 struct cumemcap_layer {
 	struct {
 		bool limit, devices, count, estimate, growth, pool, release, hints, log, interval, metrics,
@@ -146,10 +122,21 @@ struct cumemcap_layer {
 	enum cumemcap_log_target log;
 	uint32_t log_interval_ms;
 	/* The group's limit as one amount for every GPU, or a list
-	 * (bulk->group_rules.count > 0); what a request over a limit does. */
+	 * (group_rules.count > 0); what a request over a limit does. */
 	struct cumemcap_amount group_limit;
 	uint32_t wait_ms;
-	struct cumemcap_layer_bulk *bulk;
+	struct cumemcap_device_rules devices;
+	struct cumemcap_device_rules group_rules;
+	char log_path[CUMEMCAP_PATH_MAX];
+	char metrics_path[CUMEMCAP_PATH_MAX]; /* "" = off */
+	/* The group's name ("" = none), the text of its limit as given
+	 * (quoted, shortened, for messages), its directory. */
+	char group[CUMEMCAP_GROUP_NAME_MAX + 1];
+	char group_limit_text[96];
+	char group_dir[CUMEMCAP_PATH_MAX];
+	uint32_t group_gid_id; /* group_access=gid:GROUP: GROUP's gid */
+	/* Extra Prometheus labels, the text as given (policy-labels.c). */
+	char labels[CUMEMCAP_LABELS_MAX];
 };
 
 struct cumemcap_device_section {
@@ -160,16 +147,6 @@ struct cumemcap_device_section {
 	unsigned limit_line; /* of its limit */
 };
 
-/* The order is for the start of a configured process, which builds the
- * policy before main (each page it touches is a fault, platform/start.h):
- * what every build writes and every reader reads comes first (the values
- * after precedence, their sources, the layers' heads, whose `set` every
- * build reads and whose values a variable such as CUMEMCAP_LIMIT or a
- * file's global `limit` writes, the program's name, the first bytes of
- * the paths given defaults): all of it within the first 4 KiB, so that
- * the process's policy (page-aligned) costs one page there. Then the
- * layers' long values, the metrics path and the device sections, which
- * only the settings that give them fill. */
 struct cumemcap_policy {
 	/* Process-wide values after precedence, and where each came from. */
 	enum cumemcap_count count;
@@ -183,9 +160,6 @@ struct cumemcap_policy {
 	uint32_t log_interval_ms;
 	bool debug_doors;
 	bool secure; /* built for secure execution (AT_SECURE) */
-	/* Not next to another value a build sets to a constant: two such
-	 * stores merged are one 8-byte constant loaded from .rodata, a page
-	 * fault at a configured start. */
 	uint32_t release_idle_ms;
 	struct cumemcap_source count_src, estimate_src, growth_src, pool_src, release_src, hints_src, log_src, interval_src,
 		metrics_src, debug_src;
@@ -204,9 +178,6 @@ struct cumemcap_policy {
 	unsigned program_section_line; /* 0: no [program] section matched */
 	char group[CUMEMCAP_GROUP_NAME_MAX + 1];  /* "" = no group */
 
-	/* The layers' heads; their long values are the *_bulk below. */
-	struct cumemcap_layer env, file, program_layer;
-
 	/* The program name sections were matched against, and the file's
 	 * path ("" for none). */
 	char program[CUMEMCAP_PROGRAM_MAX];
@@ -214,29 +185,14 @@ struct cumemcap_policy {
 	char log_path[CUMEMCAP_PATH_MAX]; /* the template, CUMEMCAP_LOG_FILE only */
 	char group_dir[CUMEMCAP_PATH_MAX];        /* default CUMEMCAP_DEFAULT_GROUP_DIR */
 
-	struct cumemcap_layer_bulk env_bulk, file_bulk, program_bulk;
 	char metrics_path[CUMEMCAP_PATH_MAX]; /* the template; "" = off */
 	size_t program_section_count; /* [program] sections in the file, matching or not */
+	/* The sources the values above were resolved from. */
+	struct cumemcap_layer env, file, program_layer;
+
 	size_t device_section_count;
 	struct cumemcap_device_section device_sections[CUMEMCAP_MAX_DEVICE_SECTIONS];
 };
-
-/* What a configured start writes lies within the policy's first page: the
- * layers' heads, and the first bytes of the paths it gives defaults. */
-_Static_assert(offsetof(struct cumemcap_policy, program_layer) + sizeof(struct cumemcap_layer) <= 4096,
-	       "the layers' heads end within the policy's first page");
-_Static_assert(offsetof(struct cumemcap_policy, log_path) + sizeof(CUMEMCAP_DEFAULT_LOG) <= 4096 &&
-		       offsetof(struct cumemcap_policy, group_dir) + sizeof(CUMEMCAP_DEFAULT_GROUP_DIR) <= 4096,
-	       "the paths given defaults start within the policy's first page");
-
-/* Points p's layers at their long values: before anything parses into
- * them, and again after a copy of the policy (the links are addresses). */
-static inline void cumemcap_policy_link(struct cumemcap_policy *p)
-{
-	p->env.bulk = &p->env_bulk;
-	p->file.bulk = &p->file_bulk;
-	p->program_layer.bulk = &p->program_bulk;
-}
 
 /* Whether the layer l of p (&p->env, &p->program_layer or &p->file) gave
  * any setting; every reader of a layer asks first. */

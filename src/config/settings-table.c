@@ -9,14 +9,13 @@
 #include <stddef.h>
 
 #include "config/policy.h"
-#include "platform/start.h"
 
 /* Each setting's value and source live in a layer; these find them. */
 #define FIELD(name) offsetof(struct cumemcap_layer, set.name), offsetof(struct cumemcap_layer, src.name)
 
 #define PROCESS_WIDE (CUMEMCAP_IN_ENV | CUMEMCAP_IN_GLOBAL | CUMEMCAP_IN_PROGRAM)
 
-CUMEMCAP_START_CONST const struct cumemcap_setting cumemcap_settings[] = {
+const struct cumemcap_setting cumemcap_settings[] = {
 	{ "CUMEMCAP_LIMIT", "limit", PROCESS_WIDE | CUMEMCAP_IN_DEVICE, cumemcap_policy_parse_limit, FIELD(limit),
 	  "SIZE", "the limit on every GPU.",
 	  "The most device memory a process may hold on each GPU: bytes (1073741824), a number with "
@@ -121,6 +120,6 @@ CUMEMCAP_START_CONST const struct cumemcap_setting cumemcap_settings[] = {
 	  "fail", "fail", NULL },
 };
 
-CUMEMCAP_START_CONST const size_t cumemcap_setting_count = sizeof(cumemcap_settings) / sizeof(cumemcap_settings[0]);
+const size_t cumemcap_setting_count = sizeof(cumemcap_settings) / sizeof(cumemcap_settings[0]);
 _Static_assert(sizeof(cumemcap_settings) / sizeof(cumemcap_settings[0]) <= CUMEMCAP_SETTINGS_MAX,
 	       "CUMEMCAP_SETTINGS_MAX holds every setting");

@@ -4,7 +4,6 @@
  * Thread safety: lookups that only read constant data and the environment. */
 #include "config.h"
 #include "config/settings.h"
-#include "platform/start.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +11,7 @@
 
 #include "config/cfgfile.h"
 
-CUMEMCAP_START_CODE const struct cumemcap_setting *cumemcap_setting_by_key(const char *key)
+const struct cumemcap_setting *cumemcap_setting_by_key(const char *key)
 {
 	for (size_t i = 0; i < cumemcap_setting_count; i++)
 		if (strcmp(cumemcap_settings[i].key, key) == 0)
@@ -44,7 +43,7 @@ const struct cumemcap_setting *cumemcap_setting_by_flag(const char *flag)
 
 /* Every CUMEMCAP_ variable that is not a setting (those are the table's)
  * and that some part of cumemcap reads; any other is named as unknown. */
-CUMEMCAP_START_CONST const char cumemcap_other_variables[][CUMEMCAP_VARIABLE_MAX] = {
+const char cumemcap_other_variables[][CUMEMCAP_VARIABLE_MAX] = {
 	"CUMEMCAP_CONFIG",        /* the configuration file: policy.c, the launcher */
 	"CUMEMCAP_NAMED_UNKNOWN", /* the unknown variables the launcher has named */
 	"CUMEMCAP_LAUNCHED",      /* the pid the launcher exec'd as: it says where its log went */
@@ -60,11 +59,11 @@ CUMEMCAP_START_CONST const char cumemcap_other_variables[][CUMEMCAP_VARIABLE_MAX
 	"CUMEMCAP_TEST_USERS_NAMESPACE", "CUMEMCAP_TEST_REQUIRE_PROGRAMS",
 };
 
-CUMEMCAP_START_CONST const size_t cumemcap_other_variable_count =
+const size_t cumemcap_other_variable_count =
 	sizeof(cumemcap_other_variables) / sizeof(cumemcap_other_variables[0]);
 
 /* Whether entry ("NAME=VALUE" or "NAME") names the variable `name`. */
-static CUMEMCAP_START_CODE bool names(const char *entry, const char *name)
+static bool names(const char *entry, const char *name)
 {
 	size_t i = 0;
 	while (name[i] && entry[i] == name[i])
@@ -72,9 +71,9 @@ static CUMEMCAP_START_CODE bool names(const char *entry, const char *name)
 	return !name[i] && (entry[i] == '=' || entry[i] == '\0');
 }
 
-static CUMEMCAP_START_CONST const char prefix[] = "CUMEMCAP_";
+static const char prefix[] = "CUMEMCAP_";
 
-CUMEMCAP_START_CODE bool cumemcap_variable_unknown(const char *entry)
+bool cumemcap_variable_unknown(const char *entry)
 {
 	for (size_t i = 0; prefix[i]; i++)
 		if (entry[i] != prefix[i])

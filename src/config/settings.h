@@ -30,11 +30,8 @@ typedef bool (*cumemcap_setting_parser)(struct cumemcap_layer *l, const char *va
 #define CUMEMCAP_KEY_MAX 24
 
 struct cumemcap_setting {
-	/* CUMEMCAP_LIMIT: in the table (.data.rel.ro), not in .rodata, whose
-	 * first read costs a configured start a page fault (read_env reads
-	 * every name; platform/start.h). */
-	char variable[CUMEMCAP_VARIABLE_MAX];
-	char key[CUMEMCAP_KEY_MAX]; /* limit; an array for the same reason */
+	char variable[CUMEMCAP_VARIABLE_MAX]; /* CUMEMCAP_LIMIT */
+	char key[CUMEMCAP_KEY_MAX];           /* limit */
 	unsigned scope;       /* enum cumemcap_scope bits */
 	cumemcap_setting_parser parse;
 	size_t set_off, src_off; /* the layer's set.NAME and src.NAME */

@@ -31,7 +31,6 @@
 #include "state/ledger.h"
 #include "log/log.h"
 #include "platform/msg.h"
-#include "platform/start.h"
 #include "config/hints.h"
 #include "config/policy.h"
 #include "state/track.h"
@@ -84,7 +83,7 @@ static void fork_child(void)
 
 /* The start proper: join the group, set the framework hints, take the
  * log's snapshot, register the fork handlers. */
-static CUMEMCAP_START_DATA _Atomic bool started; /* the destructor has something to end */
+static _Atomic bool started; /* the destructor has something to end */
 
 /* A group that cannot be joined stops the program here: never uncapped.
  * Without a group nothing here can fail (the registry is only noted). */

@@ -25,7 +25,6 @@
 #include "arena/arena.h"
 #include "state/device.h"
 #include "platform/worker.h"
-#include "platform/start.h"
 
 _Atomic bool cumemcap_wired;
 
@@ -40,13 +39,13 @@ static void wire(void)
 
 /* The rest of a start the constructor left to the first hook (shim.c:
  * a process nothing configures); hook_came once the first hook looked. */
-static CUMEMCAP_START_DATA void (*_Atomic deferred_start)(void);
+static void (*_Atomic deferred_start)(void);
 
 static void hook_came(void)
 {
 }
 
-CUMEMCAP_START_CODE bool cumemcap_wire_defer(void (*start)(void))
+bool cumemcap_wire_defer(void (*start)(void))
 {
 	void (*none)(void) = NULL;
 	return atomic_compare_exchange_strong(&deferred_start, &none, start);

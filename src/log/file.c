@@ -31,7 +31,6 @@
 
 #include "log/log.h"
 #include "log/log-internal.h"
-#include "platform/start.h"
 #include "config/policy.h"
 
 pthread_mutex_t log_open_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -89,21 +88,18 @@ bool log_suffixed(const char *name, unsigned n, char *out, size_t cap)
 	return !o.lost;
 }
 
-CUMEMCAP_START_DATA bool log_env_taken;
+bool log_env_taken;
 /* The default template under $TMPDIR ("" when not: the policy's). */
-static CUMEMCAP_START_LARGE char default_template[CUMEMCAP_PATH_MAX];
+static char default_template[CUMEMCAP_PATH_MAX];
 
-static CUMEMCAP_START_CONST const char default_log[] = CUMEMCAP_DEFAULT_LOG, tmpdir[] = "TMPDIR";
+static const char default_log[] = CUMEMCAP_DEFAULT_LOG, tmpdir[] = "TMPDIR";
 
 /* The template under tmp, when tmp names a directory anyone meant;
  * default_template (zero until now) is left alone otherwise. */
-static CUMEMCAP_START_CODE void template_under(const char *tmp)
+static void template_under(const char *tmp)
 {
 	if (!tmp || tmp[0] != '/')
 		return;
-	/* Written byte by byte, as the constructor runs it: no stdio, no
-	 * string function of libc's (their pages a program without CUDA
-	 * may never touch). */
 	char *d = default_template;
 	const size_t cap = sizeof(default_template) - 1; /* and the NUL */
 	size_t o = 0, n = 0;
@@ -143,7 +139,7 @@ static CUMEMCAP_START_CODE void template_under(const char *tmp)
 	d[lost ? 0 : o] = '\0';
 }
 
-CUMEMCAP_START_CODE void log_file_init(void)
+void log_file_init(void)
 {
 	const struct cumemcap_policy *p = cumemcap_policy();
 	if (p->secure || p->log != CUMEMCAP_LOG_FILE || p->log_src.origin != CUMEMCAP_FROM_DEFAULT ||
@@ -152,7 +148,7 @@ CUMEMCAP_START_CODE void log_file_init(void)
 	template_under(secure_getenv(tmpdir));
 }
 
-CUMEMCAP_START_CODE void log_file_capture(void)
+void log_file_capture(void)
 {
 	template_under(secure_getenv(tmpdir));
 }

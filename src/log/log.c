@@ -53,7 +53,6 @@
 #include <time.h>
 
 #include "log/log-internal.h"
-#include "platform/start.h"
 #include "driver/nvml.h"
 #include "state/group.h"
 #include "state/ledger.h"
@@ -98,14 +97,14 @@ void cumemcap_log_init(void)
 	ensure_snapshot();
 }
 
-CUMEMCAP_START_CODE void cumemcap_log_start_env(void)
+void cumemcap_log_start_env(void)
 {
 	log_metrics_init();
 	log_file_capture();
 	log_env_taken = true;
 }
 
-CUMEMCAP_START_CODE void cumemcap_log_policy_env(void)
+void cumemcap_log_policy_env(void)
 {
 	log_metrics_init();
 	log_file_init();

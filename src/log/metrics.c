@@ -40,7 +40,6 @@
 #include <unistd.h>
 
 #include "log/log-internal.h"
-#include "platform/start.h"
 #include "state/group.h"
 #include "state/figures.h"
 #include "config/policy.h"
@@ -60,7 +59,7 @@ static struct stat companion_st;
 static uint64_t last_sweep_ms;
 
 /* The Downward API's names, copied in the constructor. */
-static CUMEMCAP_START_CONST const struct {
+static const struct {
 	char variable[16];
 	const char *label;
 } downward[] = {
@@ -70,16 +69,16 @@ static CUMEMCAP_START_CONST const struct {
 	{ "CONTAINER_NAME", "container" },
 };
 #define N_DOWNWARD (sizeof(downward) / sizeof(downward[0]))
-static CUMEMCAP_START_LARGE char downward_value[N_DOWNWARD][LABEL_VALUE_MAX + 1];
+static char downward_value[N_DOWNWARD][LABEL_VALUE_MAX + 1];
 
-CUMEMCAP_START_CODE void log_metrics_init(void)
+void log_metrics_init(void)
 {
 	for (size_t i = 0; i < N_DOWNWARD; i++) {
 		/* Under secure execution the caller chose the environment:
 		 * no label of a setuid program's comes from it. */
 		const char *v = secure_getenv(downward[i].variable);
 		if (v) /* "" otherwise, as it is: nothing written */
-			cumemcap_copy_str(downward_value[i], sizeof(downward_value[i]), v);
+			snprintf(downward_value[i], sizeof(downward_value[i]), "%s", v);
 	}
 }
 

@@ -1,5 +1,5 @@
 /* bench: startup, what preloading the shim costs a program that never uses
- * CUDA (issue 17's target: at most +0.3 ms and 10 page faults).
+ * CUDA (the bound: at most +0.5 ms and +20 page faults over no preload).
  *
  *   startup SHIM [ROUNDS [EXECS]]
  *

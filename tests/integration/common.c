@@ -196,94 +196,90 @@ static void *must_dlsym(void *h, const char *name)
 }
 
 /* (field, exported name, base name, version, flags) for the two run-time
- * doors. */
-#define API_ENTRIES(X)                                                                    \
-	X(cuInit, "cuInit", "cuInit", 2000, 0)                                            \
-	X(cuDeviceGet, "cuDeviceGet", "cuDeviceGet", 2000, 0)                             \
-	X(cuDeviceGetCount, "cuDeviceGetCount", "cuDeviceGetCount", 2000, 0)              \
-	X(cuDeviceTotalMem, "cuDeviceTotalMem_v2", "cuDeviceTotalMem", 3020, 0)           \
-	X(cuDeviceGetUuid, "cuDeviceGetUuid", "cuDeviceGetUuid", 9020, 0)                 \
-	X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", 7000, 0) \
+ * doors; API_SAME for an entry point whose three names are one. */
+#define API_SAME(X, name, version) X(name, #name, #name, version, 0)
+#define API_ENTRIES(X)                                                                \
+	API_SAME(X, cuInit, 2000)                                                     \
+	API_SAME(X, cuDeviceGet, 2000)                                                \
+	API_SAME(X, cuDeviceGetCount, 2000)                                           \
+	X(cuDeviceTotalMem, "cuDeviceTotalMem_v2", "cuDeviceTotalMem", 3020, 0)       \
+	API_SAME(X, cuDeviceGetUuid, 9020)                                            \
+	API_SAME(X, cuDevicePrimaryCtxRetain, 7000)                                   \
 	X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease", 11000, 0) \
 	X(cuDevicePrimaryCtxRelease_legacy, "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease", 7000, 0) \
 	X(cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset_v2", "cuDevicePrimaryCtxReset", 11000, 0) \
 	X(cuDevicePrimaryCtxReset_legacy, "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset", 7000, 0) \
-	X(cuDevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState", "cuDevicePrimaryCtxGetState", 7000, 0) \
+	API_SAME(X, cuDevicePrimaryCtxGetState, 7000)                                 \
 	X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", "cuStreamBeginCapture", 10010, 0) \
-	X(cuStreamEndCapture, "cuStreamEndCapture", "cuStreamEndCapture", 10000, 0)       \
-	X(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode",         \
-	  "cuThreadExchangeStreamCaptureMode", 10010, 0)                                  \
-	X(cuGraphDestroy, "cuGraphDestroy", "cuGraphDestroy", 10000, 0)                   \
-	X(cuGraphCreate, "cuGraphCreate", "cuGraphCreate", 10000, 0)                      \
-	X(cuGraphAddMemAllocNode, "cuGraphAddMemAllocNode", "cuGraphAddMemAllocNode", 11040, 0) \
-	X(cuGraphAddMemFreeNode, "cuGraphAddMemFreeNode", "cuGraphAddMemFreeNode", 11040, 0) \
-	X(cuGraphAddNode, "cuGraphAddNode_v2", "cuGraphAddNode", 12030, 0)                \
+	API_SAME(X, cuStreamEndCapture, 10000)                                        \
+	API_SAME(X, cuThreadExchangeStreamCaptureMode, 10010)                         \
+	API_SAME(X, cuGraphDestroy, 10000)                                            \
+	API_SAME(X, cuGraphCreate, 10000)                                             \
+	API_SAME(X, cuGraphAddMemAllocNode, 11040)                                    \
+	API_SAME(X, cuGraphAddMemFreeNode, 11040)                                     \
+	X(cuGraphAddNode, "cuGraphAddNode_v2", "cuGraphAddNode", 12030, 0)            \
 	X(cuGraphInstantiate_legacy, "cuGraphInstantiate_v2", "cuGraphInstantiate", 11000, 0) \
-	X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", "cuGraphInstantiateWithFlags", 11040, 0) \
-	X(cuGraphInstantiateWithParams, "cuGraphInstantiateWithParams", "cuGraphInstantiateWithParams", 12000, 0) \
-	X(cuGraphUpload, "cuGraphUpload", "cuGraphUpload", 11010, 0)                      \
-	X(cuGraphLaunch, "cuGraphLaunch", "cuGraphLaunch", 10000, 0)                      \
-	X(cuGraphExecDestroy, "cuGraphExecDestroy", "cuGraphExecDestroy", 10000, 0)       \
-	X(cuDeviceGraphMemTrim, "cuDeviceGraphMemTrim", "cuDeviceGraphMemTrim", 11040, 0) \
-	X(cuDeviceGetGraphMemAttribute, "cuDeviceGetGraphMemAttribute", "cuDeviceGetGraphMemAttribute", 11040, 0) \
-	X(cuCtxPushCurrent, "cuCtxPushCurrent_v2", "cuCtxPushCurrent", 4000, 0)           \
-	X(cuCtxPopCurrent, "cuCtxPopCurrent_v2", "cuCtxPopCurrent", 4000, 0)              \
-	X(cuCtxSetCurrent, "cuCtxSetCurrent", "cuCtxSetCurrent", 4000, 0)                 \
-	X(cuCtxCreate, "cuCtxCreate_v2", "cuCtxCreate", 3020, 0)                          \
-	X(cuCtxDestroy, "cuCtxDestroy_v2", "cuCtxDestroy", 4000, 0)                       \
-	X(cuCtxSynchronize, "cuCtxSynchronize", "cuCtxSynchronize", 2000, 0)              \
-	X(cuMemGetInfo, "cuMemGetInfo_v2", "cuMemGetInfo", 3020, 0)                       \
-	X(cuMemAlloc, "cuMemAlloc_v2", "cuMemAlloc", 3020, 0)                             \
-	X(cuMemAlloc_legacy, "cuMemAlloc", "cuMemAlloc", 2000, 0)                         \
-	X(cuMemFree_legacy, "cuMemFree", "cuMemFree", 2000, 0)                            \
-	X(cuMemAllocPitch, "cuMemAllocPitch_v2", "cuMemAllocPitch", 3020, 0)              \
-	X(cuMemAllocManaged, "cuMemAllocManaged", "cuMemAllocManaged", 6000, 0)           \
-	X(cuMemFree, "cuMemFree_v2", "cuMemFree", 3020, 0)                                \
-	X(cuMemsetD8, "cuMemsetD8_v2", "cuMemsetD8", 3020, 0)                             \
-	X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", "cuMemcpyHtoD", 3020, 0)                       \
-	X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", "cuMemcpyDtoH", 3020, 0)                       \
-	X(cuStreamCreate, "cuStreamCreate", "cuStreamCreate", 2000, 0)                    \
-	X(cuStreamSynchronize, "cuStreamSynchronize", "cuStreamSynchronize", 2000, 0)     \
-	X(cuStreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy", 4000, 0)              \
-	X(cuMemAllocAsync, "cuMemAllocAsync", "cuMemAllocAsync", 11020, 0)                \
-	X(cuMemFreeAsync, "cuMemFreeAsync", "cuMemFreeAsync", 11020, 0)                   \
-	X(cuMemAllocAsync_ptsz, "cuMemAllocAsync_ptsz", "cuMemAllocAsync", 11020,         \
-	  CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)                                  \
-	X(cuMemFreeAsync_ptsz, "cuMemFreeAsync_ptsz", "cuMemFreeAsync", 11020,            \
-	  CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)                                  \
-	X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync", 11020, 0) \
-	X(cuMemPoolCreate, "cuMemPoolCreate", "cuMemPoolCreate", 11020, 0)                \
-	X(cuMemPoolDestroy, "cuMemPoolDestroy", "cuMemPoolDestroy", 11020, 0)             \
-	X(cuMemPoolTrimTo, "cuMemPoolTrimTo", "cuMemPoolTrimTo", 11020, 0)                \
-	X(cuMemPoolGetAttribute, "cuMemPoolGetAttribute", "cuMemPoolGetAttribute", 11020, 0) \
-	X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", "cuDeviceGetDefaultMemPool", 11020, 0) \
-	X(cuDeviceSetMemPool, "cuDeviceSetMemPool", "cuDeviceSetMemPool", 11020, 0)       \
-	X(cuMemSetMemPool, "cuMemSetMemPool", "cuMemSetMemPool", 13000, 0)                \
-	X(cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity",                 \
-	  "cuMemGetAllocationGranularity", 10020, 0)                                      \
-	X(cuMemCreate, "cuMemCreate", "cuMemCreate", 10020, 0)                            \
-	X(cuMemRelease, "cuMemRelease", "cuMemRelease", 10020, 0)                         \
-	X(cuMemAddressReserve, "cuMemAddressReserve", "cuMemAddressReserve", 10020, 0)    \
-	X(cuMemAddressFree, "cuMemAddressFree", "cuMemAddressFree", 10020, 0)             \
-	X(cuMemMap, "cuMemMap", "cuMemMap", 10020, 0)                                     \
-	X(cuMemUnmap, "cuMemUnmap", "cuMemUnmap", 10020, 0)                               \
-	X(cuMemSetAccess, "cuMemSetAccess", "cuMemSetAccess", 10020, 0)                   \
-	X(cuMemRetainAllocationHandle, "cuMemRetainAllocationHandle",                     \
-	  "cuMemRetainAllocationHandle", 11000, 0)                                        \
-	X(cuMemExportToShareableHandle, "cuMemExportToShareableHandle",                   \
-	  "cuMemExportToShareableHandle", 10020, 0)                                       \
-	X(cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle",               \
-	  "cuMemImportFromShareableHandle", 10020, 0)                                     \
-	X(cuArrayCreate, "cuArrayCreate_v2", "cuArrayCreate", 3020, 0)                    \
-	X(cuArray3DCreate, "cuArray3DCreate_v2", "cuArray3DCreate", 3020, 0)              \
-	X(cuArrayDestroy, "cuArrayDestroy", "cuArrayDestroy", 2000, 0)                    \
-	X(cuMemsetD32Async, "cuMemsetD32Async", "cuMemsetD32Async", 3020, 0)              \
+	API_SAME(X, cuGraphInstantiateWithFlags, 11040)                               \
+	API_SAME(X, cuGraphInstantiateWithParams, 12000)                              \
+	API_SAME(X, cuGraphUpload, 11010)                                             \
+	API_SAME(X, cuGraphLaunch, 10000)                                             \
+	API_SAME(X, cuGraphExecDestroy, 10000)                                        \
+	API_SAME(X, cuDeviceGraphMemTrim, 11040)                                      \
+	API_SAME(X, cuDeviceGetGraphMemAttribute, 11040)                              \
+	X(cuCtxPushCurrent, "cuCtxPushCurrent_v2", "cuCtxPushCurrent", 4000, 0)       \
+	X(cuCtxPopCurrent, "cuCtxPopCurrent_v2", "cuCtxPopCurrent", 4000, 0)          \
+	API_SAME(X, cuCtxSetCurrent, 4000)                                            \
+	X(cuCtxCreate, "cuCtxCreate_v2", "cuCtxCreate", 3020, 0)                      \
+	X(cuCtxDestroy, "cuCtxDestroy_v2", "cuCtxDestroy", 4000, 0)                   \
+	API_SAME(X, cuCtxSynchronize, 2000)                                           \
+	X(cuMemGetInfo, "cuMemGetInfo_v2", "cuMemGetInfo", 3020, 0)                   \
+	X(cuMemAlloc, "cuMemAlloc_v2", "cuMemAlloc", 3020, 0)                         \
+	X(cuMemAlloc_legacy, "cuMemAlloc", "cuMemAlloc", 2000, 0)                     \
+	X(cuMemFree_legacy, "cuMemFree", "cuMemFree", 2000, 0)                        \
+	X(cuMemAllocPitch, "cuMemAllocPitch_v2", "cuMemAllocPitch", 3020, 0)          \
+	API_SAME(X, cuMemAllocManaged, 6000)                                          \
+	X(cuMemFree, "cuMemFree_v2", "cuMemFree", 3020, 0)                            \
+	X(cuMemsetD8, "cuMemsetD8_v2", "cuMemsetD8", 3020, 0)                         \
+	X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", "cuMemcpyHtoD", 3020, 0)                   \
+	X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", "cuMemcpyDtoH", 3020, 0)                   \
+	API_SAME(X, cuStreamCreate, 2000)                                             \
+	API_SAME(X, cuStreamSynchronize, 2000)                                        \
+	X(cuStreamDestroy, "cuStreamDestroy_v2", "cuStreamDestroy", 4000, 0)          \
+	API_SAME(X, cuMemAllocAsync, 11020)                                           \
+	API_SAME(X, cuMemFreeAsync, 11020)                                            \
+	X(cuMemAllocAsync_ptsz, "cuMemAllocAsync_ptsz", "cuMemAllocAsync",            \
+	  11020, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)                       \
+	X(cuMemFreeAsync_ptsz, "cuMemFreeAsync_ptsz", "cuMemFreeAsync",               \
+	  11020, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)                       \
+	API_SAME(X, cuMemAllocFromPoolAsync, 11020)                                   \
+	API_SAME(X, cuMemPoolCreate, 11020)                                           \
+	API_SAME(X, cuMemPoolDestroy, 11020)                                          \
+	API_SAME(X, cuMemPoolTrimTo, 11020)                                           \
+	API_SAME(X, cuMemPoolGetAttribute, 11020)                                     \
+	API_SAME(X, cuDeviceGetDefaultMemPool, 11020)                                 \
+	API_SAME(X, cuDeviceSetMemPool, 11020)                                        \
+	API_SAME(X, cuMemSetMemPool, 13000)                                           \
+	API_SAME(X, cuMemGetAllocationGranularity, 10020)                             \
+	API_SAME(X, cuMemCreate, 10020)                                               \
+	API_SAME(X, cuMemRelease, 10020)                                              \
+	API_SAME(X, cuMemAddressReserve, 10020)                                       \
+	API_SAME(X, cuMemAddressFree, 10020)                                          \
+	API_SAME(X, cuMemMap, 10020)                                                  \
+	API_SAME(X, cuMemUnmap, 10020)                                                \
+	API_SAME(X, cuMemSetAccess, 10020)                                            \
+	API_SAME(X, cuMemRetainAllocationHandle, 11000)                               \
+	API_SAME(X, cuMemExportToShareableHandle, 10020)                              \
+	API_SAME(X, cuMemImportFromShareableHandle, 10020)                            \
+	X(cuArrayCreate, "cuArrayCreate_v2", "cuArrayCreate", 3020, 0)                \
+	X(cuArray3DCreate, "cuArray3DCreate_v2", "cuArray3DCreate", 3020, 0)          \
+	API_SAME(X, cuArrayDestroy, 2000)                                             \
+	API_SAME(X, cuMemsetD32Async, 3020)                                           \
 	X(cuMemGetAddressRange, "cuMemGetAddressRange_v2", "cuMemGetAddressRange", 3020, 0) \
-	X(cuPointerGetAttribute, "cuPointerGetAttribute", "cuPointerGetAttribute", 4000, 0) \
-	X(cuPointerGetAttributes, "cuPointerGetAttributes", "cuPointerGetAttributes", 7000, 0) \
-	X(cuIpcGetMemHandle, "cuIpcGetMemHandle", "cuIpcGetMemHandle", 4010, 0)           \
-	X(cuIpcOpenMemHandle, "cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle", 11000, 0)    \
-	X(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", "cuIpcCloseMemHandle", 4010, 0)
+	API_SAME(X, cuPointerGetAttribute, 4000)                                      \
+	API_SAME(X, cuPointerGetAttributes, 7000)                                     \
+	API_SAME(X, cuIpcGetMemHandle, 4010)                                          \
+	X(cuIpcOpenMemHandle, "cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle", 11000, 0) \
+	API_SAME(X, cuIpcCloseMemHandle, 4010)
 
 static void load_dlsym(void *h, struct api *a)
 {

@@ -1,12 +1,21 @@
-/* secure-probe: a CUDA client linked with the shim itself (not preloaded:
- * ld.so ignores LD_PRELOAD paths under secure execution) and the fake
- * driver, through absolute DT_RPATH entries, which ld.so still honours
- * for a setuid program. test_hardening.py copies it, makes the copy
- * setuid root and runs it as another user, so the kernel sets AT_SECURE
- * and the shim sees a real secure execution.
+/* secure-probe: a CUDA client for real secure execution: a test copies it,
+ * makes the copy setuid root and runs it as another user, so the kernel
+ * sets AT_SECURE and the shim sees a real secure execution. Built twice
+ * (meson.build):
+ *   - secure-probe, linked with the shim itself (not preloaded: ld.so
+ *     ignores LD_PRELOAD paths under secure execution) and the fake
+ *     driver, through absolute DT_RPATH entries, which ld.so still
+ *     honours for a setuid program (test_hardening.py);
+ *   - secure-hold (HOLD defined), linked with the fake driver only: the
+ *     shim comes from /etc/ld.so.preload, as on a node that preloads it
+ *     into every program (ld.so loads that file's libraries under secure
+ *     execution too). Run plainly under LD_PRELOAD, it is also
+ *     test_shared_secure.py's metrics writer.
  *
- * Prints AT_SECURE, then allocates 2 GiB in 256 MiB steps and prints how
- * much it got, so the caller can see whether a CUMEMCAP_LIMIT applied. */
+ * Prints AT_SECURE, allocates up to 2 GiB in 256 MiB steps and prints how
+ * much it got (so the caller sees which limit applied); with HOLD, then
+ * holds its memory until stdin closes (so the caller can read its
+ * metrics file). */
 #include <cuda.h>
 #include <stdio.h>
 #include <sys/auxv.h>
@@ -29,5 +38,10 @@ int main(void)
 			got += 256;
 	}
 	printf("allocated=%uMiB\n", got);
+#ifdef HOLD
+	fflush(stdout);
+	while (getchar() != EOF)
+		;
+#endif
 	return 0;
 }

@@ -29,6 +29,8 @@ import threading
 import time
 import unittest
 
+from harness import end_all, group_env
+
 SHIM, FAKE_DIR, LAUNCHER = sys.argv[1:4]
 del sys.argv[1:4]
 EXTRA = os.environ.get("LD_PRELOAD_EXTRA", "")
@@ -152,29 +154,11 @@ class Group(unittest.TestCase):
         self.procs = []
 
     def tearDown(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-            for f in (p.stdin, p.stdout, p.stderr):
-                if f:
-                    f.close()
+        end_all(self.procs)
         self.tmp.cleanup()
 
     def env(self, **extra):
-        env = dict(os.environ)
-        for k in list(env):
-            if k.startswith("CUMEMCAP_") or k.startswith("FAKECUDA_") or k == "CUDA_VISIBLE_DEVICES":
-                del env[k]
-        env.update({
-            "LD_PRELOAD": (EXTRA + ":" if EXTRA else "") + SHIM,
-            "LD_LIBRARY_PATH": FAKE_DIR,
-            "CUMEMCAP_GROUP_DIR": self.dir,
-            "CUMEMCAP_LOG": "off",
-            "CUMEMCAP_POOL": "off",
-        })
-        env.update({k: str(v) for k, v in extra.items()})
-        return env
+        return group_env(SHIM, FAKE_DIR, self.dir, **extra)
 
     def member(self, **extra):
         env = self.env(**extra)

@@ -15,6 +15,8 @@ import tempfile
 import time
 import unittest
 
+from harness import end_all
+
 SHIM, FAKE_DIR, LAUNCHER = sys.argv[1:4]
 del sys.argv[1:4]
 EXTRA = os.environ.get("LD_PRELOAD_EXTRA", "")
@@ -61,13 +63,7 @@ class GroupCli(unittest.TestCase):
         self.procs = []
 
     def tearDown(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-            for f in (p.stdin, p.stdout):
-                if f:
-                    f.close()
+        end_all(self.procs)
         self.tmp.cleanup()
 
     def env(self, add=None):
@@ -258,6 +254,21 @@ class GroupCli(unittest.TestCase):
         self.fails(1, "group", "show", "bad", want=(self.book("bad"), "wrong magic"))
         self.fails(1, "group", "set", "bad", "--limit", "1GiB", want=(self.book("bad"), "wrong magic"))
         self.fails(1, "group", "show", "nosuch", want=(self.book("nosuch"), "does not exist"))
+
+    def test_show_opens_no_link_and_no_other_file(self):
+        # Under a book's name: a link to a good book is not followed, and
+        # a FIFO or a directory is named for what it is (the FIFO without
+        # waiting for a writer).
+        self.member({"CUMEMCAP_GROUP": "good", "CUMEMCAP_GROUP_LIMIT": "1GiB"})
+        os.symlink(self.book("good"), self.book("link"))
+        os.mkfifo(self.book("pipe"), 0o600)
+        os.mkdir(self.book("dir"), 0o700)
+        self.fails(1, "group", "show", "link", want=(self.book("link"), "a symbolic link; a book is a regular file"))
+        self.fails(1, "group", "set", "link", "--limit", "2GiB", want=("a symbolic link",))
+        self.fails(1, "group", "show", "pipe", want=("not a regular file (a FIFO)",))
+        self.fails(1, "group", "set", "pipe", "--limit", "2GiB", want=("not a regular file",))
+        self.fails(1, "group", "show", "dir", want=("not a regular file (a directory)",))
+        self.assertEqual(self.jcli("group", "show", "good")["gpus"][0]["limit"], GiB)
 
     # ---- group set ------------------------------------------------------------------------
 

@@ -19,8 +19,9 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
+
+from harness import end_all, wait_for_series
 
 SHIM, FAKE_DIR = sys.argv[1:3]
 del sys.argv[1:3]
@@ -80,13 +81,7 @@ class Metrics(unittest.TestCase):
         self.procs = []
 
     def tearDown(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-            p.stdout.close()
-            p.stderr.close()
-            p.stdin.close()
+        end_all(self.procs)
         self.tmp.cleanup()
 
     def env(self, add):
@@ -112,17 +107,7 @@ class Metrics(unittest.TestCase):
 
     def file_of(self, p, name=None):
         """The text of p's metrics file (its name: cumemcap-PID.prom unless given), once it holds series."""
-        path = os.path.join(self.dir, name or "cumemcap-%d.prom" % p.pid)
-        for _ in range(300):
-            try:
-                with open(path) as f:
-                    text = f.read()
-                if "{" in text:
-                    return text
-            except FileNotFoundError:
-                pass
-            time.sleep(0.02)
-        self.fail("no metrics at %s: %s" % (path, os.listdir(self.dir)))
+        return wait_for_series(os.path.join(self.dir, name or "cumemcap-%d.prom" % p.pid))
 
     def stop(self, p):
         p.stdin.close()

@@ -25,23 +25,18 @@ import time
 import unittest
 
 import users
+from harness import CUDA_START, end_all, group_env
 
 SHIM, FAKE_DIR = sys.argv[1:3]
 del sys.argv[1:3]
-EXTRA = os.environ.get("LD_PRELOAD_EXTRA", "")
 OOM = 2  # CUDA_ERROR_OUT_OF_MEMORY
 # The users' interpreter: the test's own may live where they cannot go.
 PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 TEAM = "cmcap-team"  # a Unix group of ALICE only (SHARED holds both, as video does)
 
 # Allocates each MiB figure of argv in turn and prints the results.
-ONCE = r'''
-import ctypes, json, sys
-cu = ctypes.CDLL("libcuda.so.1")
-assert cu.cuInit(0) == 0
-c = ctypes.c_void_p()
-assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(c), 0) == 0
-assert cu.cuCtxSetCurrent(c) == 0
+ONCE = CUDA_START + r'''
+import json, sys
 out = []
 for mib in sys.argv[1:]:
     p = ctypes.c_uint64()
@@ -50,13 +45,8 @@ print(json.dumps(out), flush=True)
 '''
 
 # Takes `alloc MIB` and `exit` on stdin, answers one JSON line each.
-MEMBER = r'''
-import ctypes, json, os, sys
-cu = ctypes.CDLL("libcuda.so.1")
-assert cu.cuInit(0) == 0
-c = ctypes.c_void_p()
-assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(c), 0) == 0
-assert cu.cuCtxSetCurrent(c) == 0
+MEMBER = CUDA_START + r'''
+import json, os, sys
 print(json.dumps({"op": "ready"}), flush=True)
 held = []
 for line in sys.stdin:
@@ -103,33 +93,16 @@ class SharedBooks(unittest.TestCase):
         self.mounts = []
 
     def tearDown(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-            for f in (p.stdin, p.stdout, p.stderr):
-                if f:
-                    f.close()
+        end_all(self.procs)
         for m in self.mounts:
             subprocess.run(["umount", m])
 
     def env(self, d, **extra):
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("CUMEMCAP_", "FAKECUDA_")) and k != "CUDA_VISIBLE_DEVICES"}
-        env.update({
-            "LD_PRELOAD": (EXTRA + ":" if EXTRA else "") + self.shim,
-            "LD_LIBRARY_PATH": self.fake,
-            "FAKECUDA_DEVICES": "4GiB",
-            "CUMEMCAP_GROUP_DIR": d,
-            "CUMEMCAP_LOG": "off",
-            "CUMEMCAP_POOL": "off",
-            # A sanitizer must leave SIGBUS to the shim (a book cut under
-            # its mapping).
-            "ASAN_OPTIONS": "detect_leaks=0:handle_sigbus=0",
-            "TSAN_OPTIONS": "handle_sigbus=0",
-        })
-        env.update({k: str(v) for k, v in extra.items()})
-        return env
+        # A sanitizer must leave SIGBUS to the shim (a book cut under its
+        # mapping).
+        return group_env(self.shim, self.fake, d, **{"FAKECUDA_DEVICES": "4GiB",
+                                                     "ASAN_OPTIONS": "detect_leaks=0:handle_sigbus=0",
+                                                     "TSAN_OPTIONS": "handle_sigbus=0", **extra})
 
     def once(self, who, d, mibs, **extra):
         return users.run_as(who, [PYTHON, "-c", ONCE] + [str(m) for m in mibs], env=self.env(d, **extra))

@@ -28,6 +28,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import users  # noqa: E402
+from harness import CUDA_START  # noqa: E402
 
 GROUP_TOOL, REPORT_TOOL, SHIM, FAKE_DIR, FIXTURES = sys.argv[1:6]
 del sys.argv[1:6]
@@ -41,13 +42,8 @@ NAME_OFF, NAME_LEN = 80, 65
 
 # A member: joins its group's book (or its user's registry) at cuInit and
 # its first GPU, says "ready", then waits for stdin to close.
-MEMBER = r'''
-import ctypes, sys
-cu = ctypes.CDLL("libcuda.so.1")
-assert cu.cuInit(0) == 0
-ctx = ctypes.c_void_p()
-assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0
-assert cu.cuCtxSetCurrent(ctx) == 0
+MEMBER = CUDA_START + r'''
+import sys
 p = ctypes.c_uint64()
 assert cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(64 << 20)) == 0
 print("ready", flush=True)

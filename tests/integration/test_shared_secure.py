@@ -25,6 +25,7 @@ import time
 import unittest
 
 import users
+from harness import end_all, wait_for_series
 
 SHIM, FAKE_DIR, SECURE_HOLD = sys.argv[1:4]
 del sys.argv[1:4]
@@ -41,22 +42,6 @@ def clean_env(add):
            if not k.startswith(("CUMEMCAP_", "FAKECUDA_", "LD_")) and k not in LABEL_VARS}
     env.update(add)
     return env
-
-
-def wait_for_series(path, proc=None):
-    """The text of a metrics file once it holds a series."""
-    for _ in range(500):
-        try:
-            with open(path) as f:
-                text = f.read()
-            if "{" in text:
-                return text
-        except FileNotFoundError:
-            pass
-        if proc is not None and proc.poll() is not None:
-            break
-        time.sleep(0.02)
-    raise AssertionError("no metrics at %s: %s" % (path, sorted(os.listdir(os.path.dirname(path)))))
 
 
 def textfile_dir():
@@ -85,12 +70,7 @@ class SharedMetricsDirectory(unittest.TestCase):
         self.procs = []
 
     def tearDown(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-            for f in (p.stdin, p.stdout, p.stderr):
-                f.close()
+        end_all(self.procs)
 
     def start(self, user, name="cumemcap-%p.prom", expect=None):
         """A capped writer run by USER (None: root) of metrics file NAME
@@ -250,12 +230,7 @@ class SecureExecution(unittest.TestCase):
 
     def tearDown(self):
         os.unlink("/etc/ld.so.preload")
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-            for f in (p.stdin, p.stdout, p.stderr):
-                f.close()
+        end_all(self.procs)
         os.unlink("/etc/cumemcap.conf")
 
     def run_probe(self, exe, argv0, user=users.ALICE, add=None):

@@ -74,27 +74,34 @@ static void hooked(void)
 	CHECK((void *)A.cuMemExportToShareableHandle == shim_symbol("cuMemExportToShareableHandle"));
 }
 
-static void release_after_map(void)
+/* Asks for n handles of 256 MiB: the first `fit` are made, each mapped
+ * at va[i] and released at once (the mapping keeps it), readable and
+ * writable, and with fill filled with the byte i; the rest are refused
+ * for memory. */
+static void map_256mib(int n, int fit, bool fill, CUdeviceptr *va)
 {
-	enum { N = 8 };
-	CUmemGenericAllocationHandle h[N];
-	CUdeviceptr va[N];
-	int made = 0;
-	for (int i = 0; i < N; i++) {
-		CUresult r = A.cuMemCreate(&h[i], 256 * MiB, &device_prop, 0);
-		if (i >= 4) {
+	for (int i = 0; i < n; i++) {
+		CUmemGenericAllocationHandle h;
+		CUresult r = A.cuMemCreate(&h, 256 * MiB, &device_prop, 0);
+		if (i >= fit) {
 			CHECK_CU(CUDA_ERROR_OUT_OF_MEMORY, r);
 			continue;
 		}
 		OK(r);
 		OK(A.cuMemAddressReserve(&va[i], 256 * MiB, 0, 0, 0));
-		OK(A.cuMemMap(va[i], 256 * MiB, 0, h[i], 0));
-		OK(A.cuMemRelease(h[i]));
+		OK(A.cuMemMap(va[i], 256 * MiB, 0, h, 0));
+		OK(A.cuMemRelease(h));
 		grant_access(va[i], 256 * MiB);
-		OK(A.cuMemsetD8(va[i], (unsigned char)i, 256 * MiB));
-		made++;
+		if (fill)
+			OK(A.cuMemsetD8(va[i], (unsigned char)i, 256 * MiB));
 	}
-	CHECK(made == 4);
+}
+
+static void release_after_map(void)
+{
+	CUmemGenericAllocationHandle h;
+	CUdeviceptr va[4];
+	map_256mib(8, 4, true, va);
 	books(1 * GiB);
 	size_t fr, tot;
 	OK(A.cuMemGetInfo(&fr, &tot));
@@ -103,9 +110,9 @@ static void release_after_map(void)
 	/* The last mapping gone: the memory is free, and so is the room. */
 	OK(A.cuMemUnmap(va[0], 256 * MiB));
 	books(768 * MiB);
-	OK(A.cuMemCreate(&h[0], 256 * MiB, &device_prop, 0));
+	OK(A.cuMemCreate(&h, 256 * MiB, &device_prop, 0));
 	books(1 * GiB);
-	OK(A.cuMemRelease(h[0])); /* never mapped: freed at once */
+	OK(A.cuMemRelease(h)); /* never mapped: freed at once */
 	books(768 * MiB);
 	for (int i = 1; i < 4; i++) {
 		unsigned char c = 0;
@@ -318,24 +325,8 @@ static void threads(void)
 
 static void footprint(void)
 {
-	enum { N = 4 };
-	CUmemGenericAllocationHandle h[N];
-	CUdeviceptr va[N];
-	int made = 0;
-	for (int i = 0; i < N; i++) {
-		CUresult r = A.cuMemCreate(&h[i], 256 * MiB, &device_prop, 0);
-		if (i >= 2) {
-			CHECK_CU(CUDA_ERROR_OUT_OF_MEMORY, r);
-			continue;
-		}
-		OK(r);
-		OK(A.cuMemAddressReserve(&va[i], 256 * MiB, 0, 0, 0));
-		OK(A.cuMemMap(va[i], 256 * MiB, 0, h[i], 0));
-		OK(A.cuMemRelease(h[i]));
-		grant_access(va[i], 256 * MiB);
-		made++;
-	}
-	CHECK(made == 2);
+	CUdeviceptr va[2];
+	map_256mib(4, 2, false, va);
 	usleep(400 * 1000); /* samples read NVML again */
 	struct cumemcap_stats s = shim_stats(0);
 	CHECK(s.overhead == 300 * MiB);

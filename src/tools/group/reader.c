@@ -2,6 +2,8 @@
  * directory). Thread safety: single-threaded, as reader.h says. */
 #include "tools/group/reader.h"
 
+#include "platform/shared-file.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -39,33 +41,6 @@ static bool owner_ok(const struct stat *st, enum cumemcap_book_kind kind, const 
 	return true;
 }
 
-static const char *file_type(mode_t mode)
-{
-	if (S_ISFIFO(mode))
-		return "a FIFO";
-	if (S_ISSOCK(mode))
-		return "a socket";
-	if (S_ISDIR(mode))
-		return "a directory";
-	return "a device";
-}
-
-/* Open path without following a link or waiting on a FIFO, for writing
- * when allowed and asked. */
-static int open_shared(const char *path, bool try_write, bool *writable)
-{
-	const int flags = O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC;
-	*writable = false;
-	if (try_write) {
-		int fd = open(path, O_RDWR | flags);
-		if (fd >= 0) {
-			*writable = true;
-			return fd;
-		}
-	}
-	return open(path, O_RDONLY | flags);
-}
-
 bool gtool_copy_read(struct gtool_copy *c, const char *dir, enum cumemcap_book_kind kind, const char *name,
 		     bool try_write, char *why, size_t whylen)
 {
@@ -73,23 +48,25 @@ bool gtool_copy_read(struct gtool_copy *c, const char *dir, enum cumemcap_book_k
 	c->book.fd = -1;
 	if (!cumemcap_book_path(c->book.path, sizeof(c->book.path), dir, kind, name))
 		return WHY("its path is too long");
-	int fd = open_shared(c->book.path, try_write, &c->writable);
-	if (fd < 0) {
-		if (errno == ELOOP)
-			return WHY("a symbolic link; a book is a regular file");
-		return WHY("cannot open it: %s", strerror(errno));
-	}
+	/* For writing when allowed and asked, else for reading. */
+	int fd;
 	struct stat st;
+	enum cumemcap_shared_open r = CUMEMCAP_SHARED_NO_OPEN;
+	if (try_write)
+		r = cumemcap_shared_open(c->book.path, O_RDWR, false, &fd, &st);
+	c->writable = r == CUMEMCAP_SHARED_REGULAR;
+	if (r == CUMEMCAP_SHARED_NO_OPEN)
+		r = cumemcap_shared_open(c->book.path, O_RDONLY, false, &fd, &st);
+	if (r == CUMEMCAP_SHARED_NO_OPEN && errno == ELOOP)
+		return WHY("a symbolic link; a book is a regular file");
+	if (r == CUMEMCAP_SHARED_NO_OPEN)
+		return WHY("cannot open it: %s", strerror(errno));
+	if (r == CUMEMCAP_SHARED_NO_STAT)
+		return WHY("cannot stat it: %s", strerror(errno));
+	if (r == CUMEMCAP_SHARED_NOT_REGULAR)
+		return WHY("not a regular file (%s)", cumemcap_file_kind(st.st_mode));
 	size_t got = 0;
 	char *buf = NULL;
-	if (fstat(fd, &st) != 0) {
-		snprintf(why, whylen, "cannot stat it: %s", strerror(errno));
-		goto fail;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		snprintf(why, whylen, "not a regular file (%s)", file_type(st.st_mode));
-		goto fail;
-	}
 	if (!owner_ok(&st, kind, name, why, whylen))
 		goto fail;
 	if ((uint64_t)st.st_size != CUMEMCAP_BOOK_SIZE) {

@@ -4,6 +4,8 @@
  * the rest of the report; no state of its own. */
 #include "logfile.h"
 
+#include "platform/shared-file.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
@@ -15,13 +17,7 @@
 
 static const char *file_type(mode_t mode)
 {
-	if (S_ISFIFO(mode))
-		return "a FIFO";
-	if (S_ISSOCK(mode))
-		return "a socket";
-	if (S_ISDIR(mode))
-		return "a directory";
-	return "a device";
+	return cumemcap_file_kind(mode);
 }
 
 FILE *report_log_open(const char *path, enum report_source source, enum report_read *result)
