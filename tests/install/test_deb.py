@@ -116,6 +116,14 @@ class Package(unittest.TestCase):
             active = [line for line in f if line.strip() and not line.lstrip().startswith("#")]
         self.assertEqual(active, [])
 
+    def test_slurm_plugin(self):
+        """The package carries the SPANK plugin where Debian's Slurm looks
+        for plugins, needing nothing but libc."""
+        plugin = self.at("/usr/lib/%s/slurm-wlm/cumemcap-spank.so" % self.multiarch)
+        self.assertTrue(os.path.isfile(plugin), plugin)
+        r = subprocess.run(["readelf", "-d", plugin], stdout=subprocess.PIPE, text=True, check=True)
+        self.assertEqual(re.findall(r"NEEDED.*\[(.*)\]", r.stdout), ["libc.so.6"])
+
     def test_launcher_runs_the_packaged_library(self):
         launcher = self.at("/usr/bin/cumemcap")
         with open(launcher) as f:
