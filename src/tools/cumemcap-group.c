@@ -1,5 +1,5 @@
 /* tool: cumemcap-group, what the launcher's `cumemcap group ...` and
- * `cumemcap top` run (issue 15): the command-line side of groups.
+ * `cumemcap top` run: the command-line side of groups.
  *
  *   cumemcap-group group list [--dir DIR] [--json]
  *   cumemcap-group group show NAME [--dir DIR] [--json]

@@ -1,4 +1,4 @@
-/* capture: the shim during CUDA graph capture (issue 11).
+/* capture: the shim during CUDA graph capture.
  *
  *   capture DOOR CASE
  *

@@ -1,4 +1,4 @@
-/* graph: graph memory under a cap (issue 11).
+/* graph: graph memory under a cap.
  *
  *   graph DOOR CASE
  *

@@ -1,5 +1,5 @@
 /* lifecycle: the books through every context's life and death, every
- * stream-ordered pool and several contexts on one GPU (issue 10).
+ * stream-ordered pool and several contexts on one GPU.
  *
  *   lifecycle DOOR CASE
  *

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The footprint cap (issue 14) end to end: a `python3` program drives the
+"""The footprint cap end to end: a `python3` program drives the
 fake driver through ctypes under the shim, fills a GPU to refusal, and the
 fake driver's own record of what it holds for the process (allocations,
 contexts and driver-side growth: fakecuda_reserved + fakecuda_driver_held,

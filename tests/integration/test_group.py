@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Groups (issue 15) end to end: several processes under the shim share one
+"""Groups end to end: several processes under the shim share one
 budget per GPU through a book in their own temporary CUMEMCAP_GROUP_DIR.
 
 Each member is a `python3` program that drives the fake driver through

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The command-line side of groups (issue 15): `cumemcap group list|show|set`
+"""The command-line side of groups: `cumemcap group list|show|set`
 and `cumemcap top`, run through the launcher against real processes under
 the shim (python3 + ctypes over the fake driver), each test in a directory
 of its own (CUMEMCAP_GROUP_DIR) with CUMEMCAP_LOG=off.

@@ -371,7 +371,7 @@ class Log(unittest.TestCase):
 
     def test_largest_request_is_the_request(self):
         # Pooled, 1 MiB + 1 byte gets a segment of 1 MiB + 64 KiB; the exit
-        # record names what the program asked for (issue 11).
+        # record names what the program asked for.
         for pool in ("on", "off"):
             p = self.run_probe(["init", "ctx", "0", "alloc", str(MiB + 1), "alloc", str(4096)],
                                {"CUMEMCAP_POOL": pool})

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """NVML asked from inside a capped process tells the same story as
-cuMemGetInfo (issue 14): total = the limit, used = the process's footprint
+cuMemGetInfo: total = the limit, used = the process's footprint
 (for now what the ledger reserves: the fake driver's own record of this
 process's allocations), free = the rest, and the process's own entry in
 the compute-process lists says the footprint. Through every door: the

@@ -82,7 +82,7 @@ END_TEST
 
 /* The driver handed a key out again: the record under it is stale, and
  * the insert hands it back for settling instead of losing it (its bytes
- * stayed charged forever: issue 10). */
+ * stayed charged forever). */
 START_TEST(track_insert_returns_stale)
 {
 	struct cumemcap_block old = { .key = 0x9000, .bytes = 7, .dev = 1, .handle = CUMEMCAP_HANDLE_PTR };
