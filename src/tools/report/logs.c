@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "procmap.h"
 #include "text.h"
 
 /* ---- lines ------------------------------------------------------------------- */
@@ -62,11 +63,6 @@ static enum line_result read_line(struct line_reader *lr)
 
 /* ---- one file's reading state -------------------------------------------------- */
 
-struct current {
-	long long pid;
-	struct report_process *proc;
-};
-
 struct reader {
 	struct report_set *set;
 	const char *path;
@@ -78,9 +74,9 @@ struct reader {
 	const char *type; /* the record being read, for messages */
 	bool bad;         /* it has a field of the wrong type */
 
-	/* The process each pid's records belong to in this file. */
-	struct current *cur;
-	size_t ncur;
+	/* The process each pid's records belong to in this file (key: the
+	 * pid): the last one whose start record was read. */
+	struct report_procmap cur;
 };
 
 REPORT_PRINTF(2, 3)
@@ -325,26 +321,16 @@ static struct report_process *new_process(struct reader *r, long long pid, doubl
 		set->procs = report_xrealloc(set->procs, set->cap * sizeof(*set->procs));
 	}
 	set->procs[set->n++] = p;
-
-	for (size_t i = 0; i < r->ncur; i++) {
-		if (r->cur[i].pid == pid) {
-			r->cur[i].proc = p;
-			return p;
-		}
-	}
-	r->cur = report_xrealloc(r->cur, (r->ncur + 1) * sizeof(*r->cur));
-	r->cur[r->ncur].pid = pid;
-	r->cur[r->ncur].proc = p;
-	r->ncur++;
+	report_procmap_set(&r->cur, (uint64_t)pid, set->n - 1);
 	return p;
 }
 
 static struct report_process *process_of(struct reader *r, long long pid, double t)
 {
-	for (size_t i = 0; i < r->ncur; i++) {
-		if (r->cur[i].pid == pid)
-			return r->cur[i].proc;
-	}
+	size_t pos = 0, place;
+
+	if (report_procmap_next(&r->cur, (uint64_t)pid, &pos, &place))
+		return r->set->procs[place];
 	return new_process(r, pid, t);
 }
 
@@ -737,7 +723,7 @@ enum report_read report_logs_read(struct report_set *set, const char *path,
 	if (lr.f != stdin)
 		fclose(lr.f);
 	free(lr.buf);
-	free(r.cur);
+	report_procmap_free(&r.cur);
 	report_json_free(&arena);
 	*records_out = r.records;
 	return result;

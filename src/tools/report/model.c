@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "logs.h"
+#include "procmap.h"
 #include "text.h"
 
 double report_process_t0(const struct report_process *p)
@@ -191,16 +192,31 @@ static bool same_process(const struct report_process *a, const struct report_pro
 	return a->has_start ? a->t_start == b->t_start : a->t_first == b->t_first;
 }
 
+/* The key of same_process: the pid and its start (or first) record's time. */
+static uint64_t process_key(const struct report_process *p)
+{
+	double t = p->has_start ? p->t_start : p->t_first;
+	uint64_t bits;
+
+	memcpy(&bits, &t, sizeof(bits));
+	return report_procmap_mix((uint64_t)p->pid, bits);
+}
+
 static void drop_duplicates(struct report_set *set)
 {
+	struct report_procmap kept_at = { 0 }; /* the processes kept, by process_key */
 	size_t kept = 0;
 
 	for (size_t i = 0; i < set->n; i++) {
 		struct report_process *p = set->procs[i];
-		size_t j = 0;
-		while (j < kept && !same_process(set->procs[j], p))
-			j++;
-		if (j == kept) {
+		uint64_t key = process_key(p);
+		size_t pos = 0, j;
+		bool found;
+		while ((found = report_procmap_next(&kept_at, key, &pos, &j)) &&
+		       !same_process(set->procs[j], p))
+			;
+		if (!found) {
+			report_procmap_add(&kept_at, key, kept);
 			set->procs[kept++] = p;
 			continue;
 		}
@@ -217,6 +233,7 @@ static void drop_duplicates(struct report_set *set)
 			free_process(p);
 		}
 	}
+	report_procmap_free(&kept_at);
 	set->n = kept;
 }
 
