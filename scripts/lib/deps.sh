@@ -3,8 +3,9 @@
 # what is missing; otherwise prints the one apt-get line and stops.
 
 # What building the library, its tools and the fake driver takes: the demo
-# needs nothing more (Check: the fake driver's build sits beside its tests).
-CUMEMCAP_DEBS_BUILD="gcc libc6-dev binutils meson ninja-build pkg-config check python3"
+# needs nothing more (Check: the fake driver's build sits beside its tests;
+# libjson-c-dev: cumemcap report reads the logs with json-c).
+CUMEMCAP_DEBS_BUILD="gcc libc6-dev binutils meson ninja-build pkg-config check python3 libjson-c-dev"
 
 # What the whole suite takes on top of that:
 #   clang and its sanitizer and libFuzzer runtimes: the clang build and the fuzzers;

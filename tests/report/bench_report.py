@@ -6,11 +6,14 @@
 Writes one schema v2 log of PROCESSES processes (default 20000; each a
 start record, two segments, a sample, a refusal and an exit record, so
 every record type that is found by its process is there), then times
-`cumemcap-report LOG` (best of three runs) and prints the seconds. Exit status 1 when the best run of the
-table is over BOUND-SECONDS (default 2). Run by `meson test --benchmark`
+`cumemcap-report LOG` (best of three runs) and prints its seconds, wall
+clock and CPU (user + system). Exit status 1 when the best run's CPU time
+is over BOUND-SECONDS (default 2): CPU time is what the wall clock is on an
+idle machine, and does not grow when other jobs share the cores. Run by `meson test --benchmark`
 (benchmark 'report-20000-processes'), not by the test suite: a time bound
 says nothing about a loaded build machine."""
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -50,16 +53,21 @@ def write_log(path, n):
 
 
 def best_of(cmd, runs=3):
-    best = None
+    """The least (wall, CPU) seconds of `runs` runs."""
+    wall = cpu = None
     for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.monotonic()
         p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         took = time.monotonic() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         if p.returncode != 0:
             sys.exit("%s: exit status %d: %s" % (" ".join(cmd), p.returncode,
                                                 p.stderr.decode(errors="replace")))
-        best = took if best is None else min(best, took)
-    return best
+        wall = took if wall is None else min(wall, took)
+        cpu = used if cpu is None else min(cpu, used)
+    return wall, cpu
 
 
 def main():
@@ -72,10 +80,10 @@ def main():
         log = os.path.join(tmp, "many.jsonl")
         write_log(log, n)
         size = os.path.getsize(log)
-        table = best_of([report, log])
-        print("cumemcap report: %d processes, one log of %.1f MB: %.2f s (bound %.1f s)"
-              % (n, size / 1e6, table, bound))
-        if table > bound:
+        wall, cpu = best_of([report, log])
+        print("cumemcap report: %d processes, one log of %.1f MB: %.2f s wall, %.2f s CPU "
+              "(bound %.1f s CPU)" % (n, size / 1e6, wall, cpu, bound))
+        if cpu > bound:
             print("over the bound")
             return 1
     return 0
