@@ -46,6 +46,13 @@ SERIES = {"live": "live", "pooled": "pooled", "reserved": "reserved", "footprint
 EVENTS = ("segment", "refusal", "driver_oom", "context", "overhead")
 
 
+def with_groups(columns, wide):
+    """The table's columns when a process shown was in a group: GROUP and
+    BUDGET after LIMIT."""
+    i = columns.index("LIMIT") + 1
+    return columns[:i] + ["GROUP", "GROUP BUDGET" if wide else "BUDGET"] + columns[i:]
+
+
 def fixture(name):
     return os.path.join(FIXTURES, name)
 
@@ -74,6 +81,8 @@ class Gpu:
         self.events = False
         self.series = {k: [] for k in SERIES}
         self.marks = []  # (t, is_driver_oom)
+        self.group_limit = ("unknown", None)
+        self.peak_group_used = self.peak_group_held = None
 
     def used(self):
         figures = list(self.peak.values()) + [self.allocs, self.exit_refusals, self.exit_ooms]
@@ -87,6 +96,7 @@ class Proc:
         self.t_first = self.t_last = t
         self.records = 0
         self.program = self.host = None
+        self.group = None
         self.argv = None
         self.has_exit, self.reason, self.signal = False, None, None
         self.running = self.here = False
@@ -94,6 +104,9 @@ class Proc:
 
     def gpu(self, ordinal):
         return self.gpus.setdefault(ordinal, Gpu(ordinal))
+
+    def in_group(self):
+        return self.group is not None or any(g.group_limit[0] == "set" for g in self.gpus.values())
 
     def shown(self):
         gpus = [self.gpus[k] for k in sorted(self.gpus)]
@@ -159,6 +172,11 @@ def check_fields(rec):
         a = rec.get("argv")
         if a is not None and (type(a) is not list or any(type(x) is not str for x in a)):
             bad.append("argv")
+        grp = rec.get("group")
+        if grp is not None and type(grp) is not dict:
+            bad.append("group")
+        elif grp is not None:
+            string(grp, "name", "group.")
         for i, e in enumerate(gpu_list()):
             w = "gpus[%d]." % i
             ordinal(e, w)
@@ -167,7 +185,7 @@ def check_fields(rec):
             byte(e, "limit", w)
     elif kind in EVENTS:
         ordinal(rec)
-        for k in ("live", "pooled", "reserved", "footprint", "limit"):
+        for k in ("live", "pooled", "reserved", "footprint", "limit", "group_held"):
             byte(rec, k)
         if kind == "overhead":
             string(rec, "source")
@@ -179,7 +197,7 @@ def check_fields(rec):
             w = "gpus[%d]." % i
             ordinal(e, w)
             for k in ("live", "pooled", "reserved", "footprint", "driver_used",
-                      "context_overhead", "overhead"):
+                      "context_overhead", "overhead", "group_limit", "group_used", "group_held"):
                 byte(e, k, w)
             string(e, "overhead_source", w)
     elif kind == "exit":
@@ -193,9 +211,15 @@ def check_fields(rec):
             for k in ("allocs", "frees", "refusals", "driver_oom", "avoided",
                       "segments_taken", "segments_released", "limit", "peak_live",
                       "peak_pooled", "peak_reserved", "peak_footprint", "peak_driver_used",
-                      "largest_request", "overhead"):
+                      "largest_request", "overhead", "group_limit", "group_held"):
                 byte(e, k, w)
             string(e, "overhead_source", w)
+    elif kind == "group_change":
+        string(rec, "group")
+        byte(rec, "old_limit")
+        byte(rec, "new_limit")
+        if rec.get("gpu") is not None:
+            ordinal(rec)
     return bad
 
 
@@ -223,7 +247,7 @@ def classify(raw):
         return Record("notrecord"), None
     if not (type(v) is int and v in (1, 2)):
         return Record("version"), None
-    if kind not in ("start", "sample", "exit") + EVENTS:
+    if kind not in ("start", "sample", "exit", "group_change") + EVENTS:
         return Record("unknown"), None
     bad = check_fields(rec)
     if bad:
@@ -314,6 +338,7 @@ class Model:
     def read_start(self, p, rec, t):
         p.has_start, p.t_start = True, t
         p.program, p.host, p.argv = rec.get("program"), rec.get("host"), rec.get("argv")
+        p.group = (rec.get("group") or {}).get("name")
         for e in rec.get("gpus") or []:
             g = self.ids(p.gpu(e["gpu"]), e)
             self.set_limit(g, e, True)
@@ -347,6 +372,21 @@ class Model:
             g.marks.append((t, kind == "driver_oom", at))
         g.refusal_events += kind == "refusal"
         g.oom_events += kind == "driver_oom"
+        g.peak_group_held = fmax(g.peak_group_held, rec.get("group_held"))
+
+    @staticmethod
+    def set_group_limit(g, obj):
+        if obj.get("group_limit") is not None:
+            g.group_limit = ("set", obj["group_limit"])
+        elif "group_limit" in obj:
+            g.group_limit = ("none", None)
+
+    def read_group_change(self, p, rec, t):
+        p.group = p.group or rec.get("group")
+        if rec.get("gpu") is not None:
+            g = self.ids(p.gpu(rec["gpu"]), rec)
+            new = rec.get("new_limit")
+            g.group_limit = ("set", new) if new is not None else ("none", None)
 
     def read_segment(self, p, rec, t):
         self.read_event(p, rec, t, "segment")
@@ -370,6 +410,9 @@ class Model:
                 if e.get(field) is not None:
                     g.series[k].append((t, e[field]))
                     g.peak[k] = fmax(g.peak[k], e[field])
+            self.set_group_limit(g, e)
+            g.peak_group_used = fmax(g.peak_group_used, e.get("group_used"))
+            g.peak_group_held = fmax(g.peak_group_held, e.get("group_held"))
             g.ctx = fmax(g.ctx, e.get("context_overhead"))
             g.overhead = fmax(g.overhead, e.get("overhead"))
             self.set_source(g, e.get("overhead_source"))
@@ -390,6 +433,8 @@ class Model:
             g.exit_ooms = fmax(g.exit_ooms, e.get("driver_oom"))
             g.avoided = fmax(g.avoided, e.get("avoided"))
             g.allocs = fmax(g.allocs, e.get("allocs"))
+            self.set_group_limit(g, e)
+            g.peak_group_held = fmax(g.peak_group_held, e.get("group_held"))
 
     # ---- what the report should print ----
 
@@ -407,12 +452,26 @@ class Model:
         rem = v & ((1 << 10 * u) - 1)
         return "%d.%02d %s" % (v >> 10 * u, rem * 100 >> 10 * u, UNITS[u])
 
+    def groups(self):
+        return any(p.in_group() for p in self.procs)
+
+    def group_cells(self, p, g, size):
+        """GROUP and BUDGET, when the table has them."""
+        if not self.groups():
+            return []
+        if g is None:
+            return ["-", "-"]
+        state, value = g.group_limit
+        budget = "-" if not p.in_group() else \
+            (size(value) if state == "set" else ("none" if state == "none" else "-"))
+        return [safe(p.group) if p.group else "-", budget]
+
     def rows(self, exact=False):
         rows = []
         for p in self.procs:
             program = safe(p.program) if p.program else "-"
             if not p.gpus:
-                rows.append([str(p.pid), program] + ["-"] * 10)
+                rows.append([str(p.pid), program] + ["-"] * (12 if self.groups() else 10))
             for g in p.shown():
                 gpu = str(g.ordinal)
                 if g.uuid:
@@ -427,8 +486,9 @@ class Model:
                 ctx = self.size(ctx, exact)
                 if g.source is not None and g.overhead is not None:
                     ctx = "%s (%s)" % (self.size(g.overhead, exact), safe(g.source))
-                rows.append([str(p.pid), program, gpu, limit,
-                             self.size(g.peak["live"], exact),
+                rows.append([str(p.pid), program, gpu, limit] +
+                            self.group_cells(p, g, lambda v: self.size(v, exact)) +
+                            [self.size(g.peak["live"], exact),
                              self.size(g.peak["reserved"], exact),
                              self.size(g.peak["footprint"], exact),
                              self.size(g.peak["driver"], exact),
@@ -453,7 +513,7 @@ class Model:
         for p in self.procs:
             for g in p.shown():
                 sizes += [g.peak[k] for k in ("live", "reserved", "footprint", "driver")]
-                sizes += [g.limit[1], self.context(g)[0]]
+                sizes += [g.limit[1], self.context(g)[0], g.group_limit[1]]
         top = max([v for v in sizes if v is not None] + [0])
         u = 0
         while u < 6 and top >> (10 * (u + 1)):
@@ -477,12 +537,13 @@ class Model:
             if len(program) > 16:
                 program = program[:16] + "\u2026"
             if not p.gpus:
-                rows.append([str(p.pid), program] + ["-"] * 9)
+                rows.append([str(p.pid), program] + ["-"] * (11 if self.groups() else 9))
             for g in p.shown():
                 state, value = g.limit
                 rows.append([str(p.pid), program, str(g.ordinal),
-                             size(value) if state == "set" else ("none" if state == "none" else "-"),
-                             size(g.peak["live"]), size(g.peak["reserved"]),
+                             size(value) if state == "set" else ("none" if state == "none" else "-")] +
+                            self.group_cells(p, g, size) +
+                            [size(g.peak["live"]), size(g.peak["reserved"]),
                              size(g.peak["footprint"]), size(g.peak["driver"]),
                              size(self.context(g)[0]),
                              str(max(g.refusal_events, g.exit_refusals or 0)),
@@ -522,6 +583,8 @@ class Model:
                 s += "; no start record (first record %s)" % utc(p.t_first)
             if p.host is not None:
                 s += " on " + safe(p.host)
+            if p.group is not None:
+                s += "; member of group " + safe(p.group)
             hidden = [g.ordinal for g in sorted(p.gpus.values(), key=lambda g: g.ordinal)
                       if g not in p.shown()]
             if hidden:
@@ -541,6 +604,12 @@ class Model:
                         s += " (%s)" % safe(source)
                 if g.avoided is not None:
                     s += "; %d driver calls avoided" % g.avoided
+                if p.in_group() and g.group_limit[0] != "unknown":
+                    s += "; group " + (safe(p.group) if p.group else "(name unknown)")
+                    s += (" budget " + self.size(g.group_limit[1]) if g.group_limit[0] == "set"
+                          else " without a budget here")
+                    if g.peak_group_used is not None:
+                        s += ", its members held at most " + self.size(g.peak_group_used)
                 out.append(s)
         return out
 
@@ -615,7 +684,8 @@ def fit(pairs):
 class Panel:
     def __init__(self, g):
         self.g = g
-        self.pid, self.gpu = int(g.get("data-pid")), int(g.get("data-gpu"))
+        # A group's panel has no pid and no ordinal of its own.
+        self.pid, self.gpu = int(g.get("data-pid", -1)), int(g.get("data-gpu", -1))
         self.group, self.uuid = int(g.get("data-group")), g.get("data-uuid")
         area = g.find(SVG + "rect[@class='plot-area']")
         self.x0, self.y0 = float(area.get("x")), float(area.get("y"))
@@ -639,8 +709,8 @@ class Panel:
             cls = path.get("class").split()
             if cls[0] == "series":
                 self.series[cls[1]] = path_points(path.get("d"))
-            elif cls == ["limit"]:
-                self.series["limit"] = path_points(path.get("d"))
+            elif cls in (["limit"], ["group-budget"]):
+                self.series[cls[0]] = path_points(path.get("d"))
         # A mark: (x1, x2, y1, y2) of its line, and where its marker sits.
         self.marks = {}
         for k, shape in (("refusal", "circle"), ("driver-oom", "rect")):
@@ -674,12 +744,12 @@ class Checks(unittest.TestCase):
             model = Model(paths)
             table, procs, _ = parse_output(p.stdout)
             if w:
-                self.assertEqual(table[0], COLUMNS)
+                self.assertEqual(table[0], with_groups(COLUMNS, True) if model.groups() else COLUMNS)
                 self.assertEqual(table[1:], model.rows(exact))
             else:
                 unit = "bytes" if exact else UNITS[model.unit()]
                 self.assertTrue(p.stdout.startswith("sizes in %s; " % unit), p.stdout)
-                self.assertEqual(table[0], COMPACT)
+                self.assertEqual(table[0], with_groups(COMPACT, False) if model.groups() else COMPACT)
                 self.assertEqual(table[1:], model.compact_rows(exact))
             self.assertEqual(procs, model.process_lines())
         return p, model
@@ -773,6 +843,16 @@ class Checks(unittest.TestCase):
             self.assertLessEqual(len(line), 100, line)
         if g.limit[0] == "set":
             self.assertTrue(pn.title.endswith(", limit " + Model.size(g.limit[1])), pn.title)
+        # A group's budget: a line across the plot at its height.
+        if g.group_limit[0] == "set":
+            (xa, ya), (xb, yb) = pn.series["group-budget"]
+            self.assertAlmostEqual(ya, pn.py(g.group_limit[1]), delta=TOL)
+            self.assertAlmostEqual(yb, ya, delta=TOL)
+            self.assertEqual((round(xa, 2), round(xb, 2)), (round(pn.x0, 2), round(pn.x1, 2)))
+            self.assertIn("group %s budget %s" % (xml_safe(safe(p.group or "(name unknown)")),
+                                                   Model.size(g.group_limit[1])), pn.title)
+        else:
+            self.assertNotIn("group-budget", pn.series)
         # Each series: its points, in time order, inside the plot area.
         for kind in SERIES:
             pts = sorted(g.series[kind], key=lambda tv: tv[0])
@@ -961,7 +1041,7 @@ class Fixtures(Checks):
             svg = os.path.join(tmp, "all.svg")
             p, model = self.check_table(paths, extra=["--plot", svg])
             panels = self.check_svg(svg, model)
-            self.assertIn("plot: %s (%d panels)" % (svg, len(panels)), p.stdout)
+            self.assertIn("plot: %s (%d panels and 1 of a group)" % (svg, len(panels)), p.stdout)
             self.assertGreaterEqual(len(panels), 10)
             for path in paths:
                 self.check_warnings(p.stderr, model, path)
@@ -1286,6 +1366,23 @@ class Newer(Checks):
         self.assertIn("\u2026", p.stdout.splitlines()[2])  # cut in the table, whole below
         self.assertIn("(%s)" % name, p.stdout)
 
+    def test_titles_wrap_between_clauses(self):
+        """The demo's title: "GPU 0 (UUID, nvidia-smi 0)" stays on one line."""
+        rec = {"v": 2, "type": "start", "t": 1700000000.0, "pid": 4242,
+               "program": "cumemcap-demo-workload", "host": "HOST", "argv": ["x"],
+               "gpus": [{"gpu": 0, "uuid": "GPU-fa4ec0da-0000-4000-8000-000000000000", "index": 0,
+                         "capacity": 17179869184, "limit": 4294967296}]}
+        smp = {"v": 2, "type": "sample", "t": 1700000001.0, "pid": 4242,
+               "gpus": [{"gpu": 0, "uuid": "GPU-fa4ec0da-0000-4000-8000-000000000000", "index": 0,
+                         "live": 1 << 30, "reserved": 1 << 30}]}
+        log = self.write("demo.jsonl", json.dumps(rec) + "\n" + json.dumps(smp) + "\n")
+        svg = os.path.join(self.tmp.name, "demo.svg")
+        p, model = self.check_table([log], extra=["--plot", svg], wide=False)
+        pn = self.check_svg(svg, model)[0]
+        self.assertEqual(pn.title_lines, [
+            "cumemcap-demo-workload, pid 4242 on HOST,",
+            "GPU 0 (GPU-fa4ec0da-0000-4000-8000-000000000000, nvidia-smi 0), limit 4.00 GiB"])
+
     def test_table_fits_a_terminal(self):
         paths = [fixture(n) for n in ("normal.jsonl", "killed.jsonl", "multi-a.jsonl",
                                       "multi-b.jsonl", "footprint.jsonl", "torn.jsonl",
@@ -1462,6 +1559,124 @@ class Rendering(Checks):
 
 
 # ---- errors ---------------------------------------------------------------------------
+
+class Groups(Checks):
+    """Two members of group "jobs" on one GPU: no limit of their own, a budget
+    of 8 GiB for both (fixtures group-a.jsonl and group-b.jsonl)."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        self.paths = [fixture("group-a.jsonl"), fixture("group-b.jsonl")]
+
+    def test_table_shows_the_group_and_its_budget(self):
+        p, model = self.check_table(self.paths)
+        table, procs, _ = parse_output(p.stdout)
+        self.assertEqual(table[0], ["PID", "PROGRAM", "GPU", "LIMIT", "GROUP", "GROUP BUDGET",
+                                    "PEAK LIVE", "PEAK RESERVED", "PEAK FOOTPRINT", "PEAK DRIVER",
+                                    "CONTEXT", "REFUSALS", "DRIVER OOMS", "AVOIDED"])
+        self.assertEqual([r[3:6] for r in table[1:]], [["none", "jobs", "8.00 GiB"]] * 2)
+        self.assertIn("pid 3102 (train.py): exited; ran 8.0 s; started 2023-11-14 22:30:00 UTC "
+                      "on node5; member of group jobs", procs)
+        self.assertTrue(any(line.endswith("; group jobs budget 8.00 GiB, its members held at "
+                                          "most 7.58 GiB") for line in procs), procs)
+        # Without a group in the logs, no group columns.
+        p = run([fixture("normal.jsonl")])
+        self.assertNotIn("GROUP", p.stdout)
+        self.assertNotIn("BUDGET", p.stdout)
+        # A member next to a process in no group: "-" in both columns.
+        p, _ = self.check_table(self.paths + [fixture("normal.jsonl")], wide=False)
+        table, _, _ = parse_output(p.stdout)
+        self.assertEqual(table[1][:6], ["4242", "train.py", "0", "4.00", "-", "-"])
+
+    def test_json_has_the_group_fields(self):
+        p = run(["--json"] + self.paths)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        got = json.loads(p.stdout)["processes"]
+        self.assertEqual([q["group"] for q in got], ["jobs", "jobs"])
+        gib, mib = 1 << 30, 1 << 20
+        for q, held in zip(got, (3 * gib + 300 * mib, 4 * gib + 300 * mib)):
+            g = q["gpus"][0]
+            self.assertEqual((g["limit_state"], g["limit"]), ("none", None))
+            self.assertEqual((g["group_limit_state"], g["group_limit"]), ("set", 8 * gib))
+            self.assertEqual(g["peak_group_used"], 7 * gib + 600 * mib)
+            self.assertEqual(g["peak_group_held"], held)
+        p = run(["--json", fixture("normal.jsonl")])
+        g = json.loads(p.stdout)["processes"][0]
+        self.assertEqual(g["group"], None)
+        self.assertEqual((g["gpus"][0]["group_limit_state"], g["gpus"][0]["group_limit"]),
+                         ("unknown", None))
+
+    def test_budget_changed(self):
+        """A group_change record: the budget it sets is the one shown."""
+        with open(self.paths[0]) as f:
+            lines = f.read().splitlines()
+        change = json.dumps({"v": 2, "type": "group_change", "t": 1700001006.5, "pid": 3101,
+                             "program": "prep.py", "host": "node5", "group": "jobs", "gpu": 0,
+                             "uuid": "GPU-9a0b0000-1111-2222-3333-444444444444", "index": 2,
+                             "changed_at": 1700001006.5, "by_uid": 0, "old_limit": 8 << 30,
+                             "new_limit": 6 << 30})
+        exit_rec = json.loads(lines[-1])
+        del exit_rec["gpus"][0]["group_limit"]  # the change is the last word
+        log = self.write("changed.jsonl", "\n".join(lines[:-1] + [change, json.dumps(exit_rec)]) + "\n")
+        p, model = self.check_table([log])
+        table, _, _ = parse_output(p.stdout)
+        self.assertEqual(table[1][5], "6.00 GiB")
+        # Lifted: null is no budget.
+        log = self.write("lifted.jsonl", "\n".join(lines[:-1] + [change.replace(
+            '"new_limit": %d' % (6 << 30), '"new_limit": null'), json.dumps(exit_rec)]) + "\n")
+        p, model = self.check_table([log])
+        table, procs, _ = parse_output(p.stdout)
+        self.assertEqual(table[1][5], "none")
+        self.assertTrue(procs[2].endswith("; group jobs without a budget here, its members held "
+                                          "at most 7.58 GiB"), procs[2])
+
+    def write(self, name, data):
+        path = os.path.join(self.tmp.name, name)
+        with open(path, "w") as f:
+            f.write(data)
+        return path
+
+    def test_group_panel(self):
+        svg = os.path.join(self.tmp.name, "g.svg")
+        p, model = self.check_table(self.paths, extra=["--plot", svg])
+        self.assertIn("plot: %s (2 panels and 1 of a group)" % svg, p.stdout)
+        panels = self.check_svg(svg, model)  # the members' panels, each with the budget line
+        root = ET.parse(svg).getroot()
+        found = [g for g in root.iter(SVG + "g") if g.get("class") == "group-panel"]
+        self.assertEqual(len(found), 1)
+        gp = Panel(found[0])
+        self.assertEqual(found[0].get("data-group-name"), "jobs")
+        self.assertEqual(gp.group, panels[0].group)  # on the GPU's axes
+        labels = lambda pn: ([v for _, v in pn.yticks], [v for _, v in pn.xticks])
+        self.assertEqual(labels(gp), labels(panels[0]))
+        self.assertTrue(gp.title.startswith("group jobs on GPU 0 (GPU-9a0b0000-1111-2222-3333-"
+                                            "444444444444), 2 members (pids 3101, 3102), budget "
+                                            "8.00 GiB"), gp.title)
+        gib, mib = 1 << 30, 1 << 20
+        budget = gp.series["group-budget"]
+        self.assertAlmostEqual(budget[0][1], gp.py(8 * gib), delta=TOL)
+        # What the group held: the samples' group_used of both members, in time order.
+        used = gp.series["group-used"]
+        want = sorted([(1700001002.0 + 2 * i, v) for i, v in
+                       enumerate((2 * gib + 600 * mib, 4 * gib + 600 * mib, 7 * gib + 600 * mib))] +
+                      [(1700001002.5 + 2 * i, v) for i, v in
+                       enumerate((2 * gib + 600 * mib, 4 * gib + 600 * mib, 7 * gib + 600 * mib))])
+        t0 = 1700001000.0
+        steps = [used[0]] + used[2:-1:2]  # where each sample's figure begins
+        self.assertEqual(len(steps), len(want))
+        for (x, y), (t, v) in zip(steps, want):
+            self.assertAlmostEqual(x, gp.px(t - t0), delta=TOL)
+            self.assertAlmostEqual(y, gp.py(v), delta=TOL)
+        self.assertAlmostEqual(used[-1][0], gp.px(1700001008.5 - t0), delta=TOL)  # to the last record
+        members = [path.get("data-pid") for path in found[0].iter(SVG + "path")
+                   if path.get("class") == "series member"]
+        self.assertEqual(members, ["3101", "3102"])
+        self.assertEqual(len(gp.marks["refusal"]), 1)  # pid 3102's, at the group's budget
+        label = next(t for t in found[0].iter(SVG + "text") if t.get("class") == "group-budget-label")
+        self.assertEqual(label.text, "group jobs budget 8.00 GiB; its members held at most "
+                                     "7.58 GiB (95%)")
+
 
 class Errors(unittest.TestCase):
     def one_line(self, p, status, pattern):

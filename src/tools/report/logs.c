@@ -303,6 +303,17 @@ static void set_limit(struct report_gpu *g, struct json_object *rec, struct repo
 	}
 }
 
+/* The group's budget from a record's "group_limit" (absent: not said). */
+static void set_group_limit(struct report_gpu *g, struct json_object *obj, struct report_figure f)
+{
+	if (f.known) {
+		g->group_limit_state = REPORT_LIMIT_SET;
+		g->group_limit = f.v;
+	} else if (report_json_has_member(obj, "group_limit")) {
+		g->group_limit_state = REPORT_LIMIT_NONE;
+	}
+}
+
 static struct report_process *new_process(struct reader *r, long long pid, double t)
 {
 	struct report_set *set = r->set;
@@ -362,6 +373,12 @@ static bool read_start(struct reader *r, struct json_object *rec, long long pid,
 	}
 	if (uid.known && uid.v > UINT32_MAX)
 		bad_field(r, "uid", "a user id (an integer)");
+	struct json_object *group = report_json_member(rec, "group");
+	const char *group_name = NULL;
+	if (!report_json_is_null(group) && !json_object_is_type(group, json_type_object))
+		bad_field(r, "group", "an object ({\"name\": ...}) or null");
+	else if (group)
+		group_name = get_string(r, group, "group.", "name");
 	if (r->bad)
 		return false;
 
@@ -371,6 +388,7 @@ static bool read_start(struct reader *r, struct json_object *rec, long long pid,
 	p->program = dup_or_null(program);
 	p->host = dup_or_null(host);
 	p->version = dup_or_null(version);
+	p->group = dup_or_null(group_name);
 	if (uid.known) {
 		p->has_uid = true;
 		p->uid = (long long)uid.v;
@@ -412,6 +430,7 @@ static bool read_event(struct reader *r, struct json_object *rec, long long pid,
 	struct report_figure reserved = get_bytes(r, rec, "", "reserved");
 	struct report_figure footprint = get_bytes(r, rec, "", "footprint");
 	struct report_figure limit = get_bytes(r, rec, "", "limit");
+	struct report_figure held = get_bytes(r, rec, "", "group_held");
 	struct report_figure requested = { 0, false };
 	const char *source = NULL;
 	if (kind == EVENT_SEGMENT) {
@@ -437,6 +456,7 @@ static bool read_event(struct reader *r, struct json_object *rec, long long pid,
 	figure_max(&g->peak_reserved, reserved);
 	figure_max(&g->peak_footprint, footprint);
 	set_limit(g, rec, limit, false);
+	figure_max(&g->peak_group_held, held);
 	set_source(g, source);
 	if (kind == EVENT_CONTEXT || kind == EVENT_OVERHEAD)
 		return true;
@@ -487,6 +507,8 @@ static const char *const sample_fields[REPORT_SERIES] = {
 	[REPORT_DRIVER] = "driver_used",
 };
 
+static const char *const group_fields[] = { "group_limit", "group_used", "group_held" };
+
 static bool read_sample(struct reader *r, struct json_object *rec, long long pid,
 			 double t)
 {
@@ -505,6 +527,8 @@ static bool read_sample(struct reader *r, struct json_object *rec, long long pid
 		get_bytes(r, e, where, "context_overhead");
 		get_bytes(r, e, where, "overhead");
 		get_string(r, e, where, "overhead_source");
+		for (size_t f = 0; f < sizeof(group_fields) / sizeof(group_fields[0]); f++)
+			get_bytes(r, e, where, group_fields[f]);
 	}
 	if (r->bad)
 		return false;
@@ -525,6 +549,11 @@ static bool read_sample(struct reader *r, struct json_object *rec, long long pid
 			series_add(&g->series[f], t, v);
 			figure_max(peaks[f], v);
 		}
+		struct report_figure used = get_bytes(r, e, "", "group_used");
+		set_group_limit(g, e, get_bytes(r, e, "", "group_limit"));
+		series_add(&g->group_used, t, used);
+		figure_max(&g->peak_group_used, used);
+		figure_max(&g->peak_group_held, get_bytes(r, e, "", "group_held"));
 		figure_max(&g->context_max, get_bytes(r, e, "", "context_overhead"));
 		figure_max(&g->overhead, get_bytes(r, e, "", "overhead"));
 		set_source(g, get_string(r, e, "", "overhead_source"));
@@ -543,7 +572,8 @@ static bool read_exit(struct reader *r, struct json_object *rec, long long pid, 
 	static const char *const bytes[] = { "limit",           "peak_live",
 					     "peak_pooled",     "peak_reserved",
 					     "peak_footprint",  "peak_driver_used",
-					     "largest_request", "overhead" };
+					     "largest_request", "overhead",
+					     "group_limit",     "group_held" };
 	size_t i = 0;
 
 	if (signo.known && signo.v > INT32_MAX)
@@ -584,6 +614,8 @@ static bool read_exit(struct reader *r, struct json_object *rec, long long pid, 
 		figure_max(&g->peak_driver, driver);
 		figure_max(&g->overhead, get_bytes(r, e, "", "overhead"));
 		set_source(g, get_string(r, e, "", "overhead_source"));
+		set_group_limit(g, e, get_bytes(r, e, "", "group_limit"));
+		figure_max(&g->peak_group_held, get_bytes(r, e, "", "group_held"));
 		figure_max(&g->exit_reserved, reserved);
 		figure_max(&g->exit_driver, driver);
 		figure_max(&g->exit_refusals, get_figure(r, e, "", "refusals", WANT_COUNT));
@@ -591,6 +623,32 @@ static bool read_exit(struct reader *r, struct json_object *rec, long long pid, 
 		figure_max(&g->avoided, get_figure(r, e, "", "avoided", WANT_COUNT));
 		figure_max(&g->allocs, get_figure(r, e, "", "allocs", WANT_COUNT));
 	}
+	return true;
+}
+
+/* The group's budget on a GPU changed: "new_limit" (null: none) on "gpu",
+ * this process's ordinal of it (null when it does not use that GPU). */
+static bool read_group_change(struct reader *r, struct json_object *rec, long long pid, double t)
+{
+	struct json_object *gpu = report_json_member(rec, "gpu");
+	struct report_figure limit = get_bytes(r, rec, "", "new_limit");
+	const char *group = get_string(r, rec, "", "group");
+	long long ordinal = -1;
+
+	get_bytes(r, rec, "", "old_limit");
+	if (!report_json_is_null(gpu))
+		ordinal = get_ordinal(r, rec, "");
+	if (r->bad)
+		return false;
+	struct report_process *p = process_of(r, pid, t);
+	if (group && !p->group)
+		p->group = report_xstrdup_utf8(group);
+	if (ordinal < 0)
+		return true;
+	struct report_gpu *g = gpu_of(p, ordinal);
+	take_ids(r, g, rec);
+	g->group_limit_state = limit.known ? REPORT_LIMIT_SET : REPORT_LIMIT_NONE;
+	g->group_limit = limit.v;
 	return true;
 }
 
@@ -651,7 +709,7 @@ static void read_record(struct reader *r, struct json_object *rec)
 		{ "start", read_start }, { "segment", read_segment }, { "refusal", read_refusal },
 		{ "driver_oom", read_driver_oom }, { "context", read_context },
 		{ "overhead", read_overhead }, { "sample", read_sample },
-		{ "exit", read_exit },
+		{ "exit", read_exit }, { "group_change", read_group_change },
 	};
 	r->type = json_object_get_string(type);
 	r->bad = false;

@@ -168,6 +168,7 @@ static void free_process(struct report_process *p)
 		for (int k = 0; k < REPORT_SERIES; k++)
 			free(p->gpus[i].series[k].p);
 		free(p->gpus[i].marks);
+		free(p->gpus[i].group_used.p);
 		free(p->gpus[i].uuid);
 		free(p->gpus[i].pci);
 		free(p->gpus[i].overhead_source);
@@ -179,6 +180,7 @@ static void free_process(struct report_process *p)
 	free(p->program);
 	free(p->host);
 	free(p->version);
+	free(p->group);
 	free(p->exit_reason);
 	free(p);
 }
@@ -256,6 +258,9 @@ void report_logs_finish(struct report_set *set)
 				sort_points(sr->p, sr->n, tmp);
 				free(tmp);
 			}
+			struct report_point *tmp = report_xmalloc(g->group_used.n * sizeof(*tmp));
+			sort_points(g->group_used.p, g->group_used.n, tmp);
+			free(tmp);
 			if (g->nmarks > 1)
 				qsort(g->marks, g->nmarks, sizeof(*g->marks), cmp_mark);
 			const struct report_figure *seen[] = {

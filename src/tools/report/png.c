@@ -20,13 +20,13 @@ static cairo_status_t put_bytes(void *closure, const unsigned char *data, unsign
 }
 
 bool report_png_write(const struct report_set *set, const struct report_plot *opt,
-		      const char *path, size_t *panels)
+		      const char *path, size_t *panels, size_t *group_panels)
 {
 	char *svg = NULL;
 	size_t len = 0;
 	FILE *mem = open_memstream(&svg, &len);
 
-	if (!mem || !report_svg_put(set, opt, mem, panels) || fclose(mem) != 0) {
+	if (!mem || !report_svg_put(set, opt, mem, panels, group_panels) || fclose(mem) != 0) {
 		fprintf(stderr, "cumemcap report: --plot %s: out of memory drawing the plot\n",
 			path);
 		free(svg);

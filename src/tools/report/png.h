@@ -22,10 +22,10 @@
  * the call. */
 #if REPORT_HAVE_PNG
 bool report_png_write(const struct report_set *set, const struct report_plot *opt,
-		      const char *path, size_t *panels);
+		      const char *path, size_t *panels, size_t *group_panels);
 #else
 static inline bool report_png_write(const struct report_set *set, const struct report_plot *opt,
-				    const char *path, size_t *panels)
+				    const char *path, size_t *panels, size_t *group_panels)
 {
 	fprintf(stderr, "cumemcap report: --plot \"%s\": this build has no PNG\n", path);
 	return false;

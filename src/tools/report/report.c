@@ -386,15 +386,19 @@ int main(int argc, char **argv)
 	}
 	if (plot) {
 		struct report_plot opt = { .wall = time_kind && strcmp(time_kind, "wall") == 0 };
-		size_t panels;
+		size_t panels, group_panels;
 		fflush(stdout);
-		bool ok = plot_stdout ? report_svg_put(&set, &opt, stdout, &panels)
-			: format == PLOT_PNG ? report_png_write(&set, &opt, plot, &panels)
-					     : report_svg_write(&set, &opt, plot, &panels);
-		if (!ok)
+		bool ok = plot_stdout ? report_svg_put(&set, &opt, stdout, &panels, &group_panels)
+			: format == PLOT_PNG ? report_png_write(&set, &opt, plot, &panels, &group_panels)
+					     : report_svg_write(&set, &opt, plot, &panels, &group_panels);
+		if (!ok) {
 			status = 1;
-		else if (!plot_stdout && !json)
-			printf("plot: %s (%zu panel%s)\n", plot, panels, panels == 1 ? "" : "s");
+		} else if (!plot_stdout && !json) {
+			printf("plot: %s (%zu panel%s", plot, panels, panels == 1 ? "" : "s");
+			if (group_panels)
+				printf(" and %zu of a group", group_panels);
+			puts(")");
+		}
 	}
 out:
 	report_logs_free(&set);

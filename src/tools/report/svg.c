@@ -42,6 +42,12 @@ static const struct {
 };
 
 #define LIMIT_COLOR   "#d62728"
+#define BUDGET_COLOR  "#e6550d" /* a group's budget */
+#define GROUP_USED_COLOR "#8c564b"
+
+/* The members' footprints on a group's panel, in turn. */
+static const char *const member_colors[] = { "#1f77b4", "#2ca02c", "#9467bd", "#17becf",
+					     "#bcbd22", "#7f7f7f" };
 #define REFUSAL_COLOR "#ff00ff"
 #define OOM_COLOR     "#111111"
 
@@ -212,24 +218,32 @@ static size_t thin(const struct panel *pn, const struct report_series *s, struct
 
 /* A step line: a figure holds until the next record, the last until the
  * process's last record (a live line can never rise above reserved). */
-static void put_series(FILE *f, const struct panel *pn, const struct report_series *s, int kind,
-		       double t_end)
+static void put_steps(FILE *f, const struct panel *pn, const struct report_series *s,
+		      const char *attrs, const char *color, double width, double t_end)
 {
 	if (s->n == 0)
 		return;
 	struct report_point *pts = report_xmalloc(s->n * sizeof(*pts));
 	size_t n = thin(pn, s, pts);
 
-	fprintf(f, "<path class=\"series %s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" "
+	fprintf(f, "<path %s fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\" "
 		   "stroke-linejoin=\"round\" stroke-linecap=\"round\" d=\"M%.2f,%.2f",
-		series_style[kind].cls, series_style[kind].color, px(pn, pts[0].t),
-		py(pn, pts[0].v));
+		attrs, color, width, px(pn, pts[0].t), py(pn, pts[0].v));
 	for (size_t i = 1; i < n; i++) {
 		fprintf(f, " L%.2f,%.2f", px(pn, pts[i].t), py(pn, pts[i - 1].v));
 		fprintf(f, " L%.2f,%.2f", px(pn, pts[i].t), py(pn, pts[i].v));
 	}
 	fprintf(f, " L%.2f,%.2f\"/>\n", px(pn, t_end), py(pn, pts[n - 1].v));
 	free(pts);
+}
+
+static void put_series(FILE *f, const struct panel *pn, const struct report_series *s, int kind,
+		       double t_end)
+{
+	char attrs[64];
+
+	snprintf(attrs, sizeof(attrs), "class=\"series %s\"", series_style[kind].cls);
+	put_steps(f, pn, s, attrs, series_style[kind].color, 1.5, t_end);
 }
 
 /* ---- a panel ------------------------------------------------------------------------ */
@@ -259,9 +273,11 @@ static void put_legend(FILE *f, double x, double y)
 		x + 2, y - 8.5, OOM_COLOR, x + 15, y);
 }
 
-/* The title's words, wrapped into lines of at most TITLE_CHARS characters
- * (a word longer than a line is cut into pieces): a long program name takes
- * more lines instead of pushing the limit off the panel. */
+/* The title's clauses (split at ", " outside parentheses: "GPU 0 (GPU-...,
+ * nvidia-smi 2)" is one), wrapped into lines of at most TITLE_CHARS
+ * characters; a clause longer than a line is wrapped at its spaces (a word
+ * longer than a line is cut into pieces): a long program name takes more
+ * lines instead of pushing the limit off the panel. */
 struct title {
 	struct report_buf text;
 	char **lines;
@@ -288,12 +304,52 @@ static size_t cut_at(const char *s, size_t cols)
 	return i;
 }
 
+/* The length of the clause at s: up to and with the next ", " outside
+ * parentheses (the comma kept, the space not), else the rest. */
+static size_t clause_len(const char *s)
+{
+	int depth = 0;
+
+	for (size_t i = 0; s[i]; i++) {
+		if (s[i] == '(')
+			depth++;
+		else if (s[i] == ')' && depth > 0)
+			depth--;
+		else if (s[i] == ',' && s[i + 1] == ' ' && depth == 0)
+			return i + 1;
+	}
+	return strlen(s);
+}
+
 static void title_wrap(struct title *t)
 {
 	const char *s = t->text.s ? t->text.s : "";
 	struct report_buf line = { 0 };
 
 	while (*s) {
+		/* A whole clause, when it fits on this line or a line of its own. */
+		size_t clause = clause_len(s);
+		char *c = report_xmalloc(clause + 1);
+		memcpy(c, s, clause);
+		c[clause] = '\0';
+		size_t cols = report_text_width(c);
+		free(c);
+		if (cols <= TITLE_CHARS) {
+			size_t have = line.s ? report_text_width(line.s) : 0;
+			if (have && have + 1 + cols > TITLE_CHARS) {
+				title_add_line(t, line.s, line.len);
+				line.len = 0;
+				line.s[0] = '\0';
+				have = 0;
+			}
+			if (have)
+				report_buf_puts(&line, " ");
+			report_buf_add(&line, s, clause);
+			s += clause;
+			while (*s == ' ')
+				s++;
+			continue;
+		}
 		size_t word = strcspn(s, " ");
 		char *w = report_xmalloc(word + 1);
 		memcpy(w, s, word);
@@ -358,10 +414,18 @@ static void title_of(struct title *t, const struct report_process *p, const stru
 					  g->uuid && g->uuid[0] ? ", " : "", g->index);
 		report_buf_puts(&t->text, ")");
 	}
+	if (g->group_limit_state == REPORT_LIMIT_SET) {
+		report_buf_puts(&t->text, ", group ");
+		report_buf_safe(&t->text, p->group ? p->group : "(name unknown)");
+		report_buf_printf(&t->text, " budget %s",
+				  report_fmt_size(g->group_limit, buf, sizeof(buf)));
+		if (g->limit_state == REPORT_LIMIT_NONE)
+			report_buf_puts(&t->text, ", no limit of its own");
+	}
 	if (g->limit_state == REPORT_LIMIT_SET)
 		report_buf_printf(&t->text, ", limit %s",
 				  report_fmt_size(g->limit, buf, sizeof(buf)));
-	else if (g->limit_state == REPORT_LIMIT_NONE)
+	else if (g->limit_state == REPORT_LIMIT_NONE && g->group_limit_state != REPORT_LIMIT_SET)
 		report_buf_puts(&t->text, ", no limit");
 	title_wrap(t);
 }
@@ -494,6 +558,32 @@ static void put_limit_label(FILE *f, const struct panel *pn, const struct report
 	fputs("</text>\n", f);
 }
 
+/* A group's budget: a dashed line across the plot, labelled at its left
+ * with the budget and the most the group's members held at once. */
+static void put_budget(FILE *f, const struct panel *pn, const char *group, uint64_t budget,
+		       struct report_figure peak)
+{
+	char size[32], held[32];
+	double y = py(pn, budget);
+
+	fprintf(f, "<path class=\"group-budget\" fill=\"none\" stroke=\"%s\" "
+		   "stroke-width=\"2\" stroke-dasharray=\"3 3\" d=\"M%.2f,%.2f L%.2f,%.2f\"/>\n",
+		BUDGET_COLOR, pn->x0, y, pn->x0 + PLOT_W, y);
+	fprintf(f, "<text class=\"group-budget-label\" x=\"%.2f\" y=\"%.2f\" fill=\"%s\" "
+		   "font-weight=\"bold\" stroke=\"#fff\" stroke-width=\"3\" "
+		   "paint-order=\"stroke\">group ",
+		pn->x0 + 6, (y < pn->y0 + 18 ? pn->y0 + 18 : y) - 5, BUDGET_COLOR);
+	put_xml(f, group ? group : "(name unknown)");
+	fprintf(f, " budget %s", report_fmt_size(budget, size, sizeof(size)));
+	if (peak.known) {
+		fprintf(f, "; its members held at most %s",
+			report_fmt_size(peak.v, held, sizeof(held)));
+		if (budget > 0)
+			fprintf(f, " (%.0f%%)", 100.0 * (double)peak.v / (double)budget);
+	}
+	fputs("</text>\n", f);
+}
+
 /* ---- panels, grouped by GPU ------------------------------------------------------------ */
 
 struct slot {
@@ -568,6 +658,10 @@ static void group_axes(const struct slot *slots, size_t n, size_t group, struct 
 		}
 		if (g->limit_state == REPORT_LIMIT_SET)
 			max = fmax(max, (double)g->limit);
+		if (g->group_limit_state == REPORT_LIMIT_SET)
+			max = fmax(max, (double)g->group_limit);
+		for (size_t j = 0; j < g->group_used.n; j++)
+			max = fmax(max, (double)g->group_used.p[j].v);
 	}
 	pn->t0 = t0;
 	pn->ys = y_scale(max * 1.04); /* room above a limit at a round number */
@@ -607,26 +701,183 @@ static double put_panel(FILE *f, const struct slot *slots, size_t n, size_t i, d
 			LIMIT_COLOR, pn.x0, y, pn.x0 + PLOT_W, y);
 		put_limit_label(f, &pn, g, y);
 	}
+	if (g->group_limit_state == REPORT_LIMIT_SET)
+		put_budget(f, &pn, p->group, g->group_limit, g->peak_group_used);
 	put_marks(f, &pn, g);
 	fputs("</g>\n", f);
+	return PANEL_H + extra;
+}
+
+/* ---- a group's panel ------------------------------------------------------------------- */
+
+/* Whether slot k is a member of group `name` on the GPU whose slots start at
+ * `first`. */
+static bool member_of(const struct slot *slots, size_t k, size_t first, const char *name)
+{
+	return slots[k].group == first && slots[k].p->group && strcmp(slots[k].p->group, name) == 0;
+}
+
+/* Whether slot j opens a group's panel: the first member of its group on
+ * its GPU. */
+static bool opens_group(const struct slot *slots, size_t j)
+{
+	if (!slots[j].p->group)
+		return false;
+	for (size_t k = slots[j].group; k < j; k++) {
+		if (member_of(slots, k, slots[j].group, slots[j].p->group))
+			return false;
+	}
+	return true;
+}
+
+/* "group jobs on GPU 0 (GPU-9a0b..., nvidia-smi 2), 2 members (pids 3101,
+ * 3102), budget 8.00 GiB". */
+static void group_title_of(struct title *t, const struct slot *slots, size_t n, size_t j)
+{
+	const struct report_gpu *g = slots[j].g;
+	const char *name = slots[j].p->group;
+	size_t members = 0;
+	char buf[32];
+
+	for (size_t k = j; k < n; k++)
+		members += member_of(slots, k, slots[j].group, name);
+	report_buf_puts(&t->text, "group ");
+	report_buf_safe(&t->text, name);
+	report_buf_printf(&t->text, " on GPU %lld", g->ordinal);
+	if (g->uuid && g->uuid[0]) {
+		report_buf_puts(&t->text, " (");
+		report_buf_safe(&t->text, g->uuid);
+		report_buf_puts(&t->text, ")");
+	}
+	report_buf_printf(&t->text, ", %zu member%s (pid%s", members, members == 1 ? "" : "s",
+			  members == 1 ? "" : "s");
+	const char *sep = " ";
+	for (size_t k = j; k < n; k++) {
+		if (member_of(slots, k, slots[j].group, name)) {
+			report_buf_printf(&t->text, "%s%lld", sep, slots[k].p->pid);
+			sep = ", ";
+		}
+	}
+	report_buf_puts(&t->text, ")");
+	if (g->group_limit_state == REPORT_LIMIT_SET)
+		report_buf_printf(&t->text, ", budget %s",
+				  report_fmt_size(g->group_limit, buf, sizeof(buf)));
+	title_wrap(t);
+}
+
+static int cmp_point(const void *a, const void *b)
+{
+	const struct report_point *x = a, *y = b;
+	return (x->t > y->t) - (x->t < y->t);
+}
+
+/* The panel of a group on one GPU: what all its members held at once (the
+ * samples' group_used, from every member's log), each member's footprint,
+ * the group's budget and the members' refusals, on the GPU's axes. */
+static double put_group_panel(FILE *f, const struct slot *slots, size_t n, size_t j, double top,
+			      const struct report_plot *opt)
+{
+	size_t first = slots[j].group, on_gpu = 0;
+	const char *name = slots[j].p->group;
+	struct report_series used = { 0 };
+	struct report_figure peak = { 0, false };
+	const struct report_gpu *budget = NULL;
+	double t_end = -INFINITY;
+	struct title t = { 0 };
+
+	for (size_t k = first; k < n && slots[k].group == first; k++) {
+		on_gpu++;
+		if (!member_of(slots, k, first, name))
+			continue;
+		const struct report_gpu *g = slots[k].g;
+		used.p = report_xrealloc(used.p, (used.n + g->group_used.n + 1) * sizeof(*used.p));
+		memcpy(used.p + used.n, g->group_used.p, g->group_used.n * sizeof(*used.p));
+		used.n += g->group_used.n;
+		if (g->group_limit_state == REPORT_LIMIT_SET)
+			budget = g;
+		if (g->peak_group_used.known && (!peak.known || g->peak_group_used.v > peak.v))
+			peak = g->peak_group_used;
+		t_end = fmax(t_end, slots[k].p->t_last);
+	}
+	if (used.n > 1)
+		qsort(used.p, used.n, sizeof(*used.p), cmp_point);
+	group_title_of(&t, slots, n, j);
+	double extra = (double)(t.n - 1) * TITLE_LINE;
+	struct panel pn = { .x0 = MARGIN_L, .y0 = top + MARGIN_T + extra, .wall = opt->wall };
+	group_axes(slots, n, first, &pn);
+
+	fputs("<g class=\"group-panel\" data-group-name=\"", f);
+	put_xml(f, name);
+	fprintf(f, "\" data-group=\"%zu\" data-uuid=\"", first);
+	put_xml(f, slots[j].g->uuid ? slots[j].g->uuid : "");
+	fputs("\">\n", f);
+	put_title(f, &t, top + 24);
+	title_free(&t);
+
+	/* The legend: the group's use, then each member's footprint. */
+	double x = MARGIN_L, y = top + 46 + extra;
+	fprintf(f, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"%s\" "
+		   "stroke-width=\"3\"/><text x=\"%.0f\" y=\"%.0f\">held by the group</text>\n",
+		x, y - 4, x + 22, y - 4, GROUP_USED_COLOR, x + 27, y);
+	x += 150;
+	size_t m = 0;
+	for (size_t k = first; k < n && slots[k].group == first; k++) {
+		if (!member_of(slots, k, first, name) || x > WIDTH - 160)
+			continue;
+		const char *color = member_colors[m++ % (sizeof(member_colors) / sizeof(member_colors[0]))];
+		fprintf(f, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"%s\" "
+			   "stroke-width=\"2\"/><text x=\"%.0f\" y=\"%.0f\">pid %lld footprint</text>\n",
+			x, y - 4, x + 22, y - 4, color, x + 27, y, slots[k].p->pid);
+		x += 150;
+	}
+
+	put_axes(f, &pn, on_gpu);
+	m = 0;
+	for (size_t k = first; k < n && slots[k].group == first; k++) {
+		if (!member_of(slots, k, first, name))
+			continue;
+		char attrs[64];
+		snprintf(attrs, sizeof(attrs), "class=\"series member\" data-pid=\"%lld\"",
+			 slots[k].p->pid);
+		put_steps(f, &pn, &slots[k].g->series[REPORT_FOOTPRINT], attrs,
+			  member_colors[m++ % (sizeof(member_colors) / sizeof(member_colors[0]))], 1.2,
+			  slots[k].p->t_last);
+	}
+	put_steps(f, &pn, &used, "class=\"series group-used\"", GROUP_USED_COLOR, 2.5, t_end);
+	if (budget)
+		put_budget(f, &pn, name, budget->group_limit, peak);
+	for (size_t k = first; k < n && slots[k].group == first; k++) {
+		if (member_of(slots, k, first, name))
+			put_marks(f, &pn, slots[k].g);
+	}
+	fputs("</g>\n", f);
+	free(used.p);
 	return PANEL_H + extra;
 }
 
 /* ---- the file -------------------------------------------------------------------------- */
 
 bool report_svg_put(const struct report_set *set, const struct report_plot *opt, FILE *f,
-		    size_t *panels)
+		    size_t *panels, size_t *group_panels)
 {
 	size_t n;
 	struct slot *slots = slots_of(set, &n);
 	double height = 0;
 
 	/* The height first: each panel's title may take more lines. */
+	*group_panels = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct title t = { 0 };
 		title_of(&t, slots[i].p, slots[i].g);
 		height += PANEL_H + (double)(t.n - 1) * TITLE_LINE;
 		title_free(&t);
+		if (opens_group(slots, i)) {
+			struct title gt = { 0 };
+			group_title_of(&gt, slots, n, i);
+			height += PANEL_H + (double)(gt.n - 1) * TITLE_LINE;
+			title_free(&gt);
+			++*group_panels;
+		}
 	}
 	if (n == 0)
 		height = 60;
@@ -640,8 +891,16 @@ bool report_svg_put(const struct report_set *set, const struct report_plot *opt,
 	if (n == 0)
 		fputs("<text x=\"16\" y=\"36\">no GPU in these logs</text>\n", f);
 	double top = 0;
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		top += put_panel(f, slots, n, i, top, opt);
+		/* After a GPU's last panel, a panel per group of processes on it. */
+		if (i + 1 < n && slots[i + 1].group == slots[i].group)
+			continue;
+		for (size_t j = slots[i].group; j <= i; j++) {
+			if (opens_group(slots, j))
+				top += put_group_panel(f, slots, n, j, top, opt);
+		}
+	}
 	fputs("</svg>\n", f);
 	free(slots);
 	return fflush(f) == 0 && !ferror(f);
@@ -672,10 +931,10 @@ bool report_plot_close(FILE *f, const char *path, bool failed)
 }
 
 bool report_svg_write(const struct report_set *set, const struct report_plot *opt,
-		      const char *path, size_t *panels)
+		      const char *path, size_t *panels, size_t *group_panels)
 {
 	FILE *f = report_plot_open(path, "w");
 	if (!f)
 		return false;
-	return report_plot_close(f, path, !report_svg_put(set, opt, f, panels));
+	return report_plot_close(f, path, !report_svg_put(set, opt, f, panels, group_panels));
 }

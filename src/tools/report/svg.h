@@ -22,7 +22,13 @@
  * reserved, footprint, driver), <path class="limit">, <text
  * class="limit-label">, <line class="grid-x|grid-y"> paired in order with
  * <text class="xlabel|ylabel">, <g class="refusal|driver-oom" data-t> each
- * holding a <line> and the marker.
+ * holding a <line> and the marker. A member of a group with a budget on the
+ * GPU has <path class="group-budget"> and <text class="group-budget-label">;
+ * after a GPU's panels, <g class="group-panel" data-group-name data-group
+ * data-uuid> per group of processes on it holds <path class="series
+ * group-used"> (what the members held at once), a <path class="series
+ * member" data-pid> per member (its footprint), the budget line and the
+ * members' marks, on the GPU's axes.
  *
  * Single-threaded. */
 #pragma once
@@ -38,9 +44,10 @@ struct report_plot {
 };
 
 /* The plot of `set` onto `f`. False when writing failed (ferror). `panels`
- * gets how many panels it holds. */
+ * gets how many panels of a process it holds, `group_panels` how many of a
+ * group (one per group and GPU, after that GPU's processes). */
 bool report_svg_put(const struct report_set *set, const struct report_plot *opt, FILE *f,
-		    size_t *panels);
+		    size_t *panels, size_t *group_panels);
 
 /* A plot file at `path`, opened with `mode`; NULL after one line on
  * stderr. */
@@ -54,4 +61,4 @@ bool report_plot_close(FILE *f, const char *path, bool failed);
 /* The plot into the file `path`. False after one line on stderr when the
  * file cannot be written. */
 bool report_svg_write(const struct report_set *set, const struct report_plot *opt,
-		      const char *path, size_t *panels);
+		      const char *path, size_t *panels, size_t *group_panels);
