@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "jsonline.h"
+#include "sizing.h"
 #include "text.h"
 
 static struct json_tokener *tok;
@@ -191,6 +192,57 @@ START_TEST(json_mutations)
 }
 END_TEST
 
+/* ---- --suggest's sizes ---------------------------------------------------------- */
+
+#define MIB (UINT64_C(1) << 20)
+#define GIB (UINT64_C(1) << 30)
+
+struct limit_case {
+	uint64_t peak, limit;
+};
+
+START_TEST(suggest_limits)
+{
+	static const struct limit_case cases[] = {
+		{ 0, 256 * MIB },                         /* the margin alone */
+		{ 1, 512 * MIB },                         /* 256 MiB + 1, up to the next step */
+		{ 256 * MIB, 512 * MIB },
+		{ 3535798272, 3840 * MIB },               /* 3.29 GiB + a tenth = 3.62 GiB */
+		{ 4 * GIB, 4608 * MIB },                  /* 4.4 GiB: steps of 512 MiB past 4 GiB */
+		{ 10 * GIB, 11 * GIB },                   /* a tenth, 1 GiB, exactly on a step */
+		{ 15 * GIB, 17 * GIB },                   /* 16.5 GiB: steps of 1 GiB past 16 GiB */
+		{ 70 * GIB, 80 * GIB },                   /* 77 GiB: steps of 4 GiB past 64 GiB */
+		{ UINT64_MAX, UINT64_MAX - (UINT64_MAX % (4 * GIB)) },
+		{ 0, 0 },
+	};
+	for (const struct limit_case *c = cases; c->limit; c++)
+		ck_assert_msg(report_suggest_limit(c->peak) == c->limit, "%" PRIu64 ": %" PRIu64,
+			      c->peak, report_suggest_limit(c->peak));
+	ck_assert_uint_eq(report_suggest_margin(GIB), 256 * MIB);
+	ck_assert_uint_eq(report_suggest_margin(10 * GIB), GIB);
+	ck_assert_uint_eq(report_suggest_margin(UINT64_MAX), UINT64_MAX / 10);
+}
+END_TEST
+
+struct limit_text {
+	uint64_t bytes;
+	const char *text;
+};
+
+START_TEST(suggest_limit_text)
+{
+	static const struct limit_text cases[] = {
+		{ 5 * GIB, "5GiB" },           { 4608 * MIB, "4.5GiB" },   { 4352 * MIB, "4.25GiB" },
+		{ 1280 * MIB, "1.25GiB" },    { 1792 * MIB, "1.75GiB" },  { 768 * MIB, "768MiB" },
+		{ 256 * MIB, "256MiB" },      { GIB, "1GiB" },             { 1536 * MIB, "1.5GiB" },
+		{ 3, "3" },                   { GIB + 1, "1073741825" },   { 0, NULL },
+	};
+	char buf[48];
+	for (const struct limit_text *c = cases; c->text; c++)
+		ck_assert_str_eq(report_fmt_limit(c->bytes, buf, sizeof(buf)), c->text);
+}
+END_TEST
+
 /* Strings a log holds are kept as UTF-8: a byte that starts no well-formed
  * sequence becomes U+FFFD, the rest stays. */
 struct utf8_case {
@@ -362,6 +414,8 @@ static Suite *report_suite(void)
 		{ "text_rfc3339", text_rfc3339 },
 		{ "text_quoting", text_quoting },
 		{ "text_utf8", text_utf8 },
+		{ "suggest_limits", suggest_limits },
+		{ "suggest_limit_text", suggest_limit_text },
 	};
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		TCase *tc = tcase_create(tests[i].name);

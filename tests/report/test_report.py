@@ -1678,6 +1678,150 @@ class Groups(Checks):
                                      "7.58 GiB (95%)")
 
 
+def suggested(peak):
+    """--suggest's limit for a peak: a tenth more, at least 256 MiB, rounded up
+    to 256 MiB up to 4 GiB, 512 MiB up to 16 GiB, 1 GiB up to 64 GiB, else 4 GiB."""
+    mib, gib = 1 << 20, 1 << 30
+    want = min(peak + max(peak * 10 // 100, 256 * mib), U64)
+    step = 256 * mib if want <= 4 * gib else 512 * mib if want <= 16 * gib else \
+        gib if want <= 64 * gib else 4 * gib
+    up = -(-want // step) * step
+    return up if up <= U64 else want - want % step
+
+
+def typed(v):
+    mib, gib = 1 << 20, 1 << 30
+    if v % gib == 0 and v:
+        return "%dGiB" % (v // gib)
+    if v % (gib // 4) == 0 and v > gib:
+        return ("%.2f" % (v / gib)).rstrip("0") + "GiB"
+    return "%dMiB" % (v // mib) if v % mib == 0 and v else str(v)
+
+
+class Suggest(Checks):
+    """cumemcap report --suggest, against what the model of the logs says."""
+
+    def expected(self, model):
+        """{(program, ordinal): (runs, refused runs, top peak)} and the same for groups."""
+        programs, groups_ = {}, {}
+        for p in model.procs:
+            for g in p.shown():
+                if not g.used():
+                    continue
+                ctx = model.context(g)[0]
+                if g.peak["footprint"] is not None:
+                    peak = g.peak["footprint"]
+                elif g.peak["reserved"] is not None:
+                    peak = g.peak["reserved"] + (ctx or 0)
+                else:
+                    continue
+                refused = max(g.refusal_events, g.exit_refusals or 0) > 0
+                key = (p.program or "-", g.ordinal)
+                runs, ref, top = programs.get(key, (0, 0, 0))
+                programs[key] = (runs + 1, ref + refused, max(top, peak))
+                if p.group is not None:
+                    k = (p.group, g.uuid.lower() if g.uuid else g.ordinal)
+                    runs, ref, top = groups_.get(k, (0, 0, None))
+                    used = g.peak_group_used
+                    top = used if top is None or (used is not None and used > top) else top
+                    groups_[k] = (runs + 1, ref + refused, top)
+        return programs, groups_
+
+    def test_every_fixture(self):
+        paths = sorted(fixture(n) for n in os.listdir(FIXTURES) if n.endswith(".jsonl"))
+        model = Model(paths)
+        programs, groups_ = self.expected(model)
+        p = run(["--suggest", "--bytes"] + paths)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        blocks = p.stdout.split("\n\n")
+        self.assertTrue(blocks[0].startswith("The smallest limit that would have let every "
+                                             "logged run finish without a refusal:"))
+        table = [re.split(r"  +", line.strip()) for line in blocks[1].splitlines()]
+        self.assertEqual(table[0], ["PROGRAM", "GPU", "RUNS", "PEAK FOOTPRINT", "LIVE", "CACHED",
+                                    "OVERHEAD", "REFUSED", "SUGGESTED LIMIT"])
+        got = {}
+        for row in table[1:]:
+            program, gpu, runs, peak, live, cached, overhead, refused, limit = row
+            # What the peak was made of adds up to it.
+            self.assertEqual(int(live) + int(cached) + int(overhead), int(peak), row)
+            got[(program, int(gpu))] = (int(runs), int(refused), int(peak), limit)
+        want = {(safe(k[0]), k[1]): v for k, v in programs.items()}
+        self.assertEqual(sorted(got), sorted(want))
+        for key, (runs, refused, peak) in want.items():
+            self.assertEqual(got[key][:3], (runs, refused, peak), key)
+            self.assertEqual(got[key][3], typed(suggested(peak)) + (" (at least)" if refused else ""),
+                             key)
+        gtable = [re.split(r"  +", line.strip()) for line in blocks[2].splitlines()]
+        self.assertEqual(gtable[0], ["GROUP", "GPU", "MEMBERS", "PEAK HELD", "REFUSED",
+                                     "SUGGESTED BUDGET"])
+        self.assertEqual(len(gtable), 1 + len(groups_))
+        (members, refused, top), = groups_.values()
+        self.assertEqual(gtable[1], ["jobs", "0", str(members), str(top), str(refused),
+                                     typed(suggested(top)) + " (at least)"])
+
+    def test_what_a_user_reads(self):
+        p = run(["--suggest", fixture("v2-train.jsonl"), fixture("group-a.jsonl"),
+                 fixture("group-b.jsonl")])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout, """\
+The smallest limit that would have let every logged run finish without a refusal:
+the highest peak footprint, plus a tenth (at least 256 MiB), rounded up.
+
+PROGRAM   GPU  RUNS  PEAK FOOTPRINT      LIVE  CACHED    OVERHEAD  REFUSED  SUGGESTED LIMIT
+prep.py   0       1        3.29 GiB  3.00 GiB     0 B  300.00 MiB        0  3.75GiB
+train.py  0       2        4.29 GiB  4.00 GiB     0 B  300.00 MiB        2  5GiB (at least)
+
+GROUP  GPU  MEMBERS  PEAK HELD  REFUSED  SUGGESTED BUDGET
+jobs   0          2   7.58 GiB        1  8.5GiB (at least)
+
+prep.py on GPU 0: the highest peak, 3.29 GiB, was pid 3101 on node5
+train.py on GPU 0: the highest peak, 4.29 GiB, was pid 1 on node-a; 2 of 2 runs were refused at a limit (pid 1 on node-a, pid 3102 on node5): they wanted more than they got, so the peak is only a lower bound, and so is 5GiB; run it again with 5GiB (or none) to learn the rest
+group jobs on GPU 0: its members held at most 7.58 GiB at once; 1 of 2 members was refused at a limit (pid 3102 on node5): it wanted more than it got, so the peak is only a lower bound, and so is 8.5GiB; run the group again with a budget of 8.5GiB (or none) to learn the rest
+
+In a configuration file (cumemcap.conf):
+  [program prep.py]
+  limit = 3.75GiB
+  [program train.py]
+  limit = 5GiB
+For a group, in the environment of its members:
+  CUMEMCAP_GROUP=jobs CUMEMCAP_GROUP_LIMIT=8.5GiB
+""")
+
+    def test_json(self):
+        paths = [fixture("v2-train.jsonl"), fixture("group-a.jsonl"), fixture("group-b.jsonl"),
+                 fixture("multi-a.jsonl")]
+        model = Model(paths)
+        programs, groups_ = self.expected(model)
+        p = run(["--suggest", "--json"] + paths)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        got = json.loads(p.stdout)
+        self.assertEqual(got["margin"], {"percent": 10, "min": 256 << 20})
+        self.assertEqual(sorted((q["program"], q["gpu"]) for q in got["programs"]), sorted(programs))
+        for q in got["programs"]:
+            runs, refused, peak = programs[(q["program"], q["gpu"])]
+            self.assertEqual((q["runs"], q["refused_runs"], q["peak_footprint"]), (runs, refused, peak))
+            self.assertEqual(q["lower_bound"], refused > 0)
+            self.assertEqual(q["live"] + q["cached"] + q["overhead"], peak)
+            self.assertEqual((q["limit"], q["limit_text"]), (suggested(peak), typed(suggested(peak))))
+            self.assertEqual(len(q["refused_pids"]), refused)
+        (g,) = got["groups"]
+        (members, refused, top), = groups_.values()
+        self.assertEqual((g["group"], g["members"], g["refused_members"], g["peak_used"]),
+                         ("jobs", members, refused, top))
+        self.assertEqual((g["budget"], g["budget_text"], g["lower_bound"], g["refused_pids"]),
+                         (suggested(top), typed(suggested(top)), True, [3102]))
+        # Per GPU where a program's GPUs need different limits.
+        p = run(["--suggest", fixture("multi-a.jsonl")])
+        self.assertIn("  [program serve]\n  device_limits = 0=5GiB,1=11.5GiB\n", p.stdout)
+
+    def test_usage(self):
+        p = run(["--suggest", "--wide", fixture("normal.jsonl")])
+        self.assertEqual(p.returncode, 2)
+        self.assertEqual(p.stderr, "cumemcap report: --wide is about the table, which --suggest "
+                                   "replaces; give one of them; usage: cumemcap report [OPTIONS] "
+                                   "LOG|DIR|-...\n")
+
+
 class Errors(unittest.TestCase):
     def one_line(self, p, status, pattern):
         self.assertEqual(p.returncode, status, p.stderr)

@@ -28,6 +28,7 @@
 
 #include "logs.h"
 #include "png.h"
+#include "suggest.h"
 #include "svg.h"
 #include "table.h"
 #include "text.h"
@@ -85,8 +86,17 @@ static void usage(FILE *f)
 	      "                      back from now (90s, 30m, 1h, 2d) or a time, UTC unless it\n"
 	      "                      says (2024-05-01T12:00:00Z, '2024-05-01 12:00', 2024-05-01).\n"
 	      "                      A running process is always kept.\n"
-	      "  --json              the table and the process blocks as one JSON object\n"
-	      "                      (every size an exact integer of bytes; null: unknown).\n"
+	      "  --suggest           instead of the table: for each program and GPU the\n"
+	      "                      smallest limit that would have let every logged run\n"
+	      "                      finish without a refusal (the highest peak footprint,\n"
+	      "                      plus a tenth, at least 256 MiB, rounded up), what that\n"
+	      "                      peak was made of (live, cached, the driver's overhead),\n"
+	      "                      for each group the budget it needed, and the same as\n"
+	      "                      configuration; a run that was refused makes its\n"
+	      "                      suggestion a lower bound, and says so.\n"
+	      "  --json              the table and the process blocks (or the suggestions)\n"
+	      "                      as one JSON object (every size an exact integer of\n"
+	      "                      bytes; null: unknown).\n"
 	      "  --wide              every column, each size in its own unit.\n"
 	      "  --bytes             sizes as exact byte counts.\n"
 	      "  --version           the version of cumemcap.\n"
@@ -245,7 +255,7 @@ int main(int argc, char **argv)
 	const char *plot = NULL, *time_kind = NULL;
 	struct report_view view = { 0 };
 	struct report_filter filter = { .gpu_number = -1 };
-	bool json = false, options = true, stdin_given = false;
+	bool json = false, suggest = false, options = true, stdin_given = false;
 	struct inputs in = { 0 };
 
 	/* Options may come before or after the LOGs (cumemcap report LOG
@@ -293,6 +303,8 @@ int main(int argc, char **argv)
 			view.wide = true;
 		} else if (strcmp(a, "--json") == 0) {
 			json = true;
+		} else if (strcmp(a, "--suggest") == 0) {
+			suggest = true;
 		} else if (k == 0) {
 			if (plot)
 				usage_error("--plot given twice");
@@ -326,6 +338,8 @@ int main(int argc, char **argv)
 		format = plot_format(plot);
 	if (plot_stdout && json)
 		usage_error("--plot - and --json both write to standard output; give --plot FILE");
+	if (suggest && view.wide)
+		usage_error("--wide is about the table, which --suggest replaces; give one of them");
 	if (time_kind && !plot)
 		usage_error("--time is about the plot; give --plot FILE too");
 
@@ -377,7 +391,10 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
-	if (json) {
+	if (suggest) {
+		if (!plot_stdout)
+			report_print_suggest(&set, json, view.bytes);
+	} else if (json) {
 		report_print_json(&set);
 	} else if (!plot_stdout) {
 		report_print_table(&set, &view);
