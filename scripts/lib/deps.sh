@@ -12,14 +12,15 @@ CUMEMCAP_DEBS_BUILD="gcc libc6-dev binutils meson ninja-build pkg-config check p
 #   ffmpeg, GStreamer, hashcat: the real programs tests/integration/test_programs.py runs;
 #   prometheus: promtool checks the metrics file;
 #   python3-yaml: the Kubernetes manifests;
-#   libcairo2-dev, librsvg2-dev, librsvg2-bin: the report's PNG and its check;
+#   libcairo2-dev: the report's PNG and PDF (cumemcap report --plot);
+#   poppler-utils: pdftoppm renders the report's PDF for its check;
 #   bash-completion, man-db, groff-base: the installed completion and man pages;
 #   build-essential, dpkg-dev, debhelper, fakeroot, git: the Debian package's
 #     build (dpkg-buildpackage checks for build-essential) from a clean checkout;
 #   util-linux, passwd: the tests that run as two users (unshare, setpriv, useradd).
 CUMEMCAP_DEBS_SUITE="clang libclang-rt-14-dev
 	ffmpeg gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-bad hashcat
-	prometheus python3-yaml libcairo2-dev librsvg2-dev librsvg2-bin
+	prometheus python3-yaml libcairo2-dev poppler-utils
 	bash-completion man-db groff-base build-essential dpkg-dev debhelper fakeroot git util-linux passwd"
 
 # The packages of the list(s) given that are not installed.

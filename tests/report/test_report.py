@@ -29,8 +29,8 @@ import xml.etree.ElementTree as ET
 
 REPORT, LAUNCHER, FIXTURES = [os.path.abspath(a) for a in sys.argv[1:4]]
 del sys.argv[1:4]
-HAVE_PNG = "this build has PNG" in subprocess.run([REPORT, "--help"], capture_output=True,
-                                                  text=True).stdout
+HAVE_CAIRO = "(this build has cairo)" in subprocess.run([REPORT, "--help"], capture_output=True,
+                                                       text=True).stdout
 
 U64 = 2**64 - 1
 MAX_LINE = 1024 * 1024
@@ -1462,23 +1462,44 @@ def near(a, b, tol=24):
 
 
 class Rendering(Checks):
-    """The plot as a person sees it: the SVG rendered to pixels by
-    rsvg-convert (and the report's own PNG where built), then checked."""
+    """The plot as a person sees it: the report's own PNG (drawn by cairo,
+    through the same drawing code as the SVG), read pixel by pixel where the
+    SVG of the same logs puts each thing."""
 
     def setUp(self):
-        self.rsvg = need("rsvg-convert")
+        if not HAVE_CAIRO:
+            self.skipTest("this build has no cairo: no PNG")
         self.tmp = tempfile.TemporaryDirectory()
         self.addCleanup(self.tmp.cleanup)
 
-    def render(self, logs, extra=()):
+    def render(self, logs, extra=(), kind="png"):
         svg = os.path.join(self.tmp.name, "plot.svg")
         p = run(["--plot", svg] + list(extra) + logs)
         self.assertEqual(p.returncode, 0, p.stderr)
-        png = os.path.join(self.tmp.name, "plot.png")
-        subprocess.run([self.rsvg, "-b", "white", "-o", png, svg], check=True)
+        out = os.path.join(self.tmp.name, "plot." + kind)
+        p = run(["--plot", out] + list(extra) + logs)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("plot: %s (" % out, p.stdout)
         root = ET.parse(svg).getroot()
         panels = [Panel(g) for g in root.iter(SVG + "g") if g.get("class") == "panel"]
-        return panels, read_png(png)
+        size = (int(root.get("width")), int(root.get("height")))
+        if kind == "pdf":
+            with open(out, "rb") as f:
+                data = f.read()
+            self.assertTrue(data.startswith(b"%PDF-1."), data[:16])
+            self.assertIn(b"%%EOF", data[-32:])
+            self.assertGreater(len(data), 2000)
+            # Rendered at 72 dpi a PDF point is a pixel: the SVG's coordinates hold.
+            base = os.path.join(self.tmp.name, "pdf")
+            subprocess.run([need("pdftoppm"), "-r", "72", "-png", "-singlefile", out, base],
+                           check=True)
+            out = base + ".png"
+        with open(out, "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        self.assertGreater(os.path.getsize(out), 2000)
+        pixels = read_png(out)
+        self.assertEqual(pixels[:2], size)
+        return panels, pixels
 
     def log(self, name, pid, peak, limit=4 << 30, t=1700002000.0, refuse=False, oom=False,
             uuid="GPU-abcdef00-0000"):
@@ -1540,22 +1561,38 @@ class Rendering(Checks):
         self.assertEqual(panels[0].xticks, panels[1].xticks)
         self.assertNotEqual(panels[0].yticks, panels[2].yticks)
 
-    def test_report_png(self):
-        if not HAVE_PNG:
-            self.skipTest("this build has no PNG")
-        png = os.path.join(self.tmp.name, "own.png")
-        log = self.log("full", 10, 4 << 30, refuse=True)
-        p = run(["--plot", png, log])
-        self.assertEqual(p.returncode, 0, p.stderr)
-        panels, (w, h, ref) = self.render([log])
-        w2, h2, own = read_png(png)
+    def test_pdf(self):
+        """The PDF, read back: its magic and size, and rendered (pdftoppm), the
+        limit's colour along the limit and the refusal's at its marker."""
+        log = self.log("full", 10, 4 << 30, limit=6 << 30, refuse=True)
+        panels, (w, h, px) = self.render([log], kind="pdf")
+        pn = panels[0]
+        y = round(pn.py(6 << 30))
+        row = [px[y][x] for x in range(int(pn.x0) + 2, int(pn.x1) - 2)]
+        self.assertGreater(sum(near(c, LIMIT_RGB) for c in row) / len(row), 0.5)
+        mx, my = pn.marks["refusal"][0][4]
+        self.assertTrue(near(px[round(my)][round(mx)], REFUSAL_RGB))
+        # The PNG of the same logs: the same size, the limit on the same row.
+        _, (w2, h2, png) = self.render([log])
         self.assertEqual((w2, h2), (w, h))
-        y = round(panels[0].py(4 << 30))
-        self.assertTrue(sum(near(c, LIMIT_RGB) for c in own[y]) > 100)
-        p = run(["--plot", "/nonexistent/x.png", log])
-        self.assertEqual(p.returncode, 1)
-        self.assertEqual(p.stderr, "cumemcap report: --plot /nonexistent/x.png: cannot create: "
-                         "No such file or directory\n")
+        row = [png[y][x] for x in range(int(pn.x0) + 2, int(pn.x1) - 2)]
+        self.assertGreater(sum(near(c, LIMIT_RGB) for c in row) / len(row), 0.5)
+
+    def test_plot_files_that_cannot_be_written(self):
+        log = self.log("full", 10, 4 << 30, refuse=True)
+        for ext in ("png", "pdf"):
+            p = run(["--plot", "/nonexistent/x." + ext, log])
+            self.assertEqual(p.returncode, 1)
+            self.assertEqual(p.stderr, "cumemcap report: --plot /nonexistent/x.%s: cannot "
+                             "create: No such file or directory\n" % ext)
+            # A full disk: /dev/full under a name with the extension.
+            if os.path.exists("/dev/full"):
+                full = os.path.join(self.tmp.name, "full." + ext)
+                os.symlink("/dev/full", full)
+                p = run(["--plot", full, log])
+                self.assertEqual(p.returncode, 1)
+                self.assertEqual(p.stderr, "cumemcap report: --plot %s: cannot write: No space "
+                                 "left on device\n" % full)
 
 
 # ---- errors ---------------------------------------------------------------------------
@@ -1865,9 +1902,10 @@ class Errors(unittest.TestCase):
         for heading in ("Inputs:", "Options:", "Exit status:"):
             self.assertIn("\n" + heading + "\n", p.stdout)
         for flag in ("--plot FILE", "--time KIND", "--gpu N|UUID", "--program NAME", "--since TIME",
-                     "--json", "--wide", "--bytes", "--version"):
+                     "--suggest", "--json", "--wide", "--bytes", "--version"):
             self.assertRegex(p.stdout, r"\n  %s  " % re.escape(flag))
-        self.assertIn("this build has PNG" if HAVE_PNG else "this build has no PNG", p.stdout)
+        self.assertIn("(this build has cairo)" if HAVE_CAIRO else "this build has no PNG or PDF",
+                      p.stdout)
         p = run(["--version"])
         self.assertEqual((p.returncode, p.stderr), (0, ""))
         self.assertRegex(p.stdout, r"^cumemcap report \d+\.\d+\.\d+\n$")
@@ -1882,21 +1920,24 @@ class Errors(unittest.TestCase):
             self.one_line(run(["--", "-odd.jsonl"]), 1,
                           r"^cumemcap report: -odd\.jsonl: cannot open: No such file or directory$")
 
-    def test_plot_must_be_svg(self):
+    def test_plot_formats_by_name(self):
         with tempfile.TemporaryDirectory() as tmp:
-            for name in ("plot.pdf", "x.svg.jpg") + (() if HAVE_PNG else ("out.png", "out.PNG")):
+            names = ("x.svg.jpg", "plot.eps") + (() if HAVE_CAIRO else ("out.png", "out.PDF"))
+            for name in names:
                 target = os.path.join(tmp, name)
                 with self.subTest(name=name):
                     p = run(["--plot", target, fixture("normal.jsonl")])
                     ext = os.path.splitext(name)[1]
-                    if ext.lower() == ".png":
-                        self.one_line(p, 2, r'^cumemcap report: --plot "%s": this build has no PNG'
-                                      % re.escape(target))
+                    if ext.lower() in (".png", ".pdf"):
+                        self.one_line(p, 2, r'^cumemcap report: --plot "%s": this build has no %s '
+                                      r'\(it was built without cairo\); give a FILE ending in \.svg$'
+                                      % (re.escape(target), ext[1:].upper()))
                     else:
                         self.one_line(p, 2, r'^cumemcap report: --plot "%s": only %s is supported '
-                                      r'\(no %s\); give a FILE ending in \.svg%s$'
-                                      % (re.escape(target), "SVG or PNG" if HAVE_PNG else "SVG",
-                                         re.escape(ext), " or \\.png" if HAVE_PNG else ""))
+                                      r'\(no %s\); give a FILE ending in %s$'
+                                      % (re.escape(target), "SVG, PNG or PDF" if HAVE_CAIRO else "SVG",
+                                         re.escape(ext), r"\.svg, \.png or \.pdf" if HAVE_CAIRO
+                                         else r"\.svg"))
                     self.assertFalse(os.path.exists(target))
                     self.assertEqual(p.stdout, "")
             self.one_line(run(["--plot=", fixture("normal.jsonl")]), 2,

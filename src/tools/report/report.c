@@ -7,8 +7,9 @@
  * input; logs.h says how a shared directory is read), keeps what --gpu, --program
  * and --since select (model.c), prints a table with a row per process and
  * GPU and a block per process (table.c), or all of it as JSON, and with
- * --plot draws the same processes as SVG, or PNG where this build has
- * cairo and librsvg (svg.c, png.c).
+ * --plot draws the same processes as SVG, or PNG and PDF where this build
+ * has cairo (plot.c, canvas.c); --suggest prints the limits the logs call
+ * for instead of the table (suggest.c).
  *
  * Exit status: 0 reported; 1 a LOG could not be read, no LOG held a
  * record, or the plot could not be written; 2 a usage error. Messages are
@@ -27,21 +28,23 @@
 #include <time.h>
 
 #include "logs.h"
-#include "png.h"
+#include "plot.h"
 #include "suggest.h"
-#include "svg.h"
 #include "table.h"
 #include "text.h"
 
 #define USAGE "usage: cumemcap report [OPTIONS] LOG|DIR|-..."
 
-#if REPORT_HAVE_PNG
-#define PLOT_FORMATS "SVG or PNG"
-#define PLOT_HELP "                      .svg, or .png (this build has PNG: cairo and librsvg);\n"
+#if REPORT_HAVE_CAIRO
+#define PLOT_FORMATS "SVG, PNG or PDF"
+#define PLOT_NAMES ".svg, .png or .pdf"
+#define PLOT_HELP "                      the file's name says the format: .svg, .png or .pdf\n" \
+		  "                      (this build has cairo);\n"
 #else
 #define PLOT_FORMATS "SVG"
-#define PLOT_HELP "                      .svg only (this build has no PNG: it was built\n" \
-		  "                      without cairo and librsvg);\n"
+#define PLOT_NAMES ".svg"
+#define PLOT_HELP "                      .svg only (this build has no PNG or PDF: it was\n" \
+		  "                      built without cairo);\n"
 #endif
 
 static void usage(FILE *f)
@@ -123,10 +126,9 @@ _Noreturn static void usage_error(const char *fmt, ...)
 	exit(2);
 }
 
-enum plot_format { PLOT_SVG, PLOT_PNG };
-
-/* --plot's name: .svg, .png (where built), no extension (/dev/stdout), or -. */
-static enum plot_format plot_format(const char *path)
+/* --plot's name: .svg, .png or .pdf (where built), no extension
+ * (/dev/stdout), or -. */
+static enum report_canvas_kind plot_format(const char *path)
 {
 	const char *base = strrchr(path, '/');
 	base = base ? base + 1 : path;
@@ -134,23 +136,24 @@ static enum plot_format plot_format(const char *path)
 
 	if (!*base) {
 		fprintf(stderr, "cumemcap report: --plot \"%s\": not a file name; give a FILE "
-				"ending in .svg%s, or - for standard output\n",
-			path, REPORT_HAVE_PNG ? " or .png" : "");
-		exit(2);
-	}
-	if (!dot || dot == base || strcasecmp(dot, ".svg") == 0)
-		return PLOT_SVG;
-	if (strcasecmp(dot, ".png") == 0) {
-		if (REPORT_HAVE_PNG)
-			return PLOT_PNG;
-		fprintf(stderr, "cumemcap report: --plot \"%s\": this build has no PNG (it was "
-				"built without cairo and librsvg); give a FILE ending in .svg\n",
+				"ending in " PLOT_NAMES ", or - for standard output\n",
 			path);
 		exit(2);
 	}
+	if (!dot || dot == base || strcasecmp(dot, ".svg") == 0)
+		return REPORT_CANVAS_SVG;
+	bool png = strcasecmp(dot, ".png") == 0, pdf = strcasecmp(dot, ".pdf") == 0;
+	if ((png || pdf) && REPORT_HAVE_CAIRO)
+		return png ? REPORT_CANVAS_PNG : REPORT_CANVAS_PDF;
+	if (png || pdf) {
+		fprintf(stderr, "cumemcap report: --plot \"%s\": this build has no %s (it was "
+				"built without cairo); give a FILE ending in .svg\n",
+			path, png ? "PNG" : "PDF");
+		exit(2);
+	}
 	fprintf(stderr, "cumemcap report: --plot \"%s\": only %s is supported (no %s); give a "
-			"FILE ending in .svg%s\n",
-		path, PLOT_FORMATS, dot, REPORT_HAVE_PNG ? " or .png" : "");
+			"FILE ending in " PLOT_NAMES "\n",
+		path, PLOT_FORMATS, dot);
 	exit(2);
 }
 
@@ -332,7 +335,7 @@ int main(int argc, char **argv)
 	}
 	if (in.n == 0)
 		usage_error("no LOG given");
-	enum plot_format format = PLOT_SVG;
+	enum report_canvas_kind format = REPORT_CANVAS_SVG;
 	bool plot_stdout = plot && strcmp(plot, "-") == 0;
 	if (plot && !plot_stdout)
 		format = plot_format(plot);
@@ -405,9 +408,10 @@ int main(int argc, char **argv)
 		struct report_plot opt = { .wall = time_kind && strcmp(time_kind, "wall") == 0 };
 		size_t panels, group_panels;
 		fflush(stdout);
-		bool ok = plot_stdout ? report_svg_put(&set, &opt, stdout, &panels, &group_panels)
-			: format == PLOT_PNG ? report_png_write(&set, &opt, plot, &panels, &group_panels)
-					     : report_svg_write(&set, &opt, plot, &panels, &group_panels);
+		bool ok = plot_stdout ? report_plot_put(&set, &opt, REPORT_CANVAS_SVG, stdout, plot,
+							&panels, &group_panels)
+				      : report_plot_write(&set, &opt, format, plot, &panels,
+							  &group_panels);
 		if (!ok) {
 			status = 1;
 		} else if (!plot_stdout && !json) {

@@ -1,10 +1,10 @@
-/* svg: the plot behind cumemcap report --plot (see svg.h). Scales and
- * ticks, the thinning of long series, XML-safe text, the panels grouped by
- * GPU with their shared axes, then one panel after another straight to the
- * file. Single-threaded. */
+/* plot: the plot behind cumemcap report --plot (see plot.h). Scales and
+ * ticks, the thinning of long series, the panels grouped by GPU with their
+ * shared axes, then one panel after another onto the canvas (canvas.h: SVG,
+ * PNG or PDF). Single-threaded. */
 #include "config.h"
 
-#include "svg.h"
+#include "plot.h"
 
 #include <errno.h>
 #include <math.h>
@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "canvas.h"
 #include "text.h"
 
 /* Geometry, in SVG user units (pixels). */
@@ -50,33 +51,6 @@ static const char *const member_colors[] = { "#1f77b4", "#2ca02c", "#9467bd", "#
 					     "#bcbd22", "#7f7f7f" };
 #define REFUSAL_COLOR "#ff00ff"
 #define OOM_COLOR     "#111111"
-
-/* ---- text ------------------------------------------------------------------------ */
-
-/* Text from a log as XML character data or an attribute value: the five
- * markup characters escaped; what XML 1.0 cannot hold (control characters,
- * U+FFFE, U+FFFF) as U+FFFD. The JSON reader hands over valid UTF-8. */
-static void put_xml(FILE *f, const char *s)
-{
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		switch (*p) {
-		case '&': fputs("&amp;", f); break;
-		case '<': fputs("&lt;", f); break;
-		case '>': fputs("&gt;", f); break;
-		case '"': fputs("&quot;", f); break;
-		case '\'': fputs("&apos;", f); break;
-		default:
-			if (*p < 0x20 || *p == 0x7f) {
-				fputs("\xef\xbf\xbd", f);
-			} else if (p[0] == 0xef && p[1] == 0xbf && (p[2] == 0xbe || p[2] == 0xbf)) {
-				fputs("\xef\xbf\xbd", f);
-				p += 2;
-			} else {
-				putc(*p, f);
-			}
-		}
-	}
-}
 
 /* ---- scales ----------------------------------------------------------------------- */
 
@@ -218,59 +192,71 @@ static size_t thin(const struct panel *pn, const struct report_series *s, struct
 
 /* A step line: a figure holds until the next record, the last until the
  * process's last record (a live line can never rise above reserved). */
-static void put_steps(FILE *f, const struct panel *pn, const struct report_series *s,
-		      const char *attrs, const char *color, double width, double t_end)
+static void put_steps(struct report_canvas *cv, const struct panel *pn,
+		      const struct report_series *s, const char *cls,
+		      const struct report_attr *attrs, size_t nattrs, const char *color,
+		      double width, double t_end)
 {
 	if (s->n == 0)
 		return;
 	struct report_point *pts = report_xmalloc(s->n * sizeof(*pts));
 	size_t n = thin(pn, s, pts);
+	double *xy = report_xmalloc((2 * n + 1) * 2 * sizeof(*xy));
+	size_t m = 0;
 
-	fprintf(f, "<path %s fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\" "
-		   "stroke-linejoin=\"round\" stroke-linecap=\"round\" d=\"M%.2f,%.2f",
-		attrs, color, width, px(pn, pts[0].t), py(pn, pts[0].v));
+	xy[m++] = px(pn, pts[0].t);
+	xy[m++] = py(pn, pts[0].v);
 	for (size_t i = 1; i < n; i++) {
-		fprintf(f, " L%.2f,%.2f", px(pn, pts[i].t), py(pn, pts[i - 1].v));
-		fprintf(f, " L%.2f,%.2f", px(pn, pts[i].t), py(pn, pts[i].v));
+		xy[m++] = px(pn, pts[i].t);
+		xy[m++] = py(pn, pts[i - 1].v);
+		xy[m++] = px(pn, pts[i].t);
+		xy[m++] = py(pn, pts[i].v);
 	}
-	fprintf(f, " L%.2f,%.2f\"/>\n", px(pn, t_end), py(pn, pts[n - 1].v));
+	xy[m++] = px(pn, t_end);
+	xy[m++] = py(pn, pts[n - 1].v);
+	struct report_stroke st = { color, width, NULL, 0 };
+	report_canvas_path(cv, cls, attrs, nattrs, xy, m / 2, &st);
+	free(xy);
 	free(pts);
 }
 
-static void put_series(FILE *f, const struct panel *pn, const struct report_series *s, int kind,
-		       double t_end)
+static void put_series(struct report_canvas *cv, const struct panel *pn,
+		       const struct report_series *s, int kind, double t_end)
 {
-	char attrs[64];
+	char cls[32];
 
-	snprintf(attrs, sizeof(attrs), "class=\"series %s\"", series_style[kind].cls);
-	put_steps(f, pn, s, attrs, series_style[kind].color, 1.5, t_end);
+	snprintf(cls, sizeof(cls), "series %s", series_style[kind].cls);
+	put_steps(cv, pn, s, cls, NULL, 0, series_style[kind].color, 1.5, t_end);
 }
 
 /* ---- a panel ------------------------------------------------------------------------ */
 
-static void put_legend(FILE *f, double x, double y)
+/* A legend entry: a short line (dashed when `dash`), then its label. */
+static double legend_line(struct report_canvas *cv, double x, double y, const char *color,
+			  double width, const char *dash, const char *label)
 {
-	for (int k = 0; k < REPORT_SERIES; k++) {
-		fprintf(f, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"%s\" "
-			   "stroke-width=\"2\"/>"
-			   "<text x=\"%.0f\" y=\"%.0f\">%s</text>\n",
-			x, y - 4, x + 22, y - 4, series_style[k].color, x + 27, y,
-			series_style[k].label);
-		x += 40 + 7.0 * (double)strlen(series_style[k].label);
-	}
-	fprintf(f,
-		"<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"%s\" "
-		"stroke-width=\"2\" stroke-dasharray=\"8 4\"/><text x=\"%.0f\" "
-		"y=\"%.0f\">limit</text>\n",
-		x, y - 4, x + 22, y - 4, LIMIT_COLOR, x + 27, y);
+	struct report_stroke st = { color, width, dash, 0 };
+	struct report_text_style plain = { 0 };
+
+	report_canvas_line(cv, NULL, x, y - 4, x + 22, y - 4, &st);
+	report_canvas_text(cv, NULL, x + 27, y, &plain, label);
+	return x + 40 + 7.0 * (double)strlen(label);
+}
+
+static void put_legend(struct report_canvas *cv, double x, double y)
+{
+	struct report_stroke halo = { "#ffffff", 1, NULL, 0 };
+	struct report_text_style plain = { 0 };
+
+	for (int k = 0; k < REPORT_SERIES; k++)
+		x = legend_line(cv, x, y, series_style[k].color, 2, NULL, series_style[k].label);
+	legend_line(cv, x, y, LIMIT_COLOR, 2, "8 4", "limit");
 	x += 70;
-	fprintf(f, "<circle cx=\"%.0f\" cy=\"%.0f\" r=\"5\" fill=\"%s\" stroke=\"#fff\"/>"
-		   "<text x=\"%.0f\" y=\"%.0f\">refusal</text>\n",
-		x + 6, y - 4, REFUSAL_COLOR, x + 15, y);
+	report_canvas_circle(cv, x + 6, y - 4, 5, REFUSAL_COLOR, &halo);
+	report_canvas_text(cv, NULL, x + 15, y, &plain, "refusal");
 	x += 70;
-	fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"9\" height=\"9\" fill=\"%s\" "
-		   "stroke=\"#fff\"/><text x=\"%.0f\" y=\"%.0f\">driver OOM</text>\n",
-		x + 2, y - 8.5, OOM_COLOR, x + 15, y);
+	report_canvas_rect(cv, NULL, x + 2, y - 8.5, 9, 9, OOM_COLOR, &halo);
+	report_canvas_text(cv, NULL, x + 15, y, &plain, "driver OOM");
 }
 
 /* The title's clauses (split at ", " outside parentheses: "GPU 0 (GPU-...,
@@ -438,33 +424,25 @@ static void title_free(struct title *t)
 	free(t->text.s);
 }
 
-static void put_title(FILE *f, const struct title *t, double y)
+static void put_title(struct report_canvas *cv, const struct title *t, double y)
 {
-	fprintf(f, "<text class=\"title\" x=\"16\" y=\"%.0f\" font-size=\"15\" "
-		   "font-weight=\"bold\">",
-		y);
-	for (size_t i = 0; i < t->n; i++) {
-		fprintf(f, "<tspan x=\"16\" y=\"%.0f\">", y + (double)i * TITLE_LINE);
-		put_xml(f, t->lines[i]);
-		fputs("</tspan>", f);
-	}
-	fputs("</text>\n", f);
+	struct report_text_style st = { .size = 15, .bold = true };
+
+	report_canvas_lines(cv, "title", 16, y, TITLE_LINE, &st, t->lines, t->n);
 }
 
-static void put_axes(FILE *f, const struct panel *pn, size_t members)
+static void put_axes(struct report_canvas *cv, const struct panel *pn, size_t members)
 {
 	char label[48];
+	struct report_stroke frame = { "#999", 1, NULL, 0 }, grid = { "#ddd", 1, NULL, 0 };
+	struct report_text_style yst = { .anchor = REPORT_END }, xst = { .anchor = REPORT_MIDDLE };
 
-	fprintf(f, "<rect class=\"plot-area\" x=\"%.2f\" y=\"%.2f\" width=\"%d\" height=\"%d\" "
-		   "fill=\"#fafafa\" stroke=\"#999\"/>\n",
-		pn->x0, pn->y0, PLOT_W, PLOT_H);
+	report_canvas_rect(cv, "plot-area", pn->x0, pn->y0, PLOT_W, PLOT_H, "#fafafa", &frame);
 	for (unsigned i = 0; i <= pn->ys.ticks; i++) {
 		double y = pn->y0 + PLOT_H - (double)i / pn->ys.ticks * PLOT_H;
 		y_label(&pn->ys, i, label, sizeof(label));
-		fprintf(f, "<line class=\"grid-y\" x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" "
-			   "stroke=\"#ddd\"/><text class=\"ylabel\" x=\"%.2f\" y=\"%.2f\" "
-			   "text-anchor=\"end\">%s</text>\n",
-			pn->x0, y, pn->x0 + PLOT_W, y, pn->x0 - 6, y + 4, label);
+		report_canvas_line(cv, "grid-y", pn->x0, y, pn->x0 + PLOT_W, y, &grid);
+		report_canvas_text(cv, "ylabel", pn->x0 - 6, y + 4, &yst, label);
 	}
 	for (unsigned i = 0; i <= pn->xs.ticks; i++) {
 		double x = pn->x0 + (double)i / pn->xs.ticks * PLOT_W;
@@ -482,31 +460,31 @@ static void put_axes(FILE *f, const struct panel *pn, size_t members)
 		} else {
 			snprintf(label, sizeof(label), "%.*f", pn->xs.decimals, t);
 		}
-		fprintf(f, "<line class=\"grid-x\" x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" "
-			   "stroke=\"#ddd\"/><text class=\"xlabel\" x=\"%.2f\" y=\"%.2f\" "
-			   "text-anchor=\"middle\">%s</text>\n",
-			x, pn->y0, x, pn->y0 + PLOT_H, x, pn->y0 + PLOT_H + 16, label);
+		report_canvas_line(cv, "grid-x", x, pn->y0, x, pn->y0 + PLOT_H, &grid);
+		report_canvas_text(cv, "xlabel", x, pn->y0 + PLOT_H + 16, &xst, label);
 	}
 	char when[48];
+	struct report_buf caption = { 0 };
 	report_fmt_time(pn->t0, when, sizeof(when));
-	fprintf(f, "<text class=\"xcaption\" x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\" "
-		   "fill=\"#555\">",
-		pn->x0 + PLOT_W / 2.0, pn->y0 + PLOT_H + 36);
 	if (pn->wall)
-		fprintf(f, "UTC time of day (the first record on this GPU: %s)", when);
+		report_buf_printf(&caption, "UTC time of day (the first record on this GPU: %s)", when);
 	else
-		fprintf(f, "seconds since %s (the first record on this GPU)", when);
+		report_buf_printf(&caption, "seconds since %s (the first record on this GPU)", when);
 	if (members > 1)
-		fprintf(f, "; %zu processes on this GPU share its axes", members);
-	fputs("</text>\n", f);
+		report_buf_printf(&caption, "; %zu processes on this GPU share its axes", members);
+	struct report_text_style cst = { .anchor = REPORT_MIDDLE, .fill = "#555" };
+	report_canvas_text(cv, "xcaption", pn->x0 + PLOT_W / 2.0, pn->y0 + PLOT_H + 36, &cst,
+			   caption.s);
+	free(caption.s);
 }
 
 /* A refusal (a circle) or a driver OOM (a square) where the process stood
  * (its footprint, else reserved, in the record), over a faint line across
  * the plot at its time; the size asked for on hover. */
-static void put_marks(FILE *f, const struct panel *pn, const struct report_gpu *g)
+static void put_marks(struct report_canvas *cv, const struct panel *pn, const struct report_gpu *g)
 {
-	char buf[32];
+	char buf[32], when[32], hover[96];
+	struct report_stroke halo = { "#fff", 1.5, NULL, 0 };
 
 	for (size_t i = 0; i < g->nmarks; i++) {
 		const struct report_mark *m = &g->marks[i];
@@ -515,73 +493,72 @@ static void put_marks(FILE *f, const struct panel *pn, const struct report_gpu *
 		double y = m->at.known ? py(pn, m->at.v) : pn->y0 + 8;
 		if (y < pn->y0 + 6)
 			y = pn->y0 + 6;
-		fprintf(f, "<g class=\"%s\" data-t=\"%.3f\"><title>%s %s at %.3f s</title>"
-			   "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"%s\" "
-			   "stroke-width=\"1\" stroke-opacity=\"0.5\" stroke-dasharray=\"2 3\"/>",
-			m->driver_oom ? "driver-oom" : "refusal", m->t - pn->t0,
-			m->driver_oom ? "driver out of memory for" : "refused",
-			report_fmt_size(m->requested, buf, sizeof(buf)), m->t - pn->t0, x, pn->y0,
-			x, pn->y0 + PLOT_H, color);
+		snprintf(when, sizeof(when), "%.3f", m->t - pn->t0);
+		struct report_attr at = { "data-t", when };
+		report_canvas_group(cv, m->driver_oom ? "driver-oom" : "refusal", &at, 1);
+		snprintf(hover, sizeof(hover), "%s %s at %s s",
+			 m->driver_oom ? "driver out of memory for" : "refused",
+			 report_fmt_size(m->requested, buf, sizeof(buf)), when);
+		report_canvas_hover(cv, hover);
+		struct report_stroke across = { color, 1, "2 3", 0.5 };
+		report_canvas_line(cv, NULL, x, pn->y0, x, pn->y0 + PLOT_H, &across);
 		if (m->driver_oom)
-			fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"12\" height=\"12\" "
-				   "fill=\"%s\" stroke=\"#fff\" stroke-width=\"1.5\"/>",
-				x - 6, y - 6, color);
+			report_canvas_rect(cv, NULL, x - 6, y - 6, 12, 12, color, &halo);
 		else
-			fprintf(f, "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"6.5\" fill=\"%s\" "
-				   "stroke=\"#fff\" stroke-width=\"1.5\"/>",
-				x, y, color);
-		fputs("</g>\n", f);
+			report_canvas_circle(cv, x, y, 6.5, color, &halo);
+		report_canvas_group_end(cv);
 	}
 }
 
 /* The headline over the limit line: the limit, and the peak footprint (what
  * the limit counts) against it; a white halo keeps it readable over lines. */
-static void put_limit_label(FILE *f, const struct panel *pn, const struct report_gpu *g,
-			    double y)
+static void put_limit_label(struct report_canvas *cv, const struct panel *pn,
+			    const struct report_gpu *g, double y)
 {
 	char limit[32], peak[32];
+	struct report_buf b = { 0 };
+	struct report_text_style st = { .anchor = REPORT_END, .fill = LIMIT_COLOR, .bold = true,
+					.halo = true };
 
 	if (y < pn->y0 + 18)
 		y = pn->y0 + 18; /* at the top: inside the plot area */
-	fprintf(f, "<text class=\"limit-label\" x=\"%.2f\" y=\"%.2f\" text-anchor=\"end\" "
-		   "fill=\"%s\" font-weight=\"bold\" stroke=\"#fff\" stroke-width=\"3\" "
-		   "paint-order=\"stroke\">limit %s",
-		pn->x0 + PLOT_W - 6, y - 5, LIMIT_COLOR,
-		report_fmt_size(g->limit, limit, sizeof(limit)));
+	report_buf_printf(&b, "limit %s", report_fmt_size(g->limit, limit, sizeof(limit)));
 	if (g->peak_footprint.known) {
-		fprintf(f, "; peak footprint %s",
-			report_fmt_size(g->peak_footprint.v, peak, sizeof(peak)));
+		report_buf_printf(&b, "; peak footprint %s",
+				  report_fmt_size(g->peak_footprint.v, peak, sizeof(peak)));
 		if (g->limit > 0)
-			fprintf(f, " (%.0f%%)", 100.0 * (double)g->peak_footprint.v /
-							(double)g->limit);
+			report_buf_printf(&b, " (%.0f%%)", 100.0 * (double)g->peak_footprint.v /
+								(double)g->limit);
 	}
-	fputs("</text>\n", f);
+	report_canvas_text(cv, "limit-label", pn->x0 + PLOT_W - 6, y - 5, &st, b.s);
+	free(b.s);
 }
 
 /* A group's budget: a dashed line across the plot, labelled at its left
  * with the budget and the most the group's members held at once. */
-static void put_budget(FILE *f, const struct panel *pn, const char *group, uint64_t budget,
-		       struct report_figure peak)
+static void put_budget(struct report_canvas *cv, const struct panel *pn, const char *group,
+		       uint64_t budget, struct report_figure peak)
 {
 	char size[32], held[32];
 	double y = py(pn, budget);
+	double xy[4] = { pn->x0, y, pn->x0 + PLOT_W, y };
+	struct report_stroke st = { BUDGET_COLOR, 2, "3 3", 0 };
+	struct report_text_style tst = { .fill = BUDGET_COLOR, .bold = true, .halo = true };
+	struct report_buf b = { 0 };
 
-	fprintf(f, "<path class=\"group-budget\" fill=\"none\" stroke=\"%s\" "
-		   "stroke-width=\"2\" stroke-dasharray=\"3 3\" d=\"M%.2f,%.2f L%.2f,%.2f\"/>\n",
-		BUDGET_COLOR, pn->x0, y, pn->x0 + PLOT_W, y);
-	fprintf(f, "<text class=\"group-budget-label\" x=\"%.2f\" y=\"%.2f\" fill=\"%s\" "
-		   "font-weight=\"bold\" stroke=\"#fff\" stroke-width=\"3\" "
-		   "paint-order=\"stroke\">group ",
-		pn->x0 + 6, (y < pn->y0 + 18 ? pn->y0 + 18 : y) - 5, BUDGET_COLOR);
-	put_xml(f, group ? group : "(name unknown)");
-	fprintf(f, " budget %s", report_fmt_size(budget, size, sizeof(size)));
+	report_canvas_path(cv, "group-budget", NULL, 0, xy, 2, &st);
+	report_buf_puts(&b, "group ");
+	report_buf_puts(&b, group ? group : "(name unknown)");
+	report_buf_printf(&b, " budget %s", report_fmt_size(budget, size, sizeof(size)));
 	if (peak.known) {
-		fprintf(f, "; its members held at most %s",
-			report_fmt_size(peak.v, held, sizeof(held)));
+		report_buf_printf(&b, "; its members held at most %s",
+				  report_fmt_size(peak.v, held, sizeof(held)));
 		if (budget > 0)
-			fprintf(f, " (%.0f%%)", 100.0 * (double)peak.v / (double)budget);
+			report_buf_printf(&b, " (%.0f%%)", 100.0 * (double)peak.v / (double)budget);
 	}
-	fputs("</text>\n", f);
+	report_canvas_text(cv, "group-budget-label", pn->x0 + 6, (y < pn->y0 + 18 ? pn->y0 + 18 : y) - 5,
+			   &tst, b.s);
+	free(b.s);
 }
 
 /* ---- panels, grouped by GPU ------------------------------------------------------------ */
@@ -668,13 +645,14 @@ static void group_axes(const struct slot *slots, size_t n, size_t group, struct 
 	pn->xs = x_scale(t1 - t0);
 }
 
-static double put_panel(FILE *f, const struct slot *slots, size_t n, size_t i, double top,
-			const struct report_plot *opt)
+static double put_panel(struct report_canvas *cv, const struct slot *slots, size_t n, size_t i,
+			double top, const struct report_plot *opt)
 {
 	const struct report_process *p = slots[i].p;
 	const struct report_gpu *g = slots[i].g;
 	size_t members = 0;
 	struct title t = { 0 };
+	char pid[32], ordinal[32], group[32];
 
 	for (size_t j = slots[i].group; j < n && slots[j].group == slots[i].group; j++)
 		members++;
@@ -683,28 +661,29 @@ static double put_panel(FILE *f, const struct slot *slots, size_t n, size_t i, d
 	struct panel pn = { .x0 = MARGIN_L, .y0 = top + MARGIN_T + extra, .wall = opt->wall };
 	group_axes(slots, n, slots[i].group, &pn);
 
-	fprintf(f, "<g class=\"panel\" data-pid=\"%lld\" data-gpu=\"%lld\" data-group=\"%zu\" "
-		   "data-uuid=\"",
-		p->pid, g->ordinal, slots[i].group);
-	put_xml(f, g->uuid ? g->uuid : "");
-	fputs("\">\n", f);
-	put_title(f, &t, top + 24);
+	snprintf(pid, sizeof(pid), "%lld", p->pid);
+	snprintf(ordinal, sizeof(ordinal), "%lld", g->ordinal);
+	snprintf(group, sizeof(group), "%zu", slots[i].group);
+	struct report_attr attrs[] = { { "data-pid", pid }, { "data-gpu", ordinal },
+				       { "data-group", group }, { "data-uuid", g->uuid ? g->uuid : "" } };
+	report_canvas_group(cv, "panel", attrs, 4);
+	put_title(cv, &t, top + 24);
 	title_free(&t);
-	put_legend(f, MARGIN_L, top + 46 + extra);
-	put_axes(f, &pn, members);
+	put_legend(cv, MARGIN_L, top + 46 + extra);
+	put_axes(cv, &pn, members);
 	for (int k = 0; k < REPORT_SERIES; k++)
-		put_series(f, &pn, &g->series[k], k, p->t_last);
+		put_series(cv, &pn, &g->series[k], k, p->t_last);
 	if (g->limit_state == REPORT_LIMIT_SET) {
 		double y = py(&pn, g->limit);
-		fprintf(f, "<path class=\"limit\" fill=\"none\" stroke=\"%s\" stroke-width=\"2.5\" "
-			   "stroke-dasharray=\"8 4\" d=\"M%.2f,%.2f L%.2f,%.2f\"/>\n",
-			LIMIT_COLOR, pn.x0, y, pn.x0 + PLOT_W, y);
-		put_limit_label(f, &pn, g, y);
+		double xy[4] = { pn.x0, y, pn.x0 + PLOT_W, y };
+		struct report_stroke st = { LIMIT_COLOR, 2.5, "8 4", 0 };
+		report_canvas_path(cv, "limit", NULL, 0, xy, 2, &st);
+		put_limit_label(cv, &pn, g, y);
 	}
 	if (g->group_limit_state == REPORT_LIMIT_SET)
-		put_budget(f, &pn, p->group, g->group_limit, g->peak_group_used);
-	put_marks(f, &pn, g);
-	fputs("</g>\n", f);
+		put_budget(cv, &pn, p->group, g->group_limit, g->peak_group_used);
+	put_marks(cv, &pn, g);
+	report_canvas_group_end(cv);
 	return PANEL_H + extra;
 }
 
@@ -774,8 +753,8 @@ static int cmp_point(const void *a, const void *b)
 /* The panel of a group on one GPU: what all its members held at once (the
  * samples' group_used, from every member's log), each member's footprint,
  * the group's budget and the members' refusals, on the GPU's axes. */
-static double put_group_panel(FILE *f, const struct slot *slots, size_t n, size_t j, double top,
-			      const struct report_plot *opt)
+static double put_group_panel(struct report_canvas *cv, const struct slot *slots, size_t n,
+			      size_t j, double top, const struct report_plot *opt)
 {
 	size_t first = slots[j].group, on_gpu = 0;
 	const char *name = slots[j].p->group;
@@ -784,6 +763,7 @@ static double put_group_panel(FILE *f, const struct slot *slots, size_t n, size_
 	const struct report_gpu *budget = NULL;
 	double t_end = -INFINITY;
 	struct title t = { 0 };
+	size_t ncolors = sizeof(member_colors) / sizeof(member_colors[0]);
 
 	for (size_t k = first; k < n && slots[k].group == first; k++) {
 		on_gpu++;
@@ -806,59 +786,56 @@ static double put_group_panel(FILE *f, const struct slot *slots, size_t n, size_
 	struct panel pn = { .x0 = MARGIN_L, .y0 = top + MARGIN_T + extra, .wall = opt->wall };
 	group_axes(slots, n, first, &pn);
 
-	fputs("<g class=\"group-panel\" data-group-name=\"", f);
-	put_xml(f, name);
-	fprintf(f, "\" data-group=\"%zu\" data-uuid=\"", first);
-	put_xml(f, slots[j].g->uuid ? slots[j].g->uuid : "");
-	fputs("\">\n", f);
-	put_title(f, &t, top + 24);
+	char group[32];
+	snprintf(group, sizeof(group), "%zu", first);
+	struct report_attr attrs[] = { { "data-group-name", name }, { "data-group", group },
+				       { "data-uuid", slots[j].g->uuid ? slots[j].g->uuid : "" } };
+	report_canvas_group(cv, "group-panel", attrs, 3);
+	put_title(cv, &t, top + 24);
 	title_free(&t);
 
 	/* The legend: the group's use, then each member's footprint. */
 	double x = MARGIN_L, y = top + 46 + extra;
-	fprintf(f, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"%s\" "
-		   "stroke-width=\"3\"/><text x=\"%.0f\" y=\"%.0f\">held by the group</text>\n",
-		x, y - 4, x + 22, y - 4, GROUP_USED_COLOR, x + 27, y);
+	legend_line(cv, x, y, GROUP_USED_COLOR, 3, NULL, "held by the group");
 	x += 150;
 	size_t m = 0;
 	for (size_t k = first; k < n && slots[k].group == first; k++) {
 		if (!member_of(slots, k, first, name) || x > WIDTH - 160)
 			continue;
-		const char *color = member_colors[m++ % (sizeof(member_colors) / sizeof(member_colors[0]))];
-		fprintf(f, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"%s\" "
-			   "stroke-width=\"2\"/><text x=\"%.0f\" y=\"%.0f\">pid %lld footprint</text>\n",
-			x, y - 4, x + 22, y - 4, color, x + 27, y, slots[k].p->pid);
+		char label[48];
+		snprintf(label, sizeof(label), "pid %lld footprint", slots[k].p->pid);
+		legend_line(cv, x, y, member_colors[m++ % ncolors], 2, NULL, label);
 		x += 150;
 	}
 
-	put_axes(f, &pn, on_gpu);
+	put_axes(cv, &pn, on_gpu);
 	m = 0;
 	for (size_t k = first; k < n && slots[k].group == first; k++) {
 		if (!member_of(slots, k, first, name))
 			continue;
-		char attrs[64];
-		snprintf(attrs, sizeof(attrs), "class=\"series member\" data-pid=\"%lld\"",
-			 slots[k].p->pid);
-		put_steps(f, &pn, &slots[k].g->series[REPORT_FOOTPRINT], attrs,
-			  member_colors[m++ % (sizeof(member_colors) / sizeof(member_colors[0]))], 1.2,
-			  slots[k].p->t_last);
+		char pid[32];
+		snprintf(pid, sizeof(pid), "%lld", slots[k].p->pid);
+		struct report_attr at = { "data-pid", pid };
+		put_steps(cv, &pn, &slots[k].g->series[REPORT_FOOTPRINT], "series member", &at, 1,
+			  member_colors[m++ % ncolors], 1.2, slots[k].p->t_last);
 	}
-	put_steps(f, &pn, &used, "class=\"series group-used\"", GROUP_USED_COLOR, 2.5, t_end);
+	put_steps(cv, &pn, &used, "series group-used", NULL, 0, GROUP_USED_COLOR, 2.5, t_end);
 	if (budget)
-		put_budget(f, &pn, name, budget->group_limit, peak);
+		put_budget(cv, &pn, name, budget->group_limit, peak);
 	for (size_t k = first; k < n && slots[k].group == first; k++) {
 		if (member_of(slots, k, first, name))
-			put_marks(f, &pn, slots[k].g);
+			put_marks(cv, &pn, slots[k].g);
 	}
-	fputs("</g>\n", f);
+	report_canvas_group_end(cv);
 	free(used.p);
 	return PANEL_H + extra;
 }
 
 /* ---- the file -------------------------------------------------------------------------- */
 
-bool report_svg_put(const struct report_set *set, const struct report_plot *opt, FILE *f,
-		    size_t *panels, size_t *group_panels)
+bool report_plot_put(const struct report_set *set, const struct report_plot *opt,
+		     enum report_canvas_kind kind, FILE *f, const char *path, size_t *panels,
+		     size_t *group_panels)
 {
 	size_t n;
 	struct slot *slots = slots_of(set, &n);
@@ -882,59 +859,51 @@ bool report_svg_put(const struct report_set *set, const struct report_plot *opt,
 	if (n == 0)
 		height = 60;
 	*panels = n;
-	fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-		   "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%.0f\" "
-		   "viewBox=\"0 0 %d %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n"
-		   "<title>cumemcap report</title>\n"
-		   "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n",
-		WIDTH, height, WIDTH, height);
-	if (n == 0)
-		fputs("<text x=\"16\" y=\"36\">no GPU in these logs</text>\n", f);
+	struct report_canvas cv;
+	if (!report_canvas_begin(&cv, kind, f, path, WIDTH, height)) {
+		free(slots);
+		return false;
+	}
+	if (n == 0) {
+		struct report_text_style plain = { 0 };
+		report_canvas_text(&cv, NULL, 16, 36, &plain, "no GPU in these logs");
+	}
 	double top = 0;
 	for (size_t i = 0; i < n; i++) {
-		top += put_panel(f, slots, n, i, top, opt);
+		top += put_panel(&cv, slots, n, i, top, opt);
 		/* After a GPU's last panel, a panel per group of processes on it. */
 		if (i + 1 < n && slots[i + 1].group == slots[i].group)
 			continue;
 		for (size_t j = slots[i].group; j <= i; j++) {
 			if (opens_group(slots, j))
-				top += put_group_panel(f, slots, n, j, top, opt);
+				top += put_group_panel(&cv, slots, n, j, top, opt);
 		}
 	}
-	fputs("</svg>\n", f);
 	free(slots);
-	return fflush(f) == 0 && !ferror(f);
-}
-
-FILE *report_plot_open(const char *path, const char *mode)
-{
-	FILE *f = fopen(path, mode);
-	if (!f)
-		fprintf(stderr, "cumemcap report: --plot %s: cannot create: %s\n", path,
-			strerror(errno));
-	return f;
-}
-
-bool report_plot_close(FILE *f, const char *path, bool failed)
-{
-	int saved = errno;
-	if (fclose(f) != 0 && !failed) {
-		failed = true;
-		saved = errno;
-	}
-	if (failed) {
+	if (!report_canvas_end(&cv)) {
 		fprintf(stderr, "cumemcap report: --plot %s: cannot write: %s\n", path,
-			strerror(saved));
+			ferror(f) ? strerror(errno) : "cairo could not draw it");
 		return false;
 	}
 	return true;
 }
 
-bool report_svg_write(const struct report_set *set, const struct report_plot *opt,
-		      const char *path, size_t *panels, size_t *group_panels)
+bool report_plot_write(const struct report_set *set, const struct report_plot *opt,
+		       enum report_canvas_kind kind, const char *path, size_t *panels,
+		       size_t *group_panels)
 {
-	FILE *f = report_plot_open(path, "w");
-	if (!f)
+	FILE *f = fopen(path, kind == REPORT_CANVAS_SVG ? "w" : "wb");
+
+	if (!f) {
+		fprintf(stderr, "cumemcap report: --plot %s: cannot create: %s\n", path,
+			strerror(errno));
 		return false;
-	return report_plot_close(f, path, !report_svg_put(set, opt, f, panels, group_panels));
+	}
+	bool ok = report_plot_put(set, opt, kind, f, path, panels, group_panels);
+	if (fclose(f) != 0 && ok) {
+		fprintf(stderr, "cumemcap report: --plot %s: cannot write: %s\n", path,
+			strerror(errno));
+		ok = false;
+	}
+	return ok;
 }

@@ -1,7 +1,9 @@
-/* svg: the plot of cumemcap report --plot.
+/* plot: the plot of cumemcap report --plot.
  *
- * Owns the drawing: one self-contained SVG (no scripts, no external fonts or
- * links) with a panel per process and GPU the table shows, stacked, the
+ * Owns the drawing, done once through the canvas (canvas.h) onto a
+ * self-contained SVG (no scripts, no external fonts or links), a PNG image
+ * or a PDF page, chosen by the file's name: a panel per process and GPU the
+ * table shows, stacked, the
  * panels of one GPU (the same UUID) next to each other and sharing one time
  * axis and one scale, so processes on one GPU can be compared. Each panel
  * has time on x (seconds since the first record on its GPU, or with
@@ -15,7 +17,7 @@
  * the first, lowest, highest and last point of each pixel column, so
  * peaks survive.
  *
- * The markup is part of the contract the tests read: <g class="panel"
+ * The SVG's markup is part of the contract the tests read: <g class="panel"
  * data-pid data-gpu data-uuid data-group>, <text class="title"> with a
  * <tspan> per line, <rect class="plot-area">, <path class="series NAME">
  * with absolute "M x,y L x,y ..." data (NAME one of live, pooled,
@@ -37,28 +39,22 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "canvas.h"
 #include "logs.h"
 
 struct report_plot {
 	bool wall; /* x labels as UTC time of day, not seconds since the start */
 };
 
-/* The plot of `set` onto `f`. False when writing failed (ferror). `panels`
- * gets how many panels of a process it holds, `group_panels` how many of a
- * group (one per group and GPU, after that GPU's processes). */
-bool report_svg_put(const struct report_set *set, const struct report_plot *opt, FILE *f,
-		    size_t *panels, size_t *group_panels);
+/* The plot of `set` onto `f` as `kind` (`path` names it in messages).
+ * `panels` gets how many panels of a process it holds, `group_panels` how
+ * many of a group (one per group and GPU, after that GPU's processes).
+ * False after one line on stderr when it could not be drawn or written. */
+bool report_plot_put(const struct report_set *set, const struct report_plot *opt,
+		     enum report_canvas_kind kind, FILE *f, const char *path, size_t *panels,
+		     size_t *group_panels);
 
-/* A plot file at `path`, opened with `mode`; NULL after one line on
- * stderr. */
-FILE *report_plot_open(const char *path, const char *mode);
-
-/* Close f, a plot file written to `path`; `failed`: writing it failed
- * already (errno says why). False after one line on stderr when writing or
- * closing failed. */
-bool report_plot_close(FILE *f, const char *path, bool failed);
-
-/* The plot into the file `path`. False after one line on stderr when the
- * file cannot be written. */
-bool report_svg_write(const struct report_set *set, const struct report_plot *opt,
-		      const char *path, size_t *panels, size_t *group_panels);
+/* The same into the file `path`, created (or truncated). */
+bool report_plot_write(const struct report_set *set, const struct report_plot *opt,
+		       enum report_canvas_kind kind, const char *path, size_t *panels,
+		       size_t *group_panels);
