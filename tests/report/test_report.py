@@ -1578,6 +1578,30 @@ class Rendering(Checks):
         row = [png[y][x] for x in range(int(pn.x0) + 2, int(pn.x1) - 2)]
         self.assertGreater(sum(near(c, LIMIT_RGB) for c in row) / len(row), 0.5)
 
+    def test_png_too_tall(self):
+        """More panels than a PNG can hold (32767 pixels): one line, status 1;
+        the same as PDF is drawn."""
+        lines = []
+        for i in range(100):
+            lines.append(json.dumps({"v": 2, "type": "start", "t": 1700003000.0 + i, "pid": 100 + i,
+                                     "program": "p", "gpus": [{"gpu": 0, "uuid": "GPU-0",
+                                                               "limit": 1 << 30}]}))
+            lines.append(json.dumps({"v": 2, "type": "sample", "t": 1700003001.0 + i, "pid": 100 + i,
+                                     "gpus": [{"gpu": 0, "live": 1 << 20, "reserved": 2 << 20}]}))
+        log = os.path.join(self.tmp.name, "many.jsonl")
+        with open(log, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        png = os.path.join(self.tmp.name, "many.png")
+        p = run(["--plot", png, log])
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.stderr, "cumemcap report: --plot %s: a PNG 33000 pixels tall is more "
+                         "than cairo draws (32767 at most); pick fewer processes (--gpu, "
+                         "--program, --since), or write .svg or .pdf\n" % png)
+        pdf = os.path.join(self.tmp.name, "many.pdf")
+        p = run(["--plot", pdf, log])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("plot: %s (100 panels)" % pdf, p.stdout)
+
     def test_plot_files_that_cannot_be_written(self):
         log = self.log("full", 10, 4 << 30, refuse=True)
         for ext in ("png", "pdf"):

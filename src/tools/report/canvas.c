@@ -196,6 +196,13 @@ bool report_canvas_begin(struct report_canvas *cv, enum report_canvas_kind kind,
 		return true;
 	}
 #if REPORT_HAVE_CAIRO
+	if (kind == REPORT_CANVAS_PNG && height > REPORT_PNG_MAX) {
+		fprintf(stderr, "cumemcap report: --plot %s: a PNG %.0f pixels tall is more than "
+				"cairo draws (%d at most); pick fewer processes (--gpu, --program, "
+				"--since), or write .svg or .pdf\n",
+			path, height, REPORT_PNG_MAX);
+		return false;
+	}
 	cairo_surface_t *s = kind == REPORT_CANVAS_PNG
 				     ? cairo_image_surface_create(CAIRO_FORMAT_RGB24, (int)width,
 								  (int)height)

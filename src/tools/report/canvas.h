@@ -16,6 +16,9 @@
 
 enum report_canvas_kind { REPORT_CANVAS_SVG, REPORT_CANVAS_PNG, REPORT_CANVAS_PDF };
 
+/* The tallest PNG cairo's image surfaces make, in pixels. */
+#define REPORT_PNG_MAX 32767
+
 struct report_canvas {
 	enum report_canvas_kind kind;
 	FILE *f;  /* the file written to */
