@@ -566,62 +566,50 @@ static void put_budget(struct report_canvas *cv, const struct panel *pn, const c
 struct slot {
 	const struct report_process *p;
 	const struct report_gpu *g;
-	size_t group; /* the index of the first slot of its GPU */
+	size_t group;   /* the index of the first slot of its GPU */
+	size_t members; /* in the first slot of a GPU: how many slots it has */
+	struct panel axes; /* in the first slot of a GPU: its shared axes */
 };
 
-/* One GPU: the same UUID (an unknown UUID is a GPU of its own). */
-static bool same_gpu(const struct report_gpu *a, const struct report_gpu *b)
+/* A shown GPU of a process, with the key its GPU is found by. */
+struct keyed {
+	const char *uuid; /* NULL or "": a GPU of its own */
+	size_t at;        /* the order it was met in */
+};
+
+/* By UUID (any case), then as met; those without one last, as met. */
+static int cmp_keyed(const void *a, const void *b)
 {
-	return a->uuid && b->uuid && a->uuid[0] && strcasecmp(a->uuid, b->uuid) == 0;
+	const struct keyed *x = a, *y = b;
+	bool kx = x->uuid && x->uuid[0], ky = y->uuid && y->uuid[0];
+
+	if (kx != ky)
+		return kx ? -1 : 1;
+	int c = kx ? strcasecmp(x->uuid, y->uuid) : 0;
+	if (c)
+		return c;
+	return (x->at > y->at) - (x->at < y->at);
 }
 
-/* The panels in order: GPUs as first met, within one its processes in
- * order. */
-static struct slot *slots_of(const struct report_set *set, size_t *count)
-{
-	size_t n = 0;
+/* A GPU's run of slots in the sorted keys: where it starts, how long, and
+ * when its first slot was met. */
+struct run {
+	size_t start, len, first;
+};
 
-	for (size_t i = 0; i < set->n; i++) {
-		for (size_t k = 0; k < set->procs[i]->ngpus; k++)
-			n += report_gpu_shown(set->procs[i], k);
-	}
-	struct slot *all = report_xmalloc(n * sizeof(*all));
-	struct slot *out = report_xmalloc(n * sizeof(*out));
-	bool *taken = report_xmalloc(n ? n : 1);
-	size_t m = 0;
-	for (size_t i = 0; i < set->n; i++) {
-		for (size_t k = 0; k < set->procs[i]->ngpus; k++) {
-			if (report_gpu_shown(set->procs[i], k))
-				all[m++] = (struct slot){ set->procs[i], &set->procs[i]->gpus[k], 0 };
-		}
-	}
-	memset(taken, 0, n ? n : 1);
-	m = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (taken[i])
-			continue;
-		size_t first = m;
-		for (size_t j = i; j < n; j++) {
-			if (j == i || (!taken[j] && same_gpu(all[i].g, all[j].g))) {
-				taken[j] = true;
-				out[m] = all[j];
-				out[m++].group = first;
-			}
-		}
-	}
-	free(all);
-	free(taken);
-	*count = n;
-	return out;
+static int cmp_run(const void *a, const void *b)
+{
+	const struct run *x = a, *y = b;
+	return (x->first > y->first) - (x->first < y->first);
 }
 
-/* The axes of a group: from its first record to its last, up to its
+/* The axes of a GPU: from its first record to its last, up to its
  * highest figure (a limit, a marker's level included). */
-static void group_axes(const struct slot *slots, size_t n, size_t group, struct panel *pn)
+static void gpu_axes(const struct slot *slots, size_t first, size_t end, struct panel *pn)
 {
 	double t0 = INFINITY, t1 = -INFINITY, max = 0;
 
-	for (size_t i = group; i < n && slots[i].group == group; i++) {
+	for (size_t i = first; i < end; i++) {
 		const struct report_gpu *g = slots[i].g;
 		t0 = fmin(t0, report_process_t0(slots[i].p));
 		t1 = fmax(t1, slots[i].p->t_last);
@@ -645,21 +633,78 @@ static void group_axes(const struct slot *slots, size_t n, size_t group, struct 
 	pn->xs = x_scale(t1 - t0);
 }
 
+/* The panels in order: GPUs (one UUID, whatever ordinal each process saw)
+ * as first met, within one its processes in order; each GPU's axes worked
+ * out once. Sorting, not comparing every pair: n log n in panels. */
+static struct slot *slots_of(const struct report_set *set, size_t *count)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < set->n; i++) {
+		for (size_t k = 0; k < set->procs[i]->ngpus; k++)
+			n += report_gpu_shown(set->procs[i], k);
+	}
+	struct slot *all = report_xmalloc((n ? n : 1) * sizeof(*all));
+	struct slot *out = report_xmalloc((n ? n : 1) * sizeof(*out));
+	struct keyed *keys = report_xmalloc((n ? n : 1) * sizeof(*keys));
+	struct run *runs = report_xmalloc((n ? n : 1) * sizeof(*runs));
+	size_t m = 0;
+	for (size_t i = 0; i < set->n; i++) {
+		for (size_t k = 0; k < set->procs[i]->ngpus; k++) {
+			if (!report_gpu_shown(set->procs[i], k))
+				continue;
+			memset(&all[m], 0, sizeof(all[m]));
+			all[m].p = set->procs[i];
+			all[m].g = &set->procs[i]->gpus[k];
+			keys[m] = (struct keyed){ all[m].g->uuid, m };
+			m++;
+		}
+	}
+	if (n > 1)
+		qsort(keys, n, sizeof(*keys), cmp_keyed);
+	size_t nruns = 0;
+	for (size_t i = 0; i < n;) {
+		size_t j = i + 1;
+		while (j < n && keys[i].uuid && keys[i].uuid[0] && keys[j].uuid && keys[j].uuid[0] &&
+		       strcasecmp(keys[i].uuid, keys[j].uuid) == 0)
+			j++;
+		runs[nruns++] = (struct run){ i, j - i, keys[i].at };
+		i = j;
+	}
+	if (nruns > 1)
+		qsort(runs, nruns, sizeof(*runs), cmp_run);
+	m = 0;
+	for (size_t r = 0; r < nruns; r++) {
+		size_t first = m;
+		for (size_t k = 0; k < runs[r].len; k++) {
+			out[m] = all[keys[runs[r].start + k].at];
+			out[m++].group = first;
+		}
+		out[first].members = runs[r].len;
+		gpu_axes(out, first, m, &out[first].axes);
+	}
+	free(all);
+	free(keys);
+	free(runs);
+	*count = n;
+	return out;
+}
+
 static double put_panel(struct report_canvas *cv, const struct slot *slots, size_t n, size_t i,
 			double top, const struct report_plot *opt)
 {
 	const struct report_process *p = slots[i].p;
 	const struct report_gpu *g = slots[i].g;
-	size_t members = 0;
+	size_t members = slots[slots[i].group].members;
 	struct title t = { 0 };
 	char pid[32], ordinal[32], group[32];
 
-	for (size_t j = slots[i].group; j < n && slots[j].group == slots[i].group; j++)
-		members++;
 	title_of(&t, p, g);
 	double extra = (double)(t.n - 1) * TITLE_LINE;
-	struct panel pn = { .x0 = MARGIN_L, .y0 = top + MARGIN_T + extra, .wall = opt->wall };
-	group_axes(slots, n, slots[i].group, &pn);
+	struct panel pn = slots[slots[i].group].axes;
+	pn.x0 = MARGIN_L;
+	pn.y0 = top + MARGIN_T + extra;
+	pn.wall = opt->wall;
 
 	snprintf(pid, sizeof(pid), "%lld", p->pid);
 	snprintf(ordinal, sizeof(ordinal), "%lld", g->ordinal);
@@ -783,8 +828,10 @@ static double put_group_panel(struct report_canvas *cv, const struct slot *slots
 		qsort(used.p, used.n, sizeof(*used.p), cmp_point);
 	group_title_of(&t, slots, n, j);
 	double extra = (double)(t.n - 1) * TITLE_LINE;
-	struct panel pn = { .x0 = MARGIN_L, .y0 = top + MARGIN_T + extra, .wall = opt->wall };
-	group_axes(slots, n, first, &pn);
+	struct panel pn = slots[first].axes;
+	pn.x0 = MARGIN_L;
+	pn.y0 = top + MARGIN_T + extra;
+	pn.wall = opt->wall;
 
 	char group[32];
 	snprintf(group, sizeof(group), "%zu", first);
