@@ -7,9 +7,12 @@ Writes one schema v2 log of PROCESSES processes (default 20000; each a
 start record, two segments, a sample, a refusal and an exit record, so
 every record type that is found by its process is there), then times
 `cumemcap-report LOG` and `cumemcap-report --suggest LOG` (best of three
-runs each) and prints their seconds, wall clock and CPU (user + system). Exit status 1 when the best run's CPU time
-is over BOUND-SECONDS (default 2): CPU time is what the wall clock is on an
-idle machine, and does not grow when other jobs share the cores. Run by `meson test --benchmark`
+runs each) and prints their seconds, wall clock and CPU (user + system),
+the table's against its target, BOUND-SECONDS (default 2), with `ok` or
+`MISSES TARGET`: CPU time, which is what the wall clock is on an idle
+machine and does not grow when other jobs share the cores. A miss leaves
+the exit status alone (a benchmark is not a timed assertion); a report
+that fails makes it non-zero. Run by `meson test --benchmark`
 (benchmark 'report-20000-processes'), not by the test suite: a time bound
 says nothing about a loaded build machine."""
 import os
@@ -80,14 +83,13 @@ def main():
         log = os.path.join(tmp, "many.jsonl")
         write_log(log, n)
         size = os.path.getsize(log)
+        print("load average %.2f, %d CPUs" % (os.getloadavg()[0], os.cpu_count()))
         wall, cpu = best_of([report, log])
         print("cumemcap report: %d processes, one log of %.1f MB: %.2f s wall, %.2f s CPU "
-              "(bound %.1f s CPU)" % (n, size / 1e6, wall, cpu, bound))
+              "(target: under %.1f s CPU) %s" % (n, size / 1e6, wall, cpu, bound,
+                                                  "ok" if cpu < bound else "MISSES TARGET"))
         swall, scpu = best_of([report, "--suggest", log])
         print("cumemcap report --suggest: %.2f s wall, %.2f s CPU" % (swall, scpu))
-        if cpu > bound:
-            print("over the bound")
-            return 1
     return 0
 
 
