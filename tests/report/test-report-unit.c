@@ -13,8 +13,10 @@
 #include <string.h>
 
 #include "jsonline.h"
+#include "scale.h"
 #include "sizing.h"
 #include "text.h"
+#include "wrap.h"
 
 static struct json_tokener *tok;
 static struct json_object *last;
@@ -243,6 +245,63 @@ START_TEST(suggest_limit_text)
 }
 END_TEST
 
+/* ---- the plot's titles and scales ------------------------------------------------ */
+
+START_TEST(wrap_between_clauses)
+{
+	struct report_wrapped w;
+
+	/* The demo's title: the GPU's clause stays whole. */
+	report_wrap(&w, "cumemcap-demo-workload, pid 4242 on HOST, GPU 0 (GPU-fa4ec0da-0000-4000-"
+			"8000-000000000000, nvidia-smi 0), limit 4.00 GiB", 100);
+	ck_assert_uint_eq(w.n, 2);
+	ck_assert_str_eq(w.lines[0], "cumemcap-demo-workload, pid 4242 on HOST,");
+	ck_assert_str_eq(w.lines[1], "GPU 0 (GPU-fa4ec0da-0000-4000-8000-000000000000, "
+				     "nvidia-smi 0), limit 4.00 GiB");
+	report_wrapped_free(&w);
+	/* A clause longer than a line: word by word until the rest of it fits
+	 * a line; a word longer than a line: cut. */
+	report_wrap(&w, "aaaa bbbb cccc, dddddddddddd", 10);
+	ck_assert_uint_eq(w.n, 4);
+	ck_assert_str_eq(w.lines[0], "aaaa");
+	ck_assert_str_eq(w.lines[1], "bbbb cccc,");
+	ck_assert_str_eq(w.lines[2], "dddddddddd");
+	ck_assert_str_eq(w.lines[3], "dd");
+	report_wrapped_free(&w);
+	/* Code points, not bytes. */
+	report_wrap(&w, "\xc3\xa9\xc3\xa9\xc3\xa9, x", 4);
+	ck_assert_uint_eq(w.n, 2);
+	ck_assert_str_eq(w.lines[0], "\xc3\xa9\xc3\xa9\xc3\xa9,");
+	report_wrapped_free(&w);
+	report_wrap(&w, "", 10);
+	ck_assert_uint_eq(w.n, 1);
+	ck_assert_str_eq(w.lines[0], "");
+	report_wrapped_free(&w);
+}
+END_TEST
+
+START_TEST(scales)
+{
+	char label[48];
+	struct report_yscale y = report_y_scale(4.16 * GIB);
+
+	ck_assert(y.ticks <= REPORT_MAX_TICKS && y.top >= 4.16 * GIB);
+	ck_assert_uint_eq(y.ticks, 5);
+	report_y_label(&y, 1, label, sizeof(label));
+	ck_assert_str_eq(label, "1 GiB");
+	report_y_label(&y, 0, label, sizeof(label));
+	ck_assert_str_eq(label, "0");
+	y = report_y_scale(900.0 * MIB);
+	report_y_label(&y, 1, label, sizeof(label));
+	ck_assert_str_eq(label, "128 MiB");
+	struct report_xscale x = report_x_scale(16.8);
+	ck_assert(x.step == 2 && x.ticks == 9 && x.span == 18);
+	x = report_x_scale(0.25);
+	ck_assert(x.decimals == 2 || x.decimals == 1);
+	ck_assert(x.span >= 0.25 && x.ticks <= 10);
+}
+END_TEST
+
 /* Strings a log holds are kept as UTF-8: a byte that starts no well-formed
  * sequence becomes U+FFFD, the rest stays. */
 struct utf8_case {
@@ -416,6 +475,8 @@ static Suite *report_suite(void)
 		{ "text_utf8", text_utf8 },
 		{ "suggest_limits", suggest_limits },
 		{ "suggest_limit_text", suggest_limit_text },
+		{ "wrap_between_clauses", wrap_between_clauses },
+		{ "scales", scales },
 	};
 	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 		TCase *tc = tcase_create(tests[i].name);

@@ -14,7 +14,9 @@
 #include <strings.h>
 
 #include "canvas.h"
+#include "scale.h"
 #include "text.h"
+#include "wrap.h"
 
 /* Geometry, in SVG user units (pixels). */
 #define WIDTH     960
@@ -27,7 +29,6 @@
 #define MARGIN_B  46
 #define PLOT_W    (WIDTH - MARGIN_L - MARGIN_R)
 #define PLOT_H    (PANEL_H - MARGIN_T - MARGIN_B)
-#define MAX_TICKS 8
 
 /* Series longer than this are thinned per pixel column. */
 #define THIN_ABOVE (4 * PLOT_W)
@@ -52,100 +53,12 @@ static const char *const member_colors[] = { "#1f77b4", "#2ca02c", "#9467bd", "#
 #define REFUSAL_COLOR "#ff00ff"
 #define OOM_COLOR     "#111111"
 
-/* ---- scales ----------------------------------------------------------------------- */
-
-struct yscale {
-	double top;   /* bytes at the top of the plot area */
-	unsigned exp; /* the tick step is 2^exp bytes */
-	unsigned ticks;
-};
-
-/* The smallest power-of-two step that covers `max` in at most MAX_TICKS. */
-static struct yscale y_scale(double max)
-{
-	struct yscale s = { 0, 0, 1 };
-
-	if (!(max > 0))
-		max = 1024.0 * 1024.0;
-	for (s.exp = 0; s.exp < 64; s.exp++) {
-		double step = ldexp(1.0, (int)s.exp);
-		double n = ceil(max / step);
-		if (n <= MAX_TICKS) {
-			s.ticks = n < 1 ? 1 : (unsigned)n;
-			s.top = s.ticks * step;
-			break;
-		}
-	}
-	return s;
-}
-
-/* The label of tick i, in the binary unit of the top of the axis: "0",
- * "0.5 GiB", "1 GiB", "1.5 GiB". The step is a power of two of at least
- * an eighth of the top: two decimals say it exactly, or the unit below
- * does ("128 MiB"). */
-static void y_label(const struct yscale *s, unsigned i, char *buf, size_t len)
-{
-	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
-	unsigned u = 0;
-
-	while (u < 6 && s->top >= ldexp(1.0, 10 * (int)(u + 1)))
-		u++;
-	if (u > 0 && 10 * (int)u - (int)s->exp > 2)
-		u--; /* "128 MiB" rather than "0.125 GiB" */
-	int decimals = 10 * (int)u > (int)s->exp ? 10 * (int)u - (int)s->exp : 0;
-	if (i == 0) {
-		snprintf(buf, len, "0");
-		return;
-	}
-	int n = snprintf(buf, len, "%.*f", decimals, ldexp((double)i, (int)s->exp - 10 * (int)u));
-	if (n > 0 && (size_t)n < len && decimals > 0) {
-		while (n > 0 && buf[n - 1] == '0')
-			buf[--n] = '\0';
-		if (n > 0 && buf[n - 1] == '.')
-			buf[--n] = '\0';
-	}
-	snprintf(buf + strlen(buf), len - strlen(buf), " %s", units[u]);
-}
-
-struct xscale {
-	double span; /* seconds at the right edge */
-	double step;
-	int decimals;
-	unsigned ticks;
-};
-
-/* A 1-2-5 step that covers `seconds` in at most 10 ticks. */
-static struct xscale x_scale(double seconds)
-{
-	static const double mant[] = { 1, 2, 5 };
-	struct xscale s = { 1, 1, 0, 1 };
-
-	if (!(seconds > 0))
-		seconds = 1;
-	for (int e = -3; e <= 12; e++) {
-		for (int m = 0; m < 3; m++) {
-			double step = mant[m] * pow(10, e);
-			double n = ceil(seconds / step - 1e-9);
-			if (n <= 10) {
-				s.step = step;
-				s.ticks = n < 1 ? 1 : (unsigned)n;
-				s.span = s.ticks * step;
-				s.decimals = e < 0 ? -e : 0;
-				return s;
-			}
-		}
-	}
-	s.span = seconds;
-	s.step = seconds;
-	return s;
-}
-
 struct panel {
 	double x0, y0; /* top left of the plot area */
 	double t0;     /* the time at x0: the first record on this GPU */
 	bool wall;
-	struct xscale xs;
-	struct yscale ys;
+	struct report_xscale xs;
+	struct report_yscale ys;
 };
 
 static double px(const struct panel *pn, double t)
@@ -259,120 +172,16 @@ static void put_legend(struct report_canvas *cv, double x, double y)
 	report_canvas_text(cv, NULL, x + 15, y, &plain, "driver OOM");
 }
 
-/* The title's clauses (split at ", " outside parentheses: "GPU 0 (GPU-...,
- * nvidia-smi 2)" is one), wrapped into lines of at most TITLE_CHARS
- * characters; a clause longer than a line is wrapped at its spaces (a word
- * longer than a line is cut into pieces): a long program name takes more
- * lines instead of pushing the limit off the panel. */
+/* A panel's title: its text, then wrapped (wrap.h). */
 struct title {
 	struct report_buf text;
-	char **lines;
-	size_t n;
+	struct report_wrapped w;
 };
 
-static void title_add_line(struct title *t, const char *s, size_t len)
+static void title_free(struct title *t)
 {
-	t->lines = report_xrealloc(t->lines, (t->n + 1) * sizeof(*t->lines));
-	t->lines[t->n] = report_xmalloc(len + 1);
-	memcpy(t->lines[t->n], s, len);
-	t->lines[t->n][len] = '\0';
-	t->n++;
-}
-
-/* Bytes of the first `cols` code points of s (at most its length). */
-static size_t cut_at(const char *s, size_t cols)
-{
-	size_t i = 0, c = 0;
-	for (; s[i]; i++) {
-		if (((unsigned char)s[i] & 0xc0) != 0x80 && c++ == cols)
-			break;
-	}
-	return i;
-}
-
-/* The length of the clause at s: up to and with the next ", " outside
- * parentheses (the comma kept, the space not), else the rest. */
-static size_t clause_len(const char *s)
-{
-	int depth = 0;
-
-	for (size_t i = 0; s[i]; i++) {
-		if (s[i] == '(')
-			depth++;
-		else if (s[i] == ')' && depth > 0)
-			depth--;
-		else if (s[i] == ',' && s[i + 1] == ' ' && depth == 0)
-			return i + 1;
-	}
-	return strlen(s);
-}
-
-static void title_wrap(struct title *t)
-{
-	const char *s = t->text.s ? t->text.s : "";
-	struct report_buf line = { 0 };
-
-	while (*s) {
-		/* A whole clause, when it fits on this line or a line of its own. */
-		size_t clause = clause_len(s);
-		char *c = report_xmalloc(clause + 1);
-		memcpy(c, s, clause);
-		c[clause] = '\0';
-		size_t cols = report_text_width(c);
-		free(c);
-		if (cols <= TITLE_CHARS) {
-			size_t have = line.s ? report_text_width(line.s) : 0;
-			if (have && have + 1 + cols > TITLE_CHARS) {
-				title_add_line(t, line.s, line.len);
-				line.len = 0;
-				line.s[0] = '\0';
-				have = 0;
-			}
-			if (have)
-				report_buf_puts(&line, " ");
-			report_buf_add(&line, s, clause);
-			s += clause;
-			while (*s == ' ')
-				s++;
-			continue;
-		}
-		size_t word = strcspn(s, " ");
-		char *w = report_xmalloc(word + 1);
-		memcpy(w, s, word);
-		w[word] = '\0';
-		size_t have = line.s ? report_text_width(line.s) : 0;
-		size_t need = report_text_width(w);
-		if (have && have + 1 + need > TITLE_CHARS) {
-			title_add_line(t, line.s, line.len);
-			line.len = 0;
-			line.s[0] = '\0';
-			have = 0;
-		}
-		const char *rest = w;
-		while (report_text_width(rest) > TITLE_CHARS - have) {
-			size_t cut = cut_at(rest, TITLE_CHARS - have);
-			if (have)
-				report_buf_puts(&line, " ");
-			report_buf_add(&line, rest, cut);
-			title_add_line(t, line.s, line.len);
-			line.len = 0;
-			line.s[0] = '\0';
-			have = 0;
-			rest += cut;
-		}
-		if (*rest) {
-			if (have)
-				report_buf_puts(&line, " ");
-			report_buf_puts(&line, rest);
-		}
-		free(w);
-		s += word;
-		while (*s == ' ')
-			s++;
-	}
-	if (line.len || t->n == 0)
-		title_add_line(t, line.s ? line.s : "", line.len);
-	free(line.s);
+	report_wrapped_free(&t->w);
+	free(t->text.s);
 }
 
 /* "train.py, pid 4242 on node7, GPU 0 (GPU-8e6b..., nvidia-smi 2), limit
@@ -413,22 +222,14 @@ static void title_of(struct title *t, const struct report_process *p, const stru
 				  report_fmt_size(g->limit, buf, sizeof(buf)));
 	else if (g->limit_state == REPORT_LIMIT_NONE && g->group_limit_state != REPORT_LIMIT_SET)
 		report_buf_puts(&t->text, ", no limit");
-	title_wrap(t);
-}
-
-static void title_free(struct title *t)
-{
-	for (size_t i = 0; i < t->n; i++)
-		free(t->lines[i]);
-	free(t->lines);
-	free(t->text.s);
+	report_wrap(&t->w, t->text.s, TITLE_CHARS);
 }
 
 static void put_title(struct report_canvas *cv, const struct title *t, double y)
 {
 	struct report_text_style st = { .size = 15, .bold = true };
 
-	report_canvas_lines(cv, "title", 16, y, TITLE_LINE, &st, t->lines, t->n);
+	report_canvas_lines(cv, "title", 16, y, TITLE_LINE, &st, t->w.lines, t->w.n);
 }
 
 static void put_axes(struct report_canvas *cv, const struct panel *pn, size_t members)
@@ -440,7 +241,7 @@ static void put_axes(struct report_canvas *cv, const struct panel *pn, size_t me
 	report_canvas_rect(cv, "plot-area", pn->x0, pn->y0, PLOT_W, PLOT_H, "#fafafa", &frame);
 	for (unsigned i = 0; i <= pn->ys.ticks; i++) {
 		double y = pn->y0 + PLOT_H - (double)i / pn->ys.ticks * PLOT_H;
-		y_label(&pn->ys, i, label, sizeof(label));
+		report_y_label(&pn->ys, i, label, sizeof(label));
 		report_canvas_line(cv, "grid-y", pn->x0, y, pn->x0 + PLOT_W, y, &grid);
 		report_canvas_text(cv, "ylabel", pn->x0 - 6, y + 4, &yst, label);
 	}
@@ -629,8 +430,8 @@ static void gpu_axes(const struct slot *slots, size_t first, size_t end, struct 
 			max = fmax(max, (double)g->group_used.p[j].v);
 	}
 	pn->t0 = t0;
-	pn->ys = y_scale(max * 1.04); /* room above a limit at a round number */
-	pn->xs = x_scale(t1 - t0);
+	pn->ys = report_y_scale(max * 1.04); /* room above a limit at a round number */
+	pn->xs = report_x_scale(t1 - t0);
 }
 
 /* The panels in order: GPUs (one UUID, whatever ordinal each process saw)
@@ -700,7 +501,7 @@ static double put_panel(struct report_canvas *cv, const struct slot *slots, size
 	char pid[32], ordinal[32], group[32];
 
 	title_of(&t, p, g);
-	double extra = (double)(t.n - 1) * TITLE_LINE;
+	double extra = (double)(t.w.n - 1) * TITLE_LINE;
 	struct panel pn = slots[slots[i].group].axes;
 	pn.x0 = MARGIN_L;
 	pn.y0 = top + MARGIN_T + extra;
@@ -786,7 +587,7 @@ static void group_title_of(struct title *t, const struct slot *slots, size_t n, 
 	if (g->group_limit_state == REPORT_LIMIT_SET)
 		report_buf_printf(&t->text, ", budget %s",
 				  report_fmt_size(g->group_limit, buf, sizeof(buf)));
-	title_wrap(t);
+	report_wrap(&t->w, t->text.s, TITLE_CHARS);
 }
 
 static int cmp_point(const void *a, const void *b)
@@ -827,7 +628,7 @@ static double put_group_panel(struct report_canvas *cv, const struct slot *slots
 	if (used.n > 1)
 		qsort(used.p, used.n, sizeof(*used.p), cmp_point);
 	group_title_of(&t, slots, n, j);
-	double extra = (double)(t.n - 1) * TITLE_LINE;
+	double extra = (double)(t.w.n - 1) * TITLE_LINE;
 	struct panel pn = slots[first].axes;
 	pn.x0 = MARGIN_L;
 	pn.y0 = top + MARGIN_T + extra;
@@ -893,12 +694,12 @@ bool report_plot_put(const struct report_set *set, const struct report_plot *opt
 	for (size_t i = 0; i < n; i++) {
 		struct title t = { 0 };
 		title_of(&t, slots[i].p, slots[i].g);
-		height += PANEL_H + (double)(t.n - 1) * TITLE_LINE;
+		height += PANEL_H + (double)(t.w.n - 1) * TITLE_LINE;
 		title_free(&t);
 		if (opens_group(slots, i)) {
 			struct title gt = { 0 };
 			group_title_of(&gt, slots, n, i);
-			height += PANEL_H + (double)(gt.n - 1) * TITLE_LINE;
+			height += PANEL_H + (double)(gt.w.n - 1) * TITLE_LINE;
 			title_free(&gt);
 			++*group_panels;
 		}
