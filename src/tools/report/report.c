@@ -38,13 +38,14 @@
 #if REPORT_HAVE_CAIRO
 #define PLOT_FORMATS "SVG, PNG or PDF"
 #define PLOT_NAMES ".svg, .png or .pdf"
-#define PLOT_HELP "                      the file's name says the format: .svg, .png or .pdf\n" \
+#define PLOT_HELP "                      The file's name says the format: .svg, .png or .pdf\n" \
 		  "                      (this build has cairo);\n"
 #else
 #define PLOT_FORMATS "SVG"
 #define PLOT_NAMES ".svg"
-#define PLOT_HELP "                      .svg only (this build has no PNG or PDF: it was\n" \
-		  "                      built without cairo);\n"
+#define PLOT_HELP "                      The file's name says the format: .svg only\n" \
+		  "                      (this build has no PNG or PDF: it was built without\n" \
+		  "                      cairo);\n"
 #endif
 
 static void usage(FILE *f)
@@ -52,7 +53,8 @@ static void usage(FILE *f)
 	fputs("Usage: cumemcap report [OPTIONS] LOG|DIR|-...\n"
 	      "\n"
 	      "Read the JSON Lines footprint logs that CUMEMCAP_LOG writes (one per process;\n"
-	      "schema v1 and v2) and print a row per process and GPU: the limit; the peaks\n"
+	      "schema v1 and v2) and print a row per process and GPU: the limit (and for a\n"
+	      "member of a group, the group and its budget); the peaks\n"
 	      "of live memory (what the program holds), of memory reserved from the driver,\n"
 	      "of the footprint (what the limit counts: reserved plus the driver's overhead\n"
 	      "for the process) and of what the driver reports for the process; the context\n"
@@ -74,8 +76,9 @@ static void usage(FILE *f)
 	      "Options:\n"
 	      "  --plot FILE         also draw every process and GPU over time: live, pooled,\n"
 	      "                      reserved, footprint and driver-reported bytes as steps,\n"
-	      "                      the limit on top, refusals and driver OOMs as markers;\n"
-	      "                      processes on one GPU share its time axis and scale.\n"
+	      "                      the limit (and a group's budget) on top, refusals and\n"
+	      "                      driver OOMs as markers; processes on one GPU share its\n"
+	      "                      time axis and scale, and a group gets a panel of its own.\n"
 	      PLOT_HELP
 	      "                      - writes the SVG to standard output (and nothing else).\n"
 	      "  --time KIND         the plot's time axis: elapsed (seconds since the first\n"
