@@ -3,15 +3,17 @@
 # what is missing; otherwise prints the one apt-get line and stops.
 
 # What building the library, its tools and the fake driver takes: the demo
-# needs nothing more (Check: the fake driver's build sits beside its tests).
-CUMEMCAP_DEBS_BUILD="gcc libc6-dev binutils meson ninja-build pkg-config check python3"
+# needs nothing more (Check: the fake driver's build sits beside its tests;
+# libjson-c-dev: cumemcap report reads the logs with json-c).
+CUMEMCAP_DEBS_BUILD="gcc libc6-dev binutils meson ninja-build pkg-config check python3 libjson-c-dev"
 
 # What the whole suite takes on top of that:
 #   clang and its sanitizer and libFuzzer runtimes: the clang build and the fuzzers;
 #   ffmpeg, GStreamer, hashcat: the real programs tests/integration/test_programs.py runs;
 #   prometheus: promtool checks the metrics file;
 #   python3-yaml: the Kubernetes manifests;
-#   libcairo2-dev, librsvg2-dev, librsvg2-bin: the report's PNG and its check;
+#   libcairo2-dev: the report's PNG and PDF (cumemcap report --plot);
+#   poppler-utils: pdftoppm renders the report's PDF for its check;
 #   bash-completion, man-db, groff-base: the installed completion and man pages;
 #   build-essential, dpkg-dev, debhelper, fakeroot, git: the Debian package's
 #     build (dpkg-buildpackage checks for build-essential) from a clean checkout;
@@ -21,7 +23,7 @@ CUMEMCAP_DEBS_BUILD="gcc libc6-dev binutils meson ninja-build pkg-config check p
 #     starts (daemons of its own, never the packages' services).
 CUMEMCAP_DEBS_SUITE="clang libclang-rt-14-dev
 	ffmpeg gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-bad hashcat
-	prometheus python3-yaml libcairo2-dev librsvg2-dev librsvg2-bin
+	prometheus python3-yaml libcairo2-dev poppler-utils
 	bash-completion man-db groff-base build-essential dpkg-dev debhelper fakeroot git util-linux passwd
 	libslurm-dev slurmctld slurmd slurm-client munge"
 

@@ -29,8 +29,8 @@ import xml.etree.ElementTree as ET
 
 REPORT, LAUNCHER, FIXTURES = [os.path.abspath(a) for a in sys.argv[1:4]]
 del sys.argv[1:4]
-HAVE_PNG = "this build has PNG" in subprocess.run([REPORT, "--help"], capture_output=True,
-                                                  text=True).stdout
+HAVE_CAIRO = "(this build has cairo)" in subprocess.run([REPORT, "--help"], capture_output=True,
+                                                       text=True).stdout
 
 U64 = 2**64 - 1
 MAX_LINE = 1024 * 1024
@@ -44,6 +44,13 @@ COMPACT = ["PID", "PROGRAM", "GPU", "LIMIT", "LIVE", "RESERVED", "FOOTPRINT", "D
 SERIES = {"live": "live", "pooled": "pooled", "reserved": "reserved", "footprint": "footprint",
           "driver": "driver_used"}
 EVENTS = ("segment", "refusal", "driver_oom", "context", "overhead")
+
+
+def with_groups(columns, wide):
+    """The table's columns when a process shown was in a group: GROUP and
+    BUDGET after LIMIT."""
+    i = columns.index("LIMIT") + 1
+    return columns[:i] + ["GROUP", "GROUP BUDGET" if wide else "BUDGET"] + columns[i:]
 
 
 def fixture(name):
@@ -74,6 +81,8 @@ class Gpu:
         self.events = False
         self.series = {k: [] for k in SERIES}
         self.marks = []  # (t, is_driver_oom)
+        self.group_limit = ("unknown", None)
+        self.peak_group_used = self.peak_group_held = None
 
     def used(self):
         figures = list(self.peak.values()) + [self.allocs, self.exit_refusals, self.exit_ooms]
@@ -87,6 +96,7 @@ class Proc:
         self.t_first = self.t_last = t
         self.records = 0
         self.program = self.host = None
+        self.group = None
         self.argv = None
         self.has_exit, self.reason, self.signal = False, None, None
         self.running = self.here = False
@@ -94,6 +104,9 @@ class Proc:
 
     def gpu(self, ordinal):
         return self.gpus.setdefault(ordinal, Gpu(ordinal))
+
+    def in_group(self):
+        return self.group is not None or any(g.group_limit[0] == "set" for g in self.gpus.values())
 
     def shown(self):
         gpus = [self.gpus[k] for k in sorted(self.gpus)]
@@ -159,6 +172,11 @@ def check_fields(rec):
         a = rec.get("argv")
         if a is not None and (type(a) is not list or any(type(x) is not str for x in a)):
             bad.append("argv")
+        grp = rec.get("group")
+        if grp is not None and type(grp) is not dict:
+            bad.append("group")
+        elif grp is not None:
+            string(grp, "name", "group.")
         for i, e in enumerate(gpu_list()):
             w = "gpus[%d]." % i
             ordinal(e, w)
@@ -167,7 +185,7 @@ def check_fields(rec):
             byte(e, "limit", w)
     elif kind in EVENTS:
         ordinal(rec)
-        for k in ("live", "pooled", "reserved", "footprint", "limit"):
+        for k in ("live", "pooled", "reserved", "footprint", "limit", "group_held"):
             byte(rec, k)
         if kind == "overhead":
             string(rec, "source")
@@ -179,7 +197,7 @@ def check_fields(rec):
             w = "gpus[%d]." % i
             ordinal(e, w)
             for k in ("live", "pooled", "reserved", "footprint", "driver_used",
-                      "context_overhead", "overhead"):
+                      "context_overhead", "overhead", "group_limit", "group_used", "group_held"):
                 byte(e, k, w)
             string(e, "overhead_source", w)
     elif kind == "exit":
@@ -193,9 +211,15 @@ def check_fields(rec):
             for k in ("allocs", "frees", "refusals", "driver_oom", "avoided",
                       "segments_taken", "segments_released", "limit", "peak_live",
                       "peak_pooled", "peak_reserved", "peak_footprint", "peak_driver_used",
-                      "largest_request", "overhead"):
+                      "largest_request", "overhead", "group_limit", "group_held"):
                 byte(e, k, w)
             string(e, "overhead_source", w)
+    elif kind == "group_change":
+        string(rec, "group")
+        byte(rec, "old_limit")
+        byte(rec, "new_limit")
+        if rec.get("gpu") is not None:
+            ordinal(rec)
     return bad
 
 
@@ -223,7 +247,7 @@ def classify(raw):
         return Record("notrecord"), None
     if not (type(v) is int and v in (1, 2)):
         return Record("version"), None
-    if kind not in ("start", "sample", "exit") + EVENTS:
+    if kind not in ("start", "sample", "exit", "group_change") + EVENTS:
         return Record("unknown"), None
     bad = check_fields(rec)
     if bad:
@@ -314,6 +338,7 @@ class Model:
     def read_start(self, p, rec, t):
         p.has_start, p.t_start = True, t
         p.program, p.host, p.argv = rec.get("program"), rec.get("host"), rec.get("argv")
+        p.group = (rec.get("group") or {}).get("name")
         for e in rec.get("gpus") or []:
             g = self.ids(p.gpu(e["gpu"]), e)
             self.set_limit(g, e, True)
@@ -347,6 +372,21 @@ class Model:
             g.marks.append((t, kind == "driver_oom", at))
         g.refusal_events += kind == "refusal"
         g.oom_events += kind == "driver_oom"
+        g.peak_group_held = fmax(g.peak_group_held, rec.get("group_held"))
+
+    @staticmethod
+    def set_group_limit(g, obj):
+        if obj.get("group_limit") is not None:
+            g.group_limit = ("set", obj["group_limit"])
+        elif "group_limit" in obj:
+            g.group_limit = ("none", None)
+
+    def read_group_change(self, p, rec, t):
+        p.group = p.group or rec.get("group")
+        if rec.get("gpu") is not None:
+            g = self.ids(p.gpu(rec["gpu"]), rec)
+            new = rec.get("new_limit")
+            g.group_limit = ("set", new) if new is not None else ("none", None)
 
     def read_segment(self, p, rec, t):
         self.read_event(p, rec, t, "segment")
@@ -370,6 +410,9 @@ class Model:
                 if e.get(field) is not None:
                     g.series[k].append((t, e[field]))
                     g.peak[k] = fmax(g.peak[k], e[field])
+            self.set_group_limit(g, e)
+            g.peak_group_used = fmax(g.peak_group_used, e.get("group_used"))
+            g.peak_group_held = fmax(g.peak_group_held, e.get("group_held"))
             g.ctx = fmax(g.ctx, e.get("context_overhead"))
             g.overhead = fmax(g.overhead, e.get("overhead"))
             self.set_source(g, e.get("overhead_source"))
@@ -390,6 +433,8 @@ class Model:
             g.exit_ooms = fmax(g.exit_ooms, e.get("driver_oom"))
             g.avoided = fmax(g.avoided, e.get("avoided"))
             g.allocs = fmax(g.allocs, e.get("allocs"))
+            self.set_group_limit(g, e)
+            g.peak_group_held = fmax(g.peak_group_held, e.get("group_held"))
 
     # ---- what the report should print ----
 
@@ -407,12 +452,26 @@ class Model:
         rem = v & ((1 << 10 * u) - 1)
         return "%d.%02d %s" % (v >> 10 * u, rem * 100 >> 10 * u, UNITS[u])
 
+    def groups(self):
+        return any(p.in_group() for p in self.procs)
+
+    def group_cells(self, p, g, size):
+        """GROUP and BUDGET, when the table has them."""
+        if not self.groups():
+            return []
+        if g is None:
+            return ["-", "-"]
+        state, value = g.group_limit
+        budget = "-" if not p.in_group() else \
+            (size(value) if state == "set" else ("none" if state == "none" else "-"))
+        return [safe(p.group) if p.group else "-", budget]
+
     def rows(self, exact=False):
         rows = []
         for p in self.procs:
             program = safe(p.program) if p.program else "-"
             if not p.gpus:
-                rows.append([str(p.pid), program] + ["-"] * 10)
+                rows.append([str(p.pid), program] + ["-"] * (12 if self.groups() else 10))
             for g in p.shown():
                 gpu = str(g.ordinal)
                 if g.uuid:
@@ -427,8 +486,9 @@ class Model:
                 ctx = self.size(ctx, exact)
                 if g.source is not None and g.overhead is not None:
                     ctx = "%s (%s)" % (self.size(g.overhead, exact), safe(g.source))
-                rows.append([str(p.pid), program, gpu, limit,
-                             self.size(g.peak["live"], exact),
+                rows.append([str(p.pid), program, gpu, limit] +
+                            self.group_cells(p, g, lambda v: self.size(v, exact)) +
+                            [self.size(g.peak["live"], exact),
                              self.size(g.peak["reserved"], exact),
                              self.size(g.peak["footprint"], exact),
                              self.size(g.peak["driver"], exact),
@@ -453,7 +513,7 @@ class Model:
         for p in self.procs:
             for g in p.shown():
                 sizes += [g.peak[k] for k in ("live", "reserved", "footprint", "driver")]
-                sizes += [g.limit[1], self.context(g)[0]]
+                sizes += [g.limit[1], self.context(g)[0], g.group_limit[1]]
         top = max([v for v in sizes if v is not None] + [0])
         u = 0
         while u < 6 and top >> (10 * (u + 1)):
@@ -477,12 +537,13 @@ class Model:
             if len(program) > 16:
                 program = program[:16] + "\u2026"
             if not p.gpus:
-                rows.append([str(p.pid), program] + ["-"] * 9)
+                rows.append([str(p.pid), program] + ["-"] * (11 if self.groups() else 9))
             for g in p.shown():
                 state, value = g.limit
                 rows.append([str(p.pid), program, str(g.ordinal),
-                             size(value) if state == "set" else ("none" if state == "none" else "-"),
-                             size(g.peak["live"]), size(g.peak["reserved"]),
+                             size(value) if state == "set" else ("none" if state == "none" else "-")] +
+                            self.group_cells(p, g, size) +
+                            [size(g.peak["live"]), size(g.peak["reserved"]),
                              size(g.peak["footprint"]), size(g.peak["driver"]),
                              size(self.context(g)[0]),
                              str(max(g.refusal_events, g.exit_refusals or 0)),
@@ -522,6 +583,8 @@ class Model:
                 s += "; no start record (first record %s)" % utc(p.t_first)
             if p.host is not None:
                 s += " on " + safe(p.host)
+            if p.group is not None:
+                s += "; member of group " + safe(p.group)
             hidden = [g.ordinal for g in sorted(p.gpus.values(), key=lambda g: g.ordinal)
                       if g not in p.shown()]
             if hidden:
@@ -541,6 +604,12 @@ class Model:
                         s += " (%s)" % safe(source)
                 if g.avoided is not None:
                     s += "; %d driver calls avoided" % g.avoided
+                if p.in_group() and g.group_limit[0] != "unknown":
+                    s += "; group " + (safe(p.group) if p.group else "(name unknown)")
+                    s += (" budget " + self.size(g.group_limit[1]) if g.group_limit[0] == "set"
+                          else " without a budget here")
+                    if g.peak_group_used is not None:
+                        s += ", its members held at most " + self.size(g.peak_group_used)
                 out.append(s)
         return out
 
@@ -615,7 +684,8 @@ def fit(pairs):
 class Panel:
     def __init__(self, g):
         self.g = g
-        self.pid, self.gpu = int(g.get("data-pid")), int(g.get("data-gpu"))
+        # A group's panel has no pid and no ordinal of its own.
+        self.pid, self.gpu = int(g.get("data-pid", -1)), int(g.get("data-gpu", -1))
         self.group, self.uuid = int(g.get("data-group")), g.get("data-uuid")
         area = g.find(SVG + "rect[@class='plot-area']")
         self.x0, self.y0 = float(area.get("x")), float(area.get("y"))
@@ -639,8 +709,8 @@ class Panel:
             cls = path.get("class").split()
             if cls[0] == "series":
                 self.series[cls[1]] = path_points(path.get("d"))
-            elif cls == ["limit"]:
-                self.series["limit"] = path_points(path.get("d"))
+            elif cls in (["limit"], ["group-budget"]):
+                self.series[cls[0]] = path_points(path.get("d"))
         # A mark: (x1, x2, y1, y2) of its line, and where its marker sits.
         self.marks = {}
         for k, shape in (("refusal", "circle"), ("driver-oom", "rect")):
@@ -674,12 +744,12 @@ class Checks(unittest.TestCase):
             model = Model(paths)
             table, procs, _ = parse_output(p.stdout)
             if w:
-                self.assertEqual(table[0], COLUMNS)
+                self.assertEqual(table[0], with_groups(COLUMNS, True) if model.groups() else COLUMNS)
                 self.assertEqual(table[1:], model.rows(exact))
             else:
                 unit = "bytes" if exact else UNITS[model.unit()]
                 self.assertTrue(p.stdout.startswith("sizes in %s; " % unit), p.stdout)
-                self.assertEqual(table[0], COMPACT)
+                self.assertEqual(table[0], with_groups(COMPACT, False) if model.groups() else COMPACT)
                 self.assertEqual(table[1:], model.compact_rows(exact))
             self.assertEqual(procs, model.process_lines())
         return p, model
@@ -773,6 +843,16 @@ class Checks(unittest.TestCase):
             self.assertLessEqual(len(line), 100, line)
         if g.limit[0] == "set":
             self.assertTrue(pn.title.endswith(", limit " + Model.size(g.limit[1])), pn.title)
+        # A group's budget: a line across the plot at its height.
+        if g.group_limit[0] == "set":
+            (xa, ya), (xb, yb) = pn.series["group-budget"]
+            self.assertAlmostEqual(ya, pn.py(g.group_limit[1]), delta=TOL)
+            self.assertAlmostEqual(yb, ya, delta=TOL)
+            self.assertEqual((round(xa, 2), round(xb, 2)), (round(pn.x0, 2), round(pn.x1, 2)))
+            self.assertIn("group %s budget %s" % (xml_safe(safe(p.group or "(name unknown)")),
+                                                   Model.size(g.group_limit[1])), pn.title)
+        else:
+            self.assertNotIn("group-budget", pn.series)
         # Each series: its points, in time order, inside the plot area.
         for kind in SERIES:
             pts = sorted(g.series[kind], key=lambda tv: tv[0])
@@ -961,7 +1041,7 @@ class Fixtures(Checks):
             svg = os.path.join(tmp, "all.svg")
             p, model = self.check_table(paths, extra=["--plot", svg])
             panels = self.check_svg(svg, model)
-            self.assertIn("plot: %s (%d panels)" % (svg, len(panels)), p.stdout)
+            self.assertIn("plot: %s (%d panels and 1 of a group)" % (svg, len(panels)), p.stdout)
             self.assertGreaterEqual(len(panels), 10)
             for path in paths:
                 self.check_warnings(p.stderr, model, path)
@@ -1286,6 +1366,23 @@ class Newer(Checks):
         self.assertIn("\u2026", p.stdout.splitlines()[2])  # cut in the table, whole below
         self.assertIn("(%s)" % name, p.stdout)
 
+    def test_titles_wrap_between_clauses(self):
+        """The demo's title: "GPU 0 (UUID, nvidia-smi 0)" stays on one line."""
+        rec = {"v": 2, "type": "start", "t": 1700000000.0, "pid": 4242,
+               "program": "cumemcap-demo-workload", "host": "HOST", "argv": ["x"],
+               "gpus": [{"gpu": 0, "uuid": "GPU-fa4ec0da-0000-4000-8000-000000000000", "index": 0,
+                         "capacity": 17179869184, "limit": 4294967296}]}
+        smp = {"v": 2, "type": "sample", "t": 1700000001.0, "pid": 4242,
+               "gpus": [{"gpu": 0, "uuid": "GPU-fa4ec0da-0000-4000-8000-000000000000", "index": 0,
+                         "live": 1 << 30, "reserved": 1 << 30}]}
+        log = self.write("demo.jsonl", json.dumps(rec) + "\n" + json.dumps(smp) + "\n")
+        svg = os.path.join(self.tmp.name, "demo.svg")
+        p, model = self.check_table([log], extra=["--plot", svg], wide=False)
+        pn = self.check_svg(svg, model)[0]
+        self.assertEqual(pn.title_lines, [
+            "cumemcap-demo-workload, pid 4242 on HOST,",
+            "GPU 0 (GPU-fa4ec0da-0000-4000-8000-000000000000, nvidia-smi 0), limit 4.00 GiB"])
+
     def test_table_fits_a_terminal(self):
         paths = [fixture(n) for n in ("normal.jsonl", "killed.jsonl", "multi-a.jsonl",
                                       "multi-b.jsonl", "footprint.jsonl", "torn.jsonl",
@@ -1365,23 +1462,44 @@ def near(a, b, tol=24):
 
 
 class Rendering(Checks):
-    """The plot as a person sees it: the SVG rendered to pixels by
-    rsvg-convert (and the report's own PNG where built), then checked."""
+    """The plot as a person sees it: the report's own PNG (drawn by cairo,
+    through the same drawing code as the SVG), read pixel by pixel where the
+    SVG of the same logs puts each thing."""
 
     def setUp(self):
-        self.rsvg = need("rsvg-convert")
+        if not HAVE_CAIRO:
+            self.skipTest("this build has no cairo: no PNG")
         self.tmp = tempfile.TemporaryDirectory()
         self.addCleanup(self.tmp.cleanup)
 
-    def render(self, logs, extra=()):
+    def render(self, logs, extra=(), kind="png"):
         svg = os.path.join(self.tmp.name, "plot.svg")
         p = run(["--plot", svg] + list(extra) + logs)
         self.assertEqual(p.returncode, 0, p.stderr)
-        png = os.path.join(self.tmp.name, "plot.png")
-        subprocess.run([self.rsvg, "-b", "white", "-o", png, svg], check=True)
+        out = os.path.join(self.tmp.name, "plot." + kind)
+        p = run(["--plot", out] + list(extra) + logs)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("plot: %s (" % out, p.stdout)
         root = ET.parse(svg).getroot()
         panels = [Panel(g) for g in root.iter(SVG + "g") if g.get("class") == "panel"]
-        return panels, read_png(png)
+        size = (int(root.get("width")), int(root.get("height")))
+        if kind == "pdf":
+            with open(out, "rb") as f:
+                data = f.read()
+            self.assertTrue(data.startswith(b"%PDF-1."), data[:16])
+            self.assertIn(b"%%EOF", data[-32:])
+            self.assertGreater(len(data), 2000)
+            # Rendered at 72 dpi a PDF point is a pixel: the SVG's coordinates hold.
+            base = os.path.join(self.tmp.name, "pdf")
+            subprocess.run([need("pdftoppm"), "-r", "72", "-png", "-singlefile", out, base],
+                           check=True)
+            out = base + ".png"
+        with open(out, "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        self.assertGreater(os.path.getsize(out), 2000)
+        pixels = read_png(out)
+        self.assertEqual(pixels[:2], size)
+        return panels, pixels
 
     def log(self, name, pid, peak, limit=4 << 30, t=1700002000.0, refuse=False, oom=False,
             uuid="GPU-abcdef00-0000"):
@@ -1443,25 +1561,327 @@ class Rendering(Checks):
         self.assertEqual(panels[0].xticks, panels[1].xticks)
         self.assertNotEqual(panels[0].yticks, panels[2].yticks)
 
-    def test_report_png(self):
-        if not HAVE_PNG:
-            self.skipTest("this build has no PNG")
-        png = os.path.join(self.tmp.name, "own.png")
-        log = self.log("full", 10, 4 << 30, refuse=True)
-        p = run(["--plot", png, log])
-        self.assertEqual(p.returncode, 0, p.stderr)
-        panels, (w, h, ref) = self.render([log])
-        w2, h2, own = read_png(png)
+    def test_pdf(self):
+        """The PDF, read back: its magic and size, and rendered (pdftoppm), the
+        limit's colour along the limit and the refusal's at its marker."""
+        log = self.log("full", 10, 4 << 30, limit=6 << 30, refuse=True)
+        panels, (w, h, px) = self.render([log], kind="pdf")
+        pn = panels[0]
+        y = round(pn.py(6 << 30))
+        row = [px[y][x] for x in range(int(pn.x0) + 2, int(pn.x1) - 2)]
+        self.assertGreater(sum(near(c, LIMIT_RGB) for c in row) / len(row), 0.5)
+        mx, my = pn.marks["refusal"][0][4]
+        self.assertTrue(near(px[round(my)][round(mx)], REFUSAL_RGB))
+        # The PNG of the same logs: the same size, the limit on the same row.
+        _, (w2, h2, png) = self.render([log])
         self.assertEqual((w2, h2), (w, h))
-        y = round(panels[0].py(4 << 30))
-        self.assertTrue(sum(near(c, LIMIT_RGB) for c in own[y]) > 100)
-        p = run(["--plot", "/nonexistent/x.png", log])
+        row = [png[y][x] for x in range(int(pn.x0) + 2, int(pn.x1) - 2)]
+        self.assertGreater(sum(near(c, LIMIT_RGB) for c in row) / len(row), 0.5)
+
+    def test_png_too_tall(self):
+        """More panels than a PNG can hold (32767 pixels): one line, status 1;
+        the same as PDF is drawn."""
+        lines = []
+        for i in range(100):
+            lines.append(json.dumps({"v": 2, "type": "start", "t": 1700003000.0 + i, "pid": 100 + i,
+                                     "program": "p", "gpus": [{"gpu": 0, "uuid": "GPU-0",
+                                                               "limit": 1 << 30}]}))
+            lines.append(json.dumps({"v": 2, "type": "sample", "t": 1700003001.0 + i, "pid": 100 + i,
+                                     "gpus": [{"gpu": 0, "live": 1 << 20, "reserved": 2 << 20}]}))
+        log = os.path.join(self.tmp.name, "many.jsonl")
+        with open(log, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        png = os.path.join(self.tmp.name, "many.png")
+        p = run(["--plot", png, log])
         self.assertEqual(p.returncode, 1)
-        self.assertEqual(p.stderr, "cumemcap report: --plot /nonexistent/x.png: cannot create: "
-                         "No such file or directory\n")
+        self.assertEqual(p.stderr, "cumemcap report: --plot %s: a PNG 33000 pixels tall is more "
+                         "than cairo draws (32767 at most); pick fewer processes (--gpu, "
+                         "--program, --since), or write .svg or .pdf\n" % png)
+        pdf = os.path.join(self.tmp.name, "many.pdf")
+        p = run(["--plot", pdf, log])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("plot: %s (100 panels)" % pdf, p.stdout)
+
+    def test_plot_files_that_cannot_be_written(self):
+        log = self.log("full", 10, 4 << 30, refuse=True)
+        for ext in ("png", "pdf"):
+            p = run(["--plot", "/nonexistent/x." + ext, log])
+            self.assertEqual(p.returncode, 1)
+            self.assertEqual(p.stderr, "cumemcap report: --plot /nonexistent/x.%s: cannot "
+                             "create: No such file or directory\n" % ext)
+            # A full disk: /dev/full under a name with the extension.
+            if os.path.exists("/dev/full"):
+                full = os.path.join(self.tmp.name, "full." + ext)
+                os.symlink("/dev/full", full)
+                p = run(["--plot", full, log])
+                self.assertEqual(p.returncode, 1)
+                self.assertEqual(p.stderr, "cumemcap report: --plot %s: cannot write: No space "
+                                 "left on device\n" % full)
 
 
 # ---- errors ---------------------------------------------------------------------------
+
+class Groups(Checks):
+    """Two members of group "jobs" on one GPU: no limit of their own, a budget
+    of 8 GiB for both (fixtures group-a.jsonl and group-b.jsonl)."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        self.paths = [fixture("group-a.jsonl"), fixture("group-b.jsonl")]
+
+    def test_table_shows_the_group_and_its_budget(self):
+        p, model = self.check_table(self.paths)
+        table, procs, _ = parse_output(p.stdout)
+        self.assertEqual(table[0], ["PID", "PROGRAM", "GPU", "LIMIT", "GROUP", "GROUP BUDGET",
+                                    "PEAK LIVE", "PEAK RESERVED", "PEAK FOOTPRINT", "PEAK DRIVER",
+                                    "CONTEXT", "REFUSALS", "DRIVER OOMS", "AVOIDED"])
+        self.assertEqual([r[3:6] for r in table[1:]], [["none", "jobs", "8.00 GiB"]] * 2)
+        self.assertIn("pid 3102 (train.py): exited; ran 8.0 s; started 2023-11-14 22:30:00 UTC "
+                      "on node5; member of group jobs", procs)
+        self.assertTrue(any(line.endswith("; group jobs budget 8.00 GiB, its members held at "
+                                          "most 7.58 GiB") for line in procs), procs)
+        # Without a group in the logs, no group columns.
+        p = run([fixture("normal.jsonl")])
+        self.assertNotIn("GROUP", p.stdout)
+        self.assertNotIn("BUDGET", p.stdout)
+        # A member next to a process in no group: "-" in both columns.
+        p, _ = self.check_table(self.paths + [fixture("normal.jsonl")], wide=False)
+        table, _, _ = parse_output(p.stdout)
+        self.assertEqual(table[1][:6], ["4242", "train.py", "0", "4.00", "-", "-"])
+
+    def test_json_has_the_group_fields(self):
+        p = run(["--json"] + self.paths)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        got = json.loads(p.stdout)["processes"]
+        self.assertEqual([q["group"] for q in got], ["jobs", "jobs"])
+        gib, mib = 1 << 30, 1 << 20
+        for q, held in zip(got, (3 * gib + 300 * mib, 4 * gib + 300 * mib)):
+            g = q["gpus"][0]
+            self.assertEqual((g["limit_state"], g["limit"]), ("none", None))
+            self.assertEqual((g["group_limit_state"], g["group_limit"]), ("set", 8 * gib))
+            self.assertEqual(g["peak_group_used"], 7 * gib + 600 * mib)
+            self.assertEqual(g["peak_group_held"], held)
+        p = run(["--json", fixture("normal.jsonl")])
+        g = json.loads(p.stdout)["processes"][0]
+        self.assertEqual(g["group"], None)
+        self.assertEqual((g["gpus"][0]["group_limit_state"], g["gpus"][0]["group_limit"]),
+                         ("unknown", None))
+
+    def test_budget_changed(self):
+        """A group_change record: the budget it sets is the one shown."""
+        with open(self.paths[0]) as f:
+            lines = f.read().splitlines()
+        change = json.dumps({"v": 2, "type": "group_change", "t": 1700001006.5, "pid": 3101,
+                             "program": "prep.py", "host": "node5", "group": "jobs", "gpu": 0,
+                             "uuid": "GPU-9a0b0000-1111-2222-3333-444444444444", "index": 2,
+                             "changed_at": 1700001006.5, "by_uid": 0, "old_limit": 8 << 30,
+                             "new_limit": 6 << 30})
+        exit_rec = json.loads(lines[-1])
+        del exit_rec["gpus"][0]["group_limit"]  # the change is the last word
+        log = self.write("changed.jsonl", "\n".join(lines[:-1] + [change, json.dumps(exit_rec)]) + "\n")
+        p, model = self.check_table([log])
+        table, _, _ = parse_output(p.stdout)
+        self.assertEqual(table[1][5], "6.00 GiB")
+        # Lifted: null is no budget.
+        log = self.write("lifted.jsonl", "\n".join(lines[:-1] + [change.replace(
+            '"new_limit": %d' % (6 << 30), '"new_limit": null'), json.dumps(exit_rec)]) + "\n")
+        p, model = self.check_table([log])
+        table, procs, _ = parse_output(p.stdout)
+        self.assertEqual(table[1][5], "none")
+        self.assertTrue(procs[2].endswith("; group jobs without a budget here, its members held "
+                                          "at most 7.58 GiB"), procs[2])
+
+    def write(self, name, data):
+        path = os.path.join(self.tmp.name, name)
+        with open(path, "w") as f:
+            f.write(data)
+        return path
+
+    def test_group_panel(self):
+        svg = os.path.join(self.tmp.name, "g.svg")
+        p, model = self.check_table(self.paths, extra=["--plot", svg])
+        self.assertIn("plot: %s (2 panels and 1 of a group)" % svg, p.stdout)
+        panels = self.check_svg(svg, model)  # the members' panels, each with the budget line
+        root = ET.parse(svg).getroot()
+        found = [g for g in root.iter(SVG + "g") if g.get("class") == "group-panel"]
+        self.assertEqual(len(found), 1)
+        gp = Panel(found[0])
+        self.assertEqual(found[0].get("data-group-name"), "jobs")
+        self.assertEqual(gp.group, panels[0].group)  # on the GPU's axes
+        labels = lambda pn: ([v for _, v in pn.yticks], [v for _, v in pn.xticks])
+        self.assertEqual(labels(gp), labels(panels[0]))
+        self.assertTrue(gp.title.startswith("group jobs on GPU 0 (GPU-9a0b0000-1111-2222-3333-"
+                                            "444444444444), 2 members (pids 3101, 3102), budget "
+                                            "8.00 GiB"), gp.title)
+        gib, mib = 1 << 30, 1 << 20
+        budget = gp.series["group-budget"]
+        self.assertAlmostEqual(budget[0][1], gp.py(8 * gib), delta=TOL)
+        # What the group held: the samples' group_used of both members, in time order.
+        used = gp.series["group-used"]
+        want = sorted([(1700001002.0 + 2 * i, v) for i, v in
+                       enumerate((2 * gib + 600 * mib, 4 * gib + 600 * mib, 7 * gib + 600 * mib))] +
+                      [(1700001002.5 + 2 * i, v) for i, v in
+                       enumerate((2 * gib + 600 * mib, 4 * gib + 600 * mib, 7 * gib + 600 * mib))])
+        t0 = 1700001000.0
+        steps = [used[0]] + used[2:-1:2]  # where each sample's figure begins
+        self.assertEqual(len(steps), len(want))
+        for (x, y), (t, v) in zip(steps, want):
+            self.assertAlmostEqual(x, gp.px(t - t0), delta=TOL)
+            self.assertAlmostEqual(y, gp.py(v), delta=TOL)
+        self.assertAlmostEqual(used[-1][0], gp.px(1700001008.5 - t0), delta=TOL)  # to the last record
+        members = [path.get("data-pid") for path in found[0].iter(SVG + "path")
+                   if path.get("class") == "series member"]
+        self.assertEqual(members, ["3101", "3102"])
+        self.assertEqual(len(gp.marks["refusal"]), 1)  # pid 3102's, at the group's budget
+        label = next(t for t in found[0].iter(SVG + "text") if t.get("class") == "group-budget-label")
+        self.assertEqual(label.text, "group jobs budget 8.00 GiB; its members held at most "
+                                     "7.58 GiB (95%)")
+
+
+def suggested(peak):
+    """--suggest's limit for a peak: a tenth more, at least 256 MiB, rounded up
+    to 256 MiB up to 4 GiB, 512 MiB up to 16 GiB, 1 GiB up to 64 GiB, else 4 GiB."""
+    mib, gib = 1 << 20, 1 << 30
+    want = min(peak + max(peak * 10 // 100, 256 * mib), U64)
+    step = 256 * mib if want <= 4 * gib else 512 * mib if want <= 16 * gib else \
+        gib if want <= 64 * gib else 4 * gib
+    up = -(-want // step) * step
+    return up if up <= U64 else want - want % step
+
+
+def typed(v):
+    mib, gib = 1 << 20, 1 << 30
+    if v % gib == 0 and v:
+        return "%dGiB" % (v // gib)
+    if v % (gib // 4) == 0 and v > gib:
+        return ("%.2f" % (v / gib)).rstrip("0") + "GiB"
+    return "%dMiB" % (v // mib) if v % mib == 0 and v else str(v)
+
+
+class Suggest(Checks):
+    """cumemcap report --suggest, against what the model of the logs says."""
+
+    def expected(self, model):
+        """{(program, ordinal): (runs, refused runs, top peak)} and the same for groups."""
+        programs, groups_ = {}, {}
+        for p in model.procs:
+            for g in p.shown():
+                if not g.used():
+                    continue
+                ctx = model.context(g)[0]
+                if g.peak["footprint"] is not None:
+                    peak = g.peak["footprint"]
+                elif g.peak["reserved"] is not None:
+                    peak = g.peak["reserved"] + (ctx or 0)
+                else:
+                    continue
+                refused = max(g.refusal_events, g.exit_refusals or 0) > 0
+                key = (p.program or "-", g.ordinal)
+                runs, ref, top = programs.get(key, (0, 0, 0))
+                programs[key] = (runs + 1, ref + refused, max(top, peak))
+                if p.group is not None:
+                    k = (p.group, g.uuid.lower() if g.uuid else g.ordinal)
+                    runs, ref, top = groups_.get(k, (0, 0, None))
+                    used = g.peak_group_used
+                    top = used if top is None or (used is not None and used > top) else top
+                    groups_[k] = (runs + 1, ref + refused, top)
+        return programs, groups_
+
+    def test_every_fixture(self):
+        paths = sorted(fixture(n) for n in os.listdir(FIXTURES) if n.endswith(".jsonl"))
+        model = Model(paths)
+        programs, groups_ = self.expected(model)
+        p = run(["--suggest", "--bytes"] + paths)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        blocks = p.stdout.split("\n\n")
+        self.assertTrue(blocks[0].startswith("The smallest limit that would have let every "
+                                             "logged run finish without a refusal:"))
+        table = [re.split(r"  +", line.strip()) for line in blocks[1].splitlines()]
+        self.assertEqual(table[0], ["PROGRAM", "GPU", "RUNS", "PEAK FOOTPRINT", "LIVE", "CACHED",
+                                    "OVERHEAD", "REFUSED", "SUGGESTED LIMIT"])
+        got = {}
+        for row in table[1:]:
+            program, gpu, runs, peak, live, cached, overhead, refused, limit = row
+            # What the peak was made of adds up to it.
+            self.assertEqual(int(live) + int(cached) + int(overhead), int(peak), row)
+            got[(program, int(gpu))] = (int(runs), int(refused), int(peak), limit)
+        want = {(safe(k[0]), k[1]): v for k, v in programs.items()}
+        self.assertEqual(sorted(got), sorted(want))
+        for key, (runs, refused, peak) in want.items():
+            self.assertEqual(got[key][:3], (runs, refused, peak), key)
+            self.assertEqual(got[key][3], typed(suggested(peak)) + (" (at least)" if refused else ""),
+                             key)
+        gtable = [re.split(r"  +", line.strip()) for line in blocks[2].splitlines()]
+        self.assertEqual(gtable[0], ["GROUP", "GPU", "MEMBERS", "PEAK HELD", "REFUSED",
+                                     "SUGGESTED BUDGET"])
+        self.assertEqual(len(gtable), 1 + len(groups_))
+        (members, refused, top), = groups_.values()
+        self.assertEqual(gtable[1], ["jobs", "0", str(members), str(top), str(refused),
+                                     typed(suggested(top)) + " (at least)"])
+
+    def test_what_a_user_reads(self):
+        p = run(["--suggest", fixture("v2-train.jsonl"), fixture("group-a.jsonl"),
+                 fixture("group-b.jsonl")])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout, """\
+The smallest limit that would have let every logged run finish without a refusal:
+the highest peak footprint, plus a tenth (at least 256 MiB), rounded up.
+
+PROGRAM   GPU  RUNS  PEAK FOOTPRINT      LIVE  CACHED    OVERHEAD  REFUSED  SUGGESTED LIMIT
+prep.py   0       1        3.29 GiB  3.00 GiB     0 B  300.00 MiB        0  3.75GiB
+train.py  0       2        4.29 GiB  4.00 GiB     0 B  300.00 MiB        2  5GiB (at least)
+
+GROUP  GPU  MEMBERS  PEAK HELD  REFUSED  SUGGESTED BUDGET
+jobs   0          2   7.58 GiB        1  8.5GiB (at least)
+
+prep.py on GPU 0: the highest peak, 3.29 GiB, was pid 3101 on node5
+train.py on GPU 0: the highest peak, 4.29 GiB, was pid 1 on node-a; 2 of 2 runs were refused at a limit (pid 1 on node-a, pid 3102 on node5): they wanted more than they got, so the peak is only a lower bound, and so is 5GiB; run it again with 5GiB (or none) to learn the rest
+group jobs on GPU 0: its members held at most 7.58 GiB at once; 1 of 2 members was refused at a limit (pid 3102 on node5): it wanted more than it got, so the peak is only a lower bound, and so is 8.5GiB; run the group again with a budget of 8.5GiB (or none) to learn the rest
+
+In a configuration file (cumemcap.conf):
+  [program prep.py]
+  limit = 3.75GiB
+  [program train.py]
+  limit = 5GiB
+For a group, in the environment of its members:
+  CUMEMCAP_GROUP=jobs CUMEMCAP_GROUP_LIMIT=8.5GiB
+""")
+
+    def test_json(self):
+        paths = [fixture("v2-train.jsonl"), fixture("group-a.jsonl"), fixture("group-b.jsonl"),
+                 fixture("multi-a.jsonl")]
+        model = Model(paths)
+        programs, groups_ = self.expected(model)
+        p = run(["--suggest", "--json"] + paths)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        got = json.loads(p.stdout)
+        self.assertEqual(got["margin"], {"percent": 10, "min": 256 << 20})
+        self.assertEqual(sorted((q["program"], q["gpu"]) for q in got["programs"]), sorted(programs))
+        for q in got["programs"]:
+            runs, refused, peak = programs[(q["program"], q["gpu"])]
+            self.assertEqual((q["runs"], q["refused_runs"], q["peak_footprint"]), (runs, refused, peak))
+            self.assertEqual(q["lower_bound"], refused > 0)
+            self.assertEqual(q["live"] + q["cached"] + q["overhead"], peak)
+            self.assertEqual((q["limit"], q["limit_text"]), (suggested(peak), typed(suggested(peak))))
+            self.assertEqual(len(q["refused_pids"]), refused)
+        (g,) = got["groups"]
+        (members, refused, top), = groups_.values()
+        self.assertEqual((g["group"], g["members"], g["refused_members"], g["peak_used"]),
+                         ("jobs", members, refused, top))
+        self.assertEqual((g["budget"], g["budget_text"], g["lower_bound"], g["refused_pids"]),
+                         (suggested(top), typed(suggested(top)), True, [3102]))
+        # Per GPU where a program's GPUs need different limits.
+        p = run(["--suggest", fixture("multi-a.jsonl")])
+        self.assertIn("  [program serve]\n  device_limits = 0=5GiB,1=11.5GiB\n", p.stdout)
+
+    def test_usage(self):
+        p = run(["--suggest", "--wide", fixture("normal.jsonl")])
+        self.assertEqual(p.returncode, 2)
+        self.assertEqual(p.stderr, "cumemcap report: --wide is about the table, which --suggest "
+                                   "replaces; give one of them; usage: cumemcap report [OPTIONS] "
+                                   "LOG|DIR|-...\n")
+
 
 class Errors(unittest.TestCase):
     def one_line(self, p, status, pattern):
@@ -1506,9 +1926,10 @@ class Errors(unittest.TestCase):
         for heading in ("Inputs:", "Options:", "Exit status:"):
             self.assertIn("\n" + heading + "\n", p.stdout)
         for flag in ("--plot FILE", "--time KIND", "--gpu N|UUID", "--program NAME", "--since TIME",
-                     "--json", "--wide", "--bytes", "--version"):
+                     "--suggest", "--json", "--wide", "--bytes", "--version"):
             self.assertRegex(p.stdout, r"\n  %s  " % re.escape(flag))
-        self.assertIn("this build has PNG" if HAVE_PNG else "this build has no PNG", p.stdout)
+        self.assertIn("(this build has cairo)" if HAVE_CAIRO else "this build has no PNG or PDF",
+                      p.stdout)
         p = run(["--version"])
         self.assertEqual((p.returncode, p.stderr), (0, ""))
         self.assertRegex(p.stdout, r"^cumemcap report \d+\.\d+\.\d+\n$")
@@ -1523,21 +1944,24 @@ class Errors(unittest.TestCase):
             self.one_line(run(["--", "-odd.jsonl"]), 1,
                           r"^cumemcap report: -odd\.jsonl: cannot open: No such file or directory$")
 
-    def test_plot_must_be_svg(self):
+    def test_plot_formats_by_name(self):
         with tempfile.TemporaryDirectory() as tmp:
-            for name in ("plot.pdf", "x.svg.jpg") + (() if HAVE_PNG else ("out.png", "out.PNG")):
+            names = ("x.svg.jpg", "plot.eps") + (() if HAVE_CAIRO else ("out.png", "out.PDF"))
+            for name in names:
                 target = os.path.join(tmp, name)
                 with self.subTest(name=name):
                     p = run(["--plot", target, fixture("normal.jsonl")])
                     ext = os.path.splitext(name)[1]
-                    if ext.lower() == ".png":
-                        self.one_line(p, 2, r'^cumemcap report: --plot "%s": this build has no PNG'
-                                      % re.escape(target))
+                    if ext.lower() in (".png", ".pdf"):
+                        self.one_line(p, 2, r'^cumemcap report: --plot "%s": this build has no %s '
+                                      r'\(it was built without cairo\); give a FILE ending in \.svg$'
+                                      % (re.escape(target), ext[1:].upper()))
                     else:
                         self.one_line(p, 2, r'^cumemcap report: --plot "%s": only %s is supported '
-                                      r'\(no %s\); give a FILE ending in \.svg%s$'
-                                      % (re.escape(target), "SVG or PNG" if HAVE_PNG else "SVG",
-                                         re.escape(ext), " or \\.png" if HAVE_PNG else ""))
+                                      r'\(no %s\); give a FILE ending in %s$'
+                                      % (re.escape(target), "SVG, PNG or PDF" if HAVE_CAIRO else "SVG",
+                                         re.escape(ext), r"\.svg, \.png or \.pdf" if HAVE_CAIRO
+                                         else r"\.svg"))
                     self.assertFalse(os.path.exists(target))
                     self.assertEqual(p.stdout, "")
             self.one_line(run(["--plot=", fixture("normal.jsonl")]), 2,

@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json.h"
+#include "jsonline.h"
+#include "procmap.h"
 #include "text.h"
 
 /* ---- lines ------------------------------------------------------------------- */
@@ -62,11 +63,6 @@ static enum line_result read_line(struct line_reader *lr)
 
 /* ---- one file's reading state -------------------------------------------------- */
 
-struct current {
-	long long pid;
-	struct report_process *proc;
-};
-
 struct reader {
 	struct report_set *set;
 	const char *path;
@@ -78,9 +74,9 @@ struct reader {
 	const char *type; /* the record being read, for messages */
 	bool bad;         /* it has a field of the wrong type */
 
-	/* The process each pid's records belong to in this file. */
-	struct current *cur;
-	size_t ncur;
+	/* The process each pid's records belong to in this file (key: the
+	 * pid): the last one whose start record was read. */
+	struct report_procmap cur;
 };
 
 REPORT_PRINTF(2, 3)
@@ -117,82 +113,77 @@ static void bad_field(struct reader *r, const char *field, const char *want)
 	r->bad = true;
 }
 
-static bool is_null(const struct report_json *v)
-{
-	return !v || v->kind == REPORT_JSON_NULL;
-}
-
 /* A byte count or counter: absent or null is unknown. `where` prefixes the
  * field name in a message ("gpus[1]."). */
-static struct report_figure get_figure(struct reader *r, const struct report_json *obj,
+static struct report_figure get_figure(struct reader *r, struct json_object *obj,
 				       const char *where, const char *key, const char *want)
 {
 	struct report_figure f = { 0, false };
-	const struct report_json *v = report_json_get(obj, key);
+	struct json_object *v = report_json_member(obj, key);
 
-	if (is_null(v))
+	if (report_json_is_null(v))
 		return f;
-	if (v->kind != REPORT_JSON_NUMBER || !v->is_u64) {
+	if (!report_json_is_u64(v, &f.v)) {
 		char field[96];
 		snprintf(field, sizeof(field), "%s%s", where, key);
 		bad_field(r, field, want);
+		f.v = 0;
 		return f;
 	}
-	f.v = v->u64;
 	f.known = true;
 	return f;
 }
 
-static struct report_figure get_bytes(struct reader *r, const struct report_json *obj,
+static struct report_figure get_bytes(struct reader *r, struct json_object *obj,
 				      const char *where, const char *key)
 {
 	return get_figure(r, obj, where, key, WANT_BYTES);
 }
 
-/* A string, or NULL when absent or null. Points into the parse arena. */
-static const char *get_string(struct reader *r, const struct report_json *obj, const char *where,
+/* A string, or NULL when absent or null. Lives as long as the record. */
+static const char *get_string(struct reader *r, struct json_object *obj, const char *where,
 			      const char *key)
 {
-	const struct report_json *v = report_json_get(obj, key);
+	struct json_object *v = report_json_member(obj, key);
 
-	if (is_null(v))
+	if (report_json_is_null(v))
 		return NULL;
-	if (v->kind != REPORT_JSON_STRING) {
+	if (!report_json_is_string(v)) {
 		char field[96];
 		snprintf(field, sizeof(field), "%s%s", where, key);
 		bad_field(r, field, WANT_STRING);
 		return NULL;
 	}
-	return v->str;
+	return json_object_get_string(v);
 }
 
 /* The "gpu" ordinal every per-GPU record and entry must have. */
-static long long get_ordinal(struct reader *r, const struct report_json *obj, const char *where)
+static long long get_ordinal(struct reader *r, struct json_object *obj, const char *where)
 {
-	const struct report_json *v = report_json_get(obj, "gpu");
+	uint64_t n;
 
-	if (!v || v->kind != REPORT_JSON_NUMBER || !v->is_u64 || v->u64 > INT32_MAX) {
+	if (!report_json_is_u64(report_json_member(obj, "gpu"), &n) || n > INT32_MAX) {
 		char field[96];
 		snprintf(field, sizeof(field), "%sgpu", where);
 		bad_field(r, field, WANT_ORDINAL);
 		return -1;
 	}
-	return (long long)v->u64;
+	return (long long)n;
 }
 
 /* The "gpus" array; each element must be an object. NULL when absent. */
-static const struct report_json *get_gpu_list(struct reader *r, const struct report_json *rec)
+static struct json_object *get_gpu_list(struct reader *r, struct json_object *rec)
 {
-	const struct report_json *v = report_json_get(rec, "gpus");
+	struct json_object *v = report_json_member(rec, "gpus");
 
-	if (is_null(v))
+	if (report_json_is_null(v))
 		return NULL;
-	if (v->kind != REPORT_JSON_ARRAY) {
+	if (!json_object_is_type(v, json_type_array)) {
 		bad_field(r, "gpus", "an array of objects");
 		return NULL;
 	}
-	for (const struct report_json *e = v->child; e; e = e->next) {
-		if (e->kind != REPORT_JSON_OBJECT) {
+	for (size_t i = 0; i < report_json_length(v); i++) {
+		if (!json_object_is_type(report_json_element(v, i), json_type_object)) {
 			bad_field(r, "gpus", "an array of objects");
 			return NULL;
 		}
@@ -200,9 +191,10 @@ static const struct report_json *get_gpu_list(struct reader *r, const struct rep
 	return v;
 }
 
+/* A string of the log kept past its record: invalid UTF-8 as U+FFFD. */
 static char *dup_or_null(const char *s)
 {
-	return s ? report_xstrdup(s) : NULL;
+	return s ? report_xstrdup_utf8(s) : NULL;
 }
 
 /* ---- the model ---------------------------------------------------------------- */
@@ -263,27 +255,28 @@ static struct report_gpu *gpu_of(struct report_process *p, long long ordinal)
 /* Schema v2's names of a GPU on a per-GPU object: "uuid" (a string) and
  * "index" (nvidia-smi's, an integer); either may be absent. check_ids
  * before anything is taken, take_ids after. */
-static void check_ids(struct reader *r, const struct report_json *obj, const char *where)
+static void check_ids(struct reader *r, struct json_object *obj, const char *where)
 {
-	const struct report_json *v = report_json_get(obj, "index");
+	struct json_object *v = report_json_member(obj, "index");
+	uint64_t n;
 
 	get_string(r, obj, where, "uuid");
-	if (!is_null(v) && (v->kind != REPORT_JSON_NUMBER || !v->is_u64 || v->u64 > INT32_MAX)) {
+	if (!report_json_is_null(v) && (!report_json_is_u64(v, &n) || n > INT32_MAX)) {
 		char field[96];
 		snprintf(field, sizeof(field), "%sindex", where);
 		bad_field(r, field, "a GPU index (an integer from 0)");
 	}
 }
 
-static void take_ids(struct reader *r, struct report_gpu *g, const struct report_json *obj)
+static void take_ids(struct reader *r, struct report_gpu *g, struct json_object *obj)
 {
 	const char *uuid = get_string(r, obj, "", "uuid");
-	const struct report_json *v = report_json_get(obj, "index");
+	uint64_t n;
 
 	if (uuid && uuid[0] && !g->uuid)
-		g->uuid = report_xstrdup(uuid);
-	if (!is_null(v))
-		g->index = (long long)v->u64;
+		g->uuid = report_xstrdup_utf8(uuid);
+	if (report_json_is_u64(report_json_member(obj, "index"), &n))
+		g->index = (long long)n;
 }
 
 /* The overhead's source from a record: the last one other than "none". */
@@ -292,12 +285,12 @@ static void set_source(struct report_gpu *g, const char *source)
 	if (!source || !source[0] || strcmp(source, "none") == 0)
 		return;
 	free(g->overhead_source);
-	g->overhead_source = report_xstrdup(source);
+	g->overhead_source = report_xstrdup_utf8(source);
 }
 
 /* A limit from a record: null means none, absent means the record did not
  * say. The start record's word is final; the others fill a gap. */
-static void set_limit(struct report_gpu *g, const struct report_json *rec, struct report_figure f,
+static void set_limit(struct report_gpu *g, struct json_object *rec, struct report_figure f,
 		      bool authoritative)
 {
 	if (!authoritative && g->limit_state != REPORT_LIMIT_UNKNOWN)
@@ -305,8 +298,19 @@ static void set_limit(struct report_gpu *g, const struct report_json *rec, struc
 	if (f.known) {
 		g->limit_state = REPORT_LIMIT_SET;
 		g->limit = f.v;
-	} else if (report_json_get(rec, "limit")) {
+	} else if (report_json_has_member(rec, "limit")) {
 		g->limit_state = REPORT_LIMIT_NONE;
+	}
+}
+
+/* The group's budget from a record's "group_limit" (absent: not said). */
+static void set_group_limit(struct report_gpu *g, struct json_object *obj, struct report_figure f)
+{
+	if (f.known) {
+		g->group_limit_state = REPORT_LIMIT_SET;
+		g->group_limit = f.v;
+	} else if (report_json_has_member(obj, "group_limit")) {
+		g->group_limit_state = REPORT_LIMIT_NONE;
 	}
 }
 
@@ -325,49 +329,40 @@ static struct report_process *new_process(struct reader *r, long long pid, doubl
 		set->procs = report_xrealloc(set->procs, set->cap * sizeof(*set->procs));
 	}
 	set->procs[set->n++] = p;
-
-	for (size_t i = 0; i < r->ncur; i++) {
-		if (r->cur[i].pid == pid) {
-			r->cur[i].proc = p;
-			return p;
-		}
-	}
-	r->cur = report_xrealloc(r->cur, (r->ncur + 1) * sizeof(*r->cur));
-	r->cur[r->ncur].pid = pid;
-	r->cur[r->ncur].proc = p;
-	r->ncur++;
+	report_procmap_set(&r->cur, (uint64_t)pid, set->n - 1);
 	return p;
 }
 
 static struct report_process *process_of(struct reader *r, long long pid, double t)
 {
-	for (size_t i = 0; i < r->ncur; i++) {
-		if (r->cur[i].pid == pid)
-			return r->cur[i].proc;
-	}
+	size_t pos = 0, place;
+
+	if (report_procmap_next(&r->cur, (uint64_t)pid, &pos, &place))
+		return r->set->procs[place];
 	return new_process(r, pid, t);
 }
 
 /* ---- records ---------------------------------------------------------------- */
 
-static bool read_start(struct reader *r, const struct report_json *rec, long long pid, double t)
+static bool read_start(struct reader *r, struct json_object *rec, long long pid, double t)
 {
 	const char *program = get_string(r, rec, "", "program");
 	const char *host = get_string(r, rec, "", "host");
 	const char *version = get_string(r, rec, "", "cumemcap");
 	struct report_figure uid = get_figure(r, rec, "", "uid", "a user id (an integer)");
-	const struct report_json *argv = report_json_get(rec, "argv");
-	const struct report_json *gpus = get_gpu_list(r, rec);
+	struct json_object *argv = report_json_member(rec, "argv");
+	struct json_object *gpus = get_gpu_list(r, rec);
 
-	if (!is_null(argv)) {
-		bool ok = argv->kind == REPORT_JSON_ARRAY;
-		for (const struct report_json *a = ok ? argv->child : NULL; a; a = a->next)
-			ok = ok && a->kind == REPORT_JSON_STRING;
+	if (!report_json_is_null(argv)) {
+		bool ok = json_object_is_type(argv, json_type_array);
+		for (size_t a = 0; ok && a < report_json_length(argv); a++)
+			ok = report_json_is_string(report_json_element(argv, a));
 		if (!ok)
 			bad_field(r, "argv", "an array of strings");
 	}
 	size_t i = 0;
-	for (const struct report_json *e = gpus ? gpus->child : NULL; e; e = e->next, i++) {
+	for (; i < report_json_length(gpus); i++) {
+		struct json_object *e = report_json_element(gpus, i);
 		char where[32];
 		snprintf(where, sizeof(where), "gpus[%zu].", i);
 		get_ordinal(r, e, where);
@@ -378,6 +373,12 @@ static bool read_start(struct reader *r, const struct report_json *rec, long lon
 	}
 	if (uid.known && uid.v > UINT32_MAX)
 		bad_field(r, "uid", "a user id (an integer)");
+	struct json_object *group = report_json_member(rec, "group");
+	const char *group_name = NULL;
+	if (!report_json_is_null(group) && !json_object_is_type(group, json_type_object))
+		bad_field(r, "group", "an object ({\"name\": ...}) or null");
+	else if (group)
+		group_name = get_string(r, group, "group.", "name");
 	if (r->bad)
 		return false;
 
@@ -387,21 +388,24 @@ static bool read_start(struct reader *r, const struct report_json *rec, long lon
 	p->program = dup_or_null(program);
 	p->host = dup_or_null(host);
 	p->version = dup_or_null(version);
+	p->group = dup_or_null(group_name);
 	if (uid.known) {
 		p->has_uid = true;
 		p->uid = (long long)uid.v;
 	}
-	if (!is_null(argv)) {
-		p->argv = report_xmalloc((argv->len ? argv->len : 1) * sizeof(*p->argv));
-		for (const struct report_json *a = argv->child; a; a = a->next)
-			p->argv[p->argc++] = report_xstrdup(a->str);
+	if (!report_json_is_null(argv)) {
+		size_t n = report_json_length(argv);
+		p->argv = report_xmalloc((n ? n : 1) * sizeof(*p->argv));
+		for (size_t a = 0; a < n; a++)
+			p->argv[p->argc++] = report_xstrdup_utf8(json_object_get_string(report_json_element(argv, a)));
 	}
-	for (const struct report_json *e = gpus ? gpus->child : NULL; e; e = e->next) {
+	for (size_t k = 0; k < report_json_length(gpus); k++) {
+		struct json_object *e = report_json_element(gpus, k);
 		struct report_gpu *g = gpu_of(p, get_ordinal(r, e, ""));
 		const char *pci = get_string(r, e, "", "pci");
 		take_ids(r, g, e);
 		if (pci && !g->pci)
-			g->pci = report_xstrdup(pci);
+			g->pci = report_xstrdup_utf8(pci);
 		g->capacity = get_bytes(r, e, "", "capacity");
 		set_limit(g, e, get_bytes(r, e, "", "limit"), true);
 	}
@@ -416,7 +420,7 @@ static bool read_start(struct reader *r, const struct report_json *rec, long lon
  * records leave "used" to the figures. */
 enum event { EVENT_SEGMENT, EVENT_REFUSAL, EVENT_DRIVER_OOM, EVENT_CONTEXT, EVENT_OVERHEAD };
 
-static bool read_event(struct reader *r, const struct report_json *rec, long long pid, double t,
+static bool read_event(struct reader *r, struct json_object *rec, long long pid, double t,
 		       enum event kind)
 {
 	long long ordinal = get_ordinal(r, rec, "");
@@ -426,6 +430,7 @@ static bool read_event(struct reader *r, const struct report_json *rec, long lon
 	struct report_figure reserved = get_bytes(r, rec, "", "reserved");
 	struct report_figure footprint = get_bytes(r, rec, "", "footprint");
 	struct report_figure limit = get_bytes(r, rec, "", "limit");
+	struct report_figure held = get_bytes(r, rec, "", "group_held");
 	struct report_figure requested = { 0, false };
 	const char *source = NULL;
 	if (kind == EVENT_SEGMENT) {
@@ -451,6 +456,7 @@ static bool read_event(struct reader *r, const struct report_json *rec, long lon
 	figure_max(&g->peak_reserved, reserved);
 	figure_max(&g->peak_footprint, footprint);
 	set_limit(g, rec, limit, false);
+	figure_max(&g->peak_group_held, held);
 	set_source(g, source);
 	if (kind == EVENT_CONTEXT || kind == EVENT_OVERHEAD)
 		return true;
@@ -463,31 +469,31 @@ static bool read_event(struct reader *r, const struct report_json *rec, long lon
 	return true;
 }
 
-static bool read_segment(struct reader *r, const struct report_json *rec, long long pid,
+static bool read_segment(struct reader *r, struct json_object *rec, long long pid,
 			 double t)
 {
 	return read_event(r, rec, pid, t, EVENT_SEGMENT);
 }
 
-static bool read_refusal(struct reader *r, const struct report_json *rec, long long pid,
+static bool read_refusal(struct reader *r, struct json_object *rec, long long pid,
 			 double t)
 {
 	return read_event(r, rec, pid, t, EVENT_REFUSAL);
 }
 
-static bool read_driver_oom(struct reader *r, const struct report_json *rec, long long pid,
+static bool read_driver_oom(struct reader *r, struct json_object *rec, long long pid,
 			    double t)
 {
 	return read_event(r, rec, pid, t, EVENT_DRIVER_OOM);
 }
 
-static bool read_context(struct reader *r, const struct report_json *rec, long long pid,
+static bool read_context(struct reader *r, struct json_object *rec, long long pid,
 			 double t)
 {
 	return read_event(r, rec, pid, t, EVENT_CONTEXT);
 }
 
-static bool read_overhead(struct reader *r, const struct report_json *rec, long long pid,
+static bool read_overhead(struct reader *r, struct json_object *rec, long long pid,
 			  double t)
 {
 	return read_event(r, rec, pid, t, EVENT_OVERHEAD);
@@ -501,14 +507,17 @@ static const char *const sample_fields[REPORT_SERIES] = {
 	[REPORT_DRIVER] = "driver_used",
 };
 
-static bool read_sample(struct reader *r, const struct report_json *rec, long long pid,
+static const char *const group_fields[] = { "group_limit", "group_used", "group_held" };
+
+static bool read_sample(struct reader *r, struct json_object *rec, long long pid,
 			 double t)
 {
-	const struct report_json *gpus = get_gpu_list(r, rec);
+	struct json_object *gpus = get_gpu_list(r, rec);
 	size_t i = 0;
 
 	/* Check every entry before taking any. */
-	for (const struct report_json *e = gpus ? gpus->child : NULL; e; e = e->next, i++) {
+	for (; i < report_json_length(gpus); i++) {
+		struct json_object *e = report_json_element(gpus, i);
 		char where[32];
 		snprintf(where, sizeof(where), "gpus[%zu].", i);
 		get_ordinal(r, e, where);
@@ -518,11 +527,14 @@ static bool read_sample(struct reader *r, const struct report_json *rec, long lo
 		get_bytes(r, e, where, "context_overhead");
 		get_bytes(r, e, where, "overhead");
 		get_string(r, e, where, "overhead_source");
+		for (size_t f = 0; f < sizeof(group_fields) / sizeof(group_fields[0]); f++)
+			get_bytes(r, e, where, group_fields[f]);
 	}
 	if (r->bad)
 		return false;
 	struct report_process *p = process_of(r, pid, t);
-	for (const struct report_json *e = gpus ? gpus->child : NULL; e; e = e->next) {
+	for (size_t k = 0; k < report_json_length(gpus); k++) {
+		struct json_object *e = report_json_element(gpus, k);
 		struct report_gpu *g = gpu_of(p, get_ordinal(r, e, ""));
 		take_ids(r, g, e);
 		struct report_figure *peaks[REPORT_SERIES] = {
@@ -532,11 +544,16 @@ static bool read_sample(struct reader *r, const struct report_json *rec, long lo
 			[REPORT_FOOTPRINT] = &g->peak_footprint,
 			[REPORT_DRIVER] = &g->peak_driver,
 		};
-		for (int k = 0; k < REPORT_SERIES; k++) {
-			struct report_figure v = get_bytes(r, e, "", sample_fields[k]);
-			series_add(&g->series[k], t, v);
-			figure_max(peaks[k], v);
+		for (int f = 0; f < REPORT_SERIES; f++) {
+			struct report_figure v = get_bytes(r, e, "", sample_fields[f]);
+			series_add(&g->series[f], t, v);
+			figure_max(peaks[f], v);
 		}
+		struct report_figure used = get_bytes(r, e, "", "group_used");
+		set_group_limit(g, e, get_bytes(r, e, "", "group_limit"));
+		series_add(&g->group_used, t, used);
+		figure_max(&g->peak_group_used, used);
+		figure_max(&g->peak_group_held, get_bytes(r, e, "", "group_held"));
 		figure_max(&g->context_max, get_bytes(r, e, "", "context_overhead"));
 		figure_max(&g->overhead, get_bytes(r, e, "", "overhead"));
 		set_source(g, get_string(r, e, "", "overhead_source"));
@@ -544,23 +561,25 @@ static bool read_sample(struct reader *r, const struct report_json *rec, long lo
 	return true;
 }
 
-static bool read_exit(struct reader *r, const struct report_json *rec, long long pid, double t)
+static bool read_exit(struct reader *r, struct json_object *rec, long long pid, double t)
 {
 	const char *reason = get_string(r, rec, "", "reason");
 	struct report_figure signo =
 	    get_figure(r, rec, "", "signal", "a signal number (an integer)");
-	const struct report_json *gpus = get_gpu_list(r, rec);
+	struct json_object *gpus = get_gpu_list(r, rec);
 	static const char *const counts[] = { "allocs", "frees", "refusals", "driver_oom",
 					      "avoided", "segments_taken", "segments_released" };
 	static const char *const bytes[] = { "limit",           "peak_live",
 					     "peak_pooled",     "peak_reserved",
 					     "peak_footprint",  "peak_driver_used",
-					     "largest_request", "overhead" };
+					     "largest_request", "overhead",
+					     "group_limit",     "group_held" };
 	size_t i = 0;
 
 	if (signo.known && signo.v > INT32_MAX)
 		bad_field(r, "signal", "a signal number (an integer)");
-	for (const struct report_json *e = gpus ? gpus->child : NULL; e; e = e->next, i++) {
+	for (; i < report_json_length(gpus); i++) {
+		struct json_object *e = report_json_element(gpus, i);
 		char where[32];
 		snprintf(where, sizeof(where), "gpus[%zu].", i);
 		get_ordinal(r, e, where);
@@ -581,7 +600,8 @@ static bool read_exit(struct reader *r, const struct report_json *rec, long long
 	p->exit_reason = dup_or_null(reason);
 	p->has_signal = signo.known;
 	p->exit_signal = (long long)signo.v;
-	for (const struct report_json *e = gpus ? gpus->child : NULL; e; e = e->next) {
+	for (size_t k = 0; k < report_json_length(gpus); k++) {
+		struct json_object *e = report_json_element(gpus, k);
 		struct report_gpu *g = gpu_of(p, get_ordinal(r, e, ""));
 		take_ids(r, g, e);
 		struct report_figure reserved = get_bytes(r, e, "", "peak_reserved");
@@ -594,6 +614,8 @@ static bool read_exit(struct reader *r, const struct report_json *rec, long long
 		figure_max(&g->peak_driver, driver);
 		figure_max(&g->overhead, get_bytes(r, e, "", "overhead"));
 		set_source(g, get_string(r, e, "", "overhead_source"));
+		set_group_limit(g, e, get_bytes(r, e, "", "group_limit"));
+		figure_max(&g->peak_group_held, get_bytes(r, e, "", "group_held"));
 		figure_max(&g->exit_reserved, reserved);
 		figure_max(&g->exit_driver, driver);
 		figure_max(&g->exit_refusals, get_figure(r, e, "", "refusals", WANT_COUNT));
@@ -604,76 +626,98 @@ static bool read_exit(struct reader *r, const struct report_json *rec, long long
 	return true;
 }
 
-/* The record's time: "t" (Unix seconds), else v2's "time" (RFC 3339). */
-static bool record_time(const struct report_json *rec, double *t)
+/* The group's budget on a GPU changed: "new_limit" (null: none) on "gpu",
+ * this process's ordinal of it (null when it does not use that GPU). */
+static bool read_group_change(struct reader *r, struct json_object *rec, long long pid, double t)
 {
-	const struct report_json *v = report_json_get(rec, "t");
+	struct json_object *gpu = report_json_member(rec, "gpu");
+	struct report_figure limit = get_bytes(r, rec, "", "new_limit");
+	const char *group = get_string(r, rec, "", "group");
+	long long ordinal = -1;
 
-	if (v && v->kind == REPORT_JSON_NUMBER && isfinite(v->num)) {
-		*t = v->num;
+	get_bytes(r, rec, "", "old_limit");
+	if (!report_json_is_null(gpu))
+		ordinal = get_ordinal(r, rec, "");
+	if (r->bad)
+		return false;
+	struct report_process *p = process_of(r, pid, t);
+	if (group && !p->group)
+		p->group = report_xstrdup_utf8(group);
+	if (ordinal < 0)
+		return true;
+	struct report_gpu *g = gpu_of(p, ordinal);
+	take_ids(r, g, rec);
+	g->group_limit_state = limit.known ? REPORT_LIMIT_SET : REPORT_LIMIT_NONE;
+	g->group_limit = limit.v;
+	return true;
+}
+
+/* The record's time: "t" (Unix seconds), else v2's "time" (RFC 3339). */
+static bool record_time(struct json_object *rec, double *t)
+{
+	struct json_object *v = report_json_member(rec, "t");
+
+	if (report_json_is_number(v) && isfinite(json_object_get_double(v))) {
+		*t = json_object_get_double(v);
 		return true;
 	}
-	v = report_json_get(rec, "time");
-	return v && v->kind == REPORT_JSON_STRING && report_parse_rfc3339(v->str, t);
+	v = report_json_member(rec, "time");
+	return report_json_is_string(v) && report_parse_rfc3339(json_object_get_string(v), t);
 }
 
 /* v2 puts "program" and "host" on every record: they name a process whose
  * start record is missing (a log cut at its head, or read from a pipe). */
-static void take_names(struct report_process *p, const struct report_json *rec)
+static void take_names(struct report_process *p, struct json_object *rec)
 {
-	const struct report_json *program = report_json_get(rec, "program");
-	const struct report_json *host = report_json_get(rec, "host");
+	struct json_object *program = report_json_member(rec, "program");
+	struct json_object *host = report_json_member(rec, "host");
 
-	if (!p->program && program && program->kind == REPORT_JSON_STRING)
-		p->program = report_xstrdup(program->str);
-	if (!p->host && host && host->kind == REPORT_JSON_STRING)
-		p->host = report_xstrdup(host->str);
+	if (!p->program && report_json_is_string(program))
+		p->program = report_xstrdup_utf8(json_object_get_string(program));
+	if (!p->host && report_json_is_string(host))
+		p->host = report_xstrdup_utf8(json_object_get_string(host));
 }
 
 /* One line: the envelope, then the record's own fields. */
-static void read_record(struct reader *r, const char *text, size_t len,
-			struct report_json_arena *arena)
+static void read_record(struct reader *r, struct json_object *rec)
 {
-	const struct report_json *rec = report_json_parse(arena, text, len);
 	double t;
+	uint64_t version, id;
 
-	if (!rec || rec->kind != REPORT_JSON_OBJECT) {
+	if (!json_object_is_type(rec, json_type_object)) {
 		warn(r, "not a JSON object; skipped");
 		return;
 	}
-	const struct report_json *v = report_json_get(rec, "v");
-	const struct report_json *type = report_json_get(rec, "type");
-	const struct report_json *pid = report_json_get(rec, "pid");
-	if (!v || v->kind != REPORT_JSON_NUMBER || !type || type->kind != REPORT_JSON_STRING ||
-	    !record_time(rec, &t) || !pid || pid->kind != REPORT_JSON_NUMBER || !pid->is_u64 ||
-	    pid->u64 > INT32_MAX) {
+	struct json_object *v = report_json_member(rec, "v");
+	struct json_object *type = report_json_member(rec, "type");
+	if (!report_json_is_number(v) || !report_json_is_string(type) || !record_time(rec, &t) || !report_json_is_u64(report_json_member(rec, "pid"), &id) ||
+	    id > INT32_MAX) {
 		warn(r, "not a cumemcap record (one needs \"v\", \"type\", \"t\" or \"time\", "
 			"and \"pid\"); skipped");
 		return;
 	}
-	if (!v->is_u64 || v->u64 < 1 || v->u64 > 2) {
+	if (!report_json_is_u64(v, &version) || version < 1 || version > 2) {
 		warn(r, "schema version %g (this reader knows \"v\":1 and \"v\":2); skipped",
-		     v->num);
+		     json_object_get_double(v));
 		return;
 	}
 
 	static const struct {
 		const char *name;
-		bool (*read)(struct reader *, const struct report_json *, long long, double);
+		bool (*read)(struct reader *, struct json_object *, long long, double);
 	} types[] = {
 		{ "start", read_start }, { "segment", read_segment }, { "refusal", read_refusal },
 		{ "driver_oom", read_driver_oom }, { "context", read_context },
 		{ "overhead", read_overhead }, { "sample", read_sample },
-		{ "exit", read_exit },
+		{ "exit", read_exit }, { "group_change", read_group_change },
 	};
-	long long id = (long long)pid->u64;
-	r->type = type->str;
+	r->type = json_object_get_string(type);
 	r->bad = false;
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
-		if (strcmp(type->str, types[i].name) != 0)
+		if (strcmp(r->type, types[i].name) != 0)
 			continue;
-		if (types[i].read(r, rec, id, t)) {
-			struct report_process *p = process_of(r, id, t);
+		if (types[i].read(r, rec, (long long)id, t)) {
+			struct report_process *p = process_of(r, (long long)id, t);
 			if (t < p->t_first)
 				p->t_first = t;
 			if (t > p->t_last)
@@ -695,16 +739,20 @@ enum report_read report_logs_read(struct report_set *set, const char *path,
 {
 	struct reader r = { .set = set, .path = path };
 	struct line_reader lr = { 0 };
-	struct report_json_arena arena = { 0 };
+	struct json_tokener *tok = json_tokener_new();
 	enum report_read result = REPORT_READ_DONE;
 
 	*records_out = 0;
+	if (!tok)
+		report_oom();
 	if (strcmp(path, "-") == 0 && source == REPORT_TYPED)
 		lr.f = stdin;
 	else
 		lr.f = report_log_open(path, source, &result);
-	if (!lr.f)
+	if (!lr.f) {
+		json_tokener_free(tok);
 		return result;
+	}
 	result = REPORT_READ_DONE;
 	for (;;) {
 		enum line_result got = read_line(&lr);
@@ -727,9 +775,14 @@ enum report_read report_logs_read(struct report_set *set, const char *path,
 		while (blank < lr.len && (lr.buf[blank] == ' ' || lr.buf[blank] == '\t' ||
 					  lr.buf[blank] == '\r'))
 			blank++;
-		if (blank < lr.len)
-			read_record(&r, lr.buf, lr.len, &arena);
-		report_json_reset(&arena);
+		if (blank < lr.len) {
+			struct json_object *rec = report_json_line(tok, lr.buf, lr.len);
+			if (rec)
+				read_record(&r, rec);
+			else
+				warn(&r, "not a JSON object; skipped");
+			json_object_put(rec);
+		}
 	}
 	if (r.suppressed)
 		fprintf(stderr, "%s: %lu more line%s skipped (warnings stop at %d per file)\n",
@@ -737,8 +790,8 @@ enum report_read report_logs_read(struct report_set *set, const char *path,
 	if (lr.f != stdin)
 		fclose(lr.f);
 	free(lr.buf);
-	free(r.cur);
-	report_json_free(&arena);
+	report_procmap_free(&r.cur);
+	json_tokener_free(tok);
 	*records_out = r.records;
 	return result;
 }

@@ -12,7 +12,11 @@
  * overhead, sample, exit (see docs/footprint-log.md). Schema v2 ("v":2)
  * keeps all of v1 and adds "time" (RFC 3339), "program" and "host" to
  * every record and "uuid" and "index" (nvidia-smi's) to every per-GPU
- * object: they fill in what a log without its start record lacks. Logs written before
+ * object: they fill in what a log without its start record lacks. A member
+ * of a group (docs/groups.md) names it in its start record ("group":
+ * {"name", ...}) and gives the group's budget and use on each GPU in its
+ * samples ("group_limit", "group_used", "group_held") and exit record;
+ * a "group_change" record says the budget changed. Logs written before
  * the footprint cap have no footprint or overhead figures, which are then
  * unknown. Unknown fields and unknown types are
  * ignored; a known field of the wrong type skips its record with a warning;
@@ -89,6 +93,14 @@ struct report_gpu {
 	struct report_figure exit_reserved; /* the exit record's own peaks */
 	struct report_figure exit_driver;
 
+	/* The group's budget on this GPU: the last one a record gave (SET), or
+	 * null in a record that has the field (NONE). */
+	enum report_limit group_limit_state;
+	uint64_t group_limit;
+	struct report_figure peak_group_used; /* what all members held at once */
+	struct report_figure peak_group_held; /* this process's share of it */
+	struct report_series group_used;      /* the samples' group_used */
+
 	uint64_t refusal_events, oom_events;
 	struct report_figure exit_refusals, exit_ooms, avoided, allocs;
 	bool used; /* the process touched this GPU (anything above zero) */
@@ -109,6 +121,7 @@ struct report_process {
 	size_t records;
 
 	char *program, *host, *version; /* NULL when unknown */
+	char *group;             /* the group it was a member of; NULL: none or unknown */
 	bool has_uid;
 	long long uid;           /* the start record's */
 	char **argv;

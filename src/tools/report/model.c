@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "logs.h"
+#include "procmap.h"
 #include "text.h"
 
 double report_process_t0(const struct report_process *p)
@@ -167,6 +168,7 @@ static void free_process(struct report_process *p)
 		for (int k = 0; k < REPORT_SERIES; k++)
 			free(p->gpus[i].series[k].p);
 		free(p->gpus[i].marks);
+		free(p->gpus[i].group_used.p);
 		free(p->gpus[i].uuid);
 		free(p->gpus[i].pci);
 		free(p->gpus[i].overhead_source);
@@ -178,6 +180,7 @@ static void free_process(struct report_process *p)
 	free(p->program);
 	free(p->host);
 	free(p->version);
+	free(p->group);
 	free(p->exit_reason);
 	free(p);
 }
@@ -191,16 +194,31 @@ static bool same_process(const struct report_process *a, const struct report_pro
 	return a->has_start ? a->t_start == b->t_start : a->t_first == b->t_first;
 }
 
+/* The key of same_process: the pid and its start (or first) record's time. */
+static uint64_t process_key(const struct report_process *p)
+{
+	double t = p->has_start ? p->t_start : p->t_first;
+	uint64_t bits;
+
+	memcpy(&bits, &t, sizeof(bits));
+	return report_procmap_mix((uint64_t)p->pid, bits);
+}
+
 static void drop_duplicates(struct report_set *set)
 {
+	struct report_procmap kept_at = { 0 }; /* the processes kept, by process_key */
 	size_t kept = 0;
 
 	for (size_t i = 0; i < set->n; i++) {
 		struct report_process *p = set->procs[i];
-		size_t j = 0;
-		while (j < kept && !same_process(set->procs[j], p))
-			j++;
-		if (j == kept) {
+		uint64_t key = process_key(p);
+		size_t pos = 0, j;
+		bool found;
+		while ((found = report_procmap_next(&kept_at, key, &pos, &j)) &&
+		       !same_process(set->procs[j], p))
+			;
+		if (!found) {
+			report_procmap_add(&kept_at, key, kept);
 			set->procs[kept++] = p;
 			continue;
 		}
@@ -217,6 +235,7 @@ static void drop_duplicates(struct report_set *set)
 			free_process(p);
 		}
 	}
+	report_procmap_free(&kept_at);
 	set->n = kept;
 }
 
@@ -239,6 +258,9 @@ void report_logs_finish(struct report_set *set)
 				sort_points(sr->p, sr->n, tmp);
 				free(tmp);
 			}
+			struct report_point *tmp = report_xmalloc(g->group_used.n * sizeof(*tmp));
+			sort_points(g->group_used.p, g->group_used.n, tmp);
+			free(tmp);
 			if (g->nmarks > 1)
 				qsort(g->marks, g->nmarks, sizeof(*g->marks), cmp_mark);
 			const struct report_figure *seen[] = {

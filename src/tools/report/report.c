@@ -7,8 +7,9 @@
  * input; logs.h says how a shared directory is read), keeps what --gpu, --program
  * and --since select (model.c), prints a table with a row per process and
  * GPU and a block per process (table.c), or all of it as JSON, and with
- * --plot draws the same processes as SVG, or PNG where this build has
- * cairo and librsvg (svg.c, png.c).
+ * --plot draws the same processes as SVG, or PNG and PDF where this build
+ * has cairo (plot.c, canvas.c); --suggest prints the limits the logs call
+ * for instead of the table (suggest.c).
  *
  * Exit status: 0 reported; 1 a LOG could not be read, no LOG held a
  * record, or the plot could not be written; 2 a usage error. Messages are
@@ -27,20 +28,24 @@
 #include <time.h>
 
 #include "logs.h"
-#include "png.h"
-#include "svg.h"
+#include "plot.h"
+#include "suggest.h"
 #include "table.h"
 #include "text.h"
 
 #define USAGE "usage: cumemcap report [OPTIONS] LOG|DIR|-..."
 
-#if REPORT_HAVE_PNG
-#define PLOT_FORMATS "SVG or PNG"
-#define PLOT_HELP "                      .svg, or .png (this build has PNG: cairo and librsvg);\n"
+#if REPORT_HAVE_CAIRO
+#define PLOT_FORMATS "SVG, PNG or PDF"
+#define PLOT_NAMES ".svg, .png or .pdf"
+#define PLOT_HELP "                      The file's name says the format: .svg, .png or .pdf\n" \
+		  "                      (this build has cairo);\n"
 #else
 #define PLOT_FORMATS "SVG"
-#define PLOT_HELP "                      .svg only (this build has no PNG: it was built\n" \
-		  "                      without cairo and librsvg);\n"
+#define PLOT_NAMES ".svg"
+#define PLOT_HELP "                      The file's name says the format: .svg only\n" \
+		  "                      (this build has no PNG or PDF: it was built without\n" \
+		  "                      cairo);\n"
 #endif
 
 static void usage(FILE *f)
@@ -48,7 +53,8 @@ static void usage(FILE *f)
 	fputs("Usage: cumemcap report [OPTIONS] LOG|DIR|-...\n"
 	      "\n"
 	      "Read the JSON Lines footprint logs that CUMEMCAP_LOG writes (one per process;\n"
-	      "schema v1 and v2) and print a row per process and GPU: the limit; the peaks\n"
+	      "schema v1 and v2) and print a row per process and GPU: the limit (and for a\n"
+	      "member of a group, the group and its budget); the peaks\n"
 	      "of live memory (what the program holds), of memory reserved from the driver,\n"
 	      "of the footprint (what the limit counts: reserved plus the driver's overhead\n"
 	      "for the process) and of what the driver reports for the process; the context\n"
@@ -70,8 +76,9 @@ static void usage(FILE *f)
 	      "Options:\n"
 	      "  --plot FILE         also draw every process and GPU over time: live, pooled,\n"
 	      "                      reserved, footprint and driver-reported bytes as steps,\n"
-	      "                      the limit on top, refusals and driver OOMs as markers;\n"
-	      "                      processes on one GPU share its time axis and scale.\n"
+	      "                      the limit (and a group's budget) on top, refusals and\n"
+	      "                      driver OOMs as markers; processes on one GPU share its\n"
+	      "                      time axis and scale, and a group gets a panel of its own.\n"
 	      PLOT_HELP
 	      "                      - writes the SVG to standard output (and nothing else).\n"
 	      "  --time KIND         the plot's time axis: elapsed (seconds since the first\n"
@@ -85,8 +92,17 @@ static void usage(FILE *f)
 	      "                      back from now (90s, 30m, 1h, 2d) or a time, UTC unless it\n"
 	      "                      says (2024-05-01T12:00:00Z, '2024-05-01 12:00', 2024-05-01).\n"
 	      "                      A running process is always kept.\n"
-	      "  --json              the table and the process blocks as one JSON object\n"
-	      "                      (every size an exact integer of bytes; null: unknown).\n"
+	      "  --suggest           instead of the table: for each program and GPU the\n"
+	      "                      smallest limit that would have let every logged run\n"
+	      "                      finish without a refusal (the highest peak footprint,\n"
+	      "                      plus a tenth, at least 256 MiB, rounded up), what that\n"
+	      "                      peak was made of (live, cached, the driver's overhead),\n"
+	      "                      for each group the budget it needed, and the same as\n"
+	      "                      configuration; a run that was refused makes its\n"
+	      "                      suggestion a lower bound, and says so.\n"
+	      "  --json              the table and the process blocks (or the suggestions)\n"
+	      "                      as one JSON object (every size an exact integer of\n"
+	      "                      bytes; null: unknown).\n"
 	      "  --wide              every column, each size in its own unit.\n"
 	      "  --bytes             sizes as exact byte counts.\n"
 	      "  --version           the version of cumemcap.\n"
@@ -113,10 +129,9 @@ _Noreturn static void usage_error(const char *fmt, ...)
 	exit(2);
 }
 
-enum plot_format { PLOT_SVG, PLOT_PNG };
-
-/* --plot's name: .svg, .png (where built), no extension (/dev/stdout), or -. */
-static enum plot_format plot_format(const char *path)
+/* --plot's name: .svg, .png or .pdf (where built), no extension
+ * (/dev/stdout), or -. */
+static enum report_canvas_kind plot_format(const char *path)
 {
 	const char *base = strrchr(path, '/');
 	base = base ? base + 1 : path;
@@ -124,23 +139,24 @@ static enum plot_format plot_format(const char *path)
 
 	if (!*base) {
 		fprintf(stderr, "cumemcap report: --plot \"%s\": not a file name; give a FILE "
-				"ending in .svg%s, or - for standard output\n",
-			path, REPORT_HAVE_PNG ? " or .png" : "");
-		exit(2);
-	}
-	if (!dot || dot == base || strcasecmp(dot, ".svg") == 0)
-		return PLOT_SVG;
-	if (strcasecmp(dot, ".png") == 0) {
-		if (REPORT_HAVE_PNG)
-			return PLOT_PNG;
-		fprintf(stderr, "cumemcap report: --plot \"%s\": this build has no PNG (it was "
-				"built without cairo and librsvg); give a FILE ending in .svg\n",
+				"ending in " PLOT_NAMES ", or - for standard output\n",
 			path);
 		exit(2);
 	}
+	if (!dot || dot == base || strcasecmp(dot, ".svg") == 0)
+		return REPORT_CANVAS_SVG;
+	bool png = strcasecmp(dot, ".png") == 0, pdf = strcasecmp(dot, ".pdf") == 0;
+	if ((png || pdf) && REPORT_HAVE_CAIRO)
+		return png ? REPORT_CANVAS_PNG : REPORT_CANVAS_PDF;
+	if (png || pdf) {
+		fprintf(stderr, "cumemcap report: --plot \"%s\": this build has no %s (it was "
+				"built without cairo); give a FILE ending in .svg\n",
+			path, png ? "PNG" : "PDF");
+		exit(2);
+	}
 	fprintf(stderr, "cumemcap report: --plot \"%s\": only %s is supported (no %s); give a "
-			"FILE ending in .svg%s\n",
-		path, PLOT_FORMATS, dot, REPORT_HAVE_PNG ? " or .png" : "");
+			"FILE ending in " PLOT_NAMES "\n",
+		path, PLOT_FORMATS, dot);
 	exit(2);
 }
 
@@ -245,7 +261,7 @@ int main(int argc, char **argv)
 	const char *plot = NULL, *time_kind = NULL;
 	struct report_view view = { 0 };
 	struct report_filter filter = { .gpu_number = -1 };
-	bool json = false, options = true, stdin_given = false;
+	bool json = false, suggest = false, options = true, stdin_given = false;
 	struct inputs in = { 0 };
 
 	/* Options may come before or after the LOGs (cumemcap report LOG
@@ -293,6 +309,8 @@ int main(int argc, char **argv)
 			view.wide = true;
 		} else if (strcmp(a, "--json") == 0) {
 			json = true;
+		} else if (strcmp(a, "--suggest") == 0) {
+			suggest = true;
 		} else if (k == 0) {
 			if (plot)
 				usage_error("--plot given twice");
@@ -320,12 +338,14 @@ int main(int argc, char **argv)
 	}
 	if (in.n == 0)
 		usage_error("no LOG given");
-	enum plot_format format = PLOT_SVG;
+	enum report_canvas_kind format = REPORT_CANVAS_SVG;
 	bool plot_stdout = plot && strcmp(plot, "-") == 0;
 	if (plot && !plot_stdout)
 		format = plot_format(plot);
 	if (plot_stdout && json)
 		usage_error("--plot - and --json both write to standard output; give --plot FILE");
+	if (suggest && view.wide)
+		usage_error("--wide is about the table, which --suggest replaces; give one of them");
 	if (time_kind && !plot)
 		usage_error("--time is about the plot; give --plot FILE too");
 
@@ -377,7 +397,10 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
-	if (json) {
+	if (suggest) {
+		if (!plot_stdout)
+			report_print_suggest(&set, json, view.bytes);
+	} else if (json) {
 		report_print_json(&set);
 	} else if (!plot_stdout) {
 		report_print_table(&set, &view);
@@ -386,15 +409,20 @@ int main(int argc, char **argv)
 	}
 	if (plot) {
 		struct report_plot opt = { .wall = time_kind && strcmp(time_kind, "wall") == 0 };
-		size_t panels;
+		size_t panels, group_panels;
 		fflush(stdout);
-		bool ok = plot_stdout ? report_svg_put(&set, &opt, stdout, &panels)
-			: format == PLOT_PNG ? report_png_write(&set, &opt, plot, &panels)
-					     : report_svg_write(&set, &opt, plot, &panels);
-		if (!ok)
+		bool ok = plot_stdout ? report_plot_put(&set, &opt, REPORT_CANVAS_SVG, stdout, plot,
+							&panels, &group_panels)
+				      : report_plot_write(&set, &opt, format, plot, &panels,
+							  &group_panels);
+		if (!ok) {
 			status = 1;
-		else if (!plot_stdout && !json)
-			printf("plot: %s (%zu panel%s)\n", plot, panels, panels == 1 ? "" : "s");
+		} else if (!plot_stdout && !json) {
+			printf("plot: %s (%zu panel%s", plot, panels, panels == 1 ? "" : "s");
+			if (group_panels)
+				printf(" and %zu of a group", group_panels);
+			puts(")");
+		}
 	}
 out:
 	report_logs_free(&set);

@@ -29,6 +29,34 @@ static struct report_figure limit_of(const struct report_gpu *g)
 	return (struct report_figure){ g->limit, g->limit_state == REPORT_LIMIT_SET };
 }
 
+static struct report_figure group_limit_of(const struct report_gpu *g)
+{
+	return (struct report_figure){ g->group_limit, g->group_limit_state == REPORT_LIMIT_SET };
+}
+
+/* Whether a process was in a group: its start record says so, or a record
+ * gave a group budget on one of its GPUs. */
+static bool in_group(const struct report_process *p)
+{
+	if (p->group)
+		return true;
+	for (size_t k = 0; k < p->ngpus; k++) {
+		if (p->gpus[k].group_limit_state == REPORT_LIMIT_SET)
+			return true;
+	}
+	return false;
+}
+
+/* The table has the group columns when a process shown was in a group. */
+static bool any_group(const struct report_set *set)
+{
+	for (size_t i = 0; i < set->n; i++) {
+		if (in_group(set->procs[i]))
+			return true;
+	}
+	return false;
+}
+
 static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
 
 /* How a size is written: exact bytes, each in its own unit (--wide), or
@@ -140,51 +168,106 @@ static char *context_cell(const struct sizes *sz, const struct report_gpu *g, bo
 
 /* ---- the table ----------------------------------------------------------------------- */
 
-#define MAX_COLUMNS 12
+#define MAX_COLUMNS 14
 
 struct column {
 	const char *title;
 	bool right;
 };
 
-static const struct column wide_columns[] = {
-	{ "PID", true },       { "PROGRAM", false },      { "GPU", false },
-	{ "LIMIT", true },     { "PEAK LIVE", true },      { "PEAK RESERVED", true },
-	{ "PEAK FOOTPRINT", true }, { "PEAK DRIVER", true }, { "CONTEXT", true },
-	{ "REFUSALS", true },  { "DRIVER OOMS", true },    { "AVOIDED", true },
+/* The columns of a table; with groups, GROUP and BUDGET come after LIMIT. */
+enum column_id {
+	COL_PID, COL_PROGRAM, COL_GPU, COL_LIMIT, COL_GROUP, COL_BUDGET, COL_LIVE, COL_RESERVED,
+	COL_FOOTPRINT, COL_DRIVER, COL_CONTEXT, COL_REFUSED, COL_OOMS, COL_AVOIDED, COL_COUNT,
 };
 
-static const struct column compact_columns[] = {
-	{ "PID", true },  { "PROGRAM", false },  { "GPU", false },     { "LIMIT", true },
-	{ "LIVE", true }, { "RESERVED", true },  { "FOOTPRINT", true }, { "DRIVER", true },
-	{ "CONTEXT", true }, { "REFUSED", true }, { "OOMS", true },
+static const struct column wide_titles[COL_COUNT] = {
+	[COL_PID] = { "PID", true },           [COL_PROGRAM] = { "PROGRAM", false },
+	[COL_GPU] = { "GPU", false },          [COL_LIMIT] = { "LIMIT", true },
+	[COL_GROUP] = { "GROUP", false },      [COL_BUDGET] = { "GROUP BUDGET", true },
+	[COL_LIVE] = { "PEAK LIVE", true },    [COL_RESERVED] = { "PEAK RESERVED", true },
+	[COL_FOOTPRINT] = { "PEAK FOOTPRINT", true }, [COL_DRIVER] = { "PEAK DRIVER", true },
+	[COL_CONTEXT] = { "CONTEXT", true },   [COL_REFUSED] = { "REFUSALS", true },
+	[COL_OOMS] = { "DRIVER OOMS", true },  [COL_AVOIDED] = { "AVOIDED", true },
 };
 
-static void fill_row(char **row, const struct report_process *p, const struct report_gpu *g,
-		     const struct sizes *sz, bool wide, size_t ncols)
+static const struct column compact_titles[COL_COUNT] = {
+	[COL_PID] = { "PID", true },        [COL_PROGRAM] = { "PROGRAM", false },
+	[COL_GPU] = { "GPU", false },       [COL_LIMIT] = { "LIMIT", true },
+	[COL_GROUP] = { "GROUP", false },   [COL_BUDGET] = { "BUDGET", true },
+	[COL_LIVE] = { "LIVE", true },      [COL_RESERVED] = { "RESERVED", true },
+	[COL_FOOTPRINT] = { "FOOTPRINT", true }, [COL_DRIVER] = { "DRIVER", true },
+	[COL_CONTEXT] = { "CONTEXT", true }, [COL_REFUSED] = { "REFUSED", true },
+	[COL_OOMS] = { "OOMS", true },
+};
+
+/* The columns this table has, in order: `ids` gets them, the count is
+ * returned. */
+static size_t table_columns(bool wide, bool groups, enum column_id *ids)
+{
+	size_t n = 0;
+
+	for (int c = 0; c < COL_COUNT; c++) {
+		if ((c == COL_GROUP || c == COL_BUDGET) && !groups)
+			continue;
+		if (c == COL_AVOIDED && !wide)
+			continue;
+		ids[n++] = (enum column_id)c;
+	}
+	return n;
+}
+
+/* A limit cell: the size, "none" when the log says there was none. */
+static char *limit_cell(const struct sizes *sz, enum report_limit state, struct report_figure f)
+{
+	return state == REPORT_LIMIT_NONE ? report_xstrdup("none") : size_cell(sz, f);
+}
+
+static char *cell(enum column_id c, const struct report_process *p, const struct report_gpu *g,
+		  const struct sizes *sz, bool wide)
 {
 	char buf[32];
 
-	snprintf(buf, sizeof(buf), "%lld", p->pid);
-	row[0] = report_xstrdup(buf);
-	row[1] = program_cell(p, wide);
-	if (!g) {
-		for (size_t c = 2; c < ncols; c++)
-			row[c] = report_xstrdup("-");
-		return;
+	switch (c) {
+	case COL_PID:
+		snprintf(buf, sizeof(buf), "%lld", p->pid);
+		return report_xstrdup(buf);
+	case COL_PROGRAM:
+		return program_cell(p, wide);
+	default:
+		break;
 	}
-	row[2] = gpu_cell(g, wide);
-	row[3] = g->limit_state == REPORT_LIMIT_NONE ? report_xstrdup("none")
-						       : size_cell(sz, limit_of(g));
-	row[4] = size_cell(sz, g->peak_live);
-	row[5] = size_cell(sz, g->peak_reserved);
-	row[6] = size_cell(sz, g->peak_footprint);
-	row[7] = size_cell(sz, g->peak_driver);
-	row[8] = context_cell(sz, g, wide);
-	row[9] = count_cell(count_of(g->refusal_events, g->exit_refusals));
-	row[10] = count_cell(count_of(g->oom_events, g->exit_ooms));
-	if (wide)
-		row[11] = count_cell(g->avoided);
+	if (!g)
+		return report_xstrdup("-");
+	switch (c) {
+	case COL_GPU: return gpu_cell(g, wide);
+	case COL_LIMIT: return limit_cell(sz, g->limit_state, limit_of(g));
+	case COL_GROUP: {
+		struct report_buf b = { 0 };
+		report_buf_safe(&b, p->group ? p->group : "-");
+		return report_buf_take(&b);
+	}
+	case COL_BUDGET:
+		if (!in_group(p))
+			return report_xstrdup("-");
+		return limit_cell(sz, g->group_limit_state, group_limit_of(g));
+	case COL_LIVE: return size_cell(sz, g->peak_live);
+	case COL_RESERVED: return size_cell(sz, g->peak_reserved);
+	case COL_FOOTPRINT: return size_cell(sz, g->peak_footprint);
+	case COL_DRIVER: return size_cell(sz, g->peak_driver);
+	case COL_CONTEXT: return context_cell(sz, g, wide);
+	case COL_REFUSED: return count_cell(count_of(g->refusal_events, g->exit_refusals));
+	case COL_OOMS: return count_cell(count_of(g->oom_events, g->exit_ooms));
+	case COL_AVOIDED: return count_cell(g->avoided);
+	default: return report_xstrdup("-");
+	}
+}
+
+static void fill_row(char **row, const struct report_process *p, const struct report_gpu *g,
+		     const struct sizes *sz, bool wide, const enum column_id *ids, size_t ncols)
+{
+	for (size_t c = 0; c < ncols; c++)
+		row[c] = cell(ids[c], p, g, sz, wide);
 }
 
 /* The one unit of the compact table: that of its largest size. */
@@ -199,7 +282,8 @@ static unsigned table_unit(const struct report_set *set)
 			const char *source;
 			struct report_figure f[] = { limit_of(g), g->peak_live, g->peak_reserved,
 						     g->peak_footprint, g->peak_driver,
-						     report_gpu_context(g, &source) };
+						     report_gpu_context(g, &source),
+						     group_limit_of(g) };
 			if (!report_gpu_shown(p, k))
 				continue;
 			for (size_t j = 0; j < sizeof(f) / sizeof(f[0]); j++) {
@@ -216,9 +300,12 @@ static unsigned table_unit(const struct report_set *set)
 
 void report_print_table(const struct report_set *set, const struct report_view *view)
 {
-	const struct column *columns = view->wide ? wide_columns : compact_columns;
-	size_t ncols = view->wide ? sizeof(wide_columns) / sizeof(wide_columns[0])
-				  : sizeof(compact_columns) / sizeof(compact_columns[0]);
+	const struct column *titles = view->wide ? wide_titles : compact_titles;
+	enum column_id ids[COL_COUNT];
+	size_t ncols = table_columns(view->wide, any_group(set), ids);
+	struct column columns[MAX_COLUMNS];
+	for (size_t c = 0; c < ncols; c++)
+		columns[c] = titles[ids[c]];
 	struct sizes sz = { .bytes = view->bytes, .own_unit = view->wide };
 	size_t nrows = 1, width[MAX_COLUMNS];
 
@@ -234,10 +321,10 @@ void report_print_table(const struct report_set *set, const struct report_view *
 	for (size_t i = 0; i < set->n; i++) {
 		const struct report_process *p = set->procs[i];
 		if (p->ngpus == 0)
-			fill_row(rows[n++], p, NULL, &sz, view->wide, ncols);
+			fill_row(rows[n++], p, NULL, &sz, view->wide, ids, ncols);
 		for (size_t k = 0; k < p->ngpus; k++) {
 			if (report_gpu_shown(p, k))
-				fill_row(rows[n++], p, &p->gpus[k], &sz, view->wide, ncols);
+				fill_row(rows[n++], p, &p->gpus[k], &sz, view->wide, ids, ncols);
 		}
 	}
 	for (size_t c = 0; c < ncols; c++) {
@@ -301,7 +388,7 @@ static void put_ending(struct report_buf *b, const struct report_process *p)
 	}
 }
 
-static void print_gpu_line(const struct report_gpu *g)
+static void print_gpu_line(const struct report_process *p, const struct report_gpu *g)
 {
 	struct report_buf b = { 0 };
 	const char *source;
@@ -322,6 +409,18 @@ static void print_gpu_line(const struct report_gpu *g)
 	}
 	if (g->avoided.known)
 		report_buf_printf(&b, "; %llu driver calls avoided", (unsigned long long)g->avoided.v);
+	if (in_group(p) && g->group_limit_state != REPORT_LIMIT_UNKNOWN) {
+		report_buf_puts(&b, "; group ");
+		report_buf_safe(&b, p->group ? p->group : "(name unknown)");
+		if (g->group_limit_state == REPORT_LIMIT_SET)
+			report_buf_printf(&b, " budget %s",
+					  report_fmt_size(g->group_limit, buf, sizeof(buf)));
+		else
+			report_buf_puts(&b, " without a budget here");
+		if (g->peak_group_used.known)
+			report_buf_printf(&b, ", its members held at most %s",
+					  report_fmt_size(g->peak_group_used.v, buf, sizeof(buf)));
+	}
 	puts(b.s);
 	free(b.s);
 }
@@ -352,6 +451,10 @@ static void print_process(const struct report_process *p)
 		report_buf_puts(&b, " on ");
 		report_buf_safe(&b, p->host);
 	}
+	if (p->group) {
+		report_buf_puts(&b, "; member of group ");
+		report_buf_safe(&b, p->group);
+	}
 	bool hidden = false;
 	for (size_t k = 0; k < p->ngpus; k++) {
 		if (report_gpu_shown(p, k) || p->gpus[k].excluded)
@@ -371,7 +474,7 @@ static void print_process(const struct report_process *p)
 	free(b.s);
 	for (size_t k = 0; k < p->ngpus; k++) {
 		if (report_gpu_shown(p, k))
-			print_gpu_line(&p->gpus[k]);
+			print_gpu_line(p, &p->gpus[k]);
 	}
 }
 
@@ -447,6 +550,10 @@ static void json_gpu(const struct report_process *p, size_t k)
 	json_figure("context_overhead", report_gpu_context(g, &source));
 	fputs(",\"context_source\":", stdout);
 	cumemcap_json_put_str(stdout, source);
+	printf(",\"group_limit_state\":\"%s\"", limit_states[g->group_limit_state]);
+	json_figure("group_limit", group_limit_of(g));
+	json_figure("peak_group_used", g->peak_group_used);
+	json_figure("peak_group_held", g->peak_group_held);
 	json_figure("refusals", count_of(g->refusal_events, g->exit_refusals));
 	json_figure("driver_oom", count_of(g->oom_events, g->exit_ooms));
 	json_figure("avoided", g->avoided);
@@ -466,6 +573,8 @@ void report_print_json(const struct report_set *set)
 		cumemcap_json_put_str(stdout, p->host);
 		fputs(",\"log\":", stdout);
 		cumemcap_json_put_str(stdout, p->file);
+		fputs(",\"group\":", stdout);
+		cumemcap_json_put_str(stdout, p->group);
 		printf(",\"state\":\"%s\",\"reason\":", state_of(p));
 		cumemcap_json_put_str(stdout, p->exit_reason);
 		fputs(",\"signal\":", stdout);

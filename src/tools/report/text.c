@@ -42,6 +42,45 @@ char *report_xstrdup(const char *s)
 	return memcpy(report_xmalloc(n), s, n);
 }
 
+/* The length of the well-formed UTF-8 sequence at s (RFC 3629: no
+ * overlong forms, no surrogates, nothing above U+10FFFF), 0 when none. */
+static size_t utf8_sequence(const unsigned char *s)
+{
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		return (s[1] & 0xc0) == 0x80 ? 2 : 0;
+	if (s[0] >= 0xe0 && s[0] <= 0xef) {
+		unsigned char lo = s[0] == 0xe0 ? 0xa0 : 0x80, hi = s[0] == 0xed ? 0x9f : 0xbf;
+		return s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 ? 3 : 0;
+	}
+	if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+		unsigned char lo = s[0] == 0xf0 ? 0x90 : 0x80, hi = s[0] == 0xf4 ? 0x8f : 0xbf;
+		return s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 && (s[3] & 0xc0) == 0x80
+			       ? 4
+			       : 0;
+	}
+	return 0;
+}
+
+char *report_xstrdup_utf8(const char *s)
+{
+	struct report_buf b = { 0 };
+	const unsigned char *u = (const unsigned char *)s;
+
+	while (*u) {
+		size_t n = utf8_sequence(u);
+		if (n) {
+			report_buf_add(&b, (const char *)u, n);
+			u += n;
+		} else {
+			report_buf_puts(&b, "\xef\xbf\xbd");
+			u++;
+		}
+	}
+	return report_buf_take(&b);
+}
+
 /* ---- the string builder ---------------------------------------------------- */
 
 void report_buf_add(struct report_buf *b, const char *s, size_t n)

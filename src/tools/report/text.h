@@ -28,6 +28,9 @@ _Noreturn void report_oom(void);
 void *report_xmalloc(size_t n);
 void *report_xrealloc(void *p, size_t n);
 char *report_xstrdup(const char *s);
+/* A copy of s in which each byte that does not start a well-formed UTF-8
+ * sequence is U+FFFD, so what a log held prints as UTF-8. */
+char *report_xstrdup_utf8(const char *s);
 
 /* "512 B", "1.50 GiB": two decimals (cut, not rounded: never more than the
  * value) in the largest binary unit the value reaches. buf >= 32 bytes. */
