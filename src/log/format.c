@@ -1,20 +1,10 @@
-/* log/format: the text of records and messages, formatted by hand.
- *
- * Owns struct out (log-internal.h), a bounded writer into a caller's
- * buffer (cut, and marked lost, when full; or written out to a descriptor
- * as it fills), and what goes into it: numbers, milliseconds as seconds,
- * sizes as cumemcap_fmt_size writes them, JSON strings (bytes that are not
- * UTF-8 become U+FFFD), errno texts, and one-write stderr lines.
- *
- * Async-signal-safe and thread-safe: no malloc, no stdio, no locks, no
- * state of its own; every function works on the caller's struct out only,
- * so the exit record can be formatted in a fatal-signal handler. */
+/* log/format: see format.h. */
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "config.h"
-#include "log/log-internal.h"
+#include "log/format.h"
 #include "platform/msg.h"
 #include "config/policy.h"
 
