@@ -20,11 +20,9 @@
 enum cumemcap_log_target log_target = CUMEMCAP_LOG_OFF;
 _Atomic int log_file_state;
 static int file_fd = -1;
-static dev_t file_dev;
-static ino_t file_ino;
+static struct stat file_st; /* what file_fd is */
 char log_file_path[CUMEMCAP_PATH_MAX + 16];
 
-/* "/tmp/cumemcap-%u/%n.%h.%p.jsonl" -> a path; false if too long. */
 bool log_expand(const char *tmpl, char *dst, size_t len)
 {
 	struct out o = { .p = dst, .cap = len - 1, .flush_fd = -1 };
@@ -147,6 +145,12 @@ static void turn_off(const char *what, int err)
 		log_say_off("log", log_file_path, what, err, "logging is off");
 }
 
+bool log_fd_is(int fd, const struct stat *held)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && st.st_dev == held->st_dev && st.st_ino == held->st_ino;
+}
+
 /* Whether RLIMIT_FSIZE was finite when the file was opened. */
 static bool size_limited;
 
@@ -155,8 +159,7 @@ static bool size_limited;
  * pending one of the program's own is left alone. */
 static bool write_record(const char *b, size_t n, const char **what, int *err)
 {
-	struct stat st;
-	if (fstat(file_fd, &st) != 0 || st.st_dev != file_dev || st.st_ino != file_ino) {
+	if (!log_fd_is(file_fd, &file_st)) {
 		*what = "the program closed or reused its descriptor";
 		*err = 0;
 		return false;
@@ -443,8 +446,7 @@ bool log_file_create(void)
 	struct rlimit fsize;
 	size_limited = getrlimit(RLIMIT_FSIZE, &fsize) != 0 || fsize.rlim_cur != RLIM_INFINITY;
 	file_fd = fd;
-	file_dev = st.st_dev;
-	file_ino = st.st_ino;
+	file_st = st;
 	return true;
 }
 
@@ -466,9 +468,7 @@ void log_file_start(struct out *start)
  * and reused it, as write_record checks). */
 void log_file_fork_child(void)
 {
-	struct stat st;
-	if (atomic_load(&log_file_state) == OPEN && file_fd >= 0 && fstat(file_fd, &st) == 0 &&
-	    st.st_dev == file_dev && st.st_ino == file_ino)
+	if (atomic_load(&log_file_state) == OPEN && file_fd >= 0 && log_fd_is(file_fd, &file_st))
 		close(file_fd);
 	file_fd = -1;
 	atomic_store(&log_file_state, CLOSED);

@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/stat.h>
 
 #include "log/format.h"
 #include "config/policy.h"
@@ -42,6 +43,9 @@ const char *log_split_path(const char *path, char *dir, size_t cap);
  * one stderr line says why: "SUBJECT PATH: <why>; OFF". Async-signal-safe
  * when quiet. */
 int log_open_dir(const char *dir, bool create, const char *subject, const char *path, const char *off);
+/* Whether descriptor fd is still the file `held` was (the program may
+ * have closed the number and reused it). Async-signal-safe. */
+bool log_fd_is(int fd, const struct stat *held);
 /* One stderr line: "SUBJECT PATH: WHAT[: errno text]; OFF", where the
  * errno text is left out for `err` 0 (and ": " for an empty `what`). */
 void log_say_off(const char *subject, const char *path, const char *what, int err, const char *off);

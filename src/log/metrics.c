@@ -31,7 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "log/file.h"
@@ -39,6 +38,7 @@
 #include "log/sweep.h"
 #include "state/group.h"
 #include "state/figures.h"
+#include "platform/worker.h"
 #include "config/policy.h"
 
 /* Longer than any Kubernetes name (253): a value is cut there. */
@@ -93,10 +93,8 @@ void log_metrics_unlink(void)
 	if (dfd >= 0) {
 		log_sweep_unlink_mine(dfd, metrics_name);
 		log_sweep_unlink_mine(dfd, metrics_tmp);
-		struct stat st;
-		if (companion_fd >= 0 && fstatat(dfd, companion, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    st.st_dev == companion_st.st_dev && st.st_ino == companion_st.st_ino)
-			unlinkat(dfd, companion, 0);
+		if (companion_fd >= 0)
+			log_sweep_unlink_held(dfd, companion, &companion_st);
 		close(dfd);
 	}
 }
@@ -105,13 +103,6 @@ static void metrics_off(const char *what, int err)
 {
 	atomic_store(&log_metrics_state, OFF);
 	log_say_off("metrics", metrics_path, what, err, "metrics are off");
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 /* The directory, checked; -1 when refused (then metrics are off). */
@@ -165,7 +156,7 @@ static void claim(void)
 	snprintf(metrics_path + at, sizeof(metrics_path) - at, "%s", metrics_name);
 	atomic_store(&log_metrics_state, OPEN);
 	log_sweep_dir(dfd, companion);
-	last_sweep_ms = now_ms();
+	last_sweep_ms = cumemcap_now_ms();
 	close(dfd);
 }
 
@@ -223,9 +214,9 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 		pthread_mutex_unlock(&metrics_lock);
 		return;
 	}
-	if (now_ms() - last_sweep_ms >= SWEEP_EVERY_MS) {
+	if (cumemcap_now_ms() - last_sweep_ms >= SWEEP_EVERY_MS) {
 		log_sweep_dir(dfd, companion);
-		last_sweep_ms = now_ms();
+		last_sweep_ms = cumemcap_now_ms();
 	}
 	log_sweep_unlink_mine(dfd, metrics_tmp);
 	int fd = openat(dfd, metrics_tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -319,9 +310,7 @@ void log_metrics_fork_parent(void)
 void log_metrics_fork_child(void)
 {
 	pthread_mutex_unlock(&metrics_lock);
-	struct stat st;
-	if (companion_fd >= 0 && fstat(companion_fd, &st) == 0 && st.st_dev == companion_st.st_dev &&
-	    st.st_ino == companion_st.st_ino)
+	if (companion_fd >= 0 && log_fd_is(companion_fd, &companion_st))
 		close(companion_fd);
 	companion_fd = -1;
 	atomic_store(&log_metrics_state, CLOSED);

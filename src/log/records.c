@@ -107,14 +107,13 @@ void log_put_gpu(struct out *o, int dev, bool first)
 		out_key(o, "uuid");
 		out_json(o, uuid);
 	}
-	unsigned index = dev >= 0 && dev < CUMEMCAP_MAX_DEVICES ? atomic_load(&gpu_index[dev]) : 0;
-	if (index) {
+	unsigned index;
+	if (log_gpu_index(dev, &index)) {
 		out_key(o, "index");
-		out_u(o, index - 1);
+		out_u(o, index);
 	}
 }
 
-/* nvidia-smi's index of dev; false when not known. */
 bool log_gpu_index(int dev, unsigned *index)
 {
 	unsigned i = dev >= 0 && dev < CUMEMCAP_MAX_DEVICES ? atomic_load(&gpu_index[dev]) : 0;
@@ -338,7 +337,6 @@ static void put_part(struct out *o, const struct cumemcap_figures *f, size_t col
 		put_part(o, f, offsetof(struct cumemcap_figure_info, column), part);               \
 	} while (0)
 
-/* An event record's figures (`event` in figures.h). */
 void log_put_figures(struct out *o, int dev)
 {
 	struct cumemcap_figures f;

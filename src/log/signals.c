@@ -35,13 +35,13 @@ static const struct {
 static struct sigaction previous[N_FATAL]; /* the disposition before ours (set when armed) */
 static atomic_flag armed = ATOMIC_FLAG_INIT;
 
-/* "SIGSEGV" for a fatal signal the handlers know; NULL otherwise. */
-static const char *signal_name(int signo)
+/* signo's row of `fatal`; N_FATAL for a signal not there. */
+static size_t slot_of(int signo)
 {
-	for (size_t i = 0; i < N_FATAL; i++)
-		if (fatal[i].signo == signo)
-			return fatal[i].name;
-	return NULL;
+	size_t i = 0;
+	while (i < N_FATAL && fatal[i].signo != signo)
+		i++;
+	return i;
 }
 
 _Atomic bool log_exit_claimed;
@@ -55,7 +55,8 @@ void log_exit_once(int signo)
 		} else if (log_target == CUMEMCAP_LOG_FILE && atomic_load(&log_file_state) == OPEN) {
 			static char buf[64 * 1024]; /* only the one claimant writes it */
 			struct out o = OUT(buf);
-			log_exit_record(&o, signo, signal_name(signo));
+			size_t i = slot_of(signo);
+			log_exit_record(&o, signo, i < N_FATAL ? fatal[i].name : NULL);
 			log_emit(&o);
 		}
 		/* A finished process leaves no stale series behind. */
@@ -80,9 +81,7 @@ static void on_fatal(int sig, siginfo_t *info, void *uc)
 		errno = saved;
 		return;
 	}
-	size_t i = 0;
-	while (i < N_FATAL && fatal[i].signo != sig)
-		i++;
+	size_t i = slot_of(sig);
 	if (i == N_FATAL)
 		return;
 	const struct sigaction *old = &previous[i];
@@ -207,8 +206,6 @@ void log_arm_signals(void)
  * program. */
 void cumemcap_log_arm_sigbus(void)
 {
-	for (size_t i = 0; i < N_FATAL; i++)
-		if (fatal[i].signo == SIGBUS)
-			arm(i);
+	arm(slot_of(SIGBUS));
 }
 

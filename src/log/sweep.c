@@ -85,6 +85,12 @@ static bool same_file(int dfd, const char *name, const struct stat *held)
 	       st.st_ino == held->st_ino;
 }
 
+void log_sweep_unlink_held(int dfd, const char *name, const struct stat *held)
+{
+	if (same_file(dfd, name, held))
+		unlinkat(dfd, name, 0);
+}
+
 bool log_sweep_others(int dfd, const char *name)
 {
 	struct stat st;
@@ -131,8 +137,7 @@ static bool sweep_one(int dfd, const char *companion)
 		log_sweep_unlink_mine(dfd, target);
 		memcpy(target + n, ".tmp", 5);
 		log_sweep_unlink_mine(dfd, target);
-		if (same_file(dfd, companion, &st))
-			unlinkat(dfd, companion, 0);
+		log_sweep_unlink_held(dfd, companion, &st);
 	} else {
 		stale = false;
 	}

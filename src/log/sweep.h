@@ -3,7 +3,7 @@
  * one, and what a sweep may remove).
  *
  * Thread safety: called by the metrics writer only (metrics.c's lock);
- * no state of its own. Only log_sweep_unlink_mine is async-signal-safe. */
+ * no state of its own. Only the two that unlink are async-signal-safe. */
 #pragma once
 
 #include <stdbool.h>
@@ -21,6 +21,9 @@ void log_sweep_dir(int dfd, const char *mine);
 /* Whether `name` in dfd is there and another user's (of any file type):
  * not one a writer may replace. */
 bool log_sweep_others(int dfd, const char *name);
+/* Remove `name` in dfd if it is still the file `held` was.
+ * Async-signal-safe. */
+void log_sweep_unlink_held(int dfd, const char *name, const struct stat *held);
 /* Remove `name` in dfd if it is a regular file of the effective uid's
  * (never what a link points at, never another user's file).
  * Async-signal-safe. */
