@@ -15,11 +15,10 @@
  *   format.c   numbers, sizes, times, JSON strings; one-write messages
  *
  * One JSON Lines file per process, opened at the first GPU use (so a
- * process that never uses CUDA writes nothing), in a directory checked
- * with the file created O_EXCL|O_NOFOLLOW, mode 0600. Every record is
- * formatted whole into a buffer and written with one write(2) to an
- * O_APPEND descriptor: lines from different threads (and from a signal
- * handler) never interleave or tear, and no lock is needed to write.
+ * process that never uses CUDA writes nothing); every record is formatted
+ * whole into a buffer and written with one write(2), so lines from
+ * different threads (and from a signal handler) never interleave or tear
+ * (file.h).
  *
  * Events from hooks (segment, refusal, driver_oom) are written at once
  * rather than queued for the worker: they are rare (a segment is a driver
