@@ -12,6 +12,7 @@
 #include "driver/driver.h"
 #include "state/life.h"
 #include "log/log.h"
+#include "log/signals.h"
 
 /* The driver is loaded and the layers are wired (entry/wire.c). */
 extern _Atomic bool cumemcap_wired;

@@ -30,6 +30,7 @@
 #include "entry/wire.h"
 #include "state/ledger.h"
 #include "log/log.h"
+#include "log/signals.h"
 #include "platform/msg.h"
 #include "config/hints.h"
 #include "config/policy.h"
@@ -172,7 +173,7 @@ __attribute__((destructor)) static void cumemcap_stop(void)
 	}
 	cumemcap_worker_stop();
 	cumemcap_account_group_changes(); /* made since the worker's last look */
-	cumemcap_log_exit(0);
+	cumemcap_log_exit();
 	cumemcap_log_say_where();
 	cumemcap_group_leave();
 }

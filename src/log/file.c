@@ -1,19 +1,4 @@
-/* log/file: the log file: its path, its directory, its records' writes.
- *
- * Owns the path templates (%p %u %h %n, expanded with no directory level
- * added by a name), the walk that opens a directory component by
- * component (O_NOFOLLOW inside shared directories, owner and mode
- * checked; the metrics file's directory too), the file itself (created
- * O_EXCL|O_NOFOLLOW|O_APPEND, mode 0600, never an existing one), and the
- * one write(2) per record.
- *
- * Thread safety: the file is opened once, under log_open_lock, by the
- * first thread to need it (log_file_state goes CLOSED -> OPEN or OFF,
- * released after the descriptor is set). Writing takes no lock: each
- * record is one write(2) to an O_APPEND descriptor, so lines never
- * interleave. write_record, log_emit and log_resolve_dir are
- * async-signal-safe (the exit record is written from a fatal-signal
- * handler): no malloc, no stdio, no locks. */
+/* log/file: see file.h (what it owns and how it is thread-safe). */
 #include "config.h"
 
 #include <errno.h>
@@ -29,18 +14,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log/log.h"
-#include "log/log-internal.h"
+#include "log/file.h"
 #include "config/policy.h"
 
-pthread_mutex_t log_open_lock = PTHREAD_MUTEX_INITIALIZER;
+enum cumemcap_log_target log_target = CUMEMCAP_LOG_OFF;
 _Atomic int log_file_state;
 static int file_fd = -1;
-static dev_t file_dev;
-static ino_t file_ino;
+static struct stat file_st; /* what file_fd is */
 char log_file_path[CUMEMCAP_PATH_MAX + 16];
 
-/* "/tmp/cumemcap-%u/%n.%h.%p.jsonl" -> a path; false if too long. */
 bool log_expand(const char *tmpl, char *dst, size_t len)
 {
 	struct out o = { .p = dst, .cap = len - 1, .flush_fd = -1 };
@@ -100,11 +82,9 @@ static void template_under(const char *tmp)
 {
 	if (!tmp || tmp[0] != '/')
 		return;
-	char *d = default_template;
-	const size_t cap = sizeof(default_template) - 1; /* and the NUL */
-	size_t o = 0, n = 0;
-	bool lost = false;
+	struct out o = { .p = default_template, .cap = sizeof(default_template) - 1, .flush_fd = -1 };
 	/* Its length without the trailing slashes ("/" stays). */
+	size_t n = 0;
 	for (size_t i = 0; tmp[i]; i++)
 		if (tmp[i] != '/')
 			n = i + 1;
@@ -115,28 +95,13 @@ static void template_under(const char *tmp)
 			default_template[0] = '\0';
 			return; /* not a directory anyone meant */
 		}
-		size_t k = tmp[i] == '%' ? 2 : 1; /* '%' is taken as it is, not as a template */
-		if (o + k > cap) {
-			lost = true;
-			break;
-		}
-		for (size_t r = 0; r < k; r++)
-			d[o++] = tmp[i];
+		/* '%' is taken as it is, not as a template */
+		out_put(&o, tmp[i] == '%' ? "%%" : &tmp[i], tmp[i] == '%' ? 2 : 1);
 	}
-	const char *rest = default_log + sizeof("/tmp/") - 1;
-	if (n != 1 && !lost) {
-		if (o + 1 > cap)
-			lost = true;
-		else
-			d[o++] = '/';
-	}
-	for (; *rest && !lost; rest++) {
-		if (o + 1 > cap)
-			lost = true;
-		else
-			d[o++] = *rest;
-	}
-	d[lost ? 0 : o] = '\0';
+	if (n != 1)
+		out_str(&o, "/");
+	out_str(&o, default_log + sizeof("/tmp/") - 1);
+	default_template[o.lost ? 0 : o.len] = '\0';
 }
 
 void log_file_init(void)
@@ -151,11 +116,6 @@ void log_file_init(void)
 void log_file_capture(void)
 {
 	template_under(secure_getenv(tmpdir));
-}
-
-bool cumemcap_log_expand(const char *tmpl, char *dst, size_t len)
-{
-	return len > 0 && log_expand(tmpl, dst, len);
 }
 
 /* ---- the file ------------------------------------------------------------------------- */
@@ -178,17 +138,17 @@ void log_say_off(const char *subject, const char *path, const char *what, int er
 	out_say(&o);
 }
 
-/* Say why logging is off; `what` and `err` (an errno, 0: none) name it. */
-static void say_off(const char *what, int err)
-{
-	log_say_off("log", log_file_path, what, err, "logging is off");
-}
-
+/* Logging goes off, said once: by the thread that turns it off. */
 static void turn_off(const char *what, int err)
 {
-	int open_state = OPEN;
-	if (atomic_compare_exchange_strong(&log_file_state, &open_state, OFF))
-		say_off(what, err);
+	if (atomic_exchange(&log_file_state, OFF) != OFF)
+		log_say_off("log", log_file_path, what, err, "logging is off");
+}
+
+bool log_fd_is(int fd, const struct stat *held)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && st.st_dev == held->st_dev && st.st_ino == held->st_ino;
 }
 
 /* Whether RLIMIT_FSIZE was finite when the file was opened. */
@@ -199,8 +159,7 @@ static bool size_limited;
  * pending one of the program's own is left alone. */
 static bool write_record(const char *b, size_t n, const char **what, int *err)
 {
-	struct stat st;
-	if (fstat(file_fd, &st) != 0 || st.st_dev != file_dev || st.st_ino != file_ino) {
+	if (!log_fd_is(file_fd, &file_st)) {
 		*what = "the program closed or reused its descriptor";
 		*err = 0;
 		return false;
@@ -276,6 +235,13 @@ static bool more_components(const char *p)
 	return next_component(&p, comp, sizeof(comp), &too_long) || too_long;
 }
 
+/* Why resolve_dir failed: a sentence about `dir` and an errno (0: none). */
+struct dir_failure {
+	const char *what; /* "cannot create", "is a symbolic link", ... */
+	int err;
+	uid_t owner;      /* "is owned by uid" */
+};
+
 /* Open the directory `dir` component by component from "/" (or the
  * working directory), so that no spelling of the path ("//", "/./", "..",
  * a link) escapes the check: every directory reached inside a shared one
@@ -286,7 +252,7 @@ static bool more_components(const char *p)
  * the same way. With `create`, a missing last component is made 0700.
  * Returns an O_DIRECTORY descriptor, or -1 with *fail set and the path up
  * to the failing component in `at`. Async-signal-safe. */
-int log_resolve_dir(const char *dir, bool create, char *at, size_t atcap, struct dir_failure *fail)
+static int resolve_dir(const char *dir, bool create, char *at, size_t atcap, struct dir_failure *fail)
 {
 	/* The part not walked yet; a followed link's target goes in front. */
 	char rest[2 * CUMEMCAP_PATH_MAX], comp[256], link[CUMEMCAP_PATH_MAX];
@@ -392,7 +358,7 @@ fail:
 }
 
 /* Put why resolve_dir failed on `dir`: "<at> is a symbolic link (...)". */
-void log_put_failure(struct out *o, const char *dir, const char *at, const struct dir_failure *f)
+static void put_failure(struct out *o, const char *dir, const char *at, const struct dir_failure *f)
 {
 	bool refusal = f->what[0] && strcmp(f->what, "cannot create") != 0;
 	if (strcmp(f->what, "cannot create") == 0) {
@@ -414,44 +380,42 @@ void log_put_failure(struct out *o, const char *dir, const char *at, const struc
 	}
 }
 
-/* The log's directory, made when missing; -1 when refused (said). */
-static int open_dir(const char *dir)
+int log_open_dir(const char *dir, bool create, const char *subject, const char *path, const char *off)
 {
 	char at[CUMEMCAP_PATH_MAX];
 	struct dir_failure f;
-	int fd = log_resolve_dir(dir, true, at, sizeof(at), &f);
-	if (fd >= 0)
+	int fd = resolve_dir(dir, create, at, sizeof(at), &f);
+	if (fd >= 0 || !subject)
 		return fd;
 	char why[2 * CUMEMCAP_PATH_MAX + 64];
 	struct out o = OUT(why);
-	log_put_failure(&o, dir, at, &f);
-	say_off(out_cstr(&o), f.err);
+	put_failure(&o, dir, at, &f);
+	log_say_off(subject, path, out_cstr(&o), f.err, off);
 	return -1;
 }
 
+const char *log_split_path(const char *path, char *dir, size_t cap)
+{
+	const char *slash = strrchr(path, '/');
+	size_t n = slash ? (size_t)(slash - path) : 0;
+	snprintf(dir, cap, "%.*s", (int)(n ? n : 1), slash ? path : ".");
+	return slash ? slash + 1 : path;
+}
 
-/* Open the file and write the start record (log_open_lock held). */
-static bool open_file(void)
+bool log_file_create(void)
 {
 	const char *tmpl = default_template[0] ? default_template : cumemcap_policy()->log_path;
 	if (!log_expand(tmpl, log_file_path, CUMEMCAP_PATH_MAX)) {
-		say_off("the expanded path is too long", 0);
+		turn_off("the expanded path is too long", 0);
 		return false;
 	}
 	char dir[CUMEMCAP_PATH_MAX];
-	const char *name = strrchr(log_file_path, '/');
-	if (name) {
-		size_t n = (size_t)(name - log_file_path);
-		memcpy(dir, log_file_path, n ? n : 1);
-		dir[n ? n : 1] = '\0';
-		name++;
-	} else {
-		memcpy(dir, ".", 2);
-		name = log_file_path;
-	}
-	int dfd = open_dir(dir);
-	if (dfd < 0)
+	const char *name = log_split_path(log_file_path, dir, sizeof(dir));
+	int dfd = log_open_dir(dir, true, "log", log_file_path, "logging is off");
+	if (dfd < 0) {
+		atomic_store(&log_file_state, OFF);
 		return false;
+	}
 	/* An existing file (pid reuse, a planted link) is never followed
 	 * nor appended to: NAME.1.jsonl, NAME.2.jsonl, ... */
 	char base[sizeof(log_file_path)];
@@ -474,7 +438,7 @@ static bool open_file(void)
 	close(dfd);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) != 0) {
-		say_off("", e ? e : EEXIST);
+		turn_off("", e ? e : EEXIST);
 		if (fd >= 0)
 			close(fd);
 		return false;
@@ -482,33 +446,21 @@ static bool open_file(void)
 	struct rlimit fsize;
 	size_limited = getrlimit(RLIMIT_FSIZE, &fsize) != 0 || fsize.rlim_cur != RLIM_INFINITY;
 	file_fd = fd;
-	file_dev = st.st_dev;
-	file_ino = st.st_ino;
-	static char buf[96 * 1024];
-	struct out o = OUT(buf);
-	log_start_record(&o);
-	const char *what = "the start record does not fit";
-	int err = 0;
-	if (!o.lost && write_record(o.p, o.len, &what, &err))
-		return true;
-	say_off(what, err);
-	close(fd);
-	file_fd = -1;
-	return false;
+	file_st = st;
+	return true;
 }
 
-/* Open the file at the first need (the start record with it); any
- * thread, once. */
-void log_ensure_open(void)
+void log_file_start(struct out *start)
 {
-	if (atomic_load_explicit(&log_file_state, memory_order_acquire) != CLOSED)
+	const char *what = "the start record does not fit";
+	int err = 0;
+	if (!start->lost && write_record(start->p, start->len, &what, &err)) {
+		atomic_store_explicit(&log_file_state, OPEN, memory_order_release);
 		return;
-	int saved = errno;
-	pthread_mutex_lock(&log_open_lock);
-	if (atomic_load(&log_file_state) == CLOSED)
-		atomic_store_explicit(&log_file_state, open_file() ? OPEN : OFF, memory_order_release);
-	pthread_mutex_unlock(&log_open_lock);
-	errno = saved;
+	}
+	turn_off(what, err);
+	close(file_fd);
+	file_fd = -1;
 }
 
 /* The parent's file is not ours to write: close it, but only if the
@@ -516,9 +468,7 @@ void log_ensure_open(void)
  * and reused it, as write_record checks). */
 void log_file_fork_child(void)
 {
-	struct stat st;
-	if (atomic_load(&log_file_state) == OPEN && file_fd >= 0 && fstat(file_fd, &st) == 0 &&
-	    st.st_dev == file_dev && st.st_ino == file_ino)
+	if (atomic_load(&log_file_state) == OPEN && file_fd >= 0 && log_fd_is(file_fd, &file_st))
 		close(file_fd);
 	file_fd = -1;
 	atomic_store(&log_file_state, CLOSED);

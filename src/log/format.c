@@ -1,20 +1,10 @@
-/* log/format: the text of records and messages, formatted by hand.
- *
- * Owns struct out (log-internal.h), a bounded writer into a caller's
- * buffer (cut, and marked lost, when full; or written out to a descriptor
- * as it fills), and what goes into it: numbers, milliseconds as seconds,
- * sizes as cumemcap_fmt_size writes them, JSON strings (bytes that are not
- * UTF-8 become U+FFFD), errno texts, and one-write stderr lines.
- *
- * Async-signal-safe and thread-safe: no malloc, no stdio, no locks, no
- * state of its own; every function works on the caller's struct out only,
- * so the exit record can be formatted in a fatal-signal handler. */
+/* log/format: see format.h. */
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "config.h"
-#include "log/log-internal.h"
+#include "log/format.h"
 #include "platform/msg.h"
 #include "config/policy.h"
 
@@ -52,7 +42,6 @@ void out_str(struct out *o, const char *s)
 	out_put(o, s, strlen(s));
 }
 
-/* The text so far as a C string (its last byte gives way when full). */
 const char *out_cstr(struct out *o)
 {
 	o->p[o->len < o->cap ? o->len : o->cap - 1] = '\0';
@@ -70,7 +59,6 @@ void out_u(struct out *o, uint64_t v)
 	out_put(o, d + i, sizeof(d) - i);
 }
 
-/* Milliseconds as seconds with three decimals: 5000 -> 5.000. */
 void out_ms(struct out *o, uint64_t ms)
 {
 	char frac[4] = { '.', (char)('0' + ms % 1000 / 100), (char)('0' + ms % 100 / 10),
@@ -87,7 +75,6 @@ void out_u_or_null(struct out *o, bool known, uint64_t v)
 		out_str(o, "null");
 }
 
-/* What cumemcap_fmt_size writes: "512 MiB", "1.50 GiB", "4096 B"... */
 void out_size(struct out *o, uint64_t bytes)
 {
 	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
@@ -122,7 +109,6 @@ static size_t utf8_len(const unsigned char *s, size_t n)
 	return len;
 }
 
-/* A JSON string; bytes that are not UTF-8 become U+FFFD. */
 void out_json_n(struct out *o, const char *str, size_t n)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -205,7 +191,6 @@ void out_json(struct out *o, const char *s)
 	out_json_n(o, s, strlen(s));
 }
 
-/* ,"key": */
 void out_key(struct out *o, const char *k)
 {
 	out_str(o, ",\"");
@@ -234,7 +219,6 @@ void out_errno(struct out *o, int e)
 	out_u(o, (uint64_t)e);
 }
 
-/* "cumemcap: <o>\n" on stderr, one write. */
 void out_say(struct out *o)
 {
 	char line[CUMEMCAP_PATH_MAX + 256];

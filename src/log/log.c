@@ -1,20 +1,24 @@
 /* log: see log.h. The record schema is README "Footprint logs".
  *
  * Owns the public entry points the other layers call (the events, the
- * worker's tick, the exit summary, the fork handlers), the policy's
- * answers copied once, the rate limit on event records, the sample
- * schedule, and the state the log's other files share (log-internal.h).
- * The log is split by concern: format.c (the async-signal-safe writer),
- * file.c (opening the file safely, one write(2) per record), records.c
- * (what each record says), metrics.c (the Prometheus file), signals.c
- * (fatal-signal handlers and alternate stacks).
+ * worker's tick, the exit, the fork handlers), the policy's answers
+ * copied once, the rate limit on event records, the sample schedule and
+ * the lock under which the file is opened. The log's files call one way
+ * only, each the ones after it:
+ *   log.c      the entry points; builds each record and writes it
+ *   signals.c  the exit summary, written once; fatal signals
+ *   metrics.c  the Prometheus file
+ *   records.c  the text of the records (into a struct out)
+ *   file.c     the file, opened safely in a shared directory; one
+ *              write(2) per record
+ *   sweep.c    the metrics files of dead writers
+ *   format.c   numbers, sizes, times, JSON strings; one-write messages
  *
  * One JSON Lines file per process, opened at the first GPU use (so a
- * process that never uses CUDA writes nothing), in a directory checked
- * with the file created O_EXCL|O_NOFOLLOW, mode 0600. Every record is
- * formatted whole into a buffer and written with one write(2) to an
- * O_APPEND descriptor: lines from different threads (and from a signal
- * handler) never interleave or tear, and no lock is needed to write.
+ * process that never uses CUDA writes nothing); every record is formatted
+ * whole into a buffer and written with one write(2), so lines from
+ * different threads (and from a signal handler) never interleave or tear
+ * (file.h).
  *
  * Events from hooks (segment, refusal, driver_oom) are written at once
  * rather than queued for the worker: they are rare (a segment is a driver
@@ -26,16 +30,8 @@
  * (cumemcap_log_tick); writing them holds tick_lock, which no hook ever
  * takes, and NVML is asked with no lock held.
  *
- * The exit summary is written once, by whoever claims it first: the
- * library destructor (normal exit, exit() from any thread) or the handler
- * of a fatal signal. That path is async-signal-safe: no malloc, no stdio,
- * no locks; numbers are formatted by format.c; the record goes through a
- * static buffer only its one claimant uses.
- *
- * Which figures a record, the summary and the metrics carry, under which
- * names and in which order, is the figure list's (figures.h); they are
- * read through the ledger's snapshot (cumemcap_ledger_read), never from
- * its storage. The log only walks the list and formats.
+ * The exit summary is written once, by whoever claims it first
+ * (signals.c): the library destructor or the handler of a fatal signal.
  *
  * A failed write turns logging off with one stderr line; errno is kept
  * and nothing of the failure reaches the program. Never calls CUDA. */
@@ -52,25 +48,21 @@
 #include <string.h>
 #include <time.h>
 
-#include "log/log-internal.h"
+#include "log/file.h"
+#include "log/metrics.h"
+#include "log/records.h"
+#include "log/signals.h"
 #include "driver/nvml.h"
 #include "state/group.h"
 #include "state/ledger.h"
 #include "platform/msg.h"
 #include "config/policy.h"
 
-/* ---- state ---------------------------------------------------------------------------- */
+/* ---- the policy's answers, copied once -------------------------------------------------- */
 
-/* The policy's answers, copied once (a signal handler reads these). */
 static pthread_once_t snapshot_once = PTHREAD_ONCE_INIT;
-static enum cumemcap_log_target target = CUMEMCAP_LOG_OFF;
-uint32_t log_interval_ms = CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
-bool log_metrics_wanted;
-
-_Atomic bool log_exit_claimed;
-_Atomic uint64_t log_samples_written;
-/* Highest NVML figure seen per GPU, plus one (0: never known). */
-_Atomic uint64_t log_peak_driver[CUMEMCAP_MAX_DEVICES];
+static uint32_t interval_ms = CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
+static bool metrics_wanted;
 
 static void snapshot(void)
 {
@@ -80,17 +72,15 @@ static void snapshot(void)
 		log_file_init();
 	}
 	const struct cumemcap_policy *p = cumemcap_policy();
-	log_interval_ms = p->log_interval_ms ? p->log_interval_ms : CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
-	log_metrics_wanted = p->metrics_path[0] != '\0';
-	target = p->log;
+	interval_ms = p->log_interval_ms ? p->log_interval_ms : CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
+	metrics_wanted = p->metrics_path[0] != '\0';
+	log_target = p->log;
 }
 
 static void ensure_snapshot(void)
 {
 	pthread_once(&snapshot_once, snapshot);
 }
-
-/* ---- the public events ---------------------------------------------------------------- */
 
 void cumemcap_log_init(void)
 {
@@ -111,13 +101,47 @@ void cumemcap_log_policy_env(void)
 	log_env_taken = true;
 }
 
+bool cumemcap_log_expand(const char *tmpl, char *dst, size_t len)
+{
+	return len > 0 && log_expand(tmpl, dst, len);
+}
+
+/* ---- the file, opened at the first need ------------------------------------------------- */
+
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Create the file and write its start record if nobody has yet; any
+ * thread, once. */
+static void ensure_open(void)
+{
+	if (atomic_load_explicit(&log_file_state, memory_order_acquire) != CLOSED)
+		return;
+	int saved = errno;
+	pthread_mutex_lock(&open_lock);
+	if (atomic_load(&log_file_state) == CLOSED && log_file_create()) {
+		static char buf[96 * 1024];
+		struct out o = OUT(buf);
+		char expanded[CUMEMCAP_PATH_MAX];
+		const char *metrics = log_metrics_path();
+		if (!metrics[0])
+			metrics = metrics_wanted && log_expand(cumemcap_policy()->metrics_path, expanded, sizeof(expanded))
+					  ? expanded
+					  : NULL;
+		log_start_record(&o, log_file_path, metrics, interval_ms);
+		log_file_start(&o);
+	}
+	pthread_mutex_unlock(&open_lock);
+	errno = saved;
+}
+
+/* ---- the events ------------------------------------------------------------------------- */
+
 /* At most this many event records a second: a program spinning on
  * refusals must not fill the disk. The rest are counted (samples and the
  * exit record say how many); the ledger's counters still have them all. */
 #define EVENTS_PER_SECOND 1000u
 static _Atomic uint64_t window_second;
 static _Atomic uint32_t window_events;
-_Atomic uint64_t log_events_dropped;
 
 static bool event_allowed(void)
 {
@@ -137,25 +161,40 @@ static bool event_allowed(void)
 static bool file_logging(void)
 {
 	ensure_snapshot();
-	if (target != CUMEMCAP_LOG_FILE || atomic_load(&log_exit_claimed))
+	if (log_target != CUMEMCAP_LOG_FILE || atomic_load(&log_exit_claimed))
 		return false;
-	log_ensure_open();
+	ensure_open();
 	return atomic_load_explicit(&log_file_state, memory_order_acquire) == OPEN && event_allowed();
+}
+
+/* An event record's head: its type and its GPU. */
+static void begin_event(struct out *o, const char *type, int dev)
+{
+	log_begin(o, type);
+	log_put_gpu(o, dev, false);
+}
+
+/* An event record's tail: the GPU's figures, the end, one write. */
+static void end_event(struct out *o, int dev)
+{
+	log_put_figures(o, dev);
+	log_end(o);
+	log_emit(o);
 }
 
 void cumemcap_log_device(int dev)
 {
 	(void)dev;
 	ensure_snapshot();
-	if (target == CUMEMCAP_LOG_OFF)
+	if (log_target == CUMEMCAP_LOG_OFF)
 		return;
-	if (log_metrics_wanted)
+	if (metrics_wanted)
 		log_metrics_claim(); /* its name, for the start record */
-	if (target == CUMEMCAP_LOG_FILE) {
+	if (log_target == CUMEMCAP_LOG_FILE) {
 		log_probe_nvml(); /* before the file's lock, which the start record holds */
 		if (atomic_load(&log_nvml_loads) == 1)
 			log_learn_indexes();
-		log_ensure_open();
+		ensure_open();
 	}
 	log_arm_signals();
 }
@@ -166,21 +205,17 @@ void cumemcap_log_segment(int dev, bool taken, uint64_t bytes)
 		return;
 	char buf[LOG_EVENT_BUF];
 	struct out o = OUT(buf);
-	log_begin(&o, "segment");
-	log_put_gpu(&o, dev, false);
+	begin_event(&o, "segment", dev);
 	out_key(&o, "op");
 	out_str(&o, taken ? "\"take\"" : "\"release\"");
 	out_key(&o, "bytes");
 	out_u(&o, bytes);
-	log_put_figures(&o, dev);
-	log_end(&o);
-	log_emit(&o);
+	end_event(&o, dev);
 }
 
-/* The head of a record about one request: "gpu", "requested", "door". */
-static void put_request(struct out *o, int dev, const char *door, uint64_t requested)
+/* What follows the head of a record about one request: "requested", "door". */
+static void put_request(struct out *o, const char *door, uint64_t requested)
 {
-	log_put_gpu(o, dev, false);
 	out_key(o, "requested");
 	out_u(o, requested);
 	out_key(o, "door");
@@ -192,8 +227,8 @@ static void refusal_or_oom(const char *type, int dev, const char *door, uint64_t
 	char buf[LOG_EVENT_BUF];
 	struct out o = OUT(buf);
 	uint64_t limit = cumemcap_ledger_limit(dev);
-	log_begin(&o, type);
-	put_request(&o, dev, door, requested);
+	begin_event(&o, type, dev);
+	put_request(&o, door, requested);
 	log_put_figures(&o, dev);
 	out_key(&o, "limit");
 	out_u_or_null(&o, limit != CUMEMCAP_NO_LIMIT, limit);
@@ -204,7 +239,7 @@ static void refusal_or_oom(const char *type, int dev, const char *door, uint64_t
 void cumemcap_log_refusal(int dev, const char *door, uint64_t requested)
 {
 	ensure_snapshot();
-	if (target == CUMEMCAP_LOG_STDERR) {
+	if (log_target == CUMEMCAP_LOG_STDERR) {
 		char want[32], lim[32], held[32], over[64] = "";
 		uint64_t overhead = cumemcap_ledger_get(dev, CUMEMCAP_FIG_overhead);
 		if (overhead) {
@@ -237,7 +272,7 @@ void cumemcap_log_refusal(int dev, const char *door, uint64_t requested)
 void cumemcap_log_wait(int dev, const char *door, uint64_t requested, uint64_t waited_ms, bool granted)
 {
 	ensure_snapshot();
-	if (target == CUMEMCAP_LOG_STDERR) {
+	if (log_target == CUMEMCAP_LOG_STDERR) {
 		char want[32];
 		cumemcap_msg("device %d: %s (%s) waited %llu ms for room at the limit: %s", dev,
 			     cumemcap_fmt_size(requested, want, sizeof(want)), door, (unsigned long long)waited_ms,
@@ -248,15 +283,13 @@ void cumemcap_log_wait(int dev, const char *door, uint64_t requested, uint64_t w
 		return;
 	char buf[LOG_EVENT_BUF];
 	struct out o = OUT(buf);
-	log_begin(&o, "wait");
-	put_request(&o, dev, door, requested);
+	begin_event(&o, "wait", dev);
+	put_request(&o, door, requested);
 	out_key(&o, "waited");
 	out_ms(&o, waited_ms);
 	out_key(&o, "outcome");
 	out_json(&o, granted ? "granted" : "timeout");
-	log_put_figures(&o, dev);
-	log_end(&o);
-	log_emit(&o);
+	end_event(&o, dev);
 }
 
 void cumemcap_log_group_change(int dev, const unsigned char uuid[16], uint64_t time_ns, unsigned uid,
@@ -265,7 +298,7 @@ void cumemcap_log_group_change(int dev, const unsigned char uuid[16], uint64_t t
 	ensure_snapshot();
 	char id[48];
 	cumemcap_nvml_format_uuid(uuid, "GPU-", id);
-	if (target == CUMEMCAP_LOG_STDERR) {
+	if (log_target == CUMEMCAP_LOG_STDERR) {
 		char was[32] = "none", now[32] = "none";
 		if (old_limit != UINT64_MAX)
 			cumemcap_fmt_size(old_limit, was, sizeof(was));
@@ -322,20 +355,20 @@ static uint64_t next_due; /* CLOCK_MONOTONIC ms; 0: not scheduled */
 uint32_t cumemcap_log_tick(uint64_t now_ms)
 {
 	ensure_snapshot();
-	bool log_on = target == CUMEMCAP_LOG_FILE && atomic_load(&log_file_state) == OPEN;
-	bool metrics_on = log_metrics_wanted && atomic_load(&log_metrics_state) != OFF;
+	bool log_on = log_target == CUMEMCAP_LOG_FILE && atomic_load(&log_file_state) == OPEN;
+	bool metrics_on = metrics_wanted && atomic_load(&log_metrics_state) != OFF;
 	if ((!log_on && !metrics_on) || atomic_load(&log_exit_claimed))
 		return UINT32_MAX;
 	uint32_t wait;
 	bool due = false;
 	pthread_mutex_lock(&tick_lock);
 	if (!next_due)
-		next_due = now_ms + log_interval_ms;
+		next_due = now_ms + interval_ms;
 	if (now_ms >= next_due) {
 		due = true;
-		next_due += log_interval_ms;
+		next_due += interval_ms;
 		if (next_due <= now_ms)
-			next_due = now_ms + log_interval_ms;
+			next_due = now_ms + interval_ms;
 	}
 	wait = (uint32_t)(next_due - now_ms);
 	pthread_mutex_unlock(&tick_lock);
@@ -349,8 +382,15 @@ uint32_t cumemcap_log_tick(uint64_t now_ms)
 	static struct gpu_figures f[CUMEMCAP_MAX_DEVICES];
 	int n = log_gather(f);
 	pthread_mutex_lock(&tick_lock);
-	if (log_on)
-		log_sample_record(f, n);
+	if (log_on) {
+		static char buf[48 * 1024];
+		struct out o = OUT(buf);
+		log_sample_record(&o, f, n);
+		if (!atomic_load(&log_exit_claimed)) {
+			log_emit(&o);
+			atomic_fetch_add(&log_samples_written, 1);
+		}
+	}
 	if (metrics_on)
 		log_write_metrics(f, n);
 	pthread_mutex_unlock(&tick_lock);
@@ -359,26 +399,16 @@ uint32_t cumemcap_log_tick(uint64_t now_ms)
 
 /* ---- the end -------------------------------------------------------------------------- */
 
-void cumemcap_log_exit(int signo)
+void cumemcap_log_exit(void)
 {
 	int saved = errno;
-	if (!signo) {
-		ensure_snapshot();
-		for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
-			cumemcap_ledger_settle(dev); /* owed pool growth (ledger.h) */
-		/* A forked child opens its file only if it used the GPU. */
-		if (target == CUMEMCAP_LOG_FILE && atomic_load(&log_file_state) == CLOSED && log_used_gpu())
-			log_ensure_open();
-	}
-	if (!atomic_exchange(&log_exit_claimed, true)) {
-		if (target == CUMEMCAP_LOG_STDERR)
-			log_stderr_summary();
-		else if (target == CUMEMCAP_LOG_FILE && atomic_load(&log_file_state) == OPEN)
-			log_exit_record(signo);
-		/* A finished process leaves no stale series behind. */
-		if (atomic_exchange(&log_metrics_state, OFF) == OPEN)
-			log_metrics_unlink();
-	}
+	ensure_snapshot();
+	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
+		cumemcap_ledger_settle(dev); /* owed pool growth (ledger.h) */
+	/* A forked child opens its file only if it used the GPU. */
+	if (log_target == CUMEMCAP_LOG_FILE && atomic_load(&log_file_state) == CLOSED && log_used_gpu())
+		ensure_open();
+	log_exit_once(0);
 	errno = saved;
 }
 
@@ -401,7 +431,7 @@ void cumemcap_log_say_where(void)
  * these. A tick in progress (an NVML query) delays fork() until it ends. */
 void cumemcap_log_fork_prepare(void)
 {
-	pthread_mutex_lock(&log_open_lock);
+	pthread_mutex_lock(&open_lock);
 	pthread_mutex_lock(&tick_lock);
 	log_metrics_fork_prepare();
 }
@@ -410,21 +440,17 @@ void cumemcap_log_fork_parent(void)
 {
 	log_metrics_fork_parent();
 	pthread_mutex_unlock(&tick_lock);
-	pthread_mutex_unlock(&log_open_lock);
+	pthread_mutex_unlock(&open_lock);
 }
 
 void cumemcap_log_fork_child(void)
 {
 	pthread_mutex_unlock(&tick_lock);
-	pthread_mutex_unlock(&log_open_lock);
+	pthread_mutex_unlock(&open_lock);
 	log_metrics_fork_child();
 	log_file_fork_child();
-	log_identity();
+	log_records_fork_child();
 	atomic_store(&log_exit_claimed, false);
-	atomic_store(&log_samples_written, 0);
-	atomic_store(&log_events_dropped, 0);
-	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
-		atomic_store(&log_peak_driver[dev], 0);
 	next_due = 0;
 }
 
@@ -434,8 +460,7 @@ void cumemcap_log_context(int dev, const char *event, uint64_t live, uint64_t he
 		return;
 	char buf[LOG_EVENT_BUF];
 	struct out o = OUT(buf);
-	log_begin(&o, "context");
-	log_put_gpu(&o, dev, false);
+	begin_event(&o, "context", dev);
 	out_key(&o, "event");
 	out_json(&o, event);
 	out_key(&o, "freed_live");
@@ -444,9 +469,7 @@ void cumemcap_log_context(int dev, const char *event, uint64_t live, uint64_t he
 	out_u(&o, held);
 	out_key(&o, "blocks");
 	out_u(&o, blocks);
-	log_put_figures(&o, dev);
-	log_end(&o);
-	log_emit(&o);
+	end_event(&o, dev);
 }
 
 void cumemcap_log_overhead(int dev, const char *source, uint64_t per_context)
@@ -455,13 +478,10 @@ void cumemcap_log_overhead(int dev, const char *source, uint64_t per_context)
 		return;
 	char buf[LOG_EVENT_BUF];
 	struct out o = OUT(buf);
-	log_begin(&o, "overhead");
-	log_put_gpu(&o, dev, false);
+	begin_event(&o, "overhead", dev);
 	out_key(&o, "source");
 	out_json(&o, source);
 	out_key(&o, "per_context");
 	out_u_or_null(&o, strcmp(source, "nvml") != 0, per_context);
-	log_put_figures(&o, dev);
-	log_end(&o);
-	log_emit(&o);
+	end_event(&o, dev);
 }

@@ -2,8 +2,9 @@
  *
  * Owns the log file (or stderr lines), its JSON Lines records (schema in
  * README "Footprint logs"), the periodic samples, the optional
- * Prometheus text file and the exit summary. The other layers only call
- * the functions below; each is cheap, never calls CUDA, never blocks a
+ * Prometheus text file and the exit summary. The other layers call only
+ * the functions below and the two of log/signals.h (a hook's thread, the
+ * SIGBUS handler before a group's book is mapped); each is cheap, never calls CUDA, never blocks a
  * hook for longer than a copy, and never lets an I/O error reach the
  * program (a failed write turns logging off with one stderr line).
  *
@@ -13,10 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <stdatomic.h>
 #include <stdint.h>
-
-#include "platform/export.h"
 
 /* The library constructor: policy is built, nothing else is done yet. */
 void cumemcap_log_init(void);
@@ -35,24 +33,6 @@ void cumemcap_log_policy_env(void);
 /* A GPU became known (its facts are in cumemcap_device_info(dev)). The
  * first call writes the start record. Called from any hook thread. */
 void cumemcap_log_device(int dev);
-
-/* The calling thread entered the shim (every hook calls this): once the
- * fatal-signal handlers are armed, give it an alternate signal stack if it
- * has none, so a stack overflow still writes the exit record. One
- * thread-local load when done. */
-extern _Atomic bool cumemcap_log_signals_armed;
-
-/* Install the SIGBUS handler alone, before a group's book is mapped (see
- * signals.c); the rest come at the first GPU use. */
-void cumemcap_log_arm_sigbus(void);
-extern CUMEMCAP_TLS bool cumemcap_log_thread_seen;
-void cumemcap_log_thread_slow(void);
-static inline void cumemcap_log_thread(void)
-{
-	if (__builtin_expect(!cumemcap_log_thread_seen, 0) &&
-	    atomic_load_explicit(&cumemcap_log_signals_armed, memory_order_relaxed))
-		cumemcap_log_thread_slow();
-}
 
 /* The arenas took (taken=true) or gave back a segment of `bytes`. */
 void cumemcap_log_segment(int dev, bool taken, uint64_t bytes);
@@ -86,9 +66,9 @@ void cumemcap_log_context(int dev, const char *event, uint64_t live, uint64_t he
  * milliseconds until the next is due (UINT32_MAX: none). */
 uint32_t cumemcap_log_tick(uint64_t now_ms);
 
-/* The process is ending (normal exit, exit() from any thread, or a fatal
- * signal with `signo` != 0): write the exit summary once. */
-void cumemcap_log_exit(int signo);
+/* The process is ending (normal exit, exit() from any thread): write the
+ * exit summary, unless a fatal signal's handler did (log/signals.h). */
+void cumemcap_log_exit(void);
 
 /* At a normal exit of the process the launcher started (CUMEMCAP_LAUNCHED
  * holds its pid: the launcher exec'd it, so forks and children differ),

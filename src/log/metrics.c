@@ -3,7 +3,7 @@
  * Owns the metrics file: its path (a template, expanded once; ".N" before
  * the extension while a live writer holds the name, which its companion
  * lock tells: sweep.c), its directory (checked again for every write,
- * through log_resolve_dir), its labels and its text: one family per figure
+ * through log_open_dir), its labels and its text: one family per figure
  * with a Prometheus name in the figure list (state/figures.h), one series
  * per GPU. The file is replaced whole (a temporary file renamed over it)
  * and removed, with its companion, when the process ends; the files of
@@ -19,13 +19,8 @@
  * CUDA ordinal), uuid and UUID (dcgm-exporter's name for it, for joins),
  * and group in a group. Values are escaped, cut at LABEL_VALUE_MAX bytes.
  *
- * Thread safety: the name is claimed once under metrics_lock (by the first
- * GPU use's hook or the worker), taken across fork; the file is written
- * only by the worker thread, under tick_lock (log.c) and metrics_lock;
- * log_metrics_state is atomic because the exit path, possibly a
- * fatal-signal handler, turns it off and unlinks the file
- * (log_metrics_unlink is async-signal-safe: no malloc, no stdio, no
- * locks). */
+ * Thread safety: see metrics.h; the file is written under log.c's tick
+ * lock and metrics_lock. */
 #include "config.h"
 
 #include <errno.h>
@@ -36,12 +31,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "log/log-internal.h"
+#include "log/file.h"
+#include "log/metrics.h"
+#include "log/sweep.h"
 #include "state/group.h"
 #include "state/figures.h"
+#include "platform/worker.h"
 #include "config/policy.h"
 
 /* Longer than any Kubernetes name (253): a value is cut there. */
@@ -92,16 +89,12 @@ const char *log_metrics_path(void)
  * handler). */
 void log_metrics_unlink(void)
 {
-	char at[CUMEMCAP_PATH_MAX];
-	struct dir_failure df;
-	int dfd = log_resolve_dir(metrics_dir, false, at, sizeof(at), &df);
+	int dfd = log_open_dir(metrics_dir, false, NULL, NULL, NULL);
 	if (dfd >= 0) {
 		log_sweep_unlink_mine(dfd, metrics_name);
 		log_sweep_unlink_mine(dfd, metrics_tmp);
-		struct stat st;
-		if (companion_fd >= 0 && fstatat(dfd, companion, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    st.st_dev == companion_st.st_dev && st.st_ino == companion_st.st_ino)
-			unlinkat(dfd, companion, 0);
+		if (companion_fd >= 0)
+			log_sweep_unlink_held(dfd, companion, &companion_st);
 		close(dfd);
 	}
 }
@@ -112,25 +105,12 @@ static void metrics_off(const char *what, int err)
 	log_say_off("metrics", metrics_path, what, err, "metrics are off");
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* The directory, checked; -1 when refused (then metrics are off). */
 static int open_dir(void)
 {
-	char at[CUMEMCAP_PATH_MAX];
-	struct dir_failure df;
-	int dfd = log_resolve_dir(metrics_dir, false, at, sizeof(at), &df);
-	if (dfd < 0) {
-		char why[2 * CUMEMCAP_PATH_MAX + 64];
-		struct out wo = OUT(why);
-		log_put_failure(&wo, metrics_dir, at, &df);
-		metrics_off(out_cstr(&wo), df.err);
-	}
+	int dfd = log_open_dir(metrics_dir, false, "metrics", metrics_path, "metrics are off");
+	if (dfd < 0)
+		atomic_store(&log_metrics_state, OFF);
 	return dfd;
 }
 
@@ -141,12 +121,8 @@ static void claim(void)
 		metrics_off("the expanded path is too long", 0);
 		return;
 	}
-	const char *slash = strrchr(metrics_path, '/');
-	size_t dn = slash ? (size_t)(slash - metrics_path) : 0;
-	memcpy(metrics_dir, slash ? metrics_path : ".", slash ? (dn ? dn : 1) : 1);
-	metrics_dir[slash ? (dn ? dn : 1) : 1] = '\0';
 	char base[sizeof(metrics_path)];
-	snprintf(base, sizeof(base), "%s", slash ? slash + 1 : metrics_path);
+	snprintf(base, sizeof(base), "%s", log_split_path(metrics_path, metrics_dir, sizeof(metrics_dir)));
 	int dfd = open_dir();
 	if (dfd < 0)
 		return;
@@ -176,14 +152,11 @@ static void claim(void)
 		return;
 	}
 	companion_fd = fd;
-	if (slash)
-		snprintf(metrics_path + (slash + 1 - metrics_path), sizeof(metrics_path) - (size_t)(slash + 1 - metrics_path),
-			 "%s", metrics_name);
-	else
-		snprintf(metrics_path, sizeof(metrics_path), "%s", metrics_name);
+	size_t at = (size_t)(log_split_path(metrics_path, metrics_dir, sizeof(metrics_dir)) - metrics_path);
+	snprintf(metrics_path + at, sizeof(metrics_path) - at, "%s", metrics_name);
 	atomic_store(&log_metrics_state, OPEN);
 	log_sweep_dir(dfd, companion);
-	last_sweep_ms = now_ms();
+	last_sweep_ms = cumemcap_now_ms();
 	close(dfd);
 }
 
@@ -241,9 +214,9 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 		pthread_mutex_unlock(&metrics_lock);
 		return;
 	}
-	if (now_ms() - last_sweep_ms >= SWEEP_EVERY_MS) {
+	if (cumemcap_now_ms() - last_sweep_ms >= SWEEP_EVERY_MS) {
 		log_sweep_dir(dfd, companion);
-		last_sweep_ms = now_ms();
+		last_sweep_ms = cumemcap_now_ms();
 	}
 	log_sweep_unlink_mine(dfd, metrics_tmp);
 	int fd = openat(dfd, metrics_tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -337,9 +310,7 @@ void log_metrics_fork_parent(void)
 void log_metrics_fork_child(void)
 {
 	pthread_mutex_unlock(&metrics_lock);
-	struct stat st;
-	if (companion_fd >= 0 && fstat(companion_fd, &st) == 0 && st.st_dev == companion_st.st_dev &&
-	    st.st_ino == companion_st.st_ino)
+	if (companion_fd >= 0 && log_fd_is(companion_fd, &companion_st))
 		close(companion_fd);
 	companion_fd = -1;
 	atomic_store(&log_metrics_state, CLOSED);

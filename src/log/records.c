@@ -1,18 +1,9 @@
-/* log/records: what each record says.
+/* log/records: see records.h. The record schema is README "Footprint logs".
  *
- * Owns the text of the start record (the process, its GPUs, the rules and
- * where each came from), of the sample and exit records, the human
- * summary on stderr, and the figures every record carries: read through
- * the ledger's snapshot (cumemcap_ledger_read, state/ledger.h) and walked
- * in the figure list's order (state/figures.h), never from the ledger's
- * storage.
- *
- * Thread and signal safety: nothing here holds a lock. The start record
- * is built under log_open_lock (file.c), samples by the worker thread
- * under tick_lock (log.c), the exit record by the one claimant of
- * log_exit_claimed, possibly in a fatal-signal handler: that path
- * (log_exit_record, log_stderr_summary, log_used_gpu) is async-signal-safe
- * (static buffers, no malloc, no stdio). */
+ * Which figures a record and the summary carry, under which names and in
+ * which order, is the figure list's (state/figures.h); they are read
+ * through the ledger's snapshot (cumemcap_ledger_read), never from its
+ * storage. */
 #include "config.h"
 
 #include <fcntl.h>
@@ -22,8 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log/log.h"
-#include "log/log-internal.h"
+#include "log/records.h"
 #include "state/device.h"
 #include "state/group.h"
 #include "state/ledger.h"
@@ -38,6 +28,10 @@
 static char identity[2048];
 static size_t identity_len;
 char log_host[256];
+_Atomic uint64_t log_samples_written;
+_Atomic uint64_t log_events_dropped;
+/* Highest NVML figure seen per GPU, plus one (0: never known). */
+static _Atomic uint64_t peak_driver[CUMEMCAP_MAX_DEVICES];
 
 void log_identity(void)
 {
@@ -54,6 +48,15 @@ void log_identity(void)
 	out_key(&o, "host");
 	out_json(&o, host);
 	identity_len = o.lost ? 0 : o.len;
+}
+
+void log_records_fork_child(void)
+{
+	log_identity();
+	atomic_store(&log_samples_written, 0);
+	atomic_store(&log_events_dropped, 0);
+	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
+		atomic_store(&peak_driver[dev], 0);
 }
 
 void log_begin(struct out *o, const char *type)
@@ -104,14 +107,13 @@ void log_put_gpu(struct out *o, int dev, bool first)
 		out_key(o, "uuid");
 		out_json(o, uuid);
 	}
-	unsigned index = dev >= 0 && dev < CUMEMCAP_MAX_DEVICES ? atomic_load(&gpu_index[dev]) : 0;
-	if (index) {
+	unsigned index;
+	if (log_gpu_index(dev, &index)) {
 		out_key(o, "index");
-		out_u(o, index - 1);
+		out_u(o, index);
 	}
 }
 
-/* nvidia-smi's index of dev; false when not known. */
 bool log_gpu_index(int dev, unsigned *index)
 {
 	unsigned i = dev >= 0 && dev < CUMEMCAP_MAX_DEVICES ? atomic_load(&gpu_index[dev]) : 0;
@@ -151,7 +153,7 @@ void log_probe_nvml(void)
 		atomic_store(&log_nvml_loads, cumemcap_nvml_available() ? 1 : 0);
 }
 
-void log_start_record(struct out *o)
+void log_start_record(struct out *o, const char *path, const char *metrics, uint32_t interval_ms)
 {
 	const struct cumemcap_policy *p = cumemcap_policy();
 	log_begin(o, "start");
@@ -197,15 +199,12 @@ void log_start_record(struct out *o)
 	out_key(o, "cumemcap");
 	out_json(o, CUMEMCAP_VERSION_STRING);
 	out_key(o, "interval");
-	out_ms(o, log_interval_ms);
+	out_ms(o, interval_ms);
 	out_key(o, "log");
-	out_json(o, log_file_path);
+	out_json(o, path);
 	out_key(o, "metrics");
-	char mpath[CUMEMCAP_PATH_MAX];
-	if (log_metrics_path()[0])
-		out_json(o, log_metrics_path());
-	else if (log_metrics_wanted && log_expand(p->metrics_path, mpath, sizeof(mpath)))
-		out_json(o, mpath);
+	if (metrics)
+		out_json(o, metrics);
 	else
 		out_str(o, "null");
 	out_key(o, "config");
@@ -338,7 +337,6 @@ static void put_part(struct out *o, const struct cumemcap_figures *f, size_t col
 		put_part(o, f, offsetof(struct cumemcap_figure_info, column), part);               \
 	} while (0)
 
-/* An event record's figures (`event` in figures.h). */
 void log_put_figures(struct out *o, int dev)
 {
 	struct cumemcap_figures f;
@@ -371,37 +369,31 @@ int log_gather(struct gpu_figures *all)
 		v[CUMEMCAP_FIG_context_overhead] =
 			known && driver >= reserved ? driver - reserved : CUMEMCAP_FIGURE_NONE;
 		if (known) {
-			uint64_t seen = atomic_load(&log_peak_driver[dev]);
-			while (driver + 1 > seen && !atomic_compare_exchange_weak(&log_peak_driver[dev], &seen, driver + 1))
+			uint64_t seen = atomic_load(&peak_driver[dev]);
+			while (driver + 1 > seen && !atomic_compare_exchange_weak(&peak_driver[dev], &seen, driver + 1))
 				;
 		}
 	}
 	return n;
 }
 
-void log_sample_record(const struct gpu_figures *all, int n)
+void log_sample_record(struct out *o, const struct gpu_figures *all, int n)
 {
-	static char buf[48 * 1024];
-	struct out o = OUT(buf);
-	log_begin(&o, "sample");
-	out_key(&o, "gpus");
-	out_str(&o, "[");
+	log_begin(o, "sample");
+	out_key(o, "gpus");
+	out_str(o, "[");
 	for (int i = 0; i < n; i++) {
-		out_str(&o, i ? ",{" : "{");
-		log_put_gpu(&o, all[i].dev, true);
-		PUT_PART(&o, &all[i].f, sample, 1);
-		out_key(&o, "overhead_source");
-		out_json(&o, cumemcap_overhead_source_name(cumemcap_ledger_source(all[i].dev)));
-		out_str(&o, "}");
+		out_str(o, i ? ",{" : "{");
+		log_put_gpu(o, all[i].dev, true);
+		PUT_PART(o, &all[i].f, sample, 1);
+		out_key(o, "overhead_source");
+		out_json(o, cumemcap_overhead_source_name(cumemcap_ledger_source(all[i].dev)));
+		out_str(o, "}");
 	}
-	out_str(&o, "]");
-	out_key(&o, "events_dropped");
-	out_u(&o, atomic_load(&log_events_dropped));
-	log_end(&o);
-	if (!atomic_load(&log_exit_claimed)) {
-		log_emit(&o);
-		atomic_fetch_add(&log_samples_written, 1);
-	}
+	out_str(o, "]");
+	out_key(o, "events_dropped");
+	out_u(o, atomic_load(&log_events_dropped));
+	log_end(o);
 }
 
 /* ---- the exit summary ----------------------------------------------------------------- */
@@ -459,48 +451,44 @@ void log_stderr_summary(void)
 	}
 }
 
-void log_exit_record(int signo)
+void log_exit_record(struct out *o, int signo, const char *signal_name)
 {
-	static char buf[64 * 1024]; /* only the one claimant of log_exit_claimed writes it */
-	struct out o = OUT(buf);
-	log_begin(&o, "exit");
-	out_key(&o, "reason");
-	out_str(&o, signo ? "\"signal\"" : "\"exit\"");
+	log_begin(o, "exit");
+	out_key(o, "reason");
+	out_str(o, signo ? "\"signal\"" : "\"exit\"");
 	if (signo) {
-		out_key(&o, "signal");
-		out_u(&o, (uint64_t)signo);
-		const char *name = log_signal_name(signo);
-		if (name) {
-			out_key(&o, "signal_name");
-			out_json(&o, name);
+		out_key(o, "signal");
+		out_u(o, (uint64_t)signo);
+		if (signal_name) {
+			out_key(o, "signal_name");
+			out_json(o, signal_name);
 		}
 	}
-	out_key(&o, "samples");
-	out_u(&o, atomic_load(&log_samples_written));
-	out_key(&o, "events_dropped");
-	out_u(&o, atomic_load(&log_events_dropped));
-	out_key(&o, "gpus");
-	out_str(&o, "[");
+	out_key(o, "samples");
+	out_u(o, atomic_load(&log_samples_written));
+	out_key(o, "events_dropped");
+	out_u(o, atomic_load(&log_events_dropped));
+	out_key(o, "gpus");
+	out_str(o, "[");
 	bool first = true;
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
 		if (!cumemcap_device_info(dev))
 			continue;
 		struct cumemcap_figures f;
-		uint64_t pd = atomic_load(&log_peak_driver[dev]);
+		uint64_t pd = atomic_load(&peak_driver[dev]);
 		read_figures(dev, cumemcap_device_info(dev), &f);
 		f.v[CUMEMCAP_FIG_peak_driver_used] = pd ? pd - 1 : CUMEMCAP_FIGURE_NONE;
-		out_str(&o, first ? "{" : ",{");
+		out_str(o, first ? "{" : ",{");
 		first = false;
-		log_put_gpu(&o, dev, true);
+		log_put_gpu(o, dev, true);
 		/* The run's limit, peaks and counts, then what was held at exit. */
-		PUT_PART(&o, &f, exit, 1);
-		PUT_PART(&o, &f, exit, 2);
-		out_key(&o, "overhead_source");
-		out_json(&o, cumemcap_overhead_source_name(cumemcap_ledger_source(dev)));
-		out_str(&o, "}");
+		PUT_PART(o, &f, exit, 1);
+		PUT_PART(o, &f, exit, 2);
+		out_key(o, "overhead_source");
+		out_json(o, cumemcap_overhead_source_name(cumemcap_ledger_source(dev)));
+		out_str(o, "}");
 	}
-	out_str(&o, "]");
-	log_end(&o);
-	log_emit(&o);
+	out_str(o, "]");
+	log_end(o);
 }
 

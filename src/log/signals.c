@@ -1,16 +1,9 @@
-/* log/signals: the fatal-signal handlers and the alternate signal stacks.
- *
- * Owns the table of fatal signals (each with its name for the exit record
- * and the disposition it had before ours), the handler that writes the
- * exit summary and ends the process as the signal would have, and one
- * alternate stack per thread the shim sees once the handlers are armed.
- *
- * Thread and signal safety: the handlers are installed once (the first
- * GPU use, claimed with an atomic flag); each slot's `previous` is written
- * before its handler goes in and only read after. The handler is
- * async-signal-safe (cumemcap_log_exit's path: no malloc, no stdio, no
- * locks). Alternate stacks are per thread (a thread-local flag, a
- * pthread key that frees the stack when the thread ends). */
+/* log/signals: see signals.h. Owns the table of fatal signals (each with
+ * its name for the exit record and the disposition it had before ours),
+ * the handler that writes the exit summary and ends the process as the
+ * signal would have, and one alternate stack per thread. Each slot's
+ * `previous` is written before its handler goes in and only read after;
+ * a pthread key frees a thread's stack when the thread ends. */
 #include "config.h"
 
 #include <errno.h>
@@ -21,15 +14,16 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "log/log.h"
-#include "log/log-internal.h"
+#include "log/file.h"
+#include "log/metrics.h"
+#include "log/records.h"
+#include "log/signals.h"
 #include "state/mapped.h"
 
 /* ---- fatal signals -------------------------------------------------------------------- */
 
-/* One row per signal: its number and its name. What each did before is
- * beside them in .bss (previous), not in the rows: as initialized data it
- * put 1.3 KB in the library's file-backed data, which a start copies. */
+/* One row per signal: its number and its name (for the exit record);
+ * `previous` holds, at the same index, what each did before ours. */
 #define FATAL(sig) { .signo = sig, .name = #sig }
 static const struct {
 	int signo;
@@ -41,12 +35,35 @@ static const struct {
 static struct sigaction previous[N_FATAL]; /* the disposition before ours (set when armed) */
 static atomic_flag armed = ATOMIC_FLAG_INIT;
 
-const char *log_signal_name(int signo)
+/* signo's row of `fatal`; N_FATAL for a signal not there. */
+static size_t slot_of(int signo)
 {
-	for (size_t i = 0; i < N_FATAL; i++)
-		if (fatal[i].signo == signo)
-			return fatal[i].name;
-	return NULL;
+	size_t i = 0;
+	while (i < N_FATAL && fatal[i].signo != signo)
+		i++;
+	return i;
+}
+
+_Atomic bool log_exit_claimed;
+
+void log_exit_once(int signo)
+{
+	int saved = errno;
+	if (!atomic_exchange(&log_exit_claimed, true)) {
+		if (log_target == CUMEMCAP_LOG_STDERR) {
+			log_stderr_summary();
+		} else if (log_target == CUMEMCAP_LOG_FILE && atomic_load(&log_file_state) == OPEN) {
+			static char buf[64 * 1024]; /* only the one claimant writes it */
+			struct out o = OUT(buf);
+			size_t i = slot_of(signo);
+			log_exit_record(&o, signo, i < N_FATAL ? fatal[i].name : NULL);
+			log_emit(&o);
+		}
+		/* A finished process leaves no stale series behind. */
+		if (atomic_exchange(&log_metrics_state, OFF) == OPEN)
+			log_metrics_unlink();
+	}
+	errno = saved;
 }
 
 /* A signal whose previous disposition was the default ends the process:
@@ -64,14 +81,12 @@ static void on_fatal(int sig, siginfo_t *info, void *uc)
 		errno = saved;
 		return;
 	}
-	size_t i = 0;
-	while (i < N_FATAL && fatal[i].signo != sig)
-		i++;
+	size_t i = slot_of(sig);
 	if (i == N_FATAL)
 		return;
 	const struct sigaction *old = &previous[i];
 	if (old->sa_handler == SIG_DFL) {
-		cumemcap_log_exit(sig);
+		log_exit_once(sig);
 		sigaction(sig, old, NULL);
 		raise(sig); /* blocked until we return */
 	} else if (old->sa_flags & SA_SIGINFO) {
@@ -191,8 +206,6 @@ void log_arm_signals(void)
  * program. */
 void cumemcap_log_arm_sigbus(void)
 {
-	for (size_t i = 0; i < N_FATAL; i++)
-		if (fatal[i].signo == SIGBUS)
-			arm(i);
+	arm(slot_of(SIGBUS));
 }
 

@@ -33,9 +33,7 @@
  * over one, and at its end removes only regular files of its own user
  * (log_sweep_others, log_sweep_unlink_mine).
  *
- * Thread safety: called by the metrics writer only (metrics.c's lock);
- * no state of its own. Not async-signal-safe (readdir); the exit path
- * only unlinks (metrics.c), through log_sweep_unlink_mine, which is. */
+ * Thread safety: see sweep.h. */
 #include "config.h"
 
 #include <dirent.h>
@@ -46,10 +44,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log/log-internal.h"
+#include "log/format.h"
+#include "log/sweep.h"
 #include "platform/ofdlock.h"
 #include "config/policy.h"
 
+#define SWEEP_SUFFIX ".cumemcap-lock"
 /* A companion's whole content: what its writer writes once it holds the lock. */
 static const char SWEEP_MAGIC[] = "cumemcap metrics writer lock 1\n";
 #define STALE_EMPTY_SECONDS 60
@@ -85,6 +85,12 @@ static bool same_file(int dfd, const char *name, const struct stat *held)
 	       st.st_ino == held->st_ino;
 }
 
+void log_sweep_unlink_held(int dfd, const char *name, const struct stat *held)
+{
+	if (same_file(dfd, name, held))
+		unlinkat(dfd, name, 0);
+}
+
 bool log_sweep_others(int dfd, const char *name)
 {
 	struct stat st;
@@ -98,7 +104,9 @@ void log_sweep_unlink_mine(int dfd, const char *name)
 		unlinkat(dfd, name, 0);
 }
 
-bool log_sweep_one(int dfd, const char *companion)
+/* Remove the files of a dead writer whose companion is `companion`;
+ * whether it did. */
+static bool sweep_one(int dfd, const char *companion)
 {
 	char target[CUMEMCAP_PATH_MAX + 8];
 	if (!target_of(companion, target, sizeof(target) - 4))
@@ -129,8 +137,7 @@ bool log_sweep_one(int dfd, const char *companion)
 		log_sweep_unlink_mine(dfd, target);
 		memcpy(target + n, ".tmp", 5);
 		log_sweep_unlink_mine(dfd, target);
-		if (same_file(dfd, companion, &st))
-			unlinkat(dfd, companion, 0);
+		log_sweep_unlink_held(dfd, companion, &st);
 	} else {
 		stale = false;
 	}
@@ -148,15 +155,10 @@ void log_sweep_dir(int dfd, const char *mine)
 		close(dup_fd);
 		return;
 	}
-	size_t sn = strlen(SWEEP_SUFFIX);
 	struct dirent *e;
-	for (unsigned seen = 0; seen < 100000 && (e = readdir(d)); seen++) {
-		size_t n = strlen(e->d_name);
-		if (e->d_name[0] != '.' || n <= sn + 1 || strcmp(e->d_name + n - sn, SWEEP_SUFFIX) != 0 ||
-		    strcmp(e->d_name, mine) == 0)
-			continue;
-		log_sweep_one(dfd, e->d_name);
-	}
+	for (unsigned seen = 0; seen < 100000 && (e = readdir(d)); seen++)
+		if (strcmp(e->d_name, mine) != 0)
+			sweep_one(dfd, e->d_name); /* a name not of a companion's shape is left */
 	closedir(d);
 }
 
@@ -168,7 +170,7 @@ int log_sweep_claim(int dfd, const char *companion, struct stat *held)
 			/* Taken: by a live writer, or by a dead one (swept, then
 			 * try once more). */
 			int e = errno;
-			if (e == EEXIST && attempt == 0 && log_sweep_one(dfd, companion))
+			if (e == EEXIST && attempt == 0 && sweep_one(dfd, companion))
 				continue;
 			return -e;
 		}

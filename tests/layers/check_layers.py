@@ -7,6 +7,14 @@ check fails, naming the file and line, when
     layer reaches a higher one only through a registration, entry/wire.c);
   - the modules' #include graph has a cycle (a module is a file name
     without its extension: arena.c and arena.h are one);
+  - the .c files of one layer call each other in a cycle: x.c names a
+    function or variable that y.c defines (not static), and y.c, by way of
+    others perhaps, names one of x.c's. The include graph alone misses a
+    cycle that goes through one header declaring the functions of several
+    files (every file of src/log/ included such a header and all called
+    each other). CALL_CYCLES_LEFT lists the folders that still have one;
+    a folder listed there without one is reported too, so the list only
+    shrinks;
   - a file outside driver/ names a real driver entry point (real_*), except
     that entry/ may call the real entry points the shim hooks (HOOK lines of
     driver/hooks.def: a hook forwards its own call, or undoes it with its
@@ -28,6 +36,8 @@ import tempfile
 
 LAYERS = ["platform", "config", "driver", "state", "log", "arena", "account", "entry", "tools"]
 MAX_LINES = 800
+# Folders whose .c files still call each other in a cycle.
+CALL_CYCLES_LEFT = {"arena", "config"}
 SOURCE = re.compile(r"\.(c|h|S|def)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 REAL = re.compile(r"\breal_(cu\w+)")
@@ -54,6 +64,68 @@ def resolve(files, rel, name):
         if cand in files:
             return cand
     return None
+
+
+def code_of(text):
+    """text without its comments and string literals (line numbers kept)."""
+    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    return re.sub(r'"(\\.|[^"\\\n])*"', '""', text)
+
+
+# A definition at file scope, not static: a function (its body's brace
+# opening a line of its own, or ending the line) or a variable.
+DEF_FUNCTION = re.compile(r"^(?!static\b)(?![#\s/{}])[^;{}()\n]*?\b(\w+)\s*"
+                          r"\([^;{}()]*(?:\([^;{}()]*\)[^;{}()]*)*\)\s*\{", re.M)
+DEF_VARIABLE = re.compile(r"^(?!static\b|extern\b|typedef\b|struct\s+\w+\s*\{|enum\b|union\b)(?![#\s/{}])"
+                          r"[\w\s*]*?\b(\w+)\s*(\[[^\]]*\])*\s*(=[^;]*)?;", re.M)
+
+
+def call_cycles(files):
+    """Cycles among the .c files of each folder, by the names they use of
+    each other; one problem per folder, plus the stale CALL_CYCLES_LEFT."""
+    code = {rel: code_of(t) for rel, t in files.items() if rel.endswith(".c")}
+    owners = {}
+    for rel, text in code.items():
+        for m in list(DEF_FUNCTION.finditer(text)) + list(DEF_VARIABLE.finditer(text)):
+            owners.setdefault(m.group(1), set()).add(rel)
+    # A name defined by two files (each program's own main) names neither.
+    owner = {name: rels.pop() for name, rels in owners.items() if len(rels) == 1}
+    uses = {}
+    for rel, text in code.items():
+        folder = os.path.dirname(rel)
+        uses[rel] = {}
+        for no, line in enumerate(text.splitlines(), 1):
+            for name in re.findall(r"\b\w+\b", line):
+                o = owner.get(name)
+                if o and o != rel and os.path.dirname(o) == folder and o not in uses[rel]:
+                    uses[rel][o] = (name, no)
+    cyclic, problems, state, stack = {}, [], {}, []
+
+    def visit(f):
+        state[f] = 1
+        stack.append(f)
+        for t in sorted(uses[f]):
+            if state.get(t) == 1:
+                cyc = stack[stack.index(t):] + [t]
+                cyclic.setdefault(os.path.dirname(f), cyc)
+            elif not state.get(t):
+                visit(t)
+        stack.pop()
+        state[f] = 2
+
+    for f in sorted(uses):
+        if not state.get(f):
+            visit(f)
+    for folder, cyc in sorted(cyclic.items()):
+        if folder in CALL_CYCLES_LEFT:
+            continue
+        steps = [f"{a} ({uses[a][b][0]}, line {uses[a][b][1]})" for a, b in zip(cyc, cyc[1:])]
+        problems.append(f"src/{cyc[0]}: call cycle: {' -> '.join(steps)} -> {cyc[-1]}")
+    for folder in sorted(CALL_CYCLES_LEFT - set(cyclic)):
+        if any(os.path.dirname(rel) == folder for rel in code):
+            problems.append(f"src/{folder}/: no call cycle left: take it out of CALL_CYCLES_LEFT")
+    return problems
 
 
 def opening_comment(text):
@@ -134,7 +206,7 @@ def check(src):
     for m in sorted(graph):
         if not state.get(m):
             visit(m)
-    return problems
+    return problems + call_cycles(files)
 
 
 def self_test():
@@ -152,6 +224,9 @@ def self_test():
         "a call back up": {"platform/a.h": "/* a: lock-free. */\n#include \"state/b.h\"\n"},
         "include cycle": {"state/c.h": "/* c: locked. */\n#include \"state/b.h\"\n",
                           "state/b.h": "/* b: locked. */\n#include \"state/c.h\"\n"},
+        "call cycle": {"state/all.h": "/* all: locked. */\nint b_fn(void);\nint c_fn(void);\n",
+                       "state/b.c": "/* b: see b.h. */\n#include \"state/all.h\"\nint b_fn(void)\n{\n\treturn c_fn();\n}\n",
+                       "state/c.c": "/* c: locked. */\n#include \"state/all.h\"\nint c_fn(void)\n{\n\treturn b_fn();\n}\n"},
         "called outside driver": {"state/b.c": "/* b: see b.h. */\nint g(void) { return real_cuBar(); }\n"},
         "(not hooked": {
             "entry/h.c": "/* h: threads. */\nCUMEMCAP_EXPORT CUresult CUDAAPI cuBaz(int x)\n{\n\treturn real_cuBar(x);\n}\n"},

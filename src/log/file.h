@@ -1,0 +1,74 @@
+/* log/file: the footprint log's file, and opening files in shared
+ * directories: path templates, a directory walked and checked component
+ * by component, the file created O_EXCL|O_NOFOLLOW|O_APPEND, one write(2)
+ * per record.
+ *
+ * Thread safety: the file is created once, by the caller holding its own
+ * lock (log.c's open lock); log_file_state goes CLOSED -> OPEN or OFF,
+ * released after the descriptor is set. Writing takes no lock: each
+ * record is one write(2) to an O_APPEND descriptor, so lines never
+ * interleave. log_emit and log_open_dir are async-signal-safe (the exit
+ * record is written from a fatal-signal handler). */
+#pragma once
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/stat.h>
+
+#include "log/format.h"
+#include "config/policy.h"
+
+enum { CLOSED = 0, OPEN, OFF };
+
+/* Where the log goes: the policy's answer, copied once by log.c (a
+ * signal handler reads it). */
+extern enum cumemcap_log_target log_target;
+
+extern _Atomic int log_file_state; /* CLOSED, OPEN, OFF */
+extern char log_file_path[];        /* the file's path, once created */
+
+/* "/tmp/cumemcap-%u/%n.%h.%p.jsonl" -> a path; false if too long. */
+bool log_expand(const char *tmpl, char *dst, size_t len);
+/* NAME with ".N" before its extension (N > 0): "x.jsonl" -> "x.1.jsonl",
+ * "x" -> "x.1". False when it does not fit. */
+bool log_suffixed(const char *name, unsigned n, char *out, size_t cap);
+/* The directory part of `path` into dir ("." when none, "/" for the
+ * root); returns the name part. */
+const char *log_split_path(const char *path, char *dir, size_t cap);
+
+/* The directory `dir`, walked from the root and checked (file.c says
+ * how; with `create`, a missing last component is made 0700): an
+ * O_DIRECTORY descriptor, or -1. When refused and `subject` is not NULL,
+ * one stderr line says why: "SUBJECT PATH: <why>; OFF". Async-signal-safe
+ * when quiet. */
+int log_open_dir(const char *dir, bool create, const char *subject, const char *path, const char *off);
+/* Whether descriptor fd is still the file `held` was (the program may
+ * have closed the number and reused it). Async-signal-safe. */
+bool log_fd_is(int fd, const struct stat *held);
+/* One stderr line: "SUBJECT PATH: WHAT[: errno text]; OFF", where the
+ * errno text is left out for `err` 0 (and ": " for an empty `what`). */
+void log_say_off(const char *subject, const char *path, const char *what, int err, const char *off);
+
+/* TMPDIR, read once (the constructor): the default template's directory
+ * is under it instead of /tmp when it is set (not in secure execution). */
+void log_file_init(void);
+/* log_file_init's for a policy of defaults, without asking for it (the
+ * policy is then built at first use; cumemcap_log_start_env). */
+void log_file_capture(void);
+/* The environment's part of the snapshot was taken at start
+ * (cumemcap_log_start_env, cumemcap_log_policy_env): written before
+ * main, read after. */
+extern bool log_env_taken;
+
+/* Create the file (log_file_state CLOSED, the caller's lock held); on
+ * failure, say why and set OFF. */
+bool log_file_create(void);
+/* Write the start record into the file just created: OPEN, or (it did
+ * not fit or fails to write) say why, close it, OFF. */
+void log_file_start(struct out *start);
+/* Write a whole record if the file is open; a failure turns logging off
+ * with one stderr line. Async-signal-safe. */
+void log_emit(struct out *o);
+/* After fork, in the child: close the parent's file, state CLOSED. */
+void log_file_fork_child(void);

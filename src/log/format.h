@@ -1,0 +1,48 @@
+/* log/format: a bounded text writer and the formatting of numbers, sizes,
+ * times, JSON strings and Prometheus label values, by hand.
+ *
+ * Async-signal-safe and thread-safe: no malloc, no stdio, no locks, no
+ * state of its own; every function works on the caller's struct out only,
+ * so the exit record can be formatted in a fatal-signal handler. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Text written into a caller's buffer: cut, and marked lost, when full;
+ * or, with flush_fd >= 0, written out to that descriptor as it fills. */
+struct out {
+	char *p;
+	size_t cap, len;
+	int flush_fd; /* >= 0: write out when full instead of cutting */
+	bool lost;    /* something did not fit or could not be written */
+};
+
+#define OUT(buf) { .p = (buf), .cap = sizeof(buf), .len = 0, .flush_fd = -1, .lost = false }
+
+/* write(2) all of b, again after EINTR; false on any failure. */
+bool out_write_all(int fd, const char *b, size_t n);
+void out_put(struct out *o, const char *s, size_t n);
+void out_str(struct out *o, const char *s);
+/* The text so far as a C string (its last byte gives way when full). */
+const char *out_cstr(struct out *o);
+void out_u(struct out *o, uint64_t v);
+/* Milliseconds as seconds with three decimals: 5000 -> 5.000. */
+void out_ms(struct out *o, uint64_t ms);
+void out_u_or_null(struct out *o, bool known, uint64_t v);
+/* What cumemcap_fmt_size writes: "512 MiB", "1.50 GiB", "4096 B"... */
+void out_size(struct out *o, uint64_t bytes);
+/* A JSON string; bytes that are not UTF-8 become U+FFFD. */
+void out_json_n(struct out *o, const char *str, size_t n);
+void out_json(struct out *o, const char *s);
+/* A Prometheus label value, quoted and escaped, of at most `max` bytes of s. */
+void out_label_value(struct out *o, const char *s, size_t n, size_t max);
+/* "2026-11-23T10:15:02.123Z", quoted (RFC 3339, UTC). */
+void out_time(struct out *o, uint64_t unix_ms);
+/* ,"key": */
+void out_key(struct out *o, const char *k);
+/* A short text for an errno value ("no space left on device"). */
+void out_errno(struct out *o, int e);
+/* "cumemcap: <o>\n" on stderr, one write. */
+void out_say(struct out *o);

@@ -1,0 +1,32 @@
+/* log/metrics: the Prometheus text file (CUMEMCAP_METRICS), one family
+ * per figure with a Prometheus name in the figure list, one series per
+ * GPU; metrics.c says which labels and how the file is named, replaced
+ * and removed.
+ *
+ * Thread safety: the name is claimed once under metrics.c's lock (by the
+ * first GPU use's hook or the worker), which is taken across fork; the
+ * file is written only by the worker thread; log_metrics_state is atomic
+ * because the exit path, possibly a fatal-signal handler, turns it off
+ * and removes the file (log_metrics_unlink is async-signal-safe). */
+#pragma once
+
+#include <stdatomic.h>
+
+#include "log/records.h"
+
+extern _Atomic int log_metrics_state; /* CLOSED, OPEN, OFF (file.h) */
+/* The Downward API's variables, read once (the constructor). */
+void log_metrics_init(void);
+/* Take the metrics file's name (its companion locked, a suffix when a
+ * live writer has it) if nobody has yet; any thread, no lock of the log's
+ * held. */
+void log_metrics_claim(void);
+/* The path taken (after log_metrics_claim; "" when none). */
+const char *log_metrics_path(void);
+/* Write the file anew with these figures. */
+void log_write_metrics(const struct gpu_figures *all, int n);
+/* The file and its companion go away (async-signal-safe). */
+void log_metrics_unlink(void);
+void log_metrics_fork_prepare(void);
+void log_metrics_fork_parent(void);
+void log_metrics_fork_child(void);
