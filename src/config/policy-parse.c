@@ -208,11 +208,11 @@ __attribute__((noinline, cold)) bool cumemcap_policy_bad_form(const char *name, 
 	if (n >= 2 && (value[0] == '"' || value[0] == '\'') && value[n - 1] == value[0]) {
 		char inner[256];
 		snprintf(inner, sizeof(inner), "%.*s", (int)(n - 2), value + 1);
-		snprintf(err, errlen, "%s%s%c%s%c: quotes are not part of the syntax; write %s%s%s", name, sep,
+		snprintf(err, errlen, "%s%s%c%s%c: quotes are not part of the syntax; accepted without them: %s%s%s", name, sep,
 			 value[0], cumemcap_config_quote(q, sizeof(q), inner), value[0], name, sep, q);
 		return false;
 	}
-	snprintf(err, errlen, "%s%s\"%s\": a value cannot contain '#'%s", name, sep,
+	snprintf(err, errlen, "%s%s\"%s\": a value cannot contain '#'; accepted: a value without one%s", name, sep,
 		 cumemcap_config_quote(q, sizeof(q), value), in_file ? " (for a comment, put a blank before the '#')" : "");
 	return false;
 }

@@ -7,7 +7,8 @@
  *   - on failure the output is untouched and the message is one line, not
  *     empty; a message cut short by a small buffer is a prefix of the full
  *     one and the buffer is never overrun;
- *   - the variable agrees with the parser, and its refusal names it;
+ *   - the variable agrees with the parser on values of the form every value
+ *     must have (cumemcap_policy_plain_form), and its refusal names it;
  *   - on success there are 1..CUMEMCAP_MAX_DEVICE_RULES rules, each
  *     selector formats to text that parses back to the same selector, no
  *     two selectors are equal, and every GPU's limit is none or within
@@ -94,10 +95,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	value = text;
 	memset(perr, 0x5a, sizeof(perr));
 	bool pok = cumemcap_policy_build_from_text(p, the_var, "", "", 0, "train.py", perr, sizeof(perr));
-	CHECK(pok == ok);
+	bool plain = cumemcap_policy_plain_form(text);
+	CHECK(pok == (ok && plain));
 	if (!pok) {
 		CHECK(memchr(perr, '\0', sizeof(perr)) != NULL && strchr(perr, '\n') == NULL);
-		CHECK(strncmp(perr, "CUMEMCAP_DEVICE_LIMITS=\"", 24) == 0);
+		CHECK(strncmp(perr, "CUMEMCAP_DEVICE_LIMITS=", 23) == 0);
+		CHECK(perr[23] == '"' || (!plain && perr[23] == text[0]));
 	}
 
 	free(short_err);

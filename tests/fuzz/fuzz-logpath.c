@@ -6,10 +6,12 @@
  * The input up to its first NUL byte is the template. What must hold,
  * whatever the bytes (a violation is __builtin_trap()):
  *   - the check and the setting agree: CUMEMCAP_LOG and CUMEMCAP_METRICS
- *     accept exactly the templates cumemcap_parse_template accepts (and
- *     "stderr"/"off"), and keep them unchanged;
- *   - a refusal is one line (no '\n') naming the variable, the value quoted,
- *     and what is accepted;
+ *     accept exactly the templates cumemcap_parse_template accepts in the
+ *     form every value must have (cumemcap_policy_plain_form: no '#', not
+ *     wrapped in quotes), and "stderr"/"off", and keep them unchanged;
+ *   - a refusal is one line (no '\n') naming the variable, the value quoted
+ *     (in its own quotes when it came wrapped in them), and what is
+ *     accepted;
  *   - an accepted template expands, in a buffer of exactly its size, to a
  *     terminated path with exactly as many '/' as the template (a host or
  *     program name never adds a directory level), or reports that it does
@@ -76,6 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	bool valid = cumemcap_parse_template(tmpl, CUMEMCAP_PATH_MAX, why, sizeof(why));
 	if (!valid)
 		CHECK(why[0] == ' ' && strchr(why, '\n') == NULL);
+	bool plain = cumemcap_policy_plain_form(tmpl);
 
 	static const char *const vars[] = { "CUMEMCAP_LOG", "CUMEMCAP_METRICS" };
 	for (int v = 0; v < 2; v++) {
@@ -84,12 +87,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		value = tmpl;
 		memset(err, 0x5a, sizeof(err));
 		bool ok = cumemcap_policy_build_from_text(p, one_var, "", "", 0, "train.py", err, sizeof(err));
-		CHECK(ok == (valid || keyword));
+		CHECK(ok == (plain && (valid || keyword)));
 		if (!ok) {
 			CHECK(memchr(err, '\0', sizeof(err)) != NULL);
 			CHECK(strchr(err, '\n') == NULL);
 			CHECK(strncmp(err, variable, strlen(variable)) == 0);
-			CHECK(err[strlen(variable)] == '=' && err[strlen(variable) + 1] == '"');
+			char q = err[strlen(variable) + 1];
+			CHECK(err[strlen(variable)] == '=' && (q == '"' || (!plain && q == tmpl[0])));
 			CHECK(strstr(err, "accepted") != NULL);
 		} else if (!keyword) {
 			CHECK(strcmp(v == 0 ? p->log_path : p->metrics_path, tmpl) == 0);
@@ -97,7 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 	}
 
-	if (valid) {
+	if (valid) { /* the expansion does not depend on the form */
 		check_expand(tmpl, CUMEMCAP_PATH_MAX);
 		check_expand(tmpl, 1 + size % 64);
 		check_expand(tmpl, 1);
