@@ -514,11 +514,6 @@ static CUmemoryPool current_pool(int dev)
  * part of it at a synchronization before then at its high watermark
  * (settle_locked). Set once the GPU is known (ensured: its limit is
  * resolved), so the device's limit never changes afterwards. */
-static void settle_dev(int dev)
-{
-	cumemcap_account_pool_refresh_now(dev);
-}
-
 static bool owe_growth(int dev)
 {
 	return cumemcap_ledger_get(dev, CUMEMCAP_FIG_limit) == CUMEMCAP_NO_LIMIT &&
@@ -529,10 +524,8 @@ static bool owe_growth(int dev)
  * host memory (the caller charges as before). */
 static bool list_owed(CUmemoryPool pool, int dev)
 {
-	if (!atomic_load_explicit(&cumemcap_ledger_owed[dev], memory_order_relaxed)) {
-		atomic_store(&cumemcap_ledger_settler, settle_dev);
+	if (!atomic_load_explicit(&cumemcap_ledger_owed[dev], memory_order_relaxed))
 		atomic_store(&cumemcap_ledger_owed[dev], true);
-	}
 	cumemcap_spin_lock(&pool_lock);
 	struct pool_record *p = add_pool(pool, dev);
 	bool ours = p && p->dev == dev;

@@ -297,9 +297,10 @@ void arena_reclaim(struct arena *a)
 
 /* ---- blocks -------------------------------------------------------------------------------- */
 
-/* The arena and hash slot of a live block's base, locked; NULL if none.
- * *in_seg tells whether ptr is in some arena's segment (that arena is then
- * returned locked, with *slot NONE). */
+/* The arena that holds ptr, locked, and in *slot the hash slot of the
+ * live block whose base ptr is; *slot is NONE when ptr lies in one of the
+ * arena's segments but is no live block's base. NULL (nothing locked)
+ * when ptr is in no arena's segment. */
 static struct arena *find_block(CUdeviceptr ptr, uint32_t *slot)
 {
 	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);

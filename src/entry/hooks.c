@@ -508,10 +508,10 @@ static CUresult async_alloc(const char *door, PFN_cuMemAllocAsync_v11020 alloc,
 #define CALL() (alloc ? alloc(dptr, bytesize, stream) : from_pool(dptr, bytesize, pool, stream))
 	CUcontext ctx;
 	int dev;
-	/* The allocation belongs to the stream's context: a stream of the
-	 * program's this thread used last is known without a driver call;
-	 * any other needs the current context (a default stream's, and the
-	 * driver's word that it can be called at all). */
+	/* The allocation belongs to the stream's context. The stream this
+	 * thread used last is known without a driver call; any other stream,
+	 * and a default stream, needs the current context (which also tells
+	 * that the driver can be called at all). */
 	if (!dptr)
 		return CALL();
 	bool known = cumemcap_device_of_stream_known(stream, &ctx, &dev);

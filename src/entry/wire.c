@@ -7,6 +7,8 @@
  *   worker -> arena, log, account   the idle release, the samples, the
  *                          footprint and the group's books (ticks)
  *   device -> log          a GPU became known (the start record)
+ *   ledger -> account      read back the pools' growth owed to the ledger
+ *                          (cumemcap_ledger_settle, before figures are read)
  *
  * It runs once, from the first hook that finds a driver (cumemcap_ready,
  * through NEED): before any GPU is known, any arena exists or the worker
@@ -35,6 +37,7 @@ static void wire(void)
 	cumemcap_worker_register(cumemcap_account_footprint_tick);
 	cumemcap_worker_register(cumemcap_account_group_tick);
 	cumemcap_device_listen(cumemcap_log_device);
+	atomic_store(&cumemcap_ledger_settler, cumemcap_account_pool_refresh_now);
 }
 
 /* The rest of a start the constructor left to the first hook (shim.c:
