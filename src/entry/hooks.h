@@ -1,8 +1,8 @@
 /* hooks: what the files of exported entry points share: the readiness
  * check, NEED and SECTION that open every hook, and FORWARD_NOTING.
  *
- * Thread safety: cumemcap_wired is written once, with release order, after
- * wire.c's pthread_once, and read with one acquire load per hook; SECTION
+ * Thread safety: cumemcap_set_up is written once, with release order, after
+ * setup.c's pthread_once, and read with one acquire load per hook; SECTION
  * makes the rest of a hook a reader section of the life lock (life.h). */
 #pragma once
 
@@ -13,12 +13,12 @@
 #include "state/life.h"
 #include "log/log.h"
 
-/* The driver is loaded and the layers are wired (entry/wire.c). */
-extern _Atomic bool cumemcap_wired;
+/* The driver is loaded and the upcalls are registered (entry/setup.c). */
+extern _Atomic bool cumemcap_set_up;
 bool cumemcap_ready_slow(void);
 static inline bool cumemcap_ready(void)
 {
-	return __builtin_expect(atomic_load_explicit(&cumemcap_wired, memory_order_acquire), 1) ||
+	return __builtin_expect(atomic_load_explicit(&cumemcap_set_up, memory_order_acquire), 1) ||
 	       cumemcap_ready_slow();
 }
 

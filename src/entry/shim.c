@@ -27,7 +27,7 @@
 #include "account/graph.h"
 #include "account/vmm.h"
 #include "entry/hooks.h"
-#include "entry/wire.h"
+#include "entry/setup.h"
 #include "state/ledger.h"
 #include "log/log.h"
 #include "platform/msg.h"
@@ -130,7 +130,7 @@ static void start_after_hints(void)
  * setuid: cumemcap_policy_start) has the defaults: no limit, no group, no
  * hint to set, nothing that could fail. Its constructor only takes what
  * must be taken as the program starts (its name, the log's variables)
- * and leaves the rest to the first hook (wire.c), before the driver is
+ * and leaves the rest to the first hook (setup.c), before the driver is
  * opened: a program that never uses CUDA pays for little more than
  * loading the library (docs/benchmarks.md, "Start of a program that
  * never uses CUDA"). A fork before then needs no handler: nothing is
@@ -148,14 +148,14 @@ __attribute__((constructor)) static void cumemcap_start(int argc, char **argv, c
 	(void)envp;
 	if (!cumemcap_policy_start(argc, argv)) {
 		cumemcap_log_start_env();
-		if (cumemcap_wire_defer(start_rest))
+		if (cumemcap_setup_defer_start(start_rest))
 			return;
 	} else {
 		const struct cumemcap_policy *p = cumemcap_policy();
 		if (!p->group[0] && !p->secure) {
 			cumemcap_hints_apply(p);
 			cumemcap_log_policy_env();
-			if (!cumemcap_wire_defer(start_after_hints))
+			if (!cumemcap_setup_defer_start(start_after_hints))
 				start_after_hints();
 			return;
 		}

@@ -22,7 +22,7 @@ struct cumemcap_device_info {
 };
 
 /* Who is told, once per GPU, that it became known (the log: it writes its
- * start record). A layer below the log cannot call it, so entry/wire.c
+ * start record). A layer below the log cannot call it, so entry/setup.c
  * registers it, before any hook can make a GPU known. Called outside the
  * device lock. */
 typedef void (*cumemcap_device_known_fn)(int dev);

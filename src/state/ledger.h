@@ -402,8 +402,8 @@ void cumemcap_ledger_read(int dev, struct cumemcap_figures *out);
  * without a limit, whose growth is read back from the driver when the
  * figures are read rather than after every allocation (account.h says when,
  * and how the peaks follow). It sets owed[dev] (sticky); the settler that
- * reads the growth back is registered by entry/wire.c. A reader that may take locks and call the
- * driver settles first: the stats, the log's records and metrics but the
+ * reads the growth back is registered by entry/setup.c. A reader that may
+ * take locks and call the driver settles first: the stats, the log's records and metrics but the
  * ones a fatal signal writes (those read what was settled), the
  * footprint, and a check against a group's budget (reserve_in_group:
  * the one place the ledger itself may reach the driver, through the

@@ -4,7 +4,7 @@
 Each folder of src/ is a layer; LAYERS lists them from the bottom up. The
 check fails, naming the file and line, when
   - a file includes a header of a higher layer ("a call back up": a lower
-    layer reaches a higher one only through a registration, entry/wire.c);
+    layer reaches a higher one only through a registration, entry/setup.c);
   - the modules' #include graph has a cycle (a module is a file name
     without its extension: arena.c and arena.h are one);
   - a file outside driver/ names a real driver entry point (real_*), except
