@@ -159,7 +159,7 @@ CUresult cumemcap_account_release_settle(bool found, const struct cumemcap_block
 	return r;
 }
 
-/* What a death took, per device (the life writer is alone: no lock). */
+/* What a death took, per device (the death lock's writer is alone: no lock). */
 static struct {
 	uint64_t live, records;
 } tally[CUMEMCAP_MAX_DEVICES];

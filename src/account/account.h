@@ -117,7 +117,7 @@ enum cumemcap_death {
 /* Context `ctx` (on `dev`, or -1 when the caller does not know) died: the
  * driver freed everything allocated in it. Forget every book of it (blocks,
  * segments, pending frees, cached bytes, records) and log what went. Must
- * run as the writer of the life lock (life.h), right after the driver
+ * run as the writer of the death lock (death-lock.h), right after the driver
  * call, so that no hook has seen the context die. ctx may be NULL (the
  * handle is unknown: nothing of it can be in the books). */
 void cumemcap_account_context_died(CUcontext ctx, int dev, enum cumemcap_death why);

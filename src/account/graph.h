@@ -77,7 +77,7 @@ void cumemcap_graph_exec_destroyed(CUgraphExec exec);
 /* cuDeviceGraphMemTrim(dev) succeeded: every executable graph on dev may
  * have been unmapped. */
 void cumemcap_graph_trimmed(int dev);
-/* Context `ctx` died (life lock writer): its executable graphs went with
+/* Context `ctx` died (death lock held as writer): its executable graphs went with
  * it; read every device's graph pool again. */
 void cumemcap_graph_context_died(CUcontext ctx);
 

@@ -22,7 +22,7 @@
 #include "state/capture.h"
 #include "state/device.h"
 #include "state/ledger.h"
-#include "state/life.h"
+#include "state/death-lock.h"
 #include "state/streams.h"
 
 /* ---- free lists ------------------------------------------------------------------------- */
@@ -470,7 +470,7 @@ uint32_t cumemcap_arena_tick(uint64_t now_ms)
 	for (uint32_t i = 0; i < n; i++) {
 		struct arena *a = &arenas[i];
 		/* No context dies while this arena's driver calls are made. */
-		cumemcap_life_enter();
+		cumemcap_death_lock_read();
 		reclaim_quiet(a, now_ms, p->release_idle_ms);
 		bool more = true;
 		while (more) {
@@ -490,7 +490,7 @@ uint32_t cumemcap_arena_tick(uint64_t now_ms)
 			unlock(a);
 			arena_release_now(a, ctx, &g);
 		}
-		cumemcap_life_exit();
+		cumemcap_death_unlock_read();
 	}
 	if (next == UINT64_MAX)
 		return UINT32_MAX;

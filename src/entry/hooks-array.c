@@ -125,14 +125,14 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayCreate_v2(CUarray *pHandle,
 						 const CUDA_ARRAY_DESCRIPTOR *d)
 {
 	NEED(cuArrayCreate_v2);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return array_2d(__func__, real_cuArrayCreate_v2, pHandle, d);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *d)
 {
 	NEED(cuArrayCreate);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return array_2d(__func__, array_create_v1, pHandle, widen_2d(d, &(CUDA_ARRAY_DESCRIPTOR){ 0 }));
 }
 
@@ -140,7 +140,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuArray3DCreate_v2(CUarray *pHandle,
 						   const CUDA_ARRAY3D_DESCRIPTOR *d)
 {
 	NEED(cuArray3DCreate_v2);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return array_3d(__func__, real_cuArray3DCreate_v2, pHandle, d);
 }
 
@@ -148,7 +148,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuArray3DCreate(CUarray *pHandle,
 						const CUDA_ARRAY3D_DESCRIPTOR_v1 *d)
 {
 	NEED(cuArray3DCreate);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return array_3d(__func__, array3d_create_v1, pHandle,
 			widen_3d(d, &(CUDA_ARRAY3D_DESCRIPTOR){ 0 }));
 }
@@ -156,7 +156,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuArray3DCreate(CUarray *pHandle,
 CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayDestroy(CUarray hArray)
 {
 	NEED(cuArrayDestroy);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	struct cumemcap_block b;
 	bool found = cumemcap_account_release_take(CUMEMCAP_HANDLE_ARRAY, (uint64_t)(uintptr_t)hArray, &b);
 	return cumemcap_account_release_settle(found, &b, real_cuArrayDestroy(hArray));
@@ -181,7 +181,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandl
 						       unsigned int numMipmapLevels)
 {
 	NEED(cuMipmappedArrayCreate);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	ARRAY_CREATE(__func__, CUMEMCAP_HANDLE_MIPMAP, mipmap_bytes(d, numMipmapLevels),
 		     !pHandle || !d || (d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING), pHandle,
 		     real_cuMipmappedArrayCreate(pHandle, d, numMipmapLevels));
@@ -190,7 +190,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandl
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
 {
 	NEED(cuMipmappedArrayDestroy);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	struct cumemcap_block b;
 	bool found = cumemcap_account_release_take(CUMEMCAP_HANDLE_MIPMAP,
 					   (uint64_t)(uintptr_t)hMipmappedArray, &b);

@@ -43,7 +43,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *phGraphExec, CU
 						   size_t bufferSize)
 {
 	NEED(cuGraphInstantiate);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return instantiate_log(real_cuGraphInstantiate, __func__, phGraphExec, hGraph, phErrorNode,
 			       logBuffer, bufferSize);
 }
@@ -53,7 +53,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphInstantiate_v2(CUgraphExec *phGraphExec,
 						      size_t bufferSize)
 {
 	NEED(cuGraphInstantiate_v2);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return instantiate_log(real_cuGraphInstantiate_v2, __func__, phGraphExec, hGraph, phErrorNode,
 			       logBuffer, bufferSize);
 }
@@ -62,7 +62,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGrap
 							    unsigned long long flags)
 {
 	NEED(cuGraphInstantiateWithFlags);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	struct cumemcap_graph_op op;
 	CUresult r = cumemcap_graph_instantiate_begin(&op, __func__, hGraph,
 						      (flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) != 0);
@@ -92,7 +92,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphInstantiateWithParams(CUgraphExec *phGra
 							     CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
 {
 	NEED(cuGraphInstantiateWithParams);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return instantiate_params(real_cuGraphInstantiateWithParams, __func__, phGraphExec, hGraph,
 				  instantiateParams);
 }
@@ -101,7 +101,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(CUgraphExec *
 								  CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
 {
 	NEED(cuGraphInstantiateWithParams_ptsz);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return instantiate_params(real_cuGraphInstantiateWithParams_ptsz, __func__, phGraphExec, hGraph,
 				  instantiateParams);
 }
@@ -120,41 +120,41 @@ static CUresult run(PFN_cuGraphLaunch_v10000 fn, const char *door, bool ptsz, CU
 CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
 {
 	NEED(cuGraphUpload);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return run(real_cuGraphUpload, __func__, false, hGraphExec, hStream);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
 	NEED(cuGraphUpload_ptsz);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return run(real_cuGraphUpload_ptsz, __func__, true, hGraphExec, hStream);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 {
 	NEED(cuGraphLaunch);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return run(real_cuGraphLaunch, __func__, false, hGraphExec, hStream);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
 	NEED(cuGraphLaunch_ptsz);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return run(real_cuGraphLaunch_ptsz, __func__, true, hGraphExec, hStream);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
 	NEED(cuGraphExecDestroy);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	FORWARD_NOTING(real_cuGraphExecDestroy(hGraphExec), cumemcap_graph_exec_destroyed(hGraphExec));
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuDeviceGraphMemTrim(CUdevice device)
 {
 	NEED(cuDeviceGraphMemTrim);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	FORWARD_NOTING(real_cuDeviceGraphMemTrim(device), cumemcap_graph_trimmed((int)device));
 }

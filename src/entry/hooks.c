@@ -229,7 +229,8 @@ static inline __attribute__((always_inline)) void virtualize_info(int dev, uint6
  * when it cannot be (no current context, or it died under another
  * thread), the answer is the error the driver gives for a missing
  * context, never the driver's uncapped figures. It reads
- * device-level figures only, so it needs no life section (life.h).
+ * device-level figures only, so it does not hold the death lock
+ * (death-lock.h).
  * real_cuMemGetInfo_v2 is there (the caller checked). */
 static inline __attribute__((always_inline)) CUresult mem_info(uint64_t *f, uint64_t *t)
 {
@@ -370,14 +371,14 @@ static CUresult alloc_linear(const char *door, PFN_cuMemAlloc_v3020 fn, struct o
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
 	NEED(cuMemAlloc_v2);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return alloc_linear(__func__, real_cuMemAlloc_v2, WIDE(dptr), bytesize);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
 	NEED(cuMemAlloc);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return alloc_linear(__func__, mem_alloc_v1, NARROW(dptr), bytesize);
 }
 
@@ -432,7 +433,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *p
 						   unsigned int ElementSizeBytes)
 {
 	NEED(cuMemAllocPitch_v2);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return alloc_pitch(__func__, real_cuMemAllocPitch_v2, real_cuMemFree_v2, WIDE(dptr), WIDE(pPitch),
 			   WidthInBytes, Height, ElementSizeBytes);
 }
@@ -442,7 +443,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned 
 						unsigned int ElementSizeBytes)
 {
 	NEED(cuMemAllocPitch);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return alloc_pitch(__func__, mem_alloc_pitch_v1, real_cuMemFree ? mem_free_v1 : NULL, NARROW(dptr),
 			   NARROW(pPitch), WidthInBytes, Height, ElementSizeBytes);
 }
@@ -451,7 +452,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t byt
 						  unsigned int flags)
 {
 	NEED(cuMemAllocManaged);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	if (!dptr)
 		return real_cuMemAllocManaged(dptr, bytesize, flags);
 	struct cumemcap_charge c;
@@ -484,14 +485,14 @@ static CUresult free_pointer(PFN_cuMemFree_v3020 fn, CUdeviceptr dptr)
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 {
 	NEED(cuMemFree_v2);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return free_pointer(real_cuMemFree_v2, dptr);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr_v1 dptr)
 {
 	NEED(cuMemFree);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return free_pointer(mem_free_v1, dptr);
 }
 
@@ -555,7 +556,7 @@ static CUresult async_free(PFN_cuMemFreeAsync_v11020 fn, CUdeviceptr dptr, CUstr
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
 	NEED(cuMemAllocAsync);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return async_alloc(__func__, real_cuMemAllocAsync, NULL, real_cuMemFreeAsync, false, dptr, bytesize,
 			   NULL, hStream);
 }
@@ -564,7 +565,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t 
 						     CUstream hStream)
 {
 	NEED(cuMemAllocAsync_ptsz);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return async_alloc(__func__, real_cuMemAllocAsync_ptsz, NULL, real_cuMemFreeAsync_ptsz, true, dptr,
 			   bytesize, NULL, hStream);
 }
@@ -573,7 +574,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size
 							CUmemoryPool pool, CUstream hStream)
 {
 	NEED(cuMemAllocFromPoolAsync);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return async_alloc(__func__, NULL, real_cuMemAllocFromPoolAsync, real_cuMemFreeAsync, false, dptr,
 			   bytesize, pool, hStream);
 }
@@ -582,7 +583,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr,
 							     CUmemoryPool pool, CUstream hStream)
 {
 	NEED(cuMemAllocFromPoolAsync_ptsz);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return async_alloc(__func__, NULL, real_cuMemAllocFromPoolAsync_ptsz, real_cuMemFreeAsync_ptsz, true,
 			   dptr, bytesize, pool, hStream);
 }
@@ -590,21 +591,21 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr,
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
 	NEED(cuMemFreeAsync);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return async_free(real_cuMemFreeAsync, dptr, hStream);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
 	NEED(cuMemFreeAsync_ptsz);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return async_free(real_cuMemFreeAsync_ptsz, dptr, hStream);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
 {
 	NEED(cuMemPoolCreate);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	CUresult r = real_cuMemPoolCreate(pool, poolProps);
 	if (r == CUDA_SUCCESS && poolProps && poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
 		cumemcap_account_pool_created(*pool, poolProps->location.id);
@@ -614,7 +615,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmem
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 {
 	NEED(cuMemPoolDestroy);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	cumemcap_account_pool_read(pool); /* growth owed: counted before it goes */
 	FORWARD_NOTING(real_cuMemPoolDestroy(pool), cumemcap_account_pool_destroyed(pool));
 }
@@ -637,7 +638,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemSetMemPool(CUmemLocation *location, CUmemA
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
 	NEED(cuMemPoolTrimTo);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	cumemcap_account_pool_read(pool);
 	FORWARD_NOTING(real_cuMemPoolTrimTo(pool, minBytesToKeep), cumemcap_account_pool_trimmed(pool));
 }
@@ -684,7 +685,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, siz
 							CUdeviceptr dptr)
 {
 	NEED(cuMemGetAddressRange_v2);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return address_range(real_cuMemGetAddressRange_v2, WIDE(pbase), WIDE(psize), dptr);
 }
 
@@ -692,7 +693,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetAddressRange(CUdeviceptr_v1 *pbase, uns
 						     CUdeviceptr_v1 dptr)
 {
 	NEED(cuMemGetAddressRange);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return address_range(mem_get_address_range_v1, NARROW(pbase), NARROW(psize), dptr);
 }
 
@@ -720,7 +721,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_att
 						      CUdeviceptr ptr)
 {
 	NEED(cuPointerGetAttribute);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	CUresult r = real_cuPointerGetAttribute(data, attribute, ptr);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -734,7 +735,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttribut
 						       CUdeviceptr ptr)
 {
 	NEED(cuPointerGetAttributes);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	CUresult r = real_cuPointerGetAttributes(numAttributes, attributes, data, ptr);
 	if (r != CUDA_SUCCESS || !attributes || !data)
 		return r;
@@ -746,7 +747,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttribut
 CUMEMCAP_EXPORT CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
 	NEED(cuIpcGetMemHandle);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	CUdeviceptr base;
 	uint64_t size;
 	switch (cumemcap_arena_lookup(dptr, &base, &size)) {

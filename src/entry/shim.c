@@ -74,7 +74,7 @@ static void fork_child(void)
 	cumemcap_worker_fork_child();
 	cumemcap_log_fork_child();
 	cumemcap_capture_fork_child();
-	cumemcap_life_fork_child();
+	cumemcap_death_lock_fork_child();
 	cumemcap_hooks_ctx_fork_child();
 	cumemcap_nvml_fork_child();
 	cumemcap_account_footprint_fork_child();
