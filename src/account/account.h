@@ -14,9 +14,9 @@
  * (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), not by what the program asked:
  * pools keep freed memory, and round requests up. Under a limit (or a
  * group's budget) every allocation holds an estimate and reads the pool
- * back; on a GPU without one the pools' growth is owed to the ledger and
- * read back when the figures are read (ledger.h, "figures owed until
- * read"; account.c, "owed growth").
+ * back; on a GPU without one the pools' growth is left unread until the
+ * figures are read (ledger.h, "figures read late"; account.c, "unread
+ * growth").
  *
  * Thread safety: the ledger is atomic, the record map striped; the pool
  * list has one spinlock, never held across a driver call, and the pools'
@@ -128,8 +128,8 @@ void cumemcap_account_pool_created(CUmemoryPool pool, int dev);
 void cumemcap_account_pool_destroyed(CUmemoryPool pool);
 /* cuMemPoolTrimTo returned: follow the pool down. */
 void cumemcap_account_pool_trimmed(CUmemoryPool pool);
-/* Before cuMemPoolTrimTo or cuMemPoolDestroy: read back the growth the
- * pool owes (a GPU without a limit), while the pool still holds it. */
+/* Before cuMemPoolTrimTo or cuMemPoolDestroy: read back the pool's unread
+ * growth (a GPU without a limit), while the pool still holds it. */
 void cumemcap_account_pool_read(CUmemoryPool pool);
 
 /* A stream-ordered allocation (cuMemAllocAsync, cuMemAllocFromPoolAsync,
@@ -139,7 +139,7 @@ struct cumemcap_pool_alloc {
 	CUmemoryPool pool;  /* followed by its reserved figure; NULL: charged as asked */
 	uint64_t estimate;  /* held for it while the driver serves it */
 	uint64_t bytes;     /* what the program asked */
-	bool owed;          /* charged nothing: the pool's growth is owed (no limit) */
+	bool growth_unread; /* charged nothing: the pool's growth is read later (no limit) */
 };
 
 /* Before the driver call: charge `bytes` from `pool` on behalf of context
@@ -162,14 +162,14 @@ CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const 
 CUresult cumemcap_account_pool_alloc_finish(struct cumemcap_pool_alloc *a, CUresult r, uint64_t ptr);
 
 /* Re-read every pool of `dev` (they shrink at synchronization points the
- * shim does not see, and grow unread where their growth is owed); nothing
- * to do, and no call, when no pool bytes are counted on dev and none are
- * owed (0 <= dev < CUMEMCAP_MAX_DEVICES). */
+ * shim does not see, and grow unread on a GPU without a limit); nothing
+ * to do, and no call, when no pool bytes are counted on dev and no growth
+ * is unread (0 <= dev < CUMEMCAP_MAX_DEVICES). */
 void cumemcap_account_pool_refresh_now(int dev);
 static inline void cumemcap_account_pool_refresh(int dev)
 {
 	if (cumemcap_ledger_holds(dev, CUMEMCAP_KIND_pool) ||
-	    atomic_load_explicit(&cumemcap_ledger_owed[dev], memory_order_relaxed))
+	    atomic_load_explicit(&cumemcap_ledger_growth_unread[dev], memory_order_relaxed))
 		cumemcap_account_pool_refresh_now(dev);
 }
 

@@ -74,7 +74,7 @@ static void refresh_locked(int dev)
 	const struct cumemcap_device_info *info = cumemcap_device_info(dev);
 	if (!info)
 		return;
-	cumemcap_ledger_settle(dev); /* owed pool growth is the calls', not overhead */
+	cumemcap_ledger_read_growth(dev); /* unread pool growth is the calls', not overhead */
 	uint64_t reserved = cumemcap_ledger_get(dev, CUMEMCAP_FIG_reserved);
 	uint64_t overhead = cumemcap_ledger_get(dev, CUMEMCAP_FIG_overhead), used;
 	g->read_ms = cumemcap_now_ms();

@@ -165,7 +165,7 @@ static CUresult CUDAAPI mem_get_address_range_v1(CUdeviceptr *pbase, size_t *psi
  * headroom too (nothing to read, one load, when no pool bytes are counted
  * on dev). Without one the answer is the driver's figures plus `pooled`,
  * which no pool's figure changes: nothing is read (the figures of a pool
- * that owes its growth stay owed). The ledger's figures come in one inline
+ * whose growth is unread stay unread). The ledger's figures come in one inline
  * read (cumemcap_ledger_capacity: the limit, the headroom, and `pooled`,
  * which is what cumemcap_arena_cached answers). */
 static inline __attribute__((always_inline)) void clamp_info(const struct cumemcap_ledger_capacity *c,
@@ -616,7 +616,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 {
 	NEED(cuMemPoolDestroy);
 	HOLD_DEATH_LOCK();
-	cumemcap_account_pool_read(pool); /* growth owed: counted before it goes */
+	cumemcap_account_pool_read(pool); /* unread growth: counted before it goes */
 	FORWARD_NOTING(real_cuMemPoolDestroy(pool), cumemcap_account_pool_destroyed(pool));
 }
 

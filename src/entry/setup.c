@@ -9,8 +9,8 @@
  *   worker -> arena, log, account   the idle release, the samples, the
  *                          footprint and the group's books (ticks)
  *   device -> log          a GPU became known (the start record)
- *   ledger -> account      read back the pools' growth owed to the ledger
- *                          (cumemcap_ledger_settle, before figures are read)
+ *   ledger -> account      read back the pools' unread growth
+ *                          (cumemcap_ledger_read_growth, before figures are read)
  *
  * It runs once, from the first hook that finds a driver (cumemcap_ready,
  * through NEED): before any GPU is known, any arena exists or the worker
@@ -39,7 +39,7 @@ static void register_upcalls(void)
 	cumemcap_worker_register(cumemcap_account_footprint_tick);
 	cumemcap_worker_register(cumemcap_account_group_tick);
 	cumemcap_device_listen(cumemcap_log_device);
-	atomic_store(&cumemcap_ledger_settler, cumemcap_account_pool_refresh_now);
+	atomic_store(&cumemcap_ledger_growth_reader, cumemcap_account_pool_refresh_now);
 }
 
 /* The rest of a start the constructor left to the first hook (shim.c:

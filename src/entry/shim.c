@@ -188,7 +188,7 @@ CUMEMCAP_EXPORT int cumemcap_get_stats(int device, struct cumemcap_stats *out, s
 	if (!info || !out)
 		return -1;
 	struct cumemcap_figures f;
-	cumemcap_ledger_settle(device);
+	cumemcap_ledger_read_growth(device);
 	cumemcap_ledger_read(device, &f);
 	f.v[CUMEMCAP_FIG_total] = info->total;
 	struct cumemcap_stats s;

@@ -365,7 +365,7 @@ void cumemcap_log_exit(int signo)
 	if (!signo) {
 		ensure_snapshot();
 		for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
-			cumemcap_ledger_settle(dev); /* owed pool growth (ledger.h) */
+			cumemcap_ledger_read_growth(dev); /* unread pool growth (ledger.h) */
 		/* A forked child opens its file only if it used the GPU. */
 		if (target == CUMEMCAP_LOG_FILE && atomic_load(&log_file_state) == CLOSED && log_used_gpu())
 			log_ensure_open();
