@@ -212,8 +212,8 @@ extern _Atomic uint32_t arena_count;
 extern pthread_mutex_t arena_create_lock;
 
 /* The arena the calling thread last found by its context (grow.c):
- * find_block tries it first. The cache that skips the search is the
- * device layer's note (cumemcap_device_current_noted). */
+ * find_block tries it first. The cache that skips the search is kept
+ * by the device layer (cumemcap_device_current_arena). */
 extern CUMEMCAP_TLS struct arena *arena_last;
 
 /* The arena's counters (allocs, frees, avoided): written under its lock. */

@@ -524,6 +524,6 @@ void cumemcap_arena_fork_child(void)
 	arena_last = NULL;
 	arena_fence_fork_child();
 	cumemcap_streams_fork_child();
-	cumemcap_device_set_note(NULL, NULL);
+	cumemcap_device_cache_arena(NULL, NULL);
 	pthread_mutex_unlock(&arena_create_lock);
 }
