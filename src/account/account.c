@@ -67,15 +67,15 @@ void cumemcap_account_group_changes(void)
 	}
 }
 
-CUresult cumemcap_account_charge_begin(struct cumemcap_charge *c, const char *door, int dev,
-			       enum cumemcap_kind kind, uint64_t bytes)
+CUresult cumemcap_account_charge_begin(struct cumemcap_charge *c, const char *entry_point, int dev,
+				       enum cumemcap_kind kind, uint64_t bytes)
 {
 	c->dev = -1;
 	c->ctx = NULL;
 	c->kind = kind;
 	c->bytes = bytes;
 	c->live = bytes;
-	c->door = door;
+	c->entry_point = entry_point;
 	if (dev < 0) {
 		if (cumemcap_device_current(&c->ctx, &dev) != CUDA_SUCCESS)
 			return CUDA_SUCCESS; /* the driver will answer */
@@ -85,8 +85,8 @@ CUresult cumemcap_account_charge_begin(struct cumemcap_charge *c, const char *do
 	/* A pool's charge is an estimate: the caller notes the request. */
 	if (kind != CUMEMCAP_KIND_pool)
 		cumemcap_ledger_note_request(dev, bytes);
-	if (!cumemcap_account_reserve(dev, kind, bytes, door)) {
-		cumemcap_account_refused(dev, door, bytes);
+	if (!cumemcap_account_reserve(dev, kind, bytes, entry_point)) {
+		cumemcap_account_refused(dev, entry_point, bytes);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	c->dev = dev;
@@ -101,7 +101,7 @@ CUresult cumemcap_account_charge_finish(struct cumemcap_charge *c, CUresult r,
 	if (r != CUDA_SUCCESS) {
 		cumemcap_ledger_sub(c->dev, c->kind, c->bytes);
 		if (r == CUDA_ERROR_OUT_OF_MEMORY)
-			cumemcap_account_driver_oom(c->dev, c->door, c->live);
+			cumemcap_account_driver_oom(c->dev, c->entry_point, c->live);
 		return r;
 	}
 	/* A block served from a pool is charged through the pool's figure
@@ -131,7 +131,7 @@ bool cumemcap_account_charge_adjust(struct cumemcap_charge *c, uint64_t actual)
 	if (actual < c->bytes) {
 		cumemcap_ledger_sub(c->dev, c->kind, c->bytes - actual);
 	} else if (!cumemcap_ledger_reserve(c->dev, c->kind, actual - c->bytes)) {
-		cumemcap_account_refused(c->dev, c->door, actual);
+		cumemcap_account_refused(c->dev, c->entry_point, actual);
 		return false;
 	}
 	c->bytes = actual;
@@ -534,8 +534,9 @@ static bool list_unread(CUmemoryPool pool, int dev)
 	return ours;
 }
 
-CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const char *door, CUcontext ctx,
-				   int stream_dev, bool current, CUmemoryPool pool, uint64_t bytes)
+CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const char *entry_point,
+					   CUcontext ctx, int stream_dev, bool current,
+					   CUmemoryPool pool, uint64_t bytes)
 {
 	/* cuMemAllocAsync takes from the current pool of the stream's device;
 	 * a given pool is charged to its own device. */
@@ -557,12 +558,14 @@ CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const 
 			a->growth_unread = true;
 			a->estimate = 0;
 			a->c = (struct cumemcap_charge){ .dev = dev, .ctx = ctx, .kind = CUMEMCAP_KIND_pool,
-							 .bytes = 0, .live = bytes, .door = door };
+							 .bytes = 0, .live = bytes,
+							 .entry_point = entry_point };
 			return CUDA_SUCCESS;
 		}
 	}
 	a->estimate = cumemcap_account_pool_estimate(bytes);
-	CUresult r = cumemcap_account_charge_begin(&a->c, door, dev, CUMEMCAP_KIND_pool, a->estimate);
+	CUresult r =
+	    cumemcap_account_charge_begin(&a->c, entry_point, dev, CUMEMCAP_KIND_pool, a->estimate);
 	if (r != CUDA_SUCCESS)
 		return r;
 	a->c.ctx = ctx;
@@ -581,7 +584,7 @@ CUresult cumemcap_account_pool_alloc_finish(struct cumemcap_pool_alloc *a, CUres
 		if (r == CUDA_SUCCESS && !atomic_load(&grown[dev]))
 			atomic_store(&grown[dev], true);
 	} else if (a->pool && !pool_charge(&a->c, a->pool, a->estimate) && r == CUDA_SUCCESS) {
-		cumemcap_account_refused(a->c.dev, a->c.door, a->bytes);
+		cumemcap_account_refused(a->c.dev, a->c.entry_point, a->bytes);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	return cumemcap_account_charge_finish(&a->c, r, CUMEMCAP_HANDLE_ASYNC, r == CUDA_SUCCESS ? ptr : 0);

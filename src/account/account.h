@@ -37,7 +37,7 @@ struct cumemcap_charge {
 	enum cumemcap_kind kind;
 	uint64_t bytes;    /* charged to the ledger */
 	uint64_t live;     /* what the program holds: `bytes` unless set after begin */
-	const char *door;  /* the entry point, for the log */
+	const char *entry_point; /* the entry point, for the log */
 };
 
 /* Reserve `bytes` of `kind`. dev < 0 means the device of the current
@@ -45,8 +45,8 @@ struct cumemcap_charge {
  * leaves c->ctx NULL for the caller to set if the block belongs to a
  * context. Returns CUDA_SUCCESS (go on and call the driver) or
  * CUDA_ERROR_OUT_OF_MEMORY (refused at the limit). */
-CUresult cumemcap_account_charge_begin(struct cumemcap_charge *c, const char *door, int dev,
-			       enum cumemcap_kind kind, uint64_t bytes);
+CUresult cumemcap_account_charge_begin(struct cumemcap_charge *c, const char *entry_point, int dev,
+				       enum cumemcap_kind kind, uint64_t bytes);
 
 /* After the driver call: on success record (handle, key) and keep the
  * bytes; on failure give them back. Returns r. */
@@ -64,7 +64,8 @@ bool cumemcap_account_charge_adjust(struct cumemcap_charge *c, uint64_t actual);
  * the shim cannot account on): the caller goes to the driver. Otherwise *r
  * is the answer for the program (CUDA_SUCCESS and *dptr, or the refusal,
  * counted and logged). */
-bool cumemcap_account_alloc_pooled(CUdeviceptr *dptr, uint64_t bytes, const char *door, CUresult *r);
+bool cumemcap_account_alloc_pooled(CUdeviceptr *dptr, uint64_t bytes, const char *entry_point,
+				   CUresult *r);
 
 /* Before a request on `dev` is refused (at the limit, or by the driver):
  * read back what stream-ordered pools trimmed at a synchronization the
@@ -77,14 +78,16 @@ void cumemcap_account_make_room(int dev);
  * fit, make room (above) and try once more, then wait for room with
  * CUMEMCAP_ON_LIMIT=wait (below). False: refused (nothing reserved; the
  * caller counts and logs the refusal). */
-bool cumemcap_account_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *door);
+bool cumemcap_account_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes,
+			      const char *entry_point);
 
 /* After a refusal of `bytes` of `kind` on `dev` (room already made once):
  * with CUMEMCAP_ON_LIMIT=wait, wait for room up to the deadline, trying
  * again whenever room may have appeared. True: the bytes are reserved.
  * False (at once with on_limit=fail): refused; the caller counts it. The
  * wait is counted and logged. No lock may be held by the caller. */
-bool cumemcap_account_wait(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *door);
+bool cumemcap_account_wait(int dev, enum cumemcap_kind kind, uint64_t bytes,
+			   const char *entry_point);
 
 /* The worker's tick for the group (every second): publish figures, reap
  * dead members, log limit changes, and when a GPU's group is over its
@@ -96,10 +99,10 @@ uint32_t cumemcap_account_group_tick(uint64_t now_ms);
 void cumemcap_account_group_changes(void);
 
 /* Count a request refused at the limit and log it. */
-void cumemcap_account_refused(int dev, const char *door, uint64_t bytes);
+void cumemcap_account_refused(int dev, const char *entry_point, uint64_t bytes);
 
 /* Count the driver's own CUDA_ERROR_OUT_OF_MEMORY for a request and log it. */
-void cumemcap_account_driver_oom(int dev, const char *door, uint64_t bytes);
+void cumemcap_account_driver_oom(int dev, const char *entry_point, uint64_t bytes);
 
 /* Freeing: remove the record before the driver frees. */
 bool cumemcap_account_release_take(enum cumemcap_handle_kind handle, uint64_t key,
@@ -150,8 +153,9 @@ struct cumemcap_pool_alloc {
  * (cumemcap_account_pool_estimate) while the driver serves it. Returns
  * CUDA_SUCCESS (call the driver, then finish) or CUDA_ERROR_OUT_OF_MEMORY
  * (refused at the limit; no finish). */
-CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const char *door, CUcontext ctx,
-				   int stream_dev, bool current, CUmemoryPool pool, uint64_t bytes);
+CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const char *entry_point,
+					   CUcontext ctx, int stream_dev, bool current,
+					   CUmemoryPool pool, uint64_t bytes);
 
 /* After the driver call returned r (ptr: the allocation, when r is
  * success): charge what the pool really took instead of the estimate and

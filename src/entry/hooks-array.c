@@ -46,17 +46,18 @@ static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, uint64_t channel
 /* Charge an array of `bytes` (kind: array or mipmapped array), call
  * `create` with its arguments, settle on its handle. A deferred-mapping
  * array holds no memory until it is mapped: `deferred` skips the charge. */
-#define ARRAY_CREATE(door, handle_kind, bytes, deferred, phandle, create)                  \
-	do {                                                                                  \
-		if (deferred)                                                                 \
-			return (create);                                                      \
-		struct cumemcap_charge c_;                                                    \
-		CUresult r_ = cumemcap_account_charge_begin(&c_, door, -1, CUMEMCAP_KIND_array, bytes); \
-		if (r_ != CUDA_SUCCESS)                                                       \
-			return r_;                                                            \
-		r_ = (create);                                                                \
-		uint64_t key_ = r_ == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*(phandle) : 0;     \
-		return cumemcap_account_charge_finish(&c_, r_, handle_kind, key_);                    \
+#define ARRAY_CREATE(entry_point, handle_kind, bytes, deferred, phandle, create)                   \
+	do {                                                                                       \
+		if (deferred)                                                                      \
+			return (create);                                                           \
+		struct cumemcap_charge c_;                                                         \
+		CUresult r_ = cumemcap_account_charge_begin(&c_, entry_point, -1,                  \
+							    CUMEMCAP_KIND_array, bytes);           \
+		if (r_ != CUDA_SUCCESS)                                                            \
+			return r_;                                                                 \
+		r_ = (create);                                                                     \
+		uint64_t key_ = r_ == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*(phandle) : 0;          \
+		return cumemcap_account_charge_finish(&c_, r_, handle_kind, key_);                 \
 	} while (0)
 
 /* The legacy descriptors in the _v2 layouts, and the legacy entry points
@@ -104,21 +105,22 @@ static CUresult CUDAAPI array3d_create_v1(CUarray *pHandle, const CUDA_ARRAY3D_D
 }
 
 /* cuArrayCreate, either descriptor. */
-static CUresult array_2d(const char *door, PFN_cuArrayCreate_v3020 fn, CUarray *pHandle,
+static CUresult array_2d(const char *entry_point, PFN_cuArrayCreate_v3020 fn, CUarray *pHandle,
 			 const CUDA_ARRAY_DESCRIPTOR *d)
 {
-	ARRAY_CREATE(door, CUMEMCAP_HANDLE_ARRAY,
-		     array_bytes(d->Width, d->Height, 1, d->NumChannels, d->Format),
-		     !pHandle || !d, pHandle, fn(pHandle, d));
+	ARRAY_CREATE(entry_point, CUMEMCAP_HANDLE_ARRAY,
+		     array_bytes(d->Width, d->Height, 1, d->NumChannels, d->Format), !pHandle || !d,
+		     pHandle, fn(pHandle, d));
 }
 
 /* cuArray3DCreate, either descriptor. */
-static CUresult array_3d(const char *door, PFN_cuArray3DCreate_v3020 fn, CUarray *pHandle,
+static CUresult array_3d(const char *entry_point, PFN_cuArray3DCreate_v3020 fn, CUarray *pHandle,
 			 const CUDA_ARRAY3D_DESCRIPTOR *d)
 {
-	ARRAY_CREATE(door, CUMEMCAP_HANDLE_ARRAY,
+	ARRAY_CREATE(entry_point, CUMEMCAP_HANDLE_ARRAY,
 		     array_bytes(d->Width, d->Height, d->Depth, d->NumChannels, d->Format),
-		     !pHandle || !d || (d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING), pHandle, fn(pHandle, d));
+		     !pHandle || !d || (d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING), pHandle,
+		     fn(pHandle, d));
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayCreate_v2(CUarray *pHandle,

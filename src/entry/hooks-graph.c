@@ -26,11 +26,12 @@ static void refused_log(CUresult r, const struct cumemcap_graph_op *op, CUgraphN
 }
 
 /* The 5-argument instantiation of CUDA 10.0 and 11.0. */
-static CUresult instantiate_log(PFN_cuGraphInstantiate_v11000 fn, const char *door, CUgraphExec *exec,
-				CUgraph graph, CUgraphNode *error_node, char *log, size_t size)
+static CUresult instantiate_log(PFN_cuGraphInstantiate_v11000 fn, const char *entry_point,
+				CUgraphExec *exec, CUgraph graph, CUgraphNode *error_node,
+				char *log, size_t size)
 {
 	struct cumemcap_graph_op op;
-	CUresult r = cumemcap_graph_instantiate_begin(&op, door, graph, false);
+	CUresult r = cumemcap_graph_instantiate_begin(&op, entry_point, graph, false);
 	if (r != CUDA_SUCCESS) {
 		refused_log(r, &op, error_node, log, size);
 		return r;
@@ -72,12 +73,13 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGrap
 					      phGraphExec);
 }
 
-static CUresult instantiate_params(PFN_cuGraphInstantiateWithParams_v12000 fn, const char *door,
-				   CUgraphExec *exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS *params)
+static CUresult instantiate_params(PFN_cuGraphInstantiateWithParams_v12000 fn,
+				   const char *entry_point, CUgraphExec *exec, CUgraph graph,
+				   CUDA_GRAPH_INSTANTIATE_PARAMS *params)
 {
 	struct cumemcap_graph_op op;
 	bool upload = params && (params->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD);
-	CUresult r = cumemcap_graph_instantiate_begin(&op, door, graph, upload);
+	CUresult r = cumemcap_graph_instantiate_begin(&op, entry_point, graph, upload);
 	if (r != CUDA_SUCCESS) {
 		if (params) {
 			params->hErrNode_out = NULL;
@@ -107,11 +109,11 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(CUgraphExec *
 }
 
 /* Upload and launch share a prototype. */
-static CUresult run(PFN_cuGraphLaunch_v10000 fn, const char *door, bool ptsz, CUgraphExec exec,
-		    CUstream stream)
+static CUresult run(PFN_cuGraphLaunch_v10000 fn, const char *entry_point, bool ptsz,
+		    CUgraphExec exec, CUstream stream)
 {
 	struct cumemcap_graph_op op;
-	CUresult r = cumemcap_graph_launch_begin(&op, door, exec, stream, ptsz);
+	CUresult r = cumemcap_graph_launch_begin(&op, entry_point, exec, stream, ptsz);
 	if (r != CUDA_SUCCESS)
 		return r;
 	return cumemcap_graph_launch_end(&op, fn(exec, stream), exec);

@@ -1,4 +1,4 @@
-/* hooks: the memory entry points cumemcap defines (link-time door), but
+/* hooks: the memory entry points cumemcap defines (link-time entry_point), but
  * for the arrays (hooks-array.c), stream captures (hooks-capture.c),
  * context deaths (hooks-ctx.c), graphs (hooks-graph.c) and virtual memory
  * management (hooks-vmm.c).
@@ -350,16 +350,17 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuDeviceTotalMem(unsigned int *bytes, CUdevice 
 
 /* cuMemAlloc, either width. Only the 64-bit twin is served from the
  * arenas: their segments do not lie in the legacy 32-bit address space. */
-static CUresult alloc_linear(const char *door, PFN_cuMemAlloc_v3020 fn, struct out dptr, size_t bytesize)
+static CUresult alloc_linear(const char *entry_point, PFN_cuMemAlloc_v3020 fn, struct out dptr,
+			     size_t bytesize)
 {
 	CUdeviceptr p = 0;
 	if (!dptr.p)
 		return fn(NULL, bytesize);
 	CUresult r;
-	if (!dptr.narrow && cumemcap_account_alloc_pooled(dptr.p, bytesize, door, &r))
+	if (!dptr.narrow && cumemcap_account_alloc_pooled(dptr.p, bytesize, entry_point, &r))
 		return r;
 	struct cumemcap_charge c;
-	r = cumemcap_account_charge_begin(&c, door, -1, CUMEMCAP_KIND_linear, bytesize);
+	r = cumemcap_account_charge_begin(&c, entry_point, -1, CUMEMCAP_KIND_linear, bytesize);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = fn(&p, bytesize);
@@ -396,9 +397,9 @@ static uint64_t pitch_estimate(uint64_t width, uint64_t height)
  * the allocation past the limit, it is undone by `undo`, the twin's own
  * free (none when the driver lacks it: the block then stays with the
  * driver, unrecorded), and the program is refused. */
-static CUresult alloc_pitch(const char *door, PFN_cuMemAllocPitch_v3020 fn, PFN_cuMemFree_v3020 undo,
-			    struct out dptr, struct out pPitch, size_t width, size_t height,
-			    unsigned int elem)
+static CUresult alloc_pitch(const char *entry_point, PFN_cuMemAllocPitch_v3020 fn,
+			    PFN_cuMemFree_v3020 undo, struct out dptr, struct out pPitch,
+			    size_t width, size_t height, unsigned int elem)
 {
 	CUdeviceptr p = 0;
 	size_t pitch = 0;
@@ -411,7 +412,8 @@ static CUresult alloc_pitch(const char *door, PFN_cuMemAllocPitch_v3020 fn, PFN_
 		return r;
 	}
 	struct cumemcap_charge c;
-	CUresult r = cumemcap_account_charge_begin(&c, door, -1, CUMEMCAP_KIND_linear, pitch_estimate(width, height));
+	CUresult r = cumemcap_account_charge_begin(&c, entry_point, -1, CUMEMCAP_KIND_linear,
+						   pitch_estimate(width, height));
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = fn(&p, &pitch, width, height, elem);
@@ -502,9 +504,10 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr_v1 dptr)
  * `alloc` or `from_pool` is the twin's real entry point, `undo` its
  * matching free, ptsz whether it is the per-thread-stream one. The
  * accounting is account.h's (cumemcap_pool_alloc_*). */
-static CUresult async_alloc(const char *door, PFN_cuMemAllocAsync_v11020 alloc,
-			    PFN_cuMemAllocFromPoolAsync_v11020 from_pool, PFN_cuMemFreeAsync_v11020 undo,
-			    bool ptsz, CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream stream)
+static CUresult async_alloc(const char *entry_point, PFN_cuMemAllocAsync_v11020 alloc,
+			    PFN_cuMemAllocFromPoolAsync_v11020 from_pool,
+			    PFN_cuMemFreeAsync_v11020 undo, bool ptsz, CUdeviceptr *dptr,
+			    size_t bytesize, CUmemoryPool pool, CUstream stream)
 {
 #define CALL() (alloc ? alloc(dptr, bytesize, stream) : from_pool(dptr, bytesize, pool, stream))
 	CUcontext ctx;
@@ -526,7 +529,8 @@ static CUresult async_alloc(const char *door, PFN_cuMemAllocAsync_v11020 alloc,
 	if (!known)
 		cumemcap_device_of_stream(stream, &ctx, &dev);
 	struct cumemcap_pool_alloc a;
-	CUresult r = cumemcap_account_pool_alloc_begin(&a, door, ctx, dev, alloc != NULL, pool, bytesize);
+	CUresult r = cumemcap_account_pool_alloc_begin(&a, entry_point, ctx, dev, alloc != NULL,
+						       pool, bytesize);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = CALL();

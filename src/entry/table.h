@@ -1,4 +1,5 @@
-/* table: the hook table every door answers from, generated from hooks.def.
+/* table: the hook table every way into the driver (a linked call, dlsym,
+ * cuGetProcAddress) answers from, generated from hooks.def.
  *
  * Immutable after compilation; lookups are read-only and thread-safe. */
 #pragma once
