@@ -42,12 +42,12 @@ static void cancel(struct cumemcap_charge *c)
  * below works in 64 bits and calls the real entry point in the _v2
  * prototype; a legacy twin passes a small adapter (a *_v1 function) that
  * calls the legacy entry point in that prototype. */
-struct out {
+struct out_param {
 	void *p; /* NULL: the program passed NULL */
 	bool narrow;
 };
-#define WIDE(ptr) ((struct out){ (ptr), false })
-#define NARROW(ptr) ((struct out){ (ptr), true })
+#define WIDE(ptr) ((struct out_param){ (ptr), false })
+#define NARROW(ptr) ((struct out_param){ (ptr), true })
 
 static unsigned int saturate_uint(uint64_t v)
 {
@@ -55,7 +55,7 @@ static unsigned int saturate_uint(uint64_t v)
 }
 
 /* A capacity figure: a legacy one saturates. */
-static void put_saturated(struct out o, uint64_t v)
+static void put_saturated(struct out_param o, uint64_t v)
 {
 	if (o.narrow)
 		*(unsigned int *)o.p = saturate_uint(v);
@@ -65,12 +65,12 @@ static void put_saturated(struct out o, uint64_t v)
 
 /* An address or a size that must be exact: false when a legacy one cannot
  * hold it. */
-static bool fits(struct out o, uint64_t v)
+static bool fits(struct out_param o, uint64_t v)
 {
 	return !o.narrow || v <= UINT_MAX;
 }
 
-static void put_exact(struct out o, uint64_t v)
+static void put_exact(struct out_param o, uint64_t v)
 {
 	if (!o.p)
 		return;
@@ -254,8 +254,8 @@ static inline __attribute__((always_inline)) CUresult mem_info(uint64_t *f, uint
 /* cuMemGetInfo with a NULL out-parameter, or in a driver without
  * cuMemGetInfo_v2 (the shim cannot read the figures in 64 bits): `fn`
  * answers, uncapped. */
-static __attribute__((noinline)) CUresult get_info_plain(PFN_cuMemGetInfo_v3020 fn, struct out free,
-							   struct out total)
+static __attribute__((noinline)) CUresult
+get_info_plain(PFN_cuMemGetInfo_v3020 fn, struct out_param free, struct out_param total)
 {
 	size_t f64 = 0, t64 = 0;
 	CUresult r = fn(free.p ? &f64 : NULL, total.p ? &t64 : NULL);
@@ -269,8 +269,8 @@ static __attribute__((noinline)) CUresult get_info_plain(PFN_cuMemGetInfo_v3020 
 /* cuMemGetInfo, either width: the driver's figures for the current
  * context's device, capped (mem_info). Inline in each twin, so that the
  * _v2 one stores its figures whole (put_saturated on a constant width). */
-static inline __attribute__((always_inline)) CUresult get_info(PFN_cuMemGetInfo_v3020 fn, struct out free,
-							      struct out total)
+static inline __attribute__((always_inline)) CUresult
+get_info(PFN_cuMemGetInfo_v3020 fn, struct out_param free, struct out_param total)
 {
 	if (__builtin_expect(!free.p || !total.p || !real_cuMemGetInfo_v2, 0))
 		return get_info_plain(fn, free, total);
@@ -318,7 +318,7 @@ static CUresult device_total(CUdevice dev, uint64_t *total)
 /* cuDeviceTotalMem, either width: the device's capacity, capped
  * (device_total). `fn` answers a NULL out-parameter, and every call when
  * there is no cuDeviceTotalMem_v2. */
-static CUresult total_mem(PFN_cuDeviceTotalMem_v3020 fn, struct out bytes, CUdevice dev)
+static CUresult total_mem(PFN_cuDeviceTotalMem_v3020 fn, struct out_param bytes, CUdevice dev)
 {
 	if (!bytes.p || !real_cuDeviceTotalMem_v2) {
 		size_t b64 = 0;
@@ -350,8 +350,8 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuDeviceTotalMem(unsigned int *bytes, CUdevice 
 
 /* cuMemAlloc, either width. Only the 64-bit twin is served from the
  * arenas: their segments do not lie in the legacy 32-bit address space. */
-static CUresult alloc_linear(const char *entry_point, PFN_cuMemAlloc_v3020 fn, struct out dptr,
-			     size_t bytesize)
+static CUresult alloc_linear(const char *entry_point, PFN_cuMemAlloc_v3020 fn,
+			     struct out_param dptr, size_t bytesize)
 {
 	CUdeviceptr p = 0;
 	if (!dptr.p)
@@ -398,8 +398,8 @@ static uint64_t pitch_estimate(uint64_t width, uint64_t height)
  * free (none when the driver lacks it: the block then stays with the
  * driver, unrecorded), and the program is refused. */
 static CUresult alloc_pitch(const char *entry_point, PFN_cuMemAllocPitch_v3020 fn,
-			    PFN_cuMemFree_v3020 undo, struct out dptr, struct out pPitch,
-			    size_t width, size_t height, unsigned int elem)
+			    PFN_cuMemFree_v3020 undo, struct out_param dptr,
+			    struct out_param pPitch, size_t width, size_t height, unsigned int elem)
 {
 	CUdeviceptr p = 0;
 	size_t pitch = 0;
@@ -662,8 +662,8 @@ static CUresult block_range(CUdeviceptr dptr, CUdeviceptr *base, uint64_t *size,
 /* cuMemGetAddressRange, either width: a pooled block's own range, the
  * driver's answer for anything else. A legacy twin that cannot hold the
  * range gets CUDA_ERROR_INVALID_VALUE. */
-static CUresult address_range(PFN_cuMemGetAddressRange_v3020 fn, struct out pbase, struct out psize,
-			      CUdeviceptr dptr)
+static CUresult address_range(PFN_cuMemGetAddressRange_v3020 fn, struct out_param pbase,
+			      struct out_param psize, CUdeviceptr dptr)
 {
 	CUdeviceptr base;
 	uint64_t size;
