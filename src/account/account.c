@@ -39,7 +39,15 @@ uint32_t cumemcap_account_group_tick(uint64_t now_ms)
 			continue;
 		struct cumemcap_figures f;
 		cumemcap_ledger_read(d, &f);
-		cumemcap_group_publish(d, &f);
+		struct cumemcap_group_figures g = {
+			.live = f.v[CUMEMCAP_FIG_live],
+			.pooled = f.v[CUMEMCAP_FIG_pooled],
+			.reserved = f.v[CUMEMCAP_FIG_reserved],
+			.footprint = f.v[CUMEMCAP_FIG_footprint],
+			.refusals = f.v[CUMEMCAP_FIG_refusals],
+			.waits = f.v[CUMEMCAP_FIG_waits],
+		};
+		cumemcap_group_publish(d, &g);
 	}
 	cumemcap_account_group_changes();
 	/* A budget shrunk below what the members hold: cached memory goes
