@@ -20,7 +20,7 @@
 #include "driver/driver.h"
 #include "platform/worker.h"
 #include "platform/spin.h"
-#include "state/group.h"
+#include "group/group.h"
 
 static void forget_block(const struct cumemcap_block *b)
 {

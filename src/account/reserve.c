@@ -23,7 +23,7 @@
 #include "driver/driver.h"
 #include "log/log.h"
 #include "platform/worker.h"
-#include "state/group.h"
+#include "group/group.h"
 
 void cumemcap_account_refused(int dev, const char *entry_point, uint64_t bytes)
 {

@@ -13,7 +13,7 @@
  * meanwhile. Context death and fork also hold arena_create_lock. */
 #include "arena/arena-internal.h"
 #include "arena/fence.h"
-#include "state/group.h"
+#include "group/group.h"
 
 #include "config/policy.h"
 #include "driver/driver.h"

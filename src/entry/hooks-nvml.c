@@ -43,7 +43,7 @@
 #include "driver/nvml.h"
 #include "platform/export.h"
 #include "state/device.h"
-#include "state/group.h"
+#include "group/group.h"
 #include "state/ledger.h"
 
 typedef cumemcap_nvml_return nvmlReturn_t;

@@ -20,7 +20,7 @@
 #include "arena/arena.h"
 #include "state/capture.h"
 #include "state/device.h"
-#include "state/group.h"
+#include "group/group.h"
 #include "driver/driver.h"
 #include "platform/export.h"
 #include "entry/hooks.h"

@@ -22,7 +22,7 @@
 #include "state/capture.h"
 #include "cumemcap.h"
 #include "state/device.h"
-#include "state/group.h"
+#include "group/group.h"
 #include "platform/export.h"
 #include "account/graph.h"
 #include "account/vmm.h"

@@ -54,7 +54,7 @@
 
 #include "log/log-internal.h"
 #include "driver/nvml.h"
-#include "state/group.h"
+#include "group/group.h"
 #include "state/ledger.h"
 #include "platform/msg.h"
 #include "config/policy.h"

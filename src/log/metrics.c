@@ -40,7 +40,7 @@
 #include <unistd.h>
 
 #include "log/log-internal.h"
-#include "state/group.h"
+#include "group/group.h"
 #include "state/figures.h"
 #include "config/policy.h"
 

@@ -25,7 +25,7 @@
 #include "log/log.h"
 #include "log/log-internal.h"
 #include "state/device.h"
-#include "state/group.h"
+#include "group/group.h"
 #include "state/ledger.h"
 #include "driver/nvml.h"
 #include "config/hints.h"

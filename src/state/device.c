@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "driver/driver.h"
-#include "state/group.h"
+#include "group/group.h"
 #include "state/ledger.h"
 #include "state/streams.h"
 #include "platform/msg.h"

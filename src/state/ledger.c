@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 #include "platform/spin.h"
-#include "state/group.h"
+#include "group/group.h"
 
 const struct cumemcap_figure_text cumemcap_figure_text = {
 #define X(name, src, kind_, unit_, null_, stats_, event_, sample_, exit_, summary_, pre_, post_, key_, prom_, \

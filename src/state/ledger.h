@@ -32,7 +32,7 @@
 #include "platform/cuda-api.h"
 #include "platform/export.h"
 #include "state/figures.h"
-#include "state/group.h" /* the `group` figures: the group's books of a GPU */
+#include "group/group.h" /* the `group` figures: the group's books of a GPU */
 
 #define CUMEMCAP_NO_LIMIT UINT64_MAX
 

@@ -26,7 +26,7 @@ import re
 import sys
 import tempfile
 
-LAYERS = ["platform", "config", "driver", "state", "log", "arena", "account", "entry", "tools"]
+LAYERS = ["platform", "config", "driver", "group", "state", "log", "arena", "account", "entry", "tools"]
 MAX_LINES = 800
 SOURCE = re.compile(r"\.(c|h|S|def)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')

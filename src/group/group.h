@@ -44,7 +44,7 @@
  *     and runs on under its own limits.
  * A touch of the mapping between a truncation and the next look is a
  * SIGBUS: the shim's SIGBUS handler, installed before the book is mapped,
- * finds the address in a book (state/mapped.h), puts zeroed private memory
+ * finds the address in a book (group/mapped.h), puts zeroed private memory
  * in the mapping's place and returns, and the book counts as cut from
  * then on. Only a memfd takes seals, and a member must open the file for
  * writing to map it, which lets it truncate. So who may truncate is who may write the
@@ -58,7 +58,7 @@
 
 #include "config/policy.h"
 #include "platform/cuda-api.h"
-#include "state/book.h"
+#include "group/book.h"
 
 struct cumemcap_group_dev {
 	_Atomic int64_t room; /* held here and not counted; may go below 0 (the overhead grew) */

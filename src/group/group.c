@@ -1,7 +1,7 @@
 /* group: see group.h. Thread safety: the per-GPU room and the counters
  * are atomics; `join_lock` guards joining, claiming, reaping and the
  * book's handle (an xmutex: a child gets a fresh one). */
-#include "state/group.h"
+#include "group/group.h"
 
 #include <errno.h>
 #include <limits.h>
