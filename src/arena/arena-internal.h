@@ -59,7 +59,7 @@
  * what is live now lets a program whose live bytes swing keep what it
  * will reuse; the budget stops one whose sizes drift from piling up
  * segments. The fit slack (1/4) and the budget (1/8) were chosen on the
- * benchmark traces (README "Benchmarks", the sweep table).
+ * benchmark traces (docs/benchmarks.md, "`arena`: the pooled arenas").
  *
  * A whole segment's block counts as live for its requested size (rounded
  * to 512 bytes); the rest of its segment is neither live nor cached.

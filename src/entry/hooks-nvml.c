@@ -1,5 +1,5 @@
 /* hooks-nvml: NVML asked from inside a capped process tells the same story
- * as cuMemGetInfo (issue 14).
+ * as cuMemGetInfo.
  *
  * The shim exports nvmlDeviceGetMemoryInfo, _v2 and
  * nvmlDeviceGetComputeRunningProcesses, _v2, _v3: a program linked to

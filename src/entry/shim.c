@@ -132,9 +132,8 @@ static void start_after_hints(void)
  * must be taken as the program starts (its name, the log's variables)
  * and leaves the rest to the first hook (setup.c), before the driver is
  * opened: a program that never uses CUDA pays for little more than
- * loading the library (docs/benchmarks.md, "Start of a program that
- * never uses CUDA"). A fork before then needs no handler: nothing is
- * held or booked yet.
+ * loading the library (docs/benchmarks.md, "`startup`"). A fork before
+ * then needs no handler: nothing is held or booked yet.
  *
  * A configured process builds its policy here, so that a wrong setting
  * stops it before main with its one line. Without a group to join and
