@@ -20,7 +20,7 @@
 #include "driver/driver.h"
 #include "platform/worker.h"
 #include "platform/spin.h"
-#include "state/group.h"
+#include "group/group.h"
 
 static void forget_block(const struct cumemcap_block *b)
 {
@@ -39,7 +39,15 @@ uint32_t cumemcap_account_group_tick(uint64_t now_ms)
 			continue;
 		struct cumemcap_figures f;
 		cumemcap_ledger_read(d, &f);
-		cumemcap_group_publish(d, &f);
+		struct cumemcap_group_figures g = {
+			.live = f.v[CUMEMCAP_FIG_live],
+			.pooled = f.v[CUMEMCAP_FIG_pooled],
+			.reserved = f.v[CUMEMCAP_FIG_reserved],
+			.footprint = f.v[CUMEMCAP_FIG_footprint],
+			.refusals = f.v[CUMEMCAP_FIG_refusals],
+			.waits = f.v[CUMEMCAP_FIG_waits],
+		};
+		cumemcap_group_publish(d, &g);
 	}
 	cumemcap_account_group_changes();
 	/* A budget shrunk below what the members hold: cached memory goes
@@ -67,15 +75,15 @@ void cumemcap_account_group_changes(void)
 	}
 }
 
-CUresult cumemcap_account_charge_begin(struct cumemcap_charge *c, const char *door, int dev,
-			       enum cumemcap_kind kind, uint64_t bytes)
+CUresult cumemcap_account_charge_begin(struct cumemcap_charge *c, const char *entry_point, int dev,
+				       enum cumemcap_kind kind, uint64_t bytes)
 {
 	c->dev = -1;
 	c->ctx = NULL;
 	c->kind = kind;
 	c->bytes = bytes;
 	c->live = bytes;
-	c->door = door;
+	c->entry_point = entry_point;
 	if (dev < 0) {
 		if (cumemcap_device_current(&c->ctx, &dev) != CUDA_SUCCESS)
 			return CUDA_SUCCESS; /* the driver will answer */
@@ -85,8 +93,8 @@ CUresult cumemcap_account_charge_begin(struct cumemcap_charge *c, const char *do
 	/* A pool's charge is an estimate: the caller notes the request. */
 	if (kind != CUMEMCAP_KIND_pool)
 		cumemcap_ledger_note_request(dev, bytes);
-	if (!cumemcap_account_reserve(dev, kind, bytes, door)) {
-		cumemcap_account_refused(dev, door, bytes);
+	if (!cumemcap_account_reserve(dev, kind, bytes, entry_point)) {
+		cumemcap_account_refused(dev, entry_point, bytes);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	c->dev = dev;
@@ -101,7 +109,7 @@ CUresult cumemcap_account_charge_finish(struct cumemcap_charge *c, CUresult r,
 	if (r != CUDA_SUCCESS) {
 		cumemcap_ledger_sub(c->dev, c->kind, c->bytes);
 		if (r == CUDA_ERROR_OUT_OF_MEMORY)
-			cumemcap_account_driver_oom(c->dev, c->door, c->live);
+			cumemcap_account_driver_oom(c->dev, c->entry_point, c->live);
 		return r;
 	}
 	/* A block served from a pool is charged through the pool's figure
@@ -131,7 +139,7 @@ bool cumemcap_account_charge_adjust(struct cumemcap_charge *c, uint64_t actual)
 	if (actual < c->bytes) {
 		cumemcap_ledger_sub(c->dev, c->kind, c->bytes - actual);
 	} else if (!cumemcap_ledger_reserve(c->dev, c->kind, actual - c->bytes)) {
-		cumemcap_account_refused(c->dev, c->door, actual);
+		cumemcap_account_refused(c->dev, c->entry_point, actual);
 		return false;
 	}
 	c->bytes = actual;
@@ -159,7 +167,7 @@ CUresult cumemcap_account_release_settle(bool found, const struct cumemcap_block
 	return r;
 }
 
-/* What a death took, per device (the life writer is alone: no lock). */
+/* What a death took, per device (the death lock's writer is alone: no lock). */
 static struct {
 	uint64_t live, records;
 } tally[CUMEMCAP_MAX_DEVICES];
@@ -210,7 +218,7 @@ struct pool_record {
 	int dev;
 	uint64_t accounted; /* bytes of the pool in the ledger */
 	uint64_t in_flight; /* estimates of allocations under way */
-	uint64_t high;      /* its RESERVED_MEM_HIGH when last read (owed growth) */
+	uint64_t high;      /* its RESERVED_MEM_HIGH when last read (unread growth) */
 };
 static struct pool_record *pools;
 static size_t pool_mask, pool_used; /* capacity - 1 (0: none yet) */
@@ -353,7 +361,7 @@ static void shrink_locked(struct pool_record *p, uint64_t reserved)
 /* Follow what the pool reserves now (`reserved`; pool_lock held). A
  * shrink leaves the ledger at once; growth is left to the allocations
  * under way, whose estimates hold it, and taken here only when there are
- * none. `high`: the pool's high watermark when its growth is owed (0:
+ * none. `high`: the pool's high watermark when its growth is unread (0:
  * not read); when it moved since the last read and lies above what the
  * pool reserves now, the pool released part of its growth at a
  * synchronization before the shim read it: the figures pass through the
@@ -373,20 +381,21 @@ static void settle_locked(struct pool_record *p, uint64_t reserved, uint64_t hig
 		p->high = high;
 }
 
-/* Whether `dev`'s pools owe the ledger their growth (ledger.h). */
-static inline bool owed(int dev)
+/* Whether `dev`'s pools leave their growth unread (ledger.h). */
+static inline bool growth_unread(int dev)
 {
-	return cumemcap_ledger_valid(dev) && atomic_load_explicit(&cumemcap_ledger_owed[dev], memory_order_relaxed);
+	return cumemcap_ledger_valid(dev) &&
+	       atomic_load_explicit(&cumemcap_ledger_growth_unread[dev], memory_order_relaxed);
 }
 
-/* Devices where an allocation owing its growth returned since their pools
- * were last read (set after the driver call, so that a read that cleared
- * it first is followed by another one that asks): only then may a pool
- * have passed its high watermark unread. */
+/* Devices where an allocation leaving its growth unread returned since
+ * their pools were last read (set after the driver call, so that a read
+ * that cleared it first is followed by another one that asks): only then
+ * may a pool have passed its high watermark unread. */
 static _Atomic bool grown[CUMEMCAP_MAX_DEVICES];
 
 /* Ask the driver about `pool` and settle it (query_lock held): what it
- * reserves and, when its growth is owed and it may have grown (`grew`),
+ * reserves and, when its growth is unread and it may have grown (`grew`),
  * its high watermark. */
 static void settle(CUmemoryPool pool, bool grew)
 {
@@ -397,7 +406,7 @@ static void settle(CUmemoryPool pool, bool grew)
 	if (grew) {
 		cumemcap_spin_lock(&pool_lock);
 		p = find_pool(pool);
-		bool ask_high = p && owed(p->dev);
+		bool ask_high = p && growth_unread(p->dev);
 		cumemcap_spin_unlock(&pool_lock);
 		if (ask_high && !cumemcap_driver_pool_high(pool, &high))
 			high = 0;
@@ -479,7 +488,7 @@ static CUMEMCAP_TLS struct {
 	uint64_t epoch; /* 0: nothing cached */
 	int dev;
 	CUmemoryPool pool;
-	bool listed; /* in the pool table since (owed growth) */
+	bool listed; /* in the pool table since (unread growth) */
 } current_cache;
 
 void cumemcap_account_pools_changed(void)
@@ -502,37 +511,30 @@ static CUmemoryPool current_pool(int dev)
 	return pool;
 }
 
-/* ---- owed growth: a GPU without a limit ----
+/* ---- unread growth: a GPU without a limit ----
  *
  * With no limit on the GPU (and no group), a pool's figure is only
  * reported: an allocation from it charges nothing and asks the driver
- * nothing; the pool is listed in the table and its device marked owed
- * (ledger.h), and its growth is read back (cumemcap_account_pool_refresh_now)
- * when the figures are read, when its device's figures are checked
+ * nothing; the pool is listed in the table and its device's growth marked
+ * unread (ledger.h), and its growth is read back
+ * (cumemcap_account_pool_refresh_now) when the figures are read, when its device's figures are checked
  * against a group's budget, and before the pool is trimmed or destroyed.
  * The peaks count that growth when it is read, and a pool that released
  * part of it at a synchronization before then at its high watermark
  * (settle_locked). Set once the GPU is known (ensured: its limit is
  * resolved), so the device's limit never changes afterwards. */
-static void settle_dev(int dev)
-{
-	cumemcap_account_pool_refresh_now(dev);
-}
-
-static bool owe_growth(int dev)
+static bool leave_growth_unread(int dev)
 {
 	return cumemcap_ledger_get(dev, CUMEMCAP_FIG_limit) == CUMEMCAP_NO_LIMIT &&
 	       !(atomic_load_explicit(&cumemcap_group_hot, memory_order_relaxed) & 1);
 }
 
-/* List `pool` (on `dev`) in the table and mark dev owed; false when out of
- * host memory (the caller charges as before). */
-static bool list_owed(CUmemoryPool pool, int dev)
+/* List `pool` (on `dev`) in the table and mark dev's growth unread; false
+ * when out of host memory (the caller then charges the allocation). */
+static bool list_unread(CUmemoryPool pool, int dev)
 {
-	if (!atomic_load_explicit(&cumemcap_ledger_owed[dev], memory_order_relaxed)) {
-		atomic_store(&cumemcap_ledger_settler, settle_dev);
-		atomic_store(&cumemcap_ledger_owed[dev], true);
-	}
+	if (!atomic_load_explicit(&cumemcap_ledger_growth_unread[dev], memory_order_relaxed))
+		atomic_store(&cumemcap_ledger_growth_unread[dev], true);
 	cumemcap_spin_lock(&pool_lock);
 	struct pool_record *p = add_pool(pool, dev);
 	bool ours = p && p->dev == dev;
@@ -540,8 +542,9 @@ static bool list_owed(CUmemoryPool pool, int dev)
 	return ours;
 }
 
-CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const char *door, CUcontext ctx,
-				   int stream_dev, bool current, CUmemoryPool pool, uint64_t bytes)
+CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const char *entry_point,
+					   CUcontext ctx, int stream_dev, bool current,
+					   CUmemoryPool pool, uint64_t bytes)
 {
 	/* cuMemAllocAsync takes from the current pool of the stream's device;
 	 * a given pool is charged to its own device. */
@@ -550,25 +553,27 @@ CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const 
 		pool = current_pool(dev);
 	a->bytes = bytes;
 	a->pool = NULL;
-	a->owed = false;
+	a->growth_unread = false;
 	cumemcap_ledger_note_request(dev, bytes);
-	if (pool && cumemcap_device_ensure(dev) && owe_growth(dev)) {
+	if (pool && cumemcap_device_ensure(dev) && leave_growth_unread(dev)) {
 		bool listed = current && current_cache.listed && current_cache.pool == pool;
-		if (!listed && list_owed(pool, dev)) {
+		if (!listed && list_unread(pool, dev)) {
 			listed = true;
 			if (current && current_cache.pool == pool)
 				current_cache.listed = true;
 		}
 		if (listed) {
-			a->owed = true;
+			a->growth_unread = true;
 			a->estimate = 0;
 			a->c = (struct cumemcap_charge){ .dev = dev, .ctx = ctx, .kind = CUMEMCAP_KIND_pool,
-							 .bytes = 0, .live = bytes, .door = door };
+							 .bytes = 0, .live = bytes,
+							 .entry_point = entry_point };
 			return CUDA_SUCCESS;
 		}
 	}
 	a->estimate = cumemcap_account_pool_estimate(bytes);
-	CUresult r = cumemcap_account_charge_begin(&a->c, door, dev, CUMEMCAP_KIND_pool, a->estimate);
+	CUresult r =
+	    cumemcap_account_charge_begin(&a->c, entry_point, dev, CUMEMCAP_KIND_pool, a->estimate);
 	if (r != CUDA_SUCCESS)
 		return r;
 	a->c.ctx = ctx;
@@ -582,12 +587,12 @@ CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const 
 
 CUresult cumemcap_account_pool_alloc_finish(struct cumemcap_pool_alloc *a, CUresult r, uint64_t ptr)
 {
-	if (a->owed) {
+	if (a->growth_unread) {
 		int dev = a->c.dev;
 		if (r == CUDA_SUCCESS && !atomic_load(&grown[dev]))
 			atomic_store(&grown[dev], true);
 	} else if (a->pool && !pool_charge(&a->c, a->pool, a->estimate) && r == CUDA_SUCCESS) {
-		cumemcap_account_refused(a->c.dev, a->c.door, a->bytes);
+		cumemcap_account_refused(a->c.dev, a->c.entry_point, a->bytes);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	return cumemcap_account_charge_finish(&a->c, r, CUMEMCAP_HANDLE_ASYNC, r == CUDA_SUCCESS ? ptr : 0);
@@ -610,7 +615,7 @@ void cumemcap_account_pool_read(CUmemoryPool pool)
 {
 	cumemcap_spin_lock(&pool_lock);
 	struct pool_record *p = find_pool(pool);
-	bool ask = p && owed(p->dev);
+	bool ask = p && growth_unread(p->dev);
 	cumemcap_spin_unlock(&pool_lock);
 	if (!ask)
 		return;

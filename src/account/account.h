@@ -14,9 +14,9 @@
  * (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), not by what the program asked:
  * pools keep freed memory, and round requests up. Under a limit (or a
  * group's budget) every allocation holds an estimate and reads the pool
- * back; on a GPU without one the pools' growth is owed to the ledger and
- * read back when the figures are read (ledger.h, "figures owed until
- * read"; account.c, "owed growth").
+ * back; on a GPU without one the pools' growth is left unread until the
+ * figures are read (ledger.h, "figures read late"; account.c, "unread
+ * growth").
  *
  * Thread safety: the ledger is atomic, the record map striped; the pool
  * list has one spinlock, never held across a driver call, and the pools'
@@ -37,7 +37,7 @@ struct cumemcap_charge {
 	enum cumemcap_kind kind;
 	uint64_t bytes;    /* charged to the ledger */
 	uint64_t live;     /* what the program holds: `bytes` unless set after begin */
-	const char *door;  /* the entry point, for the log */
+	const char *entry_point; /* the entry point, for the log */
 };
 
 /* Reserve `bytes` of `kind`. dev < 0 means the device of the current
@@ -45,8 +45,8 @@ struct cumemcap_charge {
  * leaves c->ctx NULL for the caller to set if the block belongs to a
  * context. Returns CUDA_SUCCESS (go on and call the driver) or
  * CUDA_ERROR_OUT_OF_MEMORY (refused at the limit). */
-CUresult cumemcap_account_charge_begin(struct cumemcap_charge *c, const char *door, int dev,
-			       enum cumemcap_kind kind, uint64_t bytes);
+CUresult cumemcap_account_charge_begin(struct cumemcap_charge *c, const char *entry_point, int dev,
+				       enum cumemcap_kind kind, uint64_t bytes);
 
 /* After the driver call: on success record (handle, key) and keep the
  * bytes; on failure give them back. Returns r. */
@@ -64,7 +64,8 @@ bool cumemcap_account_charge_adjust(struct cumemcap_charge *c, uint64_t actual);
  * the shim cannot account on): the caller goes to the driver. Otherwise *r
  * is the answer for the program (CUDA_SUCCESS and *dptr, or the refusal,
  * counted and logged). */
-bool cumemcap_account_alloc_pooled(CUdeviceptr *dptr, uint64_t bytes, const char *door, CUresult *r);
+bool cumemcap_account_alloc_pooled(CUdeviceptr *dptr, uint64_t bytes, const char *entry_point,
+				   CUresult *r);
 
 /* Before a request on `dev` is refused (at the limit, or by the driver):
  * read back what stream-ordered pools trimmed at a synchronization the
@@ -77,14 +78,16 @@ void cumemcap_account_make_room(int dev);
  * fit, make room (above) and try once more, then wait for room with
  * CUMEMCAP_ON_LIMIT=wait (below). False: refused (nothing reserved; the
  * caller counts and logs the refusal). */
-bool cumemcap_account_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *door);
+bool cumemcap_account_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes,
+			      const char *entry_point);
 
 /* After a refusal of `bytes` of `kind` on `dev` (room already made once):
  * with CUMEMCAP_ON_LIMIT=wait, wait for room up to the deadline, trying
  * again whenever room may have appeared. True: the bytes are reserved.
  * False (at once with on_limit=fail): refused; the caller counts it. The
  * wait is counted and logged. No lock may be held by the caller. */
-bool cumemcap_account_wait(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *door);
+bool cumemcap_account_wait(int dev, enum cumemcap_kind kind, uint64_t bytes,
+			   const char *entry_point);
 
 /* The worker's tick for the group (every second): publish figures, reap
  * dead members, log limit changes, and when a GPU's group is over its
@@ -96,10 +99,10 @@ uint32_t cumemcap_account_group_tick(uint64_t now_ms);
 void cumemcap_account_group_changes(void);
 
 /* Count a request refused at the limit and log it. */
-void cumemcap_account_refused(int dev, const char *door, uint64_t bytes);
+void cumemcap_account_refused(int dev, const char *entry_point, uint64_t bytes);
 
 /* Count the driver's own CUDA_ERROR_OUT_OF_MEMORY for a request and log it. */
-void cumemcap_account_driver_oom(int dev, const char *door, uint64_t bytes);
+void cumemcap_account_driver_oom(int dev, const char *entry_point, uint64_t bytes);
 
 /* Freeing: remove the record before the driver frees. */
 bool cumemcap_account_release_take(enum cumemcap_handle_kind handle, uint64_t key,
@@ -117,7 +120,7 @@ enum cumemcap_death {
 /* Context `ctx` (on `dev`, or -1 when the caller does not know) died: the
  * driver freed everything allocated in it. Forget every book of it (blocks,
  * segments, pending frees, cached bytes, records) and log what went. Must
- * run as the writer of the life lock (life.h), right after the driver
+ * run as the writer of the death lock (death-lock.h), right after the driver
  * call, so that no hook has seen the context die. ctx may be NULL (the
  * handle is unknown: nothing of it can be in the books). */
 void cumemcap_account_context_died(CUcontext ctx, int dev, enum cumemcap_death why);
@@ -128,8 +131,8 @@ void cumemcap_account_pool_created(CUmemoryPool pool, int dev);
 void cumemcap_account_pool_destroyed(CUmemoryPool pool);
 /* cuMemPoolTrimTo returned: follow the pool down. */
 void cumemcap_account_pool_trimmed(CUmemoryPool pool);
-/* Before cuMemPoolTrimTo or cuMemPoolDestroy: read back the growth the
- * pool owes (a GPU without a limit), while the pool still holds it. */
+/* Before cuMemPoolTrimTo or cuMemPoolDestroy: read back the pool's unread
+ * growth (a GPU without a limit), while the pool still holds it. */
 void cumemcap_account_pool_read(CUmemoryPool pool);
 
 /* A stream-ordered allocation (cuMemAllocAsync, cuMemAllocFromPoolAsync,
@@ -139,7 +142,7 @@ struct cumemcap_pool_alloc {
 	CUmemoryPool pool;  /* followed by its reserved figure; NULL: charged as asked */
 	uint64_t estimate;  /* held for it while the driver serves it */
 	uint64_t bytes;     /* what the program asked */
-	bool owed;          /* charged nothing: the pool's growth is owed (no limit) */
+	bool growth_unread; /* charged nothing: the pool's growth is read later (no limit) */
 };
 
 /* Before the driver call: charge `bytes` from `pool` on behalf of context
@@ -150,8 +153,9 @@ struct cumemcap_pool_alloc {
  * (cumemcap_account_pool_estimate) while the driver serves it. Returns
  * CUDA_SUCCESS (call the driver, then finish) or CUDA_ERROR_OUT_OF_MEMORY
  * (refused at the limit; no finish). */
-CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const char *door, CUcontext ctx,
-				   int stream_dev, bool current, CUmemoryPool pool, uint64_t bytes);
+CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const char *entry_point,
+					   CUcontext ctx, int stream_dev, bool current,
+					   CUmemoryPool pool, uint64_t bytes);
 
 /* After the driver call returned r (ptr: the allocation, when r is
  * success): charge what the pool really took instead of the estimate and
@@ -162,14 +166,14 @@ CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const 
 CUresult cumemcap_account_pool_alloc_finish(struct cumemcap_pool_alloc *a, CUresult r, uint64_t ptr);
 
 /* Re-read every pool of `dev` (they shrink at synchronization points the
- * shim does not see, and grow unread where their growth is owed); nothing
- * to do, and no call, when no pool bytes are counted on dev and none are
- * owed (0 <= dev < CUMEMCAP_MAX_DEVICES). */
+ * shim does not see, and grow unread on a GPU without a limit); nothing
+ * to do, and no call, when no pool bytes are counted on dev and no growth
+ * is unread (0 <= dev < CUMEMCAP_MAX_DEVICES). */
 void cumemcap_account_pool_refresh_now(int dev);
 static inline void cumemcap_account_pool_refresh(int dev)
 {
 	if (cumemcap_ledger_holds(dev, CUMEMCAP_KIND_pool) ||
-	    atomic_load_explicit(&cumemcap_ledger_owed[dev], memory_order_relaxed))
+	    atomic_load_explicit(&cumemcap_ledger_growth_unread[dev], memory_order_relaxed))
 		cumemcap_account_pool_refresh_now(dev);
 }
 

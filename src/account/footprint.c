@@ -1,6 +1,6 @@
 /* footprint: see footprint.h. Thread safety: fp_lock (an xmutex) guards
  * everything below and is held across NVML calls, never across CUDA; the
- * card is read (cuMemGetInfo) inside a reader section of the life lock, so
+ * card is read (cuMemGetInfo) inside a reader section of the death lock, so
  * the context it is asked with cannot die meanwhile. */
 #include "account/footprint.h"
 
@@ -15,7 +15,7 @@
 #include "platform/xmutex.h"
 #include "driver/driver.h"
 #include "state/device.h"
-#include "state/life.h"
+#include "state/death-lock.h"
 #include "state/ledger.h"
 
 static struct cumemcap_xmutex fp_lock = CUMEMCAP_XMUTEX_INIT(fp_lock);
@@ -74,7 +74,7 @@ static void refresh_locked(int dev)
 	const struct cumemcap_device_info *info = cumemcap_device_info(dev);
 	if (!info)
 		return;
-	cumemcap_ledger_settle(dev); /* owed pool growth is the calls', not overhead */
+	cumemcap_ledger_read_growth(dev); /* unread pool growth is the calls', not overhead */
 	uint64_t reserved = cumemcap_ledger_get(dev, CUMEMCAP_FIG_reserved);
 	uint64_t overhead = cumemcap_ledger_get(dev, CUMEMCAP_FIG_overhead), used;
 	g->read_ms = cumemcap_now_ms();
@@ -170,7 +170,7 @@ static CUcontext some_context_locked(int dev)
  * reading only raises the figure until a context is made or gone. */
 static void read_card(int dev)
 {
-	cumemcap_life_enter();
+	cumemcap_death_lock_read();
 	cumemcap_xmutex_lock(&fp_lock);
 	struct gpu *g = &gpus[dev];
 	CUcontext ctx = g->source == CUMEMCAP_OVERHEAD_estimate ? some_context_locked(dev) : NULL;
@@ -179,7 +179,7 @@ static void read_card(int dev)
 	uint64_t before = cumemcap_ledger_get(dev, CUMEMCAP_FIG_reserved), free = 0, total = 0;
 	bool ok = ctx && cumemcap_driver_card_memory(ctx, &free, &total);
 	uint64_t after = cumemcap_ledger_get(dev, CUMEMCAP_FIG_reserved);
-	cumemcap_life_exit();
+	cumemcap_death_unlock_read();
 	if (!ok)
 		return;
 	uint64_t reserved = after > before ? after : before, used = total > free ? total - free : 0;

@@ -121,10 +121,11 @@ static CUresult hold(struct cumemcap_graph_op *op)
 			reserved = used = 0;
 		uint64_t spare = reserved > used ? reserved - used : 0;
 		uint64_t growth = nd->bytes > spare ? nd->bytes - spare : 0;
-		if (growth && !cumemcap_account_reserve(nd->dev, CUMEMCAP_KIND_graph, growth, op->door)) {
+		if (growth && !cumemcap_account_reserve(nd->dev, CUMEMCAP_KIND_graph, growth,
+							op->entry_point)) {
 			for (int j = 0; j < i; j++)
 				cumemcap_ledger_sub(op->need[j].dev, CUMEMCAP_KIND_graph, op->need[j].held);
-			cumemcap_account_refused(nd->dev, op->door, nd->bytes);
+			cumemcap_account_refused(nd->dev, op->entry_point, nd->bytes);
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		}
 		nd->held = growth;
@@ -139,7 +140,7 @@ static void settle_op(struct cumemcap_graph_op *op, CUresult r)
 		struct cumemcap_graph_need *nd = &op->need[i];
 		if (r == CUDA_ERROR_OUT_OF_MEMORY && valid_dev(nd->dev)) {
 			cumemcap_ledger_bump(nd->dev, driver_oom);
-			cumemcap_log_driver_oom(nd->dev, op->door, nd->bytes);
+			cumemcap_log_driver_oom(nd->dev, op->entry_point, nd->bytes);
 		}
 		if (cumemcap_device_info(nd->dev))
 			settle(nd->dev, nd->held, false);
@@ -148,11 +149,11 @@ static void settle_op(struct cumemcap_graph_op *op, CUresult r)
 
 /* ---- instantiation -------------------------------------------------------------- */
 
-CUresult cumemcap_graph_instantiate_begin(struct cumemcap_graph_op *op, const char *door,
+CUresult cumemcap_graph_instantiate_begin(struct cumemcap_graph_op *op, const char *entry_point,
 					  CUgraph graph, bool upload)
 {
 	memset(op, 0, sizeof(*op));
-	op->door = door;
+	op->entry_point = entry_point;
 	int dev;
 	if (cumemcap_device_current(&op->ctx, &dev) != CUDA_SUCCESS)
 		op->ctx = NULL;
@@ -201,10 +202,10 @@ CUresult cumemcap_graph_instantiate_end(struct cumemcap_graph_op *op, CUresult r
 
 /* ---- upload and launch ----------------------------------------------------------- */
 
-CUresult cumemcap_graph_launch_begin(struct cumemcap_graph_op *op, const char *door,
+CUresult cumemcap_graph_launch_begin(struct cumemcap_graph_op *op, const char *entry_point,
 				     CUgraphExec exec, CUstream stream, bool ptsz)
 {
-	op->door = door;
+	op->entry_point = entry_point;
 	op->map = false;
 	op->n = 0;
 	pthread_mutex_lock(&lock);

@@ -48,7 +48,7 @@ struct cumemcap_graph_need {
 
 /* One instantiation, upload or launch under way. */
 struct cumemcap_graph_op {
-	const char *door;
+	const char *entry_point;
 	int n;                 /* entries of need[]; -1: the graph is not known */
 	bool map;              /* the call may map memory: settle after it */
 	CUcontext ctx;
@@ -58,7 +58,7 @@ struct cumemcap_graph_op {
 /* Before cuGraphInstantiate*: find what `graph` needs and check it against
  * the limit (reserving the growth when `upload`, the instantiation uploads).
  * CUDA_ERROR_OUT_OF_MEMORY when it cannot fit. */
-CUresult cumemcap_graph_instantiate_begin(struct cumemcap_graph_op *op, const char *door,
+CUresult cumemcap_graph_instantiate_begin(struct cumemcap_graph_op *op, const char *entry_point,
 					  CUgraph graph, bool upload);
 /* After it: on success remember the executable graph. Returns r. */
 CUresult cumemcap_graph_instantiate_end(struct cumemcap_graph_op *op, CUresult r,
@@ -67,7 +67,7 @@ CUresult cumemcap_graph_instantiate_end(struct cumemcap_graph_op *op, CUresult r
 /* Before cuGraphLaunch / cuGraphUpload (ptsz: the per-thread-stream entry
  * point): reserve the growth the call may cause. CUDA_ERROR_OUT_OF_MEMORY
  * when it would pass the limit. */
-CUresult cumemcap_graph_launch_begin(struct cumemcap_graph_op *op, const char *door,
+CUresult cumemcap_graph_launch_begin(struct cumemcap_graph_op *op, const char *entry_point,
 				     CUgraphExec exec, CUstream stream, bool ptsz);
 /* After it: read back what the pool reserves. Returns r. */
 CUresult cumemcap_graph_launch_end(struct cumemcap_graph_op *op, CUresult r, CUgraphExec exec);
@@ -77,7 +77,7 @@ void cumemcap_graph_exec_destroyed(CUgraphExec exec);
 /* cuDeviceGraphMemTrim(dev) succeeded: every executable graph on dev may
  * have been unmapped. */
 void cumemcap_graph_trimmed(int dev);
-/* Context `ctx` died (life lock writer): its executable graphs went with
+/* Context `ctx` died (death lock held as writer): its executable graphs went with
  * it; read every device's graph pool again. */
 void cumemcap_graph_context_died(CUcontext ctx);
 

@@ -23,18 +23,18 @@
 #include "driver/driver.h"
 #include "log/log.h"
 #include "platform/worker.h"
-#include "state/group.h"
+#include "group/group.h"
 
-void cumemcap_account_refused(int dev, const char *door, uint64_t bytes)
+void cumemcap_account_refused(int dev, const char *entry_point, uint64_t bytes)
 {
 	cumemcap_ledger_bump(dev, refusals);
-	cumemcap_log_refusal(dev, door, bytes);
+	cumemcap_log_refusal(dev, entry_point, bytes);
 }
 
-void cumemcap_account_driver_oom(int dev, const char *door, uint64_t bytes)
+void cumemcap_account_driver_oom(int dev, const char *entry_point, uint64_t bytes)
 {
 	cumemcap_ledger_bump(dev, driver_oom);
-	cumemcap_log_driver_oom(dev, door, bytes);
+	cumemcap_log_driver_oom(dev, entry_point, bytes);
 }
 
 void cumemcap_account_make_room(int dev)
@@ -52,7 +52,8 @@ void cumemcap_account_make_room(int dev)
  * until the deadline. Only the calling thread waits, holding no lock. */
 #define WAIT_SLICE_MS 1000u
 
-bool cumemcap_account_wait(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *door)
+bool cumemcap_account_wait(int dev, enum cumemcap_kind kind, uint64_t bytes,
+			   const char *entry_point)
 {
 	uint32_t wait_ms = cumemcap_policy()->wait_ms;
 	if (wait_ms == 0 || !cumemcap_ledger_valid(dev))
@@ -79,25 +80,28 @@ bool cumemcap_account_wait(int dev, enum cumemcap_kind kind, uint64_t bytes, con
 	cumemcap_ledger_drop(dev, waiting);
 	if (!granted)
 		cumemcap_ledger_bump(dev, wait_timeouts);
-	cumemcap_log_wait(dev, door, bytes, cumemcap_now_ms() - start, granted);
+	cumemcap_log_wait(dev, entry_point, bytes, cumemcap_now_ms() - start, granted);
 	return granted;
 }
 
-bool cumemcap_account_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *door)
+bool cumemcap_account_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes,
+			      const char *entry_point)
 {
 	if (cumemcap_ledger_reserve(dev, kind, bytes))
 		return true;
 	cumemcap_account_make_room(dev);
-	return cumemcap_ledger_reserve(dev, kind, bytes) || cumemcap_account_wait(dev, kind, bytes, door);
+	return cumemcap_ledger_reserve(dev, kind, bytes) ||
+	       cumemcap_account_wait(dev, kind, bytes, entry_point);
 }
 
-/* A segment of `bytes` for a request of `asked` (`door`), from the driver
+/* A segment of `bytes` for a request of `asked` (`entry_point`), from the driver
  * in the current context, its bytes reserved. */
-static CUresult take_segment(int dev, uint64_t bytes, const char *door, uint64_t asked, CUdeviceptr *base)
+static CUresult take_segment(int dev, uint64_t bytes, const char *entry_point, uint64_t asked,
+			     CUdeviceptr *base)
 {
 	for (int attempt = 0;; attempt++) {
-		if (!cumemcap_account_reserve(dev, CUMEMCAP_KIND_linear, bytes, door)) {
-			cumemcap_account_refused(dev, door, asked);
+		if (!cumemcap_account_reserve(dev, CUMEMCAP_KIND_linear, bytes, entry_point)) {
+			cumemcap_account_refused(dev, entry_point, asked);
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		}
 		CUresult r = cumemcap_driver_mem_alloc(base, bytes);
@@ -107,14 +111,15 @@ static CUresult take_segment(int dev, uint64_t bytes, const char *door, uint64_t
 		if (r != CUDA_ERROR_OUT_OF_MEMORY)
 			return r;
 		if (attempt > 0) {
-			cumemcap_account_driver_oom(dev, door, asked);
+			cumemcap_account_driver_oom(dev, entry_point, asked);
 			return r;
 		}
 		cumemcap_account_make_room(dev);
 	}
 }
 
-bool cumemcap_account_alloc_pooled(CUdeviceptr *dptr, uint64_t bytes, const char *door, CUresult *r)
+bool cumemcap_account_alloc_pooled(CUdeviceptr *dptr, uint64_t bytes, const char *entry_point,
+				   CUresult *r)
 {
 	struct cumemcap_arena_request q;
 	for (;;) {
@@ -127,7 +132,7 @@ bool cumemcap_account_alloc_pooled(CUdeviceptr *dptr, uint64_t bytes, const char
 			return true;
 		case CUMEMCAP_ARENA_REFUSED:
 			cumemcap_ledger_note_request(q.dev, bytes);
-			cumemcap_account_refused(q.dev, door, bytes);
+			cumemcap_account_refused(q.dev, entry_point, bytes);
 			*r = CUDA_ERROR_OUT_OF_MEMORY;
 			return true;
 		case CUMEMCAP_ARENA_NEEDS_SEGMENT:
@@ -136,7 +141,7 @@ bool cumemcap_account_alloc_pooled(CUdeviceptr *dptr, uint64_t bytes, const char
 		if (!q.prealloc)
 			cumemcap_ledger_note_request(q.dev, bytes);
 		CUdeviceptr base;
-		*r = take_segment(q.dev, q.segment_bytes, q.prealloc ? "preallocate" : door,
+		*r = take_segment(q.dev, q.segment_bytes, q.prealloc ? "preallocate" : entry_point,
 				  q.prealloc ? q.segment_bytes : bytes, &base);
 		if (*r != CUDA_SUCCESS && !q.prealloc)
 			return true;

@@ -59,7 +59,7 @@
  * what is live now lets a program whose live bytes swing keep what it
  * will reuse; the budget stops one whose sizes drift from piling up
  * segments. The fit slack (1/4) and the budget (1/8) were chosen on the
- * benchmark traces (README "Benchmarks", the sweep table).
+ * benchmark traces (docs/benchmarks.md, "`arena`: the pooled arenas").
  *
  * A whole segment's block counts as live for its requested size (rounded
  * to 512 bytes); the rest of its segment is neither live nor cached.
@@ -84,7 +84,7 @@
  * synchronize). The arena table is created under one mutex and read
  * without it; an arena slot is never freed, only emptied.
  *
- * Files: arena/books.c keeps the records (segments, the arena table, the
+ * Files: arena/segments.c keeps the records (segments, the arena table, the
  * lookups by address); arena/grow.c serves requests (the per-thread
  * arena cache, growth within the budget, taking segments, preallocation);
  * arena/release.c takes blocks back and gives segments back (frees,
@@ -204,7 +204,7 @@ struct arena {
 	uint64_t whole_free; /* bytes of wholly free segments (not preallocated) */
 };
 
-/* The arena table (books.c): MAX_ARENAS slots, arena_count of them
+/* The arena table (segments.c): MAX_ARENAS slots, arena_count of them
  * ever used; a slot is set up and emptied under arena_create_lock and its
  * own lock, never freed. */
 extern struct arena arenas[MAX_ARENAS];
@@ -212,8 +212,8 @@ extern _Atomic uint32_t arena_count;
 extern pthread_mutex_t arena_create_lock;
 
 /* The arena the calling thread last found by its context (grow.c):
- * find_block tries it first. The cache that skips the search is the
- * device layer's note (cumemcap_device_current_noted). */
+ * find_block tries it first. The cache that skips the search is kept
+ * by the device layer (cumemcap_device_current_arena). */
 extern CUMEMCAP_TLS struct arena *arena_last;
 
 /* The arena's counters (allocs, frees, avoided): written under its lock. */
@@ -385,7 +385,7 @@ static inline CUdeviceptr chunk_addr(const struct arena *a, const struct chunk *
 #define HASH_HIGHS 0x8080808080808080ull
 
 /* Rebuild the table with room for the live slots (doubling when they
- * fill a quarter of it), dropping the tombstones (books.c); false when
+ * fill a quarter of it), dropping the tombstones (segments.c); false when
  * out of host memory. */
 bool arena_slots_grow(struct arena *a);
 
@@ -569,7 +569,7 @@ struct give_back {
 	bool quiet; /* in a quiet section (capture.h) until given back */
 };
 
-/* books.c */
+/* segments.c */
 void arena_clear(struct arena *a);
 /* Add a segment the driver gave (lock held). NONE when bookkeeping memory
  * ran out; the caller then gives the segment back. */

@@ -95,8 +95,8 @@ struct cumemcap_arena_gone {
 	uint64_t blocks; /* live blocks */
 };
 
-/* A context is gone with everything allocated in it (life writer held):
- * its arena is emptied and its figures leave the ledger. */
+/* A context is gone with everything allocated in it (the death lock held
+ * as writer): its arena is emptied and its figures leave the ledger. */
 void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone);
 
 /* Give back everything the arenas of `dev` cache, in every context on it:

@@ -23,13 +23,14 @@
  * 1317 fences, torch-nocache 8547 against 555, torch-caching 705 against
  * 8) and still need this path for packed blocks.
  *
- * It falls back to cuCtxSynchronize (as before fences) when it cannot
- * prove: the first time for an arena, after any stream was destroyed
- * since the arena's last synchronization (its queued work is out of every
- * list), while a stream of unknown context lives, when another thread is
- * fencing the same arena, or when a driver call fails. Callers are inside a quiet section (capture.h): no stream
- * captures, so no record becomes a node of a graph and no legacy-stream
- * work invalidates a global-mode capture.
+ * It falls back to cuCtxSynchronize (what the driver's cuMemFree does)
+ * when it cannot prove: the first time for an arena, after any stream was
+ * destroyed since the arena's last synchronization (its queued work is out
+ * of every list), while a stream of unknown context lives, when another
+ * thread is fencing the same arena, or when a driver call fails. Callers
+ * are inside a quiet section (capture.h): no stream captures, so no
+ * record becomes a node of a graph and no legacy-stream work invalidates
+ * a global-mode capture.
  *
  * Thread safety: one fence per arena slot; a thread uses it only after
  * taking its busy flag (others fall back). No arena lock is held. A dead

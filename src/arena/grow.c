@@ -281,18 +281,18 @@ static struct arena *arena_find(CUcontext ctx, int dev, unsigned shard)
 	return found;
 }
 
-/* The arena this thread's packed requests go to in (ctx, dev); `noted`
+/* The arena this thread's packed requests go to in (ctx, dev); `cached`
  * is the one the device layer kept for ctx on this thread (NULL: find
  * it). A full table leaves a shard on the primary. */
-static struct arena *arena_of(CUcontext ctx, int dev, struct arena *noted, unsigned shard)
+static struct arena *arena_of(CUcontext ctx, int dev, struct arena *cached, unsigned shard)
 {
-	if (noted)
-		return noted;
+	if (cached)
+		return cached;
 	struct arena *found = shard ? arena_find(ctx, dev, shard) : NULL;
 	if (!found)
 		found = arena_find(ctx, dev, 0);
 	if (found) {
-		cumemcap_device_set_note(ctx, found);
+		cumemcap_device_cache_arena(ctx, found);
 		arena_last = found;
 	}
 	return found;
@@ -423,10 +423,10 @@ enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q
 		return CUMEMCAP_ARENA_NOT_POOLED;
 	CUcontext ctx;
 	int dev;
-	void *noted;
-	if (cumemcap_device_current_noted(&ctx, &dev, &noted) != CUDA_SUCCESS || !pooled_on(p, dev))
+	void *cached;
+	if (cumemcap_device_current_arena(&ctx, &dev, &cached) != CUDA_SUCCESS || !pooled_on(p, dev))
 		return CUMEMCAP_ARENA_NOT_POOLED;
-	struct arena *a = arena_of(ctx, dev, noted, thread_shard(p));
+	struct arena *a = arena_of(ctx, dev, cached, thread_shard(p));
 	if (!a)
 		return CUMEMCAP_ARENA_NOT_POOLED;
 	uint64_t rounded = unit_round(bytes);

@@ -13,7 +13,7 @@
  * meanwhile. Context death and fork also hold arena_create_lock. */
 #include "arena/arena-internal.h"
 #include "arena/fence.h"
-#include "state/group.h"
+#include "group/group.h"
 
 #include "config/policy.h"
 #include "driver/driver.h"
@@ -22,7 +22,7 @@
 #include "state/capture.h"
 #include "state/device.h"
 #include "state/ledger.h"
-#include "state/life.h"
+#include "state/death-lock.h"
 #include "state/streams.h"
 
 /* ---- free lists ------------------------------------------------------------------------- */
@@ -297,9 +297,10 @@ void arena_reclaim(struct arena *a)
 
 /* ---- blocks -------------------------------------------------------------------------------- */
 
-/* The arena and hash slot of a live block's base, locked; NULL if none.
- * *in_seg tells whether ptr is in some arena's segment (that arena is then
- * returned locked, with *slot NONE). */
+/* The arena that holds ptr, locked, and in *slot the hash slot of the
+ * live block whose base ptr is; *slot is NONE when ptr lies in one of the
+ * arena's segments but is no live block's base. NULL (nothing locked)
+ * when ptr is in no arena's segment. */
 static struct arena *find_block(CUdeviceptr ptr, uint32_t *slot)
 {
 	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
@@ -469,7 +470,7 @@ uint32_t cumemcap_arena_tick(uint64_t now_ms)
 	for (uint32_t i = 0; i < n; i++) {
 		struct arena *a = &arenas[i];
 		/* No context dies while this arena's driver calls are made. */
-		cumemcap_life_enter();
+		cumemcap_death_lock_read();
 		reclaim_quiet(a, now_ms, p->release_idle_ms);
 		bool more = true;
 		while (more) {
@@ -489,7 +490,7 @@ uint32_t cumemcap_arena_tick(uint64_t now_ms)
 			unlock(a);
 			arena_release_now(a, ctx, &g);
 		}
-		cumemcap_life_exit();
+		cumemcap_death_unlock_read();
 	}
 	if (next == UINT64_MAX)
 		return UINT32_MAX;
@@ -523,6 +524,6 @@ void cumemcap_arena_fork_child(void)
 	arena_last = NULL;
 	arena_fence_fork_child();
 	cumemcap_streams_fork_child();
-	cumemcap_device_set_note(NULL, NULL);
+	cumemcap_device_cache_arena(NULL, NULL);
 	pthread_mutex_unlock(&arena_create_lock);
 }

@@ -1,6 +1,6 @@
 /* dltramp: the exported dlsym and dlvsym.
  *
- * Each asks its C router (doors.c) which function should answer, then
+ * Each asks its C router (lookup.c) which function should answer, then
  * restores the arguments and jumps there. Jumping, not calling, keeps the
  * program's return address in place: glibc's dlsym resolves RTLD_NEXT and
  * RTLD_DEFAULT relative to the object that called it. The caller's return
@@ -14,7 +14,7 @@
  *
  * Thread safety: no data of its own; the arguments are kept on the
  * calling thread's stack (or in its registers) across the router call,
- * and the routers say how they are thread-safe (doors.c). */
+ * and the routers say how they are thread-safe (lookup.c). */
 
 #if defined(__x86_64__)
 

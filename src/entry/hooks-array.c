@@ -46,17 +46,18 @@ static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, uint64_t channel
 /* Charge an array of `bytes` (kind: array or mipmapped array), call
  * `create` with its arguments, settle on its handle. A deferred-mapping
  * array holds no memory until it is mapped: `deferred` skips the charge. */
-#define ARRAY_CREATE(door, handle_kind, bytes, deferred, phandle, create)                  \
-	do {                                                                                  \
-		if (deferred)                                                                 \
-			return (create);                                                      \
-		struct cumemcap_charge c_;                                                    \
-		CUresult r_ = cumemcap_account_charge_begin(&c_, door, -1, CUMEMCAP_KIND_array, bytes); \
-		if (r_ != CUDA_SUCCESS)                                                       \
-			return r_;                                                            \
-		r_ = (create);                                                                \
-		uint64_t key_ = r_ == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*(phandle) : 0;     \
-		return cumemcap_account_charge_finish(&c_, r_, handle_kind, key_);                    \
+#define ARRAY_CREATE(entry_point, handle_kind, bytes, deferred, phandle, create)                   \
+	do {                                                                                       \
+		if (deferred)                                                                      \
+			return (create);                                                           \
+		struct cumemcap_charge c_;                                                         \
+		CUresult r_ = cumemcap_account_charge_begin(&c_, entry_point, -1,                  \
+							    CUMEMCAP_KIND_array, bytes);           \
+		if (r_ != CUDA_SUCCESS)                                                            \
+			return r_;                                                                 \
+		r_ = (create);                                                                     \
+		uint64_t key_ = r_ == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*(phandle) : 0;          \
+		return cumemcap_account_charge_finish(&c_, r_, handle_kind, key_);                 \
 	} while (0)
 
 /* The legacy descriptors in the _v2 layouts, and the legacy entry points
@@ -104,35 +105,36 @@ static CUresult CUDAAPI array3d_create_v1(CUarray *pHandle, const CUDA_ARRAY3D_D
 }
 
 /* cuArrayCreate, either descriptor. */
-static CUresult array_2d(const char *door, PFN_cuArrayCreate_v3020 fn, CUarray *pHandle,
+static CUresult array_2d(const char *entry_point, PFN_cuArrayCreate_v3020 fn, CUarray *pHandle,
 			 const CUDA_ARRAY_DESCRIPTOR *d)
 {
-	ARRAY_CREATE(door, CUMEMCAP_HANDLE_ARRAY,
-		     array_bytes(d->Width, d->Height, 1, d->NumChannels, d->Format),
-		     !pHandle || !d, pHandle, fn(pHandle, d));
+	ARRAY_CREATE(entry_point, CUMEMCAP_HANDLE_ARRAY,
+		     array_bytes(d->Width, d->Height, 1, d->NumChannels, d->Format), !pHandle || !d,
+		     pHandle, fn(pHandle, d));
 }
 
 /* cuArray3DCreate, either descriptor. */
-static CUresult array_3d(const char *door, PFN_cuArray3DCreate_v3020 fn, CUarray *pHandle,
+static CUresult array_3d(const char *entry_point, PFN_cuArray3DCreate_v3020 fn, CUarray *pHandle,
 			 const CUDA_ARRAY3D_DESCRIPTOR *d)
 {
-	ARRAY_CREATE(door, CUMEMCAP_HANDLE_ARRAY,
+	ARRAY_CREATE(entry_point, CUMEMCAP_HANDLE_ARRAY,
 		     array_bytes(d->Width, d->Height, d->Depth, d->NumChannels, d->Format),
-		     !pHandle || !d || (d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING), pHandle, fn(pHandle, d));
+		     !pHandle || !d || (d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING), pHandle,
+		     fn(pHandle, d));
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayCreate_v2(CUarray *pHandle,
 						 const CUDA_ARRAY_DESCRIPTOR *d)
 {
 	NEED(cuArrayCreate_v2);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return array_2d(__func__, real_cuArrayCreate_v2, pHandle, d);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *d)
 {
 	NEED(cuArrayCreate);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return array_2d(__func__, array_create_v1, pHandle, widen_2d(d, &(CUDA_ARRAY_DESCRIPTOR){ 0 }));
 }
 
@@ -140,7 +142,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuArray3DCreate_v2(CUarray *pHandle,
 						   const CUDA_ARRAY3D_DESCRIPTOR *d)
 {
 	NEED(cuArray3DCreate_v2);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return array_3d(__func__, real_cuArray3DCreate_v2, pHandle, d);
 }
 
@@ -148,7 +150,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuArray3DCreate(CUarray *pHandle,
 						const CUDA_ARRAY3D_DESCRIPTOR_v1 *d)
 {
 	NEED(cuArray3DCreate);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return array_3d(__func__, array3d_create_v1, pHandle,
 			widen_3d(d, &(CUDA_ARRAY3D_DESCRIPTOR){ 0 }));
 }
@@ -156,7 +158,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuArray3DCreate(CUarray *pHandle,
 CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayDestroy(CUarray hArray)
 {
 	NEED(cuArrayDestroy);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	struct cumemcap_block b;
 	bool found = cumemcap_account_release_take(CUMEMCAP_HANDLE_ARRAY, (uint64_t)(uintptr_t)hArray, &b);
 	return cumemcap_account_release_settle(found, &b, real_cuArrayDestroy(hArray));
@@ -181,7 +183,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandl
 						       unsigned int numMipmapLevels)
 {
 	NEED(cuMipmappedArrayCreate);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	ARRAY_CREATE(__func__, CUMEMCAP_HANDLE_MIPMAP, mipmap_bytes(d, numMipmapLevels),
 		     !pHandle || !d || (d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING), pHandle,
 		     real_cuMipmappedArrayCreate(pHandle, d, numMipmapLevels));
@@ -190,7 +192,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandl
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
 {
 	NEED(cuMipmappedArrayDestroy);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	struct cumemcap_block b;
 	bool found = cumemcap_account_release_take(CUMEMCAP_HANDLE_MIPMAP,
 					   (uint64_t)(uintptr_t)hMipmappedArray, &b);

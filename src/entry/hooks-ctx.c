@@ -7,9 +7,9 @@
  * A context's memory dies inside the driver in three ways: cuCtxDestroy, a
  * primary context's reset (cuDevicePrimaryCtxReset), and its last release
  * (cuDevicePrimaryCtxRelease: "the context is automatically reset once the
- * last reference to it is released"). Each runs as the writer of the life
- * lock (life.h): no other hook is inside the books while the driver frees
- * and the shim forgets, so nothing can be handed out of a freed segment,
+ * last reference to it is released"). Each runs as the writer of the
+ * death lock (death-lock.h): no other hook is inside the books while the
+ * driver frees and the shim forgets, so nothing can be handed out of a freed segment,
  * and no record of the same handle revived by another thread can exist yet
  * to be purged by mistake.
  *
@@ -19,8 +19,8 @@
  * revives the context before the shim has looked; it also tells the shim
  * each device's primary context handle.
  *
- * Thread safety: primary_lock (taken before the life writer, never inside
- * it; an xmutex, as it is held across driver calls) orders retain, release
+ * Thread safety: primary_lock (taken before the death lock's writer, never
+ * inside it; an xmutex, as it is held across driver calls) orders retain, release
  * and reset; the handles are atomics. */
 #include "account/account.h"
 #include "account/footprint.h"
@@ -137,14 +137,14 @@ static void died(CUcontext ctx, int dev, enum cumemcap_death why)
 static CUresult primary_change(CUresult(CUDAAPI *fn)(CUdevice), CUdevice dev, enum cumemcap_death why)
 {
 	cumemcap_xmutex_lock(&primary_lock);
-	cumemcap_life_lock();
+	cumemcap_death_lock_write();
 	bool was_active = valid(dev) && cumemcap_driver_primary_active(dev);
 	CUcontext ctx = was_active ? primary_handle(dev) : NULL;
 	CUresult r = fn(dev);
 	if (r == CUDA_SUCCESS && was_active &&
 	    (why == CUMEMCAP_DEATH_RESET || !cumemcap_driver_primary_active(dev)))
 		died(ctx, dev, why);
-	cumemcap_life_unlock();
+	cumemcap_death_unlock_write();
 	cumemcap_xmutex_unlock(&primary_lock);
 	return r;
 }
@@ -175,11 +175,11 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev)
 
 static CUresult destroy(CUresult(CUDAAPI *fn)(CUcontext), CUcontext ctx)
 {
-	cumemcap_life_lock();
+	cumemcap_death_lock_write();
 	CUresult r = fn(ctx);
 	if (r == CUDA_SUCCESS && ctx)
 		died(ctx, -1, CUMEMCAP_DEATH_DESTROYED);
-	cumemcap_life_unlock();
+	cumemcap_death_unlock_write();
 	return r;
 }
 

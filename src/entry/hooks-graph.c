@@ -26,11 +26,12 @@ static void refused_log(CUresult r, const struct cumemcap_graph_op *op, CUgraphN
 }
 
 /* The 5-argument instantiation of CUDA 10.0 and 11.0. */
-static CUresult instantiate_log(PFN_cuGraphInstantiate_v11000 fn, const char *door, CUgraphExec *exec,
-				CUgraph graph, CUgraphNode *error_node, char *log, size_t size)
+static CUresult instantiate_log(PFN_cuGraphInstantiate_v11000 fn, const char *entry_point,
+				CUgraphExec *exec, CUgraph graph, CUgraphNode *error_node,
+				char *log, size_t size)
 {
 	struct cumemcap_graph_op op;
-	CUresult r = cumemcap_graph_instantiate_begin(&op, door, graph, false);
+	CUresult r = cumemcap_graph_instantiate_begin(&op, entry_point, graph, false);
 	if (r != CUDA_SUCCESS) {
 		refused_log(r, &op, error_node, log, size);
 		return r;
@@ -43,7 +44,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *phGraphExec, CU
 						   size_t bufferSize)
 {
 	NEED(cuGraphInstantiate);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return instantiate_log(real_cuGraphInstantiate, __func__, phGraphExec, hGraph, phErrorNode,
 			       logBuffer, bufferSize);
 }
@@ -53,7 +54,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphInstantiate_v2(CUgraphExec *phGraphExec,
 						      size_t bufferSize)
 {
 	NEED(cuGraphInstantiate_v2);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return instantiate_log(real_cuGraphInstantiate_v2, __func__, phGraphExec, hGraph, phErrorNode,
 			       logBuffer, bufferSize);
 }
@@ -62,7 +63,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGrap
 							    unsigned long long flags)
 {
 	NEED(cuGraphInstantiateWithFlags);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	struct cumemcap_graph_op op;
 	CUresult r = cumemcap_graph_instantiate_begin(&op, __func__, hGraph,
 						      (flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) != 0);
@@ -72,12 +73,13 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGrap
 					      phGraphExec);
 }
 
-static CUresult instantiate_params(PFN_cuGraphInstantiateWithParams_v12000 fn, const char *door,
-				   CUgraphExec *exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS *params)
+static CUresult instantiate_params(PFN_cuGraphInstantiateWithParams_v12000 fn,
+				   const char *entry_point, CUgraphExec *exec, CUgraph graph,
+				   CUDA_GRAPH_INSTANTIATE_PARAMS *params)
 {
 	struct cumemcap_graph_op op;
 	bool upload = params && (params->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD);
-	CUresult r = cumemcap_graph_instantiate_begin(&op, door, graph, upload);
+	CUresult r = cumemcap_graph_instantiate_begin(&op, entry_point, graph, upload);
 	if (r != CUDA_SUCCESS) {
 		if (params) {
 			params->hErrNode_out = NULL;
@@ -92,7 +94,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphInstantiateWithParams(CUgraphExec *phGra
 							     CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
 {
 	NEED(cuGraphInstantiateWithParams);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return instantiate_params(real_cuGraphInstantiateWithParams, __func__, phGraphExec, hGraph,
 				  instantiateParams);
 }
@@ -101,17 +103,17 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(CUgraphExec *
 								  CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
 {
 	NEED(cuGraphInstantiateWithParams_ptsz);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return instantiate_params(real_cuGraphInstantiateWithParams_ptsz, __func__, phGraphExec, hGraph,
 				  instantiateParams);
 }
 
 /* Upload and launch share a prototype. */
-static CUresult run(PFN_cuGraphLaunch_v10000 fn, const char *door, bool ptsz, CUgraphExec exec,
-		    CUstream stream)
+static CUresult run(PFN_cuGraphLaunch_v10000 fn, const char *entry_point, bool ptsz,
+		    CUgraphExec exec, CUstream stream)
 {
 	struct cumemcap_graph_op op;
-	CUresult r = cumemcap_graph_launch_begin(&op, door, exec, stream, ptsz);
+	CUresult r = cumemcap_graph_launch_begin(&op, entry_point, exec, stream, ptsz);
 	if (r != CUDA_SUCCESS)
 		return r;
 	return cumemcap_graph_launch_end(&op, fn(exec, stream), exec);
@@ -120,41 +122,41 @@ static CUresult run(PFN_cuGraphLaunch_v10000 fn, const char *door, bool ptsz, CU
 CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
 {
 	NEED(cuGraphUpload);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return run(real_cuGraphUpload, __func__, false, hGraphExec, hStream);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
 	NEED(cuGraphUpload_ptsz);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return run(real_cuGraphUpload_ptsz, __func__, true, hGraphExec, hStream);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 {
 	NEED(cuGraphLaunch);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return run(real_cuGraphLaunch, __func__, false, hGraphExec, hStream);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
 	NEED(cuGraphLaunch_ptsz);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return run(real_cuGraphLaunch_ptsz, __func__, true, hGraphExec, hStream);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
 	NEED(cuGraphExecDestroy);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	FORWARD_NOTING(real_cuGraphExecDestroy(hGraphExec), cumemcap_graph_exec_destroyed(hGraphExec));
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuDeviceGraphMemTrim(CUdevice device)
 {
 	NEED(cuDeviceGraphMemTrim);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	FORWARD_NOTING(real_cuDeviceGraphMemTrim(device), cumemcap_graph_trimmed((int)device));
 }

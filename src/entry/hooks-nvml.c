@@ -1,10 +1,10 @@
 /* hooks-nvml: NVML asked from inside a capped process tells the same story
- * as cuMemGetInfo (issue 14).
+ * as cuMemGetInfo.
  *
  * The shim exports nvmlDeviceGetMemoryInfo, _v2 and
  * nvmlDeviceGetComputeRunningProcesses, _v2, _v3: a program linked to
- * libnvidia-ml.so.1 binds to them under LD_PRELOAD, and the dlsym door
- * (doors.c) hands them out for a lookup whose real answer lies in
+ * libnvidia-ml.so.1 binds to them under LD_PRELOAD, and dlsym
+ * (lookup.c) hands them out for a lookup whose real answer lies in
  * libnvidia-ml (pynvml's dlopen + dlsym). Each calls the real NVML first
  * (nvml.h: the library's own functions, never these), returns its error
  * unchanged, and on success rewrites the figures of a GPU the shim knows
@@ -26,7 +26,7 @@
  *
  * NVML missing (the shim's dlopen of libnvidia-ml.so.1 fails): a program
  * cannot reach these hooks then (linked, it would not start; through dlsym
- * the door hands them out only for a function found in the library), so
+ * dlsym hands them out only for a function found in the library), so
  * the answer is NVML's own for an unusable library,
  * NVML_ERROR_UNINITIALIZED; a real function the library lacks answers
  * NVML_ERROR_FUNCTION_NOT_FOUND.
@@ -43,7 +43,7 @@
 #include "driver/nvml.h"
 #include "platform/export.h"
 #include "state/device.h"
-#include "state/group.h"
+#include "group/group.h"
 #include "state/ledger.h"
 
 typedef cumemcap_nvml_return nvmlReturn_t;
@@ -225,7 +225,7 @@ CUMEMCAP_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_
 	return processes(real.procs_v3, device, count, infos, sizeof(*infos), &real);
 }
 
-/* ---- the dlsym door's table ------------------------------------------------ */
+/* ---- the table dlsym answers from ------------------------------------------ */
 
 static const struct {
 	const char *name;

@@ -1,7 +1,7 @@
-/* hooks-nvml: the shim's NVML entry points, by name, for the dlsym door.
+/* hooks-nvml: the shim's NVML entry points, by name, for dlsym (lookup.c).
  *
  * Thread safety: an immutable table, read without locks (and without libc
- * calls: the door asks it on every dlsym of a name starting with "nvml"). */
+ * calls: lookup.c asks it on every dlsym of a name starting with "nvml"). */
 #pragma once
 
 #include "driver/driver.h"

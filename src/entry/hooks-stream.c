@@ -4,7 +4,7 @@
  * the driver's answer reaches the program unchanged.
  *
  * Thread safety: see streams.h. Creation runs in a reader section of the
- * life lock, so no context dies between the driver's call and the note
+ * death lock, so no context dies between the driver's call and the note
  * (a dead context's streams are forgotten with it). */
 #include "state/streams.h"
 #include "platform/export.h"
@@ -25,14 +25,14 @@ static CUresult created(CUresult r, CUstream *stream, unsigned flags)
 CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
 {
 	NEED(cuStreamCreate);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return created(real_cuStreamCreate(phStream, Flags), phStream, Flags);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
 {
 	NEED(cuStreamCreateWithPriority);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return created(real_cuStreamCreateWithPriority(phStream, flags, priority), phStream, flags);
 }
 
@@ -43,7 +43,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuGreenCtxStreamCreate(CUstream *phStream, CUgr
 							int priority)
 {
 	NEED(cuGreenCtxStreamCreate);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	CUresult r = real_cuGreenCtxStreamCreate(phStream, greenCtx, flags, priority);
 	if (r == CUDA_SUCCESS && phStream)
 		cumemcap_streams_created(*phStream, NULL, flags);

@@ -17,7 +17,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handl
 					    const CUmemAllocationProp *prop, unsigned long long flags)
 {
 	NEED(cuMemCreate);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	if (!handle || !prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
 		return real_cuMemCreate(handle, size, prop, flags);
 	struct cumemcap_charge c;
@@ -31,7 +31,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handl
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
 {
 	NEED(cuMemRelease);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	struct cumemcap_vmm_call v;
 	cumemcap_vmm_release_take(&v, handle);
 	return cumemcap_vmm_release_settle(&v, real_cuMemRelease(handle));
@@ -41,7 +41,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t o
 					 CUmemGenericAllocationHandle handle, unsigned long long flags)
 {
 	NEED(cuMemMap);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	struct cumemcap_vmm_call v;
 	cumemcap_vmm_map_take(&v, handle);
 	return cumemcap_vmm_map_settle(&v, real_cuMemMap(ptr, size, offset, handle, flags), ptr, size);
@@ -50,7 +50,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t o
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
 	NEED(cuMemUnmap);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	struct cumemcap_vmm_call v;
 	cumemcap_vmm_unmap_take(&v, ptr, size);
 	return cumemcap_vmm_unmap_settle(&v, real_cuMemUnmap(ptr, size));
@@ -59,7 +59,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
 {
 	NEED(cuMemRetainAllocationHandle);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	struct cumemcap_vmm_call v;
 	cumemcap_vmm_retain_take(&v, addr);
 	CUresult r = real_cuMemRetainAllocationHandle(handle, addr);
@@ -72,7 +72,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemExportToShareableHandle(void *shareableHan
 							     unsigned long long flags)
 {
 	NEED(cuMemExportToShareableHandle);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	CUresult r = real_cuMemExportToShareableHandle(shareableHandle, handle, handleType, flags);
 	if (r == CUDA_SUCCESS && handleType == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
 		cumemcap_vmm_exported(handle, *(int *)shareableHandle);
@@ -84,7 +84,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllo
 							       CUmemAllocationHandleType shHandleType)
 {
 	NEED(cuMemImportFromShareableHandle);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	struct cumemcap_vmm_call v;
 	cumemcap_vmm_import_take(&v, shHandleType == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 				     ? (int)(intptr_t)osHandle : -1);

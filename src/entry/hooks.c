@@ -1,4 +1,4 @@
-/* hooks: the memory entry points cumemcap defines (link-time door), but
+/* hooks: the memory entry points cumemcap defines (link-time entry_point), but
  * for the arrays (hooks-array.c), stream captures (hooks-capture.c),
  * context deaths (hooks-ctx.c), graphs (hooks-graph.c) and virtual memory
  * management (hooks-vmm.c).
@@ -20,7 +20,7 @@
 #include "arena/arena.h"
 #include "state/capture.h"
 #include "state/device.h"
-#include "state/group.h"
+#include "group/group.h"
 #include "driver/driver.h"
 #include "platform/export.h"
 #include "entry/hooks.h"
@@ -42,12 +42,12 @@ static void cancel(struct cumemcap_charge *c)
  * below works in 64 bits and calls the real entry point in the _v2
  * prototype; a legacy twin passes a small adapter (a *_v1 function) that
  * calls the legacy entry point in that prototype. */
-struct out {
+struct out_param {
 	void *p; /* NULL: the program passed NULL */
 	bool narrow;
 };
-#define WIDE(ptr) ((struct out){ (ptr), false })
-#define NARROW(ptr) ((struct out){ (ptr), true })
+#define WIDE(ptr) ((struct out_param){ (ptr), false })
+#define NARROW(ptr) ((struct out_param){ (ptr), true })
 
 static unsigned int saturate_uint(uint64_t v)
 {
@@ -55,7 +55,7 @@ static unsigned int saturate_uint(uint64_t v)
 }
 
 /* A capacity figure: a legacy one saturates. */
-static void put_saturated(struct out o, uint64_t v)
+static void put_saturated(struct out_param o, uint64_t v)
 {
 	if (o.narrow)
 		*(unsigned int *)o.p = saturate_uint(v);
@@ -65,12 +65,12 @@ static void put_saturated(struct out o, uint64_t v)
 
 /* An address or a size that must be exact: false when a legacy one cannot
  * hold it. */
-static bool fits(struct out o, uint64_t v)
+static bool fits(struct out_param o, uint64_t v)
 {
 	return !o.narrow || v <= UINT_MAX;
 }
 
-static void put_exact(struct out o, uint64_t v)
+static void put_exact(struct out_param o, uint64_t v)
 {
 	if (!o.p)
 		return;
@@ -165,7 +165,7 @@ static CUresult CUDAAPI mem_get_address_range_v1(CUdeviceptr *pbase, size_t *psi
  * headroom too (nothing to read, one load, when no pool bytes are counted
  * on dev). Without one the answer is the driver's figures plus `pooled`,
  * which no pool's figure changes: nothing is read (the figures of a pool
- * that owes its growth stay owed). The ledger's figures come in one inline
+ * whose growth is unread stay unread). The ledger's figures come in one inline
  * read (cumemcap_ledger_capacity: the limit, the headroom, and `pooled`,
  * which is what cumemcap_arena_cached answers). */
 static inline __attribute__((always_inline)) void clamp_info(const struct cumemcap_ledger_capacity *c,
@@ -229,7 +229,8 @@ static inline __attribute__((always_inline)) void virtualize_info(int dev, uint6
  * when it cannot be (no current context, or it died under another
  * thread), the answer is the error the driver gives for a missing
  * context, never the driver's uncapped figures. It reads
- * device-level figures only, so it needs no life section (life.h).
+ * device-level figures only, so it does not hold the death lock
+ * (death-lock.h).
  * real_cuMemGetInfo_v2 is there (the caller checked). */
 static inline __attribute__((always_inline)) CUresult mem_info(uint64_t *f, uint64_t *t)
 {
@@ -253,8 +254,8 @@ static inline __attribute__((always_inline)) CUresult mem_info(uint64_t *f, uint
 /* cuMemGetInfo with a NULL out-parameter, or in a driver without
  * cuMemGetInfo_v2 (the shim cannot read the figures in 64 bits): `fn`
  * answers, uncapped. */
-static __attribute__((noinline)) CUresult get_info_plain(PFN_cuMemGetInfo_v3020 fn, struct out free,
-							   struct out total)
+static __attribute__((noinline)) CUresult
+get_info_plain(PFN_cuMemGetInfo_v3020 fn, struct out_param free, struct out_param total)
 {
 	size_t f64 = 0, t64 = 0;
 	CUresult r = fn(free.p ? &f64 : NULL, total.p ? &t64 : NULL);
@@ -268,8 +269,8 @@ static __attribute__((noinline)) CUresult get_info_plain(PFN_cuMemGetInfo_v3020 
 /* cuMemGetInfo, either width: the driver's figures for the current
  * context's device, capped (mem_info). Inline in each twin, so that the
  * _v2 one stores its figures whole (put_saturated on a constant width). */
-static inline __attribute__((always_inline)) CUresult get_info(PFN_cuMemGetInfo_v3020 fn, struct out free,
-							      struct out total)
+static inline __attribute__((always_inline)) CUresult
+get_info(PFN_cuMemGetInfo_v3020 fn, struct out_param free, struct out_param total)
 {
 	if (__builtin_expect(!free.p || !total.p || !real_cuMemGetInfo_v2, 0))
 		return get_info_plain(fn, free, total);
@@ -317,7 +318,7 @@ static CUresult device_total(CUdevice dev, uint64_t *total)
 /* cuDeviceTotalMem, either width: the device's capacity, capped
  * (device_total). `fn` answers a NULL out-parameter, and every call when
  * there is no cuDeviceTotalMem_v2. */
-static CUresult total_mem(PFN_cuDeviceTotalMem_v3020 fn, struct out bytes, CUdevice dev)
+static CUresult total_mem(PFN_cuDeviceTotalMem_v3020 fn, struct out_param bytes, CUdevice dev)
 {
 	if (!bytes.p || !real_cuDeviceTotalMem_v2) {
 		size_t b64 = 0;
@@ -349,16 +350,17 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuDeviceTotalMem(unsigned int *bytes, CUdevice 
 
 /* cuMemAlloc, either width. Only the 64-bit twin is served from the
  * arenas: their segments do not lie in the legacy 32-bit address space. */
-static CUresult alloc_linear(const char *door, PFN_cuMemAlloc_v3020 fn, struct out dptr, size_t bytesize)
+static CUresult alloc_linear(const char *entry_point, PFN_cuMemAlloc_v3020 fn,
+			     struct out_param dptr, size_t bytesize)
 {
 	CUdeviceptr p = 0;
 	if (!dptr.p)
 		return fn(NULL, bytesize);
 	CUresult r;
-	if (!dptr.narrow && cumemcap_account_alloc_pooled(dptr.p, bytesize, door, &r))
+	if (!dptr.narrow && cumemcap_account_alloc_pooled(dptr.p, bytesize, entry_point, &r))
 		return r;
 	struct cumemcap_charge c;
-	r = cumemcap_account_charge_begin(&c, door, -1, CUMEMCAP_KIND_linear, bytesize);
+	r = cumemcap_account_charge_begin(&c, entry_point, -1, CUMEMCAP_KIND_linear, bytesize);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = fn(&p, bytesize);
@@ -370,14 +372,14 @@ static CUresult alloc_linear(const char *door, PFN_cuMemAlloc_v3020 fn, struct o
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
 	NEED(cuMemAlloc_v2);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return alloc_linear(__func__, real_cuMemAlloc_v2, WIDE(dptr), bytesize);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
 	NEED(cuMemAlloc);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return alloc_linear(__func__, mem_alloc_v1, NARROW(dptr), bytesize);
 }
 
@@ -395,9 +397,9 @@ static uint64_t pitch_estimate(uint64_t width, uint64_t height)
  * the allocation past the limit, it is undone by `undo`, the twin's own
  * free (none when the driver lacks it: the block then stays with the
  * driver, unrecorded), and the program is refused. */
-static CUresult alloc_pitch(const char *door, PFN_cuMemAllocPitch_v3020 fn, PFN_cuMemFree_v3020 undo,
-			    struct out dptr, struct out pPitch, size_t width, size_t height,
-			    unsigned int elem)
+static CUresult alloc_pitch(const char *entry_point, PFN_cuMemAllocPitch_v3020 fn,
+			    PFN_cuMemFree_v3020 undo, struct out_param dptr,
+			    struct out_param pPitch, size_t width, size_t height, unsigned int elem)
 {
 	CUdeviceptr p = 0;
 	size_t pitch = 0;
@@ -410,7 +412,8 @@ static CUresult alloc_pitch(const char *door, PFN_cuMemAllocPitch_v3020 fn, PFN_
 		return r;
 	}
 	struct cumemcap_charge c;
-	CUresult r = cumemcap_account_charge_begin(&c, door, -1, CUMEMCAP_KIND_linear, pitch_estimate(width, height));
+	CUresult r = cumemcap_account_charge_begin(&c, entry_point, -1, CUMEMCAP_KIND_linear,
+						   pitch_estimate(width, height));
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = fn(&p, &pitch, width, height, elem);
@@ -432,7 +435,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *p
 						   unsigned int ElementSizeBytes)
 {
 	NEED(cuMemAllocPitch_v2);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return alloc_pitch(__func__, real_cuMemAllocPitch_v2, real_cuMemFree_v2, WIDE(dptr), WIDE(pPitch),
 			   WidthInBytes, Height, ElementSizeBytes);
 }
@@ -442,7 +445,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned 
 						unsigned int ElementSizeBytes)
 {
 	NEED(cuMemAllocPitch);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return alloc_pitch(__func__, mem_alloc_pitch_v1, real_cuMemFree ? mem_free_v1 : NULL, NARROW(dptr),
 			   NARROW(pPitch), WidthInBytes, Height, ElementSizeBytes);
 }
@@ -451,7 +454,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t byt
 						  unsigned int flags)
 {
 	NEED(cuMemAllocManaged);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	if (!dptr)
 		return real_cuMemAllocManaged(dptr, bytesize, flags);
 	struct cumemcap_charge c;
@@ -484,14 +487,14 @@ static CUresult free_pointer(PFN_cuMemFree_v3020 fn, CUdeviceptr dptr)
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 {
 	NEED(cuMemFree_v2);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return free_pointer(real_cuMemFree_v2, dptr);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr_v1 dptr)
 {
 	NEED(cuMemFree);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return free_pointer(mem_free_v1, dptr);
 }
 
@@ -501,17 +504,18 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr_v1 dptr)
  * `alloc` or `from_pool` is the twin's real entry point, `undo` its
  * matching free, ptsz whether it is the per-thread-stream one. The
  * accounting is account.h's (cumemcap_pool_alloc_*). */
-static CUresult async_alloc(const char *door, PFN_cuMemAllocAsync_v11020 alloc,
-			    PFN_cuMemAllocFromPoolAsync_v11020 from_pool, PFN_cuMemFreeAsync_v11020 undo,
-			    bool ptsz, CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream stream)
+static CUresult async_alloc(const char *entry_point, PFN_cuMemAllocAsync_v11020 alloc,
+			    PFN_cuMemAllocFromPoolAsync_v11020 from_pool,
+			    PFN_cuMemFreeAsync_v11020 undo, bool ptsz, CUdeviceptr *dptr,
+			    size_t bytesize, CUmemoryPool pool, CUstream stream)
 {
 #define CALL() (alloc ? alloc(dptr, bytesize, stream) : from_pool(dptr, bytesize, pool, stream))
 	CUcontext ctx;
 	int dev;
-	/* The allocation belongs to the stream's context: a stream of the
-	 * program's this thread used last is known without a driver call;
-	 * any other needs the current context (a default stream's, and the
-	 * driver's word that it can be called at all). */
+	/* The allocation belongs to the stream's context. The stream this
+	 * thread used last is known without a driver call; any other stream,
+	 * and a default stream, needs the current context (which also tells
+	 * that the driver can be called at all). */
 	if (!dptr)
 		return CALL();
 	bool known = cumemcap_device_of_stream_known(stream, &ctx, &dev);
@@ -525,7 +529,8 @@ static CUresult async_alloc(const char *door, PFN_cuMemAllocAsync_v11020 alloc,
 	if (!known)
 		cumemcap_device_of_stream(stream, &ctx, &dev);
 	struct cumemcap_pool_alloc a;
-	CUresult r = cumemcap_account_pool_alloc_begin(&a, door, ctx, dev, alloc != NULL, pool, bytesize);
+	CUresult r = cumemcap_account_pool_alloc_begin(&a, entry_point, ctx, dev, alloc != NULL,
+						       pool, bytesize);
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = CALL();
@@ -555,7 +560,7 @@ static CUresult async_free(PFN_cuMemFreeAsync_v11020 fn, CUdeviceptr dptr, CUstr
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
 	NEED(cuMemAllocAsync);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return async_alloc(__func__, real_cuMemAllocAsync, NULL, real_cuMemFreeAsync, false, dptr, bytesize,
 			   NULL, hStream);
 }
@@ -564,7 +569,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t 
 						     CUstream hStream)
 {
 	NEED(cuMemAllocAsync_ptsz);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return async_alloc(__func__, real_cuMemAllocAsync_ptsz, NULL, real_cuMemFreeAsync_ptsz, true, dptr,
 			   bytesize, NULL, hStream);
 }
@@ -573,7 +578,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size
 							CUmemoryPool pool, CUstream hStream)
 {
 	NEED(cuMemAllocFromPoolAsync);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return async_alloc(__func__, NULL, real_cuMemAllocFromPoolAsync, real_cuMemFreeAsync, false, dptr,
 			   bytesize, pool, hStream);
 }
@@ -582,7 +587,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr,
 							     CUmemoryPool pool, CUstream hStream)
 {
 	NEED(cuMemAllocFromPoolAsync_ptsz);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return async_alloc(__func__, NULL, real_cuMemAllocFromPoolAsync_ptsz, real_cuMemFreeAsync_ptsz, true,
 			   dptr, bytesize, pool, hStream);
 }
@@ -590,21 +595,21 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr,
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
 	NEED(cuMemFreeAsync);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return async_free(real_cuMemFreeAsync, dptr, hStream);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
 	NEED(cuMemFreeAsync_ptsz);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return async_free(real_cuMemFreeAsync_ptsz, dptr, hStream);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
 {
 	NEED(cuMemPoolCreate);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	CUresult r = real_cuMemPoolCreate(pool, poolProps);
 	if (r == CUDA_SUCCESS && poolProps && poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
 		cumemcap_account_pool_created(*pool, poolProps->location.id);
@@ -614,8 +619,8 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmem
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 {
 	NEED(cuMemPoolDestroy);
-	SECTION();
-	cumemcap_account_pool_read(pool); /* growth owed: counted before it goes */
+	HOLD_DEATH_LOCK();
+	cumemcap_account_pool_read(pool); /* unread growth: counted before it goes */
 	FORWARD_NOTING(real_cuMemPoolDestroy(pool), cumemcap_account_pool_destroyed(pool));
 }
 
@@ -637,7 +642,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemSetMemPool(CUmemLocation *location, CUmemA
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
 	NEED(cuMemPoolTrimTo);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	cumemcap_account_pool_read(pool);
 	FORWARD_NOTING(real_cuMemPoolTrimTo(pool, minBytesToKeep), cumemcap_account_pool_trimmed(pool));
 }
@@ -657,8 +662,8 @@ static CUresult block_range(CUdeviceptr dptr, CUdeviceptr *base, uint64_t *size,
 /* cuMemGetAddressRange, either width: a pooled block's own range, the
  * driver's answer for anything else. A legacy twin that cannot hold the
  * range gets CUDA_ERROR_INVALID_VALUE. */
-static CUresult address_range(PFN_cuMemGetAddressRange_v3020 fn, struct out pbase, struct out psize,
-			      CUdeviceptr dptr)
+static CUresult address_range(PFN_cuMemGetAddressRange_v3020 fn, struct out_param pbase,
+			      struct out_param psize, CUdeviceptr dptr)
 {
 	CUdeviceptr base;
 	uint64_t size;
@@ -684,7 +689,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, siz
 							CUdeviceptr dptr)
 {
 	NEED(cuMemGetAddressRange_v2);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return address_range(real_cuMemGetAddressRange_v2, WIDE(pbase), WIDE(psize), dptr);
 }
 
@@ -692,7 +697,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetAddressRange(CUdeviceptr_v1 *pbase, uns
 						     CUdeviceptr_v1 dptr)
 {
 	NEED(cuMemGetAddressRange);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	return address_range(mem_get_address_range_v1, NARROW(pbase), NARROW(psize), dptr);
 }
 
@@ -720,7 +725,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_att
 						      CUdeviceptr ptr)
 {
 	NEED(cuPointerGetAttribute);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	CUresult r = real_cuPointerGetAttribute(data, attribute, ptr);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -734,7 +739,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttribut
 						       CUdeviceptr ptr)
 {
 	NEED(cuPointerGetAttributes);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	CUresult r = real_cuPointerGetAttributes(numAttributes, attributes, data, ptr);
 	if (r != CUDA_SUCCESS || !attributes || !data)
 		return r;
@@ -746,7 +751,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttribut
 CUMEMCAP_EXPORT CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
 	NEED(cuIpcGetMemHandle);
-	SECTION();
+	HOLD_DEATH_LOCK();
 	CUdeviceptr base;
 	uint64_t size;
 	switch (cumemcap_arena_lookup(dptr, &base, &size)) {

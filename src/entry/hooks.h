@@ -1,25 +1,27 @@
 /* hooks: what the files of exported entry points share: the readiness
- * check, NEED and SECTION that open every hook, and FORWARD_NOTING.
+ * check, NEED and HOLD_DEATH_LOCK that open every hook, and
+ * FORWARD_NOTING.
  *
- * Thread safety: cumemcap_wired is written once, with release order, after
- * wire.c's pthread_once, and read with one acquire load per hook; SECTION
- * makes the rest of a hook a reader section of the life lock (life.h). */
+ * Thread safety: cumemcap_set_up is written once, with release order,
+ * after setup.c's pthread_once, and read with one acquire load per hook;
+ * HOLD_DEATH_LOCK holds the death lock (death-lock.h) as a reader for the
+ * rest of a hook. */
 #pragma once
 
 #include <stdatomic.h>
 #include <stdbool.h>
 
 #include "driver/driver.h"
-#include "state/life.h"
+#include "state/death-lock.h"
 #include "log/log.h"
 #include "log/signals.h"
 
-/* The driver is loaded and the layers are wired (entry/wire.c). */
-extern _Atomic bool cumemcap_wired;
+/* The driver is loaded and the upcalls are registered (entry/setup.c). */
+extern _Atomic bool cumemcap_set_up;
 bool cumemcap_ready_slow(void);
 static inline bool cumemcap_ready(void)
 {
-	return __builtin_expect(atomic_load_explicit(&cumemcap_wired, memory_order_acquire), 1) ||
+	return __builtin_expect(atomic_load_explicit(&cumemcap_set_up, memory_order_acquire), 1) ||
 	       cumemcap_ready_slow();
 }
 
@@ -33,19 +35,20 @@ static inline bool cumemcap_ready(void)
 			return CUDA_ERROR_NOT_INITIALIZED;      \
 	} while (0)
 
-static inline void cumemcap_section_end(int *unused)
+static inline void cumemcap_death_lock_cleanup(int *unused)
 {
 	(void)unused;
-	cumemcap_life_exit();
+	cumemcap_death_unlock_read();
 }
 
-/* The rest of the enclosing block is a reader section of the life lock
- * (life.h): no context dies while the hook reads or changes the books,
- * including across its driver call. It ends when the block is left, by
- * any return. */
-#define SECTION()                                                                 \
-	int cumemcap_section_ __attribute__((cleanup(cumemcap_section_end), unused)) = \
-		(cumemcap_life_enter(), 0)
+/* Hold the death lock (death-lock.h) as a reader for the rest of the
+ * enclosing block: no context dies while the hook reads or changes the
+ * books, including across its driver call. It is let go when the block
+ * is left, by any return. */
+#define HOLD_DEATH_LOCK()                                                          \
+	int cumemcap_death_lock_held_                                              \
+		__attribute__((cleanup(cumemcap_death_lock_cleanup), unused)) = \
+			(cumemcap_death_lock_read(), 0)
 
 /* Return what `call` (a real entry point) answers; when that is success,
  * run `note` first: the shim learns what the driver did (a pool or a

@@ -22,12 +22,12 @@
 #include "state/capture.h"
 #include "cumemcap.h"
 #include "state/device.h"
-#include "state/group.h"
+#include "group/group.h"
 #include "platform/export.h"
 #include "account/graph.h"
 #include "account/vmm.h"
 #include "entry/hooks.h"
-#include "entry/wire.h"
+#include "entry/setup.h"
 #include "state/ledger.h"
 #include "log/log.h"
 #include "log/signals.h"
@@ -75,7 +75,7 @@ static void fork_child(void)
 	cumemcap_worker_fork_child();
 	cumemcap_log_fork_child();
 	cumemcap_capture_fork_child();
-	cumemcap_life_fork_child();
+	cumemcap_death_lock_fork_child();
 	cumemcap_hooks_ctx_fork_child();
 	cumemcap_nvml_fork_child();
 	cumemcap_account_footprint_fork_child();
@@ -131,11 +131,10 @@ static void start_after_hints(void)
  * setuid: cumemcap_policy_start) has the defaults: no limit, no group, no
  * hint to set, nothing that could fail. Its constructor only takes what
  * must be taken as the program starts (its name, the log's variables)
- * and leaves the rest to the first hook (wire.c), before the driver is
+ * and leaves the rest to the first hook (setup.c), before the driver is
  * opened: a program that never uses CUDA pays for little more than
- * loading the library (docs/benchmarks.md, "Start of a program that
- * never uses CUDA"). A fork before then needs no handler: nothing is
- * held or booked yet.
+ * loading the library (docs/benchmarks.md, "`startup`"). A fork before
+ * then needs no handler: nothing is held or booked yet.
  *
  * A configured process builds its policy here, so that a wrong setting
  * stops it before main with its one line. Without a group to join and
@@ -149,14 +148,14 @@ __attribute__((constructor)) static void cumemcap_start(int argc, char **argv, c
 	(void)envp;
 	if (!cumemcap_policy_start(argc, argv)) {
 		cumemcap_log_start_env();
-		if (cumemcap_wire_defer(start_rest))
+		if (cumemcap_setup_defer_start(start_rest))
 			return;
 	} else {
 		const struct cumemcap_policy *p = cumemcap_policy();
 		if (!p->group[0] && !p->secure) {
 			cumemcap_hints_apply(p);
 			cumemcap_log_policy_env();
-			if (!cumemcap_wire_defer(start_after_hints))
+			if (!cumemcap_setup_defer_start(start_after_hints))
 				start_after_hints();
 			return;
 		}
@@ -189,7 +188,7 @@ CUMEMCAP_EXPORT int cumemcap_get_stats(int device, struct cumemcap_stats *out, s
 	if (!info || !out)
 		return -1;
 	struct cumemcap_figures f;
-	cumemcap_ledger_settle(device);
+	cumemcap_ledger_read_growth(device);
 	cumemcap_ledger_read(device, &f);
 	f.v[CUMEMCAP_FIG_total] = info->total;
 	struct cumemcap_stats s;

@@ -1,4 +1,5 @@
-/* table: the hook table every door answers from, generated from hooks.def.
+/* table: the hook table every way into the driver (a linked call, dlsym,
+ * cuGetProcAddress) answers from, generated from hooks.def.
  *
  * Immutable after compilation; lookups are read-only and thread-safe. */
 #pragma once
@@ -15,12 +16,11 @@ enum cumemcap_variant {
 
 /* A row holds no pointer: names are offsets into one block of characters
  * and the two addresses come from switches (cumemcap_hook_fn,
- * cumemcap_hook_real), whose code the linker resolves in place. A table of
- * pointers needed a load-time relocation per pointer, 292 of them, 78 of
- * which looked the hooks' exported names up through every library in the
- * process, and it filled a page of the library's data that every process
- * the shim is preloaded into then copied at start, CUDA or not (issue 17:
- * start of a program that never uses CUDA; docs/benchmarks.md). */
+ * cumemcap_hook_real), whose code the linker resolves in place. So the
+ * table needs no load-time relocation (a pointer per name would need one
+ * each, and a hook's would look its exported name up through every
+ * library in the process), and no page of it is copied into a process
+ * that never uses CUDA (docs/benchmarks.md, "`startup`"). */
 struct cumemcap_hook {
 	uint16_t symbol_at; /* exported name, e.g. "cuMemAlloc_v2" (cumemcap_hook_symbol) */
 	uint16_t base_at;   /* cuGetProcAddress name, e.g. "cuMemAlloc" (cumemcap_hook_base) */

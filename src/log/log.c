@@ -53,7 +53,7 @@
 #include "log/records.h"
 #include "log/signals.h"
 #include "driver/nvml.h"
-#include "state/group.h"
+#include "group/group.h"
 #include "state/ledger.h"
 #include "platform/msg.h"
 #include "config/policy.h"
@@ -404,7 +404,7 @@ void cumemcap_log_exit(void)
 	int saved = errno;
 	ensure_snapshot();
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
-		cumemcap_ledger_settle(dev); /* owed pool growth (ledger.h) */
+		cumemcap_ledger_read_growth(dev); /* unread pool growth (ledger.h) */
 	/* A forked child opens its file only if it used the GPU. */
 	if (log_target == CUMEMCAP_LOG_FILE && atomic_load(&log_file_state) == CLOSED && log_used_gpu())
 		ensure_open();

@@ -36,7 +36,7 @@
 #include "log/file.h"
 #include "log/metrics.h"
 #include "log/sweep.h"
-#include "state/group.h"
+#include "group/group.h"
 #include "state/figures.h"
 #include "platform/worker.h"
 #include "config/policy.h"

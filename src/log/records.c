@@ -15,7 +15,7 @@
 
 #include "log/records.h"
 #include "state/device.h"
-#include "state/group.h"
+#include "group/group.h"
 #include "state/ledger.h"
 #include "driver/nvml.h"
 #include "config/hints.h"
@@ -340,7 +340,7 @@ static void put_part(struct out *o, const struct cumemcap_figures *f, size_t col
 void log_put_figures(struct out *o, int dev)
 {
 	struct cumemcap_figures f;
-	cumemcap_ledger_settle(dev);
+	cumemcap_ledger_read_growth(dev);
 	read_figures(dev, cumemcap_device_info(dev), &f);
 	PUT_PART(o, &f, event, 1);
 }
@@ -357,7 +357,7 @@ int log_gather(struct gpu_figures *all)
 		struct gpu_figures *g = &all[n++];
 		uint64_t *v = g->f.v, driver = 0;
 		g->dev = dev;
-		cumemcap_ledger_settle(dev);
+		cumemcap_ledger_read_growth(dev);
 		read_figures(dev, info, &g->f);
 		cumemcap_nvml_format_uuid(info->uuid, "GPU-", g->uuid);
 		unsigned index;

@@ -18,7 +18,7 @@
 #include "log/metrics.h"
 #include "log/records.h"
 #include "log/signals.h"
-#include "state/mapped.h"
+#include "group/mapped.h"
 
 /* ---- fatal signals -------------------------------------------------------------------- */
 
@@ -76,7 +76,7 @@ static void on_fatal(int sig, siginfo_t *info, void *uc)
 	int saved = errno;
 	/* A group's book cut under its mapping by another member: the touch
 	 * goes on in private memory, and the member leaves the group at its
-	 * next look (state/mapped.h). Not the program's signal. */
+	 * next look (group/mapped.h). Not the program's signal. */
 	if (sig == SIGBUS && info && cumemcap_mapped_fault(info->si_addr)) {
 		errno = saved;
 		return;

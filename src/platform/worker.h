@@ -3,7 +3,7 @@
  * Started lazily the first time a GPU is used (a process that never uses
  * CUDA gets no thread), with every signal blocked so the program's signals
  * never land on it. It knows nothing of the layers above it: they register
- * tick functions (the arenas' idle release, the log's samples; entry/wire.c
+ * tick functions (the arenas' idle release, the log's samples; entry/setup.c
  * does it before any GPU is used), and it calls them in the order
  * registered, waking when the earliest says it next needs to, at most every
  * second. A forked child starts its own thread on its first GPU use.

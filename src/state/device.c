@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "driver/driver.h"
-#include "state/group.h"
+#include "group/group.h"
 #include "state/ledger.h"
 #include "state/streams.h"
 #include "platform/msg.h"
@@ -174,15 +174,15 @@ const struct cumemcap_device_info *cumemcap_device_info(int dev)
  * the last context it asked about and skips cuCtxGetDevice while its
  * current context stays the same. A destroyed or reset context may come
  * back at the same address on another device: the generation count makes
- * every thread ask again after one. The note rides on the same key: a
- * higher layer's per-context word (the arena's arena), cleared whenever
+ * every thread ask again after one. The arena layer's cache of the
+ * thread's arena for that context rides on the same key: cleared whenever
  * the entry changes, so it needs no check of its own. */
 static _Atomic uint64_t generation = 1;
 static CUMEMCAP_TLS struct {
 	CUcontext ctx;
 	uint64_t generation;
 	int dev;
-	void *note; /* a higher layer's word about ctx (device.h); NULL on a change */
+	void *arena; /* the arena layer's arena for ctx (device.h); NULL on a change */
 } last;
 
 void cumemcap_device_forget_contexts(void)
@@ -205,7 +205,7 @@ static __attribute__((noinline)) CUresult current_slow(CUcontext ctx, uint64_t g
 	last.ctx = ctx;
 	last.generation = gen;
 	last.dev = d;
-	last.note = NULL;
+	last.arena = NULL;
 	*dev = d;
 	return CUDA_SUCCESS;
 }
@@ -230,19 +230,20 @@ CUresult cumemcap_device_current(CUcontext *ctx, int *dev)
 	return current(ctx, dev);
 }
 
-CUresult cumemcap_device_current_noted(CUcontext *ctx, int *dev, void **note)
+CUresult cumemcap_device_current_arena(CUcontext *ctx, int *dev, void **arena)
 {
 	CUresult r = current(ctx, dev);
-	*note = last.note;
+	*arena = last.arena;
 	return r;
 }
 
-void cumemcap_device_set_note(CUcontext ctx, void *note)
+void cumemcap_device_cache_arena(CUcontext ctx, void *arena)
 {
 	/* The thread's entry may have moved to another context meanwhile
-	 * (the caller's own driver calls): the note is ctx's or nobody's. */
-	if (last.ctx == ctx || !note)
-		last.note = note;
+	 * (the caller's own driver calls): the cached arena is ctx's or
+	 * nobody's. */
+	if (last.ctx == ctx || !arena)
+		last.arena = arena;
 }
 
 /* A stream's context never changes while it lives, so each thread

@@ -22,7 +22,7 @@ struct cumemcap_device_info {
 };
 
 /* Who is told, once per GPU, that it became known (the log: it writes its
- * start record). A layer below the log cannot call it, so entry/wire.c
+ * start record). A layer below the log cannot call it, so entry/setup.c
  * registers it, before any hook can make a GPU known. Called outside the
  * device lock. */
 typedef void (*cumemcap_device_known_fn)(int dev);
@@ -59,17 +59,19 @@ void cumemcap_device_forget_contexts(void);
  * answer the program's call itself. */
 CUresult cumemcap_device_current(CUcontext *ctx, int *dev);
 
-/* cumemcap_device_current, and *note the word a higher layer set for
- * that context on this thread (cumemcap_device_set_note; the arena's: its
- * arena), or NULL: it is cleared whenever the thread's current context or
- * the generation changed since it was set, so it needs no key of its own.
- * Meaningful only when CUDA_SUCCESS is returned. */
-CUresult cumemcap_device_current_noted(CUcontext *ctx, int *dev, void **note);
+/* cumemcap_device_current, and in *arena the arena this thread cached for
+ * that context (cumemcap_device_cache_arena; opaque here: the arena
+ * layer's struct arena), or NULL: the cache is cleared whenever the
+ * thread's current context or the generation changed since it was set,
+ * so it needs no key of its own. Meaningful only when CUDA_SUCCESS is
+ * returned. */
+CUresult cumemcap_device_current_arena(CUcontext *ctx, int *dev, void **arena);
 
-/* Set the calling thread's note for ctx, its current context as the last
- * cumemcap_device_current saw it (else nothing is set). A NULL note
- * clears it whatever ctx is (the arenas emptied in a fork child). */
-void cumemcap_device_set_note(CUcontext ctx, void *note);
+/* Cache `arena` as the calling thread's arena for ctx, its current context
+ * as the last cumemcap_device_current saw it (else nothing is cached). A
+ * NULL arena clears the cache whatever ctx is (the arenas emptied in a
+ * fork child). */
+void cumemcap_device_cache_arena(CUcontext ctx, void *arena);
 
 /* The context and device stream `s` belongs to. *ctx and *dev hold the
  * calling thread's current ones on entry and are left alone for the

@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 #include "platform/spin.h"
-#include "state/group.h"
+#include "group/group.h"
 
 const struct cumemcap_figure_text cumemcap_figure_text = {
 #define X(name, src, kind_, unit_, null_, stats_, event_, sample_, exit_, summary_, pre_, post_, key_, prom_, \
@@ -560,8 +560,8 @@ static inline __attribute__((always_inline)) bool reserve_local(int dev, enum cu
  * process in no group pays one load for it. */
 __attribute__((noinline)) static bool reserve_in_group(int dev, enum cumemcap_kind kind, uint64_t bytes)
 {
-	/* Pool growth owed from before the group was joined counts first. */
-	cumemcap_ledger_settle(dev);
+	/* Pool growth left unread from before the group was joined counts first. */
+	cumemcap_ledger_read_growth(dev);
 	if (!cumemcap_group_take_member(dev, bytes))
 		return false;
 	if (reserve_local(dev, kind, bytes))
@@ -738,8 +738,8 @@ uint64_t cumemcap_ledger_sharded_sum(int dev, _Atomic uint64_t *own, size_t off)
 
 struct cumemcap_ledger_device cumemcap_ledger_nowhere = { .limit = CUMEMCAP_NO_LIMIT, .cap = CUMEMCAP_NO_LIMIT };
 
-_Atomic bool cumemcap_ledger_owed[CUMEMCAP_MAX_DEVICES];
-void (*_Atomic cumemcap_ledger_settler)(int dev);
+_Atomic bool cumemcap_ledger_growth_unread[CUMEMCAP_MAX_DEVICES];
+void (*_Atomic cumemcap_ledger_growth_reader)(int dev);
 
 void cumemcap_ledger_read(int dev, struct cumemcap_figures *out)
 {

@@ -6,7 +6,7 @@
  * the device total, so concurrent reservations can never overshoot the
  * limit together. A reservation is made *before* the driver is asked and
  * given back if the driver fails. Never calls the driver, but through
- * the settler of figures owed until read (below).
+ * the reader of figures read late (below).
  *
  * Thread safety: no lock; every figure is an atomic, so any thread may
  * reserve, give back or read at any time (a reading is per figure, not a
@@ -32,7 +32,7 @@
 #include "platform/cuda-api.h"
 #include "platform/export.h"
 #include "state/figures.h"
-#include "state/group.h" /* the `group` figures: the group's books of a GPU */
+#include "group/group.h" /* the `group` figures: the group's books of a GPU */
 
 #define CUMEMCAP_NO_LIMIT UINT64_MAX
 
@@ -356,7 +356,7 @@ static inline void cumemcap_ledger_move(int dev, int64_t live, int64_t pooled)
  * load.
  *
  * Stream-ordered pools on a device without a limit (and outside a group)
- * owe their growth until the figures are read ("figures owed until read"
+ * leave their growth unread until the figures are read ("figures read late"
  * below): `pool`, `reserved` and the footprint are exact whenever a reader
  * that settles reads them, and peak_reserved and peak_footprint count a
  * pool's growth when it is read, with the other figures as they are then;
@@ -395,27 +395,29 @@ uint64_t cumemcap_ledger_headroom(int dev);
  * async-signal-safe: the exit record is made from it in a signal handler. */
 void cumemcap_ledger_read(int dev, struct cumemcap_figures *out);
 
-/* ---- figures owed until read ----------------------------------------------
+/* ---- figures read late ----------------------------------------------------
  *
- * A layer above may keep a change of `dev`'s figures owed to the ledger
- * until they are read: the account layer's stream-ordered pools on a GPU
+ * A layer above may leave a change of `dev`'s figures unread until the
+ * figures are read: the account layer's stream-ordered pools on a GPU
  * without a limit, whose growth is read back from the driver when the
  * figures are read rather than after every allocation (account.h says when,
- * and how the peaks follow). It sets owed[dev] (sticky) and the settler,
- * once, before anything is owed. A reader that may take locks and call the
- * driver settles first: the stats, the log's records and metrics but the
- * ones a fatal signal writes (those read what was settled), the
- * footprint, and a check against a group's budget (reserve_in_group:
- * the one place the ledger itself may reach the driver, through the
- * settler; a group joined after the growth was owed). cuMemGetInfo
- * does not: nothing is owed under a limit, and without one its answer
- * does not depend on the pools. */
-extern _Atomic bool cumemcap_ledger_owed[CUMEMCAP_MAX_DEVICES];
-extern void (*_Atomic cumemcap_ledger_settler)(int dev);
-static inline void cumemcap_ledger_settle(int dev)
+ * and how the peaks follow). It sets growth_unread[dev] (sticky); the
+ * growth reader that reads it back is registered by entry/setup.c. A
+ * reader that may take locks and call the driver reads the growth first:
+ * the stats, the log's records and metrics but the ones a fatal signal
+ * writes (those read what was read before), the footprint, and a check
+ * against a group's budget (reserve_in_group: the one place the ledger
+ * itself may reach the driver, through the growth reader; a group joined
+ * after the growth was left unread). cuMemGetInfo does not: nothing is
+ * left unread under a limit, and without one its answer does not depend
+ * on the pools. */
+extern _Atomic bool cumemcap_ledger_growth_unread[CUMEMCAP_MAX_DEVICES];
+extern void (*_Atomic cumemcap_ledger_growth_reader)(int dev);
+static inline void cumemcap_ledger_read_growth(int dev)
 {
-	if (cumemcap_ledger_valid(dev) && atomic_load_explicit(&cumemcap_ledger_owed[dev], memory_order_acquire)) {
-		void (*fn)(int) = atomic_load_explicit(&cumemcap_ledger_settler, memory_order_acquire);
+	if (cumemcap_ledger_valid(dev) &&
+	    atomic_load_explicit(&cumemcap_ledger_growth_unread[dev], memory_order_acquire)) {
+		void (*fn)(int) = atomic_load_explicit(&cumemcap_ledger_growth_reader, memory_order_acquire);
 		if (fn)
 			fn(dev);
 	}

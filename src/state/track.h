@@ -3,10 +3,10 @@
  * Owns the map from a device pointer / array / VMM handle to the block
  * record (device, bytes charged, kind, context), so a free knows what to
  * give back. 64 stripes, each an open-addressing table under its own
- * lock, so threads that allocate at once rarely meet. The STYLE rule
- * holds: a record is removed *before* the driver frees the memory (the
- * driver may hand the same address to another thread at once) and put
- * back if the driver refuses the free. */
+ * lock, so threads that allocate at once rarely meet. A record is removed
+ * *before* the driver frees the memory (the driver may hand the same
+ * address to another thread at once) and put back if the driver refuses
+ * the free. */
 #pragma once
 
 #include <stdbool.h>

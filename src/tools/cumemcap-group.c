@@ -6,7 +6,7 @@
  *   cumemcap-group group set NAME [--gpu SEL] --limit SIZE|none [--dir DIR]
  *   cumemcap-group top [--dir DIR] [--once] [--json] [--interval SECONDS] [--debug]
  *
- * It reads the books (state/book.h) that processes under the shim keep in
+ * It reads the books (group/book.h) that processes under the shim keep in
  * DIR (--dir, else CUMEMCAP_GROUP_DIR, else /dev/shm), never their logs;
  * list, show and top copy them as group/reader.h says, so that nothing
  * another user plants in DIR can block, crash or hide from them.
@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "config/parse.h"
-#include "state/book.h"
+#include "group/book.h"
 #include "tools/group/gtool.h"
 #include "tools/group/reader.h"
 

@@ -1,5 +1,5 @@
 /* fuzz-book: the loader of a group's book (cumemcap_book_check in
- * src/state/book.c) and the readers that trust what it accepts, under
+ * src/group/book.c) and the readers that trust what it accepts, under
  * libFuzzer or fuzz-replay.
  *
  * A book is CUMEMCAP_BOOK_SIZE bytes (~2.4 MB), too big to be an input.
@@ -37,7 +37,7 @@
 
 #include "fuzz.h"
 #include "driver/nvml.h"
-#include "state/book.h"
+#include "group/book.h"
 
 #define CHECK(cond)                       \
 	do {                              \

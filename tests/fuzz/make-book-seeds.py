@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # make-book-seeds.py: writes tests/fuzz/corpus-book/ (the seeds of fuzz-book,
 # patch records as fuzz-book.c describes them). Offsets follow
-# src/state/book.h (version 1); rerun after a change of the layout.
+# src/group/book.h (version 1); rerun after a change of the layout.
 import os
 import struct
 

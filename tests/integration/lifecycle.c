@@ -255,7 +255,7 @@ static void pool_other_device(void)
 	OK(A.cuStreamDestroy(s1));
 }
 
-/* With no limit a pool's growth is owed to the books and read back when
+/* With no limit a pool's growth is left unread and read back when
  * the figures are read (account.h): the stats still see every byte the
  * pools reserve, and the peaks count growth that a synchronization
  * released before anything read it, at the pool's high watermark (no
@@ -272,7 +272,7 @@ static bool peak_is(uint64_t peak, uint64_t exact)
 	return true;
 }
 
-static void pool_owed(void)
+static void pool_growth_unread(void)
 {
 	CUmemoryPool mine;
 	CUdeviceptr a, b;
@@ -337,15 +337,15 @@ static void pool_owed(void)
  * own streams (growing it, and trimming it at their synchronizations)
  * while the main thread reads the figures; at the end the books match
  * the driver's, and the peak is the pool's, within the rule (no limit). */
-static CUcontext owed_ctx;
-static _Atomic int owed_running;
+static CUcontext unread_ctx;
+static _Atomic int unread_running;
 
-static void *owed_thread(void *arg)
+static void *unread_thread(void *arg)
 {
 	unsigned seed = (unsigned)(uintptr_t)arg;
 	CUstream st;
 	CUdeviceptr p[8];
-	OK(A.cuCtxSetCurrent(owed_ctx));
+	OK(A.cuCtxSetCurrent(unread_ctx));
 	OK(A.cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
 	for (int round = 0; round < 200; round++) {
 		int n = 1 + (int)(rand_r(&seed) % 8);
@@ -358,19 +358,19 @@ static void *owed_thread(void *arg)
 	}
 	OK(A.cuStreamSynchronize(st));
 	OK(A.cuStreamDestroy(st));
-	atomic_fetch_sub(&owed_running, 1);
+	atomic_fetch_sub(&unread_running, 1);
 	return NULL;
 }
 
-static void pool_owed_threads(void)
+static void pool_growth_unread_threads(void)
 {
 	enum { T = 4 };
 	pthread_t t[T];
-	owed_ctx = use_primary(&A, 0);
-	atomic_store(&owed_running, T);
+	unread_ctx = use_primary(&A, 0);
+	atomic_store(&unread_running, T);
 	for (int i = 0; i < T; i++)
-		CHECK(pthread_create(&t[i], NULL, owed_thread, (void *)(uintptr_t)(i * 7919 + 1)) == 0);
-	while (atomic_load(&owed_running) > 0) {
+		CHECK(pthread_create(&t[i], NULL, unread_thread, (void *)(uintptr_t)(i * 7919 + 1)) == 0);
+	while (atomic_load(&unread_running) > 0) {
 		struct cumemcap_stats s = shim_stats(0);
 		CHECK(s.reserved == s.pool && s.peak_reserved >= s.reserved);
 	}
@@ -832,10 +832,10 @@ int main(int argc, char **argv)
 		pool_peak();
 	else if (strcmp(c, "pool-other-device") == 0)
 		pool_other_device();
-	else if (strcmp(c, "pool-owed") == 0)
-		pool_owed();
-	else if (strcmp(c, "pool-owed-threads") == 0)
-		pool_owed_threads();
+	else if (strcmp(c, "pool-growth-unread") == 0)
+		pool_growth_unread();
+	else if (strcmp(c, "pool-growth-unread-threads") == 0)
+		pool_growth_unread_threads();
 	else if (strcmp(c, "many-pools") == 0)
 		many_pools();
 	else if (strcmp(c, "two-contexts") == 0)

@@ -37,7 +37,7 @@ TIMEOUT = 10  # seconds; a reader that takes longer is hung
 # The users' python: one they can run (the test's own may live in root's home).
 USER_PYTHON = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
 
-# The offset of the name in a book's header (state/book.h).
+# The offset of the name in a book's header (group/book.h).
 NAME_OFF, NAME_LEN = 80, 65
 
 # A member: joins its group's book (or its user's registry) at cuInit and

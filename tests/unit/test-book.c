@@ -1,4 +1,4 @@
-/* Unit tests for src/state/book.c: the shared book of a group. Creating
+/* Unit tests for src/group/book.c: the shared book of a group. Creating
  * and opening it (owner, mode, size, header, no symbolic link), the loader
  * (cumemcap_book_check, one refusal per field it checks), slots owned by
  * OFD locks (distinct per open file, freed by the kernel when the owner
@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "driver/nvml.h"
-#include "state/book.h"
+#include "group/book.h"
 #include "test-common.h"
 
 static char dir[256], path[512];

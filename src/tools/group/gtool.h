@@ -4,7 +4,7 @@
  * text table and JSON writers they print with.
  *
  * The books are opened and copied by reader.h (any user may plant a file
- * under a book's name) and checked by state/book.h's loader; every figure
+ * under a book's name) and checked by group/book.h's loader; every figure
  * is loaded once from the copy into a snapshot and everything printed
  * comes from it.
  *
@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "state/book.h"
+#include "group/book.h"
 #include "tools/json-out.h"
 
 /* Exit statuses. */

@@ -21,7 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "state/book.h"
+#include "group/book.h"
 
 /* A book read by copying. `book.map` is the private copy (malloc()ed,
  * CUMEMCAP_BOOK_SIZE bytes; every inline reader of book.h works on it)

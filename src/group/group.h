@@ -44,7 +44,7 @@
  *     and runs on under its own limits.
  * A touch of the mapping between a truncation and the next look is a
  * SIGBUS: the shim's SIGBUS handler, installed before the book is mapped,
- * finds the address in a book (state/mapped.h), puts zeroed private memory
+ * finds the address in a book (group/mapped.h), puts zeroed private memory
  * in the mapping's place and returns, and the book counts as cut from
  * then on. Only a memfd takes seals, and a member must open the file for
  * writing to map it, which lets it truncate. So who may truncate is who may write the
@@ -58,8 +58,7 @@
 
 #include "config/policy.h"
 #include "platform/cuda-api.h"
-#include "state/book.h"
-#include "state/figures.h"
+#include "group/book.h"
 
 struct cumemcap_group_dev {
 	_Atomic int64_t room; /* held here and not counted; may go below 0 (the overhead grew) */
@@ -141,10 +140,15 @@ void cumemcap_group_reap(bool now);
  * every second. */
 void cumemcap_group_tick(void);
 
+/* What a member publishes of one GPU's figures (the ledger's, by name). */
+struct cumemcap_group_figures {
+	uint64_t live, pooled, reserved, footprint, refusals, waits;
+};
+
 /* Whether dev has a slot entry to publish to, and publish its figures
  * there (for `cumemcap top`; the worker, every second). */
 bool cumemcap_group_publishes(int dev);
-void cumemcap_group_publish(int dev, const struct cumemcap_figures *f);
+void cumemcap_group_publish(int dev, const struct cumemcap_group_figures *f);
 
 /* The next limit change of the group's book since this process joined
  * (or since the last call), for the log; false when there is none. `uuid`

@@ -1,4 +1,4 @@
-/* arena/books: the arenas' records, see arena-internal.h.
+/* arena/segments: the arenas' records, see arena-internal.h.
  *
  * Owns the arena table (the slots, their count, the mutex that sets a
  * slot up or empties it), the growth of the address hash, the segment

@@ -1,7 +1,7 @@
 /* mapped: see mapped.h. Thread and signal safety: each slot's address
  * and flag are atomics; cumemcap_mapped_fault takes no lock and makes one
  * system call. */
-#include "state/mapped.h"
+#include "group/mapped.h"
 
 #include <stdatomic.h>
 #include <stdint.h>

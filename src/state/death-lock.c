@@ -1,4 +1,4 @@
-/* life: see life.h.
+/* death-lock: see death-lock.h.
  *
  * A big-reader lock. Each thread that enters a section gets a slot of its
  * own (one cache line, from a list that only grows; a thread's slot goes
@@ -23,7 +23,7 @@
  * no standalone fences. Each slot says how its reader publishes
  * (`plain`); the writer issues the barrier whenever the registration
  * succeeded, so a slot made plain is always covered. */
-#include "state/life.h"
+#include "state/death-lock.h"
 #include "platform/export.h"
 #include "platform/xmutex.h"
 
@@ -73,7 +73,7 @@ static CUMEMCAP_TLS unsigned alone;
  * a fork child), before any slot is made plain. */
 static _Atomic bool asymmetric;
 static pthread_once_t asymmetric_once = PTHREAD_ONCE_INIT;
-static bool asymmetric_off; /* cumemcap_life_symmetric() */
+static bool asymmetric_off; /* cumemcap_death_lock_symmetric() */
 
 static bool membarrier_register(void)
 {
@@ -96,7 +96,7 @@ static void asymmetric_setup(void)
  * the process. The registration makes the expedited command succeed; a
  * global barrier (slower, no registration) backs it up. */
 static _Atomic unsigned long barriers; /* issued by writers (tests) */
-static bool barriers_fail;             /* cumemcap_life_fail_barriers() */
+static bool barriers_fail;             /* cumemcap_death_lock_fail_barriers() */
 
 static bool membarrier_now(void)
 {
@@ -195,13 +195,13 @@ static __attribute__((noinline)) struct slot *enter_slow(void)
 	}
 	struct slot *s = slot_get();
 	if (!s) {
-		cumemcap_life_lock();
+		cumemcap_death_lock_write();
 		alone = 1;
 	}
 	return s;
 }
 
-void cumemcap_life_enter(void)
+void cumemcap_death_lock_read(void)
 {
 	struct slot *s = mine;
 	if (__builtin_expect(!s, 0) && !(s = enter_slow()))
@@ -221,19 +221,19 @@ void cumemcap_life_enter(void)
 		wait_writer(s);
 }
 
-void cumemcap_life_exit(void)
+void cumemcap_death_unlock_read(void)
 {
 	struct slot *s = mine;
 	if (__builtin_expect(!s, 0)) {
 		if (alone && --alone == 0)
-			cumemcap_life_unlock();
+			cumemcap_death_unlock_write();
 		return;
 	}
 	unsigned d = atomic_load_explicit(&s->depth, memory_order_relaxed);
 	atomic_store_explicit(&s->depth, d ? d - 1 : 0, memory_order_release);
 }
 
-void cumemcap_life_lock(void)
+void cumemcap_death_lock_write(void)
 {
 	cumemcap_xmutex_lock(&writer);
 	atomic_exchange(&writing, 1);
@@ -248,13 +248,13 @@ void cumemcap_life_lock(void)
 	}
 }
 
-void cumemcap_life_unlock(void)
+void cumemcap_death_unlock_write(void)
 {
 	atomic_store_explicit(&writing, 0, memory_order_release);
 	cumemcap_xmutex_unlock(&writer);
 }
 
-void cumemcap_life_fork_child(void)
+void cumemcap_death_lock_fork_child(void)
 {
 	/* Only this thread came along: no other section is open, and a
 	 * death another thread had under way is not the child's (its books
@@ -277,22 +277,22 @@ void cumemcap_life_fork_child(void)
 	}
 }
 
-void cumemcap_life_symmetric(void)
+void cumemcap_death_lock_symmetric(void)
 {
 	asymmetric_off = true;
 }
 
-bool cumemcap_life_asymmetric(void)
+bool cumemcap_death_lock_asymmetric(void)
 {
 	return atomic_load(&asymmetric);
 }
 
-void cumemcap_life_fail_barriers(void)
+void cumemcap_death_lock_fail_barriers(void)
 {
 	barriers_fail = true;
 }
 
-unsigned long cumemcap_life_barriers(void)
+unsigned long cumemcap_death_lock_barriers(void)
 {
 	return atomic_load_explicit(&barriers, memory_order_relaxed);
 }

@@ -1,7 +1,7 @@
 /* group: see group.h. Thread safety: the per-GPU room and the counters
  * are atomics; `join_lock` guards joining, claiming, reaping and the
  * book's handle (an xmutex: a child gets a fresh one). */
-#include "state/group.h"
+#include "group/group.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -18,7 +18,6 @@
 
 #include "platform/msg.h"
 #include "platform/xmutex.h"
-#include "state/figures.h"
 
 struct cumemcap_group_dev cumemcap_group_devs[CUMEMCAP_MAX_DEVICES];
 _Atomic uint32_t cumemcap_group_local_waiters;
@@ -648,7 +647,7 @@ bool cumemcap_group_publishes(int dev)
 	return dev_ok(dev) && attached[dev] && ready(dev);
 }
 
-void cumemcap_group_publish(int dev, const struct cumemcap_figures *f)
+void cumemcap_group_publish(int dev, const struct cumemcap_group_figures *f)
 {
 	if (!cumemcap_group_publishes(dev))
 		return;
@@ -656,12 +655,12 @@ void cumemcap_group_publish(int dev, const struct cumemcap_figures *f)
 	if (s < 0)
 		return;
 	struct cumemcap_book_figs *b = figs(s, dev);
-	atomic_store(&b->live, f->v[CUMEMCAP_FIG_live]);
-	atomic_store(&b->pooled, f->v[CUMEMCAP_FIG_pooled]);
-	atomic_store(&b->reserved, f->v[CUMEMCAP_FIG_reserved]);
-	atomic_store(&b->footprint, f->v[CUMEMCAP_FIG_footprint]);
-	atomic_store(&b->refusals, f->v[CUMEMCAP_FIG_refusals]);
-	atomic_store(&b->waits, f->v[CUMEMCAP_FIG_waits]);
+	atomic_store(&b->live, f->live);
+	atomic_store(&b->pooled, f->pooled);
+	atomic_store(&b->reserved, f->reserved);
+	atomic_store(&b->footprint, f->footprint);
+	atomic_store(&b->refusals, f->refusals);
+	atomic_store(&b->waits, f->waits);
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	atomic_store(&cumemcap_book_slot(&book, (unsigned)s)->published_ns,

@@ -1,4 +1,6 @@
-/* wire: the registrations through which lower layers call higher ones.
+/* setup: what the first hook does before any hook goes on: the rest of
+ * the start the constructor left to it, opening the driver, and the
+ * registrations through which lower layers call higher ones.
  *
  * Calls go down the layers (docs/design.md#layers); where a lower layer
  * must reach a higher one, the higher one registers a function here, and
@@ -7,15 +9,17 @@
  *   worker -> arena, log, account   the idle release, the samples, the
  *                          footprint and the group's books (ticks)
  *   device -> log          a GPU became known (the start record)
+ *   ledger -> account      read back the pools' unread growth
+ *                          (cumemcap_ledger_read_growth, before figures are read)
  *
  * It runs once, from the first hook that finds a driver (cumemcap_ready,
  * through NEED): before any GPU is known, any arena exists or the worker
  * starts, whichever library constructor runs first. Before it, and before
  * the driver is opened, the first hook runs the rest of the start the
- * constructor left to it (cumemcap_wire_defer). Thread safety: two
+ * constructor left to it (cumemcap_setup_defer_start). Thread safety: two
  * pthread_once, then one acquire load per hook. */
 #include "entry/hooks.h"
-#include "entry/wire.h"
+#include "entry/setup.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -26,26 +30,30 @@
 #include "state/device.h"
 #include "platform/worker.h"
 
-_Atomic bool cumemcap_wired;
+_Atomic bool cumemcap_set_up;
 
-static void wire(void)
+static void register_upcalls(void)
 {
 	cumemcap_worker_register(cumemcap_arena_tick);
 	cumemcap_worker_register(cumemcap_log_tick);
 	cumemcap_worker_register(cumemcap_account_footprint_tick);
 	cumemcap_worker_register(cumemcap_account_group_tick);
 	cumemcap_device_listen(cumemcap_log_device);
+	atomic_store(&cumemcap_ledger_growth_reader, cumemcap_account_pool_refresh_now);
 }
 
 /* The rest of a start the constructor left to the first hook (shim.c:
- * a process nothing configures); hook_came once the first hook looked. */
+ * a process nothing configures). Once the first hook has looked, it holds
+ * too_late_to_defer, so that a later deferral fails and the constructor
+ * runs its start itself. */
 static void (*_Atomic deferred_start)(void);
 
-static void hook_came(void)
+static void too_late_to_defer(void)
 {
+	/* Only a marker: never called. */
 }
 
-bool cumemcap_wire_defer(void (*start)(void))
+bool cumemcap_setup_defer_start(void (*start)(void))
 {
 	void (*none)(void) = NULL;
 	return atomic_compare_exchange_strong(&deferred_start, &none, start);
@@ -53,7 +61,7 @@ bool cumemcap_wire_defer(void (*start)(void))
 
 static void run_deferred_start(void)
 {
-	void (*start)(void) = atomic_exchange(&deferred_start, hook_came);
+	void (*start)(void) = atomic_exchange(&deferred_start, too_late_to_defer);
 	if (start)
 		start();
 }
@@ -66,7 +74,7 @@ bool cumemcap_ready_slow(void)
 	pthread_once(&start_once, run_deferred_start);
 	if (!cumemcap_driver_ready())
 		return false;
-	pthread_once(&once, wire);
-	atomic_store_explicit(&cumemcap_wired, true, memory_order_release);
+	pthread_once(&once, register_upcalls);
+	atomic_store_explicit(&cumemcap_set_up, true, memory_order_release);
 	return true;
 }

@@ -1,7 +1,7 @@
 /* book: see book.h. Thread safety: as book.h says; this file keeps no
  * state of its own. */
-#include "state/book.h"
-#include "state/mapped.h"
+#include "group/book.h"
+#include "group/mapped.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
-/* doors: the two run-time doors into the driver — dlsym/dlvsym and
- * cuGetProcAddress — answered from the hook table.
+/* lookup: the two run-time lookups of a driver function — dlsym/dlvsym
+ * and cuGetProcAddress — answered from the hook table.
  *
  * dlsym and dlvsym are entered through dltramp.S, which asks
  * cumemcap_dlsym_route() where to go and then *jumps* there with the
@@ -17,7 +17,7 @@
  * caller (the trampoline passes its return address), so a wrapper asking
  * for its next function never gets itself; and a versioned lookup of libc's
  * own dlsym/dlvsym (how a program that defines dlsym finds the real one)
- * answers the shim's, so that program still goes through the door. With no
+ * answers the shim's, so that program's lookups still reach the shim. With no
  * driver, RTLD_DEFAULT and RTLD_NEXT find no driver function, as without
  * the shim.
  *
@@ -122,7 +122,7 @@ static void *hook_of(const struct cumemcap_hook *h)
 /* What the lookup of a hooked name answers, given what was found. `global`:
  * RTLD_DEFAULT or RTLD_NEXT, where the shim's own preloaded symbol may be
  * the answer only because the shim is there. */
-static void *substitute(const char *door, const char *name, void *found, bool global)
+static void *substitute(const char *entry_point, const char *name, void *found, bool global)
 {
 	const struct cumemcap_hook *h = cumemcap_table_by_symbol(name);
 	void *own = h ? hook_of(h) : NULL;
@@ -133,7 +133,7 @@ static void *substitute(const char *door, const char *name, void *found, bool gl
 		 !cumemcap_driver_next(own, name) && !cumemcap_driver_ready())
 		answer = NULL; /* no driver: nothing the program could call */
 	if (trace())
-		cumemcap_msg("door=%s symbol=%s answer=%s ptr=%p", door, name,
+		cumemcap_msg("door=%s symbol=%s answer=%s ptr=%p", entry_point, name,
 			     answer == NULL ? "null" : (h && answer == own) ? "hook" : "driver",
 			     answer);
 	return answer;
@@ -143,7 +143,7 @@ static void *substitute(const char *door, const char *name, void *found, bool gl
  * was found lies in libnvidia-ml. A global lookup that found the shim's own
  * export answers what comes after the shim: the hook when that is NVML's,
  * nothing when there is nothing (as without the shim). */
-static void *substitute_nvml(const char *door, const char *name, void *found, bool global)
+static void *substitute_nvml(const char *entry_point, const char *name, void *found, bool global)
 {
 	void *own = cumemcap_driver_own(name);
 	if (!own)
@@ -156,7 +156,7 @@ static void *substitute_nvml(const char *door, const char *name, void *found, bo
 		answer = next && cumemcap_nvml_owns(next) ? own : next;
 	}
 	if (trace())
-		cumemcap_msg("door=%s symbol=%s answer=%s ptr=%p", door, name,
+		cumemcap_msg("door=%s symbol=%s answer=%s ptr=%p", entry_point, name,
 			     answer == NULL ? "null" : answer == own ? "hook" : "nvml", answer);
 	return answer;
 }
@@ -182,7 +182,7 @@ static void *hooked_dlvsym(void *handle, const char *name, const char *version, 
 }
 
 /* The driver found `symbol`; hand out the hook the table selects. */
-static void answer_lookup(const char *door, const char *symbol, void **pfn, int version,
+static void answer_lookup(const char *entry_point, const char *symbol, void **pfn, int version,
 			  cuuint64_t flags)
 {
 	const struct cumemcap_hook *h = cumemcap_table_select(symbol, version, flags, NULL);
@@ -199,7 +199,7 @@ static void answer_lookup(const char *door, const char *symbol, void **pfn, int 
 	if (h)
 		*pfn = hook_of(h);
 	if (trace())
-		cumemcap_msg("door=%s symbol=%s version=%d flags=%llu answer=%s%s ptr=%p", door,
+		cumemcap_msg("door=%s symbol=%s version=%d flags=%llu answer=%s%s ptr=%p", entry_point,
 			     symbol, version, (unsigned long long)flags, h ? "hook:" : "driver",
 			     h ? cumemcap_hook_symbol(h) : "", *pfn);
 }

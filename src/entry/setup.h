@@ -1,6 +1,6 @@
-/* wire: the first hook's setup (wire.c), as the library constructor sees
- * it. Thread safety: cumemcap_wire_defer is called by the constructor,
- * before any hook can run. */
+/* setup: the first hook's setup (setup.c), as the library constructor
+ * sees it. Thread safety: cumemcap_setup_defer_start is called by the
+ * constructor, before any hook can run. */
 #pragma once
 
 #include <stdbool.h>
@@ -9,4 +9,4 @@
  * runs `start` once, before it opens the driver. False when a hook came
  * first (another library's constructor used CUDA before this one ran):
  * the constructor then runs `start` itself, as it would have. */
-bool cumemcap_wire_defer(void (*start)(void));
+bool cumemcap_setup_defer_start(void (*start)(void));

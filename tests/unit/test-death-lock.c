@@ -1,4 +1,4 @@
-/* Unit tests for src/state/life.c: the life lock's readers against its
+/* Unit tests for src/state/death-lock.c: the death lock's readers against its
  * writer, with the readers' plain stores (membarrier) and with exchanges. */
 #include "config.h"
 
@@ -11,13 +11,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "state/life.h"
+#include "state/death-lock.h"
 #include "test-common.h"
 
 static bool kernel_has_membarrier(void)
 {
 #if defined(__SANITIZE_THREAD__)
-	return false; /* life.c keeps to exchanges under ThreadSanitizer */
+	return false; /* death-lock.c keeps to exchanges under ThreadSanitizer */
 #else
 	long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
 	return cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED);
@@ -34,11 +34,11 @@ static void *reader(void *arg)
 {
 	(void)arg;
 	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
-		cumemcap_life_enter();
+		cumemcap_death_lock_read();
 		for (int i = 0; i < 256; i++)
 			if (atomic_load_explicit(&writer_inside, memory_order_relaxed))
 				atomic_fetch_add(&seen, 1);
-		cumemcap_life_exit();
+		cumemcap_death_unlock_read();
 		atomic_fetch_add_explicit(&sections, 1, memory_order_relaxed);
 	}
 	return NULL;
@@ -48,12 +48,12 @@ static void *writer_thread(void *arg)
 {
 	(void)arg;
 	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
-		cumemcap_life_lock();
+		cumemcap_death_lock_write();
 		atomic_store_explicit(&writer_inside, 1, memory_order_relaxed);
 		for (volatile int i = 0; i < 200; i++)
 			;
 		atomic_store_explicit(&writer_inside, 0, memory_order_relaxed);
-		cumemcap_life_unlock();
+		cumemcap_death_unlock_write();
 		atomic_fetch_add_explicit(&deaths, 1, memory_order_relaxed);
 	}
 	return NULL;
@@ -83,69 +83,70 @@ static void exclusion_run(unsigned long deaths_wanted, double seconds)
 }
 
 /* Readers publish with plain stores where the kernel has membarrier. */
-START_TEST(life_readers_exclude_writer)
+START_TEST(death_lock_readers_exclude_writer)
 {
-	cumemcap_life_enter();
-	cumemcap_life_exit();
-	ck_assert_int_eq(cumemcap_life_asymmetric(), kernel_has_membarrier());
+	cumemcap_death_lock_read();
+	cumemcap_death_unlock_read();
+	ck_assert_int_eq(cumemcap_death_lock_asymmetric(), kernel_has_membarrier());
 	/* Each writer issues the barrier that makes the readers' plain
 	 * stores visible (the run below can only catch its absence by
 	 * chance: a store-buffer race). */
-	unsigned long before = cumemcap_life_barriers();
-	cumemcap_life_lock();
-	cumemcap_life_unlock();
-	ck_assert_uint_eq(cumemcap_life_barriers() - before, (cumemcap_life_asymmetric() ? 1u : 0u));
+	unsigned long before = cumemcap_death_lock_barriers();
+	cumemcap_death_lock_write();
+	cumemcap_death_unlock_write();
+	ck_assert_uint_eq(cumemcap_death_lock_barriers() - before,
+			  (cumemcap_death_lock_asymmetric() ? 1u : 0u));
 	exclusion_run(ULONG_MAX, 2.0);
 }
 END_TEST
 
-/* Without membarrier (cumemcap_life_symmetric: as on old kernels,
+/* Without membarrier (cumemcap_death_lock_symmetric: as on old kernels,
  * valgrind), readers publish with exchanges, as correct. */
-START_TEST(life_readers_exclude_writer_without_membarrier)
+START_TEST(death_lock_readers_exclude_writer_without_membarrier)
 {
-	cumemcap_life_symmetric();
-	cumemcap_life_enter();
-	cumemcap_life_exit();
-	ck_assert(!cumemcap_life_asymmetric());
-	unsigned long before = cumemcap_life_barriers();
-	cumemcap_life_lock();
-	cumemcap_life_unlock();
-	ck_assert_uint_eq(cumemcap_life_barriers(), before);
+	cumemcap_death_lock_symmetric();
+	cumemcap_death_lock_read();
+	cumemcap_death_unlock_read();
+	ck_assert(!cumemcap_death_lock_asymmetric());
+	unsigned long before = cumemcap_death_lock_barriers();
+	cumemcap_death_lock_write();
+	cumemcap_death_unlock_write();
+	ck_assert_uint_eq(cumemcap_death_lock_barriers(), before);
 	exclusion_run(ULONG_MAX, 0.5);
 }
 END_TEST
 
 /* A writer whose barrier fails sends every reader back to exchanges, and
  * the exclusion holds. */
-START_TEST(life_failed_barrier_falls_back)
+START_TEST(death_lock_failed_barrier_falls_back)
 {
 	if (!kernel_has_membarrier())
 		return;
-	cumemcap_life_enter();
-	cumemcap_life_exit();
-	ck_assert(cumemcap_life_asymmetric());
-	cumemcap_life_fail_barriers();
-	cumemcap_life_lock();
-	cumemcap_life_unlock();
-	ck_assert(!cumemcap_life_asymmetric());
+	cumemcap_death_lock_read();
+	cumemcap_death_unlock_read();
+	ck_assert(cumemcap_death_lock_asymmetric());
+	cumemcap_death_lock_fail_barriers();
+	cumemcap_death_lock_write();
+	cumemcap_death_unlock_write();
+	ck_assert(!cumemcap_death_lock_asymmetric());
 	exclusion_run(ULONG_MAX, 0.5);
 }
 END_TEST
 
 /* A fork child keeps the readers' mode and its writer works there. */
-START_TEST(life_fork_child_keeps_barrier)
+START_TEST(death_lock_fork_child_keeps_barrier)
 {
-	cumemcap_life_enter();
-	cumemcap_life_exit();
-	bool mode = cumemcap_life_asymmetric();
+	cumemcap_death_lock_read();
+	cumemcap_death_unlock_read();
+	bool mode = cumemcap_death_lock_asymmetric();
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		cumemcap_life_fork_child();
-		if (cumemcap_life_asymmetric() != mode)
+		cumemcap_death_lock_fork_child();
+		if (cumemcap_death_lock_asymmetric() != mode)
 			_exit(3);
-		cumemcap_life_enter();
-		cumemcap_life_exit();
+		cumemcap_death_lock_read();
+		cumemcap_death_unlock_read();
 		exclusion_run(ULONG_MAX, 0.5);
 		_exit(0);
 	}
@@ -156,15 +157,15 @@ START_TEST(life_fork_child_keeps_barrier)
 }
 END_TEST
 
-TEST_SUITE(life)
+TEST_SUITE(death_lock)
 {
-	Suite *s = suite_create("life");
-	TCase *tc = tcase_create("life");
+	Suite *s = suite_create("death_lock");
+	TCase *tc = tcase_create("death_lock");
 	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, life_readers_exclude_writer);
-	tcase_add_test(tc, life_readers_exclude_writer_without_membarrier);
-	tcase_add_test(tc, life_fork_child_keeps_barrier);
-	tcase_add_test(tc, life_failed_barrier_falls_back);
+	tcase_add_test(tc, death_lock_readers_exclude_writer);
+	tcase_add_test(tc, death_lock_readers_exclude_writer_without_membarrier);
+	tcase_add_test(tc, death_lock_fork_child_keeps_barrier);
+	tcase_add_test(tc, death_lock_failed_barrier_falls_back);
 	suite_add_tcase(s, tc);
 	return s;
 }

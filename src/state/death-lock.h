@@ -1,0 +1,50 @@
+/* death-lock: the lock that orders context deaths against everything else
+ * the shim does.
+ *
+ * A context dies (cuCtxDestroy, a primary context's reset or last release)
+ * inside the driver, which frees all its memory at once; the shim's books
+ * of that context (arena segments and blocks, records, pending frees,
+ * cached bytes) must go at the same moment, before any hook can hand out a
+ * block of a freed segment, record a pointer the driver is about to reuse,
+ * or purge a record of the context revived under the same handle.
+ *
+ * So every hook that touches the books holds it as a *reader*
+ * (cumemcap_death_lock_read and cumemcap_death_unlock_read, around the
+ * whole begin -> driver call -> finish: a reader section), and a death
+ * holds it as the *writer* (cumemcap_death_lock_write and
+ * cumemcap_death_unlock_write): it waits until no hook is inside a
+ * section, keeps new ones out, calls the driver, settles the books, and
+ * lets them in again. Deaths are rare; a reader costs a plain store on a
+ * cache line of its own thread and a load (the writer pays a membarrier
+ * for both; where there is none, the reader's store is an exchange), so
+ * threads that allocate at once never contend on it and take no locked
+ * instruction.
+ *
+ * Sections nest (a thread already inside one never waits). The writer must
+ * not be taken from inside a reader section. */
+#pragma once
+
+#include <stdbool.h>
+
+void cumemcap_death_lock_read(void);
+void cumemcap_death_unlock_read(void);
+
+void cumemcap_death_lock_write(void);
+void cumemcap_death_unlock_write(void);
+
+/* Fork child: forget the parent's other threads' sections and any death
+ * under way there (the writer's mutex may be held across a driver call,
+ * so fork() does not take it: see xmutex.h). */
+void cumemcap_death_lock_fork_child(void);
+
+/* Whether readers publish with plain stores (the process registered for
+ * membarrier: see death-lock.c); false before the first section. */
+bool cumemcap_death_lock_asymmetric(void);
+/* Tests: readers publish with exchanges, as without membarrier. Before
+ * the process's first section. */
+void cumemcap_death_lock_symmetric(void);
+/* Tests: writers' barriers fail from now on (as under a seccomp filter
+ * installed after the registration). */
+void cumemcap_death_lock_fail_barriers(void);
+/* Tests: how many barriers writers have issued. */
+unsigned long cumemcap_death_lock_barriers(void);
