@@ -147,10 +147,7 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 			return false;
 		}
 		for (size_t i = 0; i < p->device_section_count; i++) {
-			char a[64], b[64];
-			cumemcap_selector_format(&p->device_sections[i].selector, a, sizeof(a));
-			cumemcap_selector_format(&sel, b, sizeof(b));
-			if (p->device_sections[i].selector.kind == sel.kind && strcmp(a, b) == 0) {
+			if (cumemcap_selector_equal(&p->device_sections[i].selector, &sel)) {
 				snprintf(err, errlen, "[device %s] repeats the section at line %u", Q(q, arg),
 					 p->device_sections[i].line);
 				return false;
