@@ -167,16 +167,16 @@ void cumemcap_policy_format_on_limit(const struct cumemcap_policy *p, char *buf,
 
 bool cumemcap_policy_resolve_group(struct cumemcap_policy *p, char *err, size_t errlen)
 {
-	enum cumemcap_layer limit_at = CUMEMCAP_LAYER_ENV;
-	while (limit_at < CUMEMCAP_LAYERS && p->limits[limit_at].group_limit_src.origin == CUMEMCAP_FROM_DEFAULT)
+	enum cumemcap_rank limit_at = CUMEMCAP_RANK_ENV;
+	while (limit_at < CUMEMCAP_RANKS && p->limits[limit_at].group_limit_src.origin == CUMEMCAP_FROM_DEFAULT)
 		limit_at++;
-	if (limit_at == CUMEMCAP_LAYERS)
+	if (limit_at == CUMEMCAP_RANKS)
 		return true;
 	const struct cumemcap_limits *l = &p->limits[limit_at];
 	p->group_limit_src = l->group_limit_src;
 	/* A group limit needs a group: none named anywhere, or named empty
 	 * by the same source as the limit or a lower one. */
-	if (p->group[0] || cumemcap_policy_layer_of(p, &p->group_src) < limit_at)
+	if (p->group[0] || cumemcap_policy_rank_of(p, &p->group_src) < limit_at)
 		return true;
 	if (l->group_limit_src.origin == CUMEMCAP_FROM_ENV)
 		snprintf(err, errlen,

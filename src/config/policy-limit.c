@@ -18,12 +18,12 @@ static bool given(const struct cumemcap_source *src)
 
 /* The limit a source gives this GPU: the first rule of its device_limits
  * that names it, else its limit; NULL when it gives neither. */
-static const struct cumemcap_amount *source_limit(const struct cumemcap_policy *p, enum cumemcap_layer source,
+static const struct cumemcap_amount *source_limit(const struct cumemcap_policy *p, enum cumemcap_rank rank,
 						  int ordinal, const unsigned char uuid[16], const char *pci,
 						  struct cumemcap_source *from)
 {
-	const struct cumemcap_limits *l = &p->limits[source];
-	const struct cumemcap_device_rules *rules = &p->devices[source];
+	const struct cumemcap_limits *l = &p->limits[rank];
+	const struct cumemcap_device_rules *rules = &p->devices[rank];
 	for (size_t i = 0; given(&l->devices_src) && i < rules->count; i++) {
 		if (cumemcap_selector_matches(&rules->rule[i].selector, ordinal, uuid, pci)) {
 			*from = l->devices_src;
@@ -42,9 +42,9 @@ uint64_t cumemcap_policy_limit(const struct cumemcap_policy *p, int ordinal,
 {
 	struct cumemcap_source from = { 0 };
 	const struct cumemcap_amount *amount =
-		source_limit(p, CUMEMCAP_LAYER_ENV, ordinal, uuid, pci_bus_id, &from);
+		source_limit(p, CUMEMCAP_RANK_ENV, ordinal, uuid, pci_bus_id, &from);
 	if (!amount)
-		amount = source_limit(p, CUMEMCAP_LAYER_PROGRAM, ordinal, uuid, pci_bus_id, &from);
+		amount = source_limit(p, CUMEMCAP_RANK_PROGRAM, ordinal, uuid, pci_bus_id, &from);
 	for (size_t i = 0; i < p->device_section_count && !amount; i++) {
 		const struct cumemcap_device_section *d = &p->device_sections[i];
 		if (d->has_limit && cumemcap_selector_matches(&d->selector, ordinal, uuid, pci_bus_id)) {
@@ -53,7 +53,7 @@ uint64_t cumemcap_policy_limit(const struct cumemcap_policy *p, int ordinal,
 		}
 	}
 	if (!amount)
-		amount = source_limit(p, CUMEMCAP_LAYER_FILE, ordinal, uuid, pci_bus_id, &from);
+		amount = source_limit(p, CUMEMCAP_RANK_GLOBAL, ordinal, uuid, pci_bus_id, &from);
 	if (src)
 		*src = from;
 	if (!amount)
@@ -69,7 +69,7 @@ uint64_t cumemcap_policy_group_limit(const struct cumemcap_policy *p, int ordina
 		*src = (struct cumemcap_source){ 0 };
 	if (!p->group[0])
 		return UINT64_MAX;
-	for (size_t i = 0; i < CUMEMCAP_LAYERS; i++) {
+	for (size_t i = 0; i < CUMEMCAP_RANKS; i++) {
 		const struct cumemcap_limits *l = &p->limits[i];
 		if (!given(&l->group_limit_src))
 			continue;
@@ -91,12 +91,12 @@ void cumemcap_policy_selectors(const struct cumemcap_policy *p,
 					  const struct cumemcap_source *src),
 			       void *ctx)
 {
-	for (size_t i = 0; i < CUMEMCAP_LAYERS; i++)
+	for (size_t i = 0; i < CUMEMCAP_RANKS; i++)
 		for (size_t r = 0; given(&p->limits[i].devices_src) && r < p->devices[i].count; r++)
 			fn(ctx, &p->devices[i].rule[r].selector, &p->limits[i].devices_src);
 	/* A group's list, while there is a group (CUMEMCAP_GROUP= turns off
 	 * a file's group, its limit with it). */
-	for (size_t i = 0; i < CUMEMCAP_LAYERS && p->group[0]; i++)
+	for (size_t i = 0; i < CUMEMCAP_RANKS && p->group[0]; i++)
 		for (size_t r = 0; given(&p->limits[i].group_limit_src) && r < p->group_rules[i].count; r++)
 			fn(ctx, &p->group_rules[i].rule[r].selector, &p->limits[i].group_limit_src);
 	for (size_t i = 0; i < p->device_section_count; i++) {
@@ -109,7 +109,7 @@ bool cumemcap_policy_any_limit(const struct cumemcap_policy *p)
 {
 	if (p->group[0])
 		return true;
-	for (size_t i = 0; i < CUMEMCAP_LAYERS; i++)
+	for (size_t i = 0; i < CUMEMCAP_RANKS; i++)
 		if (given(&p->limits[i].limit_src) || given(&p->limits[i].devices_src))
 			return true;
 	for (size_t i = 0; i < p->device_section_count; i++)

@@ -67,20 +67,22 @@ static struct cumemcap_source *source_in(void *base, const struct cumemcap_setti
 	return (struct cumemcap_source *)((char *)base + s->src_off);
 }
 
-/* Setting s given `value` (of a plain form) by `from` in source `layer`
- * (CUMEMCAP_LAYERS: a [program] section that does not match, or a [device]
- * section), named `name` `sep` in messages.
- * A limit rule goes to that source's limits. Any other setting goes to the
+/* Setting s given `value` (of a plain form) by `from`, a source of the
+ * given rank (CUMEMCAP_RANKS: a [program] section that does not match, or
+ * a [device] section), named `name` `sep` in messages. A limit rule goes
+ * to that source's limits. Any other setting goes to the
  * policy unless a source of higher precedence gave it: the environment is
  * read first, and in the file the global part comes before any section, so
  * only the matching [program] section replaces a value the file gave. */
-static bool take(struct building *b, const struct cumemcap_setting *s, enum cumemcap_layer layer, const char *name,
-		 const char *sep, const char *value, struct cumemcap_source from, char *err, size_t errlen)
+static bool take(struct building *b, const struct cumemcap_setting *s, enum cumemcap_rank rank,
+		 const char *name, const char *sep, const char *value, struct cumemcap_source from, char *err,
+		 size_t errlen)
 {
-	bool keep = layer != CUMEMCAP_LAYERS;
+	bool keep = rank != CUMEMCAP_RANKS;
 	if (keep && s->parse) {
 		enum cumemcap_origin now = source_in(b->p, s)->origin;
-		keep = now == CUMEMCAP_FROM_DEFAULT || (now == CUMEMCAP_FROM_FILE && layer == CUMEMCAP_LAYER_PROGRAM);
+		keep = now == CUMEMCAP_FROM_DEFAULT ||
+		       (now == CUMEMCAP_FROM_FILE && rank == CUMEMCAP_RANK_PROGRAM);
 	}
 	struct cumemcap_policy *to = keep ? b->p : scratch(b);
 	if (!to) {
@@ -90,7 +92,7 @@ static bool take(struct building *b, const struct cumemcap_setting *s, enum cume
 	void *base = to;
 	bool ok;
 	if (s->parse_limit) {
-		int source = keep ? layer : 0;
+		int source = keep ? rank : 0;
 		base = &to->limits[source];
 		ok = s->parse_limit(to, source, value, err, errlen);
 	} else {
@@ -114,7 +116,7 @@ static bool read_env(struct building *b, cumemcap_getenv_fn get, char *err, size
 			continue;
 		if (!cumemcap_policy_plain_form(value))
 			return cumemcap_policy_bad_form(s->variable, "=", value, false, err, errlen);
-		if (!take(b, s, CUMEMCAP_LAYER_ENV, s->variable, "=", value, from, err, errlen))
+		if (!take(b, s, CUMEMCAP_RANK_ENV, s->variable, "=", value, from, err, errlen))
 			return false;
 	}
 	return true;
@@ -127,7 +129,7 @@ enum section_kind { SECTION_GLOBAL, SECTION_PROGRAM, SECTION_DEVICE };
 struct file_state {
 	struct building *b;
 	enum section_kind kind;
-	enum cumemcap_layer layer; /* where entries of this section go */
+	enum cumemcap_rank rank; /* of this section's entries */
 	struct cumemcap_device_section *device;
 	unsigned seen[CUMEMCAP_SETTINGS_MAX]; /* each key's line in this section, 0: not yet */
 };
@@ -175,10 +177,10 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 		 * checked. A process without a name (an empty argv[0], or under
 		 * secure execution an executable whose name cannot be read)
 		 * matches none, not even [program *]. */
-		st->layer = CUMEMCAP_LAYERS;
+		st->rank = CUMEMCAP_RANKS;
 		if (p->program_section_line == 0 && p->program[0] && fnmatch(arg, p->program, 0) == 0) {
 			p->program_section_line = line;
-			st->layer = CUMEMCAP_LAYER_PROGRAM;
+			st->rank = CUMEMCAP_RANK_PROGRAM;
 		}
 		return true;
 	}
@@ -241,10 +243,10 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 	*seen = line;
 	struct cumemcap_source from = { .origin = CUMEMCAP_FROM_FILE, .line = line };
 	if (st->kind != SECTION_DEVICE)
-		return take(st->b, s, st->layer, key, " = ", value, from, err, errlen);
+		return take(st->b, s, st->rank, key, " = ", value, from, err, errlen);
 	/* Only limit stands in a [device] section: checked as any limit,
 	 * kept in the section. */
-	if (!take(st->b, s, CUMEMCAP_LAYERS, key, " = ", value, from, err, errlen))
+	if (!take(st->b, s, CUMEMCAP_RANKS, key, " = ", value, from, err, errlen))
 		return false;
 	st->device->limit = st->b->scratch->limits[0].limit;
 	st->device->has_limit = true;
@@ -254,15 +256,16 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 
 static const struct cumemcap_config_handler file_handler = { on_section, on_entry };
 
-enum cumemcap_layer cumemcap_policy_layer_of(const struct cumemcap_policy *p, const struct cumemcap_source *src)
+enum cumemcap_rank cumemcap_policy_rank_of(const struct cumemcap_policy *p,
+					   const struct cumemcap_source *src)
 {
 	if (src->origin == CUMEMCAP_FROM_ENV)
-		return CUMEMCAP_LAYER_ENV;
+		return CUMEMCAP_RANK_ENV;
 	if (src->origin == CUMEMCAP_FROM_DEFAULT)
-		return CUMEMCAP_LAYERS;
+		return CUMEMCAP_RANKS;
 	/* The global part ends at the first section. */
-	return p->program_section_line && src->line > p->program_section_line ? CUMEMCAP_LAYER_PROGRAM
-										: CUMEMCAP_LAYER_FILE;
+	return p->program_section_line && src->line > p->program_section_line ? CUMEMCAP_RANK_PROGRAM
+										: CUMEMCAP_RANK_GLOBAL;
 }
 
 static bool preallocate_without_pool(const struct cumemcap_policy *p, char *err, size_t errlen)
@@ -300,7 +303,7 @@ static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char
 	bool ok = read_env(&b, get, err, errlen);
 	if (ok && path && path[0]) {
 		snprintf(p->config_path, sizeof(p->config_path), "%s", path);
-		struct file_state st = { .b = &b, .kind = SECTION_GLOBAL, .layer = CUMEMCAP_LAYER_FILE };
+		struct file_state st = { .b = &b, .kind = SECTION_GLOBAL, .rank = CUMEMCAP_RANK_GLOBAL };
 		ok = cumemcap_config_parse(path, text, len, &file_handler, &st, err, errlen);
 	}
 	free(b.scratch);

@@ -98,18 +98,18 @@ struct cumemcap_source {
 };
 
 /* The sources of settings, highest precedence first. */
-enum cumemcap_layer {
-	CUMEMCAP_LAYER_ENV = 0, /* the environment */
-	CUMEMCAP_LAYER_PROGRAM, /* the first [program GLOB] section matching the program */
-	CUMEMCAP_LAYER_FILE,    /* the file's global part, before any section */
-	CUMEMCAP_LAYERS,        /* none: a default */
+enum cumemcap_rank {
+	CUMEMCAP_RANK_ENV = 0, /* the environment */
+	CUMEMCAP_RANK_PROGRAM, /* the first [program GLOB] section matching the program */
+	CUMEMCAP_RANK_GLOBAL,  /* the file's global part, before any section */
+	CUMEMCAP_RANKS,        /* none: a default */
 };
 
 /* The limit rules one source gives (limit, device_limits, group_limit).
  * Unlike the other settings they are kept for each source, because a GPU
  * that one source's list does not name falls through to the next source.
  * A rule was given when its source is not CUMEMCAP_FROM_DEFAULT. The
- * lists are the policy's devices[] and group_rules[] of the same source. */
+ * lists are the policy's devices[] and group_rules[] of the same rank. */
 struct cumemcap_limits {
 	struct cumemcap_source limit_src, devices_src, group_limit_src;
 	struct cumemcap_amount limit;
@@ -156,29 +156,28 @@ struct cumemcap_policy {
 	/* The group_limit of highest precedence (its value per GPU:
 	 * cumemcap_policy_group_limit). */
 	struct cumemcap_source group_limit_src;
-	struct cumemcap_limits limits[CUMEMCAP_LAYERS];
+	struct cumemcap_limits limits[CUMEMCAP_RANKS];
 	unsigned program_section_line; /* 0: no [program] section matched */
 	size_t program_section_count;  /* [program] sections in the file, matching or not */
 	char group[CUMEMCAP_GROUP_NAME_MAX + 1]; /* "" = no group */
 
-	/* The program name sections were matched against, and the file's
-	 * path ("" for none). */
-	char program[CUMEMCAP_PROGRAM_MAX];
+	char program[CUMEMCAP_PROGRAM_MAX]; /* the name [program] sections match */
 	char metrics_path[CUMEMCAP_PATH_MAX]; /* the template; "" = off */
 	char log_path[CUMEMCAP_PATH_MAX];     /* the template, CUMEMCAP_LOG_FILE only */
 	char group_dir[CUMEMCAP_PATH_MAX];    /* default CUMEMCAP_DEFAULT_GROUP_DIR */
 	/* Extra Prometheus labels, the text as given (policy-labels.c). */
 	char labels[CUMEMCAP_LABELS_MAX];
-	char config_path[CUMEMCAP_PATH_MAX];
+	char config_path[CUMEMCAP_PATH_MAX]; /* the file read, "" for none */
 
 	/* Each source's device_limits and group_limit lists. */
-	struct cumemcap_device_rules devices[CUMEMCAP_LAYERS], group_rules[CUMEMCAP_LAYERS];
+	struct cumemcap_device_rules devices[CUMEMCAP_RANKS], group_rules[CUMEMCAP_RANKS];
 	size_t device_section_count;
 	struct cumemcap_device_section device_sections[CUMEMCAP_MAX_DEVICE_SECTIONS];
 };
 
-/* Which source gave a value: CUMEMCAP_LAYERS for a default. */
-enum cumemcap_layer cumemcap_policy_layer_of(const struct cumemcap_policy *p, const struct cumemcap_source *src);
+/* Which source gave a value: CUMEMCAP_RANKS for a default. */
+enum cumemcap_rank cumemcap_policy_rank_of(const struct cumemcap_policy *p,
+					   const struct cumemcap_source *src);
 
 /* Whether a value has a form some setting may take (policy-parse.c): not
  * wrapped in quotes ("2GiB", '2GiB': a shell's or a file's quotes are not
@@ -263,7 +262,7 @@ uint64_t cumemcap_policy_limit(const struct cumemcap_policy *p, int ordinal,
 /* The group's limit for one GPU, and where it came from: the first of the
  * environment, the program section and the file's global part that gives
  * one for this GPU (a list whose selector matches, or a single amount;
- * a list that names other GPUs only lets the next layer decide). A
+ * a list that names other GPUs only lets the next source decide). A
  * percentage is of `total`. UINT64_MAX when none applies: no group, or no
  * group_limit for this GPU. */
 uint64_t cumemcap_policy_group_limit(const struct cumemcap_policy *p, int ordinal,

@@ -27,7 +27,7 @@ enum cumemcap_scope {
  * the value is wrong (a sentence to put after `NAME="VALUE"`) and returns
  * false. A setting's value lives either in the policy (one value, from
  * the source of highest precedence) or, for the limit rules, in each
- * source's (an enum cumemcap_layer) limits; the row has the parser of the
+ * source's (an enum cumemcap_rank) limits; the row has the parser of the
  * one. */
 typedef bool (*cumemcap_setting_parser)(struct cumemcap_policy *p, const char *value, char *why, size_t len);
 typedef bool (*cumemcap_limit_parser)(struct cumemcap_policy *p, int source, const char *value, char *why,
