@@ -314,21 +314,20 @@ static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char
 	return true;
 }
 
-/* zeroed_out: out is all zero and may be left half-built on failure (the
- * process's own policy, whose failure ends the process): built in place.
- * Otherwise out is untouched on failure: built in a zeroed copy. */
-static bool build_from_text(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_fn get,
-			    const char *path, const char *text, size_t len, const char *program,
-			    char *err, size_t errlen)
+/* The builds below work in place on a zeroed policy and may leave it
+ * half-built on failure: the process's own policy is built so (a failure
+ * ends the process). The public ones build in a zeroed copy instead, so
+ * that `out` is untouched on failure: zeroed_copy, then kept. */
+static struct cumemcap_policy *zeroed_copy(char *err, size_t errlen)
 {
-	if (zeroed_out)
-		return finish(out, get, path, text, len, program, err, errlen);
 	struct cumemcap_policy *p = calloc(1, sizeof(*p));
-	if (!p) {
+	if (!p)
 		snprintf(err, errlen, "out of memory");
-		return false;
-	}
-	bool ok = finish(p, get, path, text, len, program, err, errlen);
+	return p;
+}
+
+static bool kept(struct cumemcap_policy *out, struct cumemcap_policy *p, bool ok)
+{
 	if (ok)
 		*out = *p;
 	free(p);
@@ -339,11 +338,12 @@ bool cumemcap_policy_build_from_text(struct cumemcap_policy *out, cumemcap_geten
 				     const char *path, const char *text, size_t len,
 				     const char *program, char *err, size_t errlen)
 {
-	return build_from_text(out, false, get, path, text, len, program, err, errlen);
+	struct cumemcap_policy *p = zeroed_copy(err, errlen);
+	return p && kept(out, p, finish(p, get, path, text, len, program, err, errlen));
 }
 
-static bool build(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_fn get,
-		  const char *config_path, const char *program, char *err, size_t errlen)
+static bool build(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *config_path,
+		  const char *program, char *err, size_t errlen)
 {
 	char *text = NULL;
 	size_t len = 0;
@@ -355,8 +355,7 @@ static bool build(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_
 			cumemcap_config_prefix(err, errlen, "CUMEMCAP_CONFIG=\"%s\": ", named);
 		return false;
 	}
-	bool ok = build_from_text(out, zeroed_out, get, config_path, text ? text : "", len, program, err,
-				  errlen);
+	bool ok = finish(p, get, config_path, text ? text : "", len, program, err, errlen);
 	free(text);
 	return ok;
 }
@@ -364,7 +363,8 @@ static bool build(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_
 bool cumemcap_policy_build(struct cumemcap_policy *out, cumemcap_getenv_fn get,
 			   const char *config_path, const char *program, char *err, size_t errlen)
 {
-	return build(out, false, get, config_path, program, err, errlen);
+	struct cumemcap_policy *p = zeroed_copy(err, errlen);
+	return p && kept(out, p, build(p, get, config_path, program, err, errlen));
 }
 
 bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, char *out, size_t len,
@@ -413,15 +413,15 @@ static void withhold(const char *path, char *err, size_t errlen)
 		 "check the file with cumemcap --check-config)", path, line);
 }
 
-static bool build_process(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_fn get,
-			  bool secure, const char *default_path, uid_t owner, const char *program,
-			  char *err, size_t errlen, char *note, size_t notelen)
+static bool build_process(struct cumemcap_policy *p, cumemcap_getenv_fn get, bool secure,
+			  const char *default_path, uid_t owner, const char *program, char *err, size_t errlen,
+			  char *note, size_t notelen)
 {
 	if (!secure) {
 		char path[CUMEMCAP_PATH_MAX];
 		if (!cumemcap_policy_config_path(get, default_path, path, sizeof(path), err, errlen))
 			return false;
-		return build(out, zeroed_out, get, path, program, err, errlen);
+		return build(p, get, path, program, err, errlen);
 	}
 	/* Secure execution: the caller chose the environment, so nothing of
 	 * it counts; only a file root alone can change does. `note` is written
@@ -435,7 +435,7 @@ static bool build_process(struct cumemcap_policy *out, bool zeroed_out, cumemcap
 			: 0;
 	bool ok;
 	if (r == 1) {
-		ok = build_from_text(out, zeroed_out, no_env, default_path, text, len, program, err, errlen);
+		ok = finish(p, no_env, default_path, text, len, program, err, errlen);
 		if (!ok)
 			withhold(default_path, err, errlen);
 	} else {
@@ -443,15 +443,15 @@ static bool build_process(struct cumemcap_policy *out, bool zeroed_out, cumemcap
 			size_t n = strlen(note);
 			snprintf(note + n, notelen - n, "; under secure execution no limits apply");
 		}
-		ok = build_from_text(out, zeroed_out, no_env, "", "", 0, program, err, errlen);
+		ok = finish(p, no_env, "", "", 0, program, err, errlen);
 	}
 	free(text);
 	if (ok) {
-		out->secure = true;
+		p->secure = true;
 		/* No file the caller could pick the name or the place of
 		 * (argv is in the name): only a log the file asks for. */
-		if (out->log_src.origin == CUMEMCAP_FROM_DEFAULT)
-			out->log = CUMEMCAP_LOG_OFF;
+		if (p->log_src.origin == CUMEMCAP_FROM_DEFAULT)
+			p->log = CUMEMCAP_LOG_OFF;
 	}
 	return ok;
 }
@@ -462,8 +462,9 @@ bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_
 {
 	if (notelen)
 		note[0] = '\0';
-	return build_process(out, false, get, secure, default_path, owner, program, err, errlen, note,
-			     notelen);
+	struct cumemcap_policy *p = zeroed_copy(err, errlen);
+	return p && kept(out, p,
+			 build_process(p, get, secure, default_path, owner, program, err, errlen, note, notelen));
 }
 
 void cumemcap_source_format(const struct cumemcap_policy *p, const struct cumemcap_source *src,
@@ -653,8 +654,7 @@ static void policy_init(void)
 	/* In place: the_policy is zero (.bss) and built once; a failure ends
 	 * the process. */
 	if (start.bare) {
-		if (!build_process(&the_policy, true, no_env, false, NULL, 0, start.program, err, sizeof(err),
-				   note, sizeof(note)))
+		if (!finish(&the_policy, no_env, "", "", 0, start.program, err, sizeof(err)))
 			cumemcap_fatal("%s", err); /* the defaults: never */
 		atomic_store_explicit(&policy_ready, true, memory_order_release);
 		return;
@@ -668,7 +668,7 @@ static void policy_init(void)
 		cumemcap_program_name(start.argc, start.argv, program, sizeof(program));
 	else
 		program_from_proc(program, sizeof(program));
-	if (!build_process(&the_policy, true, env_get, secure, default_config, 0, program, err,
+	if (!build_process(&the_policy, env_get, secure, default_config, 0, program, err,
 			   sizeof(err), note, sizeof(note)))
 		cumemcap_fatal("%s", err);
 	if (secure && note[0])
