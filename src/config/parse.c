@@ -407,8 +407,7 @@ void cumemcap_selector_format(const struct cumemcap_selector *sel, char *buf, si
 	snprintf(buf, len, "?");
 }
 
-/* Same kind and same value: the same GPU named twice. */
-static bool selector_equal(const struct cumemcap_selector *a, const struct cumemcap_selector *b)
+bool cumemcap_selector_equal(const struct cumemcap_selector *a, const struct cumemcap_selector *b)
 {
 	if (a->kind != b->kind)
 		return false;
@@ -426,61 +425,42 @@ static bool selector_equal(const struct cumemcap_selector *a, const struct cumem
 
 /* ---- device rule lists -------------------------------------------------- */
 
-/* A bounded line being built in the caller's buffer; truncates, never
- * overflows, always NUL-terminated. */
-struct line {
-	char *buf;
-	size_t len;
-	size_t pos;
-};
-
-__attribute__((format(printf, 2, 3)))
-static void line_printf(struct line *l, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (l->buf == NULL || l->pos + 1 >= l->len)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(l->buf + l->pos, l->len - l->pos, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	l->pos += (size_t)n;
-	if (l->pos >= l->len)
-		l->pos = l->len - 1;
-}
-
 #define QUOTE_MAX 80
+#define QUOTED_MAX (QUOTE_MAX * 4 + 6)
 
-/* Append text[0..len) in double quotes, control and non-ASCII bytes as \xNN
- * so the message stays one printable line; long text is cut with "...". */
-static void line_quote(struct line *l, const char *text, size_t len)
+/* text[0..len) in double quotes for a one-line message: control and
+ * non-ASCII bytes, '"' and '\\' as \xNN; cut after QUOTE_MAX bytes with
+ * "...". dst holds QUOTED_MAX bytes. */
+static const char *quoted(char *dst, const char *text, size_t len)
 {
-	line_printf(l, "\"");
+	size_t o = 0;
+	dst[o++] = '"';
 	for (size_t i = 0; i < len && i < QUOTE_MAX; i++) {
 		unsigned char c = (unsigned char)text[i];
-
 		if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
-			line_printf(l, "\\x%02x", c);
+			o += (size_t)snprintf(dst + o, 5, "\\x%02x", c);
 		else
-			line_printf(l, "%c", c);
+			dst[o++] = (char)c;
 	}
-	line_printf(l, "%s\"", len > QUOTE_MAX ? "..." : "");
+	snprintf(dst + o, QUOTED_MAX - o, "%s\"", len > QUOTE_MAX ? "..." : "");
+	return dst;
 }
 
-/* Start the message for a bad entry: `entry 2 "foo=4GiB": `; the caller
- * appends why. */
-static struct line entry_error(char *err, size_t errlen, size_t index, const char *entry,
-			       size_t entry_len)
+/* A bad entry of a list: `entry 2 "foo=4GiB": ` then why. */
+__attribute__((format(printf, 6, 7)))
+static bool bad_entry(char *err, size_t errlen, size_t index, const char *entry, size_t len, const char *fmt, ...)
 {
-	struct line l = { err, errlen, 0 };
-
-	line_printf(&l, "entry %zu ", index);
-	line_quote(&l, entry, entry_len);
-	line_printf(&l, ": ");
-	return l;
+	char q[QUOTED_MAX];
+	if (err == NULL || errlen == 0)
+		return false;
+	int n = snprintf(err, errlen, "entry %zu %s: ", index, quoted(q, entry, len));
+	if (n >= 0 && (size_t)n < errlen) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+		va_end(ap);
+	}
+	return false;
 }
 
 bool cumemcap_parse_device_rules(const char *text, struct cumemcap_device_rules *out,
@@ -489,13 +469,13 @@ bool cumemcap_parse_device_rules(const char *text, struct cumemcap_device_rules 
 	/* Built aside and copied at the end so *out is untouched on failure. */
 	struct cumemcap_device_rules rules;
 	const char *p = text;
-	struct line l;
+	char q[QUOTED_MAX];
 
 	if (err != NULL && errlen > 0)
 		err[0] = '\0';
 	if (text == NULL) {
-		l = (struct line){ err, errlen, 0 };
-		line_printf(&l, "no value");
+		if (err != NULL && errlen > 0)
+			snprintf(err, errlen, "no value");
 		return false;
 	}
 	rules.count = 0;
@@ -505,48 +485,31 @@ bool cumemcap_parse_device_rules(const char *text, struct cumemcap_device_rules 
 		size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
 		const char *eq = memchr(p, '=', len);
 
-		if (rules.count == CUMEMCAP_MAX_DEVICE_RULES) {
-			l = entry_error(err, errlen, index, p, len);
-			line_printf(&l, "too many entries, at most %d", CUMEMCAP_MAX_DEVICE_RULES);
-			return false;
-		}
-		if (len == 0) {
-			l = entry_error(err, errlen, index, p, len);
-			line_printf(&l, "empty entry; expected SELECTOR=SIZE such as 0=4GiB");
-			return false;
-		}
-		if (eq == NULL) {
-			l = entry_error(err, errlen, index, p, len);
-			line_printf(&l, "no '='; expected SELECTOR=SIZE such as 0=4GiB");
-			return false;
-		}
+		if (rules.count == CUMEMCAP_MAX_DEVICE_RULES)
+			return bad_entry(err, errlen, index, p, len, "too many entries, at most %d",
+					 CUMEMCAP_MAX_DEVICE_RULES);
+		if (len == 0)
+			return bad_entry(err, errlen, index, p, len,
+					 "empty entry; expected SELECTOR=SIZE such as 0=4GiB");
+		if (eq == NULL)
+			return bad_entry(err, errlen, index, p, len,
+					 "no '='; expected SELECTOR=SIZE such as 0=4GiB");
 
 		struct cumemcap_device_rule *rule = &rules.rule[rules.count];
 		size_t sel_len = (size_t)(eq - p);
 		const char *amount = eq + 1;
 		size_t amount_len = len - sel_len - 1;
 
-		if (!cumemcap_parse_selector(p, sel_len, &rule->selector)) {
-			l = entry_error(err, errlen, index, p, len);
-			line_quote(&l, p, sel_len);
-			line_printf(&l, " is not a GPU selector; accepted: %s",
-				    cumemcap_selector_forms);
-			return false;
-		}
-		if (!parse_amount_n(amount, amount_len, &rule->amount)) {
-			l = entry_error(err, errlen, index, p, len);
-			line_quote(&l, amount, amount_len);
-			line_printf(&l, " is not a size; accepted: %s", cumemcap_amount_forms);
-			return false;
-		}
-		for (size_t k = 0; k < rules.count; k++) {
-			if (selector_equal(&rules.rule[k].selector, &rule->selector)) {
-				l = entry_error(err, errlen, index, p, len);
-				line_quote(&l, p, sel_len);
-				line_printf(&l, " names the same GPU as entry %zu", k + 1);
-				return false;
-			}
-		}
+		if (!cumemcap_parse_selector(p, sel_len, &rule->selector))
+			return bad_entry(err, errlen, index, p, len, "%s is not a GPU selector; accepted: %s",
+					 quoted(q, p, sel_len), cumemcap_selector_forms);
+		if (!parse_amount_n(amount, amount_len, &rule->amount))
+			return bad_entry(err, errlen, index, p, len, "%s is not a size; accepted: %s",
+					 quoted(q, amount, amount_len), cumemcap_amount_forms);
+		for (size_t k = 0; k < rules.count; k++)
+			if (cumemcap_selector_equal(&rules.rule[k].selector, &rule->selector))
+				return bad_entry(err, errlen, index, p, len, "%s names the same GPU as entry %zu",
+						 quoted(q, p, sel_len), k + 1);
 		rules.count++;
 
 		if (end == NULL)

@@ -1,12 +1,13 @@
 /* policy-group: the settings of a group of processes that share one budget
  * per GPU (group, group_limit, group_dir, group_access) and what a request
- * over a limit does (on_limit): their parsers, which policy.c's one table
- * of settings names, and their precedence once every layer is read. What
- * the group's limit is on one GPU is policy-limit.c's.
+ * over a limit does (on_limit): their parsers, which the table of settings
+ * names, and the check that a group limit has a group once every source
+ * is read. What the group's limit is on one GPU is policy-limit.c's.
  *
- * Thread safety: pure functions on a layer or a policy the caller owns
+ * Thread safety: pure functions on a policy the caller owns
  * while it is being built (see policy.h); no state of their own. */
 #include "config/policy.h"
+#include "config/settings.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -16,7 +17,7 @@
 #include "config/cfgfile.h"
 #include "platform/userdb.h"
 
-bool cumemcap_policy_parse_group(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+bool cumemcap_policy_parse_group(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
 	size_t n = strlen(value);
 	bool ok = n <= CUMEMCAP_GROUP_NAME_MAX && value[0] != '.' && value[0] != '-';
@@ -31,16 +32,18 @@ bool cumemcap_policy_parse_group(struct cumemcap_layer *l, const char *value, ch
 			 "not starting with '.' or '-' (empty: no group)", CUMEMCAP_GROUP_NAME_MAX);
 		return false;
 	}
-	memcpy(l->group, value, n + 1);
+	memcpy(p->group, value, n + 1);
 	return true;
 }
 
-bool cumemcap_policy_parse_group_limit(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+bool cumemcap_policy_parse_group_limit(struct cumemcap_policy *p, int source, const char *value, char *why,
+				       size_t len)
 {
+	struct cumemcap_limits *l = &p->limits[source];
 	/* A list names GPUs (SEL=AMOUNT); one amount has no '='. */
 	if (strchr(value, '=')) {
 		char reason[512];
-		if (!cumemcap_parse_device_rules(value, &l->group_rules, reason, sizeof(reason))) {
+		if (!cumemcap_parse_device_rules(value, &p->group_rules[source], reason, sizeof(reason))) {
 			snprintf(why, len, ": %s", reason);
 			return false;
 		}
@@ -55,13 +58,13 @@ bool cumemcap_policy_parse_group_limit(struct cumemcap_layer *l, const char *val
 			return false;
 		}
 		l->group_limit = a;
-		l->group_rules.count = 0;
+		p->group_rules[source].count = 0;
 	}
 	cumemcap_config_quote(l->group_limit_text, sizeof(l->group_limit_text), value);
 	return true;
 }
 
-bool cumemcap_policy_parse_group_dir(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+bool cumemcap_policy_parse_group_dir(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
 	size_t n = strlen(value);
 	const char *wrong = NULL;
@@ -79,7 +82,7 @@ bool cumemcap_policy_parse_group_dir(struct cumemcap_layer *l, const char *value
 			 CUMEMCAP_DEFAULT_GROUP_DIR);
 		return false;
 	}
-	memcpy(l->group_dir, value, n + 1);
+	memcpy(p->group_dir, value, n + 1);
 	return true;
 }
 
@@ -98,19 +101,20 @@ static bool group_id(const char *text, uint32_t *out)
 	return cumemcap_userdb_group_gid(text, out);
 }
 
-bool cumemcap_policy_parse_group_access(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+bool cumemcap_policy_parse_group_access(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
 	static const char accepted[] =
 		"accepted: user (the state file is 0600, owned by the caller's uid), gid:GROUP (0660, shared "
 		"with the members of the Unix group GROUP, a name or a number, such as gid:render)";
 	uint32_t gid;
 	if (strcmp(value, "user") == 0) {
-		l->group_gid = false;
+		p->group_gid = false;
+		p->group_gid_id = 0;
 		return true;
 	}
 	if (strncmp(value, "gid:", 4) == 0 && group_id(value + 4, &gid)) {
-		l->group_gid = true;
-		l->group_gid_id = gid;
+		p->group_gid = true;
+		p->group_gid_id = gid;
 		return true;
 	}
 	if (strcmp(value, "gid") == 0)
@@ -128,15 +132,15 @@ const char *cumemcap_policy_group_access_name(bool gid)
 	return gid ? "gid" : "user";
 }
 
-bool cumemcap_policy_parse_on_limit(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+bool cumemcap_policy_parse_on_limit(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
 	uint32_t ms;
 	if (strcmp(value, "fail") == 0) {
-		l->wait_ms = 0;
+		p->wait_ms = 0;
 		return true;
 	}
 	if (strncmp(value, "wait:", 5) == 0 && cumemcap_parse_seconds(value + 5, 1, CUMEMCAP_MAX_WAIT_MS, &ms)) {
-		l->wait_ms = ms;
+		p->wait_ms = ms;
 		return true;
 	}
 	snprintf(why, len,
@@ -161,62 +165,27 @@ void cumemcap_policy_format_on_limit(const struct cumemcap_policy *p, char *buf,
 	snprintf(buf, len, "wait:%u%s", p->wait_ms / 1000, frac);
 }
 
-static const char default_group_dir[] = CUMEMCAP_DEFAULT_GROUP_DIR;
-
 bool cumemcap_policy_resolve_group(struct cumemcap_policy *p, char *err, size_t errlen)
 {
-	const struct cumemcap_layer *order[] = { &p->env, &p->program_layer, &p->file };
-	size_t group_at = 3, limit_at = 3;
-	/* Defaults, then the first layer that set each key. */
-	p->group[0] = '\0';
-	snprintf(p->group_dir, sizeof(p->group_dir), "%s", default_group_dir);
-	p->group_gid = false;
-	p->group_gid_id = 0;
-	p->wait_ms = 0;
-	p->group_src = p->group_limit_src = p->group_dir_src = p->group_access_src = p->on_limit_src =
-		(struct cumemcap_source){ 0 };
-	for (size_t i = 3; i-- > 0;) {
-		const struct cumemcap_layer *l = order[i];
-		if (!cumemcap_policy_gave(p, l))
-			continue;
-		if (l->set.group) {
-			memcpy(p->group, l->group, sizeof(p->group));
-			p->group_src = l->src.group;
-			group_at = i;
-		}
-		if (l->set.group_limit) {
-			p->group_limit_src = l->src.group_limit;
-			limit_at = i;
-		}
-		if (l->set.group_dir) {
-			memcpy(p->group_dir, l->group_dir, sizeof(p->group_dir));
-			p->group_dir_src = l->src.group_dir;
-		}
-		if (l->set.group_access) {
-			p->group_gid = l->group_gid;
-			p->group_gid_id = l->group_gid_id;
-			p->group_access_src = l->src.group_access;
-		}
-		if (l->set.on_limit) {
-			p->wait_ms = l->wait_ms;
-			p->on_limit_src = l->src.on_limit;
-		}
-	}
+	enum cumemcap_rank limit_at = CUMEMCAP_RANK_ENV;
+	while (limit_at < CUMEMCAP_RANKS && p->limits[limit_at].group_limit_src.origin == CUMEMCAP_FROM_DEFAULT)
+		limit_at++;
+	if (limit_at == CUMEMCAP_RANKS)
+		return true;
+	const struct cumemcap_limits *l = &p->limits[limit_at];
+	p->group_limit_src = l->group_limit_src;
 	/* A group limit needs a group: none named anywhere, or named empty
-	 * in the same layer or a lower one than the limit. */
-	if (!p->group[0] && limit_at < 3 && limit_at <= group_at) {
-		const struct cumemcap_source *s = &order[limit_at]->src.group_limit;
-		const char *text = order[limit_at]->group_limit_text;
-		if (s->origin == CUMEMCAP_FROM_ENV)
-			snprintf(err, errlen,
-				 "CUMEMCAP_GROUP_LIMIT=\"%s\": needs a group; accepted: with CUMEMCAP_GROUP "
-				 "(the group's name) set, here or in the configuration file", text);
-		else
-			snprintf(err, errlen,
-				 "%s:%u: group_limit = \"%s\": needs a group; accepted: with a group key "
-				 "(the group's name) in this section or the global part, or CUMEMCAP_GROUP",
-				 p->config_path, s->line, text);
-		return false;
-	}
-	return true;
+	 * by the same source as the limit or a lower one. */
+	if (p->group[0] || cumemcap_policy_rank_of(p, &p->group_src) < limit_at)
+		return true;
+	if (l->group_limit_src.origin == CUMEMCAP_FROM_ENV)
+		snprintf(err, errlen,
+			 "CUMEMCAP_GROUP_LIMIT=\"%s\": needs a group; accepted: with CUMEMCAP_GROUP "
+			 "(the group's name) set, here or in the configuration file", l->group_limit_text);
+	else
+		snprintf(err, errlen,
+			 "%s:%u: group_limit = \"%s\": needs a group; accepted: with a group key "
+			 "(the group's name) in this section or the global part, or CUMEMCAP_GROUP",
+			 p->config_path, l->group_limit_src.line, l->group_limit_text);
+	return false;
 }

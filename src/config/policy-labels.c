@@ -1,6 +1,6 @@
 /* policy-labels: CUMEMCAP_LABELS (file key `labels`), extra Prometheus
- * labels for the metrics file: its parser, which policy.c's one table of
- * settings names, the value after precedence, and a walk over its pairs.
+ * labels for the metrics file: its parser, which the table of settings
+ * names, and a walk over its pairs.
  *
  * The value is kept as the text given (checked here once, so the metrics
  * writer only walks it): `k=v[,k=v...]`, each key a Prometheus label name
@@ -8,9 +8,10 @@
  * cumemcap sets itself, no key twice), each value 1 or more bytes of UTF-8
  * without ',' or control characters (the writer escapes '\' and '"').
  *
- * Thread safety: pure functions on a layer or a policy the caller owns
+ * Thread safety: pure functions on a policy the caller owns
  * while it is being built, or on a built (immutable) policy; no state. */
 #include "config/policy.h"
+#include "config/settings.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -65,12 +66,12 @@ bool cumemcap_labels_next(const char **cursor, const char **key, size_t *klen, c
 	"cumemcap sets: pid, program, host, node, pod, namespace, container, gpu, cuda_device, uuid, UUID, " \
 	"group), VALUE 1 or more characters without ',' or control characters; empty: no extra labels"
 
-bool cumemcap_policy_parse_labels(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+bool cumemcap_policy_parse_labels(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
 	size_t total = strlen(value);
 	char what[160] = "";
 	unsigned pairs = 0;
-	if (total >= sizeof(l->labels))
+	if (total >= sizeof(p->labels))
 		snprintf(what, sizeof(what), " is %zu bytes long", total);
 	else if (total && value[total - 1] == ',')
 		snprintf(what, sizeof(what), ": an empty pair at the end");
@@ -119,20 +120,13 @@ bool cumemcap_policy_parse_labels(struct cumemcap_layer *l, const char *value, c
 		snprintf(why, len, "%s" ACCEPTED, what, CUMEMCAP_LABELS_COUNT_MAX, CUMEMCAP_LABELS_MAX - 1);
 		return false;
 	}
-	memcpy(l->labels, value, total + 1);
+	memcpy(p->labels, value, total + 1);
 	return true;
 }
 
 const char *cumemcap_policy_labels(const struct cumemcap_policy *p, struct cumemcap_source *src)
 {
-	const struct cumemcap_layer *order[] = { &p->env, &p->program_layer, &p->file };
-	for (size_t i = 0; i < 3; i++)
-		if (cumemcap_policy_gave(p, order[i]) && order[i]->set.labels) {
-			if (src)
-				*src = order[i]->src.labels;
-			return order[i]->labels;
-		}
 	if (src)
-		*src = (struct cumemcap_source){ 0 };
-	return "";
+		*src = p->labels_src;
+	return p->labels;
 }

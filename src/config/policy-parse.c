@@ -1,12 +1,12 @@
 /* policy-parse: the parsers of the process-wide settings, one per row of
- * the settings table (settings.c); the group's are policy-group.c's. Also
- * the check of a value's form that comes before any parser, and the
+ * the settings table (settings-table.c); the group's are policy-group.c's.
+ * Also the check of a value's form that comes before any parser, and the
  * values' forms in messages.
  *
- * Each sets its field in a layer and returns true, or writes why the value
- * is wrong (a sentence to put after `NAME="VALUE"`) and returns false,
- * leaving the layer's other fields alone. Thread safety: reentrant, no
- * globals: each call touches only the caller's layer and buffers. */
+ * Each sets every field of its setting and returns true, or writes why the
+ * value is wrong (a sentence to put after `NAME="VALUE"`) and returns
+ * false, leaving the other settings alone. Thread safety: reentrant, no
+ * globals: each call touches only the caller's policy and buffers. */
 #include "config.h"
 #include "config/settings.h"
 
@@ -17,41 +17,42 @@
 #include "config/parse.h"
 #include "config/policy.h"
 
-bool cumemcap_policy_parse_limit(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+bool cumemcap_policy_parse_limit(struct cumemcap_policy *p, int source, const char *value, char *why, size_t len)
 {
-	if (cumemcap_parse_amount(value, &l->limit))
+	if (cumemcap_parse_amount(value, &p->limits[source].limit))
 		return true;
 	snprintf(why, len, " is not a valid limit; accepted: %s", cumemcap_amount_forms);
 	return false;
 }
 
-bool cumemcap_policy_parse_devices(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+bool cumemcap_policy_parse_devices(struct cumemcap_policy *p, int source, const char *value, char *why, size_t len)
 {
 	char reason[512];
-	if (cumemcap_parse_device_rules(value, &l->devices, reason, sizeof(reason)))
+	if (cumemcap_parse_device_rules(value, &p->devices[source], reason, sizeof(reason)))
 		return true;
 	snprintf(why, len, ": %s", reason);
 	return false;
 }
 
-bool cumemcap_policy_parse_growth(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+bool cumemcap_policy_parse_growth(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
 	if (strcmp(value, "ondemand") == 0) {
-		l->growth = CUMEMCAP_GROWTH_ONDEMAND;
+		p->growth = CUMEMCAP_GROWTH_ONDEMAND;
+		p->prealloc = (struct cumemcap_amount){ .kind = CUMEMCAP_AMOUNT_NONE };
 		return true;
 	}
 	if (strcmp(value, "preallocate") == 0) {
-		l->growth = CUMEMCAP_GROWTH_PREALLOCATE;
-		l->prealloc = (struct cumemcap_amount){ .kind = CUMEMCAP_AMOUNT_NONE };
+		p->growth = CUMEMCAP_GROWTH_PREALLOCATE;
+		p->prealloc = (struct cumemcap_amount){ .kind = CUMEMCAP_AMOUNT_NONE };
 		return true;
 	}
 	if (strncmp(value, "preallocate:", 12) == 0) {
-		if (!cumemcap_parse_amount(value + 12, &l->prealloc)) {
+		if (!cumemcap_parse_amount(value + 12, &p->prealloc)) {
 			snprintf(why, len, ": the size after \"preallocate:\" is not valid; accepted: %s",
 				 cumemcap_amount_forms);
 			return false;
 		}
-		l->growth = CUMEMCAP_GROWTH_PREALLOCATE;
+		p->growth = CUMEMCAP_GROWTH_PREALLOCATE;
 		return true;
 	}
 	snprintf(why, len,
@@ -59,10 +60,10 @@ bool cumemcap_policy_parse_growth(struct cumemcap_layer *l, const char *value, c
 	return false;
 }
 
-bool cumemcap_policy_parse_count(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+bool cumemcap_policy_parse_count(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
 	if (strcmp(value, "footprint") == 0 || strcmp(value, "allocations") == 0) {
-		l->count = value[0] == 'f' ? CUMEMCAP_COUNT_FOOTPRINT : CUMEMCAP_COUNT_ALLOCATIONS;
+		p->count = value[0] == 'f' ? CUMEMCAP_COUNT_FOOTPRINT : CUMEMCAP_COUNT_ALLOCATIONS;
 		return true;
 	}
 	snprintf(why, len,
@@ -75,27 +76,27 @@ const char *cumemcap_policy_count_name(enum cumemcap_count c)
 	return c == CUMEMCAP_COUNT_ALLOCATIONS ? "allocations" : "footprint";
 }
 
-bool cumemcap_policy_parse_estimate(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+bool cumemcap_policy_parse_estimate(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
 	struct cumemcap_amount a;
 	if (strcmp(value, "0") == 0) {
-		l->overhead_estimate = 0;
+		p->overhead_estimate = 0;
 		return true;
 	}
 	if (cumemcap_parse_amount(value, &a) && a.kind == CUMEMCAP_AMOUNT_BYTES) {
-		l->overhead_estimate = a.bytes;
+		p->overhead_estimate = a.bytes;
 		return true;
 	}
 	snprintf(why, len, " is not a valid size; accepted: 0, or a size per context such as 512MiB (no %%)");
 	return false;
 }
 
-bool cumemcap_policy_parse_pool(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+bool cumemcap_policy_parse_pool(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
 	static const char *const names[] = { "auto", "on", "nopack", "off" };
 	for (int i = 0; i < 4; i++) {
 		if (strcmp(value, names[i]) == 0) {
-			l->pool = (enum cumemcap_pool_mode)i;
+			p->pool = (enum cumemcap_pool_mode)i;
 			return true;
 		}
 	}
@@ -108,19 +109,16 @@ const char *cumemcap_policy_pool_name(enum cumemcap_pool_mode m)
 	return m == CUMEMCAP_POOL_OFF ? "off" : m == CUMEMCAP_POOL_NOPACK ? "nopack" : m == CUMEMCAP_POOL_ON ? "on" : "auto";
 }
 
-bool cumemcap_policy_parse_release(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+bool cumemcap_policy_parse_release(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
-	if (strcmp(value, "never") == 0) {
-		l->release = CUMEMCAP_RELEASE_NEVER;
-		return true;
-	}
-	if (strcmp(value, "immediate") == 0) {
-		l->release = CUMEMCAP_RELEASE_IMMEDIATE;
+	if (strcmp(value, "never") == 0 || strcmp(value, "immediate") == 0) {
+		p->release = value[0] == 'n' ? CUMEMCAP_RELEASE_NEVER : CUMEMCAP_RELEASE_IMMEDIATE;
+		p->release_idle_ms = 0;
 		return true;
 	}
 	if (strncmp(value, "idle:", 5) == 0 &&
-	    cumemcap_parse_seconds(value + 5, 1, 86400000u, &l->release_idle_ms)) {
-		l->release = CUMEMCAP_RELEASE_IDLE;
+	    cumemcap_parse_seconds(value + 5, 1, 86400000u, &p->release_idle_ms)) {
+		p->release = CUMEMCAP_RELEASE_IDLE;
 		return true;
 	}
 	snprintf(why, len,
@@ -153,47 +151,48 @@ static bool parse_path(const char *value, char *dst, size_t size, const char *ac
 	return true;
 }
 
-bool cumemcap_policy_parse_hints(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+bool cumemcap_policy_parse_hints(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
 	bool on;
 	if (!parse_switch(value, "on", &on, why, len))
 		return false;
-	l->hints_off = !on;
+	p->framework_hints = on;
 	return true;
 }
 
-bool cumemcap_policy_parse_log(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+bool cumemcap_policy_parse_log(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
 	if (strcmp(value, "stderr") == 0 || strcmp(value, "off") == 0) {
-		l->log = value[0] == 's' ? CUMEMCAP_LOG_STDERR : CUMEMCAP_LOG_OFF;
+		p->log = value[0] == 's' ? CUMEMCAP_LOG_STDERR : CUMEMCAP_LOG_OFF;
+		p->log_path[0] = '\0';
 		return true;
 	}
-	if (!parse_path(value, l->log_path, sizeof(l->log_path), "stderr, off, or a path template", why, len))
+	if (!parse_path(value, p->log_path, sizeof(p->log_path), "stderr, off, or a path template", why, len))
 		return false;
-	l->log = CUMEMCAP_LOG_FILE;
+	p->log = CUMEMCAP_LOG_FILE;
 	return true;
 }
 
-bool cumemcap_policy_parse_interval(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+bool cumemcap_policy_parse_interval(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
-	if (cumemcap_parse_seconds(value, 100, 86400000u, &l->log_interval_ms))
+	if (cumemcap_parse_seconds(value, 100, 86400000u, &p->log_interval_ms))
 		return true;
 	snprintf(why, len, " is not supported; accepted: seconds from 0.1 to 86400 (e.g. 5, 0.5)");
 	return false;
 }
 
-bool cumemcap_policy_parse_metrics(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+bool cumemcap_policy_parse_metrics(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
 	if (strcmp(value, "off") == 0) {
-		l->metrics_path[0] = '\0';
+		p->metrics_path[0] = '\0';
 		return true;
 	}
-	return parse_path(value, l->metrics_path, sizeof(l->metrics_path), "off, or a path template", why, len);
+	return parse_path(value, p->metrics_path, sizeof(p->metrics_path), "off, or a path template", why, len);
 }
 
-bool cumemcap_policy_parse_debug(struct cumemcap_layer *l, const char *value, char *why, size_t len)
+bool cumemcap_policy_parse_debug(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
-	return parse_switch(value, "doors", &l->debug_doors, why, len);
+	return parse_switch(value, "doors", &p->debug_doors, why, len);
 }
 
 /* A value whose form no setting takes: wrapped in quotes ("2GiB", '2GiB':

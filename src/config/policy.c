@@ -18,20 +18,8 @@
 #include "platform/msg.h"
 
 static const char prefix[] = "CUMEMCAP_", default_config[] = CUMEMCAP_DEFAULT_CONFIG,
-				       config_variable[] = "CUMEMCAP_CONFIG", default_log[] = CUMEMCAP_DEFAULT_LOG,
+				       config_variable[] = "CUMEMCAP_CONFIG",
 				       no_path[] = "";
-
-/* ---- the settings (settings.c's table) ---------------------------------- */
-
-static bool *set_flag(struct cumemcap_layer *l, const struct cumemcap_setting *s)
-{
-	return (bool *)((char *)l + s->set_off);
-}
-
-static struct cumemcap_source *source_of(struct cumemcap_layer *l, const struct cumemcap_setting *s)
-{
-	return (struct cumemcap_source *)((char *)l + s->src_off);
-}
 
 /* "limit, device_limits, ..." for the keys allowed where `scope` says. */
 static const char *key_list(char *buf, size_t len, unsigned scope)
@@ -44,38 +32,92 @@ static const char *key_list(char *buf, size_t len, unsigned scope)
 	return buf;
 }
 
-/* ---- the environment ------------------------------------------------------- */
-
 /* User text quoted for a one-line message. */
 #define Q(buf, s) cumemcap_config_quote(buf, sizeof(buf), s)
 
 /* A value a parser refused: err holds why (a sentence to put after the
  * value); it becomes `NAME="VALUE"` then why (`sep` "="), or `key =
- * "value"` then why (" = "). Out of line and cold: its buffer would sit
- * in the frames every configured start runs through. */
-static __attribute__((noinline, cold)) bool refused(const char *name, const char *sep, const char *value,
-						    char *err, size_t errlen)
+ * "value"` then why (" = "). */
+static bool refused(const char *name, const char *sep, const char *value, char *err, size_t errlen)
 {
 	char q[256];
 	cumemcap_config_prefix(err, errlen, "%s%s\"%s\"", name, sep, Q(q, value));
 	return false;
 }
 
-static bool read_env(struct cumemcap_policy *p, cumemcap_getenv_fn get, char *err, size_t errlen)
+/* ---- one value from one source -------------------------------------------- */
+
+/* A policy being built, and a second one that takes the values no setting
+ * keeps (given by a source of lower precedence, or in a [program]
+ * section that does not match), parsed only to be checked. */
+struct building {
+	struct cumemcap_policy *p;
+	struct cumemcap_policy *scratch; /* allocated when first needed */
+};
+
+static struct cumemcap_policy *scratch(struct building *b)
 {
-	struct cumemcap_layer *l = &p->env;
+	if (!b->scratch)
+		b->scratch = calloc(1, sizeof(*b->scratch));
+	return b->scratch;
+}
+
+static struct cumemcap_source *source_in(void *base, const struct cumemcap_setting *s)
+{
+	return (struct cumemcap_source *)((char *)base + s->src_off);
+}
+
+/* Setting s given `value` (of a plain form) by `from`, a source of the
+ * given rank (CUMEMCAP_RANKS: a [program] section that does not match, or
+ * a [device] section), named `name` `sep` in messages. A limit rule goes
+ * to that source's limits. Any other setting goes to the
+ * policy unless a source of higher precedence gave it: the environment is
+ * read first, and in the file the global part comes before any section, so
+ * only the matching [program] section replaces a value the file gave. */
+static bool take(struct building *b, const struct cumemcap_setting *s, enum cumemcap_rank rank,
+		 const char *name, const char *sep, const char *value, struct cumemcap_source from, char *err,
+		 size_t errlen)
+{
+	bool keep = rank != CUMEMCAP_RANKS;
+	if (keep && s->parse) {
+		enum cumemcap_origin now = source_in(b->p, s)->origin;
+		keep = now == CUMEMCAP_FROM_DEFAULT ||
+		       (now == CUMEMCAP_FROM_FILE && rank == CUMEMCAP_RANK_PROGRAM);
+	}
+	struct cumemcap_policy *to = keep ? b->p : scratch(b);
+	if (!to) {
+		snprintf(err, errlen, "out of memory");
+		return false;
+	}
+	void *base = to;
+	bool ok;
+	if (s->parse_limit) {
+		int source = keep ? rank : 0;
+		base = &to->limits[source];
+		ok = s->parse_limit(to, source, value, err, errlen);
+	} else {
+		ok = s->parse(to, value, err, errlen);
+	}
+	if (!ok)
+		return refused(name, sep, value, err, errlen);
+	*source_in(base, s) = from;
+	return true;
+}
+
+/* ---- the environment ------------------------------------------------------- */
+
+static bool read_env(struct building *b, cumemcap_getenv_fn get, char *err, size_t errlen)
+{
 	for (size_t i = 0; i < cumemcap_setting_count; i++) {
 		const struct cumemcap_setting *s = &cumemcap_settings[i];
 		const char *value = get(s->variable);
+		struct cumemcap_source from = { .origin = CUMEMCAP_FROM_ENV, .variable = s->variable };
 		if (!value)
 			continue;
 		if (!cumemcap_policy_plain_form(value))
 			return cumemcap_policy_bad_form(s->variable, "=", value, false, err, errlen);
-		if (!s->parse(l, value, err, errlen))
-			return refused(s->variable, "=", value, err, errlen);
-		*set_flag(l, s) = true;
-		*source_of(l, s) = (struct cumemcap_source){ .origin = CUMEMCAP_FROM_ENV, .variable = s->variable };
-		p->layers_given |= 1u;
+		if (!take(b, s, CUMEMCAP_RANK_ENV, s->variable, "=", value, from, err, errlen))
+			return false;
 	}
 	return true;
 }
@@ -85,21 +127,20 @@ static bool read_env(struct cumemcap_policy *p, cumemcap_getenv_fn get, char *er
 enum section_kind { SECTION_GLOBAL, SECTION_PROGRAM, SECTION_DEVICE };
 
 struct file_state {
-	struct cumemcap_policy *p;
+	struct building *b;
 	enum section_kind kind;
-	struct cumemcap_layer *layer;   /* where entries of this section go */
-	/* A [program] section that does not match: taken at the first one
-	 * (13 KB cleared: pages a file without one never touches). */
-	struct cumemcap_layer *scratch;
+	enum cumemcap_rank rank; /* of this section's entries */
 	struct cumemcap_device_section *device;
+	unsigned seen[CUMEMCAP_SETTINGS_MAX]; /* each key's line in this section, 0: not yet */
 };
 
 static bool on_section(void *ctx, const char *kind, const char *arg, unsigned line, char *err,
 		       size_t errlen)
 {
 	struct file_state *st = ctx;
-	struct cumemcap_policy *p = st->p;
+	struct cumemcap_policy *p = st->b->p;
 	char q[256], qk[128];
+	memset(st->seen, 0, sizeof(st->seen));
 	if (strcmp(kind, "device") == 0) {
 		struct cumemcap_selector sel;
 		if (!cumemcap_parse_selector(arg, strlen(arg), &sel)) {
@@ -108,10 +149,7 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 			return false;
 		}
 		for (size_t i = 0; i < p->device_section_count; i++) {
-			char a[64], b[64];
-			cumemcap_selector_format(&p->device_sections[i].selector, a, sizeof(a));
-			cumemcap_selector_format(&sel, b, sizeof(b));
-			if (p->device_sections[i].selector.kind == sel.kind && strcmp(a, b) == 0) {
+			if (cumemcap_selector_equal(&p->device_sections[i].selector, &sel)) {
 				snprintf(err, errlen, "[device %s] repeats the section at line %u", Q(q, arg),
 					 p->device_sections[i].line);
 				return false;
@@ -135,20 +173,14 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 		}
 		st->kind = SECTION_PROGRAM;
 		p->program_section_count++;
-		/* The first section that matches applies; later ones are still
-		 * checked, into scratch. A process without a name (an empty
-		 * argv[0], or under secure execution an executable whose name
-		 * cannot be read) matches none, not even [program *]. */
+		/* The first section that matches applies; later ones are only
+		 * checked. A process without a name (an empty argv[0], or under
+		 * secure execution an executable whose name cannot be read)
+		 * matches none, not even [program *]. */
+		st->rank = CUMEMCAP_RANKS;
 		if (p->program_section_line == 0 && p->program[0] && fnmatch(arg, p->program, 0) == 0) {
 			p->program_section_line = line;
-			st->layer = &p->program_layer;
-		} else {
-			if (!st->scratch && !(st->scratch = malloc(sizeof(*st->scratch)))) {
-				snprintf(err, errlen, "[program %s]: out of memory", Q(q, arg));
-				return false;
-			}
-			memset(st->scratch, 0, sizeof(*st->scratch));
-			st->layer = st->scratch;
+			st->rank = CUMEMCAP_RANK_PROGRAM;
 		}
 		return true;
 	}
@@ -162,30 +194,9 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 	return false;
 }
 
-/* An entry of a [device] section (only `limit` may stand there): parsed
- * into a scratch layer, in a frame of its own. */
-static __attribute__((noinline)) bool on_device_entry(struct cumemcap_device_section *d,
-						      const struct cumemcap_setting *s, const char *key,
-						      const char *value, unsigned line, char *err, size_t errlen)
-{
-	if (d->has_limit) {
-		snprintf(err, errlen, "duplicate key \"%s\" in this section (first at line %u)", key,
-			 d->limit_line);
-		return false;
-	}
-	struct cumemcap_layer tmp;
-	memset(&tmp, 0, sizeof(tmp));
-	if (!s->parse(&tmp, value, err, errlen))
-		return refused(key, " = ", value, err, errlen);
-	d->limit = tmp.limit;
-	d->has_limit = true;
-	d->limit_line = line;
-	return true;
-}
-
-/* The errors of on_entry that need buffers, out of line and cold (see
- * refused): a key no setting has, and one that cannot stand where it is. */
-static __attribute__((noinline, cold)) bool unknown_key(const char *key, char *err, size_t errlen)
+/* The errors of on_entry about a key: one no setting has, and one that
+ * cannot stand where it is. */
+static bool unknown_key(const char *key, char *err, size_t errlen)
 {
 	char qk[128], keys_there[512];
 	const char *keys[CUMEMCAP_SETTINGS_MAX + 1];
@@ -201,8 +212,7 @@ static __attribute__((noinline, cold)) bool unknown_key(const char *key, char *e
 	return false;
 }
 
-static __attribute__((noinline, cold)) bool out_of_place(const char *key, enum section_kind kind, unsigned where,
-							 char *err, size_t errlen)
+static bool out_of_place(const char *key, enum section_kind kind, unsigned where, char *err, size_t errlen)
 {
 	char keys_there[512];
 	snprintf(err, errlen, "\"%s\" cannot stand in %s; accepted there: %s", key,
@@ -225,85 +235,40 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 		return out_of_place(key, st->kind, where, err, errlen);
 	if (!cumemcap_policy_plain_form(value))
 		return cumemcap_policy_bad_form(key, " = ", value, true, err, errlen);
-	if (st->kind == SECTION_DEVICE)
-		return on_device_entry(st->device, s, key, value, line, err, errlen);
-	struct cumemcap_layer *l = st->layer;
-	if (*set_flag(l, s)) {
-		snprintf(err, errlen, "duplicate key \"%s\" in this section (first at line %u)", key,
-			 source_of(l, s)->line);
+	unsigned *seen = &st->seen[s - cumemcap_settings];
+	if (*seen) {
+		snprintf(err, errlen, "duplicate key \"%s\" in this section (first at line %u)", key, *seen);
 		return false;
 	}
-	if (!s->parse(l, value, err, errlen))
-		return refused(key, " = ", value, err, errlen);
-	*set_flag(l, s) = true;
-	*source_of(l, s) = (struct cumemcap_source){ .origin = CUMEMCAP_FROM_FILE, .line = line };
-	if (l == &st->p->program_layer)
-		st->p->layers_given |= 2u;
-	else if (l == &st->p->file)
-		st->p->layers_given |= 4u;
+	*seen = line;
+	struct cumemcap_source from = { .origin = CUMEMCAP_FROM_FILE, .line = line };
+	if (st->kind != SECTION_DEVICE)
+		return take(st->b, s, st->rank, key, " = ", value, from, err, errlen);
+	/* Only limit stands in a [device] section: checked as any limit,
+	 * kept in the section. */
+	if (!take(st->b, s, CUMEMCAP_RANKS, key, " = ", value, from, err, errlen))
+		return false;
+	st->device->limit = st->b->scratch->limits[0].limit;
+	st->device->has_limit = true;
+	st->device->limit_line = line;
 	return true;
 }
 
 static const struct cumemcap_config_handler file_handler = { on_section, on_entry };
 
-/* ---- precedence ------------------------------------------------------------- */
-
-static void resolve_process_wide(struct cumemcap_policy *p)
+enum cumemcap_rank cumemcap_policy_rank_of(const struct cumemcap_policy *p,
+					   const struct cumemcap_source *src)
 {
-	const struct cumemcap_layer *order[] = { &p->env, &p->program_layer, &p->file };
-	bool given[3];
-	for (size_t i = 0; i < 3; i++)
-		given[i] = cumemcap_policy_gave(p, order[i]);
-	/* The first layer that set `name` gives `field` (a value or an
-	 * array, hence memcpy) and its source. */
-#define PICK(field, name, dst_src)                                                   \
-	do {                                                                         \
-		p->dst_src = (struct cumemcap_source){ 0 };                          \
-		for (size_t i = 0; i < 3; i++) {                                     \
-			if (given[i] && order[i]->set.name) {                        \
-				memcpy(&p->field, &order[i]->field, sizeof(p->field));       \
-				p->dst_src = order[i]->src.name;                     \
-				break;                                               \
-			}                                                            \
-		}                                                                    \
-	} while (0)
-	/* Defaults first; PICK leaves them where no layer sets a value. */
-	p->release = CUMEMCAP_RELEASE_IDLE;
-	p->release_idle_ms = CUMEMCAP_DEFAULT_RELEASE_IDLE_MS;
-	p->log = CUMEMCAP_LOG_FILE;
-	snprintf(p->log_path, sizeof(p->log_path), "%s", default_log);
-	p->log_interval_ms = CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
-	p->overhead_estimate = CUMEMCAP_DEFAULT_OVERHEAD_ESTIMATE;
-	PICK(count, count, count_src);
-	PICK(overhead_estimate, estimate, estimate_src);
-	PICK(growth, growth, growth_src);
-	PICK(prealloc, growth, growth_src);
-	PICK(pool, pool, pool_src);
-	PICK(release, release, release_src);
-	PICK(release_idle_ms, release, release_src);
-	/* A layer holds hints_off (its zero value means on): not PICKed. */
-	p->framework_hints = true;
-	p->hints_src = (struct cumemcap_source){ 0 };
-	for (size_t i = 0; i < 3; i++)
-		if (given[i] && order[i]->set.hints) {
-			p->framework_hints = !order[i]->hints_off;
-			p->hints_src = order[i]->src.hints;
-			break;
-		}
-	PICK(log, log, log_src);
-	PICK(log_path, log, log_src);
-	PICK(log_interval_ms, interval, interval_src);
-	PICK(metrics_path, metrics, metrics_src);
-	PICK(debug_doors, debug, debug_src);
-#undef PICK
+	if (src->origin == CUMEMCAP_FROM_ENV)
+		return CUMEMCAP_RANK_ENV;
+	if (src->origin == CUMEMCAP_FROM_DEFAULT)
+		return CUMEMCAP_RANKS;
+	/* The global part ends at the first section. */
+	return p->program_section_line && src->line > p->program_section_line ? CUMEMCAP_RANK_PROGRAM
+										: CUMEMCAP_RANK_GLOBAL;
 }
 
-/* The error of finish's last check. Out of line, with its 2 KB of
- * buffers: in finish's frame they put everything finish calls (the
- * environment, the file's parser) 2 KB deeper into the stack, which cost
- * a configured start a stack page fault about every other start. */
-static __attribute__((noinline, cold)) bool preallocate_without_pool(const struct cumemcap_policy *p, char *err,
-								      size_t errlen)
+static bool preallocate_without_pool(const struct cumemcap_policy *p, char *err, size_t errlen)
 {
 	char g[CUMEMCAP_PATH_MAX + 16], o[CUMEMCAP_PATH_MAX + 16];
 	cumemcap_source_format(p, &p->growth_src, g, sizeof(g));
@@ -314,47 +279,55 @@ static __attribute__((noinline, cold)) bool preallocate_without_pool(const struc
 	return false;
 }
 
+/* Every setting that has a default, from its row's default_value; an
+ * empty default is the empty text the zeroed policy holds already. */
+static void set_defaults(struct cumemcap_policy *p)
+{
+	char why[256];
+	for (size_t i = 0; i < cumemcap_setting_count; i++) {
+		const struct cumemcap_setting *s = &cumemcap_settings[i];
+		if (s->parse && s->default_value && s->default_value[0] &&
+		    !s->parse(p, s->default_value, why, sizeof(why)))
+			cumemcap_fatal("the default of %s%s", s->key, why); /* a bug in the table */
+	}
+}
+
 /* Builds into p, which must be all zero: a fresh calloc, or the process's
- * policy in .bss. Not clearing it here keeps the pages of what no setting
- * reaches (device sections, unused layers) untouched, so a process that
- * never uses CUDA does not fault them in at start. */
+ * policy in .bss. */
 static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *path,
 		   const char *text, size_t len, const char *program, char *err, size_t errlen)
 {
 	snprintf(p->program, sizeof(p->program), "%s", program ? program : "");
-	if (!read_env(p, get, err, errlen))
-		return false;
-	if (path && path[0]) {
+	set_defaults(p);
+	struct building b = { .p = p };
+	bool ok = read_env(&b, get, err, errlen);
+	if (ok && path && path[0]) {
 		snprintf(p->config_path, sizeof(p->config_path), "%s", path);
-		struct file_state st = { .p = p, .kind = SECTION_GLOBAL, .layer = &p->file };
-		bool ok = cumemcap_config_parse(path, text, len, &file_handler, &st, err, errlen);
-		free(st.scratch);
-		if (!ok)
-			return false;
+		struct file_state st = { .b = &b, .kind = SECTION_GLOBAL, .rank = CUMEMCAP_RANK_GLOBAL };
+		ok = cumemcap_config_parse(path, text, len, &file_handler, &st, err, errlen);
 	}
-	resolve_process_wide(p);
-	if (!cumemcap_policy_resolve_group(p, err, errlen))
+	free(b.scratch);
+	if (!ok || !cumemcap_policy_resolve_group(p, err, errlen))
 		return false;
 	if (p->growth == CUMEMCAP_GROWTH_PREALLOCATE && p->pool == CUMEMCAP_POOL_OFF)
 		return preallocate_without_pool(p, err, errlen);
 	return true;
 }
 
-/* zeroed_out: out is all zero and may be left half-built on failure (the
- * process's own policy, whose failure ends the process): built in place.
- * Otherwise out is untouched on failure: built in a zeroed copy. */
-static bool build_from_text(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_fn get,
-			    const char *path, const char *text, size_t len, const char *program,
-			    char *err, size_t errlen)
+/* The builds below work in place on a zeroed policy and may leave it
+ * half-built on failure: the process's own policy is built so (a failure
+ * ends the process). The public ones build in a zeroed copy instead, so
+ * that `out` is untouched on failure: zeroed_copy, then kept. */
+static struct cumemcap_policy *zeroed_copy(char *err, size_t errlen)
 {
-	if (zeroed_out)
-		return finish(out, get, path, text, len, program, err, errlen);
 	struct cumemcap_policy *p = calloc(1, sizeof(*p));
-	if (!p) {
+	if (!p)
 		snprintf(err, errlen, "out of memory");
-		return false;
-	}
-	bool ok = finish(p, get, path, text, len, program, err, errlen);
+	return p;
+}
+
+static bool kept(struct cumemcap_policy *out, struct cumemcap_policy *p, bool ok)
+{
 	if (ok)
 		*out = *p;
 	free(p);
@@ -365,11 +338,12 @@ bool cumemcap_policy_build_from_text(struct cumemcap_policy *out, cumemcap_geten
 				     const char *path, const char *text, size_t len,
 				     const char *program, char *err, size_t errlen)
 {
-	return build_from_text(out, false, get, path, text, len, program, err, errlen);
+	struct cumemcap_policy *p = zeroed_copy(err, errlen);
+	return p && kept(out, p, finish(p, get, path, text, len, program, err, errlen));
 }
 
-static bool build(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_fn get,
-		  const char *config_path, const char *program, char *err, size_t errlen)
+static bool build(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *config_path,
+		  const char *program, char *err, size_t errlen)
 {
 	char *text = NULL;
 	size_t len = 0;
@@ -381,8 +355,7 @@ static bool build(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_
 			cumemcap_config_prefix(err, errlen, "CUMEMCAP_CONFIG=\"%s\": ", named);
 		return false;
 	}
-	bool ok = build_from_text(out, zeroed_out, get, config_path, text ? text : "", len, program, err,
-				  errlen);
+	bool ok = finish(p, get, config_path, text ? text : "", len, program, err, errlen);
 	free(text);
 	return ok;
 }
@@ -390,7 +363,8 @@ static bool build(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_
 bool cumemcap_policy_build(struct cumemcap_policy *out, cumemcap_getenv_fn get,
 			   const char *config_path, const char *program, char *err, size_t errlen)
 {
-	return build(out, false, get, config_path, program, err, errlen);
+	struct cumemcap_policy *p = zeroed_copy(err, errlen);
+	return p && kept(out, p, build(p, get, config_path, program, err, errlen));
 }
 
 bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, char *out, size_t len,
@@ -439,15 +413,15 @@ static void withhold(const char *path, char *err, size_t errlen)
 		 "check the file with cumemcap --check-config)", path, line);
 }
 
-static bool build_process(struct cumemcap_policy *out, bool zeroed_out, cumemcap_getenv_fn get,
-			  bool secure, const char *default_path, uid_t owner, const char *program,
-			  char *err, size_t errlen, char *note, size_t notelen)
+static bool build_process(struct cumemcap_policy *p, cumemcap_getenv_fn get, bool secure,
+			  const char *default_path, uid_t owner, const char *program, char *err, size_t errlen,
+			  char *note, size_t notelen)
 {
 	if (!secure) {
 		char path[CUMEMCAP_PATH_MAX];
 		if (!cumemcap_policy_config_path(get, default_path, path, sizeof(path), err, errlen))
 			return false;
-		return build(out, zeroed_out, get, path, program, err, errlen);
+		return build(p, get, path, program, err, errlen);
 	}
 	/* Secure execution: the caller chose the environment, so nothing of
 	 * it counts; only a file root alone can change does. `note` is written
@@ -461,7 +435,7 @@ static bool build_process(struct cumemcap_policy *out, bool zeroed_out, cumemcap
 			: 0;
 	bool ok;
 	if (r == 1) {
-		ok = build_from_text(out, zeroed_out, no_env, default_path, text, len, program, err, errlen);
+		ok = finish(p, no_env, default_path, text, len, program, err, errlen);
 		if (!ok)
 			withhold(default_path, err, errlen);
 	} else {
@@ -469,15 +443,15 @@ static bool build_process(struct cumemcap_policy *out, bool zeroed_out, cumemcap
 			size_t n = strlen(note);
 			snprintf(note + n, notelen - n, "; under secure execution no limits apply");
 		}
-		ok = build_from_text(out, zeroed_out, no_env, "", "", 0, program, err, errlen);
+		ok = finish(p, no_env, "", "", 0, program, err, errlen);
 	}
 	free(text);
 	if (ok) {
-		out->secure = true;
+		p->secure = true;
 		/* No file the caller could pick the name or the place of
 		 * (argv is in the name): only a log the file asks for. */
-		if (out->log_src.origin == CUMEMCAP_FROM_DEFAULT)
-			out->log = CUMEMCAP_LOG_OFF;
+		if (p->log_src.origin == CUMEMCAP_FROM_DEFAULT)
+			p->log = CUMEMCAP_LOG_OFF;
 	}
 	return ok;
 }
@@ -488,8 +462,9 @@ bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_
 {
 	if (notelen)
 		note[0] = '\0';
-	return build_process(out, false, get, secure, default_path, owner, program, err, errlen, note,
-			     notelen);
+	struct cumemcap_policy *p = zeroed_copy(err, errlen);
+	return p && kept(out, p,
+			 build_process(p, get, secure, default_path, owner, program, err, errlen, note, notelen));
 }
 
 void cumemcap_source_format(const struct cumemcap_policy *p, const struct cumemcap_source *src,
@@ -679,8 +654,7 @@ static void policy_init(void)
 	/* In place: the_policy is zero (.bss) and built once; a failure ends
 	 * the process. */
 	if (start.bare) {
-		if (!build_process(&the_policy, true, no_env, false, NULL, 0, start.program, err, sizeof(err),
-				   note, sizeof(note)))
+		if (!finish(&the_policy, no_env, "", "", 0, start.program, err, sizeof(err)))
 			cumemcap_fatal("%s", err); /* the defaults: never */
 		atomic_store_explicit(&policy_ready, true, memory_order_release);
 		return;
@@ -694,7 +668,7 @@ static void policy_init(void)
 		cumemcap_program_name(start.argc, start.argv, program, sizeof(program));
 	else
 		program_from_proc(program, sizeof(program));
-	if (!build_process(&the_policy, true, env_get, secure, default_config, 0, program, err,
+	if (!build_process(&the_policy, env_get, secure, default_config, 0, program, err,
 			   sizeof(err), note, sizeof(note)))
 		cumemcap_fatal("%s", err);
 	if (secure && note[0])

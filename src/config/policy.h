@@ -97,46 +97,27 @@ struct cumemcap_source {
 	const char *variable; /* FROM_ENV: the variable's name */
 };
 
-/* The settings one source (the environment, a program section, the file's
- * global part) can give; `set` says which it gave. */
-struct cumemcap_layer {
-	struct {
-		bool limit, devices, count, estimate, growth, pool, release, hints, log, interval, metrics,
-			debug, group, group_limit, group_dir, group_access, on_limit, labels;
-	} set;
-	struct {
-		struct cumemcap_source limit, devices, count, estimate, growth, pool, release, hints, log,
-			interval, metrics, debug, group, group_limit, group_dir, group_access, on_limit, labels;
-	} src;
+/* The sources of settings, highest precedence first. */
+enum cumemcap_rank {
+	CUMEMCAP_RANK_ENV = 0, /* the environment */
+	CUMEMCAP_RANK_PROGRAM, /* the first [program GLOB] section matching the program */
+	CUMEMCAP_RANK_GLOBAL,  /* the file's global part, before any section */
+	CUMEMCAP_RANKS,        /* none: a default */
+};
+
+/* The limit rules one source gives (limit, device_limits, group_limit).
+ * Unlike the other settings they are kept for each source, because a GPU
+ * that one source's list does not name falls through to the next source.
+ * A rule was given when its source is not CUMEMCAP_FROM_DEFAULT. The
+ * lists are the policy's devices[] and group_rules[] of the same rank. */
+struct cumemcap_limits {
+	struct cumemcap_source limit_src, devices_src, group_limit_src;
 	struct cumemcap_amount limit;
-	enum cumemcap_count count;
-	uint64_t overhead_estimate;
-	enum cumemcap_growth growth;
-	struct cumemcap_amount prealloc;
-	enum cumemcap_pool_mode pool;
-	enum cumemcap_release release;
-	uint32_t release_idle_ms;
-	bool hints_off;
-	bool debug_doors;
-	bool group_gid;
-	enum cumemcap_log_target log;
-	uint32_t log_interval_ms;
 	/* The group's limit as one amount for every GPU, or a list
-	 * (group_rules.count > 0); what a request over a limit does. */
+	 * (group_rules count > 0), and its text as given (quoted, shortened,
+	 * for messages). */
 	struct cumemcap_amount group_limit;
-	uint32_t wait_ms;
-	struct cumemcap_device_rules devices;
-	struct cumemcap_device_rules group_rules;
-	char log_path[CUMEMCAP_PATH_MAX];
-	char metrics_path[CUMEMCAP_PATH_MAX]; /* "" = off */
-	/* The group's name ("" = none), the text of its limit as given
-	 * (quoted, shortened, for messages), its directory. */
-	char group[CUMEMCAP_GROUP_NAME_MAX + 1];
 	char group_limit_text[96];
-	char group_dir[CUMEMCAP_PATH_MAX];
-	uint32_t group_gid_id; /* group_access=gid:GROUP: GROUP's gid */
-	/* Extra Prometheus labels, the text as given (policy-labels.c). */
-	char labels[CUMEMCAP_LABELS_MAX];
 };
 
 struct cumemcap_device_section {
@@ -147,60 +128,56 @@ struct cumemcap_device_section {
 	unsigned limit_line; /* of its limit */
 };
 
+/* Every setting but the limit rules has one value here, from the source of
+ * highest precedence that gave it, and one X_src saying which source that
+ * was (CUMEMCAP_FROM_DEFAULT: the table's default_value). The fields a
+ * start without CUDA reads or writes come first, the large lists read only
+ * where a source gave them last: a page of the policy is faulted in only
+ * when touched. */
 struct cumemcap_policy {
-	/* Process-wide values after precedence, and where each came from. */
 	enum cumemcap_count count;
 	uint64_t overhead_estimate;
 	enum cumemcap_growth growth;
 	struct cumemcap_amount prealloc;
 	enum cumemcap_pool_mode pool;
 	enum cumemcap_release release;
+	uint32_t release_idle_ms;
 	bool framework_hints;
 	enum cumemcap_log_target log;
 	uint32_t log_interval_ms;
 	bool debug_doors;
 	bool secure; /* built for secure execution (AT_SECURE) */
-	uint32_t release_idle_ms;
-	struct cumemcap_source count_src, estimate_src, growth_src, pool_src, release_src, hints_src, log_src, interval_src,
-		metrics_src, debug_src;
-
-	/* The group after precedence. The group's limit is per GPU:
-	 * cumemcap_policy_group_limit; group_limit_src is the layer that gave
-	 * the highest one (default: none given). */
-	bool group_gid;                           /* group_access=gid:GROUP: 0660, shared with GROUP */
-	uint32_t group_gid_id;                    /* GROUP's gid */
-	uint32_t wait_ms;                         /* 0: on_limit=fail; else wait up to this many ms */
-	struct cumemcap_source group_src, group_limit_src, group_dir_src, group_access_src, on_limit_src;
-	/* Which layers gave any setting (bit 0 env, 1 program_layer, 2 file):
-	 * a layer that gave none is never read (cumemcap_policy_gave), its
-	 * pages left untouched. */
-	unsigned layers_given;
+	bool group_gid;        /* group_access=gid:GROUP: 0660, shared with GROUP */
+	uint32_t group_gid_id; /* GROUP's gid */
+	uint32_t wait_ms;      /* 0: on_limit=fail; else wait up to this many ms */
+	struct cumemcap_source count_src, estimate_src, growth_src, pool_src, release_src, hints_src, log_src,
+		interval_src, metrics_src, debug_src, labels_src, group_src, group_dir_src, group_access_src,
+		on_limit_src;
+	/* The group_limit of highest precedence (its value per GPU:
+	 * cumemcap_policy_group_limit). */
+	struct cumemcap_source group_limit_src;
+	struct cumemcap_limits limits[CUMEMCAP_RANKS];
 	unsigned program_section_line; /* 0: no [program] section matched */
-	char group[CUMEMCAP_GROUP_NAME_MAX + 1];  /* "" = no group */
+	size_t program_section_count;  /* [program] sections in the file, matching or not */
+	char group[CUMEMCAP_GROUP_NAME_MAX + 1]; /* "" = no group */
 
-	/* The program name sections were matched against, and the file's
-	 * path ("" for none). */
-	char program[CUMEMCAP_PROGRAM_MAX];
-	char config_path[CUMEMCAP_PATH_MAX];
-	char log_path[CUMEMCAP_PATH_MAX]; /* the template, CUMEMCAP_LOG_FILE only */
-	char group_dir[CUMEMCAP_PATH_MAX];        /* default CUMEMCAP_DEFAULT_GROUP_DIR */
-
+	char program[CUMEMCAP_PROGRAM_MAX]; /* the name [program] sections match */
 	char metrics_path[CUMEMCAP_PATH_MAX]; /* the template; "" = off */
-	size_t program_section_count; /* [program] sections in the file, matching or not */
-	/* The sources the values above were resolved from. */
-	struct cumemcap_layer env, file, program_layer;
+	char log_path[CUMEMCAP_PATH_MAX];     /* the template, CUMEMCAP_LOG_FILE only */
+	char group_dir[CUMEMCAP_PATH_MAX];    /* default CUMEMCAP_DEFAULT_GROUP_DIR */
+	/* Extra Prometheus labels, the text as given (policy-labels.c). */
+	char labels[CUMEMCAP_LABELS_MAX];
+	char config_path[CUMEMCAP_PATH_MAX]; /* the file read, "" for none */
 
+	/* Each source's device_limits and group_limit lists. */
+	struct cumemcap_device_rules devices[CUMEMCAP_RANKS], group_rules[CUMEMCAP_RANKS];
 	size_t device_section_count;
 	struct cumemcap_device_section device_sections[CUMEMCAP_MAX_DEVICE_SECTIONS];
 };
 
-/* Whether the layer l of p (&p->env, &p->program_layer or &p->file) gave
- * any setting; every reader of a layer asks first. */
-static inline bool cumemcap_policy_gave(const struct cumemcap_policy *p, const struct cumemcap_layer *l)
-{
-	unsigned bit = l == &p->env ? 1u : l == &p->program_layer ? 2u : 4u;
-	return (p->layers_given & bit) != 0;
-}
+/* Which source gave a value: CUMEMCAP_RANKS for a default. */
+enum cumemcap_rank cumemcap_policy_rank_of(const struct cumemcap_policy *p,
+					   const struct cumemcap_source *src);
 
 /* Whether a value has a form some setting may take (policy-parse.c): not
  * wrapped in quotes ("2GiB", '2GiB': a shell's or a file's quotes are not
@@ -222,32 +199,21 @@ const char *cumemcap_policy_count_name(enum cumemcap_count c);
 void cumemcap_policy_format_on_limit(const struct cumemcap_policy *p, char *buf, size_t len);
 const char *cumemcap_policy_group_access_name(bool gid); /* "user" or "gid" */
 
-/* The group's settings (policy-group.c), for policy.c's table of settings:
- * each sets its field in the layer and returns true, or writes why the
- * value is wrong (a sentence to put after `NAME="VALUE"`) and returns false. */
-bool cumemcap_policy_parse_group(struct cumemcap_layer *l, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_group_limit(struct cumemcap_layer *l, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_group_dir(struct cumemcap_layer *l, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_group_access(struct cumemcap_layer *l, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_on_limit(struct cumemcap_layer *l, const char *value, char *why, size_t len);
-
 /* CUMEMCAP_LABELS (policy-labels.c): extra Prometheus labels for the
- * metrics file, `k=v[,k=v...]`, checked by the parser (policy.c's table
- * names it); cumemcap_policy_labels gives the text after precedence
- * (environment, program section, file; "" for none) and where it came
+ * metrics file, `k=v[,k=v...]`, checked by its parser;
+ * cumemcap_policy_labels gives the text ("" for none) and where it came
  * from (src may be NULL); cumemcap_labels_next walks it, one pair a call
  * (false at the end). The labels the metrics writer sets itself, which
  * CUMEMCAP_LABELS may not name, end with NULL. */
 extern const char *const cumemcap_reserved_labels[];
-bool cumemcap_policy_parse_labels(struct cumemcap_layer *l, const char *value, char *why, size_t len);
 const char *cumemcap_policy_labels(const struct cumemcap_policy *p, struct cumemcap_source *src);
 bool cumemcap_labels_next(const char **cursor, const char **key, size_t *klen, const char **value, size_t *vlen);
 
-/* The group's keys after precedence (environment, program section, file
- * global, defaults) into p. False, with one line in err, when a group
- * limit is given and no group: a limit is never given to no one. A group
- * limit below a layer that set the group empty (CUMEMCAP_GROUP= over a
- * file's group) is not an error: that group is turned off, limit and all. */
+/* Once every source is read: group_limit_src, and the check that a group
+ * limit has a group. False, with one line in err, when a group limit is
+ * given and no group: a limit is never given to no one. A group limit
+ * below a source that set the group empty (CUMEMCAP_GROUP= over a file's
+ * group) is not an error: that group is turned off, limit and all. */
 bool cumemcap_policy_resolve_group(struct cumemcap_policy *p, char *err, size_t errlen);
 
 /* Where a variable's value comes from: getenv in the library, a table in
@@ -296,7 +262,7 @@ uint64_t cumemcap_policy_limit(const struct cumemcap_policy *p, int ordinal,
 /* The group's limit for one GPU, and where it came from: the first of the
  * environment, the program section and the file's global part that gives
  * one for this GPU (a list whose selector matches, or a single amount;
- * a list that names other GPUs only lets the next layer decide). A
+ * a list that names other GPUs only lets the next source decide). A
  * percentage is of `total`. UINT64_MAX when none applies: no group, or no
  * group_limit for this GPU. */
 uint64_t cumemcap_policy_group_limit(const struct cumemcap_policy *p, int ordinal,

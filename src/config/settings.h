@@ -1,8 +1,8 @@
 /* settings: the one table of settings (settings-table.c). Each row is a setting with its
  * environment variable, its configuration file key (the launcher's option
  * is the key with '-' for '_': limit -> --limit), where in a file it may
- * stand, its parser, where its value lives in a layer, and its
- * documentation. The environment, the file, the launcher's options and
+ * stand, its parser, where its value and its source live, its default
+ * and its documentation. The environment, the file, the launcher's options and
  * --help, the example files conf/cumemcap.conf and conf/cumemcap.env
  * (cumemcap-config --print-example) and the man pages all come from it.
  *
@@ -12,7 +12,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-struct cumemcap_layer; /* config/policy.h */
+struct cumemcap_policy; /* config/policy.h */
+struct cumemcap_limits;
 
 /* Where a setting may be given. */
 enum cumemcap_scope {
@@ -22,9 +23,15 @@ enum cumemcap_scope {
 	CUMEMCAP_IN_DEVICE = 8,  /* in a [device SELECTOR] section */
 };
 
-/* A parser sets its field in the layer and returns true, or writes why the
- * value is wrong (a sentence to put after `NAME="VALUE"`) and returns false. */
-typedef bool (*cumemcap_setting_parser)(struct cumemcap_layer *l, const char *value, char *why, size_t len);
+/* A parser sets every field of its setting and returns true, or writes why
+ * the value is wrong (a sentence to put after `NAME="VALUE"`) and returns
+ * false. A setting's value lives either in the policy (one value, from
+ * the source of highest precedence) or, for the limit rules, in each
+ * source's (an enum cumemcap_rank) limits; the row has the parser of the
+ * one. */
+typedef bool (*cumemcap_setting_parser)(struct cumemcap_policy *p, const char *value, char *why, size_t len);
+typedef bool (*cumemcap_limit_parser)(struct cumemcap_policy *p, int source, const char *value, char *why,
+				      size_t len);
 
 #define CUMEMCAP_VARIABLE_MAX 32
 #define CUMEMCAP_KEY_MAX 24
@@ -33,8 +40,9 @@ struct cumemcap_setting {
 	char variable[CUMEMCAP_VARIABLE_MAX]; /* CUMEMCAP_LIMIT */
 	char key[CUMEMCAP_KEY_MAX];           /* limit */
 	unsigned scope;       /* enum cumemcap_scope bits */
-	cumemcap_setting_parser parse;
-	size_t set_off, src_off; /* the layer's set.NAME and src.NAME */
+	cumemcap_setting_parser parse;     /* NULL for a limit rule */
+	cumemcap_limit_parser parse_limit; /* NULL for any other setting */
+	size_t src_off; /* its struct cumemcap_source in the policy or the limits */
 	/* Documentation, one source for --help, the example files and the
 	 * man pages. Sentences in plain ASCII, without line breaks. */
 	const char *arg;           /* the option's argument in --help: SIZE */
@@ -73,16 +81,24 @@ const struct cumemcap_setting *cumemcap_setting_by_flag(const char *flag);
 /* The launcher's option of a setting: "--" and the key with '-' for '_'. */
 void cumemcap_setting_flag(const struct cumemcap_setting *s, char *buf, size_t len);
 
-/* The parsers of policy-parse.c. */
-bool cumemcap_policy_parse_limit(struct cumemcap_layer *l, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_devices(struct cumemcap_layer *l, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_growth(struct cumemcap_layer *l, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_count(struct cumemcap_layer *l, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_estimate(struct cumemcap_layer *l, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_pool(struct cumemcap_layer *l, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_release(struct cumemcap_layer *l, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_hints(struct cumemcap_layer *l, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_log(struct cumemcap_layer *l, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_interval(struct cumemcap_layer *l, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_metrics(struct cumemcap_layer *l, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_debug(struct cumemcap_layer *l, const char *value, char *why, size_t len);
+/* The parsers: policy-parse.c's, the group's (policy-group.c) and the
+ * labels' (policy-labels.c). */
+bool cumemcap_policy_parse_limit(struct cumemcap_policy *p, int source, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_devices(struct cumemcap_policy *p, int source, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_group_limit(struct cumemcap_policy *p, int source, const char *value, char *why,
+				       size_t len);
+bool cumemcap_policy_parse_growth(struct cumemcap_policy *p, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_count(struct cumemcap_policy *p, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_estimate(struct cumemcap_policy *p, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_pool(struct cumemcap_policy *p, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_release(struct cumemcap_policy *p, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_hints(struct cumemcap_policy *p, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_log(struct cumemcap_policy *p, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_interval(struct cumemcap_policy *p, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_metrics(struct cumemcap_policy *p, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_debug(struct cumemcap_policy *p, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_labels(struct cumemcap_policy *p, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_group(struct cumemcap_policy *p, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_group_dir(struct cumemcap_policy *p, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_group_access(struct cumemcap_policy *p, const char *value, char *why, size_t len);
+bool cumemcap_policy_parse_on_limit(struct cumemcap_policy *p, const char *value, char *why, size_t len);

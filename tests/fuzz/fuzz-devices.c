@@ -99,6 +99,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(pok == (ok && plain));
 	if (!pok) {
 		CHECK(memchr(perr, '\0', sizeof(perr)) != NULL && strchr(perr, '\n') == NULL);
+		/* Named, then the value: quoted "...", or as given when its
+		 * own quotes are the fault. */
 		CHECK(strncmp(perr, "CUMEMCAP_DEVICE_LIMITS=", 23) == 0);
 		CHECK(perr[23] == '"' || (!plain && perr[23] == text[0]));
 	}

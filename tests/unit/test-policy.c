@@ -366,6 +366,29 @@ START_TEST(policy_precedence_environment_wins)
 }
 END_TEST
 
+/* A source of higher precedence replaces a setting's whole value (growth
+ * and its size together), and a value it overrides is still checked. */
+START_TEST(policy_precedence_replaces_whole_values)
+{
+	const char *text = "growth = preallocate:4GiB\nrelease = idle:5\n"
+			   "[program job]\ngrowth = ondemand\nrelease = never\n";
+	ck_assert_msg(build(no_env, text, "job"), "%s", err);
+	ck_assert_int_eq(policy.growth, CUMEMCAP_GROWTH_ONDEMAND);
+	ck_assert_int_eq(policy.prealloc.kind, CUMEMCAP_AMOUNT_NONE);
+	ck_assert_int_eq(policy.release, CUMEMCAP_RELEASE_NEVER);
+	ck_assert_uint_eq(policy.release_idle_ms, 0);
+	ck_assert_uint_eq(policy.growth_src.line, 4);
+	ck_assert_msg(build(no_env, text, "other"), "%s", err);
+	ck_assert_int_eq(policy.prealloc.kind, CUMEMCAP_AMOUNT_BYTES);
+	ck_assert_uint_eq(policy.release_idle_ms, 5000);
+	static const char *const env_log[] = { "CUMEMCAP_LOG", "stderr", NULL };
+	ck_assert(!build(env_log, "log = /tmp/x%d\n", "job"));
+	ck_assert_msg(strstr(err, "test.conf:1: log = \"/tmp/x%d\"") != NULL, "%s", err);
+	ck_assert(!build(env_log, "[program job]\npool = maybe\n", "job"));
+	ck_assert_msg(strstr(err, "test.conf:2: pool = \"maybe\"") != NULL, "%s", err);
+}
+END_TEST
+
 /* ---- file errors ------------------------------------------------------------- */
 
 struct bad_file {
@@ -976,6 +999,7 @@ TEST_SUITE(policy)
 	ADD_TEST(s, policy_file_program_sections_never_match_no_name);
 	ADD_TEST(s, policy_precedence_file_layers);
 	ADD_TEST(s, policy_precedence_environment_wins);
+	ADD_TEST(s, policy_precedence_replaces_whole_values);
 	ADD_TEST(s, policy_file_errors_point_at_the_line);
 	ADD_TEST(s, policy_file_error_key_lists_are_exact);
 	ADD_TEST(s, policy_file_line_too_long);
