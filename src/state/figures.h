@@ -13,19 +13,14 @@
  *
  *   name    the figure's C name: CUMEMCAP_FIG_<name>, the snapshot's index,
  *           and the field of struct cumemcap_stats when `stats` is 1.
- *   src     where the value lives. In the ledger: `field` (an atomic of
- *           its own), `sharded` (an atomic plus the open shards' counts,
- *           see ledger.h), `kind` (the bytes of memory kind <name>),
- *           `local` (an atomic plus every thread's own delta, see
- *           ledger.h: the bytes of pooled blocks handed out and back,
- *           the passthrough's live bytes, `reserved` without a limit),
- *           `setting` (an atomic that a fork does not zero: the limit),
- *           `sum` (computed from other ledger figures on read: the
- *           footprint, reserved + overhead), `group` (the group's
- *           books, read from the shared book on read: group.h).
- *           Elsewhere: `device` (the device layer's facts) and `log` (NVML,
- *           asked by the log); the ledger's snapshot leaves these
- *           CUMEMCAP_FIGURE_NONE for their owner to fill.
+ *   src     where the value lives. In the ledger (ledger.h): `atomic` (an
+ *           atomic of the device), `arenas` (an atomic of the device plus
+ *           each open arena's own count, summed on read), `kind` (the
+ *           bytes of memory kind <name>), `sum` (reserved + overhead, on
+ *           read), `group` (the group's books, read from the shared book:
+ *           group.h). Elsewhere: `device` (the device layer's facts) and
+ *           `log` (NVML, asked by the log); the ledger's snapshot leaves
+ *           these CUMEMCAP_FIGURE_NONE for their owner to fill.
  *   kind    gauge (a value now), peak (the highest so far), counter (a
  *           count of events) or setting; Prometheus types counters as
  *           counter and the rest as gauge.
@@ -54,15 +49,15 @@
 /* clang-format off */
 #define CUMEMCAP_FIGURES(X) \
 	/* name               src      kind     unit  null stats event sample exit summary pre  post  key */ \
-	X(live,              local,   gauge,   bytes, 0, 1, 1, 1, 2, 0, "", "", "live", \
+	X(live,              arenas,   gauge,   bytes, 0, 1, 1, 1, 2, 0, "", "", "live", \
 	  "cumemcap_live_bytes", "Device memory the program holds (its allocations).") \
-	X(pooled,            local,   gauge,   bytes, 0, 1, 1, 1, 0, 0, "", "", "pooled", \
+	X(pooled,            arenas,   gauge,   bytes, 0, 1, 1, 1, 0, 0, "", "", "pooled", \
 	  "cumemcap_pooled_bytes", "Arena segment bytes cached for reuse, not handed out.") \
-	X(reserved,          local,   gauge,   bytes, 0, 1, 1, 1, 2, 2, ", held at exit ", "", "reserved", \
+	X(reserved,          atomic,   gauge,   bytes, 0, 1, 1, 1, 2, 2, ", held at exit ", "", "reserved", \
 	  "cumemcap_reserved_bytes", "Device memory this process holds from the driver through the calls it counts.") \
 	X(footprint,         sum,     gauge,   bytes, 0, 1, 1, 1, 2, 0, "", "", "footprint", \
 	  "cumemcap_footprint_bytes", "What the driver holds for this process: reserved + overhead; what the limit counts by default.") \
-	X(overhead,          field,   gauge,   bytes, 0, 1, 0, 1, 2, 0, "", "", "overhead", \
+	X(overhead,          atomic,   gauge,   bytes, 0, 1, 0, 1, 2, 0, "", "", "overhead", \
 	  "cumemcap_overhead_bytes", "Driver-side memory outside the counted calls (contexts, modules), as last learned.") \
 	X(pool,              kind,    gauge,   bytes, 0, 1, 0, 1, 0, 0, "", "", "async_reserved", \
 	  "cumemcap_async_reserved_bytes", "Of which stream-ordered pools reserve.") \
@@ -72,28 +67,28 @@
 	  "cumemcap_driver_used_bytes", "What NVML (nvidia-smi) says the process uses, contexts included.") \
 	X(context_overhead,  log,     gauge,   bytes, 1, 0, 0, 1, 0, 0, "", "", "context_overhead", \
 	  "cumemcap_context_overhead_bytes", "driver_used - reserved: contexts and driver memory outside the calls counted.") \
-	X(limit,             setting, setting, bytes, 1, 1, 0, 0, 1, 1, "limit ", "", "limit", \
+	X(limit,             atomic,  setting, bytes, 1, 1, 0, 0, 1, 1, "limit ", "", "limit", \
 	  "cumemcap_limit_bytes", "The limit on this GPU (absent when none).") \
-	X(peak_live,         field,   peak,    bytes, 0, 1, 0, 0, 1, 0, "", "", "peak_live", "", "") \
-	X(peak_pooled,       field,   peak,    bytes, 0, 0, 0, 0, 1, 0, "", "", "peak_pooled", "", "") \
+	X(peak_live,         arenas,   peak,    bytes, 0, 1, 0, 0, 1, 0, "", "", "peak_live", "", "") \
+	X(peak_pooled,       arenas,   peak,    bytes, 0, 0, 0, 0, 1, 0, "", "", "peak_pooled", "", "") \
 	X(total,             device,  setting, bytes, 0, 1, 0, 0, 0, 1, " of ", "", "capacity", \
 	  "cumemcap_capacity_bytes", "The GPU's memory.") \
-	X(peak_reserved,     field,   peak,    bytes, 0, 1, 0, 0, 1, 1, "; peak held ", "", "peak_reserved", \
+	X(peak_reserved,     atomic,   peak,    bytes, 0, 1, 0, 0, 1, 1, "; peak held ", "", "peak_reserved", \
 	  "cumemcap_peak_reserved_bytes", "Highest reserved so far.") \
-	X(peak_footprint,    field,   peak,    bytes, 0, 1, 0, 0, 1, 1, "; peak footprint ", "", "peak_footprint", \
+	X(peak_footprint,    atomic,   peak,    bytes, 0, 1, 0, 0, 1, 1, "; peak footprint ", "", "peak_footprint", \
 	  "cumemcap_peak_footprint_bytes", "Highest footprint so far.") \
 	X(peak_driver_used,  log,     peak,    bytes, 1, 0, 0, 0, 1, 0, "", "", "peak_driver_used", "", "") \
-	X(allocs,            sharded, counter, count, 0, 1, 0, 0, 1, 2, "; ", " allocations", "allocs", \
+	X(allocs,            arenas,  counter, count, 0, 1, 0, 0, 1, 2, "; ", " allocations", "allocs", \
 	  "cumemcap_allocations_total", "Successful allocations.") \
-	X(frees,             sharded, counter, count, 0, 1, 0, 0, 1, 2, ", ", " frees", "frees", \
+	X(frees,             arenas,  counter, count, 0, 1, 0, 0, 1, 2, ", ", " frees", "frees", \
 	  "cumemcap_frees_total", "Successful frees.") \
-	X(refusals,          field,   counter, count, 0, 1, 0, 0, 1, 2, ", ", " refused at the limit", "refusals", \
+	X(refusals,          atomic,   counter, count, 0, 1, 0, 0, 1, 2, ", ", " refused at the limit", "refusals", \
 	  "cumemcap_refusals_total", "Requests refused at the limit.") \
-	X(waits,             field,   counter, count, 0, 0, 0, 1, 1, 0, "", "", "waits", \
+	X(waits,             atomic,   counter, count, 0, 0, 0, 1, 1, 0, "", "", "waits", \
 	  "cumemcap_waits_total", "Requests that waited for room at a limit (CUMEMCAP_ON_LIMIT=wait).") \
-	X(wait_timeouts,     field,   counter, count, 0, 0, 0, 0, 1, 0, "", "", "wait_timeouts", \
+	X(wait_timeouts,     atomic,   counter, count, 0, 0, 0, 0, 1, 0, "", "", "wait_timeouts", \
 	  "cumemcap_wait_timeouts_total", "Waits that ended at their deadline, refused.") \
-	X(waiting,           field,   gauge,   count, 0, 0, 0, 1, 0, 0, "", "", "waiting", \
+	X(waiting,           atomic,   gauge,   count, 0, 0, 0, 1, 0, 0, "", "", "waiting", \
 	  "cumemcap_waiting_threads", "Threads waiting for room now.") \
 	X(group_limit,       group,   setting, bytes, 1, 0, 0, 1, 1, 0, "", "", "group_limit", \
 	  "cumemcap_group_limit_bytes", "The budget of this process's group on this GPU (absent when none).") \
@@ -101,12 +96,12 @@
 	  "cumemcap_group_used_bytes", "What all members of the group hold of its budget on this GPU.") \
 	X(group_held,        group,   gauge,   bytes, 1, 0, 1, 1, 2, 0, "", "", "group_held", \
 	  "cumemcap_group_held_bytes", "What this process holds of its group's budget here: what it counts, and spare.") \
-	X(driver_oom,        field,   counter, count, 0, 1, 0, 0, 1, 0, "", "", "driver_oom", \
+	X(driver_oom,        atomic,   counter, count, 0, 1, 0, 0, 1, 0, "", "", "driver_oom", \
 	  "cumemcap_driver_oom_total", "CUDA_ERROR_OUT_OF_MEMORY answered by the driver itself.") \
-	X(avoided,           sharded, counter, count, 0, 1, 0, 0, 1, 0, "", "", "avoided", "", "") \
-	X(segments_taken,    field,   counter, count, 0, 1, 0, 0, 1, 0, "", "", "segments_taken", "", "") \
-	X(segments_released, field,   counter, count, 0, 1, 0, 0, 1, 0, "", "", "segments_released", "", "") \
-	X(largest_request,   field,   peak,    bytes, 0, 1, 0, 0, 1, 0, "", "", "largest_request", "", "") \
+	X(avoided,           arenas,  counter, count, 0, 1, 0, 0, 1, 0, "", "", "avoided", "", "") \
+	X(segments_taken,    atomic,   counter, count, 0, 1, 0, 0, 1, 0, "", "", "segments_taken", "", "") \
+	X(segments_released, atomic,   counter, count, 0, 1, 0, 0, 1, 0, "", "", "segments_released", "", "") \
+	X(largest_request,   atomic,   peak,    bytes, 0, 1, 0, 0, 1, 0, "", "", "largest_request", "", "") \
 	X(linear,            kind,    gauge,   bytes, 0, 1, 0, 0, 0, 0, "", "", "linear", "", "") \
 	X(managed,           kind,    gauge,   bytes, 0, 1, 0, 0, 0, 0, "", "", "managed", "", "") \
 	X(vmm,               kind,    gauge,   bytes, 0, 1, 0, 0, 0, 0, "", "", "vmm", "", "") \
@@ -139,10 +134,9 @@ enum cumemcap_figure_kind { CUMEMCAP_FK_gauge, CUMEMCAP_FK_peak, CUMEMCAP_FK_cou
 enum cumemcap_figure_unit { CUMEMCAP_FU_bytes, CUMEMCAP_FU_count };
 
 /* The text columns are offsets into one block of characters
- * (cumemcap_figure_str): the list holds no pointer, so the library's start
- * relocates none of it (it used to fill most of a page that every process
- * the shim is preloaded into copied at start; docs/benchmarks.md). A figure
- * without a family has "" for prom and help. */
+ * (cumemcap_figure_str): the list holds no pointer, so the dynamic linker
+ * relocates none of it at the library's start. A figure without a family
+ * has "" for prom and help. */
 struct cumemcap_figure_info {
 	uint16_t key, prom, help, pre, post;
 	unsigned char kind, unit, null, stats, event, sample, exit, summary;
