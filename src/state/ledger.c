@@ -8,36 +8,11 @@
 #include "platform/spin.h"
 #include "state/group.h"
 
-const struct cumemcap_figure_text cumemcap_figure_text = {
-#define X(name, src, kind_, unit_, null_, stats_, event_, sample_, exit_, summary_, pre_, post_, key_, prom_, \
-	  help_)                                                                                              \
-	key_, prom_, help_, pre_, post_,
-	CUMEMCAP_FIGURES(X)
-#undef X
-};
-_Static_assert(sizeof(cumemcap_figure_text) <= UINT16_MAX, "a text column's offset fits its uint16_t");
-
-#define TEXT(col, name) offsetof(struct cumemcap_figure_text, col##_##name)
 const struct cumemcap_figure_info cumemcap_figure_info[CUMEMCAP_FIG_COUNT] = {
-#define X(name, src, kind_, unit_, null_, stats_, event_, sample_, exit_, summary_, pre_, post_, key_, \
-	  prom_, help_)                                                                              \
-	[CUMEMCAP_FIG_##name] = { .key = TEXT(k, name),                                            \
-				  .prom = TEXT(p, name),                                           \
-				  .help = TEXT(h, name),                                           \
-				  .pre = TEXT(b, name),                                            \
-				  .post = TEXT(a, name),                                           \
-				  .kind = CUMEMCAP_FK_##kind_,                                     \
-				  .unit = CUMEMCAP_FU_##unit_,                                     \
-				  .null = null_,                                                   \
-				  .stats = stats_,                                                 \
-				  .event = event_,                                                 \
-				  .sample = sample_,                                               \
-				  .exit = exit_,                                                   \
-				  .summary = summary_ },
+#define X(name, src, stats_, ...) [CUMEMCAP_FIG_##name] = { .stats = stats_, __VA_ARGS__ },
 	CUMEMCAP_FIGURES(X)
 #undef X
 };
-#undef TEXT
 
 struct cumemcap_ledger_device cumemcap_ledger[CUMEMCAP_MAX_DEVICES];
 struct cumemcap_ledger_arena cumemcap_ledger_arenas[CUMEMCAP_LEDGER_ARENAS];
