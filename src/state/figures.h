@@ -170,7 +170,8 @@ enum cumemcap_figure {
 
 /* For X() bodies that write something only for a column that is 1:
  * CUMEMCAP_FIG_IF(stats)(code). */
-#define CUMEMCAP_FIG_IF(flag) CUMEMCAP_FIG_IF_##flag
+#define CUMEMCAP_FIG_IF(flag) CUMEMCAP_FIG_IF_EXPANDED(flag)
+#define CUMEMCAP_FIG_IF_EXPANDED(flag) CUMEMCAP_FIG_IF_##flag
 #define CUMEMCAP_FIG_IF_0(...)
 #define CUMEMCAP_FIG_IF_1(...) __VA_ARGS__
 

@@ -207,19 +207,17 @@ uint64_t cumemcap_ledger_headroom(int dev)
 
 static _Atomic int arenas_used; /* records ever opened: 0 .. arenas_used-1 */
 
-#define ZERO_atomic(p, name)
-#define ZERO_arenas(p, name) atomic_store(&(p)->name, 0);
-#define ZERO_kind(p, name)
-#define ZERO_sum(p, name)
-#define ZERO_group(p, name)
-#define ZERO_device(p, name)
-#define ZERO_log(p, name)
+/* Zero every count of record r. */
+static void zero_arena(struct cumemcap_ledger_arena *r)
+{
+#define X(name, src, ...) CUMEMCAP_FIG_IF(CUMEMCAP_IN_ARENA_##src)(atomic_store(&r->name, 0);)
+	CUMEMCAP_FIGURES(X)
+#undef X
+}
 
 void cumemcap_ledger_arena_open(struct cumemcap_ledger_arena *r, int dev)
 {
-#define X(name, src, ...) ZERO_##src(r, name)
-	CUMEMCAP_FIGURES(X)
-#undef X
+	zero_arena(r);
 	atomic_store(&r->dev, cumemcap_ledger_valid(dev) ? dev : -1);
 	int idx = (int)(r - cumemcap_ledger_arenas), used = atomic_load(&arenas_used);
 	while (idx + 1 > used && !atomic_compare_exchange_weak(&arenas_used, &used, idx + 1))
@@ -234,14 +232,8 @@ void cumemcap_ledger_arena_close(struct cumemcap_ledger_arena *r)
 	if (!cumemcap_ledger_valid(dev))
 		return;
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-#define FOLD_atomic(name)
-#define FOLD_arenas(name) atomic_fetch_add(&d->name, atomic_exchange(&r->name, 0));
-#define FOLD_kind(name)
-#define FOLD_sum(name)
-#define FOLD_group(name)
-#define FOLD_device(name)
-#define FOLD_log(name)
-#define X(name, src, ...) FOLD_##src(name)
+#define X(name, src, ...) \
+	CUMEMCAP_FIG_IF(CUMEMCAP_IN_ARENA_##src)(atomic_fetch_add(&d->name, atomic_exchange(&r->name, 0));)
 	CUMEMCAP_FIGURES(X)
 #undef X
 }
@@ -260,34 +252,24 @@ uint64_t cumemcap_ledger_arenas_sum(int dev, size_t off, size_t arena_off)
 
 /* ---- reset and read ---------------------------------------------------------------- */
 
-#define RESET_atomic(d, name) atomic_store(&(d)->name, 0);
-#define RESET_arenas(d, name) atomic_store(&(d)->name, 0);
-#define RESET_kind(d, name) atomic_store(&(d)->kind[CUMEMCAP_KIND_##name], 0);
-#define RESET_sum(d, name)
-#define RESET_group(d, name)
-#define RESET_device(d, name)
-#define RESET_log(d, name)
-
 void cumemcap_ledger_reset(void)
 {
 	for (int i = 0; i < CUMEMCAP_MAX_DEVICES; i++) {
 		struct cumemcap_ledger_device *d = &cumemcap_ledger[i];
 		uint64_t limit = atomic_load(&d->limit);
-#define X(name, src, ...) RESET_##src(d, name)
+#define X(name, src, ...) CUMEMCAP_FIG_IF(CUMEMCAP_IN_DEVICE_##src)(atomic_store(&d->name, 0);)
 		CUMEMCAP_FIGURES(X)
 #undef X
+		for (int k = 0; k < CUMEMCAP_KIND_COUNT; k++)
+			atomic_store(&d->kind[k], 0);
 		/* The limit stays; no context survives a fork: nothing is
 		 * learned, the cap is the limit. */
 		atomic_store(&d->limit, limit);
 		atomic_store(&d->source, CUMEMCAP_OVERHEAD_none);
 		atomic_store(&d->cap, limit);
 	}
-	for (int i = 0; i < CUMEMCAP_LEDGER_ARENAS; i++) {
-		struct cumemcap_ledger_arena *r = &cumemcap_ledger_arenas[i];
-#define X(name, src, ...) ZERO_##src(r, name)
-		CUMEMCAP_FIGURES(X)
-#undef X
-	}
+	for (int i = 0; i < CUMEMCAP_LEDGER_ARENAS; i++)
+		zero_arena(&cumemcap_ledger_arenas[i]);
 }
 
 struct cumemcap_ledger_device cumemcap_ledger_nowhere = { .limit = CUMEMCAP_NO_LIMIT, .cap = CUMEMCAP_NO_LIMIT };

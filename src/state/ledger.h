@@ -55,22 +55,23 @@ enum cumemcap_kind {
 	CUMEMCAP_KIND_COUNT
 };
 
-/* Storage of a figure by its `src` in figures.h: an atomic in the device
- * for `atomic` and `arenas`, and in each arena's record for `arenas`. */
-#define CUMEMCAP_LEDGER_STORE_atomic(name) _Atomic uint64_t name;
-#define CUMEMCAP_LEDGER_STORE_arenas(name) _Atomic uint64_t name;
-#define CUMEMCAP_LEDGER_STORE_kind(name)
-#define CUMEMCAP_LEDGER_STORE_sum(name)
-#define CUMEMCAP_LEDGER_STORE_group(name)
-#define CUMEMCAP_LEDGER_STORE_device(name)
-#define CUMEMCAP_LEDGER_STORE_log(name)
-#define CUMEMCAP_LEDGER_ARENA_atomic(name)
-#define CUMEMCAP_LEDGER_ARENA_arenas(name) _Atomic uint64_t name;
-#define CUMEMCAP_LEDGER_ARENA_kind(name)
-#define CUMEMCAP_LEDGER_ARENA_sum(name)
-#define CUMEMCAP_LEDGER_ARENA_group(name)
-#define CUMEMCAP_LEDGER_ARENA_device(name)
-#define CUMEMCAP_LEDGER_ARENA_log(name)
+/* Where the ledger stores a figure, by its `src` in figures.h (1: there):
+ * an atomic in the device for `atomic` and `arenas`, and a count in each
+ * arena's record for `arenas`. The `kind` figures are the device's kind[]. */
+#define CUMEMCAP_IN_DEVICE_atomic 1
+#define CUMEMCAP_IN_DEVICE_arenas 1
+#define CUMEMCAP_IN_DEVICE_kind 0
+#define CUMEMCAP_IN_DEVICE_sum 0
+#define CUMEMCAP_IN_DEVICE_group 0
+#define CUMEMCAP_IN_DEVICE_device 0
+#define CUMEMCAP_IN_DEVICE_log 0
+#define CUMEMCAP_IN_ARENA_atomic 0
+#define CUMEMCAP_IN_ARENA_arenas 1
+#define CUMEMCAP_IN_ARENA_kind 0
+#define CUMEMCAP_IN_ARENA_sum 0
+#define CUMEMCAP_IN_ARENA_group 0
+#define CUMEMCAP_IN_ARENA_device 0
+#define CUMEMCAP_IN_ARENA_log 0
 
 /* Where a device's overhead (driver-side memory outside the counted
  * calls) was learned, best first (see account/footprint.h). */
@@ -88,7 +89,7 @@ enum cumemcap_overhead_source {
 };
 
 struct cumemcap_ledger_device {
-#define X(name, src, ...) CUMEMCAP_LEDGER_STORE_##src(name)
+#define X(name, src, ...) CUMEMCAP_FIG_IF(CUMEMCAP_IN_DEVICE_##src)(_Atomic uint64_t name;)
 	CUMEMCAP_FIGURES(X)
 #undef X
 	_Atomic uint64_t kind[CUMEMCAP_KIND_COUNT];
@@ -169,7 +170,7 @@ static inline bool cumemcap_ledger_valid(int dev)
 #define CUMEMCAP_LEDGER_ARENAS 64
 struct cumemcap_ledger_arena {
 	_Alignas(64) _Atomic int dev; /* -1: closed */
-#define X(name, src, ...) CUMEMCAP_LEDGER_ARENA_##src(name)
+#define X(name, src, ...) CUMEMCAP_FIG_IF(CUMEMCAP_IN_ARENA_##src)(_Atomic uint64_t name;)
 	CUMEMCAP_FIGURES(X)
 #undef X
 };
