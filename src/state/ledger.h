@@ -33,7 +33,6 @@
 #include <stdint.h>
 
 #include "platform/cuda-api.h"
-#include "platform/export.h"
 #include "state/figures.h"
 #include "state/group.h" /* the `group` figures: the group's books of a GPU */
 
