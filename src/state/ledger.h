@@ -308,15 +308,7 @@ struct cumemcap_ledger_capacity {
 };
 static inline __attribute__((always_inline)) void cumemcap_ledger_capacity(int dev, struct cumemcap_ledger_capacity *out)
 {
-	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-	out->limit = atomic_load(&d->limit);
-	out->headroom = UINT64_MAX;
-	if (out->limit != CUMEMCAP_NO_LIMIT) {
-		uint64_t cap = atomic_load(&d->cap);
-		if (cap != CUMEMCAP_NO_LIMIT) {
-			uint64_t cur = atomic_load(&d->reserved);
-			out->headroom = cur >= cap ? 0 : cap - cur;
-		}
-	}
+	out->limit = atomic_load(&cumemcap_ledger[dev].limit);
+	out->headroom = out->limit == CUMEMCAP_NO_LIMIT ? UINT64_MAX : cumemcap_ledger_headroom(dev);
 	out->pooled = CUMEMCAP_LEDGER_ARENAS_SUM(dev, pooled);
 }
