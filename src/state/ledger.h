@@ -17,10 +17,11 @@
  * Never calls the driver, but through the settler of figures owed until
  * read (below).
  *
- * Peaks: the peaks of `reserved` and the footprint are exact; a peak of
- * `live` or `pooled` is the sum of each part's own peak (the device's atomic
- * and each arena's record), so it is never below the figure's true peak and
- * exceeds it only when parts peaked at different moments.
+ * Peaks: the peaks of `reserved` and the footprint are exact (for what is
+ * owed until read, as far as it is settled: below); a peak of `live` or
+ * `pooled` is the sum of each part's own peak (the device's atomic and each
+ * arena's record), so it is never below the figure's true peak and exceeds
+ * it only when parts peaked at different moments.
  *
  * Thread safety: no lock of its own but a spinlock around the limit's
  * settings; any thread may reserve, give back or read at any time (a
