@@ -216,38 +216,41 @@ extern pthread_mutex_t arena_create_lock;
  * by the device layer (cumemcap_device_current_arena). */
 extern CUMEMCAP_TLS struct arena *arena_last;
 
-/* The arena's counters (allocs, frees, avoided): written under its lock. */
-static inline struct cumemcap_ledger_shard *shard_of(const struct arena *a)
+/* The arena's record in the ledger (its live and pooled bytes, their peaks,
+ * allocs, frees, avoided): written under its lock. */
+static inline struct cumemcap_ledger_arena *figures_of(const struct arena *a)
 {
-	return cumemcap_ledger_shard((unsigned)(a - arenas));
+	return &cumemcap_ledger_arenas[a - arenas];
 }
 
 /* ---- the arena's bytes, and the GPU's figures that follow them -------------- */
 
-/* held = live_bytes + waste + cached, and the ledger's `pooled` of a GPU is
- * the sum of its arenas' cached bytes (`live` the sum of their live_bytes).
- * A block handed out or given back moves them in the calling thread's own
- * slot of the ledger (cumemcap_ledger_move: no shared line written); a
- * segment joining or leaving changes the device's atomics.
- * held, live_bytes and waste change only through these, which move the
- * ledger's figures with them, so the two cannot drift. Lock held. */
+/* held = live_bytes + waste + cached; the arena's record in the ledger
+ * holds live_bytes and the cached bytes (the GPU's `live` and `pooled` add
+ * every arena's). held, live_bytes and waste change only through these,
+ * which copy them to the record, so the two cannot drift. Lock held. */
 static inline uint64_t bytes_cached(const struct arena *a)
 {
 	return a->held - a->live_bytes - a->waste;
+}
+
+static inline void bytes_to_ledger(struct arena *a)
+{
+	cumemcap_ledger_arena_bytes(figures_of(a), a->live_bytes, bytes_cached(a));
 }
 
 /* A segment of `n` bytes joined the arena, all of it cached. */
 static inline void bytes_joined(struct arena *a, uint64_t n)
 {
 	a->held += n;
-	cumemcap_ledger_pooled_add(a->dev, n);
+	bytes_to_ledger(a);
 }
 
 /* A wholly free segment of `n` bytes left the arena. */
 static inline void bytes_left(struct arena *a, uint64_t n)
 {
 	a->held -= n;
-	cumemcap_ledger_pooled_sub(a->dev, n);
+	bytes_to_ledger(a);
 }
 
 /* A block of `part` bytes was handed out for `got` live bytes (a whole
@@ -258,7 +261,7 @@ static inline void bytes_handed_out(struct arena *a, uint64_t part, uint64_t got
 	a->live_bytes += got;
 	if (a->live_bytes > a->peak_live)
 		a->peak_live = a->live_bytes;
-	cumemcap_ledger_move(a->dev, (int64_t)got, -(int64_t)part);
+	bytes_to_ledger(a);
 }
 
 /* The block of handed_out(part, got) was freed: all of it cached again. */
@@ -266,15 +269,14 @@ static inline void bytes_given_back(struct arena *a, uint64_t part, uint64_t got
 {
 	a->waste -= part - got;
 	a->live_bytes -= got;
-	cumemcap_ledger_move(a->dev, -(int64_t)got, (int64_t)part);
+	bytes_to_ledger(a);
 }
 
 /* The driver freed every segment with the arena's context: none of its
  * bytes count any more (the caller then empties the arena). */
 static inline void bytes_all_gone(struct arena *a)
 {
-	cumemcap_ledger_live_sub(a->dev, a->live_bytes);
-	cumemcap_ledger_pooled_sub(a->dev, bytes_cached(a));
+	cumemcap_ledger_arena_bytes(figures_of(a), 0, 0);
 }
 
 /* ---- locks ------------------------------------------------------------------- */

@@ -268,7 +268,7 @@ static struct arena *arena_find(CUcontext ctx, int dev, unsigned shard)
 			found->dev = dev;
 			found->ctx = ctx;
 			found->shard = shard;
-			cumemcap_ledger_shard_open(shard_of(found), dev);
+			cumemcap_ledger_arena_open(figures_of(found), dev);
 			found->quick_off = cumemcap_policy()->release == CUMEMCAP_RELEASE_IMMEDIATE;
 			/* The GPU's preallocation is this arena's: claimed now,
 			 * taken by the first request it sees. */
@@ -333,8 +333,8 @@ static CUdeviceptr from_sibling(const struct arena *own, CUcontext ctx, int dev,
 			}
 			got = ci != NONE ? hand_out(b, ci, bytes, units) : 0;
 			if (got) {
-				cumemcap_shard_bump(shard_of(b), allocs);
-				cumemcap_shard_bump(shard_of(b), avoided);
+				cumemcap_ledger_arena_bump(figures_of(b), allocs);
+				cumemcap_ledger_arena_bump(figures_of(b), avoided);
 			}
 		}
 		unlock(b);
@@ -471,8 +471,8 @@ enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q
 	if (ci != NONE) {
 		CUdeviceptr got = hand_out(a, ci, bytes, units);
 		if (got) {
-			cumemcap_shard_bump(shard_of(a), allocs);
-			cumemcap_shard_bump(shard_of(a), avoided);
+			cumemcap_ledger_arena_bump(figures_of(a), allocs);
+			cumemcap_ledger_arena_bump(figures_of(a), avoided);
 		}
 		unlock(a);
 		if (!got)
@@ -512,7 +512,7 @@ bool cumemcap_arena_add_segment(const struct cumemcap_arena_request *q, CUdevice
 	if (ci != NONE && !q->prealloc && !got)
 		arena_seg_detach(a, a->chunks[ci].seg);
 	if (got)
-		cumemcap_shard_bump(shard_of(a), allocs);
+		cumemcap_ledger_arena_bump(figures_of(a), allocs);
 	unlock(a);
 	*dptr = got;
 	return ci != NONE && (q->prealloc || got);

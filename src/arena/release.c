@@ -358,9 +358,9 @@ __attribute__((noinline)) static bool free_pooled(CUdeviceptr ptr, CUresult *r)
 		}
 	}
 	CUcontext ctx = a->ctx;
-	cumemcap_shard_bump(shard_of(a), frees);
+	cumemcap_ledger_arena_bump(figures_of(a), frees);
 	if (!g.n)
-		cumemcap_shard_bump(shard_of(a), avoided);
+		cumemcap_ledger_arena_bump(figures_of(a), avoided);
 	unlock(a);
 	if (g.n)
 		arena_release_now(a, ctx, &g);
@@ -398,7 +398,7 @@ void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone)
 			gone->blocks += a->slot_used;
 			cumemcap_ledger_sub(a->dev, CUMEMCAP_KIND_linear, a->held);
 			bytes_all_gone(a);
-			cumemcap_ledger_shard_close(shard_of(a));
+			cumemcap_ledger_arena_close(figures_of(a));
 			arena_clear(a);
 		}
 		unlock(a);

@@ -20,7 +20,7 @@ struct arena arenas[MAX_ARENAS];
 _Atomic uint32_t arena_count; /* slots ever used */
 pthread_mutex_t arena_create_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic bool ipc_warned;
-_Static_assert(MAX_ARENAS <= CUMEMCAP_LEDGER_SHARDS, "each arena counts into a shard of its own");
+_Static_assert(MAX_ARENAS <= CUMEMCAP_LEDGER_ARENAS, "each arena has a record of its own in the ledger");
 
 /* ---- the address hash ------------------------------------------------------------------ */
 

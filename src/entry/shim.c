@@ -177,7 +177,7 @@ __attribute__((destructor)) static void cumemcap_stop(void)
 	cumemcap_group_leave();
 }
 
-#define X(name, src, kind, unit, null, stats, ...) +stats
+#define X(name, src, stats, ...) +stats
 _Static_assert(sizeof(struct cumemcap_stats) == sizeof(uint64_t) * (0 CUMEMCAP_FIGURES(X)),
 	       "every field of struct cumemcap_stats is a figure marked stats");
 #undef X
@@ -193,7 +193,7 @@ CUMEMCAP_EXPORT int cumemcap_get_stats(int device, struct cumemcap_stats *out, s
 	f.v[CUMEMCAP_FIG_total] = info->total;
 	struct cumemcap_stats s;
 	/* Every field is a figure marked `stats` in figures.h. */
-#define X(name, src, kind, unit, null, stats, ...) CUMEMCAP_FIG_IF(stats)(s.name = f.v[CUMEMCAP_FIG_##name];)
+#define X(name, src, stats, ...) CUMEMCAP_FIG_IF(stats)(s.name = f.v[CUMEMCAP_FIG_##name];)
 	CUMEMCAP_FIGURES(X)
 #undef X
 	memcpy(out, &s, size < sizeof(s) ? size : sizeof(s));

@@ -238,13 +238,13 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 	/* A family for each figure with a `prom` name, in the list's order. */
 	for (size_t fig = 0; fig < CUMEMCAP_FIG_COUNT; fig++) {
 		const struct cumemcap_figure_info *fi = &cumemcap_figure_info[fig];
-		const char *prom = cumemcap_figure_str(fi->prom);
+		const char *prom = fi->prom;
 		if (!*prom)
 			continue;
 		out_str(&o, "# HELP ");
 		out_str(&o, prom);
 		out_str(&o, " ");
-		out_str(&o, cumemcap_figure_str(fi->help));
+		out_str(&o, fi->help);
 		out_str(&o, "\n# TYPE ");
 		out_str(&o, prom);
 		out_str(&o, fi->kind == CUMEMCAP_FK_counter ? " counter\n" : " gauge\n");

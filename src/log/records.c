@@ -326,7 +326,7 @@ static void put_part(struct out *o, const struct cumemcap_figures *f, size_t col
 		const struct cumemcap_figure_info *fi = &cumemcap_figure_info[i];
 		if (((const unsigned char *)fi)[col] != part)
 			continue;
-		out_key(o, cumemcap_figure_str(fi->key));
+		out_key(o, fi->key);
 		out_u_or_null(o, !fi->null || f->v[i] != CUMEMCAP_FIGURE_NONE, f->v[i]);
 	}
 }
@@ -438,14 +438,14 @@ void log_stderr_summary(void)
 				const struct cumemcap_figure_info *fi = &cumemcap_figure_info[i];
 				if (fi->summary != part)
 					continue;
-				out_str(&o, cumemcap_figure_str(fi->pre));
+				out_str(&o, fi->pre);
 				if (fi->null && f.v[i] == CUMEMCAP_FIGURE_NONE)
 					out_str(&o, "none");
 				else if (fi->unit == CUMEMCAP_FU_bytes)
 					out_size(&o, f.v[i]);
 				else
 					out_u(&o, f.v[i]);
-				out_str(&o, cumemcap_figure_str(fi->post));
+				out_str(&o, fi->post);
 			}
 		out_say(&o);
 	}

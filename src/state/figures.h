@@ -8,24 +8,20 @@
  * the Prometheus families. An output lists no figure itself: add a line
  * here and every output that is marked for it has it.
  *
- * X(name, src, kind, unit, null, stats, event, sample, exit, summary,
- *   pre, post, key, prom, help)
+ * X(name, src, stats, field = value, ...): the figure's name, where it is
+ * kept, whether it is in the stats API, then the fields of its struct
+ * cumemcap_figure_info (below; a field left out is 0 or "").
  *
  *   name    the figure's C name: CUMEMCAP_FIG_<name>, the snapshot's index,
  *           and the field of struct cumemcap_stats when `stats` is 1.
- *   src     where the value lives. In the ledger: `field` (an atomic of
- *           its own), `sharded` (an atomic plus the open shards' counts,
- *           see ledger.h), `kind` (the bytes of memory kind <name>),
- *           `local` (an atomic plus every thread's own delta, see
- *           ledger.h: the bytes of pooled blocks handed out and back,
- *           the passthrough's live bytes, `reserved` without a limit),
- *           `setting` (an atomic that a fork does not zero: the limit),
- *           `sum` (computed from other ledger figures on read: the
- *           footprint, reserved + overhead), `group` (the group's
- *           books, read from the shared book on read: group.h).
- *           Elsewhere: `device` (the device layer's facts) and `log` (NVML,
- *           asked by the log); the ledger's snapshot leaves these
- *           CUMEMCAP_FIGURE_NONE for their owner to fill.
+ *   src     where the value lives. In the ledger (ledger.h): `atomic` (an
+ *           atomic of the device), `arenas` (an atomic of the device plus
+ *           each open arena's own count, summed on read), `kind` (the
+ *           bytes of memory kind <name>), `sum` (reserved + overhead, on
+ *           read), `group` (the group's books, read from the shared book:
+ *           group.h). Elsewhere: `device` (the device layer's facts) and
+ *           `log` (NVML, asked by the log); the ledger's snapshot leaves
+ *           these CUMEMCAP_FIGURE_NONE for their owner to fill.
  *   kind    gauge (a value now), peak (the highest so far), counter (a
  *           count of events) or setting; Prometheus types counters as
  *           counter and the rest as gauge.
@@ -33,7 +29,8 @@
  *   null    1: CUMEMCAP_FIGURE_NONE means "none" (JSON null, no
  *           Prometheus series, "none" in the summary); 0: always a number.
  *
- * Where it is written (0: not there). The records write the figures of a
+ * Where it is written (0: not there; `stats` is the X() argument, the
+ * others fields). The records write the figures of a
  * part in this list's order, part 1 before part 2; the Prometheus families
  * come in this list's order.
  *
@@ -46,71 +43,122 @@
  *           peak); 2: in its second (held at exit, counts). Written as
  *           `pre` value `post`.
  *   key     the JSON key in the records.
- *   prom    the Prometheus family (NULL: none) and its `help` text. */
+ *   prom    the Prometheus family ("": none) and its `help` text. */
 #pragma once
 
 #include <stdint.h>
 
 /* clang-format off */
 #define CUMEMCAP_FIGURES(X) \
-	/* name               src      kind     unit  null stats event sample exit summary pre  post  key */ \
-	X(live,              local,   gauge,   bytes, 0, 1, 1, 1, 2, 0, "", "", "live", \
-	  "cumemcap_live_bytes", "Device memory the program holds (its allocations).") \
-	X(pooled,            local,   gauge,   bytes, 0, 1, 1, 1, 0, 0, "", "", "pooled", \
-	  "cumemcap_pooled_bytes", "Arena segment bytes cached for reuse, not handed out.") \
-	X(reserved,          local,   gauge,   bytes, 0, 1, 1, 1, 2, 2, ", held at exit ", "", "reserved", \
-	  "cumemcap_reserved_bytes", "Device memory this process holds from the driver through the calls it counts.") \
-	X(footprint,         sum,     gauge,   bytes, 0, 1, 1, 1, 2, 0, "", "", "footprint", \
-	  "cumemcap_footprint_bytes", "What the driver holds for this process: reserved + overhead; what the limit counts by default.") \
-	X(overhead,          field,   gauge,   bytes, 0, 1, 0, 1, 2, 0, "", "", "overhead", \
-	  "cumemcap_overhead_bytes", "Driver-side memory outside the counted calls (contexts, modules), as last learned.") \
-	X(pool,              kind,    gauge,   bytes, 0, 1, 0, 1, 0, 0, "", "", "async_reserved", \
-	  "cumemcap_async_reserved_bytes", "Of which stream-ordered pools reserve.") \
-	X(graph,             kind,    gauge,   bytes, 0, 1, 0, 1, 2, 0, "", "", "graph_reserved", \
-	  "cumemcap_graph_reserved_bytes", "Of which graph memory pools reserve (CUDA graphs' memory nodes).") \
-	X(driver_used,       log,     gauge,   bytes, 1, 0, 0, 1, 0, 0, "", "", "driver_used", \
-	  "cumemcap_driver_used_bytes", "What NVML (nvidia-smi) says the process uses, contexts included.") \
-	X(context_overhead,  log,     gauge,   bytes, 1, 0, 0, 1, 0, 0, "", "", "context_overhead", \
-	  "cumemcap_context_overhead_bytes", "driver_used - reserved: contexts and driver memory outside the calls counted.") \
-	X(limit,             setting, setting, bytes, 1, 1, 0, 0, 1, 1, "limit ", "", "limit", \
-	  "cumemcap_limit_bytes", "The limit on this GPU (absent when none).") \
-	X(peak_live,         field,   peak,    bytes, 0, 1, 0, 0, 1, 0, "", "", "peak_live", "", "") \
-	X(peak_pooled,       field,   peak,    bytes, 0, 0, 0, 0, 1, 0, "", "", "peak_pooled", "", "") \
-	X(total,             device,  setting, bytes, 0, 1, 0, 0, 0, 1, " of ", "", "capacity", \
-	  "cumemcap_capacity_bytes", "The GPU's memory.") \
-	X(peak_reserved,     field,   peak,    bytes, 0, 1, 0, 0, 1, 1, "; peak held ", "", "peak_reserved", \
-	  "cumemcap_peak_reserved_bytes", "Highest reserved so far.") \
-	X(peak_footprint,    field,   peak,    bytes, 0, 1, 0, 0, 1, 1, "; peak footprint ", "", "peak_footprint", \
-	  "cumemcap_peak_footprint_bytes", "Highest footprint so far.") \
-	X(peak_driver_used,  log,     peak,    bytes, 1, 0, 0, 0, 1, 0, "", "", "peak_driver_used", "", "") \
-	X(allocs,            sharded, counter, count, 0, 1, 0, 0, 1, 2, "; ", " allocations", "allocs", \
-	  "cumemcap_allocations_total", "Successful allocations.") \
-	X(frees,             sharded, counter, count, 0, 1, 0, 0, 1, 2, ", ", " frees", "frees", \
-	  "cumemcap_frees_total", "Successful frees.") \
-	X(refusals,          field,   counter, count, 0, 1, 0, 0, 1, 2, ", ", " refused at the limit", "refusals", \
-	  "cumemcap_refusals_total", "Requests refused at the limit.") \
-	X(waits,             field,   counter, count, 0, 0, 0, 1, 1, 0, "", "", "waits", \
-	  "cumemcap_waits_total", "Requests that waited for room at a limit (CUMEMCAP_ON_LIMIT=wait).") \
-	X(wait_timeouts,     field,   counter, count, 0, 0, 0, 0, 1, 0, "", "", "wait_timeouts", \
-	  "cumemcap_wait_timeouts_total", "Waits that ended at their deadline, refused.") \
-	X(waiting,           field,   gauge,   count, 0, 0, 0, 1, 0, 0, "", "", "waiting", \
-	  "cumemcap_waiting_threads", "Threads waiting for room now.") \
-	X(group_limit,       group,   setting, bytes, 1, 0, 0, 1, 1, 0, "", "", "group_limit", \
-	  "cumemcap_group_limit_bytes", "The budget of this process's group on this GPU (absent when none).") \
-	X(group_used,        group,   gauge,   bytes, 1, 0, 0, 1, 0, 0, "", "", "group_used", \
-	  "cumemcap_group_used_bytes", "What all members of the group hold of its budget on this GPU.") \
-	X(group_held,        group,   gauge,   bytes, 1, 0, 1, 1, 2, 0, "", "", "group_held", \
-	  "cumemcap_group_held_bytes", "What this process holds of its group's budget here: what it counts, and spare.") \
-	X(driver_oom,        field,   counter, count, 0, 1, 0, 0, 1, 0, "", "", "driver_oom", \
-	  "cumemcap_driver_oom_total", "CUDA_ERROR_OUT_OF_MEMORY answered by the driver itself.") \
-	X(avoided,           sharded, counter, count, 0, 1, 0, 0, 1, 0, "", "", "avoided", "", "") \
-	X(segments_taken,    field,   counter, count, 0, 1, 0, 0, 1, 0, "", "", "segments_taken", "", "") \
-	X(segments_released, field,   counter, count, 0, 1, 0, 0, 1, 0, "", "", "segments_released", "", "") \
-	X(largest_request,   field,   peak,    bytes, 0, 1, 0, 0, 1, 0, "", "", "largest_request", "", "") \
-	X(linear,            kind,    gauge,   bytes, 0, 1, 0, 0, 0, 0, "", "", "linear", "", "") \
-	X(managed,           kind,    gauge,   bytes, 0, 1, 0, 0, 0, 0, "", "", "managed", "", "") \
-	X(vmm,               kind,    gauge,   bytes, 0, 1, 0, 0, 0, 0, "", "", "vmm", "", "") \
-	X(array,             kind,    gauge,   bytes, 0, 1, 0, 0, 0, 0, "", "", "array", "", "")
+	X(live, arenas, 1, \
+	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .event = 1, .sample = 1, .exit = 2, \
+	  .key = "live", .prom = "cumemcap_live_bytes", \
+	  .help = "Device memory the program holds (its allocations).") \
+	X(pooled, arenas, 1, \
+	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .event = 1, .sample = 1, .key = "pooled", \
+	  .prom = "cumemcap_pooled_bytes", .help = "Arena segment bytes cached for reuse, not handed out.") \
+	X(reserved, atomic, 1, \
+	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .event = 1, .sample = 1, .exit = 2, \
+	  .summary = 2, .key = "reserved", .pre = ", held at exit ", .prom = "cumemcap_reserved_bytes", \
+	  .help = "Device memory this process holds from the driver through the calls it counts.") \
+	X(footprint, sum, 1, \
+	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .event = 1, .sample = 1, .exit = 2, \
+	  .key = "footprint", .prom = "cumemcap_footprint_bytes", \
+	  .help = "What the driver holds for this process: reserved + overhead; what the limit counts by default.") \
+	X(overhead, atomic, 1, \
+	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .sample = 1, .exit = 2, .key = "overhead", \
+	  .prom = "cumemcap_overhead_bytes", \
+	  .help = "Driver-side memory outside the counted calls (contexts, modules), as last learned.") \
+	X(pool, kind, 1, \
+	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .sample = 1, .key = "async_reserved", \
+	  .prom = "cumemcap_async_reserved_bytes", .help = "Of which stream-ordered pools reserve.") \
+	X(graph, kind, 1, \
+	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .sample = 1, .exit = 2, \
+	  .key = "graph_reserved", .prom = "cumemcap_graph_reserved_bytes", \
+	  .help = "Of which graph memory pools reserve (CUDA graphs' memory nodes).") \
+	X(driver_used, log, 0, \
+	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .null = 1, .sample = 1, .key = "driver_used", \
+	  .prom = "cumemcap_driver_used_bytes", \
+	  .help = "What NVML (nvidia-smi) says the process uses, contexts included.") \
+	X(context_overhead, log, 0, \
+	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .null = 1, .sample = 1, \
+	  .key = "context_overhead", .prom = "cumemcap_context_overhead_bytes", \
+	  .help = "driver_used - reserved: contexts and driver memory outside the calls counted.") \
+	X(limit, atomic, 1, \
+	  .kind = CUMEMCAP_FK_setting, .unit = CUMEMCAP_FU_bytes, .null = 1, .exit = 1, .summary = 1, \
+	  .key = "limit", .pre = "limit ", .prom = "cumemcap_limit_bytes", \
+	  .help = "The limit on this GPU (absent when none).") \
+	X(peak_live, arenas, 1, \
+	  .kind = CUMEMCAP_FK_peak, .unit = CUMEMCAP_FU_bytes, .exit = 1, .key = "peak_live") \
+	X(peak_pooled, arenas, 0, \
+	  .kind = CUMEMCAP_FK_peak, .unit = CUMEMCAP_FU_bytes, .exit = 1, .key = "peak_pooled") \
+	X(total, device, 1, \
+	  .kind = CUMEMCAP_FK_setting, .unit = CUMEMCAP_FU_bytes, .summary = 1, .key = "capacity", \
+	  .pre = " of ", .prom = "cumemcap_capacity_bytes", .help = "The GPU's memory.") \
+	X(peak_reserved, atomic, 1, \
+	  .kind = CUMEMCAP_FK_peak, .unit = CUMEMCAP_FU_bytes, .exit = 1, .summary = 1, \
+	  .key = "peak_reserved", .pre = "; peak held ", .prom = "cumemcap_peak_reserved_bytes", \
+	  .help = "Highest reserved so far.") \
+	X(peak_footprint, atomic, 1, \
+	  .kind = CUMEMCAP_FK_peak, .unit = CUMEMCAP_FU_bytes, .exit = 1, .summary = 1, \
+	  .key = "peak_footprint", .pre = "; peak footprint ", .prom = "cumemcap_peak_footprint_bytes", \
+	  .help = "Highest footprint so far.") \
+	X(peak_driver_used, log, 0, \
+	  .kind = CUMEMCAP_FK_peak, .unit = CUMEMCAP_FU_bytes, .null = 1, .exit = 1, \
+	  .key = "peak_driver_used") \
+	X(allocs, arenas, 1, \
+	  .kind = CUMEMCAP_FK_counter, .unit = CUMEMCAP_FU_count, .exit = 1, .summary = 2, .key = "allocs", \
+	  .pre = "; ", .post = " allocations", .prom = "cumemcap_allocations_total", \
+	  .help = "Successful allocations.") \
+	X(frees, arenas, 1, \
+	  .kind = CUMEMCAP_FK_counter, .unit = CUMEMCAP_FU_count, .exit = 1, .summary = 2, .key = "frees", \
+	  .pre = ", ", .post = " frees", .prom = "cumemcap_frees_total", .help = "Successful frees.") \
+	X(refusals, atomic, 1, \
+	  .kind = CUMEMCAP_FK_counter, .unit = CUMEMCAP_FU_count, .exit = 1, .summary = 2, .key = "refusals", \
+	  .pre = ", ", .post = " refused at the limit", .prom = "cumemcap_refusals_total", \
+	  .help = "Requests refused at the limit.") \
+	X(waits, atomic, 0, \
+	  .kind = CUMEMCAP_FK_counter, .unit = CUMEMCAP_FU_count, .sample = 1, .exit = 1, .key = "waits", \
+	  .prom = "cumemcap_waits_total", \
+	  .help = "Requests that waited for room at a limit (CUMEMCAP_ON_LIMIT=wait).") \
+	X(wait_timeouts, atomic, 0, \
+	  .kind = CUMEMCAP_FK_counter, .unit = CUMEMCAP_FU_count, .exit = 1, .key = "wait_timeouts", \
+	  .prom = "cumemcap_wait_timeouts_total", .help = "Waits that ended at their deadline, refused.") \
+	X(waiting, atomic, 0, \
+	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_count, .sample = 1, .key = "waiting", \
+	  .prom = "cumemcap_waiting_threads", .help = "Threads waiting for room now.") \
+	X(group_limit, group, 0, \
+	  .kind = CUMEMCAP_FK_setting, .unit = CUMEMCAP_FU_bytes, .null = 1, .sample = 1, .exit = 1, \
+	  .key = "group_limit", .prom = "cumemcap_group_limit_bytes", \
+	  .help = "The budget of this process's group on this GPU (absent when none).") \
+	X(group_used, group, 0, \
+	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .null = 1, .sample = 1, .key = "group_used", \
+	  .prom = "cumemcap_group_used_bytes", \
+	  .help = "What all members of the group hold of its budget on this GPU.") \
+	X(group_held, group, 0, \
+	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .null = 1, .event = 1, .sample = 1, .exit = 2, \
+	  .key = "group_held", .prom = "cumemcap_group_held_bytes", \
+	  .help = "What this process holds of its group's budget here: what it counts, and spare.") \
+	X(driver_oom, atomic, 1, \
+	  .kind = CUMEMCAP_FK_counter, .unit = CUMEMCAP_FU_count, .exit = 1, .key = "driver_oom", \
+	  .prom = "cumemcap_driver_oom_total", \
+	  .help = "CUDA_ERROR_OUT_OF_MEMORY answered by the driver itself.") \
+	X(avoided, arenas, 1, \
+	  .kind = CUMEMCAP_FK_counter, .unit = CUMEMCAP_FU_count, .exit = 1, .key = "avoided") \
+	X(segments_taken, atomic, 1, \
+	  .kind = CUMEMCAP_FK_counter, .unit = CUMEMCAP_FU_count, .exit = 1, .key = "segments_taken") \
+	X(segments_released, atomic, 1, \
+	  .kind = CUMEMCAP_FK_counter, .unit = CUMEMCAP_FU_count, .exit = 1, .key = "segments_released") \
+	X(largest_request, atomic, 1, \
+	  .kind = CUMEMCAP_FK_peak, .unit = CUMEMCAP_FU_bytes, .exit = 1, .key = "largest_request") \
+	X(linear, kind, 1, \
+	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .key = "linear") \
+	X(managed, kind, 1, \
+	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .key = "managed") \
+	X(vmm, kind, 1, \
+	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .key = "vmm") \
+	X(array, kind, 1, \
+	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .key = "array")
 /* clang-format on */
 
 enum cumemcap_figure {
@@ -122,7 +170,8 @@ enum cumemcap_figure {
 
 /* For X() bodies that write something only for a column that is 1:
  * CUMEMCAP_FIG_IF(stats)(code). */
-#define CUMEMCAP_FIG_IF(flag) CUMEMCAP_FIG_IF_##flag
+#define CUMEMCAP_FIG_IF(flag) CUMEMCAP_FIG_IF_EXPANDED(flag)
+#define CUMEMCAP_FIG_IF_EXPANDED(flag) CUMEMCAP_FIG_IF_##flag
 #define CUMEMCAP_FIG_IF_0(...)
 #define CUMEMCAP_FIG_IF_1(...) __VA_ARGS__
 
@@ -134,36 +183,16 @@ struct cumemcap_figures {
 	uint64_t v[CUMEMCAP_FIG_COUNT];
 };
 
-/* The list's columns as data, for writers that walk it (log/records.c, log/metrics.c). */
+/* The list's fields as data, for writers that walk it (log/records.c,
+ * log/metrics.c). The strings are arrays, not pointers, so that the table
+ * needs no relocation when the library is loaded. */
 enum cumemcap_figure_kind { CUMEMCAP_FK_gauge, CUMEMCAP_FK_peak, CUMEMCAP_FK_counter, CUMEMCAP_FK_setting };
 enum cumemcap_figure_unit { CUMEMCAP_FU_bytes, CUMEMCAP_FU_count };
 
-/* The text columns are offsets into one block of characters
- * (cumemcap_figure_str): the list holds no pointer, so the library's start
- * relocates none of it (it used to fill most of a page that every process
- * the shim is preloaded into copied at start; docs/benchmarks.md). A figure
- * without a family has "" for prom and help. */
 struct cumemcap_figure_info {
-	uint16_t key, prom, help, pre, post;
 	unsigned char kind, unit, null, stats, event, sample, exit, summary;
+	char key[24], pre[24], post[24], prom[40], help[104];
 };
 
-/* The columns, indexed by CUMEMCAP_FIG_* (defined in ledger.c). */
+/* Indexed by CUMEMCAP_FIG_* (defined in ledger.c). */
 extern const struct cumemcap_figure_info cumemcap_figure_info[CUMEMCAP_FIG_COUNT];
-
-/* The text block: a member per string, so that each offset is a constant. */
-struct cumemcap_figure_text {
-#define X(name, src, kind_, unit_, null_, stats_, event_, sample_, exit_, summary_, pre_, post_, key_, prom_, \
-	  help_)                                                                                              \
-	char k_##name[sizeof(key_)], p_##name[sizeof(prom_)], h_##name[sizeof(help_)], b_##name[sizeof(pre_)], \
-		a_##name[sizeof(post_)];
-	CUMEMCAP_FIGURES(X)
-#undef X
-};
-extern const struct cumemcap_figure_text cumemcap_figure_text;
-
-/* A text column's string. */
-static inline const char *cumemcap_figure_str(uint16_t at)
-{
-	return (const char *)&cumemcap_figure_text + at;
-}

@@ -36,6 +36,10 @@
  *   threads N BATCHES OPS   N threads, each OPS pooled 4 KiB pairs per
  *                           batch (batches start and end at a barrier), then
  *                           the same with malloc(4096)+free; throughput
+ *   threads-after BATCHES OPS
+ *                           as threads, in one process: one new thread,
+ *                           which then exits, then two new threads at once
+ *                           (threads that come and go, as a program's do)
  *   churn COUNT WARMUP      8 MiB cuMemAlloc_v2+cuMemFree_v2 pairs: the
  *                           driver's synchronizations over COUNT pairs after
  *                           WARMUP (fakecuda_device_syncs, plus the calls of
@@ -512,6 +516,54 @@ static int task_threads(int argc, char **argv)
 	return 0;
 }
 
+/* The threads task's other case: one process where threads come and go, as
+ * a program's do. One new thread times its pairs and exits, then two new
+ * threads time theirs at once (the idle thread of setup still there). The
+ * threads task starts every thread count in a fresh child, its thread 0
+ * being the child's first thread to allocate; here the two measured
+ * together come after another thread allocated and left. */
+static void *run_job(void *arg)
+{
+	return thread_main(arg);
+}
+
+static double run_threads_now(int nt, int batches, int ops, double *cu, double *mal)
+{
+	pthread_barrier_t bar;
+	double start[2], end[2];
+	pthread_t tid[2];
+	struct thread_job jobs[2];
+	if (pthread_barrier_init(&bar, NULL, (unsigned)nt))
+		check_failed("no barrier");
+	for (int t = 0; t < nt; t++) {
+		jobs[t] = (struct thread_job){ batches, ops, nt, t, &bar, start, end, t ? NULL : cu, t ? NULL : mal };
+		if (pthread_create(&tid[t], NULL, run_job, &jobs[t]))
+			check_failed("no thread");
+	}
+	for (int t = 0; t < nt; t++)
+		pthread_join(tid[t], NULL);
+	pthread_barrier_destroy(&bar);
+	return median(cu, (size_t)batches);
+}
+
+static int task_threads_after(int argc, char **argv)
+{
+	if (argc != 2)
+		return 2;
+	int batches = (int)parse_u64(argv[0]), ops = (int)parse_u64(argv[1]);
+	if (batches < 1 || ops < 1)
+		return 2;
+	struct cumemcap_stats s0 = stats();
+	double *cu = calloc((size_t)batches, sizeof(*cu)), *mal = calloc((size_t)batches, sizeof(*mal));
+	if (!cu || !mal)
+		return 1;
+	double cu1 = run_threads_now(1, batches, ops, cu, mal), mal1 = median(mal, (size_t)batches);
+	double cu2 = run_threads_now(2, batches, ops, cu, mal), mal2 = median(mal, (size_t)batches);
+	check_figures(s0, 0, 3 * (uint64_t)(batches + WARMUP_BATCHES) * (uint64_t)ops, true);
+	printf("cu1=%.4f cu2=%.4f mal1=%.4f mal2=%.4f\n", cu1, cu2, mal1, mal2);
+	return 0;
+}
+
 static const char *const sync_names[] = { "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
 					  "cuEventQuery", "cuEventRecord" };
 #define NSYNC (sizeof(sync_names) / sizeof(*sync_names))
@@ -572,6 +624,8 @@ static int child(int argc, char **argv)
 		r = task_live(argc - 2, argv + 2);
 	else if (strcmp(argv[1], "threads") == 0)
 		r = task_threads(argc - 2, argv + 2);
+	else if (strcmp(argv[1], "threads-after") == 0)
+		r = task_threads_after(argc - 2, argv + 2);
 	else if (strcmp(argv[1], "churn") == 0)
 		r = task_churn(argc - 2, argv + 2);
 	if (r == 2)
@@ -679,7 +733,7 @@ static bool run_on(enum bench_mode m, char *out, size_t outlen, const char *cons
 
 static bool run(enum bench_mode m, char *out, size_t outlen, const char *const *args)
 {
-	return run_on(m, out, outlen, args, strcmp(args[0], "threads") != 0 ? bench_cpu : -1);
+	return run_on(m, out, outlen, args, strncmp(args[0], "threads", 7) != 0 ? bench_cpu : -1);
 }
 
 /* The CPUs this process may run on, at most `max`, into cpus; how many. */
@@ -1341,6 +1395,38 @@ int main(int argc, char **argv)
 		fmt(w, 16, worst, 2);
 		printf("  %-52s %13sx   (the slowest single batch of any thread count, over T(1) of its round)\n",
 		       "  slowest batch / T(1)", w);
+	}
+	printf("\n");
+	fflush(stdout);
+
+	/* ---- 3b. threads that come and go in one process ---------------------------- */
+	{
+		char b[16], o[16];
+		snprintf(b, sizeof(b), "%d", z.thread_batches);
+		snprintf(o, sizeof(o), "%d", z.thread_ops);
+		double ra[MAX_ROUNDS], ma[MAX_ROUNDS];
+		for (int r = 0; r < z.thread_rounds; r++) {
+			const char *args[] = { "threads-after", b, o, NULL };
+			bool ok = run(M_POOLED, out, sizeof(out), args);
+			double c1 = ok ? field(out, "cu1") : -1, c2 = ok ? field(out, "cu2") : -1;
+			double m1 = ok ? field(out, "mal1") : -1, m2 = ok ? field(out, "mal2") : -1;
+			ra[r] = c1 > 0 && c2 > 0 ? c2 / c1 : -1;
+			ma[r] = m1 > 0 && m2 > 0 ? m2 / m1 : -1;
+		}
+		double rm, rl, rh, mm, ml, mh;
+		stats3(ra, z.thread_rounds, &rm, &rl, &rh);
+		stats3(ma, z.thread_rounds, &mm, &ml, &mh);
+		printf("3b. pooled only, one process per round, unpinned: one new thread times its 4 KiB pairs and exits,\n"
+		       "   then two new threads time theirs at once (batches and warm-up as in 3); ratio = the two\n"
+		       "   threads' throughput over the one thread's, %d rounds\n",
+		       z.thread_rounds);
+		printf("  per round, T2/T1 pooled (malloc):");
+		for (int r = 0; r < z.thread_rounds; r++)
+			printf("%s %.2f (%.2f)", r ? ";" : "", ra[r], ma[r]);
+		printf("\n");
+		ratio_line("pooled T2/T1 after a thread left, median", rm, ">= 1.5x", rm >= 1.5);
+		printf("  %-52s %13.2fx   (malloc median %.2fx, worst %.2fx)\n", "pooled T2/T1 after a thread left, worst",
+		       rl, mm, ml);
 	}
 	printf("\n");
 	fflush(stdout);
