@@ -1,6 +1,7 @@
 /* cfgfile: the configuration file's reading and syntax; see cfgfile.h,
  * which also says how it is thread-safe. */
 #include "config/cfgfile.h"
+#include "platform/msg.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -75,13 +76,13 @@ const char *cumemcap_config_quote(char *dst, size_t cap, const char *s)
 void cumemcap_config_prefix(char *err, size_t errlen, const char *fmt, ...)
 {
 	char own[1024];
-	snprintf(own, sizeof(own), "%s", err);
+	cumemcap_copy(own, sizeof(own), err);
 	va_list ap;
 	va_start(ap, fmt);
 	int n = vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
 	if (n >= 0 && (size_t)n < errlen)
-		snprintf(err + n, errlen - (size_t)n, "%s", own);
+		cumemcap_copy(err + n, errlen - (size_t)n, own);
 }
 
 /* A line's error, out of line and cold (its buffer stays out of the

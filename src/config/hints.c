@@ -104,8 +104,12 @@ void cumemcap_hints_apply(const struct cumemcap_policy *p)
 		/* No variable of the framework's is set (plan checked), this
 		 * one included: putenv overwrites nothing setenv(..., 0) would
 		 * have kept. */
+		/* VARIABLE=value; both fit (hint_strings' size). */
 		char *s = hint_strings[i];
-		snprintf(s, sizeof(hint_strings[i]), "%s=%s", applied.hint[i].variable, applied.hint[i].value);
+		size_t n = strlen(applied.hint[i].variable);
+		memcpy(s, applied.hint[i].variable, n);
+		s[n] = '=';
+		memcpy(s + n + 1, applied.hint[i].value, strlen(applied.hint[i].value) + 1);
 		putenv(s);
 	}
 	atomic_store_explicit(&applied_ready, true, memory_order_release);

@@ -8,6 +8,7 @@
  * false, leaving the other settings alone. Thread safety: reentrant, no
  * globals: each call touches only the caller's policy and buffers. */
 #include "config.h"
+#include "platform/msg.h"
 #include "config/settings.h"
 
 #include <stdio.h>
@@ -147,7 +148,7 @@ static bool parse_path(const char *value, char *dst, size_t size, const char *ac
 		snprintf(why + n, len - n, "; accepted: %s", accepted);
 		return false;
 	}
-	snprintf(dst, size, "%s", value);
+	cumemcap_copy(dst, size, value);
 	return true;
 }
 

@@ -297,12 +297,12 @@ static void set_defaults(struct cumemcap_policy *p)
 static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *path,
 		   const char *text, size_t len, const char *program, char *err, size_t errlen)
 {
-	snprintf(p->program, sizeof(p->program), "%s", program ? program : "");
+	cumemcap_copy(p->program, sizeof(p->program), program ? program : "");
 	set_defaults(p);
 	struct building b = { .p = p };
 	bool ok = read_env(&b, get, err, errlen);
 	if (ok && path && path[0]) {
-		snprintf(p->config_path, sizeof(p->config_path), "%s", path);
+		cumemcap_copy(p->config_path, sizeof(p->config_path), path);
 		struct file_state st = { .b = &b, .kind = SECTION_GLOBAL, .rank = CUMEMCAP_RANK_GLOBAL };
 		ok = cumemcap_config_parse(path, text, len, &file_handler, &st, err, errlen);
 	}
@@ -472,7 +472,7 @@ void cumemcap_source_format(const struct cumemcap_policy *p, const struct cumemc
 {
 	switch (src->origin) {
 	case CUMEMCAP_FROM_ENV:
-		snprintf(buf, len, "%s", src->variable);
+		cumemcap_copy(buf, len, src->variable);
 		break;
 	case CUMEMCAP_FROM_FILE:
 		snprintf(buf, len, "%s:%u", p->config_path, src->line);
@@ -494,16 +494,20 @@ static const char *base_name(const char *path)
 	return name;
 }
 
+/* An interpreter's name: python, python3, python3.11, pypy3, perl,
+ * perl5.36, ruby3.1, node, nodejs, bash, sh, dash, zsh, Rscript, julia,
+ * lua5.4, php8.2. */
 static bool is_interpreter(const char *name)
 {
-	static const char globs[][16] = {
-		"python", "python[0-9]*", "pypy*", "perl", "perl5*", "ruby*", "node", "nodejs",
-		"bash", "sh", "dash", "zsh", "Rscript", "julia", "lua*", "php*"
-	};
-	for (size_t g = 0; g < sizeof(globs) / sizeof(globs[0]); g++)
-		if (fnmatch(globs[g], name, 0) == 0)
+	static const char exact[][8] = { "python", "perl", "node", "nodejs", "bash", "sh", "dash", "zsh", "Rscript", "julia" };
+	static const char name_and_more[][8] = { "pypy", "perl5", "ruby", "lua", "php" };
+	for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
+		if (strcmp(name, exact[i]) == 0)
 			return true;
-	return false;
+	for (size_t i = 0; i < sizeof(name_and_more) / sizeof(name_and_more[0]); i++)
+		if (strncmp(name, name_and_more[i], strlen(name_and_more[i])) == 0)
+			return true;
+	return strncmp(name, "python", 6) == 0 && name[6] >= '0' && name[6] <= '9';
 }
 
 void cumemcap_program_name(int argc, char *const *argv, char *out, size_t len)
@@ -533,7 +537,7 @@ void cumemcap_program_name(int argc, char *const *argv, char *out, size_t len)
 			break;
 		}
 	}
-	snprintf(out, len, "%s", name);
+	cumemcap_copy(out, len, name);
 }
 
 /* ---- the process's policy ---------------------------------------------------- */

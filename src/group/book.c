@@ -1,6 +1,7 @@
 /* book: see book.h. Thread safety: as book.h says; this file keeps no
  * state of its own. */
 #include "group/book.h"
+#include "platform/msg.h"
 #include "group/mapped.h"
 
 #include <dirent.h>
@@ -183,7 +184,7 @@ static void init_header(void *map, enum cumemcap_book_kind kind, const char *nam
 	h->creator_uid = (uint32_t)geteuid();
 	h->created_ns = realtime_ns();
 	read_boot_id(h->boot_id);
-	snprintf(h->name, sizeof(h->name), "%s", name);
+	cumemcap_copy(h->name, sizeof(h->name), name);
 }
 
 static bool in_groups(gid_t gid)
@@ -451,7 +452,7 @@ bool cumemcap_book_open_gid(struct cumemcap_book *b, const char *path, enum cume
 	b->map = NULL;
 	b->error = 0;
 	b->gid = gid;
-	snprintf(b->path, sizeof(b->path), "%s", path);
+	cumemcap_copy(b->path, sizeof(b->path), path);
 	for (int attempt = 0; attempt < 4; attempt++) {
 		int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		if (fd < 0 && errno == ENOENT && create) {
@@ -491,7 +492,7 @@ bool cumemcap_book_open_existing(struct cumemcap_book *b, const char *path, enum
 	b->map = NULL;
 	b->error = 0;
 	b->gid = (gid_t)-1;
-	snprintf(b->path, sizeof(b->path), "%s", path);
+	cumemcap_copy(b->path, sizeof(b->path), path);
 	int fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0) {
 		b->error = errno;
@@ -599,7 +600,7 @@ int cumemcap_book_claim(struct cumemcap_book *b, const char *program)
 		s->uid = (uint32_t)geteuid();
 		s->joined_ns = realtime_ns();
 		atomic_store(&s->published_ns, 0);
-		snprintf(s->program, sizeof(s->program), "%s", program ? program : "");
+		cumemcap_copy(s->program, sizeof(s->program), program ? program : "");
 		for (unsigned g = 0; g < CUMEMCAP_BOOK_GPUS; g++) {
 			struct cumemcap_book_figs *f = &s->gpu[g];
 			atomic_store(&f->limit, CUMEMCAP_BOOK_NONE);
@@ -695,7 +696,7 @@ int cumemcap_book_gpu_find(struct cumemcap_book *b, const unsigned char uuid[16]
 		atomic_store(&g->state, 1);
 		memcpy(g->uuid, uuid, 16);
 		memset(g->pci, 0, sizeof(g->pci));
-		snprintf(g->pci, sizeof(g->pci), "%s", pci ? pci : "");
+		cumemcap_copy(g->pci, sizeof(g->pci), pci ? pci : "");
 		g->total = total;
 		atomic_store(&g->limit, limit);
 		atomic_store(&g->state, 2);

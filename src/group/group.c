@@ -139,7 +139,7 @@ bool cumemcap_group_start(const struct cumemcap_policy *p, char *err, size_t err
 	cumemcap_xmutex_lock(&join_lock);
 	if (p->group[0]) {
 		in_group = true;
-		snprintf(group_name, sizeof(group_name), "%s", p->group);
+		cumemcap_copy(group_name, sizeof(group_name), p->group);
 		if (!cumemcap_book_path(path, sizeof(path), p->group_dir, CUMEMCAP_BOOK_GROUP, p->group)) {
 			snprintf(err, errlen, "CUMEMCAP_GROUP=%s: the path of its book under %s is too long", p->group,
 				 p->group_dir);
@@ -184,7 +184,7 @@ static void rejoin_locked(void)
 		return;
 	atomic_store(&rejoin, false);
 	char why[256], path[sizeof(book.path)];
-	snprintf(path, sizeof(path), "%s", book.path);
+	cumemcap_copy(path, sizeof(path), book.path);
 	const struct cumemcap_book_header *h;
 	int slot = -1;
 	if (!cumemcap_book_open_gid(&book, path, in_group ? CUMEMCAP_BOOK_GROUP : CUMEMCAP_BOOK_REGISTRY, NULL,
@@ -259,7 +259,7 @@ void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pc
 	} else if (g >= 0 && self >= 0) {
 		gd->gpu = g;
 		memcpy(attached_as[dev].uuid, uuid, 16);
-		snprintf(attached_as[dev].pci, sizeof(attached_as[dev].pci), "%s", pci ? pci : "");
+		cumemcap_copy(attached_as[dev].pci, sizeof(attached_as[dev].pci), pci ? pci : "");
 		attached_as[dev].total = total;
 		attached[dev] = true;
 		struct cumemcap_book_figs *f = figs(self, dev); /* join_lock: leave waits for it */

@@ -1,5 +1,6 @@
 /* log/file: see file.h (what it owns and how it is thread-safe). */
 #include "config.h"
+#include "platform/msg.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -419,7 +420,7 @@ bool log_file_create(void)
 	/* An existing file (pid reuse, a planted link) is never followed
 	 * nor appended to: NAME.1.jsonl, NAME.2.jsonl, ... */
 	char base[sizeof(log_file_path)];
-	snprintf(base, sizeof(base), "%s", name);
+	cumemcap_copy(base, sizeof(base), name);
 	int fd = -1, e = 0;
 	for (unsigned i = 0; i < 100 && fd < 0; i++) {
 		char cand[CUMEMCAP_PATH_MAX + 8];

@@ -22,6 +22,7 @@
  * Thread safety: see metrics.h; the file is written under log.c's tick
  * lock and metrics_lock. */
 #include "config.h"
+#include "platform/msg.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -75,7 +76,7 @@ void log_metrics_init(void)
 		 * no label of a setuid program's comes from it. */
 		const char *v = secure_getenv(downward[i].variable);
 		if (v) /* "" otherwise, as it is: nothing written */
-			snprintf(downward_value[i], sizeof(downward_value[i]), "%s", v);
+			cumemcap_copy(downward_value[i], sizeof(downward_value[i]), v);
 	}
 }
 
@@ -122,7 +123,7 @@ static void claim(void)
 		return;
 	}
 	char base[sizeof(metrics_path)];
-	snprintf(base, sizeof(base), "%s", log_split_path(metrics_path, metrics_dir, sizeof(metrics_dir)));
+	cumemcap_copy(base, sizeof(base), log_split_path(metrics_path, metrics_dir, sizeof(metrics_dir)));
 	int dfd = open_dir();
 	if (dfd < 0)
 		return;
@@ -153,7 +154,7 @@ static void claim(void)
 	}
 	companion_fd = fd;
 	size_t at = (size_t)(log_split_path(metrics_path, metrics_dir, sizeof(metrics_dir)) - metrics_path);
-	snprintf(metrics_path + at, sizeof(metrics_path) - at, "%s", metrics_name);
+	cumemcap_copy(metrics_path + at, sizeof(metrics_path) - at, metrics_name);
 	atomic_store(&log_metrics_state, OPEN);
 	log_sweep_dir(dfd, companion);
 	last_sweep_ms = cumemcap_now_ms();

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -98,4 +99,11 @@ const char *cumemcap_fmt_size(uint64_t bytes, char *buf, size_t len)
 	else
 		snprintf(buf, len, "%llu.%02u %s", (unsigned long long)whole, hundredths, unit);
 	return buf;
+}
+
+void cumemcap_copy(char *dst, size_t size, const char *src)
+{
+	size_t n = strnlen(src, size - 1);
+	memcpy(dst, src, n);
+	dst[n] = '\0';
 }

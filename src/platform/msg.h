@@ -17,6 +17,10 @@
  * write, one it raised consumed, the mask restored). Async-signal-safe. */
 void cumemcap_write_stderr(const char *b, size_t n);
 
+/* Copy the string src into dst, a buffer of `size` bytes (size > 0): cut
+ * to fit, always terminated. */
+void cumemcap_copy(char *dst, size_t size, const char *src);
+
 /* "cumemcap: <text>\n" on stderr. */
 void cumemcap_msg(const char *fmt, ...) CUMEMCAP_PRINTF(1, 2);
 
