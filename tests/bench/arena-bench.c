@@ -1,4 +1,4 @@
-/* arena-bench: the pooled arena's figures (issue 3), against the fake driver.
+/* arena-bench: the pooled arena's figures, against the fake driver.
  *
  *   arena-bench SHIM TRACE...     run everything: each measurement is a child
  *                                 process of this program in each of three
