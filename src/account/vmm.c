@@ -407,13 +407,14 @@ void cumemcap_vmm_retain_take(struct cumemcap_vmm_call *v, const void *addr)
 	pthread_mutex_unlock(&lock);
 }
 
-CUresult cumemcap_vmm_retain_settle(struct cumemcap_vmm_call *v, CUresult r, CUmemGenericAllocationHandle handle)
+CUresult cumemcap_vmm_new_ref_settle(struct cumemcap_vmm_call *v, CUresult r, CUmemGenericAllocationHandle handle)
 {
 	if (v->alloc) {
 		settle_ref(v, r == CUDA_SUCCESS, handle);
 		return r;
 	}
-	/* A mapping the shim did not see: its handle may still be known. */
+	/* Nothing of ours found before the call: the handle value the
+	 * driver gave back may still name an allocation the shim knows. */
 	if (r == CUDA_SUCCESS)
 		ref_known(handle);
 	free(v->ref);
@@ -475,19 +476,6 @@ void cumemcap_vmm_import_take(struct cumemcap_vmm_call *v, int fd)
 			break;
 		}
 	pthread_mutex_unlock(&lock);
-}
-
-CUresult cumemcap_vmm_import_settle(struct cumemcap_vmm_call *v, CUresult r, CUmemGenericAllocationHandle handle)
-{
-	if (v->alloc) {
-		settle_ref(v, r == CUDA_SUCCESS, handle);
-		return r;
-	}
-	/* The driver may give back a handle value this process holds. */
-	if (r == CUDA_SUCCESS)
-		ref_known(handle);
-	free(v->ref);
-	return r;
 }
 
 void cumemcap_vmm_lock(void)

@@ -66,7 +66,6 @@ CUresult cumemcap_vmm_unmap_settle(struct cumemcap_vmm_call *v, CUresult r);
 /* cuMemRetainAllocationHandle(&handle, addr): one more reference to the
  * allocation mapped at addr. */
 void cumemcap_vmm_retain_take(struct cumemcap_vmm_call *v, const void *addr);
-CUresult cumemcap_vmm_retain_settle(struct cumemcap_vmm_call *v, CUresult r, CUmemGenericAllocationHandle handle);
 
 /* cuMemExportToShareableHandle gave fd, a POSIX file descriptor, for
  * handle: remembered with handle's allocation, so that an import of it in
@@ -80,7 +79,11 @@ void cumemcap_vmm_exported(CUmemGenericAllocationHandle handle, int fd);
  * a handle value that already references it; any other import is another
  * process's memory and stays unknown. */
 void cumemcap_vmm_import_take(struct cumemcap_vmm_call *v, int fd);
-CUresult cumemcap_vmm_import_settle(struct cumemcap_vmm_call *v, CUresult r, CUmemGenericAllocationHandle handle);
+
+/* After cuMemRetainAllocationHandle or cuMemImportFromShareableHandle
+ * returned r and handle (their _take first): one more reference to the
+ * allocation the take found, or to the one handle already names. Returns r. */
+CUresult cumemcap_vmm_new_ref_settle(struct cumemcap_vmm_call *v, CUresult r, CUmemGenericAllocationHandle handle);
 
 /* Fork: hold the books across fork(); the child's are empty. */
 void cumemcap_vmm_lock(void);

@@ -63,7 +63,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocat
 	struct cumemcap_vmm_call v;
 	cumemcap_vmm_retain_take(&v, addr);
 	CUresult r = real_cuMemRetainAllocationHandle(handle, addr);
-	return cumemcap_vmm_retain_settle(&v, r, r == CUDA_SUCCESS && handle ? *handle : 0);
+	return cumemcap_vmm_new_ref_settle(&v, r, r == CUDA_SUCCESS && handle ? *handle : 0);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemExportToShareableHandle(void *shareableHandle,
@@ -89,5 +89,5 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllo
 	cumemcap_vmm_import_take(&v, shHandleType == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 				     ? (int)(intptr_t)osHandle : -1);
 	CUresult r = real_cuMemImportFromShareableHandle(handle, osHandle, shHandleType);
-	return cumemcap_vmm_import_settle(&v, r, r == CUDA_SUCCESS && handle ? *handle : 0);
+	return cumemcap_vmm_new_ref_settle(&v, r, r == CUDA_SUCCESS && handle ? *handle : 0);
 }
