@@ -321,6 +321,21 @@ void report_canvas_path(struct report_canvas *cv, const char *cls,
 #endif
 }
 
+#if REPORT_HAVE_CAIRO
+/* Fill the current path (NULL: not), then stroke it (NULL: not). */
+static void fill_and_stroke(cairo_t *cr, const char *fill, const struct report_stroke *s)
+{
+	if (fill) {
+		set_color(cr, fill, 0);
+		cairo_fill_preserve(cr);
+	}
+	if (s)
+		stroke_with(cr, s);
+	else
+		cairo_new_path(cr);
+}
+#endif
+
 void report_canvas_rect(struct report_canvas *cv, const char *cls, double x, double y, double w,
 			double h, const char *fill, const struct report_stroke *s)
 {
@@ -335,14 +350,7 @@ void report_canvas_rect(struct report_canvas *cv, const char *cls, double x, dou
 	}
 #if REPORT_HAVE_CAIRO
 	cairo_rectangle(cv->cr, x, y, w, h);
-	if (fill) {
-		set_color(cv->cr, fill, 0);
-		cairo_fill_preserve(cv->cr);
-	}
-	if (s)
-		stroke_with(cv->cr, s);
-	else
-		cairo_new_path(cv->cr);
+	fill_and_stroke(cv->cr, fill, s);
 #endif
 }
 
@@ -359,14 +367,7 @@ void report_canvas_circle(struct report_canvas *cv, double cx, double cy, double
 #if REPORT_HAVE_CAIRO
 	cairo_new_sub_path(cv->cr);
 	cairo_arc(cv->cr, cx, cy, r, 0, 6.283185307179586);
-	if (fill) {
-		set_color(cv->cr, fill, 0);
-		cairo_fill_preserve(cv->cr);
-	}
-	if (s)
-		stroke_with(cv->cr, s);
-	else
-		cairo_new_path(cv->cr);
+	fill_and_stroke(cv->cr, fill, s);
 #endif
 }
 
