@@ -60,10 +60,17 @@ def stop_on_signal(signum, frame):
     os._exit(128 + signum)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n):
+    """n distinct free ports: every socket is held until all are chosen, so
+    the kernel cannot hand the same port out twice."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 class Cluster:
@@ -89,7 +96,7 @@ class Cluster:
             f.write(os.urandom(1024))
         os.chmod(os.path.join(d, "munge.key"), 0o400)
         self.node = "node0"
-        ctld_port, slurmd_port = free_port(), free_port()
+        ctld_port, slurmd_port = free_ports(2)
         with open(self.conf, "w") as f:
             f.write(f"""ClusterName=cumemcap
 SlurmctldHost=localhost(127.0.0.1)
