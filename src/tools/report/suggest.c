@@ -275,62 +275,47 @@ static char *dup_limit(const struct row *r)
 	return report_buf_take(&b);
 }
 
-static void print_program_table(const struct run *runs, const struct row *rows, size_t n,
-				bool bytes)
+/* A program row shows what its peak footprint was made of; a group row
+ * shows only what the group held at its peak. */
+static void print_table(const struct run *runs, const struct row *rows, size_t n, bool bytes,
+			bool groups)
 {
-	enum { COLS = 9 };
-	static const char *const titles[COLS] = { "PROGRAM", "GPU", "RUNS", "PEAK FOOTPRINT",
-						  "LIVE", "CACHED", "OVERHEAD", "REFUSED",
-						  "SUGGESTED LIMIT" };
-	static const bool right[COLS] = { false, false, true, true, true, true, true, true, false };
-	char **cells = report_xmalloc((n + 1) * COLS * sizeof(*cells));
+	static const char *const program_titles[] = { "PROGRAM",  "GPU",     "RUNS",
+						      "PEAK FOOTPRINT", "LIVE", "CACHED",
+						      "OVERHEAD", "REFUSED", "SUGGESTED LIMIT" };
+	static const char *const group_titles[] = { "GROUP",   "GPU",     "MEMBERS",
+						    "PEAK HELD", "REFUSED", "SUGGESTED BUDGET" };
+	const char *const *titles = groups ? group_titles : program_titles;
+	size_t cols = groups ? 6 : 9;
+	bool right[9];
+	char **cells = report_xmalloc((n + 1) * cols * sizeof(*cells));
 
-	for (size_t c = 0; c < COLS; c++)
+	for (size_t c = 0; c < cols; c++) {
 		cells[c] = report_xstrdup(titles[c]);
+		right[c] = c >= 2 && c + 1 < cols; /* figures right, names and the limit left */
+	}
 	for (size_t i = 0; i < n; i++) {
 		const struct row *r = &rows[i];
 		const struct peak *pk = &runs[r->top].peak;
-		char **row = cells + (i + 1) * COLS;
+		char **row = cells + (i + 1) * cols;
+		size_t c = 0;
 		char buf[32];
-		row[0] = dup_safe(runs[r->first].key);
+		row[c++] = dup_safe(runs[r->first].key);
 		snprintf(buf, sizeof(buf), "%lld", runs[r->first].gpu);
-		row[1] = report_xstrdup(buf);
-		row[2] = dup_count(r->end - r->first);
-		row[3] = dup_size(pk->footprint, bytes);
-		row[4] = dup_size(pk->live, bytes);
-		row[5] = dup_size(pk->cached, bytes);
-		row[6] = dup_size(pk->overhead, bytes);
-		row[7] = dup_count(r->refused);
-		row[8] = dup_limit(r);
+		row[c++] = report_xstrdup(buf);
+		row[c++] = dup_count(r->end - r->first);
+		if (groups) {
+			row[c++] = dup_size(r->need, bytes);
+		} else {
+			row[c++] = dup_size(pk->footprint, bytes);
+			row[c++] = dup_size(pk->live, bytes);
+			row[c++] = dup_size(pk->cached, bytes);
+			row[c++] = dup_size(pk->overhead, bytes);
+		}
+		row[c++] = dup_count(r->refused);
+		row[c++] = dup_limit(r);
 	}
-	print_cells(cells, n + 1, COLS, right);
-	free(cells);
-}
-
-static void print_group_table(const struct run *runs, const struct row *rows, size_t n,
-			      bool bytes)
-{
-	enum { COLS = 6 };
-	static const char *const titles[COLS] = { "GROUP", "GPU", "MEMBERS", "PEAK HELD",
-						  "REFUSED", "SUGGESTED BUDGET" };
-	static const bool right[COLS] = { false, false, true, true, true, false };
-	char **cells = report_xmalloc((n + 1) * COLS * sizeof(*cells));
-
-	for (size_t c = 0; c < COLS; c++)
-		cells[c] = report_xstrdup(titles[c]);
-	for (size_t i = 0; i < n; i++) {
-		const struct row *r = &rows[i];
-		char **row = cells + (i + 1) * COLS;
-		char buf[32];
-		row[0] = dup_safe(runs[r->first].key);
-		snprintf(buf, sizeof(buf), "%lld", runs[r->first].gpu);
-		row[1] = report_xstrdup(buf);
-		row[2] = dup_count(r->end - r->first);
-		row[3] = dup_size(r->need, bytes);
-		row[4] = dup_count(r->refused);
-		row[5] = dup_limit(r);
-	}
-	print_cells(cells, n + 1, COLS, right);
+	print_cells(cells, n + 1, cols, right);
 	free(cells);
 }
 
@@ -565,11 +550,11 @@ void report_print_suggest(const struct report_set *set, bool json, bool bytes)
 		       "refusal:\nthe highest peak footprint, plus a tenth (at least 256 MiB), "
 		       "rounded up.\n\n");
 		if (np) {
-			print_program_table(pruns, prows, np, bytes);
+			print_table(pruns, prows, np, bytes, false);
 			putchar('\n');
 		}
 		if (ng) {
-			print_group_table(gruns, grows, ng, bytes);
+			print_table(gruns, grows, ng, bytes, true);
 			putchar('\n');
 		}
 		print_notes(pruns, prows, np, false);
