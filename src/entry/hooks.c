@@ -1,19 +1,15 @@
-/* hooks: the memory entry points cumemcap defines (link-time entry_point), but
- * for the arrays (hooks-array.c), stream captures (hooks-capture.c),
- * context deaths (hooks-ctx.c), graphs (hooks-graph.c) and virtual memory
- * management (hooks-vmm.c).
+/* hooks: the memory entry points (linear, pitched, managed, stream-ordered,
+ * pools, capacity, address queries), but for arrays, captures, contexts,
+ * graphs, streams and virtual memory (the other hooks-*.c).
  *
- * Every exported function here has the driver's exact name and prototype
- * (checked against cudaTypedefs.h in table.c) and is thin: past NEED and
- * SECTION (hooks.h), one line that calls its family's static helper with
- * the twin's real entry point (legacy, _v2, _ptsz twins share the helper,
- * so what one twin checks, all do). The helper asks the account layer
- * for a charge, calls the real driver, and settles. A legacy twin's
- * 32-bit types are handled by a *_v1 adapter that calls the legacy entry
- * point in the _v2 prototype. The driver's return code reaches the
- * program unchanged, except a refusal at the limit, which is
- * CUDA_ERROR_OUT_OF_MEMORY. A NULL out-parameter is passed on to the
- * driver as NULL, whose answer the program gets.
+ * Every exported function has the driver's exact name and prototype
+ * (checked in table.c) and is thin: past NEED and HOLD_DEATH_LOCK
+ * (hooks.h), one call of its family's helper with the twin's real entry
+ * point, so what one twin checks, all do. A legacy twin's 32-bit types are
+ * handled by a *_v1 adapter that calls the legacy entry point in the _v2
+ * prototype. The driver's return code reaches the program unchanged, but a
+ * refusal at the limit, CUDA_ERROR_OUT_OF_MEMORY. A NULL out-parameter is
+ * passed on to the driver as NULL, whose answer the program gets.
  *
  * Thread safety: no state here; see account.h. */
 #include "account/account.h"
@@ -28,20 +24,8 @@
 
 #include <limits.h>
 
-
-static void cancel(struct cumemcap_charge *c)
-{
-	cumemcap_account_charge_finish(c, CUDA_ERROR_UNKNOWN, 0, 0);
-}
-
-/* ---- widths ---------------------------------------------------------------- */
-
-/* A byte count or device pointer the program gets back, in the width its
- * entry point has: size_t / CUdeviceptr for the _v2 twins, the legacy
- * 32-bit unsigned int / CUdeviceptr_v1 for the others. Each hook family
- * below works in 64 bits and calls the real entry point in the _v2
- * prototype; a legacy twin passes a small adapter (a *_v1 function) that
- * calls the legacy entry point in that prototype. */
+/* A byte count or device pointer the program gets back, in the width of
+ * its entry point: 64-bit for the _v2 twins, 32-bit for the legacy ones. */
 struct out_param {
 	void *p; /* NULL: the program passed NULL */
 	bool narrow;
@@ -49,27 +33,16 @@ struct out_param {
 #define WIDE(ptr) ((struct out_param){ (ptr), false })
 #define NARROW(ptr) ((struct out_param){ (ptr), true })
 
-static unsigned int saturate_uint(uint64_t v)
-{
-	return v > UINT_MAX ? UINT_MAX : (unsigned int)v;
-}
-
 /* A capacity figure: a legacy one saturates. */
 static void put_saturated(struct out_param o, uint64_t v)
 {
 	if (o.narrow)
-		*(unsigned int *)o.p = saturate_uint(v);
+		*(unsigned int *)o.p = v > UINT_MAX ? UINT_MAX : (unsigned int)v;
 	else
-		*(uint64_t *)o.p = v; /* size_t and CUdeviceptr are 64-bit */
+		*(uint64_t *)o.p = v;
 }
 
-/* An address or a size that must be exact: false when a legacy one cannot
- * hold it. */
-static bool fits(struct out_param o, uint64_t v)
-{
-	return !o.narrow || v <= UINT_MAX;
-}
-
+/* An address or a size, which the caller checked fits. */
 static void put_exact(struct out_param o, uint64_t v)
 {
 	if (!o.p)
@@ -86,10 +59,9 @@ _Static_assert(sizeof(CUdeviceptr_v1) == sizeof(unsigned int), "a narrow out-par
 
 /* The legacy entry points in the _v2 prototypes. Arguments come from the
  * legacy hook, so narrowing them back loses nothing; an out-parameter is
- * NULL where the program's was, and is written back only on success.
- * Each runs behind its hook's NEED, which found the legacy entry point,
- * except mem_free_v1 (also the legacy pitch twin's undo), which answers
- * CUDA_ERROR_NOT_SUPPORTED when the driver lacks cuMemFree. */
+ * NULL where the program's was, and is written back only on success. Each
+ * runs behind its hook's NEED, but mem_free_v1 (also the legacy pitch
+ * twin's undo), which answers CUDA_ERROR_NOT_SUPPORTED without cuMemFree. */
 static CUresult CUDAAPI mem_get_info_v1(size_t *free, size_t *total)
 {
 	unsigned int f = 0, t = 0;
@@ -156,18 +128,8 @@ static CUresult CUDAAPI mem_get_address_range_v1(CUdeviceptr *pbase, size_t *psi
 	return r;
 }
 
-/* ---- capacity ------------------------------------------------------------ */
-
-/* Clamp the driver's figures for `dev` to its limit. What the arenas
- * cache is free for the program: it counts as free whether or not there
- * is a limit. Under a limit, pools that trimmed at a synchronization the
- * shim did not see are read again first, so their memory is in the
- * headroom too (nothing to read, one load, when no pool bytes are counted
- * on dev). Without one the answer is the driver's figures plus `pooled`,
- * which no pool's figure changes: nothing is read (the figures of a pool
- * whose growth is unread stay unread). The ledger's figures come in one inline
- * read (cumemcap_ledger_capacity: the limit, the headroom, and `pooled`,
- * which is what cumemcap_arena_cached answers). */
+/* Clamp the driver's figures to the limit and headroom in `c`. What the
+ * arenas cache (`pooled`) is free for the program, limit or not. */
 static inline __attribute__((always_inline)) void clamp_info(const struct cumemcap_ledger_capacity *c,
 							     uint64_t *free_bytes, uint64_t *total_bytes)
 {
@@ -182,9 +144,8 @@ static inline __attribute__((always_inline)) void clamp_info(const struct cumemc
 	*total_bytes = t;
 }
 
-/* A group member: the group's budget and room join the process's own, so
- * that the total is the least of the limits and the headroom the least of
- * the rooms (the card's figures are clamped by both in clamp_info). */
+/* A group member: the total is the least of the limits and the headroom
+ * the least of the rooms. */
 static __attribute__((noinline)) void add_group(int dev, struct cumemcap_ledger_capacity *c)
 {
 	uint64_t budget, room;
@@ -203,52 +164,19 @@ static void process_capacity(int dev, struct cumemcap_ledger_capacity *c)
 		add_group(dev, c);
 }
 
-/* With pools to read again first. */
-static __attribute__((noinline)) void virtualize_info_pools(int dev, uint64_t *free_bytes, uint64_t *total_bytes)
-{
-	cumemcap_account_pool_refresh_now(dev);
-	struct cumemcap_ledger_capacity c;
-	process_capacity(dev, &c);
-	clamp_info(&c, free_bytes, total_bytes);
-}
-
+/* Under a limit, pools that trimmed at a synchronization the shim did not
+ * see are read again first, so their memory is in the headroom too;
+ * without one, nothing is read. */
 static inline __attribute__((always_inline)) void virtualize_info(int dev, uint64_t *free_bytes,
 								  uint64_t *total_bytes)
 {
 	struct cumemcap_ledger_capacity c;
 	process_capacity(dev, &c);
 	if (__builtin_expect(c.limit != CUMEMCAP_NO_LIMIT && cumemcap_ledger_holds(dev, CUMEMCAP_KIND_pool), 0)) {
-		virtualize_info_pools(dev, free_bytes, total_bytes);
-		return;
+		cumemcap_account_pool_refresh_now(dev);
+		process_capacity(dev, &c);
 	}
 	clamp_info(&c, free_bytes, total_bytes);
-}
-
-/* cuMemGetInfo for the current context: the driver's figures, capped. The
- * device is found first (with one GPU, it is that one: cumemcap_device_only);
- * when it cannot be (no current context, or it died under another
- * thread), the answer is the error the driver gives for a missing
- * context, never the driver's uncapped figures. It reads
- * device-level figures only, so it does not hold the death lock
- * (death-lock.h).
- * real_cuMemGetInfo_v2 is there (the caller checked). */
-static inline __attribute__((always_inline)) CUresult mem_info(uint64_t *f, uint64_t *t)
-{
-	CUcontext ctx;
-	size_t f64, t64;
-	/* With one GPU, the driver's answer tells that a context is current,
-	 * and it is on that GPU: no cuCtxGetCurrent. */
-	int dev = cumemcap_device_only();
-	CUresult found = __builtin_expect(dev == 0, 1) ? CUDA_SUCCESS : cumemcap_device_current(&ctx, &dev);
-	CUresult r = real_cuMemGetInfo_v2(&f64, &t64);
-	if (r != CUDA_SUCCESS)
-		return r;
-	if (found != CUDA_SUCCESS)
-		return found == CUDA_ERROR_INVALID_DEVICE ? found : CUDA_ERROR_INVALID_CONTEXT;
-	*f = f64;
-	*t = t64;
-	virtualize_info(dev, f, t);
-	return CUDA_SUCCESS;
 }
 
 /* cuMemGetInfo with a NULL out-parameter, or in a driver without
@@ -266,21 +194,33 @@ get_info_plain(PFN_cuMemGetInfo_v3020 fn, struct out_param free, struct out_para
 	return r;
 }
 
-/* cuMemGetInfo, either width: the driver's figures for the current
- * context's device, capped (mem_info). Inline in each twin, so that the
- * _v2 one stores its figures whole (put_saturated on a constant width). */
+/* cuMemGetInfo, either width: the driver's figures, capped. When the
+ * device cannot be found (no current context, or it died under another
+ * thread), the answer is the driver's error for a missing context, never
+ * uncapped figures. It reads device-level figures only, so it does not
+ * hold the death lock. Inline in each twin, so that the _v2 one stores its
+ * figures whole (put_saturated on a constant width). */
 static inline __attribute__((always_inline)) CUresult
 get_info(PFN_cuMemGetInfo_v3020 fn, struct out_param free, struct out_param total)
 {
 	if (__builtin_expect(!free.p || !total.p || !real_cuMemGetInfo_v2, 0))
 		return get_info_plain(fn, free, total);
-	uint64_t f, t;
-	CUresult r = mem_info(&f, &t);
-	if (r == CUDA_SUCCESS) {
-		put_saturated(free, f);
-		put_saturated(total, t);
-	}
-	return r;
+	CUcontext ctx;
+	size_t f64, t64;
+	/* With one GPU, the driver's answer tells that a context is current,
+	 * and it is on that GPU: no cuCtxGetCurrent. */
+	int dev = cumemcap_device_only();
+	CUresult found = __builtin_expect(dev == 0, 1) ? CUDA_SUCCESS : cumemcap_device_current(&ctx, &dev);
+	CUresult r = real_cuMemGetInfo_v2(&f64, &t64);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (found != CUDA_SUCCESS)
+		return found == CUDA_ERROR_INVALID_DEVICE ? found : CUDA_ERROR_INVALID_CONTEXT;
+	uint64_t f = f64, t = t64;
+	virtualize_info(dev, &f, &t);
+	put_saturated(free, f);
+	put_saturated(total, t);
+	return CUDA_SUCCESS;
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
@@ -295,10 +235,9 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetInfo(unsigned int *free, unsigned int *
 	return get_info(mem_get_info_v1, NARROW(free), NARROW(total));
 }
 
-/* A device's capacity: the driver's (cuDeviceTotalMem_v2), capped at its
- * limit and at its group's budget. A device the shim cannot describe gets
- * the driver's answer for a device that is not there, never its real
- * capacity uncapped. */
+/* A device's capacity, capped at its limit and its group's budget. A
+ * device the shim cannot describe gets the driver's answer for a device
+ * that is not there, never its real capacity uncapped. */
 static CUresult device_total(CUdevice dev, uint64_t *total)
 {
 	size_t t64;
@@ -315,9 +254,8 @@ static CUresult device_total(CUdevice dev, uint64_t *total)
 	return CUDA_SUCCESS;
 }
 
-/* cuDeviceTotalMem, either width: the device's capacity, capped
- * (device_total). `fn` answers a NULL out-parameter, and every call when
- * there is no cuDeviceTotalMem_v2. */
+/* cuDeviceTotalMem, either width. `fn` answers a NULL out-parameter, and
+ * every call when there is no cuDeviceTotalMem_v2. */
 static CUresult total_mem(PFN_cuDeviceTotalMem_v3020 fn, struct out_param bytes, CUdevice dev)
 {
 	if (!bytes.p || !real_cuDeviceTotalMem_v2) {
@@ -345,8 +283,6 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuDeviceTotalMem(unsigned int *bytes, CUdevice 
 	NEED(cuDeviceTotalMem);
 	return total_mem(device_total_mem_v1, NARROW(bytes), dev);
 }
-
-/* ---- linear memory ------------------------------------------------------- */
 
 /* cuMemAlloc, either width. Only the 64-bit twin is served from the
  * arenas: their segments do not lie in the legacy 32-bit address space. */
@@ -420,7 +356,7 @@ static CUresult alloc_pitch(const char *entry_point, PFN_cuMemAllocPitch_v3020 f
 	if (r == CUDA_SUCCESS && !cumemcap_account_charge_adjust(&c, (uint64_t)pitch * height)) {
 		if (undo)
 			undo(p);
-		cancel(&c);
+		cumemcap_account_charge_finish(&c, CUDA_ERROR_UNKNOWN, 0, 0);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	if (r == CUDA_SUCCESS) {
@@ -465,22 +401,16 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t byt
 	return cumemcap_account_charge_finish(&c, r, CUMEMCAP_HANDLE_PTR, r == CUDA_SUCCESS ? *dptr : 0);
 }
 
-/* A device pointer from any allocation call: linear, managed, or
- * stream-ordered (cuMemFree and cuMemFreeAsync each may free either; the
- * record map keeps both kinds of pointer in one namespace: one lookup). */
-static bool take_pointer(uint64_t ptr, struct cumemcap_block *b)
-{
-	return cumemcap_account_release_take(CUMEMCAP_HANDLE_PTR, ptr, b);
-}
-
-/* cuMemFree, either width. */
+/* cuMemFree, either width. The record map keeps linear, managed and
+ * stream-ordered pointers in one namespace: cuMemFree and cuMemFreeAsync
+ * each may free either. */
 static CUresult free_pointer(PFN_cuMemFree_v3020 fn, CUdeviceptr dptr)
 {
 	CUresult r;
 	if (cumemcap_arena_free(dptr, &r))
 		return r;
 	struct cumemcap_block b;
-	bool found = take_pointer(dptr, &b);
+	bool found = cumemcap_account_release_take(CUMEMCAP_HANDLE_PTR, dptr, &b);
 	return cumemcap_account_release_settle(found, &b, fn(dptr));
 }
 
@@ -498,12 +428,9 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr_v1 dptr)
 	return free_pointer(mem_free_v1, dptr);
 }
 
-/* ---- stream-ordered allocation --------------------------------------------- */
-
 /* cuMemAllocAsync and cuMemAllocFromPoolAsync, either stream variant:
  * `alloc` or `from_pool` is the twin's real entry point, `undo` its
- * matching free, ptsz whether it is the per-thread-stream one. The
- * accounting is account.h's (cumemcap_pool_alloc_*). */
+ * matching free. */
 static CUresult async_alloc(const char *entry_point, PFN_cuMemAllocAsync_v11020 alloc,
 			    PFN_cuMemAllocFromPoolAsync_v11020 from_pool,
 			    PFN_cuMemFreeAsync_v11020 undo, bool ptsz, CUdeviceptr *dptr,
@@ -544,67 +471,48 @@ static CUresult async_alloc(const char *entry_point, PFN_cuMemAllocAsync_v11020 
 static CUresult async_free(PFN_cuMemFreeAsync_v11020 fn, CUdeviceptr dptr, CUstream stream)
 {
 	/* Most pointers freed in stream order were allocated in stream order:
-	 * the record map first (the arenas keep no record there, so a pointer
-	 * is in one or the other), then the arenas, whose lookup takes an
-	 * arena's lock. A pooled block freed in stream order waits like any
-	 * other freed block until a synchronization proves the streams past
-	 * it. */
+	 * the record map first, then the arenas, whose lookup takes a lock.
+	 * A pointer is in one or the other. */
 	struct cumemcap_block b;
-	bool found = take_pointer(dptr, &b);
+	bool found = cumemcap_account_release_take(CUMEMCAP_HANDLE_PTR, dptr, &b);
 	CUresult r;
 	if (!found && cumemcap_arena_free(dptr, &r))
 		return r;
 	return cumemcap_account_release_settle(found, &b, fn(dptr, stream));
 }
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
-{
-	NEED(cuMemAllocAsync);
-	HOLD_DEATH_LOCK();
-	return async_alloc(__func__, real_cuMemAllocAsync, NULL, real_cuMemFreeAsync, false, dptr, bytesize,
-			   NULL, hStream);
-}
+#define ALLOC_ASYNC(name, free_fn, ptsz)                                                           \
+	CUMEMCAP_EXPORT CUresult CUDAAPI name(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) \
+	{                                                                                          \
+		NEED(name);                                                                        \
+		HOLD_DEATH_LOCK();                                                                 \
+		return async_alloc(__func__, real_##name, NULL, real_##free_fn, ptsz, dptr,        \
+				   bytesize, NULL, hStream);                                       \
+	}
+ALLOC_ASYNC(cuMemAllocAsync, cuMemFreeAsync, false)
+ALLOC_ASYNC(cuMemAllocAsync_ptsz, cuMemFreeAsync_ptsz, true)
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
-						     CUstream hStream)
-{
-	NEED(cuMemAllocAsync_ptsz);
-	HOLD_DEATH_LOCK();
-	return async_alloc(__func__, real_cuMemAllocAsync_ptsz, NULL, real_cuMemFreeAsync_ptsz, true, dptr,
-			   bytesize, NULL, hStream);
-}
+#define ALLOC_FROM_POOL_ASYNC(name, free_fn, ptsz)                                                 \
+	CUMEMCAP_EXPORT CUresult CUDAAPI name(CUdeviceptr *dptr, size_t bytesize,                  \
+					      CUmemoryPool pool, CUstream hStream)                 \
+	{                                                                                          \
+		NEED(name);                                                                        \
+		HOLD_DEATH_LOCK();                                                                 \
+		return async_alloc(__func__, NULL, real_##name, real_##free_fn, ptsz, dptr,        \
+				   bytesize, pool, hStream);                                       \
+	}
+ALLOC_FROM_POOL_ASYNC(cuMemAllocFromPoolAsync, cuMemFreeAsync, false)
+ALLOC_FROM_POOL_ASYNC(cuMemAllocFromPoolAsync_ptsz, cuMemFreeAsync_ptsz, true)
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize,
-							CUmemoryPool pool, CUstream hStream)
-{
-	NEED(cuMemAllocFromPoolAsync);
-	HOLD_DEATH_LOCK();
-	return async_alloc(__func__, NULL, real_cuMemAllocFromPoolAsync, real_cuMemFreeAsync, false, dptr,
-			   bytesize, pool, hStream);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
-							     CUmemoryPool pool, CUstream hStream)
-{
-	NEED(cuMemAllocFromPoolAsync_ptsz);
-	HOLD_DEATH_LOCK();
-	return async_alloc(__func__, NULL, real_cuMemAllocFromPoolAsync_ptsz, real_cuMemFreeAsync_ptsz, true,
-			   dptr, bytesize, pool, hStream);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
-{
-	NEED(cuMemFreeAsync);
-	HOLD_DEATH_LOCK();
-	return async_free(real_cuMemFreeAsync, dptr, hStream);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
-{
-	NEED(cuMemFreeAsync_ptsz);
-	HOLD_DEATH_LOCK();
-	return async_free(real_cuMemFreeAsync_ptsz, dptr, hStream);
-}
+#define FREE_ASYNC(name)                                                                           \
+	CUMEMCAP_EXPORT CUresult CUDAAPI name(CUdeviceptr dptr, CUstream hStream)                  \
+	{                                                                                          \
+		NEED(name);                                                                        \
+		HOLD_DEATH_LOCK();                                                                 \
+		return async_free(real_##name, dptr, hStream);                                     \
+	}
+FREE_ASYNC(cuMemFreeAsync)
+FREE_ASYNC(cuMemFreeAsync_ptsz)
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
 {
@@ -647,8 +555,6 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBy
 	FORWARD_NOTING(real_cuMemPoolTrimTo(pool, minBytesToKeep), cumemcap_account_pool_trimmed(pool));
 }
 
-/* ---- what a pooled block looks like -------------------------------------------- */
-
 /* A pooled block is described as the allocation the program got; an
  * address in a segment outside any live block is memory the program does
  * not hold (the driver says CUDA_ERROR_NOT_FOUND for freed memory). */
@@ -675,7 +581,7 @@ static CUresult address_range(PFN_cuMemGetAddressRange_v3020 fn, struct out_para
 		r = fn(pbase.p ? &b : NULL, psize.p ? &n : NULL, dptr);
 		base = b;
 		size = n;
-	} else if (r == CUDA_SUCCESS && (!fits(pbase, base) || !fits(psize, size))) {
+	} else if (r == CUDA_SUCCESS && pbase.narrow && (base > UINT_MAX || size > UINT_MAX)) {
 		r = CUDA_ERROR_INVALID_VALUE;
 	}
 	if (r == CUDA_SUCCESS) {
