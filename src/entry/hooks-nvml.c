@@ -23,7 +23,7 @@
  * Thread safety: no state of its own; the real entry points are published
  * once (nvml.h), the device facts are immutable once known (device.h) and
  * the ledger's figures are atomics; no lock is held across a real call. */
-#include "entry/hooks-nvml.h"
+#include "entry/table.h"
 
 #include <stdint.h>
 #include <strings.h>

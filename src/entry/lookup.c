@@ -42,7 +42,6 @@
 #include "platform/export.h"
 #include "platform/msg.h"
 #include "config/policy.h"
-#include "entry/hooks-nvml.h"
 #include "entry/table.h"
 
 /* Called from dltramp.S; hidden so the assembly can call them directly. */
