@@ -16,7 +16,7 @@
 #include "log/log.h"
 #include "log/signals.h"
 
-/* The driver is loaded and the upcalls are registered (entry/setup.c). */
+/* The driver is loaded and the upcalls are registered (setup.c). */
 extern _Atomic bool cumemcap_set_up;
 bool cumemcap_ready_slow(void);
 static inline bool cumemcap_ready(void)
@@ -43,8 +43,7 @@ static inline void cumemcap_death_lock_cleanup(int *unused)
 
 /* Hold the death lock (death-lock.h) as a reader for the rest of the
  * enclosing block: no context dies while the hook reads or changes the
- * books, including across its driver call. It is let go when the block
- * is left, by any return. */
+ * records, including across its driver call. */
 #define HOLD_DEATH_LOCK()                                                          \
 	int cumemcap_death_lock_held_                                              \
 		__attribute__((cleanup(cumemcap_death_lock_cleanup), unused)) = \
@@ -60,6 +59,13 @@ static inline void cumemcap_death_lock_cleanup(int *unused)
 			note;                           \
 		return r_;                              \
 	} while (0)
+
+/* The constructor (shim.c) leaves the rest of its start to the first
+ * hook, which runs `start` once, before it opens the driver. False when a
+ * hook came first (another library's constructor used CUDA before this
+ * one ran): the constructor then runs `start` itself. Called only by the
+ * constructor, before any hook can run. */
+bool cumemcap_setup_defer_start(void (*start)(void));
 
 /* Fork child: a fresh primary-context mutex for hooks-ctx.c. */
 void cumemcap_hooks_ctx_fork_child(void);
