@@ -49,14 +49,7 @@ static CUresult ended(CUresult r, CUstream stream, bool ptsz)
 	return r;
 }
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
-{
-	NEED(cuStreamEndCapture);
-	return ended(real_cuStreamEndCapture(hStream, phGraph), hStream, false);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
-{
-	NEED(cuStreamEndCapture_ptsz);
-	return ended(real_cuStreamEndCapture_ptsz(hStream, phGraph), hStream, true);
-}
+ENTRY(cuStreamEndCapture, (CUstream hStream, CUgraph *phGraph),
+      ended(real_cuStreamEndCapture(hStream, phGraph), hStream, false))
+ENTRY(cuStreamEndCapture_ptsz, (CUstream hStream, CUgraph *phGraph),
+      ended(real_cuStreamEndCapture_ptsz(hStream, phGraph), hStream, true))

@@ -125,16 +125,14 @@ static CUresult primary_change(CUresult(CUDAAPI *fn)(CUdevice), CUdevice dev, en
 	return r;
 }
 
-#define PRIMARY_CHANGE(name, why)                                                                  \
-	CUMEMCAP_EXPORT CUresult CUDAAPI name(CUdevice dev)                                        \
-	{                                                                                          \
-		NEED(name);                                                                        \
-		return primary_change(real_##name, dev, why);                                      \
-	}
-PRIMARY_CHANGE(cuDevicePrimaryCtxRelease_v2, CUMEMCAP_DEATH_RELEASED)
-PRIMARY_CHANGE(cuDevicePrimaryCtxRelease, CUMEMCAP_DEATH_RELEASED)
-PRIMARY_CHANGE(cuDevicePrimaryCtxReset_v2, CUMEMCAP_DEATH_RESET)
-PRIMARY_CHANGE(cuDevicePrimaryCtxReset, CUMEMCAP_DEATH_RESET)
+ENTRY(cuDevicePrimaryCtxRelease_v2, (CUdevice dev),
+      primary_change(real_cuDevicePrimaryCtxRelease_v2, dev, CUMEMCAP_DEATH_RELEASED))
+ENTRY(cuDevicePrimaryCtxRelease, (CUdevice dev),
+      primary_change(real_cuDevicePrimaryCtxRelease, dev, CUMEMCAP_DEATH_RELEASED))
+ENTRY(cuDevicePrimaryCtxReset_v2, (CUdevice dev),
+      primary_change(real_cuDevicePrimaryCtxReset_v2, dev, CUMEMCAP_DEATH_RESET))
+ENTRY(cuDevicePrimaryCtxReset, (CUdevice dev),
+      primary_change(real_cuDevicePrimaryCtxReset, dev, CUMEMCAP_DEATH_RESET))
 
 #define CTX_DESTROY(name)                                                                          \
 	CUMEMCAP_EXPORT CUresult CUDAAPI name(CUcontext ctx)                                       \

@@ -30,18 +30,16 @@ static CUresult instantiate_log(PFN_cuGraphInstantiate_v11000 fn, const char *en
 	return cumemcap_graph_instantiate_end(&op, fn(exec, graph, error_node, log, size), exec);
 }
 
-#define INSTANTIATE_LOG(name)                                                                      \
-	CUMEMCAP_EXPORT CUresult CUDAAPI name(CUgraphExec *phGraphExec, CUgraph hGraph,            \
-					      CUgraphNode *phErrorNode, char *logBuffer,           \
-					      size_t bufferSize)                                   \
-	{                                                                                          \
-		NEED(name);                                                                        \
-		HOLD_DEATH_LOCK();                                                                 \
-		return instantiate_log(real_##name, __func__, phGraphExec, hGraph, phErrorNode,    \
-				       logBuffer, bufferSize);                                     \
-	}
-INSTANTIATE_LOG(cuGraphInstantiate)
-INSTANTIATE_LOG(cuGraphInstantiate_v2)
+LOCKED_ENTRY(cuGraphInstantiate,
+	     (CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
+	      size_t bufferSize),
+	     instantiate_log(real_cuGraphInstantiate, __func__, phGraphExec, hGraph, phErrorNode,
+			     logBuffer, bufferSize))
+LOCKED_ENTRY(cuGraphInstantiate_v2,
+	     (CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
+	      size_t bufferSize),
+	     instantiate_log(real_cuGraphInstantiate_v2, __func__, phGraphExec, hGraph, phErrorNode,
+			     logBuffer, bufferSize))
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
 							    unsigned long long flags)
@@ -74,17 +72,14 @@ static CUresult instantiate_params(PFN_cuGraphInstantiateWithParams_v12000 fn,
 	return cumemcap_graph_instantiate_end(&op, fn(exec, graph, params), exec);
 }
 
-#define INSTANTIATE_PARAMS(name)                                                                   \
-	CUMEMCAP_EXPORT CUresult CUDAAPI name(CUgraphExec *phGraphExec, CUgraph hGraph,            \
-					      CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)    \
-	{                                                                                          \
-		NEED(name);                                                                        \
-		HOLD_DEATH_LOCK();                                                                 \
-		return instantiate_params(real_##name, __func__, phGraphExec, hGraph,              \
-					  instantiateParams);                                      \
-	}
-INSTANTIATE_PARAMS(cuGraphInstantiateWithParams)
-INSTANTIATE_PARAMS(cuGraphInstantiateWithParams_ptsz)
+LOCKED_ENTRY(cuGraphInstantiateWithParams,
+	     (CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams),
+	     instantiate_params(real_cuGraphInstantiateWithParams, __func__, phGraphExec, hGraph,
+				instantiateParams))
+LOCKED_ENTRY(cuGraphInstantiateWithParams_ptsz,
+	     (CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams),
+	     instantiate_params(real_cuGraphInstantiateWithParams_ptsz, __func__, phGraphExec, hGraph,
+				instantiateParams))
 
 /* Upload and launch share a prototype. */
 #define RUN(name, ptsz)                                                                            \

@@ -22,19 +22,10 @@ static CUresult created(CUresult r, CUstream *stream, unsigned flags)
 	return r;
 }
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
-{
-	NEED(cuStreamCreate);
-	HOLD_DEATH_LOCK();
-	return created(real_cuStreamCreate(phStream, Flags), phStream, Flags);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
-{
-	NEED(cuStreamCreateWithPriority);
-	HOLD_DEATH_LOCK();
-	return created(real_cuStreamCreateWithPriority(phStream, flags, priority), phStream, flags);
-}
+LOCKED_ENTRY(cuStreamCreate, (CUstream *phStream, unsigned int Flags),
+	     created(real_cuStreamCreate(phStream, Flags), phStream, Flags))
+LOCKED_ENTRY(cuStreamCreateWithPriority, (CUstream *phStream, unsigned int flags, int priority),
+	     created(real_cuStreamCreateWithPriority(phStream, flags, priority), phStream, flags))
 
 /* A green context's stream: its work may use the memory of the green
  * context's device from a context the arenas do not know, so every fence

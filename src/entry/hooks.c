@@ -33,22 +33,14 @@ struct out_param {
 #define WIDE(ptr) ((struct out_param){ (ptr), false })
 #define NARROW(ptr) ((struct out_param){ (ptr), true })
 
-/* A capacity figure: a legacy one saturates. */
-static void put_saturated(struct out_param o, uint64_t v)
-{
-	if (o.narrow)
-		*(unsigned int *)o.p = v > UINT_MAX ? UINT_MAX : (unsigned int)v;
-	else
-		*(uint64_t *)o.p = v;
-}
-
-/* An address or a size, which the caller checked fits. */
-static void put_exact(struct out_param o, uint64_t v)
+/* Nothing where the program passed NULL; a legacy figure saturates (an
+ * address or a size from a legacy call, or checked, always fits). */
+static void put(struct out_param o, uint64_t v)
 {
 	if (!o.p)
 		return;
 	if (o.narrow)
-		*(unsigned int *)o.p = (unsigned int)v;
+		*(unsigned int *)o.p = v > UINT_MAX ? UINT_MAX : (unsigned int)v;
 	else
 		*(uint64_t *)o.p = v;
 }
@@ -188,8 +180,8 @@ get_info_plain(PFN_cuMemGetInfo_v3020 fn, struct out_param free, struct out_para
 	size_t f64 = 0, t64 = 0;
 	CUresult r = fn(free.p ? &f64 : NULL, total.p ? &t64 : NULL);
 	if (r == CUDA_SUCCESS) {
-		put_exact(free, f64);
-		put_exact(total, t64);
+		put(free, f64);
+		put(total, t64);
 	}
 	return r;
 }
@@ -218,22 +210,15 @@ get_info(PFN_cuMemGetInfo_v3020 fn, struct out_param free, struct out_param tota
 		return found == CUDA_ERROR_INVALID_DEVICE ? found : CUDA_ERROR_INVALID_CONTEXT;
 	uint64_t f = f64, t = t64;
 	virtualize_info(dev, &f, &t);
-	put_saturated(free, f);
-	put_saturated(total, t);
+	put(free, f);
+	put(total, t);
 	return CUDA_SUCCESS;
 }
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
-{
-	NEED(cuMemGetInfo_v2);
-	return get_info(real_cuMemGetInfo_v2, WIDE(free), WIDE(total));
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetInfo(unsigned int *free, unsigned int *total)
-{
-	NEED(cuMemGetInfo);
-	return get_info(mem_get_info_v1, NARROW(free), NARROW(total));
-}
+ENTRY(cuMemGetInfo_v2, (size_t *free, size_t *total),
+      get_info(real_cuMemGetInfo_v2, WIDE(free), WIDE(total)))
+ENTRY(cuMemGetInfo, (unsigned int *free, unsigned int *total),
+      get_info(mem_get_info_v1, NARROW(free), NARROW(total)))
 
 /* A device's capacity, capped at its limit and its group's budget. A
  * device the shim cannot describe gets the driver's answer for a device
@@ -262,27 +247,20 @@ static CUresult total_mem(PFN_cuDeviceTotalMem_v3020 fn, struct out_param bytes,
 		size_t b64 = 0;
 		CUresult r = fn(bytes.p ? &b64 : NULL, dev);
 		if (r == CUDA_SUCCESS)
-			put_exact(bytes, b64);
+			put(bytes, b64);
 		return r;
 	}
 	uint64_t t;
 	CUresult r = device_total(dev, &t);
 	if (r == CUDA_SUCCESS)
-		put_saturated(bytes, t);
+		put(bytes, t);
 	return r;
 }
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
-{
-	NEED(cuDeviceTotalMem_v2);
-	return total_mem(real_cuDeviceTotalMem_v2, WIDE(bytes), dev);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
-{
-	NEED(cuDeviceTotalMem);
-	return total_mem(device_total_mem_v1, NARROW(bytes), dev);
-}
+ENTRY(cuDeviceTotalMem_v2, (size_t *bytes, CUdevice dev),
+      total_mem(real_cuDeviceTotalMem_v2, WIDE(bytes), dev))
+ENTRY(cuDeviceTotalMem, (unsigned int *bytes, CUdevice dev),
+      total_mem(device_total_mem_v1, NARROW(bytes), dev))
 
 /* cuMemAlloc, either width. Only the 64-bit twin is served from the
  * arenas: their segments do not lie in the legacy 32-bit address space. */
@@ -301,23 +279,14 @@ static CUresult alloc_linear(const char *entry_point, PFN_cuMemAlloc_v3020 fn,
 		return r;
 	r = fn(&p, bytesize);
 	if (r == CUDA_SUCCESS)
-		put_exact(dptr, p);
+		put(dptr, p);
 	return cumemcap_account_charge_finish(&c, r, CUMEMCAP_HANDLE_PTR, r == CUDA_SUCCESS ? p : 0);
 }
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
-{
-	NEED(cuMemAlloc_v2);
-	HOLD_DEATH_LOCK();
-	return alloc_linear(__func__, real_cuMemAlloc_v2, WIDE(dptr), bytesize);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
-{
-	NEED(cuMemAlloc);
-	HOLD_DEATH_LOCK();
-	return alloc_linear(__func__, mem_alloc_v1, NARROW(dptr), bytesize);
-}
+LOCKED_ENTRY(cuMemAlloc_v2, (CUdeviceptr *dptr, size_t bytesize),
+	     alloc_linear(__func__, real_cuMemAlloc_v2, WIDE(dptr), bytesize))
+LOCKED_ENTRY(cuMemAlloc, (CUdeviceptr_v1 *dptr, unsigned int bytesize),
+	     alloc_linear(__func__, mem_alloc_v1, NARROW(dptr), bytesize))
 
 /* Pitched rows are padded by the driver; reserve the usual padding (512
  * bytes) and settle on the pitch the driver chose. */
@@ -342,8 +311,8 @@ static CUresult alloc_pitch(const char *entry_point, PFN_cuMemAllocPitch_v3020 f
 	if (!dptr.p || !pPitch.p) {
 		CUresult r = fn(dptr.p ? &p : NULL, pPitch.p ? &pitch : NULL, width, height, elem);
 		if (r == CUDA_SUCCESS) {
-			put_exact(dptr, p);
-			put_exact(pPitch, pitch);
+			put(dptr, p);
+			put(pPitch, pitch);
 		}
 		return r;
 	}
@@ -360,31 +329,22 @@ static CUresult alloc_pitch(const char *entry_point, PFN_cuMemAllocPitch_v3020 f
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	if (r == CUDA_SUCCESS) {
-		put_exact(dptr, p);
-		put_exact(pPitch, pitch);
+		put(dptr, p);
+		put(pPitch, pitch);
 	}
 	return cumemcap_account_charge_finish(&c, r, CUMEMCAP_HANDLE_PTR, r == CUDA_SUCCESS ? p : 0);
 }
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch,
-						   size_t WidthInBytes, size_t Height,
-						   unsigned int ElementSizeBytes)
-{
-	NEED(cuMemAllocPitch_v2);
-	HOLD_DEATH_LOCK();
-	return alloc_pitch(__func__, real_cuMemAllocPitch_v2, real_cuMemFree_v2, WIDE(dptr), WIDE(pPitch),
-			   WidthInBytes, Height, ElementSizeBytes);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
-						unsigned int WidthInBytes, unsigned int Height,
-						unsigned int ElementSizeBytes)
-{
-	NEED(cuMemAllocPitch);
-	HOLD_DEATH_LOCK();
-	return alloc_pitch(__func__, mem_alloc_pitch_v1, real_cuMemFree ? mem_free_v1 : NULL, NARROW(dptr),
-			   NARROW(pPitch), WidthInBytes, Height, ElementSizeBytes);
-}
+LOCKED_ENTRY(cuMemAllocPitch_v2,
+	     (CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+	      unsigned int ElementSizeBytes),
+	     alloc_pitch(__func__, real_cuMemAllocPitch_v2, real_cuMemFree_v2, WIDE(dptr),
+			 WIDE(pPitch), WidthInBytes, Height, ElementSizeBytes))
+LOCKED_ENTRY(cuMemAllocPitch,
+	     (CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
+	      unsigned int Height, unsigned int ElementSizeBytes),
+	     alloc_pitch(__func__, mem_alloc_pitch_v1, real_cuMemFree ? mem_free_v1 : NULL,
+			 NARROW(dptr), NARROW(pPitch), WidthInBytes, Height, ElementSizeBytes))
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
 						  unsigned int flags)
@@ -414,19 +374,8 @@ static CUresult free_pointer(PFN_cuMemFree_v3020 fn, CUdeviceptr dptr)
 	return cumemcap_account_release_settle(found, &b, fn(dptr));
 }
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
-{
-	NEED(cuMemFree_v2);
-	HOLD_DEATH_LOCK();
-	return free_pointer(real_cuMemFree_v2, dptr);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr_v1 dptr)
-{
-	NEED(cuMemFree);
-	HOLD_DEATH_LOCK();
-	return free_pointer(mem_free_v1, dptr);
-}
+LOCKED_ENTRY(cuMemFree_v2, (CUdeviceptr dptr), free_pointer(real_cuMemFree_v2, dptr))
+LOCKED_ENTRY(cuMemFree, (CUdeviceptr_v1 dptr), free_pointer(mem_free_v1, dptr))
 
 /* cuMemAllocAsync and cuMemAllocFromPoolAsync, either stream variant:
  * `alloc` or `from_pool` is the twin's real entry point, `undo` its
@@ -481,38 +430,24 @@ static CUresult async_free(PFN_cuMemFreeAsync_v11020 fn, CUdeviceptr dptr, CUstr
 	return cumemcap_account_release_settle(found, &b, fn(dptr, stream));
 }
 
-#define ALLOC_ASYNC(name, free_fn, ptsz)                                                           \
-	CUMEMCAP_EXPORT CUresult CUDAAPI name(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) \
-	{                                                                                          \
-		NEED(name);                                                                        \
-		HOLD_DEATH_LOCK();                                                                 \
-		return async_alloc(__func__, real_##name, NULL, real_##free_fn, ptsz, dptr,        \
-				   bytesize, NULL, hStream);                                       \
-	}
-ALLOC_ASYNC(cuMemAllocAsync, cuMemFreeAsync, false)
-ALLOC_ASYNC(cuMemAllocAsync_ptsz, cuMemFreeAsync_ptsz, true)
-
-#define ALLOC_FROM_POOL_ASYNC(name, free_fn, ptsz)                                                 \
-	CUMEMCAP_EXPORT CUresult CUDAAPI name(CUdeviceptr *dptr, size_t bytesize,                  \
-					      CUmemoryPool pool, CUstream hStream)                 \
-	{                                                                                          \
-		NEED(name);                                                                        \
-		HOLD_DEATH_LOCK();                                                                 \
-		return async_alloc(__func__, NULL, real_##name, real_##free_fn, ptsz, dptr,        \
-				   bytesize, pool, hStream);                                       \
-	}
-ALLOC_FROM_POOL_ASYNC(cuMemAllocFromPoolAsync, cuMemFreeAsync, false)
-ALLOC_FROM_POOL_ASYNC(cuMemAllocFromPoolAsync_ptsz, cuMemFreeAsync_ptsz, true)
-
-#define FREE_ASYNC(name)                                                                           \
-	CUMEMCAP_EXPORT CUresult CUDAAPI name(CUdeviceptr dptr, CUstream hStream)                  \
-	{                                                                                          \
-		NEED(name);                                                                        \
-		HOLD_DEATH_LOCK();                                                                 \
-		return async_free(real_##name, dptr, hStream);                                     \
-	}
-FREE_ASYNC(cuMemFreeAsync)
-FREE_ASYNC(cuMemFreeAsync_ptsz)
+LOCKED_ENTRY(cuMemAllocAsync, (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),
+	     async_alloc(__func__, real_cuMemAllocAsync, NULL, real_cuMemFreeAsync, false, dptr,
+			 bytesize, NULL, hStream))
+LOCKED_ENTRY(cuMemAllocAsync_ptsz, (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),
+	     async_alloc(__func__, real_cuMemAllocAsync_ptsz, NULL, real_cuMemFreeAsync_ptsz, true,
+			 dptr, bytesize, NULL, hStream))
+LOCKED_ENTRY(cuMemAllocFromPoolAsync,
+	     (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
+	     async_alloc(__func__, NULL, real_cuMemAllocFromPoolAsync, real_cuMemFreeAsync, false,
+			 dptr, bytesize, pool, hStream))
+LOCKED_ENTRY(cuMemAllocFromPoolAsync_ptsz,
+	     (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
+	     async_alloc(__func__, NULL, real_cuMemAllocFromPoolAsync_ptsz, real_cuMemFreeAsync_ptsz,
+			 true, dptr, bytesize, pool, hStream))
+LOCKED_ENTRY(cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream),
+	     async_free(real_cuMemFreeAsync, dptr, hStream))
+LOCKED_ENTRY(cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream hStream),
+	     async_free(real_cuMemFreeAsync_ptsz, dptr, hStream))
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
 {
@@ -585,27 +520,17 @@ static CUresult address_range(PFN_cuMemGetAddressRange_v3020 fn, struct out_para
 		r = CUDA_ERROR_INVALID_VALUE;
 	}
 	if (r == CUDA_SUCCESS) {
-		put_exact(pbase, base);
-		put_exact(psize, size);
+		put(pbase, base);
+		put(psize, size);
 	}
 	return r;
 }
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,
-							CUdeviceptr dptr)
-{
-	NEED(cuMemGetAddressRange_v2);
-	HOLD_DEATH_LOCK();
-	return address_range(real_cuMemGetAddressRange_v2, WIDE(pbase), WIDE(psize), dptr);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuMemGetAddressRange(CUdeviceptr_v1 *pbase, unsigned int *psize,
-						     CUdeviceptr_v1 dptr)
-{
-	NEED(cuMemGetAddressRange);
-	HOLD_DEATH_LOCK();
-	return address_range(mem_get_address_range_v1, NARROW(pbase), NARROW(psize), dptr);
-}
+LOCKED_ENTRY(cuMemGetAddressRange_v2, (CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr),
+	     address_range(real_cuMemGetAddressRange_v2, WIDE(pbase), WIDE(psize), dptr))
+LOCKED_ENTRY(cuMemGetAddressRange,
+	     (CUdeviceptr_v1 *pbase, unsigned int *psize, CUdeviceptr_v1 dptr),
+	     address_range(mem_get_address_range_v1, NARROW(pbase), NARROW(psize), dptr))
 
 /* Put a block's range into the range attributes the driver wrote. */
 static CUresult fix_range_attr(CUpointer_attribute attr, void *data, CUdeviceptr dptr)

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 
 #include "driver/driver.h"
+#include "platform/export.h"
 #include "state/death-lock.h"
 #include "log/log.h"
 #include "log/signals.h"
@@ -48,6 +49,22 @@ static inline void cumemcap_death_lock_cleanup(int *unused)
 	int cumemcap_death_lock_held_                                              \
 		__attribute__((cleanup(cumemcap_death_lock_cleanup), unused)) = \
 			(cumemcap_death_lock_read(), 0)
+
+/* The entry point `name` (parameters `params`, in parentheses) that, past
+ * NEED, returns `call`. LOCKED_ENTRY holds the death lock across it. */
+#define ENTRY(name, params, call)                                                                  \
+	CUMEMCAP_EXPORT CUresult CUDAAPI name params                                               \
+	{                                                                                          \
+		NEED(name);                                                                        \
+		return call;                                                                       \
+	}
+#define LOCKED_ENTRY(name, params, call)                                                           \
+	CUMEMCAP_EXPORT CUresult CUDAAPI name params                                               \
+	{                                                                                          \
+		NEED(name);                                                                        \
+		HOLD_DEATH_LOCK();                                                                 \
+		return call;                                                                       \
+	}
 
 /* Return what `call` (a real entry point) answers; when that is success,
  * run `note` first: the shim learns what the driver did (a pool or a
