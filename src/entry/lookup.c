@@ -55,23 +55,21 @@ static void *hook_of(const struct cumemcap_hook *h)
 	return own ? own : cumemcap_hook_fn(h);
 }
 
-/* What the lookup of a hooked name answers, given what was found. `global`:
- * RTLD_DEFAULT or RTLD_NEXT, where the shim's own preloaded symbol may be
- * the answer only because the shim is there. */
+/* What the lookup of a name in the table answers, given what was found.
+ * `global`: RTLD_DEFAULT or RTLD_NEXT, where the shim's own preloaded
+ * symbol may be the answer only because the shim is there. */
 static void *substitute(const char *entry_point, const char *name, void *found, bool global)
 {
-	const struct cumemcap_hook *h = cumemcap_table_by_symbol(name);
-	void *own = h ? hook_of(h) : NULL;
+	void *own = hook_of(cumemcap_table_by_symbol(name));
 	void *answer = found;
-	if (found && h && found != own && cumemcap_driver_owns(found))
+	if (found && found != own && cumemcap_driver_owns(found))
 		answer = own;
-	else if (found && h && global && cumemcap_driver_self(found) &&
-		 !cumemcap_driver_next(own, name) && !cumemcap_driver_ready())
+	else if (found && global && cumemcap_driver_self(found) && !cumemcap_driver_next(own, name) &&
+		 !cumemcap_driver_ready())
 		answer = NULL; /* no driver: nothing the program could call */
 	if (trace())
 		cumemcap_msg("door=%s symbol=%s answer=%s ptr=%p", entry_point, name,
-			     answer == NULL ? "null" : (h && answer == own) ? "hook" : "driver",
-			     answer);
+			     answer == NULL ? "null" : answer == own ? "hook" : "driver", answer);
 	return answer;
 }
 
@@ -97,6 +95,7 @@ static void *substitute_nvml(const char *entry_point, const char *name, void *fo
 	return answer;
 }
 
+/* A name the routes below found in the table or among the NVML hooks. */
 static void *hooked(const char *entry_point, void *handle, const char *name, void *found)
 {
 	bool global = handle == RTLD_DEFAULT || handle == RTLD_NEXT;
@@ -119,13 +118,9 @@ static void *hooked_dlvsym(void *handle, const char *name, const char *version, 
 }
 
 /* When libc's own functions cannot be found there is nothing to forward
- * to; never reached on glibc. */
-CUMEMCAP_DLSYM_SAFE static void *no_dlsym(void *handle, const char *name)
-{
-	return NULL;
-}
-
-CUMEMCAP_DLSYM_SAFE static void *no_dlvsym(void *handle, const char *name, const char *version)
+ * to (never on glibc): dlsym and dlvsym answer NULL. The trampoline jumps
+ * here with their arguments, which this ignores. */
+CUMEMCAP_DLSYM_SAFE static void *no_lookup(void)
 {
 	return NULL;
 }
@@ -133,7 +128,7 @@ CUMEMCAP_DLSYM_SAFE static void *no_dlvsym(void *handle, const char *name, const
 CUMEMCAP_DLSYM_SAFE void *cumemcap_dlsym_route(void *handle, const char *name)
 {
 	if (!cumemcap_driver_libc_ready())
-		return (void *)no_dlsym;
+		return (void *)no_lookup;
 	if (cumemcap_table_by_symbol(name) || cumemcap_nvml_hook(name))
 		return (void *)hooked_dlsym;
 	return (void *)cumemcap_real_dlsym;
@@ -158,7 +153,7 @@ CUMEMCAP_DLSYM_SAFE void *cumemcap_dlvsym_route(void *handle, const char *name,
 						 const char *version)
 {
 	if (!cumemcap_driver_libc_ready())
-		return (void *)no_dlvsym;
+		return (void *)no_lookup;
 	if (name && (cumemcap_str_eq(name, "dlsym") || cumemcap_str_eq(name, "dlvsym")) &&
 	    is_glibc_version(version))
 		return (void *)self_dlvsym;
