@@ -56,32 +56,20 @@ static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, uint64_t channel
 		return cumemcap_account_charge_finish(&c_, r_, handle_kind, key_);                 \
 	} while (0)
 
-/* cuArrayCreate, either descriptor. */
-#define ARRAY_2D(name, descriptor)                                                                 \
+/* cuArrayCreate and cuArray3DCreate, either descriptor. */
+#define ARRAY(name, descriptor, depth, deferred)                                                   \
 	CUMEMCAP_EXPORT CUresult CUDAAPI name(CUarray *pHandle, const descriptor *d)               \
 	{                                                                                          \
 		NEED(name);                                                                        \
 		HOLD_DEATH_LOCK();                                                                 \
 		ARRAY_CREATE(__func__, CUMEMCAP_HANDLE_ARRAY,                                      \
-			     array_bytes(d->Width, d->Height, 1, d->NumChannels, d->Format),       \
-			     !pHandle || !d, pHandle, real_##name(pHandle, d));                    \
+			     array_bytes(d->Width, d->Height, depth, d->NumChannels, d->Format),   \
+			     !pHandle || !d || (deferred), pHandle, real_##name(pHandle, d));      \
 	}
-ARRAY_2D(cuArrayCreate_v2, CUDA_ARRAY_DESCRIPTOR)
-ARRAY_2D(cuArrayCreate, CUDA_ARRAY_DESCRIPTOR_v1)
-
-/* cuArray3DCreate, either descriptor. */
-#define ARRAY_3D(name, descriptor)                                                                 \
-	CUMEMCAP_EXPORT CUresult CUDAAPI name(CUarray *pHandle, const descriptor *d)               \
-	{                                                                                          \
-		NEED(name);                                                                        \
-		HOLD_DEATH_LOCK();                                                                 \
-		ARRAY_CREATE(__func__, CUMEMCAP_HANDLE_ARRAY,                                      \
-			     array_bytes(d->Width, d->Height, d->Depth, d->NumChannels, d->Format), \
-			     !pHandle || !d || (d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING), pHandle, \
-			     real_##name(pHandle, d));                                             \
-	}
-ARRAY_3D(cuArray3DCreate_v2, CUDA_ARRAY3D_DESCRIPTOR)
-ARRAY_3D(cuArray3DCreate, CUDA_ARRAY3D_DESCRIPTOR_v1)
+ARRAY(cuArrayCreate_v2, CUDA_ARRAY_DESCRIPTOR, 1, false)
+ARRAY(cuArrayCreate, CUDA_ARRAY_DESCRIPTOR_v1, 1, false)
+ARRAY(cuArray3DCreate_v2, CUDA_ARRAY3D_DESCRIPTOR, d->Depth, d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING)
+ARRAY(cuArray3DCreate, CUDA_ARRAY3D_DESCRIPTOR_v1, d->Depth, d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING)
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayDestroy(CUarray hArray)
 {
