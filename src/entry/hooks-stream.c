@@ -44,16 +44,11 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuGreenCtxStreamCreate(CUstream *phStream, CUgr
 /* The destruction is noted first (the generation moves before the stream
  * leaves the list): work still queued on it finishes later, so the next
  * fence falls back to a context synchronization. */
-CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamDestroy(CUstream hStream)
+static CUresult destroy(PFN_cuStreamDestroy_v4000 fn, CUstream stream)
 {
-	NEED(cuStreamDestroy);
-	cumemcap_streams_destroyed(hStream);
-	return real_cuStreamDestroy(hStream);
+	cumemcap_streams_destroyed(stream);
+	return fn(stream);
 }
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
-{
-	NEED(cuStreamDestroy_v2);
-	cumemcap_streams_destroyed(hStream);
-	return real_cuStreamDestroy_v2(hStream);
-}
+ENTRY(cuStreamDestroy, (CUstream hStream), destroy(real_cuStreamDestroy, hStream))
+ENTRY(cuStreamDestroy_v2, (CUstream hStream), destroy(real_cuStreamDestroy_v2, hStream))
