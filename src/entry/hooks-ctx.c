@@ -1,19 +1,14 @@
 /* hooks-ctx: the entry points by which a context is made and dies.
- *
  * Making one (cuCtxCreate, the primary context's first retain) tells the
- * footprint (account/footprint.h) before and after, so that it can learn
- * what the context itself costs on the GPU.
- *
- * A context's memory dies inside the driver on cuCtxDestroy, a primary
- * context's reset, and its last release ("the context is automatically
- * reset once the last reference to it is released"), which the driver
- * tells by the context being inactive right after. Each runs as the writer
- * of the death lock (death-lock.h): no other hook is inside the records
- * while the driver frees and the shim forgets, so nothing is handed out of
- * a freed segment, and no record of the same handle revived by another
- * thread can be purged by mistake. Retain takes the same mutex as release
- * and reset, so no retain revives the context before the shim has looked;
- * it also tells the shim each device's primary context handle.
+ * footprint (account/footprint.h) before and after, so that it learns what
+ * the context itself costs. A context's memory dies on cuCtxDestroy, a
+ * primary context's reset, and its last release (after which the driver
+ * says it is inactive). Each runs as the writer of the death lock
+ * (death-lock.h): no other hook is inside the records while the driver
+ * frees and the shim forgets, so nothing is handed out of a freed segment,
+ * and no record of a handle another thread revived is purged. Retain takes
+ * the same mutex as release and reset, so that none revives the context
+ * before the shim has looked, and notes each primary context's handle.
  *
  * Thread safety: primary_lock (taken before the death lock's writer, never
  * inside it; an xmutex, as it is held across driver calls) orders retain,
@@ -106,10 +101,9 @@ static void died(CUcontext ctx, int dev, enum cumemcap_death why)
 	cumemcap_account_context_gone(ctx, dev);
 }
 
-/* A release or a reset of dev's primary context. A reset frees what an
- * active context holds (resetting an inactive one frees nothing: its
- * memory went with its last release); a release, when it was the last.
- * The handle is asked for while the context is still active. */
+/* A reset frees what an active primary context holds (an inactive one's
+ * went with its last release); a release, when it was the last. The
+ * handle is asked for while the context is still active. */
 static CUresult primary_change(CUresult(CUDAAPI *fn)(CUdevice), CUdevice dev, enum cumemcap_death why)
 {
 	cumemcap_xmutex_lock(&primary_lock);

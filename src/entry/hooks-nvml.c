@@ -1,23 +1,14 @@
 /* hooks-nvml: NVML asked from inside a capped process tells the same story
- * as cuMemGetInfo.
- *
- * A program linked to libnvidia-ml.so.1 binds to these exports under
- * LD_PRELOAD, and dlsym (lookup.c) hands them out for a lookup whose real
- * answer lies in libnvidia-ml (pynvml's dlopen + dlsym). Each calls the
- * real NVML first (nvml.h), returns its error unchanged, and on success
- * rewrites the figures of a GPU the shim knows and caps:
- *   memory info: total = the limit (or the group's budget, when less),
- *     free = limit - footprint (0 past it; or the group's room, when
- *     less), used = total - free; v2: reserved = 0, so total =
- *     reserved + used + free as NVML documents;
- *   compute processes: the entries whose pid is getpid() get the footprint
- *     as usedGpuMemory, unless NVML said NVML_VALUE_NOT_AVAILABLE.
- * The GPU is found by the UUID the real nvmlDeviceGetUUID gives the handle;
- * a GPU with no limit, or one the process's CUDA has not seen, gets the
- * real answer; one the process has not used yet has a footprint of 0. No
- * hook calls CUDA (a program may use NVML, then fork), loads the driver,
- * or calls nvmlInit. Without the library the answer is
- * NVML_ERROR_UNINITIALIZED; a real function the library lacks answers
+ * as cuMemGetInfo. A program linked to libnvidia-ml.so.1 binds to these
+ * exports; dlsym (lookup.c) hands them out when the real answer lies in
+ * libnvidia-ml (pynvml). Each calls the real NVML first (nvml.h), returns
+ * its error unchanged, and on success rewrites the figures of a GPU the
+ * shim caps, found by the UUID nvmlDeviceGetUUID gives the handle: memory
+ * info as cuMemGetInfo tells it (v2: reserved = 0, so that total =
+ * reserved + used + free), and this process's usedGpuMemory as its
+ * footprint. No hook calls CUDA (a program may use NVML, then fork), loads
+ * the driver, or calls nvmlInit. Without the library the answer is
+ * NVML_ERROR_UNINITIALIZED; a function it lacks answers
  * NVML_ERROR_FUNCTION_NOT_FOUND.
  *
  * Thread safety: no state of its own; the real entry points are published
@@ -54,8 +45,8 @@ static bool same_gpu(const unsigned char uuid[16], const char *name)
 }
 
 /* The GPU behind `device`, when the shim knows it: its ordinal (-1 for a
- * GPU CUDA reported that the process has not used: it holds nothing), its
- * limit (CUMEMCAP_NO_LIMIT: none) and the process's footprint there. */
+ * GPU the process has not used: its footprint is 0), its limit
+ * (CUMEMCAP_NO_LIMIT: none) and the process's footprint there. */
 static bool known(const struct cumemcap_nvml_real *real, nvmlDevice_t device, int *dev, uint64_t *limit,
 		  uint64_t *footprint)
 {
@@ -86,9 +77,10 @@ static bool known(const struct cumemcap_nvml_real *real, nvmlDevice_t device, in
 	return false;
 }
 
-/* Rewrite what NVML said of the GPU behind `device` as cuMemGetInfo tells
- * it: the total is the least of its limit and its group's budget, the
- * free the least of what each leaves. False: neither caps it. */
+/* Rewrite NVML's memory figures as cuMemGetInfo tells them: the total is
+ * the least of the limit and the group's budget, the free the least of
+ * what each leaves (0 past it), used = total - free. False: neither caps
+ * the GPU, the figures are NVML's. */
 static bool memory_seen(const struct cumemcap_nvml_real *real, nvmlDevice_t device,
 			unsigned long long *total, unsigned long long *used, unsigned long long *free_bytes)
 {
@@ -144,8 +136,8 @@ CUMEMCAP_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
 }
 
 /* The real list, with this process's usedGpuMemory made its footprint on
- * a capped GPU. `stride`: the size of a record; both layouts open with
- * pid, then usedGpuMemory. */
+ * a capped GPU, unless NVML said NVML_VALUE_NOT_AVAILABLE. `stride`: the
+ * size of a record; both layouts open with pid, then usedGpuMemory. */
 static nvmlReturn_t processes(cumemcap_nvml_procs_fn fn, nvmlDevice_t device, unsigned int *count,
 			      void *infos, size_t stride, const struct cumemcap_nvml_real *real)
 {

@@ -1,6 +1,6 @@
 /* hooks: what the files of exported entry points share: the readiness
- * check, NEED and HOLD_DEATH_LOCK that open every hook, and
- * FORWARD_NOTING.
+ * check, the macros that open and shape every hook, and the start the
+ * constructor defers to the first hook (setup.c).
  *
  * Thread safety: cumemcap_set_up is written once, with release order,
  * after setup.c's pthread_once, and read with one acquire load per hook;

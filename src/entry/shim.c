@@ -111,18 +111,15 @@ static void start_after_hints(void)
 }
 
 /* glibc passes a shared library's constructors the program's arguments;
- * [program] sections match on them.
- *
- * A process nothing configures (no CUMEMCAP_ variable, no file, not
- * setuid: cumemcap_policy_start) cannot fail to start: its constructor
- * takes only what must be taken as the program starts (its name, the
- * log's variables) and leaves the rest to the first hook, so a program
- * that never uses CUDA pays for little more than loading the library. A
- * configured process builds its policy here, so that a wrong setting
- * stops it before main, and sets the hints (the frameworks read them at
- * their own start); without a group and outside secure execution, the
- * rest is left to the first hook the same way, else it runs here. A fork
- * before then needs no handler: nothing is held yet. */
+ * [program] sections match on them. A process nothing configures
+ * (cumemcap_policy_start) cannot fail to start: it takes only what must be
+ * taken now (its name, the log's variables) and leaves the rest to the
+ * first hook, so a program that never uses CUDA pays little more than the
+ * load. A configured process builds its policy here, so that a wrong
+ * setting stops it before main, and sets the hints (frameworks read them
+ * at their start); the rest is deferred the same way unless it joins a
+ * group or runs setuid. A fork before the deferred start needs no handler:
+ * nothing is held yet. */
 __attribute__((constructor)) static void cumemcap_start(int argc, char **argv, char **envp)
 {
 	(void)envp;
