@@ -1,20 +1,17 @@
 /* lookup: the two run-time lookups of a driver function, dlsym/dlvsym and
  * cuGetProcAddress, answered from the hook table.
  *
- * dlsym and dlvsym enter through dltramp.S, which asks
- * cumemcap_dlsym_route() where to go and jumps there with the caller's
- * arguments and return address intact (glibc resolves RTLD_NEXT and
- * RTLD_DEFAULT by the return address: a C wrapper would break every other
- * interposer). Only names in the hook table, or the NVML names the shim
- * hooks (hooks-nvml.c), take the C path below: they are looked up for real
- * and swapped for the shim's own function (cumemcap_driver_own, never a
- * wrapper preloaded before the shim) when the real answer lies in the CUDA
- * driver or in libnvidia-ml (nvml.h). RTLD_NEXT on that path is resolved
- * relative to the caller, so a wrapper asking for its next function never
- * gets itself; a versioned lookup of libc's own dlsym/dlvsym answers the
- * shim's, so a program that defines dlsym still reaches the shim. With no
- * driver, RTLD_DEFAULT and RTLD_NEXT find no driver function, as without
- * the shim.
+ * dlsym and dlvsym enter through dltramp.S, which asks a route below where
+ * to go and jumps there with the caller's arguments and return address
+ * intact (glibc resolves RTLD_NEXT and RTLD_DEFAULT by it). Only names in
+ * the table, or the NVML names the shim hooks, take the C path: looked up
+ * for real, and swapped for the shim's own function (cumemcap_driver_own,
+ * never a wrapper preloaded before it) when the answer lies in the CUDA
+ * driver or libnvidia-ml. RTLD_NEXT there is resolved relative to the
+ * caller, so a wrapper never gets itself as its next function; a versioned
+ * lookup of libc's dlsym/dlvsym answers the shim's, so a program that
+ * defines dlsym still reaches the shim. With no driver, RTLD_DEFAULT and
+ * RTLD_NEXT find no driver function, as without the shim.
  *
  * cuGetProcAddress asks the real driver first, so the driver decides
  * versions, flags, errors and symbolStatus; a function it hands back is

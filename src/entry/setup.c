@@ -1,8 +1,7 @@
 /* setup: what the first hook does before any hook goes on: the rest of
  * the start the constructor left to it (shim.c), opening the driver, and
- * the registrations through which lower layers call higher ones. Calls go
- * down the layers (docs/design.md#layers); where a lower layer must reach
- * a higher one, the higher one registers a function here:
+ * registering the functions through which lower layers call higher ones
+ * (docs/design.md#layers):
  *
  *   worker -> arena, log, account   the idle release, the samples, the
  *                          footprint and the group's book (ticks)
