@@ -65,23 +65,11 @@ static void process_capacity(int dev, struct cumemcap_ledger_capacity *c)
  * see are read again first, so their memory is in the headroom too;
  * without one, nothing is read. Out of line: it is rare, and inline it
  * costs the common path a register. */
-static __attribute__((noinline)) void virtualize_info_pools(int dev, uint64_t *free_bytes, uint64_t *total_bytes)
+static __attribute__((noinline)) void clamp_after_pool_read(int dev, uint64_t *free_bytes, uint64_t *total_bytes)
 {
 	cumemcap_account_pool_refresh_now(dev);
 	struct cumemcap_ledger_capacity c;
 	process_capacity(dev, &c);
-	clamp_info(&c, free_bytes, total_bytes);
-}
-
-static inline __attribute__((always_inline)) void virtualize_info(int dev, uint64_t *free_bytes,
-								  uint64_t *total_bytes)
-{
-	struct cumemcap_ledger_capacity c;
-	process_capacity(dev, &c);
-	if (__builtin_expect(c.limit != CUMEMCAP_NO_LIMIT && cumemcap_ledger_holds(dev, CUMEMCAP_KIND_pool), 0)) {
-		virtualize_info_pools(dev, free_bytes, total_bytes);
-		return;
-	}
 	clamp_info(&c, free_bytes, total_bytes);
 }
 
@@ -106,7 +94,12 @@ static inline __attribute__((always_inline)) CUresult mem_info(uint64_t *f, uint
 		return found == CUDA_ERROR_INVALID_DEVICE ? found : CUDA_ERROR_INVALID_CONTEXT;
 	*f = f64;
 	*t = t64;
-	virtualize_info(dev, f, t);
+	struct cumemcap_ledger_capacity c;
+	process_capacity(dev, &c);
+	if (__builtin_expect(c.limit != CUMEMCAP_NO_LIMIT && cumemcap_ledger_holds(dev, CUMEMCAP_KIND_pool), 0))
+		clamp_after_pool_read(dev, f, t);
+	else
+		clamp_info(&c, f, t);
 	return CUDA_SUCCESS;
 }
 
