@@ -38,15 +38,14 @@ static bool valid(CUdevice dev)
 	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
 }
 
-/* The handle of dev's primary context, which is active: the one a retain
- * returned, or (no retain seen) the driver's answer. Caller holds
- * primary_lock, so the retain and release below cannot make this the last
- * release. */
+/* The handle of dev's primary context: the one a retain returned, or (no
+ * retain seen) the driver's answer. The caller found dev valid and its
+ * context active, and holds primary_lock, so the retain and release below
+ * cannot make this the last release. */
 static CUcontext primary_handle(CUdevice dev)
 {
-	CUcontext ctx = valid(dev) ? atomic_load(&primary[dev]) : NULL;
-	if (ctx || !cumemcap_driver_primary_active(dev) || !real_cuDevicePrimaryCtxRetain ||
-	    !real_cuDevicePrimaryCtxRelease_v2)
+	CUcontext ctx = atomic_load(&primary[dev]);
+	if (ctx || !real_cuDevicePrimaryCtxRetain || !real_cuDevicePrimaryCtxRelease_v2)
 		return ctx;
 	if (real_cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS)
 		return NULL;
