@@ -158,7 +158,8 @@ static nvmlReturn_t processes(cumemcap_nvml_procs_fn fn, nvmlDevice_t device, un
 }
 
 #define PROCESSES(name, fn, record)                                                                \
-	CUMEMCAP_EXPORT nvmlReturn_t name(nvmlDevice_t device, unsigned int *count, record *infos); \
+	CUMEMCAP_EXPORT nvmlReturn_t name(nvmlDevice_t device, unsigned int *count,                \
+					  record *infos);                                          \
 	CUMEMCAP_EXPORT nvmlReturn_t name(nvmlDevice_t device, unsigned int *count, record *infos) \
 	{                                                                                          \
 		struct cumemcap_nvml_real real;                                                    \

@@ -188,7 +188,8 @@ TOTAL_MEM(cuDeviceTotalMem, unsigned int)
 		if (pooled)                                                                        \
 			return r;                                                                  \
 		struct cumemcap_charge c;                                                          \
-		r = cumemcap_account_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_linear, bytesize); \
+		r = cumemcap_account_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_linear,          \
+						  bytesize);                                       \
 		if (r != CUDA_SUCCESS)                                                             \
 			return r;                                                                  \
 		T p = 0;                                                                           \
@@ -239,7 +240,8 @@ static uint64_t pitch_estimate(uint64_t width, uint64_t height)
 		if (r != CUDA_SUCCESS)                                                             \
 			return r;                                                                  \
 		r = real_##name(&p, &pitch, WidthInBytes, Height, ElementSizeBytes);               \
-		if (r == CUDA_SUCCESS && !cumemcap_account_charge_adjust(&c, (uint64_t)pitch * Height)) { \
+		if (r == CUDA_SUCCESS &&                                                           \
+		    !cumemcap_account_charge_adjust(&c, (uint64_t)pitch * Height)) {               \
 			if (free_fn)                                                               \
 				free_fn(p);                                                        \
 			cumemcap_account_charge_finish(&c, CUDA_ERROR_UNKNOWN, 0, 0);              \
