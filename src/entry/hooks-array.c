@@ -1,13 +1,9 @@
-/* hooks-array: the array entry points — cuArrayCreate, cuArray3DCreate
+/* hooks-array: the array entry points: cuArrayCreate, cuArray3DCreate
  * (legacy and _v2 descriptors), cuMipmappedArrayCreate and their destroys.
  * Arrays are opaque to the shim: each is charged an estimate of its size,
- * the way hooks.c charges linear memory (account.h), and released by its
- * handle. Every exported function has the driver's exact name and
- * prototype and is thin: past NEED and SECTION (hooks.h), one line that
- * calls its family's static helper with the twin's real entry point, so a
- * legacy twin makes every check its _v2 sibling makes (the deferred-
- * mapping one included). The driver's return code reaches the program
- * unchanged, except a refusal at the limit, CUDA_ERROR_OUT_OF_MEMORY.
+ * as hooks.c charges linear memory (account.h), and released by its
+ * handle. A legacy twin is the same macro as its _v2 sibling, so it makes
+ * the same checks. A refusal at the limit is CUDA_ERROR_OUT_OF_MEMORY.
  *
  * Thread safety: no state here; see account.h. */
 #include "account/account.h"
@@ -60,100 +56,20 @@ static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, uint64_t channel
 		return cumemcap_account_charge_finish(&c_, r_, handle_kind, key_);                 \
 	} while (0)
 
-/* The legacy descriptors in the _v2 layouts, and the legacy entry points
- * in the _v2 prototypes (every legacy field fits back). A NULL descriptor
- * stays NULL. */
-static const CUDA_ARRAY_DESCRIPTOR *widen_2d(const CUDA_ARRAY_DESCRIPTOR_v1 *d, CUDA_ARRAY_DESCRIPTOR *w)
-{
-	if (!d)
-		return NULL;
-	*w = (CUDA_ARRAY_DESCRIPTOR){ .Width = d->Width, .Height = d->Height, .Format = d->Format,
-				      .NumChannels = d->NumChannels };
-	return w;
-}
-
-static const CUDA_ARRAY3D_DESCRIPTOR *widen_3d(const CUDA_ARRAY3D_DESCRIPTOR_v1 *d,
-					       CUDA_ARRAY3D_DESCRIPTOR *w)
-{
-	if (!d)
-		return NULL;
-	*w = (CUDA_ARRAY3D_DESCRIPTOR){ .Width = d->Width, .Height = d->Height, .Depth = d->Depth,
-					.Format = d->Format, .NumChannels = d->NumChannels,
-					.Flags = d->Flags };
-	return w;
-}
-
-static CUresult CUDAAPI array_create_v1(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *d)
-{
-	CUDA_ARRAY_DESCRIPTOR_v1 n;
-	if (d)
-		n = (CUDA_ARRAY_DESCRIPTOR_v1){ .Width = (unsigned int)d->Width,
-						.Height = (unsigned int)d->Height, .Format = d->Format,
-						.NumChannels = d->NumChannels };
-	return real_cuArrayCreate(pHandle, d ? &n : NULL);
-}
-
-static CUresult CUDAAPI array3d_create_v1(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d)
-{
-	CUDA_ARRAY3D_DESCRIPTOR_v1 n;
-	if (d)
-		n = (CUDA_ARRAY3D_DESCRIPTOR_v1){ .Width = (unsigned int)d->Width,
-						  .Height = (unsigned int)d->Height,
-						  .Depth = (unsigned int)d->Depth, .Format = d->Format,
-						  .NumChannels = d->NumChannels, .Flags = d->Flags };
-	return real_cuArray3DCreate(pHandle, d ? &n : NULL);
-}
-
-/* cuArrayCreate, either descriptor. */
-static CUresult array_2d(const char *entry_point, PFN_cuArrayCreate_v3020 fn, CUarray *pHandle,
-			 const CUDA_ARRAY_DESCRIPTOR *d)
-{
-	ARRAY_CREATE(entry_point, CUMEMCAP_HANDLE_ARRAY,
-		     array_bytes(d->Width, d->Height, 1, d->NumChannels, d->Format), !pHandle || !d,
-		     pHandle, fn(pHandle, d));
-}
-
-/* cuArray3DCreate, either descriptor. */
-static CUresult array_3d(const char *entry_point, PFN_cuArray3DCreate_v3020 fn, CUarray *pHandle,
-			 const CUDA_ARRAY3D_DESCRIPTOR *d)
-{
-	ARRAY_CREATE(entry_point, CUMEMCAP_HANDLE_ARRAY,
-		     array_bytes(d->Width, d->Height, d->Depth, d->NumChannels, d->Format),
-		     !pHandle || !d || (d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING), pHandle,
-		     fn(pHandle, d));
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayCreate_v2(CUarray *pHandle,
-						 const CUDA_ARRAY_DESCRIPTOR *d)
-{
-	NEED(cuArrayCreate_v2);
-	HOLD_DEATH_LOCK();
-	return array_2d(__func__, real_cuArrayCreate_v2, pHandle, d);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *d)
-{
-	NEED(cuArrayCreate);
-	HOLD_DEATH_LOCK();
-	return array_2d(__func__, array_create_v1, pHandle, widen_2d(d, &(CUDA_ARRAY_DESCRIPTOR){ 0 }));
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuArray3DCreate_v2(CUarray *pHandle,
-						   const CUDA_ARRAY3D_DESCRIPTOR *d)
-{
-	NEED(cuArray3DCreate_v2);
-	HOLD_DEATH_LOCK();
-	return array_3d(__func__, real_cuArray3DCreate_v2, pHandle, d);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuArray3DCreate(CUarray *pHandle,
-						const CUDA_ARRAY3D_DESCRIPTOR_v1 *d)
-{
-	NEED(cuArray3DCreate);
-	HOLD_DEATH_LOCK();
-	return array_3d(__func__, array3d_create_v1, pHandle,
-			widen_3d(d, &(CUDA_ARRAY3D_DESCRIPTOR){ 0 }));
-}
+/* cuArrayCreate and cuArray3DCreate, either descriptor. */
+#define ARRAY(name, descriptor, depth, deferred)                                                   \
+	CUMEMCAP_EXPORT CUresult CUDAAPI name(CUarray *pHandle, const descriptor *d)               \
+	{                                                                                          \
+		NEED(name);                                                                        \
+		HOLD_DEATH_LOCK();                                                                 \
+		ARRAY_CREATE(__func__, CUMEMCAP_HANDLE_ARRAY,                                      \
+			     array_bytes(d->Width, d->Height, depth, d->NumChannels, d->Format),   \
+			     !pHandle || !d || (deferred), pHandle, real_##name(pHandle, d));      \
+	}
+ARRAY(cuArrayCreate_v2, CUDA_ARRAY_DESCRIPTOR, 1, false)
+ARRAY(cuArrayCreate, CUDA_ARRAY_DESCRIPTOR_v1, 1, false)
+ARRAY(cuArray3DCreate_v2, CUDA_ARRAY3D_DESCRIPTOR, d->Depth, d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING)
+ARRAY(cuArray3DCreate, CUDA_ARRAY3D_DESCRIPTOR_v1, d->Depth, d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING)
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayDestroy(CUarray hArray)
 {
@@ -195,7 +111,6 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipma
 	HOLD_DEATH_LOCK();
 	struct cumemcap_block b;
 	bool found = cumemcap_account_release_take(CUMEMCAP_HANDLE_MIPMAP,
-					   (uint64_t)(uintptr_t)hMipmappedArray, &b);
+						   (uint64_t)(uintptr_t)hMipmappedArray, &b);
 	return cumemcap_account_release_settle(found, &b, real_cuMipmappedArrayDestroy(hMipmappedArray));
 }
-

@@ -1,23 +1,38 @@
 /* hooks-capture: the entry points that begin and end a stream capture,
  * every version and per-thread variant, so the shim knows when it must
- * not synchronize (capture.h). Each forwards to the driver and notes the
- * outcome; the driver's answer reaches the program unchanged.
+ * not synchronize (capture.h). The driver's answer reaches the program
+ * unchanged.
  *
  * Thread safety: see capture.h. */
 #include "state/capture.h"
 #include "platform/export.h"
 #include "entry/hooks.h"
 
-/* A begin call returned r. The quiet gate (capture.h) was taken before
- * the call: no synchronizing call of the shim's runs while the capture
- * begins; it is let go once the capture is known. */
-static CUresult began(CUresult r, CUstream stream, bool ptsz)
-{
-	if (r == CUDA_SUCCESS)
-		cumemcap_capture_began(stream, ptsz);
-	cumemcap_capture_begin_unlock();
-	return r;
-}
+/* The quiet gate (capture.h) is held across a begin call, so no
+ * synchronizing call of the shim's runs while the capture begins. */
+#define BEGIN(name, ptsz, params, ...)                                                             \
+	CUMEMCAP_EXPORT CUresult CUDAAPI name params                                               \
+	{                                                                                          \
+		NEED(name);                                                                        \
+		cumemcap_capture_begin_lock();                                                     \
+		CUresult r = real_##name(__VA_ARGS__);                                             \
+		if (r == CUDA_SUCCESS)                                                             \
+			cumemcap_capture_began(hStream, ptsz);                                     \
+		cumemcap_capture_begin_unlock();                                                   \
+		return r;                                                                          \
+	}
+BEGIN(cuStreamBeginCapture, false, (CUstream hStream), hStream)
+BEGIN(cuStreamBeginCapture_ptsz, true, (CUstream hStream), hStream)
+BEGIN(cuStreamBeginCapture_v2, false, (CUstream hStream, CUstreamCaptureMode mode), hStream, mode)
+BEGIN(cuStreamBeginCapture_v2_ptsz, true, (CUstream hStream, CUstreamCaptureMode mode), hStream,
+      mode)
+#define TO_GRAPH_PARAMS                                                                            \
+	(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,                        \
+	 const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode)
+BEGIN(cuStreamBeginCaptureToGraph, false, TO_GRAPH_PARAMS, hStream, hGraph, dependencies,
+      dependencyData, numDependencies, mode)
+BEGIN(cuStreamBeginCaptureToGraph_ptsz, true, TO_GRAPH_PARAMS, hStream, hGraph, dependencies,
+      dependencyData, numDependencies, mode)
 
 /* An end call returned r: the capture is over when it succeeded or was
  * invalidated (the graph is gone, the stream captures no more), unless the
@@ -34,66 +49,7 @@ static CUresult ended(CUresult r, CUstream stream, bool ptsz)
 	return r;
 }
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamBeginCapture(CUstream hStream)
-{
-	NEED(cuStreamBeginCapture);
-	cumemcap_capture_begin_lock();
-	return began(real_cuStreamBeginCapture(hStream), hStream, false);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream hStream)
-{
-	NEED(cuStreamBeginCapture_ptsz);
-	cumemcap_capture_begin_lock();
-	return began(real_cuStreamBeginCapture_ptsz(hStream), hStream, true);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
-{
-	NEED(cuStreamBeginCapture_v2);
-	cumemcap_capture_begin_lock();
-	return began(real_cuStreamBeginCapture_v2(hStream, mode), hStream, false);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
-{
-	NEED(cuStreamBeginCapture_v2_ptsz);
-	cumemcap_capture_begin_lock();
-	return began(real_cuStreamBeginCapture_v2_ptsz(hStream, mode), hStream, true);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
-							    const CUgraphNode *dependencies,
-							    const CUgraphEdgeData *dependencyData,
-							    size_t numDependencies, CUstreamCaptureMode mode)
-{
-	NEED(cuStreamBeginCaptureToGraph);
-	cumemcap_capture_begin_lock();
-	return began(real_cuStreamBeginCaptureToGraph(hStream, hGraph, dependencies, dependencyData,
-						      numDependencies, mode),
-		     hStream, false);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
-								 const CUgraphNode *dependencies,
-								 const CUgraphEdgeData *dependencyData,
-								 size_t numDependencies, CUstreamCaptureMode mode)
-{
-	NEED(cuStreamBeginCaptureToGraph_ptsz);
-	cumemcap_capture_begin_lock();
-	return began(real_cuStreamBeginCaptureToGraph_ptsz(hStream, hGraph, dependencies, dependencyData,
-							   numDependencies, mode),
-		     hStream, true);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
-{
-	NEED(cuStreamEndCapture);
-	return ended(real_cuStreamEndCapture(hStream, phGraph), hStream, false);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
-{
-	NEED(cuStreamEndCapture_ptsz);
-	return ended(real_cuStreamEndCapture_ptsz(hStream, phGraph), hStream, true);
-}
+ENTRY(cuStreamEndCapture, (CUstream hStream, CUgraph *phGraph),
+      ended(real_cuStreamEndCapture(hStream, phGraph), hStream, false))
+ENTRY(cuStreamEndCapture_ptsz, (CUstream hStream, CUgraph *phGraph),
+      ended(real_cuStreamEndCapture_ptsz(hStream, phGraph), hStream, true))

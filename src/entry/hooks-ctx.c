@@ -1,27 +1,18 @@
 /* hooks-ctx: the entry points by which a context is made and dies.
- *
  * Making one (cuCtxCreate, the primary context's first retain) tells the
- * footprint (account/footprint.h) before and after, so that it can learn
- * what the context itself costs on the GPU.
- *
- * A context's memory dies inside the driver in three ways: cuCtxDestroy, a
- * primary context's reset (cuDevicePrimaryCtxReset), and its last release
- * (cuDevicePrimaryCtxRelease: "the context is automatically reset once the
- * last reference to it is released"). Each runs as the writer of the
- * death lock (death-lock.h): no other hook is inside the books while the
- * driver frees and the shim forgets, so nothing can be handed out of a freed segment,
- * and no record of the same handle revived by another thread can exist yet
- * to be purged by mistake.
- *
- * Whether a release was the last is asked of the driver right after it
- * (cumemcap_driver_primary_active: inactive). Retain is hooked only to take
- * the same mutex as release and reset, so no retain slips in between and
- * revives the context before the shim has looked; it also tells the shim
- * each device's primary context handle.
+ * footprint (account/footprint.h) before and after, so that it learns what
+ * the context itself costs. A context's memory dies on cuCtxDestroy, a
+ * primary context's reset, and its last release (after which the driver
+ * says it is inactive). Each runs as the writer of the death lock
+ * (death-lock.h): no other hook is inside the records while the driver
+ * frees and the shim forgets, so nothing is handed out of a freed segment,
+ * and no record of a handle another thread revived is purged. Retain takes
+ * the same mutex as release and reset, so that none revives the context
+ * before the shim has looked, and notes each primary context's handle.
  *
  * Thread safety: primary_lock (taken before the death lock's writer, never
- * inside it; an xmutex, as it is held across driver calls) orders retain, release
- * and reset; the handles are atomics. */
+ * inside it; an xmutex, as it is held across driver calls) orders retain,
+ * release and reset; the handles are atomics. */
 #include "account/account.h"
 #include "account/footprint.h"
 #include "state/device.h"
@@ -47,15 +38,14 @@ static bool valid(CUdevice dev)
 	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
 }
 
-/* The handle of dev's primary context, which is active: the one a retain
- * returned, or (no retain seen) the driver's answer. Caller holds
- * primary_lock, so the retain and release below cannot make this the last
- * release. */
+/* The handle of dev's primary context: the one a retain returned, or (no
+ * retain seen) the driver's answer. The caller found dev valid and its
+ * context active, and holds primary_lock, so the retain and release below
+ * cannot make this the last release. */
 static CUcontext primary_handle(CUdevice dev)
 {
-	CUcontext ctx = valid(dev) ? atomic_load(&primary[dev]) : NULL;
-	if (ctx || !cumemcap_driver_primary_active(dev) || !real_cuDevicePrimaryCtxRetain ||
-	    !real_cuDevicePrimaryCtxRelease_v2)
+	CUcontext ctx = atomic_load(&primary[dev]);
+	if (ctx || !real_cuDevicePrimaryCtxRetain || !real_cuDevicePrimaryCtxRelease_v2)
 		return ctx;
 	if (real_cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS)
 		return NULL;
@@ -81,46 +71,27 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdev
 }
 
 /* cuCtxCreate, every version: the footprint is told before and after. */
-static CUresult created(CUresult r, CUcontext *pctx, CUdevice dev)
-{
-	if (r == CUDA_SUCCESS && pctx)
-		cumemcap_account_context_made(dev, *pctx, false);
-	return r;
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
-{
-	NEED(cuCtxCreate);
-	cumemcap_account_context_coming(dev);
-	return created(real_cuCtxCreate(pctx, flags, dev), pctx, dev);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
-{
-	NEED(cuCtxCreate_v2);
-	cumemcap_account_context_coming(dev);
-	return created(real_cuCtxCreate_v2(pctx, flags, dev), pctx, dev);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, int count,
-					       unsigned int flags, CUdevice dev)
-{
-	NEED(cuCtxCreate_v3);
-	cumemcap_account_context_coming(dev);
-	return created(real_cuCtxCreate_v3(pctx, params, count, flags, dev), pctx, dev);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags,
-					       CUdevice dev)
-{
-	NEED(cuCtxCreate_v4);
-	cumemcap_account_context_coming(dev);
-	return created(real_cuCtxCreate_v4(pctx, params, flags, dev), pctx, dev);
-}
+#define CTX_CREATE(name, params, ...)                                                              \
+	CUMEMCAP_EXPORT CUresult CUDAAPI name params                                               \
+	{                                                                                          \
+		NEED(name);                                                                        \
+		cumemcap_account_context_coming(dev);                                              \
+		CUresult r = real_##name(__VA_ARGS__);                                             \
+		if (r == CUDA_SUCCESS && pctx)                                                     \
+			cumemcap_account_context_made(dev, *pctx, false);                          \
+		return r;                                                                          \
+	}
+CTX_CREATE(cuCtxCreate, (CUcontext *pctx, unsigned int flags, CUdevice dev), pctx, flags, dev)
+CTX_CREATE(cuCtxCreate_v2, (CUcontext *pctx, unsigned int flags, CUdevice dev), pctx, flags, dev)
+CTX_CREATE(cuCtxCreate_v3,
+	   (CUcontext *pctx, CUexecAffinityParam *params, int count, unsigned int flags, CUdevice dev),
+	   pctx, params, count, flags, dev)
+CTX_CREATE(cuCtxCreate_v4, (CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev),
+	   pctx, params, flags, dev)
 
 /* A context died: the graphs instantiated in it go first (their pool
  * figures settle before the death's log record reads the ledger), then
- * the rest of its books. */
+ * the rest of its records. */
 static void died(CUcontext ctx, int dev, enum cumemcap_death why)
 {
 	if (ctx)
@@ -129,11 +100,9 @@ static void died(CUcontext ctx, int dev, enum cumemcap_death why)
 	cumemcap_account_context_gone(ctx, dev);
 }
 
-/* A release or a reset of dev's primary context. A reset frees what an
- * active context holds (resetting an inactive one is legal and frees
- * nothing: its memory went with its last release); a release frees it when
- * it was the last reference, which the driver tells by the context being
- * inactive afterwards. The handle is asked for while it is still active. */
+/* A reset frees what an active primary context holds (an inactive one's
+ * went with its last release); a release, when it was the last. The
+ * handle is asked for while the context is still active. */
 static CUresult primary_change(CUresult(CUDAAPI *fn)(CUdevice), CUdevice dev, enum cumemcap_death why)
 {
 	cumemcap_xmutex_lock(&primary_lock);
@@ -149,48 +118,25 @@ static CUresult primary_change(CUresult(CUDAAPI *fn)(CUdevice), CUdevice dev, en
 	return r;
 }
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev)
-{
-	NEED(cuDevicePrimaryCtxRelease_v2);
-	return primary_change(real_cuDevicePrimaryCtxRelease_v2, dev, CUMEMCAP_DEATH_RELEASED);
-}
+ENTRY(cuDevicePrimaryCtxRelease_v2, (CUdevice dev),
+      primary_change(real_cuDevicePrimaryCtxRelease_v2, dev, CUMEMCAP_DEATH_RELEASED))
+ENTRY(cuDevicePrimaryCtxRelease, (CUdevice dev),
+      primary_change(real_cuDevicePrimaryCtxRelease, dev, CUMEMCAP_DEATH_RELEASED))
+ENTRY(cuDevicePrimaryCtxReset_v2, (CUdevice dev),
+      primary_change(real_cuDevicePrimaryCtxReset_v2, dev, CUMEMCAP_DEATH_RESET))
+ENTRY(cuDevicePrimaryCtxReset, (CUdevice dev),
+      primary_change(real_cuDevicePrimaryCtxReset, dev, CUMEMCAP_DEATH_RESET))
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
-{
-	NEED(cuDevicePrimaryCtxRelease);
-	return primary_change(real_cuDevicePrimaryCtxRelease, dev, CUMEMCAP_DEATH_RELEASED);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
-{
-	NEED(cuDevicePrimaryCtxReset_v2);
-	return primary_change(real_cuDevicePrimaryCtxReset_v2, dev, CUMEMCAP_DEATH_RESET);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev)
-{
-	NEED(cuDevicePrimaryCtxReset);
-	return primary_change(real_cuDevicePrimaryCtxReset, dev, CUMEMCAP_DEATH_RESET);
-}
-
-static CUresult destroy(CUresult(CUDAAPI *fn)(CUcontext), CUcontext ctx)
-{
-	cumemcap_death_lock_write();
-	CUresult r = fn(ctx);
-	if (r == CUDA_SUCCESS && ctx)
-		died(ctx, -1, CUMEMCAP_DEATH_DESTROYED);
-	cumemcap_death_unlock_write();
-	return r;
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
-{
-	NEED(cuCtxDestroy_v2);
-	return destroy(real_cuCtxDestroy_v2, ctx);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuCtxDestroy(CUcontext ctx)
-{
-	NEED(cuCtxDestroy);
-	return destroy(real_cuCtxDestroy, ctx);
-}
+#define CTX_DESTROY(name)                                                                          \
+	CUMEMCAP_EXPORT CUresult CUDAAPI name(CUcontext ctx)                                       \
+	{                                                                                          \
+		NEED(name);                                                                        \
+		cumemcap_death_lock_write();                                                       \
+		CUresult r = real_##name(ctx);                                                     \
+		if (r == CUDA_SUCCESS && ctx)                                                      \
+			died(ctx, -1, CUMEMCAP_DEATH_DESTROYED);                                   \
+		cumemcap_death_unlock_write();                                                     \
+		return r;                                                                          \
+	}
+CTX_DESTROY(cuCtxDestroy_v2)
+CTX_DESTROY(cuCtxDestroy)

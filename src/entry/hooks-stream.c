@@ -22,19 +22,10 @@ static CUresult created(CUresult r, CUstream *stream, unsigned flags)
 	return r;
 }
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
-{
-	NEED(cuStreamCreate);
-	HOLD_DEATH_LOCK();
-	return created(real_cuStreamCreate(phStream, Flags), phStream, Flags);
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
-{
-	NEED(cuStreamCreateWithPriority);
-	HOLD_DEATH_LOCK();
-	return created(real_cuStreamCreateWithPriority(phStream, flags, priority), phStream, flags);
-}
+LOCKED_ENTRY(cuStreamCreate, (CUstream *phStream, unsigned int Flags),
+	     created(real_cuStreamCreate(phStream, Flags), phStream, Flags))
+LOCKED_ENTRY(cuStreamCreateWithPriority, (CUstream *phStream, unsigned int flags, int priority),
+	     created(real_cuStreamCreateWithPriority(phStream, flags, priority), phStream, flags))
 
 /* A green context's stream: its work may use the memory of the green
  * context's device from a context the arenas do not know, so every fence
@@ -53,16 +44,11 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuGreenCtxStreamCreate(CUstream *phStream, CUgr
 /* The destruction is noted first (the generation moves before the stream
  * leaves the list): work still queued on it finishes later, so the next
  * fence falls back to a context synchronization. */
-CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamDestroy(CUstream hStream)
+static CUresult destroy(PFN_cuStreamDestroy_v4000 fn, CUstream stream)
 {
-	NEED(cuStreamDestroy);
-	cumemcap_streams_destroyed(hStream);
-	return real_cuStreamDestroy(hStream);
+	cumemcap_streams_destroyed(stream);
+	return fn(stream);
 }
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
-{
-	NEED(cuStreamDestroy_v2);
-	cumemcap_streams_destroyed(hStream);
-	return real_cuStreamDestroy_v2(hStream);
-}
+ENTRY(cuStreamDestroy, (CUstream hStream), destroy(real_cuStreamDestroy, hStream))
+ENTRY(cuStreamDestroy_v2, (CUstream hStream), destroy(real_cuStreamDestroy_v2, hStream))

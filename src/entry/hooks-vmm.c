@@ -1,11 +1,8 @@
 /* hooks-vmm: the virtual memory management entry points that make,
  * reference, map and free physical memory. cuMemCreate charges the
- * allocation; the charge lasts until every reference is released and
- * every mapping unmapped (account/vmm.h). Each hook takes from the books,
- * calls the driver and settles; the driver's answer reaches the program
- * unchanged, and a refusal at the limit is CUDA_ERROR_OUT_OF_MEMORY. A
- * handle or address the shim does not know is passed through for the
- * driver to answer.
+ * allocation until every reference is released and every mapping unmapped
+ * (account/vmm.h); a handle or address the shim does not know is the
+ * driver's to answer. A refusal at the limit is CUDA_ERROR_OUT_OF_MEMORY.
  *
  * Thread safety: see vmm.h. */
 #include "account/account.h"

@@ -1,6 +1,6 @@
 /* hooks: what the files of exported entry points share: the readiness
- * check, NEED and HOLD_DEATH_LOCK that open every hook, and
- * FORWARD_NOTING.
+ * check, the macros that open and shape every hook, and the start the
+ * constructor defers to the first hook (setup.c).
  *
  * Thread safety: cumemcap_set_up is written once, with release order,
  * after setup.c's pthread_once, and read with one acquire load per hook;
@@ -12,11 +12,12 @@
 #include <stdbool.h>
 
 #include "driver/driver.h"
+#include "platform/export.h"
 #include "state/death-lock.h"
 #include "log/log.h"
 #include "log/signals.h"
 
-/* The driver is loaded and the upcalls are registered (entry/setup.c). */
+/* The driver is loaded and the upcalls are registered (setup.c). */
 extern _Atomic bool cumemcap_set_up;
 bool cumemcap_ready_slow(void);
 static inline bool cumemcap_ready(void)
@@ -43,12 +44,27 @@ static inline void cumemcap_death_lock_cleanup(int *unused)
 
 /* Hold the death lock (death-lock.h) as a reader for the rest of the
  * enclosing block: no context dies while the hook reads or changes the
- * books, including across its driver call. It is let go when the block
- * is left, by any return. */
+ * records, including across its driver call. */
 #define HOLD_DEATH_LOCK()                                                          \
 	int cumemcap_death_lock_held_                                              \
 		__attribute__((cleanup(cumemcap_death_lock_cleanup), unused)) = \
 			(cumemcap_death_lock_read(), 0)
+
+/* The entry point `name` (parameters `params`, in parentheses) that, past
+ * NEED, returns `call`. LOCKED_ENTRY holds the death lock across it. */
+#define ENTRY(name, params, call)                                                                  \
+	CUMEMCAP_EXPORT CUresult CUDAAPI name params                                               \
+	{                                                                                          \
+		NEED(name);                                                                        \
+		return call;                                                                       \
+	}
+#define LOCKED_ENTRY(name, params, call)                                                           \
+	CUMEMCAP_EXPORT CUresult CUDAAPI name params                                               \
+	{                                                                                          \
+		NEED(name);                                                                        \
+		HOLD_DEATH_LOCK();                                                                 \
+		return call;                                                                       \
+	}
 
 /* Return what `call` (a real entry point) answers; when that is success,
  * run `note` first: the shim learns what the driver did (a pool or a
@@ -60,6 +76,13 @@ static inline void cumemcap_death_lock_cleanup(int *unused)
 			note;                           \
 		return r_;                              \
 	} while (0)
+
+/* The constructor (shim.c) leaves the rest of its start to the first
+ * hook, which runs `start` once, before it opens the driver. False when a
+ * hook came first (another library's constructor used CUDA before this
+ * one ran): the constructor then runs `start` itself. Called only by the
+ * constructor, before any hook can run. */
+bool cumemcap_setup_defer_start(void (*start)(void));
 
 /* Fork child: a fresh primary-context mutex for hooks-ctx.c. */
 void cumemcap_hooks_ctx_fork_child(void);

@@ -1,35 +1,21 @@
-/* lookup: the two run-time lookups of a driver function — dlsym/dlvsym
- * and cuGetProcAddress — answered from the hook table.
+/* lookup: the two run-time lookups of a driver function, dlsym/dlvsym and
+ * cuGetProcAddress, answered from the hook table.
  *
- * dlsym and dlvsym are entered through dltramp.S, which asks
- * cumemcap_dlsym_route() where to go and then *jumps* there with the
- * caller's arguments and return address intact: glibc's dlsym looks at its
- * return address to resolve RTLD_NEXT and RTLD_DEFAULT for the right
- * object, so a plain C wrapper would break every other interposer in the
- * process. Only names in the hook table take the C path below; those are
- * looked up for real, and swapped for the hook when the real answer lies in
- * the CUDA driver (cudnn and cublas names are never in the table and are
- * never touched).
- *
- * Other interposers: the hook handed out is always the shim's own function
- * (cumemcap_driver_own), never whatever a wrapper preloaded before the shim
- * made the name mean; RTLD_NEXT on the C path is resolved relative to the
- * caller (the trampoline passes its return address), so a wrapper asking
- * for its next function never gets itself; and a versioned lookup of libc's
- * own dlsym/dlvsym (how a program that defines dlsym finds the real one)
- * answers the shim's, so that program's lookups still reach the shim. With no
- * driver, RTLD_DEFAULT and RTLD_NEXT find no driver function, as without
- * the shim.
- *
- * NVML's names that the shim hooks (hooks-nvml.c) take the same C path:
- * looked up for real, and swapped for the shim's own function when the
- * real answer lies in libnvidia-ml (nvml.h: the library the shim's own
- * dlopen finds), so pynvml's dlopen + dlsym gets the capped figures.
+ * dlsym and dlvsym enter through dltramp.S, which asks a route below where
+ * to go and jumps there with the caller's arguments and return address
+ * intact (glibc resolves RTLD_NEXT and RTLD_DEFAULT by it). Only names in
+ * the table, or the NVML names the shim hooks, take the C path: looked up
+ * for real, and swapped for the shim's own function (cumemcap_driver_own,
+ * never a wrapper preloaded before it) when the answer lies in the CUDA
+ * driver or libnvidia-ml. RTLD_NEXT there is resolved relative to the
+ * caller, so a wrapper never gets itself as its next function; a versioned
+ * lookup of libc's dlsym/dlvsym answers the shim's, so a program that
+ * defines dlsym still reaches the shim. With no driver, RTLD_DEFAULT and
+ * RTLD_NEXT find no driver function, as without the shim.
  *
  * cuGetProcAddress asks the real driver first, so the driver decides
- * versions, flags, errors and symbolStatus; when it hands back a function,
- * the table's selection for (name, version, flags) replaces it with the
- * matching hook.
+ * versions, flags, errors and symbolStatus; a function it hands back is
+ * replaced with the hook the table selects for (name, version, flags).
  *
  * Thread safety: the table is immutable; driver state is set up once. */
 #include "config.h"
@@ -42,7 +28,6 @@
 #include "platform/export.h"
 #include "platform/msg.h"
 #include "config/policy.h"
-#include "entry/hooks-nvml.h"
 #include "entry/table.h"
 
 /* Called from dltramp.S; hidden so the assembly can call them directly. */
@@ -55,61 +40,9 @@ __attribute__((visibility("hidden"))) void *cumemcap_dlvsym_route(void *handle, 
 __attribute__((weak, visibility("hidden"))) extern char cumemcap_dlsym_entry[];
 __attribute__((weak, visibility("hidden"))) extern char cumemcap_dlvsym_entry[];
 
-static void *hooked_dlsym(void *handle, const char *name, const void *caller);
-static void *hooked_dlvsym(void *handle, const char *name, const char *version, const void *caller);
-
 static bool trace(void)
 {
 	return cumemcap_policy()->debug_doors;
-}
-
-/* When libc's own functions cannot be found there is nothing to forward
- * to; never reached on glibc. */
-CUMEMCAP_DLSYM_SAFE static void *no_dlsym(void *handle, const char *name)
-{
-	return NULL;
-}
-
-CUMEMCAP_DLSYM_SAFE static void *no_dlvsym(void *handle, const char *name, const char *version)
-{
-	return NULL;
-}
-
-CUMEMCAP_DLSYM_SAFE void *cumemcap_dlsym_route(void *handle, const char *name)
-{
-	if (!cumemcap_driver_libc_ready())
-		return (void *)no_dlsym;
-	if (cumemcap_table_by_symbol(name) || cumemcap_nvml_hook(name))
-		return (void *)hooked_dlsym;
-	return (void *)cumemcap_real_dlsym;
-}
-
-/* dlvsym(handle, "dlsym" or "dlvsym", "GLIBC_..."): the shim's own. */
-CUMEMCAP_DLSYM_SAFE static void *self_dlvsym(void *handle, const char *name, const char *version)
-{
-	return name[2] == 's' ? (void *)cumemcap_dlsym_entry : (void *)cumemcap_dlvsym_entry;
-}
-
-CUMEMCAP_DLSYM_SAFE static bool is_glibc_version(const char *v)
-{
-	static const char glibc[] = "GLIBC_";
-	for (size_t i = 0; i < sizeof(glibc) - 1; i++)
-		if (!v || v[i] != glibc[i])
-			return false;
-	return true;
-}
-
-CUMEMCAP_DLSYM_SAFE void *cumemcap_dlvsym_route(void *handle, const char *name,
-						 const char *version)
-{
-	if (!cumemcap_driver_libc_ready())
-		return (void *)no_dlvsym;
-	if (name && (cumemcap_str_eq(name, "dlsym") || cumemcap_str_eq(name, "dlvsym")) &&
-	    is_glibc_version(version))
-		return (void *)self_dlvsym;
-	if (cumemcap_table_by_symbol(name) || cumemcap_nvml_hook(name))
-		return (void *)hooked_dlvsym;
-	return (void *)cumemcap_real_dlvsym;
 }
 
 /* The shim's own function for a table entry. */
@@ -119,23 +52,21 @@ static void *hook_of(const struct cumemcap_hook *h)
 	return own ? own : cumemcap_hook_fn(h);
 }
 
-/* What the lookup of a hooked name answers, given what was found. `global`:
- * RTLD_DEFAULT or RTLD_NEXT, where the shim's own preloaded symbol may be
- * the answer only because the shim is there. */
+/* What the lookup of a name in the table answers, given what was found.
+ * `global`: RTLD_DEFAULT or RTLD_NEXT, where the shim's own preloaded
+ * symbol may be the answer only because the shim is there. */
 static void *substitute(const char *entry_point, const char *name, void *found, bool global)
 {
-	const struct cumemcap_hook *h = cumemcap_table_by_symbol(name);
-	void *own = h ? hook_of(h) : NULL;
+	void *own = hook_of(cumemcap_table_by_symbol(name));
 	void *answer = found;
-	if (found && h && found != own && cumemcap_driver_owns(found))
+	if (found && found != own && cumemcap_driver_owns(found))
 		answer = own;
-	else if (found && h && global && cumemcap_driver_self(found) &&
-		 !cumemcap_driver_next(own, name) && !cumemcap_driver_ready())
+	else if (found && global && cumemcap_driver_self(found) && !cumemcap_driver_next(own, name) &&
+		 !cumemcap_driver_ready())
 		answer = NULL; /* no driver: nothing the program could call */
 	if (trace())
 		cumemcap_msg("door=%s symbol=%s answer=%s ptr=%p", entry_point, name,
-			     answer == NULL ? "null" : (h && answer == own) ? "hook" : "driver",
-			     answer);
+			     answer == NULL ? "null" : answer == own ? "hook" : "driver", answer);
 	return answer;
 }
 
@@ -161,24 +92,71 @@ static void *substitute_nvml(const char *entry_point, const char *name, void *fo
 	return answer;
 }
 
-static void *hooked_dlsym(void *handle, const char *name, const void *caller)
+/* A name the routes below found in the table or among the NVML hooks. */
+static void *hooked(const char *entry_point, void *handle, const char *name, void *found)
 {
 	bool global = handle == RTLD_DEFAULT || handle == RTLD_NEXT;
-	void *found = handle == RTLD_NEXT ? cumemcap_driver_next(caller, name)
-					  : cumemcap_real_dlsym(handle, name);
 	if (cumemcap_nvml_hook(name))
-		return substitute_nvml("dlsym", name, found, global);
-	return substitute("dlsym", name, found, global);
+		return substitute_nvml(entry_point, name, found, global);
+	return substitute(entry_point, name, found, global);
+}
+
+static void *hooked_dlsym(void *handle, const char *name, const void *caller)
+{
+	return hooked("dlsym", handle, name,
+		      handle == RTLD_NEXT ? cumemcap_driver_next(caller, name) : cumemcap_real_dlsym(handle, name));
 }
 
 static void *hooked_dlvsym(void *handle, const char *name, const char *version, const void *caller)
 {
-	bool global = handle == RTLD_DEFAULT || handle == RTLD_NEXT;
-	void *found = handle == RTLD_NEXT ? cumemcap_driver_next(caller, name)
-					  : cumemcap_real_dlvsym(handle, name, version);
-	if (cumemcap_nvml_hook(name))
-		return substitute_nvml("dlvsym", name, found, global);
-	return substitute("dlvsym", name, found, global);
+	return hooked("dlvsym", handle, name,
+		      handle == RTLD_NEXT ? cumemcap_driver_next(caller, name)
+					  : cumemcap_real_dlvsym(handle, name, version));
+}
+
+/* When libc's own functions cannot be found there is nothing to forward
+ * to (never on glibc): dlsym and dlvsym answer NULL. The trampoline jumps
+ * here with their arguments, which this ignores. */
+CUMEMCAP_DLSYM_SAFE static void *no_lookup(void)
+{
+	return NULL;
+}
+
+CUMEMCAP_DLSYM_SAFE void *cumemcap_dlsym_route(void *handle, const char *name)
+{
+	if (!cumemcap_driver_libc_ready())
+		return (void *)no_lookup;
+	if (cumemcap_table_by_symbol(name) || cumemcap_nvml_hook(name))
+		return (void *)hooked_dlsym;
+	return (void *)cumemcap_real_dlsym;
+}
+
+/* dlvsym(handle, "dlsym" or "dlvsym", "GLIBC_..."): the shim's own. */
+CUMEMCAP_DLSYM_SAFE static void *self_dlvsym(void *handle, const char *name, const char *version)
+{
+	return name[2] == 's' ? (void *)cumemcap_dlsym_entry : (void *)cumemcap_dlvsym_entry;
+}
+
+CUMEMCAP_DLSYM_SAFE static bool is_glibc_version(const char *v)
+{
+	static const char glibc[] = "GLIBC_";
+	for (size_t i = 0; i < sizeof(glibc) - 1; i++)
+		if (!v || v[i] != glibc[i])
+			return false;
+	return true;
+}
+
+CUMEMCAP_DLSYM_SAFE void *cumemcap_dlvsym_route(void *handle, const char *name,
+						 const char *version)
+{
+	if (!cumemcap_driver_libc_ready())
+		return (void *)no_lookup;
+	if (name && (cumemcap_str_eq(name, "dlsym") || cumemcap_str_eq(name, "dlvsym")) &&
+	    is_glibc_version(version))
+		return (void *)self_dlvsym;
+	if (cumemcap_table_by_symbol(name) || cumemcap_nvml_hook(name))
+		return (void *)hooked_dlvsym;
+	return (void *)cumemcap_real_dlvsym;
 }
 
 /* The driver found `symbol`; hand out the hook the table selects. */

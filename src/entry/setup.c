@@ -1,25 +1,18 @@
 /* setup: what the first hook does before any hook goes on: the rest of
- * the start the constructor left to it, opening the driver, and the
- * registrations through which lower layers call higher ones.
- *
- * Calls go down the layers (docs/design.md#layers); where a lower layer
- * must reach a higher one, the higher one registers a function here, and
- * nowhere else, so this file is the list of every such call:
+ * the start the constructor left to it (shim.c), opening the driver, and
+ * registering the functions through which lower layers call higher ones
+ * (docs/design.md#layers):
  *
  *   worker -> arena, log, account   the idle release, the samples, the
- *                          footprint and the group's books (ticks)
+ *                          footprint and the group's book (ticks)
  *   device -> log          a GPU became known (the start record)
  *   ledger -> account      read back the pools' unread growth
  *                          (cumemcap_ledger_read_growth, before figures are read)
  *
- * It runs once, from the first hook that finds a driver (cumemcap_ready,
- * through NEED): before any GPU is known, any arena exists or the worker
- * starts, whichever library constructor runs first. Before it, and before
- * the driver is opened, the first hook runs the rest of the start the
- * constructor left to it (cumemcap_setup_defer_start). Thread safety: two
- * pthread_once, then one acquire load per hook. */
+ * It runs once, from the first hook that finds a driver (NEED), before any
+ * GPU is known or any arena exists. Thread safety: two pthread_once, then
+ * one acquire load per hook. */
 #include "entry/hooks.h"
-#include "entry/setup.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -42,15 +35,12 @@ static void register_upcalls(void)
 	atomic_store(&cumemcap_ledger_growth_reader, cumemcap_account_pool_refresh_now);
 }
 
-/* The rest of a start the constructor left to the first hook (shim.c:
- * a process nothing configures). Once the first hook has looked, it holds
- * too_late_to_defer, so that a later deferral fails and the constructor
- * runs its start itself. */
+/* Once the first hook has looked, it holds too_late_to_defer, so that a
+ * later deferral fails and the constructor runs its start itself. */
 static void (*_Atomic deferred_start)(void);
 
 static void too_late_to_defer(void)
 {
-	/* Only a marker: never called. */
 }
 
 bool cumemcap_setup_defer_start(void (*start)(void))

@@ -1,14 +1,12 @@
 /* shim: the library's life cycle and public API.
  *
  * The constructor validates the configuration before the program's main
- * runs (a wrong limit stops the process with one line) and touches nothing
- * else: the driver is opened lazily by the first hook, so a process that
- * never uses CUDA makes no driver call (and, unless it joins a group or
- * runs setuid, leaves the rest of the start to its first hook too). Fork handlers keep
- * every lock usable in the child and empty the child's books (a child holds none of
- * its parent's GPU memory). The destructor has the log write its exit
- * summary. cumemcap_get_stats is filled from the ledger's snapshot as the
- * figure list (figures.h) says; it takes no lock. */
+ * runs (a wrong limit stops the process with one line); the driver is
+ * opened lazily by the first hook (setup.c), so a process that never uses
+ * CUDA makes no driver call. Fork handlers keep every lock usable in the
+ * child and empty the child's records (a child holds none of its parent's
+ * GPU memory). The destructor has the log write its exit summary.
+ * cumemcap_get_stats reads the ledger's snapshot and takes no lock. */
 #include "config.h"
 
 #include <pthread.h>
@@ -27,7 +25,6 @@
 #include "account/graph.h"
 #include "account/vmm.h"
 #include "entry/hooks.h"
-#include "entry/setup.h"
 #include "state/ledger.h"
 #include "log/log.h"
 #include "log/signals.h"
@@ -82,73 +79,53 @@ static void fork_child(void)
 	cumemcap_group_fork_child();
 }
 
-/* The start proper: join the group, set the framework hints, take the
- * log's snapshot, register the fork handlers. */
 static _Atomic bool started; /* the destructor has something to end */
 
-/* A group that cannot be joined stops the program here: never uncapped.
- * Without a group nothing here can fail (the registry is only noted). */
-static void start_group(const struct cumemcap_policy *p)
+/* The start proper: join the group (one that cannot be joined stops the
+ * program here: never uncapped), set the framework hints when `hints`
+ * (only under a limit, never over a setting the user gave: hints.h), take
+ * the log's snapshot, register the fork handlers. */
+static void start(bool hints)
 {
+	const struct cumemcap_policy *p = cumemcap_policy();
 	char err[1024 + 256];
 	if (p->group[0])
 		cumemcap_log_arm_sigbus();
 	if (!cumemcap_group_start(p, err, sizeof(err)))
 		cumemcap_fatal("%s", err);
-}
-
-static void start_log_and_fork(void)
-{
+	if (hints)
+		cumemcap_hints_apply(p);
 	cumemcap_log_init();
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	atomic_store(&started, true);
 }
 
-static void start_rest(void)
+static void start_with_hints(void)
 {
-	const struct cumemcap_policy *p = cumemcap_policy();
-	start_group(p);
-	/* Let TensorFlow and JAX grow instead of taking the whole limit at
-	 * start: only under a limit, never over a framework setting the user
-	 * gave (hints.h has the rules). */
-	cumemcap_hints_apply(p);
-	start_log_and_fork();
+	start(true);
 }
 
-/* What a configured process without a group leaves to its first hook:
- * the hints are set already (before main, where the frameworks read
- * them). */
 static void start_after_hints(void)
 {
-	start_group(cumemcap_policy());
-	start_log_and_fork();
+	start(false);
 }
 
 /* glibc passes a shared library's constructors the program's arguments;
- * [program] sections match on them.
- *
- * A process nothing configures (no CUMEMCAP_ variable, no file, not
- * setuid: cumemcap_policy_start) has the defaults: no limit, no group, no
- * hint to set, nothing that could fail. Its constructor only takes what
- * must be taken as the program starts (its name, the log's variables)
- * and leaves the rest to the first hook (setup.c), before the driver is
- * opened: a program that never uses CUDA pays for little more than
- * loading the library (docs/benchmarks.md, "`startup`"). A fork before
- * then needs no handler: nothing is held or booked yet.
- *
- * A configured process builds its policy here, so that a wrong setting
- * stops it before main with its one line. Without a group to join and
- * outside secure execution, what is left after the hints (set here, as
- * the frameworks read them at their own start) cannot fail and holds
- * nothing a fork would need: it is left to the first hook the same way.
- * A group is joined here (a group that cannot be joined stops the
- * program before main), and secure execution keeps its whole start. */
+ * [program] sections match on them. A process nothing configures
+ * (cumemcap_policy_start) cannot fail to start: it takes only what must be
+ * taken now (its name, the log's variables) and leaves the rest to the
+ * first hook, so a program that never uses CUDA pays little more than the
+ * load. A configured process builds its policy here, so that a wrong
+ * setting stops it before main, and sets the hints (frameworks read them
+ * at their start); the rest is deferred the same way unless it joins a
+ * group or runs setuid. A fork before the deferred start needs no handler:
+ * nothing is held yet. */
 __attribute__((constructor)) static void cumemcap_start(int argc, char **argv, char **envp)
 {
 	(void)envp;
 	if (!cumemcap_policy_start(argc, argv)) {
 		cumemcap_log_start_env();
-		if (cumemcap_setup_defer_start(start_rest))
+		if (cumemcap_setup_defer_start(start_with_hints))
 			return;
 	} else {
 		const struct cumemcap_policy *p = cumemcap_policy();
@@ -160,7 +137,7 @@ __attribute__((constructor)) static void cumemcap_start(int argc, char **argv, c
 			return;
 		}
 	}
-	start_rest();
+	start_with_hints();
 }
 
 __attribute__((destructor)) static void cumemcap_stop(void)

@@ -1,5 +1,6 @@
 /* table: the hook table every way into the driver (a linked call, dlsym,
- * cuGetProcAddress) answers from, generated from hooks.def.
+ * cuGetProcAddress) answers from, generated from hooks.def, and the NVML
+ * hooks dlsym answers from.
  *
  * Immutable after compilation; lookups are read-only and thread-safe. */
 #pragma once
@@ -8,19 +9,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "driver/driver.h"
+
 enum cumemcap_variant {
 	CUMEMCAP_VARIANT_LEGACY = 0,
 	CUMEMCAP_VARIANT_PTSZ,
 	CUMEMCAP_VARIANT_PTDS,
 };
 
-/* A row holds no pointer: names are offsets into one block of characters
- * and the two addresses come from switches (cumemcap_hook_fn,
- * cumemcap_hook_real), whose code the linker resolves in place. So the
- * table needs no load-time relocation (a pointer per name would need one
- * each, and a hook's would look its exported name up through every
- * library in the process), and no page of it is copied into a process
- * that never uses CUDA (docs/benchmarks.md, "`startup`"). */
+/* A row holds no pointer (names are offsets into one block of characters,
+ * the two addresses come from switches), so the table needs no load-time
+ * relocation and no page of it is copied into a process that never uses
+ * CUDA. */
 struct cumemcap_hook {
 	uint16_t symbol_at; /* exported name, e.g. "cuMemAlloc_v2" (cumemcap_hook_symbol) */
 	uint16_t base_at;   /* cuGetProcAddress name, e.g. "cuMemAlloc" (cumemcap_hook_base) */
@@ -70,3 +70,8 @@ const struct cumemcap_hook *cumemcap_table_by_real(const void *fn);
  * *base_known (may be NULL) says whether `base` is hooked at all. */
 const struct cumemcap_hook *cumemcap_table_select(const char *base, int cuda_version,
 						  uint64_t flags, bool *base_known);
+
+/* The shim's hook for the NVML function `name` (hooks-nvml.c), or NULL.
+ * No libc call: lookup.c asks it on every dlsym of a name starting with
+ * "nvml". */
+CUMEMCAP_DLSYM_SAFE void *cumemcap_nvml_hook(const char *name);
