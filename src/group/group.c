@@ -27,8 +27,8 @@ static _Atomic uint32_t *_Atomic squeeze_word = &no_squeeze; /* the book's squee
 static _Atomic uint32_t squeeze_seen; /* the last squeeze this process answered (a hint) */
 
 static struct cumemcap_xmutex join_lock = CUMEMCAP_XMUTEX_INIT(join_lock);
-static struct cumemcap_book book; /* set by cumemcap_book_open */
-static _Atomic bool booked;       /* book is open (a group's or the registry's) */
+static struct cumemcap_book book; /* the group's book, or the registry */
+static _Atomic bool booked;       /* book is open */
 static bool in_group;             /* it is a group's */
 static _Atomic int self = -1;     /* our slot */
 static _Atomic bool rejoin;       /* a fork child: take a slot of our own first */
@@ -41,7 +41,6 @@ static char program[CUMEMCAP_BOOK_PROGRAM_MAX];
 static enum cumemcap_book_access access_mode;
 static gid_t access_gid = (gid_t)-1; /* gid:GROUP: GROUP's gid */
 static _Atomic uint32_t local_wake; /* the word waiters sleep on without a group */
-static _Atomic uint64_t last_reap_ms;
 static _Atomic bool attached[CUMEMCAP_MAX_DEVICES]; /* the GPU has its entry in the book */
 static uint64_t changes_seen; /* the book's change_seq when joined, then as logged; join_lock */
 /* What each attached GPU was attached with, to attach it again in a new
@@ -64,20 +63,18 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* Using our slot. The destructor gives the slot back (cumemcap_group_leave)
- * while the program's other threads and the worker may still be inside the
- * shim: a thread that saw the slot before the release must not write it
- * after (a share added to a free slot stays counted for ever: the next
- * claimer does not clear it; and `self` is -1 by then). So every use of
- * the slot outside join_lock is bracketed by slot_enter() and slot_exit(),
- * and the leaving thread waits until none is inside before it releases.
- * Dekker's pattern, all seq_cst: a user counts itself in, then looks at
- * `leaving`; the leaver sets `leaving`, then looks at the count; one of
- * them sees the other. The users never block inside. */
+/* Using our slot. The destructor gives the slot back while other threads
+ * may still be inside the shim, and a share added to a free slot stays
+ * counted for ever. So every use of the slot (or of `book`) outside
+ * join_lock is bracketed by slot_enter() and slot_exit(), which never
+ * block inside, and whoever releases or replaces the slot first waits
+ * until none is inside. Dekker's pattern, all seq_cst: a user counts
+ * itself in, then looks at `leaving`; the leaver sets `leaving`, then
+ * looks at the count; one of them sees the other. */
 static _Atomic uint32_t slot_users;
 static _Atomic bool leaving;
-/* The book is being replaced (move_locked): users wait outside, as they
- * would wait for leaving, but come back in when it is over. */
+/* The book is being replaced (move_locked): users wait outside and come
+ * back in when it is over. */
 static _Atomic bool pausing;
 
 /* Our slot, or -1 (none, or leaving): then nothing to undo. */
@@ -108,23 +105,26 @@ static struct cumemcap_book_figs *figs(int s, int dev)
 
 /* ---- joining ------------------------------------------------------------------------------ */
 
-/* Open the book and take a slot; join_lock held. */
-static bool join_locked(const char *path, enum cumemcap_book_kind kind, const char *name, char *why, size_t len)
+/* Open the book at `path` (creating it when `create`) and take a slot;
+ * join_lock held. */
+static bool join_locked(const char *path, enum cumemcap_book_kind kind, const char *name, bool create,
+			char *why, size_t len)
 {
-	if (!cumemcap_book_open_gid(&book, path, kind, name, access_mode, access_gid, true, why, len))
+	if (!cumemcap_book_open_gid(&book, path, kind, name, access_mode, access_gid, create, why, len))
 		return false;
-	self = cumemcap_book_claim(&book, program);
-	if (self < 0) {
-		snprintf(why, len, "all %u member slots are taken by live processes", CUMEMCAP_BOOK_SLOTS);
+	int slot = cumemcap_book_claim(&book, program);
+	if (slot < 0) {
+		/* A fork child (no create) says it shorter. */
+		snprintf(why, len, create ? "all %u member slots are taken by live processes" : "no free slot",
+			 CUMEMCAP_BOOK_SLOTS);
 		cumemcap_book_close(&book);
 		return false;
 	}
+	self = slot;
 	if (kind == CUMEMCAP_BOOK_GROUP) {
 		squeeze_word = &cumemcap_book_header(&book)->squeeze;
 		atomic_fetch_or(&cumemcap_group_hot, 1);
 	}
-	atomic_store(&squeeze_seen, atomic_load(squeeze_word));
-	changes_seen = atomic_load(&cumemcap_book_header(&book)->change_seq);
 	atomic_store(&booked, true);
 	return true;
 }
@@ -144,9 +144,12 @@ bool cumemcap_group_start(const struct cumemcap_policy *p, char *err, size_t err
 			snprintf(err, errlen, "CUMEMCAP_GROUP=%s: the path of its book under %s is too long", p->group,
 				 p->group_dir);
 			ok = false;
-		} else if (!join_locked(path, CUMEMCAP_BOOK_GROUP, p->group, why, sizeof(why))) {
+		} else if (!join_locked(path, CUMEMCAP_BOOK_GROUP, p->group, true, why, sizeof(why))) {
 			snprintf(err, errlen, "CUMEMCAP_GROUP=%s: %s: %s", p->group, path, why);
 			ok = false;
+		} else {
+			atomic_store(&squeeze_seen, atomic_load(squeeze_word));
+			changes_seen = atomic_load(&cumemcap_book_header(&book)->change_seq);
 		}
 	} else if (!p->secure && cumemcap_policy_any_limit(p)) {
 		/* Best effort, and only once a GPU is used: the registry only
@@ -176,8 +179,8 @@ const char *cumemcap_group_path(void)
 	return in_group ? book.path : "";
 }
 
-/* A fork child takes a slot of its own before its first use of the
- * books; join_lock held. */
+/* A fork child takes a slot of its own before its first use of the book;
+ * join_lock held. */
 static void rejoin_locked(void)
 {
 	if (!atomic_load(&rejoin))
@@ -185,23 +188,11 @@ static void rejoin_locked(void)
 	atomic_store(&rejoin, false);
 	char why[256], path[sizeof(book.path)];
 	cumemcap_copy(path, sizeof(path), book.path);
-	const struct cumemcap_book_header *h;
-	int slot = -1;
-	if (!cumemcap_book_open_gid(&book, path, in_group ? CUMEMCAP_BOOK_GROUP : CUMEMCAP_BOOK_REGISTRY, NULL,
-				    access_mode, access_gid, false, why, sizeof(why)) ||
-	    (slot = cumemcap_book_claim(&book, program)) < 0) {
-		if (in_group)
-			cumemcap_msg("CUMEMCAP_GROUP=%s: a forked child cannot join %s (%s): it gets no memory on "
-				     "the group's GPUs", group_name, path, book.map ? "no free slot" : why);
-		if (book.map)
-			cumemcap_book_close(&book);
-		return; /* in a group, `on` stays set with no room: every grant is refused */
-	}
-	self = slot;
-	h = cumemcap_book_header(&book);
-	if (in_group)
-		squeeze_word = (_Atomic uint32_t *)&h->squeeze;
-	atomic_store(&booked, true);
+	enum cumemcap_book_kind kind = in_group ? CUMEMCAP_BOOK_GROUP : CUMEMCAP_BOOK_REGISTRY;
+	/* In a group, `on` stays set with no room: every grant is refused. */
+	if (!join_locked(path, kind, NULL, false, why, sizeof(why)) && in_group)
+		cumemcap_msg("CUMEMCAP_GROUP=%s: a forked child cannot join %s (%s): it gets no memory on "
+			     "the group's GPUs", group_name, path, why);
 }
 
 /* ---- GPUs ---------------------------------------------------------------------------------- */
@@ -234,7 +225,7 @@ void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pc
 	rejoin_locked();
 	if (!atomic_load(&booked) && atomic_load(&want_registry)) {
 		char why[256];
-		if (!join_locked(registry_path, CUMEMCAP_BOOK_REGISTRY, registry_uid, why, sizeof(why))) {
+		if (!join_locked(registry_path, CUMEMCAP_BOOK_REGISTRY, registry_uid, true, why, sizeof(why))) {
 			atomic_store(&want_registry, false); /* no registry here: not asked again */
 			/* No registry could be made (a full file system, a
 			 * directory this user cannot write): `top` only misses
@@ -282,221 +273,16 @@ static bool ready(int dev)
 	return atomic_load(&booked) && self >= 0 && cumemcap_group_devs[dev].gpu >= 0;
 }
 
-/* ---- the budget ---------------------------------------------------------------------------- */
-
-/* Whether the group asked for spare back since this process last gave. */
-static bool squeezed(void)
-{
-	return atomic_load_explicit(squeeze_word, memory_order_relaxed) !=
-	       atomic_load_explicit(&squeeze_seen, memory_order_relaxed);
-}
-
-static void squeeze(void)
-{
-	atomic_fetch_add(squeeze_word, 1);
-}
-
-static bool grow_at(int s, int dev, uint64_t bytes);
-static bool book_sound(void);
-
-static bool group_grow(int dev, uint64_t bytes)
-{
-	if (!book_sound() && !atomic_load(&cumemcap_group_devs[dev].on))
-		return true; /* the group's book was given up: own limits only */
-	if (bytes > INT64_MAX / 2 || !ready(dev))
-		return false;
-	int s = slot_enter();
-	if (s < 0)
-		return false;
-	bool ok = grow_at(s, dev, bytes);
-	slot_exit();
-	return ok;
-}
-
-/* Inside slot_enter(): s is our slot. */
-static bool grow_at(int s, int dev, uint64_t bytes)
-{
-	struct cumemcap_group_dev *gd = &cumemcap_group_devs[dev];
-	struct cumemcap_book_header *h = cumemcap_book_header(&book);
-	struct cumemcap_book_gpu *gpu = cumemcap_book_gpu(&book, (unsigned)gd->gpu);
-	_Atomic uint64_t *held = &figs(s, dev)->held;
-	for (int attempt = 0; attempt < 16; attempt++) {
-		int64_t r = atomic_load(&gd->room);
-		if (r >= (int64_t)bytes) {
-			if (atomic_compare_exchange_weak(&gd->room, &r, r - (int64_t)bytes))
-				return true;
-			continue;
-		}
-		uint64_t need = bytes - (uint64_t)(r > 0 ? r : 0) + (uint64_t)(r < 0 ? -r : 0);
-		uint64_t limit = atomic_load(&gpu->limit);
-		uint64_t extra = atomic_load(&h->tight) ? 0 : gd->chunk;
-		for (;;) {
-			uint64_t want = need + extra;
-			atomic_fetch_add(held, want); /* seq_cst: see group.h */
-			uint64_t used = limit == CUMEMCAP_BOOK_NONE ? 0 : cumemcap_book_used(&book, (unsigned)gd->gpu);
-			if (limit == CUMEMCAP_BOOK_NONE || used <= limit) {
-				if (limit != CUMEMCAP_BOOK_NONE) {
-					uint32_t tight = used > limit / 4 * 3;
-					if (atomic_load(&h->tight) != tight && (tight || used < limit / 2))
-						atomic_store(&h->tight, tight);
-				}
-				atomic_fetch_add(&gd->room, (int64_t)want);
-				break;
-			}
-			atomic_fetch_sub(held, want);
-			if (extra == 0) {
-				if (!atomic_load(&h->tight))
-					atomic_store(&h->tight, 1);
-				squeeze();
-				return false;
-			}
-			extra = 0;
-		}
-	}
-	return false;
-}
-
-bool cumemcap_group_take_member(int dev, uint64_t bytes)
-{
-	struct cumemcap_group_dev *g = &cumemcap_group_devs[dev];
-	if (!atomic_load_explicit(&g->on, memory_order_relaxed))
-		return true;
-	int64_t r = atomic_load_explicit(&g->room, memory_order_relaxed);
-	while (bytes <= INT64_MAX && r >= (int64_t)bytes)
-		if (atomic_compare_exchange_weak_explicit(&g->room, &r, r - (int64_t)bytes, memory_order_relaxed,
-							  memory_order_relaxed))
-			return true;
-	return group_grow(dev, bytes);
-}
-
-void cumemcap_group_give_member(int dev, uint64_t bytes)
-{
-	struct cumemcap_group_dev *g = &cumemcap_group_devs[dev];
-	if (atomic_load_explicit(&g->on, memory_order_relaxed)) {
-		int64_t r = atomic_fetch_add_explicit(&g->room, (int64_t)bytes, memory_order_relaxed) + (int64_t)bytes;
-		if (r > (int64_t)(2 * g->chunk) || squeezed())
-			cumemcap_group_give_back(dev);
-	}
-	if (atomic_load_explicit(&cumemcap_group_local_waiters, memory_order_relaxed))
-		cumemcap_group_wake_local();
-}
-
-void cumemcap_group_give_back(int dev)
-{
-	struct cumemcap_group_dev *gd = &cumemcap_group_devs[dev];
-	if (!ready(dev))
-		return;
-	uint32_t sq = atomic_load(squeeze_word);
-	bool asked = sq != atomic_load(&squeeze_seen);
-	if (asked)
-		atomic_store(&squeeze_seen, sq); /* a racy hint: a lost update only gives back twice */
-	int s = slot_enter();
-	if (s < 0)
-		return;
-	int64_t keep = asked || atomic_load(&cumemcap_book_header(&book)->tight) ? 0 : (int64_t)gd->chunk;
-	int64_t r = atomic_load(&gd->room);
-	while (r > keep) {
-		if (atomic_compare_exchange_weak(&gd->room, &r, keep)) {
-			atomic_fetch_sub(&figs(s, dev)->held, (uint64_t)(r - keep));
-			cumemcap_book_wake(&book);
-			break;
-		}
-	}
-	slot_exit();
-}
-
-void cumemcap_group_force(int dev, uint64_t bytes)
-{
-	struct cumemcap_group_dev *gd = &cumemcap_group_devs[dev];
-	if (!atomic_load_explicit(&gd->on, memory_order_relaxed) || bytes > INT64_MAX / 2)
-		return;
-	int64_t r = atomic_fetch_sub(&gd->room, (int64_t)bytes) - (int64_t)bytes;
-	if (r >= 0 || !ready(dev))
-		return;
-	int s = slot_enter();
-	if (s < 0)
-		return;
-	/* Held follows what is counted, whatever the limit. */
-	atomic_fetch_add(&figs(s, dev)->held, (uint64_t)-r);
-	atomic_fetch_add(&gd->room, -r);
-	slot_exit();
-}
-
-/* ---- waiting ------------------------------------------------------------------------------- */
-
-/* The word waiting threads sleep on: the book's, read inside a use of the
- * slot (a move wakes the old word's sleepers, who then find the new one). */
-static _Atomic uint32_t *wake_word(bool *shared)
-{
-	*shared = false;
-	if (!in_group || !atomic_load(&booked) || slot_enter() < 0)
-		return &local_wake;
-	_Atomic uint32_t *w = &cumemcap_book_header(&book)->wake;
-	slot_exit();
-	*shared = true;
-	return w;
-}
-
-uint32_t cumemcap_group_wake_seq(void)
-{
-	bool shared;
-	return atomic_load(wake_word(&shared));
-}
-
-void cumemcap_group_wake_local(void)
-{
-	bool shared;
-	_Atomic uint32_t *w = wake_word(&shared);
-	atomic_fetch_add(w, 1);
-	syscall(SYS_futex, (uint32_t *)w, shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
-}
-
-void cumemcap_group_waiting(int dev, int delta)
-{
-	atomic_fetch_add(&cumemcap_group_hot, (uint32_t)(2 * delta));
-	/* Inside a use of the slot, so that a move (which carries the local
-	 * count into the new book) sees each change whole. */
-	int s = atomic_load(&booked) ? slot_enter() : -1;
-	atomic_fetch_add(&cumemcap_group_local_waiters, (uint32_t)delta);
-	if (s >= 0) {
-		if (in_group)
-			atomic_fetch_add(&cumemcap_book_header(&book)->waiters, (uint32_t)delta);
-		if (dev_ok(dev) && cumemcap_group_devs[dev].gpu >= 0)
-			atomic_fetch_add(&figs(s, dev)->waiting, (uint32_t)delta);
-		slot_exit();
-	}
-}
-
-void cumemcap_group_sleep(uint32_t seq, uint32_t ms)
-{
-	bool shared;
-	_Atomic uint32_t *w = wake_word(&shared);
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
-	syscall(SYS_futex, (uint32_t *)w, shared ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE, seq, &ts, NULL, 0);
-}
-
-void cumemcap_group_reap(bool now)
-{
-	if (!in_group || !atomic_load(&booked))
-		return;
-	uint64_t t = mono_ms(), last = atomic_load(&last_reap_ms);
-	if (!now && t < last + 10)
-		return;
-	atomic_store(&last_reap_ms, t);
-	if (!book_sound())
-		return;
-	cumemcap_xmutex_lock(&join_lock);
-	if (atomic_load(&booked))
-		cumemcap_book_reap(&book, self);
-	cumemcap_xmutex_unlock(&join_lock);
-}
-
 /* ---- a book removed, replaced or truncated ------------------------------------------------- */
 
 /* What a member does with a book removed, replaced or truncated: group.h. */
 
-/* Wait, pausing set, until no thread uses the slot (they never block
- * inside); false after 200 ms. join_lock held. */
+/* Wait until no thread uses the slot; false after 200 ms. They never
+ * block inside, so only a preempted one (or one this thread interrupted,
+ * exiting from a signal handler) takes longer; a slot left then is not
+ * released: the kernel drops its lock when the process ends, and the next
+ * member to reap hands its share back. join_lock held, pausing or leaving
+ * set. */
 static bool drain_slot_users(void)
 {
 	uint64_t until = mono_ms() + 200;
@@ -627,6 +413,201 @@ static bool book_sound(void)
 	return sound;
 }
 
+/* ---- the budget ---------------------------------------------------------------------------- */
+
+/* Whether the group asked for spare back since this process last gave. */
+static bool squeezed(void)
+{
+	return atomic_load_explicit(squeeze_word, memory_order_relaxed) !=
+	       atomic_load_explicit(&squeeze_seen, memory_order_relaxed);
+}
+
+/* Take `bytes` from the room, growing what this member holds when the
+ * room is short: add to `held`, then sum every member's; past the limit,
+ * take the addition back (without the spare chunk first, then refused:
+ * the others are asked to hand their spare back). */
+static bool group_grow(int dev, uint64_t bytes)
+{
+	struct cumemcap_group_dev *gd = &cumemcap_group_devs[dev];
+	if (!book_sound() && !atomic_load(&gd->on))
+		return true; /* the group's book was given up: own limits only */
+	if (bytes > INT64_MAX / 2 || !ready(dev))
+		return false;
+	int s = slot_enter();
+	if (s < 0)
+		return false;
+	struct cumemcap_book_header *h = cumemcap_book_header(&book);
+	struct cumemcap_book_gpu *gpu = cumemcap_book_gpu(&book, (unsigned)gd->gpu);
+	_Atomic uint64_t *held = &figs(s, dev)->held;
+	bool ok = false;
+	for (int attempt = 0; !ok && attempt < 16; attempt++) {
+		int64_t r = atomic_load(&gd->room);
+		if (r >= (int64_t)bytes) {
+			ok = atomic_compare_exchange_weak(&gd->room, &r, r - (int64_t)bytes);
+			continue;
+		}
+		uint64_t need = bytes - (uint64_t)(r > 0 ? r : 0) + (uint64_t)(r < 0 ? -r : 0);
+		uint64_t limit = atomic_load(&gpu->limit);
+		uint64_t extra = atomic_load(&h->tight) ? 0 : gd->chunk;
+		for (;;) {
+			uint64_t want = need + extra;
+			atomic_fetch_add(held, want); /* seq_cst: see group.h */
+			uint64_t used = limit == CUMEMCAP_BOOK_NONE ? 0 : cumemcap_book_used(&book, (unsigned)gd->gpu);
+			if (limit == CUMEMCAP_BOOK_NONE || used <= limit) {
+				if (limit != CUMEMCAP_BOOK_NONE) {
+					uint32_t tight = used > limit / 4 * 3;
+					if (atomic_load(&h->tight) != tight && (tight || used < limit / 2))
+						atomic_store(&h->tight, tight);
+				}
+				atomic_fetch_add(&gd->room, (int64_t)want);
+				break;
+			}
+			atomic_fetch_sub(held, want);
+			if (extra == 0) {
+				if (!atomic_load(&h->tight))
+					atomic_store(&h->tight, 1);
+				atomic_fetch_add(squeeze_word, 1);
+				goto out;
+			}
+			extra = 0;
+		}
+	}
+out:
+	slot_exit();
+	return ok;
+}
+
+bool cumemcap_group_take_member(int dev, uint64_t bytes)
+{
+	struct cumemcap_group_dev *g = &cumemcap_group_devs[dev];
+	if (!atomic_load_explicit(&g->on, memory_order_relaxed))
+		return true;
+	int64_t r = atomic_load_explicit(&g->room, memory_order_relaxed);
+	while (bytes <= INT64_MAX && r >= (int64_t)bytes)
+		if (atomic_compare_exchange_weak_explicit(&g->room, &r, r - (int64_t)bytes, memory_order_relaxed,
+							  memory_order_relaxed))
+			return true;
+	return group_grow(dev, bytes);
+}
+
+/* Hand back the room past what may be kept: a chunk, none when the group
+ * is tight or asked for spare back. */
+static void give_back(int dev)
+{
+	struct cumemcap_group_dev *gd = &cumemcap_group_devs[dev];
+	if (!ready(dev))
+		return;
+	uint32_t sq = atomic_load(squeeze_word);
+	bool asked = sq != atomic_load(&squeeze_seen);
+	if (asked)
+		atomic_store(&squeeze_seen, sq); /* a racy hint: a lost update only gives back twice */
+	int s = slot_enter();
+	if (s < 0)
+		return;
+	int64_t keep = asked || atomic_load(&cumemcap_book_header(&book)->tight) ? 0 : (int64_t)gd->chunk;
+	int64_t r = atomic_load(&gd->room);
+	while (r > keep) {
+		if (atomic_compare_exchange_weak(&gd->room, &r, keep)) {
+			atomic_fetch_sub(&figs(s, dev)->held, (uint64_t)(r - keep));
+			cumemcap_book_wake(&book);
+			break;
+		}
+	}
+	slot_exit();
+}
+
+void cumemcap_group_give_member(int dev, uint64_t bytes)
+{
+	struct cumemcap_group_dev *g = &cumemcap_group_devs[dev];
+	if (atomic_load_explicit(&g->on, memory_order_relaxed)) {
+		int64_t r = atomic_fetch_add_explicit(&g->room, (int64_t)bytes, memory_order_relaxed) + (int64_t)bytes;
+		if (r > (int64_t)(2 * g->chunk) || squeezed())
+			give_back(dev);
+	}
+	if (atomic_load_explicit(&cumemcap_group_local_waiters, memory_order_relaxed))
+		cumemcap_group_wake_local();
+}
+
+void cumemcap_group_force(int dev, uint64_t bytes)
+{
+	struct cumemcap_group_dev *gd = &cumemcap_group_devs[dev];
+	if (!atomic_load_explicit(&gd->on, memory_order_relaxed) || bytes > INT64_MAX / 2)
+		return;
+	int64_t r = atomic_fetch_sub(&gd->room, (int64_t)bytes) - (int64_t)bytes;
+	if (r >= 0 || !ready(dev))
+		return;
+	int s = slot_enter();
+	if (s < 0)
+		return;
+	/* Held follows what is counted, whatever the limit. */
+	atomic_fetch_add(&figs(s, dev)->held, (uint64_t)-r);
+	atomic_fetch_add(&gd->room, -r);
+	slot_exit();
+}
+
+/* ---- waiting ------------------------------------------------------------------------------- */
+
+/* The word waiting threads sleep on: the book's, read inside a use of the
+ * slot (a move wakes the old word's sleepers, who then find the new one). */
+static _Atomic uint32_t *wake_word(bool *shared)
+{
+	*shared = false;
+	if (!in_group || !atomic_load(&booked) || slot_enter() < 0)
+		return &local_wake;
+	_Atomic uint32_t *w = &cumemcap_book_header(&book)->wake;
+	slot_exit();
+	*shared = true;
+	return w;
+}
+
+uint32_t cumemcap_group_wake_seq(void)
+{
+	bool shared;
+	return atomic_load(wake_word(&shared));
+}
+
+void cumemcap_group_wake_local(void)
+{
+	bool shared;
+	_Atomic uint32_t *w = wake_word(&shared);
+	atomic_fetch_add(w, 1);
+	syscall(SYS_futex, (uint32_t *)w, shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+void cumemcap_group_waiting(int dev, int delta)
+{
+	atomic_fetch_add(&cumemcap_group_hot, (uint32_t)(2 * delta));
+	/* Inside a use of the slot, so that a move (which carries the local
+	 * count into the new book) sees each change whole. */
+	int s = atomic_load(&booked) ? slot_enter() : -1;
+	atomic_fetch_add(&cumemcap_group_local_waiters, (uint32_t)delta);
+	if (s >= 0) {
+		if (in_group)
+			atomic_fetch_add(&cumemcap_book_header(&book)->waiters, (uint32_t)delta);
+		if (dev_ok(dev) && cumemcap_group_devs[dev].gpu >= 0)
+			atomic_fetch_add(&figs(s, dev)->waiting, (uint32_t)delta);
+		slot_exit();
+	}
+}
+
+void cumemcap_group_sleep(uint32_t seq, uint32_t ms)
+{
+	bool shared;
+	_Atomic uint32_t *w = wake_word(&shared);
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+	syscall(SYS_futex, (uint32_t *)w, shared ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE, seq, &ts, NULL, 0);
+}
+
+void cumemcap_group_reap(void)
+{
+	if (!in_group || !atomic_load(&booked) || !book_sound())
+		return;
+	cumemcap_xmutex_lock(&join_lock);
+	if (atomic_load(&booked))
+		cumemcap_book_reap(&book, self);
+	cumemcap_xmutex_unlock(&join_lock);
+}
+
 /* ---- the worker, top, the log ------------------------------------------------------------- */
 
 void cumemcap_group_tick(void)
@@ -635,11 +616,11 @@ void cumemcap_group_tick(void)
 		return;
 	if (atomic_load(&booked) && !book_sound())
 		return;
-	cumemcap_group_reap(true);
+	cumemcap_group_reap();
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
 		if (attached[dev] && atomic_load_explicit(&cumemcap_group_devs[dev].on, memory_order_relaxed) &&
 		    squeezed())
-			cumemcap_group_give_back(dev);
+			give_back(dev);
 }
 
 bool cumemcap_group_publishes(int dev)
@@ -649,8 +630,6 @@ bool cumemcap_group_publishes(int dev)
 
 void cumemcap_group_publish(int dev, const struct cumemcap_group_figures *f)
 {
-	if (!cumemcap_group_publishes(dev))
-		return;
 	int s = slot_enter();
 	if (s < 0)
 		return;
@@ -668,36 +647,24 @@ void cumemcap_group_publish(int dev, const struct cumemcap_group_figures *f)
 	slot_exit();
 }
 
-/* join_lock held: changes_seen is the worker's and, once it stopped
- * looking, the destructor's (which does not wait for the worker). */
-static bool next_change_locked(struct cumemcap_book_change *out, unsigned char uuid[16])
+bool cumemcap_group_next_change(struct cumemcap_book_change *out, unsigned char uuid[16])
 {
-	if (!in_group || !atomic_load(&booked))
-		return false;
-	uint64_t last = atomic_load(&cumemcap_book_header(&book)->change_seq);
-	while (changes_seen < last) {
+	bool got = false;
+	/* changes_seen is the worker's and, once it stopped looking, the
+	 * destructor's (which does not wait for the worker). */
+	cumemcap_xmutex_lock(&join_lock);
+	uint64_t last = in_group && atomic_load(&booked) ? atomic_load(&cumemcap_book_header(&book)->change_seq) : 0;
+	while (!got && changes_seen < last) {
 		uint64_t seq = ++changes_seen;
 		struct cumemcap_book_change *c = cumemcap_book_change(&book, seq);
 		if (atomic_load(&c->seq) != seq)
 			continue; /* overwritten (more than the ring's changes since), or being written */
-		out->seq = seq;
-		out->time_ns = c->time_ns;
-		out->uid = c->uid;
-		out->gpu = c->gpu;
-		out->old_limit = c->old_limit;
-		out->new_limit = c->new_limit;
-		if (atomic_load(&c->seq) != seq || out->gpu < 0 || out->gpu >= CUMEMCAP_BOOK_GPUS)
-			continue;
-		memcpy(uuid, cumemcap_book_gpu(&book, (unsigned)out->gpu)->uuid, 16);
-		return true;
+		memcpy(out, c, sizeof(*out));
+		atomic_store(&out->seq, seq);
+		got = atomic_load(&c->seq) == seq && out->gpu >= 0 && out->gpu < CUMEMCAP_BOOK_GPUS;
 	}
-	return false;
-}
-
-bool cumemcap_group_next_change(struct cumemcap_book_change *out, unsigned char uuid[16])
-{
-	cumemcap_xmutex_lock(&join_lock);
-	bool got = next_change_locked(out, uuid);
+	if (got)
+		memcpy(uuid, cumemcap_book_gpu(&book, (unsigned)out->gpu)->uuid, 16);
 	cumemcap_xmutex_unlock(&join_lock);
 	return got;
 }
@@ -711,47 +678,38 @@ static int group_gpu(int dev)
 	return cumemcap_group_devs[dev].gpu;
 }
 
-/* The book is read inside a use of the slot (slot_enter), like the
- * member's own figures: a move to a new book (move_locked) replaces `book`
- * and the GPU indices only while no thread is inside. */
-uint64_t cumemcap_group_limit(int dev)
+/* dev's limit in the book (which 0), what all members hold of it (1) or
+ * what this one holds (2); UINT64_MAX when not in a group. Read inside a
+ * use of the slot: a move to a new book replaces `book` and the GPU
+ * indices only while no thread is inside. */
+static uint64_t book_figure(int dev, int which)
 {
-	if (group_gpu(dev) < 0 || slot_enter() < 0)
+	int s = group_gpu(dev) < 0 ? -1 : slot_enter();
+	if (s < 0)
 		return UINT64_MAX;
 	int g = group_gpu(dev);
-	uint64_t limit = g < 0 ? UINT64_MAX : atomic_load(&cumemcap_book_gpu(&book, (unsigned)g)->limit);
+	uint64_t v = g < 0 ? UINT64_MAX
+		     : which == 0 ? atomic_load(&cumemcap_book_gpu(&book, (unsigned)g)->limit)
+		     : which == 1 ? cumemcap_book_used(&book, (unsigned)g)
+				  : atomic_load(&figs(s, dev)->held);
 	slot_exit();
-	return limit;
+	return v;
+}
+
+uint64_t cumemcap_group_limit(int dev)
+{
+	return book_figure(dev, 0);
 }
 
 uint64_t cumemcap_group_used(int dev)
 {
-	if (group_gpu(dev) < 0 || slot_enter() < 0)
-		return UINT64_MAX;
-	int g = group_gpu(dev);
-	uint64_t used = g < 0 ? UINT64_MAX : cumemcap_book_used(&book, (unsigned)g);
-	slot_exit();
-	return used;
+	return book_figure(dev, 1);
 }
 
 uint64_t cumemcap_group_held(int dev)
 {
-	if (group_gpu(dev) < 0)
-		return UINT64_MAX;
-	int s = slot_enter();
-	if (s < 0)
-		return UINT64_MAX;
-	uint64_t held = atomic_load(&figs(s, dev)->held);
-	slot_exit();
-	return held;
+	return book_figure(dev, 2);
 }
-
-/* How long the leaving thread waits for the slot's users: they never block
- * inside, so only a preempted one (or one this thread interrupted, exiting
- * from a signal handler) takes longer. Then the slot is not released: the
- * kernel drops its lock when the process ends, and the next member to reap
- * hands its share back. */
-#define LEAVE_WAIT_MS 200
 
 void cumemcap_group_leave(void)
 {
@@ -760,9 +718,7 @@ void cumemcap_group_leave(void)
 	if (atomic_load(&booked) && self >= 0) {
 		for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
 			atomic_store(&cumemcap_group_devs[d].room, 0);
-		uint64_t until = mono_ms() + LEAVE_WAIT_MS;
-		while (atomic_load(&slot_users) && mono_ms() < until)
-			sched_yield();
+		drain_slot_users();
 		for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++) /* what a grow in flight added */
 			atomic_store(&cumemcap_group_devs[d].room, 0);
 		if (!atomic_load(&slot_users))

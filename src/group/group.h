@@ -130,9 +130,8 @@ uint32_t cumemcap_group_wake_seq(void);
 void cumemcap_group_waiting(int dev, int delta);
 /* Sleep until the word moves from `seq` or `ms` pass. */
 void cumemcap_group_sleep(uint32_t seq, uint32_t ms);
-/* Return the share of members that died; at most every 10 ms unless
- * `now`. */
-void cumemcap_group_reap(bool now);
+/* Return the share of members that died. */
+void cumemcap_group_reap(void);
 
 /* ---- the worker, `top`, the log ----------------------------------------------------------- */
 
