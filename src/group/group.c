@@ -3,14 +3,11 @@
  * book's handle (an xmutex: a child gets a fresh one). */
 #include "group/group.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <sched.h>
 #include <linux/futex.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -44,7 +41,7 @@ static _Atomic uint32_t local_wake; /* the word waiters sleep on without a group
 static _Atomic bool attached[CUMEMCAP_MAX_DEVICES]; /* the GPU has its entry in the book */
 static uint64_t changes_seen; /* the book's change_seq when joined, then as logged; join_lock */
 /* What each attached GPU was attached with, to attach it again in a new
- * book (move_locked); join_lock. */
+ * book (move_locked): this process's own facts, not a shared file's. */
 static struct {
 	unsigned char uuid[16];
 	char pci[16];
@@ -200,11 +197,7 @@ static void rejoin_locked(void)
 static uint64_t chunk_of(uint64_t limit)
 {
 	uint64_t c = limit == CUMEMCAP_BOOK_NONE ? (64ull << 20) : limit / 256;
-	if (c < (2ull << 20))
-		c = 2ull << 20;
-	if (c > (64ull << 20))
-		c = 64ull << 20;
-	return c;
+	return c < (2ull << 20) ? 2ull << 20 : c > (64ull << 20) ? 64ull << 20 : c;
 }
 
 void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pci, uint64_t total,
@@ -275,8 +268,6 @@ static bool ready(int dev)
 
 /* ---- a book removed, replaced or truncated ------------------------------------------------- */
 
-/* What a member does with a book removed, replaced or truncated: group.h. */
-
 /* Wait until no thread uses the slot; false after 200 ms. They never
  * block inside, so only a preempted one (or one this thread interrupted,
  * exiting from a signal handler) takes longer; a slot left then is not
@@ -286,12 +277,9 @@ static bool ready(int dev)
 static bool drain_slot_users(void)
 {
 	uint64_t until = mono_ms() + 200;
-	while (atomic_load(&slot_users))
-		if (mono_ms() >= until)
-			return false;
-		else
-			sched_yield();
-	return true;
+	while (atomic_load(&slot_users) && mono_ms() < until)
+		sched_yield();
+	return !atomic_load(&slot_users);
 }
 
 /* Stop using the book: this process counts only against its own limits.
@@ -329,12 +317,6 @@ static void move_locked(void)
 	 * mapped book or the other, never none. */
 	struct cumemcap_book old = book, fresh;
 	int old_self = self;
-	/* The group's limits as they are now (set by any member or by
-	 * `cumemcap group set`), not as this member was started with. */
-	uint64_t limits[CUMEMCAP_MAX_DEVICES];
-	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
-		limits[d] = attached[d] ? atomic_load(&cumemcap_book_gpu(&old, (unsigned)cumemcap_group_devs[d].gpu)->limit)
-					: CUMEMCAP_BOOK_NONE;
 	char why[256];
 	if (!cumemcap_book_open_gid(&fresh, old.path, in_group ? CUMEMCAP_BOOK_GROUP : CUMEMCAP_BOOK_REGISTRY,
 				    in_group ? group_name : registry_uid, access_mode, access_gid, true, why,
@@ -344,15 +326,18 @@ static void move_locked(void)
 		give_up_locked(what);
 		return;
 	}
-	int slot = cumemcap_book_claim(&fresh, program);
-	int gpus[CUMEMCAP_MAX_DEVICES];
+	int slot = cumemcap_book_claim(&fresh, program), gpus[CUMEMCAP_MAX_DEVICES];
 	bool ok = slot >= 0;
-	for (int d = 0; ok && d < CUMEMCAP_MAX_DEVICES; d++)
-		gpus[d] = !attached[d] ? -1
-				       : cumemcap_book_gpu_find(&fresh, attached_as[d].uuid, attached_as[d].pci,
-								attached_as[d].total, limits[d]);
-	for (int d = 0; ok && d < CUMEMCAP_MAX_DEVICES; d++)
-		ok = !attached[d] || gpus[d] >= 0;
+	for (int d = 0; ok && d < CUMEMCAP_MAX_DEVICES; d++) {
+		if (!attached[d])
+			continue;
+		/* The group's limit as it is now (set by any member or by
+		 * `cumemcap group set`), not as this member was started with. */
+		uint64_t limit = atomic_load(&cumemcap_book_gpu(&old, (unsigned)cumemcap_group_devs[d].gpu)->limit);
+		gpus[d] = cumemcap_book_gpu_find(&fresh, attached_as[d].uuid, attached_as[d].pci, attached_as[d].total,
+						 limit);
+		ok = gpus[d] >= 0;
+	}
 	if (!ok) {
 		if (slot >= 0)
 			cumemcap_book_release(&fresh, slot);
@@ -360,15 +345,15 @@ static void move_locked(void)
 		give_up_locked("was removed and the book now there has no room for this process");
 		return;
 	}
-	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
-		if (attached[d])
-			cumemcap_book_carry(&old, (unsigned)old_self, (unsigned)cumemcap_group_devs[d].gpu, &fresh,
-					    (unsigned)slot, (unsigned)gpus[d]);
+	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++) {
+		if (!attached[d])
+			continue;
+		cumemcap_book_carry(&old, (unsigned)old_self, (unsigned)cumemcap_group_devs[d].gpu, &fresh,
+				    (unsigned)slot, (unsigned)gpus[d]);
+		cumemcap_group_devs[d].gpu = gpus[d];
+	}
 	book = fresh;
 	self = slot;
-	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
-		if (attached[d])
-			cumemcap_group_devs[d].gpu = gpus[d];
 	if (in_group) {
 		struct cumemcap_book_header *h = cumemcap_book_header(&book);
 		/* This process's sleepers wake and sleep again on the new
