@@ -507,19 +507,13 @@ void cumemcap_book_close(struct cumemcap_book *b)
 
 /* ---- slots ------------------------------------------------------------------------------- */
 
-/* Wake every waiter; `always`: even when none is counted. */
-static void wake(struct cumemcap_book *b, bool always)
+void cumemcap_book_wake(struct cumemcap_book *b)
 {
 	struct cumemcap_book_header *h = cumemcap_book_header(b);
-	if (!always && atomic_load(&h->waiters) == 0)
+	if (atomic_load(&h->waiters) == 0)
 		return;
 	atomic_fetch_add(&h->wake, 1);
 	syscall(SYS_futex, (uint32_t *)&h->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
-
-void cumemcap_book_wake(struct cumemcap_book *b)
-{
-	wake(b, false);
 }
 
 /* Free slot s, returning what it held (and waking the waiters when that
@@ -535,7 +529,7 @@ static void empty_slot(struct cumemcap_book *b, struct cumemcap_book_slot *s)
 	}
 	atomic_store(&s->state, 0);
 	if (held)
-		wake(b, false);
+		cumemcap_book_wake(b);
 }
 
 /* This process's start time: field 22 of /proc/self/stat (the fields
@@ -706,8 +700,10 @@ unsigned cumemcap_book_set_limit(struct cumemcap_book *b, int g, uint64_t limit,
 		atomic_store(&c->seq, seq);
 		changed++;
 	}
-	if (changed)
-		wake(b, true); /* waiters recheck against the new limit */
+	if (changed) { /* waiters recheck against the new limit, counted or not */
+		atomic_fetch_add(&h->wake, 1);
+		syscall(SYS_futex, (uint32_t *)&h->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	}
 	return changed;
 }
 

@@ -132,6 +132,7 @@ struct cumemcap_book_header {
 #define CUMEMCAP_BOOK_SLOT_OFF \
 	((CUMEMCAP_BOOK_CHANGE_OFF + CUMEMCAP_BOOK_CHANGES * sizeof(struct cumemcap_book_change) + 4095) / 4096 * 4096)
 #define CUMEMCAP_BOOK_SIZE (CUMEMCAP_BOOK_SLOT_OFF + CUMEMCAP_BOOK_SLOTS * sizeof(struct cumemcap_book_slot))
+
 /* An open book (or registry). */
 struct cumemcap_book {
 	int fd;
@@ -187,20 +188,16 @@ enum cumemcap_book_access {
 
 /* Open the book at `path` for reading and writing, creating it (whole,
  * with `kind` and `name`) when there is none and `create` is set. The file
- * must be a regular file (no symbolic link is followed) with the access's
- * mode and owner and the right size, and pass cumemcap_book_check. False
- * with one line in `why` naming the reason (the caller names the file). A
- * file system out of space fails a creation with b->error ENOSPC and
- * leaves no temporary file behind. */
+ * must be a regular file (no symbolic link is followed) of the right size
+ * that passes cumemcap_book_check, with the access's mode and owner; for
+ * CUMEMCAP_BOOK_GID, its owner a member of the file's group, which is any
+ * of the caller's (no book is made then) or, with open_gid, `gid` (a new
+ * book is made with it). False with one line in `why` naming the reason
+ * (the caller names the file); a full file system fails a creation with
+ * b->error ENOSPC, leaving no temporary file behind. */
 bool cumemcap_book_open(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
 			const char *name, enum cumemcap_book_access access, bool create, char *why,
 			size_t whylen);
-
-/* cumemcap_book_open with CUMEMCAP_BOOK_GID and the Unix group `gid`: the
- * file's group must be gid, and a new book is made with it.
- * cumemcap_book_open with CUMEMCAP_BOOK_GID opens an existing one of any
- * group of the caller's and makes none. For both: mode 0660 exactly, and
- * the owner a member of the file's group. */
 bool cumemcap_book_open_gid(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
 			    const char *name, enum cumemcap_book_access access, gid_t gid, bool create, char *why,
 			    size_t whylen);
