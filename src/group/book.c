@@ -1,4 +1,4 @@
-/* book: see book.h; and the table of the books this process has mapped,
+/* book: see book.h; and the table of the books (and registries) mapped,
  * for a SIGBUS in one of them (mapped.h). Thread safety: as book.h says;
  * the table is atomics only, and cumemcap_mapped_fault takes no lock and
  * makes one system call. */
@@ -249,14 +249,6 @@ static bool in_groups(gid_t gid)
 	return false;
 }
 
-/* Whether user `uid` may be a member of Unix group `gid`. When the user
- * database knows the user or the group not (a container running under a
- * uid or an fsGroup its image does not list) nobody can tell: true. */
-static bool user_in_group(uid_t uid, gid_t gid)
-{
-	return (uid == geteuid() && in_groups(gid)) || cumemcap_userdb_member(uid, gid) != 0;
-}
-
 /* The checks on the file itself: it must be shareable as `access` says:
  * for a user's book, owned by the caller and private; for a book shared by
  * group, mode 0660, its group `gid` (or, gid -1, one of the caller's), and
@@ -286,7 +278,11 @@ static bool check_file(int fd, enum cumemcap_book_kind kind, enum cumemcap_book_
 			return WHY("its group %u is none of this process's groups", (unsigned)st.st_gid);
 		if ((st.st_mode & 07777) != 0660)
 			return WHY("mode %04o; a group's shared book must be 0660", (unsigned)(st.st_mode & 07777));
-		if (!user_in_group(st.st_uid, st.st_gid))
+		/* When the user database knows the user or the group not (a
+		 * container running under a uid or an fsGroup its image does not
+		 * list) nobody can tell: taken as a member. */
+		if (!(st.st_uid == geteuid() && in_groups(st.st_gid)) &&
+		    cumemcap_userdb_member(st.st_uid, st.st_gid) == 0)
 			return WHY("owned by uid %u, who is not a member of its group %u", (unsigned)st.st_uid,
 				   (unsigned)st.st_gid);
 	}
@@ -432,25 +428,18 @@ static int create_book(struct cumemcap_book *b, const char *path, enum cumemcap_
 			err = 0;
 		}
 	}
-	if (fd < 0) {
-		b->error = errno;
-		snprintf(why, whylen, "cannot create it in its directory: %s", strerror(errno));
-		close(dirfd);
-		return -1;
-	}
+	int fail = fd < 0 ? errno : err;
 	close(dirfd);
-	if (err == EEXIST) {
+	if (fd >= 0 && err)
 		close(fd);
-		return 0;
-	}
-	if (err) {
-		close(fd);
-		b->error = err;
-		snprintf(why, whylen, "cannot create it: %s", strerror(err));
+	if (fd < 0 || (err && err != EEXIST)) {
+		b->error = fail;
+		snprintf(why, whylen, fd < 0 ? "cannot create it in its directory: %s" : "cannot create it: %s",
+			 strerror(fail));
 		return -1;
 	}
 	*fdp = fd;
-	return 1;
+	return err ? 0 : 1;
 }
 
 bool cumemcap_book_open_gid(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
@@ -546,12 +535,6 @@ static uint64_t self_start(void)
 	return v;
 }
 
-static uint64_t self_pidns(void)
-{
-	struct stat st;
-	return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
-}
-
 int cumemcap_book_claim(struct cumemcap_book *b, const char *program)
 {
 	struct cumemcap_book_header *h = cumemcap_book_header(b);
@@ -561,8 +544,9 @@ int cumemcap_book_claim(struct cumemcap_book *b, const char *program)
 		struct cumemcap_book_slot *s = cumemcap_book_slot(b, i);
 		if (atomic_load(&s->state) == 1)
 			empty_slot(b, s); /* its owner died */
+		struct stat ns;
 		s->pid = (uint32_t)getpid();
-		s->pidns = self_pidns();
+		s->pidns = stat("/proc/self/ns/pid", &ns) == 0 ? (uint64_t)ns.st_ino : 0;
 		s->start = self_start();
 		s->uid = (uint32_t)geteuid();
 		s->joined_ns = realtime_ns();

@@ -13,18 +13,18 @@
  *
  * No lock a dead process can leave held. A member writes only its own
  * slot's atomics; the group's use of a GPU is the sum of its members'
- * `held` (never a separate counter that a death between two updates could
- * leave wrong). Ownership of a slot is an OFD lock on the slot's byte of
- * the file: the kernel drops it when its owner dies, so a slot whose lock
- * can be taken while it says "live" belongs to a dead process, and whoever
- * takes the lock may return its share (reap). The lock follows the open
- * file, not the pid, so a reused pid can neither keep nor free another
- * process's slot, across PID namespaces too.
+ * `held`, never a separate counter that a death between two updates could
+ * leave wrong. A slot is owned through an OFD lock on its byte of the
+ * file, which the kernel drops when its owner dies: a slot whose lock can
+ * be taken while it says "live" is a dead process's, whose share the
+ * taker returns (reap). The lock follows the open file, not the pid, so a
+ * reused pid can neither keep nor free another's slot, across PID
+ * namespaces too.
  *
- * A new book is built whole in a temporary file nobody else can name, its
- * bytes reserved before any is used (a full file system is an error at
- * creation, never a SIGBUS later), and then linked to its name, so no
- * process ever maps a half-built one.
+ * A new book is built whole, its bytes reserved, in a temporary file
+ * nobody else can name, then linked to its name: no process maps a
+ * half-built one, and a full file system fails the creation, never a
+ * later touch with a SIGBUS.
  *
  * Thread safety: a struct cumemcap_book is its owner's; the mapped atomics
  * may be used by any thread of any process. Claiming, releasing and reaping

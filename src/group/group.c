@@ -194,12 +194,6 @@ static void rejoin_locked(void)
 
 /* ---- GPUs ---------------------------------------------------------------------------------- */
 
-static uint64_t chunk_of(uint64_t limit)
-{
-	uint64_t c = limit == CUMEMCAP_BOOK_NONE ? (64ull << 20) : limit / 256;
-	return c < (2ull << 20) ? 2ull << 20 : c > (64ull << 20) ? 64ull << 20 : c;
-}
-
 void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pci, uint64_t total,
 			   uint64_t own_limit)
 {
@@ -249,7 +243,10 @@ void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pc
 		struct cumemcap_book_figs *f = figs(self, dev); /* join_lock: leave waits for it */
 		atomic_store(&f->ordinal, dev);
 		atomic_store(&f->limit, own_limit == UINT64_MAX ? CUMEMCAP_BOOK_NONE : own_limit);
-		gd->chunk = chunk_of(atomic_load(&cumemcap_book_gpu(&book, (unsigned)g)->limit));
+		/* A 256th of the limit, 2 to 64 MiB. */
+		uint64_t limit_now = atomic_load(&cumemcap_book_gpu(&book, (unsigned)g)->limit);
+		uint64_t c = limit_now == CUMEMCAP_BOOK_NONE ? (64ull << 20) : limit_now / 256;
+		gd->chunk = c < (2ull << 20) ? 2ull << 20 : c > (64ull << 20) ? 64ull << 20 : c;
 		if (in_group)
 			atomic_store(&gd->on, true);
 	}
