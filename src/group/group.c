@@ -30,8 +30,7 @@ static bool in_group;             /* it is a group's */
 static _Atomic int self = -1;     /* our slot */
 static _Atomic bool rejoin;       /* a fork child: take a slot of our own first */
 static char group_name[CUMEMCAP_BOOK_NAME_MAX + 1];
-/* The node registry, joined at the first GPU's attach (a process that
- * never uses CUDA writes nothing); set in the constructor. */
+/* The node registry, joined at the first GPU's attach (group.h). */
 static _Atomic bool want_registry;
 static char registry_path[CUMEMCAP_PATH_MAX + 64], registry_uid[16];
 static char program[CUMEMCAP_BOOK_PROGRAM_MAX];
@@ -149,8 +148,6 @@ bool cumemcap_group_start(const struct cumemcap_policy *p, char *err, size_t err
 			changes_seen = atomic_load(&cumemcap_book_header(&book)->change_seq);
 		}
 	} else if (!p->secure && cumemcap_policy_any_limit(p)) {
-		/* Best effort, and only once a GPU is used: the registry only
-		 * feeds `cumemcap top`. */
 		snprintf(registry_uid, sizeof(registry_uid), "%u", (unsigned)geteuid());
 		access_mode = CUMEMCAP_BOOK_USER;
 		access_gid = (gid_t)-1;
@@ -213,12 +210,10 @@ void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pc
 	if (!atomic_load(&booked) && atomic_load(&want_registry)) {
 		char why[256];
 		if (!join_locked(registry_path, CUMEMCAP_BOOK_REGISTRY, registry_uid, true, why, sizeof(why))) {
-			atomic_store(&want_registry, false); /* no registry here: not asked again */
-			/* No registry could be made (a full file system, a
-			 * directory this user cannot write): `top` only misses
-			 * this process, quietly. One that is there and cannot be
-			 * used (another user's file under this user's name, a
-			 * link, a corrupt file) is said, once. */
+			atomic_store(&want_registry, false); /* not asked again */
+			/* One that could not be made (a full file system, a
+			 * directory this user cannot write) is left out quietly;
+			 * one that is there but cannot be used is said, once. */
 			struct stat st;
 			if (lstat(registry_path, &st) == 0)
 				cumemcap_msg("CUMEMCAP_GROUP_DIR: the registry %s cannot be used (%s); this process "
@@ -405,9 +400,8 @@ static bool squeezed(void)
 }
 
 /* Take `bytes` from the room, growing what this member holds when the
- * room is short: add to `held`, then sum every member's; past the limit,
- * take the addition back (without the spare chunk first, then refused:
- * the others are asked to hand their spare back). */
+ * room is short (group.h): with a spare chunk first, then without, then
+ * refused, the others asked to hand their spare back. */
 static bool group_grow(int dev, uint64_t bytes)
 {
 	struct cumemcap_group_dev *gd = &cumemcap_group_devs[dev];
