@@ -155,7 +155,8 @@ bool cumemcap_book_check(const void *data, size_t len, enum cumemcap_book_kind k
 		int32_t gpu = c->gpu;
 		if (seq && (seq % CUMEMCAP_BOOK_CHANGES != i ||
 			    (seq > h.change_seq && seq > atomic_load(&live->change_seq))))
-			return WHY("corrupt: change entry %u has seq %llu", i, (unsigned long long)seq);
+			return WHY("corrupt: change entry %u has seq %llu", i,
+				   (unsigned long long)seq);
 		/* Readers index the GPU table with it. */
 		if (seq && (gpu < 0 || gpu >= CUMEMCAP_BOOK_GPUS))
 			return WHY("corrupt: change entry %u names GPU %d", i, (int)gpu);
@@ -230,9 +231,10 @@ static int write_header(int fd, enum cumemcap_book_kind kind, const char *name)
 	char id[64];
 	read_proc("/proc/sys/kernel/random/boot_id", id, sizeof(id));
 	unsigned char *b = h->boot_id;
-	sscanf(id, "%2hhx%2hhx%2hhx%2hhx-%2hhx%2hhx-%2hhx%2hhx-%2hhx%2hhx-%2hhx%2hhx%2hhx%2hhx%2hhx%2hhx",
-	       b, b + 1, b + 2, b + 3, b + 4, b + 5, b + 6, b + 7, b + 8, b + 9, b + 10, b + 11, b + 12,
-	       b + 13, b + 14, b + 15);
+	sscanf(id, "%2hhx%2hhx%2hhx%2hhx-%2hhx%2hhx-%2hhx%2hhx-"
+		   "%2hhx%2hhx-%2hhx%2hhx%2hhx%2hhx%2hhx%2hhx",
+	       b, b + 1, b + 2, b + 3, b + 4, b + 5, b + 6, b + 7, b + 8, b + 9, b + 10, b + 11,
+	       b + 12, b + 13, b + 14, b + 15);
 	cumemcap_copy(h->name, sizeof(h->name), name);
 	return write_all(fd, page, sizeof(page), 0);
 }
@@ -434,7 +436,8 @@ static int create_book(struct cumemcap_book *b, const char *path, enum cumemcap_
 		close(fd);
 	if (fd < 0 || (err && err != EEXIST)) {
 		b->error = fail;
-		snprintf(why, whylen, fd < 0 ? "cannot create it in its directory: %s" : "cannot create it: %s",
+		snprintf(why, whylen,
+			 fd < 0 ? "cannot create it in its directory: %s" : "cannot create it: %s",
 			 strerror(fail));
 		return -1;
 	}
@@ -530,7 +533,8 @@ static uint64_t self_start(void)
 	char *p = strrchr(buf, ')');
 	unsigned long long v = 0;
 	if (p)
-		sscanf(p + 1, "%*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu",
+		sscanf(p + 1, "%*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+			      "%*s %*s %*s %*s %*s %*s %*s %*s %*s %llu",
 		       &v);
 	return v;
 }

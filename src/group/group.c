@@ -103,15 +103,17 @@ static struct cumemcap_book_figs *figs(int s, int dev)
 
 /* Open the book at `path` (creating it when `create`) and take a slot;
  * join_lock held. */
-static bool join_locked(const char *path, enum cumemcap_book_kind kind, const char *name, bool create,
-			char *why, size_t len)
+static bool join_locked(const char *path, enum cumemcap_book_kind kind, const char *name,
+			bool create, char *why, size_t len)
 {
-	if (!cumemcap_book_open_gid(&book, path, kind, name, access_mode, access_gid, create, why, len))
+	if (!cumemcap_book_open_gid(&book, path, kind, name, access_mode, access_gid, create, why,
+				    len))
 		return false;
 	int slot = cumemcap_book_claim(&book, program);
 	if (slot < 0) {
 		/* A fork child (no create) says it shorter. */
-		snprintf(why, len, create ? "all %u member slots are taken by live processes" : "no free slot",
+		snprintf(why, len,
+			 create ? "all %u member slots are taken by live processes" : "no free slot",
 			 CUMEMCAP_BOOK_SLOTS);
 		cumemcap_book_close(&book);
 		return false;
@@ -209,7 +211,8 @@ void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pc
 	rejoin_locked();
 	if (!atomic_load(&booked) && atomic_load(&want_registry)) {
 		char why[256];
-		if (!join_locked(registry_path, CUMEMCAP_BOOK_REGISTRY, registry_uid, true, why, sizeof(why))) {
+		if (!join_locked(registry_path, CUMEMCAP_BOOK_REGISTRY, registry_uid, true, why,
+				 sizeof(why))) {
 			atomic_store(&want_registry, false); /* not asked again */
 			/* One that could not be made (a full file system, a
 			 * directory this user cannot write) is left out quietly;
@@ -325,9 +328,10 @@ static void move_locked(void)
 			continue;
 		/* The group's limit as it is now (set by any member or by
 		 * `cumemcap group set`), not as this member was started with. */
-		uint64_t limit = atomic_load(&cumemcap_book_gpu(&old, (unsigned)cumemcap_group_devs[d].gpu)->limit);
-		gpus[d] = cumemcap_book_gpu_find(&fresh, attached_as[d].uuid, attached_as[d].pci, attached_as[d].total,
-						 limit);
+		unsigned g = (unsigned)cumemcap_group_devs[d].gpu;
+		gpus[d] = cumemcap_book_gpu_find(&fresh, attached_as[d].uuid, attached_as[d].pci,
+						 attached_as[d].total,
+						 atomic_load(&cumemcap_book_gpu(&old, g)->limit));
 		ok = gpus[d] >= 0;
 	}
 	if (!ok) {
@@ -629,7 +633,9 @@ bool cumemcap_group_next_change(struct cumemcap_book_change *out, unsigned char 
 	/* changes_seen is the worker's and, once it stopped looking, the
 	 * destructor's (which does not wait for the worker). */
 	cumemcap_xmutex_lock(&join_lock);
-	uint64_t last = in_group && atomic_load(&booked) ? atomic_load(&cumemcap_book_header(&book)->change_seq) : 0;
+	uint64_t last = 0;
+	if (in_group && atomic_load(&booked))
+		last = atomic_load(&cumemcap_book_header(&book)->change_seq);
 	while (!got && changes_seen < last) {
 		uint64_t seq = ++changes_seen;
 		struct cumemcap_book_change *c = cumemcap_book_change(&book, seq);
