@@ -242,8 +242,8 @@ void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pc
 		atomic_store(&f->ordinal, dev);
 		atomic_store(&f->limit, own_limit == UINT64_MAX ? CUMEMCAP_BOOK_NONE : own_limit);
 		/* A 256th of the limit, 2 to 64 MiB. */
-		uint64_t limit_now = atomic_load(&cumemcap_book_gpu(&book, (unsigned)g)->limit);
-		uint64_t c = limit_now == CUMEMCAP_BOOK_NONE ? (64ull << 20) : limit_now / 256;
+		uint64_t budget = atomic_load(&cumemcap_book_gpu(&book, (unsigned)g)->limit);
+		uint64_t c = budget == CUMEMCAP_BOOK_NONE ? (64ull << 20) : budget / 256;
 		gd->chunk = c < (2ull << 20) ? 2ull << 20 : c > (64ull << 20) ? 64ull << 20 : c;
 		if (in_group)
 			atomic_store(&gd->on, true);
