@@ -42,7 +42,7 @@ void cumemcap_account_make_room(int dev)
 	cumemcap_account_pool_refresh(dev);
 	cumemcap_arena_release_device(dev);
 	cumemcap_account_footprint_refresh(dev); /* it may have shrunk, or grown */
-	cumemcap_group_reap(true);               /* a dead member's share comes back */
+	cumemcap_group_reap();                   /* a dead member's share comes back */
 }
 
 /* CUMEMCAP_ON_LIMIT=wait: try again whenever room may have appeared (a

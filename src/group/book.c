@@ -1,8 +1,12 @@
-/* book: see book.h. Thread safety: as book.h says; this file keeps no
- * state of its own. */
+/* book: see book.h; and the table of the books (and registries) mapped,
+ * for a SIGBUS in one of them (mapped.h). Thread safety: as book.h says;
+ * the table is atomics only, and cumemcap_mapped_fault takes no lock and
+ * makes one system call. */
 #include "group/book.h"
-#include "platform/msg.h"
 #include "group/mapped.h"
+#include "platform/msg.h"
+#include "platform/ofdlock.h"
+#include "platform/userdb.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -18,26 +22,70 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "platform/ofdlock.h"
-#include "platform/userdb.h"
-
 _Static_assert(sizeof(struct cumemcap_book_header) <= CUMEMCAP_BOOK_HEADER_BYTES, "header fits its page");
 _Static_assert(sizeof(struct cumemcap_book_gpu) % 8 == 0, "GPU entries stay aligned");
 _Static_assert(sizeof(struct cumemcap_book_slot) % 8 == 0, "slots stay aligned");
 _Static_assert(CUMEMCAP_BOOK_SLOT_OFF % 4096 == 0, "slots start on a page");
 
+/* The byte of the file whose OFD lock owns slot i (past the end of the
+ * data: locks need no data under them); the one after the last slot's
+ * serializes adding a GPU to the table. */
+#define LOCK_BYTE(i) ((off_t)CUMEMCAP_BOOK_SIZE + (off_t)(i))
+
+/* ---- the mapped books ---------------------------------------------------------------------- */
+
+/* A slot holds a book's address while it is mapped; more books than slots
+ * are mapped only by a tool that opens many at once, and those are not
+ * covered. Every mapping is CUMEMCAP_BOOK_SIZE long. */
+#define MAPPED_MAX 64
+static struct {
+	_Atomic(uintptr_t) base;
+	_Atomic bool cut;
+} mapped[MAPPED_MAX];
+
+/* Replace `from` (0: a free slot) by `to` in the first slot that holds it;
+ * that slot, or -1. */
+static int mapped_swap(const void *from, const void *to)
+{
+	for (int i = 0; i < MAPPED_MAX; i++) {
+		uintptr_t was = (uintptr_t)from;
+		if (atomic_compare_exchange_strong(&mapped[i].base, &was, (uintptr_t)to))
+			return i;
+	}
+	return -1;
+}
+
+static void unmap(void *map)
+{
+	int i = mapped_swap(map, NULL);
+	if (i >= 0)
+		atomic_store(&mapped[i].cut, false); /* a free slot is not cut */
+	munmap(map, CUMEMCAP_BOOK_SIZE);
+}
+
+bool cumemcap_mapped_fault(const void *addr)
+{
+	uintptr_t a = (uintptr_t)addr;
+	for (size_t i = 0; i < MAPPED_MAX; i++) {
+		uintptr_t base = atomic_load(&mapped[i].base);
+		if (!base || a < base || a - base >= CUMEMCAP_BOOK_SIZE)
+			continue;
+		atomic_store(&mapped[i].cut, true);
+		/* mmap is a plain system call: safe in a signal handler. */
+		return mmap((void *)base, CUMEMCAP_BOOK_SIZE, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED;
+	}
+	return false;
+}
+
+/* ---- names and the loader ------------------------------------------------------------------ */
+
 bool cumemcap_book_name_ok(const char *name)
 {
 	size_t n = strlen(name);
-	if (n == 0 || n > CUMEMCAP_BOOK_NAME_MAX || name[0] == '.' || name[0] == '-')
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = name[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-		      c == '_' || c == '-'))
-			return false;
-	}
-	return true;
+	const char *ok = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-";
+	return n > 0 && n <= CUMEMCAP_BOOK_NAME_MAX && name[0] != '.' && name[0] != '-' &&
+	       strspn(name, ok) == n;
 }
 
 bool cumemcap_book_path(char *out, size_t len, const char *dir, enum cumemcap_book_kind kind, const char *name)
@@ -45,13 +93,6 @@ bool cumemcap_book_path(char *out, size_t len, const char *dir, enum cumemcap_bo
 	int n = snprintf(out, len, "%s%s%s.%s", dir, dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/",
 			 kind == CUMEMCAP_BOOK_GROUP ? "cumemcap-group" : "cumemcap-node", name);
 	return n > 0 && (size_t)n < len;
-}
-
-/* ---- the loader --------------------------------------------------------------------------- */
-
-static bool terminated(const char *s, size_t n)
-{
-	return memchr(s, '\0', n) != NULL;
 }
 
 #define WHY(...) (snprintf(why, whylen, __VA_ARGS__), false)
@@ -81,7 +122,8 @@ bool cumemcap_book_check(const void *data, size_t len, enum cumemcap_book_kind k
 	if (h.kind != (uint32_t)kind)
 		return WHY("a %s book, not a %s", h.kind == CUMEMCAP_BOOK_GROUP ? "group" : h.kind == CUMEMCAP_BOOK_REGISTRY ? "registry" : "corrupt",
 			   kind == CUMEMCAP_BOOK_GROUP ? "group" : "registry");
-	if (!terminated(h.name, sizeof(h.name)) || (kind == CUMEMCAP_BOOK_GROUP && !cumemcap_book_name_ok(h.name)))
+	if (!memchr(h.name, '\0', sizeof(h.name)) ||
+	    (kind == CUMEMCAP_BOOK_GROUP && !cumemcap_book_name_ok(h.name)))
 		return WHY("corrupt: the name in its header is not a group name");
 	if (name && strcmp(h.name, name) != 0)
 		return WHY("it is the book of \"%s\", not \"%s\"", h.name, name);
@@ -96,7 +138,7 @@ bool cumemcap_book_check(const void *data, size_t len, enum cumemcap_book_kind k
 		memcpy(&g, base + CUMEMCAP_BOOK_GPU_OFF + i * sizeof(g), sizeof(g));
 		if (g.state > 2)
 			return WHY("corrupt: GPU entry %u has state %u", i, (unsigned)g.state);
-		if (g.state == 2 && !terminated(g.pci, sizeof(g.pci)))
+		if (g.state == 2 && !memchr(g.pci, '\0', sizeof(g.pci)))
 			return WHY("corrupt: GPU entry %u has no PCI id", i);
 	}
 	/* A live book changes while it is checked: a member claiming a slot
@@ -107,20 +149,17 @@ bool cumemcap_book_check(const void *data, size_t len, enum cumemcap_book_kind k
 	 * not refused as corrupt. */
 	const struct cumemcap_book_header *live = data;
 	for (unsigned i = 0; i < CUMEMCAP_BOOK_CHANGES; i++) {
-		struct cumemcap_book_change c;
-		const struct cumemcap_book_change *at =
+		const struct cumemcap_book_change *c =
 			(const struct cumemcap_book_change *)(base + CUMEMCAP_BOOK_CHANGE_OFF) + i;
-		uint64_t seq = atomic_load(&at->seq);
-		memcpy(&c, at, sizeof(c));
-		c.seq = seq;
-		if (c.seq && (c.seq % CUMEMCAP_BOOK_CHANGES != i ||
-			      (c.seq > h.change_seq && c.seq > atomic_load(&live->change_seq))))
-			return WHY("corrupt: change entry %u has seq %llu", i, (unsigned long long)c.seq);
-		/* Readers index the GPU table with it (cumemcap_group_next_change),
-		 * and cumemcap_book_set_limit writes one entry per GPU: -1 is no
-		 * index. */
-		if (c.seq && (c.gpu < 0 || c.gpu >= CUMEMCAP_BOOK_GPUS))
-			return WHY("corrupt: change entry %u names GPU %d", i, (int)c.gpu);
+		uint64_t seq = atomic_load(&c->seq);
+		int32_t gpu = c->gpu;
+		if (seq && (seq % CUMEMCAP_BOOK_CHANGES != i ||
+			    (seq > h.change_seq && seq > atomic_load(&live->change_seq))))
+			return WHY("corrupt: change entry %u has seq %llu", i,
+				   (unsigned long long)seq);
+		/* Readers index the GPU table with it. */
+		if (seq && (gpu < 0 || gpu >= CUMEMCAP_BOOK_GPUS))
+			return WHY("corrupt: change entry %u names GPU %d", i, (int)gpu);
 	}
 	for (unsigned i = 0; i < CUMEMCAP_BOOK_SLOTS; i++) {
 		const struct cumemcap_book_slot *s =
@@ -143,33 +182,39 @@ static uint64_t realtime_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void read_boot_id(unsigned char out[16])
+/* The start of a small file of /proc, as a string; "" when it cannot be
+ * read. */
+static void read_proc(const char *path, char *buf, size_t len)
 {
-	memset(out, 0, 16);
-	int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	char buf[64];
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return;
-	buf[n] = '\0';
-	unsigned k = 0;
-	for (ssize_t i = 0; i + 1 < n && k < 16; i++) {
-		unsigned v;
-		if (buf[i] == '-')
-			continue;
-		if (sscanf(buf + i, "%2x", &v) != 1)
-			break;
-		out[k++] = (unsigned char)v;
-		i++;
-	}
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
+	buf[n > 0 ? n : 0] = '\0';
+	if (fd >= 0)
+		close(fd);
 }
 
-static void init_header(void *map, enum cumemcap_book_kind kind, const char *name)
+/* Write n bytes of buf at `at`: 0 or an errno. */
+static int write_all(int fd, const void *buf, size_t n, off_t at)
 {
-	struct cumemcap_book_header *h = map;
+	while (n > 0) {
+		ssize_t w = pwrite(fd, buf, n, at);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? errno : ENOSPC;
+		buf = (const char *)buf + w;
+		n -= (size_t)w;
+		at += w;
+	}
+	return 0;
+}
+
+/* Write the header with pwrite (no mapping: nothing can fault). */
+static int write_header(int fd, enum cumemcap_book_kind kind, const char *name)
+{
+	_Alignas(64) unsigned char page[CUMEMCAP_BOOK_HEADER_BYTES];
+	memset(page, 0, sizeof(page));
+	struct cumemcap_book_header *h = (struct cumemcap_book_header *)page;
 	h->magic = CUMEMCAP_BOOK_MAGIC;
 	h->version = CUMEMCAP_BOOK_VERSION;
 	h->kind = kind;
@@ -183,8 +228,15 @@ static void init_header(void *map, enum cumemcap_book_kind kind, const char *nam
 	h->slots = CUMEMCAP_BOOK_SLOTS;
 	h->creator_uid = (uint32_t)geteuid();
 	h->created_ns = realtime_ns();
-	read_boot_id(h->boot_id);
+	char id[64];
+	read_proc("/proc/sys/kernel/random/boot_id", id, sizeof(id));
+	unsigned char *b = h->boot_id;
+	sscanf(id, "%2hhx%2hhx%2hhx%2hhx-%2hhx%2hhx-%2hhx%2hhx-"
+		   "%2hhx%2hhx-%2hhx%2hhx%2hhx%2hhx%2hhx%2hhx",
+	       b, b + 1, b + 2, b + 3, b + 4, b + 5, b + 6, b + 7, b + 8, b + 9, b + 10, b + 11,
+	       b + 12, b + 13, b + 14, b + 15);
 	cumemcap_copy(h->name, sizeof(h->name), name);
+	return write_all(fd, page, sizeof(page), 0);
 }
 
 static bool in_groups(gid_t gid)
@@ -199,37 +251,28 @@ static bool in_groups(gid_t gid)
 	return false;
 }
 
-/* Whether user `uid` may be a member of Unix group `gid`. When the user
- * database knows the user or the group not (a container running under a
- * uid or an fsGroup its image does not list) nobody can tell: true. */
-static bool user_in_group(uid_t uid, gid_t gid)
-{
-	return (uid == geteuid() && in_groups(gid)) || cumemcap_userdb_member(uid, gid) != 0;
-}
-
-/* The checks on the file itself; `mine`: it must be shareable as
- * `access` says (a member's open): for a user's book, owned by the caller
- * and private; for a book shared by group, mode 0660, its group `gid`
- * (or, gid -1, one of the caller's), and its owner a member of that group
- * as far as the user database can tell, so that no user outside the group
- * can have made it (a file made in a set-group-ID directory gets the
- * directory's group whoever makes it). Otherwise any readable one. */
-static bool check_file(int fd, enum cumemcap_book_kind kind, enum cumemcap_book_access access, gid_t gid, bool mine,
-		       char *why, size_t whylen)
+/* The checks on the file itself: it must be shareable as `access` says:
+ * for a user's book, owned by the caller and private; for a book shared by
+ * group, mode 0660, its group `gid` (or, gid -1, one of the caller's), and
+ * its owner a member of that group as far as the user database can tell,
+ * so that no user outside the group can have made it (a file made in a
+ * set-group-ID directory gets the directory's group whoever makes it). */
+static bool check_file(int fd, enum cumemcap_book_kind kind, enum cumemcap_book_access access,
+		       gid_t gid, char *why, size_t whylen)
 {
 	struct stat st;
 	if (fstat(fd, &st) != 0)
 		return WHY("cannot stat it: %s", strerror(errno));
 	if (!S_ISREG(st.st_mode))
 		return WHY("not a regular file");
-	if (mine && access == CUMEMCAP_BOOK_USER) {
+	if (access == CUMEMCAP_BOOK_USER) {
 		if (st.st_uid != geteuid())
 			return WHY("owned by uid %u, not by this process's uid %u%s", (unsigned)st.st_uid,
 				   (unsigned)geteuid(),
 				   kind == CUMEMCAP_BOOK_GROUP ? " (CUMEMCAP_GROUP_ACCESS=gid:GROUP shares a book by group)" : "");
 		if (st.st_mode & 077)
 			return WHY("mode %04o; a user's book must be 0600", (unsigned)(st.st_mode & 07777));
-	} else if (mine) {
+	} else {
 		if (gid != (gid_t)-1 && st.st_gid != gid)
 			return WHY("its group is %u, not %u as CUMEMCAP_GROUP_ACCESS names", (unsigned)st.st_gid,
 				   (unsigned)gid);
@@ -237,7 +280,11 @@ static bool check_file(int fd, enum cumemcap_book_kind kind, enum cumemcap_book_
 			return WHY("its group %u is none of this process's groups", (unsigned)st.st_gid);
 		if ((st.st_mode & 07777) != 0660)
 			return WHY("mode %04o; a group's shared book must be 0660", (unsigned)(st.st_mode & 07777));
-		if (!user_in_group(st.st_uid, st.st_gid))
+		/* When the user database knows the user or the group not (a
+		 * container running under a uid or an fsGroup its image does not
+		 * list) nobody can tell: taken as a member. */
+		if (!(st.st_uid == geteuid() && in_groups(st.st_gid)) &&
+		    cumemcap_userdb_member(st.st_uid, st.st_gid) == 0)
 			return WHY("owned by uid %u, who is not a member of its group %u", (unsigned)st.st_uid,
 				   (unsigned)st.st_gid);
 	}
@@ -247,16 +294,15 @@ static bool check_file(int fd, enum cumemcap_book_kind kind, enum cumemcap_book_
 	return true;
 }
 
-static bool map_checked(struct cumemcap_book *b, int fd, bool writable, enum cumemcap_book_kind kind,
+static bool map_checked(struct cumemcap_book *b, int fd, enum cumemcap_book_kind kind,
 			const char *name, char *why, size_t whylen)
 {
-	void *map = mmap(NULL, CUMEMCAP_BOOK_SIZE, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd, 0);
+	void *map = mmap(NULL, CUMEMCAP_BOOK_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED)
 		return WHY("cannot map it: %s", strerror(errno));
-	cumemcap_mapped_add(map, CUMEMCAP_BOOK_SIZE);
+	mapped_swap(NULL, map);
 	if (!cumemcap_book_check(map, CUMEMCAP_BOOK_SIZE, kind, name, why, whylen)) {
-		cumemcap_mapped_remove(map);
-		munmap(map, CUMEMCAP_BOOK_SIZE);
+		unmap(map);
 		return false;
 	}
 	b->fd = fd;
@@ -277,38 +323,16 @@ static int reserve(int fd, off_t size)
 	if (errno != EOPNOTSUPP && errno != ENOSYS)
 		return errno;
 	static const char zero[4096];
-	for (off_t at = 0; at < size;) {
-		size_t n = size - at < (off_t)sizeof(zero) ? (size_t)(size - at) : sizeof(zero);
-		ssize_t w = pwrite(fd, zero, n, at);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return w < 0 ? errno : ENOSPC;
-		at += w;
+	int err = 0;
+	for (off_t at = 0; at < size && !err; at += (off_t)sizeof(zero)) {
+		off_t n = size - at < (off_t)sizeof(zero) ? size - at : (off_t)sizeof(zero);
+		err = write_all(fd, zero, (size_t)n, at);
 	}
-	return 0;
+	return err;
 }
 
-/* Write the header with pwrite (no mapping: nothing can fault). */
-static int write_header(int fd, enum cumemcap_book_kind kind, const char *name)
-{
-	_Alignas(64) unsigned char page[CUMEMCAP_BOOK_HEADER_BYTES];
-	memset(page, 0, sizeof(page));
-	init_header(page, kind, name);
-	for (size_t at = 0; at < sizeof(page);) {
-		ssize_t w = pwrite(fd, page + at, sizeof(page) - at, (off_t)at);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return w < 0 ? errno : EIO;
-		at += (size_t)w;
-	}
-	return 0;
-}
-
-/* Temporary files that cumemcap names (only where O_TMPFILE is not
- * supported, and by older builds): a dot name no group or registry
- * book can have. */
+/* Temporary files cumemcap names (where it cannot use O_TMPFILE): a dot
+ * name no book or registry can have. */
 #define TEMP_PREFIX ".cumemcap-new."
 /* A temporary this old was left by a process that died making a book. */
 #define TEMP_STALE_S 600
@@ -342,46 +366,14 @@ static void sweep_temporaries(int dirfd)
 	closedir(d);
 }
 
-/* An empty file for a new book that nobody else can open or name: an
- * O_TMPFILE file has no name until it is linked; where the file system
- * has none, a name of 128 random bits made with O_EXCL (in `tmp`, to be
- * unlinked by the caller). The descriptor, or -1 with errno. */
-static int make_temporary(int dirfd, mode_t mode, bool unnamed, char *tmp, size_t tmplen)
-{
-	tmp[0] = '\0';
-	int fd = unnamed ? openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, mode) : -1;
-	if (unnamed && (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)))
-		return fd;
-	for (int attempt = 0; attempt < 8; attempt++) {
-		uint64_t r[2];
-		if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
-			return -1;
-		snprintf(tmp, tmplen, TEMP_PREFIX "%016llx%016llx", (unsigned long long)r[0],
-			 (unsigned long long)r[1]);
-		fd = openat(dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-		if (fd >= 0 || errno != EEXIST)
-			break;
-	}
-	if (fd < 0)
-		tmp[0] = '\0';
-	return fd;
-}
-
-/* Give the temporary file fd its name: linkat fails with EEXIST when
- * the name is taken. An O_TMPFILE file is linked through /proc/self/fd
- * (AT_EMPTY_PATH would need CAP_DAC_READ_SEARCH). */
-static int link_temporary(int fd, int dirfd, const char *tmp, const char *base)
-{
-	if (tmp[0])
-		return linkat(dirfd, tmp, dirfd, base, 0) == 0 ? 0 : errno;
-	char self[64];
-	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
-	return linkat(AT_FDCWD, self, dirfd, base, AT_SYMLINK_FOLLOW) == 0 ? 0 : errno;
-}
-
-/* Build a new book in a temporary file and link it to path. 1: made
- * (fd is the new book's), 0: someone else made it first, -1: error
- * (b->error its errno). */
+/* Build a new book in a file nobody else can open or name, and link it to
+ * path (linkat fails with EEXIST when the name is taken). The file is an
+ * O_TMPFILE one, linked through /proc/self/fd (AT_EMPTY_PATH would need
+ * CAP_DAC_READ_SEARCH); where the file system has no O_TMPFILE, or that
+ * link needs a /proc that is not there (a chroot), one named by 128 random
+ * bits, made with O_EXCL and unlinked once linked. 1: made (*fdp is the
+ * new book's), 0: someone else made it first, -1: error (b->error its
+ * errno). */
 static int create_book(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
 		       const char *name, enum cumemcap_book_access access, int *fdp, char *why, size_t whylen)
 {
@@ -397,15 +389,27 @@ static int create_book(struct cumemcap_book *b, const char *path, enum cumemcap_
 	}
 	sweep_temporaries(dirfd);
 	mode_t mode = access == CUMEMCAP_BOOK_GID ? 0660 : 0600;
-	char tmp[64];
+	char tmp[64] = "", self[64];
 	int err = 0, fd = -1;
-	/* Unnamed first; named where linking an unnamed one needs a /proc
-	 * that is not there (a chroot). */
-	for (int named = 0; named < 2; named++) {
-		fd = make_temporary(dirfd, mode, !named, tmp, sizeof(tmp));
+	for (int named = 0; named < 2 && fd < 0; named++) {
+		if (!named) {
+			fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, mode);
+			if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL))
+				continue;
+		}
+		for (int attempt = 0; named && fd < 0 && attempt < 8; attempt++) {
+			uint64_t r[2];
+			if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+				break;
+			snprintf(tmp, sizeof(tmp), TEMP_PREFIX "%016llx%016llx",
+				 (unsigned long long)r[0], (unsigned long long)r[1]);
+			fd = openat(dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+				    mode);
+			if (fd < 0 && errno != EEXIST)
+				break;
+		}
 		if (fd < 0)
 			break;
-		err = 0;
 		if (access == CUMEMCAP_BOOK_GID && fchown(fd, (uid_t)-1, b->gid) != 0)
 			err = errno;
 		if (!err && fchmod(fd, mode) != 0)
@@ -414,34 +418,31 @@ static int create_book(struct cumemcap_book *b, const char *path, enum cumemcap_
 			err = reserve(fd, (off_t)CUMEMCAP_BOOK_SIZE);
 		if (!err)
 			err = write_header(fd, kind, name);
-		if (!err)
-			err = link_temporary(fd, dirfd, tmp, base);
+		snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+		if (!err && (tmp[0] ? linkat(dirfd, tmp, dirfd, base, 0)
+				    : linkat(AT_FDCWD, self, dirfd, base, AT_SYMLINK_FOLLOW)) != 0)
+			err = errno;
 		if (tmp[0])
 			unlinkat(dirfd, tmp, 0);
-		if (err != ENOENT || tmp[0] || faccessat(AT_FDCWD, "/proc/self/fd", F_OK, 0) == 0)
-			break;
-		close(fd);
-		fd = -1;
+		if (err == ENOENT && !tmp[0] && faccessat(AT_FDCWD, "/proc/self/fd", F_OK, 0) != 0) {
+			close(fd);
+			fd = -1;
+			err = 0;
+		}
 	}
-	if (fd < 0) {
-		b->error = errno;
-		snprintf(why, whylen, "cannot create it in its directory: %s", strerror(errno));
-		close(dirfd);
-		return -1;
-	}
+	int fail = fd < 0 ? errno : err;
 	close(dirfd);
-	if (err == EEXIST) {
+	if (fd >= 0 && err)
 		close(fd);
-		return 0;
-	}
-	if (err) {
-		close(fd);
-		b->error = err;
-		snprintf(why, whylen, "cannot create it: %s", strerror(err));
+	if (fd < 0 || (err && err != EEXIST)) {
+		b->error = fail;
+		snprintf(why, whylen,
+			 fd < 0 ? "cannot create it in its directory: %s" : "cannot create it: %s",
+			 strerror(fail));
 		return -1;
 	}
 	*fdp = fd;
-	return 1;
+	return err ? 0 : 1;
 }
 
 bool cumemcap_book_open_gid(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
@@ -469,7 +470,8 @@ bool cumemcap_book_open_gid(struct cumemcap_book *b, const char *path, enum cume
 				return WHY("a symbolic link; a book must be a regular file");
 			return WHY("cannot open it: %s", strerror(errno));
 		}
-		if (!check_file(fd, kind, access, gid, true, why, whylen) || !map_checked(b, fd, true, kind, name, why, whylen)) {
+		if (!check_file(fd, kind, access, gid, why, whylen) ||
+		    !map_checked(b, fd, kind, name, why, whylen)) {
 			close(fd);
 			return false;
 		}
@@ -485,33 +487,10 @@ bool cumemcap_book_open(struct cumemcap_book *b, const char *path, enum cumemcap
 	return cumemcap_book_open_gid(b, path, kind, name, access, (gid_t)-1, create, why, whylen);
 }
 
-bool cumemcap_book_open_existing(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
-				 bool writable, char *why, size_t whylen)
-{
-	b->fd = -1;
-	b->map = NULL;
-	b->error = 0;
-	b->gid = (gid_t)-1;
-	cumemcap_copy(b->path, sizeof(b->path), path);
-	int fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0) {
-		b->error = errno;
-		return WHY("cannot open it: %s", strerror(errno));
-	}
-	if (!check_file(fd, kind, CUMEMCAP_BOOK_USER, (gid_t)-1, false, why, whylen) ||
-	    !map_checked(b, fd, writable, kind, NULL, why, whylen)) {
-		close(fd);
-		return false;
-	}
-	return true;
-}
-
 void cumemcap_book_close(struct cumemcap_book *b)
 {
-	if (b->map) {
-		cumemcap_mapped_remove(b->map);
-		munmap(b->map, CUMEMCAP_BOOK_SIZE);
-	}
+	if (b->map)
+		unmap(b->map);
 	if (b->fd >= 0)
 		close(b->fd);
 	b->map = NULL;
@@ -520,28 +499,18 @@ void cumemcap_book_close(struct cumemcap_book *b)
 
 /* ---- slots ------------------------------------------------------------------------------- */
 
-static int lock_byte(int fd, off_t at, short type, bool wait)
-{
-	return cumemcap_ofd_lock(fd, at, 1, type, wait);
-}
-
-static void futex_wake_all(_Atomic uint32_t *word)
-{
-	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
-
 void cumemcap_book_wake(struct cumemcap_book *b)
 {
 	struct cumemcap_book_header *h = cumemcap_book_header(b);
 	if (atomic_load(&h->waiters) == 0)
 		return;
 	atomic_fetch_add(&h->wake, 1);
-	futex_wake_all(&h->wake);
+	syscall(SYS_futex, (uint32_t *)&h->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-/* Zero a dead member's slot; true when it held any budget. The caller
- * holds the slot's lock. */
-static bool empty_slot(struct cumemcap_book_slot *s)
+/* Free slot s, returning what it held (and waking the waiters when that
+ * was anything). The caller holds the slot's lock. */
+static void empty_slot(struct cumemcap_book *b, struct cumemcap_book_slot *s)
 {
 	bool held = false;
 	for (unsigned g = 0; g < CUMEMCAP_BOOK_GPUS; g++) {
@@ -551,51 +520,37 @@ static bool empty_slot(struct cumemcap_book_slot *s)
 		atomic_store(&s->gpu[g].ordinal, -1);
 	}
 	atomic_store(&s->state, 0);
-	return held;
+	if (held)
+		cumemcap_book_wake(b);
 }
 
+/* This process's start time: field 22 of /proc/self/stat (the fields
+ * after the name, which may hold spaces, start with the third). */
 static uint64_t self_start(void)
 {
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
 	char buf[1024];
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
+	read_proc("/proc/self/stat", buf, sizeof(buf));
 	char *p = strrchr(buf, ')');
-	if (!p)
-		return 0;
-	/* Fields after the name: state is field 3, starttime field 22. */
 	unsigned long long v = 0;
-	int field = 2;
-	for (p++; *p && field < 22; p++)
-		if (*p == ' ')
-			field++;
-	if (field == 22)
-		sscanf(p, "%llu", &v);
+	if (p)
+		sscanf(p + 1, "%*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+			      "%*s %*s %*s %*s %*s %*s %*s %*s %*s %llu",
+		       &v);
 	return v;
-}
-
-static uint64_t self_pidns(void)
-{
-	struct stat st;
-	return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
 int cumemcap_book_claim(struct cumemcap_book *b, const char *program)
 {
 	struct cumemcap_book_header *h = cumemcap_book_header(b);
 	for (unsigned i = 0; i < CUMEMCAP_BOOK_SLOTS; i++) {
-		if (lock_byte(b->fd, CUMEMCAP_BOOK_LOCK_BYTE(i), F_WRLCK, false) != 0)
+		if (cumemcap_ofd_lock(b->fd, LOCK_BYTE(i), 1, F_WRLCK, false) != 0)
 			continue; /* a live member's, or being claimed */
 		struct cumemcap_book_slot *s = cumemcap_book_slot(b, i);
-		if (atomic_load(&s->state) == 1 && empty_slot(s))
-			cumemcap_book_wake(b); /* its owner died */
+		if (atomic_load(&s->state) == 1)
+			empty_slot(b, s); /* its owner died */
+		struct stat ns;
 		s->pid = (uint32_t)getpid();
-		s->pidns = self_pidns();
+		s->pidns = stat("/proc/self/ns/pid", &ns) == 0 ? (uint64_t)ns.st_ino : 0;
 		s->start = self_start();
 		s->uid = (uint32_t)geteuid();
 		s->joined_ns = realtime_ns();
@@ -626,16 +581,15 @@ void cumemcap_book_release(struct cumemcap_book *b, int i)
 {
 	if (i < 0 || i >= CUMEMCAP_BOOK_SLOTS)
 		return;
-	if (empty_slot(cumemcap_book_slot(b, (unsigned)i)))
-		cumemcap_book_wake(b);
-	lock_byte(b->fd, CUMEMCAP_BOOK_LOCK_BYTE(i), F_UNLCK, false);
+	empty_slot(b, cumemcap_book_slot(b, (unsigned)i));
+	cumemcap_ofd_lock(b->fd, LOCK_BYTE(i), 1, F_UNLCK, false);
 }
 
 bool cumemcap_book_alive(const struct cumemcap_book *b, unsigned i)
 {
 	if (i >= CUMEMCAP_BOOK_SLOTS || atomic_load(&cumemcap_book_slot(b, i)->state) != 1)
 		return false;
-	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = CUMEMCAP_BOOK_LOCK_BYTE(i), .l_len = 1 };
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = LOCK_BYTE(i), .l_len = 1 };
 	if (fcntl(b->fd, F_OFD_GETLK, &fl) != 0)
 		return true; /* cannot tell: count it as alive */
 	return fl.l_type != F_UNLCK;
@@ -646,21 +600,18 @@ unsigned cumemcap_book_reap(struct cumemcap_book *b, int self)
 	struct cumemcap_book_header *h = cumemcap_book_header(b);
 	uint32_t used = atomic_load(&h->slots_used);
 	unsigned reaped = 0;
-	bool returned = false;
 	for (unsigned i = 0; i < used && i < CUMEMCAP_BOOK_SLOTS; i++) {
 		if ((int)i == self || atomic_load(&cumemcap_book_slot(b, i)->state) != 1)
 			continue;
-		if (lock_byte(b->fd, CUMEMCAP_BOOK_LOCK_BYTE(i), F_WRLCK, false) != 0)
+		if (cumemcap_ofd_lock(b->fd, LOCK_BYTE(i), 1, F_WRLCK, false) != 0)
 			continue; /* alive */
 		struct cumemcap_book_slot *s = cumemcap_book_slot(b, i);
 		if (atomic_load(&s->state) == 1) {
-			returned |= empty_slot(s);
+			empty_slot(b, s);
 			reaped++;
 		}
-		lock_byte(b->fd, CUMEMCAP_BOOK_LOCK_BYTE(i), F_UNLCK, false);
+		cumemcap_ofd_lock(b->fd, LOCK_BYTE(i), 1, F_UNLCK, false);
 	}
-	if (returned)
-		cumemcap_book_wake(b);
 	return reaped;
 }
 
@@ -684,8 +635,8 @@ int cumemcap_book_gpu_find(struct cumemcap_book *b, const unsigned char uuid[16]
 		return found;
 	/* Adding is serialized by the table's lock byte (the kernel drops it
 	 * if its holder dies), so one UUID gets one entry. */
-	off_t table = CUMEMCAP_BOOK_LOCK_BYTE(CUMEMCAP_BOOK_SLOTS);
-	if (lock_byte(b->fd, table, F_WRLCK, true) != 0)
+	off_t table = LOCK_BYTE(CUMEMCAP_BOOK_SLOTS);
+	if (cumemcap_ofd_lock(b->fd, table, 1, F_WRLCK, true) != 0)
 		return -1;
 	found = cumemcap_book_gpu_lookup(b, uuid);
 	for (unsigned i = 0; found < 0 && i < CUMEMCAP_BOOK_GPUS; i++) {
@@ -702,7 +653,7 @@ int cumemcap_book_gpu_find(struct cumemcap_book *b, const unsigned char uuid[16]
 		atomic_store(&g->state, 2);
 		found = (int)i;
 	}
-	lock_byte(b->fd, table, F_UNLCK, false);
+	cumemcap_ofd_lock(b->fd, table, 1, F_UNLCK, false);
 	return found;
 }
 
@@ -737,10 +688,9 @@ unsigned cumemcap_book_set_limit(struct cumemcap_book *b, int g, uint64_t limit,
 		atomic_store(&c->seq, seq);
 		changed++;
 	}
-	if (changed) {
-		/* Waiters recheck against the new limit. */
+	if (changed) { /* waiters recheck against the new limit, counted or not */
 		atomic_fetch_add(&h->wake, 1);
-		futex_wake_all(&h->wake);
+		syscall(SYS_futex, (uint32_t *)&h->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 	}
 	return changed;
 }
@@ -753,7 +703,8 @@ enum cumemcap_book_fate cumemcap_book_fate(const struct cumemcap_book *b, uint64
 	if (b->fd < 0 || fstat(b->fd, &st) != 0)
 		return CUMEMCAP_BOOK_SOUND; /* cannot tell: as it was */
 	*size = (uint64_t)st.st_size;
-	if (*size != CUMEMCAP_BOOK_SIZE || cumemcap_mapped_cut(b->map))
+	int m = mapped_swap(b->map, b->map);
+	if (*size != CUMEMCAP_BOOK_SIZE || (m >= 0 && atomic_load(&mapped[m].cut)))
 		return CUMEMCAP_BOOK_CUT; /* cut, even if since restored: the mapping is private now */
 	return st.st_nlink == 0 ? CUMEMCAP_BOOK_REMOVED : CUMEMCAP_BOOK_SOUND;
 }

@@ -1,6 +1,5 @@
-/* book: the shared books of a group, and the node registry, in a file.
- *
- * A book is one file in a directory (CUMEMCAP_GROUP_DIR, default
+/* book: a group's shared file, and the node registry, which has the same
+ * layout. Each is one file in a directory (CUMEMCAP_GROUP_DIR, default
  * /dev/shm), mapped MAP_SHARED by every process that uses it:
  *
  *   cumemcap-group.NAME   a group: one budget per physical GPU, shared by
@@ -10,33 +9,27 @@
  *
  * Layout (all little-endian, fixed by CUMEMCAP_BOOK_VERSION): a header, a
  * table of GPUs (by UUID: members may see different ordinals), a ring of
- * the last limit changes, and the member slots. A member's slot holds what
- * it holds of the budget on each GPU (`held`, kept exact at every change)
- * and the figures it publishes for `top` (once a second).
+ * the last limit changes, and the member slots.
  *
- * No lock a dead process can leave held. Updates are lock-free: a member
- * writes its own slot's atomics only; the group's use of a GPU is the sum
- * of its members' `held` (never a separate counter that a death between
- * two updates could leave wrong). Ownership of a slot is a Linux OFD lock
- * (F_OFD_SETLK) on the slot's byte of the file: the kernel drops it when
- * its owner dies, by any signal, so a slot whose lock can be taken while
- * it says "live" belongs to a dead process, and whoever takes the lock may
- * return its share (reap). The lock follows the open file, not the pid, so
- * a reused pid can neither keep nor free another process's slot, and it
- * works across PID namespaces (containers sharing an emptyDir).
+ * No lock a dead process can leave held. A member writes only its own
+ * slot's atomics; the group's use of a GPU is the sum of its members'
+ * `held`, never a separate counter that a death between two updates could
+ * leave wrong. A slot is owned through an OFD lock on its byte of the
+ * file, which the kernel drops when its owner dies: a slot whose lock can
+ * be taken while it says "live" is a dead process's, whose share the
+ * taker returns (reap). The lock follows the open file, not the pid, so a
+ * reused pid can neither keep nor free another's slot, across PID
+ * namespaces too.
  *
- * A new book is built whole in a temporary file and then linked to its
- * name, so no process ever maps a half-built one. The temporary has no
- * name (O_TMPFILE) or a random one, so nobody can occupy it beforehand,
- * and its bytes are reserved (fallocate) before any is used, so a full
- * file system is an error at creation, never a SIGBUS later. Opening checks the
- * owner and mode (see cumemcap_book_open), the size, and the header
- * (cumemcap_book_check, the loader the fuzzer drives).
+ * A new book is built whole, its bytes reserved, in a temporary file
+ * nobody else can name, then linked to its name: no process maps a
+ * half-built one, and a full file system fails the creation, never a
+ * later touch with a SIGBUS.
  *
  * Thread safety: a struct cumemcap_book is its owner's; the mapped atomics
- * may be used by any thread of any process. Reaping, claiming and
- * releasing slots use fcntl locks on the book's descriptor: callers in one
- * process serialize them (the group module holds one mutex for them). */
+ * may be used by any thread of any process. Claiming, releasing and reaping
+ * slots take fcntl locks on the book's descriptor: callers in one process
+ * serialize them (group.c holds one mutex for them). */
 #pragma once
 
 #include <stdatomic.h>
@@ -83,9 +76,9 @@ struct cumemcap_book_change {
 	uint64_t old_limit, new_limit;
 };
 
-/* What a member publishes for one GPU of the book. `held` is exact at
- * every moment (the group's books are its sum); the rest are copied from
- * the member's own figures once a second, for `cumemcap top`. */
+/* A member's figures for one GPU of the book. `held` is exact at every
+ * moment (the group's use is its sum); the rest are copied from the
+ * member's own figures once a second, for `cumemcap top`. */
 struct cumemcap_book_figs {
 	_Atomic uint64_t held;      /* of the group's budget: >= what it counts here */
 	_Atomic uint64_t limit;     /* the member's own limit (CUMEMCAP_BOOK_NONE: none) */
@@ -139,11 +132,8 @@ struct cumemcap_book_header {
 #define CUMEMCAP_BOOK_SLOT_OFF \
 	((CUMEMCAP_BOOK_CHANGE_OFF + CUMEMCAP_BOOK_CHANGES * sizeof(struct cumemcap_book_change) + 4095) / 4096 * 4096)
 #define CUMEMCAP_BOOK_SIZE (CUMEMCAP_BOOK_SLOT_OFF + CUMEMCAP_BOOK_SLOTS * sizeof(struct cumemcap_book_slot))
-/* The byte of the file whose OFD lock owns slot i (past the end of the
- * data: locks need no data under them). */
-#define CUMEMCAP_BOOK_LOCK_BYTE(i) ((off_t)CUMEMCAP_BOOK_SIZE + (off_t)(i))
 
-/* An open book. */
+/* An open book (or registry). */
 struct cumemcap_book {
 	int fd;
 	void *map;
@@ -185,9 +175,8 @@ bool cumemcap_book_name_ok(const char *name);
 /* Check a book's bytes as read from a file of `len` bytes: magic, version,
  * the layout's sizes, the kind, the name (when `name` is not NULL), and
  * every field a reader indexes or trusts (GPU and slot states, slots_used,
- * change seqs). False with the reason in `why` ("not a cumemcap book",
- * "version 2, this cumemcap reads version 1", ...). Reads only the bytes
- * given; pure (the fuzz target). */
+ * change seqs). False with the reason in `why`. Reads only the bytes given;
+ * pure (the fuzz target). */
 bool cumemcap_book_check(const void *data, size_t len, enum cumemcap_book_kind kind, const char *name,
 			 char *why, size_t whylen);
 
@@ -197,31 +186,21 @@ enum cumemcap_book_access {
 	CUMEMCAP_BOOK_GID,      /* 0660, its group the named one, its owner a member */
 };
 
-/* Open the book at `path`, creating it (whole, with `kind` and `name`)
- * when there is none and `create` is set. The file must be a regular file
- * (no symbolic link is followed) with the access's mode and owner and the
- * right size, and pass cumemcap_book_check. False with one line in `why`
- * naming the reason (the caller names the file). */
+/* Open the book at `path` for reading and writing, creating it (whole,
+ * with `kind` and `name`) when there is none and `create` is set. The file
+ * must be a regular file (no symbolic link is followed) of the right size
+ * that passes cumemcap_book_check, with the access's mode and owner; for
+ * CUMEMCAP_BOOK_GID, its owner a member of the file's group, which is any
+ * of the caller's (no book is made then) or, with open_gid, `gid` (a new
+ * book is made with it). False with one line in `why` naming the reason
+ * (the caller names the file); a full file system fails a creation with
+ * b->error ENOSPC, leaving no temporary file behind. */
 bool cumemcap_book_open(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
 			const char *name, enum cumemcap_book_access access, bool create, char *why,
 			size_t whylen);
-
-/* cumemcap_book_open for a book shared by group (CUMEMCAP_BOOK_GID) with
- * the Unix group `gid`: the file's group must be gid, and a new book is
- * made with it. cumemcap_book_open with CUMEMCAP_BOOK_GID opens an existing
- * one of any group of the caller's (gid -1) and makes none. For both: mode
- * 0660 exactly, and the owner a member of the file's group. A file system
- * out of space fails the creation with b->error ENOSPC; no temporary file
- * is left behind. */
 bool cumemcap_book_open_gid(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
 			    const char *name, enum cumemcap_book_access access, gid_t gid, bool create, char *why,
 			    size_t whylen);
-
-/* Open an existing book only to read it (`cumemcap top`, `group show`):
- * any owner the caller may read; the same checks. writable: also for
- * writing (`group set`, reaping). */
-bool cumemcap_book_open_existing(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
-				 bool writable, char *why, size_t whylen);
 
 void cumemcap_book_close(struct cumemcap_book *b);
 
@@ -230,7 +209,7 @@ void cumemcap_book_close(struct cumemcap_book *b);
  * held by b's open file until released or the process dies. */
 int cumemcap_book_claim(struct cumemcap_book *b, const char *program);
 
-/* Give up slot i (its held figures must be 0 or are returned). */
+/* Give up slot i, returning what it holds. */
 void cumemcap_book_release(struct cumemcap_book *b, int i);
 
 /* Whether slot i's owner is alive: its lock is held by someone other
@@ -252,7 +231,7 @@ int cumemcap_book_gpu_find(struct cumemcap_book *b, const unsigned char uuid[16]
 int cumemcap_book_gpu_lookup(const struct cumemcap_book *b, const unsigned char uuid[16]);
 
 /* What the members hold of GPU g's budget: the sum of `held` over the
- * slots (sequentially consistent loads, see group.c). */
+ * slots (sequentially consistent loads, see group.h). */
 uint64_t cumemcap_book_used(const struct cumemcap_book *b, unsigned g);
 
 /* Set GPU g's limit (g < 0: every GPU in the table) and append a change
@@ -260,21 +239,19 @@ uint64_t cumemcap_book_used(const struct cumemcap_book *b, unsigned g);
  * changed. */
 unsigned cumemcap_book_set_limit(struct cumemcap_book *b, int g, uint64_t limit, uid_t uid);
 
-/* Wake every thread waiting on the book (FUTEX_WAKE on the shared word),
- * only when there are any. */
+/* Wake every thread waiting on the book, when there are any. */
 void cumemcap_book_wake(struct cumemcap_book *b);
 
 /* What became of an open book's file, seen through its descriptor (one
- * fstat): SOUND, REMOVED (no link left: deleted, or another file renamed
- * over it), or CUT (another size: a touch past its end is a SIGBUS; the
- * size in *size). SOUND when fstat fails. */
+ * fstat): REMOVED (no link left: deleted, or another file renamed over
+ * it), or CUT (another size, or a SIGBUS seen in its mapping; the size in
+ * *size). SOUND when fstat fails. */
 enum cumemcap_book_fate {
 	CUMEMCAP_BOOK_SOUND = 0,
 	CUMEMCAP_BOOK_REMOVED,
 	CUMEMCAP_BOOK_CUT,
 };
 enum cumemcap_book_fate cumemcap_book_fate(const struct cumemcap_book *b, uint64_t *size);
-
 
 /* Copy a member's figures for one GPU from its slot in one book to its
  * slot in another (a member going on in a new book): what it holds, its

@@ -3,14 +3,11 @@
  * book's handle (an xmutex: a child gets a fresh one). */
 #include "group/group.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <sched.h>
 #include <linux/futex.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -27,25 +24,23 @@ static _Atomic uint32_t *_Atomic squeeze_word = &no_squeeze; /* the book's squee
 static _Atomic uint32_t squeeze_seen; /* the last squeeze this process answered (a hint) */
 
 static struct cumemcap_xmutex join_lock = CUMEMCAP_XMUTEX_INIT(join_lock);
-static struct cumemcap_book book; /* set by cumemcap_book_open */
-static _Atomic bool booked;       /* book is open (a group's or the registry's) */
+static struct cumemcap_book book; /* the group's book, or the registry */
+static _Atomic bool booked;       /* book is open */
 static bool in_group;             /* it is a group's */
 static _Atomic int self = -1;     /* our slot */
 static _Atomic bool rejoin;       /* a fork child: take a slot of our own first */
 static char group_name[CUMEMCAP_BOOK_NAME_MAX + 1];
-/* The node registry, joined at the first GPU's attach (a process that
- * never uses CUDA writes nothing); set in the constructor. */
+/* The node registry, joined at the first GPU's attach (group.h). */
 static _Atomic bool want_registry;
 static char registry_path[CUMEMCAP_PATH_MAX + 64], registry_uid[16];
 static char program[CUMEMCAP_BOOK_PROGRAM_MAX];
 static enum cumemcap_book_access access_mode;
 static gid_t access_gid = (gid_t)-1; /* gid:GROUP: GROUP's gid */
 static _Atomic uint32_t local_wake; /* the word waiters sleep on without a group */
-static _Atomic uint64_t last_reap_ms;
 static _Atomic bool attached[CUMEMCAP_MAX_DEVICES]; /* the GPU has its entry in the book */
 static uint64_t changes_seen; /* the book's change_seq when joined, then as logged; join_lock */
 /* What each attached GPU was attached with, to attach it again in a new
- * book (move_locked); join_lock. */
+ * book (move_locked): this process's own facts, not a shared file's. */
 static struct {
 	unsigned char uuid[16];
 	char pci[16];
@@ -64,20 +59,18 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* Using our slot. The destructor gives the slot back (cumemcap_group_leave)
- * while the program's other threads and the worker may still be inside the
- * shim: a thread that saw the slot before the release must not write it
- * after (a share added to a free slot stays counted for ever: the next
- * claimer does not clear it; and `self` is -1 by then). So every use of
- * the slot outside join_lock is bracketed by slot_enter() and slot_exit(),
- * and the leaving thread waits until none is inside before it releases.
- * Dekker's pattern, all seq_cst: a user counts itself in, then looks at
- * `leaving`; the leaver sets `leaving`, then looks at the count; one of
- * them sees the other. The users never block inside. */
+/* Using our slot. The destructor gives the slot back while other threads
+ * may still be inside the shim, and a share added to a free slot stays
+ * counted for ever. So every use of the slot (or of `book`) outside
+ * join_lock is bracketed by slot_enter() and slot_exit(), which never
+ * block inside, and whoever releases or replaces the slot first waits
+ * until none is inside. Dekker's pattern, all seq_cst: a user counts
+ * itself in, then looks at `leaving`; the leaver sets `leaving`, then
+ * looks at the count; one of them sees the other. */
 static _Atomic uint32_t slot_users;
 static _Atomic bool leaving;
-/* The book is being replaced (move_locked): users wait outside, as they
- * would wait for leaving, but come back in when it is over. */
+/* The book is being replaced (move_locked): users wait outside and come
+ * back in when it is over. */
 static _Atomic bool pausing;
 
 /* Our slot, or -1 (none, or leaving): then nothing to undo. */
@@ -108,23 +101,28 @@ static struct cumemcap_book_figs *figs(int s, int dev)
 
 /* ---- joining ------------------------------------------------------------------------------ */
 
-/* Open the book and take a slot; join_lock held. */
-static bool join_locked(const char *path, enum cumemcap_book_kind kind, const char *name, char *why, size_t len)
+/* Open the book at `path` (creating it when `create`) and take a slot;
+ * join_lock held. */
+static bool join_locked(const char *path, enum cumemcap_book_kind kind, const char *name,
+			bool create, char *why, size_t len)
 {
-	if (!cumemcap_book_open_gid(&book, path, kind, name, access_mode, access_gid, true, why, len))
+	if (!cumemcap_book_open_gid(&book, path, kind, name, access_mode, access_gid, create, why,
+				    len))
 		return false;
-	self = cumemcap_book_claim(&book, program);
-	if (self < 0) {
-		snprintf(why, len, "all %u member slots are taken by live processes", CUMEMCAP_BOOK_SLOTS);
+	int slot = cumemcap_book_claim(&book, program);
+	if (slot < 0) {
+		/* A fork child (no create) says it shorter. */
+		snprintf(why, len,
+			 create ? "all %u member slots are taken by live processes" : "no free slot",
+			 CUMEMCAP_BOOK_SLOTS);
 		cumemcap_book_close(&book);
 		return false;
 	}
+	self = slot;
 	if (kind == CUMEMCAP_BOOK_GROUP) {
 		squeeze_word = &cumemcap_book_header(&book)->squeeze;
 		atomic_fetch_or(&cumemcap_group_hot, 1);
 	}
-	atomic_store(&squeeze_seen, atomic_load(squeeze_word));
-	changes_seen = atomic_load(&cumemcap_book_header(&book)->change_seq);
 	atomic_store(&booked, true);
 	return true;
 }
@@ -144,13 +142,14 @@ bool cumemcap_group_start(const struct cumemcap_policy *p, char *err, size_t err
 			snprintf(err, errlen, "CUMEMCAP_GROUP=%s: the path of its book under %s is too long", p->group,
 				 p->group_dir);
 			ok = false;
-		} else if (!join_locked(path, CUMEMCAP_BOOK_GROUP, p->group, why, sizeof(why))) {
+		} else if (!join_locked(path, CUMEMCAP_BOOK_GROUP, p->group, true, why, sizeof(why))) {
 			snprintf(err, errlen, "CUMEMCAP_GROUP=%s: %s: %s", p->group, path, why);
 			ok = false;
+		} else {
+			atomic_store(&squeeze_seen, atomic_load(squeeze_word));
+			changes_seen = atomic_load(&cumemcap_book_header(&book)->change_seq);
 		}
 	} else if (!p->secure && cumemcap_policy_any_limit(p)) {
-		/* Best effort, and only once a GPU is used: the registry only
-		 * feeds `cumemcap top`. */
 		snprintf(registry_uid, sizeof(registry_uid), "%u", (unsigned)geteuid());
 		access_mode = CUMEMCAP_BOOK_USER;
 		access_gid = (gid_t)-1;
@@ -176,8 +175,8 @@ const char *cumemcap_group_path(void)
 	return in_group ? book.path : "";
 }
 
-/* A fork child takes a slot of its own before its first use of the
- * books; join_lock held. */
+/* A fork child takes a slot of its own before its first use of the book;
+ * join_lock held. */
 static void rejoin_locked(void)
 {
 	if (!atomic_load(&rejoin))
@@ -185,36 +184,14 @@ static void rejoin_locked(void)
 	atomic_store(&rejoin, false);
 	char why[256], path[sizeof(book.path)];
 	cumemcap_copy(path, sizeof(path), book.path);
-	const struct cumemcap_book_header *h;
-	int slot = -1;
-	if (!cumemcap_book_open_gid(&book, path, in_group ? CUMEMCAP_BOOK_GROUP : CUMEMCAP_BOOK_REGISTRY, NULL,
-				    access_mode, access_gid, false, why, sizeof(why)) ||
-	    (slot = cumemcap_book_claim(&book, program)) < 0) {
-		if (in_group)
-			cumemcap_msg("CUMEMCAP_GROUP=%s: a forked child cannot join %s (%s): it gets no memory on "
-				     "the group's GPUs", group_name, path, book.map ? "no free slot" : why);
-		if (book.map)
-			cumemcap_book_close(&book);
-		return; /* in a group, `on` stays set with no room: every grant is refused */
-	}
-	self = slot;
-	h = cumemcap_book_header(&book);
-	if (in_group)
-		squeeze_word = (_Atomic uint32_t *)&h->squeeze;
-	atomic_store(&booked, true);
+	enum cumemcap_book_kind kind = in_group ? CUMEMCAP_BOOK_GROUP : CUMEMCAP_BOOK_REGISTRY;
+	/* In a group, `on` stays set with no room: every grant is refused. */
+	if (!join_locked(path, kind, NULL, false, why, sizeof(why)) && in_group)
+		cumemcap_msg("CUMEMCAP_GROUP=%s: a forked child cannot join %s (%s): it gets no memory on "
+			     "the group's GPUs", group_name, path, why);
 }
 
 /* ---- GPUs ---------------------------------------------------------------------------------- */
-
-static uint64_t chunk_of(uint64_t limit)
-{
-	uint64_t c = limit == CUMEMCAP_BOOK_NONE ? (64ull << 20) : limit / 256;
-	if (c < (2ull << 20))
-		c = 2ull << 20;
-	if (c > (64ull << 20))
-		c = 64ull << 20;
-	return c;
-}
 
 void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pci, uint64_t total,
 			   uint64_t own_limit)
@@ -234,13 +211,12 @@ void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pc
 	rejoin_locked();
 	if (!atomic_load(&booked) && atomic_load(&want_registry)) {
 		char why[256];
-		if (!join_locked(registry_path, CUMEMCAP_BOOK_REGISTRY, registry_uid, why, sizeof(why))) {
-			atomic_store(&want_registry, false); /* no registry here: not asked again */
-			/* No registry could be made (a full file system, a
-			 * directory this user cannot write): `top` only misses
-			 * this process, quietly. One that is there and cannot be
-			 * used (another user's file under this user's name, a
-			 * link, a corrupt file) is said, once. */
+		if (!join_locked(registry_path, CUMEMCAP_BOOK_REGISTRY, registry_uid, true, why,
+				 sizeof(why))) {
+			atomic_store(&want_registry, false); /* not asked again */
+			/* One that could not be made (a full file system, a
+			 * directory this user cannot write) is left out quietly;
+			 * one that is there but cannot be used is said, once. */
 			struct stat st;
 			if (lstat(registry_path, &st) == 0)
 				cumemcap_msg("CUMEMCAP_GROUP_DIR: the registry %s cannot be used (%s); this process "
@@ -265,7 +241,10 @@ void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pc
 		struct cumemcap_book_figs *f = figs(self, dev); /* join_lock: leave waits for it */
 		atomic_store(&f->ordinal, dev);
 		atomic_store(&f->limit, own_limit == UINT64_MAX ? CUMEMCAP_BOOK_NONE : own_limit);
-		gd->chunk = chunk_of(atomic_load(&cumemcap_book_gpu(&book, (unsigned)g)->limit));
+		/* A 256th of the limit, 2 to 64 MiB. */
+		uint64_t budget = atomic_load(&cumemcap_book_gpu(&book, (unsigned)g)->limit);
+		uint64_t c = budget == CUMEMCAP_BOOK_NONE ? (64ull << 20) : budget / 256;
+		gd->chunk = c < (2ull << 20) ? 2ull << 20 : c > (64ull << 20) ? 64ull << 20 : c;
 		if (in_group)
 			atomic_store(&gd->on, true);
 	}
@@ -282,6 +261,139 @@ static bool ready(int dev)
 	return atomic_load(&booked) && self >= 0 && cumemcap_group_devs[dev].gpu >= 0;
 }
 
+/* ---- a book removed, replaced or truncated ------------------------------------------------- */
+
+/* Wait until no thread uses the slot; false after 200 ms. They never
+ * block inside, so only a preempted one (or one this thread interrupted,
+ * exiting from a signal handler) takes longer; a slot left then is not
+ * released: the kernel drops its lock when the process ends, and the next
+ * member to reap hands its share back. join_lock held, pausing or leaving
+ * set. */
+static bool drain_slot_users(void)
+{
+	uint64_t until = mono_ms() + 200;
+	while (atomic_load(&slot_users) && mono_ms() < until)
+		sched_yield();
+	return !atomic_load(&slot_users);
+}
+
+/* Stop using the book: this process counts only against its own limits.
+ * The mapping stays (a thread may still read it through a pointer it
+ * loaded); the descriptor goes, and with it the slot's lock. join_lock
+ * held, pausing set. */
+static void give_up_locked(const char *what)
+{
+	if (in_group)
+		cumemcap_msg("CUMEMCAP_GROUP=%s: %s %s; this process leaves the group and runs under its own "
+			     "limits", group_name, book.path, what);
+	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++) {
+		atomic_store(&cumemcap_group_devs[d].on, false);
+		atomic_store(&cumemcap_group_devs[d].room, 0);
+		attached[d] = false;
+	}
+	atomic_fetch_and(&cumemcap_group_hot, ~1u);
+	atomic_store(&booked, false);
+	atomic_store(&want_registry, false);
+	squeeze_word = &no_squeeze;
+	self = -1;
+	if (book.fd >= 0)
+		close(book.fd);
+	book.fd = -1;
+}
+
+/* Go on in the book at book.path: claim a slot there, attach the GPUs
+ * again and count what this process holds of each. The old book is left
+ * to its other members (its mapping stays, see give_up_locked). join_lock
+ * held, pausing set, no slot users. */
+static void move_locked(void)
+{
+	/* `book` stays the old one until the new one is whole: threads that
+	 * read it without the slot (sleepers, the log's figures) find one
+	 * mapped book or the other, never none. */
+	struct cumemcap_book old = book, fresh;
+	int old_self = self;
+	char why[256];
+	if (!cumemcap_book_open_gid(&fresh, old.path, in_group ? CUMEMCAP_BOOK_GROUP : CUMEMCAP_BOOK_REGISTRY,
+				    in_group ? group_name : registry_uid, access_mode, access_gid, true, why,
+				    sizeof(why))) {
+		char what[320];
+		snprintf(what, sizeof(what), "was removed and the book now there cannot be used (%s)", why);
+		give_up_locked(what);
+		return;
+	}
+	int slot = cumemcap_book_claim(&fresh, program), gpus[CUMEMCAP_MAX_DEVICES];
+	bool ok = slot >= 0;
+	for (int d = 0; ok && d < CUMEMCAP_MAX_DEVICES; d++) {
+		if (!attached[d])
+			continue;
+		/* The group's limit as it is now (set by any member or by
+		 * `cumemcap group set`), not as this member was started with. */
+		unsigned g = (unsigned)cumemcap_group_devs[d].gpu;
+		gpus[d] = cumemcap_book_gpu_find(&fresh, attached_as[d].uuid, attached_as[d].pci,
+						 attached_as[d].total,
+						 atomic_load(&cumemcap_book_gpu(&old, g)->limit));
+		ok = gpus[d] >= 0;
+	}
+	if (!ok) {
+		if (slot >= 0)
+			cumemcap_book_release(&fresh, slot);
+		cumemcap_book_close(&fresh);
+		give_up_locked("was removed and the book now there has no room for this process");
+		return;
+	}
+	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++) {
+		if (!attached[d])
+			continue;
+		cumemcap_book_carry(&old, (unsigned)old_self, (unsigned)cumemcap_group_devs[d].gpu, &fresh,
+				    (unsigned)slot, (unsigned)gpus[d]);
+		cumemcap_group_devs[d].gpu = gpus[d];
+	}
+	book = fresh;
+	self = slot;
+	if (in_group) {
+		struct cumemcap_book_header *h = cumemcap_book_header(&book);
+		/* This process's sleepers wake and sleep again on the new
+		 * word; they count themselves out of the book they find. */
+		uint32_t mine = atomic_load(&cumemcap_group_local_waiters);
+		atomic_fetch_add(&h->waiters, mine);
+		cumemcap_book_wake(&old);
+		atomic_fetch_sub(&cumemcap_book_header(&old)->waiters, mine);
+		squeeze_word = &h->squeeze;
+		atomic_store(&squeeze_seen, atomic_load(squeeze_word));
+	}
+	changes_seen = atomic_load(&cumemcap_book_header(&book)->change_seq);
+	cumemcap_book_release(&old, old_self); /* our share leaves the old book */
+	close(old.fd);
+}
+
+/* Whether the book may still be used: look at its descriptor, and move to
+ * a new book or give it up when it was removed or truncated. Under the
+ * join lock, since a move replaces `book`: it runs once a second and
+ * before a member asks the group for more, never on a common path. */
+static bool book_sound(void)
+{
+	uint64_t size = 0;
+	if (!atomic_load(&booked))
+		return false;
+	cumemcap_xmutex_lock(&join_lock);
+	enum cumemcap_book_fate fate = CUMEMCAP_BOOK_SOUND;
+	if (atomic_load(&booked) && !atomic_load(&leaving))
+		fate = cumemcap_book_fate(&book, &size);
+	if (fate != CUMEMCAP_BOOK_SOUND) {
+		atomic_store(&pausing, true);
+		char what[96];
+		snprintf(what, sizeof(what), "was cut to %llu bytes by another process", (unsigned long long)size);
+		if (drain_slot_users() && fate == CUMEMCAP_BOOK_CUT)
+			give_up_locked(what);
+		else if (fate == CUMEMCAP_BOOK_REMOVED && !atomic_load(&slot_users))
+			move_locked(); /* drained: no user came back while pausing is set */
+		atomic_store(&pausing, false);
+	}
+	bool sound = atomic_load(&booked);
+	cumemcap_xmutex_unlock(&join_lock);
+	return sound;
+}
+
 /* ---- the budget ---------------------------------------------------------------------------- */
 
 /* Whether the group asked for spare back since this process last gave. */
@@ -291,40 +403,27 @@ static bool squeezed(void)
 	       atomic_load_explicit(&squeeze_seen, memory_order_relaxed);
 }
 
-static void squeeze(void)
-{
-	atomic_fetch_add(squeeze_word, 1);
-}
-
-static bool grow_at(int s, int dev, uint64_t bytes);
-static bool book_sound(void);
-
+/* Take `bytes` from the room, growing what this member holds when the
+ * room is short (group.h): with a spare chunk first, then without, then
+ * refused, the others asked to hand their spare back. */
 static bool group_grow(int dev, uint64_t bytes)
 {
-	if (!book_sound() && !atomic_load(&cumemcap_group_devs[dev].on))
+	struct cumemcap_group_dev *gd = &cumemcap_group_devs[dev];
+	if (!book_sound() && !atomic_load(&gd->on))
 		return true; /* the group's book was given up: own limits only */
 	if (bytes > INT64_MAX / 2 || !ready(dev))
 		return false;
 	int s = slot_enter();
 	if (s < 0)
 		return false;
-	bool ok = grow_at(s, dev, bytes);
-	slot_exit();
-	return ok;
-}
-
-/* Inside slot_enter(): s is our slot. */
-static bool grow_at(int s, int dev, uint64_t bytes)
-{
-	struct cumemcap_group_dev *gd = &cumemcap_group_devs[dev];
 	struct cumemcap_book_header *h = cumemcap_book_header(&book);
 	struct cumemcap_book_gpu *gpu = cumemcap_book_gpu(&book, (unsigned)gd->gpu);
 	_Atomic uint64_t *held = &figs(s, dev)->held;
-	for (int attempt = 0; attempt < 16; attempt++) {
+	bool ok = false;
+	for (int attempt = 0; !ok && attempt < 16; attempt++) {
 		int64_t r = atomic_load(&gd->room);
 		if (r >= (int64_t)bytes) {
-			if (atomic_compare_exchange_weak(&gd->room, &r, r - (int64_t)bytes))
-				return true;
+			ok = atomic_compare_exchange_weak(&gd->room, &r, r - (int64_t)bytes);
 			continue;
 		}
 		uint64_t need = bytes - (uint64_t)(r > 0 ? r : 0) + (uint64_t)(r < 0 ? -r : 0);
@@ -347,13 +446,15 @@ static bool grow_at(int s, int dev, uint64_t bytes)
 			if (extra == 0) {
 				if (!atomic_load(&h->tight))
 					atomic_store(&h->tight, 1);
-				squeeze();
-				return false;
+				atomic_fetch_add(squeeze_word, 1);
+				goto out;
 			}
 			extra = 0;
 		}
 	}
-	return false;
+out:
+	slot_exit();
+	return ok;
 }
 
 bool cumemcap_group_take_member(int dev, uint64_t bytes)
@@ -369,19 +470,9 @@ bool cumemcap_group_take_member(int dev, uint64_t bytes)
 	return group_grow(dev, bytes);
 }
 
-void cumemcap_group_give_member(int dev, uint64_t bytes)
-{
-	struct cumemcap_group_dev *g = &cumemcap_group_devs[dev];
-	if (atomic_load_explicit(&g->on, memory_order_relaxed)) {
-		int64_t r = atomic_fetch_add_explicit(&g->room, (int64_t)bytes, memory_order_relaxed) + (int64_t)bytes;
-		if (r > (int64_t)(2 * g->chunk) || squeezed())
-			cumemcap_group_give_back(dev);
-	}
-	if (atomic_load_explicit(&cumemcap_group_local_waiters, memory_order_relaxed))
-		cumemcap_group_wake_local();
-}
-
-void cumemcap_group_give_back(int dev)
+/* Hand back the room past what may be kept: a chunk, none when the group
+ * is tight or asked for spare back. */
+static void give_back(int dev)
 {
 	struct cumemcap_group_dev *gd = &cumemcap_group_devs[dev];
 	if (!ready(dev))
@@ -403,6 +494,18 @@ void cumemcap_group_give_back(int dev)
 		}
 	}
 	slot_exit();
+}
+
+void cumemcap_group_give_member(int dev, uint64_t bytes)
+{
+	struct cumemcap_group_dev *g = &cumemcap_group_devs[dev];
+	if (atomic_load_explicit(&g->on, memory_order_relaxed)) {
+		int64_t r = atomic_fetch_add_explicit(&g->room, (int64_t)bytes, memory_order_relaxed) + (int64_t)bytes;
+		if (r > (int64_t)(2 * g->chunk) || squeezed())
+			give_back(dev);
+	}
+	if (atomic_load_explicit(&cumemcap_group_local_waiters, memory_order_relaxed))
+		cumemcap_group_wake_local();
 }
 
 void cumemcap_group_force(int dev, uint64_t bytes)
@@ -475,156 +578,14 @@ void cumemcap_group_sleep(uint32_t seq, uint32_t ms)
 	syscall(SYS_futex, (uint32_t *)w, shared ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE, seq, &ts, NULL, 0);
 }
 
-void cumemcap_group_reap(bool now)
+void cumemcap_group_reap(void)
 {
-	if (!in_group || !atomic_load(&booked))
-		return;
-	uint64_t t = mono_ms(), last = atomic_load(&last_reap_ms);
-	if (!now && t < last + 10)
-		return;
-	atomic_store(&last_reap_ms, t);
-	if (!book_sound())
+	if (!in_group || !atomic_load(&booked) || !book_sound())
 		return;
 	cumemcap_xmutex_lock(&join_lock);
 	if (atomic_load(&booked))
 		cumemcap_book_reap(&book, self);
 	cumemcap_xmutex_unlock(&join_lock);
-}
-
-/* ---- a book removed, replaced or truncated ------------------------------------------------- */
-
-/* What a member does with a book removed, replaced or truncated: group.h. */
-
-/* Wait, pausing set, until no thread uses the slot (they never block
- * inside); false after 200 ms. join_lock held. */
-static bool drain_slot_users(void)
-{
-	uint64_t until = mono_ms() + 200;
-	while (atomic_load(&slot_users))
-		if (mono_ms() >= until)
-			return false;
-		else
-			sched_yield();
-	return true;
-}
-
-/* Stop using the book: this process counts only against its own limits.
- * The mapping stays (a thread may still read it through a pointer it
- * loaded); the descriptor goes, and with it the slot's lock. join_lock
- * held, pausing set. */
-static void give_up_locked(const char *what)
-{
-	if (in_group)
-		cumemcap_msg("CUMEMCAP_GROUP=%s: %s %s; this process leaves the group and runs under its own "
-			     "limits", group_name, book.path, what);
-	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++) {
-		atomic_store(&cumemcap_group_devs[d].on, false);
-		atomic_store(&cumemcap_group_devs[d].room, 0);
-		attached[d] = false;
-	}
-	atomic_fetch_and(&cumemcap_group_hot, ~1u);
-	atomic_store(&booked, false);
-	atomic_store(&want_registry, false);
-	squeeze_word = &no_squeeze;
-	self = -1;
-	if (book.fd >= 0)
-		close(book.fd);
-	book.fd = -1;
-}
-
-/* Go on in the book at book.path: claim a slot there, attach the GPUs
- * again and count what this process holds of each. The old book is left
- * to its other members (its mapping stays, see give_up_locked). join_lock
- * held, pausing set, no slot users. */
-static void move_locked(void)
-{
-	/* `book` stays the old one until the new one is whole: threads that
-	 * read it without the slot (sleepers, the log's figures) find one
-	 * mapped book or the other, never none. */
-	struct cumemcap_book old = book, fresh;
-	int old_self = self;
-	/* The group's limits as they are now (set by any member or by
-	 * `cumemcap group set`), not as this member was started with. */
-	uint64_t limits[CUMEMCAP_MAX_DEVICES];
-	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
-		limits[d] = attached[d] ? atomic_load(&cumemcap_book_gpu(&old, (unsigned)cumemcap_group_devs[d].gpu)->limit)
-					: CUMEMCAP_BOOK_NONE;
-	char why[256];
-	if (!cumemcap_book_open_gid(&fresh, old.path, in_group ? CUMEMCAP_BOOK_GROUP : CUMEMCAP_BOOK_REGISTRY,
-				    in_group ? group_name : registry_uid, access_mode, access_gid, true, why,
-				    sizeof(why))) {
-		char what[320];
-		snprintf(what, sizeof(what), "was removed and the book now there cannot be used (%s)", why);
-		give_up_locked(what);
-		return;
-	}
-	int slot = cumemcap_book_claim(&fresh, program);
-	int gpus[CUMEMCAP_MAX_DEVICES];
-	bool ok = slot >= 0;
-	for (int d = 0; ok && d < CUMEMCAP_MAX_DEVICES; d++)
-		gpus[d] = !attached[d] ? -1
-				       : cumemcap_book_gpu_find(&fresh, attached_as[d].uuid, attached_as[d].pci,
-								attached_as[d].total, limits[d]);
-	for (int d = 0; ok && d < CUMEMCAP_MAX_DEVICES; d++)
-		ok = !attached[d] || gpus[d] >= 0;
-	if (!ok) {
-		if (slot >= 0)
-			cumemcap_book_release(&fresh, slot);
-		cumemcap_book_close(&fresh);
-		give_up_locked("was removed and the book now there has no room for this process");
-		return;
-	}
-	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
-		if (attached[d])
-			cumemcap_book_carry(&old, (unsigned)old_self, (unsigned)cumemcap_group_devs[d].gpu, &fresh,
-					    (unsigned)slot, (unsigned)gpus[d]);
-	book = fresh;
-	self = slot;
-	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
-		if (attached[d])
-			cumemcap_group_devs[d].gpu = gpus[d];
-	if (in_group) {
-		struct cumemcap_book_header *h = cumemcap_book_header(&book);
-		/* This process's sleepers wake and sleep again on the new
-		 * word; they count themselves out of the book they find. */
-		uint32_t mine = atomic_load(&cumemcap_group_local_waiters);
-		atomic_fetch_add(&h->waiters, mine);
-		cumemcap_book_wake(&old);
-		atomic_fetch_sub(&cumemcap_book_header(&old)->waiters, mine);
-		squeeze_word = &h->squeeze;
-		atomic_store(&squeeze_seen, atomic_load(squeeze_word));
-	}
-	changes_seen = atomic_load(&cumemcap_book_header(&book)->change_seq);
-	cumemcap_book_release(&old, old_self); /* our share leaves the old book */
-	close(old.fd);
-}
-
-/* Whether the book may still be used: look at its descriptor, and move to
- * a new book or give it up when it was removed or truncated. Under the
- * join lock, since a move replaces `book`: it runs once a second and
- * before a member asks the group for more, never on a common path. */
-static bool book_sound(void)
-{
-	uint64_t size = 0;
-	if (!atomic_load(&booked))
-		return false;
-	cumemcap_xmutex_lock(&join_lock);
-	enum cumemcap_book_fate fate = CUMEMCAP_BOOK_SOUND;
-	if (atomic_load(&booked) && !atomic_load(&leaving))
-		fate = cumemcap_book_fate(&book, &size);
-	if (fate != CUMEMCAP_BOOK_SOUND) {
-		atomic_store(&pausing, true);
-		char what[96];
-		snprintf(what, sizeof(what), "was cut to %llu bytes by another process", (unsigned long long)size);
-		if (drain_slot_users() && fate == CUMEMCAP_BOOK_CUT)
-			give_up_locked(what);
-		else if (fate == CUMEMCAP_BOOK_REMOVED && !atomic_load(&slot_users))
-			move_locked(); /* drained: no user came back while pausing is set */
-		atomic_store(&pausing, false);
-	}
-	bool sound = atomic_load(&booked);
-	cumemcap_xmutex_unlock(&join_lock);
-	return sound;
 }
 
 /* ---- the worker, top, the log ------------------------------------------------------------- */
@@ -635,11 +596,11 @@ void cumemcap_group_tick(void)
 		return;
 	if (atomic_load(&booked) && !book_sound())
 		return;
-	cumemcap_group_reap(true);
+	cumemcap_group_reap();
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
 		if (attached[dev] && atomic_load_explicit(&cumemcap_group_devs[dev].on, memory_order_relaxed) &&
 		    squeezed())
-			cumemcap_group_give_back(dev);
+			give_back(dev);
 }
 
 bool cumemcap_group_publishes(int dev)
@@ -649,8 +610,6 @@ bool cumemcap_group_publishes(int dev)
 
 void cumemcap_group_publish(int dev, const struct cumemcap_group_figures *f)
 {
-	if (!cumemcap_group_publishes(dev))
-		return;
 	int s = slot_enter();
 	if (s < 0)
 		return;
@@ -668,36 +627,26 @@ void cumemcap_group_publish(int dev, const struct cumemcap_group_figures *f)
 	slot_exit();
 }
 
-/* join_lock held: changes_seen is the worker's and, once it stopped
- * looking, the destructor's (which does not wait for the worker). */
-static bool next_change_locked(struct cumemcap_book_change *out, unsigned char uuid[16])
+bool cumemcap_group_next_change(struct cumemcap_book_change *out, unsigned char uuid[16])
 {
-	if (!in_group || !atomic_load(&booked))
-		return false;
-	uint64_t last = atomic_load(&cumemcap_book_header(&book)->change_seq);
-	while (changes_seen < last) {
+	bool got = false;
+	/* changes_seen is the worker's and, once it stopped looking, the
+	 * destructor's (which does not wait for the worker). */
+	cumemcap_xmutex_lock(&join_lock);
+	uint64_t last = 0;
+	if (in_group && atomic_load(&booked))
+		last = atomic_load(&cumemcap_book_header(&book)->change_seq);
+	while (!got && changes_seen < last) {
 		uint64_t seq = ++changes_seen;
 		struct cumemcap_book_change *c = cumemcap_book_change(&book, seq);
 		if (atomic_load(&c->seq) != seq)
 			continue; /* overwritten (more than the ring's changes since), or being written */
-		out->seq = seq;
-		out->time_ns = c->time_ns;
-		out->uid = c->uid;
-		out->gpu = c->gpu;
-		out->old_limit = c->old_limit;
-		out->new_limit = c->new_limit;
-		if (atomic_load(&c->seq) != seq || out->gpu < 0 || out->gpu >= CUMEMCAP_BOOK_GPUS)
-			continue;
-		memcpy(uuid, cumemcap_book_gpu(&book, (unsigned)out->gpu)->uuid, 16);
-		return true;
+		memcpy(out, c, sizeof(*out));
+		atomic_store(&out->seq, seq);
+		got = atomic_load(&c->seq) == seq && out->gpu >= 0 && out->gpu < CUMEMCAP_BOOK_GPUS;
 	}
-	return false;
-}
-
-bool cumemcap_group_next_change(struct cumemcap_book_change *out, unsigned char uuid[16])
-{
-	cumemcap_xmutex_lock(&join_lock);
-	bool got = next_change_locked(out, uuid);
+	if (got)
+		memcpy(uuid, cumemcap_book_gpu(&book, (unsigned)out->gpu)->uuid, 16);
 	cumemcap_xmutex_unlock(&join_lock);
 	return got;
 }
@@ -711,47 +660,38 @@ static int group_gpu(int dev)
 	return cumemcap_group_devs[dev].gpu;
 }
 
-/* The book is read inside a use of the slot (slot_enter), like the
- * member's own figures: a move to a new book (move_locked) replaces `book`
- * and the GPU indices only while no thread is inside. */
-uint64_t cumemcap_group_limit(int dev)
+/* dev's limit in the book (which 0), what all members hold of it (1) or
+ * what this one holds (2); UINT64_MAX when not in a group. Read inside a
+ * use of the slot: a move to a new book replaces `book` and the GPU
+ * indices only while no thread is inside. */
+static uint64_t book_figure(int dev, int which)
 {
-	if (group_gpu(dev) < 0 || slot_enter() < 0)
+	int s = group_gpu(dev) < 0 ? -1 : slot_enter();
+	if (s < 0)
 		return UINT64_MAX;
 	int g = group_gpu(dev);
-	uint64_t limit = g < 0 ? UINT64_MAX : atomic_load(&cumemcap_book_gpu(&book, (unsigned)g)->limit);
+	uint64_t v = g < 0 ? UINT64_MAX
+		     : which == 0 ? atomic_load(&cumemcap_book_gpu(&book, (unsigned)g)->limit)
+		     : which == 1 ? cumemcap_book_used(&book, (unsigned)g)
+				  : atomic_load(&figs(s, dev)->held);
 	slot_exit();
-	return limit;
+	return v;
+}
+
+uint64_t cumemcap_group_limit(int dev)
+{
+	return book_figure(dev, 0);
 }
 
 uint64_t cumemcap_group_used(int dev)
 {
-	if (group_gpu(dev) < 0 || slot_enter() < 0)
-		return UINT64_MAX;
-	int g = group_gpu(dev);
-	uint64_t used = g < 0 ? UINT64_MAX : cumemcap_book_used(&book, (unsigned)g);
-	slot_exit();
-	return used;
+	return book_figure(dev, 1);
 }
 
 uint64_t cumemcap_group_held(int dev)
 {
-	if (group_gpu(dev) < 0)
-		return UINT64_MAX;
-	int s = slot_enter();
-	if (s < 0)
-		return UINT64_MAX;
-	uint64_t held = atomic_load(&figs(s, dev)->held);
-	slot_exit();
-	return held;
+	return book_figure(dev, 2);
 }
-
-/* How long the leaving thread waits for the slot's users: they never block
- * inside, so only a preempted one (or one this thread interrupted, exiting
- * from a signal handler) takes longer. Then the slot is not released: the
- * kernel drops its lock when the process ends, and the next member to reap
- * hands its share back. */
-#define LEAVE_WAIT_MS 200
 
 void cumemcap_group_leave(void)
 {
@@ -760,9 +700,7 @@ void cumemcap_group_leave(void)
 	if (atomic_load(&booked) && self >= 0) {
 		for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
 			atomic_store(&cumemcap_group_devs[d].room, 0);
-		uint64_t until = mono_ms() + LEAVE_WAIT_MS;
-		while (atomic_load(&slot_users) && mono_ms() < until)
-			sched_yield();
+		drain_slot_users();
 		for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++) /* what a grow in flight added */
 			atomic_store(&cumemcap_group_devs[d].room, 0);
 		if (!atomic_load(&slot_users))

@@ -1,55 +1,42 @@
-/* group: this process's place in a group's books (CUMEMCAP_GROUP) or in
+/* group: this process's place in a group's book (CUMEMCAP_GROUP) or in
  * the node registry, and the words its waiting threads sleep on
- * (CUMEMCAP_ON_LIMIT=wait).
+ * (CUMEMCAP_ON_LIMIT=wait). See docs/groups.md.
  *
- * A member holds part of each GPU's budget in its slot of the group's
- * book (`held`, see book.h). What it holds covers what it counts there
- * (reserved, plus the overhead when the footprint is counted) and a little
- * spare (`room`, in this process), so that most reservations are one
- * compare-and-swap on a word of this process and nothing shared is
- * touched: no system call, no lock. When the room does not suffice the
- * member asks for more (group_grow in group.c): it adds to its `held` and
- * then sums every member's; if the sum passes the limit it takes its
- * addition back. Both steps are sequentially consistent, so of two
- * members growing at once at least one sees the other's addition: the
- * sum of what the members hold never passes the limit through a grant
- * (the overhead, a fact the driver reports, is added without asking and
- * may pass it; then nothing more is granted until it is back under).
+ * A member holds part of each GPU's budget in its slot of the book
+ * (`held`, see book.h): what it counts there (reserved, plus the overhead
+ * when the footprint is counted) and a little spare (`room`, in this
+ * process), so that most reservations are one compare-and-swap on a word
+ * of this process: no system call, no lock. When the room does not suffice
+ * the member adds to its `held` and then sums every member's; past the
+ * limit it takes its addition back. Both steps are sequentially
+ * consistent, so of two members growing at once at least one sees the
+ * other's addition: a grant never takes the sum past the limit (the
+ * overhead, a fact the driver reports, is added without asking and may
+ * pass it; then nothing more is granted until it is back under).
  *
- * Spare is kept only while the GPU is far from its budget: a member keeps
- * at most two chunks (a 256th of the limit, 2 to 64 MiB) and none once the
- * group is near the limit (the book's `tight`); a member refused asks all
- * to hand back their spare (`squeeze`), which they do at their next free
- * and within a second. See docs/groups.md.
+ * Spare is kept only while the GPU is far from its budget: at most two
+ * chunks (a 256th of the limit, 2 to 64 MiB), none once the group is near
+ * the limit (`tight`). A member refused asks all to hand their spare back
+ * (`squeeze`), which they do at their next free and within a second.
  *
  * A process in no group but with a limit registers in the node registry
- * (the same slots, no budget) at its first GPU use, so that `cumemcap
- * top` sees it; one that never uses CUDA writes nothing.
+ * (the same slots, no budget) at its first GPU use, for `cumemcap top`.
+ *
+ * Any member may remove, replace or truncate the book's file. A member
+ * looks at its descriptor once a second (the worker), before each reap and
+ * before each grant it asks for: a book removed or replaced is followed to
+ * the file at the name now (made anew if there is none), where the member
+ * claims a slot and counts again what it holds; a book cut to another size
+ * is given up with one line, and the member runs on under its own limits.
+ * A touch of a cut mapping before that look is a SIGBUS, which the shim's
+ * handler turns into private memory (mapped.h). Only a memfd takes seals,
+ * so who may truncate is who may write the file: the user's own processes
+ * (group_access=user), or the members of the Unix group gid:GROUP names.
  *
  * Thread safety: the room and the counters are atomics; joining, claiming
  * and reaping take one mutex (never held across a driver call or a wait).
  * Fork: the child leaves its parent's slot (it holds none of its memory)
- * and takes its own at its next use.
- *
- * Every member may write the book's file, so any member may remove it,
- * rename another file over it, or truncate it. A member looks at its
- * descriptor (one fstat) once a second (the worker), before each reap, and
- * before each grant it asks the group for:
- *   - no link left (removed, or replaced by a rename): the group goes on in
- *     the book at the name now, made anew if there is none, where this
- *     member claims a slot and counts again what it holds; so a book made
- *     anew does not start with the whole budget while old members hold
- *     memory (for at most the second until their next look);
- *   - another size (truncated): the member gives the book up with one line
- *     and runs on under its own limits.
- * A touch of the mapping between a truncation and the next look is a
- * SIGBUS: the shim's SIGBUS handler, installed before the book is mapped,
- * finds the address in a book (group/mapped.h), puts zeroed private memory
- * in the mapping's place and returns, and the book counts as cut from
- * then on. Only a memfd takes seals, and a member must open the file for
- * writing to map it, which lets it truncate. So who may truncate is who may write the
- * file: the user's own processes (group_access=user), or the members of
- * the one Unix group gid:GROUP names. */
+ * and takes its own at its next use. */
 #pragma once
 
 #include <stdatomic.h>
@@ -62,7 +49,7 @@
 
 struct cumemcap_group_dev {
 	_Atomic int64_t room; /* held here and not counted; may go below 0 (the overhead grew) */
-	_Atomic bool on;      /* a group's books are kept for this GPU */
+	_Atomic bool on;      /* the group's book counts this GPU */
 	_Atomic int gpu;      /* its index in the book's GPU table (set once attached) */
 	_Atomic uint64_t chunk; /* spare taken with a grant; twice it kept after a free */
 };
@@ -70,11 +57,12 @@ struct cumemcap_group_dev {
 extern struct cumemcap_group_dev cumemcap_group_devs[CUMEMCAP_MAX_DEVICES];
 
 /* Join the group the policy names, creating its book when it is the first
- * member, or else note that the node registry is to be joined at the first
- * GPU's attach when the policy has any limit. False with one line in err (naming the variable, the file and the
- * reason) when a group cannot be joined: the process must not run. The
- * registry is best effort, never an error: one that cannot be made is left
- * out quietly; one that is there but not this user's is said once. */
+ * member, or else, when the policy has any limit, join the node registry
+ * at the first GPU's attach. False with one line in err (naming the
+ * variable, the file and the reason) when a group cannot be joined: the
+ * process must not run. The registry is best effort, never an error: one
+ * that cannot be made is left out quietly; one that is there but not this
+ * user's is said once. */
 bool cumemcap_group_start(const struct cumemcap_policy *p, char *err, size_t errlen);
 
 /* Whether this process is in a group. */
@@ -85,7 +73,7 @@ bool cumemcap_group_member(void);
 void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pci, uint64_t total,
 			   uint64_t own_limit);
 
-/* Whether the books need a look on an allocation's way: bit 0 set while
+/* Whether the book needs a look on an allocation's way: bit 0 set while
  * the process is in a group, and 2 more per thread waiting for room. One
  * load for a process in no group and with nobody waiting. */
 extern _Atomic uint32_t cumemcap_group_hot;
@@ -97,18 +85,11 @@ extern _Atomic uint32_t cumemcap_group_local_waiters;
  * process), else by growing what it holds. False: the group's budget
  * does not allow it (nothing taken). */
 bool cumemcap_group_take_member(int dev, uint64_t bytes);
-static inline bool cumemcap_group_take(int dev, uint64_t bytes)
-{
-	if (__builtin_expect(!(atomic_load_explicit(&cumemcap_group_hot, memory_order_relaxed) & 1), 1))
-		return true;
-	return cumemcap_group_take_member(dev, bytes);
-}
 
 /* What this process counts on `dev` went down by `bytes` (a free, a
  * smaller overhead): the room grows; spare past two chunks goes back to
- * the group, and waiting threads are woken. */
+ * the group, and waiting threads are woken (cumemcap_group_wake_local). */
 void cumemcap_group_give_member(int dev, uint64_t bytes);
-void cumemcap_group_give_back(int dev);
 void cumemcap_group_wake_local(void);
 static inline void cumemcap_group_give(int dev, uint64_t bytes)
 {
@@ -117,8 +98,8 @@ static inline void cumemcap_group_give(int dev, uint64_t bytes)
 }
 
 /* What this process counts on `dev` went up by `bytes` without asking (a
- * pool's real figure, a larger overhead): the group's books follow,
- * past the limit if need be. */
+ * pool's real figure, a larger overhead): what it holds follows, past the
+ * limit if need be. */
 void cumemcap_group_force(int dev, uint64_t bytes);
 
 /* ---- waiting -------------------------------------------------------------------------------- */
@@ -130,9 +111,8 @@ uint32_t cumemcap_group_wake_seq(void);
 void cumemcap_group_waiting(int dev, int delta);
 /* Sleep until the word moves from `seq` or `ms` pass. */
 void cumemcap_group_sleep(uint32_t seq, uint32_t ms);
-/* Return the share of members that died; at most every 10 ms unless
- * `now`. */
-void cumemcap_group_reap(bool now);
+/* Return the share of members that died. */
+void cumemcap_group_reap(void);
 
 /* ---- the worker, `top`, the log ----------------------------------------------------------- */
 
@@ -155,7 +135,7 @@ void cumemcap_group_publish(int dev, const struct cumemcap_group_figures *f);
  * is the changed GPU's. The worker's only. */
 bool cumemcap_group_next_change(struct cumemcap_book_change *out, unsigned char uuid[16]);
 
-/* The group's name and book path ("" when in none). */
+/* The group's name and its book's path ("" when in none). */
 const char *cumemcap_group_name(void);
 const char *cumemcap_group_path(void);
 
