@@ -14,11 +14,8 @@
  * holds it as the *writer* (cumemcap_death_lock_write and
  * cumemcap_death_unlock_write): it waits until no hook is inside a
  * section, keeps new ones out, calls the driver, settles the books, and
- * lets them in again. Deaths are rare; a reader costs a plain store on a
- * cache line of its own thread and a load (the writer pays a membarrier
- * for both; where there is none, the reader's store is an exchange), so
- * threads that allocate at once never contend on it and take no locked
- * instruction.
+ * lets them in again. Deaths are rare, so a reader costs only a store to a
+ * cache line of its own thread and a load (death-lock.c).
  *
  * Sections nest (a thread already inside one never waits). The writer must
  * not be taken from inside a reader section. */
