@@ -5,8 +5,7 @@
  * cuMemAlloc_v2, cuMemAllocAsync_ptsz, ...) instead of mapping names with
  * macros, so each hook definition is type-checked against the driver's own
  * prototype. cudaTypedefs.h gives the PFN_<base>_v<version> pointer types.
- * Declarations and one constant only: no state, so nothing to lock and
- * thread-safe by construction. */
+ * Declarations only: no state, so thread-safe. */
 #pragma once
 
 #ifndef __CUDA_API_VERSION_INTERNAL

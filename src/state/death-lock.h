@@ -34,14 +34,12 @@ void cumemcap_death_unlock_write(void);
  * so fork() does not take it: see xmutex.h). */
 void cumemcap_death_lock_fork_child(void);
 
-/* Whether readers publish with plain stores (the process registered for
- * membarrier: see death-lock.c); false before the first section. */
+/* For tests: whether readers publish with plain stores (the process
+ * registered for membarrier; false before the first section); make them
+ * publish with exchanges (before the first section); make writers'
+ * barriers fail from now on (as under a seccomp filter installed after the
+ * registration); how many barriers writers have issued. */
 bool cumemcap_death_lock_asymmetric(void);
-/* Tests: readers publish with exchanges, as without membarrier. Before
- * the process's first section. */
 void cumemcap_death_lock_symmetric(void);
-/* Tests: writers' barriers fail from now on (as under a seccomp filter
- * installed after the registration). */
 void cumemcap_death_lock_fail_barriers(void);
-/* Tests: how many barriers writers have issued. */
 unsigned long cumemcap_death_lock_barriers(void);

@@ -174,15 +174,14 @@ const struct cumemcap_device_info *cumemcap_device_info(int dev)
  * the last context it asked about and skips cuCtxGetDevice while its
  * current context stays the same. A destroyed or reset context may come
  * back at the same address on another device: the generation count makes
- * every thread ask again after one. The arena layer's cache of the
- * thread's arena for that context rides on the same key: cleared whenever
- * the entry changes, so it needs no check of its own. */
+ * every thread ask again after one. The thread's arena for that context
+ * rides on the same key. */
 static _Atomic uint64_t generation = 1;
 static CUMEMCAP_TLS struct {
 	CUcontext ctx;
 	uint64_t generation;
 	int dev;
-	void *arena; /* the arena layer's arena for ctx (device.h); NULL on a change */
+	void *arena; /* NULL on a change */
 } last;
 
 void cumemcap_device_forget_contexts(void)
@@ -192,8 +191,7 @@ void cumemcap_device_forget_contexts(void)
 
 /* A context this thread has not seen under this generation: its device,
  * asked of the driver, ensured and remembered. Out of line, so that the
- * remembered case (every call but the first in a context) saves no
- * registers for it. */
+ * remembered case saves no registers for it. */
 static __attribute__((noinline)) CUresult current_slow(CUcontext ctx, uint64_t gen, int *dev)
 {
 	CUdevice d;
@@ -239,23 +237,17 @@ CUresult cumemcap_device_current_arena(CUcontext *ctx, int *dev, void **arena)
 
 void cumemcap_device_cache_arena(CUcontext ctx, void *arena)
 {
-	/* The thread's entry may have moved to another context meanwhile
-	 * (the caller's own driver calls): the cached arena is ctx's or
-	 * nobody's. */
 	if (last.ctx == ctx || !arena)
 		last.arena = arena;
 }
 
 /* A stream's context never changes while it lives, so each thread
  * remembers the owner of the last stream it asked about (cuStreamGetCtx)
- * and that context's device. The answer holds until a stream is destroyed
- * (its handle may come back in another context: the streams' generation)
- * or a context dies (its streams die with it, and its handle may come back
- * on another device: the generation above). Both are read before the
- * driver is asked, so an answer that a destruction overtook is never kept.
- * A fork child reaches no stream: the driver refuses it every call, its
- * current context first (CUDA_ERROR_NOT_INITIALIZED), before the
- * callers ask here. */
+ * and that context's device, until a stream is destroyed (the streams'
+ * generation) or a context dies (the generation above). Both are read
+ * before the driver is asked, so an answer that a destruction overtook is
+ * never kept. A fork child reaches no stream: the driver refuses its
+ * current context first. */
 static CUMEMCAP_TLS struct {
 	CUstream stream; /* NULL: nothing cached */
 	uint64_t streams_gen, generation;
@@ -265,7 +257,6 @@ static CUMEMCAP_TLS struct {
 
 static inline bool stream_known(CUstream s, uint64_t sgen, uint64_t gen, CUcontext *ctx, int *dev)
 {
-	/* A default stream is never remembered (last_stream.stream). */
 	if (!s || last_stream.stream != s || last_stream.streams_gen != sgen || last_stream.generation != gen)
 		return false;
 	*ctx = last_stream.owner;

@@ -5,11 +5,7 @@
  * a lookup never scans more than a cluster. Key 0 marks an empty slot:
  * the driver never returns 0 as a pointer or handle. The stored key mixes
  * in the handle kind's namespace so a CUarray and a device pointer with
- * equal bits do not collide.
- *
- * The stripe locks are the spinlocks of platform/spin.h (test-and-set,
- * yielding when contended): a critical section is a few dozen
- * instructions. */
+ * equal bits do not collide. The stripe locks are platform/spin.h's. */
 #include "state/track.h"
 #include "platform/spin.h"
 
@@ -52,19 +48,14 @@ static void stripe_unlock(struct stripe *s)
 	cumemcap_spin_unlock(&s->lock);
 }
 
-/* The namespace of a handle kind: device pointers, whether from
- * cuMemAlloc* or cuMemAlloc*Async, are one (the driver hands an address
- * to one allocation at a time, so a free finds either in one lookup). */
-static uint64_t space(unsigned handle)
+/* The key with its handle kind's namespace in the top byte (device
+ * addresses and handles fit in 56 bits on every platform CUDA supports),
+ * and back: device pointers, whether from cuMemAlloc* or cuMemAlloc*Async,
+ * are one namespace (the driver hands an address to one allocation at a
+ * time, so a free finds either in one lookup). */
+static uint64_t stored_key(unsigned handle, uint64_t key)
 {
-	return handle == CUMEMCAP_HANDLE_ASYNC ? CUMEMCAP_HANDLE_PTR : handle;
-}
-
-static uint64_t stored_key(enum cumemcap_handle_kind handle, uint64_t key)
-{
-	/* Device addresses and handles fit in 56 bits on every platform
-	 * CUDA supports; the namespace goes in the top byte. */
-	return key ^ (space(handle) << 56);
+	return key ^ ((uint64_t)(handle == CUMEMCAP_HANDLE_ASYNC ? CUMEMCAP_HANDLE_PTR : handle) << 56);
 }
 
 /* A stored key's hash: its low bits pick the stripe, the next ones the
@@ -229,7 +220,7 @@ void cumemcap_track_purge_ctx(CUcontext ctx, void (*fn)(const struct cumemcap_bl
 		for (uint32_t i = 0; s->mask && i <= s->mask;) {
 			if (s->slot[i].key && s->slot[i].ctx == ctx) {
 				struct cumemcap_block b = s->slot[i];
-				b.key = b.key ^ (space(b.handle) << 56);
+				b.key = stored_key(b.handle, b.key);
 				delete_at(s, i);
 				fn(&b);
 				continue; /* slot i now holds a shifted entry */
