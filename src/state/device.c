@@ -37,29 +37,28 @@ static bool describe(int dev, struct cumemcap_device_info *info)
 	return true;
 }
 
+/* Every GPU the driver reported, described when the first one was used:
+ * written once under init_lock, then read-only. */
+static int all_count;
+static struct cumemcap_device_info all[CUMEMCAP_MAX_DEVICES];
+static _Atomic int all_known = -1; /* all_count, published */
+
 /* Each GPU a rule names should be one of this machine's; say once which
  * are not (the same settings may serve machines with other cards). */
-struct rule_check {
-	int count;
-	struct cumemcap_device_info info[CUMEMCAP_MAX_DEVICES];
-};
-
 static void check_selector(void *ctx, const struct cumemcap_selector *sel,
 			   const struct cumemcap_source *src)
 {
-	struct rule_check *rc = ctx;
-	for (int d = 0; d < rc->count; d++)
-		if (cumemcap_selector_matches(sel, d, rc->info[d].uuid, rc->info[d].pci_bus_id))
+	(void)ctx;
+	for (int d = 0; d < all_count; d++)
+		if (cumemcap_selector_matches(sel, d, all[d].uuid, all[d].pci_bus_id))
 			return;
 	char name[64], where[CUMEMCAP_PATH_MAX + 16];
 	cumemcap_selector_format(sel, name, sizeof(name));
 	cumemcap_source_format(cumemcap_policy(), src, where, sizeof(where));
 	cumemcap_msg("%s: \"%s\" matches none of the %d GPU(s) this process sees; that rule is not "
-		     "applied", where, name, rc->count);
+		     "applied", where, name, all_count);
 }
 
-static struct rule_check rc; /* written once under init_lock, then read-only */
-static _Atomic int all_known = -1;
 static bool single; /* the driver reports one GPU, described: under init_lock */
 static _Atomic int only = -1; /* 0 once that GPU is known (cumemcap_device_only) */
 static _Atomic int driver_version; /* 0: unknown */
@@ -69,14 +68,14 @@ static void check_rules(void)
 	int count = cumemcap_driver_device_count();
 	if (count <= 0)
 		return;
-	rc.count = 0;
+	all_count = 0;
 	for (int d = 0; d < count && d < CUMEMCAP_MAX_DEVICES; d++)
-		if (describe(d, &rc.info[rc.count]))
-			rc.count++;
-	single = count == 1 && rc.count == 1;
-	cumemcap_policy_selectors(cumemcap_policy(), check_selector, &rc);
+		if (describe(d, &all[all_count]))
+			all_count++;
+	single = count == 1 && all_count == 1;
+	cumemcap_policy_selectors(cumemcap_policy(), check_selector, NULL);
 	atomic_store(&driver_version, cumemcap_driver_version());
-	atomic_store_explicit(&all_known, rc.count, memory_order_release);
+	atomic_store_explicit(&all_known, all_count, memory_order_release);
 }
 
 int cumemcap_device_driver_version(void)
@@ -87,7 +86,7 @@ int cumemcap_device_driver_version(void)
 int cumemcap_device_all(const struct cumemcap_device_info **out)
 {
 	int n = atomic_load_explicit(&all_known, memory_order_acquire);
-	*out = n > 0 ? rc.info : NULL;
+	*out = n > 0 ? all : NULL;
 	return n < 0 ? 0 : n;
 }
 

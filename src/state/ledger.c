@@ -1,6 +1,5 @@
-/* ledger: see ledger.h. Lock-free but for the limit's settings (settings_lock,
- * never taken on an allocation's path). Also owns the figure list's columns
- * as data (cumemcap_figure_info, figures.h), which are constant. */
+/* ledger: see ledger.h, which also says how it is thread-safe. Also owns
+ * the figure list's columns as data (cumemcap_figure_info, figures.h). */
 #include "state/ledger.h"
 
 #include <stddef.h>
@@ -18,8 +17,7 @@ struct cumemcap_ledger_device cumemcap_ledger[CUMEMCAP_MAX_DEVICES];
 struct cumemcap_ledger_arena cumemcap_ledger_arenas[CUMEMCAP_LEDGER_ARENAS];
 
 /* The limit, the overhead and the cap are written together under this
- * lock (never on an allocation's path: they change when a GPU becomes
- * known and when the overhead is learned again); readers load each alone. */
+ * lock (never on an allocation's path); readers load each alone. */
 static atomic_flag settings_lock = ATOMIC_FLAG_INIT;
 static _Atomic bool count_footprint = true;
 
@@ -124,11 +122,6 @@ void cumemcap_ledger_live_sub(int dev, uint64_t bytes)
 		atomic_fetch_sub_explicit(&cumemcap_ledger[dev].live, bytes, memory_order_relaxed);
 }
 
-static inline void kind_add(struct cumemcap_ledger_device *d, enum cumemcap_kind kind, uint64_t bytes)
-{
-	atomic_fetch_add_explicit(&d->kind[kind], bytes, memory_order_relaxed);
-}
-
 /* The reservation against the process's cap alone. */
 static inline __attribute__((always_inline)) bool reserve_local(int dev, enum cumemcap_kind kind, uint64_t bytes)
 {
@@ -142,7 +135,7 @@ static inline __attribute__((always_inline)) bool reserve_local(int dev, enum cu
 							  memory_order_relaxed))
 			break;
 	}
-	kind_add(d, kind, bytes);
+	atomic_fetch_add_explicit(&d->kind[kind], bytes, memory_order_relaxed);
 	raise_peak(d, cur + bytes);
 	return true;
 }
@@ -176,7 +169,7 @@ void cumemcap_ledger_add(int dev, enum cumemcap_kind kind, uint64_t bytes)
 	if (!cumemcap_ledger_valid(dev) || bytes == 0)
 		return;
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-	kind_add(d, kind, bytes);
+	atomic_fetch_add_explicit(&d->kind[kind], bytes, memory_order_relaxed);
 	uint64_t now = atomic_fetch_add_explicit(&d->reserved, bytes, memory_order_acq_rel) + bytes;
 	cumemcap_group_force(dev, bytes);
 	raise_peak(d, now);
@@ -207,7 +200,6 @@ uint64_t cumemcap_ledger_headroom(int dev)
 
 static _Atomic int arenas_used; /* records ever opened: 0 .. arenas_used-1 */
 
-/* Zero every count of record r. */
 static void zero_arena(struct cumemcap_ledger_arena *r)
 {
 #define X(name, src, ...) CUMEMCAP_FIG_IF(CUMEMCAP_IN_ARENA_##src)(atomic_store(&r->name, 0);)

@@ -37,7 +37,7 @@ __attribute__((noinline, cold)) static void stripe_lock_contended(struct stripe 
 	cumemcap_spin_lock(&s->lock);
 }
 
-static inline void stripe_lock(struct stripe *s)
+static inline __attribute__((always_inline)) void stripe_lock(struct stripe *s)
 {
 	if (__builtin_expect(atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire), 0))
 		stripe_lock_contended(s);
@@ -94,12 +94,17 @@ __attribute__((noinline, cold)) static bool grow(struct stripe *s)
 	return true;
 }
 
-/* Record b under skey in s, whose lock is held and which has room;
- * unlocks. */
-static inline __attribute__((always_inline)) bool insert_locked(struct stripe *s, const struct cumemcap_block *b,
-								 struct cumemcap_block *displaced, uint64_t skey,
-								 uint64_t hash)
+bool cumemcap_track_insert(const struct cumemcap_block *b, struct cumemcap_block *displaced)
 {
+	uint64_t hash, skey = stored_key(b->handle, b->key);
+	struct stripe *s = stripe_of(skey, &hash);
+	stripe_lock(s);
+	if (__builtin_expect((s->used + 1) * 2 > s->mask + 1, 0) && !grow(s)) {
+		/* Out of host memory: the block stays untracked; its free
+		 * will pass through and its bytes stay charged (safe side). */
+		stripe_unlock(s);
+		return false;
+	}
 	bool found = false;
 	uint32_t mask = s->mask;
 	struct cumemcap_block *slot = s->slot;
@@ -117,36 +122,6 @@ static inline __attribute__((always_inline)) bool insert_locked(struct stripe *s
 	slot[i].key = skey;
 	stripe_unlock(s);
 	return found;
-}
-
-/* The stripe is contended or must grow first: the lock taken spinning,
- * the table grown. Apart, so that the common insert calls nothing and
- * keeps nothing across a call (no registers to save). */
-__attribute__((noinline)) static bool insert_slow(const struct cumemcap_block *b, struct cumemcap_block *displaced)
-{
-	uint64_t hash, skey = stored_key(b->handle, b->key);
-	struct stripe *s = stripe_of(skey, &hash);
-	cumemcap_spin_lock(&s->lock);
-	if ((s->used + 1) * 2 > s->mask + 1 && !grow(s)) {
-		/* Out of host memory: the block stays untracked; its free
-		 * will pass through and its bytes stay charged (safe side). */
-		stripe_unlock(s);
-		return false;
-	}
-	return insert_locked(s, b, displaced, skey, hash);
-}
-
-bool cumemcap_track_insert(const struct cumemcap_block *b, struct cumemcap_block *displaced)
-{
-	uint64_t hash, skey = stored_key(b->handle, b->key);
-	struct stripe *s = stripe_of(skey, &hash);
-	if (__builtin_expect(atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire), 0))
-		return insert_slow(b, displaced);
-	if (__builtin_expect((s->used + 1) * 2 > s->mask + 1, 0)) {
-		stripe_unlock(s);
-		return insert_slow(b, displaced);
-	}
-	return insert_locked(s, b, displaced, skey, hash);
 }
 
 /* Remove slot i from stripe s, shifting the cluster back. Lock held. */
@@ -169,11 +144,12 @@ static inline __attribute__((always_inline)) void delete_at(struct stripe *s, ui
 	s->used--;
 }
 
-/* Remove (handle kind, key) from s, whose lock is held; unlocks. */
-static inline __attribute__((always_inline)) bool remove_locked(struct stripe *s, uint64_t key, uint64_t skey,
-								 uint64_t hash, struct cumemcap_block *out)
+bool cumemcap_track_remove(enum cumemcap_handle_kind handle, uint64_t key, struct cumemcap_block *out)
 {
+	uint64_t hash, skey = stored_key(handle, key);
+	struct stripe *s = stripe_of(skey, &hash);
 	bool found = false;
+	stripe_lock(s);
 	if (s->mask) {
 		uint32_t i = (uint32_t)(hash / STRIPES) & s->mask;
 		while (s->slot[i].key) {
@@ -189,27 +165,6 @@ static inline __attribute__((always_inline)) bool remove_locked(struct stripe *s
 	}
 	stripe_unlock(s);
 	return found;
-}
-
-/* The stripe is contended: the lock taken spinning (apart: see
- * insert_slow). */
-__attribute__((noinline)) static bool remove_slow(enum cumemcap_handle_kind handle, uint64_t key,
-						  struct cumemcap_block *out)
-{
-	uint64_t hash, skey = stored_key(handle, key);
-	struct stripe *s = stripe_of(skey, &hash);
-	cumemcap_spin_lock(&s->lock);
-	return remove_locked(s, key, skey, hash, out);
-}
-
-bool cumemcap_track_remove(enum cumemcap_handle_kind handle, uint64_t key,
-			   struct cumemcap_block *out)
-{
-	uint64_t hash, skey = stored_key(handle, key);
-	struct stripe *s = stripe_of(skey, &hash);
-	if (__builtin_expect(atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire), 0))
-		return remove_slow(handle, key, out);
-	return remove_locked(s, key, skey, hash, out);
 }
 
 void cumemcap_track_purge_ctx(CUcontext ctx, void (*fn)(const struct cumemcap_block *b))
