@@ -69,7 +69,6 @@ static CUMEMCAP_TLS unsigned alone;
  * issues one, and new slots publish with plain stores. Set once (again in
  * a fork child), before any slot is made plain. */
 static _Atomic bool asymmetric;
-static pthread_once_t asymmetric_once = PTHREAD_ONCE_INIT;
 static bool asymmetric_off; /* cumemcap_death_lock_symmetric() */
 
 static bool membarrier_register(void)
@@ -81,12 +80,6 @@ static bool membarrier_register(void)
 #else
 	return false;
 #endif
-}
-
-static void asymmetric_setup(void)
-{
-	if (!asymmetric_off && membarrier_register())
-		atomic_store(&asymmetric, true);
 }
 
 /* The writer's half (`writing` is set): a full barrier on every CPU that
@@ -115,8 +108,8 @@ static void barrier_everywhere(void)
 	nanosleep(&ms, NULL);
 }
 
-static pthread_once_t key_once = PTHREAD_ONCE_INIT;
-static pthread_key_t key;
+static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
+static pthread_key_t key; /* returns a thread's slot when it exits */
 static bool key_ok;
 
 /* Thread exit (runs in the exiting thread). */
@@ -129,8 +122,10 @@ static void slot_return(void *p)
 	atomic_store_explicit(&s->taken, false, memory_order_release);
 }
 
-static void key_make(void)
+static void setup(void)
 {
+	if (!asymmetric_off && membarrier_register())
+		atomic_store(&asymmetric, true);
 	key_ok = pthread_key_create(&key, slot_return) == 0;
 }
 
@@ -154,9 +149,8 @@ static struct slot *slot_get(void)
 							      memory_order_relaxed))
 			;
 	}
-	pthread_once(&asymmetric_once, asymmetric_setup);
+	pthread_once(&setup_once, setup);
 	atomic_store_explicit(&s->plain, atomic_load(&asymmetric), memory_order_relaxed);
-	pthread_once(&key_once, key_make);
 	if (key_ok)
 		pthread_setspecific(key, s);
 	mine = s;

@@ -15,7 +15,7 @@
 #include "platform/worker.h"
 
 static struct cumemcap_device_info infos[CUMEMCAP_MAX_DEVICES];
-static _Atomic int state[CUMEMCAP_MAX_DEVICES]; /* 0 unknown, 1 ready, -1 unusable */
+static _Atomic bool ready[CUMEMCAP_MAX_DEVICES]; /* infos[dev] is filled in */
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool rules_checked;
 static cumemcap_device_known_fn listener; /* under init_lock */
@@ -116,45 +116,36 @@ bool cumemcap_device_ensure(int dev)
 {
 	if (dev < 0 || dev >= CUMEMCAP_MAX_DEVICES)
 		return false;
-	int s = atomic_load_explicit(&state[dev], memory_order_acquire);
-	if (s != 0)
-		return s == 1;
-	bool made = false;
+	if (atomic_load_explicit(&ready[dev], memory_order_acquire))
+		return true;
 	cumemcap_device_known_fn tell = NULL;
 	pthread_mutex_lock(&init_lock);
-	if (atomic_load(&state[dev]) == 0) {
-		made = true;
+	/* A GPU the driver cannot describe now (not initialized yet, no such
+	 * ordinal) is asked again next time: a hook may look before the
+	 * program's cuInit (footprint.h). */
+	bool made = !atomic_load(&ready[dev]) && describe(dev, &infos[dev]);
+	if (made) {
 		tell = listener;
-		bool ok = describe(dev, &infos[dev]);
-		if (ok && !rules_checked) {
+		if (!rules_checked) {
 			rules_checked = true;
 			check_rules();
 		}
-		if (ok) {
-			cumemcap_ledger_count_footprint(cumemcap_policy()->count == CUMEMCAP_COUNT_FOOTPRINT);
-			cumemcap_ledger_set_limit(dev, infos[dev].limit);
-			cumemcap_group_attach(dev, infos[dev].uuid, infos[dev].pci_bus_id, infos[dev].total,
-					      infos[dev].limit);
-			name_other_budget(dev, &infos[dev]);
-			atomic_store_explicit(&state[dev], 1, memory_order_release);
-			if (dev == 0 && single)
-				atomic_store_explicit(&only, 0, memory_order_release);
-		} else {
-			/* A GPU the driver cannot describe now (not
-			 * initialized yet, no such ordinal) is asked again next
-			 * time: a hook may look before the program's cuInit
-			 * (footprint.h). */
-			made = false;
-		}
+		cumemcap_ledger_count_footprint(cumemcap_policy()->count == CUMEMCAP_COUNT_FOOTPRINT);
+		cumemcap_ledger_set_limit(dev, infos[dev].limit);
+		cumemcap_group_attach(dev, infos[dev].uuid, infos[dev].pci_bus_id, infos[dev].total,
+				      infos[dev].limit);
+		name_other_budget(dev, &infos[dev]);
+		atomic_store_explicit(&ready[dev], true, memory_order_release);
+		if (dev == 0 && single)
+			atomic_store_explicit(&only, 0, memory_order_release);
 	}
 	pthread_mutex_unlock(&init_lock);
-	bool ok = atomic_load(&state[dev]) == 1;
-	if (made && ok) {
+	if (made) {
 		if (tell)
 			tell(dev);
 		cumemcap_worker_start();
 	}
-	return ok;
+	return atomic_load(&ready[dev]);
 }
 
 int cumemcap_device_only(void)
@@ -164,7 +155,7 @@ int cumemcap_device_only(void)
 
 const struct cumemcap_device_info *cumemcap_device_info(int dev)
 {
-	if (dev < 0 || dev >= CUMEMCAP_MAX_DEVICES || atomic_load(&state[dev]) != 1)
+	if (dev < 0 || dev >= CUMEMCAP_MAX_DEVICES || !atomic_load(&ready[dev]))
 		return NULL;
 	return &infos[dev];
 }

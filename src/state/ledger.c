@@ -246,19 +246,11 @@ uint64_t cumemcap_ledger_arenas_sum(int dev, size_t off, size_t arena_off)
 
 void cumemcap_ledger_reset(void)
 {
+	/* The limit stays; no context survives a fork: nothing is learned,
+	 * the cap is the limit. */
 	for (int i = 0; i < CUMEMCAP_MAX_DEVICES; i++) {
-		struct cumemcap_ledger_device *d = &cumemcap_ledger[i];
-		uint64_t limit = atomic_load(&d->limit);
-#define X(name, src, ...) CUMEMCAP_FIG_IF(CUMEMCAP_IN_DEVICE_##src)(atomic_store(&d->name, 0);)
-		CUMEMCAP_FIGURES(X)
-#undef X
-		for (int k = 0; k < CUMEMCAP_KIND_COUNT; k++)
-			atomic_store(&d->kind[k], 0);
-		/* The limit stays; no context survives a fork: nothing is
-		 * learned, the cap is the limit. */
-		atomic_store(&d->limit, limit);
-		atomic_store(&d->source, CUMEMCAP_OVERHEAD_none);
-		atomic_store(&d->cap, limit);
+		uint64_t limit = atomic_load(&cumemcap_ledger[i].limit);
+		cumemcap_ledger[i] = (struct cumemcap_ledger_device){ .limit = limit, .cap = limit };
 	}
 	for (int i = 0; i < CUMEMCAP_LEDGER_ARENAS; i++)
 		zero_arena(&cumemcap_ledger_arenas[i]);
