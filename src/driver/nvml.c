@@ -123,9 +123,10 @@ static size_t proc_stride;	     /* sizeof the record procs fills */
 /* Device handles by CUDA UUID; a GPU NVML does not know is remembered too. */
 static struct {
 	unsigned char uuid[16];
-	bool used, known;
+	bool known;
 	nvmlDevice_t handle;
 } handles[CUMEMCAP_MAX_DEVICES];
+static int handles_used;
 
 void cumemcap_nvml_format_uuid(const unsigned char uuid[16], const char *prefix, char out[48])
 {
@@ -157,13 +158,7 @@ static bool load(void)
 
 static bool handle_for(const unsigned char uuid[16], nvmlDevice_t *out)
 {
-	int free_slot = -1;
-	for (int i = 0; i < CUMEMCAP_MAX_DEVICES; i++) {
-		if (!handles[i].used) {
-			if (free_slot < 0)
-				free_slot = i;
-			continue;
-		}
+	for (int i = 0; i < handles_used; i++) {
 		if (memcmp(handles[i].uuid, uuid, 16) == 0) {
 			*out = handles[i].handle;
 			return handles[i].known;
@@ -179,11 +174,10 @@ static bool handle_for(const unsigned char uuid[16], nvmlDevice_t *out)
 		cumemcap_nvml_format_uuid(uuid, "MIG-", name);
 		known = fns.handle_by_uuid(name, &h) == CUMEMCAP_NVML_SUCCESS;
 	}
-	if (free_slot >= 0) {
-		memcpy(handles[free_slot].uuid, uuid, 16);
-		handles[free_slot].handle = h;
-		handles[free_slot].known = known;
-		handles[free_slot].used = true;
+	if (handles_used < CUMEMCAP_MAX_DEVICES) {
+		memcpy(handles[handles_used].uuid, uuid, 16);
+		handles[handles_used].handle = h;
+		handles[handles_used++].known = known;
 	}
 	*out = h;
 	return known;

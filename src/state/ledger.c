@@ -200,16 +200,11 @@ uint64_t cumemcap_ledger_headroom(int dev)
 
 static _Atomic int arenas_used; /* records ever opened: 0 .. arenas_used-1 */
 
-static void zero_arena(struct cumemcap_ledger_arena *r)
+void cumemcap_ledger_arena_open(struct cumemcap_ledger_arena *r, int dev)
 {
 #define X(name, src, ...) CUMEMCAP_FIG_IF(CUMEMCAP_IN_ARENA_##src)(atomic_store(&r->name, 0);)
 	CUMEMCAP_FIGURES(X)
 #undef X
-}
-
-void cumemcap_ledger_arena_open(struct cumemcap_ledger_arena *r, int dev)
-{
-	zero_arena(r);
 	atomic_store(&r->dev, cumemcap_ledger_valid(dev) ? dev : -1);
 	int idx = (int)(r - cumemcap_ledger_arenas), used = atomic_load(&arenas_used);
 	while (idx + 1 > used && !atomic_compare_exchange_weak(&arenas_used, &used, idx + 1))
@@ -247,13 +242,15 @@ uint64_t cumemcap_ledger_arenas_sum(int dev, size_t off, size_t arena_off)
 void cumemcap_ledger_reset(void)
 {
 	/* The limit stays; no context survives a fork: nothing is learned,
-	 * the cap is the limit. */
+	 * the cap is the limit. The records stay open, emptied. */
 	for (int i = 0; i < CUMEMCAP_MAX_DEVICES; i++) {
 		uint64_t limit = atomic_load(&cumemcap_ledger[i].limit);
 		cumemcap_ledger[i] = (struct cumemcap_ledger_device){ .limit = limit, .cap = limit };
 	}
-	for (int i = 0; i < CUMEMCAP_LEDGER_ARENAS; i++)
-		zero_arena(&cumemcap_ledger_arenas[i]);
+	for (int i = 0; i < CUMEMCAP_LEDGER_ARENAS; i++) {
+		int dev = atomic_load(&cumemcap_ledger_arenas[i].dev);
+		cumemcap_ledger_arenas[i] = (struct cumemcap_ledger_arena){ .dev = dev };
+	}
 }
 
 struct cumemcap_ledger_device cumemcap_ledger_nowhere = { .limit = CUMEMCAP_NO_LIMIT, .cap = CUMEMCAP_NO_LIMIT };
