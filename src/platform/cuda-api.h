@@ -14,5 +14,5 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
-/* The most GPUs (CUdevice ordinals 0 .. 63) the shim keeps books for. */
+/* The most GPUs (CUdevice ordinals 0 .. 63) the shim keeps records for. */
 #define CUMEMCAP_MAX_DEVICES 64

@@ -238,7 +238,7 @@ void cumemcap_death_unlock_write(void)
 void cumemcap_death_lock_fork_child(void)
 {
 	/* Only this thread came along: no other section is open, and a
-	 * death another thread had under way is not the child's (its books
+	 * death another thread had under way is not the child's (its records
 	 * are emptied). The writer's mutex is an xmutex (xmutex.h). */
 	for (struct slot *s = atomic_load(&slots); s; s = s->next) {
 		if (s == mine)

@@ -2,20 +2,18 @@
  * the shim does.
  *
  * A context dies (cuCtxDestroy, a primary context's reset or last release)
- * inside the driver, which frees all its memory at once; the shim's books
- * of that context (arena segments and blocks, records, pending frees,
- * cached bytes) must go at the same moment, before any hook can hand out a
- * block of a freed segment, record a pointer the driver is about to reuse,
- * or purge a record of the context revived under the same handle.
+ * inside the driver, which frees all its memory at once; the shim's records
+ * of that context (arena segments and blocks, handed-out blocks, pending
+ * frees, cached bytes) must go at the same moment, before any hook can hand
+ * out a block of a freed segment, record a pointer the driver is about to
+ * reuse, or purge a record of the context revived under the same handle.
  *
- * So every hook that touches the books holds it as a *reader*
- * (cumemcap_death_lock_read and cumemcap_death_unlock_read, around the
- * whole begin -> driver call -> finish: a reader section), and a death
- * holds it as the *writer* (cumemcap_death_lock_write and
- * cumemcap_death_unlock_write): it waits until no hook is inside a
- * section, keeps new ones out, calls the driver, settles the books, and
- * lets them in again. Deaths are rare, so a reader costs only a store to a
- * cache line of its own thread and a load (death-lock.c).
+ * So every hook that touches those records holds it as a *reader* around
+ * the whole begin -> driver call -> finish (a reader section), and a death
+ * holds it as the *writer*: it waits until no hook is inside a section,
+ * keeps new ones out, calls the driver, settles the records, and lets them
+ * in again. Deaths are rare, so a reader costs only a store to a cache
+ * line of its own thread and a load (death-lock.c).
  *
  * Sections nest (a thread already inside one never waits). The writer must
  * not be taken from inside a reader section. */

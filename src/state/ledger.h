@@ -145,7 +145,7 @@ void cumemcap_ledger_sub(int dev, enum cumemcap_kind kind, uint64_t bytes);
 void cumemcap_ledger_live_add(int dev, uint64_t bytes);
 void cumemcap_ledger_live_sub(int dev, uint64_t bytes);
 
-/* Whether `dev` is a GPU the ledger keeps books for. */
+/* Whether `dev` is a GPU the ledger keeps counters for. */
 static inline bool cumemcap_ledger_valid(int dev)
 {
 	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
