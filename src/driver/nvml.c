@@ -39,7 +39,8 @@ static bool resolve(int extra, struct cumemcap_nvml_real *out, const void **base
 	if (!cumemcap_driver_libc_ready())
 		return false;
 	void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL | extra);
-	bool ok = false;
+	Dl_info info;
+	void *probe = NULL;
 	if (lib) {
 #define RESOLVE(field, name) *(void **)&out->field = cumemcap_real_dlsym(lib, name)
 		RESOLVE(init_v2, "nvmlInit_v2");
@@ -52,14 +53,12 @@ static bool resolve(int extra, struct cumemcap_nvml_real *out, const void **base
 		RESOLVE(procs_v3, "nvmlDeviceGetComputeRunningProcesses_v3");
 		RESOLVE(get_index, "nvmlDeviceGetIndex");
 #undef RESOLVE
-		Dl_info info;
-		void *probe = out->init_v2 ? (void *)out->init_v2 : (void *)out->get_uuid;
-		if (probe && dladdr(probe, &info)) {
-			*base = info.dli_fbase;
-			ok = true;
-		}
+		probe = out->init_v2 ? (void *)out->init_v2 : (void *)out->get_uuid;
 	}
-	if (!ok)
+	bool ok = probe && dladdr(probe, &info);
+	if (ok)
+		*base = info.dli_fbase;
+	else
 		memset(out, 0, sizeof(*out));
 	/* A failed dlopen or a symbol an older NVML lacks leaves its error in
 	 * this thread's dlerror(), where the program (whose dlsym call may
