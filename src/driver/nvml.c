@@ -248,7 +248,8 @@ enum cumemcap_nvml_answer cumemcap_nvml_process(const unsigned char uuid[16], un
 {
 	nvmlDevice_t h;
 	cumemcap_xmutex_lock(&lock);
-	enum cumemcap_nvml_answer a = ready(uuid, &h) ? process_used(h, pid, bytes) : CUMEMCAP_NVML_UNKNOWN;
+	enum cumemcap_nvml_answer a =
+	    ready(uuid, &h) ? process_used(h, pid, bytes) : CUMEMCAP_NVML_UNKNOWN;
 	cumemcap_xmutex_unlock(&lock);
 	return a;
 }
@@ -258,7 +259,8 @@ bool cumemcap_nvml_device_used(const unsigned char uuid[16], uint64_t *used)
 	nvmlDevice_t h;
 	struct cumemcap_nvml_memory m;
 	cumemcap_xmutex_lock(&lock);
-	bool ok = ready(uuid, &h) && fns.memory_info && fns.memory_info(h, &m) == CUMEMCAP_NVML_SUCCESS;
+	bool ok =
+	    ready(uuid, &h) && fns.memory_info && fns.memory_info(h, &m) == CUMEMCAP_NVML_SUCCESS;
 	cumemcap_xmutex_unlock(&lock);
 	if (ok)
 		*used = m.used;

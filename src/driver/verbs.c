@@ -52,14 +52,16 @@ bool cumemcap_driver_pool_reserved(CUmemoryPool pool, uint64_t *bytes)
 {
 	cuuint64_t v = 0;
 	return real_cuMemPoolGetAttribute &&
-	       answered(real_cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v), &v, bytes);
+	       answered(real_cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v),
+			&v, bytes);
 }
 
 bool cumemcap_driver_pool_high(CUmemoryPool pool, uint64_t *bytes)
 {
 	cuuint64_t v = 0;
 	return real_cuMemPoolGetAttribute &&
-	       answered(real_cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &v), &v, bytes);
+	       answered(real_cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &v), &v,
+			bytes);
 }
 
 bool cumemcap_driver_graph_mem(int dev, CUgraphMem_attribute attr, uint64_t *bytes)

@@ -22,7 +22,7 @@
 
 extern _Atomic int cumemcap_captures;
 
-/* Is any stream of the process capturing? One relaxed load. */
+/* Is any stream of the process capturing? One acquire load. */
 static inline bool cumemcap_capture_active(void)
 {
 	return atomic_load_explicit(&cumemcap_captures, memory_order_acquire) > 0;

@@ -55,7 +55,8 @@ static void stripe_unlock(struct stripe *s)
  * time, so a free finds either in one lookup). */
 static uint64_t stored_key(unsigned handle, uint64_t key)
 {
-	return key ^ ((uint64_t)(handle == CUMEMCAP_HANDLE_ASYNC ? CUMEMCAP_HANDLE_PTR : handle) << 56);
+	return key ^
+	       ((uint64_t)(handle == CUMEMCAP_HANDLE_ASYNC ? CUMEMCAP_HANDLE_PTR : handle) << 56);
 }
 
 /* A stored key's hash: its low bits pick the stripe, the next ones the
@@ -144,7 +145,8 @@ static inline __attribute__((always_inline)) void delete_at(struct stripe *s, ui
 	s->used--;
 }
 
-bool cumemcap_track_remove(enum cumemcap_handle_kind handle, uint64_t key, struct cumemcap_block *out)
+bool cumemcap_track_remove(enum cumemcap_handle_kind handle, uint64_t key,
+			   struct cumemcap_block *out)
 {
 	uint64_t hash, skey = stored_key(handle, key);
 	struct stripe *s = stripe_of(skey, &hash);
