@@ -245,19 +245,14 @@ static CUMEMCAP_TLS struct {
 	int dev;
 } last_stream;
 
-static inline bool stream_known(CUstream s, uint64_t sgen, uint64_t gen, CUcontext *ctx, int *dev)
+bool cumemcap_device_of_stream_known(CUstream s, CUcontext *ctx, int *dev)
 {
-	if (!s || last_stream.stream != s || last_stream.streams_gen != sgen || last_stream.generation != gen)
+	if (!s || last_stream.stream != s || last_stream.streams_gen != cumemcap_streams_gen() ||
+	    last_stream.generation != atomic_load_explicit(&generation, memory_order_acquire))
 		return false;
 	*ctx = last_stream.owner;
 	*dev = last_stream.dev;
 	return true;
-}
-
-bool cumemcap_device_of_stream_known(CUstream s, CUcontext *ctx, int *dev)
-{
-	return stream_known(s, cumemcap_streams_gen(), atomic_load_explicit(&generation, memory_order_acquire), ctx,
-			    dev);
 }
 
 void cumemcap_device_of_stream(CUstream s, CUcontext *ctx, int *dev)
@@ -266,8 +261,6 @@ void cumemcap_device_of_stream(CUstream s, CUcontext *ctx, int *dev)
 		return;
 	uint64_t sgen = cumemcap_streams_gen();
 	uint64_t gen = atomic_load_explicit(&generation, memory_order_acquire);
-	if (stream_known(s, sgen, gen, ctx, dev))
-		return;
 	CUcontext owner;
 	CUdevice d = *dev;
 	if (!cumemcap_driver_stream_ctx(s, &owner))

@@ -69,7 +69,8 @@ CUresult cumemcap_device_current_arena(CUcontext *ctx, int *dev, void **arena);
  * clears the cache whatever ctx is (the arenas emptied in a fork child). */
 void cumemcap_device_cache_arena(CUcontext ctx, void *arena);
 
-/* The context and device stream `s` belongs to. *ctx and *dev hold the
+/* The context and device stream `s` belongs to, asked of the driver and
+ * remembered for cumemcap_device_of_stream_known. *ctx and *dev hold the
  * calling thread's current ones on entry and are left alone for the
  * default streams (legacy, per-thread: they are the current context's) or
  * when the driver cannot say. */
