@@ -1,14 +1,11 @@
-/* driver: resolve the real CUDA driver and libc's dlsym/dlvsym, and the
- * verbs over the driver calls the shim makes without hooking them
- * (driver.h).
+/* driver: resolve the real CUDA driver and libc's dlsym/dlvsym (driver.h).
  *
  * Thread safety: libc's functions are resolved once under an atomic flag
- * (no pthread call: see cumemcap_driver_libc_ready), the driver once under
- * load_lock; afterwards the pointers are only read (the verbs only read
- * them, and keep no state). The ELF walk below
- * reads libc's dynamic symbol table in place and allocates nothing, so it
- * is safe at any point, including inside a dlsym call made before the
- * shim's constructor. */
+ * (no pthread call: see libc_resolve), the driver once under load_lock;
+ * afterwards the pointers are only read. The ELF walk below reads the
+ * dynamic symbol table in place and allocates nothing, so it is safe at
+ * any point, including inside a dlsym call made before the shim's
+ * constructor. */
 #include "config.h"
 #include "driver/driver.h"
 
@@ -141,8 +138,7 @@ CUMEMCAP_DLSYM_SAFE static void *elf_find(const char *soname, const char *name)
  * pthread_once: a sanitizer runtime intercepts pthread_once, and TSan's
  * interceptors dereference shadow memory that does not exist yet when its
  * own start-up resolves them through dlsym(RTLD_NEXT, ...), which lands
- * here (a TSan build crashed at start with every program). The walk takes
- * microseconds and runs once per process, so a waiter simply spins. */
+ * here. The walk takes microseconds, so a waiter simply spins. */
 static unsigned char libc_busy; /* __atomic_test_and_set flag */
 static int libc_done;		/* set (release) after both pointers are written */
 
@@ -179,14 +175,6 @@ static _Atomic int loaded; /* 0 not tried, 1 loaded, -1 absent */
 static void *driver_handle;
 static const void *driver_base;
 
-static void resolve_all(void *handle)
-{
-#define HOOK(symbol, base, version, variant) \
-	real_##symbol = (symbol##_fn)cumemcap_real_dlsym(handle, #symbol);
-#define DRIVER(symbol, pfn) real_##symbol = (symbol##_fn)cumemcap_real_dlsym(handle, #symbol);
-#include "driver/hooks.def"
-}
-
 /* Load from `path`; caller holds load_lock. */
 static void try_load(const char *path, int extra_flags)
 {
@@ -201,7 +189,10 @@ static void try_load(const char *path, int extra_flags)
 	}
 	driver_handle = handle;
 	driver_base = info.dli_fbase;
-	resolve_all(handle);
+#define HOOK(symbol, base, version, variant) \
+	real_##symbol = (symbol##_fn)cumemcap_real_dlsym(handle, #symbol);
+#define DRIVER(symbol, pfn) real_##symbol = (symbol##_fn)cumemcap_real_dlsym(handle, #symbol);
+#include "driver/hooks.def"
 	if ((!real_cuGetProcAddress_v2 && !real_cuGetProcAddress) || !real_cuCtxGetCurrent ||
 	    !real_cuCtxGetDevice) {
 		/* Not a driver we can serve (pre-11.3): stay out of the way. */
@@ -220,8 +211,7 @@ static void load_locked(const char *path, int extra_flags)
 	/* The lookups of symbols an older driver lacks leave their error in
 	 * this thread's dlerror(), where the program, whose own dlsym call
 	 * brought the shim here and succeeded, would read it as its own
-	 * failure (GLib's g_module_symbol does: GStreamer's CUDA plugin then
-	 * fails to load). The shim's loading is its own business. */
+	 * failure (GLib's g_module_symbol does). */
 	(void)dlerror();
 }
 

@@ -1,26 +1,25 @@
 /* driver: the only layer that talks to the real CUDA driver.
  *
  * Owns the handle on the real libcuda.so.1 and one real_<symbol> pointer
- * per entry of hooks.def. Resolved once (pthread_once) on the first hook
- * call, or adopted from the library a program's own dlsym() found, so a
- * process that never uses CUDA never touches the driver.
+ * per entry of hooks.def, resolved once on the first hook call, or adopted
+ * from the library a program's own dlsym() found, so a process that never
+ * uses CUDA never touches the driver.
  *
  * Contract: every real_<symbol> has the driver's exact prototype and
  * returns the driver's CUresult unchanged; out-parameters and units are the
  * driver's (bytes, CUdevice ordinals). A real_ pointer is NULL when the
  * driver is absent or does not export that symbol; callers check
  * cumemcap_driver_ready() (or the pointer) before calling. The hooks call
- * the real_ pointer of the entry point they hook; a driver call the shim
- * makes without hooking it (DRIVER in hooks.def) is one of the verbs
- * below, which the other layers call instead of its pointer.
+ * the real_ pointer of the entry point they hook; every other driver call
+ * (DRIVER in hooks.def) is one of the verbs below.
  *
  * Thread safety: the pointers are written once, under the load lock,
  * before the driver counts as loaded, and only read afterwards; the verbs
- * keep no state.
+ * keep no state but a pushed context (the calling thread's until popped).
  *
- * The real dlsym/dlvsym are found by reading libc's dynamic symbol table
- * (elf lookup), because the shim's own dlsym is what every call to dlsym
- * in the process reaches, including the shim's. */
+ * The real dlsym/dlvsym are found by reading libc's dynamic symbol table,
+ * because the shim's own dlsym is what every call to dlsym in the process
+ * reaches, including the shim's. */
 #pragma once
 
 #include <stdbool.h>
@@ -71,28 +70,23 @@ bool cumemcap_driver_libc_ready(void);
 bool cumemcap_driver_push_ctx(CUcontext ctx);
 void cumemcap_driver_pop_ctx(bool pushed);
 
-/* Verbs over driver calls the shim makes without hooking them (DRIVER in
- * hooks.def), so that no other layer calls those real_ pointers itself.
- * Each answers "no" when the driver cannot say (pointer NULL, or an
- * error), as documented; none changes the driver's state. */
+/* The verbs (verbs.c) answer "no" when the driver cannot say (pointer
+ * NULL, or an error), as documented; none changes the driver's state. */
 
-/* Device `dev`'s current memory pool (cuDeviceGetMemPool), the pool
- * cuMemAllocAsync takes from; NULL when the driver cannot say. */
+/* Device `dev`'s current memory pool (cuDeviceGetMemPool, the pool
+ * cuMemAllocAsync takes from) or its default one
+ * (cuDeviceGetDefaultMemPool); NULL when the driver cannot say. */
 CUmemoryPool cumemcap_driver_current_pool(int dev);
-
-/* Device `dev`'s default memory pool (cuDeviceGetDefaultMemPool); NULL
- * when the driver cannot say. */
 CUmemoryPool cumemcap_driver_default_pool(int dev);
 
 /* How many devices the driver sees (cuDeviceGetCount); 0 when it cannot
  * say. */
 int cumemcap_driver_device_count(void);
 
-/* What `pool` reserves now, in bytes (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
- * by cuMemPoolGetAttribute): true and *bytes when the driver answered. */
+/* What `pool` reserves now (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), or the
+ * most it reserved since it was created or the program last reset the
+ * watermark (_HIGH), in bytes: true and *bytes when the driver answered. */
 bool cumemcap_driver_pool_reserved(CUmemoryPool pool, uint64_t *bytes);
-/* The pool's CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: the most it reserved since
- * it was created or the program last reset the watermark. */
 bool cumemcap_driver_pool_high(CUmemoryPool pool, uint64_t *bytes);
 
 /* A figure of GPU `dev`'s graph memory pool, in bytes

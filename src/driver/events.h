@@ -1,11 +1,7 @@
-/* driver/events: the event and stream calls the arenas' fences make
- * (arena/fence.c),
- * verbs over DRIVER entries of hooks.def that the shim does not hook.
- *
+/* events: the event and stream calls the arenas' fences make (arena/fence.c).
  * Each returns the driver's answer unchanged, or CUDA_ERROR_NOT_SUPPORTED
  * when the driver lacks the entry point (the caller then synchronizes the
- * old way). Thread safety: no state (the real_ pointers are written once
- * before the driver counts as loaded). */
+ * whole context). Thread safety: no state, as driver.h. */
 #pragma once
 
 #include "driver/driver.h"

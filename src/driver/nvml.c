@@ -1,16 +1,10 @@
-/* nvml: see nvml.h.
- *
- * The NVML types are declared in nvml.h (no nvml.h of NVIDIA's is needed
- * to build): the calls used are stable parts of its ABI, nvmlInit_v2,
- * nvmlDeviceGetHandleByUUID, nvmlDeviceGetUUID, nvmlDeviceGetMemoryInfo
- * (and _v2), nvmlDeviceGetIndex and nvmlDeviceGetComputeRunningProcesses_v3 (falling back to
- * _v2, same record, and the original two-field form). Every function is
- * found with libc's dlsym (cumemcap_real_dlsym): the process's dlsym is the
- * shim's, which answers the NVML names the shim hooks with its hooks.
- * Thread safety: the real entry points are published once (an atomic
- * state, no lock: nvml.h); the shim's own questions take one xmutex
- * around every call (the worker, and hooks that learn a context's
- * overhead, call in; a forked child gets a fresh one). */
+/* nvml: see nvml.h. The calls used are stable parts of NVML's ABI:
+ * nvmlInit_v2, nvmlDeviceGetHandleByUUID, nvmlDeviceGetUUID,
+ * nvmlDeviceGetMemoryInfo (and _v2), nvmlDeviceGetIndex and
+ * nvmlDeviceGetComputeRunningProcesses_v3 (falling back to _v2, same
+ * record, and the original two-field form). Every function is found with
+ * libc's dlsym: the process's dlsym is the shim's, which answers the NVML
+ * names the shim hooks with its hooks. */
 #include "driver/nvml.h"
 
 #include <dlfcn.h>
@@ -24,14 +18,10 @@
 #include "platform/cuda-api.h"
 #include "platform/xmutex.h"
 
-#define NVML_SUCCESS CUMEMCAP_NVML_SUCCESS
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
-#define NVML_VALUE_NOT_AVAILABLE CUMEMCAP_NVML_VALUE_NOT_AVAILABLE
 
 typedef cumemcap_nvml_return nvmlReturn_t;
 typedef cumemcap_nvml_device nvmlDevice_t;
-typedef struct cumemcap_nvml_process nvml_process_info;
-typedef struct cumemcap_nvml_process_v1 nvml_process_info_v1;
 
 /* ---- the real entry points ----------------------------------------------- */
 
@@ -49,7 +39,8 @@ static bool resolve(int extra, struct cumemcap_nvml_real *out, const void **base
 	if (!cumemcap_driver_libc_ready())
 		return false;
 	void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL | extra);
-	bool ok = false;
+	Dl_info info;
+	void *probe = NULL;
 	if (lib) {
 #define RESOLVE(field, name) *(void **)&out->field = cumemcap_real_dlsym(lib, name)
 		RESOLVE(init_v2, "nvmlInit_v2");
@@ -62,14 +53,12 @@ static bool resolve(int extra, struct cumemcap_nvml_real *out, const void **base
 		RESOLVE(procs_v3, "nvmlDeviceGetComputeRunningProcesses_v3");
 		RESOLVE(get_index, "nvmlDeviceGetIndex");
 #undef RESOLVE
-		Dl_info info;
-		void *probe = out->init_v2 ? (void *)out->init_v2 : (void *)out->get_uuid;
-		if (probe && dladdr(probe, &info)) {
-			*base = info.dli_fbase;
-			ok = true;
-		}
+		probe = out->init_v2 ? (void *)out->init_v2 : (void *)out->get_uuid;
 	}
-	if (!ok)
+	bool ok = probe && dladdr(probe, &info);
+	if (ok)
+		*base = info.dli_fbase;
+	else
 		memset(out, 0, sizeof(*out));
 	/* A failed dlopen or a symbol an older NVML lacks leaves its error in
 	 * this thread's dlerror(), where the program (whose dlsym call may
@@ -126,19 +115,17 @@ bool cumemcap_nvml_owns(const void *sym)
 
 static struct cumemcap_xmutex lock = CUMEMCAP_XMUTEX_INIT(lock);
 static enum { UNTRIED, READY, MISSING } state;
-static nvmlReturn_t (*p_init)(void);
-static nvmlReturn_t (*p_handle_by_uuid)(const char *uuid, nvmlDevice_t *device);
-static nvmlReturn_t (*p_procs)(nvmlDevice_t device, unsigned int *count, void *infos);
-static nvmlReturn_t (*p_memory)(nvmlDevice_t device, struct cumemcap_nvml_memory *memory);
-static nvmlReturn_t (*p_index)(nvmlDevice_t device, unsigned int *index);
-static size_t proc_stride; /* sizeof the record p_procs fills */
+static struct cumemcap_nvml_real fns;
+static cumemcap_nvml_procs_fn procs; /* the newest of fns' process lists */
+static size_t proc_stride;	     /* sizeof the record procs fills */
 
 /* Device handles by CUDA UUID; a GPU NVML does not know is remembered too. */
 static struct {
 	unsigned char uuid[16];
-	bool used, known;
+	bool known;
 	nvmlDevice_t handle;
 } handles[CUMEMCAP_MAX_DEVICES];
+static int handles_used;
 
 void cumemcap_nvml_format_uuid(const unsigned char uuid[16], const char *prefix, char out[48])
 {
@@ -157,31 +144,20 @@ void cumemcap_nvml_format_uuid(const unsigned char uuid[16], const char *prefix,
 
 static bool load(void)
 {
-	struct cumemcap_nvml_real r;
-	if (!cumemcap_nvml_real(&r))
+	if (!cumemcap_nvml_real(&fns))
 		return false;
-	p_init = r.init_v2;
-	p_handle_by_uuid = r.handle_by_uuid;
-	p_memory = r.memory_info; /* optional */
-	p_index = r.get_index;	  /* optional */
-	proc_stride = sizeof(nvml_process_info);
-	p_procs = r.procs_v3 ? r.procs_v3 : r.procs_v2;
-	if (!p_procs) {
-		p_procs = r.procs;
-		proc_stride = sizeof(nvml_process_info_v1);
+	proc_stride = sizeof(struct cumemcap_nvml_process);
+	procs = fns.procs_v3 ? fns.procs_v3 : fns.procs_v2;
+	if (!procs) {
+		procs = fns.procs;
+		proc_stride = sizeof(struct cumemcap_nvml_process_v1);
 	}
-	return p_init && p_handle_by_uuid && p_procs && p_init() == NVML_SUCCESS;
+	return fns.init_v2 && fns.handle_by_uuid && procs && fns.init_v2() == CUMEMCAP_NVML_SUCCESS;
 }
 
 static bool handle_for(const unsigned char uuid[16], nvmlDevice_t *out)
 {
-	int free_slot = -1;
-	for (int i = 0; i < CUMEMCAP_MAX_DEVICES; i++) {
-		if (!handles[i].used) {
-			if (free_slot < 0)
-				free_slot = i;
-			continue;
-		}
+	for (int i = 0; i < handles_used; i++) {
 		if (memcmp(handles[i].uuid, uuid, 16) == 0) {
 			*out = handles[i].handle;
 			return handles[i].known;
@@ -192,34 +168,33 @@ static bool handle_for(const unsigned char uuid[16], nvmlDevice_t *out)
 	char name[48];
 	nvmlDevice_t h = NULL;
 	cumemcap_nvml_format_uuid(uuid, "GPU-", name);
-	bool known = p_handle_by_uuid(name, &h) == NVML_SUCCESS;
+	bool known = fns.handle_by_uuid(name, &h) == CUMEMCAP_NVML_SUCCESS;
 	if (!known) {
 		cumemcap_nvml_format_uuid(uuid, "MIG-", name);
-		known = p_handle_by_uuid(name, &h) == NVML_SUCCESS;
+		known = fns.handle_by_uuid(name, &h) == CUMEMCAP_NVML_SUCCESS;
 	}
-	if (free_slot >= 0) {
-		memcpy(handles[free_slot].uuid, uuid, 16);
-		handles[free_slot].handle = h;
-		handles[free_slot].known = known;
-		handles[free_slot].used = true;
+	if (handles_used < CUMEMCAP_MAX_DEVICES) {
+		memcpy(handles[handles_used].uuid, uuid, 16);
+		handles[handles_used].handle = h;
+		handles[handles_used++].known = known;
 	}
 	*out = h;
 	return known;
 }
 
 /* Sum this pid's usedGpuMemory over the device's compute processes. A
- * listed process whose figure NVML cannot give (NVML_VALUE_NOT_AVAILABLE:
+ * listed process whose figure NVML cannot give (CUMEMCAP_NVML_VALUE_NOT_AVAILABLE:
  * some containers, Windows WDDM) is unknown, not zero. */
 static enum cumemcap_nvml_answer process_used(nvmlDevice_t h, unsigned pid, uint64_t *bytes)
 {
-	unsigned char stack_buf[64 * sizeof(nvml_process_info)];
+	unsigned char stack_buf[64 * sizeof(struct cumemcap_nvml_process)];
 	unsigned char *buf = stack_buf;
 	unsigned cap = (unsigned)(sizeof(stack_buf) / proc_stride);
 	bool found = false, unknown = false, answered = false;
 	uint64_t sum = 0;
 	for (int attempt = 0; attempt < 4 && !answered; attempt++) {
 		unsigned count = cap;
-		nvmlReturn_t r = p_procs(h, &count, buf);
+		nvmlReturn_t r = procs(h, &count, buf);
 		if (r == NVML_ERROR_INSUFFICIENT_SIZE && count > cap) {
 			/* More processes than room: grow (the list may grow
 			 * again before the next try). */
@@ -233,18 +208,18 @@ static enum cumemcap_nvml_answer process_used(nvmlDevice_t h, unsigned pid, uint
 			cap = want;
 			continue;
 		}
-		if (r != NVML_SUCCESS)
+		if (r != CUMEMCAP_NVML_SUCCESS)
 			break;
 		answered = true;
 		if (count > cap)
 			count = cap;
 		for (unsigned i = 0; i < count; i++) {
-			nvml_process_info p; /* the v1 record is its prefix */
+			struct cumemcap_nvml_process p; /* the v1 record is its prefix */
 			memcpy(&p, buf + (size_t)i * proc_stride, proc_stride);
 			if (p.pid != pid)
 				continue;
 			found = true;
-			if (p.usedGpuMemory == NVML_VALUE_NOT_AVAILABLE)
+			if (p.usedGpuMemory == CUMEMCAP_NVML_VALUE_NOT_AVAILABLE)
 				unknown = true;
 			else
 				sum += p.usedGpuMemory;
@@ -260,57 +235,54 @@ static enum cumemcap_nvml_answer process_used(nvmlDevice_t h, unsigned pid, uint
 	return CUMEMCAP_NVML_LISTED;
 }
 
-/* Caller holds the lock: whether NVML is ready, loading it the first time. */
-static bool ready(void)
+/* Caller holds the lock: whether NVML is ready, loading it the first time;
+ * then, given a uuid, the GPU's handle in *h. */
+static bool ready(const unsigned char *uuid, nvmlDevice_t *h)
 {
 	if (state == UNTRIED)
 		state = load() ? READY : MISSING;
-	return state == READY;
+	return state == READY && (!uuid || handle_for(uuid, h));
 }
 
 enum cumemcap_nvml_answer cumemcap_nvml_process(const unsigned char uuid[16], unsigned pid, uint64_t *bytes)
 {
-	enum cumemcap_nvml_answer a = CUMEMCAP_NVML_UNKNOWN;
-	cumemcap_xmutex_lock(&lock);
 	nvmlDevice_t h;
-	if (ready() && handle_for(uuid, &h))
-		a = process_used(h, pid, bytes);
+	cumemcap_xmutex_lock(&lock);
+	enum cumemcap_nvml_answer a =
+	    ready(uuid, &h) ? process_used(h, pid, bytes) : CUMEMCAP_NVML_UNKNOWN;
 	cumemcap_xmutex_unlock(&lock);
 	return a;
 }
 
 bool cumemcap_nvml_device_used(const unsigned char uuid[16], uint64_t *used)
 {
-	bool ok = false;
-	cumemcap_xmutex_lock(&lock);
 	nvmlDevice_t h;
 	struct cumemcap_nvml_memory m;
-	if (ready() && p_memory && handle_for(uuid, &h) && p_memory(h, &m) == NVML_SUCCESS) {
-		*used = m.used;
-		ok = true;
-	}
+	cumemcap_xmutex_lock(&lock);
+	bool ok =
+	    ready(uuid, &h) && fns.memory_info && fns.memory_info(h, &m) == CUMEMCAP_NVML_SUCCESS;
 	cumemcap_xmutex_unlock(&lock);
+	if (ok)
+		*used = m.used;
 	return ok;
 }
 
 bool cumemcap_nvml_index(const unsigned char uuid[16], unsigned *index)
 {
-	bool ok = false;
-	cumemcap_xmutex_lock(&lock);
 	nvmlDevice_t h;
 	unsigned i;
-	if (ready() && p_index && handle_for(uuid, &h) && p_index(h, &i) == NVML_SUCCESS) {
-		*index = i;
-		ok = true;
-	}
+	cumemcap_xmutex_lock(&lock);
+	bool ok = ready(uuid, &h) && fns.get_index && fns.get_index(h, &i) == CUMEMCAP_NVML_SUCCESS;
 	cumemcap_xmutex_unlock(&lock);
+	if (ok)
+		*index = i;
 	return ok;
 }
 
 bool cumemcap_nvml_available(void)
 {
 	cumemcap_xmutex_lock(&lock);
-	bool ok = ready();
+	bool ok = ready(NULL, NULL);
 	cumemcap_xmutex_unlock(&lock);
 	return ok;
 }

@@ -1,43 +1,31 @@
 /* nvml: what NVIDIA's management library says this process holds on a GPU.
  *
- * Owns the optional run-time link to libnvidia-ml.so.1 (dlopen, never a
- * link-time dependency), its initialization and a cache of device handles
- * found by the CUDA UUID (so CUDA_VISIBLE_DEVICES reordering cannot mix GPUs
- * up). NVML's per-process figure (usedGpuMemory, what nvidia-smi shows)
- * includes the CUDA context and everything the driver holds for the
- * process, which the shim cannot see through the allocation calls.
+ * Owns the optional run-time link to libnvidia-ml.so.1 (dlopen), its
+ * initialization and a cache of device handles found by the CUDA UUID (so
+ * CUDA_VISIBLE_DEVICES reordering cannot mix GPUs up). NVML's per-process
+ * figure (what nvidia-smi shows) includes the CUDA context and everything
+ * the driver holds for the process. A missing or failing NVML is silent:
+ * the answer is "unknown". Never calls CUDA. Also owns the real entry
+ * points the shim's NVML hooks (entry/hooks-nvml.c) forward to, never
+ * initialized for them (the program's nvmlInit is what they answer under).
  *
- * Also owns the real NVML entry points the shim's own NVML hooks
- * (entry/hooks-nvml.c) forward to: found with libc's dlsym
- * (cumemcap_real_dlsym) on the shim's own handle of libnvidia-ml.so.1, so
- * never the shim's hooks, and never initialized by the shim for them (the
- * program's nvmlInit is what they answer under).
- *
- * The shim's own questions (cumemcap_nvml_process and the rest) come from
- * the worker thread (the log's samples, the overhead's refresh) and from
- * the hooks that make a context or refuse a request (loading and
- * initializing NVML can take long; so can making a context). One xmutex
- * guards their state; a forked child gets a fresh one
- * (cumemcap_nvml_fork_child). A missing or failing NVML is silent: the
- * answer is just "unknown". Never calls CUDA.
- *
- * Thread safety of the real entry points: resolved without a lock (a
- * thread that finds another resolving resolves its own copy, so a fork
- * child of a resolving parent never waits), published once with release
- * order, then only read. */
+ * Thread safety: the shim's own questions (from the worker thread and from
+ * hooks that make a context or refuse a request) take one xmutex; a forked
+ * child gets a fresh one (cumemcap_nvml_fork_child). The real entry points
+ * are resolved without a lock (a thread that finds another resolving
+ * resolves its own copy, so a fork child of a resolving parent never
+ * waits), published once with release order, then only read. */
 #pragma once
 
 #include <stdbool.h>
 #include <stdint.h>
 
 /* What NVML says of process `pid` on the GPU whose CUDA UUID is `uuid`
- * (16 bytes, as cuDeviceGetUuid gives them): its bytes (*bytes, LISTED
- * only), not listed (as in a container whose PID namespace is not the
- * host's), or unknown (NVML missing or failing, the GPU unknown to it, no
- * figure). The first call loads and initializes NVML. */
+ * (16 bytes, as cuDeviceGetUuid gives them). The first call loads and
+ * initializes NVML. */
 enum cumemcap_nvml_answer {
-	CUMEMCAP_NVML_LISTED,   /* listed, with its figure */
-	CUMEMCAP_NVML_UNLISTED, /* NVML answered, without the process */
+	CUMEMCAP_NVML_LISTED,   /* listed, with its figure in *bytes */
+	CUMEMCAP_NVML_UNLISTED, /* NVML answered without it (a container's PID namespace) */
 	CUMEMCAP_NVML_UNKNOWN,  /* no NVML, no such GPU, an error, or no figure */
 };
 enum cumemcap_nvml_answer cumemcap_nvml_process(const unsigned char uuid[16], unsigned pid, uint64_t *bytes);

@@ -1,11 +1,6 @@
-/* verbs: the driver calls the other layers make, each a function with a
- * contract (driver.h), so that only this folder calls the real driver's
- * entry points the shim does not hook, and the others call the ones it
- * hooks only to forward a program's call (entry/).
- *
- * Thread safety: each verb is one or a few driver calls on the caller's
- * thread and keeps no state, except that a pushed context is the calling
- * thread's until it is popped. */
+/* verbs: the driver calls the other layers make, each with its contract in
+ * driver.h, so that only this folder calls the entry points the shim does
+ * not hook. No state: thread-safe as driver.h says. */
 #include "driver/driver.h"
 
 #include <stdlib.h>
@@ -45,33 +40,35 @@ int cumemcap_driver_device_count(void)
 	return real_cuDeviceGetCount && real_cuDeviceGetCount(&count) == CUDA_SUCCESS ? count : 0;
 }
 
-static bool pool_attr64(CUmemoryPool pool, CUmemPool_attribute attr, uint64_t *bytes)
+/* *out = *v when the driver answered r. */
+static bool answered(CUresult r, const cuuint64_t *v, uint64_t *out)
 {
-	cuuint64_t v = 0;
-	if (!real_cuMemPoolGetAttribute || real_cuMemPoolGetAttribute(pool, attr, &v) != CUDA_SUCCESS)
-		return false;
-	*bytes = v;
-	return true;
+	if (r == CUDA_SUCCESS)
+		*out = *v;
+	return r == CUDA_SUCCESS;
 }
 
 bool cumemcap_driver_pool_reserved(CUmemoryPool pool, uint64_t *bytes)
 {
-	return pool_attr64(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, bytes);
+	cuuint64_t v = 0;
+	return real_cuMemPoolGetAttribute &&
+	       answered(real_cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v),
+			&v, bytes);
 }
 
 bool cumemcap_driver_pool_high(CUmemoryPool pool, uint64_t *bytes)
 {
-	return pool_attr64(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, bytes);
+	cuuint64_t v = 0;
+	return real_cuMemPoolGetAttribute &&
+	       answered(real_cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &v), &v,
+			bytes);
 }
 
 bool cumemcap_driver_graph_mem(int dev, CUgraphMem_attribute attr, uint64_t *bytes)
 {
 	cuuint64_t v = 0;
-	if (!real_cuDeviceGetGraphMemAttribute ||
-	    real_cuDeviceGetGraphMemAttribute((CUdevice)dev, attr, &v) != CUDA_SUCCESS)
-		return false;
-	*bytes = v;
-	return true;
+	return real_cuDeviceGetGraphMemAttribute &&
+	       answered(real_cuDeviceGetGraphMemAttribute((CUdevice)dev, attr, &v), &v, bytes);
 }
 
 bool cumemcap_driver_primary_active(CUdevice dev)

@@ -5,8 +5,7 @@
  * cuMemAlloc_v2, cuMemAllocAsync_ptsz, ...) instead of mapping names with
  * macros, so each hook definition is type-checked against the driver's own
  * prototype. cudaTypedefs.h gives the PFN_<base>_v<version> pointer types.
- * Declarations and one constant only: no state, so nothing to lock and
- * thread-safe by construction. */
+ * Declarations only: no state, so thread-safe. */
 #pragma once
 
 #ifndef __CUDA_API_VERSION_INTERNAL
@@ -15,5 +14,5 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
-/* The most GPUs (CUdevice ordinals 0 .. 63) the shim keeps books for. */
+/* The most GPUs (CUdevice ordinals 0 .. 63) the shim keeps records for. */
 #define CUMEMCAP_MAX_DEVICES 64

@@ -1,6 +1,5 @@
-/* mix: the hash mixers of the shim's open-addressing tables, one home for
- * each (MurmurHash3's 64-bit finalizer and its first half). Pure functions
- * of their argument, so thread-safe. */
+/* mix: the hash mixers of the shim's open-addressing tables (MurmurHash3's
+ * 64-bit finalizer and its first half). Pure functions, so thread-safe. */
 #pragma once
 
 #include <stdint.h>
@@ -15,8 +14,8 @@ static inline uint64_t cumemcap_mix_short(uint64_t x)
 	return x;
 }
 
-/* The whole finalizer: every input bit reaches every output bit (the
- * record map, whose low bits pick a stripe). */
+/* The whole finalizer: every input bit reaches every output bit (vmm.c's
+ * tables, whose low bits pick a bucket). */
 static inline uint64_t cumemcap_mix(uint64_t x)
 {
 	x = cumemcap_mix_short(x);

@@ -34,9 +34,8 @@ bool cumemcap_worker_register(cumemcap_tick_fn tick)
 uint64_t cumemcap_now_ms(void)
 {
 	/* The coarse clock (a few ms of resolution) is enough for idle
-	 * timers of a fraction of a second and up, and it is a plain read:
-	 * the precise one took a fifth of a pooled 8 MiB alloc+free pair,
-	 * which reads the time at every reuse (perf, tests/bench). */
+	 * timers of a fraction of a second and up, and is cheap enough for a
+	 * pooled pair, which reads the time at every reuse. */
 	struct timespec ts;
 	if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
 		clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -1,16 +1,13 @@
 /* worker: the shim's one background thread.
  *
- * Started lazily the first time a GPU is used (a process that never uses
- * CUDA gets no thread), with every signal blocked so the program's signals
- * never land on it. It knows nothing of the layers above it: they register
- * tick functions (the arenas' idle release, the log's samples; entry/setup.c
- * does it before any GPU is used), and it calls them in the order
- * registered, waking when the earliest says it next needs to, at most every
- * second. A forked child starts its own thread on its first GPU use.
+ * Started the first time a GPU is used, with every signal blocked so the
+ * program's signals never land on it. The layers above register tick
+ * functions (entry/setup.c, before any GPU is used); it calls them in the
+ * order registered, waking when the earliest says it next needs to, at
+ * most every second. A forked child starts its own on its first GPU use.
  *
  * Thread safety: registration takes the worker's mutex; ticks are
- * published with release stores and read with acquire loads, so a tick
- * registered while the thread runs is seen whole. */
+ * published with release stores and read with acquire loads. */
 #pragma once
 
 #include <stdbool.h>

@@ -2,11 +2,11 @@
  *
  * fork() must not take such a mutex in its prepare handler: the driver's
  * own fork handler may have run first and hold the lock that the call
- * under our mutex waits for, and the fork deadlocks (ThreadSanitizer saw
- * it with the fake driver). So fork() leaves it alone, and a child, where
- * it may be held by a thread that did not come along, gets a fresh one
- * (the parent's few bytes are left behind). What an xmutex guards must be
- * fine to find half-done in a child; the shim's child empties its books. */
+ * under our mutex waits for, and the fork deadlocks. So fork() leaves it
+ * alone, and a child, where it may be held by a thread that did not come
+ * along, gets a fresh one (the parent's few bytes are left behind). What
+ * an xmutex guards must be fine to find half-done in a child; the shim's
+ * child empties its records. */
 #pragma once
 
 #include <pthread.h>

@@ -22,7 +22,7 @@
 
 extern _Atomic int cumemcap_captures;
 
-/* Is any stream of the process capturing? One relaxed load. */
+/* Is any stream of the process capturing? One acquire load. */
 static inline bool cumemcap_capture_active(void)
 {
 	return atomic_load_explicit(&cumemcap_captures, memory_order_acquire) > 0;
@@ -34,14 +34,12 @@ static inline bool cumemcap_capture_active(void)
 bool cumemcap_capture_stream(CUstream stream, bool ptsz);
 
 /* The shim's own synchronizing calls (a segment's cuMemFree, a context
- * synchronize) must not race a capture's beginning on another thread: a
- * check that no stream captures, then the call, leaves a window in which
- * the capture begins and the call invalidates it (the idle worker hit it
- * on a loaded machine). So such a call is made inside a quiet section:
- * cumemcap_capture_quiet_enter() succeeds only when no stream captures and
- * none is beginning, and until cumemcap_capture_quiet_exit() no capture
- * can begin (the begin hooks wait for the sections to end; a section never
- * waits, so it never deadlocks with the locks its caller holds). */
+ * synchronize) must not race a capture's beginning on another thread, so
+ * they are made inside a quiet section: cumemcap_capture_quiet_enter()
+ * succeeds only when no stream captures and none is beginning, and until
+ * cumemcap_capture_quiet_exit() no capture can begin (the begin hooks wait
+ * for the sections to end; a section never waits, so it never deadlocks
+ * with the locks its caller holds). */
 bool cumemcap_capture_quiet_enter(void);
 void cumemcap_capture_quiet_exit(void);
 /* The begin hooks: around the driver's begin call and
@@ -56,8 +54,8 @@ void cumemcap_capture_began(CUstream stream, bool per_thread);
 /* The stream no longer captures (its capture ended, or was found over). */
 void cumemcap_capture_ended(CUstream stream, bool per_thread);
 
-/* Fork: the set's lock is held across fork() (prepare, then parent's
- * unlock or the child's, which also forgets the parent's captures). */
+/* Fork: the set's lock is held across fork(); the child's handler also
+ * forgets the parent's captures. */
 void cumemcap_capture_lock(void);
 void cumemcap_capture_unlock(void);
 void cumemcap_capture_fork_child(void);

@@ -1,28 +1,25 @@
 /* death-lock: see death-lock.h.
  *
  * A big-reader lock. Each thread that enters a section gets a slot of its
- * own (one cache line, from a list that only grows; a thread's slot goes
- * back to the list when it exits). A reader publishes `depth` and then
- * reads `writing`; the writer sets `writing` and then reads every slot's
- * depth. Either the reader sees the writer and steps back to wait on the
- * writer's mutex, or the writer sees the reader and waits for its depth to
- * drop to zero (a release store).
+ * own (one cache line, from a list that only grows; it goes back to the
+ * list when the thread exits). A reader publishes `depth` and then reads
+ * `writing`; the writer sets `writing` and then reads every slot's depth.
+ * Either the reader sees the writer and steps back to wait on the writer's
+ * mutex, or the writer sees the reader and waits for its depth to drop to
+ * zero (a release store).
  *
  * The store-then-load on each side needs a full barrier between them. A
- * reader pays none where it can (asymmetric barriers): the process
- * registers for membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) once, and
- * then a reader publishes `depth` with a plain store (a compiler barrier
- * keeps the load of `writing` after it) while the rare writer, after
- * setting `writing`, has the kernel run a full barrier on every CPU that
- * runs one of the process's threads: a reader's store is visible to the
- * writer's loads, or the reader's load comes after the barrier and sees
- * `writing`. Where membarrier is missing (old kernels, some sandboxes,
- * valgrind) or the build is ThreadSanitizer's (which cannot see the
- * kernel's barrier), a reader publishes with a sequentially consistent
- * exchange instead, as the writer sets `writing`: plain seq_cst atomics,
- * no standalone fences. Each slot says how its reader publishes
- * (`plain`); the writer issues the barrier whenever the registration
- * succeeded, so a slot made plain is always covered. */
+ * reader pays none where it can: the process registers for
+ * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) once, a reader then
+ * publishes `depth` with a plain store (a compiler barrier keeps the load
+ * of `writing` after it), and the rare writer, after setting `writing`,
+ * has the kernel run a full barrier on every CPU that runs one of the
+ * process's threads. Where membarrier is missing (old kernels, some
+ * sandboxes, valgrind) or the build is ThreadSanitizer's (which cannot see
+ * the kernel's barrier), a reader publishes with a sequentially consistent
+ * exchange instead. Each slot says how its reader publishes (`plain`); the
+ * writer issues the barrier whenever the registration succeeded, so a slot
+ * made plain is always covered. */
 #include "state/death-lock.h"
 #include "platform/export.h"
 #include "platform/xmutex.h"
@@ -35,22 +32,22 @@
 #include <time.h>
 
 #if defined(__SANITIZE_THREAD__)
-#define LIFE_ASYMMETRIC 0
+#define ASYMMETRIC 0
 #elif defined(__has_feature)
 #if __has_feature(thread_sanitizer)
-#define LIFE_ASYMMETRIC 0
+#define ASYMMETRIC 0
 #endif
 #endif
-#if !defined(LIFE_ASYMMETRIC) && defined(__linux__)
+#if !defined(ASYMMETRIC) && defined(__linux__)
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #if defined(SYS_membarrier)
-#define LIFE_ASYMMETRIC 1
+#define ASYMMETRIC 1
 #endif
 #endif
-#ifndef LIFE_ASYMMETRIC
-#define LIFE_ASYMMETRIC 0
+#ifndef ASYMMETRIC
+#define ASYMMETRIC 0
 #endif
 
 struct slot {
@@ -72,37 +69,14 @@ static CUMEMCAP_TLS unsigned alone;
  * issues one, and new slots publish with plain stores. Set once (again in
  * a fork child), before any slot is made plain. */
 static _Atomic bool asymmetric;
-static pthread_once_t asymmetric_once = PTHREAD_ONCE_INIT;
 static bool asymmetric_off; /* cumemcap_death_lock_symmetric() */
 
 static bool membarrier_register(void)
 {
-#if LIFE_ASYMMETRIC
+#if ASYMMETRIC
 	long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
 	return cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
 	       syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
-#else
-	return false;
-#endif
-}
-
-static void asymmetric_setup(void)
-{
-	if (!asymmetric_off && membarrier_register())
-		atomic_store(&asymmetric, true);
-}
-
-/* The writer's half: a full barrier on every CPU that runs a thread of
- * the process. The registration makes the expedited command succeed; a
- * global barrier (slower, no registration) backs it up. */
-static _Atomic unsigned long barriers; /* issued by writers (tests) */
-static bool barriers_fail;             /* cumemcap_death_lock_fail_barriers() */
-
-static bool membarrier_now(void)
-{
-#if LIFE_ASYMMETRIC
-	return !barriers_fail && (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0 ||
-				  syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0);
 #else
 	return false;
 #endif
@@ -116,11 +90,17 @@ static bool membarrier_now(void)
  * longer than any store stays in a store buffer, before it looks at the
  * slots. Writers are alone (the writer's mutex), and the list of slots
  * only grows. */
+static _Atomic unsigned long barriers; /* issued by writers (tests) */
+static bool barriers_fail;             /* cumemcap_death_lock_fail_barriers() */
+
 static void barrier_everywhere(void)
 {
 	atomic_fetch_add_explicit(&barriers, 1, memory_order_relaxed);
-	if (membarrier_now())
+#if ASYMMETRIC
+	if (!barriers_fail && (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0 ||
+			       syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0))
 		return;
+#endif
 	atomic_store(&asymmetric, false);
 	for (struct slot *s = atomic_load(&slots); s; s = s->next)
 		atomic_store(&s->plain, false);
@@ -128,8 +108,8 @@ static void barrier_everywhere(void)
 	nanosleep(&ms, NULL);
 }
 
-static pthread_once_t key_once = PTHREAD_ONCE_INIT;
-static pthread_key_t key;
+static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
+static pthread_key_t key; /* returns a thread's slot when it exits */
 static bool key_ok;
 
 /* Thread exit (runs in the exiting thread). */
@@ -142,8 +122,10 @@ static void slot_return(void *p)
 	atomic_store_explicit(&s->taken, false, memory_order_release);
 }
 
-static void key_make(void)
+static void setup(void)
 {
+	if (!asymmetric_off && membarrier_register())
+		atomic_store(&asymmetric, true);
 	key_ok = pthread_key_create(&key, slot_return) == 0;
 }
 
@@ -167,9 +149,8 @@ static struct slot *slot_get(void)
 							      memory_order_relaxed))
 			;
 	}
-	pthread_once(&asymmetric_once, asymmetric_setup);
+	pthread_once(&setup_once, setup);
 	atomic_store_explicit(&s->plain, atomic_load(&asymmetric), memory_order_relaxed);
-	pthread_once(&key_once, key_make);
 	if (key_ok)
 		pthread_setspecific(key, s);
 	mine = s;
@@ -257,7 +238,7 @@ void cumemcap_death_unlock_write(void)
 void cumemcap_death_lock_fork_child(void)
 {
 	/* Only this thread came along: no other section is open, and a
-	 * death another thread had under way is not the child's (its books
+	 * death another thread had under way is not the child's (its records
 	 * are emptied). The writer's mutex is an xmutex (xmutex.h). */
 	for (struct slot *s = atomic_load(&slots); s; s = s->next) {
 		if (s == mine)

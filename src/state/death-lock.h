@@ -2,23 +2,18 @@
  * the shim does.
  *
  * A context dies (cuCtxDestroy, a primary context's reset or last release)
- * inside the driver, which frees all its memory at once; the shim's books
- * of that context (arena segments and blocks, records, pending frees,
- * cached bytes) must go at the same moment, before any hook can hand out a
- * block of a freed segment, record a pointer the driver is about to reuse,
- * or purge a record of the context revived under the same handle.
+ * inside the driver, which frees all its memory at once; the shim's records
+ * of that context (arena segments and blocks, handed-out blocks, pending
+ * frees, cached bytes) must go at the same moment, before any hook can hand
+ * out a block of a freed segment, record a pointer the driver is about to
+ * reuse, or purge a record of the context revived under the same handle.
  *
- * So every hook that touches the books holds it as a *reader*
- * (cumemcap_death_lock_read and cumemcap_death_unlock_read, around the
- * whole begin -> driver call -> finish: a reader section), and a death
- * holds it as the *writer* (cumemcap_death_lock_write and
- * cumemcap_death_unlock_write): it waits until no hook is inside a
- * section, keeps new ones out, calls the driver, settles the books, and
- * lets them in again. Deaths are rare; a reader costs a plain store on a
- * cache line of its own thread and a load (the writer pays a membarrier
- * for both; where there is none, the reader's store is an exchange), so
- * threads that allocate at once never contend on it and take no locked
- * instruction.
+ * So every hook that touches those records holds it as a *reader* around
+ * the whole begin -> driver call -> finish (a reader section), and a death
+ * holds it as the *writer*: it waits until no hook is inside a section,
+ * keeps new ones out, calls the driver, settles the records, and lets them
+ * in again. Deaths are rare, so a reader costs only a store to a cache
+ * line of its own thread and a load (death-lock.c).
  *
  * Sections nest (a thread already inside one never waits). The writer must
  * not be taken from inside a reader section. */
@@ -37,14 +32,12 @@ void cumemcap_death_unlock_write(void);
  * so fork() does not take it: see xmutex.h). */
 void cumemcap_death_lock_fork_child(void);
 
-/* Whether readers publish with plain stores (the process registered for
- * membarrier: see death-lock.c); false before the first section. */
+/* For tests: whether readers publish with plain stores (the process
+ * registered for membarrier; false before the first section); make them
+ * publish with exchanges (before the first section); make writers'
+ * barriers fail from now on (as under a seccomp filter installed after the
+ * registration); how many barriers writers have issued. */
 bool cumemcap_death_lock_asymmetric(void);
-/* Tests: readers publish with exchanges, as without membarrier. Before
- * the process's first section. */
 void cumemcap_death_lock_symmetric(void);
-/* Tests: writers' barriers fail from now on (as under a seccomp filter
- * installed after the registration). */
 void cumemcap_death_lock_fail_barriers(void);
-/* Tests: how many barriers writers have issued. */
 unsigned long cumemcap_death_lock_barriers(void);

@@ -15,7 +15,7 @@
 #include "platform/worker.h"
 
 static struct cumemcap_device_info infos[CUMEMCAP_MAX_DEVICES];
-static _Atomic int state[CUMEMCAP_MAX_DEVICES]; /* 0 unknown, 1 ready, -1 unusable */
+static _Atomic bool ready[CUMEMCAP_MAX_DEVICES]; /* infos[dev] is filled in */
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool rules_checked;
 static cumemcap_device_known_fn listener; /* under init_lock */
@@ -37,29 +37,28 @@ static bool describe(int dev, struct cumemcap_device_info *info)
 	return true;
 }
 
+/* Every GPU the driver reported, described when the first one was used:
+ * written once under init_lock, then read-only. */
+static int all_count;
+static struct cumemcap_device_info all[CUMEMCAP_MAX_DEVICES];
+static _Atomic int all_known = -1; /* all_count, published */
+
 /* Each GPU a rule names should be one of this machine's; say once which
  * are not (the same settings may serve machines with other cards). */
-struct rule_check {
-	int count;
-	struct cumemcap_device_info info[CUMEMCAP_MAX_DEVICES];
-};
-
 static void check_selector(void *ctx, const struct cumemcap_selector *sel,
 			   const struct cumemcap_source *src)
 {
-	struct rule_check *rc = ctx;
-	for (int d = 0; d < rc->count; d++)
-		if (cumemcap_selector_matches(sel, d, rc->info[d].uuid, rc->info[d].pci_bus_id))
+	(void)ctx;
+	for (int d = 0; d < all_count; d++)
+		if (cumemcap_selector_matches(sel, d, all[d].uuid, all[d].pci_bus_id))
 			return;
 	char name[64], where[CUMEMCAP_PATH_MAX + 16];
 	cumemcap_selector_format(sel, name, sizeof(name));
 	cumemcap_source_format(cumemcap_policy(), src, where, sizeof(where));
 	cumemcap_msg("%s: \"%s\" matches none of the %d GPU(s) this process sees; that rule is not "
-		     "applied", where, name, rc->count);
+		     "applied", where, name, all_count);
 }
 
-static struct rule_check rc; /* written once under init_lock, then read-only */
-static _Atomic int all_known = -1;
 static bool single; /* the driver reports one GPU, described: under init_lock */
 static _Atomic int only = -1; /* 0 once that GPU is known (cumemcap_device_only) */
 static _Atomic int driver_version; /* 0: unknown */
@@ -69,14 +68,14 @@ static void check_rules(void)
 	int count = cumemcap_driver_device_count();
 	if (count <= 0)
 		return;
-	rc.count = 0;
+	all_count = 0;
 	for (int d = 0; d < count && d < CUMEMCAP_MAX_DEVICES; d++)
-		if (describe(d, &rc.info[rc.count]))
-			rc.count++;
-	single = count == 1 && rc.count == 1;
-	cumemcap_policy_selectors(cumemcap_policy(), check_selector, &rc);
+		if (describe(d, &all[all_count]))
+			all_count++;
+	single = count == 1 && all_count == 1;
+	cumemcap_policy_selectors(cumemcap_policy(), check_selector, NULL);
 	atomic_store(&driver_version, cumemcap_driver_version());
-	atomic_store_explicit(&all_known, rc.count, memory_order_release);
+	atomic_store_explicit(&all_known, all_count, memory_order_release);
 }
 
 int cumemcap_device_driver_version(void)
@@ -87,7 +86,7 @@ int cumemcap_device_driver_version(void)
 int cumemcap_device_all(const struct cumemcap_device_info **out)
 {
 	int n = atomic_load_explicit(&all_known, memory_order_acquire);
-	*out = n > 0 ? rc.info : NULL;
+	*out = n > 0 ? all : NULL;
 	return n < 0 ? 0 : n;
 }
 
@@ -117,45 +116,36 @@ bool cumemcap_device_ensure(int dev)
 {
 	if (dev < 0 || dev >= CUMEMCAP_MAX_DEVICES)
 		return false;
-	int s = atomic_load_explicit(&state[dev], memory_order_acquire);
-	if (s != 0)
-		return s == 1;
-	bool made = false;
+	if (atomic_load_explicit(&ready[dev], memory_order_acquire))
+		return true;
 	cumemcap_device_known_fn tell = NULL;
 	pthread_mutex_lock(&init_lock);
-	if (atomic_load(&state[dev]) == 0) {
-		made = true;
+	/* A GPU the driver cannot describe now (not initialized yet, no such
+	 * ordinal) is asked again next time: a hook may look before the
+	 * program's cuInit (footprint.h). */
+	bool made = !atomic_load(&ready[dev]) && describe(dev, &infos[dev]);
+	if (made) {
 		tell = listener;
-		bool ok = describe(dev, &infos[dev]);
-		if (ok && !rules_checked) {
+		if (!rules_checked) {
 			rules_checked = true;
 			check_rules();
 		}
-		if (ok) {
-			cumemcap_ledger_count_footprint(cumemcap_policy()->count == CUMEMCAP_COUNT_FOOTPRINT);
-			cumemcap_ledger_set_limit(dev, infos[dev].limit);
-			cumemcap_group_attach(dev, infos[dev].uuid, infos[dev].pci_bus_id, infos[dev].total,
-					      infos[dev].limit);
-			name_other_budget(dev, &infos[dev]);
-			atomic_store_explicit(&state[dev], 1, memory_order_release);
-			if (dev == 0 && single)
-				atomic_store_explicit(&only, 0, memory_order_release);
-		} else {
-			/* A GPU the driver cannot describe now (not
-			 * initialized yet, no such ordinal) is asked again next
-			 * time: a hook may look before the program's cuInit
-			 * (footprint.h). */
-			made = false;
-		}
+		cumemcap_ledger_count_footprint(cumemcap_policy()->count == CUMEMCAP_COUNT_FOOTPRINT);
+		cumemcap_ledger_set_limit(dev, infos[dev].limit);
+		cumemcap_group_attach(dev, infos[dev].uuid, infos[dev].pci_bus_id, infos[dev].total,
+				      infos[dev].limit);
+		name_other_budget(dev, &infos[dev]);
+		atomic_store_explicit(&ready[dev], true, memory_order_release);
+		if (dev == 0 && single)
+			atomic_store_explicit(&only, 0, memory_order_release);
 	}
 	pthread_mutex_unlock(&init_lock);
-	bool ok = atomic_load(&state[dev]) == 1;
-	if (made && ok) {
+	if (made) {
 		if (tell)
 			tell(dev);
 		cumemcap_worker_start();
 	}
-	return ok;
+	return atomic_load(&ready[dev]);
 }
 
 int cumemcap_device_only(void)
@@ -165,7 +155,7 @@ int cumemcap_device_only(void)
 
 const struct cumemcap_device_info *cumemcap_device_info(int dev)
 {
-	if (dev < 0 || dev >= CUMEMCAP_MAX_DEVICES || atomic_load(&state[dev]) != 1)
+	if (dev < 0 || dev >= CUMEMCAP_MAX_DEVICES || !atomic_load(&ready[dev]))
 		return NULL;
 	return &infos[dev];
 }
@@ -174,15 +164,14 @@ const struct cumemcap_device_info *cumemcap_device_info(int dev)
  * the last context it asked about and skips cuCtxGetDevice while its
  * current context stays the same. A destroyed or reset context may come
  * back at the same address on another device: the generation count makes
- * every thread ask again after one. The arena layer's cache of the
- * thread's arena for that context rides on the same key: cleared whenever
- * the entry changes, so it needs no check of its own. */
+ * every thread ask again after one. The thread's arena for that context
+ * rides on the same key. */
 static _Atomic uint64_t generation = 1;
 static CUMEMCAP_TLS struct {
 	CUcontext ctx;
 	uint64_t generation;
 	int dev;
-	void *arena; /* the arena layer's arena for ctx (device.h); NULL on a change */
+	void *arena; /* NULL on a change */
 } last;
 
 void cumemcap_device_forget_contexts(void)
@@ -192,8 +181,7 @@ void cumemcap_device_forget_contexts(void)
 
 /* A context this thread has not seen under this generation: its device,
  * asked of the driver, ensured and remembered. Out of line, so that the
- * remembered case (every call but the first in a context) saves no
- * registers for it. */
+ * remembered case saves no registers for it. */
 static __attribute__((noinline)) CUresult current_slow(CUcontext ctx, uint64_t gen, int *dev)
 {
 	CUdevice d;
@@ -239,23 +227,17 @@ CUresult cumemcap_device_current_arena(CUcontext *ctx, int *dev, void **arena)
 
 void cumemcap_device_cache_arena(CUcontext ctx, void *arena)
 {
-	/* The thread's entry may have moved to another context meanwhile
-	 * (the caller's own driver calls): the cached arena is ctx's or
-	 * nobody's. */
 	if (last.ctx == ctx || !arena)
 		last.arena = arena;
 }
 
 /* A stream's context never changes while it lives, so each thread
  * remembers the owner of the last stream it asked about (cuStreamGetCtx)
- * and that context's device. The answer holds until a stream is destroyed
- * (its handle may come back in another context: the streams' generation)
- * or a context dies (its streams die with it, and its handle may come back
- * on another device: the generation above). Both are read before the
- * driver is asked, so an answer that a destruction overtook is never kept.
- * A fork child reaches no stream: the driver refuses it every call, its
- * current context first (CUDA_ERROR_NOT_INITIALIZED), before the
- * callers ask here. */
+ * and that context's device, until a stream is destroyed (the streams'
+ * generation) or a context dies (the generation above). Both are read
+ * before the driver is asked, so an answer that a destruction overtook is
+ * never kept. A fork child reaches no stream: the driver refuses its
+ * current context first. */
 static CUMEMCAP_TLS struct {
 	CUstream stream; /* NULL: nothing cached */
 	uint64_t streams_gen, generation;
@@ -263,20 +245,14 @@ static CUMEMCAP_TLS struct {
 	int dev;
 } last_stream;
 
-static inline bool stream_known(CUstream s, uint64_t sgen, uint64_t gen, CUcontext *ctx, int *dev)
+bool cumemcap_device_of_stream_known(CUstream s, CUcontext *ctx, int *dev)
 {
-	/* A default stream is never remembered (last_stream.stream). */
-	if (!s || last_stream.stream != s || last_stream.streams_gen != sgen || last_stream.generation != gen)
+	if (!s || last_stream.stream != s || last_stream.streams_gen != cumemcap_streams_gen() ||
+	    last_stream.generation != atomic_load_explicit(&generation, memory_order_acquire))
 		return false;
 	*ctx = last_stream.owner;
 	*dev = last_stream.dev;
 	return true;
-}
-
-bool cumemcap_device_of_stream_known(CUstream s, CUcontext *ctx, int *dev)
-{
-	return stream_known(s, cumemcap_streams_gen(), atomic_load_explicit(&generation, memory_order_acquire), ctx,
-			    dev);
 }
 
 void cumemcap_device_of_stream(CUstream s, CUcontext *ctx, int *dev)
@@ -285,8 +261,6 @@ void cumemcap_device_of_stream(CUstream s, CUcontext *ctx, int *dev)
 		return;
 	uint64_t sgen = cumemcap_streams_gen();
 	uint64_t gen = atomic_load_explicit(&generation, memory_order_acquire);
-	if (stream_known(s, sgen, gen, ctx, dev))
-		return;
 	CUcontext owner;
 	CUdevice d = *dev;
 	if (!cumemcap_driver_stream_ctx(s, &owner))

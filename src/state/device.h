@@ -34,10 +34,9 @@ bool cumemcap_device_ensure(int dev);
 
 /* 0 when the driver reports exactly one GPU and it is known (ensured):
  * every context is then on GPU 0, so a caller whose own driver call
- * answers for the current context (and fails without one) needs no
- * cuCtxGetCurrent to know its device. -1 otherwise, or before that GPU
- * became known: ask cumemcap_device_current. Calls no driver. A GPU count
- * never changes in a process, so neither does a 0. */
+ * answers for the current context needs no cuCtxGetCurrent to know its
+ * device. -1 otherwise, or before that GPU became known. Calls no driver;
+ * a 0 never changes. */
 int cumemcap_device_only(void);
 
 /* The facts about an ensured device, or NULL. */
@@ -60,20 +59,18 @@ void cumemcap_device_forget_contexts(void);
 CUresult cumemcap_device_current(CUcontext *ctx, int *dev);
 
 /* cumemcap_device_current, and in *arena the arena this thread cached for
- * that context (cumemcap_device_cache_arena; opaque here: the arena
- * layer's struct arena), or NULL: the cache is cleared whenever the
- * thread's current context or the generation changed since it was set,
- * so it needs no key of its own. Meaningful only when CUDA_SUCCESS is
- * returned. */
+ * that context (opaque here: the arena layer's struct arena), or NULL: the
+ * cache is cleared whenever the thread's current context or the
+ * generation changed since it was set. Meaningful only on CUDA_SUCCESS. */
 CUresult cumemcap_device_current_arena(CUcontext *ctx, int *dev, void **arena);
 
-/* Cache `arena` as the calling thread's arena for ctx, its current context
- * as the last cumemcap_device_current saw it (else nothing is cached). A
- * NULL arena clears the cache whatever ctx is (the arenas emptied in a
- * fork child). */
+/* Cache `arena` as the calling thread's arena for ctx, if ctx is its
+ * current context as cumemcap_device_current last saw it. A NULL arena
+ * clears the cache whatever ctx is (the arenas emptied in a fork child). */
 void cumemcap_device_cache_arena(CUcontext ctx, void *arena);
 
-/* The context and device stream `s` belongs to. *ctx and *dev hold the
+/* The context and device stream `s` belongs to, asked of the driver and
+ * remembered for cumemcap_device_of_stream_known. *ctx and *dev hold the
  * calling thread's current ones on entry and are left alone for the
  * default streams (legacy, per-thread: they are the current context's) or
  * when the driver cannot say. */

@@ -1,40 +1,30 @@
 /* figures: the one declaration of a device's figures.
  *
- * Owns the list below and nothing else: no state, no code, so nothing to
- * lock. Every figure the shim reports is one X() line; from it are made
- * the ledger's storage and its snapshot (ledger.h), cumemcap_get_stats
+ * Every figure the shim reports is one X() line; from it are made the
+ * ledger's storage and its snapshot (ledger.h), cumemcap_get_stats
  * (shim.c), and in the log (log/records.c, log/metrics.c) the event
  * records' figures, the samples, the exit record, the stderr summary and
  * the Prometheus families. An output lists no figure itself: add a line
- * here and every output that is marked for it has it.
+ * here and every output that is marked for it has it. No state, no code,
+ * so nothing to lock.
  *
- * X(name, src, stats, field = value, ...): the figure's name, where it is
- * kept, whether it is in the stats API, then the fields of its struct
- * cumemcap_figure_info (below; a field left out is 0 or "").
- *
- *   name    the figure's C name: CUMEMCAP_FIG_<name>, the snapshot's index,
- *           and the field of struct cumemcap_stats when `stats` is 1.
+ * X(name, src, stats, field = value, ...):
+ *   name    CUMEMCAP_FIG_<name>, the snapshot's index, and the field of
+ *           struct cumemcap_stats (include/cumemcap.h) when `stats` is 1.
  *   src     where the value lives. In the ledger (ledger.h): `atomic` (an
  *           atomic of the device), `arenas` (an atomic of the device plus
  *           each open arena's own count, summed on read), `kind` (the
- *           bytes of memory kind <name>), `sum` (reserved + overhead, on
- *           read), `group` (the group's books, read from the shared book:
- *           group.h). Elsewhere: `device` (the device layer's facts) and
- *           `log` (NVML, asked by the log); the ledger's snapshot leaves
- *           these CUMEMCAP_FIGURE_NONE for their owner to fill.
+ *           bytes of memory kind <name>), `sum` (reserved + overhead),
+ *           `group` (read from the group's book: group.h). Elsewhere, left
+ *           CUMEMCAP_FIGURE_NONE in the ledger's snapshot for their owner
+ *           to fill: `device` (the device layer's facts), `log` (NVML).
+ * then the fields of struct cumemcap_figure_info (one left out is 0 or ""):
  *   kind    gauge (a value now), peak (the highest so far), counter (a
  *           count of events) or setting; Prometheus types counters as
  *           counter and the rest as gauge.
  *   unit    bytes or count: the stderr summary writes bytes as sizes.
  *   null    1: CUMEMCAP_FIGURE_NONE means "none" (JSON null, no
  *           Prometheus series, "none" in the summary); 0: always a number.
- *
- * Where it is written (0: not there; `stats` is the X() argument, the
- * others fields). The records write the figures of a
- * part in this list's order, part 1 before part 2; the Prometheus families
- * come in this list's order.
- *
- *   stats   1: a field of struct cumemcap_stats (include/cumemcap.h).
  *   event   1: in the segment, refusal, driver_oom and context records.
  *   sample  1: in a sample's per-GPU object.
  *   exit    1: in the exit record's per-GPU object among the run's limit,
@@ -43,7 +33,9 @@
  *           peak); 2: in its second (held at exit, counts). Written as
  *           `pre` value `post`.
  *   key     the JSON key in the records.
- *   prom    the Prometheus family ("": none) and its `help` text. */
+ *   prom    the Prometheus family ("": none) and its `help` text.
+ * Records write the figures of a part in this list's order, part 1 before
+ * part 2; the Prometheus families come in this list's order. */
 #pragma once
 
 #include <stdint.h>

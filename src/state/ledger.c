@@ -1,6 +1,5 @@
-/* ledger: see ledger.h. Lock-free but for the limit's settings (settings_lock,
- * never taken on an allocation's path). Also owns the figure list's columns
- * as data (cumemcap_figure_info, figures.h), which are constant. */
+/* ledger: see ledger.h, which also says how it is thread-safe. Also owns
+ * the figure list's columns as data (cumemcap_figure_info, figures.h). */
 #include "state/ledger.h"
 
 #include <stddef.h>
@@ -18,8 +17,7 @@ struct cumemcap_ledger_device cumemcap_ledger[CUMEMCAP_MAX_DEVICES];
 struct cumemcap_ledger_arena cumemcap_ledger_arenas[CUMEMCAP_LEDGER_ARENAS];
 
 /* The limit, the overhead and the cap are written together under this
- * lock (never on an allocation's path: they change when a GPU becomes
- * known and when the overhead is learned again); readers load each alone. */
+ * lock (never on an allocation's path); readers load each alone. */
 static atomic_flag settings_lock = ATOMIC_FLAG_INIT;
 static _Atomic bool count_footprint = true;
 
@@ -124,11 +122,6 @@ void cumemcap_ledger_live_sub(int dev, uint64_t bytes)
 		atomic_fetch_sub_explicit(&cumemcap_ledger[dev].live, bytes, memory_order_relaxed);
 }
 
-static inline void kind_add(struct cumemcap_ledger_device *d, enum cumemcap_kind kind, uint64_t bytes)
-{
-	atomic_fetch_add_explicit(&d->kind[kind], bytes, memory_order_relaxed);
-}
-
 /* The reservation against the process's cap alone. */
 static inline __attribute__((always_inline)) bool reserve_local(int dev, enum cumemcap_kind kind, uint64_t bytes)
 {
@@ -142,7 +135,7 @@ static inline __attribute__((always_inline)) bool reserve_local(int dev, enum cu
 							  memory_order_relaxed))
 			break;
 	}
-	kind_add(d, kind, bytes);
+	atomic_fetch_add_explicit(&d->kind[kind], bytes, memory_order_relaxed);
 	raise_peak(d, cur + bytes);
 	return true;
 }
@@ -176,7 +169,7 @@ void cumemcap_ledger_add(int dev, enum cumemcap_kind kind, uint64_t bytes)
 	if (!cumemcap_ledger_valid(dev) || bytes == 0)
 		return;
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-	kind_add(d, kind, bytes);
+	atomic_fetch_add_explicit(&d->kind[kind], bytes, memory_order_relaxed);
 	uint64_t now = atomic_fetch_add_explicit(&d->reserved, bytes, memory_order_acq_rel) + bytes;
 	cumemcap_group_force(dev, bytes);
 	raise_peak(d, now);
@@ -207,17 +200,11 @@ uint64_t cumemcap_ledger_headroom(int dev)
 
 static _Atomic int arenas_used; /* records ever opened: 0 .. arenas_used-1 */
 
-/* Zero every count of record r. */
-static void zero_arena(struct cumemcap_ledger_arena *r)
+void cumemcap_ledger_arena_open(struct cumemcap_ledger_arena *r, int dev)
 {
 #define X(name, src, ...) CUMEMCAP_FIG_IF(CUMEMCAP_IN_ARENA_##src)(atomic_store(&r->name, 0);)
 	CUMEMCAP_FIGURES(X)
 #undef X
-}
-
-void cumemcap_ledger_arena_open(struct cumemcap_ledger_arena *r, int dev)
-{
-	zero_arena(r);
 	atomic_store(&r->dev, cumemcap_ledger_valid(dev) ? dev : -1);
 	int idx = (int)(r - cumemcap_ledger_arenas), used = atomic_load(&arenas_used);
 	while (idx + 1 > used && !atomic_compare_exchange_weak(&arenas_used, &used, idx + 1))
@@ -254,22 +241,16 @@ uint64_t cumemcap_ledger_arenas_sum(int dev, size_t off, size_t arena_off)
 
 void cumemcap_ledger_reset(void)
 {
+	/* The limit stays; no context survives a fork: nothing is learned,
+	 * the cap is the limit. The records stay open, emptied. */
 	for (int i = 0; i < CUMEMCAP_MAX_DEVICES; i++) {
-		struct cumemcap_ledger_device *d = &cumemcap_ledger[i];
-		uint64_t limit = atomic_load(&d->limit);
-#define X(name, src, ...) CUMEMCAP_FIG_IF(CUMEMCAP_IN_DEVICE_##src)(atomic_store(&d->name, 0);)
-		CUMEMCAP_FIGURES(X)
-#undef X
-		for (int k = 0; k < CUMEMCAP_KIND_COUNT; k++)
-			atomic_store(&d->kind[k], 0);
-		/* The limit stays; no context survives a fork: nothing is
-		 * learned, the cap is the limit. */
-		atomic_store(&d->limit, limit);
-		atomic_store(&d->source, CUMEMCAP_OVERHEAD_none);
-		atomic_store(&d->cap, limit);
+		uint64_t limit = atomic_load(&cumemcap_ledger[i].limit);
+		cumemcap_ledger[i] = (struct cumemcap_ledger_device){ .limit = limit, .cap = limit };
 	}
-	for (int i = 0; i < CUMEMCAP_LEDGER_ARENAS; i++)
-		zero_arena(&cumemcap_ledger_arenas[i]);
+	for (int i = 0; i < CUMEMCAP_LEDGER_ARENAS; i++) {
+		int dev = atomic_load(&cumemcap_ledger_arenas[i].dev);
+		cumemcap_ledger_arenas[i] = (struct cumemcap_ledger_arena){ .dev = dev };
+	}
 }
 
 struct cumemcap_ledger_device cumemcap_ledger_nowhere = { .limit = CUMEMCAP_NO_LIMIT, .cap = CUMEMCAP_NO_LIMIT };

@@ -2,26 +2,22 @@
  *
  * Owns, for each GPU ordinal, the bytes this process holds from the driver
  * (in total and per memory kind), their peaks, the limit, and event counts,
- * as figures.h declares them. A figure is kept in one of two places:
- *   - an atomic of the device: everything a limit check reads (`reserved`,
- *     the kinds' bytes, the limit, the overhead), and every figure that
- *     is not the arenas' alone;
- *   - for the figures the arenas move at every pooled block (`live`,
- *     `pooled`, allocs, frees, avoided, and the peaks of live and pooled),
- *     also a record per arena (struct cumemcap_ledger_arena), written by
- *     its arena under the arena's own lock; a read adds the device's atomic
- *     and the open records of the device.
+ * as figures.h declares them. Everything a limit check reads (`reserved`,
+ * the kinds' bytes, the limit, the overhead) is an atomic of the device.
+ * The figures the arenas move at every pooled block (`live`, `pooled`,
+ * allocs, frees, avoided, the peaks of live and pooled) are also kept in a
+ * record per arena, written under the arena's own lock; a read adds the
+ * device's atomic and the open records of the device.
+ *
  * The limit check is one compare-and-swap loop on `reserved`, so concurrent
  * reservations can never overshoot the limit together. A reservation is
  * made *before* the driver is asked and given back if the driver fails.
- * Never calls the driver, but through the reader of figures read late
- * (below).
+ * Never calls the driver but through the growth reader (below).
  *
- * Peaks: the peaks of `reserved` and the footprint are exact (for what is
- * read late, as far as it has been read: below); a peak of `live` or
- * `pooled` is the sum of each part's own peak (the device's atomic and each
- * arena's record), so it is never below the figure's true peak and exceeds
- * it only when parts peaked at different moments.
+ * Peaks: the peaks of `reserved` and the footprint are exact (for growth
+ * read late, as far as it has been read); a peak of `live` or `pooled` is
+ * the sum of each part's own peak, so it is never below the figure's true
+ * peak and exceeds it only when parts peaked at different moments.
  *
  * Thread safety: no lock of its own but a spinlock around the limit's
  * settings; any thread may reserve, give back or read at any time (a
@@ -94,9 +90,8 @@ struct cumemcap_ledger_device {
 #undef X
 	_Atomic uint64_t kind[CUMEMCAP_KIND_COUNT];
 	/* What a reservation may bring `reserved` up to: the limit, less the
-	 * overhead when the footprint is counted (never below 0). Kept
-	 * apart so that the check stays one load; rewritten with the limit
-	 * and the overhead. */
+	 * overhead when the footprint is counted (never below 0), so that the
+	 * check is one load. */
 	_Atomic uint64_t cap;
 	_Atomic int source; /* enum cumemcap_overhead_source of `overhead` */
 };
@@ -150,7 +145,7 @@ void cumemcap_ledger_sub(int dev, enum cumemcap_kind kind, uint64_t bytes);
 void cumemcap_ledger_live_add(int dev, uint64_t bytes);
 void cumemcap_ledger_live_sub(int dev, uint64_t bytes);
 
-/* Whether `dev` is a GPU the ledger keeps books for. */
+/* Whether `dev` is a GPU the ledger keeps counters for. */
 static inline bool cumemcap_ledger_valid(int dev)
 {
 	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
@@ -158,15 +153,13 @@ static inline bool cumemcap_ledger_valid(int dev)
 
 /* ---- each arena's record ---------------------------------------------------
  *
- * An arena keeps its own part of the `arenas` figures in a record of its
- * own (its slot in the arena table), written under the arena's lock with
- * plain stores, so that a pooled pair writes no line another arena
+ * An arena's part of the `arenas` figures, written under the arena's lock
+ * with plain stores, so that a pooled pair writes no line another arena
  * writes: `live` (the bytes it handed out, by their 512-byte-rounded size),
  * `pooled` (its segment bytes not handed out: free, or freed and waiting
  * until the streams are past them), their peaks, and its allocs, frees and
- * avoided driver calls. A record is opened for a device when its arena is
- * set up and closed when the arena is emptied: its counts and peaks then
- * go to the device's atomics. */
+ * avoided driver calls. Opened when its arena is set up, closed when the
+ * arena is emptied: its counts and peaks then go to the device's atomics. */
 #define CUMEMCAP_LEDGER_ARENAS 64
 struct cumemcap_ledger_arena {
 	_Alignas(64) _Atomic int dev; /* -1: closed */
@@ -212,20 +205,15 @@ void cumemcap_ledger_read(int dev, struct cumemcap_figures *out);
 
 /* ---- figures read late ----------------------------------------------------
  *
- * A layer above may leave a change of `dev`'s figures unread until the
- * figures are read: the account layer's stream-ordered pools on a GPU
- * without a limit, whose growth is read back from the driver when the
- * figures are read rather than after every allocation (account.h says when,
- * and how the peaks follow). It sets growth_unread[dev] (sticky); the
- * growth reader that reads it back is registered by entry/setup.c. A
- * reader that may take locks and call the driver reads the growth first:
- * the stats, the log's records and metrics but the ones a fatal signal
- * writes (those read what was read before), the footprint, and a check
- * against a group's budget (reserve_in_group: the one place the ledger
- * itself may reach the driver, through the growth reader; a group joined
- * after the growth was left unread). cuMemGetInfo does not: nothing is
- * left unread under a limit, and without one its answer does not depend
- * on the pools. */
+ * The account layer's stream-ordered pools on a GPU without a limit leave
+ * their growth unread until the figures are read (account.h): it sets
+ * growth_unread[dev] (sticky), and entry/setup.c registers the reader that
+ * reads it back from the driver. A reader that may take locks and call the
+ * driver calls cumemcap_ledger_read_growth first: the stats, the log's
+ * records and metrics but those a fatal signal writes, the footprint, and
+ * a check against a group's budget (a group joined after the growth was
+ * left unread). cuMemGetInfo does not: nothing is left unread under a
+ * limit, and without one its answer does not depend on the pools. */
 extern _Atomic bool cumemcap_ledger_growth_unread[CUMEMCAP_MAX_DEVICES];
 extern void (*_Atomic cumemcap_ledger_growth_reader)(int dev);
 static inline void cumemcap_ledger_read_growth(int dev)

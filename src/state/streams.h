@@ -3,15 +3,13 @@
  *
  * cuMemFree synchronizes, so a program may free a block that work on any
  * stream of its context still uses. The arenas prove a freed block idle
- * with a fence (arena/fence.h): an event recorded on the legacy stream,
- * which first waits for every blocking stream of its context (per-thread
- * default streams included), and one on each stream that does not wait for
- * it: the CU_STREAM_NON_BLOCKING streams this list keeps (hooks-stream.c
- * notes every creation and destruction; the shim is preloaded, so it sees
- * them all). A stream it cannot place (its context unknown, a green
- * context's stream) makes every fence fall back to a context
- * synchronization while it lives; so do more than 256 such streams at
- * once (from then on) and more than CUMEMCAP_STREAMS_MAX in one context.
+ * with a fence (arena/fence.h): an event on the legacy stream, which first
+ * waits for every blocking stream of its context, and one on each
+ * CU_STREAM_NON_BLOCKING stream this list keeps (hooks-stream.c notes
+ * every creation and destruction). A stream it cannot place (its context
+ * unknown, a green context's stream) makes every fence fall back to a
+ * context synchronization while it lives; so do more than 256 such streams
+ * at once (from then on) and more than CUMEMCAP_STREAMS_MAX in one context.
  *
  * A stream destroyed with work still queued finishes that work later, out
  * of any list: every destruction bumps a generation, and a fence counts

@@ -5,11 +5,7 @@
  * a lookup never scans more than a cluster. Key 0 marks an empty slot:
  * the driver never returns 0 as a pointer or handle. The stored key mixes
  * in the handle kind's namespace so a CUarray and a device pointer with
- * equal bits do not collide.
- *
- * The stripe locks are the spinlocks of platform/spin.h (test-and-set,
- * yielding when contended): a critical section is a few dozen
- * instructions. */
+ * equal bits do not collide. The stripe locks are platform/spin.h's. */
 #include "state/track.h"
 #include "platform/spin.h"
 
@@ -41,7 +37,7 @@ __attribute__((noinline, cold)) static void stripe_lock_contended(struct stripe 
 	cumemcap_spin_lock(&s->lock);
 }
 
-static inline void stripe_lock(struct stripe *s)
+static inline __attribute__((always_inline)) void stripe_lock(struct stripe *s)
 {
 	if (__builtin_expect(atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire), 0))
 		stripe_lock_contended(s);
@@ -52,19 +48,15 @@ static void stripe_unlock(struct stripe *s)
 	cumemcap_spin_unlock(&s->lock);
 }
 
-/* The namespace of a handle kind: device pointers, whether from
- * cuMemAlloc* or cuMemAlloc*Async, are one (the driver hands an address
- * to one allocation at a time, so a free finds either in one lookup). */
-static uint64_t space(unsigned handle)
+/* The key with its handle kind's namespace in the top byte (device
+ * addresses and handles fit in 56 bits on every platform CUDA supports),
+ * and back: device pointers, whether from cuMemAlloc* or cuMemAlloc*Async,
+ * are one namespace (the driver hands an address to one allocation at a
+ * time, so a free finds either in one lookup). */
+static uint64_t stored_key(unsigned handle, uint64_t key)
 {
-	return handle == CUMEMCAP_HANDLE_ASYNC ? CUMEMCAP_HANDLE_PTR : handle;
-}
-
-static uint64_t stored_key(enum cumemcap_handle_kind handle, uint64_t key)
-{
-	/* Device addresses and handles fit in 56 bits on every platform
-	 * CUDA supports; the namespace goes in the top byte. */
-	return key ^ (space(handle) << 56);
+	return key ^
+	       ((uint64_t)(handle == CUMEMCAP_HANDLE_ASYNC ? CUMEMCAP_HANDLE_PTR : handle) << 56);
 }
 
 /* A stored key's hash: its low bits pick the stripe, the next ones the
@@ -103,12 +95,17 @@ __attribute__((noinline, cold)) static bool grow(struct stripe *s)
 	return true;
 }
 
-/* Record b under skey in s, whose lock is held and which has room;
- * unlocks. */
-static inline __attribute__((always_inline)) bool insert_locked(struct stripe *s, const struct cumemcap_block *b,
-								 struct cumemcap_block *displaced, uint64_t skey,
-								 uint64_t hash)
+bool cumemcap_track_insert(const struct cumemcap_block *b, struct cumemcap_block *displaced)
 {
+	uint64_t hash, skey = stored_key(b->handle, b->key);
+	struct stripe *s = stripe_of(skey, &hash);
+	stripe_lock(s);
+	if (__builtin_expect((s->used + 1) * 2 > s->mask + 1, 0) && !grow(s)) {
+		/* Out of host memory: the block stays untracked; its free
+		 * will pass through and its bytes stay charged (safe side). */
+		stripe_unlock(s);
+		return false;
+	}
 	bool found = false;
 	uint32_t mask = s->mask;
 	struct cumemcap_block *slot = s->slot;
@@ -126,36 +123,6 @@ static inline __attribute__((always_inline)) bool insert_locked(struct stripe *s
 	slot[i].key = skey;
 	stripe_unlock(s);
 	return found;
-}
-
-/* The stripe is contended or must grow first: the lock taken spinning,
- * the table grown. Apart, so that the common insert calls nothing and
- * keeps nothing across a call (no registers to save). */
-__attribute__((noinline)) static bool insert_slow(const struct cumemcap_block *b, struct cumemcap_block *displaced)
-{
-	uint64_t hash, skey = stored_key(b->handle, b->key);
-	struct stripe *s = stripe_of(skey, &hash);
-	cumemcap_spin_lock(&s->lock);
-	if ((s->used + 1) * 2 > s->mask + 1 && !grow(s)) {
-		/* Out of host memory: the block stays untracked; its free
-		 * will pass through and its bytes stay charged (safe side). */
-		stripe_unlock(s);
-		return false;
-	}
-	return insert_locked(s, b, displaced, skey, hash);
-}
-
-bool cumemcap_track_insert(const struct cumemcap_block *b, struct cumemcap_block *displaced)
-{
-	uint64_t hash, skey = stored_key(b->handle, b->key);
-	struct stripe *s = stripe_of(skey, &hash);
-	if (__builtin_expect(atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire), 0))
-		return insert_slow(b, displaced);
-	if (__builtin_expect((s->used + 1) * 2 > s->mask + 1, 0)) {
-		stripe_unlock(s);
-		return insert_slow(b, displaced);
-	}
-	return insert_locked(s, b, displaced, skey, hash);
 }
 
 /* Remove slot i from stripe s, shifting the cluster back. Lock held. */
@@ -178,11 +145,13 @@ static inline __attribute__((always_inline)) void delete_at(struct stripe *s, ui
 	s->used--;
 }
 
-/* Remove (handle kind, key) from s, whose lock is held; unlocks. */
-static inline __attribute__((always_inline)) bool remove_locked(struct stripe *s, uint64_t key, uint64_t skey,
-								 uint64_t hash, struct cumemcap_block *out)
+bool cumemcap_track_remove(enum cumemcap_handle_kind handle, uint64_t key,
+			   struct cumemcap_block *out)
 {
+	uint64_t hash, skey = stored_key(handle, key);
+	struct stripe *s = stripe_of(skey, &hash);
 	bool found = false;
+	stripe_lock(s);
 	if (s->mask) {
 		uint32_t i = (uint32_t)(hash / STRIPES) & s->mask;
 		while (s->slot[i].key) {
@@ -200,27 +169,6 @@ static inline __attribute__((always_inline)) bool remove_locked(struct stripe *s
 	return found;
 }
 
-/* The stripe is contended: the lock taken spinning (apart: see
- * insert_slow). */
-__attribute__((noinline)) static bool remove_slow(enum cumemcap_handle_kind handle, uint64_t key,
-						  struct cumemcap_block *out)
-{
-	uint64_t hash, skey = stored_key(handle, key);
-	struct stripe *s = stripe_of(skey, &hash);
-	cumemcap_spin_lock(&s->lock);
-	return remove_locked(s, key, skey, hash, out);
-}
-
-bool cumemcap_track_remove(enum cumemcap_handle_kind handle, uint64_t key,
-			   struct cumemcap_block *out)
-{
-	uint64_t hash, skey = stored_key(handle, key);
-	struct stripe *s = stripe_of(skey, &hash);
-	if (__builtin_expect(atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire), 0))
-		return remove_slow(handle, key, out);
-	return remove_locked(s, key, skey, hash, out);
-}
-
 void cumemcap_track_purge_ctx(CUcontext ctx, void (*fn)(const struct cumemcap_block *b))
 {
 	for (int n = 0; n < STRIPES; n++) {
@@ -229,7 +177,7 @@ void cumemcap_track_purge_ctx(CUcontext ctx, void (*fn)(const struct cumemcap_bl
 		for (uint32_t i = 0; s->mask && i <= s->mask;) {
 			if (s->slot[i].key && s->slot[i].ctx == ctx) {
 				struct cumemcap_block b = s->slot[i];
-				b.key = b.key ^ (space(b.handle) << 56);
+				b.key = stored_key(b.handle, b.key);
 				delete_at(s, i);
 				fn(&b);
 				continue; /* slot i now holds a shifted entry */
