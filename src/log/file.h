@@ -24,7 +24,6 @@ enum { CLOSED = 0, OPEN, OFF };
 /* Where the log goes: the policy's answer, copied once by log.c (a
  * signal handler reads it). */
 extern enum cumemcap_log_target log_target;
-
 extern _Atomic int log_file_state; /* CLOSED, OPEN, OFF */
 extern char log_file_path[];        /* the file's path, once created */
 
@@ -50,15 +49,14 @@ bool log_fd_is(int fd, const struct stat *held);
  * errno text is left out for `err` 0 (and ": " for an empty `what`). */
 void log_say_off(const char *subject, const char *path, const char *what, int err, const char *off);
 
-/* TMPDIR, read once (the constructor): the default template's directory
- * is under it instead of /tmp when it is set (not in secure execution). */
+/* TMPDIR, read once: the default template's directory is under it
+ * instead of /tmp when it is set (not in secure execution). log_file_init
+ * asks the policy whether the template is the default; log_file_capture
+ * (a process nothing configures) takes it without asking. */
 void log_file_init(void);
-/* log_file_init's for a policy of defaults, without asking for it (the
- * policy is then built at first use; cumemcap_log_start_env). */
 void log_file_capture(void);
-/* The environment's part of the snapshot was taken at start
- * (cumemcap_log_start_env, cumemcap_log_policy_env): written before
- * main, read after. */
+/* The environment's part of the snapshot was taken at start: written
+ * before main, read after. */
 extern bool log_env_taken;
 
 /* Create the file (log_file_state CLOSED, the caller's lock held); on
