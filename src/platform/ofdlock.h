@@ -1,6 +1,6 @@
 /* ofdlock: an open file description lock (F_OFD_SETLK), one home for the
  * group books' slot locks (group/book.c) and the metrics files' writer
- * locks (log/sweep.c).
+ * locks (log/metrics.c).
  *
  * An OFD lock belongs to the open file, not to a process: the kernel drops
  * it when the last descriptor of that open file closes, whatever killed
