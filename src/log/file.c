@@ -70,17 +70,17 @@ bool log_suffixed(const char *name, unsigned n, char *out, size_t cap)
 	return !o.lost;
 }
 
-bool log_env_taken;
 /* The default template under $TMPDIR ("" when not: the policy's). */
 static char default_template[CUMEMCAP_PATH_MAX];
+static const char default_log[] = CUMEMCAP_DEFAULT_LOG;
 
-static const char default_log[] = CUMEMCAP_DEFAULT_LOG, tmpdir[] = "TMPDIR";
-
-/* The template under tmp, when tmp names a directory anyone meant;
- * default_template (zero until now) is left alone otherwise. */
-static void template_under(const char *tmp)
+void log_file_init(bool ask_policy)
 {
-	if (!tmp || tmp[0] != '/')
+	const struct cumemcap_policy *p = ask_policy ? cumemcap_policy() : NULL;
+	const char *tmp = secure_getenv("TMPDIR");
+	if ((p && (p->secure || p->log != CUMEMCAP_LOG_FILE || p->log_src.origin != CUMEMCAP_FROM_DEFAULT ||
+		   strcmp(p->log_path, default_log) != 0)) ||
+	    !tmp || tmp[0] != '/')
 		return;
 	struct out o = { .p = default_template, .cap = sizeof(default_template) - 1, .flush_fd = -1 };
 	/* Its length without the trailing slashes ("/" stays). */
@@ -102,20 +102,6 @@ static void template_under(const char *tmp)
 		out_str(&o, "/");
 	out_str(&o, default_log + sizeof("/tmp/") - 1);
 	default_template[o.lost ? 0 : o.len] = '\0';
-}
-
-void log_file_init(void)
-{
-	const struct cumemcap_policy *p = cumemcap_policy();
-	if (p->secure || p->log != CUMEMCAP_LOG_FILE || p->log_src.origin != CUMEMCAP_FROM_DEFAULT ||
-	    strcmp(p->log_path, default_log) != 0)
-		return;
-	template_under(secure_getenv(tmpdir));
-}
-
-void log_file_capture(void)
-{
-	template_under(secure_getenv(tmpdir));
 }
 
 void log_say_off(const char *subject, const char *path, const char *what, int err, const char *off)

@@ -50,14 +50,10 @@ bool log_fd_is(int fd, const struct stat *held);
 void log_say_off(const char *subject, const char *path, const char *what, int err, const char *off);
 
 /* TMPDIR, read once: the default template's directory is under it
- * instead of /tmp when it is set (not in secure execution). log_file_init
- * asks the policy whether the template is the default; log_file_capture
- * (a process nothing configures) takes it without asking. */
-void log_file_init(void);
-void log_file_capture(void);
-/* The environment's part of the snapshot was taken at start: written
- * before main, read after. */
-extern bool log_env_taken;
+ * instead of /tmp when it is set (not in secure execution). With
+ * `ask_policy`, only when the policy's template is the default; without
+ * (a process nothing configures, its policy not built yet), always. */
+void log_file_init(bool ask_policy);
 
 /* Create the file (log_file_state CLOSED, the caller's lock held); on
  * failure, say why and set OFF. */

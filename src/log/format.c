@@ -188,7 +188,10 @@ void out_key_u(struct out *o, const char *k, uint64_t v)
 void out_key_json(struct out *o, const char *k, const char *s)
 {
 	out_key(o, k);
-	out_json(o, s);
+	if (s)
+		out_json(o, s);
+	else
+		out_str(o, "null");
 }
 
 void out_errno(struct out *o, int e)

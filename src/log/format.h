@@ -43,7 +43,8 @@ void out_json(struct out *o, const char *s);
 void out_label_value(struct out *o, const char *s, size_t n, size_t max);
 /* "2026-11-23T10:15:02.123Z", quoted (RFC 3339, UTC). */
 void out_time(struct out *o, uint64_t unix_ms);
-/* ,"key": and then, for the two after it, the value. */
+/* ,"key": and then, for the two after it, the value (a NULL string:
+ * null). */
 void out_key(struct out *o, const char *k);
 void out_key_u(struct out *o, const char *k, uint64_t v);
 void out_key_json(struct out *o, const char *k, const char *s);
