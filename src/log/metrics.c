@@ -1,54 +1,28 @@
 /* log/metrics: the Prometheus text file (CUMEMCAP_METRICS), and the
- * files of its writers that died.
+ * files of its writers that died. Which labels, and how the file is named
+ * and replaced: docs/metrics.md.
  *
- * Owns the metrics file: its path (a template, expanded once; ".N" before
- * the extension while a live writer holds the name), its directory
- * (checked again for every write, through log_open_dir), its labels and
- * its text: one family per figure with a Prometheus name in the figure
- * list (state/figures.h), one series per GPU. The file is replaced whole
- * (a temporary file renamed over it) and removed, with its companion,
- * when the process ends.
+ * Who owns a name: its companion `.NAME.cumemcap-lock` next to NAME (not
+ * a *.prom name, so node_exporter's textfile collector skips it), created
+ * O_EXCL and held with an OFD write lock for the writer's whole life; its
+ * content, written once the lock is held, is SWEEP_MAGIC. A process
+ * killed with SIGKILL cannot remove its NAME, but the kernel drops its
+ * lock: whoever can then take a read lock on the companion knows its
+ * writer is gone, whatever PID namespace it ran in (pods sharing a
+ * hostPath directory do not share pid numbers).
  *
- * Labels, so that a series names one process on one GPU across a cluster:
- * pid, program, host (gethostname), node, pod, namespace, container (from
- * the Downward API variables NODE_NAME, POD_NAME, POD_NAMESPACE,
- * CONTAINER_NAME, read in the constructor; left out when unset or empty,
- * and under secure execution, where the caller chose the environment),
- * CUMEMCAP_LABELS's pairs, then per GPU gpu (nvidia-smi's index, as
- * dcgm-exporter's `gpu`; left out when NVML cannot say), cuda_device (the
- * CUDA ordinal), uuid and UUID (dcgm-exporter's name for it, for joins),
- * and group in a group. Values are escaped, cut at LABEL_VALUE_MAX bytes.
- *
- * Who owns a name: its companion `.NAME.cumemcap-lock` next to NAME
- * (node_exporter's textfile collector reads only *.prom, and a name
- * starting with '.' is not one), created O_EXCL and held with an OFD write
- * lock (F_OFD_SETLKW) for the writer's whole life; its content, written
- * once the lock is held, is SWEEP_MAGIC. A process killed with SIGKILL
- * (the OOM killer's signal) cannot remove its NAME, but the kernel drops
- * its lock: whoever can then take a read lock on the companion knows its
- * writer is gone, whatever PID namespace it ran in (pods sharing a hostPath
- * directory do not share pid numbers, so "is that pid alive" is no test).
- *
- * A sweep (when a writer takes its name, and once a minute after) looks at
- * every companion in the writer's own directory, and for each whose lock
- * it can take and whose content is the magic (or that is empty and older
- * than a minute: a writer that died between creating and locking it)
- * removes NAME and NAME.tmp when they are regular files (unlinkat never
- * follows a link; anything else is left), then the companion. Nothing
- * else is touched: only names of that shape, only regular files, never
- * through a link.
- *
- * Only what the sweeper's own user wrote: the companion and each file it
- * removes must be owned by the sweeper's effective uid, and the companion
- * must have no other name (a hard link). The directory is shared (a
- * textfile collector's is often sticky and world-writable), so anyone can
- * create a companion next to any name: one planted by another user
- * removes nothing, and a sweeper run by root leaves every other user's
- * files, and its own files whose companion someone else made, alone.
- * Another user's dead writer is swept by that user's next one. The writer
- * holds to the same rule for its own NAME: it takes no name where another
- * user's file already is, never renames over one, and at its end removes
- * only regular files of its own user.
+ * A sweep (when a writer takes its name, and once a minute after) takes
+ * every companion in the writer's own directory whose lock it can take
+ * and whose content is the magic (or that is empty and older than a
+ * minute: a writer that died between creating and locking it), and
+ * removes NAME and NAME.tmp when they are regular files, then the
+ * companion. The directory is shared (a textfile collector's is often
+ * sticky and world-writable), so anyone can plant a companion next to
+ * any name: a sweeper removes only what its own effective uid owns, never
+ * through a link, and only through a companion with one name (no hard
+ * link). The writer holds to the same rule for its own NAME: it takes no
+ * name where another user's file is, never renames over one, and at its
+ * end removes only regular files of its own user.
  *
  * Thread safety: see metrics.h; the file is written under log.c's tick
  * lock and metrics_lock. */
@@ -80,7 +54,6 @@
 /* How often a writer sweeps its directory again after its start. */
 #define SWEEP_EVERY_MS 60000u
 #define SWEEP_SUFFIX ".cumemcap-lock"
-/* A companion's whole content: what its writer writes once it holds the lock. */
 static const char SWEEP_MAGIC[] = "cumemcap metrics writer lock 1\n";
 #define STALE_EMPTY_SECONDS 60
 
@@ -222,31 +195,25 @@ static int claim_companion(int dfd, const char *companion, struct stat *held)
 				continue;
 			return -e;
 		}
-		if (cumemcap_ofd_lock(fd, 0, 0, F_WRLCK, true) != 0 || fstat(fd, held) != 0) {
-			int e = errno;
-			unlinkat(dfd, companion, 0);
-			close(fd);
-			return -e;
-		}
+		int e = cumemcap_ofd_lock(fd, 0, 0, F_WRLCK, true) != 0 || fstat(fd, held) != 0 ? errno : 0;
 		/* A sweeper may have taken it for a dead writer's between our
 		 * create and our lock (it was empty, but old?): then it is
 		 * gone, and we start over. */
-		if (!same_file(dfd, companion, held)) {
+		if (!e && !same_file(dfd, companion, held)) {
 			close(fd);
 			continue;
 		}
-		if (!out_write_all(fd, SWEEP_MAGIC, sizeof(SWEEP_MAGIC) - 1)) {
-			int e = errno ? errno : EIO;
-			unlinkat(dfd, companion, 0);
-			close(fd);
-			return -e;
-		}
-		return fd;
+		if (!e && out_write_all(fd, SWEEP_MAGIC, sizeof(SWEEP_MAGIC) - 1))
+			return fd;
+		e = e ? e : errno ? errno : EIO;
+		unlinkat(dfd, companion, 0);
+		close(fd);
+		return -e;
 	}
 	return -EEXIST;
 }
 
-/* The Downward API's names, copied in the constructor. */
+/* The Downward API's variables and their labels. */
 static const struct {
 	char variable[16];
 	const char *label;
@@ -265,7 +232,7 @@ void log_metrics_init(void)
 		/* Under secure execution the caller chose the environment:
 		 * no label of a setuid program's comes from it. */
 		const char *v = secure_getenv(downward[i].variable);
-		if (v) /* "" otherwise, as it is: nothing written */
+		if (v)
 			cumemcap_copy(downward_value[i], sizeof(downward_value[i]), v);
 	}
 }
@@ -275,9 +242,7 @@ const char *log_metrics_path(void)
 	return atomic_load(&log_metrics_state) == OPEN ? metrics_path : "";
 }
 
-/* The metrics file goes away with the process, its companion after it:
- * through its checked directory, quietly (this may run in a signal
- * handler). */
+/* Through its checked directory, quietly (a signal handler may call it). */
 void log_metrics_unlink(void)
 {
 	int dfd = log_open_dir(metrics_dir, false, NULL, NULL, NULL);
@@ -373,10 +338,12 @@ static void label(struct out *o, bool first, const char *name, size_t nn, const 
 }
 
 /* The labels every series of this process has, once per file. */
-static void process_labels(struct out *o, const char *pid)
+static void process_labels(struct out *o)
 {
 	const struct cumemcap_policy *p = cumemcap_policy();
-	label(o, true, "pid", 3, pid, strlen(pid));
+	out_str(o, "pid=\"");
+	out_u(o, (uint64_t)getpid());
+	out_str(o, "\"");
 	label(o, false, "program", 7, p->program, strlen(p->program));
 	if (log_host[0])
 		label(o, false, "host", 4, log_host, strlen(log_host));
@@ -390,17 +357,13 @@ static void process_labels(struct out *o, const char *pid)
 		label(o, false, k, kn, v, vn);
 }
 
-/* The Prometheus text file, replaced whole (temp file + rename). */
+/* Replaced whole: a temporary file renamed over it. */
 void log_write_metrics(const struct gpu_figures *all, int n)
 {
 	log_metrics_claim();
 	pthread_mutex_lock(&metrics_lock);
-	if (atomic_load(&log_metrics_state) != OPEN) {
-		pthread_mutex_unlock(&metrics_lock);
-		return;
-	}
 	/* The directory is checked again for every write: it is a path. */
-	int dfd = open_dir();
+	int dfd = atomic_load(&log_metrics_state) == OPEN ? open_dir() : -1;
 	if (dfd < 0) {
 		pthread_mutex_unlock(&metrics_lock);
 		return;
@@ -421,11 +384,8 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 	}
 	static char buf[16 * 1024], head[8 * 1024];
 	struct out o = { .p = buf, .cap = sizeof(buf), .flush_fd = fd };
-	char pid_buf[24];
-	struct out po = OUT(pid_buf);
-	out_u(&po, (uint64_t)getpid());
 	struct out ho = OUT(head);
-	process_labels(&ho, out_cstr(&po));
+	process_labels(&ho);
 	/* A family for each figure with a `prom` name, in the list's order. */
 	for (size_t fig = 0; fig < CUMEMCAP_FIG_COUNT; fig++) {
 		const struct cumemcap_figure_info *fi = &cumemcap_figure_info[fig];
