@@ -39,8 +39,7 @@ const char *log_split_path(const char *path, char *dir, size_t cap);
 /* The directory `dir`, walked from the root and checked (file.c says
  * how; with `create`, a missing last component is made 0700): an
  * O_DIRECTORY descriptor, or -1. When refused and `subject` is not NULL,
- * one stderr line says why: "SUBJECT PATH: <why>; OFF". Async-signal-safe
- * when quiet. */
+ * one stderr line says why (log_say_off). */
 int log_open_dir(const char *dir, bool create, const char *subject, const char *path, const char *off);
 /* Whether descriptor fd is still the file `held` was (the program may
  * have closed the number and reused it). Async-signal-safe. */
@@ -62,7 +61,7 @@ bool log_file_create(void);
  * not fit or fails to write) say why, close it, OFF. */
 void log_file_start(struct out *start);
 /* Write a whole record if the file is open; a failure turns logging off
- * with one stderr line. Async-signal-safe. */
+ * with one stderr line. */
 void log_emit(struct out *o);
 /* After fork, in the child: close the parent's file, state CLOSED. */
 void log_file_fork_child(void);

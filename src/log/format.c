@@ -67,14 +67,6 @@ void out_ms(struct out *o, uint64_t ms)
 	out_put(o, frac, 4);
 }
 
-void out_u_or_null(struct out *o, bool known, uint64_t v)
-{
-	if (known)
-		out_u(o, v);
-	else
-		out_str(o, "null");
-}
-
 void out_size(struct out *o, uint64_t bytes)
 {
 	uint64_t whole;
@@ -183,6 +175,15 @@ void out_key_u(struct out *o, const char *k, uint64_t v)
 {
 	out_key(o, k);
 	out_u(o, v);
+}
+
+void out_key_u_or_null(struct out *o, const char *k, bool known, uint64_t v)
+{
+	out_key(o, k);
+	if (known)
+		out_u(o, v);
+	else
+		out_str(o, "null");
 }
 
 void out_key_json(struct out *o, const char *k, const char *s)

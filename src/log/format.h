@@ -30,8 +30,6 @@ const char *out_cstr(struct out *o);
 void out_u(struct out *o, uint64_t v);
 /* Milliseconds as seconds with three decimals: 5000 -> 5.000. */
 void out_ms(struct out *o, uint64_t ms);
-/* v, or null when not known. */
-void out_u_or_null(struct out *o, bool known, uint64_t v);
 /* What cumemcap_fmt_size writes: "512 MiB", "1.50 GiB", "4096 B"... */
 void out_size(struct out *o, uint64_t bytes);
 /* A JSON string; bytes that are not UTF-8 become U+FFFD. */
@@ -43,10 +41,11 @@ void out_json(struct out *o, const char *s);
 void out_label_value(struct out *o, const char *s, size_t n, size_t max);
 /* "2026-11-23T10:15:02.123Z", quoted (RFC 3339, UTC). */
 void out_time(struct out *o, uint64_t unix_ms);
-/* ,"key": and then, for the two after it, the value (a NULL string:
- * null). */
+/* ,"key": and then, for the three after it, the value (null when not
+ * known, or for a NULL string). */
 void out_key(struct out *o, const char *k);
 void out_key_u(struct out *o, const char *k, uint64_t v);
+void out_key_u_or_null(struct out *o, const char *k, bool known, uint64_t v);
 void out_key_json(struct out *o, const char *k, const char *s);
 /* A short text for an errno value ("no space left on device"). */
 void out_errno(struct out *o, int e);

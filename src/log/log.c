@@ -211,8 +211,7 @@ static void refusal_or_oom(const char *type, int dev, const char *door, uint64_t
 	uint64_t limit = cumemcap_ledger_limit(dev);
 	put_request(&o, door, requested);
 	log_put_figures(&o, dev);
-	out_key(&o, "limit");
-	out_u_or_null(&o, limit != CUMEMCAP_NO_LIMIT, limit);
+	out_key_u_or_null(&o, "limit", limit != CUMEMCAP_NO_LIMIT, limit);
 	out_str(&o, "}\n");
 	log_emit(&o);
 }
@@ -292,20 +291,16 @@ void cumemcap_log_group_change(int dev, const unsigned char uuid[16], uint64_t t
 	struct out o = OUT(buf);
 	log_begin(&o, "group_change");
 	out_key_json(&o, "group", cumemcap_group_name());
-	out_key(&o, "gpu");
-	out_u_or_null(&o, dev >= 0, (uint64_t)dev);
+	out_key_u_or_null(&o, "gpu", dev >= 0, (uint64_t)dev);
 	out_key_json(&o, "uuid", id);
 	unsigned index;
-	if (dev >= 0 && log_gpu_index(dev, &index)) {
+	if (dev >= 0 && log_gpu_index(dev, &index))
 		out_key_u(&o, "index", index);
-	}
 	out_key(&o, "changed_at");
 	out_ms(&o, time_ns / 1000000u);
 	out_key_u(&o, "by_uid", uid);
-	out_key(&o, "old_limit");
-	out_u_or_null(&o, old_limit != UINT64_MAX, old_limit);
-	out_key(&o, "new_limit");
-	out_u_or_null(&o, new_limit != UINT64_MAX, new_limit);
+	out_key_u_or_null(&o, "old_limit", old_limit != UINT64_MAX, old_limit);
+	out_key_u_or_null(&o, "new_limit", new_limit != UINT64_MAX, new_limit);
 	if (dev >= 0)
 		log_put_figures(&o, dev);
 	out_str(&o, "}\n");
@@ -440,7 +435,6 @@ void cumemcap_log_overhead(int dev, const char *source, uint64_t per_context)
 	if (!begin_event(&o, "overhead", dev))
 		return;
 	out_key_json(&o, "source", source);
-	out_key(&o, "per_context");
-	out_u_or_null(&o, strcmp(source, "nvml") != 0, per_context);
+	out_key_u_or_null(&o, "per_context", strcmp(source, "nvml") != 0, per_context);
 	end_event(&o, dev);
 }

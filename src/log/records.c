@@ -182,8 +182,7 @@ void log_start_record(struct out *o, const char *path, const char *metrics, uint
 	/* Asked by the device layer at the first GPU use; logging asks the
 	 * driver nothing. */
 	int dv = cumemcap_device_driver_version();
-	out_key(o, "driver_version");
-	out_u_or_null(o, dv > 0, (uint64_t)(dv > 0 ? dv : 0));
+	out_key_u_or_null(o, "driver_version", dv > 0, (uint64_t)(dv > 0 ? dv : 0));
 	out_key_json(o, "cumemcap", CUMEMCAP_VERSION_STRING);
 	out_key(o, "interval");
 	out_ms(o, interval_ms);
@@ -200,8 +199,7 @@ void log_start_record(struct out *o, const char *path, const char *metrics, uint
 		log_put_gpu(o, d, true);
 		out_key_json(o, "pci", all[d].pci_bus_id);
 		out_key_u(o, "capacity", all[d].total);
-		out_key(o, "limit");
-		out_u_or_null(o, all[d].limit != CUMEMCAP_NO_LIMIT, all[d].limit);
+		out_key_u_or_null(o, "limit", all[d].limit != CUMEMCAP_NO_LIMIT, all[d].limit);
 		put_source(o, "limit_source", &all[d].limit_src);
 		out_str(o, "}");
 	}
@@ -298,8 +296,7 @@ static void put_figures(struct out *o, const struct cumemcap_figures *f, size_t 
 			if (((const unsigned char *)fi)[col] != part)
 				continue;
 			if (!human) {
-				out_key(o, fi->key);
-				out_u_or_null(o, known, f->v[i]);
+				out_key_u_or_null(o, fi->key, known, f->v[i]);
 				continue;
 			}
 			out_str(o, fi->pre);
