@@ -367,9 +367,10 @@ bool log_file_create(void)
 	/* An existing file (pid reuse, a planted link) is never followed
 	 * nor appended to: NAME.1.jsonl, NAME.2.jsonl, ... */
 	char base[sizeof(log_file_path)];
+	size_t at = (size_t)(name - log_file_path);
 	cumemcap_copy(base, sizeof(base), name);
-	int fd = -1, e = 0;
-	for (unsigned i = 0; i < 100 && fd < 0; i++) {
+	int fd = -1, e = EEXIST;
+	for (unsigned i = 0; i < 100 && fd < 0 && e == EEXIST; i++) {
 		char cand[CUMEMCAP_PATH_MAX + 8];
 		if (!log_suffixed(base, i, cand, sizeof(cand))) {
 			e = ENAMETOOLONG;
@@ -377,11 +378,8 @@ bool log_file_create(void)
 		}
 		fd = openat(dfd, cand, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC, 0600);
 		e = errno;
-		if (fd >= 0 && i)
-			snprintf(log_file_path + (name - log_file_path), sizeof(log_file_path) - (size_t)(name - log_file_path),
-				 "%s", cand);
-		if (fd < 0 && e != EEXIST)
-			break;
+		if (fd >= 0)
+			cumemcap_copy(log_file_path + at, sizeof(log_file_path) - at, cand);
 	}
 	close(dfd);
 	struct stat st;

@@ -36,15 +36,13 @@ static _Atomic int nvml_loads = -1;
 
 void log_identity(void)
 {
-	char host[256] = "";
-	if (gethostname(host, sizeof(host) - 1) != 0)
-		host[0] = '\0';
-	host[sizeof(host) - 1] = '\0';
-	memcpy(log_host, host, sizeof(host));
+	if (gethostname(log_host, sizeof(log_host) - 1) != 0)
+		log_host[0] = '\0';
+	log_host[sizeof(log_host) - 1] = '\0';
 	struct out o = OUT(identity);
 	out_key_u(&o, "pid", (uint64_t)getpid());
 	out_key_json(&o, "program", cumemcap_policy()->program);
-	out_key_json(&o, "host", host);
+	out_key_json(&o, "host", log_host);
 	identity_len = o.lost ? 0 : o.len;
 }
 
