@@ -338,7 +338,8 @@ fail:
 		}
 		out_str(&o, " (a shared directory must hold a private one)");
 	}
-	log_say_off(subject, path, out_cstr(&o), err, off);
+	why[o.len < o.cap ? o.len : o.cap - 1] = '\0';
+	log_say_off(subject, path, why, err, off);
 	return -1;
 }
 

@@ -42,12 +42,6 @@ void out_str(struct out *o, const char *s)
 	out_put(o, s, strlen(s));
 }
 
-const char *out_cstr(struct out *o)
-{
-	o->p[o->len < o->cap ? o->len : o->cap - 1] = '\0';
-	return o->p;
-}
-
 void out_u(struct out *o, uint64_t v)
 {
 	char d[24];

@@ -25,8 +25,6 @@ struct out {
 bool out_write_all(int fd, const char *b, size_t n);
 void out_put(struct out *o, const char *s, size_t n);
 void out_str(struct out *o, const char *s);
-/* The text so far as a C string (its last byte gives way when full). */
-const char *out_cstr(struct out *o);
 void out_u(struct out *o, uint64_t v);
 /* Milliseconds as seconds with three decimals: 5000 -> 5.000. */
 void out_ms(struct out *o, uint64_t ms);
