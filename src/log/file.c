@@ -187,21 +187,15 @@ void log_emit(struct out *o)
 static bool next_component(const char **p, char *comp, size_t cap, bool *too_long)
 {
 	for (;;) {
-		while (**p == '/')
-			(*p)++;
-		if (!**p)
-			return false;
-		const char *e = *p;
-		while (*e && *e != '/')
-			e++;
-		size_t n = (size_t)(e - *p);
-		if (n >= cap) {
-			*too_long = true;
+		*p += strspn(*p, "/");
+		size_t n = strcspn(*p, "/");
+		if (n == 0 || n >= cap) {
+			*too_long = n >= cap;
 			return false;
 		}
 		memcpy(comp, *p, n);
 		comp[n] = '\0';
-		*p = e;
+		*p += n;
 		if (strcmp(comp, ".") != 0)
 			return true;
 	}

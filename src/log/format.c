@@ -155,7 +155,10 @@ void out_time(struct out *o, uint64_t unix_ms)
 
 void out_json(struct out *o, const char *s)
 {
-	out_json_n(o, s, strlen(s));
+	if (s)
+		out_json_n(o, s, strlen(s));
+	else
+		out_str(o, "null");
 }
 
 void out_key(struct out *o, const char *k)
@@ -183,10 +186,7 @@ void out_key_u_or_null(struct out *o, const char *k, bool known, uint64_t v)
 void out_key_json(struct out *o, const char *k, const char *s)
 {
 	out_key(o, k);
-	if (s)
-		out_json(o, s);
-	else
-		out_str(o, "null");
+	out_json(o, s);
 }
 
 void out_errno(struct out *o, int e)

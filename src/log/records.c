@@ -254,10 +254,7 @@ void log_start_record(struct out *o, const char *path, const char *metrics, uint
 	bool host_pids = cumemcap_nvml_host_pids();
 	out_key(o, "overhead");
 	out_str(o, "{\"expected_source\":");
-	if (nvml < 0)
-		out_str(o, "null");
-	else
-		out_json(o, cumemcap_overhead_source_name(cumemcap_overhead_expected(nvml, host_pids)));
+	out_json(o, nvml < 0 ? NULL : cumemcap_overhead_source_name(cumemcap_overhead_expected(nvml, host_pids)));
 	out_key(o, "nvml");
 	out_str(o, nvml < 0 ? "null" : nvml ? "true" : "false");
 	out_key(o, "host_pid_namespace");
