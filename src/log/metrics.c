@@ -278,7 +278,8 @@ static void claim(void)
 		return;
 	}
 	char base[sizeof(metrics_path)];
-	cumemcap_copy(base, sizeof(base), log_split_path(metrics_path, metrics_dir, sizeof(metrics_dir)));
+	size_t at = (size_t)(log_split_path(metrics_path, metrics_dir, sizeof(metrics_dir)) - metrics_path);
+	cumemcap_copy(base, sizeof(base), metrics_path + at);
 	int dfd = open_dir();
 	if (dfd < 0)
 		return;
@@ -308,7 +309,6 @@ static void claim(void)
 		return;
 	}
 	companion_fd = fd;
-	size_t at = (size_t)(log_split_path(metrics_path, metrics_dir, sizeof(metrics_dir)) - metrics_path);
 	cumemcap_copy(metrics_path + at, sizeof(metrics_path) - at, metrics_name);
 	atomic_store(&log_metrics_state, OPEN);
 	sweep_dir(dfd, own_companion);
@@ -328,10 +328,10 @@ void log_metrics_claim(void)
 	errno = saved;
 }
 
-/* name="value" with a comma first unless `first`. */
-static void label(struct out *o, bool first, const char *name, size_t nn, const char *value, size_t vn)
+/* ,name="value" */
+static void label(struct out *o, const char *name, size_t nn, const char *value, size_t vn)
 {
-	out_str(o, first ? "" : ",");
+	out_str(o, ",");
 	out_put(o, name, nn);
 	out_str(o, "=");
 	out_label_value(o, value, vn, LABEL_VALUE_MAX);
@@ -344,17 +344,17 @@ static void process_labels(struct out *o)
 	out_str(o, "pid=\"");
 	out_u(o, (uint64_t)getpid());
 	out_str(o, "\"");
-	label(o, false, "program", 7, p->program, strlen(p->program));
+	label(o, "program", 7, p->program, strlen(p->program));
 	if (log_host[0])
-		label(o, false, "host", 4, log_host, strlen(log_host));
+		label(o, "host", 4, log_host, strlen(log_host));
 	for (size_t i = 0; i < N_DOWNWARD; i++)
 		if (downward_value[i][0])
-			label(o, false, downward[i].label, strlen(downward[i].label), downward_value[i],
+			label(o, downward[i].label, strlen(downward[i].label), downward_value[i],
 			      strlen(downward_value[i]));
 	const char *cur = cumemcap_policy_labels(p, NULL), *k, *v;
 	size_t kn, vn;
 	while (cumemcap_labels_next(&cur, &k, &kn, &v, &vn))
-		label(o, false, k, kn, v, vn);
+		label(o, k, kn, v, vn);
 }
 
 /* Replaced whole: a temporary file renamed over it. */
@@ -364,10 +364,8 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 	pthread_mutex_lock(&metrics_lock);
 	/* The directory is checked again for every write: it is a path. */
 	int dfd = atomic_load(&log_metrics_state) == OPEN ? open_dir() : -1;
-	if (dfd < 0) {
-		pthread_mutex_unlock(&metrics_lock);
-		return;
-	}
+	if (dfd < 0)
+		goto unlock;
 	if (cumemcap_now_ms() - last_sweep_ms >= SWEEP_EVERY_MS) {
 		sweep_dir(dfd, own_companion);
 		last_sweep_ms = cumemcap_now_ms();
@@ -378,9 +376,7 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 		int e = errno;
 		bool others = e == EEXIST && others_file(dfd, metrics_tmp);
 		metrics_off(others ? "another user's file is at its .tmp name now" : "", e);
-		close(dfd);
-		pthread_mutex_unlock(&metrics_lock);
-		return;
+		goto close_dir;
 	}
 	static char buf[16 * 1024], head[8 * 1024];
 	struct out o = { .p = buf, .cap = sizeof(buf), .flush_fd = fd };
@@ -441,7 +437,9 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 	} else if (atomic_load(&log_metrics_state) != OPEN) {
 		unlinkat(dfd, metrics_name, 0); /* the process ended meanwhile */
 	}
+close_dir:
 	close(dfd);
+unlock:
 	pthread_mutex_unlock(&metrics_lock);
 }
 
