@@ -1,22 +1,16 @@
-/* log: see log.h. The record schema is docs/footprint-log.md.
+/* log: see log.h. Owns the entry points the other layers call, the
+ * policy's answers copied once, the rate limit on event records, the
+ * sample schedule and the lock under which the file is opened. The log's
+ * files call one way: log.c -> signals.c -> metrics.c -> records.c ->
+ * file.c -> format.c.
  *
- * Owns the entry points the other layers call, the policy's answers
- * copied once, the rate limit on event records, the sample schedule and
- * the lock under which the file is opened. The log's files call one way
- * only: log.c (the entry points) -> signals.c (the exit summary, written
- * once; fatal signals) -> metrics.c (the Prometheus file) -> records.c
- * (the records' text) -> file.c (files in shared directories) ->
- * format.c (numbers, sizes, times, JSON strings).
- *
- * One JSON Lines file per process, opened at the first GPU use (so a
- * process that never uses CUDA writes nothing). Events from hooks are
- * written at once rather than queued for the worker: they are rare (a
- * segment is a driver allocation, a refusal the end of a request), the
- * write is one syscall into the page cache, and a queue would lose the
- * last events exactly when they matter, on a crash. The hook holds no
- * lock while it writes. Samples, NVML and the Prometheus file belong to
- * the worker thread (cumemcap_log_tick) under tick_lock, which no hook
- * takes. */
+ * Events from hooks are written at once rather than queued for the
+ * worker: they are rare (a segment is a driver allocation, a refusal the
+ * end of a request), the write is one syscall into the page cache, and a
+ * queue would lose the last events exactly when they matter, on a crash.
+ * The hook holds no lock while it writes. Samples, NVML and the
+ * Prometheus file belong to the worker thread (cumemcap_log_tick) under
+ * tick_lock, which no hook takes. */
 #include "log/log.h"
 
 #include "config.h"
