@@ -77,10 +77,11 @@ static const char default_log[] = CUMEMCAP_DEFAULT_LOG;
 void log_file_init(bool ask_policy)
 {
 	const struct cumemcap_policy *p = ask_policy ? cumemcap_policy() : NULL;
+	if (p && (p->secure || p->log != CUMEMCAP_LOG_FILE || p->log_src.origin != CUMEMCAP_FROM_DEFAULT ||
+		  strcmp(p->log_path, default_log) != 0))
+		return;
 	const char *tmp = secure_getenv("TMPDIR");
-	if ((p && (p->secure || p->log != CUMEMCAP_LOG_FILE || p->log_src.origin != CUMEMCAP_FROM_DEFAULT ||
-		   strcmp(p->log_path, default_log) != 0)) ||
-	    !tmp || tmp[0] != '/')
+	if (!tmp || tmp[0] != '/')
 		return;
 	struct out o = { .p = default_template, .cap = sizeof(default_template) - 1, .flush_fd = -1 };
 	/* Its length without the trailing slashes ("/" stays). */

@@ -24,7 +24,7 @@
 #define FATAL(sig) { .signo = sig, .name = #sig }
 static const struct {
 	int signo;
-	const char *name; /* in the exit record */
+	const char *name;
 } fatal[] = { FATAL(SIGSEGV), FATAL(SIGBUS),  FATAL(SIGFPE), FATAL(SIGILL),  FATAL(SIGABRT),
 	      FATAL(SIGTERM), FATAL(SIGINT), FATAL(SIGHUP), FATAL(SIGQUIT) };
 #undef FATAL
