@@ -2,7 +2,8 @@
  * policy's answers copied once, the rate limit on event records, the
  * sample schedule and the lock under which the file is opened. The log's
  * files call one way: log.c -> signals.c -> metrics.c -> records.c ->
- * file.c -> format.c.
+ * file.c -> format.c. The file is opened at the first GPU use, so a
+ * process that never uses CUDA writes nothing.
  *
  * Events from hooks are written at once rather than queued for the
  * worker: they are rare (a segment is a driver allocation, a refusal the

@@ -1,28 +1,15 @@
 /* log/metrics: the Prometheus text file (CUMEMCAP_METRICS), and the
- * files of its writers that died. Which labels, and how the file is named
- * and replaced: docs/metrics.md.
+ * files of its writers that died. docs/metrics.md says which labels, how
+ * the file is named and replaced, and how dead writers are found.
  *
- * Who owns a name: its companion `.NAME.cumemcap-lock` next to NAME (not
- * a *.prom name, so node_exporter's textfile collector skips it), created
- * O_EXCL and held with an OFD write lock for the writer's whole life; its
- * content, written once the lock is held, is SWEEP_MAGIC. A process
- * killed with SIGKILL cannot remove its NAME, but the kernel drops its
- * lock: whoever can then take a read lock on the companion knows its
- * writer is gone, whatever PID namespace it ran in (pods sharing a
- * hostPath directory do not share pid numbers).
- *
- * A sweep (when a writer takes its name, and once a minute after) takes
- * every companion in the writer's own directory whose lock it can take
- * and whose content is the magic (or that is empty and older than a
- * minute: a writer that died between creating and locking it), and
- * removes NAME and NAME.tmp when they are regular files, then the
- * companion. The directory is shared (a textfile collector's is often
- * sticky and world-writable), so anyone can plant a companion next to
- * any name: a sweeper removes only what its own effective uid owns, never
- * through a link, and only through a companion with one name (no hard
- * link). The writer holds to the same rule for its own NAME: it takes no
- * name where another user's file is, never renames over one, and at its
- * end removes only regular files of its own user.
+ * Who owns a name: its companion `.NAME.cumemcap-lock`, created O_EXCL,
+ * held with an OFD write lock for the writer's whole life and holding
+ * SWEEP_MAGIC once locked; the kernel drops the lock of a writer killed
+ * by SIGKILL, so a read lock taken on a companion means its writer is
+ * gone, whatever PID namespace it ran in. The directory is shared, so a
+ * sweeper removes only regular files its own effective uid owns, never
+ * through a link, and only through a companion with one name; the writer
+ * takes no name where another user's file is and never renames over one.
  *
  * Thread safety: see metrics.h; the file is written under log.c's tick
  * lock and metrics_lock. */
