@@ -1,6 +1,5 @@
 /* log/file: see file.h (what it owns and how it is thread-safe). */
 #include "config.h"
-#include "platform/msg.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +15,7 @@
 #include <unistd.h>
 
 #include "log/file.h"
-#include "config/policy.h"
+#include "platform/msg.h"
 
 enum cumemcap_log_target log_target = CUMEMCAP_LOG_OFF;
 _Atomic int log_file_state;
@@ -71,16 +70,17 @@ bool log_suffixed(const char *name, unsigned n, char *out, size_t cap)
 	return !o.lost;
 }
 
-bool log_env_taken;
 /* The default template under $TMPDIR ("" when not: the policy's). */
 static char default_template[CUMEMCAP_PATH_MAX];
+static const char default_log[] = CUMEMCAP_DEFAULT_LOG;
 
-static const char default_log[] = CUMEMCAP_DEFAULT_LOG, tmpdir[] = "TMPDIR";
-
-/* The template under tmp, when tmp names a directory anyone meant;
- * default_template (zero until now) is left alone otherwise. */
-static void template_under(const char *tmp)
+void log_file_init(bool ask_policy)
 {
+	const struct cumemcap_policy *p = ask_policy ? cumemcap_policy() : NULL;
+	if (p && (p->secure || p->log != CUMEMCAP_LOG_FILE || p->log_src.origin != CUMEMCAP_FROM_DEFAULT ||
+		  strcmp(p->log_path, default_log) != 0))
+		return;
+	const char *tmp = secure_getenv("TMPDIR");
 	if (!tmp || tmp[0] != '/')
 		return;
 	struct out o = { .p = default_template, .cap = sizeof(default_template) - 1, .flush_fd = -1 };
@@ -104,22 +104,6 @@ static void template_under(const char *tmp)
 	out_str(&o, default_log + sizeof("/tmp/") - 1);
 	default_template[o.lost ? 0 : o.len] = '\0';
 }
-
-void log_file_init(void)
-{
-	const struct cumemcap_policy *p = cumemcap_policy();
-	if (p->secure || p->log != CUMEMCAP_LOG_FILE || p->log_src.origin != CUMEMCAP_FROM_DEFAULT ||
-	    strcmp(p->log_path, default_log) != 0)
-		return;
-	template_under(secure_getenv(tmpdir));
-}
-
-void log_file_capture(void)
-{
-	template_under(secure_getenv(tmpdir));
-}
-
-/* ---- the file ------------------------------------------------------------------------- */
 
 void log_say_off(const char *subject, const char *path, const char *what, int err, const char *off)
 {
@@ -155,14 +139,14 @@ bool log_fd_is(int fd, const struct stat *held)
 /* Whether RLIMIT_FSIZE was finite when the file was opened. */
 static bool size_limited;
 
-/* One record, one write(2). Async-signal-safe. Under a file size limit,
- * SIGXFSZ (a write past it) is held off so that only the log notices; a
- * pending one of the program's own is left alone. */
-static bool write_record(const char *b, size_t n, const char **what, int *err)
+/* One record, one write(2); a failure turns logging off. Under a file
+ * size limit, SIGXFSZ (a write past it) is held off so that only the log
+ * notices; a pending one of the program's own is left alone.
+ * Async-signal-safe. */
+static bool write_record(const char *b, size_t n)
 {
 	if (!log_fd_is(file_fd, &file_st)) {
-		*what = "the program closed or reused its descriptor";
-		*err = 0;
+		turn_off("the program closed or reused its descriptor", 0);
 		return false;
 	}
 	sigset_t xfsz, old, pending;
@@ -185,11 +169,9 @@ static bool write_record(const char *b, size_t n, const char **what, int *err)
 		}
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
-	if (w == (ssize_t)n)
-		return true;
-	*what = w < 0 ? "" : "short write (the disk is full or the file at its size limit)";
-	*err = w < 0 ? e : 0;
-	return false;
+	if (w != (ssize_t)n)
+		turn_off(w < 0 ? "" : "short write (the disk is full or the file at its size limit)", w < 0 ? e : 0);
+	return w == (ssize_t)n;
 }
 
 void log_emit(struct out *o)
@@ -197,10 +179,7 @@ void log_emit(struct out *o)
 	if (o->lost || atomic_load_explicit(&log_file_state, memory_order_acquire) != OPEN)
 		return;
 	int saved = errno;
-	const char *what;
-	int err;
-	if (!write_record(o->p, o->len, &what, &err))
-		turn_off(what, err);
+	write_record(o->p, o->len);
 	errno = saved;
 }
 
@@ -209,21 +188,15 @@ void log_emit(struct out *o)
 static bool next_component(const char **p, char *comp, size_t cap, bool *too_long)
 {
 	for (;;) {
-		while (**p == '/')
-			(*p)++;
-		if (!**p)
-			return false;
-		const char *e = *p;
-		while (*e && *e != '/')
-			e++;
-		size_t n = (size_t)(e - *p);
-		if (n >= cap) {
-			*too_long = true;
+		*p += strspn(*p, "/");
+		size_t n = strcspn(*p, "/");
+		if (n == 0 || n >= cap) {
+			*too_long = n >= cap;
 			return false;
 		}
 		memcpy(comp, *p, n);
 		comp[n] = '\0';
-		*p = e;
+		*p += n;
 		if (strcmp(comp, ".") != 0)
 			return true;
 	}
@@ -236,13 +209,6 @@ static bool more_components(const char *p)
 	return next_component(&p, comp, sizeof(comp), &too_long) || too_long;
 }
 
-/* Why resolve_dir failed: a sentence about `dir` and an errno (0: none). */
-struct dir_failure {
-	const char *what; /* "cannot create", "is a symbolic link", ... */
-	int err;
-	uid_t owner;      /* "is owned by uid" */
-};
-
 /* Open the directory `dir` component by component from "/" (or the
  * working directory), so that no spelling of the path ("//", "/./", "..",
  * a link) escapes the check: every directory reached inside a shared one
@@ -250,60 +216,59 @@ struct dir_failure {
  * owned by us or root, and the last one, when it lies in a shared
  * directory, must be ours and writable by nobody else. A link in a
  * directory only we (or root) can write is followed, its target walked
- * the same way. With `create`, a missing last component is made 0700.
- * Returns an O_DIRECTORY descriptor, or -1 with *fail set and the path up
- * to the failing component in `at`. Async-signal-safe. */
-static int resolve_dir(const char *dir, bool create, char *at, size_t atcap, struct dir_failure *fail)
+ * the same way. */
+int log_open_dir(const char *dir, bool create, const char *subject, const char *path, const char *off)
 {
-	/* The part not walked yet; a followed link's target goes in front. */
-	char rest[2 * CUMEMCAP_PATH_MAX], comp[256], link[CUMEMCAP_PATH_MAX];
+	/* rest: the part not walked yet, a followed link's target in front;
+	 * at: the path as written up to the failing component (the whole
+	 * path once a link was followed), for a refusal's message. */
+	char rest[2 * CUMEMCAP_PATH_MAX], comp[256], link[CUMEMCAP_PATH_MAX], at[CUMEMCAP_PATH_MAX];
+	/* Why it failed: with err, "" or "cannot create "; without, what
+	 * `at` is that a shared directory must not hold. */
+	const char *what = "";
+	int err = ENAMETOOLONG, cur = -1;
 	size_t dn = strlen(dir);
-	uid_t me = geteuid();
+	uid_t me = geteuid(), owner = 0;
 	unsigned links = 0;
-	if (dn >= sizeof(rest) || dn >= atcap) {
-		*fail = (struct dir_failure){ "", ENAMETOOLONG, 0 };
-		return -1;
-	}
+	if (dn >= sizeof(rest) || dn >= sizeof(at))
+		goto fail;
 	memcpy(rest, dir, dn + 1);
 	memcpy(at, dir, dn + 1);
-	int cur = open(rest[0] == '/' ? "/" : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	cur = open(rest[0] == '/' ? "/" : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct stat cs, ns;
 	if (cur < 0 || fstat(cur, &cs) != 0) {
-		*fail = (struct dir_failure){ "", errno, 0 };
-		if (cur >= 0)
-			close(cur);
-		return -1;
+		err = errno;
+		goto fail;
 	}
 	const char *p = rest;
 	bool too_long = false;
 	while (next_component(&p, comp, sizeof(comp), &too_long)) {
-		/* `at`: the path as written, up to this component, for messages
-		 * (the whole path once a link was followed). */
 		if (links == 0) {
-			size_t n = (size_t)(p - rest);
-			memcpy(at, rest, n);
-			at[n] = '\0';
+			memcpy(at, rest, (size_t)(p - rest));
+			at[p - rest] = '\0';
 		}
 		bool last = !more_components(p);
 		bool shared = (cs.st_mode & S_IWOTH) != 0;
 		int next = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		int e = errno;
-		if (next < 0 && e == ENOENT && last && create) {
+		err = errno;
+		if (next < 0 && err == ENOENT && last && create) {
 			if (mkdirat(cur, comp, 0700) != 0 && errno != EEXIST) {
-				*fail = (struct dir_failure){ "cannot create", errno, 0 };
+				what = "cannot create ";
+				err = errno;
 				goto fail;
 			}
 			next = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			e = errno;
+			err = errno;
 		}
 		if (next < 0) {
 			struct stat ls;
 			if (fstatat(cur, comp, &ls, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISLNK(ls.st_mode)) {
-				*fail = (struct dir_failure){ e == ENOENT || e == ENOTDIR ? "cannot create" : "", e, 0 };
+				what = err == ENOENT || err == ENOTDIR ? "cannot create " : "";
 				goto fail;
 			}
 			if (shared) {
-				*fail = (struct dir_failure){ "is a symbolic link", 0, 0 };
+				what = "is a symbolic link";
+				err = 0;
 				goto fail;
 			}
 			/* A link in a private directory: walk its target instead. */
@@ -311,7 +276,7 @@ static int resolve_dir(const char *dir, bool create, char *at, size_t atcap, str
 			size_t tail = strlen(p);
 			if (++links > 40 || ln <= 0 || (size_t)ln >= sizeof(link) ||
 			    (size_t)ln + 1 + tail >= sizeof(rest)) {
-				*fail = (struct dir_failure){ "", ln <= 0 ? errno : ELOOP, 0 };
+				err = ln <= 0 ? errno : ELOOP;
 				goto fail;
 			}
 			memmove(rest + ln + 1, p, tail + 1);
@@ -322,76 +287,54 @@ static int resolve_dir(const char *dir, bool create, char *at, size_t atcap, str
 				close(cur);
 				cur = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 				if (cur < 0 || fstat(cur, &cs) != 0) {
-					*fail = (struct dir_failure){ "", errno, 0 };
+					err = errno;
 					goto fail;
 				}
 			}
 			continue;
 		}
-		if (fstat(next, &ns) != 0) {
-			*fail = (struct dir_failure){ "", errno, 0 };
-			close(next);
-			goto fail;
+		err = fstat(next, &ns) != 0 ? errno : 0;
+		if (!err && shared && (last ? ns.st_uid != me : ns.st_uid != me && ns.st_uid != 0)) {
+			what = "is owned by uid";
+			owner = ns.st_uid;
+		} else if (!err && shared && last && (ns.st_mode & (S_IWGRP | S_IWOTH))) {
+			what = "is writable by other users";
+		} else if (!err) {
+			close(cur);
+			cur = next;
+			cs = ns;
+			continue;
 		}
-		if (shared && (last ? ns.st_uid != me : ns.st_uid != me && ns.st_uid != 0)) {
-			*fail = (struct dir_failure){ "is owned by uid", 0, ns.st_uid };
-			close(next);
-			goto fail;
-		}
-		if (shared && last && (ns.st_mode & (S_IWGRP | S_IWOTH))) {
-			*fail = (struct dir_failure){ "is writable by other users", 0, 0 };
-			close(next);
-			goto fail;
-		}
-		close(cur);
-		cur = next;
-		cs = ns;
-	}
-	if (too_long) {
-		*fail = (struct dir_failure){ "", ENAMETOOLONG, 0 };
+		close(next);
 		goto fail;
 	}
-	return cur;
+	if (!too_long)
+		return cur;
+	err = ENAMETOOLONG;
 fail:
 	if (cur >= 0)
 		close(cur);
-	return -1;
-}
-
-/* Put why resolve_dir failed on `dir`: "<at> is a symbolic link (...)". */
-static void put_failure(struct out *o, const char *dir, const char *at, const struct dir_failure *f)
-{
-	bool refusal = f->what[0] && strcmp(f->what, "cannot create") != 0;
-	if (strcmp(f->what, "cannot create") == 0) {
-		out_str(o, "cannot create ");
-		out_str(o, dir);
-	} else {
-		out_str(o, refusal ? at : dir);
-	}
-	if (refusal) {
-		out_str(o, " ");
-		out_str(o, f->what);
-		if (strcmp(f->what, "is owned by uid") == 0) {
-			out_str(o, " ");
-			out_u(o, f->owner);
-			out_str(o, ", not ");
-			out_u(o, geteuid());
-		}
-		out_str(o, " (a shared directory must hold a private one)");
-	}
-}
-
-int log_open_dir(const char *dir, bool create, const char *subject, const char *path, const char *off)
-{
-	char at[CUMEMCAP_PATH_MAX];
-	struct dir_failure f;
-	int fd = resolve_dir(dir, create, at, sizeof(at), &f);
-	if (fd >= 0 || !subject)
-		return fd;
+	if (!subject)
+		return -1;
 	char why[2 * CUMEMCAP_PATH_MAX + 64];
 	struct out o = OUT(why);
-	put_failure(&o, dir, at, &f);
-	log_say_off(subject, path, out_cstr(&o), f.err, off);
+	if (err) {
+		out_str(&o, what);
+		out_str(&o, dir);
+	} else {
+		out_str(&o, at);
+		out_str(&o, " ");
+		out_str(&o, what);
+		if (strcmp(what, "is owned by uid") == 0) {
+			out_str(&o, " ");
+			out_u(&o, owner);
+			out_str(&o, ", not ");
+			out_u(&o, me);
+		}
+		out_str(&o, " (a shared directory must hold a private one)");
+	}
+	why[o.len < o.cap ? o.len : o.cap - 1] = '\0';
+	log_say_off(subject, path, why, err, off);
 	return -1;
 }
 
@@ -420,9 +363,10 @@ bool log_file_create(void)
 	/* An existing file (pid reuse, a planted link) is never followed
 	 * nor appended to: NAME.1.jsonl, NAME.2.jsonl, ... */
 	char base[sizeof(log_file_path)];
+	size_t at = (size_t)(name - log_file_path);
 	cumemcap_copy(base, sizeof(base), name);
-	int fd = -1, e = 0;
-	for (unsigned i = 0; i < 100 && fd < 0; i++) {
+	int fd = -1, e = EEXIST;
+	for (unsigned i = 0; i < 100 && fd < 0 && e == EEXIST; i++) {
 		char cand[CUMEMCAP_PATH_MAX + 8];
 		if (!log_suffixed(base, i, cand, sizeof(cand))) {
 			e = ENAMETOOLONG;
@@ -430,11 +374,8 @@ bool log_file_create(void)
 		}
 		fd = openat(dfd, cand, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC, 0600);
 		e = errno;
-		if (fd >= 0 && i)
-			snprintf(log_file_path + (name - log_file_path), sizeof(log_file_path) - (size_t)(name - log_file_path),
-				 "%s", cand);
-		if (fd < 0 && e != EEXIST)
-			break;
+		if (fd >= 0)
+			cumemcap_copy(log_file_path + at, sizeof(log_file_path) - at, cand);
 	}
 	close(dfd);
 	struct stat st;
@@ -453,13 +394,12 @@ bool log_file_create(void)
 
 void log_file_start(struct out *start)
 {
-	const char *what = "the start record does not fit";
-	int err = 0;
-	if (!start->lost && write_record(start->p, start->len, &what, &err)) {
+	if (start->lost) {
+		turn_off("the start record does not fit", 0);
+	} else if (write_record(start->p, start->len)) {
 		atomic_store_explicit(&log_file_state, OPEN, memory_order_release);
 		return;
 	}
-	turn_off(what, err);
 	close(file_fd);
 	file_fd = -1;
 }

@@ -24,7 +24,6 @@ enum { CLOSED = 0, OPEN, OFF };
 /* Where the log goes: the policy's answer, copied once by log.c (a
  * signal handler reads it). */
 extern enum cumemcap_log_target log_target;
-
 extern _Atomic int log_file_state; /* CLOSED, OPEN, OFF */
 extern char log_file_path[];        /* the file's path, once created */
 
@@ -40,8 +39,7 @@ const char *log_split_path(const char *path, char *dir, size_t cap);
 /* The directory `dir`, walked from the root and checked (file.c says
  * how; with `create`, a missing last component is made 0700): an
  * O_DIRECTORY descriptor, or -1. When refused and `subject` is not NULL,
- * one stderr line says why: "SUBJECT PATH: <why>; OFF". Async-signal-safe
- * when quiet. */
+ * one stderr line says why (log_say_off). */
 int log_open_dir(const char *dir, bool create, const char *subject, const char *path, const char *off);
 /* Whether descriptor fd is still the file `held` was (the program may
  * have closed the number and reused it). Async-signal-safe. */
@@ -50,16 +48,11 @@ bool log_fd_is(int fd, const struct stat *held);
  * errno text is left out for `err` 0 (and ": " for an empty `what`). */
 void log_say_off(const char *subject, const char *path, const char *what, int err, const char *off);
 
-/* TMPDIR, read once (the constructor): the default template's directory
- * is under it instead of /tmp when it is set (not in secure execution). */
-void log_file_init(void);
-/* log_file_init's for a policy of defaults, without asking for it (the
- * policy is then built at first use; cumemcap_log_start_env). */
-void log_file_capture(void);
-/* The environment's part of the snapshot was taken at start
- * (cumemcap_log_start_env, cumemcap_log_policy_env): written before
- * main, read after. */
-extern bool log_env_taken;
+/* TMPDIR, read once: the default template's directory is under it
+ * instead of /tmp when it is set (not in secure execution). With
+ * `ask_policy`, only when the policy's template is the default; without
+ * (a process nothing configures, its policy not built yet), always. */
+void log_file_init(bool ask_policy);
 
 /* Create the file (log_file_state CLOSED, the caller's lock held); on
  * failure, say why and set OFF. */
@@ -68,7 +61,7 @@ bool log_file_create(void);
  * not fit or fails to write) say why, close it, OFF. */
 void log_file_start(struct out *start);
 /* Write a whole record if the file is open; a failure turns logging off
- * with one stderr line. Async-signal-safe. */
+ * with one stderr line. */
 void log_emit(struct out *o);
 /* After fork, in the child: close the parent's file, state CLOSED. */
 void log_file_fork_child(void);

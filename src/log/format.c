@@ -42,12 +42,6 @@ void out_str(struct out *o, const char *s)
 	out_put(o, s, strlen(s));
 }
 
-const char *out_cstr(struct out *o)
-{
-	o->p[o->len < o->cap ? o->len : o->cap - 1] = '\0';
-	return o->p;
-}
-
 void out_u(struct out *o, uint64_t v)
 {
 	char d[24];
@@ -67,31 +61,18 @@ void out_ms(struct out *o, uint64_t ms)
 	out_put(o, frac, 4);
 }
 
-void out_u_or_null(struct out *o, bool known, uint64_t v)
-{
-	if (known)
-		out_u(o, v);
-	else
-		out_str(o, "null");
-}
-
 void out_size(struct out *o, uint64_t bytes)
 {
-	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
-	unsigned u = 0;
-	uint64_t scale = 1;
-	while (bytes >= 1024 && u + 1 < sizeof(units) / sizeof(units[0]) && bytes / scale >= 1024) {
-		scale *= 1024;
-		u++;
-	}
-	out_u(o, bytes / scale);
-	uint64_t hundredths = (bytes % scale) * 100 / scale;
+	uint64_t whole;
+	unsigned hundredths;
+	const char *unit = cumemcap_size_split(bytes, &whole, &hundredths);
+	out_u(o, whole);
 	if (hundredths) {
 		char h[3] = { '.', (char)('0' + hundredths / 10), (char)('0' + hundredths % 10) };
 		out_put(o, h, 3);
 	}
 	out_str(o, " ");
-	out_str(o, units[u]);
+	out_str(o, unit);
 }
 
 /* Bytes of a valid UTF-8 sequence at s (0: not one). */
@@ -109,60 +90,46 @@ static size_t utf8_len(const unsigned char *s, size_t n)
 	return len;
 }
 
-void out_json_n(struct out *o, const char *str, size_t n)
+/* A JSON string or (label) a Prometheus label value, quoted: the two
+ * formats escape '"' and '\\' alike; JSON writes control characters as
+ * \u00XX and U+FFFD as \ufffd, a label value escapes only the newline
+ * and writes U+FFFD as UTF-8. */
+static void out_quoted(struct out *o, const char *str, size_t n, size_t max, bool label)
 {
 	static const char hex[] = "0123456789abcdef";
 	const unsigned char *s = (const unsigned char *)str;
 	out_str(o, "\"");
-	for (size_t i = 0; i < n;) {
+	for (size_t i = 0, len; i < n; i += len ? len : 1) {
 		unsigned char c = s[i];
-		size_t len = 1;
+		len = c < 0x80 ? 1 : utf8_len(s + i, n - i);
+		if (i + (len ? len : 1) > max)
+			break;
 		if (c == '"' || c == '\\') {
 			char e[2] = { '\\', (char)c };
 			out_put(o, e, 2);
-		} else if (c < 0x20 || c == 0x7f) {
+		} else if (label ? c == '\n' : c < 0x20 || c == 0x7f) {
 			char e[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
-			out_put(o, e, 6);
-		} else if (c < 0x80) {
-			out_put(o, (const char *)s + i, 1);
-		} else if ((len = utf8_len(s + i, n - i))) {
+			out_put(o, label ? "\\n" : e, label ? 2 : 6);
+		} else if (len) {
 			out_put(o, (const char *)s + i, len);
 		} else {
-			out_str(o, "\\ufffd");
-			len = 1;
+			out_str(o, label ? "\xef\xbf\xbd" : "\\ufffd");
 		}
-		i += len;
 	}
 	out_str(o, "\"");
 }
 
-/* A Prometheus label value, quoted: '\\', '"' and newline escaped (the
- * text format's three), bytes that are not UTF-8 as U+FFFD. At most
- * `max` bytes of s are written, never half a character. */
-void out_label_value(struct out *o, const char *str, size_t n, size_t max)
+void out_json_n(struct out *o, const char *s, size_t n)
 {
-	const unsigned char *s = (const unsigned char *)str;
-	out_str(o, "\"");
-	for (size_t i = 0; i < n;) {
-		unsigned char c = s[i];
-		size_t len = c < 0x80 ? 1 : utf8_len(s + i, n - i);
-		if (i + (len ? len : 1) > max)
-			break;
-		if (c == '\\' || c == '"')
-			out_put(o, c == '"' ? "\\\"" : "\\\\", 2);
-		else if (c == '\n')
-			out_str(o, "\\n");
-		else if (len)
-			out_put(o, (const char *)s + i, len);
-		else
-			out_str(o, "\xef\xbf\xbd"); /* U+FFFD */
-		i += len ? len : 1;
-	}
-	out_str(o, "\"");
+	out_quoted(o, s, n, SIZE_MAX, false);
 }
 
-/* An RFC 3339 UTC time with milliseconds, "2026-11-23T10:15:02.123Z",
- * quoted: days to a civil date by hand (H. Hinnant's days_from_civil,
+void out_label_value(struct out *o, const char *s, size_t n, size_t max)
+{
+	out_quoted(o, s, n, max, true);
+}
+
+/* Days to a civil date by hand (H. Hinnant's days_from_civil,
  * inverted), since gmtime_r may take a lock. */
 void out_time(struct out *o, uint64_t unix_ms)
 {
@@ -188,7 +155,10 @@ void out_time(struct out *o, uint64_t unix_ms)
 
 void out_json(struct out *o, const char *s)
 {
-	out_json_n(o, s, strlen(s));
+	if (s)
+		out_json_n(o, s, strlen(s));
+	else
+		out_str(o, "null");
 }
 
 void out_key(struct out *o, const char *k)
@@ -196,6 +166,27 @@ void out_key(struct out *o, const char *k)
 	out_str(o, ",\"");
 	out_str(o, k);
 	out_str(o, "\":");
+}
+
+void out_key_u(struct out *o, const char *k, uint64_t v)
+{
+	out_key(o, k);
+	out_u(o, v);
+}
+
+void out_key_u_or_null(struct out *o, const char *k, bool known, uint64_t v)
+{
+	out_key(o, k);
+	if (known)
+		out_u(o, v);
+	else
+		out_str(o, "null");
+}
+
+void out_key_json(struct out *o, const char *k, const char *s)
+{
+	out_key(o, k);
+	out_json(o, s);
 }
 
 void out_errno(struct out *o, int e)

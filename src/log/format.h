@@ -15,8 +15,8 @@
 struct out {
 	char *p;
 	size_t cap, len;
-	int flush_fd; /* >= 0: write out when full instead of cutting */
-	bool lost;    /* something did not fit or could not be written */
+	int flush_fd;
+	bool lost; /* something did not fit or could not be written */
 };
 
 #define OUT(buf) { .p = (buf), .cap = sizeof(buf), .len = 0, .flush_fd = -1, .lost = false }
@@ -25,23 +25,27 @@ struct out {
 bool out_write_all(int fd, const char *b, size_t n);
 void out_put(struct out *o, const char *s, size_t n);
 void out_str(struct out *o, const char *s);
-/* The text so far as a C string (its last byte gives way when full). */
-const char *out_cstr(struct out *o);
 void out_u(struct out *o, uint64_t v);
 /* Milliseconds as seconds with three decimals: 5000 -> 5.000. */
 void out_ms(struct out *o, uint64_t ms);
-void out_u_or_null(struct out *o, bool known, uint64_t v);
 /* What cumemcap_fmt_size writes: "512 MiB", "1.50 GiB", "4096 B"... */
 void out_size(struct out *o, uint64_t bytes);
-/* A JSON string; bytes that are not UTF-8 become U+FFFD. */
-void out_json_n(struct out *o, const char *str, size_t n);
+/* A JSON string, bytes that are not UTF-8 as U+FFFD; out_json: of a C
+ * string, or null for NULL. */
+void out_json_n(struct out *o, const char *s, size_t n);
 void out_json(struct out *o, const char *s);
-/* A Prometheus label value, quoted and escaped, of at most `max` bytes of s. */
+/* A Prometheus label value, quoted: '\\', '"' and newline escaped, bytes
+ * that are not UTF-8 as U+FFFD, at most `max` bytes of s and never half
+ * a character. */
 void out_label_value(struct out *o, const char *s, size_t n, size_t max);
 /* "2026-11-23T10:15:02.123Z", quoted (RFC 3339, UTC). */
 void out_time(struct out *o, uint64_t unix_ms);
-/* ,"key": */
+/* ,"key": and then, for the three after it, the value (null when not
+ * known). */
 void out_key(struct out *o, const char *k);
+void out_key_u(struct out *o, const char *k, uint64_t v);
+void out_key_u_or_null(struct out *o, const char *k, bool known, uint64_t v);
+void out_key_json(struct out *o, const char *k, const char *s);
 /* A short text for an errno value ("no space left on device"). */
 void out_errno(struct out *o, int e);
 /* "cumemcap: <o>\n" on stderr, one write. */

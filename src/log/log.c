@@ -1,40 +1,17 @@
-/* log: see log.h. The record schema is README "Footprint logs".
+/* log: see log.h. Owns the entry points the other layers call, the
+ * policy's answers copied once, the rate limit on event records, the
+ * sample schedule and the lock under which the file is opened. The log's
+ * files call one way: log.c -> signals.c -> metrics.c -> records.c ->
+ * file.c -> format.c. The file is opened at the first GPU use, so a
+ * process that never uses CUDA writes nothing.
  *
- * Owns the public entry points the other layers call (the events, the
- * worker's tick, the exit, the fork handlers), the policy's answers
- * copied once, the rate limit on event records, the sample schedule and
- * the lock under which the file is opened. The log's files call one way
- * only, each the ones after it:
- *   log.c      the entry points; builds each record and writes it
- *   signals.c  the exit summary, written once; fatal signals
- *   metrics.c  the Prometheus file
- *   records.c  the text of the records (into a struct out)
- *   file.c     the file, opened safely in a shared directory; one
- *              write(2) per record
- *   sweep.c    the metrics files of dead writers
- *   format.c   numbers, sizes, times, JSON strings; one-write messages
- *
- * One JSON Lines file per process, opened at the first GPU use (so a
- * process that never uses CUDA writes nothing); every record is formatted
- * whole into a buffer and written with one write(2), so lines from
- * different threads (and from a signal handler) never interleave or tear
- * (file.h).
- *
- * Events from hooks (segment, refusal, driver_oom) are written at once
- * rather than queued for the worker: they are rare (a segment is a driver
- * allocation, a refusal the end of a request), the write is one syscall
- * into the page cache, and a queue would lose the last events exactly
- * when they matter, on a crash. The hook holds no lock while it writes.
- *
- * Samples, NVML and the Prometheus file belong to the worker thread
- * (cumemcap_log_tick); writing them holds tick_lock, which no hook ever
- * takes, and NVML is asked with no lock held.
- *
- * The exit summary is written once, by whoever claims it first
- * (signals.c): the library destructor or the handler of a fatal signal.
- *
- * A failed write turns logging off with one stderr line; errno is kept
- * and nothing of the failure reaches the program. Never calls CUDA. */
+ * Events from hooks are written at once rather than queued for the
+ * worker: they are rare (a segment is a driver allocation, a refusal the
+ * end of a request), the write is one syscall into the page cache, and a
+ * queue would lose the last events exactly when they matter, on a crash.
+ * The hook holds no lock while it writes. Samples, NVML and the
+ * Prometheus file belong to the worker thread (cumemcap_log_tick) under
+ * tick_lock, which no hook takes. */
 #include "log/log.h"
 
 #include "config.h"
@@ -58,19 +35,27 @@
 #include "platform/msg.h"
 #include "config/policy.h"
 
-/* ---- the policy's answers, copied once -------------------------------------------------- */
-
 static pthread_once_t snapshot_once = PTHREAD_ONCE_INIT;
 static uint32_t interval_ms = CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
 static bool metrics_wanted;
+/* The environment's part of the snapshot was taken at start: written
+ * before main, read after. */
+static bool env_taken;
+
+/* What the log reads of the environment; `policy_built`: whether the
+ * policy may be asked whether the log's template is the default. */
+static void take_env(bool policy_built)
+{
+	log_metrics_init();
+	log_file_init(policy_built);
+	env_taken = true;
+}
 
 static void snapshot(void)
 {
 	log_identity();
-	if (!log_env_taken) {
-		log_metrics_init();
-		log_file_init();
-	}
+	if (!env_taken)
+		take_env(true);
 	const struct cumemcap_policy *p = cumemcap_policy();
 	interval_ms = p->log_interval_ms ? p->log_interval_ms : CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
 	metrics_wanted = p->metrics_path[0] != '\0';
@@ -89,24 +74,18 @@ void cumemcap_log_init(void)
 
 void cumemcap_log_start_env(void)
 {
-	log_metrics_init();
-	log_file_capture();
-	log_env_taken = true;
+	take_env(false);
 }
 
 void cumemcap_log_policy_env(void)
 {
-	log_metrics_init();
-	log_file_init();
-	log_env_taken = true;
+	take_env(true);
 }
 
 bool cumemcap_log_expand(const char *tmpl, char *dst, size_t len)
 {
 	return len > 0 && log_expand(tmpl, dst, len);
 }
-
-/* ---- the file, opened at the first need ------------------------------------------------- */
 
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -133,8 +112,6 @@ static void ensure_open(void)
 	pthread_mutex_unlock(&open_lock);
 	errno = saved;
 }
-
-/* ---- the events ------------------------------------------------------------------------- */
 
 /* At most this many event records a second: a program spinning on
  * refusals must not fill the disk. The rest are counted (samples and the
@@ -167,18 +144,22 @@ static bool file_logging(void)
 	return atomic_load_explicit(&log_file_state, memory_order_acquire) == OPEN && event_allowed();
 }
 
-/* An event record's head: its type and its GPU. */
-static void begin_event(struct out *o, const char *type, int dev)
+/* An event record's head, its type and its GPU, when one should be
+ * written (file_logging). */
+static bool begin_event(struct out *o, const char *type, int dev)
 {
+	if (!file_logging())
+		return false;
 	log_begin(o, type);
 	log_put_gpu(o, dev, false);
+	return true;
 }
 
 /* An event record's tail: the GPU's figures, the end, one write. */
 static void end_event(struct out *o, int dev)
 {
 	log_put_figures(o, dev);
-	log_end(o);
+	out_str(o, "}\n");
 	log_emit(o);
 }
 
@@ -192,8 +173,6 @@ void cumemcap_log_device(int dev)
 		log_metrics_claim(); /* its name, for the start record */
 	if (log_target == CUMEMCAP_LOG_FILE) {
 		log_probe_nvml(); /* before the file's lock, which the start record holds */
-		if (atomic_load(&log_nvml_loads) == 1)
-			log_learn_indexes();
 		ensure_open();
 	}
 	log_arm_signals();
@@ -201,23 +180,19 @@ void cumemcap_log_device(int dev)
 
 void cumemcap_log_segment(int dev, bool taken, uint64_t bytes)
 {
-	if (!file_logging())
-		return;
 	char buf[LOG_EVENT_BUF];
 	struct out o = OUT(buf);
-	begin_event(&o, "segment", dev);
-	out_key(&o, "op");
-	out_str(&o, taken ? "\"take\"" : "\"release\"");
-	out_key(&o, "bytes");
-	out_u(&o, bytes);
+	if (!begin_event(&o, "segment", dev))
+		return;
+	out_key_json(&o, "op", taken ? "take" : "release");
+	out_key_u(&o, "bytes", bytes);
 	end_event(&o, dev);
 }
 
 /* What follows the head of a record about one request: "requested", "door". */
 static void put_request(struct out *o, const char *door, uint64_t requested)
 {
-	out_key(o, "requested");
-	out_u(o, requested);
+	out_key_u(o, "requested", requested);
 	out_key(o, "door");
 	out_json_n(o, door ? door : "", door ? strnlen(door, 96) : 0);
 }
@@ -226,13 +201,13 @@ static void refusal_or_oom(const char *type, int dev, const char *door, uint64_t
 {
 	char buf[LOG_EVENT_BUF];
 	struct out o = OUT(buf);
+	if (!begin_event(&o, type, dev))
+		return;
 	uint64_t limit = cumemcap_ledger_limit(dev);
-	begin_event(&o, type, dev);
 	put_request(&o, door, requested);
 	log_put_figures(&o, dev);
-	out_key(&o, "limit");
-	out_u_or_null(&o, limit != CUMEMCAP_NO_LIMIT, limit);
-	log_end(&o);
+	out_key_u_or_null(&o, "limit", limit != CUMEMCAP_NO_LIMIT, limit);
+	out_str(&o, "}\n");
 	log_emit(&o);
 }
 
@@ -265,8 +240,7 @@ void cumemcap_log_refusal(int dev, const char *door, uint64_t requested)
 			     cumemcap_fmt_size(cumemcap_ledger_limit(dev), lim, sizeof(lim)));
 		return;
 	}
-	if (file_logging())
-		refusal_or_oom("refusal", dev, door, requested);
+	refusal_or_oom("refusal", dev, door, requested);
 }
 
 void cumemcap_log_wait(int dev, const char *door, uint64_t requested, uint64_t waited_ms, bool granted)
@@ -279,16 +253,14 @@ void cumemcap_log_wait(int dev, const char *door, uint64_t requested, uint64_t w
 			     granted ? "granted" : "refused at its deadline");
 		return;
 	}
-	if (!file_logging())
-		return;
 	char buf[LOG_EVENT_BUF];
 	struct out o = OUT(buf);
-	begin_event(&o, "wait", dev);
+	if (!begin_event(&o, "wait", dev))
+		return;
 	put_request(&o, door, requested);
 	out_key(&o, "waited");
 	out_ms(&o, waited_ms);
-	out_key(&o, "outcome");
-	out_json(&o, granted ? "granted" : "timeout");
+	out_key_json(&o, "outcome", granted ? "granted" : "timeout");
 	end_event(&o, dev);
 }
 
@@ -313,41 +285,27 @@ void cumemcap_log_group_change(int dev, const unsigned char uuid[16], uint64_t t
 	char buf[LOG_EVENT_BUF];
 	struct out o = OUT(buf);
 	log_begin(&o, "group_change");
-	out_key(&o, "group");
-	out_json(&o, cumemcap_group_name());
-	out_key(&o, "gpu");
-	out_u_or_null(&o, dev >= 0, (uint64_t)dev);
-	out_key(&o, "uuid");
-	out_json(&o, id);
+	out_key_json(&o, "group", cumemcap_group_name());
+	out_key_u_or_null(&o, "gpu", dev >= 0, (uint64_t)dev);
+	out_key_json(&o, "uuid", id);
 	unsigned index;
-	if (dev >= 0 && log_gpu_index(dev, &index)) {
-		out_key(&o, "index");
-		out_u(&o, index);
-	}
+	if (dev >= 0 && log_gpu_index(dev, &index))
+		out_key_u(&o, "index", index);
 	out_key(&o, "changed_at");
-	char t[32];
-	snprintf(t, sizeof(t), "%llu.%03llu", (unsigned long long)(time_ns / 1000000000u),
-		 (unsigned long long)(time_ns % 1000000000u / 1000000u));
-	out_str(&o, t);
-	out_key(&o, "by_uid");
-	out_u(&o, uid);
-	out_key(&o, "old_limit");
-	out_u_or_null(&o, old_limit != UINT64_MAX, old_limit);
-	out_key(&o, "new_limit");
-	out_u_or_null(&o, new_limit != UINT64_MAX, new_limit);
+	out_ms(&o, time_ns / 1000000u);
+	out_key_u(&o, "by_uid", uid);
+	out_key_u_or_null(&o, "old_limit", old_limit != UINT64_MAX, old_limit);
+	out_key_u_or_null(&o, "new_limit", new_limit != UINT64_MAX, new_limit);
 	if (dev >= 0)
 		log_put_figures(&o, dev);
-	log_end(&o);
+	out_str(&o, "}\n");
 	log_emit(&o);
 }
 
 void cumemcap_log_driver_oom(int dev, const char *door, uint64_t requested)
 {
-	if (file_logging())
-		refusal_or_oom("driver_oom", dev, door, requested);
+	refusal_or_oom("driver_oom", dev, door, requested);
 }
-
-/* ---- samples and metrics (the worker thread) ------------------------------------------ */
 
 static pthread_mutex_t tick_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t next_due; /* CLOCK_MONOTONIC ms; 0: not scheduled */
@@ -396,8 +354,6 @@ uint32_t cumemcap_log_tick(uint64_t now_ms)
 	pthread_mutex_unlock(&tick_lock);
 	return wait;
 }
-
-/* ---- the end -------------------------------------------------------------------------- */
 
 void cumemcap_log_exit(void)
 {
@@ -456,32 +412,24 @@ void cumemcap_log_fork_child(void)
 
 void cumemcap_log_context(int dev, const char *event, uint64_t live, uint64_t held, uint64_t blocks)
 {
-	if (!file_logging())
-		return;
 	char buf[LOG_EVENT_BUF];
 	struct out o = OUT(buf);
-	begin_event(&o, "context", dev);
-	out_key(&o, "event");
-	out_json(&o, event);
-	out_key(&o, "freed_live");
-	out_u(&o, live);
-	out_key(&o, "freed_segments");
-	out_u(&o, held);
-	out_key(&o, "blocks");
-	out_u(&o, blocks);
+	if (!begin_event(&o, "context", dev))
+		return;
+	out_key_json(&o, "event", event);
+	out_key_u(&o, "freed_live", live);
+	out_key_u(&o, "freed_segments", held);
+	out_key_u(&o, "blocks", blocks);
 	end_event(&o, dev);
 }
 
 void cumemcap_log_overhead(int dev, const char *source, uint64_t per_context)
 {
-	if (!file_logging())
-		return;
 	char buf[LOG_EVENT_BUF];
 	struct out o = OUT(buf);
-	begin_event(&o, "overhead", dev);
-	out_key(&o, "source");
-	out_json(&o, source);
-	out_key(&o, "per_context");
-	out_u_or_null(&o, strcmp(source, "nvml") != 0, per_context);
+	if (!begin_event(&o, "overhead", dev))
+		return;
+	out_key_json(&o, "source", source);
+	out_key_u_or_null(&o, "per_context", strcmp(source, "nvml") != 0, per_context);
 	end_event(&o, dev);
 }

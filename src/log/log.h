@@ -1,12 +1,13 @@
 /* log: the per-process footprint log (CUMEMCAP_LOG, CUMEMCAP_METRICS).
  *
  * Owns the log file (or stderr lines), its JSON Lines records (schema in
- * README "Footprint logs"), the periodic samples, the optional
- * Prometheus text file and the exit summary. The other layers call only
- * the functions below and the two of log/signals.h (a hook's thread, the
- * SIGBUS handler before a group's book is mapped); each is cheap, never calls CUDA, never blocks a
- * hook for longer than a copy, and never lets an I/O error reach the
- * program (a failed write turns logging off with one stderr line).
+ * docs/footprint-log.md), the periodic samples, the optional Prometheus
+ * text file and the exit summary. The other layers call only the
+ * functions below and the two of log/signals.h (a hook's thread, the
+ * SIGBUS handler before a group's book is mapped); each is cheap, never
+ * calls CUDA, never blocks a hook for longer than a copy, and never lets
+ * an I/O error reach the program (a failed write turns logging off with
+ * one stderr line).
  *
  * `door` is the driver entry point the request came through
  * ("cuMemAlloc_v2", "cuMemAllocAsync", ...). */
@@ -19,15 +20,13 @@
 /* The library constructor: policy is built, nothing else is done yet. */
 void cumemcap_log_init(void);
 
-/* The library constructor of a process nothing configures, instead of
- * cumemcap_log_init: only what the log reads of the environment (TMPDIR,
- * the Downward API's variables) is taken now, as the process started;
- * the rest of the snapshot waits for the log's first use. */
+/* Instead of cumemcap_log_init, in the constructor of a process nothing
+ * configures: only what the log reads of the environment (TMPDIR, the
+ * Downward API's variables) is taken now, as the process started; the
+ * rest waits for the log's first use. */
 void cumemcap_log_start_env(void);
 
-/* The same for a configured process whose policy is built (the
- * constructor built it): what the log reads of the environment is taken
- * as that policy says, the rest waits for the log's first use. */
+/* The same for a configured process whose policy the constructor built. */
 void cumemcap_log_policy_env(void);
 
 /* A GPU became known (its facts are in cumemcap_device_info(dev)). The

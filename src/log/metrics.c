@@ -1,29 +1,21 @@
-/* log/metrics: the Prometheus text file (CUMEMCAP_METRICS).
+/* log/metrics: the Prometheus text file (CUMEMCAP_METRICS), and the
+ * files of its writers that died. docs/metrics.md says which labels, how
+ * the file is named and replaced, and how dead writers are found.
  *
- * Owns the metrics file: its path (a template, expanded once; ".N" before
- * the extension while a live writer holds the name, which its companion
- * lock tells: sweep.c), its directory (checked again for every write,
- * through log_open_dir), its labels and its text: one family per figure
- * with a Prometheus name in the figure list (state/figures.h), one series
- * per GPU. The file is replaced whole (a temporary file renamed over it)
- * and removed, with its companion, when the process ends; the files of
- * writers that died without removing theirs (SIGKILL) are swept.
- *
- * Labels, so that a series names one process on one GPU across a cluster:
- * pid, program, host (gethostname), node, pod, namespace, container (from
- * the Downward API variables NODE_NAME, POD_NAME, POD_NAMESPACE,
- * CONTAINER_NAME, read in the constructor; left out when unset or empty,
- * and under secure execution, where the caller chose the environment),
- * CUMEMCAP_LABELS's pairs, then per GPU gpu (nvidia-smi's index, as
- * dcgm-exporter's `gpu`; left out when NVML cannot say), cuda_device (the
- * CUDA ordinal), uuid and UUID (dcgm-exporter's name for it, for joins),
- * and group in a group. Values are escaped, cut at LABEL_VALUE_MAX bytes.
+ * Who owns a name: its companion `.NAME.cumemcap-lock`, created O_EXCL,
+ * held with an OFD write lock for the writer's whole life and holding
+ * SWEEP_MAGIC once locked; the kernel drops the lock of a writer killed
+ * by SIGKILL, so a read lock taken on a companion means its writer is
+ * gone, whatever PID namespace it ran in. The directory is shared, so a
+ * sweeper removes only regular files its own effective uid owns, never
+ * through a link, and only through a companion with one name; the writer
+ * takes no name where another user's file is and never renames over one.
  *
  * Thread safety: see metrics.h; the file is written under log.c's tick
  * lock and metrics_lock. */
 #include "config.h"
-#include "platform/msg.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -32,13 +24,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log/file.h"
 #include "log/metrics.h"
-#include "log/sweep.h"
 #include "group/group.h"
 #include "state/figures.h"
+#include "platform/msg.h"
+#include "platform/ofdlock.h"
 #include "platform/worker.h"
 #include "config/policy.h"
 
@@ -46,17 +40,167 @@
 #define LABEL_VALUE_MAX 253u
 /* How often a writer sweeps its directory again after its start. */
 #define SWEEP_EVERY_MS 60000u
+#define SWEEP_SUFFIX ".cumemcap-lock"
+static const char SWEEP_MAGIC[] = "cumemcap metrics writer lock 1\n";
+#define STALE_EMPTY_SECONDS 60
 
 _Atomic int log_metrics_state;
 static pthread_mutex_t metrics_lock = PTHREAD_MUTEX_INITIALIZER;
 static char metrics_path[CUMEMCAP_PATH_MAX + 16], metrics_dir[CUMEMCAP_PATH_MAX];
 static char metrics_name[CUMEMCAP_PATH_MAX + 16], metrics_tmp[CUMEMCAP_PATH_MAX + 24];
-static char companion[CUMEMCAP_PATH_MAX + 40];
+static char own_companion[CUMEMCAP_PATH_MAX + 40];
 static int companion_fd = -1;
 static struct stat companion_st;
 static uint64_t last_sweep_ms;
 
-/* The Downward API's names, copied in the constructor. */
+/* ".NAME.cumemcap-lock" into out (false: too long, or not a name). */
+static bool companion_of(const char *name, char *out, size_t cap)
+{
+	size_t n = strlen(name), sn = strlen(SWEEP_SUFFIX);
+	if (!n || n + sn + 2 > cap || strchr(name, '/'))
+		return false;
+	out[0] = '.';
+	memcpy(out + 1, name, n);
+	memcpy(out + 1 + n, SWEEP_SUFFIX, sn + 1);
+	return true;
+}
+
+/* NAME from ".NAME.cumemcap-lock"; false for any other name. */
+static bool target_of(const char *companion, char *out, size_t cap)
+{
+	size_t n = strlen(companion), sn = strlen(SWEEP_SUFFIX);
+	if (companion[0] != '.' || n <= sn + 1 || strcmp(companion + n - sn, SWEEP_SUFFIX) != 0 ||
+	    n - sn - 1 + 5 > cap)
+		return false;
+	memcpy(out, companion + 1, n - sn - 1);
+	out[n - sn - 1] = '\0';
+	return strcmp(out, ".") != 0 && strcmp(out, "..") != 0;
+}
+
+static bool same_file(int dfd, const char *name, const struct stat *held)
+{
+	struct stat st;
+	return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_dev == held->st_dev &&
+	       st.st_ino == held->st_ino;
+}
+
+/* Remove `name` in dfd if it is still the file `held` was. */
+static void unlink_held(int dfd, const char *name, const struct stat *held)
+{
+	if (same_file(dfd, name, held))
+		unlinkat(dfd, name, 0);
+}
+
+/* Whether `name` in dfd is there and another user's (of any file type):
+ * not one a writer may replace. */
+static bool others_file(int dfd, const char *name)
+{
+	struct stat st;
+	return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_uid != geteuid();
+}
+
+/* Remove `name` in dfd if it is a regular file of the effective uid's
+ * (never what a link points at, never another user's file). */
+static void unlink_mine(int dfd, const char *name)
+{
+	struct stat st;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid())
+		unlinkat(dfd, name, 0);
+}
+
+/* Remove the files of a dead writer whose companion is `companion`;
+ * whether it did. */
+static bool sweep_one(int dfd, const char *companion)
+{
+	char target[CUMEMCAP_PATH_MAX + 8];
+	if (!target_of(companion, target, sizeof(target) - 4))
+		return false;
+	int fd = openat(dfd, companion, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	struct stat st;
+	bool stale = false;
+	uid_t me = geteuid();
+	/* A companion of ours: a regular file of our user's, with one name. */
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == me && st.st_nlink == 1 &&
+	    cumemcap_ofd_lock(fd, 0, 0, F_RDLCK, false) == 0) {
+		/* No writer holds it. Its content says whether one ever did. */
+		char buf[sizeof(SWEEP_MAGIC)];
+		ssize_t r = pread(fd, buf, sizeof(buf), 0);
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
+		if (r == (ssize_t)sizeof(SWEEP_MAGIC) - 1 && memcmp(buf, SWEEP_MAGIC, (size_t)r) == 0)
+			stale = true;
+		else if (r == 0 && st.st_size == 0 && now.tv_sec - st.st_mtime > STALE_EMPTY_SECONDS)
+			stale = true;
+	}
+	/* Still the companion this lock is on (another sweeper may have
+	 * removed it and a new writer made a new one meanwhile)? */
+	if (stale && same_file(dfd, companion, &st)) {
+		size_t n = strlen(target);
+		unlink_mine(dfd, target);
+		memcpy(target + n, ".tmp", 5);
+		unlink_mine(dfd, target);
+		unlink_held(dfd, companion, &st);
+	} else {
+		stale = false;
+	}
+	close(fd);
+	return stale;
+}
+
+/* Sweep every companion in dfd but `mine`. */
+static void sweep_dir(int dfd, const char *mine)
+{
+	int dup_fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dup_fd < 0)
+		return;
+	DIR *d = fdopendir(dup_fd);
+	if (!d) {
+		close(dup_fd);
+		return;
+	}
+	struct dirent *e;
+	for (unsigned seen = 0; seen < 100000 && (e = readdir(d)); seen++)
+		if (strcmp(e->d_name, mine) != 0)
+			sweep_one(dfd, e->d_name); /* a name not of a companion's shape is left */
+	closedir(d);
+}
+
+/* Create and lock `companion` in dfd (a dead writer's is swept first):
+ * its descriptor (held for life; *held its identity), or -EEXIST when a
+ * live writer has it, or -errno. */
+static int claim_companion(int dfd, const char *companion, struct stat *held)
+{
+	for (int attempt = 0; attempt < 3; attempt++) {
+		int fd = openat(dfd, companion, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (fd < 0) {
+			/* Taken: by a live writer, or by a dead one (swept, then
+			 * try once more). */
+			int e = errno;
+			if (e == EEXIST && attempt == 0 && sweep_one(dfd, companion))
+				continue;
+			return -e;
+		}
+		int e = cumemcap_ofd_lock(fd, 0, 0, F_WRLCK, true) != 0 || fstat(fd, held) != 0 ? errno : 0;
+		/* A sweeper may have taken it for a dead writer's between our
+		 * create and our lock (it was empty, but old?): then it is
+		 * gone, and we start over. */
+		if (!e && !same_file(dfd, companion, held)) {
+			close(fd);
+			continue;
+		}
+		if (!e && out_write_all(fd, SWEEP_MAGIC, sizeof(SWEEP_MAGIC) - 1))
+			return fd;
+		e = e ? e : errno ? errno : EIO;
+		unlinkat(dfd, companion, 0);
+		close(fd);
+		return -e;
+	}
+	return -EEXIST;
+}
+
+/* The Downward API's variables and their labels. */
 static const struct {
 	char variable[16];
 	const char *label;
@@ -75,7 +219,7 @@ void log_metrics_init(void)
 		/* Under secure execution the caller chose the environment:
 		 * no label of a setuid program's comes from it. */
 		const char *v = secure_getenv(downward[i].variable);
-		if (v) /* "" otherwise, as it is: nothing written */
+		if (v)
 			cumemcap_copy(downward_value[i], sizeof(downward_value[i]), v);
 	}
 }
@@ -85,17 +229,15 @@ const char *log_metrics_path(void)
 	return atomic_load(&log_metrics_state) == OPEN ? metrics_path : "";
 }
 
-/* The metrics file goes away with the process, its companion after it:
- * through its checked directory, quietly (this may run in a signal
- * handler). */
+/* Through its checked directory, quietly (a signal handler may call it). */
 void log_metrics_unlink(void)
 {
 	int dfd = log_open_dir(metrics_dir, false, NULL, NULL, NULL);
 	if (dfd >= 0) {
-		log_sweep_unlink_mine(dfd, metrics_name);
-		log_sweep_unlink_mine(dfd, metrics_tmp);
+		unlink_mine(dfd, metrics_name);
+		unlink_mine(dfd, metrics_tmp);
 		if (companion_fd >= 0)
-			log_sweep_unlink_held(dfd, companion, &companion_st);
+			unlink_held(dfd, own_companion, &companion_st);
 		close(dfd);
 	}
 }
@@ -123,23 +265,24 @@ static void claim(void)
 		return;
 	}
 	char base[sizeof(metrics_path)];
-	cumemcap_copy(base, sizeof(base), log_split_path(metrics_path, metrics_dir, sizeof(metrics_dir)));
+	size_t at = (size_t)(log_split_path(metrics_path, metrics_dir, sizeof(metrics_dir)) - metrics_path);
+	cumemcap_copy(base, sizeof(base), metrics_path + at);
 	int dfd = open_dir();
 	if (dfd < 0)
 		return;
 	int fd = -EEXIST;
 	for (unsigned i = 0; i < 100 && fd == -EEXIST; i++) {
 		if (!log_suffixed(base, i, metrics_name, sizeof(metrics_name)) ||
-		    !log_sweep_companion(metrics_name, companion, sizeof(companion))) {
+		    !companion_of(metrics_name, own_companion, sizeof(own_companion))) {
 			fd = -ENAMETOOLONG;
 			break;
 		}
-		fd = log_sweep_claim(dfd, companion, &companion_st);
+		fd = claim_companion(dfd, own_companion, &companion_st);
 		/* Another user's file under this name or its .tmp is not ours
 		 * to replace: the next name. */
 		snprintf(metrics_tmp, sizeof(metrics_tmp), "%s.tmp", metrics_name);
-		if (fd >= 0 && (log_sweep_others(dfd, metrics_name) || log_sweep_others(dfd, metrics_tmp))) {
-			unlinkat(dfd, companion, 0); /* ours: created and locked just now */
+		if (fd >= 0 && (others_file(dfd, metrics_name) || others_file(dfd, metrics_tmp))) {
+			unlinkat(dfd, own_companion, 0); /* ours: created and locked just now */
 			close(fd);
 			fd = -EEXIST;
 		}
@@ -153,10 +296,9 @@ static void claim(void)
 		return;
 	}
 	companion_fd = fd;
-	size_t at = (size_t)(log_split_path(metrics_path, metrics_dir, sizeof(metrics_dir)) - metrics_path);
 	cumemcap_copy(metrics_path + at, sizeof(metrics_path) - at, metrics_name);
 	atomic_store(&log_metrics_state, OPEN);
-	log_sweep_dir(dfd, companion);
+	sweep_dir(dfd, own_companion);
 	last_sweep_ms = cumemcap_now_ms();
 	close(dfd);
 }
@@ -173,69 +315,60 @@ void log_metrics_claim(void)
 	errno = saved;
 }
 
-/* name="value" with a comma first unless `first`. */
-static void label(struct out *o, bool first, const char *name, size_t nn, const char *value, size_t vn)
+/* ,name="value" */
+static void label(struct out *o, const char *name, size_t nn, const char *value, size_t vn)
 {
-	out_str(o, first ? "" : ",");
+	out_str(o, ",");
 	out_put(o, name, nn);
 	out_str(o, "=");
 	out_label_value(o, value, vn, LABEL_VALUE_MAX);
 }
 
 /* The labels every series of this process has, once per file. */
-static void process_labels(struct out *o, const char *pid)
+static void process_labels(struct out *o)
 {
 	const struct cumemcap_policy *p = cumemcap_policy();
-	label(o, true, "pid", 3, pid, strlen(pid));
-	label(o, false, "program", 7, p->program, strlen(p->program));
+	out_str(o, "pid=\"");
+	out_u(o, (uint64_t)getpid());
+	out_str(o, "\"");
+	label(o, "program", 7, p->program, strlen(p->program));
 	if (log_host[0])
-		label(o, false, "host", 4, log_host, strlen(log_host));
+		label(o, "host", 4, log_host, strlen(log_host));
 	for (size_t i = 0; i < N_DOWNWARD; i++)
 		if (downward_value[i][0])
-			label(o, false, downward[i].label, strlen(downward[i].label), downward_value[i],
+			label(o, downward[i].label, strlen(downward[i].label), downward_value[i],
 			      strlen(downward_value[i]));
 	const char *cur = cumemcap_policy_labels(p, NULL), *k, *v;
 	size_t kn, vn;
 	while (cumemcap_labels_next(&cur, &k, &kn, &v, &vn))
-		label(o, false, k, kn, v, vn);
+		label(o, k, kn, v, vn);
 }
 
-/* The Prometheus text file, replaced whole (temp file + rename). */
+/* Replaced whole: a temporary file renamed over it. */
 void log_write_metrics(const struct gpu_figures *all, int n)
 {
 	log_metrics_claim();
 	pthread_mutex_lock(&metrics_lock);
-	if (atomic_load(&log_metrics_state) != OPEN) {
-		pthread_mutex_unlock(&metrics_lock);
-		return;
-	}
 	/* The directory is checked again for every write: it is a path. */
-	int dfd = open_dir();
-	if (dfd < 0) {
-		pthread_mutex_unlock(&metrics_lock);
-		return;
-	}
+	int dfd = atomic_load(&log_metrics_state) == OPEN ? open_dir() : -1;
+	if (dfd < 0)
+		goto unlock;
 	if (cumemcap_now_ms() - last_sweep_ms >= SWEEP_EVERY_MS) {
-		log_sweep_dir(dfd, companion);
+		sweep_dir(dfd, own_companion);
 		last_sweep_ms = cumemcap_now_ms();
 	}
-	log_sweep_unlink_mine(dfd, metrics_tmp);
+	unlink_mine(dfd, metrics_tmp);
 	int fd = openat(dfd, metrics_tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		int e = errno;
-		bool others = e == EEXIST && log_sweep_others(dfd, metrics_tmp);
+		bool others = e == EEXIST && others_file(dfd, metrics_tmp);
 		metrics_off(others ? "another user's file is at its .tmp name now" : "", e);
-		close(dfd);
-		pthread_mutex_unlock(&metrics_lock);
-		return;
+		goto close_dir;
 	}
 	static char buf[16 * 1024], head[8 * 1024];
 	struct out o = { .p = buf, .cap = sizeof(buf), .flush_fd = fd };
-	char pid_buf[24];
-	struct out po = OUT(pid_buf);
-	out_u(&po, (uint64_t)getpid());
 	struct out ho = OUT(head);
-	process_labels(&ho, out_cstr(&po));
+	process_labels(&ho);
 	/* A family for each figure with a `prom` name, in the list's order. */
 	for (size_t fig = 0; fig < CUMEMCAP_FIG_COUNT; fig++) {
 		const struct cumemcap_figure_info *fi = &cumemcap_figure_info[fig];
@@ -282,7 +415,7 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 		err = errno;
 	/* Never over another user's file (one made after the name was
 	 * taken): root's rename would remove it. */
-	bool foreign = !err && log_sweep_others(dfd, metrics_name);
+	bool foreign = !err && others_file(dfd, metrics_name);
 	if (!err && !foreign && renameat(dfd, metrics_tmp, dfd, metrics_name) != 0)
 		err = errno;
 	if (err || foreign) {
@@ -291,7 +424,9 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 	} else if (atomic_load(&log_metrics_state) != OPEN) {
 		unlinkat(dfd, metrics_name, 0); /* the process ended meanwhile */
 	}
+close_dir:
 	close(dfd);
+unlock:
 	pthread_mutex_unlock(&metrics_lock);
 }
 

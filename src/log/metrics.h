@@ -1,7 +1,7 @@
 /* log/metrics: the Prometheus text file (CUMEMCAP_METRICS), one family
  * per figure with a Prometheus name in the figure list, one series per
- * GPU; metrics.c says which labels and how the file is named, replaced
- * and removed.
+ * GPU; metrics.c says which labels, how the file is named, replaced and
+ * removed, and how the files of dead writers are swept.
  *
  * Thread safety: the name is claimed once under metrics.c's lock (by the
  * first GPU use's hook or the worker), which is taken across fork; the

@@ -1,4 +1,4 @@
-/* log/records: see records.h. The record schema is README "Footprint logs".
+/* log/records: see records.h. The record schema is docs/footprint-log.md.
  *
  * Which figures a record and the summary carry, under which names and in
  * which order, is the figure list's (state/figures.h); they are read
@@ -21,10 +21,7 @@
 #include "config/hints.h"
 #include "config/policy.h"
 
-/* ---- records -------------------------------------------------------------------------- */
-
-/* ,"pid":...,"program":...,"host":... as every record has it, formatted
- * once (log_identity: at the first record, again in a fork child). */
+/* ,"pid":...,"program":...,"host":... as every record has it. */
 static char identity[2048];
 static size_t identity_len;
 char log_host[256];
@@ -32,21 +29,20 @@ _Atomic uint64_t log_samples_written;
 _Atomic uint64_t log_events_dropped;
 /* Highest NVML figure seen per GPU, plus one (0: never known). */
 static _Atomic uint64_t peak_driver[CUMEMCAP_MAX_DEVICES];
+/* nvidia-smi's index of each GPU, plus one (0: not known), by ordinal. */
+static _Atomic unsigned gpu_index[CUMEMCAP_MAX_DEVICES];
+/* Whether NVML loads: -1 until log_probe_nvml asked. */
+static _Atomic int nvml_loads = -1;
 
 void log_identity(void)
 {
-	char host[256] = "";
-	if (gethostname(host, sizeof(host) - 1) != 0)
-		host[0] = '\0';
-	host[sizeof(host) - 1] = '\0';
-	memcpy(log_host, host, sizeof(host));
+	if (gethostname(log_host, sizeof(log_host) - 1) != 0)
+		log_host[0] = '\0';
+	log_host[sizeof(log_host) - 1] = '\0';
 	struct out o = OUT(identity);
-	out_key(&o, "pid");
-	out_u(&o, (uint64_t)getpid());
-	out_key(&o, "program");
-	out_json(&o, cumemcap_policy()->program);
-	out_key(&o, "host");
-	out_json(&o, host);
+	out_key_u(&o, "pid", (uint64_t)getpid());
+	out_key_json(&o, "program", cumemcap_policy()->program);
+	out_key_json(&o, "host", log_host);
 	identity_len = o.lost ? 0 : o.len;
 }
 
@@ -70,30 +66,39 @@ void log_begin(struct out *o, const char *type)
 	out_ms(o, ms);
 	out_key(o, "time");
 	out_time(o, ms);
-	if (identity_len) {
+	if (identity_len)
 		out_put(o, identity, identity_len);
-	} else {
-		out_key(o, "pid");
-		out_u(o, (uint64_t)getpid());
-	}
+	else
+		out_key_u(o, "pid", (uint64_t)getpid());
 }
 
-/* nvidia-smi's index of each GPU, plus one (0: not known), by ordinal. */
-static _Atomic unsigned gpu_index[CUMEMCAP_MAX_DEVICES];
-
-void log_learn_indexes(void)
+/* NVML's index of the GPU with `uuid`, remembered for ordinal dev. */
+static void learn_index(int dev, const unsigned char *uuid)
 {
+	unsigned index;
+	if (!atomic_load(&gpu_index[dev]) && cumemcap_nvml_index(uuid, &index))
+		atomic_store(&gpu_index[dev], index + 1);
+}
+
+void log_probe_nvml(void)
+{
+	if (atomic_load(&nvml_loads) < 0)
+		atomic_store(&nvml_loads, cumemcap_nvml_available() ? 1 : 0);
+	if (atomic_load(&nvml_loads) != 1)
+		return;
 	const struct cumemcap_device_info *all;
 	int count = cumemcap_device_all(&all);
-	for (int d = 0; d < count && d < CUMEMCAP_MAX_DEVICES; d++) {
-		unsigned index;
-		if (!atomic_load(&gpu_index[d]) && cumemcap_nvml_index(all[d].uuid, &index))
-			atomic_store(&gpu_index[d], index + 1);
-	}
+	for (int d = 0; d < count && d < CUMEMCAP_MAX_DEVICES; d++)
+		learn_index(d, all[d].uuid);
 }
 
-/* "gpu":N,"uuid":"GPU-...","index":I (index when NVML said; a comma
- * first unless `first`). Async-signal-safe. */
+bool log_gpu_index(int dev, unsigned *index)
+{
+	unsigned i = dev >= 0 && dev < CUMEMCAP_MAX_DEVICES ? atomic_load(&gpu_index[dev]) : 0;
+	*index = i - 1;
+	return i != 0;
+}
+
 void log_put_gpu(struct out *o, int dev, bool first)
 {
 	out_str(o, first ? "\"gpu\":" : ",\"gpu\":");
@@ -104,64 +109,40 @@ void log_put_gpu(struct out *o, int dev, bool first)
 	if (info) {
 		char uuid[48];
 		cumemcap_nvml_format_uuid(info->uuid, "GPU-", uuid);
-		out_key(o, "uuid");
-		out_json(o, uuid);
+		out_key_json(o, "uuid", uuid);
 	}
 	unsigned index;
-	if (log_gpu_index(dev, &index)) {
-		out_key(o, "index");
-		out_u(o, index);
-	}
+	if (log_gpu_index(dev, &index))
+		out_key_u(o, "index", index);
 }
 
-bool log_gpu_index(int dev, unsigned *index)
+/* ,"key":"where the setting came from" */
+static void put_source(struct out *o, const char *key, const struct cumemcap_source *src)
 {
-	unsigned i = dev >= 0 && dev < CUMEMCAP_MAX_DEVICES ? atomic_load(&gpu_index[dev]) : 0;
-	*index = i - 1;
-	return i != 0;
+	char where[CUMEMCAP_PATH_MAX + 16];
+	cumemcap_source_format(cumemcap_policy(), src, where, sizeof(where));
+	out_key_json(o, key, where);
 }
 
-void log_end(struct out *o)
-{
-	out_str(o, "}\n");
-}
-
-/* "name":{"value":...,"source":...}; the first without a comma. */
+/* "name":{"value":...,"source":...}; the first without a comma; a NULL
+ * value is the log interval, in seconds. */
 static void rule(struct out *o, bool first, const char *name, const char *value,
 		 const struct cumemcap_source *src)
 {
-	const struct cumemcap_policy *p = cumemcap_policy();
-	char where[CUMEMCAP_PATH_MAX + 16];
-	cumemcap_source_format(p, src, where, sizeof(where));
 	out_str(o, first ? "\"" : ",\"");
 	out_str(o, name);
 	out_str(o, "\":{\"value\":");
 	if (value)
 		out_json(o, value);
 	else
-		out_ms(o, p->log_interval_ms);
-	out_str(o, ",\"source\":");
-	out_json(o, where);
+		out_ms(o, cumemcap_policy()->log_interval_ms);
+	put_source(o, "source", src);
 	out_str(o, "}");
 }
 
-_Atomic int log_nvml_loads = -1;
-
-void log_probe_nvml(void)
+/* ,"argv":[...] from /proc/self/cmdline, and "argv_truncated" when cut. */
+static void put_argv(struct out *o)
 {
-	if (atomic_load(&log_nvml_loads) < 0)
-		atomic_store(&log_nvml_loads, cumemcap_nvml_available() ? 1 : 0);
-}
-
-void log_start_record(struct out *o, const char *path, const char *metrics, uint32_t interval_ms)
-{
-	const struct cumemcap_policy *p = cumemcap_policy();
-	log_begin(o, "start");
-	out_key(o, "ppid");
-	out_u(o, (uint64_t)getppid());
-	out_key(o, "uid");
-	out_u(o, (uint64_t)getuid());
-
 	static char cmdline[32 * 1024];
 	size_t n = 0;
 	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
@@ -186,57 +167,46 @@ void log_start_record(struct out *o, const char *path, const char *metrics, uint
 		out_json_n(o, cmdline + i, len);
 		i += len + 1;
 	}
-	out_str(o, "]");
-	if (cut) {
-		out_key(o, "argv_truncated");
-		out_str(o, "true");
-	}
-	out_key(o, "driver_version");
+	out_str(o, cut ? "],\"argv_truncated\":true" : "]");
+}
+
+void log_start_record(struct out *o, const char *path, const char *metrics, uint32_t interval_ms)
+{
+	const struct cumemcap_policy *p = cumemcap_policy();
+	log_begin(o, "start");
+	out_key_u(o, "ppid", (uint64_t)getppid());
+	out_key_u(o, "uid", (uint64_t)getuid());
+	put_argv(o);
 	/* Asked by the device layer at the first GPU use; logging asks the
 	 * driver nothing. */
 	int dv = cumemcap_device_driver_version();
-	out_u_or_null(o, dv > 0, (uint64_t)(dv > 0 ? dv : 0));
-	out_key(o, "cumemcap");
-	out_json(o, CUMEMCAP_VERSION_STRING);
+	out_key_u_or_null(o, "driver_version", dv > 0, (uint64_t)(dv > 0 ? dv : 0));
+	out_key_json(o, "cumemcap", CUMEMCAP_VERSION_STRING);
 	out_key(o, "interval");
 	out_ms(o, interval_ms);
-	out_key(o, "log");
-	out_json(o, path);
-	out_key(o, "metrics");
-	if (metrics)
-		out_json(o, metrics);
-	else
-		out_str(o, "null");
-	out_key(o, "config");
-	if (p->config_path[0])
-		out_json(o, p->config_path);
-	else
-		out_str(o, "null");
+	out_key_json(o, "log", path);
+	out_key_json(o, "metrics", metrics);
+	out_key_json(o, "config", p->config_path[0] ? p->config_path : NULL);
 
 	const struct cumemcap_device_info *all;
 	int count = cumemcap_device_all(&all);
 	out_key(o, "gpus");
 	out_str(o, "[");
 	for (int d = 0; d < count; d++) {
-		char src[CUMEMCAP_PATH_MAX + 16];
-		cumemcap_source_format(p, &all[d].limit_src, src, sizeof(src));
 		out_str(o, d ? ",{" : "{");
 		log_put_gpu(o, d, true);
-		out_key(o, "pci");
-		out_json(o, all[d].pci_bus_id);
-		out_key(o, "capacity");
-		out_u(o, all[d].total);
-		out_key(o, "limit");
-		out_u_or_null(o, all[d].limit != CUMEMCAP_NO_LIMIT, all[d].limit);
-		out_key(o, "limit_source");
-		out_json(o, src);
+		out_key_json(o, "pci", all[d].pci_bus_id);
+		out_key_u(o, "capacity", all[d].total);
+		out_key_u_or_null(o, "limit", all[d].limit != CUMEMCAP_NO_LIMIT, all[d].limit);
+		put_source(o, "limit_source", &all[d].limit_src);
 		out_str(o, "}");
 	}
 	out_str(o, "]");
 
-	char growth[64], release[64];
+	char growth[64], release[64], on_limit[32];
 	cumemcap_policy_format_growth(p, growth, sizeof(growth));
 	cumemcap_policy_format_release(p, release, sizeof(release));
+	cumemcap_policy_format_on_limit(p, on_limit, sizeof(on_limit));
 	out_key(o, "rules");
 	out_str(o, "{");
 	rule(o, true, "count", cumemcap_policy_count_name(p->count), &p->count_src);
@@ -245,19 +215,14 @@ void log_start_record(struct out *o, const char *path, const char *metrics, uint
 	rule(o, false, "release", release, &p->release_src);
 	rule(o, false, "framework_hints", p->framework_hints ? "on" : "off", &p->hints_src);
 	rule(o, false, "log_interval", NULL, &p->interval_src);
-	char on_limit[32];
-	cumemcap_policy_format_on_limit(p, on_limit, sizeof(on_limit));
 	rule(o, false, "on_limit", on_limit, &p->on_limit_src);
 	out_str(o, "}");
-	/* The group this process is a member of (its books: group.h). */
 	out_key(o, "group");
 	if (cumemcap_group_member()) {
 		out_str(o, "{\"name\":");
 		out_json(o, cumemcap_group_name());
-		out_key(o, "book");
-		out_json(o, cumemcap_group_path());
-		out_key(o, "access");
-		out_json(o, cumemcap_policy_group_access_name(p->group_gid));
+		out_key_json(o, "book", cumemcap_group_path());
+		out_key_json(o, "access", cumemcap_policy_group_access_name(p->group_gid));
 		out_str(o, "}");
 	} else {
 		out_str(o, "null");
@@ -273,13 +238,10 @@ void log_start_record(struct out *o, const char *path, const char *metrics, uint
 		for (size_t i = 0; i < h->count; i++) {
 			out_str(o, i ? ",{\"framework\":" : "{\"framework\":");
 			out_json(o, h->hint[i].framework);
-			out_key(o, "variable");
-			out_json(o, h->hint[i].variable);
-			out_key(o, "value");
-			out_json(o, h->hint[i].value);
-			out_str(o, h->hint[i].user ? ",\"set\":false,\"user\":" : ",\"set\":true,\"user\":null");
-			if (h->hint[i].user)
-				out_json(o, h->hint[i].user);
+			out_key_json(o, "variable", h->hint[i].variable);
+			out_key_json(o, "value", h->hint[i].value);
+			out_str(o, h->hint[i].user ? ",\"set\":false" : ",\"set\":true");
+			out_key_json(o, "user", h->hint[i].user);
 			out_str(o, "}");
 		}
 		out_str(o, "]}");
@@ -288,64 +250,68 @@ void log_start_record(struct out *o, const char *path, const char *metrics, uint
 	}
 	/* Where each GPU's overhead is expected to come from; each GPU's
 	 * `overhead` record says where it did. */
-	int nvml = atomic_load(&log_nvml_loads);
+	int nvml = atomic_load(&nvml_loads);
 	bool host_pids = cumemcap_nvml_host_pids();
 	out_key(o, "overhead");
 	out_str(o, "{\"expected_source\":");
-	if (nvml < 0)
-		out_str(o, "null");
-	else
-		out_json(o, cumemcap_overhead_source_name(cumemcap_overhead_expected(nvml, host_pids)));
+	out_json(o, nvml < 0 ? NULL : cumemcap_overhead_source_name(cumemcap_overhead_expected(nvml, host_pids)));
 	out_key(o, "nvml");
 	out_str(o, nvml < 0 ? "null" : nvml ? "true" : "false");
 	out_key(o, "host_pid_namespace");
 	out_str(o, host_pids ? "true" : "false");
-	out_key(o, "estimate");
-	out_u(o, p->overhead_estimate);
-	out_key(o, "estimate_source");
-	char where[CUMEMCAP_PATH_MAX + 16];
-	cumemcap_source_format(p, &p->estimate_src, where, sizeof(where));
-	out_json(o, where);
-	out_str(o, "}");
-	log_end(o);
+	out_key_u(o, "estimate", p->overhead_estimate);
+	put_source(o, "estimate_source", &p->estimate_src);
+	out_str(o, "}}\n");
 }
 
 /* The figures of a device as the ledger and the device layer have them
- * (NVML's are the worker's: gather). Async-signal-safe. */
+ * (NVML's are the worker's: log_gather). Async-signal-safe. */
 static void read_figures(int dev, const struct cumemcap_device_info *info, struct cumemcap_figures *f)
 {
 	cumemcap_ledger_read(dev, f);
 	f->v[CUMEMCAP_FIG_total] = info ? info->total : CUMEMCAP_FIGURE_NONE;
 }
 
-/* ,"key":value for each figure whose column `col` (an offset in struct
- * cumemcap_figure_info) is `part`, in the figure list's order. */
-static void put_part(struct out *o, const struct cumemcap_figures *f, size_t col, unsigned part)
-{
-	for (size_t i = 0; i < CUMEMCAP_FIG_COUNT; i++) {
-		const struct cumemcap_figure_info *fi = &cumemcap_figure_info[i];
-		if (((const unsigned char *)fi)[col] != part)
-			continue;
-		out_key(o, fi->key);
-		out_u_or_null(o, !fi->null || f->v[i] != CUMEMCAP_FIGURE_NONE, f->v[i]);
-	}
-}
+/* A column of struct cumemcap_figure_info that says where a figure is
+ * written, as an offset for put_figures. */
+#define COLUMN(name) offsetof(struct cumemcap_figure_info, name)
+_Static_assert(sizeof(cumemcap_figure_info[0].event) == 1 && sizeof(cumemcap_figure_info[0].sample) == 1 &&
+		       sizeof(cumemcap_figure_info[0].exit) == 1 && sizeof(cumemcap_figure_info[0].summary) == 1,
+	       "one-byte columns");
 
-#define PUT_PART(o, f, column, part)                                                             \
-	do {                                                                                     \
-		_Static_assert(sizeof(cumemcap_figure_info[0].column) == 1, "a one-byte column"); \
-		put_part(o, f, offsetof(struct cumemcap_figure_info, column), part);               \
-	} while (0)
+/* The figures whose column `col` is 1, then those where it is 2, in the figure
+ * list's order: as ,"key":value, or (human) as `pre` value `post` with
+ * bytes as sizes, as the stderr summary has them. */
+static void put_figures(struct out *o, const struct cumemcap_figures *f, size_t col, bool human)
+{
+	for (unsigned part = 1; part <= 2; part++)
+		for (size_t i = 0; i < CUMEMCAP_FIG_COUNT; i++) {
+			const struct cumemcap_figure_info *fi = &cumemcap_figure_info[i];
+			bool known = !fi->null || f->v[i] != CUMEMCAP_FIGURE_NONE;
+			if (((const unsigned char *)fi)[col] != part)
+				continue;
+			if (!human) {
+				out_key_u_or_null(o, fi->key, known, f->v[i]);
+				continue;
+			}
+			out_str(o, fi->pre);
+			if (!known)
+				out_str(o, "none");
+			else if (fi->unit == CUMEMCAP_FU_bytes)
+				out_size(o, f->v[i]);
+			else
+				out_u(o, f->v[i]);
+			out_str(o, fi->post);
+		}
+}
 
 void log_put_figures(struct out *o, int dev)
 {
 	struct cumemcap_figures f;
 	cumemcap_ledger_read_growth(dev);
 	read_figures(dev, cumemcap_device_info(dev), &f);
-	PUT_PART(o, &f, event, 1);
+	put_figures(o, &f, COLUMN(event), false);
 }
-
-/* ---- samples (the worker thread) ------------------------------------------------------ */
 
 int log_gather(struct gpu_figures *all)
 {
@@ -360,9 +326,7 @@ int log_gather(struct gpu_figures *all)
 		cumemcap_ledger_read_growth(dev);
 		read_figures(dev, info, &g->f);
 		cumemcap_nvml_format_uuid(info->uuid, "GPU-", g->uuid);
-		unsigned index;
-		if (!log_gpu_index(dev, &index) && cumemcap_nvml_index(info->uuid, &index) && dev < CUMEMCAP_MAX_DEVICES)
-			atomic_store(&gpu_index[dev], index + 1);
+		learn_index(dev, info->uuid);
 		bool known = cumemcap_nvml_process(info->uuid, (unsigned)getpid(), &driver) == CUMEMCAP_NVML_LISTED;
 		uint64_t reserved = v[CUMEMCAP_FIG_reserved];
 		v[CUMEMCAP_FIG_driver_used] = known ? driver : CUMEMCAP_FIGURE_NONE;
@@ -377,26 +341,28 @@ int log_gather(struct gpu_figures *all)
 	return n;
 }
 
+/* A GPU's object in a sample or the exit record: its figures of column
+ * `col`, then where its overhead came from. */
+static void put_gpu_object(struct out *o, bool first, int dev, const struct cumemcap_figures *f, size_t col)
+{
+	out_str(o, first ? "{" : ",{");
+	log_put_gpu(o, dev, true);
+	put_figures(o, f, col, false);
+	out_key_json(o, "overhead_source", cumemcap_overhead_source_name(cumemcap_ledger_source(dev)));
+	out_str(o, "}");
+}
+
 void log_sample_record(struct out *o, const struct gpu_figures *all, int n)
 {
 	log_begin(o, "sample");
 	out_key(o, "gpus");
 	out_str(o, "[");
-	for (int i = 0; i < n; i++) {
-		out_str(o, i ? ",{" : "{");
-		log_put_gpu(o, all[i].dev, true);
-		PUT_PART(o, &all[i].f, sample, 1);
-		out_key(o, "overhead_source");
-		out_json(o, cumemcap_overhead_source_name(cumemcap_ledger_source(all[i].dev)));
-		out_str(o, "}");
-	}
+	for (int i = 0; i < n; i++)
+		put_gpu_object(o, i == 0, all[i].dev, &all[i].f, COLUMN(sample));
 	out_str(o, "]");
-	out_key(o, "events_dropped");
-	out_u(o, atomic_load(&log_events_dropped));
-	log_end(o);
+	out_key_u(o, "events_dropped", atomic_load(&log_events_dropped));
+	out_str(o, "}\n");
 }
-
-/* ---- the exit summary ----------------------------------------------------------------- */
 
 bool log_used_gpu(void)
 {
@@ -416,8 +382,6 @@ bool log_used_gpu(void)
 	return false;
 }
 
-/* Today's human lines: one per GPU that saw an allocation or refusal,
- * its `summary` figures written `pre` value `post`. */
 void log_stderr_summary(void)
 {
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
@@ -433,20 +397,7 @@ void log_stderr_summary(void)
 		out_str(&o, " (");
 		out_str(&o, info->pci_bus_id);
 		out_str(&o, "): ");
-		for (unsigned part = 1; part <= 2; part++)
-			for (size_t i = 0; i < CUMEMCAP_FIG_COUNT; i++) {
-				const struct cumemcap_figure_info *fi = &cumemcap_figure_info[i];
-				if (fi->summary != part)
-					continue;
-				out_str(&o, fi->pre);
-				if (fi->null && f.v[i] == CUMEMCAP_FIGURE_NONE)
-					out_str(&o, "none");
-				else if (fi->unit == CUMEMCAP_FU_bytes)
-					out_size(&o, f.v[i]);
-				else
-					out_u(&o, f.v[i]);
-				out_str(&o, fi->post);
-			}
+		put_figures(&o, &f, COLUMN(summary), true);
 		out_say(&o);
 	}
 }
@@ -457,17 +408,12 @@ void log_exit_record(struct out *o, int signo, const char *signal_name)
 	out_key(o, "reason");
 	out_str(o, signo ? "\"signal\"" : "\"exit\"");
 	if (signo) {
-		out_key(o, "signal");
-		out_u(o, (uint64_t)signo);
-		if (signal_name) {
-			out_key(o, "signal_name");
-			out_json(o, signal_name);
-		}
+		out_key_u(o, "signal", (uint64_t)signo);
+		if (signal_name)
+			out_key_json(o, "signal_name", signal_name);
 	}
-	out_key(o, "samples");
-	out_u(o, atomic_load(&log_samples_written));
-	out_key(o, "events_dropped");
-	out_u(o, atomic_load(&log_events_dropped));
+	out_key_u(o, "samples", atomic_load(&log_samples_written));
+	out_key_u(o, "events_dropped", atomic_load(&log_events_dropped));
 	out_key(o, "gpus");
 	out_str(o, "[");
 	bool first = true;
@@ -478,17 +424,9 @@ void log_exit_record(struct out *o, int signo, const char *signal_name)
 		uint64_t pd = atomic_load(&peak_driver[dev]);
 		read_figures(dev, cumemcap_device_info(dev), &f);
 		f.v[CUMEMCAP_FIG_peak_driver_used] = pd ? pd - 1 : CUMEMCAP_FIGURE_NONE;
-		out_str(o, first ? "{" : ",{");
-		first = false;
-		log_put_gpu(o, dev, true);
 		/* The run's limit, peaks and counts, then what was held at exit. */
-		PUT_PART(o, &f, exit, 1);
-		PUT_PART(o, &f, exit, 2);
-		out_key(o, "overhead_source");
-		out_json(o, cumemcap_overhead_source_name(cumemcap_ledger_source(dev)));
-		out_str(o, "}");
+		put_gpu_object(o, first, dev, &f, COLUMN(exit));
+		first = false;
 	}
-	out_str(o, "]");
-	log_end(o);
+	out_str(o, "]}\n");
 }
-

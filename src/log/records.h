@@ -1,8 +1,8 @@
 /* log/records: what each record of the footprint log says, formatted
- * into a caller's buffer (struct out): the start record, the head and
- * end every record shares, a GPU's identity and figures, the samples,
- * the exit record and the human summary on stderr. Writing them is the
- * caller's (file.c's log_emit).
+ * into a caller's buffer (struct out): the start record, the head every
+ * record shares, a GPU's identity and figures, the samples, the exit
+ * record and the human summary on stderr. Writing them is the caller's
+ * (file.c's log_emit).
  *
  * Thread and signal safety: nothing here takes a lock. The start record
  * is built under log.c's open lock, samples by the worker thread, the
@@ -29,30 +29,26 @@ extern _Atomic uint64_t log_samples_written;
 extern _Atomic uint64_t log_events_dropped; /* event records over the rate */
 
 /* The process's identity in every record (pid, program, host), formatted
- * again in a fork child, whose driver peaks start over too. */
+ * at the first record and again in a fork child, whose driver peaks
+ * start over too. */
 void log_identity(void);
 void log_records_fork_child(void);
 /* The host name, as the identity has it ("" when unknown). */
 extern char log_host[256];
 
-/* {"v":2,"type":...,"t":...,"time":...,"pid":...,"program":...,"host":... */
+/* {"v":2,"type":...,"t":...,"time":...,"pid":...,"program":...,"host":...
+ * (the record's end, "}\n", is the caller's). */
 void log_begin(struct out *o, const char *type);
-/* The closing }\n. */
-void log_end(struct out *o);
 /* "gpu":N,"uuid":...,"index":... of a GPU (a comma first unless `first`),
- * nvidia-smi's index as NVML said (log_learn_indexes asks NVML, with no
- * lock held; log_gather asks for the GPUs it samples). */
+ * index: nvidia-smi's, as NVML said (log_gpu_index). */
 void log_put_gpu(struct out *o, int dev, bool first);
 bool log_gpu_index(int dev, unsigned *index);
-void log_learn_indexes(void);
+/* Whether NVML loads (the start record says), and each known GPU's
+ * index: asked with no lock held (NVML may call into the driver, whose
+ * lock fork() takes before the log's). */
+void log_probe_nvml(void);
 /* An event record's figures (`event` in figures.h). */
 void log_put_figures(struct out *o, int dev);
-
-/* Whether NVML loads, for the start record: asked by log_probe_nvml with
- * no lock held (NVML may call into the driver, whose lock fork() takes
- * before the log's); -1 until then (the record then says null). */
-extern _Atomic int log_nvml_loads;
-void log_probe_nvml(void);
 /* The start record of the file at `path`: `metrics` the metrics file's
  * path (NULL: none), `interval_ms` the samples' interval. */
 void log_start_record(struct out *o, const char *path, const char *metrics, uint32_t interval_ms);

@@ -1,9 +1,8 @@
-/* log/signals: see signals.h. Owns the table of fatal signals (each with
- * its name for the exit record and the disposition it had before ours),
- * the handler that writes the exit summary and ends the process as the
- * signal would have, and one alternate stack per thread. Each slot's
- * `previous` is written before its handler goes in and only read after;
- * a pthread key frees a thread's stack when the thread ends. */
+/* log/signals: see signals.h. Owns the table of fatal signals, the
+ * handler that writes the exit summary and ends the process as the signal
+ * would have, and one alternate stack per thread. Each slot's `previous`
+ * is written before its handler goes in and only read after; a pthread
+ * key frees a thread's stack when the thread ends. */
 #include "config.h"
 
 #include <errno.h>
@@ -20,19 +19,17 @@
 #include "log/signals.h"
 #include "group/mapped.h"
 
-/* ---- fatal signals -------------------------------------------------------------------- */
-
 /* One row per signal: its number and its name (for the exit record);
  * `previous` holds, at the same index, what each did before ours. */
 #define FATAL(sig) { .signo = sig, .name = #sig }
 static const struct {
 	int signo;
-	const char *name; /* in the exit record */
+	const char *name;
 } fatal[] = { FATAL(SIGSEGV), FATAL(SIGBUS),  FATAL(SIGFPE), FATAL(SIGILL),  FATAL(SIGABRT),
 	      FATAL(SIGTERM), FATAL(SIGINT), FATAL(SIGHUP), FATAL(SIGQUIT) };
 #undef FATAL
 #define N_FATAL (sizeof(fatal) / sizeof(fatal[0]))
-static struct sigaction previous[N_FATAL]; /* the disposition before ours (set when armed) */
+static struct sigaction previous[N_FATAL];
 static atomic_flag armed = ATOMIC_FLAG_INIT;
 
 /* signo's row of `fatal`; N_FATAL for a signal not there. */

@@ -1,5 +1,5 @@
 /* ofdlock: an open file description lock (F_OFD_SETLK): the group books'
- * slot locks (group/book.c), the metrics files' writer locks (log/sweep.c).
+ * slot locks (group/book.c), the metrics files' writer locks (log/metrics.c).
  *
  * An OFD lock belongs to the open file, not to a process: the kernel drops
  * it when the last descriptor of that open file closes, whatever killed
