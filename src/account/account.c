@@ -55,7 +55,7 @@ uint32_t cumemcap_account_group_tick(uint64_t now_ms)
 	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++) {
 		uint64_t limit = cumemcap_group_limit(d);
 		if (limit != UINT64_MAX && cumemcap_group_used(d) > limit)
-			cumemcap_arena_release_device(d);
+			cumemcap_account_release_cached(d);
 	}
 	return 1000;
 }
@@ -194,8 +194,10 @@ void cumemcap_account_context_died(CUcontext ctx, int dev, enum cumemcap_death w
 		cumemcap_track_purge_ctx(ctx, forget_dead_block);
 		cumemcap_arena_forget_ctx(ctx, &gone);
 	}
-	if (gone.dev >= 0)
+	if (gone.dev >= 0) {
+		cumemcap_ledger_sub(gone.dev, CUMEMCAP_KIND_linear, gone.held);
 		tally[gone.dev].live += gone.live;
+	}
 	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
 		if (tally[d].records || d == gone.dev || d == dev)
 			cumemcap_log_context(d, names[why], tally[d].live, d == gone.dev ? gone.held : 0,

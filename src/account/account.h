@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "arena/arena.h"
 #include "platform/cuda-api.h"
 #include "state/ledger.h"
 #include "state/track.h"
@@ -66,6 +67,22 @@ bool cumemcap_account_charge_adjust(struct cumemcap_charge *c, uint64_t actual);
  * counted and logged). */
 bool cumemcap_account_alloc_pooled(CUdeviceptr *dptr, uint64_t bytes, const char *entry_point,
 				   CUresult *r);
+
+/* Give the segments the arenas named in g back to the driver (each in its
+ * context), take them off the ledger, count and log them; end g's quiet
+ * section. g is empty after. */
+void cumemcap_account_give_back(struct cumemcap_give_back *g);
+
+/* Give back every segment the arenas of `dev` cache (arena.h). */
+void cumemcap_account_release_cached(int dev);
+
+/* cuMemFree(ptr) of a pooled block: false when ptr is in no arena's
+ * segment (the caller goes to the driver); otherwise *r is the answer
+ * (cumemcap_arena_free). */
+bool cumemcap_account_free_pooled(CUdeviceptr ptr, CUresult *r);
+
+/* The worker's tick for the arenas' idle release (CUMEMCAP_RELEASE=idle). */
+uint32_t cumemcap_account_arena_tick(uint64_t now_ms);
 
 /* Before a request on `dev` is refused (at the limit, or by the driver):
  * read back what stream-ordered pools trimmed at a synchronization the

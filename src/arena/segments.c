@@ -1,14 +1,10 @@
-/* arena/segments: the arenas' records, see arena-internal.h.
+/* arena/segments: the arenas' records, see arena-internal.h: the arena
+ * table, the growth of the address hash, the segment records and their
+ * index by address, emptying an arena, and the lookups by address.
  *
- * Owns the arena table (the slots, their count, the mutex that sets a
- * slot up or empties it), the growth of the address hash, the segment
- * records and their index by address, emptying an arena, and the
- * lookups by address the other layers make (cumemcap_arena_lookup).
- *
- * Thread safety: every function but the table's definitions runs with
- * the arena's spinlock held (lookup takes each arena's lock in turn);
- * the table is grown under arena_create_lock and read without it. No
- * driver call is made here. */
+ * Thread safety: every function runs with the arena's spinlock held
+ * (lookup takes each arena's lock in turn); the table is grown under
+ * arena_create_lock and read without it. No driver call is made here. */
 #include "arena/arena-internal.h"
 
 #include <stddef.h>
@@ -19,10 +15,9 @@
 struct arena arenas[MAX_ARENAS];
 _Atomic uint32_t arena_count; /* slots ever used */
 pthread_mutex_t arena_create_lock = PTHREAD_MUTEX_INITIALIZER;
+CUMEMCAP_TLS struct arena *arena_last;
 static _Atomic bool ipc_warned;
 _Static_assert(MAX_ARENAS <= CUMEMCAP_LEDGER_ARENAS, "each arena has a record of its own in the ledger");
-
-/* ---- the address hash ------------------------------------------------------------------ */
 
 bool arena_slots_grow(struct arena *a)
 {
@@ -52,8 +47,6 @@ bool arena_slots_grow(struct arena *a)
 	a->slot_dead = 0;
 	return true;
 }
-
-/* ---- segments by address -------------------------------------------------------------- */
 
 static bool seg_index_add(struct arena *a, uint32_t si)
 {
@@ -128,7 +121,8 @@ uint32_t arena_seg_add(struct arena *a, CUdeviceptr base, uint64_t bytes, bool p
 	}
 	a->chunks[ci] = (struct chunk){ .seg = si, .off = 0, .units = (uint32_t)(bytes >> UNIT_SHIFT),
 					.prev = NONE, .next = NONE };
-	bytes_joined(a, bytes);
+	a->held += bytes;
+	bytes_to_ledger(a);
 	bin_insert(a, ci);
 	return ci;
 }
@@ -142,12 +136,11 @@ void arena_seg_detach(struct arena *a, uint32_t si)
 	if (s->free_since && !s->prealloc)
 		a->whole_free -= s->bytes;
 	seg_index_remove(a, si);
-	bytes_left(a, s->bytes);
+	a->held -= s->bytes;
+	bytes_to_ledger(a);
 	s->first = a->unused_segs;
 	a->unused_segs = si;
 }
-
-/* ---- arenas ------------------------------------------------------------------------------ */
 
 void arena_clear(struct arena *a)
 {

@@ -477,7 +477,7 @@ static bool take_pointer(uint64_t ptr, struct cumemcap_block *b)
 static CUresult free_pointer(PFN_cuMemFree_v3020 fn, CUdeviceptr dptr)
 {
 	CUresult r;
-	if (cumemcap_arena_free(dptr, &r))
+	if (cumemcap_account_free_pooled(dptr, &r))
 		return r;
 	struct cumemcap_block b;
 	bool found = take_pointer(dptr, &b);
@@ -552,7 +552,7 @@ static CUresult async_free(PFN_cuMemFreeAsync_v11020 fn, CUdeviceptr dptr, CUstr
 	struct cumemcap_block b;
 	bool found = take_pointer(dptr, &b);
 	CUresult r;
-	if (!found && cumemcap_arena_free(dptr, &r))
+	if (!found && cumemcap_account_free_pooled(dptr, &r))
 		return r;
 	return cumemcap_account_release_settle(found, &b, fn(dptr, stream));
 }
