@@ -1,9 +1,6 @@
-/* account: the books' side of every allocating and freeing hook, and the
- * stream-ordered pools' figures (account.h).
- *
- * Thread safety: see account.h; the ledger and the record map are safe
- * by themselves, the pool table is guarded by pool_lock and its queries
- * ordered by query_lock. */
+/* account: the records of every allocating and freeing hook, context
+ * deaths, the group's tick, and the stream-ordered pools' figures
+ * (account.h). Thread safety: see account.h. */
 #include "account/account.h"
 
 #include <pthread.h>
@@ -51,7 +48,7 @@ uint32_t cumemcap_account_group_tick(uint64_t now_ms)
 	}
 	cumemcap_account_group_changes();
 	/* A budget shrunk below what the members hold: cached memory goes
-	 * first (live memory is never freed; new growth is refused). */
+	 * (live memory is never freed; new growth is refused). */
 	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++) {
 		uint64_t limit = cumemcap_group_limit(d);
 		if (limit != UINT64_MAX && cumemcap_group_used(d) > limit)
@@ -207,31 +204,26 @@ void cumemcap_account_context_died(CUcontext ctx, int dev, enum cumemcap_death w
 /* ---- stream-ordered pools ------------------------------------------------ */
 
 /* Every pool the process allocates from, by handle: an open-addressing
- * table (power-of-two capacity, at most half full, backward-shift
- * deletion), so any number of pools is counted. A pool's bytes are charged
- * to its own device, whatever context allocates from it. `in_flight` sums
- * the estimates that allocations under way hold in the ledger: growth of
- * the pool belongs to them first, so it is never counted twice, not even
- * for a moment. */
+ * table (at most half full, backward-shift deletion). A pool's bytes are
+ * charged to its own device, whatever context allocates from it. */
 #define POOL_GRANULARITY (2ull << 20)
 
 struct pool_record {
 	CUmemoryPool pool; /* NULL: empty slot */
 	int dev;
 	uint64_t accounted; /* bytes of the pool in the ledger */
-	uint64_t in_flight; /* estimates of allocations under way */
+	/* Estimates that allocations under way hold in the ledger: the
+	 * pool's growth is theirs first, so it is never counted twice. */
+	uint64_t in_flight;
 	uint64_t high;      /* its RESERVED_MEM_HIGH when last read (unread growth) */
 };
 static struct pool_record *pools;
 static size_t pool_mask, pool_used; /* capacity - 1 (0: none yet) */
 /* pool_lock guards the table and is never held across a driver call (fork
  * takes it); query_lock is held across the attribute query and the update
- * that follows, so updates apply in the order the driver answered (fork
- * leaves it alone, as xmutex.h explains, and a child clears it). Both are
- * spinlocks (platform/spin.h): every stream-ordered allocation takes
- * each, for a few dozen instructions or one attribute query, and a pthread
- * mutex costs it two locked instructions per section to the spinlock's
- * one. */
+ * that follows, so updates apply in the order the driver answered (a fork
+ * child clears it). Spinlocks: each section is a few dozen instructions
+ * or one query. */
 static atomic_flag pool_lock = ATOMIC_FLAG_INIT;
 static atomic_flag query_lock = ATOMIC_FLAG_INIT;
 
@@ -345,11 +337,6 @@ void cumemcap_account_pool_created(CUmemoryPool pool, int dev)
 	cumemcap_spin_unlock(&pool_lock);
 }
 
-static bool pool_reserved(CUmemoryPool pool, uint64_t *reserved)
-{
-	return cumemcap_driver_pool_reserved(pool, reserved);
-}
-
 /* The pool reserves `reserved` now, less than counted: the rest leaves the
  * ledger at once (pool_lock held). */
 static void shrink_locked(struct pool_record *p, uint64_t reserved)
@@ -360,14 +347,12 @@ static void shrink_locked(struct pool_record *p, uint64_t reserved)
 	}
 }
 
-/* Follow what the pool reserves now (`reserved`; pool_lock held). A
- * shrink leaves the ledger at once; growth is left to the allocations
- * under way, whose estimates hold it, and taken here only when there are
- * none. `high`: the pool's high watermark when its growth is unread (0:
- * not read); when it moved since the last read and lies above what the
- * pool reserves now, the pool released part of its growth at a
- * synchronization before the shim read it: the figures pass through the
- * watermark on the way to `reserved`, so that the peaks count it. */
+/* Follow what the pool reserves now (pool_lock held). A shrink leaves the
+ * ledger at once; growth is left to the allocations under way, whose
+ * estimates hold it. `high`: the pool's high watermark when its growth is
+ * unread (0: not read); when it moved since the last read and lies above
+ * `reserved`, the pool released growth the shim never read: the figures
+ * pass through the watermark, so that the peaks count it. */
 static void settle_locked(struct pool_record *p, uint64_t reserved, uint64_t high)
 {
 	shrink_locked(p, reserved);
@@ -384,16 +369,15 @@ static void settle_locked(struct pool_record *p, uint64_t reserved, uint64_t hig
 }
 
 /* Whether `dev`'s pools leave their growth unread (ledger.h). */
-static inline bool growth_unread(int dev)
+static bool growth_unread(int dev)
 {
 	return cumemcap_ledger_valid(dev) &&
 	       atomic_load_explicit(&cumemcap_ledger_growth_unread[dev], memory_order_relaxed);
 }
 
 /* Devices where an allocation leaving its growth unread returned since
- * their pools were last read (set after the driver call, so that a read
- * that cleared it first is followed by another one that asks): only then
- * may a pool have passed its high watermark unread. */
+ * their pools were last read: only then may a pool have passed its high
+ * watermark unread. */
 static _Atomic bool grown[CUMEMCAP_MAX_DEVICES];
 
 /* Ask the driver about `pool` and settle it (query_lock held): what it
@@ -402,7 +386,7 @@ static _Atomic bool grown[CUMEMCAP_MAX_DEVICES];
 static void settle(CUmemoryPool pool, bool grew)
 {
 	uint64_t reserved, high = 0;
-	if (!pool_reserved(pool, &reserved))
+	if (!cumemcap_driver_pool_reserved(pool, &reserved))
 		return;
 	struct pool_record *p;
 	if (grew) {
@@ -422,9 +406,8 @@ static void settle(CUmemoryPool pool, bool grew)
 
 /* An allocation from `pool` (on `dev`) holds `estimate` bytes of the
  * ledger while the driver serves it: begin before the driver call; after
- * it, finish returns how much of the estimate the pool's growth used (the
- * caller gives back the rest) and, in *excess, growth beyond every
- * estimate under way, which the caller must charge. */
+ * it, finish returns how much of the estimate the pool's growth used and,
+ * in *excess, growth beyond every estimate under way. */
 static void pool_begin(CUmemoryPool pool, int dev, uint64_t estimate)
 {
 	cumemcap_spin_lock(&pool_lock);
@@ -439,7 +422,7 @@ static uint64_t pool_finish(CUmemoryPool pool, uint64_t estimate, uint64_t *exce
 	uint64_t claim = 0, reserved;
 	*excess = 0;
 	cumemcap_spin_lock(&query_lock);
-	bool known = pool_reserved(pool, &reserved);
+	bool known = cumemcap_driver_pool_reserved(pool, &reserved);
 	cumemcap_spin_lock(&pool_lock);
 	struct pool_record *p = find_pool(pool);
 	if (p) {
@@ -448,8 +431,6 @@ static uint64_t pool_finish(CUmemoryPool pool, uint64_t estimate, uint64_t *exce
 			shrink_locked(p, reserved);
 			uint64_t grew = reserved - p->accounted;
 			claim = grew < estimate ? grew : estimate;
-			/* Growth past every estimate under way: the pool took
-			 * more than its granularity for this request. */
 			if (p->in_flight == 0)
 				*excess = grew - claim;
 			p->accounted += claim + *excess;
@@ -460,11 +441,9 @@ static uint64_t pool_finish(CUmemoryPool pool, uint64_t estimate, uint64_t *exce
 	return claim;
 }
 
-/* The allocation charged in c (c->dev >= 0) with `estimate` held for it
- * came back from `pool` (pool_begin was called): charge what the pool
- * really took instead of the estimate (the block's bytes then live in the
- * pool's figure: c->bytes becomes 0). False when the pool grew past every
- * estimate and past the limit. */
+/* The allocation charged in c with `estimate` came back from `pool`:
+ * charge what the pool really took instead. False when the pool grew past
+ * every estimate and past the limit. */
 static bool pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, uint64_t estimate)
 {
 	uint64_t excess, claim = pool_finish(pool, estimate, &excess);
@@ -477,14 +456,10 @@ static bool pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, uint64_t e
 	return true;
 }
 
-/* Each device's current pool (cuMemAllocAsync's), as a thread last asked
- * the driver, for the device it asked about: asked again once anything
- * that may change a device's current pool happened since (an epoch:
- * cumemcap_account_pools_changed). The driver changes it at
- * cuDeviceSetMemPool / cuMemSetMemPool, and back to the default pool when
- * the current one is destroyed; a context's death (a device reset) and a
- * fork count too. The epoch is read before the driver is asked, so an
- * answer that a change overtook is never used again. */
+/* The current pool (cuMemAllocAsync's) of the device a thread last asked
+ * about, asked again once the epoch moved (cumemcap_account_pools_changed).
+ * The epoch is read before the driver is asked, so an answer that a change
+ * overtook is never used again. */
 static _Atomic uint64_t pool_epoch = 1;
 static CUMEMCAP_TLS struct {
 	uint64_t epoch; /* 0: nothing cached */
@@ -513,18 +488,12 @@ static CUmemoryPool current_pool(int dev)
 	return pool;
 }
 
-/* ---- unread growth: a GPU without a limit ----
- *
- * With no limit on the GPU (and no group), a pool's figure is only
- * reported: an allocation from it charges nothing and asks the driver
- * nothing; the pool is listed in the table and its device's growth marked
- * unread (ledger.h), and its growth is read back
- * (cumemcap_account_pool_refresh_now) when the figures are read, when its device's figures are checked
- * against a group's budget, and before the pool is trimmed or destroyed.
- * The peaks count that growth when it is read, and a pool that released
- * part of it at a synchronization before then at its high watermark
- * (settle_locked). Set once the GPU is known (ensured: its limit is
- * resolved), so the device's limit never changes afterwards. */
+/* Unread growth. With no limit on the GPU (and no group), a pool's figure
+ * is only reported: an allocation from it charges nothing and asks the
+ * driver nothing; the pool is listed in the table and its device's growth
+ * marked unread (ledger.h), to be read back when the figures are read and
+ * before the pool is trimmed or destroyed. Decided once the GPU's limit
+ * is resolved, which never changes afterwards. */
 static bool leave_growth_unread(int dev)
 {
 	return cumemcap_ledger_get(dev, CUMEMCAP_FIG_limit) == CUMEMCAP_NO_LIMIT &&
@@ -548,8 +517,6 @@ CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const 
 					   CUcontext ctx, int stream_dev, bool current,
 					   CUmemoryPool pool, uint64_t bytes)
 {
-	/* cuMemAllocAsync takes from the current pool of the stream's device;
-	 * a given pool is charged to its own device. */
 	int dev = current ? stream_dev : pool_device(pool, stream_dev);
 	if (current)
 		pool = current_pool(dev);
@@ -637,8 +604,7 @@ void cumemcap_account_pool_refresh_now(int dev)
 {
 	cumemcap_spin_lock(&query_lock);
 	bool grew = atomic_load(&grown[dev]) && atomic_exchange(&grown[dev], false);
-	/* The pools of dev, listed under the table's lock and asked about
-	 * without it. */
+	/* Listed under the table's lock, asked about without it. */
 	cumemcap_spin_lock(&pool_lock);
 	size_t n = 0, cap = pool_used;
 	CUmemoryPool *list = cap ? malloc(cap * sizeof(*list)) : NULL;

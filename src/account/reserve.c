@@ -38,7 +38,10 @@ void cumemcap_account_driver_oom(int dev, const char *entry_point, uint64_t byte
 	cumemcap_log_driver_oom(dev, entry_point, bytes);
 }
 
-void cumemcap_account_give_back(struct cumemcap_give_back *g)
+/* Give the segments the arenas named in g back to the driver (each in its
+ * context), take them off the ledger, count and log them; end g's quiet
+ * section. */
+static void give_back(struct cumemcap_give_back *g)
 {
 	if (!g->n)
 		return;
@@ -60,15 +63,13 @@ void cumemcap_account_give_back(struct cumemcap_give_back *g)
 		free(g->seg);
 	if (g->quiet)
 		cumemcap_capture_quiet_exit();
-	g->n = 0;
-	g->quiet = false;
 }
 
 void cumemcap_account_release_cached(int dev)
 {
 	struct cumemcap_give_back g;
 	cumemcap_arena_release_device(dev, &g);
-	cumemcap_account_give_back(&g);
+	give_back(&g);
 }
 
 uint32_t cumemcap_account_arena_tick(uint64_t now_ms)
@@ -79,7 +80,7 @@ uint32_t cumemcap_account_arena_tick(uint64_t now_ms)
 		/* No context dies while this arena's driver calls are made. */
 		cumemcap_death_lock_read();
 		bool more = cumemcap_arena_idle(i, now_ms, &g, &next);
-		cumemcap_account_give_back(&g);
+		give_back(&g);
 		cumemcap_death_unlock_read();
 		if (!more)
 			break;
@@ -94,7 +95,7 @@ bool cumemcap_account_free_pooled(CUdeviceptr ptr, CUresult *r)
 	struct cumemcap_give_back g;
 	if (!cumemcap_arena_free(ptr, r, &g))
 		return false;
-	cumemcap_account_give_back(&g);
+	give_back(&g);
 	/* A thread waiting for room (CUMEMCAP_ON_LIMIT=wait) tries again:
 	 * what was freed may let a segment go. */
 	if (*r == CUDA_SUCCESS && atomic_load_explicit(&cumemcap_group_local_waiters, memory_order_relaxed))
@@ -102,7 +103,8 @@ bool cumemcap_account_free_pooled(CUdeviceptr ptr, CUresult *r)
 	return true;
 }
 
-void cumemcap_account_make_room(int dev)
+/* Before a request on `dev` is refused (at the limit, or by the driver). */
+static void make_room(int dev)
 {
 	cumemcap_account_pool_refresh(dev);
 	cumemcap_account_release_cached(dev);
@@ -117,8 +119,7 @@ void cumemcap_account_make_room(int dev)
  * until the deadline. Only the calling thread waits, holding no lock. */
 #define WAIT_SLICE_MS 1000u
 
-bool cumemcap_account_wait(int dev, enum cumemcap_kind kind, uint64_t bytes,
-			   const char *entry_point)
+static bool wait_for_room(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *entry_point)
 {
 	uint32_t wait_ms = cumemcap_policy()->wait_ms;
 	if (wait_ms == 0 || !cumemcap_ledger_valid(dev))
@@ -139,7 +140,7 @@ bool cumemcap_account_wait(int dev, enum cumemcap_kind kind, uint64_t bytes,
 			break;
 		uint64_t slice = deadline - now;
 		cumemcap_group_sleep(seq, slice < WAIT_SLICE_MS ? (uint32_t)slice : WAIT_SLICE_MS);
-		cumemcap_account_make_room(dev);
+		make_room(dev);
 	}
 	cumemcap_group_waiting(dev, -1);
 	cumemcap_ledger_drop(dev, waiting);
@@ -154,9 +155,9 @@ bool cumemcap_account_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes,
 {
 	if (cumemcap_ledger_reserve(dev, kind, bytes))
 		return true;
-	cumemcap_account_make_room(dev);
+	make_room(dev);
 	return cumemcap_ledger_reserve(dev, kind, bytes) ||
-	       cumemcap_account_wait(dev, kind, bytes, entry_point);
+	       wait_for_room(dev, kind, bytes, entry_point);
 }
 
 /* A segment of `bytes` for a request of `asked` (`entry_point`), from the driver
@@ -179,7 +180,7 @@ static CUresult take_segment(int dev, uint64_t bytes, const char *entry_point, u
 			cumemcap_account_driver_oom(dev, entry_point, asked);
 			return r;
 		}
-		cumemcap_account_make_room(dev);
+		make_room(dev);
 	}
 }
 
@@ -189,7 +190,7 @@ bool cumemcap_account_alloc_pooled(CUdeviceptr *dptr, uint64_t bytes, const char
 	struct cumemcap_arena_request q;
 	for (;;) {
 		enum cumemcap_arena_answer answer = cumemcap_arena_serve(&q, bytes, dptr);
-		cumemcap_account_give_back(&q.back);
+		give_back(&q.back);
 		switch (answer) {
 		case CUMEMCAP_ARENA_NOT_POOLED:
 			return false;
@@ -207,7 +208,7 @@ bool cumemcap_account_alloc_pooled(CUdeviceptr *dptr, uint64_t bytes, const char
 		}
 		if (!q.prealloc) {
 			bool served = cumemcap_arena_serve_sibling(&q, dptr);
-			cumemcap_account_give_back(&q.back);
+			give_back(&q.back);
 			cumemcap_ledger_note_request(q.dev, bytes);
 			if (served) {
 				*r = CUDA_SUCCESS;

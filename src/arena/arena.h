@@ -21,8 +21,9 @@
 struct arena;
 
 /* Wholly free segments the arenas gave up: out of their records, still
- * the driver's memory and in the ledger until cumemcap_account_give_back.
- * Every function that takes one starts it empty. */
+ * the driver's memory and in the ledger until the account layer gives
+ * them back (account/reserve.c). Every function that takes one starts it
+ * empty. */
 struct cumemcap_give_back {
 	unsigned n, cap;
 	bool quiet; /* in a quiet section (capture.h) until given back */

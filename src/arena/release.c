@@ -62,6 +62,18 @@ static void pending_remove(struct arena *a, uint32_t ci)
 	a->segs[c->seg].waiting--;
 }
 
+/* Chunk ci takes in its next neighbour (off every list). */
+static void take_in_next(struct arena *a, uint32_t ci)
+{
+	struct chunk *c = &a->chunks[ci];
+	uint32_t n = c->next;
+	c->units += a->chunks[n].units;
+	c->next = a->chunks[n].next;
+	if (c->next != NONE)
+		a->chunks[c->next].prev = ci;
+	chunk_drop(a, n);
+}
+
 /* A free chunk (off every list): merge it with free neighbours, into its
  * bin, noting a wholly free segment. */
 static void merge_free(struct arena *a, uint32_t ci, uint64_t now)
@@ -69,23 +81,14 @@ static void merge_free(struct arena *a, uint32_t ci, uint64_t now)
 	struct chunk *c = &a->chunks[ci];
 	c->state = C_FREE;
 	if (a->segs[c->seg].packed) {
-		uint32_t n = c->next;
-		if (n != NONE && a->chunks[n].state == C_FREE) {
-			bin_remove(a, n);
-			c->units += a->chunks[n].units;
-			c->next = a->chunks[n].next;
-			if (c->next != NONE)
-				a->chunks[c->next].prev = ci;
-			chunk_drop(a, n);
+		if (c->next != NONE && a->chunks[c->next].state == C_FREE) {
+			bin_remove(a, c->next);
+			take_in_next(a, ci);
 		}
-		uint32_t p = c->prev;
+		uint32_t p = a->chunks[ci].prev;
 		if (p != NONE && a->chunks[p].state == C_FREE) {
 			bin_remove(a, p);
-			a->chunks[p].units += c->units;
-			a->chunks[p].next = c->next;
-			if (c->next != NONE)
-				a->chunks[c->next].prev = p;
-			chunk_drop(a, ci);
+			take_in_next(a, p);
 			ci = p;
 		}
 	}
@@ -98,8 +101,7 @@ static void merge_free(struct arena *a, uint32_t ci, uint64_t now)
 /* A chunk whose wait is over: onto the quick list of its size (a small
  * packed one, quick lists on), else merged with free neighbours. Returns
  * whether it left its segment with nothing live and other chunks waiting
- * (not wholly free: see arena_reclaim; the quick path never does, its
- * segment being in use). */
+ * (see arena_reclaim). */
 static bool make_ready(struct arena *a, uint32_t ci, uint64_t now)
 {
 	struct chunk *c = &a->chunks[ci];
