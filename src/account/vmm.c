@@ -1,5 +1,4 @@
 /* vmm: the lifetime of cuMemCreate allocations in the books (vmm.h).
- *
  * Thread safety: see vmm.h; `lock` guards every list here. */
 #include "account/vmm.h"
 
@@ -488,26 +487,23 @@ void cumemcap_vmm_unlock(void)
 	pthread_mutex_unlock(&lock);
 }
 
-/* The child reaches no context and its track map is emptied: the books
- * are dropped (the lock is held; the child has one thread). The
- * allocations' few bytes are left: a call in flight in a thread that did
- * not survive the fork may still count one. */
+/* The child reaches no context: the books are dropped (the lock is held).
+ * The allocations' few bytes are left: a call in flight in a thread that
+ * did not survive the fork may still count one. */
 void cumemcap_vmm_fork_child(void)
 {
 	for (size_t i = 0; i < MAP_BUCKETS; i++)
 		for (struct cumemcap_vmm_map *m = maps[i], *n; m; m = n) {
 			n = m->next;
 			free(m);
+			maps[i] = NULL;
 		}
 	for (size_t i = 0; i < REF_BUCKETS; i++)
 		for (struct cumemcap_vmm_ref *r = refs[i], *n; r; r = n) {
 			n = r->next;
 			free(r);
+			refs[i] = NULL;
 		}
-	for (size_t i = 0; i < MAP_BUCKETS; i++)
-		maps[i] = NULL;
-	for (size_t i = 0; i < REF_BUCKETS; i++)
-		refs[i] = NULL;
 	map_count = 0;
 	struct cumemcap_vmm_export *gone = NULL;
 	exports_unlink(NULL, &gone);

@@ -104,9 +104,6 @@ enum cumemcap_arena_where cumemcap_arena_lookup(CUdeviceptr ptr, CUdeviceptr *ba
  * IPC on packed blocks is enough). */
 bool cumemcap_arena_warn_ipc(void);
 
-/* Bytes of segments this device's arenas hold but have not handed out. */
-uint64_t cumemcap_arena_cached(int dev);
-
 /* What an arena held when its context died. */
 struct cumemcap_arena_gone {
 	int dev;        /* -1: the context had no arena */

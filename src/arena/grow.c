@@ -279,18 +279,9 @@ static unsigned thread_shard(const struct cumemcap_policy *p)
 static struct arena *arena_find(CUcontext ctx, int dev, unsigned shard)
 {
 	struct arena *found = NULL;
-	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
-	/* A slot's ctx and dev change under its lock: read them under it. */
-	for (uint32_t i = 0; i < n && !found; i++) {
-		lock(&arenas[i]);
-		if (arenas[i].ctx == ctx && arenas[i].dev == dev && arenas[i].shard == shard)
-			found = &arenas[i];
-		unlock(&arenas[i]);
-	}
-	if (found)
-		return found;
+	/* A slot's ctx, dev and shard change only under this lock. */
 	pthread_mutex_lock(&arena_create_lock);
-	n = atomic_load(&arena_count);
+	uint32_t n = atomic_load(&arena_count);
 	for (uint32_t i = 0; i < n && !found; i++)
 		if (arenas[i].ctx == ctx && arenas[i].dev == dev && arenas[i].shard == shard)
 			found = &arenas[i];

@@ -8,9 +8,6 @@
 #include "arena/arena-internal.h"
 
 #include <stddef.h>
-#include <string.h>
-
-#include "state/ledger.h"
 
 struct arena arenas[MAX_ARENAS];
 _Atomic uint32_t arena_count; /* slots ever used */
@@ -198,9 +195,4 @@ bool cumemcap_arena_warn_ipc(void)
 {
 	bool expected = false;
 	return atomic_compare_exchange_strong(&ipc_warned, &expected, true);
-}
-
-uint64_t cumemcap_arena_cached(int dev)
-{
-	return cumemcap_ledger_get(dev, CUMEMCAP_FIG_pooled);
 }

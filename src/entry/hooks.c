@@ -167,7 +167,7 @@ static CUresult CUDAAPI mem_get_address_range_v1(CUdeviceptr *pbase, size_t *psi
  * which no pool's figure changes: nothing is read (the figures of a pool
  * whose growth is unread stay unread). The ledger's figures come in one inline
  * read (cumemcap_ledger_capacity: the limit, the headroom, and `pooled`,
- * which is what cumemcap_arena_cached answers). */
+ * what the arenas cache). */
 static inline __attribute__((always_inline)) void clamp_info(const struct cumemcap_ledger_capacity *c,
 							     uint64_t *free_bytes, uint64_t *total_bytes)
 {
