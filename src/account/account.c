@@ -3,19 +3,15 @@
  * (account.h). Thread safety: see account.h. */
 #include "account/account.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "account/footprint.h"
-#include "arena/arena.h"
 #include "state/device.h"
 #include "log/log.h"
 #include "platform/export.h"
 #include "platform/mix.h"
 #include "driver/driver.h"
-#include "platform/worker.h"
 #include "platform/spin.h"
 #include "group/group.h"
 

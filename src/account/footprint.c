@@ -4,7 +4,6 @@
  * the context it is asked with cannot die meanwhile. */
 #include "account/footprint.h"
 
-#include <stdbool.h>
 #include <string.h>
 #include <unistd.h>
 

@@ -17,7 +17,6 @@
 #include <stdlib.h>
 
 #include "account/footprint.h"
-#include "arena/arena.h"
 #include "config/policy.h"
 #include "driver/driver.h"
 #include "log/log.h"
@@ -75,15 +74,14 @@ void cumemcap_account_release_cached(int dev)
 uint32_t cumemcap_account_arena_tick(uint64_t now_ms)
 {
 	uint64_t next = UINT64_MAX;
-	for (unsigned i = 0;; i++) {
+	unsigned n = cumemcap_arena_idle_slots();
+	for (unsigned i = 0; i < n; i++) {
 		struct cumemcap_give_back g;
 		/* No context dies while this arena's driver calls are made. */
 		cumemcap_death_lock_read();
-		bool more = cumemcap_arena_idle(i, now_ms, &g, &next);
+		cumemcap_arena_idle(i, now_ms, &g, &next);
 		give_back(&g);
 		cumemcap_death_unlock_read();
-		if (!more)
-			break;
 	}
 	if (next == UINT64_MAX)
 		return UINT32_MAX;

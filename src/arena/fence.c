@@ -1,9 +1,6 @@
 /* arena/fence: see fence.h. */
 #include "arena/fence.h"
 
-#include <stdatomic.h>
-#include <stdbool.h>
-
 #include "arena/arena-internal.h"
 #include "driver/events.h"
 #include "state/streams.h"

@@ -10,7 +10,6 @@
 #include "config/policy.h"
 #include "platform/msg.h"
 #include "state/device.h"
-#include "state/ledger.h"
 
 #define SMALL_MAX (1ull << 20)
 #define SMALL_SEGMENT (2ull << 20)

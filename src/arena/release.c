@@ -15,7 +15,6 @@
 #include "platform/worker.h"
 #include "state/capture.h"
 #include "state/device.h"
-#include "state/ledger.h"
 #include "state/streams.h"
 
 static bool wholly_free(const struct segment *s)
@@ -406,15 +405,19 @@ void cumemcap_arena_release_device(int dev, struct cumemcap_give_back *g)
 	}
 }
 
-bool cumemcap_arena_idle(unsigned i, uint64_t now_ms, struct cumemcap_give_back *g, uint64_t *next_ms)
+unsigned cumemcap_arena_idle_slots(void)
 {
-	const struct cumemcap_policy *p = cumemcap_policy();
-	uint32_t idle = p->release_idle_ms;
+	if (cumemcap_policy()->release != CUMEMCAP_RELEASE_IDLE)
+		return 0;
+	return atomic_load_explicit(&arena_count, memory_order_acquire);
+}
+
+void cumemcap_arena_idle(unsigned i, uint64_t now_ms, struct cumemcap_give_back *g, uint64_t *next_ms)
+{
+	uint32_t idle = cumemcap_policy()->release_idle_ms;
+	struct arena *a = &arenas[i];
 	g->n = 0;
 	g->quiet = false;
-	if (p->release != CUMEMCAP_RELEASE_IDLE || i >= atomic_load_explicit(&arena_count, memory_order_acquire))
-		return false;
-	struct arena *a = &arenas[i];
 	/* Blocks freed and never reused wait until a request needs them:
 	 * the worker proves them idle itself once the arena has been quiet
 	 * for half the idle time, with its context pushed on its own thread. */
@@ -435,7 +438,6 @@ bool cumemcap_arena_idle(unsigned i, uint64_t now_ms, struct cumemcap_give_back 
 	if (a->ctx && a->pend_head != NONE && a->last_reclaim + idle / 2 < *next_ms)
 		*next_ms = a->last_reclaim + idle / 2;
 	unlock(a);
-	return true;
 }
 
 void cumemcap_arena_lock_all(void)
