@@ -117,11 +117,10 @@ struct arena {
 	uint64_t whole_free; /* bytes of wholly free segments (not preallocated) */
 };
 
-/* The arena table (segments.c): MAX_ARENAS slots, arena_count of them
- * ever used; a slot is set up and emptied under arena_create_lock and its
- * own lock, never freed. */
+/* The arena table (segments.c): MAX_ARENAS slots, cumemcap_arena_count
+ * of them ever used; a slot is set up and emptied under arena_create_lock
+ * and its own lock, never freed. */
 extern struct arena arenas[MAX_ARENAS];
-extern _Atomic uint32_t arena_count;
 extern pthread_mutex_t arena_create_lock;
 
 /* The arena the calling thread last found by its context: a free looks

@@ -83,11 +83,15 @@ bool cumemcap_arena_add_segment(const struct cumemcap_arena_request *q, CUdevice
  * context's arena refuses every request from now on (said once). */
 void cumemcap_arena_prealloc_failed(const struct cumemcap_arena_request *q, CUresult r);
 
-/* cuMemFree(ptr): false when ptr is not in any arena segment (the caller
- * goes on to the driver). Otherwise *r is the answer: CUDA_SUCCESS for a
- * live block's base, CUDA_ERROR_INVALID_VALUE for any other address in a
- * segment (a double free or an interior pointer, as from the driver); g
- * names the segment that CUMEMCAP_RELEASE=immediate gives back. */
+/* Arena slots ever used: with none, no pointer is pooled. */
+extern _Atomic uint32_t cumemcap_arena_count;
+
+/* cuMemFree(ptr), ptr not 0: false when ptr is not in any arena segment
+ * (the caller goes on to the driver). Otherwise *r is the answer:
+ * CUDA_SUCCESS for a live block's base, CUDA_ERROR_INVALID_VALUE for any
+ * other address in a segment (a double free or an interior pointer, as
+ * from the driver); g names the segment that CUMEMCAP_RELEASE=immediate
+ * gives back. */
 bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r, struct cumemcap_give_back *g);
 
 enum cumemcap_arena_where {

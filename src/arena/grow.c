@@ -244,7 +244,7 @@ void cumemcap_arena_prealloc_failed(const struct cumemcap_arena_request *q, CUre
 static bool prealloc_elsewhere(const struct arena *self)
 {
 	static _Atomic bool said;
-	uint32_t n = atomic_load(&arena_count);
+	uint32_t n = atomic_load(&cumemcap_arena_count);
 	for (uint32_t i = 0; i < n; i++) {
 		const struct arena *a = &arenas[i];
 		if (a == self || !a->prealloc_held || a->dev != self->dev)
@@ -280,7 +280,7 @@ static struct arena *arena_find(CUcontext ctx, int dev, unsigned shard)
 	struct arena *found = NULL;
 	/* A slot's ctx, dev and shard change only under this lock. */
 	pthread_mutex_lock(&arena_create_lock);
-	uint32_t n = atomic_load(&arena_count);
+	uint32_t n = atomic_load(&cumemcap_arena_count);
 	for (uint32_t i = 0; i < n && !found; i++)
 		if (arenas[i].ctx == ctx && arenas[i].dev == dev && arenas[i].shard == shard)
 			found = &arenas[i];
@@ -290,7 +290,7 @@ static struct arena *arena_find(CUcontext ctx, int dev, unsigned shard)
 	if (!found && n < MAX_ARENAS) {
 		found = &arenas[n];
 		arena_clear(found);
-		atomic_store_explicit(&arena_count, n + 1, memory_order_release);
+		atomic_store_explicit(&cumemcap_arena_count, n + 1, memory_order_release);
 	}
 	if (found && !found->ctx) {
 		const struct cumemcap_policy *p = cumemcap_policy();
@@ -348,7 +348,7 @@ bool cumemcap_arena_serve_sibling(struct cumemcap_arena_request *q, CUdeviceptr 
 	q->back.quiet = false;
 	if (!q->packed || cumemcap_ledger_headroom(q->dev) >= q->segment_bytes)
 		return false;
-	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
+	uint32_t n = atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire);
 	for (uint32_t i = 0; i < n; i++) {
 		struct arena *b = &arenas[i];
 		if (b == q->arena)

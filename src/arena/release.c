@@ -278,7 +278,7 @@ void arena_reclaim(struct arena *a, struct cumemcap_give_back *g)
  * when ptr is in no arena's segment. */
 static struct arena *find_block(CUdeviceptr ptr, uint32_t *slot)
 {
-	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
+	uint32_t n = atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire);
 	struct arena *first = arena_last;
 	for (uint32_t i = 0; i <= n; i++) {
 		struct arena *a = i == 0 ? first : &arenas[i - 1];
@@ -295,9 +295,7 @@ static struct arena *find_block(CUdeviceptr ptr, uint32_t *slot)
 	return NULL;
 }
 
-/* cumemcap_arena_free past its first check: out of line, so that a free
- * in a process with no arena (CUMEMCAP_POOL=off) pays for no frame. */
-__attribute__((noinline)) static bool free_pooled(CUdeviceptr ptr, CUresult *r, struct cumemcap_give_back *g)
+bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r, struct cumemcap_give_back *g)
 {
 	uint32_t slot;
 	struct arena *a = find_block(ptr, &slot);
@@ -338,18 +336,11 @@ __attribute__((noinline)) static bool free_pooled(CUdeviceptr ptr, CUresult *r, 
 	return true;
 }
 
-bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r, struct cumemcap_give_back *g)
-{
-	if (!atomic_load_explicit(&arena_count, memory_order_acquire) || !ptr)
-		return false;
-	return free_pooled(ptr, r, g);
-}
-
 /* ---- arenas ------------------------------------------------------------------------------ */
 
 void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone)
 {
-	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
+	uint32_t n = atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire);
 	gone->dev = -1;
 	gone->live = gone->held = gone->blocks = 0;
 	pthread_mutex_lock(&arena_create_lock);
@@ -391,7 +382,7 @@ static void reclaim_in(struct arena *a, CUcontext ctx, bool drain, struct cumemc
 
 void cumemcap_arena_release_device(int dev, struct cumemcap_give_back *g)
 {
-	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
+	uint32_t n = atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire);
 	g->n = 0;
 	g->quiet = false;
 	for (uint32_t i = 0; i < n; i++) {
@@ -409,7 +400,7 @@ unsigned cumemcap_arena_idle_slots(void)
 {
 	if (cumemcap_policy()->release != CUMEMCAP_RELEASE_IDLE)
 		return 0;
-	return atomic_load_explicit(&arena_count, memory_order_acquire);
+	return atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire);
 }
 
 void cumemcap_arena_idle(unsigned i, uint64_t now_ms, struct cumemcap_give_back *g, uint64_t *next_ms)
@@ -443,14 +434,14 @@ void cumemcap_arena_idle(unsigned i, uint64_t now_ms, struct cumemcap_give_back 
 void cumemcap_arena_lock_all(void)
 {
 	pthread_mutex_lock(&arena_create_lock);
-	uint32_t n = atomic_load(&arena_count);
+	uint32_t n = atomic_load(&cumemcap_arena_count);
 	for (uint32_t i = 0; i < n; i++)
 		lock(&arenas[i]);
 }
 
 void cumemcap_arena_unlock_all(void)
 {
-	uint32_t n = atomic_load(&arena_count);
+	uint32_t n = atomic_load(&cumemcap_arena_count);
 	for (uint32_t i = 0; i < n; i++)
 		unlock(&arenas[i]);
 	pthread_mutex_unlock(&arena_create_lock);
@@ -459,7 +450,7 @@ void cumemcap_arena_unlock_all(void)
 void cumemcap_arena_fork_child(void)
 {
 	/* The child holds none of the parent's GPU memory. */
-	uint32_t n = atomic_load(&arena_count);
+	uint32_t n = atomic_load(&cumemcap_arena_count);
 	for (uint32_t i = 0; i < n; i++) {
 		arena_clear(&arenas[i]);
 		unlock(&arenas[i]);

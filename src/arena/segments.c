@@ -10,7 +10,7 @@
 #include <stddef.h>
 
 struct arena arenas[MAX_ARENAS];
-_Atomic uint32_t arena_count; /* slots ever used */
+_Atomic uint32_t cumemcap_arena_count; /* slots ever used */
 pthread_mutex_t arena_create_lock = PTHREAD_MUTEX_INITIALIZER;
 CUMEMCAP_TLS struct arena *arena_last;
 static _Atomic bool ipc_warned;
@@ -158,7 +158,7 @@ void arena_clear(struct arena *a)
 
 enum cumemcap_arena_where cumemcap_arena_lookup(CUdeviceptr ptr, CUdeviceptr *base, uint64_t *size)
 {
-	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
+	uint32_t n = atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire);
 	for (uint32_t i = 0; i < n; i++) {
 		struct arena *a = &arenas[i];
 		lock(a);
