@@ -58,8 +58,7 @@ static void give_back(struct cumemcap_give_back *g)
 		cumemcap_log_segment(s->dev, false, s->bytes);
 	}
 	cumemcap_driver_pop_ctx(pushed);
-	if (g->seg != g->local)
-		free(g->seg);
+	free(g->seg);
 	if (g->quiet)
 		cumemcap_capture_quiet_exit();
 }

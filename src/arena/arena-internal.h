@@ -1,5 +1,5 @@
-/* arena-internal: what more than one arena file needs (arena.h is the
- * API; docs/design.md, "Pooled arenas", describes the allocator).
+/* arena-internal: what more than one arena file needs (docs/design.md,
+ * "Pooled arenas", describes the allocator).
  *
  * One arena per (GPU, context, shard). Memory comes from the driver in
  * segments and goes to the program in blocks, each a chunk record: packed
@@ -7,24 +7,17 @@
  * and coalesced when they come back; larger ones get a segment of their
  * own. A freed block waits on the pending list until a fence (fence.h)
  * proves the streams past its free; small packed ones then wait, not
- * coalesced, on the quick list of their exact size. A segment goes back to
- * the driver only when wholly free, and only through the account layer:
- * the arena names it (struct cumemcap_give_back) and forgets it.
+ * coalesced, on the quick list of their exact size. A wholly free segment
+ * leaves the arena named in a struct cumemcap_give_back.
  *
- * Bookkeeping per live block: a 32-byte chunk record and an 8-byte hash
- * slot that packs the block address / 512 (40 bits: addresses below 2^49)
- * and the chunk index (24 bits).
+ * Per live block: a 32-byte chunk record and an 8-byte hash slot packing
+ * the block address / 512 (40 bits: addresses below 2^49) and the chunk
+ * index (24 bits).
  *
- * Thread safety: each arena has its own spinlock; no driver call is made
- * with it held, and after one the arena's epoch or context tells whether
- * it was emptied meanwhile. The arena table is set up under
- * arena_create_lock and read without it; a slot is never freed, only
- * emptied.
- *
- * Files: segments.c keeps the records (the table, segments, lookups by
- * address); grow.c serves requests; release.c takes blocks back, proves
- * them idle and names the segments that can go back; fence.c is the
- * proof. */
+ * Thread safety: each arena has its own spinlock, never held across a
+ * driver call; after one, the arena's epoch or context tells whether it
+ * was emptied meanwhile. The arena table is set up under
+ * arena_create_lock and read without it; a slot is emptied, never freed. */
 #pragma once
 
 #include <pthread.h>
@@ -203,24 +196,21 @@ static inline CUdeviceptr chunk_addr(const struct arena *a, const struct chunk *
 
 /* ---- the address hash: block base -> chunk ------------------------------------------ */
 
-/* Buckets of 8 slots; beside the slots one control byte per slot
- * (HASH_EMPTY, HASH_TOMB, or a 7-bit tag of the key's hash), a bucket's
- * 8 bytes compared with the tag at once as one word, so a lookup looks
- * only at slots whose tag matches, without a branch per slot: with a
- * million blocks live, linear probing's varying probe lengths cost a
- * pooled pair about 3 branch mispredictions. A lookup goes on to the next
- * bucket only when this one has no empty slot, so an emptied slot of a
- * full bucket becomes a tombstone. Slots in use and tombstones together
- * stay within half the table. */
+/* Buckets of 8 slots, one control byte per slot (HASH_EMPTY, HASH_TOMB,
+ * or a 7-bit tag of the key's hash); a bucket's 8 bytes are compared with
+ * the tag at once, so a lookup takes no branch per slot (linear probing's
+ * varying probe lengths cost a pooled pair with a million blocks live
+ * about 3 branch mispredictions). A lookup goes past a bucket only when
+ * it is full, so an emptied slot of a full bucket becomes a tombstone.
+ * Slots in use and tombstones stay within half the table. */
 #define HASH_BUCKET 8u
 #define HASH_EMPTY 0x80u
 #define HASH_TOMB 0xfeu
 #define HASH_ONES 0x0101010101010101ull
 #define HASH_HIGHS 0x8080808080808080ull
 
-/* Rebuild the table with room for the live slots (doubling when they
- * fill a quarter of it), dropping the tombstones (segments.c); false when
- * out of host memory. */
+/* Rebuild the table without its tombstones, doubled when the live slots
+ * fill a quarter of it (segments.c); false when out of host memory. */
 bool arena_slots_grow(struct arena *a);
 
 static inline uint64_t hash_word(const uint8_t *ctrl, uint32_t b)
@@ -365,7 +355,7 @@ static inline void quick_take_head(struct arena *a, uint32_t ci)
 	a->segs[c->seg].quick--;
 }
 
-/* ---- between the files (lock held unless said) -------------------------------------- */
+/* ---- between the files (lock held) -------------------------------------------------- */
 
 /* segments.c */
 void arena_clear(struct arena *a);

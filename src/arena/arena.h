@@ -1,15 +1,11 @@
-/* arena: per-GPU, per-context pools serving cuMemAlloc from segments taken
- * from the driver; a pure allocator beneath the account layer, which
- * reserves, takes and gives back the segments (account/reserve.c).
- *
- * Small requests (<= 1 MiB) are packed into shared 2 MiB segments; larger
- * ones get a segment of their own whose base is the pointer handed out.
- * A freed block is not reused until the streams are proven past its free
- * (arena-internal.h). The ledger's `live` and `pooled` figures follow what
- * is handed out and what is cached.
+/* arena: per-GPU, per-context pools serving cuMemAlloc from segments; a
+ * pure allocator beneath the account layer, which reserves, takes and
+ * gives back the segments (account/reserve.c). The arenas keep the
+ * ledger's `live` and `pooled` figures, and call the driver only to prove
+ * freed blocks idle (fence.h).
  *
  * Thread safety: each arena has one lock, never held across a driver
- * call. The arenas call the driver only to prove freed blocks idle. */
+ * call. */
 #pragma once
 
 #include <stdbool.h>
@@ -32,7 +28,7 @@ struct cumemcap_give_back {
 		int dev;
 		CUdeviceptr base;
 		uint64_t bytes;
-	} *seg, local[8]; /* seg: local, or malloc'ed past it */
+	} *seg; /* malloc'ed */
 };
 
 /* A cuMemAlloc request the arenas could not serve from what they hold. */
@@ -68,8 +64,7 @@ enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q
  * with *dptr. q->back names what to give back. */
 bool cumemcap_arena_serve_sibling(struct cumemcap_arena_request *q, CUdeviceptr *dptr);
 
-/* Whether the arenas can pool a segment at base (they hash addresses
- * below 2^49). */
+/* Whether the arenas can pool a segment at base (below 2^49). */
 bool cumemcap_arena_poolable(CUdeviceptr base);
 
 /* The segment q needed, taken from the driver at a poolable base (its
@@ -104,8 +99,7 @@ enum cumemcap_arena_where {
 /* Which live block holds ptr: its base and the size the program asked for. */
 enum cumemcap_arena_where cumemcap_arena_lookup(CUdeviceptr ptr, CUdeviceptr *base, uint64_t *size);
 
-/* True the first time it is called in the process (one log line about
- * IPC on packed blocks is enough). */
+/* True the first time it is called (one line about IPC on packed blocks). */
 bool cumemcap_arena_warn_ipc(void);
 
 /* What an arena held when its context died. */

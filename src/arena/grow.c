@@ -344,8 +344,7 @@ static struct arena *primary_of(struct arena *a, CUcontext ctx, int dev)
 
 bool cumemcap_arena_serve_sibling(struct cumemcap_arena_request *q, CUdeviceptr *dptr)
 {
-	q->back.n = 0;
-	q->back.quiet = false;
+	q->back = (struct cumemcap_give_back){ 0 };
 	if (!q->packed || cumemcap_ledger_headroom(q->dev) >= q->segment_bytes)
 		return false;
 	uint32_t n = atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire);
@@ -430,8 +429,7 @@ static bool pooled_on(const struct cumemcap_policy *p, int dev)
 enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q, uint64_t bytes, CUdeviceptr *dptr)
 {
 	const struct cumemcap_policy *p = cumemcap_policy();
-	q->back.n = 0;
-	q->back.quiet = false;
+	q->back = (struct cumemcap_give_back){ 0 };
 	if (p->pool == CUMEMCAP_POOL_OFF || bytes == 0 || bytes > ((uint64_t)MAX_UNITS << UNIT_SHIFT) / 2)
 		return CUMEMCAP_ARENA_NOT_POOLED;
 	CUcontext ctx;

@@ -138,19 +138,13 @@ void arena_quick_flush(struct arena *a)
  * memory for g. */
 static bool give_back_add(struct arena *a, uint32_t si, struct cumemcap_give_back *g)
 {
-	if (!g->n) {
-		g->seg = g->local;
-		g->cap = sizeof(g->local) / sizeof(g->local[0]);
-	}
 	if (g->n == g->cap) {
-		struct cumemcap_segment_back *more = malloc(2 * g->cap * sizeof(*more));
+		unsigned cap = g->cap ? 2 * g->cap : 8;
+		struct cumemcap_segment_back *more = realloc(g->seg, cap * sizeof(*more));
 		if (!more)
 			return false;
-		memcpy(more, g->seg, g->n * sizeof(*more));
-		if (g->seg != g->local)
-			free(g->seg);
 		g->seg = more;
-		g->cap *= 2;
+		g->cap = cap;
 	}
 	g->seg[g->n++] = (struct cumemcap_segment_back){ .ctx = a->ctx, .dev = a->dev, .base = a->segs[si].base,
 							 .bytes = a->segs[si].bytes };
@@ -302,9 +296,7 @@ bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r, struct cumemcap_give_back
 	if (!a)
 		return false;
 	*r = CUDA_SUCCESS;
-	/* g is over 200 bytes: only what is read is set on this hot path. */
-	g->n = 0;
-	g->quiet = false;
+	*g = (struct cumemcap_give_back){ 0 };
 	if (slot == NONE) {
 		unlock(a);
 		*r = CUDA_ERROR_INVALID_VALUE; /* inside a segment, not a live block */
@@ -383,8 +375,7 @@ static void reclaim_in(struct arena *a, CUcontext ctx, bool drain, struct cumemc
 void cumemcap_arena_release_device(int dev, struct cumemcap_give_back *g)
 {
 	uint32_t n = atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire);
-	g->n = 0;
-	g->quiet = false;
+	*g = (struct cumemcap_give_back){ 0 };
 	for (uint32_t i = 0; i < n; i++) {
 		struct arena *a = &arenas[i];
 		lock(a);
@@ -407,8 +398,7 @@ void cumemcap_arena_idle(unsigned i, uint64_t now_ms, struct cumemcap_give_back 
 {
 	uint32_t idle = cumemcap_policy()->release_idle_ms;
 	struct arena *a = &arenas[i];
-	g->n = 0;
-	g->quiet = false;
+	*g = (struct cumemcap_give_back){ 0 };
 	/* Blocks freed and never reused wait until a request needs them:
 	 * the worker proves them idle itself once the arena has been quiet
 	 * for half the idle time, with its context pushed on its own thread. */
