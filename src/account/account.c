@@ -235,6 +235,15 @@ static size_t pool_home(CUmemoryPool pool, size_t mask)
 	return (size_t)cumemcap_mix_short((uint64_t)(uintptr_t)pool) & mask;
 }
 
+/* The empty slot for `pool` in table t of mask + 1 slots. */
+static struct pool_record *empty_slot(struct pool_record *t, size_t mask, CUmemoryPool pool)
+{
+	size_t i = pool_home(pool, mask);
+	while (t[i].pool)
+		i = (i + 1) & mask;
+	return &t[i];
+}
+
 /* Lock held. */
 static struct pool_record *find_pool(CUmemoryPool pool)
 {
@@ -259,24 +268,17 @@ static struct pool_record *add_pool(CUmemoryPool pool, int dev)
 		struct pool_record *t = calloc(cap, sizeof(*t));
 		if (!t)
 			return NULL;
-		for (size_t i = 0; pool_mask && i <= pool_mask; i++) {
-			if (!pools[i].pool)
-				continue;
-			size_t j = pool_home(pools[i].pool, cap - 1);
-			while (t[j].pool)
-				j = (j + 1) & (cap - 1);
-			t[j] = pools[i];
-		}
+		for (size_t i = 0; pool_mask && i <= pool_mask; i++)
+			if (pools[i].pool)
+				*empty_slot(t, cap - 1, pools[i].pool) = pools[i];
 		free(pools);
 		pools = t;
 		pool_mask = cap - 1;
 	}
-	size_t i = pool_home(pool, pool_mask);
-	while (pools[i].pool)
-		i = (i + 1) & pool_mask;
-	pools[i] = (struct pool_record){ .pool = pool, .dev = dev };
+	p = empty_slot(pools, pool_mask, pool);
+	*p = (struct pool_record){ .pool = pool, .dev = dev };
 	pool_used++;
-	return &pools[i];
+	return p;
 }
 
 /* Lock held. */
@@ -294,17 +296,6 @@ static void remove_pool(struct pool_record *p)
 	pool_used--;
 }
 
-/* A pool the shim did not see created is some device's default or
- * current pool: ask each device. -1 when none claims it. */
-static int discover_device(CUmemoryPool pool)
-{
-	int count = cumemcap_driver_device_count();
-	for (int d = 0; d < count && d < CUMEMCAP_MAX_DEVICES; d++)
-		if (cumemcap_driver_default_pool(d) == pool || cumemcap_driver_current_pool(d) == pool)
-			return d;
-	return -1;
-}
-
 /* The device a pool allocates on: recorded at cuMemPoolCreate, or found
  * among the devices' default and current pools the first time the pool is
  * used; `fallback` when no device claims it. */
@@ -316,7 +307,10 @@ static int pool_device(CUmemoryPool pool, int fallback)
 	cumemcap_spin_unlock(&pool_lock);
 	if (dev >= 0 || !pool)
 		return dev >= 0 ? dev : fallback;
-	dev = discover_device(pool);
+	int count = cumemcap_driver_device_count();
+	for (int d = 0; d < count && d < CUMEMCAP_MAX_DEVICES && dev < 0; d++)
+		if (cumemcap_driver_default_pool(d) == pool || cumemcap_driver_current_pool(d) == pool)
+			dev = d;
 	if (dev < 0 || !cumemcap_device_ensure(dev))
 		return fallback;
 	cumemcap_spin_lock(&pool_lock);
@@ -400,23 +394,13 @@ static void settle(CUmemoryPool pool, bool grew)
 	cumemcap_spin_unlock(&pool_lock);
 }
 
-/* An allocation from `pool` (on `dev`) holds `estimate` bytes of the
- * ledger while the driver serves it: begin before the driver call; after
- * it, finish returns how much of the estimate the pool's growth used and,
- * in *excess, growth beyond every estimate under way. */
-static void pool_begin(CUmemoryPool pool, int dev, uint64_t estimate)
+/* The allocation charged in c came back from `pool` with `estimate` held
+ * for it in the ledger (and in the pool's in_flight): charge what the pool
+ * really took instead, its growth up to the estimate, and growth beyond
+ * every estimate under way. False when that passes the limit. */
+static bool pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, uint64_t estimate)
 {
-	cumemcap_spin_lock(&pool_lock);
-	struct pool_record *p = add_pool(pool, dev);
-	if (p)
-		p->in_flight += estimate;
-	cumemcap_spin_unlock(&pool_lock);
-}
-
-static uint64_t pool_finish(CUmemoryPool pool, uint64_t estimate, uint64_t *excess)
-{
-	uint64_t claim = 0, reserved;
-	*excess = 0;
+	uint64_t claim = 0, excess = 0, reserved;
 	cumemcap_spin_lock(&query_lock);
 	bool known = cumemcap_driver_pool_reserved(pool, &reserved);
 	cumemcap_spin_lock(&pool_lock);
@@ -428,21 +412,12 @@ static uint64_t pool_finish(CUmemoryPool pool, uint64_t estimate, uint64_t *exce
 			uint64_t grew = reserved - p->accounted;
 			claim = grew < estimate ? grew : estimate;
 			if (p->in_flight == 0)
-				*excess = grew - claim;
-			p->accounted += claim + *excess;
+				excess = grew - claim;
+			p->accounted += claim + excess;
 		}
 	}
 	cumemcap_spin_unlock(&pool_lock);
 	cumemcap_spin_unlock(&query_lock);
-	return claim;
-}
-
-/* The allocation charged in c with `estimate` came back from `pool`:
- * charge what the pool really took instead. False when the pool grew past
- * every estimate and past the limit. */
-static bool pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, uint64_t estimate)
-{
-	uint64_t excess, claim = pool_finish(pool, estimate, &excess);
 	cumemcap_ledger_sub(c->dev, CUMEMCAP_KIND_pool, estimate - claim);
 	c->bytes = 0; /* the bytes live in the pool's figure */
 	if (excess && !cumemcap_ledger_reserve(c->dev, CUMEMCAP_KIND_pool, excess)) {
@@ -545,7 +520,11 @@ CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const 
 	a->c.live = bytes;
 	if (pool && a->c.dev >= 0) {
 		a->pool = pool;
-		pool_begin(pool, dev, a->estimate);
+		cumemcap_spin_lock(&pool_lock);
+		struct pool_record *p = add_pool(pool, dev);
+		if (p)
+			p->in_flight += a->estimate;
+		cumemcap_spin_unlock(&pool_lock);
 	}
 	return CUDA_SUCCESS;
 }

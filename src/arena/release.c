@@ -152,9 +152,8 @@ static bool give_back_add(struct arena *a, uint32_t si, struct cumemcap_give_bac
 	return true;
 }
 
-/* cuMemFree synchronizes: nothing goes back while a stream captures
- * (capture.h); the segments stay cached for after. g's quiet section
- * lasts until they are given back. */
+/* Nothing goes back while a stream captures (cuMemFree synchronizes:
+ * capture.h); g's quiet section lasts until its segments are given back. */
 static bool quiet_enter(struct cumemcap_give_back *g)
 {
 	if (!g->quiet)
@@ -249,12 +248,9 @@ void arena_reclaim(struct arena *a, struct cumemcap_give_back *g)
 			pending_push(a, ci); /* not proven idle: keep waiting */
 		}
 	}
-	/* CUMEMCAP_RELEASE=immediate: a free that left a segment with
-	 * nothing live could not give it back while some of its blocks
-	 * waited here (in limbo), and no later free will come for it. It goes
-	 * now, its pending blocks merged (unless another reclaim still waits
-	 * for some of them: that one gives it back at its end), with any
-	 * segment this wait left wholly free. */
+	/* CUMEMCAP_RELEASE=immediate: a segment left with nothing live while
+	 * some of its blocks waited here (in limbo) goes now, with any this
+	 * wait left wholly free (take_emptied). */
 	if (r != CUDA_SUCCESS || !(emptied || a->whole_free) ||
 	    cumemcap_policy()->release != CUMEMCAP_RELEASE_IMMEDIATE || !quiet_enter(g))
 		return;
@@ -355,10 +351,9 @@ void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone)
 	pthread_mutex_unlock(&arena_create_lock);
 }
 
-/* With ctx (the arena's context when the caller looked, no lock held)
- * made current on this thread, since the wait is for its streams: reclaim
- * the arena's pending frees and, with `drain`, name every wholly free
- * segment in g. Nothing is done if the arena was emptied meanwhile. */
+/* With ctx (the arena's when the caller looked, no lock held) current:
+ * reclaim the arena's pending frees and, with `drain`, name every wholly
+ * free segment in g, unless the arena was emptied meanwhile. */
 static void reclaim_in(struct arena *a, CUcontext ctx, bool drain, struct cumemcap_give_back *g)
 {
 	bool pushed = cumemcap_driver_push_ctx(ctx);
@@ -399,9 +394,8 @@ void cumemcap_arena_idle(unsigned i, uint64_t now_ms, struct cumemcap_give_back 
 	uint32_t idle = cumemcap_policy()->release_idle_ms;
 	struct arena *a = &arenas[i];
 	*g = (struct cumemcap_give_back){ 0 };
-	/* Blocks freed and never reused wait until a request needs them:
-	 * the worker proves them idle itself once the arena has been quiet
-	 * for half the idle time, with its context pushed on its own thread. */
+	/* Blocks freed and never reused: proven idle here once the arena has
+	 * been quiet for half the idle time. */
 	lock(a);
 	bool due = a->ctx && a->pend_head != NONE && now_ms - a->last_reclaim >= idle / 2;
 	CUcontext ctx = a->ctx;
