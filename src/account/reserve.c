@@ -237,7 +237,7 @@ bool cumemcap_account_alloc_pooled(CUdeviceptr *dptr, uint64_t bytes, const char
 				return true;
 			if (kept)
 				continue; /* preallocated: served from it */
-			/* Not poolable, or no host memory for the books. */
+			/* Not poolable, or no host memory for the records. */
 			cumemcap_driver_mem_free(base);
 			cumemcap_ledger_sub(q.dev, CUMEMCAP_KIND_linear, q.segment_bytes);
 			if (!q.prealloc)

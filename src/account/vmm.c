@@ -1,4 +1,4 @@
-/* vmm: the lifetime of cuMemCreate allocations in the books (vmm.h).
+/* vmm: the lifetime of cuMemCreate allocations in the records (vmm.h).
  * Thread safety: see vmm.h; `lock` guards every list here. */
 #include "account/vmm.h"
 
@@ -209,7 +209,7 @@ CUresult cumemcap_vmm_created(struct cumemcap_charge *c, CUresult r, CUmemGeneri
 	struct cumemcap_vmm_alloc *a = calloc(1, sizeof *a);
 	struct cumemcap_vmm_ref *spare = malloc(sizeof *spare);
 	if (!a || !spare) {
-		/* Without books the charge could not end: none is kept. */
+		/* Without records the charge could not end: none is kept. */
 		free(a);
 		free(spare);
 		cumemcap_account_charge_finish(c, CUDA_ERROR_UNKNOWN, 0, 0);
@@ -487,7 +487,7 @@ void cumemcap_vmm_unlock(void)
 	pthread_mutex_unlock(&lock);
 }
 
-/* The child reaches no context: the books are dropped (the lock is held).
+/* The child reaches no context: the records are dropped (the lock is held).
  * The allocations' few bytes are left: a call in flight in a thread that
  * did not survive the fork may still count one. */
 void cumemcap_vmm_fork_child(void)

@@ -6,7 +6,7 @@
  * it unmapped; programs do the two in either order. The charge taken at
  * cuMemCreate lasts until both have happened.
  *
- * The books: each allocation (its charge's record in the track map, under
+ * The records: each allocation (its charge's record in the track map, under
  * a key of its own, never a handle value the driver may hand out again),
  * the handle values that reference it with their counts, and its
  * mappings by address. cuMemUnmap takes the mappings wholly inside its
@@ -15,13 +15,13 @@
  * not charged.
  *
  * Each call follows take -> driver -> settle: what the call would change
- * is taken from the books before the driver runs and put back if the
+ * is taken from the records before the driver runs and put back if the
  * driver refuses; an allocation with a call in flight is never ended, and
  * the last call to settle ends it.
  *
- * Thread safety: one mutex over the books, never held across a driver
+ * Thread safety: one mutex over the records, never held across a driver
  * call; the charge is given back outside it. Fork: held across fork(),
- * and the child starts with empty books. */
+ * and the child starts with empty records. */
 #pragma once
 
 #include <stdbool.h>
@@ -81,7 +81,7 @@ void cumemcap_vmm_import_take(struct cumemcap_vmm_call *v, int fd);
  * allocation the take found, or to the one handle already names. Returns r. */
 CUresult cumemcap_vmm_new_ref_settle(struct cumemcap_vmm_call *v, CUresult r, CUmemGenericAllocationHandle handle);
 
-/* Fork: hold the books across fork(); the child's are empty. */
+/* Fork: hold the records across fork(); the child's are empty. */
 void cumemcap_vmm_lock(void);
 void cumemcap_vmm_unlock(void);
 void cumemcap_vmm_fork_child(void);
