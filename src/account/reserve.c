@@ -65,16 +65,21 @@ static void give_back(struct cumemcap_give_back *g)
 
 void cumemcap_account_release_cached(int dev)
 {
-	struct cumemcap_give_back g;
-	cumemcap_arena_release_device(dev, &g);
-	give_back(&g);
+	uint32_t n = atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire);
+	for (uint32_t i = 0; i < n; i++) {
+		struct cumemcap_give_back g;
+		cumemcap_arena_release_device(i, dev, &g);
+		give_back(&g);
+	}
 }
 
 uint32_t cumemcap_account_arena_tick(uint64_t now_ms)
 {
+	if (cumemcap_policy()->release != CUMEMCAP_RELEASE_IDLE)
+		return UINT32_MAX;
 	uint64_t next = UINT64_MAX;
-	unsigned n = cumemcap_arena_idle_slots();
-	for (unsigned i = 0; i < n; i++) {
+	uint32_t n = atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire);
+	for (uint32_t i = 0; i < n; i++) {
 		struct cumemcap_give_back g;
 		/* No context dies while this arena's driver calls are made. */
 		cumemcap_death_lock_read();

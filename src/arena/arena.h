@@ -115,16 +115,14 @@ struct cumemcap_arena_gone {
  * takes gone->held off the ledger. */
 void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone);
 
-/* Everything the arenas of `dev` cache, in every context on it: wait for
- * their pending frees, then name in g every wholly free segment. */
-void cumemcap_arena_release_device(int dev, struct cumemcap_give_back *g);
+/* Arena slot i < cumemcap_arena_count, if it serves a context on `dev`:
+ * wait for its pending frees, then name in g every wholly free segment. */
+void cumemcap_arena_release_device(unsigned i, int dev, struct cumemcap_give_back *g);
 
-/* The idle release (CUMEMCAP_RELEASE=idle) of arena slot i < idle_slots()
- * at now_ms: prove its pending frees idle once it has been quiet for half
- * the idle time, name in g the segments wholly free that long, and lower
- * *next_ms to when the next may be due. idle_slots() is 0 under another
- * release rule. */
-unsigned cumemcap_arena_idle_slots(void);
+/* The idle release (CUMEMCAP_RELEASE=idle) of arena slot i at now_ms:
+ * prove its pending frees idle once it has been quiet for half the idle
+ * time, name in g the segments wholly free that long, and lower *next_ms
+ * to when the next may be due. */
 void cumemcap_arena_idle(unsigned i, uint64_t now_ms, struct cumemcap_give_back *g, uint64_t *next_ms);
 
 /* Fork: hold every arena across fork(); the child empties them. */

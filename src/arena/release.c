@@ -367,26 +367,16 @@ static void reclaim_in(struct arena *a, CUcontext ctx, bool drain, struct cumemc
 	cumemcap_driver_pop_ctx(pushed);
 }
 
-void cumemcap_arena_release_device(int dev, struct cumemcap_give_back *g)
+void cumemcap_arena_release_device(unsigned i, int dev, struct cumemcap_give_back *g)
 {
-	uint32_t n = atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire);
+	struct arena *a = &arenas[i];
 	*g = (struct cumemcap_give_back){ 0 };
-	for (uint32_t i = 0; i < n; i++) {
-		struct arena *a = &arenas[i];
-		lock(a);
-		CUcontext ctx = a->ctx;
-		bool some = ctx && a->dev == dev && (a->pend_head != NONE || a->whole_free > 0 || a->quick_count);
-		unlock(a);
-		if (some)
-			reclaim_in(a, ctx, true, g);
-	}
-}
-
-unsigned cumemcap_arena_idle_slots(void)
-{
-	if (cumemcap_policy()->release != CUMEMCAP_RELEASE_IDLE)
-		return 0;
-	return atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire);
+	lock(a);
+	CUcontext ctx = a->ctx;
+	bool some = ctx && a->dev == dev && (a->pend_head != NONE || a->whole_free > 0 || a->quick_count);
+	unlock(a);
+	if (some)
+		reclaim_in(a, ctx, true, g);
 }
 
 void cumemcap_arena_idle(unsigned i, uint64_t now_ms, struct cumemcap_give_back *g, uint64_t *next_ms)
