@@ -160,18 +160,6 @@ static void end_alloc(struct cumemcap_vmm_alloc *a)
 	free(a);
 }
 
-/* Drop a reference entry whose handle value the driver handed out again
- * (what it named is gone): its allocation loses those references. Returns
- * the allocation when that ended it (lock held). */
-static struct cumemcap_vmm_alloc *drop_stale(struct cumemcap_vmm_ref *ref)
-{
-	struct cumemcap_vmm_alloc *a = ref->alloc;
-	ref_unlink(ref);
-	a->refs -= ref->n;
-	free(ref);
-	return ends(a) ? a : NULL;
-}
-
 /* One more reference of handle to a; `spare` is a node the caller
  * allocated, used when a new entry is needed (consumed: set to NULL).
  * Returns an allocation that a stale entry's drop ended, or NULL (lock
@@ -182,7 +170,12 @@ static struct cumemcap_vmm_alloc *ref_add(uint64_t handle, struct cumemcap_vmm_a
 	struct cumemcap_vmm_alloc *ended = NULL;
 	struct cumemcap_vmm_ref *ref = ref_find(handle);
 	if (ref && ref->alloc != a) {
-		ended = drop_stale(ref);
+		/* The driver handed the value out again: what it named lost
+		 * those references. */
+		ref_unlink(ref);
+		ref->alloc->refs -= ref->n;
+		ended = ends(ref->alloc) ? ref->alloc : NULL;
+		free(ref);
 		ref = NULL;
 	}
 	if (!ref) {
@@ -241,19 +234,6 @@ void cumemcap_vmm_release_take(struct cumemcap_vmm_call *v, CUmemGenericAllocati
 			ref_unlink(ref);
 			v->ref = ref;
 		}
-	}
-	pthread_mutex_unlock(&lock);
-}
-
-/* One more reference of handle, when it names an allocation the shim
- * knows (takes the lock). */
-static void ref_known(CUmemGenericAllocationHandle handle)
-{
-	pthread_mutex_lock(&lock);
-	struct cumemcap_vmm_ref *ref = ref_find(handle);
-	if (ref) {
-		ref->n++;
-		ref->alloc->refs++;
 	}
 	pthread_mutex_unlock(&lock);
 }
@@ -414,8 +394,15 @@ CUresult cumemcap_vmm_new_ref_settle(struct cumemcap_vmm_call *v, CUresult r, CU
 	}
 	/* Nothing of ours found before the call: the handle value the
 	 * driver gave back may still name an allocation the shim knows. */
-	if (r == CUDA_SUCCESS)
-		ref_known(handle);
+	if (r == CUDA_SUCCESS) {
+		pthread_mutex_lock(&lock);
+		struct cumemcap_vmm_ref *ref = ref_find(handle);
+		if (ref) {
+			ref->n++;
+			ref->alloc->refs++;
+		}
+		pthread_mutex_unlock(&lock);
+	}
 	free(v->ref);
 	return r;
 }
