@@ -1,24 +1,17 @@
-/* account: the books' side of every allocating and freeing hook, and the
- * stream-ordered pools' figures (account.h).
- *
- * Thread safety: see account.h; the ledger and the record map are safe
- * by themselves, the pool table is guarded by pool_lock and its queries
- * ordered by query_lock. */
+/* account: the records of every allocating and freeing hook, context
+ * deaths, the group's tick, and the stream-ordered pools' figures
+ * (account.h). Thread safety: see account.h. */
 #include "account/account.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "account/footprint.h"
-#include "arena/arena.h"
 #include "state/device.h"
 #include "log/log.h"
 #include "platform/export.h"
 #include "platform/mix.h"
 #include "driver/driver.h"
-#include "platform/worker.h"
 #include "platform/spin.h"
 #include "group/group.h"
 
@@ -51,11 +44,11 @@ uint32_t cumemcap_account_group_tick(uint64_t now_ms)
 	}
 	cumemcap_account_group_changes();
 	/* A budget shrunk below what the members hold: cached memory goes
-	 * first (live memory is never freed; new growth is refused). */
+	 * (live memory is never freed; new growth is refused). */
 	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++) {
 		uint64_t limit = cumemcap_group_limit(d);
 		if (limit != UINT64_MAX && cumemcap_group_used(d) > limit)
-			cumemcap_arena_release_device(d);
+			cumemcap_account_release_cached(d);
 	}
 	return 1000;
 }
@@ -194,8 +187,10 @@ void cumemcap_account_context_died(CUcontext ctx, int dev, enum cumemcap_death w
 		cumemcap_track_purge_ctx(ctx, forget_dead_block);
 		cumemcap_arena_forget_ctx(ctx, &gone);
 	}
-	if (gone.dev >= 0)
+	if (gone.dev >= 0) {
+		cumemcap_ledger_sub(gone.dev, CUMEMCAP_KIND_linear, gone.held);
 		tally[gone.dev].live += gone.live;
+	}
 	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
 		if (tally[d].records || d == gone.dev || d == dev)
 			cumemcap_log_context(d, names[why], tally[d].live, d == gone.dev ? gone.held : 0,
@@ -205,31 +200,26 @@ void cumemcap_account_context_died(CUcontext ctx, int dev, enum cumemcap_death w
 /* ---- stream-ordered pools ------------------------------------------------ */
 
 /* Every pool the process allocates from, by handle: an open-addressing
- * table (power-of-two capacity, at most half full, backward-shift
- * deletion), so any number of pools is counted. A pool's bytes are charged
- * to its own device, whatever context allocates from it. `in_flight` sums
- * the estimates that allocations under way hold in the ledger: growth of
- * the pool belongs to them first, so it is never counted twice, not even
- * for a moment. */
+ * table (at most half full, backward-shift deletion). A pool's bytes are
+ * charged to its own device, whatever context allocates from it. */
 #define POOL_GRANULARITY (2ull << 20)
 
 struct pool_record {
 	CUmemoryPool pool; /* NULL: empty slot */
 	int dev;
 	uint64_t accounted; /* bytes of the pool in the ledger */
-	uint64_t in_flight; /* estimates of allocations under way */
+	/* Estimates that allocations under way hold in the ledger: the
+	 * pool's growth is theirs first, so it is never counted twice. */
+	uint64_t in_flight;
 	uint64_t high;      /* its RESERVED_MEM_HIGH when last read (unread growth) */
 };
 static struct pool_record *pools;
 static size_t pool_mask, pool_used; /* capacity - 1 (0: none yet) */
 /* pool_lock guards the table and is never held across a driver call (fork
  * takes it); query_lock is held across the attribute query and the update
- * that follows, so updates apply in the order the driver answered (fork
- * leaves it alone, as xmutex.h explains, and a child clears it). Both are
- * spinlocks (platform/spin.h): every stream-ordered allocation takes
- * each, for a few dozen instructions or one attribute query, and a pthread
- * mutex costs it two locked instructions per section to the spinlock's
- * one. */
+ * that follows, so updates apply in the order the driver answered (a fork
+ * child clears it). Spinlocks: each section is a few dozen instructions
+ * or one query. */
 static atomic_flag pool_lock = ATOMIC_FLAG_INIT;
 static atomic_flag query_lock = ATOMIC_FLAG_INIT;
 
@@ -243,6 +233,15 @@ uint64_t cumemcap_account_pool_estimate(uint64_t bytes)
 static size_t pool_home(CUmemoryPool pool, size_t mask)
 {
 	return (size_t)cumemcap_mix_short((uint64_t)(uintptr_t)pool) & mask;
+}
+
+/* The empty slot for `pool` in table t of mask + 1 slots. */
+static struct pool_record *empty_slot(struct pool_record *t, size_t mask, CUmemoryPool pool)
+{
+	size_t i = pool_home(pool, mask);
+	while (t[i].pool)
+		i = (i + 1) & mask;
+	return &t[i];
 }
 
 /* Lock held. */
@@ -269,24 +268,17 @@ static struct pool_record *add_pool(CUmemoryPool pool, int dev)
 		struct pool_record *t = calloc(cap, sizeof(*t));
 		if (!t)
 			return NULL;
-		for (size_t i = 0; pool_mask && i <= pool_mask; i++) {
-			if (!pools[i].pool)
-				continue;
-			size_t j = pool_home(pools[i].pool, cap - 1);
-			while (t[j].pool)
-				j = (j + 1) & (cap - 1);
-			t[j] = pools[i];
-		}
+		for (size_t i = 0; pool_mask && i <= pool_mask; i++)
+			if (pools[i].pool)
+				*empty_slot(t, cap - 1, pools[i].pool) = pools[i];
 		free(pools);
 		pools = t;
 		pool_mask = cap - 1;
 	}
-	size_t i = pool_home(pool, pool_mask);
-	while (pools[i].pool)
-		i = (i + 1) & pool_mask;
-	pools[i] = (struct pool_record){ .pool = pool, .dev = dev };
+	p = empty_slot(pools, pool_mask, pool);
+	*p = (struct pool_record){ .pool = pool, .dev = dev };
 	pool_used++;
-	return &pools[i];
+	return p;
 }
 
 /* Lock held. */
@@ -304,17 +296,6 @@ static void remove_pool(struct pool_record *p)
 	pool_used--;
 }
 
-/* A pool the shim did not see created is some device's default or
- * current pool: ask each device. -1 when none claims it. */
-static int discover_device(CUmemoryPool pool)
-{
-	int count = cumemcap_driver_device_count();
-	for (int d = 0; d < count && d < CUMEMCAP_MAX_DEVICES; d++)
-		if (cumemcap_driver_default_pool(d) == pool || cumemcap_driver_current_pool(d) == pool)
-			return d;
-	return -1;
-}
-
 /* The device a pool allocates on: recorded at cuMemPoolCreate, or found
  * among the devices' default and current pools the first time the pool is
  * used; `fallback` when no device claims it. */
@@ -326,7 +307,10 @@ static int pool_device(CUmemoryPool pool, int fallback)
 	cumemcap_spin_unlock(&pool_lock);
 	if (dev >= 0 || !pool)
 		return dev >= 0 ? dev : fallback;
-	dev = discover_device(pool);
+	int count = cumemcap_driver_device_count();
+	for (int d = 0; d < count && d < CUMEMCAP_MAX_DEVICES && dev < 0; d++)
+		if (cumemcap_driver_default_pool(d) == pool || cumemcap_driver_current_pool(d) == pool)
+			dev = d;
 	if (dev < 0 || !cumemcap_device_ensure(dev))
 		return fallback;
 	cumemcap_spin_lock(&pool_lock);
@@ -343,11 +327,6 @@ void cumemcap_account_pool_created(CUmemoryPool pool, int dev)
 	cumemcap_spin_unlock(&pool_lock);
 }
 
-static bool pool_reserved(CUmemoryPool pool, uint64_t *reserved)
-{
-	return cumemcap_driver_pool_reserved(pool, reserved);
-}
-
 /* The pool reserves `reserved` now, less than counted: the rest leaves the
  * ledger at once (pool_lock held). */
 static void shrink_locked(struct pool_record *p, uint64_t reserved)
@@ -358,14 +337,12 @@ static void shrink_locked(struct pool_record *p, uint64_t reserved)
 	}
 }
 
-/* Follow what the pool reserves now (`reserved`; pool_lock held). A
- * shrink leaves the ledger at once; growth is left to the allocations
- * under way, whose estimates hold it, and taken here only when there are
- * none. `high`: the pool's high watermark when its growth is unread (0:
- * not read); when it moved since the last read and lies above what the
- * pool reserves now, the pool released part of its growth at a
- * synchronization before the shim read it: the figures pass through the
- * watermark on the way to `reserved`, so that the peaks count it. */
+/* Follow what the pool reserves now (pool_lock held). A shrink leaves the
+ * ledger at once; growth is left to the allocations under way, whose
+ * estimates hold it. `high`: the pool's high watermark when its growth is
+ * unread (0: not read); when it moved since the last read and lies above
+ * `reserved`, the pool released growth the shim never read: the figures
+ * pass through the watermark, so that the peaks count it. */
 static void settle_locked(struct pool_record *p, uint64_t reserved, uint64_t high)
 {
 	shrink_locked(p, reserved);
@@ -382,16 +359,15 @@ static void settle_locked(struct pool_record *p, uint64_t reserved, uint64_t hig
 }
 
 /* Whether `dev`'s pools leave their growth unread (ledger.h). */
-static inline bool growth_unread(int dev)
+static bool growth_unread(int dev)
 {
 	return cumemcap_ledger_valid(dev) &&
 	       atomic_load_explicit(&cumemcap_ledger_growth_unread[dev], memory_order_relaxed);
 }
 
 /* Devices where an allocation leaving its growth unread returned since
- * their pools were last read (set after the driver call, so that a read
- * that cleared it first is followed by another one that asks): only then
- * may a pool have passed its high watermark unread. */
+ * their pools were last read: only then may a pool have passed its high
+ * watermark unread. */
 static _Atomic bool grown[CUMEMCAP_MAX_DEVICES];
 
 /* Ask the driver about `pool` and settle it (query_lock held): what it
@@ -400,7 +376,7 @@ static _Atomic bool grown[CUMEMCAP_MAX_DEVICES];
 static void settle(CUmemoryPool pool, bool grew)
 {
 	uint64_t reserved, high = 0;
-	if (!pool_reserved(pool, &reserved))
+	if (!cumemcap_driver_pool_reserved(pool, &reserved))
 		return;
 	struct pool_record *p;
 	if (grew) {
@@ -418,26 +394,15 @@ static void settle(CUmemoryPool pool, bool grew)
 	cumemcap_spin_unlock(&pool_lock);
 }
 
-/* An allocation from `pool` (on `dev`) holds `estimate` bytes of the
- * ledger while the driver serves it: begin before the driver call; after
- * it, finish returns how much of the estimate the pool's growth used (the
- * caller gives back the rest) and, in *excess, growth beyond every
- * estimate under way, which the caller must charge. */
-static void pool_begin(CUmemoryPool pool, int dev, uint64_t estimate)
+/* The allocation charged in c came back from `pool` with `estimate` held
+ * for it in the ledger (and in the pool's in_flight): charge what the pool
+ * really took instead, its growth up to the estimate, and growth beyond
+ * every estimate under way. False when that passes the limit. */
+static bool pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, uint64_t estimate)
 {
-	cumemcap_spin_lock(&pool_lock);
-	struct pool_record *p = add_pool(pool, dev);
-	if (p)
-		p->in_flight += estimate;
-	cumemcap_spin_unlock(&pool_lock);
-}
-
-static uint64_t pool_finish(CUmemoryPool pool, uint64_t estimate, uint64_t *excess)
-{
-	uint64_t claim = 0, reserved;
-	*excess = 0;
+	uint64_t claim = 0, excess = 0, reserved;
 	cumemcap_spin_lock(&query_lock);
-	bool known = pool_reserved(pool, &reserved);
+	bool known = cumemcap_driver_pool_reserved(pool, &reserved);
 	cumemcap_spin_lock(&pool_lock);
 	struct pool_record *p = find_pool(pool);
 	if (p) {
@@ -446,26 +411,13 @@ static uint64_t pool_finish(CUmemoryPool pool, uint64_t estimate, uint64_t *exce
 			shrink_locked(p, reserved);
 			uint64_t grew = reserved - p->accounted;
 			claim = grew < estimate ? grew : estimate;
-			/* Growth past every estimate under way: the pool took
-			 * more than its granularity for this request. */
 			if (p->in_flight == 0)
-				*excess = grew - claim;
-			p->accounted += claim + *excess;
+				excess = grew - claim;
+			p->accounted += claim + excess;
 		}
 	}
 	cumemcap_spin_unlock(&pool_lock);
 	cumemcap_spin_unlock(&query_lock);
-	return claim;
-}
-
-/* The allocation charged in c (c->dev >= 0) with `estimate` held for it
- * came back from `pool` (pool_begin was called): charge what the pool
- * really took instead of the estimate (the block's bytes then live in the
- * pool's figure: c->bytes becomes 0). False when the pool grew past every
- * estimate and past the limit. */
-static bool pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, uint64_t estimate)
-{
-	uint64_t excess, claim = pool_finish(pool, estimate, &excess);
 	cumemcap_ledger_sub(c->dev, CUMEMCAP_KIND_pool, estimate - claim);
 	c->bytes = 0; /* the bytes live in the pool's figure */
 	if (excess && !cumemcap_ledger_reserve(c->dev, CUMEMCAP_KIND_pool, excess)) {
@@ -475,14 +427,10 @@ static bool pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, uint64_t e
 	return true;
 }
 
-/* Each device's current pool (cuMemAllocAsync's), as a thread last asked
- * the driver, for the device it asked about: asked again once anything
- * that may change a device's current pool happened since (an epoch:
- * cumemcap_account_pools_changed). The driver changes it at
- * cuDeviceSetMemPool / cuMemSetMemPool, and back to the default pool when
- * the current one is destroyed; a context's death (a device reset) and a
- * fork count too. The epoch is read before the driver is asked, so an
- * answer that a change overtook is never used again. */
+/* The current pool (cuMemAllocAsync's) of the device a thread last asked
+ * about, asked again once the epoch moved (cumemcap_account_pools_changed).
+ * The epoch is read before the driver is asked, so an answer that a change
+ * overtook is never used again. */
 static _Atomic uint64_t pool_epoch = 1;
 static CUMEMCAP_TLS struct {
 	uint64_t epoch; /* 0: nothing cached */
@@ -511,18 +459,12 @@ static CUmemoryPool current_pool(int dev)
 	return pool;
 }
 
-/* ---- unread growth: a GPU without a limit ----
- *
- * With no limit on the GPU (and no group), a pool's figure is only
- * reported: an allocation from it charges nothing and asks the driver
- * nothing; the pool is listed in the table and its device's growth marked
- * unread (ledger.h), and its growth is read back
- * (cumemcap_account_pool_refresh_now) when the figures are read, when its device's figures are checked
- * against a group's budget, and before the pool is trimmed or destroyed.
- * The peaks count that growth when it is read, and a pool that released
- * part of it at a synchronization before then at its high watermark
- * (settle_locked). Set once the GPU is known (ensured: its limit is
- * resolved), so the device's limit never changes afterwards. */
+/* Unread growth. With no limit on the GPU (and no group), a pool's figure
+ * is only reported: an allocation from it charges nothing and asks the
+ * driver nothing; the pool is listed in the table and its device's growth
+ * marked unread (ledger.h), to be read back when the figures are read and
+ * before the pool is trimmed or destroyed. Decided once the GPU's limit
+ * is resolved, which never changes afterwards. */
 static bool leave_growth_unread(int dev)
 {
 	return cumemcap_ledger_get(dev, CUMEMCAP_FIG_limit) == CUMEMCAP_NO_LIMIT &&
@@ -546,8 +488,6 @@ CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const 
 					   CUcontext ctx, int stream_dev, bool current,
 					   CUmemoryPool pool, uint64_t bytes)
 {
-	/* cuMemAllocAsync takes from the current pool of the stream's device;
-	 * a given pool is charged to its own device. */
 	int dev = current ? stream_dev : pool_device(pool, stream_dev);
 	if (current)
 		pool = current_pool(dev);
@@ -580,7 +520,11 @@ CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const 
 	a->c.live = bytes;
 	if (pool && a->c.dev >= 0) {
 		a->pool = pool;
-		pool_begin(pool, dev, a->estimate);
+		cumemcap_spin_lock(&pool_lock);
+		struct pool_record *p = add_pool(pool, dev);
+		if (p)
+			p->in_flight += a->estimate;
+		cumemcap_spin_unlock(&pool_lock);
 	}
 	return CUDA_SUCCESS;
 }
@@ -635,8 +579,7 @@ void cumemcap_account_pool_refresh_now(int dev)
 {
 	cumemcap_spin_lock(&query_lock);
 	bool grew = atomic_load(&grown[dev]) && atomic_exchange(&grown[dev], false);
-	/* The pools of dev, listed under the table's lock and asked about
-	 * without it. */
+	/* Listed under the table's lock, asked about without it. */
 	cumemcap_spin_lock(&pool_lock);
 	size_t n = 0, cap = pool_used;
 	CUmemoryPool *list = cap ? malloc(cap * sizeof(*list)) : NULL;

@@ -4,7 +4,6 @@
  * the context it is asked with cannot die meanwhile. */
 #include "account/footprint.h"
 
-#include <stdbool.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -84,13 +83,10 @@ static void refresh_locked(int dev)
 	case CUMEMCAP_OVERHEAD_nvml:
 		switch (cumemcap_nvml_process(info->uuid, (unsigned)getpid(), &used)) {
 		case CUMEMCAP_NVML_LISTED: {
-			/* The shim counts a request before the driver has it
-			 * and a free after the driver is done, so with the
-			 * larger of `reserved` before and after NVML's answer
-			 * the reading can only be low (by what other threads
-			 * have in the driver at that moment), never high. So a
-			 * reading raises the overhead and never lowers it;
-			 * only a context made or gone starts afresh. */
+			/* The shim counts a request before the driver has
+			 * it and a free after: with the larger of `reserved`
+			 * before and after NVML's answer a reading can only
+			 * be low, never high (footprint.h). */
 			uint64_t after = cumemcap_ledger_get(dev, CUMEMCAP_FIG_reserved);
 			if (after > reserved)
 				reserved = after;
@@ -161,13 +157,9 @@ static CUcontext some_context_locked(int dev)
 }
 
 /* Without NVML, what the card shows used beyond this process's
- * allocations bounds its overhead from above: exact when the process is
- * alone on the GPU, and other processes only add to it. Read it now
- * (fp_lock not held; a cuMemGetInfo, which no capture forbids) and take
- * the smaller of it and the estimate. `reserved` is read before and after
- * and the larger kept, so a request of another thread still inside the
- * driver makes the reading low by it, never high; so, as NVML's, a
- * reading only raises the figure until a context is made or gone. */
+ * allocations bounds its overhead from above (exact for a process alone
+ * on the GPU): read it now (fp_lock not held; a cuMemGetInfo, which no
+ * capture forbids), `reserved` before and after as for NVML. */
 static void read_card(int dev)
 {
 	cumemcap_death_lock_read();

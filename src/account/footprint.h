@@ -1,36 +1,26 @@
 /* footprint: what the driver holds for the process outside the calls the
- * shim counts (its contexts, module images, library workspaces), learned
- * per GPU and handed to the ledger as the overhead, so that the limit caps
- * the footprint (reserved + overhead) that nvidia-smi shows.
+ * shim counts (contexts, module images, library workspaces), learned per
+ * GPU and handed to the ledger as the overhead, so that the limit caps the
+ * footprint nvidia-smi shows (docs/footprint.md).
  *
- * Where the overhead comes from, best first, decided once per GPU when the
- * process's first context there is made:
+ * Its source, best first, decided when the process's first context on the
+ * GPU is made:
  *   nvml      NVML lists the process: its usedGpuMemory less what the
- *             calls reserved. Refreshed, so it follows what the driver
- *             takes later (module loads, library handles); a reading can
- *             be low (a request of another thread still in the driver)
- *             but never high, so it only raises the overhead, which starts
- *             afresh when a context is made or dies.
- *   delta     NVML answers but does not list the process (a container
- *             without the host PID namespace): the GPU's used memory
- *             just before and just after that first context, per context
- *             alive. Other tenants that allocate in that moment make it
- *             wrong; it does not follow later growth.
- *   estimate  no NVML: CUMEMCAP_OVERHEAD_ESTIMATE per context alive, or,
- *             when smaller, what the card shows used beyond this
- *             process's allocations (cuMemGetInfo's total - free -
- *             reserved; the ledger's source is then `meminfo`): exact for
- *             a process alone on its GPU, and other processes only add
- *             to it. Read when the first context is made, at every
- *             sample and before a refusal; like NVML's, a reading only
- *             raises it until a context is made or gone.
- * The overhead is refreshed by the worker (at the log interval) and before
- * a request is refused (at most every 10 ms); when it grows, what comes
- * next is refused, and nothing the program holds is ever freed for it.
+ *             calls reserved, refreshed;
+ *   delta     NVML does not list it (a container): the GPU's used memory
+ *             just before and after that first context, per context;
+ *   estimate  no NVML: CUMEMCAP_OVERHEAD_ESTIMATE per context, or, when
+ *             smaller, what the card shows used beyond this process's
+ *             allocations (cuMemGetInfo; the source is then `meminfo`).
+ * A reading can be low (a request of another thread still in the driver)
+ * but never high, so a reading only raises the overhead until a context is
+ * made or gone. It is refreshed by the worker (at the log interval) and
+ * before a refusal (at most every 10 ms); nothing the program holds is
+ * ever freed for it.
  *
  * Thread safety: one xmutex guards the per-GPU state and is held across
- * the NVML calls (never across a CUDA call); a forked child gets a fresh
- * one and forgets everything (no context survives a fork). */
+ * the NVML calls (never across a CUDA call); a forked child forgets
+ * everything (no context survives a fork). */
 #pragma once
 
 #include <stdbool.h>

@@ -52,10 +52,14 @@ static bool valid_dev(int dev)
 	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
 }
 
-/* ---- what a graph needs -------------------------------------------------------- */
-
-static void add_need(struct cumemcap_graph_op *op, int dev, uint64_t bytes)
+/* One allocation node the driver found (cumemcap_driver_graph_allocs):
+ * its device needs its bytes rounded to the pool granularity more. */
+static void add_node(void *arg, int dev, uint64_t bytes)
 {
+	struct cumemcap_graph_op *op = arg;
+	if (!valid_dev(dev))
+		return;
+	bytes = cumemcap_account_pool_estimate(bytes);
 	for (int i = 0; i < op->n; i++)
 		if (op->need[i].dev == dev) {
 			uint64_t sum = op->need[i].bytes + bytes;
@@ -66,11 +70,11 @@ static void add_need(struct cumemcap_graph_op *op, int dev, uint64_t bytes)
 		op->need[op->n++] = (struct cumemcap_graph_need){ .dev = dev, .bytes = bytes };
 }
 
-/* One allocation node the driver found (cumemcap_driver_graph_allocs). */
-static void add_node(void *arg, int dev, uint64_t bytes)
+/* Give back the growth held for op's first n needs. */
+static void unhold(struct cumemcap_graph_op *op, int n)
 {
-	if (valid_dev(dev))
-		add_need(arg, dev, cumemcap_account_pool_estimate(bytes));
+	for (int i = 0; i < n; i++)
+		cumemcap_ledger_sub(op->need[i].dev, CUMEMCAP_KIND_graph, op->need[i].held);
 }
 
 /* ---- the pool's figures ---------------------------------------------------------- */
@@ -123,8 +127,7 @@ static CUresult hold(struct cumemcap_graph_op *op)
 		uint64_t growth = nd->bytes > spare ? nd->bytes - spare : 0;
 		if (growth && !cumemcap_account_reserve(nd->dev, CUMEMCAP_KIND_graph, growth,
 							op->entry_point)) {
-			for (int j = 0; j < i; j++)
-				cumemcap_ledger_sub(op->need[j].dev, CUMEMCAP_KIND_graph, op->need[j].held);
+			unhold(op, i);
 			cumemcap_account_refused(nd->dev, op->entry_point, nd->bytes);
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		}
@@ -165,11 +168,8 @@ CUresult cumemcap_graph_instantiate_begin(struct cumemcap_graph_op *op, const ch
 	if (r != CUDA_SUCCESS)
 		return r;
 	op->map = upload;
-	if (!upload) {
-		/* Only a check: instantiation maps nothing. */
-		for (int i = 0; i < op->n; i++)
-			cumemcap_ledger_sub(op->need[i].dev, CUMEMCAP_KIND_graph, op->need[i].held);
-	}
+	if (!upload)
+		unhold(op, op->n); /* only a check: instantiation maps nothing */
 	return CUDA_SUCCESS;
 }
 
@@ -283,15 +283,14 @@ void cumemcap_graph_trimmed(int dev)
 		settle(dev, 0, false);
 }
 
-void cumemcap_graph_context_died(CUcontext ctx)
+/* Drop the records of ctx's executable graphs, or all (lock held). */
+static void drop_records(CUcontext ctx, bool all)
 {
-	bool held[CUMEMCAP_MAX_DEVICES];
-	pthread_mutex_lock(&lock);
 	for (size_t b = 0; b < BUCKETS; b++) {
 		struct exec_record **pp = &buckets[b];
 		while (*pp) {
 			struct exec_record *rec = *pp;
-			if (rec->ctx == ctx) {
+			if (all || rec->ctx == ctx) {
 				*pp = rec->next;
 				free(rec);
 			} else {
@@ -299,6 +298,13 @@ void cumemcap_graph_context_died(CUcontext ctx)
 			}
 		}
 	}
+}
+
+void cumemcap_graph_context_died(CUcontext ctx)
+{
+	bool held[CUMEMCAP_MAX_DEVICES];
+	pthread_mutex_lock(&lock);
+	drop_records(ctx, false);
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
 		held[dev] = accounted[dev] != 0;
 	pthread_mutex_unlock(&lock);
@@ -306,8 +312,6 @@ void cumemcap_graph_context_died(CUcontext ctx)
 		if (held[dev])
 			settle(dev, 0, true);
 }
-
-/* ---- fork ------------------------------------------------------------------------ */
 
 void cumemcap_graph_lock(void)
 {
@@ -321,13 +325,7 @@ void cumemcap_graph_unlock(void)
 
 void cumemcap_graph_fork_child(void)
 {
-	for (size_t b = 0; b < BUCKETS; b++) {
-		while (buckets[b]) {
-			struct exec_record *rec = buckets[b];
-			buckets[b] = rec->next;
-			free(rec);
-		}
-	}
+	drop_records(NULL, true);
 	memset(accounted, 0, sizeof(accounted));
 	pthread_mutex_unlock(&lock);
 	cumemcap_xmutex_fork_child(&query_lock);

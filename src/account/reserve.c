@@ -1,29 +1,29 @@
-/* reserve: the one way bytes are reserved against a limit, and cuMemAlloc
- * through the arenas.
+/* reserve: the one way bytes are reserved against a limit, and the
+ * arenas' segments: taken from the driver, and given back.
  *
  * Every allocating hook reserves its bytes here before the driver is
  * asked: the ledger's limit check; when it says no, room is made on the
- * GPU (the stream-ordered pools' figures read again, every arena's cache
- * given back, the footprint's overhead learned again, dead group members'
- * shares taken back) and the check runs once more; when it still says no,
- * the request waits for room if CUMEMCAP_ON_LIMIT=wait says so, and is
- * otherwise refused, counted and logged. A pooled cuMemAlloc asks its
- * arena first; only when no ready block fits does it take a segment here,
- * in the same way, and a segment the driver itself refuses is tried once
- * more after room was made (the arenas' own cache may be what fills the
- * card).
+ * GPU and the check runs once more; when it still says no, the request
+ * waits for room if CUMEMCAP_ON_LIMIT=wait says so, and is otherwise
+ * refused, counted and logged. A pooled cuMemAlloc asks its arena first;
+ * only when no ready block fits does it take a segment here, in the same
+ * way, and a segment the driver itself refuses is tried once more after
+ * room was made (the arenas' own cache may be what fills the card).
  *
  * Thread safety: the ledger is atomic and the arenas lock themselves; no
  * lock is held here, across the driver call or the wait. */
 #include "account/account.h"
 
+#include <stdlib.h>
+
 #include "account/footprint.h"
-#include "arena/arena.h"
 #include "config/policy.h"
 #include "driver/driver.h"
 #include "log/log.h"
 #include "platform/worker.h"
 #include "group/group.h"
+#include "state/capture.h"
+#include "state/death-lock.h"
 
 void cumemcap_account_refused(int dev, const char *entry_point, uint64_t bytes)
 {
@@ -37,10 +37,88 @@ void cumemcap_account_driver_oom(int dev, const char *entry_point, uint64_t byte
 	cumemcap_log_driver_oom(dev, entry_point, bytes);
 }
 
-void cumemcap_account_make_room(int dev)
+/* Give the segments the arenas named in g back to the driver (each in its
+ * context), take them off the ledger, count and log them; end g's quiet
+ * section. */
+static void give_back(struct cumemcap_give_back *g)
+{
+	if (!g->n)
+		return;
+	bool pushed = false;
+	for (unsigned i = 0; i < g->n; i++) {
+		const struct cumemcap_segment_back *s = &g->seg[i];
+		if (i == 0 || s->ctx != g->seg[i - 1].ctx) {
+			if (i)
+				cumemcap_driver_pop_ctx(pushed);
+			pushed = cumemcap_driver_push_ctx(s->ctx);
+		}
+		cumemcap_driver_mem_free(s->base);
+		cumemcap_ledger_sub(s->dev, CUMEMCAP_KIND_linear, s->bytes);
+		cumemcap_ledger_bump(s->dev, segments_released);
+		cumemcap_log_segment(s->dev, false, s->bytes);
+	}
+	cumemcap_driver_pop_ctx(pushed);
+	free(g->seg);
+	if (g->quiet)
+		cumemcap_capture_quiet_exit();
+}
+
+void cumemcap_account_release_cached(int dev)
+{
+	uint32_t n = atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire);
+	for (uint32_t i = 0; i < n; i++) {
+		struct cumemcap_give_back g;
+		cumemcap_arena_release_device(i, dev, &g);
+		give_back(&g);
+	}
+}
+
+uint32_t cumemcap_account_arena_tick(uint64_t now_ms)
+{
+	if (cumemcap_policy()->release != CUMEMCAP_RELEASE_IDLE)
+		return UINT32_MAX;
+	uint64_t next = UINT64_MAX;
+	uint32_t n = atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire);
+	for (uint32_t i = 0; i < n; i++) {
+		struct cumemcap_give_back g;
+		/* No context dies while this arena's driver calls are made. */
+		cumemcap_death_lock_read();
+		cumemcap_arena_idle(i, now_ms, &g, &next);
+		give_back(&g);
+		cumemcap_death_unlock_read();
+	}
+	if (next == UINT64_MAX)
+		return UINT32_MAX;
+	return next <= now_ms ? 0 : (uint32_t)(next - now_ms > UINT32_MAX ? UINT32_MAX : next - now_ms);
+}
+
+/* cumemcap_account_free_pooled past its first check: out of line, so that
+ * a free in a process with no arena (CUMEMCAP_POOL=off) pays for no frame. */
+__attribute__((noinline)) static bool free_pooled(CUdeviceptr ptr, CUresult *r)
+{
+	struct cumemcap_give_back g;
+	if (!cumemcap_arena_free(ptr, r, &g))
+		return false;
+	give_back(&g);
+	/* A thread waiting for room (CUMEMCAP_ON_LIMIT=wait) tries again:
+	 * what was freed may let a segment go. */
+	if (*r == CUDA_SUCCESS && atomic_load_explicit(&cumemcap_group_local_waiters, memory_order_relaxed))
+		cumemcap_group_wake_local();
+	return true;
+}
+
+bool cumemcap_account_free_pooled(CUdeviceptr ptr, CUresult *r)
+{
+	if (!atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire) || !ptr)
+		return false;
+	return free_pooled(ptr, r);
+}
+
+/* Before a request on `dev` is refused (at the limit, or by the driver). */
+static void make_room(int dev)
 {
 	cumemcap_account_pool_refresh(dev);
-	cumemcap_arena_release_device(dev);
+	cumemcap_account_release_cached(dev);
 	cumemcap_account_footprint_refresh(dev); /* it may have shrunk, or grown */
 	cumemcap_group_reap();                   /* a dead member's share comes back */
 }
@@ -52,8 +130,7 @@ void cumemcap_account_make_room(int dev)
  * until the deadline. Only the calling thread waits, holding no lock. */
 #define WAIT_SLICE_MS 1000u
 
-bool cumemcap_account_wait(int dev, enum cumemcap_kind kind, uint64_t bytes,
-			   const char *entry_point)
+static bool wait_for_room(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *entry_point)
 {
 	uint32_t wait_ms = cumemcap_policy()->wait_ms;
 	if (wait_ms == 0 || !cumemcap_ledger_valid(dev))
@@ -74,7 +151,7 @@ bool cumemcap_account_wait(int dev, enum cumemcap_kind kind, uint64_t bytes,
 			break;
 		uint64_t slice = deadline - now;
 		cumemcap_group_sleep(seq, slice < WAIT_SLICE_MS ? (uint32_t)slice : WAIT_SLICE_MS);
-		cumemcap_account_make_room(dev);
+		make_room(dev);
 	}
 	cumemcap_group_waiting(dev, -1);
 	cumemcap_ledger_drop(dev, waiting);
@@ -89,9 +166,9 @@ bool cumemcap_account_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes,
 {
 	if (cumemcap_ledger_reserve(dev, kind, bytes))
 		return true;
-	cumemcap_account_make_room(dev);
+	make_room(dev);
 	return cumemcap_ledger_reserve(dev, kind, bytes) ||
-	       cumemcap_account_wait(dev, kind, bytes, entry_point);
+	       wait_for_room(dev, kind, bytes, entry_point);
 }
 
 /* A segment of `bytes` for a request of `asked` (`entry_point`), from the driver
@@ -114,7 +191,7 @@ static CUresult take_segment(int dev, uint64_t bytes, const char *entry_point, u
 			cumemcap_account_driver_oom(dev, entry_point, asked);
 			return r;
 		}
-		cumemcap_account_make_room(dev);
+		make_room(dev);
 	}
 }
 
@@ -123,7 +200,9 @@ bool cumemcap_account_alloc_pooled(CUdeviceptr *dptr, uint64_t bytes, const char
 {
 	struct cumemcap_arena_request q;
 	for (;;) {
-		switch (cumemcap_arena_serve(&q, bytes, dptr)) {
+		enum cumemcap_arena_answer answer = cumemcap_arena_serve(&q, bytes, dptr);
+		give_back(&q.back);
+		switch (answer) {
 		case CUMEMCAP_ARENA_NOT_POOLED:
 			return false;
 		case CUMEMCAP_ARENA_SERVED:
@@ -138,8 +217,15 @@ bool cumemcap_account_alloc_pooled(CUdeviceptr *dptr, uint64_t bytes, const char
 		case CUMEMCAP_ARENA_NEEDS_SEGMENT:
 			break;
 		}
-		if (!q.prealloc)
+		if (!q.prealloc) {
+			bool served = cumemcap_arena_serve_sibling(&q, dptr);
+			give_back(&q.back);
 			cumemcap_ledger_note_request(q.dev, bytes);
+			if (served) {
+				*r = CUDA_SUCCESS;
+				return true;
+			}
+		}
 		CUdeviceptr base;
 		*r = take_segment(q.dev, q.segment_bytes, q.prealloc ? "preallocate" : entry_point,
 				  q.prealloc ? q.segment_bytes : bytes, &base);
@@ -156,7 +242,7 @@ bool cumemcap_account_alloc_pooled(CUdeviceptr *dptr, uint64_t bytes, const char
 				return true;
 			if (kept)
 				continue; /* preallocated: served from it */
-			/* Not poolable, or no host memory for the books. */
+			/* Not poolable, or no host memory for the records. */
 			cumemcap_driver_mem_free(base);
 			cumemcap_ledger_sub(q.dev, CUMEMCAP_KIND_linear, q.segment_bytes);
 			if (!q.prealloc)

@@ -1,5 +1,4 @@
-/* vmm: the lifetime of cuMemCreate allocations in the books (vmm.h).
- *
+/* vmm: the lifetime of cuMemCreate allocations in the records (vmm.h).
  * Thread safety: see vmm.h; `lock` guards every list here. */
 #include "account/vmm.h"
 
@@ -161,18 +160,6 @@ static void end_alloc(struct cumemcap_vmm_alloc *a)
 	free(a);
 }
 
-/* Drop a reference entry whose handle value the driver handed out again
- * (what it named is gone): its allocation loses those references. Returns
- * the allocation when that ended it (lock held). */
-static struct cumemcap_vmm_alloc *drop_stale(struct cumemcap_vmm_ref *ref)
-{
-	struct cumemcap_vmm_alloc *a = ref->alloc;
-	ref_unlink(ref);
-	a->refs -= ref->n;
-	free(ref);
-	return ends(a) ? a : NULL;
-}
-
 /* One more reference of handle to a; `spare` is a node the caller
  * allocated, used when a new entry is needed (consumed: set to NULL).
  * Returns an allocation that a stale entry's drop ended, or NULL (lock
@@ -183,7 +170,12 @@ static struct cumemcap_vmm_alloc *ref_add(uint64_t handle, struct cumemcap_vmm_a
 	struct cumemcap_vmm_alloc *ended = NULL;
 	struct cumemcap_vmm_ref *ref = ref_find(handle);
 	if (ref && ref->alloc != a) {
-		ended = drop_stale(ref);
+		/* The driver handed the value out again: what it named lost
+		 * those references. */
+		ref_unlink(ref);
+		ref->alloc->refs -= ref->n;
+		ended = ends(ref->alloc) ? ref->alloc : NULL;
+		free(ref);
 		ref = NULL;
 	}
 	if (!ref) {
@@ -210,7 +202,7 @@ CUresult cumemcap_vmm_created(struct cumemcap_charge *c, CUresult r, CUmemGeneri
 	struct cumemcap_vmm_alloc *a = calloc(1, sizeof *a);
 	struct cumemcap_vmm_ref *spare = malloc(sizeof *spare);
 	if (!a || !spare) {
-		/* Without books the charge could not end: none is kept. */
+		/* Without records the charge could not end: none is kept. */
 		free(a);
 		free(spare);
 		cumemcap_account_charge_finish(c, CUDA_ERROR_UNKNOWN, 0, 0);
@@ -242,19 +234,6 @@ void cumemcap_vmm_release_take(struct cumemcap_vmm_call *v, CUmemGenericAllocati
 			ref_unlink(ref);
 			v->ref = ref;
 		}
-	}
-	pthread_mutex_unlock(&lock);
-}
-
-/* One more reference of handle, when it names an allocation the shim
- * knows (takes the lock). */
-static void ref_known(CUmemGenericAllocationHandle handle)
-{
-	pthread_mutex_lock(&lock);
-	struct cumemcap_vmm_ref *ref = ref_find(handle);
-	if (ref) {
-		ref->n++;
-		ref->alloc->refs++;
 	}
 	pthread_mutex_unlock(&lock);
 }
@@ -415,8 +394,15 @@ CUresult cumemcap_vmm_new_ref_settle(struct cumemcap_vmm_call *v, CUresult r, CU
 	}
 	/* Nothing of ours found before the call: the handle value the
 	 * driver gave back may still name an allocation the shim knows. */
-	if (r == CUDA_SUCCESS)
-		ref_known(handle);
+	if (r == CUDA_SUCCESS) {
+		pthread_mutex_lock(&lock);
+		struct cumemcap_vmm_ref *ref = ref_find(handle);
+		if (ref) {
+			ref->n++;
+			ref->alloc->refs++;
+		}
+		pthread_mutex_unlock(&lock);
+	}
 	free(v->ref);
 	return r;
 }
@@ -488,26 +474,23 @@ void cumemcap_vmm_unlock(void)
 	pthread_mutex_unlock(&lock);
 }
 
-/* The child reaches no context and its track map is emptied: the books
- * are dropped (the lock is held; the child has one thread). The
- * allocations' few bytes are left: a call in flight in a thread that did
- * not survive the fork may still count one. */
+/* The child reaches no context: the records are dropped (the lock is held).
+ * The allocations' few bytes are left: a call in flight in a thread that
+ * did not survive the fork may still count one. */
 void cumemcap_vmm_fork_child(void)
 {
 	for (size_t i = 0; i < MAP_BUCKETS; i++)
 		for (struct cumemcap_vmm_map *m = maps[i], *n; m; m = n) {
 			n = m->next;
 			free(m);
+			maps[i] = NULL;
 		}
 	for (size_t i = 0; i < REF_BUCKETS; i++)
 		for (struct cumemcap_vmm_ref *r = refs[i], *n; r; r = n) {
 			n = r->next;
 			free(r);
+			refs[i] = NULL;
 		}
-	for (size_t i = 0; i < MAP_BUCKETS; i++)
-		maps[i] = NULL;
-	for (size_t i = 0; i < REF_BUCKETS; i++)
-		refs[i] = NULL;
 	map_count = 0;
 	struct cumemcap_vmm_export *gone = NULL;
 	exports_unlink(NULL, &gone);

@@ -1,31 +1,27 @@
 /* vmm: how long the memory of a cuMemCreate allocation is charged.
  *
- * CUDA frees a physical allocation only once every reference to it has
- * been released (cuMemRelease of its handle, of each handle that
- * cuMemRetainAllocationHandle gave back, of each import of it in this
- * process) *and* every mapping of it unmapped (cuMemUnmap). Programs
- * release the handle right after cuMemMap (NVIDIA's vectorAddMMAP sample,
- * the virtual memory management guide) or unmap first and release after
- * (PyTorch's expandable segments): the charge taken at cuMemCreate lasts
- * until both have happened, in either order.
+ * CUDA frees a physical allocation once every reference to it is released
+ * (cuMemRelease of its handle, of each handle cuMemRetainAllocationHandle
+ * gave back, of each import of it in this process) *and* every mapping of
+ * it unmapped; programs do the two in either order. The charge taken at
+ * cuMemCreate lasts until both have happened.
  *
- * The books: an allocation (its charge's record in the track map, under a
- * key of its own, so a handle value the driver hands out again never
- * names the old one), the handle values that reference it with their
- * counts, and its mappings by address. cuMemUnmap takes whole mappings
- * (one call may cover several); a mapping only partly inside the range is
- * left to the driver, which refuses the call. A handle the shim did not
- * see made (another process's memory, imported) is not charged: mapping
- * it takes nothing in this process, and the shim passes it through.
+ * The records: each allocation (its charge's record in the track map, under
+ * a key of its own, never a handle value the driver may hand out again),
+ * the handle values that reference it with their counts, and its
+ * mappings by address. cuMemUnmap takes the mappings wholly inside its
+ * range; one only partly inside is left to the driver, which refuses the
+ * call. A handle the shim did not see made (another process's memory) is
+ * not charged.
  *
  * Each call follows take -> driver -> settle: what the call would change
- * is taken from the books before the driver runs and put back if the
+ * is taken from the records before the driver runs and put back if the
  * driver refuses; an allocation with a call in flight is never ended, and
- * the last call to settle ends it, after the driver freed the memory.
+ * the last call to settle ends it.
  *
- * Thread safety: one mutex over the books, never held across a driver
+ * Thread safety: one mutex over the records, never held across a driver
  * call; the charge is given back outside it. Fork: held across fork(),
- * and the child starts with empty books (it reaches no context). */
+ * and the child starts with empty records. */
 #pragma once
 
 #include <stdbool.h>
@@ -85,7 +81,7 @@ void cumemcap_vmm_import_take(struct cumemcap_vmm_call *v, int fd);
  * allocation the take found, or to the one handle already names. Returns r. */
 CUresult cumemcap_vmm_new_ref_settle(struct cumemcap_vmm_call *v, CUresult r, CUmemGenericAllocationHandle handle);
 
-/* Fork: hold the books across fork(); the child's are empty. */
+/* Fork: hold the records across fork(); the child's are empty. */
 void cumemcap_vmm_lock(void);
 void cumemcap_vmm_unlock(void);
 void cumemcap_vmm_fork_child(void);

@@ -1,13 +1,8 @@
-/* arena: per-GPU, per-context pools serving cuMemAlloc from segments taken
- * from the driver.
- *
- * Small requests (<= 1 MiB) are packed into shared 2 MiB segments; larger
- * ones get a segment of their own whose base is the pointer handed out,
- * and a freed large segment is kept for a later request of a fitting size.
- * A freed block is not reused until a context synchronization proves the
- * streams are past its free (see arena-internal.h). The limit counts every segment
- * byte (live and cached); the ledger's `live` and `pooled` figures follow
- * what is handed out and what is cached.
+/* arena: per-GPU, per-context pools serving cuMemAlloc from segments; a
+ * pure allocator beneath the account layer, which reserves, takes and
+ * gives back the segments (account/reserve.c). The arenas keep the
+ * ledger's `live` and `pooled` figures, and call the driver only to prove
+ * freed blocks idle (fence.h).
  *
  * Thread safety: each arena has one lock, never held across a driver
  * call. */
@@ -21,15 +16,32 @@
 
 struct arena;
 
+/* Wholly free segments the arenas gave up: out of their records, still
+ * the driver's memory and in the ledger until the account layer gives
+ * them back (account/reserve.c). Every function that takes one starts it
+ * empty. */
+struct cumemcap_give_back {
+	unsigned n, cap;
+	bool quiet; /* in a quiet section (capture.h) until given back */
+	struct cumemcap_segment_back {
+		CUcontext ctx;
+		int dev;
+		CUdeviceptr base;
+		uint64_t bytes;
+	} *seg; /* malloc'ed */
+};
+
 /* A cuMemAlloc request the arenas could not serve from what they hold. */
 struct cumemcap_arena_request {
 	int dev;
+	CUcontext ctx;
 	struct arena *arena;
 	uint64_t bytes;          /* what the program asked */
 	uint64_t segment_bytes;  /* the segment to take from the driver */
 	bool prealloc;           /* that segment is the GPU's preallocation (CUMEMCAP_GROWTH) */
 	bool packed;
 	uint32_t units;
+	struct cumemcap_give_back back; /* to give back first, whatever the answer */
 };
 
 enum cumemcap_arena_answer {
@@ -41,22 +53,24 @@ enum cumemcap_arena_answer {
 
 /* Serve cuMemAlloc(bytes) in the current context from a ready block of
  * its arena. NOT_POOLED: CUMEMCAP_POOL=off, no current context, a device
- * the shim cannot account on, or no host memory for the books. When
- * nothing ready fits, the arena first gives back the cached segments its
- * release rule does not keep, and at the limit takes another shard's
- * ready block; then it names the segment it needs. Calls the driver only
- * to synchronize and give segments back; takes nothing from it. */
+ * the shim cannot account on, or no host memory for the records. When
+ * nothing ready fits, the arena names in q->back the cached segments its
+ * release rule does not keep, then the segment it needs. */
 enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q, uint64_t bytes,
 						CUdeviceptr *dptr);
 
-/* Whether the arenas can pool a segment at base (they hash addresses
- * below 2^49). */
+/* After NEEDS_SEGMENT for a packed request, when the limit leaves no room
+ * for the segment: a ready block of another shard of the context, true
+ * with *dptr. q->back names what to give back. */
+bool cumemcap_arena_serve_sibling(struct cumemcap_arena_request *q, CUdeviceptr *dptr);
+
+/* Whether the arenas can pool a segment at base (below 2^49). */
 bool cumemcap_arena_poolable(CUdeviceptr base);
 
 /* The segment q needed, taken from the driver at a poolable base (its
  * bytes reserved): true with *dptr the program's block (0 for a
  * preallocation: serve the request again). False: no host memory for the
- * books; the arena kept nothing, and the caller frees the segment and
+ * records; the arena kept nothing, and the caller frees the segment and
  * gives its bytes back. */
 bool cumemcap_arena_add_segment(const struct cumemcap_arena_request *q, CUdeviceptr base, CUdeviceptr *dptr);
 
@@ -64,11 +78,16 @@ bool cumemcap_arena_add_segment(const struct cumemcap_arena_request *q, CUdevice
  * context's arena refuses every request from now on (said once). */
 void cumemcap_arena_prealloc_failed(const struct cumemcap_arena_request *q, CUresult r);
 
-/* cuMemFree(ptr): false when ptr is not in any arena segment (the caller
- * goes on to the driver). Otherwise *r is the answer: CUDA_SUCCESS for a
- * live block's base, CUDA_ERROR_INVALID_VALUE for any other address in a
- * segment (a double free or an interior pointer, as from the driver). */
-bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r);
+/* Arena slots ever used: with none, no pointer is pooled. */
+extern _Atomic uint32_t cumemcap_arena_count;
+
+/* cuMemFree(ptr), ptr not 0: false when ptr is not in any arena segment
+ * (the caller goes on to the driver). Otherwise *r is the answer:
+ * CUDA_SUCCESS for a live block's base, CUDA_ERROR_INVALID_VALUE for any
+ * other address in a segment (a double free or an interior pointer, as
+ * from the driver); g names the segment that CUMEMCAP_RELEASE=immediate
+ * gives back. */
+bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r, struct cumemcap_give_back *g);
 
 enum cumemcap_arena_where {
 	CUMEMCAP_ARENA_NOT_OURS = 0, /* not in a segment: ask the driver */
@@ -80,12 +99,8 @@ enum cumemcap_arena_where {
 /* Which live block holds ptr: its base and the size the program asked for. */
 enum cumemcap_arena_where cumemcap_arena_lookup(CUdeviceptr ptr, CUdeviceptr *base, uint64_t *size);
 
-/* True the first time it is called in the process (one log line about
- * IPC on packed blocks is enough). */
+/* True the first time it is called (one line about IPC on packed blocks). */
 bool cumemcap_arena_warn_ipc(void);
-
-/* Bytes of segments this device's arenas hold but have not handed out. */
-uint64_t cumemcap_arena_cached(int dev);
 
 /* What an arena held when its context died. */
 struct cumemcap_arena_gone {
@@ -96,18 +111,19 @@ struct cumemcap_arena_gone {
 };
 
 /* A context is gone with everything allocated in it (the death lock held
- * as writer): its arena is emptied and its figures leave the ledger. */
+ * as writer): its arenas are emptied and their records closed; the caller
+ * takes gone->held off the ledger. */
 void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone);
 
-/* Give back everything the arenas of `dev` cache, in every context on it:
- * wait for their pending frees, then release wholly free segments to the
- * driver. Before a refusal at the limit or a driver out-of-memory answer,
- * whatever context asked (cumemcap_account_make_room). */
-void cumemcap_arena_release_device(int dev);
+/* Arena slot i < cumemcap_arena_count, if it serves a context on `dev`:
+ * wait for its pending frees, then name in g every wholly free segment. */
+void cumemcap_arena_release_device(unsigned i, int dev, struct cumemcap_give_back *g);
 
-/* From the worker thread: release idle segments that are due. Returns the
- * milliseconds until the next may be due (UINT32_MAX: none). */
-uint32_t cumemcap_arena_tick(uint64_t now_ms);
+/* The idle release (CUMEMCAP_RELEASE=idle) of arena slot i at now_ms:
+ * prove its pending frees idle once it has been quiet for half the idle
+ * time, name in g the segments wholly free that long, and lower *next_ms
+ * to when the next may be due. */
+void cumemcap_arena_idle(unsigned i, uint64_t now_ms, struct cumemcap_give_back *g, uint64_t *next_ms);
 
 /* Fork: hold every arena across fork(); the child empties them. */
 void cumemcap_arena_lock_all(void);

@@ -1,9 +1,6 @@
 /* arena/fence: see fence.h. */
 #include "arena/fence.h"
 
-#include <stdatomic.h>
-#include <stdbool.h>
-
 #include "arena/arena-internal.h"
 #include "driver/events.h"
 #include "state/streams.h"
@@ -20,28 +17,8 @@ static struct fence {
 	CUevent ev[EVENTS]; /* ev[0]: the legacy stream's */
 } fences[MAX_ARENAS];
 
-static struct fence *fence_of(struct arena *a)
-{
-	return &fences[a - arenas];
-}
-
-/* Make events until there are `want`. */
-static CUresult events_for(struct fence *f, uint32_t want)
-{
-	while (f->made < want) {
-		CUresult r = cumemcap_driver_event_create(&f->ev[f->made]);
-		if (r != CUDA_SUCCESS)
-			return r;
-		f->made++;
-	}
-	return CUDA_SUCCESS;
-}
-
-/* Prove the work queued so far on the legacy stream (and so on every
- * blocking stream) and on streams[0..n) complete. A non-blocking stream
- * whose queue is empty (cuStreamQuery) needs no event; the others and the
- * legacy stream get one each, queried, and waited for when not complete
- * yet (that stream's work up to the fence, not the device's). */
+/* Prove the work queued so far on the legacy stream and on the busy ones
+ * of streams[0..n) complete. */
 static CUresult fence_now(struct fence *f, const CUstream *streams, int n)
 {
 	CUstream busy[EVENTS];
@@ -54,7 +31,12 @@ static CUresult fence_now(struct fence *f, const CUstream *streams, int n)
 		else if (r != CUDA_SUCCESS)
 			return r;
 	}
-	CUresult r = events_for(f, k);
+	CUresult r = CUDA_SUCCESS;
+	while (f->made < k && r == CUDA_SUCCESS) {
+		r = cumemcap_driver_event_create(&f->ev[f->made]);
+		if (r == CUDA_SUCCESS)
+			f->made++;
+	}
 	for (uint32_t i = 0; i < k && r == CUDA_SUCCESS; i++)
 		r = cumemcap_driver_event_record(f->ev[i], busy[i]);
 	for (uint32_t i = 0; i < k && r == CUDA_SUCCESS; i++) {
@@ -67,7 +49,7 @@ static CUresult fence_now(struct fence *f, const CUstream *streams, int n)
 
 CUresult arena_fence_wait(struct arena *a, CUcontext ctx, uint32_t epoch)
 {
-	struct fence *f = fence_of(a);
+	struct fence *f = &fences[a - arenas];
 	if (atomic_flag_test_and_set_explicit(&f->busy, memory_order_acquire))
 		return cumemcap_driver_ctx_synchronize(); /* another thread fences */
 	if (f->ctx != ctx || f->epoch != epoch) {

@@ -1,26 +1,51 @@
-/* arena/grow: serving cuMemAlloc from the arenas, see arena-internal.h.
- *
- * Owns the calling thread's arena cache, finding or making the arena of
- * a context, picking a ready block, the growth budget, and saying which
- * segment a request needs. Taking that segment from the driver within the
- * limit is the accounting layer's (account/reserve.c); the segment comes
- * back through cumemcap_arena_add_segment.
+/* arena/grow: serving cuMemAlloc from the arenas, see arena-internal.h:
+ * finding or making the arena of a context, picking a ready block, the
+ * growth budget, and naming the segment a request needs.
  *
  * Thread safety: a request holds its arena's spinlock while it picks and
- * hands out a block and drops it around every driver call (a
- * synchronization, giving segments back); a new arena is set up under
- * arena_create_lock. The cache is thread-local. */
+ * hands out a block and drops it around every driver call; a new arena is
+ * set up under arena_create_lock. */
 #include "arena/arena-internal.h"
 
 #include "config/policy.h"
-#include "driver/driver.h"
 #include "platform/msg.h"
 #include "state/device.h"
-#include "state/ledger.h"
 
-CUMEMCAP_TLS struct arena *arena_last;
+#define SMALL_MAX (1ull << 20)
+#define SMALL_SEGMENT (2ull << 20)
+#define BIG_SLACK_MIN (2ull << 20)
+#define MAX_UNITS UINT32_MAX
+#define SCAN_LIMIT 32
+/* Packed requests of a context are spread over up to SHARDS arenas, a
+ * thread keeping to one (the first thread gets the primary, shard 0), so
+ * that threads on different shards share no lock and no line on a pooled
+ * pair. Whole segments are served by the primary alone, so that a freed
+ * one serves every thread. CUMEMCAP_GROWTH=preallocate keeps one arena
+ * per context (the preallocation is the primary's). */
+#define SHARDS 4
+/* Pending bytes always worth a fence, however large the arena: this
+ * bounds the memory a steady run of pairs walks through (1024 blocks of
+ * 4 KiB, whose records and hash slots stay in the CPU's cache). */
+#define PENDING_ENOUGH (4ull << 20)
 
-/* ---- blocks -------------------------------------------------------------------------------- */
+/* The most the arena ever had live: its record's peak. */
+static uint64_t peak_live(const struct arena *a)
+{
+	return atomic_load_explicit(&figures_of(a)->peak_live, memory_order_relaxed);
+}
+
+/* The first non-empty bin at or after c, or BINS. */
+static unsigned bits_next(const uint64_t *bits, unsigned c)
+{
+	for (unsigned w = c >> 6; w < 2; w++) {
+		uint64_t m = bits[w];
+		if (w == c >> 6)
+			m &= ~0ull << (c & 63);
+		if (m)
+			return w * 64 + (unsigned)__builtin_ctzll(m);
+	}
+	return BINS;
+}
 
 /* Split free chunk ci (off its bin) after `units`: the rest goes to its
  * bin. Without host memory for a record, ci stays whole. Lock held. */
@@ -41,8 +66,9 @@ static void split(struct arena *a, uint32_t ci, uint32_t units)
 }
 
 /* Hand out chunk ci (free, or the head of the quick list of `units`) for
- * `bytes`, splitting off the rest of a packed free chunk. Lock held. Returns the address, or 0 when bookkeeping memory ran
- * out (the chunk stays free). */
+ * `bytes`, splitting off the rest of a packed free chunk. Lock held.
+ * Returns the address, or 0 when bookkeeping memory ran out (the chunk
+ * stays free). */
 static CUdeviceptr hand_out(struct arena *a, uint32_t ci, uint64_t bytes, uint32_t units)
 {
 	struct chunk *c = &a->chunks[ci];
@@ -61,13 +87,19 @@ static CUdeviceptr hand_out(struct arena *a, uint32_t ci, uint64_t bytes, uint32
 	c->pad = s->packed ? (uint16_t)(((uint64_t)c->units << UNIT_SHIFT) - bytes) : 0;
 	if (!s->packed)
 		s->requested = bytes;
-	mark_in_use(a, s);
+	if (s->free_since) {
+		s->free_since = 0;
+		if (!s->prealloc)
+			a->whole_free -= s->bytes;
+	}
 	s->live++;
 	/* A whole segment's block is live for its requested size (rounded to
-	 * the unit); the rest of the segment is neither live nor cached. */
+	 * the unit); the rest of the segment is waste, neither live nor cached. */
 	uint64_t part = (uint64_t)c->units << UNIT_SHIFT;
 	uint64_t got = s->packed ? part : (uint64_t)units << UNIT_SHIFT;
-	bytes_handed_out(a, part, got);
+	a->waste += part - got;
+	a->live_bytes += got;
+	bytes_to_ledger(a);
 	return chunk_addr(a, c);
 }
 
@@ -151,6 +183,17 @@ static uint64_t whole_size(uint64_t rounded)
 	return (rounded + step - 1) / step * step;
 }
 
+/* hand_out, counted as an allocation the driver did not see. */
+static CUdeviceptr hand_out_ready(struct arena *a, uint32_t ci, uint64_t bytes, uint32_t units)
+{
+	CUdeviceptr got = hand_out(a, ci, bytes, units);
+	if (got) {
+		cumemcap_ledger_arena_bump(figures_of(a), allocs);
+		cumemcap_ledger_arena_bump(figures_of(a), avoided);
+	}
+	return got;
+}
+
 /* ---- arenas ------------------------------------------------------------------------------ */
 
 /* The size of the GPU's preallocation (CUMEMCAP_GROWTH=preallocate), in
@@ -159,12 +202,12 @@ static uint64_t whole_size(uint64_t rounded)
 static uint64_t prealloc_size(const struct arena *a)
 {
 	const struct cumemcap_policy *p = cumemcap_policy();
-	const struct cumemcap_device_info *info = cumemcap_device_info(a->dev);
 	uint64_t size;
 	if (p->prealloc.kind == CUMEMCAP_AMOUNT_BYTES)
 		size = p->prealloc.bytes;
 	else if (p->prealloc.kind == CUMEMCAP_AMOUNT_PERCENT)
-		size = (uint64_t)((unsigned __int128)info->total * p->prealloc.permille / 100000u);
+		size = (uint64_t)((unsigned __int128)cumemcap_device_info(a->dev)->total * p->prealloc.permille /
+				  100000u);
 	else if (cumemcap_ledger_limit(a->dev) != CUMEMCAP_NO_LIMIT)
 		size = cumemcap_ledger_headroom(a->dev); /* the limit, less the footprint so far */
 	else {
@@ -196,13 +239,12 @@ void cumemcap_arena_prealloc_failed(const struct cumemcap_arena_request *q, CUre
 }
 
 /* One preallocation per GPU: the first context that uses the GPU takes
- * it, and keeps it until that context dies. Memory of one context cannot
- * serve another, so a second context on the GPU allocates on demand within
- * what the limit leaves (said once). arena_create_lock held. */
+ * it, and keeps it until that context dies; another context on the GPU
+ * allocates on demand (said once). arena_create_lock held. */
 static bool prealloc_elsewhere(const struct arena *self)
 {
 	static _Atomic bool said;
-	uint32_t n = atomic_load(&arena_count);
+	uint32_t n = atomic_load(&cumemcap_arena_count);
 	for (uint32_t i = 0; i < n; i++) {
 		const struct arena *a = &arenas[i];
 		if (a == self || !a->prealloc_held || a->dev != self->dev)
@@ -217,8 +259,8 @@ static bool prealloc_elsewhere(const struct arena *self)
 	return false;
 }
 
-/* The calling thread's shard: threads take them in turn as they first
- * allocate (1 + the shard; 0: none yet). */
+/* The calling thread's shard, dealt in turn at its first request (1 +
+ * the shard; 0: none yet). */
 static CUMEMCAP_TLS unsigned my_shard;
 static _Atomic unsigned shards_dealt;
 
@@ -236,48 +278,36 @@ static unsigned thread_shard(const struct cumemcap_policy *p)
 static struct arena *arena_find(CUcontext ctx, int dev, unsigned shard)
 {
 	struct arena *found = NULL;
-	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
-	/* A slot's ctx and dev change under its lock (and arena_create_lock), so
-	 * this scan without arena_create_lock reads them under the slot's lock: it
-	 * runs only when the thread's cached arena does not match, and a
-	 * plain read raced with another thread setting up or emptying a slot
-	 * (ThreadSanitizer, tests/integration/stress). */
-	for (uint32_t i = 0; i < n && !found; i++) {
-		lock(&arenas[i]);
+	/* A slot's ctx, dev and shard change only under this lock. */
+	pthread_mutex_lock(&arena_create_lock);
+	uint32_t n = atomic_load(&cumemcap_arena_count);
+	for (uint32_t i = 0; i < n && !found; i++)
 		if (arenas[i].ctx == ctx && arenas[i].dev == dev && arenas[i].shard == shard)
 			found = &arenas[i];
-		unlock(&arenas[i]);
+	for (uint32_t i = 0; i < n && !found; i++)
+		if (!arenas[i].ctx)
+			found = &arenas[i];
+	if (!found && n < MAX_ARENAS) {
+		found = &arenas[n];
+		arena_clear(found);
+		atomic_store_explicit(&cumemcap_arena_count, n + 1, memory_order_release);
 	}
-	if (!found) {
-		pthread_mutex_lock(&arena_create_lock);
-		n = atomic_load(&arena_count);
-		for (uint32_t i = 0; i < n && !found; i++)
-			if (arenas[i].ctx == ctx && arenas[i].dev == dev && arenas[i].shard == shard)
-				found = &arenas[i];
-		for (uint32_t i = 0; i < n && !found; i++)
-			if (!arenas[i].ctx)
-				found = &arenas[i];
-		if (!found && n < MAX_ARENAS) {
-			found = &arenas[n];
-			arena_clear(found);
-			atomic_store_explicit(&arena_count, n + 1, memory_order_release);
-		}
-		if (found && !found->ctx) {
-			lock(found);
-			arena_clear(found);
-			found->dev = dev;
-			found->ctx = ctx;
-			found->shard = shard;
-			cumemcap_ledger_arena_open(figures_of(found), dev);
-			found->quick_off = cumemcap_policy()->release == CUMEMCAP_RELEASE_IMMEDIATE;
-			/* The GPU's preallocation is this arena's: claimed now,
-			 * taken by the first request it sees. */
-			if (cumemcap_policy()->growth == CUMEMCAP_GROWTH_PREALLOCATE && !prealloc_elsewhere(found))
-				found->prealloc_held = found->prealloc_due = true;
-			unlock(found);
-		}
-		pthread_mutex_unlock(&arena_create_lock);
+	if (found && !found->ctx) {
+		const struct cumemcap_policy *p = cumemcap_policy();
+		lock(found);
+		arena_clear(found);
+		found->dev = dev;
+		found->ctx = ctx;
+		found->shard = shard;
+		cumemcap_ledger_arena_open(figures_of(found), dev);
+		found->quick_off = p->release == CUMEMCAP_RELEASE_IMMEDIATE;
+		/* The GPU's preallocation is this arena's: taken by the first
+		 * request it sees. */
+		if (p->growth == CUMEMCAP_GROWTH_PREALLOCATE && !prealloc_elsewhere(found))
+			found->prealloc_held = found->prealloc_due = true;
+		unlock(found);
 	}
+	pthread_mutex_unlock(&arena_create_lock);
 	return found;
 }
 
@@ -312,63 +342,44 @@ static struct arena *primary_of(struct arena *a, CUcontext ctx, int dev)
 	return p;
 }
 
-/* At the limit, a packed request that its own arena cannot serve takes a
- * ready block from another shard of its context (waiting for that one's
- * pending frees when they could serve it), as one arena would have
- * served it: 0 when none can. No lock held; the context is current. */
-static CUdeviceptr from_sibling(const struct arena *own, CUcontext ctx, int dev, uint64_t bytes, uint32_t units)
+bool cumemcap_arena_serve_sibling(struct cumemcap_arena_request *q, CUdeviceptr *dptr)
 {
-	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
+	q->back = (struct cumemcap_give_back){ 0 };
+	if (!q->packed || cumemcap_ledger_headroom(q->dev) >= q->segment_bytes)
+		return false;
+	uint32_t n = atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire);
 	for (uint32_t i = 0; i < n; i++) {
 		struct arena *b = &arenas[i];
-		if (b == own)
+		if (b == q->arena)
 			continue;
 		lock(b);
 		CUdeviceptr got = 0;
-		if (b->ctx == ctx && b->dev == dev && !b->failed) {
-			uint32_t ci = find_any(b, units, true, false);
-			if (ci == NONE && b->pending_bytes >= (uint64_t)units << UNIT_SHIFT) {
-				arena_reclaim(b);
-				ci = b->ctx == ctx ? find_any(b, units, true, false) : NONE;
+		if (b->ctx == q->ctx && b->dev == q->dev && !b->failed) {
+			uint32_t ci = find_any(b, q->units, true, false);
+			if (ci == NONE && b->pending_bytes >= (uint64_t)q->units << UNIT_SHIFT) {
+				arena_reclaim(b, &q->back);
+				ci = b->ctx == q->ctx ? find_any(b, q->units, true, false) : NONE;
 			}
-			got = ci != NONE ? hand_out(b, ci, bytes, units) : 0;
-			if (got) {
-				cumemcap_ledger_arena_bump(figures_of(b), allocs);
-				cumemcap_ledger_arena_bump(figures_of(b), avoided);
-			}
+			got = ci != NONE ? hand_out_ready(b, ci, q->bytes, q->units) : 0;
 		}
 		unlock(b);
-		if (got)
-			return got;
+		if (got) {
+			*dptr = got;
+			return true;
+		}
 	}
-	return 0;
-}
-
-/* Pending bytes always worth a fence, however large the arena: the
- * blocks freed between two fences are all distinct, so this bounds the
- * memory a steady run of pairs walks through (4 MiB: 1024 blocks of
- * 4 KiB, whose records and hash slots stay in the CPU's cache; with a
- * million blocks live, a 1 GiB arena's 1/16 made it 16384). */
-#define PENDING_ENOUGH (4ull << 20)
-
-/* Should a request that found nothing ready wait for the pending frees? */
-static bool worth_waiting(const struct arena *a, uint64_t need, uint64_t grow)
-{
-	if (a->pending_bytes < need)
-		return false;
-	return a->pending_bytes * 16 >= a->held || a->pending_bytes >= PENDING_ENOUGH ||
-	       cumemcap_ledger_headroom(a->dev) < grow;
+	return false;
 }
 
 /* The most the arena should hold after growing by `grow`: 9/8 of the
  * most it ever had live (this request counted). Bounding by the peak, not
- * by what is live now, lets a program whose live bytes swing (a training
- * step, PyTorch's empty_cache()) keep the segments it will want again,
- * while what it holds stays within the footprint it has already shown. */
+ * by what is live now, lets a program whose live bytes swing keep the
+ * segments it will want again. */
 static uint64_t budget_of(const struct arena *a, uint64_t grow)
 {
-	uint64_t live = a->live_bytes + grow;
-	uint64_t peak = a->peak_live > live ? a->peak_live : live;
+	uint64_t live = a->live_bytes + grow, peak = peak_live(a);
+	if (peak < live)
+		peak = live;
 	return peak + peak / 8;
 }
 
@@ -381,35 +392,34 @@ static bool over_budget(const struct arena *a, uint64_t grow, enum cumemcap_rele
 
 /* How many bytes of wholly free segments may stay cached when the arena
  * grows by `grow`, by the release rule: none (immediate), all (never), or
- * what keeps it within its budget (idle, the default). */
+ * what keeps it within its budget (idle). */
 static uint64_t cache_keep(const struct arena *a, uint64_t grow, enum cumemcap_release rule)
 {
-	if (rule == CUMEMCAP_RELEASE_IMMEDIATE)
-		return 0;
-	if (rule == CUMEMCAP_RELEASE_NEVER)
-		return UINT64_MAX;
+	if (rule != CUMEMCAP_RELEASE_IDLE)
+		return rule == CUMEMCAP_RELEASE_NEVER ? UINT64_MAX : 0;
 	uint64_t budget = budget_of(a, grow);
 	uint64_t in_use = a->held - a->whole_free + grow;
 	return budget > in_use ? budget - in_use : 0;
 }
 
 /* Should a request that found nothing ready wait for the pending frees?
- * When they could serve it and are worth a wait, or when growing would
- * take the arena over its budget while pending frees hold segments that
- * could go back instead (giving them back synchronizes anyway). */
+ * When they could serve it and are worth a fence (1/16 of the arena,
+ * PENDING_ENOUGH, or no room to grow), or when growing would pass the
+ * budget (giving segments back synchronizes anyway). */
 static bool should_wait(const struct arena *a, uint64_t need, uint64_t grow, enum cumemcap_release rule)
 {
 	if (a->pend_head == NONE)
 		return false;
-	if (worth_waiting(a, need, grow))
+	if (a->pending_bytes >= need &&
+	    (a->pending_bytes * 16 >= a->held || a->pending_bytes >= PENDING_ENOUGH ||
+	     cumemcap_ledger_headroom(a->dev) < grow))
 		return true;
 	return over_budget(a, grow, rule);
 }
 
 /* Whether the arenas serve requests on `dev`. pool=auto pools only the
  * GPUs a limit or a group applies to (and every GPU under
- * growth=preallocate, which asks the arenas to hold memory): with neither,
- * every call goes to the driver and the run only observes. */
+ * growth=preallocate); elsewhere every call goes to the driver. */
 static bool pooled_on(const struct cumemcap_policy *p, int dev)
 {
 	return p->pool != CUMEMCAP_POOL_AUTO || p->growth == CUMEMCAP_GROWTH_PREALLOCATE || p->group[0] ||
@@ -419,6 +429,7 @@ static bool pooled_on(const struct cumemcap_policy *p, int dev)
 enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q, uint64_t bytes, CUdeviceptr *dptr)
 {
 	const struct cumemcap_policy *p = cumemcap_policy();
+	q->back = (struct cumemcap_give_back){ 0 };
 	if (p->pool == CUMEMCAP_POOL_OFF || bytes == 0 || bytes > ((uint64_t)MAX_UNITS << UNIT_SHIFT) / 2)
 		return CUMEMCAP_ARENA_NOT_POOLED;
 	CUcontext ctx;
@@ -435,8 +446,14 @@ enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q
 	uint64_t seg_bytes = packed ? SMALL_SEGMENT : whole_size(rounded);
 	if (!packed && !(a = primary_of(a, ctx, dev)))
 		return CUMEMCAP_ARENA_NOT_POOLED;
-	*q = (struct cumemcap_arena_request){ .dev = dev, .arena = a, .bytes = bytes, .units = units,
-					      .packed = packed, .segment_bytes = seg_bytes };
+	q->dev = dev;
+	q->ctx = ctx;
+	q->arena = a;
+	q->bytes = bytes;
+	q->segment_bytes = seg_bytes;
+	q->prealloc = false;
+	q->packed = packed;
+	q->units = units;
 
 	lock(a);
 	if (a->prealloc_due) {
@@ -453,59 +470,41 @@ enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q
 		unlock(a);
 		return CUMEMCAP_ARENA_REFUSED;
 	}
-	uint32_t ci = NONE;
-	for (int waited = 0;; waited++) {
+	uint32_t ci = find_any(a, units, packed, false);
+	if (ci == NONE && should_wait(a, rounded, seg_bytes, p->release)) {
+		arena_reclaim(a, &q->back);
 		ci = find_any(a, units, packed, false);
-		if (ci != NONE || waited || !should_wait(a, rounded, seg_bytes, p->release))
-			break;
-		arena_reclaim(a);
 	}
 	/* Growing would pass the budget: a cached whole segment of up to
 	 * twice the request serves it instead, while the bytes that such
 	 * blocks leave unused stay within 1/16 of the peak. */
 	if (ci == NONE && !packed && over_budget(a, seg_bytes, p->release)) {
 		ci = find_ready(a, units, false, true);
-		if (ci != NONE && a->waste + a->segs[a->chunks[ci].seg].bytes - rounded > a->peak_live / 16)
+		if (ci != NONE && a->waste + a->segs[a->chunks[ci].seg].bytes - rounded > peak_live(a) / 16)
 			ci = NONE;
 	}
 	if (ci != NONE) {
-		CUdeviceptr got = hand_out(a, ci, bytes, units);
-		if (got) {
-			cumemcap_ledger_arena_bump(figures_of(a), allocs);
-			cumemcap_ledger_arena_bump(figures_of(a), avoided);
-		}
+		CUdeviceptr got = hand_out_ready(a, ci, bytes, units);
 		unlock(a);
 		if (!got)
 			return CUMEMCAP_ARENA_NOT_POOLED;
 		*dptr = got;
 		return CUMEMCAP_ARENA_SERVED;
 	}
-	/* Grow. First give back cached segments that do not fit, as the
-	 * release rule says (cache_keep). */
-	struct give_back g = { .n = 0 };
-	arena_collect(a, &g, cache_keep(a, seg_bytes, p->release), 0);
+	/* Grow: first name the cached segments the release rule does not keep. */
+	arena_collect(a, &q->back, cache_keep(a, seg_bytes, p->release), 0);
 	unlock(a);
-	arena_release_now(a, ctx, &g);
-	/* No room for a segment: another shard's ready block first. */
-	if (packed && cumemcap_ledger_headroom(dev) < seg_bytes) {
-		CUdeviceptr got = from_sibling(a, ctx, dev, bytes, units);
-		if (got) {
-			*dptr = got;
-			return CUMEMCAP_ARENA_SERVED;
-		}
-	}
 	return CUMEMCAP_ARENA_NEEDS_SEGMENT;
 }
 
 bool cumemcap_arena_poolable(CUdeviceptr base)
 {
-	return base != 0 && base < ADDR_LIMIT;
+	return base != 0 && base < (1ull << 49);
 }
 
 bool cumemcap_arena_add_segment(const struct cumemcap_arena_request *q, CUdeviceptr base, CUdeviceptr *dptr)
 {
 	struct arena *a = q->arena;
-	*dptr = 0;
 	lock(a);
 	uint32_t ci = arena_seg_add(a, base, q->segment_bytes, q->packed || q->prealloc, q->prealloc);
 	CUdeviceptr got = ci != NONE && !q->prealloc ? hand_out(a, ci, q->bytes, q->units) : 0;

@@ -1,31 +1,35 @@
-/* arena/release: blocks coming back and segments going back, see
- * arena-internal.h.
- *
- * Owns the pending list (freed blocks waiting for a synchronization),
- * coalescing, cumemcap_arena_free, reclaim (the synchronization that
- * makes pending blocks ready), giving wholly free segments back to the
- * driver (by the release rule, before a refusal, on the idle tick),
- * context death and fork.
+/* arena/release: blocks coming back, see arena-internal.h: the pending
+ * list, reclaim (proving pending blocks idle), coalescing, the quick
+ * lists, naming the wholly free segments that can go back (by the release
+ * rule, before a refusal, when idle), context death and fork.
  *
  * Thread safety: each arena's spinlock is held over its records and
- * dropped around every driver call (cuCtxSynchronize, cuMemFree); after
- * one, the arena's epoch or context tells whether it was emptied
- * meanwhile. Context death and fork also hold arena_create_lock. */
+ * dropped around every driver call; after one, the arena's epoch or
+ * context tells whether it was emptied meanwhile. Context death and fork
+ * also hold arena_create_lock. */
 #include "arena/arena-internal.h"
 #include "arena/fence.h"
-#include "group/group.h"
 
 #include "config/policy.h"
 #include "driver/driver.h"
-#include "log/log.h"
 #include "platform/worker.h"
 #include "state/capture.h"
 #include "state/device.h"
-#include "state/ledger.h"
-#include "state/death-lock.h"
 #include "state/streams.h"
 
-/* ---- free lists ------------------------------------------------------------------------- */
+static bool wholly_free(const struct segment *s)
+{
+	return s->live == 0 && s->waiting == 0 && s->quick == 0;
+}
+
+static void mark_free(struct arena *a, struct segment *s, uint64_t now)
+{
+	if (!s->free_since) {
+		s->free_since = now ? now : 1;
+		if (!s->prealloc)
+			a->whole_free += s->bytes;
+	}
+}
 
 static void pending_push(struct arena *a, uint32_t ci)
 {
@@ -57,49 +61,46 @@ static void pending_remove(struct arena *a, uint32_t ci)
 	a->segs[c->seg].waiting--;
 }
 
-/* A coalesced free chunk: back into its bin, noting a wholly free segment. */
-static void settle_free(struct arena *a, uint32_t ci, uint64_t now)
+/* Chunk ci takes in its next neighbour (off every list). */
+static void take_in_next(struct arena *a, uint32_t ci)
 {
+	struct chunk *c = &a->chunks[ci];
+	uint32_t n = c->next;
+	c->units += a->chunks[n].units;
+	c->next = a->chunks[n].next;
+	if (c->next != NONE)
+		a->chunks[c->next].prev = ci;
+	chunk_drop(a, n);
+}
+
+/* A free chunk (off every list): merge it with free neighbours, into its
+ * bin, noting a wholly free segment. */
+static void merge_free(struct arena *a, uint32_t ci, uint64_t now)
+{
+	struct chunk *c = &a->chunks[ci];
+	c->state = C_FREE;
+	if (a->segs[c->seg].packed) {
+		if (c->next != NONE && a->chunks[c->next].state == C_FREE) {
+			bin_remove(a, c->next);
+			take_in_next(a, ci);
+		}
+		uint32_t p = a->chunks[ci].prev;
+		if (p != NONE && a->chunks[p].state == C_FREE) {
+			bin_remove(a, p);
+			take_in_next(a, p);
+			ci = p;
+		}
+	}
 	struct segment *s = &a->segs[a->chunks[ci].seg];
 	bin_insert(a, ci);
 	if (wholly_free(s))
 		mark_free(a, s, now);
 }
 
-/* A free chunk (off every list): merge it with free neighbours. */
-static void merge_free(struct arena *a, uint32_t ci, uint64_t now)
-{
-	struct chunk *c = &a->chunks[ci];
-	c->state = C_FREE;
-	if (a->segs[c->seg].packed) {
-		uint32_t n = c->next;
-		if (n != NONE && a->chunks[n].state == C_FREE) {
-			bin_remove(a, n);
-			c->units += a->chunks[n].units;
-			c->next = a->chunks[n].next;
-			if (c->next != NONE)
-				a->chunks[c->next].prev = ci;
-			chunk_drop(a, n);
-		}
-		uint32_t p = c->prev;
-		if (p != NONE && a->chunks[p].state == C_FREE) {
-			bin_remove(a, p);
-			a->chunks[p].units += c->units;
-			a->chunks[p].next = c->next;
-			if (c->next != NONE)
-				a->chunks[c->next].prev = p;
-			chunk_drop(a, ci);
-			ci = p;
-		}
-	}
-	settle_free(a, ci, now);
-}
-
 /* A chunk whose wait is over: onto the quick list of its size (a small
  * packed one, quick lists on), else merged with free neighbours. Returns
  * whether it left its segment with nothing live and other chunks waiting
- * (not wholly free: see arena_reclaim; the quick path never does, its
- * segment being in use). */
+ * (see arena_reclaim). */
 static bool make_ready(struct arena *a, uint32_t ci, uint64_t now)
 {
 	struct chunk *c = &a->chunks[ci];
@@ -131,27 +132,50 @@ void arena_quick_flush(struct arena *a)
 	}
 }
 
-/* ---- the driver side -------------------------------------------------------------------- */
+/* ---- naming segments to give back --------------------------------------------------- */
 
-void arena_release_now(struct arena *a, CUcontext ctx, const struct give_back *g)
+/* Detach wholly free segment si into g; false (it stays) when out of host
+ * memory for g. */
+static bool give_back_add(struct arena *a, uint32_t si, struct cumemcap_give_back *g)
 {
-	if (!g->n)
-		return;
-	bool pushed = cumemcap_driver_push_ctx(ctx);
-	for (unsigned i = 0; i < g->n; i++) {
-		cumemcap_driver_mem_free(g->base[i]);
-		cumemcap_ledger_sub(a->dev, CUMEMCAP_KIND_linear, g->bytes[i]);
-		cumemcap_ledger_bump(a->dev, segments_released);
-		cumemcap_log_segment(a->dev, false, g->bytes[i]);
+	if (g->n == g->cap) {
+		unsigned cap = g->cap ? 2 * g->cap : 8;
+		struct cumemcap_segment_back *more = realloc(g->seg, cap * sizeof(*more));
+		if (!more)
+			return false;
+		g->seg = more;
+		g->cap = cap;
 	}
-	cumemcap_driver_pop_ctx(pushed);
-	if (g->quiet)
-		cumemcap_capture_quiet_exit();
+	g->seg[g->n++] = (struct cumemcap_segment_back){ .ctx = a->ctx, .dev = a->dev, .base = a->segs[si].base,
+							 .bytes = a->segs[si].bytes };
+	arena_seg_detach(a, si);
+	return true;
 }
 
-static bool collect_locked(struct arena *a, struct give_back *g, uint64_t keep, uint64_t before)
+/* Nothing goes back while a stream captures (cuMemFree synchronizes:
+ * capture.h); g's quiet section lasts until its segments are given back. */
+static bool quiet_enter(struct cumemcap_give_back *g)
 {
-	while (a->whole_free > keep && g->n < 16) {
+	if (!g->quiet)
+		g->quiet = cumemcap_capture_quiet_enter();
+	return g->quiet;
+}
+
+static void quiet_exit_if_none(struct cumemcap_give_back *g)
+{
+	if (g->quiet && !g->n) {
+		cumemcap_capture_quiet_exit();
+		g->quiet = false;
+	}
+}
+
+void arena_collect(struct arena *a, struct cumemcap_give_back *g, uint64_t keep, uint64_t before)
+{
+	/* The quick lists' chunks count: back to the bins first. */
+	arena_quick_flush(a);
+	if (a->whole_free <= keep || !quiet_enter(g))
+		return;
+	while (a->whole_free > keep) {
 		uint32_t pick = NONE;
 		for (uint32_t i = 0; i < a->addr_count; i++) {
 			uint32_t si = a->by_addr[i];
@@ -162,44 +186,18 @@ static bool collect_locked(struct arena *a, struct give_back *g, uint64_t keep, 
 			if (pick == NONE || s->bytes > a->segs[pick].bytes)
 				pick = si;
 		}
-		if (pick == NONE)
-			return false;
-		g->base[g->n] = a->segs[pick].base;
-		g->bytes[g->n] = a->segs[pick].bytes;
-		g->n++;
-		arena_seg_detach(a, pick);
+		if (pick == NONE || !give_back_add(a, pick, g))
+			break;
 	}
-	return a->whole_free > keep;
-}
-
-bool arena_collect(struct arena *a, struct give_back *g, uint64_t keep, uint64_t before)
-{
-	/* cuMemFree synchronizes: nothing goes back while a stream
-	 * captures (capture.h); the segments stay cached for after. The
-	 * quiet section lasts until arena_release_now() has given them back.
-	 * The quick lists' chunks count: back to the bins first. */
-	arena_quick_flush(a);
-	if (a->whole_free <= keep)
-		return false;
-	if (!g->quiet) {
-		if (!cumemcap_capture_quiet_enter())
-			return false;
-		g->quiet = true;
-	}
-	bool more = collect_locked(a, g, keep, before);
-	if (!g->n) {
-		cumemcap_capture_quiet_exit();
-		g->quiet = false;
-	}
-	return more;
+	quiet_exit_if_none(g);
 }
 
 /* CUMEMCAP_RELEASE=immediate: segment si has nothing live. Unless a chunk
  * of it is in limbo (a reclaim waits on a fence for it, and gives the
- * segment back after), it leaves the arena into g with its pending chunks
- * merged: giving it back (cuMemFree) synchronizes, which proves them idle.
- * Lock held, inside g's quiet section (capture.h), g not full. */
-static bool take_emptied(struct arena *a, uint32_t si, struct give_back *g)
+ * segment back after), it goes into g with its pending chunks merged:
+ * giving it back (cuMemFree) synchronizes, which proves them idle. Inside
+ * g's quiet section. */
+static bool take_emptied(struct arena *a, uint32_t si, struct cumemcap_give_back *g)
 {
 	const struct segment *s = &a->segs[si];
 	if (s->live || s->prealloc || s->quick)
@@ -216,28 +214,10 @@ static bool take_emptied(struct arena *a, uint32_t si, struct give_back *g)
 		}
 	}
 	mark_free(a, &a->segs[si], 1);
-	g->base[g->n] = a->segs[si].base;
-	g->bytes[g->n] = a->segs[si].bytes;
-	g->n++;
-	arena_seg_detach(a, si);
-	return true;
+	return give_back_add(a, si, g);
 }
 
-/* CUMEMCAP_RELEASE=immediate: every segment with nothing live that
- * take_emptied takes, into g until it is full (lock held, inside g's
- * quiet section). Returns whether more may remain. */
-static bool collect_emptied(struct arena *a, struct give_back *g)
-{
-	for (uint32_t i = 0; i < a->addr_count;) {
-		if (!take_emptied(a, a->by_addr[i], g))
-			i++; /* else detached: by_addr[i] is the next one */
-		else if (g->n == 16)
-			return true;
-	}
-	return false;
-}
-
-void arena_reclaim(struct arena *a)
+void arena_reclaim(struct arena *a, struct cumemcap_give_back *g)
 {
 	uint32_t head = a->pend_head;
 	/* No synchronization while a stream captures (capture.h): pending
@@ -268,31 +248,16 @@ void arena_reclaim(struct arena *a)
 			pending_push(a, ci); /* not proven idle: keep waiting */
 		}
 	}
-	/* CUMEMCAP_RELEASE=immediate: a free that left a segment with
-	 * nothing live could not give it back while some of its blocks
-	 * waited here (in limbo). That free's own block, and any freed
-	 * since the wait began, are pending, not proven idle by it: the
-	 * segment is not wholly free, and no later free will come for it.
-	 * It goes back now as that free would have given it, its pending
-	 * blocks merged (unless another reclaim still waits for some of
-	 * them: that one gives it back at its end), with any segment this
-	 * wait left wholly free. */
-	while (r == CUDA_SUCCESS && (emptied || a->whole_free) && a->epoch == epoch &&
-	       cumemcap_policy()->release == CUMEMCAP_RELEASE_IMMEDIATE) {
-		if (!cumemcap_capture_quiet_enter())
-			break; /* a capture began: they go back after it */
-		struct give_back g = { .n = 0, .quiet = true };
-		bool more = collect_emptied(a, &g);
-		if (!g.n) {
-			cumemcap_capture_quiet_exit();
-			break;
-		}
-		unlock(a);
-		arena_release_now(a, ctx, &g);
-		lock(a);
-		if (!more)
-			break;
-	}
+	/* CUMEMCAP_RELEASE=immediate: a segment left with nothing live while
+	 * some of its blocks waited here (in limbo) goes now, with any this
+	 * wait left wholly free (take_emptied). */
+	if (r != CUDA_SUCCESS || !(emptied || a->whole_free) ||
+	    cumemcap_policy()->release != CUMEMCAP_RELEASE_IMMEDIATE || !quiet_enter(g))
+		return;
+	for (uint32_t i = 0; i < a->addr_count;)
+		if (!take_emptied(a, a->by_addr[i], g))
+			i++; /* else detached: by_addr[i] is the next one */
+	quiet_exit_if_none(g);
 }
 
 /* ---- blocks -------------------------------------------------------------------------------- */
@@ -303,7 +268,7 @@ void arena_reclaim(struct arena *a)
  * when ptr is in no arena's segment. */
 static struct arena *find_block(CUdeviceptr ptr, uint32_t *slot)
 {
-	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
+	uint32_t n = atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire);
 	struct arena *first = arena_last;
 	for (uint32_t i = 0; i <= n; i++) {
 		struct arena *a = i == 0 ? first : &arenas[i - 1];
@@ -320,14 +285,14 @@ static struct arena *find_block(CUdeviceptr ptr, uint32_t *slot)
 	return NULL;
 }
 
-/* cumemcap_arena_free past its first check: out of line, so that a free
- * in a process with no arena (CUMEMCAP_POOL=off) pays for no frame. */
-__attribute__((noinline)) static bool free_pooled(CUdeviceptr ptr, CUresult *r)
+bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r, struct cumemcap_give_back *g)
 {
 	uint32_t slot;
 	struct arena *a = find_block(ptr, &slot);
 	if (!a)
 		return false;
+	*r = CUDA_SUCCESS;
+	*g = (struct cumemcap_give_back){ 0 };
 	if (slot == NONE) {
 		unlock(a);
 		*r = CUDA_ERROR_INVALID_VALUE; /* inside a segment, not a live block */
@@ -340,50 +305,30 @@ __attribute__((noinline)) static bool free_pooled(CUdeviceptr ptr, CUresult *r)
 	uint64_t part = (uint64_t)c->units << UNIT_SHIFT;
 	uint64_t got = s->packed ? part : unit_round(s->requested);
 	s->live--;
-	bytes_given_back(a, part, got);
+	a->waste -= part - got;
+	a->live_bytes -= got;
+	bytes_to_ledger(a);
 	pending_push(a, ci);
-
 	/* CUMEMCAP_RELEASE=immediate: the driver's cuMemFree synchronizes, so
-	 * a segment with nothing live can go back at once. (g is 264 bytes:
-	 * only its count is initialised on this hot path.) */
-	struct give_back g;
-	g.n = 0;
-	g.quiet = false;
+	 * a segment with nothing live can go back at once (unless in limbo:
+	 * its reclaim gives it back). */
 	if (cumemcap_policy()->release == CUMEMCAP_RELEASE_IMMEDIATE && s->live == 0 && !s->prealloc &&
-	    cumemcap_capture_quiet_enter()) {
-		g.quiet = true;
-		if (!take_emptied(a, c->seg, &g)) { /* in limbo: its reclaim gives it back */
-			cumemcap_capture_quiet_exit();
-			g.quiet = false;
-		}
+	    quiet_enter(g)) {
+		take_emptied(a, c->seg, g);
+		quiet_exit_if_none(g);
 	}
-	CUcontext ctx = a->ctx;
 	cumemcap_ledger_arena_bump(figures_of(a), frees);
-	if (!g.n)
+	if (!g->n)
 		cumemcap_ledger_arena_bump(figures_of(a), avoided);
 	unlock(a);
-	if (g.n)
-		arena_release_now(a, ctx, &g);
-	/* A thread waiting for room (CUMEMCAP_ON_LIMIT=wait) tries again:
-	 * what was freed may let a segment go. */
-	if (atomic_load_explicit(&cumemcap_group_local_waiters, memory_order_relaxed))
-		cumemcap_group_wake_local();
-	*r = CUDA_SUCCESS;
 	return true;
-}
-
-bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r)
-{
-	if (!atomic_load_explicit(&arena_count, memory_order_acquire) || !ptr)
-		return false;
-	return free_pooled(ptr, r);
 }
 
 /* ---- arenas ------------------------------------------------------------------------------ */
 
 void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone)
 {
-	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
+	uint32_t n = atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire);
 	gone->dev = -1;
 	gone->live = gone->held = gone->blocks = 0;
 	pthread_mutex_lock(&arena_create_lock);
@@ -396,8 +341,7 @@ void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone)
 			gone->live += a->live_bytes;
 			gone->held += a->held;
 			gone->blocks += a->slot_used;
-			cumemcap_ledger_sub(a->dev, CUMEMCAP_KIND_linear, a->held);
-			bytes_all_gone(a);
+			cumemcap_ledger_arena_bytes(figures_of(a), 0, 0);
 			cumemcap_ledger_arena_close(figures_of(a));
 			arena_clear(a);
 		}
@@ -407,107 +351,71 @@ void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone)
 	pthread_mutex_unlock(&arena_create_lock);
 }
 
-/* With ctx (the arena's context when the caller looked, no lock held)
- * made current on this thread, since the wait is for its streams: reclaim
- * the arena's pending frees and, with `drain`, give back every wholly free
- * segment. Nothing is done if the arena was emptied meanwhile. */
-static void reclaim_in(struct arena *a, CUcontext ctx, bool drain)
+/* With ctx (the arena's when the caller looked, no lock held) current:
+ * reclaim the arena's pending frees and, with `drain`, name every wholly
+ * free segment in g, unless the arena was emptied meanwhile. */
+static void reclaim_in(struct arena *a, CUcontext ctx, bool drain, struct cumemcap_give_back *g)
 {
 	bool pushed = cumemcap_driver_push_ctx(ctx);
 	lock(a);
 	if (a->ctx == ctx) {
-		arena_reclaim(a);
-		bool more = drain;
-		while (more) {
-			struct give_back g = { .n = 0 };
-			more = arena_collect(a, &g, 0, 0);
-			unlock(a);
-			arena_release_now(a, ctx, &g);
-			lock(a);
-			more = more && a->ctx == ctx;
-		}
+		arena_reclaim(a, g);
+		if (drain && a->ctx == ctx)
+			arena_collect(a, g, 0, 0);
 	}
 	unlock(a);
 	cumemcap_driver_pop_ctx(pushed);
 }
 
-void cumemcap_arena_release_device(int dev)
+void cumemcap_arena_release_device(unsigned i, int dev, struct cumemcap_give_back *g)
 {
-	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
-	for (uint32_t i = 0; i < n; i++) {
-		struct arena *a = &arenas[i];
-		lock(a);
-		CUcontext ctx = a->ctx;
-		bool some = ctx && a->dev == dev && (a->pend_head != NONE || a->whole_free > 0 || a->quick_count);
-		unlock(a);
-		if (!some)
-			continue;
-		reclaim_in(a, ctx, true);
-	}
+	struct arena *a = &arenas[i];
+	*g = (struct cumemcap_give_back){ 0 };
+	lock(a);
+	CUcontext ctx = a->ctx;
+	bool some = ctx && a->dev == dev && (a->pend_head != NONE || a->whole_free > 0 || a->quick_count);
+	unlock(a);
+	if (some)
+		reclaim_in(a, ctx, true, g);
 }
 
-/* Blocks freed and never reused wait on the pending list until a request
- * needs them; for idle release the worker proves them idle itself once the
- * arena has been quiet for half the idle time, with the arena's context
- * pushed on its own thread. */
-static void reclaim_quiet(struct arena *a, uint64_t now_ms, uint32_t idle_ms)
+void cumemcap_arena_idle(unsigned i, uint64_t now_ms, struct cumemcap_give_back *g, uint64_t *next_ms)
 {
+	uint32_t idle = cumemcap_policy()->release_idle_ms;
+	struct arena *a = &arenas[i];
+	*g = (struct cumemcap_give_back){ 0 };
+	/* Blocks freed and never reused: proven idle here once the arena has
+	 * been quiet for half the idle time. */
 	lock(a);
-	bool due = a->ctx && a->pend_head != NONE && now_ms - a->last_reclaim >= idle_ms / 2;
+	bool due = a->ctx && a->pend_head != NONE && now_ms - a->last_reclaim >= idle / 2;
 	CUcontext ctx = a->ctx;
 	unlock(a);
 	if (due)
-		reclaim_in(a, ctx, false);
-}
-
-uint32_t cumemcap_arena_tick(uint64_t now_ms)
-{
-	const struct cumemcap_policy *p = cumemcap_policy();
-	if (p->release != CUMEMCAP_RELEASE_IDLE)
-		return UINT32_MAX;
-	uint64_t next = UINT64_MAX;
-	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
-	for (uint32_t i = 0; i < n; i++) {
-		struct arena *a = &arenas[i];
-		/* No context dies while this arena's driver calls are made. */
-		cumemcap_death_lock_read();
-		reclaim_quiet(a, now_ms, p->release_idle_ms);
-		bool more = true;
-		while (more) {
-			struct give_back g = { .n = 0 };
-			lock(a);
-			more = false;
-			if (a->ctx && now_ms > p->release_idle_ms)
-				more = arena_collect(a, &g, 0, now_ms - p->release_idle_ms);
-			for (uint32_t k = 0; a->ctx && k < a->addr_count; k++) {
-				const struct segment *s = &a->segs[a->by_addr[k]];
-				if (s->free_since && !s->prealloc && s->free_since + p->release_idle_ms < next)
-					next = s->free_since + p->release_idle_ms;
-			}
-			if (a->ctx && a->pend_head != NONE && a->last_reclaim + p->release_idle_ms / 2 < next)
-				next = a->last_reclaim + p->release_idle_ms / 2;
-			CUcontext ctx = a->ctx;
-			unlock(a);
-			arena_release_now(a, ctx, &g);
-		}
-		cumemcap_death_unlock_read();
+		reclaim_in(a, ctx, false, g);
+	lock(a);
+	if (a->ctx && now_ms > idle)
+		arena_collect(a, g, 0, now_ms - idle);
+	for (uint32_t k = 0; a->ctx && k < a->addr_count; k++) {
+		const struct segment *s = &a->segs[a->by_addr[k]];
+		if (s->free_since && !s->prealloc && s->free_since + idle < *next_ms)
+			*next_ms = s->free_since + idle;
 	}
-	if (next == UINT64_MAX)
-		return UINT32_MAX;
-	return next <= now_ms ? 0 : (uint32_t)(next - now_ms > UINT32_MAX ? UINT32_MAX : next - now_ms);
+	if (a->ctx && a->pend_head != NONE && a->last_reclaim + idle / 2 < *next_ms)
+		*next_ms = a->last_reclaim + idle / 2;
+	unlock(a);
 }
 
 void cumemcap_arena_lock_all(void)
 {
 	pthread_mutex_lock(&arena_create_lock);
-	uint32_t n = atomic_load(&arena_count);
+	uint32_t n = atomic_load(&cumemcap_arena_count);
 	for (uint32_t i = 0; i < n; i++)
 		lock(&arenas[i]);
 }
 
 void cumemcap_arena_unlock_all(void)
 {
-	uint32_t n = atomic_load(&arena_count);
+	uint32_t n = atomic_load(&cumemcap_arena_count);
 	for (uint32_t i = 0; i < n; i++)
 		unlock(&arenas[i]);
 	pthread_mutex_unlock(&arena_create_lock);
@@ -516,7 +424,7 @@ void cumemcap_arena_unlock_all(void)
 void cumemcap_arena_fork_child(void)
 {
 	/* The child holds none of the parent's GPU memory. */
-	uint32_t n = atomic_load(&arena_count);
+	uint32_t n = atomic_load(&cumemcap_arena_count);
 	for (uint32_t i = 0; i < n; i++) {
 		arena_clear(&arenas[i]);
 		unlock(&arenas[i]);

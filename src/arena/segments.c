@@ -1,28 +1,20 @@
-/* arena/segments: the arenas' records, see arena-internal.h.
+/* arena/segments: the arenas' records, see arena-internal.h: the arena
+ * table, the growth of the address hash, the segment records and their
+ * index by address, emptying an arena, and the lookups by address.
  *
- * Owns the arena table (the slots, their count, the mutex that sets a
- * slot up or empties it), the growth of the address hash, the segment
- * records and their index by address, emptying an arena, and the
- * lookups by address the other layers make (cumemcap_arena_lookup).
- *
- * Thread safety: every function but the table's definitions runs with
- * the arena's spinlock held (lookup takes each arena's lock in turn);
- * the table is grown under arena_create_lock and read without it. No
- * driver call is made here. */
+ * Thread safety: every function runs with the arena's spinlock held
+ * (lookup takes each arena's lock in turn); the table is grown under
+ * arena_create_lock and read without it. No driver call is made here. */
 #include "arena/arena-internal.h"
 
 #include <stddef.h>
-#include <string.h>
-
-#include "state/ledger.h"
 
 struct arena arenas[MAX_ARENAS];
-_Atomic uint32_t arena_count; /* slots ever used */
+_Atomic uint32_t cumemcap_arena_count; /* slots ever used */
 pthread_mutex_t arena_create_lock = PTHREAD_MUTEX_INITIALIZER;
+CUMEMCAP_TLS struct arena *arena_last;
 static _Atomic bool ipc_warned;
 _Static_assert(MAX_ARENAS <= CUMEMCAP_LEDGER_ARENAS, "each arena has a record of its own in the ledger");
-
-/* ---- the address hash ------------------------------------------------------------------ */
 
 bool arena_slots_grow(struct arena *a)
 {
@@ -52,8 +44,6 @@ bool arena_slots_grow(struct arena *a)
 	a->slot_dead = 0;
 	return true;
 }
-
-/* ---- segments by address -------------------------------------------------------------- */
 
 static bool seg_index_add(struct arena *a, uint32_t si)
 {
@@ -128,7 +118,8 @@ uint32_t arena_seg_add(struct arena *a, CUdeviceptr base, uint64_t bytes, bool p
 	}
 	a->chunks[ci] = (struct chunk){ .seg = si, .off = 0, .units = (uint32_t)(bytes >> UNIT_SHIFT),
 					.prev = NONE, .next = NONE };
-	bytes_joined(a, bytes);
+	a->held += bytes;
+	bytes_to_ledger(a);
 	bin_insert(a, ci);
 	return ci;
 }
@@ -142,12 +133,11 @@ void arena_seg_detach(struct arena *a, uint32_t si)
 	if (s->free_since && !s->prealloc)
 		a->whole_free -= s->bytes;
 	seg_index_remove(a, si);
-	bytes_left(a, s->bytes);
+	a->held -= s->bytes;
+	bytes_to_ledger(a);
 	s->first = a->unused_segs;
 	a->unused_segs = si;
 }
-
-/* ---- arenas ------------------------------------------------------------------------------ */
 
 void arena_clear(struct arena *a)
 {
@@ -168,7 +158,7 @@ void arena_clear(struct arena *a)
 
 enum cumemcap_arena_where cumemcap_arena_lookup(CUdeviceptr ptr, CUdeviceptr *base, uint64_t *size)
 {
-	uint32_t n = atomic_load_explicit(&arena_count, memory_order_acquire);
+	uint32_t n = atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire);
 	for (uint32_t i = 0; i < n; i++) {
 		struct arena *a = &arenas[i];
 		lock(a);
@@ -205,9 +195,4 @@ bool cumemcap_arena_warn_ipc(void)
 {
 	bool expected = false;
 	return atomic_compare_exchange_strong(&ipc_warned, &expected, true);
-}
-
-uint64_t cumemcap_arena_cached(int dev)
-{
-	return cumemcap_ledger_get(dev, CUMEMCAP_FIG_pooled);
 }

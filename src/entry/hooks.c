@@ -281,7 +281,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t byt
 		NEED(name);                                                                        \
 		HOLD_DEATH_LOCK();                                                                 \
 		CUresult r;                                                                        \
-		if (cumemcap_arena_free(dptr, &r))                                                 \
+		if (cumemcap_account_free_pooled(dptr, &r))                                        \
 			return r;                                                                  \
 		struct cumemcap_block b;                                                           \
 		bool found = cumemcap_account_release_take(CUMEMCAP_HANDLE_PTR, dptr, &b);         \
@@ -338,7 +338,7 @@ static CUresult async_free(PFN_cuMemFreeAsync_v11020 fn, CUdeviceptr dptr, CUstr
 	struct cumemcap_block b;
 	bool found = cumemcap_account_release_take(CUMEMCAP_HANDLE_PTR, dptr, &b);
 	CUresult r;
-	if (!found && cumemcap_arena_free(dptr, &r))
+	if (!found && cumemcap_account_free_pooled(dptr, &r))
 		return r;
 	return cumemcap_account_release_settle(found, &b, fn(dptr, stream));
 }

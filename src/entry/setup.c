@@ -3,7 +3,7 @@
  * registering the functions through which lower layers call higher ones
  * (docs/design.md#layers):
  *
- *   worker -> arena, log, account   the idle release, the samples, the
+ *   worker -> log, account  the samples, the arenas' idle release, the
  *                          footprint and the group's book (ticks)
  *   device -> log          a GPU became known (the start record)
  *   ledger -> account      read back the pools' unread growth
@@ -19,7 +19,6 @@
 
 #include "account/account.h"
 #include "account/footprint.h"
-#include "arena/arena.h"
 #include "state/device.h"
 #include "platform/worker.h"
 
@@ -27,7 +26,7 @@ _Atomic bool cumemcap_set_up;
 
 static void register_upcalls(void)
 {
-	cumemcap_worker_register(cumemcap_arena_tick);
+	cumemcap_worker_register(cumemcap_account_arena_tick);
 	cumemcap_worker_register(cumemcap_log_tick);
 	cumemcap_worker_register(cumemcap_account_footprint_tick);
 	cumemcap_worker_register(cumemcap_account_group_tick);
