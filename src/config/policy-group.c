@@ -1,8 +1,7 @@
 /* policy-group: the settings of a group of processes that share one budget
  * per GPU (group, group_limit, group_dir, group_access) and what a request
  * over a limit does (on_limit): their parsers, which the table of settings
- * names, and the check that a group limit has a group once every source
- * is read. What the group's limit is on one GPU is policy-limit.c's.
+ * names. What the group's limit is on one GPU is policy-limit.c's.
  *
  * Thread safety: pure functions on a policy the caller owns
  * while it is being built (see policy.h); no state of their own. */
@@ -163,29 +162,4 @@ void cumemcap_policy_format_on_limit(const struct cumemcap_policy *p, char *buf,
 			frac[--n] = '\0';
 	}
 	snprintf(buf, len, "wait:%u%s", p->wait_ms / 1000, frac);
-}
-
-bool cumemcap_policy_resolve_group(struct cumemcap_policy *p, char *err, size_t errlen)
-{
-	enum cumemcap_rank limit_at = CUMEMCAP_RANK_ENV;
-	while (limit_at < CUMEMCAP_RANKS && p->limits[limit_at].group_limit_src.origin == CUMEMCAP_FROM_DEFAULT)
-		limit_at++;
-	if (limit_at == CUMEMCAP_RANKS)
-		return true;
-	const struct cumemcap_limits *l = &p->limits[limit_at];
-	p->group_limit_src = l->group_limit_src;
-	/* A group limit needs a group: none named anywhere, or named empty
-	 * by the same source as the limit or a lower one. */
-	if (p->group[0] || cumemcap_policy_rank_of(p, &p->group_src) < limit_at)
-		return true;
-	if (l->group_limit_src.origin == CUMEMCAP_FROM_ENV)
-		snprintf(err, errlen,
-			 "CUMEMCAP_GROUP_LIMIT=\"%s\": needs a group; accepted: with CUMEMCAP_GROUP "
-			 "(the group's name) set, here or in the configuration file", l->group_limit_text);
-	else
-		snprintf(err, errlen,
-			 "%s:%u: group_limit = \"%s\": needs a group; accepted: with a group key "
-			 "(the group's name) in this section or the global part, or CUMEMCAP_GROUP",
-			 p->config_path, l->group_limit_src.line, l->group_limit_text);
-	return false;
 }

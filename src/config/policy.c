@@ -256,8 +256,8 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 
 static const struct cumemcap_config_handler file_handler = { on_section, on_entry };
 
-enum cumemcap_rank cumemcap_policy_rank_of(const struct cumemcap_policy *p,
-					   const struct cumemcap_source *src)
+/* Which source gave a value: CUMEMCAP_RANKS for a default. */
+static enum cumemcap_rank rank_of(const struct cumemcap_policy *p, const struct cumemcap_source *src)
 {
 	if (src->origin == CUMEMCAP_FROM_ENV)
 		return CUMEMCAP_RANK_ENV;
@@ -266,6 +266,35 @@ enum cumemcap_rank cumemcap_policy_rank_of(const struct cumemcap_policy *p,
 	/* The global part ends at the first section. */
 	return p->program_section_line && src->line > p->program_section_line ? CUMEMCAP_RANK_PROGRAM
 										: CUMEMCAP_RANK_GLOBAL;
+}
+
+/* Once every source is read: group_limit_src, and the check that a group
+ * limit has a group: a limit is never given to no one. A group limit
+ * below a source that set the group empty (CUMEMCAP_GROUP= over a file's
+ * group) is not an error: that group is turned off, limit and all. */
+static bool resolve_group(struct cumemcap_policy *p, char *err, size_t errlen)
+{
+	enum cumemcap_rank limit_at = CUMEMCAP_RANK_ENV;
+	while (limit_at < CUMEMCAP_RANKS && p->limits[limit_at].group_limit_src.origin == CUMEMCAP_FROM_DEFAULT)
+		limit_at++;
+	if (limit_at == CUMEMCAP_RANKS)
+		return true;
+	const struct cumemcap_limits *l = &p->limits[limit_at];
+	p->group_limit_src = l->group_limit_src;
+	/* A group limit needs a group: none named anywhere, or named empty
+	 * by the same source as the limit or a lower one. */
+	if (p->group[0] || rank_of(p, &p->group_src) < limit_at)
+		return true;
+	if (l->group_limit_src.origin == CUMEMCAP_FROM_ENV)
+		snprintf(err, errlen,
+			 "CUMEMCAP_GROUP_LIMIT=\"%s\": needs a group; accepted: with CUMEMCAP_GROUP "
+			 "(the group's name) set, here or in the configuration file", l->group_limit_text);
+	else
+		snprintf(err, errlen,
+			 "%s:%u: group_limit = \"%s\": needs a group; accepted: with a group key "
+			 "(the group's name) in this section or the global part, or CUMEMCAP_GROUP",
+			 p->config_path, l->group_limit_src.line, l->group_limit_text);
+	return false;
 }
 
 static bool preallocate_without_pool(const struct cumemcap_policy *p, char *err, size_t errlen)
@@ -307,7 +336,7 @@ static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char
 		ok = cumemcap_config_parse(path, text, len, &file_handler, &st, err, errlen);
 	}
 	free(b.scratch);
-	if (!ok || !cumemcap_policy_resolve_group(p, err, errlen))
+	if (!ok || !resolve_group(p, err, errlen))
 		return false;
 	if (p->growth == CUMEMCAP_GROWTH_PREALLOCATE && p->pool == CUMEMCAP_POOL_OFF)
 		return preallocate_without_pool(p, err, errlen);

@@ -175,10 +175,6 @@ struct cumemcap_policy {
 	struct cumemcap_device_section device_sections[CUMEMCAP_MAX_DEVICE_SECTIONS];
 };
 
-/* Which source gave a value: CUMEMCAP_RANKS for a default. */
-enum cumemcap_rank cumemcap_policy_rank_of(const struct cumemcap_policy *p,
-					   const struct cumemcap_source *src);
-
 /* Whether a value has a form some setting may take (policy-parse.c): not
  * wrapped in quotes ("2GiB", '2GiB': a shell's or a file's quotes are not
  * cumemcap's syntax) and without a '#' (a comment starts only at a '#'
@@ -208,13 +204,6 @@ const char *cumemcap_policy_group_access_name(bool gid); /* "user" or "gid" */
 extern const char *const cumemcap_reserved_labels[];
 const char *cumemcap_policy_labels(const struct cumemcap_policy *p, struct cumemcap_source *src);
 bool cumemcap_labels_next(const char **cursor, const char **key, size_t *klen, const char **value, size_t *vlen);
-
-/* Once every source is read: group_limit_src, and the check that a group
- * limit has a group. False, with one line in err, when a group limit is
- * given and no group: a limit is never given to no one. A group limit
- * below a source that set the group empty (CUMEMCAP_GROUP= over a file's
- * group) is not an error: that group is turned off, limit and all. */
-bool cumemcap_policy_resolve_group(struct cumemcap_policy *p, char *err, size_t errlen);
 
 /* Where a variable's value comes from: getenv in the library, a table in
  * the unit tests. */
