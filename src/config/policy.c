@@ -45,6 +45,37 @@ static bool refused(const char *name, const char *sep, const char *value, char *
 	return false;
 }
 
+/* A value whose form no setting takes: wrapped in quotes ("2GiB", '2GiB':
+ * the quotes reached cumemcap as part of the value), or holding a '#'
+ * (log = off#x would otherwise be a path named off#x: a comment starts
+ * only at a '#' after a blank). One line saying so, naming the setting
+ * (`name` `sep`: "CUMEMCAP_LIMIT" "=" or "limit" " = "). */
+static __attribute__((noinline, cold)) bool bad_form(const char *name, const char *sep, const char *value,
+						     bool in_file, char *err, size_t errlen)
+{
+	char q[256];
+	size_t n = strlen(value);
+	if (n >= 2 && (value[0] == '"' || value[0] == '\'') && value[n - 1] == value[0]) {
+		char inner[256];
+		snprintf(inner, sizeof(inner), "%.*s", (int)(n - 2), value + 1);
+		snprintf(err, errlen, "%s%s%c%s%c: quotes are not part of the syntax; accepted without them: %s%s%s", name, sep,
+			 value[0], cumemcap_config_quote(q, sizeof(q), inner), value[0], name, sep, q);
+		return false;
+	}
+	snprintf(err, errlen, "%s%s\"%s\": a value cannot contain '#'; accepted: a value without one%s", name, sep,
+		 cumemcap_config_quote(q, sizeof(q), value), in_file ? " (for a comment, put a blank before the '#')" : "");
+	return false;
+}
+
+bool cumemcap_policy_plain_form(const char *value)
+{
+	size_t n = 0;
+	for (; value[n]; n++)
+		if (value[n] == '#')
+			return false;
+	return !(n >= 2 && (value[0] == '"' || value[0] == '\'') && value[n - 1] == value[0]);
+}
+
 /* ---- one value from one source -------------------------------------------- */
 
 /* A policy being built, and a second one that takes the values no setting
@@ -115,7 +146,7 @@ static bool read_env(struct building *b, cumemcap_getenv_fn get, char *err, size
 		if (!value)
 			continue;
 		if (!cumemcap_policy_plain_form(value))
-			return cumemcap_policy_bad_form(s->variable, "=", value, false, err, errlen);
+			return bad_form(s->variable, "=", value, false, err, errlen);
 		if (!take(b, s, CUMEMCAP_RANK_ENV, s->variable, "=", value, from, err, errlen))
 			return false;
 	}
@@ -234,7 +265,7 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 	if (!(s->scope & where))
 		return out_of_place(key, st->kind, where, err, errlen);
 	if (!cumemcap_policy_plain_form(value))
-		return cumemcap_policy_bad_form(key, " = ", value, true, err, errlen);
+		return bad_form(key, " = ", value, true, err, errlen);
 	unsigned *seen = &st->seen[s - cumemcap_settings];
 	if (*seen) {
 		snprintf(err, errlen, "duplicate key \"%s\" in this section (first at line %u)", key, *seen);

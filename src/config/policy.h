@@ -165,7 +165,7 @@ struct cumemcap_policy {
 	char metrics_path[CUMEMCAP_PATH_MAX]; /* the template; "" = off */
 	char log_path[CUMEMCAP_PATH_MAX];     /* the template, CUMEMCAP_LOG_FILE only */
 	char group_dir[CUMEMCAP_PATH_MAX];    /* default CUMEMCAP_DEFAULT_GROUP_DIR */
-	/* Extra Prometheus labels, the text as given (policy-labels.c). */
+	/* Extra Prometheus labels, the text as given. */
 	char labels[CUMEMCAP_LABELS_MAX];
 	char config_path[CUMEMCAP_PATH_MAX]; /* the file read, "" for none */
 
@@ -175,16 +175,11 @@ struct cumemcap_policy {
 	struct cumemcap_device_section device_sections[CUMEMCAP_MAX_DEVICE_SECTIONS];
 };
 
-/* Whether a value has a form some setting may take (policy-parse.c): not
- * wrapped in quotes ("2GiB", '2GiB': a shell's or a file's quotes are not
- * cumemcap's syntax) and without a '#' (a comment starts only at a '#'
- * after a blank, so log = off#x would be a path). Else
- * cumemcap_policy_bad_form writes the line saying which, naming the
- * setting (`NAME` `sep` as in "CUMEMCAP_LIMIT" "=" or "limit" " = "), and
- * returns false. */
+/* Whether a value has a form some setting may take: not wrapped in
+ * quotes ("2GiB", '2GiB': a shell's or a file's quotes are not cumemcap's
+ * syntax) and without a '#' (a comment starts only at a '#' after a
+ * blank, so log = off#x would be a path). */
 bool cumemcap_policy_plain_form(const char *value);
-bool cumemcap_policy_bad_form(const char *name, const char *sep, const char *value, bool in_file, char *err,
-			      size_t errlen);
 
 /* "ondemand", "preallocate", "preallocate:4GiB" ... for messages. */
 void cumemcap_policy_format_growth(const struct cumemcap_policy *p, char *buf, size_t len);
@@ -195,13 +190,10 @@ const char *cumemcap_policy_count_name(enum cumemcap_count c);
 void cumemcap_policy_format_on_limit(const struct cumemcap_policy *p, char *buf, size_t len);
 const char *cumemcap_policy_group_access_name(bool gid); /* "user" or "gid" */
 
-/* CUMEMCAP_LABELS (policy-labels.c): extra Prometheus labels for the
- * metrics file, `k=v[,k=v...]`, checked by its parser;
- * cumemcap_policy_labels gives the text ("" for none) and where it came
- * from (src may be NULL); cumemcap_labels_next walks it, one pair a call
- * (false at the end). The labels the metrics writer sets itself, which
- * CUMEMCAP_LABELS may not name, end with NULL. */
-extern const char *const cumemcap_reserved_labels[];
+/* CUMEMCAP_LABELS: extra Prometheus labels for the metrics file,
+ * `k=v[,k=v...]`, checked by its parser; cumemcap_policy_labels gives the
+ * text ("" for none) and where it came from (src may be NULL);
+ * cumemcap_labels_next walks it, one pair a call (false at the end). */
 const char *cumemcap_policy_labels(const struct cumemcap_policy *p, struct cumemcap_source *src);
 bool cumemcap_labels_next(const char **cursor, const char **key, size_t *klen, const char **value, size_t *vlen);
 

@@ -80,25 +80,3 @@ bool cumemcap_variable_unknown_line(const char *entry, char *line, size_t len);
 const struct cumemcap_setting *cumemcap_setting_by_flag(const char *flag);
 /* The launcher's option of a setting: "--" and the key with '-' for '_'. */
 void cumemcap_setting_flag(const struct cumemcap_setting *s, char *buf, size_t len);
-
-/* The parsers: policy-parse.c's, the group's (policy-group.c) and the
- * labels' (policy-labels.c). */
-bool cumemcap_policy_parse_limit(struct cumemcap_policy *p, int source, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_devices(struct cumemcap_policy *p, int source, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_group_limit(struct cumemcap_policy *p, int source, const char *value, char *why,
-				       size_t len);
-bool cumemcap_policy_parse_growth(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_count(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_estimate(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_pool(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_release(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_hints(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_log(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_interval(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_metrics(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_debug(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_labels(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_group(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_group_dir(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_group_access(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_on_limit(struct cumemcap_policy *p, const char *value, char *why, size_t len);
