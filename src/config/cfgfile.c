@@ -85,13 +85,8 @@ void cumemcap_config_prefix(char *err, size_t errlen, const char *fmt, ...)
 		cumemcap_copy(err + n, errlen - (size_t)n, own);
 }
 
-/* A line's error, out of line and cold (its buffer stays out of the
- * parser's frame, which every start configured by a file runs through):
- * "path:line: BEFORE\"FRAGMENT\"AFTER", the fragment
- * made printable. A handler's error is its own message with "path:line: "
- * put before it (cumemcap_config_prefix): a handler writes err only when
- * it fails, since the caller's buffer may lie on a page nothing else
- * touches. */
+/* "path:line: BEFORE\"FRAGMENT\"AFTER", the fragment made printable; out
+ * of line, so that its buffer stays out of the parser's frame. */
 static __attribute__((noinline, cold)) bool fail_showing(char *err, size_t errlen, const char *path,
 							 unsigned line, const char *before, const char *b,
 							 const char *e, const char *after)
@@ -102,27 +97,10 @@ static __attribute__((noinline, cold)) bool fail_showing(char *err, size_t errle
 	return false;
 }
 
-/* Where a line's two parts are copied: a small buffer in the frame, or,
- * for a longer line, one of CUMEMCAP_CONFIG_MAX_LINE + 2 bytes on the
- * heap, taken once. A line buffer of that size in the frame put
- * everything the parser calls 4 KB deeper into the stack. */
-struct line_space {
-	char small[192];
-	char *big;
-};
-
-static char *line_space(struct line_space *ls, size_t need)
-{
-	if (need <= sizeof(ls->small))
-		return ls->small;
-	if (!ls->big)
-		ls->big = malloc(CUMEMCAP_CONFIG_MAX_LINE + 2);
-	return ls->big;
-}
-
-static bool parse_lines(const char *path, const char *text, size_t len,
-					    const struct cumemcap_config_handler *h, void *ctx,
-					    struct line_space *ls, char *err, size_t errlen)
+/* `space` holds CUMEMCAP_CONFIG_MAX_LINE + 2 bytes: a line's two parts,
+ * each NUL-terminated, one after the other. */
+static bool parse_lines(const char *path, const char *text, size_t len, const struct cumemcap_config_handler *h,
+			void *ctx, char *space, char *err, size_t errlen)
 {
 	const char *p = text, *end = text + len;
 	unsigned line = 0;
@@ -144,11 +122,7 @@ static bool parse_lines(const char *path, const char *text, size_t len,
 		p = eol ? eol + 1 : end;
 		if (lb == le)
 			continue;
-		/* The two parts, each NUL-terminated, one after the other. */
-		char *a = line_space(ls, (size_t)(le - lb) + 2), *b;
-		if (!a)
-			return fail(err, errlen, path, line, "out of memory");
-
+		char *a = space, *b;
 		if (*lb == '[') {
 			if (le[-1] != ']')
 				return fail_showing(err, errlen, path, line, "section header ", lb, le,
@@ -194,69 +168,52 @@ bool cumemcap_config_parse(const char *path, const char *text, size_t len,
 			   const struct cumemcap_config_handler *h, void *ctx, char *err,
 			   size_t errlen)
 {
-	struct line_space ls = { .big = NULL };
-	bool ok = parse_lines(path, text, len, h, ctx, &ls, err, errlen);
-	free(ls.big);
+	char *space = malloc(CUMEMCAP_CONFIG_MAX_LINE + 2);
+	if (!space) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		return false;
+	}
+	bool ok = parse_lines(path, text, len, h, ctx, space, err, errlen);
+	free(space);
 	return ok;
 }
 
-/* Read the open regular file `fd` (closed here) with a bound. */
+/* Read the open regular file `fd` (closed here) with a bound: at most the
+ * limit and one byte, whatever fstat said, since the file may grow while
+ * it is read. */
 static bool read_fd(int fd, const char *path, char **text, size_t *len, char *err, size_t errlen)
 {
 	struct stat st;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+	char *buf = NULL;
+	size_t n = 0;
+	ssize_t r = 1;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
 		snprintf(err, errlen, "%s: not a regular file", path);
-		close(fd);
-		return false;
-	}
-	if (st.st_size > (off_t)CUMEMCAP_CONFIG_MAX_BYTES) {
+	else if (st.st_size > (off_t)CUMEMCAP_CONFIG_MAX_BYTES)
 		snprintf(err, errlen, "%s: larger than %u bytes", path, CUMEMCAP_CONFIG_MAX_BYTES);
-		close(fd);
-		return false;
-	}
-	/* Read at most the limit plus one byte, whatever fstat said: the
-	 * file may grow while we read. */
-	size_t cap = (size_t)st.st_size + 1, n = 0;
-	char *buf = malloc(cap + 1);
-	if (!buf) {
+	else if (!(buf = malloc(CUMEMCAP_CONFIG_MAX_BYTES + 2)))
 		snprintf(err, errlen, "%s: out of memory", path);
-		close(fd);
-		return false;
+	while (buf && r > 0 && n <= CUMEMCAP_CONFIG_MAX_BYTES) {
+		r = read(fd, buf + n, CUMEMCAP_CONFIG_MAX_BYTES + 1 - n);
+		if (r > 0)
+			n += (size_t)r;
+		else if (r < 0 && errno == EINTR)
+			r = 1;
 	}
-	for (;;) {
-		if (n == cap) {
-			if (cap > CUMEMCAP_CONFIG_MAX_BYTES)
-				break;
-			size_t ncap = cap * 2 > CUMEMCAP_CONFIG_MAX_BYTES + 1 ? CUMEMCAP_CONFIG_MAX_BYTES + 1 : cap * 2;
-			char *nbuf = realloc(buf, ncap + 1);
-			if (!nbuf)
-				break;
-			buf = nbuf;
-			cap = ncap;
-		}
-		ssize_t r = read(fd, buf + n, cap - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-			free(buf);
-			close(fd);
-			return false;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
+	int e = errno;
 	close(fd);
-	if (n > CUMEMCAP_CONFIG_MAX_BYTES) {
+	if (buf && r < 0) {
+		snprintf(err, errlen, "%s: cannot read: %s", path, strerror(e));
+	} else if (buf && n > CUMEMCAP_CONFIG_MAX_BYTES) {
 		snprintf(err, errlen, "%s: larger than %u bytes", path, CUMEMCAP_CONFIG_MAX_BYTES);
-		free(buf);
-		return false;
+	} else if (buf) {
+		buf[n] = '\0';
+		*text = buf;
+		*len = n;
+		return true;
 	}
-	buf[n] = '\0';
-	*text = buf;
-	*len = n;
-	return true;
+	free(buf);
+	return false;
 }
 
 /* O_NONBLOCK: opening a FIFO (or a device waiting for a carrier) must not

@@ -613,12 +613,6 @@ static struct {
 	char program[CUMEMCAP_PROGRAM_MAX]; /* bare: the name, taken at start */
 } start;
 
-void cumemcap_policy_set_args(int argc, char *const *argv)
-{
-	start.argc = argc;
-	start.argv = argv;
-}
-
 extern char **environ;
 
 /* No CUMEMCAP_ variable at all (every setting and CUMEMCAP_CONFIG is
@@ -642,7 +636,8 @@ static bool nothing_configured(void)
 
 bool cumemcap_policy_start(int argc, char *const *argv)
 {
-	cumemcap_policy_set_args(argc, argv);
+	start.argc = argc;
+	start.argv = argv;
 	if (!nothing_configured()) {
 		cumemcap_policy();
 		return true;
