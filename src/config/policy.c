@@ -1,5 +1,5 @@
-/* policy: see policy.h. Building the policy is here; what a built one says
- * about one GPU is policy-limit.c's. */
+/* policy: building the policy (see policy.h, which says how it is
+ * thread-safe); what a built one says about one GPU is policy-limit.c's. */
 #include "config.h"
 #include "config/policy.h"
 
@@ -101,10 +101,10 @@ static struct cumemcap_source *source_in(void *base, const struct cumemcap_setti
 /* Setting s given `value` (of a plain form) by `from`, a source of the
  * given rank (CUMEMCAP_RANKS: a [program] section that does not match, or
  * a [device] section), named `name` `sep` in messages. A limit rule goes
- * to that source's limits. Any other setting goes to the
- * policy unless a source of higher precedence gave it: the environment is
- * read first, and in the file the global part comes before any section, so
- * only the matching [program] section replaces a value the file gave. */
+ * to that source's limits, any other setting to the policy unless a source
+ * of higher precedence gave it: the environment is read first, and the
+ * file's global part comes before any section, so only the matching
+ * [program] section replaces a value the file gave. */
 static bool take(struct building *b, const struct cumemcap_setting *s, enum cumemcap_rank rank,
 		 const char *name, const char *sep, const char *value, struct cumemcap_source from, char *err,
 		 size_t errlen)
@@ -155,11 +155,9 @@ static bool read_env(struct building *b, cumemcap_getenv_fn get, char *err, size
 
 /* ---- the file --------------------------------------------------------------- */
 
-enum section_kind { SECTION_GLOBAL, SECTION_PROGRAM, SECTION_DEVICE };
-
 struct file_state {
 	struct building *b;
-	enum section_kind kind;
+	unsigned where;          /* CUMEMCAP_IN_GLOBAL, _PROGRAM or _DEVICE */
 	enum cumemcap_rank rank; /* of this section's entries */
 	struct cumemcap_device_section *device;
 	unsigned seen[CUMEMCAP_SETTINGS_MAX]; /* each key's line in this section, 0: not yet */
@@ -190,7 +188,7 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 			snprintf(err, errlen, "more than %d [device] sections", CUMEMCAP_MAX_DEVICE_SECTIONS);
 			return false;
 		}
-		st->kind = SECTION_DEVICE;
+		st->where = CUMEMCAP_IN_DEVICE;
 		st->device = &p->device_sections[p->device_section_count++];
 		*st->device = (struct cumemcap_device_section){ .selector = sel, .line = line };
 		return true;
@@ -202,7 +200,7 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 				 Q(q, arg), CUMEMCAP_PROGRAM_MAX - 1);
 			return false;
 		}
-		st->kind = SECTION_PROGRAM;
+		st->where = CUMEMCAP_IN_PROGRAM;
 		p->program_section_count++;
 		/* The first section that matches applies; later ones are only
 		 * checked. A process without a name (an empty argv[0], or under
@@ -225,8 +223,7 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 	return false;
 }
 
-/* The errors of on_entry about a key: one no setting has, and one that
- * cannot stand where it is. */
+/* A key no setting has, and one that cannot stand where it is. */
 static bool unknown_key(const char *key, char *err, size_t errlen)
 {
 	char qk[128], keys_there[512];
@@ -243,12 +240,12 @@ static bool unknown_key(const char *key, char *err, size_t errlen)
 	return false;
 }
 
-static bool out_of_place(const char *key, enum section_kind kind, unsigned where, char *err, size_t errlen)
+static bool out_of_place(const char *key, unsigned where, char *err, size_t errlen)
 {
 	char keys_there[512];
 	snprintf(err, errlen, "\"%s\" cannot stand in %s; accepted there: %s", key,
-		 kind == SECTION_DEVICE ? "a [device] section"
-		 : kind == SECTION_PROGRAM ? "a [program] section" : "the global part",
+		 where == CUMEMCAP_IN_DEVICE ? "a [device] section"
+		 : where == CUMEMCAP_IN_PROGRAM ? "a [program] section" : "the global part",
 		 key_list(keys_there, sizeof(keys_there), where));
 	return false;
 }
@@ -260,10 +257,8 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 	const struct cumemcap_setting *s = cumemcap_setting_by_key(key);
 	if (!s)
 		return unknown_key(key, err, errlen);
-	unsigned where = st->kind == SECTION_GLOBAL ? CUMEMCAP_IN_GLOBAL
-			 : st->kind == SECTION_PROGRAM ? CUMEMCAP_IN_PROGRAM : CUMEMCAP_IN_DEVICE;
-	if (!(s->scope & where))
-		return out_of_place(key, st->kind, where, err, errlen);
+	if (!(s->scope & st->where))
+		return out_of_place(key, st->where, err, errlen);
 	if (!cumemcap_policy_plain_form(value))
 		return bad_form(key, " = ", value, true, err, errlen);
 	unsigned *seen = &st->seen[s - cumemcap_settings];
@@ -273,7 +268,7 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 	}
 	*seen = line;
 	struct cumemcap_source from = { .origin = CUMEMCAP_FROM_FILE, .line = line };
-	if (st->kind != SECTION_DEVICE)
+	if (st->where != CUMEMCAP_IN_DEVICE)
 		return take(st->b, s, st->rank, key, " = ", value, from, err, errlen);
 	/* Only limit stands in a [device] section: checked as any limit,
 	 * kept in the section. */
@@ -363,7 +358,7 @@ static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char
 	bool ok = read_env(&b, get, err, errlen);
 	if (ok && path && path[0]) {
 		cumemcap_copy(p->config_path, sizeof(p->config_path), path);
-		struct file_state st = { .b = &b, .kind = SECTION_GLOBAL, .rank = CUMEMCAP_RANK_GLOBAL };
+		struct file_state st = { .b = &b, .where = CUMEMCAP_IN_GLOBAL, .rank = CUMEMCAP_RANK_GLOBAL };
 		ok = cumemcap_config_parse(path, text, len, &file_handler, &st, err, errlen);
 	}
 	free(b.scratch);
@@ -530,28 +525,20 @@ bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_
 void cumemcap_source_format(const struct cumemcap_policy *p, const struct cumemcap_source *src,
 			    char *buf, size_t len)
 {
-	switch (src->origin) {
-	case CUMEMCAP_FROM_ENV:
+	if (src->origin == CUMEMCAP_FROM_ENV)
 		cumemcap_copy(buf, len, src->variable);
-		break;
-	case CUMEMCAP_FROM_FILE:
+	else if (src->origin == CUMEMCAP_FROM_FILE)
 		snprintf(buf, len, "%s:%u", p->config_path, src->line);
-		break;
-	default:
+	else
 		snprintf(buf, len, "default");
-		break;
-	}
 }
 
 /* ---- the program's name ------------------------------------------------------ */
 
 static const char *base_name(const char *path)
 {
-	const char *name = path;
-	for (const char *c = path; *c; c++)
-		if (*c == '/')
-			name = c + 1;
-	return name;
+	const char *slash = strrchr(path, '/');
+	return slash ? slash + 1 : path;
 }
 
 /* An interpreter's name: python, python3, python3.11, pypy3, perl,
@@ -618,18 +605,13 @@ extern char **environ;
 /* No CUMEMCAP_ variable at all (every setting and CUMEMCAP_CONFIG is
  * one), no file at the default path (cumemcap_policy_config_path's test),
  * no secure execution: the policy is the defaults, whenever it is built. */
-
 static bool nothing_configured(void)
 {
 	if (getauxval(AT_SECURE) != 0)
 		return false;
-	for (char **e = environ; e && *e; e++) {
-		size_t i = 0;
-		while (prefix[i] && (*e)[i] == prefix[i])
-			i++;
-		if (!prefix[i])
+	for (char **e = environ; e && *e; e++)
+		if (strncmp(*e, prefix, sizeof(prefix) - 1) == 0)
 			return false;
-	}
 	struct stat st;
 	return lstat(default_config, &st) != 0;
 }
@@ -689,10 +671,7 @@ static void program_from_exe(char *out, size_t len)
 	if (n <= 0 || (size_t)n >= sizeof(path) - 1)
 		return;
 	path[n] = '\0';
-	const char *name = base_name(path);
-	size_t k = strnlen(name, len - 1); /* len > 0: out[0] was written */
-	memcpy(out, name, k);
-	out[k] = '\0';
+	cumemcap_copy(out, len, base_name(path));
 }
 
 /* One line per CUMEMCAP_ variable cumemcap does not know: the program
