@@ -1,5 +1,5 @@
 /* cfgfile: the configuration file's reading and syntax; see cfgfile.h,
- * which also says how it is thread-safe. */
+ * which says how it is thread-safe. */
 #include "config/cfgfile.h"
 #include "platform/msg.h"
 
@@ -41,7 +41,7 @@ static bool fail(char *err, size_t errlen, const char *path, unsigned line, cons
 	return false;
 }
 
-/* Copy [b, e) into a NUL-terminated buffer (struct line_space). */
+/* Copy [b, e) into a NUL-terminated buffer. */
 static void copy(char *dst, const char *b, const char *e)
 {
 	size_t n = (size_t)(e - b);
@@ -122,41 +122,37 @@ static bool parse_lines(const char *path, const char *text, size_t len, const st
 		p = eol ? eol + 1 : end;
 		if (lb == le)
 			continue;
-		char *a = space, *b;
-		if (*lb == '[') {
+		const char *kb, *ke, *vb, *ve;
+		bool section = *lb == '[';
+		if (section) {
 			if (le[-1] != ']')
 				return fail_showing(err, errlen, path, line, "section header ", lb, le,
 						    " does not end with ']'; expected [device SELECTOR] or [program GLOB]");
-			const char *kb = lb + 1, *ke = le - 1;
+			/* [kind arg]: kind is the first word. */
+			kb = lb + 1;
+			ve = le - 1;
+			trim(&kb, &ve);
+			for (ke = kb; ke < ve && !is_blank(*ke); ke++)
+				;
+			vb = ke;
+		} else {
+			const char *eq = memchr(lb, '=', (size_t)(le - lb));
+			if (!eq)
+				return fail_showing(err, errlen, path, line, "", lb, le,
+						    " is not a setting; expected key = value");
+			kb = lb;
+			ke = eq;
+			vb = eq + 1;
+			ve = le;
 			trim(&kb, &ke);
-			const char *sp = kb;
-			while (sp < ke && !is_blank(*sp))
-				sp++;
-			const char *ab = sp, *ae = ke;
-			trim(&ab, &ae);
-			copy(a, kb, sp);
-			b = a + (sp - kb) + 1;
-			copy(b, ab, ae);
-			if (!h->section(ctx, a, b, line, err, errlen)) {
-				cumemcap_config_prefix(err, errlen, "%s:%u: ", path, line);
-				return false;
-			}
-			continue;
+			if (kb == ke)
+				return fail(err, errlen, path, line, "missing key before '='");
 		}
-
-		const char *eq = memchr(lb, '=', (size_t)(le - lb));
-		if (!eq)
-			return fail_showing(err, errlen, path, line, "", lb, le,
-					    " is not a setting; expected key = value");
-		const char *kb = lb, *ke = eq, *vb = eq + 1, *ve = le;
-		trim(&kb, &ke);
 		trim(&vb, &ve);
-		if (kb == ke)
-			return fail(err, errlen, path, line, "missing key before '='");
-		copy(a, kb, ke);
-		b = a + (ke - kb) + 1;
-		copy(b, vb, ve);
-		if (!h->entry(ctx, a, b, line, err, errlen)) {
+		char *value = space + (ke - kb) + 1;
+		copy(space, kb, ke);
+		copy(value, vb, ve);
+		if (!(section ? h->section : h->entry)(ctx, space, value, line, err, errlen)) {
 			cumemcap_config_prefix(err, errlen, "%s:%u: ", path, line);
 			return false;
 		}

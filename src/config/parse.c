@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "config/cfgfile.h"
+
 const char cumemcap_amount_forms[] =
 	"bytes (1073741824), a number with a unit K/M/G/T/P or KiB/MiB/GiB/TiB/PiB "
 	"(powers of 1024) or KB/MB/GB/TB/PB (powers of 1000) or B, such as 8GiB, "
@@ -94,25 +96,37 @@ static uint64_t fraction_times(const char *digits, size_t n, uint64_t mult)
 	return carry;
 }
 
-static bool parse_amount_n(const char *text, size_t len, struct cumemcap_amount *out)
+/* Digits, then maybe '.' and more digits ("1", "1.25"), at the start of
+ * text[0..len): the whole part (false past UINT64_MAX), the fraction's
+ * digits, and in *i where they end. */
+static bool decimal(const char *text, size_t len, size_t *i, uint64_t *whole, const char **frac,
+		    size_t *frac_len)
 {
-	size_t i = 0, frac_len = 0;
-	uint64_t whole = 0, mult = 1, bytes;
-	const char *frac = NULL;
+	*whole = 0;
+	*frac = NULL;
+	*frac_len = 0;
 	if (text == NULL || len == 0 || !is_digit(text[0]))
 		return false; /* empty, sign, blank, ".5" */
-	for (; i < len && is_digit(text[i]); i++)
-		if (__builtin_mul_overflow(whole, 10, &whole) ||
-		    __builtin_add_overflow(whole, (uint64_t)(text[i] - '0'), &whole))
+	for (*i = 0; *i < len && is_digit(text[*i]); ++*i)
+		if (__builtin_mul_overflow(*whole, 10, whole) ||
+		    __builtin_add_overflow(*whole, (uint64_t)(text[*i] - '0'), whole))
 			return false;
-	if (i < len && text[i] == '.') {
-		frac = &text[++i];
-		while (i < len && is_digit(text[i]))
-			i++;
-		frac_len = (size_t)(&text[i] - frac);
-		if (frac_len == 0)
-			return false; /* "1.G", "1..5G" */
+	if (*i < len && text[*i] == '.') {
+		*frac = &text[++*i];
+		while (*i < len && is_digit(text[*i]))
+			++*i;
+		*frac_len = (size_t)(&text[*i] - *frac);
 	}
+	return *frac == NULL || *frac_len > 0; /* not "1.G", "1..5G" */
+}
+
+static bool parse_amount_n(const char *text, size_t len, struct cumemcap_amount *out)
+{
+	size_t i, frac_len;
+	uint64_t whole, mult = 1, bytes;
+	const char *frac;
+	if (!decimal(text, len, &i, &whole, &frac, &frac_len))
+		return false;
 	const char *suffix = &text[i];
 	size_t suffix_len = len - i;
 	if (suffix_len == 1 && suffix[0] == '%') {
@@ -297,24 +311,15 @@ bool cumemcap_selector_equal(const struct cumemcap_selector *a, const struct cum
 
 /* ---- device rule lists -------------------------------------------------- */
 
-#define QUOTE_MAX 80
-#define QUOTED_MAX (QUOTE_MAX * 4 + 6)
+#define QUOTED_MAX (80 * 4 + 6)
 
-/* text[0..len) in double quotes for a one-line message: control and
- * non-ASCII bytes, '"' and '\\' as \xNN; cut after QUOTE_MAX bytes with
- * "...". dst holds QUOTED_MAX bytes. */
+/* text[0..len) in double quotes for a one-line message, made printable
+ * (cumemcap_config_quote) and cut after 80 bytes with "...". */
 static const char *quoted(char *dst, const char *text, size_t len)
 {
-	size_t o = 0;
-	dst[o++] = '"';
-	for (size_t i = 0; i < len && i < QUOTE_MAX; i++) {
-		unsigned char c = (unsigned char)text[i];
-		if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
-			o += (size_t)snprintf(dst + o, 5, "\\x%02x", c);
-		else
-			dst[o++] = (char)c;
-	}
-	snprintf(dst + o, QUOTED_MAX - o, "%s\"", len > QUOTE_MAX ? "..." : "");
+	char cut[81], q[QUOTED_MAX];
+	snprintf(cut, sizeof(cut), "%.*s", (int)(len < 80 ? len : 80), text);
+	snprintf(dst, QUOTED_MAX, "\"%s%s\"", cumemcap_config_quote(q, sizeof(q), cut), len > 80 ? "..." : "");
 	return dst;
 }
 
@@ -444,29 +449,13 @@ uint64_t cumemcap_resolve_limit(const struct cumemcap_amount *global,
 
 bool cumemcap_parse_seconds(const char *text, uint32_t min_ms, uint32_t max_ms, uint32_t *out_ms)
 {
-	uint64_t ms = 0;
-	const char *s = text;
-	if (*s < '0' || *s > '9')
+	size_t i, n, len = strlen(text);
+	uint64_t whole, ms;
+	const char *frac;
+	if (!decimal(text, len, &i, &whole, &frac, &n) || i != len || n > 3 || whole > UINT32_MAX)
 		return false;
-	for (; *s >= '0' && *s <= '9'; s++) {
-		ms = ms * 10 + (uint64_t)(*s - '0');
-		if (ms > UINT32_MAX)
-			return false;
-	}
-	ms *= 1000;
-	if (*s == '.') {
-		s++;
-		uint64_t scale = 100;
-		if (*s < '0' || *s > '9')
-			return false;
-		for (; *s >= '0' && *s <= '9'; s++) {
-			if (scale == 0)
-				return false; /* more than three fraction digits */
-			ms += (uint64_t)(*s - '0') * scale;
-			scale /= 10;
-		}
-	}
-	if (*s || ms < min_ms || ms > max_ms)
+	ms = whole * 1000 + fraction_times(frac, n, 1000);
+	if (ms < min_ms || ms > max_ms)
 		return false;
 	*out_ms = (uint32_t)ms;
 	return true;

@@ -597,7 +597,7 @@ static struct {
 	int argc;
 	char *const *argv;
 	bool bare;                          /* nothing configured at start */
-	char program[CUMEMCAP_PROGRAM_MAX]; /* bare: the name, taken at start */
+	char program[CUMEMCAP_PROGRAM_MAX]; /* the name (when bare, taken at start) */
 } start;
 
 extern char **environ;
@@ -658,11 +658,10 @@ static void program_from_proc(char *out, size_t len)
 }
 
 /* Under secure execution the caller chose argv (`exec -a`), so the name is
- * the executable's own: the base name of /proc/self/exe, which the caller
- * cannot point elsewhere (only a hard link names the same file otherwise,
- * and fs.protected_hardlinks refuses one to a privileged file the caller
- * does not own). No interpreter's script: the kernel ignores setuid on scripts.
- * "" when it cannot be read: then no [program] section applies. */
+ * the base name of /proc/self/exe, which the caller cannot point elsewhere
+ * (fs.protected_hardlinks refuses a hard link to a privileged file the
+ * caller does not own; the kernel ignores setuid on scripts). "" when it
+ * cannot be read: then no [program] section applies. */
 static void program_from_exe(char *out, size_t len)
 {
 	char path[CUMEMCAP_PATH_MAX];
@@ -674,7 +673,7 @@ static void program_from_exe(char *out, size_t len)
 	cumemcap_copy(out, len, base_name(path));
 }
 
-/* One line per CUMEMCAP_ variable cumemcap does not know: the program
+/* A line for a CUMEMCAP_ variable cumemcap does not know; the program
  * runs on (a job's environment may be newer than this library). */
 static __attribute__((noinline, cold)) void name_unknown(const char *entry)
 {
@@ -685,28 +684,24 @@ static __attribute__((noinline, cold)) void name_unknown(const char *entry)
 
 static void policy_init(void)
 {
-	static char err[2048]; /* written only on failure */
-	/* Written and read only under secure execution (build_process). */
-	static char note[CUMEMCAP_PATH_MAX + 256];
-	static char program[CUMEMCAP_PROGRAM_MAX]; /* written before main */
-	/* In place: the_policy is zero (.bss) and built once; a failure ends
-	 * the process. */
+	static char err[2048];                     /* written only on failure */
+	static char note[CUMEMCAP_PATH_MAX + 256]; /* only under secure execution */
+	/* In place: the_policy is zero (.bss); a failure ends the process. */
 	if (start.bare) {
 		if (!finish(&the_policy, no_env, "", "", 0, start.program, err, sizeof(err)))
 			cumemcap_fatal("%s", err); /* the defaults: never */
 		atomic_store_explicit(&policy_ready, true, memory_order_release);
 		return;
 	}
-	/* AT_SECURE: setuid, setgid or file capabilities; the kernel's and
-	 * ld.so's own notion, the one that makes ld.so ignore LD_LIBRARY_PATH. */
+	/* AT_SECURE: setuid, setgid or file capabilities, as ld.so sees it. */
 	bool secure = getauxval(AT_SECURE) != 0;
 	if (secure)
-		program_from_exe(program, sizeof(program));
+		program_from_exe(start.program, sizeof(start.program));
 	else if (start.argv)
-		cumemcap_program_name(start.argc, start.argv, program, sizeof(program));
+		cumemcap_program_name(start.argc, start.argv, start.program, sizeof(start.program));
 	else
-		program_from_proc(program, sizeof(program));
-	if (!build_process(&the_policy, env_get, secure, default_config, 0, program, err,
+		program_from_proc(start.program, sizeof(start.program));
+	if (!build_process(&the_policy, env_get, secure, default_config, 0, start.program, err,
 			   sizeof(err), note, sizeof(note)))
 		cumemcap_fatal("%s", err);
 	if (secure && note[0])
@@ -720,8 +715,7 @@ static void policy_init(void)
 
 const struct cumemcap_policy *cumemcap_policy(void)
 {
-	/* Asked on every pooled alloc and free: one load, not a call into
-	 * libc, once the policy is built. */
+	/* Asked on every pooled alloc and free: one load once built. */
 	if (!atomic_load_explicit(&policy_ready, memory_order_acquire))
 		pthread_once(&policy_once, policy_init);
 	return &the_policy;

@@ -437,34 +437,29 @@ static bool parse_labels(struct cumemcap_policy *p, const char *value, char *why
 	size_t kn, vn;
 	while (!what[0] && *value && cumemcap_labels_next(&cur, &k, &kn, &v, &vn)) {
 		int kshow = kn > 64 ? 64 : (int)kn;
-		if (++pairs > CUMEMCAP_LABELS_COUNT_MAX) {
-			snprintf(what, sizeof(what), ": more than %d labels", CUMEMCAP_LABELS_COUNT_MAX);
-			break;
-		}
-		if (v == k + kn) { /* no '=' */
-			snprintf(what, sizeof(what), ": \"%.*s\" is not NAME=VALUE", kshow, k);
-			break;
-		}
-		bool ok = kn > 0;
-		for (size_t i = 0; ok && i < kn; i++)
-			ok = name_char(k[i], i == 0);
-		if (!ok) {
-			snprintf(what, sizeof(what), ": \"%.*s\" is not a label name", kshow, k);
-			break;
-		}
-		if (kn >= 2 && k[0] == '_' && k[1] == '_') {
-			snprintf(what, sizeof(what), ": \"%.*s\" starts with \"__\" (reserved by Prometheus)", kshow, k);
-			break;
-		}
-		for (const char *const *r = reserved_labels; *r; r++)
-			if (strlen(*r) == kn && memcmp(*r, k, kn) == 0)
-				snprintf(what, sizeof(what), ": \"%s\" is a label cumemcap sets itself", *r);
+		bool name = kn > 0, twice = false;
+		const char *const *r = reserved_labels;
+		for (size_t i = 0; name && i < kn; i++)
+			name = name_char(k[i], i == 0);
+		while (*r && !(strlen(*r) == kn && memcmp(*r, k, kn) == 0))
+			r++;
 		const char *c2 = value, *k2, *v2;
 		size_t kn2, vn2;
-		while (!what[0] && c2 != cur && cumemcap_labels_next(&c2, &k2, &kn2, &v2, &vn2) && k2 != k)
-			if (kn2 == kn && memcmp(k2, k, kn) == 0)
-				snprintf(what, sizeof(what), ": \"%.*s\" is given twice", kshow, k);
-		if (!what[0] && vn == 0)
+		while (!twice && cumemcap_labels_next(&c2, &k2, &kn2, &v2, &vn2) && k2 != k)
+			twice = kn2 == kn && memcmp(k2, k, kn) == 0;
+		if (++pairs > CUMEMCAP_LABELS_COUNT_MAX)
+			snprintf(what, sizeof(what), ": more than %d labels", CUMEMCAP_LABELS_COUNT_MAX);
+		else if (v == k + kn) /* no '=' */
+			snprintf(what, sizeof(what), ": \"%.*s\" is not NAME=VALUE", kshow, k);
+		else if (!name)
+			snprintf(what, sizeof(what), ": \"%.*s\" is not a label name", kshow, k);
+		else if (kn >= 2 && k[0] == '_' && k[1] == '_')
+			snprintf(what, sizeof(what), ": \"%.*s\" starts with \"__\" (reserved by Prometheus)", kshow, k);
+		else if (*r)
+			snprintf(what, sizeof(what), ": \"%s\" is a label cumemcap sets itself", *r);
+		else if (twice)
+			snprintf(what, sizeof(what), ": \"%.*s\" is given twice", kshow, k);
+		else if (vn == 0)
 			snprintf(what, sizeof(what), ": \"%.*s\" has an empty value", kshow, k);
 		for (size_t i = 0, n; !what[0] && i < vn; i += n) {
 			const unsigned char *u = (const unsigned char *)v + i;
