@@ -97,10 +97,17 @@ static __attribute__((noinline, cold)) bool fail_showing(char *err, size_t errle
 	return false;
 }
 
-/* `space` holds CUMEMCAP_CONFIG_MAX_LINE + 2 bytes: a line's two parts,
- * each NUL-terminated, one after the other. */
+/* Where a line's two parts are copied, each NUL-terminated, one after the
+ * other: a small buffer in the frame, or for a longer line one of
+ * CUMEMCAP_CONFIG_MAX_LINE + 2 bytes on the heap, taken once (a configured
+ * start then touches no page more for it). */
+struct line_space {
+	char small[192];
+	char *big;
+};
+
 static bool parse_lines(const char *path, const char *text, size_t len, const struct cumemcap_config_handler *h,
-			void *ctx, char *space, char *err, size_t errlen)
+			void *ctx, struct line_space *ls, char *err, size_t errlen)
 {
 	const char *p = text, *end = text + len;
 	unsigned line = 0;
@@ -149,6 +156,10 @@ static bool parse_lines(const char *path, const char *text, size_t len, const st
 				return fail(err, errlen, path, line, "missing key before '='");
 		}
 		trim(&vb, &ve);
+		size_t need = (size_t)(ke - kb) + (size_t)(ve - vb) + 2;
+		if (need > sizeof(ls->small) && !ls->big && !(ls->big = malloc(CUMEMCAP_CONFIG_MAX_LINE + 2)))
+			return fail(err, errlen, path, line, "out of memory");
+		char *space = need > sizeof(ls->small) ? ls->big : ls->small;
 		char *value = space + (ke - kb) + 1;
 		copy(space, kb, ke);
 		copy(value, vb, ve);
@@ -164,52 +175,69 @@ bool cumemcap_config_parse(const char *path, const char *text, size_t len,
 			   const struct cumemcap_config_handler *h, void *ctx, char *err,
 			   size_t errlen)
 {
-	char *space = malloc(CUMEMCAP_CONFIG_MAX_LINE + 2);
-	if (!space) {
-		snprintf(err, errlen, "%s: out of memory", path);
-		return false;
-	}
-	bool ok = parse_lines(path, text, len, h, ctx, space, err, errlen);
-	free(space);
+	struct line_space ls = { .big = NULL };
+	bool ok = parse_lines(path, text, len, h, ctx, &ls, err, errlen);
+	free(ls.big);
 	return ok;
 }
 
-/* Read the open regular file `fd` (closed here) with a bound: at most the
- * limit and one byte, whatever fstat said, since the file may grow while
- * it is read. */
+/* Read the open regular file `fd` (closed here) with a bound. */
 static bool read_fd(int fd, const char *path, char **text, size_t *len, char *err, size_t errlen)
 {
 	struct stat st;
-	char *buf = NULL;
-	size_t n = 0;
-	ssize_t r = 1;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
 		snprintf(err, errlen, "%s: not a regular file", path);
-	else if (st.st_size > (off_t)CUMEMCAP_CONFIG_MAX_BYTES)
+		close(fd);
+		return false;
+	}
+	if (st.st_size > (off_t)CUMEMCAP_CONFIG_MAX_BYTES) {
 		snprintf(err, errlen, "%s: larger than %u bytes", path, CUMEMCAP_CONFIG_MAX_BYTES);
-	else if (!(buf = malloc(CUMEMCAP_CONFIG_MAX_BYTES + 2)))
+		close(fd);
+		return false;
+	}
+	/* Read at most the limit plus one byte, whatever fstat said: the
+	 * file may grow while we read. */
+	size_t cap = (size_t)st.st_size + 1, n = 0;
+	char *buf = malloc(cap + 1);
+	if (!buf) {
 		snprintf(err, errlen, "%s: out of memory", path);
-	while (buf && r > 0 && n <= CUMEMCAP_CONFIG_MAX_BYTES) {
-		r = read(fd, buf + n, CUMEMCAP_CONFIG_MAX_BYTES + 1 - n);
-		if (r > 0)
-			n += (size_t)r;
-		else if (r < 0 && errno == EINTR)
-			r = 1;
+		close(fd);
+		return false;
 	}
-	int e = errno;
+	for (;;) {
+		if (n == cap) {
+			if (cap > CUMEMCAP_CONFIG_MAX_BYTES)
+				break;
+			size_t ncap = cap * 2 > CUMEMCAP_CONFIG_MAX_BYTES + 1 ? CUMEMCAP_CONFIG_MAX_BYTES + 1 : cap * 2;
+			char *nbuf = realloc(buf, ncap + 1);
+			if (!nbuf)
+				break;
+			buf = nbuf;
+			cap = ncap;
+		}
+		ssize_t r = read(fd, buf + n, cap - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+			free(buf);
+			close(fd);
+			return false;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
 	close(fd);
-	if (buf && r < 0) {
-		snprintf(err, errlen, "%s: cannot read: %s", path, strerror(e));
-	} else if (buf && n > CUMEMCAP_CONFIG_MAX_BYTES) {
+	if (n > CUMEMCAP_CONFIG_MAX_BYTES) {
 		snprintf(err, errlen, "%s: larger than %u bytes", path, CUMEMCAP_CONFIG_MAX_BYTES);
-	} else if (buf) {
-		buf[n] = '\0';
-		*text = buf;
-		*len = n;
-		return true;
+		free(buf);
+		return false;
 	}
-	free(buf);
-	return false;
+	buf[n] = '\0';
+	*text = buf;
+	*len = n;
+	return true;
 }
 
 /* O_NONBLOCK: opening a FIFO (or a device waiting for a carrier) must not
