@@ -349,12 +349,9 @@ bool cumemcap_parse_device_rules(const char *text, struct cumemcap_device_rules 
 	char q[QUOTED_MAX];
 
 	if (err != NULL && errlen > 0)
-		err[0] = '\0';
-	if (text == NULL) {
-		if (err != NULL && errlen > 0)
-			snprintf(err, errlen, "no value");
+		snprintf(err, errlen, "%s", text == NULL ? "no value" : "");
+	if (text == NULL)
 		return false;
-	}
 	rules.count = 0;
 
 	for (size_t index = 1;; index++) {

@@ -35,9 +35,8 @@ static const char *key_list(char *buf, size_t len, unsigned scope)
 /* User text quoted for a one-line message. */
 #define Q(buf, s) cumemcap_config_quote(buf, sizeof(buf), s)
 
-/* A value a parser refused: err holds why (a sentence to put after the
- * value); it becomes `NAME="VALUE"` then why (`sep` "="), or `key =
- * "value"` then why (" = "). */
+/* A value a parser refused: `NAME` `sep` "VALUE" before the parser's why
+ * in err. */
 static bool refused(const char *name, const char *sep, const char *value, char *err, size_t errlen)
 {
 	char q[256];
@@ -45,11 +44,8 @@ static bool refused(const char *name, const char *sep, const char *value, char *
 	return false;
 }
 
-/* A value whose form no setting takes: wrapped in quotes ("2GiB", '2GiB':
- * the quotes reached cumemcap as part of the value), or holding a '#'
- * (log = off#x would otherwise be a path named off#x: a comment starts
- * only at a '#' after a blank). One line saying so, naming the setting
- * (`name` `sep`: "CUMEMCAP_LIMIT" "=" or "limit" " = "). */
+/* The line for a value not of a plain form (cumemcap_policy_plain_form),
+ * naming the setting as `name` `sep`: "CUMEMCAP_LIMIT" "=", "limit" " = ". */
 static __attribute__((noinline, cold)) bool bad_form(const char *name, const char *sep, const char *value,
 						     bool in_file, char *err, size_t errlen)
 {
@@ -78,9 +74,9 @@ bool cumemcap_policy_plain_form(const char *value)
 
 /* ---- one value from one source -------------------------------------------- */
 
-/* A policy being built, and a second one that takes the values no setting
- * keeps (given by a source of lower precedence, or in a [program]
- * section that does not match), parsed only to be checked. */
+/* A policy being built, and a second one that takes the values parsed only
+ * to be checked: from a source of lower precedence, or a [program]
+ * section that does not match. */
 struct building {
 	struct cumemcap_policy *p;
 	struct cumemcap_policy *scratch; /* allocated when first needed */
@@ -203,9 +199,8 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 		st->where = CUMEMCAP_IN_PROGRAM;
 		p->program_section_count++;
 		/* The first section that matches applies; later ones are only
-		 * checked. A process without a name (an empty argv[0], or under
-		 * secure execution an executable whose name cannot be read)
-		 * matches none, not even [program *]. */
+		 * checked. A process without a name matches none, not even
+		 * [program *]. */
 		st->rank = CUMEMCAP_RANKS;
 		if (p->program_section_line == 0 && p->program[0] && fnmatch(arg, p->program, 0) == 0) {
 			p->program_section_line = line;
@@ -334,8 +329,7 @@ static bool preallocate_without_pool(const struct cumemcap_policy *p, char *err,
 	return false;
 }
 
-/* Every setting that has a default, from its row's default_value; an
- * empty default is the empty text the zeroed policy holds already. */
+/* Every setting's default_value (an empty one is the zeroed policy's). */
 static void set_defaults(struct cumemcap_policy *p)
 {
 	char why[256];
@@ -478,9 +472,8 @@ static bool build_process(struct cumemcap_policy *p, cumemcap_getenv_fn get, boo
 			return false;
 		return build(p, get, path, program, err, errlen);
 	}
-	/* Secure execution: the caller chose the environment, so nothing of
-	 * it counts; only a file root alone can change does. `note` is written
-	 * (and read by the caller) only here. */
+	/* Secure execution: the caller chose the environment, so only a file
+	 * root alone can change counts. `note` is written only here. */
 	if (notelen)
 		note[0] = '\0';
 	char *text = NULL;
@@ -503,8 +496,7 @@ static bool build_process(struct cumemcap_policy *p, cumemcap_getenv_fn get, boo
 	free(text);
 	if (ok) {
 		p->secure = true;
-		/* No file the caller could pick the name or the place of
-		 * (argv is in the name): only a log the file asks for. */
+		/* No log the caller could name or place: only one the file asks for. */
 		if (p->log_src.origin == CUMEMCAP_FROM_DEFAULT)
 			p->log = CUMEMCAP_LOG_OFF;
 	}
@@ -625,8 +617,7 @@ bool cumemcap_policy_start(int argc, char *const *argv)
 		return true;
 	}
 	/* Built at first use as it would have been now: from no variable and
-	 * no file (ones the program sets or creates later count no more than
-	 * they did when the constructor built it), under the name argv gives
+	 * no file (ones made later count no more), under the name argv gives
 	 * now (a program may rewrite its argv, setproctitle-style). */
 	cumemcap_program_name(argc, argv, start.program, sizeof(start.program));
 	start.bare = true;

@@ -1,7 +1,6 @@
-/* settings: looking settings up in the table (settings-table.c) by key
- * and by the launcher's option, and telling the CUMEMCAP_ variables that
- * are no setting of cumemcap's (a misspelled one); see settings.h.
- * Thread safety: lookups that only read constant data and the environment. */
+/* settings: looking settings up in the table by key and by the launcher's
+ * option, and naming the CUMEMCAP_ variables that are no setting (a
+ * misspelled one). Thread safety: see settings.h. */
 #include "config.h"
 #include "config/settings.h"
 
