@@ -181,63 +181,50 @@ bool cumemcap_config_parse(const char *path, const char *text, size_t len,
 	return ok;
 }
 
-/* Read the open regular file `fd` (closed here) with a bound. */
+/* Read the open regular file `fd` (closed here) with a bound: at most the
+ * limit and one byte, whatever fstat said, since the file may grow while
+ * it is read. */
 static bool read_fd(int fd, const char *path, char **text, size_t *len, char *err, size_t errlen)
 {
 	struct stat st;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+	char *buf = NULL;
+	size_t cap = 0, n = 0;
+	ssize_t r = 1;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
 		snprintf(err, errlen, "%s: not a regular file", path);
-		close(fd);
-		return false;
-	}
-	if (st.st_size > (off_t)CUMEMCAP_CONFIG_MAX_BYTES) {
+	else if (st.st_size > (off_t)CUMEMCAP_CONFIG_MAX_BYTES)
 		snprintf(err, errlen, "%s: larger than %u bytes", path, CUMEMCAP_CONFIG_MAX_BYTES);
-		close(fd);
-		return false;
-	}
-	/* Read at most the limit plus one byte, whatever fstat said: the
-	 * file may grow while we read. */
-	size_t cap = (size_t)st.st_size + 1, n = 0;
-	char *buf = malloc(cap + 1);
-	if (!buf) {
+	else if (!(buf = malloc((cap = (size_t)st.st_size + 1) + 1)))
 		snprintf(err, errlen, "%s: out of memory", path);
-		close(fd);
-		return false;
-	}
-	for (;;) {
+	while (buf && r > 0) {
 		if (n == cap) {
-			if (cap > CUMEMCAP_CONFIG_MAX_BYTES)
-				break;
 			size_t ncap = cap * 2 > CUMEMCAP_CONFIG_MAX_BYTES + 1 ? CUMEMCAP_CONFIG_MAX_BYTES + 1 : cap * 2;
-			char *nbuf = realloc(buf, ncap + 1);
+			char *nbuf = cap > CUMEMCAP_CONFIG_MAX_BYTES ? NULL : realloc(buf, ncap + 1);
 			if (!nbuf)
 				break;
 			buf = nbuf;
 			cap = ncap;
 		}
-		ssize_t r = read(fd, buf + n, cap - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-			free(buf);
-			close(fd);
-			return false;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
+		r = read(fd, buf + n, cap - n);
+		if (r > 0)
+			n += (size_t)r;
+		else if (r < 0 && errno == EINTR)
+			r = 1;
 	}
+	int e = errno;
 	close(fd);
-	if (n > CUMEMCAP_CONFIG_MAX_BYTES) {
+	if (buf && r < 0) {
+		snprintf(err, errlen, "%s: cannot read: %s", path, strerror(e));
+	} else if (buf && n > CUMEMCAP_CONFIG_MAX_BYTES) {
 		snprintf(err, errlen, "%s: larger than %u bytes", path, CUMEMCAP_CONFIG_MAX_BYTES);
-		free(buf);
-		return false;
+	} else if (buf) {
+		buf[n] = '\0';
+		*text = buf;
+		*len = n;
+		return true;
 	}
-	buf[n] = '\0';
-	*text = buf;
-	*len = n;
-	return true;
+	free(buf);
+	return false;
 }
 
 /* O_NONBLOCK: opening a FIFO (or a device waiting for a carrier) must not
@@ -291,23 +278,17 @@ int cumemcap_config_read_trusted(const char *path, uid_t owner, char **text, siz
 			 e == ELOOP ? "is a symbolic link" : strerror(e));
 		return -1;
 	}
-	if (!dir_ok) {
+	/* read_fd refuses what is not a regular file. */
+	if (!dir_ok)
 		snprintf(why, whylen, "%s: its directory %s is not owned by uid %u or is writable by others",
 			 path, dir, (unsigned)owner);
-		close(fd);
-		return -1;
-	}
-	if (fstat(fd, &fs) != 0 || !S_ISREG(fs.st_mode)) {
-		snprintf(why, whylen, "%s: not a regular file", path);
-		close(fd);
-		return -1;
-	}
-	if (fs.st_uid != owner || (fs.st_mode & (S_IWGRP | S_IWOTH))) {
+	else if (fstat(fd, &fs) == 0 && S_ISREG(fs.st_mode) &&
+		 (fs.st_uid != owner || (fs.st_mode & (S_IWGRP | S_IWOTH))))
 		snprintf(why, whylen, "%s: not owned by uid %u or writable by others", path, (unsigned)owner);
-		close(fd);
-		return -1;
-	}
-	return read_fd(fd, path, text, len, why, whylen) ? 1 : -1;
+	else
+		return read_fd(fd, path, text, len, why, whylen) ? 1 : -1;
+	close(fd);
+	return -1;
 }
 
 /* Levenshtein distance, capped: words here are short. */
