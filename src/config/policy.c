@@ -82,13 +82,6 @@ struct building {
 	struct cumemcap_policy *scratch; /* allocated when first needed */
 };
 
-static struct cumemcap_policy *scratch(struct building *b)
-{
-	if (!b->scratch)
-		b->scratch = calloc(1, sizeof(*b->scratch));
-	return b->scratch;
-}
-
 static struct cumemcap_source *source_in(void *base, const struct cumemcap_setting *s)
 {
 	return (struct cumemcap_source *)((char *)base + s->src_off);
@@ -111,21 +104,14 @@ static bool take(struct building *b, const struct cumemcap_setting *s, enum cume
 		keep = now == CUMEMCAP_FROM_DEFAULT ||
 		       (now == CUMEMCAP_FROM_FILE && rank == CUMEMCAP_RANK_PROGRAM);
 	}
-	struct cumemcap_policy *to = keep ? b->p : scratch(b);
-	if (!to) {
+	if (!keep && !b->scratch && !(b->scratch = calloc(1, sizeof(*b->scratch)))) {
 		snprintf(err, errlen, "out of memory");
 		return false;
 	}
-	void *base = to;
-	bool ok;
-	if (s->parse_limit) {
-		int source = keep ? rank : 0;
-		base = &to->limits[source];
-		ok = s->parse_limit(to, source, value, err, errlen);
-	} else {
-		ok = s->parse(to, value, err, errlen);
-	}
-	if (!ok)
+	struct cumemcap_policy *to = keep ? b->p : b->scratch;
+	int source = keep ? rank : 0;
+	void *base = s->parse_limit ? (void *)&to->limits[source] : to;
+	if (s->parse_limit ? !s->parse_limit(to, source, value, err, errlen) : !s->parse(to, value, err, errlen))
 		return refused(name, sep, value, err, errlen);
 	*source_in(base, s) = from;
 	return true;
