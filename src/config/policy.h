@@ -184,8 +184,7 @@ const char *cumemcap_policy_group_access_name(bool gid); /* "user" or "gid" */
 const char *cumemcap_policy_labels(const struct cumemcap_policy *p, struct cumemcap_source *src);
 bool cumemcap_labels_next(const char **cursor, const char **key, size_t *klen, const char **value, size_t *vlen);
 
-/* Where a variable's value comes from: getenv in the library, a table in
- * the unit tests. */
+/* Where a variable's value comes from: getenv, or a test's table. */
 typedef const char *(*cumemcap_getenv_fn)(const char *name);
 
 /* The configuration file to read: CUMEMCAP_CONFIG when set (empty: none),
@@ -239,9 +238,9 @@ uint64_t cumemcap_policy_group_limit(const struct cumemcap_policy *p, int ordina
  * from its shared state). False: the run only observes. */
 bool cumemcap_policy_any_limit(const struct cumemcap_policy *p);
 
-/* Call fn for every GPU selector the rules name (environment and file,
- * group_limit lists when there is a group), with its source, to report
- * those that match no GPU. */
+/* Call fn for every GPU selector the rules name (group_limit lists only
+ * when there is a group), with its source: to report those that match no
+ * GPU. */
 void cumemcap_policy_selectors(const struct cumemcap_policy *p,
 			       void (*fn)(void *ctx, const struct cumemcap_selector *sel,
 					  const struct cumemcap_source *src),
@@ -254,9 +253,7 @@ void cumemcap_source_format(const struct cumemcap_policy *p, const struct cumemc
 /* The program name sections match: the base name of argv[0]; for an
  * interpreter (python*, perl, ruby, node, bash, sh, Rscript, julia, ...)
  * the base name of the script it runs, or "-m MODULE"'s module name.
- * (Under secure execution the library names the process after its
- * executable instead, the base name of /proc/self/exe: the caller chose
- * argv. A process with no name matches no [program] section.) */
+ * (Under secure execution the library uses its executable's name.) */
 void cumemcap_program_name(int argc, char *const *argv, char *out, size_t len);
 
 /* The process's policy; built on first use. Bad settings end the process
