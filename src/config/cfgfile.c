@@ -1,5 +1,5 @@
 /* cfgfile: the configuration file's reading and syntax; see cfgfile.h,
- * which also says how it is thread-safe. */
+ * which says how it is thread-safe. */
 #include "config/cfgfile.h"
 #include "platform/msg.h"
 
@@ -41,7 +41,7 @@ static bool fail(char *err, size_t errlen, const char *path, unsigned line, cons
 	return false;
 }
 
-/* Copy [b, e) into a NUL-terminated buffer (struct line_space). */
+/* Copy [b, e) into a NUL-terminated buffer. */
 static void copy(char *dst, const char *b, const char *e)
 {
 	size_t n = (size_t)(e - b);
@@ -85,13 +85,8 @@ void cumemcap_config_prefix(char *err, size_t errlen, const char *fmt, ...)
 		cumemcap_copy(err + n, errlen - (size_t)n, own);
 }
 
-/* A line's error, out of line and cold (its buffer stays out of the
- * parser's frame, which every start configured by a file runs through):
- * "path:line: BEFORE\"FRAGMENT\"AFTER", the fragment
- * made printable. A handler's error is its own message with "path:line: "
- * put before it (cumemcap_config_prefix): a handler writes err only when
- * it fails, since the caller's buffer may lie on a page nothing else
- * touches. */
+/* "path:line: BEFORE\"FRAGMENT\"AFTER", the fragment made printable; out
+ * of line, so that its buffer stays out of the parser's frame. */
 static __attribute__((noinline, cold)) bool fail_showing(char *err, size_t errlen, const char *path,
 							 unsigned line, const char *before, const char *b,
 							 const char *e, const char *after)
@@ -102,27 +97,17 @@ static __attribute__((noinline, cold)) bool fail_showing(char *err, size_t errle
 	return false;
 }
 
-/* Where a line's two parts are copied: a small buffer in the frame, or,
- * for a longer line, one of CUMEMCAP_CONFIG_MAX_LINE + 2 bytes on the
- * heap, taken once. A line buffer of that size in the frame put
- * everything the parser calls 4 KB deeper into the stack. */
+/* Where a line's two parts are copied, each NUL-terminated, one after the
+ * other: a small buffer in the frame, or for a longer line one of
+ * CUMEMCAP_CONFIG_MAX_LINE + 2 bytes on the heap, taken once (a configured
+ * start then touches no page more for it). */
 struct line_space {
 	char small[192];
 	char *big;
 };
 
-static char *line_space(struct line_space *ls, size_t need)
-{
-	if (need <= sizeof(ls->small))
-		return ls->small;
-	if (!ls->big)
-		ls->big = malloc(CUMEMCAP_CONFIG_MAX_LINE + 2);
-	return ls->big;
-}
-
-static bool parse_lines(const char *path, const char *text, size_t len,
-					    const struct cumemcap_config_handler *h, void *ctx,
-					    struct line_space *ls, char *err, size_t errlen)
+static bool parse_lines(const char *path, const char *text, size_t len, const struct cumemcap_config_handler *h,
+			void *ctx, struct line_space *ls, char *err, size_t errlen)
 {
 	const char *p = text, *end = text + len;
 	unsigned line = 0;
@@ -144,45 +129,41 @@ static bool parse_lines(const char *path, const char *text, size_t len,
 		p = eol ? eol + 1 : end;
 		if (lb == le)
 			continue;
-		/* The two parts, each NUL-terminated, one after the other. */
-		char *a = line_space(ls, (size_t)(le - lb) + 2), *b;
-		if (!a)
-			return fail(err, errlen, path, line, "out of memory");
-
-		if (*lb == '[') {
+		const char *kb, *ke, *vb, *ve;
+		bool section = *lb == '[';
+		if (section) {
 			if (le[-1] != ']')
 				return fail_showing(err, errlen, path, line, "section header ", lb, le,
 						    " does not end with ']'; expected [device SELECTOR] or [program GLOB]");
-			const char *kb = lb + 1, *ke = le - 1;
+			/* [kind arg]: kind is the first word. */
+			kb = lb + 1;
+			ve = le - 1;
+			trim(&kb, &ve);
+			for (ke = kb; ke < ve && !is_blank(*ke); ke++)
+				;
+			vb = ke;
+		} else {
+			const char *eq = memchr(lb, '=', (size_t)(le - lb));
+			if (!eq)
+				return fail_showing(err, errlen, path, line, "", lb, le,
+						    " is not a setting; expected key = value");
+			kb = lb;
+			ke = eq;
+			vb = eq + 1;
+			ve = le;
 			trim(&kb, &ke);
-			const char *sp = kb;
-			while (sp < ke && !is_blank(*sp))
-				sp++;
-			const char *ab = sp, *ae = ke;
-			trim(&ab, &ae);
-			copy(a, kb, sp);
-			b = a + (sp - kb) + 1;
-			copy(b, ab, ae);
-			if (!h->section(ctx, a, b, line, err, errlen)) {
-				cumemcap_config_prefix(err, errlen, "%s:%u: ", path, line);
-				return false;
-			}
-			continue;
+			if (kb == ke)
+				return fail(err, errlen, path, line, "missing key before '='");
 		}
-
-		const char *eq = memchr(lb, '=', (size_t)(le - lb));
-		if (!eq)
-			return fail_showing(err, errlen, path, line, "", lb, le,
-					    " is not a setting; expected key = value");
-		const char *kb = lb, *ke = eq, *vb = eq + 1, *ve = le;
-		trim(&kb, &ke);
 		trim(&vb, &ve);
-		if (kb == ke)
-			return fail(err, errlen, path, line, "missing key before '='");
-		copy(a, kb, ke);
-		b = a + (ke - kb) + 1;
-		copy(b, vb, ve);
-		if (!h->entry(ctx, a, b, line, err, errlen)) {
+		size_t need = (size_t)(ke - kb) + (size_t)(ve - vb) + 2;
+		if (need > sizeof(ls->small) && !ls->big && !(ls->big = malloc(CUMEMCAP_CONFIG_MAX_LINE + 2)))
+			return fail(err, errlen, path, line, "out of memory");
+		char *space = need > sizeof(ls->small) ? ls->big : ls->small;
+		char *value = space + (ke - kb) + 1;
+		copy(space, kb, ke);
+		copy(value, vb, ve);
+		if (!(section ? h->section : h->entry)(ctx, space, value, line, err, errlen)) {
 			cumemcap_config_prefix(err, errlen, "%s:%u: ", path, line);
 			return false;
 		}
@@ -200,63 +181,50 @@ bool cumemcap_config_parse(const char *path, const char *text, size_t len,
 	return ok;
 }
 
-/* Read the open regular file `fd` (closed here) with a bound. */
+/* Read the open regular file `fd` (closed here) with a bound: at most the
+ * limit and one byte, whatever fstat said, since the file may grow while
+ * it is read. */
 static bool read_fd(int fd, const char *path, char **text, size_t *len, char *err, size_t errlen)
 {
 	struct stat st;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+	char *buf = NULL;
+	size_t cap = 0, n = 0;
+	ssize_t r = 1;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
 		snprintf(err, errlen, "%s: not a regular file", path);
-		close(fd);
-		return false;
-	}
-	if (st.st_size > (off_t)CUMEMCAP_CONFIG_MAX_BYTES) {
+	else if (st.st_size > (off_t)CUMEMCAP_CONFIG_MAX_BYTES)
 		snprintf(err, errlen, "%s: larger than %u bytes", path, CUMEMCAP_CONFIG_MAX_BYTES);
-		close(fd);
-		return false;
-	}
-	/* Read at most the limit plus one byte, whatever fstat said: the
-	 * file may grow while we read. */
-	size_t cap = (size_t)st.st_size + 1, n = 0;
-	char *buf = malloc(cap + 1);
-	if (!buf) {
+	else if (!(buf = malloc((cap = (size_t)st.st_size + 1) + 1)))
 		snprintf(err, errlen, "%s: out of memory", path);
-		close(fd);
-		return false;
-	}
-	for (;;) {
+	while (buf && r > 0) {
 		if (n == cap) {
-			if (cap > CUMEMCAP_CONFIG_MAX_BYTES)
-				break;
 			size_t ncap = cap * 2 > CUMEMCAP_CONFIG_MAX_BYTES + 1 ? CUMEMCAP_CONFIG_MAX_BYTES + 1 : cap * 2;
-			char *nbuf = realloc(buf, ncap + 1);
+			char *nbuf = cap > CUMEMCAP_CONFIG_MAX_BYTES ? NULL : realloc(buf, ncap + 1);
 			if (!nbuf)
 				break;
 			buf = nbuf;
 			cap = ncap;
 		}
-		ssize_t r = read(fd, buf + n, cap - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-			free(buf);
-			close(fd);
-			return false;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
+		r = read(fd, buf + n, cap - n);
+		if (r > 0)
+			n += (size_t)r;
+		else if (r < 0 && errno == EINTR)
+			r = 1;
 	}
+	int e = errno;
 	close(fd);
-	if (n > CUMEMCAP_CONFIG_MAX_BYTES) {
+	if (buf && r < 0) {
+		snprintf(err, errlen, "%s: cannot read: %s", path, strerror(e));
+	} else if (buf && n > CUMEMCAP_CONFIG_MAX_BYTES) {
 		snprintf(err, errlen, "%s: larger than %u bytes", path, CUMEMCAP_CONFIG_MAX_BYTES);
-		free(buf);
-		return false;
+	} else if (buf) {
+		buf[n] = '\0';
+		*text = buf;
+		*len = n;
+		return true;
 	}
-	buf[n] = '\0';
-	*text = buf;
-	*len = n;
-	return true;
+	free(buf);
+	return false;
 }
 
 /* O_NONBLOCK: opening a FIFO (or a device waiting for a carrier) must not
@@ -310,23 +278,17 @@ int cumemcap_config_read_trusted(const char *path, uid_t owner, char **text, siz
 			 e == ELOOP ? "is a symbolic link" : strerror(e));
 		return -1;
 	}
-	if (!dir_ok) {
+	/* read_fd refuses what is not a regular file. */
+	if (!dir_ok)
 		snprintf(why, whylen, "%s: its directory %s is not owned by uid %u or is writable by others",
 			 path, dir, (unsigned)owner);
-		close(fd);
-		return -1;
-	}
-	if (fstat(fd, &fs) != 0 || !S_ISREG(fs.st_mode)) {
-		snprintf(why, whylen, "%s: not a regular file", path);
-		close(fd);
-		return -1;
-	}
-	if (fs.st_uid != owner || (fs.st_mode & (S_IWGRP | S_IWOTH))) {
+	else if (fstat(fd, &fs) == 0 && S_ISREG(fs.st_mode) &&
+		 (fs.st_uid != owner || (fs.st_mode & (S_IWGRP | S_IWOTH))))
 		snprintf(why, whylen, "%s: not owned by uid %u or writable by others", path, (unsigned)owner);
-		close(fd);
-		return -1;
-	}
-	return read_fd(fd, path, text, len, why, whylen) ? 1 : -1;
+	else
+		return read_fd(fd, path, text, len, why, whylen) ? 1 : -1;
+	close(fd);
+	return -1;
 }
 
 /* Levenshtein distance, capped: words here are short. */

@@ -1,17 +1,13 @@
-/* cfgfile: the configuration file format, line by line.
+/* cfgfile: the configuration file's syntax and reading, and the message
+ * helpers of the configuration.
  *
  * Owns the syntax only: `key = value` lines, `#` comments (a whole line, or
- * after whitespace), `[kind argument]` section headers, blank lines. What
- * the keys mean, which sections they may stand in and whether their values
- * are right is the policy layer's business: the parser hands each header
- * and each entry to a handler and stops at the first error, which it
- * reports as one line "path:line: message".
- *
- * Bounded by construction: the file is read whole but never past
- * CUMEMCAP_CONFIG_MAX_BYTES, a line may not exceed CUMEMCAP_CONFIG_MAX_LINE
- * bytes, there is no include directive, and nothing is allocated per line.
- * Thread safety: reentrant, no globals: each call works only on the
- * caller's path, buffers and handler, so threads may parse at once. */
+ * after a blank), `[kind argument]` section headers, blank lines. What the
+ * keys mean is policy.c's: the parser hands each header and entry to a
+ * handler and stops at the first error, reported as "path:line: message".
+ * Bounded: a file of at most CUMEMCAP_CONFIG_MAX_BYTES, lines of at most
+ * CUMEMCAP_CONFIG_MAX_LINE bytes, no include directive.
+ * Thread safety: reentrant, no globals. */
 #pragma once
 
 #include <stdbool.h>
@@ -21,10 +17,9 @@
 #define CUMEMCAP_CONFIG_MAX_BYTES (1u << 20)
 #define CUMEMCAP_CONFIG_MAX_LINE 4096
 
+/* Each returns false, with a message (without path:line) in err, to stop. */
 struct cumemcap_config_handler {
-	/* `[kind arg]`: kind is the first word, arg the rest (trimmed, may be
-	 * empty). Return false and write a message (without path:line) to err
-	 * to stop. */
+	/* `[kind arg]`: kind is the first word, arg the rest (may be empty). */
 	bool (*section)(void *ctx, const char *kind, const char *arg, unsigned line, char *err,
 			size_t errlen);
 	/* `key = value`, both trimmed; value may be empty. */
@@ -33,8 +28,7 @@ struct cumemcap_config_handler {
 };
 
 /* Parse `len` bytes of `text` (need not be NUL-terminated), calling h for
- * each header and entry. On error returns false with "path:line: message"
- * in err. */
+ * each header and entry. */
 bool cumemcap_config_parse(const char *path, const char *text, size_t len,
 			   const struct cumemcap_config_handler *h, void *ctx, char *err,
 			   size_t errlen);
@@ -52,11 +46,9 @@ bool cumemcap_config_read(const char *path, char **text, size_t *len, char *err,
 int cumemcap_config_read_trusted(const char *path, uid_t owner, char **text, size_t *len,
 				 char *why, size_t whylen);
 
-/* err rewritten as the text of `fmt` followed by err's own (up to 1023
- * bytes of it): a message built around the reason a callee wrote into the
- * same buffer ("path:line: " + reason). The arguments must not point into
- * err. Out of line and cold: its buffer stays out of the frames a
- * configured start runs through, which call it only on an error. */
+/* err rewritten as `fmt` followed by err's own text (up to 1023 bytes of
+ * it), such as "path:line: " before a callee's reason. The arguments must
+ * not point into err. Cold: a configured start calls it only on an error. */
 void cumemcap_config_prefix(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4), cold, noinline));
 

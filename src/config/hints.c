@@ -87,11 +87,10 @@ static const char *env_get(const char *name)
 	return getenv(name);
 }
 
-/* "VARIABLE=value" of each hint set, for putenv: the environment keeps
- * these strings (writable, never freed: the library stays loaded). setenv
- * would copy each into the heap and record the copy in a tree of libc's,
- * two pages a configured start that never uses CUDA otherwise leaves
- * alone; putenv only grows the environment's array. */
+/* "VARIABLE=value" of each hint set, for putenv, which keeps them (the
+ * library stays loaded). Put together with memcpy and handed to putenv:
+ * setenv's heap copies and printf's code are pages (three, measured) a
+ * configured start that never uses CUDA otherwise leaves alone. */
 static char hint_strings[CUMEMCAP_HINTS_MAX][sizeof(frameworks[0].variable) +
 								  sizeof(frameworks[0].value)];
 
@@ -101,10 +100,8 @@ void cumemcap_hints_apply(const struct cumemcap_policy *p)
 	for (size_t i = 0; i < applied.count; i++) {
 		if (applied.hint[i].user)
 			continue;
-		/* No variable of the framework's is set (plan checked), this
-		 * one included: putenv overwrites nothing setenv(..., 0) would
-		 * have kept. */
-		/* VARIABLE=value; both fit (hint_strings' size). */
+		/* The plan found no variable of the framework's, this one
+		 * included: putenv overwrites nothing. */
 		char *s = hint_strings[i];
 		size_t n = strlen(applied.hint[i].variable);
 		memcpy(s, applied.hint[i].variable, n);

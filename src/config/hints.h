@@ -1,21 +1,16 @@
-/* hints: the framework settings cumemcap suggests in the environment
+/* hints: the framework settings cumemcap sets in the environment
  * (framework_hints), and the rules for when it does.
  *
- * A hint is set only when all of these hold: framework_hints is on, growth
- * is ondemand, and a limit applies to the process (a per-process limit
- * rule, or a group, whose budget may come from its shared state): with no
- * limit, a run is observe-only and changes nothing. A hint is never set
- * over a user's choice: when any memory variable of that framework is in
- * the environment (TF_FORCE_GPU_ALLOW_GROWTH, TF_GPU_ALLOCATOR, ... for
- * TensorFlow; XLA_PYTHON_CLIENT_PREALLOCATE, XLA_PYTHON_CLIENT_MEM_FRACTION,
- * XLA_CLIENT_MEM_FRACTION, XLA_PYTHON_CLIENT_ALLOCATOR, ... for JAX), the
- * framework is left alone and the plan says which variable made it so.
- * Nothing is suggested to PyTorch or CuPy (docs/frameworks.md).
+ * A hint is set only when framework_hints is on, growth is ondemand and a
+ * limit applies to the process (cumemcap_policy_any_limit): a run without
+ * one only observes. A hint is never set over a user's choice: when any
+ * memory variable of that framework is in the environment, the framework
+ * is left alone and the plan names the variable. Nothing is suggested to
+ * PyTorch or CuPy (docs/frameworks.md).
  *
  * Thread safety: cumemcap_hints_plan is reentrant. cumemcap_hints_apply
- * runs once, in the library constructor; what it did is published with a
- * release store, and cumemcap_hints_applied reads it with an acquire load
- * (NULL before), so any thread may read it. */
+ * runs once, in the library constructor, and publishes what it did with a
+ * release store that cumemcap_hints_applied reads with an acquire load. */
 #pragma once
 
 #include <stdbool.h>
@@ -48,15 +43,13 @@ struct cumemcap_hints {
 /* The hints for policy p in the environment `get` reads. */
 void cumemcap_hints_plan(const struct cumemcap_policy *p, cumemcap_getenv_fn get, struct cumemcap_hints *out);
 
-/* "apply", "off", "no_limit", "preallocate": the state's name in JSON
- * (--print-config --json, the log's start record). */
+/* The state's name in JSON ("apply", "off", "no_limit", "preallocate"),
+ * and in words ("no limit applies (observe only)", ...; "" for APPLY). */
 const char *cumemcap_hints_state_name(enum cumemcap_hints_state s);
-
-/* "no limit applies (observe only)", ... for a state other than APPLY. */
 const char *cumemcap_hints_state_text(enum cumemcap_hints_state s);
 
-/* The library constructor: plan with getenv, setenv what the plan sets,
- * and keep the plan for the log. */
+/* The library constructor: plan with getenv, set what the plan sets, and
+ * keep the plan for the log. */
 void cumemcap_hints_apply(const struct cumemcap_policy *p);
 
 /* What cumemcap_hints_apply did, or NULL before it ran. */

@@ -1,16 +1,11 @@
-/* parse: pure value parsers for the configuration surface.
+/* parse: pure value parsers for the configuration surface (see parse.h).
+ * Nothing here reads the environment, logs, allocates or writes a global:
+ * every function is reentrant and safe in a library constructor.
  *
- * Owns the text -> value step for CUMEMCAP_LIMIT, CUMEMCAP_DEVICE_LIMITS and
- * the GPU selectors inside them, plus the one-line messages that explain a
- * rejected value. Nothing here reads the environment, logs, allocates or
- * touches a global that is written: every function is reentrant and safe to
- * call from a library constructor or from several threads at once.
- *
- * Numbers are parsed by hand, digit by digit, so the result never depends on
- * the locale (no strtod) and fractions are exact: "1.5GiB" is 1610612736, not
- * whatever a double rounds to. Every multiply and add is checked; a value
- * that would pass UINT64_MAX is rejected, never wrapped.
- */
+ * Numbers are parsed digit by digit, so the result never depends on the
+ * locale (no strtod) and fractions are exact: "1.5GiB" is 1610612736, not
+ * whatever a double rounds to. A value that would pass UINT64_MAX is
+ * rejected, never wrapped. */
 #include "config.h"
 
 #include "config/parse.h"
@@ -18,6 +13,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "config/cfgfile.h"
 
 const char cumemcap_amount_forms[] =
 	"bytes (1073741824), a number with a unit K/M/G/T/P or KiB/MiB/GiB/TiB/PiB "
@@ -29,8 +26,6 @@ const char cumemcap_selector_forms[] =
 	"GPU-8e6bd7c8-95e4-2e0f-c1d9-6e2a0b1c4d5f, or a PCI bus id "
 	"[domain:]bus:device.function in hex such as 0000:3b:00.0 or 3b:00.0";
 
-/* ---- small helpers ---------------------------------------------------- */
-
 static bool is_digit(char c)
 {
 	return c >= '0' && c <= '9';
@@ -38,7 +33,7 @@ static bool is_digit(char c)
 
 static int hex_value(char c)
 {
-	if (c >= '0' && c <= '9')
+	if (is_digit(c))
 		return c - '0';
 	if (c >= 'a' && c <= 'f')
 		return c - 'a' + 10;
@@ -52,69 +47,42 @@ static char lower(char c)
 	return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
 }
 
-/* Case-insensitive compare of text[0..len) with a lower-case literal. */
+/* Whether text[0..len) is the lower-case `lit`, ignoring ASCII case. */
 static bool equals_nocase(const char *text, size_t len, const char *lit)
 {
-	size_t n = strlen(lit);
-
-	if (len != n)
+	if (len != strlen(lit))
 		return false;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < len; i++)
 		if (lower(text[i]) != lit[i])
 			return false;
-	}
-	return true;
-}
-
-static bool mul_u64(uint64_t a, uint64_t b, uint64_t *out)
-{
-	if (a != 0 && b > UINT64_MAX / a)
-		return false;
-	*out = a * b;
-	return true;
-}
-
-static bool add_u64(uint64_t a, uint64_t b, uint64_t *out)
-{
-	if (b > UINT64_MAX - a)
-		return false;
-	*out = a + b;
 	return true;
 }
 
 /* ---- amounts ------------------------------------------------------------ */
 
-struct unit {
-	char name[4]; /* lower case; "" ends the table */
-	uint64_t multiplier;
-};
-
-#define KI UINT64_C(1024)
-#define KD UINT64_C(1000)
-
-static const struct unit units[] = {
-	{ "b", 1 },
-	{ "k", KI },
-	{ "m", KI * KI },
-	{ "g", KI * KI * KI },
-	{ "t", KI * KI * KI * KI },
-	{ "p", KI * KI * KI * KI * KI },
-	{ "kib", KI },
-	{ "mib", KI * KI },
-	{ "gib", KI * KI * KI },
-	{ "tib", KI * KI * KI * KI },
-	{ "pib", KI * KI * KI * KI * KI },
-	{ "kb", KD },
-	{ "mb", KD * KD },
-	{ "gb", KD * KD * KD },
-	{ "tb", KD * KD * KD * KD },
-	{ "pb", KD * KD * KD * KD * KD },
-	{ "", 0 },
-};
-
 /* The 3 decimals of a percentage are exactly the permille field's steps. */
-#define PERCENT_DECIMALS 3
 #define PERMILLE_MAX UINT32_C(100000)
+
+/* A unit's multiplier: B; K, M, G, T, P alone or with iB (powers of 1024)
+ * or with B (powers of 1000); 0 for no unit. */
+static uint64_t unit_multiplier(const char *s, size_t n)
+{
+	static const char prefixes[] = "kmgtp";
+	const char *at = n ? memchr(prefixes, lower(s[0]), sizeof(prefixes) - 1) : NULL;
+	if (equals_nocase(s, n, "b"))
+		return 1;
+	if (!at)
+		return 0;
+	uint64_t base = 0;
+	if (n == 1 || equals_nocase(s + 1, n - 1, "ib"))
+		base = 1024;
+	else if (equals_nocase(s + 1, n - 1, "b"))
+		base = 1000;
+	uint64_t mult = base;
+	for (const char *p = prefixes; p < at; p++)
+		mult *= base;
+	return mult;
+}
 
 /* floor(0.<digits> * mult), exact for any number of digits and any
  * mult <= UINT64_MAX / 10. Horner from the last digit: the carry into digit
@@ -123,111 +91,77 @@ static const struct unit units[] = {
 static uint64_t fraction_times(const char *digits, size_t n, uint64_t mult)
 {
 	uint64_t carry = 0;
-
 	while (n-- > 0)
 		carry = ((uint64_t)(digits[n] - '0') * mult + carry) / 10;
 	return carry;
 }
 
-static bool parse_amount_n(const char *text, size_t len, struct cumemcap_amount *out)
+/* Digits, then maybe '.' and more digits ("1", "1.25"), at the start of
+ * text[0..len): the whole part (false past UINT64_MAX), the fraction's
+ * digits, and in *i where they end. */
+static bool decimal(const char *text, size_t len, size_t *i, uint64_t *whole, const char **frac,
+		    size_t *frac_len)
 {
-	size_t i = 0;
-	uint64_t whole = 0;
-	const char *frac = NULL;
-	size_t frac_len = 0;
-
+	*whole = 0;
+	*frac = NULL;
+	*frac_len = 0;
 	if (text == NULL || len == 0 || !is_digit(text[0]))
 		return false; /* empty, sign, blank, ".5" */
-
-	while (i < len && is_digit(text[i])) {
-		if (!mul_u64(whole, 10, &whole) || !add_u64(whole, (uint64_t)(text[i] - '0'), &whole))
+	for (*i = 0; *i < len && is_digit(text[*i]); ++*i)
+		if (__builtin_mul_overflow(*whole, 10, whole) ||
+		    __builtin_add_overflow(*whole, (uint64_t)(text[*i] - '0'), whole))
 			return false;
-		i++;
+	if (*i < len && text[*i] == '.') {
+		*frac = &text[++*i];
+		while (*i < len && is_digit(text[*i]))
+			++*i;
+		*frac_len = (size_t)(&text[*i] - *frac);
 	}
-	if (i < len && text[i] == '.') {
-		i++;
-		frac = &text[i];
-		while (i < len && is_digit(text[i]))
-			i++;
-		frac_len = (size_t)(&text[i] - frac);
-		if (frac_len == 0)
-			return false; /* "1.G", "1..5G" */
-	}
+	return *frac == NULL || *frac_len > 0; /* not "1.G", "1..5G" */
+}
 
+static bool parse_amount_n(const char *text, size_t len, struct cumemcap_amount *out)
+{
+	size_t i, frac_len;
+	uint64_t whole, mult = 1, bytes;
+	const char *frac;
+	if (!decimal(text, len, &i, &whole, &frac, &frac_len))
+		return false;
 	const char *suffix = &text[i];
 	size_t suffix_len = len - i;
-
 	if (suffix_len == 1 && suffix[0] == '%') {
-		uint64_t permille;
-
-		if (frac_len > PERCENT_DECIMALS)
-			return false; /* finer than 0.001%: not representable */
-		if (whole > PERMILLE_MAX / 1000)
+		/* Finer than 0.001% is not representable. */
+		if (frac_len > 3 || whole > PERMILLE_MAX / 1000)
 			return false;
-		permille = whole * 1000;
-		for (size_t d = 0; d < PERCENT_DECIMALS; d++) {
-			uint64_t digit = d < frac_len ? (uint64_t)(frac[d] - '0') : 0;
-			uint64_t scale = d == 0 ? 100 : d == 1 ? 10 : 1;
-
-			permille += digit * scale;
-		}
+		uint64_t permille = whole * 1000 + fraction_times(frac, frac_len, 1000);
 		if (permille == 0 || permille > PERMILLE_MAX)
 			return false;
-		*out = (struct cumemcap_amount){
-			.kind = CUMEMCAP_AMOUNT_PERCENT,
-			.permille = (uint32_t)permille,
-		};
+		*out = (struct cumemcap_amount){ .kind = CUMEMCAP_AMOUNT_PERCENT,
+						 .permille = (uint32_t)permille };
 		return true;
 	}
-
-	uint64_t mult = 0;
-
-	if (suffix_len == 0) {
-		if (frac != NULL)
-			return false; /* a plain number counts bytes: no fractions */
-		mult = 1;
-	} else {
-		for (const struct unit *u = units; u->name[0]; u++) {
-			if (equals_nocase(suffix, suffix_len, u->name)) {
-				mult = u->multiplier;
-				break;
-			}
-		}
-		if (mult == 0)
-			return false;
-	}
-
-	uint64_t bytes;
-
-	if (!mul_u64(whole, mult, &bytes))
+	if (suffix_len > 0)
+		mult = unit_multiplier(suffix, suffix_len);
+	else if (frac != NULL)
+		return false; /* a plain number counts bytes: no fractions */
+	if (mult == 0 || __builtin_mul_overflow(whole, mult, &bytes) ||
+	    __builtin_add_overflow(bytes, fraction_times(frac, frac_len, mult), &bytes) ||
+	    bytes == 0)
 		return false;
-	if (frac != NULL && !add_u64(bytes, fraction_times(frac, frac_len, mult), &bytes))
-		return false;
-	if (bytes == 0)
-		return false;
-
-	*out = (struct cumemcap_amount){
-		.kind = CUMEMCAP_AMOUNT_BYTES,
-		.bytes = bytes,
-	};
+	*out = (struct cumemcap_amount){ .kind = CUMEMCAP_AMOUNT_BYTES, .bytes = bytes };
 	return true;
 }
 
 bool cumemcap_parse_amount(const char *text, struct cumemcap_amount *out)
 {
-	if (text == NULL)
-		return false;
-	return parse_amount_n(text, strlen(text), out);
+	return text != NULL && parse_amount_n(text, strlen(text), out);
 }
 
 /* ---- selectors ---------------------------------------------------------- */
 
-#define ORDINAL_MAX 1023u
-
 static bool parse_ordinal(const char *text, size_t len, uint32_t *out)
 {
 	uint32_t v = 0;
-
 	/* One spelling per ordinal: "0", "7", "1023"; no "007". */
 	if (len == 0 || len > 4 || (text[0] == '0' && len > 1))
 		return false;
@@ -236,51 +170,38 @@ static bool parse_ordinal(const char *text, size_t len, uint32_t *out)
 			return false;
 		v = v * 10 + (uint32_t)(text[i] - '0');
 	}
-	if (v > ORDINAL_MAX)
+	if (v > 1023)
 		return false;
 	*out = v;
 	return true;
 }
 
+/* "GPU-" and 8-4-4-4-12 hex digits: the dashes stand at 12, 17, 22, 27. */
 static bool parse_uuid(const char *text, size_t len, unsigned char out[16])
 {
-	static const size_t groups[] = { 8, 4, 4, 4, 12 };
 	unsigned char bytes[16];
-	size_t pos = 4, nbyte = 0;
-
 	if (len != 4 + 32 + 4 || !equals_nocase(text, 4, "gpu-"))
 		return false;
-	for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++) {
-		if (g > 0) {
-			if (text[pos] != '-')
-				return false;
-			pos++;
-		}
-		for (size_t k = 0; k < groups[g]; k += 2) {
-			int hi = hex_value(text[pos]);
-			int lo = hex_value(text[pos + 1]);
-
-			if (hi < 0 || lo < 0)
-				return false;
-			bytes[nbyte++] = (unsigned char)(hi << 4 | lo);
-			pos += 2;
-		}
+	for (size_t i = 4, n = 0; i < len; i += 2) {
+		if ((i == 12 || i == 17 || i == 22 || i == 27) && text[i++] != '-')
+			return false;
+		int hi = hex_value(text[i]), lo = hex_value(text[i + 1]);
+		if (hi < 0 || lo < 0)
+			return false;
+		bytes[n++] = (unsigned char)(hi << 4 | lo);
 	}
 	memcpy(out, bytes, sizeof(bytes));
 	return true;
 }
 
-/* 1..max_digits hex digits, value <= max. */
-static bool parse_hex_field(const char *text, size_t len, size_t max_digits, uint32_t max,
-			    uint32_t *out)
+/* [b, e): 1..max_digits hex digits, value <= max. */
+static bool hex_field(const char *b, const char *e, size_t max_digits, uint32_t max, uint32_t *out)
 {
 	uint32_t v = 0;
-
-	if (len == 0 || len > max_digits)
+	if (e <= b || (size_t)(e - b) > max_digits)
 		return false;
-	for (size_t i = 0; i < len; i++) {
-		int h = hex_value(text[i]);
-
+	for (; b < e; b++) {
+		int h = hex_value(*b);
 		if (h < 0)
 			return false;
 		v = v << 4 | (uint32_t)h;
@@ -291,72 +212,42 @@ static bool parse_hex_field(const char *text, size_t len, size_t max_digits, uin
 	return true;
 }
 
-struct pci_id {
-	uint32_t domain, bus, device, function;
-};
-
-/* [DOMAIN:]BUS:DEVICE.FUNCTION, all hex. */
-static bool parse_pci(const char *text, size_t len, struct pci_id *out)
+/* [DOMAIN:]BUS:DEVICE.FUNCTION, all hex, into sel's pci_ fields (the
+ * domain stays as it is when omitted). */
+static bool parse_pci(const char *text, size_t len, struct cumemcap_selector *sel)
 {
-	const char *colon[2] = { NULL, NULL };
-	size_t ncolon = 0;
-	const char *dot = NULL;
-	struct pci_id id = { 0, 0, 0, 0 };
-
-	for (size_t i = 0; i < len; i++) {
-		if (text[i] == ':') {
-			if (ncolon == 2 || dot != NULL)
-				return false;
-			colon[ncolon++] = &text[i];
-		} else if (text[i] == '.') {
-			if (dot != NULL)
-				return false;
-			dot = &text[i];
-		}
-	}
-	if (ncolon == 0 || dot == NULL)
+	const char *end = text + len, *first = memchr(text, ':', len), *last = first;
+	const char *dot = memchr(text, '.', len);
+	for (const char *c = text; c < end; c++)
+		if (*c == ':')
+			last = c;
+	if (!first || !dot || dot < last)
 		return false;
+	return (first == last || hex_field(text, first, 8, UINT32_MAX, &sel->pci_domain)) &&
+	       hex_field(first == last ? text : first + 1, last, 2, 0xff, &sel->pci_bus) &&
+	       hex_field(last + 1, dot, 2, 0x1f, &sel->pci_device) &&
+	       hex_field(dot + 1, end, 1, 7, &sel->pci_function);
+}
 
-	const char *end = text + len;
-	const char *bus = text;
-
-	if (ncolon == 2) {
-		if (!parse_hex_field(text, (size_t)(colon[0] - text), 8, UINT32_MAX, &id.domain))
-			return false;
-		bus = colon[0] + 1;
-	}
-	const char *last_colon = colon[ncolon - 1];
-
-	if (!parse_hex_field(bus, (size_t)(last_colon - bus), 2, 0xff, &id.bus) ||
-	    !parse_hex_field(last_colon + 1, (size_t)(dot - last_colon - 1), 2, 0x1f, &id.device) ||
-	    !parse_hex_field(dot + 1, (size_t)(end - dot - 1), 1, 7, &id.function))
-		return false;
-	*out = id;
-	return true;
+static bool same_pci(const struct cumemcap_selector *a, const struct cumemcap_selector *b)
+{
+	return a->pci_domain == b->pci_domain && a->pci_bus == b->pci_bus &&
+	       a->pci_device == b->pci_device && a->pci_function == b->pci_function;
 }
 
 bool cumemcap_parse_selector(const char *text, size_t len, struct cumemcap_selector *out)
 {
-	struct cumemcap_selector sel;
-	struct pci_id pci;
-
+	struct cumemcap_selector sel = { 0 };
 	if (text == NULL || len == 0)
 		return false;
-	memset(&sel, 0, sizeof(sel));
-
-	if (parse_ordinal(text, len, &sel.ordinal)) {
+	if (parse_ordinal(text, len, &sel.ordinal))
 		sel.kind = CUMEMCAP_SEL_ORDINAL;
-	} else if (parse_uuid(text, len, sel.uuid)) {
+	else if (parse_uuid(text, len, sel.uuid))
 		sel.kind = CUMEMCAP_SEL_UUID;
-	} else if (parse_pci(text, len, &pci)) {
+	else if (parse_pci(text, len, &sel))
 		sel.kind = CUMEMCAP_SEL_PCI;
-		sel.pci_domain = pci.domain;
-		sel.pci_bus = pci.bus;
-		sel.pci_device = pci.device;
-		sel.pci_function = pci.function;
-	} else {
+	else
 		return false;
-	}
 	*out = sel;
 	return true;
 }
@@ -364,8 +255,7 @@ bool cumemcap_parse_selector(const char *text, size_t len, struct cumemcap_selec
 bool cumemcap_selector_matches(const struct cumemcap_selector *sel, int ordinal,
 			       const unsigned char uuid[16], const char *pci_bus_id)
 {
-	struct pci_id pci;
-
+	struct cumemcap_selector bus = { 0 };
 	if (sel == NULL)
 		return false;
 	switch (sel->kind) {
@@ -374,10 +264,8 @@ bool cumemcap_selector_matches(const struct cumemcap_selector *sel, int ordinal,
 	case CUMEMCAP_SEL_UUID:
 		return uuid != NULL && memcmp(uuid, sel->uuid, sizeof(sel->uuid)) == 0;
 	case CUMEMCAP_SEL_PCI:
-		if (pci_bus_id == NULL || !parse_pci(pci_bus_id, strlen(pci_bus_id), &pci))
-			return false;
-		return pci.domain == sel->pci_domain && pci.bus == sel->pci_bus &&
-		       pci.device == sel->pci_device && pci.function == sel->pci_function;
+		return pci_bus_id != NULL && parse_pci(pci_bus_id, strlen(pci_bus_id), &bus) &&
+		       same_pci(sel, &bus);
 	}
 	return false;
 }
@@ -385,7 +273,6 @@ bool cumemcap_selector_matches(const struct cumemcap_selector *sel, int ordinal,
 void cumemcap_selector_format(const struct cumemcap_selector *sel, char *buf, size_t len)
 {
 	const unsigned char *u = sel->uuid;
-
 	if (buf == NULL || len == 0)
 		return;
 	switch (sel->kind) {
@@ -417,32 +304,22 @@ bool cumemcap_selector_equal(const struct cumemcap_selector *a, const struct cum
 	case CUMEMCAP_SEL_UUID:
 		return memcmp(a->uuid, b->uuid, sizeof(a->uuid)) == 0;
 	case CUMEMCAP_SEL_PCI:
-		return a->pci_domain == b->pci_domain && a->pci_bus == b->pci_bus &&
-		       a->pci_device == b->pci_device && a->pci_function == b->pci_function;
+		return same_pci(a, b);
 	}
 	return false;
 }
 
 /* ---- device rule lists -------------------------------------------------- */
 
-#define QUOTE_MAX 80
-#define QUOTED_MAX (QUOTE_MAX * 4 + 6)
+#define QUOTED_MAX (80 * 4 + 6)
 
-/* text[0..len) in double quotes for a one-line message: control and
- * non-ASCII bytes, '"' and '\\' as \xNN; cut after QUOTE_MAX bytes with
- * "...". dst holds QUOTED_MAX bytes. */
+/* text[0..len) in double quotes for a one-line message, made printable
+ * (cumemcap_config_quote) and cut after 80 bytes with "...". */
 static const char *quoted(char *dst, const char *text, size_t len)
 {
-	size_t o = 0;
-	dst[o++] = '"';
-	for (size_t i = 0; i < len && i < QUOTE_MAX; i++) {
-		unsigned char c = (unsigned char)text[i];
-		if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
-			o += (size_t)snprintf(dst + o, 5, "\\x%02x", c);
-		else
-			dst[o++] = (char)c;
-	}
-	snprintf(dst + o, QUOTED_MAX - o, "%s\"", len > QUOTE_MAX ? "..." : "");
+	char cut[81], q[QUOTED_MAX];
+	snprintf(cut, sizeof(cut), "%.*s", (int)(len < 80 ? len : 80), text);
+	snprintf(dst, QUOTED_MAX, "\"%s%s\"", cumemcap_config_quote(q, sizeof(q), cut), len > 80 ? "..." : "");
 	return dst;
 }
 
@@ -472,12 +349,9 @@ bool cumemcap_parse_device_rules(const char *text, struct cumemcap_device_rules 
 	char q[QUOTED_MAX];
 
 	if (err != NULL && errlen > 0)
-		err[0] = '\0';
-	if (text == NULL) {
-		if (err != NULL && errlen > 0)
-			snprintf(err, errlen, "no value");
+		snprintf(err, errlen, "%s", text == NULL ? "no value" : "");
+	if (text == NULL)
 		return false;
-	}
 	rules.count = 0;
 
 	for (size_t index = 1;; index++) {
@@ -572,29 +446,13 @@ uint64_t cumemcap_resolve_limit(const struct cumemcap_amount *global,
 
 bool cumemcap_parse_seconds(const char *text, uint32_t min_ms, uint32_t max_ms, uint32_t *out_ms)
 {
-	uint64_t ms = 0;
-	const char *s = text;
-	if (*s < '0' || *s > '9')
+	size_t i, n, len = strlen(text);
+	uint64_t whole, ms;
+	const char *frac;
+	if (!decimal(text, len, &i, &whole, &frac, &n) || i != len || n > 3 || whole > UINT32_MAX)
 		return false;
-	for (; *s >= '0' && *s <= '9'; s++) {
-		ms = ms * 10 + (uint64_t)(*s - '0');
-		if (ms > UINT32_MAX)
-			return false;
-	}
-	ms *= 1000;
-	if (*s == '.') {
-		s++;
-		uint64_t scale = 100;
-		if (*s < '0' || *s > '9')
-			return false;
-		for (; *s >= '0' && *s <= '9'; s++) {
-			if (scale == 0)
-				return false; /* more than three fraction digits */
-			ms += (uint64_t)(*s - '0') * scale;
-			scale /= 10;
-		}
-	}
-	if (*s || ms < min_ms || ms > max_ms)
+	ms = whole * 1000 + fraction_times(frac, n, 1000);
+	if (ms < min_ms || ms > max_ms)
 		return false;
 	*out_ms = (uint32_t)ms;
 	return true;

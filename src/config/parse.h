@@ -1,21 +1,16 @@
-/* parse: pure value parsers for the configuration surface.
- *
- * Owns: turning the text of CUMEMCAP_LIMIT, CUMEMCAP_DEVICE_LIMITS and the
- * device selectors inside them into values, and the one-line messages that
- * explain a rejected value. No I/O, no globals, no allocation: every function
- * is a pure function on memory the caller owns, so it is reentrant,
- * thread-safe and safe to call from a library constructor.
- *
- * Convention (libinput safe_atoi): a parser returns true on success and
- * writes its output; on failure it returns false and leaves *out untouched.
- */
+/* parse: pure value parsers: sizes, shares, GPU selectors and lists of
+ * them, durations, path templates, and the one-line messages that explain
+ * a rejected value. No I/O, no globals, no allocation: every function is
+ * reentrant, thread-safe and safe to call from a library constructor.
+ * A parser returns true and writes its output, or returns false and
+ * leaves *out untouched. */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-/* A limit as the user wrote it: absolute bytes, or a share of the GPU. */
+/* A limit as the user wrote it: bytes, or a share of the GPU. */
 enum cumemcap_amount_kind {
 	CUMEMCAP_AMOUNT_NONE = 0, /* no limit */
 	CUMEMCAP_AMOUNT_BYTES,    /* .bytes is the limit */
@@ -28,21 +23,16 @@ struct cumemcap_amount {
 	uint32_t permille; /* CUMEMCAP_AMOUNT_PERCENT: 1..100000, i.e. 0.001%..100% in 0.001% steps */
 };
 
-/* Parse a size: plain bytes ("1073741824"), a decimal number with a binary
- * unit K/M/G/T or KiB/MiB/GiB/TiB (powers of 1024), a decimal unit
- * KB/MB/GB/TB (powers of 1000), or "B"; or a percentage "NN%" / "NN.N%" in
- * (0, 100]. Units are case-insensitive; no space between number and unit;
- * surrounding blanks are not accepted. Fractions are allowed with a unit or
- * '%' ("1.5GiB", "12.5%"), the result truncated to whole bytes; a plain
- * number must be an integer. Rejected: empty, zero, negative, unknown unit,
- * overflow past UINT64_MAX, more than 100%. */
+/* A size: plain bytes ("1073741824"), or a decimal number with a unit
+ * K/M/G/T/P or KiB..PiB (powers of 1024), KB..PB (powers of 1000) or B,
+ * case-insensitive, no blank anywhere ("1.5GiB", truncated to whole
+ * bytes); or a percentage in (0, 100] with at most three decimals
+ * ("12.5%"). Rejected: zero, a fraction of bytes, an unknown unit, more
+ * than UINT64_MAX. cumemcap_amount_forms says so in a message. */
 bool cumemcap_parse_amount(const char *text, struct cumemcap_amount *out);
-
-/* The accepted forms, for error messages (one line, no trailing newline). */
 extern const char cumemcap_amount_forms[];
 
-/* A GPU selector as written in CUMEMCAP_DEVICE_LIMITS (and later in
- * `[device SELECTOR]` config sections). */
+/* A GPU selector, as in CUMEMCAP_DEVICE_LIMITS and [device SELECTOR]. */
 enum cumemcap_selector_kind {
 	CUMEMCAP_SEL_ORDINAL = 1, /* "0", "3": CUdevice ordinal as the process sees it */
 	CUMEMCAP_SEL_UUID,        /* "GPU-8e6bd7c8-95e4-2e0f-c1d9-6e2a0b1c4d5f" */
@@ -59,21 +49,19 @@ struct cumemcap_selector {
 	uint32_t pci_function;
 };
 
-/* Parse one selector. UUIDs are "GPU-" + 8-4-4-4-12 hex digits (case-
- * insensitive). PCI ids are [DOMAIN:]BUS:DEVICE.FUNCTION in hex, domain of
- * 1..8 digits, bus 1..2, device 1..2 (<= 0x1f), function 1 digit (<= 7). */
+/* One selector. UUIDs are "GPU-" + 8-4-4-4-12 hex digits (any case). PCI
+ * ids are [DOMAIN:]BUS:DEVICE.FUNCTION in hex, domain of 1..8 digits, bus
+ * 1..2, device 1..2 (<= 0x1f), function 1 digit (<= 7).
+ * cumemcap_selector_forms says so in a message. */
 bool cumemcap_parse_selector(const char *text, size_t len, struct cumemcap_selector *out);
-
-/* The accepted selector forms, for error messages. */
 extern const char cumemcap_selector_forms[];
 
-/* Does a selector name this GPU? pci_bus_id is the string cuDeviceGetPCIBusId
- * returns ("0000:3b:00.0"); it is parsed with the same rules. */
+/* Whether a selector names this GPU; pci_bus_id as cuDeviceGetPCIBusId
+ * gives it ("0000:3b:00.0"). */
 bool cumemcap_selector_matches(const struct cumemcap_selector *sel, int ordinal,
 			       const unsigned char uuid[16], const char *pci_bus_id);
 
-/* Whether two selectors are of one kind and one value: the same GPU
- * named twice. */
+/* Whether two selectors are of one kind and one value. */
 bool cumemcap_selector_equal(const struct cumemcap_selector *a, const struct cumemcap_selector *b);
 
 /* Format a selector back to text ("1", "GPU-...", "0000:3b:00.0"). */
@@ -91,28 +79,25 @@ struct cumemcap_device_rules {
 	struct cumemcap_device_rule rule[CUMEMCAP_MAX_DEVICE_RULES];
 };
 
-/* Parse "SEL=SIZE[,SEL=SIZE...]", e.g. "0=4GiB,GPU-<uuid>=12GiB,0000:3b:00.0=50%".
- * Empty entries, a missing '=', a bad selector or size, the same GPU named
- * twice by equal selectors, or more than CUMEMCAP_MAX_DEVICE_RULES entries
- * fail. On failure *out is untouched and err (if not NULL) receives one line
- * (no trailing newline, no variable name) saying which entry is wrong and
- * why, e.g.: entry 2 "foo=4GiB": "foo" is not a GPU selector; accepted: ... */
+/* "SEL=SIZE[,SEL=SIZE...]", e.g. "0=4GiB,GPU-<uuid>=12GiB,0000:3b:00.0=50%".
+ * An empty entry, a missing '=', a bad selector or size, one selector
+ * twice or more than CUMEMCAP_MAX_DEVICE_RULES entries fail: err (may be
+ * NULL) gets one line saying which entry and why, e.g.
+ * entry 2 "foo=4GiB": "foo" is not a GPU selector; accepted: ... */
 bool cumemcap_parse_device_rules(const char *text, struct cumemcap_device_rules *out,
 				 char *err, size_t errlen);
 
-/* Resolve the limit in bytes for one GPU of `total` bytes: the first device
- * rule that matches wins, else the global amount. Percentages are of
- * `total`, rounded down; the result is never above `total`. Returns
- * UINT64_MAX when no limit applies. `matched` (may be NULL) receives the
- * index of the rule used, or -1 when the global amount (or none) applied. */
+/* The limit in bytes for one GPU of `total` bytes: the first rule that
+ * matches, else `global`; a percentage of `total` rounded down, never
+ * above `total`; UINT64_MAX when none applies. `matched` (may be NULL)
+ * gets the index of the rule used, or -1. */
 uint64_t cumemcap_resolve_limit(const struct cumemcap_amount *global,
 				const struct cumemcap_device_rules *rules, int ordinal,
 				const unsigned char uuid[16], const char *pci_bus_id,
 				uint64_t total, int *matched);
 
-/* Parse a duration in seconds: an integer or a decimal with at most three
- * fraction digits ("30", "0.5", "2.125"), into milliseconds, accepted when
- * min_ms <= value <= max_ms. */
+/* Seconds with at most three decimals ("30", "0.5", "2.125") into
+ * milliseconds, accepted when min_ms <= value <= max_ms. */
 bool cumemcap_parse_seconds(const char *text, uint32_t min_ms, uint32_t max_ms, uint32_t *out_ms);
 
 /* A path template: not empty, shorter than `max`, no control characters,

@@ -1,5 +1,5 @@
-/* policy: see policy.h. Building the policy is here; what a built one says
- * about one GPU is policy-limit.c's. */
+/* policy: building the policy (see policy.h, which says how it is
+ * thread-safe); what a built one says about one GPU is policy-limit.c's. */
 #include "config.h"
 #include "config/policy.h"
 
@@ -35,9 +35,8 @@ static const char *key_list(char *buf, size_t len, unsigned scope)
 /* User text quoted for a one-line message. */
 #define Q(buf, s) cumemcap_config_quote(buf, sizeof(buf), s)
 
-/* A value a parser refused: err holds why (a sentence to put after the
- * value); it becomes `NAME="VALUE"` then why (`sep` "="), or `key =
- * "value"` then why (" = "). */
+/* A value a parser refused: `NAME` `sep` "VALUE" before the parser's why
+ * in err. */
 static bool refused(const char *name, const char *sep, const char *value, char *err, size_t errlen)
 {
 	char q[256];
@@ -45,22 +44,43 @@ static bool refused(const char *name, const char *sep, const char *value, char *
 	return false;
 }
 
+/* The line for a value not of a plain form (cumemcap_policy_plain_form),
+ * naming the setting as `name` `sep`: "CUMEMCAP_LIMIT" "=", "limit" " = ". */
+static __attribute__((noinline, cold)) bool bad_form(const char *name, const char *sep, const char *value,
+						     bool in_file, char *err, size_t errlen)
+{
+	char q[256];
+	size_t n = strlen(value);
+	if (n >= 2 && (value[0] == '"' || value[0] == '\'') && value[n - 1] == value[0]) {
+		char inner[256];
+		snprintf(inner, sizeof(inner), "%.*s", (int)(n - 2), value + 1);
+		snprintf(err, errlen, "%s%s%c%s%c: quotes are not part of the syntax; accepted without them: %s%s%s", name, sep,
+			 value[0], cumemcap_config_quote(q, sizeof(q), inner), value[0], name, sep, q);
+		return false;
+	}
+	snprintf(err, errlen, "%s%s\"%s\": a value cannot contain '#'; accepted: a value without one%s", name, sep,
+		 cumemcap_config_quote(q, sizeof(q), value), in_file ? " (for a comment, put a blank before the '#')" : "");
+	return false;
+}
+
+bool cumemcap_policy_plain_form(const char *value)
+{
+	size_t n = 0;
+	for (; value[n]; n++)
+		if (value[n] == '#')
+			return false;
+	return !(n >= 2 && (value[0] == '"' || value[0] == '\'') && value[n - 1] == value[0]);
+}
+
 /* ---- one value from one source -------------------------------------------- */
 
-/* A policy being built, and a second one that takes the values no setting
- * keeps (given by a source of lower precedence, or in a [program]
- * section that does not match), parsed only to be checked. */
+/* A policy being built, and a second one that takes the values parsed only
+ * to be checked: from a source of lower precedence, or a [program]
+ * section that does not match. */
 struct building {
 	struct cumemcap_policy *p;
 	struct cumemcap_policy *scratch; /* allocated when first needed */
 };
-
-static struct cumemcap_policy *scratch(struct building *b)
-{
-	if (!b->scratch)
-		b->scratch = calloc(1, sizeof(*b->scratch));
-	return b->scratch;
-}
 
 static struct cumemcap_source *source_in(void *base, const struct cumemcap_setting *s)
 {
@@ -70,10 +90,10 @@ static struct cumemcap_source *source_in(void *base, const struct cumemcap_setti
 /* Setting s given `value` (of a plain form) by `from`, a source of the
  * given rank (CUMEMCAP_RANKS: a [program] section that does not match, or
  * a [device] section), named `name` `sep` in messages. A limit rule goes
- * to that source's limits. Any other setting goes to the
- * policy unless a source of higher precedence gave it: the environment is
- * read first, and in the file the global part comes before any section, so
- * only the matching [program] section replaces a value the file gave. */
+ * to that source's limits, any other setting to the policy unless a source
+ * of higher precedence gave it: the environment is read first, and the
+ * file's global part comes before any section, so only the matching
+ * [program] section replaces a value the file gave. */
 static bool take(struct building *b, const struct cumemcap_setting *s, enum cumemcap_rank rank,
 		 const char *name, const char *sep, const char *value, struct cumemcap_source from, char *err,
 		 size_t errlen)
@@ -84,21 +104,14 @@ static bool take(struct building *b, const struct cumemcap_setting *s, enum cume
 		keep = now == CUMEMCAP_FROM_DEFAULT ||
 		       (now == CUMEMCAP_FROM_FILE && rank == CUMEMCAP_RANK_PROGRAM);
 	}
-	struct cumemcap_policy *to = keep ? b->p : scratch(b);
-	if (!to) {
+	if (!keep && !b->scratch && !(b->scratch = calloc(1, sizeof(*b->scratch)))) {
 		snprintf(err, errlen, "out of memory");
 		return false;
 	}
-	void *base = to;
-	bool ok;
-	if (s->parse_limit) {
-		int source = keep ? rank : 0;
-		base = &to->limits[source];
-		ok = s->parse_limit(to, source, value, err, errlen);
-	} else {
-		ok = s->parse(to, value, err, errlen);
-	}
-	if (!ok)
+	struct cumemcap_policy *to = keep ? b->p : b->scratch;
+	int source = keep ? rank : 0;
+	void *base = s->parse_limit ? (void *)&to->limits[source] : to;
+	if (s->parse_limit ? !s->parse_limit(to, source, value, err, errlen) : !s->parse(to, value, err, errlen))
 		return refused(name, sep, value, err, errlen);
 	*source_in(base, s) = from;
 	return true;
@@ -115,7 +128,7 @@ static bool read_env(struct building *b, cumemcap_getenv_fn get, char *err, size
 		if (!value)
 			continue;
 		if (!cumemcap_policy_plain_form(value))
-			return cumemcap_policy_bad_form(s->variable, "=", value, false, err, errlen);
+			return bad_form(s->variable, "=", value, false, err, errlen);
 		if (!take(b, s, CUMEMCAP_RANK_ENV, s->variable, "=", value, from, err, errlen))
 			return false;
 	}
@@ -124,11 +137,9 @@ static bool read_env(struct building *b, cumemcap_getenv_fn get, char *err, size
 
 /* ---- the file --------------------------------------------------------------- */
 
-enum section_kind { SECTION_GLOBAL, SECTION_PROGRAM, SECTION_DEVICE };
-
 struct file_state {
 	struct building *b;
-	enum section_kind kind;
+	unsigned where;          /* CUMEMCAP_IN_GLOBAL, _PROGRAM or _DEVICE */
 	enum cumemcap_rank rank; /* of this section's entries */
 	struct cumemcap_device_section *device;
 	unsigned seen[CUMEMCAP_SETTINGS_MAX]; /* each key's line in this section, 0: not yet */
@@ -159,7 +170,7 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 			snprintf(err, errlen, "more than %d [device] sections", CUMEMCAP_MAX_DEVICE_SECTIONS);
 			return false;
 		}
-		st->kind = SECTION_DEVICE;
+		st->where = CUMEMCAP_IN_DEVICE;
 		st->device = &p->device_sections[p->device_section_count++];
 		*st->device = (struct cumemcap_device_section){ .selector = sel, .line = line };
 		return true;
@@ -171,12 +182,11 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 				 Q(q, arg), CUMEMCAP_PROGRAM_MAX - 1);
 			return false;
 		}
-		st->kind = SECTION_PROGRAM;
+		st->where = CUMEMCAP_IN_PROGRAM;
 		p->program_section_count++;
 		/* The first section that matches applies; later ones are only
-		 * checked. A process without a name (an empty argv[0], or under
-		 * secure execution an executable whose name cannot be read)
-		 * matches none, not even [program *]. */
+		 * checked. A process without a name matches none, not even
+		 * [program *]. */
 		st->rank = CUMEMCAP_RANKS;
 		if (p->program_section_line == 0 && p->program[0] && fnmatch(arg, p->program, 0) == 0) {
 			p->program_section_line = line;
@@ -194,8 +204,7 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 	return false;
 }
 
-/* The errors of on_entry about a key: one no setting has, and one that
- * cannot stand where it is. */
+/* A key no setting has, and one that cannot stand where it is. */
 static bool unknown_key(const char *key, char *err, size_t errlen)
 {
 	char qk[128], keys_there[512];
@@ -212,12 +221,12 @@ static bool unknown_key(const char *key, char *err, size_t errlen)
 	return false;
 }
 
-static bool out_of_place(const char *key, enum section_kind kind, unsigned where, char *err, size_t errlen)
+static bool out_of_place(const char *key, unsigned where, char *err, size_t errlen)
 {
 	char keys_there[512];
 	snprintf(err, errlen, "\"%s\" cannot stand in %s; accepted there: %s", key,
-		 kind == SECTION_DEVICE ? "a [device] section"
-		 : kind == SECTION_PROGRAM ? "a [program] section" : "the global part",
+		 where == CUMEMCAP_IN_DEVICE ? "a [device] section"
+		 : where == CUMEMCAP_IN_PROGRAM ? "a [program] section" : "the global part",
 		 key_list(keys_there, sizeof(keys_there), where));
 	return false;
 }
@@ -229,12 +238,10 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 	const struct cumemcap_setting *s = cumemcap_setting_by_key(key);
 	if (!s)
 		return unknown_key(key, err, errlen);
-	unsigned where = st->kind == SECTION_GLOBAL ? CUMEMCAP_IN_GLOBAL
-			 : st->kind == SECTION_PROGRAM ? CUMEMCAP_IN_PROGRAM : CUMEMCAP_IN_DEVICE;
-	if (!(s->scope & where))
-		return out_of_place(key, st->kind, where, err, errlen);
+	if (!(s->scope & st->where))
+		return out_of_place(key, st->where, err, errlen);
 	if (!cumemcap_policy_plain_form(value))
-		return cumemcap_policy_bad_form(key, " = ", value, true, err, errlen);
+		return bad_form(key, " = ", value, true, err, errlen);
 	unsigned *seen = &st->seen[s - cumemcap_settings];
 	if (*seen) {
 		snprintf(err, errlen, "duplicate key \"%s\" in this section (first at line %u)", key, *seen);
@@ -242,7 +249,7 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 	}
 	*seen = line;
 	struct cumemcap_source from = { .origin = CUMEMCAP_FROM_FILE, .line = line };
-	if (st->kind != SECTION_DEVICE)
+	if (st->where != CUMEMCAP_IN_DEVICE)
 		return take(st->b, s, st->rank, key, " = ", value, from, err, errlen);
 	/* Only limit stands in a [device] section: checked as any limit,
 	 * kept in the section. */
@@ -256,8 +263,8 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 
 static const struct cumemcap_config_handler file_handler = { on_section, on_entry };
 
-enum cumemcap_rank cumemcap_policy_rank_of(const struct cumemcap_policy *p,
-					   const struct cumemcap_source *src)
+/* Which source gave a value: CUMEMCAP_RANKS for a default. */
+static enum cumemcap_rank rank_of(const struct cumemcap_policy *p, const struct cumemcap_source *src)
 {
 	if (src->origin == CUMEMCAP_FROM_ENV)
 		return CUMEMCAP_RANK_ENV;
@@ -266,6 +273,35 @@ enum cumemcap_rank cumemcap_policy_rank_of(const struct cumemcap_policy *p,
 	/* The global part ends at the first section. */
 	return p->program_section_line && src->line > p->program_section_line ? CUMEMCAP_RANK_PROGRAM
 										: CUMEMCAP_RANK_GLOBAL;
+}
+
+/* Once every source is read: group_limit_src, and the check that a group
+ * limit has a group: a limit is never given to no one. A group limit
+ * below a source that set the group empty (CUMEMCAP_GROUP= over a file's
+ * group) is not an error: that group is turned off, limit and all. */
+static bool resolve_group(struct cumemcap_policy *p, char *err, size_t errlen)
+{
+	enum cumemcap_rank limit_at = CUMEMCAP_RANK_ENV;
+	while (limit_at < CUMEMCAP_RANKS && p->limits[limit_at].group_limit_src.origin == CUMEMCAP_FROM_DEFAULT)
+		limit_at++;
+	if (limit_at == CUMEMCAP_RANKS)
+		return true;
+	const struct cumemcap_limits *l = &p->limits[limit_at];
+	p->group_limit_src = l->group_limit_src;
+	/* A group limit needs a group: none named anywhere, or named empty
+	 * by the same source as the limit or a lower one. */
+	if (p->group[0] || rank_of(p, &p->group_src) < limit_at)
+		return true;
+	if (l->group_limit_src.origin == CUMEMCAP_FROM_ENV)
+		snprintf(err, errlen,
+			 "CUMEMCAP_GROUP_LIMIT=\"%s\": needs a group; accepted: with CUMEMCAP_GROUP "
+			 "(the group's name) set, here or in the configuration file", l->group_limit_text);
+	else
+		snprintf(err, errlen,
+			 "%s:%u: group_limit = \"%s\": needs a group; accepted: with a group key "
+			 "(the group's name) in this section or the global part, or CUMEMCAP_GROUP",
+			 p->config_path, l->group_limit_src.line, l->group_limit_text);
+	return false;
 }
 
 static bool preallocate_without_pool(const struct cumemcap_policy *p, char *err, size_t errlen)
@@ -279,8 +315,7 @@ static bool preallocate_without_pool(const struct cumemcap_policy *p, char *err,
 	return false;
 }
 
-/* Every setting that has a default, from its row's default_value; an
- * empty default is the empty text the zeroed policy holds already. */
+/* Every setting's default_value (an empty one is the zeroed policy's). */
 static void set_defaults(struct cumemcap_policy *p)
 {
 	char why[256];
@@ -303,11 +338,11 @@ static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char
 	bool ok = read_env(&b, get, err, errlen);
 	if (ok && path && path[0]) {
 		cumemcap_copy(p->config_path, sizeof(p->config_path), path);
-		struct file_state st = { .b = &b, .kind = SECTION_GLOBAL, .rank = CUMEMCAP_RANK_GLOBAL };
+		struct file_state st = { .b = &b, .where = CUMEMCAP_IN_GLOBAL, .rank = CUMEMCAP_RANK_GLOBAL };
 		ok = cumemcap_config_parse(path, text, len, &file_handler, &st, err, errlen);
 	}
 	free(b.scratch);
-	if (!ok || !cumemcap_policy_resolve_group(p, err, errlen))
+	if (!ok || !resolve_group(p, err, errlen))
 		return false;
 	if (p->growth == CUMEMCAP_GROWTH_PREALLOCATE && p->pool == CUMEMCAP_POOL_OFF)
 		return preallocate_without_pool(p, err, errlen);
@@ -423,9 +458,8 @@ static bool build_process(struct cumemcap_policy *p, cumemcap_getenv_fn get, boo
 			return false;
 		return build(p, get, path, program, err, errlen);
 	}
-	/* Secure execution: the caller chose the environment, so nothing of
-	 * it counts; only a file root alone can change does. `note` is written
-	 * (and read by the caller) only here. */
+	/* Secure execution: the caller chose the environment, so only a file
+	 * root alone can change counts. `note` is written only here. */
 	if (notelen)
 		note[0] = '\0';
 	char *text = NULL;
@@ -448,8 +482,7 @@ static bool build_process(struct cumemcap_policy *p, cumemcap_getenv_fn get, boo
 	free(text);
 	if (ok) {
 		p->secure = true;
-		/* No file the caller could pick the name or the place of
-		 * (argv is in the name): only a log the file asks for. */
+		/* No log the caller could name or place: only one the file asks for. */
 		if (p->log_src.origin == CUMEMCAP_FROM_DEFAULT)
 			p->log = CUMEMCAP_LOG_OFF;
 	}
@@ -470,28 +503,20 @@ bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_
 void cumemcap_source_format(const struct cumemcap_policy *p, const struct cumemcap_source *src,
 			    char *buf, size_t len)
 {
-	switch (src->origin) {
-	case CUMEMCAP_FROM_ENV:
+	if (src->origin == CUMEMCAP_FROM_ENV)
 		cumemcap_copy(buf, len, src->variable);
-		break;
-	case CUMEMCAP_FROM_FILE:
+	else if (src->origin == CUMEMCAP_FROM_FILE)
 		snprintf(buf, len, "%s:%u", p->config_path, src->line);
-		break;
-	default:
+	else
 		snprintf(buf, len, "default");
-		break;
-	}
 }
 
 /* ---- the program's name ------------------------------------------------------ */
 
 static const char *base_name(const char *path)
 {
-	const char *name = path;
-	for (const char *c = path; *c; c++)
-		if (*c == '/')
-			name = c + 1;
-	return name;
+	const char *slash = strrchr(path, '/');
+	return slash ? slash + 1 : path;
 }
 
 /* An interpreter's name: python, python3, python3.11, pypy3, perl,
@@ -550,46 +575,35 @@ static struct {
 	int argc;
 	char *const *argv;
 	bool bare;                          /* nothing configured at start */
-	char program[CUMEMCAP_PROGRAM_MAX]; /* bare: the name, taken at start */
+	char program[CUMEMCAP_PROGRAM_MAX]; /* the name (when bare, taken at start) */
 } start;
-
-void cumemcap_policy_set_args(int argc, char *const *argv)
-{
-	start.argc = argc;
-	start.argv = argv;
-}
 
 extern char **environ;
 
 /* No CUMEMCAP_ variable at all (every setting and CUMEMCAP_CONFIG is
  * one), no file at the default path (cumemcap_policy_config_path's test),
  * no secure execution: the policy is the defaults, whenever it is built. */
-
 static bool nothing_configured(void)
 {
 	if (getauxval(AT_SECURE) != 0)
 		return false;
-	for (char **e = environ; e && *e; e++) {
-		size_t i = 0;
-		while (prefix[i] && (*e)[i] == prefix[i])
-			i++;
-		if (!prefix[i])
+	for (char **e = environ; e && *e; e++)
+		if (strncmp(*e, prefix, sizeof(prefix) - 1) == 0)
 			return false;
-	}
 	struct stat st;
 	return lstat(default_config, &st) != 0;
 }
 
 bool cumemcap_policy_start(int argc, char *const *argv)
 {
-	cumemcap_policy_set_args(argc, argv);
+	start.argc = argc;
+	start.argv = argv;
 	if (!nothing_configured()) {
 		cumemcap_policy();
 		return true;
 	}
 	/* Built at first use as it would have been now: from no variable and
-	 * no file (ones the program sets or creates later count no more than
-	 * they did when the constructor built it), under the name argv gives
+	 * no file (ones made later count no more), under the name argv gives
 	 * now (a program may rewrite its argv, setproctitle-style). */
 	cumemcap_program_name(argc, argv, start.program, sizeof(start.program));
 	start.bare = true;
@@ -621,11 +635,10 @@ static void program_from_proc(char *out, size_t len)
 }
 
 /* Under secure execution the caller chose argv (`exec -a`), so the name is
- * the executable's own: the base name of /proc/self/exe, which the caller
- * cannot point elsewhere (only a hard link names the same file otherwise,
- * and fs.protected_hardlinks refuses one to a privileged file the caller
- * does not own). No interpreter's script: the kernel ignores setuid on scripts.
- * "" when it cannot be read: then no [program] section applies. */
+ * the base name of /proc/self/exe, which the caller cannot point elsewhere
+ * (fs.protected_hardlinks refuses a hard link to a privileged file the
+ * caller does not own; the kernel ignores setuid on scripts). "" when it
+ * cannot be read: then no [program] section applies. */
 static void program_from_exe(char *out, size_t len)
 {
 	char path[CUMEMCAP_PATH_MAX];
@@ -634,13 +647,10 @@ static void program_from_exe(char *out, size_t len)
 	if (n <= 0 || (size_t)n >= sizeof(path) - 1)
 		return;
 	path[n] = '\0';
-	const char *name = base_name(path);
-	size_t k = strnlen(name, len - 1); /* len > 0: out[0] was written */
-	memcpy(out, name, k);
-	out[k] = '\0';
+	cumemcap_copy(out, len, base_name(path));
 }
 
-/* One line per CUMEMCAP_ variable cumemcap does not know: the program
+/* A line for a CUMEMCAP_ variable cumemcap does not know; the program
  * runs on (a job's environment may be newer than this library). */
 static __attribute__((noinline, cold)) void name_unknown(const char *entry)
 {
@@ -651,28 +661,24 @@ static __attribute__((noinline, cold)) void name_unknown(const char *entry)
 
 static void policy_init(void)
 {
-	static char err[2048]; /* written only on failure */
-	/* Written and read only under secure execution (build_process). */
-	static char note[CUMEMCAP_PATH_MAX + 256];
-	static char program[CUMEMCAP_PROGRAM_MAX]; /* written before main */
-	/* In place: the_policy is zero (.bss) and built once; a failure ends
-	 * the process. */
+	static char err[2048];                     /* written only on failure */
+	static char note[CUMEMCAP_PATH_MAX + 256]; /* only under secure execution */
+	/* In place: the_policy is zero (.bss); a failure ends the process. */
 	if (start.bare) {
 		if (!finish(&the_policy, no_env, "", "", 0, start.program, err, sizeof(err)))
 			cumemcap_fatal("%s", err); /* the defaults: never */
 		atomic_store_explicit(&policy_ready, true, memory_order_release);
 		return;
 	}
-	/* AT_SECURE: setuid, setgid or file capabilities; the kernel's and
-	 * ld.so's own notion, the one that makes ld.so ignore LD_LIBRARY_PATH. */
+	/* AT_SECURE: setuid, setgid or file capabilities, as ld.so sees it. */
 	bool secure = getauxval(AT_SECURE) != 0;
 	if (secure)
-		program_from_exe(program, sizeof(program));
+		program_from_exe(start.program, sizeof(start.program));
 	else if (start.argv)
-		cumemcap_program_name(start.argc, start.argv, program, sizeof(program));
+		cumemcap_program_name(start.argc, start.argv, start.program, sizeof(start.program));
 	else
-		program_from_proc(program, sizeof(program));
-	if (!build_process(&the_policy, env_get, secure, default_config, 0, program, err,
+		program_from_proc(start.program, sizeof(start.program));
+	if (!build_process(&the_policy, env_get, secure, default_config, 0, start.program, err,
 			   sizeof(err), note, sizeof(note)))
 		cumemcap_fatal("%s", err);
 	if (secure && note[0])
@@ -686,8 +692,7 @@ static void policy_init(void)
 
 const struct cumemcap_policy *cumemcap_policy(void)
 {
-	/* Asked on every pooled alloc and free: one load, not a call into
-	 * libc, once the policy is built. */
+	/* Asked on every pooled alloc and free: one load once built. */
 	if (!atomic_load_explicit(&policy_ready, memory_order_acquire))
 		pthread_once(&policy_once, policy_init);
 	return &the_policy;

@@ -1,14 +1,13 @@
 /* policy: the rules of this process, built once from the environment and
- * the configuration file.
+ * the configuration file by the table of settings (settings.h).
  *
- * Owns (with the table of settings in settings.h: environment variable,
- * file key, where in a file it may stand, parser) the immutable struct cumemcap_policy the
- * other layers read, and the precedence between sources. Built in the
- * library constructor (or by the first hook, whichever comes first; when
- * nothing configures the process, always at first use, from what it had
- * at start) and never changed afterwards, so readers need no lock. A value that cannot
- * be honoured exactly is an error, never a warning: the process must not
- * run with a limit other than the one its user meant.
+ * Owns the immutable struct cumemcap_policy the other layers read, and the
+ * precedence between sources. Built in the library constructor or by the
+ * first hook, whichever comes first (when nothing configures the process,
+ * at first use, from what it had at start), and never changed afterwards,
+ * so readers need no lock. A value that cannot be honoured exactly is an
+ * error, never a warning: the process must not run with a limit other
+ * than the one its user meant.
  *
  * Precedence, highest first (see README "Configuration"):
  *   1. the environment: CUMEMCAP_DEVICE_LIMITS (per GPU), then CUMEMCAP_LIMIT;
@@ -77,10 +76,6 @@ enum cumemcap_count {
 	CUMEMCAP_COUNT_ALLOCATIONS,
 };
 
-/* The overhead per context when neither NVML nor the device's memory can
- * tell it: an estimate (docs/footprint.md), not a measurement. */
-#define CUMEMCAP_DEFAULT_OVERHEAD_ESTIMATE (512ull << 20)
-
 #define CUMEMCAP_DEFAULT_RELEASE_IDLE_MS 30000u
 #define CUMEMCAP_DEFAULT_LOG_INTERVAL_MS 5000u
 
@@ -105,19 +100,16 @@ enum cumemcap_rank {
 	CUMEMCAP_RANKS,        /* none: a default */
 };
 
-/* The limit rules one source gives (limit, device_limits, group_limit).
- * Unlike the other settings they are kept for each source, because a GPU
- * that one source's list does not name falls through to the next source.
- * A rule was given when its source is not CUMEMCAP_FROM_DEFAULT. The
- * lists are the policy's devices[] and group_rules[] of the same rank. */
+/* The limit rules one source gives (limit, device_limits, group_limit),
+ * kept for each source because a GPU that one source's list does not name
+ * falls through to the next. A rule was given when its source is not
+ * CUMEMCAP_FROM_DEFAULT; its lists are the policy's devices[] and
+ * group_rules[] of the same rank. */
 struct cumemcap_limits {
 	struct cumemcap_source limit_src, devices_src, group_limit_src;
 	struct cumemcap_amount limit;
-	/* The group's limit as one amount for every GPU, or a list
-	 * (group_rules count > 0), and its text as given (quoted, shortened,
-	 * for messages). */
-	struct cumemcap_amount group_limit;
-	char group_limit_text[96];
+	struct cumemcap_amount group_limit; /* NONE when group_rules has the list */
+	char group_limit_text[96];          /* as given, quoted, for messages */
 };
 
 struct cumemcap_device_section {
@@ -130,10 +122,8 @@ struct cumemcap_device_section {
 
 /* Every setting but the limit rules has one value here, from the source of
  * highest precedence that gave it, and one X_src saying which source that
- * was (CUMEMCAP_FROM_DEFAULT: the table's default_value). The fields a
- * start without CUDA reads or writes come first, the large lists read only
- * where a source gave them last: a page of the policy is faulted in only
- * when touched. */
+ * was (CUMEMCAP_FROM_DEFAULT: the table's default_value). The small fields
+ * come first, the large lists last. */
 struct cumemcap_policy {
 	enum cumemcap_count count;
 	uint64_t overhead_estimate;
@@ -153,9 +143,7 @@ struct cumemcap_policy {
 	struct cumemcap_source count_src, estimate_src, growth_src, pool_src, release_src, hints_src, log_src,
 		interval_src, metrics_src, debug_src, labels_src, group_src, group_dir_src, group_access_src,
 		on_limit_src;
-	/* The group_limit of highest precedence (its value per GPU:
-	 * cumemcap_policy_group_limit). */
-	struct cumemcap_source group_limit_src;
+	struct cumemcap_source group_limit_src; /* of the first source that gave one */
 	struct cumemcap_limits limits[CUMEMCAP_RANKS];
 	unsigned program_section_line; /* 0: no [program] section matched */
 	size_t program_section_count;  /* [program] sections in the file, matching or not */
@@ -165,8 +153,7 @@ struct cumemcap_policy {
 	char metrics_path[CUMEMCAP_PATH_MAX]; /* the template; "" = off */
 	char log_path[CUMEMCAP_PATH_MAX];     /* the template, CUMEMCAP_LOG_FILE only */
 	char group_dir[CUMEMCAP_PATH_MAX];    /* default CUMEMCAP_DEFAULT_GROUP_DIR */
-	/* Extra Prometheus labels, the text as given (policy-labels.c). */
-	char labels[CUMEMCAP_LABELS_MAX];
+	char labels[CUMEMCAP_LABELS_MAX];     /* extra Prometheus labels, as given */
 	char config_path[CUMEMCAP_PATH_MAX]; /* the file read, "" for none */
 
 	/* Each source's device_limits and group_limit lists. */
@@ -175,20 +162,11 @@ struct cumemcap_policy {
 	struct cumemcap_device_section device_sections[CUMEMCAP_MAX_DEVICE_SECTIONS];
 };
 
-/* Which source gave a value: CUMEMCAP_RANKS for a default. */
-enum cumemcap_rank cumemcap_policy_rank_of(const struct cumemcap_policy *p,
-					   const struct cumemcap_source *src);
-
-/* Whether a value has a form some setting may take (policy-parse.c): not
- * wrapped in quotes ("2GiB", '2GiB': a shell's or a file's quotes are not
- * cumemcap's syntax) and without a '#' (a comment starts only at a '#'
- * after a blank, so log = off#x would be a path). Else
- * cumemcap_policy_bad_form writes the line saying which, naming the
- * setting (`NAME` `sep` as in "CUMEMCAP_LIMIT" "=" or "limit" " = "), and
- * returns false. */
+/* Whether a value has a form some setting may take: not wrapped in
+ * quotes ("2GiB", '2GiB': a shell's or a file's quotes are not cumemcap's
+ * syntax) and without a '#' (a comment starts only at a '#' after a
+ * blank, so log = off#x would be a path). */
 bool cumemcap_policy_plain_form(const char *value);
-bool cumemcap_policy_bad_form(const char *name, const char *sep, const char *value, bool in_file, char *err,
-			      size_t errlen);
 
 /* "ondemand", "preallocate", "preallocate:4GiB" ... for messages. */
 void cumemcap_policy_format_growth(const struct cumemcap_policy *p, char *buf, size_t len);
@@ -199,25 +177,14 @@ const char *cumemcap_policy_count_name(enum cumemcap_count c);
 void cumemcap_policy_format_on_limit(const struct cumemcap_policy *p, char *buf, size_t len);
 const char *cumemcap_policy_group_access_name(bool gid); /* "user" or "gid" */
 
-/* CUMEMCAP_LABELS (policy-labels.c): extra Prometheus labels for the
- * metrics file, `k=v[,k=v...]`, checked by its parser;
- * cumemcap_policy_labels gives the text ("" for none) and where it came
- * from (src may be NULL); cumemcap_labels_next walks it, one pair a call
- * (false at the end). The labels the metrics writer sets itself, which
- * CUMEMCAP_LABELS may not name, end with NULL. */
-extern const char *const cumemcap_reserved_labels[];
+/* CUMEMCAP_LABELS: extra Prometheus labels for the metrics file,
+ * `k=v[,k=v...]`, checked by its parser; cumemcap_policy_labels gives the
+ * text ("" for none) and where it came from (src may be NULL);
+ * cumemcap_labels_next walks it, one pair a call (false at the end). */
 const char *cumemcap_policy_labels(const struct cumemcap_policy *p, struct cumemcap_source *src);
 bool cumemcap_labels_next(const char **cursor, const char **key, size_t *klen, const char **value, size_t *vlen);
 
-/* Once every source is read: group_limit_src, and the check that a group
- * limit has a group. False, with one line in err, when a group limit is
- * given and no group: a limit is never given to no one. A group limit
- * below a source that set the group empty (CUMEMCAP_GROUP= over a file's
- * group) is not an error: that group is turned off, limit and all. */
-bool cumemcap_policy_resolve_group(struct cumemcap_policy *p, char *err, size_t errlen);
-
-/* Where a variable's value comes from: getenv in the library, a table in
- * the unit tests. */
+/* Where a variable's value comes from: getenv, or a test's table. */
 typedef const char *(*cumemcap_getenv_fn)(const char *name);
 
 /* The configuration file to read: CUMEMCAP_CONFIG when set (empty: none),
@@ -237,13 +204,12 @@ bool cumemcap_policy_build(struct cumemcap_policy *out, cumemcap_getenv_fn get,
 /* The process's policy as the library builds it. Not secure: as
  * cumemcap_policy_build with CUMEMCAP_CONFIG or else `default_path`.
  * Secure (AT_SECURE: setuid, setgid, capabilities): the environment is
- * not read at all; `default_path` applies only when it and its directory
- * are owned by `owner` (root) and writable by nobody else, and a log is
- * written only where that file asks. A file that is there but not trusted
- * means no limits, with a line in `note` naming the file and why (never
- * its contents); a trusted file with a bad line is an error naming
- * path:line without the line's text. The library passes getauxval(AT_SECURE)
- * and uid 0; the unit tests pass their own. */
+ * not read; `default_path` applies only when it and its directory are
+ * owned by `owner` (root) and writable by nobody else, and a log is
+ * written only where that file asks. A file there but not trusted means
+ * no limits, with a line in `note` naming the file and why (never its
+ * contents); a bad line of a trusted file is an error naming path:line
+ * without the line's text. */
 bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_fn get, bool secure,
 				   const char *default_path, uid_t owner, const char *program,
 				   char *err, size_t errlen, char *note, size_t notelen);
@@ -259,25 +225,22 @@ uint64_t cumemcap_policy_limit(const struct cumemcap_policy *p, int ordinal,
 			       const unsigned char uuid[16], const char *pci_bus_id, uint64_t total,
 			       struct cumemcap_source *src);
 
-/* The group's limit for one GPU, and where it came from: the first of the
- * environment, the program section and the file's global part that gives
- * one for this GPU (a list whose selector matches, or a single amount;
- * a list that names other GPUs only lets the next source decide). A
- * percentage is of `total`. UINT64_MAX when none applies: no group, or no
- * group_limit for this GPU. */
+/* The group's limit for one GPU, and where it came from: the first source
+ * (environment, program section, global part) whose single amount or
+ * matching list entry gives one; a list that names other GPUs lets the
+ * next source decide. UINT64_MAX when none applies or there is no group. */
 uint64_t cumemcap_policy_group_limit(const struct cumemcap_policy *p, int ordinal,
 				     const unsigned char uuid[16], const char *pci_bus_id,
 				     uint64_t total, struct cumemcap_source *src);
 
-/* Whether a limit may apply to the process: a per-process limit rule (the
- * environment, its [program] section, a [device] section or the file's
- * global part; it may still match no GPU of the machine), or a group (its
- * budget may come from its shared state). False: the run only observes. */
+/* Whether a limit may apply to the process: a per-process limit rule (it
+ * may still match no GPU of the machine), or a group (its budget may come
+ * from its shared state). False: the run only observes. */
 bool cumemcap_policy_any_limit(const struct cumemcap_policy *p);
 
-/* Call fn for every GPU selector the rules name (environment and file,
- * group_limit lists when there is a group), with its source, to report
- * those that match no GPU. */
+/* Call fn for every GPU selector the rules name (group_limit lists only
+ * when there is a group), with its source: to report those that match no
+ * GPU. */
 void cumemcap_policy_selectors(const struct cumemcap_policy *p,
 			       void (*fn)(void *ctx, const struct cumemcap_selector *sel,
 					  const struct cumemcap_source *src),
@@ -290,22 +253,17 @@ void cumemcap_source_format(const struct cumemcap_policy *p, const struct cumemc
 /* The program name sections match: the base name of argv[0]; for an
  * interpreter (python*, perl, ruby, node, bash, sh, Rscript, julia, ...)
  * the base name of the script it runs, or "-m MODULE"'s module name.
- * (Under secure execution the library names the process after its
- * executable instead, the base name of /proc/self/exe: the caller chose
- * argv. A process with no name matches no [program] section.) */
+ * (Under secure execution the library uses its executable's name.) */
 void cumemcap_program_name(int argc, char *const *argv, char *out, size_t len);
 
 /* The process's policy; built on first use. Bad settings end the process
  * with the message (see msg.h). */
 const struct cumemcap_policy *cumemcap_policy(void);
 
-/* Give the library constructor's argv to the policy (before first use). */
-void cumemcap_policy_set_args(int argc, char *const *argv);
-
 /* The library constructor's: give it argv, and build the policy now
  * (true: bad settings end the process before main) unless nothing
  * configures the process (no CUMEMCAP_ variable, no file at the default
- * path, no secure execution). Then (false) the policy is the defaults,
- * built at first use from what the process had at start, and the
- * constructor may leave the rest of its start to the first use too. */
+ * path, no secure execution): then (false) the policy is the defaults,
+ * built at first use, and the constructor may leave the rest of its start
+ * to the first use too. */
 bool cumemcap_policy_start(int argc, char *const *argv);

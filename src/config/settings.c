@@ -1,7 +1,6 @@
-/* settings: looking settings up in the table (settings-table.c) by key
- * and by the launcher's option, and telling the CUMEMCAP_ variables that
- * are no setting of cumemcap's (a misspelled one); see settings.h.
- * Thread safety: lookups that only read constant data and the environment. */
+/* settings: looking settings up in the table by key and by the launcher's
+ * option, and naming the CUMEMCAP_ variables that are no setting (a
+ * misspelled one). Thread safety: see settings.h. */
 #include "config.h"
 #include "config/settings.h"
 
@@ -43,7 +42,7 @@ const struct cumemcap_setting *cumemcap_setting_by_flag(const char *flag)
 
 /* Every CUMEMCAP_ variable that is not a setting (those are the table's)
  * and that some part of cumemcap reads; any other is named as unknown. */
-const char cumemcap_other_variables[][CUMEMCAP_VARIABLE_MAX] = {
+static const char other_variables[][CUMEMCAP_VARIABLE_MAX] = {
 	"CUMEMCAP_CONFIG",        /* the configuration file: policy.c, the launcher */
 	"CUMEMCAP_NAMED_UNKNOWN", /* the unknown variables the launcher has named */
 	"CUMEMCAP_LAUNCHED",      /* the pid the launcher exec'd as: it says where its log went */
@@ -59,8 +58,7 @@ const char cumemcap_other_variables[][CUMEMCAP_VARIABLE_MAX] = {
 	"CUMEMCAP_TEST_USERS_NAMESPACE", "CUMEMCAP_TEST_REQUIRE_PROGRAMS",
 };
 
-const size_t cumemcap_other_variable_count =
-	sizeof(cumemcap_other_variables) / sizeof(cumemcap_other_variables[0]);
+#define OTHER_VARIABLES (sizeof(other_variables) / sizeof(other_variables[0]))
 
 /* Whether entry ("NAME=VALUE" or "NAME") names the variable `name`. */
 static bool names(const char *entry, const char *name)
@@ -75,14 +73,13 @@ static const char prefix[] = "CUMEMCAP_";
 
 bool cumemcap_variable_unknown(const char *entry)
 {
-	for (size_t i = 0; prefix[i]; i++)
-		if (entry[i] != prefix[i])
-			return false;
+	if (strncmp(entry, prefix, sizeof(prefix) - 1) != 0)
+		return false;
 	for (size_t i = 0; i < cumemcap_setting_count; i++)
 		if (names(entry, cumemcap_settings[i].variable))
 			return false;
-	for (size_t i = 0; i < cumemcap_other_variable_count; i++)
-		if (names(entry, cumemcap_other_variables[i]))
+	for (size_t i = 0; i < OTHER_VARIABLES; i++)
+		if (names(entry, other_variables[i]))
 			return false;
 	return true;
 }
@@ -119,8 +116,8 @@ bool cumemcap_variable_unknown_line(const char *entry, char *line, size_t len)
 	size_t c = 0;
 	for (size_t i = 0; i < cumemcap_setting_count && c + 1 < 64; i++)
 		candidates[c++] = cumemcap_settings[i].variable;
-	for (size_t i = 0; i < cumemcap_other_variable_count && c + 1 < 64; i++)
-		candidates[c++] = cumemcap_other_variables[i];
+	for (size_t i = 0; i < OTHER_VARIABLES && c + 1 < 64; i++)
+		candidates[c++] = other_variables[i];
 	candidates[c] = NULL;
 	const char *hint = cumemcap_config_suggest(name, candidates);
 	if (!hint)

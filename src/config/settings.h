@@ -1,10 +1,9 @@
-/* settings: the one table of settings (settings-table.c). Each row is a setting with its
- * environment variable, its configuration file key (the launcher's option
+/* settings: the one table of settings (settings-table.c), a row per
+ * setting: its environment variable, its file key (the launcher's option
  * is the key with '-' for '_': limit -> --limit), where in a file it may
- * stand, its parser, where its value and its source live, its default
- * and its documentation. The environment, the file, the launcher's options and
- * --help, the example files conf/cumemcap.conf and conf/cumemcap.env
- * (cumemcap-config --print-example) and the man pages all come from it.
+ * stand, its parser, where its value and source live, its default and its
+ * documentation. The environment, the file, the launcher's options and
+ * --help, the example files and the man pages all come from it.
  *
  * Thread safety: the table is constant; the lookups only read it. */
 #pragma once
@@ -25,10 +24,8 @@ enum cumemcap_scope {
 
 /* A parser sets every field of its setting and returns true, or writes why
  * the value is wrong (a sentence to put after `NAME="VALUE"`) and returns
- * false. A setting's value lives either in the policy (one value, from
- * the source of highest precedence) or, for the limit rules, in each
- * source's (an enum cumemcap_rank) limits; the row has the parser of the
- * one. */
+ * false. A limit rule's value is kept for each source (an enum
+ * cumemcap_rank), any other setting's once in the policy. */
 typedef bool (*cumemcap_setting_parser)(struct cumemcap_policy *p, const char *value, char *why, size_t len);
 typedef bool (*cumemcap_limit_parser)(struct cumemcap_policy *p, int source, const char *value, char *why,
 				      size_t len);
@@ -60,12 +57,6 @@ extern const size_t cumemcap_setting_count;
 
 const struct cumemcap_setting *cumemcap_setting_by_key(const char *key);
 
-/* The CUMEMCAP_ variables that are not settings and that some part of
- * cumemcap reads (CUMEMCAP_CONFIG, the launcher's, the node installer's,
- * the tests'). */
-extern const char cumemcap_other_variables[][CUMEMCAP_VARIABLE_MAX];
-extern const size_t cumemcap_other_variable_count;
-
 /* Whether the environment entry "NAME=VALUE" is a CUMEMCAP_ variable that
  * is neither a setting nor one of those: a misspelling, or a setting of a
  * newer cumemcap. It stops nothing; it is named. */
@@ -80,25 +71,3 @@ bool cumemcap_variable_unknown_line(const char *entry, char *line, size_t len);
 const struct cumemcap_setting *cumemcap_setting_by_flag(const char *flag);
 /* The launcher's option of a setting: "--" and the key with '-' for '_'. */
 void cumemcap_setting_flag(const struct cumemcap_setting *s, char *buf, size_t len);
-
-/* The parsers: policy-parse.c's, the group's (policy-group.c) and the
- * labels' (policy-labels.c). */
-bool cumemcap_policy_parse_limit(struct cumemcap_policy *p, int source, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_devices(struct cumemcap_policy *p, int source, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_group_limit(struct cumemcap_policy *p, int source, const char *value, char *why,
-				       size_t len);
-bool cumemcap_policy_parse_growth(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_count(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_estimate(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_pool(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_release(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_hints(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_log(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_interval(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_metrics(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_debug(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_labels(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_group(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_group_dir(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_group_access(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-bool cumemcap_policy_parse_on_limit(struct cumemcap_policy *p, const char *value, char *why, size_t len);
