@@ -88,32 +88,38 @@ static struct cumemcap_source *source_in(void *base, const struct cumemcap_setti
 }
 
 /* Setting s given `value` (of a plain form) by `from`, a source of the
- * given rank (CUMEMCAP_RANKS: a [program] section that does not match, or
- * a [device] section), named `name` `sep` in messages. A limit rule goes
- * to that source's limits, any other setting to the policy unless a source
- * of higher precedence gave it: the environment is read first, and the
- * file's global part comes before any section, so only the matching
- * [program] section replaces a value the file gave. */
+ * given rank (CUMEMCAP_RANKS: a [program] section that does not match),
+ * named `name` `sep` in messages. A limit rule is kept from every source;
+ * any other setting unless a source of higher precedence gave it: the
+ * environment is read first, and the file's global part comes before any
+ * section, so only the matching [program] section replaces a value the
+ * file gave. What is not kept is parsed into the scratch policy only to
+ * be checked. */
 static bool take(struct building *b, const struct cumemcap_setting *s, enum cumemcap_rank rank,
 		 const char *name, const char *sep, const char *value, struct cumemcap_source from, char *err,
 		 size_t errlen)
 {
-	bool keep = rank != CUMEMCAP_RANKS;
-	if (keep && s->parse) {
-		enum cumemcap_origin now = source_in(b->p, s)->origin;
-		keep = now == CUMEMCAP_FROM_DEFAULT ||
-		       (now == CUMEMCAP_FROM_FILE && rank == CUMEMCAP_RANK_PROGRAM);
-	}
+	struct cumemcap_source *now = s->src_off ? source_in(b->p, s) : NULL;
+	bool newest = now && rank != CUMEMCAP_RANKS &&
+		      (now->origin == CUMEMCAP_FROM_DEFAULT ||
+		       (now->origin == CUMEMCAP_FROM_FILE && rank == CUMEMCAP_RANK_PROGRAM));
+	bool keep = s->rules ? rank != CUMEMCAP_RANKS : newest;
 	if (!keep && !b->scratch && !(b->scratch = calloc(1, sizeof(*b->scratch)))) {
 		snprintf(err, errlen, "out of memory");
 		return false;
 	}
 	struct cumemcap_policy *to = keep ? b->p : b->scratch;
-	int source = keep ? rank : 0;
-	void *base = s->parse_limit ? (void *)&to->limits[source] : to;
-	if (s->parse_limit ? !s->parse_limit(to, source, value, err, errlen) : !s->parse(to, value, err, errlen))
+	size_t first = to->rule_count;
+	if (!s->parse(to, value, err, errlen))
 		return refused(name, sep, value, err, errlen);
-	*source_in(base, s) = from;
+	for (size_t i = first; i < to->rule_count; i++) {
+		to->rules[i].src = from;
+		to->rules[i].rank = rank;
+	}
+	if (!keep)
+		to->rule_count = 0;
+	if (newest)
+		*now = from;
 	return true;
 }
 
@@ -171,6 +177,7 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 			return false;
 		}
 		st->where = CUMEMCAP_IN_DEVICE;
+		st->rank = CUMEMCAP_RANK_DEVICE;
 		st->device = &p->device_sections[p->device_section_count++];
 		*st->device = (struct cumemcap_device_section){ .selector = sel, .line = line };
 		return true;
@@ -249,15 +256,11 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 	}
 	*seen = line;
 	struct cumemcap_source from = { .origin = CUMEMCAP_FROM_FILE, .line = line };
-	if (st->where != CUMEMCAP_IN_DEVICE)
-		return take(st->b, s, st->rank, key, " = ", value, from, err, errlen);
-	/* Only limit stands in a [device] section: checked as any limit,
-	 * kept in the section. */
-	if (!take(st->b, s, CUMEMCAP_RANKS, key, " = ", value, from, err, errlen))
+	if (!take(st->b, s, st->rank, key, " = ", value, from, err, errlen))
 		return false;
-	st->device->limit = st->b->scratch->limits[0].limit;
-	st->device->has_limit = true;
-	st->device->limit_line = line;
+	/* Only limit stands in a [device] section: the section's GPU is its. */
+	if (st->where == CUMEMCAP_IN_DEVICE)
+		st->b->p->rules[st->b->p->rule_count - 1].selector = st->device->selector;
 	return true;
 }
 
@@ -275,32 +278,24 @@ static enum cumemcap_rank rank_of(const struct cumemcap_policy *p, const struct 
 										: CUMEMCAP_RANK_GLOBAL;
 }
 
-/* Once every source is read: group_limit_src, and the check that a group
- * limit has a group: a limit is never given to no one. A group limit
- * below a source that set the group empty (CUMEMCAP_GROUP= over a file's
- * group) is not an error: that group is turned off, limit and all. */
-static bool resolve_group(struct cumemcap_policy *p, char *err, size_t errlen)
+/* Once every source is read, the check that a group limit has a group: a
+ * limit is never given to no one. A group limit below a source that set
+ * the group empty (CUMEMCAP_GROUP= over a file's group) is not an error:
+ * that group is turned off, limit and all. */
+static bool check_group(const struct cumemcap_policy *p, char *err, size_t errlen)
 {
-	enum cumemcap_rank limit_at = CUMEMCAP_RANK_ENV;
-	while (limit_at < CUMEMCAP_RANKS && p->limits[limit_at].group_limit_src.origin == CUMEMCAP_FROM_DEFAULT)
-		limit_at++;
-	if (limit_at == CUMEMCAP_RANKS)
+	const struct cumemcap_source *src = &p->group_limit_src;
+	if (src->origin == CUMEMCAP_FROM_DEFAULT || p->group[0] || rank_of(p, &p->group_src) < rank_of(p, src))
 		return true;
-	const struct cumemcap_limits *l = &p->limits[limit_at];
-	p->group_limit_src = l->group_limit_src;
-	/* A group limit needs a group: none named anywhere, or named empty
-	 * by the same source as the limit or a lower one. */
-	if (p->group[0] || rank_of(p, &p->group_src) < limit_at)
-		return true;
-	if (l->group_limit_src.origin == CUMEMCAP_FROM_ENV)
+	if (src->origin == CUMEMCAP_FROM_ENV)
 		snprintf(err, errlen,
 			 "CUMEMCAP_GROUP_LIMIT=\"%s\": needs a group; accepted: with CUMEMCAP_GROUP "
-			 "(the group's name) set, here or in the configuration file", l->group_limit_text);
+			 "(the group's name) set, here or in the configuration file", p->group_limit_text);
 	else
 		snprintf(err, errlen,
 			 "%s:%u: group_limit = \"%s\": needs a group; accepted: with a group key "
 			 "(the group's name) in this section or the global part, or CUMEMCAP_GROUP",
-			 p->config_path, l->group_limit_src.line, l->group_limit_text);
+			 p->config_path, src->line, p->group_limit_text);
 	return false;
 }
 
@@ -321,7 +316,7 @@ static void set_defaults(struct cumemcap_policy *p)
 	char why[256];
 	for (size_t i = 0; i < cumemcap_setting_count; i++) {
 		const struct cumemcap_setting *s = &cumemcap_settings[i];
-		if (s->parse && s->default_value && s->default_value[0] &&
+		if (s->default_value && s->default_value[0] &&
 		    !s->parse(p, s->default_value, why, sizeof(why)))
 			cumemcap_fatal("the default of %s%s", s->key, why); /* a bug in the table */
 	}
@@ -342,7 +337,7 @@ static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char
 		ok = cumemcap_config_parse(path, text, len, &file_handler, &st, err, errlen);
 	}
 	free(b.scratch);
-	if (!ok || !resolve_group(p, err, errlen))
+	if (!ok || !check_group(p, err, errlen))
 		return false;
 	if (p->growth == CUMEMCAP_GROWTH_PREALLOCATE && p->pool == CUMEMCAP_POOL_OFF)
 		return preallocate_without_pool(p, err, errlen);
