@@ -19,12 +19,12 @@ static unsigned order(const struct cumemcap_rule *r)
 }
 
 /* The limit or group rule that applies to this GPU, and where it came
- * from; UINT64_MAX when none does. */
+ * from; UINT64_MAX when none does (a group's when there is no group). */
 static uint64_t rule_limit(const struct cumemcap_policy *p, bool group, int ordinal, const unsigned char uuid[16],
 			   const char *pci, uint64_t total, struct cumemcap_source *src)
 {
 	const struct cumemcap_rule *best = NULL;
-	for (size_t i = 0; i < p->rule_count; i++) {
+	for (size_t i = 0; i < p->rule_count && (!group || p->group[0]); i++) {
 		const struct cumemcap_rule *r = &p->rules[i];
 		if (r->group == group && (!best || order(r) < order(best)) &&
 		    (r->selector.kind == 0 || cumemcap_selector_matches(&r->selector, ordinal, uuid, pci)))
@@ -48,11 +48,6 @@ uint64_t cumemcap_policy_group_limit(const struct cumemcap_policy *p, int ordina
 				     const unsigned char uuid[16], const char *pci_bus_id,
 				     uint64_t total, struct cumemcap_source *src)
 {
-	if (!p->group[0]) {
-		if (src)
-			*src = (struct cumemcap_source){ 0 };
-		return UINT64_MAX;
-	}
 	return rule_limit(p, true, ordinal, uuid, pci_bus_id, total, src);
 }
 

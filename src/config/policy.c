@@ -82,11 +82,6 @@ struct building {
 	struct cumemcap_policy *scratch; /* allocated when first needed */
 };
 
-static struct cumemcap_source *source_in(void *base, const struct cumemcap_setting *s)
-{
-	return (struct cumemcap_source *)((char *)base + s->src_off);
-}
-
 /* Setting s given `value` (of a plain form) by `from`, a source of the
  * given rank (CUMEMCAP_RANKS: a [program] section that does not match),
  * named `name` `sep` in messages. A limit rule is kept from every source;
@@ -99,7 +94,7 @@ static bool take(struct building *b, const struct cumemcap_setting *s, enum cume
 		 const char *name, const char *sep, const char *value, struct cumemcap_source from, char *err,
 		 size_t errlen)
 {
-	struct cumemcap_source *now = s->src_off ? source_in(b->p, s) : NULL;
+	struct cumemcap_source *now = s->src_off ? (void *)((char *)b->p + s->src_off) : NULL;
 	bool newest = now && rank != CUMEMCAP_RANKS &&
 		      (now->origin == CUMEMCAP_FROM_DEFAULT ||
 		       (now->origin == CUMEMCAP_FROM_FILE && rank == CUMEMCAP_RANK_PROGRAM));

@@ -179,11 +179,8 @@ const char *cumemcap_policy_count_name(enum cumemcap_count c);
 void cumemcap_policy_format_on_limit(const struct cumemcap_policy *p, char *buf, size_t len);
 const char *cumemcap_policy_group_access_name(bool gid); /* "user" or "gid" */
 
-/* CUMEMCAP_LABELS: extra Prometheus labels for the metrics file,
- * `k=v[,k=v...]`, checked by its parser; cumemcap_policy_labels gives the
- * text ("" for none) and where it came from (src may be NULL);
- * cumemcap_labels_next walks it, one pair a call (false at the end). */
-const char *cumemcap_policy_labels(const struct cumemcap_policy *p, struct cumemcap_source *src);
+/* Walks the policy's labels (`k=v[,k=v...]`, checked by their parser),
+ * one pair a call; false at the end. */
 bool cumemcap_labels_next(const char **cursor, const char **key, size_t *klen, const char **value, size_t *vlen);
 
 /* Where a variable's value comes from: getenv, or a test's table. */

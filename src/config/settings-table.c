@@ -494,13 +494,6 @@ static bool parse_labels(struct cumemcap_policy *p, const char *value, char *why
 	return true;
 }
 
-const char *cumemcap_policy_labels(const struct cumemcap_policy *p, struct cumemcap_source *src)
-{
-	if (src)
-		*src = p->labels_src;
-	return p->labels;
-}
-
 /* ---- the table --------------------------------------------------------------------- */
 
 /* Where a setting's value and source live: once in the policy, or, for a
