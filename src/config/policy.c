@@ -33,14 +33,14 @@ static const char *key_list(char *buf, size_t len, unsigned scope)
 }
 
 /* User text quoted for a one-line message. */
-#define Q(buf, s) cumemcap_config_quote(buf, sizeof(buf), s)
+#define QUOTED(buf, s) cumemcap_config_quote(buf, sizeof(buf), s)
 
 /* A value a parser refused: `NAME` `sep` "VALUE" before the parser's why
  * in err. */
 static bool refused(const char *name, const char *sep, const char *value, char *err, size_t errlen)
 {
 	char q[256];
-	cumemcap_config_prefix(err, errlen, "%s%s\"%s\"", name, sep, Q(q, value));
+	cumemcap_config_prefix(err, errlen, "%s%s\"%s\"", name, sep, QUOTED(q, value));
 	return false;
 }
 
@@ -157,12 +157,12 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 		struct cumemcap_selector sel;
 		if (!cumemcap_parse_selector(arg, strlen(arg), &sel)) {
 			snprintf(err, errlen, "[device %s]: \"%s\" is not a GPU selector; accepted: %s",
-				 Q(q, arg), q, cumemcap_selector_forms);
+				 QUOTED(q, arg), q, cumemcap_selector_forms);
 			return false;
 		}
 		for (size_t i = 0; i < p->device_section_count; i++) {
 			if (cumemcap_selector_equal(&p->device_sections[i].selector, &sel)) {
-				snprintf(err, errlen, "[device %s] repeats the section at line %u", Q(q, arg),
+				snprintf(err, errlen, "[device %s] repeats the section at line %u", QUOTED(q, arg),
 					 p->device_sections[i].line);
 				return false;
 			}
@@ -181,7 +181,7 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 		if (arg[0] == '\0' || strlen(arg) >= CUMEMCAP_PROGRAM_MAX || strchr(arg, '/')) {
 			snprintf(err, errlen,
 				 "[program %s]: expected a glob of at most %d characters matched against the program's name (no '/'), such as [program train*.py]",
-				 Q(q, arg), CUMEMCAP_PROGRAM_MAX - 1);
+				 QUOTED(q, arg), CUMEMCAP_PROGRAM_MAX - 1);
 			return false;
 		}
 		st->where = CUMEMCAP_IN_PROGRAM;
@@ -199,10 +199,10 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 	static const char *const kinds[] = { "device", "program", NULL };
 	const char *hint = cumemcap_config_suggest(kind, kinds);
 	if (hint)
-		snprintf(err, errlen, "unknown section kind \"%s\" (did you mean \"%s\"?)", Q(qk, kind), hint);
+		snprintf(err, errlen, "unknown section kind \"%s\" (did you mean \"%s\"?)", QUOTED(qk, kind), hint);
 	else
 		snprintf(err, errlen,
-			 "unknown section kind \"%s\"; accepted: [device SELECTOR], [program GLOB]", Q(qk, kind));
+			 "unknown section kind \"%s\"; accepted: [device SELECTOR], [program GLOB]", QUOTED(qk, kind));
 	return false;
 }
 
@@ -216,9 +216,9 @@ static bool unknown_key(const char *key, char *err, size_t errlen)
 	keys[cumemcap_setting_count] = NULL;
 	const char *hint = cumemcap_config_suggest(key, keys);
 	if (hint)
-		snprintf(err, errlen, "unknown key \"%s\" (did you mean \"%s\"?)", Q(qk, key), hint);
+		snprintf(err, errlen, "unknown key \"%s\" (did you mean \"%s\"?)", QUOTED(qk, key), hint);
 	else
-		snprintf(err, errlen, "unknown key \"%s\"; accepted: %s", Q(qk, key),
+		snprintf(err, errlen, "unknown key \"%s\"; accepted: %s", QUOTED(qk, key),
 			 key_list(keys_there, sizeof(keys_there), CUMEMCAP_IN_GLOBAL | CUMEMCAP_IN_PROGRAM | CUMEMCAP_IN_DEVICE));
 	return false;
 }
@@ -409,9 +409,9 @@ bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, c
 		char q[256];
 		if (named)
 			snprintf(err, errlen, "CUMEMCAP_CONFIG=\"%s...\": the path is longer than %zu bytes; "
-				 "accepted: a path of at most %zu bytes", Q(q, path), len - 1, len - 1);
+				 "accepted: a path of at most %zu bytes", QUOTED(q, path), len - 1, len - 1);
 		else
-			snprintf(err, errlen, "%s: the path is longer than %zu bytes", Q(q, path), len - 1);
+			snprintf(err, errlen, "%s: the path is longer than %zu bytes", QUOTED(q, path), len - 1);
 		if (len)
 			out[0] = '\0';
 		return false;
