@@ -1,10 +1,7 @@
-/* settings-table: the table of settings (see settings.h), each setting's
- * parser, and the functions that write a value back as text.
- *
- * A parser sets every field of its setting and returns true, or writes why
- * the value is wrong (a sentence to put after `NAME="VALUE"`) and returns
- * false, leaving the other settings alone. Thread safety: the table is
- * constant; a parser touches only the caller's policy and buffers. */
+/* settings-table: the table of settings, each setting's parser (settings.h
+ * says what one does), and the functions that write a value back as text.
+ * Thread safety: the table is constant; a parser touches only the
+ * caller's policy and buffers. */
 #include "config.h"
 #include "config/settings.h"
 

@@ -23,8 +23,9 @@ enum cumemcap_scope {
 
 /* A parser sets every field of its setting and returns true, or writes why
  * the value is wrong (a sentence to put after `NAME="VALUE"`) and returns
- * false. A limit rule's parser appends to the policy's rules, which keep
- * every source's; any other setting has one value in the policy. */
+ * false, leaving the other settings alone. A limit rule's parser appends
+ * to the policy's rules, which keep every source's; any other setting has
+ * one value in the policy. */
 typedef bool (*cumemcap_setting_parser)(struct cumemcap_policy *p, const char *value, char *why, size_t len);
 
 #define CUMEMCAP_VARIABLE_MAX 32
