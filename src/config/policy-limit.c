@@ -1,11 +1,7 @@
-/* policy-limit: what a built policy says about one GPU — its limit and
- * where that came from (cumemcap_policy_limit), its group's limit
- * (cumemcap_policy_group_limit), and every GPU selector the policy holds
- * (cumemcap_policy_selectors), in the precedence policy.h lists. Building
- * the policy is policy.c's.
- *
- * Thread safety: pure functions of a policy that is read-only once built
- * (see policy.h); they keep no state of their own. */
+/* policy-limit: what a built policy says about one GPU (its limit, its
+ * group's limit) and the GPU selectors it holds, by the precedence
+ * policy.h lists. Thread safety: pure functions of a policy that is
+ * read-only once built; no state of their own. */
 #include "config/policy.h"
 
 #include <stddef.h>
