@@ -1,6 +1,4 @@
-/* parse: pure value parsers for the configuration surface (see parse.h).
- * Nothing here reads the environment, logs, allocates or writes a global:
- * every function is reentrant and safe in a library constructor.
+/* parse: pure value parsers (see parse.h, which says how they are safe).
  *
  * Numbers are parsed digit by digit, so the result never depends on the
  * locale (no strtod) and fractions are exact: "1.5GiB" is 1610612736, not

@@ -33,14 +33,14 @@ static const char *key_list(char *buf, size_t len, unsigned scope)
 }
 
 /* User text quoted for a one-line message. */
-#define Q(buf, s) cumemcap_config_quote(buf, sizeof(buf), s)
+#define QUOTED(buf, s) cumemcap_config_quote(buf, sizeof(buf), s)
 
 /* A value a parser refused: `NAME` `sep` "VALUE" before the parser's why
  * in err. */
 static bool refused(const char *name, const char *sep, const char *value, char *err, size_t errlen)
 {
 	char q[256];
-	cumemcap_config_prefix(err, errlen, "%s%s\"%s\"", name, sep, Q(q, value));
+	cumemcap_config_prefix(err, errlen, "%s%s\"%s\"", name, sep, QUOTED(q, value));
 	return false;
 }
 
@@ -82,38 +82,39 @@ struct building {
 	struct cumemcap_policy *scratch; /* allocated when first needed */
 };
 
-static struct cumemcap_source *source_in(void *base, const struct cumemcap_setting *s)
-{
-	return (struct cumemcap_source *)((char *)base + s->src_off);
-}
-
 /* Setting s given `value` (of a plain form) by `from`, a source of the
- * given rank (CUMEMCAP_RANKS: a [program] section that does not match, or
- * a [device] section), named `name` `sep` in messages. A limit rule goes
- * to that source's limits, any other setting to the policy unless a source
- * of higher precedence gave it: the environment is read first, and the
- * file's global part comes before any section, so only the matching
- * [program] section replaces a value the file gave. */
+ * given rank (CUMEMCAP_RANKS: a [program] section that does not match),
+ * named `name` `sep` in messages. A limit rule is kept from every source;
+ * any other setting unless a source of higher precedence gave it: the
+ * environment is read first, and the file's global part comes before any
+ * section, so only the matching [program] section replaces a value the
+ * file gave. What is not kept is parsed into the scratch policy only to
+ * be checked. */
 static bool take(struct building *b, const struct cumemcap_setting *s, enum cumemcap_rank rank,
 		 const char *name, const char *sep, const char *value, struct cumemcap_source from, char *err,
 		 size_t errlen)
 {
-	bool keep = rank != CUMEMCAP_RANKS;
-	if (keep && s->parse) {
-		enum cumemcap_origin now = source_in(b->p, s)->origin;
-		keep = now == CUMEMCAP_FROM_DEFAULT ||
-		       (now == CUMEMCAP_FROM_FILE && rank == CUMEMCAP_RANK_PROGRAM);
-	}
+	struct cumemcap_source *now = s->src_off ? (void *)((char *)b->p + s->src_off) : NULL;
+	bool newest = now && rank != CUMEMCAP_RANKS &&
+		      (now->origin == CUMEMCAP_FROM_DEFAULT ||
+		       (now->origin == CUMEMCAP_FROM_FILE && rank == CUMEMCAP_RANK_PROGRAM));
+	bool keep = s->rules ? rank != CUMEMCAP_RANKS : newest;
 	if (!keep && !b->scratch && !(b->scratch = calloc(1, sizeof(*b->scratch)))) {
 		snprintf(err, errlen, "out of memory");
 		return false;
 	}
 	struct cumemcap_policy *to = keep ? b->p : b->scratch;
-	int source = keep ? rank : 0;
-	void *base = s->parse_limit ? (void *)&to->limits[source] : to;
-	if (s->parse_limit ? !s->parse_limit(to, source, value, err, errlen) : !s->parse(to, value, err, errlen))
+	size_t first = to->rule_count;
+	if (!s->parse(to, value, err, errlen))
 		return refused(name, sep, value, err, errlen);
-	*source_in(base, s) = from;
+	for (size_t i = first; i < to->rule_count; i++) {
+		to->rules[i].src = from;
+		to->rules[i].rank = rank;
+	}
+	if (!keep)
+		to->rule_count = 0;
+	if (newest)
+		*now = from;
 	return true;
 }
 
@@ -156,12 +157,12 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 		struct cumemcap_selector sel;
 		if (!cumemcap_parse_selector(arg, strlen(arg), &sel)) {
 			snprintf(err, errlen, "[device %s]: \"%s\" is not a GPU selector; accepted: %s",
-				 Q(q, arg), q, cumemcap_selector_forms);
+				 QUOTED(q, arg), q, cumemcap_selector_forms);
 			return false;
 		}
 		for (size_t i = 0; i < p->device_section_count; i++) {
 			if (cumemcap_selector_equal(&p->device_sections[i].selector, &sel)) {
-				snprintf(err, errlen, "[device %s] repeats the section at line %u", Q(q, arg),
+				snprintf(err, errlen, "[device %s] repeats the section at line %u", QUOTED(q, arg),
 					 p->device_sections[i].line);
 				return false;
 			}
@@ -171,6 +172,7 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 			return false;
 		}
 		st->where = CUMEMCAP_IN_DEVICE;
+		st->rank = CUMEMCAP_RANK_DEVICE;
 		st->device = &p->device_sections[p->device_section_count++];
 		*st->device = (struct cumemcap_device_section){ .selector = sel, .line = line };
 		return true;
@@ -179,7 +181,7 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 		if (arg[0] == '\0' || strlen(arg) >= CUMEMCAP_PROGRAM_MAX || strchr(arg, '/')) {
 			snprintf(err, errlen,
 				 "[program %s]: expected a glob of at most %d characters matched against the program's name (no '/'), such as [program train*.py]",
-				 Q(q, arg), CUMEMCAP_PROGRAM_MAX - 1);
+				 QUOTED(q, arg), CUMEMCAP_PROGRAM_MAX - 1);
 			return false;
 		}
 		st->where = CUMEMCAP_IN_PROGRAM;
@@ -197,10 +199,10 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 	static const char *const kinds[] = { "device", "program", NULL };
 	const char *hint = cumemcap_config_suggest(kind, kinds);
 	if (hint)
-		snprintf(err, errlen, "unknown section kind \"%s\" (did you mean \"%s\"?)", Q(qk, kind), hint);
+		snprintf(err, errlen, "unknown section kind \"%s\" (did you mean \"%s\"?)", QUOTED(qk, kind), hint);
 	else
 		snprintf(err, errlen,
-			 "unknown section kind \"%s\"; accepted: [device SELECTOR], [program GLOB]", Q(qk, kind));
+			 "unknown section kind \"%s\"; accepted: [device SELECTOR], [program GLOB]", QUOTED(qk, kind));
 	return false;
 }
 
@@ -214,9 +216,9 @@ static bool unknown_key(const char *key, char *err, size_t errlen)
 	keys[cumemcap_setting_count] = NULL;
 	const char *hint = cumemcap_config_suggest(key, keys);
 	if (hint)
-		snprintf(err, errlen, "unknown key \"%s\" (did you mean \"%s\"?)", Q(qk, key), hint);
+		snprintf(err, errlen, "unknown key \"%s\" (did you mean \"%s\"?)", QUOTED(qk, key), hint);
 	else
-		snprintf(err, errlen, "unknown key \"%s\"; accepted: %s", Q(qk, key),
+		snprintf(err, errlen, "unknown key \"%s\"; accepted: %s", QUOTED(qk, key),
 			 key_list(keys_there, sizeof(keys_there), CUMEMCAP_IN_GLOBAL | CUMEMCAP_IN_PROGRAM | CUMEMCAP_IN_DEVICE));
 	return false;
 }
@@ -249,15 +251,11 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 	}
 	*seen = line;
 	struct cumemcap_source from = { .origin = CUMEMCAP_FROM_FILE, .line = line };
-	if (st->where != CUMEMCAP_IN_DEVICE)
-		return take(st->b, s, st->rank, key, " = ", value, from, err, errlen);
-	/* Only limit stands in a [device] section: checked as any limit,
-	 * kept in the section. */
-	if (!take(st->b, s, CUMEMCAP_RANKS, key, " = ", value, from, err, errlen))
+	if (!take(st->b, s, st->rank, key, " = ", value, from, err, errlen))
 		return false;
-	st->device->limit = st->b->scratch->limits[0].limit;
-	st->device->has_limit = true;
-	st->device->limit_line = line;
+	/* Only limit stands in a [device] section: the section's GPU is its. */
+	if (st->where == CUMEMCAP_IN_DEVICE)
+		st->b->p->rules[st->b->p->rule_count - 1].selector = st->device->selector;
 	return true;
 }
 
@@ -275,32 +273,24 @@ static enum cumemcap_rank rank_of(const struct cumemcap_policy *p, const struct 
 										: CUMEMCAP_RANK_GLOBAL;
 }
 
-/* Once every source is read: group_limit_src, and the check that a group
- * limit has a group: a limit is never given to no one. A group limit
- * below a source that set the group empty (CUMEMCAP_GROUP= over a file's
- * group) is not an error: that group is turned off, limit and all. */
-static bool resolve_group(struct cumemcap_policy *p, char *err, size_t errlen)
+/* Once every source is read, the check that a group limit has a group: a
+ * limit is never given to no one. A group limit below a source that set
+ * the group empty (CUMEMCAP_GROUP= over a file's group) is not an error:
+ * that group is turned off, limit and all. */
+static bool check_group(const struct cumemcap_policy *p, char *err, size_t errlen)
 {
-	enum cumemcap_rank limit_at = CUMEMCAP_RANK_ENV;
-	while (limit_at < CUMEMCAP_RANKS && p->limits[limit_at].group_limit_src.origin == CUMEMCAP_FROM_DEFAULT)
-		limit_at++;
-	if (limit_at == CUMEMCAP_RANKS)
+	const struct cumemcap_source *src = &p->group_limit_src;
+	if (src->origin == CUMEMCAP_FROM_DEFAULT || p->group[0] || rank_of(p, &p->group_src) < rank_of(p, src))
 		return true;
-	const struct cumemcap_limits *l = &p->limits[limit_at];
-	p->group_limit_src = l->group_limit_src;
-	/* A group limit needs a group: none named anywhere, or named empty
-	 * by the same source as the limit or a lower one. */
-	if (p->group[0] || rank_of(p, &p->group_src) < limit_at)
-		return true;
-	if (l->group_limit_src.origin == CUMEMCAP_FROM_ENV)
+	if (src->origin == CUMEMCAP_FROM_ENV)
 		snprintf(err, errlen,
 			 "CUMEMCAP_GROUP_LIMIT=\"%s\": needs a group; accepted: with CUMEMCAP_GROUP "
-			 "(the group's name) set, here or in the configuration file", l->group_limit_text);
+			 "(the group's name) set, here or in the configuration file", p->group_limit_text);
 	else
 		snprintf(err, errlen,
 			 "%s:%u: group_limit = \"%s\": needs a group; accepted: with a group key "
 			 "(the group's name) in this section or the global part, or CUMEMCAP_GROUP",
-			 p->config_path, l->group_limit_src.line, l->group_limit_text);
+			 p->config_path, src->line, p->group_limit_text);
 	return false;
 }
 
@@ -321,7 +311,7 @@ static void set_defaults(struct cumemcap_policy *p)
 	char why[256];
 	for (size_t i = 0; i < cumemcap_setting_count; i++) {
 		const struct cumemcap_setting *s = &cumemcap_settings[i];
-		if (s->parse && s->default_value && s->default_value[0] &&
+		if (s->default_value && s->default_value[0] &&
 		    !s->parse(p, s->default_value, why, sizeof(why)))
 			cumemcap_fatal("the default of %s%s", s->key, why); /* a bug in the table */
 	}
@@ -342,7 +332,7 @@ static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char
 		ok = cumemcap_config_parse(path, text, len, &file_handler, &st, err, errlen);
 	}
 	free(b.scratch);
-	if (!ok || !resolve_group(p, err, errlen))
+	if (!ok || !check_group(p, err, errlen))
 		return false;
 	if (p->growth == CUMEMCAP_GROWTH_PREALLOCATE && p->pool == CUMEMCAP_POOL_OFF)
 		return preallocate_without_pool(p, err, errlen);
@@ -419,9 +409,9 @@ bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, c
 		char q[256];
 		if (named)
 			snprintf(err, errlen, "CUMEMCAP_CONFIG=\"%s...\": the path is longer than %zu bytes; "
-				 "accepted: a path of at most %zu bytes", Q(q, path), len - 1, len - 1);
+				 "accepted: a path of at most %zu bytes", QUOTED(q, path), len - 1, len - 1);
 		else
-			snprintf(err, errlen, "%s: the path is longer than %zu bytes", Q(q, path), len - 1);
+			snprintf(err, errlen, "%s: the path is longer than %zu bytes", QUOTED(q, path), len - 1);
 		if (len)
 			out[0] = '\0';
 		return false;

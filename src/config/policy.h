@@ -96,28 +96,31 @@ struct cumemcap_source {
 enum cumemcap_rank {
 	CUMEMCAP_RANK_ENV = 0, /* the environment */
 	CUMEMCAP_RANK_PROGRAM, /* the first [program GLOB] section matching the program */
+	CUMEMCAP_RANK_DEVICE,  /* a [device SELECTOR] section: its limit only */
 	CUMEMCAP_RANK_GLOBAL,  /* the file's global part, before any section */
-	CUMEMCAP_RANKS,        /* none: a default */
+	CUMEMCAP_RANKS,        /* none: a default, or a section that does not apply */
 };
 
-/* The limit rules one source gives (limit, device_limits, group_limit),
- * kept for each source because a GPU that one source's list does not name
- * falls through to the next. A rule was given when its source is not
- * CUMEMCAP_FROM_DEFAULT; its lists are the policy's devices[] and
- * group_rules[] of the same rank. */
-struct cumemcap_limits {
-	struct cumemcap_source limit_src, devices_src, group_limit_src;
-	struct cumemcap_amount limit;
-	struct cumemcap_amount group_limit; /* NONE when group_rules has the list */
-	char group_limit_text[96];          /* as given, quoted, for messages */
+/* One limit rule: a limit, an entry of device_limits, a [device]
+ * section's limit, or (group) the group's. Every source's rules are kept,
+ * because a GPU that one source's list does not name falls through to the
+ * next; the lookup takes the highest rank, in it a list's entry before a
+ * single amount. */
+struct cumemcap_rule {
+	struct cumemcap_selector selector; /* kind 0: every GPU (a single amount) */
+	struct cumemcap_amount amount;
+	struct cumemcap_source src;
+	enum cumemcap_rank rank;
+	bool group;
 };
+
+/* At most: three sources of limit, device_limits and group_limit, and a
+ * limit in each [device] section. */
+#define CUMEMCAP_MAX_RULES (6 * (CUMEMCAP_MAX_DEVICE_RULES + 1) + CUMEMCAP_MAX_DEVICE_SECTIONS)
 
 struct cumemcap_device_section {
 	struct cumemcap_selector selector;
-	struct cumemcap_amount limit;
-	bool has_limit;
-	unsigned line;       /* of the [device ...] header */
-	unsigned limit_line; /* of its limit */
+	unsigned line; /* of the [device ...] header */
 };
 
 /* Every setting but the limit rules has one value here, from the source of
@@ -142,11 +145,12 @@ struct cumemcap_policy {
 	uint32_t wait_ms;      /* 0: on_limit=fail; else wait up to this many ms */
 	struct cumemcap_source count_src, estimate_src, growth_src, pool_src, release_src, hints_src, log_src,
 		interval_src, metrics_src, debug_src, labels_src, group_src, group_dir_src, group_access_src,
-		on_limit_src;
-	struct cumemcap_source group_limit_src; /* of the first source that gave one */
-	struct cumemcap_limits limits[CUMEMCAP_RANKS];
+		on_limit_src, group_limit_src;
+	char group_limit_text[96];     /* group_limit_src's value, quoted, for messages */
 	unsigned program_section_line; /* 0: no [program] section matched */
 	size_t program_section_count;  /* [program] sections in the file, matching or not */
+	size_t device_section_count;
+	size_t rule_count;
 	char group[CUMEMCAP_GROUP_NAME_MAX + 1]; /* "" = no group */
 
 	char program[CUMEMCAP_PROGRAM_MAX]; /* the name [program] sections match */
@@ -156,9 +160,7 @@ struct cumemcap_policy {
 	char labels[CUMEMCAP_LABELS_MAX];     /* extra Prometheus labels, as given */
 	char config_path[CUMEMCAP_PATH_MAX]; /* the file read, "" for none */
 
-	/* Each source's device_limits and group_limit lists. */
-	struct cumemcap_device_rules devices[CUMEMCAP_RANKS], group_rules[CUMEMCAP_RANKS];
-	size_t device_section_count;
+	struct cumemcap_rule rules[CUMEMCAP_MAX_RULES];
 	struct cumemcap_device_section device_sections[CUMEMCAP_MAX_DEVICE_SECTIONS];
 };
 
@@ -177,11 +179,8 @@ const char *cumemcap_policy_count_name(enum cumemcap_count c);
 void cumemcap_policy_format_on_limit(const struct cumemcap_policy *p, char *buf, size_t len);
 const char *cumemcap_policy_group_access_name(bool gid); /* "user" or "gid" */
 
-/* CUMEMCAP_LABELS: extra Prometheus labels for the metrics file,
- * `k=v[,k=v...]`, checked by its parser; cumemcap_policy_labels gives the
- * text ("" for none) and where it came from (src may be NULL);
- * cumemcap_labels_next walks it, one pair a call (false at the end). */
-const char *cumemcap_policy_labels(const struct cumemcap_policy *p, struct cumemcap_source *src);
+/* Walks the policy's labels (`k=v[,k=v...]`, checked by their parser),
+ * one pair a call; false at the end. */
 bool cumemcap_labels_next(const char **cursor, const char **key, size_t *klen, const char **value, size_t *vlen);
 
 /* Where a variable's value comes from: getenv, or a test's table. */

@@ -1,10 +1,7 @@
-/* settings-table: the table of settings (see settings.h), each setting's
- * parser, and the functions that write a value back as text.
- *
- * A parser sets every field of its setting and returns true, or writes why
- * the value is wrong (a sentence to put after `NAME="VALUE"`) and returns
- * false, leaving the other settings alone. Thread safety: the table is
- * constant; a parser touches only the caller's policy and buffers. */
+/* settings-table: the table of settings, each setting's parser (settings.h
+ * says what one does), and the functions that write a value back as text.
+ * Thread safety: the table is constant; a parser touches only the
+ * caller's policy and buffers. */
 #include "config.h"
 #include "config/settings.h"
 
@@ -20,41 +17,56 @@
 #include "platform/msg.h"
 #include "platform/userdb.h"
 
-/* ---- the limits, kept for each source ---------------------------------------- */
+/* ---- the limit rules ---------------------------------------------------------- */
 
-static bool parse_limit(struct cumemcap_policy *p, int source, const char *value, char *why, size_t len)
+/* A rule for every GPU (sel NULL) or one, appended to the policy's. */
+static void add_rule(struct cumemcap_policy *p, bool group, const struct cumemcap_selector *sel,
+		     const struct cumemcap_amount *amount)
 {
-	if (cumemcap_parse_amount(value, &p->limits[source].limit))
+	p->rules[p->rule_count++] = (struct cumemcap_rule){
+		.selector = sel ? *sel : (struct cumemcap_selector){ 0 }, .amount = *amount, .group = group
+	};
+}
+
+static bool parse_limit(struct cumemcap_policy *p, const char *value, char *why, size_t len)
+{
+	struct cumemcap_amount a;
+	if (cumemcap_parse_amount(value, &a)) {
+		add_rule(p, false, NULL, &a);
 		return true;
+	}
 	snprintf(why, len, " is not a valid limit; accepted: %s", cumemcap_amount_forms);
 	return false;
 }
 
 /* SEL=AMOUNT[,...] into rules; why says which entry is wrong. */
-static bool parse_rules(const char *value, struct cumemcap_device_rules *rules, char *why, size_t len)
+static bool parse_rules(struct cumemcap_policy *p, bool group, const char *value, char *why, size_t len)
 {
+	struct cumemcap_device_rules rules;
 	char reason[512];
-	if (cumemcap_parse_device_rules(value, rules, reason, sizeof(reason)))
-		return true;
-	snprintf(why, len, ": %s", reason);
-	return false;
+	if (!cumemcap_parse_device_rules(value, &rules, reason, sizeof(reason))) {
+		snprintf(why, len, ": %s", reason);
+		return false;
+	}
+	for (size_t i = 0; i < rules.count; i++)
+		add_rule(p, group, &rules.rule[i].selector, &rules.rule[i].amount);
+	return true;
 }
 
-static bool parse_devices(struct cumemcap_policy *p, int source, const char *value, char *why, size_t len)
+static bool parse_devices(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
-	return parse_rules(value, &p->devices[source], why, len);
+	return parse_rules(p, false, value, why, len);
 }
 
-static bool parse_group_limit(struct cumemcap_policy *p, int source, const char *value, char *why, size_t len)
+static bool parse_group_limit(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
-	struct cumemcap_limits *l = &p->limits[source];
-	struct cumemcap_amount a = { .kind = CUMEMCAP_AMOUNT_NONE };
+	struct cumemcap_amount a;
 	/* A list names GPUs (SEL=AMOUNT); one amount has no '='. */
 	if (strchr(value, '=')) {
-		if (!parse_rules(value, &p->group_rules[source], why, len))
+		if (!parse_rules(p, true, value, why, len))
 			return false;
 	} else if (cumemcap_parse_amount(value, &a)) {
-		p->group_rules[source].count = 0;
+		add_rule(p, true, NULL, &a);
 	} else {
 		snprintf(why, len,
 			 " is not a valid group limit; accepted: one amount for every GPU, %s; "
@@ -62,8 +74,10 @@ static bool parse_group_limit(struct cumemcap_policy *p, int source, const char 
 			 cumemcap_amount_forms);
 		return false;
 	}
-	l->group_limit = a;
-	cumemcap_config_quote(l->group_limit_text, sizeof(l->group_limit_text), value);
+	/* The text of group_limit_src's value: read after the environment,
+	 * the file's does not replace the environment's. */
+	if (p->group_limit_src.origin != CUMEMCAP_FROM_ENV)
+		cumemcap_config_quote(p->group_limit_text, sizeof(p->group_limit_text), value);
 	return true;
 }
 
@@ -477,32 +491,25 @@ static bool parse_labels(struct cumemcap_policy *p, const char *value, char *why
 	return true;
 }
 
-const char *cumemcap_policy_labels(const struct cumemcap_policy *p, struct cumemcap_source *src)
-{
-	if (src)
-		*src = p->labels_src;
-	return p->labels;
-}
-
 /* ---- the table --------------------------------------------------------------------- */
 
 /* Where a setting's value and source live: once in the policy, or, for a
- * limit rule, in each source's limits. */
-#define IN_POLICY(parser, src) parser, NULL, offsetof(struct cumemcap_policy, src)
-#define PER_SOURCE(parser, src) NULL, parser, offsetof(struct cumemcap_limits, src)
+ * limit rule, in the policy's rules. */
+#define IN_POLICY(parser, src) parser, false, offsetof(struct cumemcap_policy, src)
+#define RULES(parser, src) parser, true, src
 
 #define PROCESS_WIDE (CUMEMCAP_IN_ENV | CUMEMCAP_IN_GLOBAL | CUMEMCAP_IN_PROGRAM)
 
 const struct cumemcap_setting cumemcap_settings[] = {
 	{ "CUMEMCAP_LIMIT", "limit", PROCESS_WIDE | CUMEMCAP_IN_DEVICE,
-	  PER_SOURCE(parse_limit, limit_src),
+	  RULES(parse_limit, 0),
 	  "SIZE", "the limit on every GPU.",
 	  "The most device memory a process may hold on each GPU: bytes (1073741824), a number with "
 	  "K/M/G/T/P or KiB/MiB/GiB/TiB/PiB (powers of 1024) or KB/MB/GB/TB/PB (powers of 1000), "
 	  "e.g. 8GiB, 512M, 1.5G; or a share of that GPU's memory, e.g. 75% (0-100].",
 	  "none (no limit: the run only observes; calls pass through, still counted)", NULL, "90%" },
 	{ "CUMEMCAP_DEVICE_LIMITS", "device_limits", PROCESS_WIDE,
-	  PER_SOURCE(parse_devices, devices_src),
+	  RULES(parse_devices, 0),
 	  "LIST", "per-GPU limits.",
 	  "SEL=SIZE[,SEL=SIZE...], SEL being a device ordinal as the process sees it (after "
 	  "CUDA_VISIBLE_DEVICES), a UUID (GPU-8e6bd7c8-95e4-2e0f-c1d9-6e2a0b1c4d5f, as nvidia-smi -L "
@@ -591,7 +598,7 @@ const struct cumemcap_setting cumemcap_settings[] = {
 	  "fit both. Empty: no group (an empty variable turns a file's group off).",
 	  "none (no group)", "", "training" },
 	{ "CUMEMCAP_GROUP_LIMIT", "group_limit", PROCESS_WIDE,
-	  PER_SOURCE(parse_group_limit, group_limit_src),
+	  RULES(parse_group_limit, offsetof(struct cumemcap_policy, group_limit_src)),
 	  "SIZE|LIST", "the group's budget on each GPU.",
 	  "The group's budget per GPU, in the forms of limit and device_limits: one SIZE (or NN%) for "
 	  "every GPU, or SEL=SIZE[,SEL=SIZE...]. Needs a group.",

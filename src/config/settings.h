@@ -12,7 +12,6 @@
 #include <stddef.h>
 
 struct cumemcap_policy; /* config/policy.h */
-struct cumemcap_limits;
 
 /* Where a setting may be given. */
 enum cumemcap_scope {
@@ -24,11 +23,10 @@ enum cumemcap_scope {
 
 /* A parser sets every field of its setting and returns true, or writes why
  * the value is wrong (a sentence to put after `NAME="VALUE"`) and returns
- * false. A limit rule's value is kept for each source (an enum
- * cumemcap_rank), any other setting's once in the policy. */
+ * false, leaving the other settings alone. A limit rule's parser appends
+ * to the policy's rules, which keep every source's; any other setting has
+ * one value in the policy. */
 typedef bool (*cumemcap_setting_parser)(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-typedef bool (*cumemcap_limit_parser)(struct cumemcap_policy *p, int source, const char *value, char *why,
-				      size_t len);
 
 #define CUMEMCAP_VARIABLE_MAX 32
 #define CUMEMCAP_KEY_MAX 24
@@ -37,9 +35,9 @@ struct cumemcap_setting {
 	char variable[CUMEMCAP_VARIABLE_MAX]; /* CUMEMCAP_LIMIT */
 	char key[CUMEMCAP_KEY_MAX];           /* limit */
 	unsigned scope;       /* enum cumemcap_scope bits */
-	cumemcap_setting_parser parse;     /* NULL for a limit rule */
-	cumemcap_limit_parser parse_limit; /* NULL for any other setting */
-	size_t src_off; /* its struct cumemcap_source in the policy or the limits */
+	cumemcap_setting_parser parse;
+	bool rules;     /* a limit rule (see the parser above) */
+	size_t src_off; /* its struct cumemcap_source in the policy; 0: none */
 	/* Documentation, one source for --help, the example files and the
 	 * man pages. Sentences in plain ASCII, without line breaks. */
 	const char *arg;           /* the option's argument in --help: SIZE */

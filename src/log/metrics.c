@@ -338,7 +338,7 @@ static void process_labels(struct out *o)
 		if (downward_value[i][0])
 			label(o, downward[i].label, strlen(downward[i].label), downward_value[i],
 			      strlen(downward_value[i]));
-	const char *cur = cumemcap_policy_labels(p, NULL), *k, *v;
+	const char *cur = p->labels, *k, *v;
 	size_t kn, vn;
 	while (cumemcap_labels_next(&cur, &k, &kn, &v, &vn))
 		label(o, k, kn, v, vn);
