@@ -12,17 +12,14 @@
 #include "driver/driver.h"
 #include "group/group.h"
 #include "platform/export.h"
-#include "platform/mix.h"
 #include "platform/spin.h"
 #include "state/device.h"
 
-/* Every pool the process allocates from, by handle: an open-addressing
- * table (at most half full, backward-shift deletion). A pool's bytes are
- * charged to its own device, whatever context allocates from it. */
+/* The bytes a pool takes for one request: its granularity. */
 #define POOL_GRANULARITY (2ull << 20)
 
 struct pool_record {
-	CUmemoryPool pool; /* NULL: empty slot */
+	CUmemoryPool pool;
 	int dev;
 	uint64_t accounted; /* bytes of the pool in the ledger */
 	/* Estimates that allocations under way hold in the ledger: the
@@ -30,13 +27,17 @@ struct pool_record {
 	uint64_t in_flight;
 	uint64_t high;      /* its RESERVED_MEM_HIGH when last read (unread growth) */
 };
+/* Every pool the process allocates from, in an array searched in order: a
+ * process has a few (a test's 600 cost a few microseconds a search). A
+ * pool's bytes are charged to its own device, whatever context allocates
+ * from it. */
 static struct pool_record *pools;
-static size_t pool_mask, pool_used; /* capacity - 1 (0: none yet) */
+static size_t pool_count, pool_cap;
 /* pool_lock guards the table and is never held across a driver call (fork
  * takes it); query_lock is held across the attribute query and the update
  * that follows, so updates apply in the order the driver answered (a fork
- * child clears it). Spinlocks: each section is a few dozen instructions
- * or one query. */
+ * child clears it). Spinlocks: each section is a short search or one
+ * query. */
 static atomic_flag pool_lock = ATOMIC_FLAG_INIT;
 static atomic_flag query_lock = ATOMIC_FLAG_INIT;
 
@@ -47,31 +48,13 @@ uint64_t cumemcap_account_pool_estimate(uint64_t bytes)
 	return (bytes + POOL_GRANULARITY - 1) / POOL_GRANULARITY * POOL_GRANULARITY;
 }
 
-static size_t pool_home(CUmemoryPool pool, size_t mask)
-{
-	return (size_t)cumemcap_mix_short((uint64_t)(uintptr_t)pool) & mask;
-}
-
-/* The empty slot for `pool` in table t of mask + 1 slots. */
-static struct pool_record *empty_slot(struct pool_record *t, size_t mask, CUmemoryPool pool)
-{
-	size_t i = pool_home(pool, mask);
-	while (t[i].pool)
-		i = (i + 1) & mask;
-	return &t[i];
-}
-
 /* Lock held. */
 static struct pool_record *find_pool(CUmemoryPool pool)
 {
-	if (!pool_mask || !pool)
-		return NULL;
-	for (size_t i = pool_home(pool, pool_mask);; i = (i + 1) & pool_mask) {
+	for (size_t i = 0; pool && i < pool_count; i++)
 		if (pools[i].pool == pool)
 			return &pools[i];
-		if (!pools[i].pool)
-			return NULL;
-	}
+	return NULL;
 }
 
 /* Lock held. NULL only when out of host memory. */
@@ -80,37 +63,17 @@ static struct pool_record *add_pool(CUmemoryPool pool, int dev)
 	struct pool_record *p = find_pool(pool);
 	if (p)
 		return p;
-	if ((pool_used + 1) * 2 > (pool_mask ? pool_mask + 1 : 0)) {
-		size_t cap = pool_mask ? (pool_mask + 1) * 2 : 64;
-		struct pool_record *t = calloc(cap, sizeof(*t));
-		if (!t)
+	if (pool_count == pool_cap) {
+		size_t cap = pool_cap ? pool_cap * 2 : 64;
+		p = realloc(pools, cap * sizeof(*p));
+		if (!p)
 			return NULL;
-		for (size_t i = 0; pool_mask && i <= pool_mask; i++)
-			if (pools[i].pool)
-				*empty_slot(t, cap - 1, pools[i].pool) = pools[i];
-		free(pools);
-		pools = t;
-		pool_mask = cap - 1;
+		pools = p;
+		pool_cap = cap;
 	}
-	p = empty_slot(pools, pool_mask, pool);
+	p = &pools[pool_count++];
 	*p = (struct pool_record){ .pool = pool, .dev = dev };
-	pool_used++;
 	return p;
-}
-
-/* Lock held. */
-static void remove_pool(struct pool_record *p)
-{
-	size_t i = (size_t)(p - pools);
-	for (size_t k = (i + 1) & pool_mask; pools[k].pool; k = (k + 1) & pool_mask) {
-		size_t home = pool_home(pools[k].pool, pool_mask);
-		if (((k - home) & pool_mask) >= ((k - i) & pool_mask)) {
-			pools[i] = pools[k];
-			i = k;
-		}
-	}
-	pools[i] = (struct pool_record){ .pool = NULL };
-	pool_used--;
 }
 
 /* The device a pool allocates on: recorded at cuMemPoolCreate, or found
@@ -324,7 +287,7 @@ void cumemcap_account_pool_destroyed(CUmemoryPool pool)
 	struct pool_record *p = find_pool(pool);
 	if (p) {
 		cumemcap_ledger_sub(p->dev, CUMEMCAP_KIND_pool, p->accounted);
-		remove_pool(p);
+		*p = pools[--pool_count];
 	}
 	cumemcap_spin_unlock(&pool_lock);
 }
@@ -355,10 +318,10 @@ void cumemcap_account_pool_refresh_now(int dev)
 	bool grew = atomic_load(&grown[dev]) && atomic_exchange(&grown[dev], false);
 	/* Listed under the table's lock, asked about without it. */
 	cumemcap_spin_lock(&pool_lock);
-	size_t n = 0, cap = pool_used;
-	CUmemoryPool *list = cap ? malloc(cap * sizeof(*list)) : NULL;
-	for (size_t i = 0; list && pool_mask && i <= pool_mask; i++)
-		if (pools[i].pool && pools[i].dev == dev)
+	size_t n = 0;
+	CUmemoryPool *list = pool_count ? malloc(pool_count * sizeof(*list)) : NULL;
+	for (size_t i = 0; list && i < pool_count; i++)
+		if (pools[i].dev == dev)
 			list[n++] = pools[i].pool;
 	cumemcap_spin_unlock(&pool_lock);
 	for (size_t i = 0; i < n; i++)
@@ -381,7 +344,7 @@ void cumemcap_account_pool_reset(void)
 	atomic_flag_clear(&query_lock);
 	free(pools);
 	pools = NULL;
-	pool_mask = pool_used = 0;
+	pool_count = pool_cap = 0;
 }
 
 void cumemcap_account_lock(void)
