@@ -166,11 +166,7 @@ void cumemcap_account_pools_changed(void);
 uint64_t cumemcap_account_pool_estimate(uint64_t bytes);
 
 /* Between account.c's charge of an allocation from a pool and the pool
- * table (pools.c). The device `pool` allocates on (fallback: none claims
- * it); dev's current pool (a per-thread cache); true when an allocation
- * from `pool` charges nothing (its growth left unread: listed, marked);
- * `estimate` held for an allocation under way; its pool grew unread; and
- * the charge of what the pool took (false: past the limit). */
+ * table: pools.c says what each does. */
 int cumemcap_account_pool_device(CUmemoryPool pool, int fallback);
 CUmemoryPool cumemcap_account_current_pool(int dev);
 bool cumemcap_account_pool_unread(CUmemoryPool pool, int dev, bool current);

@@ -1,7 +1,6 @@
-/* footprint: see footprint.h. Thread safety: fp_lock (an xmutex) guards
- * everything below and is held across NVML calls, never across CUDA; the
- * card is read (cuMemGetInfo) inside a reader section of the death lock, so
- * the context it is asked with cannot die meanwhile. */
+/* footprint: see footprint.h, which says how it is thread-safe. The card
+ * is read (cuMemGetInfo) inside a reader section of the death lock, so the
+ * context it is asked with cannot die meanwhile. */
 #include "account/footprint.h"
 
 #include <string.h>

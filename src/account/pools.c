@@ -100,13 +100,6 @@ int cumemcap_account_pool_device(CUmemoryPool pool, int fallback)
 	return dev;
 }
 
-void cumemcap_account_pool_created(CUmemoryPool pool, int dev)
-{
-	cumemcap_spin_lock(&pool_lock);
-	add_pool(pool, dev);
-	cumemcap_spin_unlock(&pool_lock);
-}
-
 /* The pool reserves `reserved` now, less than counted: the rest leaves the
  * ledger at once (pool_lock held). */
 static void shrink_locked(struct pool_record *p, uint64_t reserved)
@@ -264,12 +257,14 @@ bool cumemcap_account_pool_unread(CUmemoryPool pool, int dev, bool current)
 	return listed;
 }
 
+/* An allocation from a pool of dev returned with its growth unread. */
 void cumemcap_account_pool_grew(int dev)
 {
 	if (!atomic_load(&grown[dev]))
 		atomic_store(&grown[dev], true);
 }
 
+/* List `pool` on `dev`, holding `estimate` for an allocation under way. */
 void cumemcap_account_pool_hold(CUmemoryPool pool, int dev, uint64_t estimate)
 {
 	cumemcap_spin_lock(&pool_lock);
@@ -277,6 +272,11 @@ void cumemcap_account_pool_hold(CUmemoryPool pool, int dev, uint64_t estimate)
 	if (p)
 		p->in_flight += estimate;
 	cumemcap_spin_unlock(&pool_lock);
+}
+
+void cumemcap_account_pool_created(CUmemoryPool pool, int dev)
+{
+	cumemcap_account_pool_hold(pool, dev, 0);
 }
 
 void cumemcap_account_pool_destroyed(CUmemoryPool pool)
