@@ -152,10 +152,9 @@ CUresult cumemcap_account_pool_alloc_finish(struct cumemcap_pool_alloc *a, CUres
 
 /* Re-read every pool of `dev` (0 <= dev < CUMEMCAP_MAX_DEVICES): they
  * shrink at synchronizations the shim does not see, and grow unread on a
- * GPU without a limit. The plain form skips the driver when no pool bytes
- * are counted on dev and no growth is unread. */
+ * GPU without a limit. Asks the driver nothing when no pool bytes are
+ * counted on dev and no growth is unread. */
 void cumemcap_account_pool_refresh_now(int dev);
-void cumemcap_account_pool_refresh(int dev);
 
 /* A device's current pool may have changed (cuDeviceSetMemPool,
  * cuMemSetMemPool, a pool destroyed, a context's death): the threads ask

@@ -314,6 +314,9 @@ void cumemcap_account_pool_trimmed(CUmemoryPool pool)
 
 void cumemcap_account_pool_refresh_now(int dev)
 {
+	if (!cumemcap_ledger_holds(dev, CUMEMCAP_KIND_pool) &&
+	    !atomic_load_explicit(&cumemcap_ledger_growth_unread[dev], memory_order_relaxed))
+		return;
 	cumemcap_spin_lock(&query_lock);
 	bool grew = atomic_load(&grown[dev]) && atomic_exchange(&grown[dev], false);
 	/* Listed under the table's lock, asked about without it. */
@@ -328,13 +331,6 @@ void cumemcap_account_pool_refresh_now(int dev)
 		settle(list[i], grew);
 	free(list);
 	cumemcap_spin_unlock(&query_lock);
-}
-
-void cumemcap_account_pool_refresh(int dev)
-{
-	if (cumemcap_ledger_holds(dev, CUMEMCAP_KIND_pool) ||
-	    atomic_load_explicit(&cumemcap_ledger_growth_unread[dev], memory_order_relaxed))
-		cumemcap_account_pool_refresh_now(dev);
 }
 
 void cumemcap_account_pool_reset(void)

@@ -117,7 +117,7 @@ bool cumemcap_account_free_pooled(CUdeviceptr ptr, CUresult *r)
 /* Before a request on `dev` is refused (at the limit, or by the driver). */
 static void make_room(int dev)
 {
-	cumemcap_account_pool_refresh(dev);
+	cumemcap_account_pool_refresh_now(dev);
 	cumemcap_account_release_cached(dev);
 	cumemcap_account_footprint_refresh(dev); /* it may have shrunk, or grown */
 	cumemcap_group_reap();                   /* a dead member's share comes back */
