@@ -15,7 +15,6 @@
 #include "platform/spin.h"
 #include "state/device.h"
 
-/* The bytes a pool takes for one request: its granularity. */
 #define POOL_GRANULARITY (2ull << 20)
 
 struct pool_record {
@@ -28,7 +27,7 @@ struct pool_record {
 	uint64_t high;      /* its RESERVED_MEM_HIGH when last read (unread growth) */
 };
 /* Every pool the process allocates from, in an array searched in order: a
- * process has a few (a test's 600 cost a few microseconds a search). A
+ * process has a few, and a search of 600 takes about a microsecond. A
  * pool's bytes are charged to its own device, whatever context allocates
  * from it. */
 static struct pool_record *pools;
