@@ -1,18 +1,13 @@
-/* account: the records of every allocating and freeing hook, context
- * deaths, the group's tick, and the stream-ordered pools' figures
- * (account.h). Thread safety: see account.h. */
+/* account: the records of every allocating and freeing hook, the charge
+ * of an allocation from a stream-ordered pool, context deaths, the group's
+ * tick (account.h). Thread safety: see account.h. */
 #include "account/account.h"
 
 #include <stdatomic.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "state/device.h"
 #include "log/log.h"
-#include "platform/export.h"
-#include "platform/mix.h"
-#include "driver/driver.h"
-#include "platform/spin.h"
 #include "group/group.h"
 
 static void forget_block(const struct cumemcap_block *b)
@@ -197,319 +192,23 @@ void cumemcap_account_context_died(CUcontext ctx, int dev, enum cumemcap_death w
 					     tally[d].records + (d == gone.dev ? gone.blocks : 0));
 }
 
-/* ---- stream-ordered pools ------------------------------------------------ */
-
-/* Every pool the process allocates from, by handle: an open-addressing
- * table (at most half full, backward-shift deletion). A pool's bytes are
- * charged to its own device, whatever context allocates from it. */
-#define POOL_GRANULARITY (2ull << 20)
-
-struct pool_record {
-	CUmemoryPool pool; /* NULL: empty slot */
-	int dev;
-	uint64_t accounted; /* bytes of the pool in the ledger */
-	/* Estimates that allocations under way hold in the ledger: the
-	 * pool's growth is theirs first, so it is never counted twice. */
-	uint64_t in_flight;
-	uint64_t high;      /* its RESERVED_MEM_HIGH when last read (unread growth) */
-};
-static struct pool_record *pools;
-static size_t pool_mask, pool_used; /* capacity - 1 (0: none yet) */
-/* pool_lock guards the table and is never held across a driver call (fork
- * takes it); query_lock is held across the attribute query and the update
- * that follows, so updates apply in the order the driver answered (a fork
- * child clears it). Spinlocks: each section is a few dozen instructions
- * or one query. */
-static atomic_flag pool_lock = ATOMIC_FLAG_INIT;
-static atomic_flag query_lock = ATOMIC_FLAG_INIT;
-
-uint64_t cumemcap_account_pool_estimate(uint64_t bytes)
-{
-	if (bytes > UINT64_MAX - POOL_GRANULARITY)
-		return UINT64_MAX;
-	return (bytes + POOL_GRANULARITY - 1) / POOL_GRANULARITY * POOL_GRANULARITY;
-}
-
-static size_t pool_home(CUmemoryPool pool, size_t mask)
-{
-	return (size_t)cumemcap_mix_short((uint64_t)(uintptr_t)pool) & mask;
-}
-
-/* The empty slot for `pool` in table t of mask + 1 slots. */
-static struct pool_record *empty_slot(struct pool_record *t, size_t mask, CUmemoryPool pool)
-{
-	size_t i = pool_home(pool, mask);
-	while (t[i].pool)
-		i = (i + 1) & mask;
-	return &t[i];
-}
-
-/* Lock held. */
-static struct pool_record *find_pool(CUmemoryPool pool)
-{
-	if (!pool_mask || !pool)
-		return NULL;
-	for (size_t i = pool_home(pool, pool_mask);; i = (i + 1) & pool_mask) {
-		if (pools[i].pool == pool)
-			return &pools[i];
-		if (!pools[i].pool)
-			return NULL;
-	}
-}
-
-/* Lock held. NULL only when out of host memory. */
-static struct pool_record *add_pool(CUmemoryPool pool, int dev)
-{
-	struct pool_record *p = find_pool(pool);
-	if (p)
-		return p;
-	if ((pool_used + 1) * 2 > (pool_mask ? pool_mask + 1 : 0)) {
-		size_t cap = pool_mask ? (pool_mask + 1) * 2 : 64;
-		struct pool_record *t = calloc(cap, sizeof(*t));
-		if (!t)
-			return NULL;
-		for (size_t i = 0; pool_mask && i <= pool_mask; i++)
-			if (pools[i].pool)
-				*empty_slot(t, cap - 1, pools[i].pool) = pools[i];
-		free(pools);
-		pools = t;
-		pool_mask = cap - 1;
-	}
-	p = empty_slot(pools, pool_mask, pool);
-	*p = (struct pool_record){ .pool = pool, .dev = dev };
-	pool_used++;
-	return p;
-}
-
-/* Lock held. */
-static void remove_pool(struct pool_record *p)
-{
-	size_t i = (size_t)(p - pools);
-	for (size_t k = (i + 1) & pool_mask; pools[k].pool; k = (k + 1) & pool_mask) {
-		size_t home = pool_home(pools[k].pool, pool_mask);
-		if (((k - home) & pool_mask) >= ((k - i) & pool_mask)) {
-			pools[i] = pools[k];
-			i = k;
-		}
-	}
-	pools[i] = (struct pool_record){ .pool = NULL };
-	pool_used--;
-}
-
-/* The device a pool allocates on: recorded at cuMemPoolCreate, or found
- * among the devices' default and current pools the first time the pool is
- * used; `fallback` when no device claims it. */
-static int pool_device(CUmemoryPool pool, int fallback)
-{
-	cumemcap_spin_lock(&pool_lock);
-	struct pool_record *p = find_pool(pool);
-	int dev = p ? p->dev : -1;
-	cumemcap_spin_unlock(&pool_lock);
-	if (dev >= 0 || !pool)
-		return dev >= 0 ? dev : fallback;
-	int count = cumemcap_driver_device_count();
-	for (int d = 0; d < count && d < CUMEMCAP_MAX_DEVICES && dev < 0; d++)
-		if (cumemcap_driver_default_pool(d) == pool || cumemcap_driver_current_pool(d) == pool)
-			dev = d;
-	if (dev < 0 || !cumemcap_device_ensure(dev))
-		return fallback;
-	cumemcap_spin_lock(&pool_lock);
-	p = add_pool(pool, dev);
-	dev = p ? p->dev : dev;
-	cumemcap_spin_unlock(&pool_lock);
-	return dev;
-}
-
-void cumemcap_account_pool_created(CUmemoryPool pool, int dev)
-{
-	cumemcap_spin_lock(&pool_lock);
-	add_pool(pool, dev);
-	cumemcap_spin_unlock(&pool_lock);
-}
-
-/* The pool reserves `reserved` now, less than counted: the rest leaves the
- * ledger at once (pool_lock held). */
-static void shrink_locked(struct pool_record *p, uint64_t reserved)
-{
-	if (reserved < p->accounted) {
-		cumemcap_ledger_sub(p->dev, CUMEMCAP_KIND_pool, p->accounted - reserved);
-		p->accounted = reserved;
-	}
-}
-
-/* Follow what the pool reserves now (pool_lock held). A shrink leaves the
- * ledger at once; growth is left to the allocations under way, whose
- * estimates hold it. `high`: the pool's high watermark when its growth is
- * unread (0: not read); when it moved since the last read and lies above
- * `reserved`, the pool released growth the shim never read: the figures
- * pass through the watermark, so that the peaks count it. */
-static void settle_locked(struct pool_record *p, uint64_t reserved, uint64_t high)
-{
-	shrink_locked(p, reserved);
-	if (p->in_flight == 0) {
-		uint64_t to = high != p->high && high > reserved ? high : reserved;
-		if (to > p->accounted) {
-			cumemcap_ledger_add(p->dev, CUMEMCAP_KIND_pool, to - p->accounted);
-			p->accounted = to;
-		}
-		shrink_locked(p, reserved);
-	}
-	if (high)
-		p->high = high;
-}
-
-/* Whether `dev`'s pools leave their growth unread (ledger.h). */
-static bool growth_unread(int dev)
-{
-	return cumemcap_ledger_valid(dev) &&
-	       atomic_load_explicit(&cumemcap_ledger_growth_unread[dev], memory_order_relaxed);
-}
-
-/* Devices where an allocation leaving its growth unread returned since
- * their pools were last read: only then may a pool have passed its high
- * watermark unread. */
-static _Atomic bool grown[CUMEMCAP_MAX_DEVICES];
-
-/* Ask the driver about `pool` and settle it (query_lock held): what it
- * reserves and, when its growth is unread and it may have grown (`grew`),
- * its high watermark. */
-static void settle(CUmemoryPool pool, bool grew)
-{
-	uint64_t reserved, high = 0;
-	if (!cumemcap_driver_pool_reserved(pool, &reserved))
-		return;
-	struct pool_record *p;
-	if (grew) {
-		cumemcap_spin_lock(&pool_lock);
-		p = find_pool(pool);
-		bool ask_high = p && growth_unread(p->dev);
-		cumemcap_spin_unlock(&pool_lock);
-		if (ask_high && !cumemcap_driver_pool_high(pool, &high))
-			high = 0;
-	}
-	cumemcap_spin_lock(&pool_lock);
-	p = find_pool(pool);
-	if (p)
-		settle_locked(p, reserved, high);
-	cumemcap_spin_unlock(&pool_lock);
-}
-
-/* The allocation charged in c came back from `pool` with `estimate` held
- * for it in the ledger (and in the pool's in_flight): charge what the pool
- * really took instead, its growth up to the estimate, and growth beyond
- * every estimate under way. False when that passes the limit. */
-static bool pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, uint64_t estimate)
-{
-	uint64_t claim = 0, excess = 0, reserved;
-	cumemcap_spin_lock(&query_lock);
-	bool known = cumemcap_driver_pool_reserved(pool, &reserved);
-	cumemcap_spin_lock(&pool_lock);
-	struct pool_record *p = find_pool(pool);
-	if (p) {
-		p->in_flight -= p->in_flight < estimate ? p->in_flight : estimate;
-		if (known) {
-			shrink_locked(p, reserved);
-			uint64_t grew = reserved - p->accounted;
-			claim = grew < estimate ? grew : estimate;
-			if (p->in_flight == 0)
-				excess = grew - claim;
-			p->accounted += claim + excess;
-		}
-	}
-	cumemcap_spin_unlock(&pool_lock);
-	cumemcap_spin_unlock(&query_lock);
-	cumemcap_ledger_sub(c->dev, CUMEMCAP_KIND_pool, estimate - claim);
-	c->bytes = 0; /* the bytes live in the pool's figure */
-	if (excess && !cumemcap_ledger_reserve(c->dev, CUMEMCAP_KIND_pool, excess)) {
-		cumemcap_ledger_add(c->dev, CUMEMCAP_KIND_pool, excess); /* the pool holds them */
-		return false;
-	}
-	return true;
-}
-
-/* The current pool (cuMemAllocAsync's) of the device a thread last asked
- * about, asked again once the epoch moved (cumemcap_account_pools_changed).
- * The epoch is read before the driver is asked, so an answer that a change
- * overtook is never used again. */
-static _Atomic uint64_t pool_epoch = 1;
-static CUMEMCAP_TLS struct {
-	uint64_t epoch; /* 0: nothing cached */
-	int dev;
-	CUmemoryPool pool;
-	bool listed; /* in the pool table since (unread growth) */
-} current_cache;
-
-void cumemcap_account_pools_changed(void)
-{
-	atomic_fetch_add_explicit(&pool_epoch, 1, memory_order_release);
-}
-
-static CUmemoryPool current_pool(int dev)
-{
-	uint64_t epoch = atomic_load_explicit(&pool_epoch, memory_order_acquire);
-	if (current_cache.epoch == epoch && current_cache.dev == dev)
-		return current_cache.pool;
-	CUmemoryPool pool = cumemcap_driver_current_pool(dev);
-	if (pool) {
-		current_cache.epoch = epoch;
-		current_cache.dev = dev;
-		current_cache.pool = pool;
-		current_cache.listed = false;
-	}
-	return pool;
-}
-
-/* Unread growth. With no limit on the GPU (and no group), a pool's figure
- * is only reported: an allocation from it charges nothing and asks the
- * driver nothing; the pool is listed in the table and its device's growth
- * marked unread (ledger.h), to be read back when the figures are read and
- * before the pool is trimmed or destroyed. Decided once the GPU's limit
- * is resolved, which never changes afterwards. */
-static bool leave_growth_unread(int dev)
-{
-	return cumemcap_ledger_get(dev, CUMEMCAP_FIG_limit) == CUMEMCAP_NO_LIMIT &&
-	       !(atomic_load_explicit(&cumemcap_group_hot, memory_order_relaxed) & 1);
-}
-
-/* List `pool` (on `dev`) in the table and mark dev's growth unread; false
- * when out of host memory (the caller then charges the allocation). */
-static bool list_unread(CUmemoryPool pool, int dev)
-{
-	if (!atomic_load_explicit(&cumemcap_ledger_growth_unread[dev], memory_order_relaxed))
-		atomic_store(&cumemcap_ledger_growth_unread[dev], true);
-	cumemcap_spin_lock(&pool_lock);
-	struct pool_record *p = add_pool(pool, dev);
-	bool ours = p && p->dev == dev;
-	cumemcap_spin_unlock(&pool_lock);
-	return ours;
-}
-
 CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const char *entry_point,
 					   CUcontext ctx, int stream_dev, bool current,
 					   CUmemoryPool pool, uint64_t bytes)
 {
-	int dev = current ? stream_dev : pool_device(pool, stream_dev);
+	int dev = current ? stream_dev : cumemcap_account_pool_device(pool, stream_dev);
 	if (current)
-		pool = current_pool(dev);
+		pool = cumemcap_account_current_pool(dev);
 	a->bytes = bytes;
 	a->pool = NULL;
 	a->growth_unread = false;
 	cumemcap_ledger_note_request(dev, bytes);
-	if (pool && cumemcap_device_ensure(dev) && leave_growth_unread(dev)) {
-		bool listed = current && current_cache.listed && current_cache.pool == pool;
-		if (!listed && list_unread(pool, dev)) {
-			listed = true;
-			if (current && current_cache.pool == pool)
-				current_cache.listed = true;
-		}
-		if (listed) {
-			a->growth_unread = true;
-			a->estimate = 0;
-			a->c = (struct cumemcap_charge){ .dev = dev, .ctx = ctx, .kind = CUMEMCAP_KIND_pool,
-							 .bytes = 0, .live = bytes,
-							 .entry_point = entry_point };
-			return CUDA_SUCCESS;
-		}
+	if (cumemcap_account_pool_unread(pool, dev, current)) {
+		a->growth_unread = true;
+		a->estimate = 0;
+		a->c = (struct cumemcap_charge){ .dev = dev, .ctx = ctx, .kind = CUMEMCAP_KIND_pool,
+						 .bytes = 0, .live = bytes, .entry_point = entry_point };
+		return CUDA_SUCCESS;
 	}
 	a->estimate = cumemcap_account_pool_estimate(bytes);
 	CUresult r =
@@ -520,11 +219,7 @@ CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const 
 	a->c.live = bytes;
 	if (pool && a->c.dev >= 0) {
 		a->pool = pool;
-		cumemcap_spin_lock(&pool_lock);
-		struct pool_record *p = add_pool(pool, dev);
-		if (p)
-			p->in_flight += a->estimate;
-		cumemcap_spin_unlock(&pool_lock);
+		cumemcap_account_pool_hold(pool, dev, a->estimate);
 	}
 	return CUDA_SUCCESS;
 }
@@ -532,83 +227,12 @@ CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const 
 CUresult cumemcap_account_pool_alloc_finish(struct cumemcap_pool_alloc *a, CUresult r, uint64_t ptr)
 {
 	if (a->growth_unread) {
-		int dev = a->c.dev;
-		if (r == CUDA_SUCCESS && !atomic_load(&grown[dev]))
-			atomic_store(&grown[dev], true);
-	} else if (a->pool && !pool_charge(&a->c, a->pool, a->estimate) && r == CUDA_SUCCESS) {
+		if (r == CUDA_SUCCESS)
+			cumemcap_account_pool_grew(a->c.dev);
+	} else if (a->pool && !cumemcap_account_pool_charge(&a->c, a->pool, a->estimate) &&
+		   r == CUDA_SUCCESS) {
 		cumemcap_account_refused(a->c.dev, a->c.entry_point, a->bytes);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	return cumemcap_account_charge_finish(&a->c, r, CUMEMCAP_HANDLE_ASYNC, r == CUDA_SUCCESS ? ptr : 0);
-}
-
-void cumemcap_account_pool_destroyed(CUmemoryPool pool)
-{
-	/* The device's current pool, if it was this one, is its default. */
-	cumemcap_account_pools_changed();
-	cumemcap_spin_lock(&pool_lock);
-	struct pool_record *p = find_pool(pool);
-	if (p) {
-		cumemcap_ledger_sub(p->dev, CUMEMCAP_KIND_pool, p->accounted);
-		remove_pool(p);
-	}
-	cumemcap_spin_unlock(&pool_lock);
-}
-
-void cumemcap_account_pool_read(CUmemoryPool pool)
-{
-	cumemcap_spin_lock(&pool_lock);
-	struct pool_record *p = find_pool(pool);
-	bool ask = p && growth_unread(p->dev);
-	cumemcap_spin_unlock(&pool_lock);
-	if (!ask)
-		return;
-	cumemcap_spin_lock(&query_lock);
-	settle(pool, true);
-	cumemcap_spin_unlock(&query_lock);
-}
-
-void cumemcap_account_pool_trimmed(CUmemoryPool pool)
-{
-	cumemcap_spin_lock(&query_lock);
-	settle(pool, false);
-	cumemcap_spin_unlock(&query_lock);
-}
-
-void cumemcap_account_pool_refresh_now(int dev)
-{
-	cumemcap_spin_lock(&query_lock);
-	bool grew = atomic_load(&grown[dev]) && atomic_exchange(&grown[dev], false);
-	/* Listed under the table's lock, asked about without it. */
-	cumemcap_spin_lock(&pool_lock);
-	size_t n = 0, cap = pool_used;
-	CUmemoryPool *list = cap ? malloc(cap * sizeof(*list)) : NULL;
-	for (size_t i = 0; list && pool_mask && i <= pool_mask; i++)
-		if (pools[i].pool && pools[i].dev == dev)
-			list[n++] = pools[i].pool;
-	cumemcap_spin_unlock(&pool_lock);
-	for (size_t i = 0; i < n; i++)
-		settle(list[i], grew);
-	free(list);
-	cumemcap_spin_unlock(&query_lock);
-}
-
-void cumemcap_account_pool_reset(void)
-{
-	cumemcap_account_pools_changed();
-	/* A thread that did not come along may have held it. */
-	atomic_flag_clear(&query_lock);
-	free(pools);
-	pools = NULL;
-	pool_mask = pool_used = 0;
-}
-
-void cumemcap_account_lock(void)
-{
-	cumemcap_spin_lock(&pool_lock);
-}
-
-void cumemcap_account_unlock(void)
-{
-	cumemcap_spin_unlock(&pool_lock);
 }

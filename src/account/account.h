@@ -152,16 +152,9 @@ CUresult cumemcap_account_pool_alloc_finish(struct cumemcap_pool_alloc *a, CUres
 
 /* Re-read every pool of `dev` (0 <= dev < CUMEMCAP_MAX_DEVICES): they
  * shrink at synchronizations the shim does not see, and grow unread on a
- * GPU without a limit. */
+ * GPU without a limit. Asks the driver nothing when no pool bytes are
+ * counted on dev and no growth is unread. */
 void cumemcap_account_pool_refresh_now(int dev);
-/* The same, with no call when no pool bytes are counted on dev and no
- * growth is unread. */
-static inline void cumemcap_account_pool_refresh(int dev)
-{
-	if (cumemcap_ledger_holds(dev, CUMEMCAP_KIND_pool) ||
-	    atomic_load_explicit(&cumemcap_ledger_growth_unread[dev], memory_order_relaxed))
-		cumemcap_account_pool_refresh_now(dev);
-}
 
 /* A device's current pool may have changed (cuDeviceSetMemPool,
  * cuMemSetMemPool, a pool destroyed, a context's death): the threads ask
@@ -170,6 +163,15 @@ void cumemcap_account_pools_changed(void);
 
 /* The bytes a pool takes for one request (its 2 MiB granularity). */
 uint64_t cumemcap_account_pool_estimate(uint64_t bytes);
+
+/* Between account.c's charge of an allocation from a pool and the pool
+ * table: pools.c says what each does. */
+int cumemcap_account_pool_device(CUmemoryPool pool, int fallback);
+CUmemoryPool cumemcap_account_current_pool(int dev);
+bool cumemcap_account_pool_unread(CUmemoryPool pool, int dev, bool current);
+void cumemcap_account_pool_hold(CUmemoryPool pool, int dev, uint64_t estimate);
+void cumemcap_account_pool_grew(int dev);
+bool cumemcap_account_pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, uint64_t estimate);
 
 /* Fork: hold the pool table across fork(); the child drops it. */
 void cumemcap_account_lock(void);

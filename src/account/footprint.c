@@ -1,7 +1,6 @@
-/* footprint: see footprint.h. Thread safety: fp_lock (an xmutex) guards
- * everything below and is held across NVML calls, never across CUDA; the
- * card is read (cuMemGetInfo) inside a reader section of the death lock, so
- * the context it is asked with cannot die meanwhile. */
+/* footprint: see footprint.h, which says how it is thread-safe. The card
+ * is read (cuMemGetInfo) inside a reader section of the death lock, so the
+ * context it is asked with cannot die meanwhile. */
 #include "account/footprint.h"
 
 #include <string.h>
@@ -56,7 +55,7 @@ static uint64_t next_tick_ms;
 
 void cumemcap_account_context_coming(int dev)
 {
-	if (!cumemcap_ledger_valid(dev) || !cumemcap_device_ensure(dev))
+	if (!cumemcap_device_ensure(dev))
 		return;
 	const struct cumemcap_device_info *info = cumemcap_device_info(dev);
 	cumemcap_xmutex_lock(&fp_lock);
@@ -188,7 +187,7 @@ static void read_card(int dev)
 
 void cumemcap_account_context_made(int dev, CUcontext ctx, bool primary)
 {
-	if (!cumemcap_ledger_valid(dev) || !cumemcap_device_ensure(dev))
+	if (!cumemcap_device_ensure(dev))
 		return;
 	cumemcap_xmutex_lock(&fp_lock);
 	struct gpu *g = &gpus[dev];

@@ -10,7 +10,6 @@
 #include "state/device.h"
 #include "driver/driver.h"
 #include "state/ledger.h"
-#include "log/log.h"
 #include "platform/mix.h"
 #include "platform/xmutex.h"
 
@@ -141,10 +140,8 @@ static void settle_op(struct cumemcap_graph_op *op, CUresult r)
 {
 	for (int i = 0; i < op->n; i++) {
 		struct cumemcap_graph_need *nd = &op->need[i];
-		if (r == CUDA_ERROR_OUT_OF_MEMORY && valid_dev(nd->dev)) {
-			cumemcap_ledger_bump(nd->dev, driver_oom);
-			cumemcap_log_driver_oom(nd->dev, op->entry_point, nd->bytes);
-		}
+		if (r == CUDA_ERROR_OUT_OF_MEMORY && valid_dev(nd->dev))
+			cumemcap_account_driver_oom(nd->dev, op->entry_point, nd->bytes);
 		if (cumemcap_device_info(nd->dev))
 			settle(nd->dev, nd->held, false);
 	}

@@ -1,14 +1,9 @@
-/* reserve: the one way bytes are reserved against a limit, and the
- * arenas' segments: taken from the driver, and given back.
- *
- * Every allocating hook reserves its bytes here before the driver is
- * asked: the ledger's limit check; when it says no, room is made on the
- * GPU and the check runs once more; when it still says no, the request
- * waits for room if CUMEMCAP_ON_LIMIT=wait says so, and is otherwise
- * refused, counted and logged. A pooled cuMemAlloc asks its arena first;
- * only when no ready block fits does it take a segment here, in the same
- * way, and a segment the driver itself refuses is tried once more after
- * room was made (the arenas' own cache may be what fills the card).
+/* reserve: the one way bytes are reserved against a limit
+ * (cumemcap_account_reserve, account.h), and the arenas' segments: taken
+ * from the driver, and given back. A pooled cuMemAlloc asks its arena
+ * first; only when no ready block fits does it take a segment here, in the
+ * same way, and a segment the driver itself refuses is tried once more
+ * after room was made (the arenas' own cache may be what fills the card).
  *
  * Thread safety: the ledger is atomic and the arenas lock themselves; no
  * lock is held here, across the driver call or the wait. */
@@ -117,7 +112,7 @@ bool cumemcap_account_free_pooled(CUdeviceptr ptr, CUresult *r)
 /* Before a request on `dev` is refused (at the limit, or by the driver). */
 static void make_room(int dev)
 {
-	cumemcap_account_pool_refresh(dev);
+	cumemcap_account_pool_refresh_now(dev);
 	cumemcap_account_release_cached(dev);
 	cumemcap_account_footprint_refresh(dev); /* it may have shrunk, or grown */
 	cumemcap_group_reap();                   /* a dead member's share comes back */

@@ -398,21 +398,6 @@ static bool name_char(char c, bool first)
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (!first && c >= '0' && c <= '9');
 }
 
-/* Bytes of a valid UTF-8 sequence at s (0: not one). */
-static size_t utf8_at(const unsigned char *s, size_t n)
-{
-	size_t len = s[0] < 0x80 ? 1 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
-	if (!len || len > n || (len > 1 && s[0] >= 0xf8))
-		return 0;
-	for (size_t i = 1; i < len; i++)
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0) || (s[0] == 0xf0 && s[1] < 0x90) ||
-	    (s[0] == 0xf4 && s[1] >= 0x90))
-		return 0;
-	return len;
-}
-
 bool cumemcap_labels_next(const char **cursor, const char **key, size_t *klen, const char **value, size_t *vlen)
 {
 	const char *s = *cursor;
@@ -477,7 +462,7 @@ static bool parse_labels(struct cumemcap_policy *p, const char *value, char *why
 			snprintf(what, sizeof(what), ": \"%.*s\" has an empty value", kshow, k);
 		for (size_t i = 0, n; !what[0] && i < vn; i += n) {
 			const unsigned char *u = (const unsigned char *)v + i;
-			n = utf8_at(u, vn - i);
+			n = cumemcap_utf8_len(u, vn - i);
 			if (!n || *u < 0x20 || *u == 0x7f)
 				snprintf(what, sizeof(what), ": the value of \"%.*s\" has %s", kshow, k,
 					 n ? "a control character" : "a byte that is not UTF-8");

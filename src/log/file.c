@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -149,26 +148,16 @@ static bool write_record(const char *b, size_t n)
 		turn_off("the program closed or reused its descriptor", 0);
 		return false;
 	}
-	sigset_t xfsz, old, pending;
-	bool was_pending = false;
-	if (size_limited) {
-		sigemptyset(&xfsz);
-		sigaddset(&xfsz, SIGXFSZ);
-		pthread_sigmask(SIG_BLOCK, &xfsz, &old);
-		was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1;
-	}
+	struct cumemcap_signal_hold h;
+	if (size_limited)
+		cumemcap_signal_hold(&h, SIGXFSZ);
 	ssize_t w;
 	do
 		w = write(file_fd, b, n);
 	while (w < 0 && errno == EINTR);
 	int e = errno;
-	if (size_limited) {
-		if (!was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1) {
-			struct timespec now = { 0, 0 };
-			sigtimedwait(&xfsz, NULL, &now);
-		}
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-	}
+	if (size_limited)
+		cumemcap_signal_release(&h);
 	if (w != (ssize_t)n)
 		turn_off(w < 0 ? "" : "short write (the disk is full or the file at its size limit)", w < 0 ? e : 0);
 	return w == (ssize_t)n;

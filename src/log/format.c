@@ -75,21 +75,6 @@ void out_size(struct out *o, uint64_t bytes)
 	out_str(o, unit);
 }
 
-/* Bytes of a valid UTF-8 sequence at s (0: not one). */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-	size_t len = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 && s[0] < 0xe0 ? 2 : 0;
-	if (!len || len > n)
-		return 0;
-	for (size_t i = 1; i < len; i++)
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0) ||
-	    (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))
-		return 0; /* overlong, surrogate, past U+10FFFF */
-	return len;
-}
-
 /* A JSON string or (label) a Prometheus label value, quoted: the two
  * formats escape '"' and '\\' alike; JSON writes control characters as
  * \u00XX and U+FFFD as \ufffd, a label value escapes only the newline
@@ -101,7 +86,7 @@ static void out_quoted(struct out *o, const char *str, size_t n, size_t max, boo
 	out_str(o, "\"");
 	for (size_t i = 0, len; i < n; i += len ? len : 1) {
 		unsigned char c = s[i];
-		len = c < 0x80 ? 1 : utf8_len(s + i, n - i);
+		len = cumemcap_utf8_len(s + i, n - i);
 		if (i + (len ? len : 1) > max)
 			break;
 		if (c == '"' || c == '\\') {

@@ -11,14 +11,45 @@
 #include <time.h>
 #include <unistd.h>
 
+size_t cumemcap_utf8_len(const unsigned char *s, size_t n)
+{
+	size_t len = s[0] < 0x80 ? 1 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+	if (!len || len > n || (len > 1 && s[0] >= 0xf8))
+		return 0;
+	for (size_t i = 1; i < len; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0) || (s[0] == 0xf0 && s[1] < 0x90) ||
+	    (s[0] == 0xf4 && s[1] >= 0x90))
+		return 0;
+	return len;
+}
+
+void cumemcap_signal_hold(struct cumemcap_signal_hold *h, int sig)
+{
+	sigset_t pending;
+	sigemptyset(&h->set);
+	sigaddset(&h->set, sig);
+	pthread_sigmask(SIG_BLOCK, &h->set, &h->old);
+	h->sig = sig;
+	h->was_pending = sigpending(&pending) == 0 && sigismember(&pending, sig) == 1;
+}
+
+void cumemcap_signal_release(struct cumemcap_signal_hold *h)
+{
+	sigset_t pending;
+	if (!h->was_pending && sigpending(&pending) == 0 && sigismember(&pending, h->sig) == 1) {
+		struct timespec now = { 0, 0 };
+		sigtimedwait(&h->set, NULL, &now);
+	}
+	pthread_sigmask(SIG_SETMASK, &h->old, NULL);
+}
+
 void cumemcap_write_stderr(const char *b, size_t n)
 {
 	int saved = errno;
-	sigset_t pipe_set, old, pending;
-	sigemptyset(&pipe_set);
-	sigaddset(&pipe_set, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-	bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+	struct cumemcap_signal_hold h;
+	cumemcap_signal_hold(&h, SIGPIPE);
 	while (n) {
 		ssize_t w = write(STDERR_FILENO, b, n);
 		if (w < 0 && errno == EINTR)
@@ -28,13 +59,7 @@ void cumemcap_write_stderr(const char *b, size_t n)
 		b += w;
 		n -= (size_t)w;
 	}
-	/* Our write raised it (EPIPE): take it back before unblocking. One
-	 * the program had pending already is left for the program. */
-	if (!was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
-		struct timespec now = { 0, 0 };
-		sigtimedwait(&pipe_set, NULL, &now);
-	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	cumemcap_signal_release(&h);
 	errno = saved;
 }
 

@@ -6,16 +6,33 @@
  * allocation: callable from any hook, a constructor or a forked child. */
 #pragma once
 
+#include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
 
 #define CUMEMCAP_PRINTF(a, b) __attribute__((format(printf, a, b)))
 
+/* Hold signal `sig` off around a write, so that a signal the write raises
+ * (SIGPIPE, SIGXFSZ) never reaches the program: hold blocks it; release
+ * consumes one the write raised (one the program had pending already is
+ * left to it) and restores the mask. Async-signal-safe. */
+struct cumemcap_signal_hold {
+	sigset_t set, old;
+	int sig;
+	bool was_pending;
+};
+void cumemcap_signal_hold(struct cumemcap_signal_hold *h, int sig);
+void cumemcap_signal_release(struct cumemcap_signal_hold *h);
+
 /* Write to stderr until done or an error, errno kept, and without raising
- * SIGPIPE in the program when nobody reads it (SIGPIPE blocked around the
- * write, one it raised consumed, the mask restored). Async-signal-safe. */
+ * SIGPIPE in the program when nobody reads it (held as above). */
 void cumemcap_write_stderr(const char *b, size_t n);
+
+/* Bytes of the valid UTF-8 sequence at s, of n > 0 bytes (1 for ASCII;
+ * 0: not one, or cut short). */
+size_t cumemcap_utf8_len(const unsigned char *s, size_t n);
 
 /* Copy the string src into dst, a buffer of `size` bytes (size > 0): cut
  * to fit, always terminated. */

@@ -8,8 +8,9 @@ check fails, naming the file and line, when
   - the modules' #include graph has a cycle (a module is a file name
     without its extension: arena.c and arena.h are one);
   - the .c files of one layer call each other in a cycle: x.c names a
-    function or variable that y.c defines (not static), and y.c, by way of
-    others perhaps, names one of x.c's. The include graph alone misses a
+    function or variable that y.c defines (not static), itself or through
+    a header's static inline function, and y.c, by way of others perhaps,
+    names one of x.c's. The include graph alone misses a
     cycle that goes through one header declaring the functions of several
     files (every file of src/log/ included such a header and all called
     each other). A struct, enum or union tag names no function or
@@ -75,6 +76,9 @@ def code_of(text):
 # opening a line of its own, or ending the line) or a variable.
 DEF_FUNCTION = re.compile(r"^(?!static\b)(?![#\s/{}])[^;{}()\n]*?\b(\w+)\s*"
                           r"\([^;{}()]*(?:\([^;{}()]*\)[^;{}()]*)*\)\s*\{", re.M)
+# A header's static inline function and its body, which closes at a brace
+# that opens a line.
+INLINE = re.compile(r"^static\s+inline\b[^;{}()]*?\b(\w+)\s*\([^;{}]*?\)\s*\{(.*?)^\}", re.M | re.S)
 DEF_VARIABLE = re.compile(r"^(?!static\b|extern\b|typedef\b|struct\s+\w+\s*\{|enum\b|union\b)(?![#\s/{}])"
                           r"[\w\s*]*?\b(\w+)\s*(\[[^\]]*\])*\s*(=[^;]*)?;", re.M)
 
@@ -89,12 +93,27 @@ def call_cycles(files):
             owners.setdefault(m.group(1), set()).add(rel)
     # A name defined by two files (each program's own main) names neither.
     owner = {name: rels.pop() for name, rels in owners.items() if len(rels) == 1}
+    # A header's static inline function counts as its caller's: the names
+    # its body uses are the caller's uses.
+    inline = {}
+    for rel, t in files.items():
+        if rel.endswith(".h"):
+            for m in INLINE.finditer(code_of(t)):
+                inline[m.group(1)] = set(re.findall(r"\b\w+\b", TAG.sub("", m.group(2))))
+
+    def names(line, seen):
+        for name in re.findall(r"\b\w+\b", TAG.sub("", line)):
+            yield name
+            if name in inline and name not in seen:
+                seen.add(name)
+                yield from names(" ".join(inline[name]), seen)
+
     uses = {}
     for rel, text in code.items():
         folder = os.path.dirname(rel)
         uses[rel] = {}
         for no, line in enumerate(text.splitlines(), 1):
-            for name in re.findall(r"\b\w+\b", TAG.sub("", line)):
+            for name in names(line, set()):
                 o = owner.get(name)
                 if o and o != rel and os.path.dirname(o) == folder and o not in uses[rel]:
                     uses[rel][o] = (name, no)
@@ -222,6 +241,10 @@ def self_test():
         "call cycle": {"state/all.h": "/* all: locked. */\nint b_fn(void);\nint c_fn(void);\n",
                        "state/b.c": "/* b: see b.h. */\n#include \"state/all.h\"\nint b_fn(void)\n{\n\treturn c_fn();\n}\n",
                        "state/c.c": "/* c: locked. */\n#include \"state/all.h\"\nint c_fn(void)\n{\n\treturn b_fn();\n}\n"},
+        "state/c.c (b_now": {
+            "state/b.h": "/* b: locked. */\nint b_now(void);\nstatic inline int b_fn(void)\n{\n\treturn b_now();\n}\n",
+            "state/b.c": "/* b: see b.h. */\n#include \"state/b.h\"\nint b_now(void)\n{\n\treturn c_fn();\n}\n",
+            "state/c.c": "/* c: locked. */\n#include \"state/b.h\"\nint c_fn(void)\n{\n\treturn b_fn();\n}\n"},
         "called outside driver": {"state/b.c": "/* b: see b.h. */\nint g(void) { return real_cuBar(); }\n"},
         "(not hooked": {
             "entry/h.c": "/* h: threads. */\nCUMEMCAP_EXPORT CUresult CUDAAPI cuBaz(int x)\n{\n\treturn real_cuBar(x);\n}\n"},
