@@ -13,8 +13,8 @@
 
 size_t cumemcap_utf8_len(const unsigned char *s, size_t n)
 {
-	size_t len = s[0] < 0x80 ? 1 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
-	if (!len || len > n || (len > 1 && s[0] >= 0xf8))
+	size_t len = s[0] < 0x80 ? 1 : s[0] < 0xc2 ? 0 : s[0] < 0xe0 ? 2 : s[0] < 0xf0 ? 3 : s[0] <= 0xf4 ? 4 : 0;
+	if (!len || len > n)
 		return 0;
 	for (size_t i = 1; i < len; i++)
 		if ((s[i] & 0xc0) != 0x80)
