@@ -224,6 +224,9 @@ class SharedReaders(unittest.TestCase):
         self.assertEqual(len(groups), 4201)
         self.assertEqual([n for n, g in groups.items() if "error" not in g], ["real"])
 
+    @unittest.skipIf("tsan" in os.environ.get("LD_PRELOAD_EXTRA", ""),
+                     "ThreadSanitizer loses track of a siglongjmp out of the SIGBUS handler and can "
+                     "leave every signal blocked, so top never sees SIGTERM (llvm-project issue 215833)")
     def test_truncating_a_book_crashes_no_reader(self):
         """ALICE truncates and restores her own registry again and again
         while root's top reads (and reaps) it: top never dies of SIGBUS."""
