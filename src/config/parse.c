@@ -396,7 +396,7 @@ bool cumemcap_parse_device_rules(const char *text, struct cumemcap_device_rules 
 
 /* ---- resolution --------------------------------------------------------- */
 
-static uint64_t amount_bytes(const struct cumemcap_amount *a, uint64_t total)
+uint64_t cumemcap_amount_bytes(const struct cumemcap_amount *a, uint64_t total)
 {
 	uint64_t limit;
 
@@ -417,29 +417,6 @@ static uint64_t amount_bytes(const struct cumemcap_amount *a, uint64_t total)
 		return UINT64_MAX;
 	}
 	return limit < total ? limit : total;
-}
-
-uint64_t cumemcap_resolve_limit(const struct cumemcap_amount *global,
-				const struct cumemcap_device_rules *rules, int ordinal,
-				const unsigned char uuid[16], const char *pci_bus_id,
-				uint64_t total, int *matched)
-{
-	if (matched != NULL)
-		*matched = -1;
-	if (rules != NULL) {
-		for (size_t i = 0; i < rules->count && i < CUMEMCAP_MAX_DEVICE_RULES; i++) {
-			const struct cumemcap_device_rule *r = &rules->rule[i];
-
-			if (cumemcap_selector_matches(&r->selector, ordinal, uuid, pci_bus_id)) {
-				if (matched != NULL)
-					*matched = (int)i;
-				return amount_bytes(&r->amount, total);
-			}
-		}
-	}
-	if (global == NULL)
-		return UINT64_MAX;
-	return amount_bytes(global, total);
 }
 
 bool cumemcap_parse_seconds(const char *text, uint32_t min_ms, uint32_t max_ms, uint32_t *out_ms)

@@ -87,14 +87,10 @@ struct cumemcap_device_rules {
 bool cumemcap_parse_device_rules(const char *text, struct cumemcap_device_rules *out,
 				 char *err, size_t errlen);
 
-/* The limit in bytes for one GPU of `total` bytes: the first rule that
- * matches, else `global`; a percentage of `total` rounded down, never
- * above `total`; UINT64_MAX when none applies. `matched` (may be NULL)
- * gets the index of the rule used, or -1. */
-uint64_t cumemcap_resolve_limit(const struct cumemcap_amount *global,
-				const struct cumemcap_device_rules *rules, int ordinal,
-				const unsigned char uuid[16], const char *pci_bus_id,
-				uint64_t total, int *matched);
+/* The limit in bytes an amount sets on a GPU of `total` bytes: a
+ * percentage of `total` rounded down (at least 1 byte of a GPU that has
+ * memory), never above `total`; UINT64_MAX for CUMEMCAP_AMOUNT_NONE. */
+uint64_t cumemcap_amount_bytes(const struct cumemcap_amount *a, uint64_t total);
 
 /* Seconds with at most three decimals ("30", "0.5", "2.125") into
  * milliseconds, accepted when min_ms <= value <= max_ms. */

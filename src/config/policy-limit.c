@@ -30,7 +30,7 @@ static uint64_t rule_limit(const struct cumemcap_policy *p, bool group, int ordi
 		*src = best ? best->src : (struct cumemcap_source){ 0 };
 	if (!best)
 		return UINT64_MAX;
-	return cumemcap_resolve_limit(&best->amount, NULL, ordinal, uuid, pci, total, NULL);
+	return cumemcap_amount_bytes(&best->amount, total);
 }
 
 uint64_t cumemcap_policy_limit(const struct cumemcap_policy *p, int ordinal,

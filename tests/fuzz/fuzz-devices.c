@@ -11,8 +11,8 @@
  *     must have (cumemcap_policy_plain_form), and its refusal names it;
  *   - on success there are 1..CUMEMCAP_MAX_DEVICE_RULES rules, each
  *     selector formats to text that parses back to the same selector, no
- *     two selectors are equal, and every GPU's limit is none or within
- *     [0, total] of it. */
+ *     two selectors are equal, and every GPU's limit (of a policy built
+ *     from the variable) is none or within [0, total] of it. */
 #include "config.h"
 
 #include <stdbool.h>
@@ -80,16 +80,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			CHECK(rules->rule[i].amount.kind == CUMEMCAP_AMOUNT_BYTES ||
 			      rules->rule[i].amount.kind == CUMEMCAP_AMOUNT_PERCENT);
 		}
-		for (int dev = 0; dev < 4; dev++) {
-			unsigned char uuid[16] = { 0xfa, 0x4e, 0xc0, 0xda, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 0 };
-			char pci[32];
-			uuid[15] = (unsigned char)(dev + 1);
-			snprintf(pci, sizeof(pci), "0000:%02x:00.0", 0x10 + dev);
-			int matched = -2;
-			uint64_t limit = cumemcap_resolve_limit(NULL, rules, dev, uuid, pci, TOTAL, &matched);
-			CHECK(matched >= -1 && matched < (int)rules->count);
-			CHECK(matched == -1 ? limit == UINT64_MAX : limit <= TOTAL);
-		}
 	}
 
 	value = text;
@@ -97,6 +87,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	bool pok = cumemcap_policy_build_from_text(p, the_var, "", "", 0, "train.py", perr, sizeof(perr));
 	bool plain = cumemcap_policy_plain_form(text);
 	CHECK(pok == (ok && plain));
+	for (int dev = 0; pok && dev < 4; dev++) {
+		unsigned char uuid[16] = { 0xfa, 0x4e, 0xc0, 0xda, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 0 };
+		char pci[32];
+		struct cumemcap_source src;
+		uuid[15] = (unsigned char)(dev + 1);
+		snprintf(pci, sizeof(pci), "0000:%02x:00.0", 0x10 + dev);
+		uint64_t limit = cumemcap_policy_limit(p, dev, uuid, pci, TOTAL, &src);
+		CHECK(src.origin == CUMEMCAP_FROM_DEFAULT ? limit == UINT64_MAX : limit <= TOTAL);
+	}
 	if (!pok) {
 		CHECK(memchr(perr, '\0', sizeof(perr)) != NULL && strchr(perr, '\n') == NULL);
 		/* Named, then the value: quoted "...", or as given when its

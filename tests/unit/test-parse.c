@@ -1,5 +1,6 @@
 /* Unit tests for src/config/parse.c: amounts, selectors, device rule lists and
- * limit resolution. Tables end in a sentinel row (text == NULL). */
+ * limit resolution (through the policy, as the library resolves it). Tables
+ * end in a sentinel row (text == NULL). */
 #include "config.h"
 
 #include <inttypes.h>
@@ -8,6 +9,7 @@
 
 #include "platform/msg.h"
 #include "config/parse.h"
+#include "config/policy.h"
 #include "test-common.h"
 
 #define KiB UINT64_C(1024)
@@ -727,13 +729,32 @@ END_TEST
 
 /* ---- resolution --------------------------------------------------------- */
 
-static struct cumemcap_amount amount(const char *text)
-{
-	struct cumemcap_amount a = { CUMEMCAP_AMOUNT_NONE, 0, 0 };
+/* CUMEMCAP_LIMIT and CUMEMCAP_DEVICE_LIMITS, as a policy resolves them for
+ * one GPU. */
+static const char *limit_value, *rules_value;
 
-	if (text != NULL)
-		ck_assert_msg(cumemcap_parse_amount(text, &a), "\"%s\" rejected", text);
-	return a;
+static const char *limit_get(const char *name)
+{
+	if (strcmp(name, "CUMEMCAP_LIMIT") == 0)
+		return limit_value;
+	return strcmp(name, "CUMEMCAP_DEVICE_LIMITS") == 0 ? rules_value : NULL;
+}
+
+/* The limit for one GPU; *from_list says whether an entry of the list
+ * gave it. */
+static uint64_t resolve(const char *limit, const char *rules, int ordinal, const unsigned char *uuid,
+			const char *pci, uint64_t total, bool *from_list)
+{
+	static struct cumemcap_policy p;
+	struct cumemcap_source src;
+	char err[512];
+
+	limit_value = limit;
+	rules_value = rules;
+	ck_assert_msg(cumemcap_policy_build_from_text(&p, limit_get, "", "", 0, "", err, sizeof(err)), "%s", err);
+	uint64_t got = cumemcap_policy_limit(&p, ordinal, uuid, pci, total, &src);
+	*from_list = src.origin == CUMEMCAP_FROM_ENV && strcmp(src.variable, "CUMEMCAP_DEVICE_LIMITS") == 0;
+	return got;
 }
 
 #define PCI_ID "0000:3b:00.0"
@@ -747,7 +768,7 @@ START_TEST(parse_resolve_limit)
 		const unsigned char *uuid;
 		uint64_t total;
 		uint64_t expected;
-		int matched;
+		int matched; /* the list's entry that applies, -1: none */
 	} cases[] = {
 		/* nothing configured */
 		{ "-", "-", 0, uuid_bytes, 16 * GiB, UINT64_MAX, -1 },
@@ -788,44 +809,34 @@ START_TEST(parse_resolve_limit)
 	};
 
 	for (size_t i = 0; cases[i].global != NULL; i++) {
-		bool no_global = strcmp(cases[i].global, "-") == 0;
-		struct cumemcap_amount global = amount(no_global ? NULL : cases[i].global);
-		struct cumemcap_device_rules rules = { .count = 0 };
-		int matched = 1234;
-
-		if (strcmp(cases[i].rules, "-") != 0)
-			ck_assert(cumemcap_parse_device_rules(cases[i].rules, &rules, NULL, 0));
-		uint64_t got = cumemcap_resolve_limit(&global, &rules, cases[i].ordinal,
-						      cases[i].uuid, PCI_ID, cases[i].total,
-						      &matched);
+		bool from_list;
+		uint64_t got = resolve(strcmp(cases[i].global, "-") ? cases[i].global : NULL,
+				       strcmp(cases[i].rules, "-") ? cases[i].rules : NULL, cases[i].ordinal,
+				       cases[i].uuid, PCI_ID, cases[i].total, &from_list);
 
 		ck_assert_msg(got == cases[i].expected,
 			      "row %zu (%s / %s, total %" PRIu64 "): %" PRIu64
 			      ", expected %" PRIu64,
 			      i, cases[i].global, cases[i].rules, cases[i].total, got,
 			      cases[i].expected);
-		ck_assert_msg(matched == cases[i].matched, "row %zu: matched %d, expected %d", i,
-			      matched, cases[i].matched);
+		ck_assert_msg(from_list == (cases[i].matched >= 0), "row %zu: from the list %d, expected %d", i,
+			      from_list, cases[i].matched >= 0);
 	}
 }
 END_TEST
 
 START_TEST(parse_resolve_limit_null_args)
 {
-	struct cumemcap_amount global = amount("1GiB");
-	struct cumemcap_device_rules rules;
-	int matched = 1234;
+	bool from_list;
 
-	ck_assert(cumemcap_parse_device_rules("0=2GiB", &rules, NULL, 0));
-	ck_assert_uint_eq(cumemcap_resolve_limit(NULL, NULL, 0, NULL, NULL, 4 * GiB, &matched),
-			  UINT64_MAX);
-	ck_assert_int_eq(matched, -1);
-	ck_assert_uint_eq(cumemcap_resolve_limit(&global, NULL, 0, NULL, NULL, 4 * GiB, NULL), GiB);
-	ck_assert_uint_eq(cumemcap_resolve_limit(NULL, &rules, 0, NULL, NULL, 4 * GiB, NULL),
-			  2 * GiB);
-	ck_assert_uint_eq(cumemcap_resolve_limit(NULL, &rules, 1, NULL, NULL, 4 * GiB, &matched),
-			  UINT64_MAX);
-	ck_assert_int_eq(matched, -1);
+	ck_assert_uint_eq(resolve(NULL, NULL, 0, NULL, NULL, 4 * GiB, &from_list), UINT64_MAX);
+	ck_assert(!from_list);
+	ck_assert_uint_eq(resolve("1GiB", NULL, 0, NULL, NULL, 4 * GiB, &from_list), GiB);
+	ck_assert(!from_list);
+	ck_assert_uint_eq(resolve(NULL, "0=2GiB", 0, NULL, NULL, 4 * GiB, &from_list), 2 * GiB);
+	ck_assert(from_list);
+	ck_assert_uint_eq(resolve(NULL, "0=2GiB", 1, NULL, NULL, 4 * GiB, &from_list), UINT64_MAX);
+	ck_assert(!from_list);
 }
 END_TEST
 
