@@ -1,13 +1,9 @@
 /* policy: the rules of this process, built once from the environment and
- * the configuration file by the table of settings (settings.h).
- *
- * Owns the immutable struct cumemcap_policy the other layers read, and the
+ * the configuration file by the table of settings (settings.h), and the
  * precedence between sources. Built in the library constructor or by the
- * first hook, whichever comes first (when nothing configures the process,
- * at first use, from what it had at start), and never changed afterwards,
- * so readers need no lock. A value that cannot be honoured exactly is an
- * error, never a warning: the process must not run with a limit other
- * than the one its user meant.
+ * first hook (when nothing configures the process, at first use, from what
+ * it had at start) and never changed afterwards, so readers need no lock.
+ * A value that cannot be honoured exactly is an error, never a warning.
  *
  * Precedence, highest first (see README "Configuration"):
  *   1. the environment: CUMEMCAP_DEVICE_LIMITS (per GPU), then CUMEMCAP_LIMIT;
@@ -30,17 +26,9 @@
 #define CUMEMCAP_MAX_DEVICE_SECTIONS 64
 #define CUMEMCAP_PATH_MAX 1024
 #define CUMEMCAP_PROGRAM_MAX 256
-/* CUMEMCAP_LABELS: bytes (with the NUL) and pairs at most. */
-#define CUMEMCAP_LABELS_MAX 1024
-#define CUMEMCAP_LABELS_COUNT_MAX 32
-
-/* A group's name: 1..CUMEMCAP_GROUP_NAME_MAX of [A-Za-z0-9._-], not
- * starting with '.' or '-'. */
+#define CUMEMCAP_LABELS_MAX 1024 /* CUMEMCAP_LABELS's bytes, the NUL included */
 #define CUMEMCAP_GROUP_NAME_MAX 64
-/* Where a group's shared state lives unless group_dir says otherwise. */
 #define CUMEMCAP_DEFAULT_GROUP_DIR "/dev/shm"
-/* The longest wait on_limit=wait:SECONDS accepts: a day. */
-#define CUMEMCAP_MAX_WAIT_MS 86400000u
 
 enum cumemcap_log_target {
 	CUMEMCAP_LOG_FILE = 0, /* JSON Lines into log_path (a template); the default */
@@ -48,7 +36,6 @@ enum cumemcap_log_target {
 	CUMEMCAP_LOG_OFF,
 };
 
-/* The default log file: a per-user directory, one file per process. */
 #define CUMEMCAP_DEFAULT_LOG "/tmp/cumemcap-%u/%n.%h.%p.jsonl"
 
 enum cumemcap_growth {
@@ -69,17 +56,14 @@ enum cumemcap_release {
 	CUMEMCAP_RELEASE_IMMEDIATE,
 };
 
-/* What the limit counts: the footprint (what the driver holds for the
- * process, its calls and its overhead) or only the calls. */
 enum cumemcap_count {
-	CUMEMCAP_COUNT_FOOTPRINT = 0,
+	CUMEMCAP_COUNT_FOOTPRINT = 0, /* what the driver holds for the process: calls and overhead */
 	CUMEMCAP_COUNT_ALLOCATIONS,
 };
 
 #define CUMEMCAP_DEFAULT_RELEASE_IDLE_MS 30000u
 #define CUMEMCAP_DEFAULT_LOG_INTERVAL_MS 5000u
 
-/* Where a value came from. */
 enum cumemcap_origin {
 	CUMEMCAP_FROM_DEFAULT = 0,
 	CUMEMCAP_FROM_ENV,
@@ -101,11 +85,9 @@ enum cumemcap_rank {
 	CUMEMCAP_RANKS,        /* none: a default, or a section that does not apply */
 };
 
-/* One limit rule: a limit, an entry of device_limits, a [device]
- * section's limit, or (group) the group's. Every source's rules are kept,
- * because a GPU that one source's list does not name falls through to the
- * next; the lookup takes the highest rank, in it a list's entry before a
- * single amount. */
+/* A limit, an entry of device_limits, a [device] section's limit, or
+ * (group) the group's. Every source's rules are kept: a GPU that one
+ * source's list does not name falls through to the next. */
 struct cumemcap_rule {
 	struct cumemcap_selector selector; /* kind 0: every GPU (a single amount) */
 	struct cumemcap_amount amount;
@@ -114,8 +96,7 @@ struct cumemcap_rule {
 	bool group;
 };
 
-/* At most: three sources of limit, device_limits and group_limit, and a
- * limit in each [device] section. */
+/* Three sources of limit, device_limits and group_limit, and the [device] sections. */
 #define CUMEMCAP_MAX_RULES (6 * (CUMEMCAP_MAX_DEVICE_RULES + 1) + CUMEMCAP_MAX_DEVICE_SECTIONS)
 
 struct cumemcap_device_section {
@@ -124,9 +105,8 @@ struct cumemcap_device_section {
 };
 
 /* Every setting but the limit rules has one value here, from the source of
- * highest precedence that gave it, and one X_src saying which source that
- * was (CUMEMCAP_FROM_DEFAULT: the table's default_value). The small fields
- * come first, the large lists last. */
+ * highest precedence that gave it, and an X_src saying which one. Small
+ * fields first: a start touches fewer pages. */
 struct cumemcap_policy {
 	enum cumemcap_count count;
 	uint64_t overhead_estimate;
@@ -165,50 +145,47 @@ struct cumemcap_policy {
 };
 
 /* Whether a value has a form some setting may take: not wrapped in
- * quotes ("2GiB", '2GiB': a shell's or a file's quotes are not cumemcap's
- * syntax) and without a '#' (a comment starts only at a '#' after a
- * blank, so log = off#x would be a path). */
+ * quotes (a shell's quotes are not cumemcap's syntax) and without a '#'
+ * (log = off#x would otherwise be a path). */
 bool cumemcap_policy_plain_form(const char *value);
 
-/* "ondemand", "preallocate", "preallocate:4GiB" ... for messages. */
+/* A setting's value as it is written: "preallocate:4GiB", "idle:30.000",
+ * "wait:0.5", "auto", "footprint", "gid". */
 void cumemcap_policy_format_growth(const struct cumemcap_policy *p, char *buf, size_t len);
 void cumemcap_policy_format_release(const struct cumemcap_policy *p, char *buf, size_t len);
+void cumemcap_policy_format_on_limit(const struct cumemcap_policy *p, char *buf, size_t len);
 const char *cumemcap_policy_pool_name(enum cumemcap_pool_mode m);
 const char *cumemcap_policy_count_name(enum cumemcap_count c);
-/* on_limit as it is written: "fail", "wait:30", "wait:0.5", "wait:1.25". */
-void cumemcap_policy_format_on_limit(const struct cumemcap_policy *p, char *buf, size_t len);
-const char *cumemcap_policy_group_access_name(bool gid); /* "user" or "gid" */
+const char *cumemcap_policy_group_access_name(bool gid);
 
-/* Walks the policy's labels (`k=v[,k=v...]`, checked by their parser),
- * one pair a call; false at the end. */
+/* Walks the policy's labels (`k=v[,k=v...]`), one pair a call; false at the end. */
 bool cumemcap_labels_next(const char **cursor, const char **key, size_t *klen, const char **value, size_t *vlen);
 
 /* Where a variable's value comes from: getenv, or a test's table. */
 typedef const char *(*cumemcap_getenv_fn)(const char *name);
 
 /* The configuration file to read: CUMEMCAP_CONFIG when set (empty: none),
- * else `fallback` (normally /etc/cumemcap.conf) when anything is at that
- * path (a dangling link too: reading it is then an error), else none ("").
- * A path that does not fit in `len` is an error naming it, never cut. */
+ * else `fallback` when anything is at that path (a dangling link too:
+ * reading it is then an error), else none (""). A path that does not fit
+ * in `len` is an error naming it, never cut. */
 bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, char *out, size_t len,
 				 char *err, size_t errlen);
 
 /* Build a policy for `program` (see cumemcap_program_name) from the
- * environment and, when `config_path` is not empty, that file. On error
- * returns false and writes one line into err: the variable or
+ * environment and, when `config_path` is not empty, that file. `out` is
+ * written only on success; on error, one line in err: the variable or
  * "path:line", the value, and what is accepted. */
 bool cumemcap_policy_build(struct cumemcap_policy *out, cumemcap_getenv_fn get,
 			   const char *config_path, const char *program, char *err, size_t errlen);
 
 /* The process's policy as the library builds it. Not secure: as
  * cumemcap_policy_build with CUMEMCAP_CONFIG or else `default_path`.
- * Secure (AT_SECURE: setuid, setgid, capabilities): the environment is
- * not read; `default_path` applies only when it and its directory are
- * owned by `owner` (root) and writable by nobody else, and a log is
- * written only where that file asks. A file there but not trusted means
- * no limits, with a line in `note` naming the file and why (never its
- * contents); a bad line of a trusted file is an error naming path:line
- * without the line's text. */
+ * Secure (AT_SECURE): the environment is not read; `default_path` applies
+ * only when it and its directory are owned by `owner` and writable by
+ * nobody else, and a log is written only where that file asks. A file
+ * there but not trusted means no limits, with a line in `note` naming the
+ * file and why (never its contents); a bad line of a trusted file is an
+ * error naming path:line without the line's text. */
 bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_fn get, bool secure,
 				   const char *default_path, uid_t owner, const char *program,
 				   char *err, size_t errlen, char *note, size_t notelen);
@@ -218,28 +195,24 @@ bool cumemcap_policy_build_from_text(struct cumemcap_policy *out, cumemcap_geten
 				     const char *path, const char *text, size_t len,
 				     const char *program, char *err, size_t errlen);
 
-/* The limit for one GPU, by the precedence above, and where it came from.
- * UINT64_MAX when none applies. */
+/* The limit for one GPU by the precedence above (in a source, a list's
+ * entry before a single amount), and where it came from; UINT64_MAX when
+ * none applies. */
 uint64_t cumemcap_policy_limit(const struct cumemcap_policy *p, int ordinal,
 			       const unsigned char uuid[16], const char *pci_bus_id, uint64_t total,
 			       struct cumemcap_source *src);
 
-/* The group's limit for one GPU, and where it came from: the first source
- * (environment, program section, global part) whose single amount or
- * matching list entry gives one; a list that names other GPUs lets the
- * next source decide. UINT64_MAX when none applies or there is no group. */
+/* The same for the group's limit; UINT64_MAX too when there is no group. */
 uint64_t cumemcap_policy_group_limit(const struct cumemcap_policy *p, int ordinal,
 				     const unsigned char uuid[16], const char *pci_bus_id,
 				     uint64_t total, struct cumemcap_source *src);
 
-/* Whether a limit may apply to the process: a per-process limit rule (it
- * may still match no GPU of the machine), or a group (its budget may come
- * from its shared state). False: the run only observes. */
+/* Whether a limit may apply: a per-process limit rule (it may match no
+ * GPU), or a group (its budget may come from its shared state). */
 bool cumemcap_policy_any_limit(const struct cumemcap_policy *p);
 
-/* Call fn for every GPU selector the rules name (group_limit lists only
- * when there is a group), with its source: to report those that match no
- * GPU. */
+/* Call fn for every GPU selector the rules name (group_limit's only when
+ * there is a group), with its source: to report those that match no GPU. */
 void cumemcap_policy_selectors(const struct cumemcap_policy *p,
 			       void (*fn)(void *ctx, const struct cumemcap_selector *sel,
 					  const struct cumemcap_source *src),
@@ -255,14 +228,12 @@ void cumemcap_source_format(const struct cumemcap_policy *p, const struct cumemc
  * (Under secure execution the library uses its executable's name.) */
 void cumemcap_program_name(int argc, char *const *argv, char *out, size_t len);
 
-/* The process's policy; built on first use. Bad settings end the process
- * with the message (see msg.h). */
+/* The process's policy, built on first use; bad settings end the process. */
 const struct cumemcap_policy *cumemcap_policy(void);
 
-/* The library constructor's: give it argv, and build the policy now
- * (true: bad settings end the process before main) unless nothing
- * configures the process (no CUMEMCAP_ variable, no file at the default
- * path, no secure execution): then (false) the policy is the defaults,
- * built at first use, and the constructor may leave the rest of its start
- * to the first use too. */
+/* The library constructor's: give it argv, and build the policy now (true)
+ * unless nothing configures the process (no CUMEMCAP_ variable, no file at
+ * the default path, no secure execution): then (false) the policy is the
+ * defaults, built at first use, and the constructor may leave the rest of
+ * its start to the first use too. */
 bool cumemcap_policy_start(int argc, char *const *argv);

@@ -20,11 +20,11 @@
 /* ---- the limit rules ---------------------------------------------------------- */
 
 /* A rule for every GPU (sel NULL) or one, appended to the policy's. */
-static void add_rule(struct cumemcap_policy *p, bool group, const struct cumemcap_selector *sel,
+static void add_rule(struct cumemcap_policy *p, const struct cumemcap_selector *sel,
 		     const struct cumemcap_amount *amount)
 {
 	p->rules[p->rule_count++] = (struct cumemcap_rule){
-		.selector = sel ? *sel : (struct cumemcap_selector){ 0 }, .amount = *amount, .group = group
+		.selector = sel ? *sel : (struct cumemcap_selector){ 0 }, .amount = *amount
 	};
 }
 
@@ -32,7 +32,7 @@ static bool parse_limit(struct cumemcap_policy *p, const char *value, char *why,
 {
 	struct cumemcap_amount a;
 	if (cumemcap_parse_amount(value, &a)) {
-		add_rule(p, false, NULL, &a);
+		add_rule(p, NULL, &a);
 		return true;
 	}
 	snprintf(why, len, " is not a valid limit; accepted: %s", cumemcap_amount_forms);
@@ -40,7 +40,7 @@ static bool parse_limit(struct cumemcap_policy *p, const char *value, char *why,
 }
 
 /* SEL=AMOUNT[,...] into rules; why says which entry is wrong. */
-static bool parse_rules(struct cumemcap_policy *p, bool group, const char *value, char *why, size_t len)
+static bool parse_devices(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
 	struct cumemcap_device_rules rules;
 	char reason[512];
@@ -49,24 +49,20 @@ static bool parse_rules(struct cumemcap_policy *p, bool group, const char *value
 		return false;
 	}
 	for (size_t i = 0; i < rules.count; i++)
-		add_rule(p, group, &rules.rule[i].selector, &rules.rule[i].amount);
+		add_rule(p, &rules.rule[i].selector, &rules.rule[i].amount);
 	return true;
-}
-
-static bool parse_devices(struct cumemcap_policy *p, const char *value, char *why, size_t len)
-{
-	return parse_rules(p, false, value, why, len);
 }
 
 static bool parse_group_limit(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
 	struct cumemcap_amount a;
+	size_t first = p->rule_count;
 	/* A list names GPUs (SEL=AMOUNT); one amount has no '='. */
 	if (strchr(value, '=')) {
-		if (!parse_rules(p, true, value, why, len))
+		if (!parse_devices(p, value, why, len))
 			return false;
 	} else if (cumemcap_parse_amount(value, &a)) {
-		add_rule(p, true, NULL, &a);
+		add_rule(p, NULL, &a);
 	} else {
 		snprintf(why, len,
 			 " is not a valid group limit; accepted: one amount for every GPU, %s; "
@@ -74,6 +70,8 @@ static bool parse_group_limit(struct cumemcap_policy *p, const char *value, char
 			 cumemcap_amount_forms);
 		return false;
 	}
+	for (size_t i = first; i < p->rule_count; i++)
+		p->rules[i].group = true;
 	/* The text of group_limit_src's value: read after the environment,
 	 * the file's does not replace the environment's. */
 	if (p->group_limit_src.origin != CUMEMCAP_FROM_ENV)
@@ -92,8 +90,10 @@ static int word_of(const char *value, const char *const *words)
 	return -1;
 }
 
+/* By enum value. */
 static const char *const count_names[] = { "footprint", "allocations", NULL };
 static const char *const pool_names[] = { "auto", "on", "nopack", "off", NULL };
+static const char *const release_names[] = { "idle", "never", "immediate", NULL };
 
 static bool parse_count(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
@@ -196,8 +196,9 @@ static bool parse_estimate(struct cumemcap_policy *p, const char *value, char *w
 
 static bool parse_release(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
-	if (strcmp(value, "never") == 0 || strcmp(value, "immediate") == 0) {
-		p->release = value[0] == 'n' ? CUMEMCAP_RELEASE_NEVER : CUMEMCAP_RELEASE_IMMEDIATE;
+	int i = word_of(value, release_names);
+	if (i > 0) {
+		p->release = (enum cumemcap_release)i;
 		p->release_idle_ms = 0;
 		return true;
 	}
@@ -211,14 +212,22 @@ static bool parse_release(struct cumemcap_policy *p, const char *value, char *wh
 	return false;
 }
 
+/* "WORD:SECONDS", with three decimals or (trim) as few as it needs. */
+static void format_seconds(char *buf, size_t len, const char *word, uint32_t ms, bool trim)
+{
+	char frac[8];
+	int n = snprintf(frac, sizeof(frac), ".%03u", ms % 1000);
+	while (trim && n > 0 && (frac[n - 1] == '0' || frac[n - 1] == '.'))
+		frac[--n] = '\0';
+	snprintf(buf, len, "%s:%u%s", word, ms / 1000, frac);
+}
+
 void cumemcap_policy_format_release(const struct cumemcap_policy *p, char *buf, size_t len)
 {
-	if (p->release == CUMEMCAP_RELEASE_NEVER)
-		snprintf(buf, len, "never");
-	else if (p->release == CUMEMCAP_RELEASE_IMMEDIATE)
-		snprintf(buf, len, "immediate");
+	if (p->release == CUMEMCAP_RELEASE_IDLE)
+		format_seconds(buf, len, "idle", p->release_idle_ms, false);
 	else
-		snprintf(buf, len, "idle:%u.%03u", p->release_idle_ms / 1000, p->release_idle_ms % 1000);
+		snprintf(buf, len, "%s", release_names[p->release]);
 }
 
 static bool parse_interval(struct cumemcap_policy *p, const char *value, char *why, size_t len)
@@ -233,7 +242,7 @@ static bool parse_on_limit(struct cumemcap_policy *p, const char *value, char *w
 {
 	uint32_t ms = 0;
 	if (strcmp(value, "fail") == 0 ||
-	    (strncmp(value, "wait:", 5) == 0 && cumemcap_parse_seconds(value + 5, 1, CUMEMCAP_MAX_WAIT_MS, &ms))) {
+	    (strncmp(value, "wait:", 5) == 0 && cumemcap_parse_seconds(value + 5, 1, 86400000u, &ms))) {
 		p->wait_ms = ms;
 		return true;
 	}
@@ -244,19 +253,10 @@ static bool parse_on_limit(struct cumemcap_policy *p, const char *value, char *w
 
 void cumemcap_policy_format_on_limit(const struct cumemcap_policy *p, char *buf, size_t len)
 {
-	if (p->wait_ms == 0) {
+	if (p->wait_ms)
+		format_seconds(buf, len, "wait", p->wait_ms, true);
+	else
 		snprintf(buf, len, "fail");
-		return;
-	}
-	char frac[8] = "";
-	unsigned ms = p->wait_ms % 1000;
-	if (ms) {
-		snprintf(frac, sizeof(frac), ".%03u", ms);
-		size_t n = strlen(frac);
-		while (n > 1 && frac[n - 1] == '0')
-			frac[--n] = '\0';
-	}
-	snprintf(buf, len, "wait:%u%s", p->wait_ms / 1000, frac);
 }
 
 /* A path template into dst (size bytes); nothing is written when it is not
@@ -417,6 +417,8 @@ bool cumemcap_labels_next(const char **cursor, const char **key, size_t *klen, c
 	return true;
 }
 
+#define LABELS_COUNT_MAX 32
+
 #define ACCEPTED                                                                                          \
 	"; accepted: NAME=VALUE[,NAME=VALUE...] (at most %d pairs, %d bytes in all), NAME a Prometheus "      \
 	"label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with \"__\", none twice, none of the labels "     \
@@ -446,8 +448,8 @@ static bool parse_labels(struct cumemcap_policy *p, const char *value, char *why
 		size_t kn2, vn2;
 		while (!twice && cumemcap_labels_next(&c2, &k2, &kn2, &v2, &vn2) && k2 != k)
 			twice = kn2 == kn && memcmp(k2, k, kn) == 0;
-		if (++pairs > CUMEMCAP_LABELS_COUNT_MAX)
-			snprintf(what, sizeof(what), ": more than %d labels", CUMEMCAP_LABELS_COUNT_MAX);
+		if (++pairs > LABELS_COUNT_MAX)
+			snprintf(what, sizeof(what), ": more than %d labels", LABELS_COUNT_MAX);
 		else if (v == k + kn) /* no '=' */
 			snprintf(what, sizeof(what), ": \"%.*s\" is not NAME=VALUE", kshow, k);
 		else if (!name)
@@ -469,7 +471,7 @@ static bool parse_labels(struct cumemcap_policy *p, const char *value, char *why
 		}
 	}
 	if (what[0]) {
-		snprintf(why, len, "%s" ACCEPTED, what, CUMEMCAP_LABELS_COUNT_MAX, CUMEMCAP_LABELS_MAX - 1);
+		snprintf(why, len, "%s" ACCEPTED, what, LABELS_COUNT_MAX, CUMEMCAP_LABELS_MAX - 1);
 		return false;
 	}
 	memcpy(p->labels, value, total + 1);
