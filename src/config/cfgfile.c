@@ -35,20 +35,6 @@ static const char *comment_start(const char *b, const char *e)
 	return e;
 }
 
-static bool fail(char *err, size_t errlen, const char *path, unsigned line, const char *msg)
-{
-	snprintf(err, errlen, "%s:%u: %s", path, line, msg);
-	return false;
-}
-
-/* Copy [b, e) into a NUL-terminated buffer. */
-static void copy(char *dst, const char *b, const char *e)
-{
-	size_t n = (size_t)(e - b);
-	memcpy(dst, b, n);
-	dst[n] = '\0';
-}
-
 /* Printable form of a line fragment for messages: control bytes escaped. */
 static void printable(char *dst, size_t cap, const char *b, const char *e)
 {
@@ -66,9 +52,6 @@ static void printable(char *dst, size_t cap, const char *b, const char *e)
 
 const char *cumemcap_config_quote(char *dst, size_t cap, const char *s)
 {
-	if (cap == 0)
-		return dst;
-	dst[0] = '\0';
 	printable(dst, cap, s, s + strlen(s));
 	return dst;
 }
@@ -85,56 +68,38 @@ void cumemcap_config_prefix(char *err, size_t errlen, const char *fmt, ...)
 		cumemcap_copy(err + n, errlen - (size_t)n, own);
 }
 
-/* "path:line: BEFORE\"FRAGMENT\"AFTER", the fragment made printable; out
- * of line, so that its buffer stays out of the parser's frame. */
-static __attribute__((noinline, cold)) bool fail_showing(char *err, size_t errlen, const char *path,
-							 unsigned line, const char *before, const char *b,
-							 const char *e, const char *after)
+bool cumemcap_config_parse(const char *path, char *text, size_t len, const struct cumemcap_config_handler *h,
+			   void *ctx, char *err, size_t errlen)
 {
-	char shown[160];
-	printable(shown, sizeof(shown), b, e);
-	snprintf(err, errlen, "%s:%u: %s\"%s\"%s", path, line, before, shown, after);
-	return false;
-}
-
-/* Where a line's two parts are copied, each NUL-terminated, one after the
- * other: a small buffer in the frame, or for a longer line one of
- * CUMEMCAP_CONFIG_MAX_LINE + 2 bytes on the heap, taken once (a configured
- * start then touches no page more for it). */
-struct line_space {
-	char small[192];
-	char *big;
-};
-
-static bool parse_lines(const char *path, const char *text, size_t len, const struct cumemcap_config_handler *h,
-			void *ctx, struct line_space *ls, char *err, size_t errlen)
-{
-	const char *p = text, *end = text + len;
+	char *p = text, *end = text + len, shown[160];
 	unsigned line = 0;
 
 	while (p < end) {
-		const char *eol = memchr(p, '\n', (size_t)(end - p));
-		const char *le = eol ? eol : end;
+		char *eol = memchr(p, '\n', (size_t)(end - p));
+		const char *lb = p, *le = eol ? eol : end;
 		line++;
-		if ((size_t)(le - p) > CUMEMCAP_CONFIG_MAX_LINE) {
-			snprintf(err, errlen, "%s:%u: line longer than %u bytes", path, line,
-				 CUMEMCAP_CONFIG_MAX_LINE);
-			return false;
+		p = eol ? eol + 1 : end;
+		if ((size_t)(le - lb) > CUMEMCAP_CONFIG_MAX_LINE) {
+			snprintf(err, errlen, "line longer than %u bytes", CUMEMCAP_CONFIG_MAX_LINE);
+			goto fail;
 		}
-		if (memchr(p, '\0', (size_t)(le - p)))
-			return fail(err, errlen, path, line, "NUL byte in line; is this a text file?");
-		const char *lb = p;
+		if (memchr(lb, '\0', (size_t)(le - lb))) {
+			snprintf(err, errlen, "NUL byte in line; is this a text file?");
+			goto fail;
+		}
 		le = comment_start(lb, le);
 		trim(&lb, &le);
-		p = eol ? eol + 1 : end;
 		if (lb == le)
 			continue;
 		const char *kb, *ke, *vb, *ve;
 		bool section = *lb == '[';
 		if (section) {
-			if (le[-1] != ']')
-				return fail_showing(err, errlen, path, line, "section header ", lb, le,
-						    " does not end with ']'; expected [device SELECTOR] or [program GLOB]");
+			if (le[-1] != ']') {
+				printable(shown, sizeof(shown), lb, le);
+				snprintf(err, errlen, "section header \"%s\" does not end with ']'; "
+					 "expected [device SELECTOR] or [program GLOB]", shown);
+				goto fail;
+			}
 			/* [kind arg]: kind is the first word. */
 			kb = lb + 1;
 			ve = le - 1;
@@ -144,41 +109,33 @@ static bool parse_lines(const char *path, const char *text, size_t len, const st
 			vb = ke;
 		} else {
 			const char *eq = memchr(lb, '=', (size_t)(le - lb));
-			if (!eq)
-				return fail_showing(err, errlen, path, line, "", lb, le,
-						    " is not a setting; expected key = value");
+			if (!eq) {
+				printable(shown, sizeof(shown), lb, le);
+				snprintf(err, errlen, "\"%s\" is not a setting; expected key = value", shown);
+				goto fail;
+			}
 			kb = lb;
 			ke = eq;
 			vb = eq + 1;
 			ve = le;
 			trim(&kb, &ke);
-			if (kb == ke)
-				return fail(err, errlen, path, line, "missing key before '='");
+			if (kb == ke) {
+				snprintf(err, errlen, "missing key before '='");
+				goto fail;
+			}
 		}
 		trim(&vb, &ve);
-		size_t need = (size_t)(ke - kb) + (size_t)(ve - vb) + 2;
-		if (need > sizeof(ls->small) && !ls->big && !(ls->big = malloc(CUMEMCAP_CONFIG_MAX_LINE + 2)))
-			return fail(err, errlen, path, line, "out of memory");
-		char *space = need > sizeof(ls->small) ? ls->big : ls->small;
-		char *value = space + (ke - kb) + 1;
-		copy(space, kb, ke);
-		copy(value, vb, ve);
-		if (!(section ? h->section : h->entry)(ctx, space, value, line, err, errlen)) {
-			cumemcap_config_prefix(err, errlen, "%s:%u: ", path, line);
-			return false;
-		}
+		/* The key and the value end where they stand: at most at the
+		 * line's end, text[len] included. */
+		text[ke - text] = '\0';
+		text[ve - text] = '\0';
+		if (!(section ? h->section : h->entry)(ctx, kb, vb, line, err, errlen))
+			goto fail;
 	}
 	return true;
-}
-
-bool cumemcap_config_parse(const char *path, const char *text, size_t len,
-			   const struct cumemcap_config_handler *h, void *ctx, char *err,
-			   size_t errlen)
-{
-	struct line_space ls = { .big = NULL };
-	bool ok = parse_lines(path, text, len, h, ctx, &ls, err, errlen);
-	free(ls.big);
-	return ok;
+fail:
+	cumemcap_config_prefix(err, errlen, "%s:%u: ", path, line);
+	return false;
 }
 
 /* Read the open regular file `fd` (closed here) with a bound: at most the

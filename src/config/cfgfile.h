@@ -27,11 +27,10 @@ struct cumemcap_config_handler {
 		      size_t errlen);
 };
 
-/* Parse `len` bytes of `text` (need not be NUL-terminated), calling h for
- * each header and entry. */
-bool cumemcap_config_parse(const char *path, const char *text, size_t len,
-			   const struct cumemcap_config_handler *h, void *ctx, char *err,
-			   size_t errlen);
+/* Parse `len` bytes of `text`, calling h for each header and entry, whose
+ * words it NUL-terminates in place: text[len] must be writable. */
+bool cumemcap_config_parse(const char *path, char *text, size_t len, const struct cumemcap_config_handler *h,
+			   void *ctx, char *err, size_t errlen);
 
 /* Read a whole file (a regular file of at most CUMEMCAP_CONFIG_MAX_BYTES)
  * into a malloc'd buffer. On error returns false with "path: reason" in err. */

@@ -317,10 +317,12 @@ static void set_defaults(struct cumemcap_policy *p)
 	}
 }
 
-/* Builds into p, which must be all zero: a fresh calloc, or the process's
- * policy in .bss. */
-static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *path,
-		   const char *text, size_t len, const char *program, char *err, size_t errlen)
+/* Builds into p, which must be all zero (a fresh calloc, or the process's
+ * policy in .bss), from the environment and, when path is not empty, the
+ * text read from it (parsed in place, see cumemcap_config_parse). May
+ * leave p half-built on failure. */
+static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *path, char *text,
+		   size_t len, const char *program, char *err, size_t errlen)
 {
 	cumemcap_copy(p->program, sizeof(p->program), program ? program : "");
 	set_defaults(p);
@@ -339,34 +341,6 @@ static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char
 	return true;
 }
 
-/* The builds below work in place on a zeroed policy and may leave it
- * half-built on failure: the process's own policy is built so (a failure
- * ends the process). The public ones build in a zeroed copy instead, so
- * that `out` is untouched on failure: zeroed_copy, then kept. */
-static struct cumemcap_policy *zeroed_copy(char *err, size_t errlen)
-{
-	struct cumemcap_policy *p = calloc(1, sizeof(*p));
-	if (!p)
-		snprintf(err, errlen, "out of memory");
-	return p;
-}
-
-static bool kept(struct cumemcap_policy *out, struct cumemcap_policy *p, bool ok)
-{
-	if (ok)
-		*out = *p;
-	free(p);
-	return ok;
-}
-
-bool cumemcap_policy_build_from_text(struct cumemcap_policy *out, cumemcap_getenv_fn get,
-				     const char *path, const char *text, size_t len,
-				     const char *program, char *err, size_t errlen)
-{
-	struct cumemcap_policy *p = zeroed_copy(err, errlen);
-	return p && kept(out, p, finish(p, get, path, text, len, program, err, errlen));
-}
-
 static bool build(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *config_path,
 		  const char *program, char *err, size_t errlen)
 {
@@ -380,16 +354,96 @@ static bool build(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char 
 			cumemcap_config_prefix(err, errlen, "CUMEMCAP_CONFIG=\"%s\": ", named);
 		return false;
 	}
-	bool ok = finish(p, get, config_path, text ? text : "", len, program, err, errlen);
+	bool ok = finish(p, get, config_path, text, len, program, err, errlen);
 	free(text);
 	return ok;
+}
+
+static const char *no_env(const char *name)
+{
+	(void)name;
+	return NULL;
+}
+
+static bool build_process(struct cumemcap_policy *p, cumemcap_getenv_fn get, bool secure,
+			  const char *default_path, uid_t owner, const char *program, char *err, size_t errlen,
+			  char *note, size_t notelen)
+{
+	if (!secure) {
+		char path[CUMEMCAP_PATH_MAX];
+		return cumemcap_policy_config_path(get, default_path, path, sizeof(path), err, errlen) &&
+		       build(p, get, path, program, err, errlen);
+	}
+	/* Secure execution: the caller chose the environment, so only a file
+	 * root alone can change counts. `note` is written only here. */
+	char *text = NULL;
+	size_t len = 0;
+	int r = default_path && default_path[0]
+			? cumemcap_config_read_trusted(default_path, owner, &text, &len, note, notelen)
+			: 0;
+	if (r < 0) {
+		size_t n = strlen(note);
+		snprintf(note + n, notelen - n, "; under secure execution no limits apply");
+	}
+	bool ok = finish(p, no_env, r == 1 ? default_path : "", text, len, program, err, errlen);
+	free(text);
+	if (!ok) {
+		/* Only the trusted file can be wrong: its path and line, not its text. */
+		size_t n = strlen(default_path);
+		unsigned line = 0;
+		if (strncmp(err, default_path, n) == 0 && err[n] == ':')
+			line = (unsigned)strtoul(err + n + 1, NULL, 10);
+		snprintf(err, errlen,
+			 "%s:%u: not a valid setting (under secure execution the line is not shown; "
+			 "check the file with cumemcap --check-config)", default_path, line);
+		return false;
+	}
+	p->secure = true;
+	/* No log the caller could name or place: only one the file asks for. */
+	if (p->log_src.origin == CUMEMCAP_FROM_DEFAULT)
+		p->log = CUMEMCAP_LOG_OFF;
+	return true;
+}
+
+/* The public builds work in a zeroed copy p (NULL: out of memory), kept
+ * only on success, so that `out` is untouched on failure. */
+static bool kept(struct cumemcap_policy *out, struct cumemcap_policy *p, bool ok, char *err, size_t errlen)
+{
+	if (!p)
+		snprintf(err, errlen, "out of memory");
+	else if (ok)
+		*out = *p;
+	free(p);
+	return p && ok;
 }
 
 bool cumemcap_policy_build(struct cumemcap_policy *out, cumemcap_getenv_fn get,
 			   const char *config_path, const char *program, char *err, size_t errlen)
 {
-	struct cumemcap_policy *p = zeroed_copy(err, errlen);
-	return p && kept(out, p, build(p, get, config_path, program, err, errlen));
+	struct cumemcap_policy *p = calloc(1, sizeof(*p));
+	return kept(out, p, p && build(p, get, config_path, program, err, errlen), err, errlen);
+}
+
+bool cumemcap_policy_build_from_text(struct cumemcap_policy *out, cumemcap_getenv_fn get,
+				     const char *path, const char *text, size_t len,
+				     const char *program, char *err, size_t errlen)
+{
+	char *copy = malloc(len + 1);
+	struct cumemcap_policy *p = copy ? calloc(1, sizeof(*p)) : NULL;
+	bool ok = p && finish(p, get, path, memcpy(copy, text, len), len, program, err, errlen);
+	free(copy);
+	return kept(out, p, ok, err, errlen);
+}
+
+bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_fn get, bool secure,
+				   const char *default_path, uid_t owner, const char *program,
+				   char *err, size_t errlen, char *note, size_t notelen)
+{
+	if (notelen)
+		note[0] = '\0';
+	struct cumemcap_policy *p = calloc(1, sizeof(*p));
+	return kept(out, p, p && build_process(p, get, secure, default_path, owner, program, err, errlen, note, notelen),
+		    err, errlen);
 }
 
 bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, char *out, size_t len,
@@ -418,76 +472,6 @@ bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, c
 	}
 	memcpy(out, path, strlen(path) + 1);
 	return true;
-}
-
-static const char *no_env(const char *name)
-{
-	(void)name;
-	return NULL;
-}
-
-/* A parse error of a trusted file, without its text: "path:line: ...". */
-static void withhold(const char *path, char *err, size_t errlen)
-{
-	size_t n = strlen(path);
-	unsigned line = 0;
-	if (strncmp(err, path, n) == 0 && err[n] == ':')
-		line = (unsigned)strtoul(err + n + 1, NULL, 10);
-	snprintf(err, errlen,
-		 "%s:%u: not a valid setting (under secure execution the line is not shown; "
-		 "check the file with cumemcap --check-config)", path, line);
-}
-
-static bool build_process(struct cumemcap_policy *p, cumemcap_getenv_fn get, bool secure,
-			  const char *default_path, uid_t owner, const char *program, char *err, size_t errlen,
-			  char *note, size_t notelen)
-{
-	if (!secure) {
-		char path[CUMEMCAP_PATH_MAX];
-		if (!cumemcap_policy_config_path(get, default_path, path, sizeof(path), err, errlen))
-			return false;
-		return build(p, get, path, program, err, errlen);
-	}
-	/* Secure execution: the caller chose the environment, so only a file
-	 * root alone can change counts. `note` is written only here. */
-	if (notelen)
-		note[0] = '\0';
-	char *text = NULL;
-	size_t len = 0;
-	int r = default_path && default_path[0]
-			? cumemcap_config_read_trusted(default_path, owner, &text, &len, note, notelen)
-			: 0;
-	bool ok;
-	if (r == 1) {
-		ok = finish(p, no_env, default_path, text, len, program, err, errlen);
-		if (!ok)
-			withhold(default_path, err, errlen);
-	} else {
-		if (r < 0) {
-			size_t n = strlen(note);
-			snprintf(note + n, notelen - n, "; under secure execution no limits apply");
-		}
-		ok = finish(p, no_env, "", "", 0, program, err, errlen);
-	}
-	free(text);
-	if (ok) {
-		p->secure = true;
-		/* No log the caller could name or place: only one the file asks for. */
-		if (p->log_src.origin == CUMEMCAP_FROM_DEFAULT)
-			p->log = CUMEMCAP_LOG_OFF;
-	}
-	return ok;
-}
-
-bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_fn get, bool secure,
-				   const char *default_path, uid_t owner, const char *program,
-				   char *err, size_t errlen, char *note, size_t notelen)
-{
-	if (notelen)
-		note[0] = '\0';
-	struct cumemcap_policy *p = zeroed_copy(err, errlen);
-	return p && kept(out, p,
-			 build_process(p, get, secure, default_path, owner, program, err, errlen, note, notelen));
 }
 
 void cumemcap_source_format(const struct cumemcap_policy *p, const struct cumemcap_source *src,
@@ -655,7 +639,7 @@ static void policy_init(void)
 	static char note[CUMEMCAP_PATH_MAX + 256]; /* only under secure execution */
 	/* In place: the_policy is zero (.bss); a failure ends the process. */
 	if (start.bare) {
-		if (!finish(&the_policy, no_env, "", "", 0, start.program, err, sizeof(err)))
+		if (!finish(&the_policy, no_env, "", NULL, 0, start.program, err, sizeof(err)))
 			cumemcap_fatal("%s", err); /* the defaults: never */
 		atomic_store_explicit(&policy_ready, true, memory_order_release);
 		return;
