@@ -35,15 +35,6 @@ static const char *key_list(char *buf, size_t len, unsigned scope)
 /* User text quoted for a one-line message. */
 #define QUOTED(buf, s) cumemcap_config_quote(buf, sizeof(buf), s)
 
-/* A value a parser refused: `NAME` `sep` "VALUE" before the parser's why
- * in err. */
-static bool refused(const char *name, const char *sep, const char *value, char *err, size_t errlen)
-{
-	char q[256];
-	cumemcap_config_prefix(err, errlen, "%s%s\"%s\"", name, sep, QUOTED(q, value));
-	return false;
-}
-
 /* The line for a value not of a plain form (cumemcap_policy_plain_form),
  * naming the setting as `name` `sep`: "CUMEMCAP_LIMIT" "=", "limit" " = ". */
 static __attribute__((noinline, cold)) bool bad_form(const char *name, const char *sep, const char *value,
@@ -105,8 +96,11 @@ static bool take(struct building *b, const struct cumemcap_setting *s, enum cume
 	}
 	struct cumemcap_policy *to = keep ? b->p : b->scratch;
 	size_t first = to->rule_count;
-	if (!s->parse(to, value, err, errlen))
-		return refused(name, sep, value, err, errlen);
+	if (!s->parse(to, value, err, errlen)) {
+		char q[256];
+		cumemcap_config_prefix(err, errlen, "%s%s\"%s\"", name, sep, QUOTED(q, value));
+		return false;
+	}
 	for (size_t i = first; i < to->rule_count; i++) {
 		to->rules[i].src = from;
 		to->rules[i].rank = rank;
@@ -146,12 +140,26 @@ struct file_state {
 	unsigned seen[CUMEMCAP_SETTINGS_MAX]; /* each key's line in this section, 0: not yet */
 };
 
+/* "unknown WHAT \"WORD\"", and the closest of `words` or else what is
+ * accepted. */
+static bool unknown(const char *what, const char *word, const char *const *words, const char *accepted,
+		    char *err, size_t errlen)
+{
+	char q[128];
+	const char *hint = cumemcap_config_suggest(word, words);
+	if (hint)
+		snprintf(err, errlen, "unknown %s \"%s\" (did you mean \"%s\"?)", what, QUOTED(q, word), hint);
+	else
+		snprintf(err, errlen, "unknown %s \"%s\"; accepted: %s", what, QUOTED(q, word), accepted);
+	return false;
+}
+
 static bool on_section(void *ctx, const char *kind, const char *arg, unsigned line, char *err,
 		       size_t errlen)
 {
 	struct file_state *st = ctx;
 	struct cumemcap_policy *p = st->b->p;
-	char q[256], qk[128];
+	char q[256];
 	memset(st->seen, 0, sizeof(st->seen));
 	if (strcmp(kind, "device") == 0) {
 		struct cumemcap_selector sel;
@@ -197,51 +205,30 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 		return true;
 	}
 	static const char *const kinds[] = { "device", "program", NULL };
-	const char *hint = cumemcap_config_suggest(kind, kinds);
-	if (hint)
-		snprintf(err, errlen, "unknown section kind \"%s\" (did you mean \"%s\"?)", QUOTED(qk, kind), hint);
-	else
-		snprintf(err, errlen,
-			 "unknown section kind \"%s\"; accepted: [device SELECTOR], [program GLOB]", QUOTED(qk, kind));
-	return false;
-}
-
-/* A key no setting has, and one that cannot stand where it is. */
-static bool unknown_key(const char *key, char *err, size_t errlen)
-{
-	char qk[128], keys_there[512];
-	const char *keys[CUMEMCAP_SETTINGS_MAX + 1];
-	for (size_t i = 0; i < cumemcap_setting_count; i++)
-		keys[i] = cumemcap_settings[i].key;
-	keys[cumemcap_setting_count] = NULL;
-	const char *hint = cumemcap_config_suggest(key, keys);
-	if (hint)
-		snprintf(err, errlen, "unknown key \"%s\" (did you mean \"%s\"?)", QUOTED(qk, key), hint);
-	else
-		snprintf(err, errlen, "unknown key \"%s\"; accepted: %s", QUOTED(qk, key),
-			 key_list(keys_there, sizeof(keys_there), CUMEMCAP_IN_GLOBAL | CUMEMCAP_IN_PROGRAM | CUMEMCAP_IN_DEVICE));
-	return false;
-}
-
-static bool out_of_place(const char *key, unsigned where, char *err, size_t errlen)
-{
-	char keys_there[512];
-	snprintf(err, errlen, "\"%s\" cannot stand in %s; accepted there: %s", key,
-		 where == CUMEMCAP_IN_DEVICE ? "a [device] section"
-		 : where == CUMEMCAP_IN_PROGRAM ? "a [program] section" : "the global part",
-		 key_list(keys_there, sizeof(keys_there), where));
-	return false;
+	return unknown("section kind", kind, kinds, "[device SELECTOR], [program GLOB]", err, errlen);
 }
 
 static bool on_entry(void *ctx, const char *key, const char *value, unsigned line, char *err,
 		     size_t errlen)
 {
 	struct file_state *st = ctx;
-	const struct cumemcap_setting *s = cumemcap_setting_by_key(key);
+	const struct cumemcap_setting *s = NULL;
+	const char *keys[CUMEMCAP_SETTINGS_MAX + 1] = { NULL };
+	char list[512];
+	for (size_t i = 0; i < cumemcap_setting_count; i++) {
+		keys[i] = cumemcap_settings[i].key;
+		if (strcmp(keys[i], key) == 0)
+			s = &cumemcap_settings[i];
+	}
 	if (!s)
-		return unknown_key(key, err, errlen);
-	if (!(s->scope & st->where))
-		return out_of_place(key, st->where, err, errlen);
+		return unknown("key", key, keys, key_list(list, sizeof(list), ~CUMEMCAP_IN_ENV), err, errlen);
+	if (!(s->scope & st->where)) {
+		snprintf(err, errlen, "\"%s\" cannot stand in %s; accepted there: %s", key,
+			 st->where == CUMEMCAP_IN_DEVICE ? "a [device] section"
+			 : st->where == CUMEMCAP_IN_PROGRAM ? "a [program] section" : "the global part",
+			 key_list(list, sizeof(list), st->where));
+		return false;
+	}
 	if (!cumemcap_policy_plain_form(value))
 		return bad_form(key, " = ", value, true, err, errlen);
 	unsigned *seen = &st->seen[s - cumemcap_settings];
@@ -624,43 +611,32 @@ static void program_from_exe(char *out, size_t len)
 	cumemcap_copy(out, len, base_name(path));
 }
 
-/* A line for a CUMEMCAP_ variable cumemcap does not know; the program
- * runs on (a job's environment may be newer than this library). */
-static __attribute__((noinline, cold)) void name_unknown(const char *entry)
-{
-	char line[256];
-	if (cumemcap_variable_unknown_line(entry, line, sizeof(line)))
-		cumemcap_msg("%s", line);
-}
-
 static void policy_init(void)
 {
 	static char err[2048];                     /* written only on failure */
 	static char note[CUMEMCAP_PATH_MAX + 256]; /* only under secure execution */
-	/* In place: the_policy is zero (.bss); a failure ends the process. */
-	if (start.bare) {
-		if (!finish(&the_policy, no_env, "", NULL, 0, start.program, err, sizeof(err)))
-			cumemcap_fatal("%s", err); /* the defaults: never */
-		atomic_store_explicit(&policy_ready, true, memory_order_release);
-		return;
-	}
-	/* AT_SECURE: setuid, setgid or file capabilities, as ld.so sees it. */
-	bool secure = getauxval(AT_SECURE) != 0;
+	/* AT_SECURE: setuid, setgid or file capabilities, as ld.so sees it. A
+	 * bare start is built from what it had: no variable, no file, its name. */
+	bool secure = !start.bare && getauxval(AT_SECURE) != 0;
 	if (secure)
 		program_from_exe(start.program, sizeof(start.program));
-	else if (start.argv)
+	else if (!start.bare && start.argv)
 		cumemcap_program_name(start.argc, start.argv, start.program, sizeof(start.program));
-	else
+	else if (!start.bare)
 		program_from_proc(start.program, sizeof(start.program));
-	if (!build_process(&the_policy, env_get, secure, default_config, 0, start.program, err,
-			   sizeof(err), note, sizeof(note)))
+	/* In place: the_policy is zero (.bss); a failure ends the process. */
+	if (!build_process(&the_policy, start.bare ? no_env : env_get, secure, start.bare ? NULL : default_config, 0,
+			   start.program, err, sizeof(err), note, sizeof(note)))
 		cumemcap_fatal("%s", err);
-	if (secure && note[0])
+	if (note[0])
 		cumemcap_msg("%s", note);
-	/* Not under secure execution: the environment does not count there. */
-	for (char **e = environ; !secure && e && *e; e++)
-		if (cumemcap_variable_unknown(*e))
-			name_unknown(*e);
+	/* A CUMEMCAP_ variable cumemcap does not know is named; the program
+	 * runs on. Not under secure execution: the environment does not count. */
+	for (char **e = environ; !secure && !start.bare && e && *e; e++) {
+		char line[256];
+		if (cumemcap_variable_unknown_line(*e, line, sizeof(line)))
+			cumemcap_msg("%s", line);
+	}
 	atomic_store_explicit(&policy_ready, true, memory_order_release);
 }
 

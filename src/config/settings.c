@@ -10,14 +10,6 @@
 
 #include "config/cfgfile.h"
 
-const struct cumemcap_setting *cumemcap_setting_by_key(const char *key)
-{
-	for (size_t i = 0; i < cumemcap_setting_count; i++)
-		if (strcmp(cumemcap_settings[i].key, key) == 0)
-			return &cumemcap_settings[i];
-	return NULL;
-}
-
 void cumemcap_setting_flag(const struct cumemcap_setting *s, char *buf, size_t len)
 {
 	if (!len)
@@ -71,7 +63,7 @@ static bool names(const char *entry, const char *name)
 
 static const char prefix[] = "CUMEMCAP_";
 
-bool cumemcap_variable_unknown(const char *entry)
+static bool unknown(const char *entry)
 {
 	if (strncmp(entry, prefix, sizeof(prefix) - 1) != 0)
 		return false;
@@ -104,6 +96,8 @@ static const char *ending_in(const char *name)
 bool cumemcap_variable_unknown_line(const char *entry, char *line, size_t len)
 {
 	char name[96], q[128];
+	if (!unknown(entry))
+		return false;
 	snprintf(name, sizeof(name), "%.*s", (int)strcspn(entry, "="), entry);
 	const char *said = getenv("CUMEMCAP_NAMED_UNKNOWN");
 	for (const char *w = said; w && *w; w += strspn(w, " ")) {

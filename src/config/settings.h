@@ -53,17 +53,13 @@ struct cumemcap_setting {
 extern const struct cumemcap_setting cumemcap_settings[];
 extern const size_t cumemcap_setting_count;
 
-const struct cumemcap_setting *cumemcap_setting_by_key(const char *key);
-
-/* Whether the environment entry "NAME=VALUE" is a CUMEMCAP_ variable that
- * is neither a setting nor one of those: a misspelling, or a setting of a
- * newer cumemcap. It stops nothing; it is named. */
-bool cumemcap_variable_unknown(const char *entry);
-
-/* The line that names such a variable (without "cumemcap: "): "unknown
- * variable CUMEMCAP_LIMITS, ignored (did you mean CUMEMCAP_LIMIT?)".
- * False, and nothing written, when CUMEMCAP_NAMED_UNKNOWN (set by the
- * launcher, which named them already) lists it. */
+/* When the environment entry "NAME=VALUE" is a CUMEMCAP_ variable that is
+ * neither a setting nor another variable cumemcap reads (a misspelling, or
+ * a setting of a newer cumemcap), the line that names it (without
+ * "cumemcap: "): "unknown variable CUMEMCAP_LIMITS, ignored (did you mean
+ * CUMEMCAP_LIMIT?)". False, and nothing written, for any other entry and
+ * when CUMEMCAP_NAMED_UNKNOWN (set by the launcher, which named them
+ * already) lists it. */
 bool cumemcap_variable_unknown_line(const char *entry, char *line, size_t len);
 /* "--limit" or "--limit=..." (the part before '='); NULL for none. */
 const struct cumemcap_setting *cumemcap_setting_by_flag(const char *flag);

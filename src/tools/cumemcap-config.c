@@ -185,7 +185,7 @@ static void name_unknown(bool names)
 	const char *sep = "";
 	for (char **e = environ; e && *e; e++) {
 		char line[256];
-		if (!cumemcap_variable_unknown(*e) || !cumemcap_variable_unknown_line(*e, line, sizeof(line)))
+		if (!cumemcap_variable_unknown_line(*e, line, sizeof(line)))
 			continue;
 		fprintf(stderr, "cumemcap: %s\n", line);
 		if (names) {
