@@ -227,12 +227,6 @@ static bool parse_pci(const char *text, size_t len, struct cumemcap_selector *se
 	       hex_field(dot + 1, end, 1, 7, &sel->pci_function);
 }
 
-static bool same_pci(const struct cumemcap_selector *a, const struct cumemcap_selector *b)
-{
-	return a->pci_domain == b->pci_domain && a->pci_bus == b->pci_bus &&
-	       a->pci_device == b->pci_device && a->pci_function == b->pci_function;
-}
-
 bool cumemcap_parse_selector(const char *text, size_t len, struct cumemcap_selector *out)
 {
 	struct cumemcap_selector sel = { 0 };
@@ -253,17 +247,15 @@ bool cumemcap_parse_selector(const char *text, size_t len, struct cumemcap_selec
 bool cumemcap_selector_matches(const struct cumemcap_selector *sel, int ordinal,
 			       const unsigned char uuid[16], const char *pci_bus_id)
 {
-	struct cumemcap_selector bus = { 0 };
-	if (sel == NULL)
-		return false;
+	struct cumemcap_selector bus;
 	switch (sel->kind) {
 	case CUMEMCAP_SEL_ORDINAL:
 		return ordinal >= 0 && (uint32_t)ordinal == sel->ordinal;
 	case CUMEMCAP_SEL_UUID:
 		return uuid != NULL && memcmp(uuid, sel->uuid, sizeof(sel->uuid)) == 0;
 	case CUMEMCAP_SEL_PCI:
-		return pci_bus_id != NULL && parse_pci(pci_bus_id, strlen(pci_bus_id), &bus) &&
-		       same_pci(sel, &bus);
+		return pci_bus_id != NULL && cumemcap_parse_selector(pci_bus_id, strlen(pci_bus_id), &bus) &&
+		       cumemcap_selector_equal(sel, &bus);
 	}
 	return false;
 }
@@ -294,18 +286,10 @@ void cumemcap_selector_format(const struct cumemcap_selector *sel, char *buf, si
 
 bool cumemcap_selector_equal(const struct cumemcap_selector *a, const struct cumemcap_selector *b)
 {
-	if (a->kind != b->kind)
-		return false;
-	switch (a->kind) {
-	case CUMEMCAP_SEL_ORDINAL:
-		return a->ordinal == b->ordinal;
-	case CUMEMCAP_SEL_UUID:
-		return memcmp(a->uuid, b->uuid, sizeof(a->uuid)) == 0;
-	case CUMEMCAP_SEL_PCI:
-		return same_pci(a, b);
-	}
-	return false;
+	/* cumemcap_parse_selector zeroes the fields a kind does not use. */
+	return memcmp(a, b, sizeof(*a)) == 0;
 }
+_Static_assert(sizeof(struct cumemcap_selector) == 40, "a selector has no padding for memcmp to read");
 
 /* ---- device rule lists -------------------------------------------------- */
 

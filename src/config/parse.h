@@ -61,7 +61,7 @@ extern const char cumemcap_selector_forms[];
 bool cumemcap_selector_matches(const struct cumemcap_selector *sel, int ordinal,
 			       const unsigned char uuid[16], const char *pci_bus_id);
 
-/* Whether two selectors are of one kind and one value. */
+/* Whether two selectors cumemcap_parse_selector made are of one kind and one value. */
 bool cumemcap_selector_equal(const struct cumemcap_selector *a, const struct cumemcap_selector *b);
 
 /* Format a selector back to text ("1", "GPU-...", "0000:3b:00.0"). */
