@@ -17,10 +17,6 @@
 #include "config/settings.h"
 #include "platform/msg.h"
 
-static const char prefix[] = "CUMEMCAP_", default_config[] = CUMEMCAP_DEFAULT_CONFIG,
-				       config_variable[] = "CUMEMCAP_CONFIG",
-				       no_path[] = "";
-
 /* "limit, device_limits, ..." for the keys allowed where `scope` says. */
 static const char *key_list(char *buf, size_t len, unsigned scope)
 {
@@ -65,25 +61,27 @@ bool cumemcap_policy_plain_form(const char *value)
 
 /* ---- one value from one source -------------------------------------------- */
 
-/* A policy being built, and a second one that takes the values parsed only
- * to be checked: from a source of lower precedence, or a [program]
- * section that does not match. */
+/* A policy being built, where the file's reading stands, and a second
+ * policy that takes the values parsed only to be checked: from a source of
+ * lower precedence, or a [program] section that does not match. */
 struct building {
 	struct cumemcap_policy *p;
-	struct cumemcap_policy *scratch; /* allocated when first needed */
+	struct cumemcap_policy *scratch;      /* allocated when first needed */
+	unsigned where;                       /* CUMEMCAP_IN_GLOBAL, _PROGRAM or _DEVICE */
+	enum cumemcap_rank rank;              /* of this section's entries */
+	unsigned seen[CUMEMCAP_SETTINGS_MAX]; /* each key's line in this section, 0: not yet */
 };
 
 /* Setting s given `value` (of a plain form) by `from`, a source of the
- * given rank (CUMEMCAP_RANKS: a [program] section that does not match),
- * named `name` `sep` in messages. A limit rule is kept from every source;
+ * given rank (CUMEMCAP_RANKS: a [program] section that does not match). A
+ * limit rule is kept from every source;
  * any other setting unless a source of higher precedence gave it: the
  * environment is read first, and the file's global part comes before any
  * section, so only the matching [program] section replaces a value the
  * file gave. What is not kept is parsed into the scratch policy only to
  * be checked. */
 static bool take(struct building *b, const struct cumemcap_setting *s, enum cumemcap_rank rank,
-		 const char *name, const char *sep, const char *value, struct cumemcap_source from, char *err,
-		 size_t errlen)
+		 const char *value, struct cumemcap_source from, char *err, size_t errlen)
 {
 	struct cumemcap_source *now = s->src_off ? (void *)((char *)b->p + s->src_off) : NULL;
 	bool newest = now && rank != CUMEMCAP_RANKS &&
@@ -98,7 +96,9 @@ static bool take(struct building *b, const struct cumemcap_setting *s, enum cume
 	size_t first = to->rule_count;
 	if (!s->parse(to, value, err, errlen)) {
 		char q[256];
-		cumemcap_config_prefix(err, errlen, "%s%s\"%s\"", name, sep, QUOTED(q, value));
+		bool env = from.origin == CUMEMCAP_FROM_ENV;
+		cumemcap_config_prefix(err, errlen, "%s%s\"%s\"", env ? s->variable : s->key, env ? "=" : " = ",
+				       QUOTED(q, value));
 		return false;
 	}
 	for (size_t i = first; i < to->rule_count; i++) {
@@ -124,21 +124,13 @@ static bool read_env(struct building *b, cumemcap_getenv_fn get, char *err, size
 			continue;
 		if (!cumemcap_policy_plain_form(value))
 			return bad_form(s->variable, "=", value, false, err, errlen);
-		if (!take(b, s, CUMEMCAP_RANK_ENV, s->variable, "=", value, from, err, errlen))
+		if (!take(b, s, CUMEMCAP_RANK_ENV, value, from, err, errlen))
 			return false;
 	}
 	return true;
 }
 
 /* ---- the file --------------------------------------------------------------- */
-
-struct file_state {
-	struct building *b;
-	unsigned where;          /* CUMEMCAP_IN_GLOBAL, _PROGRAM or _DEVICE */
-	enum cumemcap_rank rank; /* of this section's entries */
-	struct cumemcap_device_section *device;
-	unsigned seen[CUMEMCAP_SETTINGS_MAX]; /* each key's line in this section, 0: not yet */
-};
 
 /* "unknown WHAT \"WORD\"", and the closest of `words` or else what is
  * accepted. */
@@ -157,8 +149,8 @@ static bool unknown(const char *what, const char *word, const char *const *words
 static bool on_section(void *ctx, const char *kind, const char *arg, unsigned line, char *err,
 		       size_t errlen)
 {
-	struct file_state *st = ctx;
-	struct cumemcap_policy *p = st->b->p;
+	struct building *st = ctx;
+	struct cumemcap_policy *p = st->p;
 	char q[256];
 	memset(st->seen, 0, sizeof(st->seen));
 	if (strcmp(kind, "device") == 0) {
@@ -181,8 +173,7 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 		}
 		st->where = CUMEMCAP_IN_DEVICE;
 		st->rank = CUMEMCAP_RANK_DEVICE;
-		st->device = &p->device_sections[p->device_section_count++];
-		*st->device = (struct cumemcap_device_section){ .selector = sel, .line = line };
+		p->device_sections[p->device_section_count++] = (struct cumemcap_device_section){ sel, line };
 		return true;
 	}
 	if (strcmp(kind, "program") == 0) {
@@ -211,7 +202,8 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 static bool on_entry(void *ctx, const char *key, const char *value, unsigned line, char *err,
 		     size_t errlen)
 {
-	struct file_state *st = ctx;
+	struct building *st = ctx;
+	struct cumemcap_policy *p = st->p;
 	const struct cumemcap_setting *s = NULL;
 	const char *keys[CUMEMCAP_SETTINGS_MAX + 1] = { NULL };
 	char list[512];
@@ -238,11 +230,11 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 	}
 	*seen = line;
 	struct cumemcap_source from = { .origin = CUMEMCAP_FROM_FILE, .line = line };
-	if (!take(st->b, s, st->rank, key, " = ", value, from, err, errlen))
+	if (!take(st, s, st->rank, value, from, err, errlen))
 		return false;
 	/* Only limit stands in a [device] section: the section's GPU is its. */
 	if (st->where == CUMEMCAP_IN_DEVICE)
-		st->b->p->rules[st->b->p->rule_count - 1].selector = st->device->selector;
+		p->rules[p->rule_count - 1].selector = p->device_sections[p->device_section_count - 1].selector;
 	return true;
 }
 
@@ -281,29 +273,6 @@ static bool check_group(const struct cumemcap_policy *p, char *err, size_t errle
 	return false;
 }
 
-static bool preallocate_without_pool(const struct cumemcap_policy *p, char *err, size_t errlen)
-{
-	char g[CUMEMCAP_PATH_MAX + 16], o[CUMEMCAP_PATH_MAX + 16];
-	cumemcap_source_format(p, &p->growth_src, g, sizeof(g));
-	cumemcap_source_format(p, &p->pool_src, o, sizeof(o));
-	snprintf(err, errlen,
-		 "%s: growth \"preallocate\" serves from the arenas, but %s turns them off; "
-		 "accepted: pool on or nopack with preallocate, or growth ondemand", g, o);
-	return false;
-}
-
-/* Every setting's default_value (an empty one is the zeroed policy's). */
-static void set_defaults(struct cumemcap_policy *p)
-{
-	char why[256];
-	for (size_t i = 0; i < cumemcap_setting_count; i++) {
-		const struct cumemcap_setting *s = &cumemcap_settings[i];
-		if (s->default_value && s->default_value[0] &&
-		    !s->parse(p, s->default_value, why, sizeof(why)))
-			cumemcap_fatal("the default of %s%s", s->key, why); /* a bug in the table */
-	}
-}
-
 /* Builds into p, which must be all zero (a fresh calloc, or the process's
  * policy in .bss), from the environment and, when path is not empty, the
  * text read from it (parsed in place, see cumemcap_config_parse). May
@@ -311,20 +280,32 @@ static void set_defaults(struct cumemcap_policy *p)
 static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *path, char *text,
 		   size_t len, const char *program, char *err, size_t errlen)
 {
+	char why[256];
 	cumemcap_copy(p->program, sizeof(p->program), program ? program : "");
-	set_defaults(p);
-	struct building b = { .p = p };
+	/* Every setting's default_value (an empty one is the zeroed policy's). */
+	for (size_t i = 0; i < cumemcap_setting_count; i++) {
+		const struct cumemcap_setting *s = &cumemcap_settings[i];
+		if (s->default_value && s->default_value[0] && !s->parse(p, s->default_value, why, sizeof(why)))
+			cumemcap_fatal("the default of %s%s", s->key, why); /* a bug in the table */
+	}
+	struct building b = { .p = p, .where = CUMEMCAP_IN_GLOBAL, .rank = CUMEMCAP_RANK_GLOBAL };
 	bool ok = read_env(&b, get, err, errlen);
 	if (ok && path && path[0]) {
 		cumemcap_copy(p->config_path, sizeof(p->config_path), path);
-		struct file_state st = { .b = &b, .where = CUMEMCAP_IN_GLOBAL, .rank = CUMEMCAP_RANK_GLOBAL };
-		ok = cumemcap_config_parse(path, text, len, &file_handler, &st, err, errlen);
+		ok = cumemcap_config_parse(path, text, len, &file_handler, &b, err, errlen);
 	}
 	free(b.scratch);
 	if (!ok || !check_group(p, err, errlen))
 		return false;
-	if (p->growth == CUMEMCAP_GROWTH_PREALLOCATE && p->pool == CUMEMCAP_POOL_OFF)
-		return preallocate_without_pool(p, err, errlen);
+	if (p->growth == CUMEMCAP_GROWTH_PREALLOCATE && p->pool == CUMEMCAP_POOL_OFF) {
+		char g[CUMEMCAP_PATH_MAX + 16], o[CUMEMCAP_PATH_MAX + 16];
+		cumemcap_source_format(p, &p->growth_src, g, sizeof(g));
+		cumemcap_source_format(p, &p->pool_src, o, sizeof(o));
+		snprintf(err, errlen,
+			 "%s: growth \"preallocate\" serves from the arenas, but %s turns them off; "
+			 "accepted: pool on or nopack with preallocate, or growth ondemand", g, o);
+		return false;
+	}
 	return true;
 }
 
@@ -336,7 +317,7 @@ static bool build(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char 
 	if (config_path && config_path[0] &&
 	    !cumemcap_config_read(config_path, &text, &len, err, errlen)) {
 		/* Say which variable named the file when one did. */
-		const char *named = get(config_variable);
+		const char *named = get("CUMEMCAP_CONFIG");
 		if (named && strcmp(named, config_path) == 0)
 			cumemcap_config_prefix(err, errlen, "CUMEMCAP_CONFIG=\"%s\": ", named);
 		return false;
@@ -436,7 +417,7 @@ bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_
 bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, char *out, size_t len,
 				 char *err, size_t errlen)
 {
-	const char *named = get(config_variable);
+	const char *named = get("CUMEMCAP_CONFIG");
 	const char *path = named;
 	struct stat st;
 	/* The default counts as there when anything is at its path, a
@@ -445,7 +426,7 @@ bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, c
 	if (!path && fallback && lstat(fallback, &st) == 0)
 		path = fallback;
 	if (!path)
-		path = no_path;
+		path = "";
 	if (strlen(path) >= len) {
 		char q[256];
 		if (named)
@@ -541,25 +522,19 @@ static struct {
 
 extern char **environ;
 
-/* No CUMEMCAP_ variable at all (every setting and CUMEMCAP_CONFIG is
- * one), no file at the default path (cumemcap_policy_config_path's test),
- * no secure execution: the policy is the defaults, whenever it is built. */
-static bool nothing_configured(void)
-{
-	if (getauxval(AT_SECURE) != 0)
-		return false;
-	for (char **e = environ; e && *e; e++)
-		if (strncmp(*e, prefix, sizeof(prefix) - 1) == 0)
-			return false;
-	struct stat st;
-	return lstat(default_config, &st) != 0;
-}
-
 bool cumemcap_policy_start(int argc, char *const *argv)
 {
 	start.argc = argc;
 	start.argv = argv;
-	if (!nothing_configured()) {
+	/* Nothing configures the process when there is no secure execution, no
+	 * CUMEMCAP_ variable (every setting and CUMEMCAP_CONFIG is one) and no
+	 * file at the default path (cumemcap_policy_config_path's test): the
+	 * policy is the defaults, whenever it is built. */
+	bool bare = getauxval(AT_SECURE) == 0;
+	for (char **e = environ; bare && e && *e; e++)
+		bare = strncmp(*e, "CUMEMCAP_", 9) != 0;
+	struct stat st;
+	if (!bare || lstat(CUMEMCAP_DEFAULT_CONFIG, &st) == 0) {
 		cumemcap_policy();
 		return true;
 	}
@@ -625,7 +600,7 @@ static void policy_init(void)
 	else if (!start.bare)
 		program_from_proc(start.program, sizeof(start.program));
 	/* In place: the_policy is zero (.bss); a failure ends the process. */
-	if (!build_process(&the_policy, start.bare ? no_env : env_get, secure, start.bare ? NULL : default_config, 0,
+	if (!build_process(&the_policy, start.bare ? no_env : env_get, secure, start.bare ? NULL : CUMEMCAP_DEFAULT_CONFIG, 0,
 			   start.program, err, sizeof(err), note, sizeof(note)))
 		cumemcap_fatal("%s", err);
 	if (note[0])
