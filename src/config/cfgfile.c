@@ -146,27 +146,27 @@ static bool read_fd(int fd, const char *path, char **text, size_t *len, char *er
 	struct stat st;
 	char *buf = NULL;
 	size_t cap = 0, n = 0;
-	ssize_t r = 1;
+	ssize_t r = 0;
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
 		snprintf(err, errlen, "%s: not a regular file", path);
 	else if (st.st_size > (off_t)CUMEMCAP_CONFIG_MAX_BYTES)
 		snprintf(err, errlen, "%s: larger than %u bytes", path, CUMEMCAP_CONFIG_MAX_BYTES);
 	else if (!(buf = malloc((cap = (size_t)st.st_size + 1) + 1)))
 		snprintf(err, errlen, "%s: out of memory", path);
-	while (buf && r > 0) {
+	while (buf && n <= CUMEMCAP_CONFIG_MAX_BYTES) {
 		if (n == cap) {
-			size_t ncap = cap * 2 > CUMEMCAP_CONFIG_MAX_BYTES + 1 ? CUMEMCAP_CONFIG_MAX_BYTES + 1 : cap * 2;
-			char *nbuf = cap > CUMEMCAP_CONFIG_MAX_BYTES ? NULL : realloc(buf, ncap + 1);
-			if (!nbuf)
+			/* It grew since fstat: room for all it may hold. */
+			char *more = realloc(buf, CUMEMCAP_CONFIG_MAX_BYTES + 2);
+			if (!more)
 				break;
-			buf = nbuf;
-			cap = ncap;
+			buf = more;
+			cap = CUMEMCAP_CONFIG_MAX_BYTES + 1;
 		}
 		r = read(fd, buf + n, cap - n);
 		if (r > 0)
 			n += (size_t)r;
-		else if (r < 0 && errno == EINTR)
-			r = 1;
+		else if (r == 0 || errno != EINTR)
+			break;
 	}
 	int e = errno;
 	close(fd);
@@ -208,18 +208,13 @@ int cumemcap_config_read_trusted(const char *path, uid_t owner, char **text, siz
 				 char *why, size_t whylen)
 {
 	char dir[4096];
-	const char *slash = strrchr(path, '/');
-	const char *base = slash ? slash + 1 : path;
-	if (!slash) {
-		snprintf(dir, sizeof(dir), ".");
-	} else if ((size_t)(slash - path) >= sizeof(dir) || !*base) {
+	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+	if (slash && ((size_t)(slash - path) >= sizeof(dir) || !*base)) {
 		snprintf(why, whylen, "%s: not a usable file name", path);
 		return -1;
-	} else {
-		size_t n = slash == path ? 1 : (size_t)(slash - path);
-		memcpy(dir, path, n);
-		dir[n] = '\0';
 	}
+	/* "/etc" for /etc/x, "/" for /x, "." for x. */
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash == path ? 1 : slash - path) : 1, slash ? path : ".");
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return 0; /* no directory, no file */

@@ -1,13 +1,8 @@
 /* cfgfile: the configuration file's syntax and reading, and the message
- * helpers of the configuration.
- *
- * Owns the syntax only: `key = value` lines, `#` comments (a whole line, or
- * after a blank), `[kind argument]` section headers, blank lines. What the
- * keys mean is policy.c's: the parser hands each header and entry to a
- * handler and stops at the first error, reported as "path:line: message".
- * Bounded: a file of at most CUMEMCAP_CONFIG_MAX_BYTES, lines of at most
- * CUMEMCAP_CONFIG_MAX_LINE bytes, no include directive.
- * Thread safety: reentrant, no globals. */
+ * helpers of the configuration. The syntax only: `key = value` lines, `#`
+ * comments (a whole line, or after a blank), `[kind argument]` section
+ * headers, blank lines, no include directive; what the keys mean is
+ * policy.c's. Thread safety: reentrant, no globals. */
 #pragma once
 
 #include <stdbool.h>
@@ -19,35 +14,33 @@
 
 /* Each returns false, with a message (without path:line) in err, to stop. */
 struct cumemcap_config_handler {
-	/* `[kind arg]`: kind is the first word, arg the rest (may be empty). */
-	bool (*section)(void *ctx, const char *kind, const char *arg, unsigned line, char *err,
-			size_t errlen);
-	/* `key = value`, both trimmed; value may be empty. */
-	bool (*entry)(void *ctx, const char *key, const char *value, unsigned line, char *err,
-		      size_t errlen);
+	/* `[kind arg]`: kind is the first word, arg the rest, trimmed (may be empty). */
+	bool (*section)(void *ctx, const char *kind, const char *arg, unsigned line, char *err, size_t errlen);
+	/* `key = value`, both trimmed (value may be empty). */
+	bool (*entry)(void *ctx, const char *key, const char *value, unsigned line, char *err, size_t errlen);
 };
 
 /* Parse `len` bytes of `text`, calling h for each header and entry, whose
- * words it NUL-terminates in place: text[len] must be writable. */
+ * words it NUL-terminates in place: text[len] must be writable. The first
+ * error stops it, as "path:line: message". */
 bool cumemcap_config_parse(const char *path, char *text, size_t len, const struct cumemcap_config_handler *h,
 			   void *ctx, char *err, size_t errlen);
 
-/* Read a whole file (a regular file of at most CUMEMCAP_CONFIG_MAX_BYTES)
- * into a malloc'd buffer. On error returns false with "path: reason" in err. */
+/* Read a whole regular file of at most CUMEMCAP_CONFIG_MAX_BYTES into a
+ * malloc'd buffer, NUL-terminated. On error false, with "path: reason" in err. */
 bool cumemcap_config_read(const char *path, char **text, size_t *len, char *err, size_t errlen);
 
 /* For secure execution: read `path` only if it is a regular file (not a
- * symbolic link) owned by `owner` (root) and writable by nobody else, in a
- * directory owned by `owner` and writable by nobody else. Returns 1 with the
- * text as cumemcap_config_read does; 0 when there is no such file (why
- * untouched); -1 when a file is there but not trusted or not readable, with
- * "path: reason" in why (never a byte of the file's contents). */
+ * symbolic link) owned by `owner` and writable by nobody else, in a
+ * directory of which the same holds. 1: read, as cumemcap_config_read; 0:
+ * no such file (why untouched); -1: a file is there but not trusted or not
+ * readable, "path: reason" in why (never a byte of its contents). */
 int cumemcap_config_read_trusted(const char *path, uid_t owner, char **text, size_t *len,
 				 char *why, size_t whylen);
 
 /* err rewritten as `fmt` followed by err's own text (up to 1023 bytes of
  * it), such as "path:line: " before a callee's reason. The arguments must
- * not point into err. Cold: a configured start calls it only on an error. */
+ * not point into err. */
 void cumemcap_config_prefix(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4), cold, noinline));
 
