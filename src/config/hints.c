@@ -1,5 +1,5 @@
-/* hints: see hints.h. What each framework reads, with sources, is in
- * docs/frameworks.md. Thread safety: see hints.h. */
+/* hints: see hints.h, which says how it is thread-safe. What each
+ * framework reads, with sources, is in docs/frameworks.md. */
 #include "config.h"
 #include "config/hints.h"
 
@@ -21,11 +21,9 @@ static const struct framework {
 	  { "TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC",
 	    "TF_FORCE_UNIFIED_MEMORY" } },
 	/* JAX (xla_client.generate_pjrt_gpu_plugin_options): preallocation, its
-	 * fraction under both names, the allocator. XLA_CLIENT_PREALLOCATE is
-	 * not read by the XLA sources we checked; a user who sets it means
-	 * something by it all the same. Only XLA_PYTHON_CLIENT_PREALLOCATE is
-	 * ever set: JAX raises if both fraction names are set, so cumemcap
-	 * never sets a fraction. */
+	 * fraction under both names, the allocator; XLA_CLIENT_PREALLOCATE too,
+	 * which a user sets meaning something. No fraction is ever set: JAX
+	 * raises if both of its names are. */
 	{ "JAX", "XLA_PYTHON_CLIENT_PREALLOCATE", "false",
 	  { "XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION",
 	    "XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR" } },
@@ -88,9 +86,8 @@ static const char *env_get(const char *name)
 }
 
 /* "VARIABLE=value" of each hint set, for putenv, which keeps them (the
- * library stays loaded). Put together with memcpy and handed to putenv:
- * setenv's heap copies and printf's code are pages (three, measured) a
- * configured start that never uses CUDA otherwise leaves alone. */
+ * library stays loaded): setenv's heap copies and printf's code are pages
+ * (three, measured) a configured start otherwise leaves alone. */
 static char hint_strings[CUMEMCAP_HINTS_MAX][sizeof(frameworks[0].variable) +
 								  sizeof(frameworks[0].value)];
 

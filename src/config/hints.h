@@ -1,12 +1,8 @@
 /* hints: the framework settings cumemcap sets in the environment
- * (framework_hints), and the rules for when it does.
- *
- * A hint is set only when framework_hints is on, growth is ondemand and a
- * limit applies to the process (cumemcap_policy_any_limit): a run without
- * one only observes. A hint is never set over a user's choice: when any
- * memory variable of that framework is in the environment, the framework
- * is left alone and the plan names the variable. Nothing is suggested to
- * PyTorch or CuPy (docs/frameworks.md).
+ * (framework_hints): only when framework_hints is on, growth is ondemand
+ * and a limit applies (cumemcap_policy_any_limit), and never over a user's
+ * choice: when any memory variable of a framework is set, that framework is
+ * left alone and the plan names the variable (docs/frameworks.md).
  *
  * Thread safety: cumemcap_hints_plan is reentrant. cumemcap_hints_apply
  * runs once, in the library constructor, and publishes what it did with a

@@ -1,9 +1,7 @@
 /* parse: pure value parsers (see parse.h, which says how they are safe).
- *
  * Numbers are parsed digit by digit, so the result never depends on the
- * locale (no strtod) and fractions are exact: "1.5GiB" is 1610612736, not
- * whatever a double rounds to. A value that would pass UINT64_MAX is
- * rejected, never wrapped. */
+ * locale (no strtod, no strcasecmp) and fractions are exact: "1.5GiB" is
+ * 1610612736. A value that would pass UINT64_MAX is rejected, never wrapped. */
 #include "config.h"
 
 #include "config/parse.h"
@@ -29,20 +27,16 @@ static bool is_digit(char c)
 	return c >= '0' && c <= '9';
 }
 
-static int hex_value(char c)
-{
-	if (is_digit(c))
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static char lower(char c)
 {
 	return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+}
+
+static int hex_value(char c)
+{
+	static const char digits[] = "0123456789abcdef";
+	const char *d = c ? strchr(digits, lower(c)) : NULL;
+	return d ? (int)(d - digits) : -1;
 }
 
 /* Whether text[0..len) is the lower-case `lit`, ignoring ASCII case. */
@@ -159,18 +153,14 @@ bool cumemcap_parse_amount(const char *text, struct cumemcap_amount *out)
 
 static bool parse_ordinal(const char *text, size_t len, uint32_t *out)
 {
-	uint32_t v = 0;
+	size_t i, n;
+	uint64_t v;
+	const char *frac;
 	/* One spelling per ordinal: "0", "7", "1023"; no "007". */
-	if (len == 0 || len > 4 || (text[0] == '0' && len > 1))
+	if (len > 4 || (text[0] == '0' && len > 1) || !decimal(text, len, &i, &v, &frac, &n) || i != len || frac ||
+	    v > 1023)
 		return false;
-	for (size_t i = 0; i < len; i++) {
-		if (!is_digit(text[i]))
-			return false;
-		v = v * 10 + (uint32_t)(text[i] - '0');
-	}
-	if (v > 1023)
-		return false;
-	*out = v;
+	*out = (uint32_t)v;
 	return true;
 }
 

@@ -74,12 +74,11 @@ struct building {
 
 /* Setting s given `value` (of a plain form) by `from`, a source of the
  * given rank (CUMEMCAP_RANKS: a [program] section that does not match). A
- * limit rule is kept from every source;
- * any other setting unless a source of higher precedence gave it: the
- * environment is read first, and the file's global part comes before any
- * section, so only the matching [program] section replaces a value the
- * file gave. What is not kept is parsed into the scratch policy only to
- * be checked. */
+ * limit rule is kept from every source; any other setting unless a source
+ * of higher precedence gave it: the environment is read first, and the
+ * file's global part before any section, so only the matching [program]
+ * section replaces a value the file gave. What is not kept is parsed into
+ * the scratch policy only to be checked. */
 static bool take(struct building *b, const struct cumemcap_setting *s, enum cumemcap_rank rank,
 		 const char *value, struct cumemcap_source from, char *err, size_t errlen)
 {

@@ -297,16 +297,13 @@ static bool parse_metrics(struct cumemcap_policy *p, const char *value, char *wh
 
 /* ---- the group ------------------------------------------------------------------ */
 
+/* Letters, digits and '_': a label name's, and with '.' and '-' a group's. */
+#define NAME_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
+
 static bool parse_group(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
 	size_t n = strlen(value);
-	bool ok = n <= CUMEMCAP_GROUP_NAME_MAX && value[0] != '.' && value[0] != '-';
-	for (size_t i = 0; ok && i < n; i++) {
-		char c = value[i];
-		ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-		     c == '_' || c == '-';
-	}
-	if (!ok) {
+	if (n > CUMEMCAP_GROUP_NAME_MAX || value[0] == '.' || value[0] == '-' || strspn(value, NAME_CHARS ".-") != n) {
 		snprintf(why, len,
 			 " is not a group name; accepted: 1 to %d letters, digits, '.', '_' or '-', "
 			 "not starting with '.' or '-' (empty: no group)", CUMEMCAP_GROUP_NAME_MAX);
@@ -393,11 +390,6 @@ static const char *const reserved_labels[] = { "pid",  "program", "host",      "
 						 "namespace", "container", "gpu", "cuda_device", "uuid",
 						 "UUID", "group", NULL };
 
-static bool name_char(char c, bool first)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (!first && c >= '0' && c <= '9');
-}
-
 bool cumemcap_labels_next(const char **cursor, const char **key, size_t *klen, const char **value, size_t *vlen)
 {
 	const char *s = *cursor;
@@ -438,10 +430,8 @@ static bool parse_labels(struct cumemcap_policy *p, const char *value, char *why
 	size_t kn, vn;
 	while (!what[0] && *value && cumemcap_labels_next(&cur, &k, &kn, &v, &vn)) {
 		int kshow = kn > 64 ? 64 : (int)kn;
-		bool name = kn > 0, twice = false;
+		bool name = kn > 0 && !(k[0] >= '0' && k[0] <= '9') && strspn(k, NAME_CHARS) >= kn, twice = false;
 		const char *const *r = reserved_labels;
-		for (size_t i = 0; name && i < kn; i++)
-			name = name_char(k[i], i == 0);
 		while (*r && !(strlen(*r) == kn && memcmp(*r, k, kn) == 0))
 			r++;
 		const char *c2 = value, *k2, *v2;

@@ -1,11 +1,7 @@
 /* settings: the one table of settings (settings-table.c), a row per
- * setting: its environment variable, its file key (the launcher's option
- * is the key with '-' for '_': limit -> --limit), where in a file it may
- * stand, its parser, where its value and source live, its default and its
- * documentation. The environment, the file, the launcher's options and
- * --help, the example files and the man pages all come from it.
- *
- * Thread safety: the table is constant; the lookups only read it. */
+ * setting. The environment, the file, the launcher's options and --help,
+ * the example files and the man pages all come from it. Thread safety:
+ * the table is constant; the lookups only read it. */
 #pragma once
 
 #include <stdbool.h>
@@ -21,22 +17,18 @@ enum cumemcap_scope {
 	CUMEMCAP_IN_DEVICE = 8,  /* in a [device SELECTOR] section */
 };
 
-/* A parser sets every field of its setting and returns true, or writes why
- * the value is wrong (a sentence to put after `NAME="VALUE"`) and returns
- * false, leaving the other settings alone. A limit rule's parser appends
- * to the policy's rules, which keep every source's; any other setting has
- * one value in the policy. */
-typedef bool (*cumemcap_setting_parser)(struct cumemcap_policy *p, const char *value, char *why, size_t len);
-
 #define CUMEMCAP_VARIABLE_MAX 32
 #define CUMEMCAP_KEY_MAX 24
 
 struct cumemcap_setting {
 	char variable[CUMEMCAP_VARIABLE_MAX]; /* CUMEMCAP_LIMIT */
-	char key[CUMEMCAP_KEY_MAX];           /* limit */
-	unsigned scope;       /* enum cumemcap_scope bits */
-	cumemcap_setting_parser parse;
-	bool rules;     /* a limit rule (see the parser above) */
+	char key[CUMEMCAP_KEY_MAX];           /* limit; the launcher's option: --limit */
+	unsigned scope;                       /* enum cumemcap_scope bits */
+	/* Sets every field of its setting and returns true, or writes why the
+	 * value is wrong (a sentence to put after `NAME="VALUE"`) and returns
+	 * false, leaving the other settings alone. */
+	bool (*parse)(struct cumemcap_policy *p, const char *value, char *why, size_t len);
+	bool rules;     /* a limit rule: parse appends to the policy's rules */
 	size_t src_off; /* its struct cumemcap_source in the policy; 0: none */
 	/* Documentation, one source for --help, the example files and the
 	 * man pages. Sentences in plain ASCII, without line breaks. */
@@ -53,13 +45,11 @@ struct cumemcap_setting {
 extern const struct cumemcap_setting cumemcap_settings[];
 extern const size_t cumemcap_setting_count;
 
-/* When the environment entry "NAME=VALUE" is a CUMEMCAP_ variable that is
- * neither a setting nor another variable cumemcap reads (a misspelling, or
- * a setting of a newer cumemcap), the line that names it (without
- * "cumemcap: "): "unknown variable CUMEMCAP_LIMITS, ignored (did you mean
- * CUMEMCAP_LIMIT?)". False, and nothing written, for any other entry and
- * when CUMEMCAP_NAMED_UNKNOWN (set by the launcher, which named them
- * already) lists it. */
+/* When the environment entry "NAME=VALUE" is a CUMEMCAP_ variable cumemcap
+ * does not read (a misspelling, or a setting of a newer cumemcap), the line
+ * that names it: "unknown variable CUMEMCAP_LIMITS, ignored (did you mean
+ * CUMEMCAP_LIMIT?)". False for any other entry, and for one that
+ * CUMEMCAP_NAMED_UNKNOWN (the launcher's, which named them) lists. */
 bool cumemcap_variable_unknown_line(const char *entry, char *line, size_t len);
 /* "--limit" or "--limit=..." (the part before '='); NULL for none. */
 const struct cumemcap_setting *cumemcap_setting_by_flag(const char *flag);
