@@ -6,7 +6,6 @@
 
 #include "config/parse.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -295,30 +294,13 @@ static const char *quoted(char *dst, const char *text, size_t len)
 	return dst;
 }
 
-/* A bad entry of a list: `entry 2 "foo=4GiB": ` then why. */
-__attribute__((format(printf, 6, 7)))
-static bool bad_entry(char *err, size_t errlen, size_t index, const char *entry, size_t len, const char *fmt, ...)
-{
-	char q[QUOTED_MAX];
-	if (err == NULL || errlen == 0)
-		return false;
-	int n = snprintf(err, errlen, "entry %zu %s: ", index, quoted(q, entry, len));
-	if (n >= 0 && (size_t)n < errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
-		va_end(ap);
-	}
-	return false;
-}
-
 bool cumemcap_parse_device_rules(const char *text, struct cumemcap_device_rules *out,
 				 char *err, size_t errlen)
 {
 	/* Built aside and copied at the end so *out is untouched on failure. */
 	struct cumemcap_device_rules rules;
 	const char *p = text;
-	char q[QUOTED_MAX];
+	char q[QUOTED_MAX], why[1024] = "";
 
 	if (err != NULL && errlen > 0)
 		snprintf(err, errlen, "%s", text == NULL ? "no value" : "");
@@ -330,32 +312,30 @@ bool cumemcap_parse_device_rules(const char *text, struct cumemcap_device_rules 
 		const char *end = strchr(p, ',');
 		size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
 		const char *eq = memchr(p, '=', len);
+		struct cumemcap_device_rule *rule = &rules.rule[rules.count];
+		size_t sel_len = eq ? (size_t)(eq - p) : 0;
 
 		if (rules.count == CUMEMCAP_MAX_DEVICE_RULES)
-			return bad_entry(err, errlen, index, p, len, "too many entries, at most %d",
-					 CUMEMCAP_MAX_DEVICE_RULES);
-		if (len == 0)
-			return bad_entry(err, errlen, index, p, len,
-					 "empty entry; expected SELECTOR=SIZE such as 0=4GiB");
-		if (eq == NULL)
-			return bad_entry(err, errlen, index, p, len,
-					 "no '='; expected SELECTOR=SIZE such as 0=4GiB");
-
-		struct cumemcap_device_rule *rule = &rules.rule[rules.count];
-		size_t sel_len = (size_t)(eq - p);
-		const char *amount = eq + 1;
-		size_t amount_len = len - sel_len - 1;
-
-		if (!cumemcap_parse_selector(p, sel_len, &rule->selector))
-			return bad_entry(err, errlen, index, p, len, "%s is not a GPU selector; accepted: %s",
-					 quoted(q, p, sel_len), cumemcap_selector_forms);
-		if (!parse_amount_n(amount, amount_len, &rule->amount))
-			return bad_entry(err, errlen, index, p, len, "%s is not a size; accepted: %s",
-					 quoted(q, amount, amount_len), cumemcap_amount_forms);
-		for (size_t k = 0; k < rules.count; k++)
+			snprintf(why, sizeof(why), "too many entries, at most %d", CUMEMCAP_MAX_DEVICE_RULES);
+		else if (len == 0)
+			snprintf(why, sizeof(why), "empty entry; expected SELECTOR=SIZE such as 0=4GiB");
+		else if (eq == NULL)
+			snprintf(why, sizeof(why), "no '='; expected SELECTOR=SIZE such as 0=4GiB");
+		else if (!cumemcap_parse_selector(p, sel_len, &rule->selector))
+			snprintf(why, sizeof(why), "%s is not a GPU selector; accepted: %s", quoted(q, p, sel_len),
+				 cumemcap_selector_forms);
+		else if (!parse_amount_n(eq + 1, len - sel_len - 1, &rule->amount))
+			snprintf(why, sizeof(why), "%s is not a size; accepted: %s", quoted(q, eq + 1, len - sel_len - 1),
+				 cumemcap_amount_forms);
+		for (size_t k = 0; !why[0] && k < rules.count; k++)
 			if (cumemcap_selector_equal(&rules.rule[k].selector, &rule->selector))
-				return bad_entry(err, errlen, index, p, len, "%s names the same GPU as entry %zu",
-						 quoted(q, p, sel_len), k + 1);
+				snprintf(why, sizeof(why), "%s names the same GPU as entry %zu", quoted(q, p, sel_len), k + 1);
+		if (why[0]) {
+			/* `entry 2 "foo=4GiB": ` then why. */
+			if (err != NULL && errlen > 0)
+				snprintf(err, errlen, "entry %zu %s: %s", index, quoted(q, p, len), why);
+			return false;
+		}
 		rules.count++;
 
 		if (end == NULL)
