@@ -1,6 +1,6 @@
-/* settings: looking settings up in the table by key and by the launcher's
- * option, and naming the CUMEMCAP_ variables that are no setting (a
- * misspelled one). Thread safety: see settings.h. */
+/* settings: looking settings up by the launcher's option, and naming the
+ * CUMEMCAP_ variables that are no setting (a misspelled one). Thread
+ * safety: see settings.h. */
 #include "config.h"
 #include "config/settings.h"
 
@@ -61,28 +61,13 @@ static bool names(const char *entry, const char *name)
 	return !name[i] && (entry[i] == '=' || entry[i] == '\0');
 }
 
-static const char prefix[] = "CUMEMCAP_";
-
-static bool unknown(const char *entry)
-{
-	if (strncmp(entry, prefix, sizeof(prefix) - 1) != 0)
-		return false;
-	for (size_t i = 0; i < cumemcap_setting_count; i++)
-		if (names(entry, cumemcap_settings[i].variable))
-			return false;
-	for (size_t i = 0; i < OTHER_VARIABLES; i++)
-		if (names(entry, other_variables[i]))
-			return false;
-	return true;
-}
-
 /* A setting's variable the unknown `name` is a longer form of, by its
  * last words: CUMEMCAP_MEM_LIMIT, CUMEMCAP_GPU_LIMIT -> CUMEMCAP_LIMIT
  * (the longest such, so CUMEMCAP_MAX_GROUP_LIMIT -> CUMEMCAP_GROUP_LIMIT). */
 static const char *ending_in(const char *name)
 {
 	const char *best = NULL;
-	size_t n = strlen(name), p = sizeof(prefix) - 1;
+	size_t n = strlen(name), p = strlen("CUMEMCAP_");
 	for (size_t i = 0; i < cumemcap_setting_count; i++) {
 		const char *tail = cumemcap_settings[i].variable + p;
 		size_t t = strlen(tail);
@@ -96,8 +81,18 @@ static const char *ending_in(const char *name)
 bool cumemcap_variable_unknown_line(const char *entry, char *line, size_t len)
 {
 	char name[96], q[128];
-	if (!unknown(entry))
+	const char *known[CUMEMCAP_SETTINGS_MAX + OTHER_VARIABLES + 1];
+	size_t c = 0;
+	if (strncmp(entry, "CUMEMCAP_", 9) != 0)
 		return false;
+	for (size_t i = 0; i < cumemcap_setting_count; i++)
+		known[c++] = cumemcap_settings[i].variable;
+	for (size_t i = 0; i < OTHER_VARIABLES; i++)
+		known[c++] = other_variables[i];
+	known[c] = NULL;
+	for (size_t i = 0; i < c; i++)
+		if (names(entry, known[i]))
+			return false;
 	snprintf(name, sizeof(name), "%.*s", (int)strcspn(entry, "="), entry);
 	const char *said = getenv("CUMEMCAP_NAMED_UNKNOWN");
 	for (const char *w = said; w && *w; w += strspn(w, " ")) {
@@ -106,14 +101,7 @@ bool cumemcap_variable_unknown_line(const char *entry, char *line, size_t len)
 			return false;
 		w += k;
 	}
-	const char *candidates[64];
-	size_t c = 0;
-	for (size_t i = 0; i < cumemcap_setting_count && c + 1 < 64; i++)
-		candidates[c++] = cumemcap_settings[i].variable;
-	for (size_t i = 0; i < OTHER_VARIABLES && c + 1 < 64; i++)
-		candidates[c++] = other_variables[i];
-	candidates[c] = NULL;
-	const char *hint = cumemcap_config_suggest(name, candidates);
+	const char *hint = cumemcap_config_suggest(name, known);
 	if (!hint)
 		hint = ending_in(name);
 	cumemcap_config_quote(q, sizeof(q), name);
