@@ -26,15 +26,6 @@ static void trim(const char **b, const char **e)
 		(*e)--;
 }
 
-/* A comment starts at '#' at the start of the line or after a blank. */
-static const char *comment_start(const char *b, const char *e)
-{
-	for (const char *p = b; p < e; p++)
-		if (*p == '#' && (p == b || is_blank(p[-1])))
-			return p;
-	return e;
-}
-
 /* Printable form of a line fragment for messages: control bytes escaped. */
 static void printable(char *dst, size_t cap, const char *b, const char *e)
 {
@@ -87,7 +78,10 @@ bool cumemcap_config_parse(const char *path, char *text, size_t len, const struc
 			snprintf(err, errlen, "NUL byte in line; is this a text file?");
 			goto fail;
 		}
-		le = comment_start(lb, le);
+		/* A comment starts at '#' at the start of the line or after a blank. */
+		for (const char *c = lb; c < le; c++)
+			if (*c == '#' && (c == lb || is_blank(c[-1])))
+				le = c;
 		trim(&lb, &le);
 		if (lb == le)
 			continue;
