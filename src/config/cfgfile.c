@@ -208,7 +208,8 @@ int cumemcap_config_read_trusted(const char *path, uid_t owner, char **text, siz
 		return -1;
 	}
 	/* "/etc" for /etc/x, "/" for /x, "." for x. */
-	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash == path ? 1 : slash - path) : 1, slash ? path : ".");
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash == path ? 1 : slash - path) : 1,
+		 slash ? path : ".");
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return 0; /* no directory, no file */

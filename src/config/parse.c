@@ -325,11 +325,12 @@ bool cumemcap_parse_device_rules(const char *text, struct cumemcap_device_rules 
 			snprintf(why, sizeof(why), "%s is not a GPU selector; accepted: %s", quoted(q, p, sel_len),
 				 cumemcap_selector_forms);
 		else if (!parse_amount_n(eq + 1, len - sel_len - 1, &rule->amount))
-			snprintf(why, sizeof(why), "%s is not a size; accepted: %s", quoted(q, eq + 1, len - sel_len - 1),
-				 cumemcap_amount_forms);
+			snprintf(why, sizeof(why), "%s is not a size; accepted: %s",
+				 quoted(q, eq + 1, len - sel_len - 1), cumemcap_amount_forms);
 		for (size_t k = 0; !why[0] && k < rules.count; k++)
 			if (cumemcap_selector_equal(&rules.rule[k].selector, &rule->selector))
-				snprintf(why, sizeof(why), "%s names the same GPU as entry %zu", quoted(q, p, sel_len), k + 1);
+				snprintf(why, sizeof(why), "%s names the same GPU as entry %zu",
+					 quoted(q, p, sel_len), k + 1);
 		if (why[0]) {
 			/* `entry 2 "foo=4GiB": ` then why. */
 			if (err != NULL && errlen > 0)

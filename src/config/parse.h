@@ -1,9 +1,8 @@
 /* parse: pure value parsers: sizes, shares, GPU selectors and lists of
  * them, durations, path templates, and the one-line messages that explain
- * a rejected value. No I/O, no globals, no allocation: every function is
- * reentrant, thread-safe and safe to call from a library constructor.
- * A parser returns true and writes its output, or returns false and
- * leaves *out untouched. */
+ * a rejected value. No I/O, no globals, no allocation: reentrant and
+ * thread-safe. A parser returns true and writes its output, or returns
+ * false and leaves *out untouched. */
 #pragma once
 
 #include <stdbool.h>

@@ -409,7 +409,8 @@ bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_
 	if (notelen)
 		note[0] = '\0';
 	struct cumemcap_policy *p = calloc(1, sizeof(*p));
-	return kept(out, p, p && build_process(p, get, secure, default_path, owner, program, err, errlen, note, notelen),
+	return kept(out, p,
+		    p && build_process(p, get, secure, default_path, owner, program, err, errlen, note, notelen),
 		    err, errlen);
 }
 
@@ -672,8 +673,9 @@ static void policy_init(void)
 	else if (!start.bare)
 		program_from_proc(start.program, sizeof(start.program));
 	/* In place: the_policy is zero (.bss); a failure ends the process. */
-	if (!build_process(&the_policy, start.bare ? no_env : env_get, secure, start.bare ? NULL : CUMEMCAP_DEFAULT_CONFIG, 0,
-			   start.program, err, sizeof(err), note, sizeof(note)))
+	if (!build_process(&the_policy, start.bare ? no_env : env_get, secure,
+			   start.bare ? NULL : CUMEMCAP_DEFAULT_CONFIG, 0, start.program, err, sizeof(err), note,
+			   sizeof(note)))
 		cumemcap_fatal("%s", err);
 	if (note[0])
 		cumemcap_msg("%s", note);

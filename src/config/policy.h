@@ -190,7 +190,8 @@ bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_
 				   const char *default_path, uid_t owner, const char *program,
 				   char *err, size_t errlen, char *note, size_t notelen);
 
-/* Parse configuration text as if read from `path` (for tests and fuzzing). */
+/* As cumemcap_policy_build, with `text` as if read from `path` (for tests
+ * and fuzzing). */
 bool cumemcap_policy_build_from_text(struct cumemcap_policy *out, cumemcap_getenv_fn get,
 				     const char *path, const char *text, size_t len,
 				     const char *program, char *err, size_t errlen);
@@ -223,9 +224,8 @@ void cumemcap_source_format(const struct cumemcap_policy *p, const struct cumemc
 			    char *buf, size_t len);
 
 /* The program name sections match: the base name of argv[0]; for an
- * interpreter (python*, perl, ruby, node, bash, sh, Rscript, julia, ...)
- * the base name of the script it runs, or "-m MODULE"'s module name.
- * (Under secure execution the library uses its executable's name.) */
+ * interpreter (python*, perl, node, bash, ...) the base name of the script
+ * it runs, or "-m MODULE"'s module name. */
 void cumemcap_program_name(int argc, char *const *argv, char *out, size_t len);
 
 /* The process's policy, built on first use; bad settings end the process. */

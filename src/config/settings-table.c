@@ -303,7 +303,8 @@ static bool parse_metrics(struct cumemcap_policy *p, const char *value, char *wh
 static bool parse_group(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
 	size_t n = strlen(value);
-	if (n > CUMEMCAP_GROUP_NAME_MAX || value[0] == '.' || value[0] == '-' || strspn(value, NAME_CHARS ".-") != n) {
+	if (n > CUMEMCAP_GROUP_NAME_MAX || value[0] == '.' || value[0] == '-' ||
+	    strspn(value, NAME_CHARS ".-") != n) {
 		snprintf(why, len,
 			 " is not a group name; accepted: 1 to %d letters, digits, '.', '_' or '-', "
 			 "not starting with '.' or '-' (empty: no group)", CUMEMCAP_GROUP_NAME_MAX);
