@@ -27,7 +27,6 @@
 #include "entry/hooks.h"
 #include "state/ledger.h"
 #include "log/log.h"
-#include "log/signals.h"
 #include "platform/msg.h"
 #include "config/hints.h"
 #include "config/policy.h"

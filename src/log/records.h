@@ -7,7 +7,7 @@
  * Thread and signal safety: nothing here takes a lock. The start record
  * is built under log.c's open lock, samples by the worker thread, the
  * exit record and the summary by the one claimant of the exit
- * (signals.c), possibly in a fatal-signal handler: that path
+ * (log.c), possibly in a fatal-signal handler: that path
  * (log_exit_record, log_stderr_summary, log_used_gpu, log_begin,
  * log_put_gpu) is async-signal-safe (static buffers, no malloc, no
  * stdio). */
