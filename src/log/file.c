@@ -16,7 +16,6 @@
 #include "log/file.h"
 #include "platform/msg.h"
 
-enum cumemcap_log_target log_target = CUMEMCAP_LOG_OFF;
 _Atomic int log_file_state;
 static int file_fd = -1;
 static struct stat file_st; /* what file_fd is */
@@ -24,6 +23,8 @@ char log_file_path[CUMEMCAP_PATH_MAX + 16];
 
 bool log_expand(const char *tmpl, char *dst, size_t len)
 {
+	if (len == 0)
+		return false;
 	struct out o = { .p = dst, .cap = len - 1, .flush_fd = -1 };
 	char host[256] = "unknown";
 	if (gethostname(host, sizeof(host) - 1) != 0 || !host[0])

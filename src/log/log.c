@@ -43,6 +43,8 @@
 
 static pthread_once_t snapshot_once = PTHREAD_ONCE_INIT;
 static uint32_t interval_ms = CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
+/* The policy's answer, copied once (a signal handler reads it). */
+static enum cumemcap_log_target log_target = CUMEMCAP_LOG_OFF;
 static bool metrics_wanted;
 /* The environment's part of the snapshot was taken at start: written
  * before main, read after. */
@@ -86,11 +88,6 @@ void cumemcap_log_start_env(void)
 void cumemcap_log_policy_env(void)
 {
 	take_env(true);
-}
-
-bool cumemcap_log_expand(const char *tmpl, char *dst, size_t len)
-{
-	return len > 0 && log_expand(tmpl, dst, len);
 }
 
 /* One row per signal: its number and its name (for the exit record);

@@ -84,13 +84,6 @@ void cumemcap_log_fork_prepare(void);
 void cumemcap_log_fork_parent(void);
 void cumemcap_log_fork_child(void);
 
-/* A path template (checked by cumemcap_parse_template) with %p, %u, %h, %n
- * and %% expanded into dst, as the log and metrics files are named; a host
- * or program name never adds a directory level ('/' becomes '_'). False
- * when it does not fit in `len` bytes (dst is then cut, still terminated).
- * For the fuzz target; the log uses it internally. */
-bool cumemcap_log_expand(const char *tmpl, char *dst, size_t len);
-
 /* Install the SIGBUS handler alone, before a group's book is mapped, so
  * that a book cut under the mapping never kills the program; the other
  * fatal signals' handlers go in at the first GPU use. */
