@@ -50,9 +50,7 @@ static bool metrics_wanted;
  * before main, read after. */
 static bool env_taken;
 
-/* What the log reads of the environment; `policy_built`: whether the
- * policy may be asked whether the log's template is the default. */
-static void take_env(bool policy_built)
+void cumemcap_log_take_env(bool policy_built)
 {
 	log_metrics_init();
 	log_file_init(policy_built);
@@ -63,7 +61,7 @@ static void snapshot(void)
 {
 	log_identity();
 	if (!env_taken)
-		take_env(true);
+		cumemcap_log_take_env(true);
 	const struct cumemcap_policy *p = cumemcap_policy();
 	interval_ms = p->log_interval_ms ? p->log_interval_ms : CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
 	metrics_wanted = p->metrics_path[0] != '\0';
@@ -78,16 +76,6 @@ static void ensure_snapshot(void)
 void cumemcap_log_init(void)
 {
 	ensure_snapshot();
-}
-
-void cumemcap_log_start_env(void)
-{
-	take_env(false);
-}
-
-void cumemcap_log_policy_env(void)
-{
-	take_env(true);
 }
 
 /* One row per signal: its number and its name (for the exit record);
@@ -272,6 +260,10 @@ void cumemcap_log_arm_sigbus(void)
 
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* An event record's buffer: its head carries the program and host names,
+ * JSON-escaped (up to six bytes each of theirs). */
+#define EVENT_BUF 4096
+
 /* Create the file and write its start record if nobody has yet; any
  * thread, once. */
 static void ensure_open(void)
@@ -363,7 +355,7 @@ void cumemcap_log_device(int dev)
 
 void cumemcap_log_segment(int dev, bool taken, uint64_t bytes)
 {
-	char buf[LOG_EVENT_BUF];
+	char buf[EVENT_BUF];
 	struct out o = OUT(buf);
 	if (!begin_event(&o, "segment", dev))
 		return;
@@ -382,7 +374,7 @@ static void put_request(struct out *o, const char *door, uint64_t requested)
 
 static void refusal_or_oom(const char *type, int dev, const char *door, uint64_t requested)
 {
-	char buf[LOG_EVENT_BUF];
+	char buf[EVENT_BUF];
 	struct out o = OUT(buf);
 	if (!begin_event(&o, type, dev))
 		return;
@@ -436,7 +428,7 @@ void cumemcap_log_wait(int dev, const char *door, uint64_t requested, uint64_t w
 			     granted ? "granted" : "refused at its deadline");
 		return;
 	}
-	char buf[LOG_EVENT_BUF];
+	char buf[EVENT_BUF];
 	struct out o = OUT(buf);
 	if (!begin_event(&o, "wait", dev))
 		return;
@@ -465,7 +457,7 @@ void cumemcap_log_group_change(int dev, const unsigned char uuid[16], uint64_t t
 	}
 	if (!file_logging())
 		return;
-	char buf[LOG_EVENT_BUF];
+	char buf[EVENT_BUF];
 	struct out o = OUT(buf);
 	log_begin(&o, "group_change");
 	out_key_json(&o, "group", cumemcap_group_name());
@@ -595,7 +587,7 @@ void cumemcap_log_fork_child(void)
 
 void cumemcap_log_context(int dev, const char *event, uint64_t live, uint64_t held, uint64_t blocks)
 {
-	char buf[LOG_EVENT_BUF];
+	char buf[EVENT_BUF];
 	struct out o = OUT(buf);
 	if (!begin_event(&o, "context", dev))
 		return;
@@ -608,7 +600,7 @@ void cumemcap_log_context(int dev, const char *event, uint64_t live, uint64_t he
 
 void cumemcap_log_overhead(int dev, const char *source, uint64_t per_context)
 {
-	char buf[LOG_EVENT_BUF];
+	char buf[EVENT_BUF];
 	struct out o = OUT(buf);
 	if (!begin_event(&o, "overhead", dev))
 		return;

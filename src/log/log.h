@@ -22,14 +22,13 @@
 /* The library constructor: policy is built, nothing else is done yet. */
 void cumemcap_log_init(void);
 
-/* Instead of cumemcap_log_init, in the constructor of a process nothing
- * configures: only what the log reads of the environment (TMPDIR, the
- * Downward API's variables) is taken now, as the process started; the
- * rest waits for the log's first use. */
-void cumemcap_log_start_env(void);
-
-/* The same for a configured process whose policy the constructor built. */
-void cumemcap_log_policy_env(void);
+/* Instead of cumemcap_log_init, in a constructor that defers the rest:
+ * only what the log reads of the environment (TMPDIR, the Downward API's
+ * variables) is taken now, as the process started; the rest waits for
+ * the log's first use. `policy_built`: the constructor built the policy
+ * (a configured process), which then says whether the log's template is
+ * the default. */
+void cumemcap_log_take_env(bool policy_built);
 
 /* A GPU became known (its facts are in cumemcap_device_info(dev)). The
  * first call writes the start record. Called from any hook thread. */

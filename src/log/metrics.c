@@ -1,6 +1,5 @@
-/* log/metrics: the Prometheus text file (CUMEMCAP_METRICS), and the
- * files of its writers that died. docs/metrics.md says which labels, how
- * the file is named and replaced, and how dead writers are found.
+/* log/metrics: see metrics.h; docs/metrics.md says which labels, how the
+ * file is named and replaced, and how dead writers are found.
  *
  * Who owns a name: its companion `.NAME.cumemcap-lock`, created O_EXCL,
  * held with an OFD write lock for the writer's whole life and holding
@@ -84,13 +83,6 @@ static bool same_file(int dfd, const char *name, const struct stat *held)
 	       st.st_ino == held->st_ino;
 }
 
-/* Remove `name` in dfd if it is still the file `held` was. */
-static void unlink_held(int dfd, const char *name, const struct stat *held)
-{
-	if (same_file(dfd, name, held))
-		unlinkat(dfd, name, 0);
-}
-
 /* Whether `name` in dfd is there and another user's (of any file type):
  * not one a writer may replace. */
 static bool others_file(int dfd, const char *name)
@@ -141,7 +133,8 @@ static bool sweep_one(int dfd, const char *companion)
 		unlink_mine(dfd, target);
 		memcpy(target + n, ".tmp", 5);
 		unlink_mine(dfd, target);
-		unlink_held(dfd, companion, &st);
+		if (same_file(dfd, companion, &st))
+			unlinkat(dfd, companion, 0);
 	} else {
 		stale = false;
 	}
@@ -229,15 +222,14 @@ const char *log_metrics_path(void)
 	return atomic_load(&log_metrics_state) == OPEN ? metrics_path : "";
 }
 
-/* Through its checked directory, quietly (a signal handler may call it). */
 void log_metrics_unlink(void)
 {
 	int dfd = log_open_dir(metrics_dir, false, NULL, NULL, NULL);
 	if (dfd >= 0) {
 		unlink_mine(dfd, metrics_name);
 		unlink_mine(dfd, metrics_tmp);
-		if (companion_fd >= 0)
-			unlink_held(dfd, own_companion, &companion_st);
+		if (companion_fd >= 0 && same_file(dfd, own_companion, &companion_st))
+			unlinkat(dfd, own_companion, 0);
 		close(dfd);
 	}
 }
@@ -315,7 +307,6 @@ void log_metrics_claim(void)
 	errno = saved;
 }
 
-/* ,name="value" */
 static void label(struct out *o, const char *name, size_t nn, const char *value, size_t vn)
 {
 	out_str(o, ",");
@@ -344,12 +335,12 @@ static void process_labels(struct out *o)
 		label(o, k, kn, v, vn);
 }
 
-/* Replaced whole: a temporary file renamed over it. */
+/* Replaced whole: a temporary file renamed over it. The directory is
+ * checked again for every write: it is a path. */
 void log_write_metrics(const struct gpu_figures *all, int n)
 {
 	log_metrics_claim();
 	pthread_mutex_lock(&metrics_lock);
-	/* The directory is checked again for every write: it is a path. */
 	int dfd = atomic_load(&log_metrics_state) == OPEN ? open_dir() : -1;
 	if (dfd < 0)
 		goto unlock;

@@ -1,7 +1,6 @@
 /* log/metrics: the Prometheus text file (CUMEMCAP_METRICS), one family
  * per figure with a Prometheus name in the figure list, one series per
- * GPU; metrics.c says which labels, how the file is named, replaced and
- * removed, and how the files of dead writers are swept.
+ * GPU, and the files of its writers that died, swept.
  *
  * Thread safety: the name is claimed once under metrics.c's lock (by the
  * first GPU use's hook or the worker), which is taken across fork; the
@@ -25,7 +24,7 @@ void log_metrics_claim(void);
 const char *log_metrics_path(void);
 /* Write the file anew with these figures. */
 void log_write_metrics(const struct gpu_figures *all, int n);
-/* The file and its companion go away (async-signal-safe). */
+/* The file and its companion go away, quietly. */
 void log_metrics_unlink(void);
 void log_metrics_fork_prepare(void);
 void log_metrics_fork_parent(void);
