@@ -328,33 +328,32 @@ fail:
 	return -1;
 }
 
-const char *log_split_path(const char *path, char *dir, size_t cap)
+int log_open_template(const char *tmpl, char *path, char *dir, char *name, bool create, const char *subject,
+		      const char *off)
 {
+	if (!log_expand(tmpl, path, CUMEMCAP_PATH_MAX)) {
+		log_say_off(subject, path, "the expanded path is too long", 0, off);
+		return -1;
+	}
 	const char *slash = strrchr(path, '/');
 	size_t n = slash ? (size_t)(slash - path) : 0;
-	snprintf(dir, cap, "%.*s", (int)(n ? n : 1), slash ? path : ".");
-	return slash ? slash + 1 : path;
+	snprintf(dir, CUMEMCAP_PATH_MAX, "%.*s", (int)(n ? n : 1), slash ? path : ".");
+	cumemcap_copy(name, CUMEMCAP_PATH_MAX, slash ? slash + 1 : path);
+	return log_open_dir(dir, create, subject, path, off);
 }
 
 bool log_file_create(void)
 {
 	const char *tmpl = default_template[0] ? default_template : cumemcap_policy()->log_path;
-	if (!log_expand(tmpl, log_file_path, CUMEMCAP_PATH_MAX)) {
-		turn_off("the expanded path is too long", 0);
-		return false;
-	}
-	char dir[CUMEMCAP_PATH_MAX];
-	const char *name = log_split_path(log_file_path, dir, sizeof(dir));
-	int dfd = log_open_dir(dir, true, "log", log_file_path, "logging is off");
+	char dir[CUMEMCAP_PATH_MAX], base[CUMEMCAP_PATH_MAX];
+	int dfd = log_open_template(tmpl, log_file_path, dir, base, true, "log", "logging is off");
 	if (dfd < 0) {
 		atomic_store(&log_file_state, OFF);
 		return false;
 	}
 	/* An existing file (pid reuse, a planted link) is never followed
 	 * nor appended to: NAME.1.jsonl, NAME.2.jsonl, ... */
-	char base[sizeof(log_file_path)];
-	size_t at = (size_t)(name - log_file_path);
-	cumemcap_copy(base, sizeof(base), name);
+	size_t at = strlen(log_file_path) - strlen(base);
 	int fd = -1, e = EEXIST;
 	for (unsigned i = 0; i < 100 && fd < 0 && e == EEXIST; i++) {
 		char cand[CUMEMCAP_PATH_MAX + 8];

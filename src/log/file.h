@@ -33,15 +33,16 @@ bool log_expand(const char *tmpl, char *dst, size_t len);
 /* NAME with ".N" before its extension (N > 0): "x.jsonl" -> "x.1.jsonl",
  * "x" -> "x.1". False when it does not fit. */
 bool log_suffixed(const char *name, unsigned n, char *out, size_t cap);
-/* The directory part of `path` into dir ("." when none, "/" for the
- * root); returns the name part. */
-const char *log_split_path(const char *path, char *dir, size_t cap);
-
 /* The directory `dir`, walked from the root and checked (file.c says
  * how; with `create`, a missing last component is made 0700): an
  * O_DIRECTORY descriptor, or -1. When refused and `subject` is not NULL,
  * one stderr line says why (log_say_off). */
 int log_open_dir(const char *dir, bool create, const char *subject, const char *path, const char *off);
+/* `tmpl` expanded into path, its directory ("." when none) into dir and
+ * its name into name (each CUMEMCAP_PATH_MAX bytes), and that directory
+ * opened by log_open_dir: its descriptor, or -1, said on stderr. */
+int log_open_template(const char *tmpl, char *path, char *dir, char *name, bool create, const char *subject,
+		      const char *off);
 /* Whether descriptor fd is still the file `held` was (the program may
  * have closed the number and reused it). */
 bool log_fd_is(int fd, const struct stat *held);

@@ -252,16 +252,14 @@ static int open_dir(void)
 /* metrics_lock held: the name, its companion locked; then a sweep. */
 static void claim(void)
 {
-	if (!log_expand(cumemcap_policy()->metrics_path, metrics_path, CUMEMCAP_PATH_MAX)) {
-		metrics_off("the expanded path is too long", 0);
+	char base[CUMEMCAP_PATH_MAX];
+	int dfd = log_open_template(cumemcap_policy()->metrics_path, metrics_path, metrics_dir, base, false, "metrics",
+				    "metrics are off");
+	if (dfd < 0) {
+		atomic_store(&log_metrics_state, OFF);
 		return;
 	}
-	char base[sizeof(metrics_path)];
-	size_t at = (size_t)(log_split_path(metrics_path, metrics_dir, sizeof(metrics_dir)) - metrics_path);
-	cumemcap_copy(base, sizeof(base), metrics_path + at);
-	int dfd = open_dir();
-	if (dfd < 0)
-		return;
+	size_t at = strlen(metrics_path) - strlen(base);
 	int fd = -EEXIST;
 	for (unsigned i = 0; i < 100 && fd == -EEXIST; i++) {
 		if (!log_suffixed(base, i, metrics_name, sizeof(metrics_name)) ||
