@@ -240,15 +240,6 @@ static void metrics_off(const char *what, int err)
 	log_say_off("metrics", metrics_path, what, err, "metrics are off");
 }
 
-/* The directory, checked; -1 when refused (then metrics are off). */
-static int open_dir(void)
-{
-	int dfd = log_open_dir(metrics_dir, false, "metrics", metrics_path, "metrics are off");
-	if (dfd < 0)
-		atomic_store(&log_metrics_state, OFF);
-	return dfd;
-}
-
 /* metrics_lock held: the name, its companion locked; then a sweep. */
 static void claim(void)
 {
@@ -339,9 +330,13 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 {
 	log_metrics_claim();
 	pthread_mutex_lock(&metrics_lock);
-	int dfd = atomic_load(&log_metrics_state) == OPEN ? open_dir() : -1;
-	if (dfd < 0)
+	int dfd = atomic_load(&log_metrics_state) == OPEN
+			  ? log_open_dir(metrics_dir, false, "metrics", metrics_path, "metrics are off")
+			  : -1;
+	if (dfd < 0) {
+		atomic_store(&log_metrics_state, OFF); /* refused, or it was already */
 		goto unlock;
+	}
 	if (cumemcap_now_ms() - last_sweep_ms >= SWEEP_EVERY_MS) {
 		sweep_dir(dfd, own_companion);
 		last_sweep_ms = cumemcap_now_ms();
