@@ -84,13 +84,9 @@ void log_file_init(bool ask_policy)
 	if (!tmp || tmp[0] != '/')
 		return;
 	struct out o = { .p = default_template, .cap = sizeof(default_template) - 1, .flush_fd = -1 };
-	/* Its length without the trailing slashes ("/" stays). */
-	size_t n = 0;
-	for (size_t i = 0; tmp[i]; i++)
-		if (tmp[i] != '/')
-			n = i + 1;
-	if (n == 0)
-		n = 1;
+	size_t n = strlen(tmp);
+	while (n > 0 && tmp[n - 1] == '/')
+		n--;
 	for (size_t i = 0; i < n; i++) {
 		if ((unsigned char)tmp[i] < 0x20 || tmp[i] == 0x7f) {
 			default_template[0] = '\0';
@@ -99,9 +95,7 @@ void log_file_init(bool ask_policy)
 		/* '%' is taken as it is, not as a template */
 		out_put(&o, tmp[i] == '%' ? "%%" : &tmp[i], tmp[i] == '%' ? 2 : 1);
 	}
-	if (n != 1)
-		out_str(&o, "/");
-	out_str(&o, default_log + sizeof("/tmp/") - 1);
+	out_str(&o, default_log + sizeof("/tmp") - 1);
 	default_template[o.lost ? 0 : o.len] = '\0';
 }
 
