@@ -492,25 +492,19 @@ uint32_t cumemcap_log_tick(uint64_t now_ms)
 	bool metrics_on = metrics_wanted && atomic_load(&log_metrics_state) != OFF;
 	if ((!log_on && !metrics_on) || atomic_load(&exit_claimed))
 		return UINT32_MAX;
-	uint32_t wait;
-	bool due = false;
 	pthread_mutex_lock(&tick_lock);
 	if (!next_due)
 		next_due = now_ms + interval_ms;
-	if (now_ms >= next_due) {
-		due = true;
-		next_due += interval_ms;
-		if (next_due <= now_ms)
-			next_due = now_ms + interval_ms;
-	}
-	wait = (uint32_t)(next_due - now_ms);
+	bool due = now_ms >= next_due;
+	if (due) /* the next after this one, or one interval from now if missed */
+		next_due = next_due + interval_ms > now_ms ? next_due + interval_ms : now_ms + interval_ms;
+	uint32_t wait = (uint32_t)(next_due - now_ms);
 	pthread_mutex_unlock(&tick_lock);
 	if (!due)
 		return wait;
 	/* NVML is asked with no lock of ours held: fork() takes tick_lock
-	 * after other libraries' fork handlers took theirs (the fake driver's
-	 * lock, which the fake NVML takes too), so holding it across the query
-	 * could deadlock a fork (ThreadSanitizer: lock-order inversion). The
+	 * after other libraries' fork handlers took theirs, which NVML may
+	 * take, so holding it across the query could deadlock a fork. The
 	 * figures are the worker's own (only it ticks). */
 	static struct gpu_figures f[CUMEMCAP_MAX_DEVICES];
 	int n = log_gather(f);
