@@ -4,9 +4,9 @@
  * docs/footprint-log.md), the periodic samples, the optional Prometheus
  * text file, the exit summary and the fatal-signal handlers that write
  * it. The other layers call only the functions below; each is cheap,
- * never calls CUDA, never blocks a hook for longer than a copy, and never lets
- * an I/O error reach the program (a failed write turns logging off with
- * one stderr line).
+ * never calls CUDA, never blocks a hook for longer than a copy, and never
+ * lets an I/O error reach the program (a failed write turns logging off
+ * with one stderr line).
  *
  * `door` is the driver entry point the request came through
  * ("cuMemAlloc_v2", "cuMemAllocAsync", ...). */
