@@ -46,6 +46,9 @@ static uint32_t interval_ms = CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
 /* The policy's answer, copied once (a signal handler reads it). */
 static enum cumemcap_log_target log_target = CUMEMCAP_LOG_OFF;
 static bool metrics_wanted;
+/* What the samples and the exit record count; dropped: event records
+ * over the rate. */
+static _Atomic uint64_t samples_written, events_dropped;
 /* The environment's part of the snapshot was taken at start: written
  * before main, read after. */
 static bool env_taken;
@@ -114,7 +117,8 @@ static void exit_once(int signo)
 			static char buf[64 * 1024]; /* only the one claimant writes it */
 			struct out o = OUT(buf);
 			size_t i = slot_of(signo);
-			log_exit_record(&o, signo, i < N_FATAL ? fatal[i].name : NULL);
+			log_exit_record(&o, signo, i < N_FATAL ? fatal[i].name : NULL, atomic_load(&samples_written),
+					atomic_load(&events_dropped));
 			log_emit(&o);
 		}
 		/* A finished process leaves no stale series behind. */
@@ -304,7 +308,7 @@ static bool event_allowed(void)
 		atomic_store(&window_events, 0); /* approximate at the edge; fine */
 	if (atomic_fetch_add(&window_events, 1) < EVENTS_PER_SECOND)
 		return true;
-	atomic_fetch_add(&log_events_dropped, 1);
+	atomic_fetch_add(&events_dropped, 1);
 	return false;
 }
 
@@ -512,10 +516,10 @@ uint32_t cumemcap_log_tick(uint64_t now_ms)
 	if (log_on) {
 		static char buf[48 * 1024];
 		struct out o = OUT(buf);
-		log_sample_record(&o, f, n);
+		log_sample_record(&o, f, n, atomic_load(&events_dropped));
 		if (!atomic_load(&exit_claimed)) {
 			log_emit(&o);
-			atomic_fetch_add(&log_samples_written, 1);
+			atomic_fetch_add(&samples_written, 1);
 		}
 	}
 	if (metrics_on)
@@ -558,24 +562,27 @@ void cumemcap_log_fork_prepare(void)
 {
 	pthread_mutex_lock(&open_lock);
 	pthread_mutex_lock(&tick_lock);
-	log_metrics_fork_prepare();
+	pthread_mutex_lock(&log_metrics_lock);
 }
 
 void cumemcap_log_fork_parent(void)
 {
-	log_metrics_fork_parent();
+	pthread_mutex_unlock(&log_metrics_lock);
 	pthread_mutex_unlock(&tick_lock);
 	pthread_mutex_unlock(&open_lock);
 }
 
 void cumemcap_log_fork_child(void)
 {
+	pthread_mutex_unlock(&log_metrics_lock);
 	pthread_mutex_unlock(&tick_lock);
 	pthread_mutex_unlock(&open_lock);
 	log_metrics_fork_child();
 	log_file_fork_child();
 	log_records_fork_child();
 	atomic_store(&exit_claimed, false);
+	atomic_store(&samples_written, 0);
+	atomic_store(&events_dropped, 0);
 	next_due = 0;
 }
 

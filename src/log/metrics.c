@@ -11,7 +11,7 @@
  * takes no name where another user's file is and never renames over one.
  *
  * Thread safety: see metrics.h; the file is written under log.c's tick
- * lock and metrics_lock. */
+ * lock and log_metrics_lock. */
 #include "config.h"
 
 #include <dirent.h>
@@ -44,7 +44,7 @@ static const char SWEEP_MAGIC[] = "cumemcap metrics writer lock 1\n";
 #define STALE_EMPTY_SECONDS 60
 
 _Atomic int log_metrics_state;
-static pthread_mutex_t metrics_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t log_metrics_lock = PTHREAD_MUTEX_INITIALIZER;
 static char metrics_path[CUMEMCAP_PATH_MAX + 16], metrics_dir[CUMEMCAP_PATH_MAX];
 static char metrics_name[CUMEMCAP_PATH_MAX + 16], metrics_tmp[CUMEMCAP_PATH_MAX + 24];
 static char own_companion[CUMEMCAP_PATH_MAX + 40];
@@ -240,7 +240,7 @@ static void metrics_off(const char *what, int err)
 	log_say_off("metrics", metrics_path, what, err, "metrics are off");
 }
 
-/* metrics_lock held: the name, its companion locked; then a sweep. */
+/* log_metrics_lock held: the name, its companion locked; then a sweep. */
 static void claim(void)
 {
 	char base[CUMEMCAP_PATH_MAX];
@@ -289,10 +289,10 @@ void log_metrics_claim(void)
 	if (atomic_load(&log_metrics_state) != CLOSED)
 		return;
 	int saved = errno;
-	pthread_mutex_lock(&metrics_lock);
+	pthread_mutex_lock(&log_metrics_lock);
 	if (atomic_load(&log_metrics_state) == CLOSED)
 		claim();
-	pthread_mutex_unlock(&metrics_lock);
+	pthread_mutex_unlock(&log_metrics_lock);
 	errno = saved;
 }
 
@@ -329,7 +329,7 @@ static void process_labels(struct out *o)
 void log_write_metrics(const struct gpu_figures *all, int n)
 {
 	log_metrics_claim();
-	pthread_mutex_lock(&metrics_lock);
+	pthread_mutex_lock(&log_metrics_lock);
 	int dfd = atomic_load(&log_metrics_state) == OPEN
 			  ? log_open_dir(metrics_dir, false, "metrics", metrics_path, "metrics are off")
 			  : -1;
@@ -411,17 +411,7 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 close_dir:
 	close(dfd);
 unlock:
-	pthread_mutex_unlock(&metrics_lock);
-}
-
-void log_metrics_fork_prepare(void)
-{
-	pthread_mutex_lock(&metrics_lock);
-}
-
-void log_metrics_fork_parent(void)
-{
-	pthread_mutex_unlock(&metrics_lock);
+	pthread_mutex_unlock(&log_metrics_lock);
 }
 
 /* The child writes a file of its own, under a name of its own: it lets go
@@ -429,7 +419,6 @@ void log_metrics_fork_parent(void)
  * its own descriptor of it), if the number still is that file. */
 void log_metrics_fork_child(void)
 {
-	pthread_mutex_unlock(&metrics_lock);
 	if (companion_fd >= 0 && log_fd_is(companion_fd, &companion_st))
 		close(companion_fd);
 	companion_fd = -1;

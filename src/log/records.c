@@ -23,8 +23,6 @@
 static char identity[2048];
 static size_t identity_len;
 char log_host[256];
-_Atomic uint64_t log_samples_written;
-_Atomic uint64_t log_events_dropped;
 /* By ordinal, plus one (0: not known): the highest NVML figure seen, and
  * nvidia-smi's index. */
 static _Atomic uint64_t peak_driver[CUMEMCAP_MAX_DEVICES];
@@ -46,8 +44,6 @@ void log_identity(void)
 void log_records_fork_child(void)
 {
 	log_identity();
-	atomic_store(&log_samples_written, 0);
-	atomic_store(&log_events_dropped, 0);
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
 		atomic_store(&peak_driver[dev], 0);
 }
@@ -345,7 +341,7 @@ static void put_gpu_object(struct out *o, bool first, int dev, const struct cume
 	out_str(o, "}");
 }
 
-void log_sample_record(struct out *o, const struct gpu_figures *all, int n)
+void log_sample_record(struct out *o, const struct gpu_figures *all, int n, uint64_t dropped)
 {
 	log_begin(o, "sample");
 	out_key(o, "gpus");
@@ -353,7 +349,7 @@ void log_sample_record(struct out *o, const struct gpu_figures *all, int n)
 	for (int i = 0; i < n; i++)
 		put_gpu_object(o, i == 0, all[i].dev, &all[i].f, COLUMN(sample));
 	out_str(o, "]");
-	out_key_u(o, "events_dropped", atomic_load(&log_events_dropped));
+	out_key_u(o, "events_dropped", dropped);
 	out_str(o, "}\n");
 }
 
@@ -397,7 +393,7 @@ void log_stderr_summary(void)
 	}
 }
 
-void log_exit_record(struct out *o, int signo, const char *signal_name)
+void log_exit_record(struct out *o, int signo, const char *signal_name, uint64_t samples, uint64_t dropped)
 {
 	log_begin(o, "exit");
 	out_key(o, "reason");
@@ -407,8 +403,8 @@ void log_exit_record(struct out *o, int signo, const char *signal_name)
 		if (signal_name)
 			out_key_json(o, "signal_name", signal_name);
 	}
-	out_key_u(o, "samples", atomic_load(&log_samples_written));
-	out_key_u(o, "events_dropped", atomic_load(&log_events_dropped));
+	out_key_u(o, "samples", samples);
+	out_key_u(o, "events_dropped", dropped);
 	out_key(o, "gpus");
 	out_str(o, "[");
 	bool first = true;

@@ -19,15 +19,12 @@
 #include "log/format.h"
 #include "state/figures.h"
 
-/* What the samples and the exit record count. */
-extern _Atomic uint64_t log_samples_written;
-extern _Atomic uint64_t log_events_dropped; /* event records over the rate */
 /* The host name ("" when unknown). */
 extern char log_host[256];
 
 /* The process's identity in every record (pid, program, host), formatted
- * at the first record; in a fork child again, and the counts and driver
- * peaks start over. */
+ * at the first record; in a fork child again, and the driver peaks start
+ * over. */
 void log_identity(void);
 void log_records_fork_child(void);
 
@@ -56,11 +53,12 @@ struct gpu_figures {
 };
 /* Every known GPU's figures, NVML's included (the worker); the count. */
 int log_gather(struct gpu_figures *all);
-void log_sample_record(struct out *o, const struct gpu_figures *all, int n);
+/* `dropped`: the event records over the rate so far. */
+void log_sample_record(struct out *o, const struct gpu_figures *all, int n, uint64_t dropped);
 
 /* Whether any GPU saw an allocation, free, refusal or driver OOM. */
 bool log_used_gpu(void);
 /* One stderr line per GPU that saw an allocation or refusal. */
 void log_stderr_summary(void);
 /* The exit record; `signal_name` is signo's (NULL: none known). */
-void log_exit_record(struct out *o, int signo, const char *signal_name);
+void log_exit_record(struct out *o, int signo, const char *signal_name, uint64_t samples, uint64_t dropped);
