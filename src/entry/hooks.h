@@ -15,7 +15,6 @@
 #include "platform/export.h"
 #include "state/death-lock.h"
 #include "log/log.h"
-#include "log/signals.h"
 
 /* The driver is loaded and the upcalls are registered (setup.c). */
 extern _Atomic bool cumemcap_set_up;

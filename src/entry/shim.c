@@ -27,7 +27,6 @@
 #include "entry/hooks.h"
 #include "state/ledger.h"
 #include "log/log.h"
-#include "log/signals.h"
 #include "platform/msg.h"
 #include "config/hints.h"
 #include "config/policy.h"
@@ -124,14 +123,14 @@ __attribute__((constructor)) static void cumemcap_start(int argc, char **argv, c
 {
 	(void)envp;
 	if (!cumemcap_policy_start(argc, argv)) {
-		cumemcap_log_start_env();
+		cumemcap_log_take_env(false);
 		if (cumemcap_setup_defer_start(start_with_hints))
 			return;
 	} else {
 		const struct cumemcap_policy *p = cumemcap_policy();
 		if (!p->group[0] && !p->secure) {
 			cumemcap_hints_apply(p);
-			cumemcap_log_policy_env();
+			cumemcap_log_take_env(true);
 			if (!cumemcap_setup_defer_start(start_after_hints))
 				start_after_hints();
 			return;

@@ -1,6 +1,6 @@
 /* mapped: a SIGBUS in a mapped book or registry (the table of mappings is
  * book.c's). Any member may cut the file under every other member's
- * mapping (group.h); the shim's SIGBUS handler (log/signals.c) asks here.
+ * mapping (group.h); the shim's SIGBUS handler (log/log.c) asks here.
  * Thread safety: no lock; async-signal-safe. */
 #pragma once
 

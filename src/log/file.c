@@ -16,7 +16,6 @@
 #include "log/file.h"
 #include "platform/msg.h"
 
-enum cumemcap_log_target log_target = CUMEMCAP_LOG_OFF;
 _Atomic int log_file_state;
 static int file_fd = -1;
 static struct stat file_st; /* what file_fd is */
@@ -24,6 +23,8 @@ char log_file_path[CUMEMCAP_PATH_MAX + 16];
 
 bool log_expand(const char *tmpl, char *dst, size_t len)
 {
+	if (len == 0)
+		return false;
 	struct out o = { .p = dst, .cap = len - 1, .flush_fd = -1 };
 	char host[256] = "unknown";
 	if (gethostname(host, sizeof(host) - 1) != 0 || !host[0])
@@ -83,13 +84,9 @@ void log_file_init(bool ask_policy)
 	if (!tmp || tmp[0] != '/')
 		return;
 	struct out o = { .p = default_template, .cap = sizeof(default_template) - 1, .flush_fd = -1 };
-	/* Its length without the trailing slashes ("/" stays). */
-	size_t n = 0;
-	for (size_t i = 0; tmp[i]; i++)
-		if (tmp[i] != '/')
-			n = i + 1;
-	if (n == 0)
-		n = 1;
+	size_t n = strlen(tmp);
+	while (n > 0 && tmp[n - 1] == '/')
+		n--;
 	for (size_t i = 0; i < n; i++) {
 		if ((unsigned char)tmp[i] < 0x20 || tmp[i] == 0x7f) {
 			default_template[0] = '\0';
@@ -98,9 +95,7 @@ void log_file_init(bool ask_policy)
 		/* '%' is taken as it is, not as a template */
 		out_put(&o, tmp[i] == '%' ? "%%" : &tmp[i], tmp[i] == '%' ? 2 : 1);
 	}
-	if (n != 1)
-		out_str(&o, "/");
-	out_str(&o, default_log + sizeof("/tmp/") - 1);
+	out_str(&o, default_log + sizeof("/tmp") - 1);
 	default_template[o.lost ? 0 : o.len] = '\0';
 }
 
@@ -327,33 +322,32 @@ fail:
 	return -1;
 }
 
-const char *log_split_path(const char *path, char *dir, size_t cap)
+int log_open_template(const char *tmpl, char *path, char *dir, char *name, bool create, const char *subject,
+		      const char *off)
 {
+	if (!log_expand(tmpl, path, CUMEMCAP_PATH_MAX)) {
+		log_say_off(subject, path, "the expanded path is too long", 0, off);
+		return -1;
+	}
 	const char *slash = strrchr(path, '/');
 	size_t n = slash ? (size_t)(slash - path) : 0;
-	snprintf(dir, cap, "%.*s", (int)(n ? n : 1), slash ? path : ".");
-	return slash ? slash + 1 : path;
+	snprintf(dir, CUMEMCAP_PATH_MAX, "%.*s", (int)(n ? n : 1), slash ? path : ".");
+	cumemcap_copy(name, CUMEMCAP_PATH_MAX, slash ? slash + 1 : path);
+	return log_open_dir(dir, create, subject, path, off);
 }
 
 bool log_file_create(void)
 {
 	const char *tmpl = default_template[0] ? default_template : cumemcap_policy()->log_path;
-	if (!log_expand(tmpl, log_file_path, CUMEMCAP_PATH_MAX)) {
-		turn_off("the expanded path is too long", 0);
-		return false;
-	}
-	char dir[CUMEMCAP_PATH_MAX];
-	const char *name = log_split_path(log_file_path, dir, sizeof(dir));
-	int dfd = log_open_dir(dir, true, "log", log_file_path, "logging is off");
+	char dir[CUMEMCAP_PATH_MAX], base[CUMEMCAP_PATH_MAX];
+	int dfd = log_open_template(tmpl, log_file_path, dir, base, true, "log", "logging is off");
 	if (dfd < 0) {
 		atomic_store(&log_file_state, OFF);
 		return false;
 	}
 	/* An existing file (pid reuse, a planted link) is never followed
 	 * nor appended to: NAME.1.jsonl, NAME.2.jsonl, ... */
-	char base[sizeof(log_file_path)];
-	size_t at = (size_t)(name - log_file_path);
-	cumemcap_copy(base, sizeof(base), name);
+	size_t at = strlen(log_file_path) - strlen(base);
 	int fd = -1, e = EEXIST;
 	for (unsigned i = 0; i < 100 && fd < 0 && e == EEXIST; i++) {
 		char cand[CUMEMCAP_PATH_MAX + 8];

@@ -7,8 +7,8 @@
  * lock (log.c's open lock); log_file_state goes CLOSED -> OPEN or OFF,
  * released after the descriptor is set. Writing takes no lock: each
  * record is one write(2) to an O_APPEND descriptor, so lines never
- * interleave. log_emit and log_open_dir are async-signal-safe (the exit
- * record is written from a fatal-signal handler). */
+ * interleave. log_emit, log_open_dir and log_fd_is are async-signal-safe
+ * (the exit record is written from a fatal-signal handler). */
 #pragma once
 
 #include <stdatomic.h>
@@ -21,28 +21,30 @@
 
 enum { CLOSED = 0, OPEN, OFF };
 
-/* Where the log goes: the policy's answer, copied once by log.c (a
- * signal handler reads it). */
-extern enum cumemcap_log_target log_target;
 extern _Atomic int log_file_state; /* CLOSED, OPEN, OFF */
 extern char log_file_path[];        /* the file's path, once created */
 
-/* "/tmp/cumemcap-%u/%n.%h.%p.jsonl" -> a path; false if too long. */
+/* A path template (checked by cumemcap_parse_template) with %p, %u, %h, %n
+ * and %% expanded into dst, as the log and metrics files are named; a host
+ * or program name never adds a directory level ('/' becomes '_'). False
+ * when it does not fit in `len` bytes (dst is then cut, still terminated,
+ * when len > 0). */
 bool log_expand(const char *tmpl, char *dst, size_t len);
 /* NAME with ".N" before its extension (N > 0): "x.jsonl" -> "x.1.jsonl",
  * "x" -> "x.1". False when it does not fit. */
 bool log_suffixed(const char *name, unsigned n, char *out, size_t cap);
-/* The directory part of `path` into dir ("." when none, "/" for the
- * root); returns the name part. */
-const char *log_split_path(const char *path, char *dir, size_t cap);
-
 /* The directory `dir`, walked from the root and checked (file.c says
  * how; with `create`, a missing last component is made 0700): an
  * O_DIRECTORY descriptor, or -1. When refused and `subject` is not NULL,
  * one stderr line says why (log_say_off). */
 int log_open_dir(const char *dir, bool create, const char *subject, const char *path, const char *off);
+/* `tmpl` expanded into path, its directory ("." when none) into dir and
+ * its name into name (each CUMEMCAP_PATH_MAX bytes), and that directory
+ * opened by log_open_dir: its descriptor, or -1, said on stderr. */
+int log_open_template(const char *tmpl, char *path, char *dir, char *name, bool create, const char *subject,
+		      const char *off);
 /* Whether descriptor fd is still the file `held` was (the program may
- * have closed the number and reused it). Async-signal-safe. */
+ * have closed the number and reused it). */
 bool log_fd_is(int fd, const struct stat *held);
 /* One stderr line: "SUBJECT PATH: WHAT[: errno text]; OFF", where the
  * errno text is left out for `err` 0 (and ": " for an empty `what`). */

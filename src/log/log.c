@@ -1,9 +1,12 @@
 /* log: see log.h. Owns the entry points the other layers call, the
  * policy's answers copied once, the rate limit on event records, the
- * sample schedule and the lock under which the file is opened. The log's
- * files call one way: log.c -> signals.c -> metrics.c -> records.c ->
- * file.c -> format.c. The file is opened at the first GPU use, so a
- * process that never uses CUDA writes nothing.
+ * sample schedule, the lock under which the file is opened, and the end
+ * of the process: the exit summary, written once by whoever claims it
+ * first (the library destructor or the handler of a fatal signal), and
+ * one alternate signal stack per thread. The log's files call one way:
+ * log.c -> metrics.c -> records.c -> file.c -> format.c. The file is
+ * opened at the first GPU use, so a process that never uses CUDA writes
+ * nothing.
  *
  * Events from hooks are written at once rather than queued for the
  * worker: they are rare (a segment is a driver allocation, a refusal the
@@ -11,7 +14,8 @@
  * queue would lose the last events exactly when they matter, on a crash.
  * The hook holds no lock while it writes. Samples, NVML and the
  * Prometheus file belong to the worker thread (cumemcap_log_tick) under
- * tick_lock, which no hook takes. */
+ * tick_lock, which no hook takes. The exit path is async-signal-safe (no
+ * malloc, no stdio, no locks); its claim is one atomic exchange. */
 #include "log/log.h"
 
 #include "config.h"
@@ -21,30 +25,35 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "log/file.h"
 #include "log/metrics.h"
 #include "log/records.h"
-#include "log/signals.h"
 #include "driver/nvml.h"
 #include "group/group.h"
+#include "group/mapped.h"
 #include "state/ledger.h"
 #include "platform/msg.h"
 #include "config/policy.h"
 
 static pthread_once_t snapshot_once = PTHREAD_ONCE_INIT;
 static uint32_t interval_ms = CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
+/* The policy's answer, copied once (a signal handler reads it). */
+static enum cumemcap_log_target log_target = CUMEMCAP_LOG_OFF;
 static bool metrics_wanted;
+/* What the samples and the exit record count; dropped: event records
+ * over the rate. */
+static _Atomic uint64_t samples_written, events_dropped;
 /* The environment's part of the snapshot was taken at start: written
  * before main, read after. */
 static bool env_taken;
 
-/* What the log reads of the environment; `policy_built`: whether the
- * policy may be asked whether the log's template is the default. */
-static void take_env(bool policy_built)
+void cumemcap_log_take_env(bool policy_built)
 {
 	log_metrics_init();
 	log_file_init(policy_built);
@@ -55,7 +64,7 @@ static void snapshot(void)
 {
 	log_identity();
 	if (!env_taken)
-		take_env(true);
+		cumemcap_log_take_env(true);
 	const struct cumemcap_policy *p = cumemcap_policy();
 	interval_ms = p->log_interval_ms ? p->log_interval_ms : CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
 	metrics_wanted = p->metrics_path[0] != '\0';
@@ -72,22 +81,192 @@ void cumemcap_log_init(void)
 	ensure_snapshot();
 }
 
-void cumemcap_log_start_env(void)
+/* One row per signal: its number and its name (for the exit record);
+ * `previous` holds, at the same index, what each did before ours. */
+#define FATAL(sig) { .signo = sig, .name = #sig }
+static const struct {
+	int signo;
+	const char *name;
+} fatal[] = { FATAL(SIGSEGV), FATAL(SIGBUS),  FATAL(SIGFPE), FATAL(SIGILL),  FATAL(SIGABRT),
+	      FATAL(SIGTERM), FATAL(SIGINT), FATAL(SIGHUP), FATAL(SIGQUIT) };
+#undef FATAL
+#define N_FATAL (sizeof(fatal) / sizeof(fatal[0]))
+static struct sigaction previous[N_FATAL];
+static atomic_flag armed = ATOMIC_FLAG_INIT;
+
+/* signo's row of `fatal`; N_FATAL for a signal not there. */
+static size_t slot_of(int signo)
 {
-	take_env(false);
+	size_t i = 0;
+	while (i < N_FATAL && fatal[i].signo != signo)
+		i++;
+	return i;
 }
 
-void cumemcap_log_policy_env(void)
+static _Atomic bool exit_claimed;
+
+/* Claim the exit and write its summary: the stderr lines or the exit
+ * record (`signo` != 0: the fatal signal), and remove the metrics file. */
+static void exit_once(int signo)
 {
-	take_env(true);
+	int saved = errno;
+	if (!atomic_exchange(&exit_claimed, true)) {
+		if (log_target == CUMEMCAP_LOG_STDERR) {
+			log_stderr_summary();
+		} else if (log_target == CUMEMCAP_LOG_FILE && atomic_load(&log_file_state) == OPEN) {
+			static char buf[64 * 1024]; /* only the one claimant writes it */
+			struct out o = OUT(buf);
+			size_t i = slot_of(signo);
+			log_exit_record(&o, signo, i < N_FATAL ? fatal[i].name : NULL, atomic_load(&samples_written),
+					atomic_load(&events_dropped));
+			log_emit(&o);
+		}
+		/* A finished process leaves no stale series behind. */
+		if (atomic_exchange(&log_metrics_state, OFF) == OPEN)
+			log_metrics_unlink();
+	}
+	errno = saved;
 }
 
-bool cumemcap_log_expand(const char *tmpl, char *dst, size_t len)
+/* A signal whose previous disposition was the default ends the process:
+ * write the summary, put the default back and raise it again, so the
+ * process ends as it would have (status, core dump). A handler the
+ * program had installed is called instead: the program decides, and if
+ * it exits, the destructor writes the summary. */
+static void on_fatal(int sig, siginfo_t *info, void *uc)
 {
-	return len > 0 && log_expand(tmpl, dst, len);
+	int saved = errno;
+	/* A group's book cut under its mapping by another member: the touch
+	 * goes on in private memory, and the member leaves the group at its
+	 * next look (group/mapped.h). Not the program's signal. */
+	if (sig == SIGBUS && info && cumemcap_mapped_fault(info->si_addr)) {
+		errno = saved;
+		return;
+	}
+	size_t i = slot_of(sig);
+	if (i == N_FATAL)
+		return;
+	const struct sigaction *old = &previous[i];
+	if (old->sa_handler == SIG_DFL) {
+		exit_once(sig);
+		sigaction(sig, old, NULL);
+		raise(sig); /* blocked until we return */
+	} else if (old->sa_flags & SA_SIGINFO) {
+		old->sa_sigaction(sig, info, uc);
+	} else if (old->sa_handler != SIG_IGN) {
+		old->sa_handler(sig);
+	}
+	errno = saved;
+}
+
+/* Alternate signal stacks: a stack overflow raises SIGSEGV with no stack
+ * left to run a handler on, so without one the exit record is lost. Each
+ * thread the shim sees once the handlers are armed (the one that arms
+ * them, and every thread that enters a hook) gets one, unless it has one
+ * already (the program's, a runtime's or a sanitizer's stays). Freed when
+ * the thread ends; the main thread's lives as long as the process. */
+#define ALTSTACK_BYTES (64u * 1024)
+_Atomic bool cumemcap_log_signals_armed;
+CUMEMCAP_TLS bool cumemcap_log_thread_seen;
+static pthread_key_t altstack_key;
+static bool altstack_key_ok; /* written before the handlers are armed */
+
+static size_t altstack_size(void)
+{
+	long min = sysconf(_SC_SIGSTKSZ), page = sysconf(_SC_PAGESIZE);
+	size_t size = ALTSTACK_BYTES;
+	if (min > 0 && (size_t)min * 4 > size)
+		size = (size_t)min * 4;
+	return page > 0 ? (size + (size_t)page - 1) / (size_t)page * (size_t)page : size;
+}
+
+/* Thread exit: the stack is ours to drop only if it is still in place
+ * and not in use; the guard page goes with it. */
+static void altstack_free(void *mem)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	stack_t cur;
+	if (sigaltstack(NULL, &cur) == 0 && (char *)cur.ss_sp == (char *)mem + page) {
+		if (cur.ss_flags & SS_ONSTACK)
+			return;
+		stack_t off = { .ss_flags = SS_DISABLE };
+		sigaltstack(&off, NULL);
+	}
+	munmap(mem, altstack_size() + (size_t)page);
+}
+
+void cumemcap_log_thread_slow(void)
+{
+	if (cumemcap_log_thread_seen || !atomic_load_explicit(&cumemcap_log_signals_armed, memory_order_acquire))
+		return;
+	cumemcap_log_thread_seen = true;
+	int saved = errno;
+	stack_t cur;
+	if (sigaltstack(NULL, &cur) != 0 || !(cur.ss_flags & SS_DISABLE))
+		goto out;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), size = altstack_size();
+	char *mem = mmap(NULL, size + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK,
+			 -1, 0);
+	if (mem == MAP_FAILED)
+		goto out;
+	mprotect(mem, page, PROT_NONE); /* an overflow of the handler faults, not corrupts */
+	stack_t ss = { .ss_sp = mem + page, .ss_size = size, .ss_flags = 0 };
+	if (sigaltstack(&ss, NULL) != 0) {
+		munmap(mem, size + page);
+		goto out;
+	}
+	if (altstack_key_ok)
+		pthread_setspecific(altstack_key, mem);
+out:
+	errno = saved;
+}
+
+/* Installed at the first GPU use, not in the constructor: a process that
+ * never uses CUDA is left as it was, and an interpreter that installs its
+ * own handlers only over the default (CPython's SIGINT ->
+ * KeyboardInterrupt) has done so by then. An ignored signal stays
+ * ignored. */
+static void arm(size_t i)
+{
+	struct sigaction cur, act;
+	if (sigaction(fatal[i].signo, NULL, &cur) != 0 || cur.sa_handler == SIG_IGN ||
+	    ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_fatal))
+		return;
+	memset(&act, 0, sizeof(act));
+	act.sa_sigaction = on_fatal;
+	act.sa_flags = SA_SIGINFO | SA_ONSTACK;
+	if (cur.sa_handler == SIG_DFL) {
+		sigfillset(&act.sa_mask);
+	} else {
+		act.sa_mask = cur.sa_mask;
+		act.sa_flags |= cur.sa_flags & (SA_RESTART | SA_NODEFER);
+	}
+	previous[i] = cur;
+	sigaction(fatal[i].signo, &act, &previous[i]);
+}
+
+static void arm_signals(void)
+{
+	if (atomic_flag_test_and_set(&armed))
+		return;
+	for (size_t i = 0; i < N_FATAL; i++)
+		arm(i);
+	altstack_key_ok = pthread_key_create(&altstack_key, altstack_free) == 0;
+	atomic_store_explicit(&cumemcap_log_signals_armed, true, memory_order_release);
+	cumemcap_log_thread_slow();
+}
+
+/* SIGBUS alone goes in at start: no interpreter installs one then. */
+void cumemcap_log_arm_sigbus(void)
+{
+	arm(slot_of(SIGBUS));
 }
 
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* An event record's buffer: its head carries the program and host names,
+ * JSON-escaped (up to six bytes each of theirs). */
+#define EVENT_BUF 4096
 
 /* Create the file and write its start record if nobody has yet; any
  * thread, once. */
@@ -129,7 +308,7 @@ static bool event_allowed(void)
 		atomic_store(&window_events, 0); /* approximate at the edge; fine */
 	if (atomic_fetch_add(&window_events, 1) < EVENTS_PER_SECOND)
 		return true;
-	atomic_fetch_add(&log_events_dropped, 1);
+	atomic_fetch_add(&events_dropped, 1);
 	return false;
 }
 
@@ -138,7 +317,7 @@ static bool event_allowed(void)
 static bool file_logging(void)
 {
 	ensure_snapshot();
-	if (log_target != CUMEMCAP_LOG_FILE || atomic_load(&log_exit_claimed))
+	if (log_target != CUMEMCAP_LOG_FILE || atomic_load(&exit_claimed))
 		return false;
 	ensure_open();
 	return atomic_load_explicit(&log_file_state, memory_order_acquire) == OPEN && event_allowed();
@@ -175,12 +354,12 @@ void cumemcap_log_device(int dev)
 		log_probe_nvml(); /* before the file's lock, which the start record holds */
 		ensure_open();
 	}
-	log_arm_signals();
+	arm_signals();
 }
 
 void cumemcap_log_segment(int dev, bool taken, uint64_t bytes)
 {
-	char buf[LOG_EVENT_BUF];
+	char buf[EVENT_BUF];
 	struct out o = OUT(buf);
 	if (!begin_event(&o, "segment", dev))
 		return;
@@ -199,7 +378,7 @@ static void put_request(struct out *o, const char *door, uint64_t requested)
 
 static void refusal_or_oom(const char *type, int dev, const char *door, uint64_t requested)
 {
-	char buf[LOG_EVENT_BUF];
+	char buf[EVENT_BUF];
 	struct out o = OUT(buf);
 	if (!begin_event(&o, type, dev))
 		return;
@@ -253,7 +432,7 @@ void cumemcap_log_wait(int dev, const char *door, uint64_t requested, uint64_t w
 			     granted ? "granted" : "refused at its deadline");
 		return;
 	}
-	char buf[LOG_EVENT_BUF];
+	char buf[EVENT_BUF];
 	struct out o = OUT(buf);
 	if (!begin_event(&o, "wait", dev))
 		return;
@@ -282,7 +461,7 @@ void cumemcap_log_group_change(int dev, const unsigned char uuid[16], uint64_t t
 	}
 	if (!file_logging())
 		return;
-	char buf[LOG_EVENT_BUF];
+	char buf[EVENT_BUF];
 	struct out o = OUT(buf);
 	log_begin(&o, "group_change");
 	out_key_json(&o, "group", cumemcap_group_name());
@@ -315,27 +494,21 @@ uint32_t cumemcap_log_tick(uint64_t now_ms)
 	ensure_snapshot();
 	bool log_on = log_target == CUMEMCAP_LOG_FILE && atomic_load(&log_file_state) == OPEN;
 	bool metrics_on = metrics_wanted && atomic_load(&log_metrics_state) != OFF;
-	if ((!log_on && !metrics_on) || atomic_load(&log_exit_claimed))
+	if ((!log_on && !metrics_on) || atomic_load(&exit_claimed))
 		return UINT32_MAX;
-	uint32_t wait;
-	bool due = false;
 	pthread_mutex_lock(&tick_lock);
 	if (!next_due)
 		next_due = now_ms + interval_ms;
-	if (now_ms >= next_due) {
-		due = true;
-		next_due += interval_ms;
-		if (next_due <= now_ms)
-			next_due = now_ms + interval_ms;
-	}
-	wait = (uint32_t)(next_due - now_ms);
+	bool due = now_ms >= next_due;
+	if (due) /* the next after this one, or one interval from now if missed */
+		next_due = next_due + interval_ms > now_ms ? next_due + interval_ms : now_ms + interval_ms;
+	uint32_t wait = (uint32_t)(next_due - now_ms);
 	pthread_mutex_unlock(&tick_lock);
 	if (!due)
 		return wait;
 	/* NVML is asked with no lock of ours held: fork() takes tick_lock
-	 * after other libraries' fork handlers took theirs (the fake driver's
-	 * lock, which the fake NVML takes too), so holding it across the query
-	 * could deadlock a fork (ThreadSanitizer: lock-order inversion). The
+	 * after other libraries' fork handlers took theirs, which NVML may
+	 * take, so holding it across the query could deadlock a fork. The
 	 * figures are the worker's own (only it ticks). */
 	static struct gpu_figures f[CUMEMCAP_MAX_DEVICES];
 	int n = log_gather(f);
@@ -343,10 +516,10 @@ uint32_t cumemcap_log_tick(uint64_t now_ms)
 	if (log_on) {
 		static char buf[48 * 1024];
 		struct out o = OUT(buf);
-		log_sample_record(&o, f, n);
-		if (!atomic_load(&log_exit_claimed)) {
+		log_sample_record(&o, f, n, atomic_load(&events_dropped));
+		if (!atomic_load(&exit_claimed)) {
 			log_emit(&o);
-			atomic_fetch_add(&log_samples_written, 1);
+			atomic_fetch_add(&samples_written, 1);
 		}
 	}
 	if (metrics_on)
@@ -364,7 +537,7 @@ void cumemcap_log_exit(void)
 	/* A forked child opens its file only if it used the GPU. */
 	if (log_target == CUMEMCAP_LOG_FILE && atomic_load(&log_file_state) == CLOSED && log_used_gpu())
 		ensure_open();
-	log_exit_once(0);
+	exit_once(0);
 	errno = saved;
 }
 
@@ -389,30 +562,33 @@ void cumemcap_log_fork_prepare(void)
 {
 	pthread_mutex_lock(&open_lock);
 	pthread_mutex_lock(&tick_lock);
-	log_metrics_fork_prepare();
+	pthread_mutex_lock(&log_metrics_lock);
 }
 
 void cumemcap_log_fork_parent(void)
 {
-	log_metrics_fork_parent();
+	pthread_mutex_unlock(&log_metrics_lock);
 	pthread_mutex_unlock(&tick_lock);
 	pthread_mutex_unlock(&open_lock);
 }
 
 void cumemcap_log_fork_child(void)
 {
+	pthread_mutex_unlock(&log_metrics_lock);
 	pthread_mutex_unlock(&tick_lock);
 	pthread_mutex_unlock(&open_lock);
 	log_metrics_fork_child();
 	log_file_fork_child();
 	log_records_fork_child();
-	atomic_store(&log_exit_claimed, false);
+	atomic_store(&exit_claimed, false);
+	atomic_store(&samples_written, 0);
+	atomic_store(&events_dropped, 0);
 	next_due = 0;
 }
 
 void cumemcap_log_context(int dev, const char *event, uint64_t live, uint64_t held, uint64_t blocks)
 {
-	char buf[LOG_EVENT_BUF];
+	char buf[EVENT_BUF];
 	struct out o = OUT(buf);
 	if (!begin_event(&o, "context", dev))
 		return;
@@ -425,7 +601,7 @@ void cumemcap_log_context(int dev, const char *event, uint64_t live, uint64_t he
 
 void cumemcap_log_overhead(int dev, const char *source, uint64_t per_context)
 {
-	char buf[LOG_EVENT_BUF];
+	char buf[EVENT_BUF];
 	struct out o = OUT(buf);
 	if (!begin_event(&o, "overhead", dev))
 		return;

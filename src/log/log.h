@@ -2,32 +2,33 @@
  *
  * Owns the log file (or stderr lines), its JSON Lines records (schema in
  * docs/footprint-log.md), the periodic samples, the optional Prometheus
- * text file and the exit summary. The other layers call only the
- * functions below and the two of log/signals.h (a hook's thread, the
- * SIGBUS handler before a group's book is mapped); each is cheap, never
- * calls CUDA, never blocks a hook for longer than a copy, and never lets
- * an I/O error reach the program (a failed write turns logging off with
- * one stderr line).
+ * text file, the exit summary and the fatal-signal handlers that write
+ * it. The other layers call only the functions below; each is cheap,
+ * never calls CUDA, never blocks a hook for longer than a copy, and never
+ * lets an I/O error reach the program (a failed write turns logging off
+ * with one stderr line).
  *
  * `door` is the driver entry point the request came through
  * ("cuMemAlloc_v2", "cuMemAllocAsync", ...). */
 #pragma once
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "platform/export.h"
+
 /* The library constructor: policy is built, nothing else is done yet. */
 void cumemcap_log_init(void);
 
-/* Instead of cumemcap_log_init, in the constructor of a process nothing
- * configures: only what the log reads of the environment (TMPDIR, the
- * Downward API's variables) is taken now, as the process started; the
- * rest waits for the log's first use. */
-void cumemcap_log_start_env(void);
-
-/* The same for a configured process whose policy the constructor built. */
-void cumemcap_log_policy_env(void);
+/* Instead of cumemcap_log_init, in a constructor that defers the rest:
+ * only what the log reads of the environment (TMPDIR, the Downward API's
+ * variables) is taken now, as the process started; the rest waits for
+ * the log's first use. `policy_built`: the constructor built the policy
+ * (a configured process), which then says whether the log's template is
+ * the default. */
+void cumemcap_log_take_env(bool policy_built);
 
 /* A GPU became known (its facts are in cumemcap_device_info(dev)). The
  * first call writes the start record. Called from any hook thread. */
@@ -66,7 +67,7 @@ void cumemcap_log_context(int dev, const char *event, uint64_t live, uint64_t he
 uint32_t cumemcap_log_tick(uint64_t now_ms);
 
 /* The process is ending (normal exit, exit() from any thread): write the
- * exit summary, unless a fatal signal's handler did (log/signals.h). */
+ * exit summary, unless a fatal signal's handler did. */
 void cumemcap_log_exit(void);
 
 /* At a normal exit of the process the launcher started (CUMEMCAP_LAUNCHED
@@ -82,9 +83,21 @@ void cumemcap_log_fork_prepare(void);
 void cumemcap_log_fork_parent(void);
 void cumemcap_log_fork_child(void);
 
-/* A path template (checked by cumemcap_parse_template) with %p, %u, %h, %n
- * and %% expanded into dst, as the log and metrics files are named; a host
- * or program name never adds a directory level ('/' becomes '_'). False
- * when it does not fit in `len` bytes (dst is then cut, still terminated).
- * For the fuzz target; the log uses it internally. */
-bool cumemcap_log_expand(const char *tmpl, char *dst, size_t len);
+/* Install the SIGBUS handler alone, before a group's book is mapped, so
+ * that a book cut under the mapping never kills the program; the other
+ * fatal signals' handlers go in at the first GPU use. */
+void cumemcap_log_arm_sigbus(void);
+
+/* The calling thread entered the shim (every hook calls this): once the
+ * fatal-signal handlers are armed, give it an alternate signal stack if it
+ * has none, so a stack overflow still writes the exit record. One
+ * thread-local load when done. */
+extern _Atomic bool cumemcap_log_signals_armed;
+extern CUMEMCAP_TLS bool cumemcap_log_thread_seen;
+void cumemcap_log_thread_slow(void);
+static inline void cumemcap_log_thread(void)
+{
+	if (__builtin_expect(!cumemcap_log_thread_seen, 0) &&
+	    atomic_load_explicit(&cumemcap_log_signals_armed, memory_order_relaxed))
+		cumemcap_log_thread_slow();
+}

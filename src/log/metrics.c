@@ -1,6 +1,5 @@
-/* log/metrics: the Prometheus text file (CUMEMCAP_METRICS), and the
- * files of its writers that died. docs/metrics.md says which labels, how
- * the file is named and replaced, and how dead writers are found.
+/* log/metrics: see metrics.h; docs/metrics.md says which labels, how the
+ * file is named and replaced, and how dead writers are found.
  *
  * Who owns a name: its companion `.NAME.cumemcap-lock`, created O_EXCL,
  * held with an OFD write lock for the writer's whole life and holding
@@ -12,7 +11,7 @@
  * takes no name where another user's file is and never renames over one.
  *
  * Thread safety: see metrics.h; the file is written under log.c's tick
- * lock and metrics_lock. */
+ * lock and log_metrics_lock. */
 #include "config.h"
 
 #include <dirent.h>
@@ -45,7 +44,7 @@ static const char SWEEP_MAGIC[] = "cumemcap metrics writer lock 1\n";
 #define STALE_EMPTY_SECONDS 60
 
 _Atomic int log_metrics_state;
-static pthread_mutex_t metrics_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t log_metrics_lock = PTHREAD_MUTEX_INITIALIZER;
 static char metrics_path[CUMEMCAP_PATH_MAX + 16], metrics_dir[CUMEMCAP_PATH_MAX];
 static char metrics_name[CUMEMCAP_PATH_MAX + 16], metrics_tmp[CUMEMCAP_PATH_MAX + 24];
 static char own_companion[CUMEMCAP_PATH_MAX + 40];
@@ -82,13 +81,6 @@ static bool same_file(int dfd, const char *name, const struct stat *held)
 	struct stat st;
 	return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_dev == held->st_dev &&
 	       st.st_ino == held->st_ino;
-}
-
-/* Remove `name` in dfd if it is still the file `held` was. */
-static void unlink_held(int dfd, const char *name, const struct stat *held)
-{
-	if (same_file(dfd, name, held))
-		unlinkat(dfd, name, 0);
 }
 
 /* Whether `name` in dfd is there and another user's (of any file type):
@@ -141,7 +133,8 @@ static bool sweep_one(int dfd, const char *companion)
 		unlink_mine(dfd, target);
 		memcpy(target + n, ".tmp", 5);
 		unlink_mine(dfd, target);
-		unlink_held(dfd, companion, &st);
+		if (same_file(dfd, companion, &st))
+			unlinkat(dfd, companion, 0);
 	} else {
 		stale = false;
 	}
@@ -229,15 +222,14 @@ const char *log_metrics_path(void)
 	return atomic_load(&log_metrics_state) == OPEN ? metrics_path : "";
 }
 
-/* Through its checked directory, quietly (a signal handler may call it). */
 void log_metrics_unlink(void)
 {
 	int dfd = log_open_dir(metrics_dir, false, NULL, NULL, NULL);
 	if (dfd >= 0) {
 		unlink_mine(dfd, metrics_name);
 		unlink_mine(dfd, metrics_tmp);
-		if (companion_fd >= 0)
-			unlink_held(dfd, own_companion, &companion_st);
+		if (companion_fd >= 0 && same_file(dfd, own_companion, &companion_st))
+			unlinkat(dfd, own_companion, 0);
 		close(dfd);
 	}
 }
@@ -248,28 +240,17 @@ static void metrics_off(const char *what, int err)
 	log_say_off("metrics", metrics_path, what, err, "metrics are off");
 }
 
-/* The directory, checked; -1 when refused (then metrics are off). */
-static int open_dir(void)
-{
-	int dfd = log_open_dir(metrics_dir, false, "metrics", metrics_path, "metrics are off");
-	if (dfd < 0)
-		atomic_store(&log_metrics_state, OFF);
-	return dfd;
-}
-
-/* metrics_lock held: the name, its companion locked; then a sweep. */
+/* log_metrics_lock held: the name, its companion locked; then a sweep. */
 static void claim(void)
 {
-	if (!log_expand(cumemcap_policy()->metrics_path, metrics_path, CUMEMCAP_PATH_MAX)) {
-		metrics_off("the expanded path is too long", 0);
+	char base[CUMEMCAP_PATH_MAX];
+	int dfd = log_open_template(cumemcap_policy()->metrics_path, metrics_path, metrics_dir, base, false, "metrics",
+				    "metrics are off");
+	if (dfd < 0) {
+		atomic_store(&log_metrics_state, OFF);
 		return;
 	}
-	char base[sizeof(metrics_path)];
-	size_t at = (size_t)(log_split_path(metrics_path, metrics_dir, sizeof(metrics_dir)) - metrics_path);
-	cumemcap_copy(base, sizeof(base), metrics_path + at);
-	int dfd = open_dir();
-	if (dfd < 0)
-		return;
+	size_t at = strlen(metrics_path) - strlen(base);
 	int fd = -EEXIST;
 	for (unsigned i = 0; i < 100 && fd == -EEXIST; i++) {
 		if (!log_suffixed(base, i, metrics_name, sizeof(metrics_name)) ||
@@ -308,14 +289,13 @@ void log_metrics_claim(void)
 	if (atomic_load(&log_metrics_state) != CLOSED)
 		return;
 	int saved = errno;
-	pthread_mutex_lock(&metrics_lock);
+	pthread_mutex_lock(&log_metrics_lock);
 	if (atomic_load(&log_metrics_state) == CLOSED)
 		claim();
-	pthread_mutex_unlock(&metrics_lock);
+	pthread_mutex_unlock(&log_metrics_lock);
 	errno = saved;
 }
 
-/* ,name="value" */
 static void label(struct out *o, const char *name, size_t nn, const char *value, size_t vn)
 {
 	out_str(o, ",");
@@ -344,15 +324,19 @@ static void process_labels(struct out *o)
 		label(o, k, kn, v, vn);
 }
 
-/* Replaced whole: a temporary file renamed over it. */
+/* Replaced whole: a temporary file renamed over it. The directory is
+ * checked again for every write: it is a path. */
 void log_write_metrics(const struct gpu_figures *all, int n)
 {
 	log_metrics_claim();
-	pthread_mutex_lock(&metrics_lock);
-	/* The directory is checked again for every write: it is a path. */
-	int dfd = atomic_load(&log_metrics_state) == OPEN ? open_dir() : -1;
-	if (dfd < 0)
+	pthread_mutex_lock(&log_metrics_lock);
+	int dfd = atomic_load(&log_metrics_state) == OPEN
+			  ? log_open_dir(metrics_dir, false, "metrics", metrics_path, "metrics are off")
+			  : -1;
+	if (dfd < 0) {
+		atomic_store(&log_metrics_state, OFF); /* refused, or it was already */
 		goto unlock;
+	}
 	if (cumemcap_now_ms() - last_sweep_ms >= SWEEP_EVERY_MS) {
 		sweep_dir(dfd, own_companion);
 		last_sweep_ms = cumemcap_now_ms();
@@ -427,17 +411,7 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 close_dir:
 	close(dfd);
 unlock:
-	pthread_mutex_unlock(&metrics_lock);
-}
-
-void log_metrics_fork_prepare(void)
-{
-	pthread_mutex_lock(&metrics_lock);
-}
-
-void log_metrics_fork_parent(void)
-{
-	pthread_mutex_unlock(&metrics_lock);
+	pthread_mutex_unlock(&log_metrics_lock);
 }
 
 /* The child writes a file of its own, under a name of its own: it lets go
@@ -445,7 +419,6 @@ void log_metrics_fork_parent(void)
  * its own descriptor of it), if the number still is that file. */
 void log_metrics_fork_child(void)
 {
-	pthread_mutex_unlock(&metrics_lock);
 	if (companion_fd >= 0 && log_fd_is(companion_fd, &companion_st))
 		close(companion_fd);
 	companion_fd = -1;

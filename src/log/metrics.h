@@ -1,20 +1,21 @@
 /* log/metrics: the Prometheus text file (CUMEMCAP_METRICS), one family
  * per figure with a Prometheus name in the figure list, one series per
- * GPU; metrics.c says which labels, how the file is named, replaced and
- * removed, and how the files of dead writers are swept.
+ * GPU, and the files of its writers that died, swept.
  *
- * Thread safety: the name is claimed once under metrics.c's lock (by the
- * first GPU use's hook or the worker), which is taken across fork; the
+ * Thread safety: the name is claimed once under log_metrics_lock (by the
+ * first GPU use's hook or the worker), which log.c holds across fork; the
  * file is written only by the worker thread; log_metrics_state is atomic
  * because the exit path, possibly a fatal-signal handler, turns it off
  * and removes the file (log_metrics_unlink is async-signal-safe). */
 #pragma once
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "log/records.h"
 
 extern _Atomic int log_metrics_state; /* CLOSED, OPEN, OFF (file.h) */
+extern pthread_mutex_t log_metrics_lock;
 /* The Downward API's variables, read once (the constructor). */
 void log_metrics_init(void);
 /* Take the metrics file's name (its companion locked, a suffix when a
@@ -25,8 +26,7 @@ void log_metrics_claim(void);
 const char *log_metrics_path(void);
 /* Write the file anew with these figures. */
 void log_write_metrics(const struct gpu_figures *all, int n);
-/* The file and its companion go away (async-signal-safe). */
+/* The file and its companion go away, quietly. */
 void log_metrics_unlink(void);
-void log_metrics_fork_prepare(void);
-void log_metrics_fork_parent(void);
+/* After fork, in the child: a name of its own to come. */
 void log_metrics_fork_child(void);

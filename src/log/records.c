@@ -1,9 +1,7 @@
-/* log/records: see records.h. The record schema is docs/footprint-log.md.
- *
- * Which figures a record and the summary carry, under which names and in
- * which order, is the figure list's (state/figures.h); they are read
- * through the ledger's snapshot (cumemcap_ledger_read), never from its
- * storage. */
+/* log/records: see records.h. Which figures a record and the summary
+ * carry, under which names and in which order, is the figure list's
+ * (state/figures.h); they are read through the ledger's snapshot
+ * (cumemcap_ledger_read), never from its storage. */
 #include "config.h"
 
 #include <fcntl.h>
@@ -25,14 +23,11 @@
 static char identity[2048];
 static size_t identity_len;
 char log_host[256];
-_Atomic uint64_t log_samples_written;
-_Atomic uint64_t log_events_dropped;
-/* Highest NVML figure seen per GPU, plus one (0: never known). */
+/* By ordinal, plus one (0: not known): the highest NVML figure seen, and
+ * nvidia-smi's index. */
 static _Atomic uint64_t peak_driver[CUMEMCAP_MAX_DEVICES];
-/* nvidia-smi's index of each GPU, plus one (0: not known), by ordinal. */
 static _Atomic unsigned gpu_index[CUMEMCAP_MAX_DEVICES];
-/* Whether NVML loads: -1 until log_probe_nvml asked. */
-static _Atomic int nvml_loads = -1;
+static _Atomic int nvml_loads = -1; /* -1 until log_probe_nvml asked */
 
 void log_identity(void)
 {
@@ -49,8 +44,6 @@ void log_identity(void)
 void log_records_fork_child(void)
 {
 	log_identity();
-	atomic_store(&log_samples_written, 0);
-	atomic_store(&log_events_dropped, 0);
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
 		atomic_store(&peak_driver[dev], 0);
 }
@@ -72,7 +65,6 @@ void log_begin(struct out *o, const char *type)
 		out_key_u(o, "pid", (uint64_t)getpid());
 }
 
-/* NVML's index of the GPU with `uuid`, remembered for ordinal dev. */
 static void learn_index(int dev, const unsigned char *uuid)
 {
 	unsigned index;
@@ -116,7 +108,6 @@ void log_put_gpu(struct out *o, int dev, bool first)
 		out_key_u(o, "index", index);
 }
 
-/* ,"key":"where the setting came from" */
 static void put_source(struct out *o, const char *key, const struct cumemcap_source *src)
 {
 	char where[CUMEMCAP_PATH_MAX + 16];
@@ -177,8 +168,7 @@ void log_start_record(struct out *o, const char *path, const char *metrics, uint
 	out_key_u(o, "ppid", (uint64_t)getppid());
 	out_key_u(o, "uid", (uint64_t)getuid());
 	put_argv(o);
-	/* Asked by the device layer at the first GPU use; logging asks the
-	 * driver nothing. */
+	/* The device layer's, asked at the first GPU use. */
 	int dv = cumemcap_device_driver_version();
 	out_key_u_or_null(o, "driver_version", dv > 0, (uint64_t)(dv > 0 ? dv : 0));
 	out_key_json(o, "cumemcap", CUMEMCAP_VERSION_STRING);
@@ -264,8 +254,7 @@ void log_start_record(struct out *o, const char *path, const char *metrics, uint
 	out_str(o, "}}\n");
 }
 
-/* The figures of a device as the ledger and the device layer have them
- * (NVML's are the worker's: log_gather). Async-signal-safe. */
+/* A device's figures but NVML's (log_gather's). Async-signal-safe. */
 static void read_figures(int dev, const struct cumemcap_device_info *info, struct cumemcap_figures *f)
 {
 	cumemcap_ledger_read(dev, f);
@@ -352,7 +341,7 @@ static void put_gpu_object(struct out *o, bool first, int dev, const struct cume
 	out_str(o, "}");
 }
 
-void log_sample_record(struct out *o, const struct gpu_figures *all, int n)
+void log_sample_record(struct out *o, const struct gpu_figures *all, int n, uint64_t dropped)
 {
 	log_begin(o, "sample");
 	out_key(o, "gpus");
@@ -360,7 +349,7 @@ void log_sample_record(struct out *o, const struct gpu_figures *all, int n)
 	for (int i = 0; i < n; i++)
 		put_gpu_object(o, i == 0, all[i].dev, &all[i].f, COLUMN(sample));
 	out_str(o, "]");
-	out_key_u(o, "events_dropped", atomic_load(&log_events_dropped));
+	out_key_u(o, "events_dropped", dropped);
 	out_str(o, "}\n");
 }
 
@@ -387,8 +376,10 @@ void log_stderr_summary(void)
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
 		const struct cumemcap_device_info *info = cumemcap_device_info(dev);
 		struct cumemcap_figures f;
+		if (!info)
+			continue;
 		read_figures(dev, info, &f);
-		if (!info || f.v[CUMEMCAP_FIG_allocs] + f.v[CUMEMCAP_FIG_refusals] == 0)
+		if (f.v[CUMEMCAP_FIG_allocs] + f.v[CUMEMCAP_FIG_refusals] == 0)
 			continue;
 		char buf[512];
 		struct out o = OUT(buf);
@@ -402,7 +393,7 @@ void log_stderr_summary(void)
 	}
 }
 
-void log_exit_record(struct out *o, int signo, const char *signal_name)
+void log_exit_record(struct out *o, int signo, const char *signal_name, uint64_t samples, uint64_t dropped)
 {
 	log_begin(o, "exit");
 	out_key(o, "reason");
@@ -412,19 +403,19 @@ void log_exit_record(struct out *o, int signo, const char *signal_name)
 		if (signal_name)
 			out_key_json(o, "signal_name", signal_name);
 	}
-	out_key_u(o, "samples", atomic_load(&log_samples_written));
-	out_key_u(o, "events_dropped", atomic_load(&log_events_dropped));
+	out_key_u(o, "samples", samples);
+	out_key_u(o, "events_dropped", dropped);
 	out_key(o, "gpus");
 	out_str(o, "[");
 	bool first = true;
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
-		if (!cumemcap_device_info(dev))
+		const struct cumemcap_device_info *info = cumemcap_device_info(dev);
+		if (!info)
 			continue;
 		struct cumemcap_figures f;
 		uint64_t pd = atomic_load(&peak_driver[dev]);
-		read_figures(dev, cumemcap_device_info(dev), &f);
+		read_figures(dev, info, &f);
 		f.v[CUMEMCAP_FIG_peak_driver_used] = pd ? pd - 1 : CUMEMCAP_FIGURE_NONE;
-		/* The run's limit, peaks and counts, then what was held at exit. */
 		put_gpu_object(o, first, dev, &f, COLUMN(exit));
 		first = false;
 	}

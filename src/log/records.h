@@ -1,16 +1,15 @@
-/* log/records: what each record of the footprint log says, formatted
- * into a caller's buffer (struct out): the start record, the head every
- * record shares, a GPU's identity and figures, the samples, the exit
- * record and the human summary on stderr. Writing them is the caller's
- * (file.c's log_emit).
+/* log/records: the text of each record of the footprint log (schema in
+ * docs/footprint-log.md), formatted into a caller's struct out: the start
+ * record, the head every record shares, a GPU's identity and figures, the
+ * samples, the exit record and the summary on stderr. Writing them is the
+ * caller's.
  *
  * Thread and signal safety: nothing here takes a lock. The start record
  * is built under log.c's open lock, samples by the worker thread, the
- * exit record and the summary by the one claimant of the exit
- * (signals.c), possibly in a fatal-signal handler: that path
- * (log_exit_record, log_stderr_summary, log_used_gpu, log_begin,
- * log_put_gpu) is async-signal-safe (static buffers, no malloc, no
- * stdio). */
+ * exit record and the summary by the one claimant of the exit, possibly
+ * in a fatal-signal handler: that path (log_exit_record,
+ * log_stderr_summary, log_used_gpu, log_begin, log_put_gpu) is
+ * async-signal-safe (static buffers, no malloc, no stdio). */
 #pragma once
 
 #include <stdatomic.h>
@@ -20,28 +19,21 @@
 #include "log/format.h"
 #include "state/figures.h"
 
-/* An event record's buffer: its head carries the program and host names,
- * JSON-escaped (up to six bytes each of theirs). */
-#define LOG_EVENT_BUF 4096
-
-/* What the samples and the exit record count. */
-extern _Atomic uint64_t log_samples_written;
-extern _Atomic uint64_t log_events_dropped; /* event records over the rate */
+/* The host name ("" when unknown). */
+extern char log_host[256];
 
 /* The process's identity in every record (pid, program, host), formatted
- * at the first record and again in a fork child, whose driver peaks
- * start over too. */
+ * at the first record; in a fork child again, and the driver peaks start
+ * over. */
 void log_identity(void);
 void log_records_fork_child(void);
-/* The host name, as the identity has it ("" when unknown). */
-extern char log_host[256];
 
 /* {"v":2,"type":...,"t":...,"time":...,"pid":...,"program":...,"host":...
  * (the record's end, "}\n", is the caller's). */
 void log_begin(struct out *o, const char *type);
-/* "gpu":N,"uuid":...,"index":... of a GPU (a comma first unless `first`),
- * index: nvidia-smi's, as NVML said (log_gpu_index). */
+/* "gpu":N,"uuid":...,"index":... of a GPU (a comma first unless `first`). */
 void log_put_gpu(struct out *o, int dev, bool first);
+/* nvidia-smi's index of GPU dev, as NVML said; false when not known. */
 bool log_gpu_index(int dev, unsigned *index);
 /* Whether NVML loads (the start record says), and each known GPU's
  * index: asked with no lock held (NVML may call into the driver, whose
@@ -61,11 +53,12 @@ struct gpu_figures {
 };
 /* Every known GPU's figures, NVML's included (the worker); the count. */
 int log_gather(struct gpu_figures *all);
-void log_sample_record(struct out *o, const struct gpu_figures *all, int n);
+/* `dropped`: the event records over the rate so far. */
+void log_sample_record(struct out *o, const struct gpu_figures *all, int n, uint64_t dropped);
 
 /* Whether any GPU saw an allocation, free, refusal or driver OOM. */
 bool log_used_gpu(void);
 /* One stderr line per GPU that saw an allocation or refusal. */
 void log_stderr_summary(void);
 /* The exit record; `signal_name` is signo's (NULL: none known). */
-void log_exit_record(struct out *o, int signo, const char *signal_name);
+void log_exit_record(struct out *o, int signo, const char *signal_name, uint64_t samples, uint64_t dropped);

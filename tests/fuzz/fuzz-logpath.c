@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "log/log.h"
+#include "log/file.h"
 #include "config/parse.h"
 #include "config/policy.h"
 
@@ -56,7 +56,7 @@ static void check_expand(const char *tmpl, size_t cap)
 	char *buf = malloc(cap);
 	CHECK(buf);
 	memset(buf, 0x5a, cap);
-	bool ok = cumemcap_log_expand(tmpl, buf, cap);
+	bool ok = log_expand(tmpl, buf, cap);
 	CHECK(memchr(buf, '\0', cap) != NULL);
 	if (ok) {
 		/* %% and the names may shrink or grow it; the levels never change. */

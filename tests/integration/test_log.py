@@ -28,7 +28,7 @@ SHIM, FAKE_DIR = sys.argv[1:3]
 del sys.argv[1:3]
 EXTRA = os.environ.get("LD_PRELOAD_EXTRA", "")
 MiB = 1 << 20
-# The signals the shim's exit record handles (src/log/signals.c, fatal[]).
+# The signals the shim's exit record handles (src/log/log.c, fatal[]).
 FATAL_SIGNALS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT,
                  signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 GiB = 1 << 30
