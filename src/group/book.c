@@ -1,9 +1,7 @@
-/* book: see book.h; and the table of the books (and registries) mapped,
- * for a SIGBUS in one of them (mapped.h). Thread safety: as book.h says;
- * the table is atomics only, and cumemcap_mapped_fault takes no lock and
- * makes one system call. */
+/* book: see book.h; and the table of the books mapped, for a SIGBUS in
+ * one of them. Thread safety: as book.h says; the table is atomics only,
+ * and cumemcap_mapped_fault takes no lock and makes one system call. */
 #include "group/book.h"
-#include "group/mapped.h"
 #include "platform/msg.h"
 #include "platform/ofdlock.h"
 #include "platform/userdb.h"
@@ -445,9 +443,9 @@ static int create_book(struct cumemcap_book *b, const char *path, enum cumemcap_
 	return err ? 0 : 1;
 }
 
-bool cumemcap_book_open_gid(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
-			    const char *name, enum cumemcap_book_access access, gid_t gid, bool create, char *why,
-			    size_t whylen)
+bool cumemcap_book_open(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
+			const char *name, enum cumemcap_book_access access, gid_t gid, bool create,
+			char *why, size_t whylen)
 {
 	b->fd = -1;
 	b->map = NULL;
@@ -478,13 +476,6 @@ bool cumemcap_book_open_gid(struct cumemcap_book *b, const char *path, enum cume
 		return true;
 	}
 	return WHY("it kept appearing and vanishing while it was opened");
-}
-
-bool cumemcap_book_open(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
-			const char *name, enum cumemcap_book_access access, bool create, char *why,
-			size_t whylen)
-{
-	return cumemcap_book_open_gid(b, path, kind, name, access, (gid_t)-1, create, why, whylen);
 }
 
 void cumemcap_book_close(struct cumemcap_book *b)

@@ -106,7 +106,7 @@ static struct cumemcap_book_figs *figs(int s, int dev)
 static bool join_locked(const char *path, enum cumemcap_book_kind kind, const char *name,
 			bool create, char *why, size_t len)
 {
-	if (!cumemcap_book_open_gid(&book, path, kind, name, access_mode, access_gid, create, why,
+	if (!cumemcap_book_open(&book, path, kind, name, access_mode, access_gid, create, why,
 				    len))
 		return false;
 	int slot = cumemcap_book_claim(&book, program);
@@ -313,7 +313,7 @@ static void move_locked(void)
 	struct cumemcap_book old = book, fresh;
 	int old_self = self;
 	char why[256];
-	if (!cumemcap_book_open_gid(&fresh, old.path, in_group ? CUMEMCAP_BOOK_GROUP : CUMEMCAP_BOOK_REGISTRY,
+	if (!cumemcap_book_open(&fresh, old.path, in_group ? CUMEMCAP_BOOK_GROUP : CUMEMCAP_BOOK_REGISTRY,
 				    in_group ? group_name : registry_uid, access_mode, access_gid, true, why,
 				    sizeof(why))) {
 		char what[320];

@@ -29,9 +29,10 @@
  * claims a slot and counts again what it holds; a book cut to another size
  * is given up with one line, and the member runs on under its own limits.
  * A touch of a cut mapping before that look is a SIGBUS, which the shim's
- * handler turns into private memory (mapped.h). Only a memfd takes seals,
- * so who may truncate is who may write the file: the user's own processes
- * (group_access=user), or the members of the Unix group gid:GROUP names.
+ * handler turns into private memory (cumemcap_mapped_fault). Only a memfd
+ * takes seals, so who may truncate is who may write the file: the user's
+ * own processes (group_access=user), or the members of the Unix group
+ * gid:GROUP names.
  *
  * Thread safety: the room and the counters are atomics; joining, claiming
  * and reaping take one mutex (never held across a driver call or a wait).

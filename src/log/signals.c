@@ -17,7 +17,7 @@
 #include "log/metrics.h"
 #include "log/records.h"
 #include "log/signals.h"
-#include "group/mapped.h"
+#include "group/book.h"
 
 /* One row per signal: its number and its name (for the exit record);
  * `previous` holds, at the same index, what each did before ours. */
@@ -73,7 +73,7 @@ static void on_fatal(int sig, siginfo_t *info, void *uc)
 	int saved = errno;
 	/* A group's book cut under its mapping by another member: the touch
 	 * goes on in private memory, and the member leaves the group at its
-	 * next look (group/mapped.h). Not the program's signal. */
+	 * next look (group/book.h). Not the program's signal. */
 	if (sig == SIGBUS && info && cumemcap_mapped_fault(info->si_addr)) {
 		errno = saved;
 		return;
