@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "platform/msg.h"
+#include "platform/worker.h"
 #include "platform/xmutex.h"
 
 struct cumemcap_group_dev cumemcap_group_devs[CUMEMCAP_MAX_DEVICES];
@@ -37,41 +38,27 @@ static char program[CUMEMCAP_BOOK_PROGRAM_MAX];
 static enum cumemcap_book_access access_mode;
 static gid_t access_gid = (gid_t)-1; /* gid:GROUP: GROUP's gid */
 static _Atomic uint32_t local_wake; /* the word waiters sleep on without a group */
-static _Atomic bool attached[CUMEMCAP_MAX_DEVICES]; /* the GPU has its entry in the book */
 static uint64_t changes_seen; /* the book's change_seq when joined, then as logged; join_lock */
-/* What each attached GPU was attached with, to attach it again in a new
- * book (move_locked): this process's own facts, not a shared file's. */
+/* Whether each GPU has its entry in the book, and what it was attached
+ * with, to attach it again in a new book (move_locked): this process's own
+ * facts, not a shared file's. */
 static struct {
+	_Atomic bool in_book;
 	unsigned char uuid[16];
 	char pci[16];
 	uint64_t total;
-} attached_as[CUMEMCAP_MAX_DEVICES];
+} attached[CUMEMCAP_MAX_DEVICES];
 
-static bool dev_ok(int dev)
-{
-	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
-}
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* Using our slot. The destructor gives the slot back while other threads
- * may still be inside the shim, and a share added to a free slot stays
- * counted for ever. So every use of the slot (or of `book`) outside
- * join_lock is bracketed by slot_enter() and slot_exit(), which never
- * block inside, and whoever releases or replaces the slot first waits
- * until none is inside. Dekker's pattern, all seq_cst: a user counts
- * itself in, then looks at `leaving`; the leaver sets `leaving`, then
- * looks at the count; one of them sees the other. */
+/* The destructor gives the slot back while other threads may still be in
+ * the shim, and a share added to a free slot stays counted for ever. So
+ * every use of the slot (or of `book`) outside join_lock is bracketed by
+ * slot_enter() and slot_exit(), which never block inside, and whoever
+ * releases or replaces the slot first waits until none is inside. Dekker's
+ * pattern, all seq_cst: a user counts itself in, then looks at `leaving`;
+ * the leaver sets `leaving`, then looks at the count; one sees the other.
+ * While `pausing` (move_locked replaces the book) users wait outside. */
 static _Atomic uint32_t slot_users;
-static _Atomic bool leaving;
-/* The book is being replaced (move_locked): users wait outside and come
- * back in when it is over. */
-static _Atomic bool pausing;
+static _Atomic bool leaving, pausing;
 
 /* Our slot, or -1 (none, or leaving): then nothing to undo. */
 static int slot_enter(void)
@@ -101,13 +88,12 @@ static struct cumemcap_book_figs *figs(int s, int dev)
 
 /* ---- joining ------------------------------------------------------------------------------ */
 
-/* Open the book at `path` (creating it when `create`) and take a slot;
- * join_lock held. */
-static bool join_locked(const char *path, enum cumemcap_book_kind kind, const char *name,
-			bool create, char *why, size_t len)
+/* Open the group's book or the registry at `path` (creating it when
+ * `create`) and take a slot; join_lock held. */
+static bool join_locked(const char *path, const char *name, bool create, char *why, size_t len)
 {
-	if (!cumemcap_book_open(&book, path, kind, name, access_mode, access_gid, create, why,
-				    len))
+	enum cumemcap_book_kind kind = in_group ? CUMEMCAP_BOOK_GROUP : CUMEMCAP_BOOK_REGISTRY;
+	if (!cumemcap_book_open(&book, path, kind, name, access_mode, access_gid, create, why, len))
 		return false;
 	int slot = cumemcap_book_claim(&book, program);
 	if (slot < 0) {
@@ -119,7 +105,7 @@ static bool join_locked(const char *path, enum cumemcap_book_kind kind, const ch
 		return false;
 	}
 	self = slot;
-	if (kind == CUMEMCAP_BOOK_GROUP) {
+	if (in_group) {
 		squeeze_word = &cumemcap_book_header(&book)->squeeze;
 		atomic_fetch_or(&cumemcap_group_hot, 1);
 	}
@@ -142,7 +128,7 @@ bool cumemcap_group_start(const struct cumemcap_policy *p, char *err, size_t err
 			snprintf(err, errlen, "CUMEMCAP_GROUP=%s: the path of its book under %s is too long", p->group,
 				 p->group_dir);
 			ok = false;
-		} else if (!join_locked(path, CUMEMCAP_BOOK_GROUP, p->group, true, why, sizeof(why))) {
+		} else if (!join_locked(path, p->group, true, why, sizeof(why))) {
 			snprintf(err, errlen, "CUMEMCAP_GROUP=%s: %s: %s", p->group, path, why);
 			ok = false;
 		} else {
@@ -184,9 +170,8 @@ static void rejoin_locked(void)
 	atomic_store(&rejoin, false);
 	char why[256], path[sizeof(book.path)];
 	cumemcap_copy(path, sizeof(path), book.path);
-	enum cumemcap_book_kind kind = in_group ? CUMEMCAP_BOOK_GROUP : CUMEMCAP_BOOK_REGISTRY;
 	/* In a group, `on` stays set with no room: every grant is refused. */
-	if (!join_locked(path, kind, NULL, false, why, sizeof(why)) && in_group)
+	if (!join_locked(path, NULL, false, why, sizeof(why)) && in_group)
 		cumemcap_msg("CUMEMCAP_GROUP=%s: a forked child cannot join %s (%s): it gets no memory on "
 			     "the group's GPUs", group_name, path, why);
 }
@@ -196,13 +181,13 @@ static void rejoin_locked(void)
 void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pci, uint64_t total,
 			   uint64_t own_limit)
 {
-	if (!dev_ok(dev) || atomic_load(&leaving) ||
+	if ((unsigned)dev >= CUMEMCAP_MAX_DEVICES || atomic_load(&leaving) ||
 	    (!atomic_load(&booked) && !atomic_load(&rejoin) && !atomic_load(&want_registry)))
 		return;
 	struct cumemcap_source src;
 	uint64_t limit = cumemcap_policy_group_limit(cumemcap_policy(), dev, uuid, pci, total, &src);
-	if (!in_group || limit == UINT64_MAX)
-		limit = CUMEMCAP_BOOK_NONE;
+	if (!in_group)
+		limit = CUMEMCAP_BOOK_NONE; /* as UINT64_MAX, the policy's "none" */
 	cumemcap_xmutex_lock(&join_lock);
 	if (atomic_load(&leaving)) { /* the destructor's leave came first */
 		cumemcap_xmutex_unlock(&join_lock);
@@ -211,13 +196,9 @@ void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pc
 	rejoin_locked();
 	if (!atomic_load(&booked) && atomic_load(&want_registry)) {
 		char why[256];
-		if (!join_locked(registry_path, CUMEMCAP_BOOK_REGISTRY, registry_uid, true, why,
-				 sizeof(why))) {
+		if (!join_locked(registry_path, registry_uid, true, why, sizeof(why))) {
 			atomic_store(&want_registry, false); /* not asked again */
-			/* One that could not be made (a full file system, a
-			 * directory this user cannot write) is left out quietly;
-			 * one that is there but cannot be used is said, once. */
-			struct stat st;
+			struct stat st; /* said when it is there, not when it cannot be made */
 			if (lstat(registry_path, &st) == 0)
 				cumemcap_msg("CUMEMCAP_GROUP_DIR: the registry %s cannot be used (%s); this process "
 					     "runs under its own limits, unseen by `cumemcap top`", registry_path, why);
@@ -234,13 +215,13 @@ void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pc
 		atomic_store(&gd->on, true); /* nothing can be granted: refused, never uncapped */
 	} else if (g >= 0 && self >= 0) {
 		gd->gpu = g;
-		memcpy(attached_as[dev].uuid, uuid, 16);
-		cumemcap_copy(attached_as[dev].pci, sizeof(attached_as[dev].pci), pci ? pci : "");
-		attached_as[dev].total = total;
-		attached[dev] = true;
+		memcpy(attached[dev].uuid, uuid, 16);
+		cumemcap_copy(attached[dev].pci, sizeof(attached[dev].pci), pci ? pci : "");
+		attached[dev].total = total;
+		attached[dev].in_book = true;
 		struct cumemcap_book_figs *f = figs(self, dev); /* join_lock: leave waits for it */
 		atomic_store(&f->ordinal, dev);
-		atomic_store(&f->limit, own_limit == UINT64_MAX ? CUMEMCAP_BOOK_NONE : own_limit);
+		atomic_store(&f->limit, own_limit); /* UINT64_MAX is CUMEMCAP_BOOK_NONE */
 		/* A 256th of the limit, 2 to 64 MiB. */
 		uint64_t budget = atomic_load(&cumemcap_book_gpu(&book, (unsigned)g)->limit);
 		uint64_t c = budget == CUMEMCAP_BOOK_NONE ? (64ull << 20) : budget / 256;
@@ -263,16 +244,15 @@ static bool ready(int dev)
 
 /* ---- a book removed, replaced or truncated ------------------------------------------------- */
 
-/* Wait until no thread uses the slot; false after 200 ms. They never
- * block inside, so only a preempted one (or one this thread interrupted,
- * exiting from a signal handler) takes longer; a slot left then is not
- * released: the kernel drops its lock when the process ends, and the next
- * member to reap hands its share back. join_lock held, pausing or leaving
- * set. */
+/* Wait until no thread uses the slot; false after 200 ms. Only a preempted
+ * thread (or one this thread interrupted, exiting from a signal handler)
+ * takes longer; a slot left then is not released: the kernel drops its
+ * lock when the process ends, and the next member to reap hands its share
+ * back. join_lock held, pausing or leaving set. */
 static bool drain_slot_users(void)
 {
-	uint64_t until = mono_ms() + 200;
-	while (atomic_load(&slot_users) && mono_ms() < until)
+	uint64_t until = cumemcap_now_ms() + 200;
+	while (atomic_load(&slot_users) && cumemcap_now_ms() < until)
 		sched_yield();
 	return !atomic_load(&slot_users);
 }
@@ -289,7 +269,7 @@ static void give_up_locked(const char *what)
 	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++) {
 		atomic_store(&cumemcap_group_devs[d].on, false);
 		atomic_store(&cumemcap_group_devs[d].room, 0);
-		attached[d] = false;
+		attached[d].in_book = false;
 	}
 	atomic_fetch_and(&cumemcap_group_hot, ~1u);
 	atomic_store(&booked, false);
@@ -324,13 +304,11 @@ static void move_locked(void)
 	int slot = cumemcap_book_claim(&fresh, program), gpus[CUMEMCAP_MAX_DEVICES];
 	bool ok = slot >= 0;
 	for (int d = 0; ok && d < CUMEMCAP_MAX_DEVICES; d++) {
-		if (!attached[d])
+		if (!attached[d].in_book)
 			continue;
-		/* The group's limit as it is now (set by any member or by
-		 * `cumemcap group set`), not as this member was started with. */
+		/* The group's limit as it is now, not as this member started. */
 		unsigned g = (unsigned)cumemcap_group_devs[d].gpu;
-		gpus[d] = cumemcap_book_gpu_find(&fresh, attached_as[d].uuid, attached_as[d].pci,
-						 attached_as[d].total,
+		gpus[d] = cumemcap_book_gpu_find(&fresh, attached[d].uuid, attached[d].pci, attached[d].total,
 						 atomic_load(&cumemcap_book_gpu(&old, g)->limit));
 		ok = gpus[d] >= 0;
 	}
@@ -342,7 +320,7 @@ static void move_locked(void)
 		return;
 	}
 	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++) {
-		if (!attached[d])
+		if (!attached[d].in_book)
 			continue;
 		cumemcap_book_carry(&old, (unsigned)old_self, (unsigned)cumemcap_group_devs[d].gpu, &fresh,
 				    (unsigned)slot, (unsigned)gpus[d]);
@@ -528,30 +506,27 @@ void cumemcap_group_force(int dev, uint64_t bytes)
 /* ---- waiting ------------------------------------------------------------------------------- */
 
 /* The word waiting threads sleep on: the book's, read inside a use of the
- * slot (a move wakes the old word's sleepers, who then find the new one). */
-static _Atomic uint32_t *wake_word(bool *shared)
+ * slot (a move wakes the old word's sleepers, who then find the new one),
+ * or this process's. Both take the futex calls for a shared word. */
+static _Atomic uint32_t *wake_word(void)
 {
-	*shared = false;
 	if (!in_group || !atomic_load(&booked) || slot_enter() < 0)
 		return &local_wake;
 	_Atomic uint32_t *w = &cumemcap_book_header(&book)->wake;
 	slot_exit();
-	*shared = true;
 	return w;
 }
 
 uint32_t cumemcap_group_wake_seq(void)
 {
-	bool shared;
-	return atomic_load(wake_word(&shared));
+	return atomic_load(wake_word());
 }
 
 void cumemcap_group_wake_local(void)
 {
-	bool shared;
-	_Atomic uint32_t *w = wake_word(&shared);
+	_Atomic uint32_t *w = wake_word();
 	atomic_fetch_add(w, 1);
-	syscall(SYS_futex, (uint32_t *)w, shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 void cumemcap_group_waiting(int dev, int delta)
@@ -564,7 +539,7 @@ void cumemcap_group_waiting(int dev, int delta)
 	if (s >= 0) {
 		if (in_group)
 			atomic_fetch_add(&cumemcap_book_header(&book)->waiters, (uint32_t)delta);
-		if (dev_ok(dev) && cumemcap_group_devs[dev].gpu >= 0)
+		if ((unsigned)dev < CUMEMCAP_MAX_DEVICES && cumemcap_group_devs[dev].gpu >= 0)
 			atomic_fetch_add(&figs(s, dev)->waiting, (uint32_t)delta);
 		slot_exit();
 	}
@@ -572,10 +547,8 @@ void cumemcap_group_waiting(int dev, int delta)
 
 void cumemcap_group_sleep(uint32_t seq, uint32_t ms)
 {
-	bool shared;
-	_Atomic uint32_t *w = wake_word(&shared);
 	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
-	syscall(SYS_futex, (uint32_t *)w, shared ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE, seq, &ts, NULL, 0);
+	syscall(SYS_futex, (uint32_t *)wake_word(), FUTEX_WAIT, seq, &ts, NULL, 0);
 }
 
 void cumemcap_group_reap(void)
@@ -598,14 +571,14 @@ void cumemcap_group_tick(void)
 		return;
 	cumemcap_group_reap();
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
-		if (attached[dev] && atomic_load_explicit(&cumemcap_group_devs[dev].on, memory_order_relaxed) &&
+		if (attached[dev].in_book && atomic_load_explicit(&cumemcap_group_devs[dev].on, memory_order_relaxed) &&
 		    squeezed())
 			give_back(dev);
 }
 
 bool cumemcap_group_publishes(int dev)
 {
-	return dev_ok(dev) && attached[dev] && ready(dev);
+	return (unsigned)dev < CUMEMCAP_MAX_DEVICES && attached[dev].in_book && ready(dev);
 }
 
 void cumemcap_group_publish(int dev, const struct cumemcap_group_figures *f)
@@ -651,25 +624,18 @@ bool cumemcap_group_next_change(struct cumemcap_book_change *out, unsigned char 
 	return got;
 }
 
-/* dev's entry in the group's GPU table, or -1 (not in a group, not
- * attached, no room in the table). */
-static int group_gpu(int dev)
-{
-	if (!dev_ok(dev) || !cumemcap_group_member() || !attached[dev])
-		return -1;
-	return cumemcap_group_devs[dev].gpu;
-}
-
 /* dev's limit in the book (which 0), what all members hold of it (1) or
- * what this one holds (2); UINT64_MAX when not in a group. Read inside a
- * use of the slot: a move to a new book replaces `book` and the GPU
+ * what this one holds (2); UINT64_MAX when not in a group or dev has no
+ * entry. Read inside a use of the slot: a move replaces `book` and the GPU
  * indices only while no thread is inside. */
 static uint64_t book_figure(int dev, int which)
 {
-	int s = group_gpu(dev) < 0 ? -1 : slot_enter();
+	if ((unsigned)dev >= CUMEMCAP_MAX_DEVICES || !cumemcap_group_member() || !attached[dev].in_book)
+		return UINT64_MAX;
+	int s = slot_enter();
 	if (s < 0)
 		return UINT64_MAX;
-	int g = group_gpu(dev);
+	int g = attached[dev].in_book ? cumemcap_group_devs[dev].gpu : -1;
 	uint64_t v = g < 0 ? UINT64_MAX
 		     : which == 0 ? atomic_load(&cumemcap_book_gpu(&book, (unsigned)g)->limit)
 		     : which == 1 ? cumemcap_book_used(&book, (unsigned)g)
