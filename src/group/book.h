@@ -18,8 +18,7 @@
  * file, which the kernel drops when its owner dies: a slot whose lock can
  * be taken while it says "live" is a dead process's, whose share the
  * taker returns (reap). The lock follows the open file, not the pid, so a
- * reused pid can neither keep nor free another's slot, across PID
- * namespaces too.
+ * reused pid can neither keep nor free another's slot.
  *
  * A new book is built whole, its bytes reserved, in a temporary file
  * nobody else can name, then linked to its name: no process maps a
@@ -27,9 +26,9 @@
  * later touch with a SIGBUS.
  *
  * Thread safety: a struct cumemcap_book is its owner's; the mapped atomics
- * may be used by any thread of any process. Claiming, releasing and reaping
- * slots take fcntl locks on the book's descriptor: callers in one process
- * serialize them (group.c holds one mutex for them). */
+ * may be used by any thread of any process. Callers in one process
+ * serialize claiming, releasing and reaping (fcntl locks on the book's
+ * descriptor; group.c holds one mutex for them). */
 #pragma once
 
 #include <stdatomic.h>
@@ -64,10 +63,9 @@ struct cumemcap_book_gpu {
 	uint64_t reserved1[3];
 };
 
-/* One change of a limit, made by `cumemcap group set`. A writer takes the
- * next seq (header.change_seq), writes the entry at seq % CHANGES and
- * stores seq into `seq` last; a reader that finds another seq there has
- * lost that entry. */
+/* One change of a limit (`cumemcap group set`). A writer takes the next
+ * header.change_seq, writes the entry at seq % CHANGES and stores `seq`
+ * last; a reader that finds another seq there has lost that entry. */
 struct cumemcap_book_change {
 	_Atomic uint64_t seq;     /* 1, 2, ... (0: empty) */
 	uint64_t time_ns;         /* CLOCK_REALTIME */
@@ -177,7 +175,6 @@ bool cumemcap_book_name_ok(const char *name);
 bool cumemcap_book_check(const void *data, size_t len, enum cumemcap_book_kind kind, const char *name,
 			 char *why, size_t whylen);
 
-/* How a book may be shared. */
 enum cumemcap_book_access {
 	CUMEMCAP_BOOK_USER = 0, /* 0600, owned by the caller's uid */
 	CUMEMCAP_BOOK_GID,      /* 0660, its group the named one, its owner a member */
