@@ -474,8 +474,6 @@ void cumemcap_book_close(struct cumemcap_book *b)
 void cumemcap_book_wake(struct cumemcap_book *b)
 {
 	struct cumemcap_book_header *h = cumemcap_book_header(b);
-	if (atomic_load(&h->waiters) == 0)
-		return;
 	atomic_fetch_add(&h->wake, 1);
 	syscall(SYS_futex, (uint32_t *)&h->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
@@ -659,10 +657,8 @@ unsigned cumemcap_book_set_limit(struct cumemcap_book *b, int g, uint64_t limit,
 		atomic_store(&c->seq, seq);
 		changed++;
 	}
-	if (changed) { /* waiters recheck against the new limit, counted or not */
-		atomic_fetch_add(&h->wake, 1);
-		syscall(SYS_futex, (uint32_t *)&h->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-	}
+	if (changed) /* waiters recheck against the new limit */
+		cumemcap_book_wake(b);
 	return changed;
 }
 

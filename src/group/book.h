@@ -114,7 +114,7 @@ struct cumemcap_book_header {
 	char reserved0[7];
 	_Atomic uint32_t slots_used;  /* 1 + the highest slot ever claimed */
 	_Atomic uint32_t wake;        /* futex word: bumped when room may have appeared */
-	_Atomic uint32_t waiters;     /* threads (of all members) waiting on `wake` */
+	uint32_t reserved2;
 	_Atomic uint32_t squeeze;     /* bumped when a grant failed: members hand back spare budget */
 	_Atomic uint32_t tight;       /* 1: a GPU is near its budget: members keep no spare */
 	uint32_t reserved1;
@@ -226,7 +226,7 @@ uint64_t cumemcap_book_used(const struct cumemcap_book *b, unsigned g);
  * changed and wake the waiters. Returns how many GPUs changed. */
 unsigned cumemcap_book_set_limit(struct cumemcap_book *b, int g, uint64_t limit, uid_t uid);
 
-/* Wake every thread waiting on the book, when there are any. */
+/* Wake every thread waiting on the book's `wake`. */
 void cumemcap_book_wake(struct cumemcap_book *b);
 
 /* A SIGBUS at `addr` (the shim's handler asks, log/signals.c): when addr

@@ -329,14 +329,8 @@ static void move_locked(void)
 	book = fresh;
 	self = slot;
 	if (in_group) {
-		struct cumemcap_book_header *h = cumemcap_book_header(&book);
-		/* This process's sleepers wake and sleep again on the new
-		 * word; they count themselves out of the book they find. */
-		uint32_t mine = atomic_load(&cumemcap_group_local_waiters);
-		atomic_fetch_add(&h->waiters, mine);
-		cumemcap_book_wake(&old);
-		atomic_fetch_sub(&cumemcap_book_header(&old)->waiters, mine);
-		squeeze_word = &h->squeeze;
+		cumemcap_book_wake(&old); /* its sleepers sleep again on the new word */
+		squeeze_word = &cumemcap_book_header(&book)->squeeze;
 		atomic_store(&squeeze_seen, atomic_load(squeeze_word));
 	}
 	changes_seen = atomic_load(&cumemcap_book_header(&book)->change_seq);
@@ -532,13 +526,11 @@ void cumemcap_group_wake_local(void)
 void cumemcap_group_waiting(int dev, int delta)
 {
 	atomic_fetch_add(&cumemcap_group_hot, (uint32_t)(2 * delta));
-	/* Inside a use of the slot, so that a move (which carries the local
-	 * count into the new book) sees each change whole. */
+	/* Inside a use of the slot, so that a move (which carries `waiting`
+	 * into the new book) sees each change whole. */
 	int s = atomic_load(&booked) ? slot_enter() : -1;
 	atomic_fetch_add(&cumemcap_group_local_waiters, (uint32_t)delta);
 	if (s >= 0) {
-		if (in_group)
-			atomic_fetch_add(&cumemcap_book_header(&book)->waiters, (uint32_t)delta);
 		if ((unsigned)dev < CUMEMCAP_MAX_DEVICES && cumemcap_group_devs[dev].gpu >= 0)
 			atomic_fetch_add(&figs(s, dev)->waiting, (uint32_t)delta);
 		slot_exit();
