@@ -1,6 +1,5 @@
-/* group: see group.h. Thread safety: the per-GPU room and the counters
- * are atomics; `join_lock` guards joining, claiming, reaping and the
- * book's handle (an xmutex: a child gets a fresh one). */
+/* group: see group.h, which says how it is thread-safe; `join_lock` is an
+ * xmutex (a child gets a fresh one). */
 #include "group/group.h"
 
 #include <limits.h>
@@ -40,8 +39,7 @@ static gid_t access_gid = (gid_t)-1; /* gid:GROUP: GROUP's gid */
 static _Atomic uint32_t local_wake; /* the word waiters sleep on without a group */
 static uint64_t changes_seen; /* the book's change_seq when joined, then as logged; join_lock */
 /* Whether each GPU has its entry in the book, and what it was attached
- * with, to attach it again in a new book (move_locked): this process's own
- * facts, not a shared file's. */
+ * with (this process's facts, not the file's), for a new book. */
 static struct {
 	_Atomic bool in_book;
 	unsigned char uuid[16];
@@ -258,9 +256,9 @@ static bool drain_slot_users(void)
 }
 
 /* Stop using the book: this process counts only against its own limits.
- * The mapping stays (a thread may still read it through a pointer it
- * loaded); the descriptor goes, and with it the slot's lock. join_lock
- * held, pausing set. */
+ * The mapping stays (a thread may still hold a pointer into it); the
+ * descriptor goes, and with it the slot's lock. join_lock held, pausing
+ * set. */
 static void give_up_locked(const char *what)
 {
 	if (in_group)
@@ -281,15 +279,13 @@ static void give_up_locked(const char *what)
 	book.fd = -1;
 }
 
-/* Go on in the book at book.path: claim a slot there, attach the GPUs
- * again and count what this process holds of each. The old book is left
- * to its other members (its mapping stays, see give_up_locked). join_lock
- * held, pausing set, no slot users. */
+/* Go on in the book now at book.path: claim a slot, attach the GPUs again
+ * and carry what this process holds. The old book's mapping stays, and
+ * `book` is the old one until the new one is whole, for threads that read
+ * it without the slot (sleepers, the log's figures). join_lock held,
+ * pausing set, no slot users. */
 static void move_locked(void)
 {
-	/* `book` stays the old one until the new one is whole: threads that
-	 * read it without the slot (sleepers, the log's figures) find one
-	 * mapped book or the other, never none. */
 	struct cumemcap_book old = book, fresh;
 	int old_self = self;
 	char why[256];
@@ -339,9 +335,9 @@ static void move_locked(void)
 }
 
 /* Whether the book may still be used: look at its descriptor, and move to
- * a new book or give it up when it was removed or truncated. Under the
- * join lock, since a move replaces `book`: it runs once a second and
- * before a member asks the group for more, never on a common path. */
+ * a new book or give it up when it was removed or truncated. Takes the
+ * join lock: it runs once a second and before a member asks the group for
+ * more, never on a common path. */
 static bool book_sound(void)
 {
 	uint64_t size = 0;
@@ -375,9 +371,8 @@ static bool squeezed(void)
 	       atomic_load_explicit(&squeeze_seen, memory_order_relaxed);
 }
 
-/* Take `bytes` from the room, growing what this member holds when the
- * room is short (group.h): with a spare chunk first, then without, then
- * refused, the others asked to hand their spare back. */
+/* Take `bytes` from the room, else grow what this member holds (group.h):
+ * with a spare chunk, then without, then refused and the others squeezed. */
 static bool group_grow(int dev, uint64_t bytes)
 {
 	struct cumemcap_group_dev *gd = &cumemcap_group_devs[dev];
@@ -398,7 +393,7 @@ static bool group_grow(int dev, uint64_t bytes)
 			ok = atomic_compare_exchange_weak(&gd->room, &r, r - (int64_t)bytes);
 			continue;
 		}
-		uint64_t need = bytes - (uint64_t)(r > 0 ? r : 0) + (uint64_t)(r < 0 ? -r : 0);
+		uint64_t need = bytes - (uint64_t)r; /* r < 0 (the overhead grew) adds to it */
 		uint64_t limit = atomic_load(&gpu->limit);
 		uint64_t extra = atomic_load(&h->tight) ? 0 : gd->chunk;
 		for (;;) {
@@ -595,9 +590,7 @@ void cumemcap_group_publish(int dev, const struct cumemcap_group_figures *f)
 bool cumemcap_group_next_change(struct cumemcap_book_change *out, unsigned char uuid[16])
 {
 	bool got = false;
-	/* changes_seen is the worker's and, once it stopped looking, the
-	 * destructor's (which does not wait for the worker). */
-	cumemcap_xmutex_lock(&join_lock);
+	cumemcap_xmutex_lock(&join_lock); /* the destructor does not wait for the worker */
 	uint64_t last = 0;
 	if (in_group && atomic_load(&booked))
 		last = atomic_load(&cumemcap_book_header(&book)->change_seq);
@@ -679,10 +672,9 @@ void cumemcap_group_fork_child(void)
 		atomic_store(&cumemcap_group_devs[d].room, 0);
 	if (!atomic_load(&booked))
 		return;
-	/* The parent's slot is the parent's: drop our reference to its lock
-	 * (the parent keeps it) and its mapping, and take our own slot at the
-	 * next use (open and fcntl are system calls a child may make, but a
-	 * child that only execs should not pay for them). */
+	/* Drop our reference to the parent's slot lock (the parent keeps it)
+	 * and its mapping; take our own slot at the next use, which a child
+	 * that only execs never pays for. */
 	cumemcap_book_close(&book);
 	self = -1;
 	atomic_store(&booked, false);
