@@ -342,9 +342,9 @@ static void sweep_temporaries(int dirfd)
  * /proc/self/fd (AT_EMPTY_PATH would need CAP_DAC_READ_SEARCH), or where
  * there is no O_TMPFILE or no /proc (a chroot), one named by 128 random
  * bits, made with O_EXCL and unlinked once linked. 1: made (*fdp is its),
- * 0: someone else made it first, -1: error (b->error its errno). */
-static int create_book(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
-		       const char *name, enum cumemcap_book_access access, int *fdp, char *why, size_t whylen)
+ * 0: someone else made it first, -1: error. */
+static int create_book(const char *path, enum cumemcap_book_kind kind, const char *name,
+		       enum cumemcap_book_access access, gid_t gid, int *fdp, char *why, size_t whylen)
 {
 	char dir[1024];
 	const char *slash = strrchr(path, '/');
@@ -352,7 +352,6 @@ static int create_book(struct cumemcap_book *b, const char *path, enum cumemcap_
 	const char *base = slash ? slash + 1 : path;
 	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0) {
-		b->error = errno;
 		snprintf(why, whylen, "cannot open its directory: %s", strerror(errno));
 		return -1;
 	}
@@ -379,7 +378,7 @@ static int create_book(struct cumemcap_book *b, const char *path, enum cumemcap_
 		}
 		if (fd < 0)
 			break;
-		if (access == CUMEMCAP_BOOK_GID && fchown(fd, (uid_t)-1, b->gid) != 0)
+		if (access == CUMEMCAP_BOOK_GID && fchown(fd, (uid_t)-1, gid) != 0)
 			err = errno;
 		if (!err && fchmod(fd, mode) != 0)
 			err = errno;
@@ -404,7 +403,6 @@ static int create_book(struct cumemcap_book *b, const char *path, enum cumemcap_
 	if (fd >= 0 && err)
 		close(fd);
 	if (fd < 0 || (err && err != EEXIST)) {
-		b->error = fail;
 		snprintf(why, whylen,
 			 fd < 0 ? "cannot create it in its directory: %s" : "cannot create it: %s",
 			 strerror(fail));
@@ -420,21 +418,18 @@ bool cumemcap_book_open(struct cumemcap_book *b, const char *path, enum cumemcap
 {
 	b->fd = -1;
 	b->map = NULL;
-	b->error = 0;
-	b->gid = gid;
 	cumemcap_copy(b->path, sizeof(b->path), path);
 	for (int attempt = 0; attempt < 4; attempt++) {
 		int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		if (fd < 0 && errno == ENOENT && create) {
 			if (access == CUMEMCAP_BOOK_GID && gid == (gid_t)-1)
 				return WHY("a book shared by group is made only for a named group");
-			int made = create_book(b, path, kind, name, access, &fd, why, whylen);
+			int made = create_book(path, kind, name, access, gid, &fd, why, whylen);
 			if (made < 0)
 				return false;
 			if (made == 0)
 				continue; /* made by another member meanwhile: open theirs */
 		} else if (fd < 0) {
-			b->error = errno;
 			if (errno == ELOOP)
 				return WHY("a symbolic link; a book must be a regular file");
 			return WHY("cannot open it: %s", strerror(errno));

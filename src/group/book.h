@@ -134,8 +134,6 @@ struct cumemcap_book_header {
 struct cumemcap_book {
 	int fd;
 	void *map;
-	int error;  /* after a failed open: the errno of the call that failed; 0: the file was refused */
-	gid_t gid;  /* a book shared by group: its group; -1: none named */
 	char path[1024];
 };
 
@@ -187,8 +185,7 @@ enum cumemcap_book_access {
  * CUMEMCAP_BOOK_GID, its owner a member of the file's group, which is
  * `gid` (a new book is made with it) or, gid -1, any of the caller's (no
  * book is made then). False with one line in `why` naming the reason (the
- * caller names the file); a full file system fails a creation with
- * b->error ENOSPC, leaving no temporary file behind. */
+ * caller names the file); a failed creation leaves no temporary file. */
 bool cumemcap_book_open(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
 			const char *name, enum cumemcap_book_access access, gid_t gid, bool create,
 			char *why, size_t whylen);
