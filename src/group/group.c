@@ -290,8 +290,8 @@ static void move_locked(void)
 	int old_self = self;
 	char why[256];
 	if (!cumemcap_book_open(&fresh, old.path, in_group ? CUMEMCAP_BOOK_GROUP : CUMEMCAP_BOOK_REGISTRY,
-				    in_group ? group_name : registry_uid, access_mode, access_gid, true, why,
-				    sizeof(why))) {
+				in_group ? group_name : registry_uid, access_mode, access_gid, true, why,
+				sizeof(why))) {
 		char what[320];
 		snprintf(what, sizeof(what), "was removed and the book now there cannot be used (%s)", why);
 		give_up_locked(what);
@@ -558,8 +558,8 @@ void cumemcap_group_tick(void)
 		return;
 	cumemcap_group_reap();
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
-		if (attached[dev].in_book && atomic_load_explicit(&cumemcap_group_devs[dev].on, memory_order_relaxed) &&
-		    squeezed())
+		if (attached[dev].in_book &&
+		    atomic_load_explicit(&cumemcap_group_devs[dev].on, memory_order_relaxed) && squeezed())
 			give_back(dev);
 }
 
@@ -590,7 +590,9 @@ void cumemcap_group_publish(int dev, const struct cumemcap_group_figures *f)
 bool cumemcap_group_next_change(struct cumemcap_book_change *out, unsigned char uuid[16])
 {
 	bool got = false;
-	cumemcap_xmutex_lock(&join_lock); /* the destructor does not wait for the worker */
+	/* changes_seen is the worker's and the destructor's, which does not
+	 * wait for the worker. */
+	cumemcap_xmutex_lock(&join_lock);
 	uint64_t last = 0;
 	if (in_group && atomic_load(&booked))
 		last = atomic_load(&cumemcap_book_header(&book)->change_seq);
