@@ -1,9 +1,7 @@
-/* book: see book.h; and the table of the books (and registries) mapped,
- * for a SIGBUS in one of them (mapped.h). Thread safety: as book.h says;
- * the table is atomics only, and cumemcap_mapped_fault takes no lock and
- * makes one system call. */
+/* book: see book.h; and the table of the books mapped, for a SIGBUS in
+ * one of them. Thread safety: as book.h says; the table is atomics only,
+ * and cumemcap_mapped_fault takes no lock and makes one system call. */
 #include "group/book.h"
-#include "group/mapped.h"
 #include "platform/msg.h"
 #include "platform/ofdlock.h"
 #include "platform/userdb.h"
@@ -27,16 +25,15 @@ _Static_assert(sizeof(struct cumemcap_book_gpu) % 8 == 0, "GPU entries stay alig
 _Static_assert(sizeof(struct cumemcap_book_slot) % 8 == 0, "slots stay aligned");
 _Static_assert(CUMEMCAP_BOOK_SLOT_OFF % 4096 == 0, "slots start on a page");
 
-/* The byte of the file whose OFD lock owns slot i (past the end of the
- * data: locks need no data under them); the one after the last slot's
- * serializes adding a GPU to the table. */
+/* The byte whose OFD lock owns slot i (past the data: a lock needs none
+ * under it); the one after the last slot's serializes adding a GPU. */
 #define LOCK_BYTE(i) ((off_t)CUMEMCAP_BOOK_SIZE + (off_t)(i))
 
 /* ---- the mapped books ---------------------------------------------------------------------- */
 
-/* A slot holds a book's address while it is mapped; more books than slots
- * are mapped only by a tool that opens many at once, and those are not
- * covered. Every mapping is CUMEMCAP_BOOK_SIZE long. */
+/* The address of each book mapped, CUMEMCAP_BOOK_SIZE long; more books
+ * than slots are mapped only by a tool that opens many at once, and those
+ * are not covered. */
 #define MAPPED_MAX 64
 static struct {
 	_Atomic(uintptr_t) base;
@@ -102,9 +99,8 @@ bool cumemcap_book_check(const void *data, size_t len, enum cumemcap_book_kind k
 {
 	if (len < sizeof(struct cumemcap_book_header))
 		return WHY("%zu bytes: too short for a cumemcap book", len);
-	/* Copy what is checked: another process may write the live book
-	 * while it is read, and a value must not change between its check
-	 * and its use. */
+	/* Copied: another process may write the live book, and a value must
+	 * not change between its check and its use. */
 	struct cumemcap_book_header h;
 	memcpy(&h, data, sizeof(h));
 	if (h.magic != CUMEMCAP_BOOK_MAGIC)
@@ -141,12 +137,10 @@ bool cumemcap_book_check(const void *data, size_t len, enum cumemcap_book_kind k
 		if (g.state == 2 && !memchr(g.pci, '\0', sizeof(g.pci)))
 			return WHY("corrupt: GPU entry %u has no PCI id", i);
 	}
-	/* A live book changes while it is checked: a member claiming a slot
-	 * raises slots_used before it stores the slot's state, and a limit
-	 * change takes its seq from change_seq before it stores it in its
-	 * entry. So a slot or an entry ahead of the header's copy is checked
-	 * again against the header's value loaded after it (they only grow),
-	 * not refused as corrupt. */
+	/* A member raises slots_used before it makes a slot live, and takes a
+	 * change's seq from change_seq before it stores it in the entry: a
+	 * slot or an entry ahead of the header's copy is checked again against
+	 * the live header's value (they only grow), not refused as corrupt. */
 	const struct cumemcap_book_header *live = data;
 	for (unsigned i = 0; i < CUMEMCAP_BOOK_CHANGES; i++) {
 		const struct cumemcap_book_change *c =
@@ -182,8 +176,7 @@ static uint64_t realtime_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* The start of a small file of /proc, as a string; "" when it cannot be
- * read. */
+/* The start of a small file of /proc; "" when it cannot be read. */
 static void read_proc(const char *path, char *buf, size_t len)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -251,12 +244,11 @@ static bool in_groups(gid_t gid)
 	return false;
 }
 
-/* The checks on the file itself: it must be shareable as `access` says:
- * for a user's book, owned by the caller and private; for a book shared by
- * group, mode 0660, its group `gid` (or, gid -1, one of the caller's), and
- * its owner a member of that group as far as the user database can tell,
- * so that no user outside the group can have made it (a file made in a
- * set-group-ID directory gets the directory's group whoever makes it). */
+/* The file must be shareable as `access` says: a user's book owned by the
+ * caller and private; a book shared by group 0660, its group `gid` (gid
+ * -1: one of the caller's), and its owner a member of that group as far as
+ * the user database can tell (a file made in a set-group-ID directory
+ * gets the directory's group, whoever makes it). */
 static bool check_file(int fd, enum cumemcap_book_kind kind, enum cumemcap_book_access access,
 		       gid_t gid, char *why, size_t whylen)
 {
@@ -280,11 +272,9 @@ static bool check_file(int fd, enum cumemcap_book_kind kind, enum cumemcap_book_
 			return WHY("its group %u is none of this process's groups", (unsigned)st.st_gid);
 		if ((st.st_mode & 07777) != 0660)
 			return WHY("mode %04o; a group's shared book must be 0660", (unsigned)(st.st_mode & 07777));
-		/* When the user database knows the user or the group not (a
-		 * container running under a uid or an fsGroup its image does not
-		 * list) nobody can tell: taken as a member. */
-		if (!(st.st_uid == geteuid() && in_groups(st.st_gid)) &&
-		    cumemcap_userdb_member(st.st_uid, st.st_gid) == 0)
+		/* Unknown to the user database (a container's uid or fsGroup
+		 * its image does not list): taken as a member. */
+		if (st.st_uid != geteuid() && cumemcap_userdb_member(st.st_uid, st.st_gid) == 0)
 			return WHY("owned by uid %u, who is not a member of its group %u", (unsigned)st.st_uid,
 				   (unsigned)st.st_gid);
 	}
@@ -294,28 +284,11 @@ static bool check_file(int fd, enum cumemcap_book_kind kind, enum cumemcap_book_
 	return true;
 }
 
-static bool map_checked(struct cumemcap_book *b, int fd, enum cumemcap_book_kind kind,
-			const char *name, char *why, size_t whylen)
-{
-	void *map = mmap(NULL, CUMEMCAP_BOOK_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (map == MAP_FAILED)
-		return WHY("cannot map it: %s", strerror(errno));
-	mapped_swap(NULL, map);
-	if (!cumemcap_book_check(map, CUMEMCAP_BOOK_SIZE, kind, name, why, whylen)) {
-		unmap(map);
-		return false;
-	}
-	b->fd = fd;
-	b->map = map;
-	return true;
-}
-
 /* Reserve the book's bytes before anything is written through a mapping:
  * a page of a sparse file that a full tmpfs cannot back is a SIGBUS at
- * its first touch. fallocate(2) itself, not posix_fallocate(3): glibc's
- * stands in for a file system without it by writing a byte per block,
- * silently; here such a file system gets whole zero blocks written the
- * plain way, whose failure is an errno too. 0 or an errno. */
+ * its first touch. Where fallocate(2) is not supported, zero blocks are
+ * written (posix_fallocate's stand-in writes a byte per block). 0 or an
+ * errno. */
 static int reserve(int fd, off_t size)
 {
 	if (fallocate(fd, 0, 0, size) == 0)
@@ -331,17 +304,15 @@ static int reserve(int fd, off_t size)
 	return err;
 }
 
-/* Temporary files cumemcap names (where it cannot use O_TMPFILE): a dot
- * name no book or registry can have. */
+/* Temporaries cumemcap names where it cannot use O_TMPFILE (no book can
+ * have a dot name), and the age past which one was left by a process that
+ * died making a book. */
 #define TEMP_PREFIX ".cumemcap-new."
-/* A temporary this old was left by a process that died making a book. */
 #define TEMP_STALE_S 600
 
-/* Remove this user's stale temporaries from dir: regular files under
- * TEMP_PREFIX, owned by the caller, unchanged for TEMP_STALE_S. Nothing
- * else is removed: another user's file is theirs (in a sticky directory
- * such as /dev/shm no other user can swap one of ours for theirs between
- * the check and the unlink). */
+/* Remove the caller's own stale temporaries (regular files) from dir, and
+ * nothing else: in a sticky directory such as /dev/shm no other user can
+ * swap one of ours for theirs between the check and the unlink. */
 static void sweep_temporaries(int dirfd)
 {
 	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -366,16 +337,14 @@ static void sweep_temporaries(int dirfd)
 	closedir(d);
 }
 
-/* Build a new book in a file nobody else can open or name, and link it to
- * path (linkat fails with EEXIST when the name is taken). The file is an
- * O_TMPFILE one, linked through /proc/self/fd (AT_EMPTY_PATH would need
- * CAP_DAC_READ_SEARCH); where the file system has no O_TMPFILE, or that
- * link needs a /proc that is not there (a chroot), one named by 128 random
- * bits, made with O_EXCL and unlinked once linked. 1: made (*fdp is the
- * new book's), 0: someone else made it first, -1: error (b->error its
- * errno). */
-static int create_book(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
-		       const char *name, enum cumemcap_book_access access, int *fdp, char *why, size_t whylen)
+/* Build a new book in a file nobody else can open or name and link it to
+ * path (EEXIST when the name is taken): an O_TMPFILE linked through
+ * /proc/self/fd (AT_EMPTY_PATH would need CAP_DAC_READ_SEARCH), or where
+ * there is no O_TMPFILE or no /proc (a chroot), one named by 128 random
+ * bits, made with O_EXCL and unlinked once linked. 1: made (*fdp is its),
+ * 0: someone else made it first, -1: error. */
+static int create_book(const char *path, enum cumemcap_book_kind kind, const char *name,
+		       enum cumemcap_book_access access, gid_t gid, int *fdp, char *why, size_t whylen)
 {
 	char dir[1024];
 	const char *slash = strrchr(path, '/');
@@ -383,7 +352,6 @@ static int create_book(struct cumemcap_book *b, const char *path, enum cumemcap_
 	const char *base = slash ? slash + 1 : path;
 	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0) {
-		b->error = errno;
 		snprintf(why, whylen, "cannot open its directory: %s", strerror(errno));
 		return -1;
 	}
@@ -410,7 +378,7 @@ static int create_book(struct cumemcap_book *b, const char *path, enum cumemcap_
 		}
 		if (fd < 0)
 			break;
-		if (access == CUMEMCAP_BOOK_GID && fchown(fd, (uid_t)-1, b->gid) != 0)
+		if (access == CUMEMCAP_BOOK_GID && fchown(fd, (uid_t)-1, gid) != 0)
 			err = errno;
 		if (!err && fchmod(fd, mode) != 0)
 			err = errno;
@@ -435,7 +403,6 @@ static int create_book(struct cumemcap_book *b, const char *path, enum cumemcap_
 	if (fd >= 0 && err)
 		close(fd);
 	if (fd < 0 || (err && err != EEXIST)) {
-		b->error = fail;
 		snprintf(why, whylen,
 			 fd < 0 ? "cannot create it in its directory: %s" : "cannot create it: %s",
 			 strerror(fail));
@@ -445,46 +412,46 @@ static int create_book(struct cumemcap_book *b, const char *path, enum cumemcap_
 	return err ? 0 : 1;
 }
 
-bool cumemcap_book_open_gid(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
-			    const char *name, enum cumemcap_book_access access, gid_t gid, bool create, char *why,
-			    size_t whylen)
+bool cumemcap_book_open(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
+			const char *name, enum cumemcap_book_access access, gid_t gid, bool create,
+			char *why, size_t whylen)
 {
 	b->fd = -1;
 	b->map = NULL;
-	b->error = 0;
-	b->gid = gid;
 	cumemcap_copy(b->path, sizeof(b->path), path);
 	for (int attempt = 0; attempt < 4; attempt++) {
 		int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		if (fd < 0 && errno == ENOENT && create) {
 			if (access == CUMEMCAP_BOOK_GID && gid == (gid_t)-1)
 				return WHY("a book shared by group is made only for a named group");
-			int made = create_book(b, path, kind, name, access, &fd, why, whylen);
+			int made = create_book(path, kind, name, access, gid, &fd, why, whylen);
 			if (made < 0)
 				return false;
 			if (made == 0)
 				continue; /* made by another member meanwhile: open theirs */
 		} else if (fd < 0) {
-			b->error = errno;
 			if (errno == ELOOP)
 				return WHY("a symbolic link; a book must be a regular file");
 			return WHY("cannot open it: %s", strerror(errno));
 		}
-		if (!check_file(fd, kind, access, gid, why, whylen) ||
-		    !map_checked(b, fd, kind, name, why, whylen)) {
-			close(fd);
-			return false;
+		b->fd = fd;
+		if (!check_file(fd, kind, access, gid, why, whylen))
+			goto fail;
+		void *map = mmap(NULL, CUMEMCAP_BOOK_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (map == MAP_FAILED) {
+			snprintf(why, whylen, "cannot map it: %s", strerror(errno));
+			goto fail;
 		}
-		return true;
+		b->map = map;
+		mapped_swap(NULL, map);
+		if (cumemcap_book_check(map, CUMEMCAP_BOOK_SIZE, kind, name, why, whylen))
+			return true;
+		goto fail;
 	}
 	return WHY("it kept appearing and vanishing while it was opened");
-}
-
-bool cumemcap_book_open(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
-			const char *name, enum cumemcap_book_access access, bool create, char *why,
-			size_t whylen)
-{
-	return cumemcap_book_open_gid(b, path, kind, name, access, (gid_t)-1, create, why, whylen);
+fail:
+	cumemcap_book_close(b);
+	return false;
 }
 
 void cumemcap_book_close(struct cumemcap_book *b)
@@ -502,14 +469,12 @@ void cumemcap_book_close(struct cumemcap_book *b)
 void cumemcap_book_wake(struct cumemcap_book *b)
 {
 	struct cumemcap_book_header *h = cumemcap_book_header(b);
-	if (atomic_load(&h->waiters) == 0)
-		return;
 	atomic_fetch_add(&h->wake, 1);
 	syscall(SYS_futex, (uint32_t *)&h->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-/* Free slot s, returning what it held (and waking the waiters when that
- * was anything). The caller holds the slot's lock. */
+/* Free slot s, waking the waiters when it held anything. The caller holds
+ * the slot's lock. */
 static void empty_slot(struct cumemcap_book *b, struct cumemcap_book_slot *s)
 {
 	bool held = false;
@@ -633,8 +598,7 @@ int cumemcap_book_gpu_find(struct cumemcap_book *b, const unsigned char uuid[16]
 	int found = cumemcap_book_gpu_lookup(b, uuid);
 	if (found >= 0)
 		return found;
-	/* Adding is serialized by the table's lock byte (the kernel drops it
-	 * if its holder dies), so one UUID gets one entry. */
+	/* Serialized by the table's lock byte: one UUID gets one entry. */
 	off_t table = LOCK_BYTE(CUMEMCAP_BOOK_SLOTS);
 	if (cumemcap_ofd_lock(b->fd, table, 1, F_WRLCK, true) != 0)
 		return -1;
@@ -688,10 +652,8 @@ unsigned cumemcap_book_set_limit(struct cumemcap_book *b, int g, uint64_t limit,
 		atomic_store(&c->seq, seq);
 		changed++;
 	}
-	if (changed) { /* waiters recheck against the new limit, counted or not */
-		atomic_fetch_add(&h->wake, 1);
-		syscall(SYS_futex, (uint32_t *)&h->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-	}
+	if (changed) /* waiters recheck against the new limit */
+		cumemcap_book_wake(b);
 	return changed;
 }
 

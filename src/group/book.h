@@ -18,8 +18,7 @@
  * file, which the kernel drops when its owner dies: a slot whose lock can
  * be taken while it says "live" is a dead process's, whose share the
  * taker returns (reap). The lock follows the open file, not the pid, so a
- * reused pid can neither keep nor free another's slot, across PID
- * namespaces too.
+ * reused pid can neither keep nor free another's slot.
  *
  * A new book is built whole, its bytes reserved, in a temporary file
  * nobody else can name, then linked to its name: no process maps a
@@ -27,9 +26,9 @@
  * later touch with a SIGBUS.
  *
  * Thread safety: a struct cumemcap_book is its owner's; the mapped atomics
- * may be used by any thread of any process. Claiming, releasing and reaping
- * slots take fcntl locks on the book's descriptor: callers in one process
- * serialize them (group.c holds one mutex for them). */
+ * may be used by any thread of any process. Callers in one process
+ * serialize claiming, releasing and reaping (fcntl locks on the book's
+ * descriptor; group.c holds one mutex for them). */
 #pragma once
 
 #include <stdatomic.h>
@@ -52,8 +51,8 @@ enum cumemcap_book_kind {
 	CUMEMCAP_BOOK_REGISTRY = 2,
 };
 
-/* A GPU of the book. state: 0 free, 1 being filled, 2 ready (uuid, pci
- * and total are written before 2 is stored, and never change after). */
+/* A GPU of the book. state: 0 free, 1 being filled, 2 ready (then uuid,
+ * pci and total never change). */
 struct cumemcap_book_gpu {
 	_Atomic uint32_t state;
 	uint32_t reserved0;
@@ -64,10 +63,9 @@ struct cumemcap_book_gpu {
 	uint64_t reserved1[3];
 };
 
-/* One change of a limit, made by `cumemcap group set`. A writer takes the
- * next seq (header.change_seq), writes the entry at seq % CHANGES and
- * stores seq into `seq` last; a reader that finds another seq there has
- * lost that entry. */
+/* One change of a limit (`cumemcap group set`). A writer takes the next
+ * header.change_seq, writes the entry at seq % CHANGES and stores `seq`
+ * last; a reader that finds another seq there has lost that entry. */
 struct cumemcap_book_change {
 	_Atomic uint64_t seq;     /* 1, 2, ... (0: empty) */
 	uint64_t time_ns;         /* CLOCK_REALTIME */
@@ -76,9 +74,8 @@ struct cumemcap_book_change {
 	uint64_t old_limit, new_limit;
 };
 
-/* A member's figures for one GPU of the book. `held` is exact at every
- * moment (the group's use is its sum); the rest are copied from the
- * member's own figures once a second, for `cumemcap top`. */
+/* A member's figures for one GPU. `held` is exact at every moment; the
+ * rest are copied from the member's figures once a second, for `top`. */
 struct cumemcap_book_figs {
 	_Atomic uint64_t held;      /* of the group's budget: >= what it counts here */
 	_Atomic uint64_t limit;     /* the member's own limit (CUMEMCAP_BOOK_NONE: none) */
@@ -88,8 +85,8 @@ struct cumemcap_book_figs {
 };
 
 /* A member. state: 0 free, 1 live. Only the holder of the slot's lock
- * changes state, pid and the identity fields; `held` is changed by the
- * member's threads, and zeroed by whoever reaps a dead member. */
+ * changes its state and identity; `held` is changed by the member's
+ * threads, and zeroed by whoever reaps a dead member. */
 struct cumemcap_book_slot {
 	_Atomic uint32_t state;
 	uint32_t pid;               /* as the member sees itself */
@@ -117,7 +114,7 @@ struct cumemcap_book_header {
 	char reserved0[7];
 	_Atomic uint32_t slots_used;  /* 1 + the highest slot ever claimed */
 	_Atomic uint32_t wake;        /* futex word: bumped when room may have appeared */
-	_Atomic uint32_t waiters;     /* threads (of all members) waiting on `wake` */
+	uint32_t reserved2;
 	_Atomic uint32_t squeeze;     /* bumped when a grant failed: members hand back spare budget */
 	_Atomic uint32_t tight;       /* 1: a GPU is near its budget: members keep no spare */
 	uint32_t reserved1;
@@ -137,8 +134,6 @@ struct cumemcap_book_header {
 struct cumemcap_book {
 	int fd;
 	void *map;
-	int error;  /* after a failed open: the errno of the call that failed; 0: the file was refused */
-	gid_t gid;  /* a book shared by group: its group; -1: none named */
 	char path[1024];
 };
 
@@ -163,8 +158,8 @@ static inline struct cumemcap_book_slot *cumemcap_book_slot(const struct cumemca
 	return (struct cumemcap_book_slot *)((char *)b->map + CUMEMCAP_BOOK_SLOT_OFF) + i;
 }
 
-/* The file name of a group's book ("cumemcap-group.NAME") or of a user's
- * registry ("cumemcap-node.UID") under dir; false when it does not fit. */
+/* The path of a group's book or a user's registry under dir; false when
+ * it does not fit. */
 bool cumemcap_book_path(char *out, size_t len, const char *dir, enum cumemcap_book_kind kind,
 			const char *name);
 
@@ -172,15 +167,12 @@ bool cumemcap_book_path(char *out, size_t len, const char *dir, enum cumemcap_bo
  * with '.' or '-'. */
 bool cumemcap_book_name_ok(const char *name);
 
-/* Check a book's bytes as read from a file of `len` bytes: magic, version,
- * the layout's sizes, the kind, the name (when `name` is not NULL), and
- * every field a reader indexes or trusts (GPU and slot states, slots_used,
- * change seqs). False with the reason in `why`. Reads only the bytes given;
- * pure (the fuzz target). */
+/* Check a book's `len` bytes: magic, version, layout, kind, the name
+ * (unless NULL) and every field a reader indexes or trusts. False with the
+ * reason in `why`. Reads only the bytes given (the fuzz target). */
 bool cumemcap_book_check(const void *data, size_t len, enum cumemcap_book_kind kind, const char *name,
 			 char *why, size_t whylen);
 
-/* How a book may be shared. */
 enum cumemcap_book_access {
 	CUMEMCAP_BOOK_USER = 0, /* 0600, owned by the caller's uid */
 	CUMEMCAP_BOOK_GID,      /* 0660, its group the named one, its owner a member */
@@ -190,62 +182,60 @@ enum cumemcap_book_access {
  * with `kind` and `name`) when there is none and `create` is set. The file
  * must be a regular file (no symbolic link is followed) of the right size
  * that passes cumemcap_book_check, with the access's mode and owner; for
- * CUMEMCAP_BOOK_GID, its owner a member of the file's group, which is any
- * of the caller's (no book is made then) or, with open_gid, `gid` (a new
- * book is made with it). False with one line in `why` naming the reason
- * (the caller names the file); a full file system fails a creation with
- * b->error ENOSPC, leaving no temporary file behind. */
+ * CUMEMCAP_BOOK_GID, its owner a member of the file's group, which is
+ * `gid` (a new book is made with it) or, gid -1, any of the caller's (no
+ * book is made then). False with one line in `why` naming the reason (the
+ * caller names the file); a failed creation leaves no temporary file. */
 bool cumemcap_book_open(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
-			const char *name, enum cumemcap_book_access access, bool create, char *why,
-			size_t whylen);
-bool cumemcap_book_open_gid(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
-			    const char *name, enum cumemcap_book_access access, gid_t gid, bool create, char *why,
-			    size_t whylen);
+			const char *name, enum cumemcap_book_access access, gid_t gid, bool create,
+			char *why, size_t whylen);
 
 void cumemcap_book_close(struct cumemcap_book *b);
 
-/* Take a free slot (or one whose owner died: its share is returned first)
- * and fill its identity; -1 when every slot is live. The slot's lock is
- * held by b's open file until released or the process dies. */
+/* Take a free slot (or a dead owner's, its share returned first) and fill
+ * its identity; -1 when every slot is live. b's open file holds the slot's
+ * lock until released or the process dies. */
 int cumemcap_book_claim(struct cumemcap_book *b, const char *program);
 
 /* Give up slot i, returning what it holds. */
 void cumemcap_book_release(struct cumemcap_book *b, int i);
 
-/* Whether slot i's owner is alive: its lock is held by someone other
- * than b's open file. A free slot is not alive. */
+/* Whether slot i is live and its lock held by an open file other than
+ * b's. */
 bool cumemcap_book_alive(const struct cumemcap_book *b, unsigned i);
 
-/* Return the share of every member that died (skipping slot `self`, b's
- * own): each dead live slot is zeroed and freed. Returns how many were
- * reaped; when any held something, wakes the waiters. */
+/* Zero and free every dead member's slot but `self` (b's own), waking the
+ * waiters when one held something. Returns how many were reaped. */
 unsigned cumemcap_book_reap(struct cumemcap_book *b, int self);
 
-/* The GPU with this UUID in the table, adding it (pci, total, limit)
- * when it is not there; -1 when the table is full. An existing entry
- * keeps its limit. */
+/* The GPU with this UUID, added with pci, total and limit when new; -1
+ * when the table is full. An existing entry keeps its limit. */
 int cumemcap_book_gpu_find(struct cumemcap_book *b, const unsigned char uuid[16], const char *pci,
 			   uint64_t total, uint64_t limit);
 
 /* The GPU with this UUID, or -1 (no change to the table). */
 int cumemcap_book_gpu_lookup(const struct cumemcap_book *b, const unsigned char uuid[16]);
 
-/* What the members hold of GPU g's budget: the sum of `held` over the
- * slots (sequentially consistent loads, see group.h). */
+/* The sum of the members' `held` of GPU g (seq_cst loads, see group.h). */
 uint64_t cumemcap_book_used(const struct cumemcap_book *b, unsigned g);
 
-/* Set GPU g's limit (g < 0: every GPU in the table) and append a change
- * per GPU changed, by `uid`; wakes the waiters. Returns how many GPUs
- * changed. */
+/* Set GPU g's limit (g < 0: every GPU), append a change by `uid` per GPU
+ * changed and wake the waiters. Returns how many GPUs changed. */
 unsigned cumemcap_book_set_limit(struct cumemcap_book *b, int g, uint64_t limit, uid_t uid);
 
-/* Wake every thread waiting on the book, when there are any. */
+/* Wake every thread waiting on the book's `wake`. */
 void cumemcap_book_wake(struct cumemcap_book *b);
 
-/* What became of an open book's file, seen through its descriptor (one
- * fstat): REMOVED (no link left: deleted, or another file renamed over
- * it), or CUT (another size, or a SIGBUS seen in its mapping; the size in
- * *size). SOUND when fstat fails. */
+/* A SIGBUS at `addr` (the shim's handler asks, log/log.c): when addr
+ * lies in a mapped book, replace that mapping by zeroed private memory
+ * (the touch, done again when the handler returns, reads and writes
+ * nothing shared) and mark the book CUT, even if the file is written back
+ * to its size later. True when it was such a fault. Async-signal-safe. */
+bool cumemcap_mapped_fault(const void *addr);
+
+/* What became of an open book's file (one fstat): REMOVED (deleted, or
+ * another file renamed over it), or CUT (another size, its size in *size,
+ * or a SIGBUS seen in its mapping). SOUND when fstat fails. */
 enum cumemcap_book_fate {
 	CUMEMCAP_BOOK_SOUND = 0,
 	CUMEMCAP_BOOK_REMOVED,
@@ -253,8 +243,7 @@ enum cumemcap_book_fate {
 };
 enum cumemcap_book_fate cumemcap_book_fate(const struct cumemcap_book *b, uint64_t *size);
 
-/* Copy a member's figures for one GPU from its slot in one book to its
- * slot in another (a member going on in a new book): what it holds, its
- * limit, ordinal and waiting threads. */
+/* Copy a member's held, limit, ordinal and waiting of one GPU to its slot
+ * in another book (a member going on in a new book). */
 void cumemcap_book_carry(const struct cumemcap_book *from, unsigned from_slot, unsigned from_gpu,
 			 struct cumemcap_book *to, unsigned to_slot, unsigned to_gpu);

@@ -1,6 +1,5 @@
-/* group: see group.h. Thread safety: the per-GPU room and the counters
- * are atomics; `join_lock` guards joining, claiming, reaping and the
- * book's handle (an xmutex: a child gets a fresh one). */
+/* group: see group.h, which says how it is thread-safe; `join_lock` is an
+ * xmutex (a child gets a fresh one). */
 #include "group/group.h"
 
 #include <limits.h>
@@ -14,6 +13,7 @@
 #include <unistd.h>
 
 #include "platform/msg.h"
+#include "platform/worker.h"
 #include "platform/xmutex.h"
 
 struct cumemcap_group_dev cumemcap_group_devs[CUMEMCAP_MAX_DEVICES];
@@ -37,41 +37,26 @@ static char program[CUMEMCAP_BOOK_PROGRAM_MAX];
 static enum cumemcap_book_access access_mode;
 static gid_t access_gid = (gid_t)-1; /* gid:GROUP: GROUP's gid */
 static _Atomic uint32_t local_wake; /* the word waiters sleep on without a group */
-static _Atomic bool attached[CUMEMCAP_MAX_DEVICES]; /* the GPU has its entry in the book */
 static uint64_t changes_seen; /* the book's change_seq when joined, then as logged; join_lock */
-/* What each attached GPU was attached with, to attach it again in a new
- * book (move_locked): this process's own facts, not a shared file's. */
+/* Whether each GPU has its entry in the book, and what it was attached
+ * with (this process's facts, not the file's), for a new book. */
 static struct {
+	_Atomic bool in_book;
 	unsigned char uuid[16];
 	char pci[16];
 	uint64_t total;
-} attached_as[CUMEMCAP_MAX_DEVICES];
+} attached[CUMEMCAP_MAX_DEVICES];
 
-static bool dev_ok(int dev)
-{
-	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
-}
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* Using our slot. The destructor gives the slot back while other threads
- * may still be inside the shim, and a share added to a free slot stays
- * counted for ever. So every use of the slot (or of `book`) outside
- * join_lock is bracketed by slot_enter() and slot_exit(), which never
- * block inside, and whoever releases or replaces the slot first waits
- * until none is inside. Dekker's pattern, all seq_cst: a user counts
- * itself in, then looks at `leaving`; the leaver sets `leaving`, then
- * looks at the count; one of them sees the other. */
+/* The destructor gives the slot back while other threads may still be in
+ * the shim, and a share added to a free slot stays counted for ever. So
+ * every use of the slot (or of `book`) outside join_lock is bracketed by
+ * slot_enter() and slot_exit(), which never block inside, and whoever
+ * releases or replaces the slot first waits until none is inside. Dekker's
+ * pattern, all seq_cst: a user counts itself in, then looks at `leaving`;
+ * the leaver sets `leaving`, then looks at the count; one sees the other.
+ * While `pausing` (move_locked replaces the book) users wait outside. */
 static _Atomic uint32_t slot_users;
-static _Atomic bool leaving;
-/* The book is being replaced (move_locked): users wait outside and come
- * back in when it is over. */
-static _Atomic bool pausing;
+static _Atomic bool leaving, pausing;
 
 /* Our slot, or -1 (none, or leaving): then nothing to undo. */
 static int slot_enter(void)
@@ -101,13 +86,12 @@ static struct cumemcap_book_figs *figs(int s, int dev)
 
 /* ---- joining ------------------------------------------------------------------------------ */
 
-/* Open the book at `path` (creating it when `create`) and take a slot;
- * join_lock held. */
-static bool join_locked(const char *path, enum cumemcap_book_kind kind, const char *name,
-			bool create, char *why, size_t len)
+/* Open the group's book or the registry at `path` (creating it when
+ * `create`) and take a slot; join_lock held. */
+static bool join_locked(const char *path, const char *name, bool create, char *why, size_t len)
 {
-	if (!cumemcap_book_open_gid(&book, path, kind, name, access_mode, access_gid, create, why,
-				    len))
+	enum cumemcap_book_kind kind = in_group ? CUMEMCAP_BOOK_GROUP : CUMEMCAP_BOOK_REGISTRY;
+	if (!cumemcap_book_open(&book, path, kind, name, access_mode, access_gid, create, why, len))
 		return false;
 	int slot = cumemcap_book_claim(&book, program);
 	if (slot < 0) {
@@ -119,7 +103,7 @@ static bool join_locked(const char *path, enum cumemcap_book_kind kind, const ch
 		return false;
 	}
 	self = slot;
-	if (kind == CUMEMCAP_BOOK_GROUP) {
+	if (in_group) {
 		squeeze_word = &cumemcap_book_header(&book)->squeeze;
 		atomic_fetch_or(&cumemcap_group_hot, 1);
 	}
@@ -142,7 +126,7 @@ bool cumemcap_group_start(const struct cumemcap_policy *p, char *err, size_t err
 			snprintf(err, errlen, "CUMEMCAP_GROUP=%s: the path of its book under %s is too long", p->group,
 				 p->group_dir);
 			ok = false;
-		} else if (!join_locked(path, CUMEMCAP_BOOK_GROUP, p->group, true, why, sizeof(why))) {
+		} else if (!join_locked(path, p->group, true, why, sizeof(why))) {
 			snprintf(err, errlen, "CUMEMCAP_GROUP=%s: %s: %s", p->group, path, why);
 			ok = false;
 		} else {
@@ -184,9 +168,8 @@ static void rejoin_locked(void)
 	atomic_store(&rejoin, false);
 	char why[256], path[sizeof(book.path)];
 	cumemcap_copy(path, sizeof(path), book.path);
-	enum cumemcap_book_kind kind = in_group ? CUMEMCAP_BOOK_GROUP : CUMEMCAP_BOOK_REGISTRY;
 	/* In a group, `on` stays set with no room: every grant is refused. */
-	if (!join_locked(path, kind, NULL, false, why, sizeof(why)) && in_group)
+	if (!join_locked(path, NULL, false, why, sizeof(why)) && in_group)
 		cumemcap_msg("CUMEMCAP_GROUP=%s: a forked child cannot join %s (%s): it gets no memory on "
 			     "the group's GPUs", group_name, path, why);
 }
@@ -196,13 +179,13 @@ static void rejoin_locked(void)
 void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pci, uint64_t total,
 			   uint64_t own_limit)
 {
-	if (!dev_ok(dev) || atomic_load(&leaving) ||
+	if ((unsigned)dev >= CUMEMCAP_MAX_DEVICES || atomic_load(&leaving) ||
 	    (!atomic_load(&booked) && !atomic_load(&rejoin) && !atomic_load(&want_registry)))
 		return;
 	struct cumemcap_source src;
 	uint64_t limit = cumemcap_policy_group_limit(cumemcap_policy(), dev, uuid, pci, total, &src);
-	if (!in_group || limit == UINT64_MAX)
-		limit = CUMEMCAP_BOOK_NONE;
+	if (!in_group)
+		limit = CUMEMCAP_BOOK_NONE; /* as UINT64_MAX, the policy's "none" */
 	cumemcap_xmutex_lock(&join_lock);
 	if (atomic_load(&leaving)) { /* the destructor's leave came first */
 		cumemcap_xmutex_unlock(&join_lock);
@@ -211,13 +194,9 @@ void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pc
 	rejoin_locked();
 	if (!atomic_load(&booked) && atomic_load(&want_registry)) {
 		char why[256];
-		if (!join_locked(registry_path, CUMEMCAP_BOOK_REGISTRY, registry_uid, true, why,
-				 sizeof(why))) {
+		if (!join_locked(registry_path, registry_uid, true, why, sizeof(why))) {
 			atomic_store(&want_registry, false); /* not asked again */
-			/* One that could not be made (a full file system, a
-			 * directory this user cannot write) is left out quietly;
-			 * one that is there but cannot be used is said, once. */
-			struct stat st;
+			struct stat st; /* said when it is there, not when it cannot be made */
 			if (lstat(registry_path, &st) == 0)
 				cumemcap_msg("CUMEMCAP_GROUP_DIR: the registry %s cannot be used (%s); this process "
 					     "runs under its own limits, unseen by `cumemcap top`", registry_path, why);
@@ -234,13 +213,13 @@ void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pc
 		atomic_store(&gd->on, true); /* nothing can be granted: refused, never uncapped */
 	} else if (g >= 0 && self >= 0) {
 		gd->gpu = g;
-		memcpy(attached_as[dev].uuid, uuid, 16);
-		cumemcap_copy(attached_as[dev].pci, sizeof(attached_as[dev].pci), pci ? pci : "");
-		attached_as[dev].total = total;
-		attached[dev] = true;
+		memcpy(attached[dev].uuid, uuid, 16);
+		cumemcap_copy(attached[dev].pci, sizeof(attached[dev].pci), pci ? pci : "");
+		attached[dev].total = total;
+		attached[dev].in_book = true;
 		struct cumemcap_book_figs *f = figs(self, dev); /* join_lock: leave waits for it */
 		atomic_store(&f->ordinal, dev);
-		atomic_store(&f->limit, own_limit == UINT64_MAX ? CUMEMCAP_BOOK_NONE : own_limit);
+		atomic_store(&f->limit, own_limit); /* UINT64_MAX is CUMEMCAP_BOOK_NONE */
 		/* A 256th of the limit, 2 to 64 MiB. */
 		uint64_t budget = atomic_load(&cumemcap_book_gpu(&book, (unsigned)g)->limit);
 		uint64_t c = budget == CUMEMCAP_BOOK_NONE ? (64ull << 20) : budget / 256;
@@ -263,24 +242,23 @@ static bool ready(int dev)
 
 /* ---- a book removed, replaced or truncated ------------------------------------------------- */
 
-/* Wait until no thread uses the slot; false after 200 ms. They never
- * block inside, so only a preempted one (or one this thread interrupted,
- * exiting from a signal handler) takes longer; a slot left then is not
- * released: the kernel drops its lock when the process ends, and the next
- * member to reap hands its share back. join_lock held, pausing or leaving
- * set. */
+/* Wait until no thread uses the slot; false after 200 ms. Only a preempted
+ * thread (or one this thread interrupted, exiting from a signal handler)
+ * takes longer; a slot left then is not released: the kernel drops its
+ * lock when the process ends, and the next member to reap hands its share
+ * back. join_lock held, pausing or leaving set. */
 static bool drain_slot_users(void)
 {
-	uint64_t until = mono_ms() + 200;
-	while (atomic_load(&slot_users) && mono_ms() < until)
+	uint64_t until = cumemcap_now_ms() + 200;
+	while (atomic_load(&slot_users) && cumemcap_now_ms() < until)
 		sched_yield();
 	return !atomic_load(&slot_users);
 }
 
 /* Stop using the book: this process counts only against its own limits.
- * The mapping stays (a thread may still read it through a pointer it
- * loaded); the descriptor goes, and with it the slot's lock. join_lock
- * held, pausing set. */
+ * The mapping stays (a thread may still hold a pointer into it); the
+ * descriptor goes, and with it the slot's lock. join_lock held, pausing
+ * set. */
 static void give_up_locked(const char *what)
 {
 	if (in_group)
@@ -289,7 +267,7 @@ static void give_up_locked(const char *what)
 	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++) {
 		atomic_store(&cumemcap_group_devs[d].on, false);
 		atomic_store(&cumemcap_group_devs[d].room, 0);
-		attached[d] = false;
+		attached[d].in_book = false;
 	}
 	atomic_fetch_and(&cumemcap_group_hot, ~1u);
 	atomic_store(&booked, false);
@@ -301,21 +279,19 @@ static void give_up_locked(const char *what)
 	book.fd = -1;
 }
 
-/* Go on in the book at book.path: claim a slot there, attach the GPUs
- * again and count what this process holds of each. The old book is left
- * to its other members (its mapping stays, see give_up_locked). join_lock
- * held, pausing set, no slot users. */
+/* Go on in the book now at book.path: claim a slot, attach the GPUs again
+ * and carry what this process holds. The old book's mapping stays, and
+ * `book` is the old one until the new one is whole, for threads that read
+ * it without the slot (sleepers, the log's figures). join_lock held,
+ * pausing set, no slot users. */
 static void move_locked(void)
 {
-	/* `book` stays the old one until the new one is whole: threads that
-	 * read it without the slot (sleepers, the log's figures) find one
-	 * mapped book or the other, never none. */
 	struct cumemcap_book old = book, fresh;
 	int old_self = self;
 	char why[256];
-	if (!cumemcap_book_open_gid(&fresh, old.path, in_group ? CUMEMCAP_BOOK_GROUP : CUMEMCAP_BOOK_REGISTRY,
-				    in_group ? group_name : registry_uid, access_mode, access_gid, true, why,
-				    sizeof(why))) {
+	if (!cumemcap_book_open(&fresh, old.path, in_group ? CUMEMCAP_BOOK_GROUP : CUMEMCAP_BOOK_REGISTRY,
+				in_group ? group_name : registry_uid, access_mode, access_gid, true, why,
+				sizeof(why))) {
 		char what[320];
 		snprintf(what, sizeof(what), "was removed and the book now there cannot be used (%s)", why);
 		give_up_locked(what);
@@ -324,13 +300,11 @@ static void move_locked(void)
 	int slot = cumemcap_book_claim(&fresh, program), gpus[CUMEMCAP_MAX_DEVICES];
 	bool ok = slot >= 0;
 	for (int d = 0; ok && d < CUMEMCAP_MAX_DEVICES; d++) {
-		if (!attached[d])
+		if (!attached[d].in_book)
 			continue;
-		/* The group's limit as it is now (set by any member or by
-		 * `cumemcap group set`), not as this member was started with. */
+		/* The group's limit as it is now, not as this member started. */
 		unsigned g = (unsigned)cumemcap_group_devs[d].gpu;
-		gpus[d] = cumemcap_book_gpu_find(&fresh, attached_as[d].uuid, attached_as[d].pci,
-						 attached_as[d].total,
+		gpus[d] = cumemcap_book_gpu_find(&fresh, attached[d].uuid, attached[d].pci, attached[d].total,
 						 atomic_load(&cumemcap_book_gpu(&old, g)->limit));
 		ok = gpus[d] >= 0;
 	}
@@ -342,7 +316,7 @@ static void move_locked(void)
 		return;
 	}
 	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++) {
-		if (!attached[d])
+		if (!attached[d].in_book)
 			continue;
 		cumemcap_book_carry(&old, (unsigned)old_self, (unsigned)cumemcap_group_devs[d].gpu, &fresh,
 				    (unsigned)slot, (unsigned)gpus[d]);
@@ -351,14 +325,8 @@ static void move_locked(void)
 	book = fresh;
 	self = slot;
 	if (in_group) {
-		struct cumemcap_book_header *h = cumemcap_book_header(&book);
-		/* This process's sleepers wake and sleep again on the new
-		 * word; they count themselves out of the book they find. */
-		uint32_t mine = atomic_load(&cumemcap_group_local_waiters);
-		atomic_fetch_add(&h->waiters, mine);
-		cumemcap_book_wake(&old);
-		atomic_fetch_sub(&cumemcap_book_header(&old)->waiters, mine);
-		squeeze_word = &h->squeeze;
+		cumemcap_book_wake(&old); /* its sleepers sleep again on the new word */
+		squeeze_word = &cumemcap_book_header(&book)->squeeze;
 		atomic_store(&squeeze_seen, atomic_load(squeeze_word));
 	}
 	changes_seen = atomic_load(&cumemcap_book_header(&book)->change_seq);
@@ -367,9 +335,9 @@ static void move_locked(void)
 }
 
 /* Whether the book may still be used: look at its descriptor, and move to
- * a new book or give it up when it was removed or truncated. Under the
- * join lock, since a move replaces `book`: it runs once a second and
- * before a member asks the group for more, never on a common path. */
+ * a new book or give it up when it was removed or truncated. Takes the
+ * join lock: it runs once a second and before a member asks the group for
+ * more, never on a common path. */
 static bool book_sound(void)
 {
 	uint64_t size = 0;
@@ -403,9 +371,8 @@ static bool squeezed(void)
 	       atomic_load_explicit(&squeeze_seen, memory_order_relaxed);
 }
 
-/* Take `bytes` from the room, growing what this member holds when the
- * room is short (group.h): with a spare chunk first, then without, then
- * refused, the others asked to hand their spare back. */
+/* Take `bytes` from the room, else grow what this member holds (group.h):
+ * with a spare chunk, then without, then refused and the others squeezed. */
 static bool group_grow(int dev, uint64_t bytes)
 {
 	struct cumemcap_group_dev *gd = &cumemcap_group_devs[dev];
@@ -426,7 +393,7 @@ static bool group_grow(int dev, uint64_t bytes)
 			ok = atomic_compare_exchange_weak(&gd->room, &r, r - (int64_t)bytes);
 			continue;
 		}
-		uint64_t need = bytes - (uint64_t)(r > 0 ? r : 0) + (uint64_t)(r < 0 ? -r : 0);
+		uint64_t need = bytes - (uint64_t)r; /* r < 0 (the overhead grew) adds to it */
 		uint64_t limit = atomic_load(&gpu->limit);
 		uint64_t extra = atomic_load(&h->tight) ? 0 : gd->chunk;
 		for (;;) {
@@ -528,43 +495,38 @@ void cumemcap_group_force(int dev, uint64_t bytes)
 /* ---- waiting ------------------------------------------------------------------------------- */
 
 /* The word waiting threads sleep on: the book's, read inside a use of the
- * slot (a move wakes the old word's sleepers, who then find the new one). */
-static _Atomic uint32_t *wake_word(bool *shared)
+ * slot (a move wakes the old word's sleepers, who then find the new one),
+ * or this process's. Both take the futex calls for a shared word. */
+static _Atomic uint32_t *wake_word(void)
 {
-	*shared = false;
 	if (!in_group || !atomic_load(&booked) || slot_enter() < 0)
 		return &local_wake;
 	_Atomic uint32_t *w = &cumemcap_book_header(&book)->wake;
 	slot_exit();
-	*shared = true;
 	return w;
 }
 
 uint32_t cumemcap_group_wake_seq(void)
 {
-	bool shared;
-	return atomic_load(wake_word(&shared));
+	return atomic_load(wake_word());
 }
 
 void cumemcap_group_wake_local(void)
 {
-	bool shared;
-	_Atomic uint32_t *w = wake_word(&shared);
+	_Atomic uint32_t *w = wake_word();
 	atomic_fetch_add(w, 1);
-	syscall(SYS_futex, (uint32_t *)w, shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 void cumemcap_group_waiting(int dev, int delta)
 {
 	atomic_fetch_add(&cumemcap_group_hot, (uint32_t)(2 * delta));
-	/* Inside a use of the slot, so that a move (which carries the local
-	 * count into the new book) sees each change whole. */
+	/* Inside a use of the slot, so that a move (which carries `waiting`
+	 * into the new book) sees each change whole. */
 	int s = atomic_load(&booked) ? slot_enter() : -1;
 	atomic_fetch_add(&cumemcap_group_local_waiters, (uint32_t)delta);
 	if (s >= 0) {
-		if (in_group)
-			atomic_fetch_add(&cumemcap_book_header(&book)->waiters, (uint32_t)delta);
-		if (dev_ok(dev) && cumemcap_group_devs[dev].gpu >= 0)
+		if ((unsigned)dev < CUMEMCAP_MAX_DEVICES && cumemcap_group_devs[dev].gpu >= 0)
 			atomic_fetch_add(&figs(s, dev)->waiting, (uint32_t)delta);
 		slot_exit();
 	}
@@ -572,10 +534,8 @@ void cumemcap_group_waiting(int dev, int delta)
 
 void cumemcap_group_sleep(uint32_t seq, uint32_t ms)
 {
-	bool shared;
-	_Atomic uint32_t *w = wake_word(&shared);
 	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
-	syscall(SYS_futex, (uint32_t *)w, shared ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE, seq, &ts, NULL, 0);
+	syscall(SYS_futex, (uint32_t *)wake_word(), FUTEX_WAIT, seq, &ts, NULL, 0);
 }
 
 void cumemcap_group_reap(void)
@@ -598,14 +558,14 @@ void cumemcap_group_tick(void)
 		return;
 	cumemcap_group_reap();
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
-		if (attached[dev] && atomic_load_explicit(&cumemcap_group_devs[dev].on, memory_order_relaxed) &&
-		    squeezed())
+		if (attached[dev].in_book &&
+		    atomic_load_explicit(&cumemcap_group_devs[dev].on, memory_order_relaxed) && squeezed())
 			give_back(dev);
 }
 
 bool cumemcap_group_publishes(int dev)
 {
-	return dev_ok(dev) && attached[dev] && ready(dev);
+	return (unsigned)dev < CUMEMCAP_MAX_DEVICES && attached[dev].in_book && ready(dev);
 }
 
 void cumemcap_group_publish(int dev, const struct cumemcap_group_figures *f)
@@ -630,8 +590,8 @@ void cumemcap_group_publish(int dev, const struct cumemcap_group_figures *f)
 bool cumemcap_group_next_change(struct cumemcap_book_change *out, unsigned char uuid[16])
 {
 	bool got = false;
-	/* changes_seen is the worker's and, once it stopped looking, the
-	 * destructor's (which does not wait for the worker). */
+	/* changes_seen is the worker's and the destructor's, which does not
+	 * wait for the worker. */
 	cumemcap_xmutex_lock(&join_lock);
 	uint64_t last = 0;
 	if (in_group && atomic_load(&booked))
@@ -651,25 +611,18 @@ bool cumemcap_group_next_change(struct cumemcap_book_change *out, unsigned char 
 	return got;
 }
 
-/* dev's entry in the group's GPU table, or -1 (not in a group, not
- * attached, no room in the table). */
-static int group_gpu(int dev)
-{
-	if (!dev_ok(dev) || !cumemcap_group_member() || !attached[dev])
-		return -1;
-	return cumemcap_group_devs[dev].gpu;
-}
-
 /* dev's limit in the book (which 0), what all members hold of it (1) or
- * what this one holds (2); UINT64_MAX when not in a group. Read inside a
- * use of the slot: a move to a new book replaces `book` and the GPU
+ * what this one holds (2); UINT64_MAX when not in a group or dev has no
+ * entry. Read inside a use of the slot: a move replaces `book` and the GPU
  * indices only while no thread is inside. */
 static uint64_t book_figure(int dev, int which)
 {
-	int s = group_gpu(dev) < 0 ? -1 : slot_enter();
+	if ((unsigned)dev >= CUMEMCAP_MAX_DEVICES || !cumemcap_group_member() || !attached[dev].in_book)
+		return UINT64_MAX;
+	int s = slot_enter();
 	if (s < 0)
 		return UINT64_MAX;
-	int g = group_gpu(dev);
+	int g = attached[dev].in_book ? cumemcap_group_devs[dev].gpu : -1;
 	uint64_t v = g < 0 ? UINT64_MAX
 		     : which == 0 ? atomic_load(&cumemcap_book_gpu(&book, (unsigned)g)->limit)
 		     : which == 1 ? cumemcap_book_used(&book, (unsigned)g)
@@ -721,10 +674,9 @@ void cumemcap_group_fork_child(void)
 		atomic_store(&cumemcap_group_devs[d].room, 0);
 	if (!atomic_load(&booked))
 		return;
-	/* The parent's slot is the parent's: drop our reference to its lock
-	 * (the parent keeps it) and its mapping, and take our own slot at the
-	 * next use (open and fcntl are system calls a child may make, but a
-	 * child that only execs should not pay for them). */
+	/* Drop our reference to the parent's slot lock (the parent keeps it)
+	 * and its mapping; take our own slot at the next use, which a child
+	 * that only execs never pays for. */
 	cumemcap_book_close(&book);
 	self = -1;
 	atomic_store(&booked, false);

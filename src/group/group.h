@@ -3,40 +3,30 @@
  * (CUMEMCAP_ON_LIMIT=wait). See docs/groups.md.
  *
  * A member holds part of each GPU's budget in its slot of the book
- * (`held`, see book.h): what it counts there (reserved, plus the overhead
- * when the footprint is counted) and a little spare (`room`, in this
- * process), so that most reservations are one compare-and-swap on a word
- * of this process: no system call, no lock. When the room does not suffice
- * the member adds to its `held` and then sums every member's; past the
- * limit it takes its addition back. Both steps are sequentially
- * consistent, so of two members growing at once at least one sees the
- * other's addition: a grant never takes the sum past the limit (the
- * overhead, a fact the driver reports, is added without asking and may
- * pass it; then nothing more is granted until it is back under).
+ * (`held`, book.h): what it counts there and a little spare (`room`, in
+ * this process), so that most reservations are one compare-and-swap on a
+ * word of this process. When the room does not suffice the member adds to
+ * its `held`, then sums every member's, and past the limit takes its
+ * addition back. Both steps are sequentially consistent, so of two members
+ * growing at once at least one sees the other's addition: a grant never
+ * takes the sum past the limit (the overhead, which the driver reports, is
+ * added without asking and may pass it). Spare is at most two chunks (a
+ * 256th of the limit, 2 to 64 MiB), none once the group is near the limit
+ * (`tight`); a member refused asks all to hand theirs back (`squeeze`).
  *
- * Spare is kept only while the GPU is far from its budget: at most two
- * chunks (a 256th of the limit, 2 to 64 MiB), none once the group is near
- * the limit (`tight`). A member refused asks all to hand their spare back
- * (`squeeze`), which they do at their next free and within a second.
- *
- * A process in no group but with a limit registers in the node registry
- * (the same slots, no budget) at its first GPU use, for `cumemcap top`.
- *
- * Any member may remove, replace or truncate the book's file. A member
- * looks at its descriptor once a second (the worker), before each reap and
- * before each grant it asks for: a book removed or replaced is followed to
- * the file at the name now (made anew if there is none), where the member
- * claims a slot and counts again what it holds; a book cut to another size
- * is given up with one line, and the member runs on under its own limits.
- * A touch of a cut mapping before that look is a SIGBUS, which the shim's
- * handler turns into private memory (mapped.h). Only a memfd takes seals,
- * so who may truncate is who may write the file: the user's own processes
- * (group_access=user), or the members of the Unix group gid:GROUP names.
+ * Any member may remove, replace or truncate the book's file (only a memfd
+ * takes seals). A member looks at its descriptor once a second, before
+ * each reap and before each grant it asks for: it follows a book removed or
+ * replaced to the file at the name now (made anew if there is none) and
+ * counts there what it holds; it gives up a book cut to another size, with
+ * one line, and runs on under its own limits. A touch of a cut mapping
+ * before that look is a SIGBUS, which the shim's handler turns into
+ * private memory (cumemcap_mapped_fault).
  *
  * Thread safety: the room and the counters are atomics; joining, claiming
  * and reaping take one mutex (never held across a driver call or a wait).
- * Fork: the child leaves its parent's slot (it holds none of its memory)
- * and takes its own at its next use. */
+ * Fork: the child leaves its parent's slot and takes its own at its next
+ * use. */
 #pragma once
 
 #include <stdatomic.h>
@@ -57,19 +47,18 @@ struct cumemcap_group_dev {
 extern struct cumemcap_group_dev cumemcap_group_devs[CUMEMCAP_MAX_DEVICES];
 
 /* Join the group the policy names, creating its book when it is the first
- * member, or else, when the policy has any limit, join the node registry
- * at the first GPU's attach. False with one line in err (naming the
- * variable, the file and the reason) when a group cannot be joined: the
- * process must not run. The registry is best effort, never an error: one
- * that cannot be made is left out quietly; one that is there but not this
- * user's is said once. */
+ * member, or else, when the policy has any limit, the node registry at the
+ * first GPU's attach. False with one line in err (naming the variable, the
+ * file and the reason) when the group cannot be joined: the process must
+ * not run. The registry is best effort: one that cannot be made is left
+ * out quietly; one that is there but cannot be used is said once. */
 bool cumemcap_group_start(const struct cumemcap_policy *p, char *err, size_t errlen);
 
 /* Whether this process is in a group. */
 bool cumemcap_group_member(void);
 
-/* GPU `dev` became known (device.c): find or add it in the book and give
- * it the group's limit from the policy when it has none yet. */
+/* GPU `dev` became known: find or add it in the book, with the policy's
+ * group limit when it is new. */
 void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pci, uint64_t total,
 			   uint64_t own_limit);
 
@@ -80,15 +69,14 @@ extern _Atomic uint32_t cumemcap_group_hot;
 /* This process's threads waiting for room now (any GPU). */
 extern _Atomic uint32_t cumemcap_group_local_waiters;
 
-/* Reserve `bytes` of the group's budget on `dev` for what this process
- * counts there: from its room (one compare-and-swap on a word of the
- * process), else by growing what it holds. False: the group's budget
- * does not allow it (nothing taken). */
+/* Reserve `bytes` of the group's budget on `dev`: from the room, else by
+ * growing what this member holds. False: the budget does not allow it
+ * (nothing taken). */
 bool cumemcap_group_take_member(int dev, uint64_t bytes);
 
-/* What this process counts on `dev` went down by `bytes` (a free, a
- * smaller overhead): the room grows; spare past two chunks goes back to
- * the group, and waiting threads are woken (cumemcap_group_wake_local). */
+/* What this process counts on `dev` went down by `bytes`: the room grows,
+ * spare past two chunks goes back to the group, and waiting threads are
+ * woken (cumemcap_group_wake_local). */
 void cumemcap_group_give_member(int dev, uint64_t bytes);
 void cumemcap_group_wake_local(void);
 static inline void cumemcap_group_give(int dev, uint64_t bytes)
@@ -98,8 +86,8 @@ static inline void cumemcap_group_give(int dev, uint64_t bytes)
 }
 
 /* What this process counts on `dev` went up by `bytes` without asking (a
- * pool's real figure, a larger overhead): what it holds follows, past the
- * limit if need be. */
+ * pool's real figure, the overhead): `held` follows, past the limit if need
+ * be. */
 void cumemcap_group_force(int dev, uint64_t bytes);
 
 /* ---- waiting -------------------------------------------------------------------------------- */
@@ -116,8 +104,8 @@ void cumemcap_group_reap(void);
 
 /* ---- the worker, `top`, the log ----------------------------------------------------------- */
 
-/* Reap dead members, hand back spare when squeezed. The worker calls it
- * every second. */
+/* The worker's, every second: reap dead members, hand back spare when
+ * squeezed. */
 void cumemcap_group_tick(void);
 
 /* What a member publishes of one GPU's figures (the ledger's, by name). */
@@ -125,14 +113,13 @@ struct cumemcap_group_figures {
 	uint64_t live, pooled, reserved, footprint, refusals, waits;
 };
 
-/* Whether dev has a slot entry to publish to, and publish its figures
- * there (for `cumemcap top`; the worker, every second). */
+/* Whether dev has an entry to publish to, and publish its figures there
+ * (the worker, every second). */
 bool cumemcap_group_publishes(int dev);
 void cumemcap_group_publish(int dev, const struct cumemcap_group_figures *f);
 
 /* The next limit change of the group's book since this process joined
- * (or since the last call), for the log; false when there is none. `uuid`
- * is the changed GPU's. The worker's only. */
+ * or the last call, and the changed GPU's uuid; false when there is none. */
 bool cumemcap_group_next_change(struct cumemcap_book_change *out, unsigned char uuid[16]);
 
 /* The group's name and its book's path ("" when in none). */
@@ -146,15 +133,14 @@ uint64_t cumemcap_group_limit(int dev);
 uint64_t cumemcap_group_used(int dev);
 uint64_t cumemcap_group_held(int dev);
 
-/* The group's capacity on `dev` as this member sees it: the budget there,
- * and the room it has under it (what no member holds, plus this member's
- * own spare: what it could still take). False when the process is in no
- * group or the group has no budget on dev. Sums every member's share: for
- * a capacity answer (cuMemGetInfo, NVML), not for an allocation's way. */
+/* The group's budget on `dev` and what this member could still take of it
+ * (what no member holds, plus its own spare). False when the process is in
+ * no group or the group has no budget on dev. Sums every member's share:
+ * for cuMemGetInfo and NVML, not for an allocation's way. */
 static inline bool cumemcap_group_capacity(int dev, uint64_t *budget, uint64_t *room)
 {
 	uint64_t limit = cumemcap_group_limit(dev);
-	if (limit == UINT64_MAX || limit == CUMEMCAP_BOOK_NONE)
+	if (limit == CUMEMCAP_BOOK_NONE) /* UINT64_MAX: no group either */
 		return false;
 	uint64_t used = cumemcap_group_used(dev);
 	uint64_t left = used < limit ? limit - used : 0;
@@ -167,11 +153,10 @@ static inline bool cumemcap_group_capacity(int dev, uint64_t *budget, uint64_t *
 	return true;
 }
 
-/* The process is ending: hand back the slot at once, once no other thread
- * is inside a use of it (the program's threads and the worker still run;
- * group.c: slot_enter). From then on nothing writes the slot; a grant
- * asked of the group is refused. One still inside after 200 ms (a thread
- * this one interrupted) keeps the slot: it is reaped after the process. */
+/* The process is ending: hand back the slot once no other thread is inside
+ * a use of it (group.c: slot_enter); from then on a grant is refused. One
+ * still inside after 200 ms (a thread this one interrupted) keeps the
+ * slot: it is reaped after the process. */
 void cumemcap_group_leave(void);
 
 /* Fork child: leave the parent's slot; take one at the next use. */

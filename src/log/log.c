@@ -36,7 +36,7 @@
 #include "log/records.h"
 #include "driver/nvml.h"
 #include "group/group.h"
-#include "group/mapped.h"
+#include "group/book.h"
 #include "state/ledger.h"
 #include "platform/msg.h"
 #include "config/policy.h"
@@ -138,7 +138,7 @@ static void on_fatal(int sig, siginfo_t *info, void *uc)
 	int saved = errno;
 	/* A group's book cut under its mapping by another member: the touch
 	 * goes on in private memory, and the member leaves the group at its
-	 * next look (group/mapped.h). Not the program's signal. */
+	 * next look (group/book.h). Not the program's signal. */
 	if (sig == SIGBUS && info && cumemcap_mapped_fault(info->si_addr)) {
 		errno = saved;
 		return;

@@ -427,12 +427,13 @@ static void open_write(const struct args *a, struct cumemcap_book *b)
 				  "by its first member)", a->name, a->dir, path);
 		gtool_die(GTOOL_FAILED, "%s: cannot stat it: %s", path, strerror(errno));
 	}
-	if (cumemcap_book_open(b, path, CUMEMCAP_BOOK_GROUP, a->name, CUMEMCAP_BOOK_USER, false, why, sizeof(why)))
+	if (cumemcap_book_open(b, path, CUMEMCAP_BOOK_GROUP, a->name, CUMEMCAP_BOOK_USER, (gid_t)-1,
+			       false, why, sizeof(why)))
 		return;
 	/* A book shared by group (CUMEMCAP_GROUP_ACCESS=gid) */
 	if ((st.st_mode & 0060) == 0060 &&
-	    cumemcap_book_open(b, path, CUMEMCAP_BOOK_GROUP, a->name, CUMEMCAP_BOOK_GID, false, why_gid,
-			       sizeof(why_gid)))
+	    cumemcap_book_open(b, path, CUMEMCAP_BOOK_GROUP, a->name, CUMEMCAP_BOOK_GID, (gid_t)-1,
+			       false, why_gid, sizeof(why_gid)))
 		return;
 	if ((st.st_mode & 0060) == 0060)
 		snprintf(why, sizeof(why), "%s", why_gid);

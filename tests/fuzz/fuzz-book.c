@@ -65,8 +65,10 @@ static void make_pristine(void)
 	CHECK(mkdtemp(dir) != NULL);
 	CHECK(cumemcap_book_path(path, sizeof(path), dir, CUMEMCAP_BOOK_GROUP, NAME));
 	struct cumemcap_book a, b;
-	CHECK(cumemcap_book_open(&a, path, CUMEMCAP_BOOK_GROUP, NAME, CUMEMCAP_BOOK_USER, true, why, sizeof(why)));
-	CHECK(cumemcap_book_open(&b, path, CUMEMCAP_BOOK_GROUP, NAME, CUMEMCAP_BOOK_USER, false, why, sizeof(why)));
+	CHECK(cumemcap_book_open(&a, path, CUMEMCAP_BOOK_GROUP, NAME, CUMEMCAP_BOOK_USER, (gid_t)-1,
+				 true, why, sizeof(why)));
+	CHECK(cumemcap_book_open(&b, path, CUMEMCAP_BOOK_GROUP, NAME, CUMEMCAP_BOOK_USER, (gid_t)-1,
+				 false, why, sizeof(why)));
 	for (unsigned g = 0; g < 3; g++) {
 		unsigned char uuid[16] = { 0xfa, 0x4e, 0xc0, 0xda, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, (unsigned char)(g + 1) };
 		char pci[32];

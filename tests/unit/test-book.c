@@ -53,9 +53,8 @@ static void teardown(void)
 static void open_book(struct cumemcap_book *b, bool create)
 {
 	why[0] = '\0';
-	ck_assert_msg(cumemcap_book_open(b, path, CUMEMCAP_BOOK_GROUP, "team", CUMEMCAP_BOOK_USER, create, why,
-					 sizeof(why)),
-		      "%s", why);
+	ck_assert_msg(cumemcap_book_open(b, path, CUMEMCAP_BOOK_GROUP, "team", CUMEMCAP_BOOK_USER,
+					 (gid_t)-1, create, why, sizeof(why)), "%s", why);
 }
 
 /* Opening the existing book fails with a reason containing `want`. */
@@ -63,8 +62,8 @@ static void refused(const char *want)
 {
 	struct cumemcap_book b;
 	why[0] = '\0';
-	ck_assert(!cumemcap_book_open(&b, path, CUMEMCAP_BOOK_GROUP, "team", CUMEMCAP_BOOK_USER, true, why,
-				      sizeof(why)));
+	ck_assert(!cumemcap_book_open(&b, path, CUMEMCAP_BOOK_GROUP, "team", CUMEMCAP_BOOK_USER,
+				      (gid_t)-1, true, why, sizeof(why)));
 	ck_assert_ptr_null(b.map);
 	ck_assert_msg(strstr(why, want) != NULL, "\"%s\" does not say \"%s\"", why, want);
 }
@@ -142,8 +141,8 @@ START_TEST(book_create_then_open_shares_the_mapping)
 
 	/* Without `create`, no book is made. */
 	ck_assert_int_eq(unlink(path), 0);
-	ck_assert(!cumemcap_book_open(&a, path, CUMEMCAP_BOOK_GROUP, "team", CUMEMCAP_BOOK_USER, false, why,
-				      sizeof(why)));
+	ck_assert(!cumemcap_book_open(&a, path, CUMEMCAP_BOOK_GROUP, "team", CUMEMCAP_BOOK_USER,
+				      (gid_t)-1, false, why, sizeof(why)));
 	ck_assert_int_eq(access(path, F_OK), -1);
 }
 END_TEST
@@ -225,8 +224,8 @@ START_TEST(book_carry_copies_a_members_figures)
 	open_book(&a, true);
 	char other[600];
 	snprintf(other, sizeof(other), "%s/cumemcap-group.other", dir);
-	ck_assert(cumemcap_book_open(&b, other, CUMEMCAP_BOOK_GROUP, "other", CUMEMCAP_BOOK_USER, true, why,
-				     sizeof(why)));
+	ck_assert(cumemcap_book_open(&b, other, CUMEMCAP_BOOK_GROUP, "other", CUMEMCAP_BOOK_USER,
+				     (gid_t)-1, true, why, sizeof(why)));
 	int from = cumemcap_book_claim(&a, "p"), to = cumemcap_book_claim(&b, "p");
 	ck_assert_int_ge(from, 0);
 	ck_assert_int_ge(to, 0);
@@ -450,7 +449,8 @@ static pid_t member(int out, uint64_t held)
 		return pid;
 	struct cumemcap_book b;
 	char w[256];
-	if (!cumemcap_book_open(&b, path, CUMEMCAP_BOOK_GROUP, "team", CUMEMCAP_BOOK_USER, false, w, sizeof(w)))
+	if (!cumemcap_book_open(&b, path, CUMEMCAP_BOOK_GROUP, "team", CUMEMCAP_BOOK_USER,
+				(gid_t)-1, false, w, sizeof(w)))
 		fail_child(2);
 	int i = cumemcap_book_claim(&b, "child");
 	if (i < 0)
@@ -584,7 +584,8 @@ static void claim_and_hold(int out)
 	struct cumemcap_book b;
 	char w[256];
 	int i = -2; /* the book refused */
-	if (cumemcap_book_open(&b, path, CUMEMCAP_BOOK_GROUP, "team", CUMEMCAP_BOOK_USER, false, w, sizeof(w)))
+	if (cumemcap_book_open(&b, path, CUMEMCAP_BOOK_GROUP, "team", CUMEMCAP_BOOK_USER, (gid_t)-1,
+			       false, w, sizeof(w)))
 		i = cumemcap_book_claim(&b, "racer");
 	if (write(out, &i, sizeof(i)) != sizeof(i))
 		fail_child(4);
@@ -629,7 +630,8 @@ static void change_limits(int out)
 {
 	struct cumemcap_book b;
 	char w[256];
-	if (!cumemcap_book_open(&b, path, CUMEMCAP_BOOK_GROUP, "team", CUMEMCAP_BOOK_USER, false, w, sizeof(w)))
+	if (!cumemcap_book_open(&b, path, CUMEMCAP_BOOK_GROUP, "team", CUMEMCAP_BOOK_USER,
+				(gid_t)-1, false, w, sizeof(w)))
 		fail_child(2);
 	for (int k = 0; k < 20000; k++)
 		cumemcap_book_set_limit(&b, 0, (uint64_t)k, 0);
@@ -742,7 +744,8 @@ static pid_t adder(struct adders *sh, int n)
 		return pid;
 	struct cumemcap_book b;
 	char w[256];
-	if (!cumemcap_book_open(&b, path, CUMEMCAP_BOOK_GROUP, "team", CUMEMCAP_BOOK_USER, false, w, sizeof(w)))
+	if (!cumemcap_book_open(&b, path, CUMEMCAP_BOOK_GROUP, "team", CUMEMCAP_BOOK_USER,
+				(gid_t)-1, false, w, sizeof(w)))
 		fail_child(2);
 	atomic_fetch_add(&sh->ready, 1);
 	while (!atomic_load(&sh->go))
