@@ -1,18 +1,17 @@
 /* hooks-ctx: the entry points by which a context is made and dies.
  * Making one (cuCtxCreate, the primary context's first retain) tells the
- * footprint (account/footprint.h) before and after, so that it learns what
- * the context itself costs. A context's memory dies on cuCtxDestroy, a
- * primary context's reset, and its last release (after which the driver
- * says it is inactive). Each runs as the writer of the death lock
- * (death-lock.h): no other hook is inside the records while the driver
- * frees and the shim forgets, so nothing is handed out of a freed segment,
- * and no record of a handle another thread revived is purged. Retain takes
- * the same mutex as release and reset, so that none revives the context
- * before the shim has looked, and notes each primary context's handle.
+ * footprint (account/footprint.h) before and after, to learn what the
+ * context costs. A context's memory dies on cuCtxDestroy, a primary
+ * context's reset, and its last release (after which the driver says it
+ * is inactive). Each runs as the writer of the death lock (death-lock.h):
+ * no other hook is inside the records while the driver frees and the shim
+ * forgets, so nothing is handed out of a freed segment, and no record of a
+ * handle another thread revived is purged.
  *
  * Thread safety: primary_lock (taken before the death lock's writer, never
  * inside it; an xmutex, as it is held across driver calls) orders retain,
- * release and reset; the handles are atomics. */
+ * release and reset, so that no retain revives a context before the shim
+ * has looked; the handles are atomics. */
 #include "account/account.h"
 #include "account/footprint.h"
 #include "state/device.h"
@@ -70,7 +69,6 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdev
 	return r;
 }
 
-/* cuCtxCreate, every version: the footprint is told before and after. */
 #define CTX_CREATE(name, params, ...)                                                              \
 	CUMEMCAP_EXPORT CUresult CUDAAPI name params                                               \
 	{                                                                                          \
@@ -89,9 +87,8 @@ CTX_CREATE(cuCtxCreate_v3,
 CTX_CREATE(cuCtxCreate_v4, (CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev),
 	   pctx, params, flags, dev)
 
-/* A context died: the graphs instantiated in it go first (their pool
- * figures settle before the death's log record reads the ledger), then
- * the rest of its records. */
+/* A context died: its graphs go first (their pool figures settle before
+ * the death's log record reads the ledger), then the rest of its records. */
 static void died(CUcontext ctx, int dev, enum cumemcap_death why)
 {
 	if (ctx)
