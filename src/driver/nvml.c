@@ -16,9 +16,6 @@
 
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
 
-typedef cumemcap_nvml_return nvmlReturn_t;
-typedef cumemcap_nvml_device nvmlDevice_t;
-
 /* ---- the real entry points ----------------------------------------------- */
 
 static struct cumemcap_nvml_real real_fns; /* written before real_state = 1 */

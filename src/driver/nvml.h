@@ -49,8 +49,8 @@ void cumemcap_nvml_fork_child(void);
 void cumemcap_nvml_format_uuid(const unsigned char uuid[16], const char *prefix, char out[48]);
 
 /* NVML's ABI, declared here (no nvml.h is needed to build). */
-typedef int cumemcap_nvml_return;	      /* nvmlReturn_t */
-typedef struct cumemcap_nvml_dev *cumemcap_nvml_device; /* nvmlDevice_t */
+typedef int nvmlReturn_t;
+typedef struct cumemcap_nvml_dev *nvmlDevice_t;
 #define CUMEMCAP_NVML_SUCCESS 0
 #define CUMEMCAP_NVML_ERROR_UNINITIALIZED 1
 #define CUMEMCAP_NVML_ERROR_FUNCTION_NOT_FOUND 13
@@ -77,21 +77,19 @@ struct cumemcap_nvml_process_v1 { /* nvmlProcessInfo_v1_t */
 	unsigned long long usedGpuMemory;
 };
 
-typedef cumemcap_nvml_return (*cumemcap_nvml_procs_fn)(cumemcap_nvml_device device,
-						       unsigned int *count, void *infos);
+typedef nvmlReturn_t (*cumemcap_nvml_procs_fn)(nvmlDevice_t device, unsigned int *count, void *infos);
 
 /* The real library's entry points; each NULL when it does not export it. */
 struct cumemcap_nvml_real {
-	cumemcap_nvml_return (*init_v2)(void);
-	cumemcap_nvml_return (*handle_by_uuid)(const char *uuid, cumemcap_nvml_device *device);
-	cumemcap_nvml_return (*get_uuid)(cumemcap_nvml_device device, char *uuid, unsigned int length);
-	cumemcap_nvml_return (*memory_info)(cumemcap_nvml_device device, struct cumemcap_nvml_memory *m);
-	cumemcap_nvml_return (*memory_info_v2)(cumemcap_nvml_device device,
-					       struct cumemcap_nvml_memory_v2 *m);
+	nvmlReturn_t (*init_v2)(void);
+	nvmlReturn_t (*handle_by_uuid)(const char *uuid, nvmlDevice_t *device);
+	nvmlReturn_t (*get_uuid)(nvmlDevice_t device, char *uuid, unsigned int length);
+	nvmlReturn_t (*memory_info)(nvmlDevice_t device, struct cumemcap_nvml_memory *m);
+	nvmlReturn_t (*memory_info_v2)(nvmlDevice_t device, struct cumemcap_nvml_memory_v2 *m);
 	cumemcap_nvml_procs_fn procs;	 /* nvmlDeviceGetComputeRunningProcesses (v1 records) */
 	cumemcap_nvml_procs_fn procs_v2; /* _v2 */
 	cumemcap_nvml_procs_fn procs_v3; /* _v3 */
-	cumemcap_nvml_return (*get_index)(cumemcap_nvml_device device, unsigned int *index);
+	nvmlReturn_t (*get_index)(nvmlDevice_t device, unsigned int *index);
 };
 
 /* Fill *out with the real NVML's entry points, loading libnvidia-ml.so.1

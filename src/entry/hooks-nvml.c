@@ -23,9 +23,6 @@
 #include "group/group.h"
 #include "state/ledger.h"
 
-typedef cumemcap_nvml_return nvmlReturn_t;
-typedef cumemcap_nvml_device nvmlDevice_t;
-
 CUMEMCAP_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, struct cumemcap_nvml_memory *memory);
 CUMEMCAP_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
 							struct cumemcap_nvml_memory_v2 *memory);
