@@ -4,7 +4,6 @@
 #include "driver/nvml.h"
 
 #include <dlfcn.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>

@@ -5,8 +5,6 @@
  *
  * Thread safety: no state here; see account.h. */
 #include "account/account.h"
-#include "driver/driver.h"
-#include "platform/export.h"
 #include "entry/hooks.h"
 
 /* Arrays are opaque: Width x Height x Depth x channels x element size,

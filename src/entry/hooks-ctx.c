@@ -14,14 +14,10 @@
  * has looked; the handles are atomics. */
 #include "account/account.h"
 #include "account/footprint.h"
-#include "state/device.h"
-#include "platform/export.h"
 #include "account/graph.h"
 #include "entry/hooks.h"
-#include "state/ledger.h"
 #include "platform/xmutex.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 
 static struct cumemcap_xmutex primary_lock = CUMEMCAP_XMUTEX_INIT(primary_lock);

@@ -6,7 +6,6 @@
  * Thread safety: see graph.h. */
 #include <stdio.h>
 
-#include "platform/export.h"
 #include "account/graph.h"
 #include "entry/hooks.h"
 

@@ -9,7 +9,6 @@
  * and the note (a dead context's streams are forgotten with it). */
 #include "state/capture.h"
 #include "state/streams.h"
-#include "platform/export.h"
 #include "entry/hooks.h"
 
 /* A stream was made: keep it with its context (cuStreamGetCtx). A green

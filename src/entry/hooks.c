@@ -15,8 +15,6 @@
 #include "state/capture.h"
 #include "state/device.h"
 #include "group/group.h"
-#include "driver/driver.h"
-#include "platform/export.h"
 #include "entry/hooks.h"
 #include "platform/msg.h"
 

@@ -19,7 +19,6 @@
 #include "config.h"
 
 #include <dlfcn.h>
-#include <stdint.h>
 
 #include "driver/driver.h"
 #include "driver/nvml.h"
