@@ -1,12 +1,11 @@
 /* hooks: the memory entry points (linear, pitched, managed, stream-ordered,
  * pools, capacity, address queries); the other hooks-*.c hold the rest.
  *
- * Twins that differ only in types (a legacy twin's 32-bit unsigned int and
- * CUdeviceptr_v1, a _v2 twin's size_t and CUdeviceptr) are one macro, so
- * what one twin checks, all do. The real entry point gets the shim's
- * locals as out-parameters, NULL where the program's was, and the
- * program's are written only on success. The driver's return code reaches
- * the program unchanged, but a refusal at the limit,
+ * Twins that differ only in types (legacy 32-bit unsigned int and
+ * CUdeviceptr_v1, _v2 size_t and CUdeviceptr) are one macro. The real
+ * entry point gets the shim's locals as out-parameters, NULL where the
+ * program's was; the program's are written only on success. The driver's
+ * return code reaches the program unchanged, but a refusal at the limit,
  * CUDA_ERROR_OUT_OF_MEMORY.
  *
  * Thread safety: no state here; see account.h. */
@@ -45,11 +44,10 @@ static __attribute__((noinline)) void pools_read_again(int dev, struct cumemcap_
 }
 
 /* The driver's figures for the current context's device, capped at the
- * limit and headroom; what the arenas cache (`pooled`) is free for the
- * program, limit or not. When the device cannot be found (no current
- * context, or it died under another thread), the answer is the driver's
- * error for a missing context, never uncapped figures. Device-level
- * figures only: no death lock. */
+ * limit and headroom; what the arenas cache is free for the program, limit
+ * or not. A device not found (no current context, or it died under
+ * another thread) gets the driver's error for a missing context, never
+ * uncapped figures. Device-level figures only: no death lock. */
 static inline __attribute__((always_inline)) CUresult mem_info(uint64_t *free_bytes,
 							       uint64_t *total_bytes)
 {
@@ -300,9 +298,8 @@ static CUresult async_alloc(const char *entry_point, PFN_cuMemAllocAsync_v11020 
 
 static CUresult async_free(PFN_cuMemFreeAsync_v11020 fn, CUdeviceptr dptr, CUstream stream)
 {
-	/* Most pointers freed in stream order were allocated in stream order:
-	 * the record map first, then the arenas, whose lookup takes a lock.
-	 * A pointer is in one or the other. */
+	/* Most pointers freed in stream order were allocated so: the record
+	 * map first, then the arenas (whose lookup takes a lock). */
 	struct cumemcap_block b;
 	bool found = cumemcap_account_release_take(CUMEMCAP_HANDLE_PTR, dptr, &b);
 	CUresult r;
