@@ -120,16 +120,15 @@ ENTRY(cuDevicePrimaryCtxReset_v2, (CUdevice dev),
 ENTRY(cuDevicePrimaryCtxReset, (CUdevice dev),
       primary_change(real_cuDevicePrimaryCtxReset, dev, CUMEMCAP_DEATH_RESET))
 
-#define CTX_DESTROY(name)                                                                          \
-	CUMEMCAP_EXPORT CUresult CUDAAPI name(CUcontext ctx)                                       \
-	{                                                                                          \
-		NEED(name);                                                                        \
-		cumemcap_death_lock_write();                                                       \
-		CUresult r = real_##name(ctx);                                                     \
-		if (r == CUDA_SUCCESS && ctx)                                                      \
-			died(ctx, -1, CUMEMCAP_DEATH_DESTROYED);                                   \
-		cumemcap_death_unlock_write();                                                     \
-		return r;                                                                          \
-	}
-CTX_DESTROY(cuCtxDestroy_v2)
-CTX_DESTROY(cuCtxDestroy)
+static CUresult destroy(PFN_cuCtxDestroy_v4000 fn, CUcontext ctx)
+{
+	cumemcap_death_lock_write();
+	CUresult r = fn(ctx);
+	if (r == CUDA_SUCCESS && ctx)
+		died(ctx, -1, CUMEMCAP_DEATH_DESTROYED);
+	cumemcap_death_unlock_write();
+	return r;
+}
+
+ENTRY(cuCtxDestroy_v2, (CUcontext ctx), destroy(real_cuCtxDestroy_v2, ctx))
+ENTRY(cuCtxDestroy, (CUcontext ctx), destroy(real_cuCtxDestroy, ctx))
