@@ -159,7 +159,6 @@ CUMEMCAP_EXPORT int cumemcap_get_stats(int device, struct cumemcap_stats *out, s
 	cumemcap_ledger_read(device, &f);
 	f.v[CUMEMCAP_FIG_total] = info->total;
 	struct cumemcap_stats s;
-	/* Every field is a figure marked `stats` in figures.h. */
 #define X(name, src, stats, ...) CUMEMCAP_FIG_IF(stats)(s.name = f.v[CUMEMCAP_FIG_##name];)
 	CUMEMCAP_FIGURES(X)
 #undef X
