@@ -1,11 +1,10 @@
 /* driver: resolve the real CUDA driver and libc's dlsym/dlvsym (driver.h).
  *
  * Thread safety: libc's functions are resolved once under an atomic flag
- * (no pthread call: see libc_resolve), the driver once under load_lock;
- * afterwards the pointers are only read. The ELF walk below reads the
- * dynamic symbol table in place and allocates nothing, so it is safe at
- * any point, including inside a dlsym call made before the shim's
- * constructor. */
+ * (no pthread call: see libc_ready), the driver once under load_lock;
+ * afterwards the pointers are only read. The ELF walk reads the dynamic
+ * symbol table in place and allocates nothing, so it is safe anywhere,
+ * even in a dlsym call made before the shim's constructor. */
 #include "config.h"
 #include "driver/driver.h"
 
@@ -24,9 +23,8 @@ cumemcap_dlsym_fn cumemcap_real_dlsym;
 cumemcap_dlvsym_fn cumemcap_real_dlvsym;
 
 /* ---- libc's own dlsym, found without calling dlsym ---------------------- */
-/* Everything down to cumemcap_driver_libc_ready() may run before a
- * sanitizer runtime is ready: CUMEMCAP_DLSYM_SAFE, no libc calls. libc is
- * found through ld.so's _r_debug list, not dlopen. */
+/* Down to cumemcap_driver_libc_ready(), CUMEMCAP_DLSYM_SAFE: libc is found
+ * through ld.so's _r_debug list, not dlopen. */
 
 CUMEMCAP_DLSYM_SAFE static uint32_t gnu_hash(const char *name)
 {
@@ -49,8 +47,8 @@ CUMEMCAP_DLSYM_SAFE static uint32_t sysv_hash(const char *name)
 	return h;
 }
 
-/* Dynamic-section pointers are relocated in place by ld.so on most
- * targets, but not on all; accept both. */
+/* ld.so relocates dynamic-section pointers in place on most targets, not
+ * on all; accept both. */
 CUMEMCAP_DLSYM_SAFE static uintptr_t dyn_ptr(uintptr_t base, ElfW(Addr) value)
 {
 	return value < base ? base + value : value;
@@ -61,16 +59,6 @@ CUMEMCAP_DLSYM_SAFE static bool sym_ok(const ElfW(Sym) *s, const char *strtab, c
 	return s->st_shndx != SHN_UNDEF && s->st_value != 0 &&
 	       ELF64_ST_TYPE(s->st_info) == STT_FUNC && ELF64_ST_BIND(s->st_info) != STB_LOCAL &&
 	       ELF64_ST_VISIBILITY(s->st_other) != STV_HIDDEN && cumemcap_str_eq(strtab + s->st_name, name);
-}
-
-/* Does the path `path` name the file `soname` ("/lib/x86_64-linux-gnu/libc.so.6")? */
-CUMEMCAP_DLSYM_SAFE static bool is_file(const char *path, const char *soname)
-{
-	const char *base = path;
-	for (const char *p = path; *p; p++)
-		if (*p == '/')
-			base = p + 1;
-	return cumemcap_str_eq(base, soname);
 }
 
 /* Find a function `name` defined (and exported) by the loaded object `lm`
@@ -125,44 +113,42 @@ CUMEMCAP_DLSYM_SAFE static void *elf_lookup(const struct link_map *lm, const cha
 	return NULL;
 }
 
-/* Find a defined function `name` in the loaded object `soname`. */
+/* The function `name` in the loaded object whose file is `soname`
+ * ("/lib/x86_64-linux-gnu/libc.so.6" is "libc.so.6"). */
 CUMEMCAP_DLSYM_SAFE static void *elf_find(const char *soname, const char *name)
 {
-	struct link_map *lm = _r_debug.r_map;
-	while (lm && !(lm->l_name && is_file(lm->l_name, soname)))
-		lm = lm->l_next;
-	return elf_lookup(lm, name);
+	for (struct link_map *lm = _r_debug.r_map; lm; lm = lm->l_next) {
+		const char *file = lm->l_name;
+		for (const char *p = file; p && *p; p++)
+			if (*p == '/')
+				file = p + 1;
+		if (file && cumemcap_str_eq(file, soname))
+			return elf_lookup(lm, name);
+	}
+	return NULL;
 }
 
-/* Run-once for libc_resolve(), built on compiler atomics rather than
- * pthread_once: a sanitizer runtime intercepts pthread_once, and TSan's
- * interceptors dereference shadow memory that does not exist yet when its
- * own start-up resolves them through dlsym(RTLD_NEXT, ...), which lands
- * here. The walk takes microseconds, so a waiter simply spins. */
+/* Run once on compiler atomics, not pthread_once: a sanitizer runtime
+ * intercepts pthread_once, and TSan's interceptors touch shadow memory that
+ * does not exist yet when its start-up resolves them through
+ * dlsym(RTLD_NEXT, ...), which lands here. A waiter spins (microseconds). */
 static unsigned char libc_busy; /* __atomic_test_and_set flag */
 static int libc_done;		/* set (release) after both pointers are written */
 
-CUMEMCAP_DLSYM_SAFE static void libc_resolve(void)
+CUMEMCAP_DLSYM_SAFE bool cumemcap_driver_libc_ready(void)
 {
 	/* glibc >= 2.34 has them in libc.so.6; older ones in libdl.so.2. */
 	static const char *const libs[] = { "libc.so.6", "libdl.so.2" };
-	for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++) {
-		if (!cumemcap_real_dlsym)
-			cumemcap_real_dlsym = (cumemcap_dlsym_fn)elf_find(libs[i], "dlsym");
-		if (!cumemcap_real_dlvsym)
-			cumemcap_real_dlvsym = (cumemcap_dlvsym_fn)elf_find(libs[i], "dlvsym");
-	}
-}
-
-CUMEMCAP_DLSYM_SAFE bool cumemcap_driver_libc_ready(void)
-{
 	if (!__atomic_load_n(&libc_done, __ATOMIC_ACQUIRE)) {
 		while (__atomic_test_and_set(&libc_busy, __ATOMIC_ACQUIRE))
 			;
-		if (!__atomic_load_n(&libc_done, __ATOMIC_RELAXED)) {
-			libc_resolve();
-			__atomic_store_n(&libc_done, 1, __ATOMIC_RELEASE);
+		for (size_t i = 0; !libc_done && i < sizeof(libs) / sizeof(libs[0]); i++) {
+			if (!cumemcap_real_dlsym)
+				cumemcap_real_dlsym = (cumemcap_dlsym_fn)elf_find(libs[i], "dlsym");
+			if (!cumemcap_real_dlvsym)
+				cumemcap_real_dlvsym = (cumemcap_dlvsym_fn)elf_find(libs[i], "dlvsym");
 		}
+		__atomic_store_n(&libc_done, 1, __ATOMIC_RELEASE);
 		__atomic_clear(&libc_busy, __ATOMIC_RELEASE);
 	}
 	return cumemcap_real_dlsym != NULL && cumemcap_real_dlvsym != NULL;
@@ -172,46 +158,33 @@ CUMEMCAP_DLSYM_SAFE bool cumemcap_driver_libc_ready(void)
 
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int loaded; /* 0 not tried, 1 loaded, -1 absent */
-static void *driver_handle;
 static const void *driver_base;
 
-/* Load from `path`; caller holds load_lock. */
-static void try_load(const char *path, int extra_flags)
-{
-	void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | extra_flags);
-	if (!handle)
-		return;
-	void *probe = cumemcap_real_dlsym(handle, "cuInit");
-	Dl_info info;
-	if (!probe || !dladdr(probe, &info)) {
-		dlclose(handle);
-		return;
-	}
-	driver_handle = handle;
-	driver_base = info.dli_fbase;
-#define HOOK(symbol, base, version, variant) \
-	real_##symbol = (symbol##_fn)cumemcap_real_dlsym(handle, #symbol);
-#define DRIVER(symbol, pfn) real_##symbol = (symbol##_fn)cumemcap_real_dlsym(handle, #symbol);
-#include "driver/hooks.def"
-	if ((!real_cuGetProcAddress_v2 && !real_cuGetProcAddress) || !real_cuCtxGetCurrent ||
-	    !real_cuCtxGetDevice) {
-		/* Not a driver we can serve (pre-11.3): stay out of the way. */
-		dlclose(handle);
-		driver_handle = NULL;
-		return;
-	}
-	atomic_store(&loaded, 1);
-}
-
+/* Load the driver from `path` unless it is loaded; caller holds load_lock. */
 static void load_locked(const char *path, int extra_flags)
 {
 	if (atomic_load(&loaded) == 1 || !cumemcap_driver_libc_ready())
 		return;
-	try_load(path, extra_flags);
-	/* The lookups of symbols an older driver lacks leave their error in
-	 * this thread's dlerror(), where the program, whose own dlsym call
-	 * brought the shim here and succeeded, would read it as its own
-	 * failure (GLib's g_module_symbol does). */
+	void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | extra_flags);
+	void *probe = handle ? cumemcap_real_dlsym(handle, "cuInit") : NULL;
+	Dl_info info;
+	if (probe && dladdr(probe, &info)) {
+#define HOOK(symbol, base, version, variant) \
+	real_##symbol = (symbol##_fn)cumemcap_real_dlsym(handle, #symbol);
+#define DRIVER(symbol, pfn) real_##symbol = (symbol##_fn)cumemcap_real_dlsym(handle, #symbol);
+#include "driver/hooks.def"
+		/* Not a driver we can serve (pre-11.3): stay out of the way. */
+		if ((real_cuGetProcAddress_v2 || real_cuGetProcAddress) && real_cuCtxGetCurrent &&
+		    real_cuCtxGetDevice) {
+			driver_base = info.dli_fbase;
+			atomic_store(&loaded, 1);
+		}
+	}
+	if (handle && atomic_load(&loaded) != 1)
+		dlclose(handle);
+	/* Leave no error of a symbol an older driver lacks in dlerror(), where
+	 * the program, whose own dlsym call brought the shim here and
+	 * succeeded, would read it as its own (GLib's g_module_symbol does). */
 	(void)dlerror();
 }
 

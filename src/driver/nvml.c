@@ -1,14 +1,9 @@
-/* nvml: see nvml.h. The calls used are stable parts of NVML's ABI:
- * nvmlInit_v2, nvmlDeviceGetHandleByUUID, nvmlDeviceGetUUID,
- * nvmlDeviceGetMemoryInfo (and _v2), nvmlDeviceGetIndex and
- * nvmlDeviceGetComputeRunningProcesses_v3 (falling back to _v2, same
- * record, and the original two-field form). Every function is found with
- * libc's dlsym: the process's dlsym is the shim's, which answers the NVML
- * names the shim hooks with its hooks. */
+/* nvml: see nvml.h. The calls used are stable parts of NVML's ABI. Each
+ * is found with libc's dlsym: the process's dlsym is the shim's, which
+ * answers the NVML names the shim hooks with its hooks. */
 #include "driver/nvml.h"
 
 #include <dlfcn.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,19 +15,16 @@
 
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
 
-typedef cumemcap_nvml_return nvmlReturn_t;
-typedef cumemcap_nvml_device nvmlDevice_t;
-
 /* ---- the real entry points ----------------------------------------------- */
 
 static struct cumemcap_nvml_real real_fns; /* written before real_state = 1 */
 static const void *real_base;		   /* the library's load address, likewise */
 static _Atomic int real_state;		   /* 0 untried, 1 ready, -1 missing, 2 resolving */
 
-/* dlopen libnvidia-ml.so.1 (RTLD_NOW | RTLD_LOCAL | extra) and resolve its
- * entry points into *out and its load address into *base. The library stays
- * loaded, also when it is not usable: unloading what a program's own
- * nvmlInit may have started is riskier than a mapping. */
+/* dlopen libnvidia-ml.so.1 (RTLD_NOW | RTLD_LOCAL | extra): its entry
+ * points into *out, its load address into *base. It stays loaded, usable
+ * or not: unloading what the program's nvmlInit may have started is
+ * riskier than a mapping. */
 static bool resolve(int extra, struct cumemcap_nvml_real *out, const void **base)
 {
 	memset(out, 0, sizeof(*out));
@@ -60,16 +52,14 @@ static bool resolve(int extra, struct cumemcap_nvml_real *out, const void **base
 		*base = info.dli_fbase;
 	else
 		memset(out, 0, sizeof(*out));
-	/* A failed dlopen or a symbol an older NVML lacks leaves its error in
-	 * this thread's dlerror(), where the program (whose dlsym call may
-	 * have brought the shim here, and succeeded) would read it as its own. */
+	/* Leave no error in dlerror() for the program (whose own successful
+	 * dlsym call may have brought the shim here) to read as its own. */
 	(void)dlerror();
 	return ok;
 }
 
 /* The real entry points, resolved once. `extra` RTLD_NOLOAD: only if
- * NVML is loaded already (a failure is then not remembered). A thread
- * that finds another one resolving resolves its own copy. */
+ * NVML is loaded already (a failure is then not remembered). */
 static bool real_load(int extra, struct cumemcap_nvml_real *out, const void **base)
 {
 	int s = atomic_load_explicit(&real_state, memory_order_acquire);
@@ -183,8 +173,8 @@ static bool handle_for(const unsigned char uuid[16], nvmlDevice_t *out)
 }
 
 /* Sum this pid's usedGpuMemory over the device's compute processes. A
- * listed process whose figure NVML cannot give (CUMEMCAP_NVML_VALUE_NOT_AVAILABLE:
- * some containers, Windows WDDM) is unknown, not zero. */
+ * figure NVML cannot give (VALUE_NOT_AVAILABLE: some containers) is
+ * unknown, not zero. */
 static enum cumemcap_nvml_answer process_used(nvmlDevice_t h, unsigned pid, uint64_t *bytes)
 {
 	unsigned char stack_buf[64 * sizeof(struct cumemcap_nvml_process)];
@@ -196,8 +186,7 @@ static enum cumemcap_nvml_answer process_used(nvmlDevice_t h, unsigned pid, uint
 		unsigned count = cap;
 		nvmlReturn_t r = procs(h, &count, buf);
 		if (r == NVML_ERROR_INSUFFICIENT_SIZE && count > cap) {
-			/* More processes than room: grow (the list may grow
-			 * again before the next try). */
+			/* More processes than room: grow, with a margin. */
 			unsigned want = count + 16;
 			unsigned char *bigger = malloc((size_t)want * proc_stride);
 			if (!bigger)

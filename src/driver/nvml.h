@@ -1,28 +1,25 @@
 /* nvml: what NVIDIA's management library says this process holds on a GPU.
  *
  * Owns the optional run-time link to libnvidia-ml.so.1 (dlopen), its
- * initialization and a cache of device handles found by the CUDA UUID (so
- * CUDA_VISIBLE_DEVICES reordering cannot mix GPUs up). NVML's per-process
- * figure (what nvidia-smi shows) includes the CUDA context and everything
- * the driver holds for the process. A missing or failing NVML is silent:
- * the answer is "unknown". Never calls CUDA. Also owns the real entry
- * points the shim's NVML hooks (entry/hooks-nvml.c) forward to, never
- * initialized for them (the program's nvmlInit is what they answer under).
+ * initialization and the device handles found by CUDA UUID (so
+ * CUDA_VISIBLE_DEVICES cannot mix GPUs up). NVML's per-process figure
+ * (what nvidia-smi shows) includes the CUDA context. A missing or failing
+ * NVML is silent: the answer is "unknown". Never calls CUDA. Also owns the
+ * real entry points the NVML hooks (entry/hooks-nvml.c) forward to, never
+ * initialized for them (they answer under the program's nvmlInit).
  *
- * Thread safety: the shim's own questions (from the worker thread and from
- * hooks that make a context or refuse a request) take one xmutex; a forked
- * child gets a fresh one (cumemcap_nvml_fork_child). The real entry points
- * are resolved without a lock (a thread that finds another resolving
- * resolves its own copy, so a fork child of a resolving parent never
- * waits), published once with release order, then only read. */
+ * Thread safety: the shim's own questions take one xmutex (fresh in a
+ * fork child: cumemcap_nvml_fork_child). The real entry points are
+ * resolved without a lock (a thread that finds another resolving resolves
+ * its own copy, so a fork child never waits), published once with release
+ * order, then only read. */
 #pragma once
 
 #include <stdbool.h>
 #include <stdint.h>
 
 /* What NVML says of process `pid` on the GPU whose CUDA UUID is `uuid`
- * (16 bytes, as cuDeviceGetUuid gives them). The first call loads and
- * initializes NVML. */
+ * (16 bytes). The first question loads and initializes NVML. */
 enum cumemcap_nvml_answer {
 	CUMEMCAP_NVML_LISTED,   /* listed, with its figure in *bytes */
 	CUMEMCAP_NVML_UNLISTED, /* NVML answered without it (a container's PID namespace) */
@@ -31,13 +28,12 @@ enum cumemcap_nvml_answer {
 enum cumemcap_nvml_answer cumemcap_nvml_process(const unsigned char uuid[16], unsigned pid, uint64_t *bytes);
 
 /* The GPU's used memory, all processes (nvmlDeviceGetMemoryInfo). False
- * when NVML cannot say. */
+ * when unknown. */
 bool cumemcap_nvml_device_used(const unsigned char uuid[16], uint64_t *used);
 
-/* nvidia-smi's index of the GPU whose CUDA UUID is `uuid`
- * (nvmlDeviceGetIndex: NVML's enumeration, in PCI bus order, which
- * CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER do not change, unlike the
- * CUDA ordinal). False when NVML cannot say. */
+/* nvidia-smi's index of the GPU (nvmlDeviceGetIndex: PCI bus order, which
+ * CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER do not change). False when
+ * unknown. */
 bool cumemcap_nvml_index(const unsigned char uuid[16], unsigned *index);
 
 /* Whether NVML loads and initializes. */
@@ -53,8 +49,8 @@ void cumemcap_nvml_fork_child(void);
 void cumemcap_nvml_format_uuid(const unsigned char uuid[16], const char *prefix, char out[48]);
 
 /* NVML's ABI, declared here (no nvml.h is needed to build). */
-typedef int cumemcap_nvml_return;	      /* nvmlReturn_t */
-typedef struct cumemcap_nvml_dev *cumemcap_nvml_device; /* nvmlDevice_t */
+typedef int nvmlReturn_t;
+typedef struct cumemcap_nvml_dev *nvmlDevice_t;
 #define CUMEMCAP_NVML_SUCCESS 0
 #define CUMEMCAP_NVML_ERROR_UNINITIALIZED 1
 #define CUMEMCAP_NVML_ERROR_FUNCTION_NOT_FOUND 13
@@ -81,29 +77,26 @@ struct cumemcap_nvml_process_v1 { /* nvmlProcessInfo_v1_t */
 	unsigned long long usedGpuMemory;
 };
 
-typedef cumemcap_nvml_return (*cumemcap_nvml_procs_fn)(cumemcap_nvml_device device,
-						       unsigned int *count, void *infos);
+typedef nvmlReturn_t (*cumemcap_nvml_procs_fn)(nvmlDevice_t device, unsigned int *count, void *infos);
 
 /* The real library's entry points; each NULL when it does not export it. */
 struct cumemcap_nvml_real {
-	cumemcap_nvml_return (*init_v2)(void);
-	cumemcap_nvml_return (*handle_by_uuid)(const char *uuid, cumemcap_nvml_device *device);
-	cumemcap_nvml_return (*get_uuid)(cumemcap_nvml_device device, char *uuid, unsigned int length);
-	cumemcap_nvml_return (*memory_info)(cumemcap_nvml_device device, struct cumemcap_nvml_memory *m);
-	cumemcap_nvml_return (*memory_info_v2)(cumemcap_nvml_device device,
-					       struct cumemcap_nvml_memory_v2 *m);
+	nvmlReturn_t (*init_v2)(void);
+	nvmlReturn_t (*handle_by_uuid)(const char *uuid, nvmlDevice_t *device);
+	nvmlReturn_t (*get_uuid)(nvmlDevice_t device, char *uuid, unsigned int length);
+	nvmlReturn_t (*memory_info)(nvmlDevice_t device, struct cumemcap_nvml_memory *m);
+	nvmlReturn_t (*memory_info_v2)(nvmlDevice_t device, struct cumemcap_nvml_memory_v2 *m);
 	cumemcap_nvml_procs_fn procs;	 /* nvmlDeviceGetComputeRunningProcesses (v1 records) */
 	cumemcap_nvml_procs_fn procs_v2; /* _v2 */
 	cumemcap_nvml_procs_fn procs_v3; /* _v3 */
-	cumemcap_nvml_return (*get_index)(cumemcap_nvml_device device, unsigned int *index);
+	nvmlReturn_t (*get_index)(nvmlDevice_t device, unsigned int *index);
 };
 
 /* Fill *out with the real NVML's entry points, loading libnvidia-ml.so.1
- * (dlopen, RTLD_LOCAL; never initialized here) the first time. False when
- * it cannot be loaded; then *out is all NULL. Never calls CUDA. */
+ * (RTLD_LOCAL, not initialized) the first time. False, *out all NULL,
+ * when it cannot be loaded. */
 bool cumemcap_nvml_real(struct cumemcap_nvml_real *out);
 
-/* Whether `sym` lies in the libnvidia-ml.so.1 the shim's own dlopen finds
- * (the real NVML, whatever path it was loaded from). Never loads NVML: a
- * process where it is not loaded owns none of its functions. */
+/* Whether `sym` lies in the libnvidia-ml.so.1 the shim's dlopen finds,
+ * whatever path it was loaded from. Never loads NVML. */
 bool cumemcap_nvml_owns(const void *sym);

@@ -7,14 +7,12 @@
  * address also goes along as one more argument (dlsym: the third, dlvsym:
  * the fourth; libc's functions ignore it), so that the C path for hooked
  * names can resolve RTLD_NEXT relative to the caller too.
- *
  * cumemcap_dlsym_entry and cumemcap_dlvsym_entry are hidden names of the
- * same two entry points: the shim's own, whatever the process binds the
- * names dlsym and dlvsym to (a program may define its own).
+ * same entry points, whatever the process binds dlsym and dlvsym to.
  *
- * Thread safety: no data of its own; the arguments are kept on the
- * calling thread's stack (or in its registers) across the router call,
- * and the routers say how they are thread-safe (lookup.c). */
+ * Thread safety: no data of its own; the arguments stay on the calling
+ * thread's stack across the router call (lookup.c says how the routers
+ * are thread-safe). */
 
 #if defined(__x86_64__)
 

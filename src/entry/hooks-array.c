@@ -1,18 +1,14 @@
 /* hooks-array: the array entry points: cuArrayCreate, cuArray3DCreate
  * (legacy and _v2 descriptors), cuMipmappedArrayCreate and their destroys.
- * Arrays are opaque to the shim: each is charged an estimate of its size,
- * as hooks.c charges linear memory (account.h), and released by its
- * handle. A legacy twin is the same macro as its _v2 sibling, so it makes
- * the same checks. A refusal at the limit is CUDA_ERROR_OUT_OF_MEMORY.
+ * Each array is charged an estimate of its size (account.h) and released
+ * by its handle. A refusal at the limit is CUDA_ERROR_OUT_OF_MEMORY.
  *
  * Thread safety: no state here; see account.h. */
 #include "account/account.h"
-#include "driver/driver.h"
-#include "platform/export.h"
 #include "entry/hooks.h"
 
-/* Arrays are opaque: estimate Width x Height x Depth x channels x element
- * size, rounded up to 512 bytes (the fake driver counts the same way). */
+/* Arrays are opaque: Width x Height x Depth x channels x element size,
+ * rounded up to 512 bytes (the fake driver counts the same way). */
 static uint64_t format_bytes(CUarray_format f)
 {
 	switch (f) {
@@ -71,15 +67,6 @@ ARRAY(cuArrayCreate, CUDA_ARRAY_DESCRIPTOR_v1, 1, false)
 ARRAY(cuArray3DCreate_v2, CUDA_ARRAY3D_DESCRIPTOR, d->Depth, d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING)
 ARRAY(cuArray3DCreate, CUDA_ARRAY3D_DESCRIPTOR_v1, d->Depth, d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING)
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuArrayDestroy(CUarray hArray)
-{
-	NEED(cuArrayDestroy);
-	HOLD_DEATH_LOCK();
-	struct cumemcap_block b;
-	bool found = cumemcap_account_release_take(CUMEMCAP_HANDLE_ARRAY, (uint64_t)(uintptr_t)hArray, &b);
-	return cumemcap_account_release_settle(found, &b, real_cuArrayDestroy(hArray));
-}
-
 /* Every level of a mipmapped array, each halved from the one above. */
 static uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned int levels)
 {
@@ -105,12 +92,15 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandl
 		     real_cuMipmappedArrayCreate(pHandle, d, numMipmapLevels));
 }
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
-{
-	NEED(cuMipmappedArrayDestroy);
-	HOLD_DEATH_LOCK();
-	struct cumemcap_block b;
-	bool found = cumemcap_account_release_take(CUMEMCAP_HANDLE_MIPMAP,
-						   (uint64_t)(uintptr_t)hMipmappedArray, &b);
-	return cumemcap_account_release_settle(found, &b, real_cuMipmappedArrayDestroy(hMipmappedArray));
-}
+#define DESTROY(name, T, handle_kind)                                                              \
+	CUMEMCAP_EXPORT CUresult CUDAAPI name(T handle)                                            \
+	{                                                                                          \
+		NEED(name);                                                                        \
+		HOLD_DEATH_LOCK();                                                                 \
+		struct cumemcap_block b;                                                           \
+		uint64_t key = (uint64_t)(uintptr_t)handle;                                        \
+		bool found = cumemcap_account_release_take(handle_kind, key, &b);                  \
+		return cumemcap_account_release_settle(found, &b, real_##name(handle));            \
+	}
+DESTROY(cuArrayDestroy, CUarray, CUMEMCAP_HANDLE_ARRAY)
+DESTROY(cuMipmappedArrayDestroy, CUmipmappedArray, CUMEMCAP_HANDLE_MIPMAP)

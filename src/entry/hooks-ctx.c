@@ -1,28 +1,23 @@
 /* hooks-ctx: the entry points by which a context is made and dies.
  * Making one (cuCtxCreate, the primary context's first retain) tells the
- * footprint (account/footprint.h) before and after, so that it learns what
- * the context itself costs. A context's memory dies on cuCtxDestroy, a
- * primary context's reset, and its last release (after which the driver
- * says it is inactive). Each runs as the writer of the death lock
- * (death-lock.h): no other hook is inside the records while the driver
- * frees and the shim forgets, so nothing is handed out of a freed segment,
- * and no record of a handle another thread revived is purged. Retain takes
- * the same mutex as release and reset, so that none revives the context
- * before the shim has looked, and notes each primary context's handle.
+ * footprint (account/footprint.h) before and after, to learn what the
+ * context costs. A context's memory dies on cuCtxDestroy, a primary
+ * context's reset, and its last release (after which the driver says it
+ * is inactive). Each runs as the writer of the death lock (death-lock.h):
+ * no other hook is inside the records while the driver frees and the shim
+ * forgets, so nothing is handed out of a freed segment, and no record of a
+ * handle another thread revived is purged.
  *
  * Thread safety: primary_lock (taken before the death lock's writer, never
  * inside it; an xmutex, as it is held across driver calls) orders retain,
- * release and reset; the handles are atomics. */
+ * release and reset, so that no retain revives a context before the shim
+ * has looked; the handles are atomics. */
 #include "account/account.h"
 #include "account/footprint.h"
-#include "state/device.h"
-#include "platform/export.h"
 #include "account/graph.h"
 #include "entry/hooks.h"
-#include "state/ledger.h"
 #include "platform/xmutex.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 
 static struct cumemcap_xmutex primary_lock = CUMEMCAP_XMUTEX_INIT(primary_lock);
@@ -70,7 +65,6 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdev
 	return r;
 }
 
-/* cuCtxCreate, every version: the footprint is told before and after. */
 #define CTX_CREATE(name, params, ...)                                                              \
 	CUMEMCAP_EXPORT CUresult CUDAAPI name params                                               \
 	{                                                                                          \
@@ -89,9 +83,8 @@ CTX_CREATE(cuCtxCreate_v3,
 CTX_CREATE(cuCtxCreate_v4, (CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev),
 	   pctx, params, flags, dev)
 
-/* A context died: the graphs instantiated in it go first (their pool
- * figures settle before the death's log record reads the ledger), then
- * the rest of its records. */
+/* A context died: its graphs go first (their pool figures settle before
+ * the death's log record reads the ledger), then the rest of its records. */
 static void died(CUcontext ctx, int dev, enum cumemcap_death why)
 {
 	if (ctx)
@@ -127,16 +120,15 @@ ENTRY(cuDevicePrimaryCtxReset_v2, (CUdevice dev),
 ENTRY(cuDevicePrimaryCtxReset, (CUdevice dev),
       primary_change(real_cuDevicePrimaryCtxReset, dev, CUMEMCAP_DEATH_RESET))
 
-#define CTX_DESTROY(name)                                                                          \
-	CUMEMCAP_EXPORT CUresult CUDAAPI name(CUcontext ctx)                                       \
-	{                                                                                          \
-		NEED(name);                                                                        \
-		cumemcap_death_lock_write();                                                       \
-		CUresult r = real_##name(ctx);                                                     \
-		if (r == CUDA_SUCCESS && ctx)                                                      \
-			died(ctx, -1, CUMEMCAP_DEATH_DESTROYED);                                   \
-		cumemcap_death_unlock_write();                                                     \
-		return r;                                                                          \
-	}
-CTX_DESTROY(cuCtxDestroy_v2)
-CTX_DESTROY(cuCtxDestroy)
+static CUresult destroy(PFN_cuCtxDestroy_v4000 fn, CUcontext ctx)
+{
+	cumemcap_death_lock_write();
+	CUresult r = fn(ctx);
+	if (r == CUDA_SUCCESS && ctx)
+		died(ctx, -1, CUMEMCAP_DEATH_DESTROYED);
+	cumemcap_death_unlock_write();
+	return r;
+}
+
+ENTRY(cuCtxDestroy_v2, (CUcontext ctx), destroy(real_cuCtxDestroy_v2, ctx))
+ENTRY(cuCtxDestroy, (CUcontext ctx), destroy(real_cuCtxDestroy, ctx))

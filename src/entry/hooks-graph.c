@@ -1,85 +1,73 @@
 /* hooks-graph: the entry points through which CUDA graphs take graph
- * memory (instantiation, upload, launch, an executable graph's destruction,
- * the pool's trim), every version and per-thread variant, over graph.h. A
- * refusal at the limit is CUDA_ERROR_OUT_OF_MEMORY.
+ * memory (instantiation, upload, launch, destruction, trim), every version
+ * and per-thread variant, over graph.h. A refusal at the limit is
+ * CUDA_ERROR_OUT_OF_MEMORY.
  *
  * Thread safety: see graph.h. */
 #include <stdio.h>
 
-#include "platform/export.h"
 #include "account/graph.h"
 #include "entry/hooks.h"
 
-/* The 5-argument instantiation of CUDA 10.0 and 11.0: a refusal says why
+/* The 5-argument instantiation of CUDA 10.0 and 11.0 says why it refused
  * in the program's log buffer. */
-static CUresult instantiate_log(PFN_cuGraphInstantiate_v11000 fn, const char *entry_point,
-				CUgraphExec *exec, CUgraph graph, CUgraphNode *error_node,
-				char *log, size_t size)
+static void refused_log(CUresult r, const struct cumemcap_graph_op *op, CUgraphNode *error_node,
+			char *log, size_t size)
 {
-	struct cumemcap_graph_op op;
-	CUresult r = cumemcap_graph_instantiate_begin(&op, entry_point, graph, false);
-	if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-		if (error_node)
-			*error_node = NULL;
-		if (log && size)
-			snprintf(log, size, "cumemcap: the graph's memory nodes (%d GPU%s) would pass the limit",
-				 op.n, op.n == 1 ? "" : "s");
+	if (r != CUDA_ERROR_OUT_OF_MEMORY)
+		return;
+	if (error_node)
+		*error_node = NULL;
+	if (log && size)
+		snprintf(log, size, "cumemcap: the graph's memory nodes (%d GPU%s) would pass the limit",
+			 op->n, op->n == 1 ? "" : "s");
+}
+
+/* cumemcap_graph_instantiate_begin (`upload`: the instantiation uploads
+ * too); a refusal runs `refused` and returns, else `call` is made. */
+#define INSTANTIATE(name, params, upload, refused, call)                                           \
+	CUMEMCAP_EXPORT CUresult CUDAAPI name params                                               \
+	{                                                                                          \
+		NEED(name);                                                                        \
+		HOLD_DEATH_LOCK();                                                                 \
+		struct cumemcap_graph_op op;                                                       \
+		CUresult r = cumemcap_graph_instantiate_begin(&op, __func__, hGraph, upload);      \
+		if (r != CUDA_SUCCESS) {                                                           \
+			refused;                                                                   \
+			return r;                                                                  \
+		}                                                                                  \
+		return cumemcap_graph_instantiate_end(&op, call, phGraphExec);                     \
 	}
-	if (r != CUDA_SUCCESS)
-		return r;
-	return cumemcap_graph_instantiate_end(&op, fn(exec, graph, error_node, log, size), exec);
-}
+#define LOG_PARAMS                                                                                 \
+	(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,    \
+	 size_t bufferSize)
+INSTANTIATE(cuGraphInstantiate, LOG_PARAMS, false,
+	    refused_log(r, &op, phErrorNode, logBuffer, bufferSize),
+	    real_cuGraphInstantiate(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize))
+INSTANTIATE(cuGraphInstantiate_v2, LOG_PARAMS, false,
+	    refused_log(r, &op, phErrorNode, logBuffer, bufferSize),
+	    real_cuGraphInstantiate_v2(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize))
+INSTANTIATE(cuGraphInstantiateWithFlags,
+	    (CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags),
+	    (flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) != 0, (void)0,
+	    real_cuGraphInstantiateWithFlags(phGraphExec, hGraph, flags))
 
-LOCKED_ENTRY(cuGraphInstantiate,
-	     (CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
-	      size_t bufferSize),
-	     instantiate_log(real_cuGraphInstantiate, __func__, phGraphExec, hGraph, phErrorNode,
-			     logBuffer, bufferSize))
-LOCKED_ENTRY(cuGraphInstantiate_v2,
-	     (CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
-	      size_t bufferSize),
-	     instantiate_log(real_cuGraphInstantiate_v2, __func__, phGraphExec, hGraph, phErrorNode,
-			     logBuffer, bufferSize))
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
-							    unsigned long long flags)
+/* With params, a refusal is reported in them as well. */
+static void refused_params(CUDA_GRAPH_INSTANTIATE_PARAMS *params)
 {
-	NEED(cuGraphInstantiateWithFlags);
-	HOLD_DEATH_LOCK();
-	struct cumemcap_graph_op op;
-	CUresult r = cumemcap_graph_instantiate_begin(&op, __func__, hGraph,
-						      (flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) != 0);
-	if (r != CUDA_SUCCESS)
-		return r;
-	return cumemcap_graph_instantiate_end(&op, real_cuGraphInstantiateWithFlags(phGraphExec, hGraph, flags),
-					      phGraphExec);
-}
-
-static CUresult instantiate_params(PFN_cuGraphInstantiateWithParams_v12000 fn,
-				   const char *entry_point, CUgraphExec *exec, CUgraph graph,
-				   CUDA_GRAPH_INSTANTIATE_PARAMS *params)
-{
-	struct cumemcap_graph_op op;
-	bool upload = params && (params->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD);
-	CUresult r = cumemcap_graph_instantiate_begin(&op, entry_point, graph, upload);
-	if (r != CUDA_SUCCESS) {
-		if (params) {
-			params->hErrNode_out = NULL;
-			params->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
-		}
-		return r;
+	if (params) {
+		params->hErrNode_out = NULL;
+		params->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
 	}
-	return cumemcap_graph_instantiate_end(&op, fn(exec, graph, params), exec);
 }
 
-LOCKED_ENTRY(cuGraphInstantiateWithParams,
-	     (CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams),
-	     instantiate_params(real_cuGraphInstantiateWithParams, __func__, phGraphExec, hGraph,
-				instantiateParams))
-LOCKED_ENTRY(cuGraphInstantiateWithParams_ptsz,
-	     (CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams),
-	     instantiate_params(real_cuGraphInstantiateWithParams_ptsz, __func__, phGraphExec, hGraph,
-				instantiateParams))
+#define WITH_PARAMS(name)                                                                          \
+	INSTANTIATE(name,                                                                          \
+		    (CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *p), \
+		    p && (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD), refused_params(p),        \
+		    real_##name(phGraphExec, hGraph, p))
+WITH_PARAMS(cuGraphInstantiateWithParams)
+WITH_PARAMS(cuGraphInstantiateWithParams_ptsz)
 
 /* Upload and launch share a prototype. */
 #define RUN(name, ptsz)                                                                            \

@@ -1,19 +1,16 @@
 /* hooks-nvml: NVML asked from inside a capped process tells the same story
  * as cuMemGetInfo. A program linked to libnvidia-ml.so.1 binds to these
  * exports; dlsym (lookup.c) hands them out when the real answer lies in
- * libnvidia-ml (pynvml). Each calls the real NVML first (nvml.h), returns
- * its error unchanged, and on success rewrites the figures of a GPU the
- * shim caps, found by the UUID nvmlDeviceGetUUID gives the handle: memory
- * info as cuMemGetInfo tells it (v2: reserved = 0, so that total =
- * reserved + used + free), and this process's usedGpuMemory as its
- * footprint. No hook calls CUDA (a program may use NVML, then fork), loads
- * the driver, or calls nvmlInit. Without the library the answer is
+ * libnvidia-ml (pynvml). Each calls the real NVML first and returns its
+ * error unchanged; on success it rewrites the figures of a GPU the shim
+ * caps, found by the handle's UUID: memory info as cuMemGetInfo tells it
+ * (v2: reserved = 0, so that total = reserved + used + free), and this
+ * process's usedGpuMemory as its footprint. No hook calls CUDA (a program
+ * may use NVML, then fork) or nvmlInit. Without the library the answer is
  * NVML_ERROR_UNINITIALIZED; a function it lacks answers
  * NVML_ERROR_FUNCTION_NOT_FOUND.
  *
- * Thread safety: no state of its own; the real entry points are published
- * once (nvml.h), the device facts are immutable once known (device.h) and
- * the ledger's figures are atomics; no lock is held across a real call. */
+ * Thread safety: no state of its own; no lock is held across a real call. */
 #include "entry/table.h"
 
 #include <stdint.h>
@@ -25,9 +22,6 @@
 #include "state/device.h"
 #include "group/group.h"
 #include "state/ledger.h"
-
-typedef cumemcap_nvml_return nvmlReturn_t;
-typedef cumemcap_nvml_device nvmlDevice_t;
 
 CUMEMCAP_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, struct cumemcap_nvml_memory *memory);
 CUMEMCAP_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
@@ -77,10 +71,9 @@ static bool known(const struct cumemcap_nvml_real *real, nvmlDevice_t device, in
 	return false;
 }
 
-/* Rewrite NVML's memory figures as cuMemGetInfo tells them: the total is
- * the least of the limit and the group's budget, the free the least of
- * what each leaves (0 past it), used = total - free. False: neither caps
- * the GPU, the figures are NVML's. */
+/* NVML's memory figures as cuMemGetInfo tells them: the total is the least
+ * of the limit and the group's budget, the free the least of what each
+ * leaves, used = total - free. False when neither caps the GPU. */
 static bool memory_seen(const struct cumemcap_nvml_real *real, nvmlDevice_t device,
 			unsigned long long *total, unsigned long long *used, unsigned long long *free_bytes)
 {
@@ -135,9 +128,9 @@ CUMEMCAP_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
 	return r;
 }
 
-/* The real list, with this process's usedGpuMemory made its footprint on
- * a capped GPU, unless NVML said NVML_VALUE_NOT_AVAILABLE. `stride`: the
- * size of a record; both layouts open with pid, then usedGpuMemory. */
+/* The real list, this process's usedGpuMemory made its footprint on a
+ * capped GPU (unless NVML said VALUE_NOT_AVAILABLE). `stride`: a record's
+ * size; both layouts open with pid, then usedGpuMemory. */
 static nvmlReturn_t processes(cumemcap_nvml_procs_fn fn, nvmlDevice_t device, unsigned int *count,
 			      void *infos, size_t stride, const struct cumemcap_nvml_real *real)
 {
@@ -183,7 +176,6 @@ static const struct {
 
 CUMEMCAP_DLSYM_SAFE void *cumemcap_nvml_hook(const char *name)
 {
-	/* Most dlsym calls are for other names and leave here. */
 	if (!name || name[0] != 'n' || name[1] != 'v' || name[2] != 'm' || name[3] != 'l')
 		return NULL;
 	for (size_t i = 0; i < sizeof(nvml_hooks) / sizeof(nvml_hooks[0]); i++)

@@ -1,45 +1,39 @@
-/* hooks-stream: stream creation and destruction, every version, so the
- * arenas' fences know the streams that do not wait for the legacy stream
- * (state/streams.h). Each forwards to the driver and notes the outcome;
- * the driver's answer reaches the program unchanged.
+/* hooks-stream: stream creation and destruction, so the arenas' fences
+ * know the streams that do not wait for the legacy stream (streams.h), and
+ * the beginning and end of a stream capture, so the shim knows when it
+ * must not synchronize (capture.h); every version and per-thread variant.
+ * The driver's answer reaches the program unchanged.
  *
- * Thread safety: see streams.h. Creation runs in a reader section of the
- * death lock, so no context dies between the driver's call and the note
- * (a dead context's streams are forgotten with it). */
+ * Thread safety: see streams.h and capture.h. Creation runs in a reader
+ * section of the death lock, so no context dies between the driver's call
+ * and the note (a dead context's streams are forgotten with it). */
+#include "state/capture.h"
 #include "state/streams.h"
-#include "platform/export.h"
 #include "entry/hooks.h"
 
-/* A stream was made: keep it with its context (cuStreamGetCtx). */
-static CUresult created(CUresult r, CUstream *stream, unsigned flags)
+/* A stream was made: keep it with its context (cuStreamGetCtx). A green
+ * context's stream (`green`) is kept with none: its work may use its
+ * device's memory from a context the arenas do not know, so every fence
+ * falls back to a context synchronization while it lives. */
+static CUresult created(CUresult r, CUstream *stream, unsigned flags, bool green)
 {
+	CUcontext ctx = NULL;
 	if (r == CUDA_SUCCESS && stream) {
-		CUcontext ctx = NULL;
-		if (!cumemcap_driver_stream_ctx(*stream, &ctx))
-			ctx = NULL;
+		if (!green)
+			cumemcap_driver_stream_ctx(*stream, &ctx);
 		cumemcap_streams_created(*stream, ctx, flags);
 	}
 	return r;
 }
 
 LOCKED_ENTRY(cuStreamCreate, (CUstream *phStream, unsigned int Flags),
-	     created(real_cuStreamCreate(phStream, Flags), phStream, Flags))
+	     created(real_cuStreamCreate(phStream, Flags), phStream, Flags, false))
 LOCKED_ENTRY(cuStreamCreateWithPriority, (CUstream *phStream, unsigned int flags, int priority),
-	     created(real_cuStreamCreateWithPriority(phStream, flags, priority), phStream, flags))
-
-/* A green context's stream: its work may use the memory of the green
- * context's device from a context the arenas do not know, so every fence
- * falls back to a context synchronization while it lives. */
-CUMEMCAP_EXPORT CUresult CUDAAPI cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenCtx, unsigned int flags,
-							int priority)
-{
-	NEED(cuGreenCtxStreamCreate);
-	HOLD_DEATH_LOCK();
-	CUresult r = real_cuGreenCtxStreamCreate(phStream, greenCtx, flags, priority);
-	if (r == CUDA_SUCCESS && phStream)
-		cumemcap_streams_created(*phStream, NULL, flags);
-	return r;
-}
+	     created(real_cuStreamCreateWithPriority(phStream, flags, priority), phStream, flags, false))
+LOCKED_ENTRY(cuGreenCtxStreamCreate,
+	     (CUstream *phStream, CUgreenCtx greenCtx, unsigned int flags, int priority),
+	     created(real_cuGreenCtxStreamCreate(phStream, greenCtx, flags, priority), phStream, flags,
+		     true))
 
 /* The destruction is noted first (the generation moves before the stream
  * leaves the list): work still queued on it finishes later, so the next
@@ -52,3 +46,49 @@ static CUresult destroy(PFN_cuStreamDestroy_v4000 fn, CUstream stream)
 
 ENTRY(cuStreamDestroy, (CUstream hStream), destroy(real_cuStreamDestroy, hStream))
 ENTRY(cuStreamDestroy_v2, (CUstream hStream), destroy(real_cuStreamDestroy_v2, hStream))
+
+/* The quiet gate (capture.h) is held across a begin call, so no
+ * synchronizing call of the shim's runs while the capture begins. */
+#define BEGIN(name, ptsz, params, ...)                                                             \
+	CUMEMCAP_EXPORT CUresult CUDAAPI name params                                               \
+	{                                                                                          \
+		NEED(name);                                                                        \
+		cumemcap_capture_begin_lock();                                                     \
+		CUresult r = real_##name(__VA_ARGS__);                                             \
+		if (r == CUDA_SUCCESS)                                                             \
+			cumemcap_capture_began(hStream, ptsz);                                     \
+		cumemcap_capture_begin_unlock();                                                   \
+		return r;                                                                          \
+	}
+BEGIN(cuStreamBeginCapture, false, (CUstream hStream), hStream)
+BEGIN(cuStreamBeginCapture_ptsz, true, (CUstream hStream), hStream)
+BEGIN(cuStreamBeginCapture_v2, false, (CUstream hStream, CUstreamCaptureMode mode), hStream, mode)
+BEGIN(cuStreamBeginCapture_v2_ptsz, true, (CUstream hStream, CUstreamCaptureMode mode), hStream,
+      mode)
+#define TO_GRAPH_PARAMS                                                                            \
+	(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,                        \
+	 const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode)
+BEGIN(cuStreamBeginCaptureToGraph, false, TO_GRAPH_PARAMS, hStream, hGraph, dependencies,
+      dependencyData, numDependencies, mode)
+BEGIN(cuStreamBeginCaptureToGraph_ptsz, true, TO_GRAPH_PARAMS, hStream, hGraph, dependencies,
+      dependencyData, numDependencies, mode)
+
+/* An end call returned r: the capture is over when it succeeded or was
+ * invalidated (the graph is gone, the stream captures no more), unless the
+ * driver says the stream still captures (an end from the wrong thread);
+ * after any other error, only if the driver says it no longer captures. */
+static CUresult ended(CUresult r, CUstream stream, bool ptsz)
+{
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+	bool asked = cumemcap_driver_stream_capturing(stream, ptsz, &st);
+	bool over = asked ? st == CU_STREAM_CAPTURE_STATUS_NONE
+			  : r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+	if (over)
+		cumemcap_capture_ended(stream, ptsz);
+	return r;
+}
+
+ENTRY(cuStreamEndCapture, (CUstream hStream, CUgraph *phGraph),
+      ended(real_cuStreamEndCapture(hStream, phGraph), hStream, false))
+ENTRY(cuStreamEndCapture_ptsz, (CUstream hStream, CUgraph *phGraph),
+      ended(real_cuStreamEndCapture_ptsz(hStream, phGraph), hStream, true))

@@ -7,7 +7,6 @@
  * Thread safety: see vmm.h. */
 #include "account/account.h"
 #include "account/vmm.h"
-#include "platform/export.h"
 #include "entry/hooks.h"
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,

@@ -1,15 +1,12 @@
 /* hooks: the memory entry points (linear, pitched, managed, stream-ordered,
- * pools, capacity, address queries), but for arrays, captures, contexts,
- * graphs, streams and virtual memory (the other hooks-*.c).
+ * pools, capacity, address queries); the other hooks-*.c hold the rest.
  *
- * Every exported function has the driver's exact name and prototype
- * (checked in table.c). Twins that differ only in types (a legacy twin's
- * 32-bit unsigned int and CUdeviceptr_v1, a _v2 twin's size_t and
- * CUdeviceptr) are one macro, expanded for each, so what one twin checks,
- * all do. The real entry point gets the shim's locals as out-parameters,
- * NULL where the program's was, and the program's are written only on
- * success. The driver's return code reaches the program unchanged, but a
- * refusal at the limit, CUDA_ERROR_OUT_OF_MEMORY.
+ * Twins that differ only in types (legacy 32-bit unsigned int and
+ * CUdeviceptr_v1, _v2 size_t and CUdeviceptr) are one macro. The real
+ * entry point gets the shim's locals as out-parameters, NULL where the
+ * program's was; the program's are written only on success. The driver's
+ * return code reaches the program unchanged, but a refusal at the limit,
+ * CUDA_ERROR_OUT_OF_MEMORY.
  *
  * Thread safety: no state here; see account.h. */
 #include "account/account.h"
@@ -17,125 +14,95 @@
 #include "state/capture.h"
 #include "state/device.h"
 #include "group/group.h"
-#include "driver/driver.h"
-#include "platform/export.h"
 #include "entry/hooks.h"
 #include "platform/msg.h"
 
 /* A capacity figure in the width T: a legacy one saturates. */
 #define FIT(T, v) ((v) > (T)-1 ? (T)-1 : (T)(v))
 
-/* Clamp the driver's figures to the limit and headroom in `c`. What the
- * arenas cache (`pooled`) is free for the program, limit or not. */
-static inline __attribute__((always_inline)) void clamp_info(const struct cumemcap_ledger_capacity *c,
-							     uint64_t *free_bytes, uint64_t *total_bytes)
-{
-	uint64_t f = *free_bytes, t = *total_bytes;
-	if (c->limit != CUMEMCAP_NO_LIMIT) {
-		t = c->limit;
-		if (f > c->headroom)
-			f = c->headroom;
-	}
-	f = f > UINT64_MAX - c->pooled ? UINT64_MAX : f + c->pooled;
-	*free_bytes = f > t ? t : f;
-	*total_bytes = t;
-}
-
-/* A group member: the total is the least of the limits and the headroom
- * the least of the rooms. */
-static __attribute__((noinline)) void add_group(int dev, struct cumemcap_ledger_capacity *c)
-{
-	uint64_t budget, room;
-	if (!cumemcap_group_capacity(dev, &budget, &room))
-		return;
-	if (budget < c->limit)
-		c->limit = budget;
-	if (room < c->headroom)
-		c->headroom = room;
-}
-
+/* The limit and headroom of GPU `dev`; a group member's total is the least
+ * of the limits and its headroom the least of the rooms. */
 static void process_capacity(int dev, struct cumemcap_ledger_capacity *c)
 {
+	uint64_t budget, room;
 	cumemcap_ledger_capacity(dev, c);
-	if (cumemcap_group_member())
-		add_group(dev, c);
+	if (cumemcap_group_member() && cumemcap_group_capacity(dev, &budget, &room)) {
+		if (budget < c->limit)
+			c->limit = budget;
+		if (room < c->headroom)
+			c->headroom = room;
+	}
 }
 
 /* Under a limit, pools that trimmed at a synchronization the shim did not
- * see are read again first, so their memory is in the headroom too;
- * without one, nothing is read. Out of line: it is rare, and inline it
- * costs the common path a register. */
-static __attribute__((noinline)) void clamp_after_pool_read(int dev, uint64_t *free_bytes, uint64_t *total_bytes)
+ * see are read again, so that their memory is in the headroom. Out of line:
+ * it is rare. */
+static __attribute__((noinline)) void pools_read_again(int dev, struct cumemcap_ledger_capacity *c)
 {
 	cumemcap_account_pool_refresh_now(dev);
-	struct cumemcap_ledger_capacity c;
-	process_capacity(dev, &c);
-	clamp_info(&c, free_bytes, total_bytes);
+	process_capacity(dev, c);
 }
 
-/* The driver's figures for the current context's device, capped. When
- * the device cannot be found (no current context, or it died under
- * another thread), the answer is the driver's error for a missing
- * context, never uncapped figures. It reads device-level figures only, so
- * it does not hold the death lock. real_cuMemGetInfo_v2 is there (the
- * caller checked). */
-static inline __attribute__((always_inline)) CUresult mem_info(uint64_t *f, uint64_t *t)
+/* The driver's figures for the current context's device, capped at the
+ * limit and headroom; what the arenas cache is free for the program, limit
+ * or not. A device not found (no current context, or it died under
+ * another thread) gets the driver's error for a missing context, never
+ * uncapped figures. Device-level figures only: no death lock. */
+static inline __attribute__((always_inline)) CUresult mem_info(uint64_t *free_bytes,
+							       uint64_t *total_bytes)
 {
 	CUcontext ctx;
-	size_t f64, t64;
+	size_t f, t;
 	/* With one GPU, the driver's answer tells that a context is current,
 	 * and it is on that GPU: no cuCtxGetCurrent. */
 	int dev = cumemcap_device_only();
 	CUresult found = __builtin_expect(dev == 0, 1) ? CUDA_SUCCESS : cumemcap_device_current(&ctx, &dev);
-	CUresult r = real_cuMemGetInfo_v2(&f64, &t64);
+	CUresult r = real_cuMemGetInfo_v2(&f, &t);
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (found != CUDA_SUCCESS)
 		return found == CUDA_ERROR_INVALID_DEVICE ? found : CUDA_ERROR_INVALID_CONTEXT;
-	*f = f64;
-	*t = t64;
 	struct cumemcap_ledger_capacity c;
 	process_capacity(dev, &c);
 	if (__builtin_expect(c.limit != CUMEMCAP_NO_LIMIT && cumemcap_ledger_holds(dev, CUMEMCAP_KIND_pool), 0))
-		clamp_after_pool_read(dev, f, t);
-	else
-		clamp_info(&c, f, t);
+		pools_read_again(dev, &c);
+	if (c.limit != CUMEMCAP_NO_LIMIT) {
+		t = c.limit;
+		if (f > c.headroom)
+			f = c.headroom;
+	}
+	uint64_t with_pooled = f > UINT64_MAX - c.pooled ? UINT64_MAX : f + c.pooled;
+	*free_bytes = with_pooled > t ? t : with_pooled;
+	*total_bytes = t;
 	return CUDA_SUCCESS;
 }
 
 /* cuMemGetInfo in the width T. With a NULL out-parameter, or without
  * cuMemGetInfo_v2 (no 64-bit figures to cap), the twin's own entry point
- * answers, uncapped, out of line: the capped path stays lean. */
+ * answers, uncapped. */
 #define GET_INFO(name, T)                                                                          \
-	static __attribute__((noinline)) CUresult name##_plain(T *free, T *total)                  \
-	{                                                                                          \
-		T f = 0, t = 0;                                                                    \
-		CUresult r = real_##name(free ? &f : NULL, total ? &t : NULL);                     \
-		if (r == CUDA_SUCCESS && free)                                                     \
-			*free = f;                                                                 \
-		if (r == CUDA_SUCCESS && total)                                                    \
-			*total = t;                                                                \
-		return r;                                                                          \
-	}                                                                                          \
 	CUMEMCAP_EXPORT CUresult CUDAAPI name(T *free, T *total)                                   \
 	{                                                                                          \
 		NEED(name);                                                                        \
-		if (__builtin_expect(!free || !total || !real_cuMemGetInfo_v2, 0))                 \
-			return name##_plain(free, total);                                          \
-		uint64_t f, t;                                                                     \
-		CUresult r = mem_info(&f, &t);                                                     \
-		if (r == CUDA_SUCCESS) {                                                           \
-			*free = FIT(T, f);                                                         \
-			*total = FIT(T, t);                                                        \
+		uint64_t f = 0, t = 0;                                                             \
+		CUresult r;                                                                        \
+		if (!free || !total || !real_cuMemGetInfo_v2) {                                    \
+			T f_ = 0, t_ = 0;                                                          \
+			r = real_##name(free ? &f_ : NULL, total ? &t_ : NULL);                    \
+			f = f_;                                                                    \
+			t = t_;                                                                    \
+		} else {                                                                           \
+			r = mem_info(&f, &t);                                                      \
 		}                                                                                  \
+		if (r == CUDA_SUCCESS && free)                                                     \
+			*free = FIT(T, f);                                                         \
+		if (r == CUDA_SUCCESS && total)                                                    \
+			*total = FIT(T, t);                                                        \
 		return r;                                                                          \
 	}
 GET_INFO(cuMemGetInfo_v2, size_t)
 GET_INFO(cuMemGetInfo, unsigned int)
 
-/* A device's capacity, capped at its limit and its group's budget. A
- * device the shim cannot describe gets the driver's answer for a device
- * that is not there, never its real capacity uncapped. */
 static CUresult device_total(CUdevice dev, uint64_t *total)
 {
 	size_t t64;
@@ -152,8 +119,10 @@ static CUresult device_total(CUdevice dev, uint64_t *total)
 	return CUDA_SUCCESS;
 }
 
-/* cuDeviceTotalMem in the width T. The twin's own entry point answers a
- * NULL out-parameter, and every call when there is no cuDeviceTotalMem_v2. */
+/* cuDeviceTotalMem in the width T: capped at the limit and the group's
+ * budget. A device the shim cannot describe gets the driver's answer for a
+ * device that is not there. The twin's own entry point answers a NULL
+ * out-parameter, and every call when there is no cuDeviceTotalMem_v2. */
 #define TOTAL_MEM(name, T)                                                                         \
 	CUMEMCAP_EXPORT CUresult CUDAAPI name(T *bytes, CUdevice dev)                              \
 	{                                                                                          \
@@ -291,8 +260,7 @@ MEM_FREE(cuMemFree_v2, CUdeviceptr)
 MEM_FREE(cuMemFree, CUdeviceptr_v1)
 
 /* cuMemAllocAsync and cuMemAllocFromPoolAsync, either stream variant:
- * `alloc` or `from_pool` is the twin's real entry point, `undo` its
- * matching free. */
+ * `alloc` or `from_pool` is the real entry point, `undo` its free. */
 static CUresult async_alloc(const char *entry_point, PFN_cuMemAllocAsync_v11020 alloc,
 			    PFN_cuMemAllocFromPoolAsync_v11020 from_pool,
 			    PFN_cuMemFreeAsync_v11020 undo, bool ptsz, CUdeviceptr *dptr,
@@ -302,17 +270,15 @@ static CUresult async_alloc(const char *entry_point, PFN_cuMemAllocAsync_v11020 
 	CUcontext ctx;
 	int dev;
 	/* The allocation belongs to the stream's context. The stream this
-	 * thread used last is known without a driver call; any other stream,
-	 * and a default stream, needs the current context (which also tells
-	 * that the driver can be called at all). */
+	 * thread used last is known without a driver call; any other needs
+	 * the current context (which also tells that the driver answers). */
 	if (!dptr)
 		return CALL();
 	bool known = cumemcap_device_of_stream_known(stream, &ctx, &dev);
 	if (!known && cumemcap_device_current(&ctx, &dev) != CUDA_SUCCESS)
 		return CALL();
 	/* Into a capturing stream, the call adds an allocation node to the
-	 * graph and takes nothing now: graph memory is charged when the
-	 * graph is uploaded or launched (graph.h). */
+	 * graph and takes nothing now (graph.h charges graph memory). */
 	if (cumemcap_capture_stream(stream, ptsz))
 		return CALL();
 	if (!known)
@@ -332,9 +298,8 @@ static CUresult async_alloc(const char *entry_point, PFN_cuMemAllocAsync_v11020 
 
 static CUresult async_free(PFN_cuMemFreeAsync_v11020 fn, CUdeviceptr dptr, CUstream stream)
 {
-	/* Most pointers freed in stream order were allocated in stream order:
-	 * the record map first, then the arenas, whose lookup takes a lock.
-	 * A pointer is in one or the other. */
+	/* Most pointers freed in stream order were allocated so: the record
+	 * map first, then the arenas (whose lookup takes a lock). */
 	struct cumemcap_block b;
 	bool found = cumemcap_account_release_take(CUMEMCAP_HANDLE_PTR, dptr, &b);
 	CUresult r;
@@ -380,20 +345,18 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 	FORWARD_NOTING(real_cuMemPoolDestroy(pool), cumemcap_account_pool_destroyed(pool));
 }
 
-/* A device's current pool, which cuMemAllocAsync takes from, changes
+/* A device's current pool, which cuMemAllocAsync takes from, changed
  * (account.h caches it). */
-CUMEMCAP_EXPORT CUresult CUDAAPI cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+static CUresult pools_changed(CUresult r)
 {
-	NEED(cuDeviceSetMemPool);
-	FORWARD_NOTING(real_cuDeviceSetMemPool(dev, pool), cumemcap_account_pools_changed());
+	if (r == CUDA_SUCCESS)
+		cumemcap_account_pools_changed();
+	return r;
 }
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type,
-						CUmemoryPool pool)
-{
-	NEED(cuMemSetMemPool);
-	FORWARD_NOTING(real_cuMemSetMemPool(location, type, pool), cumemcap_account_pools_changed());
-}
+ENTRY(cuDeviceSetMemPool, (CUdevice dev, CUmemoryPool pool), pools_changed(real_cuDeviceSetMemPool(dev, pool)))
+ENTRY(cuMemSetMemPool, (CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool),
+      pools_changed(real_cuMemSetMemPool(location, type, pool)))
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {

@@ -1,11 +1,9 @@
 /* hooks: what the files of exported entry points share: the readiness
- * check, the macros that open and shape every hook, and the start the
- * constructor defers to the first hook (setup.c).
+ * check, the macros that shape every hook, and the start the constructor
+ * defers to the first hook (setup.c).
  *
  * Thread safety: cumemcap_set_up is written once, with release order,
- * after setup.c's pthread_once, and read with one acquire load per hook;
- * HOLD_DEATH_LOCK holds the death lock (death-lock.h) as a reader for the
- * rest of a hook. */
+ * after setup.c's pthread_once, and read with one acquire load per hook. */
 #pragma once
 
 #include <stdatomic.h>
@@ -25,9 +23,9 @@ static inline bool cumemcap_ready(void)
 	       cumemcap_ready_slow();
 }
 
-/* Without a driver there is nothing to forward to. Every hook starts
- * here: the place where the log sees each thread that uses CUDA through
- * the shim (cumemcap_log_thread: an alternate signal stack). */
+/* Every hook starts here: without a driver there is nothing to forward
+ * to. The log sees each thread that uses CUDA here (an alternate signal
+ * stack). */
 #define NEED(sym)                                               \
 	do {                                                    \
 		cumemcap_log_thread();                          \
@@ -42,8 +40,8 @@ static inline void cumemcap_death_lock_cleanup(int *unused)
 }
 
 /* Hold the death lock (death-lock.h) as a reader for the rest of the
- * enclosing block: no context dies while the hook reads or changes the
- * records, including across its driver call. */
+ * block: no context dies while the hook reads or changes the records,
+ * across its driver call too. */
 #define HOLD_DEATH_LOCK()                                                          \
 	int cumemcap_death_lock_held_                                              \
 		__attribute__((cleanup(cumemcap_death_lock_cleanup), unused)) = \
@@ -65,9 +63,8 @@ static inline void cumemcap_death_lock_cleanup(int *unused)
 		return call;                                                                       \
 	}
 
-/* Return what `call` (a real entry point) answers; when that is success,
- * run `note` first: the shim learns what the driver did (a pool or a
- * graph that is gone, memory trimmed). */
+/* Return what `call` (a real entry point) answers, running `note` first
+ * when that is success (a pool or a graph gone, memory trimmed). */
 #define FORWARD_NOTING(call, note)                      \
 	do {                                            \
 		CUresult r_ = (call);                   \
@@ -79,8 +76,7 @@ static inline void cumemcap_death_lock_cleanup(int *unused)
 /* The constructor (shim.c) leaves the rest of its start to the first
  * hook, which runs `start` once, before it opens the driver. False when a
  * hook came first (another library's constructor used CUDA before this
- * one ran): the constructor then runs `start` itself. Called only by the
- * constructor, before any hook can run. */
+ * one ran): the constructor then runs `start` itself. */
 bool cumemcap_setup_defer_start(void (*start)(void));
 
 /* Fork child: a fresh primary-context mutex for hooks-ctx.c. */

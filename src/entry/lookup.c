@@ -3,15 +3,13 @@
  *
  * dlsym and dlvsym enter through dltramp.S, which asks a route below where
  * to go and jumps there with the caller's arguments and return address
- * intact (glibc resolves RTLD_NEXT and RTLD_DEFAULT by it). Only names in
- * the table, or the NVML names the shim hooks, take the C path: looked up
- * for real, and swapped for the shim's own function (cumemcap_driver_own,
- * never a wrapper preloaded before it) when the answer lies in the CUDA
- * driver or libnvidia-ml. RTLD_NEXT there is resolved relative to the
- * caller, so a wrapper never gets itself as its next function; a versioned
- * lookup of libc's dlsym/dlvsym answers the shim's, so a program that
- * defines dlsym still reaches the shim. With no driver, RTLD_DEFAULT and
- * RTLD_NEXT find no driver function, as without the shim.
+ * intact (glibc resolves RTLD_NEXT and RTLD_DEFAULT by it). Only hooked
+ * names (the table's, and the NVML hooks) take the C path: looked up for
+ * real, RTLD_NEXT relative to the caller (a wrapper never gets itself as
+ * its next function), and swapped for the shim's own function when the
+ * answer lies in the CUDA driver or libnvidia-ml. A versioned lookup of
+ * libc's dlsym/dlvsym answers the shim's, so a program that defines dlsym
+ * still reaches the shim.
  *
  * cuGetProcAddress asks the real driver first, so the driver decides
  * versions, flags, errors and symbolStatus; a function it hands back is
@@ -21,7 +19,6 @@
 #include "config.h"
 
 #include <dlfcn.h>
-#include <stdint.h>
 
 #include "driver/driver.h"
 #include "driver/nvml.h"
@@ -35,8 +32,7 @@ __attribute__((visibility("hidden"))) void *cumemcap_dlsym_route(void *handle, c
 __attribute__((visibility("hidden"))) void *cumemcap_dlvsym_route(void *handle, const char *name,
 								 const char *version);
 
-/* dltramp.S: the shim's own dlsym and dlvsym entry points (weak: the
- * unit tests link this file without the trampoline, and never call them). */
+/* dltramp.S's entry points (weak: the unit tests link no trampoline). */
 __attribute__((weak, visibility("hidden"))) extern char cumemcap_dlsym_entry[];
 __attribute__((weak, visibility("hidden"))) extern char cumemcap_dlvsym_entry[];
 
@@ -52,53 +48,35 @@ static void *hook_of(const struct cumemcap_hook *h)
 	return own ? own : cumemcap_hook_fn(h);
 }
 
-/* What the lookup of a name in the table answers, given what was found.
- * `global`: RTLD_DEFAULT or RTLD_NEXT, where the shim's own preloaded
- * symbol may be the answer only because the shim is there. */
-static void *substitute(const char *entry_point, const char *name, void *found, bool global)
-{
-	void *own = hook_of(cumemcap_table_by_symbol(name));
-	void *answer = found;
-	if (found && found != own && cumemcap_driver_owns(found))
-		answer = own;
-	else if (found && global && cumemcap_driver_self(found) && !cumemcap_driver_next(own, name) &&
-		 !cumemcap_driver_ready())
-		answer = NULL; /* no driver: nothing the program could call */
-	if (trace())
-		cumemcap_msg("door=%s symbol=%s answer=%s ptr=%p", entry_point, name,
-			     answer == NULL ? "null" : answer == own ? "hook" : "driver", answer);
-	return answer;
-}
-
-/* The same for an NVML name the shim hooks: its own function when what
- * was found lies in libnvidia-ml. A global lookup that found the shim's own
- * export answers what comes after the shim: the hook when that is NVML's,
- * nothing when there is nothing (as without the shim). */
-static void *substitute_nvml(const char *entry_point, const char *name, void *found, bool global)
-{
-	void *own = cumemcap_driver_own(name);
-	if (!own)
-		own = cumemcap_nvml_hook(name);
-	void *answer = found;
-	if (found && found != own && cumemcap_nvml_owns(found)) {
-		answer = own;
-	} else if (found && global && cumemcap_driver_self(found)) {
-		void *next = cumemcap_driver_next(own, name);
-		answer = next && cumemcap_nvml_owns(next) ? own : next;
-	}
-	if (trace())
-		cumemcap_msg("door=%s symbol=%s answer=%s ptr=%p", entry_point, name,
-			     answer == NULL ? "null" : answer == own ? "hook" : "nvml", answer);
-	return answer;
-}
-
-/* A name the routes below found in the table or among the NVML hooks. */
+/* What a lookup of a hooked name answers, given what was found: the shim's
+ * own function when that lies in the CUDA driver or libnvidia-ml.
+ * `global`: RTLD_DEFAULT or RTLD_NEXT, which may have found the shim's own
+ * export only because the shim is there; then the answer is what comes
+ * after the shim, as without it: for a CUDA name nothing when there is no
+ * driver, for an NVML name the hook when that is NVML's. */
 static void *hooked(const char *entry_point, void *handle, const char *name, void *found)
 {
 	bool global = handle == RTLD_DEFAULT || handle == RTLD_NEXT;
-	if (cumemcap_nvml_hook(name))
-		return substitute_nvml(entry_point, name, found, global);
-	return substitute(entry_point, name, found, global);
+	void *nvml = cumemcap_nvml_hook(name);
+	void *own = nvml ? cumemcap_driver_own(name) : hook_of(cumemcap_table_by_symbol(name));
+	if (nvml && !own)
+		own = nvml;
+	bool (*owns)(const void *) = nvml ? cumemcap_nvml_owns : cumemcap_driver_owns;
+	void *answer = found;
+	if (found && found != own && owns(found)) {
+		answer = own;
+	} else if (found && global && cumemcap_driver_self(found)) {
+		void *next = cumemcap_driver_next(own, name);
+		if (nvml)
+			answer = next && owns(next) ? own : next;
+		else if (!next && !cumemcap_driver_ready())
+			answer = NULL; /* no driver: nothing the program could call */
+	}
+	if (trace())
+		cumemcap_msg("door=%s symbol=%s answer=%s ptr=%p", entry_point, name,
+			     answer == NULL ? "null" : answer == own ? "hook" : nvml ? "nvml" : "driver",
+			     answer);
+	return answer;
 }
 
 static void *hooked_dlsym(void *handle, const char *name, const void *caller)
@@ -114,9 +92,8 @@ static void *hooked_dlvsym(void *handle, const char *name, const char *version, 
 					  : cumemcap_real_dlvsym(handle, name, version));
 }
 
-/* When libc's own functions cannot be found there is nothing to forward
- * to (never on glibc): dlsym and dlvsym answer NULL. The trampoline jumps
- * here with their arguments, which this ignores. */
+/* Without libc's own functions (never on glibc) dlsym and dlvsym answer
+ * NULL: the trampoline jumps here. */
 CUMEMCAP_DLSYM_SAFE static void *no_lookup(void)
 {
 	return NULL;

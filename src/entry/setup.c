@@ -1,7 +1,6 @@
 /* setup: what the first hook does before any hook goes on: the rest of
  * the start the constructor left to it (shim.c), opening the driver, and
- * registering the functions through which lower layers call higher ones
- * (docs/design.md#layers):
+ * registering the functions through which lower layers call higher ones:
  *
  *   worker -> log, account  the samples, the arenas' idle release, the
  *                          footprint and the group's book (ticks)
@@ -34,8 +33,8 @@ static void register_upcalls(void)
 	atomic_store(&cumemcap_ledger_growth_reader, cumemcap_account_pool_refresh_now);
 }
 
-/* Once the first hook has looked, it holds too_late_to_defer, so that a
- * later deferral fails and the constructor runs its start itself. */
+/* Once the first hook has looked, too_late_to_defer: a later deferral
+ * fails and the constructor runs its start itself. */
 static void (*_Atomic deferred_start)(void);
 
 static void too_late_to_defer(void)

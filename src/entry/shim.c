@@ -79,12 +79,12 @@ static void fork_child(void)
 }
 
 static _Atomic bool started; /* the destructor has something to end */
+static bool hints_set;	     /* the constructor set the framework hints */
 
-/* The start proper: join the group (one that cannot be joined stops the
- * program here: never uncapped), set the framework hints when `hints`
- * (only under a limit, never over a setting the user gave: hints.h), take
- * the log's snapshot, register the fork handlers. */
-static void start(bool hints)
+/* Join the group (one that cannot be joined stops the program: never
+ * uncapped), set the framework hints (hints.h) unless the constructor
+ * did, take the log's snapshot, register the fork handlers. */
+static void start(void)
 {
 	const struct cumemcap_policy *p = cumemcap_policy();
 	char err[1024 + 256];
@@ -92,51 +92,41 @@ static void start(bool hints)
 		cumemcap_log_arm_sigbus();
 	if (!cumemcap_group_start(p, err, sizeof(err)))
 		cumemcap_fatal("%s", err);
-	if (hints)
+	if (!hints_set)
 		cumemcap_hints_apply(p);
 	cumemcap_log_init();
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	atomic_store(&started, true);
 }
 
-static void start_with_hints(void)
-{
-	start(true);
-}
-
-static void start_after_hints(void)
-{
-	start(false);
-}
-
 /* glibc passes a shared library's constructors the program's arguments;
- * [program] sections match on them. A process nothing configures
- * (cumemcap_policy_start) cannot fail to start: it takes only what must be
- * taken now (its name, the log's variables) and leaves the rest to the
- * first hook, so a program that never uses CUDA pays little more than the
- * load. A configured process builds its policy here, so that a wrong
- * setting stops it before main, and sets the hints (frameworks read them
- * at their start); the rest is deferred the same way unless it joins a
- * group or runs setuid. A fork before the deferred start needs no handler:
- * nothing is held yet. */
+ * [program] sections match on them. A process nothing configures cannot
+ * fail to start: it takes only its name and the log's variables now and
+ * leaves the rest to the first hook, so a program that never uses CUDA
+ * pays little more than the load. A configured process builds its policy
+ * here, so that a wrong setting stops it before main, and sets the hints
+ * (frameworks read them at their start); the rest is deferred the same way
+ * unless it joins a group or runs setuid. A fork before the deferred start
+ * needs no handler: nothing is held yet. */
 __attribute__((constructor)) static void cumemcap_start(int argc, char **argv, char **envp)
 {
 	(void)envp;
 	if (!cumemcap_policy_start(argc, argv)) {
 		cumemcap_log_take_env(false);
-		if (cumemcap_setup_defer_start(start_with_hints))
+		if (cumemcap_setup_defer_start(start))
 			return;
 	} else {
 		const struct cumemcap_policy *p = cumemcap_policy();
 		if (!p->group[0] && !p->secure) {
 			cumemcap_hints_apply(p);
+			hints_set = true;
 			cumemcap_log_take_env(true);
-			if (!cumemcap_setup_defer_start(start_after_hints))
-				start_after_hints();
+			if (!cumemcap_setup_defer_start(start))
+				start();
 			return;
 		}
 	}
-	start_with_hints();
+	start();
 }
 
 __attribute__((destructor)) static void cumemcap_stop(void)
@@ -168,7 +158,6 @@ CUMEMCAP_EXPORT int cumemcap_get_stats(int device, struct cumemcap_stats *out, s
 	cumemcap_ledger_read(device, &f);
 	f.v[CUMEMCAP_FIG_total] = info->total;
 	struct cumemcap_stats s;
-	/* Every field is a figure marked `stats` in figures.h. */
 #define X(name, src, stats, ...) CUMEMCAP_FIG_IF(stats)(s.name = f.v[CUMEMCAP_FIG_##name];)
 	CUMEMCAP_FIGURES(X)
 #undef X

@@ -59,8 +59,7 @@ void **cumemcap_hook_real(const struct cumemcap_hook *h)
 
 CUMEMCAP_DLSYM_SAFE const struct cumemcap_hook *cumemcap_table_by_symbol(const char *symbol)
 {
-	/* Every hooked name starts with "cu"; most dlsym calls in a process
-	 * are for other names and leave here. */
+	/* Most dlsym calls are for names not starting with "cu". */
 	if (!symbol || symbol[0] != 'c' || symbol[1] != 'u')
 		return NULL;
 	for (size_t i = 0; i < cumemcap_hook_count; i++)

@@ -1,8 +1,7 @@
-/* table: the hook table every way into the driver (a linked call, dlsym,
- * cuGetProcAddress) answers from, generated from hooks.def, and the NVML
- * hooks dlsym answers from.
+/* table: the hook table dlsym and cuGetProcAddress answer from, generated
+ * from hooks.def, and the NVML hooks dlsym answers from.
  *
- * Immutable after compilation; lookups are read-only and thread-safe. */
+ * Immutable; lookups are thread-safe. */
 #pragma once
 
 #include <stdbool.h>
@@ -18,9 +17,7 @@ enum cumemcap_variant {
 };
 
 /* A row holds no pointer (names are offsets into one block of characters,
- * the two addresses come from switches), so the table needs no load-time
- * relocation and no page of it is copied into a process that never uses
- * CUDA. */
+ * the two addresses come from switches): the table needs no relocation. */
 struct cumemcap_hook {
 	uint16_t symbol_at; /* exported name, e.g. "cuMemAlloc_v2" (cumemcap_hook_symbol) */
 	uint16_t base_at;   /* cuGetProcAddress name, e.g. "cuMemAlloc" (cumemcap_hook_base) */
@@ -31,8 +28,7 @@ struct cumemcap_hook {
 extern const struct cumemcap_hook cumemcap_hooks[];
 extern const size_t cumemcap_hook_count;
 
-/* The names, end to end: a member per name, so that each one's offset is
- * a constant (offsetof). The members are char arrays: no padding. */
+/* The names end to end, a char array per name: each offset is a constant. */
 struct cumemcap_hook_names {
 #define HOOK(symbol, base, version, variant) \
 	char symbol[sizeof(#symbol)];        \
@@ -51,9 +47,8 @@ static inline const char *cumemcap_hook_base(const struct cumemcap_hook *h)
 	return (const char *)&cumemcap_hook_names + h->base_at;
 }
 
-/* The shim's function of a row. */
+/* A row's hook, and its &real_<symbol>. */
 void *cumemcap_hook_fn(const struct cumemcap_hook *h);
-/* &real_<symbol> of a row. */
 void **cumemcap_hook_real(const struct cumemcap_hook *h);
 
 /* The entry whose exported name is `symbol`, or NULL. */
@@ -63,15 +58,13 @@ const struct cumemcap_hook *cumemcap_table_by_symbol(const char *symbol);
 const struct cumemcap_hook *cumemcap_table_by_real(const void *fn);
 
 /* What cuGetProcAddress(base, cudaVersion, flags) selects among the hooked
- * entries, by the driver's rules: the highest version <= cudaVersion; with
- * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM a per-thread variant is
- * preferred at equal version and eligible at all, otherwise only legacy
- * entries are. NULL when `base` is not hooked or no version qualifies;
+ * entries, by the driver's rules: the highest version <= cudaVersion; a
+ * per-thread variant only with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+ * and then preferred at equal version. NULL when none qualifies;
  * *base_known (may be NULL) says whether `base` is hooked at all. */
 const struct cumemcap_hook *cumemcap_table_select(const char *base, int cuda_version,
 						  uint64_t flags, bool *base_known);
 
 /* The shim's hook for the NVML function `name` (hooks-nvml.c), or NULL.
- * No libc call: lookup.c asks it on every dlsym of a name starting with
- * "nvml". */
+ * No libc call: every dlsym of a name starting with "nvml" asks it. */
 CUMEMCAP_DLSYM_SAFE void *cumemcap_nvml_hook(const char *name);

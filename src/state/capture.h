@@ -6,7 +6,7 @@
  * with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and the capture is invalidated.
  * PyTorch grows its pool with cudaMalloc inside captures (relaxed mode), so
  * the shim must not add such calls there: the arenas make no synchronization
- * and give no segment back while cumemcap_capture_active() (hooks-capture.c
+ * and give no segment back while cumemcap_capture_active() (hooks-stream.c
  * keeps the set). Process-wide on purpose: a global-mode capture forbids
  * the worker thread's calls as well as the capturing thread's.
  *
