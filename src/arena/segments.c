@@ -19,29 +19,17 @@ _Static_assert(MAX_ARENAS <= CUMEMCAP_LEDGER_ARENAS, "each arena has a record of
 bool arena_slots_grow(struct arena *a)
 {
 	uint32_t old = a->slot_mask ? a->slot_mask + 1 : 0;
-	/* Doubled once the live slots would fill a quarter; otherwise the
-	 * same size, rebuilt without its tombstones. */
-	uint32_t cap = !old ? 1024 : (a->slot_used + 1) * 4 > old ? old * 2 : old;
-	if (cap < old) /* past 2^31 slots: no more room */
+	uint32_t cap = old ? old * 2 : 1024;
+	uint64_t *prev = a->slots, *s = cap > old ? calloc(cap, sizeof(*s)) : NULL;
+	if (!s)
 		return false;
-	uint64_t *s = calloc(cap, sizeof(*s));
-	uint8_t *c = malloc(cap);
-	if (!s || !c) {
-		free(s);
-		free(c);
-		return false;
-	}
-	memset(c, HASH_EMPTY, cap);
-	uint32_t dead = 0;
-	for (uint32_t i = 0; i < old; i++)
-		if (!(a->ctrl[i] & HASH_EMPTY)) /* a key's tag: the high bit clear */
-			hash_place(s, c, cap - 1, cumemcap_mix_short(a->slots[i] >> 24), a->slots[i], &dead);
-	free(a->slots);
-	free(a->ctrl);
 	a->slots = s;
-	a->ctrl = c;
 	a->slot_mask = cap - 1;
-	a->slot_dead = 0;
+	a->slot_used = 0;
+	for (uint32_t i = 0; i < old; i++)
+		if (prev[i])
+			hash_place(a, prev[i]);
+	free(prev);
 	return true;
 }
 
@@ -145,7 +133,6 @@ void arena_clear(struct arena *a)
 	free(a->segs);
 	free(a->by_addr);
 	free(a->slots);
-	free(a->ctrl);
 	a->epoch++;
 	memset((char *)a + offsetof(struct arena, ctx), 0, sizeof(*a) - offsetof(struct arena, ctx));
 	a->unused_chunks = a->unused_segs = NONE;
