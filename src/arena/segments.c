@@ -33,36 +33,6 @@ bool arena_slots_grow(struct arena *a)
 	return true;
 }
 
-static bool seg_index_add(struct arena *a, uint32_t si)
-{
-	if (a->addr_count == a->seg_cap)
-		return false; /* by_addr has seg_cap entries */
-	CUdeviceptr base = a->segs[si].base;
-	uint32_t lo = 0, hi = a->addr_count;
-	while (lo < hi) {
-		uint32_t mid = (lo + hi) / 2;
-		if (a->segs[a->by_addr[mid]].base < base)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	memmove(&a->by_addr[lo + 1], &a->by_addr[lo], (a->addr_count - lo) * sizeof(uint32_t));
-	a->by_addr[lo] = si;
-	a->addr_count++;
-	return true;
-}
-
-static void seg_index_remove(struct arena *a, uint32_t si)
-{
-	for (uint32_t i = 0; i < a->addr_count; i++) {
-		if (a->by_addr[i] == si) {
-			memmove(&a->by_addr[i], &a->by_addr[i + 1], (a->addr_count - i - 1) * sizeof(uint32_t));
-			a->addr_count--;
-			return;
-		}
-	}
-}
-
 static uint32_t seg_new(struct arena *a)
 {
 	if (a->unused_segs != NONE) {
@@ -87,23 +57,27 @@ static uint32_t seg_new(struct arena *a)
 
 uint32_t arena_seg_add(struct arena *a, CUdeviceptr base, uint64_t bytes, bool packed, bool prealloc)
 {
-	uint32_t si = seg_new(a);
-	if (si == NONE)
-		return NONE;
 	uint32_t ci = chunk_new(a);
-	if (ci == NONE) {
-		a->segs[si].first = a->unused_segs;
-		a->unused_segs = si;
+	uint32_t si = ci != NONE ? seg_new(a) : NONE;
+	if (si == NONE) {
+		if (ci != NONE)
+			chunk_drop(a, ci);
 		return NONE;
 	}
 	a->segs[si] = (struct segment){ .base = base, .bytes = bytes, .first = ci, .packed = packed,
 					.prealloc = prealloc };
-	if (!seg_index_add(a, si)) {
-		chunk_drop(a, ci);
-		a->segs[si].first = a->unused_segs;
-		a->unused_segs = si;
-		return NONE;
+	/* Into the address index, which has room for every segment record. */
+	uint32_t lo = 0, hi = a->addr_count;
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+		if (a->segs[a->by_addr[mid]].base < base)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
+	memmove(&a->by_addr[lo + 1], &a->by_addr[lo], (a->addr_count - lo) * sizeof(uint32_t));
+	a->by_addr[lo] = si;
+	a->addr_count++;
 	a->chunks[ci] = (struct chunk){ .seg = si, .off = 0, .units = (uint32_t)(bytes >> UNIT_SHIFT),
 					.prev = NONE, .next = NONE };
 	a->held += bytes;
@@ -120,7 +94,11 @@ void arena_seg_detach(struct arena *a, uint32_t si)
 	chunk_drop(a, ci);
 	if (s->free_since && !s->prealloc)
 		a->whole_free -= s->bytes;
-	seg_index_remove(a, si);
+	uint32_t i = 0;
+	while (a->by_addr[i] != si)
+		i++;
+	memmove(&a->by_addr[i], &a->by_addr[i + 1], (a->addr_count - i - 1) * sizeof(uint32_t));
+	a->addr_count--;
 	a->held -= s->bytes;
 	bytes_to_ledger(a);
 	s->first = a->unused_segs;
