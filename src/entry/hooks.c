@@ -380,19 +380,19 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 	FORWARD_NOTING(real_cuMemPoolDestroy(pool), cumemcap_account_pool_destroyed(pool));
 }
 
-/* A device's current pool, which cuMemAllocAsync takes from, changes
- * (account.h caches it). */
+/* A device's current pool, which cuMemAllocAsync takes from, changes:
+ * the driver is asked for it at each allocation. */
 CUMEMCAP_EXPORT CUresult CUDAAPI cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
 {
 	NEED(cuDeviceSetMemPool);
-	FORWARD_NOTING(real_cuDeviceSetMemPool(dev, pool), cumemcap_account_pools_changed());
+	return real_cuDeviceSetMemPool(dev, pool);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type,
 						CUmemoryPool pool)
 {
 	NEED(cuMemSetMemPool);
-	FORWARD_NOTING(real_cuMemSetMemPool(location, type, pool), cumemcap_account_pools_changed());
+	return real_cuMemSetMemPool(location, type, pool);
 }
 
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
