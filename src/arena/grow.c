@@ -63,9 +63,10 @@ static void split(struct arena *a, uint32_t ci, uint32_t units)
 }
 
 /* Hand out chunk ci (free, or the head of the quick list of `units`) for
- * `bytes`, splitting a packed free chunk. Returns the address, or 0 when
- * bookkeeping memory ran out (the chunk stays free). */
-static CUdeviceptr hand_out(struct arena *a, uint32_t ci, uint64_t bytes, uint32_t units)
+ * `bytes`, splitting a packed free chunk, and count it (`ready`: the
+ * driver did not see it). Returns the address, or 0 when bookkeeping
+ * memory ran out (the chunk stays free). */
+static CUdeviceptr hand_out(struct arena *a, uint32_t ci, uint64_t bytes, uint32_t units, bool ready)
 {
 	struct chunk *c = &a->chunks[ci];
 	struct segment *s = &a->segs[c->seg];
@@ -96,6 +97,9 @@ static CUdeviceptr hand_out(struct arena *a, uint32_t ci, uint64_t bytes, uint32
 	a->waste += part - got;
 	a->live_bytes += got;
 	bytes_to_ledger(a);
+	cumemcap_ledger_arena_bump(figures_of(a), allocs);
+	if (ready)
+		cumemcap_ledger_arena_bump(figures_of(a), avoided);
 	return chunk_addr(a, c);
 }
 
@@ -177,17 +181,6 @@ static uint64_t whole_size(uint64_t rounded)
 	if (rounded > UINT64_MAX - step)
 		return rounded;
 	return (rounded + step - 1) / step * step;
-}
-
-/* hand_out, counted as an allocation the driver did not see. */
-static CUdeviceptr hand_out_ready(struct arena *a, uint32_t ci, uint64_t bytes, uint32_t units)
-{
-	CUdeviceptr got = hand_out(a, ci, bytes, units);
-	if (got) {
-		cumemcap_ledger_arena_bump(figures_of(a), allocs);
-		cumemcap_ledger_arena_bump(figures_of(a), avoided);
-	}
-	return got;
 }
 
 /* ---- arenas ------------------------------------------------------------------------------ */
@@ -352,7 +345,7 @@ bool cumemcap_arena_serve_sibling(struct cumemcap_arena_request *q, CUdeviceptr 
 				arena_reclaim(b, &q->back);
 				ci = b->ctx == q->ctx ? find_any(b, q->units, true, false) : NONE;
 			}
-			got = ci != NONE ? hand_out_ready(b, ci, q->bytes, q->units) : 0;
+			got = ci != NONE ? hand_out(b, ci, q->bytes, q->units, true) : 0;
 		}
 		unlock(b);
 		if (got) {
@@ -472,7 +465,7 @@ enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q
 			ci = NONE;
 	}
 	if (ci != NONE) {
-		CUdeviceptr got = hand_out_ready(a, ci, bytes, units);
+		CUdeviceptr got = hand_out(a, ci, bytes, units, true);
 		unlock(a);
 		if (!got)
 			return CUMEMCAP_ARENA_NOT_POOLED;
@@ -495,11 +488,9 @@ bool cumemcap_arena_add_segment(const struct cumemcap_arena_request *q, CUdevice
 	struct arena *a = q->arena;
 	lock(a);
 	uint32_t ci = arena_seg_add(a, base, q->segment_bytes, q->packed || q->prealloc, q->prealloc);
-	CUdeviceptr got = ci != NONE && !q->prealloc ? hand_out(a, ci, q->bytes, q->units) : 0;
+	CUdeviceptr got = ci != NONE && !q->prealloc ? hand_out(a, ci, q->bytes, q->units, false) : 0;
 	if (ci != NONE && !q->prealloc && !got)
 		arena_seg_detach(a, a->chunks[ci].seg);
-	if (got)
-		cumemcap_ledger_arena_bump(figures_of(a), allocs);
 	unlock(a);
 	*dptr = got;
 	return ci != NONE && (q->prealloc || got);
