@@ -1,25 +1,22 @@
 /* account: the one charge path of every allocating and freeing hook.
  *
- * A hook that allocates does: begin (find the device, reserve the bytes
- * against its limit: cumemcap_account_reserve) -> the real driver call ->
- * finish (keep the record on success, give the bytes back on failure). A
- * pooled cuMemAlloc asks the arenas first and reserves their segments the
- * same way (reserve.c). A hook that frees does: take (remove the record)
- * -> the real driver call -> settle (release the bytes on success, put the
- * record back on failure). The driver's CUresult reaches the program
- * unchanged; only a refusal at the limit is ours, and it is
+ * Allocating: begin (reserve the bytes against the device's limit) -> the
+ * real driver call -> finish (record on success, give the bytes back on
+ * failure); a pooled cuMemAlloc asks the arenas first and reserves their
+ * segments the same way (reserve.c). Freeing: take (remove the record) ->
+ * the driver -> settle (release the bytes, or put the record back). The
+ * driver's CUresult reaches the program unchanged; our only refusal is
  * CUDA_ERROR_OUT_OF_MEMORY, as from a full card.
  *
- * Stream-ordered pools are accounted by what they really reserve
- * (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), not by what the program asked.
- * Under a limit (or a group's budget) every allocation holds an estimate
- * and reads the pool back; on a GPU without one the pools' growth is left
- * unread until the figures are read (ledger.h, "figures read late").
+ * Stream-ordered pools are charged what they really reserve
+ * (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT): under a limit or a group's
+ * budget each allocation holds an estimate and reads the pool back; on
+ * other GPUs the growth is read when the figures are (ledger.h).
  *
  * Thread safety: the ledger is atomic, the record map striped; the pool
- * table has one spinlock, never held across a driver call, and the pools'
- * attribute queries are ordered by a second one held across each query.
- * A charge lives in the caller's frame. */
+ * table has a spinlock never held across a driver call, and a second one
+ * orders the pools' attribute queries. A charge lives in the caller's
+ * frame. */
 #pragma once
 
 #include <stdbool.h>
@@ -39,41 +36,36 @@ struct cumemcap_charge {
 	const char *entry_point; /* for the log */
 };
 
-/* Reserve `bytes` of `kind`. dev < 0: the device of the current context
- * (c->ctx is then that context); dev >= 0 names the device and leaves
- * c->ctx NULL for the caller to set. Returns CUDA_SUCCESS (call the
- * driver) or CUDA_ERROR_OUT_OF_MEMORY (refused, counted and logged). */
+/* Reserve `bytes` of `kind` on dev, or (dev < 0) on the current
+ * context's device, c->ctx then set. CUDA_SUCCESS: call the driver;
+ * CUDA_ERROR_OUT_OF_MEMORY: refused, counted and logged. */
 CUresult cumemcap_account_charge_begin(struct cumemcap_charge *c, const char *entry_point, int dev,
 				       enum cumemcap_kind kind, uint64_t bytes);
 
-/* After the driver call: on success record (handle, key) and keep the
- * bytes; on failure give them back. Returns r. */
+/* After the driver answered r: record (handle, key) or give the bytes
+ * back. Returns r. */
 CUresult cumemcap_account_charge_finish(struct cumemcap_charge *c, CUresult r,
 				enum cumemcap_handle_kind handle, uint64_t key);
 
-/* The driver took `actual` bytes where `c` reserved an estimate: take the
- * difference. False (nothing changed) if the limit does not allow it; the
- * caller then frees what it got and reports out of memory. */
+/* The driver took `actual` bytes where c reserved an estimate: charge the
+ * difference. False (nothing changed, refusal logged) past the limit. */
 bool cumemcap_account_charge_adjust(struct cumemcap_charge *c, uint64_t actual);
 
-/* cuMemAlloc(bytes) from the current context's arena, or from a segment
- * reserved and taken from the driver for it. False when pooling does not
- * apply: the caller goes to the driver. Otherwise *r is the answer
- * (CUDA_SUCCESS and *dptr, or the refusal, counted and logged). */
+/* cuMemAlloc(bytes) from the current context's arena, taking a segment
+ * for it when needed. False: not pooled, the caller goes to the driver;
+ * otherwise *r is the answer (and *dptr). */
 bool cumemcap_account_alloc_pooled(CUdeviceptr *dptr, uint64_t bytes, const char *entry_point,
 				   CUresult *r);
 
-/* cuMemFree(ptr) of a pooled block: false when ptr is in no arena's
- * segment (the caller goes to the driver); otherwise *r is the answer
- * (cumemcap_arena_free). */
+/* cuMemFree(ptr): false when ptr is in no arena's segment (the caller
+ * goes to the driver); otherwise *r is the answer. */
 bool cumemcap_account_free_pooled(CUdeviceptr ptr, CUresult *r);
 
-/* Reserve `bytes` of `kind` on `dev` within its limit; when they do not
- * fit, make room on the GPU (read the pools back, give back what every
- * arena caches, learn the overhead again, take back dead group members'
- * shares) and try once more, then wait for room with
- * CUMEMCAP_ON_LIMIT=wait (counted and logged). False: refused, nothing
- * reserved; the caller counts and logs it (cumemcap_account_refused). */
+/* Reserve `bytes` of `kind` on `dev`; when they do not fit, make room
+ * (read the pools back, release the arenas' caches, learn the overhead
+ * again, reap dead group members), try once more, then wait with
+ * CUMEMCAP_ON_LIMIT=wait. False: nothing reserved; the caller counts and
+ * logs the refusal (cumemcap_account_refused). */
 bool cumemcap_account_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes,
 			      const char *entry_point);
 
@@ -81,8 +73,7 @@ bool cumemcap_account_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes,
 void cumemcap_account_release_cached(int dev);
 
 /* Worker ticks: the arenas' idle release; the group's (publish figures,
- * reap dead members, log limit changes, release cached memory when a
- * GPU's group is over its budget). */
+ * log limit changes, release cached memory over the group's budget). */
 uint32_t cumemcap_account_arena_tick(uint64_t now_ms);
 uint32_t cumemcap_account_group_tick(uint64_t now_ms);
 
@@ -94,8 +85,7 @@ void cumemcap_account_group_changes(void);
 void cumemcap_account_refused(int dev, const char *entry_point, uint64_t bytes);
 void cumemcap_account_driver_oom(int dev, const char *entry_point, uint64_t bytes);
 
-/* Freeing: remove the record before the driver frees; after its answer,
- * release the bytes, or restore the record. */
+/* Freeing: take the record before the driver frees; settle after. */
 bool cumemcap_account_release_take(enum cumemcap_handle_kind handle, uint64_t key,
 			   struct cumemcap_block *b);
 CUresult cumemcap_account_release_settle(bool found, const struct cumemcap_block *b, CUresult r);
@@ -106,11 +96,9 @@ enum cumemcap_death {
 	CUMEMCAP_DEATH_RELEASED,  /* the last cuDevicePrimaryCtxRelease */
 };
 
-/* Context `ctx` (on `dev`, or -1 when unknown) died and the driver freed
- * everything allocated in it: forget all of it (blocks, segments, pending
- * frees, cached bytes, records) and log what went. Runs as the writer of
- * the death lock (death-lock.h), right after the driver call. ctx NULL:
- * an unknown handle, of which nothing is kept. */
+/* Context ctx (on dev, -1: unknown; ctx NULL: an unknown handle) died
+ * with everything allocated in it: forget its blocks, segments and
+ * records and log what went. The caller holds the death lock as writer. */
 void cumemcap_account_context_died(CUcontext ctx, int dev, enum cumemcap_death why);
 
 /* ---- stream-ordered pools ---- */
@@ -123,8 +111,7 @@ void cumemcap_account_pool_trimmed(CUmemoryPool pool);
  * growth while the pool still holds it. */
 void cumemcap_account_pool_read(CUmemoryPool pool);
 
-/* A stream-ordered allocation (cuMemAllocAsync, cuMemAllocFromPoolAsync),
- * from begin to finish. */
+/* cuMemAllocAsync or cuMemAllocFromPoolAsync, from begin to finish. */
 struct cumemcap_pool_alloc {
 	struct cumemcap_charge c;
 	CUmemoryPool pool;  /* followed by its reserved figure; NULL: charged as asked */
@@ -133,42 +120,31 @@ struct cumemcap_pool_alloc {
 	bool growth_unread; /* charged nothing: the pool's growth is read later (no limit) */
 };
 
-/* Before the driver call: charge `bytes` for context ctx, whose stream is
- * on device stream_dev. current: from the current pool of stream_dev
- * (cuMemAllocAsync; `pool` is ignored); otherwise from the program's
- * `pool`, charged to its own device (stream_dev when none claims it).
- * Returns CUDA_SUCCESS (call the driver, then finish) or
- * CUDA_ERROR_OUT_OF_MEMORY (refused; no finish). */
+/* Charge `bytes` for ctx, whose stream is on stream_dev: from that
+ * device's current pool (`current`), or from `pool`, charged to the pool's
+ * own device (stream_dev when none claims it). CUDA_SUCCESS: call the
+ * driver, then finish; CUDA_ERROR_OUT_OF_MEMORY: refused, no finish. */
 CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const char *entry_point,
 					   CUcontext ctx, int stream_dev, bool current,
 					   CUmemoryPool pool, uint64_t bytes);
 
-/* After the driver returned r (ptr: the allocation on success): charge
- * what the pool really took instead of the estimate and record the block.
- * Returns r, or CUDA_ERROR_OUT_OF_MEMORY when the pool grew past every
- * estimate and past the limit (counted and logged; the caller frees ptr
- * in stream order). */
+/* After the driver returned r (and ptr): charge what the pool really took
+ * and record the block. Returns r, or CUDA_ERROR_OUT_OF_MEMORY when the
+ * pool grew past the limit (logged; the caller frees ptr in stream
+ * order). */
 CUresult cumemcap_account_pool_alloc_finish(struct cumemcap_pool_alloc *a, CUresult r, uint64_t ptr);
 
-/* Re-read every pool of `dev` (0 <= dev < CUMEMCAP_MAX_DEVICES): they
- * shrink at synchronizations the shim does not see, and grow unread on a
- * GPU without a limit. Asks the driver nothing when no pool bytes are
- * counted on dev and no growth is unread. */
+/* Re-read every pool of dev (0 <= dev < CUMEMCAP_MAX_DEVICES): they shrink
+ * at synchronizations the shim does not see, and grow unread on a GPU
+ * without a limit. Asks nothing when dev has neither. */
 void cumemcap_account_pool_refresh_now(int dev);
-
-/* A device's current pool may have changed (cuDeviceSetMemPool,
- * cuMemSetMemPool, a pool destroyed, a context's death): the threads ask
- * the driver for it again. */
-void cumemcap_account_pools_changed(void);
 
 /* The bytes a pool takes for one request (its 2 MiB granularity). */
 uint64_t cumemcap_account_pool_estimate(uint64_t bytes);
 
-/* Between account.c's charge of an allocation from a pool and the pool
- * table: pools.c says what each does. */
+/* Between account.c's pool charge and pools.c's table (see pools.c). */
 int cumemcap_account_pool_device(CUmemoryPool pool, int fallback);
-CUmemoryPool cumemcap_account_current_pool(int dev);
-bool cumemcap_account_pool_unread(CUmemoryPool pool, int dev, bool current);
+bool cumemcap_account_pool_unread(CUmemoryPool pool, int dev);
 void cumemcap_account_pool_hold(CUmemoryPool pool, int dev, uint64_t estimate);
 void cumemcap_account_pool_grew(int dev);
 bool cumemcap_account_pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, uint64_t estimate);

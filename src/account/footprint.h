@@ -1,22 +1,18 @@
 /* footprint: what the driver holds for the process outside the calls the
- * shim counts (contexts, module images, library workspaces), learned per
- * GPU and handed to the ledger as the overhead, so that the limit caps the
- * footprint nvidia-smi shows (docs/footprint.md).
- *
- * Its source, best first, decided when the process's first context on the
- * GPU is made:
+ * shim counts (contexts, modules, workspaces), learned per GPU as the
+ * ledger's overhead, so that the limit caps the footprint nvidia-smi shows
+ * (docs/footprint.md). Its source, decided at the first context:
  *   nvml      NVML lists the process: its usedGpuMemory less what the
- *             calls reserved, refreshed;
+ *             calls reserved;
  *   delta     NVML does not list it (a container): the GPU's used memory
- *             just before and after that first context, per context;
+ *             before and after that first context, per context;
  *   estimate  no NVML: CUMEMCAP_OVERHEAD_ESTIMATE per context, or, when
- *             smaller, what the card shows used beyond this process's
- *             allocations (cuMemGetInfo; the source is then `meminfo`).
- * A reading can be low (a request of another thread still in the driver)
- * but never high, so a reading only raises the overhead until a context is
- * made or gone. It is refreshed by the worker (at the log interval) and
- * before a refusal (at most every 10 ms); nothing the program holds is
- * ever freed for it.
+ *             smaller, what cuMemGetInfo shows used beyond the process's
+ *             allocations (the source is then `meminfo`).
+ * A reading can be low (another thread's request still in the driver) but
+ * never high, so it only raises the overhead until a context is made or
+ * gone. Refreshed by the worker and before a refusal (at most every
+ * 10 ms); nothing the program holds is ever freed for it.
  *
  * Thread safety: one xmutex guards the per-GPU state and is held across
  * the NVML calls (never across a CUDA call); a forked child forgets

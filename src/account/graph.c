@@ -1,4 +1,4 @@
-/* graph: see graph.h. */
+/* graph: see graph.h. The executable graphs are few: one list. */
 #include "account/graph.h"
 
 #include <pthread.h>
@@ -10,10 +10,7 @@
 #include "state/device.h"
 #include "driver/driver.h"
 #include "state/ledger.h"
-#include "platform/mix.h"
 #include "platform/xmutex.h"
-
-#define BUCKETS 256
 
 /* An executable graph the shim saw instantiated. */
 struct exec_record {
@@ -25,22 +22,17 @@ struct exec_record {
 	struct exec_record *next;
 };
 
-static struct exec_record *buckets[BUCKETS];
+static struct exec_record *execs;
 /* What the ledger holds for each device's graph pool (its reserved bytes
  * when last read), and the growth reserved for calls under way. */
 static uint64_t accounted[CUMEMCAP_MAX_DEVICES];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cumemcap_xmutex query_lock = CUMEMCAP_XMUTEX_INIT(query_lock);
 
-static size_t bucket_of(CUgraphExec exec)
-{
-	return (size_t)cumemcap_mix_short((uint64_t)(uintptr_t)exec) & (BUCKETS - 1);
-}
-
 /* Lock held. */
 static struct exec_record **find(CUgraphExec exec)
 {
-	struct exec_record **pp = &buckets[bucket_of(exec)];
+	struct exec_record **pp = &execs;
 	while (*pp && (*pp)->exec != exec)
 		pp = &(*pp)->next;
 	return pp;
@@ -191,8 +183,8 @@ CUresult cumemcap_graph_instantiate_end(struct cumemcap_graph_op *op, CUresult r
 		*pp = old->next;
 		free(old);
 	}
-	rec->next = buckets[bucket_of(*exec)];
-	buckets[bucket_of(*exec)] = rec;
+	rec->next = execs;
+	execs = rec;
 	pthread_mutex_unlock(&lock);
 	return r;
 }
@@ -270,11 +262,10 @@ void cumemcap_graph_trimmed(int dev)
 	if (!valid_dev(dev))
 		return;
 	pthread_mutex_lock(&lock);
-	for (size_t b = 0; b < BUCKETS; b++)
-		for (struct exec_record *rec = buckets[b]; rec; rec = rec->next)
-			for (int i = 0; i < rec->n; i++)
-				if (rec->need[i].dev == dev)
-					rec->mapped = false;
+	for (struct exec_record *rec = execs; rec; rec = rec->next)
+		for (int i = 0; i < rec->n; i++)
+			if (rec->need[i].dev == dev)
+				rec->mapped = false;
 	pthread_mutex_unlock(&lock);
 	if (cumemcap_device_info(dev))
 		settle(dev, 0, false);
@@ -283,16 +274,12 @@ void cumemcap_graph_trimmed(int dev)
 /* Drop the records of ctx's executable graphs, or all (lock held). */
 static void drop_records(CUcontext ctx, bool all)
 {
-	for (size_t b = 0; b < BUCKETS; b++) {
-		struct exec_record **pp = &buckets[b];
-		while (*pp) {
-			struct exec_record *rec = *pp;
-			if (all || rec->ctx == ctx) {
-				*pp = rec->next;
-				free(rec);
-			} else {
-				pp = &rec->next;
-			}
+	for (struct exec_record **pp = &execs, *rec; (rec = *pp);) {
+		if (all || rec->ctx == ctx) {
+			*pp = rec->next;
+			free(rec);
+		} else {
+			pp = &rec->next;
 		}
 	}
 }

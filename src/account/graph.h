@@ -1,15 +1,12 @@
 /* graph: graph memory, what CUDA graphs' allocation nodes take
  * (docs/design.md, "Graph memory").
  *
- * A per-device graph memory pool maps memory for an executable graph when
- * it is uploaded or launched (the first time, and again after a trim), and
- * keeps it until cuDeviceGraphMemTrim. So graph memory is charged (ledger
- * kind `graph`) by what the pool reserves, read back after each event that
- * can change it; and before an upload or launch that may map memory, the
- * growth it can cause, max(0, need - (reserved - used)), is reserved
- * against the limit, `need` being the graph's allocation nodes on that GPU
- * (each rounded to 2 MiB, child graphs included). A launch into a
- * capturing stream captures the graph and passes through.
+ * Charged (ledger kind `graph`) by what each device's graph memory pool
+ * reserves, read back after each event that can change it. Before an
+ * upload or launch that may map memory, the growth it can cause,
+ * max(0, need - (reserved - used)), is reserved against the limit, `need`
+ * being the graph's allocation nodes on that GPU (each rounded to 2 MiB,
+ * child graphs included). A launch into a capturing stream passes.
  *
  * Thread safety: one mutex guards the table of executable graphs and the
  * per-device figures, never held across a driver call (fork takes it); an

@@ -1,17 +1,13 @@
-/* pools: the stream-ordered pools' figures. Which pools the process
- * allocates from and on which GPU, what each holds in the ledger, read
- * back from the driver (account.h); the charge of one allocation from a
- * pool is account.c's. Calls nothing else in account/, so that reserve.c
- * may read the pools back before it refuses.
- *
- * Thread safety: see account.h. */
+/* pools: the stream-ordered pools' figures: which pools the process
+ * allocates from, on which GPU, and what each holds in the ledger, read
+ * back from the driver. Calls nothing else in account/, so that reserve.c
+ * may read the pools back before it refuses. Thread safety: account.h. */
 #include <stdatomic.h>
 #include <stdlib.h>
 
 #include "account/account.h"
 #include "driver/driver.h"
 #include "group/group.h"
-#include "platform/export.h"
 #include "platform/spin.h"
 #include "state/device.h"
 
@@ -26,17 +22,13 @@ struct pool_record {
 	uint64_t in_flight;
 	uint64_t high;      /* its RESERVED_MEM_HIGH when last read (unread growth) */
 };
-/* Every pool the process allocates from, in an array searched in order: a
- * process has a few, and a search of 600 takes about a microsecond. A
- * pool's bytes are charged to its own device, whatever context allocates
- * from it. */
+/* Every pool the process allocates from, searched in order (a process has
+ * a few). A pool's bytes are charged to its own device. */
 static struct pool_record *pools;
 static size_t pool_count, pool_cap;
-/* pool_lock guards the table and is never held across a driver call (fork
- * takes it); query_lock is held across the attribute query and the update
- * that follows, so updates apply in the order the driver answered (a fork
- * child clears it). Spinlocks: each section is a short search or one
- * query. */
+/* pool_lock guards the table, never across a driver call; query_lock is
+ * held across an attribute query and its update, so updates apply in the
+ * order the driver answered. */
 static atomic_flag pool_lock = ATOMIC_FLAG_INIT;
 static atomic_flag query_lock = ATOMIC_FLAG_INIT;
 
@@ -99,8 +91,8 @@ int cumemcap_account_pool_device(CUmemoryPool pool, int fallback)
 	return dev;
 }
 
-/* The pool reserves `reserved` now, less than counted: the rest leaves the
- * ledger at once (pool_lock held). */
+/* The pool reserves `reserved` now: a shrink leaves the ledger at once
+ * (pool_lock held). */
 static void shrink_locked(struct pool_record *p, uint64_t reserved)
 {
 	if (reserved < p->accounted) {
@@ -109,12 +101,10 @@ static void shrink_locked(struct pool_record *p, uint64_t reserved)
 	}
 }
 
-/* Follow what the pool reserves now (pool_lock held). A shrink leaves the
- * ledger at once; growth is left to the allocations under way, whose
- * estimates hold it. `high`: the pool's high watermark when its growth is
- * unread (0: not read); when it moved since the last read and lies above
- * `reserved`, the pool released growth the shim never read: the figures
- * pass through the watermark, so that the peaks count it. */
+/* Follow what the pool reserves now (pool_lock held); growth is left to
+ * the allocations under way, whose estimates hold it. `high`: the pool's
+ * high watermark when its growth is unread (0: not read); when it moved
+ * above `reserved`, the figures pass through it so the peaks count it. */
 static void settle_locked(struct pool_record *p, uint64_t reserved, uint64_t high)
 {
 	shrink_locked(p, reserved);
@@ -137,14 +127,12 @@ static bool growth_unread(int dev)
 	       atomic_load_explicit(&cumemcap_ledger_growth_unread[dev], memory_order_relaxed);
 }
 
-/* Devices where an allocation leaving its growth unread returned since
- * their pools were last read: only then may a pool have passed its high
- * watermark unread. */
+/* Devices whose pools may have passed their high watermark unread since
+ * last read. */
 static _Atomic bool grown[CUMEMCAP_MAX_DEVICES];
 
-/* Ask the driver about `pool` and settle it (query_lock held): what it
- * reserves and, when its growth is unread and it may have grown (`grew`),
- * its high watermark. */
+/* Read `pool` back (query_lock held), with its high watermark when its
+ * growth is unread and it may have grown (`grew`). */
 static void settle(CUmemoryPool pool, bool grew)
 {
 	uint64_t reserved, high = 0;
@@ -166,10 +154,9 @@ static void settle(CUmemoryPool pool, bool grew)
 	cumemcap_spin_unlock(&pool_lock);
 }
 
-/* The allocation charged in c came back from `pool` with `estimate` held
- * for it in the ledger (and in the pool's in_flight): charge what the pool
- * really took instead, its growth up to the estimate, and growth beyond
- * every estimate under way. False when that passes the limit. */
+/* The allocation charged in c came back from `pool` with `estimate` held:
+ * charge the pool's growth instead, up to the estimate, plus growth
+ * beyond every estimate under way. False when that passes the limit. */
 bool cumemcap_account_pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, uint64_t estimate)
 {
 	uint64_t claim = 0, excess = 0, reserved;
@@ -199,60 +186,23 @@ bool cumemcap_account_pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, 
 	return true;
 }
 
-/* The current pool (cuMemAllocAsync's) of the device a thread last asked
- * about, asked again once the epoch moved (cumemcap_account_pools_changed).
- * The epoch is read before the driver is asked, so an answer that a change
- * overtook is never used again. */
-static _Atomic uint64_t pool_epoch = 1;
-static CUMEMCAP_TLS struct {
-	uint64_t epoch; /* 0: nothing cached */
-	int dev;
-	CUmemoryPool pool;
-	bool listed; /* in the pool table since (unread growth) */
-} current_cache;
-
-void cumemcap_account_pools_changed(void)
-{
-	atomic_fetch_add_explicit(&pool_epoch, 1, memory_order_release);
-}
-
-CUmemoryPool cumemcap_account_current_pool(int dev)
-{
-	uint64_t epoch = atomic_load_explicit(&pool_epoch, memory_order_acquire);
-	if (current_cache.epoch == epoch && current_cache.dev == dev)
-		return current_cache.pool;
-	CUmemoryPool pool = cumemcap_driver_current_pool(dev);
-	if (pool) {
-		current_cache.epoch = epoch;
-		current_cache.dev = dev;
-		current_cache.pool = pool;
-		current_cache.listed = false;
-	}
-	return pool;
-}
-
-/* Unread growth. With no limit on the GPU (and no group), a pool's figure
- * is only reported: an allocation from it charges nothing and asks the
- * driver nothing; the pool is listed in the table and its device's growth
- * marked unread (ledger.h), to be read back when the figures are read and
- * before the pool is trimmed or destroyed. Decided once the GPU's limit
- * is resolved, which never changes afterwards. */
-bool cumemcap_account_pool_unread(CUmemoryPool pool, int dev, bool current)
+/* Whether an allocation from `pool` leaves its growth unread: no limit on
+ * the GPU and no group. It then charges nothing and asks nothing; the
+ * pool is listed and its device marked unread (ledger.h), read back when
+ * the figures are, and before a trim or destroy. A GPU's limit never
+ * changes once resolved. */
+bool cumemcap_account_pool_unread(CUmemoryPool pool, int dev)
 {
 	if (!pool || !cumemcap_device_ensure(dev) ||
 	    cumemcap_ledger_get(dev, CUMEMCAP_FIG_limit) != CUMEMCAP_NO_LIMIT ||
 	    (atomic_load_explicit(&cumemcap_group_hot, memory_order_relaxed) & 1))
 		return false;
-	if (current && current_cache.listed && current_cache.pool == pool)
-		return true;
 	if (!atomic_load_explicit(&cumemcap_ledger_growth_unread[dev], memory_order_relaxed))
 		atomic_store(&cumemcap_ledger_growth_unread[dev], true);
 	cumemcap_spin_lock(&pool_lock);
 	struct pool_record *p = add_pool(pool, dev);
 	bool listed = p && p->dev == dev;
 	cumemcap_spin_unlock(&pool_lock);
-	if (listed && current && current_cache.pool == pool)
-		current_cache.listed = true;
 	return listed;
 }
 
@@ -280,8 +230,6 @@ void cumemcap_account_pool_created(CUmemoryPool pool, int dev)
 
 void cumemcap_account_pool_destroyed(CUmemoryPool pool)
 {
-	/* The device's current pool, if it was this one, is its default. */
-	cumemcap_account_pools_changed();
 	cumemcap_spin_lock(&pool_lock);
 	struct pool_record *p = find_pool(pool);
 	if (p) {
@@ -334,7 +282,6 @@ void cumemcap_account_pool_refresh_now(int dev)
 
 void cumemcap_account_pool_reset(void)
 {
-	cumemcap_account_pools_changed();
 	/* A thread that did not come along may have held it. */
 	atomic_flag_clear(&query_lock);
 	free(pools);

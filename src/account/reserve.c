@@ -87,12 +87,11 @@ uint32_t cumemcap_account_arena_tick(uint64_t now_ms)
 	return next <= now_ms ? 0 : (uint32_t)(next - now_ms > UINT32_MAX ? UINT32_MAX : next - now_ms);
 }
 
-/* cumemcap_account_free_pooled past its first check: out of line, so that
- * a free in a process with no arena (CUMEMCAP_POOL=off) pays for no frame. */
-__attribute__((noinline)) static bool free_pooled(CUdeviceptr ptr, CUresult *r)
+bool cumemcap_account_free_pooled(CUdeviceptr ptr, CUresult *r)
 {
 	struct cumemcap_give_back g;
-	if (!cumemcap_arena_free(ptr, r, &g))
+	if (!atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire) || !ptr ||
+	    !cumemcap_arena_free(ptr, r, &g))
 		return false;
 	give_back(&g);
 	/* A thread waiting for room (CUMEMCAP_ON_LIMIT=wait) tries again:
@@ -100,13 +99,6 @@ __attribute__((noinline)) static bool free_pooled(CUdeviceptr ptr, CUresult *r)
 	if (*r == CUDA_SUCCESS && atomic_load_explicit(&cumemcap_group_local_waiters, memory_order_relaxed))
 		cumemcap_group_wake_local();
 	return true;
-}
-
-bool cumemcap_account_free_pooled(CUdeviceptr ptr, CUresult *r)
-{
-	if (!atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire) || !ptr)
-		return false;
-	return free_pooled(ptr, r);
 }
 
 /* Before a request on `dev` is refused (at the limit, or by the driver). */

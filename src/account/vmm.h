@@ -1,23 +1,21 @@
 /* vmm: how long the memory of a cuMemCreate allocation is charged.
  *
  * CUDA frees a physical allocation once every reference to it is released
- * (cuMemRelease of its handle, of each handle cuMemRetainAllocationHandle
- * gave back, of each import of it in this process) *and* every mapping of
- * it unmapped; programs do the two in either order. The charge taken at
- * cuMemCreate lasts until both have happened.
+ * (cuMemRelease of its handle, of each retained handle, of each import in
+ * this process) *and* every mapping of it unmapped, in either order; the
+ * charge lasts until both have happened.
  *
- * The records: each allocation (its charge's record in the track map, under
- * a key of its own, never a handle value the driver may hand out again),
- * the handle values that reference it with their counts, and its
- * mappings by address. cuMemUnmap takes the mappings wholly inside its
- * range; one only partly inside is left to the driver, which refuses the
- * call. A handle the shim did not see made (another process's memory) is
- * not charged.
+ * The records: each allocation (its charge's record in the track map,
+ * under a key of its own, never a handle value), the handle values that
+ * reference it with their counts, and its mappings. cuMemUnmap takes the
+ * mappings wholly inside its range; one only partly inside is left to the
+ * driver, which refuses the call. A handle the shim did not see made
+ * (another process's memory) is not charged.
  *
  * Each call follows take -> driver -> settle: what the call would change
- * is taken from the records before the driver runs and put back if the
- * driver refuses; an allocation with a call in flight is never ended, and
- * the last call to settle ends it.
+ * is taken before the driver runs and put back if it refuses; an
+ * allocation with a call in flight is never ended, the last settle ends
+ * it.
  *
  * Thread safety: one mutex over the records, never held across a driver
  * call; the charge is given back outside it. Fork: held across fork(),

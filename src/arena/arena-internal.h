@@ -1,14 +1,10 @@
 /* arena-internal: what more than one arena file needs (docs/design.md,
  * "Pooled arenas", describes the allocator).
  *
- * One arena per (GPU, context, shard). Memory comes from the driver in
- * segments and goes to the program in blocks, each a chunk record: packed
- * requests (up to 1 MiB) share 2 MiB segments, split from size-class bins
- * and coalesced when they come back; larger ones get a segment of their
- * own. A freed block waits on the pending list until a fence (fence.h)
- * proves the streams past its free; small packed ones then wait, not
- * coalesced, on the quick list of their exact size. A wholly free segment
- * leaves the arena named in a struct cumemcap_give_back.
+ * One arena per (GPU, context, shard). Segments from the driver are cut
+ * into blocks, each a chunk record. A freed block waits on the pending
+ * list until a fence (fence.h) proves it idle; a small packed one then
+ * waits, not coalesced, on the quick list of its size.
  *
  * Per live block: a 32-byte chunk record and an 8-byte hash slot packing
  * the block address / 512 (40 bits: addresses below 2^49) and the chunk
@@ -85,9 +81,8 @@ struct arena {
 	uint32_t *by_addr; /* segment indices in address order */
 	uint32_t addr_count;
 
-	uint64_t *slots;
-	uint8_t *ctrl; /* per slot: HASH_EMPTY, HASH_TOMB, or the key's 7-bit tag */
-	uint32_t slot_mask, slot_used, slot_dead; /* slot_dead: tombstones */
+	uint64_t *slots; /* the address hash */
+	uint32_t slot_mask, slot_used;
 
 	uint32_t bin[BINS];      /* free chunks of packed segments */
 	uint64_t bin_bits[2];
@@ -110,25 +105,20 @@ struct arena {
 	uint64_t whole_free; /* bytes of wholly free segments (not preallocated) */
 };
 
-/* The arena table (segments.c): MAX_ARENAS slots, cumemcap_arena_count
- * of them ever used; a slot is set up and emptied under arena_create_lock
- * and its own lock, never freed. */
+/* The arena table (segments.c), cumemcap_arena_count slots ever used. */
 extern struct arena arenas[MAX_ARENAS];
 extern pthread_mutex_t arena_create_lock;
 
-/* The arena the calling thread last found by its context: a free looks
- * there first. */
+/* The arena the calling thread last found: a free looks there first. */
 extern CUMEMCAP_TLS struct arena *arena_last;
 
-/* The arena's record in the ledger (its live and pooled bytes, their
- * peaks, allocs, frees, avoided): written under its lock. */
+/* The arena's record in the ledger, written under its lock. */
 static inline struct cumemcap_ledger_arena *figures_of(const struct arena *a)
 {
 	return &cumemcap_ledger_arenas[a - arenas];
 }
 
-/* held = live_bytes + waste + cached. Whoever changes one of them calls
- * this (lock held), so the record cannot drift. */
+/* held = live_bytes + waste + cached: called after any of them changes. */
 static inline void bytes_to_ledger(struct arena *a)
 {
 	cumemcap_ledger_arena_bytes(figures_of(a), a->live_bytes, a->held - a->live_bytes - a->waste);
@@ -196,63 +186,33 @@ static inline CUdeviceptr chunk_addr(const struct arena *a, const struct chunk *
 
 /* ---- the address hash: block base -> chunk ------------------------------------------ */
 
-/* Buckets of 8 slots, one control byte per slot (HASH_EMPTY, HASH_TOMB,
- * or a 7-bit tag of the key's hash); a bucket's 8 bytes are compared with
- * the tag at once, so a lookup takes no branch per slot (linear probing's
- * varying probe lengths cost a pooled pair with a million blocks live
- * about 3 branch mispredictions). A lookup goes past a bucket only when
- * it is full, so an emptied slot of a full bucket becomes a tombstone.
- * Slots in use and tombstones stay within half the table. */
-#define HASH_BUCKET 8u
-#define HASH_EMPTY 0x80u
-#define HASH_TOMB 0xfeu
-#define HASH_ONES 0x0101010101010101ull
-#define HASH_HIGHS 0x8080808080808080ull
+/* Linear probing, at most half full. A removal moves the later slots of
+ * its run back, so a lookup stops at the first empty slot (0: no block
+ * has base 0). */
 
-/* Rebuild the table without its tombstones, doubled when the live slots
- * fill a quarter of it (segments.c); false when out of host memory. */
+/* Double the table (segments.c); false when out of host memory. */
 bool arena_slots_grow(struct arena *a);
 
-static inline uint64_t hash_word(const uint8_t *ctrl, uint32_t b)
+static inline uint32_t hash_home(const struct arena *a, uint64_t key)
 {
-	uint64_t w;
-	memcpy(&w, ctrl + b, sizeof(w));
-	return w;
+	return (uint32_t)cumemcap_mix_short(key) & a->slot_mask;
 }
 
-/* The high bit of each byte of w equal to c (and perhaps of a byte above
- * one that is: callers check the slot). */
-static inline uint64_t hash_bytes_eq(uint64_t w, unsigned c)
+/* Put slot value e in the first empty slot from its home on. */
+static inline void hash_place(struct arena *a, uint64_t e)
 {
-	uint64_t x = w ^ (HASH_ONES * c);
-	return (x - HASH_ONES) & ~x & HASH_HIGHS;
-}
-
-/* Put entry e, whose key is not in the table and hashes to h, in the first
- * free slot from its home bucket on; the table has room. */
-static inline void hash_place(uint64_t *slots, uint8_t *ctrl, uint32_t mask, uint64_t h, uint64_t e,
-			      uint32_t *dead)
-{
-	for (uint32_t b = (uint32_t)h & mask & ~(HASH_BUCKET - 1);; b = (b + HASH_BUCKET) & mask) {
-		uint64_t f = hash_word(ctrl, b) & HASH_HIGHS; /* empty or tombstone */
-		if (f) {
-			uint32_t j = b + ((uint32_t)__builtin_ctzll(f) >> 3);
-			if (ctrl[j] == HASH_TOMB)
-				(*dead)--;
-			ctrl[j] = (uint8_t)(h >> 57);
-			slots[j] = e;
-			return;
-		}
-	}
+	uint32_t j = hash_home(a, e >> 24);
+	while (a->slots[j])
+		j = (j + 1) & a->slot_mask;
+	a->slots[j] = e;
+	a->slot_used++;
 }
 
 static inline bool hash_insert(struct arena *a, CUdeviceptr ptr, uint32_t ci)
 {
-	if ((a->slot_used + a->slot_dead + 1) * 2 > (a->slot_mask ? a->slot_mask + 1 : 0) && !arena_slots_grow(a))
+	if ((a->slot_used + 1) * 2 > (a->slot_mask ? a->slot_mask + 1 : 0) && !arena_slots_grow(a))
 		return false;
-	uint64_t key = ptr >> UNIT_SHIFT;
-	hash_place(a->slots, a->ctrl, a->slot_mask, cumemcap_mix_short(key), key << 24 | ci, &a->slot_dead);
-	a->slot_used++;
+	hash_place(a, (ptr >> UNIT_SHIFT) << 24 | ci);
 	return true;
 }
 
@@ -262,27 +222,21 @@ static inline uint32_t hash_find(const struct arena *a, CUdeviceptr ptr)
 	if (!a->slot_mask || (ptr & (UNIT - 1)))
 		return NONE;
 	uint64_t key = ptr >> UNIT_SHIFT;
-	uint64_t h = cumemcap_mix_short(key);
-	unsigned tag = (unsigned)(h >> 57);
-	for (uint32_t b = (uint32_t)h & a->slot_mask & ~(HASH_BUCKET - 1);; b = (b + HASH_BUCKET) & a->slot_mask) {
-		uint64_t w = hash_word(a->ctrl, b);
-		for (uint64_t m = hash_bytes_eq(w, tag); m; m &= m - 1) {
-			uint32_t j = b + ((uint32_t)__builtin_ctzll(m) >> 3);
-			if (a->slots[j] >> 24 == key) /* emptied slots hold 0: no key */
-				return j;
-		}
-		if (hash_bytes_eq(w, HASH_EMPTY))
-			return NONE;
-	}
+	for (uint32_t j = hash_home(a, key); a->slots[j]; j = (j + 1) & a->slot_mask)
+		if (a->slots[j] >> 24 == key)
+			return j;
+	return NONE;
 }
 
 static inline void hash_remove_slot(struct arena *a, uint32_t j)
 {
-	if (hash_bytes_eq(hash_word(a->ctrl, j & ~(HASH_BUCKET - 1)), HASH_EMPTY)) {
-		a->ctrl[j] = HASH_EMPTY;
-	} else {
-		a->ctrl[j] = HASH_TOMB;
-		a->slot_dead++;
+	for (uint32_t k = (j + 1) & a->slot_mask; a->slots[k]; k = (k + 1) & a->slot_mask) {
+		/* Slot k moves back to j unless its home lies in (j, k]. */
+		uint32_t home = hash_home(a, a->slots[k] >> 24);
+		if (((k - home) & a->slot_mask) >= ((k - j) & a->slot_mask)) {
+			a->slots[j] = a->slots[k];
+			j = k;
+		}
 	}
 	a->slots[j] = 0;
 	a->slot_used--;

@@ -1,8 +1,7 @@
-/* arena: per-GPU, per-context pools serving cuMemAlloc from segments; a
- * pure allocator beneath the account layer, which reserves, takes and
- * gives back the segments (account/reserve.c). The arenas keep the
- * ledger's `live` and `pooled` figures, and call the driver only to prove
- * freed blocks idle (fence.h).
+/* arena: per-GPU, per-context pools serving cuMemAlloc from segments,
+ * beneath the account layer, which takes and gives back the segments
+ * (account/reserve.c). The arenas keep the ledger's `live` and `pooled`
+ * figures and call the driver only to prove freed blocks idle (fence.h).
  *
  * Thread safety: each arena has one lock, never held across a driver
  * call. */
@@ -16,10 +15,9 @@
 
 struct arena;
 
-/* Wholly free segments the arenas gave up: out of their records, still
- * the driver's memory and in the ledger until the account layer gives
- * them back (account/reserve.c). Every function that takes one starts it
- * empty. */
+/* Wholly free segments the arenas gave up, still the driver's and in the
+ * ledger until the account layer gives them back. Every function that
+ * takes one starts it empty. */
 struct cumemcap_give_back {
 	unsigned n, cap;
 	bool quiet; /* in a quiet section (capture.h) until given back */
@@ -51,27 +49,22 @@ enum cumemcap_arena_answer {
 	CUMEMCAP_ARENA_REFUSED,       /* the context's preallocation failed: refuse */
 };
 
-/* Serve cuMemAlloc(bytes) in the current context from a ready block of
- * its arena. NOT_POOLED: CUMEMCAP_POOL=off, no current context, a device
- * the shim cannot account on, or no host memory for the records. When
- * nothing ready fits, the arena names in q->back the cached segments its
- * release rule does not keep, then the segment it needs. */
+/* Serve cuMemAlloc(bytes) in the current context from a ready block.
+ * When nothing ready fits, q->back names the cached segments the release
+ * rule does not keep, and q the segment needed. */
 enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q, uint64_t bytes,
 						CUdeviceptr *dptr);
 
 /* After NEEDS_SEGMENT for a packed request, when the limit leaves no room
- * for the segment: a ready block of another shard of the context, true
- * with *dptr. q->back names what to give back. */
+ * for the segment: true with *dptr, a ready block of another shard. */
 bool cumemcap_arena_serve_sibling(struct cumemcap_arena_request *q, CUdeviceptr *dptr);
 
 /* Whether the arenas can pool a segment at base (below 2^49). */
 bool cumemcap_arena_poolable(CUdeviceptr base);
 
-/* The segment q needed, taken from the driver at a poolable base (its
- * bytes reserved): true with *dptr the program's block (0 for a
- * preallocation: serve the request again). False: no host memory for the
- * records; the arena kept nothing, and the caller frees the segment and
- * gives its bytes back. */
+/* The segment q needed, taken at a poolable base: true with *dptr the
+ * program's block (0 for a preallocation: serve again). False: no host
+ * memory for the records; the caller frees the segment. */
 bool cumemcap_arena_add_segment(const struct cumemcap_arena_request *q, CUdeviceptr base, CUdeviceptr *dptr);
 
 /* The preallocation q named could not be taken (CUDA error r): the
@@ -81,12 +74,10 @@ void cumemcap_arena_prealloc_failed(const struct cumemcap_arena_request *q, CUre
 /* Arena slots ever used: with none, no pointer is pooled. */
 extern _Atomic uint32_t cumemcap_arena_count;
 
-/* cuMemFree(ptr), ptr not 0: false when ptr is not in any arena segment
- * (the caller goes on to the driver). Otherwise *r is the answer:
- * CUDA_SUCCESS for a live block's base, CUDA_ERROR_INVALID_VALUE for any
- * other address in a segment (a double free or an interior pointer, as
- * from the driver); g names the segment that CUMEMCAP_RELEASE=immediate
- * gives back. */
+/* cuMemFree(ptr), ptr not 0: false when ptr is in no arena segment.
+ * Otherwise *r is CUDA_SUCCESS for a live block's base, else
+ * CUDA_ERROR_INVALID_VALUE (a double free or an interior pointer); g names
+ * what CUMEMCAP_RELEASE=immediate gives back. */
 bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r, struct cumemcap_give_back *g);
 
 enum cumemcap_arena_where {
@@ -110,8 +101,7 @@ struct cumemcap_arena_gone {
 	uint64_t blocks; /* live blocks */
 };
 
-/* A context is gone with everything allocated in it (the death lock held
- * as writer): its arenas are emptied and their records closed; the caller
+/* ctx died (the death lock held as writer): empty its arenas; the caller
  * takes gone->held off the ledger. */
 void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone);
 
@@ -119,10 +109,9 @@ void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone);
  * wait for its pending frees, then name in g every wholly free segment. */
 void cumemcap_arena_release_device(unsigned i, int dev, struct cumemcap_give_back *g);
 
-/* The idle release (CUMEMCAP_RELEASE=idle) of arena slot i at now_ms:
- * prove its pending frees idle once it has been quiet for half the idle
- * time, name in g the segments wholly free that long, and lower *next_ms
- * to when the next may be due. */
+/* CUMEMCAP_RELEASE=idle for slot i at now_ms: prove pending frees idle
+ * after half the idle time quiet, name in g the segments free that long,
+ * lower *next_ms to when the next is due. */
 void cumemcap_arena_idle(unsigned i, uint64_t now_ms, struct cumemcap_give_back *g, uint64_t *next_ms);
 
 /* Fork: hold every arena across fork(); the child empties them. */

@@ -1,16 +1,13 @@
 /* arena/fence: proving an arena's freed blocks idle without synchronizing
  * the device.
  *
- * A block the program freed may still be used by work queued before the
- * free on any stream of its context (cuMemFree synchronizes, and programs
- * rely on it). A fence proves that work complete with events made once
- * per arena and reused: one recorded on the legacy stream, which waits for
- * every blocking stream (per-thread default streams included), and one on
- * each CU_STREAM_NON_BLOCKING stream of the context (state/streams.h) whose
- * queue is not empty. Each is queried without blocking, and only one not
- * complete yet is waited for (that stream's work, not the device's). A
- * fence per reclaim, not per free, records 5 to 90 times fewer events on
- * the benchmark traces (docs/benchmarks.md).
+ * A freed block may still be used by work queued before the free on any
+ * stream of its context (cuMemFree synchronizes, and programs rely on
+ * it). A fence proves that work complete with events made once per arena
+ * and reused: one recorded on the legacy stream, which waits for every
+ * blocking stream, and one on each CU_STREAM_NON_BLOCKING stream of the
+ * context (state/streams.h) whose queue is not empty. Each is queried
+ * without blocking; only one not complete is waited for.
  *
  * It falls back to cuCtxSynchronize when it cannot prove: the first time
  * for an arena, after a stream was destroyed since the arena's last

@@ -1,10 +1,9 @@
-/* arena/grow: serving cuMemAlloc from the arenas, see arena-internal.h:
- * finding or making the arena of a context, picking a ready block, the
- * growth budget, and naming the segment a request needs.
+/* arena/grow: serving cuMemAlloc: finding or making a context's arena,
+ * picking a ready block, the growth budget, naming the segment needed.
  *
- * Thread safety: a request holds its arena's spinlock while it picks and
- * hands out a block and drops it around every driver call; a new arena is
- * set up under arena_create_lock. */
+ * Thread safety: a request holds its arena's spinlock while it picks a
+ * block and drops it around every driver call; a new arena is set up
+ * under arena_create_lock. */
 #include "arena/arena-internal.h"
 
 #include "config/policy.h"
@@ -16,16 +15,14 @@
 #define BIG_SLACK_MIN (2ull << 20)
 #define MAX_UNITS UINT32_MAX
 #define SCAN_LIMIT 32
-/* Packed requests of a context are spread over up to SHARDS arenas, a
- * thread keeping to one (the first thread gets the primary, shard 0), so
- * that threads on different shards share no lock and no line on a pooled
- * pair. Whole segments are served by the primary alone, so that a freed
- * one serves every thread. CUMEMCAP_GROWTH=preallocate keeps one arena
- * per context (the preallocation is the primary's). */
+/* Packed requests of a context are spread over up to SHARDS arenas, one
+ * per thread (the first thread's is the primary, shard 0), so threads
+ * share no lock on a pooled pair. Whole segments stay with the primary, so
+ * a freed one serves every thread. CUMEMCAP_GROWTH=preallocate keeps one
+ * arena per context. */
 #define SHARDS 4
-/* Pending bytes always worth a fence, however large the arena: this
- * bounds the memory a steady run of pairs walks through (1024 blocks of
- * 4 KiB, whose records and hash slots stay in the CPU's cache). */
+/* Pending bytes always worth a fence, however large the arena (a steady
+ * run of pairs then stays within the CPU's cache). */
 #define PENDING_ENOUGH (4ull << 20)
 
 /* The most the arena ever had live: its record's peak. */
@@ -47,8 +44,8 @@ static unsigned bits_next(const uint64_t *bits, unsigned c)
 	return BINS;
 }
 
-/* Split free chunk ci (off its bin) after `units`: the rest goes to its
- * bin. Without host memory for a record, ci stays whole. Lock held. */
+/* Split free chunk ci (off its bin) after `units`, the rest to its bin;
+ * without host memory for a record, ci stays whole. */
 static void split(struct arena *a, uint32_t ci, uint32_t units)
 {
 	uint32_t ri = chunk_new(a);
@@ -66,10 +63,10 @@ static void split(struct arena *a, uint32_t ci, uint32_t units)
 }
 
 /* Hand out chunk ci (free, or the head of the quick list of `units`) for
- * `bytes`, splitting off the rest of a packed free chunk. Lock held.
- * Returns the address, or 0 when bookkeeping memory ran out (the chunk
- * stays free). */
-static CUdeviceptr hand_out(struct arena *a, uint32_t ci, uint64_t bytes, uint32_t units)
+ * `bytes`, splitting a packed free chunk, and count it (`ready`: the
+ * driver did not see it). Returns the address, or 0 when bookkeeping
+ * memory ran out (the chunk stays free). */
+static CUdeviceptr hand_out(struct arena *a, uint32_t ci, uint64_t bytes, uint32_t units, bool ready)
 {
 	struct chunk *c = &a->chunks[ci];
 	struct segment *s = &a->segs[c->seg];
@@ -100,10 +97,13 @@ static CUdeviceptr hand_out(struct arena *a, uint32_t ci, uint64_t bytes, uint32
 	a->waste += part - got;
 	a->live_bytes += got;
 	bytes_to_ledger(a);
+	cumemcap_ledger_arena_bump(figures_of(a), allocs);
+	if (ready)
+		cumemcap_ledger_arena_bump(figures_of(a), avoided);
 	return chunk_addr(a, c);
 }
 
-/* A ready block for the request, or NONE. Lock held. */
+/* A ready block for the request, or NONE. */
 static uint32_t find_ready(struct arena *a, uint32_t units, bool packed, bool wide)
 {
 	if (packed && units <= QUICK_UNITS && a->quick[units] != NONE)
@@ -156,9 +156,9 @@ static uint32_t find_ready(struct arena *a, uint32_t units, bool packed, bool wi
 	return best;
 }
 
-/* find_ready, and when it finds nothing while the quick lists hold
- * chunks, once more after they went back to the bins coalesced: a
- * request waits, grows or is refused only for memory no list holds. */
+/* find_ready, then once more with the quick lists coalesced into the
+ * bins: a request waits, grows or is refused only for memory no list
+ * holds. */
 static uint32_t find_any(struct arena *a, uint32_t units, bool packed, bool wide)
 {
 	uint32_t ci = find_ready(a, units, packed, wide);
@@ -183,22 +183,10 @@ static uint64_t whole_size(uint64_t rounded)
 	return (rounded + step - 1) / step * step;
 }
 
-/* hand_out, counted as an allocation the driver did not see. */
-static CUdeviceptr hand_out_ready(struct arena *a, uint32_t ci, uint64_t bytes, uint32_t units)
-{
-	CUdeviceptr got = hand_out(a, ci, bytes, units);
-	if (got) {
-		cumemcap_ledger_arena_bump(figures_of(a), allocs);
-		cumemcap_ledger_arena_bump(figures_of(a), avoided);
-	}
-	return got;
-}
-
 /* ---- arenas ------------------------------------------------------------------------------ */
 
-/* The size of the GPU's preallocation (CUMEMCAP_GROWTH=preallocate), in
- * whole small segments; 0 on a GPU without a limit and no size given
- * (said). */
+/* The GPU's preallocation (CUMEMCAP_GROWTH=preallocate), in whole small
+ * segments; 0 on a GPU without a limit and no size given (said). */
 static uint64_t prealloc_size(const struct arena *a)
 {
 	const struct cumemcap_policy *p = cumemcap_policy();
@@ -238,9 +226,8 @@ void cumemcap_arena_prealloc_failed(const struct cumemcap_arena_request *q, CUre
 		     cumemcap_fmt_size(q->segment_bytes, want, sizeof(want)), (int)r);
 }
 
-/* One preallocation per GPU: the first context that uses the GPU takes
- * it, and keeps it until that context dies; another context on the GPU
- * allocates on demand (said once). arena_create_lock held. */
+/* One preallocation per GPU, the first context's until it dies; another
+ * context there allocates on demand (said once). arena_create_lock held. */
 static bool prealloc_elsewhere(const struct arena *self)
 {
 	static _Atomic bool said;
@@ -259,8 +246,7 @@ static bool prealloc_elsewhere(const struct arena *self)
 	return false;
 }
 
-/* The calling thread's shard, dealt in turn at its first request (1 +
- * the shard; 0: none yet). */
+/* 1 + the calling thread's shard, dealt in turn at its first request. */
 static CUMEMCAP_TLS unsigned my_shard;
 static _Atomic unsigned shards_dealt;
 
@@ -311,9 +297,8 @@ static struct arena *arena_find(CUcontext ctx, int dev, unsigned shard)
 	return found;
 }
 
-/* The arena this thread's packed requests go to in (ctx, dev); `cached`
- * is the one the device layer kept for ctx on this thread (NULL: find
- * it). A full table leaves a shard on the primary. */
+/* The arena of this thread's packed requests in (ctx, dev), unless the
+ * device layer `cached` it; a full table leaves a shard on the primary. */
 static struct arena *arena_of(CUcontext ctx, int dev, struct arena *cached, unsigned shard)
 {
 	if (cached)
@@ -360,7 +345,7 @@ bool cumemcap_arena_serve_sibling(struct cumemcap_arena_request *q, CUdeviceptr 
 				arena_reclaim(b, &q->back);
 				ci = b->ctx == q->ctx ? find_any(b, q->units, true, false) : NONE;
 			}
-			got = ci != NONE ? hand_out_ready(b, ci, q->bytes, q->units) : 0;
+			got = ci != NONE ? hand_out(b, ci, q->bytes, q->units, true) : 0;
 		}
 		unlock(b);
 		if (got) {
@@ -372,9 +357,8 @@ bool cumemcap_arena_serve_sibling(struct cumemcap_arena_request *q, CUdeviceptr 
 }
 
 /* The most the arena should hold after growing by `grow`: 9/8 of the
- * most it ever had live (this request counted). Bounding by the peak, not
- * by what is live now, lets a program whose live bytes swing keep the
- * segments it will want again. */
+ * most it ever had live, this request counted (the peak, so that a
+ * program whose live bytes swing keeps the segments it will want). */
 static uint64_t budget_of(const struct arena *a, uint64_t grow)
 {
 	uint64_t live = a->live_bytes + grow, peak = peak_live(a);
@@ -383,16 +367,14 @@ static uint64_t budget_of(const struct arena *a, uint64_t grow)
 	return peak + peak / 8;
 }
 
-/* Would growing by `grow` take the arena over its budget? Only the
- * default rule (idle) has one. */
+/* Only the default rule (idle) has a budget. */
 static bool over_budget(const struct arena *a, uint64_t grow, enum cumemcap_release rule)
 {
 	return rule == CUMEMCAP_RELEASE_IDLE && a->held + grow > budget_of(a, grow);
 }
 
-/* How many bytes of wholly free segments may stay cached when the arena
- * grows by `grow`, by the release rule: none (immediate), all (never), or
- * what keeps it within its budget (idle). */
+/* The bytes of wholly free segments that may stay cached when the arena
+ * grows by `grow`: none (immediate), all (never), within budget (idle). */
 static uint64_t cache_keep(const struct arena *a, uint64_t grow, enum cumemcap_release rule)
 {
 	if (rule != CUMEMCAP_RELEASE_IDLE)
@@ -402,10 +384,10 @@ static uint64_t cache_keep(const struct arena *a, uint64_t grow, enum cumemcap_r
 	return budget > in_use ? budget - in_use : 0;
 }
 
-/* Should a request that found nothing ready wait for the pending frees?
- * When they could serve it and are worth a fence (1/16 of the arena,
- * PENDING_ENOUGH, or no room to grow), or when growing would pass the
- * budget (giving segments back synchronizes anyway). */
+/* Whether a request that found nothing ready waits for the pending
+ * frees: they could serve it and are worth a fence (1/16 of the arena,
+ * PENDING_ENOUGH, or no room to grow), or growing would pass the budget
+ * (giving segments back synchronizes anyway). */
 static bool should_wait(const struct arena *a, uint64_t need, uint64_t grow, enum cumemcap_release rule)
 {
 	if (a->pend_head == NONE)
@@ -417,9 +399,8 @@ static bool should_wait(const struct arena *a, uint64_t need, uint64_t grow, enu
 	return over_budget(a, grow, rule);
 }
 
-/* Whether the arenas serve requests on `dev`. pool=auto pools only the
- * GPUs a limit or a group applies to (and every GPU under
- * growth=preallocate); elsewhere every call goes to the driver. */
+/* pool=auto pools only GPUs under a limit or a group (every GPU under
+ * growth=preallocate). */
 static bool pooled_on(const struct cumemcap_policy *p, int dev)
 {
 	return p->pool != CUMEMCAP_POOL_AUTO || p->growth == CUMEMCAP_GROWTH_PREALLOCATE || p->group[0] ||
@@ -484,7 +465,7 @@ enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q
 			ci = NONE;
 	}
 	if (ci != NONE) {
-		CUdeviceptr got = hand_out_ready(a, ci, bytes, units);
+		CUdeviceptr got = hand_out(a, ci, bytes, units, true);
 		unlock(a);
 		if (!got)
 			return CUMEMCAP_ARENA_NOT_POOLED;
@@ -507,11 +488,9 @@ bool cumemcap_arena_add_segment(const struct cumemcap_arena_request *q, CUdevice
 	struct arena *a = q->arena;
 	lock(a);
 	uint32_t ci = arena_seg_add(a, base, q->segment_bytes, q->packed || q->prealloc, q->prealloc);
-	CUdeviceptr got = ci != NONE && !q->prealloc ? hand_out(a, ci, q->bytes, q->units) : 0;
+	CUdeviceptr got = ci != NONE && !q->prealloc ? hand_out(a, ci, q->bytes, q->units, false) : 0;
 	if (ci != NONE && !q->prealloc && !got)
 		arena_seg_detach(a, a->chunks[ci].seg);
-	if (got)
-		cumemcap_ledger_arena_bump(figures_of(a), allocs);
 	unlock(a);
 	*dptr = got;
 	return ci != NONE && (q->prealloc || got);

@@ -1,12 +1,9 @@
-/* arena/release: blocks coming back, see arena-internal.h: the pending
- * list, reclaim (proving pending blocks idle), coalescing, the quick
- * lists, naming the wholly free segments that can go back (by the release
- * rule, before a refusal, when idle), context death and fork.
+/* arena/release: blocks coming back: the pending list, reclaim, coalescing,
+ * the quick lists, naming the segments that can go back, context death
+ * and fork.
  *
- * Thread safety: each arena's spinlock is held over its records and
- * dropped around every driver call; after one, the arena's epoch or
- * context tells whether it was emptied meanwhile. Context death and fork
- * also hold arena_create_lock. */
+ * Thread safety: as arena-internal.h; context death and fork also hold
+ * arena_create_lock. */
 #include "arena/arena-internal.h"
 #include "arena/fence.h"
 
@@ -73,8 +70,7 @@ static void take_in_next(struct arena *a, uint32_t ci)
 	chunk_drop(a, n);
 }
 
-/* A free chunk (off every list): merge it with free neighbours, into its
- * bin, noting a wholly free segment. */
+/* A free chunk (off every list): merged with free neighbours into its bin. */
 static void merge_free(struct arena *a, uint32_t ci, uint64_t now)
 {
 	struct chunk *c = &a->chunks[ci];
@@ -97,10 +93,8 @@ static void merge_free(struct arena *a, uint32_t ci, uint64_t now)
 		mark_free(a, s, now);
 }
 
-/* A chunk whose wait is over: onto the quick list of its size (a small
- * packed one, quick lists on), else merged with free neighbours. Returns
- * whether it left its segment with nothing live and other chunks waiting
- * (see arena_reclaim). */
+/* A chunk proven idle: onto its quick list, or merged. Returns whether its
+ * segment has nothing live and other chunks waiting (arena_reclaim). */
 static bool make_ready(struct arena *a, uint32_t ci, uint64_t now)
 {
 	struct chunk *c = &a->chunks[ci];
@@ -134,8 +128,7 @@ void arena_quick_flush(struct arena *a)
 
 /* ---- naming segments to give back --------------------------------------------------- */
 
-/* Detach wholly free segment si into g; false (it stays) when out of host
- * memory for g. */
+/* Detach wholly free segment si into g; false when out of host memory. */
 static bool give_back_add(struct arena *a, uint32_t si, struct cumemcap_give_back *g)
 {
 	if (g->n == g->cap) {
@@ -192,11 +185,9 @@ void arena_collect(struct arena *a, struct cumemcap_give_back *g, uint64_t keep,
 	quiet_exit_if_none(g);
 }
 
-/* CUMEMCAP_RELEASE=immediate: segment si has nothing live. Unless a chunk
- * of it is in limbo (a reclaim waits on a fence for it, and gives the
- * segment back after), it goes into g with its pending chunks merged:
- * giving it back (cuMemFree) synchronizes, which proves them idle. Inside
- * g's quiet section. */
+/* CUMEMCAP_RELEASE=immediate: segment si, with nothing live, goes into g
+ * with its pending chunks merged (cuMemFree synchronizes), unless a chunk
+ * is in limbo (its reclaim gives it back after). In g's quiet section. */
 static bool take_emptied(struct arena *a, uint32_t si, struct cumemcap_give_back *g)
 {
 	const struct segment *s = &a->segs[si];
@@ -248,9 +239,7 @@ void arena_reclaim(struct arena *a, struct cumemcap_give_back *g)
 			pending_push(a, ci); /* not proven idle: keep waiting */
 		}
 	}
-	/* CUMEMCAP_RELEASE=immediate: a segment left with nothing live while
-	 * some of its blocks waited here (in limbo) goes now, with any this
-	 * wait left wholly free (take_emptied). */
+	/* CUMEMCAP_RELEASE=immediate: segments this wait emptied go now. */
 	if (r != CUDA_SUCCESS || !(emptied || a->whole_free) ||
 	    cumemcap_policy()->release != CUMEMCAP_RELEASE_IMMEDIATE || !quiet_enter(g))
 		return;
@@ -262,10 +251,8 @@ void arena_reclaim(struct arena *a, struct cumemcap_give_back *g)
 
 /* ---- blocks -------------------------------------------------------------------------------- */
 
-/* The arena that holds ptr, locked, and in *slot the hash slot of the
- * live block whose base ptr is; *slot is NONE when ptr lies in one of the
- * arena's segments but is no live block's base. NULL (nothing locked)
- * when ptr is in no arena's segment. */
+/* The arena whose segment holds ptr, locked, with *slot the hash slot of
+ * the live block at ptr (NONE: none). NULL, nothing locked: no arena's. */
 static struct arena *find_block(CUdeviceptr ptr, uint32_t *slot)
 {
 	uint32_t n = atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire);
@@ -309,9 +296,8 @@ bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r, struct cumemcap_give_back
 	a->live_bytes -= got;
 	bytes_to_ledger(a);
 	pending_push(a, ci);
-	/* CUMEMCAP_RELEASE=immediate: the driver's cuMemFree synchronizes, so
-	 * a segment with nothing live can go back at once (unless in limbo:
-	 * its reclaim gives it back). */
+	/* CUMEMCAP_RELEASE=immediate: cuMemFree synchronizes, so a segment
+	 * with nothing live can go at once. */
 	if (cumemcap_policy()->release == CUMEMCAP_RELEASE_IMMEDIATE && s->live == 0 && !s->prealloc &&
 	    quiet_enter(g)) {
 		take_emptied(a, c->seg, g);
@@ -351,9 +337,8 @@ void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone)
 	pthread_mutex_unlock(&arena_create_lock);
 }
 
-/* With ctx (the arena's when the caller looked, no lock held) current:
- * reclaim the arena's pending frees and, with `drain`, name every wholly
- * free segment in g, unless the arena was emptied meanwhile. */
+/* With ctx (the arena's when the caller looked) current: reclaim the
+ * pending frees and, with `drain`, name every wholly free segment in g. */
 static void reclaim_in(struct arena *a, CUcontext ctx, bool drain, struct cumemcap_give_back *g)
 {
 	bool pushed = cumemcap_driver_push_ctx(ctx);
@@ -384,8 +369,6 @@ void cumemcap_arena_idle(unsigned i, uint64_t now_ms, struct cumemcap_give_back 
 	uint32_t idle = cumemcap_policy()->release_idle_ms;
 	struct arena *a = &arenas[i];
 	*g = (struct cumemcap_give_back){ 0 };
-	/* Blocks freed and never reused: proven idle here once the arena has
-	 * been quiet for half the idle time. */
 	lock(a);
 	bool due = a->ctx && a->pend_head != NONE && now_ms - a->last_reclaim >= idle / 2;
 	CUcontext ctx = a->ctx;

@@ -19,60 +19,18 @@ _Static_assert(MAX_ARENAS <= CUMEMCAP_LEDGER_ARENAS, "each arena has a record of
 bool arena_slots_grow(struct arena *a)
 {
 	uint32_t old = a->slot_mask ? a->slot_mask + 1 : 0;
-	/* Doubled once the live slots would fill a quarter; otherwise the
-	 * same size, rebuilt without its tombstones. */
-	uint32_t cap = !old ? 1024 : (a->slot_used + 1) * 4 > old ? old * 2 : old;
-	if (cap < old) /* past 2^31 slots: no more room */
+	uint32_t cap = old ? old * 2 : 1024;
+	uint64_t *prev = a->slots, *s = cap > old ? calloc(cap, sizeof(*s)) : NULL;
+	if (!s)
 		return false;
-	uint64_t *s = calloc(cap, sizeof(*s));
-	uint8_t *c = malloc(cap);
-	if (!s || !c) {
-		free(s);
-		free(c);
-		return false;
-	}
-	memset(c, HASH_EMPTY, cap);
-	uint32_t dead = 0;
-	for (uint32_t i = 0; i < old; i++)
-		if (!(a->ctrl[i] & HASH_EMPTY)) /* a key's tag: the high bit clear */
-			hash_place(s, c, cap - 1, cumemcap_mix_short(a->slots[i] >> 24), a->slots[i], &dead);
-	free(a->slots);
-	free(a->ctrl);
 	a->slots = s;
-	a->ctrl = c;
 	a->slot_mask = cap - 1;
-	a->slot_dead = 0;
+	a->slot_used = 0;
+	for (uint32_t i = 0; i < old; i++)
+		if (prev[i])
+			hash_place(a, prev[i]);
+	free(prev);
 	return true;
-}
-
-static bool seg_index_add(struct arena *a, uint32_t si)
-{
-	if (a->addr_count == a->seg_cap)
-		return false; /* by_addr has seg_cap entries */
-	CUdeviceptr base = a->segs[si].base;
-	uint32_t lo = 0, hi = a->addr_count;
-	while (lo < hi) {
-		uint32_t mid = (lo + hi) / 2;
-		if (a->segs[a->by_addr[mid]].base < base)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	memmove(&a->by_addr[lo + 1], &a->by_addr[lo], (a->addr_count - lo) * sizeof(uint32_t));
-	a->by_addr[lo] = si;
-	a->addr_count++;
-	return true;
-}
-
-static void seg_index_remove(struct arena *a, uint32_t si)
-{
-	for (uint32_t i = 0; i < a->addr_count; i++) {
-		if (a->by_addr[i] == si) {
-			memmove(&a->by_addr[i], &a->by_addr[i + 1], (a->addr_count - i - 1) * sizeof(uint32_t));
-			a->addr_count--;
-			return;
-		}
-	}
 }
 
 static uint32_t seg_new(struct arena *a)
@@ -99,23 +57,27 @@ static uint32_t seg_new(struct arena *a)
 
 uint32_t arena_seg_add(struct arena *a, CUdeviceptr base, uint64_t bytes, bool packed, bool prealloc)
 {
-	uint32_t si = seg_new(a);
-	if (si == NONE)
-		return NONE;
 	uint32_t ci = chunk_new(a);
-	if (ci == NONE) {
-		a->segs[si].first = a->unused_segs;
-		a->unused_segs = si;
+	uint32_t si = ci != NONE ? seg_new(a) : NONE;
+	if (si == NONE) {
+		if (ci != NONE)
+			chunk_drop(a, ci);
 		return NONE;
 	}
 	a->segs[si] = (struct segment){ .base = base, .bytes = bytes, .first = ci, .packed = packed,
 					.prealloc = prealloc };
-	if (!seg_index_add(a, si)) {
-		chunk_drop(a, ci);
-		a->segs[si].first = a->unused_segs;
-		a->unused_segs = si;
-		return NONE;
+	/* Into the address index, which has room for every segment record. */
+	uint32_t lo = 0, hi = a->addr_count;
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+		if (a->segs[a->by_addr[mid]].base < base)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
+	memmove(&a->by_addr[lo + 1], &a->by_addr[lo], (a->addr_count - lo) * sizeof(uint32_t));
+	a->by_addr[lo] = si;
+	a->addr_count++;
 	a->chunks[ci] = (struct chunk){ .seg = si, .off = 0, .units = (uint32_t)(bytes >> UNIT_SHIFT),
 					.prev = NONE, .next = NONE };
 	a->held += bytes;
@@ -132,7 +94,11 @@ void arena_seg_detach(struct arena *a, uint32_t si)
 	chunk_drop(a, ci);
 	if (s->free_since && !s->prealloc)
 		a->whole_free -= s->bytes;
-	seg_index_remove(a, si);
+	uint32_t i = 0;
+	while (a->by_addr[i] != si)
+		i++;
+	memmove(&a->by_addr[i], &a->by_addr[i + 1], (a->addr_count - i - 1) * sizeof(uint32_t));
+	a->addr_count--;
 	a->held -= s->bytes;
 	bytes_to_ledger(a);
 	s->first = a->unused_segs;
@@ -145,7 +111,6 @@ void arena_clear(struct arena *a)
 	free(a->segs);
 	free(a->by_addr);
 	free(a->slots);
-	free(a->ctrl);
 	a->epoch++;
 	memset((char *)a + offsetof(struct arena, ctx), 0, sizeof(*a) - offsetof(struct arena, ctx));
 	a->unused_chunks = a->unused_segs = NONE;
