@@ -11,13 +11,13 @@
  * X(name, src, stats, field = value, ...):
  *   name    CUMEMCAP_FIG_<name>, the snapshot's index, and the field of
  *           struct cumemcap_stats (include/cumemcap.h) when `stats` is 1.
- *   src     where the value lives. In the ledger (ledger.h): `atomic` (an
- *           atomic of the device), `arenas` (an atomic of the device plus
- *           each open arena's own count, summed on read), `kind` (the
- *           bytes of memory kind <name>), `sum` (reserved + overhead),
- *           `group` (read from the group's book: group.h). Elsewhere, left
- *           CUMEMCAP_FIGURE_NONE in the ledger's snapshot for their owner
- *           to fill: `device` (the device layer's facts), `log` (NVML).
+ *   src     how the ledger keeps it (ledger.h): `atomic` (an atomic of the
+ *           device), `arenas` (an atomic of the device plus each open
+ *           arena's own count, summed on read) or `other` (not stored:
+ *           the footprint is reserved + overhead, the group's figures are
+ *           read from its book, and the rest is left CUMEMCAP_FIGURE_NONE
+ *           in the ledger's snapshot for its owner to fill: the device
+ *           layer's `total`, the log's NVML figures).
  * then the fields of struct cumemcap_figure_info (one left out is 0 or ""):
  *   kind    gauge (a value now), peak (the highest so far), counter (a
  *           count of events) or setting; Prometheus types counters as
@@ -53,7 +53,7 @@
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .event = 1, .sample = 1, .exit = 2, \
 	  .summary = 2, .key = "reserved", .pre = ", held at exit ", .prom = "cumemcap_reserved_bytes", \
 	  .help = "Device memory this process holds from the driver through the calls it counts.") \
-	X(footprint, sum, 1, \
+	X(footprint, other, 1, \
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .event = 1, .sample = 1, .exit = 2, \
 	  .key = "footprint", .prom = "cumemcap_footprint_bytes", \
 	  .help = "What the driver holds for this process: reserved + overhead; what the limit counts by default.") \
@@ -61,18 +61,18 @@
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .sample = 1, .exit = 2, .key = "overhead", \
 	  .prom = "cumemcap_overhead_bytes", \
 	  .help = "Driver-side memory outside the counted calls (contexts, modules), as last learned.") \
-	X(pool, kind, 1, \
+	X(pool, atomic, 1, \
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .sample = 1, .key = "async_reserved", \
 	  .prom = "cumemcap_async_reserved_bytes", .help = "Of which stream-ordered pools reserve.") \
-	X(graph, kind, 1, \
+	X(graph, atomic, 1, \
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .sample = 1, .exit = 2, \
 	  .key = "graph_reserved", .prom = "cumemcap_graph_reserved_bytes", \
 	  .help = "Of which graph memory pools reserve (CUDA graphs' memory nodes).") \
-	X(driver_used, log, 0, \
+	X(driver_used, other, 0, \
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .null = 1, .sample = 1, .key = "driver_used", \
 	  .prom = "cumemcap_driver_used_bytes", \
 	  .help = "What NVML (nvidia-smi) says the process uses, contexts included.") \
-	X(context_overhead, log, 0, \
+	X(context_overhead, other, 0, \
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .null = 1, .sample = 1, \
 	  .key = "context_overhead", .prom = "cumemcap_context_overhead_bytes", \
 	  .help = "driver_used - reserved: contexts and driver memory outside the calls counted.") \
@@ -84,7 +84,7 @@
 	  .kind = CUMEMCAP_FK_peak, .unit = CUMEMCAP_FU_bytes, .exit = 1, .key = "peak_live") \
 	X(peak_pooled, arenas, 0, \
 	  .kind = CUMEMCAP_FK_peak, .unit = CUMEMCAP_FU_bytes, .exit = 1, .key = "peak_pooled") \
-	X(total, device, 1, \
+	X(total, other, 1, \
 	  .kind = CUMEMCAP_FK_setting, .unit = CUMEMCAP_FU_bytes, .summary = 1, .key = "capacity", \
 	  .pre = " of ", .prom = "cumemcap_capacity_bytes", .help = "The GPU's memory.") \
 	X(peak_reserved, atomic, 1, \
@@ -95,7 +95,7 @@
 	  .kind = CUMEMCAP_FK_peak, .unit = CUMEMCAP_FU_bytes, .exit = 1, .summary = 1, \
 	  .key = "peak_footprint", .pre = "; peak footprint ", .prom = "cumemcap_peak_footprint_bytes", \
 	  .help = "Highest footprint so far.") \
-	X(peak_driver_used, log, 0, \
+	X(peak_driver_used, other, 0, \
 	  .kind = CUMEMCAP_FK_peak, .unit = CUMEMCAP_FU_bytes, .null = 1, .exit = 1, \
 	  .key = "peak_driver_used") \
 	X(allocs, arenas, 1, \
@@ -119,15 +119,15 @@
 	X(waiting, atomic, 0, \
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_count, .sample = 1, .key = "waiting", \
 	  .prom = "cumemcap_waiting_threads", .help = "Threads waiting for room now.") \
-	X(group_limit, group, 0, \
+	X(group_limit, other, 0, \
 	  .kind = CUMEMCAP_FK_setting, .unit = CUMEMCAP_FU_bytes, .null = 1, .sample = 1, .exit = 1, \
 	  .key = "group_limit", .prom = "cumemcap_group_limit_bytes", \
 	  .help = "The budget of this process's group on this GPU (absent when none).") \
-	X(group_used, group, 0, \
+	X(group_used, other, 0, \
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .null = 1, .sample = 1, .key = "group_used", \
 	  .prom = "cumemcap_group_used_bytes", \
 	  .help = "What all members of the group hold of its budget on this GPU.") \
-	X(group_held, group, 0, \
+	X(group_held, other, 0, \
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .null = 1, .event = 1, .sample = 1, .exit = 2, \
 	  .key = "group_held", .prom = "cumemcap_group_held_bytes", \
 	  .help = "What this process holds of its group's budget here: what it counts, and spare.") \
@@ -143,13 +143,13 @@
 	  .kind = CUMEMCAP_FK_counter, .unit = CUMEMCAP_FU_count, .exit = 1, .key = "segments_released") \
 	X(largest_request, atomic, 1, \
 	  .kind = CUMEMCAP_FK_peak, .unit = CUMEMCAP_FU_bytes, .exit = 1, .key = "largest_request") \
-	X(linear, kind, 1, \
+	X(linear, atomic, 1, \
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .key = "linear") \
-	X(managed, kind, 1, \
+	X(managed, atomic, 1, \
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .key = "managed") \
-	X(vmm, kind, 1, \
+	X(vmm, atomic, 1, \
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .key = "vmm") \
-	X(array, kind, 1, \
+	X(array, atomic, 1, \
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .key = "array")
 /* clang-format on */
 
