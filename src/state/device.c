@@ -195,7 +195,7 @@ static __attribute__((noinline)) CUresult current_slow(CUcontext ctx, uint64_t g
 	return CUDA_SUCCESS;
 }
 
-static inline __attribute__((always_inline)) CUresult current(CUcontext *ctx, int *dev)
+CUresult cumemcap_device_current(CUcontext *ctx, int *dev)
 {
 	CUresult r = cumemcap_driver_current_ctx(ctx);
 	if (r != CUDA_SUCCESS)
@@ -210,14 +210,9 @@ static inline __attribute__((always_inline)) CUresult current(CUcontext *ctx, in
 	return current_slow(*ctx, gen, dev);
 }
 
-CUresult cumemcap_device_current(CUcontext *ctx, int *dev)
-{
-	return current(ctx, dev);
-}
-
 CUresult cumemcap_device_current_arena(CUcontext *ctx, int *dev, void **arena)
 {
-	CUresult r = current(ctx, dev);
+	CUresult r = cumemcap_device_current(ctx, dev);
 	*arena = last.arena;
 	return r;
 }

@@ -1,41 +1,24 @@
 /* figures: the one declaration of a device's figures.
  *
- * Every figure the shim reports is one X() line; from it are made the
- * ledger's storage and its snapshot (ledger.h), cumemcap_get_stats
- * (shim.c), and in the log (log/records.c, log/metrics.c) the event
- * records' figures, the samples, the exit record, the stderr summary and
- * the Prometheus families. An output lists no figure itself: add a line
- * here and every output that is marked for it has it. No state, no code,
- * so nothing to lock.
+ * Every figure the shim reports is one X(name, src, stats, field = value,
+ * ...) line; from it are made the ledger's storage and its snapshot
+ * (ledger.h), cumemcap_get_stats (shim.c), and in the log (log/records.c,
+ * log/metrics.c) the event records, the samples, the exit record, the
+ * stderr summary and the Prometheus families. An output lists no figure
+ * itself: add a line here and every output that is marked for it has it.
+ * Records write the figures of a part, and Prometheus its families, in
+ * this list's order. No state, no code, so nothing to lock.
  *
- * X(name, src, stats, field = value, ...):
- *   name    CUMEMCAP_FIG_<name>, the snapshot's index, and the field of
- *           struct cumemcap_stats (include/cumemcap.h) when `stats` is 1.
+ *   name    CUMEMCAP_FIG_<name>, and the field of struct cumemcap_stats
+ *           (include/cumemcap.h) when `stats` is 1.
  *   src     how the ledger keeps it (ledger.h): `atomic` (an atomic of the
- *           device), `arenas` (an atomic of the device plus each open
- *           arena's own count, summed on read) or `other` (not stored:
- *           the footprint is reserved + overhead, the group's figures are
- *           read from its book, and the rest is left CUMEMCAP_FIGURE_NONE
- *           in the ledger's snapshot for its owner to fill: the device
- *           layer's `total`, the log's NVML figures).
- * then the fields of struct cumemcap_figure_info (one left out is 0 or ""):
- *   kind    gauge (a value now), peak (the highest so far), counter (a
- *           count of events) or setting; Prometheus types counters as
- *           counter and the rest as gauge.
- *   unit    bytes or count: the stderr summary writes bytes as sizes.
- *   null    1: CUMEMCAP_FIGURE_NONE means "none" (JSON null, no
- *           Prometheus series, "none" in the summary); 0: always a number.
- *   event   1: in the segment, refusal, driver_oom and context records.
- *   sample  1: in a sample's per-GPU object.
- *   exit    1: in the exit record's per-GPU object among the run's limit,
- *           peaks and counts; 2: after them, among what was held at exit.
- *   summary 1: in the stderr summary's first clause (limit, capacity,
- *           peak); 2: in its second (held at exit, counts). Written as
- *           `pre` value `post`.
- *   key     the JSON key in the records.
- *   prom    the Prometheus family ("": none) and its `help` text.
- * Records write the figures of a part in this list's order, part 1 before
- * part 2; the Prometheus families come in this list's order. */
+ *           device), `arenas` (that plus each open arena's own count,
+ *           summed on read) or `other` (not stored: the footprint is
+ *           reserved + overhead, the group's figures are read from its
+ *           book, the rest is CUMEMCAP_FIGURE_NONE in the ledger's snapshot
+ *           for its owner to fill: the device's `total`, the log's NVML
+ *           figures).
+ * The named fields are those of struct cumemcap_figure_info (below). */
 #pragma once
 
 #include <stdint.h>
@@ -175,15 +158,30 @@ struct cumemcap_figures {
 	uint64_t v[CUMEMCAP_FIG_COUNT];
 };
 
-/* The list's fields as data, for writers that walk it (log/records.c,
- * log/metrics.c). The strings are arrays, not pointers, so that the table
- * needs no relocation when the library is loaded. */
+/* The list's named fields as data, for writers that walk it (log/records.c,
+ * log/metrics.c); one left out is 0 or "". The strings are arrays, not
+ * pointers, so that the table needs no relocation when the library is
+ * loaded. */
 enum cumemcap_figure_kind { CUMEMCAP_FK_gauge, CUMEMCAP_FK_peak, CUMEMCAP_FK_counter, CUMEMCAP_FK_setting };
 enum cumemcap_figure_unit { CUMEMCAP_FU_bytes, CUMEMCAP_FU_count };
 
 struct cumemcap_figure_info {
-	unsigned char kind, unit, null, stats, event, sample, exit, summary;
-	char key[24], pre[24], post[24], prom[40], help[104];
+	unsigned char kind; /* a value now, the highest so far, a count of events, a setting;
+			     * Prometheus types counters as counter, the rest as gauge */
+	unsigned char unit; /* the stderr summary writes bytes as sizes */
+	unsigned char null; /* 1: CUMEMCAP_FIGURE_NONE means "none" (JSON null, no Prometheus
+			     * series, "none" in the summary); 0: always a number */
+	unsigned char stats; /* the `stats` column */
+	unsigned char event; /* 1: in the segment, refusal, driver_oom and context records */
+	unsigned char sample; /* 1: in a sample's per-GPU object */
+	unsigned char exit; /* in the exit record's per-GPU object: 1 among the run's limit,
+			     * peaks and counts, 2 after them among what was held at exit */
+	unsigned char summary; /* in the stderr summary's first clause (1: limit, capacity,
+				* peak) or its second (2: held at exit, counts), as pre value post */
+	char key[24];  /* the JSON key in the records */
+	char pre[24], post[24];
+	char prom[40]; /* the Prometheus family ("": none) */
+	char help[104]; /* its help text */
 };
 
 /* Indexed by CUMEMCAP_FIG_* (defined in ledger.c). */

@@ -135,47 +135,33 @@ void cumemcap_ledger_live_sub(int dev, uint64_t bytes)
 					  memory_order_relaxed);
 }
 
-/* The reservation against the process's cap alone. */
-static inline __attribute__((always_inline)) bool reserve_local(int dev, enum cumemcap_kind kind, uint64_t bytes)
-{
-	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-	uint64_t cap = atomic_load_explicit(&d->cap, memory_order_relaxed);
-	uint64_t cur = atomic_load_explicit(&FIG(d, reserved), memory_order_relaxed);
-	for (;;) {
-		if (bytes > cap || cur > cap - bytes)
-			return false;
-		if (atomic_compare_exchange_weak_explicit(&FIG(d, reserved), &cur, cur + bytes,
-							  memory_order_acq_rel,
-							  memory_order_relaxed))
-			break;
-	}
-	atomic_fetch_add_explicit(&d->v[kind], bytes, memory_order_relaxed);
-	raise_peak(d, cur + bytes);
-	return true;
-}
-
-/* In a group: the group's budget first, then the process's cap (the
- * group's share goes back when the cap says no). Out of line, so that a
- * process in no group pays one load for it. */
-__attribute__((noinline)) static bool reserve_in_group(int dev, enum cumemcap_kind kind, uint64_t bytes)
-{
-	/* Pool growth left unread from before the group was joined counts first. */
-	cumemcap_ledger_read_growth(dev);
-	if (!cumemcap_group_take_member(dev, bytes))
-		return false;
-	if (reserve_local(dev, kind, bytes))
-		return true;
-	cumemcap_group_give_member(dev, bytes);
-	return false;
-}
-
+/* In a group, the group's budget first, then the process's cap (the
+ * group's share goes back when the cap says no). */
 bool cumemcap_ledger_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes)
 {
 	if (!cumemcap_ledger_valid(dev))
 		return true;
-	if (__builtin_expect(atomic_load_explicit(&cumemcap_group_hot, memory_order_relaxed) & 1, 0))
-		return reserve_in_group(dev, kind, bytes);
-	return reserve_local(dev, kind, bytes);
+	bool in_group = atomic_load_explicit(&cumemcap_group_hot, memory_order_relaxed) & 1;
+	if (in_group) {
+		/* Pool growth left unread from before the group was joined counts first. */
+		cumemcap_ledger_read_growth(dev);
+		if (!cumemcap_group_take_member(dev, bytes))
+			return false;
+	}
+	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+	uint64_t cap = atomic_load_explicit(&d->cap, memory_order_relaxed);
+	uint64_t cur = atomic_load_explicit(&FIG(d, reserved), memory_order_relaxed);
+	do {
+		if (bytes > cap || cur > cap - bytes) {
+			if (in_group)
+				cumemcap_group_give_member(dev, bytes);
+			return false;
+		}
+	} while (!atomic_compare_exchange_weak_explicit(&FIG(d, reserved), &cur, cur + bytes,
+							memory_order_acq_rel, memory_order_relaxed));
+	atomic_fetch_add_explicit(&d->v[kind], bytes, memory_order_relaxed);
+	raise_peak(d, cur + bytes);
+	return true;
 }
 
 void cumemcap_ledger_add(int dev, enum cumemcap_kind kind, uint64_t bytes)

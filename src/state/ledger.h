@@ -2,11 +2,9 @@
  *
  * Owns, for each GPU ordinal, the figures of figures.h: the bytes this
  * process holds from the driver (in total and per memory kind), their
- * peaks, the limit and event counts. A figure is an atomic of the device
- * (everything a limit check reads is one), and the figures the arenas move
- * at every pooled block (src `arenas`) are also kept in a record per arena,
- * written under the arena's own lock; a read adds the device's atomic and
- * the open records of the device.
+ * peaks, the limit and event counts. Each is an atomic of the device; the
+ * figures the arenas move at every pooled block (src `arenas`) also have a
+ * part in each arena's record, written under the arena's own lock.
  *
  * The limit check is one compare-and-swap loop on `reserved`, so concurrent
  * reservations can never overshoot the limit together. A reservation is
@@ -141,11 +139,10 @@ static inline bool cumemcap_ledger_holds(int dev, enum cumemcap_kind kind)
  *
  * An arena's part of the `arenas` figures, written under the arena's lock
  * with plain stores, so that a pooled pair writes no line another arena
- * writes: `live` (the bytes it handed out, by their 512-byte-rounded size),
- * `pooled` (its segment bytes not handed out: free, or freed and waiting
- * until the streams are past them), their peaks, and its allocs, frees and
- * avoided driver calls. Opened when its arena is set up, closed when the
- * arena is emptied: its counts and peaks then go to the device's atomics. */
+ * writes: `live` (the bytes it handed out, rounded to 512), `pooled` (its
+ * segment bytes not handed out), their peaks, its allocs, frees and avoided
+ * driver calls. Opened when its arena is set up, closed (its counts and
+ * peaks added to the device's) when the arena is emptied. */
 #define CUMEMCAP_LEDGER_ARENAS 64
 struct cumemcap_ledger_arena {
 	_Alignas(64) _Atomic int dev; /* -1: closed */
@@ -191,22 +188,20 @@ uint64_t cumemcap_ledger_arenas_sum(int dev, enum cumemcap_figure fig);
  * holds nothing and has no limit. */
 uint64_t cumemcap_ledger_get(int dev, enum cumemcap_figure fig);
 
-/* Every figure of `dev` now (cumemcap_ledger_get of each). Each is read
- * atomically (the set is not one instant). Lock-free and async-signal-safe:
- * the exit record is made from it in a signal handler. */
+/* Every figure of `dev` now, each read atomically (the set is not one
+ * instant). Lock-free and async-signal-safe: the exit record is made from
+ * it in a signal handler. */
 void cumemcap_ledger_read(int dev, struct cumemcap_figures *out);
 
 /* ---- figures read late ----------------------------------------------------
  *
- * The account layer's stream-ordered pools on a GPU without a limit leave
- * their growth unread until the figures are read (account.h): it sets
- * growth_unread[dev] (sticky), and entry/setup.c registers the reader that
- * reads it back from the driver. A reader that may take locks and call the
- * driver calls cumemcap_ledger_read_growth first: the stats, the log's
- * records and metrics but those a fatal signal writes, the footprint, and
- * a check against a group's budget (a group joined after the growth was
- * left unread). cuMemGetInfo does not: nothing is left unread under a
- * limit, and without one its answer does not depend on the pools. */
+ * Stream-ordered pools on a GPU without a limit leave their growth unread
+ * (account.h sets growth_unread[dev], sticky; entry/setup.c registers the
+ * reader that reads it from the driver). A reader that may take locks and
+ * call the driver calls cumemcap_ledger_read_growth first: the stats, the
+ * log but what a fatal signal writes, the footprint, a group's budget
+ * check. cuMemGetInfo does not: nothing is left unread under a limit, and
+ * without one its answer does not depend on the pools. */
 extern _Atomic bool cumemcap_ledger_growth_unread[CUMEMCAP_MAX_DEVICES];
 extern void (*_Atomic cumemcap_ledger_growth_reader)(int dev);
 static inline void cumemcap_ledger_read_growth(int dev)
@@ -219,15 +214,12 @@ static inline void cumemcap_ledger_read_growth(int dev)
 	}
 }
 
-/* Zero everything but the limits (a forked child holds none of its
- * parent's memory). */
+/* Fork child: zero everything but the limits. */
 void cumemcap_ledger_reset(void);
 
 /* What a capacity answer (cuMemGetInfo) needs of `dev` (in range): the
- * limit (CUMEMCAP_NO_LIMIT: none), the headroom under it
- * (cumemcap_ledger_headroom; UINT64_MAX without a limit) and `pooled`, the
- * arenas' cached bytes. Each is read atomically; the set is not one
- * instant. */
+ * limit (CUMEMCAP_NO_LIMIT: none), the headroom under it and `pooled`, the
+ * arenas' cached bytes. The set is not one instant. */
 struct cumemcap_ledger_capacity {
 	uint64_t limit, headroom, pooled;
 };
