@@ -25,6 +25,10 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #if defined(__SANITIZE_THREAD__)
 #define ASYMMETRIC 0
 #elif defined(__has_feature)
@@ -32,16 +36,8 @@
 #define ASYMMETRIC 0
 #endif
 #endif
-#if !defined(ASYMMETRIC) && defined(__linux__)
-#include <linux/membarrier.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#if defined(SYS_membarrier)
-#define ASYMMETRIC 1
-#endif
-#endif
 #ifndef ASYMMETRIC
-#define ASYMMETRIC 0
+#define ASYMMETRIC 1
 #endif
 
 struct slot {
@@ -59,9 +55,8 @@ static CUMEMCAP_TLS struct slot *mine;
  * section instead: correct, only slower. */
 static CUMEMCAP_TLS unsigned alone;
 
-/* The process registered for private expedited membarriers: the writer
- * issues one, and new slots publish with plain stores. Set once (again in
- * a fork child), before any slot is made plain. */
+/* The process registered for private expedited membarriers: set once
+ * (again in a fork child), before any slot is made plain. */
 static _Atomic bool asymmetric;
 static bool asymmetric_off; /* cumemcap_death_lock_symmetric() */
 
