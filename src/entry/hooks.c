@@ -301,18 +301,22 @@ static CUresult async_alloc(const char *entry_point, PFN_cuMemAllocAsync_v11020 
 #define CALL() (alloc ? alloc(dptr, bytesize, stream) : from_pool(dptr, bytesize, pool, stream))
 	CUcontext ctx;
 	int dev;
-	/* The allocation belongs to the stream's context. The current
-	 * context also tells that the driver can be called at all. */
+	/* The allocation belongs to the stream's context. The stream this
+	 * thread used last is known without a driver call; any other stream,
+	 * and a default stream, needs the current context (which also tells
+	 * that the driver can be called at all). */
 	if (!dptr)
 		return CALL();
-	if (cumemcap_device_current(&ctx, &dev) != CUDA_SUCCESS)
+	bool known = cumemcap_device_of_stream_known(stream, &ctx, &dev);
+	if (!known && cumemcap_device_current(&ctx, &dev) != CUDA_SUCCESS)
 		return CALL();
 	/* Into a capturing stream, the call adds an allocation node to the
 	 * graph and takes nothing now: graph memory is charged when the
 	 * graph is uploaded or launched (graph.h). */
 	if (cumemcap_capture_stream(stream, ptsz))
 		return CALL();
-	cumemcap_device_of_stream(stream, &ctx, &dev);
+	if (!known)
+		cumemcap_device_of_stream(stream, &ctx, &dev);
 	struct cumemcap_pool_alloc a;
 	CUresult r = cumemcap_account_pool_alloc_begin(&a, entry_point, ctx, dev, alloc != NULL,
 						       pool, bytesize);

@@ -9,6 +9,7 @@
 #include "driver/driver.h"
 #include "group/group.h"
 #include "state/ledger.h"
+#include "state/streams.h"
 #include "platform/msg.h"
 #include "config/policy.h"
 #include "platform/worker.h"
@@ -222,14 +223,44 @@ void cumemcap_device_cache_arena(CUcontext ctx, void *arena)
 		last.arena = arena;
 }
 
+/* A stream's context never changes while it lives, so each thread
+ * remembers the owner of the last stream it asked about, until a stream is
+ * destroyed or a context dies. Both generations are read before the driver
+ * is asked, so an answer that a destruction overtook is never kept. */
+static CUMEMCAP_TLS struct {
+	CUstream stream; /* NULL: nothing cached */
+	uint64_t streams_gen, generation;
+	CUcontext owner;
+	int dev;
+} last_stream;
+
+bool cumemcap_device_of_stream_known(CUstream s, CUcontext *ctx, int *dev)
+{
+	if (!s || last_stream.stream != s || last_stream.streams_gen != cumemcap_streams_gen() ||
+	    last_stream.generation != atomic_load_explicit(&generation, memory_order_acquire))
+		return false;
+	*ctx = last_stream.owner;
+	*dev = last_stream.dev;
+	return true;
+}
+
 void cumemcap_device_of_stream(CUstream s, CUcontext *ctx, int *dev)
 {
+	if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
+		return;
+	uint64_t sgen = cumemcap_streams_gen();
+	uint64_t gen = atomic_load_explicit(&generation, memory_order_acquire);
 	CUcontext owner;
 	CUdevice d = *dev;
-	if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD || !cumemcap_driver_stream_ctx(s, &owner))
+	if (!cumemcap_driver_stream_ctx(s, &owner))
 		return;
 	if (owner != *ctx && (!cumemcap_driver_ctx_device(owner, &d) || !cumemcap_device_ensure(d)))
 		return;
+	last_stream.stream = s;
+	last_stream.streams_gen = sgen;
+	last_stream.generation = gen;
+	last_stream.owner = owner;
+	last_stream.dev = d;
 	*ctx = owner;
 	*dev = d;
 }

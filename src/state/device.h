@@ -4,7 +4,7 @@
  * limit, filled in once from the real driver the first time a hook
  * touches the device (double-checked under a mutex; afterwards read
  * without locks). Also finds the device of the calling thread's current
- * context (through a per-thread cache) and of a stream. */
+ * context, and of a stream, through per-thread caches. */
 #pragma once
 
 #include <stdbool.h>
@@ -48,7 +48,7 @@ int cumemcap_device_all(const struct cumemcap_device_info **out);
 int cumemcap_device_driver_version(void);
 
 /* A context was destroyed or reset (its handle may be reused), or this is
- * a fork child: every thread's cached context is stale. */
+ * a fork child: every thread's cached contexts and streams are stale. */
 void cumemcap_device_forget_contexts(void);
 
 /* The calling thread's current context and its device (ensured). Returns
@@ -66,7 +66,13 @@ CUresult cumemcap_device_current_arena(CUcontext *ctx, int *dev, void **arena);
  * clears the cache whatever ctx is (the arenas emptied in a fork child). */
 void cumemcap_device_cache_arena(CUcontext ctx, void *arena);
 
-/* The context and device stream `s` belongs to, asked of the driver. *ctx
- * and *dev hold the calling thread's current ones on entry and are left
- * alone for the default streams or when the driver cannot say. */
+/* The context and device stream `s` belongs to, asked of the driver and
+ * remembered for cumemcap_device_of_stream_known. *ctx and *dev hold the
+ * calling thread's current ones on entry and are left alone for the
+ * default streams or when the driver cannot say. */
 void cumemcap_device_of_stream(CUstream s, CUcontext *ctx, int *dev);
+
+/* True, with *ctx and *dev, when `s` is a stream of the program's that
+ * cumemcap_device_of_stream answered last on this thread and the answer
+ * still holds: no driver call at all. */
+bool cumemcap_device_of_stream_known(CUstream s, CUcontext *ctx, int *dev);
