@@ -28,7 +28,7 @@
 /* The most the arena ever had live: its record's peak. */
 static uint64_t peak_live(const struct arena *a)
 {
-	return atomic_load_explicit(&figures_of(a)->peak_live, memory_order_relaxed);
+	return atomic_load_explicit(&figures_of(a)->v[CUMEMCAP_FIG_peak_live], memory_order_relaxed);
 }
 
 /* The first non-empty bin at or after c, or BINS. */

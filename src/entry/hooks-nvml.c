@@ -55,7 +55,7 @@ static bool known(const struct cumemcap_nvml_real *real, nvmlDevice_t device, in
 			continue;
 		*dev = d;
 		*limit = cumemcap_ledger_limit(d);
-		*footprint = cumemcap_ledger_footprint(d); /* reserved + the driver's overhead */
+		*footprint = cumemcap_ledger_get(d, CUMEMCAP_FIG_footprint); /* reserved + the driver's overhead */
 		return true;
 	}
 	const struct cumemcap_device_info *all;

@@ -42,12 +42,12 @@ static void fork_prepare(void)
 	cumemcap_account_lock();
 	cumemcap_graph_lock();
 	cumemcap_vmm_lock();
-	cumemcap_track_lock_all();
+	cumemcap_track_lock();
 }
 
 static void fork_parent(void)
 {
-	cumemcap_track_unlock_all();
+	cumemcap_track_unlock();
 	cumemcap_vmm_unlock();
 	cumemcap_graph_unlock();
 	cumemcap_account_unlock();
@@ -63,7 +63,7 @@ static void fork_child(void)
 	cumemcap_track_reset_locked();
 	cumemcap_account_pool_reset();
 	cumemcap_ledger_reset();
-	cumemcap_track_unlock_all();
+	cumemcap_track_unlock();
 	cumemcap_vmm_fork_child();
 	cumemcap_graph_fork_child();
 	cumemcap_account_unlock();

@@ -415,7 +415,7 @@ void cumemcap_log_refusal(int dev, const char *door, uint64_t requested)
 		 * CUMEMCAP_COUNT=allocations (then reserved). */
 		cumemcap_msg("device %d: refused %s (%s) at the limit: %s held%s of %s", dev,
 			     cumemcap_fmt_size(requested, want, sizeof(want)), door,
-			     cumemcap_fmt_size(cumemcap_ledger_footprint(dev), held, sizeof(held)), over,
+			     cumemcap_fmt_size(cumemcap_ledger_get(dev, CUMEMCAP_FIG_footprint), held, sizeof(held)), over,
 			     cumemcap_fmt_size(cumemcap_ledger_limit(dev), lim, sizeof(lim)));
 		return;
 	}

@@ -1,9 +1,9 @@
-/* msg: one-line messages on stderr.
+/* msg: one-line messages on stderr, and the text helpers they use.
  *
  * Each line is formatted into a stack buffer and written with a single
  * write(2), so lines from different threads never interleave; write errors
- * are swallowed (they must never reach the program). No locks, no
- * allocation: callable from any hook, a constructor or a forked child. */
+ * never reach the program. No locks, no allocation: callable from any
+ * hook, a constructor or a forked child. */
 #pragma once
 
 #include <signal.h>
@@ -26,8 +26,7 @@ struct cumemcap_signal_hold {
 void cumemcap_signal_hold(struct cumemcap_signal_hold *h, int sig);
 void cumemcap_signal_release(struct cumemcap_signal_hold *h);
 
-/* Write to stderr until done or an error, errno kept, and without raising
- * SIGPIPE in the program when nobody reads it (held as above). */
+/* Write to stderr until done or an error, errno kept, SIGPIPE held. */
 void cumemcap_write_stderr(const char *b, size_t n);
 
 /* Bytes of the valid UTF-8 sequence at s, of n > 0 bytes (1 for ASCII;
@@ -49,8 +48,7 @@ void cumemcap_msg(const char *fmt, ...) CUMEMCAP_PRINTF(1, 2);
 _Noreturn void cumemcap_fatal(const char *fmt, ...) CUMEMCAP_PRINTF(1, 2);
 
 /* A size in binary units: returns the unit ("B", "KiB", ... "EiB") and
- * sets the whole units and the hundredths, cut (never rounded up). Exact
- * for every uint64_t. */
+ * sets the whole units and the hundredths, cut (never rounded up). */
 const char *cumemcap_size_split(uint64_t bytes, uint64_t *whole, unsigned *hundredths);
 
 /* Human-readable size ("1.50 GiB", "512 MiB", "4096 B") into buf. */

@@ -1,4 +1,4 @@
-/* spin: the shim's spinlock (the arenas, the track map's stripes).
+/* spin: the shim's spinlock (the arenas, the track map, the streams).
  *
  * A test-and-set lock on an atomic_flag that yields the thread
  * (sched_yield) after 64 failed tries: the sections it guards are a few

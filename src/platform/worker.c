@@ -49,7 +49,7 @@ static void *run(void *arg)
 	while (!stopping) {
 		pthread_mutex_unlock(&lock);
 		uint64_t now = cumemcap_now_ms();
-		uint32_t wait = UINT32_MAX;
+		uint32_t wait = 1000; /* at least once a second */
 		for (int i = 0; i < CUMEMCAP_WORKER_TICKS; i++) {
 			cumemcap_tick_fn t = atomic_load_explicit(&ticks[i], memory_order_acquire);
 			if (!t)
@@ -58,18 +58,13 @@ static void *run(void *arg)
 			if (w < wait)
 				wait = w;
 		}
-		if (wait > 1000)
-			wait = 1000;
 		if (wait < 10)
 			wait = 10;
 		struct timespec until;
 		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_sec += wait / 1000;
-		until.tv_nsec += (long)(wait % 1000) * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		until.tv_nsec += (long)wait * 1000000L; /* at most 1 s: no overflow */
+		until.tv_sec += until.tv_nsec / 1000000000L;
+		until.tv_nsec %= 1000000000L;
 		pthread_mutex_lock(&lock);
 		while (!stopping && pthread_cond_timedwait(&wake, &lock, &until) == 0)
 			;

@@ -1,10 +1,10 @@
 /* worker: the shim's one background thread.
  *
  * Started the first time a GPU is used, with every signal blocked so the
- * program's signals never land on it. The layers above register tick
- * functions (entry/setup.c, before any GPU is used); it calls them in the
- * order registered, waking when the earliest says it next needs to, at
- * most every second. A forked child starts its own on its first GPU use.
+ * program's signals never land on it. It calls the ticks the layers above
+ * registered (entry/setup.c) in that order, waking when the earliest says
+ * it next needs to, and at least every second. A forked child starts its
+ * own on its first GPU use.
  *
  * Thread safety: registration takes the worker's mutex; ticks are
  * published with release stores and read with acquire loads. */
@@ -23,7 +23,7 @@ typedef uint32_t (*cumemcap_tick_fn)(uint64_t now_ms);
 #define CUMEMCAP_WORKER_TICKS 8
 bool cumemcap_worker_register(cumemcap_tick_fn tick);
 
-/* Make sure the thread runs (cheap after the first call). */
+/* Make sure the thread runs. */
 void cumemcap_worker_start(void);
 
 /* Milliseconds on CLOCK_MONOTONIC. */

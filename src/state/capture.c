@@ -21,8 +21,7 @@ static int used;
 static int untracked; /* began past the array's end: counted, never matched */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 /* The quiet gate: shared by the shim's synchronizing calls, exclusive
- * around a capture's beginning. Held across driver calls, so a fork child
- * gets a fresh one (as xmutex.h). */
+ * around a capture's beginning. */
 static pthread_rwlock_t first_gate = PTHREAD_RWLOCK_INITIALIZER;
 static pthread_rwlock_t *gate = &first_gate;
 

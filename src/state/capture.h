@@ -5,10 +5,9 @@
  * default global mode any thread's "potentially unsafe" call: the call fails
  * with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and the capture is invalidated.
  * PyTorch grows its pool with cudaMalloc inside captures (relaxed mode), so
- * the shim must not add such calls there: the arenas make no synchronization
- * and give no segment back while cumemcap_capture_active() (hooks-stream.c
- * keeps the set). Process-wide on purpose: a global-mode capture forbids
- * the worker thread's calls as well as the capturing thread's.
+ * the arenas make no synchronization and give no segment back while
+ * cumemcap_capture_active(). Process-wide on purpose: a global-mode capture
+ * forbids the worker thread's calls as well as the capturing thread's.
  *
  * Thread safety: a mutex around the set (never held across a driver call),
  * an atomic count read without it; a reader-writer lock (the quiet gate)
@@ -29,17 +28,14 @@ static inline bool cumemcap_capture_active(void)
 }
 
 /* Is `stream` capturing now (ptsz: asked through a per-thread-stream
- * entry point)? Asks the driver, only while any capture is active: work
- * pushed into it becomes graph nodes and runs later, or never. */
+ * entry point)? Asks the driver, only while any capture is active. */
 bool cumemcap_capture_stream(CUstream stream, bool ptsz);
 
 /* The shim's own synchronizing calls (a segment's cuMemFree, a context
- * synchronize) must not race a capture's beginning on another thread, so
- * they are made inside a quiet section: cumemcap_capture_quiet_enter()
- * succeeds only when no stream captures and none is beginning, and until
- * cumemcap_capture_quiet_exit() no capture can begin (the begin hooks wait
- * for the sections to end; a section never waits, so it never deadlocks
- * with the locks its caller holds). */
+ * synchronize) are made inside a quiet section, so that they never race a
+ * capture's beginning: quiet_enter succeeds only when no stream captures
+ * and none is beginning, and until quiet_exit no capture can begin. A
+ * section never waits, so it never deadlocks with its caller's locks. */
 bool cumemcap_capture_quiet_enter(void);
 void cumemcap_capture_quiet_exit(void);
 /* The begin hooks: around the driver's begin call and
@@ -47,12 +43,11 @@ void cumemcap_capture_quiet_exit(void);
 void cumemcap_capture_begin_lock(void);
 void cumemcap_capture_begin_unlock(void);
 
-/* A capture began on `stream` (per_thread: the calling thread's per-thread
- * default stream when stream is CU_STREAM_PER_THREAD or 0 with a _ptsz
- * entry point). */
-void cumemcap_capture_began(CUstream stream, bool per_thread);
-/* The stream no longer captures (its capture ended, or was found over). */
-void cumemcap_capture_ended(CUstream stream, bool per_thread);
+/* A capture began on `stream`, or it no longer captures (ended, or found
+ * over); ptsz: asked through a per-thread-stream entry point, so that 0 is
+ * the calling thread's per-thread default stream. */
+void cumemcap_capture_began(CUstream stream, bool ptsz);
+void cumemcap_capture_ended(CUstream stream, bool ptsz);
 
 /* Fork: the set's lock is held across fork(); the child's handler also
  * forgets the parent's captures. */

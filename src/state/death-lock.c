@@ -5,21 +5,15 @@
  * list when the thread exits). A reader publishes `depth` and then reads
  * `writing`; the writer sets `writing` and then reads every slot's depth.
  * Either the reader sees the writer and steps back to wait on the writer's
- * mutex, or the writer sees the reader and waits for its depth to drop to
- * zero (a release store).
+ * mutex, or the writer sees the reader and waits for its depth to drop.
  *
- * The store-then-load on each side needs a full barrier between them. A
- * reader pays none where it can: the process registers for
- * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) once, a reader then
- * publishes `depth` with a plain store (a compiler barrier keeps the load
- * of `writing` after it), and the rare writer, after setting `writing`,
- * has the kernel run a full barrier on every CPU that runs one of the
- * process's threads. Where membarrier is missing (old kernels, some
- * sandboxes, valgrind) or the build is ThreadSanitizer's (which cannot see
- * the kernel's barrier), a reader publishes with a sequentially consistent
- * exchange instead. Each slot says how its reader publishes (`plain`); the
- * writer issues the barrier whenever the registration succeeded, so a slot
- * made plain is always covered. */
+ * Each side needs a full barrier between its store and its load. Where the
+ * process could register for membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED),
+ * a reader publishes with a plain store and the rare writer has the kernel
+ * run the barrier on every CPU that runs one of the process's threads.
+ * Elsewhere (old kernels, some sandboxes, valgrind, ThreadSanitizer, which
+ * cannot see the kernel's barrier) a reader publishes with a sequentially
+ * consistent exchange. Each slot says how its reader publishes (`plain`). */
 #include "state/death-lock.h"
 #include "platform/export.h"
 #include "platform/xmutex.h"
@@ -31,6 +25,10 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #if defined(__SANITIZE_THREAD__)
 #define ASYMMETRIC 0
 #elif defined(__has_feature)
@@ -38,16 +36,8 @@
 #define ASYMMETRIC 0
 #endif
 #endif
-#if !defined(ASYMMETRIC) && defined(__linux__)
-#include <linux/membarrier.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#if defined(SYS_membarrier)
-#define ASYMMETRIC 1
-#endif
-#endif
 #ifndef ASYMMETRIC
-#define ASYMMETRIC 0
+#define ASYMMETRIC 1
 #endif
 
 struct slot {
@@ -65,9 +55,8 @@ static CUMEMCAP_TLS struct slot *mine;
  * section instead: correct, only slower. */
 static CUMEMCAP_TLS unsigned alone;
 
-/* The process registered for private expedited membarriers: the writer
- * issues one, and new slots publish with plain stores. Set once (again in
- * a fork child), before any slot is made plain. */
+/* The process registered for private expedited membarriers: set once
+ * (again in a fork child), before any slot is made plain. */
 static _Atomic bool asymmetric;
 static bool asymmetric_off; /* cumemcap_death_lock_symmetric() */
 
@@ -83,13 +72,10 @@ static bool membarrier_register(void)
 }
 
 /* The writer's half (`writing` is set): a full barrier on every CPU that
- * runs a thread of the process. The registration makes the expedited
- * command succeed, a global barrier (slower, no registration) backs it up.
- * Should both fail (a seccomp filter installed since, say), every reader
- * goes back to exchanges for good, and the writer waits a millisecond, far
- * longer than any store stays in a store buffer, before it looks at the
- * slots. Writers are alone (the writer's mutex), and the list of slots
- * only grows. */
+ * runs a thread of the process, the global command backing up the
+ * expedited one. Should both fail (a seccomp filter installed since, say),
+ * every reader goes back to exchanges for good, and the writer waits a
+ * millisecond, far longer than a store stays in a store buffer. */
 static _Atomic unsigned long barriers; /* issued by writers (tests) */
 static bool barriers_fail;             /* cumemcap_death_lock_fail_barriers() */
 

@@ -32,11 +32,10 @@ void cumemcap_death_unlock_write(void);
  * so fork() does not take it: see xmutex.h). */
 void cumemcap_death_lock_fork_child(void);
 
-/* For tests: whether readers publish with plain stores (the process
- * registered for membarrier; false before the first section); make them
- * publish with exchanges (before the first section); make writers'
- * barriers fail from now on (as under a seccomp filter installed after the
- * registration); how many barriers writers have issued. */
+/* For tests: whether readers publish with plain stores (false before the
+ * first section); make them publish with exchanges (call before the first
+ * section); make writers' barriers fail from now on (as under a seccomp
+ * filter installed since); how many barriers writers have issued. */
 bool cumemcap_death_lock_asymmetric(void);
 void cumemcap_death_lock_symmetric(void);
 void cumemcap_death_lock_fail_barriers(void);

@@ -18,9 +18,9 @@ static struct cumemcap_device_info infos[CUMEMCAP_MAX_DEVICES];
 static _Atomic bool ready[CUMEMCAP_MAX_DEVICES]; /* infos[dev] is filled in */
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool rules_checked;
-static cumemcap_device_known_fn listener; /* under init_lock */
+static void (*listener)(int dev); /* under init_lock */
 
-void cumemcap_device_listen(cumemcap_device_known_fn known)
+void cumemcap_device_listen(void (*known)(int dev))
 {
 	pthread_mutex_lock(&init_lock);
 	listener = known;
@@ -118,7 +118,7 @@ bool cumemcap_device_ensure(int dev)
 		return false;
 	if (atomic_load_explicit(&ready[dev], memory_order_acquire))
 		return true;
-	cumemcap_device_known_fn tell = NULL;
+	void (*tell)(int dev) = NULL;
 	pthread_mutex_lock(&init_lock);
 	/* A GPU the driver cannot describe now (not initialized yet, no such
 	 * ordinal) is asked again next time: a hook may look before the
@@ -160,12 +160,10 @@ const struct cumemcap_device_info *cumemcap_device_info(int dev)
 	return &infos[dev];
 }
 
-/* A context's device never changes, so each thread remembers the device of
- * the last context it asked about and skips cuCtxGetDevice while its
- * current context stays the same. A destroyed or reset context may come
- * back at the same address on another device: the generation count makes
- * every thread ask again after one. The thread's arena for that context
- * rides on the same key. */
+/* A context's device never changes, so each thread remembers the device
+ * (and its arena) of the last context it asked about. A destroyed or reset
+ * context may come back at the same address on another device: the
+ * generation makes every thread ask again after one. */
 static _Atomic uint64_t generation = 1;
 static CUMEMCAP_TLS struct {
 	CUcontext ctx;
@@ -180,8 +178,7 @@ void cumemcap_device_forget_contexts(void)
 }
 
 /* A context this thread has not seen under this generation: its device,
- * asked of the driver, ensured and remembered. Out of line, so that the
- * remembered case saves no registers for it. */
+ * asked of the driver, ensured and remembered. */
 static __attribute__((noinline)) CUresult current_slow(CUcontext ctx, uint64_t gen, int *dev)
 {
 	CUdevice d;
@@ -198,7 +195,7 @@ static __attribute__((noinline)) CUresult current_slow(CUcontext ctx, uint64_t g
 	return CUDA_SUCCESS;
 }
 
-static inline __attribute__((always_inline)) CUresult current(CUcontext *ctx, int *dev)
+CUresult cumemcap_device_current(CUcontext *ctx, int *dev)
 {
 	CUresult r = cumemcap_driver_current_ctx(ctx);
 	if (r != CUDA_SUCCESS)
@@ -213,14 +210,9 @@ static inline __attribute__((always_inline)) CUresult current(CUcontext *ctx, in
 	return current_slow(*ctx, gen, dev);
 }
 
-CUresult cumemcap_device_current(CUcontext *ctx, int *dev)
-{
-	return current(ctx, dev);
-}
-
 CUresult cumemcap_device_current_arena(CUcontext *ctx, int *dev, void **arena)
 {
-	CUresult r = current(ctx, dev);
+	CUresult r = cumemcap_device_current(ctx, dev);
 	*arena = last.arena;
 	return r;
 }
@@ -232,12 +224,9 @@ void cumemcap_device_cache_arena(CUcontext ctx, void *arena)
 }
 
 /* A stream's context never changes while it lives, so each thread
- * remembers the owner of the last stream it asked about (cuStreamGetCtx)
- * and that context's device, until a stream is destroyed (the streams'
- * generation) or a context dies (the generation above). Both are read
- * before the driver is asked, so an answer that a destruction overtook is
- * never kept. A fork child reaches no stream: the driver refuses its
- * current context first. */
+ * remembers the owner of the last stream it asked about, until a stream is
+ * destroyed or a context dies. Both generations are read before the driver
+ * is asked, so an answer that a destruction overtook is never kept. */
 static CUMEMCAP_TLS struct {
 	CUstream stream; /* NULL: nothing cached */
 	uint64_t streams_gen, generation;

@@ -1,41 +1,24 @@
 /* figures: the one declaration of a device's figures.
  *
- * Every figure the shim reports is one X() line; from it are made the
- * ledger's storage and its snapshot (ledger.h), cumemcap_get_stats
- * (shim.c), and in the log (log/records.c, log/metrics.c) the event
- * records' figures, the samples, the exit record, the stderr summary and
- * the Prometheus families. An output lists no figure itself: add a line
- * here and every output that is marked for it has it. No state, no code,
- * so nothing to lock.
+ * Every figure the shim reports is one X(name, src, stats, field = value,
+ * ...) line; from it are made the ledger's storage and its snapshot
+ * (ledger.h), cumemcap_get_stats (shim.c), and in the log (log/records.c,
+ * log/metrics.c) the event records, the samples, the exit record, the
+ * stderr summary and the Prometheus families. An output lists no figure
+ * itself: add a line here and every output that is marked for it has it.
+ * Records write the figures of a part, and Prometheus its families, in
+ * this list's order. No state, no code, so nothing to lock.
  *
- * X(name, src, stats, field = value, ...):
- *   name    CUMEMCAP_FIG_<name>, the snapshot's index, and the field of
- *           struct cumemcap_stats (include/cumemcap.h) when `stats` is 1.
- *   src     where the value lives. In the ledger (ledger.h): `atomic` (an
- *           atomic of the device), `arenas` (an atomic of the device plus
- *           each open arena's own count, summed on read), `kind` (the
- *           bytes of memory kind <name>), `sum` (reserved + overhead),
- *           `group` (read from the group's book: group.h). Elsewhere, left
- *           CUMEMCAP_FIGURE_NONE in the ledger's snapshot for their owner
- *           to fill: `device` (the device layer's facts), `log` (NVML).
- * then the fields of struct cumemcap_figure_info (one left out is 0 or ""):
- *   kind    gauge (a value now), peak (the highest so far), counter (a
- *           count of events) or setting; Prometheus types counters as
- *           counter and the rest as gauge.
- *   unit    bytes or count: the stderr summary writes bytes as sizes.
- *   null    1: CUMEMCAP_FIGURE_NONE means "none" (JSON null, no
- *           Prometheus series, "none" in the summary); 0: always a number.
- *   event   1: in the segment, refusal, driver_oom and context records.
- *   sample  1: in a sample's per-GPU object.
- *   exit    1: in the exit record's per-GPU object among the run's limit,
- *           peaks and counts; 2: after them, among what was held at exit.
- *   summary 1: in the stderr summary's first clause (limit, capacity,
- *           peak); 2: in its second (held at exit, counts). Written as
- *           `pre` value `post`.
- *   key     the JSON key in the records.
- *   prom    the Prometheus family ("": none) and its `help` text.
- * Records write the figures of a part in this list's order, part 1 before
- * part 2; the Prometheus families come in this list's order. */
+ *   name    CUMEMCAP_FIG_<name>, and the field of struct cumemcap_stats
+ *           (include/cumemcap.h) when `stats` is 1.
+ *   src     how the ledger keeps it (ledger.h): `atomic` (an atomic of the
+ *           device), `arenas` (that plus each open arena's own count,
+ *           summed on read) or `other` (not stored: the footprint is
+ *           reserved + overhead, the group's figures are read from its
+ *           book, the rest is CUMEMCAP_FIGURE_NONE in the ledger's snapshot
+ *           for its owner to fill: the device's `total`, the log's NVML
+ *           figures).
+ * The named fields are those of struct cumemcap_figure_info (below). */
 #pragma once
 
 #include <stdint.h>
@@ -53,7 +36,7 @@
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .event = 1, .sample = 1, .exit = 2, \
 	  .summary = 2, .key = "reserved", .pre = ", held at exit ", .prom = "cumemcap_reserved_bytes", \
 	  .help = "Device memory this process holds from the driver through the calls it counts.") \
-	X(footprint, sum, 1, \
+	X(footprint, other, 1, \
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .event = 1, .sample = 1, .exit = 2, \
 	  .key = "footprint", .prom = "cumemcap_footprint_bytes", \
 	  .help = "What the driver holds for this process: reserved + overhead; what the limit counts by default.") \
@@ -61,18 +44,18 @@
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .sample = 1, .exit = 2, .key = "overhead", \
 	  .prom = "cumemcap_overhead_bytes", \
 	  .help = "Driver-side memory outside the counted calls (contexts, modules), as last learned.") \
-	X(pool, kind, 1, \
+	X(pool, atomic, 1, \
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .sample = 1, .key = "async_reserved", \
 	  .prom = "cumemcap_async_reserved_bytes", .help = "Of which stream-ordered pools reserve.") \
-	X(graph, kind, 1, \
+	X(graph, atomic, 1, \
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .sample = 1, .exit = 2, \
 	  .key = "graph_reserved", .prom = "cumemcap_graph_reserved_bytes", \
 	  .help = "Of which graph memory pools reserve (CUDA graphs' memory nodes).") \
-	X(driver_used, log, 0, \
+	X(driver_used, other, 0, \
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .null = 1, .sample = 1, .key = "driver_used", \
 	  .prom = "cumemcap_driver_used_bytes", \
 	  .help = "What NVML (nvidia-smi) says the process uses, contexts included.") \
-	X(context_overhead, log, 0, \
+	X(context_overhead, other, 0, \
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .null = 1, .sample = 1, \
 	  .key = "context_overhead", .prom = "cumemcap_context_overhead_bytes", \
 	  .help = "driver_used - reserved: contexts and driver memory outside the calls counted.") \
@@ -84,7 +67,7 @@
 	  .kind = CUMEMCAP_FK_peak, .unit = CUMEMCAP_FU_bytes, .exit = 1, .key = "peak_live") \
 	X(peak_pooled, arenas, 0, \
 	  .kind = CUMEMCAP_FK_peak, .unit = CUMEMCAP_FU_bytes, .exit = 1, .key = "peak_pooled") \
-	X(total, device, 1, \
+	X(total, other, 1, \
 	  .kind = CUMEMCAP_FK_setting, .unit = CUMEMCAP_FU_bytes, .summary = 1, .key = "capacity", \
 	  .pre = " of ", .prom = "cumemcap_capacity_bytes", .help = "The GPU's memory.") \
 	X(peak_reserved, atomic, 1, \
@@ -95,7 +78,7 @@
 	  .kind = CUMEMCAP_FK_peak, .unit = CUMEMCAP_FU_bytes, .exit = 1, .summary = 1, \
 	  .key = "peak_footprint", .pre = "; peak footprint ", .prom = "cumemcap_peak_footprint_bytes", \
 	  .help = "Highest footprint so far.") \
-	X(peak_driver_used, log, 0, \
+	X(peak_driver_used, other, 0, \
 	  .kind = CUMEMCAP_FK_peak, .unit = CUMEMCAP_FU_bytes, .null = 1, .exit = 1, \
 	  .key = "peak_driver_used") \
 	X(allocs, arenas, 1, \
@@ -119,15 +102,15 @@
 	X(waiting, atomic, 0, \
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_count, .sample = 1, .key = "waiting", \
 	  .prom = "cumemcap_waiting_threads", .help = "Threads waiting for room now.") \
-	X(group_limit, group, 0, \
+	X(group_limit, other, 0, \
 	  .kind = CUMEMCAP_FK_setting, .unit = CUMEMCAP_FU_bytes, .null = 1, .sample = 1, .exit = 1, \
 	  .key = "group_limit", .prom = "cumemcap_group_limit_bytes", \
 	  .help = "The budget of this process's group on this GPU (absent when none).") \
-	X(group_used, group, 0, \
+	X(group_used, other, 0, \
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .null = 1, .sample = 1, .key = "group_used", \
 	  .prom = "cumemcap_group_used_bytes", \
 	  .help = "What all members of the group hold of its budget on this GPU.") \
-	X(group_held, group, 0, \
+	X(group_held, other, 0, \
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .null = 1, .event = 1, .sample = 1, .exit = 2, \
 	  .key = "group_held", .prom = "cumemcap_group_held_bytes", \
 	  .help = "What this process holds of its group's budget here: what it counts, and spare.") \
@@ -143,13 +126,13 @@
 	  .kind = CUMEMCAP_FK_counter, .unit = CUMEMCAP_FU_count, .exit = 1, .key = "segments_released") \
 	X(largest_request, atomic, 1, \
 	  .kind = CUMEMCAP_FK_peak, .unit = CUMEMCAP_FU_bytes, .exit = 1, .key = "largest_request") \
-	X(linear, kind, 1, \
+	X(linear, atomic, 1, \
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .key = "linear") \
-	X(managed, kind, 1, \
+	X(managed, atomic, 1, \
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .key = "managed") \
-	X(vmm, kind, 1, \
+	X(vmm, atomic, 1, \
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .key = "vmm") \
-	X(array, kind, 1, \
+	X(array, atomic, 1, \
 	  .kind = CUMEMCAP_FK_gauge, .unit = CUMEMCAP_FU_bytes, .key = "array")
 /* clang-format on */
 
@@ -175,15 +158,30 @@ struct cumemcap_figures {
 	uint64_t v[CUMEMCAP_FIG_COUNT];
 };
 
-/* The list's fields as data, for writers that walk it (log/records.c,
- * log/metrics.c). The strings are arrays, not pointers, so that the table
- * needs no relocation when the library is loaded. */
+/* The list's named fields as data, for writers that walk it (log/records.c,
+ * log/metrics.c); one left out is 0 or "". The strings are arrays, not
+ * pointers, so that the table needs no relocation when the library is
+ * loaded. */
 enum cumemcap_figure_kind { CUMEMCAP_FK_gauge, CUMEMCAP_FK_peak, CUMEMCAP_FK_counter, CUMEMCAP_FK_setting };
 enum cumemcap_figure_unit { CUMEMCAP_FU_bytes, CUMEMCAP_FU_count };
 
 struct cumemcap_figure_info {
-	unsigned char kind, unit, null, stats, event, sample, exit, summary;
-	char key[24], pre[24], post[24], prom[40], help[104];
+	unsigned char kind; /* a value now, the highest so far, a count of events, a setting;
+			     * Prometheus types counters as counter, the rest as gauge */
+	unsigned char unit; /* the stderr summary writes bytes as sizes */
+	unsigned char null; /* 1: CUMEMCAP_FIGURE_NONE means "none" (JSON null, no Prometheus
+			     * series, "none" in the summary); 0: always a number */
+	unsigned char stats; /* the `stats` column */
+	unsigned char event; /* 1: in the segment, refusal, driver_oom and context records */
+	unsigned char sample; /* 1: in a sample's per-GPU object */
+	unsigned char exit; /* in the exit record's per-GPU object: 1 among the run's limit,
+			     * peaks and counts, 2 after them among what was held at exit */
+	unsigned char summary; /* in the stderr summary's first clause (1: limit, capacity,
+				* peak) or its second (2: held at exit, counts), as pre value post */
+	char key[24];  /* the JSON key in the records */
+	char pre[24], post[24];
+	char prom[40]; /* the Prometheus family ("": none) */
+	char help[104]; /* its help text */
 };
 
 /* Indexed by CUMEMCAP_FIG_* (defined in ledger.c). */

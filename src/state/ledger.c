@@ -1,14 +1,22 @@
-/* ledger: see ledger.h, which also says how it is thread-safe. Also owns
- * the figure list's columns as data (cumemcap_figure_info, figures.h). */
+/* ledger: see ledger.h. Also owns the figure list's columns as data
+ * (cumemcap_figure_info, figures.h). */
 #include "state/ledger.h"
-
-#include <stddef.h>
 
 #include "platform/spin.h"
 #include "group/group.h"
 
+/* A device's figure by name. */
+#define FIG(d, name) (d)->v[CUMEMCAP_FIG_##name]
+
 const struct cumemcap_figure_info cumemcap_figure_info[CUMEMCAP_FIG_COUNT] = {
 #define X(name, src, stats_, ...) [CUMEMCAP_FIG_##name] = { .stats = stats_, __VA_ARGS__ },
+	CUMEMCAP_FIGURES(X)
+#undef X
+};
+
+enum src { SRC_atomic, SRC_arenas, SRC_other };
+static const unsigned char src_of[CUMEMCAP_FIG_COUNT] = {
+#define X(name, src, ...) [CUMEMCAP_FIG_##name] = SRC_##src,
 	CUMEMCAP_FIGURES(X)
 #undef X
 };
@@ -38,7 +46,7 @@ static inline __attribute__((always_inline)) void raise_to(_Atomic uint64_t *pea
 /* Caller holds settings_lock. */
 static void set_cap(struct cumemcap_ledger_device *d)
 {
-	uint64_t limit = atomic_load(&d->limit), over = atomic_load(&d->overhead);
+	uint64_t limit = atomic_load(&FIG(d, limit)), over = atomic_load(&FIG(d, overhead));
 	uint64_t cap = limit;
 	if (limit != CUMEMCAP_NO_LIMIT && atomic_load(&count_footprint))
 		cap = over >= limit ? 0 : limit - over;
@@ -51,7 +59,7 @@ void cumemcap_ledger_set_limit(int dev, uint64_t limit)
 		return;
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	cumemcap_spin_lock(&settings_lock);
-	atomic_store(&d->limit, limit);
+	atomic_store(&FIG(d, limit), limit);
 	set_cap(d);
 	cumemcap_spin_unlock(&settings_lock);
 }
@@ -62,7 +70,7 @@ void cumemcap_ledger_set_overhead(int dev, uint64_t bytes, enum cumemcap_overhea
 		return;
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
 	cumemcap_spin_lock(&settings_lock);
-	uint64_t old = atomic_exchange(&d->overhead, bytes);
+	uint64_t old = atomic_exchange(&FIG(d, overhead), bytes);
 	atomic_store(&d->source, (int)source);
 	set_cap(d);
 	cumemcap_spin_unlock(&settings_lock);
@@ -71,7 +79,8 @@ void cumemcap_ledger_set_overhead(int dev, uint64_t bytes, enum cumemcap_overhea
 		cumemcap_group_force(dev, bytes - old);
 	else if (atomic_load(&count_footprint) && bytes < old)
 		cumemcap_group_give(dev, old - bytes);
-	raise_to(&d->peak_footprint, atomic_load(&d->reserved) + atomic_load(&d->overhead));
+	raise_to(&FIG(d, peak_footprint),
+		 atomic_load(&FIG(d, reserved)) + atomic_load(&FIG(d, overhead)));
 }
 
 enum cumemcap_overhead_source cumemcap_ledger_source(int dev)
@@ -92,20 +101,22 @@ const char *cumemcap_overhead_source_name(enum cumemcap_overhead_source source)
 
 uint64_t cumemcap_ledger_limit(int dev)
 {
-	return cumemcap_ledger_valid(dev) ? atomic_load(&cumemcap_ledger[dev].limit) : CUMEMCAP_NO_LIMIT;
+	return cumemcap_ledger_valid(dev) ? atomic_load(&FIG(&cumemcap_ledger[dev], limit))
+					  : CUMEMCAP_NO_LIMIT;
 }
 
 void cumemcap_ledger_note_request(int dev, uint64_t bytes)
 {
 	if (cumemcap_ledger_valid(dev))
-		raise_to(&cumemcap_ledger[dev].largest_request, bytes);
+		raise_to(&FIG(&cumemcap_ledger[dev], largest_request), bytes);
 }
 
 /* `reserved` of d rose to `now`: its peak and the footprint's follow. */
 static inline __attribute__((always_inline)) void raise_peak(struct cumemcap_ledger_device *d, uint64_t now)
 {
-	raise_to(&d->peak_reserved, now);
-	raise_to(&d->peak_footprint, now + atomic_load_explicit(&d->overhead, memory_order_relaxed));
+	raise_to(&FIG(d, peak_reserved), now);
+	raise_to(&FIG(d, peak_footprint),
+		 now + atomic_load_explicit(&FIG(d, overhead), memory_order_relaxed));
 }
 
 void cumemcap_ledger_live_add(int dev, uint64_t bytes)
@@ -113,55 +124,44 @@ void cumemcap_ledger_live_add(int dev, uint64_t bytes)
 	if (!cumemcap_ledger_valid(dev) || !bytes)
 		return;
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-	raise_to(&d->peak_live, atomic_fetch_add_explicit(&d->live, bytes, memory_order_relaxed) + bytes);
+	raise_to(&FIG(d, peak_live),
+		 atomic_fetch_add_explicit(&FIG(d, live), bytes, memory_order_relaxed) + bytes);
 }
 
 void cumemcap_ledger_live_sub(int dev, uint64_t bytes)
 {
 	if (cumemcap_ledger_valid(dev) && bytes)
-		atomic_fetch_sub_explicit(&cumemcap_ledger[dev].live, bytes, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&FIG(&cumemcap_ledger[dev], live), bytes,
+					  memory_order_relaxed);
 }
 
-/* The reservation against the process's cap alone. */
-static inline __attribute__((always_inline)) bool reserve_local(int dev, enum cumemcap_kind kind, uint64_t bytes)
-{
-	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-	uint64_t cap = atomic_load_explicit(&d->cap, memory_order_relaxed);
-	uint64_t cur = atomic_load_explicit(&d->reserved, memory_order_relaxed);
-	for (;;) {
-		if (bytes > cap || cur > cap - bytes)
-			return false;
-		if (atomic_compare_exchange_weak_explicit(&d->reserved, &cur, cur + bytes, memory_order_acq_rel,
-							  memory_order_relaxed))
-			break;
-	}
-	atomic_fetch_add_explicit(&d->kind[kind], bytes, memory_order_relaxed);
-	raise_peak(d, cur + bytes);
-	return true;
-}
-
-/* In a group: the group's budget first, then the process's cap (the
- * group's share goes back when the cap says no). Out of line, so that a
- * process in no group pays one load for it. */
-__attribute__((noinline)) static bool reserve_in_group(int dev, enum cumemcap_kind kind, uint64_t bytes)
-{
-	/* Pool growth left unread from before the group was joined counts first. */
-	cumemcap_ledger_read_growth(dev);
-	if (!cumemcap_group_take_member(dev, bytes))
-		return false;
-	if (reserve_local(dev, kind, bytes))
-		return true;
-	cumemcap_group_give_member(dev, bytes);
-	return false;
-}
-
+/* In a group, the group's budget first, then the process's cap (the
+ * group's share goes back when the cap says no). */
 bool cumemcap_ledger_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes)
 {
 	if (!cumemcap_ledger_valid(dev))
 		return true;
-	if (__builtin_expect(atomic_load_explicit(&cumemcap_group_hot, memory_order_relaxed) & 1, 0))
-		return reserve_in_group(dev, kind, bytes);
-	return reserve_local(dev, kind, bytes);
+	bool in_group = atomic_load_explicit(&cumemcap_group_hot, memory_order_relaxed) & 1;
+	if (in_group) {
+		/* Pool growth left unread from before the group was joined counts first. */
+		cumemcap_ledger_read_growth(dev);
+		if (!cumemcap_group_take_member(dev, bytes))
+			return false;
+	}
+	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
+	uint64_t cap = atomic_load_explicit(&d->cap, memory_order_relaxed);
+	uint64_t cur = atomic_load_explicit(&FIG(d, reserved), memory_order_relaxed);
+	do {
+		if (bytes > cap || cur > cap - bytes) {
+			if (in_group)
+				cumemcap_group_give_member(dev, bytes);
+			return false;
+		}
+	} while (!atomic_compare_exchange_weak_explicit(&FIG(d, reserved), &cur, cur + bytes,
+							memory_order_acq_rel, memory_order_relaxed));
+	atomic_fetch_add_explicit(&d->v[kind], bytes, memory_order_relaxed);
+	raise_peak(d, cur + bytes);
+	return true;
 }
 
 void cumemcap_ledger_add(int dev, enum cumemcap_kind kind, uint64_t bytes)
@@ -169,8 +169,9 @@ void cumemcap_ledger_add(int dev, enum cumemcap_kind kind, uint64_t bytes)
 	if (!cumemcap_ledger_valid(dev) || bytes == 0)
 		return;
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-	atomic_fetch_add_explicit(&d->kind[kind], bytes, memory_order_relaxed);
-	uint64_t now = atomic_fetch_add_explicit(&d->reserved, bytes, memory_order_acq_rel) + bytes;
+	atomic_fetch_add_explicit(&d->v[kind], bytes, memory_order_relaxed);
+	uint64_t now =
+	    atomic_fetch_add_explicit(&FIG(d, reserved), bytes, memory_order_acq_rel) + bytes;
 	cumemcap_group_force(dev, bytes);
 	raise_peak(d, now);
 }
@@ -180,8 +181,8 @@ void cumemcap_ledger_sub(int dev, enum cumemcap_kind kind, uint64_t bytes)
 	if (!cumemcap_ledger_valid(dev) || bytes == 0)
 		return;
 	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-	atomic_fetch_sub_explicit(&d->reserved, bytes, memory_order_acq_rel);
-	atomic_fetch_sub_explicit(&d->kind[kind], bytes, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&FIG(d, reserved), bytes, memory_order_acq_rel);
+	atomic_fetch_sub_explicit(&d->v[kind], bytes, memory_order_relaxed);
 	cumemcap_group_give(dev, bytes);
 }
 
@@ -192,7 +193,7 @@ uint64_t cumemcap_ledger_headroom(int dev)
 	uint64_t cap = atomic_load(&cumemcap_ledger[dev].cap);
 	if (cap == CUMEMCAP_NO_LIMIT)
 		return UINT64_MAX;
-	uint64_t cur = atomic_load(&cumemcap_ledger[dev].reserved);
+	uint64_t cur = atomic_load(&FIG(&cumemcap_ledger[dev], reserved));
 	return cur >= cap ? 0 : cap - cur;
 }
 
@@ -202,9 +203,8 @@ static _Atomic int arenas_used; /* records ever opened: 0 .. arenas_used-1 */
 
 void cumemcap_ledger_arena_open(struct cumemcap_ledger_arena *r, int dev)
 {
-#define X(name, src, ...) CUMEMCAP_FIG_IF(CUMEMCAP_IN_ARENA_##src)(atomic_store(&r->name, 0);)
-	CUMEMCAP_FIGURES(X)
-#undef X
+	for (int i = 0; i < CUMEMCAP_FIG_COUNT; i++)
+		atomic_store(&r->v[i], 0);
 	atomic_store(&r->dev, cumemcap_ledger_valid(dev) ? dev : -1);
 	int idx = (int)(r - cumemcap_ledger_arenas), used = atomic_load(&arenas_used);
 	while (idx + 1 > used && !atomic_compare_exchange_weak(&arenas_used, &used, idx + 1))
@@ -218,21 +218,19 @@ void cumemcap_ledger_arena_close(struct cumemcap_ledger_arena *r)
 	int dev = atomic_exchange(&r->dev, -1);
 	if (!cumemcap_ledger_valid(dev))
 		return;
-	struct cumemcap_ledger_device *d = &cumemcap_ledger[dev];
-#define X(name, src, ...) \
-	CUMEMCAP_FIG_IF(CUMEMCAP_IN_ARENA_##src)(atomic_fetch_add(&d->name, atomic_exchange(&r->name, 0));)
-	CUMEMCAP_FIGURES(X)
-#undef X
+	for (int i = 0; i < CUMEMCAP_FIG_COUNT; i++)
+		if (src_of[i] == SRC_arenas)
+			atomic_fetch_add(&cumemcap_ledger[dev].v[i], atomic_exchange(&r->v[i], 0));
 }
 
-uint64_t cumemcap_ledger_arenas_sum(int dev, size_t off, size_t arena_off)
+uint64_t cumemcap_ledger_arenas_sum(int dev, enum cumemcap_figure fig)
 {
-	uint64_t n = atomic_load((_Atomic uint64_t *)((char *)&cumemcap_ledger[dev] + off));
+	uint64_t n = atomic_load(&cumemcap_ledger[dev].v[fig]);
 	int used = atomic_load_explicit(&arenas_used, memory_order_acquire);
 	for (int i = 0; i < used; i++) {
 		const struct cumemcap_ledger_arena *r = &cumemcap_ledger_arenas[i];
 		if (atomic_load_explicit(&r->dev, memory_order_relaxed) == dev)
-			n += atomic_load_explicit((_Atomic uint64_t *)((char *)r + arena_off), memory_order_relaxed);
+			n += atomic_load_explicit(&r->v[fig], memory_order_relaxed);
 	}
 	return n;
 }
@@ -244,8 +242,9 @@ void cumemcap_ledger_reset(void)
 	/* The limit stays; no context survives a fork: nothing is learned,
 	 * the cap is the limit. The records stay open, emptied. */
 	for (int i = 0; i < CUMEMCAP_MAX_DEVICES; i++) {
-		uint64_t limit = atomic_load(&cumemcap_ledger[i].limit);
-		cumemcap_ledger[i] = (struct cumemcap_ledger_device){ .limit = limit, .cap = limit };
+		uint64_t limit = atomic_load(&FIG(&cumemcap_ledger[i], limit));
+		cumemcap_ledger[i] =
+		    (struct cumemcap_ledger_device){ .v[CUMEMCAP_FIG_limit] = limit, .cap = limit };
 	}
 	for (int i = 0; i < CUMEMCAP_LEDGER_ARENAS; i++) {
 		int dev = atomic_load(&cumemcap_ledger_arenas[i].dev);
@@ -253,10 +252,35 @@ void cumemcap_ledger_reset(void)
 	}
 }
 
-struct cumemcap_ledger_device cumemcap_ledger_nowhere = { .limit = CUMEMCAP_NO_LIMIT, .cap = CUMEMCAP_NO_LIMIT };
-
 _Atomic bool cumemcap_ledger_growth_unread[CUMEMCAP_MAX_DEVICES];
 void (*_Atomic cumemcap_ledger_growth_reader)(int dev);
+
+uint64_t cumemcap_ledger_get(int dev, enum cumemcap_figure fig)
+{
+	/* A device out of range: nothing held, no limit. */
+	static const struct cumemcap_ledger_device nowhere = {
+		.v[CUMEMCAP_FIG_limit] = CUMEMCAP_NO_LIMIT,
+	};
+	const struct cumemcap_ledger_device *d =
+	    cumemcap_ledger_valid(dev) ? &cumemcap_ledger[dev] : &nowhere;
+	if (src_of[fig] == SRC_arenas && d != &nowhere)
+		return cumemcap_ledger_arenas_sum(dev, fig);
+	if (src_of[fig] != SRC_other)
+		return atomic_load(&d->v[fig]);
+	switch (fig) {
+	case CUMEMCAP_FIG_footprint:
+		return atomic_load(&FIG(d, reserved)) +
+		       atomic_load_explicit(&FIG(d, overhead), memory_order_relaxed);
+	case CUMEMCAP_FIG_group_limit:
+		return cumemcap_group_limit(dev);
+	case CUMEMCAP_FIG_group_used:
+		return cumemcap_group_used(dev);
+	case CUMEMCAP_FIG_group_held:
+		return cumemcap_group_held(dev);
+	default:
+		return CUMEMCAP_FIGURE_NONE;
+	}
+}
 
 void cumemcap_ledger_read(int dev, struct cumemcap_figures *out)
 {

@@ -1,13 +1,10 @@
 /* ledger: per-device counters and the limit check.
  *
- * Owns, for each GPU ordinal, the bytes this process holds from the driver
- * (in total and per memory kind), their peaks, the limit, and event counts,
- * as figures.h declares them. Everything a limit check reads (`reserved`,
- * the kinds' bytes, the limit, the overhead) is an atomic of the device.
- * The figures the arenas move at every pooled block (`live`, `pooled`,
- * allocs, frees, avoided, the peaks of live and pooled) are also kept in a
- * record per arena, written under the arena's own lock; a read adds the
- * device's atomic and the open records of the device.
+ * Owns, for each GPU ordinal, the figures of figures.h: the bytes this
+ * process holds from the driver (in total and per memory kind), their
+ * peaks, the limit and event counts. Each is an atomic of the device; the
+ * figures the arenas move at every pooled block (src `arenas`) also have a
+ * part in each arena's record, written under the arena's own lock.
  *
  * The limit check is one compare-and-swap loop on `reserved`, so concurrent
  * reservations can never overshoot the limit together. A reservation is
@@ -26,48 +23,23 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
-#include <stddef.h>
 #include <stdint.h>
 
 #include "platform/cuda-api.h"
 #include "state/figures.h"
-#include "group/group.h" /* the `group` figures: the group's books of a GPU */
 
 #define CUMEMCAP_NO_LIMIT UINT64_MAX
 
-/* Memory kinds, each reserved from the driver on a device. */
-#define CUMEMCAP_KINDS(X) \
-	X(linear)   /* cuMemAlloc, cuMemAllocPitch */ \
-	X(managed)  /* cuMemAllocManaged */ \
-	X(pool)     /* stream-ordered pools: their RESERVED_MEM_CURRENT */ \
-	X(vmm)      /* cuMemCreate physical handles */ \
-	X(array)    /* cuArray*Create, cuMipmappedArrayCreate (estimated) */ \
-	X(graph)    /* graph memory pools: their RESERVED_MEM_CURRENT (graph.h) */
-
+/* Memory kinds, each reserved from the driver on a device: each is the
+ * figure of its bytes (an array's are estimated). */
 enum cumemcap_kind {
-#define X(name) CUMEMCAP_KIND_##name,
-	CUMEMCAP_KINDS(X)
-#undef X
-	CUMEMCAP_KIND_COUNT
+	CUMEMCAP_KIND_linear = CUMEMCAP_FIG_linear,   /* cuMemAlloc, cuMemAllocPitch */
+	CUMEMCAP_KIND_managed = CUMEMCAP_FIG_managed, /* cuMemAllocManaged */
+	CUMEMCAP_KIND_pool = CUMEMCAP_FIG_pool,       /* stream-ordered pools (RESERVED_MEM_CURRENT) */
+	CUMEMCAP_KIND_vmm = CUMEMCAP_FIG_vmm,         /* cuMemCreate physical handles */
+	CUMEMCAP_KIND_array = CUMEMCAP_FIG_array,     /* cuArray*Create, cuMipmappedArrayCreate */
+	CUMEMCAP_KIND_graph = CUMEMCAP_FIG_graph,     /* graph memory pools (RESERVED_MEM_CURRENT) */
 };
-
-/* Where the ledger stores a figure, by its `src` in figures.h (1: there):
- * an atomic in the device for `atomic` and `arenas`, and a count in each
- * arena's record for `arenas`. The `kind` figures are the device's kind[]. */
-#define CUMEMCAP_IN_DEVICE_atomic 1
-#define CUMEMCAP_IN_DEVICE_arenas 1
-#define CUMEMCAP_IN_DEVICE_kind 0
-#define CUMEMCAP_IN_DEVICE_sum 0
-#define CUMEMCAP_IN_DEVICE_group 0
-#define CUMEMCAP_IN_DEVICE_device 0
-#define CUMEMCAP_IN_DEVICE_log 0
-#define CUMEMCAP_IN_ARENA_atomic 0
-#define CUMEMCAP_IN_ARENA_arenas 1
-#define CUMEMCAP_IN_ARENA_kind 0
-#define CUMEMCAP_IN_ARENA_sum 0
-#define CUMEMCAP_IN_ARENA_group 0
-#define CUMEMCAP_IN_ARENA_device 0
-#define CUMEMCAP_IN_ARENA_log 0
 
 /* Where a device's overhead (driver-side memory outside the counted
  * calls) was learned, best first (see account/footprint.h). */
@@ -84,11 +56,9 @@ enum cumemcap_overhead_source {
 #undef X
 };
 
+/* The device's figures, indexed by CUMEMCAP_FIG_* (src `other` unused). */
 struct cumemcap_ledger_device {
-#define X(name, src, ...) CUMEMCAP_FIG_IF(CUMEMCAP_IN_DEVICE_##src)(_Atomic uint64_t name;)
-	CUMEMCAP_FIGURES(X)
-#undef X
-	_Atomic uint64_t kind[CUMEMCAP_KIND_COUNT];
+	_Atomic uint64_t v[CUMEMCAP_FIG_COUNT];
 	/* What a reservation may bring `reserved` up to: the limit, less the
 	 * overhead when the footprint is counted (never below 0), so that the
 	 * check is one load. */
@@ -122,9 +92,8 @@ static inline enum cumemcap_overhead_source cumemcap_overhead_expected(bool nvml
 	return !nvml_loads ? CUMEMCAP_OVERHEAD_estimate : host_pids ? CUMEMCAP_OVERHEAD_nvml : CUMEMCAP_OVERHEAD_delta;
 }
 
-/* Reserve `bytes` of `kind` on `dev` if `reserved` stays within the cap
- * (the limit, less the overhead when the footprint is counted). False
- * (and nothing changed) when it would not; the caller that gives up
+/* Reserve `bytes` of `kind` on `dev` if `reserved` stays within the cap.
+ * False (and nothing changed) when it would not; the caller that gives up
  * counts the refusal. */
 bool cumemcap_ledger_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes);
 
@@ -140,8 +109,7 @@ void cumemcap_ledger_sub(int dev, enum cumemcap_kind kind, uint64_t bytes);
 
 /* The program's live bytes outside the arenas (their peak follows):
  * stream-ordered allocations by their requested size, everything else by
- * the bytes charged. The arenas' live and pooled bytes are in their
- * records (below). */
+ * the bytes charged. */
 void cumemcap_ledger_live_add(int dev, uint64_t bytes);
 void cumemcap_ledger_live_sub(int dev, uint64_t bytes);
 
@@ -151,43 +119,59 @@ static inline bool cumemcap_ledger_valid(int dev)
 	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
 }
 
+/* Whether `dev` (in range) has bytes of `kind` charged: one relaxed load,
+ * for a hot path that skips work when there are none. */
+static inline bool cumemcap_ledger_holds(int dev, enum cumemcap_kind kind)
+{
+	return atomic_load_explicit(&cumemcap_ledger[dev].v[kind], memory_order_relaxed) != 0;
+}
+
+/* Count an event of figure `name` (src `atomic`) on dev (in range); drop:
+ * the other way, for a gauge counted up and down (`waiting`). */
+#define cumemcap_ledger_bump(dev, name)                                                            \
+	atomic_fetch_add_explicit(&cumemcap_ledger[(dev)].v[CUMEMCAP_FIG_##name], 1,               \
+				  memory_order_relaxed)
+#define cumemcap_ledger_drop(dev, name)                                                            \
+	atomic_fetch_sub_explicit(&cumemcap_ledger[(dev)].v[CUMEMCAP_FIG_##name], 1,               \
+				  memory_order_relaxed)
+
 /* ---- each arena's record ---------------------------------------------------
  *
  * An arena's part of the `arenas` figures, written under the arena's lock
  * with plain stores, so that a pooled pair writes no line another arena
- * writes: `live` (the bytes it handed out, by their 512-byte-rounded size),
- * `pooled` (its segment bytes not handed out: free, or freed and waiting
- * until the streams are past them), their peaks, and its allocs, frees and
- * avoided driver calls. Opened when its arena is set up, closed when the
- * arena is emptied: its counts and peaks then go to the device's atomics. */
+ * writes: `live` (the bytes it handed out, rounded to 512), `pooled` (its
+ * segment bytes not handed out), their peaks, its allocs, frees and avoided
+ * driver calls. Opened when its arena is set up, closed (its counts and
+ * peaks added to the device's) when the arena is emptied. */
 #define CUMEMCAP_LEDGER_ARENAS 64
 struct cumemcap_ledger_arena {
 	_Alignas(64) _Atomic int dev; /* -1: closed */
-#define X(name, src, ...) CUMEMCAP_FIG_IF(CUMEMCAP_IN_ARENA_##src)(_Atomic uint64_t name;)
-	CUMEMCAP_FIGURES(X)
-#undef X
+	_Atomic uint64_t v[CUMEMCAP_FIG_COUNT]; /* src `arenas` only */
 };
 extern struct cumemcap_ledger_arena cumemcap_ledger_arenas[CUMEMCAP_LEDGER_ARENAS];
 
 void cumemcap_ledger_arena_open(struct cumemcap_ledger_arena *r, int dev);
 void cumemcap_ledger_arena_close(struct cumemcap_ledger_arena *r);
 
-/* A field of a record grows by n (its writer holds the arena's lock). */
-#define cumemcap_ledger_arena_add(r, field, n)                                             \
-	atomic_store_explicit(&(r)->field, atomic_load_explicit(&(r)->field, memory_order_relaxed) + (n), \
-			      memory_order_relaxed)
-#define cumemcap_ledger_arena_bump(r, field) cumemcap_ledger_arena_add(r, field, 1)
+/* Figure `name` of a record grows by n (its writer holds the arena's lock). */
+#define cumemcap_ledger_arena_add(r, name, n)                                                      \
+	atomic_store_explicit(                                                                     \
+	    &(r)->v[CUMEMCAP_FIG_##name],                                                          \
+	    atomic_load_explicit(&(r)->v[CUMEMCAP_FIG_##name], memory_order_relaxed) + (n),        \
+	    memory_order_relaxed)
+#define cumemcap_ledger_arena_bump(r, name) cumemcap_ledger_arena_add(r, name, 1)
 
 /* The arena's live and pooled bytes are now `live` and `pooled`; their
  * peaks follow. */
 static inline void cumemcap_ledger_arena_bytes(struct cumemcap_ledger_arena *r, uint64_t live, uint64_t pooled)
 {
-	atomic_store_explicit(&r->live, live, memory_order_relaxed);
-	atomic_store_explicit(&r->pooled, pooled, memory_order_relaxed);
-	if (live > atomic_load_explicit(&r->peak_live, memory_order_relaxed))
-		atomic_store_explicit(&r->peak_live, live, memory_order_relaxed);
-	if (pooled > atomic_load_explicit(&r->peak_pooled, memory_order_relaxed))
-		atomic_store_explicit(&r->peak_pooled, pooled, memory_order_relaxed);
+	_Atomic uint64_t *v = r->v;
+	atomic_store_explicit(&v[CUMEMCAP_FIG_live], live, memory_order_relaxed);
+	atomic_store_explicit(&v[CUMEMCAP_FIG_pooled], pooled, memory_order_relaxed);
+	if (live > atomic_load_explicit(&v[CUMEMCAP_FIG_peak_live], memory_order_relaxed))
+		atomic_store_explicit(&v[CUMEMCAP_FIG_peak_live], live, memory_order_relaxed);
+	if (pooled > atomic_load_explicit(&v[CUMEMCAP_FIG_peak_pooled], memory_order_relaxed))
+		atomic_store_explicit(&v[CUMEMCAP_FIG_peak_pooled], pooled, memory_order_relaxed);
 }
 
 /* ---- reading ---------------------------------------------------------------- */
@@ -196,24 +180,28 @@ static inline void cumemcap_ledger_arena_bytes(struct cumemcap_ledger_arena *r, 
  * a limit): the cap less what is reserved. */
 uint64_t cumemcap_ledger_headroom(int dev);
 
-/* Every figure of `dev` now: the records' parts added, the figures the
- * ledger does not own (src `device`, `log`) CUMEMCAP_FIGURE_NONE for
- * their owners to fill; a dev out of range holds nothing, has no limit. Each
- * figure is read atomically (the set is not one instant). Lock-free and
- * async-signal-safe: the exit record is made from it in a signal handler. */
+/* An `arenas` figure of dev (in range): the device's atomic plus every open
+ * record of dev. */
+uint64_t cumemcap_ledger_arenas_sum(int dev, enum cumemcap_figure fig);
+
+/* One figure of `dev` now, as figures.h's `src` says; a dev out of range
+ * holds nothing and has no limit. */
+uint64_t cumemcap_ledger_get(int dev, enum cumemcap_figure fig);
+
+/* Every figure of `dev` now, each read atomically (the set is not one
+ * instant). Lock-free and async-signal-safe: the exit record is made from
+ * it in a signal handler. */
 void cumemcap_ledger_read(int dev, struct cumemcap_figures *out);
 
 /* ---- figures read late ----------------------------------------------------
  *
- * The account layer's stream-ordered pools on a GPU without a limit leave
- * their growth unread until the figures are read (account.h): it sets
- * growth_unread[dev] (sticky), and entry/setup.c registers the reader that
- * reads it back from the driver. A reader that may take locks and call the
- * driver calls cumemcap_ledger_read_growth first: the stats, the log's
- * records and metrics but those a fatal signal writes, the footprint, and
- * a check against a group's budget (a group joined after the growth was
- * left unread). cuMemGetInfo does not: nothing is left unread under a
- * limit, and without one its answer does not depend on the pools. */
+ * Stream-ordered pools on a GPU without a limit leave their growth unread
+ * (account.h sets growth_unread[dev], sticky; entry/setup.c registers the
+ * reader that reads it from the driver). A reader that may take locks and
+ * call the driver calls cumemcap_ledger_read_growth first: the stats, the
+ * log but what a fatal signal writes, the footprint, a group's budget
+ * check. cuMemGetInfo does not: nothing is left unread under a limit, and
+ * without one its answer does not depend on the pools. */
 extern _Atomic bool cumemcap_ledger_growth_unread[CUMEMCAP_MAX_DEVICES];
 extern void (*_Atomic cumemcap_ledger_growth_reader)(int dev);
 static inline void cumemcap_ledger_read_growth(int dev)
@@ -226,80 +214,20 @@ static inline void cumemcap_ledger_read_growth(int dev)
 	}
 }
 
-/* Whether `dev` (in range) has bytes of `kind` charged: one relaxed load,
- * for a hot path that skips work when there are none. */
-static inline bool cumemcap_ledger_holds(int dev, enum cumemcap_kind kind)
-{
-	return atomic_load_explicit(&cumemcap_ledger[dev].kind[kind], memory_order_relaxed) != 0;
-}
-
-/* Count an event of `field` (an atomic of struct cumemcap_ledger_device)
- * on dev (in range); drop: the other way, for a gauge counted up and down
- * (`waiting`). */
-#define cumemcap_ledger_bump(dev, field) \
-	atomic_fetch_add_explicit(&cumemcap_ledger[(dev)].field, 1, memory_order_relaxed)
-#define cumemcap_ledger_drop(dev, field) \
-	atomic_fetch_sub_explicit(&cumemcap_ledger[(dev)].field, 1, memory_order_relaxed)
-
-/* An `arenas` figure of dev (in range): the device's atomic (at `off` in
- * struct cumemcap_ledger_device) plus the field at `arena_off` of every
- * open record of dev. */
-uint64_t cumemcap_ledger_arenas_sum(int dev, size_t off, size_t arena_off);
-#define CUMEMCAP_LEDGER_ARENAS_SUM(dev, name)                                              \
-	cumemcap_ledger_arenas_sum(dev, offsetof(struct cumemcap_ledger_device, name), \
-				   offsetof(struct cumemcap_ledger_arena, name))
-
-/* What a device out of range reads as: nothing held, no limit. */
-extern struct cumemcap_ledger_device cumemcap_ledger_nowhere;
-
-#define CUMEMCAP_LEDGER_GET_atomic(dev, d, name) atomic_load(&(d)->name)
-#define CUMEMCAP_LEDGER_GET_arenas(dev, d, name) \
-	(cumemcap_ledger_valid(dev) ? CUMEMCAP_LEDGER_ARENAS_SUM(dev, name) : atomic_load(&(d)->name))
-#define CUMEMCAP_LEDGER_GET_kind(dev, d, name) atomic_load(&(d)->kind[CUMEMCAP_KIND_##name])
-#define CUMEMCAP_LEDGER_GET_sum(dev, d, name) \
-	(atomic_load(&(d)->reserved) + atomic_load_explicit(&(d)->overhead, memory_order_relaxed))
-#define CUMEMCAP_LEDGER_GET_group(dev, d, name) cumemcap_##name(dev)
-#define CUMEMCAP_LEDGER_GET_device(dev, d, name) CUMEMCAP_FIGURE_NONE
-#define CUMEMCAP_LEDGER_GET_log(dev, d, name) CUMEMCAP_FIGURE_NONE
-
-/* One figure of `dev` (as cumemcap_ledger_read has it). Inline, so that a
- * call with a constant figure is the figure's own load, not a switch. */
-static inline uint64_t cumemcap_ledger_get(int dev, enum cumemcap_figure fig)
-{
-	struct cumemcap_ledger_device *d = cumemcap_ledger_valid(dev) ? &cumemcap_ledger[dev] : &cumemcap_ledger_nowhere;
-	switch (fig) {
-#define X(name, src, ...)         \
-	case CUMEMCAP_FIG_##name: \
-		return CUMEMCAP_LEDGER_GET_##src(dev, d, name);
-		CUMEMCAP_FIGURES(X)
-#undef X
-	case CUMEMCAP_FIG_COUNT:
-		break;
-	}
-	return CUMEMCAP_FIGURE_NONE;
-}
-
-/* The footprint of `dev` now (reserved + overhead). */
-static inline uint64_t cumemcap_ledger_footprint(int dev)
-{
-	return cumemcap_ledger_get(dev, CUMEMCAP_FIG_footprint);
-}
-
-/* Zero everything but the limits (a forked child holds none of its
- * parent's memory). */
+/* Fork child: zero everything but the limits. */
 void cumemcap_ledger_reset(void);
 
 /* What a capacity answer (cuMemGetInfo) needs of `dev` (in range): the
- * limit (CUMEMCAP_NO_LIMIT: none), the headroom under it
- * (cumemcap_ledger_headroom; UINT64_MAX without a limit) and `pooled`, the
- * arenas' cached bytes. Each is read atomically; the set is not one
- * instant. */
+ * limit (CUMEMCAP_NO_LIMIT: none), the headroom under it and `pooled`, the
+ * arenas' cached bytes. The set is not one instant. */
 struct cumemcap_ledger_capacity {
 	uint64_t limit, headroom, pooled;
 };
-static inline __attribute__((always_inline)) void cumemcap_ledger_capacity(int dev, struct cumemcap_ledger_capacity *out)
+static inline __attribute__((always_inline)) void
+cumemcap_ledger_capacity(int dev, struct cumemcap_ledger_capacity *out)
 {
-	out->limit = atomic_load(&cumemcap_ledger[dev].limit);
-	out->headroom = out->limit == CUMEMCAP_NO_LIMIT ? UINT64_MAX : cumemcap_ledger_headroom(dev);
-	out->pooled = CUMEMCAP_LEDGER_ARENAS_SUM(dev, pooled);
+	out->limit = atomic_load(&cumemcap_ledger[dev].v[CUMEMCAP_FIG_limit]);
+	out->headroom =
+	    out->limit == CUMEMCAP_NO_LIMIT ? UINT64_MAX : cumemcap_ledger_headroom(dev);
+	out->pooled = cumemcap_ledger_arenas_sum(dev, CUMEMCAP_FIG_pooled);
 }

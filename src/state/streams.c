@@ -1,6 +1,5 @@
-/* streams: see streams.h. A fixed array (programs make few streams that do
- * not wait for the legacy stream: a dozen for PyTorch's pools), with a
- * count of those past its end, which make every fence fall back. */
+/* streams: see streams.h. A fixed array: programs make few streams that do
+ * not wait for the legacy stream (a dozen for PyTorch's pools). */
 #include "state/streams.h"
 
 #include <stdatomic.h>

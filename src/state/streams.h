@@ -1,24 +1,18 @@
 /* streams: the streams of the process that do not wait for the legacy
  * default stream, by context.
  *
- * cuMemFree synchronizes, so a program may free a block that work on any
- * stream of its context still uses. The arenas prove a freed block idle
- * with a fence (arena/fence.h): an event on the legacy stream, which first
- * waits for every blocking stream of its context, and one on each
- * CU_STREAM_NON_BLOCKING stream this list keeps (hooks-stream.c notes
- * every creation and destruction). A stream it cannot place (its context
- * unknown, a green context's stream) makes every fence fall back to a
- * context synchronization while it lives; so do more than 256 such streams
- * at once (from then on) and more than CUMEMCAP_STREAMS_MAX in one context.
- *
- * A stream destroyed with work still queued finishes that work later, out
- * of any list: every destruction bumps a generation, and a fence counts
- * only when no destruction happened since the arena's last context
- * synchronization began, nor while the fence was recorded.
+ * The arenas prove a freed block idle with a fence (arena/fence.h): an
+ * event on the legacy stream, which waits for every blocking stream of its
+ * context, and one on each CU_STREAM_NON_BLOCKING stream this list keeps.
+ * A stream it cannot place (its context unknown, a green context's stream)
+ * makes every fence fall back to a context synchronization while it lives;
+ * so do more than 256 such streams at once (from then on) and more than
+ * CUMEMCAP_STREAMS_MAX in one context. A stream destroyed with work still
+ * queued finishes that work out of any list: every destruction bumps a
+ * generation, which the fences compare.
  *
  * Thread safety: a spinlock around the list (never held across a driver
- * call), the generation atomic. A fork child forgets everything (its
- * contexts are not the parent's). */
+ * call), the generation atomic. */
 #pragma once
 
 #include <stdbool.h>
@@ -48,5 +42,5 @@ int cumemcap_streams_of(CUcontext ctx, CUstream out[CUMEMCAP_STREAMS_MAX]);
 /* The context died: its streams went with it. */
 void cumemcap_streams_forget_ctx(CUcontext ctx);
 
-/* Fork child: forget the parent's streams. */
+/* Fork child: forget the parent's streams (its contexts are not ours). */
 void cumemcap_streams_fork_child(void);

@@ -1,11 +1,8 @@
 /* track: see track.h.
  *
- * Each stripe is a linear-probing table (power-of-two capacity, at most
- * half full) with backward-shift deletion, so there are no tombstones and
- * a lookup never scans more than a cluster. Key 0 marks an empty slot:
- * the driver never returns 0 as a pointer or handle. The stored key mixes
- * in the handle kind's namespace so a CUarray and a device pointer with
- * equal bits do not collide. The stripe locks are platform/spin.h's. */
+ * The table is linear-probing (power-of-two capacity, at most half full)
+ * with backward-shift deletion, so there are no tombstones. Key 0 marks an
+ * empty slot: the driver never returns 0 as a pointer or handle. */
 #include "state/track.h"
 #include "platform/spin.h"
 
@@ -13,40 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define STRIPES 64
-
-struct stripe {
-	_Alignas(64) atomic_flag lock;
-	struct cumemcap_block *slot;
-	uint32_t mask; /* capacity - 1, or 0 when unallocated */
-	uint32_t used;
-};
-
-static struct stripe stripes[STRIPES] = {
-#define S { .lock = ATOMIC_FLAG_INIT }
-#define S8 S, S, S, S, S, S, S, S
-	S8, S8, S8, S8, S8, S8, S8, S8
-#undef S8
-#undef S
-};
-
-/* Contended: spin (and yield) out of line, so that the uncontended
- * insert and remove stay small. */
-__attribute__((noinline, cold)) static void stripe_lock_contended(struct stripe *s)
-{
-	cumemcap_spin_lock(&s->lock);
-}
-
-static inline __attribute__((always_inline)) void stripe_lock(struct stripe *s)
-{
-	if (__builtin_expect(atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire), 0))
-		stripe_lock_contended(s);
-}
-
-static void stripe_unlock(struct stripe *s)
-{
-	cumemcap_spin_unlock(&s->lock);
-}
+static atomic_flag lock = ATOMIC_FLAG_INIT;
+static struct cumemcap_block *slot;
+static uint32_t mask; /* capacity - 1, or 0 when unallocated */
+static uint32_t used;
 
 /* The key with its handle kind's namespace in the top byte (device
  * addresses and handles fit in 56 bits on every platform CUDA supports),
@@ -59,61 +26,51 @@ static uint64_t stored_key(unsigned handle, uint64_t key)
 	       ((uint64_t)(handle == CUMEMCAP_HANDLE_ASYNC ? CUMEMCAP_HANDLE_PTR : handle) << 56);
 }
 
-/* A stored key's hash: its low bits pick the stripe, the next ones the
- * slot. A multiply between two xor-shifts (lighter than mix.h's) spreads
- * addresses that differ only in their middle bits over both. */
-static inline uint64_t hash_of(uint64_t skey)
+/* A stored key's first slot in a table of capacity m + 1: addresses that
+ * differ only in their middle bits spread over the low ones. */
+static uint32_t home(uint64_t skey, uint32_t m)
 {
 	uint64_t x = skey ^ (skey >> 31);
 	x *= 0xbf58476d1ce4e5b9ull;
-	return x ^ (x >> 29);
+	return (uint32_t)(x ^ (x >> 29)) & m;
 }
 
-static struct stripe *stripe_of(uint64_t skey, uint64_t *hash)
+static bool grow(void)
 {
-	*hash = hash_of(skey);
-	return &stripes[*hash % STRIPES];
-}
-
-__attribute__((noinline, cold)) static bool grow(struct stripe *s)
-{
-	uint32_t cap = s->mask ? (s->mask + 1) * 2 : 64;
-	struct cumemcap_block *slot = calloc(cap, sizeof(*slot));
-	if (!slot)
+	uint32_t cap = mask ? (mask + 1) * 2 : 64;
+	struct cumemcap_block *bigger = calloc(cap, sizeof(*bigger));
+	if (!bigger)
 		return false;
-	for (uint32_t i = 0; s->mask && i <= s->mask; i++) {
-		if (!s->slot[i].key)
+	for (uint32_t i = 0; mask && i <= mask; i++) {
+		if (!slot[i].key)
 			continue;
-		uint32_t j = (uint32_t)(hash_of(s->slot[i].key) / STRIPES) & (cap - 1);
-		while (slot[j].key)
+		uint32_t j = home(slot[i].key, cap - 1);
+		while (bigger[j].key)
 			j = (j + 1) & (cap - 1);
-		slot[j] = s->slot[i];
+		bigger[j] = slot[i];
 	}
-	free(s->slot);
-	s->slot = slot;
-	s->mask = cap - 1;
+	free(slot);
+	slot = bigger;
+	mask = cap - 1;
 	return true;
 }
 
 bool cumemcap_track_insert(const struct cumemcap_block *b, struct cumemcap_block *displaced)
 {
-	uint64_t hash, skey = stored_key(b->handle, b->key);
-	struct stripe *s = stripe_of(skey, &hash);
-	stripe_lock(s);
-	if (__builtin_expect((s->used + 1) * 2 > s->mask + 1, 0) && !grow(s)) {
+	uint64_t skey = stored_key(b->handle, b->key);
+	cumemcap_spin_lock(&lock);
+	if ((used + 1) * 2 > mask + 1 && !grow()) {
 		/* Out of host memory: the block stays untracked; its free
 		 * will pass through and its bytes stay charged (safe side). */
-		stripe_unlock(s);
+		cumemcap_spin_unlock(&lock);
 		return false;
 	}
 	bool found = false;
-	uint32_t mask = s->mask;
-	struct cumemcap_block *slot = s->slot;
-	uint32_t i = (uint32_t)(hash / STRIPES) & mask;
+	uint32_t i = home(skey, mask);
 	while (slot[i].key && slot[i].key != skey)
 		i = (i + 1) & mask;
 	if (!slot[i].key) {
-		s->used++;
+		used++;
 	} else {
 		*displaced = slot[i];
 		displaced->key = b->key;
@@ -121,102 +78,81 @@ bool cumemcap_track_insert(const struct cumemcap_block *b, struct cumemcap_block
 	}
 	slot[i] = *b;
 	slot[i].key = skey;
-	stripe_unlock(s);
+	cumemcap_spin_unlock(&lock);
 	return found;
 }
 
-/* Remove slot i from stripe s, shifting the cluster back. Lock held. */
-static inline __attribute__((always_inline)) void delete_at(struct stripe *s, uint32_t i)
+/* Remove slot i, shifting the cluster back. Lock held. */
+static void delete_at(uint32_t i)
 {
-	uint32_t j = i, mask = s->mask;
-	struct cumemcap_block *slot = s->slot;
-	for (;;) {
-		j = (j + 1) & mask;
-		if (!slot[j].key)
-			break;
-		uint32_t home = (uint32_t)(hash_of(slot[j].key) / STRIPES) & mask;
+	for (uint32_t j = (i + 1) & mask; slot[j].key; j = (j + 1) & mask) {
+		uint32_t h = home(slot[j].key, mask);
 		/* Move j into the hole at i if its home is not in (i, j]. */
-		if (((j - home) & mask) >= ((j - i) & mask)) {
+		if (((j - h) & mask) >= ((j - i) & mask)) {
 			slot[i] = slot[j];
 			i = j;
 		}
 	}
 	slot[i].key = 0; /* empty: nothing reads the rest of an empty slot */
-	s->used--;
+	used--;
 }
 
 bool cumemcap_track_remove(enum cumemcap_handle_kind handle, uint64_t key,
 			   struct cumemcap_block *out)
 {
-	uint64_t hash, skey = stored_key(handle, key);
-	struct stripe *s = stripe_of(skey, &hash);
+	uint64_t skey = stored_key(handle, key);
 	bool found = false;
-	stripe_lock(s);
-	if (s->mask) {
-		uint32_t i = (uint32_t)(hash / STRIPES) & s->mask;
-		while (s->slot[i].key) {
-			if (s->slot[i].key == skey) {
-				*out = s->slot[i];
-				out->key = key;
-				delete_at(s, i);
-				found = true;
-				break;
-			}
-			i = (i + 1) & s->mask;
+	cumemcap_spin_lock(&lock);
+	for (uint32_t i = home(skey, mask); mask && slot[i].key; i = (i + 1) & mask) {
+		if (slot[i].key == skey) {
+			*out = slot[i];
+			out->key = key;
+			delete_at(i);
+			found = true;
+			break;
 		}
 	}
-	stripe_unlock(s);
+	cumemcap_spin_unlock(&lock);
 	return found;
 }
 
 void cumemcap_track_purge_ctx(CUcontext ctx, void (*fn)(const struct cumemcap_block *b))
 {
-	for (int n = 0; n < STRIPES; n++) {
-		struct stripe *s = &stripes[n];
-		stripe_lock(s);
-		for (uint32_t i = 0; s->mask && i <= s->mask;) {
-			if (s->slot[i].key && s->slot[i].ctx == ctx) {
-				struct cumemcap_block b = s->slot[i];
-				b.key = stored_key(b.handle, b.key);
-				delete_at(s, i);
-				fn(&b);
-				continue; /* slot i now holds a shifted entry */
-			}
-			i++;
+	cumemcap_spin_lock(&lock);
+	for (uint32_t i = 0; mask && i <= mask;) {
+		if (slot[i].key && slot[i].ctx == ctx) {
+			struct cumemcap_block b = slot[i];
+			b.key = stored_key(b.handle, b.key);
+			delete_at(i);
+			fn(&b);
+			continue; /* slot i now holds a shifted entry */
 		}
-		stripe_unlock(s);
+		i++;
 	}
+	cumemcap_spin_unlock(&lock);
 }
 
 uint64_t cumemcap_track_count(void)
 {
-	uint64_t n = 0;
-	for (int i = 0; i < STRIPES; i++) {
-		stripe_lock(&stripes[i]);
-		n += stripes[i].used;
-		stripe_unlock(&stripes[i]);
-	}
+	cumemcap_spin_lock(&lock);
+	uint64_t n = used;
+	cumemcap_spin_unlock(&lock);
 	return n;
 }
 
-void cumemcap_track_lock_all(void)
+void cumemcap_track_lock(void)
 {
-	for (int i = 0; i < STRIPES; i++)
-		stripe_lock(&stripes[i]);
+	cumemcap_spin_lock(&lock);
 }
 
-void cumemcap_track_unlock_all(void)
+void cumemcap_track_unlock(void)
 {
-	for (int i = STRIPES - 1; i >= 0; i--)
-		stripe_unlock(&stripes[i]);
+	cumemcap_spin_unlock(&lock);
 }
 
 void cumemcap_track_reset_locked(void)
 {
-	for (int i = 0; i < STRIPES; i++) {
-		struct stripe *s = &stripes[i];
-		if (s->mask)
-			memset(s->slot, 0, (size_t)(s->mask + 1) * sizeof(*s->slot));
-		s->used = 0;
-	}
+	if (mask)
+		memset(slot, 0, (size_t)(mask + 1) * sizeof(*slot));
+	used = 0;
 }

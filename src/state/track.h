@@ -1,12 +1,10 @@
 /* track: what the shim handed out, by key.
  *
  * Owns the map from a device pointer / array / VMM handle to the block
- * record (device, bytes charged, kind, context), so a free knows what to
- * give back. 64 stripes, each an open-addressing table under its own
- * lock, so threads that allocate at once rarely meet. A record is removed
- * *before* the driver frees the memory (the driver may hand the same
- * address to another thread at once) and put back if the driver refuses
- * the free. */
+ * record, so a free knows what to give back: one hash table under one
+ * spinlock, never held across a driver call. A record is removed *before*
+ * the driver frees the memory (the driver may hand the same address to
+ * another thread at once) and put back if the driver refuses the free. */
 #pragma once
 
 #include <stdbool.h>
@@ -48,10 +46,10 @@ bool cumemcap_track_remove(enum cumemcap_handle_kind handle, uint64_t key,
 /* Remove every record of context `ctx`, calling fn for each. */
 void cumemcap_track_purge_ctx(CUcontext ctx, void (*fn)(const struct cumemcap_block *b));
 
-/* Number of records (all stripes). */
+/* Number of records. */
 uint64_t cumemcap_track_count(void);
 
-/* Fork: hold every stripe across fork(); the child empties the map. */
-void cumemcap_track_lock_all(void);
-void cumemcap_track_unlock_all(void);
+/* Fork: hold the map across fork(); the child empties it. */
+void cumemcap_track_lock(void);
+void cumemcap_track_unlock(void);
 void cumemcap_track_reset_locked(void);

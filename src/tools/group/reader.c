@@ -2,7 +2,7 @@
  * directory). Thread safety: single-threaded, as reader.h says. */
 #include "tools/group/reader.h"
 
-#include "platform/shared-file.h"
+#include "tools/shared-file.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -4,7 +4,7 @@
  * the rest of the report; no state of its own. */
 #include "logfile.h"
 
-#include "platform/shared-file.h"
+#include "tools/shared-file.h"
 
 #include <errno.h>
 #include <fcntl.h>

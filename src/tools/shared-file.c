@@ -1,5 +1,5 @@
 /* shared-file: see shared-file.h, which also says how it is thread-safe. */
-#include "platform/shared-file.h"
+#include "tools/shared-file.h"
 
 #include <errno.h>
 #include <fcntl.h>

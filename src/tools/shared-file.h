@@ -1,9 +1,10 @@
-/* shared-file: opening a file in a directory other users may write to
- * (a group's books, a log directory), where a FIFO could hang a reader and
- * a planted link could lead it anywhere: non-blocking, close-on-exec, a
- * final link followed only when asked, and kept only when fstat says it
- * is a regular file. What owner a file must have is the caller's check
- * (it differs by file). Thread safety: no state; errno is the thread's. */
+/* shared-file: how the tools open a file in a directory other users may
+ * write to (a group's books, a log directory), where a FIFO could hang a
+ * reader and a planted link could lead it anywhere: non-blocking,
+ * close-on-exec, a final link followed only when asked, and kept only when
+ * fstat says it is a regular file. What owner a file must have is the
+ * caller's check (it differs by file). Thread safety: no state; errno is
+ * the thread's. */
 #pragma once
 
 #include <stdbool.h>
