@@ -13,7 +13,7 @@
  * budget each allocation holds an estimate and reads the pool back; on
  * other GPUs the growth is read when the figures are (ledger.h).
  *
- * Thread safety: the ledger is atomic, the record map striped; the pool
+ * Thread safety: the ledger is atomic, the record map locked; the pool
  * table has a spinlock never held across a driver call, and a second one
  * orders the pools' attribute queries. A charge lives in the caller's
  * frame. */

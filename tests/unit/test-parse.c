@@ -759,7 +759,7 @@ static uint64_t resolve(const char *limit, const char *rules, int ordinal, const
 
 #define PCI_ID "0000:3b:00.0"
 
-START_TEST(parse_resolve_limit)
+START_TEST(policy_limit_by_device)
 {
 	static const struct {
 		const char *global; /* "-": no global limit */
@@ -825,7 +825,7 @@ START_TEST(parse_resolve_limit)
 }
 END_TEST
 
-START_TEST(parse_resolve_limit_null_args)
+START_TEST(policy_limit_by_device_null_args)
 {
 	bool from_list;
 
@@ -862,8 +862,8 @@ TEST_SUITE(parse)
 	ADD_TEST(s, parse_rules_error_lists_forms);
 	ADD_TEST(s, parse_rules_too_many);
 	ADD_TEST(s, parse_rules_error_buffer);
-	ADD_TEST(s, parse_resolve_limit);
-	ADD_TEST(s, parse_resolve_limit_null_args);
+	ADD_TEST(s, policy_limit_by_device);
+	ADD_TEST(s, policy_limit_by_device_null_args);
 
 	return s;
 }

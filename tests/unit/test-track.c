@@ -155,10 +155,9 @@ static void *track_churn(void *arg)
 	return (void *)lost;
 }
 
-/* Threads inserting and removing at once meet on the stripes' locks (the
- * insert and remove taken apart when contended, the stripes grown under
- * them): every record is found once, with its own figures, and the map
- * ends empty. */
+/* Threads inserting and removing at once meet on the map's lock (the
+ * table grown under it): every record is found once, with its own
+ * figures, and the map ends empty. */
 START_TEST(track_concurrent_insert_remove)
 {
 	uint64_t before = cumemcap_track_count();
