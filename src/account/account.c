@@ -6,7 +6,6 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "driver/driver.h"
 #include "state/device.h"
 #include "log/log.h"
 #include "group/group.h"
@@ -173,8 +172,10 @@ static void forget_dead_block(const struct cumemcap_block *b)
 void cumemcap_account_context_died(CUcontext ctx, int dev, enum cumemcap_death why)
 {
 	static const char *const names[] = { "destroyed", "reset", "released" };
-	/* Thread caches keyed by context handle: the handle may come back. */
+	/* Thread caches keyed by context handle: the handle may come back.
+	 * A device reset may give the device other pools. */
 	cumemcap_device_forget_contexts();
+	cumemcap_account_pools_changed();
 	memset(tally, 0, sizeof(tally));
 	struct cumemcap_arena_gone gone = { .dev = -1 };
 	if (ctx) {
@@ -197,12 +198,12 @@ CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const 
 {
 	int dev = current ? stream_dev : cumemcap_account_pool_device(pool, stream_dev);
 	if (current)
-		pool = cumemcap_driver_current_pool(dev);
+		pool = cumemcap_account_current_pool(dev);
 	a->bytes = bytes;
 	a->pool = NULL;
 	a->growth_unread = false;
 	cumemcap_ledger_note_request(dev, bytes);
-	if (cumemcap_account_pool_unread(pool, dev)) {
+	if (cumemcap_account_pool_unread(pool, dev, current)) {
 		a->growth_unread = true;
 		a->estimate = 0;
 		a->c = (struct cumemcap_charge){ .dev = dev, .ctx = ctx, .kind = CUMEMCAP_KIND_pool,

@@ -139,12 +139,16 @@ CUresult cumemcap_account_pool_alloc_finish(struct cumemcap_pool_alloc *a, CUres
  * without a limit. Asks nothing when dev has neither. */
 void cumemcap_account_pool_refresh_now(int dev);
 
+/* A device's current pool may have changed: threads ask again. */
+void cumemcap_account_pools_changed(void);
+
 /* The bytes a pool takes for one request (its 2 MiB granularity). */
 uint64_t cumemcap_account_pool_estimate(uint64_t bytes);
 
 /* Between account.c's pool charge and pools.c's table (see pools.c). */
 int cumemcap_account_pool_device(CUmemoryPool pool, int fallback);
-bool cumemcap_account_pool_unread(CUmemoryPool pool, int dev);
+CUmemoryPool cumemcap_account_current_pool(int dev);
+bool cumemcap_account_pool_unread(CUmemoryPool pool, int dev, bool current);
 void cumemcap_account_pool_hold(CUmemoryPool pool, int dev, uint64_t estimate);
 void cumemcap_account_pool_grew(int dev);
 bool cumemcap_account_pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, uint64_t estimate);

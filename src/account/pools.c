@@ -8,6 +8,7 @@
 #include "account/account.h"
 #include "driver/driver.h"
 #include "group/group.h"
+#include "platform/export.h"
 #include "platform/spin.h"
 #include "state/device.h"
 
@@ -186,23 +187,58 @@ bool cumemcap_account_pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, 
 	return true;
 }
 
+/* The current pool of the device a thread last asked about, asked again
+ * once the epoch moved. The epoch is read before the driver is asked, so
+ * an answer a change overtook is not kept. */
+static _Atomic uint64_t pool_epoch = 1;
+static CUMEMCAP_TLS struct {
+	uint64_t epoch; /* 0: nothing cached */
+	int dev;
+	CUmemoryPool pool;
+	bool listed; /* in the pool table since (unread growth) */
+} current_cache;
+
+void cumemcap_account_pools_changed(void)
+{
+	atomic_fetch_add_explicit(&pool_epoch, 1, memory_order_release);
+}
+
+CUmemoryPool cumemcap_account_current_pool(int dev)
+{
+	uint64_t epoch = atomic_load_explicit(&pool_epoch, memory_order_acquire);
+	if (current_cache.epoch == epoch && current_cache.dev == dev)
+		return current_cache.pool;
+	CUmemoryPool pool = cumemcap_driver_current_pool(dev);
+	if (pool) {
+		current_cache.epoch = epoch;
+		current_cache.dev = dev;
+		current_cache.pool = pool;
+		current_cache.listed = false;
+	}
+	return pool;
+}
+
 /* Whether an allocation from `pool` leaves its growth unread: no limit on
  * the GPU and no group. It then charges nothing and asks nothing; the
  * pool is listed and its device marked unread (ledger.h), read back when
  * the figures are, and before a trim or destroy. A GPU's limit never
  * changes once resolved. */
-bool cumemcap_account_pool_unread(CUmemoryPool pool, int dev)
+bool cumemcap_account_pool_unread(CUmemoryPool pool, int dev, bool current)
 {
 	if (!pool || !cumemcap_device_ensure(dev) ||
 	    cumemcap_ledger_get(dev, CUMEMCAP_FIG_limit) != CUMEMCAP_NO_LIMIT ||
 	    (atomic_load_explicit(&cumemcap_group_hot, memory_order_relaxed) & 1))
 		return false;
+	if (current && current_cache.listed && current_cache.pool == pool)
+		return true;
 	if (!atomic_load_explicit(&cumemcap_ledger_growth_unread[dev], memory_order_relaxed))
 		atomic_store(&cumemcap_ledger_growth_unread[dev], true);
 	cumemcap_spin_lock(&pool_lock);
 	struct pool_record *p = add_pool(pool, dev);
 	bool listed = p && p->dev == dev;
 	cumemcap_spin_unlock(&pool_lock);
+	if (listed && current && current_cache.pool == pool)
+		current_cache.listed = true;
 	return listed;
 }
 
@@ -230,6 +266,8 @@ void cumemcap_account_pool_created(CUmemoryPool pool, int dev)
 
 void cumemcap_account_pool_destroyed(CUmemoryPool pool)
 {
+	/* The device's current pool, if it was this one, is its default. */
+	cumemcap_account_pools_changed();
 	cumemcap_spin_lock(&pool_lock);
 	struct pool_record *p = find_pool(pool);
 	if (p) {
@@ -282,6 +320,7 @@ void cumemcap_account_pool_refresh_now(int dev)
 
 void cumemcap_account_pool_reset(void)
 {
+	cumemcap_account_pools_changed();
 	/* A thread that did not come along may have held it. */
 	atomic_flag_clear(&query_lock);
 	free(pools);

@@ -6,9 +6,9 @@
  * list until a fence (fence.h) proves it idle; a small packed one then
  * waits, not coalesced, on the quick list of its size.
  *
- * Per live block: a 32-byte chunk record and an 8-byte hash slot packing
- * the block address / 512 (40 bits: addresses below 2^49) and the chunk
- * index (24 bits).
+ * Per live block: a 32-byte chunk record and four 8-byte hash slots, one
+ * of them packing the block address / 512 (40 bits: addresses below 2^49)
+ * and the chunk index (24 bits).
  *
  * Thread safety: each arena has its own spinlock, never held across a
  * driver call; after one, the arena's epoch or context tells whether it
@@ -186,9 +186,10 @@ static inline CUdeviceptr chunk_addr(const struct arena *a, const struct chunk *
 
 /* ---- the address hash: block base -> chunk ------------------------------------------ */
 
-/* Linear probing, at most half full. A removal moves the later slots of
- * its run back, so a lookup stops at the first empty slot (0: no block
- * has base 0). */
+/* Linear probing, at most a quarter full: runs stay short, so a lookup
+ * among a million live blocks mispredicts little. A removal moves the
+ * later slots of its run back, so a lookup stops at the first empty slot
+ * (0: no block has base 0). */
 
 /* Double the table (segments.c); false when out of host memory. */
 bool arena_slots_grow(struct arena *a);
@@ -210,7 +211,7 @@ static inline void hash_place(struct arena *a, uint64_t e)
 
 static inline bool hash_insert(struct arena *a, CUdeviceptr ptr, uint32_t ci)
 {
-	if ((a->slot_used + 1) * 2 > (a->slot_mask ? a->slot_mask + 1 : 0) && !arena_slots_grow(a))
+	if ((a->slot_used + 1) * 4 > (a->slot_mask ? a->slot_mask + 1 : 0) && !arena_slots_grow(a))
 		return false;
 	hash_place(a, (ptr >> UNIT_SHIFT) << 24 | ci);
 	return true;

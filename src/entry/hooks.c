@@ -345,6 +345,19 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 	FORWARD_NOTING(real_cuMemPoolDestroy(pool), cumemcap_account_pool_destroyed(pool));
 }
 
+/* A device's current pool, which cuMemAllocAsync takes from, changed
+ * (account.h caches it). */
+static CUresult pools_changed(CUresult r)
+{
+	if (r == CUDA_SUCCESS)
+		cumemcap_account_pools_changed();
+	return r;
+}
+
+ENTRY(cuDeviceSetMemPool, (CUdevice dev, CUmemoryPool pool), pools_changed(real_cuDeviceSetMemPool(dev, pool)))
+ENTRY(cuMemSetMemPool, (CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool),
+      pools_changed(real_cuMemSetMemPool(location, type, pool)))
+
 CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
 	NEED(cuMemPoolTrimTo);
