@@ -46,10 +46,12 @@ struct cumemcap_vmm_export {
 };
 
 #define REF_BUCKETS 256
+#define MAP_BUCKETS 1024
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cumemcap_vmm_ref *refs[REF_BUCKETS];
-static struct cumemcap_vmm_map *maps; /* unordered */
+static struct cumemcap_vmm_map *maps[MAP_BUCKETS];
+static uint64_t map_count;
 static struct cumemcap_vmm_export *exports;
 /* Keys of the allocations' records: never 0, never a reused handle value. */
 static _Atomic uint64_t next_key = 1;
@@ -57,6 +59,11 @@ static _Atomic uint64_t next_key = 1;
 static struct cumemcap_vmm_ref **ref_bucket(uint64_t handle)
 {
 	return &refs[cumemcap_mix(handle) % REF_BUCKETS];
+}
+
+static struct cumemcap_vmm_map **map_bucket(uint64_t ptr)
+{
+	return &maps[cumemcap_mix(ptr) % MAP_BUCKETS];
 }
 
 static struct cumemcap_vmm_ref *ref_find(uint64_t handle)
@@ -78,8 +85,34 @@ static void ref_unlink(struct cumemcap_vmm_ref *ref)
 
 static void map_link(struct cumemcap_vmm_map *m)
 {
-	m->next = maps;
-	maps = m;
+	struct cumemcap_vmm_map **b = map_bucket(m->ptr);
+	m->next = *b;
+	*b = m;
+	map_count++;
+}
+
+/* Unlink and return the mapping that starts at ptr, if it lies in
+ * [ptr, end). */
+static struct cumemcap_vmm_map *map_take_at(uint64_t ptr, uint64_t end)
+{
+	for (struct cumemcap_vmm_map **pp = map_bucket(ptr); *pp; pp = &(*pp)->next) {
+		struct cumemcap_vmm_map *m = *pp;
+		if (m->ptr == ptr && m->size <= end - ptr) {
+			*pp = m->next;
+			map_count--;
+			return m;
+		}
+	}
+	return NULL;
+}
+
+static struct cumemcap_vmm_map *map_containing(uint64_t addr)
+{
+	for (size_t i = 0; i < MAP_BUCKETS; i++)
+		for (struct cumemcap_vmm_map *m = maps[i]; m; m = m->next)
+			if (addr >= m->ptr && addr - m->ptr < m->size)
+				return m;
+	return NULL;
 }
 
 /* After a change to a: true (and a is the caller's to end) when nothing
@@ -273,16 +306,32 @@ void cumemcap_vmm_unmap_take(struct cumemcap_vmm_call *v, CUdeviceptr ptr, size_
 	*v = (struct cumemcap_vmm_call){ 0 };
 	uint64_t end = ptr + size < ptr ? UINT64_MAX : ptr + size;
 	pthread_mutex_lock(&lock);
-	for (struct cumemcap_vmm_map **pp = &maps, *m; (m = *pp);) {
-		if (m->ptr >= ptr && m->ptr < end && m->size <= end - m->ptr) {
-			*pp = m->next;
-			m->next = v->maps;
-			v->maps = m;
-		} else {
-			pp = &m->next;
-		}
+	/* The mappings that lie wholly in the range: stepped through from
+	 * its start while they follow one another; a gap (memory the shim
+	 * does not know, or a call the driver will refuse) is searched
+	 * across every mapping. */
+	uint64_t p = ptr;
+	struct cumemcap_vmm_map *m;
+	while (p < end && (m = map_take_at(p, end))) {
+		p += m->size;
+		m->next = v->maps;
+		v->maps = m;
 	}
-	for (struct cumemcap_vmm_map *m = v->maps; m; m = m->next) {
+	if (p < end && map_count) {
+		for (size_t i = 0; i < MAP_BUCKETS; i++)
+			for (struct cumemcap_vmm_map **pp = &maps[i]; *pp;) {
+				m = *pp;
+				if (m->ptr >= p && m->ptr < end && m->size <= end - m->ptr) {
+					*pp = m->next;
+					map_count--;
+					m->next = v->maps;
+					v->maps = m;
+				} else {
+					pp = &m->next;
+				}
+			}
+	}
+	for (m = v->maps; m; m = m->next) {
 		m->alloc->maps--;
 		m->alloc->in_flight++;
 	}
@@ -329,10 +378,7 @@ void cumemcap_vmm_retain_take(struct cumemcap_vmm_call *v, const void *addr)
 	*v = (struct cumemcap_vmm_call){ 0 };
 	v->ref = malloc(sizeof *v->ref);
 	pthread_mutex_lock(&lock);
-	uint64_t at = (uint64_t)(uintptr_t)addr;
-	struct cumemcap_vmm_map *m = maps;
-	while (m && (at < m->ptr || at - m->ptr >= m->size))
-		m = m->next;
+	struct cumemcap_vmm_map *m = map_count ? map_containing((uint64_t)(uintptr_t)addr) : NULL;
 	if (m) {
 		v->alloc = m->alloc;
 		v->alloc->in_flight++;
@@ -433,17 +479,19 @@ void cumemcap_vmm_unlock(void)
  * did not survive the fork may still count one. */
 void cumemcap_vmm_fork_child(void)
 {
-	for (struct cumemcap_vmm_map *m = maps, *n; m; m = n) {
-		n = m->next;
-		free(m);
-	}
-	maps = NULL;
+	for (size_t i = 0; i < MAP_BUCKETS; i++)
+		for (struct cumemcap_vmm_map *m = maps[i], *n; m; m = n) {
+			n = m->next;
+			free(m);
+			maps[i] = NULL;
+		}
 	for (size_t i = 0; i < REF_BUCKETS; i++)
 		for (struct cumemcap_vmm_ref *r = refs[i], *n; r; r = n) {
 			n = r->next;
 			free(r);
 			refs[i] = NULL;
 		}
+	map_count = 0;
 	struct cumemcap_vmm_export *gone = NULL;
 	exports_unlink(NULL, &gone);
 	exports_free(gone);
