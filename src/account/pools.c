@@ -81,7 +81,7 @@ int cumemcap_account_pool_device(CUmemoryPool pool, int fallback)
 		return dev >= 0 ? dev : fallback;
 	int count = cumemcap_driver_device_count();
 	for (int d = 0; d < count && d < CUMEMCAP_MAX_DEVICES && dev < 0; d++)
-		if (cumemcap_driver_default_pool(d) == pool || cumemcap_driver_current_pool(d) == pool)
+		if (cumemcap_driver_pool(d, false) == pool || cumemcap_driver_pool(d, true) == pool)
 			dev = d;
 	if (dev < 0 || !cumemcap_device_ensure(dev))
 		return fallback;
@@ -137,7 +137,7 @@ static _Atomic bool grown[CUMEMCAP_MAX_DEVICES];
 static void settle(CUmemoryPool pool, bool grew)
 {
 	uint64_t reserved, high = 0;
-	if (!cumemcap_driver_pool_reserved(pool, &reserved))
+	if (!cumemcap_driver_pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved))
 		return;
 	struct pool_record *p;
 	if (grew) {
@@ -145,7 +145,7 @@ static void settle(CUmemoryPool pool, bool grew)
 		p = find_pool(pool);
 		bool ask_high = p && growth_unread(p->dev);
 		cumemcap_spin_unlock(&pool_lock);
-		if (ask_high && !cumemcap_driver_pool_high(pool, &high))
+		if (ask_high && !cumemcap_driver_pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &high))
 			high = 0;
 	}
 	cumemcap_spin_lock(&pool_lock);
@@ -162,7 +162,7 @@ bool cumemcap_account_pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, 
 {
 	uint64_t claim = 0, excess = 0, reserved;
 	cumemcap_spin_lock(&query_lock);
-	bool known = cumemcap_driver_pool_reserved(pool, &reserved);
+	bool known = cumemcap_driver_pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved);
 	cumemcap_spin_lock(&pool_lock);
 	struct pool_record *p = find_pool(pool);
 	if (p) {
@@ -208,7 +208,7 @@ CUmemoryPool cumemcap_account_current_pool(int dev)
 	uint64_t epoch = atomic_load_explicit(&pool_epoch, memory_order_acquire);
 	if (current_cache.epoch == epoch && current_cache.dev == dev)
 		return current_cache.pool;
-	CUmemoryPool pool = cumemcap_driver_current_pool(dev);
+	CUmemoryPool pool = cumemcap_driver_pool(dev, true);
 	if (pool) {
 		current_cache.epoch = epoch;
 		current_cache.dev = dev;

@@ -1,6 +1,5 @@
-/* verbs: the driver calls the other layers make, each with its contract in
- * driver.h, so that only this folder calls the entry points the shim does
- * not hook. No state: thread-safe as driver.h says. */
+/* verbs: the driver calls the other layers make (contracts in driver.h).
+ * No state: thread-safe as driver.h says. */
 #include "driver/driver.h"
 
 #include <stdlib.h>
@@ -20,18 +19,11 @@ void cumemcap_driver_pop_ctx(bool pushed)
 		real_cuCtxPopCurrent_v2(&popped);
 }
 
-CUmemoryPool cumemcap_driver_current_pool(int dev)
+CUmemoryPool cumemcap_driver_pool(int dev, bool current)
 {
+	PFN_cuDeviceGetMemPool_v11020 get = current ? real_cuDeviceGetMemPool : real_cuDeviceGetDefaultMemPool;
 	CUmemoryPool pool;
-	return real_cuDeviceGetMemPool && real_cuDeviceGetMemPool(&pool, dev) == CUDA_SUCCESS ? pool : NULL;
-}
-
-CUmemoryPool cumemcap_driver_default_pool(int dev)
-{
-	CUmemoryPool pool;
-	return real_cuDeviceGetDefaultMemPool && real_cuDeviceGetDefaultMemPool(&pool, dev) == CUDA_SUCCESS
-		       ? pool
-		       : NULL;
+	return get && get(&pool, dev) == CUDA_SUCCESS ? pool : NULL;
 }
 
 int cumemcap_driver_device_count(void)
@@ -48,20 +40,10 @@ static bool answered(CUresult r, const cuuint64_t *v, uint64_t *out)
 	return r == CUDA_SUCCESS;
 }
 
-bool cumemcap_driver_pool_reserved(CUmemoryPool pool, uint64_t *bytes)
+bool cumemcap_driver_pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, uint64_t *bytes)
 {
 	cuuint64_t v = 0;
-	return real_cuMemPoolGetAttribute &&
-	       answered(real_cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v),
-			&v, bytes);
-}
-
-bool cumemcap_driver_pool_high(CUmemoryPool pool, uint64_t *bytes)
-{
-	cuuint64_t v = 0;
-	return real_cuMemPoolGetAttribute &&
-	       answered(real_cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &v), &v,
-			bytes);
+	return real_cuMemPoolGetAttribute && answered(real_cuMemPoolGetAttribute(pool, attr, &v), &v, bytes);
 }
 
 bool cumemcap_driver_graph_mem(int dev, CUgraphMem_attribute attr, uint64_t *bytes)
