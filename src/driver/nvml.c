@@ -1,6 +1,5 @@
-/* nvml: see nvml.h. The calls used are stable parts of NVML's ABI. Each
- * is found with libc's dlsym: the process's dlsym is the shim's, which
- * answers the NVML names the shim hooks with its hooks. */
+/* nvml: see nvml.h. Each entry point is found with libc's dlsym: the
+ * process's is the shim's, which answers the hooked NVML names itself. */
 #include "driver/nvml.h"
 
 #include <dlfcn.h>
@@ -21,10 +20,9 @@ static struct cumemcap_nvml_real real_fns; /* written before real_state = 1 */
 static const void *real_base;		   /* the library's load address, likewise */
 static _Atomic int real_state;		   /* 0 untried, 1 ready, -1 missing, 2 resolving */
 
-/* dlopen libnvidia-ml.so.1 (RTLD_NOW | RTLD_LOCAL | extra): its entry
- * points into *out, its load address into *base. It stays loaded, usable
- * or not: unloading what the program's nvmlInit may have started is
- * riskier than a mapping. */
+/* dlopen libnvidia-ml.so.1: its entry points into *out, its load address
+ * into *base. It stays loaded, usable or not: unloading what the program's
+ * nvmlInit may have started is riskier than a mapping. */
 static bool resolve(int extra, struct cumemcap_nvml_real *out, const void **base)
 {
 	memset(out, 0, sizeof(*out));
@@ -52,14 +50,13 @@ static bool resolve(int extra, struct cumemcap_nvml_real *out, const void **base
 		*base = info.dli_fbase;
 	else
 		memset(out, 0, sizeof(*out));
-	/* Leave no error in dlerror() for the program (whose own successful
-	 * dlsym call may have brought the shim here) to read as its own. */
+	/* Leave no error in dlerror() for the program to read as its own. */
 	(void)dlerror();
 	return ok;
 }
 
-/* The real entry points, resolved once. `extra` RTLD_NOLOAD: only if
- * NVML is loaded already (a failure is then not remembered). */
+/* The real entry points, resolved once. RTLD_NOLOAD: only if NVML is
+ * loaded already (a failure is then not remembered). */
 static bool real_load(int extra, struct cumemcap_nvml_real *out, const void **base)
 {
 	int s = atomic_load_explicit(&real_state, memory_order_acquire);
@@ -109,7 +106,7 @@ static struct cumemcap_nvml_real fns;
 static cumemcap_nvml_procs_fn procs; /* the newest of fns' process lists */
 static size_t proc_stride;	     /* sizeof the record procs fills */
 
-/* Device handles by CUDA UUID; a GPU NVML does not know is remembered too. */
+/* Device handles by CUDA UUID, a GPU NVML does not know included. */
 static struct {
 	unsigned char uuid[16];
 	bool known;
@@ -153,8 +150,7 @@ static bool handle_for(const unsigned char uuid[16], nvmlDevice_t *out)
 			return handles[i].known;
 		}
 	}
-	/* CUDA gives a MIG instance's UUID in the same 16 bytes; NVML names
-	 * it MIG-... */
+	/* CUDA gives a MIG instance's UUID in the same 16 bytes. */
 	char name[48];
 	nvmlDevice_t h = NULL;
 	cumemcap_nvml_format_uuid(uuid, "GPU-", name);
@@ -172,51 +168,36 @@ static bool handle_for(const unsigned char uuid[16], nvmlDevice_t *out)
 	return known;
 }
 
-/* Sum this pid's usedGpuMemory over the device's compute processes. A
- * figure NVML cannot give (VALUE_NOT_AVAILABLE: some containers) is
- * unknown, not zero. */
+/* Sum pid's usedGpuMemory over the device's compute processes. A figure
+ * NVML cannot give (VALUE_NOT_AVAILABLE) is unknown, not zero. */
 static enum cumemcap_nvml_answer process_used(nvmlDevice_t h, unsigned pid, uint64_t *bytes)
 {
-	unsigned char stack_buf[64 * sizeof(struct cumemcap_nvml_process)];
-	unsigned char *buf = stack_buf;
-	unsigned cap = (unsigned)(sizeof(stack_buf) / proc_stride);
-	bool found = false, unknown = false, answered = false;
-	uint64_t sum = 0;
-	for (int attempt = 0; attempt < 4 && !answered; attempt++) {
-		unsigned count = cap;
-		nvmlReturn_t r = procs(h, &count, buf);
-		if (r == NVML_ERROR_INSUFFICIENT_SIZE && count > cap) {
-			/* More processes than room: grow, with a margin. */
-			unsigned want = count + 16;
-			unsigned char *bigger = malloc((size_t)want * proc_stride);
-			if (!bigger)
-				break;
-			if (buf != stack_buf)
-				free(buf);
-			buf = bigger;
-			cap = want;
-			continue;
-		}
-		if (r != CUMEMCAP_NVML_SUCCESS)
+	unsigned char *buf = NULL;
+	unsigned cap = 0, count = 64;
+	nvmlReturn_t r = NVML_ERROR_INSUFFICIENT_SIZE;
+	/* Grow (with a margin) while NVML lists more processes than room. */
+	for (int attempt = 0; attempt < 4 && r == NVML_ERROR_INSUFFICIENT_SIZE && count > cap; attempt++) {
+		unsigned char *bigger = realloc(buf, (size_t)(count + 16) * proc_stride);
+		if (!bigger)
 			break;
-		answered = true;
-		if (count > cap)
-			count = cap;
-		for (unsigned i = 0; i < count; i++) {
-			struct cumemcap_nvml_process p; /* the v1 record is its prefix */
-			memcpy(&p, buf + (size_t)i * proc_stride, proc_stride);
-			if (p.pid != pid)
-				continue;
-			found = true;
-			if (p.usedGpuMemory == CUMEMCAP_NVML_VALUE_NOT_AVAILABLE)
-				unknown = true;
-			else
-				sum += p.usedGpuMemory;
-		}
+		buf = bigger;
+		cap = count + 16;
+		count = cap;
+		r = procs(h, &count, buf);
 	}
-	if (buf != stack_buf)
-		free(buf);
-	if (!answered || unknown)
+	bool found = false, unknown = r != CUMEMCAP_NVML_SUCCESS;
+	uint64_t sum = 0;
+	for (unsigned i = 0; !unknown && i < count && i < cap; i++) {
+		struct cumemcap_nvml_process p; /* the v1 record is its prefix */
+		memcpy(&p, buf + (size_t)i * proc_stride, proc_stride);
+		if (p.pid != pid)
+			continue;
+		found = true;
+		unknown = p.usedGpuMemory == CUMEMCAP_NVML_VALUE_NOT_AVAILABLE;
+		sum += p.usedGpuMemory;
+	}
+	free(buf);
+	if (unknown)
 		return CUMEMCAP_NVML_UNKNOWN;
 	if (!found)
 		return CUMEMCAP_NVML_UNLISTED;
@@ -224,8 +205,8 @@ static enum cumemcap_nvml_answer process_used(nvmlDevice_t h, unsigned pid, uint
 	return CUMEMCAP_NVML_LISTED;
 }
 
-/* Caller holds the lock: whether NVML is ready, loading it the first time;
- * then, given a uuid, the GPU's handle in *h. */
+/* Caller holds the lock: whether NVML is ready (loaded the first time)
+ * and, given a uuid, the GPU's handle in *h. */
 static bool ready(const unsigned char *uuid, nvmlDevice_t *h)
 {
 	if (state == UNTRIED)
@@ -283,8 +264,7 @@ void cumemcap_nvml_fork_child(void)
 
 bool cumemcap_nvml_host_pids(void)
 {
-	/* The initial PID namespace's inode (PROC_PID_INIT_INO, fixed by the
-	 * kernel); NVML lists processes by their pids there. */
+	/* The initial PID namespace's inode (PROC_PID_INIT_INO, fixed). */
 	struct stat st;
 	return stat("/proc/self/ns/pid", &st) == 0 && st.st_ino == 0xEFFFFFFCu;
 }

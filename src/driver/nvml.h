@@ -1,25 +1,22 @@
 /* nvml: what NVIDIA's management library says this process holds on a GPU.
  *
- * Owns the optional run-time link to libnvidia-ml.so.1 (dlopen), its
- * initialization and the device handles found by CUDA UUID (so
- * CUDA_VISIBLE_DEVICES cannot mix GPUs up). NVML's per-process figure
- * (what nvidia-smi shows) includes the CUDA context. A missing or failing
- * NVML is silent: the answer is "unknown". Never calls CUDA. Also owns the
- * real entry points the NVML hooks (entry/hooks-nvml.c) forward to, never
- * initialized for them (they answer under the program's nvmlInit).
+ * Owns the optional dlopen of libnvidia-ml.so.1, its initialization, and
+ * the device handles found by CUDA UUID (so CUDA_VISIBLE_DEVICES cannot mix
+ * GPUs up). A missing or failing NVML is silent: the answer is "unknown".
+ * Never calls CUDA. Also owns the real entry points the NVML hooks
+ * (entry/hooks-nvml.c) forward to, never initialized for them.
  *
- * Thread safety: the shim's own questions take one xmutex (fresh in a
- * fork child: cumemcap_nvml_fork_child). The real entry points are
- * resolved without a lock (a thread that finds another resolving resolves
- * its own copy, so a fork child never waits), published once with release
- * order, then only read. */
+ * Thread safety: the shim's own questions take one xmutex (fresh in a fork
+ * child). The real entry points are resolved without a lock (a thread that
+ * finds another resolving resolves its own copy, so a fork child never
+ * waits), published once with release order, then only read. */
 #pragma once
 
 #include <stdbool.h>
 #include <stdint.h>
 
-/* What NVML says of process `pid` on the GPU whose CUDA UUID is `uuid`
- * (16 bytes). The first question loads and initializes NVML. */
+/* What NVML says of process `pid` on the GPU whose CUDA UUID is `uuid`.
+ * The first question loads and initializes NVML. */
 enum cumemcap_nvml_answer {
 	CUMEMCAP_NVML_LISTED,   /* listed, with its figure in *bytes */
 	CUMEMCAP_NVML_UNLISTED, /* NVML answered without it (a container's PID namespace) */
@@ -27,20 +24,18 @@ enum cumemcap_nvml_answer {
 };
 enum cumemcap_nvml_answer cumemcap_nvml_process(const unsigned char uuid[16], unsigned pid, uint64_t *bytes);
 
-/* The GPU's used memory, all processes (nvmlDeviceGetMemoryInfo). False
- * when unknown. */
+/* The GPU's used memory, all processes'; false when unknown. */
 bool cumemcap_nvml_device_used(const unsigned char uuid[16], uint64_t *used);
 
-/* nvidia-smi's index of the GPU (nvmlDeviceGetIndex: PCI bus order, which
- * CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER do not change). False when
- * unknown. */
+/* nvidia-smi's index of the GPU (PCI bus order, whatever
+ * CUDA_VISIBLE_DEVICES says); false when unknown. */
 bool cumemcap_nvml_index(const unsigned char uuid[16], unsigned *index);
 
 /* Whether NVML loads and initializes. */
 bool cumemcap_nvml_available(void);
 
 /* Whether this process is in the host's PID namespace, where NVML's pids
- * are its own (false in most containers). */
+ * are its own. */
 bool cumemcap_nvml_host_pids(void);
 
 void cumemcap_nvml_fork_child(void);
@@ -48,7 +43,7 @@ void cumemcap_nvml_fork_child(void);
 /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (41 bytes with the NUL). */
 void cumemcap_nvml_format_uuid(const unsigned char uuid[16], const char *prefix, char out[48]);
 
-/* NVML's ABI, declared here (no nvml.h is needed to build). */
+/* NVML's ABI (no nvml.h is needed to build). */
 typedef int nvmlReturn_t;
 typedef struct cumemcap_nvml_dev *nvmlDevice_t;
 #define CUMEMCAP_NVML_SUCCESS 0
@@ -92,11 +87,10 @@ struct cumemcap_nvml_real {
 	nvmlReturn_t (*get_index)(nvmlDevice_t device, unsigned int *index);
 };
 
-/* Fill *out with the real NVML's entry points, loading libnvidia-ml.so.1
- * (RTLD_LOCAL, not initialized) the first time. False, *out all NULL,
- * when it cannot be loaded. */
+/* The real NVML's entry points, loading libnvidia-ml.so.1 (RTLD_LOCAL,
+ * not initialized) the first time. False, *out all NULL, without it. */
 bool cumemcap_nvml_real(struct cumemcap_nvml_real *out);
 
-/* Whether `sym` lies in the libnvidia-ml.so.1 the shim's dlopen finds,
- * whatever path it was loaded from. Never loads NVML. */
+/* Whether `sym` lies in the libnvidia-ml.so.1 the shim's dlopen finds.
+ * Never loads NVML. */
 bool cumemcap_nvml_owns(const void *sym);
