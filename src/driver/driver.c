@@ -1,10 +1,9 @@
 /* driver: resolve the real CUDA driver and libc's dlsym/dlvsym (driver.h).
  *
- * Thread safety: libc's functions are resolved once under an atomic flag
- * (no pthread call: see libc_ready), the driver once under load_lock;
- * afterwards the pointers are only read. The ELF walk reads the dynamic
- * symbol table in place and allocates nothing, so it is safe anywhere,
- * even in a dlsym call made before the shim's constructor. */
+ * Thread safety: libc's functions are resolved once under an atomic flag,
+ * the driver once under load_lock; then the pointers are only read. The
+ * ELF walk reads symbol tables in place and allocates nothing, so it is
+ * safe anywhere, even in a dlsym call before the shim's constructor. */
 #include "config.h"
 #include "driver/driver.h"
 
@@ -22,9 +21,7 @@
 cumemcap_dlsym_fn cumemcap_real_dlsym;
 cumemcap_dlvsym_fn cumemcap_real_dlvsym;
 
-/* ---- libc's own dlsym, found without calling dlsym ---------------------- */
-/* Down to cumemcap_driver_libc_ready(), CUMEMCAP_DLSYM_SAFE: libc is found
- * through ld.so's _r_debug list, not dlopen. */
+/* ---- libc's own dlsym, found through ld.so's _r_debug list ------------- */
 
 CUMEMCAP_DLSYM_SAFE static uint32_t gnu_hash(const char *name)
 {
@@ -61,8 +58,7 @@ CUMEMCAP_DLSYM_SAFE static bool sym_ok(const ElfW(Sym) *s, const char *strtab, c
 	       ELF64_ST_VISIBILITY(s->st_other) != STV_HIDDEN && cumemcap_str_eq(strtab + s->st_name, name);
 }
 
-/* Find a function `name` defined (and exported) by the loaded object `lm`
- * itself, not by its dependencies. */
+/* The function `name` exported by the loaded object `lm` itself. */
 CUMEMCAP_DLSYM_SAFE static void *elf_lookup(const struct link_map *lm, const char *name)
 {
 	if (!lm || !lm->l_ld)
@@ -128,10 +124,9 @@ CUMEMCAP_DLSYM_SAFE static void *elf_find(const char *soname, const char *name)
 	return NULL;
 }
 
-/* Run once on compiler atomics, not pthread_once: a sanitizer runtime
- * intercepts pthread_once, and TSan's interceptors touch shadow memory that
- * does not exist yet when its start-up resolves them through
- * dlsym(RTLD_NEXT, ...), which lands here. A waiter spins (microseconds). */
+/* Once, on compiler atomics, not pthread_once: TSan's interceptor touches
+ * shadow memory that does not exist yet when its start-up calls dlsym,
+ * which lands here. A waiter spins (microseconds). */
 static unsigned char libc_busy; /* __atomic_test_and_set flag */
 static int libc_done;		/* set (release) after both pointers are written */
 
@@ -160,7 +155,7 @@ static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int loaded; /* 0 not tried, 1 loaded, -1 absent */
 static const void *driver_base;
 
-/* Load the driver from `path` unless it is loaded; caller holds load_lock. */
+/* Load the driver from `path` unless loaded; caller holds load_lock. */
 static void load_locked(const char *path, int extra_flags)
 {
 	if (atomic_load(&loaded) == 1 || !cumemcap_driver_libc_ready())
@@ -182,9 +177,9 @@ static void load_locked(const char *path, int extra_flags)
 	}
 	if (handle && atomic_load(&loaded) != 1)
 		dlclose(handle);
-	/* Leave no error of a symbol an older driver lacks in dlerror(), where
-	 * the program, whose own dlsym call brought the shim here and
-	 * succeeded, would read it as its own (GLib's g_module_symbol does). */
+	/* Leave no error of a symbol an older driver lacks in dlerror(): the
+	 * program, whose own dlsym brought the shim here, would read it as its
+	 * own (GLib's g_module_symbol does). */
 	(void)dlerror();
 }
 
@@ -209,8 +204,6 @@ bool cumemcap_driver_owns(const void *sym)
 	if (!sym || !dladdr(sym, &info) || !info.dli_fname)
 		return false;
 	if (atomic_load_explicit(&loaded, memory_order_acquire) != 1) {
-		/* The program found a driver symbol before the shim needed the
-		 * driver: adopt the library it came from, already loaded. */
 		pthread_mutex_lock(&load_lock);
 		load_locked(info.dli_fname, RTLD_NOLOAD);
 		pthread_mutex_unlock(&load_lock);

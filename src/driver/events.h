@@ -1,6 +1,6 @@
-/* events: the event and stream calls of the arenas' fences (arena/fence.c).
- * Each returns the driver's answer, or CUDA_ERROR_NOT_SUPPORTED when the
- * driver lacks the entry point. Thread-safe: no state. */
+/* events: the event and stream calls of the arenas' fences (arena/fence.c),
+ * each the driver's answer or CUDA_ERROR_NOT_SUPPORTED when the driver
+ * lacks the entry point. Thread-safe: no state. */
 #pragma once
 
 #include "driver/driver.h"
@@ -11,30 +11,27 @@ static inline CUresult cumemcap_driver_event_create(CUevent *ev)
 	return real_cuEventCreate ? real_cuEventCreate(ev, CU_EVENT_DISABLE_TIMING) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
-/* Record ev on `stream` (CU_STREAM_LEGACY waits for every blocking stream
- * of the context). Never on a capturing stream: it would become a node of
- * the program's graph. */
+/* Record ev on `stream`. Never on a capturing stream: it would become a
+ * node of the program's graph. */
 static inline CUresult cumemcap_driver_event_record(CUevent ev, CUstream stream)
 {
 	return real_cuEventRecord ? real_cuEventRecord(ev, stream) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
-/* CUDA_SUCCESS when the work ev captured is done, else CUDA_ERROR_NOT_READY;
- * never blocks. */
+/* CUDA_SUCCESS when ev's work is done, else CUDA_ERROR_NOT_READY, at once. */
 static inline CUresult cumemcap_driver_event_query(CUevent ev)
 {
 	return real_cuEventQuery ? real_cuEventQuery(ev) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
-/* Wait until the work ev captured has completed. */
-static inline CUresult cumemcap_driver_event_synchronize(CUevent ev)
-{
-	return real_cuEventSynchronize ? real_cuEventSynchronize(ev) : CUDA_ERROR_NOT_SUPPORTED;
-}
-
-/* CUDA_SUCCESS when all work queued on `stream` is done, else
- * CUDA_ERROR_NOT_READY; never blocks. */
+/* Likewise for all work queued on `stream`. */
 static inline CUresult cumemcap_driver_stream_query(CUstream stream)
 {
 	return real_cuStreamQuery ? real_cuStreamQuery(stream) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* Wait for ev's work. */
+static inline CUresult cumemcap_driver_event_synchronize(CUevent ev)
+{
+	return real_cuEventSynchronize ? real_cuEventSynchronize(ev) : CUDA_ERROR_NOT_SUPPORTED;
 }
