@@ -1,11 +1,9 @@
 /* cuda-api: the CUDA driver API declarations the shim is written against.
  *
- * __CUDA_API_VERSION_INTERNAL makes cuda.h declare every exported driver
- * symbol under its real name (legacy cuMemAlloc with 32-bit types,
- * cuMemAlloc_v2, cuMemAllocAsync_ptsz, ...) instead of mapping names with
- * macros, so each hook definition is type-checked against the driver's own
- * prototype. cudaTypedefs.h gives the PFN_<base>_v<version> pointer types.
- * Declarations only: no state, so thread-safe. */
+ * __CUDA_API_VERSION_INTERNAL makes cuda.h declare every exported symbol
+ * under its real name (cuMemAlloc, cuMemAlloc_v2, ..._ptsz) instead of
+ * mapping names with macros, so each hook is type-checked against the
+ * driver's prototype. Declarations only: no state, so thread-safe. */
 #pragma once
 
 #ifndef __CUDA_API_VERSION_INTERNAL

@@ -5,7 +5,7 @@
 #include <stdint.h>
 
 /* Two steps: enough for addresses and handles that differ in their middle
- * bits (the arenas' block hash, the pool table). */
+ * bits. */
 static inline uint64_t cumemcap_mix_short(uint64_t x)
 {
 	x ^= x >> 33;
@@ -14,8 +14,7 @@ static inline uint64_t cumemcap_mix_short(uint64_t x)
 	return x;
 }
 
-/* The whole finalizer: every input bit reaches every output bit (vmm.c's
- * tables, whose low bits pick a bucket). */
+/* The whole finalizer: every input bit reaches every output bit. */
 static inline uint64_t cumemcap_mix(uint64_t x)
 {
 	x = cumemcap_mix_short(x);

@@ -89,9 +89,8 @@ _Noreturn void cumemcap_fatal(const char *fmt, ...)
 	va_start(ap, fmt);
 	emit(fmt, ap);
 	va_end(ap);
-	/* Whatever other libraries' constructors buffered is kept; the
-	 * program's main has not run. _exit: atexit handlers of libraries
-	 * whose constructors have not run yet must not run either. */
+	/* Keep what other constructors buffered, but run no atexit handler of
+	 * a library whose constructor has not run. */
 	fflush(NULL);
 	_exit(CUMEMCAP_EXIT_CONFIG);
 }
@@ -105,8 +104,7 @@ const char *cumemcap_size_split(uint64_t bytes, uint64_t *whole, unsigned *hundr
 	unsigned shift = 10 * u;
 	uint64_t mask = (UINT64_C(1) << shift) - 1;
 	uint64_t rem = bytes & mask;
-	/* Long division a digit at a time: rem * 10 < 2^64 for shift <= 60
-	 * (rem * 100 would wrap for EiB). */
+	/* A digit at a time: rem * 100 would wrap for EiB. */
 	uint64_t tenths = (rem * 10) >> shift;
 	rem = (rem * 10) & mask;
 	*whole = bytes >> shift;

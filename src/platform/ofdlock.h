@@ -1,12 +1,9 @@
-/* ofdlock: an open file description lock (F_OFD_SETLK): the group books'
- * slot locks (group/book.c), the metrics files' writer locks (log/metrics.c).
+/* ofdlock: an open file description lock (F_OFD_SETLK).
  *
- * An OFD lock belongs to the open file, not to a process: the kernel drops
- * it when the last descriptor of that open file closes, whatever killed
- * the holder, so a lock that can be taken means its holder is gone, across
- * PID namespaces too.
- *
- * Thread safety: a system call on the descriptor; as thread-safe as fcntl. */
+ * It belongs to the open file: the kernel drops it when its last
+ * descriptor closes, whatever killed the holder, so a lock that can be
+ * taken means its holder is gone, across PID namespaces too.
+ * Thread safety: a system call, as thread-safe as fcntl. */
 #pragma once
 
 #include <errno.h>
@@ -15,8 +12,8 @@
 #include <sys/types.h>
 
 /* Lock (F_RDLCK, F_WRLCK) or unlock (F_UNLCK) `len` bytes of fd from `at`
- * (len 0: to the end of the file, however it grows); wait: block until
- * granted. Retried on EINTR. 0, or -1 with errno (EAGAIN: held). */
+ * (len 0: to the end, however it grows), waiting when `wait`. 0, or -1
+ * with errno (EAGAIN: held). */
 static inline int cumemcap_ofd_lock(int fd, off_t at, off_t len, short type, bool wait)
 {
 	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = at, .l_len = len, .l_pid = 0 };

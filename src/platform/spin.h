@@ -1,9 +1,7 @@
-/* spin: the shim's spinlock (the arenas, the track map, the streams).
+/* spin: the shim's spinlock, for sections of a few dozen instructions.
  *
- * A test-and-set lock on an atomic_flag that yields the thread
- * (sched_yield) after 64 failed tries: the sections it guards are a few
- * dozen instructions, and a holder that was preempted gets the CPU back.
- * Acquire on lock, release on unlock; no owner, not recursive. */
+ * Test-and-set on an atomic_flag, yielding after 64 failed tries so that
+ * a preempted holder gets the CPU back. Acquire/release; not recursive. */
 #pragma once
 
 #include <sched.h>

@@ -10,9 +10,8 @@
 #define BUF_FIRST 16384
 #define BUF_MAX (1 << 20)
 
-/* Look a group up by name (name != NULL) or gid into *gr with a buffer
- * that fits it; the buffer to free(), or NULL when there is no such
- * group. */
+/* Group `name` (or, NULL, `gid`) into *gr: the buffer to free(), or NULL
+ * when there is no such group. */
 static char *group_entry(const char *name, gid_t gid, struct group *gr)
 {
 	for (size_t len = BUF_FIRST; len <= BUF_MAX; len *= 4) {

@@ -1,6 +1,5 @@
 /* worker: see worker.h. One mutex and one condition variable guard the
- * thread's state; the tick table is append-only, published atomically;
- * the tick functions take their own locks. */
+ * thread's state; the tick table is append-only. */
 #include "platform/worker.h"
 
 #include <pthread.h>
@@ -33,8 +32,7 @@ bool cumemcap_worker_register(cumemcap_tick_fn tick)
 
 uint64_t cumemcap_now_ms(void)
 {
-	/* The coarse clock (a few ms of resolution) is enough for idle
-	 * timers of a fraction of a second and up, and is cheap enough for a
+	/* Coarse (a few ms) is enough for idle timers and cheap enough for a
 	 * pooled pair, which reads the time at every reuse. */
 	struct timespec ts;
 	if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)

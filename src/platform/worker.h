@@ -1,11 +1,8 @@
 /* worker: the shim's one background thread.
  *
- * Started the first time a GPU is used, with every signal blocked so the
- * program's signals never land on it. It calls the ticks the layers above
- * registered (entry/setup.c) in that order, waking when the earliest says
- * it next needs to, and at least every second. A forked child starts its
- * own on its first GPU use.
- *
+ * Started at the first GPU use (a forked child's too), every signal
+ * blocked. It calls the registered ticks in order, waking when the
+ * earliest needs it, at least every second.
  * Thread safety: registration takes the worker's mutex; ticks are
  * published with release stores and read with acquire loads. */
 #pragma once
@@ -13,23 +10,20 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* A tick: do what is due at `now_ms` (CLOCK_MONOTONIC milliseconds, as
- * cumemcap_now_ms) and return the milliseconds until it next needs a call
- * (UINT32_MAX: none). Runs on the worker thread; takes its own locks. */
+/* A tick: do what is due at `now_ms` (cumemcap_now_ms) and return the
+ * milliseconds until it next needs a call. Takes its own locks. */
 typedef uint32_t (*cumemcap_tick_fn)(uint64_t now_ms);
 
-/* Add a tick (at most CUMEMCAP_WORKER_TICKS; registering one twice is a
- * no-op). Returns false when there is no room. */
+/* Add a tick (one already there: a no-op); false when there is no room. */
 #define CUMEMCAP_WORKER_TICKS 8
 bool cumemcap_worker_register(cumemcap_tick_fn tick);
 
-/* Make sure the thread runs. */
 void cumemcap_worker_start(void);
 
 /* Milliseconds on CLOCK_MONOTONIC. */
 uint64_t cumemcap_now_ms(void);
 
-/* The process is exiting: the thread stops calling the driver. */
+/* At exit: the thread stops calling the driver. */
 void cumemcap_worker_stop(void);
 
 /* Fork handlers. */

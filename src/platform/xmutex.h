@@ -1,12 +1,9 @@
 /* xmutex: a mutex that may be held across a call into the driver.
  *
- * fork() must not take such a mutex in its prepare handler: the driver's
- * own fork handler may have run first and hold the lock that the call
- * under our mutex waits for, and the fork deadlocks. So fork() leaves it
- * alone, and a child, where it may be held by a thread that did not come
- * along, gets a fresh one (the parent's few bytes are left behind). What
- * an xmutex guards must be fine to find half-done in a child; the shim's
- * child empties its records. */
+ * fork()'s prepare handler must not take it: the driver's own fork handler
+ * may have run first and hold the lock the call under it waits for. So a
+ * child, where a thread that did not come along may hold it, gets a fresh
+ * one; what it guards must be fine to find half-done there. */
 #pragma once
 
 #include <pthread.h>
@@ -36,5 +33,5 @@ static inline void cumemcap_xmutex_fork_child(struct cumemcap_xmutex *x)
 	if (m && pthread_mutex_init(m, NULL) == 0)
 		x->cur = m;
 	else
-		free(m); /* out of memory in a fresh child: keep the old one */
+		free(m); /* keep the old one */
 }
