@@ -2,7 +2,7 @@
 #include "arena/fence.h"
 
 #include "arena/arena-internal.h"
-#include "driver/events.h"
+#include "driver/driver.h"
 #include "state/streams.h"
 
 #define EVENTS (CUMEMCAP_STREAMS_MAX + 1)

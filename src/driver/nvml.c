@@ -17,20 +17,18 @@
 /* ---- the real entry points ----------------------------------------------- */
 
 static struct cumemcap_nvml_real real_fns; /* written before real_state = 1 */
-static const void *real_base;		   /* the library's load address, likewise */
 static _Atomic int real_state;		   /* 0 untried, 1 ready, -1 missing, 2 resolving */
 
-/* dlopen libnvidia-ml.so.1: its entry points into *out, its load address
- * into *base. It stays loaded, usable or not: unloading what the program's
- * nvmlInit may have started is riskier than a mapping. */
-static bool resolve(int extra, struct cumemcap_nvml_real *out, const void **base)
+/* dlopen libnvidia-ml.so.1 into *out. It stays loaded, usable or not:
+ * unloading what the program's nvmlInit may have started is riskier than
+ * a mapping. */
+static bool resolve(int extra, struct cumemcap_nvml_real *out)
 {
 	memset(out, 0, sizeof(*out));
 	if (!cumemcap_driver_libc_ready())
 		return false;
 	void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL | extra);
 	Dl_info info;
-	void *probe = NULL;
 	if (lib) {
 #define RESOLVE(field, name) *(void **)&out->field = cumemcap_real_dlsym(lib, name)
 		RESOLVE(init_v2, "nvmlInit_v2");
@@ -43,11 +41,11 @@ static bool resolve(int extra, struct cumemcap_nvml_real *out, const void **base
 		RESOLVE(procs_v3, "nvmlDeviceGetComputeRunningProcesses_v3");
 		RESOLVE(get_index, "nvmlDeviceGetIndex");
 #undef RESOLVE
-		probe = out->init_v2 ? (void *)out->init_v2 : (void *)out->get_uuid;
 	}
+	void *probe = out->init_v2 ? (void *)out->init_v2 : (void *)out->get_uuid;
 	bool ok = probe && dladdr(probe, &info);
 	if (ok)
-		*base = info.dli_fbase;
+		out->base = info.dli_fbase;
 	else
 		memset(out, 0, sizeof(*out));
 	/* Leave no error in dlerror() for the program to read as its own. */
@@ -57,12 +55,11 @@ static bool resolve(int extra, struct cumemcap_nvml_real *out, const void **base
 
 /* The real entry points, resolved once. RTLD_NOLOAD: only if NVML is
  * loaded already (a failure is then not remembered). */
-static bool real_load(int extra, struct cumemcap_nvml_real *out, const void **base)
+static bool real_load(int extra, struct cumemcap_nvml_real *out)
 {
 	int s = atomic_load_explicit(&real_state, memory_order_acquire);
 	if (s == 1) {
 		*out = real_fns;
-		*base = real_base;
 		return true;
 	}
 	if (s == -1 && !(extra & RTLD_NOLOAD)) {
@@ -71,12 +68,10 @@ static bool real_load(int extra, struct cumemcap_nvml_real *out, const void **ba
 	}
 	int expect = s;
 	bool mine = s != 2 && atomic_compare_exchange_strong(&real_state, &expect, 2);
-	bool ok = resolve(extra, out, base);
+	bool ok = resolve(extra, out);
 	if (mine) {
-		if (ok) {
+		if (ok)
 			real_fns = *out;
-			real_base = *base;
-		}
 		atomic_store_explicit(&real_state, ok ? 1 : (extra & RTLD_NOLOAD) ? s : -1,
 				      memory_order_release);
 	}
@@ -85,17 +80,14 @@ static bool real_load(int extra, struct cumemcap_nvml_real *out, const void **ba
 
 bool cumemcap_nvml_real(struct cumemcap_nvml_real *out)
 {
-	const void *base;
-	return real_load(0, out, &base);
+	return real_load(0, out);
 }
 
 bool cumemcap_nvml_owns(const void *sym)
 {
 	struct cumemcap_nvml_real r;
-	const void *base;
 	Dl_info info;
-	return sym && real_load(RTLD_NOLOAD, &r, &base) && dladdr(sym, &info) &&
-	       info.dli_fbase == base;
+	return sym && real_load(RTLD_NOLOAD, &r) && dladdr(sym, &info) && info.dli_fbase == r.base;
 }
 
 /* ---- what the log asks: this process's figure per GPU --------------------- */

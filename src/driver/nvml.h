@@ -74,7 +74,7 @@ struct cumemcap_nvml_process_v1 { /* nvmlProcessInfo_v1_t */
 
 typedef nvmlReturn_t (*cumemcap_nvml_procs_fn)(nvmlDevice_t device, unsigned int *count, void *infos);
 
-/* The real library's entry points; each NULL when it does not export it. */
+/* The real library's entry points, each NULL when it does not export it. */
 struct cumemcap_nvml_real {
 	nvmlReturn_t (*init_v2)(void);
 	nvmlReturn_t (*handle_by_uuid)(const char *uuid, nvmlDevice_t *device);
@@ -85,6 +85,7 @@ struct cumemcap_nvml_real {
 	cumemcap_nvml_procs_fn procs_v2; /* _v2 */
 	cumemcap_nvml_procs_fn procs_v3; /* _v3 */
 	nvmlReturn_t (*get_index)(nvmlDevice_t device, unsigned int *index);
+	const void *base; /* the library's load address */
 };
 
 /* The real NVML's entry points, loading libnvidia-ml.so.1 (RTLD_LOCAL,
