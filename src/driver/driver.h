@@ -1,12 +1,10 @@
 /* driver: the only layer that talks to the real CUDA driver.
  *
- * Owns the handle on the real libcuda.so.1 and one real_<symbol> pointer
- * per entry of hooks.def, resolved on the first hook call (or adopted from
- * the library a program's own dlsym() found). Each has the driver's exact
- * prototype and is NULL when the driver is absent or lacks the symbol.
- * The hooks call the real_ pointer of the entry point they hook; every
- * other driver call is one of the verbs below, which return the driver's
- * CUresult, units and out-parameters unchanged.
+ * Owns libcuda.so.1 (loaded at the first hook call, or adopted from a
+ * program's own dlsym()) and a real_<symbol> pointer per entry of
+ * hooks.def, of the driver's prototype, NULL when it lacks the symbol.
+ * Units are the driver's (bytes, CUdevice ordinals). A hook calls the
+ * real_ pointer of its own entry point; any other call is a verb below.
  *
  * Thread safety: the pointers are written once, under the load lock,
  * before the driver counts as loaded, then only read; the verbs keep no
@@ -29,8 +27,8 @@
 #define CUMEMCAP_PFN_PTDS(base, version) PFN_##base##_v##version##_ptds
 #include "driver/hooks.def"
 
-/* Code every dlsym call runs through, maybe inside a sanitizer runtime's
- * start-up: not instrumented, and it calls no libc function. */
+/* Code every dlsym call runs through, a sanitizer's start-up too: not
+ * instrumented, calling no libc function. */
 #define CUMEMCAP_DLSYM_SAFE __attribute__((no_sanitize("address", "undefined", "thread")))
 
 /* strcmp(a, b) == 0, without calling libc. */
@@ -46,8 +44,7 @@ CUMEMCAP_DLSYM_SAFE static inline bool cumemcap_str_eq(const char *a, const char
 typedef void *(*cumemcap_dlsym_fn)(void *handle, const char *name);
 typedef void *(*cumemcap_dlvsym_fn)(void *handle, const char *name, const char *version);
 
-/* libc's dlsym / dlvsym (the process's are the shim's), read from libc's
- * symbol table. Set when cumemcap_driver_libc_ready(). */
+/* libc's dlsym and dlvsym, read from its symbol table: set when cumemcap_driver_libc_ready(). */
 extern cumemcap_dlsym_fn cumemcap_real_dlsym;
 extern cumemcap_dlvsym_fn cumemcap_real_dlvsym;
 bool cumemcap_driver_libc_ready(void);
@@ -58,25 +55,21 @@ bool cumemcap_driver_push_ctx(CUcontext ctx);
 void cumemcap_driver_pop_ctx(bool pushed);
 
 /* The verbs (verbs.c) answer as below when the driver cannot say (no
- * entry point, or an error); none changes the driver's state. */
+ * entry point, or an error), their out-parameters then unspecified unless
+ * said; none changes the driver's state. */
 
-/* Device `dev`'s current memory pool (cuDeviceGetMemPool) when `current`,
- * else its default one; NULL when unknown. */
+/* Device `dev`'s current (`current`) or default memory pool; NULL when unknown. */
 CUmemoryPool cumemcap_driver_pool(int dev, bool current);
 
 /* How many devices the driver sees (cuDeviceGetCount); 0 when unknown. */
 int cumemcap_driver_device_count(void);
 
-/* A figure of `pool` in bytes (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
- * _HIGH): true and *bytes when the driver answered. */
+/* A figure in bytes of `pool` or of GPU `dev`'s graph memory pool: true
+ * and *bytes when the driver answered. */
 bool cumemcap_driver_pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, uint64_t *bytes);
-
-/* A figure of GPU `dev`'s graph memory pool (cuDeviceGetGraphMemAttribute),
- * likewise. */
 bool cumemcap_driver_graph_mem(int dev, CUgraphMem_attribute attr, uint64_t *bytes);
 
-/* Whether `dev`'s primary context is active (cuDevicePrimaryCtxGetState);
- * false when unknown. */
+/* Whether `dev`'s primary context is active; false when unknown. */
 bool cumemcap_driver_primary_active(CUdevice dev);
 
 /* cuStreamIsCapturing (_ptsz when ptsz): true and *status when answered. */
@@ -101,12 +94,10 @@ static inline CUresult cumemcap_driver_current_device(CUdevice *dev)
 	return real_cuCtxGetDevice(dev);
 }
 
-/* cuStreamGetCtx: true and *ctx when the driver named one, else *ctx
- * untouched. */
+/* cuStreamGetCtx: true and *ctx when it names one, else *ctx untouched. */
 bool cumemcap_driver_stream_ctx(CUstream stream, CUcontext *ctx);
 
-/* Context `ctx`'s device, asked with it pushed: true and *dev when the
- * driver answered (false when ctx is current already). */
+/* `ctx`'s device, asked with ctx pushed (false when it is current). */
 bool cumemcap_driver_ctx_device(CUcontext ctx, CUdevice *dev);
 
 /* The card's memory, every process's (cuMemGetInfo_v2 with ctx current):
@@ -125,17 +116,14 @@ static inline CUresult cumemcap_driver_mem_alloc(CUdeviceptr *base, uint64_t byt
 	return real_cuMemAlloc_v2(base, bytes);
 }
 
-/* Give a segment back (cuMemFree_v2). It synchronizes the device: never
- * while a stream captures (state/capture.h). */
+/* cuMemFree_v2: synchronizes the device, so never while a stream captures. */
 static inline CUresult cumemcap_driver_mem_free(CUdeviceptr base)
 {
 	return real_cuMemFree_v2(base);
 }
 
-/* The calls of the arenas' fences (arena/fence.c), each
- * CUDA_ERROR_NOT_SUPPORTED when the driver lacks it. */
-
-/* Wait for the current context's work. */
+/* cuCtxSynchronize and the fences' calls: CUDA_ERROR_NOT_SUPPORTED when the
+ * driver lacks the entry point. */
 static inline CUresult cumemcap_driver_ctx_synchronize(void)
 {
 	return real_cuCtxSynchronize ? real_cuCtxSynchronize() : CUDA_ERROR_NOT_SUPPORTED;
@@ -147,8 +135,7 @@ static inline CUresult cumemcap_driver_event_create(CUevent *ev)
 	return real_cuEventCreate ? real_cuEventCreate(ev, CU_EVENT_DISABLE_TIMING) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
-/* Record ev on `stream`. Never on a capturing stream: it would become a
- * node of the program's graph. */
+/* Never on a capturing stream: it would become a node of the graph. */
 static inline CUresult cumemcap_driver_event_record(CUevent ev, CUstream stream)
 {
 	return real_cuEventRecord ? real_cuEventRecord(ev, stream) : CUDA_ERROR_NOT_SUPPORTED;
@@ -172,20 +159,18 @@ static inline CUresult cumemcap_driver_event_synchronize(CUevent ev)
 	return real_cuEventSynchronize ? real_cuEventSynchronize(ev) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
-/* Load the real driver ("libcuda.so.1" from the library search path)
- * once: true when it is loaded with a cuGetProcAddress (or _v2). */
+/* Load libcuda.so.1 once: true when it is loaded with a cuGetProcAddress. */
 bool cumemcap_driver_ready(void);
 
 /* Whether `sym`, which the program's dlsym found, lies in the real driver.
- * Not loaded yet, the driver is adopted from that file (a driver dlopened
- * by full path is the one the shim forwards to). */
+ * Not loaded yet, the driver is adopted from that file, whatever its path. */
 bool cumemcap_driver_owns(const void *sym);
 
 /* Whether `addr` lies in the shim itself. */
 bool cumemcap_driver_self(const void *addr);
 
-/* The shim's own exported function `name`, from its own symbol table (the
- * process may bind the name to an earlier preload); NULL when none. */
+/* The shim's own export `name` (the process may bind it to an earlier
+ * preload); NULL when none. */
 void *cumemcap_driver_own(const char *name);
 
 /* What dlsym(RTLD_NEXT, name) from `caller` finds: the first function

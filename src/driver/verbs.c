@@ -32,25 +32,15 @@ int cumemcap_driver_device_count(void)
 	return real_cuDeviceGetCount && real_cuDeviceGetCount(&count) == CUDA_SUCCESS ? count : 0;
 }
 
-/* *out = *v when the driver answered r. */
-static bool answered(CUresult r, const cuuint64_t *v, uint64_t *out)
-{
-	if (r == CUDA_SUCCESS)
-		*out = *v;
-	return r == CUDA_SUCCESS;
-}
-
 bool cumemcap_driver_pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, uint64_t *bytes)
 {
-	cuuint64_t v = 0;
-	return real_cuMemPoolGetAttribute && answered(real_cuMemPoolGetAttribute(pool, attr, &v), &v, bytes);
+	return real_cuMemPoolGetAttribute && real_cuMemPoolGetAttribute(pool, attr, bytes) == CUDA_SUCCESS;
 }
 
 bool cumemcap_driver_graph_mem(int dev, CUgraphMem_attribute attr, uint64_t *bytes)
 {
-	cuuint64_t v = 0;
 	return real_cuDeviceGetGraphMemAttribute &&
-	       answered(real_cuDeviceGetGraphMemAttribute((CUdevice)dev, attr, &v), &v, bytes);
+	       real_cuDeviceGetGraphMemAttribute((CUdevice)dev, attr, bytes) == CUDA_SUCCESS;
 }
 
 bool cumemcap_driver_primary_active(CUdevice dev)
@@ -64,11 +54,7 @@ bool cumemcap_driver_primary_active(CUdevice dev)
 bool cumemcap_driver_stream_capturing(CUstream stream, bool ptsz, CUstreamCaptureStatus *status)
 {
 	PFN_cuStreamIsCapturing_v10000 is = ptsz ? real_cuStreamIsCapturing_ptsz : real_cuStreamIsCapturing;
-	CUstreamCaptureStatus st;
-	if (!is || is(stream, &st) != CUDA_SUCCESS)
-		return false;
-	*status = st;
-	return true;
+	return is && is(stream, status) == CUDA_SUCCESS;
 }
 
 bool cumemcap_driver_describe(int dev, uint64_t *total, unsigned char uuid[16], char *pci, size_t pci_len)
@@ -104,14 +90,10 @@ bool cumemcap_driver_stream_ctx(CUstream stream, CUcontext *ctx)
 
 bool cumemcap_driver_ctx_device(CUcontext ctx, CUdevice *dev)
 {
-	CUdevice d;
 	bool pushed = cumemcap_driver_push_ctx(ctx);
-	CUresult r = pushed ? real_cuCtxGetDevice(&d) : CUDA_ERROR_INVALID_CONTEXT;
+	CUresult r = pushed ? real_cuCtxGetDevice(dev) : CUDA_ERROR_INVALID_CONTEXT;
 	cumemcap_driver_pop_ctx(pushed);
-	if (r != CUDA_SUCCESS)
-		return false;
-	*dev = d;
-	return true;
+	return r == CUDA_SUCCESS;
 }
 
 bool cumemcap_driver_card_memory(CUcontext ctx, uint64_t *free, uint64_t *total)
@@ -132,9 +114,7 @@ bool cumemcap_driver_card_memory(CUcontext ctx, uint64_t *free, uint64_t *total)
 	return true;
 }
 
-/* Child graphs deeper than this are not looked into (the graph is then
- * not known: its launches are not checked). */
-#define GRAPH_MAX_DEPTH 8
+#define GRAPH_MAX_DEPTH 8 /* child graphs deeper are not looked into */
 
 static bool graph_walk(CUgraph graph, int depth, cumemcap_graph_alloc_fn each, void *arg)
 {
