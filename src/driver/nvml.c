@@ -1,5 +1,4 @@
-/* nvml: see nvml.h. Each entry point is found with libc's dlsym: the
- * process's is the shim's, which answers the hooked NVML names itself. */
+/* nvml: see nvml.h. Entry points are found with libc's dlsym, not the shim's. */
 #include "driver/nvml.h"
 
 #include <dlfcn.h>
@@ -9,7 +8,6 @@
 #include <sys/stat.h>
 
 #include "driver/driver.h"
-#include "platform/cuda-api.h"
 #include "platform/xmutex.h"
 
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
@@ -19,9 +17,8 @@
 static struct cumemcap_nvml_real real_fns; /* written before real_state = 1 */
 static _Atomic int real_state;		   /* 0 untried, 1 ready, -1 missing, 2 resolving */
 
-/* dlopen libnvidia-ml.so.1 into *out. It stays loaded, usable or not:
- * unloading what the program's nvmlInit may have started is riskier than
- * a mapping. */
+/* dlopen libnvidia-ml.so.1 into *out. It stays loaded, usable or not: what
+ * the program's nvmlInit may have started is riskier to unload. */
 static bool resolve(int extra, struct cumemcap_nvml_real *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -197,8 +194,7 @@ static enum cumemcap_nvml_answer process_used(nvmlDevice_t h, unsigned pid, uint
 	return CUMEMCAP_NVML_LISTED;
 }
 
-/* Caller holds the lock: whether NVML is ready (loaded the first time)
- * and, given a uuid, the GPU's handle in *h. */
+/* Under the lock: whether NVML is ready and, given a uuid, its handle in *h. */
 static bool ready(const unsigned char *uuid, nvmlDevice_t *h)
 {
 	if (state == UNTRIED)
@@ -232,12 +228,9 @@ bool cumemcap_nvml_device_used(const unsigned char uuid[16], uint64_t *used)
 bool cumemcap_nvml_index(const unsigned char uuid[16], unsigned *index)
 {
 	nvmlDevice_t h;
-	unsigned i;
 	cumemcap_xmutex_lock(&lock);
-	bool ok = ready(uuid, &h) && fns.get_index && fns.get_index(h, &i) == CUMEMCAP_NVML_SUCCESS;
+	bool ok = ready(uuid, &h) && fns.get_index && fns.get_index(h, index) == CUMEMCAP_NVML_SUCCESS;
 	cumemcap_xmutex_unlock(&lock);
-	if (ok)
-		*index = i;
 	return ok;
 }
 

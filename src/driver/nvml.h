@@ -1,10 +1,9 @@
 /* nvml: what NVIDIA's management library says this process holds on a GPU.
  *
- * Owns the optional dlopen of libnvidia-ml.so.1, its initialization, and
- * the device handles found by CUDA UUID (so CUDA_VISIBLE_DEVICES cannot mix
- * GPUs up). A missing or failing NVML is silent: the answer is "unknown".
- * Never calls CUDA. Also owns the real entry points the NVML hooks
- * (entry/hooks-nvml.c) forward to, never initialized for them.
+ * Owns the optional dlopen of libnvidia-ml.so.1, its initialization, the
+ * device handles found by CUDA UUID (CUDA_VISIBLE_DEVICES cannot mix GPUs
+ * up) and the real entry points the NVML hooks forward to. A missing or
+ * failing NVML is silent ("unknown"). Never calls CUDA.
  *
  * Thread safety: the shim's own questions take one xmutex (fresh in a fork
  * child). The real entry points are resolved without a lock (a thread that
@@ -27,15 +26,13 @@ enum cumemcap_nvml_answer cumemcap_nvml_process(const unsigned char uuid[16], un
 /* The GPU's used memory, all processes'; false when unknown. */
 bool cumemcap_nvml_device_used(const unsigned char uuid[16], uint64_t *used);
 
-/* nvidia-smi's index of the GPU (PCI bus order, whatever
- * CUDA_VISIBLE_DEVICES says); false when unknown. */
+/* nvidia-smi's index of the GPU (PCI bus order); false when unknown. */
 bool cumemcap_nvml_index(const unsigned char uuid[16], unsigned *index);
 
 /* Whether NVML loads and initializes. */
 bool cumemcap_nvml_available(void);
 
-/* Whether this process is in the host's PID namespace, where NVML's pids
- * are its own. */
+/* Whether this process is in the host's PID namespace (NVML's pids). */
 bool cumemcap_nvml_host_pids(void);
 
 void cumemcap_nvml_fork_child(void);
@@ -88,10 +85,9 @@ struct cumemcap_nvml_real {
 	const void *base; /* the library's load address */
 };
 
-/* The real NVML's entry points, loading libnvidia-ml.so.1 (RTLD_LOCAL,
- * not initialized) the first time. False, *out all NULL, without it. */
+/* The real NVML's entry points, loaded (not initialized) the first time.
+ * False, *out all NULL, without it. */
 bool cumemcap_nvml_real(struct cumemcap_nvml_real *out);
 
-/* Whether `sym` lies in the libnvidia-ml.so.1 the shim's dlopen finds.
- * Never loads NVML. */
+/* Whether `sym` lies in the libnvidia-ml.so.1 loaded now. */
 bool cumemcap_nvml_owns(const void *sym);
