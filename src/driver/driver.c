@@ -4,7 +4,6 @@
  * the driver once under load_lock; then the pointers are only read. The
  * ELF walk reads symbol tables in place and allocates nothing, so it is
  * safe anywhere, even in a dlsym call before the shim's constructor. */
-#include "config.h"
 #include "driver/driver.h"
 
 #include <dlfcn.h>
@@ -12,7 +11,6 @@
 #include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <string.h>
 
 #define HOOK(symbol, base, version, variant) symbol##_fn real_##symbol;
 #define DRIVER(symbol, pfn) symbol##_fn real_##symbol;
@@ -44,8 +42,7 @@ CUMEMCAP_DLSYM_SAFE static uint32_t sysv_hash(const char *name)
 	return h;
 }
 
-/* ld.so relocates dynamic-section pointers in place on most targets, not
- * on all; accept both. */
+/* ld.so relocates dynamic-section pointers on most targets, not on all. */
 CUMEMCAP_DLSYM_SAFE static uintptr_t dyn_ptr(uintptr_t base, ElfW(Addr) value)
 {
 	return value < base ? base + value : value;
@@ -109,8 +106,7 @@ CUMEMCAP_DLSYM_SAFE static void *elf_lookup(const struct link_map *lm, const cha
 	return NULL;
 }
 
-/* The function `name` in the loaded object whose file is `soname`
- * ("/lib/x86_64-linux-gnu/libc.so.6" is "libc.so.6"). */
+/* The function `name` in the loaded object whose file name is `soname`. */
 CUMEMCAP_DLSYM_SAFE static void *elf_find(const char *soname, const char *name)
 {
 	for (struct link_map *lm = _r_debug.r_map; lm; lm = lm->l_next) {
@@ -124,9 +120,8 @@ CUMEMCAP_DLSYM_SAFE static void *elf_find(const char *soname, const char *name)
 	return NULL;
 }
 
-/* Once, on compiler atomics, not pthread_once: TSan's interceptor touches
- * shadow memory that does not exist yet when its start-up calls dlsym,
- * which lands here. A waiter spins (microseconds). */
+/* Once, on atomics, not pthread_once: TSan's interceptor touches shadow
+ * memory that does not exist yet when its start-up calls dlsym. */
 static unsigned char libc_busy; /* __atomic_test_and_set flag */
 static int libc_done;		/* set (release) after both pointers are written */
 
@@ -177,9 +172,8 @@ static void load_locked(const char *path, int extra_flags)
 	}
 	if (handle && atomic_load(&loaded) != 1)
 		dlclose(handle);
-	/* Leave no error of a symbol an older driver lacks in dlerror(): the
-	 * program, whose own dlsym brought the shim here, would read it as its
-	 * own (GLib's g_module_symbol does). */
+	/* Leave no error of a symbol an older driver lacks for the program to
+	 * read in dlerror() as its own (GLib's g_module_symbol does). */
 	(void)dlerror();
 }
 
