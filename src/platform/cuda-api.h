@@ -1,9 +1,7 @@
 /* cuda-api: the CUDA driver API declarations the shim is written against.
- *
- * __CUDA_API_VERSION_INTERNAL makes cuda.h declare every exported symbol
- * under its real name (cuMemAlloc, cuMemAlloc_v2, ..._ptsz) instead of
- * mapping names with macros, so each hook is type-checked against the
- * driver's prototype. Declarations only: no state, so thread-safe. */
+ * __CUDA_API_VERSION_INTERNAL makes cuda.h declare each symbol under its
+ * real name (cuMemAlloc, cuMemAlloc_v2, ..._ptsz), not a macro, so each
+ * hook is type-checked. Declarations only: no state, so thread-safe. */
 #pragma once
 
 #ifndef __CUDA_API_VERSION_INTERNAL

@@ -4,8 +4,7 @@
 
 #include <stdint.h>
 
-/* Two steps: enough for addresses and handles that differ in their middle
- * bits. */
+/* Two steps: enough for addresses and handles differing in middle bits. */
 static inline uint64_t cumemcap_mix_short(uint64_t x)
 {
 	x ^= x >> 33;

@@ -4,9 +4,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -89,8 +87,8 @@ _Noreturn void cumemcap_fatal(const char *fmt, ...)
 	va_start(ap, fmt);
 	emit(fmt, ap);
 	va_end(ap);
-	/* Keep what other constructors buffered, but run no atexit handler of
-	 * a library whose constructor has not run. */
+	/* Keep what was buffered; _exit: no atexit handler of a library whose
+	 * constructor has not run. */
 	fflush(NULL);
 	_exit(CUMEMCAP_EXIT_CONFIG);
 }

@@ -1,8 +1,6 @@
-/* msg: one-line messages on stderr, and the text helpers they use.
- *
- * Each line is written with a single write(2), so lines from different
- * threads never interleave. No locks, no allocation: callable from any
- * hook, a constructor or a forked child. */
+/* msg: one-line messages on stderr, and the text helpers they use. Each line
+ * is one write(2), so threads never interleave. No locks, no allocation:
+ * callable from any hook, a constructor or a forked child. */
 #pragma once
 
 #include <signal.h>
@@ -42,8 +40,7 @@ void cumemcap_msg(const char *fmt, ...) CUMEMCAP_PRINTF(1, 2);
 /* A configuration error, before main: one line, then _exit(CUMEMCAP_EXIT_CONFIG). */
 _Noreturn void cumemcap_fatal(const char *fmt, ...) CUMEMCAP_PRINTF(1, 2);
 
-/* A size in binary units: the unit ("B" .. "EiB"), the whole units and the
- * hundredths, cut (never rounded up). */
+/* A size's binary unit ("B" .. "EiB"), whole units and hundredths (cut). */
 const char *cumemcap_size_split(uint64_t bytes, uint64_t *whole, unsigned *hundredths);
 
 /* Human-readable size ("1.50 GiB", "512 MiB", "4096 B") into buf. */

@@ -1,9 +1,7 @@
-/* ofdlock: an open file description lock (F_OFD_SETLK).
- *
- * It belongs to the open file: the kernel drops it when its last
- * descriptor closes, whatever killed the holder, so a lock that can be
- * taken means its holder is gone, across PID namespaces too.
- * Thread safety: a system call, as thread-safe as fcntl. */
+/* ofdlock: an open file description lock (F_OFD_SETLK). The kernel drops it
+ * when the open file's last descriptor closes, whatever killed the holder,
+ * so a lock that can be taken means its holder is gone, across PID
+ * namespaces too. Thread safety: a system call, as thread-safe as fcntl. */
 #pragma once
 
 #include <errno.h>

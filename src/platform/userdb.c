@@ -10,8 +10,7 @@
 #define BUF_FIRST 16384
 #define BUF_MAX (1 << 20)
 
-/* Group `name` (or, NULL, `gid`) into *gr: the buffer to free(), or NULL
- * when there is no such group. */
+/* Group `name` (NULL: `gid`) into *gr: the buffer to free(), NULL if none. */
 static char *group_entry(const char *name, gid_t gid, struct group *gr)
 {
 	for (size_t len = BUF_FIRST; len <= BUF_MAX; len *= 4) {

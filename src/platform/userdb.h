@@ -1,6 +1,5 @@
-/* userdb: the user and group database (NSS). A group with many members
- * does not fit a small buffer: each lookup grows its own, up to 1 MiB.
- * Thread safety: the reentrant *_r lookups. */
+/* userdb: the user and group database (NSS), a group's buffer grown to fit
+ * (up to 1 MiB). Thread safety: the reentrant *_r lookups. */
 #pragma once
 
 #include <stdbool.h>

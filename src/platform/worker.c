@@ -1,11 +1,9 @@
-/* worker: see worker.h. One mutex and one condition variable guard the
- * thread's state; the tick table is append-only. */
+/* worker: see worker.h. One mutex and condition variable guard its state. */
 #include "platform/worker.h"
 
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <stdbool.h>
 #include <time.h>
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -32,8 +30,7 @@ bool cumemcap_worker_register(cumemcap_tick_fn tick)
 
 uint64_t cumemcap_now_ms(void)
 {
-	/* Coarse (a few ms) is enough for idle timers and cheap enough for a
-	 * pooled pair, which reads the time at every reuse. */
+	/* Coarse (a few ms) suffices for idle timers, cheap at a pooled reuse. */
 	struct timespec ts;
 	if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
 		clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -1,8 +1,6 @@
-/* worker: the shim's one background thread.
- *
- * Started at the first GPU use (a forked child's too), every signal
- * blocked. It calls the registered ticks in order, waking when the
- * earliest needs it, at least every second.
+/* worker: the shim's one background thread, started at the first GPU use
+ * (a forked child's too) with every signal blocked. It calls the registered
+ * ticks in order, when the earliest needs it and at least every second.
  * Thread safety: registration takes the worker's mutex; ticks are
  * published with release stores and read with acquire loads. */
 #pragma once
@@ -10,8 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* A tick: do what is due at `now_ms` (cumemcap_now_ms) and return the
- * milliseconds until it next needs a call. Takes its own locks. */
+/* A tick: do what is due at `now_ms` (cumemcap_now_ms) and return the ms
+ * until it next needs a call. Runs on the worker thread; takes its locks. */
 typedef uint32_t (*cumemcap_tick_fn)(uint64_t now_ms);
 
 /* Add a tick (one already there: a no-op); false when there is no room. */

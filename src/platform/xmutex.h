@@ -1,5 +1,4 @@
 /* xmutex: a mutex that may be held across a call into the driver.
- *
  * fork()'s prepare handler must not take it: the driver's own fork handler
  * may have run first and hold the lock the call under it waits for. So a
  * child, where a thread that did not come along may hold it, gets a fresh
