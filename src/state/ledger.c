@@ -99,12 +99,6 @@ const char *cumemcap_overhead_source_name(enum cumemcap_overhead_source source)
 	return (unsigned)source < sizeof(names) / sizeof(names[0]) ? names[source] : "none";
 }
 
-uint64_t cumemcap_ledger_limit(int dev)
-{
-	return cumemcap_ledger_valid(dev) ? atomic_load(&FIG(&cumemcap_ledger[dev], limit))
-					  : CUMEMCAP_NO_LIMIT;
-}
-
 void cumemcap_ledger_note_request(int dev, uint64_t bytes)
 {
 	if (cumemcap_ledger_valid(dev))
@@ -211,8 +205,7 @@ void cumemcap_ledger_arena_open(struct cumemcap_ledger_arena *r, int dev)
 		;
 }
 
-/* Its counts and peaks go to the device's atomics (a peak is added, as
- * the peaks of the parts are summed on read: ledger.h). */
+/* Its counts and peaks are added to the device's (peaks sum on read too). */
 void cumemcap_ledger_arena_close(struct cumemcap_ledger_arena *r)
 {
 	int dev = atomic_exchange(&r->dev, -1);
@@ -239,8 +232,8 @@ uint64_t cumemcap_ledger_arenas_sum(int dev, enum cumemcap_figure fig)
 
 void cumemcap_ledger_reset(void)
 {
-	/* The limit stays; no context survives a fork: nothing is learned,
-	 * the cap is the limit. The records stay open, emptied. */
+	/* The limits stay; no context survives a fork, so the cap is the
+	 * limit. The records stay open, emptied. */
 	for (int i = 0; i < CUMEMCAP_MAX_DEVICES; i++) {
 		uint64_t limit = atomic_load(&FIG(&cumemcap_ledger[i], limit));
 		cumemcap_ledger[i] =
