@@ -91,8 +91,7 @@ int cumemcap_device_all(const struct cumemcap_device_info **out)
 }
 
 /* A member whose group limit on `dev` differs from the budget the group's
- * book already holds there: the book's holds (its first member set it, or
- * `cumemcap group set`), said in one line. */
+ * book already holds: the book's holds, said in one line. */
 static void name_other_budget(int dev, const struct cumemcap_device_info *info)
 {
 	const struct cumemcap_policy *p = cumemcap_policy();
@@ -114,15 +113,14 @@ static void name_other_budget(int dev, const struct cumemcap_device_info *info)
 
 bool cumemcap_device_ensure(int dev)
 {
-	if (dev < 0 || dev >= CUMEMCAP_MAX_DEVICES)
+	if (!cumemcap_ledger_valid(dev))
 		return false;
 	if (atomic_load_explicit(&ready[dev], memory_order_acquire))
 		return true;
 	void (*tell)(int dev) = NULL;
 	pthread_mutex_lock(&init_lock);
-	/* A GPU the driver cannot describe now (not initialized yet, no such
-	 * ordinal) is asked again next time: a hook may look before the
-	 * program's cuInit (footprint.h). */
+	/* One the driver cannot describe now is asked again next time: a hook
+	 * may look before the program's cuInit (footprint.h). */
 	bool made = !atomic_load(&ready[dev]) && describe(dev, &infos[dev]);
 	if (made) {
 		tell = listener;
@@ -155,17 +153,14 @@ int cumemcap_device_only(void)
 
 const struct cumemcap_device_info *cumemcap_device_info(int dev)
 {
-	if (dev < 0 || dev >= CUMEMCAP_MAX_DEVICES || !atomic_load(&ready[dev]))
-		return NULL;
-	return &infos[dev];
+	return cumemcap_ledger_valid(dev) && atomic_load(&ready[dev]) ? &infos[dev] : NULL;
 }
 
-/* A context's device never changes, so each thread remembers the device
- * (and its arena) of the last context it asked about. A destroyed or reset
- * context may come back at the same address on another device: the
- * generation makes every thread ask again after one. */
+/* Each thread remembers the device (and arena) of the last context it asked
+ * about. A dead context's handle may come back on another device: the
+ * generation makes every thread ask again after a death. */
 static _Atomic uint64_t generation = 1;
-static CUMEMCAP_TLS struct {
+static CUMEMCAP_TLS struct last_ctx {
 	CUcontext ctx;
 	uint64_t generation;
 	int dev;
@@ -177,8 +172,7 @@ void cumemcap_device_forget_contexts(void)
 	atomic_fetch_add_explicit(&generation, 1, memory_order_release);
 }
 
-/* A context this thread has not seen under this generation: its device,
- * asked of the driver, ensured and remembered. */
+/* A context this thread has not seen under this generation. */
 static __attribute__((noinline)) CUresult current_slow(CUcontext ctx, uint64_t gen, int *dev)
 {
 	CUdevice d;
@@ -187,10 +181,7 @@ static __attribute__((noinline)) CUresult current_slow(CUcontext ctx, uint64_t g
 		return r;
 	if (!cumemcap_device_ensure(d))
 		return CUDA_ERROR_INVALID_DEVICE;
-	last.ctx = ctx;
-	last.generation = gen;
-	last.dev = d;
-	last.arena = NULL;
+	last = (struct last_ctx){ ctx, gen, d, NULL };
 	*dev = d;
 	return CUDA_SUCCESS;
 }
@@ -223,11 +214,10 @@ void cumemcap_device_cache_arena(CUcontext ctx, void *arena)
 		last.arena = arena;
 }
 
-/* A stream's context never changes while it lives, so each thread
- * remembers the owner of the last stream it asked about, until a stream is
- * destroyed or a context dies. Both generations are read before the driver
- * is asked, so an answer that a destruction overtook is never kept. */
-static CUMEMCAP_TLS struct {
+/* Each thread remembers the owner of the last stream it asked about, until a
+ * stream or a context dies. Both generations are read before the driver is
+ * asked, so an answer that a destruction overtook is never kept. */
+static CUMEMCAP_TLS struct last_stream {
 	CUstream stream; /* NULL: nothing cached */
 	uint64_t streams_gen, generation;
 	CUcontext owner;
@@ -256,11 +246,7 @@ void cumemcap_device_of_stream(CUstream s, CUcontext *ctx, int *dev)
 		return;
 	if (owner != *ctx && (!cumemcap_driver_ctx_device(owner, &d) || !cumemcap_device_ensure(d)))
 		return;
-	last_stream.stream = s;
-	last_stream.streams_gen = sgen;
-	last_stream.generation = gen;
-	last_stream.owner = owner;
-	last_stream.dev = d;
+	last_stream = (struct last_stream){ s, sgen, gen, owner, d };
 	*ctx = owner;
 	*dev = d;
 }

@@ -1,5 +1,5 @@
-/* streams: see streams.h. A fixed array: programs make few streams that do
- * not wait for the legacy stream (a dozen for PyTorch's pools). */
+/* streams: see streams.h. A fixed array: such streams are few (a dozen
+ * for PyTorch). */
 #include "state/streams.h"
 
 #include <stdatomic.h>
@@ -31,8 +31,7 @@ void cumemcap_streams_created(CUstream stream, CUcontext ctx, unsigned flags)
 
 void cumemcap_streams_destroyed(CUstream stream)
 {
-	/* Before the list changes: a fence that missed the stream sees the
-	 * generation move. */
+	/* First, so that a fence that missed the stream sees it move. */
 	atomic_fetch_add_explicit(&gen, 1, memory_order_seq_cst);
 	cumemcap_spin_lock(&lock);
 	for (int i = 0; i < used; i++)

@@ -15,19 +15,16 @@ static struct cumemcap_block *slot;
 static uint32_t mask; /* capacity - 1, or 0 when unallocated */
 static uint32_t used;
 
-/* The key with its handle kind's namespace in the top byte (device
- * addresses and handles fit in 56 bits on every platform CUDA supports),
- * and back: device pointers, whether from cuMemAlloc* or cuMemAlloc*Async,
- * are one namespace (the driver hands an address to one allocation at a
- * time, so a free finds either in one lookup). */
+/* The key with its namespace in the top byte (addresses and handles fit in
+ * 56 bits), and back. Async and other device pointers share one: the
+ * driver hands an address to one allocation at a time. */
 static uint64_t stored_key(unsigned handle, uint64_t key)
 {
 	return key ^
 	       ((uint64_t)(handle == CUMEMCAP_HANDLE_ASYNC ? CUMEMCAP_HANDLE_PTR : handle) << 56);
 }
 
-/* A stored key's first slot in a table of capacity m + 1: addresses that
- * differ only in their middle bits spread over the low ones. */
+/* A stored key's first slot in a table of capacity m + 1, middle bits mixed in. */
 static uint32_t home(uint64_t skey, uint32_t m)
 {
 	uint64_t x = skey ^ (skey >> 31);
@@ -60,8 +57,7 @@ bool cumemcap_track_insert(const struct cumemcap_block *b, struct cumemcap_block
 	uint64_t skey = stored_key(b->handle, b->key);
 	cumemcap_spin_lock(&lock);
 	if ((used + 1) * 2 > mask + 1 && !grow()) {
-		/* Out of host memory: the block stays untracked; its free
-		 * will pass through and its bytes stay charged (safe side). */
+		/* Out of memory: untracked, its bytes stay charged (safe side). */
 		cumemcap_spin_unlock(&lock);
 		return false;
 	}
