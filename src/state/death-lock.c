@@ -93,8 +93,7 @@ static bool key_ok;
 static void slot_return(void *p)
 {
 	struct slot *s = p;
-	if (mine == s)
-		mine = NULL;
+	mine = NULL;
 	atomic_store_explicit(&s->depth, 0, memory_order_release);
 	atomic_store_explicit(&s->taken, false, memory_order_release);
 }

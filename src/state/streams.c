@@ -49,10 +49,8 @@ uint64_t cumemcap_streams_gen(void)
 
 int cumemcap_streams_of(CUcontext ctx, CUstream out[CUMEMCAP_STREAMS_MAX])
 {
-	int n = 0;
 	cumemcap_spin_lock(&lock);
-	if (untracked)
-		n = -1;
+	int n = untracked ? -1 : 0;
 	for (int i = 0; i < used && n >= 0; i++) {
 		if (!kept[i].ctx || (kept[i].ctx == ctx && n == CUMEMCAP_STREAMS_MAX))
 			n = -1;

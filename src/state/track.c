@@ -4,6 +4,7 @@
  * with backward-shift deletion, so there are no tombstones. Key 0 marks an
  * empty slot: the driver never returns 0 as a pointer or handle. */
 #include "state/track.h"
+#include "platform/mix.h"
 #include "platform/spin.h"
 
 #include <stdatomic.h>
@@ -24,12 +25,19 @@ static uint64_t stored_key(unsigned handle, uint64_t key)
 	       ((uint64_t)(handle == CUMEMCAP_HANDLE_ASYNC ? CUMEMCAP_HANDLE_PTR : handle) << 56);
 }
 
-/* A stored key's first slot in a table of capacity m + 1, middle bits mixed in. */
+/* A stored key's first slot in a table of capacity m + 1. */
 static uint32_t home(uint64_t skey, uint32_t m)
 {
-	uint64_t x = skey ^ (skey >> 31);
-	x *= 0xbf58476d1ce4e5b9ull;
-	return (uint32_t)(x ^ (x >> 29)) & m;
+	return (uint32_t)cumemcap_mix_short(skey) & m;
+}
+
+/* The slot of skey in table t of capacity m + 1, or the empty slot ending its cluster. */
+static uint32_t probe(const struct cumemcap_block *t, uint32_t m, uint64_t skey)
+{
+	uint32_t i = home(skey, m);
+	while (t[i].key && t[i].key != skey)
+		i = (i + 1) & m;
+	return i;
 }
 
 static bool grow(void)
@@ -38,14 +46,9 @@ static bool grow(void)
 	struct cumemcap_block *bigger = calloc(cap, sizeof(*bigger));
 	if (!bigger)
 		return false;
-	for (uint32_t i = 0; mask && i <= mask; i++) {
-		if (!slot[i].key)
-			continue;
-		uint32_t j = home(slot[i].key, cap - 1);
-		while (bigger[j].key)
-			j = (j + 1) & (cap - 1);
-		bigger[j] = slot[i];
-	}
+	for (uint32_t i = 0; mask && i <= mask; i++)
+		if (slot[i].key)
+			bigger[probe(bigger, cap - 1, slot[i].key)] = slot[i];
 	free(slot);
 	slot = bigger;
 	mask = cap - 1;
@@ -61,16 +64,13 @@ bool cumemcap_track_insert(const struct cumemcap_block *b, struct cumemcap_block
 		cumemcap_spin_unlock(&lock);
 		return false;
 	}
-	bool found = false;
-	uint32_t i = home(skey, mask);
-	while (slot[i].key && slot[i].key != skey)
-		i = (i + 1) & mask;
-	if (!slot[i].key) {
-		used++;
-	} else {
+	uint32_t i = probe(slot, mask, skey);
+	bool found = slot[i].key != 0;
+	if (found) {
 		*displaced = slot[i];
 		displaced->key = b->key;
-		found = true;
+	} else {
+		used++;
 	}
 	slot[i] = *b;
 	slot[i].key = skey;
@@ -97,16 +97,13 @@ bool cumemcap_track_remove(enum cumemcap_handle_kind handle, uint64_t key,
 			   struct cumemcap_block *out)
 {
 	uint64_t skey = stored_key(handle, key);
-	bool found = false;
 	cumemcap_spin_lock(&lock);
-	for (uint32_t i = home(skey, mask); mask && slot[i].key; i = (i + 1) & mask) {
-		if (slot[i].key == skey) {
-			*out = slot[i];
-			out->key = key;
-			delete_at(i);
-			found = true;
-			break;
-		}
+	uint32_t i = mask ? probe(slot, mask, skey) : 0;
+	bool found = mask && slot[i].key == skey;
+	if (found) {
+		*out = slot[i];
+		out->key = key;
+		delete_at(i);
 	}
 	cumemcap_spin_unlock(&lock);
 	return found;
