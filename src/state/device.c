@@ -128,7 +128,6 @@ bool cumemcap_device_ensure(int dev)
 			rules_checked = true;
 			check_rules();
 		}
-		cumemcap_ledger_count_footprint(cumemcap_policy()->count == CUMEMCAP_COUNT_FOOTPRINT);
 		cumemcap_ledger_set_limit(dev, infos[dev].limit);
 		cumemcap_group_attach(dev, infos[dev].uuid, infos[dev].pci_bus_id, infos[dev].total,
 				      infos[dev].limit);

@@ -1,18 +1,15 @@
 /* figures: the one declaration of a device's figures.
  *
- * Every figure the shim reports is one X(name, src, stats, field = value,
- * ...) line, in output order; the ledger's storage, cumemcap_get_stats
- * (shim.c), the log's records, samples, exit record, stderr summary and
- * Prometheus families (log/records.c, log/metrics.c) are made from it, so
- * a line added here reaches every output marked for it. No state, nothing
- * to lock.
+ * Each figure is one X(name, src, stats, field = value, ...) line, in output
+ * order; the ledger's storage, cumemcap_get_stats and every log output
+ * (records, samples, exit record, stderr summary, Prometheus) are made from
+ * it. No state, nothing to lock.
  *
  *   name    CUMEMCAP_FIG_<name>; a field of struct cumemcap_stats when `stats` is 1.
  *   src     `atomic` (an atomic of the device), `arenas` (that plus each open
- *           arena's part, summed on read) or `other` (not stored: the footprint
- *           is reserved + overhead, the group's come from its book, the rest
- *           are CUMEMCAP_FIGURE_NONE for their owner to fill).
- * The named fields are those of struct cumemcap_figure_info (below). */
+ *           arena's part) or `other` (not stored: the footprint, the group's
+ *           figures, and those their owner fills, CUMEMCAP_FIGURE_NONE here).
+ * The named fields are struct cumemcap_figure_info's (below). */
 #pragma once
 
 #include <stdint.h>
@@ -164,8 +161,7 @@ struct cumemcap_figure_info {
 	unsigned char event; /* 1: in the segment, refusal, driver_oom and context records */
 	unsigned char sample; /* 1: in a sample's per-GPU object */
 	unsigned char exit; /* in the exit record: 1 with limit, peaks, counts; 2 after, held at exit */
-	unsigned char summary; /* the stderr summary's clause (1: limits, peaks; 2: held, counts),
-				* as pre value post */
+	unsigned char summary; /* stderr summary, pre value post: 1 limit, peaks; 2 held, counts */
 	char key[24];  /* the JSON key in the records */
 	char pre[24], post[24];
 	char prom[40]; /* the Prometheus family ("": none) */

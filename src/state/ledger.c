@@ -3,6 +3,7 @@
 #include "state/ledger.h"
 
 #include "platform/spin.h"
+#include "config/policy.h"
 #include "group/group.h"
 
 /* A device's figure by name. */
@@ -27,11 +28,12 @@ struct cumemcap_ledger_arena cumemcap_ledger_arenas[CUMEMCAP_LEDGER_ARENAS];
 /* The limit, the overhead and the cap are written together under this
  * lock (never on an allocation's path); readers load each alone. */
 static atomic_flag settings_lock = ATOMIC_FLAG_INIT;
-static _Atomic bool count_footprint = true;
 
-void cumemcap_ledger_count_footprint(bool footprint)
+/* Whether the limit counts the footprint (reserved + overhead, the
+ * default) or only what the calls reserve. */
+static bool count_footprint(void)
 {
-	atomic_store(&count_footprint, footprint);
+	return cumemcap_policy()->count == CUMEMCAP_COUNT_FOOTPRINT;
 }
 
 static inline __attribute__((always_inline)) void raise_to(_Atomic uint64_t *peak_field, uint64_t now)
@@ -48,7 +50,7 @@ static void set_cap(struct cumemcap_ledger_device *d)
 {
 	uint64_t limit = atomic_load(&FIG(d, limit)), over = atomic_load(&FIG(d, overhead));
 	uint64_t cap = limit;
-	if (limit != CUMEMCAP_NO_LIMIT && atomic_load(&count_footprint))
+	if (limit != CUMEMCAP_NO_LIMIT && count_footprint())
 		cap = over >= limit ? 0 : limit - over;
 	atomic_store(&d->cap, cap);
 }
@@ -75,9 +77,9 @@ void cumemcap_ledger_set_overhead(int dev, uint64_t bytes, enum cumemcap_overhea
 	set_cap(d);
 	cumemcap_spin_unlock(&settings_lock);
 	/* A group counts what the limit counts: the overhead too. */
-	if (atomic_load(&count_footprint) && bytes > old)
+	if (count_footprint() && bytes > old)
 		cumemcap_group_force(dev, bytes - old);
-	else if (atomic_load(&count_footprint) && bytes < old)
+	else if (count_footprint() && bytes < old)
 		cumemcap_group_give(dev, old - bytes);
 	raise_to(&FIG(d, peak_footprint),
 		 atomic_load(&FIG(d, reserved)) + atomic_load(&FIG(d, overhead)));

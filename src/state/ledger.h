@@ -58,10 +58,6 @@ extern struct cumemcap_ledger_device cumemcap_ledger[CUMEMCAP_MAX_DEVICES];
 
 void cumemcap_ledger_set_limit(int dev, uint64_t limit);
 
-/* Whether the limit counts the footprint (reserved + overhead, the
- * default) or only what the calls reserve; set before any limit. */
-void cumemcap_ledger_count_footprint(bool footprint);
-
 /* The overhead of `dev` as learned now: the cap and the peak footprint
  * follow. Raising it past the room left only refuses what comes next. */
 void cumemcap_ledger_set_overhead(int dev, uint64_t bytes, enum cumemcap_overhead_source source);
@@ -90,7 +86,6 @@ void cumemcap_ledger_sub(int dev, enum cumemcap_kind kind, uint64_t bytes);
 void cumemcap_ledger_live_add(int dev, uint64_t bytes);
 void cumemcap_ledger_live_sub(int dev, uint64_t bytes);
 
-/* Whether `dev` is a GPU the ledger keeps counters for. */
 static inline bool cumemcap_ledger_valid(int dev)
 {
 	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
