@@ -100,11 +100,10 @@ bool cumemcap_capture_quiet_enter(void)
 {
 	if (active() || pthread_rwlock_tryrdlock(gate) != 0)
 		return false;
-	if (active()) {
-		pthread_rwlock_unlock(gate);
-		return false;
-	}
-	return true;
+	if (!active())
+		return true;
+	pthread_rwlock_unlock(gate);
+	return false;
 }
 
 void cumemcap_capture_quiet_exit(void)

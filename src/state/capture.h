@@ -20,10 +20,9 @@
  * entry point)? Asks the driver, only while any capture is active. */
 bool cumemcap_capture_stream(CUstream stream, bool ptsz);
 
-/* The shim's own synchronizing calls are made inside a quiet section:
- * quiet_enter succeeds only when no stream captures and none is beginning,
- * and until quiet_exit none can begin. It never waits (no deadlock with
- * its caller's locks). */
+/* The shim's own synchronizing calls are made inside a quiet section, which
+ * begins only when no stream captures or is beginning to, and keeps any from
+ * beginning until it ends. It never waits, so never deadlocks. */
 bool cumemcap_capture_quiet_enter(void);
 void cumemcap_capture_quiet_exit(void);
 /* The begin hooks: around the driver's begin call and capture_began. */
@@ -35,8 +34,7 @@ void cumemcap_capture_begin_unlock(void);
 void cumemcap_capture_began(CUstream stream, bool ptsz);
 void cumemcap_capture_ended(CUstream stream, bool ptsz);
 
-/* Fork: the set's lock is held across fork(); the child forgets the
- * parent's captures. */
+/* Fork: the set's lock is held across fork(); the child forgets its captures. */
 void cumemcap_capture_lock(void);
 void cumemcap_capture_unlock(void);
 void cumemcap_capture_fork_child(void);

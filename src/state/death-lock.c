@@ -52,8 +52,7 @@ static CUMEMCAP_TLS struct slot *mine;
 /* A thread without a slot (out of memory) takes the writer's role instead. */
 static CUMEMCAP_TLS unsigned alone;
 
-/* Registered for private expedited membarriers: set (again in a fork
- * child) before any slot is made plain. */
+/* Registered for private expedited membarriers, before any slot is plain. */
 static _Atomic bool asymmetric;
 static bool membarrier_off; /* cumemcap_death_lock_no_membarrier() */
 

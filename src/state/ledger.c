@@ -1,12 +1,10 @@
-/* ledger: see ledger.h. Also owns the figure list's columns as data
- * (cumemcap_figure_info, figures.h). */
+/* ledger: see ledger.h. Also owns cumemcap_figure_info (figures.h). */
 #include "state/ledger.h"
 
 #include "platform/spin.h"
 #include "config/policy.h"
 #include "group/group.h"
 
-/* A device's figure by name. */
 #define FIG(d, name) (d)->v[CUMEMCAP_FIG_##name]
 
 const struct cumemcap_figure_info cumemcap_figure_info[CUMEMCAP_FIG_COUNT] = {
@@ -131,8 +129,7 @@ void cumemcap_ledger_live_sub(int dev, uint64_t bytes)
 					  memory_order_relaxed);
 }
 
-/* In a group, the group's budget first, then the process's cap (the
- * group's share goes back when the cap says no). */
+/* In a group, the group's budget first, then the process's cap. */
 bool cumemcap_ledger_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes)
 {
 	if (!cumemcap_ledger_valid(dev))

@@ -4,14 +4,13 @@
  * device; the `arenas` figures also have a part in each arena's record.
  * The limit check is one compare-and-swap loop on `reserved`, so racing
  * reservations never overshoot together; a reservation is made before the
- * driver is asked and given back if the driver fails. Calls the driver
- * only through the growth reader (below). The peaks of `reserved` and the
- * footprint are exact (late growth: once read); a peak of `live` or
- * `pooled` is the sum of its parts' peaks: never below the true peak,
- * above it only when the parts peaked at different moments.
+ * driver is asked and given back if it fails. Calls the driver only through
+ * the growth reader (below). A peak of `live` or `pooled` is the sum of its
+ * parts' peaks: never below the true peak, above it only when they peaked
+ * at different moments; the other peaks are exact.
  *
- * Thread safety: lock-free but for a spinlock around the limit's
- * settings; a reading is per figure, not a snapshot. */
+ * Thread safety: lock-free but for a spinlock around the limit's settings;
+ * a reading is per figure, not a snapshot. */
 #pragma once
 
 #include <stdatomic.h>
@@ -58,8 +57,7 @@ extern struct cumemcap_ledger_device cumemcap_ledger[CUMEMCAP_MAX_DEVICES];
 
 void cumemcap_ledger_set_limit(int dev, uint64_t limit);
 
-/* The overhead of `dev` as learned now: the cap and the peak footprint
- * follow. Raising it past the room left only refuses what comes next. */
+/* The overhead of `dev` as learned now; the cap and the peak footprint follow. */
 void cumemcap_ledger_set_overhead(int dev, uint64_t bytes, enum cumemcap_overhead_source source);
 enum cumemcap_overhead_source cumemcap_ledger_source(int dev);
 const char *cumemcap_overhead_source_name(enum cumemcap_overhead_source source);
@@ -109,9 +107,8 @@ static inline bool cumemcap_ledger_holds(int dev, enum cumemcap_kind kind)
 /* ---- each arena's record ---------------------------------------------------
  *
  * An arena's part of the `arenas` figures, written with plain stores under
- * the arena's lock, so that a pooled pair writes no line another arena
- * writes. Opened with its arena; closed (added to the device's figures)
- * when the arena is emptied. */
+ * its lock, so that a pooled pair writes no line another arena writes.
+ * Closed (added to the device's figures) when the arena is emptied. */
 #define CUMEMCAP_LEDGER_ARENAS 64
 struct cumemcap_ledger_arena {
 	_Alignas(64) _Atomic int dev; /* -1: closed */
@@ -153,8 +150,7 @@ uint64_t cumemcap_ledger_arenas_sum(int dev, enum cumemcap_figure fig);
 /* One figure of `dev` now; a dev out of range holds nothing, no limit. */
 uint64_t cumemcap_ledger_get(int dev, enum cumemcap_figure fig);
 
-/* Every figure of `dev` now. Async-signal-safe (the exit record is made
- * from it in a signal handler). */
+/* Every figure of `dev` now. Async-signal-safe (the exit record's). */
 void cumemcap_ledger_read(int dev, struct cumemcap_figures *out);
 
 /* ---- figures read late ----------------------------------------------------

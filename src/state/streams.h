@@ -25,7 +25,7 @@ void cumemcap_streams_created(CUstream stream, CUcontext ctx, unsigned flags);
 /* The program destroys `stream` (before the driver's call). */
 void cumemcap_streams_destroyed(CUstream stream);
 
-/* The generation: changes with every stream destruction. */
+/* Changes with every stream destruction. */
 uint64_t cumemcap_streams_gen(void);
 
 /* Copy ctx's non-blocking streams into out; returns their count, or -1
@@ -35,5 +35,4 @@ int cumemcap_streams_of(CUcontext ctx, CUstream out[CUMEMCAP_STREAMS_MAX]);
 /* The context died: its streams went with it. */
 void cumemcap_streams_forget_ctx(CUcontext ctx);
 
-/* Fork child: forget the parent's streams. */
 void cumemcap_streams_fork_child(void);

@@ -1,8 +1,6 @@
-/* track: see track.h.
- *
- * The table is linear-probing (power-of-two capacity, at most half full)
- * with backward-shift deletion, so there are no tombstones. Key 0 marks an
- * empty slot: the driver never returns 0 as a pointer or handle. */
+/* track: see track.h. Linear probing (power-of-two capacity, at most half
+ * full) with backward-shift deletion, so no tombstones. Key 0 marks an empty
+ * slot: the driver never returns 0 as a pointer or handle. */
 #include "state/track.h"
 #include "platform/mix.h"
 #include "platform/spin.h"

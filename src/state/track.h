@@ -42,7 +42,6 @@ bool cumemcap_track_remove(enum cumemcap_handle_kind handle, uint64_t key,
 /* Remove every record of context `ctx`, calling fn for each. */
 void cumemcap_track_purge_ctx(CUcontext ctx, void (*fn)(const struct cumemcap_block *b));
 
-/* Number of records. */
 uint64_t cumemcap_track_count(void);
 
 /* Fork: hold the map across fork(); the child empties it. */
