@@ -6,7 +6,6 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdint.h>
 #include <stdlib.h>
 
 #define MAX_TRACKED 256

@@ -11,7 +11,6 @@
 #include "state/ledger.h"
 #include "state/streams.h"
 #include "platform/msg.h"
-#include "config/policy.h"
 #include "platform/worker.h"
 
 static struct cumemcap_device_info infos[CUMEMCAP_MAX_DEVICES];

@@ -1,16 +1,13 @@
 /* streams: the process's streams that do not wait for the legacy default
- * stream, by context, for the arenas' fences (arena/fence.h): one event on
- * the legacy stream plus one on each kept CU_STREAM_NON_BLOCKING stream.
- * Every fence falls back to a context synchronization while a stream of
- * unknown context lives, after more than 256 at once, or with more than
- * CUMEMCAP_STREAMS_MAX in one context. A destroyed stream's queued work is
- * in no list: every destruction bumps a generation the fences compare.
+ * stream, by context, for the arenas' fences (arena/fence.h), and a
+ * generation every destruction bumps. A stream of unknown context, more than
+ * 256 at once (from then on), or more than CUMEMCAP_STREAMS_MAX in one
+ * context make every fence fall back to a context synchronization.
  *
  * Thread safety: a spinlock around the list (never held across a driver
  * call), the generation atomic. */
 #pragma once
 
-#include <stdbool.h>
 #include <stdint.h>
 
 #include "platform/cuda-api.h"
