@@ -98,38 +98,10 @@ static void slot_return(void *p)
 
 static void setup(void)
 {
-	if (membarrier_register())
-		atomic_store(&asymmetric, true);
+	atomic_store(&asymmetric, membarrier_register());
 	key_ok = pthread_key_create(&key, slot_return) == 0;
 }
 
-static struct slot *slot_get(void)
-{
-	struct slot *s;
-	for (s = atomic_load_explicit(&slots, memory_order_acquire); s; s = s->next) {
-		bool expected = false;
-		if (!atomic_load_explicit(&s->taken, memory_order_relaxed) &&
-		    atomic_compare_exchange_strong(&s->taken, &expected, true))
-			break;
-	}
-	if (!s) {
-		s = aligned_alloc(64, sizeof(*s));
-		if (!s)
-			return NULL;
-		atomic_init(&s->depth, 0);
-		atomic_init(&s->taken, true);
-		s->next = atomic_load_explicit(&slots, memory_order_relaxed);
-		while (!atomic_compare_exchange_weak_explicit(&slots, &s->next, s, memory_order_release,
-							      memory_order_relaxed))
-			;
-	}
-	pthread_once(&setup_once, setup);
-	atomic_store_explicit(&s->plain, atomic_load(&asymmetric), memory_order_relaxed);
-	if (key_ok)
-		pthread_setspecific(key, s);
-	mine = s;
-	return s;
-}
 
 /* A writer is at work: step back, wait for it, and come in again. */
 static __attribute__((noinline)) void wait_writer(struct slot *s)
@@ -142,17 +114,38 @@ static __attribute__((noinline)) void wait_writer(struct slot *s)
 	} while (atomic_load(&writing));
 }
 
+/* The thread's first section: a free slot, or a new one. */
 static __attribute__((noinline)) struct slot *enter_slow(void)
 {
 	if (alone) {
 		alone++;
 		return NULL;
 	}
-	struct slot *s = slot_get();
+	struct slot *s;
+	for (s = atomic_load_explicit(&slots, memory_order_acquire); s; s = s->next) {
+		bool expected = false;
+		if (!atomic_load_explicit(&s->taken, memory_order_relaxed) &&
+		    atomic_compare_exchange_strong(&s->taken, &expected, true))
+			break;
+	}
+	if (!s && (s = aligned_alloc(64, sizeof(*s)))) {
+		atomic_init(&s->depth, 0);
+		atomic_init(&s->taken, true);
+		s->next = atomic_load_explicit(&slots, memory_order_relaxed);
+		while (!atomic_compare_exchange_weak_explicit(&slots, &s->next, s, memory_order_release,
+							      memory_order_relaxed))
+			;
+	}
 	if (!s) {
 		cumemcap_death_lock_write();
 		alone = 1;
+		return NULL;
 	}
+	pthread_once(&setup_once, setup);
+	atomic_store_explicit(&s->plain, atomic_load(&asymmetric), memory_order_relaxed);
+	if (key_ok)
+		pthread_setspecific(key, s);
+	mine = s;
 	return s;
 }
 
