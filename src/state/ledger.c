@@ -27,8 +27,7 @@ struct cumemcap_ledger_arena cumemcap_ledger_arenas[CUMEMCAP_LEDGER_ARENAS];
  * lock (never on an allocation's path); readers load each alone. */
 static atomic_flag settings_lock = ATOMIC_FLAG_INIT;
 
-/* Whether the limit counts the footprint (reserved + overhead, the
- * default) or only what the calls reserve. */
+/* Whether the limit counts the footprint (the default) or only the calls. */
 static bool count_footprint(void)
 {
 	return cumemcap_policy()->count == CUMEMCAP_COUNT_FOOTPRINT;
@@ -41,6 +40,14 @@ static inline __attribute__((always_inline)) void raise_to(_Atomic uint64_t *pea
 	       !atomic_compare_exchange_weak_explicit(peak_field, &peak, now, memory_order_relaxed,
 						      memory_order_relaxed))
 		;
+}
+
+/* `reserved` of d is `now`: its peak and the footprint's follow. */
+static inline __attribute__((always_inline)) void raise_peak(struct cumemcap_ledger_device *d, uint64_t now)
+{
+	raise_to(&FIG(d, peak_reserved), now);
+	raise_to(&FIG(d, peak_footprint),
+		 now + atomic_load_explicit(&FIG(d, overhead), memory_order_relaxed));
 }
 
 /* Caller holds settings_lock. */
@@ -79,8 +86,7 @@ void cumemcap_ledger_set_overhead(int dev, uint64_t bytes, enum cumemcap_overhea
 		cumemcap_group_force(dev, bytes - old);
 	else if (count_footprint() && bytes < old)
 		cumemcap_group_give(dev, old - bytes);
-	raise_to(&FIG(d, peak_footprint),
-		 atomic_load(&FIG(d, reserved)) + atomic_load(&FIG(d, overhead)));
+	raise_peak(d, atomic_load(&FIG(d, reserved)));
 }
 
 enum cumemcap_overhead_source cumemcap_ledger_source(int dev)
@@ -103,14 +109,6 @@ void cumemcap_ledger_note_request(int dev, uint64_t bytes)
 {
 	if (cumemcap_ledger_valid(dev))
 		raise_to(&FIG(&cumemcap_ledger[dev], largest_request), bytes);
-}
-
-/* `reserved` of d rose to `now`: its peak and the footprint's follow. */
-static inline __attribute__((always_inline)) void raise_peak(struct cumemcap_ledger_device *d, uint64_t now)
-{
-	raise_to(&FIG(d, peak_reserved), now);
-	raise_to(&FIG(d, peak_footprint),
-		 now + atomic_load_explicit(&FIG(d, overhead), memory_order_relaxed));
 }
 
 void cumemcap_ledger_live_add(int dev, uint64_t bytes)
@@ -231,8 +229,6 @@ uint64_t cumemcap_ledger_arenas_sum(int dev, enum cumemcap_figure fig)
 
 void cumemcap_ledger_reset(void)
 {
-	/* The limits stay; no context survives a fork, so the cap is the
-	 * limit. The records stay open, emptied. */
 	for (int i = 0; i < CUMEMCAP_MAX_DEVICES; i++) {
 		uint64_t limit = atomic_load(&FIG(&cumemcap_ledger[i], limit));
 		cumemcap_ledger[i] =

@@ -155,11 +155,10 @@ void cumemcap_ledger_read(int dev, struct cumemcap_figures *out);
 
 /* ---- figures read late ----------------------------------------------------
  *
- * Stream-ordered pools on a GPU without a limit leave their growth unread
- * (growth_unread[dev], sticky; entry/setup.c registers the reader). A
- * reader that may take locks and call the driver calls
- * cumemcap_ledger_read_growth first; cuMemGetInfo need not: nothing is
- * unread under a limit, and without one its answer ignores the pools. */
+ * Pools on a GPU without a limit leave their growth unread (growth_unread,
+ * sticky). A reader that may take locks and call the driver calls
+ * cumemcap_ledger_read_growth first (cuMemGetInfo need not: nothing is
+ * unread under a limit, and without one its answer ignores the pools). */
 extern _Atomic bool cumemcap_ledger_growth_unread[CUMEMCAP_MAX_DEVICES];
 extern void (*_Atomic cumemcap_ledger_growth_reader)(int dev);
 static inline void cumemcap_ledger_read_growth(int dev)
@@ -172,7 +171,8 @@ static inline void cumemcap_ledger_read_growth(int dev)
 	}
 }
 
-/* Fork child: zero everything but the limits. */
+/* Fork child: zero everything but the limits (the cap is the limit: no
+ * context survives); the records stay open, emptied. */
 void cumemcap_ledger_reset(void);
 
 /* What cuMemGetInfo needs of `dev` (in range): the limit, the headroom
