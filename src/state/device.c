@@ -17,13 +17,11 @@ static struct cumemcap_device_info infos[CUMEMCAP_MAX_DEVICES];
 static _Atomic bool ready[CUMEMCAP_MAX_DEVICES]; /* infos[dev] is filled in */
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool rules_checked;
-static void (*listener)(int dev); /* under init_lock */
+static void (*_Atomic listener)(int dev);
 
 void cumemcap_device_listen(void (*known)(int dev))
 {
-	pthread_mutex_lock(&init_lock);
-	listener = known;
-	pthread_mutex_unlock(&init_lock);
+	atomic_store(&listener, known);
 }
 
 static bool describe(int dev, struct cumemcap_device_info *info)
@@ -116,13 +114,11 @@ bool cumemcap_device_ensure(int dev)
 		return false;
 	if (atomic_load_explicit(&ready[dev], memory_order_acquire))
 		return true;
-	void (*tell)(int dev) = NULL;
 	pthread_mutex_lock(&init_lock);
 	/* One the driver cannot describe now is asked again next time: a hook
 	 * may look before the program's cuInit (footprint.h). */
 	bool made = !atomic_load(&ready[dev]) && describe(dev, &infos[dev]);
 	if (made) {
-		tell = listener;
 		if (!rules_checked) {
 			rules_checked = true;
 			check_rules();
@@ -137,6 +133,7 @@ bool cumemcap_device_ensure(int dev)
 	}
 	pthread_mutex_unlock(&init_lock);
 	if (made) {
+		void (*tell)(int dev) = atomic_load(&listener);
 		if (tell)
 			tell(dev);
 		cumemcap_worker_start();
