@@ -1,5 +1,4 @@
-/* capture: see capture.h. Captures are few and short: a fixed array, with
- * a count of those past it. */
+/* capture: see capture.h. Captures are few: a fixed array, and a count past it. */
 #include "state/capture.h"
 
 #include "driver/driver.h"

@@ -1,11 +1,11 @@
 /* capture: which streams of the process are capturing a CUDA graph now.
  *
  * While any stream captures, the driver fails synchronizing calls (a
- * context synchronize, cuMemFree's implicit one) and, in the default global
- * mode, any thread's "potentially unsafe" call, invalidating the capture.
- * PyTorch grows its pool with cudaMalloc inside captures, so the arenas
- * make no synchronizing call and give no segment back while any stream of
- * the process captures (a global-mode capture forbids the worker's calls).
+ * context synchronize, cuMemFree's) and, in the default global mode, any
+ * thread's "potentially unsafe" call, invalidating the capture; PyTorch
+ * grows its pool with cudaMalloc inside captures. So the arenas neither
+ * synchronize nor give segments back while any stream of the process
+ * captures (a global-mode capture forbids the worker's calls too).
  *
  * Thread safety: a mutex around the set (never held across a driver call),
  * an atomic count read without it; a reader-writer lock (the quiet gate)

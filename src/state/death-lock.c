@@ -6,12 +6,12 @@
  * reads every depth: either the reader sees the writer and waits on its
  * mutex, or the writer sees the reader and waits for its depth to drop.
  *
- * Each side needs a full barrier between its store and its load. Where the
- * process registered for membarrier(PRIVATE_EXPEDITED), a reader publishes
- * with a plain store and the rare writer has the kernel run the barrier on
- * every CPU running a thread of the process; elsewhere (old kernels,
- * sandboxes, valgrind, ThreadSanitizer, which cannot see the kernel's
- * barrier) with an exchange. `plain` says which a slot's reader uses. */
+ * Each side needs a full barrier between its store and its load. With
+ * membarrier(PRIVATE_EXPEDITED) registered, a reader publishes with a plain
+ * store and the rare writer has the kernel run the barrier on every CPU
+ * running a thread of the process; elsewhere (old kernels, sandboxes,
+ * valgrind, ThreadSanitizer, which cannot see that barrier) with an
+ * exchange. `plain` says which a slot's reader uses. */
 #include "state/death-lock.h"
 #include "platform/export.h"
 #include "platform/xmutex.h"
@@ -64,10 +64,9 @@ static bool membarrier_register(void)
 	       syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
 }
 
-/* The writer's half (`writing` is set), the global command backing up the
- * expedited one. Should both fail (a seccomp filter since), every reader
- * goes back to exchanges for good, and the writer waits a millisecond, far
- * longer than a store stays in a store buffer. */
+/* The writer's half, the global command backing up the expedited one. Should
+ * both fail, every reader goes back to exchanges for good, and the writer
+ * waits a millisecond, far longer than a store stays in a store buffer. */
 static _Atomic unsigned long barriers; /* issued by writers (tests) */
 
 static void barrier_everywhere(void)

@@ -65,7 +65,6 @@ static void check_rules(void)
 	int count = cumemcap_driver_device_count();
 	if (count <= 0)
 		return;
-	all_count = 0;
 	for (int d = 0; d < count && d < CUMEMCAP_MAX_DEVICES; d++)
 		if (describe(d, &all[all_count]))
 			all_count++;
@@ -151,9 +150,8 @@ const struct cumemcap_device_info *cumemcap_device_info(int dev)
 	return cumemcap_ledger_valid(dev) && atomic_load(&ready[dev]) ? &infos[dev] : NULL;
 }
 
-/* Each thread remembers the device (and arena) of the last context it asked
- * about. A dead context's handle may come back on another device: the
- * generation makes every thread ask again after a death. */
+/* Each thread's device (and arena) of the last context it asked about; a
+ * death bumps the generation, as the handle may come back on another device. */
 static _Atomic uint64_t generation = 1;
 static CUMEMCAP_TLS struct last_ctx {
 	CUcontext ctx;

@@ -135,8 +135,7 @@ enum cumemcap_figure {
 };
 
 /* CUMEMCAP_FIG_IF(stats)(code): code only where the column is 1. */
-#define CUMEMCAP_FIG_IF(flag) CUMEMCAP_FIG_IF_EXPANDED(flag)
-#define CUMEMCAP_FIG_IF_EXPANDED(flag) CUMEMCAP_FIG_IF_##flag
+#define CUMEMCAP_FIG_IF(flag) CUMEMCAP_FIG_IF_##flag
 #define CUMEMCAP_FIG_IF_0(...)
 #define CUMEMCAP_FIG_IF_1(...) __VA_ARGS__
 

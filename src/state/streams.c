@@ -1,5 +1,4 @@
-/* streams: see streams.h. A fixed array: such streams are few (a dozen
- * for PyTorch). */
+/* streams: see streams.h. A fixed array: such streams are few (PyTorch: a dozen). */
 #include "state/streams.h"
 
 #include <stdatomic.h>

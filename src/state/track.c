@@ -14,9 +14,8 @@ static struct cumemcap_block *slot;
 static uint32_t mask; /* capacity - 1, or 0 when unallocated */
 static uint32_t used;
 
-/* The key with its namespace in the top byte (addresses and handles fit in
- * 56 bits), and back. Async and other device pointers share one: the
- * driver hands an address to one allocation at a time. */
+/* The key with its namespace in the top byte (keys fit in 56 bits), and
+ * back; device pointers, async or not, share one (one owner at a time). */
 static uint64_t stored_key(unsigned handle, uint64_t key)
 {
 	return key ^
