@@ -186,13 +186,10 @@ void cumemcap_death_lock_write(void)
 	atomic_exchange(&writing, 1);
 	if (atomic_load(&asymmetric))
 		barrier_everywhere();
-	for (struct slot *s = atomic_load(&slots); s; s = s->next) {
-		if (s == mine)
-			continue;
-		for (unsigned spins = 0; atomic_load(&s->depth); spins++)
+	for (struct slot *s = atomic_load(&slots); s; s = s->next)
+		for (unsigned spins = 0; s != mine && atomic_load(&s->depth); spins++)
 			if (spins >= 64)
 				sched_yield();
-	}
 }
 
 void cumemcap_death_unlock_write(void)

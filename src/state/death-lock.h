@@ -20,8 +20,7 @@ void cumemcap_death_unlock_read(void);
 void cumemcap_death_lock_write(void);
 void cumemcap_death_unlock_write(void);
 
-/* Fork child: forget the parent's other threads' sections and any death
- * under way there (the writer's mutex is not held across fork: xmutex.h). */
+/* Fork child: forget the other threads' sections and any death under way. */
 void cumemcap_death_lock_fork_child(void);
 
 /* For tests: whether readers publish with plain stores (false before the

@@ -40,8 +40,7 @@ static int all_count;
 static struct cumemcap_device_info all[CUMEMCAP_MAX_DEVICES];
 static _Atomic int all_known = -1; /* all_count, published */
 
-/* Each GPU a rule names should be one of this machine's; say once which
- * are not (the same settings may serve machines with other cards). */
+/* Say once which GPU a rule names is none of this machine's (settings may serve several). */
 static void check_selector(void *ctx, const struct cumemcap_selector *sel,
 			   const struct cumemcap_source *src)
 {

@@ -20,8 +20,7 @@ struct cumemcap_device_info {
 	char pci_bus_id[32];
 };
 
-/* Who is told, once per GPU and outside the lock, that it became known
- * (the log's start record); registered before any hook runs. */
+/* Who is told, once per GPU and outside the lock, that it became known. */
 void cumemcap_device_listen(void (*known)(int dev));
 
 /* Make sure device `dev` is known; false if the driver cannot describe it. */

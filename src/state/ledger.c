@@ -188,8 +188,6 @@ uint64_t cumemcap_ledger_headroom(int dev)
 	return cur >= cap ? 0 : cap - cur;
 }
 
-/* ---- each arena's record ---------------------------------------------------------- */
-
 static _Atomic int arenas_used; /* records ever opened: 0 .. arenas_used-1 */
 
 void cumemcap_ledger_arena_open(struct cumemcap_ledger_arena *r, int dev)
@@ -202,7 +200,6 @@ void cumemcap_ledger_arena_open(struct cumemcap_ledger_arena *r, int dev)
 		;
 }
 
-/* Its counts and peaks are added to the device's (peaks sum on read too). */
 void cumemcap_ledger_arena_close(struct cumemcap_ledger_arena *r)
 {
 	int dev = atomic_exchange(&r->dev, -1);
@@ -224,8 +221,6 @@ uint64_t cumemcap_ledger_arenas_sum(int dev, enum cumemcap_figure fig)
 	}
 	return n;
 }
-
-/* ---- reset and read ---------------------------------------------------------------- */
 
 void cumemcap_ledger_reset(void)
 {

@@ -95,8 +95,7 @@ static inline bool cumemcap_ledger_holds(int dev, enum cumemcap_kind kind)
 	return atomic_load_explicit(&cumemcap_ledger[dev].v[kind], memory_order_relaxed) != 0;
 }
 
-/* Count an event of figure `name` (src `atomic`) on dev (in range), or
- * take one back (a gauge such as `waiting`). */
+/* Count an event of figure `name` (src `atomic`) on dev (in range), or take one back. */
 #define cumemcap_ledger_bump(dev, name)                                                            \
 	atomic_fetch_add_explicit(&cumemcap_ledger[(dev)].v[CUMEMCAP_FIG_##name], 1,               \
 				  memory_order_relaxed)
@@ -139,8 +138,6 @@ static inline void cumemcap_ledger_arena_bytes(struct cumemcap_ledger_arena *r, 
 		atomic_store_explicit(&v[CUMEMCAP_FIG_peak_pooled], pooled, memory_order_relaxed);
 }
 
-/* ---- reading ---------------------------------------------------------------- */
-
 /* The cap less what is reserved (0 at or past it; UINT64_MAX: no limit). */
 uint64_t cumemcap_ledger_headroom(int dev);
 
@@ -175,8 +172,7 @@ static inline void cumemcap_ledger_read_growth(int dev)
  * context survives); the records stay open, emptied. */
 void cumemcap_ledger_reset(void);
 
-/* What cuMemGetInfo needs of `dev` (in range): the limit, the headroom
- * and `pooled`, the arenas' cached bytes (not one instant). */
+/* What cuMemGetInfo needs of `dev` (in range), not at one instant. */
 struct cumemcap_ledger_capacity {
 	uint64_t limit, headroom, pooled;
 };
