@@ -16,7 +16,7 @@
 static struct cumemcap_device_info infos[CUMEMCAP_MAX_DEVICES];
 static _Atomic bool ready[CUMEMCAP_MAX_DEVICES]; /* infos[dev] is filled in */
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool rules_checked;
+static pthread_once_t rules_once = PTHREAD_ONCE_INIT;
 static void (*_Atomic listener)(int dev);
 
 void cumemcap_device_listen(void (*known)(int dev))
@@ -117,10 +117,7 @@ bool cumemcap_device_ensure(int dev)
 	 * may look before the program's cuInit (footprint.h). */
 	bool made = !atomic_load(&ready[dev]) && describe(dev, &infos[dev]);
 	if (made) {
-		if (!rules_checked) {
-			rules_checked = true;
-			check_rules();
-		}
+		pthread_once(&rules_once, check_rules);
 		cumemcap_ledger_set_limit(dev, infos[dev].limit);
 		cumemcap_group_attach(dev, infos[dev].uuid, infos[dev].pci_bus_id, infos[dev].total,
 				      infos[dev].limit);
