@@ -127,18 +127,19 @@ static __attribute__((noinline)) struct slot *enter_slow(void)
 		    atomic_compare_exchange_strong(&s->taken, &expected, true))
 			break;
 	}
-	if (!s && (s = aligned_alloc(64, sizeof(*s)))) {
+	if (!s) {
+		s = aligned_alloc(64, sizeof(*s));
+		if (!s) {
+			cumemcap_death_lock_write();
+			alone = 1;
+			return NULL;
+		}
 		atomic_init(&s->depth, 0);
 		atomic_init(&s->taken, true);
 		s->next = atomic_load_explicit(&slots, memory_order_relaxed);
 		while (!atomic_compare_exchange_weak_explicit(&slots, &s->next, s, memory_order_release,
 							      memory_order_relaxed))
 			;
-	}
-	if (!s) {
-		cumemcap_death_lock_write();
-		alone = 1;
-		return NULL;
 	}
 	pthread_once(&setup_once, setup);
 	atomic_store_explicit(&s->plain, atomic_load(&asymmetric), memory_order_relaxed);
