@@ -196,7 +196,7 @@ static uint64_t prealloc_size(const struct arena *a)
 	else if (p->prealloc.kind == CUMEMCAP_AMOUNT_PERCENT)
 		size = (uint64_t)((unsigned __int128)cumemcap_device_info(a->dev)->total * p->prealloc.permille /
 				  100000u);
-	else if (cumemcap_ledger_limit(a->dev) != CUMEMCAP_NO_LIMIT)
+	else if (cumemcap_ledger_get(a->dev, CUMEMCAP_FIG_limit) != CUMEMCAP_NO_LIMIT)
 		size = cumemcap_ledger_headroom(a->dev); /* the limit, less the footprint so far */
 	else {
 		cumemcap_msg("GPU %d has no limit: CUMEMCAP_GROWTH=preallocate takes nothing there "
@@ -404,7 +404,7 @@ static bool should_wait(const struct arena *a, uint64_t need, uint64_t grow, enu
 static bool pooled_on(const struct cumemcap_policy *p, int dev)
 {
 	return p->pool != CUMEMCAP_POOL_AUTO || p->growth == CUMEMCAP_GROWTH_PREALLOCATE || p->group[0] ||
-	       cumemcap_ledger_limit(dev) != CUMEMCAP_NO_LIMIT;
+	       cumemcap_ledger_get(dev, CUMEMCAP_FIG_limit) != CUMEMCAP_NO_LIMIT;
 }
 
 enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q, uint64_t bytes, CUdeviceptr *dptr)

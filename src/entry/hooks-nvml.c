@@ -54,7 +54,7 @@ static bool known(const struct cumemcap_nvml_real *real, nvmlDevice_t device, in
 		if (!info || !same_gpu(info->uuid, name))
 			continue;
 		*dev = d;
-		*limit = cumemcap_ledger_limit(d);
+		*limit = cumemcap_ledger_get(d, CUMEMCAP_FIG_limit);
 		*footprint = cumemcap_ledger_get(d, CUMEMCAP_FIG_footprint); /* reserved + the driver's overhead */
 		return true;
 	}

@@ -111,7 +111,7 @@ static CUresult device_total(CUdevice dev, uint64_t *total)
 		return r;
 	if (!cumemcap_device_ensure(dev))
 		return CUDA_ERROR_INVALID_DEVICE;
-	uint64_t limit = cumemcap_ledger_limit(dev);
+	uint64_t limit = cumemcap_ledger_get(dev, CUMEMCAP_FIG_limit);
 	*total = limit != CUMEMCAP_NO_LIMIT ? limit : t64;
 	uint64_t budget, room;
 	if (cumemcap_group_member() && cumemcap_group_capacity(dev, &budget, &room) && budget < *total)

@@ -382,7 +382,7 @@ static void refusal_or_oom(const char *type, int dev, const char *door, uint64_t
 	struct out o = OUT(buf);
 	if (!begin_event(&o, type, dev))
 		return;
-	uint64_t limit = cumemcap_ledger_limit(dev);
+	uint64_t limit = cumemcap_ledger_get(dev, CUMEMCAP_FIG_limit);
 	put_request(&o, door, requested);
 	log_put_figures(&o, dev);
 	out_key_u_or_null(&o, "limit", limit != CUMEMCAP_NO_LIMIT, limit);
@@ -416,7 +416,7 @@ void cumemcap_log_refusal(int dev, const char *door, uint64_t requested)
 		cumemcap_msg("device %d: refused %s (%s) at the limit: %s held%s of %s", dev,
 			     cumemcap_fmt_size(requested, want, sizeof(want)), door,
 			     cumemcap_fmt_size(cumemcap_ledger_get(dev, CUMEMCAP_FIG_footprint), held, sizeof(held)), over,
-			     cumemcap_fmt_size(cumemcap_ledger_limit(dev), lim, sizeof(lim)));
+			     cumemcap_fmt_size(cumemcap_ledger_get(dev, CUMEMCAP_FIG_limit), lim, sizeof(lim)));
 		return;
 	}
 	refusal_or_oom("refusal", dev, door, requested);

@@ -1,16 +1,15 @@
-/* capture: see capture.h. The set is small (captures are few and short):
- * a fixed array, with a count of those past it. */
+/* capture: see capture.h. Captures are few: a fixed array, and a count past it. */
 #include "state/capture.h"
 
 #include "driver/driver.h"
 
 #include <pthread.h>
-#include <stdint.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #define MAX_TRACKED 256
 
-_Atomic int cumemcap_captures;
+static _Atomic int captures;
 
 static struct entry {
 	CUstream stream;
@@ -20,10 +19,14 @@ static struct entry {
 static int used;
 static int untracked; /* began past the array's end: counted, never matched */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-/* The quiet gate: shared by the shim's synchronizing calls, exclusive
- * around a capture's beginning. */
+/* The quiet gate: shared by quiet sections, exclusive around a beginning. */
 static pthread_rwlock_t first_gate = PTHREAD_RWLOCK_INITIALIZER;
 static pthread_rwlock_t *gate = &first_gate;
+
+static bool active(void)
+{
+	return atomic_load_explicit(&captures, memory_order_acquire) > 0;
+}
 
 /* A per-thread default stream is one handle for every thread. */
 static bool is_per_thread(CUstream s, bool ptsz)
@@ -49,7 +52,7 @@ void cumemcap_capture_began(CUstream stream, bool ptsz)
 			set[used++] = (struct entry){ .stream = stream, .thread = pthread_self(), .per_thread = pt };
 		else
 			untracked++;
-		atomic_fetch_add_explicit(&cumemcap_captures, 1, memory_order_release);
+		atomic_fetch_add_explicit(&captures, 1, memory_order_release);
 	}
 	pthread_mutex_unlock(&lock);
 }
@@ -61,10 +64,10 @@ void cumemcap_capture_ended(CUstream stream, bool ptsz)
 	int i = find(stream, pt);
 	if (i >= 0) {
 		set[i] = set[--used];
-		atomic_fetch_sub_explicit(&cumemcap_captures, 1, memory_order_release);
+		atomic_fetch_sub_explicit(&captures, 1, memory_order_release);
 	} else if (untracked > 0) {
 		untracked--;
-		atomic_fetch_sub_explicit(&cumemcap_captures, 1, memory_order_release);
+		atomic_fetch_sub_explicit(&captures, 1, memory_order_release);
 	}
 	pthread_mutex_unlock(&lock);
 }
@@ -82,7 +85,7 @@ void cumemcap_capture_unlock(void)
 void cumemcap_capture_fork_child(void)
 {
 	used = untracked = 0;
-	atomic_store(&cumemcap_captures, 0);
+	atomic_store(&captures, 0);
 	pthread_mutex_unlock(&lock);
 	pthread_rwlock_t *g = malloc(sizeof(*g));
 	if (g && pthread_rwlock_init(g, NULL) == 0)
@@ -93,13 +96,12 @@ void cumemcap_capture_fork_child(void)
 
 bool cumemcap_capture_quiet_enter(void)
 {
-	if (cumemcap_capture_active() || pthread_rwlock_tryrdlock(gate) != 0)
+	if (active() || pthread_rwlock_tryrdlock(gate) != 0)
 		return false;
-	if (cumemcap_capture_active()) {
-		pthread_rwlock_unlock(gate);
-		return false;
-	}
-	return true;
+	if (!active())
+		return true;
+	pthread_rwlock_unlock(gate);
+	return false;
 }
 
 void cumemcap_capture_quiet_exit(void)
@@ -119,7 +121,7 @@ void cumemcap_capture_begin_unlock(void)
 
 bool cumemcap_capture_stream(CUstream stream, bool ptsz)
 {
-	if (!cumemcap_capture_active())
+	if (!active())
 		return false;
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
 	return cumemcap_driver_stream_capturing(stream, ptsz, &st) && st != CU_STREAM_CAPTURE_STATUS_NONE;

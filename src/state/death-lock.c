@@ -1,19 +1,17 @@
 /* death-lock: see death-lock.h.
  *
- * A big-reader lock. Each thread that enters a section gets a slot of its
- * own (one cache line, from a list that only grows; it goes back to the
- * list when the thread exits). A reader publishes `depth` and then reads
- * `writing`; the writer sets `writing` and then reads every slot's depth.
- * Either the reader sees the writer and steps back to wait on the writer's
+ * A big-reader lock. Each thread in a section has a slot (one cache line,
+ * from a list that only grows, taken back at thread exit). A reader
+ * publishes `depth` then reads `writing`; the writer sets `writing` then
+ * reads every depth: either the reader sees the writer and waits on its
  * mutex, or the writer sees the reader and waits for its depth to drop.
  *
- * Each side needs a full barrier between its store and its load. Where the
- * process could register for membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED),
- * a reader publishes with a plain store and the rare writer has the kernel
- * run the barrier on every CPU that runs one of the process's threads.
- * Elsewhere (old kernels, some sandboxes, valgrind, ThreadSanitizer, which
- * cannot see the kernel's barrier) a reader publishes with a sequentially
- * consistent exchange. Each slot says how its reader publishes (`plain`). */
+ * Each side needs a full barrier between its store and its load. With
+ * membarrier(PRIVATE_EXPEDITED) registered, a reader publishes with a plain
+ * store and the rare writer has the kernel run the barrier on every CPU
+ * running a thread of the process; elsewhere (old kernels, sandboxes,
+ * valgrind, ThreadSanitizer, which cannot see that barrier) with an
+ * exchange. `plain` says which a slot's reader uses. */
 #include "state/death-lock.h"
 #include "platform/export.h"
 #include "platform/xmutex.h"
@@ -21,7 +19,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
-#include <stdbool.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -51,42 +48,33 @@ static _Atomic(struct slot *) slots;
 static _Atomic int writing;
 static struct cumemcap_xmutex writer = CUMEMCAP_XMUTEX_INIT(writer);
 static CUMEMCAP_TLS struct slot *mine;
-/* A thread without a slot (out of memory) takes the writer's role for its
- * section instead: correct, only slower. */
+/* A thread without a slot (out of memory) takes the writer's role instead. */
 static CUMEMCAP_TLS unsigned alone;
 
-/* The process registered for private expedited membarriers: set once
- * (again in a fork child), before any slot is made plain. */
+/* Registered for private expedited membarriers, before any slot is plain. */
 static _Atomic bool asymmetric;
-static bool asymmetric_off; /* cumemcap_death_lock_symmetric() */
+static bool membarrier_off; /* cumemcap_death_lock_no_membarrier() */
 
 static bool membarrier_register(void)
 {
-#if ASYMMETRIC
+	if (!ASYMMETRIC || membarrier_off)
+		return false;
 	long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
 	return cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
 	       syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
-#else
-	return false;
-#endif
 }
 
-/* The writer's half (`writing` is set): a full barrier on every CPU that
- * runs a thread of the process, the global command backing up the
- * expedited one. Should both fail (a seccomp filter installed since, say),
- * every reader goes back to exchanges for good, and the writer waits a
- * millisecond, far longer than a store stays in a store buffer. */
+/* The writer's half, the global command backing up the expedited one. Should
+ * both fail, every reader goes back to exchanges for good, and the writer
+ * waits a millisecond, far longer than a store stays in a store buffer. */
 static _Atomic unsigned long barriers; /* issued by writers (tests) */
-static bool barriers_fail;             /* cumemcap_death_lock_fail_barriers() */
 
 static void barrier_everywhere(void)
 {
 	atomic_fetch_add_explicit(&barriers, 1, memory_order_relaxed);
-#if ASYMMETRIC
-	if (!barriers_fail && (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0 ||
-			       syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0))
+	if (!membarrier_off && (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0 ||
+				syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0))
 		return;
-#endif
 	atomic_store(&asymmetric, false);
 	for (struct slot *s = atomic_load(&slots); s; s = s->next)
 		atomic_store(&s->plain, false);
@@ -102,46 +90,17 @@ static bool key_ok;
 static void slot_return(void *p)
 {
 	struct slot *s = p;
-	if (mine == s)
-		mine = NULL;
+	mine = NULL;
 	atomic_store_explicit(&s->depth, 0, memory_order_release);
 	atomic_store_explicit(&s->taken, false, memory_order_release);
 }
 
 static void setup(void)
 {
-	if (!asymmetric_off && membarrier_register())
-		atomic_store(&asymmetric, true);
+	atomic_store(&asymmetric, membarrier_register());
 	key_ok = pthread_key_create(&key, slot_return) == 0;
 }
 
-static struct slot *slot_get(void)
-{
-	struct slot *s;
-	for (s = atomic_load_explicit(&slots, memory_order_acquire); s; s = s->next) {
-		bool expected = false;
-		if (!atomic_load_explicit(&s->taken, memory_order_relaxed) &&
-		    atomic_compare_exchange_strong(&s->taken, &expected, true))
-			break;
-	}
-	if (!s) {
-		s = aligned_alloc(64, sizeof(*s));
-		if (!s)
-			return NULL;
-		atomic_init(&s->depth, 0);
-		atomic_init(&s->taken, true);
-		s->next = atomic_load_explicit(&slots, memory_order_relaxed);
-		while (!atomic_compare_exchange_weak_explicit(&slots, &s->next, s, memory_order_release,
-							      memory_order_relaxed))
-			;
-	}
-	pthread_once(&setup_once, setup);
-	atomic_store_explicit(&s->plain, atomic_load(&asymmetric), memory_order_relaxed);
-	if (key_ok)
-		pthread_setspecific(key, s);
-	mine = s;
-	return s;
-}
 
 /* A writer is at work: step back, wait for it, and come in again. */
 static __attribute__((noinline)) void wait_writer(struct slot *s)
@@ -154,17 +113,39 @@ static __attribute__((noinline)) void wait_writer(struct slot *s)
 	} while (atomic_load(&writing));
 }
 
+/* The thread's first section: a free slot, or a new one. */
 static __attribute__((noinline)) struct slot *enter_slow(void)
 {
 	if (alone) {
 		alone++;
 		return NULL;
 	}
-	struct slot *s = slot_get();
-	if (!s) {
-		cumemcap_death_lock_write();
-		alone = 1;
+	struct slot *s;
+	for (s = atomic_load_explicit(&slots, memory_order_acquire); s; s = s->next) {
+		bool expected = false;
+		if (!atomic_load_explicit(&s->taken, memory_order_relaxed) &&
+		    atomic_compare_exchange_strong(&s->taken, &expected, true))
+			break;
 	}
+	if (!s) {
+		s = aligned_alloc(64, sizeof(*s));
+		if (!s) {
+			cumemcap_death_lock_write();
+			alone = 1;
+			return NULL;
+		}
+		atomic_init(&s->depth, 0);
+		atomic_init(&s->taken, true);
+		s->next = atomic_load_explicit(&slots, memory_order_relaxed);
+		while (!atomic_compare_exchange_weak_explicit(&slots, &s->next, s, memory_order_release,
+							      memory_order_relaxed))
+			;
+	}
+	pthread_once(&setup_once, setup);
+	atomic_store_explicit(&s->plain, atomic_load(&asymmetric), memory_order_relaxed);
+	if (key_ok)
+		pthread_setspecific(key, s);
+	mine = s;
 	return s;
 }
 
@@ -206,13 +187,10 @@ void cumemcap_death_lock_write(void)
 	atomic_exchange(&writing, 1);
 	if (atomic_load(&asymmetric))
 		barrier_everywhere();
-	for (struct slot *s = atomic_load(&slots); s; s = s->next) {
-		if (s == mine)
-			continue;
-		for (unsigned spins = 0; atomic_load(&s->depth); spins++)
+	for (struct slot *s = atomic_load(&slots); s; s = s->next)
+		for (unsigned spins = 0; s != mine && atomic_load(&s->depth); spins++)
 			if (spins >= 64)
 				sched_yield();
-	}
 }
 
 void cumemcap_death_unlock_write(void)
@@ -223,9 +201,8 @@ void cumemcap_death_unlock_write(void)
 
 void cumemcap_death_lock_fork_child(void)
 {
-	/* Only this thread came along: no other section is open, and a
-	 * death another thread had under way is not the child's (its records
-	 * are emptied). The writer's mutex is an xmutex (xmutex.h). */
+	/* Only this thread came along: no other section is open, and no
+	 * other thread's death is the child's (its records are emptied). */
 	for (struct slot *s = atomic_load(&slots); s; s = s->next) {
 		if (s == mine)
 			continue;
@@ -235,8 +212,7 @@ void cumemcap_death_lock_fork_child(void)
 	atomic_store(&writing, 0);
 	alone = 0;
 	cumemcap_xmutex_fork_child(&writer);
-	/* The child is a process of its own: register it, or go back to
-	 * exchanges (its one thread's slot included) if that fails. */
+	/* The child registers on its own, or goes back to exchanges. */
 	if (atomic_load(&asymmetric) && !membarrier_register()) {
 		atomic_store(&asymmetric, false);
 		if (mine)
@@ -244,19 +220,14 @@ void cumemcap_death_lock_fork_child(void)
 	}
 }
 
-void cumemcap_death_lock_symmetric(void)
+void cumemcap_death_lock_no_membarrier(void)
 {
-	asymmetric_off = true;
+	membarrier_off = true;
 }
 
 bool cumemcap_death_lock_asymmetric(void)
 {
 	return atomic_load(&asymmetric);
-}
-
-void cumemcap_death_lock_fail_barriers(void)
-{
-	barriers_fail = true;
 }
 
 unsigned long cumemcap_death_lock_barriers(void)

@@ -11,20 +11,17 @@
 #include "state/ledger.h"
 #include "state/streams.h"
 #include "platform/msg.h"
-#include "config/policy.h"
 #include "platform/worker.h"
 
 static struct cumemcap_device_info infos[CUMEMCAP_MAX_DEVICES];
 static _Atomic bool ready[CUMEMCAP_MAX_DEVICES]; /* infos[dev] is filled in */
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool rules_checked;
-static void (*listener)(int dev); /* under init_lock */
+static pthread_once_t rules_once = PTHREAD_ONCE_INIT;
+static void (*_Atomic listener)(int dev);
 
 void cumemcap_device_listen(void (*known)(int dev))
 {
-	pthread_mutex_lock(&init_lock);
-	listener = known;
-	pthread_mutex_unlock(&init_lock);
+	atomic_store(&listener, known);
 }
 
 static bool describe(int dev, struct cumemcap_device_info *info)
@@ -43,8 +40,7 @@ static int all_count;
 static struct cumemcap_device_info all[CUMEMCAP_MAX_DEVICES];
 static _Atomic int all_known = -1; /* all_count, published */
 
-/* Each GPU a rule names should be one of this machine's; say once which
- * are not (the same settings may serve machines with other cards). */
+/* Say once which GPU a rule names is none of this machine's (settings may serve several). */
 static void check_selector(void *ctx, const struct cumemcap_selector *sel,
 			   const struct cumemcap_source *src)
 {
@@ -68,7 +64,6 @@ static void check_rules(void)
 	int count = cumemcap_driver_device_count();
 	if (count <= 0)
 		return;
-	all_count = 0;
 	for (int d = 0; d < count && d < CUMEMCAP_MAX_DEVICES; d++)
 		if (describe(d, &all[all_count]))
 			all_count++;
@@ -91,8 +86,7 @@ int cumemcap_device_all(const struct cumemcap_device_info **out)
 }
 
 /* A member whose group limit on `dev` differs from the budget the group's
- * book already holds there: the book's holds (its first member set it, or
- * `cumemcap group set`), said in one line. */
+ * book already holds: the book's holds, said in one line. */
 static void name_other_budget(int dev, const struct cumemcap_device_info *info)
 {
 	const struct cumemcap_policy *p = cumemcap_policy();
@@ -114,23 +108,16 @@ static void name_other_budget(int dev, const struct cumemcap_device_info *info)
 
 bool cumemcap_device_ensure(int dev)
 {
-	if (dev < 0 || dev >= CUMEMCAP_MAX_DEVICES)
+	if (!cumemcap_ledger_valid(dev))
 		return false;
 	if (atomic_load_explicit(&ready[dev], memory_order_acquire))
 		return true;
-	void (*tell)(int dev) = NULL;
 	pthread_mutex_lock(&init_lock);
-	/* A GPU the driver cannot describe now (not initialized yet, no such
-	 * ordinal) is asked again next time: a hook may look before the
-	 * program's cuInit (footprint.h). */
+	/* One the driver cannot describe now is asked again next time: a hook
+	 * may look before the program's cuInit (footprint.h). */
 	bool made = !atomic_load(&ready[dev]) && describe(dev, &infos[dev]);
 	if (made) {
-		tell = listener;
-		if (!rules_checked) {
-			rules_checked = true;
-			check_rules();
-		}
-		cumemcap_ledger_count_footprint(cumemcap_policy()->count == CUMEMCAP_COUNT_FOOTPRINT);
+		pthread_once(&rules_once, check_rules);
 		cumemcap_ledger_set_limit(dev, infos[dev].limit);
 		cumemcap_group_attach(dev, infos[dev].uuid, infos[dev].pci_bus_id, infos[dev].total,
 				      infos[dev].limit);
@@ -141,6 +128,7 @@ bool cumemcap_device_ensure(int dev)
 	}
 	pthread_mutex_unlock(&init_lock);
 	if (made) {
+		void (*tell)(int dev) = atomic_load(&listener);
 		if (tell)
 			tell(dev);
 		cumemcap_worker_start();
@@ -155,17 +143,13 @@ int cumemcap_device_only(void)
 
 const struct cumemcap_device_info *cumemcap_device_info(int dev)
 {
-	if (dev < 0 || dev >= CUMEMCAP_MAX_DEVICES || !atomic_load(&ready[dev]))
-		return NULL;
-	return &infos[dev];
+	return cumemcap_ledger_valid(dev) && atomic_load(&ready[dev]) ? &infos[dev] : NULL;
 }
 
-/* A context's device never changes, so each thread remembers the device
- * (and its arena) of the last context it asked about. A destroyed or reset
- * context may come back at the same address on another device: the
- * generation makes every thread ask again after one. */
+/* Each thread's device (and arena) of the last context it asked about; a
+ * death bumps the generation, as the handle may come back on another device. */
 static _Atomic uint64_t generation = 1;
-static CUMEMCAP_TLS struct {
+static CUMEMCAP_TLS struct last_ctx {
 	CUcontext ctx;
 	uint64_t generation;
 	int dev;
@@ -177,8 +161,7 @@ void cumemcap_device_forget_contexts(void)
 	atomic_fetch_add_explicit(&generation, 1, memory_order_release);
 }
 
-/* A context this thread has not seen under this generation: its device,
- * asked of the driver, ensured and remembered. */
+/* A context this thread has not seen under this generation. */
 static __attribute__((noinline)) CUresult current_slow(CUcontext ctx, uint64_t gen, int *dev)
 {
 	CUdevice d;
@@ -187,10 +170,7 @@ static __attribute__((noinline)) CUresult current_slow(CUcontext ctx, uint64_t g
 		return r;
 	if (!cumemcap_device_ensure(d))
 		return CUDA_ERROR_INVALID_DEVICE;
-	last.ctx = ctx;
-	last.generation = gen;
-	last.dev = d;
-	last.arena = NULL;
+	last = (struct last_ctx){ ctx, gen, d, NULL };
 	*dev = d;
 	return CUDA_SUCCESS;
 }
@@ -223,11 +203,10 @@ void cumemcap_device_cache_arena(CUcontext ctx, void *arena)
 		last.arena = arena;
 }
 
-/* A stream's context never changes while it lives, so each thread
- * remembers the owner of the last stream it asked about, until a stream is
- * destroyed or a context dies. Both generations are read before the driver
- * is asked, so an answer that a destruction overtook is never kept. */
-static CUMEMCAP_TLS struct {
+/* Each thread remembers the owner of the last stream it asked about, until a
+ * stream or a context dies. Both generations are read before the driver is
+ * asked, so an answer that a destruction overtook is never kept. */
+static CUMEMCAP_TLS struct last_stream {
 	CUstream stream; /* NULL: nothing cached */
 	uint64_t streams_gen, generation;
 	CUcontext owner;
@@ -256,11 +235,7 @@ void cumemcap_device_of_stream(CUstream s, CUcontext *ctx, int *dev)
 		return;
 	if (owner != *ctx && (!cumemcap_driver_ctx_device(owner, &d) || !cumemcap_device_ensure(d)))
 		return;
-	last_stream.stream = s;
-	last_stream.streams_gen = sgen;
-	last_stream.generation = gen;
-	last_stream.owner = owner;
-	last_stream.dev = d;
+	last_stream = (struct last_stream){ s, sgen, gen, owner, d };
 	*ctx = owner;
 	*dev = d;
 }

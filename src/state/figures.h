@@ -1,24 +1,15 @@
 /* figures: the one declaration of a device's figures.
  *
- * Every figure the shim reports is one X(name, src, stats, field = value,
- * ...) line; from it are made the ledger's storage and its snapshot
- * (ledger.h), cumemcap_get_stats (shim.c), and in the log (log/records.c,
- * log/metrics.c) the event records, the samples, the exit record, the
- * stderr summary and the Prometheus families. An output lists no figure
- * itself: add a line here and every output that is marked for it has it.
- * Records write the figures of a part, and Prometheus its families, in
- * this list's order. No state, no code, so nothing to lock.
+ * Each figure is one X(name, src, stats, field = value, ...) line, in output
+ * order; the ledger's storage, cumemcap_get_stats and every log output
+ * (records, samples, exit record, stderr summary, Prometheus) are made from
+ * it. No state, nothing to lock.
  *
- *   name    CUMEMCAP_FIG_<name>, and the field of struct cumemcap_stats
- *           (include/cumemcap.h) when `stats` is 1.
- *   src     how the ledger keeps it (ledger.h): `atomic` (an atomic of the
- *           device), `arenas` (that plus each open arena's own count,
- *           summed on read) or `other` (not stored: the footprint is
- *           reserved + overhead, the group's figures are read from its
- *           book, the rest is CUMEMCAP_FIGURE_NONE in the ledger's snapshot
- *           for its owner to fill: the device's `total`, the log's NVML
- *           figures).
- * The named fields are those of struct cumemcap_figure_info (below). */
+ *   name    CUMEMCAP_FIG_<name>; a field of struct cumemcap_stats when `stats` is 1.
+ *   src     `atomic` (an atomic of the device), `arenas` (that plus each open
+ *           arena's part) or `other` (not stored: the footprint, the group's
+ *           figures, and those their owner fills, CUMEMCAP_FIGURE_NONE here).
+ * The named fields are struct cumemcap_figure_info's (below). */
 #pragma once
 
 #include <stdint.h>
@@ -143,10 +134,8 @@ enum cumemcap_figure {
 	CUMEMCAP_FIG_COUNT
 };
 
-/* For X() bodies that write something only for a column that is 1:
- * CUMEMCAP_FIG_IF(stats)(code). */
-#define CUMEMCAP_FIG_IF(flag) CUMEMCAP_FIG_IF_EXPANDED(flag)
-#define CUMEMCAP_FIG_IF_EXPANDED(flag) CUMEMCAP_FIG_IF_##flag
+/* CUMEMCAP_FIG_IF(stats)(code): code only where the column is 1. */
+#define CUMEMCAP_FIG_IF(flag) CUMEMCAP_FIG_IF_##flag
 #define CUMEMCAP_FIG_IF_0(...)
 #define CUMEMCAP_FIG_IF_1(...) __VA_ARGS__
 
@@ -158,26 +147,20 @@ struct cumemcap_figures {
 	uint64_t v[CUMEMCAP_FIG_COUNT];
 };
 
-/* The list's named fields as data, for writers that walk it (log/records.c,
- * log/metrics.c); one left out is 0 or "". The strings are arrays, not
- * pointers, so that the table needs no relocation when the library is
- * loaded. */
+/* The list's named fields as data (one left out is 0 or ""). Strings are
+ * arrays, not pointers, so the table needs no relocation at load. */
 enum cumemcap_figure_kind { CUMEMCAP_FK_gauge, CUMEMCAP_FK_peak, CUMEMCAP_FK_counter, CUMEMCAP_FK_setting };
 enum cumemcap_figure_unit { CUMEMCAP_FU_bytes, CUMEMCAP_FU_count };
 
 struct cumemcap_figure_info {
-	unsigned char kind; /* a value now, the highest so far, a count of events, a setting;
-			     * Prometheus types counters as counter, the rest as gauge */
+	unsigned char kind; /* Prometheus types counters as counter, the rest as gauge */
 	unsigned char unit; /* the stderr summary writes bytes as sizes */
-	unsigned char null; /* 1: CUMEMCAP_FIGURE_NONE means "none" (JSON null, no Prometheus
-			     * series, "none" in the summary); 0: always a number */
+	unsigned char null; /* 1: CUMEMCAP_FIGURE_NONE is none: JSON null, no series, "none" */
 	unsigned char stats; /* the `stats` column */
 	unsigned char event; /* 1: in the segment, refusal, driver_oom and context records */
 	unsigned char sample; /* 1: in a sample's per-GPU object */
-	unsigned char exit; /* in the exit record's per-GPU object: 1 among the run's limit,
-			     * peaks and counts, 2 after them among what was held at exit */
-	unsigned char summary; /* in the stderr summary's first clause (1: limit, capacity,
-				* peak) or its second (2: held at exit, counts), as pre value post */
+	unsigned char exit; /* in the exit record: 1 with limit, peaks, counts; 2 after, held at exit */
+	unsigned char summary; /* stderr summary, pre value post: 1 limit, peaks; 2 held, counts */
 	char key[24];  /* the JSON key in the records */
 	char pre[24], post[24];
 	char prom[40]; /* the Prometheus family ("": none) */

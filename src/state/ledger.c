@@ -1,11 +1,10 @@
-/* ledger: see ledger.h. Also owns the figure list's columns as data
- * (cumemcap_figure_info, figures.h). */
+/* ledger: see ledger.h. Also owns cumemcap_figure_info (figures.h). */
 #include "state/ledger.h"
 
 #include "platform/spin.h"
+#include "config/policy.h"
 #include "group/group.h"
 
-/* A device's figure by name. */
 #define FIG(d, name) (d)->v[CUMEMCAP_FIG_##name]
 
 const struct cumemcap_figure_info cumemcap_figure_info[CUMEMCAP_FIG_COUNT] = {
@@ -27,11 +26,11 @@ struct cumemcap_ledger_arena cumemcap_ledger_arenas[CUMEMCAP_LEDGER_ARENAS];
 /* The limit, the overhead and the cap are written together under this
  * lock (never on an allocation's path); readers load each alone. */
 static atomic_flag settings_lock = ATOMIC_FLAG_INIT;
-static _Atomic bool count_footprint = true;
 
-void cumemcap_ledger_count_footprint(bool footprint)
+/* Whether the limit counts the footprint (the default) or only the calls. */
+static bool count_footprint(void)
 {
-	atomic_store(&count_footprint, footprint);
+	return cumemcap_policy()->count == CUMEMCAP_COUNT_FOOTPRINT;
 }
 
 static inline __attribute__((always_inline)) void raise_to(_Atomic uint64_t *peak_field, uint64_t now)
@@ -43,12 +42,20 @@ static inline __attribute__((always_inline)) void raise_to(_Atomic uint64_t *pea
 		;
 }
 
+/* `reserved` of d is `now`: its peak and the footprint's follow. */
+static inline __attribute__((always_inline)) void raise_peak(struct cumemcap_ledger_device *d, uint64_t now)
+{
+	raise_to(&FIG(d, peak_reserved), now);
+	raise_to(&FIG(d, peak_footprint),
+		 now + atomic_load_explicit(&FIG(d, overhead), memory_order_relaxed));
+}
+
 /* Caller holds settings_lock. */
 static void set_cap(struct cumemcap_ledger_device *d)
 {
 	uint64_t limit = atomic_load(&FIG(d, limit)), over = atomic_load(&FIG(d, overhead));
 	uint64_t cap = limit;
-	if (limit != CUMEMCAP_NO_LIMIT && atomic_load(&count_footprint))
+	if (limit != CUMEMCAP_NO_LIMIT && count_footprint())
 		cap = over >= limit ? 0 : limit - over;
 	atomic_store(&d->cap, cap);
 }
@@ -75,12 +82,11 @@ void cumemcap_ledger_set_overhead(int dev, uint64_t bytes, enum cumemcap_overhea
 	set_cap(d);
 	cumemcap_spin_unlock(&settings_lock);
 	/* A group counts what the limit counts: the overhead too. */
-	if (atomic_load(&count_footprint) && bytes > old)
+	if (count_footprint() && bytes > old)
 		cumemcap_group_force(dev, bytes - old);
-	else if (atomic_load(&count_footprint) && bytes < old)
+	else if (count_footprint() && bytes < old)
 		cumemcap_group_give(dev, old - bytes);
-	raise_to(&FIG(d, peak_footprint),
-		 atomic_load(&FIG(d, reserved)) + atomic_load(&FIG(d, overhead)));
+	raise_peak(d, atomic_load(&FIG(d, reserved)));
 }
 
 enum cumemcap_overhead_source cumemcap_ledger_source(int dev)
@@ -99,24 +105,10 @@ const char *cumemcap_overhead_source_name(enum cumemcap_overhead_source source)
 	return (unsigned)source < sizeof(names) / sizeof(names[0]) ? names[source] : "none";
 }
 
-uint64_t cumemcap_ledger_limit(int dev)
-{
-	return cumemcap_ledger_valid(dev) ? atomic_load(&FIG(&cumemcap_ledger[dev], limit))
-					  : CUMEMCAP_NO_LIMIT;
-}
-
 void cumemcap_ledger_note_request(int dev, uint64_t bytes)
 {
 	if (cumemcap_ledger_valid(dev))
 		raise_to(&FIG(&cumemcap_ledger[dev], largest_request), bytes);
-}
-
-/* `reserved` of d rose to `now`: its peak and the footprint's follow. */
-static inline __attribute__((always_inline)) void raise_peak(struct cumemcap_ledger_device *d, uint64_t now)
-{
-	raise_to(&FIG(d, peak_reserved), now);
-	raise_to(&FIG(d, peak_footprint),
-		 now + atomic_load_explicit(&FIG(d, overhead), memory_order_relaxed));
 }
 
 void cumemcap_ledger_live_add(int dev, uint64_t bytes)
@@ -135,8 +127,7 @@ void cumemcap_ledger_live_sub(int dev, uint64_t bytes)
 					  memory_order_relaxed);
 }
 
-/* In a group, the group's budget first, then the process's cap (the
- * group's share goes back when the cap says no). */
+/* In a group, the group's budget first, then the process's cap. */
 bool cumemcap_ledger_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes)
 {
 	if (!cumemcap_ledger_valid(dev))
@@ -197,8 +188,6 @@ uint64_t cumemcap_ledger_headroom(int dev)
 	return cur >= cap ? 0 : cap - cur;
 }
 
-/* ---- each arena's record ---------------------------------------------------------- */
-
 static _Atomic int arenas_used; /* records ever opened: 0 .. arenas_used-1 */
 
 void cumemcap_ledger_arena_open(struct cumemcap_ledger_arena *r, int dev)
@@ -211,8 +200,6 @@ void cumemcap_ledger_arena_open(struct cumemcap_ledger_arena *r, int dev)
 		;
 }
 
-/* Its counts and peaks go to the device's atomics (a peak is added, as
- * the peaks of the parts are summed on read: ledger.h). */
 void cumemcap_ledger_arena_close(struct cumemcap_ledger_arena *r)
 {
 	int dev = atomic_exchange(&r->dev, -1);
@@ -235,12 +222,8 @@ uint64_t cumemcap_ledger_arenas_sum(int dev, enum cumemcap_figure fig)
 	return n;
 }
 
-/* ---- reset and read ---------------------------------------------------------------- */
-
 void cumemcap_ledger_reset(void)
 {
-	/* The limit stays; no context survives a fork: nothing is learned,
-	 * the cap is the limit. The records stay open, emptied. */
 	for (int i = 0; i < CUMEMCAP_MAX_DEVICES; i++) {
 		uint64_t limit = atomic_load(&FIG(&cumemcap_ledger[i], limit));
 		cumemcap_ledger[i] =

@@ -1,5 +1,4 @@
-/* streams: see streams.h. A fixed array: programs make few streams that do
- * not wait for the legacy stream (a dozen for PyTorch's pools). */
+/* streams: see streams.h. A fixed array: such streams are few (PyTorch: a dozen). */
 #include "state/streams.h"
 
 #include <stdatomic.h>
@@ -31,8 +30,7 @@ void cumemcap_streams_created(CUstream stream, CUcontext ctx, unsigned flags)
 
 void cumemcap_streams_destroyed(CUstream stream)
 {
-	/* Before the list changes: a fence that missed the stream sees the
-	 * generation move. */
+	/* First, so that a fence that missed the stream sees it move. */
 	atomic_fetch_add_explicit(&gen, 1, memory_order_seq_cst);
 	cumemcap_spin_lock(&lock);
 	for (int i = 0; i < used; i++)
@@ -50,10 +48,8 @@ uint64_t cumemcap_streams_gen(void)
 
 int cumemcap_streams_of(CUcontext ctx, CUstream out[CUMEMCAP_STREAMS_MAX])
 {
-	int n = 0;
 	cumemcap_spin_lock(&lock);
-	if (untracked)
-		n = -1;
+	int n = untracked ? -1 : 0;
 	for (int i = 0; i < used && n >= 0; i++) {
 		if (!kept[i].ctx || (kept[i].ctx == ctx && n == CUMEMCAP_STREAMS_MAX))
 			n = -1;

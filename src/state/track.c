@@ -1,9 +1,8 @@
-/* track: see track.h.
- *
- * The table is linear-probing (power-of-two capacity, at most half full)
- * with backward-shift deletion, so there are no tombstones. Key 0 marks an
- * empty slot: the driver never returns 0 as a pointer or handle. */
+/* track: see track.h. Linear probing (power-of-two capacity, at most half
+ * full) with backward-shift deletion, so no tombstones. Key 0 marks an empty
+ * slot: the driver never returns 0 as a pointer or handle. */
 #include "state/track.h"
+#include "platform/mix.h"
 #include "platform/spin.h"
 
 #include <stdatomic.h>
@@ -15,24 +14,27 @@ static struct cumemcap_block *slot;
 static uint32_t mask; /* capacity - 1, or 0 when unallocated */
 static uint32_t used;
 
-/* The key with its handle kind's namespace in the top byte (device
- * addresses and handles fit in 56 bits on every platform CUDA supports),
- * and back: device pointers, whether from cuMemAlloc* or cuMemAlloc*Async,
- * are one namespace (the driver hands an address to one allocation at a
- * time, so a free finds either in one lookup). */
+/* The key with its namespace in the top byte (keys fit in 56 bits), and
+ * back; device pointers, async or not, share one (one owner at a time). */
 static uint64_t stored_key(unsigned handle, uint64_t key)
 {
 	return key ^
 	       ((uint64_t)(handle == CUMEMCAP_HANDLE_ASYNC ? CUMEMCAP_HANDLE_PTR : handle) << 56);
 }
 
-/* A stored key's first slot in a table of capacity m + 1: addresses that
- * differ only in their middle bits spread over the low ones. */
+/* A stored key's first slot in a table of capacity m + 1. */
 static uint32_t home(uint64_t skey, uint32_t m)
 {
-	uint64_t x = skey ^ (skey >> 31);
-	x *= 0xbf58476d1ce4e5b9ull;
-	return (uint32_t)(x ^ (x >> 29)) & m;
+	return (uint32_t)cumemcap_mix_short(skey) & m;
+}
+
+/* The slot of skey in table t of capacity m + 1, or the empty slot ending its cluster. */
+static uint32_t probe(const struct cumemcap_block *t, uint32_t m, uint64_t skey)
+{
+	uint32_t i = home(skey, m);
+	while (t[i].key && t[i].key != skey)
+		i = (i + 1) & m;
+	return i;
 }
 
 static bool grow(void)
@@ -41,14 +43,9 @@ static bool grow(void)
 	struct cumemcap_block *bigger = calloc(cap, sizeof(*bigger));
 	if (!bigger)
 		return false;
-	for (uint32_t i = 0; mask && i <= mask; i++) {
-		if (!slot[i].key)
-			continue;
-		uint32_t j = home(slot[i].key, cap - 1);
-		while (bigger[j].key)
-			j = (j + 1) & (cap - 1);
-		bigger[j] = slot[i];
-	}
+	for (uint32_t i = 0; mask && i <= mask; i++)
+		if (slot[i].key)
+			bigger[probe(bigger, cap - 1, slot[i].key)] = slot[i];
 	free(slot);
 	slot = bigger;
 	mask = cap - 1;
@@ -60,21 +57,17 @@ bool cumemcap_track_insert(const struct cumemcap_block *b, struct cumemcap_block
 	uint64_t skey = stored_key(b->handle, b->key);
 	cumemcap_spin_lock(&lock);
 	if ((used + 1) * 2 > mask + 1 && !grow()) {
-		/* Out of host memory: the block stays untracked; its free
-		 * will pass through and its bytes stay charged (safe side). */
+		/* Out of memory: untracked, its bytes stay charged (safe side). */
 		cumemcap_spin_unlock(&lock);
 		return false;
 	}
-	bool found = false;
-	uint32_t i = home(skey, mask);
-	while (slot[i].key && slot[i].key != skey)
-		i = (i + 1) & mask;
-	if (!slot[i].key) {
-		used++;
-	} else {
+	uint32_t i = probe(slot, mask, skey);
+	bool found = slot[i].key != 0;
+	if (found) {
 		*displaced = slot[i];
 		displaced->key = b->key;
-		found = true;
+	} else {
+		used++;
 	}
 	slot[i] = *b;
 	slot[i].key = skey;
@@ -101,16 +94,13 @@ bool cumemcap_track_remove(enum cumemcap_handle_kind handle, uint64_t key,
 			   struct cumemcap_block *out)
 {
 	uint64_t skey = stored_key(handle, key);
-	bool found = false;
 	cumemcap_spin_lock(&lock);
-	for (uint32_t i = home(skey, mask); mask && slot[i].key; i = (i + 1) & mask) {
-		if (slot[i].key == skey) {
-			*out = slot[i];
-			out->key = key;
-			delete_at(i);
-			found = true;
-			break;
-		}
+	uint32_t i = mask ? probe(slot, mask, skey) : 0;
+	bool found = mask && slot[i].key == skey;
+	if (found) {
+		*out = slot[i];
+		out->key = key;
+		delete_at(i);
 	}
 	cumemcap_spin_unlock(&lock);
 	return found;

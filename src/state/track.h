@@ -1,10 +1,9 @@
 /* track: what the shim handed out, by key.
  *
- * Owns the map from a device pointer / array / VMM handle to the block
- * record, so a free knows what to give back: one hash table under one
- * spinlock, never held across a driver call. A record is removed *before*
- * the driver frees the memory (the driver may hand the same address to
- * another thread at once) and put back if the driver refuses the free. */
+ * Owns the map from a device pointer / array / VMM handle to its record, so
+ * a free knows what to give back: one hash table under one spinlock, never
+ * held across a driver call. A record is removed before the driver frees
+ * (it may hand the address to another thread at once), put back on error. */
 #pragma once
 
 #include <stdbool.h>
@@ -28,25 +27,21 @@ struct cumemcap_block {
 	int16_t dev;
 	uint8_t handle;   /* enum cumemcap_handle_kind */
 	uint8_t kind;     /* enum cumemcap_kind */
-	uint8_t charged;  /* `bytes` are also in the ledger under `kind` (not for
-			   * a stream-ordered block, whose pool is accounted) */
+	uint8_t charged;  /* `bytes` are in the ledger under `kind` (not a pool's block) */
 };
 
-/* Record b. A record already under the same (handle kind, key) is stale:
- * the driver handed the key out again, so what it named is gone. It is
- * replaced and returned in *displaced (true), for the caller to settle. */
+/* Record b. One already under the same (handle kind, key) is stale (the
+ * driver reused the key): it is replaced and returned in *displaced (true). */
 bool cumemcap_track_insert(const struct cumemcap_block *b, struct cumemcap_block *displaced);
 
-/* Remove and return the record for (handle kind, key). CUMEMCAP_HANDLE_PTR
- * and CUMEMCAP_HANDLE_ASYNC name one namespace (device pointers): either
- * finds a record of both; the record's `handle` says which it is. */
+/* Remove and return the record for (handle kind, key). PTR and ASYNC are
+ * one namespace: either finds both; the record's `handle` says which. */
 bool cumemcap_track_remove(enum cumemcap_handle_kind handle, uint64_t key,
 			   struct cumemcap_block *out);
 
 /* Remove every record of context `ctx`, calling fn for each. */
 void cumemcap_track_purge_ctx(CUcontext ctx, void (*fn)(const struct cumemcap_block *b));
 
-/* Number of records. */
 uint64_t cumemcap_track_count(void);
 
 /* Fork: hold the map across fork(); the child empties it. */
