@@ -134,7 +134,6 @@ bool cumemcap_account_charge_adjust(struct cumemcap_charge *c, uint64_t actual)
 	return true;
 }
 
-
 bool cumemcap_account_release_take(enum cumemcap_handle_kind handle, uint64_t key,
 			   struct cumemcap_block *b)
 {
@@ -145,13 +144,11 @@ CUresult cumemcap_account_release_settle(bool found, const struct cumemcap_block
 {
 	if (!found)
 		return r;
-	if (r != CUDA_SUCCESS) {
-		struct cumemcap_block stale;
-		if (cumemcap_track_insert(b, &stale))
-			forget_block(&stale);
-		return r;
-	}
-	forget_block(b);
+	struct cumemcap_block stale;
+	if (r == CUDA_SUCCESS)
+		forget_block(b);
+	else if (cumemcap_track_insert(b, &stale))
+		forget_block(&stale);
 	return r;
 }
 
@@ -199,27 +196,25 @@ CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const 
 	int dev = current ? stream_dev : cumemcap_account_pool_device(pool, stream_dev);
 	if (current)
 		pool = cumemcap_account_current_pool(dev);
-	a->bytes = bytes;
 	a->pool = NULL;
 	a->growth_unread = false;
 	cumemcap_ledger_note_request(dev, bytes);
 	if (cumemcap_account_pool_unread(pool, dev, current)) {
 		a->growth_unread = true;
-		a->estimate = 0;
 		a->c = (struct cumemcap_charge){ .dev = dev, .ctx = ctx, .kind = CUMEMCAP_KIND_pool,
 						 .bytes = 0, .live = bytes, .entry_point = entry_point };
 		return CUDA_SUCCESS;
 	}
-	a->estimate = cumemcap_account_pool_estimate(bytes);
+	uint64_t estimate = cumemcap_account_pool_estimate(bytes);
 	CUresult r =
-	    cumemcap_account_charge_begin(&a->c, entry_point, dev, CUMEMCAP_KIND_pool, a->estimate);
+	    cumemcap_account_charge_begin(&a->c, entry_point, dev, CUMEMCAP_KIND_pool, estimate);
 	if (r != CUDA_SUCCESS)
 		return r;
 	a->c.ctx = ctx;
 	a->c.live = bytes;
 	if (pool && a->c.dev >= 0) {
 		a->pool = pool;
-		cumemcap_account_pool_hold(pool, dev, a->estimate);
+		cumemcap_account_pool_hold(pool, dev, estimate);
 	}
 	return CUDA_SUCCESS;
 }
@@ -229,9 +224,8 @@ CUresult cumemcap_account_pool_alloc_finish(struct cumemcap_pool_alloc *a, CUres
 	if (a->growth_unread) {
 		if (r == CUDA_SUCCESS)
 			cumemcap_account_pool_grew(a->c.dev);
-	} else if (a->pool && !cumemcap_account_pool_charge(&a->c, a->pool, a->estimate) &&
-		   r == CUDA_SUCCESS) {
-		cumemcap_account_refused(a->c.dev, a->c.entry_point, a->bytes);
+	} else if (a->pool && !cumemcap_account_pool_charge(&a->c, a->pool) && r == CUDA_SUCCESS) {
+		cumemcap_account_refused(a->c.dev, a->c.entry_point, a->c.live);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	return cumemcap_account_charge_finish(&a->c, r, CUMEMCAP_HANDLE_ASYNC, r == CUDA_SUCCESS ? ptr : 0);

@@ -28,18 +28,15 @@ static struct gpu {
 	uint64_t read_ms;     /* when it was last refreshed (cumemcap_now_ms) */
 	enum cumemcap_overhead_source source;
 	CUcontext primary_ctx; /* the primary context's handle while it is one of them */
-	/* estimate: the card's used memory beyond this process's allocations
-	 * (cuMemGetInfo's total - free - reserved), the highest reading since
-	 * the last context was made or gone (`card_ok`: one was taken). */
+	/* estimate: the highest reading of the card's used memory beyond the
+	 * process's allocations since a context was made or gone. */
 	bool card_ok;
 	uint64_t card;
-	uint64_t epoch;       /* counts contexts made and gone: a reading begun
-			       * before one is not taken after it */
+	uint64_t epoch;       /* contexts made and gone: a reading spanning one is dropped */
 } gpus[CUMEMCAP_MAX_DEVICES];
 
-/* Contexts made by cuCtxCreate, to find their GPU when they are destroyed.
- * A process past this many at once has the extra ones counted as made
- * and never as gone: its overhead can only be over-, never under-counted. */
+/* Contexts made by cuCtxCreate, to find their GPU when destroyed. Past
+ * this many, the extra ones never count as gone: over-, never under-counted. */
 #define MADE_MAX 256
 static struct {
 	CUcontext ctx;
@@ -49,8 +46,8 @@ static struct {
 static uint64_t next_tick_ms;
 
 /* Before a refusal the overhead is read again unless it was read this
- * recently: a program that retries a refused request in a loop must not
- * turn every retry into an NVML query (about 0.1-1 ms on a real GPU). */
+ * recently: a program retrying in a loop must not make each retry an NVML
+ * query. */
 #define REFUSAL_READ_MS 10
 
 void cumemcap_account_context_coming(int dev)
@@ -82,10 +79,8 @@ static void refresh_locked(int dev)
 	case CUMEMCAP_OVERHEAD_nvml:
 		switch (cumemcap_nvml_process(info->uuid, (unsigned)getpid(), &used)) {
 		case CUMEMCAP_NVML_LISTED: {
-			/* The shim counts a request before the driver has
-			 * it and a free after: with the larger of `reserved`
-			 * before and after NVML's answer a reading can only
-			 * be low, never high (footprint.h). */
+			/* With the larger `reserved` of before and after the
+			 * answer, a reading is never high (footprint.h). */
 			uint64_t after = cumemcap_ledger_get(dev, CUMEMCAP_FIG_reserved);
 			if (after > reserved)
 				reserved = after;
@@ -105,11 +100,9 @@ static void refresh_locked(int dev)
 		break;
 	case CUMEMCAP_OVERHEAD_delta:
 	case CUMEMCAP_OVERHEAD_meminfo:
-		overhead = contexts * g->per_context;
-		break;
 	case CUMEMCAP_OVERHEAD_estimate:
 		overhead = contexts * g->per_context;
-		if (g->card_ok && g->card < overhead) {
+		if (g->source == CUMEMCAP_OVERHEAD_estimate && g->card_ok && g->card < overhead) {
 			cumemcap_ledger_set_overhead(dev, g->card, CUMEMCAP_OVERHEAD_meminfo);
 			return;
 		}
@@ -121,8 +114,7 @@ static void refresh_locked(int dev)
 	cumemcap_ledger_set_overhead(dev, overhead, g->source);
 }
 
-/* fp_lock held: the first context on dev is made; learn where its
- * overhead can come from (footprint.h). */
+/* fp_lock held: the first context on dev is made; learn the source. */
 static void learn_locked(int dev)
 {
 	struct gpu *g = &gpus[dev];
@@ -156,9 +148,8 @@ static CUcontext some_context_locked(int dev)
 }
 
 /* Without NVML, what the card shows used beyond this process's
- * allocations bounds its overhead from above (exact for a process alone
- * on the GPU): read it now (fp_lock not held; a cuMemGetInfo, which no
- * capture forbids), `reserved` before and after as for NVML. */
+ * allocations bounds its overhead from above: read it (fp_lock not held;
+ * cuMemGetInfo, which no capture forbids), `reserved` as for NVML. */
 static void read_card(int dev)
 {
 	cumemcap_death_lock_read();

@@ -1,7 +1,7 @@
 /* footprint: what the driver holds for the process outside the calls the
  * shim counts (contexts, modules, workspaces), learned per GPU as the
- * ledger's overhead, so that the limit caps the footprint nvidia-smi shows
- * (docs/footprint.md). Its source, decided at the first context:
+ * ledger's overhead (docs/footprint.md). Its source, decided at the first
+ * context:
  *   nvml      NVML lists the process: its usedGpuMemory less what the
  *             calls reserved;
  *   delta     NVML does not list it (a container): the GPU's used memory
@@ -11,8 +11,7 @@
  *             allocations (the source is then `meminfo`).
  * A reading can be low (another thread's request still in the driver) but
  * never high, so it only raises the overhead until a context is made or
- * gone. Refreshed by the worker and before a refusal (at most every
- * 10 ms); nothing the program holds is ever freed for it.
+ * gone.
  *
  * Thread safety: one xmutex guards the per-GPU state and is held across
  * the NVML calls (never across a CUDA call); a forked child forgets
@@ -25,8 +24,7 @@
 #include "platform/cuda-api.h"
 
 /* A context is about to be made on dev (cuCtxCreate, the primary
- * context's first retain): the GPU's used memory is read now if this is
- * the process's first context there. */
+ * context's first retain): read the GPU's used memory before the first. */
 void cumemcap_account_context_coming(int dev);
 
 /* It was made (ctx, on dev; `primary`: the primary context became active). */

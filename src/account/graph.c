@@ -23,8 +23,8 @@ struct exec_record {
 };
 
 static struct exec_record *execs;
-/* What the ledger holds for each device's graph pool (its reserved bytes
- * when last read), and the growth reserved for calls under way. */
+/* What the ledger holds for each device's graph pool: its reserved bytes
+ * when last read. */
 static uint64_t accounted[CUMEMCAP_MAX_DEVICES];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cumemcap_xmutex query_lock = CUMEMCAP_XMUTEX_INIT(query_lock);
@@ -38,17 +38,11 @@ static struct exec_record **find(CUgraphExec exec)
 	return pp;
 }
 
-static bool valid_dev(int dev)
-{
-	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
-}
-
-/* One allocation node the driver found (cumemcap_driver_graph_allocs):
- * its device needs its bytes rounded to the pool granularity more. */
+/* One allocation node the driver found (cumemcap_driver_graph_allocs). */
 static void add_node(void *arg, int dev, uint64_t bytes)
 {
 	struct cumemcap_graph_op *op = arg;
-	if (!valid_dev(dev))
+	if (!cumemcap_ledger_valid(dev))
 		return;
 	bytes = cumemcap_account_pool_estimate(bytes);
 	for (int i = 0; i < op->n; i++)
@@ -70,15 +64,6 @@ static void unhold(struct cumemcap_graph_op *op, int n)
 
 /* ---- the pool's figures ---------------------------------------------------------- */
 
-static bool pool_figures(int dev, uint64_t *reserved, uint64_t *used)
-{
-	if (!cumemcap_driver_graph_mem(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, reserved))
-		return false;
-	if (used && !cumemcap_driver_graph_mem(dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, used))
-		*used = *reserved; /* nothing known to be unmapped */
-	return true;
-}
-
 /* Read dev's pool and make the ledger hold what it reserves, giving back
  * `held` (growth reserved for a call now over). When the driver cannot
  * say: keep the figure, or drop it when `gone` (its context died). */
@@ -86,7 +71,8 @@ static void settle(int dev, uint64_t held, bool gone)
 {
 	cumemcap_xmutex_lock(&query_lock);
 	uint64_t reserved = 0;
-	bool known = pool_figures(dev, &reserved, NULL);
+	bool known =
+	    cumemcap_driver_graph_mem(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved);
 	pthread_mutex_lock(&lock);
 	uint64_t was = accounted[dev];
 	uint64_t now = known ? reserved : gone ? 0 : was;
@@ -111,9 +97,11 @@ static CUresult hold(struct cumemcap_graph_op *op)
 		nd->held = 0;
 		if (!cumemcap_device_ensure(nd->dev))
 			continue;
-		uint64_t reserved, used;
-		if (!pool_figures(nd->dev, &reserved, &used))
-			reserved = used = 0;
+		uint64_t reserved = 0, used = 0;
+		int d = nd->dev;
+		if (cumemcap_driver_graph_mem(d, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved) &&
+		    !cumemcap_driver_graph_mem(d, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used))
+			used = reserved; /* nothing known to be unmapped */
 		uint64_t spare = reserved > used ? reserved - used : 0;
 		uint64_t growth = nd->bytes > spare ? nd->bytes - spare : 0;
 		if (growth && !cumemcap_account_reserve(nd->dev, CUMEMCAP_KIND_graph, growth,
@@ -132,7 +120,7 @@ static void settle_op(struct cumemcap_graph_op *op, CUresult r)
 {
 	for (int i = 0; i < op->n; i++) {
 		struct cumemcap_graph_need *nd = &op->need[i];
-		if (r == CUDA_ERROR_OUT_OF_MEMORY && valid_dev(nd->dev))
+		if (r == CUDA_ERROR_OUT_OF_MEMORY && cumemcap_ledger_valid(nd->dev))
 			cumemcap_account_driver_oom(nd->dev, op->entry_point, nd->bytes);
 		if (cumemcap_device_info(nd->dev))
 			settle(nd->dev, nd->held, false);
@@ -209,8 +197,7 @@ CUresult cumemcap_graph_launch_begin(struct cumemcap_graph_op *op, const char *e
 		return CUDA_SUCCESS; /* nothing to map */
 	op->map = true;
 	if (!known) {
-		/* Instantiated where the shim did not see it: read the pool of
-		 * the current device back afterwards. */
+		/* Instantiated unseen: read the current device's pool after. */
 		CUcontext ctx;
 		int dev;
 		if (cumemcap_device_current(&ctx, &dev) != CUDA_SUCCESS)
@@ -259,7 +246,7 @@ void cumemcap_graph_exec_destroyed(CUgraphExec exec)
 
 void cumemcap_graph_trimmed(int dev)
 {
-	if (!valid_dev(dev))
+	if (!cumemcap_ledger_valid(dev))
 		return;
 	pthread_mutex_lock(&lock);
 	for (struct exec_record *rec = execs; rec; rec = rec->next)

@@ -1,7 +1,8 @@
-/* pools: the stream-ordered pools' figures: which pools the process
- * allocates from, on which GPU, and what each holds in the ledger, read
- * back from the driver. Calls nothing else in account/, so that reserve.c
- * may read the pools back before it refuses. Thread safety: account.h. */
+/* pools: the stream-ordered pools the process allocates from, their GPU
+ * and what each holds in the ledger, read back from the driver (charged
+ * what they reserve, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT). Calls nothing
+ * else in account/, so that reserve.c may read the pools back before it
+ * refuses. Thread safety: account.h. */
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -23,8 +24,7 @@ struct pool_record {
 	uint64_t in_flight;
 	uint64_t high;      /* its RESERVED_MEM_HIGH when last read (unread growth) */
 };
-/* Every pool the process allocates from, searched in order (a process has
- * a few). A pool's bytes are charged to its own device. */
+/* Searched in order: a process has a few. */
 static struct pool_record *pools;
 static size_t pool_count, pool_cap;
 /* pool_lock guards the table, never across a driver call; query_lock is
@@ -92,8 +92,7 @@ int cumemcap_account_pool_device(CUmemoryPool pool, int fallback)
 	return dev;
 }
 
-/* The pool reserves `reserved` now: a shrink leaves the ledger at once
- * (pool_lock held). */
+/* A shrink to `reserved` leaves the ledger at once (pool_lock held). */
 static void shrink_locked(struct pool_record *p, uint64_t reserved)
 {
 	if (reserved < p->accounted) {
@@ -103,9 +102,9 @@ static void shrink_locked(struct pool_record *p, uint64_t reserved)
 }
 
 /* Follow what the pool reserves now (pool_lock held); growth is left to
- * the allocations under way, whose estimates hold it. `high`: the pool's
- * high watermark when its growth is unread (0: not read); when it moved
- * above `reserved`, the figures pass through it so the peaks count it. */
+ * the allocations under way, whose estimates hold it. `high` (0: not
+ * read): when the high watermark moved above `reserved`, the figures pass
+ * through it so the peaks count it. */
 static void settle_locked(struct pool_record *p, uint64_t reserved, uint64_t high)
 {
 	shrink_locked(p, reserved);
@@ -121,15 +120,13 @@ static void settle_locked(struct pool_record *p, uint64_t reserved, uint64_t hig
 		p->high = high;
 }
 
-/* Whether `dev`'s pools leave their growth unread (ledger.h). */
 static bool growth_unread(int dev)
 {
 	return cumemcap_ledger_valid(dev) &&
 	       atomic_load_explicit(&cumemcap_ledger_growth_unread[dev], memory_order_relaxed);
 }
 
-/* Devices whose pools may have passed their high watermark unread since
- * last read. */
+/* Devices whose pools may have passed their high watermark unread. */
 static _Atomic bool grown[CUMEMCAP_MAX_DEVICES];
 
 /* Read `pool` back (query_lock held), with its high watermark when its
@@ -155,12 +152,12 @@ static void settle(CUmemoryPool pool, bool grew)
 	cumemcap_spin_unlock(&pool_lock);
 }
 
-/* The allocation charged in c came back from `pool` with `estimate` held:
- * charge the pool's growth instead, up to the estimate, plus growth
- * beyond every estimate under way. False when that passes the limit. */
-bool cumemcap_account_pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, uint64_t estimate)
+/* The allocation charged in c came back from `pool` with its estimate
+ * (c->bytes) held: charge the pool's growth instead, up to the estimate,
+ * plus growth beyond every estimate under way. False past the limit. */
+bool cumemcap_account_pool_charge(struct cumemcap_charge *c, CUmemoryPool pool)
 {
-	uint64_t claim = 0, excess = 0, reserved;
+	uint64_t estimate = c->bytes, claim = 0, excess = 0, reserved;
 	cumemcap_spin_lock(&query_lock);
 	bool known = cumemcap_driver_pool_reserved(pool, &reserved);
 	cumemcap_spin_lock(&pool_lock);
@@ -219,10 +216,8 @@ CUmemoryPool cumemcap_account_current_pool(int dev)
 }
 
 /* Whether an allocation from `pool` leaves its growth unread: no limit on
- * the GPU and no group. It then charges nothing and asks nothing; the
- * pool is listed and its device marked unread (ledger.h), read back when
- * the figures are, and before a trim or destroy. A GPU's limit never
- * changes once resolved. */
+ * the GPU (which never changes once resolved) and no group. The pool is
+ * then listed and its device marked unread (ledger.h). */
 bool cumemcap_account_pool_unread(CUmemoryPool pool, int dev, bool current)
 {
 	if (!pool || !cumemcap_device_ensure(dev) ||
@@ -242,14 +237,12 @@ bool cumemcap_account_pool_unread(CUmemoryPool pool, int dev, bool current)
 	return listed;
 }
 
-/* An allocation from a pool of dev returned with its growth unread. */
 void cumemcap_account_pool_grew(int dev)
 {
 	if (!atomic_load(&grown[dev]))
 		atomic_store(&grown[dev], true);
 }
 
-/* List `pool` on `dev`, holding `estimate` for an allocation under way. */
 void cumemcap_account_pool_hold(CUmemoryPool pool, int dev, uint64_t estimate)
 {
 	cumemcap_spin_lock(&pool_lock);
@@ -257,11 +250,6 @@ void cumemcap_account_pool_hold(CUmemoryPool pool, int dev, uint64_t estimate)
 	if (p)
 		p->in_flight += estimate;
 	cumemcap_spin_unlock(&pool_lock);
-}
-
-void cumemcap_account_pool_created(CUmemoryPool pool, int dev)
-{
-	cumemcap_account_pool_hold(pool, dev, 0);
 }
 
 void cumemcap_account_pool_destroyed(CUmemoryPool pool)

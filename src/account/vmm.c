@@ -35,8 +35,7 @@ struct cumemcap_vmm_map {
 	struct cumemcap_vmm_map *next;
 };
 
-/* A file descriptor cuMemExportToShareableHandle gave for an allocation,
- * with the file it was. */
+/* A descriptor cuMemExportToShareableHandle gave, with its file. */
 struct cumemcap_vmm_export {
 	int fd;
 	dev_t dev;
@@ -91,8 +90,7 @@ static void map_link(struct cumemcap_vmm_map *m)
 	map_count++;
 }
 
-/* Unlink and return the mapping that starts at ptr, if it lies in
- * [ptr, end). */
+/* Unlink and return the mapping at ptr if it lies in [ptr, end). */
 static struct cumemcap_vmm_map *map_take_at(uint64_t ptr, uint64_t end)
 {
 	for (struct cumemcap_vmm_map **pp = map_bucket(ptr); *pp; pp = &(*pp)->next) {
@@ -106,36 +104,28 @@ static struct cumemcap_vmm_map *map_take_at(uint64_t ptr, uint64_t end)
 	return NULL;
 }
 
-static struct cumemcap_vmm_map *map_containing(uint64_t addr)
-{
-	for (size_t i = 0; i < MAP_BUCKETS; i++)
-		for (struct cumemcap_vmm_map *m = maps[i]; m; m = m->next)
-			if (addr >= m->ptr && addr - m->ptr < m->size)
-				return m;
-	return NULL;
-}
-
-/* After a change to a: true (and a is the caller's to end) when nothing
- * references or maps it and no call on it is in flight. */
+/* True (a is the caller's to end) when nothing references or maps a and
+ * no call on it is in flight. */
 static bool ends(struct cumemcap_vmm_alloc *a)
 {
 	return a->refs <= 0 && a->maps <= 0 && a->in_flight <= 0;
 }
 
-/* Unlink the exports of a, or every export when a is NULL, onto *gone
- * (lock held). */
-static void exports_unlink(const struct cumemcap_vmm_alloc *a, struct cumemcap_vmm_export **gone)
+/* Unlink and return the exports of a, or of descriptor fd (lock held). */
+static struct cumemcap_vmm_export *exports_unlink(const struct cumemcap_vmm_alloc *a, int fd)
 {
+	struct cumemcap_vmm_export *gone = NULL;
 	for (struct cumemcap_vmm_export **pp = &exports; *pp;) {
 		struct cumemcap_vmm_export *e = *pp;
-		if (!a || e->alloc == a) {
+		if (e->alloc == a || e->fd == fd) {
 			*pp = e->next;
-			e->next = *gone;
-			*gone = e;
+			e->next = gone;
+			gone = e;
 		} else {
 			pp = &e->next;
 		}
 	}
+	return gone;
 }
 
 static void exports_free(struct cumemcap_vmm_export *e)
@@ -149,9 +139,8 @@ static void exports_free(struct cumemcap_vmm_export *e)
 /* The driver freed a's memory: give its charge back (lock not held). */
 static void end_alloc(struct cumemcap_vmm_alloc *a)
 {
-	struct cumemcap_vmm_export *gone = NULL;
 	pthread_mutex_lock(&lock);
-	exports_unlink(a, &gone);
+	struct cumemcap_vmm_export *gone = exports_unlink(a, -1);
 	pthread_mutex_unlock(&lock);
 	exports_free(gone);
 	struct cumemcap_block b;
@@ -160,10 +149,8 @@ static void end_alloc(struct cumemcap_vmm_alloc *a)
 	free(a);
 }
 
-/* One more reference of handle to a; `spare` is a node the caller
- * allocated, used when a new entry is needed (consumed: set to NULL).
- * Returns an allocation that a stale entry's drop ended, or NULL (lock
- * held). */
+/* One more reference of handle to a, a new entry taken from *spare (then
+ * NULL). Returns an allocation a stale entry's drop ended (lock held). */
 static struct cumemcap_vmm_alloc *ref_add(uint64_t handle, struct cumemcap_vmm_alloc *a,
 					  struct cumemcap_vmm_ref **spare)
 {
@@ -238,9 +225,8 @@ void cumemcap_vmm_release_take(struct cumemcap_vmm_call *v, CUmemGenericAllocati
 	pthread_mutex_unlock(&lock);
 }
 
-/* The end of a release or retain call on v->alloc: with `add`, handle
- * names the allocation once more (v->ref: the spare entry); then what that
- * or the call's end left with nothing is ended (takes the lock). */
+/* The end of a call on v->alloc: with `add`, handle names it once more
+ * (v->ref: the spare entry); then what is left with nothing is ended. */
 static void settle_ref(struct cumemcap_vmm_call *v, bool add, CUmemGenericAllocationHandle handle)
 {
 	struct cumemcap_vmm_alloc *a = v->alloc, *ended = NULL;
@@ -306,10 +292,8 @@ void cumemcap_vmm_unmap_take(struct cumemcap_vmm_call *v, CUdeviceptr ptr, size_
 	*v = (struct cumemcap_vmm_call){ 0 };
 	uint64_t end = ptr + size < ptr ? UINT64_MAX : ptr + size;
 	pthread_mutex_lock(&lock);
-	/* The mappings that lie wholly in the range: stepped through from
-	 * its start while they follow one another; a gap (memory the shim
-	 * does not know, or a call the driver will refuse) is searched
-	 * across every mapping. */
+	/* The mappings wholly in the range: stepped through while they follow
+	 * one another; after a gap, searched across every mapping. */
 	uint64_t p = ptr;
 	struct cumemcap_vmm_map *m;
 	while (p < end && (m = map_take_at(p, end))) {
@@ -343,7 +327,7 @@ CUresult cumemcap_vmm_unmap_settle(struct cumemcap_vmm_call *v, CUresult r)
 	if (!v->maps)
 		return r;
 	struct cumemcap_vmm_alloc *ended = NULL;
-	struct cumemcap_vmm_map *done = NULL, *next;
+	struct cumemcap_vmm_map *next;
 	pthread_mutex_lock(&lock);
 	for (struct cumemcap_vmm_map *m = v->maps; m; m = next) {
 		next = m->next;
@@ -353,8 +337,7 @@ CUresult cumemcap_vmm_unmap_settle(struct cumemcap_vmm_call *v, CUresult r)
 			a->maps++;
 			map_link(m);
 		} else {
-			m->next = done;
-			done = m;
+			free(m);
 		}
 		if (ends(a)) {
 			a->next = ended;
@@ -362,10 +345,6 @@ CUresult cumemcap_vmm_unmap_settle(struct cumemcap_vmm_call *v, CUresult r)
 		}
 	}
 	pthread_mutex_unlock(&lock);
-	for (; done; done = next) {
-		next = done->next;
-		free(done);
-	}
 	for (struct cumemcap_vmm_alloc *a; (a = ended);) {
 		ended = a->next;
 		end_alloc(a);
@@ -377,12 +356,14 @@ void cumemcap_vmm_retain_take(struct cumemcap_vmm_call *v, const void *addr)
 {
 	*v = (struct cumemcap_vmm_call){ 0 };
 	v->ref = malloc(sizeof *v->ref);
+	uint64_t p = (uint64_t)(uintptr_t)addr;
 	pthread_mutex_lock(&lock);
-	struct cumemcap_vmm_map *m = map_count ? map_containing((uint64_t)(uintptr_t)addr) : NULL;
-	if (m) {
-		v->alloc = m->alloc;
+	for (size_t i = 0; i < MAP_BUCKETS && map_count && !v->alloc; i++)
+		for (struct cumemcap_vmm_map *m = maps[i]; m && !v->alloc; m = m->next)
+			if (p >= m->ptr && p - m->ptr < m->size)
+				v->alloc = m->alloc;
+	if (v->alloc)
 		v->alloc->in_flight++;
-	}
 	pthread_mutex_unlock(&lock);
 }
 
@@ -392,8 +373,7 @@ CUresult cumemcap_vmm_new_ref_settle(struct cumemcap_vmm_call *v, CUresult r, CU
 		settle_ref(v, r == CUDA_SUCCESS, handle);
 		return r;
 	}
-	/* Nothing of ours found before the call: the handle value the
-	 * driver gave back may still name an allocation the shim knows. */
+	/* The handle value the driver gave may still name one of ours. */
 	if (r == CUDA_SUCCESS) {
 		pthread_mutex_lock(&lock);
 		struct cumemcap_vmm_ref *ref = ref_find(handle);
@@ -420,13 +400,7 @@ void cumemcap_vmm_exported(CUmemGenericAllocationHandle handle, int fd)
 	struct cumemcap_vmm_ref *ref = ref_find(handle);
 	if (ref) {
 		/* A descriptor number given again was closed: what it was goes. */
-		for (struct cumemcap_vmm_export **pp = &exports; *pp; pp = &(*pp)->next)
-			if ((*pp)->fd == fd) {
-				gone = *pp;
-				*pp = gone->next;
-				gone->next = NULL;
-				break;
-			}
+		gone = exports_unlink(NULL, fd);
 		e->alloc = ref->alloc;
 		e->next = exports;
 		exports = e;
@@ -437,8 +411,8 @@ void cumemcap_vmm_exported(CUmemGenericAllocationHandle handle, int fd)
 	exports_free(gone);
 }
 
-/* Whether descriptors a and b are the same open file: kcmp(2) where the
- * kernel allows it, else only when they are one descriptor. */
+/* Whether descriptors a and b are the same open file (kcmp(2) where the
+ * kernel allows it). */
 static bool same_open_file(int a, int b)
 {
 	if (a == b)
@@ -474,26 +448,23 @@ void cumemcap_vmm_unlock(void)
 	pthread_mutex_unlock(&lock);
 }
 
-/* The child reaches no context: the records are dropped (the lock is held).
- * The allocations' few bytes are left: a call in flight in a thread that
- * did not survive the fork may still count one. */
+/* The child reaches no context: the records go (lock held). The
+ * allocations are left: a call in flight in a thread that did not survive
+ * the fork may still count one. */
 void cumemcap_vmm_fork_child(void)
 {
 	for (size_t i = 0; i < MAP_BUCKETS; i++)
-		for (struct cumemcap_vmm_map *m = maps[i], *n; m; m = n) {
-			n = m->next;
+		for (struct cumemcap_vmm_map *m; (m = maps[i]);) {
+			maps[i] = m->next;
 			free(m);
-			maps[i] = NULL;
 		}
 	for (size_t i = 0; i < REF_BUCKETS; i++)
-		for (struct cumemcap_vmm_ref *r = refs[i], *n; r; r = n) {
-			n = r->next;
+		for (struct cumemcap_vmm_ref *r; (r = refs[i]);) {
+			refs[i] = r->next;
 			free(r);
-			refs[i] = NULL;
 		}
 	map_count = 0;
-	struct cumemcap_vmm_export *gone = NULL;
-	exports_unlink(NULL, &gone);
-	exports_free(gone);
+	exports_free(exports);
+	exports = NULL;
 	pthread_mutex_unlock(&lock); /* taken by fork_prepare, in this thread */
 }

@@ -333,7 +333,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmem
 	HOLD_DEATH_LOCK();
 	CUresult r = real_cuMemPoolCreate(pool, poolProps);
 	if (r == CUDA_SUCCESS && poolProps && poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
-		cumemcap_account_pool_created(*pool, poolProps->location.id);
+		cumemcap_account_pool_hold(*pool, poolProps->location.id, 0);
 	return r;
 }
 
