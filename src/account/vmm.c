@@ -55,31 +55,18 @@ static struct cumemcap_vmm_export *exports;
 /* Keys of the allocations' records: never 0, never a reused handle value. */
 static _Atomic uint64_t next_key = 1;
 
-static struct cumemcap_vmm_ref **ref_bucket(uint64_t handle)
-{
-	return &refs[cumemcap_mix(handle) % REF_BUCKETS];
-}
-
 static struct cumemcap_vmm_map **map_bucket(uint64_t ptr)
 {
 	return &maps[cumemcap_mix(ptr) % MAP_BUCKETS];
 }
 
-static struct cumemcap_vmm_ref *ref_find(uint64_t handle)
+/* The link to handle's entry, or the end of its bucket. */
+static struct cumemcap_vmm_ref **ref_find(uint64_t handle)
 {
-	for (struct cumemcap_vmm_ref *r = *ref_bucket(handle); r; r = r->next)
-		if (r->handle == handle)
-			return r;
-	return NULL;
-}
-
-static void ref_unlink(struct cumemcap_vmm_ref *ref)
-{
-	for (struct cumemcap_vmm_ref **pp = ref_bucket(ref->handle); *pp; pp = &(*pp)->next)
-		if (*pp == ref) {
-			*pp = ref->next;
-			return;
-		}
+	struct cumemcap_vmm_ref **pp = &refs[cumemcap_mix(handle) % REF_BUCKETS];
+	while (*pp && (*pp)->handle != handle)
+		pp = &(*pp)->next;
+	return pp;
 }
 
 static void map_link(struct cumemcap_vmm_map *m)
@@ -155,11 +142,11 @@ static struct cumemcap_vmm_alloc *ref_add(uint64_t handle, struct cumemcap_vmm_a
 					  struct cumemcap_vmm_ref **spare)
 {
 	struct cumemcap_vmm_alloc *ended = NULL;
-	struct cumemcap_vmm_ref *ref = ref_find(handle);
+	struct cumemcap_vmm_ref **pp = ref_find(handle), *ref = *pp;
 	if (ref && ref->alloc != a) {
 		/* The driver handed the value out again: what it named lost
 		 * those references. */
-		ref_unlink(ref);
+		*pp = ref->next;
 		ref->alloc->refs -= ref->n;
 		ended = ends(ref->alloc) ? ref->alloc : NULL;
 		free(ref);
@@ -170,12 +157,8 @@ static struct cumemcap_vmm_alloc *ref_add(uint64_t handle, struct cumemcap_vmm_a
 			return ended; /* no memory for the entry: the reference goes unseen */
 		ref = *spare;
 		*spare = NULL;
-		ref->handle = handle;
-		ref->n = 0;
-		ref->alloc = a;
-		struct cumemcap_vmm_ref **b = ref_bucket(handle);
-		ref->next = *b;
-		*b = ref;
+		*ref = (struct cumemcap_vmm_ref){ .handle = handle, .alloc = a, .next = *pp };
+		*pp = ref;
 	}
 	ref->n++;
 	a->refs++;
@@ -210,7 +193,7 @@ void cumemcap_vmm_release_take(struct cumemcap_vmm_call *v, CUmemGenericAllocati
 {
 	*v = (struct cumemcap_vmm_call){ .handle = handle };
 	pthread_mutex_lock(&lock);
-	struct cumemcap_vmm_ref *ref = ref_find(handle);
+	struct cumemcap_vmm_ref **pp = ref_find(handle), *ref = *pp;
 	if (ref) {
 		v->alloc = ref->alloc;
 		v->alloc->refs--;
@@ -218,7 +201,7 @@ void cumemcap_vmm_release_take(struct cumemcap_vmm_call *v, CUmemGenericAllocati
 		/* The value may name a new allocation as soon as the driver
 		 * released it: the entry goes with its last reference. */
 		if (--ref->n == 0) {
-			ref_unlink(ref);
+			*pp = ref->next;
 			v->ref = ref;
 		}
 	}
@@ -255,7 +238,7 @@ void cumemcap_vmm_map_take(struct cumemcap_vmm_call *v, CUmemGenericAllocationHa
 	*v = (struct cumemcap_vmm_call){ .handle = handle };
 	struct cumemcap_vmm_map *m = malloc(sizeof *m);
 	pthread_mutex_lock(&lock);
-	struct cumemcap_vmm_ref *ref = m ? ref_find(handle) : NULL;
+	struct cumemcap_vmm_ref *ref = m ? *ref_find(handle) : NULL;
 	if (ref) {
 		v->alloc = ref->alloc;
 		v->alloc->in_flight++;
@@ -376,7 +359,7 @@ CUresult cumemcap_vmm_new_ref_settle(struct cumemcap_vmm_call *v, CUresult r, CU
 	/* The handle value the driver gave may still name one of ours. */
 	if (r == CUDA_SUCCESS) {
 		pthread_mutex_lock(&lock);
-		struct cumemcap_vmm_ref *ref = ref_find(handle);
+		struct cumemcap_vmm_ref *ref = *ref_find(handle);
 		if (ref) {
 			ref->n++;
 			ref->alloc->refs++;
@@ -397,7 +380,7 @@ void cumemcap_vmm_exported(CUmemGenericAllocationHandle handle, int fd)
 		return; /* an import of it will be taken for another process's */
 	*e = (struct cumemcap_vmm_export){ .fd = fd, .dev = st.st_dev, .ino = st.st_ino };
 	pthread_mutex_lock(&lock);
-	struct cumemcap_vmm_ref *ref = ref_find(handle);
+	struct cumemcap_vmm_ref *ref = *ref_find(handle);
 	if (ref) {
 		/* A descriptor number given again was closed: what it was goes. */
 		gone = exports_unlink(NULL, fd);
