@@ -135,18 +135,6 @@ static void learn_locked(int dev)
 	cumemcap_log_overhead(dev, cumemcap_overhead_source_name(g->source), g->per_context);
 }
 
-/* fp_lock held: a live context of the process on dev to ask the driver
- * with, or NULL. */
-static CUcontext some_context_locked(int dev)
-{
-	if (gpus[dev].primary && gpus[dev].primary_ctx)
-		return gpus[dev].primary_ctx;
-	for (int i = 0; i < MADE_MAX; i++)
-		if (made[i].ctx && made[i].dev == dev)
-			return made[i].ctx;
-	return NULL;
-}
-
 /* Without NVML, what the card shows used beyond this process's
  * allocations bounds its overhead from above: read it (fp_lock not held;
  * cuMemGetInfo, which no capture forbids), `reserved` as for NVML. */
@@ -155,7 +143,13 @@ static void read_card(int dev)
 	cumemcap_death_lock_read();
 	cumemcap_xmutex_lock(&fp_lock);
 	struct gpu *g = &gpus[dev];
-	CUcontext ctx = g->source == CUMEMCAP_OVERHEAD_estimate ? some_context_locked(dev) : NULL;
+	CUcontext ctx = NULL; /* a live context of the process on dev to ask with */
+	if (g->source == CUMEMCAP_OVERHEAD_estimate) {
+		ctx = g->primary ? g->primary_ctx : NULL;
+		for (int i = 0; i < MADE_MAX && !ctx; i++)
+			if (made[i].ctx && made[i].dev == dev)
+				ctx = made[i].ctx;
+	}
 	uint64_t epoch = g->epoch;
 	cumemcap_xmutex_unlock(&fp_lock);
 	uint64_t before = cumemcap_ledger_get(dev, CUMEMCAP_FIG_reserved), free = 0, total = 0;
