@@ -90,10 +90,9 @@ void cumemcap_account_context_died(CUcontext ctx, int dev, enum cumemcap_death w
 /* ---- stream-ordered pools ---- */
 
 void cumemcap_account_pool_destroyed(CUmemoryPool pool);
-/* cuMemPoolTrimTo returned: follow the pool down. */
-void cumemcap_account_pool_trimmed(CUmemoryPool pool);
-/* Before cuMemPoolTrimTo or cuMemPoolDestroy: read its unread growth. */
-void cumemcap_account_pool_read(CUmemoryPool pool);
+/* Before cuMemPoolTrimTo or cuMemPoolDestroy: read the pool's unread
+ * growth; after cuMemPoolTrimTo (`trimmed`): follow it down. */
+void cumemcap_account_pool_read(CUmemoryPool pool, bool trimmed);
 
 /* cuMemAllocAsync or cuMemAllocFromPoolAsync, from begin to finish. c
  * holds the estimate while the driver serves it (c.live: what was asked). */

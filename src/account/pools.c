@@ -120,33 +120,20 @@ static void settle_locked(struct pool_record *p, uint64_t reserved, uint64_t hig
 		p->high = high;
 }
 
-static bool growth_unread(int dev)
-{
-	return cumemcap_ledger_valid(dev) &&
-	       atomic_load_explicit(&cumemcap_ledger_growth_unread[dev], memory_order_relaxed);
-}
-
 /* Devices whose pools may have passed their high watermark unread. */
 static _Atomic bool grown[CUMEMCAP_MAX_DEVICES];
 
 /* Read `pool` back (query_lock held), with its high watermark when its
- * growth is unread and it may have grown (`grew`). */
+ * growth is unread (sticky) and it may have grown (`grew`). */
 static void settle(CUmemoryPool pool, bool grew)
 {
 	uint64_t reserved, high = 0;
 	if (!cumemcap_driver_pool_reserved(pool, &reserved))
 		return;
-	struct pool_record *p;
-	if (grew) {
-		cumemcap_spin_lock(&pool_lock);
-		p = find_pool(pool);
-		bool ask_high = p && growth_unread(p->dev);
-		cumemcap_spin_unlock(&pool_lock);
-		if (ask_high && !cumemcap_driver_pool_high(pool, &high))
-			high = 0;
-	}
+	if (grew && !cumemcap_driver_pool_high(pool, &high))
+		high = 0;
 	cumemcap_spin_lock(&pool_lock);
-	p = find_pool(pool);
+	struct pool_record *p = find_pool(pool);
 	if (p)
 		settle_locked(p, reserved, high);
 	cumemcap_spin_unlock(&pool_lock);
@@ -265,23 +252,20 @@ void cumemcap_account_pool_destroyed(CUmemoryPool pool)
 	cumemcap_spin_unlock(&pool_lock);
 }
 
-void cumemcap_account_pool_read(CUmemoryPool pool)
+void cumemcap_account_pool_read(CUmemoryPool pool, bool trimmed)
 {
-	cumemcap_spin_lock(&pool_lock);
-	struct pool_record *p = find_pool(pool);
-	bool ask = p && growth_unread(p->dev);
-	cumemcap_spin_unlock(&pool_lock);
-	if (!ask)
-		return;
+	if (!trimmed) {
+		cumemcap_spin_lock(&pool_lock);
+		struct pool_record *p = find_pool(pool);
+		bool unread = p && cumemcap_ledger_valid(p->dev) &&
+			      atomic_load_explicit(&cumemcap_ledger_growth_unread[p->dev],
+						   memory_order_relaxed);
+		cumemcap_spin_unlock(&pool_lock);
+		if (!unread)
+			return;
+	}
 	cumemcap_spin_lock(&query_lock);
-	settle(pool, true);
-	cumemcap_spin_unlock(&query_lock);
-}
-
-void cumemcap_account_pool_trimmed(CUmemoryPool pool)
-{
-	cumemcap_spin_lock(&query_lock);
-	settle(pool, false);
+	settle(pool, !trimmed);
 	cumemcap_spin_unlock(&query_lock);
 }
 
