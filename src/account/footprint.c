@@ -248,11 +248,10 @@ void cumemcap_account_footprint_refresh(int dev)
 
 uint32_t cumemcap_account_footprint_tick(uint64_t now_ms)
 {
-	uint32_t interval = cumemcap_policy()->log_interval_ms;
 	bool card[CUMEMCAP_MAX_DEVICES] = { false };
 	cumemcap_xmutex_lock(&fp_lock);
 	if (now_ms >= next_tick_ms) {
-		next_tick_ms = now_ms + interval;
+		next_tick_ms = now_ms + cumemcap_policy()->log_interval_ms;
 		for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
 			if (gpus[dev].source != CUMEMCAP_OVERHEAD_none) {
 				refresh_locked(dev);

@@ -1,17 +1,13 @@
 /* footprint: what the driver holds for the process outside the calls the
  * shim counts (contexts, modules, workspaces), learned per GPU as the
- * ledger's overhead (docs/footprint.md). Its source, decided at the first
- * context:
- *   nvml      NVML lists the process: its usedGpuMemory less what the
- *             calls reserved;
- *   delta     NVML does not list it (a container): the GPU's used memory
- *             before and after that first context, per context;
- *   estimate  no NVML: CUMEMCAP_OVERHEAD_ESTIMATE per context, or, when
- *             smaller, what cuMemGetInfo shows used beyond the process's
- *             allocations (the source is then `meminfo`).
- * A reading can be low (another thread's request still in the driver) but
- * never high, so it only raises the overhead until a context is made or
- * gone.
+ * ledger's overhead (docs/footprint.md) from a source decided at the first
+ * context: `nvml` (its usedGpuMemory less what the calls reserved),
+ * `delta` (NVML does not list it: the GPU's used memory before and after
+ * that context, per context) or `estimate` (no NVML:
+ * CUMEMCAP_OVERHEAD_ESTIMATE per context, or `meminfo` when cuMemGetInfo
+ * shows less used beyond the process's allocations). A reading can be low
+ * (a request still in the driver) but never high, so it only raises the
+ * overhead until a context is made or gone.
  *
  * Thread safety: one xmutex guards the per-GPU state and is held across
  * the NVML calls (never across a CUDA call); a forked child forgets

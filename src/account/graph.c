@@ -195,20 +195,17 @@ CUresult cumemcap_graph_launch_begin(struct cumemcap_graph_op *op, const char *e
 	pthread_mutex_unlock(&lock);
 	if (mapped || (known && op->n == 0) || cumemcap_capture_stream(stream, ptsz))
 		return CUDA_SUCCESS; /* nothing to map */
-	op->map = true;
 	if (!known) {
 		/* Instantiated unseen: read the current device's pool after. */
 		CUcontext ctx;
 		int dev;
-		if (cumemcap_device_current(&ctx, &dev) != CUDA_SUCCESS)
-			op->map = false;
-		else
+		op->map = cumemcap_device_current(&ctx, &dev) == CUDA_SUCCESS;
+		if (op->map)
 			op->need[op->n++] = (struct cumemcap_graph_need){ .dev = dev };
 		return CUDA_SUCCESS;
 	}
 	CUresult r = hold(op);
-	if (r != CUDA_SUCCESS)
-		op->map = false;
+	op->map = r == CUDA_SUCCESS;
 	return r;
 }
 

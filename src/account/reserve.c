@@ -79,8 +79,6 @@ uint32_t cumemcap_account_arena_tick(uint64_t now_ms)
 		give_back(&g);
 		cumemcap_death_unlock_read();
 	}
-	if (next == UINT64_MAX)
-		return UINT32_MAX;
 	return next <= now_ms ? 0 : (uint32_t)(next - now_ms > UINT32_MAX ? UINT32_MAX : next - now_ms);
 }
 

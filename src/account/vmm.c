@@ -394,16 +394,6 @@ void cumemcap_vmm_exported(CUmemGenericAllocationHandle handle, int fd)
 	exports_free(gone);
 }
 
-/* Whether descriptors a and b are the same open file (kcmp(2) where the
- * kernel allows it). */
-static bool same_open_file(int a, int b)
-{
-	if (a == b)
-		return true;
-	pid_t me = getpid();
-	return syscall(SYS_kcmp, me, me, KCMP_FILE, a, b) == 0;
-}
-
 void cumemcap_vmm_import_take(struct cumemcap_vmm_call *v, int fd)
 {
 	*v = (struct cumemcap_vmm_call){ 0 };
@@ -411,9 +401,12 @@ void cumemcap_vmm_import_take(struct cumemcap_vmm_call *v, int fd)
 	if (fd < 0 || fstat(fd, &st) != 0)
 		return;
 	v->ref = malloc(sizeof *v->ref);
+	pid_t me = getpid();
 	pthread_mutex_lock(&lock);
+	/* The same open file: one descriptor, or kcmp(2) where allowed. */
 	for (struct cumemcap_vmm_export *e = exports; e; e = e->next)
-		if (e->dev == st.st_dev && e->ino == st.st_ino && same_open_file(e->fd, fd)) {
+		if (e->dev == st.st_dev && e->ino == st.st_ino &&
+		    (e->fd == fd || syscall(SYS_kcmp, me, me, KCMP_FILE, e->fd, fd) == 0)) {
 			v->alloc = e->alloc;
 			v->alloc->in_flight++;
 			break;
