@@ -62,8 +62,6 @@ static void unhold(struct cumemcap_graph_op *op, int n)
 		cumemcap_ledger_sub(op->need[i].dev, CUMEMCAP_KIND_graph, op->need[i].held);
 }
 
-/* ---- the pool's figures ---------------------------------------------------------- */
-
 /* Read dev's pool and make the ledger hold what it reserves, giving back
  * `held` (growth reserved for a call now over). When the driver cannot
  * say: keep the figure, or drop it when `gone` (its context died). */
@@ -127,8 +125,6 @@ static void settle_op(struct cumemcap_graph_op *op, CUresult r)
 	}
 }
 
-/* ---- instantiation -------------------------------------------------------------- */
-
 CUresult cumemcap_graph_instantiate_begin(struct cumemcap_graph_op *op, const char *entry_point,
 					  CUgraph graph, bool upload)
 {
@@ -177,8 +173,6 @@ CUresult cumemcap_graph_instantiate_end(struct cumemcap_graph_op *op, CUresult r
 	return r;
 }
 
-/* ---- upload and launch ----------------------------------------------------------- */
-
 CUresult cumemcap_graph_launch_begin(struct cumemcap_graph_op *op, const char *entry_point,
 				     CUgraphExec exec, CUstream stream, bool ptsz)
 {
@@ -223,8 +217,6 @@ CUresult cumemcap_graph_launch_end(struct cumemcap_graph_op *op, CUresult r, CUg
 	}
 	return r;
 }
-
-/* ---- the end of graphs and their memory ------------------------------------------ */
 
 void cumemcap_graph_exec_destroyed(CUgraphExec exec)
 {

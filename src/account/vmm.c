@@ -208,18 +208,25 @@ void cumemcap_vmm_release_take(struct cumemcap_vmm_call *v, CUmemGenericAllocati
 	pthread_mutex_unlock(&lock);
 }
 
-/* The end of a call on v->alloc: with `add`, handle names it once more
- * (v->ref: the spare entry); then what is left with nothing is ended. */
-static void settle_ref(struct cumemcap_vmm_call *v, bool add, CUmemGenericAllocationHandle handle)
+/* The end of a call on v->alloc: with `add`, the mapping v->maps is
+ * linked, or else handle names it once more (v->ref: the spare entry);
+ * then what is left with nothing is ended. */
+static void settle_call(struct cumemcap_vmm_call *v, bool add, CUmemGenericAllocationHandle handle)
 {
 	struct cumemcap_vmm_alloc *a = v->alloc, *ended = NULL;
 	pthread_mutex_lock(&lock);
-	if (add)
+	if (add && v->maps) {
+		map_link(v->maps);
+		a->maps++;
+		v->maps = NULL;
+	} else if (add) {
 		ended = ref_add(handle, a, &v->ref);
+	}
 	a->in_flight--;
 	bool last = ends(a);
 	pthread_mutex_unlock(&lock);
 	free(v->ref);
+	free(v->maps);
 	if (ended)
 		end_alloc(ended);
 	if (last)
@@ -229,13 +236,13 @@ static void settle_ref(struct cumemcap_vmm_call *v, bool add, CUmemGenericAlloca
 CUresult cumemcap_vmm_release_settle(struct cumemcap_vmm_call *v, CUresult r)
 {
 	if (v->alloc)
-		settle_ref(v, r != CUDA_SUCCESS, v->handle);
+		settle_call(v, r != CUDA_SUCCESS, v->handle);
 	return r;
 }
 
 void cumemcap_vmm_map_take(struct cumemcap_vmm_call *v, CUmemGenericAllocationHandle handle)
 {
-	*v = (struct cumemcap_vmm_call){ .handle = handle };
+	*v = (struct cumemcap_vmm_call){ 0 };
 	struct cumemcap_vmm_map *m = malloc(sizeof *m);
 	pthread_mutex_lock(&lock);
 	struct cumemcap_vmm_ref *ref = m ? *ref_find(handle) : NULL;
@@ -251,22 +258,10 @@ void cumemcap_vmm_map_take(struct cumemcap_vmm_call *v, CUmemGenericAllocationHa
 
 CUresult cumemcap_vmm_map_settle(struct cumemcap_vmm_call *v, CUresult r, CUdeviceptr ptr, size_t size)
 {
-	struct cumemcap_vmm_alloc *a = v->alloc;
-	if (!a)
-		return r;
-	pthread_mutex_lock(&lock);
-	if (r == CUDA_SUCCESS) {
-		*v->maps = (struct cumemcap_vmm_map){ .ptr = ptr, .size = size, .alloc = a };
-		map_link(v->maps);
-		a->maps++;
-		v->maps = NULL;
+	if (v->alloc) {
+		*v->maps = (struct cumemcap_vmm_map){ .ptr = ptr, .size = size, .alloc = v->alloc };
+		settle_call(v, r == CUDA_SUCCESS, 0);
 	}
-	a->in_flight--;
-	bool last = ends(a);
-	pthread_mutex_unlock(&lock);
-	free(v->maps);
-	if (last)
-		end_alloc(a);
 	return r;
 }
 
@@ -353,7 +348,7 @@ void cumemcap_vmm_retain_take(struct cumemcap_vmm_call *v, const void *addr)
 CUresult cumemcap_vmm_new_ref_settle(struct cumemcap_vmm_call *v, CUresult r, CUmemGenericAllocationHandle handle)
 {
 	if (v->alloc) {
-		settle_ref(v, r == CUDA_SUCCESS, handle);
+		settle_call(v, r == CUDA_SUCCESS, handle);
 		return r;
 	}
 	/* The handle value the driver gave may still name one of ours. */
