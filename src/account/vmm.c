@@ -98,28 +98,16 @@ static bool ends(struct cumemcap_vmm_alloc *a)
 	return a->refs <= 0 && a->maps <= 0 && a->in_flight <= 0;
 }
 
-/* Unlink and return the exports of a, or of descriptor fd (lock held). */
-static struct cumemcap_vmm_export *exports_unlink(const struct cumemcap_vmm_alloc *a, int fd)
+/* Drop the exports of a, or of descriptor fd (lock held). */
+static void exports_drop(const struct cumemcap_vmm_alloc *a, int fd)
 {
-	struct cumemcap_vmm_export *gone = NULL;
-	for (struct cumemcap_vmm_export **pp = &exports; *pp;) {
-		struct cumemcap_vmm_export *e = *pp;
+	for (struct cumemcap_vmm_export **pp = &exports, *e; (e = *pp);) {
 		if (e->alloc == a || e->fd == fd) {
 			*pp = e->next;
-			e->next = gone;
-			gone = e;
+			free(e);
 		} else {
 			pp = &e->next;
 		}
-	}
-	return gone;
-}
-
-static void exports_free(struct cumemcap_vmm_export *e)
-{
-	for (struct cumemcap_vmm_export *next; e; e = next) {
-		next = e->next;
-		free(e);
 	}
 }
 
@@ -127,9 +115,8 @@ static void exports_free(struct cumemcap_vmm_export *e)
 static void end_alloc(struct cumemcap_vmm_alloc *a)
 {
 	pthread_mutex_lock(&lock);
-	struct cumemcap_vmm_export *gone = exports_unlink(a, -1);
+	exports_drop(a, -1);
 	pthread_mutex_unlock(&lock);
-	exports_free(gone);
 	struct cumemcap_block b;
 	bool found = cumemcap_account_release_take(CUMEMCAP_HANDLE_VMM, a->key, &b);
 	cumemcap_account_release_settle(found, &b, CUDA_SUCCESS);
@@ -370,7 +357,7 @@ void cumemcap_vmm_exported(CUmemGenericAllocationHandle handle, int fd)
 	struct stat st;
 	if (fstat(fd, &st) != 0)
 		return;
-	struct cumemcap_vmm_export *e = malloc(sizeof *e), *gone = NULL;
+	struct cumemcap_vmm_export *e = malloc(sizeof *e);
 	if (!e)
 		return; /* an import of it will be taken for another process's */
 	*e = (struct cumemcap_vmm_export){ .fd = fd, .dev = st.st_dev, .ino = st.st_ino };
@@ -378,7 +365,7 @@ void cumemcap_vmm_exported(CUmemGenericAllocationHandle handle, int fd)
 	struct cumemcap_vmm_ref *ref = *ref_find(handle);
 	if (ref) {
 		/* A descriptor number given again was closed: what it was goes. */
-		gone = exports_unlink(NULL, fd);
+		exports_drop(NULL, fd);
 		e->alloc = ref->alloc;
 		e->next = exports;
 		exports = e;
@@ -386,7 +373,6 @@ void cumemcap_vmm_exported(CUmemGenericAllocationHandle handle, int fd)
 	}
 	pthread_mutex_unlock(&lock);
 	free(e);
-	exports_free(gone);
 }
 
 void cumemcap_vmm_import_take(struct cumemcap_vmm_call *v, int fd)
@@ -435,7 +421,9 @@ void cumemcap_vmm_fork_child(void)
 			free(r);
 		}
 	map_count = 0;
-	exports_free(exports);
-	exports = NULL;
+	for (struct cumemcap_vmm_export *e; (e = exports);) {
+		exports = e->next;
+		free(e);
+	}
 	pthread_mutex_unlock(&lock); /* taken by fork_prepare, in this thread */
 }
