@@ -193,10 +193,9 @@ CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const 
 	if (current)
 		pool = cumemcap_account_current_pool(dev);
 	a->pool = NULL;
-	a->growth_unread = false;
 	cumemcap_ledger_note_request(dev, bytes);
-	if (cumemcap_account_pool_unread(pool, dev, current)) {
-		a->growth_unread = true;
+	a->growth_unread = cumemcap_account_pool_unread(pool, dev, current);
+	if (a->growth_unread) {
 		a->c = (struct cumemcap_charge){ .dev = dev, .ctx = ctx, .kind = CUMEMCAP_KIND_pool,
 						 .bytes = 0, .live = bytes, .entry_point = entry_point };
 		return CUDA_SUCCESS;

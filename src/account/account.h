@@ -1,11 +1,9 @@
 /* account: the one charge path of every allocating and freeing hook.
- *
  * Allocating: begin (reserve against the device's limit) -> the driver ->
  * finish (record, or give the bytes back); a pooled cuMemAlloc asks the
- * arenas first and reserves their segments the same way (reserve.c).
- * Freeing: take the record -> the driver -> settle. The driver's CUresult
- * reaches the program unchanged; our only refusal is
- * CUDA_ERROR_OUT_OF_MEMORY.
+ * arenas first (reserve.c). Freeing: take the record -> the driver ->
+ * settle. The driver's CUresult reaches the program unchanged; our only
+ * refusal is CUDA_ERROR_OUT_OF_MEMORY.
  *
  * Thread safety: the ledger is atomic, the record map locked; the pool
  * table has a spinlock never held across a driver call, and a second one

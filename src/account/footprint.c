@@ -46,8 +46,7 @@ static struct {
 static uint64_t next_tick_ms;
 
 /* Before a refusal the overhead is read again unless it was read this
- * recently: a program retrying in a loop must not make each retry an NVML
- * query. */
+ * recently: a program retrying in a loop must not query NVML each time. */
 #define REFUSAL_READ_MS 10
 
 void cumemcap_account_context_coming(int dev)

@@ -162,13 +162,9 @@ CUresult cumemcap_graph_instantiate_end(struct cumemcap_graph_op *op, CUresult r
 	memcpy(rec->need, op->need, sizeof(rec->need));
 	pthread_mutex_lock(&lock);
 	struct exec_record **pp = find(*exec);
-	if (*pp) { /* a handle the shim missed the destruction of */
-		struct exec_record *old = *pp;
-		*pp = old->next;
-		free(old);
-	}
-	rec->next = execs;
-	execs = rec;
+	rec->next = *pp ? (*pp)->next : NULL;
+	free(*pp); /* a handle the shim missed the destruction of */
+	*pp = rec;
 	pthread_mutex_unlock(&lock);
 	return r;
 }
@@ -225,9 +221,7 @@ void cumemcap_graph_exec_destroyed(CUgraphExec exec)
 	if (rec)
 		*pp = rec->next;
 	pthread_mutex_unlock(&lock);
-	if (!rec)
-		return;
-	for (int i = 0; i < rec->n; i++)
+	for (int i = 0; rec && i < rec->n; i++)
 		if (cumemcap_device_info(rec->need[i].dev))
 			settle(rec->need[i].dev, 0, false);
 	free(rec);
@@ -235,8 +229,6 @@ void cumemcap_graph_exec_destroyed(CUgraphExec exec)
 
 void cumemcap_graph_trimmed(int dev)
 {
-	if (!cumemcap_ledger_valid(dev))
-		return;
 	pthread_mutex_lock(&lock);
 	for (struct exec_record *rec = execs; rec; rec = rec->next)
 		for (int i = 0; i < rec->n; i++)

@@ -182,20 +182,14 @@ bool cumemcap_account_alloc_pooled(CUdeviceptr *dptr, uint64_t bytes, const char
 	for (;;) {
 		enum cumemcap_arena_answer answer = cumemcap_arena_serve(&q, bytes, dptr);
 		give_back(&q.back);
-		switch (answer) {
-		case CUMEMCAP_ARENA_NOT_POOLED:
+		if (answer == CUMEMCAP_ARENA_NOT_POOLED)
 			return false;
-		case CUMEMCAP_ARENA_SERVED:
+		if (answer != CUMEMCAP_ARENA_NEEDS_SEGMENT) {
 			cumemcap_ledger_note_request(q.dev, bytes);
-			*r = CUDA_SUCCESS;
+			*r = answer == CUMEMCAP_ARENA_SERVED ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+			if (answer == CUMEMCAP_ARENA_REFUSED)
+				cumemcap_account_refused(q.dev, entry_point, bytes);
 			return true;
-		case CUMEMCAP_ARENA_REFUSED:
-			cumemcap_ledger_note_request(q.dev, bytes);
-			cumemcap_account_refused(q.dev, entry_point, bytes);
-			*r = CUDA_ERROR_OUT_OF_MEMORY;
-			return true;
-		case CUMEMCAP_ARENA_NEEDS_SEGMENT:
-			break;
 		}
 		if (!q.prealloc) {
 			bool served = cumemcap_arena_serve_sibling(&q, dptr);

@@ -1,13 +1,10 @@
-/* vmm: how long the memory of a cuMemCreate allocation is charged: until
- * every reference to it is released (cuMemRelease of its handle, of each
- * retained handle, of each import in this process) *and* every mapping of
- * it unmapped, in either order, as CUDA frees it.
- *
- * The records: each allocation (its record in the track map, under a key
- * of its own, never a handle value), the handle values that reference it
- * with their counts, and its mappings. cuMemUnmap takes the mappings
- * wholly inside its range (one only partly inside makes the driver refuse
- * the call). A handle the shim did not see made is not charged.
+/* vmm: how long the memory of a cuMemCreate allocation is charged: as
+ * CUDA frees it, until every reference to it is released (its handle,
+ * each retained handle, each import in this process) *and* every mapping
+ * of it unmapped, in either order. The records: each allocation (in the
+ * track map under a key of its own, never a handle value), the handle
+ * values that reference it with their counts, and its mappings. A handle
+ * the shim did not see made is not charged.
  *
  * Each call follows take -> driver -> settle: what the call would change
  * is taken before the driver runs and put back if it refuses; an
@@ -48,7 +45,7 @@ CUresult cumemcap_vmm_release_settle(struct cumemcap_vmm_call *v, CUresult r);
 void cumemcap_vmm_map_take(struct cumemcap_vmm_call *v, CUmemGenericAllocationHandle handle);
 CUresult cumemcap_vmm_map_settle(struct cumemcap_vmm_call *v, CUresult r, CUdeviceptr ptr, size_t size);
 
-/* cuMemUnmap(ptr, size). */
+/* cuMemUnmap(ptr, size): takes the mappings wholly inside the range. */
 void cumemcap_vmm_unmap_take(struct cumemcap_vmm_call *v, CUdeviceptr ptr, size_t size);
 CUresult cumemcap_vmm_unmap_settle(struct cumemcap_vmm_call *v, CUresult r);
 
