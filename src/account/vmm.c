@@ -50,7 +50,6 @@ struct cumemcap_vmm_export {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cumemcap_vmm_ref *refs[REF_BUCKETS];
 static struct cumemcap_vmm_map *maps[MAP_BUCKETS];
-static uint64_t map_count;
 static struct cumemcap_vmm_export *exports;
 /* Keys of the allocations' records: never 0, never a reused handle value. */
 static _Atomic uint64_t next_key = 1;
@@ -74,7 +73,6 @@ static void map_link(struct cumemcap_vmm_map *m)
 	struct cumemcap_vmm_map **b = map_bucket(m->ptr);
 	m->next = *b;
 	*b = m;
-	map_count++;
 }
 
 /* Unlink and return the mapping at ptr if it lies in [ptr, end). */
@@ -84,7 +82,6 @@ static struct cumemcap_vmm_map *map_take_at(uint64_t ptr, uint64_t end)
 		struct cumemcap_vmm_map *m = *pp;
 		if (m->ptr == ptr && m->size <= end - ptr) {
 			*pp = m->next;
-			map_count--;
 			return m;
 		}
 	}
@@ -266,20 +263,17 @@ void cumemcap_vmm_unmap_take(struct cumemcap_vmm_call *v, CUdeviceptr ptr, size_
 		m->next = v->maps;
 		v->maps = m;
 	}
-	if (p < end && map_count) {
-		for (size_t i = 0; i < MAP_BUCKETS; i++)
-			for (struct cumemcap_vmm_map **pp = &maps[i]; *pp;) {
-				m = *pp;
-				if (m->ptr >= p && m->ptr < end && m->size <= end - m->ptr) {
-					*pp = m->next;
-					map_count--;
-					m->next = v->maps;
-					v->maps = m;
-				} else {
-					pp = &m->next;
-				}
+	for (size_t i = 0; p < end && i < MAP_BUCKETS; i++)
+		for (struct cumemcap_vmm_map **pp = &maps[i]; *pp;) {
+			m = *pp;
+			if (m->ptr >= p && m->ptr < end && m->size <= end - m->ptr) {
+				*pp = m->next;
+				m->next = v->maps;
+				v->maps = m;
+			} else {
+				pp = &m->next;
 			}
-	}
+		}
 	for (m = v->maps; m; m = m->next) {
 		m->alloc->maps--;
 		m->alloc->in_flight++;
@@ -323,7 +317,7 @@ void cumemcap_vmm_retain_take(struct cumemcap_vmm_call *v, const void *addr)
 	v->ref = malloc(sizeof *v->ref);
 	uint64_t p = (uint64_t)(uintptr_t)addr;
 	pthread_mutex_lock(&lock);
-	for (size_t i = 0; i < MAP_BUCKETS && map_count && !v->alloc; i++)
+	for (size_t i = 0; i < MAP_BUCKETS && !v->alloc; i++)
 		for (struct cumemcap_vmm_map *m = maps[i]; m && !v->alloc; m = m->next)
 			if (p >= m->ptr && p - m->ptr < m->size)
 				v->alloc = m->alloc;
@@ -420,7 +414,6 @@ void cumemcap_vmm_fork_child(void)
 			refs[i] = r->next;
 			free(r);
 		}
-	map_count = 0;
 	for (struct cumemcap_vmm_export *e; (e = exports);) {
 		exports = e->next;
 		free(e);
