@@ -38,8 +38,7 @@ uint32_t cumemcap_account_group_tick(uint64_t now_ms)
 		cumemcap_group_publish(d, &g);
 	}
 	cumemcap_account_group_changes();
-	/* A budget shrunk below what the members hold: cached memory goes
-	 * (live memory is never freed; new growth is refused). */
+	/* A budget shrunk below what the members hold: cached memory goes. */
 	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++) {
 		uint64_t limit = cumemcap_group_limit(d);
 		if (limit != UINT64_MAX && cumemcap_group_used(d) > limit)

@@ -100,10 +100,9 @@ struct cumemcap_pool_alloc {
 	bool growth_unread; /* charged nothing: the pool's growth is read later (no limit) */
 };
 
-/* Charge `bytes` for ctx, whose stream is on stream_dev: from that
- * device's current pool (`current`), or from `pool`, charged to the pool's
- * own device (stream_dev when none claims it). CUDA_ERROR_OUT_OF_MEMORY:
- * refused, no finish. */
+/* Charge `bytes` for ctx, whose stream is on stream_dev, from that device's
+ * current pool (`current`) or from `pool`, on the pool's own device
+ * (stream_dev when none claims it). CUDA_ERROR_OUT_OF_MEMORY: no finish. */
 CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const char *entry_point,
 					   CUcontext ctx, int stream_dev, bool current,
 					   CUmemoryPool pool, uint64_t bytes);

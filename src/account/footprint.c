@@ -134,9 +134,8 @@ static void learn_locked(int dev)
 	cumemcap_log_overhead(dev, cumemcap_overhead_source_name(g->source), g->per_context);
 }
 
-/* Without NVML, what the card shows used beyond this process's
- * allocations bounds its overhead from above: read it (fp_lock not held;
- * cuMemGetInfo, which no capture forbids), `reserved` as for NVML. */
+/* Without NVML, what the card shows used beyond the process's allocations
+ * bounds its overhead: cuMemGetInfo (fp_lock not held; no capture forbids it). */
 static void read_card(int dev)
 {
 	cumemcap_death_lock_read();

@@ -1,8 +1,6 @@
-/* graph: graph memory, what CUDA graphs' allocation nodes take
- * (docs/design.md, "Graph memory"), charged (kind `graph`) by what each
- * device's graph memory pool reserves. Before an upload or launch that may
- * map memory, the growth it can cause, max(0, need - (reserved - used)),
- * is reserved against the limit.
+/* graph: graph memory (docs/design.md, "Graph memory"), charged by what
+ * each device's graph memory pool reserves. An upload or launch that may
+ * map memory first reserves max(0, need - (reserved - used)).
  *
  * Thread safety: one mutex guards the table of executable graphs and the
  * per-device figures, never held across a driver call (fork takes it); an

@@ -69,8 +69,7 @@ static struct pool_record *add_pool(CUmemoryPool pool, int dev)
 }
 
 /* The device a pool allocates on: recorded at cuMemPoolCreate, or found
- * among the devices' default and current pools the first time the pool is
- * used; `fallback` when no device claims it. */
+ * among the devices' default and current pools; else `fallback`. */
 int cumemcap_account_pool_device(CUmemoryPool pool, int fallback)
 {
 	cumemcap_spin_lock(&pool_lock);
@@ -102,9 +101,8 @@ static void shrink_locked(struct pool_record *p, uint64_t reserved)
 }
 
 /* Follow what the pool reserves now (pool_lock held); growth is left to
- * the allocations under way, whose estimates hold it. `high` (0: not
- * read): when the high watermark moved above `reserved`, the figures pass
- * through it so the peaks count it. */
+ * the allocations under way. When the high watermark (0: not read) moved
+ * above `reserved`, the figures pass through it so the peaks count it. */
 static void settle_locked(struct pool_record *p, uint64_t reserved, uint64_t high)
 {
 	shrink_locked(p, reserved);
@@ -171,9 +169,8 @@ bool cumemcap_account_pool_charge(struct cumemcap_charge *c, CUmemoryPool pool)
 	return true;
 }
 
-/* The current pool of the device a thread last asked about, asked again
- * once the epoch moved. The epoch is read before the driver is asked, so
- * an answer a change overtook is not kept. */
+/* The current pool of the device a thread last asked about, until the
+ * epoch moves (read before the driver is asked: no stale answer kept). */
 static _Atomic uint64_t pool_epoch = 1;
 static CUMEMCAP_TLS struct {
 	uint64_t epoch; /* 0: nothing cached */

@@ -1,7 +1,5 @@
-/* reserve: the one way bytes are reserved against a limit
- * (cumemcap_account_reserve), and the arenas' segments, taken from the
- * driver and given back. A segment the driver refuses is tried once more
- * after room was made (the arenas' own cache may be what fills the card).
+/* reserve: the one way bytes are reserved against a limit, and the
+ * arenas' segments, taken from the driver and given back.
  *
  * Thread safety: the ledger is atomic and the arenas lock themselves; no
  * lock is held here, across the driver call or the wait. */
@@ -105,9 +103,8 @@ static void make_room(int dev)
 }
 
 /* CUMEMCAP_ON_LIMIT=wait: try again whenever room may have appeared (a
- * free here or in a group member, a dead member, a larger budget), and at
- * least every WAIT_SLICE_MS (making room each time), until the deadline.
- * Only the calling thread waits, holding no lock. */
+ * free here or in the group, a larger budget) and at least every
+ * WAIT_SLICE_MS, until the deadline. The caller waits holding no lock. */
 #define WAIT_SLICE_MS 1000u
 
 static bool wait_for_room(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *entry_point)
@@ -152,7 +149,8 @@ bool cumemcap_account_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes,
 }
 
 /* A segment of `bytes` for a request of `asked`, from the driver in the
- * current context, its bytes reserved. */
+ * current context, reserved; tried once more after room was made (the
+ * arenas' own cache may be what fills the card). */
 static CUresult take_segment(int dev, uint64_t bytes, const char *entry_point, uint64_t asked,
 			     CUdeviceptr *base)
 {
@@ -186,9 +184,11 @@ bool cumemcap_account_alloc_pooled(CUdeviceptr *dptr, uint64_t bytes, const char
 			return false;
 		if (answer != CUMEMCAP_ARENA_NEEDS_SEGMENT) {
 			cumemcap_ledger_note_request(q.dev, bytes);
-			*r = answer == CUMEMCAP_ARENA_SERVED ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
-			if (answer == CUMEMCAP_ARENA_REFUSED)
+			*r = CUDA_SUCCESS;
+			if (answer == CUMEMCAP_ARENA_REFUSED) {
 				cumemcap_account_refused(q.dev, entry_point, bytes);
+				*r = CUDA_ERROR_OUT_OF_MEMORY;
+			}
 			return true;
 		}
 		if (!q.prealloc) {

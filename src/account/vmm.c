@@ -399,9 +399,8 @@ void cumemcap_vmm_unlock(void)
 	pthread_mutex_unlock(&lock);
 }
 
-/* The child reaches no context: the records go (lock held). The
- * allocations are left: a call in flight in a thread that did not survive
- * the fork may still count one. */
+/* The child reaches no context: the records go (lock held), not the
+ * allocations: a call in flight in a lost thread may still count one. */
 void cumemcap_vmm_fork_child(void)
 {
 	for (size_t i = 0; i < MAP_BUCKETS; i++)

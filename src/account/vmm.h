@@ -58,10 +58,9 @@ void cumemcap_vmm_retain_take(struct cumemcap_vmm_call *v, const void *addr);
 void cumemcap_vmm_exported(CUmemGenericAllocationHandle handle, int fd);
 
 /* cuMemImportFromShareableHandle(&handle, fd) (fd -1: another handle
- * type). The new handle references this process's own allocation when fd
- * is the same open file as one of its exported descriptors still open (or
- * a copy of one), or the driver returns a handle value that already
- * references it; any other import stays unknown. */
+ * type). The handle references our own allocation when fd is the same open
+ * file as one of its exported descriptors still open, or the driver returns
+ * a handle value that already references it; else it stays unknown. */
 void cumemcap_vmm_import_take(struct cumemcap_vmm_call *v, int fd);
 
 /* After cuMemRetainAllocationHandle or cuMemImportFromShareableHandle
