@@ -33,8 +33,7 @@ struct cumemcap_charge {
 CUresult cumemcap_account_charge_begin(struct cumemcap_charge *c, const char *entry_point, int dev,
 				       enum cumemcap_kind kind, uint64_t bytes);
 
-/* After the driver answered r: record (handle, key) or give the bytes
- * back. Returns r. */
+/* After the driver answered r: record (handle, key) or give the bytes back. Returns r. */
 CUresult cumemcap_account_charge_finish(struct cumemcap_charge *c, CUresult r,
 				enum cumemcap_handle_kind handle, uint64_t key);
 
@@ -42,8 +41,7 @@ CUresult cumemcap_account_charge_finish(struct cumemcap_charge *c, CUresult r,
  * difference. False (nothing changed, refusal logged) past the limit. */
 bool cumemcap_account_charge_adjust(struct cumemcap_charge *c, uint64_t actual);
 
-/* cuMemAlloc(bytes) from the current context's arena. False: not pooled,
- * the caller goes to the driver; otherwise *r is the answer. */
+/* cuMemAlloc(bytes) from the current context's arena. False: not pooled; else *r answers. */
 bool cumemcap_account_alloc_pooled(CUdeviceptr *dptr, uint64_t bytes, const char *entry_point,
 				   CUresult *r);
 
@@ -123,8 +121,7 @@ void cumemcap_account_pools_changed(void);
 /* The bytes a pool takes for one request (its 2 MiB granularity). */
 uint64_t cumemcap_account_pool_estimate(uint64_t bytes);
 
-/* List `pool` on `dev`, holding `estimate` for an allocation under way
- * (0: cuMemPoolCreate). */
+/* List `pool` on `dev`, holding `estimate` for an allocation under way (0: cuMemPoolCreate). */
 void cumemcap_account_pool_hold(CUmemoryPool pool, int dev, uint64_t estimate);
 
 /* Between account.c's pool charge and pools.c's table (see pools.c). */

@@ -19,8 +19,7 @@
 
 #include "platform/cuda-api.h"
 
-/* A context is about to be made on dev (cuCtxCreate, the primary
- * context's first retain): read the GPU's used memory before the first. */
+/* A context is about to be made on dev: before the first, read the GPU's used memory. */
 void cumemcap_account_context_coming(int dev);
 
 /* It was made (ctx, on dev; `primary`: the primary context became active). */
@@ -30,8 +29,7 @@ void cumemcap_account_context_made(int dev, CUcontext ctx, bool primary);
  * ctx is one made by cuCtxCreate (unknown ones are ignored). */
 void cumemcap_account_context_gone(CUcontext ctx, int dev);
 
-/* Learn dev's overhead again now (before a refusal), unless it was read
- * in the last 10 ms. */
+/* Learn dev's overhead again now (before a refusal), unless read in the last 10 ms. */
 void cumemcap_account_footprint_refresh(int dev);
 
 /* The worker's tick: every GPU with a context, at the log interval. */

@@ -23,8 +23,7 @@ struct exec_record {
 };
 
 static struct exec_record *execs;
-/* What the ledger holds for each device's graph pool: its reserved bytes
- * when last read. */
+/* What the ledger holds for each device's graph pool: its reserved bytes when last read. */
 static uint64_t accounted[CUMEMCAP_MAX_DEVICES];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cumemcap_xmutex query_lock = CUMEMCAP_XMUTEX_INIT(query_lock);
@@ -86,8 +85,7 @@ static void settle(int dev, uint64_t held, bool gone)
 	cumemcap_xmutex_unlock(&query_lock);
 }
 
-/* Reserve in the ledger the growth mapping op's needs may cause. On
- * refusal nothing stays held. */
+/* Reserve the growth mapping op's needs may cause; on refusal nothing stays held. */
 static CUresult hold(struct cumemcap_graph_op *op)
 {
 	for (int i = 0; i < op->n; i++) {

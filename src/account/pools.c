@@ -68,8 +68,7 @@ static struct pool_record *add_pool(CUmemoryPool pool, int dev)
 	return p;
 }
 
-/* The device a pool allocates on: recorded at cuMemPoolCreate, or found
- * among the devices' default and current pools; else `fallback`. */
+/* The device a pool allocates on (recorded, or found among the devices' pools), else `fallback`. */
 int cumemcap_account_pool_device(CUmemoryPool pool, int fallback)
 {
 	cumemcap_spin_lock(&pool_lock);
@@ -121,8 +120,7 @@ static void settle_locked(struct pool_record *p, uint64_t reserved, uint64_t hig
 /* Devices whose pools may have passed their high watermark unread. */
 static _Atomic bool grown[CUMEMCAP_MAX_DEVICES];
 
-/* Read `pool` back (query_lock held), with its high watermark when its
- * growth is unread (sticky) and it may have grown (`grew`). */
+/* Read `pool` back (query_lock held), with its high watermark when it may have `grew` unread. */
 static void settle(CUmemoryPool pool, bool grew)
 {
 	uint64_t reserved, high = 0;

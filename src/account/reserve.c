@@ -28,8 +28,7 @@ void cumemcap_account_driver_oom(int dev, const char *entry_point, uint64_t byte
 	cumemcap_log_driver_oom(dev, entry_point, bytes);
 }
 
-/* Give the segments the arenas named in g back to the driver (each in its
- * context) and off the ledger; end g's quiet section. */
+/* Give the segments named in g back to the driver and off the ledger; end g's quiet section. */
 static void give_back(struct cumemcap_give_back *g)
 {
 	if (!g->n)

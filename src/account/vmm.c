@@ -1,5 +1,4 @@
-/* vmm: the lifetime of cuMemCreate allocations in the records (vmm.h).
- * Thread safety: see vmm.h; `lock` guards every list here. */
+/* vmm: the lifetime of cuMemCreate allocations (see vmm.h); `lock` guards every list here. */
 #include "account/vmm.h"
 
 #include <linux/kcmp.h>
@@ -88,8 +87,7 @@ static struct cumemcap_vmm_map *map_take_at(uint64_t ptr, uint64_t end)
 	return NULL;
 }
 
-/* True (a is the caller's to end) when nothing references or maps a and
- * no call on it is in flight. */
+/* Whether a is the caller's to end: nothing references or maps it, no call is in flight. */
 static bool ends(struct cumemcap_vmm_alloc *a)
 {
 	return a->refs <= 0 && a->maps <= 0 && a->in_flight <= 0;
@@ -128,8 +126,7 @@ static struct cumemcap_vmm_alloc *ref_add(uint64_t handle, struct cumemcap_vmm_a
 	struct cumemcap_vmm_alloc *ended = NULL;
 	struct cumemcap_vmm_ref **pp = ref_find(handle), *ref = *pp;
 	if (ref && ref->alloc != a) {
-		/* The driver handed the value out again: what it named lost
-		 * those references. */
+		/* The driver handed the value out again: what it named lost those references. */
 		*pp = ref->next;
 		ref->alloc->refs -= ref->n;
 		ended = ends(ref->alloc) ? ref->alloc : NULL;
