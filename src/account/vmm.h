@@ -52,7 +52,7 @@ CUresult cumemcap_vmm_unmap_settle(struct cumemcap_vmm_call *v, CUresult r);
 /* cuMemRetainAllocationHandle(&handle, addr): one more reference to the one mapped at addr. */
 void cumemcap_vmm_retain_take(struct cumemcap_vmm_call *v, const void *addr);
 
-/* cuMemExportToShareableHandle gave fd (POSIX) for handle: an import of it is one more reference. */
+/* cuMemExportToShareableHandle gave fd for handle: an import of it is one more reference. */
 void cumemcap_vmm_exported(CUmemGenericAllocationHandle handle, int fd);
 
 /* cuMemImportFromShareableHandle(&handle, fd) (fd -1: another handle
