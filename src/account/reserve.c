@@ -179,16 +179,20 @@ bool cumemcap_account_alloc_pooled(CUdeviceptr *dptr, uint64_t bytes, const char
 	for (;;) {
 		enum cumemcap_arena_answer answer = cumemcap_arena_serve(&q, bytes, dptr);
 		give_back(&q.back);
-		if (answer == CUMEMCAP_ARENA_NOT_POOLED)
+		switch (answer) {
+		case CUMEMCAP_ARENA_NOT_POOLED:
 			return false;
-		if (answer != CUMEMCAP_ARENA_NEEDS_SEGMENT) {
+		case CUMEMCAP_ARENA_SERVED:
 			cumemcap_ledger_note_request(q.dev, bytes);
 			*r = CUDA_SUCCESS;
-			if (answer == CUMEMCAP_ARENA_REFUSED) {
-				cumemcap_account_refused(q.dev, entry_point, bytes);
-				*r = CUDA_ERROR_OUT_OF_MEMORY;
-			}
 			return true;
+		case CUMEMCAP_ARENA_REFUSED:
+			cumemcap_ledger_note_request(q.dev, bytes);
+			cumemcap_account_refused(q.dev, entry_point, bytes);
+			*r = CUDA_ERROR_OUT_OF_MEMORY;
+			return true;
+		case CUMEMCAP_ARENA_NEEDS_SEGMENT:
+			break;
 		}
 		if (!q.prealloc) {
 			bool served = cumemcap_arena_serve_sibling(&q, dptr);
