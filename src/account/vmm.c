@@ -53,11 +53,6 @@ static struct cumemcap_vmm_export *exports;
 /* Keys of the allocations' records: never 0, never a reused handle value. */
 static _Atomic uint64_t next_key = 1;
 
-static struct cumemcap_vmm_map **map_bucket(uint64_t ptr)
-{
-	return &maps[cumemcap_mix(ptr) % MAP_BUCKETS];
-}
-
 /* The link to handle's entry, or the end of its bucket. */
 static struct cumemcap_vmm_ref **ref_find(uint64_t handle)
 {
@@ -69,7 +64,7 @@ static struct cumemcap_vmm_ref **ref_find(uint64_t handle)
 
 static void map_link(struct cumemcap_vmm_map *m)
 {
-	struct cumemcap_vmm_map **b = map_bucket(m->ptr);
+	struct cumemcap_vmm_map **b = &maps[cumemcap_mix(m->ptr) % MAP_BUCKETS];
 	m->next = *b;
 	*b = m;
 }
@@ -77,13 +72,12 @@ static void map_link(struct cumemcap_vmm_map *m)
 /* Unlink and return the mapping at ptr if it lies in [ptr, end). */
 static struct cumemcap_vmm_map *map_take_at(uint64_t ptr, uint64_t end)
 {
-	for (struct cumemcap_vmm_map **pp = map_bucket(ptr); *pp; pp = &(*pp)->next) {
-		struct cumemcap_vmm_map *m = *pp;
+	struct cumemcap_vmm_map **pp = &maps[cumemcap_mix(ptr) % MAP_BUCKETS];
+	for (struct cumemcap_vmm_map *m; (m = *pp); pp = &m->next)
 		if (m->ptr == ptr && m->size <= end - ptr) {
 			*pp = m->next;
 			return m;
 		}
-	}
 	return NULL;
 }
 
