@@ -65,8 +65,12 @@ void cumemcap_account_group_changes(void)
 CUresult cumemcap_account_charge_begin(struct cumemcap_charge *c, const char *entry_point, int dev,
 				       enum cumemcap_kind kind, uint64_t bytes)
 {
-	*c = (struct cumemcap_charge){ .dev = -1, .kind = kind, .bytes = bytes, .live = bytes,
-				       .entry_point = entry_point };
+	c->dev = -1;
+	c->ctx = NULL;
+	c->kind = kind;
+	c->bytes = bytes;
+	c->live = bytes;
+	c->entry_point = entry_point;
 	if (dev < 0) {
 		if (cumemcap_device_current(&c->ctx, &dev) != CUDA_SUCCESS)
 			return CUDA_SUCCESS; /* the driver will answer */
