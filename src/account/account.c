@@ -99,8 +99,7 @@ CUresult cumemcap_account_charge_finish(struct cumemcap_charge *c, CUresult r,
 			cumemcap_account_driver_oom(c->dev, c->entry_point, c->live);
 		return r;
 	}
-	/* A block served from a pool is charged through the pool's figure
-	 * (bytes 0); the record keeps what the program holds. */
+	/* A pool's block is charged in the pool's figure; the record keeps what it holds. */
 	struct cumemcap_block b = {
 		.key = key,
 		.bytes = c->bytes ? c->bytes : c->live,
@@ -168,8 +167,7 @@ static void forget_dead_block(const struct cumemcap_block *b)
 void cumemcap_account_context_died(CUcontext ctx, int dev, enum cumemcap_death why)
 {
 	static const char *const names[] = { "destroyed", "reset", "released" };
-	/* Thread caches keyed by context handle: the handle may come back.
-	 * A device reset may give the device other pools. */
+	/* Caches by context handle: it may come back; a reset may give the device other pools. */
 	cumemcap_device_forget_contexts();
 	cumemcap_account_pools_changed();
 	memset(tally, 0, sizeof(tally));

@@ -19,8 +19,7 @@ struct pool_record {
 	CUmemoryPool pool;
 	int dev;
 	uint64_t accounted; /* bytes of the pool in the ledger */
-	/* Estimates that allocations under way hold in the ledger: the
-	 * pool's growth is theirs first, so it is never counted twice. */
+	/* Estimates allocations under way hold: the growth is theirs first, not counted twice. */
 	uint64_t in_flight;
 	uint64_t high;      /* its RESERVED_MEM_HIGH when last read (unread growth) */
 };
