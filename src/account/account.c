@@ -99,7 +99,7 @@ CUresult cumemcap_account_charge_finish(struct cumemcap_charge *c, CUresult r,
 			cumemcap_account_driver_oom(c->dev, c->entry_point, c->live);
 		return r;
 	}
-	/* A pool's block is charged in the pool's figure; the record keeps what it holds. */
+	/* A pool's block is charged in the pool's figure; the record keeps the program's bytes. */
 	struct cumemcap_block b = {
 		.key = key,
 		.bytes = c->bytes ? c->bytes : c->live,
