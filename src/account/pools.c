@@ -119,7 +119,7 @@ static void settle_locked(struct pool_record *p, uint64_t reserved, uint64_t hig
 /* Devices whose pools may have passed their high watermark unread. */
 static _Atomic bool grown[CUMEMCAP_MAX_DEVICES];
 
-/* Read `pool` back (query_lock held), with its high watermark when it may have `grew` unread. */
+/* Read `pool` back (query_lock held); `grew`: it may have grown unread, ask its high watermark. */
 static void settle(CUmemoryPool pool, bool grew)
 {
 	uint64_t reserved, high = 0;
