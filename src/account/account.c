@@ -38,8 +38,7 @@ uint32_t cumemcap_account_group_tick(uint64_t now_ms)
 		cumemcap_group_publish(d, &g);
 	}
 	cumemcap_account_group_changes();
-	/* A budget shrunk below what the members hold: cached memory goes
-	 * (live memory is never freed; new growth is refused). */
+	/* A budget shrunk below what the members hold: cached memory goes. */
 	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++) {
 		uint64_t limit = cumemcap_group_limit(d);
 		if (limit != UINT64_MAX && cumemcap_group_used(d) > limit)
@@ -100,8 +99,7 @@ CUresult cumemcap_account_charge_finish(struct cumemcap_charge *c, CUresult r,
 			cumemcap_account_driver_oom(c->dev, c->entry_point, c->live);
 		return r;
 	}
-	/* A block served from a pool is charged through the pool's figure
-	 * (bytes 0); the record keeps what the program holds. */
+	/* A pool's block is charged in the pool's figure; the record keeps the program's bytes. */
 	struct cumemcap_block b = {
 		.key = key,
 		.bytes = c->bytes ? c->bytes : c->live,
@@ -134,7 +132,6 @@ bool cumemcap_account_charge_adjust(struct cumemcap_charge *c, uint64_t actual)
 	return true;
 }
 
-
 bool cumemcap_account_release_take(enum cumemcap_handle_kind handle, uint64_t key,
 			   struct cumemcap_block *b)
 {
@@ -145,13 +142,11 @@ CUresult cumemcap_account_release_settle(bool found, const struct cumemcap_block
 {
 	if (!found)
 		return r;
-	if (r != CUDA_SUCCESS) {
-		struct cumemcap_block stale;
-		if (cumemcap_track_insert(b, &stale))
-			forget_block(&stale);
-		return r;
-	}
-	forget_block(b);
+	struct cumemcap_block stale;
+	if (r == CUDA_SUCCESS)
+		forget_block(b);
+	else if (cumemcap_track_insert(b, &stale))
+		forget_block(&stale);
 	return r;
 }
 
@@ -172,8 +167,7 @@ static void forget_dead_block(const struct cumemcap_block *b)
 void cumemcap_account_context_died(CUcontext ctx, int dev, enum cumemcap_death why)
 {
 	static const char *const names[] = { "destroyed", "reset", "released" };
-	/* Thread caches keyed by context handle: the handle may come back.
-	 * A device reset may give the device other pools. */
+	/* Caches by context handle: it may come back; a reset may give the device other pools. */
 	cumemcap_device_forget_contexts();
 	cumemcap_account_pools_changed();
 	memset(tally, 0, sizeof(tally));
@@ -199,27 +193,24 @@ CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const 
 	int dev = current ? stream_dev : cumemcap_account_pool_device(pool, stream_dev);
 	if (current)
 		pool = cumemcap_account_current_pool(dev);
-	a->bytes = bytes;
 	a->pool = NULL;
-	a->growth_unread = false;
 	cumemcap_ledger_note_request(dev, bytes);
-	if (cumemcap_account_pool_unread(pool, dev, current)) {
-		a->growth_unread = true;
-		a->estimate = 0;
+	a->growth_unread = cumemcap_account_pool_unread(pool, dev, current);
+	if (a->growth_unread) {
 		a->c = (struct cumemcap_charge){ .dev = dev, .ctx = ctx, .kind = CUMEMCAP_KIND_pool,
 						 .bytes = 0, .live = bytes, .entry_point = entry_point };
 		return CUDA_SUCCESS;
 	}
-	a->estimate = cumemcap_account_pool_estimate(bytes);
+	uint64_t estimate = cumemcap_account_pool_estimate(bytes);
 	CUresult r =
-	    cumemcap_account_charge_begin(&a->c, entry_point, dev, CUMEMCAP_KIND_pool, a->estimate);
+	    cumemcap_account_charge_begin(&a->c, entry_point, dev, CUMEMCAP_KIND_pool, estimate);
 	if (r != CUDA_SUCCESS)
 		return r;
 	a->c.ctx = ctx;
 	a->c.live = bytes;
 	if (pool && a->c.dev >= 0) {
 		a->pool = pool;
-		cumemcap_account_pool_hold(pool, dev, a->estimate);
+		cumemcap_account_pool_hold(pool, dev, estimate);
 	}
 	return CUDA_SUCCESS;
 }
@@ -229,9 +220,8 @@ CUresult cumemcap_account_pool_alloc_finish(struct cumemcap_pool_alloc *a, CUres
 	if (a->growth_unread) {
 		if (r == CUDA_SUCCESS)
 			cumemcap_account_pool_grew(a->c.dev);
-	} else if (a->pool && !cumemcap_account_pool_charge(&a->c, a->pool, a->estimate) &&
-		   r == CUDA_SUCCESS) {
-		cumemcap_account_refused(a->c.dev, a->c.entry_point, a->bytes);
+	} else if (a->pool && !cumemcap_account_pool_charge(&a->c, a->pool) && r == CUDA_SUCCESS) {
+		cumemcap_account_refused(a->c.dev, a->c.entry_point, a->c.live);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	return cumemcap_account_charge_finish(&a->c, r, CUMEMCAP_HANDLE_ASYNC, r == CUDA_SUCCESS ? ptr : 0);

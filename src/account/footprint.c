@@ -28,18 +28,15 @@ static struct gpu {
 	uint64_t read_ms;     /* when it was last refreshed (cumemcap_now_ms) */
 	enum cumemcap_overhead_source source;
 	CUcontext primary_ctx; /* the primary context's handle while it is one of them */
-	/* estimate: the card's used memory beyond this process's allocations
-	 * (cuMemGetInfo's total - free - reserved), the highest reading since
-	 * the last context was made or gone (`card_ok`: one was taken). */
+	/* estimate: the highest reading of the card's used memory beyond the
+	 * process's allocations since a context was made or gone. */
 	bool card_ok;
 	uint64_t card;
-	uint64_t epoch;       /* counts contexts made and gone: a reading begun
-			       * before one is not taken after it */
+	uint64_t epoch;       /* contexts made and gone: a reading spanning one is dropped */
 } gpus[CUMEMCAP_MAX_DEVICES];
 
-/* Contexts made by cuCtxCreate, to find their GPU when they are destroyed.
- * A process past this many at once has the extra ones counted as made
- * and never as gone: its overhead can only be over-, never under-counted. */
+/* Contexts made by cuCtxCreate, to find their GPU when destroyed. Past
+ * this many, the extra ones never count as gone: over-, never under-counted. */
 #define MADE_MAX 256
 static struct {
 	CUcontext ctx;
@@ -49,8 +46,7 @@ static struct {
 static uint64_t next_tick_ms;
 
 /* Before a refusal the overhead is read again unless it was read this
- * recently: a program that retries a refused request in a loop must not
- * turn every retry into an NVML query (about 0.1-1 ms on a real GPU). */
+ * recently: a program retrying in a loop must not query NVML each time. */
 #define REFUSAL_READ_MS 10
 
 void cumemcap_account_context_coming(int dev)
@@ -82,10 +78,8 @@ static void refresh_locked(int dev)
 	case CUMEMCAP_OVERHEAD_nvml:
 		switch (cumemcap_nvml_process(info->uuid, (unsigned)getpid(), &used)) {
 		case CUMEMCAP_NVML_LISTED: {
-			/* The shim counts a request before the driver has
-			 * it and a free after: with the larger of `reserved`
-			 * before and after NVML's answer a reading can only
-			 * be low, never high (footprint.h). */
+			/* With the larger `reserved` of before and after the
+			 * answer, a reading is never high (footprint.h). */
 			uint64_t after = cumemcap_ledger_get(dev, CUMEMCAP_FIG_reserved);
 			if (after > reserved)
 				reserved = after;
@@ -105,11 +99,9 @@ static void refresh_locked(int dev)
 		break;
 	case CUMEMCAP_OVERHEAD_delta:
 	case CUMEMCAP_OVERHEAD_meminfo:
-		overhead = contexts * g->per_context;
-		break;
 	case CUMEMCAP_OVERHEAD_estimate:
 		overhead = contexts * g->per_context;
-		if (g->card_ok && g->card < overhead) {
+		if (g->source == CUMEMCAP_OVERHEAD_estimate && g->card_ok && g->card < overhead) {
 			cumemcap_ledger_set_overhead(dev, g->card, CUMEMCAP_OVERHEAD_meminfo);
 			return;
 		}
@@ -121,8 +113,7 @@ static void refresh_locked(int dev)
 	cumemcap_ledger_set_overhead(dev, overhead, g->source);
 }
 
-/* fp_lock held: the first context on dev is made; learn where its
- * overhead can come from (footprint.h). */
+/* fp_lock held: the first context on dev is made; learn the source. */
 static void learn_locked(int dev)
 {
 	struct gpu *g = &gpus[dev];
@@ -143,28 +134,20 @@ static void learn_locked(int dev)
 	cumemcap_log_overhead(dev, cumemcap_overhead_source_name(g->source), g->per_context);
 }
 
-/* fp_lock held: a live context of the process on dev to ask the driver
- * with, or NULL. */
-static CUcontext some_context_locked(int dev)
-{
-	if (gpus[dev].primary && gpus[dev].primary_ctx)
-		return gpus[dev].primary_ctx;
-	for (int i = 0; i < MADE_MAX; i++)
-		if (made[i].ctx && made[i].dev == dev)
-			return made[i].ctx;
-	return NULL;
-}
-
-/* Without NVML, what the card shows used beyond this process's
- * allocations bounds its overhead from above (exact for a process alone
- * on the GPU): read it now (fp_lock not held; a cuMemGetInfo, which no
- * capture forbids), `reserved` before and after as for NVML. */
+/* Without NVML, what the card shows used beyond the process's allocations
+ * bounds its overhead: cuMemGetInfo (fp_lock not held; no capture forbids it). */
 static void read_card(int dev)
 {
 	cumemcap_death_lock_read();
 	cumemcap_xmutex_lock(&fp_lock);
 	struct gpu *g = &gpus[dev];
-	CUcontext ctx = g->source == CUMEMCAP_OVERHEAD_estimate ? some_context_locked(dev) : NULL;
+	CUcontext ctx = NULL; /* a live context of the process on dev to ask with */
+	if (g->source == CUMEMCAP_OVERHEAD_estimate) {
+		ctx = g->primary ? g->primary_ctx : NULL;
+		for (int i = 0; i < MADE_MAX && !ctx; i++)
+			if (made[i].ctx && made[i].dev == dev)
+				ctx = made[i].ctx;
+	}
 	uint64_t epoch = g->epoch;
 	cumemcap_xmutex_unlock(&fp_lock);
 	uint64_t before = cumemcap_ledger_get(dev, CUMEMCAP_FIG_reserved), free = 0, total = 0;
@@ -263,11 +246,10 @@ void cumemcap_account_footprint_refresh(int dev)
 
 uint32_t cumemcap_account_footprint_tick(uint64_t now_ms)
 {
-	uint32_t interval = cumemcap_policy()->log_interval_ms;
 	bool card[CUMEMCAP_MAX_DEVICES] = { false };
 	cumemcap_xmutex_lock(&fp_lock);
 	if (now_ms >= next_tick_ms) {
-		next_tick_ms = now_ms + interval;
+		next_tick_ms = now_ms + cumemcap_policy()->log_interval_ms;
 		for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
 			if (gpus[dev].source != CUMEMCAP_OVERHEAD_none) {
 				refresh_locked(dev);

@@ -1,18 +1,13 @@
 /* footprint: what the driver holds for the process outside the calls the
  * shim counts (contexts, modules, workspaces), learned per GPU as the
- * ledger's overhead, so that the limit caps the footprint nvidia-smi shows
- * (docs/footprint.md). Its source, decided at the first context:
- *   nvml      NVML lists the process: its usedGpuMemory less what the
- *             calls reserved;
- *   delta     NVML does not list it (a container): the GPU's used memory
- *             before and after that first context, per context;
- *   estimate  no NVML: CUMEMCAP_OVERHEAD_ESTIMATE per context, or, when
- *             smaller, what cuMemGetInfo shows used beyond the process's
- *             allocations (the source is then `meminfo`).
- * A reading can be low (another thread's request still in the driver) but
- * never high, so it only raises the overhead until a context is made or
- * gone. Refreshed by the worker and before a refusal (at most every
- * 10 ms); nothing the program holds is ever freed for it.
+ * ledger's overhead (docs/footprint.md) from a source decided at the first
+ * context: `nvml` (its usedGpuMemory less what the calls reserved),
+ * `delta` (NVML does not list it: the GPU's used memory before and after
+ * that context, per context) or `estimate` (no NVML:
+ * CUMEMCAP_OVERHEAD_ESTIMATE per context, or `meminfo` when cuMemGetInfo
+ * shows less used beyond the process's allocations). A reading can be low
+ * (a request still in the driver) but never high, so it only raises the
+ * overhead until a context is made or gone.
  *
  * Thread safety: one xmutex guards the per-GPU state and is held across
  * the NVML calls (never across a CUDA call); a forked child forgets
@@ -24,9 +19,7 @@
 
 #include "platform/cuda-api.h"
 
-/* A context is about to be made on dev (cuCtxCreate, the primary
- * context's first retain): the GPU's used memory is read now if this is
- * the process's first context there. */
+/* A context is about to be made on dev: before the first, read the GPU's used memory. */
 void cumemcap_account_context_coming(int dev);
 
 /* It was made (ctx, on dev; `primary`: the primary context became active). */
@@ -36,8 +29,7 @@ void cumemcap_account_context_made(int dev, CUcontext ctx, bool primary);
  * ctx is one made by cuCtxCreate (unknown ones are ignored). */
 void cumemcap_account_context_gone(CUcontext ctx, int dev);
 
-/* Learn dev's overhead again now (before a refusal), unless it was read
- * in the last 10 ms. */
+/* Learn dev's overhead again now (before a refusal), unless read in the last 10 ms. */
 void cumemcap_account_footprint_refresh(int dev);
 
 /* The worker's tick: every GPU with a context, at the log interval. */

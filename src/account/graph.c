@@ -23,8 +23,7 @@ struct exec_record {
 };
 
 static struct exec_record *execs;
-/* What the ledger holds for each device's graph pool (its reserved bytes
- * when last read), and the growth reserved for calls under way. */
+/* What the ledger holds for each device's graph pool: its reserved bytes when last read. */
 static uint64_t accounted[CUMEMCAP_MAX_DEVICES];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cumemcap_xmutex query_lock = CUMEMCAP_XMUTEX_INIT(query_lock);
@@ -38,17 +37,11 @@ static struct exec_record **find(CUgraphExec exec)
 	return pp;
 }
 
-static bool valid_dev(int dev)
-{
-	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
-}
-
-/* One allocation node the driver found (cumemcap_driver_graph_allocs):
- * its device needs its bytes rounded to the pool granularity more. */
+/* One allocation node the driver found (cumemcap_driver_graph_allocs). */
 static void add_node(void *arg, int dev, uint64_t bytes)
 {
 	struct cumemcap_graph_op *op = arg;
-	if (!valid_dev(dev))
+	if (!cumemcap_ledger_valid(dev))
 		return;
 	bytes = cumemcap_account_pool_estimate(bytes);
 	for (int i = 0; i < op->n; i++)
@@ -68,17 +61,6 @@ static void unhold(struct cumemcap_graph_op *op, int n)
 		cumemcap_ledger_sub(op->need[i].dev, CUMEMCAP_KIND_graph, op->need[i].held);
 }
 
-/* ---- the pool's figures ---------------------------------------------------------- */
-
-static bool pool_figures(int dev, uint64_t *reserved, uint64_t *used)
-{
-	if (!cumemcap_driver_graph_mem(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, reserved))
-		return false;
-	if (used && !cumemcap_driver_graph_mem(dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, used))
-		*used = *reserved; /* nothing known to be unmapped */
-	return true;
-}
-
 /* Read dev's pool and make the ledger hold what it reserves, giving back
  * `held` (growth reserved for a call now over). When the driver cannot
  * say: keep the figure, or drop it when `gone` (its context died). */
@@ -86,7 +68,8 @@ static void settle(int dev, uint64_t held, bool gone)
 {
 	cumemcap_xmutex_lock(&query_lock);
 	uint64_t reserved = 0;
-	bool known = pool_figures(dev, &reserved, NULL);
+	bool known =
+	    cumemcap_driver_graph_mem(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved);
 	pthread_mutex_lock(&lock);
 	uint64_t was = accounted[dev];
 	uint64_t now = known ? reserved : gone ? 0 : was;
@@ -102,8 +85,7 @@ static void settle(int dev, uint64_t held, bool gone)
 	cumemcap_xmutex_unlock(&query_lock);
 }
 
-/* Reserve in the ledger the growth mapping op's needs may cause. On
- * refusal nothing stays held. */
+/* Reserve the growth mapping op's needs may cause; on refusal nothing stays held. */
 static CUresult hold(struct cumemcap_graph_op *op)
 {
 	for (int i = 0; i < op->n; i++) {
@@ -111,9 +93,11 @@ static CUresult hold(struct cumemcap_graph_op *op)
 		nd->held = 0;
 		if (!cumemcap_device_ensure(nd->dev))
 			continue;
-		uint64_t reserved, used;
-		if (!pool_figures(nd->dev, &reserved, &used))
-			reserved = used = 0;
+		uint64_t reserved = 0, used = 0;
+		if (cumemcap_driver_graph_mem(nd->dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT,
+					      &reserved) &&
+		    !cumemcap_driver_graph_mem(nd->dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used))
+			used = reserved; /* nothing known to be unmapped */
 		uint64_t spare = reserved > used ? reserved - used : 0;
 		uint64_t growth = nd->bytes > spare ? nd->bytes - spare : 0;
 		if (growth && !cumemcap_account_reserve(nd->dev, CUMEMCAP_KIND_graph, growth,
@@ -132,14 +116,12 @@ static void settle_op(struct cumemcap_graph_op *op, CUresult r)
 {
 	for (int i = 0; i < op->n; i++) {
 		struct cumemcap_graph_need *nd = &op->need[i];
-		if (r == CUDA_ERROR_OUT_OF_MEMORY && valid_dev(nd->dev))
+		if (r == CUDA_ERROR_OUT_OF_MEMORY && cumemcap_ledger_valid(nd->dev))
 			cumemcap_account_driver_oom(nd->dev, op->entry_point, nd->bytes);
 		if (cumemcap_device_info(nd->dev))
 			settle(nd->dev, nd->held, false);
 	}
 }
-
-/* ---- instantiation -------------------------------------------------------------- */
 
 CUresult cumemcap_graph_instantiate_begin(struct cumemcap_graph_op *op, const char *entry_point,
 					  CUgraph graph, bool upload)
@@ -178,18 +160,12 @@ CUresult cumemcap_graph_instantiate_end(struct cumemcap_graph_op *op, CUresult r
 	memcpy(rec->need, op->need, sizeof(rec->need));
 	pthread_mutex_lock(&lock);
 	struct exec_record **pp = find(*exec);
-	if (*pp) { /* a handle the shim missed the destruction of */
-		struct exec_record *old = *pp;
-		*pp = old->next;
-		free(old);
-	}
-	rec->next = execs;
-	execs = rec;
+	rec->next = *pp ? (*pp)->next : NULL;
+	free(*pp); /* a handle the shim missed the destruction of */
+	*pp = rec;
 	pthread_mutex_unlock(&lock);
 	return r;
 }
-
-/* ---- upload and launch ----------------------------------------------------------- */
 
 CUresult cumemcap_graph_launch_begin(struct cumemcap_graph_op *op, const char *entry_point,
 				     CUgraphExec exec, CUstream stream, bool ptsz)
@@ -207,21 +183,17 @@ CUresult cumemcap_graph_launch_begin(struct cumemcap_graph_op *op, const char *e
 	pthread_mutex_unlock(&lock);
 	if (mapped || (known && op->n == 0) || cumemcap_capture_stream(stream, ptsz))
 		return CUDA_SUCCESS; /* nothing to map */
-	op->map = true;
 	if (!known) {
-		/* Instantiated where the shim did not see it: read the pool of
-		 * the current device back afterwards. */
+		/* Instantiated unseen: read the current device's pool after. */
 		CUcontext ctx;
 		int dev;
-		if (cumemcap_device_current(&ctx, &dev) != CUDA_SUCCESS)
-			op->map = false;
-		else
+		op->map = cumemcap_device_current(&ctx, &dev) == CUDA_SUCCESS;
+		if (op->map)
 			op->need[op->n++] = (struct cumemcap_graph_need){ .dev = dev };
 		return CUDA_SUCCESS;
 	}
 	CUresult r = hold(op);
-	if (r != CUDA_SUCCESS)
-		op->map = false;
+	op->map = r == CUDA_SUCCESS;
 	return r;
 }
 
@@ -240,8 +212,6 @@ CUresult cumemcap_graph_launch_end(struct cumemcap_graph_op *op, CUresult r, CUg
 	return r;
 }
 
-/* ---- the end of graphs and their memory ------------------------------------------ */
-
 void cumemcap_graph_exec_destroyed(CUgraphExec exec)
 {
 	pthread_mutex_lock(&lock);
@@ -249,9 +219,7 @@ void cumemcap_graph_exec_destroyed(CUgraphExec exec)
 	if (rec)
 		*pp = rec->next;
 	pthread_mutex_unlock(&lock);
-	if (!rec)
-		return;
-	for (int i = 0; i < rec->n; i++)
+	for (int i = 0; rec && i < rec->n; i++)
 		if (cumemcap_device_info(rec->need[i].dev))
 			settle(rec->need[i].dev, 0, false);
 	free(rec);
@@ -259,8 +227,6 @@ void cumemcap_graph_exec_destroyed(CUgraphExec exec)
 
 void cumemcap_graph_trimmed(int dev)
 {
-	if (!valid_dev(dev))
-		return;
 	pthread_mutex_lock(&lock);
 	for (struct exec_record *rec = execs; rec; rec = rec->next)
 		for (int i = 0; i < rec->n; i++)

@@ -1,12 +1,6 @@
-/* graph: graph memory, what CUDA graphs' allocation nodes take
- * (docs/design.md, "Graph memory").
- *
- * Charged (ledger kind `graph`) by what each device's graph memory pool
- * reserves, read back after each event that can change it. Before an
- * upload or launch that may map memory, the growth it can cause,
- * max(0, need - (reserved - used)), is reserved against the limit, `need`
- * being the graph's allocation nodes on that GPU (each rounded to 2 MiB,
- * child graphs included). A launch into a capturing stream passes.
+/* graph: graph memory (docs/design.md, "Graph memory"), charged by what
+ * each device's graph memory pool reserves. An upload or launch that may
+ * map memory first reserves max(0, need - (reserved - used)).
  *
  * Thread safety: one mutex guards the table of executable graphs and the
  * per-device figures, never held across a driver call (fork takes it); an
@@ -19,8 +13,7 @@
 
 #include "platform/cuda-api.h"
 
-/* The devices one executable graph may take memory on (past this, the
- * rest is not checked). */
+/* The devices one executable graph may take memory on (more: unchecked). */
 #define CUMEMCAP_GRAPH_DEVICES 4
 
 struct cumemcap_graph_need {
@@ -38,8 +31,8 @@ struct cumemcap_graph_op {
 	struct cumemcap_graph_need need[CUMEMCAP_GRAPH_DEVICES];
 };
 
-/* Before cuGraphInstantiate*: find what `graph` needs and check it against
- * the limit (reserving the growth when `upload`, the instantiation uploads).
+/* Before cuGraphInstantiate*: check what `graph` needs against the limit
+ * (reserving the growth when the instantiation uploads).
  * CUDA_ERROR_OUT_OF_MEMORY when it cannot fit. */
 CUresult cumemcap_graph_instantiate_begin(struct cumemcap_graph_op *op, const char *entry_point,
 					  CUgraph graph, bool upload);
@@ -48,8 +41,8 @@ CUresult cumemcap_graph_instantiate_end(struct cumemcap_graph_op *op, CUresult r
 					const CUgraphExec *exec);
 
 /* Before cuGraphLaunch / cuGraphUpload (ptsz: the per-thread-stream entry
- * point): reserve the growth the call may cause. CUDA_ERROR_OUT_OF_MEMORY
- * when it would pass the limit. */
+ * point): reserve the growth the call may cause, or
+ * CUDA_ERROR_OUT_OF_MEMORY. */
 CUresult cumemcap_graph_launch_begin(struct cumemcap_graph_op *op, const char *entry_point,
 				     CUgraphExec exec, CUstream stream, bool ptsz);
 /* After it: read back what the pool reserves. Returns r. */
@@ -57,11 +50,9 @@ CUresult cumemcap_graph_launch_end(struct cumemcap_graph_op *op, CUresult r, CUg
 
 /* cuGraphExecDestroy succeeded. */
 void cumemcap_graph_exec_destroyed(CUgraphExec exec);
-/* cuDeviceGraphMemTrim(dev) succeeded: every executable graph on dev may
- * have been unmapped. */
+/* cuDeviceGraphMemTrim(dev) succeeded: dev's graphs may be unmapped. */
 void cumemcap_graph_trimmed(int dev);
-/* Context `ctx` died (death lock held as writer): its executable graphs
- * went with it; read every device's graph pool again. */
+/* Context `ctx` died (death lock held as writer) with its graphs. */
 void cumemcap_graph_context_died(CUcontext ctx);
 
 /* Fork: the table's lock across fork(); the child forgets every graph. */

@@ -1,7 +1,8 @@
-/* pools: the stream-ordered pools' figures: which pools the process
- * allocates from, on which GPU, and what each holds in the ledger, read
- * back from the driver. Calls nothing else in account/, so that reserve.c
- * may read the pools back before it refuses. Thread safety: account.h. */
+/* pools: the stream-ordered pools the process allocates from, their GPU
+ * and what each holds in the ledger, read back from the driver (charged
+ * what they reserve, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT). Calls nothing
+ * else in account/, so that reserve.c may read the pools back before it
+ * refuses. Thread safety: account.h. */
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -18,13 +19,11 @@ struct pool_record {
 	CUmemoryPool pool;
 	int dev;
 	uint64_t accounted; /* bytes of the pool in the ledger */
-	/* Estimates that allocations under way hold in the ledger: the
-	 * pool's growth is theirs first, so it is never counted twice. */
+	/* Estimates allocations under way hold: the growth is theirs first, not counted twice. */
 	uint64_t in_flight;
 	uint64_t high;      /* its RESERVED_MEM_HIGH when last read (unread growth) */
 };
-/* Every pool the process allocates from, searched in order (a process has
- * a few). A pool's bytes are charged to its own device. */
+/* Searched in order: a process has a few. */
 static struct pool_record *pools;
 static size_t pool_count, pool_cap;
 /* pool_lock guards the table, never across a driver call; query_lock is
@@ -68,9 +67,7 @@ static struct pool_record *add_pool(CUmemoryPool pool, int dev)
 	return p;
 }
 
-/* The device a pool allocates on: recorded at cuMemPoolCreate, or found
- * among the devices' default and current pools the first time the pool is
- * used; `fallback` when no device claims it. */
+/* The device a pool allocates on (recorded, or found among the devices' pools), else `fallback`. */
 int cumemcap_account_pool_device(CUmemoryPool pool, int fallback)
 {
 	cumemcap_spin_lock(&pool_lock);
@@ -92,8 +89,7 @@ int cumemcap_account_pool_device(CUmemoryPool pool, int fallback)
 	return dev;
 }
 
-/* The pool reserves `reserved` now: a shrink leaves the ledger at once
- * (pool_lock held). */
+/* A shrink to `reserved` leaves the ledger at once (pool_lock held). */
 static void shrink_locked(struct pool_record *p, uint64_t reserved)
 {
 	if (reserved < p->accounted) {
@@ -103,8 +99,7 @@ static void shrink_locked(struct pool_record *p, uint64_t reserved)
 }
 
 /* Follow what the pool reserves now (pool_lock held); growth is left to
- * the allocations under way, whose estimates hold it. `high`: the pool's
- * high watermark when its growth is unread (0: not read); when it moved
+ * the allocations under way. When the high watermark (0: not read) moved
  * above `reserved`, the figures pass through it so the peaks count it. */
 static void settle_locked(struct pool_record *p, uint64_t reserved, uint64_t high)
 {
@@ -121,46 +116,30 @@ static void settle_locked(struct pool_record *p, uint64_t reserved, uint64_t hig
 		p->high = high;
 }
 
-/* Whether `dev`'s pools leave their growth unread (ledger.h). */
-static bool growth_unread(int dev)
-{
-	return cumemcap_ledger_valid(dev) &&
-	       atomic_load_explicit(&cumemcap_ledger_growth_unread[dev], memory_order_relaxed);
-}
-
-/* Devices whose pools may have passed their high watermark unread since
- * last read. */
+/* Devices whose pools may have passed their high watermark unread. */
 static _Atomic bool grown[CUMEMCAP_MAX_DEVICES];
 
-/* Read `pool` back (query_lock held), with its high watermark when its
- * growth is unread and it may have grown (`grew`). */
+/* Read `pool` back (query_lock held); `grew`: it may have grown unread, ask its high watermark. */
 static void settle(CUmemoryPool pool, bool grew)
 {
 	uint64_t reserved, high = 0;
 	if (!cumemcap_driver_pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved))
 		return;
-	struct pool_record *p;
-	if (grew) {
-		cumemcap_spin_lock(&pool_lock);
-		p = find_pool(pool);
-		bool ask_high = p && growth_unread(p->dev);
-		cumemcap_spin_unlock(&pool_lock);
-		if (ask_high && !cumemcap_driver_pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &high))
-			high = 0;
-	}
+	if (grew && !cumemcap_driver_pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &high))
+		high = 0;
 	cumemcap_spin_lock(&pool_lock);
-	p = find_pool(pool);
+	struct pool_record *p = find_pool(pool);
 	if (p)
 		settle_locked(p, reserved, high);
 	cumemcap_spin_unlock(&pool_lock);
 }
 
-/* The allocation charged in c came back from `pool` with `estimate` held:
- * charge the pool's growth instead, up to the estimate, plus growth
- * beyond every estimate under way. False when that passes the limit. */
-bool cumemcap_account_pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, uint64_t estimate)
+/* The allocation charged in c came back from `pool` with its estimate
+ * (c->bytes) held: charge the pool's growth instead, up to the estimate,
+ * plus growth beyond every estimate under way. False past the limit. */
+bool cumemcap_account_pool_charge(struct cumemcap_charge *c, CUmemoryPool pool)
 {
-	uint64_t claim = 0, excess = 0, reserved;
+	uint64_t estimate = c->bytes, claim = 0, excess = 0, reserved;
 	cumemcap_spin_lock(&query_lock);
 	bool known = cumemcap_driver_pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved);
 	cumemcap_spin_lock(&pool_lock);
@@ -187,9 +166,8 @@ bool cumemcap_account_pool_charge(struct cumemcap_charge *c, CUmemoryPool pool, 
 	return true;
 }
 
-/* The current pool of the device a thread last asked about, asked again
- * once the epoch moved. The epoch is read before the driver is asked, so
- * an answer a change overtook is not kept. */
+/* The current pool of the device a thread last asked about, until the
+ * epoch moves (read before the driver is asked: no stale answer kept). */
 static _Atomic uint64_t pool_epoch = 1;
 static CUMEMCAP_TLS struct {
 	uint64_t epoch; /* 0: nothing cached */
@@ -219,10 +197,8 @@ CUmemoryPool cumemcap_account_current_pool(int dev)
 }
 
 /* Whether an allocation from `pool` leaves its growth unread: no limit on
- * the GPU and no group. It then charges nothing and asks nothing; the
- * pool is listed and its device marked unread (ledger.h), read back when
- * the figures are, and before a trim or destroy. A GPU's limit never
- * changes once resolved. */
+ * the GPU (which never changes once resolved) and no group. The pool is
+ * then listed and its device marked unread (ledger.h). */
 bool cumemcap_account_pool_unread(CUmemoryPool pool, int dev, bool current)
 {
 	if (!pool || !cumemcap_device_ensure(dev) ||
@@ -242,14 +218,12 @@ bool cumemcap_account_pool_unread(CUmemoryPool pool, int dev, bool current)
 	return listed;
 }
 
-/* An allocation from a pool of dev returned with its growth unread. */
 void cumemcap_account_pool_grew(int dev)
 {
 	if (!atomic_load(&grown[dev]))
 		atomic_store(&grown[dev], true);
 }
 
-/* List `pool` on `dev`, holding `estimate` for an allocation under way. */
 void cumemcap_account_pool_hold(CUmemoryPool pool, int dev, uint64_t estimate)
 {
 	cumemcap_spin_lock(&pool_lock);
@@ -257,11 +231,6 @@ void cumemcap_account_pool_hold(CUmemoryPool pool, int dev, uint64_t estimate)
 	if (p)
 		p->in_flight += estimate;
 	cumemcap_spin_unlock(&pool_lock);
-}
-
-void cumemcap_account_pool_created(CUmemoryPool pool, int dev)
-{
-	cumemcap_account_pool_hold(pool, dev, 0);
 }
 
 void cumemcap_account_pool_destroyed(CUmemoryPool pool)
@@ -277,23 +246,20 @@ void cumemcap_account_pool_destroyed(CUmemoryPool pool)
 	cumemcap_spin_unlock(&pool_lock);
 }
 
-void cumemcap_account_pool_read(CUmemoryPool pool)
+void cumemcap_account_pool_read(CUmemoryPool pool, bool trimmed)
 {
-	cumemcap_spin_lock(&pool_lock);
-	struct pool_record *p = find_pool(pool);
-	bool ask = p && growth_unread(p->dev);
-	cumemcap_spin_unlock(&pool_lock);
-	if (!ask)
-		return;
+	if (!trimmed) {
+		cumemcap_spin_lock(&pool_lock);
+		struct pool_record *p = find_pool(pool);
+		bool unread = p && cumemcap_ledger_valid(p->dev) &&
+			      atomic_load_explicit(&cumemcap_ledger_growth_unread[p->dev],
+						   memory_order_relaxed);
+		cumemcap_spin_unlock(&pool_lock);
+		if (!unread)
+			return;
+	}
 	cumemcap_spin_lock(&query_lock);
-	settle(pool, true);
-	cumemcap_spin_unlock(&query_lock);
-}
-
-void cumemcap_account_pool_trimmed(CUmemoryPool pool)
-{
-	cumemcap_spin_lock(&query_lock);
-	settle(pool, false);
+	settle(pool, !trimmed);
 	cumemcap_spin_unlock(&query_lock);
 }
 

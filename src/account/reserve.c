@@ -1,9 +1,5 @@
-/* reserve: the one way bytes are reserved against a limit
- * (cumemcap_account_reserve, account.h), and the arenas' segments: taken
- * from the driver, and given back. A pooled cuMemAlloc asks its arena
- * first; only when no ready block fits does it take a segment here, in the
- * same way, and a segment the driver itself refuses is tried once more
- * after room was made (the arenas' own cache may be what fills the card).
+/* reserve: the one way bytes are reserved against a limit, and the
+ * arenas' segments, taken from the driver and given back.
  *
  * Thread safety: the ledger is atomic and the arenas lock themselves; no
  * lock is held here, across the driver call or the wait. */
@@ -32,9 +28,7 @@ void cumemcap_account_driver_oom(int dev, const char *entry_point, uint64_t byte
 	cumemcap_log_driver_oom(dev, entry_point, bytes);
 }
 
-/* Give the segments the arenas named in g back to the driver (each in its
- * context), take them off the ledger, count and log them; end g's quiet
- * section. */
+/* Give the segments named in g back to the driver and off the ledger; end g's quiet section. */
 static void give_back(struct cumemcap_give_back *g)
 {
 	if (!g->n)
@@ -82,8 +76,6 @@ uint32_t cumemcap_account_arena_tick(uint64_t now_ms)
 		give_back(&g);
 		cumemcap_death_unlock_read();
 	}
-	if (next == UINT64_MAX)
-		return UINT32_MAX;
 	return next <= now_ms ? 0 : (uint32_t)(next - now_ms > UINT32_MAX ? UINT32_MAX : next - now_ms);
 }
 
@@ -94,8 +86,7 @@ bool cumemcap_account_free_pooled(CUdeviceptr ptr, CUresult *r)
 	    !cumemcap_arena_free(ptr, r, &g))
 		return false;
 	give_back(&g);
-	/* A thread waiting for room (CUMEMCAP_ON_LIMIT=wait) tries again:
-	 * what was freed may let a segment go. */
+	/* A thread waiting for room tries again: a segment may go now. */
 	if (*r == CUDA_SUCCESS && atomic_load_explicit(&cumemcap_group_local_waiters, memory_order_relaxed))
 		cumemcap_group_wake_local();
 	return true;
@@ -111,10 +102,8 @@ static void make_room(int dev)
 }
 
 /* CUMEMCAP_ON_LIMIT=wait: try again whenever room may have appeared (a
- * free in this process, pooled or not; a member freeing, or found dead by
- * a member's worker; a larger budget), and at least every WAIT_SLICE_MS
- * (each try makes room: cached segments released, dead members reaped),
- * until the deadline. Only the calling thread waits, holding no lock. */
+ * free here or in the group, a larger budget) and at least every
+ * WAIT_SLICE_MS, until the deadline. The caller waits holding no lock. */
 #define WAIT_SLICE_MS 1000u
 
 static bool wait_for_room(int dev, enum cumemcap_kind kind, uint64_t bytes, const char *entry_point)
@@ -158,8 +147,9 @@ bool cumemcap_account_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes,
 	       wait_for_room(dev, kind, bytes, entry_point);
 }
 
-/* A segment of `bytes` for a request of `asked` (`entry_point`), from the driver
- * in the current context, its bytes reserved. */
+/* A segment of `bytes` for a request of `asked`, from the driver in the
+ * current context, reserved; tried once more after room was made (the
+ * arenas' own cache may be what fills the card). */
 static CUresult take_segment(int dev, uint64_t bytes, const char *entry_point, uint64_t asked,
 			     CUdeviceptr *base)
 {

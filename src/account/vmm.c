@@ -1,5 +1,4 @@
-/* vmm: the lifetime of cuMemCreate allocations in the records (vmm.h).
- * Thread safety: see vmm.h; `lock` guards every list here. */
+/* vmm: the lifetime of cuMemCreate allocations (see vmm.h); `lock` guards every list here. */
 #include "account/vmm.h"
 
 #include <linux/kcmp.h>
@@ -35,8 +34,7 @@ struct cumemcap_vmm_map {
 	struct cumemcap_vmm_map *next;
 };
 
-/* A file descriptor cuMemExportToShareableHandle gave for an allocation,
- * with the file it was. */
+/* A descriptor cuMemExportToShareableHandle gave, with its file. */
 struct cumemcap_vmm_export {
 	int fd;
 	dev_t dev;
@@ -51,128 +49,79 @@ struct cumemcap_vmm_export {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cumemcap_vmm_ref *refs[REF_BUCKETS];
 static struct cumemcap_vmm_map *maps[MAP_BUCKETS];
-static uint64_t map_count;
 static struct cumemcap_vmm_export *exports;
 /* Keys of the allocations' records: never 0, never a reused handle value. */
 static _Atomic uint64_t next_key = 1;
 
-static struct cumemcap_vmm_ref **ref_bucket(uint64_t handle)
+/* The link to handle's entry, or the end of its bucket. */
+static struct cumemcap_vmm_ref **ref_find(uint64_t handle)
 {
-	return &refs[cumemcap_mix(handle) % REF_BUCKETS];
-}
-
-static struct cumemcap_vmm_map **map_bucket(uint64_t ptr)
-{
-	return &maps[cumemcap_mix(ptr) % MAP_BUCKETS];
-}
-
-static struct cumemcap_vmm_ref *ref_find(uint64_t handle)
-{
-	for (struct cumemcap_vmm_ref *r = *ref_bucket(handle); r; r = r->next)
-		if (r->handle == handle)
-			return r;
-	return NULL;
-}
-
-static void ref_unlink(struct cumemcap_vmm_ref *ref)
-{
-	for (struct cumemcap_vmm_ref **pp = ref_bucket(ref->handle); *pp; pp = &(*pp)->next)
-		if (*pp == ref) {
-			*pp = ref->next;
-			return;
-		}
+	struct cumemcap_vmm_ref **pp = &refs[cumemcap_mix(handle) % REF_BUCKETS];
+	while (*pp && (*pp)->handle != handle)
+		pp = &(*pp)->next;
+	return pp;
 }
 
 static void map_link(struct cumemcap_vmm_map *m)
 {
-	struct cumemcap_vmm_map **b = map_bucket(m->ptr);
+	struct cumemcap_vmm_map **b = &maps[cumemcap_mix(m->ptr) % MAP_BUCKETS];
 	m->next = *b;
 	*b = m;
-	map_count++;
 }
 
-/* Unlink and return the mapping that starts at ptr, if it lies in
- * [ptr, end). */
+/* Unlink and return the mapping at ptr if it lies in [ptr, end). */
 static struct cumemcap_vmm_map *map_take_at(uint64_t ptr, uint64_t end)
 {
-	for (struct cumemcap_vmm_map **pp = map_bucket(ptr); *pp; pp = &(*pp)->next) {
-		struct cumemcap_vmm_map *m = *pp;
+	struct cumemcap_vmm_map **pp = &maps[cumemcap_mix(ptr) % MAP_BUCKETS];
+	for (struct cumemcap_vmm_map *m; (m = *pp); pp = &m->next)
 		if (m->ptr == ptr && m->size <= end - ptr) {
 			*pp = m->next;
-			map_count--;
 			return m;
 		}
-	}
 	return NULL;
 }
 
-static struct cumemcap_vmm_map *map_containing(uint64_t addr)
-{
-	for (size_t i = 0; i < MAP_BUCKETS; i++)
-		for (struct cumemcap_vmm_map *m = maps[i]; m; m = m->next)
-			if (addr >= m->ptr && addr - m->ptr < m->size)
-				return m;
-	return NULL;
-}
-
-/* After a change to a: true (and a is the caller's to end) when nothing
- * references or maps it and no call on it is in flight. */
+/* Whether a is the caller's to end: nothing references or maps it, no call is in flight. */
 static bool ends(struct cumemcap_vmm_alloc *a)
 {
 	return a->refs <= 0 && a->maps <= 0 && a->in_flight <= 0;
 }
 
-/* Unlink the exports of a, or every export when a is NULL, onto *gone
- * (lock held). */
-static void exports_unlink(const struct cumemcap_vmm_alloc *a, struct cumemcap_vmm_export **gone)
+/* Drop the exports of a, or of descriptor fd (lock held). */
+static void exports_drop(const struct cumemcap_vmm_alloc *a, int fd)
 {
-	for (struct cumemcap_vmm_export **pp = &exports; *pp;) {
-		struct cumemcap_vmm_export *e = *pp;
-		if (!a || e->alloc == a) {
+	for (struct cumemcap_vmm_export **pp = &exports, *e; (e = *pp);) {
+		if (e->alloc == a || e->fd == fd) {
 			*pp = e->next;
-			e->next = *gone;
-			*gone = e;
+			free(e);
 		} else {
 			pp = &e->next;
 		}
 	}
 }
 
-static void exports_free(struct cumemcap_vmm_export *e)
-{
-	for (struct cumemcap_vmm_export *next; e; e = next) {
-		next = e->next;
-		free(e);
-	}
-}
-
 /* The driver freed a's memory: give its charge back (lock not held). */
 static void end_alloc(struct cumemcap_vmm_alloc *a)
 {
-	struct cumemcap_vmm_export *gone = NULL;
 	pthread_mutex_lock(&lock);
-	exports_unlink(a, &gone);
+	exports_drop(a, -1);
 	pthread_mutex_unlock(&lock);
-	exports_free(gone);
 	struct cumemcap_block b;
 	bool found = cumemcap_account_release_take(CUMEMCAP_HANDLE_VMM, a->key, &b);
 	cumemcap_account_release_settle(found, &b, CUDA_SUCCESS);
 	free(a);
 }
 
-/* One more reference of handle to a; `spare` is a node the caller
- * allocated, used when a new entry is needed (consumed: set to NULL).
- * Returns an allocation that a stale entry's drop ended, or NULL (lock
- * held). */
+/* One more reference of handle to a, a new entry taken from *spare (then
+ * NULL). Returns an allocation a stale entry's drop ended (lock held). */
 static struct cumemcap_vmm_alloc *ref_add(uint64_t handle, struct cumemcap_vmm_alloc *a,
 					  struct cumemcap_vmm_ref **spare)
 {
 	struct cumemcap_vmm_alloc *ended = NULL;
-	struct cumemcap_vmm_ref *ref = ref_find(handle);
+	struct cumemcap_vmm_ref **pp = ref_find(handle), *ref = *pp;
 	if (ref && ref->alloc != a) {
-		/* The driver handed the value out again: what it named lost
-		 * those references. */
-		ref_unlink(ref);
+		/* The driver handed the value out again: what it named lost those references. */
+		*pp = ref->next;
 		ref->alloc->refs -= ref->n;
 		ended = ends(ref->alloc) ? ref->alloc : NULL;
 		free(ref);
@@ -183,12 +132,8 @@ static struct cumemcap_vmm_alloc *ref_add(uint64_t handle, struct cumemcap_vmm_a
 			return ended; /* no memory for the entry: the reference goes unseen */
 		ref = *spare;
 		*spare = NULL;
-		ref->handle = handle;
-		ref->n = 0;
-		ref->alloc = a;
-		struct cumemcap_vmm_ref **b = ref_bucket(handle);
-		ref->next = *b;
-		*b = ref;
+		*ref = (struct cumemcap_vmm_ref){ .handle = handle, .alloc = a, .next = *pp };
+		*pp = ref;
 	}
 	ref->n++;
 	a->refs++;
@@ -223,7 +168,7 @@ void cumemcap_vmm_release_take(struct cumemcap_vmm_call *v, CUmemGenericAllocati
 {
 	*v = (struct cumemcap_vmm_call){ .handle = handle };
 	pthread_mutex_lock(&lock);
-	struct cumemcap_vmm_ref *ref = ref_find(handle);
+	struct cumemcap_vmm_ref **pp = ref_find(handle), *ref = *pp;
 	if (ref) {
 		v->alloc = ref->alloc;
 		v->alloc->refs--;
@@ -231,26 +176,32 @@ void cumemcap_vmm_release_take(struct cumemcap_vmm_call *v, CUmemGenericAllocati
 		/* The value may name a new allocation as soon as the driver
 		 * released it: the entry goes with its last reference. */
 		if (--ref->n == 0) {
-			ref_unlink(ref);
+			*pp = ref->next;
 			v->ref = ref;
 		}
 	}
 	pthread_mutex_unlock(&lock);
 }
 
-/* The end of a release or retain call on v->alloc: with `add`, handle
- * names the allocation once more (v->ref: the spare entry); then what that
- * or the call's end left with nothing is ended (takes the lock). */
-static void settle_ref(struct cumemcap_vmm_call *v, bool add, CUmemGenericAllocationHandle handle)
+/* The end of a call on v->alloc: with `add`, the mapping v->maps is
+ * linked, or else handle names it once more (v->ref: the spare entry);
+ * then what is left with nothing is ended. */
+static void settle_call(struct cumemcap_vmm_call *v, bool add, CUmemGenericAllocationHandle handle)
 {
 	struct cumemcap_vmm_alloc *a = v->alloc, *ended = NULL;
 	pthread_mutex_lock(&lock);
-	if (add)
+	if (add && v->maps) {
+		map_link(v->maps);
+		a->maps++;
+		v->maps = NULL;
+	} else if (add) {
 		ended = ref_add(handle, a, &v->ref);
+	}
 	a->in_flight--;
 	bool last = ends(a);
 	pthread_mutex_unlock(&lock);
 	free(v->ref);
+	free(v->maps);
 	if (ended)
 		end_alloc(ended);
 	if (last)
@@ -260,16 +211,16 @@ static void settle_ref(struct cumemcap_vmm_call *v, bool add, CUmemGenericAlloca
 CUresult cumemcap_vmm_release_settle(struct cumemcap_vmm_call *v, CUresult r)
 {
 	if (v->alloc)
-		settle_ref(v, r != CUDA_SUCCESS, v->handle);
+		settle_call(v, r != CUDA_SUCCESS, v->handle);
 	return r;
 }
 
 void cumemcap_vmm_map_take(struct cumemcap_vmm_call *v, CUmemGenericAllocationHandle handle)
 {
-	*v = (struct cumemcap_vmm_call){ .handle = handle };
+	*v = (struct cumemcap_vmm_call){ 0 };
 	struct cumemcap_vmm_map *m = malloc(sizeof *m);
 	pthread_mutex_lock(&lock);
-	struct cumemcap_vmm_ref *ref = m ? ref_find(handle) : NULL;
+	struct cumemcap_vmm_ref *ref = m ? *ref_find(handle) : NULL;
 	if (ref) {
 		v->alloc = ref->alloc;
 		v->alloc->in_flight++;
@@ -282,22 +233,10 @@ void cumemcap_vmm_map_take(struct cumemcap_vmm_call *v, CUmemGenericAllocationHa
 
 CUresult cumemcap_vmm_map_settle(struct cumemcap_vmm_call *v, CUresult r, CUdeviceptr ptr, size_t size)
 {
-	struct cumemcap_vmm_alloc *a = v->alloc;
-	if (!a)
-		return r;
-	pthread_mutex_lock(&lock);
-	if (r == CUDA_SUCCESS) {
-		*v->maps = (struct cumemcap_vmm_map){ .ptr = ptr, .size = size, .alloc = a };
-		map_link(v->maps);
-		a->maps++;
-		v->maps = NULL;
+	if (v->alloc) {
+		*v->maps = (struct cumemcap_vmm_map){ .ptr = ptr, .size = size, .alloc = v->alloc };
+		settle_call(v, r == CUDA_SUCCESS, 0);
 	}
-	a->in_flight--;
-	bool last = ends(a);
-	pthread_mutex_unlock(&lock);
-	free(v->maps);
-	if (last)
-		end_alloc(a);
 	return r;
 }
 
@@ -306,10 +245,8 @@ void cumemcap_vmm_unmap_take(struct cumemcap_vmm_call *v, CUdeviceptr ptr, size_
 	*v = (struct cumemcap_vmm_call){ 0 };
 	uint64_t end = ptr + size < ptr ? UINT64_MAX : ptr + size;
 	pthread_mutex_lock(&lock);
-	/* The mappings that lie wholly in the range: stepped through from
-	 * its start while they follow one another; a gap (memory the shim
-	 * does not know, or a call the driver will refuse) is searched
-	 * across every mapping. */
+	/* The mappings wholly in the range: stepped through while they follow
+	 * one another; after a gap, searched across every mapping. */
 	uint64_t p = ptr;
 	struct cumemcap_vmm_map *m;
 	while (p < end && (m = map_take_at(p, end))) {
@@ -317,20 +254,17 @@ void cumemcap_vmm_unmap_take(struct cumemcap_vmm_call *v, CUdeviceptr ptr, size_
 		m->next = v->maps;
 		v->maps = m;
 	}
-	if (p < end && map_count) {
-		for (size_t i = 0; i < MAP_BUCKETS; i++)
-			for (struct cumemcap_vmm_map **pp = &maps[i]; *pp;) {
-				m = *pp;
-				if (m->ptr >= p && m->ptr < end && m->size <= end - m->ptr) {
-					*pp = m->next;
-					map_count--;
-					m->next = v->maps;
-					v->maps = m;
-				} else {
-					pp = &m->next;
-				}
+	for (size_t i = 0; p < end && i < MAP_BUCKETS; i++)
+		for (struct cumemcap_vmm_map **pp = &maps[i]; *pp;) {
+			m = *pp;
+			if (m->ptr >= p && m->ptr < end && m->size <= end - m->ptr) {
+				*pp = m->next;
+				m->next = v->maps;
+				v->maps = m;
+			} else {
+				pp = &m->next;
 			}
-	}
+		}
 	for (m = v->maps; m; m = m->next) {
 		m->alloc->maps--;
 		m->alloc->in_flight++;
@@ -343,7 +277,7 @@ CUresult cumemcap_vmm_unmap_settle(struct cumemcap_vmm_call *v, CUresult r)
 	if (!v->maps)
 		return r;
 	struct cumemcap_vmm_alloc *ended = NULL;
-	struct cumemcap_vmm_map *done = NULL, *next;
+	struct cumemcap_vmm_map *next;
 	pthread_mutex_lock(&lock);
 	for (struct cumemcap_vmm_map *m = v->maps; m; m = next) {
 		next = m->next;
@@ -353,8 +287,7 @@ CUresult cumemcap_vmm_unmap_settle(struct cumemcap_vmm_call *v, CUresult r)
 			a->maps++;
 			map_link(m);
 		} else {
-			m->next = done;
-			done = m;
+			free(m);
 		}
 		if (ends(a)) {
 			a->next = ended;
@@ -362,10 +295,6 @@ CUresult cumemcap_vmm_unmap_settle(struct cumemcap_vmm_call *v, CUresult r)
 		}
 	}
 	pthread_mutex_unlock(&lock);
-	for (; done; done = next) {
-		next = done->next;
-		free(done);
-	}
 	for (struct cumemcap_vmm_alloc *a; (a = ended);) {
 		ended = a->next;
 		end_alloc(a);
@@ -377,26 +306,27 @@ void cumemcap_vmm_retain_take(struct cumemcap_vmm_call *v, const void *addr)
 {
 	*v = (struct cumemcap_vmm_call){ 0 };
 	v->ref = malloc(sizeof *v->ref);
+	uint64_t p = (uint64_t)(uintptr_t)addr;
 	pthread_mutex_lock(&lock);
-	struct cumemcap_vmm_map *m = map_count ? map_containing((uint64_t)(uintptr_t)addr) : NULL;
-	if (m) {
-		v->alloc = m->alloc;
+	for (size_t i = 0; i < MAP_BUCKETS && !v->alloc; i++)
+		for (struct cumemcap_vmm_map *m = maps[i]; m && !v->alloc; m = m->next)
+			if (p >= m->ptr && p - m->ptr < m->size)
+				v->alloc = m->alloc;
+	if (v->alloc)
 		v->alloc->in_flight++;
-	}
 	pthread_mutex_unlock(&lock);
 }
 
 CUresult cumemcap_vmm_new_ref_settle(struct cumemcap_vmm_call *v, CUresult r, CUmemGenericAllocationHandle handle)
 {
 	if (v->alloc) {
-		settle_ref(v, r == CUDA_SUCCESS, handle);
+		settle_call(v, r == CUDA_SUCCESS, handle);
 		return r;
 	}
-	/* Nothing of ours found before the call: the handle value the
-	 * driver gave back may still name an allocation the shim knows. */
+	/* The handle value the driver gave may still name one of ours. */
 	if (r == CUDA_SUCCESS) {
 		pthread_mutex_lock(&lock);
-		struct cumemcap_vmm_ref *ref = ref_find(handle);
+		struct cumemcap_vmm_ref *ref = *ref_find(handle);
 		if (ref) {
 			ref->n++;
 			ref->alloc->refs++;
@@ -412,21 +342,15 @@ void cumemcap_vmm_exported(CUmemGenericAllocationHandle handle, int fd)
 	struct stat st;
 	if (fstat(fd, &st) != 0)
 		return;
-	struct cumemcap_vmm_export *e = malloc(sizeof *e), *gone = NULL;
+	struct cumemcap_vmm_export *e = malloc(sizeof *e);
 	if (!e)
 		return; /* an import of it will be taken for another process's */
 	*e = (struct cumemcap_vmm_export){ .fd = fd, .dev = st.st_dev, .ino = st.st_ino };
 	pthread_mutex_lock(&lock);
-	struct cumemcap_vmm_ref *ref = ref_find(handle);
+	struct cumemcap_vmm_ref *ref = *ref_find(handle);
 	if (ref) {
 		/* A descriptor number given again was closed: what it was goes. */
-		for (struct cumemcap_vmm_export **pp = &exports; *pp; pp = &(*pp)->next)
-			if ((*pp)->fd == fd) {
-				gone = *pp;
-				*pp = gone->next;
-				gone->next = NULL;
-				break;
-			}
+		exports_drop(NULL, fd);
 		e->alloc = ref->alloc;
 		e->next = exports;
 		exports = e;
@@ -434,17 +358,6 @@ void cumemcap_vmm_exported(CUmemGenericAllocationHandle handle, int fd)
 	}
 	pthread_mutex_unlock(&lock);
 	free(e);
-	exports_free(gone);
-}
-
-/* Whether descriptors a and b are the same open file: kcmp(2) where the
- * kernel allows it, else only when they are one descriptor. */
-static bool same_open_file(int a, int b)
-{
-	if (a == b)
-		return true;
-	pid_t me = getpid();
-	return syscall(SYS_kcmp, me, me, KCMP_FILE, a, b) == 0;
 }
 
 void cumemcap_vmm_import_take(struct cumemcap_vmm_call *v, int fd)
@@ -454,9 +367,12 @@ void cumemcap_vmm_import_take(struct cumemcap_vmm_call *v, int fd)
 	if (fd < 0 || fstat(fd, &st) != 0)
 		return;
 	v->ref = malloc(sizeof *v->ref);
+	pid_t me = getpid();
 	pthread_mutex_lock(&lock);
+	/* The same open file: one descriptor, or kcmp(2) where allowed. */
 	for (struct cumemcap_vmm_export *e = exports; e; e = e->next)
-		if (e->dev == st.st_dev && e->ino == st.st_ino && same_open_file(e->fd, fd)) {
+		if (e->dev == st.st_dev && e->ino == st.st_ino &&
+		    (e->fd == fd || syscall(SYS_kcmp, me, me, KCMP_FILE, e->fd, fd) == 0)) {
 			v->alloc = e->alloc;
 			v->alloc->in_flight++;
 			break;
@@ -474,26 +390,23 @@ void cumemcap_vmm_unlock(void)
 	pthread_mutex_unlock(&lock);
 }
 
-/* The child reaches no context: the records are dropped (the lock is held).
- * The allocations' few bytes are left: a call in flight in a thread that
- * did not survive the fork may still count one. */
+/* The child reaches no context: the records go (lock held), not the
+ * allocations: a call in flight in a lost thread may still count one. */
 void cumemcap_vmm_fork_child(void)
 {
 	for (size_t i = 0; i < MAP_BUCKETS; i++)
-		for (struct cumemcap_vmm_map *m = maps[i], *n; m; m = n) {
-			n = m->next;
+		for (struct cumemcap_vmm_map *m; (m = maps[i]);) {
+			maps[i] = m->next;
 			free(m);
-			maps[i] = NULL;
 		}
 	for (size_t i = 0; i < REF_BUCKETS; i++)
-		for (struct cumemcap_vmm_ref *r = refs[i], *n; r; r = n) {
-			n = r->next;
+		for (struct cumemcap_vmm_ref *r; (r = refs[i]);) {
+			refs[i] = r->next;
 			free(r);
-			refs[i] = NULL;
 		}
-	map_count = 0;
-	struct cumemcap_vmm_export *gone = NULL;
-	exports_unlink(NULL, &gone);
-	exports_free(gone);
+	for (struct cumemcap_vmm_export *e; (e = exports);) {
+		exports = e->next;
+		free(e);
+	}
 	pthread_mutex_unlock(&lock); /* taken by fork_prepare, in this thread */
 }

@@ -1,21 +1,14 @@
-/* vmm: how long the memory of a cuMemCreate allocation is charged.
- *
- * CUDA frees a physical allocation once every reference to it is released
- * (cuMemRelease of its handle, of each retained handle, of each import in
- * this process) *and* every mapping of it unmapped, in either order; the
- * charge lasts until both have happened.
- *
- * The records: each allocation (its charge's record in the track map,
- * under a key of its own, never a handle value), the handle values that
- * reference it with their counts, and its mappings. cuMemUnmap takes the
- * mappings wholly inside its range; one only partly inside is left to the
- * driver, which refuses the call. A handle the shim did not see made
- * (another process's memory) is not charged.
+/* vmm: how long the memory of a cuMemCreate allocation is charged: as
+ * CUDA frees it, until every reference to it is released (its handle,
+ * each retained handle, each import in this process) *and* every mapping
+ * of it unmapped, in either order. The records: each allocation (in the
+ * track map under a key of its own, never a handle value), the handle
+ * values that reference it with their counts, and its mappings. A handle
+ * the shim did not see made is not charged.
  *
  * Each call follows take -> driver -> settle: what the call would change
  * is taken before the driver runs and put back if it refuses; an
- * allocation with a call in flight is never ended, the last settle ends
- * it.
+ * allocation with a call in flight is never ended, the last settle ends it.
  *
  * Thread safety: one mutex over the records, never held across a driver
  * call; the charge is given back outside it. Fork: held across fork(),
@@ -41,8 +34,7 @@ struct cumemcap_vmm_call {
 };
 
 /* cuMemCreate returned r after cumemcap_account_charge_begin(c): on
- * success the allocation is recorded with its first reference, handle.
- * Returns r. */
+ * success record the allocation with its first reference. Returns r. */
 CUresult cumemcap_vmm_created(struct cumemcap_charge *c, CUresult r, CUmemGenericAllocationHandle handle);
 
 /* cuMemRelease(handle). */
@@ -53,30 +45,25 @@ CUresult cumemcap_vmm_release_settle(struct cumemcap_vmm_call *v, CUresult r);
 void cumemcap_vmm_map_take(struct cumemcap_vmm_call *v, CUmemGenericAllocationHandle handle);
 CUresult cumemcap_vmm_map_settle(struct cumemcap_vmm_call *v, CUresult r, CUdeviceptr ptr, size_t size);
 
-/* cuMemUnmap(ptr, size). */
+/* cuMemUnmap(ptr, size): takes the mappings wholly inside the range. */
 void cumemcap_vmm_unmap_take(struct cumemcap_vmm_call *v, CUdeviceptr ptr, size_t size);
 CUresult cumemcap_vmm_unmap_settle(struct cumemcap_vmm_call *v, CUresult r);
 
-/* cuMemRetainAllocationHandle(&handle, addr): one more reference to the
- * allocation mapped at addr. */
+/* cuMemRetainAllocationHandle(&handle, addr): one more reference to the one mapped at addr. */
 void cumemcap_vmm_retain_take(struct cumemcap_vmm_call *v, const void *addr);
 
-/* cuMemExportToShareableHandle gave fd, a POSIX file descriptor, for
- * handle: remembered with handle's allocation, so that an import of it in
- * this process is known as one more reference. */
+/* cuMemExportToShareableHandle gave fd for handle: an import of it is one more reference. */
 void cumemcap_vmm_exported(CUmemGenericAllocationHandle handle, int fd);
 
 /* cuMemImportFromShareableHandle(&handle, fd) (fd -1: another handle
- * type). The new handle references this process's own allocation when
- * fd is the same open file as one of its exported descriptors, still
- * open (the descriptor itself, or a copy of it), or the driver returns
- * a handle value that already references it; any other import is another
- * process's memory and stays unknown. */
+ * type). The handle references our own allocation when fd is the same open
+ * file as one of its exported descriptors still open, or the driver returns
+ * a handle value that already references it; else it stays unknown. */
 void cumemcap_vmm_import_take(struct cumemcap_vmm_call *v, int fd);
 
 /* After cuMemRetainAllocationHandle or cuMemImportFromShareableHandle
- * returned r and handle (their _take first): one more reference to the
- * allocation the take found, or to the one handle already names. Returns r. */
+ * returned r and handle: one more reference to the allocation the take
+ * found, or to the one handle already names. Returns r. */
 CUresult cumemcap_vmm_new_ref_settle(struct cumemcap_vmm_call *v, CUresult r, CUmemGenericAllocationHandle handle);
 
 /* Fork: hold the records across fork(); the child's are empty. */

@@ -333,7 +333,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmem
 	HOLD_DEATH_LOCK();
 	CUresult r = real_cuMemPoolCreate(pool, poolProps);
 	if (r == CUDA_SUCCESS && poolProps && poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
-		cumemcap_account_pool_created(*pool, poolProps->location.id);
+		cumemcap_account_pool_hold(*pool, poolProps->location.id, 0);
 	return r;
 }
 
@@ -341,7 +341,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 {
 	NEED(cuMemPoolDestroy);
 	HOLD_DEATH_LOCK();
-	cumemcap_account_pool_read(pool); /* unread growth: counted before it goes */
+	cumemcap_account_pool_read(pool, false); /* unread growth: counted before it goes */
 	FORWARD_NOTING(real_cuMemPoolDestroy(pool), cumemcap_account_pool_destroyed(pool));
 }
 
@@ -362,8 +362,9 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBy
 {
 	NEED(cuMemPoolTrimTo);
 	HOLD_DEATH_LOCK();
-	cumemcap_account_pool_read(pool);
-	FORWARD_NOTING(real_cuMemPoolTrimTo(pool, minBytesToKeep), cumemcap_account_pool_trimmed(pool));
+	cumemcap_account_pool_read(pool, false);
+	FORWARD_NOTING(real_cuMemPoolTrimTo(pool, minBytesToKeep),
+		       cumemcap_account_pool_read(pool, true));
 }
 
 /* A pooled block is described as the allocation the program got; an
