@@ -96,7 +96,7 @@ bool cumemcap_account_free_pooled(CUdeviceptr ptr, CUresult *r)
 	give_back(&g);
 	/* A thread waiting for room (CUMEMCAP_ON_LIMIT=wait) tries again:
 	 * what was freed may let a segment go. */
-	if (*r == CUDA_SUCCESS && atomic_load_explicit(&cumemcap_group_local_waiters, memory_order_relaxed))
+	if (*r == CUDA_SUCCESS && atomic_load_explicit(&cumemcap_group_hot, memory_order_relaxed) > 1)
 		cumemcap_group_wake_local();
 	return true;
 }
