@@ -39,8 +39,7 @@ static struct {
 	_Atomic bool cut;
 } mapped[MAPPED_MAX];
 
-/* Replace `from` (0: a free slot) by `to` in the first slot that holds it;
- * that slot, or -1. */
+/* Replace `from` (0: free) by `to` in the first slot holding it; that slot or -1. */
 static int mapped_swap(const void *from, const void *to)
 {
 	for (int i = 0; i < MAPPED_MAX; i++) {
@@ -94,6 +93,8 @@ bool cumemcap_book_check(const void *data, size_t len, enum cumemcap_book_kind k
 	 * not change between its check and its use. */
 	struct cumemcap_book_header h;
 	memcpy(&h, data, sizeof(h));
+	const struct cumemcap_book view = { .fd = -1, .map = (void *)data };
+	const struct cumemcap_book_header *live = data;
 	if (h.magic != CUMEMCAP_BOOK_MAGIC)
 		return WHY("not a cumemcap book (wrong magic number)");
 	if (h.version != CUMEMCAP_BOOK_VERSION)
@@ -114,15 +115,14 @@ bool cumemcap_book_check(const void *data, size_t len, enum cumemcap_book_kind k
 		return WHY("corrupt: the name in its header is not a group name");
 	if (name && strcmp(h.name, name) != 0)
 		return WHY("it is the book of \"%s\", not \"%s\"", h.name, name);
-	uint32_t used = atomic_load_explicit(&((const struct cumemcap_book_header *)data)->slots_used, memory_order_relaxed);
+	uint32_t used = atomic_load_explicit(&live->slots_used, memory_order_relaxed);
 	if (used > CUMEMCAP_BOOK_SLOTS)
 		return WHY("corrupt: %u slots in use of %u", used, CUMEMCAP_BOOK_SLOTS);
 	if (h.tight > 1)
 		return WHY("corrupt: its tight flag is %u", (unsigned)h.tight);
-	const char *base = data;
 	for (unsigned i = 0; i < CUMEMCAP_BOOK_GPUS; i++) {
 		struct cumemcap_book_gpu g;
-		memcpy(&g, base + CUMEMCAP_BOOK_GPU_OFF + i * sizeof(g), sizeof(g));
+		memcpy(&g, cumemcap_book_gpu(&view, i), sizeof(g));
 		if (g.state > 2)
 			return WHY("corrupt: GPU entry %u has state %u", i, (unsigned)g.state);
 		if (g.state == 2 && !memchr(g.pci, '\0', sizeof(g.pci)))
@@ -131,23 +131,19 @@ bool cumemcap_book_check(const void *data, size_t len, enum cumemcap_book_kind k
 	/* slots_used and change_seq grow before a slot or change entry uses
 	 * them: one ahead of the header's copy is checked again against the
 	 * live header, not refused as corrupt. */
-	const struct cumemcap_book_header *live = data;
 	for (unsigned i = 0; i < CUMEMCAP_BOOK_CHANGES; i++) {
-		const struct cumemcap_book_change *c =
-			(const struct cumemcap_book_change *)(base + CUMEMCAP_BOOK_CHANGE_OFF) + i;
+		const struct cumemcap_book_change *c = cumemcap_book_change(&view, i);
 		uint64_t seq = atomic_load(&c->seq);
 		int32_t gpu = c->gpu;
 		if (seq && (seq % CUMEMCAP_BOOK_CHANGES != i ||
 			    (seq > h.change_seq && seq > atomic_load(&live->change_seq))))
-			return WHY("corrupt: change entry %u has seq %llu", i,
-				   (unsigned long long)seq);
+			return WHY("corrupt: change entry %u has seq %llu", i, (unsigned long long)seq);
 		/* Readers index the GPU table with it. */
 		if (seq && (gpu < 0 || gpu >= CUMEMCAP_BOOK_GPUS))
 			return WHY("corrupt: change entry %u names GPU %d", i, (int)gpu);
 	}
 	for (unsigned i = 0; i < CUMEMCAP_BOOK_SLOTS; i++) {
-		const struct cumemcap_book_slot *s =
-			(const struct cumemcap_book_slot *)(base + CUMEMCAP_BOOK_SLOT_OFF) + i;
+		const struct cumemcap_book_slot *s = cumemcap_book_slot(&view, i);
 		uint32_t state = atomic_load(&s->state);
 		if (state > 1)
 			return WHY("corrupt: slot %u has state %u", i, state);
@@ -221,9 +217,8 @@ static int write_header(int fd, enum cumemcap_book_kind kind, const char *name)
 	return write_all(fd, page, sizeof(page), 0);
 }
 
-/* The file's owner, group and mode as `access` asks (book.h). The owner's
- * membership is checked too: a file made in a set-group-ID directory gets
- * the directory's group, whoever makes it. */
+/* The file's owner, group and mode as `access` asks (book.h); the owner's
+ * membership too: a set-group-ID directory gives anyone's file its group. */
 static bool check_file(int fd, enum cumemcap_book_kind kind, enum cumemcap_book_access access,
 		       gid_t gid, char *why, size_t whylen)
 {
@@ -263,10 +258,9 @@ static bool check_file(int fd, enum cumemcap_book_kind kind, enum cumemcap_book_
 	return true;
 }
 
-/* Reserve the book's bytes: a page of a sparse file that a full tmpfs
- * cannot back is a SIGBUS at its first touch. Without fallocate(2), write
- * zero blocks (posix_fallocate's stand-in writes a byte per block). 0 or
- * an errno. */
+/* Reserve the book's bytes (a page of a sparse file that a full tmpfs cannot
+ * back is a SIGBUS at its first touch); without fallocate(2), write zero
+ * blocks: posix_fallocate's stand-in writes a byte per block. 0 or an errno. */
 static int reserve(int fd)
 {
 	if (fallocate(fd, 0, 0, CUMEMCAP_BOOK_SIZE) == 0)
@@ -444,11 +438,10 @@ void cumemcap_book_close(struct cumemcap_book *b)
 
 /* ---- slots ------------------------------------------------------------------------------- */
 
-void cumemcap_book_wake(struct cumemcap_book *b)
+void cumemcap_book_wake(_Atomic uint32_t *word)
 {
-	struct cumemcap_book_header *h = cumemcap_book_header(b);
-	atomic_fetch_add(&h->wake, 1);
-	syscall(SYS_futex, (uint32_t *)&h->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	atomic_fetch_add(word, 1);
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 /* Free slot s, waking the waiters when it held anything; its lock held. */
@@ -463,7 +456,7 @@ static void empty_slot(struct cumemcap_book *b, struct cumemcap_book_slot *s)
 	}
 	atomic_store(&s->state, 0);
 	if (held)
-		cumemcap_book_wake(b);
+		cumemcap_book_wake(&cumemcap_book_header(b)->wake);
 }
 
 /* This process's start time: field 22 of /proc/self/stat (the fields
@@ -630,7 +623,7 @@ unsigned cumemcap_book_set_limit(struct cumemcap_book *b, int g, uint64_t limit,
 		changed++;
 	}
 	if (changed) /* waiters recheck against the new limit */
-		cumemcap_book_wake(b);
+		cumemcap_book_wake(&h->wake);
 	return changed;
 }
 

@@ -1,19 +1,13 @@
-/* book: a group's shared file (cumemcap-group.NAME: one budget per
- * physical GPU, for CUMEMCAP_GROUP=NAME) or a user's node registry
- * (cumemcap-node.UID: capped processes in no group, for `cumemcap top`),
- * one layout for both, in CUMEMCAP_GROUP_DIR (default /dev/shm) and
- * mapped MAP_SHARED by every process that uses it.
+/* book: a group's shared file (cumemcap-group.NAME, one budget per
+ * physical GPU) or a user's node registry (cumemcap-node.UID, for
+ * `cumemcap top`), one layout for both, in CUMEMCAP_GROUP_DIR and mapped
+ * MAP_SHARED by every process that uses it (docs/groups.md).
  *
  * No lock a dead process can leave held: a member writes only its own
- * slot, and a GPU's use is the sum of the members' `held`. A slot is owned
+ * slot, a GPU's use is the sum of the members' `held`, and a slot is owned
  * through an OFD lock on its byte of the file, which the kernel drops when
- * the owner dies, whatever becomes of its pid: a slot whose lock can be
- * taken while it says "live" is a dead process's, whose share the taker
- * returns (reap).
- *
- * A new book is built whole, its bytes reserved, in a file nobody else can
- * name, then linked to its name: nobody maps a half-built one, and a full
- * file system fails the creation, not a later touch with a SIGBUS.
+ * the owner dies: a live slot whose lock can be taken is a dead process's,
+ * whose share the taker returns (reap).
  *
  * Thread safety: a struct cumemcap_book is its owner's; the mapped atomics
  * may be used by any thread of any process. Callers in one process
@@ -63,8 +57,7 @@ struct cumemcap_book_change {
 	uint64_t old_limit, new_limit;
 };
 
-/* A member's figures for one GPU. `held` is exact at every moment; the
- * rest are copied from the member's figures once a second, for `top`. */
+/* A member's figures for one GPU: `held` exact, the rest copied once a second for `top`. */
 struct cumemcap_book_figs {
 	_Atomic uint64_t held;      /* of the group's budget: >= what it counts here */
 	_Atomic uint64_t limit;     /* the member's own limit (CUMEMCAP_BOOK_NONE: none) */
@@ -73,8 +66,7 @@ struct cumemcap_book_figs {
 	_Atomic int32_t ordinal;    /* the GPU's ordinal in the member; -1: not used */
 };
 
-/* A member. state: 0 free, 1 live; only the holder of the slot's lock
- * changes state and identity. A reaper zeroes a dead member's `held`. */
+/* A member. state: 0 free, 1 live; only its lock's holder changes state and identity. */
 struct cumemcap_book_slot {
 	_Atomic uint32_t state;
 	uint32_t pid;               /* as the member sees itself */
@@ -147,8 +139,7 @@ static inline struct cumemcap_book_slot *cumemcap_book_slot(const struct cumemca
 	return (struct cumemcap_book_slot *)((char *)b->map + CUMEMCAP_BOOK_SLOT_OFF) + i;
 }
 
-/* The path of a group's book or a user's registry under dir; false when
- * it does not fit. */
+/* The path of a group's book or a user's registry under dir; false if too long. */
 bool cumemcap_book_path(char *out, size_t len, const char *dir, enum cumemcap_book_kind kind,
 			const char *name);
 
@@ -167,13 +158,13 @@ enum cumemcap_book_access {
 	CUMEMCAP_BOOK_GID,      /* 0660, its group the named one, its owner a member */
 };
 
-/* Open the book at `path` read-write, creating it (whole) when there is
- * none and `create` is set. It must be a regular file, not a symbolic
- * link, of the right size, passing cumemcap_book_check, with the access's
- * mode and owner; for CUMEMCAP_BOOK_GID its group is `gid` (a new book is
- * made with it) or, gid -1, any of the caller's (none is made then), and
- * its owner a member. False with the reason in `why` (the caller names
- * the file); a failed creation leaves no temporary file. */
+/* Open the book at `path` read-write, creating it when there is none and
+ * `create` is set (built whole in a file nobody else can name, its bytes
+ * reserved, then linked). It must be a regular file, not a symbolic link,
+ * passing cumemcap_book_check, with the access's mode and owner; for GID
+ * its group is `gid` (a new book's) or, gid -1, any of the caller's (none
+ * is made then). False with the reason in `why` (the caller names the
+ * file); a failed creation leaves no temporary file. */
 bool cumemcap_book_open(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
 			const char *name, enum cumemcap_book_access access, gid_t gid, bool create,
 			char *why, size_t whylen);
@@ -210,8 +201,8 @@ uint64_t cumemcap_book_used(const struct cumemcap_book *b, unsigned g);
  * changed and wake the waiters. Returns how many GPUs changed. */
 unsigned cumemcap_book_set_limit(struct cumemcap_book *b, int g, uint64_t limit, uid_t uid);
 
-/* Wake every thread waiting on the book's `wake`. */
-void cumemcap_book_wake(struct cumemcap_book *b);
+/* Bump a futex word and wake every thread (of any process) waiting on it. */
+void cumemcap_book_wake(_Atomic uint32_t *word);
 
 /* A SIGBUS at `addr` (log/log.c's handler asks): when addr lies in a
  * mapped book, replace that mapping by zeroed private memory (the touch,

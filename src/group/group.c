@@ -2,7 +2,6 @@
  * xmutex (a child gets a fresh one). */
 #include "group/group.h"
 
-#include <limits.h>
 #include <sched.h>
 #include <linux/futex.h>
 #include <stdio.h>
@@ -314,7 +313,7 @@ static void move_locked(void)
 	book = fresh;
 	self = slot;
 	if (in_group) {
-		cumemcap_book_wake(&old); /* its sleepers sleep again on the new word */
+		cumemcap_book_wake(&cumemcap_book_header(&old)->wake); /* its sleepers find the new word */
 		squeeze_word = &cumemcap_book_header(&book)->squeeze;
 		atomic_store(&squeeze_seen, atomic_load(squeeze_word));
 	}
@@ -437,7 +436,7 @@ static void give_back(int dev)
 	while (r > keep) {
 		if (atomic_compare_exchange_weak(&gd->room, &r, keep)) {
 			atomic_fetch_sub(&figs(s, dev)->held, (uint64_t)(r - keep));
-			cumemcap_book_wake(&book);
+			cumemcap_book_wake(&cumemcap_book_header(&book)->wake);
 			break;
 		}
 	}
@@ -494,9 +493,7 @@ uint32_t cumemcap_group_wake_seq(void)
 
 void cumemcap_group_wake_local(void)
 {
-	_Atomic uint32_t *w = wake_word();
-	atomic_fetch_add(w, 1);
-	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	cumemcap_book_wake(wake_word());
 }
 
 void cumemcap_group_waiting(int dev, int delta)

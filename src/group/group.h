@@ -1,24 +1,16 @@
 /* group: this process's place in a group's book (CUMEMCAP_GROUP) or the
  * node registry, and the words its waiting threads sleep on
- * (CUMEMCAP_ON_LIMIT=wait). See docs/groups.md.
+ * (CUMEMCAP_ON_LIMIT=wait). docs/groups.md tells the protocol.
  *
- * A member's `held` (book.h) is what it counts plus a little spare, the
- * `room` here, so most reservations are one compare-and-swap on a word of
- * this process. To grow, a member adds to its `held`, sums every member's,
- * and takes its addition back past the limit; both steps seq_cst, so of
- * two members growing at once one sees the other and a grant never takes
- * the sum past the limit (the overhead, added without asking, may). Spare
- * is at most two chunks (a 256th of the limit, 2 to 64 MiB), none near
- * the limit (`tight`); a refused member asks all to hand theirs back
- * (`squeeze`).
+ * A member's `held` (book.h) is what it counts plus its spare, the `room`
+ * here. A grant past the room adds to `held`, then sums every member's and
+ * takes the addition back past the limit: both seq_cst, so of two members
+ * growing at once one sees the other. The overhead is added without asking.
  *
- * Any member may remove, replace or truncate the file. Once a second and
- * before each reap or grant it asks for, a member looks at its descriptor:
- * it follows a book removed or replaced to the file now at the name (made
- * anew if none), carrying what it holds, and gives up one cut to another
- * size (one line; its own limits from then on). A touch of a cut mapping
- * before that is a SIGBUS, which becomes private memory
- * (cumemcap_mapped_fault).
+ * Any member may remove, replace or truncate the file: a member looks at
+ * its descriptor once a second and before each reap or grant it asks for,
+ * follows a book removed or replaced, and gives up one cut short (a touch
+ * before that is a SIGBUS: cumemcap_mapped_fault).
  *
  * Thread safety: the room and the counters are atomics; joining, claiming
  * and reaping take one mutex, never held across a driver call or a wait.
@@ -42,11 +34,10 @@ struct cumemcap_group_dev {
 
 extern struct cumemcap_group_dev cumemcap_group_devs[CUMEMCAP_MAX_DEVICES];
 
-/* Join the group the policy names (creating its book), or else, when the
- * policy has any limit, the node registry at the first GPU's attach. False
- * with one line in err when the group cannot be joined: the process must
- * not run. The registry is best effort: one that cannot be made is left
- * out quietly, one that is there but cannot be used is said once. */
+/* Join the group the policy names (creating its book), or else, with any
+ * limit, the node registry at the first GPU's attach. False with one line
+ * in err when the group cannot be joined: the process must not run. A
+ * registry that cannot be made is left out quietly, one unusable said once. */
 bool cumemcap_group_start(const struct cumemcap_policy *p, char *err, size_t errlen);
 
 /* Whether this process is in a group. */
@@ -57,9 +48,8 @@ bool cumemcap_group_member(void);
 void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pci, uint64_t total,
 			   uint64_t own_limit);
 
-/* Bit 0 set while in a group, plus 2 per thread of this process waiting
- * for room (any GPU): one load tells an allocation's way whether the group
- * needs a look. */
+/* Bit 0 while in a group, plus 2 per thread of this process waiting for
+ * room: one load tells an allocation's way whether to look at the group. */
 extern _Atomic uint32_t cumemcap_group_hot;
 
 /* Reserve `bytes` of the group's budget on `dev`, from the room or else by
@@ -77,20 +67,18 @@ static inline void cumemcap_group_give(int dev, uint64_t bytes)
 }
 
 /* What this process counts on `dev` went up by `bytes` without asking (a
- * pool's real figure, the overhead): `held` follows, past the limit if
- * need be. */
+ * pool's real figure, the overhead): `held` follows, past the limit too. */
 void cumemcap_group_force(int dev, uint64_t bytes);
 
 /* ---- waiting -------------------------------------------------------------------------------- */
 
-/* The value of the word waiters sleep on: read before the last try, so
- * that room made between that try and the sleep wakes it. */
-uint32_t cumemcap_group_wake_seq(void);
-/* A thread begins (+1) or ends (-1) waiting for room on dev. */
+/* A thread begins (+1) or ends (-1) waiting for room on dev; before its
+ * last try it reads the word it sleeps on (so that room made between that
+ * try and the sleep wakes it), then sleeps until the word moves from `seq`
+ * or `ms` pass. Reap returns the share of members that died. */
 void cumemcap_group_waiting(int dev, int delta);
-/* Sleep until the word moves from `seq` or `ms` pass. */
+uint32_t cumemcap_group_wake_seq(void);
 void cumemcap_group_sleep(uint32_t seq, uint32_t ms);
-/* Return the share of members that died. */
 void cumemcap_group_reap(void);
 
 /* ---- the worker, `top`, the log ----------------------------------------------------------- */
