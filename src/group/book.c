@@ -155,7 +155,7 @@ bool cumemcap_book_check(const void *data, size_t len, enum cumemcap_book_kind k
 
 /* ---- creating and opening ------------------------------------------------------------------ */
 
-static uint64_t realtime_ns(void)
+uint64_t cumemcap_book_now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -205,7 +205,7 @@ static int write_header(int fd, enum cumemcap_book_kind kind, const char *name)
 	h->changes = CUMEMCAP_BOOK_CHANGES;
 	h->slots = CUMEMCAP_BOOK_SLOTS;
 	h->creator_uid = (uint32_t)geteuid();
-	h->created_ns = realtime_ns();
+	h->created_ns = cumemcap_book_now_ns();
 	char id[64];
 	read_proc("/proc/sys/kernel/random/boot_id", id, sizeof(id));
 	unsigned char *b = h->boot_id;
@@ -488,7 +488,7 @@ int cumemcap_book_claim(struct cumemcap_book *b, const char *program)
 		s->pidns = stat("/proc/self/ns/pid", &ns) == 0 ? (uint64_t)ns.st_ino : 0;
 		s->start = self_start();
 		s->uid = (uint32_t)geteuid();
-		s->joined_ns = realtime_ns();
+		s->joined_ns = cumemcap_book_now_ns();
 		atomic_store(&s->published_ns, 0);
 		cumemcap_copy(s->program, sizeof(s->program), program ? program : "");
 		for (unsigned g = 0; g < CUMEMCAP_BOOK_GPUS; g++) {
@@ -614,7 +614,7 @@ unsigned cumemcap_book_set_limit(struct cumemcap_book *b, int g, uint64_t limit,
 		uint64_t seq = atomic_fetch_add(&h->change_seq, 1) + 1;
 		struct cumemcap_book_change *c = cumemcap_book_change(b, seq);
 		atomic_store(&c->seq, 0);
-		c->time_ns = realtime_ns();
+		c->time_ns = cumemcap_book_now_ns();
 		c->uid = (uint32_t)uid;
 		c->gpu = (int32_t)i;
 		c->old_limit = old;

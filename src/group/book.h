@@ -204,6 +204,8 @@ unsigned cumemcap_book_set_limit(struct cumemcap_book *b, int g, uint64_t limit,
 /* Bump a futex word and wake every thread (of any process) waiting on it. */
 void cumemcap_book_wake(_Atomic uint32_t *word);
 
+uint64_t cumemcap_book_now_ns(void); /* CLOCK_REALTIME, as the book's times */
+
 /* A SIGBUS at `addr` (log/log.c's handler asks): when addr lies in a
  * mapped book, replace that mapping by zeroed private memory (the touch,
  * done again after the handler, shares nothing) and mark the book CUT for

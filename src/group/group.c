@@ -212,7 +212,6 @@ void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pc
 		struct cumemcap_book_figs *f = figs(self, dev); /* join_lock: leave waits for it */
 		atomic_store(&f->ordinal, dev);
 		atomic_store(&f->limit, own_limit); /* UINT64_MAX is CUMEMCAP_BOOK_NONE */
-		/* A 256th of the limit, 2 to 64 MiB. */
 		uint64_t budget = atomic_load(&cumemcap_book_gpu(&book, (unsigned)g)->limit);
 		uint64_t c = budget == CUMEMCAP_BOOK_NONE ? (64ull << 20) : budget / 256;
 		gd->chunk = c < (2ull << 20) ? 2ull << 20 : c > (64ull << 20) ? 64ull << 20 : c;
@@ -368,8 +367,7 @@ bool cumemcap_group_take_member(int dev, uint64_t bytes)
 		if (atomic_compare_exchange_weak_explicit(&gd->room, &r, r - (int64_t)bytes, memory_order_relaxed,
 							  memory_order_relaxed))
 			return true;
-	/* Grow what this member holds (group.h): with a spare chunk, then
-	 * without, then refused and the others squeezed. */
+	/* Grow `held`: with a spare chunk, then without, else squeeze the others. */
 	if (!book_sound() && !atomic_load(&gd->on))
 		return true; /* the group's book was given up: own limits only */
 	if (bytes > INT64_MAX / 2 || !ready(dev))
@@ -433,12 +431,11 @@ static void give_back(int dev)
 		return;
 	int64_t keep = asked || atomic_load(&cumemcap_book_header(&book)->tight) ? 0 : (int64_t)gd->chunk;
 	int64_t r = atomic_load(&gd->room);
-	while (r > keep) {
-		if (atomic_compare_exchange_weak(&gd->room, &r, keep)) {
-			atomic_fetch_sub(&figs(s, dev)->held, (uint64_t)(r - keep));
-			cumemcap_book_wake(&cumemcap_book_header(&book)->wake);
-			break;
-		}
+	while (r > keep && !atomic_compare_exchange_weak(&gd->room, &r, keep))
+		;
+	if (r > keep) {
+		atomic_fetch_sub(&figs(s, dev)->held, (uint64_t)(r - keep));
+		cumemcap_book_wake(&cumemcap_book_header(&book)->wake);
 	}
 	slot_exit();
 }
@@ -466,7 +463,6 @@ void cumemcap_group_force(int dev, uint64_t bytes)
 	int s = slot_enter();
 	if (s < 0)
 		return;
-	/* Held follows what is counted, whatever the limit. */
 	atomic_fetch_add(&figs(s, dev)->held, (uint64_t)-r);
 	atomic_fetch_add(&gd->room, -r);
 	slot_exit();
@@ -532,9 +528,8 @@ void cumemcap_group_tick(void)
 		return;
 	cumemcap_group_reap();
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
-		if (attached[dev].in_book &&
-		    atomic_load_explicit(&cumemcap_group_devs[dev].on, memory_order_relaxed) && squeezed())
-			give_back(dev);
+		if (atomic_load_explicit(&cumemcap_group_devs[dev].on, memory_order_relaxed) && squeezed())
+			give_back(dev); /* which looks only at an attached GPU */
 }
 
 bool cumemcap_group_publishes(int dev)
@@ -554,10 +549,7 @@ void cumemcap_group_publish(int dev, const struct cumemcap_group_figures *f)
 	atomic_store(&b->footprint, f->footprint);
 	atomic_store(&b->refusals, f->refusals);
 	atomic_store(&b->waits, f->waits);
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	atomic_store(&cumemcap_book_slot(&book, (unsigned)s)->published_ns,
-		     (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+	atomic_store(&cumemcap_book_slot(&book, (unsigned)s)->published_ns, cumemcap_book_now_ns());
 	slot_exit();
 }
 
