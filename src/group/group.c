@@ -233,9 +233,8 @@ static bool ready(int dev)
 
 /* ---- a book removed, replaced or truncated ------------------------------------------------- */
 
-/* Wait until no thread uses the slot; false after 200 ms (a preempted
- * thread, or one this thread interrupted: the slot is then left to a
- * reaper). join_lock held, pausing or leaving set. */
+/* Wait until no thread uses the slot; false after 200 ms (group.h: leave).
+ * join_lock held, pausing or leaving set. */
 static bool drain_slot_users(void)
 {
 	uint64_t until = cumemcap_now_ms() + 200;
@@ -496,12 +495,12 @@ void cumemcap_group_waiting(int dev, int delta)
 {
 	atomic_fetch_add(&cumemcap_group_hot, (uint32_t)(2 * delta));
 	/* Inside a use of the slot: a move carries `waiting` whole. */
-	int s = atomic_load(&booked) ? slot_enter() : -1;
-	if (s >= 0) {
-		if ((unsigned)dev < CUMEMCAP_MAX_DEVICES && cumemcap_group_devs[dev].gpu >= 0)
-			atomic_fetch_add(&figs(s, dev)->waiting, (uint32_t)delta);
-		slot_exit();
-	}
+	int s = slot_enter();
+	if (s < 0)
+		return;
+	if ((unsigned)dev < CUMEMCAP_MAX_DEVICES && cumemcap_group_devs[dev].gpu >= 0)
+		atomic_fetch_add(&figs(s, dev)->waiting, (uint32_t)delta);
+	slot_exit();
 }
 
 void cumemcap_group_sleep(uint32_t seq, uint32_t ms)
