@@ -199,10 +199,8 @@ void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pc
 	if (g < 0 && in_group) {
 		cumemcap_msg("CUMEMCAP_GROUP=%s: %s knows %u GPUs already; GPU %d gets no memory in the group",
 			     group_name, book.path, CUMEMCAP_BOOK_GPUS, dev);
-		gd->gpu = -1;
-		gd->chunk = 0;
-		atomic_store(&gd->room, 0);
-		atomic_store(&gd->on, true); /* nothing can be granted: refused, never uncapped */
+		gd->gpu = -1; /* its room stays 0 (attached once): refused, never uncapped */
+		atomic_store(&gd->on, true);
 	} else if (g >= 0 && self >= 0) {
 		gd->gpu = g;
 		memcpy(attached[dev].uuid, uuid, 16);
