@@ -563,8 +563,7 @@ bool cumemcap_group_next_change(struct cumemcap_book_change *out, unsigned char 
 		struct cumemcap_book_change *c = cumemcap_book_change(&book, seq);
 		if (atomic_load(&c->seq) != seq)
 			continue; /* overwritten (more than the ring's changes since), or being written */
-		memcpy(out, c, sizeof(*out));
-		atomic_store(&out->seq, seq);
+		memcpy(out, c, sizeof(*out)); /* with seq: a seq is never stored twice */
 		got = atomic_load(&c->seq) == seq && out->gpu >= 0 && out->gpu < CUMEMCAP_BOOK_GPUS;
 	}
 	if (got)
