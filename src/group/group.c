@@ -384,9 +384,8 @@ bool cumemcap_group_take_member(int dev, uint64_t bytes)
 		}
 		uint64_t need = bytes - (uint64_t)r; /* r < 0 (the overhead grew) adds to it */
 		uint64_t limit = atomic_load(&gpu->limit);
-		uint64_t extra = atomic_load(&h->tight) ? 0 : gd->chunk;
+		uint64_t want = need + (atomic_load(&h->tight) ? 0 : gd->chunk);
 		for (;;) {
-			uint64_t want = need + extra;
 			atomic_fetch_add(held, want); /* seq_cst: see group.h */
 			uint64_t used = limit == CUMEMCAP_BOOK_NONE ? 0 : cumemcap_book_used(&book, (unsigned)gd->gpu);
 			if (limit == CUMEMCAP_BOOK_NONE || used <= limit) {
@@ -399,12 +398,12 @@ bool cumemcap_group_take_member(int dev, uint64_t bytes)
 				break;
 			}
 			atomic_fetch_sub(held, want);
-			if (extra == 0) {
+			if (want == need) {
 				atomic_store(&h->tight, 1);
 				atomic_fetch_add(squeeze_word, 1);
 				goto out;
 			}
-			extra = 0;
+			want = need;
 		}
 	}
 out:
