@@ -87,7 +87,7 @@ bool cumemcap_account_free_pooled(CUdeviceptr ptr, CUresult *r)
 		return false;
 	give_back(&g);
 	/* A thread waiting for room tries again: a segment may go now. */
-	if (*r == CUDA_SUCCESS && atomic_load_explicit(&cumemcap_group_local_waiters, memory_order_relaxed))
+	if (*r == CUDA_SUCCESS && atomic_load_explicit(&cumemcap_group_hot, memory_order_relaxed) > 1)
 		cumemcap_group_wake_local();
 	return true;
 }

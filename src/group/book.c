@@ -24,6 +24,7 @@ _Static_assert(sizeof(struct cumemcap_book_header) <= CUMEMCAP_BOOK_HEADER_BYTES
 _Static_assert(sizeof(struct cumemcap_book_gpu) % 8 == 0, "GPU entries stay aligned");
 _Static_assert(sizeof(struct cumemcap_book_slot) % 8 == 0, "slots stay aligned");
 _Static_assert(CUMEMCAP_BOOK_SLOT_OFF % 4096 == 0, "slots start on a page");
+_Static_assert(CUMEMCAP_BOOK_SIZE % 4096 == 0, "the file is whole pages");
 
 /* The byte whose OFD lock owns slot i (past the data: a lock needs none
  * under it); the one after the last slot's serializes adding a GPU. */
@@ -31,17 +32,14 @@ _Static_assert(CUMEMCAP_BOOK_SLOT_OFF % 4096 == 0, "slots start on a page");
 
 /* ---- the mapped books ---------------------------------------------------------------------- */
 
-/* The address of each book mapped, CUMEMCAP_BOOK_SIZE long; more books
- * than slots are mapped only by a tool that opens many at once, and those
- * are not covered. */
+/* The address of each book mapped; only a tool opens more than these. */
 #define MAPPED_MAX 64
 static struct {
 	_Atomic(uintptr_t) base;
 	_Atomic bool cut;
 } mapped[MAPPED_MAX];
 
-/* Replace `from` (0: a free slot) by `to` in the first slot that holds it;
- * that slot, or -1. */
+/* Replace `from` (0: free) by `to` in the first slot holding it; that slot or -1. */
 static int mapped_swap(const void *from, const void *to)
 {
 	for (int i = 0; i < MAPPED_MAX; i++) {
@@ -50,14 +48,6 @@ static int mapped_swap(const void *from, const void *to)
 			return i;
 	}
 	return -1;
-}
-
-static void unmap(void *map)
-{
-	int i = mapped_swap(map, NULL);
-	if (i >= 0)
-		atomic_store(&mapped[i].cut, false); /* a free slot is not cut */
-	munmap(map, CUMEMCAP_BOOK_SIZE);
 }
 
 bool cumemcap_mapped_fault(const void *addr)
@@ -103,6 +93,8 @@ bool cumemcap_book_check(const void *data, size_t len, enum cumemcap_book_kind k
 	 * not change between its check and its use. */
 	struct cumemcap_book_header h;
 	memcpy(&h, data, sizeof(h));
+	const struct cumemcap_book view = { .fd = -1, .map = (void *)data };
+	const struct cumemcap_book_header *live = data;
 	if (h.magic != CUMEMCAP_BOOK_MAGIC)
 		return WHY("not a cumemcap book (wrong magic number)");
 	if (h.version != CUMEMCAP_BOOK_VERSION)
@@ -123,41 +115,35 @@ bool cumemcap_book_check(const void *data, size_t len, enum cumemcap_book_kind k
 		return WHY("corrupt: the name in its header is not a group name");
 	if (name && strcmp(h.name, name) != 0)
 		return WHY("it is the book of \"%s\", not \"%s\"", h.name, name);
-	uint32_t used = atomic_load_explicit(&((const struct cumemcap_book_header *)data)->slots_used, memory_order_relaxed);
+	uint32_t used = atomic_load_explicit(&live->slots_used, memory_order_relaxed);
 	if (used > CUMEMCAP_BOOK_SLOTS)
 		return WHY("corrupt: %u slots in use of %u", used, CUMEMCAP_BOOK_SLOTS);
 	if (h.tight > 1)
 		return WHY("corrupt: its tight flag is %u", (unsigned)h.tight);
-	const char *base = data;
 	for (unsigned i = 0; i < CUMEMCAP_BOOK_GPUS; i++) {
 		struct cumemcap_book_gpu g;
-		memcpy(&g, base + CUMEMCAP_BOOK_GPU_OFF + i * sizeof(g), sizeof(g));
+		memcpy(&g, cumemcap_book_gpu(&view, i), sizeof(g));
 		if (g.state > 2)
 			return WHY("corrupt: GPU entry %u has state %u", i, (unsigned)g.state);
 		if (g.state == 2 && !memchr(g.pci, '\0', sizeof(g.pci)))
 			return WHY("corrupt: GPU entry %u has no PCI id", i);
 	}
-	/* A member raises slots_used before it makes a slot live, and takes a
-	 * change's seq from change_seq before it stores it in the entry: a
-	 * slot or an entry ahead of the header's copy is checked again against
-	 * the live header's value (they only grow), not refused as corrupt. */
-	const struct cumemcap_book_header *live = data;
+	/* slots_used and change_seq grow before a slot or change entry uses
+	 * them: one ahead of the header's copy is checked again against the
+	 * live header, not refused as corrupt. */
 	for (unsigned i = 0; i < CUMEMCAP_BOOK_CHANGES; i++) {
-		const struct cumemcap_book_change *c =
-			(const struct cumemcap_book_change *)(base + CUMEMCAP_BOOK_CHANGE_OFF) + i;
+		const struct cumemcap_book_change *c = cumemcap_book_change(&view, i);
 		uint64_t seq = atomic_load(&c->seq);
 		int32_t gpu = c->gpu;
 		if (seq && (seq % CUMEMCAP_BOOK_CHANGES != i ||
 			    (seq > h.change_seq && seq > atomic_load(&live->change_seq))))
-			return WHY("corrupt: change entry %u has seq %llu", i,
-				   (unsigned long long)seq);
+			return WHY("corrupt: change entry %u has seq %llu", i, (unsigned long long)seq);
 		/* Readers index the GPU table with it. */
 		if (seq && (gpu < 0 || gpu >= CUMEMCAP_BOOK_GPUS))
 			return WHY("corrupt: change entry %u names GPU %d", i, (int)gpu);
 	}
 	for (unsigned i = 0; i < CUMEMCAP_BOOK_SLOTS; i++) {
-		const struct cumemcap_book_slot *s =
-			(const struct cumemcap_book_slot *)(base + CUMEMCAP_BOOK_SLOT_OFF) + i;
+		const struct cumemcap_book_slot *s = cumemcap_book_slot(&view, i);
 		uint32_t state = atomic_load(&s->state);
 		if (state > 1)
 			return WHY("corrupt: slot %u has state %u", i, state);
@@ -169,7 +155,7 @@ bool cumemcap_book_check(const void *data, size_t len, enum cumemcap_book_kind k
 
 /* ---- creating and opening ------------------------------------------------------------------ */
 
-static uint64_t realtime_ns(void)
+uint64_t cumemcap_book_now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -205,8 +191,7 @@ static int write_all(int fd, const void *buf, size_t n, off_t at)
 /* Write the header with pwrite (no mapping: nothing can fault). */
 static int write_header(int fd, enum cumemcap_book_kind kind, const char *name)
 {
-	_Alignas(64) unsigned char page[CUMEMCAP_BOOK_HEADER_BYTES];
-	memset(page, 0, sizeof(page));
+	_Alignas(64) unsigned char page[CUMEMCAP_BOOK_HEADER_BYTES] = { 0 };
 	struct cumemcap_book_header *h = (struct cumemcap_book_header *)page;
 	h->magic = CUMEMCAP_BOOK_MAGIC;
 	h->version = CUMEMCAP_BOOK_VERSION;
@@ -220,7 +205,7 @@ static int write_header(int fd, enum cumemcap_book_kind kind, const char *name)
 	h->changes = CUMEMCAP_BOOK_CHANGES;
 	h->slots = CUMEMCAP_BOOK_SLOTS;
 	h->creator_uid = (uint32_t)geteuid();
-	h->created_ns = realtime_ns();
+	h->created_ns = cumemcap_book_now_ns();
 	char id[64];
 	read_proc("/proc/sys/kernel/random/boot_id", id, sizeof(id));
 	unsigned char *b = h->boot_id;
@@ -232,23 +217,8 @@ static int write_header(int fd, enum cumemcap_book_kind kind, const char *name)
 	return write_all(fd, page, sizeof(page), 0);
 }
 
-static bool in_groups(gid_t gid)
-{
-	if (gid == getegid())
-		return true;
-	gid_t list[256];
-	int n = getgroups(256, list);
-	for (int i = 0; i < n; i++)
-		if (list[i] == gid)
-			return true;
-	return false;
-}
-
-/* The file must be shareable as `access` says: a user's book owned by the
- * caller and private; a book shared by group 0660, its group `gid` (gid
- * -1: one of the caller's), and its owner a member of that group as far as
- * the user database can tell (a file made in a set-group-ID directory
- * gets the directory's group, whoever makes it). */
+/* The file's owner, group and mode as `access` asks (book.h); the owner's
+ * membership too: a set-group-ID directory gives anyone's file its group. */
 static bool check_file(int fd, enum cumemcap_book_kind kind, enum cumemcap_book_access access,
 		       gid_t gid, char *why, size_t whylen)
 {
@@ -268,7 +238,11 @@ static bool check_file(int fd, enum cumemcap_book_kind kind, enum cumemcap_book_
 		if (gid != (gid_t)-1 && st.st_gid != gid)
 			return WHY("its group is %u, not %u as CUMEMCAP_GROUP_ACCESS names", (unsigned)st.st_gid,
 				   (unsigned)gid);
-		if (!in_groups(st.st_gid))
+		gid_t groups[256];
+		int n = getgroups(256, groups), i = 0;
+		while (i < n && groups[i] != st.st_gid)
+			i++;
+		if (st.st_gid != getegid() && i >= n)
 			return WHY("its group %u is none of this process's groups", (unsigned)st.st_gid);
 		if ((st.st_mode & 07777) != 0660)
 			return WHY("mode %04o; a group's shared book must be 0660", (unsigned)(st.st_mode & 07777));
@@ -284,29 +258,24 @@ static bool check_file(int fd, enum cumemcap_book_kind kind, enum cumemcap_book_
 	return true;
 }
 
-/* Reserve the book's bytes before anything is written through a mapping:
- * a page of a sparse file that a full tmpfs cannot back is a SIGBUS at
- * its first touch. Where fallocate(2) is not supported, zero blocks are
- * written (posix_fallocate's stand-in writes a byte per block). 0 or an
- * errno. */
-static int reserve(int fd, off_t size)
+/* Reserve the book's bytes (a page of a sparse file that a full tmpfs cannot
+ * back is a SIGBUS at its first touch); without fallocate(2), write zero
+ * blocks: posix_fallocate's stand-in writes a byte per block. 0 or an errno. */
+static int reserve(int fd)
 {
-	if (fallocate(fd, 0, 0, size) == 0)
+	if (fallocate(fd, 0, 0, CUMEMCAP_BOOK_SIZE) == 0)
 		return 0;
 	if (errno != EOPNOTSUPP && errno != ENOSYS)
 		return errno;
 	static const char zero[4096];
 	int err = 0;
-	for (off_t at = 0; at < size && !err; at += (off_t)sizeof(zero)) {
-		off_t n = size - at < (off_t)sizeof(zero) ? size - at : (off_t)sizeof(zero);
-		err = write_all(fd, zero, (size_t)n, at);
-	}
+	for (off_t at = 0; at < (off_t)CUMEMCAP_BOOK_SIZE && !err; at += (off_t)sizeof(zero))
+		err = write_all(fd, zero, sizeof(zero), at);
 	return err;
 }
 
-/* Temporaries cumemcap names where it cannot use O_TMPFILE (no book can
- * have a dot name), and the age past which one was left by a process that
- * died making a book. */
+/* Temporaries named where O_TMPFILE fails (no book has a dot name), and
+ * the age past which one was left by a process that died making a book. */
 #define TEMP_PREFIX ".cumemcap-new."
 #define TEMP_STALE_S 600
 
@@ -338,11 +307,10 @@ static void sweep_temporaries(int dirfd)
 }
 
 /* Build a new book in a file nobody else can open or name and link it to
- * path (EEXIST when the name is taken): an O_TMPFILE linked through
- * /proc/self/fd (AT_EMPTY_PATH would need CAP_DAC_READ_SEARCH), or where
- * there is no O_TMPFILE or no /proc (a chroot), one named by 128 random
- * bits, made with O_EXCL and unlinked once linked. 1: made (*fdp is its),
- * 0: someone else made it first, -1: error. */
+ * path: an O_TMPFILE linked through /proc/self/fd (AT_EMPTY_PATH would
+ * need CAP_DAC_READ_SEARCH), or without O_TMPFILE or /proc (a chroot), one
+ * named by 128 random bits, made O_EXCL and unlinked once linked. 1: made
+ * (*fdp is its), 0: someone else made it first, -1: error. */
 static int create_book(const char *path, enum cumemcap_book_kind kind, const char *name,
 		       enum cumemcap_book_access access, gid_t gid, int *fdp, char *why, size_t whylen)
 {
@@ -383,7 +351,7 @@ static int create_book(const char *path, enum cumemcap_book_kind kind, const cha
 		if (!err && fchmod(fd, mode) != 0)
 			err = errno;
 		if (!err)
-			err = reserve(fd, (off_t)CUMEMCAP_BOOK_SIZE);
+			err = reserve(fd);
 		if (!err)
 			err = write_header(fd, kind, name);
 		snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
@@ -456,8 +424,12 @@ fail:
 
 void cumemcap_book_close(struct cumemcap_book *b)
 {
-	if (b->map)
-		unmap(b->map);
+	if (b->map) {
+		int i = mapped_swap(b->map, NULL);
+		if (i >= 0)
+			atomic_store(&mapped[i].cut, false); /* a free slot is not cut */
+		munmap(b->map, CUMEMCAP_BOOK_SIZE);
+	}
 	if (b->fd >= 0)
 		close(b->fd);
 	b->map = NULL;
@@ -466,15 +438,13 @@ void cumemcap_book_close(struct cumemcap_book *b)
 
 /* ---- slots ------------------------------------------------------------------------------- */
 
-void cumemcap_book_wake(struct cumemcap_book *b)
+void cumemcap_book_wake(_Atomic uint32_t *word)
 {
-	struct cumemcap_book_header *h = cumemcap_book_header(b);
-	atomic_fetch_add(&h->wake, 1);
-	syscall(SYS_futex, (uint32_t *)&h->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	atomic_fetch_add(word, 1);
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-/* Free slot s, waking the waiters when it held anything. The caller holds
- * the slot's lock. */
+/* Free slot s, waking the waiters when it held anything; its lock held. */
 static void empty_slot(struct cumemcap_book *b, struct cumemcap_book_slot *s)
 {
 	bool held = false;
@@ -486,7 +456,7 @@ static void empty_slot(struct cumemcap_book *b, struct cumemcap_book_slot *s)
 	}
 	atomic_store(&s->state, 0);
 	if (held)
-		cumemcap_book_wake(b);
+		cumemcap_book_wake(&cumemcap_book_header(b)->wake);
 }
 
 /* This process's start time: field 22 of /proc/self/stat (the fields
@@ -518,7 +488,7 @@ int cumemcap_book_claim(struct cumemcap_book *b, const char *program)
 		s->pidns = stat("/proc/self/ns/pid", &ns) == 0 ? (uint64_t)ns.st_ino : 0;
 		s->start = self_start();
 		s->uid = (uint32_t)geteuid();
-		s->joined_ns = realtime_ns();
+		s->joined_ns = cumemcap_book_now_ns();
 		atomic_store(&s->published_ns, 0);
 		cumemcap_copy(s->program, sizeof(s->program), program ? program : "");
 		for (unsigned g = 0; g < CUMEMCAP_BOOK_GPUS; g++) {
@@ -566,11 +536,11 @@ unsigned cumemcap_book_reap(struct cumemcap_book *b, int self)
 	uint32_t used = atomic_load(&h->slots_used);
 	unsigned reaped = 0;
 	for (unsigned i = 0; i < used && i < CUMEMCAP_BOOK_SLOTS; i++) {
-		if ((int)i == self || atomic_load(&cumemcap_book_slot(b, i)->state) != 1)
+		struct cumemcap_book_slot *s = cumemcap_book_slot(b, i);
+		if ((int)i == self || atomic_load(&s->state) != 1)
 			continue;
 		if (cumemcap_ofd_lock(b->fd, LOCK_BYTE(i), 1, F_WRLCK, false) != 0)
 			continue; /* alive */
-		struct cumemcap_book_slot *s = cumemcap_book_slot(b, i);
 		if (atomic_load(&s->state) == 1) {
 			empty_slot(b, s);
 			reaped++;
@@ -644,7 +614,7 @@ unsigned cumemcap_book_set_limit(struct cumemcap_book *b, int g, uint64_t limit,
 		uint64_t seq = atomic_fetch_add(&h->change_seq, 1) + 1;
 		struct cumemcap_book_change *c = cumemcap_book_change(b, seq);
 		atomic_store(&c->seq, 0);
-		c->time_ns = realtime_ns();
+		c->time_ns = cumemcap_book_now_ns();
 		c->uid = (uint32_t)uid;
 		c->gpu = (int32_t)i;
 		c->old_limit = old;
@@ -653,7 +623,7 @@ unsigned cumemcap_book_set_limit(struct cumemcap_book *b, int g, uint64_t limit,
 		changed++;
 	}
 	if (changed) /* waiters recheck against the new limit */
-		cumemcap_book_wake(b);
+		cumemcap_book_wake(&h->wake);
 	return changed;
 }
 
@@ -662,7 +632,7 @@ unsigned cumemcap_book_set_limit(struct cumemcap_book *b, int g, uint64_t limit,
 enum cumemcap_book_fate cumemcap_book_fate(const struct cumemcap_book *b, uint64_t *size)
 {
 	struct stat st;
-	if (b->fd < 0 || fstat(b->fd, &st) != 0)
+	if (fstat(b->fd, &st) != 0)
 		return CUMEMCAP_BOOK_SOUND; /* cannot tell: as it was */
 	*size = (uint64_t)st.st_size;
 	int m = mapped_swap(b->map, b->map);

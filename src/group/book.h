@@ -1,34 +1,17 @@
-/* book: a group's shared file, and the node registry, which has the same
- * layout. Each is one file in a directory (CUMEMCAP_GROUP_DIR, default
- * /dev/shm), mapped MAP_SHARED by every process that uses it:
+/* book: a group's shared file (cumemcap-group.NAME, one budget per
+ * physical GPU) or a user's node registry (cumemcap-node.UID, for
+ * `cumemcap top`), one layout for both, in CUMEMCAP_GROUP_DIR and mapped
+ * MAP_SHARED by every process that uses it (docs/groups.md).
  *
- *   cumemcap-group.NAME   a group: one budget per physical GPU, shared by
- *                         its members (CUMEMCAP_GROUP=NAME);
- *   cumemcap-node.UID     the registry of one user's capped processes that
- *                         are in no group, for `cumemcap top`.
- *
- * Layout (all little-endian, fixed by CUMEMCAP_BOOK_VERSION): a header, a
- * table of GPUs (by UUID: members may see different ordinals), a ring of
- * the last limit changes, and the member slots.
- *
- * No lock a dead process can leave held. A member writes only its own
- * slot's atomics; the group's use of a GPU is the sum of its members'
- * `held`, never a separate counter that a death between two updates could
- * leave wrong. A slot is owned through an OFD lock on its byte of the
- * file, which the kernel drops when its owner dies: a slot whose lock can
- * be taken while it says "live" is a dead process's, whose share the
- * taker returns (reap). The lock follows the open file, not the pid, so a
- * reused pid can neither keep nor free another's slot.
- *
- * A new book is built whole, its bytes reserved, in a temporary file
- * nobody else can name, then linked to its name: no process maps a
- * half-built one, and a full file system fails the creation, never a
- * later touch with a SIGBUS.
+ * No lock a dead process can leave held: a member writes only its own
+ * slot, a GPU's use is the sum of the members' `held`, and a slot is owned
+ * through an OFD lock on its byte of the file, which the kernel drops when
+ * the owner dies: a live slot whose lock can be taken is a dead process's,
+ * whose share the taker returns (reap).
  *
  * Thread safety: a struct cumemcap_book is its owner's; the mapped atomics
  * may be used by any thread of any process. Callers in one process
- * serialize claiming, releasing and reaping (fcntl locks on the book's
- * descriptor; group.c holds one mutex for them). */
+ * serialize claiming, releasing and reaping (group.c holds one mutex). */
 #pragma once
 
 #include <stdatomic.h>
@@ -51,8 +34,8 @@ enum cumemcap_book_kind {
 	CUMEMCAP_BOOK_REGISTRY = 2,
 };
 
-/* A GPU of the book. state: 0 free, 1 being filled, 2 ready (then uuid,
- * pci and total never change). */
+/* A GPU, by UUID (members may see other ordinals). state: 0 free, 1 being
+ * filled, 2 ready (then uuid, pci and total never change). */
 struct cumemcap_book_gpu {
 	_Atomic uint32_t state;
 	uint32_t reserved0;
@@ -74,8 +57,7 @@ struct cumemcap_book_change {
 	uint64_t old_limit, new_limit;
 };
 
-/* A member's figures for one GPU. `held` is exact at every moment; the
- * rest are copied from the member's figures once a second, for `top`. */
+/* A member's figures for one GPU: `held` exact, the rest copied once a second for `top`. */
 struct cumemcap_book_figs {
 	_Atomic uint64_t held;      /* of the group's budget: >= what it counts here */
 	_Atomic uint64_t limit;     /* the member's own limit (CUMEMCAP_BOOK_NONE: none) */
@@ -84,9 +66,7 @@ struct cumemcap_book_figs {
 	_Atomic int32_t ordinal;    /* the GPU's ordinal in the member; -1: not used */
 };
 
-/* A member. state: 0 free, 1 live. Only the holder of the slot's lock
- * changes its state and identity; `held` is changed by the member's
- * threads, and zeroed by whoever reaps a dead member. */
+/* A member. state: 0 free, 1 live; only its lock's holder changes state and identity. */
 struct cumemcap_book_slot {
 	_Atomic uint32_t state;
 	uint32_t pid;               /* as the member sees itself */
@@ -121,7 +101,8 @@ struct cumemcap_book_header {
 	_Atomic uint64_t change_seq;  /* the last change's seq */
 };
 
-/* Where each part starts (each a multiple of 64) and the file's size. */
+/* The file: header, GPUs, changes, slots, each at a multiple of 64, all
+ * little-endian and fixed by CUMEMCAP_BOOK_VERSION. */
 #define CUMEMCAP_BOOK_HEADER_BYTES 4096u
 #define CUMEMCAP_BOOK_GPU_OFF CUMEMCAP_BOOK_HEADER_BYTES
 #define CUMEMCAP_BOOK_CHANGE_OFF \
@@ -158,8 +139,7 @@ static inline struct cumemcap_book_slot *cumemcap_book_slot(const struct cumemca
 	return (struct cumemcap_book_slot *)((char *)b->map + CUMEMCAP_BOOK_SLOT_OFF) + i;
 }
 
-/* The path of a group's book or a user's registry under dir; false when
- * it does not fit. */
+/* The path of a group's book or a user's registry under dir; false if too long. */
 bool cumemcap_book_path(char *out, size_t len, const char *dir, enum cumemcap_book_kind kind,
 			const char *name);
 
@@ -178,14 +158,13 @@ enum cumemcap_book_access {
 	CUMEMCAP_BOOK_GID,      /* 0660, its group the named one, its owner a member */
 };
 
-/* Open the book at `path` for reading and writing, creating it (whole,
- * with `kind` and `name`) when there is none and `create` is set. The file
- * must be a regular file (no symbolic link is followed) of the right size
- * that passes cumemcap_book_check, with the access's mode and owner; for
- * CUMEMCAP_BOOK_GID, its owner a member of the file's group, which is
- * `gid` (a new book is made with it) or, gid -1, any of the caller's (no
- * book is made then). False with one line in `why` naming the reason (the
- * caller names the file); a failed creation leaves no temporary file. */
+/* Open the book at `path` read-write, creating it when there is none and
+ * `create` is set (built whole in a file nobody else can name, its bytes
+ * reserved, then linked). It must be a regular file, not a symbolic link,
+ * passing cumemcap_book_check, with the access's mode and owner; for GID
+ * its group is `gid` (a new book's) or, gid -1, any of the caller's (none
+ * is made then). False with the reason in `why` (the caller names the
+ * file); a failed creation leaves no temporary file. */
 bool cumemcap_book_open(struct cumemcap_book *b, const char *path, enum cumemcap_book_kind kind,
 			const char *name, enum cumemcap_book_access access, gid_t gid, bool create,
 			char *why, size_t whylen);
@@ -193,23 +172,22 @@ bool cumemcap_book_open(struct cumemcap_book *b, const char *path, enum cumemcap
 void cumemcap_book_close(struct cumemcap_book *b);
 
 /* Take a free slot (or a dead owner's, its share returned first) and fill
- * its identity; -1 when every slot is live. b's open file holds the slot's
- * lock until released or the process dies. */
+ * its identity; -1 when every slot is live. b's open file holds its lock
+ * until released or the process dies. */
 int cumemcap_book_claim(struct cumemcap_book *b, const char *program);
 
 /* Give up slot i, returning what it holds. */
 void cumemcap_book_release(struct cumemcap_book *b, int i);
 
-/* Whether slot i is live and its lock held by an open file other than
- * b's. */
+/* Whether slot i is live and locked by an open file other than b's. */
 bool cumemcap_book_alive(const struct cumemcap_book *b, unsigned i);
 
-/* Zero and free every dead member's slot but `self` (b's own), waking the
- * waiters when one held something. Returns how many were reaped. */
+/* Free every dead member's slot but `self`, waking the waiters when one
+ * held something. Returns how many were reaped. */
 unsigned cumemcap_book_reap(struct cumemcap_book *b, int self);
 
-/* The GPU with this UUID, added with pci, total and limit when new; -1
- * when the table is full. An existing entry keeps its limit. */
+/* The GPU with this UUID, added with pci, total and limit when new (an
+ * existing entry keeps its limit); -1 when the table is full. */
 int cumemcap_book_gpu_find(struct cumemcap_book *b, const unsigned char uuid[16], const char *pci,
 			   uint64_t total, uint64_t limit);
 
@@ -223,19 +201,20 @@ uint64_t cumemcap_book_used(const struct cumemcap_book *b, unsigned g);
  * changed and wake the waiters. Returns how many GPUs changed. */
 unsigned cumemcap_book_set_limit(struct cumemcap_book *b, int g, uint64_t limit, uid_t uid);
 
-/* Wake every thread waiting on the book's `wake`. */
-void cumemcap_book_wake(struct cumemcap_book *b);
+/* Bump a futex word and wake every thread (of any process) waiting on it. */
+void cumemcap_book_wake(_Atomic uint32_t *word);
 
-/* A SIGBUS at `addr` (the shim's handler asks, log/log.c): when addr
- * lies in a mapped book, replace that mapping by zeroed private memory
- * (the touch, done again when the handler returns, reads and writes
- * nothing shared) and mark the book CUT, even if the file is written back
- * to its size later. True when it was such a fault. Async-signal-safe. */
+uint64_t cumemcap_book_now_ns(void); /* CLOCK_REALTIME, as the book's times */
+
+/* A SIGBUS at `addr` (log/log.c's handler asks): when addr lies in a
+ * mapped book, replace that mapping by zeroed private memory (the touch,
+ * done again after the handler, shares nothing) and mark the book CUT for
+ * good. True when it was such a fault. Async-signal-safe. */
 bool cumemcap_mapped_fault(const void *addr);
 
-/* What became of an open book's file (one fstat): REMOVED (deleted, or
- * another file renamed over it), or CUT (another size, its size in *size,
- * or a SIGBUS seen in its mapping). SOUND when fstat fails. */
+/* What became of an open book's file (one fstat): REMOVED (deleted or
+ * renamed over), CUT (another size, in *size, or a SIGBUS seen in its
+ * mapping). SOUND when fstat fails. */
 enum cumemcap_book_fate {
 	CUMEMCAP_BOOK_SOUND = 0,
 	CUMEMCAP_BOOK_REMOVED,

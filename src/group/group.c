@@ -2,7 +2,6 @@
  * xmutex (a child gets a fresh one). */
 #include "group/group.h"
 
-#include <limits.h>
 #include <sched.h>
 #include <linux/futex.h>
 #include <stdio.h>
@@ -17,7 +16,6 @@
 #include "platform/xmutex.h"
 
 struct cumemcap_group_dev cumemcap_group_devs[CUMEMCAP_MAX_DEVICES];
-_Atomic uint32_t cumemcap_group_local_waiters;
 _Atomic uint32_t cumemcap_group_hot;
 static _Atomic uint32_t no_squeeze;
 static _Atomic uint32_t *_Atomic squeeze_word = &no_squeeze; /* the book's squeeze, or a local zero */
@@ -30,16 +28,15 @@ static bool in_group;             /* it is a group's */
 static _Atomic int self = -1;     /* our slot */
 static _Atomic bool rejoin;       /* a fork child: take a slot of our own first */
 static char group_name[CUMEMCAP_BOOK_NAME_MAX + 1];
-/* The node registry, joined at the first GPU's attach (group.h). */
-static _Atomic bool want_registry;
+static _Atomic bool want_registry; /* join the node registry at the first attach */
 static char registry_path[CUMEMCAP_PATH_MAX + 64], registry_uid[16];
 static char program[CUMEMCAP_BOOK_PROGRAM_MAX];
 static enum cumemcap_book_access access_mode;
 static gid_t access_gid = (gid_t)-1; /* gid:GROUP: GROUP's gid */
 static _Atomic uint32_t local_wake; /* the word waiters sleep on without a group */
-static uint64_t changes_seen; /* the book's change_seq when joined, then as logged; join_lock */
-/* Whether each GPU has its entry in the book, and what it was attached
- * with (this process's facts, not the file's), for a new book. */
+static uint64_t changes_seen; /* the last change_seq logged, or at the join; join_lock */
+/* Whether each GPU has its entry in the book, and this process's facts
+ * about it (not the file's), for a new book. */
 static struct {
 	_Atomic bool in_book;
 	unsigned char uuid[16];
@@ -47,14 +44,13 @@ static struct {
 	uint64_t total;
 } attached[CUMEMCAP_MAX_DEVICES];
 
-/* The destructor gives the slot back while other threads may still be in
- * the shim, and a share added to a free slot stays counted for ever. So
- * every use of the slot (or of `book`) outside join_lock is bracketed by
- * slot_enter() and slot_exit(), which never block inside, and whoever
- * releases or replaces the slot first waits until none is inside. Dekker's
- * pattern, all seq_cst: a user counts itself in, then looks at `leaving`;
- * the leaver sets `leaving`, then looks at the count; one sees the other.
- * While `pausing` (move_locked replaces the book) users wait outside. */
+/* A share added to a free slot stays counted for ever, and the destructor
+ * frees the slot while other threads may be in the shim. So every use of
+ * the slot (or `book`) outside join_lock sits between slot_enter() and
+ * slot_exit(), and whoever frees or replaces the slot waits until none is
+ * inside. Dekker's pattern, seq_cst: a user counts itself in, then looks
+ * at `leaving`; the leaver sets it, then looks at the count. While
+ * `pausing` (the book being replaced) users wait outside. */
 static _Atomic uint32_t slot_users;
 static _Atomic bool leaving, pausing;
 
@@ -95,7 +91,6 @@ static bool join_locked(const char *path, const char *name, bool create, char *w
 		return false;
 	int slot = cumemcap_book_claim(&book, program);
 	if (slot < 0) {
-		/* A fork child (no create) says it shorter. */
 		snprintf(why, len,
 			 create ? "all %u member slots are taken by live processes" : "no free slot",
 			 CUMEMCAP_BOOK_SLOTS);
@@ -113,14 +108,16 @@ static bool join_locked(const char *path, const char *name, bool create, char *w
 
 bool cumemcap_group_start(const struct cumemcap_policy *p, char *err, size_t errlen)
 {
-	snprintf(program, sizeof(program), "%.*s", (int)sizeof(program) - 1, p->program);
-	access_mode = p->group_gid ? CUMEMCAP_BOOK_GID : CUMEMCAP_BOOK_USER;
-	access_gid = p->group_gid ? (gid_t)p->group_gid_id : (gid_t)-1;
+	cumemcap_copy(program, sizeof(program), p->program);
 	char path[CUMEMCAP_PATH_MAX + 64], why[256];
 	bool ok = true;
 	cumemcap_xmutex_lock(&join_lock);
 	if (p->group[0]) {
 		in_group = true;
+		if (p->group_gid) {
+			access_mode = CUMEMCAP_BOOK_GID;
+			access_gid = (gid_t)p->group_gid_id;
+		}
 		cumemcap_copy(group_name, sizeof(group_name), p->group);
 		if (!cumemcap_book_path(path, sizeof(path), p->group_dir, CUMEMCAP_BOOK_GROUP, p->group)) {
 			snprintf(err, errlen, "CUMEMCAP_GROUP=%s: the path of its book under %s is too long", p->group,
@@ -135,8 +132,6 @@ bool cumemcap_group_start(const struct cumemcap_policy *p, char *err, size_t err
 		}
 	} else if (!p->secure && cumemcap_policy_any_limit(p)) {
 		snprintf(registry_uid, sizeof(registry_uid), "%u", (unsigned)geteuid());
-		access_mode = CUMEMCAP_BOOK_USER;
-		access_gid = (gid_t)-1;
 		atomic_store(&want_registry, cumemcap_book_path(registry_path, sizeof(registry_path), p->group_dir,
 								 CUMEMCAP_BOOK_REGISTRY, registry_uid));
 	}
@@ -159,8 +154,7 @@ const char *cumemcap_group_path(void)
 	return in_group ? book.path : "";
 }
 
-/* A fork child takes a slot of its own before its first use of the book;
- * join_lock held. */
+/* A fork child takes a slot of its own before its first use; join_lock held. */
 static void rejoin_locked(void)
 {
 	if (!atomic_load(&rejoin))
@@ -182,10 +176,8 @@ void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pc
 	if ((unsigned)dev >= CUMEMCAP_MAX_DEVICES || atomic_load(&leaving) ||
 	    (!atomic_load(&booked) && !atomic_load(&rejoin) && !atomic_load(&want_registry)))
 		return;
-	struct cumemcap_source src;
-	uint64_t limit = cumemcap_policy_group_limit(cumemcap_policy(), dev, uuid, pci, total, &src);
-	if (!in_group)
-		limit = CUMEMCAP_BOOK_NONE; /* as UINT64_MAX, the policy's "none" */
+	uint64_t limit = in_group ? cumemcap_policy_group_limit(cumemcap_policy(), dev, uuid, pci, total, NULL)
+				  : CUMEMCAP_BOOK_NONE;
 	cumemcap_xmutex_lock(&join_lock);
 	if (atomic_load(&leaving)) { /* the destructor's leave came first */
 		cumemcap_xmutex_unlock(&join_lock);
@@ -207,10 +199,8 @@ void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pc
 	if (g < 0 && in_group) {
 		cumemcap_msg("CUMEMCAP_GROUP=%s: %s knows %u GPUs already; GPU %d gets no memory in the group",
 			     group_name, book.path, CUMEMCAP_BOOK_GPUS, dev);
-		gd->gpu = -1;
-		gd->chunk = 0;
-		atomic_store(&gd->room, 0);
-		atomic_store(&gd->on, true); /* nothing can be granted: refused, never uncapped */
+		gd->gpu = -1; /* its room stays 0 (attached once): refused, never uncapped */
+		atomic_store(&gd->on, true);
 	} else if (g >= 0 && self >= 0) {
 		gd->gpu = g;
 		memcpy(attached[dev].uuid, uuid, 16);
@@ -220,7 +210,6 @@ void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pc
 		struct cumemcap_book_figs *f = figs(self, dev); /* join_lock: leave waits for it */
 		atomic_store(&f->ordinal, dev);
 		atomic_store(&f->limit, own_limit); /* UINT64_MAX is CUMEMCAP_BOOK_NONE */
-		/* A 256th of the limit, 2 to 64 MiB. */
 		uint64_t budget = atomic_load(&cumemcap_book_gpu(&book, (unsigned)g)->limit);
 		uint64_t c = budget == CUMEMCAP_BOOK_NONE ? (64ull << 20) : budget / 256;
 		gd->chunk = c < (2ull << 20) ? 2ull << 20 : c > (64ull << 20) ? 64ull << 20 : c;
@@ -242,11 +231,8 @@ static bool ready(int dev)
 
 /* ---- a book removed, replaced or truncated ------------------------------------------------- */
 
-/* Wait until no thread uses the slot; false after 200 ms. Only a preempted
- * thread (or one this thread interrupted, exiting from a signal handler)
- * takes longer; a slot left then is not released: the kernel drops its
- * lock when the process ends, and the next member to reap hands its share
- * back. join_lock held, pausing or leaving set. */
+/* Wait until no thread uses the slot; false after 200 ms (group.h: leave).
+ * join_lock held, pausing or leaving set. */
 static bool drain_slot_users(void)
 {
 	uint64_t until = cumemcap_now_ms() + 200;
@@ -255,10 +241,9 @@ static bool drain_slot_users(void)
 	return !atomic_load(&slot_users);
 }
 
-/* Stop using the book: this process counts only against its own limits.
- * The mapping stays (a thread may still hold a pointer into it); the
- * descriptor goes, and with it the slot's lock. join_lock held, pausing
- * set. */
+/* Stop using the book, for own limits only. The mapping stays (a thread
+ * may hold a pointer into it); the descriptor and the slot's lock go.
+ * join_lock held, pausing set. */
 static void give_up_locked(const char *what)
 {
 	if (in_group)
@@ -280,10 +265,9 @@ static void give_up_locked(const char *what)
 }
 
 /* Go on in the book now at book.path: claim a slot, attach the GPUs again
- * and carry what this process holds. The old book's mapping stays, and
- * `book` is the old one until the new one is whole, for threads that read
- * it without the slot (sleepers, the log's figures). join_lock held,
- * pausing set, no slot users. */
+ * and carry what this process holds. The old mapping stays, and is `book`
+ * until the new one is whole, for sleepers that read it without the slot.
+ * join_lock held, pausing set, no slot users. */
 static void move_locked(void)
 {
 	struct cumemcap_book old = book, fresh;
@@ -325,7 +309,7 @@ static void move_locked(void)
 	book = fresh;
 	self = slot;
 	if (in_group) {
-		cumemcap_book_wake(&old); /* its sleepers sleep again on the new word */
+		cumemcap_book_wake(&cumemcap_book_header(&old)->wake); /* its sleepers find the new word */
 		squeeze_word = &cumemcap_book_header(&book)->squeeze;
 		atomic_store(&squeeze_seen, atomic_load(squeeze_word));
 	}
@@ -334,10 +318,9 @@ static void move_locked(void)
 	close(old.fd);
 }
 
-/* Whether the book may still be used: look at its descriptor, and move to
- * a new book or give it up when it was removed or truncated. Takes the
- * join lock: it runs once a second and before a member asks the group for
- * more, never on a common path. */
+/* Whether the book may still be used, after a move to a new book or
+ * giving it up when it was removed or truncated. Takes join_lock: never on
+ * a common path. */
 static bool book_sound(void)
 {
 	uint64_t size = 0;
@@ -371,11 +354,17 @@ static bool squeezed(void)
 	       atomic_load_explicit(&squeeze_seen, memory_order_relaxed);
 }
 
-/* Take `bytes` from the room, else grow what this member holds (group.h):
- * with a spare chunk, then without, then refused and the others squeezed. */
-static bool group_grow(int dev, uint64_t bytes)
+bool cumemcap_group_take_member(int dev, uint64_t bytes)
 {
 	struct cumemcap_group_dev *gd = &cumemcap_group_devs[dev];
+	if (!atomic_load_explicit(&gd->on, memory_order_relaxed))
+		return true;
+	int64_t r = atomic_load_explicit(&gd->room, memory_order_relaxed);
+	while (bytes <= INT64_MAX && r >= (int64_t)bytes)
+		if (atomic_compare_exchange_weak_explicit(&gd->room, &r, r - (int64_t)bytes, memory_order_relaxed,
+							  memory_order_relaxed))
+			return true;
+	/* Grow `held`: with a spare chunk, then without, else squeeze the others. */
 	if (!book_sound() && !atomic_load(&gd->on))
 		return true; /* the group's book was given up: own limits only */
 	if (bytes > INT64_MAX / 2 || !ready(dev))
@@ -388,16 +377,15 @@ static bool group_grow(int dev, uint64_t bytes)
 	_Atomic uint64_t *held = &figs(s, dev)->held;
 	bool ok = false;
 	for (int attempt = 0; !ok && attempt < 16; attempt++) {
-		int64_t r = atomic_load(&gd->room);
+		r = atomic_load(&gd->room);
 		if (r >= (int64_t)bytes) {
 			ok = atomic_compare_exchange_weak(&gd->room, &r, r - (int64_t)bytes);
 			continue;
 		}
 		uint64_t need = bytes - (uint64_t)r; /* r < 0 (the overhead grew) adds to it */
 		uint64_t limit = atomic_load(&gpu->limit);
-		uint64_t extra = atomic_load(&h->tight) ? 0 : gd->chunk;
+		uint64_t want = need + (atomic_load(&h->tight) ? 0 : gd->chunk);
 		for (;;) {
-			uint64_t want = need + extra;
 			atomic_fetch_add(held, want); /* seq_cst: see group.h */
 			uint64_t used = limit == CUMEMCAP_BOOK_NONE ? 0 : cumemcap_book_used(&book, (unsigned)gd->gpu);
 			if (limit == CUMEMCAP_BOOK_NONE || used <= limit) {
@@ -410,31 +398,17 @@ static bool group_grow(int dev, uint64_t bytes)
 				break;
 			}
 			atomic_fetch_sub(held, want);
-			if (extra == 0) {
-				if (!atomic_load(&h->tight))
-					atomic_store(&h->tight, 1);
+			if (want == need) {
+				atomic_store(&h->tight, 1);
 				atomic_fetch_add(squeeze_word, 1);
 				goto out;
 			}
-			extra = 0;
+			want = need;
 		}
 	}
 out:
 	slot_exit();
 	return ok;
-}
-
-bool cumemcap_group_take_member(int dev, uint64_t bytes)
-{
-	struct cumemcap_group_dev *g = &cumemcap_group_devs[dev];
-	if (!atomic_load_explicit(&g->on, memory_order_relaxed))
-		return true;
-	int64_t r = atomic_load_explicit(&g->room, memory_order_relaxed);
-	while (bytes <= INT64_MAX && r >= (int64_t)bytes)
-		if (atomic_compare_exchange_weak_explicit(&g->room, &r, r - (int64_t)bytes, memory_order_relaxed,
-							  memory_order_relaxed))
-			return true;
-	return group_grow(dev, bytes);
 }
 
 /* Hand back the room past what may be kept: a chunk, none when the group
@@ -453,12 +427,11 @@ static void give_back(int dev)
 		return;
 	int64_t keep = asked || atomic_load(&cumemcap_book_header(&book)->tight) ? 0 : (int64_t)gd->chunk;
 	int64_t r = atomic_load(&gd->room);
-	while (r > keep) {
-		if (atomic_compare_exchange_weak(&gd->room, &r, keep)) {
-			atomic_fetch_sub(&figs(s, dev)->held, (uint64_t)(r - keep));
-			cumemcap_book_wake(&book);
-			break;
-		}
+	while (r > keep && !atomic_compare_exchange_weak(&gd->room, &r, keep))
+		;
+	if (r > keep) {
+		atomic_fetch_sub(&figs(s, dev)->held, (uint64_t)(r - keep));
+		cumemcap_book_wake(&cumemcap_book_header(&book)->wake);
 	}
 	slot_exit();
 }
@@ -471,7 +444,7 @@ void cumemcap_group_give_member(int dev, uint64_t bytes)
 		if (r > (int64_t)(2 * g->chunk) || squeezed())
 			give_back(dev);
 	}
-	if (atomic_load_explicit(&cumemcap_group_local_waiters, memory_order_relaxed))
+	if (atomic_load_explicit(&cumemcap_group_hot, memory_order_relaxed) > 1)
 		cumemcap_group_wake_local();
 }
 
@@ -486,7 +459,6 @@ void cumemcap_group_force(int dev, uint64_t bytes)
 	int s = slot_enter();
 	if (s < 0)
 		return;
-	/* Held follows what is counted, whatever the limit. */
 	atomic_fetch_add(&figs(s, dev)->held, (uint64_t)-r);
 	atomic_fetch_add(&gd->room, -r);
 	slot_exit();
@@ -494,9 +466,9 @@ void cumemcap_group_force(int dev, uint64_t bytes)
 
 /* ---- waiting ------------------------------------------------------------------------------- */
 
-/* The word waiting threads sleep on: the book's, read inside a use of the
- * slot (a move wakes the old word's sleepers, who then find the new one),
- * or this process's. Both take the futex calls for a shared word. */
+/* The word waiters sleep on: the book's, read inside a use of the slot (a
+ * move wakes the old word's sleepers), or this process's; futex calls for
+ * a shared word serve both. */
 static _Atomic uint32_t *wake_word(void)
 {
 	if (!in_group || !atomic_load(&booked) || slot_enter() < 0)
@@ -513,23 +485,19 @@ uint32_t cumemcap_group_wake_seq(void)
 
 void cumemcap_group_wake_local(void)
 {
-	_Atomic uint32_t *w = wake_word();
-	atomic_fetch_add(w, 1);
-	syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	cumemcap_book_wake(wake_word());
 }
 
 void cumemcap_group_waiting(int dev, int delta)
 {
 	atomic_fetch_add(&cumemcap_group_hot, (uint32_t)(2 * delta));
-	/* Inside a use of the slot, so that a move (which carries `waiting`
-	 * into the new book) sees each change whole. */
-	int s = atomic_load(&booked) ? slot_enter() : -1;
-	atomic_fetch_add(&cumemcap_group_local_waiters, (uint32_t)delta);
-	if (s >= 0) {
-		if ((unsigned)dev < CUMEMCAP_MAX_DEVICES && cumemcap_group_devs[dev].gpu >= 0)
-			atomic_fetch_add(&figs(s, dev)->waiting, (uint32_t)delta);
-		slot_exit();
-	}
+	/* Inside a use of the slot: a move carries `waiting` whole. */
+	int s = slot_enter();
+	if (s < 0)
+		return;
+	if ((unsigned)dev < CUMEMCAP_MAX_DEVICES && cumemcap_group_devs[dev].gpu >= 0)
+		atomic_fetch_add(&figs(s, dev)->waiting, (uint32_t)delta);
+	slot_exit();
 }
 
 void cumemcap_group_sleep(uint32_t seq, uint32_t ms)
@@ -552,15 +520,12 @@ void cumemcap_group_reap(void)
 
 void cumemcap_group_tick(void)
 {
-	if (!atomic_load(&booked) && !atomic_load(&rejoin))
-		return;
-	if (atomic_load(&booked) && !book_sound())
+	if (!book_sound()) /* a fork child not yet rejoined has nothing to do either */
 		return;
 	cumemcap_group_reap();
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
-		if (attached[dev].in_book &&
-		    atomic_load_explicit(&cumemcap_group_devs[dev].on, memory_order_relaxed) && squeezed())
-			give_back(dev);
+		if (atomic_load_explicit(&cumemcap_group_devs[dev].on, memory_order_relaxed) && squeezed())
+			give_back(dev); /* which looks only at an attached GPU */
 }
 
 bool cumemcap_group_publishes(int dev)
@@ -580,18 +545,14 @@ void cumemcap_group_publish(int dev, const struct cumemcap_group_figures *f)
 	atomic_store(&b->footprint, f->footprint);
 	atomic_store(&b->refusals, f->refusals);
 	atomic_store(&b->waits, f->waits);
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	atomic_store(&cumemcap_book_slot(&book, (unsigned)s)->published_ns,
-		     (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+	atomic_store(&cumemcap_book_slot(&book, (unsigned)s)->published_ns, cumemcap_book_now_ns());
 	slot_exit();
 }
 
 bool cumemcap_group_next_change(struct cumemcap_book_change *out, unsigned char uuid[16])
 {
 	bool got = false;
-	/* changes_seen is the worker's and the destructor's, which does not
-	 * wait for the worker. */
+	/* The worker's and the destructor's, which does not wait for it. */
 	cumemcap_xmutex_lock(&join_lock);
 	uint64_t last = 0;
 	if (in_group && atomic_load(&booked))
@@ -601,8 +562,7 @@ bool cumemcap_group_next_change(struct cumemcap_book_change *out, unsigned char 
 		struct cumemcap_book_change *c = cumemcap_book_change(&book, seq);
 		if (atomic_load(&c->seq) != seq)
 			continue; /* overwritten (more than the ring's changes since), or being written */
-		memcpy(out, c, sizeof(*out));
-		atomic_store(&out->seq, seq);
+		memcpy(out, c, sizeof(*out)); /* with seq: a seq is never stored twice */
 		got = atomic_load(&c->seq) == seq && out->gpu >= 0 && out->gpu < CUMEMCAP_BOOK_GPUS;
 	}
 	if (got)
@@ -611,10 +571,9 @@ bool cumemcap_group_next_change(struct cumemcap_book_change *out, unsigned char 
 	return got;
 }
 
-/* dev's limit in the book (which 0), what all members hold of it (1) or
- * what this one holds (2); UINT64_MAX when not in a group or dev has no
- * entry. Read inside a use of the slot: a move replaces `book` and the GPU
- * indices only while no thread is inside. */
+/* dev's limit in the book (which 0), what all members hold (1) or this one
+ * (2), read inside a use of the slot (a move waits for it); UINT64_MAX
+ * when not in a group or dev has no entry. */
 static uint64_t book_figure(int dev, int which)
 {
 	if ((unsigned)dev >= CUMEMCAP_MAX_DEVICES || !cumemcap_group_member() || !attached[dev].in_book)
@@ -622,7 +581,7 @@ static uint64_t book_figure(int dev, int which)
 	int s = slot_enter();
 	if (s < 0)
 		return UINT64_MAX;
-	int g = attached[dev].in_book ? cumemcap_group_devs[dev].gpu : -1;
+	int g = cumemcap_group_devs[dev].gpu; /* in_book is cleared only while no thread is inside */
 	uint64_t v = g < 0 ? UINT64_MAX
 		     : which == 0 ? atomic_load(&cumemcap_book_gpu(&book, (unsigned)g)->limit)
 		     : which == 1 ? cumemcap_book_used(&book, (unsigned)g)
@@ -668,15 +627,13 @@ void cumemcap_group_fork_child(void)
 	cumemcap_xmutex_fork_child(&join_lock);
 	atomic_store(&slot_users, 0); /* no thread came along */
 	atomic_store(&pausing, false); /* nor the one moving the book */
-	atomic_store(&cumemcap_group_local_waiters, 0);
 	atomic_fetch_and(&cumemcap_group_hot, 1u); /* no thread came along, none waits */
 	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++)
 		atomic_store(&cumemcap_group_devs[d].room, 0);
 	if (!atomic_load(&booked))
 		return;
-	/* Drop our reference to the parent's slot lock (the parent keeps it)
-	 * and its mapping; take our own slot at the next use, which a child
-	 * that only execs never pays for. */
+	/* Drop our reference to the parent's slot lock and its mapping; take a
+	 * slot at the next use, which a child that only execs never pays for. */
 	cumemcap_book_close(&book);
 	self = -1;
 	atomic_store(&booked, false);

@@ -1,32 +1,20 @@
-/* group: this process's place in a group's book (CUMEMCAP_GROUP) or in
- * the node registry, and the words its waiting threads sleep on
- * (CUMEMCAP_ON_LIMIT=wait). See docs/groups.md.
+/* group: this process's place in a group's book (CUMEMCAP_GROUP) or the
+ * node registry, and the words its waiting threads sleep on
+ * (CUMEMCAP_ON_LIMIT=wait). docs/groups.md tells the protocol.
  *
- * A member holds part of each GPU's budget in its slot of the book
- * (`held`, book.h): what it counts there and a little spare (`room`, in
- * this process), so that most reservations are one compare-and-swap on a
- * word of this process. When the room does not suffice the member adds to
- * its `held`, then sums every member's, and past the limit takes its
- * addition back. Both steps are sequentially consistent, so of two members
- * growing at once at least one sees the other's addition: a grant never
- * takes the sum past the limit (the overhead, which the driver reports, is
- * added without asking and may pass it). Spare is at most two chunks (a
- * 256th of the limit, 2 to 64 MiB), none once the group is near the limit
- * (`tight`); a member refused asks all to hand theirs back (`squeeze`).
+ * A member's `held` (book.h) is what it counts plus its spare, the `room`
+ * here. A grant past the room adds to `held`, then sums every member's and
+ * takes the addition back past the limit: both seq_cst, so of two members
+ * growing at once one sees the other. The overhead is added without asking.
  *
- * Any member may remove, replace or truncate the book's file (only a memfd
- * takes seals). A member looks at its descriptor once a second, before
- * each reap and before each grant it asks for: it follows a book removed or
- * replaced to the file at the name now (made anew if there is none) and
- * counts there what it holds; it gives up a book cut to another size, with
- * one line, and runs on under its own limits. A touch of a cut mapping
- * before that look is a SIGBUS, which the shim's handler turns into
- * private memory (cumemcap_mapped_fault).
+ * Any member may remove, replace or truncate the file: a member looks at
+ * its descriptor once a second and before each reap or grant it asks for,
+ * follows a book removed or replaced, and gives up one cut short (a touch
+ * before that is a SIGBUS: cumemcap_mapped_fault).
  *
  * Thread safety: the room and the counters are atomics; joining, claiming
- * and reaping take one mutex (never held across a driver call or a wait).
- * Fork: the child leaves its parent's slot and takes its own at its next
- * use. */
+ * and reaping take one mutex, never held across a driver call or a wait.
+ * A fork child leaves its parent's slot and takes its own at its next use. */
 #pragma once
 
 #include <stdatomic.h>
@@ -46,37 +34,30 @@ struct cumemcap_group_dev {
 
 extern struct cumemcap_group_dev cumemcap_group_devs[CUMEMCAP_MAX_DEVICES];
 
-/* Join the group the policy names, creating its book when it is the first
- * member, or else, when the policy has any limit, the node registry at the
- * first GPU's attach. False with one line in err (naming the variable, the
- * file and the reason) when the group cannot be joined: the process must
- * not run. The registry is best effort: one that cannot be made is left
- * out quietly; one that is there but cannot be used is said once. */
+/* Join the group the policy names (creating its book), or else, with any
+ * limit, the node registry at the first GPU's attach. False with one line
+ * in err when the group cannot be joined: the process must not run. A
+ * registry that cannot be made is left out quietly, one unusable said once. */
 bool cumemcap_group_start(const struct cumemcap_policy *p, char *err, size_t errlen);
 
 /* Whether this process is in a group. */
 bool cumemcap_group_member(void);
 
-/* GPU `dev` became known: find or add it in the book, with the policy's
- * group limit when it is new. */
+/* GPU `dev` became known: find or add it in the book (with the policy's
+ * group limit when new). */
 void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pci, uint64_t total,
 			   uint64_t own_limit);
 
-/* Whether the book needs a look on an allocation's way: bit 0 set while
- * the process is in a group, and 2 more per thread waiting for room. One
- * load for a process in no group and with nobody waiting. */
+/* Bit 0 while in a group, plus 2 per thread of this process waiting for
+ * room: one load tells an allocation's way whether to look at the group. */
 extern _Atomic uint32_t cumemcap_group_hot;
-/* This process's threads waiting for room now (any GPU). */
-extern _Atomic uint32_t cumemcap_group_local_waiters;
 
-/* Reserve `bytes` of the group's budget on `dev`: from the room, else by
- * growing what this member holds. False: the budget does not allow it
- * (nothing taken). */
+/* Reserve `bytes` of the group's budget on `dev`, from the room or else by
+ * growing `held`. False, nothing taken: the budget does not allow it. */
 bool cumemcap_group_take_member(int dev, uint64_t bytes);
 
 /* What this process counts on `dev` went down by `bytes`: the room grows,
- * spare past two chunks goes back to the group, and waiting threads are
- * woken (cumemcap_group_wake_local). */
+ * spare past two chunks goes back to the group, waiting threads wake. */
 void cumemcap_group_give_member(int dev, uint64_t bytes);
 void cumemcap_group_wake_local(void);
 static inline void cumemcap_group_give(int dev, uint64_t bytes)
@@ -86,26 +67,23 @@ static inline void cumemcap_group_give(int dev, uint64_t bytes)
 }
 
 /* What this process counts on `dev` went up by `bytes` without asking (a
- * pool's real figure, the overhead): `held` follows, past the limit if need
- * be. */
+ * pool's real figure, the overhead): `held` follows, past the limit too. */
 void cumemcap_group_force(int dev, uint64_t bytes);
 
 /* ---- waiting -------------------------------------------------------------------------------- */
 
-/* The word waiting threads sleep on and its value now: read it before the
- * last try, so that room made between that try and the sleep wakes it. */
-uint32_t cumemcap_group_wake_seq(void);
-/* A thread begins (+1) or ends (-1) waiting for room on dev. */
+/* A thread begins (+1) or ends (-1) waiting for room on dev; before its
+ * last try it reads the word it sleeps on (so that room made between that
+ * try and the sleep wakes it), then sleeps until the word moves from `seq`
+ * or `ms` pass. Reap returns the share of members that died. */
 void cumemcap_group_waiting(int dev, int delta);
-/* Sleep until the word moves from `seq` or `ms` pass. */
+uint32_t cumemcap_group_wake_seq(void);
 void cumemcap_group_sleep(uint32_t seq, uint32_t ms);
-/* Return the share of members that died. */
 void cumemcap_group_reap(void);
 
 /* ---- the worker, `top`, the log ----------------------------------------------------------- */
 
-/* The worker's, every second: reap dead members, hand back spare when
- * squeezed. */
+/* Every second: reap dead members, hand back spare when squeezed. */
 void cumemcap_group_tick(void);
 
 /* What a member publishes of one GPU's figures (the ledger's, by name). */
@@ -113,30 +91,29 @@ struct cumemcap_group_figures {
 	uint64_t live, pooled, reserved, footprint, refusals, waits;
 };
 
-/* Whether dev has an entry to publish to, and publish its figures there
- * (the worker, every second). */
+/* Whether dev has an entry to publish to; publish there (every second). */
 bool cumemcap_group_publishes(int dev);
 void cumemcap_group_publish(int dev, const struct cumemcap_group_figures *f);
 
-/* The next limit change of the group's book since this process joined
- * or the last call, and the changed GPU's uuid; false when there is none. */
+/* The next limit change of the group's book since joining or the last
+ * call, and the changed GPU's uuid; false when there is none. */
 bool cumemcap_group_next_change(struct cumemcap_book_change *out, unsigned char uuid[16]);
 
 /* The group's name and its book's path ("" when in none). */
 const char *cumemcap_group_name(void);
 const char *cumemcap_group_path(void);
 
-/* Figures of `dev` for the log and metrics: the group's limit there
- * (CUMEMCAP_BOOK_NONE: none), what all members hold, and what this one
- * holds. UINT64_MAX when not in a group. */
+/* For the log and metrics: the group's limit on `dev` (CUMEMCAP_BOOK_NONE:
+ * none), what all members hold, what this one holds; UINT64_MAX when not
+ * in a group. */
 uint64_t cumemcap_group_limit(int dev);
 uint64_t cumemcap_group_used(int dev);
 uint64_t cumemcap_group_held(int dev);
 
-/* The group's budget on `dev` and what this member could still take of it
- * (what no member holds, plus its own spare). False when the process is in
- * no group or the group has no budget on dev. Sums every member's share:
- * for cuMemGetInfo and NVML, not for an allocation's way. */
+/* The group's budget on `dev` and what this member could still take (what
+ * no member holds, plus its room); false in no group or with no budget on
+ * dev. Sums every member's share: for cuMemGetInfo and NVML, not for an
+ * allocation's way. */
 static inline bool cumemcap_group_capacity(int dev, uint64_t *budget, uint64_t *room)
 {
 	uint64_t limit = cumemcap_group_limit(dev);
@@ -153,10 +130,10 @@ static inline bool cumemcap_group_capacity(int dev, uint64_t *budget, uint64_t *
 	return true;
 }
 
-/* The process is ending: hand back the slot once no other thread is inside
- * a use of it (group.c: slot_enter); from then on a grant is refused. One
- * still inside after 200 ms (a thread this one interrupted) keeps the
- * slot: it is reaped after the process. */
+/* The process is ending: hand back the slot once no other thread uses it
+ * (group.c: slot_enter), and refuse grants from then on. A user still
+ * inside after 200 ms (a thread this one interrupted) keeps the slot for
+ * a reaper. */
 void cumemcap_group_leave(void);
 
 /* Fork child: leave the parent's slot; take one at the next use. */
