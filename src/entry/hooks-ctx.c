@@ -1,18 +1,13 @@
-/* hooks-ctx: the entry points by which a context is made and dies.
- * Making one (cuCtxCreate, the primary context's first retain) tells the
- * footprint (account/footprint.h) before and after, to learn what the
- * context costs. A context's memory dies on cuCtxDestroy, a primary
- * context's reset, and its last release (after which the driver says it
- * is inactive). Each runs as the writer of the death lock (death-lock.h):
- * no other hook is inside the records while the driver frees and the shim
- * forgets, so nothing is handed out of a freed segment, and no record of a
- * handle another thread revived is purged.
+/* hooks-ctx: the entry points by which a context is made and dies. Making
+ * one (cuCtxCreate, the primary context's first retain) tells the
+ * footprint before and after, to learn what the context costs. A context
+ * dies on cuCtxDestroy, a primary context's reset and its last release,
+ * each run as the writer of the death lock (death-lock.h).
  *
  * Thread safety: primary_lock (taken before the death lock's writer, never
  * inside it; an xmutex, as it is held across driver calls) orders retain,
  * release and reset, so that no retain revives a context before the shim
  * has looked; the handles are atomics. */
-#include "account/account.h"
 #include "account/footprint.h"
 #include "account/graph.h"
 #include "entry/hooks.h"
@@ -33,10 +28,9 @@ static bool valid(CUdevice dev)
 	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
 }
 
-/* The handle of dev's primary context: the one a retain returned, or (no
- * retain seen) the driver's answer. The caller found dev valid and its
- * context active, and holds primary_lock, so the retain and release below
- * cannot make this the last release. */
+/* dev's primary context: the handle a retain returned, or (none seen) the
+ * driver's. The caller found it active and holds primary_lock, so the
+ * retain and release here cannot be its last release. */
 static CUcontext primary_handle(CUdevice dev)
 {
 	CUcontext ctx = atomic_load(&primary[dev]);
@@ -93,9 +87,9 @@ static void died(CUcontext ctx, int dev, enum cumemcap_death why)
 	cumemcap_account_context_gone(ctx, dev);
 }
 
-/* A reset frees what an active primary context holds (an inactive one's
- * went with its last release); a release, when it was the last. The
- * handle is asked for while the context is still active. */
+/* A reset kills an active primary context (an inactive one died with its
+ * last release), a release when it is the last. The handle is asked for
+ * while the context is still active. */
 static CUresult primary_change(CUresult(CUDAAPI *fn)(CUdevice), CUdevice dev, enum cumemcap_death why)
 {
 	cumemcap_xmutex_lock(&primary_lock);

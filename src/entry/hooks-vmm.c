@@ -2,10 +2,9 @@
  * reference, map and free physical memory. cuMemCreate charges the
  * allocation until every reference is released and every mapping unmapped
  * (account/vmm.h); a handle or address the shim does not know is the
- * driver's to answer. A refusal at the limit is CUDA_ERROR_OUT_OF_MEMORY.
+ * driver's to answer.
  *
  * Thread safety: see vmm.h. */
-#include "account/account.h"
 #include "account/vmm.h"
 #include "entry/hooks.h"
 
