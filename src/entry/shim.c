@@ -13,7 +13,6 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "account/account.h"
 #include "account/footprint.h"
 #include "driver/nvml.h"
 #include "arena/arena.h"
@@ -100,33 +99,28 @@ static void start(void)
 }
 
 /* glibc passes a shared library's constructors the program's arguments;
- * [program] sections match on them. A process nothing configures cannot
- * fail to start: it takes only its name and the log's variables now and
- * leaves the rest to the first hook, so a program that never uses CUDA
- * pays little more than the load. A configured process builds its policy
- * here, so that a wrong setting stops it before main, and sets the hints
- * (frameworks read them at their start); the rest is deferred the same way
- * unless it joins a group or runs setuid. A fork before the deferred start
- * needs no handler: nothing is held yet. */
+ * [program] sections match on them. An unconfigured process takes only its
+ * name and the log's variables now; a configured one builds its policy here
+ * (a wrong setting stops it before main) and sets the hints, which
+ * frameworks read at their start. The rest waits for the first hook unless
+ * the process joins a group or runs setuid. A fork before the deferred
+ * start needs no handler: nothing is held yet. */
 __attribute__((constructor)) static void cumemcap_start(int argc, char **argv, char **envp)
 {
 	(void)envp;
-	if (!cumemcap_policy_start(argc, argv)) {
-		cumemcap_log_take_env(false);
-		if (cumemcap_setup_defer_start(start))
-			return;
-	} else {
+	bool configured = cumemcap_policy_start(argc, argv);
+	if (configured) {
 		const struct cumemcap_policy *p = cumemcap_policy();
-		if (!p->group[0] && !p->secure) {
-			cumemcap_hints_apply(p);
-			hints_set = true;
-			cumemcap_log_take_env(true);
-			if (!cumemcap_setup_defer_start(start))
-				start();
+		if (p->group[0] || p->secure) {
+			start();
 			return;
 		}
+		cumemcap_hints_apply(p);
+		hints_set = true;
 	}
-	start();
+	cumemcap_log_take_env(configured);
+	if (!cumemcap_setup_defer_start(start))
+		start();
 }
 
 __attribute__((destructor)) static void cumemcap_stop(void)
