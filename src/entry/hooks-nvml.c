@@ -1,14 +1,11 @@
 /* hooks-nvml: NVML asked from inside a capped process tells the same story
  * as cuMemGetInfo. A program linked to libnvidia-ml.so.1 binds to these
  * exports; dlsym (lookup.c) hands them out when the real answer lies in
- * libnvidia-ml (pynvml). Each calls the real NVML first and returns its
- * error unchanged; on success it rewrites the figures of a GPU the shim
- * caps, found by the handle's UUID: memory info as cuMemGetInfo tells it
- * (v2: reserved = 0, so that total = reserved + used + free), and this
- * process's usedGpuMemory as its footprint. No hook calls CUDA (a program
- * may use NVML, then fork) or nvmlInit. Without the library the answer is
- * NVML_ERROR_UNINITIALIZED; a function it lacks answers
- * NVML_ERROR_FUNCTION_NOT_FOUND.
+ * libnvidia-ml (pynvml). Each calls the real NVML and returns its error
+ * unchanged; on success it rewrites the figures of a GPU the shim caps,
+ * found by UUID: memory info as cuMemGetInfo tells it (v2: reserved = 0),
+ * and this process's usedGpuMemory as its footprint. No hook calls CUDA (a
+ * program may use NVML, then fork) or nvmlInit.
  *
  * Thread safety: no state of its own; no lock is held across a real call. */
 #include "entry/table.h"
@@ -48,7 +45,6 @@ static bool known(const struct cumemcap_nvml_real *real, nvmlDevice_t device, in
 	if (!real->get_uuid || real->get_uuid(device, name, sizeof(name)) != CUMEMCAP_NVML_SUCCESS)
 		return false;
 	name[sizeof(name) - 1] = '\0';
-	/* A GPU the process used: the ledger's figures. */
 	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++) {
 		const struct cumemcap_device_info *info = cumemcap_device_info(d);
 		if (!info || !same_gpu(info->uuid, name))
@@ -129,8 +125,8 @@ CUMEMCAP_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
 }
 
 /* The real list, this process's usedGpuMemory made its footprint on a
- * capped GPU (unless NVML said VALUE_NOT_AVAILABLE). `stride`: a record's
- * size; both layouts open with pid, then usedGpuMemory. */
+ * capped GPU (unless not available). Every layout (`stride`: a record's
+ * size) opens with pid, then usedGpuMemory. */
 static nvmlReturn_t processes(cumemcap_nvml_procs_fn fn, nvmlDevice_t device, unsigned int *count,
 			      void *infos, size_t stride, const struct cumemcap_nvml_real *real)
 {
@@ -163,23 +159,18 @@ PROCESSES(nvmlDeviceGetComputeRunningProcesses, procs, struct cumemcap_nvml_proc
 PROCESSES(nvmlDeviceGetComputeRunningProcesses_v2, procs_v2, struct cumemcap_nvml_process)
 PROCESSES(nvmlDeviceGetComputeRunningProcesses_v3, procs_v3, struct cumemcap_nvml_process)
 
-static const struct {
-	const char *name;
-	void *hook;
-} nvml_hooks[] = {
-	{ "nvmlDeviceGetMemoryInfo", (void *)nvmlDeviceGetMemoryInfo },
-	{ "nvmlDeviceGetMemoryInfo_v2", (void *)nvmlDeviceGetMemoryInfo_v2 },
-	{ "nvmlDeviceGetComputeRunningProcesses", (void *)nvmlDeviceGetComputeRunningProcesses },
-	{ "nvmlDeviceGetComputeRunningProcesses_v2", (void *)nvmlDeviceGetComputeRunningProcesses_v2 },
-	{ "nvmlDeviceGetComputeRunningProcesses_v3", (void *)nvmlDeviceGetComputeRunningProcesses_v3 },
-};
-
 CUMEMCAP_DLSYM_SAFE void *cumemcap_nvml_hook(const char *name)
 {
 	if (!name || name[0] != 'n' || name[1] != 'v' || name[2] != 'm' || name[3] != 'l')
 		return NULL;
-	for (size_t i = 0; i < sizeof(nvml_hooks) / sizeof(nvml_hooks[0]); i++)
-		if (cumemcap_str_eq(nvml_hooks[i].name, name))
-			return nvml_hooks[i].hook;
+#define HOOK(fn)                        \
+	if (cumemcap_str_eq(name, #fn)) \
+		return (void *)fn;
+	HOOK(nvmlDeviceGetMemoryInfo)
+	HOOK(nvmlDeviceGetMemoryInfo_v2)
+	HOOK(nvmlDeviceGetComputeRunningProcesses)
+	HOOK(nvmlDeviceGetComputeRunningProcesses_v2)
+	HOOK(nvmlDeviceGetComputeRunningProcesses_v3)
+#undef HOOK
 	return NULL;
 }
