@@ -137,11 +137,9 @@ static void answer_lookup(const char *entry_point, const char *symbol, void **pf
 	 * cuGraphInstantiate mean cuGraphInstantiateWithFlags): when it handed
 	 * out another hooked entry's real function, that entry's hook fits. */
 	void *real = h ? *cumemcap_hook_real(h) : NULL;
-	if (real && *pfn != real) {
-		const struct cumemcap_hook *same = cumemcap_table_by_real(*pfn);
-		if (same)
-			h = same;
-	}
+	const struct cumemcap_hook *same = real && *pfn != real ? cumemcap_table_by_real(*pfn) : NULL;
+	if (same)
+		h = same;
 	if (h)
 		*pfn = hook_of(h);
 	if (cumemcap_policy()->debug_doors)
