@@ -42,9 +42,11 @@ static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, uint64_t channel
 		HOLD_DEATH_LOCK();                                                                 \
 		if (!pHandle || !d || (deferred))                                                  \
 			return real_##name(pHandle, d);                                            \
-		CHARGED(CUMEMCAP_KIND_array,                                                       \
-			array_bytes(d->Width, d->Height, depth, d->NumChannels, d->Format),        \
-			real_##name(pHandle, d), CUMEMCAP_HANDLE_ARRAY, (uintptr_t)*pHandle);      \
+		CHARGE(c, -1, CUMEMCAP_KIND_array,                                                 \
+		       array_bytes(d->Width, d->Height, depth, d->NumChannels, d->Format));        \
+		CUresult r = real_##name(pHandle, d);                                              \
+		uint64_t key = r == CUDA_SUCCESS ? (uintptr_t)*pHandle : 0;                        \
+		return cumemcap_account_charge_finish(&c, r, CUMEMCAP_HANDLE_ARRAY, key);          \
 	}
 ARRAY(cuArrayCreate_v2, CUDA_ARRAY_DESCRIPTOR, 1, false)
 ARRAY(cuArrayCreate, CUDA_ARRAY_DESCRIPTOR_v1, 1, false)
@@ -73,9 +75,10 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandl
 	HOLD_DEATH_LOCK();
 	if (!pHandle || !d || (d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING))
 		return real_cuMipmappedArrayCreate(pHandle, d, numMipmapLevels);
-	CHARGED(CUMEMCAP_KIND_array, mipmap_bytes(d, numMipmapLevels),
-		real_cuMipmappedArrayCreate(pHandle, d, numMipmapLevels), CUMEMCAP_HANDLE_MIPMAP,
-		(uintptr_t)*pHandle);
+	CHARGE(c, -1, CUMEMCAP_KIND_array, mipmap_bytes(d, numMipmapLevels));
+	CUresult r = real_cuMipmappedArrayCreate(pHandle, d, numMipmapLevels);
+	return cumemcap_account_charge_finish(&c, r, CUMEMCAP_HANDLE_MIPMAP,
+					      r == CUDA_SUCCESS ? (uintptr_t)*pHandle : 0);
 }
 
 #define DESTROY(name, T, handle_kind)                                                              \

@@ -139,11 +139,7 @@ TOTAL_MEM(cuDeviceTotalMem, unsigned int)
 		CUresult r;                                                                        \
 		if (pooled)                                                                        \
 			return r;                                                                  \
-		struct cumemcap_charge c;                                                          \
-		r = cumemcap_account_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_linear,          \
-						  bytesize);                                       \
-		if (r != CUDA_SUCCESS)                                                             \
-			return r;                                                                  \
+		CHARGE(c, -1, CUMEMCAP_KIND_linear, bytesize);                                     \
 		T p = 0;                                                                           \
 		r = real_##name(&p, bytesize);                                                     \
 		if (r == CUDA_SUCCESS)                                                             \
@@ -184,11 +180,7 @@ static uint64_t pitch_estimate(uint64_t width, uint64_t height)
 				*pPitch = pitch;                                                   \
 			return r;                                                                  \
 		}                                                                                  \
-		struct cumemcap_charge c;                                                          \
-		r = cumemcap_account_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_linear,          \
-						  pitch_estimate(WidthInBytes, Height));           \
-		if (r != CUDA_SUCCESS)                                                             \
-			return r;                                                                  \
+		CHARGE(c, -1, CUMEMCAP_KIND_linear, pitch_estimate(WidthInBytes, Height));         \
 		r = real_##name(&p, &pitch, WidthInBytes, Height, ElementSizeBytes);               \
 		if (r == CUDA_SUCCESS &&                                                           \
 		    !cumemcap_account_charge_adjust(&c, (uint64_t)pitch * Height)) {               \
@@ -214,8 +206,9 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t byt
 	HOLD_DEATH_LOCK();
 	if (!dptr)
 		return real_cuMemAllocManaged(dptr, bytesize, flags);
-	CHARGED(CUMEMCAP_KIND_managed, bytesize, real_cuMemAllocManaged(dptr, bytesize, flags),
-		CUMEMCAP_HANDLE_PTR, *dptr);
+	CHARGE(c, -1, CUMEMCAP_KIND_managed, bytesize);
+	CUresult r = real_cuMemAllocManaged(dptr, bytesize, flags);
+	return cumemcap_account_charge_finish(&c, r, CUMEMCAP_HANDLE_PTR, r == CUDA_SUCCESS ? *dptr : 0);
 }
 
 /* cuMemFree in the width T. Linear, managed and stream-ordered pointers are

@@ -75,17 +75,14 @@ static inline void cumemcap_death_lock_cleanup(int *unused)
 		return r;                                                                          \
 	}
 
-/* Charge `bytes` of `kind` to the current context's device and return the
- * refusal or `call`'s answer, recording `key` (of kind `handle`) on success. */
-#define CHARGED(kind, bytes, call, handle, key)                                                    \
+/* Declare the charge `c` of `bytes` of `kind` on `dev` (-1: the current
+ * context's device) and begin it, returning a refusal. */
+#define CHARGE(c, dev, kind, bytes)                                                                \
+	struct cumemcap_charge c;                                                                  \
 	do {                                                                                       \
-		struct cumemcap_charge c_;                                                         \
-		CUresult r_ = cumemcap_account_charge_begin(&c_, __func__, -1, kind, bytes);       \
+		CUresult r_ = cumemcap_account_charge_begin(&c, __func__, dev, kind, bytes);       \
 		if (r_ != CUDA_SUCCESS)                                                            \
 			return r_;                                                                 \
-		r_ = (call);                                                                       \
-		return cumemcap_account_charge_finish(&c_, r_, handle,                             \
-						      r_ == CUDA_SUCCESS ? (uint64_t)(key) : 0);   \
 	} while (0)
 
 /* The first hook runs `start` (the rest of shim.c's constructor) once,
