@@ -23,14 +23,8 @@ void cumemcap_hooks_ctx_fork_child(void)
 	cumemcap_xmutex_fork_child(&primary_lock);
 }
 
-static bool valid(CUdevice dev)
-{
-	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
-}
-
-/* dev's primary context: the handle a retain returned, or (none seen) the
- * driver's. The caller found it active and holds primary_lock, so the
- * retain and release here cannot be its last release. */
+/* dev's primary context: the handle a retain returned, else the driver's.
+ * The caller found it active and holds primary_lock: no last release here. */
 static CUcontext primary_handle(CUdevice dev)
 {
 	CUcontext ctx = atomic_load(&primary[dev]);
@@ -46,11 +40,11 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdev
 {
 	NEED(cuDevicePrimaryCtxRetain);
 	cumemcap_xmutex_lock(&primary_lock);
-	bool first = valid(dev) && !cumemcap_driver_primary_active(dev);
+	bool first = cumemcap_ledger_valid(dev) && !cumemcap_driver_primary_active(dev);
 	if (first)
 		cumemcap_account_context_coming(dev);
 	CUresult r = real_cuDevicePrimaryCtxRetain(pctx, dev);
-	if (r == CUDA_SUCCESS && pctx && valid(dev)) {
+	if (r == CUDA_SUCCESS && pctx && cumemcap_ledger_valid(dev)) {
 		atomic_store(&primary[dev], *pctx);
 		if (first)
 			cumemcap_account_context_made(dev, *pctx, true);
@@ -87,14 +81,13 @@ static void died(CUcontext ctx, int dev, enum cumemcap_death why)
 	cumemcap_account_context_gone(ctx, dev);
 }
 
-/* A reset kills an active primary context (an inactive one died with its
- * last release), a release when it is the last. The handle is asked for
- * while the context is still active. */
+/* A reset kills an active primary context, a release when it is the last;
+ * the handle is asked for while the context is still active. */
 static CUresult primary_change(CUresult(CUDAAPI *fn)(CUdevice), CUdevice dev, enum cumemcap_death why)
 {
 	cumemcap_xmutex_lock(&primary_lock);
 	cumemcap_death_lock_write();
-	bool was_active = valid(dev) && cumemcap_driver_primary_active(dev);
+	bool was_active = cumemcap_ledger_valid(dev) && cumemcap_driver_primary_active(dev);
 	CUcontext ctx = was_active ? primary_handle(dev) : NULL;
 	CUresult r = fn(dev);
 	if (r == CUDA_SUCCESS && was_active &&
