@@ -3,9 +3,8 @@
  * exports; dlsym (lookup.c) hands them out when the real answer lies in
  * libnvidia-ml (pynvml). Each calls the real NVML and returns its error
  * unchanged; on success it rewrites the figures of a GPU the shim caps,
- * found by UUID: memory info as cuMemGetInfo tells it (v2: reserved = 0),
- * and this process's usedGpuMemory as its footprint. No hook calls CUDA (a
- * program may use NVML, then fork) or nvmlInit.
+ * found by UUID: memory info, and this process's usedGpuMemory as its
+ * footprint. No hook calls CUDA (a program may use NVML, then fork) or nvmlInit.
  *
  * Thread safety: no state of its own; no lock is held across a real call. */
 #include "entry/table.h"
@@ -20,10 +19,6 @@
 #include "group/group.h"
 #include "state/ledger.h"
 
-CUMEMCAP_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, struct cumemcap_nvml_memory *memory);
-CUMEMCAP_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
-							struct cumemcap_nvml_memory_v2 *memory);
-
 static bool same_gpu(const unsigned char uuid[16], const char *name)
 {
 	char mine[48];
@@ -35,9 +30,8 @@ static bool same_gpu(const unsigned char uuid[16], const char *name)
 	return strcasecmp(mine, name) == 0;
 }
 
-/* The GPU behind `device`, when the shim knows it: its ordinal (-1 for a
- * GPU the process has not used: its footprint is 0), its limit
- * (CUMEMCAP_NO_LIMIT: none) and the process's footprint there. */
+/* The GPU behind `device`, when the shim knows it: its ordinal (-1: one the
+ * process has not used), its limit and the process's footprint there. */
 static bool known(const struct cumemcap_nvml_real *real, nvmlDevice_t device, int *dev, uint64_t *limit,
 		  uint64_t *footprint)
 {
@@ -67,9 +61,8 @@ static bool known(const struct cumemcap_nvml_real *real, nvmlDevice_t device, in
 	return false;
 }
 
-/* NVML's memory figures as cuMemGetInfo tells them: the total is the least
- * of the limit and the group's budget, the free the least of what each
- * leaves, used = total - free. False when neither caps the GPU. */
+/* NVML's memory figures as cuMemGetInfo tells them: the least of the limit
+ * and the group's budget, and of what each leaves. False: neither caps it. */
 static bool memory_seen(const struct cumemcap_nvml_real *real, nvmlDevice_t device,
 			unsigned long long *total, unsigned long long *used, unsigned long long *free_bytes)
 {
@@ -102,31 +95,26 @@ static bool memory_seen(const struct cumemcap_nvml_real *real, nvmlDevice_t devi
 			return CUMEMCAP_NVML_ERROR_FUNCTION_NOT_FOUND;                             \
 	} while (0)
 
-CUMEMCAP_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, struct cumemcap_nvml_memory *memory)
-{
-	struct cumemcap_nvml_real real;
-	REAL_OR_RETURN(real, memory_info);
-	nvmlReturn_t r = real.memory_info(device, memory);
-	if (r == CUMEMCAP_NVML_SUCCESS && memory)
-		memory_seen(&real, device, &memory->total, &memory->used, &memory->free);
-	return r;
-}
+/* nvmlDeviceGetMemoryInfo in either layout; `seen` runs when the GPU is
+ * capped (v2: reserved = 0, so that total = reserved + used + free). */
+#define MEMORY_INFO(name, fn, record, seen)                                                        \
+	CUMEMCAP_EXPORT nvmlReturn_t name(nvmlDevice_t device, record *memory);                    \
+	CUMEMCAP_EXPORT nvmlReturn_t name(nvmlDevice_t device, record *memory)                     \
+	{                                                                                          \
+		struct cumemcap_nvml_real real;                                                    \
+		REAL_OR_RETURN(real, fn);                                                          \
+		nvmlReturn_t r = real.fn(device, memory);                                          \
+		if (r == CUMEMCAP_NVML_SUCCESS && memory &&                                        \
+		    memory_seen(&real, device, &memory->total, &memory->used, &memory->free))      \
+			seen;                                                                      \
+		return r;                                                                          \
+	}
+MEMORY_INFO(nvmlDeviceGetMemoryInfo, memory_info, struct cumemcap_nvml_memory, (void)0)
+MEMORY_INFO(nvmlDeviceGetMemoryInfo_v2, memory_info_v2, struct cumemcap_nvml_memory_v2,
+	    memory->reserved = 0)
 
-CUMEMCAP_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
-							struct cumemcap_nvml_memory_v2 *memory)
-{
-	struct cumemcap_nvml_real real;
-	REAL_OR_RETURN(real, memory_info_v2);
-	nvmlReturn_t r = real.memory_info_v2(device, memory);
-	if (r == CUMEMCAP_NVML_SUCCESS && memory &&
-	    memory_seen(&real, device, &memory->total, &memory->used, &memory->free))
-		memory->reserved = 0;
-	return r;
-}
-
-/* The real list, this process's usedGpuMemory made its footprint on a
- * capped GPU (unless not available). Every layout (`stride`: a record's
- * size) opens with pid, then usedGpuMemory. */
+/* The real list, this process's usedGpuMemory its footprint on a capped
+ * GPU. Every layout opens with pid, then usedGpuMemory (`stride`: a record). */
 static nvmlReturn_t processes(cumemcap_nvml_procs_fn fn, nvmlDevice_t device, unsigned int *count,
 			      void *infos, size_t stride, const struct cumemcap_nvml_real *real)
 {
