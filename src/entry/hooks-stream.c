@@ -9,9 +9,8 @@
 #include "state/streams.h"
 #include "entry/hooks.h"
 
-/* Keep a new stream with its context. A green context's stream is kept with
- * none: its work may use memory from a context the arenas do not know, so
- * every fence falls back to a context synchronization while it lives. */
+/* Keep a new stream with its context; a green context's with none, so every
+ * fence falls back to a context synchronization while it lives. */
 static CUresult created(CUresult r, CUstream *stream, unsigned flags, bool green)
 {
 	CUcontext ctx = NULL;
@@ -56,22 +55,19 @@ ENTRY(cuStreamDestroy_v2, (CUstream hStream), destroy(real_cuStreamDestroy_v2, h
 		cumemcap_capture_begin_unlock();                                                   \
 		return r;                                                                          \
 	}
-BEGIN(cuStreamBeginCapture, false, (CUstream hStream), hStream)
-BEGIN(cuStreamBeginCapture_ptsz, true, (CUstream hStream), hStream)
-BEGIN(cuStreamBeginCapture_v2, false, (CUstream hStream, CUstreamCaptureMode mode), hStream, mode)
-BEGIN(cuStreamBeginCapture_v2_ptsz, true, (CUstream hStream, CUstreamCaptureMode mode), hStream,
-      mode)
-#define TO_GRAPH_PARAMS                                                                            \
-	(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,                        \
-	 const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode)
-BEGIN(cuStreamBeginCaptureToGraph, false, TO_GRAPH_PARAMS, hStream, hGraph, dependencies,
-      dependencyData, numDependencies, mode)
-BEGIN(cuStreamBeginCaptureToGraph_ptsz, true, TO_GRAPH_PARAMS, hStream, hGraph, dependencies,
-      dependencyData, numDependencies, mode)
+#define BEGIN_AND_PTSZ(name, params, ...)                                                          \
+	BEGIN(name, false, params, __VA_ARGS__)                                                    \
+	BEGIN(name##_ptsz, true, params, __VA_ARGS__)
+BEGIN_AND_PTSZ(cuStreamBeginCapture, (CUstream hStream), hStream)
+BEGIN_AND_PTSZ(cuStreamBeginCapture_v2, (CUstream hStream, CUstreamCaptureMode mode), hStream, mode)
+BEGIN_AND_PTSZ(cuStreamBeginCaptureToGraph,
+	       (CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
+		const CUgraphEdgeData *dependencyData, size_t numDependencies,
+		CUstreamCaptureMode mode),
+	       hStream, hGraph, dependencies, dependencyData, numDependencies, mode)
 
-/* The capture is over when the driver says the stream captures no more
- * (an end from the wrong thread leaves it capturing); when it cannot be
- * asked, when the end succeeded or the capture was invalidated. */
+/* Over when the driver says so (an end from the wrong thread leaves the
+ * stream capturing); unasked, when the end succeeded or was invalidated. */
 static CUresult ended(CUresult r, CUstream stream, bool ptsz)
 {
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_ACTIVE;
