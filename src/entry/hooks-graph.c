@@ -10,11 +10,9 @@
 
 /* The 5-argument instantiation of CUDA 10.0 and 11.0 says why it refused
  * in the program's log buffer. */
-static void refused_log(CUresult r, const struct cumemcap_graph_op *op, CUgraphNode *error_node,
-			char *log, size_t size)
+static void refused_log(const struct cumemcap_graph_op *op, CUgraphNode *error_node, char *log,
+			size_t size)
 {
-	if (r != CUDA_ERROR_OUT_OF_MEMORY)
-		return;
 	if (error_node)
 		*error_node = NULL;
 	if (log && size)
@@ -22,7 +20,7 @@ static void refused_log(CUresult r, const struct cumemcap_graph_op *op, CUgraphN
 			 op->n, op->n == 1 ? "" : "s");
 }
 
-/* `upload`: the instantiation uploads too; a refusal runs `refused`. */
+/* `upload`: it uploads too; a refusal (out of memory) runs `refused`. */
 #define INSTANTIATE(name, params, upload, refused, call)                                           \
 	CUMEMCAP_EXPORT CUresult CUDAAPI name params                                               \
 	{                                                                                          \
@@ -40,7 +38,7 @@ static void refused_log(CUresult r, const struct cumemcap_graph_op *op, CUgraphN
 	INSTANTIATE(name,                                                                          \
 		    (CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,           \
 		     char *logBuffer, size_t bufferSize),                                          \
-		    false, refused_log(r, &op, phErrorNode, logBuffer, bufferSize),                \
+		    false, refused_log(&op, phErrorNode, logBuffer, bufferSize),                \
 		    real_##name(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize))
 WITH_LOG(cuGraphInstantiate)
 WITH_LOG(cuGraphInstantiate_v2)
