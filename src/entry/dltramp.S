@@ -1,11 +1,8 @@
-/* dltramp: the exported dlsym and dlvsym.
- *
- * Each asks its C router (lookup.c) which function should answer, then
- * restores the arguments and jumps there. Jumping, not calling, keeps the
- * program's return address in place: glibc's dlsym resolves RTLD_NEXT and
- * RTLD_DEFAULT relative to the object that called it. The return address
- * also goes along as one more argument (libc's functions ignore it), so
- * that lookup.c can resolve RTLD_NEXT relative to the caller too.
+/* dltramp: the exported dlsym and dlvsym. Each asks its C router
+ * (lookup.c) which function should answer, restores the arguments and
+ * jumps there: glibc resolves RTLD_NEXT and RTLD_DEFAULT relative to the
+ * caller's return address, which a call would replace. The return address
+ * also goes along as one more argument (libc's functions ignore it).
  * cumemcap_dlsym_entry and cumemcap_dlvsym_entry are hidden names of the
  * same entry points, whatever the process binds dlsym and dlvsym to.
  *

@@ -87,8 +87,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandl
 		NEED(name);                                                                        \
 		HOLD_DEATH_LOCK();                                                                 \
 		struct cumemcap_block b;                                                           \
-		uint64_t key = (uint64_t)(uintptr_t)handle;                                        \
-		bool found = cumemcap_account_release_take(handle_kind, key, &b);                  \
+		bool found = cumemcap_account_release_take(handle_kind, (uintptr_t)handle, &b);    \
 		return cumemcap_account_release_settle(found, &b, real_##name(handle));            \
 	}
 DESTROY(cuArrayDestroy, CUarray, CUMEMCAP_HANDLE_ARRAY)

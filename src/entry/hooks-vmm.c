@@ -1,8 +1,7 @@
 /* hooks-vmm: the virtual memory management entry points that make,
- * reference, map and free physical memory. cuMemCreate charges the
- * allocation until every reference is released and every mapping unmapped
- * (account/vmm.h); a handle or address the shim does not know is the
- * driver's to answer.
+ * reference, map and free physical memory. cuMemCreate charges until every
+ * reference is released and every mapping unmapped (account/vmm.h); a
+ * handle or address the shim does not know is the driver's to answer.
  *
  * Thread safety: see vmm.h. */
 #include "account/vmm.h"
@@ -32,8 +31,9 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handl
 		CUresult r = call;                                                                 \
 		return settle;                                                                     \
 	}
-TAKE_SETTLE(cuMemRelease, (CUmemGenericAllocationHandle handle), cumemcap_vmm_release_take(&v, handle),
-	    real_cuMemRelease(handle), cumemcap_vmm_release_settle(&v, r))
+TAKE_SETTLE(cuMemRelease, (CUmemGenericAllocationHandle handle),
+	    cumemcap_vmm_release_take(&v, handle), real_cuMemRelease(handle),
+	    cumemcap_vmm_release_settle(&v, r))
 TAKE_SETTLE(cuMemMap,
 	    (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
 	     unsigned long long flags),
@@ -45,7 +45,8 @@ TAKE_SETTLE(cuMemRetainAllocationHandle, (CUmemGenericAllocationHandle *handle, 
 	    cumemcap_vmm_retain_take(&v, addr), real_cuMemRetainAllocationHandle(handle, addr),
 	    cumemcap_vmm_new_ref_settle(&v, r, r == CUDA_SUCCESS && handle ? *handle : 0))
 TAKE_SETTLE(cuMemImportFromShareableHandle,
-	    (CUmemGenericAllocationHandle *handle, void *osHandle, CUmemAllocationHandleType shHandleType),
+	    (CUmemGenericAllocationHandle *handle, void *osHandle,
+	     CUmemAllocationHandleType shHandleType),
 	    cumemcap_vmm_import_take(&v, shHandleType == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 						 ? (int)(intptr_t)osHandle : -1),
 	    real_cuMemImportFromShareableHandle(handle, osHandle, shHandleType),

@@ -29,9 +29,8 @@ static void process_capacity(int dev, struct cumemcap_ledger_capacity *c)
 }
 
 /* The driver's figures for the current context's device, capped at the
- * limit and headroom; what the arenas cache counts as free. No device (no
- * current context, or it died) gets the driver's error for a missing
- * context, never uncapped figures. Device-level figures: no death lock. */
+ * limit and headroom, the arenas' cache counted free; without a device, the
+ * driver's error for a missing context. Device-level: no death lock. */
 static inline __attribute__((always_inline)) CUresult mem_info(uint64_t *free_bytes,
 							       uint64_t *total_bytes)
 {
@@ -105,8 +104,7 @@ static CUresult device_total(CUdevice dev, uint64_t *total)
 }
 
 /* cuDeviceTotalMem in the width T, capped at the limit and the group's
- * budget; a device the shim cannot describe is answered as one not there.
- * A NULL out-parameter, or no cuDeviceTotalMem_v2, gets the twin's answer. */
+ * budget. A NULL out-parameter, or no cuDeviceTotalMem_v2, gets the twin's. */
 #define TOTAL_MEM(name, T)                                                                         \
 	CUMEMCAP_EXPORT CUresult CUDAAPI name(T *bytes, CUdevice dev)                              \
 	{                                                                                          \
@@ -127,8 +125,8 @@ static CUresult device_total(CUdevice dev, uint64_t *total)
 TOTAL_MEM(cuDeviceTotalMem_v2, size_t)
 TOTAL_MEM(cuDeviceTotalMem, unsigned int)
 
-/* cuMemAlloc in the widths T (pointer) and S (size). Only the _v2 twin tries
- * the arenas (`pooled`): segments do not lie in the 32-bit address space. */
+/* cuMemAlloc in the widths T and S. Only the _v2 twin tries the arenas
+ * (`pooled`): segments do not lie in the 32-bit address space. */
 #define MEM_ALLOC(name, T, S, pooled)                                                              \
 	CUMEMCAP_EXPORT CUresult CUDAAPI name(T *dptr, S bytesize)                                 \
 	{                                                                                          \
@@ -159,9 +157,8 @@ static uint64_t pitch_estimate(uint64_t width, uint64_t height)
 	return pitch * height;
 }
 
-/* cuMemAllocPitch in the widths T (pointer) and S (sizes). A pitch that
- * takes the allocation past the limit is undone by `free_fn`, the twin's
- * free (without one the block stays unrecorded), and refused. */
+/* cuMemAllocPitch in the widths T and S. A pitch past the limit is undone
+ * by `free_fn`, the twin's free (none: left unrecorded), and refused. */
 #define MEM_ALLOC_PITCH(name, T, S, free_fn)                                                       \
 	CUMEMCAP_EXPORT CUresult CUDAAPI name(T *dptr, S *pPitch, S WidthInBytes, S Height,        \
 					      unsigned int ElementSizeBytes)                       \
@@ -312,7 +309,8 @@ NOTING_ENTRY(cuMemPoolTrimTo, (CUmemoryPool pool, size_t minBytesToKeep), (pool,
 /* A device's current pool (account.h caches it) changed. */
 NOTING_ENTRY(cuDeviceSetMemPool, (CUdevice dev, CUmemoryPool pool), (dev, pool), (void)0,
 	     cumemcap_account_pools_changed())
-NOTING_ENTRY(cuMemSetMemPool, (CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool),
+NOTING_ENTRY(cuMemSetMemPool,
+	     (CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool),
 	     (location, type, pool), (void)0, cumemcap_account_pools_changed())
 
 /* A pooled block's range is the allocation the program got; an address in
@@ -324,9 +322,8 @@ static CUresult block_range(CUdeviceptr dptr, CUdeviceptr *base, uint64_t *size,
 	return w == CUMEMCAP_ARENA_NOT_LIVE ? CUDA_ERROR_NOT_FOUND : CUDA_SUCCESS;
 }
 
-/* cuMemGetAddressRange in the widths T (pointer) and S (size): a pooled
- * block's own range (CUDA_ERROR_INVALID_VALUE when T or S cannot hold it),
- * the driver's answer for anything else. */
+/* cuMemGetAddressRange in the widths T and S: a pooled block's own range
+ * (CUDA_ERROR_INVALID_VALUE when it does not fit), else the driver's. */
 #define ADDRESS_RANGE(name, T, S)                                                                  \
 	CUMEMCAP_EXPORT CUresult CUDAAPI name(T *pbase, S *psize, T dptr)                          \
 	{                                                                                          \

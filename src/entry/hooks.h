@@ -1,6 +1,5 @@
-/* hooks: what the files of exported entry points share: the readiness
- * check, the macros that shape every hook, and the start the constructor
- * defers to the first hook (setup.c).
+/* hooks: what the exported entry points share: the readiness check, the
+ * macros that shape every hook, the start deferred to the first (setup.c).
  *
  * Thread safety: cumemcap_set_up is written once, with release order,
  * after setup.c's pthread_once, and read with one acquire load per hook. */
@@ -34,7 +33,6 @@ static inline bool cumemcap_ready(void)
 
 static inline void cumemcap_death_lock_cleanup(int *unused)
 {
-	(void)unused;
 	cumemcap_death_unlock_read();
 }
 
@@ -85,9 +83,8 @@ static inline void cumemcap_death_lock_cleanup(int *unused)
 			return r_;                                                                 \
 	} while (0)
 
-/* The first hook runs `start` (the rest of shim.c's constructor) once,
- * before it opens the driver. False when a hook came first (another
- * library's constructor used CUDA): the constructor runs `start` itself. */
+/* The first hook runs `start` once, before it opens the driver. False when
+ * a hook came first: the constructor (shim.c) then runs `start` itself. */
 bool cumemcap_setup_defer_start(void (*start)(void));
 
 /* Fork child: a fresh primary-context mutex for hooks-ctx.c. */

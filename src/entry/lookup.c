@@ -7,11 +7,9 @@
  * never gets itself as its next function), and swapped for the shim's own
  * function when the answer lies in the CUDA driver or libnvidia-ml. A
  * versioned lookup of libc's dlsym/dlvsym answers the shim's, so a program
- * that defines dlsym still reaches the shim.
- *
- * cuGetProcAddress asks the real driver first, so the driver decides
- * versions, flags, errors and symbolStatus; a function it hands back is
- * replaced with the hook the table selects for (name, version, flags).
+ * that defines dlsym still reaches the shim. cuGetProcAddress asks the
+ * driver first (its versions, flags, errors and symbolStatus stand), then
+ * hands out the hook the table selects for (name, version, flags).
  *
  * Thread safety: the table is immutable; driver state is set up once. */
 #include "config.h"
@@ -41,11 +39,10 @@ static void *hook_of(const struct cumemcap_hook *h)
 	return own ? own : cumemcap_hook_fn(h);
 }
 
-/* What a lookup of a hooked name answers, given what was found: the shim's
- * own function when that lies in the CUDA driver or libnvidia-ml. A global
- * lookup that found the shim's own export answers what comes after the
- * shim, as without it: for a CUDA name nothing when there is no driver,
- * for an NVML name the hook when that is NVML's. */
+/* What a lookup of a hooked name answers: the shim's own function when what
+ * was found lies in the CUDA driver or libnvidia-ml. A global lookup that
+ * found the shim's export answers what comes after the shim: for a CUDA
+ * name nothing without a driver, for an NVML name the hook if NVML's. */
 static void *hooked(const char *entry_point, void *handle, const char *name, void *found)
 {
 	bool global = handle == RTLD_DEFAULT || handle == RTLD_NEXT;
@@ -84,8 +81,7 @@ static void *hooked_dlvsym(void *handle, const char *name, const char *version, 
 					  : cumemcap_real_dlvsym(handle, name, version));
 }
 
-/* Without libc's own functions (never on glibc) dlsym and dlvsym answer
- * NULL: the trampoline jumps here. */
+/* Without libc's own lookups (never on glibc), dlsym and dlvsym answer NULL. */
 CUMEMCAP_DLSYM_SAFE static void *no_lookup(void)
 {
 	return NULL;
@@ -137,7 +133,8 @@ static void answer_lookup(const char *entry_point, const char *symbol, void **pf
 	 * cuGraphInstantiate mean cuGraphInstantiateWithFlags): when it handed
 	 * out another hooked entry's real function, that entry's hook fits. */
 	void *real = h ? *cumemcap_hook_real(h) : NULL;
-	const struct cumemcap_hook *same = real && *pfn != real ? cumemcap_table_by_real(*pfn) : NULL;
+	const struct cumemcap_hook *same =
+		real && *pfn != real ? cumemcap_table_by_real(*pfn) : NULL;
 	if (same)
 		h = same;
 	if (h)

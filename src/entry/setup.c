@@ -1,11 +1,7 @@
 /* setup: what the first hook does before any hook goes on: the rest of the
  * constructor's start (shim.c), opening the driver, and registering the
- * functions through which lower layers call higher ones:
- *
- *   worker -> log, account  ticks: the samples, the arenas' idle release,
- *                          the footprint and the group's book
- *   device -> log          a GPU became known (the start record)
- *   ledger -> account      read back the pools' unread growth
+ * functions through which lower layers call higher ones (the worker's
+ * ticks, the device layer's listener, the ledger's growth reader).
  *
  * Thread safety: two pthread_once, before any GPU is known or any arena
  * exists; then one acquire load per hook. */
@@ -53,8 +49,7 @@ static void run_deferred_start(void)
 bool cumemcap_ready_slow(void)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT, start_once = PTHREAD_ONCE_INIT;
-	/* Before the driver is opened: the fork handlers stay registered
-	 * before the driver's, as from the constructor. */
+	/* Before the driver opens, so our fork handlers precede its own. */
 	pthread_once(&start_once, run_deferred_start);
 	if (!cumemcap_driver_ready())
 		return false;
