@@ -29,8 +29,8 @@ static void process_capacity(int dev, struct cumemcap_ledger_capacity *c)
 }
 
 /* The driver's figures for the current context's device, capped at the
- * limit and headroom, the arenas' cache counted free; without a device, the
- * driver's error for a missing context. Device-level: no death lock. */
+ * limit and headroom, the arenas' cache counted free. No device: the error
+ * for a missing context, never uncapped figures. Device-level: no lock. */
 static inline __attribute__((always_inline)) CUresult mem_info(uint64_t *free_bytes,
 							       uint64_t *total_bytes)
 {
@@ -300,7 +300,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmem
 	return r;
 }
 
-/* The pool's unread growth is counted before it goes. */
+/* A pool's unread growth is read while the pool still holds it. */
 NOTING_ENTRY(cuMemPoolDestroy, (CUmemoryPool pool), (pool), cumemcap_account_pool_read(pool),
 	     cumemcap_account_pool_destroyed(pool))
 NOTING_ENTRY(cuMemPoolTrimTo, (CUmemoryPool pool, size_t minBytesToKeep), (pool, minBytesToKeep),

@@ -26,7 +26,7 @@ static void register_upcalls(void)
 	atomic_store(&cumemcap_ledger_growth_reader, cumemcap_account_pool_refresh_now);
 }
 
-/* too_late_to_defer once the first hook has looked: a later deferral fails. */
+/* too_late_to_defer after the first hook looked: a later deferral fails. */
 static void (*_Atomic deferred_start)(void);
 
 static void too_late_to_defer(void)
@@ -49,7 +49,7 @@ static void run_deferred_start(void)
 bool cumemcap_ready_slow(void)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT, start_once = PTHREAD_ONCE_INIT;
-	/* Before the driver opens, so our fork handlers precede its own. */
+	/* Before the driver opens: our fork handlers are registered before its. */
 	pthread_once(&start_once, run_deferred_start);
 	if (!cumemcap_driver_ready())
 		return false;
