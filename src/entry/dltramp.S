@@ -1,30 +1,34 @@
-/* dltramp: the exported dlsym and dlvsym.
- *
- * Each asks its C router (lookup.c) which function should answer, then
- * restores the arguments and jumps there. Jumping, not calling, keeps the
- * program's return address in place: glibc's dlsym resolves RTLD_NEXT and
- * RTLD_DEFAULT relative to the object that called it. The caller's return
- * address also goes along as one more argument (dlsym: the third, dlvsym:
- * the fourth; libc's functions ignore it), so that the C path for hooked
- * names can resolve RTLD_NEXT relative to the caller too.
+/* dltramp: the exported dlsym and dlvsym. Each asks its C router
+ * (lookup.c) which function should answer, restores the arguments and
+ * jumps there: glibc resolves RTLD_NEXT and RTLD_DEFAULT relative to the
+ * caller's return address, which a call would replace. The return address
+ * also goes along as one more argument (libc's functions ignore it).
  * cumemcap_dlsym_entry and cumemcap_dlvsym_entry are hidden names of the
  * same entry points, whatever the process binds dlsym and dlvsym to.
  *
  * Thread safety: no data of its own; the arguments stay on the calling
- * thread's stack across the router call (lookup.c says how the routers
- * are thread-safe). */
+ * thread's stack across the router call. */
 
-#if defined(__x86_64__)
+/* An exported entry point and its hidden alias, from here to entry_end. */
+	.macro	entry name, alias
+	.globl	\name
+	.type	\name, %function
+	.globl	\alias
+	.hidden	\alias
+	.type	\alias, %function
+\name:
+\alias:
+	.endm
+	.macro	entry_end name, alias
+	.size	\name, .-\name
+	.size	\alias, .-\alias
+	.endm
 
 	.text
 
-	.globl	dlsym
-	.type	dlsym, @function
-	.globl	cumemcap_dlsym_entry
-	.hidden	cumemcap_dlsym_entry
-	.type	cumemcap_dlsym_entry, @function
-dlsym:
-cumemcap_dlsym_entry:
+#if defined(__x86_64__)
+
+	entry	dlsym, cumemcap_dlsym_entry
 	.cfi_startproc
 	endbr64
 	pushq	%rdi
@@ -43,16 +47,9 @@ cumemcap_dlsym_entry:
 	movq	(%rsp), %rdx
 	jmp	*%rax
 	.cfi_endproc
-	.size	dlsym, .-dlsym
-	.size	cumemcap_dlsym_entry, .-cumemcap_dlsym_entry
+	entry_end	dlsym, cumemcap_dlsym_entry
 
-	.globl	dlvsym
-	.type	dlvsym, @function
-	.globl	cumemcap_dlvsym_entry
-	.hidden	cumemcap_dlvsym_entry
-	.type	cumemcap_dlvsym_entry, @function
-dlvsym:
-cumemcap_dlvsym_entry:
+	entry	dlvsym, cumemcap_dlvsym_entry
 	.cfi_startproc
 	endbr64
 	pushq	%rdi
@@ -71,20 +68,11 @@ cumemcap_dlvsym_entry:
 	movq	(%rsp), %rcx
 	jmp	*%rax
 	.cfi_endproc
-	.size	dlvsym, .-dlvsym
-	.size	cumemcap_dlvsym_entry, .-cumemcap_dlvsym_entry
+	entry_end	dlvsym, cumemcap_dlvsym_entry
 
 #elif defined(__aarch64__)
 
-	.text
-
-	.globl	dlsym
-	.type	dlsym, %function
-	.globl	cumemcap_dlsym_entry
-	.hidden	cumemcap_dlsym_entry
-	.type	cumemcap_dlsym_entry, %function
-dlsym:
-cumemcap_dlsym_entry:
+	entry	dlsym, cumemcap_dlsym_entry
 	.cfi_startproc
 	stp	x29, x30, [sp, #-32]!
 	.cfi_def_cfa_offset 32
@@ -100,16 +88,9 @@ cumemcap_dlsym_entry:
 	mov	x2, x30
 	br	x16
 	.cfi_endproc
-	.size	dlsym, .-dlsym
-	.size	cumemcap_dlsym_entry, .-cumemcap_dlsym_entry
+	entry_end	dlsym, cumemcap_dlsym_entry
 
-	.globl	dlvsym
-	.type	dlvsym, %function
-	.globl	cumemcap_dlvsym_entry
-	.hidden	cumemcap_dlvsym_entry
-	.type	cumemcap_dlvsym_entry, %function
-dlvsym:
-cumemcap_dlvsym_entry:
+	entry	dlvsym, cumemcap_dlvsym_entry
 	.cfi_startproc
 	stp	x29, x30, [sp, #-48]!
 	.cfi_def_cfa_offset 48
@@ -127,7 +108,7 @@ cumemcap_dlvsym_entry:
 	mov	x3, x30
 	br	x16
 	.cfi_endproc
-	.size	dlvsym, .-dlvsym
+	entry_end	dlvsym, cumemcap_dlvsym_entry
 
 #else
 #error "dltramp.S: add a trampoline for this architecture"

@@ -1,14 +1,12 @@
-/* hooks-array: the array entry points: cuArrayCreate, cuArray3DCreate
- * (legacy and _v2 descriptors), cuMipmappedArrayCreate and their destroys.
- * Each array is charged an estimate of its size (account.h) and released
- * by its handle. A refusal at the limit is CUDA_ERROR_OUT_OF_MEMORY.
+/* hooks-array: cuArrayCreate, cuArray3DCreate (legacy and _v2
+ * descriptors), cuMipmappedArrayCreate and their destroys. Each array is
+ * charged an estimate of its size and released by its handle.
  *
  * Thread safety: no state here; see account.h. */
-#include "account/account.h"
 #include "entry/hooks.h"
 
 /* Arrays are opaque: Width x Height x Depth x channels x element size,
- * rounded up to 512 bytes (the fake driver counts the same way). */
+ * rounded up to 512 bytes (as the fake driver counts). */
 static uint64_t format_bytes(CUarray_format f)
 {
 	switch (f) {
@@ -35,32 +33,20 @@ static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, uint64_t channel
 	return n > UINT64_MAX ? UINT64_MAX : (uint64_t)n;
 }
 
-/* Charge an array of `bytes` (kind: array or mipmapped array), call
- * `create` with its arguments, settle on its handle. A deferred-mapping
- * array holds no memory until it is mapped: `deferred` skips the charge. */
-#define ARRAY_CREATE(entry_point, handle_kind, bytes, deferred, phandle, create)                   \
-	do {                                                                                       \
-		if (deferred)                                                                      \
-			return (create);                                                           \
-		struct cumemcap_charge c_;                                                         \
-		CUresult r_ = cumemcap_account_charge_begin(&c_, entry_point, -1,                  \
-							    CUMEMCAP_KIND_array, bytes);           \
-		if (r_ != CUDA_SUCCESS)                                                            \
-			return r_;                                                                 \
-		r_ = (create);                                                                     \
-		uint64_t key_ = r_ == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*(phandle) : 0;          \
-		return cumemcap_account_charge_finish(&c_, r_, handle_kind, key_);                 \
-	} while (0)
-
-/* cuArrayCreate and cuArray3DCreate, either descriptor. */
+/* cuArrayCreate and cuArray3DCreate, either descriptor. A deferred-mapping
+ * array holds no memory until it is mapped: it is not charged. */
 #define ARRAY(name, descriptor, depth, deferred)                                                   \
 	CUMEMCAP_EXPORT CUresult CUDAAPI name(CUarray *pHandle, const descriptor *d)               \
 	{                                                                                          \
 		NEED(name);                                                                        \
 		HOLD_DEATH_LOCK();                                                                 \
-		ARRAY_CREATE(__func__, CUMEMCAP_HANDLE_ARRAY,                                      \
-			     array_bytes(d->Width, d->Height, depth, d->NumChannels, d->Format),   \
-			     !pHandle || !d || (deferred), pHandle, real_##name(pHandle, d));      \
+		if (!pHandle || !d || (deferred))                                                  \
+			return real_##name(pHandle, d);                                            \
+		CHARGE(c, -1, CUMEMCAP_KIND_array,                                                 \
+		       array_bytes(d->Width, d->Height, depth, d->NumChannels, d->Format));        \
+		CUresult r = real_##name(pHandle, d);                                              \
+		uint64_t key = r == CUDA_SUCCESS ? (uintptr_t)*pHandle : 0;                        \
+		return cumemcap_account_charge_finish(&c, r, CUMEMCAP_HANDLE_ARRAY, key);          \
 	}
 ARRAY(cuArrayCreate_v2, CUDA_ARRAY_DESCRIPTOR, 1, false)
 ARRAY(cuArrayCreate, CUDA_ARRAY_DESCRIPTOR_v1, 1, false)
@@ -87,9 +73,12 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandl
 {
 	NEED(cuMipmappedArrayCreate);
 	HOLD_DEATH_LOCK();
-	ARRAY_CREATE(__func__, CUMEMCAP_HANDLE_MIPMAP, mipmap_bytes(d, numMipmapLevels),
-		     !pHandle || !d || (d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING), pHandle,
-		     real_cuMipmappedArrayCreate(pHandle, d, numMipmapLevels));
+	if (!pHandle || !d || (d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING))
+		return real_cuMipmappedArrayCreate(pHandle, d, numMipmapLevels);
+	CHARGE(c, -1, CUMEMCAP_KIND_array, mipmap_bytes(d, numMipmapLevels));
+	CUresult r = real_cuMipmappedArrayCreate(pHandle, d, numMipmapLevels);
+	return cumemcap_account_charge_finish(&c, r, CUMEMCAP_HANDLE_MIPMAP,
+					      r == CUDA_SUCCESS ? (uintptr_t)*pHandle : 0);
 }
 
 #define DESTROY(name, T, handle_kind)                                                              \
@@ -98,8 +87,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandl
 		NEED(name);                                                                        \
 		HOLD_DEATH_LOCK();                                                                 \
 		struct cumemcap_block b;                                                           \
-		uint64_t key = (uint64_t)(uintptr_t)handle;                                        \
-		bool found = cumemcap_account_release_take(handle_kind, key, &b);                  \
+		bool found = cumemcap_account_release_take(handle_kind, (uintptr_t)handle, &b);    \
 		return cumemcap_account_release_settle(found, &b, real_##name(handle));            \
 	}
 DESTROY(cuArrayDestroy, CUarray, CUMEMCAP_HANDLE_ARRAY)

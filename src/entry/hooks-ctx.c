@@ -1,18 +1,13 @@
-/* hooks-ctx: the entry points by which a context is made and dies.
- * Making one (cuCtxCreate, the primary context's first retain) tells the
- * footprint (account/footprint.h) before and after, to learn what the
- * context costs. A context's memory dies on cuCtxDestroy, a primary
- * context's reset, and its last release (after which the driver says it
- * is inactive). Each runs as the writer of the death lock (death-lock.h):
- * no other hook is inside the records while the driver frees and the shim
- * forgets, so nothing is handed out of a freed segment, and no record of a
- * handle another thread revived is purged.
+/* hooks-ctx: the entry points by which a context is made and dies. Making
+ * one (cuCtxCreate, the primary context's first retain) tells the
+ * footprint before and after, to learn what the context costs. A context
+ * dies on cuCtxDestroy, a primary context's reset and its last release,
+ * each run as the writer of the death lock (death-lock.h).
  *
  * Thread safety: primary_lock (taken before the death lock's writer, never
  * inside it; an xmutex, as it is held across driver calls) orders retain,
  * release and reset, so that no retain revives a context before the shim
  * has looked; the handles are atomics. */
-#include "account/account.h"
 #include "account/footprint.h"
 #include "account/graph.h"
 #include "entry/hooks.h"
@@ -28,15 +23,8 @@ void cumemcap_hooks_ctx_fork_child(void)
 	cumemcap_xmutex_fork_child(&primary_lock);
 }
 
-static bool valid(CUdevice dev)
-{
-	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES;
-}
-
-/* The handle of dev's primary context: the one a retain returned, or (no
- * retain seen) the driver's answer. The caller found dev valid and its
- * context active, and holds primary_lock, so the retain and release below
- * cannot make this the last release. */
+/* dev's primary context: the handle a retain returned, else the driver's.
+ * The caller found it active and holds primary_lock: no last release here. */
 static CUcontext primary_handle(CUdevice dev)
 {
 	CUcontext ctx = atomic_load(&primary[dev]);
@@ -52,11 +40,11 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdev
 {
 	NEED(cuDevicePrimaryCtxRetain);
 	cumemcap_xmutex_lock(&primary_lock);
-	bool first = valid(dev) && !cumemcap_driver_primary_active(dev);
+	bool first = cumemcap_ledger_valid(dev) && !cumemcap_driver_primary_active(dev);
 	if (first)
 		cumemcap_account_context_coming(dev);
 	CUresult r = real_cuDevicePrimaryCtxRetain(pctx, dev);
-	if (r == CUDA_SUCCESS && pctx && valid(dev)) {
+	if (r == CUDA_SUCCESS && pctx && cumemcap_ledger_valid(dev)) {
 		atomic_store(&primary[dev], *pctx);
 		if (first)
 			cumemcap_account_context_made(dev, *pctx, true);
@@ -93,14 +81,13 @@ static void died(CUcontext ctx, int dev, enum cumemcap_death why)
 	cumemcap_account_context_gone(ctx, dev);
 }
 
-/* A reset frees what an active primary context holds (an inactive one's
- * went with its last release); a release, when it was the last. The
- * handle is asked for while the context is still active. */
+/* A reset kills an active primary context, a release when it is the last;
+ * the handle is asked for while the context is still active. */
 static CUresult primary_change(CUresult(CUDAAPI *fn)(CUdevice), CUdevice dev, enum cumemcap_death why)
 {
 	cumemcap_xmutex_lock(&primary_lock);
 	cumemcap_death_lock_write();
-	bool was_active = valid(dev) && cumemcap_driver_primary_active(dev);
+	bool was_active = cumemcap_ledger_valid(dev) && cumemcap_driver_primary_active(dev);
 	CUcontext ctx = was_active ? primary_handle(dev) : NULL;
 	CUresult r = fn(dev);
 	if (r == CUDA_SUCCESS && was_active &&

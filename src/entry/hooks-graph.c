@@ -1,7 +1,6 @@
 /* hooks-graph: the entry points through which CUDA graphs take graph
  * memory (instantiation, upload, launch, destruction, trim), every version
- * and per-thread variant, over graph.h. A refusal at the limit is
- * CUDA_ERROR_OUT_OF_MEMORY.
+ * and per-thread variant, over graph.h.
  *
  * Thread safety: see graph.h. */
 #include <stdio.h>
@@ -11,11 +10,9 @@
 
 /* The 5-argument instantiation of CUDA 10.0 and 11.0 says why it refused
  * in the program's log buffer. */
-static void refused_log(CUresult r, const struct cumemcap_graph_op *op, CUgraphNode *error_node,
-			char *log, size_t size)
+static void refused_log(const struct cumemcap_graph_op *op, CUgraphNode *error_node, char *log,
+			size_t size)
 {
-	if (r != CUDA_ERROR_OUT_OF_MEMORY)
-		return;
 	if (error_node)
 		*error_node = NULL;
 	if (log && size)
@@ -23,8 +20,7 @@ static void refused_log(CUresult r, const struct cumemcap_graph_op *op, CUgraphN
 			 op->n, op->n == 1 ? "" : "s");
 }
 
-/* cumemcap_graph_instantiate_begin (`upload`: the instantiation uploads
- * too); a refusal runs `refused` and returns, else `call` is made. */
+/* `upload`: it uploads too; a refusal (out of memory) runs `refused`. */
 #define INSTANTIATE(name, params, upload, refused, call)                                           \
 	CUMEMCAP_EXPORT CUresult CUDAAPI name params                                               \
 	{                                                                                          \
@@ -38,21 +34,20 @@ static void refused_log(CUresult r, const struct cumemcap_graph_op *op, CUgraphN
 		}                                                                                  \
 		return cumemcap_graph_instantiate_end(&op, call, phGraphExec);                     \
 	}
-#define LOG_PARAMS                                                                                 \
-	(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,    \
-	 size_t bufferSize)
-INSTANTIATE(cuGraphInstantiate, LOG_PARAMS, false,
-	    refused_log(r, &op, phErrorNode, logBuffer, bufferSize),
-	    real_cuGraphInstantiate(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize))
-INSTANTIATE(cuGraphInstantiate_v2, LOG_PARAMS, false,
-	    refused_log(r, &op, phErrorNode, logBuffer, bufferSize),
-	    real_cuGraphInstantiate_v2(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize))
+#define WITH_LOG(name)                                                                             \
+	INSTANTIATE(name,                                                                          \
+		    (CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,           \
+		     char *logBuffer, size_t bufferSize),                                          \
+		    false, refused_log(&op, phErrorNode, logBuffer, bufferSize),                \
+		    real_##name(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize))
+WITH_LOG(cuGraphInstantiate)
+WITH_LOG(cuGraphInstantiate_v2)
 INSTANTIATE(cuGraphInstantiateWithFlags,
 	    (CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags),
 	    (flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) != 0, (void)0,
 	    real_cuGraphInstantiateWithFlags(phGraphExec, hGraph, flags))
 
-/* With params, a refusal is reported in them as well. */
+/* A refusal is reported in the params as well. */
 static void refused_params(CUDA_GRAPH_INSTANTIATE_PARAMS *params)
 {
 	if (params) {
@@ -69,7 +64,6 @@ static void refused_params(CUDA_GRAPH_INSTANTIATE_PARAMS *params)
 WITH_PARAMS(cuGraphInstantiateWithParams)
 WITH_PARAMS(cuGraphInstantiateWithParams_ptsz)
 
-/* Upload and launch share a prototype. */
 #define RUN(name, ptsz)                                                                            \
 	CUMEMCAP_EXPORT CUresult CUDAAPI name(CUgraphExec hGraphExec, CUstream hStream)            \
 	{                                                                                          \
@@ -88,16 +82,7 @@ RUN(cuGraphUpload_ptsz, true)
 RUN(cuGraphLaunch, false)
 RUN(cuGraphLaunch_ptsz, true)
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
-{
-	NEED(cuGraphExecDestroy);
-	HOLD_DEATH_LOCK();
-	FORWARD_NOTING(real_cuGraphExecDestroy(hGraphExec), cumemcap_graph_exec_destroyed(hGraphExec));
-}
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuDeviceGraphMemTrim(CUdevice device)
-{
-	NEED(cuDeviceGraphMemTrim);
-	HOLD_DEATH_LOCK();
-	FORWARD_NOTING(real_cuDeviceGraphMemTrim(device), cumemcap_graph_trimmed((int)device));
-}
+NOTING_ENTRY(cuGraphExecDestroy, (CUgraphExec hGraphExec), (hGraphExec), (void)0,
+	     cumemcap_graph_exec_destroyed(hGraphExec))
+NOTING_ENTRY(cuDeviceGraphMemTrim, (CUdevice device), (device), (void)0,
+	     cumemcap_graph_trimmed((int)device))

@@ -1,14 +1,10 @@
 /* hooks-nvml: NVML asked from inside a capped process tells the same story
  * as cuMemGetInfo. A program linked to libnvidia-ml.so.1 binds to these
  * exports; dlsym (lookup.c) hands them out when the real answer lies in
- * libnvidia-ml (pynvml). Each calls the real NVML first and returns its
- * error unchanged; on success it rewrites the figures of a GPU the shim
- * caps, found by the handle's UUID: memory info as cuMemGetInfo tells it
- * (v2: reserved = 0, so that total = reserved + used + free), and this
- * process's usedGpuMemory as its footprint. No hook calls CUDA (a program
- * may use NVML, then fork) or nvmlInit. Without the library the answer is
- * NVML_ERROR_UNINITIALIZED; a function it lacks answers
- * NVML_ERROR_FUNCTION_NOT_FOUND.
+ * libnvidia-ml (pynvml). Each calls the real NVML and returns its error
+ * unchanged; on success it rewrites the figures of a GPU the shim caps,
+ * found by UUID: memory info, and this process's usedGpuMemory as its
+ * footprint. No hook calls CUDA (a program may use NVML, then fork) or nvmlInit.
  *
  * Thread safety: no state of its own; no lock is held across a real call. */
 #include "entry/table.h"
@@ -23,10 +19,6 @@
 #include "group/group.h"
 #include "state/ledger.h"
 
-CUMEMCAP_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, struct cumemcap_nvml_memory *memory);
-CUMEMCAP_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
-							struct cumemcap_nvml_memory_v2 *memory);
-
 static bool same_gpu(const unsigned char uuid[16], const char *name)
 {
 	char mine[48];
@@ -38,9 +30,8 @@ static bool same_gpu(const unsigned char uuid[16], const char *name)
 	return strcasecmp(mine, name) == 0;
 }
 
-/* The GPU behind `device`, when the shim knows it: its ordinal (-1 for a
- * GPU the process has not used: its footprint is 0), its limit
- * (CUMEMCAP_NO_LIMIT: none) and the process's footprint there. */
+/* The GPU behind `device`, when the shim knows it: its ordinal (-1: one the
+ * process has not used), its limit and the process's footprint there. */
 static bool known(const struct cumemcap_nvml_real *real, nvmlDevice_t device, int *dev, uint64_t *limit,
 		  uint64_t *footprint)
 {
@@ -48,7 +39,6 @@ static bool known(const struct cumemcap_nvml_real *real, nvmlDevice_t device, in
 	if (!real->get_uuid || real->get_uuid(device, name, sizeof(name)) != CUMEMCAP_NVML_SUCCESS)
 		return false;
 	name[sizeof(name) - 1] = '\0';
-	/* A GPU the process used: the ledger's figures. */
 	for (int d = 0; d < CUMEMCAP_MAX_DEVICES; d++) {
 		const struct cumemcap_device_info *info = cumemcap_device_info(d);
 		if (!info || !same_gpu(info->uuid, name))
@@ -71,9 +61,8 @@ static bool known(const struct cumemcap_nvml_real *real, nvmlDevice_t device, in
 	return false;
 }
 
-/* NVML's memory figures as cuMemGetInfo tells them: the total is the least
- * of the limit and the group's budget, the free the least of what each
- * leaves, used = total - free. False when neither caps the GPU. */
+/* NVML's memory figures as cuMemGetInfo tells them: the least of the limit
+ * and the group's budget, and of what each leaves. False: neither caps it. */
 static bool memory_seen(const struct cumemcap_nvml_real *real, nvmlDevice_t device,
 			unsigned long long *total, unsigned long long *used, unsigned long long *free_bytes)
 {
@@ -106,31 +95,26 @@ static bool memory_seen(const struct cumemcap_nvml_real *real, nvmlDevice_t devi
 			return CUMEMCAP_NVML_ERROR_FUNCTION_NOT_FOUND;                             \
 	} while (0)
 
-CUMEMCAP_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, struct cumemcap_nvml_memory *memory)
-{
-	struct cumemcap_nvml_real real;
-	REAL_OR_RETURN(real, memory_info);
-	nvmlReturn_t r = real.memory_info(device, memory);
-	if (r == CUMEMCAP_NVML_SUCCESS && memory)
-		memory_seen(&real, device, &memory->total, &memory->used, &memory->free);
-	return r;
-}
+/* nvmlDeviceGetMemoryInfo in either layout; `seen` runs when the GPU is
+ * capped (v2: reserved = 0, so that total = reserved + used + free). */
+#define MEMORY_INFO(name, fn, record, seen)                                                        \
+	CUMEMCAP_EXPORT nvmlReturn_t name(nvmlDevice_t device, record *memory);                    \
+	CUMEMCAP_EXPORT nvmlReturn_t name(nvmlDevice_t device, record *memory)                     \
+	{                                                                                          \
+		struct cumemcap_nvml_real real;                                                    \
+		REAL_OR_RETURN(real, fn);                                                          \
+		nvmlReturn_t r = real.fn(device, memory);                                          \
+		if (r == CUMEMCAP_NVML_SUCCESS && memory &&                                        \
+		    memory_seen(&real, device, &memory->total, &memory->used, &memory->free))      \
+			seen;                                                                      \
+		return r;                                                                          \
+	}
+MEMORY_INFO(nvmlDeviceGetMemoryInfo, memory_info, struct cumemcap_nvml_memory, (void)0)
+MEMORY_INFO(nvmlDeviceGetMemoryInfo_v2, memory_info_v2, struct cumemcap_nvml_memory_v2,
+	    memory->reserved = 0)
 
-CUMEMCAP_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
-							struct cumemcap_nvml_memory_v2 *memory)
-{
-	struct cumemcap_nvml_real real;
-	REAL_OR_RETURN(real, memory_info_v2);
-	nvmlReturn_t r = real.memory_info_v2(device, memory);
-	if (r == CUMEMCAP_NVML_SUCCESS && memory &&
-	    memory_seen(&real, device, &memory->total, &memory->used, &memory->free))
-		memory->reserved = 0;
-	return r;
-}
-
-/* The real list, this process's usedGpuMemory made its footprint on a
- * capped GPU (unless NVML said VALUE_NOT_AVAILABLE). `stride`: a record's
- * size; both layouts open with pid, then usedGpuMemory. */
+/* The real list, this process's usedGpuMemory its footprint on a capped
+ * GPU. Every layout opens with pid, then usedGpuMemory (`stride`: a record). */
 static nvmlReturn_t processes(cumemcap_nvml_procs_fn fn, nvmlDevice_t device, unsigned int *count,
 			      void *infos, size_t stride, const struct cumemcap_nvml_real *real)
 {
@@ -163,23 +147,18 @@ PROCESSES(nvmlDeviceGetComputeRunningProcesses, procs, struct cumemcap_nvml_proc
 PROCESSES(nvmlDeviceGetComputeRunningProcesses_v2, procs_v2, struct cumemcap_nvml_process)
 PROCESSES(nvmlDeviceGetComputeRunningProcesses_v3, procs_v3, struct cumemcap_nvml_process)
 
-static const struct {
-	const char *name;
-	void *hook;
-} nvml_hooks[] = {
-	{ "nvmlDeviceGetMemoryInfo", (void *)nvmlDeviceGetMemoryInfo },
-	{ "nvmlDeviceGetMemoryInfo_v2", (void *)nvmlDeviceGetMemoryInfo_v2 },
-	{ "nvmlDeviceGetComputeRunningProcesses", (void *)nvmlDeviceGetComputeRunningProcesses },
-	{ "nvmlDeviceGetComputeRunningProcesses_v2", (void *)nvmlDeviceGetComputeRunningProcesses_v2 },
-	{ "nvmlDeviceGetComputeRunningProcesses_v3", (void *)nvmlDeviceGetComputeRunningProcesses_v3 },
-};
-
 CUMEMCAP_DLSYM_SAFE void *cumemcap_nvml_hook(const char *name)
 {
 	if (!name || name[0] != 'n' || name[1] != 'v' || name[2] != 'm' || name[3] != 'l')
 		return NULL;
-	for (size_t i = 0; i < sizeof(nvml_hooks) / sizeof(nvml_hooks[0]); i++)
-		if (cumemcap_str_eq(nvml_hooks[i].name, name))
-			return nvml_hooks[i].hook;
+#define HOOK(fn)                        \
+	if (cumemcap_str_eq(name, #fn)) \
+		return (void *)fn;
+	HOOK(nvmlDeviceGetMemoryInfo)
+	HOOK(nvmlDeviceGetMemoryInfo_v2)
+	HOOK(nvmlDeviceGetComputeRunningProcesses)
+	HOOK(nvmlDeviceGetComputeRunningProcesses_v2)
+	HOOK(nvmlDeviceGetComputeRunningProcesses_v3)
+#undef HOOK
 	return NULL;
 }

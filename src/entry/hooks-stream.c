@@ -2,19 +2,15 @@
  * know the streams that do not wait for the legacy stream (streams.h), and
  * the beginning and end of a stream capture, so the shim knows when it
  * must not synchronize (capture.h); every version and per-thread variant.
- * The driver's answer reaches the program unchanged.
  *
  * Thread safety: see streams.h and capture.h. Creation runs in a reader
- * section of the death lock, so no context dies between the driver's call
- * and the note (a dead context's streams are forgotten with it). */
+ * section of the death lock: no context dies between the call and the note. */
 #include "state/capture.h"
 #include "state/streams.h"
 #include "entry/hooks.h"
 
-/* A stream was made: keep it with its context (cuStreamGetCtx). A green
- * context's stream (`green`) is kept with none: its work may use its
- * device's memory from a context the arenas do not know, so every fence
- * falls back to a context synchronization while it lives. */
+/* Keep a new stream with its context; a green context's with none, so every
+ * fence falls back to a context synchronization while it lives. */
 static CUresult created(CUresult r, CUstream *stream, unsigned flags, bool green)
 {
 	CUcontext ctx = NULL;
@@ -35,9 +31,8 @@ LOCKED_ENTRY(cuGreenCtxStreamCreate,
 	     created(real_cuGreenCtxStreamCreate(phStream, greenCtx, flags, priority), phStream, flags,
 		     true))
 
-/* The destruction is noted first (the generation moves before the stream
- * leaves the list): work still queued on it finishes later, so the next
- * fence falls back to a context synchronization. */
+/* Noted before the stream goes: work still queued on it finishes later, so
+ * the next fence falls back to a context synchronization. */
 static CUresult destroy(PFN_cuStreamDestroy_v4000 fn, CUstream stream)
 {
 	cumemcap_streams_destroyed(stream);
@@ -47,8 +42,8 @@ static CUresult destroy(PFN_cuStreamDestroy_v4000 fn, CUstream stream)
 ENTRY(cuStreamDestroy, (CUstream hStream), destroy(real_cuStreamDestroy, hStream))
 ENTRY(cuStreamDestroy_v2, (CUstream hStream), destroy(real_cuStreamDestroy_v2, hStream))
 
-/* The quiet gate (capture.h) is held across a begin call, so no
- * synchronizing call of the shim's runs while the capture begins. */
+/* The quiet gate (capture.h) is held across a begin call: no synchronizing
+ * call of the shim's runs while the capture begins. */
 #define BEGIN(name, ptsz, params, ...)                                                             \
 	CUMEMCAP_EXPORT CUresult CUDAAPI name params                                               \
 	{                                                                                          \
@@ -60,23 +55,19 @@ ENTRY(cuStreamDestroy_v2, (CUstream hStream), destroy(real_cuStreamDestroy_v2, h
 		cumemcap_capture_begin_unlock();                                                   \
 		return r;                                                                          \
 	}
-BEGIN(cuStreamBeginCapture, false, (CUstream hStream), hStream)
-BEGIN(cuStreamBeginCapture_ptsz, true, (CUstream hStream), hStream)
-BEGIN(cuStreamBeginCapture_v2, false, (CUstream hStream, CUstreamCaptureMode mode), hStream, mode)
-BEGIN(cuStreamBeginCapture_v2_ptsz, true, (CUstream hStream, CUstreamCaptureMode mode), hStream,
-      mode)
-#define TO_GRAPH_PARAMS                                                                            \
-	(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,                        \
-	 const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode)
-BEGIN(cuStreamBeginCaptureToGraph, false, TO_GRAPH_PARAMS, hStream, hGraph, dependencies,
-      dependencyData, numDependencies, mode)
-BEGIN(cuStreamBeginCaptureToGraph_ptsz, true, TO_GRAPH_PARAMS, hStream, hGraph, dependencies,
-      dependencyData, numDependencies, mode)
+#define BEGIN_AND_PTSZ(name, params, ...)                                                          \
+	BEGIN(name, false, params, __VA_ARGS__)                                                    \
+	BEGIN(name##_ptsz, true, params, __VA_ARGS__)
+BEGIN_AND_PTSZ(cuStreamBeginCapture, (CUstream hStream), hStream)
+BEGIN_AND_PTSZ(cuStreamBeginCapture_v2, (CUstream hStream, CUstreamCaptureMode mode), hStream, mode)
+BEGIN_AND_PTSZ(cuStreamBeginCaptureToGraph,
+	       (CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
+		const CUgraphEdgeData *dependencyData, size_t numDependencies,
+		CUstreamCaptureMode mode),
+	       hStream, hGraph, dependencies, dependencyData, numDependencies, mode)
 
-/* An end call returned r: the capture is over when it succeeded or was
- * invalidated (the graph is gone, the stream captures no more), unless the
- * driver says the stream still captures (an end from the wrong thread);
- * after any other error, only if the driver says it no longer captures. */
+/* Over when the driver says so (an end from the wrong thread leaves the
+ * stream capturing); unasked, when the end succeeded or was invalidated. */
 static CUresult ended(CUresult r, CUstream stream, bool ptsz)
 {
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_ACTIVE;

@@ -1,15 +1,10 @@
 /* hooks: the memory entry points (linear, pitched, managed, stream-ordered,
  * pools, capacity, address queries); the other hooks-*.c hold the rest.
- *
- * Twins that differ only in types (legacy 32-bit unsigned int and
- * CUdeviceptr_v1, _v2 size_t and CUdeviceptr) are one macro. The real
- * entry point gets the shim's locals as out-parameters, NULL where the
- * program's was; the program's are written only on success. The driver's
- * return code reaches the program unchanged, but a refusal at the limit,
- * CUDA_ERROR_OUT_OF_MEMORY.
+ * Twins that differ only in types (legacy 32-bit, _v2) are one macro. The
+ * real entry point writes the shim's locals (NULL where the program's was);
+ * the program's out-parameters are written only on success.
  *
  * Thread safety: no state here; see account.h. */
-#include "account/account.h"
 #include "arena/arena.h"
 #include "state/capture.h"
 #include "state/device.h"
@@ -20,8 +15,7 @@
 /* A capacity figure in the width T: a legacy one saturates. */
 #define FIT(T, v) ((v) > (T)-1 ? (T)-1 : (T)(v))
 
-/* The limit and headroom of GPU `dev`; a group member's total is the least
- * of the limits and its headroom the least of the rooms. */
+/* The limit and headroom of GPU `dev`, within a group's budget and room. */
 static void process_capacity(int dev, struct cumemcap_ledger_capacity *c)
 {
 	uint64_t budget, room;
@@ -34,27 +28,15 @@ static void process_capacity(int dev, struct cumemcap_ledger_capacity *c)
 	}
 }
 
-/* Under a limit, pools that trimmed at a synchronization the shim did not
- * see are read again, so that their memory is in the headroom. Out of line:
- * it is rare. */
-static __attribute__((noinline)) void pools_read_again(int dev, struct cumemcap_ledger_capacity *c)
-{
-	cumemcap_account_pool_refresh_now(dev);
-	process_capacity(dev, c);
-}
-
 /* The driver's figures for the current context's device, capped at the
- * limit and headroom; what the arenas cache is free for the program, limit
- * or not. A device not found (no current context, or it died under
- * another thread) gets the driver's error for a missing context, never
- * uncapped figures. Device-level figures only: no death lock. */
+ * limit and headroom, the arenas' cache counted free. No device: the error
+ * for a missing context, never uncapped figures. Device-level: no lock. */
 static inline __attribute__((always_inline)) CUresult mem_info(uint64_t *free_bytes,
 							       uint64_t *total_bytes)
 {
 	CUcontext ctx;
 	size_t f, t;
-	/* With one GPU, the driver's answer tells that a context is current,
-	 * and it is on that GPU: no cuCtxGetCurrent. */
+	/* One GPU: the driver's answer tells that a context is current there. */
 	int dev = cumemcap_device_only();
 	CUresult found = __builtin_expect(dev == 0, 1) ? CUDA_SUCCESS : cumemcap_device_current(&ctx, &dev);
 	CUresult r = real_cuMemGetInfo_v2(&f, &t);
@@ -64,8 +46,11 @@ static inline __attribute__((always_inline)) CUresult mem_info(uint64_t *free_by
 		return found == CUDA_ERROR_INVALID_DEVICE ? found : CUDA_ERROR_INVALID_CONTEXT;
 	struct cumemcap_ledger_capacity c;
 	process_capacity(dev, &c);
-	if (__builtin_expect(c.limit != CUMEMCAP_NO_LIMIT && cumemcap_ledger_holds(dev, CUMEMCAP_KIND_pool), 0))
-		pools_read_again(dev, &c);
+	if (__builtin_expect(c.limit != CUMEMCAP_NO_LIMIT && cumemcap_ledger_holds(dev, CUMEMCAP_KIND_pool), 0)) {
+		/* Pools may have trimmed at a synchronization the shim did not see. */
+		cumemcap_account_pool_refresh_now(dev);
+		process_capacity(dev, &c);
+	}
 	if (c.limit != CUMEMCAP_NO_LIMIT) {
 		t = c.limit;
 		if (f > c.headroom)
@@ -77,9 +62,8 @@ static inline __attribute__((always_inline)) CUresult mem_info(uint64_t *free_by
 	return CUDA_SUCCESS;
 }
 
-/* cuMemGetInfo in the width T. With a NULL out-parameter, or without
- * cuMemGetInfo_v2 (no 64-bit figures to cap), the twin's own entry point
- * answers, uncapped. */
+/* cuMemGetInfo in the width T. A NULL out-parameter, or no cuMemGetInfo_v2,
+ * gets the twin's own answer, uncapped. */
 #define GET_INFO(name, T)                                                                          \
 	CUMEMCAP_EXPORT CUresult CUDAAPI name(T *free, T *total)                                   \
 	{                                                                                          \
@@ -119,10 +103,8 @@ static CUresult device_total(CUdevice dev, uint64_t *total)
 	return CUDA_SUCCESS;
 }
 
-/* cuDeviceTotalMem in the width T: capped at the limit and the group's
- * budget. A device the shim cannot describe gets the driver's answer for a
- * device that is not there. The twin's own entry point answers a NULL
- * out-parameter, and every call when there is no cuDeviceTotalMem_v2. */
+/* cuDeviceTotalMem in the width T, capped at the limit and the group's
+ * budget. A NULL out-parameter, or no cuDeviceTotalMem_v2, gets the twin's. */
 #define TOTAL_MEM(name, T)                                                                         \
 	CUMEMCAP_EXPORT CUresult CUDAAPI name(T *bytes, CUdevice dev)                              \
 	{                                                                                          \
@@ -143,9 +125,8 @@ static CUresult device_total(CUdevice dev, uint64_t *total)
 TOTAL_MEM(cuDeviceTotalMem_v2, size_t)
 TOTAL_MEM(cuDeviceTotalMem, unsigned int)
 
-/* cuMemAlloc in the widths T (pointer) and S (size). Only the _v2 twin
- * tries the arenas (`pooled`): their segments do not lie in the legacy
- * 32-bit address space. */
+/* cuMemAlloc in the widths T and S. Only the _v2 twin tries the arenas
+ * (`pooled`): segments do not lie in the 32-bit address space. */
 #define MEM_ALLOC(name, T, S, pooled)                                                              \
 	CUMEMCAP_EXPORT CUresult CUDAAPI name(T *dptr, S bytesize)                                 \
 	{                                                                                          \
@@ -156,11 +137,7 @@ TOTAL_MEM(cuDeviceTotalMem, unsigned int)
 		CUresult r;                                                                        \
 		if (pooled)                                                                        \
 			return r;                                                                  \
-		struct cumemcap_charge c;                                                          \
-		r = cumemcap_account_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_linear,          \
-						  bytesize);                                       \
-		if (r != CUDA_SUCCESS)                                                             \
-			return r;                                                                  \
+		CHARGE(c, -1, CUMEMCAP_KIND_linear, bytesize);                                     \
 		T p = 0;                                                                           \
 		r = real_##name(&p, bytesize);                                                     \
 		if (r == CUDA_SUCCESS)                                                             \
@@ -171,8 +148,7 @@ TOTAL_MEM(cuDeviceTotalMem, unsigned int)
 MEM_ALLOC(cuMemAlloc_v2, CUdeviceptr, size_t, cumemcap_account_alloc_pooled(dptr, bytesize, __func__, &r))
 MEM_ALLOC(cuMemAlloc, CUdeviceptr_v1, unsigned int, false)
 
-/* Pitched rows are padded by the driver; reserve the usual padding (512
- * bytes) and settle on the pitch the driver chose. */
+/* Rows padded to 512 bytes; the pitch the driver chose settles it. */
 static uint64_t pitch_estimate(uint64_t width, uint64_t height)
 {
 	uint64_t pitch = (width + 511) / 512 * 512;
@@ -181,10 +157,8 @@ static uint64_t pitch_estimate(uint64_t width, uint64_t height)
 	return pitch * height;
 }
 
-/* cuMemAllocPitch in the widths T (pointer) and S (sizes). When the pitch
- * the driver chose takes the allocation past the limit, it is undone by
- * `free_fn`, the twin's own free (none when the driver lacks it: the block
- * then stays with the driver, unrecorded), and the program is refused. */
+/* cuMemAllocPitch in the widths T and S. A pitch past the limit is undone
+ * by `free_fn`, the twin's free (none: left unrecorded), and refused. */
 #define MEM_ALLOC_PITCH(name, T, S, free_fn)                                                       \
 	CUMEMCAP_EXPORT CUresult CUDAAPI name(T *dptr, S *pPitch, S WidthInBytes, S Height,        \
 					      unsigned int ElementSizeBytes)                       \
@@ -203,11 +177,7 @@ static uint64_t pitch_estimate(uint64_t width, uint64_t height)
 				*pPitch = pitch;                                                   \
 			return r;                                                                  \
 		}                                                                                  \
-		struct cumemcap_charge c;                                                          \
-		r = cumemcap_account_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_linear,          \
-						  pitch_estimate(WidthInBytes, Height));           \
-		if (r != CUDA_SUCCESS)                                                             \
-			return r;                                                                  \
+		CHARGE(c, -1, CUMEMCAP_KIND_linear, pitch_estimate(WidthInBytes, Height));         \
 		r = real_##name(&p, &pitch, WidthInBytes, Height, ElementSizeBytes);               \
 		if (r == CUDA_SUCCESS &&                                                           \
 		    !cumemcap_account_charge_adjust(&c, (uint64_t)pitch * Height)) {               \
@@ -233,17 +203,13 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t byt
 	HOLD_DEATH_LOCK();
 	if (!dptr)
 		return real_cuMemAllocManaged(dptr, bytesize, flags);
-	struct cumemcap_charge c;
-	CUresult r = cumemcap_account_charge_begin(&c, __func__, -1, CUMEMCAP_KIND_managed, bytesize);
-	if (r != CUDA_SUCCESS)
-		return r;
-	r = real_cuMemAllocManaged(dptr, bytesize, flags);
+	CHARGE(c, -1, CUMEMCAP_KIND_managed, bytesize);
+	CUresult r = real_cuMemAllocManaged(dptr, bytesize, flags);
 	return cumemcap_account_charge_finish(&c, r, CUMEMCAP_HANDLE_PTR, r == CUDA_SUCCESS ? *dptr : 0);
 }
 
-/* cuMemFree in the width T. The record map keeps linear, managed and
- * stream-ordered pointers in one namespace: cuMemFree and cuMemFreeAsync
- * each may free either. */
+/* cuMemFree in the width T. Linear, managed and stream-ordered pointers are
+ * one namespace: cuMemFree and cuMemFreeAsync each may free either. */
 #define MEM_FREE(name, T)                                                                          \
 	CUMEMCAP_EXPORT CUresult CUDAAPI name(T dptr)                                              \
 	{                                                                                          \
@@ -269,16 +235,14 @@ static CUresult async_alloc(const char *entry_point, PFN_cuMemAllocAsync_v11020 
 #define CALL() (alloc ? alloc(dptr, bytesize, stream) : from_pool(dptr, bytesize, pool, stream))
 	CUcontext ctx;
 	int dev;
-	/* The allocation belongs to the stream's context. The stream this
-	 * thread used last is known without a driver call; any other needs
-	 * the current context (which also tells that the driver answers). */
 	if (!dptr)
 		return CALL();
+	/* The stream's context: the stream this thread used last is known; any
+	 * other needs the current context (which says the driver answers). */
 	bool known = cumemcap_device_of_stream_known(stream, &ctx, &dev);
 	if (!known && cumemcap_device_current(&ctx, &dev) != CUDA_SUCCESS)
 		return CALL();
-	/* Into a capturing stream, the call adds an allocation node to the
-	 * graph and takes nothing now (graph.h charges graph memory). */
+	/* A capturing stream gets an allocation node and takes nothing now. */
 	if (cumemcap_capture_stream(stream, ptsz))
 		return CALL();
 	if (!known)
@@ -298,8 +262,7 @@ static CUresult async_alloc(const char *entry_point, PFN_cuMemAllocAsync_v11020 
 
 static CUresult async_free(PFN_cuMemFreeAsync_v11020 fn, CUdeviceptr dptr, CUstream stream)
 {
-	/* Most pointers freed in stream order were allocated so: the record
-	 * map first, then the arenas (whose lookup takes a lock). */
+	/* The record map first, then the arenas (whose lookup takes a lock). */
 	struct cumemcap_block b;
 	bool found = cumemcap_account_release_take(CUMEMCAP_HANDLE_PTR, dptr, &b);
 	CUresult r;
@@ -337,39 +300,21 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmem
 	return r;
 }
 
-CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
-{
-	NEED(cuMemPoolDestroy);
-	HOLD_DEATH_LOCK();
-	cumemcap_account_pool_read(pool, false); /* unread growth: counted before it goes */
-	FORWARD_NOTING(real_cuMemPoolDestroy(pool), cumemcap_account_pool_destroyed(pool));
-}
+/* A pool's unread growth is read while the pool still holds it. */
+NOTING_ENTRY(cuMemPoolDestroy, (CUmemoryPool pool), (pool), cumemcap_account_pool_read(pool, false),
+	     cumemcap_account_pool_destroyed(pool))
+NOTING_ENTRY(cuMemPoolTrimTo, (CUmemoryPool pool, size_t minBytesToKeep), (pool, minBytesToKeep),
+	     cumemcap_account_pool_read(pool, false), cumemcap_account_pool_read(pool, true))
 
-/* A device's current pool, which cuMemAllocAsync takes from, changed
- * (account.h caches it). */
-static CUresult pools_changed(CUresult r)
-{
-	if (r == CUDA_SUCCESS)
-		cumemcap_account_pools_changed();
-	return r;
-}
+/* A device's current pool (account.h caches it) changed. */
+NOTING_ENTRY(cuDeviceSetMemPool, (CUdevice dev, CUmemoryPool pool), (dev, pool), (void)0,
+	     cumemcap_account_pools_changed())
+NOTING_ENTRY(cuMemSetMemPool,
+	     (CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool),
+	     (location, type, pool), (void)0, cumemcap_account_pools_changed())
 
-ENTRY(cuDeviceSetMemPool, (CUdevice dev, CUmemoryPool pool), pools_changed(real_cuDeviceSetMemPool(dev, pool)))
-ENTRY(cuMemSetMemPool, (CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool),
-      pools_changed(real_cuMemSetMemPool(location, type, pool)))
-
-CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
-{
-	NEED(cuMemPoolTrimTo);
-	HOLD_DEATH_LOCK();
-	cumemcap_account_pool_read(pool, false);
-	FORWARD_NOTING(real_cuMemPoolTrimTo(pool, minBytesToKeep),
-		       cumemcap_account_pool_read(pool, true));
-}
-
-/* A pooled block is described as the allocation the program got; an
- * address in a segment outside any live block is memory the program does
- * not hold (the driver says CUDA_ERROR_NOT_FOUND for freed memory). */
+/* A pooled block's range is the allocation the program got; an address in
+ * a segment outside any live block is freed memory (CUDA_ERROR_NOT_FOUND). */
 static CUresult block_range(CUdeviceptr dptr, CUdeviceptr *base, uint64_t *size, bool *ours)
 {
 	enum cumemcap_arena_where w = cumemcap_arena_lookup(dptr, base, size);
@@ -377,9 +322,8 @@ static CUresult block_range(CUdeviceptr dptr, CUdeviceptr *base, uint64_t *size,
 	return w == CUMEMCAP_ARENA_NOT_LIVE ? CUDA_ERROR_NOT_FOUND : CUDA_SUCCESS;
 }
 
-/* cuMemGetAddressRange in the widths T (pointer) and S (size): a pooled
- * block's own range, the driver's answer for anything else. A legacy twin
- * that cannot hold the range gets CUDA_ERROR_INVALID_VALUE. */
+/* cuMemGetAddressRange in the widths T and S: a pooled block's own range
+ * (CUDA_ERROR_INVALID_VALUE when it does not fit), else the driver's. */
 #define ADDRESS_RANGE(name, T, S)                                                                  \
 	CUMEMCAP_EXPORT CUresult CUDAAPI name(T *pbase, S *psize, T dptr)                          \
 	{                                                                                          \
@@ -435,8 +379,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_att
 	CUresult r = real_cuPointerGetAttribute(data, attribute, ptr);
 	if (r != CUDA_SUCCESS)
 		return r;
-	/* Freed memory inside a segment: the driver's answer for freed
-	 * memory, not the segment's range. */
+	/* Freed memory inside a segment: the answer for freed memory. */
 	return fix_range_attr(attribute, data, ptr) == CUDA_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -464,8 +407,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUde
 	case CUMEMCAP_ARENA_NOT_LIVE:
 		return CUDA_ERROR_INVALID_VALUE;
 	case CUMEMCAP_ARENA_PACKED:
-		/* A handle names a whole driver allocation: for a packed block
-		 * it would open the segment, not the block. */
+		/* A handle would open the whole segment, not the block. */
 		if (cumemcap_arena_warn_ipc())
 			cumemcap_msg("cuIpcGetMemHandle on a block that shares its segment with others "
 				     "is not supported (CUDA_ERROR_NOT_SUPPORTED); set CUMEMCAP_POOL=nopack "

@@ -1,6 +1,5 @@
-/* hooks: what the files of exported entry points share: the readiness
- * check, the macros that shape every hook, and the start the constructor
- * defers to the first hook (setup.c).
+/* hooks: what the exported entry points share: the readiness check, the
+ * macros that shape every hook, the start deferred to the first (setup.c).
  *
  * Thread safety: cumemcap_set_up is written once, with release order,
  * after setup.c's pthread_once, and read with one acquire load per hook. */
@@ -9,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "account/account.h"
 #include "driver/driver.h"
 #include "platform/export.h"
 #include "state/death-lock.h"
@@ -23,9 +23,7 @@ static inline bool cumemcap_ready(void)
 	       cumemcap_ready_slow();
 }
 
-/* Every hook starts here: without a driver there is nothing to forward
- * to. The log sees each thread that uses CUDA here (an alternate signal
- * stack). */
+/* Every hook starts here; the log sees each thread that uses CUDA. */
 #define NEED(sym)                                               \
 	do {                                                    \
 		cumemcap_log_thread();                          \
@@ -35,13 +33,11 @@ static inline bool cumemcap_ready(void)
 
 static inline void cumemcap_death_lock_cleanup(int *unused)
 {
-	(void)unused;
 	cumemcap_death_unlock_read();
 }
 
-/* Hold the death lock (death-lock.h) as a reader for the rest of the
- * block: no context dies while the hook reads or changes the records,
- * across its driver call too. */
+/* Hold the death lock as a reader to the end of the block, across the
+ * driver call too: no context dies while the hook uses the records. */
 #define HOLD_DEATH_LOCK()                                                          \
 	int cumemcap_death_lock_held_                                              \
 		__attribute__((cleanup(cumemcap_death_lock_cleanup), unused)) = \
@@ -63,20 +59,32 @@ static inline void cumemcap_death_lock_cleanup(int *unused)
 		return call;                                                                       \
 	}
 
-/* Return what `call` (a real entry point) answers, running `note` first
- * when that is success (a pool or a graph gone, memory trimmed). */
-#define FORWARD_NOTING(call, note)                      \
-	do {                                            \
-		CUresult r_ = (call);                   \
-		if (r_ == CUDA_SUCCESS)                 \
-			note;                           \
-		return r_;                              \
+/* A locked entry point: `before`, the real call with `args`, then `after`
+ * when that succeeded (a pool or a graph gone, memory trimmed). */
+#define NOTING_ENTRY(name, params, args, before, after)                                            \
+	CUMEMCAP_EXPORT CUresult CUDAAPI name params                                               \
+	{                                                                                          \
+		NEED(name);                                                                        \
+		HOLD_DEATH_LOCK();                                                                 \
+		before;                                                                            \
+		CUresult r = real_##name args;                                                     \
+		if (r == CUDA_SUCCESS)                                                             \
+			after;                                                                     \
+		return r;                                                                          \
+	}
+
+/* Declare the charge `c` of `bytes` of `kind` on `dev` (-1: the current
+ * context's device) and begin it, returning a refusal. */
+#define CHARGE(c, dev, kind, bytes)                                                                \
+	struct cumemcap_charge c;                                                                  \
+	do {                                                                                       \
+		CUresult r_ = cumemcap_account_charge_begin(&c, __func__, dev, kind, bytes);       \
+		if (r_ != CUDA_SUCCESS)                                                            \
+			return r_;                                                                 \
 	} while (0)
 
-/* The constructor (shim.c) leaves the rest of its start to the first
- * hook, which runs `start` once, before it opens the driver. False when a
- * hook came first (another library's constructor used CUDA before this
- * one ran): the constructor then runs `start` itself. */
+/* The first hook runs `start` once, before it opens the driver. False when
+ * a hook came first: the constructor (shim.c) then runs `start` itself. */
 bool cumemcap_setup_defer_start(void (*start)(void));
 
 /* Fork child: a fresh primary-context mutex for hooks-ctx.c. */

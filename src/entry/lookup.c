@@ -2,18 +2,14 @@
  * cuGetProcAddress, answered from the hook table.
  *
  * dlsym and dlvsym enter through dltramp.S, which asks a route below where
- * to go and jumps there with the caller's arguments and return address
- * intact (glibc resolves RTLD_NEXT and RTLD_DEFAULT by it). Only hooked
- * names (the table's, and the NVML hooks) take the C path: looked up for
- * real, RTLD_NEXT relative to the caller (a wrapper never gets itself as
- * its next function), and swapped for the shim's own function when the
- * answer lies in the CUDA driver or libnvidia-ml. A versioned lookup of
- * libc's dlsym/dlvsym answers the shim's, so a program that defines dlsym
- * still reaches the shim.
- *
- * cuGetProcAddress asks the real driver first, so the driver decides
- * versions, flags, errors and symbolStatus; a function it hands back is
- * replaced with the hook the table selects for (name, version, flags).
+ * to jump. Only hooked names (the table's and the NVML hooks) take the C
+ * path: looked up for real, RTLD_NEXT relative to the caller (a wrapper
+ * never gets itself as its next function), and swapped for the shim's own
+ * function when the answer lies in the CUDA driver or libnvidia-ml. A
+ * versioned lookup of libc's dlsym/dlvsym answers the shim's, so a program
+ * that defines dlsym still reaches the shim. cuGetProcAddress asks the
+ * driver first (its versions, flags, errors and symbolStatus stand), then
+ * hands out the hook the table selects for (name, version, flags).
  *
  * Thread safety: the table is immutable; driver state is set up once. */
 #include "config.h"
@@ -36,11 +32,6 @@ __attribute__((visibility("hidden"))) void *cumemcap_dlvsym_route(void *handle, 
 __attribute__((weak, visibility("hidden"))) extern char cumemcap_dlsym_entry[];
 __attribute__((weak, visibility("hidden"))) extern char cumemcap_dlvsym_entry[];
 
-static bool trace(void)
-{
-	return cumemcap_policy()->debug_doors;
-}
-
 /* The shim's own function for a table entry. */
 static void *hook_of(const struct cumemcap_hook *h)
 {
@@ -48,12 +39,10 @@ static void *hook_of(const struct cumemcap_hook *h)
 	return own ? own : cumemcap_hook_fn(h);
 }
 
-/* What a lookup of a hooked name answers, given what was found: the shim's
- * own function when that lies in the CUDA driver or libnvidia-ml.
- * `global`: RTLD_DEFAULT or RTLD_NEXT, which may have found the shim's own
- * export only because the shim is there; then the answer is what comes
- * after the shim, as without it: for a CUDA name nothing when there is no
- * driver, for an NVML name the hook when that is NVML's. */
+/* What a lookup of a hooked name answers: the shim's own function when what
+ * was found lies in the CUDA driver or libnvidia-ml. A global lookup that
+ * found the shim's export answers what comes after the shim: for a CUDA
+ * name nothing without a driver, for an NVML name the hook if NVML's. */
 static void *hooked(const char *entry_point, void *handle, const char *name, void *found)
 {
 	bool global = handle == RTLD_DEFAULT || handle == RTLD_NEXT;
@@ -72,7 +61,7 @@ static void *hooked(const char *entry_point, void *handle, const char *name, voi
 		else if (!next && !cumemcap_driver_ready())
 			answer = NULL; /* no driver: nothing the program could call */
 	}
-	if (trace())
+	if (cumemcap_policy()->debug_doors)
 		cumemcap_msg("door=%s symbol=%s answer=%s ptr=%p", entry_point, name,
 			     answer == NULL ? "null" : answer == own ? "hook" : nvml ? "nvml" : "driver",
 			     answer);
@@ -92,8 +81,7 @@ static void *hooked_dlvsym(void *handle, const char *name, const char *version, 
 					  : cumemcap_real_dlvsym(handle, name, version));
 }
 
-/* Without libc's own functions (never on glibc) dlsym and dlvsym answer
- * NULL: the trampoline jumps here. */
+/* Without libc's own lookups (never on glibc), dlsym and dlvsym answer NULL. */
 CUMEMCAP_DLSYM_SAFE static void *no_lookup(void)
 {
 	return NULL;
@@ -141,19 +129,17 @@ static void answer_lookup(const char *entry_point, const char *symbol, void **pf
 			  cuuint64_t flags)
 {
 	const struct cumemcap_hook *h = cumemcap_table_select(symbol, version, flags, NULL);
-	/* The driver may map a name at a version past the header's typedefs
-	 * to another function (CUDA 12's cuda.h makes cuGraphInstantiate mean
-	 * cuGraphInstantiateWithFlags): when it handed out the real function
-	 * of another hooked entry, that entry's hook has the right prototype. */
+	/* The driver may map a name to another function (CUDA 12 makes
+	 * cuGraphInstantiate mean cuGraphInstantiateWithFlags): when it handed
+	 * out another hooked entry's real function, that entry's hook fits. */
 	void *real = h ? *cumemcap_hook_real(h) : NULL;
-	if (real && *pfn != real) {
-		const struct cumemcap_hook *same = cumemcap_table_by_real(*pfn);
-		if (same)
-			h = same;
-	}
+	const struct cumemcap_hook *same =
+		real && *pfn != real ? cumemcap_table_by_real(*pfn) : NULL;
+	if (same)
+		h = same;
 	if (h)
 		*pfn = hook_of(h);
-	if (trace())
+	if (cumemcap_policy()->debug_doors)
 		cumemcap_msg("door=%s symbol=%s version=%d flags=%llu answer=%s%s ptr=%p", entry_point,
 			     symbol, version, (unsigned long long)flags, h ? "hook:" : "driver",
 			     h ? cumemcap_hook_symbol(h) : "", *pfn);
@@ -177,7 +163,7 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **
 	}
 	if (r == CUDA_SUCCESS && pfn && *pfn && symbol)
 		answer_lookup("cuGetProcAddress_v2", symbol, pfn, cudaVersion, flags);
-	else if (trace())
+	else if (cumemcap_policy()->debug_doors)
 		cumemcap_msg("door=cuGetProcAddress_v2 symbol=%s version=%d flags=%llu answer=%s ptr=%p",
 			     symbol ? symbol : "(null)", cudaVersion, (unsigned long long)flags,
 			     r == CUDA_SUCCESS ? "null" : "error", pfn ? *pfn : NULL);

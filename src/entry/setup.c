@@ -1,22 +1,15 @@
-/* setup: what the first hook does before any hook goes on: the rest of
- * the start the constructor left to it (shim.c), opening the driver, and
- * registering the functions through which lower layers call higher ones:
+/* setup: what the first hook does before any hook goes on: the rest of the
+ * constructor's start (shim.c), opening the driver, and registering the
+ * functions through which lower layers call higher ones (the worker's
+ * ticks, the device layer's listener, the ledger's growth reader).
  *
- *   worker -> log, account  the samples, the arenas' idle release, the
- *                          footprint and the group's book (ticks)
- *   device -> log          a GPU became known (the start record)
- *   ledger -> account      read back the pools' unread growth
- *                          (cumemcap_ledger_read_growth, before figures are read)
- *
- * It runs once, from the first hook that finds a driver (NEED), before any
- * GPU is known or any arena exists. Thread safety: two pthread_once, then
- * one acquire load per hook. */
+ * Thread safety: two pthread_once, before any GPU is known or any arena
+ * exists; then one acquire load per hook. */
 #include "entry/hooks.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "account/account.h"
 #include "account/footprint.h"
 #include "state/device.h"
 #include "platform/worker.h"
@@ -33,8 +26,7 @@ static void register_upcalls(void)
 	atomic_store(&cumemcap_ledger_growth_reader, cumemcap_account_pool_refresh_now);
 }
 
-/* Once the first hook has looked, too_late_to_defer: a later deferral
- * fails and the constructor runs its start itself. */
+/* too_late_to_defer after the first hook looked: a later deferral fails. */
 static void (*_Atomic deferred_start)(void);
 
 static void too_late_to_defer(void)
@@ -57,8 +49,7 @@ static void run_deferred_start(void)
 bool cumemcap_ready_slow(void)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT, start_once = PTHREAD_ONCE_INIT;
-	/* Before the driver is opened, as it would have been in the
-	 * constructor: the fork handlers stay registered before the driver's. */
+	/* Before the driver opens: our fork handlers are registered before its. */
 	pthread_once(&start_once, run_deferred_start);
 	if (!cumemcap_driver_ready())
 		return false;

@@ -1,19 +1,16 @@
-/* shim: the library's life cycle and public API.
- *
- * The constructor validates the configuration before the program's main
- * runs (a wrong limit stops the process with one line); the driver is
- * opened lazily by the first hook (setup.c), so a process that never uses
- * CUDA makes no driver call. Fork handlers keep every lock usable in the
- * child and empty the child's records (a child holds none of its parent's
- * GPU memory). The destructor has the log write its exit summary.
- * cumemcap_get_stats reads the ledger's snapshot and takes no lock. */
+/* shim: the library's life cycle and public API. The constructor checks
+ * the configuration before main (a wrong limit stops the process with one
+ * line); the first hook opens the driver (setup.c), so a process that
+ * never uses CUDA makes no driver call. Fork handlers keep every lock
+ * usable in the child and empty its records (it holds none of its
+ * parent's GPU memory). The destructor writes the exit summary;
+ * cumemcap_get_stats reads the ledger and takes no lock. */
 #include "config.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
-#include "account/account.h"
 #include "account/footprint.h"
 #include "driver/nvml.h"
 #include "arena/arena.h"
@@ -81,9 +78,8 @@ static void fork_child(void)
 static _Atomic bool started; /* the destructor has something to end */
 static bool hints_set;	     /* the constructor set the framework hints */
 
-/* Join the group (one that cannot be joined stops the program: never
- * uncapped), set the framework hints (hints.h) unless the constructor
- * did, take the log's snapshot, register the fork handlers. */
+/* Join the group (or stop: never uncapped), set the hints unless the
+ * constructor did, take the log's snapshot, register the fork handlers. */
 static void start(void)
 {
 	const struct cumemcap_policy *p = cumemcap_policy();
@@ -99,34 +95,26 @@ static void start(void)
 	atomic_store(&started, true);
 }
 
-/* glibc passes a shared library's constructors the program's arguments;
- * [program] sections match on them. A process nothing configures cannot
- * fail to start: it takes only its name and the log's variables now and
- * leaves the rest to the first hook, so a program that never uses CUDA
- * pays little more than the load. A configured process builds its policy
- * here, so that a wrong setting stops it before main, and sets the hints
- * (frameworks read them at their start); the rest is deferred the same way
- * unless it joins a group or runs setuid. A fork before the deferred start
- * needs no handler: nothing is held yet. */
-__attribute__((constructor)) static void cumemcap_start(int argc, char **argv, char **envp)
+/* glibc passes the program's arguments ([program] sections match on them).
+ * A configured process builds its policy here, so a wrong setting stops it
+ * before main, and sets the hints frameworks read at their start. The rest
+ * waits for the first hook unless the process joins a group or runs
+ * setuid; a fork before then needs no handler: nothing is held yet. */
+__attribute__((constructor)) static void cumemcap_start(int argc, char **argv)
 {
-	(void)envp;
-	if (!cumemcap_policy_start(argc, argv)) {
-		cumemcap_log_take_env(false);
-		if (cumemcap_setup_defer_start(start))
-			return;
-	} else {
+	bool configured = cumemcap_policy_start(argc, argv);
+	if (configured) {
 		const struct cumemcap_policy *p = cumemcap_policy();
-		if (!p->group[0] && !p->secure) {
-			cumemcap_hints_apply(p);
-			hints_set = true;
-			cumemcap_log_take_env(true);
-			if (!cumemcap_setup_defer_start(start))
-				start();
+		if (p->group[0] || p->secure) {
+			start();
 			return;
 		}
+		cumemcap_hints_apply(p);
+		hints_set = true;
 	}
-	start();
+	cumemcap_log_take_env(configured);
+	if (!cumemcap_setup_defer_start(start))
+		start();
 }
 
 __attribute__((destructor)) static void cumemcap_stop(void)

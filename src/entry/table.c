@@ -5,9 +5,10 @@
 
 #include "driver/driver.h"
 
-/* Each hook must have exactly its PFN type: a mismatch is a compile error. */
-#define HOOK(symbol, base, version, variant) \
-	static const symbol##_fn typecheck_##symbol __attribute__((unused)) = symbol;
+/* Each hook must have exactly its PFN type, and its version fit a row. */
+#define HOOK(symbol, base, version, variant)                                          \
+	static const symbol##_fn typecheck_##symbol __attribute__((unused)) = symbol; \
+	_Static_assert(version > 0 && version <= UINT16_MAX, #symbol ": the version fits a row");
 #include "driver/hooks.def"
 
 const struct cumemcap_hook_names cumemcap_hook_names = {
@@ -15,10 +16,6 @@ const struct cumemcap_hook_names cumemcap_hook_names = {
 #include "driver/hooks.def"
 };
 _Static_assert(sizeof(cumemcap_hook_names) <= UINT16_MAX, "a name's offset fits a row's uint16_t");
-
-#define HOOK(symbol, base, version, variant) \
-	_Static_assert(version > 0 && version <= UINT16_MAX, #symbol ": the version fits a row");
-#include "driver/hooks.def"
 
 const struct cumemcap_hook cumemcap_hooks[] = {
 #define HOOK(symbol, base, version, variant)                                                        \

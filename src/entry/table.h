@@ -1,7 +1,5 @@
-/* table: the hook table dlsym and cuGetProcAddress answer from, generated
- * from hooks.def, and the NVML hooks dlsym answers from.
- *
- * Immutable; lookups are thread-safe. */
+/* table: the hooks dlsym and cuGetProcAddress answer from (hooks.def's, and
+ * NVML's for dlsym). Immutable: lookups are thread-safe. */
 #pragma once
 
 #include <stdbool.h>
