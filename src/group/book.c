@@ -162,16 +162,6 @@ uint64_t cumemcap_book_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* The start of a small file of /proc; "" when it cannot be read. */
-static void read_proc(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
-	buf[n > 0 ? n : 0] = '\0';
-	if (fd >= 0)
-		close(fd);
-}
-
 /* Write n bytes of buf at `at`: 0 or an errno. */
 static int write_all(int fd, const void *buf, size_t n, off_t at)
 {
@@ -205,14 +195,6 @@ static int write_header(int fd, enum cumemcap_book_kind kind, const char *name)
 	h->changes = CUMEMCAP_BOOK_CHANGES;
 	h->slots = CUMEMCAP_BOOK_SLOTS;
 	h->creator_uid = (uint32_t)geteuid();
-	h->created_ns = cumemcap_book_now_ns();
-	char id[64];
-	read_proc("/proc/sys/kernel/random/boot_id", id, sizeof(id));
-	unsigned char *b = h->boot_id;
-	sscanf(id, "%2hhx%2hhx%2hhx%2hhx-%2hhx%2hhx-%2hhx%2hhx-"
-		   "%2hhx%2hhx-%2hhx%2hhx%2hhx%2hhx%2hhx%2hhx",
-	       b, b + 1, b + 2, b + 3, b + 4, b + 5, b + 6, b + 7, b + 8, b + 9, b + 10, b + 11,
-	       b + 12, b + 13, b + 14, b + 15);
 	cumemcap_copy(h->name, sizeof(h->name), name);
 	return write_all(fd, page, sizeof(page), 0);
 }
@@ -459,21 +441,6 @@ static void empty_slot(struct cumemcap_book *b, struct cumemcap_book_slot *s)
 		cumemcap_book_wake(&cumemcap_book_header(b)->wake);
 }
 
-/* This process's start time: field 22 of /proc/self/stat (the fields
- * after the name, which may hold spaces, start with the third). */
-static uint64_t self_start(void)
-{
-	char buf[1024];
-	read_proc("/proc/self/stat", buf, sizeof(buf));
-	char *p = strrchr(buf, ')');
-	unsigned long long v = 0;
-	if (p)
-		sscanf(p + 1, "%*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
-			      "%*s %*s %*s %*s %*s %*s %*s %*s %*s %llu",
-		       &v);
-	return v;
-}
-
 int cumemcap_book_claim(struct cumemcap_book *b, const char *program)
 {
 	struct cumemcap_book_header *h = cumemcap_book_header(b);
@@ -483,10 +450,7 @@ int cumemcap_book_claim(struct cumemcap_book *b, const char *program)
 		struct cumemcap_book_slot *s = cumemcap_book_slot(b, i);
 		if (atomic_load(&s->state) == 1)
 			empty_slot(b, s); /* its owner died */
-		struct stat ns;
 		s->pid = (uint32_t)getpid();
-		s->pidns = stat("/proc/self/ns/pid", &ns) == 0 ? (uint64_t)ns.st_ino : 0;
-		s->start = self_start();
 		s->uid = (uint32_t)geteuid();
 		s->joined_ns = cumemcap_book_now_ns();
 		atomic_store(&s->published_ns, 0);
