@@ -273,13 +273,25 @@ static bool check_group(const struct cumemcap_policy *p, char *err, size_t errle
 }
 
 /* Builds into p, which must be all zero (a fresh calloc, or the process's
- * policy in .bss), from the environment and, when path is not empty, the
- * text read from it (parsed in place, see cumemcap_config_parse). May
- * leave p half-built on failure. */
-static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *path, char *text,
-		   size_t len, const char *program, char *err, size_t errlen)
+ * policy in .bss), as cumemcap_policy_build says. May leave p half-built
+ * on failure. */
+static bool build(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *path, const char *text,
+		  size_t len, const char *program, char *err, size_t errlen)
 {
-	char why[256];
+	char why[256], *own = NULL;
+	if (text) {
+		if (!(own = malloc(len + 1))) {
+			snprintf(err, errlen, "out of memory");
+			return false;
+		}
+		memcpy(own, text, len); /* cumemcap_config_parse writes into it */
+	} else if (path && path[0] && !cumemcap_config_read(path, &own, &len, err, errlen)) {
+		/* Say which variable named the file when one did. */
+		const char *named = get("CUMEMCAP_CONFIG");
+		if (named && strcmp(named, path) == 0)
+			cumemcap_config_prefix(err, errlen, "CUMEMCAP_CONFIG=\"%s\": ", named);
+		return false;
+	}
 	cumemcap_copy(p->program, sizeof(p->program), program ? program : "");
 	/* Every setting's default_value (an empty one is the zeroed policy's). */
 	for (size_t i = 0; i < cumemcap_setting_count; i++) {
@@ -291,9 +303,10 @@ static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char
 	bool ok = read_env(&b, get, err, errlen);
 	if (ok && path && path[0]) {
 		cumemcap_copy(p->config_path, sizeof(p->config_path), path);
-		ok = cumemcap_config_parse(path, text, len, &file_handler, &b, err, errlen);
+		ok = cumemcap_config_parse(path, own, len, &file_handler, &b, err, errlen);
 	}
 	free(b.scratch);
+	free(own);
 	if (!ok || !check_group(p, err, errlen))
 		return false;
 	if (p->growth == CUMEMCAP_GROWTH_PREALLOCATE && p->pool == CUMEMCAP_POOL_OFF) {
@@ -306,24 +319,6 @@ static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char
 		return false;
 	}
 	return true;
-}
-
-static bool build(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *config_path,
-		  const char *program, char *err, size_t errlen)
-{
-	char *text = NULL;
-	size_t len = 0;
-	if (config_path && config_path[0] &&
-	    !cumemcap_config_read(config_path, &text, &len, err, errlen)) {
-		/* Say which variable named the file when one did. */
-		const char *named = get("CUMEMCAP_CONFIG");
-		if (named && strcmp(named, config_path) == 0)
-			cumemcap_config_prefix(err, errlen, "CUMEMCAP_CONFIG=\"%s\": ", named);
-		return false;
-	}
-	bool ok = finish(p, get, config_path, text, len, program, err, errlen);
-	free(text);
-	return ok;
 }
 
 static const char *no_env(const char *name)
@@ -339,7 +334,7 @@ static bool build_process(struct cumemcap_policy *p, cumemcap_getenv_fn get, boo
 	if (!secure) {
 		char path[CUMEMCAP_PATH_MAX];
 		return cumemcap_policy_config_path(get, default_path, path, sizeof(path), err, errlen) &&
-		       build(p, get, path, program, err, errlen);
+		       build(p, get, path, NULL, 0, program, err, errlen);
 	}
 	/* Secure execution: the caller chose the environment, so only a file
 	 * root alone can change counts. `note` is written only here. */
@@ -352,7 +347,7 @@ static bool build_process(struct cumemcap_policy *p, cumemcap_getenv_fn get, boo
 		size_t n = strlen(note);
 		snprintf(note + n, notelen - n, "; under secure execution no limits apply");
 	}
-	bool ok = finish(p, no_env, r == 1 ? default_path : "", text, len, program, err, errlen);
+	bool ok = build(p, no_env, r == 1 ? default_path : "", text, len, program, err, errlen);
 	free(text);
 	if (!ok) {
 		/* Only the trusted file can be wrong: its path and line, not its text. */
@@ -384,22 +379,11 @@ static bool kept(struct cumemcap_policy *out, struct cumemcap_policy *p, bool ok
 	return p && ok;
 }
 
-bool cumemcap_policy_build(struct cumemcap_policy *out, cumemcap_getenv_fn get,
-			   const char *config_path, const char *program, char *err, size_t errlen)
+bool cumemcap_policy_build(struct cumemcap_policy *out, cumemcap_getenv_fn get, const char *path,
+			   const char *text, size_t len, const char *program, char *err, size_t errlen)
 {
 	struct cumemcap_policy *p = calloc(1, sizeof(*p));
-	return kept(out, p, p && build(p, get, config_path, program, err, errlen), err, errlen);
-}
-
-bool cumemcap_policy_build_from_text(struct cumemcap_policy *out, cumemcap_getenv_fn get,
-				     const char *path, const char *text, size_t len,
-				     const char *program, char *err, size_t errlen)
-{
-	char *copy = malloc(len + 1);
-	struct cumemcap_policy *p = copy ? calloc(1, sizeof(*p)) : NULL;
-	bool ok = p && finish(p, get, path, memcpy(copy, text, len), len, program, err, errlen);
-	free(copy);
-	return kept(out, p, ok, err, errlen);
+	return kept(out, p, p && build(p, get, path, text, len, program, err, errlen), err, errlen);
 }
 
 bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_fn get, bool secure,
@@ -462,10 +446,9 @@ static unsigned order(const struct cumemcap_rule *r)
 	return 2 * r->rank + (r->selector.kind == 0);
 }
 
-/* The limit or group rule that applies to this GPU, and where it came
- * from; UINT64_MAX when none does (a group's when there is no group). */
-static uint64_t rule_limit(const struct cumemcap_policy *p, bool group, int ordinal, const unsigned char uuid[16],
-			   const char *pci, uint64_t total, struct cumemcap_source *src)
+uint64_t cumemcap_policy_limit(const struct cumemcap_policy *p, bool group, int ordinal,
+			       const unsigned char uuid[16], const char *pci, uint64_t total,
+			       struct cumemcap_source *src)
 {
 	const struct cumemcap_rule *best = NULL;
 	for (size_t i = 0; i < p->rule_count && (!group || p->group[0]); i++) {
@@ -479,20 +462,6 @@ static uint64_t rule_limit(const struct cumemcap_policy *p, bool group, int ordi
 	if (!best)
 		return UINT64_MAX;
 	return cumemcap_amount_bytes(&best->amount, total);
-}
-
-uint64_t cumemcap_policy_limit(const struct cumemcap_policy *p, int ordinal,
-			       const unsigned char uuid[16], const char *pci_bus_id, uint64_t total,
-			       struct cumemcap_source *src)
-{
-	return rule_limit(p, false, ordinal, uuid, pci_bus_id, total, src);
-}
-
-uint64_t cumemcap_policy_group_limit(const struct cumemcap_policy *p, int ordinal,
-				     const unsigned char uuid[16], const char *pci_bus_id,
-				     uint64_t total, struct cumemcap_source *src)
-{
-	return rule_limit(p, true, ordinal, uuid, pci_bus_id, total, src);
 }
 
 void cumemcap_policy_selectors(const struct cumemcap_policy *p,

@@ -1,9 +1,7 @@
 /* policy: the rules of this process, built once from the environment and
- * the configuration file by the table of settings (settings.h), and the
- * precedence between sources. Built in the library constructor or by the
- * first hook (when nothing configures the process, at first use, from what
- * it had at start) and never changed afterwards, so readers need no lock.
- * A value that cannot be honoured exactly is an error, never a warning.
+ * the configuration file by the table of settings (settings.h). Built in the
+ * library constructor or at first use and never changed afterwards, so
+ * readers need no lock. A value that cannot be honoured exactly is an error.
  *
  * Precedence, highest first (see README "Configuration"):
  *   1. the environment: CUMEMCAP_DEVICE_LIMITS (per GPU), then CUMEMCAP_LIMIT;
@@ -12,8 +10,7 @@
  *   3. the first [device SELECTOR] section matching the GPU: its limit;
  *   4. the file's global keys: device_limits, then limit;
  *   5. built-in defaults (no limit).
- * Process-wide keys (growth, log, debug, the group's keys) follow 1, 2, 4, 5;
- * so does the group's limit (cumemcap_policy_group_limit). */
+ * Every other key, the group's limit included, follows 1, 2, 4, 5. */
 #pragma once
 
 #include <stdbool.h>
@@ -76,18 +73,18 @@ struct cumemcap_source {
 	const char *variable; /* FROM_ENV: the variable's name */
 };
 
-/* The sources of settings, highest precedence first. */
+/* The sources of settings, in the order of precedence above. */
 enum cumemcap_rank {
-	CUMEMCAP_RANK_ENV = 0, /* the environment */
-	CUMEMCAP_RANK_PROGRAM, /* the first [program GLOB] section matching the program */
-	CUMEMCAP_RANK_DEVICE,  /* a [device SELECTOR] section: its limit only */
-	CUMEMCAP_RANK_GLOBAL,  /* the file's global part, before any section */
-	CUMEMCAP_RANKS,        /* none: a default, or a section that does not apply */
+	CUMEMCAP_RANK_ENV = 0,
+	CUMEMCAP_RANK_PROGRAM,
+	CUMEMCAP_RANK_DEVICE,
+	CUMEMCAP_RANK_GLOBAL,
+	CUMEMCAP_RANKS, /* none: a default, or a section that does not apply */
 };
 
 /* A limit, an entry of device_limits, a [device] section's limit, or
- * (group) the group's. Every source's rules are kept: a GPU that one
- * source's list does not name falls through to the next. */
+ * (group) the group's. Every source's rules are kept: a GPU one source's
+ * list does not name falls through to the next. */
 struct cumemcap_rule {
 	struct cumemcap_selector selector; /* kind 0: every GPU (a single amount) */
 	struct cumemcap_amount amount;
@@ -104,9 +101,9 @@ struct cumemcap_device_section {
 	unsigned line; /* of the [device ...] header */
 };
 
-/* Every setting but the limit rules has one value here, from the source of
- * highest precedence that gave it, and an X_src saying which one. Small
- * fields first: a start touches fewer pages. */
+/* Every setting but the limit rules: its value from the source of highest
+ * precedence, and an X_src naming that source. Small fields first: a start
+ * touches fewer pages. */
 struct cumemcap_policy {
 	enum cumemcap_count count;
 	uint64_t overhead_estimate;
@@ -144,9 +141,8 @@ struct cumemcap_policy {
 	struct cumemcap_device_section device_sections[CUMEMCAP_MAX_DEVICE_SECTIONS];
 };
 
-/* Whether a value has a form some setting may take: not wrapped in
- * quotes (a shell's quotes are not cumemcap's syntax) and without a '#'
- * (log = off#x would otherwise be a path). */
+/* Whether a value has a form some setting may take: not wrapped in quotes
+ * and without a '#' (log = off#x would otherwise be a path). */
 bool cumemcap_policy_plain_form(const char *value);
 
 /* A setting's value as it is written: "preallocate:4GiB", "idle:30.000",
@@ -172,11 +168,12 @@ bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, c
 				 char *err, size_t errlen);
 
 /* Build a policy for `program` (see cumemcap_program_name) from the
- * environment and, when `config_path` is not empty, that file. `out` is
- * written only on success; on error, one line in err: the variable or
- * "path:line", the value, and what is accepted. */
-bool cumemcap_policy_build(struct cumemcap_policy *out, cumemcap_getenv_fn get,
-			   const char *config_path, const char *program, char *err, size_t errlen);
+ * environment and, when `path` is not empty, that file: read from it, or
+ * `len` bytes of `text` when not NULL (tests, fuzzing). `out` is written
+ * only on success; on error, one line in err: the variable or "path:line",
+ * the value, and what is accepted. */
+bool cumemcap_policy_build(struct cumemcap_policy *out, cumemcap_getenv_fn get, const char *path,
+			   const char *text, size_t len, const char *program, char *err, size_t errlen);
 
 /* The process's policy as the library builds it. Not secure: as
  * cumemcap_policy_build with CUMEMCAP_CONFIG or else `default_path`.
@@ -190,23 +187,13 @@ bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_
 				   const char *default_path, uid_t owner, const char *program,
 				   char *err, size_t errlen, char *note, size_t notelen);
 
-/* As cumemcap_policy_build, with `text` as if read from `path` (for tests
- * and fuzzing). */
-bool cumemcap_policy_build_from_text(struct cumemcap_policy *out, cumemcap_getenv_fn get,
-				     const char *path, const char *text, size_t len,
-				     const char *program, char *err, size_t errlen);
-
-/* The limit for one GPU by the precedence above (in a source, a list's
- * entry before a single amount), and where it came from; UINT64_MAX when
- * none applies. */
-uint64_t cumemcap_policy_limit(const struct cumemcap_policy *p, int ordinal,
+/* The process's (or with `group`, the group's) limit for one GPU by the
+ * precedence above (in a source, a list's entry before a single amount),
+ * and where it came from (src may be NULL); UINT64_MAX when none applies
+ * (and for the group's, when there is no group). */
+uint64_t cumemcap_policy_limit(const struct cumemcap_policy *p, bool group, int ordinal,
 			       const unsigned char uuid[16], const char *pci_bus_id, uint64_t total,
 			       struct cumemcap_source *src);
-
-/* The same for the group's limit; UINT64_MAX too when there is no group. */
-uint64_t cumemcap_policy_group_limit(const struct cumemcap_policy *p, int ordinal,
-				     const unsigned char uuid[16], const char *pci_bus_id,
-				     uint64_t total, struct cumemcap_source *src);
 
 /* Whether a limit may apply: a per-process limit rule (it may match no
  * GPU), or a group (its budget may come from its shared state). */
@@ -234,6 +221,5 @@ const struct cumemcap_policy *cumemcap_policy(void);
 /* The library constructor's: give it argv, and build the policy now (true)
  * unless nothing configures the process (no CUMEMCAP_ variable, no file at
  * the default path, no secure execution): then (false) the policy is the
- * defaults, built at first use, and the constructor may leave the rest of
- * its start to the first use too. */
+ * defaults, built at first use, as may be the rest of the start. */
 bool cumemcap_policy_start(int argc, char *const *argv);

@@ -183,7 +183,7 @@ void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pc
 	    (!atomic_load(&booked) && !atomic_load(&rejoin) && !atomic_load(&want_registry)))
 		return;
 	struct cumemcap_source src;
-	uint64_t limit = cumemcap_policy_group_limit(cumemcap_policy(), dev, uuid, pci, total, &src);
+	uint64_t limit = cumemcap_policy_limit(cumemcap_policy(), true, dev, uuid, pci, total, &src);
 	if (!in_group)
 		limit = CUMEMCAP_BOOK_NONE; /* as UINT64_MAX, the policy's "none" */
 	cumemcap_xmutex_lock(&join_lock);
