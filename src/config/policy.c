@@ -31,8 +31,8 @@ static const char *key_list(char *buf, size_t len, unsigned scope)
 /* User text quoted for a one-line message. */
 #define QUOTED(buf, s) cumemcap_config_quote(buf, sizeof(buf), s)
 
-/* The line for a value not of a plain form (cumemcap_policy_plain_form),
- * naming the setting as `name` `sep`: "CUMEMCAP_LIMIT" "=", "limit" " = ". */
+/* The line for a value not of a plain form, naming the setting as `name`
+ * `sep`: "CUMEMCAP_LIMIT" "=", "limit" " = ". */
 static __attribute__((noinline, cold)) bool bad_form(const char *name, const char *sep, const char *value,
 						     bool in_file, char *err, size_t errlen)
 {
@@ -61,9 +61,8 @@ bool cumemcap_policy_plain_form(const char *value)
 
 /* ---- one value from one source -------------------------------------------- */
 
-/* A policy being built, where the file's reading stands, and a second
- * policy that takes the values parsed only to be checked: from a source of
- * lower precedence, or a [program] section that does not match. */
+/* A policy being built, where the file's reading stands, and a scratch
+ * policy for values parsed only to be checked. */
 struct building {
 	struct cumemcap_policy *p;
 	struct cumemcap_policy *scratch;      /* allocated when first needed */
@@ -72,13 +71,11 @@ struct building {
 	unsigned seen[CUMEMCAP_SETTINGS_MAX]; /* each key's line in this section, 0: not yet */
 };
 
-/* Setting s given `value` (of a plain form) by `from`, a source of the
- * given rank (CUMEMCAP_RANKS: a [program] section that does not match). A
- * limit rule is kept from every source; any other setting unless a source
- * of higher precedence gave it: the environment is read first, and the
- * file's global part before any section, so only the matching [program]
- * section replaces a value the file gave. What is not kept is parsed into
- * the scratch policy only to be checked. */
+/* Setting s given `value` by `from`, of the given rank (CUMEMCAP_RANKS: a
+ * [program] section that does not match). Limit rules are kept from every
+ * source; any other value unless a higher source gave it. The environment
+ * is read first and the file's global part before any section, so only the
+ * matching [program] section replaces a value. The rest goes to scratch. */
 static bool take(struct building *b, const struct cumemcap_setting *s, enum cumemcap_rank rank,
 		 const char *value, struct cumemcap_source from, char *err, size_t errlen)
 {

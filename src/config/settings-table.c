@@ -55,15 +55,12 @@ static bool parse_devices(struct cumemcap_policy *p, const char *value, char *wh
 
 static bool parse_group_limit(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
-	struct cumemcap_amount a;
 	size_t first = p->rule_count;
 	/* A list names GPUs (SEL=AMOUNT); one amount has no '='. */
 	if (strchr(value, '=')) {
 		if (!parse_devices(p, value, why, len))
 			return false;
-	} else if (cumemcap_parse_amount(value, &a)) {
-		add_rule(p, NULL, &a);
-	} else {
+	} else if (!parse_limit(p, value, why, len)) {
 		snprintf(why, len,
 			 " is not a valid group limit; accepted: one amount for every GPU, %s; "
 			 "or per GPU SEL=AMOUNT[,SEL=AMOUNT...] with SEL an ordinal, GPU-<uuid> or PCI bus id",
@@ -72,8 +69,7 @@ static bool parse_group_limit(struct cumemcap_policy *p, const char *value, char
 	}
 	for (size_t i = first; i < p->rule_count; i++)
 		p->rules[i].group = true;
-	/* The text of group_limit_src's value: read after the environment,
-	 * the file's does not replace the environment's. */
+	/* The environment is read first: the file's text does not replace its. */
 	if (p->group_limit_src.origin != CUMEMCAP_FROM_ENV)
 		cumemcap_config_quote(p->group_limit_text, sizeof(p->group_limit_text), value);
 	return true;
@@ -81,12 +77,15 @@ static bool parse_group_limit(struct cumemcap_policy *p, const char *value, char
 
 /* ---- words ------------------------------------------------------------------- */
 
-/* The index of value in words (NULL-terminated), or -1. */
-static int word_of(const char *value, const char *const *words)
+/* The index of value in words (NULL-terminated), or -1 with why saying
+ * what is `accepted`. */
+static int word_of(const char *value, const char *const *words, const char *accepted, char *why,
+		   size_t len)
 {
 	for (int i = 0; words[i]; i++)
 		if (strcmp(value, words[i]) == 0)
 			return i;
+	snprintf(why, len, " is not supported; accepted: %s", accepted);
 	return -1;
 }
 
@@ -95,58 +94,31 @@ static const char *const count_names[] = { "footprint", "allocations", NULL };
 static const char *const pool_names[] = { "auto", "on", "nopack", "off", NULL };
 static const char *const release_names[] = { "idle", "never", "immediate", NULL };
 
-static bool parse_count(struct cumemcap_policy *p, const char *value, char *why, size_t len)
-{
-	int i = word_of(value, count_names);
-	if (i >= 0) {
-		p->count = (enum cumemcap_count)i;
-		return true;
+/* A parser fn for a setting that is one of `words`, kept by index in p->field. */
+#define WORD_SETTING(fn, field, type, words, accepted)                                             \
+	static bool fn(struct cumemcap_policy *p, const char *value, char *why, size_t len)          \
+	{                                                                                            \
+		int i = word_of(value, words, accepted, why, len);                                   \
+		if (i >= 0)                                                                          \
+			p->field = (type)i;                                                          \
+		return i >= 0;                                                                       \
 	}
-	snprintf(why, len,
-		 " is not supported; accepted: footprint (allocations and the driver's overhead), allocations");
-	return false;
-}
+
+WORD_SETTING(parse_count, count, enum cumemcap_count, count_names,
+	     "footprint (allocations and the driver's overhead), allocations")
+WORD_SETTING(parse_pool, pool, enum cumemcap_pool_mode, pool_names,
+	     "auto (pooled where a limit or a group applies), on, nopack (no shared segments), off")
+WORD_SETTING(parse_hints, framework_hints, bool, ((const char *const[]){ "off", "on", NULL }), "on, off")
+WORD_SETTING(parse_debug, debug_doors, bool, ((const char *const[]){ "off", "doors", NULL }), "doors, off")
 
 const char *cumemcap_policy_count_name(enum cumemcap_count c)
 {
 	return count_names[c];
 }
 
-static bool parse_pool(struct cumemcap_policy *p, const char *value, char *why, size_t len)
-{
-	int i = word_of(value, pool_names);
-	if (i >= 0) {
-		p->pool = (enum cumemcap_pool_mode)i;
-		return true;
-	}
-	snprintf(why, len, " is not supported; accepted: auto (pooled where a limit or a group applies), on, nopack (no shared segments), off");
-	return false;
-}
-
 const char *cumemcap_policy_pool_name(enum cumemcap_pool_mode m)
 {
 	return pool_names[m];
-}
-
-/* A switch: `word` or "off", which *on says; nothing is written otherwise. */
-static bool parse_switch(const char *value, const char *word, bool *on, char *why, size_t len)
-{
-	if (strcmp(value, word) == 0 || strcmp(value, "off") == 0) {
-		*on = strcmp(value, word) == 0;
-		return true;
-	}
-	snprintf(why, len, " is not supported; accepted: %s, off", word);
-	return false;
-}
-
-static bool parse_hints(struct cumemcap_policy *p, const char *value, char *why, size_t len)
-{
-	return parse_switch(value, "on", &p->framework_hints, why, len);
-}
-
-static bool parse_debug(struct cumemcap_policy *p, const char *value, char *why, size_t len)
-{
-	return parse_switch(value, "doors", &p->debug_doors, why, len);
 }
 
 /* ---- sizes, durations and paths ---------------------------------------------- */
@@ -196,20 +168,18 @@ static bool parse_estimate(struct cumemcap_policy *p, const char *value, char *w
 
 static bool parse_release(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
-	int i = word_of(value, release_names);
-	if (i > 0) {
-		p->release = (enum cumemcap_release)i;
+	/* never or immediate; "idle" alone is not a value */
+	int i = word_of(value, release_names + 1, "never, immediate, idle:SECONDS (0.001 to 86400, e.g. idle:30)",
+			why, len);
+	if (i >= 0) {
+		p->release = (enum cumemcap_release)(i + 1);
 		p->release_idle_ms = 0;
 		return true;
 	}
-	if (strncmp(value, "idle:", 5) == 0 &&
-	    cumemcap_parse_seconds(value + 5, 1, 86400000u, &p->release_idle_ms)) {
-		p->release = CUMEMCAP_RELEASE_IDLE;
-		return true;
-	}
-	snprintf(why, len,
-		 " is not supported; accepted: never, immediate, idle:SECONDS (0.001 to 86400, e.g. idle:30)");
-	return false;
+	if (strncmp(value, "idle:", 5) != 0 || !cumemcap_parse_seconds(value + 5, 1, 86400000u, &p->release_idle_ms))
+		return false;
+	p->release = CUMEMCAP_RELEASE_IDLE;
+	return true;
 }
 
 /* "WORD:SECONDS", with three decimals or (trim) as few as it needs. */
@@ -379,12 +349,8 @@ const char *cumemcap_policy_group_access_name(bool gid)
 
 /* ---- labels ---------------------------------------------------------------------- */
 
-/* CUMEMCAP_LABELS is kept as the text given (checked here once, so the
- * metrics writer only walks it): `k=v[,k=v...]`, each key a Prometheus
- * label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with "__", not one of
- * the labels cumemcap sets itself, no key twice), each value 1 or more
- * bytes of UTF-8 without ',' or control characters (the writer escapes
- * '\' and '"'). */
+/* CUMEMCAP_LABELS is kept as given, checked here once (ACCEPTED says how)
+ * so the metrics writer only walks it; the writer escapes '\' and '"'. */
 
 /* The labels the metrics writer sets itself (src/log/metrics.c). */
 static const char *const reserved_labels[] = { "pid",  "program", "host",      "node",      "pod",
@@ -471,8 +437,7 @@ static bool parse_labels(struct cumemcap_policy *p, const char *value, char *why
 
 /* ---- the table --------------------------------------------------------------------- */
 
-/* Where a setting's value and source live: once in the policy, or, for a
- * limit rule, in the policy's rules. */
+/* A setting kept once in the policy, or a limit rule. */
 #define IN_POLICY(parser, src) parser, false, offsetof(struct cumemcap_policy, src)
 #define RULES(parser, src) parser, true, src
 
