@@ -1,8 +1,7 @@
-/* cfgfile: the configuration file's syntax and reading, and the message
- * helpers of the configuration. The syntax only: `key = value` lines, `#`
- * comments (a whole line, or after a blank), `[kind argument]` section
- * headers, blank lines, no include directive; what the keys mean is
- * policy.c's. Thread safety: reentrant, no globals. */
+/* cfgfile: the configuration file's reading and syntax (`key = value`
+ * lines, `#` comments at a line's start or after a blank, `[kind argument]`
+ * headers; what keys mean is policy.c's), and the configuration's message
+ * helpers. Thread safety: reentrant, no globals. */
 #pragma once
 
 #include <stdbool.h>
@@ -32,15 +31,14 @@ bool cumemcap_config_read(const char *path, char **text, size_t *len, char *err,
 
 /* For secure execution: read `path` only if it is a regular file (not a
  * symbolic link) owned by `owner` and writable by nobody else, in a
- * directory of which the same holds. 1: read, as cumemcap_config_read; 0:
- * no such file (why untouched); -1: a file is there but not trusted or not
- * readable, "path: reason" in why (never a byte of its contents). */
+ * directory of which the same holds. 1: read; 0: no such file (why
+ * untouched); -1: not trusted or not readable, "path: reason" in why
+ * (never a byte of its contents). */
 int cumemcap_config_read_trusted(const char *path, uid_t owner, char **text, size_t *len,
 				 char *why, size_t whylen);
 
 /* err rewritten as `fmt` followed by err's own text (up to 1023 bytes of
- * it), such as "path:line: " before a callee's reason. The arguments must
- * not point into err. */
+ * it). The arguments must not point into err. */
 void cumemcap_config_prefix(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4), cold, noinline));
 

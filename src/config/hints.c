@@ -1,5 +1,5 @@
-/* hints: see hints.h, which says how it is thread-safe. What each
- * framework reads, with sources, is in docs/frameworks.md. */
+/* hints: see hints.h, which says how it is thread-safe. What each framework
+ * reads, with sources, is in docs/frameworks.md. */
 #include "config.h"
 #include "config/hints.h"
 
@@ -9,7 +9,7 @@
 #include <string.h>
 
 /* Per framework: the variable cumemcap sets, and every variable by which a
- * user says how that framework should take memory (the set one included). */
+ * user says how it should take memory (the set one included). */
 static const struct framework {
 	const char *name;
 	char variable[32], value[8];
@@ -86,8 +86,8 @@ static const char *env_get(const char *name)
 }
 
 /* "VARIABLE=value" of each hint set, for putenv, which keeps them (the
- * library stays loaded): setenv's heap copies and printf's code are pages
- * (three, measured) a configured start otherwise leaves alone. */
+ * library stays loaded): setenv's heap copies and printf's code are pages a
+ * configured start otherwise leaves alone. */
 static char hint_strings[CUMEMCAP_HINTS_MAX][sizeof(frameworks[0].variable) +
 								  sizeof(frameworks[0].value)];
 
@@ -97,8 +97,8 @@ void cumemcap_hints_apply(const struct cumemcap_policy *p)
 	for (size_t i = 0; i < applied.count; i++) {
 		if (applied.hint[i].user)
 			continue;
-		/* The plan found no variable of the framework's, this one
-		 * included: putenv overwrites nothing. */
+		/* The plan found none of the framework's variables set: putenv
+		 * overwrites nothing. */
 		char *s = hint_strings[i];
 		size_t n = strlen(applied.hint[i].variable);
 		memcpy(s, applied.hint[i].variable, n);

@@ -1,12 +1,9 @@
-/* hints: the framework settings cumemcap sets in the environment
- * (framework_hints): only when framework_hints is on, growth is ondemand
- * and a limit applies (cumemcap_policy_any_limit), and never over a user's
- * choice: when any memory variable of a framework is set, that framework is
- * left alone and the plan names the variable (docs/frameworks.md).
- *
- * Thread safety: cumemcap_hints_plan is reentrant. cumemcap_hints_apply
- * runs once, in the library constructor, and publishes what it did with a
- * release store that cumemcap_hints_applied reads with an acquire load. */
+/* hints: the framework variables cumemcap sets (framework_hints), only
+ * when growth is ondemand and a limit applies, and never over a user's
+ * choice: a framework any of whose memory variables is set is left alone
+ * (docs/frameworks.md). Thread safety: cumemcap_hints_plan is reentrant;
+ * cumemcap_hints_apply runs once, in the library constructor, and
+ * publishes its plan with a release store (cumemcap_hints_applied). */
 #pragma once
 
 #include <stdbool.h>
@@ -44,7 +41,7 @@ void cumemcap_hints_plan(const struct cumemcap_policy *p, cumemcap_getenv_fn get
 const char *cumemcap_hints_state_name(enum cumemcap_hints_state s);
 const char *cumemcap_hints_state_text(enum cumemcap_hints_state s);
 
-/* The library constructor: plan with getenv, set what the plan sets, and
+/* The library constructor's: plan with getenv, set what the plan sets, and
  * keep the plan for the log. */
 void cumemcap_hints_apply(const struct cumemcap_policy *p);
 

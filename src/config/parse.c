@@ -1,7 +1,6 @@
 /* parse: pure value parsers (see parse.h, which says how they are safe).
  * Numbers are parsed digit by digit, so the result never depends on the
- * locale (no strtod, no strcasecmp) and fractions are exact: "1.5GiB" is
- * 1610612736. A value that would pass UINT64_MAX is rejected, never wrapped. */
+ * locale (no strtod, no strcasecmp) and fractions are exact. */
 #include "config.h"
 
 #include "config/parse.h"
@@ -297,7 +296,6 @@ static const char *quoted(char *dst, const char *text, size_t len)
 bool cumemcap_parse_device_rules(const char *text, struct cumemcap_device_rules *out,
 				 char *err, size_t errlen)
 {
-	/* Built aside and copied at the end so *out is untouched on failure. */
 	struct cumemcap_device_rules rules;
 	const char *p = text;
 	char q[QUOTED_MAX], why[1024] = "";
@@ -332,7 +330,6 @@ bool cumemcap_parse_device_rules(const char *text, struct cumemcap_device_rules 
 				snprintf(why, sizeof(why), "%s names the same GPU as entry %zu",
 					 quoted(q, p, sel_len), k + 1);
 		if (why[0]) {
-			/* `entry 2 "foo=4GiB": ` then why. */
 			if (err != NULL && errlen > 0)
 				snprintf(err, errlen, "entry %zu %s: %s", index, quoted(q, p, len), why);
 			return false;
@@ -344,8 +341,7 @@ bool cumemcap_parse_device_rules(const char *text, struct cumemcap_device_rules 
 		p = end + 1;
 	}
 
-	out->count = rules.count;
-	memcpy(out->rule, rules.rule, rules.count * sizeof(rules.rule[0]));
+	*out = rules;
 	return true;
 }
 
@@ -353,23 +349,13 @@ bool cumemcap_parse_device_rules(const char *text, struct cumemcap_device_rules 
 
 uint64_t cumemcap_amount_bytes(const struct cumemcap_amount *a, uint64_t total)
 {
-	uint64_t limit;
-
-	switch (a->kind) {
-	case CUMEMCAP_AMOUNT_BYTES:
-		limit = a->bytes;
-		break;
-	case CUMEMCAP_AMOUNT_PERCENT:
-		/* floor(total * permille / 100000) without overflow: split total
-		 * into q * 100000 + r. permille <= 100000, so q * permille <= total. */
-		limit = total / PERMILLE_MAX * a->permille +
-			total % PERMILLE_MAX * a->permille / PERMILLE_MAX;
-		/* A tiny share of a tiny GPU still means "some", not "nothing". */
+	uint64_t limit = a->bytes;
+	if (a->kind == CUMEMCAP_AMOUNT_PERCENT) {
+		/* floor(total * permille / 100000) without overflow: total is
+		 * q * 100000 + r, and q * permille <= total. */
+		limit = total / PERMILLE_MAX * a->permille + total % PERMILLE_MAX * a->permille / PERMILLE_MAX;
 		if (limit == 0 && total > 0)
 			limit = 1;
-		break;
-	default:
-		return UINT64_MAX;
 	}
 	return limit < total ? limit : total;
 }

@@ -1,6 +1,5 @@
-/* settings: looking settings up by the launcher's option, and naming the
- * CUMEMCAP_ variables that are no setting (a misspelled one). Thread
- * safety: see settings.h. */
+/* settings: settings by the launcher's option, and the CUMEMCAP_ variables
+ * that are no setting. Thread safety: see settings.h. */
 #include "config.h"
 #include "config/settings.h"
 
@@ -32,8 +31,7 @@ const struct cumemcap_setting *cumemcap_setting_by_flag(const char *flag)
 	return NULL;
 }
 
-/* Every CUMEMCAP_ variable that is not a setting (those are the table's)
- * and that some part of cumemcap reads; any other is named as unknown. */
+/* The CUMEMCAP_ variables some part of cumemcap reads besides the settings. */
 static const char other_variables[][CUMEMCAP_VARIABLE_MAX] = {
 	"CUMEMCAP_CONFIG",        /* the configuration file: policy.c, the launcher */
 	"CUMEMCAP_NAMED_UNKNOWN", /* the unknown variables the launcher has named */
@@ -52,18 +50,8 @@ static const char other_variables[][CUMEMCAP_VARIABLE_MAX] = {
 
 #define OTHER_VARIABLES (sizeof(other_variables) / sizeof(other_variables[0]))
 
-/* Whether entry ("NAME=VALUE" or "NAME") names the variable `name`. */
-static bool names(const char *entry, const char *name)
-{
-	size_t i = 0;
-	while (name[i] && entry[i] == name[i])
-		i++;
-	return !name[i] && (entry[i] == '=' || entry[i] == '\0');
-}
-
-/* A setting's variable the unknown `name` is a longer form of, by its
- * last words: CUMEMCAP_MEM_LIMIT, CUMEMCAP_GPU_LIMIT -> CUMEMCAP_LIMIT
- * (the longest such, so CUMEMCAP_MAX_GROUP_LIMIT -> CUMEMCAP_GROUP_LIMIT). */
+/* The longest setting's variable that `name` ends in after a '_':
+ * CUMEMCAP_GPU_LIMIT -> CUMEMCAP_LIMIT, CUMEMCAP_MAX_GROUP_LIMIT -> CUMEMCAP_GROUP_LIMIT. */
 static const char *ending_in(const char *name)
 {
 	const char *best = NULL;
@@ -90,10 +78,10 @@ bool cumemcap_variable_unknown_line(const char *entry, char *line, size_t len)
 	for (size_t i = 0; i < OTHER_VARIABLES; i++)
 		known[c++] = other_variables[i];
 	known[c] = NULL;
-	for (size_t i = 0; i < c; i++)
-		if (names(entry, known[i]))
-			return false;
 	snprintf(name, sizeof(name), "%.*s", (int)strcspn(entry, "="), entry);
+	for (size_t i = 0; i < c; i++)
+		if (strcmp(name, known[i]) == 0)
+			return false;
 	const char *said = getenv("CUMEMCAP_NAMED_UNKNOWN");
 	for (const char *w = said; w && *w; w += strspn(w, " ")) {
 		size_t k = strcspn(w, " ");
