@@ -47,7 +47,3 @@ extern const size_t cumemcap_setting_count;
  * ignored (did you mean CUMEMCAP_LIMIT?)". False for any other entry, and
  * for one the launcher named already (CUMEMCAP_NAMED_UNKNOWN). */
 bool cumemcap_variable_unknown_line(const char *entry, char *line, size_t len);
-/* "--limit" or "--limit=..." (the part before '='); NULL for none. */
-const struct cumemcap_setting *cumemcap_setting_by_flag(const char *flag);
-/* The launcher's option of a setting: "--" and the key with '-' for '_'. */
-void cumemcap_setting_flag(const struct cumemcap_setting *s, char *buf, size_t len);
