@@ -56,34 +56,15 @@ void cumemcap_hints_plan(const struct cumemcap_policy *p, cumemcap_getenv_fn get
 	}
 }
 
-/* Each state's name in JSON and its words in --print-config. */
-static const struct {
-	const char *name, *text;
-} states[] = {
-	[CUMEMCAP_HINTS_APPLY] = { "apply", "" },
-	[CUMEMCAP_HINTS_OFF] = { "off", "framework_hints is off" },
-	[CUMEMCAP_HINTS_NO_LIMIT] = { "no_limit", "no limit applies (observe only)" },
-	[CUMEMCAP_HINTS_PREALLOC] = { "preallocate", "growth is preallocate" },
-};
-
 const char *cumemcap_hints_state_name(enum cumemcap_hints_state s)
 {
-	return states[s].name;
-}
-
-const char *cumemcap_hints_state_text(enum cumemcap_hints_state s)
-{
-	return states[s].text;
+	static const char *const names[] = { "apply", "off", "no_limit", "preallocate" };
+	return names[s];
 }
 
 /* Written before main in a configured process. */
 static struct cumemcap_hints applied;
 static _Atomic bool applied_ready;
-
-static const char *env_get(const char *name)
-{
-	return getenv(name);
-}
 
 /* "VARIABLE=value" of each hint set, for putenv, which keeps them (the
  * library stays loaded): setenv's heap copies and printf's code are pages a
@@ -93,7 +74,7 @@ static char hint_strings[CUMEMCAP_HINTS_MAX][sizeof(frameworks[0].variable) +
 
 void cumemcap_hints_apply(const struct cumemcap_policy *p)
 {
-	cumemcap_hints_plan(p, env_get, &applied);
+	cumemcap_hints_plan(p, cumemcap_getenv, &applied);
 	for (size_t i = 0; i < applied.count; i++) {
 		if (applied.hint[i].user)
 			continue;

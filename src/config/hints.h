@@ -36,10 +36,8 @@ struct cumemcap_hints {
 /* The hints for policy p in the environment `get` reads. */
 void cumemcap_hints_plan(const struct cumemcap_policy *p, cumemcap_getenv_fn get, struct cumemcap_hints *out);
 
-/* The state's name in JSON ("apply", "off", "no_limit", "preallocate"),
- * and in words ("no limit applies (observe only)", ...; "" for APPLY). */
+/* The state's name in JSON: "apply", "off", "no_limit", "preallocate". */
 const char *cumemcap_hints_state_name(enum cumemcap_hints_state s);
-const char *cumemcap_hints_state_text(enum cumemcap_hints_state s);
 
 /* The library constructor's: plan with getenv, set what the plan sets, and
  * keep the plan for the log. */

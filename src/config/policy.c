@@ -71,11 +71,10 @@ struct building {
 	unsigned seen[CUMEMCAP_SETTINGS_MAX]; /* each key's line in this section, 0: not yet */
 };
 
-/* Setting s given `value` by `from`, of the given rank (CUMEMCAP_RANKS: a
- * [program] section that does not match). Limit rules are kept from every
- * source; any other value unless a higher source gave it. The environment
- * is read first and the file's global part before any section, so only the
- * matching [program] section replaces a value. The rest goes to scratch. */
+/* Setting s given `value` by `from`, of `rank` (CUMEMCAP_RANKS: a [program]
+ * section that does not match). Limit rules are kept from every source, a
+ * value unless a source read before it (or the file's, but for the matching
+ * [program] section) gave it; what is not kept goes to scratch. */
 static bool take(struct building *b, const struct cumemcap_setting *s, enum cumemcap_rank rank,
 		 const char *value, struct cumemcap_source from, char *err, size_t errlen)
 {
@@ -156,13 +155,12 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 				 QUOTED(q, arg), q, cumemcap_selector_forms);
 			return false;
 		}
-		for (size_t i = 0; i < p->device_section_count; i++) {
+		for (size_t i = 0; i < p->device_section_count; i++)
 			if (cumemcap_selector_equal(&p->device_sections[i].selector, &sel)) {
 				snprintf(err, errlen, "[device %s] repeats the section at line %u", QUOTED(q, arg),
 					 p->device_sections[i].line);
 				return false;
 			}
-		}
 		if (p->device_section_count == CUMEMCAP_MAX_DEVICE_SECTIONS) {
 			snprintf(err, errlen, "more than %d [device] sections", CUMEMCAP_MAX_DEVICE_SECTIONS);
 			return false;
@@ -181,9 +179,8 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 		}
 		st->where = CUMEMCAP_IN_PROGRAM;
 		p->program_section_count++;
-		/* The first section that matches applies; later ones are only
-		 * checked. A process without a name matches none, not even
-		 * [program *]. */
+		/* The first match applies, later ones are only checked. A process
+		 * without a name matches none, not even [program *]. */
 		st->rank = CUMEMCAP_RANKS;
 		if (p->program_section_line == 0 && p->program[0] && fnmatch(arg, p->program, 0) == 0) {
 			p->program_section_line = line;
@@ -248,10 +245,9 @@ static enum cumemcap_rank rank_of(const struct cumemcap_policy *p, const struct 
 										: CUMEMCAP_RANK_GLOBAL;
 }
 
-/* Once every source is read, the check that a group limit has a group: a
- * limit is never given to no one. A group limit below a source that set
- * the group empty (CUMEMCAP_GROUP= over a file's group) is not an error:
- * that group is turned off, limit and all. */
+/* Once every source is read: a group limit needs a group, unless a higher
+ * source set the group empty (CUMEMCAP_GROUP= over a file's group), which
+ * turns that group off, limit and all. */
 static bool check_group(const struct cumemcap_policy *p, char *err, size_t errlen)
 {
 	const struct cumemcap_source *src = &p->group_limit_src;
@@ -269,9 +265,8 @@ static bool check_group(const struct cumemcap_policy *p, char *err, size_t errle
 	return false;
 }
 
-/* Builds into p, which must be all zero (a fresh calloc, or the process's
- * policy in .bss), as cumemcap_policy_build says. May leave p half-built
- * on failure. */
+/* As cumemcap_policy_build, into an all-zero p that a failure may leave
+ * half-built. */
 static bool build(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *path, const char *text,
 		  size_t len, const char *program, char *err, size_t errlen)
 {
@@ -364,8 +359,7 @@ static bool build_process(struct cumemcap_policy *p, cumemcap_getenv_fn get, boo
 	return true;
 }
 
-/* The public builds work in a zeroed copy p (NULL: out of memory), kept
- * only on success, so that `out` is untouched on failure. */
+/* The public builds' zeroed copy p (NULL: out of memory), kept on success. */
 static bool kept(struct cumemcap_policy *out, struct cumemcap_policy *p, bool ok, char *err, size_t errlen)
 {
 	if (!p)
@@ -401,9 +395,8 @@ bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, c
 	const char *named = get("CUMEMCAP_CONFIG");
 	const char *path = named;
 	struct stat st;
-	/* The default counts as there when anything is at its path, a
-	 * dangling link included: reading it then fails with a reason, and
-	 * the process must not silently run without the limits it holds. */
+	/* Anything at the default's path counts, a dangling link included:
+	 * a process must not silently run without the limits it holds. */
 	if (!path && fallback && lstat(fallback, &st) == 0)
 		path = fallback;
 	if (!path)
@@ -456,9 +449,7 @@ uint64_t cumemcap_policy_limit(const struct cumemcap_policy *p, bool group, int 
 	}
 	if (src)
 		*src = best ? best->src : (struct cumemcap_source){ 0 };
-	if (!best)
-		return UINT64_MAX;
-	return cumemcap_amount_bytes(&best->amount, total);
+	return best ? cumemcap_amount_bytes(&best->amount, total) : UINT64_MAX;
 }
 
 void cumemcap_policy_selectors(const struct cumemcap_policy *p,
@@ -466,9 +457,8 @@ void cumemcap_policy_selectors(const struct cumemcap_policy *p,
 					  const struct cumemcap_source *src),
 			       void *ctx)
 {
-	/* The lists by source, the group's while there is a group
-	 * (CUMEMCAP_GROUP= turns off a file's group, its limit with it),
-	 * then the [device] sections. */
+	/* The lists by source, the group's while there is a group, then the
+	 * [device] sections. */
 	for (int group = 0; group < 2 && (!group || p->group[0]); group++)
 		for (enum cumemcap_rank rank = 0; rank < CUMEMCAP_RANKS; rank++)
 			for (size_t i = 0; rank != CUMEMCAP_RANK_DEVICE && i < p->rule_count; i++) {
@@ -565,10 +555,8 @@ bool cumemcap_policy_start(int argc, char *const *argv)
 {
 	start.argc = argc;
 	start.argv = argv;
-	/* Nothing configures the process when there is no secure execution, no
-	 * CUMEMCAP_ variable (every setting and CUMEMCAP_CONFIG is one) and no
-	 * file at the default path (cumemcap_policy_config_path's test): the
-	 * policy is the defaults, whenever it is built. */
+	/* Bare: no secure execution, no CUMEMCAP_ variable and nothing at the
+	 * default path (cumemcap_policy_config_path's test). */
 	bool bare = getauxval(AT_SECURE) == 0;
 	for (char **e = environ; bare && e && *e; e++)
 		bare = strncmp(*e, "CUMEMCAP_", 9) != 0;
@@ -577,15 +565,14 @@ bool cumemcap_policy_start(int argc, char *const *argv)
 		cumemcap_policy();
 		return true;
 	}
-	/* Built at first use as it would have been now: from no variable and
-	 * no file (ones made later count no more), under the name argv gives
-	 * now (a program may rewrite its argv, setproctitle-style). */
+	/* Built at first use as it would be now: variables and files made
+	 * later do not count, nor a rewritten argv (setproctitle). */
 	cumemcap_program_name(argc, argv, start.program, sizeof(start.program));
 	start.bare = true;
 	return false;
 }
 
-static const char *env_get(const char *name)
+const char *cumemcap_getenv(const char *name)
 {
 	return getenv(name);
 }
@@ -639,14 +626,14 @@ static void policy_init(void)
 	else if (!start.bare)
 		program_from_proc(start.program, sizeof(start.program));
 	/* In place: the_policy is zero (.bss); a failure ends the process. */
-	if (!build_process(&the_policy, start.bare ? no_env : env_get, secure,
+	if (!build_process(&the_policy, start.bare ? no_env : cumemcap_getenv, secure,
 			   start.bare ? NULL : CUMEMCAP_DEFAULT_CONFIG, 0, start.program, err, sizeof(err), note,
 			   sizeof(note)))
 		cumemcap_fatal("%s", err);
 	if (note[0])
 		cumemcap_msg("%s", note);
-	/* A CUMEMCAP_ variable cumemcap does not know is named; the program
-	 * runs on. Not under secure execution: the environment does not count. */
+	/* Name each unknown CUMEMCAP_ variable (not under secure execution,
+	 * where the environment does not count); the program runs on. */
 	for (char **e = environ; !secure && !start.bare && e && *e; e++) {
 		char line[256];
 		if (cumemcap_variable_unknown_line(*e, line, sizeof(line)))

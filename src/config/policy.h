@@ -157,8 +157,9 @@ const char *cumemcap_policy_group_access_name(bool gid);
 /* Walks the policy's labels (`k=v[,k=v...]`), one pair a call; false at the end. */
 bool cumemcap_labels_next(const char **cursor, const char **key, size_t *klen, const char **value, size_t *vlen);
 
-/* Where a variable's value comes from: getenv, or a test's table. */
+/* Where a variable's value comes from: cumemcap_getenv, or a test's table. */
 typedef const char *(*cumemcap_getenv_fn)(const char *name);
+const char *cumemcap_getenv(const char *name);
 
 /* The configuration file to read: CUMEMCAP_CONFIG when set (empty: none),
  * else `fallback` when anything is at that path (a dangling link too:

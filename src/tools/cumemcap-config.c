@@ -315,8 +315,13 @@ static size_t collect(const struct cumemcap_policy *p, struct row *rows)
 
 static void print_hints_text(const struct cumemcap_hints *h)
 {
+	static const char *const why[] = {
+		[CUMEMCAP_HINTS_OFF] = "framework_hints is off",
+		[CUMEMCAP_HINTS_NO_LIMIT] = "no limit applies (observe only)",
+		[CUMEMCAP_HINTS_PREALLOC] = "growth is preallocate",
+	};
 	if (h->state != CUMEMCAP_HINTS_APPLY) {
-		printf(": none set, %s\n", cumemcap_hints_state_text(h->state));
+		printf(": none set, %s\n", why[h->state]);
 		return;
 	}
 	const char *sep = ": ";
