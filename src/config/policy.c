@@ -71,18 +71,18 @@ struct building {
 	unsigned seen[CUMEMCAP_SETTINGS_MAX]; /* each key's line in this section, 0: not yet */
 };
 
-/* Setting s given `value` by `from`, of `rank` (CUMEMCAP_RANKS: a [program]
+/* Setting s given `value` by `from` (of rank CUMEMCAP_RANKS: a [program]
  * section that does not match). Limit rules are kept from every source, a
  * value unless a source read before it (or the file's, but for the matching
  * [program] section) gave it; what is not kept goes to scratch. */
-static bool take(struct building *b, const struct cumemcap_setting *s, enum cumemcap_rank rank,
-		 const char *value, struct cumemcap_source from, char *err, size_t errlen)
+static bool take(struct building *b, const struct cumemcap_setting *s, const char *value,
+		 struct cumemcap_source from, char *err, size_t errlen)
 {
 	struct cumemcap_source *now = s->src_off ? (void *)((char *)b->p + s->src_off) : NULL;
-	bool newest = now && rank != CUMEMCAP_RANKS &&
+	bool newest = now && from.rank != CUMEMCAP_RANKS &&
 		      (now->origin == CUMEMCAP_FROM_DEFAULT ||
-		       (now->origin == CUMEMCAP_FROM_FILE && rank == CUMEMCAP_RANK_PROGRAM));
-	bool keep = s->rules ? rank != CUMEMCAP_RANKS : newest;
+		       (now->origin == CUMEMCAP_FROM_FILE && from.rank == CUMEMCAP_RANK_PROGRAM));
+	bool keep = s->rules ? from.rank != CUMEMCAP_RANKS : newest;
 	if (!keep && !b->scratch && !(b->scratch = calloc(1, sizeof(*b->scratch)))) {
 		snprintf(err, errlen, "out of memory");
 		return false;
@@ -96,10 +96,8 @@ static bool take(struct building *b, const struct cumemcap_setting *s, enum cume
 				       QUOTED(q, value));
 		return false;
 	}
-	for (size_t i = first; i < to->rule_count; i++) {
+	for (size_t i = first; i < to->rule_count; i++)
 		to->rules[i].src = from;
-		to->rules[i].rank = rank;
-	}
 	if (!keep)
 		to->rule_count = 0;
 	if (newest)
@@ -114,12 +112,13 @@ static bool read_env(struct building *b, cumemcap_getenv_fn get, char *err, size
 	for (size_t i = 0; i < cumemcap_setting_count; i++) {
 		const struct cumemcap_setting *s = &cumemcap_settings[i];
 		const char *value = get(s->variable);
-		struct cumemcap_source from = { .origin = CUMEMCAP_FROM_ENV, .variable = s->variable };
+		struct cumemcap_source from = { .origin = CUMEMCAP_FROM_ENV, .rank = CUMEMCAP_RANK_ENV,
+						.variable = s->variable };
 		if (!value)
 			continue;
 		if (!cumemcap_policy_plain_form(value))
 			return bad_form(s->variable, "=", value, false, err, errlen);
-		if (!take(b, s, CUMEMCAP_RANK_ENV, value, from, err, errlen))
+		if (!take(b, s, value, from, err, errlen))
 			return false;
 	}
 	return true;
@@ -222,8 +221,8 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 		return false;
 	}
 	*seen = line;
-	struct cumemcap_source from = { .origin = CUMEMCAP_FROM_FILE, .line = line };
-	if (!take(st, s, st->rank, value, from, err, errlen))
+	struct cumemcap_source from = { .origin = CUMEMCAP_FROM_FILE, .rank = st->rank, .line = line };
+	if (!take(st, s, value, from, err, errlen))
 		return false;
 	/* Only limit stands in a [device] section: the section's GPU is its. */
 	if (st->where == CUMEMCAP_IN_DEVICE)
@@ -233,25 +232,14 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 
 static const struct cumemcap_config_handler file_handler = { on_section, on_entry };
 
-/* Which source gave a value: CUMEMCAP_RANKS for a default. */
-static enum cumemcap_rank rank_of(const struct cumemcap_policy *p, const struct cumemcap_source *src)
-{
-	if (src->origin == CUMEMCAP_FROM_ENV)
-		return CUMEMCAP_RANK_ENV;
-	if (src->origin == CUMEMCAP_FROM_DEFAULT)
-		return CUMEMCAP_RANKS;
-	/* The global part ends at the first section. */
-	return p->program_section_line && src->line > p->program_section_line ? CUMEMCAP_RANK_PROGRAM
-										: CUMEMCAP_RANK_GLOBAL;
-}
-
 /* Once every source is read: a group limit needs a group, unless a higher
  * source set the group empty (CUMEMCAP_GROUP= over a file's group), which
  * turns that group off, limit and all. */
 static bool check_group(const struct cumemcap_policy *p, char *err, size_t errlen)
 {
 	const struct cumemcap_source *src = &p->group_limit_src;
-	if (src->origin == CUMEMCAP_FROM_DEFAULT || p->group[0] || rank_of(p, &p->group_src) < rank_of(p, src))
+	if (src->origin == CUMEMCAP_FROM_DEFAULT || p->group[0] ||
+	    (p->group_src.origin != CUMEMCAP_FROM_DEFAULT && p->group_src.rank < src->rank))
 		return true;
 	if (src->origin == CUMEMCAP_FROM_ENV)
 		snprintf(err, errlen,
@@ -433,7 +421,7 @@ void cumemcap_source_format(const struct cumemcap_policy *p, const struct cumemc
  * tie (a list's order). */
 static unsigned order(const struct cumemcap_rule *r)
 {
-	return 2 * r->rank + (r->selector.kind == 0);
+	return 2 * r->src.rank + (r->selector.kind == 0);
 }
 
 uint64_t cumemcap_policy_limit(const struct cumemcap_policy *p, bool group, int ordinal,
@@ -463,7 +451,7 @@ void cumemcap_policy_selectors(const struct cumemcap_policy *p,
 		for (enum cumemcap_rank rank = 0; rank < CUMEMCAP_RANKS; rank++)
 			for (size_t i = 0; rank != CUMEMCAP_RANK_DEVICE && i < p->rule_count; i++) {
 				const struct cumemcap_rule *r = &p->rules[i];
-				if (r->group == group && r->rank == rank && r->selector.kind != 0)
+				if (r->group == group && r->src.rank == rank && r->selector.kind != 0)
 					fn(ctx, &r->selector, &r->src);
 			}
 	for (size_t i = 0; i < p->device_section_count; i++) {

@@ -67,19 +67,20 @@ enum cumemcap_origin {
 	CUMEMCAP_FROM_FILE,
 };
 
-struct cumemcap_source {
-	enum cumemcap_origin origin;
-	unsigned line;        /* FROM_FILE */
-	const char *variable; /* FROM_ENV: the variable's name */
-};
-
 /* The sources of settings, in the order of precedence above. */
 enum cumemcap_rank {
 	CUMEMCAP_RANK_ENV = 0,
 	CUMEMCAP_RANK_PROGRAM,
 	CUMEMCAP_RANK_DEVICE,
 	CUMEMCAP_RANK_GLOBAL,
-	CUMEMCAP_RANKS, /* none: a default, or a section that does not apply */
+	CUMEMCAP_RANKS, /* none: a section that does not apply */
+};
+
+struct cumemcap_source {
+	enum cumemcap_origin origin;
+	enum cumemcap_rank rank; /* but FROM_DEFAULT */
+	unsigned line;           /* FROM_FILE */
+	const char *variable;    /* FROM_ENV: the variable's name */
 };
 
 /* A limit, an entry of device_limits, a [device] section's limit, or
@@ -89,7 +90,6 @@ struct cumemcap_rule {
 	struct cumemcap_selector selector; /* kind 0: every GPU (a single amount) */
 	struct cumemcap_amount amount;
 	struct cumemcap_source src;
-	enum cumemcap_rank rank;
 	bool group;
 };
 
