@@ -52,8 +52,8 @@ void cumemcap_config_prefix(char *err, size_t errlen, const char *fmt, ...)
 		cumemcap_copy(err + n, errlen - (size_t)n, own);
 }
 
-bool cumemcap_config_parse(const char *path, char *text, size_t len, const struct cumemcap_config_handler *h,
-			   void *ctx, char *err, size_t errlen)
+bool cumemcap_config_parse(const char *path, char *text, size_t len, cumemcap_config_fn section,
+			   cumemcap_config_fn entry, void *ctx, char *err, size_t errlen)
 {
 	char *p = text, *end = text + len, shown[160];
 	unsigned line = 0;
@@ -77,14 +77,15 @@ bool cumemcap_config_parse(const char *path, char *text, size_t len, const struc
 		trim(&lb, &le);
 		if (lb == le)
 			continue;
+		/* The line and its words end in place, at most at text[len]. */
+		text[le - text] = '\0';
 		const char *kb, *ke, *vb, *ve;
-		bool section = *lb == '[';
-		if (section) {
+		bool header = *lb == '[';
+		if (header) {
 			if (le[-1] != ']') {
-				text[le - text] = '\0';
-				cumemcap_config_quote(shown, sizeof(shown), lb);
 				snprintf(err, errlen, "section header \"%s\" does not end with ']'; "
-					 "expected [device SELECTOR] or [program GLOB]", shown);
+					 "expected [device SELECTOR] or [program GLOB]",
+					 cumemcap_config_quote(shown, sizeof(shown), lb));
 				goto fail;
 			}
 			kb = lb + 1;
@@ -96,9 +97,8 @@ bool cumemcap_config_parse(const char *path, char *text, size_t len, const struc
 		} else {
 			const char *eq = memchr(lb, '=', (size_t)(le - lb));
 			if (!eq) {
-				text[le - text] = '\0';
-				cumemcap_config_quote(shown, sizeof(shown), lb);
-				snprintf(err, errlen, "\"%s\" is not a setting; expected key = value", shown);
+				snprintf(err, errlen, "\"%s\" is not a setting; expected key = value",
+					 cumemcap_config_quote(shown, sizeof(shown), lb));
 				goto fail;
 			}
 			kb = lb;
@@ -112,10 +112,9 @@ bool cumemcap_config_parse(const char *path, char *text, size_t len, const struc
 			}
 		}
 		trim(&vb, &ve);
-		/* The words end in place, at most at the line's end (text[len]). */
 		text[ke - text] = '\0';
 		text[ve - text] = '\0';
-		if (!(section ? h->section : h->entry)(ctx, kb, vb, line, err, errlen))
+		if (!(header ? section : entry)(ctx, kb, vb, line, err, errlen))
 			goto fail;
 	}
 	return true;

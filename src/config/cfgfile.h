@@ -11,19 +11,17 @@
 #define CUMEMCAP_CONFIG_MAX_BYTES (1u << 20)
 #define CUMEMCAP_CONFIG_MAX_LINE 4096
 
-/* Each returns false, with a message (without path:line) in err, to stop. */
-struct cumemcap_config_handler {
-	/* `[kind arg]`: kind is the first word, arg the rest, trimmed (may be empty). */
-	bool (*section)(void *ctx, const char *kind, const char *arg, unsigned line, char *err, size_t errlen);
-	/* `key = value`, both trimmed (value may be empty). */
-	bool (*entry)(void *ctx, const char *key, const char *value, unsigned line, char *err, size_t errlen);
-};
+/* A line's two words, trimmed, the second maybe empty: a header's kind (its
+ * first word) and the rest, or an entry's key and value. False, with a
+ * message (without path:line) in err, stops the parse. */
+typedef bool (*cumemcap_config_fn)(void *ctx, const char *word, const char *rest, unsigned line, char *err,
+				   size_t errlen);
 
-/* Parse `len` bytes of `text`, calling h for each header and entry, whose
- * words it NUL-terminates in place: text[len] must be writable. The first
- * error stops it, as "path:line: message". */
-bool cumemcap_config_parse(const char *path, char *text, size_t len, const struct cumemcap_config_handler *h,
-			   void *ctx, char *err, size_t errlen);
+/* Parse `len` bytes of `text`, calling `section` for each `[kind arg]` and
+ * `entry` for each `key = value`, whose words it NUL-terminates in place:
+ * text[len] must be writable. The first error stops it, as "path:line: message". */
+bool cumemcap_config_parse(const char *path, char *text, size_t len, cumemcap_config_fn section,
+			   cumemcap_config_fn entry, void *ctx, char *err, size_t errlen);
 
 /* Read a whole regular file of at most CUMEMCAP_CONFIG_MAX_BYTES into a
  * malloc'd buffer, NUL-terminated. On error false, with "path: reason" in err. */

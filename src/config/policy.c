@@ -230,8 +230,6 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 	return true;
 }
 
-static const struct cumemcap_config_handler file_handler = { on_section, on_entry };
-
 /* Once every source is read: a group limit needs a group, unless a higher
  * source set the group empty (CUMEMCAP_GROUP= over a file's group), which
  * turns that group off, limit and all. */
@@ -283,7 +281,7 @@ static bool build(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char 
 	bool ok = read_env(&b, get, err, errlen);
 	if (ok && path && path[0]) {
 		cumemcap_copy(p->config_path, sizeof(p->config_path), path);
-		ok = cumemcap_config_parse(path, own, len, &file_handler, &b, err, errlen);
+		ok = cumemcap_config_parse(path, own, len, on_section, on_entry, &b, err, errlen);
 	}
 	free(b.scratch);
 	free(own);
@@ -531,18 +529,18 @@ static pthread_once_t policy_once = PTHREAD_ONCE_INIT;
 static _Atomic bool policy_ready; /* the fast path once built */
 /* What the constructor saw (cumemcap_policy_start). */
 static struct {
-	int argc;
 	char *const *argv;
 	bool bare;                          /* nothing configured at start */
-	char program[CUMEMCAP_PROGRAM_MAX]; /* the name (when bare, taken at start) */
+	char program[CUMEMCAP_PROGRAM_MAX]; /* argv's name, taken at start */
 } start;
 
 extern char **environ;
 
 bool cumemcap_policy_start(int argc, char *const *argv)
 {
-	start.argc = argc;
 	start.argv = argv;
+	/* Taken now: a program may rewrite its argv (setproctitle). */
+	cumemcap_program_name(argc, argv, start.program, sizeof(start.program));
 	/* Bare: no secure execution, no CUMEMCAP_ variable and nothing at the
 	 * default path (cumemcap_policy_config_path's test). */
 	bool bare = getauxval(AT_SECURE) == 0;
@@ -554,8 +552,7 @@ bool cumemcap_policy_start(int argc, char *const *argv)
 		return true;
 	}
 	/* Built at first use as it would be now: variables and files made
-	 * later do not count, nor a rewritten argv (setproctitle). */
-	cumemcap_program_name(argc, argv, start.program, sizeof(start.program));
+	 * later do not count. */
 	start.bare = true;
 	return false;
 }
@@ -609,9 +606,7 @@ static void policy_init(void)
 	bool secure = !start.bare && getauxval(AT_SECURE) != 0;
 	if (secure)
 		program_from_exe(start.program, sizeof(start.program));
-	else if (!start.bare && start.argv)
-		cumemcap_program_name(start.argc, start.argv, start.program, sizeof(start.program));
-	else if (!start.bare)
+	else if (!start.bare && !start.argv)
 		program_from_proc(start.program, sizeof(start.program));
 	/* In place: the_policy is zero (.bss); a failure ends the process. */
 	if (!build_process(&the_policy, start.bare ? no_env : cumemcap_getenv, secure,
