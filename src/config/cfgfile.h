@@ -1,7 +1,6 @@
-/* cfgfile: the configuration file's reading and syntax (`key = value`
- * lines, `#` comments at a line's start or after a blank, `[kind argument]`
- * headers; what keys mean is policy.c's), and the configuration's message
- * helpers. Thread safety: reentrant, no globals. */
+/* cfgfile: the configuration file's reading and syntax (`key = value`, `#`
+ * comments at a line's start or after a blank, `[kind argument]` headers),
+ * and the configuration's message helpers. Thread safety: reentrant. */
 #pragma once
 
 #include <stdbool.h>

@@ -21,9 +21,8 @@ static const struct framework {
 	  { "TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC",
 	    "TF_FORCE_UNIFIED_MEMORY" } },
 	/* JAX (xla_client.generate_pjrt_gpu_plugin_options): preallocation, its
-	 * fraction under both names, the allocator; XLA_CLIENT_PREALLOCATE too,
-	 * which a user sets meaning something. No fraction is ever set: JAX
-	 * raises if both of its names are. */
+	 * fraction under both names (never set: JAX raises if both are), the
+	 * allocator; XLA_CLIENT_PREALLOCATE too, which a user sets meaning something. */
 	{ "JAX", "XLA_PYTHON_CLIENT_PREALLOCATE", "false",
 	  { "XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION",
 	    "XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR" } },
@@ -66,9 +65,8 @@ const char *cumemcap_hints_state_name(enum cumemcap_hints_state s)
 static struct cumemcap_hints applied;
 static _Atomic bool applied_ready;
 
-/* "VARIABLE=value" of each hint set, for putenv, which keeps them (the
- * library stays loaded): setenv's heap copies and printf's code are pages a
- * configured start otherwise leaves alone. */
+/* "VARIABLE=value" of each hint set, for putenv, which keeps them: setenv's
+ * heap copies and printf's code are pages a configured start leaves alone. */
 static char hint_strings[CUMEMCAP_HINTS_MAX][sizeof(frameworks[0].variable) +
 								  sizeof(frameworks[0].value)];
 
@@ -78,8 +76,7 @@ void cumemcap_hints_apply(const struct cumemcap_policy *p)
 	for (size_t i = 0; i < applied.count; i++) {
 		if (applied.hint[i].user)
 			continue;
-		/* The plan found none of the framework's variables set: putenv
-		 * overwrites nothing. */
+		/* None of the framework's variables is set: putenv overwrites nothing. */
 		char *s = hint_strings[i];
 		size_t n = strlen(applied.hint[i].variable);
 		memcpy(s, applied.hint[i].variable, n);

@@ -1,9 +1,8 @@
-/* hints: the framework variables cumemcap sets (framework_hints), only
- * when growth is ondemand and a limit applies, and never over a user's
- * choice: a framework any of whose memory variables is set is left alone
- * (docs/frameworks.md). Thread safety: cumemcap_hints_plan is reentrant;
- * cumemcap_hints_apply runs once, in the library constructor, and
- * publishes its plan with a release store (cumemcap_hints_applied). */
+/* hints: the framework variables cumemcap sets (framework_hints) when growth
+ * is ondemand and a limit applies, never for a framework any of whose memory
+ * variables is set (docs/frameworks.md). Thread safety: cumemcap_hints_plan
+ * is reentrant; cumemcap_hints_apply runs once, in the library constructor,
+ * and publishes its plan with a release store (cumemcap_hints_applied). */
 #pragma once
 
 #include <stdbool.h>

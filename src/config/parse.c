@@ -1,6 +1,5 @@
-/* parse: pure value parsers (see parse.h, which says how they are safe).
- * Numbers are parsed digit by digit, so the result never depends on the
- * locale (no strtod, no strcasecmp) and fractions are exact. */
+/* parse: see parse.h, which says how it is thread-safe. Digit by digit, so
+ * never by the locale (no strtod, no strcasecmp), and fractions are exact. */
 #include "config.h"
 
 #include "config/parse.h"
@@ -74,10 +73,9 @@ static uint64_t unit_multiplier(const char *s, size_t n)
 	return mult;
 }
 
-/* floor(0.<digits> * mult), exact for any number of digits and any
- * mult <= UINT64_MAX / 10. Horner from the last digit: the carry into digit
- * i is floor(value of the digits after i, times mult), and flooring early is
- * exact because d * mult is an integer. */
+/* floor(0.<digits> * mult), exact for any mult <= UINT64_MAX / 10: Horner
+ * from the last digit, the carry into digit i being floor(the digits after
+ * i, times mult); flooring early is exact as d * mult is an integer. */
 static uint64_t fraction_times(const char *digits, size_t n, uint64_t mult)
 {
 	uint64_t carry = 0;
@@ -86,9 +84,8 @@ static uint64_t fraction_times(const char *digits, size_t n, uint64_t mult)
 	return carry;
 }
 
-/* Digits, then maybe '.' and more digits ("1", "1.25"), at the start of
- * text[0..len): the whole part (false past UINT64_MAX), the fraction's
- * digits, and in *i where they end. */
+/* "1" or "1.25" at the start of text[0..len): the whole part (false past
+ * UINT64_MAX), the fraction's digits, and in *i where they end. */
 static bool decimal(const char *text, size_t len, size_t *i, uint64_t *whole, const char **frac,
 		    size_t *frac_len)
 {
@@ -198,8 +195,7 @@ static bool hex_field(const char *b, const char *e, size_t max_digits, uint32_t 
 	return true;
 }
 
-/* [DOMAIN:]BUS:DEVICE.FUNCTION, all hex, into sel's pci_ fields (the
- * domain stays as it is when omitted). */
+/* [DOMAIN:]BUS:DEVICE.FUNCTION, in hex, into sel (a domain left out: as is). */
 static bool parse_pci(const char *text, size_t len, struct cumemcap_selector *sel)
 {
 	const char *end = text + len, *first = memchr(text, ':', len), *last = first;
@@ -283,8 +279,7 @@ _Static_assert(sizeof(struct cumemcap_selector) == 40, "a selector has no paddin
 
 #define QUOTED_MAX (80 * 4 + 6)
 
-/* text[0..len) in double quotes for a one-line message, made printable
- * (cumemcap_config_quote) and cut after 80 bytes with "...". */
+/* text[0..len) quoted for a message, cut after 80 bytes with "...". */
 static const char *quoted(char *dst, const char *text, size_t len)
 {
 	char cut[81], q[QUOTED_MAX];

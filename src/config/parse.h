@@ -1,7 +1,6 @@
-/* parse: pure value parsers: sizes, shares, GPU selectors and lists of
- * them, durations, path templates. No I/O, no globals, no allocation:
- * reentrant and thread-safe. A parser that returns false leaves *out
- * untouched. */
+/* parse: pure value parsers: sizes, shares, GPU selectors and lists, durations,
+ * path templates. No I/O, no globals, no allocation: reentrant and
+ * thread-safe. A parser that returns false leaves *out untouched. */
 #pragma once
 
 #include <stdbool.h>
@@ -21,12 +20,11 @@ struct cumemcap_amount {
 	uint32_t permille; /* CUMEMCAP_AMOUNT_PERCENT: 1..100000, i.e. 0.001%..100% in 0.001% steps */
 };
 
-/* A size: plain bytes ("1073741824"), or a decimal number with a unit
- * K/M/G/T/P or KiB..PiB (powers of 1024), KB..PB (powers of 1000) or B,
- * case-insensitive, no blank ("1.5GiB", truncated to whole bytes); or a
- * percentage in (0, 100] with at most three decimals ("12.5%"). Not zero,
- * nor a fraction of bytes, nor above UINT64_MAX. cumemcap_amount_forms
- * says so in a message. */
+/* A size: bytes ("1073741824"), or a decimal number with a unit K/M/G/T/P
+ * or KiB..PiB (powers of 1024), KB..PB (powers of 1000) or B, any case, no
+ * blank ("1.5GiB", truncated to whole bytes); or a percentage in (0, 100]
+ * with at most three decimals ("12.5%"). Not zero, nor a fraction of bytes,
+ * nor above UINT64_MAX; cumemcap_amount_forms says so in a message. */
 bool cumemcap_parse_amount(const char *text, struct cumemcap_amount *out);
 extern const char cumemcap_amount_forms[];
 
@@ -47,10 +45,9 @@ struct cumemcap_selector {
 	uint32_t pci_function;
 };
 
-/* One selector. UUIDs are "GPU-" + 8-4-4-4-12 hex digits (any case). PCI
- * ids are [DOMAIN:]BUS:DEVICE.FUNCTION in hex, domain of 1..8 digits, bus
- * 1..2, device 1..2 (<= 0x1f), function 1 (<= 7). cumemcap_selector_forms
- * says so in a message. */
+/* One selector: an ordinal, "GPU-" and 8-4-4-4-12 hex digits (any case), or
+ * [DOMAIN:]BUS:DEVICE.FUNCTION in hex with 1..8, 1..2, 1..2 (<= 0x1f) and 1
+ * (<= 7) digits; cumemcap_selector_forms says so in a message. */
 bool cumemcap_parse_selector(const char *text, size_t len, struct cumemcap_selector *out);
 extern const char cumemcap_selector_forms[];
 
@@ -84,16 +81,14 @@ struct cumemcap_device_rules {
 bool cumemcap_parse_device_rules(const char *text, struct cumemcap_device_rules *out,
 				 char *err, size_t errlen);
 
-/* The bytes an amount (BYTES or PERCENT) sets on a GPU of `total` bytes:
- * a share rounded down (at least 1 byte of a GPU that has memory), never
- * above `total`. */
+/* The bytes an amount (BYTES or PERCENT) sets on a GPU of `total` bytes: a
+ * share rounded down (but at least 1 byte), never above `total`. */
 uint64_t cumemcap_amount_bytes(const struct cumemcap_amount *a, uint64_t total);
 
 /* Seconds with at most three decimals ("30", "0.5", "2.125") into
  * milliseconds, accepted when min_ms <= value <= max_ms. */
 bool cumemcap_parse_seconds(const char *text, uint32_t min_ms, uint32_t max_ms, uint32_t *out_ms);
 
-/* A path template: not empty, shorter than `max`, no control characters,
- * and '%' only as %p (pid), %h (host), %n (program), %u (uid) or %%.
- * On failure writes why (a phrase to follow the value) into err. */
+/* A path template: 1 to max - 1 bytes, no control characters, '%' only in
+ * %p (pid), %h (host), %n (program), %u (uid), %%; else why, to follow the value, in err. */
 bool cumemcap_parse_template(const char *text, size_t max, char *err, size_t errlen);

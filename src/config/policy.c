@@ -31,8 +31,7 @@ static const char *key_list(char *buf, size_t len, unsigned scope)
 /* User text quoted for a one-line message. */
 #define QUOTED(buf, s) cumemcap_config_quote(buf, sizeof(buf), s)
 
-/* The line for a value not of a plain form, naming the setting as `name`
- * `sep`: "CUMEMCAP_LIMIT" "=", "limit" " = ". */
+/* Why a value is not of a plain form; name and sep: "CUMEMCAP_LIMIT" "=", "limit" " = ". */
 static __attribute__((noinline, cold)) bool bad_form(const char *name, const char *sep, const char *value,
 						     bool in_file, char *err, size_t errlen)
 {
@@ -61,8 +60,7 @@ bool cumemcap_policy_plain_form(const char *value)
 
 /* ---- one value from one source -------------------------------------------- */
 
-/* A policy being built, where the file's reading stands, and a scratch
- * policy for values parsed only to be checked. */
+/* A policy being built, where the file's reading is, and a scratch policy. */
 struct building {
 	struct cumemcap_policy *p;
 	struct cumemcap_policy *scratch;      /* allocated when first needed */
@@ -126,8 +124,7 @@ static bool read_env(struct building *b, cumemcap_getenv_fn get, char *err, size
 
 /* ---- the file --------------------------------------------------------------- */
 
-/* "unknown WHAT \"WORD\"", and the closest of `words` or else what is
- * accepted. */
+/* "unknown WHAT \"WORD\"", and the closest of `words` or else what is accepted. */
 static bool unknown(const char *what, const char *word, const char *const *words, const char *accepted,
 		    char *err, size_t errlen)
 {
@@ -251,8 +248,7 @@ static bool check_group(const struct cumemcap_policy *p, char *err, size_t errle
 	return false;
 }
 
-/* As cumemcap_policy_build, into an all-zero p that a failure may leave
- * half-built. */
+/* As cumemcap_policy_build, into an all-zero p (half-built on failure). */
 static bool build(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *path, const char *text,
 		  size_t len, const char *program, char *err, size_t errlen)
 {
@@ -415,8 +411,7 @@ void cumemcap_source_format(const struct cumemcap_policy *p, const struct cumemc
 
 /* ---- one GPU's limits ----------------------------------------------------------- */
 
-/* Of two matching rules, the one of lower order applies, the earlier on a
- * tie (a list's order). */
+/* Of two matching rules the lower order applies, on a tie the earlier. */
 static unsigned order(const struct cumemcap_rule *r)
 {
 	return 2 * r->src.rank + (r->selector.kind == 0);
@@ -443,8 +438,7 @@ void cumemcap_policy_selectors(const struct cumemcap_policy *p,
 					  const struct cumemcap_source *src),
 			       void *ctx)
 {
-	/* The lists by source, the group's while there is a group, then the
-	 * [device] sections. */
+	/* The lists by source, the group's while there is one, then the sections. */
 	for (int group = 0; group < 2 && (!group || p->group[0]); group++)
 		for (enum cumemcap_rank rank = 0; rank < CUMEMCAP_RANKS; rank++)
 			for (size_t i = 0; rank != CUMEMCAP_RANK_DEVICE && i < p->rule_count; i++) {
@@ -476,9 +470,8 @@ static const char *base_name(const char *path)
 	return slash ? slash + 1 : path;
 }
 
-/* An interpreter's name: python, python3, python3.11, pypy3, perl,
- * perl5.36, ruby3.1, node, nodejs, bash, sh, dash, zsh, Rscript, julia,
- * lua5.4, php8.2. */
+/* python, python3, python3.11, pypy3, perl, perl5.36, ruby3.1, node, nodejs,
+ * bash, sh, dash, zsh, Rscript, julia, lua5.4, php8.2. */
 static bool is_interpreter(const char *name)
 {
 	static const char exact[][8] = { "python", "perl", "node", "nodejs", "bash", "sh", "dash", "zsh", "Rscript", "julia" };
@@ -581,11 +574,9 @@ static void program_from_proc(char *out, size_t len)
 	cumemcap_program_name(argc, argv, out, len);
 }
 
-/* Under secure execution the caller chose argv (`exec -a`), so the name is
- * the base name of /proc/self/exe, which the caller cannot point elsewhere
- * (fs.protected_hardlinks refuses a hard link to a privileged file the
- * caller does not own; the kernel ignores setuid on scripts). "" when it
- * cannot be read: then no [program] section applies. */
+/* Under secure execution the caller chose argv (`exec -a`): the name is that
+ * of /proc/self/exe, which the caller cannot point elsewhere (protected
+ * hardlinks; no setuid scripts), or "" (no [program] section applies). */
 static void program_from_exe(char *out, size_t len)
 {
 	char path[CUMEMCAP_PATH_MAX];
@@ -601,8 +592,7 @@ static void policy_init(void)
 {
 	static char err[2048];                     /* written only on failure */
 	static char note[CUMEMCAP_PATH_MAX + 256]; /* only under secure execution */
-	/* AT_SECURE: setuid, setgid or file capabilities, as ld.so sees it. A
-	 * bare start is built from what it had: no variable, no file, its name. */
+	/* AT_SECURE: setuid, setgid or file capabilities, as ld.so sees it. */
 	bool secure = !start.bare && getauxval(AT_SECURE) != 0;
 	if (secure)
 		program_from_exe(start.program, sizeof(start.program));

@@ -83,9 +83,8 @@ struct cumemcap_source {
 	const char *variable;    /* FROM_ENV: the variable's name */
 };
 
-/* A limit, an entry of device_limits, a [device] section's limit, or
- * (group) the group's. Every source's rules are kept: a GPU one source's
- * list does not name falls through to the next. */
+/* A limit, an entry of device_limits, a [device] section's limit, or the
+ * group's. Every source's are kept: a GPU one list omits falls through. */
 struct cumemcap_rule {
 	struct cumemcap_selector selector; /* kind 0: every GPU (a single amount) */
 	struct cumemcap_amount amount;
@@ -101,9 +100,8 @@ struct cumemcap_device_section {
 	unsigned line; /* of the [device ...] header */
 };
 
-/* Every setting but the limit rules: its value from the source of highest
- * precedence, and an X_src naming that source. Small fields first: a start
- * touches fewer pages. */
+/* Every setting but the rules, from the source of highest precedence, which
+ * X_src names. Small fields first: a start touches fewer pages. */
 struct cumemcap_policy {
 	enum cumemcap_count count;
 	uint64_t overhead_estimate;
@@ -161,37 +159,32 @@ bool cumemcap_labels_next(const char **cursor, const char **key, size_t *klen, c
 typedef const char *(*cumemcap_getenv_fn)(const char *name);
 const char *cumemcap_getenv(const char *name);
 
-/* The configuration file to read: CUMEMCAP_CONFIG when set (empty: none),
- * else `fallback` when anything is at that path (a dangling link too:
- * reading it is then an error), else none (""). A path that does not fit
- * in `len` is an error naming it, never cut. */
+/* The file to read: CUMEMCAP_CONFIG when set (empty: none), else `fallback`
+ * when anything (a dangling link too) is at that path, else none (""). A
+ * path that does not fit in `len` is an error, never cut. */
 bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, char *out, size_t len,
 				 char *err, size_t errlen);
 
-/* Build a policy for `program` (see cumemcap_program_name) from the
- * environment and, when `path` is not empty, that file: read from it, or
- * `len` bytes of `text` when not NULL (tests, fuzzing). `out` is written
- * only on success; on error, one line in err: the variable or "path:line",
- * the value, and what is accepted. */
+/* Build a policy for `program` from the environment and, when `path` is not
+ * empty, that file, or `len` bytes of `text` as its contents when not NULL.
+ * `out` is written only on success; on error, one line in err: the
+ * variable or "path:line", the value, and what is accepted. */
 bool cumemcap_policy_build(struct cumemcap_policy *out, cumemcap_getenv_fn get, const char *path,
 			   const char *text, size_t len, const char *program, char *err, size_t errlen);
 
 /* The process's policy as the library builds it. Not secure: as
- * cumemcap_policy_build with CUMEMCAP_CONFIG or else `default_path`.
- * Secure (AT_SECURE): the environment is not read; `default_path` applies
- * only when it and its directory are owned by `owner` and writable by
- * nobody else, and a log is written only where that file asks. A file
- * there but not trusted means no limits, with a line in `note` naming the
- * file and why (never its contents); a bad line of a trusted file is an
- * error naming path:line without the line's text. */
+ * cumemcap_policy_build with CUMEMCAP_CONFIG or else `default_path`. Secure:
+ * no environment; `default_path` only when it and its directory are owned by
+ * `owner` and writable by nobody else, and a log only where it asks. A file
+ * not trusted means no limits and a line in `note` naming it and why; a bad
+ * line of a trusted one is an error naming path:line, not its text. */
 bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_fn get, bool secure,
 				   const char *default_path, uid_t owner, const char *program,
 				   char *err, size_t errlen, char *note, size_t notelen);
 
 /* The process's (or with `group`, the group's) limit for one GPU by the
- * precedence above (in a source, a list's entry before a single amount),
- * and where it came from (src may be NULL); UINT64_MAX when none applies
- * (and for the group's, when there is no group). */
+ * precedence above (a list's entry before a single amount), and its source
+ * (src may be NULL); UINT64_MAX when none applies, or there is no group. */
 uint64_t cumemcap_policy_limit(const struct cumemcap_policy *p, bool group, int ordinal,
 			       const unsigned char uuid[16], const char *pci_bus_id, uint64_t total,
 			       struct cumemcap_source *src);
@@ -211,16 +204,14 @@ void cumemcap_policy_selectors(const struct cumemcap_policy *p,
 void cumemcap_source_format(const struct cumemcap_policy *p, const struct cumemcap_source *src,
 			    char *buf, size_t len);
 
-/* The program name sections match: the base name of argv[0]; for an
- * interpreter (python*, perl, node, bash, ...) the base name of the script
- * it runs, or "-m MODULE"'s module name. */
+/* The name sections match: argv[0]'s base name, or for an interpreter
+ * (python*, perl, bash, ...) its script's, or "-m MODULE"'s module. */
 void cumemcap_program_name(int argc, char *const *argv, char *out, size_t len);
 
 /* The process's policy, built on first use; bad settings end the process. */
 const struct cumemcap_policy *cumemcap_policy(void);
 
-/* The library constructor's: give it argv, and build the policy now (true)
- * unless nothing configures the process (no CUMEMCAP_ variable, no file at
- * the default path, no secure execution): then (false) the policy is the
- * defaults, built at first use, as may be the rest of the start. */
+/* The library constructor's: build the policy now (true) unless nothing
+ * configures the process (no CUMEMCAP_ variable, no file at the default path,
+ * no secure execution): then (false) the defaults are built at first use. */
 bool cumemcap_policy_start(int argc, char *const *argv);

@@ -1,7 +1,6 @@
-/* settings-table: the table of settings, each setting's parser (settings.h
- * says what one does), the functions that write a value back as text, and
- * the CUMEMCAP_ variables that are no setting. Thread safety: the table is
- * constant; a parser touches only the caller's policy and buffers. */
+/* settings-table: the table of settings, their parsers and the functions that
+ * write a value back, and the CUMEMCAP_ variables that are no setting. Thread
+ * safety: the table is constant; a parser touches only its caller's buffers. */
 #include "config.h"
 #include "config/settings.h"
 
@@ -77,8 +76,7 @@ static bool parse_group_limit(struct cumemcap_policy *p, const char *value, char
 
 /* ---- words ------------------------------------------------------------------- */
 
-/* The index of value in words (NULL-terminated), or -1 with why saying
- * what is `accepted`. */
+/* The index of value in words (NULL-terminated), or -1 and why it is not. */
 static int word_of(const char *value, const char *const *words, const char *accepted, char *why,
 		   size_t len)
 {
@@ -229,8 +227,7 @@ void cumemcap_policy_format_on_limit(const struct cumemcap_policy *p, char *buf,
 		snprintf(buf, len, "fail");
 }
 
-/* A path template into dst (size bytes); nothing is written when it is not
- * one, and why ends with what else `accepted` names. */
+/* A path template into dst (size bytes), or why not and what is `accepted`. */
 static bool parse_path(const char *value, char *dst, size_t size, const char *accepted, char *why,
 		       size_t len)
 {
@@ -583,8 +580,7 @@ static const char other_variables[][CUMEMCAP_VARIABLE_MAX] = {
 	"CUMEMCAP_IMAGE_TREE", "CUMEMCAP_NODE_OPT", "CUMEMCAP_NODE_ETC", "CUMEMCAP_CONFIGMAP",
 	"CUMEMCAP_SHARED_DIRS", "CUMEMCAP_SHARED_MODE", "CUMEMCAP_SYNC_SECONDS", "CUMEMCAP_CHECK",
 	"CUMEMCAP_INSTALL_ONCE",
-	/* the project's scripts and tests (scripts/lib/deps.sh, scripts/fresh-check,
-	 * tests/bench/overhead.c, tests/integration/users.py, tests/deploy) */
+	/* the project's scripts and tests (scripts/, tests/) */
 	"CUMEMCAP_DEBS_BUILD", "CUMEMCAP_DEBS_SUITE", "CUMEMCAP_FRESH_NAMESPACE", "CUMEMCAP_SHIM",
 	"CUMEMCAP_TEST_USERS_NAMESPACE", "CUMEMCAP_TEST_REQUIRE_PROGRAMS",
 };

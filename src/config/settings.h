@@ -42,8 +42,7 @@ struct cumemcap_setting {
 extern const struct cumemcap_setting cumemcap_settings[];
 extern const size_t cumemcap_setting_count;
 
-/* When the environment entry "NAME=VALUE" is a CUMEMCAP_ variable cumemcap
- * does not read, the line naming it: "unknown variable CUMEMCAP_LIMITS,
- * ignored (did you mean CUMEMCAP_LIMIT?)". False for any other entry, and
- * for one the launcher named already (CUMEMCAP_NAMED_UNKNOWN). */
+/* For a CUMEMCAP_ entry "NAME=VALUE" cumemcap does not read, the line "unknown
+ * variable CUMEMCAP_LIMITS, ignored (did you mean CUMEMCAP_LIMIT?)"; false
+ * for any other, and one the launcher named (CUMEMCAP_NAMED_UNKNOWN). */
 bool cumemcap_variable_unknown_line(const char *entry, char *line, size_t len);
