@@ -247,8 +247,6 @@ bool cumemcap_selector_matches(const struct cumemcap_selector *sel, int ordinal,
 void cumemcap_selector_format(const struct cumemcap_selector *sel, char *buf, size_t len)
 {
 	const unsigned char *u = sel->uuid;
-	if (buf == NULL || len == 0)
-		return;
 	switch (sel->kind) {
 	case CUMEMCAP_SEL_ORDINAL:
 		snprintf(buf, len, "%u", (unsigned)sel->ordinal);

@@ -375,14 +375,12 @@ bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, c
 				 char *err, size_t errlen)
 {
 	const char *named = get("CUMEMCAP_CONFIG");
-	const char *path = named;
+	const char *path = named ? named : "";
 	struct stat st;
 	/* Anything at the default's path counts, a dangling link included:
 	 * a process must not silently run without the limits it holds. */
-	if (!path && fallback && lstat(fallback, &st) == 0)
+	if (!named && fallback && lstat(fallback, &st) == 0)
 		path = fallback;
-	if (!path)
-		path = "";
 	if (strlen(path) >= len) {
 		char q[256];
 		if (named)

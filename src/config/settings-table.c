@@ -18,20 +18,11 @@
 
 /* ---- the limit rules ---------------------------------------------------------- */
 
-/* A rule for every GPU (sel NULL) or one, appended to the policy's. */
-static void add_rule(struct cumemcap_policy *p, const struct cumemcap_selector *sel,
-		     const struct cumemcap_amount *amount)
-{
-	p->rules[p->rule_count++] = (struct cumemcap_rule){
-		.selector = sel ? *sel : (struct cumemcap_selector){ 0 }, .amount = *amount
-	};
-}
-
 static bool parse_limit(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
 	struct cumemcap_amount a;
 	if (cumemcap_parse_amount(value, &a)) {
-		add_rule(p, NULL, &a);
+		p->rules[p->rule_count++] = (struct cumemcap_rule){ .amount = a }; /* every GPU */
 		return true;
 	}
 	snprintf(why, len, " is not a valid limit; accepted: %s", cumemcap_amount_forms);
@@ -48,7 +39,8 @@ static bool parse_devices(struct cumemcap_policy *p, const char *value, char *wh
 		return false;
 	}
 	for (size_t i = 0; i < rules.count; i++)
-		add_rule(p, &rules.rule[i].selector, &rules.rule[i].amount);
+		p->rules[p->rule_count++] =
+			(struct cumemcap_rule){ .selector = rules.rule[i].selector, .amount = rules.rule[i].amount };
 	return true;
 }
 
