@@ -43,6 +43,5 @@ void cumemcap_config_prefix(char *err, size_t errlen, const char *fmt, ...)
  * bytes >= 0x80, '"' and '\\' as \xNN, cut to fit `cap`. Returns dst. */
 const char *cumemcap_config_quote(char *dst, size_t cap, const char *s);
 
-/* The closest of `candidates` (NULL-terminated) to `word` within edit
- * distance 2, or NULL: for "did you mean" hints. */
+/* The closest of `candidates` (NULL-terminated) to `word` within edit distance 2, or NULL. */
 const char *cumemcap_config_suggest(const char *word, const char *const *candidates);

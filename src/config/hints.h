@@ -38,8 +38,7 @@ void cumemcap_hints_plan(const struct cumemcap_policy *p, cumemcap_getenv_fn get
 /* The state's name in JSON: "apply", "off", "no_limit", "preallocate". */
 const char *cumemcap_hints_state_name(enum cumemcap_hints_state s);
 
-/* The library constructor's: plan with getenv, set what the plan sets, and
- * keep the plan for the log. */
+/* The library constructor's: plan, set what the plan sets, keep it for the log. */
 void cumemcap_hints_apply(const struct cumemcap_policy *p);
 
 /* What cumemcap_hints_apply did, or NULL before it ran. */

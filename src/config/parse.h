@@ -51,8 +51,7 @@ struct cumemcap_selector {
 bool cumemcap_parse_selector(const char *text, size_t len, struct cumemcap_selector *out);
 extern const char cumemcap_selector_forms[];
 
-/* Whether a selector names this GPU; pci_bus_id as cuDeviceGetPCIBusId
- * gives it ("0000:3b:00.0"). */
+/* Whether a selector names this GPU (pci_bus_id as cuDeviceGetPCIBusId gives it). */
 bool cumemcap_selector_matches(const struct cumemcap_selector *sel, int ordinal,
 			       const unsigned char uuid[16], const char *pci_bus_id);
 

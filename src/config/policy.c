@@ -51,11 +51,8 @@ static __attribute__((noinline, cold)) bool bad_form(const char *name, const cha
 
 bool cumemcap_policy_plain_form(const char *value)
 {
-	size_t n = 0;
-	for (; value[n]; n++)
-		if (value[n] == '#')
-			return false;
-	return !(n >= 2 && (value[0] == '"' || value[0] == '\'') && value[n - 1] == value[0]);
+	size_t n = strlen(value);
+	return !strchr(value, '#') && !(n >= 2 && (value[0] == '"' || value[0] == '\'') && value[n - 1] == value[0]);
 }
 
 /* ---- one value from one source -------------------------------------------- */
@@ -102,8 +99,6 @@ static bool take(struct building *b, const struct cumemcap_setting *s, const cha
 		*now = from;
 	return true;
 }
-
-/* ---- the environment ------------------------------------------------------- */
 
 static bool read_env(struct building *b, cumemcap_getenv_fn get, char *err, size_t errlen)
 {
@@ -227,9 +222,8 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 	return true;
 }
 
-/* Once every source is read: a group limit needs a group, unless a higher
- * source set the group empty (CUMEMCAP_GROUP= over a file's group), which
- * turns that group off, limit and all. */
+/* After every source: a group limit needs a group, unless a higher source set
+ * the group empty (CUMEMCAP_GROUP= over a file's), turning it off, limit and all. */
 static bool check_group(const struct cumemcap_policy *p, char *err, size_t errlen)
 {
 	const struct cumemcap_source *src = &p->group_limit_src;
@@ -568,7 +562,6 @@ static void program_from_proc(char *out, size_t len)
 	buf[n] = '\0';
 	for (size_t i = 0; i < n && argc < 63; i += strlen(buf + i) + 1)
 		argv[argc++] = buf + i;
-	argv[argc] = NULL;
 	cumemcap_program_name(argc, argv, out, len);
 }
 

@@ -139,8 +139,7 @@ struct cumemcap_policy {
 	struct cumemcap_device_section device_sections[CUMEMCAP_MAX_DEVICE_SECTIONS];
 };
 
-/* Whether a value has a form some setting may take: not wrapped in quotes
- * and without a '#' (log = off#x would otherwise be a path). */
+/* Whether a value is neither in quotes nor has a '#' (log = off#x would be a path). */
 bool cumemcap_policy_plain_form(const char *value);
 
 /* A setting's value as it is written: "preallocate:4GiB", "idle:30.000",

@@ -559,8 +559,6 @@ const size_t cumemcap_setting_count = sizeof(cumemcap_settings) / sizeof(cumemca
 _Static_assert(sizeof(cumemcap_settings) / sizeof(cumemcap_settings[0]) <= CUMEMCAP_SETTINGS_MAX,
 	       "CUMEMCAP_SETTINGS_MAX holds every setting");
 
-/* ---- variables that are no setting -------------------------------------------- */
-
 /* The CUMEMCAP_ variables some part of cumemcap reads besides the settings. */
 static const char other_variables[][CUMEMCAP_VARIABLE_MAX] = {
 	"CUMEMCAP_CONFIG",        /* the configuration file: policy.c, the launcher */
