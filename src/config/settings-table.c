@@ -86,12 +86,12 @@ static const char *const release_names[] = { "idle", "never", "immediate", NULL 
 
 /* A parser fn for a setting that is one of `words`, kept by index in p->field. */
 #define WORD_SETTING(fn, field, type, words, accepted)                                             \
-	static bool fn(struct cumemcap_policy *p, const char *value, char *why, size_t len)          \
-	{                                                                                            \
-		int i = word_of(value, words, accepted, why, len);                                   \
-		if (i >= 0)                                                                          \
-			p->field = (type)i;                                                          \
-		return i >= 0;                                                                       \
+	static bool fn(struct cumemcap_policy *p, const char *value, char *why, size_t len)        \
+	{                                                                                          \
+		int i = word_of(value, words, accepted, why, len);                                 \
+		if (i >= 0)                                                                        \
+			p->field = (type)i;                                                        \
+		return i >= 0;                                                                     \
 	}
 
 WORD_SETTING(parse_count, count, enum cumemcap_count, count_names,
