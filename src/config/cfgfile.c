@@ -1,5 +1,4 @@
-/* cfgfile: the configuration file's reading and syntax; see cfgfile.h,
- * which says how it is thread-safe. */
+/* cfgfile: see cfgfile.h, which says how it is thread-safe. */
 #include "config/cfgfile.h"
 #include "platform/msg.h"
 
@@ -26,11 +25,10 @@ static void trim(const char **b, const char **e)
 		(*e)--;
 }
 
-/* Printable form of a line fragment for messages: control bytes escaped. */
-static void printable(char *dst, size_t cap, const char *b, const char *e)
+const char *cumemcap_config_quote(char *dst, size_t cap, const char *s)
 {
 	size_t o = 0;
-	for (const char *p = b; p < e && o + 5 < cap; p++) {
+	for (const char *p = s; *p && o + 5 < cap; p++) {
 		unsigned char c = (unsigned char)*p;
 		if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\')
 			o += (size_t)snprintf(dst + o, cap - o, "\\x%02x", c);
@@ -39,11 +37,6 @@ static void printable(char *dst, size_t cap, const char *b, const char *e)
 	}
 	if (o < cap)
 		dst[o] = '\0';
-}
-
-const char *cumemcap_config_quote(char *dst, size_t cap, const char *s)
-{
-	printable(dst, cap, s, s + strlen(s));
 	return dst;
 }
 
@@ -59,8 +52,8 @@ void cumemcap_config_prefix(char *err, size_t errlen, const char *fmt, ...)
 		cumemcap_copy(err + n, errlen - (size_t)n, own);
 }
 
-bool cumemcap_config_parse(const char *path, char *text, size_t len, const struct cumemcap_config_handler *h,
-			   void *ctx, char *err, size_t errlen)
+bool cumemcap_config_parse(const char *path, char *text, size_t len, cumemcap_config_fn section,
+			   cumemcap_config_fn entry, void *ctx, char *err, size_t errlen)
 {
 	char *p = text, *end = text + len, shown[160];
 	unsigned line = 0;
@@ -78,23 +71,23 @@ bool cumemcap_config_parse(const char *path, char *text, size_t len, const struc
 			snprintf(err, errlen, "NUL byte in line; is this a text file?");
 			goto fail;
 		}
-		/* A comment starts at '#' at the start of the line or after a blank. */
 		for (const char *c = lb; c < le; c++)
 			if (*c == '#' && (c == lb || is_blank(c[-1])))
 				le = c;
 		trim(&lb, &le);
 		if (lb == le)
 			continue;
+		/* The line and its words end in place, at most at text[len]. */
+		text[le - text] = '\0';
 		const char *kb, *ke, *vb, *ve;
-		bool section = *lb == '[';
-		if (section) {
+		bool header = *lb == '[';
+		if (header) {
 			if (le[-1] != ']') {
-				printable(shown, sizeof(shown), lb, le);
 				snprintf(err, errlen, "section header \"%s\" does not end with ']'; "
-					 "expected [device SELECTOR] or [program GLOB]", shown);
+					 "expected [device SELECTOR] or [program GLOB]",
+					 cumemcap_config_quote(shown, sizeof(shown), lb));
 				goto fail;
 			}
-			/* [kind arg]: kind is the first word. */
 			kb = lb + 1;
 			ve = le - 1;
 			trim(&kb, &ve);
@@ -104,8 +97,8 @@ bool cumemcap_config_parse(const char *path, char *text, size_t len, const struc
 		} else {
 			const char *eq = memchr(lb, '=', (size_t)(le - lb));
 			if (!eq) {
-				printable(shown, sizeof(shown), lb, le);
-				snprintf(err, errlen, "\"%s\" is not a setting; expected key = value", shown);
+				snprintf(err, errlen, "\"%s\" is not a setting; expected key = value",
+					 cumemcap_config_quote(shown, sizeof(shown), lb));
 				goto fail;
 			}
 			kb = lb;
@@ -119,11 +112,9 @@ bool cumemcap_config_parse(const char *path, char *text, size_t len, const struc
 			}
 		}
 		trim(&vb, &ve);
-		/* The key and the value end where they stand: at most at the
-		 * line's end, text[len] included. */
 		text[ke - text] = '\0';
 		text[ve - text] = '\0';
-		if (!(section ? h->section : h->entry)(ctx, kb, vb, line, err, errlen))
+		if (!(header ? section : entry)(ctx, kb, vb, line, err, errlen))
 			goto fail;
 	}
 	return true;
@@ -132,9 +123,8 @@ fail:
 	return false;
 }
 
-/* Read the open regular file `fd` (closed here) with a bound: at most the
- * limit and one byte, whatever fstat said, since the file may grow while
- * it is read. */
+/* Read the open file `fd` (closed here): at most the limit and one byte,
+ * whatever fstat said, since the file may grow while it is read. */
 static bool read_fd(int fd, const char *path, char **text, size_t *len, char *err, size_t errlen)
 {
 	struct stat st;
@@ -178,9 +168,8 @@ static bool read_fd(int fd, const char *path, char **text, size_t *len, char *er
 	return false;
 }
 
-/* O_NONBLOCK: opening a FIFO (or a device waiting for a carrier) must not
- * hang the process before main; the descriptor is checked to be a regular
- * file before anything is read, and O_NONBLOCK does nothing to those. */
+/* O_NONBLOCK: opening a FIFO must not hang the process before main; only a
+ * regular file is read, and O_NONBLOCK does nothing to those. */
 #define CONFIG_OPEN_FLAGS (O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
 
 bool cumemcap_config_read(const char *path, char **text, size_t *len, char *err, size_t errlen)
@@ -207,7 +196,7 @@ int cumemcap_config_read_trusted(const char *path, uid_t owner, char **text, siz
 		snprintf(why, whylen, "%s: not a usable file name", path);
 		return -1;
 	}
-	/* "/etc" for /etc/x, "/" for /x, "." for x. */
+	/* "/etc" for /etc/x, "/" for /x, "." for x */
 	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash == path ? 1 : slash - path) : 1,
 		 slash ? path : ".");
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

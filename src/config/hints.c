@@ -1,5 +1,5 @@
-/* hints: see hints.h, which says how it is thread-safe. What each
- * framework reads, with sources, is in docs/frameworks.md. */
+/* hints: see hints.h, which says how it is thread-safe. What each framework
+ * reads, with sources, is in docs/frameworks.md. */
 #include "config.h"
 #include "config/hints.h"
 
@@ -9,7 +9,7 @@
 #include <string.h>
 
 /* Per framework: the variable cumemcap sets, and every variable by which a
- * user says how that framework should take memory (the set one included). */
+ * user says how it should take memory (the set one included). */
 static const struct framework {
 	const char *name;
 	char variable[32], value[8];
@@ -21,9 +21,8 @@ static const struct framework {
 	  { "TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "TF_CUDA_MALLOC_ASYNC_SUPPORTED_PREALLOC",
 	    "TF_FORCE_UNIFIED_MEMORY" } },
 	/* JAX (xla_client.generate_pjrt_gpu_plugin_options): preallocation, its
-	 * fraction under both names, the allocator; XLA_CLIENT_PREALLOCATE too,
-	 * which a user sets meaning something. No fraction is ever set: JAX
-	 * raises if both of its names are. */
+	 * fraction under both names (never set: JAX raises if both are), the
+	 * allocator; XLA_CLIENT_PREALLOCATE too, which a user sets meaning something. */
 	{ "JAX", "XLA_PYTHON_CLIENT_PREALLOCATE", "false",
 	  { "XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION",
 	    "XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR" } },
@@ -56,49 +55,28 @@ void cumemcap_hints_plan(const struct cumemcap_policy *p, cumemcap_getenv_fn get
 	}
 }
 
-/* Each state's name in JSON and its words in --print-config. */
-static const struct {
-	const char *name, *text;
-} states[] = {
-	[CUMEMCAP_HINTS_APPLY] = { "apply", "" },
-	[CUMEMCAP_HINTS_OFF] = { "off", "framework_hints is off" },
-	[CUMEMCAP_HINTS_NO_LIMIT] = { "no_limit", "no limit applies (observe only)" },
-	[CUMEMCAP_HINTS_PREALLOC] = { "preallocate", "growth is preallocate" },
-};
-
 const char *cumemcap_hints_state_name(enum cumemcap_hints_state s)
 {
-	return states[s].name;
-}
-
-const char *cumemcap_hints_state_text(enum cumemcap_hints_state s)
-{
-	return states[s].text;
+	static const char *const names[] = { "apply", "off", "no_limit", "preallocate" };
+	return names[s];
 }
 
 /* Written before main in a configured process. */
 static struct cumemcap_hints applied;
 static _Atomic bool applied_ready;
 
-static const char *env_get(const char *name)
-{
-	return getenv(name);
-}
-
-/* "VARIABLE=value" of each hint set, for putenv, which keeps them (the
- * library stays loaded): setenv's heap copies and printf's code are pages
- * (three, measured) a configured start otherwise leaves alone. */
+/* "VARIABLE=value" of each hint set, for putenv, which keeps them: setenv's
+ * heap copies and printf's code are pages a configured start leaves alone. */
 static char hint_strings[CUMEMCAP_HINTS_MAX][sizeof(frameworks[0].variable) +
 								  sizeof(frameworks[0].value)];
 
 void cumemcap_hints_apply(const struct cumemcap_policy *p)
 {
-	cumemcap_hints_plan(p, env_get, &applied);
+	cumemcap_hints_plan(p, cumemcap_getenv, &applied);
 	for (size_t i = 0; i < applied.count; i++) {
 		if (applied.hint[i].user)
 			continue;
-		/* The plan found no variable of the framework's, this one
-		 * included: putenv overwrites nothing. */
+		/* None of the framework's variables is set: putenv overwrites nothing. */
 		char *s = hint_strings[i];
 		size_t n = strlen(applied.hint[i].variable);
 		memcpy(s, applied.hint[i].variable, n);

@@ -1,12 +1,8 @@
-/* hints: the framework settings cumemcap sets in the environment
- * (framework_hints): only when framework_hints is on, growth is ondemand
- * and a limit applies (cumemcap_policy_any_limit), and never over a user's
- * choice: when any memory variable of a framework is set, that framework is
- * left alone and the plan names the variable (docs/frameworks.md).
- *
- * Thread safety: cumemcap_hints_plan is reentrant. cumemcap_hints_apply
- * runs once, in the library constructor, and publishes what it did with a
- * release store that cumemcap_hints_applied reads with an acquire load. */
+/* hints: the framework variables cumemcap sets (framework_hints) when growth
+ * is ondemand and a limit applies, never for a framework any of whose memory
+ * variables is set (docs/frameworks.md). Thread safety: cumemcap_hints_plan
+ * is reentrant; cumemcap_hints_apply runs once, in the library constructor,
+ * and publishes its plan with a release store (cumemcap_hints_applied). */
 #pragma once
 
 #include <stdbool.h>
@@ -39,13 +35,10 @@ struct cumemcap_hints {
 /* The hints for policy p in the environment `get` reads. */
 void cumemcap_hints_plan(const struct cumemcap_policy *p, cumemcap_getenv_fn get, struct cumemcap_hints *out);
 
-/* The state's name in JSON ("apply", "off", "no_limit", "preallocate"),
- * and in words ("no limit applies (observe only)", ...; "" for APPLY). */
+/* The state's name in JSON: "apply", "off", "no_limit", "preallocate". */
 const char *cumemcap_hints_state_name(enum cumemcap_hints_state s);
-const char *cumemcap_hints_state_text(enum cumemcap_hints_state s);
 
-/* The library constructor: plan with getenv, set what the plan sets, and
- * keep the plan for the log. */
+/* The library constructor's: plan, set what the plan sets, keep it for the log. */
 void cumemcap_hints_apply(const struct cumemcap_policy *p);
 
 /* What cumemcap_hints_apply did, or NULL before it ran. */

@@ -1,7 +1,5 @@
-/* parse: pure value parsers (see parse.h, which says how they are safe).
- * Numbers are parsed digit by digit, so the result never depends on the
- * locale (no strtod, no strcasecmp) and fractions are exact: "1.5GiB" is
- * 1610612736. A value that would pass UINT64_MAX is rejected, never wrapped. */
+/* parse: see parse.h, which says how it is thread-safe. Digit by digit, so
+ * never by the locale (no strtod, no strcasecmp), and fractions are exact. */
 #include "config.h"
 
 #include "config/parse.h"
@@ -75,10 +73,9 @@ static uint64_t unit_multiplier(const char *s, size_t n)
 	return mult;
 }
 
-/* floor(0.<digits> * mult), exact for any number of digits and any
- * mult <= UINT64_MAX / 10. Horner from the last digit: the carry into digit
- * i is floor(value of the digits after i, times mult), and flooring early is
- * exact because d * mult is an integer. */
+/* floor(0.<digits> * mult), exact for any mult <= UINT64_MAX / 10: Horner
+ * from the last digit, the carry into digit i being floor(the digits after
+ * i, times mult); flooring early is exact as d * mult is an integer. */
 static uint64_t fraction_times(const char *digits, size_t n, uint64_t mult)
 {
 	uint64_t carry = 0;
@@ -87,9 +84,8 @@ static uint64_t fraction_times(const char *digits, size_t n, uint64_t mult)
 	return carry;
 }
 
-/* Digits, then maybe '.' and more digits ("1", "1.25"), at the start of
- * text[0..len): the whole part (false past UINT64_MAX), the fraction's
- * digits, and in *i where they end. */
+/* "1" or "1.25" at the start of text[0..len): the whole part (false past
+ * UINT64_MAX), the fraction's digits, and in *i where they end. */
 static bool decimal(const char *text, size_t len, size_t *i, uint64_t *whole, const char **frac,
 		    size_t *frac_len)
 {
@@ -199,8 +195,7 @@ static bool hex_field(const char *b, const char *e, size_t max_digits, uint32_t 
 	return true;
 }
 
-/* [DOMAIN:]BUS:DEVICE.FUNCTION, all hex, into sel's pci_ fields (the
- * domain stays as it is when omitted). */
+/* [DOMAIN:]BUS:DEVICE.FUNCTION, in hex, into sel (a domain left out: as is). */
 static bool parse_pci(const char *text, size_t len, struct cumemcap_selector *sel)
 {
 	const char *end = text + len, *first = memchr(text, ':', len), *last = first;
@@ -252,8 +247,6 @@ bool cumemcap_selector_matches(const struct cumemcap_selector *sel, int ordinal,
 void cumemcap_selector_format(const struct cumemcap_selector *sel, char *buf, size_t len)
 {
 	const unsigned char *u = sel->uuid;
-	if (buf == NULL || len == 0)
-		return;
 	switch (sel->kind) {
 	case CUMEMCAP_SEL_ORDINAL:
 		snprintf(buf, len, "%u", (unsigned)sel->ordinal);
@@ -284,8 +277,7 @@ _Static_assert(sizeof(struct cumemcap_selector) == 40, "a selector has no paddin
 
 #define QUOTED_MAX (80 * 4 + 6)
 
-/* text[0..len) in double quotes for a one-line message, made printable
- * (cumemcap_config_quote) and cut after 80 bytes with "...". */
+/* text[0..len) quoted for a message, cut after 80 bytes with "...". */
 static const char *quoted(char *dst, const char *text, size_t len)
 {
 	char cut[81], q[QUOTED_MAX];
@@ -297,7 +289,6 @@ static const char *quoted(char *dst, const char *text, size_t len)
 bool cumemcap_parse_device_rules(const char *text, struct cumemcap_device_rules *out,
 				 char *err, size_t errlen)
 {
-	/* Built aside and copied at the end so *out is untouched on failure. */
 	struct cumemcap_device_rules rules;
 	const char *p = text;
 	char q[QUOTED_MAX], why[1024] = "";
@@ -332,7 +323,6 @@ bool cumemcap_parse_device_rules(const char *text, struct cumemcap_device_rules 
 				snprintf(why, sizeof(why), "%s names the same GPU as entry %zu",
 					 quoted(q, p, sel_len), k + 1);
 		if (why[0]) {
-			/* `entry 2 "foo=4GiB": ` then why. */
 			if (err != NULL && errlen > 0)
 				snprintf(err, errlen, "entry %zu %s: %s", index, quoted(q, p, len), why);
 			return false;
@@ -344,8 +334,7 @@ bool cumemcap_parse_device_rules(const char *text, struct cumemcap_device_rules 
 		p = end + 1;
 	}
 
-	out->count = rules.count;
-	memcpy(out->rule, rules.rule, rules.count * sizeof(rules.rule[0]));
+	*out = rules;
 	return true;
 }
 
@@ -353,23 +342,13 @@ bool cumemcap_parse_device_rules(const char *text, struct cumemcap_device_rules 
 
 uint64_t cumemcap_amount_bytes(const struct cumemcap_amount *a, uint64_t total)
 {
-	uint64_t limit;
-
-	switch (a->kind) {
-	case CUMEMCAP_AMOUNT_BYTES:
-		limit = a->bytes;
-		break;
-	case CUMEMCAP_AMOUNT_PERCENT:
-		/* floor(total * permille / 100000) without overflow: split total
-		 * into q * 100000 + r. permille <= 100000, so q * permille <= total. */
-		limit = total / PERMILLE_MAX * a->permille +
-			total % PERMILLE_MAX * a->permille / PERMILLE_MAX;
-		/* A tiny share of a tiny GPU still means "some", not "nothing". */
+	uint64_t limit = a->bytes;
+	if (a->kind == CUMEMCAP_AMOUNT_PERCENT) {
+		/* floor(total * permille / 100000) without overflow: total is
+		 * q * 100000 + r, and q * permille <= total. */
+		limit = total / PERMILLE_MAX * a->permille + total % PERMILLE_MAX * a->permille / PERMILLE_MAX;
 		if (limit == 0 && total > 0)
 			limit = 1;
-		break;
-	default:
-		return UINT64_MAX;
 	}
 	return limit < total ? limit : total;
 }

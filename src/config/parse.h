@@ -1,8 +1,6 @@
-/* parse: pure value parsers: sizes, shares, GPU selectors and lists of
- * them, durations, path templates, and the one-line messages that explain
- * a rejected value. No I/O, no globals, no allocation: reentrant and
- * thread-safe. A parser returns true and writes its output, or returns
- * false and leaves *out untouched. */
+/* parse: pure value parsers: sizes, shares, GPU selectors and lists, durations,
+ * path templates. No I/O, no globals, no allocation: reentrant and
+ * thread-safe. A parser that returns false leaves *out untouched. */
 #pragma once
 
 #include <stdbool.h>
@@ -11,7 +9,7 @@
 
 /* A limit as the user wrote it: bytes, or a share of the GPU. */
 enum cumemcap_amount_kind {
-	CUMEMCAP_AMOUNT_NONE = 0, /* no limit */
+	CUMEMCAP_AMOUNT_NONE = 0, /* none given */
 	CUMEMCAP_AMOUNT_BYTES,    /* .bytes is the limit */
 	CUMEMCAP_AMOUNT_PERCENT,  /* .permille of the GPU's total memory */
 };
@@ -22,12 +20,11 @@ struct cumemcap_amount {
 	uint32_t permille; /* CUMEMCAP_AMOUNT_PERCENT: 1..100000, i.e. 0.001%..100% in 0.001% steps */
 };
 
-/* A size: plain bytes ("1073741824"), or a decimal number with a unit
- * K/M/G/T/P or KiB..PiB (powers of 1024), KB..PB (powers of 1000) or B,
- * case-insensitive, no blank anywhere ("1.5GiB", truncated to whole
- * bytes); or a percentage in (0, 100] with at most three decimals
- * ("12.5%"). Rejected: zero, a fraction of bytes, an unknown unit, more
- * than UINT64_MAX. cumemcap_amount_forms says so in a message. */
+/* A size: bytes ("1073741824"), or a decimal number with a unit K/M/G/T/P
+ * or KiB..PiB (powers of 1024), KB..PB (powers of 1000) or B, any case, no
+ * blank ("1.5GiB", truncated to whole bytes); or a percentage in (0, 100]
+ * with at most three decimals ("12.5%"). Not zero, nor a fraction of bytes,
+ * nor above UINT64_MAX; cumemcap_amount_forms says so in a message. */
 bool cumemcap_parse_amount(const char *text, struct cumemcap_amount *out);
 extern const char cumemcap_amount_forms[];
 
@@ -48,15 +45,13 @@ struct cumemcap_selector {
 	uint32_t pci_function;
 };
 
-/* One selector. UUIDs are "GPU-" + 8-4-4-4-12 hex digits (any case). PCI
- * ids are [DOMAIN:]BUS:DEVICE.FUNCTION in hex, domain of 1..8 digits, bus
- * 1..2, device 1..2 (<= 0x1f), function 1 digit (<= 7).
- * cumemcap_selector_forms says so in a message. */
+/* One selector: an ordinal, "GPU-" and 8-4-4-4-12 hex digits (any case), or
+ * [DOMAIN:]BUS:DEVICE.FUNCTION in hex with 1..8, 1..2, 1..2 (<= 0x1f) and 1
+ * (<= 7) digits; cumemcap_selector_forms says so in a message. */
 bool cumemcap_parse_selector(const char *text, size_t len, struct cumemcap_selector *out);
 extern const char cumemcap_selector_forms[];
 
-/* Whether a selector names this GPU; pci_bus_id as cuDeviceGetPCIBusId
- * gives it ("0000:3b:00.0"). */
+/* Whether a selector names this GPU (pci_bus_id as cuDeviceGetPCIBusId gives it). */
 bool cumemcap_selector_matches(const struct cumemcap_selector *sel, int ordinal,
 			       const unsigned char uuid[16], const char *pci_bus_id);
 
@@ -79,23 +74,20 @@ struct cumemcap_device_rules {
 };
 
 /* "SEL=SIZE[,SEL=SIZE...]", e.g. "0=4GiB,GPU-<uuid>=12GiB,0000:3b:00.0=50%".
- * An empty entry, a missing '=', a bad selector or size, one selector
- * twice or more than CUMEMCAP_MAX_DEVICE_RULES entries fail: err (may be
- * NULL) gets one line saying which entry and why, e.g.
- * entry 2 "foo=4GiB": "foo" is not a GPU selector; accepted: ... */
+ * An empty entry, a missing '=', a bad selector or size, one GPU twice or
+ * more than CUMEMCAP_MAX_DEVICE_RULES entries fail: err (may be NULL) gets
+ * `entry 2 "foo=4GiB": "foo" is not a GPU selector; accepted: ...`. */
 bool cumemcap_parse_device_rules(const char *text, struct cumemcap_device_rules *out,
 				 char *err, size_t errlen);
 
-/* The limit in bytes an amount sets on a GPU of `total` bytes: a
- * percentage of `total` rounded down (at least 1 byte of a GPU that has
- * memory), never above `total`; UINT64_MAX for CUMEMCAP_AMOUNT_NONE. */
+/* The bytes an amount (BYTES or PERCENT) sets on a GPU of `total` bytes: a
+ * share rounded down (but at least 1 byte), never above `total`. */
 uint64_t cumemcap_amount_bytes(const struct cumemcap_amount *a, uint64_t total);
 
 /* Seconds with at most three decimals ("30", "0.5", "2.125") into
  * milliseconds, accepted when min_ms <= value <= max_ms. */
 bool cumemcap_parse_seconds(const char *text, uint32_t min_ms, uint32_t max_ms, uint32_t *out_ms);
 
-/* A path template: not empty, shorter than `max`, no control characters,
- * and '%' only as %p (pid), %h (host), %n (program), %u (uid) or %%.
- * On failure writes why (a phrase to follow the value) into err. */
+/* A path template: 1 to max - 1 bytes, no control characters, '%' only in
+ * %p (pid), %h (host), %n (program), %u (uid), %%; else why, to follow the value, in err. */
 bool cumemcap_parse_template(const char *text, size_t max, char *err, size_t errlen);

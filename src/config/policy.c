@@ -31,8 +31,7 @@ static const char *key_list(char *buf, size_t len, unsigned scope)
 /* User text quoted for a one-line message. */
 #define QUOTED(buf, s) cumemcap_config_quote(buf, sizeof(buf), s)
 
-/* The line for a value not of a plain form (cumemcap_policy_plain_form),
- * naming the setting as `name` `sep`: "CUMEMCAP_LIMIT" "=", "limit" " = ". */
+/* Why a value is not of a plain form; name and sep: "CUMEMCAP_LIMIT" "=", "limit" " = ". */
 static __attribute__((noinline, cold)) bool bad_form(const char *name, const char *sep, const char *value,
 						     bool in_file, char *err, size_t errlen)
 {
@@ -52,18 +51,13 @@ static __attribute__((noinline, cold)) bool bad_form(const char *name, const cha
 
 bool cumemcap_policy_plain_form(const char *value)
 {
-	size_t n = 0;
-	for (; value[n]; n++)
-		if (value[n] == '#')
-			return false;
-	return !(n >= 2 && (value[0] == '"' || value[0] == '\'') && value[n - 1] == value[0]);
+	size_t n = strlen(value);
+	return !strchr(value, '#') && !(n >= 2 && (value[0] == '"' || value[0] == '\'') && value[n - 1] == value[0]);
 }
 
 /* ---- one value from one source -------------------------------------------- */
 
-/* A policy being built, where the file's reading stands, and a second
- * policy that takes the values parsed only to be checked: from a source of
- * lower precedence, or a [program] section that does not match. */
+/* A policy being built, where the file's reading is, and a scratch policy. */
 struct building {
 	struct cumemcap_policy *p;
 	struct cumemcap_policy *scratch;      /* allocated when first needed */
@@ -72,21 +66,18 @@ struct building {
 	unsigned seen[CUMEMCAP_SETTINGS_MAX]; /* each key's line in this section, 0: not yet */
 };
 
-/* Setting s given `value` (of a plain form) by `from`, a source of the
- * given rank (CUMEMCAP_RANKS: a [program] section that does not match). A
- * limit rule is kept from every source; any other setting unless a source
- * of higher precedence gave it: the environment is read first, and the
- * file's global part before any section, so only the matching [program]
- * section replaces a value the file gave. What is not kept is parsed into
- * the scratch policy only to be checked. */
-static bool take(struct building *b, const struct cumemcap_setting *s, enum cumemcap_rank rank,
-		 const char *value, struct cumemcap_source from, char *err, size_t errlen)
+/* Setting s given `value` by `from` (of rank CUMEMCAP_RANKS: a [program]
+ * section that does not match). Limit rules are kept from every source, a
+ * value unless a source read before it (or the file's, but for the matching
+ * [program] section) gave it; what is not kept goes to scratch. */
+static bool take(struct building *b, const struct cumemcap_setting *s, const char *value,
+		 struct cumemcap_source from, char *err, size_t errlen)
 {
 	struct cumemcap_source *now = s->src_off ? (void *)((char *)b->p + s->src_off) : NULL;
-	bool newest = now && rank != CUMEMCAP_RANKS &&
+	bool newest = now && from.rank != CUMEMCAP_RANKS &&
 		      (now->origin == CUMEMCAP_FROM_DEFAULT ||
-		       (now->origin == CUMEMCAP_FROM_FILE && rank == CUMEMCAP_RANK_PROGRAM));
-	bool keep = s->rules ? rank != CUMEMCAP_RANKS : newest;
+		       (now->origin == CUMEMCAP_FROM_FILE && from.rank == CUMEMCAP_RANK_PROGRAM));
+	bool keep = s->rules ? from.rank != CUMEMCAP_RANKS : newest;
 	if (!keep && !b->scratch && !(b->scratch = calloc(1, sizeof(*b->scratch)))) {
 		snprintf(err, errlen, "out of memory");
 		return false;
@@ -100,10 +91,8 @@ static bool take(struct building *b, const struct cumemcap_setting *s, enum cume
 				       QUOTED(q, value));
 		return false;
 	}
-	for (size_t i = first; i < to->rule_count; i++) {
+	for (size_t i = first; i < to->rule_count; i++)
 		to->rules[i].src = from;
-		to->rules[i].rank = rank;
-	}
 	if (!keep)
 		to->rule_count = 0;
 	if (newest)
@@ -111,19 +100,18 @@ static bool take(struct building *b, const struct cumemcap_setting *s, enum cume
 	return true;
 }
 
-/* ---- the environment ------------------------------------------------------- */
-
 static bool read_env(struct building *b, cumemcap_getenv_fn get, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < cumemcap_setting_count; i++) {
 		const struct cumemcap_setting *s = &cumemcap_settings[i];
 		const char *value = get(s->variable);
-		struct cumemcap_source from = { .origin = CUMEMCAP_FROM_ENV, .variable = s->variable };
+		struct cumemcap_source from = { .origin = CUMEMCAP_FROM_ENV, .rank = CUMEMCAP_RANK_ENV,
+						.variable = s->variable };
 		if (!value)
 			continue;
 		if (!cumemcap_policy_plain_form(value))
 			return bad_form(s->variable, "=", value, false, err, errlen);
-		if (!take(b, s, CUMEMCAP_RANK_ENV, value, from, err, errlen))
+		if (!take(b, s, value, from, err, errlen))
 			return false;
 	}
 	return true;
@@ -131,8 +119,7 @@ static bool read_env(struct building *b, cumemcap_getenv_fn get, char *err, size
 
 /* ---- the file --------------------------------------------------------------- */
 
-/* "unknown WHAT \"WORD\"", and the closest of `words` or else what is
- * accepted. */
+/* "unknown WHAT \"WORD\"", and the closest of `words` or else what is accepted. */
 static bool unknown(const char *what, const char *word, const char *const *words, const char *accepted,
 		    char *err, size_t errlen)
 {
@@ -159,13 +146,12 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 				 QUOTED(q, arg), q, cumemcap_selector_forms);
 			return false;
 		}
-		for (size_t i = 0; i < p->device_section_count; i++) {
+		for (size_t i = 0; i < p->device_section_count; i++)
 			if (cumemcap_selector_equal(&p->device_sections[i].selector, &sel)) {
 				snprintf(err, errlen, "[device %s] repeats the section at line %u", QUOTED(q, arg),
 					 p->device_sections[i].line);
 				return false;
 			}
-		}
 		if (p->device_section_count == CUMEMCAP_MAX_DEVICE_SECTIONS) {
 			snprintf(err, errlen, "more than %d [device] sections", CUMEMCAP_MAX_DEVICE_SECTIONS);
 			return false;
@@ -184,9 +170,8 @@ static bool on_section(void *ctx, const char *kind, const char *arg, unsigned li
 		}
 		st->where = CUMEMCAP_IN_PROGRAM;
 		p->program_section_count++;
-		/* The first section that matches applies; later ones are only
-		 * checked. A process without a name matches none, not even
-		 * [program *]. */
+		/* The first match applies, later ones are only checked. A process
+		 * without a name matches none, not even [program *]. */
 		st->rank = CUMEMCAP_RANKS;
 		if (p->program_section_line == 0 && p->program[0] && fnmatch(arg, p->program, 0) == 0) {
 			p->program_section_line = line;
@@ -228,8 +213,8 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 		return false;
 	}
 	*seen = line;
-	struct cumemcap_source from = { .origin = CUMEMCAP_FROM_FILE, .line = line };
-	if (!take(st, s, st->rank, value, from, err, errlen))
+	struct cumemcap_source from = { .origin = CUMEMCAP_FROM_FILE, .rank = st->rank, .line = line };
+	if (!take(st, s, value, from, err, errlen))
 		return false;
 	/* Only limit stands in a [device] section: the section's GPU is its. */
 	if (st->where == CUMEMCAP_IN_DEVICE)
@@ -237,28 +222,13 @@ static bool on_entry(void *ctx, const char *key, const char *value, unsigned lin
 	return true;
 }
 
-static const struct cumemcap_config_handler file_handler = { on_section, on_entry };
-
-/* Which source gave a value: CUMEMCAP_RANKS for a default. */
-static enum cumemcap_rank rank_of(const struct cumemcap_policy *p, const struct cumemcap_source *src)
-{
-	if (src->origin == CUMEMCAP_FROM_ENV)
-		return CUMEMCAP_RANK_ENV;
-	if (src->origin == CUMEMCAP_FROM_DEFAULT)
-		return CUMEMCAP_RANKS;
-	/* The global part ends at the first section. */
-	return p->program_section_line && src->line > p->program_section_line ? CUMEMCAP_RANK_PROGRAM
-										: CUMEMCAP_RANK_GLOBAL;
-}
-
-/* Once every source is read, the check that a group limit has a group: a
- * limit is never given to no one. A group limit below a source that set
- * the group empty (CUMEMCAP_GROUP= over a file's group) is not an error:
- * that group is turned off, limit and all. */
+/* After every source: a group limit needs a group, unless a higher source set
+ * the group empty (CUMEMCAP_GROUP= over a file's), turning it off, limit and all. */
 static bool check_group(const struct cumemcap_policy *p, char *err, size_t errlen)
 {
 	const struct cumemcap_source *src = &p->group_limit_src;
-	if (src->origin == CUMEMCAP_FROM_DEFAULT || p->group[0] || rank_of(p, &p->group_src) < rank_of(p, src))
+	if (src->origin == CUMEMCAP_FROM_DEFAULT || p->group[0] ||
+	    (p->group_src.origin != CUMEMCAP_FROM_DEFAULT && p->group_src.rank < src->rank))
 		return true;
 	if (src->origin == CUMEMCAP_FROM_ENV)
 		snprintf(err, errlen,
@@ -272,14 +242,24 @@ static bool check_group(const struct cumemcap_policy *p, char *err, size_t errle
 	return false;
 }
 
-/* Builds into p, which must be all zero (a fresh calloc, or the process's
- * policy in .bss), from the environment and, when path is not empty, the
- * text read from it (parsed in place, see cumemcap_config_parse). May
- * leave p half-built on failure. */
-static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *path, char *text,
-		   size_t len, const char *program, char *err, size_t errlen)
+/* As cumemcap_policy_build, into an all-zero p (half-built on failure). */
+static bool build(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *path, const char *text,
+		  size_t len, const char *program, char *err, size_t errlen)
 {
-	char why[256];
+	char why[256], *own = NULL;
+	if (text) {
+		if (!(own = malloc(len + 1))) {
+			snprintf(err, errlen, "out of memory");
+			return false;
+		}
+		memcpy(own, text, len); /* cumemcap_config_parse writes into it */
+	} else if (path && path[0] && !cumemcap_config_read(path, &own, &len, err, errlen)) {
+		/* Say which variable named the file when one did. */
+		const char *named = get("CUMEMCAP_CONFIG");
+		if (named && strcmp(named, path) == 0)
+			cumemcap_config_prefix(err, errlen, "CUMEMCAP_CONFIG=\"%s\": ", named);
+		return false;
+	}
 	cumemcap_copy(p->program, sizeof(p->program), program ? program : "");
 	/* Every setting's default_value (an empty one is the zeroed policy's). */
 	for (size_t i = 0; i < cumemcap_setting_count; i++) {
@@ -291,9 +271,10 @@ static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char
 	bool ok = read_env(&b, get, err, errlen);
 	if (ok && path && path[0]) {
 		cumemcap_copy(p->config_path, sizeof(p->config_path), path);
-		ok = cumemcap_config_parse(path, text, len, &file_handler, &b, err, errlen);
+		ok = cumemcap_config_parse(path, own, len, on_section, on_entry, &b, err, errlen);
 	}
 	free(b.scratch);
+	free(own);
 	if (!ok || !check_group(p, err, errlen))
 		return false;
 	if (p->growth == CUMEMCAP_GROWTH_PREALLOCATE && p->pool == CUMEMCAP_POOL_OFF) {
@@ -306,24 +287,6 @@ static bool finish(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char
 		return false;
 	}
 	return true;
-}
-
-static bool build(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *config_path,
-		  const char *program, char *err, size_t errlen)
-{
-	char *text = NULL;
-	size_t len = 0;
-	if (config_path && config_path[0] &&
-	    !cumemcap_config_read(config_path, &text, &len, err, errlen)) {
-		/* Say which variable named the file when one did. */
-		const char *named = get("CUMEMCAP_CONFIG");
-		if (named && strcmp(named, config_path) == 0)
-			cumemcap_config_prefix(err, errlen, "CUMEMCAP_CONFIG=\"%s\": ", named);
-		return false;
-	}
-	bool ok = finish(p, get, config_path, text, len, program, err, errlen);
-	free(text);
-	return ok;
 }
 
 static const char *no_env(const char *name)
@@ -339,7 +302,7 @@ static bool build_process(struct cumemcap_policy *p, cumemcap_getenv_fn get, boo
 	if (!secure) {
 		char path[CUMEMCAP_PATH_MAX];
 		return cumemcap_policy_config_path(get, default_path, path, sizeof(path), err, errlen) &&
-		       build(p, get, path, program, err, errlen);
+		       build(p, get, path, NULL, 0, program, err, errlen);
 	}
 	/* Secure execution: the caller chose the environment, so only a file
 	 * root alone can change counts. `note` is written only here. */
@@ -352,7 +315,7 @@ static bool build_process(struct cumemcap_policy *p, cumemcap_getenv_fn get, boo
 		size_t n = strlen(note);
 		snprintf(note + n, notelen - n, "; under secure execution no limits apply");
 	}
-	bool ok = finish(p, no_env, r == 1 ? default_path : "", text, len, program, err, errlen);
+	bool ok = build(p, no_env, r == 1 ? default_path : "", text, len, program, err, errlen);
 	free(text);
 	if (!ok) {
 		/* Only the trusted file can be wrong: its path and line, not its text. */
@@ -372,8 +335,7 @@ static bool build_process(struct cumemcap_policy *p, cumemcap_getenv_fn get, boo
 	return true;
 }
 
-/* The public builds work in a zeroed copy p (NULL: out of memory), kept
- * only on success, so that `out` is untouched on failure. */
+/* The public builds' zeroed copy p (NULL: out of memory), kept on success. */
 static bool kept(struct cumemcap_policy *out, struct cumemcap_policy *p, bool ok, char *err, size_t errlen)
 {
 	if (!p)
@@ -384,22 +346,11 @@ static bool kept(struct cumemcap_policy *out, struct cumemcap_policy *p, bool ok
 	return p && ok;
 }
 
-bool cumemcap_policy_build(struct cumemcap_policy *out, cumemcap_getenv_fn get,
-			   const char *config_path, const char *program, char *err, size_t errlen)
+bool cumemcap_policy_build(struct cumemcap_policy *out, cumemcap_getenv_fn get, const char *path,
+			   const char *text, size_t len, const char *program, char *err, size_t errlen)
 {
 	struct cumemcap_policy *p = calloc(1, sizeof(*p));
-	return kept(out, p, p && build(p, get, config_path, program, err, errlen), err, errlen);
-}
-
-bool cumemcap_policy_build_from_text(struct cumemcap_policy *out, cumemcap_getenv_fn get,
-				     const char *path, const char *text, size_t len,
-				     const char *program, char *err, size_t errlen)
-{
-	char *copy = malloc(len + 1);
-	struct cumemcap_policy *p = copy ? calloc(1, sizeof(*p)) : NULL;
-	bool ok = p && finish(p, get, path, memcpy(copy, text, len), len, program, err, errlen);
-	free(copy);
-	return kept(out, p, ok, err, errlen);
+	return kept(out, p, p && build(p, get, path, text, len, program, err, errlen), err, errlen);
 }
 
 bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_fn get, bool secure,
@@ -418,15 +369,12 @@ bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, c
 				 char *err, size_t errlen)
 {
 	const char *named = get("CUMEMCAP_CONFIG");
-	const char *path = named;
+	const char *path = named ? named : "";
 	struct stat st;
-	/* The default counts as there when anything is at its path, a
-	 * dangling link included: reading it then fails with a reason, and
-	 * the process must not silently run without the limits it holds. */
-	if (!path && fallback && lstat(fallback, &st) == 0)
+	/* Anything at the default's path counts, a dangling link included:
+	 * a process must not silently run without the limits it holds. */
+	if (!named && fallback && lstat(fallback, &st) == 0)
 		path = fallback;
-	if (!path)
-		path = "";
 	if (strlen(path) >= len) {
 		char q[256];
 		if (named)
@@ -455,17 +403,15 @@ void cumemcap_source_format(const struct cumemcap_policy *p, const struct cumemc
 
 /* ---- one GPU's limits ----------------------------------------------------------- */
 
-/* Of two matching rules, the one of lower order applies, the earlier on a
- * tie (a list's order). */
+/* Of two matching rules the lower order applies, on a tie the earlier. */
 static unsigned order(const struct cumemcap_rule *r)
 {
-	return 2 * r->rank + (r->selector.kind == 0);
+	return 2 * r->src.rank + (r->selector.kind == 0);
 }
 
-/* The limit or group rule that applies to this GPU, and where it came
- * from; UINT64_MAX when none does (a group's when there is no group). */
-static uint64_t rule_limit(const struct cumemcap_policy *p, bool group, int ordinal, const unsigned char uuid[16],
-			   const char *pci, uint64_t total, struct cumemcap_source *src)
+uint64_t cumemcap_policy_limit(const struct cumemcap_policy *p, bool group, int ordinal,
+			       const unsigned char uuid[16], const char *pci, uint64_t total,
+			       struct cumemcap_source *src)
 {
 	const struct cumemcap_rule *best = NULL;
 	for (size_t i = 0; i < p->rule_count && (!group || p->group[0]); i++) {
@@ -476,23 +422,7 @@ static uint64_t rule_limit(const struct cumemcap_policy *p, bool group, int ordi
 	}
 	if (src)
 		*src = best ? best->src : (struct cumemcap_source){ 0 };
-	if (!best)
-		return UINT64_MAX;
-	return cumemcap_amount_bytes(&best->amount, total);
-}
-
-uint64_t cumemcap_policy_limit(const struct cumemcap_policy *p, int ordinal,
-			       const unsigned char uuid[16], const char *pci_bus_id, uint64_t total,
-			       struct cumemcap_source *src)
-{
-	return rule_limit(p, false, ordinal, uuid, pci_bus_id, total, src);
-}
-
-uint64_t cumemcap_policy_group_limit(const struct cumemcap_policy *p, int ordinal,
-				     const unsigned char uuid[16], const char *pci_bus_id,
-				     uint64_t total, struct cumemcap_source *src)
-{
-	return rule_limit(p, true, ordinal, uuid, pci_bus_id, total, src);
+	return best ? cumemcap_amount_bytes(&best->amount, total) : UINT64_MAX;
 }
 
 void cumemcap_policy_selectors(const struct cumemcap_policy *p,
@@ -500,14 +430,12 @@ void cumemcap_policy_selectors(const struct cumemcap_policy *p,
 					  const struct cumemcap_source *src),
 			       void *ctx)
 {
-	/* The lists by source, the group's while there is a group
-	 * (CUMEMCAP_GROUP= turns off a file's group, its limit with it),
-	 * then the [device] sections. */
+	/* The lists by source, the group's while there is one, then the sections. */
 	for (int group = 0; group < 2 && (!group || p->group[0]); group++)
 		for (enum cumemcap_rank rank = 0; rank < CUMEMCAP_RANKS; rank++)
 			for (size_t i = 0; rank != CUMEMCAP_RANK_DEVICE && i < p->rule_count; i++) {
 				const struct cumemcap_rule *r = &p->rules[i];
-				if (r->group == group && r->rank == rank && r->selector.kind != 0)
+				if (r->group == group && r->src.rank == rank && r->selector.kind != 0)
 					fn(ctx, &r->selector, &r->src);
 			}
 	for (size_t i = 0; i < p->device_section_count; i++) {
@@ -534,9 +462,8 @@ static const char *base_name(const char *path)
 	return slash ? slash + 1 : path;
 }
 
-/* An interpreter's name: python, python3, python3.11, pypy3, perl,
- * perl5.36, ruby3.1, node, nodejs, bash, sh, dash, zsh, Rscript, julia,
- * lua5.4, php8.2. */
+/* python, python3, python3.11, pypy3, perl, perl5.36, ruby3.1, node, nodejs,
+ * bash, sh, dash, zsh, Rscript, julia, lua5.4, php8.2. */
 static bool is_interpreter(const char *name)
 {
 	static const char exact[][8] = { "python", "perl", "node", "nodejs", "bash", "sh", "dash", "zsh", "Rscript", "julia" };
@@ -587,22 +514,20 @@ static pthread_once_t policy_once = PTHREAD_ONCE_INIT;
 static _Atomic bool policy_ready; /* the fast path once built */
 /* What the constructor saw (cumemcap_policy_start). */
 static struct {
-	int argc;
 	char *const *argv;
 	bool bare;                          /* nothing configured at start */
-	char program[CUMEMCAP_PROGRAM_MAX]; /* the name (when bare, taken at start) */
+	char program[CUMEMCAP_PROGRAM_MAX]; /* argv's name, taken at start */
 } start;
 
 extern char **environ;
 
 bool cumemcap_policy_start(int argc, char *const *argv)
 {
-	start.argc = argc;
 	start.argv = argv;
-	/* Nothing configures the process when there is no secure execution, no
-	 * CUMEMCAP_ variable (every setting and CUMEMCAP_CONFIG is one) and no
-	 * file at the default path (cumemcap_policy_config_path's test): the
-	 * policy is the defaults, whenever it is built. */
+	/* Taken now: a program may rewrite its argv (setproctitle). */
+	cumemcap_program_name(argc, argv, start.program, sizeof(start.program));
+	/* Bare: no secure execution, no CUMEMCAP_ variable and nothing at the
+	 * default path (cumemcap_policy_config_path's test). */
 	bool bare = getauxval(AT_SECURE) == 0;
 	for (char **e = environ; bare && e && *e; e++)
 		bare = strncmp(*e, "CUMEMCAP_", 9) != 0;
@@ -611,15 +536,13 @@ bool cumemcap_policy_start(int argc, char *const *argv)
 		cumemcap_policy();
 		return true;
 	}
-	/* Built at first use as it would have been now: from no variable and
-	 * no file (ones made later count no more), under the name argv gives
-	 * now (a program may rewrite its argv, setproctitle-style). */
-	cumemcap_program_name(argc, argv, start.program, sizeof(start.program));
+	/* Built at first use as it would be now: variables and files made
+	 * later do not count. */
 	start.bare = true;
 	return false;
 }
 
-static const char *env_get(const char *name)
+const char *cumemcap_getenv(const char *name)
 {
 	return getenv(name);
 }
@@ -639,15 +562,12 @@ static void program_from_proc(char *out, size_t len)
 	buf[n] = '\0';
 	for (size_t i = 0; i < n && argc < 63; i += strlen(buf + i) + 1)
 		argv[argc++] = buf + i;
-	argv[argc] = NULL;
 	cumemcap_program_name(argc, argv, out, len);
 }
 
-/* Under secure execution the caller chose argv (`exec -a`), so the name is
- * the base name of /proc/self/exe, which the caller cannot point elsewhere
- * (fs.protected_hardlinks refuses a hard link to a privileged file the
- * caller does not own; the kernel ignores setuid on scripts). "" when it
- * cannot be read: then no [program] section applies. */
+/* Under secure execution the caller chose argv (`exec -a`): the name is that
+ * of /proc/self/exe, which the caller cannot point elsewhere (protected
+ * hardlinks; no setuid scripts), or "" (no [program] section applies). */
 static void program_from_exe(char *out, size_t len)
 {
 	char path[CUMEMCAP_PATH_MAX];
@@ -663,24 +583,21 @@ static void policy_init(void)
 {
 	static char err[2048];                     /* written only on failure */
 	static char note[CUMEMCAP_PATH_MAX + 256]; /* only under secure execution */
-	/* AT_SECURE: setuid, setgid or file capabilities, as ld.so sees it. A
-	 * bare start is built from what it had: no variable, no file, its name. */
+	/* AT_SECURE: setuid, setgid or file capabilities, as ld.so sees it. */
 	bool secure = !start.bare && getauxval(AT_SECURE) != 0;
 	if (secure)
 		program_from_exe(start.program, sizeof(start.program));
-	else if (!start.bare && start.argv)
-		cumemcap_program_name(start.argc, start.argv, start.program, sizeof(start.program));
-	else if (!start.bare)
+	else if (!start.bare && !start.argv)
 		program_from_proc(start.program, sizeof(start.program));
 	/* In place: the_policy is zero (.bss); a failure ends the process. */
-	if (!build_process(&the_policy, start.bare ? no_env : env_get, secure,
+	if (!build_process(&the_policy, start.bare ? no_env : cumemcap_getenv, secure,
 			   start.bare ? NULL : CUMEMCAP_DEFAULT_CONFIG, 0, start.program, err, sizeof(err), note,
 			   sizeof(note)))
 		cumemcap_fatal("%s", err);
 	if (note[0])
 		cumemcap_msg("%s", note);
-	/* A CUMEMCAP_ variable cumemcap does not know is named; the program
-	 * runs on. Not under secure execution: the environment does not count. */
+	/* Name each unknown CUMEMCAP_ variable (not under secure execution,
+	 * where the environment does not count); the program runs on. */
 	for (char **e = environ; !secure && !start.bare && e && *e; e++) {
 		char line[256];
 		if (cumemcap_variable_unknown_line(*e, line, sizeof(line)))

@@ -1,9 +1,7 @@
 /* policy: the rules of this process, built once from the environment and
- * the configuration file by the table of settings (settings.h), and the
- * precedence between sources. Built in the library constructor or by the
- * first hook (when nothing configures the process, at first use, from what
- * it had at start) and never changed afterwards, so readers need no lock.
- * A value that cannot be honoured exactly is an error, never a warning.
+ * the configuration file by the table of settings (settings.h). Built in the
+ * library constructor or at first use and never changed afterwards, so
+ * readers need no lock. A value that cannot be honoured exactly is an error.
  *
  * Precedence, highest first (see README "Configuration"):
  *   1. the environment: CUMEMCAP_DEVICE_LIMITS (per GPU), then CUMEMCAP_LIMIT;
@@ -12,8 +10,7 @@
  *   3. the first [device SELECTOR] section matching the GPU: its limit;
  *   4. the file's global keys: device_limits, then limit;
  *   5. built-in defaults (no limit).
- * Process-wide keys (growth, log, debug, the group's keys) follow 1, 2, 4, 5;
- * so does the group's limit (cumemcap_policy_group_limit). */
+ * Every other key, the group's limit included, follows 1, 2, 4, 5. */
 #pragma once
 
 #include <stdbool.h>
@@ -70,29 +67,28 @@ enum cumemcap_origin {
 	CUMEMCAP_FROM_FILE,
 };
 
+/* The sources of settings, in the order of precedence above. */
+enum cumemcap_rank {
+	CUMEMCAP_RANK_ENV = 0,
+	CUMEMCAP_RANK_PROGRAM,
+	CUMEMCAP_RANK_DEVICE,
+	CUMEMCAP_RANK_GLOBAL,
+	CUMEMCAP_RANKS, /* none: a section that does not apply */
+};
+
 struct cumemcap_source {
 	enum cumemcap_origin origin;
-	unsigned line;        /* FROM_FILE */
-	const char *variable; /* FROM_ENV: the variable's name */
+	enum cumemcap_rank rank; /* but FROM_DEFAULT */
+	unsigned line;           /* FROM_FILE */
+	const char *variable;    /* FROM_ENV: the variable's name */
 };
 
-/* The sources of settings, highest precedence first. */
-enum cumemcap_rank {
-	CUMEMCAP_RANK_ENV = 0, /* the environment */
-	CUMEMCAP_RANK_PROGRAM, /* the first [program GLOB] section matching the program */
-	CUMEMCAP_RANK_DEVICE,  /* a [device SELECTOR] section: its limit only */
-	CUMEMCAP_RANK_GLOBAL,  /* the file's global part, before any section */
-	CUMEMCAP_RANKS,        /* none: a default, or a section that does not apply */
-};
-
-/* A limit, an entry of device_limits, a [device] section's limit, or
- * (group) the group's. Every source's rules are kept: a GPU that one
- * source's list does not name falls through to the next. */
+/* A limit, an entry of device_limits, a [device] section's limit, or the
+ * group's. Every source's are kept: a GPU one list omits falls through. */
 struct cumemcap_rule {
 	struct cumemcap_selector selector; /* kind 0: every GPU (a single amount) */
 	struct cumemcap_amount amount;
 	struct cumemcap_source src;
-	enum cumemcap_rank rank;
 	bool group;
 };
 
@@ -104,9 +100,8 @@ struct cumemcap_device_section {
 	unsigned line; /* of the [device ...] header */
 };
 
-/* Every setting but the limit rules has one value here, from the source of
- * highest precedence that gave it, and an X_src saying which one. Small
- * fields first: a start touches fewer pages. */
+/* Every setting but the rules, from the source of highest precedence, which
+ * X_src names. Small fields first: a start touches fewer pages. */
 struct cumemcap_policy {
 	enum cumemcap_count count;
 	uint64_t overhead_estimate;
@@ -144,9 +139,7 @@ struct cumemcap_policy {
 	struct cumemcap_device_section device_sections[CUMEMCAP_MAX_DEVICE_SECTIONS];
 };
 
-/* Whether a value has a form some setting may take: not wrapped in
- * quotes (a shell's quotes are not cumemcap's syntax) and without a '#'
- * (log = off#x would otherwise be a path). */
+/* Whether a value is neither in quotes nor has a '#' (log = off#x would be a path). */
 bool cumemcap_policy_plain_form(const char *value);
 
 /* A setting's value as it is written: "preallocate:4GiB", "idle:30.000",
@@ -161,52 +154,39 @@ const char *cumemcap_policy_group_access_name(bool gid);
 /* Walks the policy's labels (`k=v[,k=v...]`), one pair a call; false at the end. */
 bool cumemcap_labels_next(const char **cursor, const char **key, size_t *klen, const char **value, size_t *vlen);
 
-/* Where a variable's value comes from: getenv, or a test's table. */
+/* Where a variable's value comes from: cumemcap_getenv, or a test's table. */
 typedef const char *(*cumemcap_getenv_fn)(const char *name);
+const char *cumemcap_getenv(const char *name);
 
-/* The configuration file to read: CUMEMCAP_CONFIG when set (empty: none),
- * else `fallback` when anything is at that path (a dangling link too:
- * reading it is then an error), else none (""). A path that does not fit
- * in `len` is an error naming it, never cut. */
+/* The file to read: CUMEMCAP_CONFIG when set (empty: none), else `fallback`
+ * when anything (a dangling link too) is at that path, else none (""). A
+ * path that does not fit in `len` is an error, never cut. */
 bool cumemcap_policy_config_path(cumemcap_getenv_fn get, const char *fallback, char *out, size_t len,
 				 char *err, size_t errlen);
 
-/* Build a policy for `program` (see cumemcap_program_name) from the
- * environment and, when `config_path` is not empty, that file. `out` is
- * written only on success; on error, one line in err: the variable or
- * "path:line", the value, and what is accepted. */
-bool cumemcap_policy_build(struct cumemcap_policy *out, cumemcap_getenv_fn get,
-			   const char *config_path, const char *program, char *err, size_t errlen);
+/* Build a policy for `program` from the environment and, when `path` is not
+ * empty, that file, or `len` bytes of `text` as its contents when not NULL.
+ * `out` is written only on success; on error, one line in err: the
+ * variable or "path:line", the value, and what is accepted. */
+bool cumemcap_policy_build(struct cumemcap_policy *out, cumemcap_getenv_fn get, const char *path,
+			   const char *text, size_t len, const char *program, char *err, size_t errlen);
 
 /* The process's policy as the library builds it. Not secure: as
- * cumemcap_policy_build with CUMEMCAP_CONFIG or else `default_path`.
- * Secure (AT_SECURE): the environment is not read; `default_path` applies
- * only when it and its directory are owned by `owner` and writable by
- * nobody else, and a log is written only where that file asks. A file
- * there but not trusted means no limits, with a line in `note` naming the
- * file and why (never its contents); a bad line of a trusted file is an
- * error naming path:line without the line's text. */
+ * cumemcap_policy_build with CUMEMCAP_CONFIG or else `default_path`. Secure:
+ * no environment; `default_path` only when it and its directory are owned by
+ * `owner` and writable by nobody else, and a log only where it asks. A file
+ * not trusted means no limits and a line in `note` naming it and why; a bad
+ * line of a trusted one is an error naming path:line, not its text. */
 bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_fn get, bool secure,
 				   const char *default_path, uid_t owner, const char *program,
 				   char *err, size_t errlen, char *note, size_t notelen);
 
-/* As cumemcap_policy_build, with `text` as if read from `path` (for tests
- * and fuzzing). */
-bool cumemcap_policy_build_from_text(struct cumemcap_policy *out, cumemcap_getenv_fn get,
-				     const char *path, const char *text, size_t len,
-				     const char *program, char *err, size_t errlen);
-
-/* The limit for one GPU by the precedence above (in a source, a list's
- * entry before a single amount), and where it came from; UINT64_MAX when
- * none applies. */
-uint64_t cumemcap_policy_limit(const struct cumemcap_policy *p, int ordinal,
+/* The process's (or with `group`, the group's) limit for one GPU by the
+ * precedence above (a list's entry before a single amount), and its source
+ * (src may be NULL); UINT64_MAX when none applies, or there is no group. */
+uint64_t cumemcap_policy_limit(const struct cumemcap_policy *p, bool group, int ordinal,
 			       const unsigned char uuid[16], const char *pci_bus_id, uint64_t total,
 			       struct cumemcap_source *src);
-
-/* The same for the group's limit; UINT64_MAX too when there is no group. */
-uint64_t cumemcap_policy_group_limit(const struct cumemcap_policy *p, int ordinal,
-				     const unsigned char uuid[16], const char *pci_bus_id,
-				     uint64_t total, struct cumemcap_source *src);
 
 /* Whether a limit may apply: a per-process limit rule (it may match no
  * GPU), or a group (its budget may come from its shared state). */
@@ -223,17 +203,14 @@ void cumemcap_policy_selectors(const struct cumemcap_policy *p,
 void cumemcap_source_format(const struct cumemcap_policy *p, const struct cumemcap_source *src,
 			    char *buf, size_t len);
 
-/* The program name sections match: the base name of argv[0]; for an
- * interpreter (python*, perl, node, bash, ...) the base name of the script
- * it runs, or "-m MODULE"'s module name. */
+/* The name sections match: argv[0]'s base name, or for an interpreter
+ * (python*, perl, bash, ...) its script's, or "-m MODULE"'s module. */
 void cumemcap_program_name(int argc, char *const *argv, char *out, size_t len);
 
 /* The process's policy, built on first use; bad settings end the process. */
 const struct cumemcap_policy *cumemcap_policy(void);
 
-/* The library constructor's: give it argv, and build the policy now (true)
- * unless nothing configures the process (no CUMEMCAP_ variable, no file at
- * the default path, no secure execution): then (false) the policy is the
- * defaults, built at first use, and the constructor may leave the rest of
- * its start to the first use too. */
+/* The library constructor's: build the policy now (true) unless nothing
+ * configures the process (no CUMEMCAP_ variable, no file at the default path,
+ * no secure execution): then (false) the defaults are built at first use. */
 bool cumemcap_policy_start(int argc, char *const *argv);

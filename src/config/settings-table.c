@@ -1,7 +1,6 @@
-/* settings-table: the table of settings, each setting's parser (settings.h
- * says what one does), and the functions that write a value back as text.
- * Thread safety: the table is constant; a parser touches only the
- * caller's policy and buffers. */
+/* settings-table: the table of settings, their parsers and the functions that
+ * write a value back, and the CUMEMCAP_ variables that are no setting. Thread
+ * safety: the table is constant; a parser touches only its caller's buffers. */
 #include "config.h"
 #include "config/settings.h"
 
@@ -19,20 +18,11 @@
 
 /* ---- the limit rules ---------------------------------------------------------- */
 
-/* A rule for every GPU (sel NULL) or one, appended to the policy's. */
-static void add_rule(struct cumemcap_policy *p, const struct cumemcap_selector *sel,
-		     const struct cumemcap_amount *amount)
-{
-	p->rules[p->rule_count++] = (struct cumemcap_rule){
-		.selector = sel ? *sel : (struct cumemcap_selector){ 0 }, .amount = *amount
-	};
-}
-
 static bool parse_limit(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
 	struct cumemcap_amount a;
 	if (cumemcap_parse_amount(value, &a)) {
-		add_rule(p, NULL, &a);
+		p->rules[p->rule_count++] = (struct cumemcap_rule){ .amount = a }; /* every GPU */
 		return true;
 	}
 	snprintf(why, len, " is not a valid limit; accepted: %s", cumemcap_amount_forms);
@@ -49,21 +39,19 @@ static bool parse_devices(struct cumemcap_policy *p, const char *value, char *wh
 		return false;
 	}
 	for (size_t i = 0; i < rules.count; i++)
-		add_rule(p, &rules.rule[i].selector, &rules.rule[i].amount);
+		p->rules[p->rule_count++] =
+			(struct cumemcap_rule){ .selector = rules.rule[i].selector, .amount = rules.rule[i].amount };
 	return true;
 }
 
 static bool parse_group_limit(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
-	struct cumemcap_amount a;
 	size_t first = p->rule_count;
 	/* A list names GPUs (SEL=AMOUNT); one amount has no '='. */
 	if (strchr(value, '=')) {
 		if (!parse_devices(p, value, why, len))
 			return false;
-	} else if (cumemcap_parse_amount(value, &a)) {
-		add_rule(p, NULL, &a);
-	} else {
+	} else if (!parse_limit(p, value, why, len)) {
 		snprintf(why, len,
 			 " is not a valid group limit; accepted: one amount for every GPU, %s; "
 			 "or per GPU SEL=AMOUNT[,SEL=AMOUNT...] with SEL an ordinal, GPU-<uuid> or PCI bus id",
@@ -72,8 +60,7 @@ static bool parse_group_limit(struct cumemcap_policy *p, const char *value, char
 	}
 	for (size_t i = first; i < p->rule_count; i++)
 		p->rules[i].group = true;
-	/* The text of group_limit_src's value: read after the environment,
-	 * the file's does not replace the environment's. */
+	/* The environment is read first: the file's text does not replace its. */
 	if (p->group_limit_src.origin != CUMEMCAP_FROM_ENV)
 		cumemcap_config_quote(p->group_limit_text, sizeof(p->group_limit_text), value);
 	return true;
@@ -81,12 +68,14 @@ static bool parse_group_limit(struct cumemcap_policy *p, const char *value, char
 
 /* ---- words ------------------------------------------------------------------- */
 
-/* The index of value in words (NULL-terminated), or -1. */
-static int word_of(const char *value, const char *const *words)
+/* The index of value in words (NULL-terminated), or -1 and why it is not. */
+static int word_of(const char *value, const char *const *words, const char *accepted, char *why,
+		   size_t len)
 {
 	for (int i = 0; words[i]; i++)
 		if (strcmp(value, words[i]) == 0)
 			return i;
+	snprintf(why, len, " is not supported; accepted: %s", accepted);
 	return -1;
 }
 
@@ -95,58 +84,31 @@ static const char *const count_names[] = { "footprint", "allocations", NULL };
 static const char *const pool_names[] = { "auto", "on", "nopack", "off", NULL };
 static const char *const release_names[] = { "idle", "never", "immediate", NULL };
 
-static bool parse_count(struct cumemcap_policy *p, const char *value, char *why, size_t len)
-{
-	int i = word_of(value, count_names);
-	if (i >= 0) {
-		p->count = (enum cumemcap_count)i;
-		return true;
+/* A parser fn for a setting that is one of `words`, kept by index in p->field. */
+#define WORD_SETTING(fn, field, type, words, accepted)                                             \
+	static bool fn(struct cumemcap_policy *p, const char *value, char *why, size_t len)        \
+	{                                                                                          \
+		int i = word_of(value, words, accepted, why, len);                                 \
+		if (i >= 0)                                                                        \
+			p->field = (type)i;                                                        \
+		return i >= 0;                                                                     \
 	}
-	snprintf(why, len,
-		 " is not supported; accepted: footprint (allocations and the driver's overhead), allocations");
-	return false;
-}
+
+WORD_SETTING(parse_count, count, enum cumemcap_count, count_names,
+	     "footprint (allocations and the driver's overhead), allocations")
+WORD_SETTING(parse_pool, pool, enum cumemcap_pool_mode, pool_names,
+	     "auto (pooled where a limit or a group applies), on, nopack (no shared segments), off")
+WORD_SETTING(parse_hints, framework_hints, bool, ((const char *const[]){ "off", "on", NULL }), "on, off")
+WORD_SETTING(parse_debug, debug_doors, bool, ((const char *const[]){ "off", "doors", NULL }), "doors, off")
 
 const char *cumemcap_policy_count_name(enum cumemcap_count c)
 {
 	return count_names[c];
 }
 
-static bool parse_pool(struct cumemcap_policy *p, const char *value, char *why, size_t len)
-{
-	int i = word_of(value, pool_names);
-	if (i >= 0) {
-		p->pool = (enum cumemcap_pool_mode)i;
-		return true;
-	}
-	snprintf(why, len, " is not supported; accepted: auto (pooled where a limit or a group applies), on, nopack (no shared segments), off");
-	return false;
-}
-
 const char *cumemcap_policy_pool_name(enum cumemcap_pool_mode m)
 {
 	return pool_names[m];
-}
-
-/* A switch: `word` or "off", which *on says; nothing is written otherwise. */
-static bool parse_switch(const char *value, const char *word, bool *on, char *why, size_t len)
-{
-	if (strcmp(value, word) == 0 || strcmp(value, "off") == 0) {
-		*on = strcmp(value, word) == 0;
-		return true;
-	}
-	snprintf(why, len, " is not supported; accepted: %s, off", word);
-	return false;
-}
-
-static bool parse_hints(struct cumemcap_policy *p, const char *value, char *why, size_t len)
-{
-	return parse_switch(value, "on", &p->framework_hints, why, len);
-}
-
-static bool parse_debug(struct cumemcap_policy *p, const char *value, char *why, size_t len)
-{
-	return parse_switch(value, "doors", &p->debug_doors, why, len);
 }
 
 /* ---- sizes, durations and paths ---------------------------------------------- */
@@ -196,20 +158,18 @@ static bool parse_estimate(struct cumemcap_policy *p, const char *value, char *w
 
 static bool parse_release(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
-	int i = word_of(value, release_names);
-	if (i > 0) {
-		p->release = (enum cumemcap_release)i;
+	/* never or immediate; "idle" alone is not a value */
+	int i = word_of(value, release_names + 1, "never, immediate, idle:SECONDS (0.001 to 86400, e.g. idle:30)",
+			why, len);
+	if (i >= 0) {
+		p->release = (enum cumemcap_release)(i + 1);
 		p->release_idle_ms = 0;
 		return true;
 	}
-	if (strncmp(value, "idle:", 5) == 0 &&
-	    cumemcap_parse_seconds(value + 5, 1, 86400000u, &p->release_idle_ms)) {
-		p->release = CUMEMCAP_RELEASE_IDLE;
-		return true;
-	}
-	snprintf(why, len,
-		 " is not supported; accepted: never, immediate, idle:SECONDS (0.001 to 86400, e.g. idle:30)");
-	return false;
+	if (strncmp(value, "idle:", 5) != 0 || !cumemcap_parse_seconds(value + 5, 1, 86400000u, &p->release_idle_ms))
+		return false;
+	p->release = CUMEMCAP_RELEASE_IDLE;
+	return true;
 }
 
 /* "WORD:SECONDS", with three decimals or (trim) as few as it needs. */
@@ -259,8 +219,7 @@ void cumemcap_policy_format_on_limit(const struct cumemcap_policy *p, char *buf,
 		snprintf(buf, len, "fail");
 }
 
-/* A path template into dst (size bytes); nothing is written when it is not
- * one, and why ends with what else `accepted` names. */
+/* A path template into dst (size bytes), or why not and what is `accepted`. */
 static bool parse_path(const char *value, char *dst, size_t size, const char *accepted, char *why,
 		       size_t len)
 {
@@ -379,12 +338,8 @@ const char *cumemcap_policy_group_access_name(bool gid)
 
 /* ---- labels ---------------------------------------------------------------------- */
 
-/* CUMEMCAP_LABELS is kept as the text given (checked here once, so the
- * metrics writer only walks it): `k=v[,k=v...]`, each key a Prometheus
- * label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with "__", not one of
- * the labels cumemcap sets itself, no key twice), each value 1 or more
- * bytes of UTF-8 without ',' or control characters (the writer escapes
- * '\' and '"'). */
+/* CUMEMCAP_LABELS is kept as given, checked here once (ACCEPTED says how)
+ * so the metrics writer only walks it; the writer escapes '\' and '"'. */
 
 /* The labels the metrics writer sets itself (src/log/metrics.c). */
 static const char *const reserved_labels[] = { "pid",  "program", "host",      "node",      "pod",
@@ -471,8 +426,7 @@ static bool parse_labels(struct cumemcap_policy *p, const char *value, char *why
 
 /* ---- the table --------------------------------------------------------------------- */
 
-/* Where a setting's value and source live: once in the policy, or, for a
- * limit rule, in the policy's rules. */
+/* A setting kept once in the policy, or a limit rule. */
 #define IN_POLICY(parser, src) parser, false, offsetof(struct cumemcap_policy, src)
 #define RULES(parser, src) parser, true, src
 
@@ -604,3 +558,71 @@ const struct cumemcap_setting cumemcap_settings[] = {
 const size_t cumemcap_setting_count = sizeof(cumemcap_settings) / sizeof(cumemcap_settings[0]);
 _Static_assert(sizeof(cumemcap_settings) / sizeof(cumemcap_settings[0]) <= CUMEMCAP_SETTINGS_MAX,
 	       "CUMEMCAP_SETTINGS_MAX holds every setting");
+
+/* The CUMEMCAP_ variables some part of cumemcap reads besides the settings. */
+static const char other_variables[][CUMEMCAP_VARIABLE_MAX] = {
+	"CUMEMCAP_CONFIG",        /* the configuration file: policy.c, the launcher */
+	"CUMEMCAP_NAMED_UNKNOWN", /* the unknown variables the launcher has named */
+	"CUMEMCAP_LAUNCHED",      /* the pid the launcher exec'd as: it says where its log went */
+	/* the launcher's own programs (scripts/cumemcap.in) */
+	"CUMEMCAP_LIBRARY", "CUMEMCAP_TOOL", "CUMEMCAP_REPORT", "CUMEMCAP_GROUP_TOOL",
+	/* the node installer (deploy/kubernetes/install-node.sh) */
+	"CUMEMCAP_IMAGE_TREE", "CUMEMCAP_NODE_OPT", "CUMEMCAP_NODE_ETC", "CUMEMCAP_CONFIGMAP",
+	"CUMEMCAP_SHARED_DIRS", "CUMEMCAP_SHARED_MODE", "CUMEMCAP_SYNC_SECONDS", "CUMEMCAP_CHECK",
+	"CUMEMCAP_INSTALL_ONCE",
+	/* the project's scripts and tests (scripts/, tests/) */
+	"CUMEMCAP_DEBS_BUILD", "CUMEMCAP_DEBS_SUITE", "CUMEMCAP_FRESH_NAMESPACE", "CUMEMCAP_SHIM",
+	"CUMEMCAP_TEST_USERS_NAMESPACE", "CUMEMCAP_TEST_REQUIRE_PROGRAMS",
+};
+
+#define OTHER_VARIABLES (sizeof(other_variables) / sizeof(other_variables[0]))
+
+/* The longest setting's variable that `name` ends in after a '_':
+ * CUMEMCAP_GPU_LIMIT -> CUMEMCAP_LIMIT, CUMEMCAP_MAX_GROUP_LIMIT -> CUMEMCAP_GROUP_LIMIT. */
+static const char *ending_in(const char *name)
+{
+	const char *best = NULL;
+	size_t n = strlen(name), p = strlen("CUMEMCAP_");
+	for (size_t i = 0; i < cumemcap_setting_count; i++) {
+		const char *tail = cumemcap_settings[i].variable + p;
+		size_t t = strlen(tail);
+		if (n > p + t && name[n - t - 1] == '_' && strcmp(name + n - t, tail) == 0 &&
+		    (!best || strlen(best) < strlen(cumemcap_settings[i].variable)))
+			best = cumemcap_settings[i].variable;
+	}
+	return best;
+}
+
+bool cumemcap_variable_unknown_line(const char *entry, char *line, size_t len)
+{
+	char name[96], q[128];
+	const char *known[CUMEMCAP_SETTINGS_MAX + OTHER_VARIABLES + 1];
+	size_t c = 0;
+	if (strncmp(entry, "CUMEMCAP_", 9) != 0)
+		return false;
+	for (size_t i = 0; i < cumemcap_setting_count; i++)
+		known[c++] = cumemcap_settings[i].variable;
+	for (size_t i = 0; i < OTHER_VARIABLES; i++)
+		known[c++] = other_variables[i];
+	known[c] = NULL;
+	snprintf(name, sizeof(name), "%.*s", (int)strcspn(entry, "="), entry);
+	for (size_t i = 0; i < c; i++)
+		if (strcmp(name, known[i]) == 0)
+			return false;
+	const char *said = getenv("CUMEMCAP_NAMED_UNKNOWN");
+	for (const char *w = said; w && *w; w += strspn(w, " ")) {
+		size_t k = strcspn(w, " ");
+		if (k == strlen(name) && strncmp(w, name, k) == 0)
+			return false;
+		w += k;
+	}
+	const char *hint = cumemcap_config_suggest(name, known);
+	if (!hint)
+		hint = ending_in(name);
+	cumemcap_config_quote(q, sizeof(q), name);
+	if (hint)
+		snprintf(line, len, "unknown variable %s, ignored (did you mean %s?)", q, hint);
+	else
+		snprintf(line, len, "unknown variable %s, ignored (cumemcap --help lists the variables)", q);
+	return true;
+}

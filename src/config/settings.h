@@ -1,7 +1,6 @@
-/* settings: the one table of settings (settings-table.c), a row per
- * setting. The environment, the file, the launcher's options and --help,
- * the example files and the man pages all come from it. Thread safety:
- * the table is constant; the lookups only read it. */
+/* settings: the one table of settings (settings-table.c), a row per setting,
+ * from which the environment, the file, the launcher's options, --help, the
+ * examples and the man pages come. Thread safety: the table is constant. */
 #pragma once
 
 #include <stdbool.h>
@@ -24,14 +23,12 @@ struct cumemcap_setting {
 	char variable[CUMEMCAP_VARIABLE_MAX]; /* CUMEMCAP_LIMIT */
 	char key[CUMEMCAP_KEY_MAX];           /* limit; the launcher's option: --limit */
 	unsigned scope;                       /* enum cumemcap_scope bits */
-	/* Sets every field of its setting and returns true, or writes why the
-	 * value is wrong (a sentence to put after `NAME="VALUE"`) and returns
-	 * false, leaving the other settings alone. */
+	/* Sets its setting's fields, or writes why the value is wrong (to follow
+	 * `NAME="VALUE"`) and returns false, leaving the other settings alone. */
 	bool (*parse)(struct cumemcap_policy *p, const char *value, char *why, size_t len);
 	bool rules;     /* a limit rule: parse appends to the policy's rules */
 	size_t src_off; /* its struct cumemcap_source in the policy; 0: none */
-	/* Documentation, one source for --help, the example files and the
-	 * man pages. Sentences in plain ASCII, without line breaks. */
+	/* Documentation: plain ASCII sentences without line breaks. */
 	const char *arg;           /* the option's argument in --help: SIZE */
 	const char *summary;       /* one line after the option in --help */
 	const char *doc;           /* what the setting does and what it accepts */
@@ -45,13 +42,7 @@ struct cumemcap_setting {
 extern const struct cumemcap_setting cumemcap_settings[];
 extern const size_t cumemcap_setting_count;
 
-/* When the environment entry "NAME=VALUE" is a CUMEMCAP_ variable cumemcap
- * does not read (a misspelling, or a setting of a newer cumemcap), the line
- * that names it: "unknown variable CUMEMCAP_LIMITS, ignored (did you mean
- * CUMEMCAP_LIMIT?)". False for any other entry, and for one that
- * CUMEMCAP_NAMED_UNKNOWN (the launcher's, which named them) lists. */
+/* For a CUMEMCAP_ entry "NAME=VALUE" cumemcap does not read, the line "unknown
+ * variable CUMEMCAP_LIMITS, ignored (did you mean CUMEMCAP_LIMIT?)"; false
+ * for any other, and one the launcher named (CUMEMCAP_NAMED_UNKNOWN). */
 bool cumemcap_variable_unknown_line(const char *entry, char *line, size_t len);
-/* "--limit" or "--limit=..." (the part before '='); NULL for none. */
-const struct cumemcap_setting *cumemcap_setting_by_flag(const char *flag);
-/* The launcher's option of a setting: "--" and the key with '-' for '_'. */
-void cumemcap_setting_flag(const struct cumemcap_setting *s, char *buf, size_t len);

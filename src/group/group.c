@@ -176,7 +176,7 @@ void cumemcap_group_attach(int dev, const unsigned char uuid[16], const char *pc
 	if ((unsigned)dev >= CUMEMCAP_MAX_DEVICES || atomic_load(&leaving) ||
 	    (!atomic_load(&booked) && !atomic_load(&rejoin) && !atomic_load(&want_registry)))
 		return;
-	uint64_t limit = in_group ? cumemcap_policy_group_limit(cumemcap_policy(), dev, uuid, pci, total, NULL)
+	uint64_t limit = in_group ? cumemcap_policy_limit(cumemcap_policy(), true, dev, uuid, pci, total, NULL)
 				  : CUMEMCAP_BOOK_NONE;
 	cumemcap_xmutex_lock(&join_lock);
 	if (atomic_load(&leaving)) { /* the destructor's leave came first */

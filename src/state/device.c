@@ -29,8 +29,8 @@ static bool describe(int dev, struct cumemcap_device_info *info)
 	memset(info, 0, sizeof(*info));
 	if (!cumemcap_driver_describe(dev, &info->total, info->uuid, info->pci_bus_id, sizeof(info->pci_bus_id)))
 		return false;
-	info->limit = cumemcap_policy_limit(cumemcap_policy(), dev, info->uuid, info->pci_bus_id,
-					    info->total, &info->limit_src);
+	info->limit = cumemcap_policy_limit(cumemcap_policy(), false, dev, info->uuid,
+					    info->pci_bus_id, info->total, &info->limit_src);
 	return true;
 }
 
@@ -94,7 +94,7 @@ static void name_other_budget(int dev, const struct cumemcap_device_info *info)
 	const struct cumemcap_group_dev *gd = &cumemcap_group_devs[dev];
 	if (!p->group[0] || !atomic_load(&gd->on) || atomic_load(&gd->gpu) < 0) /* not attached */
 		return;
-	uint64_t mine = cumemcap_policy_group_limit(p, dev, info->uuid, info->pci_bus_id, info->total, &src);
+	uint64_t mine = cumemcap_policy_limit(p, true, dev, info->uuid, info->pci_bus_id, info->total, &src);
 	uint64_t budget = cumemcap_group_limit(dev);
 	if (mine == UINT64_MAX || budget == mine)
 		return;

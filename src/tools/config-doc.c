@@ -13,6 +13,28 @@
 #define HELP_COLUMN 26 /* where --help's descriptions start */
 #define WIDTH 80
 
+void cumemcap_setting_flag(const struct cumemcap_setting *s, char *buf, size_t len)
+{
+	if (!len)
+		return;
+	size_t o = (size_t)snprintf(buf, len, "--");
+	for (const char *k = s->key; *k && o + 1 < len; k++)
+		buf[o++] = *k == '_' ? '-' : *k;
+	buf[o < len ? o : len - 1] = '\0';
+}
+
+const struct cumemcap_setting *cumemcap_setting_by_flag(const char *flag)
+{
+	size_t n = strcspn(flag, "=");
+	for (size_t i = 0; i < cumemcap_setting_count; i++) {
+		char f[64];
+		cumemcap_setting_flag(&cumemcap_settings[i], f, sizeof(f));
+		if (strlen(f) == n && strncmp(f, flag, n) == 0)
+			return &cumemcap_settings[i];
+	}
+	return NULL;
+}
+
 void cumemcap_doc_wrap(FILE *f, const char *text, int first, int indent, int width, const char *prefix)
 {
 	int col = first;

@@ -1,11 +1,19 @@
 /* config-doc: what cumemcap-config prints from the table of settings
  * (config/settings.h): the launcher's generated --help sections and the
  * example files conf/cumemcap.conf and conf/cumemcap.env, and the reference
- * docs/settings.md.
+ * docs/settings.md; and the launcher's option of each setting.
  * Thread safety: single-threaded tool code; no state. */
 #pragma once
 
 #include <stdio.h>
+
+#include "config/settings.h"
+
+/* The launcher's option of a setting: "--" and the key with '-' for '_'. */
+void cumemcap_setting_flag(const struct cumemcap_setting *s, char *buf, size_t len);
+
+/* "--limit" or "--limit=..." (the part before '='); NULL for none. */
+const struct cumemcap_setting *cumemcap_setting_by_flag(const char *flag);
 
 /* --print-help options|variables: the launcher's "Options" lines for the
  * settings and its "Variables" entries. 0, or 2 for another word. */

@@ -148,7 +148,7 @@ static int check_config(const char *file)
 	static struct cumemcap_policy p;
 	char err[2048];
 	/* The file alone: the environment is not the file's fault. */
-	if (!cumemcap_policy_build(&p, no_env, path, "", err, sizeof(err))) {
+	if (!cumemcap_policy_build(&p, no_env, path, NULL, 0, "", err, sizeof(err))) {
 		fprintf(stderr, "cumemcap: %s\n", err);
 		return 1;
 	}
@@ -165,7 +165,7 @@ static bool build(struct cumemcap_policy *p, int argc, char **argv, char *path, 
 	char program[CUMEMCAP_PROGRAM_MAX];
 	cumemcap_program_name(argc, argv, program, sizeof(program));
 	return cumemcap_policy_config_path(env_get, CUMEMCAP_DEFAULT_CONFIG, path, CUMEMCAP_PATH_MAX, err, errlen) &&
-	       cumemcap_policy_build(p, env_get, path, program, err, errlen);
+	       cumemcap_policy_build(p, env_get, path, NULL, 0, program, err, errlen);
 }
 
 static void report(const char *err)
@@ -315,8 +315,13 @@ static size_t collect(const struct cumemcap_policy *p, struct row *rows)
 
 static void print_hints_text(const struct cumemcap_hints *h)
 {
+	static const char *const why[] = {
+		[CUMEMCAP_HINTS_OFF] = "framework_hints is off",
+		[CUMEMCAP_HINTS_NO_LIMIT] = "no limit applies (observe only)",
+		[CUMEMCAP_HINTS_PREALLOC] = "growth is preallocate",
+	};
 	if (h->state != CUMEMCAP_HINTS_APPLY) {
-		printf(": none set, %s\n", cumemcap_hints_state_text(h->state));
+		printf(": none set, %s\n", why[h->state]);
 		return;
 	}
 	const char *sep = ": ";
@@ -426,11 +431,13 @@ static int print_config(int argc, char **argv, bool json)
 		struct cumemcap_selector s = { .kind = CUMEMCAP_SEL_UUID };
 		memcpy(s.uuid, gpus[i].uuid, sizeof(s.uuid));
 		cumemcap_selector_format(&s, uuid, sizeof(uuid));
-		uint64_t l = cumemcap_policy_limit(&p, i, gpus[i].uuid, gpus[i].pci, gpus[i].total, &src);
+		uint64_t l = cumemcap_policy_limit(&p, false, i, gpus[i].uuid, gpus[i].pci,
+						   gpus[i].total, &src);
 		cumemcap_source_format(&p, &src, where, sizeof(where));
 		uint64_t g = UINT64_MAX;
 		if (p.group[0]) {
-			g = cumemcap_policy_group_limit(&p, i, gpus[i].uuid, gpus[i].pci, gpus[i].total, &gsrc);
+			g = cumemcap_policy_limit(&p, true, i, gpus[i].uuid, gpus[i].pci,
+						  gpus[i].total, &gsrc);
 			cumemcap_source_format(&p, &gsrc, gwhere, sizeof(gwhere));
 		}
 		if (json) {

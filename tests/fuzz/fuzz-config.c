@@ -52,7 +52,7 @@ static bool build(struct cumemcap_policy *p, const char *text, size_t len, const
 		  char *err, size_t errlen)
 {
 	memset(err, 0x5a, errlen);
-	return cumemcap_policy_build_from_text(p, no_env, PATH, text, len, program, err, errlen);
+	return cumemcap_policy_build(p, no_env, PATH, text, len, program, err, errlen);
 }
 
 static void check_message(const char *err, size_t errlen)
@@ -115,7 +115,7 @@ static void check_policy(const struct cumemcap_policy *p, unsigned lines)
 		uuid[15] = (unsigned char)(dev + 1);
 		snprintf(pci, sizeof(pci), "0000:%02x:00.0", 0x10 + dev);
 		memset(&src, 0xa5, sizeof(src));
-		uint64_t limit = cumemcap_policy_limit(p, dev, uuid, pci, TOTAL, &src);
+		uint64_t limit = cumemcap_policy_limit(p, false, dev, uuid, pci, TOTAL, &src);
 		if (limit == UINT64_MAX)
 			CHECK(src.origin == CUMEMCAP_FROM_DEFAULT);
 		else

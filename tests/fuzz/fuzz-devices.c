@@ -84,7 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	value = text;
 	memset(perr, 0x5a, sizeof(perr));
-	bool pok = cumemcap_policy_build_from_text(p, the_var, "", "", 0, "train.py", perr, sizeof(perr));
+	bool pok = cumemcap_policy_build(p, the_var, "", "", 0, "train.py", perr, sizeof(perr));
 	bool plain = cumemcap_policy_plain_form(text);
 	CHECK(pok == (ok && plain));
 	for (int dev = 0; pok && dev < 4; dev++) {
@@ -93,7 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct cumemcap_source src;
 		uuid[15] = (unsigned char)(dev + 1);
 		snprintf(pci, sizeof(pci), "0000:%02x:00.0", 0x10 + dev);
-		uint64_t limit = cumemcap_policy_limit(p, dev, uuid, pci, TOTAL, &src);
+		uint64_t limit = cumemcap_policy_limit(p, false, dev, uuid, pci, TOTAL, &src);
 		CHECK(src.origin == CUMEMCAP_FROM_DEFAULT ? limit == UINT64_MAX : limit <= TOTAL);
 	}
 	if (!pok) {

@@ -86,7 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		variable = vars[v];
 		value = tmpl;
 		memset(err, 0x5a, sizeof(err));
-		bool ok = cumemcap_policy_build_from_text(p, one_var, "", "", 0, "train.py", err, sizeof(err));
+		bool ok = cumemcap_policy_build(p, one_var, "", "", 0, "train.py", err, sizeof(err));
 		CHECK(ok == (plain && (valid || keyword)));
 		if (!ok) {
 			CHECK(memchr(err, '\0', sizeof(err)) != NULL);

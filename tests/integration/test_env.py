@@ -445,7 +445,7 @@ class Launcher(unittest.TestCase):
         p = self.launch(["--help"])
         self.assertEqual(p.returncode, 0)
         with open(os.path.join(SRC, "config", "settings-table.c")) as f:
-            variables = set(re.findall(r'"(CUMEMCAP_[A-Z_]+)"', f.read()))
+            variables = set(re.findall(r'\{ "(CUMEMCAP_[A-Z_]+)", "[a-z_]+"', f.read()))
         self.assertGreaterEqual(len(variables), 6)
         for var in variables:
             self.assertIn(var, p.stdout)

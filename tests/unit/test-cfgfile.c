@@ -69,7 +69,7 @@ static bool build(void)
 static uint64_t limit0(void)
 {
 	unsigned char uuid[16] = { 0 };
-	return cumemcap_policy_limit(&policy, 0, uuid, "0000:10:00.0", 16 * GiB, NULL);
+	return cumemcap_policy_limit(&policy, false, 0, uuid, "0000:10:00.0", 16 * GiB, NULL);
 }
 
 /* One line naming the file, then the reason. */

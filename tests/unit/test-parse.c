@@ -751,8 +751,8 @@ static uint64_t resolve(const char *limit, const char *rules, int ordinal, const
 
 	limit_value = limit;
 	rules_value = rules;
-	ck_assert_msg(cumemcap_policy_build_from_text(&p, limit_get, "", "", 0, "", err, sizeof(err)), "%s", err);
-	uint64_t got = cumemcap_policy_limit(&p, ordinal, uuid, pci, total, &src);
+	ck_assert_msg(cumemcap_policy_build(&p, limit_get, "", "", 0, "", err, sizeof(err)), "%s", err);
+	uint64_t got = cumemcap_policy_limit(&p, false, ordinal, uuid, pci, total, &src);
 	*from_list = src.origin == CUMEMCAP_FROM_ENV && strcmp(src.variable, "CUMEMCAP_DEVICE_LIMITS") == 0;
 	return got;
 }

@@ -34,9 +34,8 @@ static bool build(const char *const *env, const char *text, const char *prog)
 {
 	fake_env = env;
 	err[0] = '\0';
-	return cumemcap_policy_build_from_text(&policy, get, text ? "test.conf" : "", text ? text : "",
-					       text ? strlen(text) : 0, prog ? prog : "prog", err,
-					       sizeof(err));
+	return cumemcap_policy_build(&policy, get, text ? "test.conf" : "", text ? text : "",
+				     text ? strlen(text) : 0, prog ? prog : "prog", err, sizeof(err));
 }
 
 #define UUID1 "GPU-fa4ec0da-0000-4000-8000-000000000001"
@@ -50,7 +49,7 @@ static uint64_t limit_of(int dev, char *where, size_t len)
 	struct cumemcap_source src;
 	uuid[15] = (unsigned char)dev;
 	snprintf(pci, sizeof(pci), "0000:%02x:00.0", 0x10 + dev);
-	uint64_t l = cumemcap_policy_limit(&policy, dev, uuid, pci, 16 * GiB, &src);
+	uint64_t l = cumemcap_policy_limit(&policy, false, dev, uuid, pci, 16 * GiB, &src);
 	if (where)
 		cumemcap_source_format(&policy, &src, where, len);
 	return l;
@@ -457,8 +456,8 @@ START_TEST(policy_file_errors_point_at_the_line)
 		fake_env = no_env;
 		memset(&policy, 0x5a, sizeof(policy));
 		err[0] = '\0';
-		bool ok = cumemcap_policy_build_from_text(&policy, get, "test.conf", c->text, len, "prog",
-							  err, sizeof(err));
+		bool ok = cumemcap_policy_build(&policy, get, "test.conf", c->text, len, "prog", err,
+						sizeof(err));
 		ck_assert_msg(!ok, "accepted: %s", c->text);
 		ck_assert_msg(strncmp(err, c->where, strlen(c->where)) == 0, "%s: expected %s...", err, c->where);
 		ck_assert_msg(strstr(err, c->says) != NULL, "\"%s\" not in: %s", c->says, err);
@@ -486,7 +485,7 @@ START_TEST(policy_file_line_too_long)
 	memcpy(text, "limit = ", 8);
 	text[n] = '\0';
 	fake_env = no_env;
-	ck_assert(!cumemcap_policy_build_from_text(&policy, get, "test.conf", text, n, "p", err, sizeof(err)));
+	ck_assert(!cumemcap_policy_build(&policy, get, "test.conf", text, n, "p", err, sizeof(err)));
 	ck_assert_msg(strstr(err, "test.conf:1: line longer than") == err, "%s", err);
 	free(text);
 }
@@ -517,8 +516,8 @@ START_TEST(policy_file_long_lines)
 	longest[n] = '\n';
 	longest[n + 1] = '\0';
 	fake_env = no_env;
-	ck_assert(!cumemcap_policy_build_from_text(&policy, get, "test.conf", longest, n + 1, "p", err,
-						   sizeof(err)));
+	ck_assert(!cumemcap_policy_build(&policy, get, "test.conf", longest, n + 1, "p", err,
+					 sizeof(err)));
 	ck_assert_msg(strstr(err, "test.conf:1: labels = \"aaa") == err, "%s", err);
 	ck_assert_msg(strstr(err, "is 4089 bytes long") != NULL, "%s", err);
 	free(longest);
@@ -548,7 +547,7 @@ static uint64_t group_limit_of(int dev, uint64_t total, char *where, size_t len)
 	uuid[15] = (unsigned char)dev;
 	snprintf(pci, sizeof(pci), "0000:%02x:00.0", 0x10 + dev);
 	memset(&src, 0x5a, sizeof(src));
-	uint64_t l = cumemcap_policy_group_limit(&policy, dev, uuid, pci, total, &src);
+	uint64_t l = cumemcap_policy_limit(&policy, true, dev, uuid, pci, total, &src);
 	if (where)
 		cumemcap_source_format(&policy, &src, where, len);
 	return l;
@@ -901,10 +900,11 @@ START_TEST(policy_missing_file_named_by_variable)
 {
 	static const char *const env[] = { "CUMEMCAP_CONFIG", "/nonexistent/cumemcap.conf", NULL };
 	fake_env = env;
-	ck_assert(!cumemcap_policy_build(&policy, get, "/nonexistent/cumemcap.conf", "p", err, sizeof(err)));
+	ck_assert(!cumemcap_policy_build(&policy, get, "/nonexistent/cumemcap.conf", NULL, 0, "p", err,
+					 sizeof(err)));
 	ck_assert_msg(strstr(err, "CUMEMCAP_CONFIG=\"/nonexistent/cumemcap.conf\": /nonexistent/cumemcap.conf: cannot open") == err,
 		      "%s", err);
-	ck_assert(!cumemcap_policy_build(&policy, get, "/", "p", err, sizeof(err)));
+	ck_assert(!cumemcap_policy_build(&policy, get, "/", NULL, 0, "p", err, sizeof(err)));
 	ck_assert_msg(strstr(err, "not a regular file") != NULL, "%s", err);
 }
 END_TEST

@@ -76,7 +76,7 @@ static bool build(bool secure, uid_t owner)
 static uint64_t limit0(struct cumemcap_source *src)
 {
 	unsigned char uuid[16] = { 0 };
-	return cumemcap_policy_limit(&policy, 0, uuid, "0000:10:00.0", 16 * GiB, src);
+	return cumemcap_policy_limit(&policy, false, 0, uuid, "0000:10:00.0", 16 * GiB, src);
 }
 
 START_TEST(secure_environment_names_no_path)
