@@ -44,7 +44,6 @@ bool log_expand(const char *tmpl, char *dst, size_t len)
 		case 'n': text = prog; break;
 		default: out_put(&o, s, 1); break; /* %% (the parser allows no other) */
 		}
-		/* A name never adds a directory level. */
 		for (; text && *text; text++)
 			out_put(&o, *text == '/' ? "_" : text, 1);
 	}
@@ -52,8 +51,7 @@ bool log_expand(const char *tmpl, char *dst, size_t len)
 	return !o.lost;
 }
 
-/* NAME with ".N" before its extension: "x.jsonl" -> "x.1.jsonl" (so that
- * "*.jsonl" still matches), "x" or ".x" -> "x.1", ".x.1". */
+/* So that "*.jsonl" still matches; ".x" has no extension: ".x.1". */
 bool log_suffixed(const char *name, unsigned n, char *out, size_t cap)
 {
 	struct out o = { .p = out, .cap = cap - 1, .flush_fd = -1 };
@@ -92,7 +90,6 @@ void log_file_init(bool ask_policy)
 			default_template[0] = '\0';
 			return; /* not a directory anyone meant */
 		}
-		/* '%' is taken as it is, not as a template */
 		out_put(&o, tmp[i] == '%' ? "%%" : &tmp[i], tmp[i] == '%' ? 2 : 1);
 	}
 	out_str(&o, default_log + sizeof("/tmp") - 1);
@@ -117,7 +114,7 @@ void log_say_off(const char *subject, const char *path, const char *what, int er
 	out_say(&o);
 }
 
-/* Logging goes off, said once: by the thread that turns it off. */
+/* Said once, by the thread that turns logging off. */
 static void turn_off(const char *what, int err)
 {
 	if (atomic_exchange(&log_file_state, OFF) != OFF)
@@ -133,10 +130,8 @@ bool log_fd_is(int fd, const struct stat *held)
 /* Whether RLIMIT_FSIZE was finite when the file was opened. */
 static bool size_limited;
 
-/* One record, one write(2); a failure turns logging off. Under a file
- * size limit, SIGXFSZ (a write past it) is held off so that only the log
- * notices; a pending one of the program's own is left alone.
- * Async-signal-safe. */
+/* One record, one write(2). Under a file size limit SIGXFSZ is held off,
+ * so that only the log notices a write past it. Async-signal-safe. */
 static bool write_record(const char *b, size_t n)
 {
 	if (!log_fd_is(file_fd, &file_st)) {
@@ -167,8 +162,8 @@ void log_emit(struct out *o)
 	errno = saved;
 }
 
-/* The next component of the path at *p ("" and "." are skipped) into
- * comp; false at the end or when one is longer than a name can be. */
+/* The next component at *p ("" and "." skipped) into comp; false at the
+ * end or when one is too long (*too_long). */
 static bool next_component(const char **p, char *comp, size_t cap, bool *too_long)
 {
 	for (;;) {
@@ -193,22 +188,19 @@ static bool more_components(const char *p)
 	return next_component(&p, comp, sizeof(comp), &too_long) || too_long;
 }
 
-/* Open the directory `dir` component by component from "/" (or the
- * working directory), so that no spelling of the path ("//", "/./", "..",
- * a link) escapes the check: every directory reached inside a shared one
- * (writable by others, such as /tmp) is opened O_NOFOLLOW and must be
- * owned by us or root, and the last one, when it lies in a shared
- * directory, must be ours and writable by nobody else. A link in a
- * directory only we (or root) can write is followed, its target walked
- * the same way. */
+/* Walked component by component from "/" (or the working directory), so
+ * that no spelling of the path ("//", "/./", "..", a link) escapes the
+ * check: a directory inside a shared one (writable by others, as /tmp)
+ * is opened O_NOFOLLOW and must be owned by us or root, and the last one
+ * there must be ours and writable by nobody else. A link in a directory
+ * only we (or root) can write is followed, its target walked the same way. */
 int log_open_dir(const char *dir, bool create, const char *subject, const char *path, const char *off)
 {
-	/* rest: the part not walked yet, a followed link's target in front;
-	 * at: the path as written up to the failing component (the whole
-	 * path once a link was followed), for a refusal's message. */
+	/* rest: what is not walked yet, a followed link's target in front;
+	 * at: the path as written up to the failing component (all of it
+	 * once a link was followed), for the message. */
 	char rest[2 * CUMEMCAP_PATH_MAX], comp[256], link[CUMEMCAP_PATH_MAX], at[CUMEMCAP_PATH_MAX];
-	/* Why it failed: with err, "" or "cannot create "; without, what
-	 * `at` is that a shared directory must not hold. */
+	/* With err: "" or "cannot create "; without: what is wrong with `at`. */
 	const char *what = "";
 	int err = ENAMETOOLONG, cur = -1;
 	size_t dn = strlen(dir);
@@ -345,8 +337,8 @@ bool log_file_create(void)
 		atomic_store(&log_file_state, OFF);
 		return false;
 	}
-	/* An existing file (pid reuse, a planted link) is never followed
-	 * nor appended to: NAME.1.jsonl, NAME.2.jsonl, ... */
+	/* An existing file (pid reuse, a planted link) is never followed nor
+	 * appended to: NAME.1.jsonl, NAME.2.jsonl, ... */
 	size_t at = strlen(log_file_path) - strlen(base);
 	int fd = -1, e = EEXIST;
 	for (unsigned i = 0; i < 100 && fd < 0 && e == EEXIST; i++) {
@@ -387,9 +379,8 @@ void log_file_start(struct out *start)
 	file_fd = -1;
 }
 
-/* The parent's file is not ours to write: close it, but only if the
- * descriptor still is that file (the program may have closed the number
- * and reused it, as write_record checks). */
+/* The parent's file is not ours to write: close it, if the number still
+ * is that file. */
 void log_file_fork_child(void)
 {
 	if (atomic_load(&log_file_state) == OPEN && file_fd >= 0 && log_fd_is(file_fd, &file_st))

@@ -75,11 +75,9 @@ void out_size(struct out *o, uint64_t bytes)
 	out_str(o, unit);
 }
 
-/* A JSON string or (label) a Prometheus label value, quoted: the two
- * formats escape '"' and '\\' alike; JSON writes control characters as
- * \u00XX and U+FFFD as \ufffd, a label value escapes only the newline
- * and writes U+FFFD as UTF-8. */
-static void out_quoted(struct out *o, const char *str, size_t n, size_t max, bool label)
+/* JSON: control characters as \u00XX, U+FFFD as \ufffd; a label: the
+ * newline as \n, U+FFFD as UTF-8. */
+void out_quoted(struct out *o, const char *str, size_t n, size_t max, bool label)
 {
 	static const char hex[] = "0123456789abcdef";
 	const unsigned char *s = (const unsigned char *)str;
@@ -102,16 +100,6 @@ static void out_quoted(struct out *o, const char *str, size_t n, size_t max, boo
 		}
 	}
 	out_str(o, "\"");
-}
-
-void out_json_n(struct out *o, const char *s, size_t n)
-{
-	out_quoted(o, s, n, SIZE_MAX, false);
-}
-
-void out_label_value(struct out *o, const char *s, size_t n, size_t max)
-{
-	out_quoted(o, s, n, max, true);
 }
 
 /* Days to a civil date by hand (H. Hinnant's days_from_civil,
@@ -141,7 +129,7 @@ void out_time(struct out *o, uint64_t unix_ms)
 void out_json(struct out *o, const char *s)
 {
 	if (s)
-		out_json_n(o, s, strlen(s));
+		out_quoted(o, s, strlen(s), SIZE_MAX, false);
 	else
 		out_str(o, "null");
 }

@@ -1,17 +1,14 @@
 /* log/metrics: see metrics.h; docs/metrics.md says which labels, how the
  * file is named and replaced, and how dead writers are found.
  *
- * Who owns a name: its companion `.NAME.cumemcap-lock`, created O_EXCL,
- * held with an OFD write lock for the writer's whole life and holding
- * SWEEP_MAGIC once locked; the kernel drops the lock of a writer killed
- * by SIGKILL, so a read lock taken on a companion means its writer is
- * gone, whatever PID namespace it ran in. The directory is shared, so a
- * sweeper removes only regular files its own effective uid owns, never
- * through a link, and only through a companion with one name; the writer
- * takes no name where another user's file is and never renames over one.
- *
- * Thread safety: see metrics.h; the file is written under log.c's tick
- * lock and log_metrics_lock. */
+ * A name is owned through its companion `.NAME.cumemcap-lock`, created
+ * O_EXCL, OFD-write-locked for the writer's life and holding SWEEP_MAGIC;
+ * the kernel drops a killed writer's lock, so a read lock taken on a
+ * companion means its writer is gone, whatever its PID namespace. The
+ * directory is shared: a sweeper removes only its own effective uid's
+ * regular files, never through a link, and only through a companion with
+ * one name; a writer takes no name where another user's file is and never
+ * renames over one. */
 #include "config.h"
 
 #include <dirent.h>
@@ -35,9 +32,9 @@
 #include "platform/worker.h"
 #include "config/policy.h"
 
-/* Longer than any Kubernetes name (253): a value is cut there. */
+/* A label value is cut at the longest Kubernetes name. */
 #define LABEL_VALUE_MAX 253u
-/* How often a writer sweeps its directory again after its start. */
+/* How often a writer sweeps its directory again. */
 #define SWEEP_EVERY_MS 60000u
 #define SWEEP_SUFFIX ".cumemcap-lock"
 static const char SWEEP_MAGIC[] = "cumemcap metrics writer lock 1\n";
@@ -83,16 +80,15 @@ static bool same_file(int dfd, const char *name, const struct stat *held)
 	       st.st_ino == held->st_ino;
 }
 
-/* Whether `name` in dfd is there and another user's (of any file type):
- * not one a writer may replace. */
+/* Whether `name` in dfd is another user's (any file type): not ours to
+ * replace. */
 static bool others_file(int dfd, const char *name)
 {
 	struct stat st;
 	return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_uid != geteuid();
 }
 
-/* Remove `name` in dfd if it is a regular file of the effective uid's
- * (never what a link points at, never another user's file). */
+/* Remove `name` in dfd if it is a regular file of the effective uid's. */
 static void unlink_mine(int dfd, const char *name)
 {
 	struct stat st;
@@ -100,8 +96,7 @@ static void unlink_mine(int dfd, const char *name)
 		unlinkat(dfd, name, 0);
 }
 
-/* Remove the files of a dead writer whose companion is `companion`;
- * whether it did. */
+/* Remove the files of the dead writer of `companion`; whether it did. */
 static bool sweep_one(int dfd, const char *companion)
 {
 	char target[CUMEMCAP_PATH_MAX + 8];
@@ -113,10 +108,10 @@ static bool sweep_one(int dfd, const char *companion)
 	struct stat st;
 	bool stale = false;
 	uid_t me = geteuid();
-	/* A companion of ours: a regular file of our user's, with one name. */
+	/* A companion of ours: our user's regular file, with one name. */
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == me && st.st_nlink == 1 &&
 	    cumemcap_ofd_lock(fd, 0, 0, F_RDLCK, false) == 0) {
-		/* No writer holds it. Its content says whether one ever did. */
+		/* No writer holds it; its content says whether one ever did. */
 		char buf[sizeof(SWEEP_MAGIC)];
 		ssize_t r = pread(fd, buf, sizeof(buf), 0);
 		struct timespec now;
@@ -126,8 +121,8 @@ static bool sweep_one(int dfd, const char *companion)
 		else if (r == 0 && st.st_size == 0 && now.tv_sec - st.st_mtime > STALE_EMPTY_SECONDS)
 			stale = true;
 	}
-	/* Still the companion this lock is on (another sweeper may have
-	 * removed it and a new writer made a new one meanwhile)? */
+	/* Still the companion locked (another sweeper may have removed it and
+	 * a new writer made another)? */
 	if (stale && same_file(dfd, companion, &st)) {
 		size_t n = strlen(target);
 		unlink_mine(dfd, target);
@@ -160,25 +155,23 @@ static void sweep_dir(int dfd, const char *mine)
 	closedir(d);
 }
 
-/* Create and lock `companion` in dfd (a dead writer's is swept first):
- * its descriptor (held for life; *held its identity), or -EEXIST when a
- * live writer has it, or -errno. */
+/* Create and lock `companion` in dfd (a dead writer's swept first): its
+ * descriptor (*held its identity), -EEXIST when a live writer has it, or
+ * -errno. */
 static int claim_companion(int dfd, const char *companion, struct stat *held)
 {
 	for (int attempt = 0; attempt < 3; attempt++) {
 		int fd = openat(dfd, companion, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 		if (fd < 0) {
-			/* Taken: by a live writer, or by a dead one (swept, then
-			 * try once more). */
+			/* Taken by a live writer, or a dead one: swept, once more. */
 			int e = errno;
 			if (e == EEXIST && attempt == 0 && sweep_one(dfd, companion))
 				continue;
 			return -e;
 		}
 		int e = cumemcap_ofd_lock(fd, 0, 0, F_WRLCK, true) != 0 || fstat(fd, held) != 0 ? errno : 0;
-		/* A sweeper may have taken it for a dead writer's between our
-		 * create and our lock (it was empty, but old?): then it is
-		 * gone, and we start over. */
+		/* A sweeper may have removed it (empty, old?) between our create
+		 * and our lock: start over. */
 		if (!e && !same_file(dfd, companion, held)) {
 			close(fd);
 			continue;
@@ -209,8 +202,7 @@ static char downward_value[N_DOWNWARD][LABEL_VALUE_MAX + 1];
 void log_metrics_init(void)
 {
 	for (size_t i = 0; i < N_DOWNWARD; i++) {
-		/* Under secure execution the caller chose the environment:
-		 * no label of a setuid program's comes from it. */
+		/* Under secure execution the caller chose the environment. */
 		const char *v = secure_getenv(downward[i].variable);
 		if (v)
 			cumemcap_copy(downward_value[i], sizeof(downward_value[i]), v);
@@ -259,8 +251,7 @@ static void claim(void)
 			break;
 		}
 		fd = claim_companion(dfd, own_companion, &companion_st);
-		/* Another user's file under this name or its .tmp is not ours
-		 * to replace: the next name. */
+		/* Another user's file at this name or its .tmp: the next name. */
 		snprintf(metrics_tmp, sizeof(metrics_tmp), "%s.tmp", metrics_name);
 		if (fd >= 0 && (others_file(dfd, metrics_name) || others_file(dfd, metrics_tmp))) {
 			unlinkat(dfd, own_companion, 0); /* ours: created and locked just now */
@@ -301,7 +292,7 @@ static void label(struct out *o, const char *name, size_t nn, const char *value,
 	out_str(o, ",");
 	out_put(o, name, nn);
 	out_str(o, "=");
-	out_label_value(o, value, vn, LABEL_VALUE_MAX);
+	out_quoted(o, value, vn, LABEL_VALUE_MAX, true);
 }
 
 /* The labels every series of this process has, once per file. */
@@ -324,8 +315,8 @@ static void process_labels(struct out *o)
 		label(o, k, kn, v, vn);
 }
 
-/* Replaced whole: a temporary file renamed over it. The directory is
- * checked again for every write: it is a path. */
+/* Replaced whole: a temporary file renamed over it. The directory is a
+ * path: checked again for every write. */
 void log_write_metrics(const struct gpu_figures *all, int n)
 {
 	log_metrics_claim();
@@ -397,8 +388,8 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 	int err = o.lost || ho.lost || !out_write_all(fd, o.p, o.len) ? (errno ? errno : EIO) : 0;
 	if (close(fd) != 0 && !err)
 		err = errno;
-	/* Never over another user's file (one made after the name was
-	 * taken): root's rename would remove it. */
+	/* Never over another user's file made since: root's rename would
+	 * remove it. */
 	bool foreign = !err && others_file(dfd, metrics_name);
 	if (!err && !foreign && renameat(dfd, metrics_tmp, dfd, metrics_name) != 0)
 		err = errno;
@@ -414,9 +405,9 @@ unlock:
 	pthread_mutex_unlock(&log_metrics_lock);
 }
 
-/* The child writes a file of its own, under a name of its own: it lets go
- * of its copy of the parent's companion (the parent's lock stays: it has
- * its own descriptor of it), if the number still is that file. */
+/* The child writes under a name of its own: it closes its copy of the
+ * parent's companion (an OFD lock stays with the parent's descriptor),
+ * if the number still is that file. */
 void log_metrics_fork_child(void)
 {
 	if (companion_fd >= 0 && log_fd_is(companion_fd, &companion_st))

@@ -1,7 +1,6 @@
 /* log/records: see records.h. Which figures a record and the summary
- * carry, under which names and in which order, is the figure list's
- * (state/figures.h); they are read through the ledger's snapshot
- * (cumemcap_ledger_read), never from its storage. */
+ * carry, named and ordered, is the figure list's (state/figures.h), read
+ * through the ledger's snapshot (cumemcap_ledger_read). */
 #include "config.h"
 
 #include <fcntl.h>
@@ -39,11 +38,6 @@ void log_identity(void)
 	out_key_json(&o, "program", cumemcap_policy()->program);
 	out_key_json(&o, "host", log_host);
 	identity_len = o.lost ? 0 : o.len;
-}
-
-void log_records_fork_child(void)
-{
-	log_identity();
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
 		atomic_store(&peak_driver[dev], 0);
 }
@@ -115,22 +109,6 @@ static void put_source(struct out *o, const char *key, const struct cumemcap_sou
 	out_key_json(o, key, where);
 }
 
-/* "name":{"value":...,"source":...}; the first without a comma; a NULL
- * value is the log interval, in seconds. */
-static void rule(struct out *o, bool first, const char *name, const char *value,
-		 const struct cumemcap_source *src)
-{
-	out_str(o, first ? "\"" : ",\"");
-	out_str(o, name);
-	out_str(o, "\":{\"value\":");
-	if (value)
-		out_json(o, value);
-	else
-		out_ms(o, cumemcap_policy()->log_interval_ms);
-	put_source(o, "source", src);
-	out_str(o, "}");
-}
-
 /* ,"argv":[...] from /proc/self/cmdline, and "argv_truncated" when cut. */
 static void put_argv(struct out *o)
 {
@@ -143,8 +121,8 @@ static void put_argv(struct out *o)
 			n += (size_t)r;
 		close(fd);
 	}
-	/* Escaping can grow an argument sixfold: stop while a third of the
-	 * buffer is left for the rest of the record. */
+	/* Escaping can grow an argument sixfold: keep a third of the buffer
+	 * for the rest of the record. */
 	bool cut = n == sizeof(cmdline);
 	out_key(o, "argv");
 	out_str(o, "[");
@@ -155,7 +133,7 @@ static void put_argv(struct out *o)
 			break;
 		}
 		out_str(o, first ? "" : ",");
-		out_json_n(o, cmdline + i, len);
+		out_quoted(o, cmdline + i, len, SIZE_MAX, false);
 		i += len + 1;
 	}
 	out_str(o, cut ? "],\"argv_truncated\":true" : "]");
@@ -168,7 +146,6 @@ void log_start_record(struct out *o, const char *path, const char *metrics, uint
 	out_key_u(o, "ppid", (uint64_t)getppid());
 	out_key_u(o, "uid", (uint64_t)getuid());
 	put_argv(o);
-	/* The device layer's, asked at the first GPU use. */
 	int dv = cumemcap_device_driver_version();
 	out_key_u_or_null(o, "driver_version", dv > 0, (uint64_t)(dv > 0 ? dv : 0));
 	out_key_json(o, "cumemcap", CUMEMCAP_VERSION_STRING);
@@ -197,15 +174,31 @@ void log_start_record(struct out *o, const char *path, const char *metrics, uint
 	cumemcap_policy_format_growth(p, growth, sizeof(growth));
 	cumemcap_policy_format_release(p, release, sizeof(release));
 	cumemcap_policy_format_on_limit(p, on_limit, sizeof(on_limit));
+	/* value NULL: the log interval, a number of seconds */
+	const struct {
+		const char *name, *value;
+		const struct cumemcap_source *src;
+	} rules[] = {
+		{ "count", cumemcap_policy_count_name(p->count), &p->count_src },
+		{ "growth", growth, &p->growth_src },
+		{ "pool", cumemcap_policy_pool_name(p->pool), &p->pool_src },
+		{ "release", release, &p->release_src },
+		{ "framework_hints", p->framework_hints ? "on" : "off", &p->hints_src },
+		{ "log_interval", NULL, &p->interval_src },
+		{ "on_limit", on_limit, &p->on_limit_src },
+	};
 	out_key(o, "rules");
-	out_str(o, "{");
-	rule(o, true, "count", cumemcap_policy_count_name(p->count), &p->count_src);
-	rule(o, false, "growth", growth, &p->growth_src);
-	rule(o, false, "pool", cumemcap_policy_pool_name(p->pool), &p->pool_src);
-	rule(o, false, "release", release, &p->release_src);
-	rule(o, false, "framework_hints", p->framework_hints ? "on" : "off", &p->hints_src);
-	rule(o, false, "log_interval", NULL, &p->interval_src);
-	rule(o, false, "on_limit", on_limit, &p->on_limit_src);
+	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++) {
+		out_str(o, i ? ",\"" : "{\"");
+		out_str(o, rules[i].name);
+		out_str(o, "\":{\"value\":");
+		if (rules[i].value)
+			out_json(o, rules[i].value);
+		else
+			out_ms(o, p->log_interval_ms);
+		put_source(o, "source", rules[i].src);
+		out_str(o, "}");
+	}
 	out_str(o, "}");
 	out_key(o, "group");
 	if (cumemcap_group_member()) {
@@ -217,8 +210,8 @@ void log_start_record(struct out *o, const char *path, const char *metrics, uint
 	} else {
 		out_str(o, "null");
 	}
-	/* The framework hints the constructor set, and those it left because
-	 * the user had set that framework's memory variables (config/hints.h). */
+	/* The hints the constructor set, and those it left to the user's own
+	 * variables (config/hints.h). */
 	const struct cumemcap_hints *h = cumemcap_hints_applied();
 	out_key(o, "framework_hints");
 	if (h) {
@@ -238,8 +231,8 @@ void log_start_record(struct out *o, const char *path, const char *metrics, uint
 	} else {
 		out_str(o, "null");
 	}
-	/* Where each GPU's overhead is expected to come from; each GPU's
-	 * `overhead` record says where it did. */
+	/* Where overhead is expected to come from (`overhead` records say
+	 * where it did). */
 	int nvml = atomic_load(&nvml_loads);
 	bool host_pids = cumemcap_nvml_host_pids();
 	out_key(o, "overhead");
@@ -254,23 +247,22 @@ void log_start_record(struct out *o, const char *path, const char *metrics, uint
 	out_str(o, "}}\n");
 }
 
-/* A device's figures but NVML's (log_gather's). Async-signal-safe. */
+/* A device's figures but NVML's. Async-signal-safe. */
 static void read_figures(int dev, const struct cumemcap_device_info *info, struct cumemcap_figures *f)
 {
 	cumemcap_ledger_read(dev, f);
 	f->v[CUMEMCAP_FIG_total] = info ? info->total : CUMEMCAP_FIGURE_NONE;
 }
 
-/* A column of struct cumemcap_figure_info that says where a figure is
- * written, as an offset for put_figures. */
+/* A one-byte column of struct cumemcap_figure_info, for put_figures. */
 #define COLUMN(name) offsetof(struct cumemcap_figure_info, name)
 _Static_assert(sizeof(cumemcap_figure_info[0].event) == 1 && sizeof(cumemcap_figure_info[0].sample) == 1 &&
 		       sizeof(cumemcap_figure_info[0].exit) == 1 && sizeof(cumemcap_figure_info[0].summary) == 1,
 	       "one-byte columns");
 
-/* The figures whose column `col` is 1, then those where it is 2, in the figure
- * list's order: as ,"key":value, or (human) as `pre` value `post` with
- * bytes as sizes, as the stderr summary has them. */
+/* The figures whose column `col` is 1, then those where it is 2, in the
+ * list's order: as ,"key":value, or (human, the stderr summary) as `pre`
+ * value `post` with bytes as sizes. */
 static void put_figures(struct out *o, const struct cumemcap_figures *f, size_t col, bool human)
 {
 	for (unsigned part = 1; part <= 2; part++)
@@ -330,8 +322,7 @@ int log_gather(struct gpu_figures *all)
 	return n;
 }
 
-/* A GPU's object in a sample or the exit record: its figures of column
- * `col`, then where its overhead came from. */
+/* A GPU's object in a sample or the exit record. */
 static void put_gpu_object(struct out *o, bool first, int dev, const struct cumemcap_figures *f, size_t col)
 {
 	out_str(o, first ? "{" : ",{");
@@ -356,9 +347,8 @@ void log_sample_record(struct out *o, const struct gpu_figures *all, int n, uint
 bool log_used_gpu(void)
 {
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
-		/* A GPU the process never described has no figures: its
-		 * ledger pages stay untouched (a program that never used CUDA
-		 * faults none of them in at exit). */
+		/* An undescribed GPU's ledger pages stay untouched (a program
+		 * that never used CUDA faults none in at exit). */
 		const struct cumemcap_device_info *info = cumemcap_device_info(dev);
 		if (!info)
 			continue;
