@@ -353,8 +353,7 @@ bool log_file_create(void)
 			cumemcap_copy(log_file_path + at, sizeof(log_file_path) - at, cand);
 	}
 	close(dfd);
-	struct stat st;
-	if (fd < 0 || fstat(fd, &st) != 0) {
+	if (fd < 0 || fstat(fd, &file_st) != 0) {
 		turn_off("", e ? e : EEXIST);
 		if (fd >= 0)
 			close(fd);
@@ -363,7 +362,6 @@ bool log_file_create(void)
 	struct rlimit fsize;
 	size_limited = getrlimit(RLIMIT_FSIZE, &fsize) != 0 || fsize.rlim_cur != RLIM_INFINITY;
 	file_fd = fd;
-	file_st = st;
 	return true;
 }
 

@@ -97,7 +97,6 @@ static _Atomic bool exit_claimed;
  * and remove the metrics file. */
 static void exit_once(int signo)
 {
-	int saved = errno;
 	if (!atomic_exchange(&exit_claimed, true)) {
 		if (log_target == CUMEMCAP_LOG_STDERR) {
 			log_stderr_summary();
@@ -113,7 +112,6 @@ static void exit_once(int signo)
 		if (atomic_exchange(&log_metrics_state, OFF) == OPEN)
 			log_metrics_unlink();
 	}
-	errno = saved;
 }
 
 /* Over the default disposition: write the summary, put the default back
@@ -123,17 +121,10 @@ static void exit_once(int signo)
 static void on_fatal(int sig, siginfo_t *info, void *uc)
 {
 	int saved = errno;
-	/* A group's book cut under its mapping: not the program's signal
-	 * (group/book.h). */
+	const struct sigaction *old = &previous[slot_of(sig)];
 	if (sig == SIGBUS && info && cumemcap_mapped_fault(info->si_addr)) {
-		errno = saved;
-		return;
-	}
-	size_t i = slot_of(sig);
-	if (i == N_FATAL)
-		return;
-	const struct sigaction *old = &previous[i];
-	if (old->sa_handler == SIG_DFL) {
+		/* A group's book cut under its mapping (group/book.h): not the program's. */
+	} else if (old->sa_handler == SIG_DFL) {
 		exit_once(sig);
 		sigaction(sig, old, NULL);
 		raise(sig); /* blocked until we return */
@@ -211,13 +202,11 @@ out:
  * ignored signal stays ignored. */
 static void arm(size_t i)
 {
-	struct sigaction cur, act;
+	struct sigaction cur;
+	struct sigaction act = { .sa_sigaction = on_fatal, .sa_flags = SA_SIGINFO | SA_ONSTACK };
 	if (sigaction(fatal[i].signo, NULL, &cur) != 0 || cur.sa_handler == SIG_IGN ||
 	    ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_fatal))
 		return;
-	memset(&act, 0, sizeof(act));
-	act.sa_sigaction = on_fatal;
-	act.sa_flags = SA_SIGINFO | SA_ONSTACK;
 	if (cur.sa_handler == SIG_DFL) {
 		sigfillset(&act.sa_mask);
 	} else {
@@ -247,8 +236,7 @@ void cumemcap_log_arm_sigbus(void)
 
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* An event record's buffer: the head's program and host names may grow
- * sixfold when escaped. */
+/* An event record's buffer: the head's names may grow sixfold escaped. */
 #define EVENT_BUF 4096
 
 /* Create the file and write its start record, once. */

@@ -52,13 +52,8 @@ static uint64_t last_sweep_ms;
 /* ".NAME.cumemcap-lock" into out (false: too long, or not a name). */
 static bool companion_of(const char *name, char *out, size_t cap)
 {
-	size_t n = strlen(name), sn = strlen(SWEEP_SUFFIX);
-	if (!n || n + sn + 2 > cap || strchr(name, '/'))
-		return false;
-	out[0] = '.';
-	memcpy(out + 1, name, n);
-	memcpy(out + 1 + n, SWEEP_SUFFIX, sn + 1);
-	return true;
+	int n = snprintf(out, cap, ".%s" SWEEP_SUFFIX, name);
+	return name[0] && !strchr(name, '/') && n > 0 && (size_t)n < cap;
 }
 
 /* NAME from ".NAME.cumemcap-lock"; false for any other name. */

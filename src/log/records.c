@@ -247,11 +247,17 @@ void log_start_record(struct out *o, const char *path, const char *metrics, uint
 	out_str(o, "}}\n");
 }
 
-/* A device's figures but NVML's. Async-signal-safe. */
-static void read_figures(int dev, const struct cumemcap_device_info *info, struct cumemcap_figures *f)
+/* A described GPU's figures but NVML's, and its facts; NULL for another,
+ * whose ledger pages stay untouched (a program that never used CUDA
+ * faults none in at exit). Async-signal-safe. */
+static const struct cumemcap_device_info *read_figures(int dev, struct cumemcap_figures *f)
 {
-	cumemcap_ledger_read(dev, f);
-	f->v[CUMEMCAP_FIG_total] = info ? info->total : CUMEMCAP_FIGURE_NONE;
+	const struct cumemcap_device_info *info = cumemcap_device_info(dev);
+	if (info) {
+		cumemcap_ledger_read(dev, f);
+		f->v[CUMEMCAP_FIG_total] = info->total;
+	}
+	return info;
 }
 
 /* A one-byte column of struct cumemcap_figure_info, for put_figures. */
@@ -288,9 +294,11 @@ static void put_figures(struct out *o, const struct cumemcap_figures *f, size_t 
 
 void log_put_figures(struct out *o, int dev)
 {
+	const struct cumemcap_device_info *info = cumemcap_device_info(dev);
 	struct cumemcap_figures f;
 	cumemcap_ledger_read_growth(dev);
-	read_figures(dev, cumemcap_device_info(dev), &f);
+	cumemcap_ledger_read(dev, &f);
+	f.v[CUMEMCAP_FIG_total] = info ? info->total : CUMEMCAP_FIGURE_NONE;
 	put_figures(o, &f, COLUMN(event), false);
 }
 
@@ -305,7 +313,7 @@ int log_gather(struct gpu_figures *all)
 		uint64_t *v = g->f.v, driver = 0;
 		g->dev = dev;
 		cumemcap_ledger_read_growth(dev);
-		read_figures(dev, info, &g->f);
+		read_figures(dev, &g->f);
 		cumemcap_nvml_format_uuid(info->uuid, "GPU-", g->uuid);
 		learn_index(dev, info->uuid);
 		bool known = cumemcap_nvml_process(info->uuid, (unsigned)getpid(), &driver) == CUMEMCAP_NVML_LISTED;
@@ -322,24 +330,26 @@ int log_gather(struct gpu_figures *all)
 	return n;
 }
 
-/* A GPU's object in a sample or the exit record. */
-static void put_gpu_object(struct out *o, bool first, int dev, const struct cumemcap_figures *f, size_t col)
+/* ,"gpus":[...] of a sample or the exit record. */
+static void put_gpus(struct out *o, const struct gpu_figures *all, int n, size_t col)
 {
-	out_str(o, first ? "{" : ",{");
-	log_put_gpu(o, dev, true);
-	put_figures(o, f, col, false);
-	out_key_json(o, "overhead_source", cumemcap_overhead_source_name(cumemcap_ledger_source(dev)));
-	out_str(o, "}");
+	out_key(o, "gpus");
+	out_str(o, "[");
+	for (int i = 0; i < n; i++) {
+		enum cumemcap_overhead_source source = cumemcap_ledger_source(all[i].dev);
+		out_str(o, i ? ",{" : "{");
+		log_put_gpu(o, all[i].dev, true);
+		put_figures(o, &all[i].f, col, false);
+		out_key_json(o, "overhead_source", cumemcap_overhead_source_name(source));
+		out_str(o, "}");
+	}
+	out_str(o, "]");
 }
 
 void log_sample_record(struct out *o, const struct gpu_figures *all, int n, uint64_t dropped)
 {
 	log_begin(o, "sample");
-	out_key(o, "gpus");
-	out_str(o, "[");
-	for (int i = 0; i < n; i++)
-		put_gpu_object(o, i == 0, all[i].dev, &all[i].f, COLUMN(sample));
-	out_str(o, "]");
+	put_gpus(o, all, n, COLUMN(sample));
 	out_key_u(o, "events_dropped", dropped);
 	out_str(o, "}\n");
 }
@@ -347,13 +357,9 @@ void log_sample_record(struct out *o, const struct gpu_figures *all, int n, uint
 bool log_used_gpu(void)
 {
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
-		/* An undescribed GPU's ledger pages stay untouched (a program
-		 * that never used CUDA faults none in at exit). */
-		const struct cumemcap_device_info *info = cumemcap_device_info(dev);
-		if (!info)
-			continue;
 		struct cumemcap_figures f;
-		read_figures(dev, info, &f);
+		if (!read_figures(dev, &f))
+			continue;
 		if (f.v[CUMEMCAP_FIG_allocs] + f.v[CUMEMCAP_FIG_frees] + f.v[CUMEMCAP_FIG_refusals] +
 		    f.v[CUMEMCAP_FIG_driver_oom])
 			return true;
@@ -364,12 +370,9 @@ bool log_used_gpu(void)
 void log_stderr_summary(void)
 {
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
-		const struct cumemcap_device_info *info = cumemcap_device_info(dev);
 		struct cumemcap_figures f;
-		if (!info)
-			continue;
-		read_figures(dev, info, &f);
-		if (f.v[CUMEMCAP_FIG_allocs] + f.v[CUMEMCAP_FIG_refusals] == 0)
+		const struct cumemcap_device_info *info = read_figures(dev, &f);
+		if (!info || f.v[CUMEMCAP_FIG_allocs] + f.v[CUMEMCAP_FIG_refusals] == 0)
 			continue;
 		char buf[512];
 		struct out o = OUT(buf);
@@ -395,19 +398,14 @@ void log_exit_record(struct out *o, int signo, const char *signal_name, uint64_t
 	}
 	out_key_u(o, "samples", samples);
 	out_key_u(o, "events_dropped", dropped);
-	out_key(o, "gpus");
-	out_str(o, "[");
-	bool first = true;
+	static struct gpu_figures all[CUMEMCAP_MAX_DEVICES]; /* the one claimant's */
+	int n = 0;
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
-		const struct cumemcap_device_info *info = cumemcap_device_info(dev);
-		if (!info)
-			continue;
-		struct cumemcap_figures f;
 		uint64_t pd = atomic_load(&peak_driver[dev]);
-		read_figures(dev, info, &f);
-		f.v[CUMEMCAP_FIG_peak_driver_used] = pd ? pd - 1 : CUMEMCAP_FIGURE_NONE;
-		put_gpu_object(o, first, dev, &f, COLUMN(exit));
-		first = false;
+		all[n].dev = dev;
+		if (read_figures(dev, &all[n].f))
+			all[n++].f.v[CUMEMCAP_FIG_peak_driver_used] = pd ? pd - 1 : CUMEMCAP_FIGURE_NONE;
 	}
-	out_str(o, "]}\n");
+	put_gpus(o, all, n, COLUMN(exit));
+	out_str(o, "}\n");
 }
