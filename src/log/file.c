@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -127,11 +126,8 @@ bool log_fd_is(int fd, const struct stat *held)
 	return fstat(fd, &st) == 0 && st.st_dev == held->st_dev && st.st_ino == held->st_ino;
 }
 
-/* Whether RLIMIT_FSIZE was finite when the file was opened. */
-static bool size_limited;
-
-/* One record, one write(2). Under a file size limit SIGXFSZ is held off,
- * so that only the log notices a write past it. Async-signal-safe. */
+/* One record, one write(2). SIGXFSZ is held off, so that only the log
+ * notices a write past a file size limit. Async-signal-safe. */
 static bool write_record(const char *b, size_t n)
 {
 	if (!log_fd_is(file_fd, &file_st)) {
@@ -139,15 +135,13 @@ static bool write_record(const char *b, size_t n)
 		return false;
 	}
 	struct cumemcap_signal_hold h;
-	if (size_limited)
-		cumemcap_signal_hold(&h, SIGXFSZ);
+	cumemcap_signal_hold(&h, SIGXFSZ);
 	ssize_t w;
 	do
 		w = write(file_fd, b, n);
 	while (w < 0 && errno == EINTR);
 	int e = errno;
-	if (size_limited)
-		cumemcap_signal_release(&h);
+	cumemcap_signal_release(&h);
 	if (w != (ssize_t)n)
 		turn_off(w < 0 ? "" : "short write (the disk is full or the file at its size limit)", w < 0 ? e : 0);
 	return w == (ssize_t)n;
@@ -359,8 +353,6 @@ bool log_file_create(void)
 			close(fd);
 		return false;
 	}
-	struct rlimit fsize;
-	size_limited = getrlimit(RLIMIT_FSIZE, &fsize) != 0 || fsize.rlim_cur != RLIM_INFINITY;
 	file_fd = fd;
 	return true;
 }

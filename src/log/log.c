@@ -24,7 +24,6 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 
 #include "log/file.h"
 #include "log/metrics.h"
@@ -34,6 +33,7 @@
 #include "group/book.h"
 #include "state/ledger.h"
 #include "platform/msg.h"
+#include "platform/worker.h"
 #include "config/policy.h"
 
 static pthread_once_t snapshot_once = PTHREAD_ONCE_INIT;
@@ -270,9 +270,7 @@ static _Atomic uint32_t window_events;
 
 static bool event_allowed(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	uint64_t now = (uint64_t)ts.tv_sec + 1, was = atomic_load(&window_second);
+	uint64_t now = cumemcap_now_ms() / 1000 + 1, was = atomic_load(&window_second);
 	if (was != now && atomic_compare_exchange_strong(&window_second, &was, now))
 		atomic_store(&window_events, 0); /* approximate at the edge; fine */
 	if (atomic_fetch_add(&window_events, 1) < EVENTS_PER_SECOND)
@@ -435,9 +433,9 @@ void cumemcap_log_group_change(int dev, const unsigned char uuid[16], uint64_t t
 	out_key_json(&o, "group", cumemcap_group_name());
 	out_key_u_or_null(&o, "gpu", dev >= 0, (uint64_t)dev);
 	out_key_json(&o, "uuid", id);
-	unsigned index;
-	if (dev >= 0 && log_gpu_index(dev, &index))
-		out_key_u(&o, "index", index);
+	int index = log_gpu_index(dev);
+	if (index >= 0)
+		out_key_u(&o, "index", (uint64_t)index);
 	out_key(&o, "changed_at");
 	out_ms(&o, time_ns / 1000000u);
 	out_key_u(&o, "by_uid", uid);

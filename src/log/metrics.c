@@ -109,12 +109,8 @@ static bool sweep_one(int dfd, const char *companion)
 		/* No writer holds it; its content says whether one ever did. */
 		char buf[sizeof(SWEEP_MAGIC)];
 		ssize_t r = pread(fd, buf, sizeof(buf), 0);
-		struct timespec now;
-		clock_gettime(CLOCK_REALTIME, &now);
-		if (r == (ssize_t)sizeof(SWEEP_MAGIC) - 1 && memcmp(buf, SWEEP_MAGIC, (size_t)r) == 0)
-			stale = true;
-		else if (r == 0 && st.st_size == 0 && now.tv_sec - st.st_mtime > STALE_EMPTY_SECONDS)
-			stale = true;
+		stale = (r == (ssize_t)sizeof(SWEEP_MAGIC) - 1 && memcmp(buf, SWEEP_MAGIC, (size_t)r) == 0) ||
+			(r == 0 && st.st_size == 0 && time(NULL) - st.st_mtime > STALE_EMPTY_SECONDS);
 	}
 	/* Still the companion locked (another sweeper may have removed it and
 	 * a new writer made another)? */
@@ -359,10 +355,10 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 			out_str(&o, prom);
 			out_str(&o, "{");
 			out_put(&o, ho.p, ho.len);
-			unsigned index;
-			if (log_gpu_index(all[i].dev, &index)) {
+			int index = log_gpu_index(all[i].dev);
+			if (index >= 0) {
 				out_str(&o, ",gpu=\"");
-				out_u(&o, index);
+				out_u(&o, (uint64_t)index);
 				out_str(&o, "\"");
 			}
 			out_str(&o, ",cuda_device=\"");

@@ -78,11 +78,9 @@ void log_probe_nvml(void)
 		learn_index(d, all[d].uuid);
 }
 
-bool log_gpu_index(int dev, unsigned *index)
+int log_gpu_index(int dev)
 {
-	unsigned i = dev >= 0 && dev < CUMEMCAP_MAX_DEVICES ? atomic_load(&gpu_index[dev]) : 0;
-	*index = i - 1;
-	return i != 0;
+	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES ? (int)atomic_load(&gpu_index[dev]) - 1 : -1;
 }
 
 void log_put_gpu(struct out *o, int dev, bool first)
@@ -97,9 +95,9 @@ void log_put_gpu(struct out *o, int dev, bool first)
 		cumemcap_nvml_format_uuid(info->uuid, "GPU-", uuid);
 		out_key_json(o, "uuid", uuid);
 	}
-	unsigned index;
-	if (log_gpu_index(dev, &index))
-		out_key_u(o, "index", index);
+	int index = log_gpu_index(dev);
+	if (index >= 0)
+		out_key_u(o, "index", (uint64_t)index);
 }
 
 static void put_source(struct out *o, const char *key, const struct cumemcap_source *src)

@@ -29,8 +29,8 @@ void log_identity(void);
 void log_begin(struct out *o, const char *type);
 /* "gpu":N,"uuid":...,"index":... of a GPU (a comma first unless `first`). */
 void log_put_gpu(struct out *o, int dev, bool first);
-/* nvidia-smi's index of GPU dev, as NVML said; false when not known. */
-bool log_gpu_index(int dev, unsigned *index);
+/* nvidia-smi's index of GPU dev, as NVML said; -1 when not known. */
+int log_gpu_index(int dev);
 /* Whether NVML loads, and each known GPU's index: asked with no lock held
  * (NVML may call into the driver, whose lock fork() takes before ours). */
 void log_probe_nvml(void);
