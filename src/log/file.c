@@ -99,17 +99,12 @@ void log_say_off(const char *subject, const char *path, const char *what, int er
 {
 	char buf[CUMEMCAP_PATH_MAX + 128];
 	struct out o = OUT(buf);
-	out_str(&o, subject);
-	out_str(&o, " ");
-	out_str(&o, path);
-	out_str(&o, ": ");
-	out_str(&o, what);
+	out_strs(&o, subject, " ", path, ": ", what, NULL);
 	if (err) {
 		out_str(&o, what[0] ? ": " : "");
 		out_errno(&o, err);
 	}
-	out_str(&o, "; ");
-	out_str(&o, off);
+	out_strs(&o, "; ", off, NULL);
 	out_say(&o);
 }
 
@@ -190,9 +185,8 @@ static bool more_components(const char *p)
  * only we (or root) can write is followed, its target walked the same way. */
 int log_open_dir(const char *dir, bool create, const char *subject, const char *path, const char *off)
 {
-	/* rest: what is not walked yet, a followed link's target in front;
-	 * at: the path as written up to the failing component (all of it
-	 * once a link was followed), for the message. */
+	/* rest: what is not walked yet, a followed link's target in front; at:
+	 * the path up to the failing component (all once a link was followed). */
 	char rest[2 * CUMEMCAP_PATH_MAX], comp[256], link[CUMEMCAP_PATH_MAX], at[CUMEMCAP_PATH_MAX];
 	/* With err: "" or "cannot create "; without: what is wrong with `at`. */
 	const char *what = "";
@@ -289,12 +283,9 @@ fail:
 	char why[2 * CUMEMCAP_PATH_MAX + 64];
 	struct out o = OUT(why);
 	if (err) {
-		out_str(&o, what);
-		out_str(&o, dir);
+		out_strs(&o, what, dir, NULL);
 	} else {
-		out_str(&o, at);
-		out_str(&o, " ");
-		out_str(&o, what);
+		out_strs(&o, at, " ", what, NULL);
 		if (strcmp(what, "is owned by uid") == 0) {
 			out_str(&o, " ");
 			out_u(&o, owner);
@@ -369,8 +360,7 @@ void log_file_start(struct out *start)
 	file_fd = -1;
 }
 
-/* The parent's file is not ours to write: close it, if the number still
- * is that file. */
+/* The parent's file is not ours: close it if the number is still that file. */
 void log_file_fork_child(void)
 {
 	if (atomic_load(&log_file_state) == OPEN && file_fd >= 0 && log_fd_is(file_fd, &file_st))

@@ -1,5 +1,6 @@
 /* log/format: see format.h. */
 #include <errno.h>
+#include <stdarg.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -42,6 +43,15 @@ void out_str(struct out *o, const char *s)
 	out_put(o, s, strlen(s));
 }
 
+void out_strs(struct out *o, ...)
+{
+	va_list ap;
+	va_start(ap, o);
+	for (const char *s = va_arg(ap, const char *); s; s = va_arg(ap, const char *))
+		out_str(o, s);
+	va_end(ap);
+}
+
 void out_u(struct out *o, uint64_t v)
 {
 	char d[24];
@@ -71,8 +81,7 @@ void out_size(struct out *o, uint64_t bytes)
 		char h[3] = { '.', (char)('0' + hundredths / 10), (char)('0' + hundredths % 10) };
 		out_put(o, h, 3);
 	}
-	out_str(o, " ");
-	out_str(o, unit);
+	out_strs(o, " ", unit, NULL);
 }
 
 /* JSON: control characters as \u00XX, U+FFFD as \ufffd; a label: the
@@ -136,9 +145,7 @@ void out_json(struct out *o, const char *s)
 
 void out_key(struct out *o, const char *k)
 {
-	out_str(o, ",\"");
-	out_str(o, k);
-	out_str(o, "\":");
+	out_strs(o, ",\"", k, "\":", NULL);
 }
 
 void out_key_u(struct out *o, const char *k, uint64_t v)

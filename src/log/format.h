@@ -25,6 +25,8 @@ struct out {
 bool out_write_all(int fd, const char *b, size_t n);
 void out_put(struct out *o, const char *s, size_t n);
 void out_str(struct out *o, const char *s);
+/* Each string up to the NULL, in turn. */
+void out_strs(struct out *o, ...) __attribute__((sentinel));
 void out_u(struct out *o, uint64_t v);
 /* Milliseconds as seconds with three decimals: 5000 -> 5.000. */
 void out_ms(struct out *o, uint64_t ms);

@@ -1,16 +1,13 @@
 /* log: see log.h. Owns the entry points, the policy's answers copied
- * once, the rate limit on event records, the sample schedule, the lock
- * the file is opened under, the exit summary (written once, by the
- * destructor or a fatal signal's handler, whichever claims it first) and
- * the threads' alternate signal stacks. The file is opened at the first
- * GPU use: a process that never uses CUDA writes nothing.
+ * once, the event rate limit, the sample schedule, the file's open lock,
+ * the exit summary (written once, by whoever claims it first: the
+ * destructor or a fatal signal's handler) and the threads' alternate
+ * signal stacks. The file is opened at the first GPU use.
  *
- * Hooks write their events at once, holding no lock: events are rare,
- * the write is one syscall, and a queue for the worker would lose the
- * last events when they matter, on a crash. Samples, NVML and the
- * Prometheus file are the worker's (cumemcap_log_tick), under tick_lock,
- * which no hook takes. The exit path is async-signal-safe (no malloc, no
- * stdio, no locks); its claim is one atomic exchange. */
+ * Hooks write their events at once, holding no lock: a queue for the
+ * worker would lose the last events on a crash. Samples, NVML and the
+ * Prometheus file are the worker's, under tick_lock, which no hook takes.
+ * The exit path is async-signal-safe; its claim is one atomic exchange. */
 #include "log/log.h"
 
 #include "config.h"
@@ -69,8 +66,7 @@ void cumemcap_log_init(void)
 	pthread_once(&snapshot_once, snapshot);
 }
 
-/* The fatal signals; `previous` holds, at the same index, what each did
- * before ours. */
+/* previous[i]: what fatal[i] did before ours. */
 #define FATAL(sig) { .signo = sig, .name = #sig }
 static const struct {
 	int signo;
@@ -93,8 +89,7 @@ static size_t slot_of(int signo)
 
 static _Atomic bool exit_claimed;
 
-/* Claim the exit and write its summary (`signo`: the fatal signal, or 0),
- * and remove the metrics file. */
+/* Claim the exit, write its summary (signo: the fatal signal, or 0). */
 static void exit_once(int signo)
 {
 	if (!atomic_exchange(&exit_claimed, true)) {
@@ -114,10 +109,9 @@ static void exit_once(int signo)
 	}
 }
 
-/* Over the default disposition: write the summary, put the default back
- * and raise the signal again, so the process ends as it would have
- * (status, core dump). Over the program's handler: call it; if the
- * program exits, the destructor writes the summary. */
+/* Over the default: write the summary, restore the default and raise the
+ * signal again, so the process ends as it would have (status, core). Over
+ * the program's handler: call it (if it exits, the destructor writes). */
 static void on_fatal(int sig, siginfo_t *info, void *uc)
 {
 	int saved = errno;
@@ -136,10 +130,8 @@ static void on_fatal(int sig, siginfo_t *info, void *uc)
 	errno = saved;
 }
 
-/* A stack overflow's SIGSEGV needs an alternate stack to run the handler
- * on. Each thread the shim sees once the handlers are armed gets one,
- * unless it has one (the program's, a runtime's, a sanitizer's); freed
- * when the thread ends. */
+/* A stack overflow's SIGSEGV needs an alternate stack: each thread the
+ * shim sees once armed gets one unless it has one; freed at thread exit. */
 #define ALTSTACK_BYTES (64u * 1024)
 _Atomic bool cumemcap_log_signals_armed;
 CUMEMCAP_TLS bool cumemcap_log_thread_seen;
@@ -155,8 +147,7 @@ static size_t altstack_size(void)
 	return page > 0 ? (size + (size_t)page - 1) / (size_t)page * (size_t)page : size;
 }
 
-/* Thread exit: the stack is ours to drop only if still in place and not
- * in use; the guard page goes with it. */
+/* Thread exit: drop the stack and its guard page if in place and idle. */
 static void altstack_free(void *mem)
 {
 	long page = sysconf(_SC_PAGESIZE);
@@ -196,10 +187,9 @@ out:
 	errno = saved;
 }
 
-/* At the first GPU use, not in the constructor: a process that never
- * uses CUDA is left as it was, and an interpreter that installs handlers
- * only over the default (CPython's SIGINT) has done so by then. An
- * ignored signal stays ignored. */
+/* At the first GPU use, not in the constructor: a process that never uses
+ * CUDA is left alone, and an interpreter that installs handlers only over
+ * the default (CPython's SIGINT) has done so. Ignored stays ignored. */
 static void arm(size_t i)
 {
 	struct sigaction cur;
@@ -279,8 +269,7 @@ static bool event_allowed(void)
 	return false;
 }
 
-/* Whether to write an event record: the file open, the exit not claimed,
- * the rate not reached. */
+/* Whether to write an event record (file open, exit unclaimed, rate ok). */
 static bool file_logging(void)
 {
 	cumemcap_log_init();
@@ -300,7 +289,6 @@ static bool begin_event(struct out *o, const char *type, int dev)
 	return true;
 }
 
-/* An event record's figures and end, written. */
 static void end_event(struct out *o, int dev)
 {
 	log_put_figures(o, dev);

@@ -1,14 +1,13 @@
-/* log/metrics: see metrics.h; docs/metrics.md says which labels, how the
- * file is named and replaced, and how dead writers are found.
+/* log/metrics: see metrics.h and docs/metrics.md (labels, naming, dead
+ * writers).
  *
  * A name is owned through its companion `.NAME.cumemcap-lock`, created
  * O_EXCL, OFD-write-locked for the writer's life and holding SWEEP_MAGIC;
  * the kernel drops a killed writer's lock, so a read lock taken on a
- * companion means its writer is gone, whatever its PID namespace. The
- * directory is shared: a sweeper removes only its own effective uid's
- * regular files, never through a link, and only through a companion with
- * one name; a writer takes no name where another user's file is and never
- * renames over one. */
+ * companion means its writer is gone, whatever its PID namespace. In the
+ * shared directory a sweeper removes only its euid's regular files, never
+ * through a link, only through a companion with one name; a writer takes
+ * no name where another user's file is and never renames over one. */
 #include "config.h"
 
 #include <dirent.h>
@@ -75,8 +74,7 @@ static bool same_file(int dfd, const char *name, const struct stat *held)
 	       st.st_ino == held->st_ino;
 }
 
-/* Whether `name` in dfd is another user's (any file type): not ours to
- * replace. */
+/* Whether `name` in dfd is another user's (any type): not ours to replace. */
 static bool others_file(int dfd, const char *name)
 {
 	struct stat st;
@@ -112,8 +110,7 @@ static bool sweep_one(int dfd, const char *companion)
 		stale = (r == (ssize_t)sizeof(SWEEP_MAGIC) - 1 && memcmp(buf, SWEEP_MAGIC, (size_t)r) == 0) ||
 			(r == 0 && st.st_size == 0 && time(NULL) - st.st_mtime > STALE_EMPTY_SECONDS);
 	}
-	/* Still the companion locked (another sweeper may have removed it and
-	 * a new writer made another)? */
+	/* Still the companion locked (not removed and made anew meanwhile)? */
 	if (stale && same_file(dfd, companion, &st)) {
 		size_t n = strlen(target);
 		unlink_mine(dfd, target);
@@ -147,8 +144,7 @@ static void sweep_dir(int dfd, const char *mine)
 }
 
 /* Create and lock `companion` in dfd (a dead writer's swept first): its
- * descriptor (*held its identity), -EEXIST when a live writer has it, or
- * -errno. */
+ * descriptor (*held its identity), -EEXIST for a live writer's, -errno. */
 static int claim_companion(int dfd, const char *companion, struct stat *held)
 {
 	for (int attempt = 0; attempt < 3; attempt++) {
@@ -161,8 +157,7 @@ static int claim_companion(int dfd, const char *companion, struct stat *held)
 			return -e;
 		}
 		int e = cumemcap_ofd_lock(fd, 0, 0, F_WRLCK, true) != 0 || fstat(fd, held) != 0 ? errno : 0;
-		/* A sweeper may have removed it (empty, old?) between our create
-		 * and our lock: start over. */
+		/* Removed by a sweeper between our create and lock? Start over. */
 		if (!e && !same_file(dfd, companion, held)) {
 			close(fd);
 			continue;
@@ -341,19 +336,13 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 		const char *prom = fi->prom;
 		if (!*prom)
 			continue;
-		out_str(&o, "# HELP ");
-		out_str(&o, prom);
-		out_str(&o, " ");
-		out_str(&o, fi->help);
-		out_str(&o, "\n# TYPE ");
-		out_str(&o, prom);
-		out_str(&o, fi->kind == CUMEMCAP_FK_counter ? " counter\n" : " gauge\n");
+		const char *type = fi->kind == CUMEMCAP_FK_counter ? " counter\n" : " gauge\n";
+		out_strs(&o, "# HELP ", prom, " ", fi->help, "\n# TYPE ", prom, type, NULL);
 		for (int i = 0; i < n; i++) {
 			uint64_t v = all[i].f.v[fig];
 			if (fi->null && v == CUMEMCAP_FIGURE_NONE)
 				continue; /* no series: no limit, NVML does not know */
-			out_str(&o, prom);
-			out_str(&o, "{");
+			out_strs(&o, prom, "{", NULL);
 			out_put(&o, ho.p, ho.len);
 			int index = log_gpu_index(all[i].dev);
 			if (index >= 0) {
@@ -363,14 +352,9 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 			}
 			out_str(&o, ",cuda_device=\"");
 			out_u(&o, (uint64_t)all[i].dev);
-			out_str(&o, "\",uuid=\"");
-			out_str(&o, all[i].uuid);
-			out_str(&o, "\",UUID=\"");
-			out_str(&o, all[i].uuid);
-			if (cumemcap_group_member()) {
-				out_str(&o, "\",group=\"");
-				out_str(&o, cumemcap_group_name()); /* [A-Za-z0-9._-]: nothing to escape */
-			}
+			out_strs(&o, "\",uuid=\"", all[i].uuid, "\",UUID=\"", all[i].uuid, NULL);
+			if (cumemcap_group_member()) /* [A-Za-z0-9._-]: nothing to escape */
+				out_strs(&o, "\",group=\"", cumemcap_group_name(), NULL);
 			out_str(&o, "\"} ");
 			out_u(&o, v);
 			out_str(&o, "\n");
@@ -379,8 +363,7 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 	int err = o.lost || ho.lost || !out_write_all(fd, o.p, o.len) ? (errno ? errno : EIO) : 0;
 	if (close(fd) != 0 && !err)
 		err = errno;
-	/* Never over another user's file made since: root's rename would
-	 * remove it. */
+	/* Never over another user's file made since (root's rename would). */
 	bool foreign = !err && others_file(dfd, metrics_name);
 	if (!err && !foreign && renameat(dfd, metrics_tmp, dfd, metrics_name) != 0)
 		err = errno;
@@ -396,9 +379,8 @@ unlock:
 	pthread_mutex_unlock(&log_metrics_lock);
 }
 
-/* The child writes under a name of its own: it closes its copy of the
- * parent's companion (an OFD lock stays with the parent's descriptor),
- * if the number still is that file. */
+/* The child takes a name of its own: it closes its copy of the parent's
+ * companion (whose lock the parent keeps) if the number is still that file. */
 void log_metrics_fork_child(void)
 {
 	if (companion_fd >= 0 && log_fd_is(companion_fd, &companion_st))

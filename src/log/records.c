@@ -47,9 +47,7 @@ void log_begin(struct out *o, const char *type)
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	uint64_t ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-	out_str(o, "{\"v\":2,\"type\":\"");
-	out_str(o, type);
-	out_str(o, "\",\"t\":");
+	out_strs(o, "{\"v\":2,\"type\":\"", type, "\",\"t\":", NULL);
 	out_ms(o, ms);
 	out_key(o, "time");
 	out_time(o, ms);
@@ -187,9 +185,7 @@ void log_start_record(struct out *o, const char *path, const char *metrics, uint
 	};
 	out_key(o, "rules");
 	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++) {
-		out_str(o, i ? ",\"" : "{\"");
-		out_str(o, rules[i].name);
-		out_str(o, "\":{\"value\":");
+		out_strs(o, i ? ",\"" : "{\"", rules[i].name, "\":{\"value\":", NULL);
 		if (rules[i].value)
 			out_json(o, rules[i].value);
 		else
@@ -208,8 +204,7 @@ void log_start_record(struct out *o, const char *path, const char *metrics, uint
 	} else {
 		out_str(o, "null");
 	}
-	/* The hints the constructor set, and those it left to the user's own
-	 * variables (config/hints.h). */
+	/* Hints set, and those left to the user's variables (config/hints.h). */
 	const struct cumemcap_hints *h = cumemcap_hints_applied();
 	out_key(o, "framework_hints");
 	if (h) {
@@ -229,8 +224,7 @@ void log_start_record(struct out *o, const char *path, const char *metrics, uint
 	} else {
 		out_str(o, "null");
 	}
-	/* Where overhead is expected to come from (`overhead` records say
-	 * where it did). */
+	/* Where overhead should come from (`overhead` records say where it did). */
 	int nvml = atomic_load(&nvml_loads);
 	bool host_pids = cumemcap_nvml_host_pids();
 	out_key(o, "overhead");
@@ -246,8 +240,7 @@ void log_start_record(struct out *o, const char *path, const char *metrics, uint
 }
 
 /* A described GPU's figures but NVML's, and its facts; NULL for another,
- * whose ledger pages stay untouched (a program that never used CUDA
- * faults none in at exit). Async-signal-safe. */
+ * whose ledger pages stay untouched (not faulted in at exit). AS-safe. */
 static const struct cumemcap_device_info *read_figures(int dev, struct cumemcap_figures *f)
 {
 	const struct cumemcap_device_info *info = cumemcap_device_info(dev);
@@ -264,9 +257,8 @@ _Static_assert(sizeof(cumemcap_figure_info[0].event) == 1 && sizeof(cumemcap_fig
 		       sizeof(cumemcap_figure_info[0].exit) == 1 && sizeof(cumemcap_figure_info[0].summary) == 1,
 	       "one-byte columns");
 
-/* The figures whose column `col` is 1, then those where it is 2, in the
- * list's order: as ,"key":value, or (human, the stderr summary) as `pre`
- * value `post` with bytes as sizes. */
+/* The figures whose column `col` is 1, then 2: as ,"key":value, or (human,
+ * the stderr summary) as `pre` value `post`, bytes as sizes. */
 static void put_figures(struct out *o, const struct cumemcap_figures *f, size_t col, bool human)
 {
 	for (unsigned part = 1; part <= 2; part++)
@@ -376,9 +368,7 @@ void log_stderr_summary(void)
 		struct out o = OUT(buf);
 		out_str(&o, "device ");
 		out_u(&o, (uint64_t)dev);
-		out_str(&o, " (");
-		out_str(&o, info->pci_bus_id);
-		out_str(&o, "): ");
+		out_strs(&o, " (", info->pci_bus_id, "): ", NULL);
 		put_figures(&o, &f, COLUMN(summary), true);
 		out_say(&o);
 	}
