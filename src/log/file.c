@@ -25,10 +25,9 @@ bool log_expand(const char *tmpl, char *dst, size_t len)
 	if (len == 0)
 		return false;
 	struct out o = { .p = dst, .cap = len - 1, .flush_fd = -1 };
-	char host[256] = "unknown";
+	char host[256] = ""; /* terminated: gethostname gets one byte less */
 	if (gethostname(host, sizeof(host) - 1) != 0 || !host[0])
 		memcpy(host, "unknown", 8);
-	host[sizeof(host) - 1] = '\0';
 	const char *prog = cumemcap_policy()->program[0] ? cumemcap_policy()->program : "unknown";
 	for (const char *s = tmpl; *s; s++) {
 		if (*s != '%' || !s[1]) {

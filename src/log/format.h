@@ -1,9 +1,6 @@
-/* log/format: a bounded text writer and the formatting of numbers, sizes,
- * times, JSON strings and Prometheus label values, by hand.
- *
- * Async-signal-safe and thread-safe: no malloc, no stdio, no locks, no
- * state of its own; every function works on the caller's struct out only,
- * so the exit record can be formatted in a fatal-signal handler. */
+/* log/format: a bounded text writer; numbers, sizes, times, JSON strings
+ * and Prometheus label values formatted by hand. Async-signal-safe and
+ * thread-safe: no malloc, stdio, locks or state, only the caller's out. */
 #pragma once
 
 #include <stdbool.h>
@@ -32,9 +29,8 @@ void out_u(struct out *o, uint64_t v);
 void out_ms(struct out *o, uint64_t ms);
 /* What cumemcap_fmt_size writes: "512 MiB", "1.50 GiB", "4096 B"... */
 void out_size(struct out *o, uint64_t bytes);
-/* s[0..n) quoted, bytes that are not UTF-8 as U+FFFD, at most `max`
- * bytes of s and never half a character: as a JSON string, or (label) as
- * a Prometheus label value ('\\', '"' and newline escaped). */
+/* s[0..n) quoted as a JSON string or (label) a Prometheus label value,
+ * non-UTF-8 bytes as U+FFFD, at most `max` bytes of s, no half character. */
 void out_quoted(struct out *o, const char *s, size_t n, size_t max, bool label);
 /* A C string as a JSON string, or null for NULL. */
 void out_json(struct out *o, const char *s);

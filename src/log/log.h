@@ -1,12 +1,10 @@
-/* log: the per-process footprint log (CUMEMCAP_LOG, CUMEMCAP_METRICS).
- *
- * Owns the log file (or stderr lines), its JSON Lines records (schema in
- * docs/footprint-log.md), the samples, the Prometheus text file, the exit
- * summary and the fatal-signal handlers that write it. Every function
- * below is thread-safe, never calls CUDA, never blocks a hook longer than
- * a copy, and never lets an I/O error reach the program (a failed write
- * turns logging off with one stderr line). `door`: the driver entry
- * point the request came through ("cuMemAlloc_v2", ...). */
+/* log: the per-process footprint log (CUMEMCAP_LOG, CUMEMCAP_METRICS):
+ * JSON Lines records (docs/footprint-log.md) or stderr lines, samples,
+ * the Prometheus file, the exit summary and the fatal-signal handlers
+ * that write it. Every function is thread-safe, never calls CUDA, never
+ * blocks a hook longer than a copy and never lets an I/O error reach the
+ * program (a failed write turns logging off, said once on stderr).
+ * `door`: the entry point a request came through ("cuMemAlloc_v2"). */
 #pragma once
 
 #include <stdatomic.h>
@@ -20,9 +18,8 @@
 void cumemcap_log_init(void);
 
 /* Instead of cumemcap_log_init, in a constructor that defers the rest:
- * take only what the log reads of the environment (TMPDIR, the Downward
- * API's variables) now. `policy_built`: the policy exists and says
- * whether the log's template is the default. */
+ * read only the environment (TMPDIR, the Downward API's variables) now;
+ * `policy_built`: the policy says whether the template is the default. */
 void cumemcap_log_take_env(bool policy_built);
 
 /* A GPU became known; the first call writes the start record. */
@@ -50,39 +47,33 @@ void cumemcap_log_driver_oom(int dev, const char *door, uint64_t requested);
  * (delta, estimate; nvml: null). */
 void cumemcap_log_overhead(int dev, const char *source, uint64_t per_context);
 
-/* A context on `dev` died (`event`: "destroyed", "reset", "released"):
- * the driver freed `live` bytes in `blocks` allocations the program
- * held, and `held` bytes of the shim's segments. */
+/* A context on `dev` died (`event`: "destroyed", "reset", "released"),
+ * freeing `live` bytes in `blocks` allocations and `held` segment bytes. */
 void cumemcap_log_context(int dev, const char *event, uint64_t live, uint64_t held, uint64_t blocks);
 
 /* From the worker thread: write a sample if one is due. Returns the
  * milliseconds until the next is due (UINT32_MAX: none). */
 uint32_t cumemcap_log_tick(uint64_t now_ms);
 
-/* The process is ending (exit() from any thread): write the exit
- * summary, unless a fatal signal's handler did. */
+/* exit() from any thread: the exit summary, unless a signal handler wrote it. */
 void cumemcap_log_exit(void);
 
-/* At a normal exit of the process the launcher exec'd (CUMEMCAP_LAUNCHED
- * holds its pid), one stderr line says where its footprint log went, or
- * that it used no GPU. Nothing when the log is stderr or off, or under
- * secure execution. */
+/* At a normal exit of the process the launcher exec'd (CUMEMCAP_LAUNCHED:
+ * its pid), one stderr line says where its log went or that it used no
+ * GPU; nothing for a stderr or no log, or under secure execution. */
 void cumemcap_log_say_where(void);
 
-/* Fork: the log's locks are held across fork(); the child writes its own
- * log (or none) and starts over. */
+/* The log's locks are held across fork(); the child starts a log of its own. */
 void cumemcap_log_fork_prepare(void);
 void cumemcap_log_fork_parent(void);
 void cumemcap_log_fork_child(void);
 
-/* Install the SIGBUS handler alone, before a group's book is mapped, so
- * that a book cut under the mapping never kills the program; the other
- * handlers go in at the first GPU use. */
+/* The SIGBUS handler alone, before a group's book is mapped, so that a book
+ * cut under the mapping never kills the program (the others: at first use). */
 void cumemcap_log_arm_sigbus(void);
 
-/* Every hook calls this: once the handlers are armed, give the thread an
- * alternate signal stack if it has none, so a stack overflow still
- * writes the exit record. One thread-local load when done. */
+/* Every hook calls this: once armed, give the thread an alternate signal
+ * stack (for a stack overflow's exit record). One thread-local load after. */
 extern _Atomic bool cumemcap_log_signals_armed;
 extern CUMEMCAP_TLS bool cumemcap_log_thread_seen;
 void cumemcap_log_thread_slow(void);

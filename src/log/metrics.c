@@ -247,10 +247,8 @@ static void claim(void)
 	}
 	if (fd < 0) {
 		close(dfd);
-		if (fd == -EEXIST)
-			metrics_off("live writers or other users' files hold this name and its .1 to .99", 0);
-		else
-			metrics_off("", -fd);
+		metrics_off(fd == -EEXIST ? "live writers or other users' files hold this name and its .1 to .99" : "",
+			    fd == -EEXIST ? 0 : -fd);
 		return;
 	}
 	companion_fd = fd;

@@ -30,9 +30,8 @@ static _Atomic int nvml_loads = -1; /* -1 until log_probe_nvml asked */
 
 void log_identity(void)
 {
-	if (gethostname(log_host, sizeof(log_host) - 1) != 0)
+	if (gethostname(log_host, sizeof(log_host) - 1) != 0) /* the last byte stays 0 */
 		log_host[0] = '\0';
-	log_host[sizeof(log_host) - 1] = '\0';
 	struct out o = OUT(identity);
 	out_key_u(&o, "pid", (uint64_t)getpid());
 	out_key_json(&o, "program", cumemcap_policy()->program);
@@ -311,11 +310,8 @@ int log_gather(struct gpu_figures *all)
 		v[CUMEMCAP_FIG_driver_used] = known ? driver : CUMEMCAP_FIGURE_NONE;
 		v[CUMEMCAP_FIG_context_overhead] =
 			known && driver >= reserved ? driver - reserved : CUMEMCAP_FIGURE_NONE;
-		if (known) {
-			uint64_t seen = atomic_load(&peak_driver[dev]);
-			while (driver + 1 > seen && !atomic_compare_exchange_weak(&peak_driver[dev], &seen, driver + 1))
-				;
-		}
+		if (known && driver + 1 > atomic_load(&peak_driver[dev])) /* only the worker writes it */
+			atomic_store(&peak_driver[dev], driver + 1);
 	}
 	return n;
 }

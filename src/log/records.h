@@ -1,13 +1,12 @@
-/* log/records: the text of the footprint log's records (schema in
- * docs/footprint-log.md) in a caller's struct out, which writes them: the
- * start record, the head every record shares, a GPU's identity and
- * figures, the samples, the exit record, the stderr summary.
+/* log/records: the text of the log's records (docs/footprint-log.md) in
+ * a caller's struct out: the start record, the shared head, a GPU's
+ * identity and figures, the samples, the exit record, the stderr summary.
  *
- * Thread and signal safety: nothing here takes a lock. The start record
- * is built under log.c's open lock, samples by the worker thread, the
- * exit record and the summary by the one claimant of the exit, possibly
- * in a fatal-signal handler: log_exit_record, log_stderr_summary,
- * log_used_gpu, log_begin and log_put_gpu are async-signal-safe. */
+ * Thread and signal safety: no locks. The start record is built under
+ * log.c's open lock, samples by the worker, the exit record and summary
+ * by the exit's one claimant, maybe in a fatal-signal handler:
+ * log_exit_record, log_stderr_summary, log_used_gpu, log_begin and
+ * log_put_gpu are async-signal-safe. */
 #pragma once
 
 #include <stdatomic.h>
@@ -24,8 +23,7 @@ extern char log_host[256];
  * and start the NVML peaks over: before the first record, in a fork child. */
 void log_identity(void);
 
-/* {"v":2,"type":...,"t":...,"time":...,"pid":...,"program":...,"host":...
- * (the record's end, "}\n", is the caller's). */
+/* {"v":2,"type":...,"t":...,"time":...,"pid":...,"program":...,"host":... */
 void log_begin(struct out *o, const char *type);
 /* "gpu":N,"uuid":...,"index":... of a GPU (a comma first unless `first`). */
 void log_put_gpu(struct out *o, int dev, bool first);
