@@ -29,6 +29,7 @@
 #include "group/group.h"
 #include "group/book.h"
 #include "state/ledger.h"
+#include "platform/export.h"
 #include "platform/msg.h"
 #include "platform/worker.h"
 #include "config/policy.h"
@@ -133,18 +134,15 @@ static void on_fatal(int sig, siginfo_t *info, void *uc)
 /* A stack overflow's SIGSEGV needs an alternate stack: each thread the
  * shim sees once armed gets one unless it has one; freed at thread exit. */
 #define ALTSTACK_BYTES (64u * 1024)
-_Atomic bool cumemcap_log_signals_armed;
-CUMEMCAP_TLS bool cumemcap_log_thread_seen;
+static _Atomic bool signals_armed;
+static CUMEMCAP_TLS bool thread_seen;
 static pthread_key_t altstack_key;
 static bool altstack_key_ok; /* written before the handlers are armed */
 
 static size_t altstack_size(void)
 {
-	long min = sysconf(_SC_SIGSTKSZ), page = sysconf(_SC_PAGESIZE);
-	size_t size = ALTSTACK_BYTES;
-	if (min > 0 && (size_t)min * 4 > size)
-		size = (size_t)min * 4;
-	return page > 0 ? (size + (size_t)page - 1) / (size_t)page * (size_t)page : size;
+	long min = sysconf(_SC_SIGSTKSZ);
+	return min > 0 && (size_t)min * 4 > ALTSTACK_BYTES ? (size_t)min * 4 : ALTSTACK_BYTES;
 }
 
 /* Thread exit: drop the stack and its guard page if in place and idle. */
@@ -161,11 +159,11 @@ static void altstack_free(void *mem)
 	munmap(mem, altstack_size() + (size_t)page);
 }
 
-void cumemcap_log_thread_slow(void)
+void cumemcap_log_thread(void)
 {
-	if (cumemcap_log_thread_seen || !atomic_load_explicit(&cumemcap_log_signals_armed, memory_order_acquire))
+	if (thread_seen || !atomic_load_explicit(&signals_armed, memory_order_acquire))
 		return;
-	cumemcap_log_thread_seen = true;
+	thread_seen = true;
 	int saved = errno;
 	stack_t cur;
 	if (sigaltstack(NULL, &cur) != 0 || !(cur.ss_flags & SS_DISABLE))
@@ -214,8 +212,8 @@ static void arm_signals(void)
 	for (size_t i = 0; i < N_FATAL; i++)
 		arm(i);
 	altstack_key_ok = pthread_key_create(&altstack_key, altstack_free) == 0;
-	atomic_store_explicit(&cumemcap_log_signals_armed, true, memory_order_release);
-	cumemcap_log_thread_slow();
+	atomic_store_explicit(&signals_armed, true, memory_order_release);
+	cumemcap_log_thread();
 }
 
 /* SIGBUS alone goes in at start: no interpreter installs one then. */
@@ -258,8 +256,15 @@ static void ensure_open(void)
 static _Atomic uint64_t window_second;
 static _Atomic uint32_t window_events;
 
-static bool event_allowed(void)
+/* Whether to write an event record (file open, exit unclaimed, rate ok). */
+static bool file_logging(void)
 {
+	cumemcap_log_init();
+	if (log_target != CUMEMCAP_LOG_FILE || atomic_load(&exit_claimed))
+		return false;
+	ensure_open();
+	if (atomic_load_explicit(&log_file_state, memory_order_acquire) != OPEN)
+		return false;
 	uint64_t now = cumemcap_now_ms() / 1000 + 1, was = atomic_load(&window_second);
 	if (was != now && atomic_compare_exchange_strong(&window_second, &was, now))
 		atomic_store(&window_events, 0); /* approximate at the edge; fine */
@@ -269,17 +274,6 @@ static bool event_allowed(void)
 	return false;
 }
 
-/* Whether to write an event record (file open, exit unclaimed, rate ok). */
-static bool file_logging(void)
-{
-	cumemcap_log_init();
-	if (log_target != CUMEMCAP_LOG_FILE || atomic_load(&exit_claimed))
-		return false;
-	ensure_open();
-	return atomic_load_explicit(&log_file_state, memory_order_acquire) == OPEN && event_allowed();
-}
-
-/* An event record's head with its GPU, when file_logging. */
 static bool begin_event(struct out *o, const char *type, int dev)
 {
 	if (!file_logging())
@@ -322,7 +316,6 @@ void cumemcap_log_segment(int dev, bool taken, uint64_t bytes)
 	end_event(&o, dev);
 }
 
-/* "requested" and "door" of a record about a request. */
 static void put_request(struct out *o, const char *door, uint64_t requested)
 {
 	out_key_u(o, "requested", requested);

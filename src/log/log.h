@@ -7,12 +7,9 @@
  * `door`: the entry point a request came through ("cuMemAlloc_v2"). */
 #pragma once
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include "platform/export.h"
 
 /* The library constructor: policy is built, nothing else is done yet. */
 void cumemcap_log_init(void);
@@ -73,13 +70,5 @@ void cumemcap_log_fork_child(void);
 void cumemcap_log_arm_sigbus(void);
 
 /* Every hook calls this: once armed, give the thread an alternate signal
- * stack (for a stack overflow's exit record). One thread-local load after. */
-extern _Atomic bool cumemcap_log_signals_armed;
-extern CUMEMCAP_TLS bool cumemcap_log_thread_seen;
-void cumemcap_log_thread_slow(void);
-static inline void cumemcap_log_thread(void)
-{
-	if (__builtin_expect(!cumemcap_log_thread_seen, 0) &&
-	    atomic_load_explicit(&cumemcap_log_signals_armed, memory_order_relaxed))
-		cumemcap_log_thread_slow();
-}
+ * stack (for a stack overflow's exit record). */
+void cumemcap_log_thread(void);
