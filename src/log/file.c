@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "log/file.h"
@@ -176,12 +175,10 @@ static bool more_components(const char *p)
 	return next_component(&p, comp, sizeof(comp), &too_long) || too_long;
 }
 
-/* Walked component by component from "/" (or the working directory), so
- * that no spelling of the path ("//", "/./", "..", a link) escapes the
- * check: a directory inside a shared one (writable by others, as /tmp)
- * is opened O_NOFOLLOW and must be owned by us or root, and the last one
- * there must be ours and writable by nobody else. A link in a directory
- * only we (or root) can write is followed, its target walked the same way. */
+/* Walked from "/" (or ".") a component at a time, so that no spelling of
+ * the path escapes the check: in a directory others can write, nothing is
+ * followed, each step is ours or root's, the last ours and private
+ * (docs/footprint-log.md#file-safety). */
 int log_open_dir(const char *dir, bool create, const char *subject, const char *path, const char *off)
 {
 	/* rest: what is not walked yet, a followed link's target in front; at:
@@ -321,8 +318,7 @@ bool log_file_create(void)
 		atomic_store(&log_file_state, OFF);
 		return false;
 	}
-	/* An existing file (pid reuse, a planted link) is never followed nor
-	 * appended to: NAME.1.jsonl, NAME.2.jsonl, ... */
+	/* Never followed nor appended to (pid reuse, a link): NAME.1.jsonl, ... */
 	size_t at = strlen(log_file_path) - strlen(base);
 	int fd = -1, e = EEXIST;
 	for (unsigned i = 0; i < 100 && fd < 0 && e == EEXIST; i++) {

@@ -1,13 +1,12 @@
 /* log: see log.h. Owns the entry points, the policy's answers copied
  * once, the event rate limit, the sample schedule, the file's open lock,
- * the exit summary (written once, by whoever claims it first: the
- * destructor or a fatal signal's handler) and the threads' alternate
- * signal stacks. The file is opened at the first GPU use.
+ * the exit summary (written once, by the destructor or a fatal signal's
+ * handler: one atomic exchange claims it) and alternate signal stacks.
  *
  * Hooks write their events at once, holding no lock: a queue for the
  * worker would lose the last events on a crash. Samples, NVML and the
  * Prometheus file are the worker's, under tick_lock, which no hook takes.
- * The exit path is async-signal-safe; its claim is one atomic exchange. */
+ * The exit path is async-signal-safe. */
 #include "log/log.h"
 
 #include "config.h"
@@ -111,8 +110,7 @@ static void exit_once(int signo)
 }
 
 /* Over the default: write the summary, restore the default and raise the
- * signal again, so the process ends as it would have (status, core). Over
- * the program's handler: call it (if it exits, the destructor writes). */
+ * signal again (the process ends as it would have); else the program's. */
 static void on_fatal(int sig, siginfo_t *info, void *uc)
 {
 	int saved = errno;
@@ -185,9 +183,8 @@ out:
 	errno = saved;
 }
 
-/* At the first GPU use, not in the constructor: a process that never uses
- * CUDA is left alone, and an interpreter that installs handlers only over
- * the default (CPython's SIGINT) has done so. Ignored stays ignored. */
+/* At the first GPU use: a process that never uses CUDA is left alone, and
+ * an interpreter's own handlers (CPython's SIGINT) are in by then. */
 static void arm(size_t i)
 {
 	struct sigaction cur;
@@ -454,9 +451,8 @@ uint32_t cumemcap_log_tick(uint64_t now_ms)
 	if (!due)
 		return wait;
 	/* NVML is asked with no lock of ours held: fork() takes tick_lock
-	 * after other libraries' fork handlers took theirs, which NVML may
-	 * take. Only the worker ticks: the figures are its own. */
-	static struct gpu_figures f[CUMEMCAP_MAX_DEVICES];
+	 * after other libraries' fork handlers took theirs, which NVML may take. */
+	static struct gpu_figures f[CUMEMCAP_MAX_DEVICES]; /* only the worker ticks */
 	int n = log_gather(f);
 	pthread_mutex_lock(&tick_lock);
 	if (log_on) {

@@ -8,7 +8,6 @@
 #pragma once
 
 #include <stdbool.h>
-#include <stddef.h>
 #include <stdint.h>
 
 /* The library constructor: policy is built, nothing else is done yet. */

@@ -1,13 +1,9 @@
-/* log/metrics: see metrics.h and docs/metrics.md (labels, naming, dead
- * writers).
- *
- * A name is owned through its companion `.NAME.cumemcap-lock`, created
- * O_EXCL, OFD-write-locked for the writer's life and holding SWEEP_MAGIC;
- * the kernel drops a killed writer's lock, so a read lock taken on a
- * companion means its writer is gone, whatever its PID namespace. In the
- * shared directory a sweeper removes only its euid's regular files, never
- * through a link, only through a companion with one name; a writer takes
- * no name where another user's file is and never renames over one. */
+/* log/metrics: see metrics.h; docs/metrics.md says how names are taken
+ * and dead writers swept. A name's companion `.NAME.cumemcap-lock` holds
+ * an OFD write lock for its writer's life, which the kernel drops when
+ * the writer dies: a read lock taken on it means the writer is gone. In
+ * the shared directory only our euid's regular files are removed, never
+ * through a link, and nothing is renamed over another user's file. */
 #include "config.h"
 
 #include <dirent.h>
@@ -100,9 +96,8 @@ static bool sweep_one(int dfd, const char *companion)
 		return false;
 	struct stat st;
 	bool stale = false;
-	uid_t me = geteuid();
 	/* A companion of ours: our user's regular file, with one name. */
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == me && st.st_nlink == 1 &&
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_nlink == 1 &&
 	    cumemcap_ofd_lock(fd, 0, 0, F_RDLCK, false) == 0) {
 		/* No writer holds it; its content says whether one ever did. */
 		char buf[sizeof(SWEEP_MAGIC)];
@@ -299,8 +294,7 @@ static void process_labels(struct out *o)
 		label(o, k, kn, v, vn);
 }
 
-/* Replaced whole: a temporary file renamed over it. The directory is a
- * path: checked again for every write. */
+/* A temporary file renamed over it, in the directory checked anew. */
 void log_write_metrics(const struct gpu_figures *all, int n)
 {
 	log_metrics_claim();

@@ -116,8 +116,7 @@ static void put_argv(struct out *o)
 			n += (size_t)r;
 		close(fd);
 	}
-	/* Escaping can grow an argument sixfold: keep a third of the buffer
-	 * for the rest of the record. */
+	/* Escaping may grow an argument sixfold: keep a third for the rest. */
 	bool cut = n == sizeof(cmdline);
 	out_key(o, "argv");
 	out_str(o, "[");

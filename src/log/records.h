@@ -9,7 +9,6 @@
  * log_put_gpu are async-signal-safe. */
 #pragma once
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
