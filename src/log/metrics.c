@@ -213,15 +213,21 @@ static void metrics_off(const char *what, int err)
 	log_say_off("metrics", metrics_path, what, err, "metrics are off");
 }
 
-/* log_metrics_lock held: the name, its companion locked; then a sweep. */
-static void claim(void)
+/* The name, its companion locked, then a sweep; under log_metrics_lock. */
+void log_metrics_claim(void)
 {
+	if (atomic_load(&log_metrics_state) != CLOSED)
+		return;
+	int saved = errno;
+	pthread_mutex_lock(&log_metrics_lock);
+	if (atomic_load(&log_metrics_state) != CLOSED)
+		goto unlock;
 	char base[CUMEMCAP_PATH_MAX];
 	int dfd = log_open_template(cumemcap_policy()->metrics_path, metrics_path, metrics_dir, base, false, "metrics",
 				    "metrics are off");
 	if (dfd < 0) {
 		atomic_store(&log_metrics_state, OFF);
-		return;
+		goto unlock;
 	}
 	size_t at = strlen(metrics_path) - strlen(base);
 	int fd = -EEXIST;
@@ -241,27 +247,17 @@ static void claim(void)
 		}
 	}
 	if (fd < 0) {
-		close(dfd);
 		metrics_off(fd == -EEXIST ? "live writers or other users' files hold this name and its .1 to .99" : "",
 			    fd == -EEXIST ? 0 : -fd);
-		return;
+	} else {
+		companion_fd = fd;
+		cumemcap_copy(metrics_path + at, sizeof(metrics_path) - at, metrics_name);
+		atomic_store(&log_metrics_state, OPEN);
+		sweep_dir(dfd, own_companion);
+		last_sweep_ms = cumemcap_now_ms();
 	}
-	companion_fd = fd;
-	cumemcap_copy(metrics_path + at, sizeof(metrics_path) - at, metrics_name);
-	atomic_store(&log_metrics_state, OPEN);
-	sweep_dir(dfd, own_companion);
-	last_sweep_ms = cumemcap_now_ms();
 	close(dfd);
-}
-
-void log_metrics_claim(void)
-{
-	if (atomic_load(&log_metrics_state) != CLOSED)
-		return;
-	int saved = errno;
-	pthread_mutex_lock(&log_metrics_lock);
-	if (atomic_load(&log_metrics_state) == CLOSED)
-		claim();
+unlock:
 	pthread_mutex_unlock(&log_metrics_lock);
 	errno = saved;
 }
@@ -272,26 +268,6 @@ static void label(struct out *o, const char *name, size_t nn, const char *value,
 	out_put(o, name, nn);
 	out_str(o, "=");
 	out_quoted(o, value, vn, LABEL_VALUE_MAX, true);
-}
-
-/* The labels every series of this process has, once per file. */
-static void process_labels(struct out *o)
-{
-	const struct cumemcap_policy *p = cumemcap_policy();
-	out_str(o, "pid=\"");
-	out_u(o, (uint64_t)getpid());
-	out_str(o, "\"");
-	label(o, "program", 7, p->program, strlen(p->program));
-	if (log_host[0])
-		label(o, "host", 4, log_host, strlen(log_host));
-	for (size_t i = 0; i < N_DOWNWARD; i++)
-		if (downward_value[i][0])
-			label(o, downward[i].label, strlen(downward[i].label), downward_value[i],
-			      strlen(downward_value[i]));
-	const char *cur = p->labels, *k, *v;
-	size_t kn, vn;
-	while (cumemcap_labels_next(&cur, &k, &kn, &v, &vn))
-		label(o, k, kn, v, vn);
 }
 
 /* A temporary file renamed over it, in the directory checked anew. */
@@ -318,10 +294,25 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 		metrics_off(others ? "another user's file is at its .tmp name now" : "", e);
 		goto close_dir;
 	}
+	/* The labels every series of this process has, once per file. */
 	static char buf[16 * 1024], head[8 * 1024];
 	struct out o = { .p = buf, .cap = sizeof(buf), .flush_fd = fd };
 	struct out ho = OUT(head);
-	process_labels(&ho);
+	const struct cumemcap_policy *p = cumemcap_policy();
+	out_str(&ho, "pid=\"");
+	out_u(&ho, (uint64_t)getpid());
+	out_str(&ho, "\"");
+	label(&ho, "program", 7, p->program, strlen(p->program));
+	if (log_host[0])
+		label(&ho, "host", 4, log_host, strlen(log_host));
+	for (size_t i = 0; i < N_DOWNWARD; i++)
+		if (downward_value[i][0])
+			label(&ho, downward[i].label, strlen(downward[i].label), downward_value[i],
+			      strlen(downward_value[i]));
+	const char *cur = p->labels, *key, *value;
+	size_t kn, vn;
+	while (cumemcap_labels_next(&cur, &key, &kn, &value, &vn))
+		label(&ho, key, kn, value, vn);
 	/* A family for each figure with a `prom` name, in the list's order. */
 	for (size_t fig = 0; fig < CUMEMCAP_FIG_COUNT; fig++) {
 		const struct cumemcap_figure_info *fi = &cumemcap_figure_info[fig];
