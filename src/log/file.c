@@ -65,8 +65,7 @@ bool log_suffixed(const char *name, unsigned n, char *out, size_t cap)
 	return !o.lost;
 }
 
-/* The default template under $TMPDIR ("" when not: the policy's). */
-static char default_template[CUMEMCAP_PATH_MAX];
+static char default_template[CUMEMCAP_PATH_MAX]; /* under $TMPDIR ("": the policy's) */
 static const char default_log[] = CUMEMCAP_DEFAULT_LOG;
 
 void log_file_init(bool ask_policy)

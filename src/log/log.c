@@ -35,13 +35,10 @@
 
 static pthread_once_t snapshot_once = PTHREAD_ONCE_INIT;
 static uint32_t interval_ms = CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
-/* The policy's answer, copied once (a signal handler reads it). */
-static enum cumemcap_log_target log_target = CUMEMCAP_LOG_OFF;
+static enum cumemcap_log_target log_target = CUMEMCAP_LOG_OFF; /* a signal handler reads it */
 static bool metrics_wanted;
-/* Counted in the samples and the exit record (dropped: over the rate). */
-static _Atomic uint64_t samples_written, events_dropped;
-/* The environment was read at start (written before main). */
-static bool env_taken;
+static _Atomic uint64_t samples_written, events_dropped; /* dropped: over the rate */
+static bool env_taken; /* the environment was read at start (before main) */
 
 void cumemcap_log_take_env(bool policy_built)
 {
@@ -66,7 +63,6 @@ void cumemcap_log_init(void)
 	pthread_once(&snapshot_once, snapshot);
 }
 
-/* previous[i]: what fatal[i] did before ours. */
 #define FATAL(sig) { .signo = sig, .name = #sig }
 static const struct {
 	int signo;
@@ -75,7 +71,7 @@ static const struct {
 	      FATAL(SIGTERM), FATAL(SIGINT), FATAL(SIGHUP), FATAL(SIGQUIT) };
 #undef FATAL
 #define N_FATAL (sizeof(fatal) / sizeof(fatal[0]))
-static struct sigaction previous[N_FATAL];
+static struct sigaction previous[N_FATAL]; /* what fatal[i] did before ours */
 static atomic_flag armed = ATOMIC_FLAG_INIT;
 
 /* signo's row of `fatal`, or N_FATAL. */
@@ -221,8 +217,7 @@ void cumemcap_log_arm_sigbus(void)
 
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* An event record's buffer: the head's names may grow sixfold escaped. */
-#define EVENT_BUF 4096
+#define EVENT_BUF 4096 /* an event record's: the head's names may grow sixfold escaped */
 
 /* Create the file and write its start record, once. */
 static void ensure_open(void)

@@ -27,11 +27,9 @@
 #include "platform/worker.h"
 #include "config/policy.h"
 
-/* A label value is cut at the longest Kubernetes name. */
-#define LABEL_VALUE_MAX 253u
-/* How often a writer sweeps its directory again. */
-#define SWEEP_EVERY_MS 60000u
-#define SWEEP_SUFFIX ".cumemcap-lock"
+#define LABEL_VALUE_MAX 253u   /* a label value is cut at the longest Kubernetes name */
+#define SWEEP_EVERY_MS  60000u /* how often a writer sweeps its directory again */
+#define SWEEP_SUFFIX    ".cumemcap-lock"
 static const char SWEEP_MAGIC[] = "cumemcap metrics writer lock 1\n";
 #define STALE_EMPTY_SECONDS 60
 

@@ -18,14 +18,11 @@
 #include "config/hints.h"
 #include "config/policy.h"
 
-/* ,"pid":...,"program":...,"host":... as every record has it. */
-static char identity[2048];
+static char identity[2048]; /* ,"pid":...,"program":...,"host":... */
 static size_t identity_len;
 char log_host[256];
-/* By ordinal, plus one (0: not known): the highest NVML figure seen, and
- * nvidia-smi's index. */
-static _Atomic uint64_t peak_driver[CUMEMCAP_MAX_DEVICES];
-static _Atomic unsigned gpu_index[CUMEMCAP_MAX_DEVICES];
+static _Atomic uint64_t peak_driver[CUMEMCAP_MAX_DEVICES]; /* the highest NVML figure + 1 (0: none) */
+static _Atomic unsigned gpu_index[CUMEMCAP_MAX_DEVICES];   /* nvidia-smi's index + 1 (0: not known) */
 static _Atomic int nvml_loads = -1; /* -1 until log_probe_nvml asked */
 
 void log_identity(void)
