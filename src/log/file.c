@@ -8,9 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "log/file.h"
@@ -26,10 +24,9 @@ bool log_expand(const char *tmpl, char *dst, size_t len)
 	if (len == 0)
 		return false;
 	struct out o = { .p = dst, .cap = len - 1, .flush_fd = -1 };
-	char host[256] = "unknown";
+	char host[256] = ""; /* terminated: gethostname gets one byte less */
 	if (gethostname(host, sizeof(host) - 1) != 0 || !host[0])
 		memcpy(host, "unknown", 8);
-	host[sizeof(host) - 1] = '\0';
 	const char *prog = cumemcap_policy()->program[0] ? cumemcap_policy()->program : "unknown";
 	for (const char *s = tmpl; *s; s++) {
 		if (*s != '%' || !s[1]) {
@@ -44,7 +41,6 @@ bool log_expand(const char *tmpl, char *dst, size_t len)
 		case 'n': text = prog; break;
 		default: out_put(&o, s, 1); break; /* %% (the parser allows no other) */
 		}
-		/* A name never adds a directory level. */
 		for (; text && *text; text++)
 			out_put(&o, *text == '/' ? "_" : text, 1);
 	}
@@ -52,8 +48,7 @@ bool log_expand(const char *tmpl, char *dst, size_t len)
 	return !o.lost;
 }
 
-/* NAME with ".N" before its extension: "x.jsonl" -> "x.1.jsonl" (so that
- * "*.jsonl" still matches), "x" or ".x" -> "x.1", ".x.1". */
+/* So that "*.jsonl" still matches; ".x" has no extension: ".x.1". */
 bool log_suffixed(const char *name, unsigned n, char *out, size_t cap)
 {
 	struct out o = { .p = out, .cap = cap - 1, .flush_fd = -1 };
@@ -70,8 +65,7 @@ bool log_suffixed(const char *name, unsigned n, char *out, size_t cap)
 	return !o.lost;
 }
 
-/* The default template under $TMPDIR ("" when not: the policy's). */
-static char default_template[CUMEMCAP_PATH_MAX];
+static char default_template[CUMEMCAP_PATH_MAX]; /* under $TMPDIR ("": the policy's) */
 static const char default_log[] = CUMEMCAP_DEFAULT_LOG;
 
 void log_file_init(bool ask_policy)
@@ -92,7 +86,6 @@ void log_file_init(bool ask_policy)
 			default_template[0] = '\0';
 			return; /* not a directory anyone meant */
 		}
-		/* '%' is taken as it is, not as a template */
 		out_put(&o, tmp[i] == '%' ? "%%" : &tmp[i], tmp[i] == '%' ? 2 : 1);
 	}
 	out_str(&o, default_log + sizeof("/tmp") - 1);
@@ -103,21 +96,16 @@ void log_say_off(const char *subject, const char *path, const char *what, int er
 {
 	char buf[CUMEMCAP_PATH_MAX + 128];
 	struct out o = OUT(buf);
-	out_str(&o, subject);
-	out_str(&o, " ");
-	out_str(&o, path);
-	out_str(&o, ": ");
-	out_str(&o, what);
+	out_strs(&o, subject, " ", path, ": ", what, NULL);
 	if (err) {
 		out_str(&o, what[0] ? ": " : "");
 		out_errno(&o, err);
 	}
-	out_str(&o, "; ");
-	out_str(&o, off);
+	out_strs(&o, "; ", off, NULL);
 	out_say(&o);
 }
 
-/* Logging goes off, said once: by the thread that turns it off. */
+/* Said once, by the thread that turns logging off. */
 static void turn_off(const char *what, int err)
 {
 	if (atomic_exchange(&log_file_state, OFF) != OFF)
@@ -130,13 +118,8 @@ bool log_fd_is(int fd, const struct stat *held)
 	return fstat(fd, &st) == 0 && st.st_dev == held->st_dev && st.st_ino == held->st_ino;
 }
 
-/* Whether RLIMIT_FSIZE was finite when the file was opened. */
-static bool size_limited;
-
-/* One record, one write(2); a failure turns logging off. Under a file
- * size limit, SIGXFSZ (a write past it) is held off so that only the log
- * notices; a pending one of the program's own is left alone.
- * Async-signal-safe. */
+/* One record, one write(2). SIGXFSZ is held off, so that only the log
+ * notices a write past a file size limit. Async-signal-safe. */
 static bool write_record(const char *b, size_t n)
 {
 	if (!log_fd_is(file_fd, &file_st)) {
@@ -144,15 +127,13 @@ static bool write_record(const char *b, size_t n)
 		return false;
 	}
 	struct cumemcap_signal_hold h;
-	if (size_limited)
-		cumemcap_signal_hold(&h, SIGXFSZ);
+	cumemcap_signal_hold(&h, SIGXFSZ);
 	ssize_t w;
 	do
 		w = write(file_fd, b, n);
 	while (w < 0 && errno == EINTR);
 	int e = errno;
-	if (size_limited)
-		cumemcap_signal_release(&h);
+	cumemcap_signal_release(&h);
 	if (w != (ssize_t)n)
 		turn_off(w < 0 ? "" : "short write (the disk is full or the file at its size limit)", w < 0 ? e : 0);
 	return w == (ssize_t)n;
@@ -167,8 +148,8 @@ void log_emit(struct out *o)
 	errno = saved;
 }
 
-/* The next component of the path at *p ("" and "." are skipped) into
- * comp; false at the end or when one is longer than a name can be. */
+/* The next component at *p ("" and "." skipped) into comp; false at the
+ * end or when one is too long (*too_long). */
 static bool next_component(const char **p, char *comp, size_t cap, bool *too_long)
 {
 	for (;;) {
@@ -193,22 +174,16 @@ static bool more_components(const char *p)
 	return next_component(&p, comp, sizeof(comp), &too_long) || too_long;
 }
 
-/* Open the directory `dir` component by component from "/" (or the
- * working directory), so that no spelling of the path ("//", "/./", "..",
- * a link) escapes the check: every directory reached inside a shared one
- * (writable by others, such as /tmp) is opened O_NOFOLLOW and must be
- * owned by us or root, and the last one, when it lies in a shared
- * directory, must be ours and writable by nobody else. A link in a
- * directory only we (or root) can write is followed, its target walked
- * the same way. */
+/* Walked from "/" (or ".") a component at a time, so that no spelling of
+ * the path escapes the check: in a directory others can write, nothing is
+ * followed, each step is ours or root's, the last ours and private
+ * (docs/footprint-log.md#file-safety). */
 int log_open_dir(const char *dir, bool create, const char *subject, const char *path, const char *off)
 {
-	/* rest: the part not walked yet, a followed link's target in front;
-	 * at: the path as written up to the failing component (the whole
-	 * path once a link was followed), for a refusal's message. */
+	/* rest: what is not walked yet, a followed link's target in front; at:
+	 * the path up to the failing component (all once a link was followed). */
 	char rest[2 * CUMEMCAP_PATH_MAX], comp[256], link[CUMEMCAP_PATH_MAX], at[CUMEMCAP_PATH_MAX];
-	/* Why it failed: with err, "" or "cannot create "; without, what
-	 * `at` is that a shared directory must not hold. */
+	/* With err: "" or "cannot create "; without: what is wrong with `at`. */
 	const char *what = "";
 	int err = ENAMETOOLONG, cur = -1;
 	size_t dn = strlen(dir);
@@ -303,12 +278,9 @@ fail:
 	char why[2 * CUMEMCAP_PATH_MAX + 64];
 	struct out o = OUT(why);
 	if (err) {
-		out_str(&o, what);
-		out_str(&o, dir);
+		out_strs(&o, what, dir, NULL);
 	} else {
-		out_str(&o, at);
-		out_str(&o, " ");
-		out_str(&o, what);
+		out_strs(&o, at, " ", what, NULL);
 		if (strcmp(what, "is owned by uid") == 0) {
 			out_str(&o, " ");
 			out_u(&o, owner);
@@ -345,8 +317,7 @@ bool log_file_create(void)
 		atomic_store(&log_file_state, OFF);
 		return false;
 	}
-	/* An existing file (pid reuse, a planted link) is never followed
-	 * nor appended to: NAME.1.jsonl, NAME.2.jsonl, ... */
+	/* Never followed nor appended to (pid reuse, a link): NAME.1.jsonl, ... */
 	size_t at = strlen(log_file_path) - strlen(base);
 	int fd = -1, e = EEXIST;
 	for (unsigned i = 0; i < 100 && fd < 0 && e == EEXIST; i++) {
@@ -361,17 +332,13 @@ bool log_file_create(void)
 			cumemcap_copy(log_file_path + at, sizeof(log_file_path) - at, cand);
 	}
 	close(dfd);
-	struct stat st;
-	if (fd < 0 || fstat(fd, &st) != 0) {
+	if (fd < 0 || fstat(fd, &file_st) != 0) {
 		turn_off("", e ? e : EEXIST);
 		if (fd >= 0)
 			close(fd);
 		return false;
 	}
-	struct rlimit fsize;
-	size_limited = getrlimit(RLIMIT_FSIZE, &fsize) != 0 || fsize.rlim_cur != RLIM_INFINITY;
 	file_fd = fd;
-	file_st = st;
 	return true;
 }
 
@@ -387,9 +354,7 @@ void log_file_start(struct out *start)
 	file_fd = -1;
 }
 
-/* The parent's file is not ours to write: close it, but only if the
- * descriptor still is that file (the program may have closed the number
- * and reused it, as write_record checks). */
+/* The parent's file is not ours: close it if the number is still that file. */
 void log_file_fork_child(void)
 {
 	if (atomic_load(&log_file_state) == OPEN && file_fd >= 0 && log_fd_is(file_fd, &file_st))

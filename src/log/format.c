@@ -1,5 +1,6 @@
 /* log/format: see format.h. */
 #include <errno.h>
+#include <stdarg.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -42,6 +43,15 @@ void out_str(struct out *o, const char *s)
 	out_put(o, s, strlen(s));
 }
 
+void out_strs(struct out *o, ...)
+{
+	va_list ap;
+	va_start(ap, o);
+	for (const char *s = va_arg(ap, const char *); s; s = va_arg(ap, const char *))
+		out_str(o, s);
+	va_end(ap);
+}
+
 void out_u(struct out *o, uint64_t v)
 {
 	char d[24];
@@ -71,15 +81,12 @@ void out_size(struct out *o, uint64_t bytes)
 		char h[3] = { '.', (char)('0' + hundredths / 10), (char)('0' + hundredths % 10) };
 		out_put(o, h, 3);
 	}
-	out_str(o, " ");
-	out_str(o, unit);
+	out_strs(o, " ", unit, NULL);
 }
 
-/* A JSON string or (label) a Prometheus label value, quoted: the two
- * formats escape '"' and '\\' alike; JSON writes control characters as
- * \u00XX and U+FFFD as \ufffd, a label value escapes only the newline
- * and writes U+FFFD as UTF-8. */
-static void out_quoted(struct out *o, const char *str, size_t n, size_t max, bool label)
+/* JSON: control characters as \u00XX, U+FFFD as \ufffd; a label: the
+ * newline as \n, U+FFFD as UTF-8. */
+void out_quoted(struct out *o, const char *str, size_t n, size_t max, bool label)
 {
 	static const char hex[] = "0123456789abcdef";
 	const unsigned char *s = (const unsigned char *)str;
@@ -102,16 +109,6 @@ static void out_quoted(struct out *o, const char *str, size_t n, size_t max, boo
 		}
 	}
 	out_str(o, "\"");
-}
-
-void out_json_n(struct out *o, const char *s, size_t n)
-{
-	out_quoted(o, s, n, SIZE_MAX, false);
-}
-
-void out_label_value(struct out *o, const char *s, size_t n, size_t max)
-{
-	out_quoted(o, s, n, max, true);
 }
 
 /* Days to a civil date by hand (H. Hinnant's days_from_civil,
@@ -141,16 +138,14 @@ void out_time(struct out *o, uint64_t unix_ms)
 void out_json(struct out *o, const char *s)
 {
 	if (s)
-		out_json_n(o, s, strlen(s));
+		out_quoted(o, s, strlen(s), SIZE_MAX, false);
 	else
 		out_str(o, "null");
 }
 
 void out_key(struct out *o, const char *k)
 {
-	out_str(o, ",\"");
-	out_str(o, k);
-	out_str(o, "\":");
+	out_strs(o, ",\"", k, "\":", NULL);
 }
 
 void out_key_u(struct out *o, const char *k, uint64_t v)

@@ -1,21 +1,12 @@
-/* log: see log.h. Owns the entry points the other layers call, the
- * policy's answers copied once, the rate limit on event records, the
- * sample schedule, the lock under which the file is opened, and the end
- * of the process: the exit summary, written once by whoever claims it
- * first (the library destructor or the handler of a fatal signal), and
- * one alternate signal stack per thread. The log's files call one way:
- * log.c -> metrics.c -> records.c -> file.c -> format.c. The file is
- * opened at the first GPU use, so a process that never uses CUDA writes
- * nothing.
+/* log: see log.h. Owns the entry points, the policy's answers copied
+ * once, the event rate limit, the sample schedule, the file's open lock,
+ * the exit summary (written once, by the destructor or a fatal signal's
+ * handler: one atomic exchange claims it) and alternate signal stacks.
  *
- * Events from hooks are written at once rather than queued for the
- * worker: they are rare (a segment is a driver allocation, a refusal the
- * end of a request), the write is one syscall into the page cache, and a
- * queue would lose the last events exactly when they matter, on a crash.
- * The hook holds no lock while it writes. Samples, NVML and the
- * Prometheus file belong to the worker thread (cumemcap_log_tick) under
- * tick_lock, which no hook takes. The exit path is async-signal-safe (no
- * malloc, no stdio, no locks); its claim is one atomic exchange. */
+ * Hooks write their events at once, holding no lock: a queue for the
+ * worker would lose the last events on a crash. Samples, NVML and the
+ * Prometheus file are the worker's, under tick_lock, which no hook takes.
+ * The exit path is async-signal-safe. */
 #include "log/log.h"
 
 #include "config.h"
@@ -29,7 +20,6 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 
 #include "log/file.h"
 #include "log/metrics.h"
@@ -38,20 +28,17 @@
 #include "group/group.h"
 #include "group/book.h"
 #include "state/ledger.h"
+#include "platform/export.h"
 #include "platform/msg.h"
+#include "platform/worker.h"
 #include "config/policy.h"
 
 static pthread_once_t snapshot_once = PTHREAD_ONCE_INIT;
 static uint32_t interval_ms = CUMEMCAP_DEFAULT_LOG_INTERVAL_MS;
-/* The policy's answer, copied once (a signal handler reads it). */
-static enum cumemcap_log_target log_target = CUMEMCAP_LOG_OFF;
+static enum cumemcap_log_target log_target = CUMEMCAP_LOG_OFF; /* a signal handler reads it */
 static bool metrics_wanted;
-/* What the samples and the exit record count; dropped: event records
- * over the rate. */
-static _Atomic uint64_t samples_written, events_dropped;
-/* The environment's part of the snapshot was taken at start: written
- * before main, read after. */
-static bool env_taken;
+static _Atomic uint64_t samples_written, events_dropped; /* dropped: over the rate */
+static bool env_taken; /* the environment was read at start (before main) */
 
 void cumemcap_log_take_env(bool policy_built)
 {
@@ -71,18 +58,11 @@ static void snapshot(void)
 	log_target = p->log;
 }
 
-static void ensure_snapshot(void)
+void cumemcap_log_init(void)
 {
 	pthread_once(&snapshot_once, snapshot);
 }
 
-void cumemcap_log_init(void)
-{
-	ensure_snapshot();
-}
-
-/* One row per signal: its number and its name (for the exit record);
- * `previous` holds, at the same index, what each did before ours. */
 #define FATAL(sig) { .signo = sig, .name = #sig }
 static const struct {
 	int signo;
@@ -91,10 +71,10 @@ static const struct {
 	      FATAL(SIGTERM), FATAL(SIGINT), FATAL(SIGHUP), FATAL(SIGQUIT) };
 #undef FATAL
 #define N_FATAL (sizeof(fatal) / sizeof(fatal[0]))
-static struct sigaction previous[N_FATAL];
+static struct sigaction previous[N_FATAL]; /* what fatal[i] did before ours */
 static atomic_flag armed = ATOMIC_FLAG_INIT;
 
-/* signo's row of `fatal`; N_FATAL for a signal not there. */
+/* signo's row of `fatal`, or N_FATAL. */
 static size_t slot_of(int signo)
 {
 	size_t i = 0;
@@ -105,11 +85,9 @@ static size_t slot_of(int signo)
 
 static _Atomic bool exit_claimed;
 
-/* Claim the exit and write its summary: the stderr lines or the exit
- * record (`signo` != 0: the fatal signal), and remove the metrics file. */
+/* Claim the exit, write its summary (signo: the fatal signal, or 0). */
 static void exit_once(int signo)
 {
-	int saved = errno;
 	if (!atomic_exchange(&exit_claimed, true)) {
 		if (log_target == CUMEMCAP_LOG_STDERR) {
 			log_stderr_summary();
@@ -125,29 +103,17 @@ static void exit_once(int signo)
 		if (atomic_exchange(&log_metrics_state, OFF) == OPEN)
 			log_metrics_unlink();
 	}
-	errno = saved;
 }
 
-/* A signal whose previous disposition was the default ends the process:
- * write the summary, put the default back and raise it again, so the
- * process ends as it would have (status, core dump). A handler the
- * program had installed is called instead: the program decides, and if
- * it exits, the destructor writes the summary. */
+/* Over the default: write the summary, restore the default and raise the
+ * signal again (the process ends as it would have); else the program's. */
 static void on_fatal(int sig, siginfo_t *info, void *uc)
 {
 	int saved = errno;
-	/* A group's book cut under its mapping by another member: the touch
-	 * goes on in private memory, and the member leaves the group at its
-	 * next look (group/book.h). Not the program's signal. */
+	const struct sigaction *old = &previous[slot_of(sig)];
 	if (sig == SIGBUS && info && cumemcap_mapped_fault(info->si_addr)) {
-		errno = saved;
-		return;
-	}
-	size_t i = slot_of(sig);
-	if (i == N_FATAL)
-		return;
-	const struct sigaction *old = &previous[i];
-	if (old->sa_handler == SIG_DFL) {
+		/* A group's book cut under its mapping (group/book.h): not the program's. */
+	} else if (old->sa_handler == SIG_DFL) {
 		exit_once(sig);
 		sigaction(sig, old, NULL);
 		raise(sig); /* blocked until we return */
@@ -159,29 +125,21 @@ static void on_fatal(int sig, siginfo_t *info, void *uc)
 	errno = saved;
 }
 
-/* Alternate signal stacks: a stack overflow raises SIGSEGV with no stack
- * left to run a handler on, so without one the exit record is lost. Each
- * thread the shim sees once the handlers are armed (the one that arms
- * them, and every thread that enters a hook) gets one, unless it has one
- * already (the program's, a runtime's or a sanitizer's stays). Freed when
- * the thread ends; the main thread's lives as long as the process. */
+/* A stack overflow's SIGSEGV needs an alternate stack: each thread the
+ * shim sees once armed gets one unless it has one; freed at thread exit. */
 #define ALTSTACK_BYTES (64u * 1024)
-_Atomic bool cumemcap_log_signals_armed;
-CUMEMCAP_TLS bool cumemcap_log_thread_seen;
+static _Atomic bool signals_armed;
+static CUMEMCAP_TLS bool thread_seen;
 static pthread_key_t altstack_key;
 static bool altstack_key_ok; /* written before the handlers are armed */
 
 static size_t altstack_size(void)
 {
-	long min = sysconf(_SC_SIGSTKSZ), page = sysconf(_SC_PAGESIZE);
-	size_t size = ALTSTACK_BYTES;
-	if (min > 0 && (size_t)min * 4 > size)
-		size = (size_t)min * 4;
-	return page > 0 ? (size + (size_t)page - 1) / (size_t)page * (size_t)page : size;
+	long min = sysconf(_SC_SIGSTKSZ);
+	return min > 0 && (size_t)min * 4 > ALTSTACK_BYTES ? (size_t)min * 4 : ALTSTACK_BYTES;
 }
 
-/* Thread exit: the stack is ours to drop only if it is still in place
- * and not in use; the guard page goes with it. */
+/* Thread exit: drop the stack and its guard page if in place and idle. */
 static void altstack_free(void *mem)
 {
 	long page = sysconf(_SC_PAGESIZE);
@@ -195,11 +153,11 @@ static void altstack_free(void *mem)
 	munmap(mem, altstack_size() + (size_t)page);
 }
 
-void cumemcap_log_thread_slow(void)
+void cumemcap_log_thread(void)
 {
-	if (cumemcap_log_thread_seen || !atomic_load_explicit(&cumemcap_log_signals_armed, memory_order_acquire))
+	if (thread_seen || !atomic_load_explicit(&signals_armed, memory_order_acquire))
 		return;
-	cumemcap_log_thread_seen = true;
+	thread_seen = true;
 	int saved = errno;
 	stack_t cur;
 	if (sigaltstack(NULL, &cur) != 0 || !(cur.ss_flags & SS_DISABLE))
@@ -221,20 +179,15 @@ out:
 	errno = saved;
 }
 
-/* Installed at the first GPU use, not in the constructor: a process that
- * never uses CUDA is left as it was, and an interpreter that installs its
- * own handlers only over the default (CPython's SIGINT ->
- * KeyboardInterrupt) has done so by then. An ignored signal stays
- * ignored. */
+/* At the first GPU use: a process that never uses CUDA is left alone, and
+ * an interpreter's own handlers (CPython's SIGINT) are in by then. */
 static void arm(size_t i)
 {
-	struct sigaction cur, act;
+	struct sigaction cur;
+	struct sigaction act = { .sa_sigaction = on_fatal, .sa_flags = SA_SIGINFO | SA_ONSTACK };
 	if (sigaction(fatal[i].signo, NULL, &cur) != 0 || cur.sa_handler == SIG_IGN ||
 	    ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_fatal))
 		return;
-	memset(&act, 0, sizeof(act));
-	act.sa_sigaction = on_fatal;
-	act.sa_flags = SA_SIGINFO | SA_ONSTACK;
 	if (cur.sa_handler == SIG_DFL) {
 		sigfillset(&act.sa_mask);
 	} else {
@@ -252,8 +205,8 @@ static void arm_signals(void)
 	for (size_t i = 0; i < N_FATAL; i++)
 		arm(i);
 	altstack_key_ok = pthread_key_create(&altstack_key, altstack_free) == 0;
-	atomic_store_explicit(&cumemcap_log_signals_armed, true, memory_order_release);
-	cumemcap_log_thread_slow();
+	atomic_store_explicit(&signals_armed, true, memory_order_release);
+	cumemcap_log_thread();
 }
 
 /* SIGBUS alone goes in at start: no interpreter installs one then. */
@@ -264,12 +217,9 @@ void cumemcap_log_arm_sigbus(void)
 
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* An event record's buffer: its head carries the program and host names,
- * JSON-escaped (up to six bytes each of theirs). */
-#define EVENT_BUF 4096
+#define EVENT_BUF 4096 /* an event record's: the head's names may grow sixfold escaped */
 
-/* Create the file and write its start record if nobody has yet; any
- * thread, once. */
+/* Create the file and write its start record, once. */
 static void ensure_open(void)
 {
 	if (atomic_load_explicit(&log_file_state, memory_order_acquire) != CLOSED)
@@ -292,18 +242,22 @@ static void ensure_open(void)
 	errno = saved;
 }
 
-/* At most this many event records a second: a program spinning on
- * refusals must not fill the disk. The rest are counted (samples and the
- * exit record say how many); the ledger's counters still have them all. */
+/* At most this many event records a second, so that a program spinning
+ * on refusals does not fill the disk; the rest are counted as dropped. */
 #define EVENTS_PER_SECOND 1000u
 static _Atomic uint64_t window_second;
 static _Atomic uint32_t window_events;
 
-static bool event_allowed(void)
+/* Whether to write an event record (file open, exit unclaimed, rate ok). */
+static bool file_logging(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	uint64_t now = (uint64_t)ts.tv_sec + 1, was = atomic_load(&window_second);
+	cumemcap_log_init();
+	if (log_target != CUMEMCAP_LOG_FILE || atomic_load(&exit_claimed))
+		return false;
+	ensure_open();
+	if (atomic_load_explicit(&log_file_state, memory_order_acquire) != OPEN)
+		return false;
+	uint64_t now = cumemcap_now_ms() / 1000 + 1, was = atomic_load(&window_second);
 	if (was != now && atomic_compare_exchange_strong(&window_second, &was, now))
 		atomic_store(&window_events, 0); /* approximate at the edge; fine */
 	if (atomic_fetch_add(&window_events, 1) < EVENTS_PER_SECOND)
@@ -312,19 +266,6 @@ static bool event_allowed(void)
 	return false;
 }
 
-/* An event record should be written: file logging is on, the summary
- * not yet written, and the rate allows it. */
-static bool file_logging(void)
-{
-	ensure_snapshot();
-	if (log_target != CUMEMCAP_LOG_FILE || atomic_load(&exit_claimed))
-		return false;
-	ensure_open();
-	return atomic_load_explicit(&log_file_state, memory_order_acquire) == OPEN && event_allowed();
-}
-
-/* An event record's head, its type and its GPU, when one should be
- * written (file_logging). */
 static bool begin_event(struct out *o, const char *type, int dev)
 {
 	if (!file_logging())
@@ -334,7 +275,6 @@ static bool begin_event(struct out *o, const char *type, int dev)
 	return true;
 }
 
-/* An event record's tail: the GPU's figures, the end, one write. */
 static void end_event(struct out *o, int dev)
 {
 	log_put_figures(o, dev);
@@ -345,7 +285,7 @@ static void end_event(struct out *o, int dev)
 void cumemcap_log_device(int dev)
 {
 	(void)dev;
-	ensure_snapshot();
+	cumemcap_log_init();
 	if (log_target == CUMEMCAP_LOG_OFF)
 		return;
 	if (metrics_wanted)
@@ -368,12 +308,11 @@ void cumemcap_log_segment(int dev, bool taken, uint64_t bytes)
 	end_event(&o, dev);
 }
 
-/* What follows the head of a record about one request: "requested", "door". */
 static void put_request(struct out *o, const char *door, uint64_t requested)
 {
 	out_key_u(o, "requested", requested);
 	out_key(o, "door");
-	out_json_n(o, door ? door : "", door ? strnlen(door, 96) : 0);
+	out_quoted(o, door ? door : "", door ? strnlen(door, 96) : 0, SIZE_MAX, false);
 }
 
 static void refusal_or_oom(const char *type, int dev, const char *door, uint64_t requested)
@@ -392,7 +331,7 @@ static void refusal_or_oom(const char *type, int dev, const char *door, uint64_t
 
 void cumemcap_log_refusal(int dev, const char *door, uint64_t requested)
 {
-	ensure_snapshot();
+	cumemcap_log_init();
 	if (log_target == CUMEMCAP_LOG_STDERR) {
 		char want[32], lim[32], held[32], over[64] = "";
 		uint64_t overhead = cumemcap_ledger_get(dev, CUMEMCAP_FIG_overhead);
@@ -424,7 +363,7 @@ void cumemcap_log_refusal(int dev, const char *door, uint64_t requested)
 
 void cumemcap_log_wait(int dev, const char *door, uint64_t requested, uint64_t waited_ms, bool granted)
 {
-	ensure_snapshot();
+	cumemcap_log_init();
 	if (log_target == CUMEMCAP_LOG_STDERR) {
 		char want[32];
 		cumemcap_msg("device %d: %s (%s) waited %llu ms for room at the limit: %s", dev,
@@ -446,7 +385,7 @@ void cumemcap_log_wait(int dev, const char *door, uint64_t requested, uint64_t w
 void cumemcap_log_group_change(int dev, const unsigned char uuid[16], uint64_t time_ns, unsigned uid,
 			       uint64_t old_limit, uint64_t new_limit)
 {
-	ensure_snapshot();
+	cumemcap_log_init();
 	char id[48];
 	cumemcap_nvml_format_uuid(uuid, "GPU-", id);
 	if (log_target == CUMEMCAP_LOG_STDERR) {
@@ -467,9 +406,9 @@ void cumemcap_log_group_change(int dev, const unsigned char uuid[16], uint64_t t
 	out_key_json(&o, "group", cumemcap_group_name());
 	out_key_u_or_null(&o, "gpu", dev >= 0, (uint64_t)dev);
 	out_key_json(&o, "uuid", id);
-	unsigned index;
-	if (dev >= 0 && log_gpu_index(dev, &index))
-		out_key_u(&o, "index", index);
+	int index = log_gpu_index(dev);
+	if (index >= 0)
+		out_key_u(&o, "index", (uint64_t)index);
 	out_key(&o, "changed_at");
 	out_ms(&o, time_ns / 1000000u);
 	out_key_u(&o, "by_uid", uid);
@@ -491,7 +430,7 @@ static uint64_t next_due; /* CLOCK_MONOTONIC ms; 0: not scheduled */
 
 uint32_t cumemcap_log_tick(uint64_t now_ms)
 {
-	ensure_snapshot();
+	cumemcap_log_init();
 	bool log_on = log_target == CUMEMCAP_LOG_FILE && atomic_load(&log_file_state) == OPEN;
 	bool metrics_on = metrics_wanted && atomic_load(&log_metrics_state) != OFF;
 	if ((!log_on && !metrics_on) || atomic_load(&exit_claimed))
@@ -507,10 +446,8 @@ uint32_t cumemcap_log_tick(uint64_t now_ms)
 	if (!due)
 		return wait;
 	/* NVML is asked with no lock of ours held: fork() takes tick_lock
-	 * after other libraries' fork handlers took theirs, which NVML may
-	 * take, so holding it across the query could deadlock a fork. The
-	 * figures are the worker's own (only it ticks). */
-	static struct gpu_figures f[CUMEMCAP_MAX_DEVICES];
+	 * after other libraries' fork handlers took theirs, which NVML may take. */
+	static struct gpu_figures f[CUMEMCAP_MAX_DEVICES]; /* only the worker ticks */
 	int n = log_gather(f);
 	pthread_mutex_lock(&tick_lock);
 	if (log_on) {
@@ -531,7 +468,7 @@ uint32_t cumemcap_log_tick(uint64_t now_ms)
 void cumemcap_log_exit(void)
 {
 	int saved = errno;
-	ensure_snapshot();
+	cumemcap_log_init();
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
 		cumemcap_ledger_read_growth(dev); /* unread pool growth (ledger.h) */
 	/* A forked child opens its file only if it used the GPU. */
@@ -557,7 +494,7 @@ void cumemcap_log_say_where(void)
 }
 
 /* Taken before the shim's other locks: no holder of those waits for
- * these. A tick in progress (an NVML query) delays fork() until it ends. */
+ * these. A tick in progress (an NVML query) delays fork(). */
 void cumemcap_log_fork_prepare(void)
 {
 	pthread_mutex_lock(&open_lock);
@@ -574,12 +511,10 @@ void cumemcap_log_fork_parent(void)
 
 void cumemcap_log_fork_child(void)
 {
-	pthread_mutex_unlock(&log_metrics_lock);
-	pthread_mutex_unlock(&tick_lock);
-	pthread_mutex_unlock(&open_lock);
+	cumemcap_log_fork_parent();
 	log_metrics_fork_child();
 	log_file_fork_child();
-	log_records_fork_child();
+	log_identity();
 	atomic_store(&exit_claimed, false);
 	atomic_store(&samples_written, 0);
 	atomic_store(&events_dropped, 0);

@@ -1,37 +1,24 @@
-/* log: the per-process footprint log (CUMEMCAP_LOG, CUMEMCAP_METRICS).
- *
- * Owns the log file (or stderr lines), its JSON Lines records (schema in
- * docs/footprint-log.md), the periodic samples, the optional Prometheus
- * text file, the exit summary and the fatal-signal handlers that write
- * it. The other layers call only the functions below; each is cheap,
- * never calls CUDA, never blocks a hook for longer than a copy, and never
- * lets an I/O error reach the program (a failed write turns logging off
- * with one stderr line).
- *
- * `door` is the driver entry point the request came through
- * ("cuMemAlloc_v2", "cuMemAllocAsync", ...). */
+/* log: the per-process footprint log (CUMEMCAP_LOG, CUMEMCAP_METRICS):
+ * JSON Lines records (docs/footprint-log.md) or stderr lines, samples,
+ * the Prometheus file, the exit summary and the fatal-signal handlers
+ * that write it. Every function is thread-safe, never calls CUDA, never
+ * blocks a hook longer than a copy and never lets an I/O error reach the
+ * program (a failed write turns logging off, said once on stderr).
+ * `door`: the entry point a request came through ("cuMemAlloc_v2"). */
 #pragma once
 
-#include <stdatomic.h>
 #include <stdbool.h>
-#include <stddef.h>
 #include <stdint.h>
-
-#include "platform/export.h"
 
 /* The library constructor: policy is built, nothing else is done yet. */
 void cumemcap_log_init(void);
 
 /* Instead of cumemcap_log_init, in a constructor that defers the rest:
- * only what the log reads of the environment (TMPDIR, the Downward API's
- * variables) is taken now, as the process started; the rest waits for
- * the log's first use. `policy_built`: the constructor built the policy
- * (a configured process), which then says whether the log's template is
- * the default. */
+ * read only the environment (TMPDIR, the Downward API's variables) now;
+ * `policy_built`: the policy says whether the template is the default. */
 void cumemcap_log_take_env(bool policy_built);
 
-/* A GPU became known (its facts are in cumemcap_device_info(dev)). The
- * first call writes the start record. Called from any hook thread. */
+/* A GPU became known; the first call writes the start record. */
 void cumemcap_log_device(int dev);
 
 /* The arenas took (taken=true) or gave back a segment of `bytes`. */
@@ -40,13 +27,12 @@ void cumemcap_log_segment(int dev, bool taken, uint64_t bytes);
 /* A request refused at the limit (after releasing cached segments). */
 void cumemcap_log_refusal(int dev, const char *door, uint64_t requested);
 
-/* A request waited for room at a limit (CUMEMCAP_ON_LIMIT=wait) for
- * `waited_ms`, and was granted or, at its deadline, refused. */
+/* A request waited `waited_ms` for room at a limit (CUMEMCAP_ON_LIMIT=wait),
+ * then was granted or, at its deadline, refused. */
 void cumemcap_log_wait(int dev, const char *door, uint64_t requested, uint64_t waited_ms, bool granted);
 
-/* The group's limit on the GPU with `uuid` (dev: this process's ordinal
- * of it, or -1) was changed at time_ns by uid from old to new
- * (CUMEMCAP_BOOK_NONE: none). */
+/* uid changed the group's limit on the GPU `uuid` (dev: our ordinal, or
+ * -1) at time_ns from old to new (CUMEMCAP_BOOK_NONE: none). */
 void cumemcap_log_group_change(int dev, const unsigned char uuid[16], uint64_t time_ns, unsigned uid,
 			       uint64_t old_limit, uint64_t new_limit);
 
@@ -57,47 +43,31 @@ void cumemcap_log_driver_oom(int dev, const char *door, uint64_t requested);
  * (delta, estimate; nvml: null). */
 void cumemcap_log_overhead(int dev, const char *source, uint64_t per_context);
 
-/* A context on `dev` died (`event`: "destroyed", "reset", "released"):
- * the driver freed `live` bytes the program still held in `blocks`
- * allocations, and `held` bytes of the shim's segments. */
+/* A context on `dev` died (`event`: "destroyed", "reset", "released"),
+ * freeing `live` bytes in `blocks` allocations and `held` segment bytes. */
 void cumemcap_log_context(int dev, const char *event, uint64_t live, uint64_t held, uint64_t blocks);
 
 /* From the worker thread: write a sample if one is due. Returns the
  * milliseconds until the next is due (UINT32_MAX: none). */
 uint32_t cumemcap_log_tick(uint64_t now_ms);
 
-/* The process is ending (normal exit, exit() from any thread): write the
- * exit summary, unless a fatal signal's handler did. */
+/* exit() from any thread: the exit summary, unless a signal handler wrote it. */
 void cumemcap_log_exit(void);
 
-/* At a normal exit of the process the launcher started (CUMEMCAP_LAUNCHED
- * holds its pid: the launcher exec'd it, so forks and children differ),
- * one line on stderr says where its footprint log went, or that there is
- * none because it used no GPU. Nothing when the log is stderr or off, or
- * under secure execution. */
+/* At a normal exit of the process the launcher exec'd (CUMEMCAP_LAUNCHED:
+ * its pid), one stderr line says where its log went or that it used no
+ * GPU; nothing for a stderr or no log, or under secure execution. */
 void cumemcap_log_say_where(void);
 
-/* Fork: the log's locks are held across fork() (prepare, then parent or
- * child); the child writes its own log (or none) and starts over. */
+/* The log's locks are held across fork(); the child starts a log of its own. */
 void cumemcap_log_fork_prepare(void);
 void cumemcap_log_fork_parent(void);
 void cumemcap_log_fork_child(void);
 
-/* Install the SIGBUS handler alone, before a group's book is mapped, so
- * that a book cut under the mapping never kills the program; the other
- * fatal signals' handlers go in at the first GPU use. */
+/* The SIGBUS handler alone, before a group's book is mapped, so that a book
+ * cut under the mapping never kills the program (the others: at first use). */
 void cumemcap_log_arm_sigbus(void);
 
-/* The calling thread entered the shim (every hook calls this): once the
- * fatal-signal handlers are armed, give it an alternate signal stack if it
- * has none, so a stack overflow still writes the exit record. One
- * thread-local load when done. */
-extern _Atomic bool cumemcap_log_signals_armed;
-extern CUMEMCAP_TLS bool cumemcap_log_thread_seen;
-void cumemcap_log_thread_slow(void);
-static inline void cumemcap_log_thread(void)
-{
-	if (__builtin_expect(!cumemcap_log_thread_seen, 0) &&
-	    atomic_load_explicit(&cumemcap_log_signals_armed, memory_order_relaxed))
-		cumemcap_log_thread_slow();
-}
+/* Every hook calls this: once armed, give the thread an alternate signal
+ * stack (for a stack overflow's exit record). */
+void cumemcap_log_thread(void);

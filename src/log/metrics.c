@@ -1,17 +1,9 @@
-/* log/metrics: see metrics.h; docs/metrics.md says which labels, how the
- * file is named and replaced, and how dead writers are found.
- *
- * Who owns a name: its companion `.NAME.cumemcap-lock`, created O_EXCL,
- * held with an OFD write lock for the writer's whole life and holding
- * SWEEP_MAGIC once locked; the kernel drops the lock of a writer killed
- * by SIGKILL, so a read lock taken on a companion means its writer is
- * gone, whatever PID namespace it ran in. The directory is shared, so a
- * sweeper removes only regular files its own effective uid owns, never
- * through a link, and only through a companion with one name; the writer
- * takes no name where another user's file is and never renames over one.
- *
- * Thread safety: see metrics.h; the file is written under log.c's tick
- * lock and log_metrics_lock. */
+/* log/metrics: see metrics.h; docs/metrics.md says how names are taken
+ * and dead writers swept. A name's companion `.NAME.cumemcap-lock` holds
+ * an OFD write lock for its writer's life, which the kernel drops when
+ * the writer dies: a read lock taken on it means the writer is gone. In
+ * the shared directory only our euid's regular files are removed, never
+ * through a link, and nothing is renamed over another user's file. */
 #include "config.h"
 
 #include <dirent.h>
@@ -35,11 +27,9 @@
 #include "platform/worker.h"
 #include "config/policy.h"
 
-/* Longer than any Kubernetes name (253): a value is cut there. */
-#define LABEL_VALUE_MAX 253u
-/* How often a writer sweeps its directory again after its start. */
-#define SWEEP_EVERY_MS 60000u
-#define SWEEP_SUFFIX ".cumemcap-lock"
+#define LABEL_VALUE_MAX 253u   /* a label value is cut at the longest Kubernetes name */
+#define SWEEP_EVERY_MS  60000u /* how often a writer sweeps its directory again */
+#define SWEEP_SUFFIX    ".cumemcap-lock"
 static const char SWEEP_MAGIC[] = "cumemcap metrics writer lock 1\n";
 #define STALE_EMPTY_SECONDS 60
 
@@ -55,13 +45,8 @@ static uint64_t last_sweep_ms;
 /* ".NAME.cumemcap-lock" into out (false: too long, or not a name). */
 static bool companion_of(const char *name, char *out, size_t cap)
 {
-	size_t n = strlen(name), sn = strlen(SWEEP_SUFFIX);
-	if (!n || n + sn + 2 > cap || strchr(name, '/'))
-		return false;
-	out[0] = '.';
-	memcpy(out + 1, name, n);
-	memcpy(out + 1 + n, SWEEP_SUFFIX, sn + 1);
-	return true;
+	int n = snprintf(out, cap, ".%s" SWEEP_SUFFIX, name);
+	return name[0] && !strchr(name, '/') && n > 0 && (size_t)n < cap;
 }
 
 /* NAME from ".NAME.cumemcap-lock"; false for any other name. */
@@ -83,16 +68,14 @@ static bool same_file(int dfd, const char *name, const struct stat *held)
 	       st.st_ino == held->st_ino;
 }
 
-/* Whether `name` in dfd is there and another user's (of any file type):
- * not one a writer may replace. */
+/* Whether `name` in dfd is another user's (any type): not ours to replace. */
 static bool others_file(int dfd, const char *name)
 {
 	struct stat st;
 	return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_uid != geteuid();
 }
 
-/* Remove `name` in dfd if it is a regular file of the effective uid's
- * (never what a link points at, never another user's file). */
+/* Remove `name` in dfd if it is a regular file of the effective uid's. */
 static void unlink_mine(int dfd, const char *name)
 {
 	struct stat st;
@@ -100,8 +83,7 @@ static void unlink_mine(int dfd, const char *name)
 		unlinkat(dfd, name, 0);
 }
 
-/* Remove the files of a dead writer whose companion is `companion`;
- * whether it did. */
+/* Remove the files of the dead writer of `companion`; whether it did. */
 static bool sweep_one(int dfd, const char *companion)
 {
 	char target[CUMEMCAP_PATH_MAX + 8];
@@ -112,22 +94,16 @@ static bool sweep_one(int dfd, const char *companion)
 		return false;
 	struct stat st;
 	bool stale = false;
-	uid_t me = geteuid();
-	/* A companion of ours: a regular file of our user's, with one name. */
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == me && st.st_nlink == 1 &&
+	/* A companion of ours: our user's regular file, with one name. */
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_nlink == 1 &&
 	    cumemcap_ofd_lock(fd, 0, 0, F_RDLCK, false) == 0) {
-		/* No writer holds it. Its content says whether one ever did. */
+		/* No writer holds it; its content says whether one ever did. */
 		char buf[sizeof(SWEEP_MAGIC)];
 		ssize_t r = pread(fd, buf, sizeof(buf), 0);
-		struct timespec now;
-		clock_gettime(CLOCK_REALTIME, &now);
-		if (r == (ssize_t)sizeof(SWEEP_MAGIC) - 1 && memcmp(buf, SWEEP_MAGIC, (size_t)r) == 0)
-			stale = true;
-		else if (r == 0 && st.st_size == 0 && now.tv_sec - st.st_mtime > STALE_EMPTY_SECONDS)
-			stale = true;
+		stale = (r == (ssize_t)sizeof(SWEEP_MAGIC) - 1 && memcmp(buf, SWEEP_MAGIC, (size_t)r) == 0) ||
+			(r == 0 && st.st_size == 0 && time(NULL) - st.st_mtime > STALE_EMPTY_SECONDS);
 	}
-	/* Still the companion this lock is on (another sweeper may have
-	 * removed it and a new writer made a new one meanwhile)? */
+	/* Still the companion locked (not removed and made anew meanwhile)? */
 	if (stale && same_file(dfd, companion, &st)) {
 		size_t n = strlen(target);
 		unlink_mine(dfd, target);
@@ -160,25 +136,21 @@ static void sweep_dir(int dfd, const char *mine)
 	closedir(d);
 }
 
-/* Create and lock `companion` in dfd (a dead writer's is swept first):
- * its descriptor (held for life; *held its identity), or -EEXIST when a
- * live writer has it, or -errno. */
+/* Create and lock `companion` in dfd (a dead writer's swept first): its
+ * descriptor (*held its identity), -EEXIST for a live writer's, -errno. */
 static int claim_companion(int dfd, const char *companion, struct stat *held)
 {
 	for (int attempt = 0; attempt < 3; attempt++) {
 		int fd = openat(dfd, companion, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 		if (fd < 0) {
-			/* Taken: by a live writer, or by a dead one (swept, then
-			 * try once more). */
+			/* Taken by a live writer, or a dead one: swept, once more. */
 			int e = errno;
 			if (e == EEXIST && attempt == 0 && sweep_one(dfd, companion))
 				continue;
 			return -e;
 		}
 		int e = cumemcap_ofd_lock(fd, 0, 0, F_WRLCK, true) != 0 || fstat(fd, held) != 0 ? errno : 0;
-		/* A sweeper may have taken it for a dead writer's between our
-		 * create and our lock (it was empty, but old?): then it is
-		 * gone, and we start over. */
+		/* Removed by a sweeper between our create and lock? Start over. */
 		if (!e && !same_file(dfd, companion, held)) {
 			close(fd);
 			continue;
@@ -209,8 +181,7 @@ static char downward_value[N_DOWNWARD][LABEL_VALUE_MAX + 1];
 void log_metrics_init(void)
 {
 	for (size_t i = 0; i < N_DOWNWARD; i++) {
-		/* Under secure execution the caller chose the environment:
-		 * no label of a setuid program's comes from it. */
+		/* Under secure execution the caller chose the environment. */
 		const char *v = secure_getenv(downward[i].variable);
 		if (v)
 			cumemcap_copy(downward_value[i], sizeof(downward_value[i]), v);
@@ -240,15 +211,21 @@ static void metrics_off(const char *what, int err)
 	log_say_off("metrics", metrics_path, what, err, "metrics are off");
 }
 
-/* log_metrics_lock held: the name, its companion locked; then a sweep. */
-static void claim(void)
+/* The name, its companion locked, then a sweep; under log_metrics_lock. */
+void log_metrics_claim(void)
 {
+	if (atomic_load(&log_metrics_state) != CLOSED)
+		return;
+	int saved = errno;
+	pthread_mutex_lock(&log_metrics_lock);
+	if (atomic_load(&log_metrics_state) != CLOSED)
+		goto unlock;
 	char base[CUMEMCAP_PATH_MAX];
 	int dfd = log_open_template(cumemcap_policy()->metrics_path, metrics_path, metrics_dir, base, false, "metrics",
 				    "metrics are off");
 	if (dfd < 0) {
 		atomic_store(&log_metrics_state, OFF);
-		return;
+		goto unlock;
 	}
 	size_t at = strlen(metrics_path) - strlen(base);
 	int fd = -EEXIST;
@@ -259,8 +236,7 @@ static void claim(void)
 			break;
 		}
 		fd = claim_companion(dfd, own_companion, &companion_st);
-		/* Another user's file under this name or its .tmp is not ours
-		 * to replace: the next name. */
+		/* Another user's file at this name or its .tmp: the next name. */
 		snprintf(metrics_tmp, sizeof(metrics_tmp), "%s.tmp", metrics_name);
 		if (fd >= 0 && (others_file(dfd, metrics_name) || others_file(dfd, metrics_tmp))) {
 			unlinkat(dfd, own_companion, 0); /* ours: created and locked just now */
@@ -269,29 +245,17 @@ static void claim(void)
 		}
 	}
 	if (fd < 0) {
-		close(dfd);
-		if (fd == -EEXIST)
-			metrics_off("live writers or other users' files hold this name and its .1 to .99", 0);
-		else
-			metrics_off("", -fd);
-		return;
+		metrics_off(fd == -EEXIST ? "live writers or other users' files hold this name and its .1 to .99" : "",
+			    fd == -EEXIST ? 0 : -fd);
+	} else {
+		companion_fd = fd;
+		cumemcap_copy(metrics_path + at, sizeof(metrics_path) - at, metrics_name);
+		atomic_store(&log_metrics_state, OPEN);
+		sweep_dir(dfd, own_companion);
+		last_sweep_ms = cumemcap_now_ms();
 	}
-	companion_fd = fd;
-	cumemcap_copy(metrics_path + at, sizeof(metrics_path) - at, metrics_name);
-	atomic_store(&log_metrics_state, OPEN);
-	sweep_dir(dfd, own_companion);
-	last_sweep_ms = cumemcap_now_ms();
 	close(dfd);
-}
-
-void log_metrics_claim(void)
-{
-	if (atomic_load(&log_metrics_state) != CLOSED)
-		return;
-	int saved = errno;
-	pthread_mutex_lock(&log_metrics_lock);
-	if (atomic_load(&log_metrics_state) == CLOSED)
-		claim();
+unlock:
 	pthread_mutex_unlock(&log_metrics_lock);
 	errno = saved;
 }
@@ -301,31 +265,10 @@ static void label(struct out *o, const char *name, size_t nn, const char *value,
 	out_str(o, ",");
 	out_put(o, name, nn);
 	out_str(o, "=");
-	out_label_value(o, value, vn, LABEL_VALUE_MAX);
+	out_quoted(o, value, vn, LABEL_VALUE_MAX, true);
 }
 
-/* The labels every series of this process has, once per file. */
-static void process_labels(struct out *o)
-{
-	const struct cumemcap_policy *p = cumemcap_policy();
-	out_str(o, "pid=\"");
-	out_u(o, (uint64_t)getpid());
-	out_str(o, "\"");
-	label(o, "program", 7, p->program, strlen(p->program));
-	if (log_host[0])
-		label(o, "host", 4, log_host, strlen(log_host));
-	for (size_t i = 0; i < N_DOWNWARD; i++)
-		if (downward_value[i][0])
-			label(o, downward[i].label, strlen(downward[i].label), downward_value[i],
-			      strlen(downward_value[i]));
-	const char *cur = p->labels, *k, *v;
-	size_t kn, vn;
-	while (cumemcap_labels_next(&cur, &k, &kn, &v, &vn))
-		label(o, k, kn, v, vn);
-}
-
-/* Replaced whole: a temporary file renamed over it. The directory is
- * checked again for every write: it is a path. */
+/* A temporary file renamed over it, in the directory checked anew. */
 void log_write_metrics(const struct gpu_figures *all, int n)
 {
 	log_metrics_claim();
@@ -349,46 +292,50 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 		metrics_off(others ? "another user's file is at its .tmp name now" : "", e);
 		goto close_dir;
 	}
+	/* The labels every series of this process has, once per file. */
 	static char buf[16 * 1024], head[8 * 1024];
 	struct out o = { .p = buf, .cap = sizeof(buf), .flush_fd = fd };
 	struct out ho = OUT(head);
-	process_labels(&ho);
+	const struct cumemcap_policy *p = cumemcap_policy();
+	out_str(&ho, "pid=\"");
+	out_u(&ho, (uint64_t)getpid());
+	out_str(&ho, "\"");
+	label(&ho, "program", 7, p->program, strlen(p->program));
+	if (log_host[0])
+		label(&ho, "host", 4, log_host, strlen(log_host));
+	for (size_t i = 0; i < N_DOWNWARD; i++)
+		if (downward_value[i][0])
+			label(&ho, downward[i].label, strlen(downward[i].label), downward_value[i],
+			      strlen(downward_value[i]));
+	const char *cur = p->labels, *key, *value;
+	size_t kn, vn;
+	while (cumemcap_labels_next(&cur, &key, &kn, &value, &vn))
+		label(&ho, key, kn, value, vn);
 	/* A family for each figure with a `prom` name, in the list's order. */
 	for (size_t fig = 0; fig < CUMEMCAP_FIG_COUNT; fig++) {
 		const struct cumemcap_figure_info *fi = &cumemcap_figure_info[fig];
 		const char *prom = fi->prom;
 		if (!*prom)
 			continue;
-		out_str(&o, "# HELP ");
-		out_str(&o, prom);
-		out_str(&o, " ");
-		out_str(&o, fi->help);
-		out_str(&o, "\n# TYPE ");
-		out_str(&o, prom);
-		out_str(&o, fi->kind == CUMEMCAP_FK_counter ? " counter\n" : " gauge\n");
+		const char *type = fi->kind == CUMEMCAP_FK_counter ? " counter\n" : " gauge\n";
+		out_strs(&o, "# HELP ", prom, " ", fi->help, "\n# TYPE ", prom, type, NULL);
 		for (int i = 0; i < n; i++) {
 			uint64_t v = all[i].f.v[fig];
 			if (fi->null && v == CUMEMCAP_FIGURE_NONE)
 				continue; /* no series: no limit, NVML does not know */
-			out_str(&o, prom);
-			out_str(&o, "{");
+			out_strs(&o, prom, "{", NULL);
 			out_put(&o, ho.p, ho.len);
-			unsigned index;
-			if (log_gpu_index(all[i].dev, &index)) {
+			int index = log_gpu_index(all[i].dev);
+			if (index >= 0) {
 				out_str(&o, ",gpu=\"");
-				out_u(&o, index);
+				out_u(&o, (uint64_t)index);
 				out_str(&o, "\"");
 			}
 			out_str(&o, ",cuda_device=\"");
 			out_u(&o, (uint64_t)all[i].dev);
-			out_str(&o, "\",uuid=\"");
-			out_str(&o, all[i].uuid);
-			out_str(&o, "\",UUID=\"");
-			out_str(&o, all[i].uuid);
-			if (cumemcap_group_member()) {
-				out_str(&o, "\",group=\"");
-				out_str(&o, cumemcap_group_name()); /* [A-Za-z0-9._-]: nothing to escape */
-			}
+			out_strs(&o, "\",uuid=\"", all[i].uuid, "\",UUID=\"", all[i].uuid, NULL);
+			if (cumemcap_group_member()) /* [A-Za-z0-9._-]: nothing to escape */
+				out_strs(&o, "\",group=\"", cumemcap_group_name(), NULL);
 			out_str(&o, "\"} ");
 			out_u(&o, v);
 			out_str(&o, "\n");
@@ -397,8 +344,7 @@ void log_write_metrics(const struct gpu_figures *all, int n)
 	int err = o.lost || ho.lost || !out_write_all(fd, o.p, o.len) ? (errno ? errno : EIO) : 0;
 	if (close(fd) != 0 && !err)
 		err = errno;
-	/* Never over another user's file (one made after the name was
-	 * taken): root's rename would remove it. */
+	/* Never over another user's file made since (root's rename would). */
 	bool foreign = !err && others_file(dfd, metrics_name);
 	if (!err && !foreign && renameat(dfd, metrics_tmp, dfd, metrics_name) != 0)
 		err = errno;
@@ -414,9 +360,8 @@ unlock:
 	pthread_mutex_unlock(&log_metrics_lock);
 }
 
-/* The child writes a file of its own, under a name of its own: it lets go
- * of its copy of the parent's companion (the parent's lock stays: it has
- * its own descriptor of it), if the number still is that file. */
+/* The child takes a name of its own: it closes its copy of the parent's
+ * companion (whose lock the parent keeps) if the number is still that file. */
 void log_metrics_fork_child(void)
 {
 	if (companion_fd >= 0 && log_fd_is(companion_fd, &companion_st))

@@ -1,12 +1,10 @@
-/* log/metrics: the Prometheus text file (CUMEMCAP_METRICS), one family
- * per figure with a Prometheus name in the figure list, one series per
- * GPU, and the files of its writers that died, swept.
+/* log/metrics: the Prometheus text file (CUMEMCAP_METRICS), a family per
+ * figure with a Prometheus name, a series per GPU; dead writers swept.
  *
- * Thread safety: the name is claimed once under log_metrics_lock (by the
- * first GPU use's hook or the worker), which log.c holds across fork; the
- * file is written only by the worker thread; log_metrics_state is atomic
- * because the exit path, possibly a fatal-signal handler, turns it off
- * and removes the file (log_metrics_unlink is async-signal-safe). */
+ * Thread safety: the name is claimed once under log_metrics_lock (held
+ * across fork); only the worker writes the file. The exit path, maybe a
+ * signal handler, turns log_metrics_state off and removes the file
+ * (log_metrics_unlink is async-signal-safe). */
 #pragma once
 
 #include <pthread.h>
@@ -18,9 +16,8 @@ extern _Atomic int log_metrics_state; /* CLOSED, OPEN, OFF (file.h) */
 extern pthread_mutex_t log_metrics_lock;
 /* The Downward API's variables, read once (the constructor). */
 void log_metrics_init(void);
-/* Take the metrics file's name (its companion locked, a suffix when a
- * live writer has it) if nobody has yet; any thread, no lock of the log's
- * held. */
+/* Take the name (its companion locked; suffixed while a live writer has
+ * it) if nobody has yet; no lock of the log's held. */
 void log_metrics_claim(void);
 /* The path taken (after log_metrics_claim; "" when none). */
 const char *log_metrics_path(void);

@@ -1,7 +1,6 @@
 /* log/records: see records.h. Which figures a record and the summary
- * carry, under which names and in which order, is the figure list's
- * (state/figures.h); they are read through the ledger's snapshot
- * (cumemcap_ledger_read), never from its storage. */
+ * carry, named and ordered, is the figure list's (state/figures.h), read
+ * through the ledger's snapshot (cumemcap_ledger_read). */
 #include "config.h"
 
 #include <fcntl.h>
@@ -19,31 +18,22 @@
 #include "config/hints.h"
 #include "config/policy.h"
 
-/* ,"pid":...,"program":...,"host":... as every record has it. */
-static char identity[2048];
+static char identity[2048]; /* ,"pid":...,"program":...,"host":... */
 static size_t identity_len;
 char log_host[256];
-/* By ordinal, plus one (0: not known): the highest NVML figure seen, and
- * nvidia-smi's index. */
-static _Atomic uint64_t peak_driver[CUMEMCAP_MAX_DEVICES];
-static _Atomic unsigned gpu_index[CUMEMCAP_MAX_DEVICES];
+static _Atomic uint64_t peak_driver[CUMEMCAP_MAX_DEVICES]; /* the highest NVML figure + 1 (0: none) */
+static _Atomic unsigned gpu_index[CUMEMCAP_MAX_DEVICES];   /* nvidia-smi's index + 1 (0: not known) */
 static _Atomic int nvml_loads = -1; /* -1 until log_probe_nvml asked */
 
 void log_identity(void)
 {
-	if (gethostname(log_host, sizeof(log_host) - 1) != 0)
+	if (gethostname(log_host, sizeof(log_host) - 1) != 0) /* the last byte stays 0 */
 		log_host[0] = '\0';
-	log_host[sizeof(log_host) - 1] = '\0';
 	struct out o = OUT(identity);
 	out_key_u(&o, "pid", (uint64_t)getpid());
 	out_key_json(&o, "program", cumemcap_policy()->program);
 	out_key_json(&o, "host", log_host);
 	identity_len = o.lost ? 0 : o.len;
-}
-
-void log_records_fork_child(void)
-{
-	log_identity();
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++)
 		atomic_store(&peak_driver[dev], 0);
 }
@@ -53,9 +43,7 @@ void log_begin(struct out *o, const char *type)
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	uint64_t ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-	out_str(o, "{\"v\":2,\"type\":\"");
-	out_str(o, type);
-	out_str(o, "\",\"t\":");
+	out_strs(o, "{\"v\":2,\"type\":\"", type, "\",\"t\":", NULL);
 	out_ms(o, ms);
 	out_key(o, "time");
 	out_time(o, ms);
@@ -84,11 +72,9 @@ void log_probe_nvml(void)
 		learn_index(d, all[d].uuid);
 }
 
-bool log_gpu_index(int dev, unsigned *index)
+int log_gpu_index(int dev)
 {
-	unsigned i = dev >= 0 && dev < CUMEMCAP_MAX_DEVICES ? atomic_load(&gpu_index[dev]) : 0;
-	*index = i - 1;
-	return i != 0;
+	return dev >= 0 && dev < CUMEMCAP_MAX_DEVICES ? (int)atomic_load(&gpu_index[dev]) - 1 : -1;
 }
 
 void log_put_gpu(struct out *o, int dev, bool first)
@@ -103,9 +89,9 @@ void log_put_gpu(struct out *o, int dev, bool first)
 		cumemcap_nvml_format_uuid(info->uuid, "GPU-", uuid);
 		out_key_json(o, "uuid", uuid);
 	}
-	unsigned index;
-	if (log_gpu_index(dev, &index))
-		out_key_u(o, "index", index);
+	int index = log_gpu_index(dev);
+	if (index >= 0)
+		out_key_u(o, "index", (uint64_t)index);
 }
 
 static void put_source(struct out *o, const char *key, const struct cumemcap_source *src)
@@ -113,22 +99,6 @@ static void put_source(struct out *o, const char *key, const struct cumemcap_sou
 	char where[CUMEMCAP_PATH_MAX + 16];
 	cumemcap_source_format(cumemcap_policy(), src, where, sizeof(where));
 	out_key_json(o, key, where);
-}
-
-/* "name":{"value":...,"source":...}; the first without a comma; a NULL
- * value is the log interval, in seconds. */
-static void rule(struct out *o, bool first, const char *name, const char *value,
-		 const struct cumemcap_source *src)
-{
-	out_str(o, first ? "\"" : ",\"");
-	out_str(o, name);
-	out_str(o, "\":{\"value\":");
-	if (value)
-		out_json(o, value);
-	else
-		out_ms(o, cumemcap_policy()->log_interval_ms);
-	put_source(o, "source", src);
-	out_str(o, "}");
 }
 
 /* ,"argv":[...] from /proc/self/cmdline, and "argv_truncated" when cut. */
@@ -143,8 +113,7 @@ static void put_argv(struct out *o)
 			n += (size_t)r;
 		close(fd);
 	}
-	/* Escaping can grow an argument sixfold: stop while a third of the
-	 * buffer is left for the rest of the record. */
+	/* Escaping may grow an argument sixfold: keep a third for the rest. */
 	bool cut = n == sizeof(cmdline);
 	out_key(o, "argv");
 	out_str(o, "[");
@@ -155,7 +124,7 @@ static void put_argv(struct out *o)
 			break;
 		}
 		out_str(o, first ? "" : ",");
-		out_json_n(o, cmdline + i, len);
+		out_quoted(o, cmdline + i, len, SIZE_MAX, false);
 		i += len + 1;
 	}
 	out_str(o, cut ? "],\"argv_truncated\":true" : "]");
@@ -168,7 +137,6 @@ void log_start_record(struct out *o, const char *path, const char *metrics, uint
 	out_key_u(o, "ppid", (uint64_t)getppid());
 	out_key_u(o, "uid", (uint64_t)getuid());
 	put_argv(o);
-	/* The device layer's, asked at the first GPU use. */
 	int dv = cumemcap_device_driver_version();
 	out_key_u_or_null(o, "driver_version", dv > 0, (uint64_t)(dv > 0 ? dv : 0));
 	out_key_json(o, "cumemcap", CUMEMCAP_VERSION_STRING);
@@ -197,15 +165,29 @@ void log_start_record(struct out *o, const char *path, const char *metrics, uint
 	cumemcap_policy_format_growth(p, growth, sizeof(growth));
 	cumemcap_policy_format_release(p, release, sizeof(release));
 	cumemcap_policy_format_on_limit(p, on_limit, sizeof(on_limit));
+	/* value NULL: the log interval, a number of seconds */
+	const struct {
+		const char *name, *value;
+		const struct cumemcap_source *src;
+	} rules[] = {
+		{ "count", cumemcap_policy_count_name(p->count), &p->count_src },
+		{ "growth", growth, &p->growth_src },
+		{ "pool", cumemcap_policy_pool_name(p->pool), &p->pool_src },
+		{ "release", release, &p->release_src },
+		{ "framework_hints", p->framework_hints ? "on" : "off", &p->hints_src },
+		{ "log_interval", NULL, &p->interval_src },
+		{ "on_limit", on_limit, &p->on_limit_src },
+	};
 	out_key(o, "rules");
-	out_str(o, "{");
-	rule(o, true, "count", cumemcap_policy_count_name(p->count), &p->count_src);
-	rule(o, false, "growth", growth, &p->growth_src);
-	rule(o, false, "pool", cumemcap_policy_pool_name(p->pool), &p->pool_src);
-	rule(o, false, "release", release, &p->release_src);
-	rule(o, false, "framework_hints", p->framework_hints ? "on" : "off", &p->hints_src);
-	rule(o, false, "log_interval", NULL, &p->interval_src);
-	rule(o, false, "on_limit", on_limit, &p->on_limit_src);
+	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++) {
+		out_strs(o, i ? ",\"" : "{\"", rules[i].name, "\":{\"value\":", NULL);
+		if (rules[i].value)
+			out_json(o, rules[i].value);
+		else
+			out_ms(o, p->log_interval_ms);
+		put_source(o, "source", rules[i].src);
+		out_str(o, "}");
+	}
 	out_str(o, "}");
 	out_key(o, "group");
 	if (cumemcap_group_member()) {
@@ -217,8 +199,7 @@ void log_start_record(struct out *o, const char *path, const char *metrics, uint
 	} else {
 		out_str(o, "null");
 	}
-	/* The framework hints the constructor set, and those it left because
-	 * the user had set that framework's memory variables (config/hints.h). */
+	/* Hints set, and those left to the user's variables (config/hints.h). */
 	const struct cumemcap_hints *h = cumemcap_hints_applied();
 	out_key(o, "framework_hints");
 	if (h) {
@@ -238,8 +219,7 @@ void log_start_record(struct out *o, const char *path, const char *metrics, uint
 	} else {
 		out_str(o, "null");
 	}
-	/* Where each GPU's overhead is expected to come from; each GPU's
-	 * `overhead` record says where it did. */
+	/* Where overhead should come from (`overhead` records say where it did). */
 	int nvml = atomic_load(&nvml_loads);
 	bool host_pids = cumemcap_nvml_host_pids();
 	out_key(o, "overhead");
@@ -254,23 +234,26 @@ void log_start_record(struct out *o, const char *path, const char *metrics, uint
 	out_str(o, "}}\n");
 }
 
-/* A device's figures but NVML's (log_gather's). Async-signal-safe. */
-static void read_figures(int dev, const struct cumemcap_device_info *info, struct cumemcap_figures *f)
+/* A described GPU's figures but NVML's, and its facts; NULL for another,
+ * whose ledger pages stay untouched (not faulted in at exit). AS-safe. */
+static const struct cumemcap_device_info *read_figures(int dev, struct cumemcap_figures *f)
 {
-	cumemcap_ledger_read(dev, f);
-	f->v[CUMEMCAP_FIG_total] = info ? info->total : CUMEMCAP_FIGURE_NONE;
+	const struct cumemcap_device_info *info = cumemcap_device_info(dev);
+	if (info) {
+		cumemcap_ledger_read(dev, f);
+		f->v[CUMEMCAP_FIG_total] = info->total;
+	}
+	return info;
 }
 
-/* A column of struct cumemcap_figure_info that says where a figure is
- * written, as an offset for put_figures. */
+/* A one-byte column of struct cumemcap_figure_info, for put_figures. */
 #define COLUMN(name) offsetof(struct cumemcap_figure_info, name)
 _Static_assert(sizeof(cumemcap_figure_info[0].event) == 1 && sizeof(cumemcap_figure_info[0].sample) == 1 &&
 		       sizeof(cumemcap_figure_info[0].exit) == 1 && sizeof(cumemcap_figure_info[0].summary) == 1,
 	       "one-byte columns");
 
-/* The figures whose column `col` is 1, then those where it is 2, in the figure
- * list's order: as ,"key":value, or (human) as `pre` value `post` with
- * bytes as sizes, as the stderr summary has them. */
+/* The figures whose column `col` is 1, then 2: as ,"key":value, or (human,
+ * the stderr summary) as `pre` value `post`, bytes as sizes. */
 static void put_figures(struct out *o, const struct cumemcap_figures *f, size_t col, bool human)
 {
 	for (unsigned part = 1; part <= 2; part++)
@@ -296,9 +279,11 @@ static void put_figures(struct out *o, const struct cumemcap_figures *f, size_t 
 
 void log_put_figures(struct out *o, int dev)
 {
+	const struct cumemcap_device_info *info = cumemcap_device_info(dev);
 	struct cumemcap_figures f;
 	cumemcap_ledger_read_growth(dev);
-	read_figures(dev, cumemcap_device_info(dev), &f);
+	cumemcap_ledger_read(dev, &f);
+	f.v[CUMEMCAP_FIG_total] = info ? info->total : CUMEMCAP_FIGURE_NONE;
 	put_figures(o, &f, COLUMN(event), false);
 }
 
@@ -313,7 +298,7 @@ int log_gather(struct gpu_figures *all)
 		uint64_t *v = g->f.v, driver = 0;
 		g->dev = dev;
 		cumemcap_ledger_read_growth(dev);
-		read_figures(dev, info, &g->f);
+		read_figures(dev, &g->f);
 		cumemcap_nvml_format_uuid(info->uuid, "GPU-", g->uuid);
 		learn_index(dev, info->uuid);
 		bool known = cumemcap_nvml_process(info->uuid, (unsigned)getpid(), &driver) == CUMEMCAP_NVML_LISTED;
@@ -321,34 +306,32 @@ int log_gather(struct gpu_figures *all)
 		v[CUMEMCAP_FIG_driver_used] = known ? driver : CUMEMCAP_FIGURE_NONE;
 		v[CUMEMCAP_FIG_context_overhead] =
 			known && driver >= reserved ? driver - reserved : CUMEMCAP_FIGURE_NONE;
-		if (known) {
-			uint64_t seen = atomic_load(&peak_driver[dev]);
-			while (driver + 1 > seen && !atomic_compare_exchange_weak(&peak_driver[dev], &seen, driver + 1))
-				;
-		}
+		if (known && driver + 1 > atomic_load(&peak_driver[dev])) /* only the worker writes it */
+			atomic_store(&peak_driver[dev], driver + 1);
 	}
 	return n;
 }
 
-/* A GPU's object in a sample or the exit record: its figures of column
- * `col`, then where its overhead came from. */
-static void put_gpu_object(struct out *o, bool first, int dev, const struct cumemcap_figures *f, size_t col)
+/* ,"gpus":[...] of a sample or the exit record. */
+static void put_gpus(struct out *o, const struct gpu_figures *all, int n, size_t col)
 {
-	out_str(o, first ? "{" : ",{");
-	log_put_gpu(o, dev, true);
-	put_figures(o, f, col, false);
-	out_key_json(o, "overhead_source", cumemcap_overhead_source_name(cumemcap_ledger_source(dev)));
-	out_str(o, "}");
+	out_key(o, "gpus");
+	out_str(o, "[");
+	for (int i = 0; i < n; i++) {
+		enum cumemcap_overhead_source source = cumemcap_ledger_source(all[i].dev);
+		out_str(o, i ? ",{" : "{");
+		log_put_gpu(o, all[i].dev, true);
+		put_figures(o, &all[i].f, col, false);
+		out_key_json(o, "overhead_source", cumemcap_overhead_source_name(source));
+		out_str(o, "}");
+	}
+	out_str(o, "]");
 }
 
 void log_sample_record(struct out *o, const struct gpu_figures *all, int n, uint64_t dropped)
 {
 	log_begin(o, "sample");
-	out_key(o, "gpus");
-	out_str(o, "[");
-	for (int i = 0; i < n; i++)
-		put_gpu_object(o, i == 0, all[i].dev, &all[i].f, COLUMN(sample));
-	out_str(o, "]");
+	put_gpus(o, all, n, COLUMN(sample));
 	out_key_u(o, "events_dropped", dropped);
 	out_str(o, "}\n");
 }
@@ -356,14 +339,9 @@ void log_sample_record(struct out *o, const struct gpu_figures *all, int n, uint
 bool log_used_gpu(void)
 {
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
-		/* A GPU the process never described has no figures: its
-		 * ledger pages stay untouched (a program that never used CUDA
-		 * faults none of them in at exit). */
-		const struct cumemcap_device_info *info = cumemcap_device_info(dev);
-		if (!info)
-			continue;
 		struct cumemcap_figures f;
-		read_figures(dev, info, &f);
+		if (!read_figures(dev, &f))
+			continue;
 		if (f.v[CUMEMCAP_FIG_allocs] + f.v[CUMEMCAP_FIG_frees] + f.v[CUMEMCAP_FIG_refusals] +
 		    f.v[CUMEMCAP_FIG_driver_oom])
 			return true;
@@ -374,20 +352,15 @@ bool log_used_gpu(void)
 void log_stderr_summary(void)
 {
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
-		const struct cumemcap_device_info *info = cumemcap_device_info(dev);
 		struct cumemcap_figures f;
-		if (!info)
-			continue;
-		read_figures(dev, info, &f);
-		if (f.v[CUMEMCAP_FIG_allocs] + f.v[CUMEMCAP_FIG_refusals] == 0)
+		const struct cumemcap_device_info *info = read_figures(dev, &f);
+		if (!info || f.v[CUMEMCAP_FIG_allocs] + f.v[CUMEMCAP_FIG_refusals] == 0)
 			continue;
 		char buf[512];
 		struct out o = OUT(buf);
 		out_str(&o, "device ");
 		out_u(&o, (uint64_t)dev);
-		out_str(&o, " (");
-		out_str(&o, info->pci_bus_id);
-		out_str(&o, "): ");
+		out_strs(&o, " (", info->pci_bus_id, "): ", NULL);
 		put_figures(&o, &f, COLUMN(summary), true);
 		out_say(&o);
 	}
@@ -405,19 +378,14 @@ void log_exit_record(struct out *o, int signo, const char *signal_name, uint64_t
 	}
 	out_key_u(o, "samples", samples);
 	out_key_u(o, "events_dropped", dropped);
-	out_key(o, "gpus");
-	out_str(o, "[");
-	bool first = true;
+	static struct gpu_figures all[CUMEMCAP_MAX_DEVICES]; /* the one claimant's */
+	int n = 0;
 	for (int dev = 0; dev < CUMEMCAP_MAX_DEVICES; dev++) {
-		const struct cumemcap_device_info *info = cumemcap_device_info(dev);
-		if (!info)
-			continue;
-		struct cumemcap_figures f;
 		uint64_t pd = atomic_load(&peak_driver[dev]);
-		read_figures(dev, info, &f);
-		f.v[CUMEMCAP_FIG_peak_driver_used] = pd ? pd - 1 : CUMEMCAP_FIGURE_NONE;
-		put_gpu_object(o, first, dev, &f, COLUMN(exit));
-		first = false;
+		all[n].dev = dev;
+		if (read_figures(dev, &all[n].f))
+			all[n++].f.v[CUMEMCAP_FIG_peak_driver_used] = pd ? pd - 1 : CUMEMCAP_FIGURE_NONE;
 	}
-	out_str(o, "]}\n");
+	put_gpus(o, all, n, COLUMN(exit));
+	out_str(o, "}\n");
 }

@@ -1,18 +1,14 @@
-/* log/records: the text of each record of the footprint log (schema in
- * docs/footprint-log.md), formatted into a caller's struct out: the start
- * record, the head every record shares, a GPU's identity and figures, the
- * samples, the exit record and the summary on stderr. Writing them is the
- * caller's.
+/* log/records: the text of the log's records (docs/footprint-log.md) in
+ * a caller's struct out: the start record, the shared head, a GPU's
+ * identity and figures, the samples, the exit record, the stderr summary.
  *
- * Thread and signal safety: nothing here takes a lock. The start record
- * is built under log.c's open lock, samples by the worker thread, the
- * exit record and the summary by the one claimant of the exit, possibly
- * in a fatal-signal handler: that path (log_exit_record,
- * log_stderr_summary, log_used_gpu, log_begin, log_put_gpu) is
- * async-signal-safe (static buffers, no malloc, no stdio). */
+ * Thread and signal safety: no locks. The start record is built under
+ * log.c's open lock, samples by the worker, the exit record and summary
+ * by the exit's one claimant, maybe in a fatal-signal handler:
+ * log_exit_record, log_stderr_summary, log_used_gpu, log_begin and
+ * log_put_gpu are async-signal-safe. */
 #pragma once
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -22,27 +18,22 @@
 /* The host name ("" when unknown). */
 extern char log_host[256];
 
-/* The process's identity in every record (pid, program, host), formatted
- * at the first record; in a fork child again, and the driver peaks start
- * over. */
+/* Format the process's identity in every record (pid, program, host)
+ * and start the NVML peaks over: before the first record, in a fork child. */
 void log_identity(void);
-void log_records_fork_child(void);
 
-/* {"v":2,"type":...,"t":...,"time":...,"pid":...,"program":...,"host":...
- * (the record's end, "}\n", is the caller's). */
+/* {"v":2,"type":...,"t":...,"time":...,"pid":...,"program":...,"host":... */
 void log_begin(struct out *o, const char *type);
 /* "gpu":N,"uuid":...,"index":... of a GPU (a comma first unless `first`). */
 void log_put_gpu(struct out *o, int dev, bool first);
-/* nvidia-smi's index of GPU dev, as NVML said; false when not known. */
-bool log_gpu_index(int dev, unsigned *index);
-/* Whether NVML loads (the start record says), and each known GPU's
- * index: asked with no lock held (NVML may call into the driver, whose
- * lock fork() takes before the log's). */
+/* nvidia-smi's index of GPU dev, as NVML said; -1 when not known. */
+int log_gpu_index(int dev);
+/* Whether NVML loads, and each known GPU's index: asked with no lock held
+ * (NVML may call into the driver, whose lock fork() takes before ours). */
 void log_probe_nvml(void);
 /* An event record's figures (`event` in figures.h). */
 void log_put_figures(struct out *o, int dev);
-/* The start record of the file at `path`: `metrics` the metrics file's
- * path (NULL: none), `interval_ms` the samples' interval. */
+/* The start record of the file at `path` (metrics: NULL for none). */
 void log_start_record(struct out *o, const char *path, const char *metrics, uint32_t interval_ms);
 
 /* A GPU's figures for a sample and the metrics. */
