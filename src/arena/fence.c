@@ -17,36 +17,6 @@ static struct fence {
 	CUevent ev[EVENTS]; /* ev[0]: the legacy stream's */
 } fences[MAX_ARENAS];
 
-/* Prove the work queued so far on the legacy stream and on the busy ones
- * of streams[0..n) complete. */
-static CUresult fence_now(struct fence *f, const CUstream *streams, int n)
-{
-	CUstream busy[EVENTS];
-	uint32_t k = 0;
-	busy[k++] = CU_STREAM_LEGACY;
-	for (int i = 0; i < n; i++) {
-		CUresult r = cumemcap_driver_stream_query(streams[i]);
-		if (r == CUDA_ERROR_NOT_READY)
-			busy[k++] = streams[i];
-		else if (r != CUDA_SUCCESS)
-			return r;
-	}
-	CUresult r = CUDA_SUCCESS;
-	while (f->made < k && r == CUDA_SUCCESS) {
-		r = cumemcap_driver_event_create(&f->ev[f->made]);
-		if (r == CUDA_SUCCESS)
-			f->made++;
-	}
-	for (uint32_t i = 0; i < k && r == CUDA_SUCCESS; i++)
-		r = cumemcap_driver_event_record(f->ev[i], busy[i]);
-	for (uint32_t i = 0; i < k && r == CUDA_SUCCESS; i++) {
-		r = cumemcap_driver_event_query(f->ev[i]);
-		if (r == CUDA_ERROR_NOT_READY)
-			r = cumemcap_driver_event_synchronize(f->ev[i]);
-	}
-	return r;
-}
-
 CUresult arena_fence_wait(struct arena *a, CUcontext ctx, uint32_t epoch)
 {
 	struct fence *f = &fences[a - arenas];
@@ -59,18 +29,36 @@ CUresult arena_fence_wait(struct arena *a, CUcontext ctx, uint32_t epoch)
 		f->made = 0;
 		f->synced = false;
 	}
-	CUstream streams[CUMEMCAP_STREAMS_MAX];
+	/* busy[0..k): the legacy stream and the non-blocking ones with work. */
+	CUstream busy[EVENTS];
+	busy[0] = CU_STREAM_LEGACY;
+	uint32_t k = 1;
 	uint64_t gen = cumemcap_streams_gen();
-	CUresult r = CUDA_ERROR_NOT_READY;
-	if (f->synced && f->gen == gen) {
-		int n = cumemcap_streams_of(ctx, streams);
-		if (n >= 0)
-			r = fence_now(f, streams, n);
-		/* A stream destroyed meanwhile may have left the list before
-		 * it was recorded on. */
-		if (r == CUDA_SUCCESS && cumemcap_streams_gen() != gen)
-			r = CUDA_ERROR_NOT_READY;
+	int n = f->synced && f->gen == gen ? cumemcap_streams_of(ctx, busy + 1) : -1;
+	CUresult r = n < 0 ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+	for (int i = 1; i <= n && r == CUDA_SUCCESS; i++) {
+		r = cumemcap_driver_stream_query(busy[i]);
+		if (r == CUDA_ERROR_NOT_READY) {
+			busy[k++] = busy[i];
+			r = CUDA_SUCCESS;
+		}
 	}
+	while (f->made < k && r == CUDA_SUCCESS) {
+		r = cumemcap_driver_event_create(&f->ev[f->made]);
+		if (r == CUDA_SUCCESS)
+			f->made++;
+	}
+	for (uint32_t i = 0; i < k && r == CUDA_SUCCESS; i++)
+		r = cumemcap_driver_event_record(f->ev[i], busy[i]);
+	for (uint32_t i = 0; i < k && r == CUDA_SUCCESS; i++) {
+		r = cumemcap_driver_event_query(f->ev[i]);
+		if (r == CUDA_ERROR_NOT_READY)
+			r = cumemcap_driver_event_synchronize(f->ev[i]);
+	}
+	/* A stream destroyed meanwhile may have left the list before it was
+	 * recorded on. */
+	if (r == CUDA_SUCCESS && cumemcap_streams_gen() != gen)
+		r = CUDA_ERROR_NOT_READY;
 	if (r != CUDA_SUCCESS) {
 		r = cumemcap_driver_ctx_synchronize();
 		f->synced = r == CUDA_SUCCESS;
@@ -82,10 +70,5 @@ CUresult arena_fence_wait(struct arena *a, CUcontext ctx, uint32_t epoch)
 
 void arena_fence_fork_child(void)
 {
-	for (unsigned i = 0; i < MAX_ARENAS; i++) {
-		fences[i].ctx = NULL;
-		fences[i].made = 0;
-		fences[i].synced = false;
-		atomic_flag_clear(&fences[i].busy);
-	}
+	memset(fences, 0, sizeof(fences)); /* as at start: no events, none busy */
 }
