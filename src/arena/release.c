@@ -1,6 +1,6 @@
 /* arena/release: blocks coming back: the pending list, reclaim, coalescing,
- * the quick lists, naming the segments that can go back, context death
- * and fork.
+ * the quick lists, naming the segments that can go back, the lookups by
+ * address, context death and fork.
  *
  * Thread safety: as arena-internal.h; context death and fork also hold
  * arena_create_lock. */
@@ -16,7 +16,7 @@
 
 static bool wholly_free(const struct segment *s)
 {
-	return s->live == 0 && s->waiting == 0 && s->quick == 0;
+	return s->live == 0 && s->waiting == 0;
 }
 
 static void mark_free(struct arena *a, struct segment *s, uint64_t now)
@@ -93,21 +93,20 @@ static void merge_free(struct arena *a, uint32_t ci, uint64_t now)
 		mark_free(a, s, now);
 }
 
-/* A chunk proven idle: onto its quick list, or merged. Returns whether its
- * segment has nothing live and other chunks waiting (arena_reclaim). */
+/* A chunk proven idle: onto its quick list (still waiting), or merged.
+ * Returns whether its segment has nothing live and other chunks waiting. */
 static bool make_ready(struct arena *a, uint32_t ci, uint64_t now)
 {
 	struct chunk *c = &a->chunks[ci];
 	struct segment *s = &a->segs[c->seg];
-	s->waiting--;
 	if (s->packed && c->units <= QUICK_UNITS && !a->quick_off) {
 		c->state = C_QUICK;
 		c->lnext = a->quick[c->units];
 		a->quick[c->units] = ci;
 		a->quick_count++;
-		s->quick++;
 		return false;
 	}
+	s->waiting--;
 	merge_free(a, ci, now);
 	return s->live == 0 && s->waiting > 0;
 }
@@ -164,8 +163,7 @@ static void quiet_exit_if_none(struct cumemcap_give_back *g)
 
 void arena_collect(struct arena *a, struct cumemcap_give_back *g, uint64_t keep, uint64_t before)
 {
-	/* The quick lists' chunks count: back to the bins first. */
-	arena_quick_flush(a);
+	arena_quick_flush(a); /* their segments may then be wholly free */
 	if (a->whole_free <= keep || !quiet_enter(g))
 		return;
 	while (a->whole_free > keep) {
@@ -185,13 +183,14 @@ void arena_collect(struct arena *a, struct cumemcap_give_back *g, uint64_t keep,
 	quiet_exit_if_none(g);
 }
 
-/* CUMEMCAP_RELEASE=immediate: segment si, with nothing live, goes into g
- * with its pending chunks merged (cuMemFree synchronizes), unless a chunk
- * is in limbo (its reclaim gives it back after). In g's quiet section. */
+/* CUMEMCAP_RELEASE=immediate (no quick lists): segment si, with nothing
+ * live, goes into g with its pending chunks merged (cuMemFree
+ * synchronizes), unless a chunk is in limbo (its reclaim gives it back
+ * after). In g's quiet section. */
 static bool take_emptied(struct arena *a, uint32_t si, struct cumemcap_give_back *g)
 {
 	const struct segment *s = &a->segs[si];
-	if (s->live || s->prealloc || s->quick)
+	if (s->live || s->prealloc)
 		return false;
 	for (uint32_t k = s->first; k != NONE; k = a->chunks[k].next)
 		if (a->chunks[k].state == C_LIMBO)
@@ -211,8 +210,7 @@ static bool take_emptied(struct arena *a, uint32_t si, struct cumemcap_give_back
 void arena_reclaim(struct arena *a, struct cumemcap_give_back *g)
 {
 	uint32_t head = a->pend_head;
-	/* No synchronization while a stream captures (capture.h): pending
-	 * frees wait until the capture is over. */
+	/* No fence while a stream captures (capture.h): the frees wait. */
 	if (head == NONE || !cumemcap_capture_quiet_enter())
 		return;
 	for (uint32_t ci = head; ci != NONE; ci = a->chunks[ci].lnext)
@@ -235,8 +233,8 @@ void arena_reclaim(struct arena *a, struct cumemcap_give_back *g)
 		if (r == CUDA_SUCCESS) {
 			emptied |= make_ready(a, ci, now);
 		} else {
-			a->segs[a->chunks[ci].seg].waiting--;
-			pending_push(a, ci); /* not proven idle: keep waiting */
+			a->segs[a->chunks[ci].seg].waiting--; /* pending_push counts it again */
+			pending_push(a, ci);
 		}
 	}
 	/* CUMEMCAP_RELEASE=immediate: segments this wait emptied go now. */
@@ -270,6 +268,34 @@ static struct arena *find_block(CUdeviceptr ptr, uint32_t *slot)
 		unlock(a);
 	}
 	return NULL;
+}
+
+enum cumemcap_arena_where cumemcap_arena_lookup(CUdeviceptr ptr, CUdeviceptr *base, uint64_t *size)
+{
+	uint32_t slot;
+	struct arena *a = find_block(ptr, &slot);
+	if (!a)
+		return CUMEMCAP_ARENA_NOT_OURS;
+	const struct segment *s = &a->segs[seg_find(a, ptr)];
+	enum cumemcap_arena_where w = CUMEMCAP_ARENA_NOT_LIVE;
+	uint32_t off = (uint32_t)((ptr - s->base) >> UNIT_SHIFT);
+	for (uint32_t k = s->first; k != NONE; k = a->chunks[k].next) {
+		const struct chunk *c = &a->chunks[k];
+		if (off < c->off || off >= c->off + c->units)
+			continue;
+		if (c->state == C_LIVE) {
+			CUdeviceptr b = chunk_addr(a, c);
+			uint64_t len = s->packed ? ((uint64_t)c->units << UNIT_SHIFT) - c->pad : s->requested;
+			if (ptr < b + len) {
+				*base = b;
+				*size = len;
+				w = s->packed || s->prealloc ? CUMEMCAP_ARENA_PACKED : CUMEMCAP_ARENA_WHOLE;
+			}
+		}
+		break;
+	}
+	unlock(a);
+	return w;
 }
 
 bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r, struct cumemcap_give_back *g)
@@ -315,8 +341,7 @@ bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r, struct cumemcap_give_back
 void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone)
 {
 	uint32_t n = atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire);
-	gone->dev = -1;
-	gone->live = gone->held = gone->blocks = 0;
+	*gone = (struct cumemcap_arena_gone){ .dev = -1 };
 	pthread_mutex_lock(&arena_create_lock);
 	for (uint32_t i = 0; i < n; i++) {
 		struct arena *a = &arenas[i];
