@@ -12,14 +12,13 @@
 
 #define SMALL_MAX (1ull << 20)
 #define SMALL_SEGMENT (2ull << 20)
-#define BIG_SLACK_MIN (2ull << 20)
+#define BIG_SLACK_UNITS ((2ull << 20) >> UNIT_SHIFT)
 #define MAX_UNITS UINT32_MAX
 #define SCAN_LIMIT 32
-/* Packed requests of a context are spread over up to SHARDS arenas, one
- * per thread (the first thread's is the primary, shard 0), so threads
- * share no lock on a pooled pair. Whole segments stay with the primary, so
- * a freed one serves every thread. CUMEMCAP_GROWTH=preallocate keeps one
- * arena per context. */
+/* A context's packed requests are spread over up to SHARDS arenas, dealt
+ * to threads in turn so that they share no lock (shard 0, the primary, is
+ * the first thread's); whole segments stay with the primary, so a freed
+ * one serves every thread. */
 #define SHARDS 4
 /* Pending bytes always worth a fence, however large the arena (a steady
  * run of pairs then stays within the CPU's cache). */
@@ -44,28 +43,9 @@ static unsigned bits_next(const uint64_t *bits, unsigned c)
 	return BINS;
 }
 
-/* Split free chunk ci (off its bin) after `units`, the rest to its bin;
- * without host memory for a record, ci stays whole. */
-static void split(struct arena *a, uint32_t ci, uint32_t units)
-{
-	uint32_t ri = chunk_new(a);
-	if (ri == NONE)
-		return;
-	struct chunk *c = &a->chunks[ci]; /* the array may have moved */
-	struct chunk *rest = &a->chunks[ri];
-	*rest = (struct chunk){ .seg = c->seg, .off = c->off + units, .units = c->units - units,
-				.prev = ci, .next = c->next };
-	if (c->next != NONE)
-		a->chunks[c->next].prev = ri;
-	c->next = ri;
-	c->units = units;
-	bin_insert(a, ri);
-}
-
 /* Hand out chunk ci (free, or the head of the quick list of `units`) for
- * `bytes`, splitting a packed free chunk, and count it (`ready`: the
- * driver did not see it). Returns the address, or 0 when bookkeeping
- * memory ran out (the chunk stays free). */
+ * `bytes`, splitting a packed free chunk (`ready`: the driver did not see
+ * it). The address, or 0 without host memory (the chunk stays free). */
 static CUdeviceptr hand_out(struct arena *a, uint32_t ci, uint64_t bytes, uint32_t units, bool ready)
 {
 	struct chunk *c = &a->chunks[ci];
@@ -76,9 +56,18 @@ static CUdeviceptr hand_out(struct arena *a, uint32_t ci, uint64_t bytes, uint32
 		quick_take_head(a, ci); /* of exactly `units`: nothing to split */
 	} else {
 		bin_remove(a, ci);
-		if (s->packed && c->units > units)
-			split(a, ci, units);
+		/* The rest of a packed chunk to its bin (whole without a record for it). */
+		uint32_t ri = s->packed && c->units > units ? chunk_new(a) : NONE;
 		c = &a->chunks[ci]; /* the array may have moved */
+		if (ri != NONE) {
+			a->chunks[ri] = (struct chunk){ .seg = c->seg, .off = c->off + units,
+							.units = c->units - units, .prev = ci, .next = c->next };
+			if (c->next != NONE)
+				a->chunks[c->next].prev = ri;
+			c->next = ri;
+			c->units = units;
+			bin_insert(a, ri);
+		}
 	}
 	c->state = C_LIVE;
 	c->pad = s->packed ? (uint16_t)(((uint64_t)c->units << UNIT_SHIFT) - bytes) : 0;
@@ -90,8 +79,8 @@ static CUdeviceptr hand_out(struct arena *a, uint32_t ci, uint64_t bytes, uint32
 			a->whole_free -= s->bytes;
 	}
 	s->live++;
-	/* A whole segment's block is live for its requested size (rounded to
-	 * the unit); the rest of the segment is waste, neither live nor cached. */
+	/* A whole segment's block is live for its request (rounded): the rest
+	 * is waste, neither live nor cached. */
 	uint64_t part = (uint64_t)c->units << UNIT_SHIFT;
 	uint64_t got = s->packed ? part : (uint64_t)units << UNIT_SHIFT;
 	a->waste += part - got;
@@ -109,9 +98,9 @@ static uint32_t find_ready(struct arena *a, uint32_t units, bool packed, bool wi
 	if (packed && units <= QUICK_UNITS && a->quick[units] != NONE)
 		return a->quick[units];
 	if (packed || a->bin_bits[0] | a->bin_bits[1]) {
-		/* Packed bins: best of a few in the request's own class, else
-		 * the head of the next class up (all of them fit). Whole
-		 * requests look here only for a preallocated segment. */
+		/* Packed bins (for a whole request, only a preallocated segment):
+		 * best of a few in the request's class, else the head of the
+		 * next class up (all of them fit). */
 		unsigned c = class_of(units);
 		uint32_t best = NONE;
 		unsigned looked = 0;
@@ -133,12 +122,10 @@ static uint32_t find_ready(struct arena *a, uint32_t units, bool packed, bool wi
 		if (packed)
 			return NONE;
 	}
-	/* Whole segments: the smallest cached one within the slack. */
-	uint64_t want = (uint64_t)units;
-	uint64_t slack = want / 4 > (BIG_SLACK_MIN >> UNIT_SHIFT) ? want / 4 : (BIG_SLACK_MIN >> UNIT_SHIFT);
-	if (wide)
-		slack = want;
-	uint64_t most = want + slack;
+	/* Whole segments: the smallest cached one within the slack (wide:
+	 * twice the request). */
+	uint64_t slack = units / 4 > BIG_SLACK_UNITS ? units / 4 : BIG_SLACK_UNITS;
+	uint64_t most = units + (wide ? units : slack);
 	uint32_t best = NONE;
 	for (unsigned c = class_of(units); c < BINS; c++) {
 		c = bits_next(a->big_bits, c);
@@ -147,7 +134,7 @@ static uint32_t find_ready(struct arena *a, uint32_t units, bool packed, bool wi
 		unsigned looked = 0;
 		for (uint32_t ci = a->big[c]; ci != NONE && looked < SCAN_LIMIT; ci = a->chunks[ci].lnext, looked++) {
 			uint64_t u = a->chunks[ci].units;
-			if (u >= want && u <= most && (best == NONE || u < a->chunks[best].units))
+			if (u >= units && u <= most && (best == NONE || u < a->chunks[best].units))
 				best = ci;
 		}
 		if (best != NONE || ((uint64_t)1 << (c / 4)) > most)
@@ -156,20 +143,19 @@ static uint32_t find_ready(struct arena *a, uint32_t units, bool packed, bool wi
 	return best;
 }
 
-/* find_ready, then once more with the quick lists coalesced into the
- * bins: a request waits, grows or is refused only for memory no list
- * holds. */
-static uint32_t find_any(struct arena *a, uint32_t units, bool packed, bool wide)
+/* find_ready, then again with the quick lists coalesced: a request waits,
+ * grows or is refused only for memory no list holds. */
+static uint32_t find_any(struct arena *a, uint32_t units, bool packed)
 {
-	uint32_t ci = find_ready(a, units, packed, wide);
+	uint32_t ci = find_ready(a, units, packed, false);
 	if (ci == NONE && a->quick_count) {
 		arena_quick_flush(a);
-		ci = find_ready(a, units, packed, wide);
+		ci = find_ready(a, units, packed, false);
 	}
 	return ci;
 }
 
-/* The segment size for a request that needs a segment of its own. */
+/* The segment of a request that needs one of its own (rounded < 2^40). */
 static uint64_t whole_size(uint64_t rounded)
 {
 	unsigned lg = 63u - (unsigned)__builtin_clzll(rounded);
@@ -178,8 +164,6 @@ static uint64_t whole_size(uint64_t rounded)
 		step = 64u << 10;
 	if (step > (2u << 20))
 		step = 2u << 20;
-	if (rounded > UINT64_MAX - step)
-		return rounded;
 	return (rounded + step - 1) / step * step;
 }
 
@@ -236,27 +220,13 @@ static bool prealloc_elsewhere(const struct arena *self)
 		const struct arena *a = &arenas[i];
 		if (a == self || !a->prealloc_held || a->dev != self->dev)
 			continue;
-		bool expected = false;
-		if (atomic_compare_exchange_strong(&said, &expected, true))
+		if (!atomic_exchange(&said, true))
 			cumemcap_msg("GPU %d: its preallocation (CUMEMCAP_GROWTH=preallocate) belongs to the "
 				     "first context on it; another context there allocates on demand, "
 				     "within what the limit leaves", self->dev);
 		return true;
 	}
 	return false;
-}
-
-/* 1 + the calling thread's shard, dealt in turn at its first request. */
-static CUMEMCAP_TLS unsigned my_shard;
-static _Atomic unsigned shards_dealt;
-
-static unsigned thread_shard(const struct cumemcap_policy *p)
-{
-	if (p->growth == CUMEMCAP_GROWTH_PREALLOCATE)
-		return 0;
-	if (!my_shard)
-		my_shard = 1 + atomic_fetch_add_explicit(&shards_dealt, 1, memory_order_relaxed) % SHARDS;
-	return my_shard - 1;
 }
 
 /* The arena of (ctx, dev, shard), made on first use; NULL when the table
@@ -275,7 +245,6 @@ static struct arena *arena_find(CUcontext ctx, int dev, unsigned shard)
 			found = &arenas[i];
 	if (!found && n < MAX_ARENAS) {
 		found = &arenas[n];
-		arena_clear(found);
 		atomic_store_explicit(&cumemcap_arena_count, n + 1, memory_order_release);
 	}
 	if (found && !found->ctx) {
@@ -297,13 +266,23 @@ static struct arena *arena_find(CUcontext ctx, int dev, unsigned shard)
 	return found;
 }
 
+/* 1 + the calling thread's shard, dealt in turn at its first request. */
+static CUMEMCAP_TLS unsigned my_shard;
+static _Atomic unsigned shards_dealt;
+
 /* The arena of this thread's packed requests in (ctx, dev), unless the
- * device layer `cached` it; a full table leaves a shard on the primary. */
-static struct arena *arena_of(CUcontext ctx, int dev, struct arena *cached, unsigned shard)
+ * device layer `cached` it; a full table leaves a shard on the primary, and
+ * CUMEMCAP_GROWTH=preallocate keeps one arena per context. */
+static struct arena *arena_of(CUcontext ctx, int dev, struct arena *cached,
+			      const struct cumemcap_policy *p)
 {
 	if (cached)
 		return cached;
-	struct arena *found = shard ? arena_find(ctx, dev, shard) : NULL;
+	if (!my_shard)
+		my_shard = 1 + atomic_fetch_add_explicit(&shards_dealt, 1, memory_order_relaxed) % SHARDS;
+	struct arena *found = NULL;
+	if (my_shard > 1 && p->growth != CUMEMCAP_GROWTH_PREALLOCATE)
+		found = arena_find(ctx, dev, my_shard - 1);
 	if (!found)
 		found = arena_find(ctx, dev, 0);
 	if (found) {
@@ -340,10 +319,10 @@ bool cumemcap_arena_serve_sibling(struct cumemcap_arena_request *q, CUdeviceptr 
 		lock(b);
 		CUdeviceptr got = 0;
 		if (b->ctx == q->ctx && b->dev == q->dev && !b->failed) {
-			uint32_t ci = find_any(b, q->units, true, false);
+			uint32_t ci = find_any(b, q->units, true);
 			if (ci == NONE && b->pending_bytes >= (uint64_t)q->units << UNIT_SHIFT) {
 				arena_reclaim(b, &q->back);
-				ci = b->ctx == q->ctx ? find_any(b, q->units, true, false) : NONE;
+				ci = b->ctx == q->ctx ? find_any(b, q->units, true) : NONE;
 			}
 			got = ci != NONE ? hand_out(b, ci, q->bytes, q->units, true) : 0;
 		}
@@ -356,9 +335,8 @@ bool cumemcap_arena_serve_sibling(struct cumemcap_arena_request *q, CUdeviceptr 
 	return false;
 }
 
-/* The most the arena should hold after growing by `grow`: 9/8 of the
- * most it ever had live, this request counted (the peak, so that a
- * program whose live bytes swing keeps the segments it will want). */
+/* What the arena may hold after growing by `grow`: 9/8 of the most it
+ * ever had live, this request counted. */
 static uint64_t budget_of(const struct arena *a, uint64_t grow)
 {
 	uint64_t live = a->live_bytes + grow, peak = peak_live(a);
@@ -384,8 +362,8 @@ static uint64_t cache_keep(const struct arena *a, uint64_t grow, enum cumemcap_r
 	return budget > in_use ? budget - in_use : 0;
 }
 
-/* Whether a request that found nothing ready waits for the pending
- * frees: they could serve it and are worth a fence (1/16 of the arena,
+/* Whether a request that found nothing ready waits for the pending frees:
+ * they could serve it and are worth a fence (1/16 of the arena,
  * PENDING_ENOUGH, or no room to grow), or growing would pass the budget
  * (giving segments back synchronizes anyway). */
 static bool should_wait(const struct arena *a, uint64_t need, uint64_t grow, enum cumemcap_release rule)
@@ -399,14 +377,6 @@ static bool should_wait(const struct arena *a, uint64_t need, uint64_t grow, enu
 	return over_budget(a, grow, rule);
 }
 
-/* pool=auto pools only GPUs under a limit or a group (every GPU under
- * growth=preallocate). */
-static bool pooled_on(const struct cumemcap_policy *p, int dev)
-{
-	return p->pool != CUMEMCAP_POOL_AUTO || p->growth == CUMEMCAP_GROWTH_PREALLOCATE || p->group[0] ||
-	       cumemcap_ledger_limit(dev) != CUMEMCAP_NO_LIMIT;
-}
-
 enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q, uint64_t bytes, CUdeviceptr *dptr)
 {
 	const struct cumemcap_policy *p = cumemcap_policy();
@@ -416,9 +386,12 @@ enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q
 	CUcontext ctx;
 	int dev;
 	void *cached;
-	if (cumemcap_device_current_arena(&ctx, &dev, &cached) != CUDA_SUCCESS || !pooled_on(p, dev))
+	/* pool=auto pools only GPUs under a limit or a group (all under preallocate). */
+	if (cumemcap_device_current_arena(&ctx, &dev, &cached) != CUDA_SUCCESS ||
+	    (p->pool == CUMEMCAP_POOL_AUTO && p->growth != CUMEMCAP_GROWTH_PREALLOCATE && !p->group[0] &&
+	     cumemcap_ledger_limit(dev) == CUMEMCAP_NO_LIMIT))
 		return CUMEMCAP_ARENA_NOT_POOLED;
-	struct arena *a = arena_of(ctx, dev, cached, thread_shard(p));
+	struct arena *a = arena_of(ctx, dev, cached, p);
 	if (!a)
 		return CUMEMCAP_ARENA_NOT_POOLED;
 	uint64_t rounded = unit_round(bytes);
@@ -427,15 +400,8 @@ enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q
 	uint64_t seg_bytes = packed ? SMALL_SEGMENT : whole_size(rounded);
 	if (!packed && !(a = primary_of(a, ctx, dev)))
 		return CUMEMCAP_ARENA_NOT_POOLED;
-	q->dev = dev;
-	q->ctx = ctx;
-	q->arena = a;
-	q->bytes = bytes;
-	q->segment_bytes = seg_bytes;
-	q->prealloc = false;
-	q->packed = packed;
-	q->units = units;
-
+	*q = (struct cumemcap_arena_request){ .dev = dev, .ctx = ctx, .arena = a, .bytes = bytes,
+					      .segment_bytes = seg_bytes, .packed = packed, .units = units };
 	lock(a);
 	if (a->prealloc_due) {
 		a->prealloc_due = false;
@@ -451,14 +417,14 @@ enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q
 		unlock(a);
 		return CUMEMCAP_ARENA_REFUSED;
 	}
-	uint32_t ci = find_any(a, units, packed, false);
+	uint32_t ci = find_any(a, units, packed);
 	if (ci == NONE && should_wait(a, rounded, seg_bytes, p->release)) {
 		arena_reclaim(a, &q->back);
-		ci = find_any(a, units, packed, false);
+		ci = find_any(a, units, packed);
 	}
-	/* Growing would pass the budget: a cached whole segment of up to
-	 * twice the request serves it instead, while the bytes that such
-	 * blocks leave unused stay within 1/16 of the peak. */
+	/* Growing would pass the budget: a cached whole segment of up to twice
+	 * the request serves it, while such blocks leave at most 1/16 of the
+	 * peak unused. */
 	if (ci == NONE && !packed && over_budget(a, seg_bytes, p->release)) {
 		ci = find_ready(a, units, false, true);
 		if (ci != NONE && a->waste + a->segs[a->chunks[ci].seg].bytes - rounded > peak_live(a) / 16)
