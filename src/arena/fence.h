@@ -13,8 +13,8 @@
  *
  * Thread safety: one fence per arena slot, used only by the thread that
  * took its busy flag; no arena lock is held. A dead context's events died
- * with it: the fence forgets them when its arena was emptied (a new epoch
- * or context) and in a fork child. */
+ * with it: the fence forgets them when its arena was emptied (a new
+ * epoch) and in a fork child. */
 #pragma once
 
 #include <stdint.h>
