@@ -113,7 +113,7 @@ static uint32_t find_ready(struct arena *a, uint32_t units, bool packed, bool wi
 			}
 		}
 		if (best == NONE) {
-			unsigned n = c + 1 < BINS ? bits_next(a->bin_bits, c + 1) : BINS;
+			unsigned n = bits_next(a->bin_bits, c + 1);
 			if (n < BINS)
 				best = a->bin[n];
 		}
@@ -127,10 +127,8 @@ static uint32_t find_ready(struct arena *a, uint32_t units, bool packed, bool wi
 	uint64_t slack = units / 4 > BIG_SLACK_UNITS ? units / 4 : BIG_SLACK_UNITS;
 	uint64_t most = units + (wide ? units : slack);
 	uint32_t best = NONE;
-	for (unsigned c = class_of(units); c < BINS; c++) {
-		c = bits_next(a->big_bits, c);
-		if (c >= BINS)
-			break;
+	for (unsigned c = bits_next(a->big_bits, class_of(units)); c < BINS;
+	     c = bits_next(a->big_bits, c + 1)) {
 		unsigned looked = 0;
 		for (uint32_t ci = a->big[c]; ci != NONE && looked < SCAN_LIMIT; ci = a->chunks[ci].lnext, looked++) {
 			uint64_t u = a->chunks[ci].units;
@@ -245,6 +243,7 @@ static struct arena *arena_find(CUcontext ctx, int dev, unsigned shard)
 			found = &arenas[i];
 	if (!found && n < MAX_ARENAS) {
 		found = &arenas[n];
+		arena_clear(found);
 		atomic_store_explicit(&cumemcap_arena_count, n + 1, memory_order_release);
 	}
 	if (found && !found->ctx) {

@@ -19,15 +19,6 @@ static bool wholly_free(const struct segment *s)
 	return s->live == 0 && s->waiting == 0;
 }
 
-static void mark_free(struct arena *a, struct segment *s, uint64_t now)
-{
-	if (!s->free_since) {
-		s->free_since = now ? now : 1;
-		if (!s->prealloc)
-			a->whole_free += s->bytes;
-	}
-}
-
 static void pending_push(struct arena *a, uint32_t ci)
 {
 	struct chunk *c = &a->chunks[ci];
@@ -89,8 +80,11 @@ static void merge_free(struct arena *a, uint32_t ci, uint64_t now)
 	}
 	struct segment *s = &a->segs[a->chunks[ci].seg];
 	bin_insert(a, ci);
-	if (wholly_free(s))
-		mark_free(a, s, now);
+	if (wholly_free(s) && !s->free_since) {
+		s->free_since = now ? now : 1;
+		if (!s->prealloc)
+			a->whole_free += s->bytes;
+	}
 }
 
 /* A chunk proven idle: onto its quick list (still waiting), or merged.
@@ -203,8 +197,7 @@ static bool take_emptied(struct arena *a, uint32_t si, struct cumemcap_give_back
 			nx = a->segs[si].first; /* merged: start over */
 		}
 	}
-	mark_free(a, &a->segs[si], 1);
-	return give_back_add(a, si, g);
+	return give_back_add(a, si, g); /* wholly free, marked by its last merge */
 }
 
 void arena_reclaim(struct arena *a, struct cumemcap_give_back *g)
