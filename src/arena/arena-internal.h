@@ -56,6 +56,12 @@ struct segment {
 	uint8_t packed, prealloc;
 };
 
+/* Free chunks by size class, each list linked by lprev/lnext. */
+struct bins {
+	uint32_t head[BINS];
+	uint64_t bits[2]; /* the classes whose list is not empty */
+};
+
 struct arena {
 	_Alignas(64) atomic_flag lock;
 	uint32_t epoch; /* changes when the arena is emptied */
@@ -78,10 +84,8 @@ struct arena {
 	uint64_t *slots; /* the address hash */
 	uint32_t slot_mask, slot_used;
 
-	uint32_t bin[BINS];      /* free chunks of packed segments */
-	uint64_t bin_bits[2];
-	uint32_t big[BINS];      /* free whole (unpacked) segments: their chunk */
-	uint64_t big_bits[2];
+	struct bins bins; /* free chunks of packed segments */
+	struct bins big;  /* free whole (unpacked) segments: their chunk */
 
 	uint32_t pend_head, pend_tail;
 	uint64_t pending_bytes;
@@ -253,43 +257,47 @@ static inline uint32_t seg_find(const struct arena *a, CUdeviceptr ptr)
 
 /* ---- free lists --------------------------------------------------------------------- */
 
-/* The bins of c's segment: packed, or whole segments. */
-static inline uint32_t *list_of(struct arena *a, const struct chunk *c, uint64_t **bits)
+/* Take c off a list linked by lprev/lnext: its head, and its tail if any. */
+static inline void list_unlink(struct arena *a, const struct chunk *c, uint32_t *head, uint32_t *tail)
 {
-	bool packed = a->segs[c->seg].packed;
-	*bits = packed ? a->bin_bits : a->big_bits;
-	return packed ? a->bin : a->big;
+	if (c->lprev != NONE)
+		a->chunks[c->lprev].lnext = c->lnext;
+	else
+		*head = c->lnext;
+	if (c->lnext != NONE)
+		a->chunks[c->lnext].lprev = c->lprev;
+	else if (tail)
+		*tail = c->lprev;
+}
+
+/* The bins of c's segment: packed, or whole segments. */
+static inline struct bins *bins_of(struct arena *a, const struct chunk *c)
+{
+	return a->segs[c->seg].packed ? &a->bins : &a->big;
 }
 
 static inline void bin_insert(struct arena *a, uint32_t ci)
 {
 	struct chunk *c = &a->chunks[ci];
-	uint64_t *bits;
-	uint32_t *heads = list_of(a, c, &bits);
+	struct bins *l = bins_of(a, c);
 	unsigned b = class_of(c->units);
 	c->bin = (uint8_t)b;
 	c->state = C_FREE;
 	c->lprev = NONE;
-	c->lnext = heads[b];
-	if (heads[b] != NONE)
-		a->chunks[heads[b]].lprev = ci;
-	heads[b] = ci;
-	bits[b >> 6] |= 1ull << (b & 63);
+	c->lnext = l->head[b];
+	if (l->head[b] != NONE)
+		a->chunks[l->head[b]].lprev = ci;
+	l->head[b] = ci;
+	l->bits[b >> 6] |= 1ull << (b & 63);
 }
 
 static inline void bin_remove(struct arena *a, uint32_t ci)
 {
 	struct chunk *c = &a->chunks[ci];
-	uint64_t *bits;
-	uint32_t *heads = list_of(a, c, &bits);
-	if (c->lprev != NONE)
-		a->chunks[c->lprev].lnext = c->lnext;
-	else
-		heads[c->bin] = c->lnext;
-	if (c->lnext != NONE)
-		a->chunks[c->lnext].lprev = c->lprev;
-	if (heads[c->bin] == NONE)
-		bits[c->bin >> 6] &= ~(1ull << (c->bin & 63));
+	struct bins *l = bins_of(a, c);
+	list_unlink(a, c, &l->head[c->bin], NULL);
+	if (l->head[c->bin] == NONE)
+		l->bits[c->bin >> 6] &= ~(1ull << (c->bin & 63));
 }
 
 /* Take ci, the head of the quick list of its size, off it. */

@@ -52,8 +52,7 @@ CUresult arena_fence_wait(struct arena *a, CUcontext ctx, uint32_t epoch)
 		if (r == CUDA_ERROR_NOT_READY)
 			r = cumemcap_driver_event_synchronize(f->ev[i]);
 	}
-	/* A stream destroyed meanwhile may have left the list before it was
-	 * recorded on. */
+	/* A stream destroyed meanwhile may have left the list unrecorded. */
 	if (r == CUDA_SUCCESS && cumemcap_streams_gen() != gen)
 		r = CUDA_ERROR_NOT_READY;
 	if (r != CUDA_SUCCESS) {

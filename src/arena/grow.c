@@ -15,10 +15,9 @@
 #define BIG_SLACK_UNITS ((2ull << 20) >> UNIT_SHIFT)
 #define MAX_UNITS UINT32_MAX
 #define SCAN_LIMIT 32
-/* A context's packed requests are spread over up to SHARDS arenas, dealt
- * to threads in turn so that they share no lock (shard 0, the primary, is
- * the first thread's); whole segments stay with the primary, so a freed
- * one serves every thread. */
+/* A context's packed requests are spread over up to SHARDS arenas, dealt to
+ * threads in turn so that they share no lock; whole segments stay with the
+ * primary (shard 0, the first thread's), so a freed one serves every thread. */
 #define SHARDS 4
 /* Pending bytes always worth a fence, however large the arena (a steady
  * run of pairs then stays within the CPU's cache). */
@@ -31,10 +30,10 @@ static uint64_t peak_live(const struct arena *a)
 }
 
 /* The first non-empty bin at or after c, or BINS. */
-static unsigned bits_next(const uint64_t *bits, unsigned c)
+static unsigned bits_next(const struct bins *l, unsigned c)
 {
 	for (unsigned w = c >> 6; w < 2; w++) {
-		uint64_t m = bits[w];
+		uint64_t m = l->bits[w];
 		if (w == c >> 6)
 			m &= ~0ull << (c & 63);
 		if (m)
@@ -97,14 +96,13 @@ static uint32_t find_ready(struct arena *a, uint32_t units, bool packed, bool wi
 {
 	if (packed && units <= QUICK_UNITS && a->quick[units] != NONE)
 		return a->quick[units];
-	if (packed || a->bin_bits[0] | a->bin_bits[1]) {
+	if (packed || a->bins.bits[0] | a->bins.bits[1]) {
 		/* Packed bins (for a whole request, only a preallocated segment):
-		 * best of a few in the request's class, else the head of the
-		 * next class up (all of them fit). */
+		 * best of a few in its class, else the head of the next class up. */
 		unsigned c = class_of(units);
 		uint32_t best = NONE;
 		unsigned looked = 0;
-		for (uint32_t ci = a->bin[c]; ci != NONE && looked < SCAN_LIMIT; ci = a->chunks[ci].lnext, looked++) {
+		for (uint32_t ci = a->bins.head[c]; ci != NONE && looked < SCAN_LIMIT; ci = a->chunks[ci].lnext, looked++) {
 			uint32_t u = a->chunks[ci].units;
 			if (u >= units && (best == NONE || u < a->chunks[best].units)) {
 				best = ci;
@@ -113,24 +111,22 @@ static uint32_t find_ready(struct arena *a, uint32_t units, bool packed, bool wi
 			}
 		}
 		if (best == NONE) {
-			unsigned n = bits_next(a->bin_bits, c + 1);
+			unsigned n = bits_next(&a->bins, c + 1);
 			if (n < BINS)
-				best = a->bin[n];
+				best = a->bins.head[n];
 		}
 		if (best != NONE && (packed || a->segs[a->chunks[best].seg].prealloc))
 			return best;
 		if (packed)
 			return NONE;
 	}
-	/* Whole segments: the smallest cached one within the slack (wide:
-	 * twice the request). */
+	/* Whole segments: the smallest cached one within the slack (wide: 100%). */
 	uint64_t slack = units / 4 > BIG_SLACK_UNITS ? units / 4 : BIG_SLACK_UNITS;
 	uint64_t most = units + (wide ? units : slack);
 	uint32_t best = NONE;
-	for (unsigned c = bits_next(a->big_bits, class_of(units)); c < BINS;
-	     c = bits_next(a->big_bits, c + 1)) {
+	for (unsigned c = bits_next(&a->big, class_of(units)); c < BINS; c = bits_next(&a->big, c + 1)) {
 		unsigned looked = 0;
-		for (uint32_t ci = a->big[c]; ci != NONE && looked < SCAN_LIMIT; ci = a->chunks[ci].lnext, looked++) {
+		for (uint32_t ci = a->big.head[c]; ci != NONE && looked < SCAN_LIMIT; ci = a->chunks[ci].lnext, looked++) {
 			uint64_t u = a->chunks[ci].units;
 			if (u >= units && u <= most && (best == NONE || u < a->chunks[best].units))
 				best = ci;
@@ -208,29 +204,10 @@ void cumemcap_arena_prealloc_failed(const struct cumemcap_arena_request *q, CUre
 		     cumemcap_fmt_size(q->segment_bytes, want, sizeof(want)), (int)r);
 }
 
-/* One preallocation per GPU, the first context's until it dies; another
- * context there allocates on demand (said once). arena_create_lock held. */
-static bool prealloc_elsewhere(const struct arena *self)
-{
-	static _Atomic bool said;
-	uint32_t n = atomic_load(&cumemcap_arena_count);
-	for (uint32_t i = 0; i < n; i++) {
-		const struct arena *a = &arenas[i];
-		if (a == self || !a->prealloc_held || a->dev != self->dev)
-			continue;
-		if (!atomic_exchange(&said, true))
-			cumemcap_msg("GPU %d: its preallocation (CUMEMCAP_GROWTH=preallocate) belongs to the "
-				     "first context on it; another context there allocates on demand, "
-				     "within what the limit leaves", self->dev);
-		return true;
-	}
-	return false;
-}
-
-/* The arena of (ctx, dev, shard), made on first use; NULL when the table
- * is full. */
+/* The arena of (ctx, dev, shard), made on first use; NULL: the table is full. */
 static struct arena *arena_find(CUcontext ctx, int dev, unsigned shard)
 {
+	static _Atomic bool said;
 	struct arena *found = NULL;
 	/* A slot's ctx, dev and shard change only under this lock. */
 	pthread_mutex_lock(&arena_create_lock);
@@ -255,10 +232,17 @@ static struct arena *arena_find(CUcontext ctx, int dev, unsigned shard)
 		found->shard = shard;
 		cumemcap_ledger_arena_open(figures_of(found), dev);
 		found->quick_off = p->release == CUMEMCAP_RELEASE_IMMEDIATE;
-		/* The GPU's preallocation is this arena's: taken by the first
-		 * request it sees. */
-		if (p->growth == CUMEMCAP_GROWTH_PREALLOCATE && !prealloc_elsewhere(found))
-			found->prealloc_held = found->prealloc_due = true;
+		/* One preallocation per GPU, the first context's until it dies,
+		 * taken by its first request; another context there allocates on
+		 * demand (said once). */
+		bool prealloc = p->growth == CUMEMCAP_GROWTH_PREALLOCATE;
+		for (uint32_t i = 0; i < n && prealloc; i++)
+			prealloc = !arenas[i].prealloc_held || arenas[i].dev != dev;
+		if (p->growth == CUMEMCAP_GROWTH_PREALLOCATE && !prealloc && !atomic_exchange(&said, true))
+			cumemcap_msg("GPU %d: its preallocation (CUMEMCAP_GROWTH=preallocate) belongs to the "
+				     "first context on it; another context there allocates on demand, "
+				     "within what the limit leaves", dev);
+		found->prealloc_held = found->prealloc_due = prealloc;
 		unlock(found);
 	}
 	pthread_mutex_unlock(&arena_create_lock);
@@ -421,9 +405,8 @@ enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q
 		arena_reclaim(a, &q->back);
 		ci = find_any(a, units, packed);
 	}
-	/* Growing would pass the budget: a cached whole segment of up to twice
-	 * the request serves it, while such blocks leave at most 1/16 of the
-	 * peak unused. */
+	/* Past the budget, a cached whole segment of up to twice the request
+	 * serves it, while such blocks leave at most 1/16 of the peak unused. */
 	if (ci == NONE && !packed && over_budget(a, seg_bytes, p->release)) {
 		ci = find_ready(a, units, false, true);
 		if (ci != NONE && a->waste + a->segs[a->chunks[ci].seg].bytes - rounded > peak_live(a) / 16)

@@ -14,11 +14,6 @@
 #include "state/device.h"
 #include "state/streams.h"
 
-static bool wholly_free(const struct segment *s)
-{
-	return s->live == 0 && s->waiting == 0;
-}
-
 static void pending_push(struct arena *a, uint32_t ci)
 {
 	struct chunk *c = &a->chunks[ci];
@@ -32,21 +27,6 @@ static void pending_push(struct arena *a, uint32_t ci)
 	a->pend_tail = ci;
 	a->pending_bytes += (uint64_t)c->units << UNIT_SHIFT;
 	a->segs[c->seg].waiting++;
-}
-
-static void pending_remove(struct arena *a, uint32_t ci)
-{
-	struct chunk *c = &a->chunks[ci];
-	if (c->lprev != NONE)
-		a->chunks[c->lprev].lnext = c->lnext;
-	else
-		a->pend_head = c->lnext;
-	if (c->lnext != NONE)
-		a->chunks[c->lnext].lprev = c->lprev;
-	else
-		a->pend_tail = c->lprev;
-	a->pending_bytes -= (uint64_t)c->units << UNIT_SHIFT;
-	a->segs[c->seg].waiting--;
 }
 
 /* Chunk ci takes in its next neighbour (off every list). */
@@ -80,7 +60,7 @@ static void merge_free(struct arena *a, uint32_t ci, uint64_t now)
 	}
 	struct segment *s = &a->segs[a->chunks[ci].seg];
 	bin_insert(a, ci);
-	if (wholly_free(s) && !s->free_since) {
+	if (!s->live && !s->waiting && !s->free_since) { /* wholly free now */
 		s->free_since = now ? now : 1;
 		if (!s->prealloc)
 			a->whole_free += s->bytes;
@@ -165,8 +145,7 @@ void arena_collect(struct arena *a, struct cumemcap_give_back *g, uint64_t keep,
 		for (uint32_t i = 0; i < a->addr_count; i++) {
 			uint32_t si = a->by_addr[i];
 			const struct segment *s = &a->segs[si];
-			if (s->prealloc || !s->free_since || !wholly_free(s) ||
-			    (before && s->free_since > before))
+			if (s->prealloc || !s->free_since || (before && s->free_since > before))
 				continue;
 			if (pick == NONE || s->bytes > a->segs[pick].bytes)
 				pick = si;
@@ -177,10 +156,9 @@ void arena_collect(struct arena *a, struct cumemcap_give_back *g, uint64_t keep,
 	quiet_exit_if_none(g);
 }
 
-/* CUMEMCAP_RELEASE=immediate (no quick lists): segment si, with nothing
- * live, goes into g with its pending chunks merged (cuMemFree
- * synchronizes), unless a chunk is in limbo (its reclaim gives it back
- * after). In g's quiet section. */
+/* CUMEMCAP_RELEASE=immediate (no quick lists): segment si, nothing live,
+ * goes into g with its pending chunks merged (cuMemFree synchronizes),
+ * unless one is in limbo (its reclaim gives it back). In g's quiet section. */
 static bool take_emptied(struct arena *a, uint32_t si, struct cumemcap_give_back *g)
 {
 	const struct segment *s = &a->segs[si];
@@ -192,8 +170,10 @@ static bool take_emptied(struct arena *a, uint32_t si, struct cumemcap_give_back
 	for (uint32_t k = s->first, nx; k != NONE; k = nx) {
 		nx = a->chunks[k].next;
 		if (a->chunks[k].state == C_PENDING) {
-			pending_remove(a, k);
-			merge_free(a, k, 1); /* pending_remove counted it */
+			list_unlink(a, &a->chunks[k], &a->pend_head, &a->pend_tail);
+			a->pending_bytes -= (uint64_t)a->chunks[k].units << UNIT_SHIFT;
+			a->segs[si].waiting--;
+			merge_free(a, k, 1);
 			nx = a->segs[si].first; /* merged: start over */
 		}
 	}
@@ -315,8 +295,7 @@ bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r, struct cumemcap_give_back
 	a->live_bytes -= got;
 	bytes_to_ledger(a);
 	pending_push(a, ci);
-	/* CUMEMCAP_RELEASE=immediate: cuMemFree synchronizes, so a segment
-	 * with nothing live can go at once. */
+	/* RELEASE=immediate: cuMemFree synchronizes, so an emptied segment goes now. */
 	if (cumemcap_policy()->release == CUMEMCAP_RELEASE_IMMEDIATE && s->live == 0 && !s->prealloc &&
 	    quiet_enter(g)) {
 		take_emptied(a, c->seg, g);

@@ -107,7 +107,7 @@ void arena_clear(struct arena *a)
 	a->unused_chunks = a->unused_segs = NONE;
 	a->pend_head = a->pend_tail = NONE;
 	for (unsigned b = 0; b < BINS; b++)
-		a->bin[b] = a->big[b] = NONE;
+		a->bins.head[b] = a->big.head[b] = NONE;
 	for (unsigned u = 0; u <= QUICK_UNITS; u++)
 		a->quick[u] = NONE;
 }
