@@ -119,16 +119,6 @@ static inline void bytes_to_ledger(struct arena *a)
 	cumemcap_ledger_arena_bytes(figures_of(a), a->live_bytes, a->held - a->live_bytes - a->waste);
 }
 
-static inline void lock(struct arena *a)
-{
-	cumemcap_spin_lock(&a->lock);
-}
-
-static inline void unlock(struct arena *a)
-{
-	cumemcap_spin_unlock(&a->lock);
-}
-
 static inline unsigned class_of(uint64_t units)
 {
 	if (units < 4)

@@ -194,10 +194,10 @@ void cumemcap_arena_prealloc_failed(const struct cumemcap_arena_request *q, CUre
 	struct arena *a = q->arena;
 	char want[32];
 	pthread_mutex_lock(&arena_create_lock);
-	lock(a);
+	cumemcap_spin_lock(&a->lock);
 	a->failed = true;
 	a->prealloc_held = false;
-	unlock(a);
+	cumemcap_spin_unlock(&a->lock);
 	pthread_mutex_unlock(&arena_create_lock);
 	cumemcap_msg("GPU %d: could not preallocate %s (CUMEMCAP_GROWTH=preallocate, CUDA error %d); "
 		     "every allocation in this context on the GPU is refused", a->dev,
@@ -225,7 +225,7 @@ static struct arena *arena_find(CUcontext ctx, int dev, unsigned shard)
 	}
 	if (found && !found->ctx) {
 		const struct cumemcap_policy *p = cumemcap_policy();
-		lock(found);
+		cumemcap_spin_lock(&found->lock);
 		arena_clear(found);
 		found->dev = dev;
 		found->ctx = ctx;
@@ -243,7 +243,7 @@ static struct arena *arena_find(CUcontext ctx, int dev, unsigned shard)
 				     "first context on it; another context there allocates on demand, "
 				     "within what the limit leaves", dev);
 		found->prealloc_held = found->prealloc_due = prealloc;
-		unlock(found);
+		cumemcap_spin_unlock(&found->lock);
 	}
 	pthread_mutex_unlock(&arena_create_lock);
 	return found;
@@ -299,7 +299,7 @@ bool cumemcap_arena_serve_sibling(struct cumemcap_arena_request *q, CUdeviceptr 
 		struct arena *b = &arenas[i];
 		if (b == q->arena)
 			continue;
-		lock(b);
+		cumemcap_spin_lock(&b->lock);
 		CUdeviceptr got = 0;
 		if (b->ctx == q->ctx && b->dev == q->dev && !b->failed) {
 			uint32_t ci = find_any(b, q->units, true);
@@ -309,7 +309,7 @@ bool cumemcap_arena_serve_sibling(struct cumemcap_arena_request *q, CUdeviceptr 
 			}
 			got = ci != NONE ? hand_out(b, ci, q->bytes, q->units, true) : 0;
 		}
-		unlock(b);
+		cumemcap_spin_unlock(&b->lock);
 		if (got) {
 			*dptr = got;
 			return true;
@@ -385,19 +385,19 @@ enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q
 		return CUMEMCAP_ARENA_NOT_POOLED;
 	*q = (struct cumemcap_arena_request){ .dev = dev, .ctx = ctx, .arena = a, .bytes = bytes,
 					      .segment_bytes = seg_bytes, .packed = packed, .units = units };
-	lock(a);
+	cumemcap_spin_lock(&a->lock);
 	if (a->prealloc_due) {
 		a->prealloc_due = false;
-		unlock(a);
+		cumemcap_spin_unlock(&a->lock);
 		q->segment_bytes = prealloc_size(a);
 		if (q->segment_bytes) {
 			q->prealloc = true;
 			return CUMEMCAP_ARENA_NEEDS_SEGMENT;
 		}
-		lock(a);
+		cumemcap_spin_lock(&a->lock);
 	}
 	if (a->failed) {
-		unlock(a);
+		cumemcap_spin_unlock(&a->lock);
 		return CUMEMCAP_ARENA_REFUSED;
 	}
 	uint32_t ci = find_any(a, units, packed);
@@ -414,7 +414,7 @@ enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q
 	}
 	if (ci != NONE) {
 		CUdeviceptr got = hand_out(a, ci, bytes, units, true);
-		unlock(a);
+		cumemcap_spin_unlock(&a->lock);
 		if (!got)
 			return CUMEMCAP_ARENA_NOT_POOLED;
 		*dptr = got;
@@ -422,7 +422,7 @@ enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q
 	}
 	/* Grow: first name the cached segments the release rule does not keep. */
 	arena_collect(a, &q->back, cache_keep(a, seg_bytes, p->release), 0);
-	unlock(a);
+	cumemcap_spin_unlock(&a->lock);
 	return CUMEMCAP_ARENA_NEEDS_SEGMENT;
 }
 
@@ -434,12 +434,12 @@ bool cumemcap_arena_poolable(CUdeviceptr base)
 bool cumemcap_arena_add_segment(const struct cumemcap_arena_request *q, CUdeviceptr base, CUdeviceptr *dptr)
 {
 	struct arena *a = q->arena;
-	lock(a);
+	cumemcap_spin_lock(&a->lock);
 	uint32_t ci = arena_seg_add(a, base, q->segment_bytes, q->packed || q->prealloc, q->prealloc);
 	CUdeviceptr got = ci != NONE && !q->prealloc ? hand_out(a, ci, q->bytes, q->units, false) : 0;
 	if (ci != NONE && !q->prealloc && !got)
 		arena_seg_detach(a, a->chunks[ci].seg);
-	unlock(a);
+	cumemcap_spin_unlock(&a->lock);
 	*dptr = got;
 	return ci != NONE && (q->prealloc || got);
 }

@@ -192,11 +192,11 @@ void arena_reclaim(struct arena *a, struct cumemcap_give_back *g)
 	a->pending_bytes = 0;
 	uint32_t epoch = a->epoch;
 	CUcontext ctx = a->ctx;
-	unlock(a);
+	cumemcap_spin_unlock(&a->lock);
 	CUresult r = arena_fence_wait(a, ctx, epoch);
 	cumemcap_capture_quiet_exit();
 	uint64_t now = cumemcap_now_ms();
-	lock(a);
+	cumemcap_spin_lock(&a->lock);
 	if (a->epoch != epoch)
 		return; /* the context was forgotten meanwhile: nothing to settle */
 	a->last_reclaim = now;
@@ -232,13 +232,13 @@ static struct arena *find_block(CUdeviceptr ptr, uint32_t *slot)
 		struct arena *a = i == 0 ? first : &arenas[i - 1];
 		if (!a || (i > 0 && a == first))
 			continue;
-		lock(a);
+		cumemcap_spin_lock(&a->lock);
 		if (a->ctx) {
 			*slot = hash_find(a, ptr);
 			if (*slot != NONE || seg_find(a, ptr) != NONE)
 				return a;
 		}
-		unlock(a);
+		cumemcap_spin_unlock(&a->lock);
 	}
 	return NULL;
 }
@@ -267,7 +267,7 @@ enum cumemcap_arena_where cumemcap_arena_lookup(CUdeviceptr ptr, CUdeviceptr *ba
 		}
 		break;
 	}
-	unlock(a);
+	cumemcap_spin_unlock(&a->lock);
 	return w;
 }
 
@@ -280,7 +280,7 @@ bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r, struct cumemcap_give_back
 	*r = CUDA_SUCCESS;
 	*g = (struct cumemcap_give_back){ 0 };
 	if (slot == NONE) {
-		unlock(a);
+		cumemcap_spin_unlock(&a->lock);
 		*r = CUDA_ERROR_INVALID_VALUE; /* inside a segment, not a live block */
 		return true;
 	}
@@ -304,7 +304,7 @@ bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r, struct cumemcap_give_back
 	cumemcap_ledger_arena_bump(figures_of(a), frees);
 	if (!g->n)
 		cumemcap_ledger_arena_bump(figures_of(a), avoided);
-	unlock(a);
+	cumemcap_spin_unlock(&a->lock);
 	return true;
 }
 
@@ -317,7 +317,7 @@ void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone)
 	pthread_mutex_lock(&arena_create_lock);
 	for (uint32_t i = 0; i < n; i++) {
 		struct arena *a = &arenas[i];
-		lock(a);
+		cumemcap_spin_lock(&a->lock);
 		if (a->ctx == ctx) {
 			/* The driver freed every segment with the context. */
 			gone->dev = a->dev;
@@ -328,7 +328,7 @@ void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone)
 			cumemcap_ledger_arena_close(figures_of(a));
 			arena_clear(a);
 		}
-		unlock(a);
+		cumemcap_spin_unlock(&a->lock);
 	}
 	cumemcap_streams_forget_ctx(ctx); /* they died with it */
 	pthread_mutex_unlock(&arena_create_lock);
@@ -339,13 +339,13 @@ void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone)
 static void reclaim_in(struct arena *a, CUcontext ctx, bool drain, struct cumemcap_give_back *g)
 {
 	bool pushed = cumemcap_driver_push_ctx(ctx);
-	lock(a);
+	cumemcap_spin_lock(&a->lock);
 	if (a->ctx == ctx) {
 		arena_reclaim(a, g);
 		if (drain && a->ctx == ctx)
 			arena_collect(a, g, 0, 0);
 	}
-	unlock(a);
+	cumemcap_spin_unlock(&a->lock);
 	cumemcap_driver_pop_ctx(pushed);
 }
 
@@ -353,10 +353,10 @@ void cumemcap_arena_release_device(unsigned i, int dev, struct cumemcap_give_bac
 {
 	struct arena *a = &arenas[i];
 	*g = (struct cumemcap_give_back){ 0 };
-	lock(a);
+	cumemcap_spin_lock(&a->lock);
 	CUcontext ctx = a->ctx;
 	bool some = ctx && a->dev == dev && (a->pend_head != NONE || a->whole_free > 0 || a->quick_count);
-	unlock(a);
+	cumemcap_spin_unlock(&a->lock);
 	if (some)
 		reclaim_in(a, ctx, true, g);
 }
@@ -366,13 +366,13 @@ void cumemcap_arena_idle(unsigned i, uint64_t now_ms, struct cumemcap_give_back 
 	uint32_t idle = cumemcap_policy()->release_idle_ms;
 	struct arena *a = &arenas[i];
 	*g = (struct cumemcap_give_back){ 0 };
-	lock(a);
+	cumemcap_spin_lock(&a->lock);
 	bool due = a->ctx && a->pend_head != NONE && now_ms - a->last_reclaim >= idle / 2;
 	CUcontext ctx = a->ctx;
-	unlock(a);
+	cumemcap_spin_unlock(&a->lock);
 	if (due)
 		reclaim_in(a, ctx, false, g);
-	lock(a);
+	cumemcap_spin_lock(&a->lock);
 	if (a->ctx && now_ms > idle)
 		arena_collect(a, g, 0, now_ms - idle);
 	for (uint32_t k = 0; a->ctx && k < a->addr_count; k++) {
@@ -382,7 +382,7 @@ void cumemcap_arena_idle(unsigned i, uint64_t now_ms, struct cumemcap_give_back 
 	}
 	if (a->ctx && a->pend_head != NONE && a->last_reclaim + idle / 2 < *next_ms)
 		*next_ms = a->last_reclaim + idle / 2;
-	unlock(a);
+	cumemcap_spin_unlock(&a->lock);
 }
 
 void cumemcap_arena_lock_all(void)
@@ -390,14 +390,14 @@ void cumemcap_arena_lock_all(void)
 	pthread_mutex_lock(&arena_create_lock);
 	uint32_t n = atomic_load(&cumemcap_arena_count);
 	for (uint32_t i = 0; i < n; i++)
-		lock(&arenas[i]);
+		cumemcap_spin_lock(&arenas[i].lock);
 }
 
 void cumemcap_arena_unlock_all(void)
 {
 	uint32_t n = atomic_load(&cumemcap_arena_count);
 	for (uint32_t i = 0; i < n; i++)
-		unlock(&arenas[i]);
+		cumemcap_spin_unlock(&arenas[i].lock);
 	pthread_mutex_unlock(&arena_create_lock);
 }
 
@@ -407,7 +407,7 @@ void cumemcap_arena_fork_child(void)
 	uint32_t n = atomic_load(&cumemcap_arena_count);
 	for (uint32_t i = 0; i < n; i++) {
 		arena_clear(&arenas[i]);
-		unlock(&arenas[i]);
+		cumemcap_spin_unlock(&arenas[i].lock);
 	}
 	arena_last = NULL;
 	arena_fence_fork_child();
