@@ -1,10 +1,8 @@
 /* arena-internal: what more than one arena file needs (the allocator:
- * docs/design.md, "Pooled arenas").
- *
- * One arena per (GPU, context, shard). Segments from the driver are cut
- * into blocks, each a chunk record. A freed block waits on the pending
- * list until a fence (fence.h) proves it idle; a small packed one then
- * waits, not coalesced, on the quick list of its size.
+ * docs/design.md, "Pooled arenas"). One arena per (GPU, context, shard);
+ * segments from the driver are cut into blocks, each a chunk record. A
+ * freed block waits on the pending list until a fence (fence.h) proves it
+ * idle; a small packed one then waits, not coalesced, on its quick list.
  *
  * Thread safety: each arena has its own spinlock, never held across a
  * driver call; after one, the arena's epoch or context tells whether it
@@ -92,7 +90,6 @@ struct arena {
 
 	uint32_t quick[QUICK_UNITS + 1]; /* ready packed chunks by units, LIFO by lnext */
 	uint32_t quick_count;
-	bool quick_off; /* CUMEMCAP_RELEASE=immediate: every ready chunk coalesces */
 
 	uint64_t last_reclaim; /* ms */
 	uint64_t held;       /* segment bytes */

@@ -3,18 +3,16 @@
  *
  * Events made once per arena are recorded on the legacy stream, which
  * waits for every blocking stream, and on each CU_STREAM_NON_BLOCKING
- * stream of the context (state/streams.h) with work queued, then queried
- * without blocking; only those not complete are waited for. It falls back
- * to cuCtxSynchronize the first time, after a stream was destroyed since
- * the last one (its queued work is in no list), while a stream of unknown
- * context lives, when another thread fences the same arena, or when a
- * driver call fails. Callers are in a quiet section (capture.h), so no
- * record becomes a node of a captured graph.
+ * stream of the context (state/streams.h) with work queued; those not
+ * complete are waited for. It falls back to cuCtxSynchronize the first
+ * time, after a stream was destroyed since the last one (its work is in no
+ * list), while a stream of unknown context lives, when another thread
+ * fences the arena, or when a driver call fails. Callers are in a quiet
+ * section (capture.h): no record becomes a node of a captured graph.
  *
- * Thread safety: one fence per arena slot, used only by the thread that
- * took its busy flag; no arena lock is held. A dead context's events died
- * with it: the fence forgets them when its arena was emptied (a new
- * epoch) and in a fork child. */
+ * Thread safety: one fence per arena slot, used by the thread that took
+ * its busy flag, with no arena lock held. Its events die with the context:
+ * forgotten at the arena's next epoch and in a fork child. */
 #pragma once
 
 #include <stdint.h>

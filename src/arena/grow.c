@@ -231,7 +231,6 @@ static struct arena *arena_find(CUcontext ctx, int dev, unsigned shard)
 		found->ctx = ctx;
 		found->shard = shard;
 		cumemcap_ledger_arena_open(figures_of(found), dev);
-		found->quick_off = p->release == CUMEMCAP_RELEASE_IMMEDIATE;
 		/* One preallocation per GPU, the first context's until it dies,
 		 * taken by its first request; another context there allocates on
 		 * demand (said once). */

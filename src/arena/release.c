@@ -69,11 +69,11 @@ static void merge_free(struct arena *a, uint32_t ci, uint64_t now)
 
 /* A chunk proven idle: onto its quick list (still waiting), or merged.
  * Returns whether its segment has nothing live and other chunks waiting. */
-static bool make_ready(struct arena *a, uint32_t ci, uint64_t now)
+static bool make_ready(struct arena *a, uint32_t ci, uint64_t now, bool quick)
 {
 	struct chunk *c = &a->chunks[ci];
 	struct segment *s = &a->segs[c->seg];
-	if (s->packed && c->units <= QUICK_UNITS && !a->quick_off) {
+	if (quick && s->packed && c->units <= QUICK_UNITS) {
 		c->state = C_QUICK;
 		c->lnext = a->quick[c->units];
 		a->quick[c->units] = ci;
@@ -145,9 +145,8 @@ void arena_collect(struct arena *a, struct cumemcap_give_back *g, uint64_t keep,
 		for (uint32_t i = 0; i < a->addr_count; i++) {
 			uint32_t si = a->by_addr[i];
 			const struct segment *s = &a->segs[si];
-			if (s->prealloc || !s->free_since || (before && s->free_since > before))
-				continue;
-			if (pick == NONE || s->bytes > a->segs[pick].bytes)
+			if (!s->prealloc && s->free_since && (!before || s->free_since <= before) &&
+			    (pick == NONE || s->bytes > a->segs[pick].bytes))
 				pick = si;
 		}
 		if (pick == NONE || !give_back_add(a, pick, g))
@@ -200,19 +199,19 @@ void arena_reclaim(struct arena *a, struct cumemcap_give_back *g)
 	if (a->epoch != epoch)
 		return; /* the context was forgotten meanwhile: nothing to settle */
 	a->last_reclaim = now;
+	bool immediate = cumemcap_policy()->release == CUMEMCAP_RELEASE_IMMEDIATE; /* no quick lists */
 	bool emptied = false; /* a segment left with nothing live, not wholly free */
 	for (uint32_t ci = head, next; ci != NONE; ci = next) {
 		next = a->chunks[ci].lnext;
 		if (r == CUDA_SUCCESS) {
-			emptied |= make_ready(a, ci, now);
+			emptied |= make_ready(a, ci, now, !immediate);
 		} else {
 			a->segs[a->chunks[ci].seg].waiting--; /* pending_push counts it again */
 			pending_push(a, ci);
 		}
 	}
 	/* CUMEMCAP_RELEASE=immediate: segments this wait emptied go now. */
-	if (r != CUDA_SUCCESS || !(emptied || a->whole_free) ||
-	    cumemcap_policy()->release != CUMEMCAP_RELEASE_IMMEDIATE || !quiet_enter(g))
+	if (r != CUDA_SUCCESS || !immediate || !(emptied || a->whole_free) || !quiet_enter(g))
 		return;
 	for (uint32_t i = 0; i < a->addr_count;)
 		if (!take_emptied(a, a->by_addr[i], g))
@@ -252,20 +251,18 @@ enum cumemcap_arena_where cumemcap_arena_lookup(CUdeviceptr ptr, CUdeviceptr *ba
 	const struct segment *s = &a->segs[seg_find(a, ptr)];
 	enum cumemcap_arena_where w = CUMEMCAP_ARENA_NOT_LIVE;
 	uint32_t off = (uint32_t)((ptr - s->base) >> UNIT_SHIFT);
-	for (uint32_t k = s->first; k != NONE; k = a->chunks[k].next) {
-		const struct chunk *c = &a->chunks[k];
-		if (off < c->off || off >= c->off + c->units)
-			continue;
-		if (c->state == C_LIVE) {
-			CUdeviceptr b = chunk_addr(a, c);
-			uint64_t len = s->packed ? ((uint64_t)c->units << UNIT_SHIFT) - c->pad : s->requested;
-			if (ptr < b + len) {
-				*base = b;
-				*size = len;
-				w = s->packed || s->prealloc ? CUMEMCAP_ARENA_PACKED : CUMEMCAP_ARENA_WHOLE;
-			}
+	uint32_t k = s->first; /* the chunks tile the segment in address order */
+	while (off >= a->chunks[k].off + a->chunks[k].units)
+		k = a->chunks[k].next;
+	const struct chunk *c = &a->chunks[k];
+	if (c->state == C_LIVE) {
+		CUdeviceptr b = chunk_addr(a, c);
+		uint64_t len = s->packed ? ((uint64_t)c->units << UNIT_SHIFT) - c->pad : s->requested;
+		if (ptr < b + len) {
+			*base = b;
+			*size = len;
+			w = s->packed || s->prealloc ? CUMEMCAP_ARENA_PACKED : CUMEMCAP_ARENA_WHOLE;
 		}
-		break;
 	}
 	cumemcap_spin_unlock(&a->lock);
 	return w;
@@ -277,11 +274,10 @@ bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r, struct cumemcap_give_back
 	struct arena *a = find_block(ptr, &slot);
 	if (!a)
 		return false;
-	*r = CUDA_SUCCESS;
 	*g = (struct cumemcap_give_back){ 0 };
+	*r = slot == NONE ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS; /* NONE: not a live block */
 	if (slot == NONE) {
 		cumemcap_spin_unlock(&a->lock);
-		*r = CUDA_ERROR_INVALID_VALUE; /* inside a segment, not a live block */
 		return true;
 	}
 	uint32_t ci = (uint32_t)(a->slots[slot] & (MAX_CHUNKS - 1));
