@@ -140,12 +140,8 @@ static inline uint32_t chunk_new(struct arena *a)
 		return i;
 	}
 	if (a->chunk_count == a->chunk_cap) {
-		uint32_t cap = a->chunk_cap ? a->chunk_cap * 2 : 1024;
-		if (cap > MAX_CHUNKS)
-			cap = MAX_CHUNKS;
-		if (cap == a->chunk_cap)
-			return NONE;
-		struct chunk *c = realloc(a->chunks, (size_t)cap * sizeof(*c));
+		uint32_t cap = a->chunk_cap ? a->chunk_cap * 2 : 1024; /* reaches MAX_CHUNKS */
+		struct chunk *c = cap <= MAX_CHUNKS ? realloc(a->chunks, (size_t)cap * sizeof(*c)) : NULL;
 		if (!c)
 			return NONE;
 		a->chunks = c;
@@ -181,21 +177,16 @@ static inline uint32_t hash_home(const struct arena *a, uint64_t key)
 	return (uint32_t)cumemcap_mix_short(key) & a->slot_mask;
 }
 
-/* Put slot value e in the first empty slot from its home on. */
-static inline void hash_place(struct arena *a, uint64_t e)
-{
-	uint32_t j = hash_home(a, e >> 24);
-	while (a->slots[j])
-		j = (j + 1) & a->slot_mask;
-	a->slots[j] = e;
-	a->slot_used++;
-}
-
+/* Put (ptr, ci) in the first empty slot from its home on. */
 static inline bool hash_insert(struct arena *a, CUdeviceptr ptr, uint32_t ci)
 {
 	if ((a->slot_used + 1) * 4 > (a->slot_mask ? a->slot_mask + 1 : 0) && !arena_slots_grow(a))
 		return false;
-	hash_place(a, (ptr >> UNIT_SHIFT) << 24 | ci);
+	uint32_t j = hash_home(a, ptr >> UNIT_SHIFT);
+	while (a->slots[j])
+		j = (j + 1) & a->slot_mask;
+	a->slots[j] = (ptr >> UNIT_SHIFT) << 24 | ci;
+	a->slot_used++;
 	return true;
 }
 

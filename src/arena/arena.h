@@ -58,7 +58,10 @@ enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q
 bool cumemcap_arena_serve_sibling(struct cumemcap_arena_request *q, CUdeviceptr *dptr);
 
 /* Whether the arenas can pool a segment at base (below 2^49). */
-bool cumemcap_arena_poolable(CUdeviceptr base);
+static inline bool cumemcap_arena_poolable(CUdeviceptr base)
+{
+	return base != 0 && base < (1ull << 49);
+}
 
 /* The segment q needed, taken at a poolable base: true with *dptr the
  * program's block (0 for a preallocation: serve again). False: no host

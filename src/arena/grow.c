@@ -32,10 +32,8 @@ static uint64_t peak_live(const struct arena *a)
 /* The first non-empty bin at or after c, or BINS. */
 static unsigned bits_next(const struct bins *l, unsigned c)
 {
-	for (unsigned w = c >> 6; w < 2; w++) {
-		uint64_t m = l->bits[w];
-		if (w == c >> 6)
-			m &= ~0ull << (c & 63);
+	for (unsigned w = c >> 6; w < 2; w++, c = w * 64) {
+		uint64_t m = l->bits[w] & ~0ull << (c & 63);
 		if (m)
 			return w * 64 + (unsigned)__builtin_ctzll(m);
 	}
@@ -414,20 +412,14 @@ enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q
 	if (ci != NONE) {
 		CUdeviceptr got = hand_out(a, ci, bytes, units, true);
 		cumemcap_spin_unlock(&a->lock);
-		if (!got)
-			return CUMEMCAP_ARENA_NOT_POOLED;
-		*dptr = got;
-		return CUMEMCAP_ARENA_SERVED;
+		if (got)
+			*dptr = got;
+		return got ? CUMEMCAP_ARENA_SERVED : CUMEMCAP_ARENA_NOT_POOLED;
 	}
 	/* Grow: first name the cached segments the release rule does not keep. */
 	arena_collect(a, &q->back, cache_keep(a, seg_bytes, p->release), 0);
 	cumemcap_spin_unlock(&a->lock);
 	return CUMEMCAP_ARENA_NEEDS_SEGMENT;
-}
-
-bool cumemcap_arena_poolable(CUdeviceptr base)
-{
-	return base != 0 && base < (1ull << 49);
 }
 
 bool cumemcap_arena_add_segment(const struct cumemcap_arena_request *q, CUdeviceptr base, CUdeviceptr *dptr)

@@ -24,9 +24,9 @@ bool arena_slots_grow(struct arena *a)
 	a->slots = s;
 	a->slot_mask = cap - 1;
 	a->slot_used = 0;
-	for (uint32_t i = 0; i < old; i++)
+	for (uint32_t i = 0; i < old; i++) /* a quarter full at most: no growth */
 		if (prev[i])
-			hash_place(a, prev[i]);
+			hash_insert(a, prev[i] >> 24 << UNIT_SHIFT, (uint32_t)(prev[i] & (MAX_CHUNKS - 1)));
 	free(prev);
 	return true;
 }
