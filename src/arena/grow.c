@@ -179,9 +179,7 @@ static uint64_t prealloc_size(const struct arena *a)
 			     "(give it a limit, or preallocate:SIZE)", a->dev);
 		return 0;
 	}
-	size = size / SMALL_SEGMENT * SMALL_SEGMENT;
-	if (size < SMALL_SEGMENT)
-		size = SMALL_SEGMENT;
+	size = size < SMALL_SEGMENT ? SMALL_SEGMENT : size / SMALL_SEGMENT * SMALL_SEGMENT;
 	if (size > (uint64_t)MAX_UNITS << UNIT_SHIFT)
 		size = (uint64_t)MAX_UNITS << UNIT_SHIFT & ~(SMALL_SEGMENT - 1);
 	return size;
@@ -275,13 +273,8 @@ static struct arena *arena_of(CUcontext ctx, int dev, struct arena *cached,
 /* The primary arena of a's context, for a whole segment's request. */
 static struct arena *primary_of(struct arena *a, CUcontext ctx, int dev)
 {
-	if (!a->shard)
-		return a;
-	struct arena *p = atomic_load_explicit(&a->primary, memory_order_acquire);
-	if (p)
-		return p;
-	p = arena_find(ctx, dev, 0);
-	if (p)
+	struct arena *p = a->shard ? atomic_load_explicit(&a->primary, memory_order_acquire) : a;
+	if (!p && (p = arena_find(ctx, dev, 0)))
 		atomic_store_explicit(&a->primary, p, memory_order_release);
 	return p;
 }
@@ -387,10 +380,9 @@ enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q
 		a->prealloc_due = false;
 		cumemcap_spin_unlock(&a->lock);
 		q->segment_bytes = prealloc_size(a);
-		if (q->segment_bytes) {
-			q->prealloc = true;
+		q->prealloc = q->segment_bytes != 0;
+		if (q->prealloc)
 			return CUMEMCAP_ARENA_NEEDS_SEGMENT;
-		}
 		cumemcap_spin_lock(&a->lock);
 	}
 	if (a->failed) {

@@ -67,7 +67,7 @@ static void merge_free(struct arena *a, uint32_t ci, uint64_t now)
 	}
 }
 
-/* A chunk proven idle: onto its quick list (still waiting), or merged.
+/* A chunk proven idle: onto its quick list (if `quick`; still waiting), or merged.
  * Returns whether its segment has nothing live and other chunks waiting. */
 static bool make_ready(struct arena *a, uint32_t ci, uint64_t now, bool quick)
 {
@@ -199,7 +199,7 @@ void arena_reclaim(struct arena *a, struct cumemcap_give_back *g)
 	if (a->epoch != epoch)
 		return; /* the context was forgotten meanwhile: nothing to settle */
 	a->last_reclaim = now;
-	bool immediate = cumemcap_policy()->release == CUMEMCAP_RELEASE_IMMEDIATE; /* no quick lists */
+	bool immediate = cumemcap_policy()->release == CUMEMCAP_RELEASE_IMMEDIATE;
 	bool emptied = false; /* a segment left with nothing live, not wholly free */
 	for (uint32_t ci = head, next; ci != NONE; ci = next) {
 		next = a->chunks[ci].lnext;
@@ -255,14 +255,12 @@ enum cumemcap_arena_where cumemcap_arena_lookup(CUdeviceptr ptr, CUdeviceptr *ba
 	while (off >= a->chunks[k].off + a->chunks[k].units)
 		k = a->chunks[k].next;
 	const struct chunk *c = &a->chunks[k];
-	if (c->state == C_LIVE) {
-		CUdeviceptr b = chunk_addr(a, c);
-		uint64_t len = s->packed ? ((uint64_t)c->units << UNIT_SHIFT) - c->pad : s->requested;
-		if (ptr < b + len) {
-			*base = b;
-			*size = len;
-			w = s->packed || s->prealloc ? CUMEMCAP_ARENA_PACKED : CUMEMCAP_ARENA_WHOLE;
-		}
+	CUdeviceptr b = chunk_addr(a, c);
+	uint64_t len = s->packed ? ((uint64_t)c->units << UNIT_SHIFT) - c->pad : s->requested;
+	if (c->state == C_LIVE && ptr < b + len) {
+		*base = b;
+		*size = len;
+		w = s->packed || s->prealloc ? CUMEMCAP_ARENA_PACKED : CUMEMCAP_ARENA_WHOLE;
 	}
 	cumemcap_spin_unlock(&a->lock);
 	return w;
