@@ -140,7 +140,7 @@ static inline uint32_t chunk_new(struct arena *a)
 		return i;
 	}
 	if (a->chunk_count == a->chunk_cap) {
-		uint32_t cap = a->chunk_cap ? a->chunk_cap * 2 : 1024; /* reaches MAX_CHUNKS */
+		uint32_t cap = a->chunk_cap ? a->chunk_cap * 2 : 1024; /* doubles to MAX_CHUNKS exactly */
 		struct chunk *c = cap <= MAX_CHUNKS ? realloc(a->chunks, (size_t)cap * sizeof(*c)) : NULL;
 		if (!c)
 			return NONE;

@@ -109,9 +109,9 @@ void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone);
  * wait for its pending frees, then name in g every wholly free segment. */
 void cumemcap_arena_release_device(unsigned i, int dev, struct cumemcap_give_back *g);
 
-/* CUMEMCAP_RELEASE=idle for slot i at now_ms: prove pending frees idle after
- * half the idle time quiet, name in g the segments free that long, lower
- * *next_ms to when the next is due. */
+/* CUMEMCAP_RELEASE=idle for slot i at now_ms: prove pending frees idle
+ * after half the idle time quiet, name in g the segments free that long,
+ * lower *next_ms to when the next is due. */
 void cumemcap_arena_idle(unsigned i, uint64_t now_ms, struct cumemcap_give_back *g, uint64_t *next_ms);
 
 /* Fork: hold every arena across fork(); the child empties them. */

@@ -1,5 +1,6 @@
-/* arena/fence: proving an arena's freed blocks idle without synchronizing
- * the device (cuMemFree synchronizes, and programs rely on it).
+/* arena/fence: proving that no work queued before a block was freed still
+ * runs, without synchronizing the device as cuMemFree does (programs rely
+ * on that).
  *
  * Events made once per arena are recorded on the legacy stream, which
  * waits for every blocking stream, and on each CU_STREAM_NON_BLOCKING

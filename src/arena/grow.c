@@ -96,7 +96,7 @@ static uint32_t find_ready(struct arena *a, uint32_t units, bool packed, bool wi
 		return a->quick[units];
 	if (packed || a->bins.bits[0] | a->bins.bits[1]) {
 		/* Packed bins (for a whole request, only a preallocated segment):
-		 * best of a few in its class, else the head of the next class up. */
+		 * best of a few in its class, else the next class's head (any fits). */
 		unsigned c = class_of(units);
 		uint32_t best = NONE;
 		unsigned looked = 0;
@@ -308,8 +308,8 @@ bool cumemcap_arena_serve_sibling(struct cumemcap_arena_request *q, CUdeviceptr 
 	return false;
 }
 
-/* What the arena may hold after growing by `grow`: 9/8 of the most it
- * ever had live, this request counted. */
+/* What the arena may hold after growing by `grow`: 9/8 of its peak live
+ * bytes, this request counted (so swinging live bytes keep their segments). */
 static uint64_t budget_of(const struct arena *a, uint64_t grow)
 {
 	uint64_t live = a->live_bytes + grow, peak = peak_live(a);
@@ -335,8 +335,8 @@ static uint64_t cache_keep(const struct arena *a, uint64_t grow, enum cumemcap_r
 	return budget > in_use ? budget - in_use : 0;
 }
 
-/* Whether a request that found nothing ready waits for the pending frees:
- * they could serve it and are worth a fence (1/16 of the arena,
+/* Whether a request that found nothing ready waits for the pending
+ * frees: they could serve it and are worth a fence (1/16 of the arena,
  * PENDING_ENOUGH, or no room to grow), or growing would pass the budget
  * (giving segments back synchronizes anyway). */
 static bool should_wait(const struct arena *a, uint64_t need, uint64_t grow, enum cumemcap_release rule)
