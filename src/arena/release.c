@@ -222,8 +222,9 @@ void arena_reclaim(struct arena *a, struct cumemcap_give_back *g)
 /* ---- blocks -------------------------------------------------------------------------------- */
 
 /* The arena whose segment holds ptr, locked, with *slot the hash slot of
- * the live block at ptr (NONE: none). NULL, nothing locked: no arena's. */
-static struct arena *find_block(CUdeviceptr ptr, uint32_t *slot)
+ * the live block at ptr (NONE: none). NULL, nothing locked: no arena's.
+ * Inlined: every pooled free takes it. */
+static inline __attribute__((always_inline)) struct arena *find_block(CUdeviceptr ptr, uint32_t *slot)
 {
 	uint32_t n = atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire);
 	struct arena *first = arena_last;
