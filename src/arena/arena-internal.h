@@ -1,14 +1,8 @@
-/* arena-internal: what more than one arena file needs (docs/design.md,
- * "Pooled arenas", describes the allocator).
- *
- * One arena per (GPU, context, shard). Segments from the driver are cut
- * into blocks, each a chunk record. A freed block waits on the pending
- * list until a fence (fence.h) proves it idle; a small packed one then
- * waits, not coalesced, on the quick list of its size.
- *
- * Per live block: a 32-byte chunk record and four 8-byte hash slots, one
- * of them packing the block address / 512 (40 bits: addresses below 2^49)
- * and the chunk index (24 bits).
+/* arena-internal: what more than one arena file needs (the allocator:
+ * docs/design.md, "Pooled arenas"). One arena per (GPU, context, shard);
+ * segments from the driver are cut into blocks, each a chunk record. A
+ * freed block waits on the pending list until a fence (fence.h) proves it
+ * idle; a small packed one then waits, not coalesced, on its quick list.
  *
  * Thread safety: each arena has its own spinlock, never held across a
  * driver call; after one, the arena's epoch or context tells whether it
@@ -36,10 +30,9 @@
 #define MAX_ARENAS 64
 #define BINS 128
 #define MAX_CHUNKS (1u << 24)
-/* Packed blocks of up to QUICK_UNITS units (32 KiB) use the quick lists. */
-#define QUICK_UNITS 64
+#define QUICK_UNITS 64 /* packed blocks of up to 32 KiB use the quick lists */
 
-enum chunk_state { C_FREE = 0, C_LIVE, C_PENDING, C_LIMBO, C_UNUSED, C_QUICK };
+enum chunk_state { C_FREE = 0, C_LIVE, C_PENDING, C_LIMBO, C_QUICK };
 
 struct chunk {
 	uint32_t seg, off, units;  /* in 512-byte units */
@@ -57,9 +50,14 @@ struct segment {
 	uint64_t free_since; /* ms it fell wholly free; 0 while in use */
 	uint32_t first;      /* chunk at offset 0 */
 	uint32_t live;       /* live chunks */
-	uint32_t waiting;    /* pending or limbo chunks */
-	uint32_t quick;      /* chunks in the quick lists */
+	uint32_t waiting;    /* pending, limbo or quick chunks */
 	uint8_t packed, prealloc;
+};
+
+/* Free chunks by size class, each list linked by lprev/lnext. */
+struct bins {
+	uint32_t head[BINS];
+	uint64_t bits[2]; /* the classes whose list is not empty */
 };
 
 struct arena {
@@ -84,19 +82,14 @@ struct arena {
 	uint64_t *slots; /* the address hash */
 	uint32_t slot_mask, slot_used;
 
-	uint32_t bin[BINS];      /* free chunks of packed segments */
-	uint64_t bin_bits[2];
-	uint32_t big[BINS];      /* free whole (unpacked) segments: their chunk */
-	uint64_t big_bits[2];
+	struct bins bins; /* free chunks of packed segments */
+	struct bins big;  /* free whole (unpacked) segments: their chunk */
 
 	uint32_t pend_head, pend_tail;
 	uint64_t pending_bytes;
 
-	/* Ready packed chunks by exact size (units 1..QUICK_UNITS), LIFO,
-	 * linked by lnext; quick_count in all of them. */
-	uint32_t quick[QUICK_UNITS + 1];
+	uint32_t quick[QUICK_UNITS + 1]; /* ready packed chunks by units, LIFO by lnext */
 	uint32_t quick_count;
-	bool quick_off; /* CUMEMCAP_RELEASE=immediate: every ready chunk coalesces */
 
 	uint64_t last_reclaim; /* ms */
 	uint64_t held;       /* segment bytes */
@@ -105,11 +98,10 @@ struct arena {
 	uint64_t whole_free; /* bytes of wholly free segments (not preallocated) */
 };
 
-/* The arena table (segments.c), cumemcap_arena_count slots ever used. */
+/* segments.c: the arena table, cumemcap_arena_count slots ever used; the
+ * arena the calling thread last found, where a free looks first. */
 extern struct arena arenas[MAX_ARENAS];
 extern pthread_mutex_t arena_create_lock;
-
-/* The arena the calling thread last found: a free looks there first. */
 extern CUMEMCAP_TLS struct arena *arena_last;
 
 /* The arena's record in the ledger, written under its lock. */
@@ -118,20 +110,10 @@ static inline struct cumemcap_ledger_arena *figures_of(const struct arena *a)
 	return &cumemcap_ledger_arenas[a - arenas];
 }
 
-/* held = live_bytes + waste + cached: called after any of them changes. */
+/* held = live_bytes + waste + cached: after any of them changes. */
 static inline void bytes_to_ledger(struct arena *a)
 {
 	cumemcap_ledger_arena_bytes(figures_of(a), a->live_bytes, a->held - a->live_bytes - a->waste);
-}
-
-static inline void lock(struct arena *a)
-{
-	cumemcap_spin_lock(&a->lock);
-}
-
-static inline void unlock(struct arena *a)
-{
-	cumemcap_spin_unlock(&a->lock);
 }
 
 static inline unsigned class_of(uint64_t units)
@@ -158,12 +140,8 @@ static inline uint32_t chunk_new(struct arena *a)
 		return i;
 	}
 	if (a->chunk_count == a->chunk_cap) {
-		uint32_t cap = a->chunk_cap ? a->chunk_cap * 2 : 1024;
-		if (cap > MAX_CHUNKS)
-			cap = MAX_CHUNKS;
-		if (cap == a->chunk_cap)
-			return NONE;
-		struct chunk *c = realloc(a->chunks, (size_t)cap * sizeof(*c));
+		uint32_t cap = a->chunk_cap ? a->chunk_cap * 2 : 1024; /* doubles to MAX_CHUNKS exactly */
+		struct chunk *c = cap <= MAX_CHUNKS ? realloc(a->chunks, (size_t)cap * sizeof(*c)) : NULL;
 		if (!c)
 			return NONE;
 		a->chunks = c;
@@ -174,7 +152,6 @@ static inline uint32_t chunk_new(struct arena *a)
 
 static inline void chunk_drop(struct arena *a, uint32_t i)
 {
-	a->chunks[i].state = C_UNUSED;
 	a->chunks[i].lnext = a->unused_chunks;
 	a->unused_chunks = i;
 }
@@ -186,10 +163,11 @@ static inline CUdeviceptr chunk_addr(const struct arena *a, const struct chunk *
 
 /* ---- the address hash: block base -> chunk ------------------------------------------ */
 
-/* Linear probing, at most a quarter full: runs stay short, so a lookup
- * among a million live blocks mispredicts little. A removal moves the
- * later slots of its run back, so a lookup stops at the first empty slot
- * (0: no block has base 0). */
+/* A slot packs the block's address / 512 (40 bits: bases below 2^49) over
+ * its chunk index (24 bits); 0 is empty, as no block has base 0. Linear
+ * probing at most a quarter full keeps runs short among a million live
+ * blocks; a removal moves the rest of its run back, so a lookup stops at
+ * the first empty slot. */
 
 /* Double the table (segments.c); false when out of host memory. */
 bool arena_slots_grow(struct arena *a);
@@ -199,21 +177,16 @@ static inline uint32_t hash_home(const struct arena *a, uint64_t key)
 	return (uint32_t)cumemcap_mix_short(key) & a->slot_mask;
 }
 
-/* Put slot value e in the first empty slot from its home on. */
-static inline void hash_place(struct arena *a, uint64_t e)
-{
-	uint32_t j = hash_home(a, e >> 24);
-	while (a->slots[j])
-		j = (j + 1) & a->slot_mask;
-	a->slots[j] = e;
-	a->slot_used++;
-}
-
+/* Put (ptr, ci) in the first empty slot from its home on. */
 static inline bool hash_insert(struct arena *a, CUdeviceptr ptr, uint32_t ci)
 {
 	if ((a->slot_used + 1) * 4 > (a->slot_mask ? a->slot_mask + 1 : 0) && !arena_slots_grow(a))
 		return false;
-	hash_place(a, (ptr >> UNIT_SHIFT) << 24 | ci);
+	uint32_t j = hash_home(a, ptr >> UNIT_SHIFT);
+	while (a->slots[j])
+		j = (j + 1) & a->slot_mask;
+	a->slots[j] = (ptr >> UNIT_SHIFT) << 24 | ci;
+	a->slot_used++;
 	return true;
 }
 
@@ -262,43 +235,47 @@ static inline uint32_t seg_find(const struct arena *a, CUdeviceptr ptr)
 
 /* ---- free lists --------------------------------------------------------------------- */
 
-/* The bins of c's segment: packed, or whole segments. */
-static inline uint32_t *list_of(struct arena *a, const struct chunk *c, uint64_t **bits)
+/* Take c off a list linked by lprev/lnext: its head, and its tail if any. */
+static inline void list_unlink(struct arena *a, const struct chunk *c, uint32_t *head, uint32_t *tail)
 {
-	bool packed = a->segs[c->seg].packed;
-	*bits = packed ? a->bin_bits : a->big_bits;
-	return packed ? a->bin : a->big;
+	if (c->lprev != NONE)
+		a->chunks[c->lprev].lnext = c->lnext;
+	else
+		*head = c->lnext;
+	if (c->lnext != NONE)
+		a->chunks[c->lnext].lprev = c->lprev;
+	else if (tail)
+		*tail = c->lprev;
+}
+
+/* The bins of c's segment: packed, or whole segments. */
+static inline struct bins *bins_of(struct arena *a, const struct chunk *c)
+{
+	return a->segs[c->seg].packed ? &a->bins : &a->big;
 }
 
 static inline void bin_insert(struct arena *a, uint32_t ci)
 {
 	struct chunk *c = &a->chunks[ci];
-	uint64_t *bits;
-	uint32_t *heads = list_of(a, c, &bits);
+	struct bins *l = bins_of(a, c);
 	unsigned b = class_of(c->units);
 	c->bin = (uint8_t)b;
 	c->state = C_FREE;
 	c->lprev = NONE;
-	c->lnext = heads[b];
-	if (heads[b] != NONE)
-		a->chunks[heads[b]].lprev = ci;
-	heads[b] = ci;
-	bits[b >> 6] |= 1ull << (b & 63);
+	c->lnext = l->head[b];
+	if (l->head[b] != NONE)
+		a->chunks[l->head[b]].lprev = ci;
+	l->head[b] = ci;
+	l->bits[b >> 6] |= 1ull << (b & 63);
 }
 
 static inline void bin_remove(struct arena *a, uint32_t ci)
 {
 	struct chunk *c = &a->chunks[ci];
-	uint64_t *bits;
-	uint32_t *heads = list_of(a, c, &bits);
-	if (c->lprev != NONE)
-		a->chunks[c->lprev].lnext = c->lnext;
-	else
-		heads[c->bin] = c->lnext;
-	if (c->lnext != NONE)
-		a->chunks[c->lnext].lprev = c->lprev;
-	if (heads[c->bin] == NONE)
-		bits[c->bin >> 6] &= ~(1ull << (c->bin & 63));
+	struct bins *l = bins_of(a, c);
+	list_unlink(a, c, &l->head[c->bin], NULL);
+	if (l->head[c->bin] == NONE)
+		l->bits[c->bin >> 6] &= ~(1ull << (c->bin & 63));
 }
 
 /* Take ci, the head of the quick list of its size, off it. */
@@ -307,15 +284,15 @@ static inline void quick_take_head(struct arena *a, uint32_t ci)
 	struct chunk *c = &a->chunks[ci];
 	a->quick[c->units] = c->lnext;
 	a->quick_count--;
-	a->segs[c->seg].quick--;
+	a->segs[c->seg].waiting--;
 }
 
 /* ---- between the files (lock held) -------------------------------------------------- */
 
 /* segments.c */
 void arena_clear(struct arena *a);
-/* Add a segment the driver gave. NONE when bookkeeping memory ran out;
- * the caller then gives the segment back. */
+/* Add a segment the driver gave: its chunk, or NONE without host memory
+ * for the records (the caller gives the segment back). */
 uint32_t arena_seg_add(struct arena *a, CUdeviceptr base, uint64_t bytes, bool packed, bool prealloc);
 /* Remove a wholly free segment from the arena. */
 void arena_seg_detach(struct arena *a, uint32_t si);
@@ -328,6 +305,5 @@ void arena_quick_flush(struct arena *a);
 void arena_collect(struct arena *a, struct cumemcap_give_back *g, uint64_t keep, uint64_t before);
 /* Wait for the streams (the lock dropped, the arena's context current),
  * then make every block freed before the wait ready; with
- * CUMEMCAP_RELEASE=immediate, name in g the segments left with nothing
- * live. */
+ * CUMEMCAP_RELEASE=immediate, name in g the segments left with nothing live. */
 void arena_reclaim(struct arena *a, struct cumemcap_give_back *g);

@@ -1,10 +1,9 @@
-/* arena: per-GPU, per-context pools serving cuMemAlloc from segments,
- * beneath the account layer, which takes and gives back the segments
- * (account/reserve.c). The arenas keep the ledger's `live` and `pooled`
- * figures and call the driver only to prove freed blocks idle (fence.h).
+/* arena: per-GPU, per-context pools serving cuMemAlloc from segments that
+ * the account layer takes and gives back (account/reserve.c). The arenas
+ * keep the ledger's `live` and `pooled` figures and call the driver only
+ * to prove freed blocks idle (fence.h).
  *
- * Thread safety: each arena has one lock, never held across a driver
- * call. */
+ * Thread safety: each arena has one lock, never held across a driver call. */
 #pragma once
 
 #include <stdbool.h>
@@ -15,9 +14,8 @@
 
 struct arena;
 
-/* Wholly free segments the arenas gave up, still the driver's and in the
- * ledger until the account layer gives them back. Every function that
- * takes one starts it empty. */
+/* Wholly free segments the arenas gave up, the driver's and in the ledger
+ * until the account layer gives them back; a function taking one empties it. */
 struct cumemcap_give_back {
 	unsigned n, cap;
 	bool quiet; /* in a quiet section (capture.h) until given back */
@@ -60,7 +58,10 @@ enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q
 bool cumemcap_arena_serve_sibling(struct cumemcap_arena_request *q, CUdeviceptr *dptr);
 
 /* Whether the arenas can pool a segment at base (below 2^49). */
-bool cumemcap_arena_poolable(CUdeviceptr base);
+static inline bool cumemcap_arena_poolable(CUdeviceptr base)
+{
+	return base != 0 && base < (1ull << 49);
+}
 
 /* The segment q needed, taken at a poolable base: true with *dptr the
  * program's block (0 for a preallocation: serve again). False: no host
@@ -74,10 +75,9 @@ void cumemcap_arena_prealloc_failed(const struct cumemcap_arena_request *q, CUre
 /* Arena slots ever used: with none, no pointer is pooled. */
 extern _Atomic uint32_t cumemcap_arena_count;
 
-/* cuMemFree(ptr), ptr not 0: false when ptr is in no arena segment.
- * Otherwise *r is CUDA_SUCCESS for a live block's base, else
- * CUDA_ERROR_INVALID_VALUE (a double free or an interior pointer); g names
- * what CUMEMCAP_RELEASE=immediate gives back. */
+/* cuMemFree(ptr), ptr not 0: false when ptr is in no arena segment, else
+ * *r is CUDA_SUCCESS for a live block's base, CUDA_ERROR_INVALID_VALUE for a
+ * double free or an interior pointer; g: what RELEASE=immediate gives back. */
 bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r, struct cumemcap_give_back *g);
 
 enum cumemcap_arena_where {

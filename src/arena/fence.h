@@ -1,25 +1,19 @@
-/* arena/fence: proving an arena's freed blocks idle without synchronizing
- * the device.
+/* arena/fence: proving that no work queued before a block was freed still
+ * runs, without synchronizing the device as cuMemFree does (programs rely
+ * on that).
  *
- * A freed block may still be used by work queued before the free on any
- * stream of its context (cuMemFree synchronizes, and programs rely on
- * it). A fence proves that work complete with events made once per arena
- * and reused: one recorded on the legacy stream, which waits for every
- * blocking stream, and one on each CU_STREAM_NON_BLOCKING stream of the
- * context (state/streams.h) whose queue is not empty. Each is queried
- * without blocking; only one not complete is waited for.
+ * Events made once per arena are recorded on the legacy stream, which
+ * waits for every blocking stream, and on each CU_STREAM_NON_BLOCKING
+ * stream of the context (state/streams.h) with work queued; those not
+ * complete are waited for. It falls back to cuCtxSynchronize the first
+ * time, after a stream was destroyed since the last one (its work is in no
+ * list), while a stream of unknown context lives, when another thread
+ * fences the arena, or when a driver call fails. Callers are in a quiet
+ * section (capture.h): no record becomes a node of a captured graph.
  *
- * It falls back to cuCtxSynchronize when it cannot prove: the first time
- * for an arena, after a stream was destroyed since the arena's last
- * synchronization (its queued work is in no list), while a stream of
- * unknown context lives, when another thread is fencing the same arena,
- * or when a driver call fails. Callers are inside a quiet section
- * (capture.h), so no record becomes a node of a captured graph.
- *
- * Thread safety: one fence per arena slot, used only by the thread that
- * took its busy flag; no arena lock is held. A dead context's events died
- * with it: the fence forgets them when its arena was emptied (a new epoch
- * or context) and in a fork child. */
+ * Thread safety: one fence per arena slot, used by the thread that took
+ * its busy flag, with no arena lock held. Its events die with the context:
+ * forgotten at the arena's next epoch and in a fork child. */
 #pragma once
 
 #include <stdint.h>

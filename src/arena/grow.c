@@ -12,14 +12,12 @@
 
 #define SMALL_MAX (1ull << 20)
 #define SMALL_SEGMENT (2ull << 20)
-#define BIG_SLACK_MIN (2ull << 20)
+#define BIG_SLACK_UNITS ((2ull << 20) >> UNIT_SHIFT)
 #define MAX_UNITS UINT32_MAX
 #define SCAN_LIMIT 32
-/* Packed requests of a context are spread over up to SHARDS arenas, one
- * per thread (the first thread's is the primary, shard 0), so threads
- * share no lock on a pooled pair. Whole segments stay with the primary, so
- * a freed one serves every thread. CUMEMCAP_GROWTH=preallocate keeps one
- * arena per context. */
+/* A context's packed requests are spread over up to SHARDS arenas, dealt to
+ * threads in turn so that they share no lock; whole segments stay with the
+ * primary (shard 0, the first thread's), so a freed one serves every thread. */
 #define SHARDS 4
 /* Pending bytes always worth a fence, however large the arena (a steady
  * run of pairs then stays within the CPU's cache). */
@@ -32,40 +30,19 @@ static uint64_t peak_live(const struct arena *a)
 }
 
 /* The first non-empty bin at or after c, or BINS. */
-static unsigned bits_next(const uint64_t *bits, unsigned c)
+static unsigned bits_next(const struct bins *l, unsigned c)
 {
-	for (unsigned w = c >> 6; w < 2; w++) {
-		uint64_t m = bits[w];
-		if (w == c >> 6)
-			m &= ~0ull << (c & 63);
+	for (unsigned w = c >> 6; w < 2; w++, c = w * 64) {
+		uint64_t m = l->bits[w] & ~0ull << (c & 63);
 		if (m)
 			return w * 64 + (unsigned)__builtin_ctzll(m);
 	}
 	return BINS;
 }
 
-/* Split free chunk ci (off its bin) after `units`, the rest to its bin;
- * without host memory for a record, ci stays whole. */
-static void split(struct arena *a, uint32_t ci, uint32_t units)
-{
-	uint32_t ri = chunk_new(a);
-	if (ri == NONE)
-		return;
-	struct chunk *c = &a->chunks[ci]; /* the array may have moved */
-	struct chunk *rest = &a->chunks[ri];
-	*rest = (struct chunk){ .seg = c->seg, .off = c->off + units, .units = c->units - units,
-				.prev = ci, .next = c->next };
-	if (c->next != NONE)
-		a->chunks[c->next].prev = ri;
-	c->next = ri;
-	c->units = units;
-	bin_insert(a, ri);
-}
-
 /* Hand out chunk ci (free, or the head of the quick list of `units`) for
- * `bytes`, splitting a packed free chunk, and count it (`ready`: the
- * driver did not see it). Returns the address, or 0 when bookkeeping
- * memory ran out (the chunk stays free). */
+ * `bytes`, splitting a packed free chunk (`ready`: the driver did not see
+ * it). The address, or 0 without host memory (the chunk stays free). */
 static CUdeviceptr hand_out(struct arena *a, uint32_t ci, uint64_t bytes, uint32_t units, bool ready)
 {
 	struct chunk *c = &a->chunks[ci];
@@ -76,9 +53,18 @@ static CUdeviceptr hand_out(struct arena *a, uint32_t ci, uint64_t bytes, uint32
 		quick_take_head(a, ci); /* of exactly `units`: nothing to split */
 	} else {
 		bin_remove(a, ci);
-		if (s->packed && c->units > units)
-			split(a, ci, units);
+		/* The rest of a packed chunk to its bin (whole without a record for it). */
+		uint32_t ri = s->packed && c->units > units ? chunk_new(a) : NONE;
 		c = &a->chunks[ci]; /* the array may have moved */
+		if (ri != NONE) {
+			a->chunks[ri] = (struct chunk){ .seg = c->seg, .off = c->off + units,
+							.units = c->units - units, .prev = ci, .next = c->next };
+			if (c->next != NONE)
+				a->chunks[c->next].prev = ri;
+			c->next = ri;
+			c->units = units;
+			bin_insert(a, ri);
+		}
 	}
 	c->state = C_LIVE;
 	c->pad = s->packed ? (uint16_t)(((uint64_t)c->units << UNIT_SHIFT) - bytes) : 0;
@@ -90,8 +76,8 @@ static CUdeviceptr hand_out(struct arena *a, uint32_t ci, uint64_t bytes, uint32
 			a->whole_free -= s->bytes;
 	}
 	s->live++;
-	/* A whole segment's block is live for its requested size (rounded to
-	 * the unit); the rest of the segment is waste, neither live nor cached. */
+	/* A whole segment's block is live for its request (rounded): the rest
+	 * is waste, neither live nor cached. */
 	uint64_t part = (uint64_t)c->units << UNIT_SHIFT;
 	uint64_t got = s->packed ? part : (uint64_t)units << UNIT_SHIFT;
 	a->waste += part - got;
@@ -108,14 +94,13 @@ static uint32_t find_ready(struct arena *a, uint32_t units, bool packed, bool wi
 {
 	if (packed && units <= QUICK_UNITS && a->quick[units] != NONE)
 		return a->quick[units];
-	if (packed || a->bin_bits[0] | a->bin_bits[1]) {
-		/* Packed bins: best of a few in the request's own class, else
-		 * the head of the next class up (all of them fit). Whole
-		 * requests look here only for a preallocated segment. */
+	if (packed || a->bins.bits[0] | a->bins.bits[1]) {
+		/* Packed bins (for a whole request, only a preallocated segment):
+		 * best of a few in its class, else the next class's head (any fits). */
 		unsigned c = class_of(units);
 		uint32_t best = NONE;
 		unsigned looked = 0;
-		for (uint32_t ci = a->bin[c]; ci != NONE && looked < SCAN_LIMIT; ci = a->chunks[ci].lnext, looked++) {
+		for (uint32_t ci = a->bins.head[c]; ci != NONE && looked < SCAN_LIMIT; ci = a->chunks[ci].lnext, looked++) {
 			uint32_t u = a->chunks[ci].units;
 			if (u >= units && (best == NONE || u < a->chunks[best].units)) {
 				best = ci;
@@ -124,30 +109,24 @@ static uint32_t find_ready(struct arena *a, uint32_t units, bool packed, bool wi
 			}
 		}
 		if (best == NONE) {
-			unsigned n = c + 1 < BINS ? bits_next(a->bin_bits, c + 1) : BINS;
+			unsigned n = bits_next(&a->bins, c + 1);
 			if (n < BINS)
-				best = a->bin[n];
+				best = a->bins.head[n];
 		}
 		if (best != NONE && (packed || a->segs[a->chunks[best].seg].prealloc))
 			return best;
 		if (packed)
 			return NONE;
 	}
-	/* Whole segments: the smallest cached one within the slack. */
-	uint64_t want = (uint64_t)units;
-	uint64_t slack = want / 4 > (BIG_SLACK_MIN >> UNIT_SHIFT) ? want / 4 : (BIG_SLACK_MIN >> UNIT_SHIFT);
-	if (wide)
-		slack = want;
-	uint64_t most = want + slack;
+	/* Whole segments: the smallest cached one within the slack (wide: 100%). */
+	uint64_t slack = units / 4 > BIG_SLACK_UNITS ? units / 4 : BIG_SLACK_UNITS;
+	uint64_t most = units + (wide ? units : slack);
 	uint32_t best = NONE;
-	for (unsigned c = class_of(units); c < BINS; c++) {
-		c = bits_next(a->big_bits, c);
-		if (c >= BINS)
-			break;
+	for (unsigned c = bits_next(&a->big, class_of(units)); c < BINS; c = bits_next(&a->big, c + 1)) {
 		unsigned looked = 0;
-		for (uint32_t ci = a->big[c]; ci != NONE && looked < SCAN_LIMIT; ci = a->chunks[ci].lnext, looked++) {
+		for (uint32_t ci = a->big.head[c]; ci != NONE && looked < SCAN_LIMIT; ci = a->chunks[ci].lnext, looked++) {
 			uint64_t u = a->chunks[ci].units;
-			if (u >= want && u <= most && (best == NONE || u < a->chunks[best].units))
+			if (u >= units && u <= most && (best == NONE || u < a->chunks[best].units))
 				best = ci;
 		}
 		if (best != NONE || ((uint64_t)1 << (c / 4)) > most)
@@ -156,20 +135,19 @@ static uint32_t find_ready(struct arena *a, uint32_t units, bool packed, bool wi
 	return best;
 }
 
-/* find_ready, then once more with the quick lists coalesced into the
- * bins: a request waits, grows or is refused only for memory no list
- * holds. */
-static uint32_t find_any(struct arena *a, uint32_t units, bool packed, bool wide)
+/* find_ready, then again with the quick lists coalesced: a request waits,
+ * grows or is refused only for memory no list holds. */
+static uint32_t find_any(struct arena *a, uint32_t units, bool packed)
 {
-	uint32_t ci = find_ready(a, units, packed, wide);
+	uint32_t ci = find_ready(a, units, packed, false);
 	if (ci == NONE && a->quick_count) {
 		arena_quick_flush(a);
-		ci = find_ready(a, units, packed, wide);
+		ci = find_ready(a, units, packed, false);
 	}
 	return ci;
 }
 
-/* The segment size for a request that needs a segment of its own. */
+/* The segment of a request that needs one of its own (rounded < 2^40). */
 static uint64_t whole_size(uint64_t rounded)
 {
 	unsigned lg = 63u - (unsigned)__builtin_clzll(rounded);
@@ -178,8 +156,6 @@ static uint64_t whole_size(uint64_t rounded)
 		step = 64u << 10;
 	if (step > (2u << 20))
 		step = 2u << 20;
-	if (rounded > UINT64_MAX - step)
-		return rounded;
 	return (rounded + step - 1) / step * step;
 }
 
@@ -203,9 +179,7 @@ static uint64_t prealloc_size(const struct arena *a)
 			     "(give it a limit, or preallocate:SIZE)", a->dev);
 		return 0;
 	}
-	size = size / SMALL_SEGMENT * SMALL_SEGMENT;
-	if (size < SMALL_SEGMENT)
-		size = SMALL_SEGMENT;
+	size = size < SMALL_SEGMENT ? SMALL_SEGMENT : size / SMALL_SEGMENT * SMALL_SEGMENT;
 	if (size > (uint64_t)MAX_UNITS << UNIT_SHIFT)
 		size = (uint64_t)MAX_UNITS << UNIT_SHIFT & ~(SMALL_SEGMENT - 1);
 	return size;
@@ -216,53 +190,20 @@ void cumemcap_arena_prealloc_failed(const struct cumemcap_arena_request *q, CUre
 	struct arena *a = q->arena;
 	char want[32];
 	pthread_mutex_lock(&arena_create_lock);
-	lock(a);
+	cumemcap_spin_lock(&a->lock);
 	a->failed = true;
 	a->prealloc_held = false;
-	unlock(a);
+	cumemcap_spin_unlock(&a->lock);
 	pthread_mutex_unlock(&arena_create_lock);
 	cumemcap_msg("GPU %d: could not preallocate %s (CUMEMCAP_GROWTH=preallocate, CUDA error %d); "
 		     "every allocation in this context on the GPU is refused", a->dev,
 		     cumemcap_fmt_size(q->segment_bytes, want, sizeof(want)), (int)r);
 }
 
-/* One preallocation per GPU, the first context's until it dies; another
- * context there allocates on demand (said once). arena_create_lock held. */
-static bool prealloc_elsewhere(const struct arena *self)
-{
-	static _Atomic bool said;
-	uint32_t n = atomic_load(&cumemcap_arena_count);
-	for (uint32_t i = 0; i < n; i++) {
-		const struct arena *a = &arenas[i];
-		if (a == self || !a->prealloc_held || a->dev != self->dev)
-			continue;
-		bool expected = false;
-		if (atomic_compare_exchange_strong(&said, &expected, true))
-			cumemcap_msg("GPU %d: its preallocation (CUMEMCAP_GROWTH=preallocate) belongs to the "
-				     "first context on it; another context there allocates on demand, "
-				     "within what the limit leaves", self->dev);
-		return true;
-	}
-	return false;
-}
-
-/* 1 + the calling thread's shard, dealt in turn at its first request. */
-static CUMEMCAP_TLS unsigned my_shard;
-static _Atomic unsigned shards_dealt;
-
-static unsigned thread_shard(const struct cumemcap_policy *p)
-{
-	if (p->growth == CUMEMCAP_GROWTH_PREALLOCATE)
-		return 0;
-	if (!my_shard)
-		my_shard = 1 + atomic_fetch_add_explicit(&shards_dealt, 1, memory_order_relaxed) % SHARDS;
-	return my_shard - 1;
-}
-
-/* The arena of (ctx, dev, shard), made on first use; NULL when the table
- * is full. */
+/* The arena of (ctx, dev, shard), made on first use; NULL: the table is full. */
 static struct arena *arena_find(CUcontext ctx, int dev, unsigned shard)
 {
+	static _Atomic bool said;
 	struct arena *found = NULL;
 	/* A slot's ctx, dev and shard change only under this lock. */
 	pthread_mutex_lock(&arena_create_lock);
@@ -280,30 +221,46 @@ static struct arena *arena_find(CUcontext ctx, int dev, unsigned shard)
 	}
 	if (found && !found->ctx) {
 		const struct cumemcap_policy *p = cumemcap_policy();
-		lock(found);
+		cumemcap_spin_lock(&found->lock);
 		arena_clear(found);
 		found->dev = dev;
 		found->ctx = ctx;
 		found->shard = shard;
 		cumemcap_ledger_arena_open(figures_of(found), dev);
-		found->quick_off = p->release == CUMEMCAP_RELEASE_IMMEDIATE;
-		/* The GPU's preallocation is this arena's: taken by the first
-		 * request it sees. */
-		if (p->growth == CUMEMCAP_GROWTH_PREALLOCATE && !prealloc_elsewhere(found))
-			found->prealloc_held = found->prealloc_due = true;
-		unlock(found);
+		/* One preallocation per GPU, the first context's until it dies,
+		 * taken by its first request; another context there allocates on
+		 * demand (said once). */
+		bool prealloc = p->growth == CUMEMCAP_GROWTH_PREALLOCATE;
+		for (uint32_t i = 0; i < n && prealloc; i++)
+			prealloc = !arenas[i].prealloc_held || arenas[i].dev != dev;
+		if (p->growth == CUMEMCAP_GROWTH_PREALLOCATE && !prealloc && !atomic_exchange(&said, true))
+			cumemcap_msg("GPU %d: its preallocation (CUMEMCAP_GROWTH=preallocate) belongs to the "
+				     "first context on it; another context there allocates on demand, "
+				     "within what the limit leaves", dev);
+		found->prealloc_held = found->prealloc_due = prealloc;
+		cumemcap_spin_unlock(&found->lock);
 	}
 	pthread_mutex_unlock(&arena_create_lock);
 	return found;
 }
 
+/* 1 + the calling thread's shard, dealt in turn at its first request. */
+static CUMEMCAP_TLS unsigned my_shard;
+static _Atomic unsigned shards_dealt;
+
 /* The arena of this thread's packed requests in (ctx, dev), unless the
- * device layer `cached` it; a full table leaves a shard on the primary. */
-static struct arena *arena_of(CUcontext ctx, int dev, struct arena *cached, unsigned shard)
+ * device layer `cached` it; a full table leaves a shard on the primary, and
+ * CUMEMCAP_GROWTH=preallocate keeps one arena per context. */
+static struct arena *arena_of(CUcontext ctx, int dev, struct arena *cached,
+			      const struct cumemcap_policy *p)
 {
 	if (cached)
 		return cached;
-	struct arena *found = shard ? arena_find(ctx, dev, shard) : NULL;
+	if (!my_shard)
+		my_shard = 1 + atomic_fetch_add_explicit(&shards_dealt, 1, memory_order_relaxed) % SHARDS;
+	struct arena *found = NULL;
+	if (my_shard > 1 && p->growth != CUMEMCAP_GROWTH_PREALLOCATE)
+		found = arena_find(ctx, dev, my_shard - 1);
 	if (!found)
 		found = arena_find(ctx, dev, 0);
 	if (found) {
@@ -316,13 +273,8 @@ static struct arena *arena_of(CUcontext ctx, int dev, struct arena *cached, unsi
 /* The primary arena of a's context, for a whole segment's request. */
 static struct arena *primary_of(struct arena *a, CUcontext ctx, int dev)
 {
-	if (!a->shard)
-		return a;
-	struct arena *p = atomic_load_explicit(&a->primary, memory_order_acquire);
-	if (p)
-		return p;
-	p = arena_find(ctx, dev, 0);
-	if (p)
+	struct arena *p = a->shard ? atomic_load_explicit(&a->primary, memory_order_acquire) : a;
+	if (!p && (p = arena_find(ctx, dev, 0)))
 		atomic_store_explicit(&a->primary, p, memory_order_release);
 	return p;
 }
@@ -337,17 +289,17 @@ bool cumemcap_arena_serve_sibling(struct cumemcap_arena_request *q, CUdeviceptr 
 		struct arena *b = &arenas[i];
 		if (b == q->arena)
 			continue;
-		lock(b);
+		cumemcap_spin_lock(&b->lock);
 		CUdeviceptr got = 0;
 		if (b->ctx == q->ctx && b->dev == q->dev && !b->failed) {
-			uint32_t ci = find_any(b, q->units, true, false);
+			uint32_t ci = find_any(b, q->units, true);
 			if (ci == NONE && b->pending_bytes >= (uint64_t)q->units << UNIT_SHIFT) {
 				arena_reclaim(b, &q->back);
-				ci = b->ctx == q->ctx ? find_any(b, q->units, true, false) : NONE;
+				ci = b->ctx == q->ctx ? find_any(b, q->units, true) : NONE;
 			}
 			got = ci != NONE ? hand_out(b, ci, q->bytes, q->units, true) : 0;
 		}
-		unlock(b);
+		cumemcap_spin_unlock(&b->lock);
 		if (got) {
 			*dptr = got;
 			return true;
@@ -356,9 +308,8 @@ bool cumemcap_arena_serve_sibling(struct cumemcap_arena_request *q, CUdeviceptr 
 	return false;
 }
 
-/* The most the arena should hold after growing by `grow`: 9/8 of the
- * most it ever had live, this request counted (the peak, so that a
- * program whose live bytes swing keeps the segments it will want). */
+/* What the arena may hold after growing by `grow`: 9/8 of its peak live
+ * bytes, this request counted (so swinging live bytes keep their segments). */
 static uint64_t budget_of(const struct arena *a, uint64_t grow)
 {
 	uint64_t live = a->live_bytes + grow, peak = peak_live(a);
@@ -399,14 +350,6 @@ static bool should_wait(const struct arena *a, uint64_t need, uint64_t grow, enu
 	return over_budget(a, grow, rule);
 }
 
-/* pool=auto pools only GPUs under a limit or a group (every GPU under
- * growth=preallocate). */
-static bool pooled_on(const struct cumemcap_policy *p, int dev)
-{
-	return p->pool != CUMEMCAP_POOL_AUTO || p->growth == CUMEMCAP_GROWTH_PREALLOCATE || p->group[0] ||
-	       cumemcap_ledger_get(dev, CUMEMCAP_FIG_limit) != CUMEMCAP_NO_LIMIT;
-}
-
 enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q, uint64_t bytes, CUdeviceptr *dptr)
 {
 	const struct cumemcap_policy *p = cumemcap_policy();
@@ -416,9 +359,12 @@ enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q
 	CUcontext ctx;
 	int dev;
 	void *cached;
-	if (cumemcap_device_current_arena(&ctx, &dev, &cached) != CUDA_SUCCESS || !pooled_on(p, dev))
+	/* pool=auto pools only GPUs under a limit or a group (all under preallocate). */
+	if (cumemcap_device_current_arena(&ctx, &dev, &cached) != CUDA_SUCCESS ||
+	    (p->pool == CUMEMCAP_POOL_AUTO && p->growth != CUMEMCAP_GROWTH_PREALLOCATE && !p->group[0] &&
+	     cumemcap_ledger_get(dev, CUMEMCAP_FIG_limit) == CUMEMCAP_NO_LIMIT))
 		return CUMEMCAP_ARENA_NOT_POOLED;
-	struct arena *a = arena_of(ctx, dev, cached, thread_shard(p));
+	struct arena *a = arena_of(ctx, dev, cached, p);
 	if (!a)
 		return CUMEMCAP_ARENA_NOT_POOLED;
 	uint64_t rounded = unit_round(bytes);
@@ -427,38 +373,29 @@ enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q
 	uint64_t seg_bytes = packed ? SMALL_SEGMENT : whole_size(rounded);
 	if (!packed && !(a = primary_of(a, ctx, dev)))
 		return CUMEMCAP_ARENA_NOT_POOLED;
-	q->dev = dev;
-	q->ctx = ctx;
-	q->arena = a;
-	q->bytes = bytes;
-	q->segment_bytes = seg_bytes;
-	q->prealloc = false;
-	q->packed = packed;
-	q->units = units;
-
-	lock(a);
+	*q = (struct cumemcap_arena_request){ .dev = dev, .ctx = ctx, .arena = a, .bytes = bytes,
+					      .segment_bytes = seg_bytes, .packed = packed, .units = units };
+	cumemcap_spin_lock(&a->lock);
 	if (a->prealloc_due) {
 		a->prealloc_due = false;
-		unlock(a);
+		cumemcap_spin_unlock(&a->lock);
 		q->segment_bytes = prealloc_size(a);
-		if (q->segment_bytes) {
-			q->prealloc = true;
+		q->prealloc = q->segment_bytes != 0;
+		if (q->prealloc)
 			return CUMEMCAP_ARENA_NEEDS_SEGMENT;
-		}
-		lock(a);
+		cumemcap_spin_lock(&a->lock);
 	}
 	if (a->failed) {
-		unlock(a);
+		cumemcap_spin_unlock(&a->lock);
 		return CUMEMCAP_ARENA_REFUSED;
 	}
-	uint32_t ci = find_any(a, units, packed, false);
+	uint32_t ci = find_any(a, units, packed);
 	if (ci == NONE && should_wait(a, rounded, seg_bytes, p->release)) {
 		arena_reclaim(a, &q->back);
-		ci = find_any(a, units, packed, false);
+		ci = find_any(a, units, packed);
 	}
-	/* Growing would pass the budget: a cached whole segment of up to
-	 * twice the request serves it instead, while the bytes that such
-	 * blocks leave unused stay within 1/16 of the peak. */
+	/* Past the budget, a cached whole segment of up to twice the request
+	 * serves it, while such blocks leave at most 1/16 of the peak unused. */
 	if (ci == NONE && !packed && over_budget(a, seg_bytes, p->release)) {
 		ci = find_ready(a, units, false, true);
 		if (ci != NONE && a->waste + a->segs[a->chunks[ci].seg].bytes - rounded > peak_live(a) / 16)
@@ -466,32 +403,26 @@ enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q
 	}
 	if (ci != NONE) {
 		CUdeviceptr got = hand_out(a, ci, bytes, units, true);
-		unlock(a);
-		if (!got)
-			return CUMEMCAP_ARENA_NOT_POOLED;
-		*dptr = got;
-		return CUMEMCAP_ARENA_SERVED;
+		cumemcap_spin_unlock(&a->lock);
+		if (got)
+			*dptr = got;
+		return got ? CUMEMCAP_ARENA_SERVED : CUMEMCAP_ARENA_NOT_POOLED;
 	}
 	/* Grow: first name the cached segments the release rule does not keep. */
 	arena_collect(a, &q->back, cache_keep(a, seg_bytes, p->release), 0);
-	unlock(a);
+	cumemcap_spin_unlock(&a->lock);
 	return CUMEMCAP_ARENA_NEEDS_SEGMENT;
-}
-
-bool cumemcap_arena_poolable(CUdeviceptr base)
-{
-	return base != 0 && base < (1ull << 49);
 }
 
 bool cumemcap_arena_add_segment(const struct cumemcap_arena_request *q, CUdeviceptr base, CUdeviceptr *dptr)
 {
 	struct arena *a = q->arena;
-	lock(a);
+	cumemcap_spin_lock(&a->lock);
 	uint32_t ci = arena_seg_add(a, base, q->segment_bytes, q->packed || q->prealloc, q->prealloc);
 	CUdeviceptr got = ci != NONE && !q->prealloc ? hand_out(a, ci, q->bytes, q->units, false) : 0;
 	if (ci != NONE && !q->prealloc && !got)
 		arena_seg_detach(a, a->chunks[ci].seg);
-	unlock(a);
+	cumemcap_spin_unlock(&a->lock);
 	*dptr = got;
 	return ci != NONE && (q->prealloc || got);
 }

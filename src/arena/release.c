@@ -1,6 +1,6 @@
 /* arena/release: blocks coming back: the pending list, reclaim, coalescing,
- * the quick lists, naming the segments that can go back, context death
- * and fork.
+ * the quick lists, naming the segments that can go back, the lookups by
+ * address, context death and fork.
  *
  * Thread safety: as arena-internal.h; context death and fork also hold
  * arena_create_lock. */
@@ -13,20 +13,6 @@
 #include "state/capture.h"
 #include "state/device.h"
 #include "state/streams.h"
-
-static bool wholly_free(const struct segment *s)
-{
-	return s->live == 0 && s->waiting == 0 && s->quick == 0;
-}
-
-static void mark_free(struct arena *a, struct segment *s, uint64_t now)
-{
-	if (!s->free_since) {
-		s->free_since = now ? now : 1;
-		if (!s->prealloc)
-			a->whole_free += s->bytes;
-	}
-}
 
 static void pending_push(struct arena *a, uint32_t ci)
 {
@@ -41,21 +27,6 @@ static void pending_push(struct arena *a, uint32_t ci)
 	a->pend_tail = ci;
 	a->pending_bytes += (uint64_t)c->units << UNIT_SHIFT;
 	a->segs[c->seg].waiting++;
-}
-
-static void pending_remove(struct arena *a, uint32_t ci)
-{
-	struct chunk *c = &a->chunks[ci];
-	if (c->lprev != NONE)
-		a->chunks[c->lprev].lnext = c->lnext;
-	else
-		a->pend_head = c->lnext;
-	if (c->lnext != NONE)
-		a->chunks[c->lnext].lprev = c->lprev;
-	else
-		a->pend_tail = c->lprev;
-	a->pending_bytes -= (uint64_t)c->units << UNIT_SHIFT;
-	a->segs[c->seg].waiting--;
 }
 
 /* Chunk ci takes in its next neighbour (off every list). */
@@ -89,25 +60,27 @@ static void merge_free(struct arena *a, uint32_t ci, uint64_t now)
 	}
 	struct segment *s = &a->segs[a->chunks[ci].seg];
 	bin_insert(a, ci);
-	if (wholly_free(s))
-		mark_free(a, s, now);
+	if (!s->live && !s->waiting && !s->free_since) { /* wholly free now */
+		s->free_since = now ? now : 1;
+		if (!s->prealloc)
+			a->whole_free += s->bytes;
+	}
 }
 
-/* A chunk proven idle: onto its quick list, or merged. Returns whether its
- * segment has nothing live and other chunks waiting (arena_reclaim). */
-static bool make_ready(struct arena *a, uint32_t ci, uint64_t now)
+/* A chunk proven idle: onto its quick list (if `quick`; still waiting), or merged.
+ * Returns whether its segment has nothing live and other chunks waiting. */
+static bool make_ready(struct arena *a, uint32_t ci, uint64_t now, bool quick)
 {
 	struct chunk *c = &a->chunks[ci];
 	struct segment *s = &a->segs[c->seg];
-	s->waiting--;
-	if (s->packed && c->units <= QUICK_UNITS && !a->quick_off) {
+	if (quick && s->packed && c->units <= QUICK_UNITS) {
 		c->state = C_QUICK;
 		c->lnext = a->quick[c->units];
 		a->quick[c->units] = ci;
 		a->quick_count++;
-		s->quick++;
 		return false;
 	}
+	s->waiting--;
 	merge_free(a, ci, now);
 	return s->live == 0 && s->waiting > 0;
 }
@@ -164,8 +137,7 @@ static void quiet_exit_if_none(struct cumemcap_give_back *g)
 
 void arena_collect(struct arena *a, struct cumemcap_give_back *g, uint64_t keep, uint64_t before)
 {
-	/* The quick lists' chunks count: back to the bins first. */
-	arena_quick_flush(a);
+	arena_quick_flush(a); /* their segments may then be wholly free */
 	if (a->whole_free <= keep || !quiet_enter(g))
 		return;
 	while (a->whole_free > keep) {
@@ -173,10 +145,8 @@ void arena_collect(struct arena *a, struct cumemcap_give_back *g, uint64_t keep,
 		for (uint32_t i = 0; i < a->addr_count; i++) {
 			uint32_t si = a->by_addr[i];
 			const struct segment *s = &a->segs[si];
-			if (s->prealloc || !s->free_since || !wholly_free(s) ||
-			    (before && s->free_since > before))
-				continue;
-			if (pick == NONE || s->bytes > a->segs[pick].bytes)
+			if (!s->prealloc && s->free_since && (!before || s->free_since <= before) &&
+			    (pick == NONE || s->bytes > a->segs[pick].bytes))
 				pick = si;
 		}
 		if (pick == NONE || !give_back_add(a, pick, g))
@@ -185,13 +155,13 @@ void arena_collect(struct arena *a, struct cumemcap_give_back *g, uint64_t keep,
 	quiet_exit_if_none(g);
 }
 
-/* CUMEMCAP_RELEASE=immediate: segment si, with nothing live, goes into g
- * with its pending chunks merged (cuMemFree synchronizes), unless a chunk
- * is in limbo (its reclaim gives it back after). In g's quiet section. */
+/* CUMEMCAP_RELEASE=immediate (no quick lists): segment si, nothing live,
+ * goes into g with its pending chunks merged (cuMemFree synchronizes),
+ * unless one is in limbo (its reclaim gives it back). In g's quiet section. */
 static bool take_emptied(struct arena *a, uint32_t si, struct cumemcap_give_back *g)
 {
 	const struct segment *s = &a->segs[si];
-	if (s->live || s->prealloc || s->quick)
+	if (s->live || s->prealloc)
 		return false;
 	for (uint32_t k = s->first; k != NONE; k = a->chunks[k].next)
 		if (a->chunks[k].state == C_LIMBO)
@@ -199,20 +169,20 @@ static bool take_emptied(struct arena *a, uint32_t si, struct cumemcap_give_back
 	for (uint32_t k = s->first, nx; k != NONE; k = nx) {
 		nx = a->chunks[k].next;
 		if (a->chunks[k].state == C_PENDING) {
-			pending_remove(a, k);
-			merge_free(a, k, 1); /* pending_remove counted it */
+			list_unlink(a, &a->chunks[k], &a->pend_head, &a->pend_tail);
+			a->pending_bytes -= (uint64_t)a->chunks[k].units << UNIT_SHIFT;
+			a->segs[si].waiting--;
+			merge_free(a, k, 1);
 			nx = a->segs[si].first; /* merged: start over */
 		}
 	}
-	mark_free(a, &a->segs[si], 1);
-	return give_back_add(a, si, g);
+	return give_back_add(a, si, g); /* wholly free, marked by its last merge */
 }
 
 void arena_reclaim(struct arena *a, struct cumemcap_give_back *g)
 {
 	uint32_t head = a->pend_head;
-	/* No synchronization while a stream captures (capture.h): pending
-	 * frees wait until the capture is over. */
+	/* No fence while a stream captures (capture.h): the frees wait. */
 	if (head == NONE || !cumemcap_capture_quiet_enter())
 		return;
 	for (uint32_t ci = head; ci != NONE; ci = a->chunks[ci].lnext)
@@ -221,27 +191,27 @@ void arena_reclaim(struct arena *a, struct cumemcap_give_back *g)
 	a->pending_bytes = 0;
 	uint32_t epoch = a->epoch;
 	CUcontext ctx = a->ctx;
-	unlock(a);
+	cumemcap_spin_unlock(&a->lock);
 	CUresult r = arena_fence_wait(a, ctx, epoch);
 	cumemcap_capture_quiet_exit();
 	uint64_t now = cumemcap_now_ms();
-	lock(a);
+	cumemcap_spin_lock(&a->lock);
 	if (a->epoch != epoch)
 		return; /* the context was forgotten meanwhile: nothing to settle */
 	a->last_reclaim = now;
+	bool immediate = cumemcap_policy()->release == CUMEMCAP_RELEASE_IMMEDIATE;
 	bool emptied = false; /* a segment left with nothing live, not wholly free */
 	for (uint32_t ci = head, next; ci != NONE; ci = next) {
 		next = a->chunks[ci].lnext;
 		if (r == CUDA_SUCCESS) {
-			emptied |= make_ready(a, ci, now);
+			emptied |= make_ready(a, ci, now, !immediate);
 		} else {
-			a->segs[a->chunks[ci].seg].waiting--;
-			pending_push(a, ci); /* not proven idle: keep waiting */
+			a->segs[a->chunks[ci].seg].waiting--; /* pending_push counts it again */
+			pending_push(a, ci);
 		}
 	}
 	/* CUMEMCAP_RELEASE=immediate: segments this wait emptied go now. */
-	if (r != CUDA_SUCCESS || !(emptied || a->whole_free) ||
-	    cumemcap_policy()->release != CUMEMCAP_RELEASE_IMMEDIATE || !quiet_enter(g))
+	if (r != CUDA_SUCCESS || !immediate || !(emptied || a->whole_free) || !quiet_enter(g))
 		return;
 	for (uint32_t i = 0; i < a->addr_count;)
 		if (!take_emptied(a, a->by_addr[i], g))
@@ -252,8 +222,9 @@ void arena_reclaim(struct arena *a, struct cumemcap_give_back *g)
 /* ---- blocks -------------------------------------------------------------------------------- */
 
 /* The arena whose segment holds ptr, locked, with *slot the hash slot of
- * the live block at ptr (NONE: none). NULL, nothing locked: no arena's. */
-static struct arena *find_block(CUdeviceptr ptr, uint32_t *slot)
+ * the live block at ptr (NONE: none). NULL, nothing locked: no arena's.
+ * Inlined: every pooled free takes it. */
+static inline __attribute__((always_inline)) struct arena *find_block(CUdeviceptr ptr, uint32_t *slot)
 {
 	uint32_t n = atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire);
 	struct arena *first = arena_last;
@@ -261,15 +232,39 @@ static struct arena *find_block(CUdeviceptr ptr, uint32_t *slot)
 		struct arena *a = i == 0 ? first : &arenas[i - 1];
 		if (!a || (i > 0 && a == first))
 			continue;
-		lock(a);
+		cumemcap_spin_lock(&a->lock);
 		if (a->ctx) {
 			*slot = hash_find(a, ptr);
 			if (*slot != NONE || seg_find(a, ptr) != NONE)
 				return a;
 		}
-		unlock(a);
+		cumemcap_spin_unlock(&a->lock);
 	}
 	return NULL;
+}
+
+enum cumemcap_arena_where cumemcap_arena_lookup(CUdeviceptr ptr, CUdeviceptr *base, uint64_t *size)
+{
+	uint32_t slot;
+	struct arena *a = find_block(ptr, &slot);
+	if (!a)
+		return CUMEMCAP_ARENA_NOT_OURS;
+	const struct segment *s = &a->segs[seg_find(a, ptr)];
+	enum cumemcap_arena_where w = CUMEMCAP_ARENA_NOT_LIVE;
+	uint32_t off = (uint32_t)((ptr - s->base) >> UNIT_SHIFT);
+	uint32_t k = s->first; /* the chunks tile the segment in address order */
+	while (off >= a->chunks[k].off + a->chunks[k].units)
+		k = a->chunks[k].next;
+	const struct chunk *c = &a->chunks[k];
+	CUdeviceptr b = chunk_addr(a, c);
+	uint64_t len = s->packed ? ((uint64_t)c->units << UNIT_SHIFT) - c->pad : s->requested;
+	if (c->state == C_LIVE && ptr < b + len) {
+		*base = b;
+		*size = len;
+		w = s->packed || s->prealloc ? CUMEMCAP_ARENA_PACKED : CUMEMCAP_ARENA_WHOLE;
+	}
+	cumemcap_spin_unlock(&a->lock);
+	return w;
 }
 
 bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r, struct cumemcap_give_back *g)
@@ -278,11 +273,10 @@ bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r, struct cumemcap_give_back
 	struct arena *a = find_block(ptr, &slot);
 	if (!a)
 		return false;
-	*r = CUDA_SUCCESS;
 	*g = (struct cumemcap_give_back){ 0 };
+	*r = slot == NONE ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS; /* NONE: not a live block */
 	if (slot == NONE) {
-		unlock(a);
-		*r = CUDA_ERROR_INVALID_VALUE; /* inside a segment, not a live block */
+		cumemcap_spin_unlock(&a->lock);
 		return true;
 	}
 	uint32_t ci = (uint32_t)(a->slots[slot] & (MAX_CHUNKS - 1));
@@ -296,8 +290,7 @@ bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r, struct cumemcap_give_back
 	a->live_bytes -= got;
 	bytes_to_ledger(a);
 	pending_push(a, ci);
-	/* CUMEMCAP_RELEASE=immediate: cuMemFree synchronizes, so a segment
-	 * with nothing live can go at once. */
+	/* RELEASE=immediate: cuMemFree synchronizes, so an emptied segment goes now. */
 	if (cumemcap_policy()->release == CUMEMCAP_RELEASE_IMMEDIATE && s->live == 0 && !s->prealloc &&
 	    quiet_enter(g)) {
 		take_emptied(a, c->seg, g);
@@ -306,7 +299,7 @@ bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r, struct cumemcap_give_back
 	cumemcap_ledger_arena_bump(figures_of(a), frees);
 	if (!g->n)
 		cumemcap_ledger_arena_bump(figures_of(a), avoided);
-	unlock(a);
+	cumemcap_spin_unlock(&a->lock);
 	return true;
 }
 
@@ -315,12 +308,11 @@ bool cumemcap_arena_free(CUdeviceptr ptr, CUresult *r, struct cumemcap_give_back
 void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone)
 {
 	uint32_t n = atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire);
-	gone->dev = -1;
-	gone->live = gone->held = gone->blocks = 0;
+	*gone = (struct cumemcap_arena_gone){ .dev = -1 };
 	pthread_mutex_lock(&arena_create_lock);
 	for (uint32_t i = 0; i < n; i++) {
 		struct arena *a = &arenas[i];
-		lock(a);
+		cumemcap_spin_lock(&a->lock);
 		if (a->ctx == ctx) {
 			/* The driver freed every segment with the context. */
 			gone->dev = a->dev;
@@ -331,7 +323,7 @@ void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone)
 			cumemcap_ledger_arena_close(figures_of(a));
 			arena_clear(a);
 		}
-		unlock(a);
+		cumemcap_spin_unlock(&a->lock);
 	}
 	cumemcap_streams_forget_ctx(ctx); /* they died with it */
 	pthread_mutex_unlock(&arena_create_lock);
@@ -342,13 +334,13 @@ void cumemcap_arena_forget_ctx(CUcontext ctx, struct cumemcap_arena_gone *gone)
 static void reclaim_in(struct arena *a, CUcontext ctx, bool drain, struct cumemcap_give_back *g)
 {
 	bool pushed = cumemcap_driver_push_ctx(ctx);
-	lock(a);
+	cumemcap_spin_lock(&a->lock);
 	if (a->ctx == ctx) {
 		arena_reclaim(a, g);
 		if (drain && a->ctx == ctx)
 			arena_collect(a, g, 0, 0);
 	}
-	unlock(a);
+	cumemcap_spin_unlock(&a->lock);
 	cumemcap_driver_pop_ctx(pushed);
 }
 
@@ -356,10 +348,10 @@ void cumemcap_arena_release_device(unsigned i, int dev, struct cumemcap_give_bac
 {
 	struct arena *a = &arenas[i];
 	*g = (struct cumemcap_give_back){ 0 };
-	lock(a);
+	cumemcap_spin_lock(&a->lock);
 	CUcontext ctx = a->ctx;
 	bool some = ctx && a->dev == dev && (a->pend_head != NONE || a->whole_free > 0 || a->quick_count);
-	unlock(a);
+	cumemcap_spin_unlock(&a->lock);
 	if (some)
 		reclaim_in(a, ctx, true, g);
 }
@@ -369,13 +361,13 @@ void cumemcap_arena_idle(unsigned i, uint64_t now_ms, struct cumemcap_give_back 
 	uint32_t idle = cumemcap_policy()->release_idle_ms;
 	struct arena *a = &arenas[i];
 	*g = (struct cumemcap_give_back){ 0 };
-	lock(a);
+	cumemcap_spin_lock(&a->lock);
 	bool due = a->ctx && a->pend_head != NONE && now_ms - a->last_reclaim >= idle / 2;
 	CUcontext ctx = a->ctx;
-	unlock(a);
+	cumemcap_spin_unlock(&a->lock);
 	if (due)
 		reclaim_in(a, ctx, false, g);
-	lock(a);
+	cumemcap_spin_lock(&a->lock);
 	if (a->ctx && now_ms > idle)
 		arena_collect(a, g, 0, now_ms - idle);
 	for (uint32_t k = 0; a->ctx && k < a->addr_count; k++) {
@@ -385,7 +377,7 @@ void cumemcap_arena_idle(unsigned i, uint64_t now_ms, struct cumemcap_give_back 
 	}
 	if (a->ctx && a->pend_head != NONE && a->last_reclaim + idle / 2 < *next_ms)
 		*next_ms = a->last_reclaim + idle / 2;
-	unlock(a);
+	cumemcap_spin_unlock(&a->lock);
 }
 
 void cumemcap_arena_lock_all(void)
@@ -393,14 +385,14 @@ void cumemcap_arena_lock_all(void)
 	pthread_mutex_lock(&arena_create_lock);
 	uint32_t n = atomic_load(&cumemcap_arena_count);
 	for (uint32_t i = 0; i < n; i++)
-		lock(&arenas[i]);
+		cumemcap_spin_lock(&arenas[i].lock);
 }
 
 void cumemcap_arena_unlock_all(void)
 {
 	uint32_t n = atomic_load(&cumemcap_arena_count);
 	for (uint32_t i = 0; i < n; i++)
-		unlock(&arenas[i]);
+		cumemcap_spin_unlock(&arenas[i].lock);
 	pthread_mutex_unlock(&arena_create_lock);
 }
 
@@ -410,7 +402,7 @@ void cumemcap_arena_fork_child(void)
 	uint32_t n = atomic_load(&cumemcap_arena_count);
 	for (uint32_t i = 0; i < n; i++) {
 		arena_clear(&arenas[i]);
-		unlock(&arenas[i]);
+		cumemcap_spin_unlock(&arenas[i].lock);
 	}
 	arena_last = NULL;
 	arena_fence_fork_child();

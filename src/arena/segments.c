@@ -1,19 +1,17 @@
-/* arena/segments: the arenas' records, see arena-internal.h: the arena
- * table, the growth of the address hash, the segment records and their
- * index by address, emptying an arena, and the lookups by address.
+/* arena/segments: the arenas' records (arena-internal.h): the arena table,
+ * the address hash's growth, the segment records and their index by
+ * address, emptying an arena.
  *
- * Thread safety: every function runs with the arena's spinlock held
- * (lookup takes each arena's lock in turn); the table is grown under
- * arena_create_lock and read without it. No driver call is made here. */
+ * Thread safety: every function runs with the arena's spinlock held; the
+ * table is grown under arena_create_lock. No driver call is made here. */
 #include "arena/arena-internal.h"
 
 #include <stddef.h>
 
 struct arena arenas[MAX_ARENAS];
-_Atomic uint32_t cumemcap_arena_count; /* slots ever used */
+_Atomic uint32_t cumemcap_arena_count;
 pthread_mutex_t arena_create_lock = PTHREAD_MUTEX_INITIALIZER;
 CUMEMCAP_TLS struct arena *arena_last;
-static _Atomic bool ipc_warned;
 _Static_assert(MAX_ARENAS <= CUMEMCAP_LEDGER_ARENAS, "each arena has a record of its own in the ledger");
 
 bool arena_slots_grow(struct arena *a)
@@ -26,9 +24,9 @@ bool arena_slots_grow(struct arena *a)
 	a->slots = s;
 	a->slot_mask = cap - 1;
 	a->slot_used = 0;
-	for (uint32_t i = 0; i < old; i++)
+	for (uint32_t i = 0; i < old; i++) /* a quarter full at most: no growth */
 		if (prev[i])
-			hash_place(a, prev[i]);
+			hash_insert(a, prev[i] >> 24 << UNIT_SHIFT, (uint32_t)(prev[i] & (MAX_CHUNKS - 1)));
 	free(prev);
 	return true;
 }
@@ -67,17 +65,10 @@ uint32_t arena_seg_add(struct arena *a, CUdeviceptr base, uint64_t bytes, bool p
 	a->segs[si] = (struct segment){ .base = base, .bytes = bytes, .first = ci, .packed = packed,
 					.prealloc = prealloc };
 	/* Into the address index, which has room for every segment record. */
-	uint32_t lo = 0, hi = a->addr_count;
-	while (lo < hi) {
-		uint32_t mid = (lo + hi) / 2;
-		if (a->segs[a->by_addr[mid]].base < base)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	memmove(&a->by_addr[lo + 1], &a->by_addr[lo], (a->addr_count - lo) * sizeof(uint32_t));
-	a->by_addr[lo] = si;
-	a->addr_count++;
+	uint32_t i = a->addr_count++;
+	for (; i > 0 && a->segs[a->by_addr[i - 1]].base > base; i--)
+		a->by_addr[i] = a->by_addr[i - 1];
+	a->by_addr[i] = si;
 	a->chunks[ci] = (struct chunk){ .seg = si, .off = 0, .units = (uint32_t)(bytes >> UNIT_SHIFT),
 					.prev = NONE, .next = NONE };
 	a->held += bytes;
@@ -116,48 +107,13 @@ void arena_clear(struct arena *a)
 	a->unused_chunks = a->unused_segs = NONE;
 	a->pend_head = a->pend_tail = NONE;
 	for (unsigned b = 0; b < BINS; b++)
-		a->bin[b] = a->big[b] = NONE;
+		a->bins.head[b] = a->big.head[b] = NONE;
 	for (unsigned u = 0; u <= QUICK_UNITS; u++)
 		a->quick[u] = NONE;
 }
 
-enum cumemcap_arena_where cumemcap_arena_lookup(CUdeviceptr ptr, CUdeviceptr *base, uint64_t *size)
-{
-	uint32_t n = atomic_load_explicit(&cumemcap_arena_count, memory_order_acquire);
-	for (uint32_t i = 0; i < n; i++) {
-		struct arena *a = &arenas[i];
-		lock(a);
-		uint32_t si = a->ctx ? seg_find(a, ptr) : NONE;
-		if (si == NONE) {
-			unlock(a);
-			continue;
-		}
-		const struct segment *s = &a->segs[si];
-		enum cumemcap_arena_where w = CUMEMCAP_ARENA_NOT_LIVE;
-		uint32_t off = (uint32_t)((ptr - s->base) >> UNIT_SHIFT);
-		for (uint32_t k = s->first; k != NONE; k = a->chunks[k].next) {
-			const struct chunk *c = &a->chunks[k];
-			if (off < c->off || off >= c->off + c->units)
-				continue;
-			if (c->state == C_LIVE) {
-				CUdeviceptr b = chunk_addr(a, c);
-				uint64_t len = s->packed ? ((uint64_t)c->units << UNIT_SHIFT) - c->pad : s->requested;
-				if (ptr < b + len) {
-					*base = b;
-					*size = len;
-					w = s->packed || s->prealloc ? CUMEMCAP_ARENA_PACKED : CUMEMCAP_ARENA_WHOLE;
-				}
-			}
-			break;
-		}
-		unlock(a);
-		return w;
-	}
-	return CUMEMCAP_ARENA_NOT_OURS;
-}
-
 bool cumemcap_arena_warn_ipc(void)
 {
-	bool expected = false;
-	return atomic_compare_exchange_strong(&ipc_warned, &expected, true);
+	static _Atomic bool warned;
+	return !atomic_exchange(&warned, true);
 }
