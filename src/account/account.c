@@ -79,7 +79,7 @@ CUresult cumemcap_account_charge_begin(struct cumemcap_charge *c, const char *en
 	}
 	/* A pool's charge is an estimate: the caller notes the request. */
 	if (kind != CUMEMCAP_KIND_pool)
-		cumemcap_ledger_note_request(dev, bytes);
+		cumemcap_ledger_record_request(dev, bytes);
 	if (!cumemcap_account_reserve(dev, kind, bytes, entry_point)) {
 		cumemcap_account_refused(dev, entry_point, bytes);
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -194,7 +194,7 @@ CUresult cumemcap_account_pool_alloc_begin(struct cumemcap_pool_alloc *a, const 
 	if (current)
 		pool = cumemcap_account_current_pool(dev);
 	a->pool = NULL;
-	cumemcap_ledger_note_request(dev, bytes);
+	cumemcap_ledger_record_request(dev, bytes);
 	a->growth_unread = cumemcap_account_pool_unread(pool, dev, current);
 	if (a->growth_unread) {
 		a->c = (struct cumemcap_charge){ .dev = dev, .ctx = ctx, .kind = CUMEMCAP_KIND_pool,

@@ -183,11 +183,11 @@ bool cumemcap_account_alloc_pooled(CUdeviceptr *dptr, uint64_t bytes, const char
 		case CUMEMCAP_ARENA_NOT_POOLED:
 			return false;
 		case CUMEMCAP_ARENA_SERVED:
-			cumemcap_ledger_note_request(q.dev, bytes);
+			cumemcap_ledger_record_request(q.dev, bytes);
 			*r = CUDA_SUCCESS;
 			return true;
 		case CUMEMCAP_ARENA_REFUSED:
-			cumemcap_ledger_note_request(q.dev, bytes);
+			cumemcap_ledger_record_request(q.dev, bytes);
 			cumemcap_account_refused(q.dev, entry_point, bytes);
 			*r = CUDA_ERROR_OUT_OF_MEMORY;
 			return true;
@@ -197,7 +197,7 @@ bool cumemcap_account_alloc_pooled(CUdeviceptr *dptr, uint64_t bytes, const char
 		if (!q.prealloc) {
 			bool served = cumemcap_arena_serve_sibling(&q, dptr);
 			give_back(&q.back);
-			cumemcap_ledger_note_request(q.dev, bytes);
+			cumemcap_ledger_record_request(q.dev, bytes);
 			if (served) {
 				*r = CUDA_SUCCESS;
 				return true;

@@ -82,7 +82,7 @@ RUN(cuGraphUpload_ptsz, true)
 RUN(cuGraphLaunch, false)
 RUN(cuGraphLaunch_ptsz, true)
 
-NOTING_ENTRY(cuGraphExecDestroy, (CUgraphExec hGraphExec), (hGraphExec), (void)0,
-	     cumemcap_graph_exec_destroyed(hGraphExec))
-NOTING_ENTRY(cuDeviceGraphMemTrim, (CUdevice device), (device), (void)0,
-	     cumemcap_graph_trimmed((int)device))
+LOCKED_ENTRY_AROUND(cuGraphExecDestroy, (CUgraphExec hGraphExec), (hGraphExec), (void)0,
+		    cumemcap_graph_exec_destroyed(hGraphExec))
+LOCKED_ENTRY_AROUND(cuDeviceGraphMemTrim, (CUdevice device), (device), (void)0,
+		    cumemcap_graph_trimmed((int)device))

@@ -4,7 +4,7 @@
  * must not synchronize (capture.h); every version and per-thread variant.
  *
  * Thread safety: see streams.h and capture.h. Creation runs in a reader
- * section of the death lock: no context dies between the call and the note. */
+ * section of the death lock: no context dies between the call and its record. */
 #include "state/capture.h"
 #include "state/streams.h"
 #include "entry/hooks.h"

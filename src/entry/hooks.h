@@ -61,7 +61,7 @@ static inline void cumemcap_death_lock_cleanup(int *unused)
 
 /* A locked entry point: `before`, the real call with `args`, then `after`
  * when that succeeded (a pool or a graph gone, memory trimmed). */
-#define NOTING_ENTRY(name, params, args, before, after)                                            \
+#define LOCKED_ENTRY_AROUND(name, params, args, before, after)                                     \
 	CUMEMCAP_EXPORT CUresult CUDAAPI name params                                               \
 	{                                                                                          \
 		NEED(name);                                                                        \

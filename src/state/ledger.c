@@ -105,7 +105,7 @@ const char *cumemcap_overhead_source_name(enum cumemcap_overhead_source source)
 	return (unsigned)source < sizeof(names) / sizeof(names[0]) ? names[source] : "none";
 }
 
-void cumemcap_ledger_note_request(int dev, uint64_t bytes)
+void cumemcap_ledger_record_request(int dev, uint64_t bytes)
 {
 	if (cumemcap_ledger_valid(dev))
 		raise_to(&FIG(&cumemcap_ledger[dev], largest_request), bytes);

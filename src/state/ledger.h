@@ -74,7 +74,7 @@ static inline enum cumemcap_overhead_source cumemcap_overhead_expected(bool nvml
 bool cumemcap_ledger_reserve(int dev, enum cumemcap_kind kind, uint64_t bytes);
 
 /* A program's request of `bytes`, granted or not: the largest is kept. */
-void cumemcap_ledger_note_request(int dev, uint64_t bytes);
+void cumemcap_ledger_record_request(int dev, uint64_t bytes);
 
 /* Add or remove bytes without a limit check. */
 void cumemcap_ledger_add(int dev, enum cumemcap_kind kind, uint64_t bytes);

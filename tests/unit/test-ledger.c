@@ -25,8 +25,8 @@ START_TEST(ledger_reserve_up_to_the_limit)
 	ck_assert_uint_eq(cumemcap_ledger_get(1, CUMEMCAP_FIG_peak_reserved), 1000);
 	/* Requests are noted by the caller, reservations are not requests. */
 	ck_assert_uint_eq(cumemcap_ledger_get(1, CUMEMCAP_FIG_largest_request), 0);
-	cumemcap_ledger_note_request(1, 601);
-	cumemcap_ledger_note_request(1, 7);
+	cumemcap_ledger_record_request(1, 601);
+	cumemcap_ledger_record_request(1, 7);
 	ck_assert_uint_eq(cumemcap_ledger_get(1, CUMEMCAP_FIG_largest_request), 601);
 }
 END_TEST
