@@ -303,13 +303,15 @@ CUMEMCAP_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmem
 /* A pool's unread growth is read while the pool still holds it. */
 LOCKED_ENTRY_AROUND(cuMemPoolDestroy, (CUmemoryPool pool), (pool),
 		    cumemcap_account_pool_read(pool, false), cumemcap_account_pool_destroyed(pool))
-LOCKED_ENTRY_AROUND(cuMemPoolTrimTo, (CUmemoryPool pool, size_t minBytesToKeep), (pool, minBytesToKeep),
-		    cumemcap_account_pool_read(pool, false), cumemcap_account_pool_read(pool, true))
+LOCKED_ENTRY_AROUND(cuMemPoolTrimTo, (CUmemoryPool pool, size_t minBytesToKeep),
+		    (pool, minBytesToKeep), cumemcap_account_pool_read(pool, false),
+		    cumemcap_account_pool_read(pool, true))
 
 /* A device's current pool (account.h caches it) changed. */
 LOCKED_ENTRY_AROUND(cuDeviceSetMemPool, (CUdevice dev, CUmemoryPool pool), (dev, pool), (void)0,
 		    cumemcap_account_pools_changed())
-LOCKED_ENTRY_AROUND(cuMemSetMemPool, (CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool),
+LOCKED_ENTRY_AROUND(cuMemSetMemPool,
+		    (CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool),
 		    (location, type, pool), (void)0, cumemcap_account_pools_changed())
 
 /* A pooled block's range is the allocation the program got; an address in
