@@ -379,10 +379,12 @@ enum cumemcap_arena_answer cumemcap_arena_serve(struct cumemcap_arena_request *q
 	if (a->prealloc_due) {
 		a->prealloc_due = false;
 		cumemcap_spin_unlock(&a->lock);
-		q->segment_bytes = prealloc_size(a);
-		q->prealloc = q->segment_bytes != 0;
-		if (q->prealloc)
+		uint64_t whole = prealloc_size(a); /* 0: nothing to take, serve as usual */
+		if (whole) {
+			q->segment_bytes = whole;
+			q->prealloc = true;
 			return CUMEMCAP_ARENA_NEEDS_SEGMENT;
+		}
 		cumemcap_spin_lock(&a->lock);
 	}
 	if (a->failed) {

@@ -465,6 +465,22 @@ static void preallocate_fails(void) /* CUMEMCAP_GROWTH=preallocate:32GiB on a 16
 	printf("arena: a preallocation that cannot be had fails at once, with a message\n");
 }
 
+static void preallocate_nothing_it(void *arg)
+{
+	ipc_result = A.cuMemAlloc((CUdeviceptr *)arg, 4096);
+}
+
+static void preallocate_nothing(void) /* CUMEMCAP_GROWTH=preallocate, no limit and no size */
+{
+	CUdeviceptr p;
+	capture(preallocate_nothing_it, &p);
+	OK(ipc_result);
+	CHECK(strstr(captured, "GPU 0 has no limit: CUMEMCAP_GROWTH=preallocate takes nothing there") != NULL);
+	CHECK(F.reserved(0) > 0 && F.reserved(0) < 256 * MiB); /* a segment as without preallocation */
+	OK(A.cuMemFree(p));
+	printf("arena: preallocate with nothing to take says so and serves as usual\n");
+}
+
 static void context_destroy(void)
 {
 	if (!A.cuCtxCreate)
@@ -794,6 +810,7 @@ static const struct arena_case cases[] = {
 	CASE("budget", "", budget)
 	CASE("preallocate", "CUMEMCAP_GROWTH=preallocate CUMEMCAP_LIMIT=256MiB", preallocate)
 	CASE("preallocate-fails", "CUMEMCAP_GROWTH=preallocate:32GiB", preallocate_fails)
+	CASE("preallocate-nothing", "CUMEMCAP_GROWTH=preallocate", preallocate_nothing)
 	CASE("context-destroy", "", context_destroy)
 	CASE("shards", "CUMEMCAP_LIMIT=8MiB CUMEMCAP_RELEASE=never", shards)
 	CASE("quick-stream-safety", "CUMEMCAP_LIMIT=2MiB FAKECUDA_STREAM_DELAY_US=100000", quick_stream_safety)
