@@ -93,10 +93,11 @@ static CUresult hold(struct cumemcap_graph_op *op)
 		nd->held = 0;
 		if (!cumemcap_device_ensure(nd->dev))
 			continue;
-		uint64_t reserved = 0, used = 0;
-		if (cumemcap_driver_graph_mem(nd->dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT,
-					      &reserved) &&
-		    !cumemcap_driver_graph_mem(nd->dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used))
+		uint64_t reserved, used = 0;
+		if (!cumemcap_driver_graph_mem(nd->dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT,
+					       &reserved))
+			reserved = 0;
+		else if (!cumemcap_driver_graph_mem(nd->dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used))
 			used = reserved; /* nothing known to be unmapped */
 		uint64_t spare = reserved > used ? reserved - used : 0;
 		uint64_t growth = nd->bytes > spare ? nd->bytes - spare : 0;
