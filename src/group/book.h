@@ -70,8 +70,8 @@ struct cumemcap_book_figs {
 struct cumemcap_book_slot {
 	_Atomic uint32_t state;
 	uint32_t pid;               /* as the member sees itself */
-	uint64_t pidns;             /* unused, 0: kept for the layout */
-	uint64_t start;             /* unused, 0 */
+	uint64_t pidns;             /* unused: nothing reads it, kept for the layout */
+	uint64_t start;             /* unused */
 	uint32_t uid;
 	uint32_t reserved0;
 	uint64_t joined_ns;         /* CLOCK_REALTIME */
@@ -88,8 +88,8 @@ struct cumemcap_book_header {
 	uint32_t header_size, gpu_size, change_size, slot_size;
 	uint32_t gpus, changes, slots;
 	uint32_t creator_uid;
-	uint64_t created_ns;        /* unused, 0: kept for the layout */
-	unsigned char boot_id[16];  /* unused, 0 */
+	uint64_t created_ns;        /* unused: nothing reads it, kept for the layout */
+	unsigned char boot_id[16];  /* unused */
 	char name[CUMEMCAP_BOOK_NAME_MAX + 1];
 	char reserved0[7];
 	_Atomic uint32_t slots_used;  /* 1 + the highest slot ever claimed */
