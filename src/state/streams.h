@@ -1,8 +1,9 @@
 /* streams: the process's streams that do not wait for the legacy default
  * stream, by context, for the arenas' fences (arena/fence.h), and a
- * generation every destruction bumps. A stream of unknown context, more than
- * 256 at once (from then on), or more than CUMEMCAP_STREAMS_MAX in one
- * context make every fence fall back to a context synchronization.
+ * generation every destruction bumps. A stream of unknown context or more
+ * than 256 at once (from then on) make every fence fall back to a context
+ * synchronization; more than CUMEMCAP_STREAMS_MAX in one context, that
+ * context's fences.
  *
  * Thread safety: a spinlock around the list (never held across a driver
  * call), the generation atomic. */
