@@ -28,6 +28,14 @@ static void process_capacity(int dev, struct cumemcap_ledger_capacity *c)
 	}
 }
 
+/* Out of line, so that process_capacity stays inline on the common path:
+ * pools may have trimmed at a synchronization the shim did not see. */
+static __attribute__((noinline)) void pools_read_again(int dev, struct cumemcap_ledger_capacity *c)
+{
+	cumemcap_account_pool_refresh_now(dev);
+	process_capacity(dev, c);
+}
+
 /* The driver's figures for the current context's device, capped at the
  * limit and headroom, the arenas' cache counted free. No device: the error
  * for a missing context, never uncapped figures. Device-level: no lock. */
@@ -46,11 +54,8 @@ static inline __attribute__((always_inline)) CUresult mem_info(uint64_t *free_by
 		return found == CUDA_ERROR_INVALID_DEVICE ? found : CUDA_ERROR_INVALID_CONTEXT;
 	struct cumemcap_ledger_capacity c;
 	process_capacity(dev, &c);
-	if (__builtin_expect(c.limit != CUMEMCAP_NO_LIMIT && cumemcap_ledger_holds(dev, CUMEMCAP_KIND_pool), 0)) {
-		/* Pools may have trimmed at a synchronization the shim did not see. */
-		cumemcap_account_pool_refresh_now(dev);
-		process_capacity(dev, &c);
-	}
+	if (__builtin_expect(c.limit != CUMEMCAP_NO_LIMIT && cumemcap_ledger_holds(dev, CUMEMCAP_KIND_pool), 0))
+		pools_read_again(dev, &c);
 	if (c.limit != CUMEMCAP_NO_LIMIT) {
 		t = c.limit;
 		if (f > c.headroom)
