@@ -110,8 +110,9 @@ static void exit_once(int signo)
 static void on_fatal(int sig, siginfo_t *info, void *uc)
 {
 	int saved = errno;
-	const struct sigaction *old = &previous[slot_of(sig)];
-	if (sig == SIGBUS && info && cumemcap_mapped_fault(info->si_addr)) {
+	size_t i = slot_of(sig); /* N_FATAL: the program installed this handler for another signal */
+	const struct sigaction *old = &previous[i];
+	if ((sig == SIGBUS && info && cumemcap_mapped_fault(info->si_addr)) || i == N_FATAL) {
 		/* A group's book cut under its mapping (group/book.h): not the program's. */
 	} else if (old->sa_handler == SIG_DFL) {
 		exit_once(sig);

@@ -78,6 +78,11 @@ while args:
         out(op="free", r=cu.cuMemFree_v2(ctypes.c_uint64(ptrs.pop())))
     elif op == "sleep":
         time.sleep(float(args.pop(0)))
+    elif op == "fsize":                  # RLIMIT_FSIZE from now on, the log already open
+        import resource
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)   # Python ignores it; a C program would not
+        n = int(args.pop(0))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
     elif op == "mark":
         out(op="mark", peak=cu.fakecuda_peak_reserved(0))
     elif op == "threads":                # T threads, N refused requests of B bytes each
@@ -604,6 +609,17 @@ class Log(unittest.TestCase):
         whole = [json.loads(l) for l in lines[:-1]]     # a cut last line is allowed
         self.assertEqual(whole[0]["type"], "start")
         self.assertGreater(sum(r["type"] == "refusal" for r in whole), 3)
+
+    def test_file_size_limit_set_later_turns_logging_off(self):
+        # The limit comes after the log was opened, below the file's size:
+        # the program still never gets the SIGXFSZ a record's write raises.
+        steps = ["init", "ctx", "0", "alloc", str(2 * MiB), "sleep", "0.3", "fsize", "1",
+                 "threads", "1", "60", str(8 * GiB), "print", "done"]
+        p = self.run_probe(steps, {"CUMEMCAP_LIMIT": "1GiB"})
+        self.assertEqual(p.returncode, 0, p.err)
+        self.assertTrue(p.out.endswith("done\n"))
+        self.assertRegex(p.err, r"^cumemcap: log .*logprobe\.py\.%d\.jsonl: "
+                         r"(file too large|short write .*); logging is off\n$" % p.pid)
 
     def test_off_and_no_cuda_write_nothing(self):
         p = self.run_probe(["init", "ctx", "0", "alloc", str(2 * MiB), "handlers"], {"CUMEMCAP_LOG": "off"})
