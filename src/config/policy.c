@@ -514,6 +514,7 @@ static pthread_once_t policy_once = PTHREAD_ONCE_INIT;
 static _Atomic bool policy_ready; /* the fast path once built */
 /* What the constructor saw (cumemcap_policy_start). */
 static struct {
+	int argc;
 	char *const *argv;
 	bool bare;                          /* nothing configured at start */
 	char program[CUMEMCAP_PROGRAM_MAX]; /* argv's name, taken at start */
@@ -523,9 +524,8 @@ extern char **environ;
 
 bool cumemcap_policy_start(int argc, char *const *argv)
 {
+	start.argc = argc;
 	start.argv = argv;
-	/* Taken now: a program may rewrite its argv (setproctitle). */
-	cumemcap_program_name(argc, argv, start.program, sizeof(start.program));
 	/* Bare: no secure execution, no CUMEMCAP_ variable and nothing at the
 	 * default path (cumemcap_policy_config_path's test). */
 	bool bare = getauxval(AT_SECURE) == 0;
@@ -537,7 +537,8 @@ bool cumemcap_policy_start(int argc, char *const *argv)
 		return true;
 	}
 	/* Built at first use as it would be now: variables and files made
-	 * later do not count. */
+	 * later do not count, a rewritten argv (setproctitle) neither. */
+	cumemcap_program_name(argc, argv, start.program, sizeof(start.program));
 	start.bare = true;
 	return false;
 }
@@ -587,7 +588,9 @@ static void policy_init(void)
 	bool secure = !start.bare && getauxval(AT_SECURE) != 0;
 	if (secure)
 		program_from_exe(start.program, sizeof(start.program));
-	else if (!start.bare && !start.argv)
+	else if (!start.bare && start.argv)
+		cumemcap_program_name(start.argc, start.argv, start.program, sizeof(start.program));
+	else if (!start.bare)
 		program_from_proc(start.program, sizeof(start.program));
 	/* In place: the_policy is zero (.bss); a failure ends the process. */
 	if (!build_process(&the_policy, start.bare ? no_env : cumemcap_getenv, secure,
