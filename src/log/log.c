@@ -129,8 +129,8 @@ static void on_fatal(int sig, siginfo_t *info, void *uc)
 /* A stack overflow's SIGSEGV needs an alternate stack: each thread the
  * shim sees once armed gets one unless it has one; freed at thread exit. */
 #define ALTSTACK_BYTES (64u * 1024)
-static _Atomic bool signals_armed;
-static CUMEMCAP_TLS bool thread_seen;
+_Atomic bool cumemcap_log_signals_armed;
+CUMEMCAP_TLS bool cumemcap_log_thread_seen;
 static pthread_key_t altstack_key;
 static bool altstack_key_ok; /* written before the handlers are armed */
 
@@ -154,11 +154,9 @@ static void altstack_free(void *mem)
 	munmap(mem, altstack_size() + (size_t)page);
 }
 
-void cumemcap_log_thread(void)
+void cumemcap_log_thread_slow(void)
 {
-	if (thread_seen || !atomic_load_explicit(&signals_armed, memory_order_acquire))
-		return;
-	thread_seen = true;
+	cumemcap_log_thread_seen = true;
 	int saved = errno;
 	stack_t cur;
 	if (sigaltstack(NULL, &cur) != 0 || !(cur.ss_flags & SS_DISABLE))
@@ -206,7 +204,7 @@ static void arm_signals(void)
 	for (size_t i = 0; i < N_FATAL; i++)
 		arm(i);
 	altstack_key_ok = pthread_key_create(&altstack_key, altstack_free) == 0;
-	atomic_store_explicit(&signals_armed, true, memory_order_release);
+	atomic_store_explicit(&cumemcap_log_signals_armed, true, memory_order_release);
 	cumemcap_log_thread();
 }
 

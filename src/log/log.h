@@ -7,8 +7,11 @@
  * `door`: the entry point a request came through ("cuMemAlloc_v2"). */
 #pragma once
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+#include "platform/export.h"
 
 /* The library constructor: policy is built, nothing else is done yet. */
 void cumemcap_log_init(void);
@@ -69,5 +72,14 @@ void cumemcap_log_fork_child(void);
 void cumemcap_log_arm_sigbus(void);
 
 /* Every hook calls this: once armed, give the thread an alternate signal
- * stack (for a stack overflow's exit record). */
-void cumemcap_log_thread(void);
+ * stack (for a stack overflow's exit record). Inline: one thread-local load
+ * when done, since it is on every hook's path. */
+extern _Atomic bool cumemcap_log_signals_armed;
+extern CUMEMCAP_TLS bool cumemcap_log_thread_seen;
+void cumemcap_log_thread_slow(void);
+static inline void cumemcap_log_thread(void)
+{
+	if (__builtin_expect(!cumemcap_log_thread_seen, 0) &&
+	    atomic_load_explicit(&cumemcap_log_signals_armed, memory_order_acquire))
+		cumemcap_log_thread_slow();
+}
