@@ -158,17 +158,18 @@ static bool parse_estimate(struct cumemcap_policy *p, const char *value, char *w
 
 static bool parse_release(struct cumemcap_policy *p, const char *value, char *why, size_t len)
 {
+	/* idle:SECONDS first: a default that parses writes no message (no printf at start) */
+	if (strncmp(value, "idle:", 5) == 0 && cumemcap_parse_seconds(value + 5, 1, 86400000u, &p->release_idle_ms)) {
+		p->release = CUMEMCAP_RELEASE_IDLE;
+		return true;
+	}
 	/* never or immediate; "idle" alone is not a value */
 	int i = word_of(value, release_names + 1, "never, immediate, idle:SECONDS (0.001 to 86400, e.g. idle:30)",
 			why, len);
-	if (i >= 0) {
-		p->release = (enum cumemcap_release)(i + 1);
-		p->release_idle_ms = 0;
-		return true;
-	}
-	if (strncmp(value, "idle:", 5) != 0 || !cumemcap_parse_seconds(value + 5, 1, 86400000u, &p->release_idle_ms))
+	if (i < 0)
 		return false;
-	p->release = CUMEMCAP_RELEASE_IDLE;
+	p->release = (enum cumemcap_release)(i + 1);
+	p->release_idle_ms = 0;
 	return true;
 }
 
@@ -593,6 +594,16 @@ static const char *ending_in(const char *name)
 	return best;
 }
 
+/* Whether entry ("NAME=VALUE") names the variable `name`: a known one, the
+ * start's case, is told without calling libc (its pages stay untouched). */
+static bool names(const char *entry, const char *name)
+{
+	size_t i = 0;
+	while (name[i] && entry[i] == name[i])
+		i++;
+	return !name[i] && (entry[i] == '=' || entry[i] == '\0');
+}
+
 bool cumemcap_variable_unknown_line(const char *entry, char *line, size_t len)
 {
 	char name[96], q[128];
@@ -605,10 +616,10 @@ bool cumemcap_variable_unknown_line(const char *entry, char *line, size_t len)
 	for (size_t i = 0; i < OTHER_VARIABLES; i++)
 		known[c++] = other_variables[i];
 	known[c] = NULL;
-	snprintf(name, sizeof(name), "%.*s", (int)strcspn(entry, "="), entry);
 	for (size_t i = 0; i < c; i++)
-		if (strcmp(name, known[i]) == 0)
+		if (names(entry, known[i]))
 			return false;
+	snprintf(name, sizeof(name), "%.*s", (int)strcspn(entry, "="), entry);
 	const char *said = getenv("CUMEMCAP_NAMED_UNKNOWN");
 	for (const char *w = said; w && *w; w += strspn(w, " ")) {
 		size_t k = strcspn(w, " ");
