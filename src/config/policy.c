@@ -243,22 +243,21 @@ static bool check_group(const struct cumemcap_policy *p, char *err, size_t errle
 }
 
 /* As cumemcap_policy_build, into an all-zero p (half-built on failure). */
-static bool build(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *path, const char *text,
+/* `text`: the file's, parsed in place (cumemcap_config_parse writes into
+ * it); NULL: read from `path`. */
+static bool build(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char *path, char *text,
 		  size_t len, const char *program, char *err, size_t errlen)
 {
 	char why[256], *own = NULL;
-	if (text) {
-		if (!(own = malloc(len + 1))) {
-			snprintf(err, errlen, "out of memory");
+	if (!text && path && path[0]) {
+		if (!cumemcap_config_read(path, &own, &len, err, errlen)) {
+			/* Say which variable named the file when one did. */
+			const char *named = get("CUMEMCAP_CONFIG");
+			if (named && strcmp(named, path) == 0)
+				cumemcap_config_prefix(err, errlen, "CUMEMCAP_CONFIG=\"%s\": ", named);
 			return false;
 		}
-		memcpy(own, text, len); /* cumemcap_config_parse writes into it */
-	} else if (path && path[0] && !cumemcap_config_read(path, &own, &len, err, errlen)) {
-		/* Say which variable named the file when one did. */
-		const char *named = get("CUMEMCAP_CONFIG");
-		if (named && strcmp(named, path) == 0)
-			cumemcap_config_prefix(err, errlen, "CUMEMCAP_CONFIG=\"%s\": ", named);
-		return false;
+		text = own;
 	}
 	cumemcap_copy(p->program, sizeof(p->program), program ? program : "");
 	/* Every setting's default_value (an empty one is the zeroed policy's). */
@@ -271,7 +270,7 @@ static bool build(struct cumemcap_policy *p, cumemcap_getenv_fn get, const char 
 	bool ok = read_env(&b, get, err, errlen);
 	if (ok && path && path[0]) {
 		cumemcap_copy(p->config_path, sizeof(p->config_path), path);
-		ok = cumemcap_config_parse(path, own, len, on_section, on_entry, &b, err, errlen);
+		ok = cumemcap_config_parse(path, text, len, on_section, on_entry, &b, err, errlen);
 	}
 	free(b.scratch);
 	free(own);
@@ -349,8 +348,11 @@ static bool kept(struct cumemcap_policy *out, struct cumemcap_policy *p, bool ok
 bool cumemcap_policy_build(struct cumemcap_policy *out, cumemcap_getenv_fn get, const char *path,
 			   const char *text, size_t len, const char *program, char *err, size_t errlen)
 {
-	struct cumemcap_policy *p = calloc(1, sizeof(*p));
-	return kept(out, p, p && build(p, get, path, text, len, program, err, errlen), err, errlen);
+	char *copy = text ? malloc(len + 1) : NULL; /* the caller's text stays as it is */
+	struct cumemcap_policy *p = !text || copy ? calloc(1, sizeof(*p)) : NULL;
+	bool ok = p && build(p, get, path, text ? memcpy(copy, text, len) : NULL, len, program, err, errlen);
+	free(copy);
+	return kept(out, p, ok, err, errlen);
 }
 
 bool cumemcap_policy_build_process(struct cumemcap_policy *out, cumemcap_getenv_fn get, bool secure,
@@ -517,7 +519,7 @@ static struct {
 	int argc;
 	char *const *argv;
 	bool bare;                          /* nothing configured at start */
-	char program[CUMEMCAP_PROGRAM_MAX]; /* argv's name, taken at start */
+	char program[CUMEMCAP_PROGRAM_MAX]; /* the name: at start when bare, else by policy_init */
 } start;
 
 extern char **environ;
